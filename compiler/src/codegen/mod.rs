@@ -1,0 +1,343 @@
+//! Loop IR → Cranelift → relocatable object, plus the C header.
+//!
+//! Emitted symbols (prefixed by the model name): `NAME_run`, `NAME_workspace_size`,
+//! `NAME_info`, and with `emit_main` a `main` that runs the driver. Per-step functions and
+//! constant data are local to the object.
+
+pub mod func;
+pub mod header;
+
+use crate::error::{Error, Result};
+use crate::loops::{Loc, Program};
+use cranelift_codegen::ir::{self, AbiParam, InstBuilder, UserFuncName, types};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{Context, ir::condcodes::IntCC};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use func::{FnCx, PTR, block_args, step_signature};
+use std::collections::HashMap;
+use target_lexicon::Triple;
+
+#[derive(Clone, Debug)]
+pub struct CodegenOptions {
+    /// Target triple; `None` means the host (with its CPU features).
+    pub target: Option<String>,
+    /// Cranelift `opt_level`: "none" or "speed".
+    pub opt_level: &'static str,
+    /// Also emit a `main` running the `onnxc run/bench` driver.
+    pub emit_main: bool,
+    /// Keep the CLIF text of every function (for `--emit clif`).
+    pub keep_clif: bool,
+    /// Run the Cranelift verifier.
+    pub verify: bool,
+}
+
+impl Default for CodegenOptions {
+    fn default() -> Self {
+        CodegenOptions { target: None, opt_level: "speed", emit_main: false, keep_clif: false, verify: cfg!(debug_assertions) }
+    }
+}
+
+pub struct Artifact {
+    pub object: Vec<u8>,
+    pub clif: String,
+}
+
+pub fn make_isa(opts: &CodegenOptions) -> Result<OwnedTargetIsa> {
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v).map_err(|e| Error::Internal(format!("cranelift flag {k}={v}: {e}")))
+    };
+    set(&mut flags, "opt_level", opts.opt_level)?;
+    set(&mut flags, "is_pic", "true")?;
+    set(&mut flags, "enable_alias_analysis", "true")?;
+    set(&mut flags, "enable_verifier", if opts.verify { "true" } else { "false" })?;
+    let flags = settings::Flags::new(flags);
+    let builder = match &opts.target {
+        None => cranelift_native::builder().map_err(|e| Error::Usage(format!("host target not supported: {e}")))?,
+        Some(t) => {
+            let triple: Triple = t.parse().map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
+            let mut b = cranelift_codegen::isa::lookup(triple).map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
+            if t.starts_with("x86_64") {
+                // x86-64-v2 baseline: every x86-64 CPU of the last decade.
+                for f in ["has_sse3", "has_ssse3", "has_sse41", "has_sse42", "has_popcnt"] {
+                    let _ = b.enable(f);
+                }
+            }
+            b
+        }
+    };
+    builder.finish(flags).map_err(|e| Error::Internal(format!("cranelift ISA: {e}")))
+}
+
+/// Module-level symbol state shared by all functions.
+pub struct ModState {
+    module: ObjectModule,
+    funcs: HashMap<String, FuncId>,
+    consts: HashMap<u32, DataId>,
+    params: HashMap<Vec<i64>, DataId>,
+    call_conv: CallConv,
+}
+
+/// Per-function view of the module's symbols.
+pub struct Imports<'m> {
+    st: &'m mut ModState,
+    refs: HashMap<String, ir::FuncRef>,
+    gvs: HashMap<DataId, ir::GlobalValue>,
+}
+
+impl<'m> Imports<'m> {
+    pub fn func(&mut self, b: &mut FunctionBuilder, name: &str, params: &[ir::Type], returns: &[ir::Type]) -> ir::FuncRef {
+        if let Some(r) = self.refs.get(name) {
+            return *r;
+        }
+        let id = match self.st.funcs.get(name) {
+            Some(id) => *id,
+            None => {
+                let mut sig = ir::Signature::new(self.st.call_conv);
+                sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+                sig.returns.extend(returns.iter().map(|&t| AbiParam::new(t)));
+                let id = self.st.module.declare_function(name, Linkage::Import, &sig).expect("import declaration");
+                self.st.funcs.insert(name.to_string(), id);
+                id
+            }
+        };
+        let r = self.st.module.declare_func_in_func(id, b.func);
+        self.refs.insert(name.to_string(), r);
+        r
+    }
+
+    fn data_gv(&mut self, id: DataId, b: &mut FunctionBuilder) -> ir::GlobalValue {
+        if let Some(g) = self.gvs.get(&id) {
+            return *g;
+        }
+        let g = self.st.module.declare_data_in_func(id, b.func);
+        self.gvs.insert(id, g);
+        g
+    }
+
+    pub fn const_gv(&mut self, buf: u32, b: &mut FunctionBuilder) -> ir::GlobalValue {
+        let id = self.st.consts[&buf];
+        self.data_gv(id, b)
+    }
+
+    pub fn params_gv(&mut self, p: &[i64], b: &mut FunctionBuilder) -> ir::GlobalValue {
+        let id = match self.st.params.get(p) {
+            Some(id) => *id,
+            None => {
+                let id = self.st.module.declare_anonymous_data(false, false).expect("data declaration");
+                let mut d = DataDescription::new();
+                let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                d.define(bytes.into_boxed_slice());
+                d.set_align(8);
+                self.st.module.define_data(id, &d).expect("params data");
+                self.st.params.insert(p.to_vec(), id);
+                id
+            }
+        };
+        self.data_gv(id, b)
+    }
+}
+
+/// A C identifier from a model name.
+pub fn c_ident(name: &str) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if s.is_empty() || s.as_bytes()[0].is_ascii_digit() {
+        s.insert(0, '_');
+    }
+    s
+}
+
+pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Artifact> {
+    let isa = make_isa(opts)?;
+    let call_conv = isa.default_call_conv();
+    let frontend_config = isa.frontend_config();
+    let builder = ObjectBuilder::new(isa.clone(), format!("{prefix}.o"), cranelift_module::default_libcall_names())
+        .map_err(|e| Error::Internal(format!("object builder: {e}")))?;
+    let mut st = ModState { module: ObjectModule::new(builder), funcs: HashMap::new(), consts: HashMap::new(), params: HashMap::new(), call_conv };
+    let merr = |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
+    // Constants.
+    for (i, b) in prog.buffers.iter().enumerate() {
+        if let Loc::Const(data) = &b.loc {
+            let id = st.module.declare_anonymous_data(false, false).map_err(merr)?;
+            let mut d = DataDescription::new();
+            let mut bytes = data.as_ref().clone();
+            if bytes.is_empty() {
+                bytes.push(0);
+            }
+            d.define(bytes.into_boxed_slice());
+            d.set_align(64);
+            st.module.define_data(id, &d).map_err(merr)?;
+            st.consts.insert(i as u32, id);
+        }
+    }
+    let mut ctx = Context::new();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut clif = String::new();
+    let mut step_ids = Vec::new();
+    for (k, f) in prog.funcs.iter().enumerate() {
+        let name = format!("{prefix}_{}", f.name);
+        let sig = step_signature(call_conv);
+        let id = st.module.declare_function(&name, Linkage::Local, &sig).map_err(merr)?;
+        ctx.func = ir::Function::with_name_signature(UserFuncName::user(0, k as u32), sig);
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let params = b.block_params(entry).to_vec();
+            let err = b.declare_var(types::I32);
+            let zero = b.ins().iconst(types::I32, 0);
+            b.def_var(err, zero);
+            let imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
+            let mut cx = FnCx::new(b, prog, imports, err, params[2]);
+            cx.setup_bases(&f.body, params[0], params[1]);
+            cx.stmts(&f.body);
+            let e = cx.b.use_var(cx.err);
+            // Any flagged index error becomes ONNXC_ERR_INDEX.
+            let flagged = cx.b.ins().icmp_imm_s(IntCC::NotEqual, e, 0);
+            let code = cx.b.ins().uextend(types::I32, flagged);
+            cx.b.ins().return_(&[code]);
+            cx.b.seal_all_blocks();
+            cx.b.finalize(frontend_config);
+        }
+        if opts.keep_clif {
+            clif.push_str(&format!("; {} computes {}\n{}\n", name, f.origin, ctx.func.display()));
+        }
+        st.module
+            .define_function(id, &mut ctx)
+            .map_err(|e| Error::Internal(format!("cranelift rejected {name} ({}): {e:?}", f.origin)))?;
+        ctx.clear();
+        step_ids.push(id);
+    }
+    // NAME_run(inputs, outputs, workspace) -> int
+    let run_sig = step_signature(call_conv);
+    let run_id = st.module.declare_function(&format!("{prefix}_run"), Linkage::Export, &run_sig).map_err(merr)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 0), run_sig.clone());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let alloc_b = b.create_block();
+        let run_b = b.create_block();
+        let ws_p = b.append_block_param(run_b, PTR);
+        let owned_p = b.append_block_param(run_b, types::I8);
+        let done = b.create_block();
+        let rc_p = b.append_block_param(done, types::I32);
+        let is_null = b.ins().icmp_imm_s(IntCC::Equal, p[2], 0);
+        let zero8 = b.ins().iconst(types::I8, 0);
+        b.ins().brif(is_null, alloc_b, &[], run_b, &block_args(&[p[2], zero8]));
+        // Allocate when the caller passed NULL.
+        b.switch_to_block(alloc_b);
+        let mut imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
+        let alloc = imports.func(&mut b, "onnxc_workspace_alloc", &[types::I64], &[PTR]);
+        let free = imports.func(&mut b, "onnxc_workspace_free", &[PTR], &[]);
+        let size = b.ins().iconst(types::I64, prog.workspace_size as i64);
+        let c = b.ins().call(alloc, &[size]);
+        let wsa = b.inst_results(c)[0];
+        let failed = b.ins().icmp_imm_s(IntCC::Equal, wsa, 0);
+        let oom = b.ins().iconst(types::I32, onnxc_runtime::abi::ONNXC_ERR_ALLOC as i64);
+        let one8 = b.ins().iconst(types::I8, 1);
+        let cont = b.create_block();
+        b.ins().brif(failed, done, &block_args(&[oom]), cont, &[]);
+        b.switch_to_block(cont);
+        b.ins().jump(run_b, &block_args(&[wsa, one8]));
+        b.switch_to_block(run_b);
+        let cleanup = b.create_block();
+        let crc = b.append_block_param(cleanup, types::I32);
+        for &sid in &step_ids {
+            let f = imports.st.module.declare_func_in_func(sid, b.func);
+            let c = b.ins().call(f, &[p[0], p[1], ws_p]);
+            let rc = b.inst_results(c)[0];
+            let next = b.create_block();
+            b.ins().brif(rc, cleanup, &block_args(&[rc]), next, &[]);
+            b.switch_to_block(next);
+        }
+        let ok = b.ins().iconst(types::I32, 0);
+        b.ins().jump(cleanup, &block_args(&[ok]));
+        b.switch_to_block(cleanup);
+        let free_b = b.create_block();
+        b.ins().brif(owned_p, free_b, &[], done, &block_args(&[crc]));
+        b.switch_to_block(free_b);
+        b.ins().call(free, &[ws_p]);
+        b.ins().jump(done, &block_args(&[crc]));
+        b.switch_to_block(done);
+        b.ins().return_(&[rc_p]);
+        b.seal_all_blocks();
+        b.finalize(frontend_config);
+    }
+    if opts.keep_clif {
+        clif.push_str(&format!("; {prefix}_run\n{}\n", ctx.func.display()));
+    }
+    st.module.define_function(run_id, &mut ctx).map_err(|e| Error::Internal(format!("cranelift rejected {prefix}_run: {e:?}")))?;
+    ctx.clear();
+    // NAME_workspace_size()
+    let mut sig = ir::Signature::new(call_conv);
+    sig.returns.push(AbiParam::new(types::I64));
+    let ws_id = st.module.declare_function(&format!("{prefix}_workspace_size"), Linkage::Export, &sig).map_err(merr)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let e = b.create_block();
+        b.switch_to_block(e);
+        let v = b.ins().iconst(types::I64, prog.workspace_size as i64);
+        b.ins().return_(&[v]);
+        b.seal_all_blocks();
+        b.finalize(frontend_config);
+    }
+    st.module.define_function(ws_id, &mut ctx).map_err(merr)?;
+    ctx.clear();
+    // NAME_info()
+    let info_data = header::define_info(&mut st.module, prog, prefix).map_err(merr)?;
+    let mut sig = ir::Signature::new(call_conv);
+    sig.returns.push(AbiParam::new(PTR));
+    let info_id = st.module.declare_function(&format!("{prefix}_info"), Linkage::Export, &sig).map_err(merr)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 2), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let e = b.create_block();
+        b.switch_to_block(e);
+        let gv = st.module.declare_data_in_func(info_data, b.func);
+        let v = b.ins().symbol_value(PTR, gv);
+        b.ins().return_(&[v]);
+        b.seal_all_blocks();
+        b.finalize(frontend_config);
+    }
+    st.module.define_function(info_id, &mut ctx).map_err(merr)?;
+    ctx.clear();
+    if opts.emit_main {
+        // int main(int argc, char **argv) { return onnxc_driver_main(argc, argv, NAME_run, NAME_info); }
+        let mut sig = ir::Signature::new(call_conv);
+        sig.params.extend([AbiParam::new(types::I32), AbiParam::new(PTR)]);
+        sig.returns.push(AbiParam::new(types::I32));
+        let main_id = st.module.declare_function("main", Linkage::Export, &sig).map_err(merr)?;
+        ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 3), sig);
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let e = b.create_block();
+            b.append_block_params_for_function_params(e);
+            b.switch_to_block(e);
+            let p = b.block_params(e).to_vec();
+            let mut imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
+            let drv = imports.func(&mut b, "onnxc_driver_main", &[types::I32, PTR, PTR, PTR], &[types::I32]);
+            let run_ref = imports.st.module.declare_func_in_func(run_id, b.func);
+            let info_ref = imports.st.module.declare_func_in_func(info_id, b.func);
+            let ra = b.ins().func_addr(PTR, run_ref);
+            let ia = b.ins().func_addr(PTR, info_ref);
+            let c = b.ins().call(drv, &[p[0], p[1], ra, ia]);
+            let r = b.inst_results(c)[0];
+            b.ins().return_(&[r]);
+            b.seal_all_blocks();
+            b.finalize(frontend_config);
+        }
+        st.module.define_function(main_id, &mut ctx).map_err(merr)?;
+        ctx.clear();
+    }
+    let product = st.module.finish();
+    let object = product.emit().map_err(|e| Error::Internal(format!("object emission: {e}")))?;
+    Ok(Artifact { object, clif })
+}

@@ -1,0 +1,334 @@
+//! The driver: the only module that touches the filesystem or spawns processes.
+//! `compile` runs the pipeline; `run` and `bench` link the object into an executable with
+//! the runtime library and the system C compiler and execute it.
+
+pub mod npy;
+
+use crate::codegen::{self, CodegenOptions};
+use crate::error::{Error, Result};
+use crate::frontend::{self, ImportOptions, tensor::DataDir};
+use crate::ir::Tensor;
+use crate::loops::{self, IoDesc, Program};
+use crate::passes::{self, PassOptions};
+use crate::schedule::{self, fuse::FuseOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OptLevel {
+    O0,
+    O2,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Emit {
+    Graph,
+    Schedule,
+    Loops,
+    Clif,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Symbol prefix; defaults to the output file stem.
+    pub name: Option<String>,
+    pub shapes: Vec<(String, Vec<i64>)>,
+    pub target: Option<String>,
+    pub opt: OptLevel,
+    pub emit_main: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { name: None, shapes: vec![], target: None, opt: OptLevel::O2, emit_main: false }
+    }
+}
+
+pub struct Compiled {
+    pub prefix: String,
+    pub object: Vec<u8>,
+    pub header: String,
+    pub program: Program,
+    /// Text of the `--emit` stage, when requested.
+    pub dump: Option<String>,
+    pub compile_ms: f64,
+}
+
+/// Reads and compiles a model file.
+pub fn compile_file(path: &Path, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let dir = DataDir(path.parent().map(|p| if p.as_os_str().is_empty() { PathBuf::from(".") } else { p.to_path_buf() }));
+    let source = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    compile_bytes(&bytes, &dir, &source, prefix, opts, emit)
+}
+
+pub fn compile_bytes(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+    let t0 = Instant::now();
+    let model = frontend::load(bytes)?;
+    let import = ImportOptions { input_shapes: opts.shapes.clone(), ..ImportOptions::default() };
+    let mut graph = frontend::import(&model, dir, &import)?;
+    drop(model);
+    let optimize = opts.opt == OptLevel::O2;
+    passes::optimize(&mut graph, &PassOptions { optimize, fold_limit: import.fold_limit })?;
+    if emit == Some(Emit::Graph) {
+        return Ok(dump_only(prefix, graph.dump()));
+    }
+    let fuse = FuseOptions { inline: optimize, epilogues: optimize };
+    let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
+    drop(graph);
+    let program = loops::lower::lower(&mut sched)?;
+    if emit == Some(Emit::Schedule) {
+        return Ok(dump_only(prefix, sched.dump()));
+    }
+    if emit == Some(Emit::Loops) {
+        return Ok(dump_only(prefix, program.dump()));
+    }
+    let cg = CodegenOptions {
+        target: opts.target.clone(),
+        opt_level: if optimize { "speed" } else { "none" },
+        emit_main: opts.emit_main,
+        keep_clif: emit == Some(Emit::Clif),
+        verify: cfg!(debug_assertions),
+    };
+    let art = codegen::compile(&program, prefix, &cg)?;
+    let header = codegen::header::header(&program, prefix, source);
+    let dump = (emit == Some(Emit::Clif)).then_some(art.clif);
+    Ok(Compiled { prefix: prefix.to_string(), object: art.object, header, program, dump, compile_ms: t0.elapsed().as_secs_f64() * 1e3 })
+}
+
+fn dump_only(prefix: &str, text: String) -> Compiled {
+    Compiled {
+        prefix: prefix.to_string(),
+        object: vec![],
+        header: String::new(),
+        program: Program { name: String::new(), buffers: vec![], funcs: vec![], workspace_size: 0, inputs: vec![], outputs: vec![] },
+        dump: Some(text),
+        compile_ms: 0.0,
+    }
+}
+
+/// The runtime header, embedded so `onnxc` can write it next to generated headers.
+pub const RUNTIME_HEADER: &str = include_str!("../../../runtime-support/include/onnxc_runtime.h");
+
+/// Locates `libonnxc_runtime.a`: `$ONNXC_RUNTIME_LIB`, else next to the `onnxc` executable
+/// (or its parent directory, for test binaries in `target/*/deps`).
+pub fn runtime_lib() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("ONNXC_RUNTIME_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(Error::Tool(format!("ONNXC_RUNTIME_LIB={} does not exist", p.display()))) };
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::Tool(format!("cannot locate the onnxc executable: {e}")))?;
+    let mut tried = Vec::new();
+    let mut dir = exe.parent().map(Path::to_path_buf);
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let p = d.join("libonnxc_runtime.a");
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(p.display().to_string());
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    Err(Error::Tool(format!(
+        "cannot find libonnxc_runtime.a (looked at {}); build it with `cargo build --release` or set ONNXC_RUNTIME_LIB",
+        tried.join(", ")
+    )))
+}
+
+/// Links objects with the runtime into an executable using `$CC` (default `cc`).
+pub fn link(objects: &[PathBuf], exe: &Path) -> Result<()> {
+    let lib = runtime_lib()?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(objects)
+        .arg(&lib)
+        .args(["-lm", "-lpthread", "-ldl", "-o"])
+        .arg(exe)
+        .output()
+        .map_err(|e| Error::Tool(format!("cannot run the C compiler '{cc}' to link: {e} (set CC to choose another)")))?;
+    if !out.status.success() {
+        return Err(Error::Tool(format!("linking with '{cc}' failed:\n{}", String::from_utf8_lossy(&out.stderr))));
+    }
+    Ok(())
+}
+
+/// A scratch directory removed on drop (unless kept).
+pub struct TempDir {
+    pub path: PathBuf,
+    pub keep: bool,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> Result<TempDir> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!("onnxc-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(TempDir { path, keep: false })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// How an input file is bound to a graph input.
+#[derive(Clone, Debug)]
+pub enum InputArg {
+    Positional(PathBuf),
+    Named(String, PathBuf),
+}
+
+pub fn read_tensor(path: &Path) -> Result<(String, Tensor)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let what = path.display().to_string();
+    if path.extension().is_some_and(|e| e == "npy") {
+        Ok((String::new(), npy::read_npy(&bytes, &what)?))
+    } else {
+        frontend::tensor::decode_tensor_file(&bytes, &what)
+    }
+}
+
+/// Matches input files to the model's inputs and checks dtype and shape.
+pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
+    let mut slots: Vec<Option<(Tensor, String)>> = vec![None; descs.len()];
+    let mut next = 0;
+    for a in args {
+        let (k, path) = match a {
+            InputArg::Named(n, p) => {
+                let k = descs.iter().position(|d| &d.name == n).ok_or_else(|| {
+                    let names: Vec<&str> = descs.iter().map(|d| d.name.as_str()).collect();
+                    Error::Usage(format!("the model has no input named '{n}' (inputs: {})", names.join(", ")))
+                })?;
+                (k, p)
+            }
+            InputArg::Positional(p) => {
+                while next < slots.len() && slots[next].is_some() {
+                    next += 1;
+                }
+                if next >= descs.len() {
+                    return Err(Error::Usage(format!("too many input files: the model has {} inputs", descs.len())));
+                }
+                next += 1;
+                (next - 1, p)
+            }
+        };
+        let (_, t) = read_tensor(path)?;
+        slots[k] = Some((t, path.display().to_string()));
+    }
+    let mut out = Vec::new();
+    for (d, s) in descs.iter().zip(slots) {
+        let (t, file) = s.ok_or_else(|| Error::Usage(format!("no data given for input '{}' ({} {:?})", d.name, d.dtype, d.shape)))?;
+        if t.dtype != d.dtype {
+            return Err(Error::Usage(format!("input '{}' ({file}) is {} but the model expects {}", d.name, t.dtype, d.dtype)));
+        }
+        if t.shape != d.shape {
+            return Err(Error::Usage(format!(
+                "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
+                d.name,
+                t.shape,
+                d.shape,
+                " (compile with --shape to choose other symbolic dims)"
+            )));
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Compiles, links and runs a model once; returns the outputs in graph order.
+pub fn run(model: &Path, inputs: &[InputArg], opts: &Options, keep: Option<&Path>) -> Result<Vec<(String, Tensor)>> {
+    let mut tmp = TempDir::new("run")?;
+    if let Some(k) = keep {
+        tmp.path = k.to_path_buf();
+        tmp.keep = true;
+        std::fs::create_dir_all(&tmp.path).map_err(|e| Error::io(&tmp.path, e))?;
+    }
+    let opts = Options { emit_main: true, ..opts.clone() };
+    let c = compile_file(model, "model", &opts, None)?;
+    let tensors = bind_inputs(&c.program.inputs, inputs)?;
+    let obj = tmp.path.join("model.o");
+    std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;
+    let exe = tmp.path.join("model");
+    link(&[obj], &exe)?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("run");
+    for (k, t) in tensors.iter().enumerate() {
+        let p = tmp.path.join(format!("input_{k}.bin"));
+        std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
+        cmd.arg(p);
+    }
+    cmd.arg("--out").arg(&tmp.path);
+    let out = cmd.output().map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(Error::Tool(match out.status.code() {
+            Some(_) => format!("the compiled model failed: {msg}"),
+            None => format!("the compiled model crashed ({}): {msg} (a bug in onnxc, please report it)", out.status),
+        }));
+    }
+    let mut results = Vec::new();
+    for (k, d) in c.program.outputs.iter().enumerate() {
+        let p = tmp.path.join(format!("output_{k}.bin"));
+        let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        results.push((d.name.clone(), Tensor::new(d.dtype, d.shape.clone(), data)));
+    }
+    Ok(results)
+}
+
+#[derive(Clone, Debug)]
+pub struct BenchResult {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub p90_ms: f64,
+    pub mean_ms: f64,
+    pub peak_rss_kb: u64,
+    pub compile_ms: f64,
+    pub iterations: usize,
+}
+
+fn json_num(s: &str, key: &str) -> Option<f64> {
+    let i = s.find(&format!("\"{key}\""))?;
+    let rest = s[i + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim().parse().ok()
+}
+
+pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inputs: &[InputArg]) -> Result<BenchResult> {
+    let tmp = TempDir::new("bench")?;
+    let opts = Options { emit_main: true, ..opts.clone() };
+    let c = compile_file(model, "model", &opts, None)?;
+    let tensors = if inputs.is_empty() { vec![] } else { bind_inputs(&c.program.inputs, inputs)? };
+    let obj = tmp.path.join("model.o");
+    std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;
+    let exe = tmp.path.join("model");
+    link(&[obj], &exe)?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("bench").arg(iterations.to_string()).arg(warmup.to_string());
+    for (k, t) in tensors.iter().enumerate() {
+        let p = tmp.path.join(format!("input_{k}.bin"));
+        std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
+        cmd.arg(p);
+    }
+    let out = cmd.output().map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Tool(format!("the benchmark failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    let get = |k: &str| json_num(line, k).ok_or_else(|| Error::Tool(format!("unexpected benchmark output: {line}")));
+    Ok(BenchResult {
+        median_ms: get("median_ms")?,
+        min_ms: get("min_ms")?,
+        p90_ms: get("p90_ms")?,
+        mean_ms: get("mean_ms")?,
+        peak_rss_kb: get("peak_rss_kb")? as u64,
+        compile_ms: c.compile_ms,
+        iterations: get("iterations")? as usize,
+    })
+}

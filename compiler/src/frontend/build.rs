@@ -1,0 +1,194 @@
+//! Shared building blocks for op builders: broadcasting, axis handling, elementwise maps,
+//! reductions and transposes expressed as core ops.
+
+use super::ctx::Ctx;
+use crate::error::Result;
+use crate::ir::dim::{Dim, Shape, fmt_shape};
+use crate::ir::expr::{self, E};
+use crate::ir::graph::ReduceKind;
+use crate::ir::{DType, ValueId};
+
+/// Numpy-style multidirectional broadcast of several shapes.
+pub fn broadcast_shapes(ctx: &Ctx, shapes: &[Shape]) -> Result<Shape> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(rank);
+    for k in 0..rank {
+        let mut d = Dim::Known(1);
+        for s in shapes {
+            let off = rank - s.len();
+            if k < off {
+                continue;
+            }
+            let e = &s[k - off];
+            d = match (&d, e) {
+                (Dim::Known(1), _) => e.clone(),
+                (_, Dim::Known(1)) => d,
+                (a, b) if a == b => d,
+                (Dim::Known(_), Dim::Known(_)) => {
+                    let all: Vec<String> = shapes.iter().map(|s| fmt_shape(s)).collect();
+                    return Err(ctx.err(format!("shapes {} are not broadcast-compatible", all.join(" and "))));
+                }
+                _ => {
+                    let all: Vec<String> = shapes.iter().map(|s| fmt_shape(s)).collect();
+                    return Err(crate::error::Error::NeedShape(format!(
+                        "{}: cannot tell whether shapes {} broadcast; fix the symbolic dims with --shape",
+                        ctx.origin,
+                        all.join(" and ")
+                    )));
+                }
+            };
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// Loads operand `input` (of shape `in_shape`) at the output position, broadcasting from the
+/// right: size-1 dims read index 0.
+pub fn bload(dtype: DType, input: u32, in_shape: &[Dim], out_shape: &[Dim]) -> E {
+    let off = out_shape.len() - in_shape.len();
+    let index = in_shape
+        .iter()
+        .enumerate()
+        .map(|(k, d)| if d.is_one() && !out_shape[k + off].is_one() { expr::i(0) } else { expr::var((k + off) as u32) })
+        .collect();
+    expr::load(dtype, input, index)
+}
+
+/// Loads operand `input` at exactly the output index (same shape).
+pub fn load_same(dtype: DType, input: u32, rank: usize) -> E {
+    expr::load(dtype, input, (0..rank as u32).map(expr::var).collect())
+}
+
+/// An N-ary broadcasting elementwise op: `f` gets one loaded expression per operand.
+pub fn elementwise(ctx: &mut Ctx, inputs: &[ValueId], out_dtype: DType, f: impl FnOnce(&[E]) -> E) -> Result<ValueId> {
+    let shapes: Vec<Shape> = inputs.iter().map(|&v| ctx.shape(v)).collect();
+    let out_shape = broadcast_shapes(ctx, &shapes)?;
+    let loads: Vec<E> =
+        inputs.iter().enumerate().map(|(k, &v)| bload(ctx.dtype(v), k as u32, &shapes[k], &out_shape)).collect();
+    let body = f(&loads);
+    debug_assert_eq!(body.dtype, out_dtype);
+    ctx.map(out_dtype, out_shape, inputs.to_vec(), body)
+}
+
+/// A unary elementwise op keeping the operand's shape.
+pub fn unary(ctx: &mut Ctx, v: ValueId, out_dtype: DType, f: impl FnOnce(E) -> E) -> Result<ValueId> {
+    elementwise(ctx, &[v], out_dtype, |l| f(l[0].clone()))
+}
+
+/// Normalizes a possibly negative axis against `rank`.
+pub fn axis(ctx: &Ctx, a: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if a < -r || a >= r {
+        return Err(ctx.err(format!("axis {a} is out of range for rank {rank}")));
+    }
+    Ok(if a < 0 { (a + r) as usize } else { a as usize })
+}
+
+/// Normalizes a list of axes, rejecting duplicates.
+pub fn axes(ctx: &Ctx, list: &[i64], rank: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for &a in list {
+        let a = axis(ctx, a, rank)?;
+        if out.contains(&a) {
+            return Err(ctx.err(format!("axis {a} appears twice in {list:?}")));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// Transposes `v` by `perm` (output dim k is input dim perm[k]).
+pub fn transpose(ctx: &mut Ctx, v: ValueId, perm: &[usize]) -> Result<ValueId> {
+    let t = ctx.ty(v);
+    if perm.iter().enumerate().all(|(k, &p)| k == p) {
+        return Ok(v);
+    }
+    let shape: Shape = perm.iter().map(|&p| t.shape[p].clone()).collect();
+    // If only size-1 dims move, the row-major order is unchanged: a reshape.
+    let moved: Vec<usize> = perm.iter().copied().filter(|&p| !t.shape[p].is_one()).collect();
+    if moved.windows(2).all(|w| w[0] < w[1]) {
+        return ctx.reshape(v, shape);
+    }
+    let mut index = vec![expr::i(0); perm.len()];
+    for (k, &p) in perm.iter().enumerate() {
+        index[p] = expr::var(k as u32);
+    }
+    let body = expr::load(t.dtype, 0, index);
+    ctx.map(t.dtype, shape, vec![v], body)
+}
+
+/// Reduces `v` over `axes` with `kind`, applying `pre` to each element first.
+/// With `keepdims` the reduced dims stay as 1.
+pub fn reduce(
+    ctx: &mut Ctx,
+    v: ValueId,
+    kind: ReduceKind,
+    axes: &[usize],
+    keepdims: bool,
+    pre: impl FnOnce(E) -> E,
+) -> Result<ValueId> {
+    let t = ctx.ty(v);
+    let in_dims = ctx.known_shape(v)?;
+    let rank = t.shape.len();
+    let mut out_shape = Vec::new();
+    let mut extents = Vec::new();
+    let mut index = Vec::with_capacity(rank);
+    let mut out_var = 0u32;
+    let mut out_rank = 0;
+    for k in 0..rank {
+        if !axes.contains(&k) || keepdims {
+            out_rank += 1;
+        }
+    }
+    let mut red_var = out_rank as u32;
+    for k in 0..rank {
+        if axes.contains(&k) {
+            extents.push(in_dims[k]);
+            index.push(expr::var(red_var));
+            red_var += 1;
+            if keepdims {
+                out_shape.push(Dim::Known(1));
+                out_var += 1;
+            }
+        } else {
+            out_shape.push(t.shape[k].clone());
+            index.push(expr::var(out_var));
+            out_var += 1;
+        }
+    }
+    let body = pre(expr::load(t.dtype, 0, index));
+    let out_dtype = match kind {
+        ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. } => DType::I64,
+        _ => body.dtype,
+    };
+    ctx.reduce(kind, extents, out_dtype, out_shape, vec![v], body)
+}
+
+/// Casts `v` to `dtype` (no-op if equal).
+pub fn cast(ctx: &mut Ctx, v: ValueId, dtype: DType) -> Result<ValueId> {
+    if ctx.dtype(v) == dtype {
+        return Ok(v);
+    }
+    unary(ctx, v, dtype, |x| expr::cast(x, dtype))
+}
+
+/// A scalar constant of `dtype`.
+pub fn scalar(ctx: &mut Ctx, dtype: DType, v: f64) -> ValueId {
+    ctx.constant(crate::ir::Tensor::scalar(dtype, crate::ir::Scalar::F(v).cast(dtype)))
+}
+
+/// Checks that the operand's element type is one of `allowed`.
+pub fn expect_types(ctx: &Ctx, v: ValueId, what: &str, allowed: &[DType]) -> Result<DType> {
+    let dt = ctx.dtype(v);
+    if allowed.contains(&dt) {
+        Ok(dt)
+    } else {
+        Err(ctx.err(format!(
+            "{what} has type {dt}, expected one of {}",
+            allowed.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+        )))
+    }
+}
+
+pub const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];

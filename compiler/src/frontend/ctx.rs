@@ -1,0 +1,243 @@
+//! The builder context handed to each ONNX op builder: typed access to the node's operands
+//! and attributes, and constructors for core nodes that infer nothing themselves but fold
+//! constants as they go (so shape-computing subgraphs become constants that later builders
+//! can read).
+
+use super::tensor::{DataDir, tensor_from_proto};
+use crate::error::{Error, Result};
+use crate::ir::dim::{Dim, Shape, known_dims};
+use crate::ir::expr::E;
+use crate::ir::graph::{ConvOp, MapOp, MatMulOp, ReduceKind, ReduceOp};
+use crate::ir::{DType, Graph, NodeId, Op, Origin, Tensor, TypeInfo, ValueId};
+use onnxc_proto::{AttributeProto, GraphProto, NodeProto};
+
+pub struct Ctx<'a> {
+    pub g: &'a mut Graph,
+    pub node: &'a NodeProto,
+    pub origin: Origin,
+    pub opset: i64,
+    pub inputs: Vec<Option<ValueId>>,
+    pub dir: &'a DataDir,
+    pub fold_limit: usize,
+    counter: usize,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        g: &'a mut Graph,
+        node: &'a NodeProto,
+        origin: Origin,
+        opset: i64,
+        inputs: Vec<Option<ValueId>>,
+        dir: &'a DataDir,
+        fold_limit: usize,
+    ) -> Ctx<'a> {
+        Ctx { g, node, origin, opset, inputs, dir, fold_limit, counter: 0 }
+    }
+
+    // ---- errors -------------------------------------------------------------------------
+
+    /// A model error naming this node.
+    pub fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Model(format!("{}: {msg}", self.origin))
+    }
+
+    /// This node uses a feature onnxc does not implement.
+    pub fn unsupported(&self, reason: impl Into<String>) -> Error {
+        Error::Unsupported(vec![crate::error::Unsupported {
+            node: self.origin.name.clone(),
+            op_type: self.origin.op_type.clone(),
+            domain: self.node.domain.clone().unwrap_or_default(),
+            opset: self.opset,
+            reason: reason.into(),
+        }])
+    }
+
+    // ---- operands -----------------------------------------------------------------------
+
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    pub fn input(&self, i: usize) -> Result<ValueId> {
+        self.opt_input(i).ok_or_else(|| self.err(format!("input {i} is required but missing")))
+    }
+
+    pub fn opt_input(&self, i: usize) -> Option<ValueId> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    pub fn ty(&self, v: ValueId) -> TypeInfo {
+        self.g.value_type(v).clone()
+    }
+
+    pub fn rank(&self, v: ValueId) -> usize {
+        self.g.value_type(v).shape.len()
+    }
+
+    pub fn dtype(&self, v: ValueId) -> DType {
+        self.g.value_type(v).dtype
+    }
+
+    pub fn shape(&self, v: ValueId) -> Shape {
+        self.g.value_type(v).shape.clone()
+    }
+
+    /// The operand's dims as integers, or an error saying which input needs `--shape`.
+    pub fn known_shape(&self, v: ValueId) -> Result<Vec<i64>> {
+        let s = self.shape(v);
+        known_dims(&s).ok_or_else(|| {
+            Error::NeedShape(format!(
+                "{}: needs the concrete shape of its operand, which is {}; fix the symbolic dims with --shape INPUT=D0,D1,…",
+                self.origin,
+                crate::ir::dim::fmt_shape(&s)
+            ))
+        })
+    }
+
+    pub fn konst(&self, v: ValueId) -> Option<Tensor> {
+        self.g.const_value(v).cloned()
+    }
+
+    /// A constant operand as integers; `what` names it in the error.
+    pub fn const_ints(&self, v: ValueId, what: &str) -> Result<Vec<i64>> {
+        match self.g.const_value(v) {
+            Some(t) if t.dtype.is_int() || t.dtype == DType::Bool => Ok(t.to_i64s()),
+            Some(t) => Err(self.err(format!("{what} must be an integer tensor, got {}", t.dtype))),
+            None => Err(self.unsupported(format!(
+                "{what} is computed at run time; onnxc needs it to be a constant (an initializer, or computable from shapes)"
+            ))),
+        }
+    }
+
+    pub fn const_floats(&self, v: ValueId, what: &str) -> Result<Vec<f64>> {
+        match self.g.const_value(v) {
+            Some(t) => Ok(t.to_f64s()),
+            None => Err(self.unsupported(format!("{what} is computed at run time; onnxc needs it to be a constant"))),
+        }
+    }
+
+    // ---- attributes ---------------------------------------------------------------------
+
+    pub fn attr(&self, name: &str) -> Option<&'a AttributeProto> {
+        self.node.attribute.iter().find(|a| a.name.as_deref() == Some(name))
+    }
+
+    pub fn attr_i(&self, name: &str) -> Result<Option<i64>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => a.i.map(Some).ok_or_else(|| self.err(format!("attribute '{name}' must be an int"))),
+        }
+    }
+
+    pub fn attr_i_or(&self, name: &str, default: i64) -> Result<i64> {
+        Ok(self.attr_i(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_f(&self, name: &str) -> Result<Option<f64>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => a.f.map(|v| Some(v as f64)).ok_or_else(|| self.err(format!("attribute '{name}' must be a float"))),
+        }
+    }
+
+    pub fn attr_f_or(&self, name: &str, default: f64) -> Result<f64> {
+        Ok(self.attr_f(name)?.unwrap_or(default))
+    }
+
+    pub fn attr_ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.attr(name).map(|a| a.ints.clone())
+    }
+
+    pub fn attr_floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.attr(name).map(|a| a.floats.clone())
+    }
+
+    pub fn attr_s(&self, name: &str) -> Result<Option<String>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => match &a.s {
+                Some(s) => String::from_utf8(s.clone())
+                    .map(Some)
+                    .map_err(|_| self.err(format!("attribute '{name}' is not valid UTF-8"))),
+                None => Err(self.err(format!("attribute '{name}' must be a string"))),
+            },
+        }
+    }
+
+    pub fn attr_s_or(&self, name: &str, default: &str) -> Result<String> {
+        Ok(self.attr_s(name)?.unwrap_or_else(|| default.to_string()))
+    }
+
+    pub fn attr_strings(&self, name: &str) -> Option<Vec<String>> {
+        self.attr(name).map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+    }
+
+    pub fn attr_t(&self, name: &str) -> Result<Option<Tensor>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => match &a.t {
+                Some(t) => tensor_from_proto(t, self.dir, &format!("{}, attribute '{name}'", self.origin)).map(Some),
+                None => Err(self.err(format!("attribute '{name}' must be a tensor"))),
+            },
+        }
+    }
+
+    pub fn attr_g(&self, name: &str) -> Option<&'a GraphProto> {
+        self.attr(name).and_then(|a| a.g.as_ref())
+    }
+
+    // ---- building -----------------------------------------------------------------------
+
+    fn next_name(&mut self) -> String {
+        self.counter += 1;
+        if self.counter == 1 { self.origin.name.clone() } else { format!("{}#{}", self.origin.name, self.counter) }
+    }
+
+    /// Adds a node with one output and folds it if its operands are constant.
+    pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        let name = self.next_name();
+        let id = self.g.add_node(name, op, inputs, vec![out], self.origin.clone());
+        self.fold(id)?;
+        Ok(id.out(0))
+    }
+
+    fn fold(&mut self, id: NodeId) -> Result<()> {
+        match crate::passes::fold::fold_node(self.g, id, self.fold_limit) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    pub fn constant(&mut self, t: Tensor) -> ValueId {
+        let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
+        let name = self.next_name();
+        self.g.add_node(name, Op::Const(t), vec![], vec![ty], self.origin.clone()).out(0)
+    }
+
+    pub fn map(&mut self, dtype: DType, shape: Shape, inputs: Vec<ValueId>, body: E) -> Result<ValueId> {
+        debug_assert_eq!(body.dtype, dtype, "map body type");
+        self.add(Op::Map(MapOp { body }), inputs, TypeInfo::new(dtype, shape))
+    }
+
+    pub fn reduce(&mut self, kind: ReduceKind, extents: Vec<i64>, dtype: DType, shape: Shape, inputs: Vec<ValueId>, body: E) -> Result<ValueId> {
+        self.add(Op::Reduce(ReduceOp { kind, extents, body }), inputs, TypeInfo::new(dtype, shape))
+    }
+
+    /// A view with a new shape; elements keep their row-major order.
+    pub fn reshape(&mut self, v: ValueId, shape: Shape) -> Result<ValueId> {
+        if self.shape(v) == shape {
+            return Ok(v);
+        }
+        let dtype = self.dtype(v);
+        self.add(Op::Reshape, vec![v], TypeInfo::new(dtype, shape))
+    }
+
+    pub fn matmul(&mut self, m: MatMulOp, a: ValueId, b: ValueId, out: TypeInfo) -> Result<ValueId> {
+        self.add(Op::MatMul(m), vec![a, b], out)
+    }
+
+    pub fn conv(&mut self, c: ConvOp, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        self.add(Op::Conv(c), inputs, out)
+    }
+}

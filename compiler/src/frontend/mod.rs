@@ -1,0 +1,375 @@
+//! ONNX → graph IR. The only module that sees prost types.
+//!
+//! `load` decodes bytes into a `ModelProto`; `import` walks the nodes in order, resolving each
+//! op type through the registry to a builder that emits core ops. Unsupported nodes do not
+//! stop the walk: every one is collected and reported together.
+
+pub mod build;
+pub mod ctx;
+pub mod ops;
+pub mod registry;
+pub mod tensor;
+
+use crate::error::{Error, Result, Unsupported};
+use crate::ir::dim::Dim;
+use crate::ir::{DType, Graph, Op, Origin, TypeInfo, ValueId};
+use ctx::Ctx;
+use onnxc_proto::{GraphProto, ModelProto, NodeProto, ValueInfoProto, type_proto};
+use prost::Message;
+use std::collections::HashMap;
+use tensor::{DataDir, tensor_from_proto};
+
+/// Options of the import stage.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// `--shape NAME=D0,D1,…`: concrete shapes for graph inputs.
+    pub input_shapes: Vec<(String, Vec<i64>)>,
+    /// Constant-fold nodes whose output has at most this many elements.
+    pub fold_limit: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions { input_shapes: Vec::new(), fold_limit: 1 << 22 }
+    }
+}
+
+/// Decodes an ONNX model; `path` (if any) locates external data files.
+pub fn load(bytes: &[u8]) -> Result<ModelProto> {
+    let m = ModelProto::decode(bytes).map_err(|e| Error::Parse(format!("protobuf decoding failed: {e}")))?;
+    if m.graph.is_none() {
+        return Err(Error::Parse("the file decodes as protobuf but has no graph (is it an ONNX model?)".into()));
+    }
+    if m.ir_version.is_none() && m.opset_import.is_empty() {
+        return Err(Error::Parse("no ir_version and no opset_import: this is not an ONNX model".into()));
+    }
+    Ok(m)
+}
+
+/// The opset versions a model imports, by domain ("" for the default ONNX domain).
+pub fn opsets(m: &ModelProto) -> HashMap<String, i64> {
+    let mut map = HashMap::new();
+    for o in &m.opset_import {
+        let d = o.domain.clone().unwrap_or_default();
+        let d = if d == "ai.onnx" { String::new() } else { d };
+        map.insert(d, o.version.unwrap_or(1));
+    }
+    if !map.contains_key("") && m.opset_import.is_empty() {
+        // IR version 1/2 models predate opset_import; they mean opset 1.
+        map.insert(String::new(), 1);
+    }
+    map
+}
+
+pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Graph> {
+    let gp = m.graph.as_ref().ok_or_else(|| Error::Parse("model has no graph".into()))?;
+    let opsets = opsets(m);
+    let name = gp.name.clone().unwrap_or_else(|| "model".into());
+    let mut imp = Importer {
+        g: Graph::new(name),
+        env: HashMap::new(),
+        opsets,
+        dir,
+        opts,
+        unsupported: Vec::new(),
+        unbuilt: HashMap::new(),
+    };
+    imp.graph(gp)?;
+    Ok(imp.g)
+}
+
+struct Importer<'a> {
+    g: Graph,
+    env: HashMap<String, ValueId>,
+    opsets: HashMap<String, i64>,
+    dir: &'a DataDir,
+    opts: &'a ImportOptions,
+    unsupported: Vec<Unsupported>,
+    /// Optional node outputs the builder did not produce; an error only if something reads them.
+    unbuilt: HashMap<String, Unsupported>,
+}
+
+/// The tensor type of a value_info, or an error naming it.
+fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
+    let name = v.name.clone().unwrap_or_default();
+    let tt = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(tt)) => tt,
+        Some(other) => {
+            let kind = match other {
+                type_proto::Value::SequenceType(_) => "a sequence",
+                type_proto::Value::MapType(_) => "a map",
+                type_proto::Value::OptionalType(_) => "an optional",
+                type_proto::Value::SparseTensorType(_) => "a sparse tensor",
+                _ => "a non-tensor type",
+            };
+            return Err(Error::Unsupported(vec![Unsupported {
+                node: name.clone(),
+                op_type: format!("{what} of type {kind}"),
+                domain: String::new(),
+                opset: 0,
+                reason: format!("{what} '{name}' is {kind}; onnxc compiles tensor inputs and outputs only"),
+            }]));
+        }
+        None => return Err(Error::Model(format!("{what} '{name}' has no type"))),
+    };
+    let code = tt.elem_type.unwrap_or(0);
+    let dtype = DType::from_onnx(code).ok_or_else(|| {
+        Error::Unsupported(vec![Unsupported {
+            node: name.clone(),
+            op_type: format!("{what} of type {}", DType::onnx_code_name(code)),
+            domain: String::new(),
+            opset: 0,
+            reason: format!("element type {} is not supported", DType::onnx_code_name(code)),
+        }])
+    })?;
+    let shape = match &tt.shape {
+        None => {
+            return Err(Error::NeedShape(format!(
+                "{what} '{name}' has no shape (not even a rank); give it one with --shape {name}=D0,D1,…"
+            )));
+        }
+        Some(s) => s
+            .dim
+            .iter()
+            .enumerate()
+            .map(|(k, d)| match &d.value {
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p)) if !p.is_empty() => Dim::sym(p.clone()),
+                _ => Dim::sym(format!("{name}:{k}")),
+            })
+            .collect(),
+    };
+    Ok((dtype, shape))
+}
+
+impl Importer<'_> {
+    fn graph(&mut self, gp: &GraphProto) -> Result<()> {
+        // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
+        // are not runtime inputs.
+        for init in &gp.initializer {
+            let name = init.name.clone().unwrap_or_default();
+            let t = tensor_from_proto(init, self.dir, &format!("initializer '{name}'"))?;
+            let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
+            let id = self.g.add_node(name.clone(), Op::Const(t), vec![], vec![ty], Origin::default());
+            self.env.insert(name, id.out(0));
+        }
+        // Bind symbols from --shape.
+        let mut binding: HashMap<String, i64> = HashMap::new();
+        let mut runtime_inputs = Vec::new();
+        for vi in &gp.input {
+            let name = vi.name.clone().unwrap_or_default();
+            if self.env.contains_key(&name) {
+                continue;
+            }
+            let (dtype, mut shape) = tensor_type(vi, "graph input")?;
+            if let Some((_, dims)) = self.opts.input_shapes.iter().find(|(n, _)| *n == name) {
+                if dims.len() != shape.len() {
+                    return Err(Error::Usage(format!(
+                        "--shape {name}: the model declares rank {} ({}), got {} dims",
+                        shape.len(),
+                        crate::ir::dim::fmt_shape(&shape),
+                        dims.len()
+                    )));
+                }
+                for (k, (d, &v)) in shape.iter().zip(dims).enumerate() {
+                    match d {
+                        Dim::Known(x) if *x != v => {
+                            return Err(Error::Usage(format!(
+                                "--shape {name}: dim {k} is fixed to {x} by the model, got {v}"
+                            )));
+                        }
+                        Dim::Sym(_) => {
+                            let mut syms = Vec::new();
+                            d.symbols(&mut syms);
+                            if let [s] = syms.as_slice() {
+                                if let Some(prev) = binding.insert(s.clone(), v)
+                                    && prev != v
+                                {
+                                    return Err(Error::Usage(format!(
+                                        "--shape: symbol '{s}' bound to both {prev} and {v}"
+                                    )));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+            }
+            runtime_inputs.push((name, dtype, shape));
+        }
+        for (name, _) in &self.opts.input_shapes {
+            if !runtime_inputs.iter().any(|(n, _, _)| n == name) {
+                let names: Vec<&str> = runtime_inputs.iter().map(|(n, _, _)| n.as_str()).collect();
+                return Err(Error::Usage(format!(
+                    "--shape {name}: the model has no runtime input of that name (inputs: {})",
+                    names.join(", ")
+                )));
+            }
+        }
+        for (name, dtype, shape) in runtime_inputs {
+            let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
+            let id = self.g.add_node(name.clone(), Op::Input, vec![], vec![TypeInfo::new(dtype, shape)], Origin::default());
+            self.g.inputs.push(crate::ir::graph::GraphIo { name: name.clone(), value: id.out(0) });
+            self.env.insert(name, id.out(0));
+        }
+        self.nodes(&gp.node)?;
+        for vo in &gp.output {
+            if let Some(u) = self.unbuilt.remove(vo.name.as_deref().unwrap_or_default()) {
+                self.unsupported.push(u);
+            }
+        }
+        if !self.unsupported.is_empty() {
+            return Err(Error::Unsupported(std::mem::take(&mut self.unsupported)));
+        }
+        for vo in &gp.output {
+            let name = vo.name.clone().unwrap_or_default();
+            let v = *self.env.get(&name).ok_or_else(|| {
+                Error::Model(format!("graph output '{name}' is not produced by any node, initializer or input"))
+            })?;
+            // Check the declared type against what we inferred, when the model declares one.
+            if let Ok((dtype, declared)) = tensor_type(vo, "graph output") {
+                let ty = self.g.value_type(v);
+                if ty.dtype != dtype {
+                    return Err(Error::Model(format!(
+                        "graph output '{name}' is declared {dtype} but computes {}",
+                        ty.dtype
+                    )));
+                }
+                if declared.len() == ty.shape.len() {
+                    for (d, e) in declared.iter().zip(&ty.shape) {
+                        if let (Dim::Known(a), Dim::Known(b)) = (d, e)
+                            && a != b
+                        {
+                            return Err(Error::Model(format!(
+                                "graph output '{name}' is declared {} but computes {}",
+                                crate::ir::dim::fmt_shape(&declared),
+                                crate::ir::dim::fmt_shape(&ty.shape)
+                            )));
+                        }
+                    }
+                }
+            }
+            self.g.outputs.push(crate::ir::graph::GraphIo { name, value: v });
+        }
+        Ok(())
+    }
+
+    fn nodes(&mut self, nodes: &[NodeProto]) -> Result<()> {
+        // ONNX requires topological order, but be lenient: retry nodes whose inputs are not yet
+        // defined until no progress is made.
+        let mut pending: Vec<&NodeProto> = nodes.iter().collect();
+        let mut poisoned: std::collections::HashSet<String> = std::collections::HashSet::new();
+        loop {
+            let mut next = Vec::new();
+            let before = pending.len();
+            for n in pending {
+                let ready = n.input.iter().all(|i| i.is_empty() || self.env.contains_key(i) || poisoned.contains(i));
+                if !ready {
+                    next.push(n);
+                    continue;
+                }
+                for i in &n.input {
+                    if let Some(u) = self.unbuilt.remove(i) {
+                        self.unsupported.push(u);
+                    }
+                }
+                if n.input.iter().any(|i| poisoned.contains(i)) {
+                    // An upstream node failed; still check that this op type is known so the
+                    // report lists every unsupported op at once.
+                    self.check_known(n);
+                    poisoned.extend(n.output.iter().cloned());
+                    continue;
+                }
+                match self.node(n) {
+                    Ok(()) => {}
+                    Err(Error::Unsupported(mut u)) => {
+                        self.unsupported.append(&mut u);
+                        poisoned.extend(n.output.iter().cloned());
+                    }
+                    Err(e) => return Err(e),
+                }
+                poisoned.extend(n.output.iter().filter(|o| self.unbuilt.contains_key(*o)).cloned());
+            }
+            if next.is_empty() {
+                return Ok(());
+            }
+            if next.len() == before {
+                let n = next[0];
+                let missing: Vec<&String> =
+                    n.input.iter().filter(|i| !i.is_empty() && !self.env.contains_key(*i) && !poisoned.contains(*i)).collect();
+                return Err(Error::Model(format!(
+                    "node '{}' ({}) reads {:?}, which no node, initializer or graph input defines",
+                    n.name.clone().unwrap_or_default(),
+                    n.op_type.clone().unwrap_or_default(),
+                    missing
+                )));
+            }
+            pending = next;
+        }
+    }
+
+    fn node_origin(&self, n: &NodeProto) -> (Origin, String, i64) {
+        let domain = n.domain.clone().unwrap_or_default();
+        let domain = if domain == "ai.onnx" { String::new() } else { domain };
+        let opset = self.opsets.get(&domain).copied().unwrap_or(0);
+        let op_type = n.op_type.clone().unwrap_or_default();
+        let name = match &n.name {
+            Some(s) if !s.is_empty() => s.clone(),
+            _ => format!("{}_{}", op_type, n.output.first().cloned().unwrap_or_default()),
+        };
+        (Origin { name, op_type, opset }, domain, opset)
+    }
+
+    fn check_known(&mut self, n: &NodeProto) {
+        let (origin, domain, opset) = self.node_origin(n);
+        if registry::lookup(&domain, &origin.op_type).is_none() {
+            self.unsupported.push(Unsupported {
+                node: origin.name,
+                op_type: origin.op_type,
+                domain,
+                opset,
+                reason: "no implementation of this op".into(),
+            });
+        }
+    }
+
+    fn node(&mut self, n: &NodeProto) -> Result<()> {
+        let (origin, domain, opset) = self.node_origin(n);
+        let Some(builder) = registry::lookup(&domain, &origin.op_type) else {
+            let reason = if !domain.is_empty() && !self.opsets.contains_key(&domain) {
+                format!("domain '{domain}' is not imported by the model")
+            } else {
+                "no implementation of this op".to_string()
+            };
+            return Err(Error::Unsupported(vec![Unsupported { node: origin.name, op_type: origin.op_type, domain, opset, reason }]));
+        };
+        let inputs: Vec<Option<ValueId>> =
+            n.input.iter().map(|i| if i.is_empty() { None } else { self.env.get(i).copied() }).collect();
+        let mut ctx = Ctx::new(&mut self.g, n, origin.clone(), opset, inputs, self.dir, self.opts.fold_limit);
+        let outs = builder(&mut ctx)?;
+        for (k, name) in n.output.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            match outs.get(k) {
+                Some(v) => {
+                    self.env.insert(name.clone(), *v);
+                }
+                None => {
+                    self.unbuilt.insert(
+                        name.clone(),
+                        Unsupported {
+                            node: origin.name.clone(),
+                            op_type: origin.op_type.clone(),
+                            domain: domain.clone(),
+                            opset,
+                            reason: format!("output {k} ('{name}') is not implemented"),
+                        },
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! Op builders, one file per family. Each builder reads a node through `Ctx` and emits core
+//! ops; semantics follow the model's opset for that op.
+
+pub mod activation;
+pub mod elementwise;
+pub mod linalg;
+pub mod nn;
+pub mod norm;
+pub mod reduce;
+pub mod shape;

@@ -1,0 +1,435 @@
+//! Convolution, pooling and the softmax family.
+
+use crate::error::Result;
+use crate::frontend::build::{self, FLOATS};
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::{Dim, Shape};
+use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::graph::{ConvOp, ReduceKind};
+use crate::ir::interp::lowest;
+use crate::ir::{DType, Scalar, TypeInfo, ValueId};
+
+/// A sliding window over the spatial dims: the geometry shared by Conv and the pools.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub kernel: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dilations: Vec<i64>,
+    pub pads_begin: Vec<i64>,
+    pub pads_end: Vec<i64>,
+    pub out: Vec<i64>,
+}
+
+impl Window {
+    /// Whether every window position lies inside the unpadded input.
+    pub fn always_inside(&self, input: &[i64]) -> bool {
+        (0..self.kernel.len()).all(|i| {
+            self.pads_begin[i] == 0
+                && (self.out[i] - 1) * self.strides[i] + (self.kernel[i] - 1) * self.dilations[i] < input[i]
+        })
+    }
+}
+
+fn list_attr(ctx: &Ctx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
+    match ctx.attr_ints(name) {
+        None => Ok(vec![default; n]),
+        Some(v) if v.len() == n => Ok(v),
+        Some(v) => Err(ctx.err(format!("attribute '{name}' has {} values, expected {n}", v.len()))),
+    }
+}
+
+pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Result<Window> {
+    let n = kernel.len();
+    let strides = list_attr(ctx, "strides", n, 1)?;
+    let dilations = list_attr(ctx, "dilations", n, 1)?;
+    if strides.iter().chain(&dilations).chain(kernel).any(|&v| v < 1) {
+        return Err(ctx.err(format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must be positive")));
+    }
+    let auto_pad = ctx.attr_s_or("auto_pad", "NOTSET")?;
+    let mut pads_begin = vec![0; n];
+    let mut pads_end = vec![0; n];
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let dk = (kernel[i] - 1) * dilations[i] + 1;
+        match auto_pad.as_str() {
+            "NOTSET" | "" => {
+                let pads = list_attr(ctx, "pads", 2 * n, 0)?;
+                if pads.iter().any(|&p| p < 0) {
+                    return Err(ctx.err(format!("attribute 'pads' {pads:?} must be non-negative")));
+                }
+                pads_begin[i] = pads[i];
+                pads_end[i] = pads[n + i];
+                let span = input[i] + pads_begin[i] + pads_end[i] - dk;
+                if span < 0 {
+                    return Err(ctx.err(format!(
+                        "window of {dk} does not fit spatial dim {i} of size {} with pads {}+{}",
+                        input[i], pads_begin[i], pads_end[i]
+                    )));
+                }
+                out[i] = if ceil_mode {
+                    let mut o = (span + strides[i] - 1) / strides[i] + 1;
+                    if (o - 1) * strides[i] >= input[i] + pads_begin[i] {
+                        o -= 1;
+                    }
+                    o
+                } else {
+                    span / strides[i] + 1
+                };
+            }
+            "VALID" => {
+                if input[i] < dk {
+                    return Err(ctx.err(format!("window of {dk} does not fit spatial dim {i} of size {}", input[i])));
+                }
+                out[i] = if ceil_mode { (input[i] - dk + strides[i]) / strides[i] } else { (input[i] - dk) / strides[i] + 1 };
+            }
+            "SAME_UPPER" | "SAME_LOWER" => {
+                out[i] = (input[i] + strides[i] - 1) / strides[i];
+                let total = ((out[i] - 1) * strides[i] + dk - input[i]).max(0);
+                let small = total / 2;
+                if auto_pad == "SAME_UPPER" {
+                    pads_begin[i] = small;
+                    pads_end[i] = total - small;
+                } else {
+                    pads_begin[i] = total - small;
+                    pads_end[i] = small;
+                }
+            }
+            other => return Err(ctx.err(format!("attribute 'auto_pad' has unknown value '{other}'"))),
+        }
+    }
+    Ok(Window { kernel: kernel.to_vec(), strides, dilations, pads_begin, pads_end, out })
+}
+
+pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let b = ctx.opt_input(2);
+    let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
+    if ctx.dtype(w) != dt {
+        return Err(ctx.err(format!("W is {} but X is {dt}", ctx.dtype(w))));
+    }
+    let xs = ctx.known_shape(x)?;
+    let ws = ctx.known_shape(w)?;
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(ctx.err(format!("X {xs:?} and W {ws:?} must have the same rank >= 3")));
+    }
+    let group = ctx.attr_i_or("group", 1)?;
+    if group < 1 || xs[1] % group != 0 || ws[0] % group != 0 || ws[1] * group != xs[1] {
+        return Err(ctx.err(format!(
+            "channels do not match: X has {} channels, W is {ws:?}, group {group} (need W[1] * group == C and group | M)",
+            xs[1]
+        )));
+    }
+    let kernel = ws[2..].to_vec();
+    if let Some(k) = ctx.attr_ints("kernel_shape")
+        && k != kernel
+    {
+        return Err(ctx.err(format!("attribute kernel_shape {k:?} disagrees with W's spatial dims {kernel:?}")));
+    }
+    let win = window(ctx, &xs[2..], &kernel, false)?;
+    if let Some(b) = b {
+        let bs = ctx.known_shape(b)?;
+        if bs != [ws[0]] {
+            return Err(ctx.err(format!("bias B has shape {bs:?}, expected [{}]", ws[0])));
+        }
+    }
+    let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(ws[0])];
+    shape.extend(win.out.iter().map(|&d| Dim::Known(d)));
+    let op = ConvOp {
+        group,
+        strides: win.strides,
+        dilations: win.dilations,
+        pads_begin: win.pads_begin,
+        pads_end: win.pads_end,
+    };
+    let mut inputs = vec![x, w];
+    inputs.extend(b);
+    Ok(vec![ctx.conv(op, inputs, TypeInfo::new(dt, shape))?])
+}
+
+/// Index of window tap `r` at output position `o` along spatial dim `i`, before clamping.
+fn tap(win: &Window, i: usize, o: E, r: E) -> E {
+    let p = expr::add(expr::mul(o, expr::i(win.strides[i])), expr::mul(r, expr::i(win.dilations[i])));
+    expr::sub(p, expr::i(win.pads_begin[i]))
+}
+
+/// The input element under window tap (`o`: output var, `r`: reduction var per spatial dim),
+/// with the condition that it lies inside `[lo, hi)` per dim.
+fn window_load(dtype: DType, win: &Window, input: &[i64], rank_out: u32) -> (E, E) {
+    let nsp = win.kernel.len();
+    let mut index = vec![expr::var(0), expr::var(1)];
+    let mut inside = expr::konst(DType::Bool, Scalar::B(true));
+    for i in 0..nsp {
+        let p = tap(win, i, expr::var(2 + i as u32), expr::var(rank_out + i as u32));
+        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(input[i]))));
+        index.push(expr::clamp(p, 0, input[i] - 1));
+    }
+    (expr::load(dtype, 0, index), inside)
+}
+
+fn pool_shape(xs: &[i64], win: &Window) -> Shape {
+    let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(xs[1])];
+    shape.extend(win.out.iter().map(|&d| Dim::Known(d)));
+    shape
+}
+
+fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, Window)> {
+    let x = ctx.input(0)?;
+    let dt = ctx.dtype(x);
+    if !(dt.is_float() || (allow_int && matches!(dt, DType::I8 | DType::U8))) {
+        return Err(ctx.err(format!("input has unsupported type {dt}")));
+    }
+    let xs = ctx.known_shape(x)?;
+    if xs.len() < 3 {
+        return Err(ctx.err(format!("input must have rank >= 3, got {xs:?}")));
+    }
+    let kernel = ctx.attr_ints("kernel_shape").ok_or_else(|| ctx.err("attribute 'kernel_shape' is required"))?;
+    if kernel.len() != xs.len() - 2 {
+        return Err(ctx.err(format!("kernel_shape {kernel:?} does not match input rank {}", xs.len())));
+    }
+    let ceil_mode = ctx.attr_i_or("ceil_mode", 0)? != 0;
+    let win = window(ctx, &xs[2..], &kernel, ceil_mode)?;
+    Ok((x, dt, xs, win))
+}
+
+pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, dt, xs, win) = pool_setup(ctx, true)?;
+    if ctx.node.output.len() > 1 && !ctx.node.output[1].is_empty() {
+        return max_pool_with_indices(ctx, x, dt, &xs, &win);
+    }
+    let rank = xs.len() as u32;
+    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
+    let body = if win.always_inside(&xs[2..]) { v } else { expr::select(inside, v, expr::konst(dt, lowest(dt))) };
+    let shape = pool_shape(&xs, &win);
+    Ok(vec![ctx.reduce(ReduceKind::Max, win.kernel.clone(), dt, shape, vec![x], body)?])
+}
+
+/// MaxPool with the Indices output: arg-max over the flattened window, then the flat input
+/// index (row-major, or column-major spatial order with `storage_order=1`).
+fn max_pool_with_indices(ctx: &mut Ctx, x: ValueId, dt: DType, xs: &[i64], win: &Window) -> Result<Vec<ValueId>> {
+    let storage_order = ctx.attr_i_or("storage_order", 0)?;
+    let rank = xs.len() as u32;
+    let nsp = win.kernel.len();
+    let ktotal: i64 = win.kernel.iter().product();
+    // Decompose the flat tap r into per-dim taps.
+    let r = expr::var(rank);
+    let taps = |r: E| -> Vec<E> {
+        let mut out = vec![expr::i(0); nsp];
+        let mut rem = r;
+        for i in (0..nsp).rev() {
+            out[i] = expr::imod(rem.clone(), win.kernel[i]);
+            rem = expr::idiv(rem, win.kernel[i]);
+        }
+        out
+    };
+    let mut index = vec![expr::var(0), expr::var(1)];
+    let mut inside = expr::konst(DType::Bool, Scalar::B(true));
+    for (i, t) in taps(r).into_iter().enumerate() {
+        let p = tap(win, i, expr::var(2 + i as u32), t);
+        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(xs[2 + i]))));
+        index.push(expr::clamp(p, 0, xs[2 + i] - 1));
+    }
+    let body = expr::select(inside, expr::load(dt, 0, index), expr::konst(dt, lowest(dt)));
+    let shape = pool_shape(xs, win);
+    let values = ctx.reduce(ReduceKind::Max, vec![ktotal], dt, shape.clone(), vec![x], body.clone())?;
+    let arg = ctx.reduce(ReduceKind::ArgMax { select_last: false }, vec![ktotal], DType::I64, shape.clone(), vec![x], body)?;
+    // Flat input index of the winning tap.
+    let a = expr::load(DType::I64, 0, (0..rank).map(expr::var).collect());
+    let mut flat = expr::add(expr::mul(expr::var(0), expr::i(xs[1])), expr::var(1));
+    let sp: Vec<E> = taps(a).into_iter().enumerate().map(|(i, t)| tap(win, i, expr::var(2 + i as u32), t)).collect();
+    if storage_order == 0 {
+        for (i, p) in sp.into_iter().enumerate() {
+            flat = expr::add(expr::mul(flat, expr::i(xs[2 + i])), p);
+        }
+    } else {
+        let mut inner = expr::i(0);
+        for (i, p) in sp.into_iter().enumerate().rev() {
+            inner = expr::add(expr::mul(inner, expr::i(xs[2 + i])), p);
+        }
+        let plane: i64 = xs[2..].iter().product();
+        flat = expr::add(expr::mul(flat, expr::i(plane)), inner);
+    }
+    let idx = ctx.map(DType::I64, shape, vec![arg], flat)?;
+    Ok(vec![values, idx])
+}
+
+/// Per-output-position count of window taps inside `[lo, hi)` per spatial dim, as a constant.
+fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) -> Result<ValueId> {
+    let nsp = win.kernel.len();
+    let mut inside = expr::konst(DType::Bool, Scalar::B(true));
+    for i in 0..nsp {
+        let p = tap(win, i, expr::var(i as u32), expr::var((nsp + i) as u32));
+        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(lo[i])), expr::lt(p, expr::i(hi[i]))));
+    }
+    let body = expr::select(inside, expr::f(dt, 1.0), expr::f(dt, 0.0));
+    let shape: Shape = win.out.iter().map(|&d| Dim::Known(d)).collect();
+    ctx.reduce(ReduceKind::Sum, win.kernel.clone(), dt, shape, vec![], body)
+}
+
+pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, dt, xs, win) = pool_setup(ctx, false)?;
+    let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
+    let rank = xs.len() as u32;
+    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
+    let shape = pool_shape(&xs, &win);
+    let all_inside = win.always_inside(&xs[2..]);
+    let body = if all_inside { v } else { expr::select(inside, v, expr::f(dt, 0.0)) };
+    let sum = ctx.reduce(ReduceKind::Sum, win.kernel.clone(), dt, shape.clone(), vec![x], body)?;
+    let nsp = win.kernel.len();
+    let load_sum = build::load_same(dt, 0, rank as usize);
+    if all_inside {
+        let n: i64 = win.kernel.iter().product();
+        return Ok(vec![ctx.map(dt, shape, vec![sum], expr::binary(BinOp::Div, load_sum, expr::f(dt, n as f64)))?]);
+    }
+    let (lo, hi): (Vec<i64>, Vec<i64>) = if include_pad {
+        ((0..nsp).map(|i| -win.pads_begin[i]).collect(), (0..nsp).map(|i| xs[2 + i] + win.pads_end[i]).collect())
+    } else {
+        (vec![0; nsp], xs[2..].to_vec())
+    };
+    let counts = tap_counts(ctx, dt, &win, &lo, &hi)?;
+    let cl = expr::load(dt, 1, (2..rank).map(expr::var).collect());
+    Ok(vec![ctx.map(dt, shape, vec![sum, counts], expr::binary(BinOp::Div, load_sum, cl))?])
+}
+
+fn lp(dt: DType, v: E, p: i64) -> E {
+    match p {
+        1 => expr::unary(UnOp::Abs, v),
+        2 => expr::binary(BinOp::Mul, v.clone(), v),
+        _ => expr::binary(BinOp::Pow, expr::unary(UnOp::Abs, v), expr::f(dt, p as f64)),
+    }
+}
+
+fn lp_root(dt: DType, v: E, p: i64) -> E {
+    match p {
+        1 => v,
+        2 => expr::unary(UnOp::Sqrt, v),
+        _ => expr::binary(BinOp::Pow, v, expr::f(dt, 1.0 / p as f64)),
+    }
+}
+
+pub fn lp_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, dt, xs, win) = pool_setup(ctx, false)?;
+    let p = ctx.attr_i_or("p", 2)?;
+    if p < 1 {
+        return Err(ctx.err(format!("attribute 'p' must be >= 1, got {p}")));
+    }
+    let rank = xs.len() as u32;
+    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
+    let body = expr::select(inside, lp(dt, v, p), expr::f(dt, 0.0));
+    let shape = pool_shape(&xs, &win);
+    let s = ctx.reduce(ReduceKind::Sum, win.kernel.clone(), dt, shape.clone(), vec![x], body)?;
+    Ok(vec![ctx.map(dt, shape, vec![s], lp_root(dt, build::load_same(dt, 0, rank as usize), p))?])
+}
+
+fn global_pool(ctx: &mut Ctx, kind: ReduceKind, p: Option<i64>) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = build::expect_types(ctx, x, "input", FLOATS)?;
+    let rank = ctx.rank(x);
+    if rank < 3 {
+        return Err(ctx.err(format!("input must have rank >= 3, got {rank}")));
+    }
+    let axes: Vec<usize> = (2..rank).collect();
+    let xs = ctx.known_shape(x)?;
+    let n: i64 = xs[2..].iter().product();
+    let r = build::reduce(ctx, x, kind, &axes, true, |v| match p {
+        Some(p) => lp(dt, v, p),
+        None => v,
+    })?;
+    let shape = ctx.shape(r);
+    let body = build::load_same(dt, 0, rank);
+    let body = match (kind, p) {
+        (_, Some(p)) => lp_root(dt, body, p),
+        (ReduceKind::Sum, None) => expr::binary(BinOp::Div, body, expr::f(dt, n as f64)),
+        _ => return Ok(vec![r]),
+    };
+    Ok(vec![ctx.map(dt, shape, vec![r], body)?])
+}
+
+pub fn global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    global_pool(ctx, ReduceKind::Sum, None)
+}
+pub fn global_max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    global_pool(ctx, ReduceKind::Max, None)
+}
+pub fn global_lp_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let p = ctx.attr_i_or("p", 2)?;
+    global_pool(ctx, ReduceKind::Sum, Some(p))
+}
+
+#[derive(Copy, Clone, PartialEq)]
+enum SoftmaxKind {
+    Softmax,
+    LogSoftmax,
+    Hardmax,
+}
+
+/// Softmax family. Before opset 13 the input is coerced to 2-D at `axis` (default 1);
+/// from 13 on it normalizes along the single `axis` (default -1).
+fn softmax_family(ctx: &mut Ctx, kind: SoftmaxKind) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = build::expect_types(ctx, x, "input", FLOATS)?;
+    let shape = ctx.shape(x);
+    let rank = shape.len();
+    if ctx.opset < 13 {
+        let axis = build::axis(ctx, ctx.attr_i_or("axis", 1)?, rank.max(1))?;
+        let outer = crate::ir::dim::num_elements(&shape[..axis]);
+        let inner = crate::ir::dim::num_elements(&shape[axis..]);
+        let x2 = ctx.reshape(x, vec![outer, inner])?;
+        let y2 = softmax_along(ctx, x2, 1, kind, dt)?;
+        return Ok(vec![ctx.reshape(y2, shape)?]);
+    }
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", -1)?, rank)?;
+    Ok(vec![softmax_along(ctx, x, axis, kind, dt)?])
+}
+
+fn softmax_along(ctx: &mut Ctx, x: ValueId, axis: usize, kind: SoftmaxKind, dt: DType) -> Result<ValueId> {
+    let rank = ctx.rank(x);
+    let shape = ctx.shape(x);
+    if kind == SoftmaxKind::Hardmax {
+        let am = build::reduce(ctx, x, ReduceKind::ArgMax { select_last: false }, &[axis], true, |v| v)?;
+        let mut idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
+        idx[axis] = expr::i(0);
+        let hit = expr::binary(BinOp::Eq, expr::load(DType::I64, 0, idx), expr::var(axis as u32));
+        return ctx.map(dt, shape, vec![am], expr::select(hit, expr::f(dt, 1.0), expr::f(dt, 0.0)));
+    }
+    let m = build::reduce(ctx, x, ReduceKind::Max, &[axis], true, |v| v)?;
+    let mut at_axis0: Vec<E> = (0..rank as u32).map(expr::var).collect();
+    at_axis0[axis] = expr::i(0);
+    let shifted = |xv: E| expr::binary(BinOp::Sub, xv, expr::load(dt, 1, at_axis0.clone()));
+    let xl = build::load_same(dt, 0, rank);
+    // s = sum(exp(x - max)) along axis, computed from x and m.
+    let s = {
+        let mut index: Vec<E> = Vec::new();
+        let mut mi: Vec<E> = Vec::new();
+        for k in 0..rank {
+            if k == axis {
+                index.push(expr::var(rank as u32));
+                mi.push(expr::i(0));
+            } else {
+                index.push(expr::var(k as u32));
+                mi.push(expr::var(k as u32));
+            }
+        }
+        let mut out_shape = shape.clone();
+        out_shape[axis] = Dim::Known(1);
+        let n = ctx.known_shape(x)?[axis];
+        let body = expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 0, index), expr::load(dt, 1, mi)));
+        ctx.reduce(ReduceKind::Sum, vec![n], dt, out_shape, vec![x, m], body)?
+    };
+    let sl = expr::load(dt, 2, at_axis0.clone());
+    let body = match kind {
+        SoftmaxKind::Softmax => expr::binary(BinOp::Div, expr::unary(UnOp::Exp, shifted(xl)), sl),
+        SoftmaxKind::LogSoftmax => expr::binary(BinOp::Sub, shifted(xl), expr::unary(UnOp::Log, sl)),
+        SoftmaxKind::Hardmax => unreachable!("handled above"),
+    };
+    ctx.map(dt, shape, vec![x, m, s], body)
+}
+
+pub fn softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    softmax_family(ctx, SoftmaxKind::Softmax)
+}
+pub fn log_softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    softmax_family(ctx, SoftmaxKind::LogSoftmax)
+}
+pub fn hardmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    softmax_family(ctx, SoftmaxKind::Hardmax)
+}

@@ -1,0 +1,239 @@
+//! Shape manipulation and constants: Reshape, Flatten, Concat, Transpose, Squeeze, Unsqueeze,
+//! Shape, Size, Constant, ConstantOfShape.
+
+use crate::error::Result;
+use crate::frontend::build;
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::{Dim, Shape, fmt_shape, num_elements};
+use crate::ir::expr;
+use crate::ir::{DType, Op, Scalar, Tensor, TypeInfo, ValueId};
+
+pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let target: Vec<i64> = if ctx.opset < 5 {
+        ctx.attr_ints("shape").ok_or_else(|| ctx.err("attribute 'shape' is required"))?
+    } else {
+        let s = ctx.input(1)?;
+        ctx.const_ints(s, "input 'shape'")?
+    };
+    let allowzero = ctx.opset >= 14 && ctx.attr_i_or("allowzero", 0)? != 0;
+    let in_shape = ctx.shape(x);
+    let mut out: Vec<Option<Dim>> = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (k, &d) in target.iter().enumerate() {
+        match d {
+            -1 => {
+                if infer.replace(k).is_some() {
+                    return Err(ctx.err(format!("shape {target:?} has more than one -1")));
+                }
+                out.push(None);
+            }
+            0 if !allowzero => {
+                let d = in_shape.get(k).ok_or_else(|| ctx.err(format!("shape {target:?}: 0 at position {k} copies a dim the input (rank {}) lacks", in_shape.len())))?;
+                out.push(Some(d.clone()));
+            }
+            d if d < 0 => return Err(ctx.err(format!("shape {target:?} has invalid value {d}"))),
+            d => out.push(Some(Dim::Known(d))),
+        }
+    }
+    let total = num_elements(&in_shape);
+    if let Some(k) = infer {
+        let known = out.iter().flatten().cloned().fold(Dim::Known(1), |a, b| a.mul(b));
+        let d = match (&total, &known) {
+            (Dim::Known(t), Dim::Known(n)) => {
+                if *n == 0 || t % n != 0 {
+                    return Err(ctx.err(format!("cannot reshape {} into {target:?}", fmt_shape(&in_shape))));
+                }
+                Dim::Known(t / n)
+            }
+            _ => total.clone().floor_div(known),
+        };
+        out[k] = Some(d);
+    }
+    let out: Shape = out.into_iter().map(|d| d.unwrap_or(Dim::Known(0))).collect();
+    if let (Dim::Known(a), Dim::Known(b)) = (&total, &num_elements(&out))
+        && a != b
+    {
+        return Err(ctx.err(format!("cannot reshape {} ({a} elements) into {} ({b} elements)", fmt_shape(&in_shape), fmt_shape(&out))));
+    }
+    Ok(vec![ctx.reshape(x, out)?])
+}
+
+pub fn flatten(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.shape(x);
+    let r = shape.len() as i64;
+    let a = ctx.attr_i_or("axis", 1)?;
+    let a = if a < 0 { a + r } else { a };
+    if a < 0 || a > r {
+        return Err(ctx.err(format!("axis {a} is out of range for rank {r}")));
+    }
+    let a = a as usize;
+    let out = vec![num_elements(&shape[..a]), num_elements(&shape[a..])];
+    Ok(vec![ctx.reshape(x, out)?])
+}
+
+pub fn concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let inputs: Vec<ValueId> = (0..ctx.num_inputs()).filter_map(|i| ctx.opt_input(i)).collect();
+    let Some(&first) = inputs.first() else { return Err(ctx.err("needs at least one input")) };
+    let rank = ctx.rank(first);
+    let dt = ctx.dtype(first);
+    let axis = match ctx.attr_i("axis")? {
+        Some(a) => build::axis(ctx, a, rank)?,
+        None if ctx.opset < 4 => 1.min(rank.saturating_sub(1)),
+        None => return Err(ctx.err("attribute 'axis' is required")),
+    };
+    let mut shape = ctx.shape(first);
+    shape[axis] = Dim::Known(0);
+    for &v in &inputs {
+        let s = ctx.shape(v);
+        if s.len() != rank || ctx.dtype(v) != dt {
+            return Err(ctx.err(format!("inputs must all have type {dt} and rank {rank}, got {} {}", ctx.dtype(v), fmt_shape(&s))));
+        }
+        for k in 0..rank {
+            if k != axis && s[k] != shape[k] {
+                return Err(ctx.err(format!("input shapes {} and {} differ outside axis {axis}", fmt_shape(&ctx.shape(first)), fmt_shape(&s))));
+            }
+        }
+        shape[axis] = shape[axis].clone().add(s[axis].clone());
+    }
+    // Empty inputs contribute nothing.
+    let parts: Vec<ValueId> = inputs.into_iter().filter(|&v| ctx.shape(v)[axis] != Dim::Known(0)).collect();
+    match parts.len() {
+        0 => Ok(vec![ctx.map(dt, shape, vec![], expr::konst(dt, Scalar::zero(dt)))?]),
+        1 => Ok(vec![parts[0]]),
+        _ => Ok(vec![ctx.add(Op::Concat { axis }, parts, TypeInfo::new(dt, shape))?]),
+    }
+}
+
+pub fn transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let rank = ctx.rank(x);
+    let perm: Vec<usize> = match ctx.attr_ints("perm") {
+        None => (0..rank).rev().collect(),
+        Some(p) => {
+            let mut seen = vec![false; rank];
+            let mut out = Vec::new();
+            if p.len() != rank {
+                return Err(ctx.err(format!("perm {p:?} has {} entries for rank {rank}", p.len())));
+            }
+            for &a in &p {
+                let a = build::axis(ctx, a, rank)?;
+                if seen[a] {
+                    return Err(ctx.err(format!("perm {p:?} is not a permutation")));
+                }
+                seen[a] = true;
+                out.push(a);
+            }
+            out
+        }
+    };
+    Ok(vec![build::transpose(ctx, x, &perm)?])
+}
+
+fn axes_arg(ctx: &Ctx, input_from: i64) -> Result<Option<Vec<i64>>> {
+    if ctx.opset >= input_from {
+        match ctx.opt_input(1) {
+            Some(v) => Ok(Some(ctx.const_ints(v, "input 'axes'")?)),
+            None => Ok(None),
+        }
+    } else {
+        Ok(ctx.attr_ints("axes"))
+    }
+}
+
+pub fn squeeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.shape(x);
+    let axes = match axes_arg(ctx, 13)? {
+        Some(a) => build::axes(ctx, &a, shape.len())?,
+        None => {
+            if shape.iter().any(|d| !d.is_known()) {
+                return Err(crate::error::Error::NeedShape(format!(
+                    "{}: Squeeze without axes needs every dim known; fix the symbolic dims with --shape",
+                    ctx.origin
+                )));
+            }
+            (0..shape.len()).filter(|&k| shape[k].is_one()).collect()
+        }
+    };
+    for &a in &axes {
+        if !shape[a].is_one() {
+            return Err(ctx.err(format!("cannot squeeze axis {a} of size {} in {}", shape[a], fmt_shape(&shape))));
+        }
+    }
+    let out: Shape = shape.iter().enumerate().filter(|(k, _)| !axes.contains(k)).map(|(_, d)| d.clone()).collect();
+    Ok(vec![ctx.reshape(x, out)?])
+}
+
+pub fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.shape(x);
+    let a = axes_arg(ctx, 13)?.ok_or_else(|| ctx.err("axes are required"))?;
+    let out_rank = shape.len() + a.len();
+    let axes = build::axes(ctx, &a, out_rank)?;
+    let mut out = Vec::with_capacity(out_rank);
+    let mut it = shape.into_iter();
+    for k in 0..out_rank {
+        if axes.contains(&k) {
+            out.push(Dim::Known(1));
+        } else {
+            out.push(it.next().ok_or_else(|| ctx.err("axes out of range"))?);
+        }
+    }
+    Ok(vec![ctx.reshape(x, out)?])
+}
+
+pub fn shape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len() as i64;
+    let clampi = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) };
+    let start = clampi(ctx.attr_i_or("start", 0)?);
+    let end = clampi(ctx.attr_i_or("end", r)?);
+    let sel: Vec<i64> = if start < end { dims[start as usize..end as usize].to_vec() } else { vec![] };
+    Ok(vec![ctx.constant(Tensor::from_i64s(vec![sel.len() as i64], &sel))])
+}
+
+pub fn size(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let n: i64 = ctx.known_shape(x)?.iter().product();
+    Ok(vec![ctx.constant(Tensor::from_i64s(vec![], &[n]))])
+}
+
+pub fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let t = if let Some(t) = ctx.attr_t("value")? {
+        t
+    } else if let Some(v) = ctx.attr_f("value_float")? {
+        Tensor::scalar(DType::F32, Scalar::F(v))
+    } else if let Some(v) = ctx.attr_floats("value_floats") {
+        let vals: Vec<Scalar> = v.iter().map(|&x| Scalar::F(x as f64)).collect();
+        Tensor::from_scalars(DType::F32, vec![vals.len() as i64], &vals)
+    } else if let Some(v) = ctx.attr_i("value_int")? {
+        Tensor::from_i64s(vec![], &[v])
+    } else if let Some(v) = ctx.attr_ints("value_ints") {
+        Tensor::from_i64s(vec![v.len() as i64], &v)
+    } else if ctx.attr("value_string").is_some() || ctx.attr("value_strings").is_some() {
+        return Err(ctx.unsupported("string constants are not supported"));
+    } else if ctx.attr("sparse_value").is_some() {
+        return Err(ctx.unsupported("sparse constants are not supported"));
+    } else {
+        return Err(ctx.err("needs one of the attributes value, value_float(s), value_int(s)"));
+    };
+    Ok(vec![ctx.constant(t)])
+}
+
+pub fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let s = ctx.input(0)?;
+    let dims = ctx.const_ints(s, "input 'shape'")?;
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(ctx.err(format!("shape {dims:?} has negative dim {d}")));
+    }
+    let (dt, v) = match ctx.attr_t("value")? {
+        Some(t) if t.len() == 1 => (t.dtype, t.get(0)),
+        Some(t) => return Err(ctx.err(format!("attribute 'value' must hold one element, has {}", t.len()))),
+        None => (DType::F32, Scalar::F(0.0)),
+    };
+    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+    Ok(vec![ctx.map(dt, shape, vec![], expr::konst(dt, v))?])
+}

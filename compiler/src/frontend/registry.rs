@@ -1,0 +1,134 @@
+//! The op table: ONNX `(domain, op_type)` → builder. Adding an op is one builder function
+//! plus one line here (and its conformance cases in the manifest).
+
+use super::ctx::Ctx;
+use super::ops::{activation, elementwise, linalg, nn, norm, reduce, shape};
+use crate::error::Result;
+use crate::ir::ValueId;
+
+pub type Builder = fn(&mut Ctx) -> Result<Vec<ValueId>>;
+
+/// `(op_type, builder)` for the default ONNX domain.
+pub const ONNX_OPS: &[(&str, Builder)] = &[
+    // elementwise arithmetic and logic
+    ("Add", elementwise::add),
+    ("Sub", elementwise::sub),
+    ("Mul", elementwise::mul),
+    ("Div", elementwise::div),
+    ("Pow", elementwise::pow),
+    ("Mod", elementwise::modulo),
+    ("Max", elementwise::max),
+    ("Min", elementwise::min),
+    ("Sum", elementwise::sum),
+    ("Mean", elementwise::mean),
+    ("Equal", elementwise::equal),
+    ("Less", elementwise::less),
+    ("LessOrEqual", elementwise::less_or_equal),
+    ("Greater", elementwise::greater),
+    ("GreaterOrEqual", elementwise::greater_or_equal),
+    ("And", elementwise::and),
+    ("Or", elementwise::or),
+    ("Xor", elementwise::xor),
+    ("Not", elementwise::not),
+    ("BitwiseAnd", elementwise::bitwise_and),
+    ("BitwiseOr", elementwise::bitwise_or),
+    ("BitwiseXor", elementwise::bitwise_xor),
+    ("BitwiseNot", elementwise::bitwise_not),
+    ("BitShift", elementwise::bit_shift),
+    ("Where", elementwise::where_),
+    ("Cast", elementwise::cast),
+    ("CastLike", elementwise::cast_like),
+    ("Abs", elementwise::abs),
+    ("Neg", elementwise::neg),
+    ("Sqrt", elementwise::sqrt),
+    ("Exp", elementwise::exp),
+    ("Log", elementwise::log),
+    ("Sin", elementwise::sin),
+    ("Cos", elementwise::cos),
+    ("Tan", elementwise::tan),
+    ("Asin", elementwise::asin),
+    ("Acos", elementwise::acos),
+    ("Atan", elementwise::atan),
+    ("Sinh", elementwise::sinh),
+    ("Cosh", elementwise::cosh),
+    ("Asinh", elementwise::asinh),
+    ("Acosh", elementwise::acosh),
+    ("Atanh", elementwise::atanh),
+    ("Erf", elementwise::erf),
+    ("Floor", elementwise::floor),
+    ("Ceil", elementwise::ceil),
+    ("Round", elementwise::round),
+    ("Sign", elementwise::sign),
+    ("Reciprocal", elementwise::reciprocal),
+    ("IsNaN", elementwise::is_nan),
+    ("IsInf", elementwise::is_inf),
+    ("Clip", elementwise::clip),
+    ("Identity", elementwise::identity),
+    ("Dropout", elementwise::dropout),
+    // activations
+    ("Relu", activation::relu),
+    ("LeakyRelu", activation::leaky_relu),
+    ("PRelu", activation::prelu),
+    ("Sigmoid", activation::sigmoid),
+    ("HardSigmoid", activation::hard_sigmoid),
+    ("HardSwish", activation::hard_swish),
+    ("Tanh", activation::tanh),
+    ("Elu", activation::elu),
+    ("Selu", activation::selu),
+    ("Celu", activation::celu),
+    ("Softplus", activation::softplus),
+    ("Softsign", activation::softsign),
+    ("ThresholdedRelu", activation::thresholded_relu),
+    ("Shrink", activation::shrink),
+    ("Mish", activation::mish),
+    ("Gelu", activation::gelu),
+    ("Swish", activation::swish),
+    // linear algebra
+    ("MatMul", linalg::matmul),
+    ("Gemm", linalg::gemm),
+    // neural network
+    ("Conv", nn::conv),
+    ("MaxPool", nn::max_pool),
+    ("AveragePool", nn::average_pool),
+    ("LpPool", nn::lp_pool),
+    ("GlobalAveragePool", nn::global_average_pool),
+    ("GlobalMaxPool", nn::global_max_pool),
+    ("GlobalLpPool", nn::global_lp_pool),
+    ("Softmax", nn::softmax),
+    ("LogSoftmax", nn::log_softmax),
+    ("Hardmax", nn::hardmax),
+    // normalization
+    ("BatchNormalization", norm::batch_norm),
+    ("LRN", norm::lrn),
+    // reductions
+    ("ReduceSum", reduce::reduce_sum),
+    ("ReduceMean", reduce::reduce_mean),
+    ("ReduceMax", reduce::reduce_max),
+    ("ReduceMin", reduce::reduce_min),
+    ("ReduceProd", reduce::reduce_prod),
+    ("ReduceL1", reduce::reduce_l1),
+    ("ReduceL2", reduce::reduce_l2),
+    ("ReduceLogSum", reduce::reduce_log_sum),
+    ("ReduceLogSumExp", reduce::reduce_log_sum_exp),
+    ("ReduceSumSquare", reduce::reduce_sum_square),
+    ("ArgMax", reduce::arg_max),
+    ("ArgMin", reduce::arg_min),
+    // shapes and data movement
+    ("Reshape", shape::reshape),
+    ("Flatten", shape::flatten),
+    ("Concat", shape::concat),
+    ("Transpose", shape::transpose),
+    ("Squeeze", shape::squeeze),
+    ("Unsqueeze", shape::unsqueeze),
+    ("Shape", shape::shape),
+    ("Size", shape::size),
+    ("Constant", shape::constant),
+    ("ConstantOfShape", shape::constant_of_shape),
+];
+
+pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
+    if !domain.is_empty() {
+        return None;
+    }
+    ONNX_OPS.iter().find(|(n, _)| *n == op_type).map(|(_, b)| *b)
+}

@@ -1,0 +1,144 @@
+//! `TensorProto` → `Tensor`, including external data stored in files next to the model.
+
+use crate::error::{Error, Result};
+use crate::ir::{DType, Scalar, Tensor};
+use onnxc_proto::TensorProto;
+use std::path::{Component, Path};
+
+/// Where external-data files are looked up: the model's directory.
+#[derive(Clone, Debug, Default)]
+pub struct DataDir(pub Option<std::path::PathBuf>);
+
+pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Tensor> {
+    let code = t.data_type.unwrap_or(0);
+    let dtype = DType::from_onnx(code).ok_or_else(|| {
+        Error::Model(format!(
+            "{what}: element type {} is not supported by onnxc (supported: {})",
+            DType::onnx_code_name(code),
+            DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    if let Some(d) = t.dims.iter().find(|&&d| d < 0) {
+        return Err(Error::Model(format!("{what}: negative dimension {d} in {:?}", t.dims)));
+    }
+    let n = t.dims.iter().try_fold(1i64, |a, &d| a.checked_mul(d)).filter(|&n| n <= (1i64 << 40)).ok_or_else(|| {
+        Error::Model(format!("{what}: dimensions {:?} are too large", t.dims))
+    })? as usize;
+    let shape = t.dims.clone();
+    let size = dtype.size();
+    let is_external = t.data_location == Some(1);
+    let bytes: Vec<u8> = if is_external {
+        read_external(t, dir, what)?
+    } else if let Some(raw) = &t.raw_data {
+        raw.clone()
+    } else {
+        let mut out = Vec::with_capacity(n * size);
+        match dtype {
+            DType::F32 => t.float_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::F64 => t.double_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::I64 => t.int64_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::U32 => t.uint64_data.iter().for_each(|v| out.extend_from_slice(&(*v as u32).to_le_bytes())),
+            DType::U64 => t.uint64_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::F16 | DType::BF16 | DType::U16 | DType::I16 => {
+                t.int32_data.iter().for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes()))
+            }
+            DType::I32 => t.int32_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::I8 | DType::U8 | DType::Bool => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
+        }
+        out
+    };
+    if bytes.len() != n * size {
+        return Err(Error::Model(format!(
+            "{what}: holds {} bytes of data but dims {:?} of {} need {}",
+            bytes.len(),
+            t.dims,
+            dtype,
+            n * size
+        )));
+    }
+    let mut bytes = bytes;
+    if dtype == DType::Bool {
+        // Normalize to 0/1 so generated code may rely on it.
+        bytes.iter_mut().for_each(|b| *b = (*b != 0) as u8);
+    }
+    Ok(Tensor::new(dtype, shape, bytes))
+}
+
+fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> {
+    let mut location = None;
+    let mut offset = 0u64;
+    let mut length = None;
+    for kv in &t.external_data {
+        let v = kv.value.clone().unwrap_or_default();
+        match kv.key.as_deref() {
+            Some("location") => location = Some(v),
+            Some("offset") => {
+                offset = v.parse().map_err(|_| Error::Model(format!("{what}: external data offset '{v}' is not a number")))?
+            }
+            Some("length") => {
+                length = Some(v.parse::<u64>().map_err(|_| Error::Model(format!("{what}: external data length '{v}' is not a number")))?)
+            }
+            _ => {}
+        }
+    }
+    let location = location.ok_or_else(|| Error::Model(format!("{what}: external data without a 'location'")))?;
+    let rel = Path::new(&location);
+    if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(Error::Model(format!(
+            "{what}: external data location '{location}' must be a relative path inside the model's directory"
+        )));
+    }
+    let base = dir.0.clone().ok_or_else(|| {
+        Error::Model(format!("{what}: tensor data is in external file '{location}' but the model was not loaded from a file"))
+    })?;
+    let path = base.join(rel);
+    let data = std::fs::read(&path).map_err(|e| {
+        Error::Model(format!("{what}: cannot read external data file '{}': {e} (it must sit next to the model)", path.display()))
+    })?;
+    let start = offset as usize;
+    let end = match length {
+        Some(l) => start.checked_add(l as usize),
+        None => Some(data.len()),
+    };
+    match end {
+        Some(end) if start <= end && end <= data.len() => Ok(data[start..end].to_vec()),
+        _ => Err(Error::Model(format!(
+            "{what}: external data range offset {offset} length {length:?} exceeds file '{}' of {} bytes",
+            path.display(),
+            data.len()
+        ))),
+    }
+}
+
+/// Serializes a tensor as an ONNX `TensorProto` (raw data), for `onnxc run` outputs.
+pub fn tensor_to_proto(t: &Tensor, name: &str) -> TensorProto {
+    TensorProto {
+        dims: t.shape.clone(),
+        data_type: Some(t.dtype.onnx_code()),
+        name: Some(name.to_string()),
+        raw_data: Some(t.data.to_vec()),
+        ..Default::default()
+    }
+}
+
+/// A scalar attribute-tensor value (e.g. `ConstantOfShape.value`) as (dtype, scalar).
+pub fn scalar_of(t: &Tensor) -> Option<(DType, Scalar)> {
+    (t.len() == 1).then(|| (t.dtype, t.get(0)))
+}
+
+/// Decodes a serialized `TensorProto` file (ONNX test data).
+pub fn decode_tensor_file(bytes: &[u8], what: &str) -> Result<(String, Tensor)> {
+    use prost::Message;
+    let t = TensorProto::decode(bytes).map_err(|e| Error::Usage(format!("{what}: not a TensorProto file: {e}")))?;
+    if t.data_type == Some(8) {
+        return Err(Error::Usage(format!("{what}: string tensors are not supported")));
+    }
+    let name = t.name.clone().unwrap_or_default();
+    Ok((name, tensor_from_proto(&t, &DataDir::default(), what)?))
+}
+
+/// Serializes a tensor as a `TensorProto` file.
+pub fn encode_tensor_file(t: &Tensor, name: &str) -> Vec<u8> {
+    use prost::Message;
+    tensor_to_proto(t, name).encode_to_vec()
+}

@@ -1,0 +1,364 @@
+//! The graph IR: a petgraph DAG of core ops with typed values.
+//!
+//! A value is `(node, output slot)`. Each node keeps its operand list in order; edges mirror
+//! the operands so petgraph can answer "who uses this" and sort topologically.
+//! **Invariant:** node operands and DAG edges change only through `Graph`'s methods.
+
+use super::dim::{Shape, fmt_shape};
+use super::dtype::DType;
+use super::expr::{self, E};
+use super::tensor::Tensor;
+use petgraph::Direction;
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use petgraph::visit::EdgeRef;
+use std::fmt::Write;
+
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct NodeId(pub NodeIndex);
+
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct ValueId {
+    pub node: NodeId,
+    pub slot: u32,
+}
+
+impl NodeId {
+    pub fn out(self, slot: u32) -> ValueId {
+        ValueId { node: self, slot }
+    }
+    pub fn index(self) -> usize {
+        self.0.index()
+    }
+}
+
+#[derive(Clone, PartialEq, Debug)]
+pub struct TypeInfo {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+impl TypeInfo {
+    pub fn new(dtype: DType, shape: Shape) -> TypeInfo {
+        TypeInfo { dtype, shape }
+    }
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+}
+
+impl std::fmt::Display for TypeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.dtype, fmt_shape(&self.shape))
+    }
+}
+
+/// Where a node came from in the ONNX model, for error messages and dumps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin {
+    pub name: String,
+    pub op_type: String,
+    pub opset: i64,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "node '{}' ({}, opset {})", self.name, self.op_type, self.opset)
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// Index (i64) of the first (or last) maximum along the single reduction variable.
+    ArgMax { select_last: bool },
+    ArgMin { select_last: bool },
+}
+
+/// Elementwise/injective computation: `out[v0..vr] = body`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapOp {
+    pub body: E,
+}
+
+/// `out[v0..vr] = fold(kind, body over v_r.. in extents)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceOp {
+    pub kind: ReduceKind,
+    pub extents: Vec<i64>,
+    pub body: E,
+}
+
+/// Batched matrix product `A[..., M, K] · B[..., K, N]` with broadcast batch dims.
+/// `trans_a`/`trans_b` read the operand's last two dims swapped. The element type of the
+/// output may be wider than the operands' (integer matmul accumulates in i32).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatMulOp {
+    pub trans_a: bool,
+    pub trans_b: bool,
+}
+
+/// N-d convolution, NC[spatial] layout, weights M × C/group × kernel; optional bias operand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvOp {
+    pub group: i64,
+    pub strides: Vec<i64>,
+    pub dilations: Vec<i64>,
+    pub pads_begin: Vec<i64>,
+    pub pads_end: Vec<i64>,
+}
+
+/// The core op set. ONNX ops decompose into these in the frontend.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The graph input with this position in `Graph::inputs`.
+    Input,
+    Const(Tensor),
+    Map(MapOp),
+    Reduce(ReduceOp),
+    /// Same elements, new shape (row-major order preserved). Lowered as an alias, no copy.
+    Reshape,
+    MatMul(MatMulOp),
+    Conv(ConvOp),
+    /// Concatenation of all operands along `axis`.
+    Concat { axis: usize },
+}
+
+/// How the fuser may combine an op with its neighbours (TVM's `OpPatternKind`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FusionKind {
+    /// Each output element reads the same-index element of each operand (modulo broadcast).
+    Elementwise,
+    /// Each output element reads operand elements at computed indices.
+    Injective,
+    Reduction,
+    /// Heavy op whose elementwise consumers can run in its epilogue.
+    OutEpilogue,
+    Opaque,
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "input",
+            Op::Const(_) => "const",
+            Op::Map(_) => "map",
+            Op::Reduce(_) => "reduce",
+            Op::Reshape => "reshape",
+            Op::MatMul(_) => "matmul",
+            Op::Conv(_) => "conv",
+            Op::Concat { .. } => "concat",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub op: Op,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<TypeInfo>,
+    pub origin: Origin,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Edge {
+    pub out_slot: u32,
+    pub in_index: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct GraphIo {
+    pub name: String,
+    pub value: ValueId,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub name: String,
+    dag: StableDiGraph<Node, Edge>,
+    pub inputs: Vec<GraphIo>,
+    pub outputs: Vec<GraphIo>,
+}
+
+impl Graph {
+    pub fn new(name: impl Into<String>) -> Graph {
+        Graph { name: name.into(), ..Default::default() }
+    }
+
+    pub fn add_node(&mut self, name: String, op: Op, inputs: Vec<ValueId>, outputs: Vec<TypeInfo>, origin: Origin) -> NodeId {
+        let id = NodeId(self.dag.add_node(Node { name, op, inputs: inputs.clone(), outputs, origin }));
+        for (k, v) in inputs.iter().enumerate() {
+            self.dag.add_edge(v.node.0, id.0, Edge { out_slot: v.slot, in_index: k as u32 });
+        }
+        id
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.dag[id.0]
+    }
+
+    /// Mutable access to a node's op, name and types; operands change via `set_inputs`.
+    pub fn op_mut(&mut self, id: NodeId) -> &mut Op {
+        &mut self.dag[id.0].op
+    }
+
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.dag.contains_node(id.0)
+    }
+
+    pub fn value_type(&self, v: ValueId) -> &TypeInfo {
+        &self.dag[v.node.0].outputs[v.slot as usize]
+    }
+
+    pub fn const_value(&self, v: ValueId) -> Option<&Tensor> {
+        match &self.node(v.node).op {
+            Op::Const(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn set_inputs(&mut self, id: NodeId, inputs: Vec<ValueId>) {
+        let old: Vec<_> = self.dag.edges_directed(id.0, Direction::Incoming).map(|e| e.id()).collect();
+        for e in old {
+            self.dag.remove_edge(e);
+        }
+        for (k, v) in inputs.iter().enumerate() {
+            self.dag.add_edge(v.node.0, id.0, Edge { out_slot: v.slot, in_index: k as u32 });
+        }
+        self.dag[id.0].inputs = inputs;
+    }
+
+    /// Replaces node `id`'s op and operands in place (types unchanged).
+    pub fn replace_op(&mut self, id: NodeId, op: Op, inputs: Vec<ValueId>) {
+        self.dag[id.0].op = op;
+        self.set_inputs(id, inputs);
+    }
+
+    /// Consumers of any output of `id`: (consumer, operand index, producer slot).
+    pub fn users(&self, id: NodeId) -> Vec<(NodeId, u32, u32)> {
+        let mut u: Vec<_> = self
+            .dag
+            .edges_directed(id.0, Direction::Outgoing)
+            .map(|e| (NodeId(e.target()), e.weight().in_index, e.weight().out_slot))
+            .collect();
+        u.sort();
+        u
+    }
+
+    pub fn value_users(&self, v: ValueId) -> Vec<(NodeId, u32)> {
+        self.users(v.node).into_iter().filter(|u| u.2 == v.slot).map(|u| (u.0, u.1)).collect()
+    }
+
+    pub fn is_graph_output(&self, v: ValueId) -> bool {
+        self.outputs.iter().any(|o| o.value == v)
+    }
+
+    /// Redirects every use of `old` (operands and graph outputs) to `new`.
+    pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
+        for (user, _) in self.value_users(old) {
+            let inputs: Vec<ValueId> =
+                self.node(user).inputs.iter().map(|&v| if v == old { new } else { v }).collect();
+            self.set_inputs(user, inputs);
+        }
+        for o in &mut self.outputs {
+            if o.value == old {
+                o.value = new;
+            }
+        }
+    }
+
+    pub fn remove_node(&mut self, id: NodeId) {
+        self.dag.remove_node(id.0);
+    }
+
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.dag.node_indices().map(NodeId).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.dag.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dag.node_count() == 0
+    }
+
+    /// Nodes in a topological order that is stable: among ready nodes, lowest id first.
+    pub fn topo_order(&self) -> Vec<NodeId> {
+        use std::collections::BinaryHeap;
+        use std::cmp::Reverse;
+        let mut indeg: std::collections::HashMap<NodeIndex, usize> = self
+            .dag
+            .node_indices()
+            .map(|n| (n, self.dag.edges_directed(n, Direction::Incoming).count()))
+            .collect();
+        let mut ready: BinaryHeap<Reverse<NodeIndex>> =
+            indeg.iter().filter(|(_, d)| **d == 0).map(|(n, _)| Reverse(*n)).collect();
+        let mut order = Vec::with_capacity(indeg.len());
+        while let Some(Reverse(n)) = ready.pop() {
+            order.push(NodeId(n));
+            for e in self.dag.edges_directed(n, Direction::Outgoing) {
+                let d = indeg.get_mut(&e.target()).expect("edge target is a node");
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(Reverse(e.target()));
+                }
+            }
+        }
+        order
+    }
+
+    /// Human-readable dump (`--emit graph`).
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "graph \"{}\" {{", self.name);
+        let vname = |v: ValueId| {
+            if v.slot == 0 { format!("%{}", v.node.index()) } else { format!("%{}.{}", v.node.index(), v.slot) }
+        };
+        for id in self.topo_order() {
+            let n = self.node(id);
+            let args: Vec<String> = n.inputs.iter().map(|&v| vname(v)).collect();
+            let tys: Vec<String> = n.outputs.iter().map(|t| t.to_string()).collect();
+            let detail = match &n.op {
+                Op::Input => format!("\"{}\"", n.name),
+                Op::Const(t) => match t.splat_value() {
+                    Some(v) if t.len() > 1 => format!("splat {v}"),
+                    _ if t.len() <= 8 => format!("{:?}", t.scalars().iter().map(|x| x.to_string()).collect::<Vec<_>>()),
+                    _ => format!("{} elements", t.len()),
+                },
+                Op::Map(m) => expr::display(&m.body),
+                Op::Reduce(r) => format!("{:?} over {:?}: {}", r.kind, r.extents, expr::display(&r.body)),
+                Op::Reshape => String::new(),
+                Op::Concat { axis } => format!("axis={axis}"),
+                Op::MatMul(m) => format!("trans_a={} trans_b={}", m.trans_a, m.trans_b),
+                Op::Conv(c) => format!(
+                    "group={} strides={:?} dilations={:?} pads={:?}/{:?}",
+                    c.group, c.strides, c.dilations, c.pads_begin, c.pads_end
+                ),
+            };
+            let origin = if n.origin.op_type.is_empty() {
+                String::new()
+            } else {
+                format!("  ; '{}' ({})", n.origin.name, n.origin.op_type)
+            };
+            let _ = writeln!(
+                s,
+                "  %{} = {}({}) : {} {{ {} }}{}",
+                id.index(),
+                n.op.name(),
+                args.join(", "),
+                tys.join(", "),
+                detail,
+                origin
+            );
+        }
+        for o in &self.outputs {
+            let _ = writeln!(s, "  output \"{}\" = {}", o.name, vname(o.value));
+        }
+        s.push_str("}\n");
+        s
+    }
+}

@@ -1,0 +1,355 @@
+//! Schedule → loop IR. Multi-dimensional loads become flat offsets, steps become loop
+//! nests, f32 matmul/conv become kernel calls and other element types get generic loops.
+
+use super::{Arg, BufId, Buffer, Func, IoDesc, Kernel, Loc, Program, Stmt};
+use crate::error::{Error, Result};
+use crate::ir::expr::{self, E, ExprKind};
+use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
+use crate::ir::interp::strides_of;
+use crate::ir::DType;
+use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
+use onnxc_runtime::conv::ConvGeometry;
+
+/// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
+pub fn lower(sched: &mut Schedule) -> Result<Program> {
+    // Scratch needs are known before memory planning.
+    let mut scratch_req = Vec::new();
+    for (i, st) in sched.steps.iter().enumerate() {
+        if let StepKind::Conv(c) = &st.kind
+            && sched.values[st.output].dtype == DType::F32
+        {
+            let g = geometry(sched, st, c);
+            scratch_req.push((i, g.scratch_floats() as u64 * 4));
+        }
+    }
+    let scratch_offsets = schedule::memory::plan(sched, &scratch_req);
+    let s = &*sched;
+    let mut buffers = Vec::new();
+    let mut buf_of = vec![u32::MAX; s.values.len()];
+    for (v, val) in s.values.iter().enumerate() {
+        let loc = match &val.storage {
+            Storage::Input(k) => Loc::Input(*k),
+            Storage::Output(k) => Loc::Output(*k),
+            Storage::Const(t) => Loc::Const(t.data.clone()),
+            Storage::Arena(o) => Loc::Arena(*o),
+            Storage::View(_) => continue,
+        };
+        buf_of[v] = buffers.len() as u32;
+        buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc });
+    }
+    for v in 0..s.values.len() {
+        if buf_of[v] == u32::MAX {
+            buf_of[v] = buf_of[s.root(v)];
+        }
+    }
+    let mut funcs = Vec::new();
+    let mut scratch = scratch_req.iter().zip(&scratch_offsets).map(|((i, _), o)| (*i, *o));
+    let mut next_scratch = scratch.next();
+    for (i, st) in s.steps.iter().enumerate() {
+        let cx = StepCx { s, st, buf_of: &buf_of };
+        let scratch_off = match next_scratch {
+            Some((si, off)) if si == i => {
+                next_scratch = scratch.next();
+                Some(off)
+            }
+            _ => None,
+        };
+        let body = cx.lower(scratch_off)?;
+        let origin: Vec<String> = st.origins.iter().map(|o| format!("'{}' ({})", o.name, o.op_type)).collect();
+        funcs.push(Func { name: format!("step{i}"), origin: origin.join(", "), body });
+    }
+    let io = |ios: &[schedule::Io]| -> Vec<IoDesc> {
+        ios.iter()
+            .map(|o| {
+                let v = &s.values[o.value];
+                IoDesc { name: o.name.clone(), dtype: v.dtype, shape: v.shape.clone() }
+            })
+            .collect()
+    };
+    Ok(Program {
+        name: s.name.clone(),
+        buffers,
+        funcs,
+        workspace_size: s.workspace_size,
+        inputs: io(&s.inputs),
+        outputs: io(&s.outputs),
+    })
+}
+
+fn geometry(s: &Schedule, st: &Step, c: &ConvOp) -> ConvGeometry {
+    let x = &s.values[st.inputs[0]].shape;
+    let w = &s.values[st.inputs[1]].shape;
+    let y = &s.values[st.output].shape;
+    ConvGeometry {
+        n: x[0],
+        c: x[1],
+        m: w[0],
+        group: c.group,
+        input: x[2..].to_vec(),
+        kernel: w[2..].to_vec(),
+        output: y[2..].to_vec(),
+        strides: c.strides.clone(),
+        dilations: c.dilations.clone(),
+        pads: c.pads_begin.clone(),
+    }
+}
+
+/// Flat row-major offset of a multi-index into a buffer of `shape`.
+pub fn flat(index: &[E], shape: &[i64]) -> E {
+    let strides = strides_of(shape);
+    let mut off = expr::i(0);
+    for (d, ix) in index.iter().enumerate() {
+        if shape[d] == 1 {
+            continue;
+        }
+        off = expr::add(off, expr::mul(ix.clone(), expr::i(strides[d])));
+    }
+    off
+}
+
+fn out_index(rank: usize) -> Vec<E> {
+    (0..rank as u32).map(expr::var).collect()
+}
+
+struct StepCx<'a> {
+    s: &'a Schedule,
+    st: &'a Step,
+    buf_of: &'a [u32],
+}
+
+impl StepCx<'_> {
+    fn buf(&self, v: SvId) -> BufId {
+        self.buf_of[v]
+    }
+
+    fn shape(&self, v: SvId) -> &[i64] {
+        &self.s.values[v].shape
+    }
+
+    /// Rewrites operand loads into flat buffer loads.
+    fn flatten(&self, body: &E) -> E {
+        expr::rewrite(body, &mut |e| match &e.kind {
+            ExprKind::Load { input, index } if *input != EPILOGUE_ACC => {
+                let v = self.st.inputs[*input as usize];
+                let index: Vec<E> = index.iter().map(|i| self.flatten(i)).collect();
+                Some(expr::load(e.dtype, self.buf(v), vec![flat(&index, self.shape(v))]))
+            }
+            _ => None,
+        })
+    }
+
+    /// Wraps `inner` in loops over `extents` (outermost first), vectorizing the innermost.
+    fn nest(&self, extents: &[i64], first_var: u32, inner: Vec<Stmt>, vectorize: bool) -> Vec<Stmt> {
+        let mut body = inner;
+        for (d, &e) in extents.iter().enumerate().rev() {
+            let innermost = d == extents.len() - 1;
+            body = vec![Stmt::For { var: first_var + d as u32, extent: e, vector: vectorize && innermost, body }];
+        }
+        body
+    }
+
+    fn lower(&self, scratch: Option<u64>) -> Result<Vec<Stmt>> {
+        let out = self.st.output;
+        let oshape = self.shape(out).to_vec();
+        let obuf = self.buf(out);
+        let rank = oshape.len();
+        if oshape.contains(&0) {
+            return Ok(vec![]);
+        }
+        match &self.st.kind {
+            StepKind::Map { body } => {
+                let value = self.flatten(body);
+                let store = Stmt::Store { buf: obuf, offset: flat(&out_index(rank), &oshape), value };
+                Ok(self.nest(&oshape, 0, vec![store], true))
+            }
+            StepKind::Reduce { kind, extents, body, epilogue } => {
+                if extents.contains(&0) && matches!(kind, ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. }) {
+                    return Err(Error::Internal("arg-reduction over an empty axis".into()));
+                }
+                let loops: Vec<(u32, i64)> = extents.iter().enumerate().map(|(k, &e)| ((rank + k) as u32, e)).collect();
+                let red = Stmt::Reduce {
+                    buf: obuf,
+                    offset: flat(&out_index(rank), &oshape),
+                    kind: *kind,
+                    loops,
+                    body: self.flatten(body),
+                    epilogue: epilogue.as_ref().map(|e| self.flatten(e)),
+                };
+                Ok(self.nest(&oshape, 0, vec![red], false))
+            }
+            StepKind::MatMul(m) => self.matmul(m),
+            StepKind::Conv(c) => self.conv(c, scratch),
+            StepKind::Concat { axis } => {
+                let outer: i64 = oshape[..*axis].iter().product();
+                let inner: i64 = oshape[axis + 1..].iter().product();
+                let out_row = oshape[*axis] * inner;
+                let mut stmts = Vec::new();
+                let mut off = 0i64;
+                let ov = rank as u32; // loop variable over the outer dims, flattened
+                for &v in &self.st.inputs {
+                    let a = self.shape(v)[*axis];
+                    let chunk = a * inner;
+                    let copy = Stmt::Copy {
+                        dst: obuf,
+                        dst_offset: expr::add(expr::mul(expr::var(ov), expr::i(out_row)), expr::i(off * inner)),
+                        src: self.buf(v),
+                        src_offset: expr::mul(expr::var(ov), expr::i(chunk)),
+                        elems: chunk,
+                    };
+                    stmts.push(Stmt::For { var: ov, extent: outer, vector: false, body: vec![copy] });
+                    off += a;
+                }
+                Ok(stmts)
+            }
+            StepKind::Copy => {
+                let v = self.st.inputs[0];
+                Ok(vec![Stmt::Copy {
+                    dst: obuf,
+                    dst_offset: expr::i(0),
+                    src: self.buf(v),
+                    src_offset: expr::i(0),
+                    elems: self.s.values[out].len(),
+                }])
+            }
+        }
+    }
+
+    /// Batched matmul: sgemm per batch for f32, a generic reduction otherwise.
+    fn matmul(&self, m: &MatMulOp) -> Result<Vec<Stmt>> {
+        let (a, b, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
+        let (sa, sb, so) = (self.shape(a).to_vec(), self.shape(b).to_vec(), self.shape(out).to_vec());
+        let dt = self.s.values[out].dtype;
+        let rank = so.len();
+        let nb = rank - 2;
+        let (mm, nn) = (so[rank - 2], so[rank - 1]);
+        let k = if m.trans_a { sa[sa.len() - 2] } else { sa[sa.len() - 1] };
+        // Offset of operand batch element at the output batch position (vars 0..nb).
+        let batch_off = |shape: &[i64]| -> E {
+            let r = shape.len();
+            let strides = strides_of(shape);
+            let mut off = expr::i(0);
+            for d in 0..r - 2 {
+                let od = nb - (r - 2) + d;
+                if shape[d] != 1 {
+                    off = expr::add(off, expr::mul(expr::var(od as u32), expr::i(strides[d])));
+                }
+            }
+            off
+        };
+        if dt == DType::F32 {
+            let c_off = flat(&(0..nb as u32).map(expr::var).chain([expr::i(0), expr::i(0)]).collect::<Vec<_>>(), &so);
+            let lda = sa[sa.len() - 1];
+            let ldb = sb[sb.len() - 1];
+            let call = Stmt::Call {
+                kernel: Kernel::Sgemm,
+                args: vec![
+                    Arg::Int(expr::i(mm)),
+                    Arg::Int(expr::i(nn)),
+                    Arg::Int(expr::i(k)),
+                    Arg::Ptr { buf: self.buf(a), offset: batch_off(&sa) },
+                    Arg::Int(expr::i(lda)),
+                    Arg::Int(expr::i(m.trans_a as i64)),
+                    Arg::Ptr { buf: self.buf(b), offset: batch_off(&sb) },
+                    Arg::Int(expr::i(ldb)),
+                    Arg::Int(expr::i(m.trans_b as i64)),
+                    Arg::Ptr { buf: self.buf(out), offset: c_off },
+                    Arg::Int(expr::i(nn)),
+                ],
+            };
+            return Ok(self.nest(&so[..nb], 0, vec![call], false));
+        }
+        // Generic: out[b.., i, j] = sum_k A[b.., i, k] * B[b.., k, j].
+        let kv = expr::var(rank as u32);
+        let (i, j) = (expr::var(nb as u32), expr::var(nb as u32 + 1));
+        let a_rc = if m.trans_a { (kv.clone(), i) } else { (i, kv.clone()) };
+        let b_rc = if m.trans_b { (j, kv) } else { (kv, j) };
+        let sta = strides_of(&sa);
+        let stb = strides_of(&sb);
+        let a_off = expr::add(batch_off(&sa), expr::add(expr::mul(a_rc.0, expr::i(sta[sa.len() - 2])), a_rc.1));
+        let b_off = expr::add(batch_off(&sb), expr::add(expr::mul(b_rc.0, expr::i(stb[sb.len() - 2])), b_rc.1));
+        let ct = dt.compute_type();
+        let body = expr::binary(
+            expr::BinOp::Mul,
+            expr::cast(expr::load(dt, self.buf(a), vec![a_off]), ct),
+            expr::cast(expr::load(dt, self.buf(b), vec![b_off]), ct),
+        );
+        let red = Stmt::Reduce {
+            buf: self.buf(out),
+            offset: flat(&out_index(rank), &so),
+            kind: ReduceKind::Sum,
+            loops: vec![(rank as u32, k)],
+            body: expr::cast(body, dt),
+            epilogue: None,
+        };
+        Ok(self.nest(&so, 0, vec![red], false))
+    }
+
+    fn conv(&self, c: &ConvOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
+        let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
+        let dt = self.s.values[out].dtype;
+        if dt == DType::F32 {
+            let g = geometry(self.s, self.st, c);
+            let scratch = scratch.ok_or_else(|| Error::Internal("conv without scratch".into()))?;
+            let bias = match self.st.inputs.get(2) {
+                Some(&b) => Arg::Ptr { buf: self.buf(b), offset: expr::i(0) },
+                None => Arg::Null,
+            };
+            return Ok(vec![Stmt::Call {
+                kernel: Kernel::ConvF32,
+                args: vec![
+                    Arg::Params(g.encode()),
+                    Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
+                    Arg::Ptr { buf: self.buf(w), offset: expr::i(0) },
+                    bias,
+                    Arg::Ptr { buf: self.buf(out), offset: expr::i(0) },
+                    Arg::Scratch { offset: scratch },
+                ],
+            }]);
+        }
+        // Generic direct convolution as a reduction over (c/group, kernel...).
+        let (xs, ws, ys) = (self.shape(x).to_vec(), self.shape(w).to_vec(), self.shape(out).to_vec());
+        let rank = ys.len();
+        let nsp = rank - 2;
+        let cig = ws[1];
+        let cog = ws[0] / c.group;
+        let ci = expr::var(rank as u32);
+        let group = expr::idiv(expr::var(1), cog);
+        let chan = expr::add(expr::mul(group, expr::i(cig)), ci.clone());
+        let mut xi = vec![expr::var(0), chan];
+        let mut wi = vec![expr::var(1), ci];
+        let mut inside = expr::konst(DType::Bool, crate::ir::Scalar::B(true));
+        for d in 0..nsp {
+            let r = expr::var((rank + 1 + d) as u32);
+            let p = expr::sub(
+                expr::add(expr::mul(expr::var((2 + d) as u32), expr::i(c.strides[d])), expr::mul(r.clone(), expr::i(c.dilations[d]))),
+                expr::i(c.pads_begin[d]),
+            );
+            inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(xs[2 + d]))));
+            xi.push(expr::clamp(p, 0, xs[2 + d] - 1));
+            wi.push(r);
+        }
+        let ct = dt.compute_type();
+        let xv = expr::cast(expr::load(dt, self.buf(x), vec![flat(&xi, &xs)]), ct);
+        let wv = expr::cast(expr::load(dt, self.buf(w), vec![flat(&wi, &ws)]), ct);
+        let prod = expr::select(inside, expr::binary(expr::BinOp::Mul, xv, wv), expr::f(ct, 0.0));
+        let mut loops = vec![(rank as u32, cig)];
+        for d in 0..nsp {
+            loops.push(((rank + 1 + d) as u32, ws[2 + d]));
+        }
+        let epilogue = self.st.inputs.get(2).map(|&b| {
+            let acc = expr::load(ct, EPILOGUE_ACC, vec![]);
+            let bv = expr::cast(expr::load(dt, self.buf(b), vec![expr::var(1)]), ct);
+            expr::cast(expr::binary(expr::BinOp::Add, acc, bv), dt)
+        });
+        let epilogue = epilogue.or_else(|| (ct != dt).then(|| expr::cast(expr::load(ct, EPILOGUE_ACC, vec![]), dt)));
+        let red = Stmt::Reduce {
+            buf: self.buf(out),
+            offset: flat(&out_index(rank), &ys),
+            kind: ReduceKind::Sum,
+            loops,
+            body: prod,
+            epilogue,
+        };
+        Ok(self.nest(&ys, 0, vec![red], false))
+    }
+}

@@ -1,0 +1,169 @@
+//! The loop-level IR: per step, a function of loop nests over flat buffers, stores of scalar
+//! expressions, reductions into registers, block copies and calls to runtime kernels.
+//!
+//! Expressions are the graph IR's `Expr`, except that `Load { input, index }` names a
+//! *buffer* and carries one flat element offset. **Invariant:** every offset is in bounds
+//! for all loop variable values (see `ir::expr`).
+
+pub mod lower;
+
+use crate::ir::expr::{self, E};
+use crate::ir::graph::ReduceKind;
+use crate::ir::DType;
+use std::fmt::Write;
+use std::sync::Arc;
+
+pub type BufId = u32;
+
+#[derive(Clone, Debug)]
+pub enum Loc {
+    Input(usize),
+    Output(usize),
+    Const(Arc<Vec<u8>>),
+    Arena(u64),
+}
+
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    pub dtype: DType,
+    pub len: i64,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug)]
+pub struct IoDesc {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+}
+
+/// Runtime-support kernels callable from generated code.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// `onnxc_sgemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc)`: C = A·B (f32).
+    Sgemm,
+    /// `onnxc_conv_f32(params, x, w, bias|null, y, scratch)`.
+    ConvF32,
+}
+
+impl Kernel {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Kernel::Sgemm => "onnxc_sgemm",
+            Kernel::ConvF32 => "onnxc_conv_f32",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Arg {
+    /// Address of element `offset` of a buffer.
+    Ptr { buf: BufId, offset: E },
+    /// A null pointer.
+    Null,
+    /// An i64 value.
+    Int(E),
+    /// Address of a read-only i64 array.
+    Params(Vec<i64>),
+    /// Address of a step-local scratch area in the workspace.
+    Scratch { offset: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    For { var: u32, extent: i64, vector: bool, body: Vec<Stmt> },
+    Store { buf: BufId, offset: E, value: E },
+    /// `buf[offset] = epilogue(fold(kind, body over loops))`.
+    Reduce { buf: BufId, offset: E, kind: ReduceKind, loops: Vec<(u32, i64)>, body: E, epilogue: Option<E> },
+    /// Copies `elems` elements (non-overlapping).
+    Copy { dst: BufId, dst_offset: E, src: BufId, src_offset: E, elems: i64 },
+    Call { kernel: Kernel, args: Vec<Arg> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Func {
+    pub name: String,
+    /// The ONNX nodes computed here, for comments.
+    pub origin: String,
+    pub body: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    pub buffers: Vec<Buffer>,
+    pub funcs: Vec<Func>,
+    pub workspace_size: u64,
+    pub inputs: Vec<IoDesc>,
+    pub outputs: Vec<IoDesc>,
+}
+
+impl Program {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "program \"{}\" (workspace {} bytes) {{", self.name, self.workspace_size);
+        for (i, b) in self.buffers.iter().enumerate() {
+            let loc = match &b.loc {
+                Loc::Input(k) => format!("input {k}"),
+                Loc::Output(k) => format!("output {k}"),
+                Loc::Const(d) => format!("const ({} bytes)", d.len()),
+                Loc::Arena(o) => format!("arena +{o}"),
+            };
+            let _ = writeln!(s, "  buf{i}: {}[{}] {loc}", b.dtype, b.len);
+        }
+        for f in &self.funcs {
+            let _ = writeln!(s, "  func {}  ; {}", f.name, f.origin);
+            dump_stmts(&mut s, &f.body, 2);
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
+fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
+    let pad = "  ".repeat(depth);
+    for st in body {
+        match st {
+            Stmt::For { var, extent, vector, body } => {
+                let _ = writeln!(s, "{pad}for v{var} in 0..{extent}{} {{", if *vector { " vectorize" } else { "" });
+                dump_stmts(s, body, depth + 1);
+                let _ = writeln!(s, "{pad}}}");
+            }
+            Stmt::Store { buf, offset, value } => {
+                let _ = writeln!(s, "{pad}buf{buf}[{}] = {}", expr::display(offset), expr::display(value));
+            }
+            Stmt::Reduce { buf, offset, kind, loops, body, epilogue } => {
+                let ls: Vec<String> = loops.iter().map(|(v, e)| format!("v{v} in 0..{e}")).collect();
+                let _ = writeln!(
+                    s,
+                    "{pad}buf{buf}[{}] = {}{kind:?}({}: {})",
+                    expr::display(offset),
+                    epilogue.as_ref().map(|e| format!("[{}] <- ", expr::display(e))).unwrap_or_default(),
+                    ls.join(", "),
+                    expr::display(body)
+                );
+            }
+            Stmt::Copy { dst, dst_offset, src, src_offset, elems } => {
+                let _ = writeln!(
+                    s,
+                    "{pad}copy buf{dst}[{}..] <- buf{src}[{}..] x{elems}",
+                    expr::display(dst_offset),
+                    expr::display(src_offset)
+                );
+            }
+            Stmt::Call { kernel, args } => {
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Ptr { buf, offset } => format!("&buf{buf}[{}]", expr::display(offset)),
+                        Arg::Null => "null".into(),
+                        Arg::Int(e) => expr::display(e),
+                        Arg::Params(p) => format!("{p:?}"),
+                        Arg::Scratch { offset } => format!("scratch+{offset}"),
+                    })
+                    .collect();
+                let _ = writeln!(s, "{pad}call {}({})", kernel.symbol(), a.join(", "));
+            }
+        }
+    }
+}

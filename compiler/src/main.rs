@@ -1,0 +1,227 @@
+//! The `onnxc` command line: compile (default), `run`, `bench`.
+
+use clap::{Args, Parser, Subcommand};
+use onnxc::driver::{self, Emit, InputArg, OptLevel, Options};
+use onnxc::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "onnxc",
+    version,
+    about = "Ahead-of-time compiler from ONNX models to native object files",
+    long_about = "Compiles MODEL.onnx into an object file and a C header. Link the object with \
+                  libonnxc_runtime.a (see --print-runtime-lib) and call NAME_run().",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    /// The ONNX model to compile.
+    #[arg(required_unless_present = "print_runtime_lib")]
+    model: Option<PathBuf>,
+    /// Output object file; the header is written beside it with extension .h.
+    #[arg(short = 'o', long = "output", required_unless_present = "print_runtime_lib")]
+    output: Option<PathBuf>,
+    /// Symbol prefix of the generated functions (default: the output file stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// Print the stage's dump instead of writing an object.
+    #[arg(long, value_enum)]
+    emit: Option<EmitArg>,
+    /// Print the path of libonnxc_runtime.a and exit.
+    #[arg(long)]
+    print_runtime_lib: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// Concrete shape for a graph input: NAME=D0,D1,… (repeatable); fixes symbolic dims.
+    #[arg(long = "shape", value_name = "INPUT=D0,D1,…")]
+    shapes: Vec<String>,
+    /// Target triple (default: the host, with its CPU features).
+    #[arg(long)]
+    target: Option<String>,
+    /// No optimization (no fusion, Cranelift opt_level=none).
+    #[arg(long = "O0", short = 'O', default_value_t = false)]
+    o0: bool,
+    /// Full optimization (the default).
+    #[arg(long = "O2", conflicts_with = "o0")]
+    o2: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EmitArg {
+    Graph,
+    Schedule,
+    Loops,
+    Clif,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compile through the AOT path, link, run once and write the outputs as TensorProto files.
+    Run {
+        /// The ONNX model.
+        model: PathBuf,
+        /// Input files (.pb TensorProto or .npy): positional in graph-input order, or NAME=FILE.
+        inputs: Vec<String>,
+        /// Where output_<i>.pb files are written (in graph-output order).
+        #[arg(long)]
+        output_dir: PathBuf,
+        /// Keep the intermediate object, executable and raw files in this directory.
+        #[arg(long)]
+        keep_temps: Option<PathBuf>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Compile, link and time NAME_run on deterministic pseudo-random (or given) inputs.
+    Bench {
+        /// The ONNX model.
+        model: PathBuf,
+        /// Optional input files (.pb or .npy), as for `run`.
+        inputs: Vec<String>,
+        #[arg(long, default_value_t = 50)]
+        iterations: usize,
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        /// Print one JSON object as the last line of stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+fn options(c: &CommonArgs) -> Result<Options> {
+    let mut shapes = Vec::new();
+    for s in &c.shapes {
+        let (name, dims) = s
+            .rsplit_once('=')
+            .ok_or_else(|| Error::Usage(format!("--shape {s}: expected NAME=D0,D1,…")))?;
+        let dims: Vec<i64> = if dims.trim().is_empty() {
+            vec![]
+        } else {
+            dims.split(',')
+                .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v >= 0))
+                .collect::<Option<_>>()
+                .ok_or_else(|| Error::Usage(format!("--shape {s}: dims must be non-negative integers")))?
+        };
+        shapes.push((name.to_string(), dims));
+    }
+    Ok(Options { name: None, shapes, target: c.target.clone(), opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 }, emit_main: false })
+}
+
+fn input_args(list: &[String]) -> Vec<InputArg> {
+    list.iter()
+        .map(|a| match a.split_once('=') {
+            Some((n, f)) if !n.is_empty() && !Path::new(a).exists() => InputArg::Named(n.to_string(), PathBuf::from(f)),
+            _ => InputArg::Positional(PathBuf::from(a)),
+        })
+        .collect()
+}
+
+fn write(path: &Path, data: &[u8]) -> Result<()> {
+    std::fs::write(path, data).map_err(|e| Error::io(path, e))
+}
+
+fn compile_cmd(a: &CompileArgs) -> Result<()> {
+    if a.print_runtime_lib {
+        println!("{}", driver::runtime_lib()?.display());
+        return Ok(());
+    }
+    let (Some(model), Some(output)) = (&a.model, &a.output) else {
+        return Err(Error::Usage("usage: onnxc MODEL.onnx -o OUT.o".into()));
+    };
+    let opts = options(&a.common)?;
+    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let prefix = onnxc::codegen::c_ident(a.name.as_deref().unwrap_or(&stem));
+    let emit = a.emit.map(|e| match e {
+        EmitArg::Graph => Emit::Graph,
+        EmitArg::Schedule => Emit::Schedule,
+        EmitArg::Loops => Emit::Loops,
+        EmitArg::Clif => Emit::Clif,
+    });
+    let c = driver::compile_file(model, &prefix, &opts, emit)?;
+    if let Some(d) = c.dump {
+        print!("{d}");
+        return Ok(());
+    }
+    write(output, &c.object)?;
+    let header = output.with_extension("h");
+    write(&header, c.header.as_bytes())?;
+    let rt = output.with_file_name("onnxc_runtime.h");
+    if std::fs::read_to_string(&rt).ok().as_deref() != Some(driver::RUNTIME_HEADER) {
+        write(&rt, driver::RUNTIME_HEADER.as_bytes())?;
+    }
+    eprintln!(
+        "onnxc: wrote {} and {} ({}_run, workspace {} bytes, {:.0} ms)",
+        output.display(),
+        header.display(),
+        prefix,
+        c.program.workspace_size,
+        c.compile_ms
+    );
+    Ok(())
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => compile_cmd(&cli.compile),
+        Some(Cmd::Run { model, inputs, output_dir, keep_temps, common }) => {
+            let opts = options(&common)?;
+            let outs = driver::run(&model, &input_args(&inputs), &opts, keep_temps.as_deref())?;
+            std::fs::create_dir_all(&output_dir).map_err(|e| Error::io(&output_dir, e))?;
+            for (k, (name, t)) in outs.iter().enumerate() {
+                let p = output_dir.join(format!("output_{k}.pb"));
+                write(&p, &onnxc::frontend::tensor::encode_tensor_file(t, name))?;
+            }
+            eprintln!("onnxc: wrote {} output(s) to {}", outs.len(), output_dir.display());
+            Ok(())
+        }
+        Some(Cmd::Bench { model, inputs, iterations, warmup, json, common }) => {
+            let opts = options(&common)?;
+            let r = driver::bench(&model, &opts, iterations, warmup, &input_args(&inputs))?;
+            println!("model:        {}", model.display());
+            println!("compile:      {:.1} ms", r.compile_ms);
+            println!("iterations:   {} (+{} warm-up)", r.iterations, warmup);
+            println!("latency:      median {:.3} ms, min {:.3} ms, p90 {:.3} ms", r.median_ms, r.min_ms, r.p90_ms);
+            println!("peak RSS:     {} KiB", r.peak_rss_kb);
+            if json {
+                println!(
+                    "{{\"model\": \"{}\", \"median_ms\": {}, \"min_ms\": {}, \"p90_ms\": {}, \"mean_ms\": {}, \"compile_ms\": {}, \"peak_rss_kb\": {}, \"iterations\": {}}}",
+                    model.display().to_string().replace('\\', "\\\\").replace('"', "\\\""),
+                    r.median_ms,
+                    r.min_ms,
+                    r.p90_ms,
+                    r.mean_ms,
+                    r.compile_ms,
+                    r.peak_rss_kb,
+                    r.iterations
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("onnxc: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Common-subexpression elimination: nodes with the same op and operands compute the same
+//! value; later duplicates are redirected to the first. Constants are compared by content.
+
+use crate::ir::{Graph, Op};
+
+pub fn run(g: &mut Graph) -> usize {
+    let order = g.topo_order();
+    let mut seen: std::collections::HashMap<Vec<crate::ir::ValueId>, Vec<crate::ir::NodeId>> = Default::default();
+    let mut merged = 0;
+    for id in order {
+        let n = g.node(id);
+        if matches!(n.op, Op::Input) || n.outputs.len() != 1 {
+            continue;
+        }
+        // Large constants are not worth hashing byte by byte; small ones often repeat.
+        if let Op::Const(t) = &n.op
+            && t.data.len() > 4096
+        {
+            continue;
+        }
+        let bucket = seen.get(&n.inputs).map(|b| b.as_slice()).unwrap_or(&[]);
+        let dup = bucket.iter().copied().find(|&o| {
+            let m = g.node(o);
+            m.op == n.op && m.outputs == n.outputs
+        });
+        match dup {
+            Some(o) => {
+                g.replace_uses(id.out(0), o.out(0));
+                merged += 1;
+            }
+            None => {
+                let key = n.inputs.clone();
+                seen.entry(key).or_default().push(id);
+            }
+        }
+    }
+    merged
+}

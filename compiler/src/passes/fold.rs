@@ -1,0 +1,64 @@
+//! Constant folding: a node whose operands are all constants becomes a constant, evaluated
+//! by the reference interpreter. Runs as the frontend builds nodes (shape subgraphs must be
+//! constants before later builders read them) and again as a pass after simplification.
+
+use crate::ir::dim::known_dims;
+use crate::ir::interp::{self, EvalError};
+use crate::ir::{Graph, NodeId, Op, Tensor};
+
+/// Folds node `id` in place if possible. Returns whether it folded. An error means the
+/// node can never run successfully (e.g. a constant index out of range).
+pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String> {
+    let node = g.node(id);
+    if matches!(node.op, Op::Input | Op::Const(_)) || node.outputs.len() != 1 {
+        return Ok(false);
+    }
+    let Some(shape) = known_dims(&node.outputs[0].shape) else { return Ok(false) };
+    let dtype = node.outputs[0].dtype;
+    let n: i64 = shape.iter().product();
+    let inputs: Option<Vec<&Tensor>> = node.inputs.iter().map(|&v| g.const_value(v)).collect();
+    let Some(inputs) = inputs else { return Ok(false) };
+    let trivially_cheap = match &node.op {
+        Op::Map(m) => m.body.as_const().is_some(),
+        Op::Reshape | Op::Concat { .. } => true,
+        _ => false,
+    };
+    if !trivially_cheap && n as usize > limit {
+        return Ok(false);
+    }
+    let result: Result<Tensor, EvalError> = match &node.op {
+        Op::Map(m) => interp::eval_map(&m.body, &inputs, dtype, &shape),
+        Op::Reduce(r) => interp::eval_reduce(r, &inputs, dtype, &shape),
+        Op::Reshape => Ok(Tensor { dtype, shape: shape.clone(), data: inputs[0].data.clone() }),
+        Op::MatMul(m) => {
+            let flops = n as usize * *inputs[0].shape.last().unwrap_or(&1) as usize;
+            if flops > limit * 16 {
+                return Ok(false);
+            }
+            Ok(interp::eval_matmul(m, inputs[0], inputs[1], dtype, &shape))
+        }
+        Op::Conv(c) => {
+            let flops = n as usize * inputs[1].len() / inputs[1].shape[0].max(1) as usize;
+            if flops > limit * 16 {
+                return Ok(false);
+            }
+            Ok(interp::eval_conv(c, inputs[0], inputs[1], inputs.get(2).copied(), dtype, &shape))
+        }
+        Op::Concat { axis } => Ok(interp::eval_concat(*axis, &inputs, dtype, &shape)),
+        Op::Input | Op::Const(_) => return Ok(false),
+    };
+    let t = result.map_err(|e| e.to_string())?;
+    g.replace_op(id, Op::Const(t), vec![]);
+    Ok(true)
+}
+
+/// The pass: folds every foldable node in topological order.
+pub fn run(g: &mut Graph, limit: usize) -> Result<usize, String> {
+    let mut count = 0;
+    for id in g.topo_order() {
+        if fold_node(g, id, limit).map_err(|e| format!("{}: {e}", g.node(id).origin))? {
+            count += 1;
+        }
+    }
+    Ok(count)
+}

@@ -1,0 +1,25 @@
+//! Graph-to-graph passes. `optimize` is the literal pass list.
+
+pub mod cse;
+pub mod dce;
+pub mod fold;
+
+use crate::error::{Error, Result};
+use crate::ir::Graph;
+
+#[derive(Clone, Debug)]
+pub struct PassOptions {
+    /// Run the optimizing passes (off at -O0: only what correctness needs).
+    pub optimize: bool,
+    pub fold_limit: usize,
+}
+
+pub fn optimize(g: &mut Graph, opts: &PassOptions) -> Result<()> {
+    fold::run(g, opts.fold_limit).map_err(Error::Model)?;
+    dce::run(g);
+    if opts.optimize {
+        cse::run(g);
+        dce::run(g);
+    }
+    Ok(())
+}

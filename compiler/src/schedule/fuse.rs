@@ -1,0 +1,291 @@
+//! Graph → steps. Decides which maps are inlined into their consumers and which reductions
+//! take their elementwise consumer as an epilogue, by fusion kind and cost, never by op name.
+
+use super::{EPILOGUE_ACC, Io, SValue, Schedule, Step, StepKind, Storage, SvId};
+use crate::error::{Error, Result};
+use crate::ir::dim::known_dims;
+use crate::ir::expr::{self, E, ExprKind, UnOp};
+use crate::ir::{Graph, NodeId, Op, ValueId};
+use std::collections::{HashMap, HashSet};
+
+#[derive(Clone, Debug)]
+pub struct FuseOptions {
+    /// Inline producers into consumers (off at -O0).
+    pub inline: bool,
+    /// Fuse elementwise consumers into reductions.
+    pub epilogues: bool,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions { inline: true, epilogues: true }
+    }
+}
+
+/// Whether a map body is cheap enough to recompute in several places.
+fn cheap(body: &E) -> bool {
+    if expr::dag_size(body) > 24 {
+        return false;
+    }
+    let mut ok = true;
+    expr::rewrite(body, &mut |e| {
+        if let ExprKind::Unary(op, _) = e.kind
+            && !matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Not | UnOp::BitNot | UnOp::Floor | UnOp::Ceil | UnOp::Trunc | UnOp::Sign)
+        {
+            ok = false;
+        }
+        if let ExprKind::Binary(expr::BinOp::Pow, _, _) = e.kind {
+            ok = false;
+        }
+        None
+    });
+    ok
+}
+
+fn body_of(g: &Graph, id: NodeId) -> Option<&E> {
+    match &g.node(id).op {
+        Op::Map(m) => Some(&m.body),
+        Op::Reduce(r) => Some(&r.body),
+        _ => None,
+    }
+}
+
+/// The node's body with inlined producers substituted, and its remaining operands.
+fn expand(g: &Graph, id: NodeId, inline: &HashSet<NodeId>) -> (E, Vec<ValueId>) {
+    let mut body = body_of(g, id).expect("expand is called on map/reduce nodes").clone();
+    let mut operands = g.node(id).inputs.clone();
+    loop {
+        let mut used = Vec::new();
+        expr::used_inputs(&body, &mut used);
+        let Some(k) = used.iter().copied().find(|&k| inline.contains(&operands[k as usize].node)) else { break };
+        let p = operands[k as usize].node;
+        let pbody = body_of(g, p).expect("only maps are inlined").clone();
+        let map: Vec<u32> = g
+            .node(p)
+            .inputs
+            .iter()
+            .map(|v| match operands.iter().position(|o| o == v) {
+                Some(i) => i as u32,
+                None => {
+                    operands.push(*v);
+                    operands.len() as u32 - 1
+                }
+            })
+            .collect();
+        let pbody = expr::remap_inputs(&pbody, &map);
+        body = expr::rewrite(&body, &mut |e| match &e.kind {
+            ExprKind::Load { input, index } if *input == k => Some(expr::substitute_vars(&pbody, index)),
+            _ => None,
+        });
+    }
+    compact(body, operands)
+}
+
+/// Drops operands the body no longer loads, renumbering loads.
+fn compact(body: E, operands: Vec<ValueId>) -> (E, Vec<ValueId>) {
+    let mut used = Vec::new();
+    expr::used_inputs(&body, &mut used);
+    used.sort();
+    let mut map = vec![u32::MAX; operands.len()];
+    let mut out = Vec::new();
+    for &k in &used {
+        if k == EPILOGUE_ACC {
+            continue;
+        }
+        map[k as usize] = out.len() as u32;
+        out.push(operands[k as usize]);
+    }
+    let body = expr::rewrite(&body, &mut |e| match &e.kind {
+        ExprKind::Load { input, index } if *input != EPILOGUE_ACC => {
+            let index: Vec<E> = index.iter().map(|i| expr::remap_inputs(i, &map)).collect();
+            Some(expr::load(e.dtype, map[*input as usize], index))
+        }
+        _ => None,
+    });
+    (body, out)
+}
+
+/// Whether every load of operand `k` in `body` reads exactly `[v0, …, v(rank-1)]`.
+fn loads_identity(body: &E, k: u32, rank: usize) -> bool {
+    let mut ok = true;
+    expr::rewrite(body, &mut |e| {
+        if let ExprKind::Load { input, index } = &e.kind
+            && *input == k
+        {
+            let ident = index.len() == rank
+                && index.iter().enumerate().all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d));
+            ok &= ident;
+        }
+        None
+    });
+    ok
+}
+
+pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
+    let order = g.topo_order();
+    let outputs: HashSet<ValueId> = g.outputs.iter().map(|o| o.value).collect();
+    for id in &order {
+        let n = g.node(*id);
+        for t in &n.outputs {
+            if known_dims(&t.shape).is_none() {
+                return Err(Error::NeedShape(format!(
+                    "{}: output shape {} is not known at compile time; fix the symbolic input dims with --shape INPUT=D0,D1,…",
+                    if n.origin.op_type.is_empty() { format!("value '{}'", n.name) } else { n.origin.to_string() },
+                    crate::ir::dim::fmt_shape(&t.shape)
+                )));
+            }
+        }
+    }
+    // 1. Which maps are inlined into their consumers.
+    let mut inline: HashSet<NodeId> = HashSet::new();
+    if opts.inline {
+        for &id in order.iter().rev() {
+            let n = g.node(id);
+            let Op::Map(m) = &n.op else { continue };
+            if outputs.contains(&id.out(0)) {
+                continue;
+            }
+            let users = g.users(id);
+            let mut distinct: Vec<NodeId> = users.iter().map(|u| u.0).collect();
+            distinct.dedup();
+            if distinct.is_empty() {
+                continue;
+            }
+            let consumers_ok = distinct.iter().all(|&u| matches!(g.node(u).op, Op::Map(_) | Op::Reduce(_)));
+            let into_reduce = distinct.iter().any(|&u| matches!(g.node(u).op, Op::Reduce(_)));
+            let is_cheap = cheap(&m.body);
+            let ok = consumers_ok && (if into_reduce { is_cheap } else { distinct.len() == 1 || (is_cheap && distinct.len() <= 4) });
+            if ok {
+                inline.insert(id);
+            }
+        }
+    }
+    // 2. Values and steps.
+    let mut s = Schedule {
+        name: g.name.clone(),
+        values: Vec::new(),
+        steps: Vec::new(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        workspace_size: 0,
+    };
+    let mut sv: HashMap<ValueId, SvId> = HashMap::new();
+    let shape_of = |v: ValueId| known_dims(&g.value_type(v).shape).expect("checked above");
+    let new_value = |s: &mut Schedule, v: ValueId, storage: Storage| -> SvId {
+        let t = g.value_type(v);
+        s.values.push(SValue { name: g.node(v.node).name.clone(), dtype: t.dtype, shape: shape_of(v), storage });
+        s.values.len() - 1
+    };
+    for (k, io) in g.inputs.iter().enumerate() {
+        let id = new_value(&mut s, io.value, Storage::Input(k));
+        sv.insert(io.value, id);
+        s.inputs.push(Io { name: io.name.clone(), value: id });
+    }
+    let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
+    for &id in &order {
+        let n = g.node(id);
+        if inline.contains(&id) || absorbed.contains_key(&id) {
+            continue;
+        }
+        let operand = |s: &mut Schedule, sv: &mut HashMap<ValueId, SvId>, v: ValueId| -> SvId {
+            if let Some(&x) = sv.get(&v) {
+                return x;
+            }
+            // Constants materialize on first use.
+            let t = g.const_value(v).expect("operands are materialized before use").clone();
+            s.values.push(SValue { name: g.node(v.node).name.clone(), dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+            let x = s.values.len() - 1;
+            sv.insert(v, x);
+            x
+        };
+        let (kind, operands, out_node): (StepKind, Vec<ValueId>, NodeId) = match &n.op {
+            Op::Input | Op::Const(_) => continue,
+            Op::Reshape => {
+                let src = operand(&mut s, &mut sv, n.inputs[0]);
+                let x = new_value(&mut s, id.out(0), Storage::View(src));
+                sv.insert(id.out(0), x);
+                continue;
+            }
+            Op::Map(_) => {
+                let (body, ops) = expand(g, id, &inline);
+                (StepKind::Map { body }, ops, id)
+            }
+            Op::Reduce(r) => {
+                let (body, mut ops) = expand(g, id, &inline);
+                let mut epilogue = None;
+                let mut out_node = id;
+                let users = g.users(id);
+                if opts.epilogues && !outputs.contains(&id.out(0)) && users.len() == 1 {
+                    let c = users[0].0;
+                    if matches!(g.node(c).op, Op::Map(_)) && !inline.contains(&c) && g.value_type(c.out(0)).shape == n.outputs[0].shape {
+                        let (cbody, cops) = expand(g, c, &inline);
+                        let rank = n.outputs[0].shape.len();
+                        let kr = cops.iter().position(|&v| v == id.out(0));
+                        if let Some(kr) = kr
+                            && loads_identity(&cbody, kr as u32, rank)
+                        {
+                            let mut map = Vec::new();
+                            for (j, v) in cops.iter().enumerate() {
+                                if j == kr {
+                                    map.push(EPILOGUE_ACC);
+                                } else if let Some(p) = ops.iter().position(|o| o == v) {
+                                    map.push(p as u32);
+                                } else {
+                                    ops.push(*v);
+                                    map.push(ops.len() as u32 - 1);
+                                }
+                            }
+                            let e = expr::rewrite(&cbody, &mut |e| match &e.kind {
+                                ExprKind::Load { input, .. } if *input as usize == kr => Some(expr::load(e.dtype, EPILOGUE_ACC, vec![])),
+                                ExprKind::Load { input, index } => {
+                                    Some(expr::load(e.dtype, map[*input as usize], index.iter().map(|i| expr::remap_inputs(i, &map)).collect()))
+                                }
+                                _ => None,
+                            });
+                            epilogue = Some(e);
+                            absorbed.insert(c, id);
+                            out_node = c;
+                        }
+                    }
+                }
+                (StepKind::Reduce { kind: r.kind, extents: r.extents.clone(), body, epilogue }, ops, out_node)
+            }
+            Op::MatMul(m) => (StepKind::MatMul(m.clone()), n.inputs.clone(), id),
+            Op::Conv(c) => (StepKind::Conv(c.clone()), n.inputs.clone(), id),
+            Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
+        };
+        let inputs: Vec<SvId> = operands.iter().map(|&v| operand(&mut s, &mut sv, v)).collect();
+        let output = new_value(&mut s, out_node.out(0), Storage::Arena(0));
+        sv.insert(out_node.out(0), output);
+        let mut origins = vec![n.origin.clone()];
+        if out_node != id {
+            origins.push(g.node(out_node).origin.clone());
+        }
+        s.steps.push(Step { kind, inputs, output, origins });
+    }
+    // 3. Graph outputs live in caller memory: place the producing buffer there, or copy.
+    for (k, o) in g.outputs.iter().enumerate() {
+        let v = match sv.get(&o.value) {
+            Some(&v) => v,
+            None => {
+                let t = g.const_value(o.value).ok_or_else(|| Error::Internal(format!("output '{}' has no value", o.name)))?.clone();
+                s.values.push(SValue { name: o.name.clone(), dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+                s.values.len() - 1
+            }
+        };
+        let root = s.root(v);
+        let produced_here = s.steps.iter().any(|st| st.output == root);
+        let target = if matches!(s.values[root].storage, Storage::Arena(_)) && produced_here && s.values[root].len() == s.values[v].len() {
+            s.values[root].storage = Storage::Output(k);
+            v
+        } else {
+            let src = &s.values[v];
+            s.values.push(SValue { name: o.name.clone(), dtype: src.dtype, shape: src.shape.clone(), storage: Storage::Output(k) });
+            let dst = s.values.len() - 1;
+            s.steps.push(Step { kind: StepKind::Copy, inputs: vec![v], output: dst, origins: vec![] });
+            dst
+        };
+        s.outputs.push(Io { name: o.name.clone(), value: target });
+    }
+    Ok(s)
+}

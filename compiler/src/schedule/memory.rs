@@ -1,0 +1,64 @@
+//! Static memory planning: every arena value gets an offset such that values whose lifetimes
+//! overlap never share bytes. Greedy by size (largest first, lowest fitting offset), as in
+//! TFLite's arena planner.
+
+use super::{Schedule, Storage};
+
+pub const ALIGN: u64 = 64;
+
+fn align(x: u64) -> u64 {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// Assigns arena offsets and sets `workspace_size`. `extra` are step-local scratch requests
+/// (step index, bytes); their offsets are returned in the same order.
+pub fn plan(s: &mut Schedule, extra: &[(usize, u64)]) -> Vec<u64> {
+    let n = s.values.len();
+    let mut first = vec![usize::MAX; n];
+    let mut last = vec![0usize; n];
+    for (i, st) in s.steps.iter().enumerate() {
+        let out = s.root(st.output);
+        first[out] = first[out].min(i);
+        last[out] = last[out].max(i);
+        for &v in &st.inputs {
+            let r = s.root(v);
+            last[r] = last[r].max(i);
+        }
+    }
+    // (size, first, last, slot): slot < n is a value, otherwise scratch request slot - n.
+    let mut items: Vec<(u64, usize, usize, usize)> = Vec::new();
+    for v in 0..n {
+        if matches!(s.values[v].storage, Storage::Arena(_)) && first[v] != usize::MAX {
+            items.push((align(s.values[v].bytes().max(1)), first[v], last[v], v));
+        }
+    }
+    for (k, &(step, bytes)) in extra.iter().enumerate() {
+        items.push((align(bytes.max(1)), step, step, n + k));
+    }
+    items.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
+    let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // offset, size, first, last
+    let mut offsets = vec![0u64; n + extra.len()];
+    let mut total = 0u64;
+    for (size, f, l, slot) in items {
+        let mut conflicts: Vec<(u64, u64)> =
+            placed.iter().filter(|p| p.2 <= l && f <= p.3).map(|p| (p.0, p.0 + p.1)).collect();
+        conflicts.sort();
+        let mut off = 0u64;
+        for (a, b) in conflicts {
+            if off + size <= a {
+                break;
+            }
+            off = off.max(b);
+        }
+        placed.push((off, size, f, l));
+        offsets[slot] = off;
+        total = total.max(off + size);
+    }
+    for v in 0..n {
+        if let Storage::Arena(o) = &mut s.values[v].storage {
+            *o = offsets[v];
+        }
+    }
+    s.workspace_size = total;
+    offsets[n..].to_vec()
+}

@@ -1,0 +1,136 @@
+//! Fusion and scheduling: the graph becomes an ordered list of steps over materialized
+//! values, with every intermediate placed in one arena.
+//!
+//! A step is an anchor op with producers inlined into its body (elementwise and injective
+//! maps) and, for reductions, an elementwise consumer fused as its epilogue. Reshapes never
+//! become steps: their value is a view of their operand's buffer.
+
+pub mod fuse;
+pub mod memory;
+
+use crate::ir::expr::{self, E};
+use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
+use crate::ir::{DType, Origin, Tensor};
+use std::fmt::Write;
+
+/// Index of a materialized value in `Schedule::values`.
+pub type SvId = usize;
+
+/// `Load { input: EPILOGUE_ACC }` in a reduction epilogue stands for the reduced value.
+pub const EPILOGUE_ACC: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+pub enum Storage {
+    Input(usize),
+    Output(usize),
+    Const(Tensor),
+    /// Offset in the arena; set by memory planning.
+    Arena(u64),
+    /// Same elements as another value (a reshape).
+    View(SvId),
+}
+
+#[derive(Clone, Debug)]
+pub struct SValue {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub storage: Storage,
+}
+
+impl SValue {
+    pub fn len(&self) -> i64 {
+        self.shape.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn bytes(&self) -> u64 {
+        self.len() as u64 * self.dtype.size() as u64
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    /// `out[v] = body`, loads index `inputs`.
+    Map { body: E },
+    /// `out[v] = epilogue(fold(body))`; `epilogue` reads the fold through `EPILOGUE_ACC`.
+    Reduce { kind: ReduceKind, extents: Vec<i64>, body: E, epilogue: Option<E> },
+    MatMul(MatMulOp),
+    Conv(ConvOp),
+    Concat { axis: usize },
+    /// `out = input` element for element (shapes may differ, counts match).
+    Copy,
+}
+
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub kind: StepKind,
+    pub inputs: Vec<SvId>,
+    pub output: SvId,
+    /// The ONNX nodes this step computes, for comments and diagnostics.
+    pub origins: Vec<Origin>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Io {
+    pub name: String,
+    pub value: SvId,
+}
+
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub name: String,
+    pub values: Vec<SValue>,
+    pub steps: Vec<Step>,
+    pub inputs: Vec<Io>,
+    pub outputs: Vec<Io>,
+    pub workspace_size: u64,
+}
+
+impl Schedule {
+    /// Follows views to the value that owns the memory.
+    pub fn root(&self, mut v: SvId) -> SvId {
+        while let Storage::View(of) = self.values[v].storage {
+            v = of;
+        }
+        v
+    }
+
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "schedule \"{}\" (workspace {} bytes) {{", self.name, self.workspace_size);
+        for (i, v) in self.values.iter().enumerate() {
+            let loc = match &v.storage {
+                Storage::Input(k) => format!("input {k}"),
+                Storage::Output(k) => format!("output {k}"),
+                Storage::Const(_) => "const".to_string(),
+                Storage::Arena(o) => format!("arena +{o}"),
+                Storage::View(of) => format!("view of $%{of}"),
+            };
+            let _ = writeln!(s, "  $%{i}: {}{:?} {loc}  ; {}", v.dtype, v.shape, v.name);
+        }
+        for (i, st) in self.steps.iter().enumerate() {
+            let ins: Vec<String> = st.inputs.iter().map(|v| format!("$%{v}")).collect();
+            let what = match &st.kind {
+                StepKind::Map { body } => format!("map {}", expr::display(body)),
+                StepKind::Reduce { kind, extents, body, epilogue } => format!(
+                    "reduce {kind:?} over {extents:?}: {}{}",
+                    expr::display(body),
+                    epilogue.as_ref().map(|e| format!(" then {}", expr::display(e))).unwrap_or_default()
+                ),
+                StepKind::MatMul(m) => format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b),
+                StepKind::Conv(c) => format!("conv group={} strides={:?} pads={:?}/{:?}", c.group, c.strides, c.pads_begin, c.pads_end),
+                StepKind::Concat { axis } => format!("concat axis={axis}"),
+                StepKind::Copy => "copy".to_string(),
+            };
+            let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();
+            let _ = writeln!(s, "  step {i}: $%{} = {what} ({})  ; {}", st.output, ins.join(", "), names.join(", "));
+        }
+        for (k, o) in self.outputs.iter().enumerate() {
+            let _ = writeln!(s, "  output {k} \"{}\" = $%{}", o.name, o.value);
+        }
+        s.push_str("}\n");
+        s
+    }
+}

@@ -1,0 +1,145 @@
+//! C ABI: error codes, model info structs, workspace allocation, f16 helpers.
+//! Mirrors `include/onnxc_runtime.h`.
+
+use std::alloc::{Layout, alloc, dealloc};
+use std::ffi::c_char;
+
+pub const ONNXC_OK: i32 = 0;
+pub const ONNXC_ERR_INDEX: i32 = 1;
+pub const ONNXC_ERR_ALLOC: i32 = 2;
+pub const ONNXC_ERR_SHAPE: i32 = 3;
+pub const ONNXC_ERR_VALUE: i32 = 4;
+
+#[repr(C)]
+pub struct TensorInfo {
+    pub name: *const c_char,
+    pub dtype: i32,
+    pub rank: i32,
+    pub shape: *const i64,
+    pub size_bytes: u64,
+}
+
+#[repr(C)]
+pub struct ModelInfo {
+    pub name: *const c_char,
+    pub num_inputs: u32,
+    pub num_outputs: u32,
+    pub inputs: *const TensorInfo,
+    pub outputs: *const TensorInfo,
+    pub workspace_size: u64,
+}
+
+pub const WORKSPACE_ALIGN: usize = 64;
+
+/// Allocates a 64-byte aligned workspace of `size` bytes (null on failure).
+/// The size is stored in a header so `onnxc_workspace_free` needs only the pointer.
+///
+/// # Safety
+/// The result must be released with `onnxc_workspace_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_workspace_alloc(size: u64) -> *mut u8 {
+    let Some(total) = (size as usize).checked_add(WORKSPACE_ALIGN) else { return std::ptr::null_mut() };
+    let Ok(layout) = Layout::from_size_align(total, WORKSPACE_ALIGN) else { return std::ptr::null_mut() };
+    // SAFETY: layout has non-zero size.
+    let base = unsafe { alloc(layout) };
+    if base.is_null() {
+        return base;
+    }
+    // SAFETY: base has room for the header word at its start.
+    unsafe {
+        (base as *mut usize).write(total);
+        base.add(WORKSPACE_ALIGN)
+    }
+}
+
+/// # Safety
+/// `p` must come from `onnxc_workspace_alloc` (or be null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_workspace_free(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: p was returned by onnxc_workspace_alloc, so the header sits before it.
+    unsafe {
+        let base = p.sub(WORKSPACE_ALIGN);
+        let total = (base as *const usize).read();
+        dealloc(base, Layout::from_size_align_unchecked(total, WORKSPACE_ALIGN));
+    }
+}
+
+/// A static description of an error code.
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_strerror(code: i32) -> *const c_char {
+    let s: &'static [u8] = match code {
+        ONNXC_OK => b"success\0",
+        ONNXC_ERR_INDEX => b"an index input is out of range\0",
+        ONNXC_ERR_ALLOC => b"workspace allocation failed\0",
+        ONNXC_ERR_SHAPE => b"an input's values imply a shape the model does not allow\0",
+        ONNXC_ERR_VALUE => b"an input value is invalid for the model\0",
+        _ => b"unknown error\0",
+    };
+    s.as_ptr() as *const c_char
+}
+
+pub fn strerror(code: i32) -> &'static str {
+    match code {
+        ONNXC_OK => "success",
+        ONNXC_ERR_INDEX => "an index input is out of range",
+        ONNXC_ERR_ALLOC => "workspace allocation failed",
+        ONNXC_ERR_SHAPE => "an input's values imply a shape the model does not allow",
+        ONNXC_ERR_VALUE => "an input value is invalid for the model",
+        _ => "unknown error",
+    }
+}
+
+/// IEEE half → single.
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_f16_to_f32(bits: u16) -> f32 {
+    half::f16::from_bits(bits).to_f32()
+}
+
+/// Single → IEEE half, round to nearest even.
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_f32_to_f16(v: f32) -> u16 {
+    half::f16::from_f32(v).to_bits()
+}
+
+/// Double → IEEE half, round to nearest even (direct, no double rounding).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_f64_to_f16(v: f64) -> u16 {
+    half::f16::from_f64(v).to_bits()
+}
+
+/// Double → bfloat16, round to nearest even (direct).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_f64_to_bf16(v: f64) -> u16 {
+    half::bf16::from_f64(v).to_bits()
+}
+
+/// Integer power with wrapping (used for integer `Pow`); negative exponents follow
+/// integer division semantics (0 unless the base is ±1).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_ipow(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 => {
+                if exp % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut r, mut b, mut e) = (1i64, base, exp);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        e >>= 1;
+    }
+    r
+}

@@ -1,0 +1,197 @@
+//! The program driver behind `onnxc run` and `onnxc bench`: a compiled model linked with a
+//! generated `main` that calls `onnxc_driver_main`.
+//!
+//! `PROG run IN0.bin … --out DIR` reads raw input bytes (exactly `size_bytes` each), runs
+//! the model once and writes `DIR/output_K.bin`. `PROG bench ITERS WARMUP [IN0.bin …]` times
+//! the model (deterministic pseudo-random inputs when none are given) and prints one JSON
+//! line. Exit codes: 0 ok, 1 usage or I/O error, 2 the model returned an error code.
+
+use crate::abi::{ModelInfo, TensorInfo, onnxc_workspace_alloc, onnxc_workspace_free, strerror};
+use std::ffi::{CStr, c_char};
+use std::time::Instant;
+
+pub type RunFn = unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32;
+pub type InfoFn = unsafe extern "C" fn() -> *const ModelInfo;
+
+fn tensors(p: *const TensorInfo, n: u32) -> &'static [TensorInfo] {
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: the generated info table holds n entries with static lifetime.
+    unsafe { std::slice::from_raw_parts(p, n as usize) }
+}
+
+fn name(t: &TensorInfo) -> String {
+    // SAFETY: names are NUL-terminated static strings.
+    unsafe { CStr::from_ptr(t.name) }.to_string_lossy().into_owned()
+}
+
+/// Deterministic pseudo-random bytes for one input: floats in [-1, 1), integers 0/1.
+fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let n = t.size_bytes as usize;
+    let mut out = Vec::with_capacity(n);
+    match t.dtype {
+        1 => {
+            while out.len() < n {
+                let v = (next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        11 => {
+            while out.len() < n {
+                let v = (next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        10 | 16 => {
+            while out.len() < n {
+                out.extend_from_slice(&0u16.to_le_bytes());
+            }
+        }
+        _ => {
+            let es = match t.dtype {
+                2 | 3 | 9 => 1,
+                4 | 5 => 2,
+                6 | 12 => 4,
+                _ => 8,
+            };
+            while out.len() < n {
+                let mut e = vec![0u8; es];
+                e[0] = (next() & 1) as u8;
+                out.extend_from_slice(&e);
+            }
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+fn fail(msg: String) -> i32 {
+    eprintln!("onnxc driver: {msg}");
+    1
+}
+
+/// # Safety
+/// `argv` holds `argc` C strings; `run`/`info` are a compiled model's entry points.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char, run: RunFn, info: InfoFn) -> i32 {
+    let args: Vec<String> = (0..argc as usize)
+        // SAFETY: argv has argc valid C strings.
+        .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
+        .collect();
+    // SAFETY: info() returns the model's static table.
+    let info = unsafe { &*info() };
+    let ins = tensors(info.inputs, info.num_inputs);
+    let outs = tensors(info.outputs, info.num_outputs);
+    let mode = args.get(1).map(String::as_str).unwrap_or("");
+    let (files, out_dir, iters, warmup) = match mode {
+        "run" => {
+            let mut files = Vec::new();
+            let mut out_dir = None;
+            let mut it = args[2..].iter();
+            while let Some(a) = it.next() {
+                if a == "--out" {
+                    out_dir = it.next().cloned();
+                } else {
+                    files.push(a.clone());
+                }
+            }
+            match out_dir {
+                Some(d) => (files, Some(d), 1usize, 0usize),
+                None => return fail("usage: PROG run IN.bin… --out DIR".into()),
+            }
+        }
+        "bench" => {
+            let p = |i: usize| args.get(i).and_then(|s| s.parse::<usize>().ok());
+            match (p(2), p(3)) {
+                (Some(n), Some(w)) => (args[4..].to_vec(), None, n.max(1), w),
+                _ => return fail("usage: PROG bench ITERATIONS WARMUP [IN.bin…]".into()),
+            }
+        }
+        _ => return fail("usage: PROG run IN.bin… --out DIR | PROG bench ITERATIONS WARMUP [IN.bin…]".into()),
+    };
+    let mut inputs: Vec<Vec<u8>> = Vec::new();
+    if files.is_empty() && mode == "bench" {
+        for (k, t) in ins.iter().enumerate() {
+            inputs.push(synthetic(t, k as u64 + 1));
+        }
+    } else {
+        if files.len() != ins.len() {
+            return fail(format!("the model has {} inputs, got {} files", ins.len(), files.len()));
+        }
+        for (t, f) in ins.iter().zip(&files) {
+            match std::fs::read(f) {
+                Ok(d) if d.len() as u64 == t.size_bytes => inputs.push(d),
+                Ok(d) => return fail(format!("{f}: {} bytes, input '{}' needs {}", d.len(), name(t), t.size_bytes)),
+                Err(e) => return fail(format!("{f}: {e}")),
+            }
+        }
+    }
+    let mut outputs: Vec<Vec<u8>> = outs.iter().map(|t| vec![0u8; t.size_bytes as usize]).collect();
+    let in_ptrs: Vec<*const u8> = inputs.iter().map(|v| v.as_ptr()).collect();
+    let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(|v| v.as_mut_ptr()).collect();
+    // SAFETY: allocation of the model's declared workspace size.
+    let ws = unsafe { onnxc_workspace_alloc(info.workspace_size) };
+    if ws.is_null() {
+        return fail(format!("cannot allocate a workspace of {} bytes", info.workspace_size));
+    }
+    let mut times = Vec::with_capacity(iters);
+    let mut rc = 0;
+    for i in 0..warmup + iters {
+        let t0 = Instant::now();
+        // SAFETY: buffers match the model's info table.
+        rc = unsafe { run(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws) };
+        let dt = t0.elapsed().as_secs_f64() * 1e3;
+        if rc != 0 {
+            break;
+        }
+        if i >= warmup {
+            times.push(dt);
+        }
+    }
+    // SAFETY: ws came from onnxc_workspace_alloc.
+    unsafe { onnxc_workspace_free(ws) };
+    if rc != 0 {
+        eprintln!("onnxc driver: the model returned error {rc}: {}", strerror(rc));
+        return 2;
+    }
+    if let Some(dir) = out_dir {
+        for (k, o) in outputs.iter().enumerate() {
+            let path = format!("{dir}/output_{k}.bin");
+            if let Err(e) = std::fs::write(&path, o) {
+                return fail(format!("{path}: {e}"));
+            }
+        }
+        return 0;
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let q = |f: f64| times[((times.len() - 1) as f64 * f).round() as usize];
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    println!(
+        "{{\"iterations\": {}, \"median_ms\": {:.6}, \"min_ms\": {:.6}, \"p90_ms\": {:.6}, \"mean_ms\": {:.6}, \"peak_rss_kb\": {}}}",
+        times.len(),
+        q(0.5),
+        times[0],
+        q(0.9),
+        mean,
+        peak_rss_kb()
+    );
+    0
+}
+
+/// Peak resident set size of this process (Linux `VmHWM`), 0 where unknown.
+pub fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,143 @@
+//! The conformance runner: every case of the ONNX backend test suite through the real AOT
+//! path (compile, link, execute), compared as onnx's runner compares.
+//!
+//! ```text
+//! conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update]
+//! ```
+//! Writes `.cache/conformance-<opt>.tsv` (case, outcome, message) and prints counts per kind.
+//! `--check` fails if a case listed in `tests/conformance/manifest.txt` does not pass;
+//! `--update` rewrites the manifest with the passing cases.
+
+use onnxc::driver::{OptLevel, Options};
+use onnxc_tests::{Case, Outcome, load_cases, root, run_case, suite_dir};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opt = OptLevel::O2;
+    let mut jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let mut filter: Option<String> = None;
+    let mut keep: Option<std::path::PathBuf> = None;
+    let mut check = false;
+    let mut update = false;
+    let mut only_manifest = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--opt" => opt = if it.next().map(String::as_str) == Some("O0") { OptLevel::O0 } else { OptLevel::O2 },
+            "--jobs" => jobs = it.next().and_then(|s| s.parse().ok()).unwrap_or(jobs),
+            "--filter" => filter = it.next().cloned(),
+            "--keep" => keep = it.next().map(Into::into),
+            "--check" => check = true,
+            "--update" => update = true,
+            "--manifest-only" => only_manifest = true,
+            "-h" | "--help" => {
+                println!("usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only]");
+                return;
+            }
+            other => {
+                eprintln!("unknown argument {other}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let cases = match load_cases(&suite_dir()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let manifest_path = root().join("tests/conformance/manifest.txt");
+    let manifest: BTreeSet<String> = std::fs::read_to_string(&manifest_path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    let selected: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| filter.as_ref().is_none_or(|f| c.id().contains(f.as_str())))
+        .filter(|c| !only_manifest || manifest.contains(&c.id()))
+        .collect();
+    let opts = Options { opt, ..Options::default() };
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(Case, Outcome, f64)>> = Mutex::new(Vec::new());
+    let t0 = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(c) = selected.get(i) else { break };
+                    let start = std::time::Instant::now();
+                    let k = keep.as_ref().map(|k| k.join(&c.name));
+                    let out = run_case(&c.dir, &opts, c.rtol, c.atol, k.as_deref());
+                    let dt = start.elapsed().as_secs_f64();
+                    if keep.is_none() || out == Outcome::Pass {
+                        if let Some(k) = &k
+                            && out == Outcome::Pass
+                        {
+                            let _ = std::fs::remove_dir_all(k);
+                        }
+                    }
+                    results.lock().expect("results lock").push((c.clone(), out, dt));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("results lock");
+    results.sort_by(|a, b| a.0.id().cmp(&b.0.id()));
+    let tag = if opt == OptLevel::O0 { "O0" } else { "O2" };
+    let mut tsv = String::new();
+    let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut passing = BTreeSet::new();
+    for (c, o, dt) in &results {
+        tsv.push_str(&format!("{}\t{}\t{:.2}\t{}\n", c.id(), o.label(), dt, o.message().replace(['\n', '\t'], " ")));
+        let e = per_kind.entry(c.kind.clone()).or_default();
+        e.1 += 1;
+        if *o == Outcome::Pass {
+            e.0 += 1;
+            passing.insert(c.id());
+        }
+    }
+    let out_path = root().join(format!(".cache/conformance-{tag}.tsv"));
+    let _ = std::fs::create_dir_all(root().join(".cache"));
+    let _ = std::fs::write(&out_path, tsv);
+    let total: usize = per_kind.values().map(|v| v.0).sum();
+    println!("conformance ({tag}): {total} of {} cases pass in {:.0} s", results.len(), t0.elapsed().as_secs_f64());
+    for (k, (p, n)) in &per_kind {
+        println!("  {k:<20} {p:>5} / {n}");
+    }
+    println!("details: {}", out_path.display());
+    let ran: BTreeSet<String> = results.iter().map(|r| r.0.id()).collect();
+    let regressions: Vec<&String> = manifest.iter().filter(|m| ran.contains(*m) && !passing.contains(*m)).collect();
+    let new: Vec<&String> = passing.iter().filter(|p| !manifest.contains(*p)).collect();
+    if !new.is_empty() {
+        println!("{} passing case(s) not in the manifest (add them with --update):", new.len());
+        for n in new.iter().take(50) {
+            println!("  + {n}");
+        }
+    }
+    if update {
+        let mut m: BTreeSet<String> = manifest.iter().filter(|x| !ran.contains(*x)).cloned().collect();
+        m.extend(passing.iter().cloned());
+        let mut text = String::from("# ONNX backend test cases that pass through onnxc (kind/name), checked by `make test`.\n# Regenerate with: cargo run --release --bin conformance -- --update\n");
+        for x in &m {
+            text.push_str(x);
+            text.push('\n');
+        }
+        let _ = std::fs::write(&manifest_path, text);
+        println!("manifest updated: {} cases", m.len());
+    }
+    if check && !regressions.is_empty() {
+        println!("REGRESSIONS: {} manifest case(s) no longer pass:", regressions.len());
+        for (c, o, _) in results.iter().filter(|r| regressions.contains(&&r.0.id())) {
+            println!("  - {}: {} {}", c.id(), o.label(), o.message());
+        }
+        std::process::exit(1);
+    }
+}

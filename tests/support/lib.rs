@@ -1,0 +1,252 @@
+//! Shared helpers for onnxc's integration tests and the conformance runner: running a test
+//! case (model + `test_data_set_*`) through the real AOT path and comparing outputs the way
+//! onnx's backend test runner does.
+
+use onnxc::driver::{self, Options, TempDir};
+use onnxc::ir::{DType, Tensor};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Outcome of one case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Pass,
+    /// Ran but an output differs.
+    Mismatch(String),
+    /// onnxc refused the model (unsupported op, symbolic dims, …).
+    Rejected(String),
+    /// The compiled program failed, crashed or timed out.
+    RunFailed(String),
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Mismatch(_) => "mismatch",
+            Outcome::Rejected(_) => "rejected",
+            Outcome::RunFailed(_) => "run-failed",
+        }
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            Outcome::Pass => "",
+            Outcome::Mismatch(m) | Outcome::Rejected(m) | Outcome::RunFailed(m) => m,
+        }
+    }
+}
+
+/// `np.testing.assert_allclose` semantics (NaN equal to NaN) for floats, exact otherwise.
+pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
+    if actual.dtype != expected.dtype {
+        return Err(format!("dtype {} != expected {}", actual.dtype, expected.dtype));
+    }
+    if actual.shape != expected.shape {
+        return Err(format!("shape {:?} != expected {:?}", actual.shape, expected.shape));
+    }
+    let rtol = if actual.dtype == DType::BF16 { rtol.max(2f64.powi(-6)) } else { rtol };
+    let mut bad = 0usize;
+    let mut first = None;
+    for i in 0..actual.len() {
+        let (a, e) = (actual.get(i), expected.get(i));
+        let ok = if actual.dtype.is_float() {
+            let (a, e) = (a.as_f64(), e.as_f64());
+            if a.is_nan() || e.is_nan() {
+                a.is_nan() && e.is_nan()
+            } else if a.is_infinite() || e.is_infinite() {
+                a == e
+            } else {
+                (a - e).abs() <= atol + rtol * e.abs()
+            }
+        } else {
+            a == e
+        };
+        if !ok {
+            bad += 1;
+            if first.is_none() {
+                first = Some(format!("at flat index {i}: got {a}, expected {e}"));
+            }
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(f) => Err(format!("{bad} of {} elements differ (rtol {rtol}, atol {atol}); first {f}", actual.len())),
+    }
+}
+
+fn read_pb(path: &Path) -> Result<Tensor, String> {
+    driver::read_tensor(path).map(|(_, t)| t).map_err(|e| e.to_string())
+}
+
+fn sorted_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let k = name.strip_prefix(prefix)?.strip_suffix(".pb")?.parse().ok()?;
+                    Some((k, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|x| x.1).collect()
+}
+
+/// Runs `exe args…` with a timeout.
+fn run_with_timeout(exe: &Path, args: &[String], timeout: Duration) -> Result<(), String> {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the compiled model: {e}"))?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                if status.success() {
+                    return Ok(());
+                }
+                let mut err = String::new();
+                if let Some(mut s) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = s.read_to_string(&mut err);
+                }
+                return Err(match status.code() {
+                    Some(c) => format!("exit {c}: {}", err.trim()),
+                    None => format!("crashed ({status}): {}", err.trim()),
+                });
+            }
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {timeout:?}"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Compiles `dir/model.onnx`, links it and checks every `test_data_set_*` in `dir`.
+/// With `keep`, artifacts stay in that directory.
+pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&Path>) -> Outcome {
+    let mut tmp = match TempDir::new("case") {
+        Ok(t) => t,
+        Err(e) => return Outcome::RunFailed(e.to_string()),
+    };
+    if let Some(k) = keep {
+        let _ = std::fs::create_dir_all(k);
+        tmp.path = k.to_path_buf();
+        tmp.keep = true;
+    }
+    let opts = Options { emit_main: true, ..opts.clone() };
+    let c = match driver::compile_file(&dir.join("model.onnx"), "model", &opts, None) {
+        Ok(c) => c,
+        Err(e) => return Outcome::Rejected(e.to_string().lines().take(3).collect::<Vec<_>>().join(" | ")),
+    };
+    let obj = tmp.path.join("model.o");
+    if let Err(e) = std::fs::write(&obj, &c.object) {
+        return Outcome::RunFailed(e.to_string());
+    }
+    let exe = tmp.path.join("model");
+    if let Err(e) = driver::link(&[obj], &exe) {
+        return Outcome::RunFailed(e.to_string());
+    }
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    sets.sort();
+    for set in sets {
+        let inputs = sorted_files(&set, "input_");
+        let expected = sorted_files(&set, "output_");
+        let args: Vec<driver::InputArg> = inputs.iter().map(|p| driver::InputArg::Positional(p.clone())).collect();
+        let tensors = match driver::bind_inputs(&c.program.inputs, &args) {
+            Ok(t) => t,
+            Err(e) => return Outcome::Rejected(format!("inputs: {e}")),
+        };
+        let mut argv = vec!["run".to_string()];
+        for (k, t) in tensors.iter().enumerate() {
+            let p = tmp.path.join(format!("input_{k}.bin"));
+            if let Err(e) = std::fs::write(&p, t.data.as_slice()) {
+                return Outcome::RunFailed(e.to_string());
+            }
+            argv.push(p.display().to_string());
+        }
+        argv.push("--out".into());
+        argv.push(tmp.path.display().to_string());
+        if let Err(e) = run_with_timeout(&exe, &argv, Duration::from_secs(120)) {
+            return Outcome::RunFailed(e);
+        }
+        if expected.len() != c.program.outputs.len() {
+            return Outcome::Mismatch(format!("{} outputs, expected {}", c.program.outputs.len(), expected.len()));
+        }
+        for (k, (d, e)) in c.program.outputs.iter().zip(&expected).enumerate() {
+            let p = tmp.path.join(format!("output_{k}.bin"));
+            let data = match std::fs::read(&p) {
+                Ok(d) => d,
+                Err(e) => return Outcome::RunFailed(format!("{}: {e}", p.display())),
+            };
+            let actual = Tensor::new(d.dtype, d.shape.clone(), data);
+            let exp = match read_pb(e) {
+                Ok(t) => t,
+                Err(m) => return Outcome::Rejected(format!("expected output: {m}")),
+            };
+            if let Err(m) = compare(&actual, &exp, rtol, atol) {
+                return Outcome::Mismatch(format!("output {k} '{}': {m}", d.name));
+            }
+        }
+    }
+    Outcome::Pass
+}
+
+/// One line of the suite index written by `tests/conformance/gen_suite.py`.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub kind: String,
+    pub name: String,
+    pub dir: PathBuf,
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Case {
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.kind, self.name)
+    }
+}
+
+pub fn load_cases(suite: &Path) -> Result<Vec<Case>, String> {
+    let index = suite.join("cases.tsv");
+    let text = std::fs::read_to_string(&index)
+        .map_err(|e| format!("{}: {e} (generate the suite with `make suite`)", index.display()))?;
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            if f.len() != 5 {
+                return Err(format!("bad line in {}: {l}", index.display()));
+            }
+            Ok(Case {
+                kind: f[0].into(),
+                name: f[1].into(),
+                dir: PathBuf::from(f[2]),
+                rtol: f[3].parse().map_err(|_| format!("bad rtol in {l}"))?,
+                atol: f[4].parse().map_err(|_| format!("bad atol in {l}"))?,
+            })
+        })
+        .collect()
+}
+
+/// The workspace root (this package's manifest directory).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where the generated suite lives: `$ONNXC_SUITE` or `.cache/onnx-suite`.
+pub fn suite_dir() -> PathBuf {
+    std::env::var_os("ONNXC_SUITE").map(PathBuf::from).unwrap_or_else(|| root().join(".cache/onnx-suite"))
+}
