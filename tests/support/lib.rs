@@ -2,6 +2,8 @@
 //! case (model + `test_data_set_*`) through the real AOT path and comparing outputs the way
 //! onnx's backend test runner does.
 
+pub mod model;
+
 use onnxc::driver::{self, Options, TempDir};
 use onnxc::ir::{DType, Tensor};
 use std::path::{Path, PathBuf};
@@ -249,4 +251,13 @@ pub fn root() -> PathBuf {
 /// Where the generated suite lives: `$ONNXC_SUITE` or `.cache/onnx-suite`.
 pub fn suite_dir() -> PathBuf {
     std::env::var_os("ONNXC_SUITE").map(PathBuf::from).unwrap_or_else(|| root().join(".cache/onnx-suite"))
+}
+
+/// The `onnxc` binary built alongside the tests (`target/<profile>/onnxc`).
+pub fn onnxc_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    let bin = dir.join(format!("onnxc{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} is missing: run the tests with `cargo test --workspace` (or build onnxc first)", bin.display());
+    bin
 }

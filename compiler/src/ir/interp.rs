@@ -34,7 +34,7 @@ enum Inst {
     Unary(super::expr::UnOp, DType, usize),
     Binary(super::expr::BinOp, DType, usize, usize),
     Select(usize, usize, usize),
-    Cast(DType, DType, usize),
+    Cast(DType, usize),
     Check(usize, i64),
 }
 
@@ -79,7 +79,7 @@ impl Program {
             }
             ExprKind::Cast(a) => {
                 let ar = self.add(a, memo);
-                Inst::Cast(a.dtype, e.dtype, ar)
+                Inst::Cast(e.dtype, ar)
             }
             ExprKind::CheckIndex { index, bound } => {
                 let r = self.add(index, memo);
@@ -117,7 +117,7 @@ impl Program {
                         regs[*b]
                     }
                 }
-                Inst::Cast(_, to, a) => regs[*a].cast(*to),
+                Inst::Cast(to, a) => regs[*a].cast(*to),
                 Inst::Check(a, bound) => {
                     let x = regs[*a].as_i64();
                     let y = if x < 0 { x + bound } else { x };

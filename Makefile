@@ -1,0 +1,41 @@
+# onnxc developer entry points. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV := .cache/venv
+SUITE := .cache/onnx-suite
+CARGO ?= cargo
+
+.PHONY: all build venv suite test unit conformance conformance-full bench clean-suite
+
+all: build
+
+build:
+	$(CARGO) build --release --workspace
+
+$(VENV)/.stamp: tests/conformance/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/conformance/requirements.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# The ONNX backend test suite of the pinned onnx package, written to disk once.
+$(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py
+	$(VENV)/bin/python tests/conformance/gen_suite.py --out $(SUITE)
+
+suite: $(SUITE)/cases.tsv
+
+# Unit and integration tests, then every case of the conformance manifest at -O2 and -O0.
+test: build suite
+	$(CARGO) test --release --workspace
+	./target/release/conformance --check --manifest-only --opt O2
+	./target/release/conformance --check --manifest-only --opt O0
+
+unit: build
+	$(CARGO) test --release --workspace
+
+# All 2033 cases (not only the manifest); writes .cache/conformance-O2.tsv.
+conformance: build suite
+	./target/release/conformance --check --opt O2
+
+clean-suite:
+	rm -rf $(SUITE)

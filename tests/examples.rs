@@ -1,0 +1,87 @@
+//! The C and Rust examples build and run, and several models link into one program.
+
+use onnxc_tests::{onnxc_bin, root};
+use std::process::Command;
+
+fn check(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{cmd:?} failed:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// onnxruntime's top class and probability for tiny_cnn on the arange input (see make_tiny_cnn.py).
+const TOP1: &str = "class 4  p=0.134210";
+
+#[test]
+fn c_example_builds_and_prints_top5() {
+    let build = std::env::temp_dir().join(format!("onnxc-c-example-{}", std::process::id()));
+    let out = check(
+        Command::new("make")
+            .current_dir(root().join("examples/c"))
+            .arg("run")
+            .arg(format!("ONNXC={}", onnxc_bin().display()))
+            .arg(format!("BUILD={}", build.display())),
+    );
+    assert!(out.contains("top-5:"), "{out}");
+    assert!(out.contains(TOP1), "{out}");
+    let _ = std::fs::remove_dir_all(build);
+}
+
+#[test]
+fn rust_example_builds_and_prints_top5() {
+    let target = std::env::temp_dir().join(format!("onnxc-rust-example-{}", std::process::id()));
+    let out = check(
+        Command::new(env!("CARGO"))
+            .current_dir(root().join("examples/rust"))
+            .args(["run", "--release", "--quiet"])
+            .env("ONNXC", onnxc_bin())
+            .env("CARGO_TARGET_DIR", &target),
+    );
+    assert!(out.contains(TOP1), "{out}");
+    let _ = std::fs::remove_dir_all(target);
+}
+
+#[test]
+fn two_models_link_into_one_program() {
+    let d = std::env::temp_dir().join(format!("onnxc-two-models-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let model = root().join("examples/models/tiny_cnn.onnx");
+    for name in ["first", "second"] {
+        check(Command::new(onnxc_bin()).arg(&model).arg("-o").arg(d.join(format!("{name}.o"))));
+    }
+    let main = d.join("main.c");
+    std::fs::write(
+        &main,
+        r#"#include <stdio.h>
+#include "first.h"
+#include "second.h"
+int main(void) {
+    static float img[FIRST_INPUT_0_SIZE], p1[FIRST_OUTPUT_0_SIZE], p2[SECOND_OUTPUT_0_SIZE];
+    for (unsigned i = 0; i < FIRST_INPUT_0_SIZE; i++) img[i] = (float)i / FIRST_INPUT_0_SIZE;
+    const void *in[] = {img};
+    void *o1[] = {p1}, *o2[] = {p2};
+    if (first_run(in, o1, NULL) || second_run(in, o2, NULL)) return 1;
+    for (unsigned i = 0; i < FIRST_OUTPUT_0_SIZE; i++) if (p1[i] != p2[i]) return 2;
+    printf("%s and %s agree: p[4]=%.6f\n", first_info()->name, second_info()->name, p1[4]);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let lib = check(Command::new(onnxc_bin()).arg("--print-runtime-lib"));
+    let exe = d.join("both");
+    check(
+        Command::new("cc")
+            .arg(format!("-I{}", d.display()))
+            .arg(&main)
+            .arg(d.join("first.o"))
+            .arg(d.join("second.o"))
+            .arg(lib.trim())
+            .args(["-lm", "-lpthread", "-ldl", "-o"])
+            .arg(&exe),
+    );
+    let out = check(&mut Command::new(&exe));
+    assert!(out.contains("first and second agree: p[4]=0.134210"), "{out}");
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -1,0 +1,93 @@
+//! Building small ONNX models in tests without Python.
+
+use onnxc_proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value as DimValue,
+    type_proto,
+};
+use prost::Message;
+
+/// A dim in a value_info: a number or a symbol.
+pub enum D {
+    N(i64),
+    S(&'static str),
+}
+
+pub fn value_info(name: &str, elem: i32, dims: &[D]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                D::N(v) => DimValue::DimValue(*v),
+                D::S(s) => DimValue::DimParam(s.to_string()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(elem),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn with_ints(mut n: NodeProto, name: &str, v: &[i64]) -> NodeProto {
+    n.attribute.push(AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    });
+    n
+}
+
+pub fn f32_tensor(name: &str, dims: &[i64], vals: &[f32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(1),
+        raw_data: Some(vals.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        ..Default::default()
+    }
+}
+
+pub fn model(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, inits: Vec<TensorProto>, opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset) }],
+        graph: Some(GraphProto {
+            name: Some("test".into()),
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            initializer: inits,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn save(m: &ModelProto, path: &std::path::Path) {
+    std::fs::write(path, m.encode_to_vec()).expect("write model");
+}
+
+/// Serializes a tensor file (ONNX test-data format).
+pub fn save_tensor(t: &TensorProto, path: &std::path::Path) {
+    std::fs::write(path, t.encode_to_vec()).expect("write tensor");
+}
