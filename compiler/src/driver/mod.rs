@@ -64,6 +64,18 @@ pub fn compile_file(path: &Path, prefix: &str, opts: &Options, emit: Option<Emit
 }
 
 pub fn compile_bytes(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+    // A panic is a compiler bug; report it as an internal error instead of aborting.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_bytes_inner(bytes, dir, source, prefix, opts, emit))).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::Internal(msg))
+    })
+}
+
+fn compile_bytes_inner(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
     let t0 = Instant::now();
     let model = frontend::load(bytes)?;
     let import = ImportOptions { input_shapes: opts.shapes.clone(), ..ImportOptions::default() };

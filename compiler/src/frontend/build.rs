@@ -192,3 +192,59 @@ pub fn expect_types(ctx: &Ctx, v: ValueId, what: &str, allowed: &[DType]) -> Res
 }
 
 pub const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
+
+/// Index of a tensor of rank `rank` for a reduction over `axes`: kept dims use output vars,
+/// reduced dims reduction vars (numbered after the output vars).
+pub fn reduction_index(rank: usize, axes: &[usize], keepdims: bool) -> Vec<E> {
+    let out_rank = if keepdims { rank } else { rank - axes.len() };
+    let mut ov = 0u32;
+    let mut rv = out_rank as u32;
+    let mut index = Vec::with_capacity(rank);
+    for k in 0..rank {
+        if axes.contains(&k) {
+            index.push(expr::var(rv));
+            rv += 1;
+            if keepdims {
+                ov += 1;
+            }
+        } else {
+            index.push(expr::var(ov));
+            ov += 1;
+        }
+    }
+    index
+}
+
+/// Reduces over `axes` of a tensor of `dims`; `body` gets the index into that tensor.
+#[allow(clippy::too_many_arguments, reason = "a reduction has this many independent parts")]
+pub fn reduce_over(
+    ctx: &mut Ctx,
+    dims: &[i64],
+    axes: &[usize],
+    keepdims: bool,
+    kind: ReduceKind,
+    dtype: DType,
+    inputs: Vec<ValueId>,
+    body: impl FnOnce(&[E]) -> E,
+) -> Result<ValueId> {
+    let index = reduction_index(dims.len(), axes, keepdims);
+    let mut shape = Vec::new();
+    let mut extents = Vec::new();
+    for (k, &d) in dims.iter().enumerate() {
+        if axes.contains(&k) {
+            extents.push(d);
+            if keepdims {
+                shape.push(Dim::Known(1));
+            }
+        } else {
+            shape.push(Dim::Known(d));
+        }
+    }
+    let b = body(&index);
+    ctx.reduce(kind, extents, dtype, shape, inputs, b)
+}
+
+/// Index into a keepdims-reduced tensor (size 1 at `axes`) from the full-rank output vars.
+pub fn keep_index(rank: usize, axes: &[usize]) -> Vec<E> {
+    (0..rank).map(|k| if axes.contains(&k) { expr::i(0) } else { expr::var(k as u32) }).collect()
+}

@@ -2,7 +2,7 @@
 //! plus one line here (and its conformance cases in the manifest).
 
 use super::ctx::Ctx;
-use super::ops::{activation, elementwise, linalg, nn, norm, reduce, shape};
+use super::ops::{activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, shape};
 use crate::error::Result;
 use crate::ir::ValueId;
 
@@ -124,6 +124,34 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Size", shape::size),
     ("Constant", shape::constant),
     ("ConstantOfShape", shape::constant_of_shape),
+    ("Slice", data::slice),
+    ("Gather", data::gather),
+    ("GatherElements", data::gather_elements),
+    ("GatherND", data::gather_nd),
+    ("Expand", data::expand),
+    ("Tile", data::tile),
+    ("Range", data::range),
+    ("OneHot", data::one_hot),
+    ("Trilu", data::trilu),
+    ("Split", data::split),
+    ("Pad", data::pad),
+    ("DepthToSpace", data::depth_to_space),
+    ("SpaceToDepth", data::space_to_depth),
+    ("EyeLike", data::eye_like),
+    ("CumSum", data::cum_sum),
+    ("CumProd", data::cum_prod),
+    ("ReverseSequence", data::reverse_sequence),
+    ("LayerNormalization", norm_more::layer_norm),
+    ("RMSNormalization", norm_more::rms_norm),
+    ("InstanceNormalization", norm_more::instance_norm),
+    ("GroupNormalization", norm_more::group_norm),
+    ("LpNormalization", norm_more::lp_norm),
+    ("MeanVarianceNormalization", norm_more::mean_variance_norm),
+    ("Einsum", linalg::einsum),
+    ("Attention", attention::attention),
+    ("ConvTranspose", nn::conv_transpose),
+    ("NegativeLogLikelihoodLoss", loss::nll_loss),
+    ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];
 
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {

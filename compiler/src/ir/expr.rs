@@ -183,6 +183,18 @@ pub fn cast(a: E, to: DType) -> E {
     Arc::new(Expr { dtype: to, kind: ExprKind::Cast(a) })
 }
 
+/// Rounds a value computed in f32 to its narrow storage type (f16/bf16), as materializing it
+/// would; identity for other types. Used where fusion removes a store/load pair.
+pub fn round_to_storage(e: E) -> E {
+    match e.dtype {
+        DType::F16 | DType::BF16 => {
+            let dt = e.dtype;
+            cast(cast(e, DType::F32), dt)
+        }
+        _ => e,
+    }
+}
+
 pub fn check_index(index: E, bound: i64) -> E {
     Arc::new(Expr { dtype: DType::I64, kind: ExprKind::CheckIndex { index, bound } })
 }

@@ -72,7 +72,7 @@ fn expand(g: &Graph, id: NodeId, inline: &HashSet<NodeId>) -> (E, Vec<ValueId>) 
                 }
             })
             .collect();
-        let pbody = expr::remap_inputs(&pbody, &map);
+        let pbody = expr::round_to_storage(expr::remap_inputs(&pbody, &map));
         body = expr::rewrite(&body, &mut |e| match &e.kind {
             ExprKind::Load { input, index } if *input == k => Some(expr::substitute_vars(&pbody, index)),
             _ => None,
@@ -221,7 +221,10 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         let (cbody, cops) = expand(g, c, &inline);
                         let rank = n.outputs[0].shape.len();
                         let kr = cops.iter().position(|&v| v == id.out(0));
+                        // The consumer's other operands must already be computed.
+                        let ready = cops.iter().all(|v| *v == id.out(0) || sv.contains_key(v) || g.const_value(*v).is_some());
                         if let Some(kr) = kr
+                            && ready
                             && loads_identity(&cbody, kr as u32, rank)
                         {
                             let mut map = Vec::new();
@@ -236,7 +239,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                                 }
                             }
                             let e = expr::rewrite(&cbody, &mut |e| match &e.kind {
-                                ExprKind::Load { input, .. } if *input as usize == kr => Some(expr::load(e.dtype, EPILOGUE_ACC, vec![])),
+                                ExprKind::Load { input, .. } if *input as usize == kr => Some(expr::round_to_storage(expr::load(e.dtype, EPILOGUE_ACC, vec![]))),
                                 ExprKind::Load { input, index } => {
                                     Some(expr::load(e.dtype, map[*input as usize], index.iter().map(|i| expr::remap_inputs(i, &map)).collect()))
                                 }

@@ -127,8 +127,8 @@ pub fn bit_shift(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dt = check_same_type(ctx, a, b)?;
-    if !dt.is_unsigned_int() {
-        return Err(ctx.err(format!("BitShift needs unsigned integer operands, got {dt}")));
+    if !dt.is_int() {
+        return Err(ctx.err(format!("BitShift needs integer operands, got {dt}")));
     }
     Ok(vec![ew(ctx, &[a, b], dt, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
 }
@@ -151,10 +151,8 @@ pub fn pow(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn modulo(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dt = check_same_type(ctx, a, b)?;
+    // fmod=0 on floats is Python's modulo (sign of the divisor), as the reference computes it.
     let fmod = ctx.attr_i_or("fmod", 0)?;
-    if dt.is_float() && fmod != 1 {
-        return Err(ctx.err("floating-point Mod requires fmod=1"));
-    }
     let op = if fmod == 1 { BinOp::Rem } else { BinOp::FloorMod };
     Ok(vec![ew(ctx, &[a, b], dt, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
 }

@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::frontend::build::{self, bload, broadcast_shapes};
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::{Dim, Shape};
-use crate::ir::expr::{self, BinOp};
+use crate::ir::expr::{self, BinOp, E};
 use crate::ir::graph::MatMulOp;
 use crate::ir::{DType, TypeInfo, ValueId};
 
@@ -105,4 +105,157 @@ pub fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         body = expr::binary(BinOp::Add, body, cl);
     }
     Ok(vec![ctx.map(dt, shape, inputs, body)?])
+}
+
+/// One parsed Einsum operand: a label per dim (`None` for the dims covered by `...`).
+fn einsum_labels(term: &str, rank: usize, ellipsis_rank: &mut usize) -> std::result::Result<Vec<Option<char>>, String> {
+    let mut out = Vec::new();
+    let explicit = term.chars().filter(|c| c.is_ascii_alphabetic()).count();
+    let mut rest = term;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("...") {
+            if rank < explicit {
+                return Err(format!("term '{term}' has more labels than the operand's rank {rank}"));
+            }
+            let n = rank - explicit;
+            *ellipsis_rank = (*ellipsis_rank).max(n);
+            out.extend(std::iter::repeat_n(None, n));
+            rest = r;
+            continue;
+        }
+        let c = rest.chars().next().expect("non-empty");
+        if !c.is_ascii_alphabetic() {
+            return Err(format!("unexpected character '{c}' in term '{term}'"));
+        }
+        out.push(Some(c));
+        rest = &rest[1..];
+    }
+    if out.len() != rank {
+        return Err(format!("term '{term}' has {} labels but the operand has rank {rank}", out.len()));
+    }
+    Ok(out)
+}
+
+pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let eq: String = ctx.attr_s("equation")?.ok_or_else(|| ctx.err("attribute 'equation' is required"))?.chars().filter(|c| !c.is_whitespace()).collect();
+    let inputs: Vec<ValueId> = (0..ctx.num_inputs()).filter_map(|i| ctx.opt_input(i)).collect();
+    let (lhs, rhs) = match eq.split_once("->") {
+        Some((l, r)) => (l.to_string(), Some(r.to_string())),
+        None => (eq.clone(), None),
+    };
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != inputs.len() {
+        return Err(ctx.err(format!("equation '{eq}' has {} operands but the node has {}", terms.len(), inputs.len())));
+    }
+    let dt = ctx.dtype(inputs[0]);
+    let mut ell = 0usize;
+    let mut labels = Vec::new();
+    for (t, &v) in terms.iter().zip(&inputs) {
+        if ctx.dtype(v) != dt {
+            return Err(ctx.err("all operands must have the same type"));
+        }
+        labels.push(einsum_labels(t, ctx.rank(v), &mut ell).map_err(|e| ctx.err(e))?);
+    }
+    // Sizes: per label, and per ellipsis dim (right-aligned broadcasting).
+    let mut size: std::collections::BTreeMap<char, i64> = Default::default();
+    let mut ell_size = vec![1i64; ell];
+    for (ls, &v) in labels.iter().zip(&inputs) {
+        let dims = ctx.known_shape(v)?;
+        let n_ell = ls.iter().filter(|l| l.is_none()).count();
+        let mut e = 0;
+        for (l, &d) in ls.iter().zip(&dims) {
+            match l {
+                Some(c) => {
+                    let s = size.entry(*c).or_insert(d);
+                    if *s != d && *s != 1 && d != 1 {
+                        return Err(ctx.err(format!("label '{c}' has sizes {s} and {d}")));
+                    }
+                    *s = (*s).max(d);
+                }
+                None => {
+                    let k = ell - n_ell + e;
+                    if ell_size[k] != d && ell_size[k] != 1 && d != 1 {
+                        return Err(ctx.err("operands covered by '...' do not broadcast"));
+                    }
+                    ell_size[k] = ell_size[k].max(d);
+                    e += 1;
+                }
+            }
+        }
+    }
+    let out_labels: Vec<Option<char>> = match &rhs {
+        Some(r) => {
+            let mut e = 0;
+            einsum_labels(r, r.chars().filter(|c| c.is_ascii_alphabetic()).count() + if r.contains("...") { ell } else { 0 }, &mut e)
+                .map_err(|e| ctx.err(e))?
+        }
+        None => {
+            // Implicit output: ellipsis dims, then labels appearing once, alphabetically.
+            let mut count: std::collections::BTreeMap<char, usize> = Default::default();
+            for ls in &labels {
+                for c in ls.iter().flatten() {
+                    *count.entry(*c).or_default() += 1;
+                }
+            }
+            let mut v: Vec<Option<char>> = vec![None; ell];
+            v.extend(count.into_iter().filter(|(_, n)| *n == 1).map(|(c, _)| Some(c)));
+            v
+        }
+    };
+    for c in out_labels.iter().flatten() {
+        if !size.contains_key(c) {
+            return Err(ctx.err(format!("output label '{c}' does not appear in the inputs")));
+        }
+    }
+    let reduced: Vec<char> = size.keys().copied().filter(|c| !out_labels.contains(&Some(*c))).collect();
+    let out_rank = out_labels.len();
+    let var_of = |c: char| -> Option<u32> {
+        out_labels.iter().position(|l| *l == Some(c)).map(|p| p as u32).or_else(|| reduced.iter().position(|&r| r == c).map(|p| (out_rank + p) as u32))
+    };
+    let ell_out: Vec<usize> = out_labels.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(k, _)| k).collect();
+    let mut body: Option<E> = None;
+    for (k, (ls, &v)) in labels.iter().zip(&inputs).enumerate() {
+        let dims = ctx.known_shape(v)?;
+        let n_ell = ls.iter().filter(|l| l.is_none()).count();
+        let mut e = 0;
+        let mut index = Vec::new();
+        for (l, &d) in ls.iter().zip(&dims) {
+            let ix = match l {
+                Some(c) => expr::var(var_of(*c).expect("every label has a variable")),
+                None => {
+                    let slot = ell - n_ell + e;
+                    e += 1;
+                    match ell_out.get(slot) {
+                        Some(&o) => expr::var(o as u32),
+                        None => return Err(ctx.unsupported("'...' must appear in the output when used in the inputs")),
+                    }
+                }
+            };
+            index.push(if d == 1 { expr::i(0) } else { ix });
+        }
+        let l = expr::load(dt, k as u32, index);
+        body = Some(match body {
+            None => l,
+            Some(b) => expr::binary(BinOp::Mul, b, l),
+        });
+    }
+    let body = body.ok_or_else(|| ctx.err("Einsum needs at least one operand"))?;
+    let mut e = 0;
+    let shape: Shape = out_labels
+        .iter()
+        .map(|l| {
+            Dim::Known(match l {
+                Some(c) => size[c],
+                None => {
+                    e += 1;
+                    ell_size[e - 1]
+                }
+            })
+        })
+        .collect();
+    if reduced.is_empty() {
+        return Ok(vec![ctx.map(dt, shape, inputs, body)?]);
+    }
+    let extents: Vec<i64> = reduced.iter().map(|c| size[c]).collect();
+    Ok(vec![ctx.reduce(crate::ir::graph::ReduceKind::Sum, extents, dt, shape, inputs, body)?])
 }

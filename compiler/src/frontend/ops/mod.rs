@@ -2,6 +2,10 @@
 //! ops; semantics follow the model's opset for that op.
 
 pub mod activation;
+pub mod attention;
+pub mod loss;
+pub mod norm_more;
+pub mod data;
 pub mod elementwise;
 pub mod linalg;
 pub mod nn;

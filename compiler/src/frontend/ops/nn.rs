@@ -433,3 +433,88 @@ pub fn log_softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn hardmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     softmax_family(ctx, SoftmaxKind::Hardmax)
 }
+
+pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let b = ctx.opt_input(2);
+    let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
+    let xs = ctx.known_shape(x)?;
+    let ws = ctx.known_shape(w)?;
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(ctx.err(format!("X {xs:?} and W {ws:?} must have the same rank >= 3")));
+    }
+    let nsp = xs.len() - 2;
+    let group = ctx.attr_i_or("group", 1)?;
+    if group < 1 || xs[1] != ws[0] || xs[1] % group != 0 {
+        return Err(ctx.err(format!("X has {} channels but W is {ws:?} with group {group}", xs[1])));
+    }
+    let mg = ws[1];
+    let m = mg * group;
+    let kernel = ws[2..].to_vec();
+    let strides = list_attr(ctx, "strides", nsp, 1)?;
+    let dil = list_attr(ctx, "dilations", nsp, 1)?;
+    let out_pad = list_attr(ctx, "output_padding", nsp, 0)?;
+    let auto_pad = ctx.attr_s_or("auto_pad", "NOTSET")?;
+    let mut pb = vec![0i64; nsp];
+    let mut out = vec![0i64; nsp];
+    let explicit_out = ctx.attr_ints("output_shape");
+    for i in 0..nsp {
+        let dk = (kernel[i] - 1) * dil[i] + 1;
+        let full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + dk;
+        let target = match &explicit_out {
+            Some(o) => Some(*o.get(o.len().wrapping_sub(nsp) + i).ok_or_else(|| ctx.err("output_shape has too few values"))?),
+            None if auto_pad.starts_with("SAME") => Some(xs[2 + i] * strides[i]),
+            None => None,
+        };
+        match target {
+            Some(t) => {
+                let total = full - t;
+                let half = total.div_euclid(2);
+                pb[i] = if auto_pad == "SAME_UPPER" { half } else { total - half };
+                out[i] = t;
+            }
+            None => {
+                let pads = if auto_pad == "VALID" { vec![0; 2 * nsp] } else { list_attr(ctx, "pads", 2 * nsp, 0)? };
+                pb[i] = pads[i];
+                out[i] = full - pads[i] - pads[nsp + i];
+            }
+        }
+        if out[i] < 0 {
+            return Err(ctx.err("the output size would be negative"));
+        }
+    }
+    // y[n, m, o…] = b[m] + Σ_{c in group, k…} x[n, c, i…] · w[c, m mod mg, k…], where o = i·s + k·d − pb.
+    let rank = xs.len();
+    let cg = xs[1] / group;
+    let gm = expr::idiv(expr::var(1), mg);
+    let c = expr::add(expr::mul(gm, expr::i(cg)), expr::var(rank as u32));
+    let mut xi = vec![expr::var(0), c.clone()];
+    let mut wi = vec![c, expr::imod(expr::var(1), mg)];
+    let mut ok = expr::konst(DType::Bool, Scalar::B(true));
+    for i in 0..nsp {
+        let k = expr::var((rank + 1 + i) as u32);
+        let num = expr::sub(expr::add(expr::var(2 + i as u32), expr::i(pb[i])), expr::mul(k.clone(), expr::i(dil[i])));
+        let q = expr::idiv(expr::clamp(num.clone(), 0, i64::MAX / 4), strides[i]);
+        ok = expr::and(ok, expr::ge(num.clone(), expr::i(0)));
+        if strides[i] > 1 {
+            ok = expr::and(ok, expr::binary(BinOp::Eq, expr::imod(num, strides[i]), expr::i(0)));
+        }
+        ok = expr::and(ok, expr::lt(q.clone(), expr::i(xs[2 + i])));
+        xi.push(expr::clamp(q, 0, xs[2 + i] - 1));
+        wi.push(k);
+    }
+    let prod = expr::binary(BinOp::Mul, expr::load(dt, 0, xi), expr::load(dt, 1, wi));
+    let body = expr::select(ok, prod, expr::f(dt, 0.0));
+    let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(m)];
+    shape.extend(out.iter().map(|&d| Dim::Known(d)));
+    let mut extents = vec![cg];
+    extents.extend_from_slice(&kernel);
+    let y = ctx.reduce(ReduceKind::Sum, extents, dt, shape.clone(), vec![x, w], body)?;
+    match b {
+        None => Ok(vec![y]),
+        Some(b) => {
+            let body = expr::binary(BinOp::Add, build::load_same(dt, 0, rank), expr::load(dt, 1, vec![expr::var(1)]));
+            Ok(vec![ctx.map(dt, shape, vec![y, b], body)?])
+        }
+    }
+}

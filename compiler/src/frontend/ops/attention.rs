@@ -1,0 +1,214 @@
+//! Attention (opset 23–25): scaled dot-product attention with MHA/GQA/MQA heads, boolean or
+//! additive masks, causal and sliding-window masking, KV cache (past/present), non-padded KV
+//! lengths, softcap and the optional `qk_matmul_output`. Follows the onnx reference
+//! implementation, including the zero output of fully masked rows.
+
+use crate::error::Result;
+use crate::frontend::build::{self, FLOATS};
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::graph::ReduceKind;
+use crate::ir::{DType, Op, Scalar, TypeInfo, ValueId};
+
+fn v(k: u32) -> E {
+    expr::var(k)
+}
+
+/// [B, S, H·D] → [B, H, S, D].
+fn split_heads(ctx: &mut Ctx, x: ValueId, heads: i64) -> Result<ValueId> {
+    let d = ctx.known_shape(x)?;
+    if heads < 1 || d[2] % heads != 0 {
+        return Err(ctx.err(format!("hidden size {} is not divisible by {heads} heads", d[2])));
+    }
+    let r = ctx.reshape(x, vec![Dim::Known(d[0]), Dim::Known(d[1]), Dim::Known(heads), Dim::Known(d[2] / heads)])?;
+    build::transpose(ctx, r, &[0, 2, 1, 3])
+}
+
+pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (q, k, vv) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let dt = build::expect_types(ctx, q, "Q", FLOATS)?;
+    let mask = ctx.opt_input(3);
+    let past_k = ctx.opt_input(4);
+    let past_v = ctx.opt_input(5);
+    let nonpad = ctx.opt_input(6);
+    if past_k.is_some() != past_v.is_some() {
+        return Err(ctx.err("past_key and past_value must be given together"));
+    }
+    if nonpad.is_some() && past_k.is_some() {
+        return Err(ctx.err("nonpad_kv_seqlen cannot be combined with past_key/past_value"));
+    }
+    let is_causal = ctx.attr_i_or("is_causal", 0)? != 0;
+    let softcap = ctx.attr_f_or("softcap", 0.0)?;
+    let mode = ctx.attr_i_or("qk_matmul_output_mode", 0)?;
+    let left = ctx.attr_i_or("left_window_size", -1)?;
+    let right = ctx.attr_i_or("right_window_size", -1)?;
+    let rank = ctx.rank(q);
+    if rank != ctx.rank(k) || rank != ctx.rank(vv) || !(rank == 3 || rank == 4) {
+        return Err(ctx.err("Q, K and V must all be 3-D or all 4-D"));
+    }
+    let (q4, k4, v4) = if rank == 3 {
+        let hq = ctx.attr_i("q_num_heads")?.ok_or_else(|| ctx.err("3-D inputs need attribute q_num_heads"))?;
+        let hkv = ctx.attr_i("kv_num_heads")?.ok_or_else(|| ctx.err("3-D inputs need attribute kv_num_heads"))?;
+        (split_heads(ctx, q, hq)?, split_heads(ctx, k, hkv)?, split_heads(ctx, vv, hkv)?)
+    } else {
+        (q, k, vv)
+    };
+    let qs = ctx.known_shape(q4)?;
+    let (b, hq, sq, dq) = (qs[0], qs[1], qs[2], qs[3]);
+    // KV cache: present = concat(past, new) along the sequence axis.
+    let cat = |ctx: &mut Ctx, past: Option<ValueId>, new: ValueId| -> Result<ValueId> {
+        match past {
+            None => Ok(new),
+            Some(p) => {
+                let (ps, ns) = (ctx.known_shape(p)?, ctx.known_shape(new)?);
+                let mut s: Vec<Dim> = ns.iter().map(|&d| Dim::Known(d)).collect();
+                s[2] = Dim::Known(ps[2] + ns[2]);
+                let dt = ctx.dtype(new);
+                ctx.add(Op::Concat { axis: 2 }, vec![p, new], TypeInfo::new(dt, s))
+            }
+        }
+    };
+    let pk = cat(ctx, past_k, k4)?;
+    let pv = cat(ctx, past_v, v4)?;
+    let ks = ctx.known_shape(pk)?;
+    let vs = ctx.known_shape(pv)?;
+    let (hkv, skv, dv) = (ks[1], ks[2], vs[3]);
+    if ks[3] != dq || hkv < 1 || hq % hkv != 0 || vs[1] != hkv || vs[2] != skv {
+        return Err(ctx.err(format!("incompatible shapes: Q {qs:?}, K {ks:?}, V {vs:?}")));
+    }
+    let rep = hq / hkv;
+    let past_len = match past_k {
+        Some(p) => ctx.known_shape(p)?[2],
+        None => 0,
+    };
+    let scale = match ctx.attr_f("scale")? {
+        Some(s) => s,
+        None => 1.0 / (dq as f64).sqrt(),
+    };
+    let s = scale.sqrt();
+    let ninf = expr::f(dt, f64::NEG_INFINITY);
+    let zero = expr::f(dt, 0.0);
+    // Additive bias over [B, Hq, Sq, Skv] (vars b, h, i, j).
+    let mut inputs = Vec::new();
+    let mut bias = zero.clone();
+    let offset: E = match (nonpad, past_k) {
+        (Some(n), None) => {
+            inputs.push(build::cast(ctx, n, DType::I64)?);
+            expr::sub(expr::load(DType::I64, 0, vec![v(0)]), expr::i(sq))
+        }
+        _ => expr::i(past_len),
+    };
+    if let Some(m) = mask {
+        let md = ctx.dtype(m);
+        let ms = ctx.known_shape(m)?;
+        let mr = ms.len();
+        if mr < 2 || mr > 4 {
+            return Err(ctx.err(format!("attn_mask of rank {mr} is not supported")));
+        }
+        let mlen = ms[mr - 1];
+        let k_idx = inputs.len() as u32;
+        inputs.push(m);
+        let full = [v(0), v(1), v(2), v(3)];
+        let idx: Vec<E> = (0..mr)
+            .map(|d| {
+                let fd = 4 - mr + d;
+                if d == mr - 1 { expr::clamp(v(3), 0, (mlen - 1).max(0)) } else if ms[d] == 1 { expr::i(0) } else { full[fd].clone() }
+            })
+            .collect();
+        let inside = expr::lt(v(3), expr::i(mlen));
+        let term = if md == DType::Bool {
+            expr::select(expr::and(inside, expr::load(DType::Bool, k_idx, idx)), zero.clone(), ninf.clone())
+        } else {
+            expr::select(inside, expr::cast(expr::load(md, k_idx, idx), dt), ninf.clone())
+        };
+        bias = expr::binary(BinOp::Add, bias, term);
+    }
+    if is_causal {
+        let allowed = expr::binary(BinOp::Le, v(3), expr::add(v(2), offset.clone()));
+        bias = expr::binary(BinOp::Add, bias, expr::select(allowed, zero.clone(), ninf.clone()));
+    }
+    if left >= 0 || right >= 0 {
+        let diff = expr::sub(expr::add(v(2), offset.clone()), v(3));
+        let mut ok = expr::konst(DType::Bool, Scalar::B(true));
+        if left >= 0 {
+            ok = expr::and(ok, expr::binary(BinOp::Le, diff.clone(), expr::i(left)));
+        }
+        if right >= 0 {
+            ok = expr::and(ok, expr::binary(BinOp::Le, expr::unary(UnOp::Neg, diff), expr::i(right)));
+        }
+        bias = expr::binary(BinOp::Add, bias, expr::select(ok, zero.clone(), ninf.clone()));
+    }
+    if nonpad.is_some() {
+        let ok = expr::lt(v(3), expr::load(DType::I64, 0, vec![v(0)]));
+        bias = expr::binary(BinOp::Add, bias, expr::select(ok, zero.clone(), ninf.clone()));
+    }
+    let sh = |d: &[i64]| -> Vec<Dim> { d.iter().map(|&x| Dim::Known(x)).collect() };
+    let full_shape = sh(&[b, hq, sq, skv]);
+    let bias_v = ctx.map(dt, full_shape.clone(), inputs, bias)?;
+    // scores = (Q·s)(K·s)ᵀ, optionally soft-capped.
+    let kh = expr::idiv(v(1), rep);
+    let qk_body = expr::binary(
+        BinOp::Mul,
+        expr::round_to_storage(expr::binary(BinOp::Mul, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), expr::f(dt, s))),
+        expr::round_to_storage(expr::binary(BinOp::Mul, expr::load(dt, 1, vec![v(0), kh.clone(), v(3), v(4)]), expr::f(dt, s))),
+    );
+    let mut scores = ctx.reduce(ReduceKind::Sum, vec![dq], dt, full_shape.clone(), vec![q4, pk], qk_body)?;
+    let raw = scores;
+    if softcap > 0.0 {
+        let body = expr::binary(
+            BinOp::Mul,
+            expr::unary(UnOp::Tanh, expr::binary(BinOp::Div, build::load_same(dt, 0, 4), expr::f(dt, softcap))),
+            expr::f(dt, softcap),
+        );
+        scores = ctx.map(dt, full_shape.clone(), vec![scores], body)?;
+    }
+    let capped = scores;
+    let with_bias = ctx.map(dt, full_shape.clone(), vec![scores, bias_v], expr::binary(BinOp::Add, build::load_same(dt, 0, 4), build::load_same(dt, 1, 4)))?;
+    // Softmax along j with the reference's guards for fully masked rows.
+    let row = sh(&[b, hq, sq, 1]);
+    let at_row = vec![v(0), v(1), v(2), expr::i(0)];
+    let m = ctx.reduce(ReduceKind::Max, vec![skv], dt, row.clone(), vec![with_bias], expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]))?;
+    let bias_max = ctx.reduce(ReduceKind::Max, vec![skv], dt, row.clone(), vec![bias_v], expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]))?;
+    let safe = |e: E| expr::select(expr::unary(UnOp::IsNegInf, e.clone()), expr::f(dt, 0.0), e);
+    let esum = ctx.reduce(
+        ReduceKind::Sum,
+        vec![skv],
+        dt,
+        row.clone(),
+        vec![with_bias, m],
+        expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), safe(expr::load(dt, 1, vec![v(0), v(1), v(2), expr::i(0)])))),
+    )?;
+    let ssum = expr::load(dt, 2, at_row.clone());
+    let ssum = expr::select(expr::binary(BinOp::Eq, ssum.clone(), expr::f(dt, 0.0)), expr::f(dt, 1.0), ssum);
+    let p = expr::binary(
+        BinOp::Div,
+        expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, build::load_same(dt, 0, 4), safe(expr::load(dt, 1, at_row.clone())))),
+        ssum,
+    );
+    let masked_row = expr::unary(UnOp::IsNegInf, expr::load(dt, 3, at_row));
+    let probs = ctx.map(dt, full_shape.clone(), vec![with_bias, m, esum, bias_max], expr::select(masked_row, expr::f(dt, 0.0), p))?;
+    // Y = P·V.
+    let y_body = expr::binary(BinOp::Mul, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), expr::load(dt, 1, vec![v(0), kh, v(4), v(3)]));
+    let y4 = ctx.reduce(ReduceKind::Sum, vec![skv], dt, sh(&[b, hq, sq, dv]), vec![probs, pv], y_body)?;
+    let y = if rank == 3 {
+        let t = build::transpose(ctx, y4, &[0, 2, 1, 3])?;
+        ctx.reshape(t, sh(&[b, sq, hq * dv]))?
+    } else {
+        y4
+    };
+    let qk_out = match mode {
+        0 => {
+            if softcap > 0.0 {
+                capped
+            } else {
+                raw
+            }
+        }
+        1 => capped,
+        2 => with_bias,
+        3 => probs,
+        other => return Err(ctx.err(format!("qk_matmul_output_mode {other} is not defined"))),
+    };
+    Ok(vec![y, pk, pv, qk_out])
+}

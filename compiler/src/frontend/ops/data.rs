@@ -1,0 +1,548 @@
+//! Indexing and data movement: Slice, Gather, GatherElements, GatherND, Expand, Tile, Range,
+//! OneHot, Trilu, Split, Pad, DepthToSpace, SpaceToDepth, EyeLike, CumSum, CumProd,
+//! ReverseSequence.
+
+use crate::error::Result;
+use crate::frontend::build::{self, bload, broadcast_shapes};
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::{Dim, Shape};
+use crate::ir::expr::{self, BinOp, E};
+use crate::ir::graph::ReduceKind;
+use crate::ir::{DType, Scalar, ValueId};
+
+fn vars(rank: usize) -> Vec<E> {
+    (0..rank as u32).map(expr::var).collect()
+}
+
+/// Effective (start, step, length) of an ONNX slice along a dim of size `dim`.
+pub fn slice_params(start: i64, end: i64, step: i64, dim: i64) -> (i64, i64) {
+    let clampi = |v: i64, lo: i64, hi: i64| v.max(lo).min(hi);
+    let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+    let (s, e) = if step > 0 {
+        (clampi(norm(start), 0, dim), clampi(norm(end), 0, dim))
+    } else {
+        (clampi(norm(start), 0, dim - 1), clampi(norm(end), -1, dim - 1))
+    };
+    let len = if step > 0 { (e - s + step - 1).div_euclid(step).max(0) } else { (s - e + (-step) - 1).div_euclid(-step).max(0) };
+    (s, len)
+}
+
+pub fn slice(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let rank = dims.len();
+    let (starts, ends, axes, steps) = if ctx.opset < 10 {
+        let starts = ctx.attr_ints("starts").ok_or_else(|| ctx.err("attribute 'starts' is required"))?;
+        let ends = ctx.attr_ints("ends").ok_or_else(|| ctx.err("attribute 'ends' is required"))?;
+        let axes = ctx.attr_ints("axes");
+        (starts, ends, axes, None)
+    } else {
+        let starts = ctx.const_ints(ctx.input(1)?, "input 'starts'")?;
+        let ends = ctx.const_ints(ctx.input(2)?, "input 'ends'")?;
+        let axes = match ctx.opt_input(3) {
+            Some(a) => Some(ctx.const_ints(a, "input 'axes'")?),
+            None => None,
+        };
+        let steps = match ctx.opt_input(4) {
+            Some(s) => Some(ctx.const_ints(s, "input 'steps'")?),
+            None => None,
+        };
+        (starts, ends, axes, steps)
+    };
+    let n = starts.len();
+    let axes = match axes {
+        Some(a) => build::axes(ctx, &a, rank)?,
+        None => (0..n).collect(),
+    };
+    let steps = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return Err(ctx.err(format!("starts, ends, axes and steps must have the same length, got {n}, {}, {}, {}", ends.len(), axes.len(), steps.len())));
+    }
+    let mut first = vec![0i64; rank];
+    let mut stride = vec![1i64; rank];
+    let mut shape = dims.clone();
+    for j in 0..n {
+        if steps[j] == 0 {
+            return Err(ctx.err("slice step must not be 0"));
+        }
+        let a = axes[j];
+        let (s, len) = slice_params(starts[j], ends[j], steps[j], dims[a]);
+        first[a] = s;
+        stride[a] = steps[j];
+        shape[a] = len;
+    }
+    let dt = ctx.dtype(x);
+    let index: Vec<E> = (0..rank)
+        .map(|k| expr::add(expr::i(first[k]), expr::mul(expr::var(k as u32), expr::i(stride[k]))))
+        .collect();
+    let out: Shape = shape.iter().map(|&d| Dim::Known(d)).collect();
+    if out.iter().zip(&dims).all(|(a, b)| *a == Dim::Known(*b)) && first.iter().all(|&f| f == 0) && stride.iter().all(|&s| s == 1) {
+        return Ok(vec![x]);
+    }
+    Ok(vec![ctx.map(dt, out, vec![x], expr::load(dt, 0, index))?])
+}
+
+fn index_types(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
+    build::expect_types(ctx, v, what, &[DType::I32, DType::I64]).map(|_| ())
+}
+
+pub fn gather(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
+    index_types(ctx, indices, "indices")?;
+    let ds = ctx.shape(data);
+    let is = ctx.shape(indices);
+    let r = ds.len();
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", 0)?, r)?;
+    let bound = ds[axis].known().ok_or_else(|| ctx.err("the gathered axis must have a known size"))?;
+    let q = is.len();
+    let mut shape: Shape = ds[..axis].to_vec();
+    shape.extend(is.iter().cloned());
+    shape.extend(ds[axis + 1..].iter().cloned());
+    let it = ctx.dtype(indices);
+    let ind = expr::load(it, 1, (axis..axis + q).map(|k| expr::var(k as u32)).collect());
+    let mut index: Vec<E> = (0..axis).map(|k| expr::var(k as u32)).collect();
+    index.push(expr::check_index(expr::cast(ind, DType::I64), bound));
+    index.extend((axis + 1..r).map(|k| expr::var((k + q - 1) as u32)));
+    let dt = ctx.dtype(data);
+    Ok(vec![ctx.map(dt, shape, vec![data, indices], expr::load(dt, 0, index))?])
+}
+
+pub fn gather_elements(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
+    index_types(ctx, indices, "indices")?;
+    let ds = ctx.known_shape(data)?;
+    let is = ctx.shape(indices);
+    let r = ds.len();
+    if is.len() != r {
+        return Err(ctx.err("data and indices must have the same rank"));
+    }
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", 0)?, r)?;
+    let it = ctx.dtype(indices);
+    let mut index = vars(r);
+    index[axis] = expr::check_index(expr::cast(expr::load(it, 1, vars(r)), DType::I64), ds[axis]);
+    let dt = ctx.dtype(data);
+    Ok(vec![ctx.map(dt, is, vec![data, indices], expr::load(dt, 0, index))?])
+}
+
+pub fn gather_nd(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
+    build::expect_types(ctx, indices, "indices", &[DType::I64])?;
+    let ds = ctx.known_shape(data)?;
+    let is = ctx.known_shape(indices)?;
+    let b = ctx.attr_i_or("batch_dims", 0)? as usize;
+    let (r, q) = (ds.len(), is.len());
+    if q < 1 || b >= q || b >= r {
+        return Err(ctx.err(format!("invalid ranks: data {ds:?}, indices {is:?}, batch_dims {b}")));
+    }
+    let k = is[q - 1] as usize;
+    if b + k > r {
+        return Err(ctx.err(format!("indices.shape[-1] = {k} is too large for data of rank {r} with batch_dims {b}")));
+    }
+    let mut shape: Vec<i64> = is[..q - 1].to_vec();
+    shape.extend_from_slice(&ds[b + k..]);
+    let nq = q - 1; // output vars 0..nq index `indices` (batch dims first)
+    let mut index: Vec<E> = (0..b).map(|d| expr::var(d as u32)).collect();
+    for j in 0..k {
+        let mut ii: Vec<E> = (0..nq).map(|d| expr::var(d as u32)).collect();
+        ii.push(expr::i(j as i64));
+        index.push(expr::check_index(expr::load(DType::I64, 1, ii), ds[b + j]));
+    }
+    index.extend((b + k..r).map(|d| expr::var((nq + d - b - k) as u32)));
+    let dt = ctx.dtype(data);
+    let shape: Shape = shape.iter().map(|&d| Dim::Known(d)).collect();
+    Ok(vec![ctx.map(dt, shape, vec![data, indices], expr::load(dt, 0, index))?])
+}
+
+pub fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let target = ctx.const_ints(ctx.input(1)?, "input 'shape'")?;
+    let ts: Shape = target.iter().map(|&d| Dim::Known(d)).collect();
+    let xs = ctx.shape(x);
+    let out = broadcast_shapes(ctx, &[xs.clone(), ts])?;
+    let dt = ctx.dtype(x);
+    if out == xs {
+        return Ok(vec![x]);
+    }
+    let body = bload(dt, 0, &xs, &out);
+    Ok(vec![ctx.map(dt, out, vec![x], body)?])
+}
+
+pub fn tile(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let xs = ctx.known_shape(x)?;
+    let reps = if ctx.opset < 6 {
+        // Tile-1: (input, tiles, axis) with scalar inputs.
+        let tiles = ctx.const_ints(ctx.input(1)?, "input 'tiles'")?;
+        let axis = ctx.const_ints(ctx.input(2)?, "input 'axis'")?;
+        let mut r = vec![1; xs.len()];
+        let a = build::axis(ctx, *axis.first().unwrap_or(&0), xs.len())?;
+        r[a] = *tiles.first().unwrap_or(&1);
+        r
+    } else {
+        ctx.const_ints(ctx.input(1)?, "input 'repeats'")?
+    };
+    if reps.len() != xs.len() || reps.iter().any(|&r| r < 0) {
+        return Err(ctx.err(format!("repeats {reps:?} must be {} non-negative values", xs.len())));
+    }
+    let shape: Shape = xs.iter().zip(&reps).map(|(d, r)| Dim::Known(d * r)).collect();
+    let index: Vec<E> = (0..xs.len()).map(|k| if reps[k] == 1 { expr::var(k as u32) } else { expr::imod(expr::var(k as u32), xs[k].max(1)) }).collect();
+    let dt = ctx.dtype(x);
+    Ok(vec![ctx.map(dt, shape, vec![x], expr::load(dt, 0, index))?])
+}
+
+pub fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (s, l, d) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let dt = ctx.dtype(s);
+    let get = |ctx: &Ctx, v: ValueId, what: &str| -> Result<Scalar> {
+        match ctx.konst(v) {
+            Some(t) if t.len() == 1 => Ok(t.get(0)),
+            Some(_) => Err(ctx.err(format!("{what} must be a scalar"))),
+            None => Err(ctx.unsupported(format!("{what} is computed at run time; the output length must be known at compile time"))),
+        }
+    };
+    let (start, limit, delta) = (get(ctx, s, "start")?, get(ctx, l, "limit")?, get(ctx, d, "delta")?);
+    let n = if dt.is_float() {
+        let (a, b, c) = (start.as_f64(), limit.as_f64(), delta.as_f64());
+        if c == 0.0 {
+            return Err(ctx.err("delta must not be 0"));
+        }
+        ((b - a) / c).ceil().max(0.0) as i64
+    } else {
+        let (a, b, c) = (start.as_i64() as i128, limit.as_i64() as i128, delta.as_i64() as i128);
+        if c == 0 {
+            return Err(ctx.err("delta must not be 0"));
+        }
+        let span = b - a;
+        let q = if c > 0 { (span + c - 1).div_euclid(c) } else { (-span + (-c) - 1).div_euclid(-c) };
+        q.max(0) as i64
+    };
+    let body = expr::binary(
+        BinOp::Add,
+        expr::konst(dt, start),
+        expr::binary(BinOp::Mul, expr::cast(expr::var(0), dt), expr::konst(dt, delta)),
+    );
+    Ok(vec![ctx.map(dt, vec![Dim::Known(n)], vec![], body)?])
+}
+
+pub fn one_hot(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (ind, depth, values) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let depth = ctx.const_floats(depth, "input 'depth'")?;
+    let depth = *depth.first().ok_or_else(|| ctx.err("depth must hold one value"))? as i64;
+    if depth < 1 {
+        return Err(ctx.err(format!("depth must be positive, got {depth}")));
+    }
+    let is = ctx.shape(ind);
+    let r = is.len() + 1;
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", -1)?, r)?;
+    let mut shape = is.clone();
+    shape.insert(axis, Dim::Known(depth));
+    let it = ctx.dtype(ind);
+    let dt = ctx.dtype(values);
+    let idx: Vec<E> = (0..r).filter(|&k| k != axis).map(|k| expr::var(k as u32)).collect();
+    // Negative indices count from the end; out-of-range ones give an all-off row.
+    let i = expr::cast(expr::load(it, 0, idx), if it.is_float() { DType::F64 } else { DType::I64 });
+    let i = if it.is_float() { expr::cast(expr::unary(crate::ir::expr::UnOp::Trunc, i), DType::I64) } else { i };
+    let i = expr::select(expr::lt(i.clone(), expr::i(0)), expr::add(i.clone(), expr::i(depth)), i);
+    let hit = expr::binary(BinOp::Eq, i, expr::var(axis as u32));
+    let vs = ctx.shape(values);
+    if crate::ir::dim::num_elements(&vs) != Dim::Known(2) {
+        return Err(ctx.err("values must hold two elements [off, on]"));
+    }
+    let vr = vs.len();
+    let at = |k: i64| {
+        let mut ix = vec![expr::i(0); vr];
+        if vr > 0 {
+            ix[vr - 1] = expr::i(k);
+        }
+        expr::load(dt, 1, ix)
+    };
+    let body = expr::select(hit, at(1), at(0));
+    Ok(vec![ctx.map(dt, shape, vec![ind, values], body)?])
+}
+
+pub fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let upper = ctx.attr_i_or("upper", 1)? != 0;
+    let shape = ctx.shape(x);
+    let r = shape.len();
+    if r < 2 {
+        return Err(ctx.err("input must have rank >= 2"));
+    }
+    let dt = ctx.dtype(x);
+    let mut inputs = vec![x];
+    let k = match ctx.opt_input(1) {
+        None => expr::i(0),
+        Some(kv) => match ctx.konst(kv) {
+            Some(t) => expr::i(t.get(0).as_i64()),
+            None => {
+                inputs.push(kv);
+                expr::load(DType::I64, 1, vec![])
+            }
+        },
+    };
+    let diff = expr::sub(expr::var(r as u32 - 1), expr::var(r as u32 - 2));
+    let keep = if upper { expr::ge(diff, k) } else { expr::binary(BinOp::Le, diff, k) };
+    let body = expr::select(keep, build::load_same(dt, 0, r), expr::konst(dt, Scalar::zero(dt)));
+    Ok(vec![ctx.map(dt, shape, inputs, body)?])
+}
+
+pub fn split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", 0)?, r)?;
+    let n_out = ctx.node.output.len();
+    let sizes: Vec<i64> = if ctx.opset >= 13 {
+        match ctx.opt_input(1) {
+            Some(s) => ctx.const_ints(s, "input 'split'")?,
+            None => even_split(ctx, dims[axis], ctx.attr_i("num_outputs")?.map(|v| v as usize).unwrap_or(n_out))?,
+        }
+    } else if let Some(s) = ctx.attr_ints("split") {
+        s
+    } else if ctx.opset < 2 && ctx.opt_input(1).is_some() {
+        ctx.const_ints(ctx.input(1)?, "input 'split'")?
+    } else {
+        even_split(ctx, dims[axis], n_out)?
+    };
+    if sizes.iter().sum::<i64>() != dims[axis] || sizes.iter().any(|&s| s < 0) {
+        return Err(ctx.err(format!("split sizes {sizes:?} do not add up to dim {} of size {}", axis, dims[axis])));
+    }
+    let dt = ctx.dtype(x);
+    let mut outs = Vec::new();
+    let mut off = 0;
+    for s in sizes {
+        let mut shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+        shape[axis] = Dim::Known(s);
+        let mut index = vars(r);
+        index[axis] = expr::add(expr::var(axis as u32), expr::i(off));
+        outs.push(ctx.map(dt, shape, vec![x], expr::load(dt, 0, index))?);
+        off += s;
+    }
+    Ok(outs)
+}
+
+/// Sizes for splitting `len` into `n` parts: equal, the last one smaller (opset 18 rule).
+fn even_split(ctx: &Ctx, len: i64, n: usize) -> Result<Vec<i64>> {
+    if n == 0 {
+        return Err(ctx.err("Split needs at least one output"));
+    }
+    let n = n as i64;
+    let chunk = (len + n - 1) / n;
+    let mut v = Vec::new();
+    let mut left = len;
+    for _ in 0..n {
+        let c = chunk.min(left);
+        v.push(c);
+        left -= c;
+    }
+    Ok(v)
+}
+
+pub fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    let dt = ctx.dtype(x);
+    let mode = ctx.attr_s_or("mode", "constant")?;
+    let (pads, value, axes): (Vec<i64>, Scalar, Option<Vec<i64>>) = if ctx.opset < 11 {
+        let pads = ctx.attr_ints(if ctx.opset < 2 { "paddings" } else { "pads" }).ok_or_else(|| ctx.err("attribute 'pads' is required"))?;
+        (pads, Scalar::F(ctx.attr_f_or("value", 0.0)?), None)
+    } else {
+        let pads = ctx.const_ints(ctx.input(1)?, "input 'pads'")?;
+        let value = match ctx.opt_input(2) {
+            Some(v) => match ctx.konst(v) {
+                Some(t) if t.len() == 1 => t.get(0),
+                Some(_) => return Err(ctx.err("constant_value must be a scalar")),
+                None => return Err(ctx.unsupported("constant_value computed at run time is not supported")),
+            },
+            None => Scalar::zero(dt),
+        };
+        let axes = match ctx.opt_input(3) {
+            Some(a) => Some(ctx.const_ints(a, "input 'axes'")?),
+            None => None,
+        };
+        (pads, value, axes)
+    };
+    let axes = match axes {
+        Some(a) => build::axes(ctx, &a, r)?,
+        None => (0..r).collect(),
+    };
+    let n = axes.len();
+    if pads.len() != 2 * n {
+        return Err(ctx.err(format!("pads has {} values, expected {}", pads.len(), 2 * n)));
+    }
+    let mut before = vec![0i64; r];
+    let mut after = vec![0i64; r];
+    for (j, &a) in axes.iter().enumerate() {
+        before[a] = pads[j];
+        after[a] = pads[n + j];
+    }
+    let mut shape = Vec::new();
+    for k in 0..r {
+        let d = dims[k] + before[k] + after[k];
+        if d < 0 {
+            return Err(ctx.err(format!("negative pads make dim {k} negative")));
+        }
+        shape.push(Dim::Known(d));
+    }
+    let mut inside = expr::konst(DType::Bool, Scalar::B(true));
+    let mut index = Vec::new();
+    for k in 0..r {
+        let p = expr::sub(expr::var(k as u32), expr::i(before[k]));
+        let n = dims[k];
+        let ix = match mode.as_str() {
+            "constant" => {
+                if before[k] > 0 || after[k] > 0 {
+                    inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(n))));
+                }
+                expr::clamp(p, 0, (n - 1).max(0))
+            }
+            "edge" => expr::clamp(p, 0, (n - 1).max(0)),
+            "reflect" => {
+                if n == 1 {
+                    expr::i(0)
+                } else {
+                    // Reflect about the edges without repeating them: period 2(n-1).
+                    let period = 2 * (n - 1);
+                    let m = expr::imod(p, period);
+                    expr::select(expr::lt(m.clone(), expr::i(n)), m.clone(), expr::sub(expr::i(period), m))
+                }
+            }
+            "wrap" => expr::imod(p, n.max(1)),
+            other => return Err(ctx.err(format!("unknown pad mode '{other}'"))),
+        };
+        index.push(ix);
+    }
+    if dims.contains(&0) && mode != "constant" {
+        return Err(ctx.err(format!("mode '{mode}' cannot pad an empty tensor")));
+    }
+    let v = expr::load(dt, 0, index);
+    let body = if dims.contains(&0) { expr::konst(dt, value) } else { expr::select(inside, v, expr::konst(dt, value)) };
+    let inputs = if dims.contains(&0) { vec![] } else { vec![x] };
+    Ok(vec![ctx.map(dt, shape, inputs, body)?])
+}
+
+pub fn depth_to_space(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let d = ctx.known_shape(x)?;
+    let b = ctx.attr_i("blocksize")?.ok_or_else(|| ctx.err("attribute 'blocksize' is required"))?;
+    if d.len() != 4 || b < 1 || d[1] % (b * b) != 0 {
+        return Err(ctx.err(format!("input {d:?} cannot be rearranged with blocksize {b}")));
+    }
+    let crd = ctx.attr_s_or("mode", "DCR")? == "CRD";
+    let (n, c, h, w) = (d[0], d[1], d[2], d[3]);
+    let c2 = c / (b * b);
+    // out[n, c', h*b + i, w*b + j] = in[n, channel, h, w]
+    let (oc, oh, ow) = (expr::var(1), expr::var(2), expr::var(3));
+    let (i, j) = (expr::imod(oh.clone(), b), expr::imod(ow.clone(), b));
+    let ch = if crd {
+        expr::add(expr::mul(oc, expr::i(b * b)), expr::add(expr::mul(i, expr::i(b)), j))
+    } else {
+        expr::add(expr::mul(expr::add(expr::mul(i, expr::i(b)), j), expr::i(c2)), oc)
+    };
+    let index = vec![expr::var(0), ch, expr::idiv(oh, b), expr::idiv(ow, b)];
+    let dt = ctx.dtype(x);
+    let shape: Shape = [n, c2, h * b, w * b].iter().map(|&v| Dim::Known(v)).collect();
+    Ok(vec![ctx.map(dt, shape, vec![x], expr::load(dt, 0, index))?])
+}
+
+pub fn space_to_depth(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let d = ctx.known_shape(x)?;
+    let b = ctx.attr_i("blocksize")?.ok_or_else(|| ctx.err("attribute 'blocksize' is required"))?;
+    if d.len() != 4 || b < 1 || d[2] % b != 0 || d[3] % b != 0 {
+        return Err(ctx.err(format!("input {d:?} cannot be rearranged with blocksize {b}")));
+    }
+    let (n, c, h, w) = (d[0], d[1], d[2], d[3]);
+    // DCR: out[n, (i*b + j)*c + ch, y, x] = in[n, ch, y*b + i, x*b + j]; CRD (opset 28):
+    // out[n, ch*b*b + i*b + j, …].
+    let crd = ctx.attr_s_or("mode", "DCR")? == "CRD";
+    let oc = expr::var(1);
+    let (ch, blk) = if crd {
+        (expr::idiv(oc.clone(), b * b), expr::imod(oc, b * b))
+    } else {
+        (expr::imod(oc.clone(), c), expr::idiv(oc, c))
+    };
+    let (i, j) = (expr::idiv(blk.clone(), b), expr::imod(blk, b));
+    let index = vec![
+        expr::var(0),
+        ch,
+        expr::add(expr::mul(expr::var(2), expr::i(b)), i),
+        expr::add(expr::mul(expr::var(3), expr::i(b)), j),
+    ];
+    let dt = ctx.dtype(x);
+    let shape: Shape = [n, c * b * b, h / b, w / b].iter().map(|&v| Dim::Known(v)).collect();
+    Ok(vec![ctx.map(dt, shape, vec![x], expr::load(dt, 0, index))?])
+}
+
+pub fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.shape(x);
+    if shape.len() != 2 {
+        return Err(ctx.err("input must be 2-D"));
+    }
+    let dt = match ctx.attr_i("dtype")? {
+        Some(code) => DType::from_onnx(code as i32).ok_or_else(|| ctx.unsupported(format!("dtype {code} is not supported")))?,
+        None => ctx.dtype(x),
+    };
+    let k = ctx.attr_i_or("k", 0)?;
+    let hit = expr::binary(BinOp::Eq, expr::sub(expr::var(1), expr::var(0)), expr::i(k));
+    let body = expr::select(hit, expr::konst(dt, Scalar::one(dt)), expr::konst(dt, Scalar::zero(dt)));
+    Ok(vec![ctx.map(dt, shape, vec![], body)?])
+}
+
+fn cumulative(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    let axis = ctx.const_ints(ctx.input(1)?, "input 'axis'")?;
+    let axis = build::axis(ctx, *axis.first().ok_or_else(|| ctx.err("axis must hold one value"))?, r)?;
+    let exclusive = ctx.attr_i_or("exclusive", 0)? != 0;
+    let reverse = ctx.attr_i_or("reverse", 0)? != 0;
+    let dt = ctx.dtype(x);
+    let n = dims[axis];
+    // out[i] = fold over j of x[.., j, ..] where j ≤ i (or j ≥ i reversed; strict if exclusive).
+    let (i, j) = (expr::var(axis as u32), expr::var(r as u32));
+    let take = match (reverse, exclusive) {
+        (false, false) => expr::binary(BinOp::Le, j.clone(), i),
+        (false, true) => expr::lt(j.clone(), i),
+        (true, false) => expr::ge(j.clone(), i),
+        (true, true) => expr::binary(BinOp::Gt, j.clone(), i),
+    };
+    let mut index = vars(r);
+    index[axis] = j;
+    let neutral = crate::ir::interp::reduce_init(kind, dt);
+    let body = expr::select(take, expr::load(dt, 0, index), expr::konst(dt, neutral));
+    let shape = ctx.shape(x);
+    Ok(vec![ctx.reduce(kind, vec![n], dt, shape, vec![x], body)?])
+}
+
+pub fn cum_sum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    cumulative(ctx, ReduceKind::Sum)
+}
+pub fn cum_prod(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    cumulative(ctx, ReduceKind::Prod)
+}
+
+pub fn reverse_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, lens) = (ctx.input(0)?, ctx.input(1)?);
+    let dims = ctx.known_shape(x)?;
+    let batch_axis = ctx.attr_i_or("batch_axis", 1)? as usize;
+    let time_axis = ctx.attr_i_or("time_axis", 0)? as usize;
+    if dims.len() < 2 || batch_axis > 1 || time_axis > 1 || batch_axis == time_axis {
+        return Err(ctx.err("batch_axis and time_axis must be 0 and 1 in some order"));
+    }
+    let r = dims.len();
+    let t = expr::var(time_axis as u32);
+    let len = expr::load(DType::I64, 1, vec![expr::var(batch_axis as u32)]);
+    let len = expr::clamp(len, 0, dims[time_axis]);
+    // Within the sequence length the time index is reversed; beyond it, copied.
+    let rev = expr::sub(expr::sub(len.clone(), expr::i(1)), t.clone());
+    let src = expr::select(expr::lt(t.clone(), len), rev, t);
+    let mut index = vars(r);
+    index[time_axis] = expr::clamp(src, 0, dims[time_axis] - 1);
+    let dt = ctx.dtype(x);
+    let shape = ctx.shape(x);
+    let lens = build::cast(ctx, lens, DType::I64)?;
+    Ok(vec![ctx.map(dt, shape, vec![x, lens], expr::load(dt, 0, index))?])
+}
