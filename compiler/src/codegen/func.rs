@@ -162,6 +162,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let memcpy = self.imports.func(&mut self.b, "memcpy", &[PTR, PTR, PTR], &[PTR]);
                 self.b.ins().call(memcpy, &[dp, sp, size]);
             }
+            Stmt::Check { cond, code } => {
+                let mut memo = HashMap::new();
+                let c = self.eval(cond, &mut memo);
+                self.flag_error(c, *code);
+            }
             Stmt::Call { kernel, args } => {
                 let mut memo = HashMap::new();
                 let mut vals = Vec::new();
@@ -186,6 +191,17 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 self.b.ins().call(f, &vals);
             }
         }
+    }
+
+    /// Records error `code` unless `ok` (first error wins); no branch in the hot path.
+    fn flag_error(&mut self, ok: Value, code: i32) {
+        let prev = self.b.use_var(self.err);
+        let clean = self.b.ins().icmp_imm_s(IntCC::Equal, prev, 0);
+        let bad = self.b.ins().bxor_imm_s(ok, 1);
+        let set = self.b.ins().band(clean, bad);
+        let c = self.b.ins().iconst(types::I32, code as i64);
+        let next = self.b.ins().select(set, c, prev);
+        self.b.def_var(self.err, next);
     }
 
     fn addr(&mut self, buf: BufId, off: Value) -> Value {
@@ -320,11 +336,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let wrapped = self.b.ins().iadd_imm_s(x, *bound);
                 let y = self.b.ins().select(neg, wrapped, x);
                 let ok = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, y, *bound);
-                let bad = self.b.ins().bxor_imm_s(ok, 1);
-                let bad = self.b.ins().uextend(types::I32, bad);
-                let prev = self.b.use_var(self.err);
-                let flagged = self.b.ins().bor(prev, bad);
-                self.b.def_var(self.err, flagged);
+                self.flag_error(ok, onnxc_runtime::abi::ONNXC_ERR_INDEX);
                 let zero = self.b.ins().iconst(types::I64, 0);
                 self.b.ins().select(ok, y, zero)
             }
@@ -919,6 +931,7 @@ fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                 expr_bufs(dst_offset, out);
                 expr_bufs(src_offset, out);
             }
+            Stmt::Check { cond, .. } => expr_bufs(cond, out),
             Stmt::Call { args, .. } => {
                 for a in args {
                     match a {

@@ -195,10 +195,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             let mut cx = FnCx::new(b, prog, imports, err, params[2]);
             cx.setup_bases(&f.body, params[0], params[1]);
             cx.stmts(&f.body);
-            let e = cx.b.use_var(cx.err);
-            // Any flagged index error becomes ONNXC_ERR_INDEX.
-            let flagged = cx.b.ins().icmp_imm_s(IntCC::NotEqual, e, 0);
-            let code = cx.b.ins().uextend(types::I32, flagged);
+            let code = cx.b.use_var(cx.err);
             cx.b.ins().return_(&[code]);
             cx.b.seal_all_blocks();
             cx.b.finalize(frontend_config);

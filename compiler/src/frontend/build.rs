@@ -248,3 +248,27 @@ pub fn reduce_over(
 pub fn keep_index(rank: usize, axes: &[usize]) -> Vec<E> {
     (0..rank).map(|k| if axes.contains(&k) { expr::i(0) } else { expr::var(k as u32) }).collect()
 }
+
+/// A run-time integer tensor as a flat i64 vector value.
+pub fn flat_i64(ctx: &mut Ctx, v: ValueId) -> Result<ValueId> {
+    let n = crate::ir::dim::num_elements(&ctx.shape(v));
+    let c = cast(ctx, v, DType::I64)?;
+    ctx.reshape(c, vec![n])
+}
+
+/// `v[k]` of a flat i64 operand `input`.
+pub fn at(input: u32, k: i64) -> E {
+    expr::load(DType::I64, input, vec![expr::i(k)])
+}
+
+/// Asserts that the flat i64 value `v` equals `expected` element-wise (ONNXC_ERR_SHAPE).
+pub fn assert_equals(ctx: &mut Ctx, v: ValueId, expected: &[i64]) -> Result<()> {
+    let n = expected.len() as i64;
+    let e = ctx.constant(crate::ir::Tensor::from_i64s(vec![n], expected));
+    let cond = expr::binary(
+        expr::BinOp::Eq,
+        expr::load(DType::I64, 0, vec![expr::var(0)]),
+        expr::load(DType::I64, 1, vec![expr::var(0)]),
+    );
+    ctx.assert_expr(vec![n], vec![v, e], cond, onnxc_runtime::abi::ONNXC_ERR_SHAPE)
+}

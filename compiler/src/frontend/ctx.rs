@@ -19,6 +19,8 @@ pub struct Ctx<'a> {
     pub inputs: Vec<Option<ValueId>>,
     pub dir: &'a DataDir,
     pub fold_limit: usize,
+    /// Static types the model declares for this node's outputs, when it does.
+    pub declared: Vec<Option<(DType, Vec<i64>)>>,
     counter: usize,
 }
 
@@ -32,7 +34,7 @@ impl<'a> Ctx<'a> {
         dir: &'a DataDir,
         fold_limit: usize,
     ) -> Ctx<'a> {
-        Ctx { g, node, origin, opset, inputs, dir, fold_limit, counter: 0 }
+        Ctx { g, node, origin, opset, inputs, dir, fold_limit, declared: Vec::new(), counter: 0 }
     }
 
     // ---- errors -------------------------------------------------------------------------
@@ -187,7 +189,48 @@ impl<'a> Ctx<'a> {
         self.attr(name).and_then(|a| a.g.as_ref())
     }
 
+    /// The statically declared shape of output `k`, needed when the output shape depends on
+    /// run-time values (checked at run time by an assertion).
+    pub fn declared_shape(&self, k: usize, why: &str) -> Result<Vec<i64>> {
+        match self.declared.get(k).cloned().flatten() {
+            Some((_, s)) => Ok(s),
+            None => Err(self.unsupported(format!(
+                "{why} is computed at run time and the model declares no static shape for output {k}; \
+                 make it a constant (or declare the output shape in value_info)"
+            ))),
+        }
+    }
+
+    /// Is the operand a run-time value (not a constant)?
+    pub fn is_runtime(&self, v: ValueId) -> bool {
+        self.g.const_value(v).is_none()
+    }
+
     // ---- building -----------------------------------------------------------------------
+
+    /// Fails the run with `code` unless every element of the bool value `cond` is true.
+    pub fn assert(&mut self, cond: ValueId, code: i32) -> Result<()> {
+        let name = self.next_name();
+        let id = self.g.add_node(
+            name,
+            Op::Assert { code },
+            vec![cond],
+            vec![TypeInfo::new(DType::Bool, vec![])],
+            self.origin.clone(),
+        );
+        self.fold(id)?;
+        if !matches!(self.g.node(id).op, Op::Const(_)) {
+            self.g.asserts.push(id);
+        }
+        Ok(())
+    }
+
+    /// Builds `cond` (an expression over operands `inputs`, vars over `shape`) and asserts it.
+    pub fn assert_expr(&mut self, shape: Vec<i64>, inputs: Vec<ValueId>, cond: E, code: i32) -> Result<()> {
+        let shape: Shape = shape.iter().map(|&d| Dim::Known(d)).collect();
+        let c = self.map(DType::Bool, shape, inputs, cond)?;
+        self.assert(c, code)
+    }
 
     fn next_name(&mut self) -> String {
         self.counter += 1;

@@ -73,6 +73,7 @@ pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Gra
         opts,
         unsupported: Vec::new(),
         unbuilt: HashMap::new(),
+        declared: HashMap::new(),
     };
     imp.graph(gp)?;
     Ok(imp.g)
@@ -87,6 +88,8 @@ struct Importer<'a> {
     unsupported: Vec<Unsupported>,
     /// Optional node outputs the builder did not produce; an error only if something reads them.
     unbuilt: HashMap<String, Unsupported>,
+    /// Static types the model declares for values (graph outputs, value_info).
+    declared: HashMap<String, (DType, Vec<i64>)>,
 }
 
 /// The tensor type of a value_info, or an error naming it.
@@ -144,6 +147,13 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
 
 impl Importer<'_> {
     fn graph(&mut self, gp: &GraphProto) -> Result<()> {
+        for vi in gp.value_info.iter().chain(&gp.output) {
+            if let Ok((dt, shape)) = tensor_type(vi, "value")
+                && let Some(dims) = crate::ir::dim::known_dims(&shape)
+            {
+                self.declared.insert(vi.name.clone().unwrap_or_default(), (dt, dims));
+            }
+        }
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
         // are not runtime inputs.
         for init in &gp.initializer {
@@ -346,7 +356,9 @@ impl Importer<'_> {
         };
         let inputs: Vec<Option<ValueId>> =
             n.input.iter().map(|i| if i.is_empty() { None } else { self.env.get(i).copied() }).collect();
+        let declared: Vec<Option<(DType, Vec<i64>)>> = n.output.iter().map(|o| self.declared.get(o).cloned()).collect();
         let mut ctx = Ctx::new(&mut self.g, n, origin.clone(), opset, inputs, self.dir, self.opts.fold_limit);
+        ctx.declared = declared;
         let outs = builder(&mut ctx)?;
         for (k, name) in n.output.iter().enumerate() {
             if name.is_empty() {

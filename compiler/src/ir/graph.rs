@@ -110,6 +110,17 @@ pub struct ConvOp {
     pub pads_end: Vec<i64>,
 }
 
+/// `out = base; for u in extents: out[index(u)] = combine(out[index(u)], value(u))`.
+/// Operand 0 is `base`; `index` and `value` load the other operands over the update variables.
+/// `kind: None` replaces (the last write wins).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScatterOp {
+    pub kind: Option<ReduceKind>,
+    pub extents: Vec<i64>,
+    pub index: Vec<E>,
+    pub value: E,
+}
+
 /// The core op set. ONNX ops decompose into these in the frontend.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -124,6 +135,10 @@ pub enum Op {
     Conv(ConvOp),
     /// Concatenation of all operands along `axis`.
     Concat { axis: usize },
+    Scatter(ScatterOp),
+    /// Fails the run with `code` unless every element of the (bool) operand is true. Its
+    /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
+    Assert { code: i32 },
 }
 
 /// How the fuser may combine an op with its neighbours (TVM's `OpPatternKind`).
@@ -150,6 +165,8 @@ impl Op {
             Op::MatMul(_) => "matmul",
             Op::Conv(_) => "conv",
             Op::Concat { .. } => "concat",
+            Op::Scatter(_) => "scatter",
+            Op::Assert { .. } => "assert",
         }
     }
 }
@@ -181,6 +198,8 @@ pub struct Graph {
     dag: StableDiGraph<Node, Edge>,
     pub inputs: Vec<GraphIo>,
     pub outputs: Vec<GraphIo>,
+    /// `Assert` nodes: side effects that stay live without consumers.
+    pub asserts: Vec<NodeId>,
 }
 
 impl Graph {
@@ -333,6 +352,14 @@ impl Graph {
                 Op::Reduce(r) => format!("{:?} over {:?}: {}", r.kind, r.extents, expr::display(&r.body)),
                 Op::Reshape => String::new(),
                 Op::Concat { axis } => format!("axis={axis}"),
+                Op::Scatter(sc) => format!(
+                    "{:?} over {:?}: [{}] <- {}",
+                    sc.kind,
+                    sc.extents,
+                    sc.index.iter().map(expr::display).collect::<Vec<_>>().join(", "),
+                    expr::display(&sc.value)
+                ),
+                Op::Assert { code } => format!("code {code}"),
                 Op::MatMul(m) => format!("trans_a={} trans_b={}", m.trans_a, m.trans_b),
                 Op::Conv(c) => format!(
                     "group={} strides={:?} dilations={:?} pads={:?}/{:?}",
@@ -357,6 +384,9 @@ impl Graph {
         }
         for o in &self.outputs {
             let _ = writeln!(s, "  output \"{}\" = {}", o.name, vname(o.value));
+        }
+        for a in &self.asserts {
+            let _ = writeln!(s, "  assert %{}", a.index());
         }
         s.push_str("}\n");
         s

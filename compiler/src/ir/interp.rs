@@ -6,7 +6,7 @@
 use super::dtype::DType;
 use super::eval::{eval_binary, eval_unary};
 use super::expr::{E, ExprKind};
-use super::graph::{ConvOp, MatMulOp, ReduceKind, ReduceOp};
+use super::graph::{ConvOp, MatMulOp, ReduceKind, ReduceOp, ScatterOp};
 use super::tensor::{Scalar, Tensor};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -373,4 +373,32 @@ pub fn eval_concat(axis: usize, inputs: &[&Tensor], dtype: DType, shape: &[i64])
         }
     }
     Tensor::new(dtype, shape.to_vec(), data)
+}
+
+/// Scatter: the base, then each update combined at its index (row-major update order).
+pub fn eval_scatter(sc: &ScatterOp, inputs: &[&Tensor], dtype: DType, shape: &[i64]) -> Result<Tensor, EvalError> {
+    let mut out: Vec<Scalar> = inputs[0].scalars();
+    let strides: Vec<Vec<i64>> = inputs.iter().map(|t| strides_of(&t.shape)).collect();
+    let ostrides = strides_of(shape);
+    let progs: Vec<Program> = sc.index.iter().map(Program::new).collect();
+    let vprog = Program::new(&sc.value);
+    let mut regs = Vec::new();
+    for_each_index(&sc.extents, |u| {
+        let mut off = 0i64;
+        for (d, p) in progs.iter().enumerate() {
+            off += p.run(u, inputs, &strides, &mut regs)?.as_i64() * ostrides[d];
+        }
+        let v = vprog.run(u, inputs, &strides, &mut regs)?;
+        let slot = &mut out[off as usize];
+        *slot = match sc.kind {
+            None => v,
+            Some(ReduceKind::Sum) => eval_binary(super::expr::BinOp::Add, dtype, *slot, v),
+            Some(ReduceKind::Prod) => eval_binary(super::expr::BinOp::Mul, dtype, *slot, v),
+            Some(ReduceKind::Max) => eval_binary(super::expr::BinOp::Max, dtype, *slot, v),
+            Some(ReduceKind::Min) => eval_binary(super::expr::BinOp::Min, dtype, *slot, v),
+            Some(_) => v,
+        };
+        Ok(())
+    })?;
+    Ok(Tensor::from_scalars(dtype, shape.to_vec(), &out))
 }

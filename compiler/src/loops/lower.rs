@@ -201,6 +201,43 @@ impl StepCx<'_> {
                 }
                 Ok(stmts)
             }
+            StepKind::Scatter(sc) => {
+                let base = self.st.inputs[0];
+                let mut stmts = vec![Stmt::Copy {
+                    dst: obuf,
+                    dst_offset: expr::i(0),
+                    src: self.buf(base),
+                    src_offset: expr::i(0),
+                    elems: self.s.values[out].len(),
+                }];
+                if sc.extents.contains(&0) {
+                    return Ok(stmts);
+                }
+                let index: Vec<E> = sc.index.iter().map(|e| self.flatten(e)).collect();
+                let off = flat(&index, &oshape);
+                let value = self.flatten(&sc.value);
+                let dt = self.s.values[out].dtype;
+                let old = expr::load(dt, obuf, vec![off.clone()]);
+                let op = |k: ReduceKind| match k {
+                    ReduceKind::Sum => expr::BinOp::Add,
+                    ReduceKind::Prod => expr::BinOp::Mul,
+                    ReduceKind::Max => expr::BinOp::Max,
+                    _ => expr::BinOp::Min,
+                };
+                let value = match sc.kind {
+                    None => value,
+                    Some(k) => expr::binary(op(k), old, value),
+                };
+                let store = Stmt::Store { buf: obuf, offset: off, value };
+                stmts.extend(self.nest(&sc.extents, 0, vec![store], false));
+                Ok(stmts)
+            }
+            StepKind::Assert { code } => {
+                let c = self.st.inputs[0];
+                let cs = self.shape(c).to_vec();
+                let cond = expr::load(DType::Bool, self.buf(c), vec![flat(&out_index(cs.len()), &cs)]);
+                Ok(self.nest(&cs, 0, vec![Stmt::Check { cond, code: *code }], false))
+            }
             StepKind::Copy => {
                 let v = self.st.inputs[0];
                 Ok(vec![Stmt::Copy {

@@ -78,6 +78,8 @@ pub enum Stmt {
     /// Copies `elems` elements (non-overlapping).
     Copy { dst: BufId, dst_offset: E, src: BufId, src_offset: E, elems: i64 },
     Call { kernel: Kernel, args: Vec<Arg> },
+    /// Sets the run's error code to `code` (first error wins) when `cond` is false.
+    Check { cond: E, code: i32 },
 }
 
 #[derive(Clone, Debug)]
@@ -150,6 +152,9 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                     expr::display(dst_offset),
                     expr::display(src_offset)
                 );
+            }
+            Stmt::Check { cond, code } => {
+                let _ = writeln!(s, "{pad}check {} else error {code}", expr::display(cond));
             }
             Stmt::Call { kernel, args } => {
                 let a: Vec<String> = args

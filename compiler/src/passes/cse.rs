@@ -9,7 +9,7 @@ pub fn run(g: &mut Graph) -> usize {
     let mut merged = 0;
     for id in order {
         let n = g.node(id);
-        if matches!(n.op, Op::Input) || n.outputs.len() != 1 {
+        if matches!(n.op, Op::Input | Op::Assert { .. }) || n.outputs.len() != 1 {
             continue;
         }
         // Large constants are not worth hashing byte by byte; small ones often repeat.

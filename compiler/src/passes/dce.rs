@@ -7,6 +7,9 @@ pub fn run(g: &mut Graph) -> usize {
     let mut live: HashSet<NodeId> = HashSet::new();
     let mut stack: Vec<NodeId> = g.outputs.iter().map(|o| o.value.node).collect();
     stack.extend(g.inputs.iter().map(|i| i.value.node));
+    let asserts: Vec<NodeId> = g.asserts.iter().copied().filter(|a| g.contains(*a)).collect();
+    g.asserts = asserts;
+    stack.extend(g.asserts.iter().copied());
     while let Some(n) = stack.pop() {
         if live.insert(n) {
             stack.extend(g.node(n).inputs.iter().map(|v| v.node));

@@ -45,6 +45,17 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             Ok(interp::eval_conv(c, inputs[0], inputs[1], inputs.get(2).copied(), dtype, &shape))
         }
         Op::Concat { axis } => Ok(interp::eval_concat(*axis, &inputs, dtype, &shape)),
+        Op::Scatter(sc) => interp::eval_scatter(sc, &inputs, dtype, &shape),
+        Op::Assert { code } => {
+            if inputs[0].scalars().iter().all(|v| v.as_bool()) {
+                Ok(crate::ir::Tensor::scalar(dtype, crate::ir::Scalar::B(true)))
+            } else {
+                return Err(format!(
+                    "the model's constant values violate a shape requirement ({})",
+                    onnxc_runtime::abi::strerror(*code)
+                ));
+            }
+        }
         Op::Input | Op::Const(_) => return Ok(false),
     };
     let t = result.map_err(|e| e.to_string())?;

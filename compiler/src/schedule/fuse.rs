@@ -256,6 +256,8 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::MatMul(m) => (StepKind::MatMul(m.clone()), n.inputs.clone(), id),
             Op::Conv(c) => (StepKind::Conv(c.clone()), n.inputs.clone(), id),
             Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
+            Op::Scatter(sc) => (StepKind::Scatter(sc.clone()), n.inputs.clone(), id),
+            Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands.iter().map(|&v| operand(&mut s, &mut sv, v)).collect();
         let output = new_value(&mut s, out_node.out(0), Storage::Arena(0));

@@ -9,7 +9,7 @@ pub mod fuse;
 pub mod memory;
 
 use crate::ir::expr::{self, E};
-use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
+use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind, ScatterOp};
 use crate::ir::{DType, Origin, Tensor};
 use std::fmt::Write;
 
@@ -59,6 +59,9 @@ pub enum StepKind {
     MatMul(MatMulOp),
     Conv(ConvOp),
     Concat { axis: usize },
+    Scatter(ScatterOp),
+    /// Fails the run with `code` unless every element of input 0 is true.
+    Assert { code: i32 },
     /// `out = input` element for element (shapes may differ, counts match).
     Copy,
 }
@@ -122,6 +125,14 @@ impl Schedule {
                 StepKind::MatMul(m) => format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b),
                 StepKind::Conv(c) => format!("conv group={} strides={:?} pads={:?}/{:?}", c.group, c.strides, c.pads_begin, c.pads_end),
                 StepKind::Concat { axis } => format!("concat axis={axis}"),
+                StepKind::Scatter(sc) => format!(
+                    "scatter {:?} over {:?}: [{}] <- {}",
+                    sc.kind,
+                    sc.extents,
+                    sc.index.iter().map(expr::display).collect::<Vec<_>>().join(", "),
+                    expr::display(&sc.value)
+                ),
+                StepKind::Assert { code } => format!("assert code {code}"),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

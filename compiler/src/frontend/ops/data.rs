@@ -36,6 +36,8 @@ pub fn slice(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let ends = ctx.attr_ints("ends").ok_or_else(|| ctx.err("attribute 'ends' is required"))?;
         let axes = ctx.attr_ints("axes");
         (starts, ends, axes, None)
+    } else if (1..5).any(|i| ctx.opt_input(i).is_some_and(|v| ctx.is_runtime(v))) {
+        return slice_runtime(ctx, x);
     } else {
         let starts = ctx.const_ints(ctx.input(1)?, "input 'starts'")?;
         let ends = ctx.const_ints(ctx.input(2)?, "input 'ends'")?;
@@ -80,6 +82,101 @@ pub fn slice(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Ok(vec![x]);
     }
     Ok(vec![ctx.map(dt, out, vec![x], expr::load(dt, 0, index))?])
+}
+
+/// Slice with run-time starts/ends/axes/steps. The output shape is the declared one; a small
+/// computation turns the parameters into a first index and a step per input dim (loaded by the
+/// data map, whose indices are clamped in bounds), and the lengths are checked at run time.
+fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
+    use onnxc_runtime::abi::{ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE};
+    let out = ctx.declared_shape(0, "the slice parameters")?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len() as i64;
+    if out.len() != dims.len() {
+        return Err(ctx.err("declared output rank differs from the input rank"));
+    }
+    let starts = build::flat_i64(ctx, ctx.input(1)?)?;
+    let ends = build::flat_i64(ctx, ctx.input(2)?)?;
+    let n = ctx.known_shape(starts)?[0];
+    let axes = match ctx.opt_input(3) {
+        Some(a) => build::flat_i64(ctx, a)?,
+        None => ctx.constant(crate::ir::Tensor::from_i64s(vec![n], &(0..n).collect::<Vec<_>>())),
+    };
+    let steps = match ctx.opt_input(4) {
+        Some(a) => build::flat_i64(ctx, a)?,
+        None => ctx.constant(crate::ir::Tensor::from_i64s(vec![n], &vec![1; n as usize])),
+    };
+    let dimc = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &dims));
+    let outc = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &out));
+    // Operands: 0 starts, 1 ends, 2 axes, 3 steps, 4 dims, 5 out. Var 0: input dim d; var 1: j.
+    let ops = vec![starts, ends, axes, steps, dimc, outc];
+    let (d, j) = (expr::var(0), expr::var(1));
+    let a = expr::load(DType::I64, 2, vec![j.clone()]);
+    let norm_a = expr::select(expr::lt(a.clone(), expr::i(0)), expr::add(a.clone(), expr::i(r)), a.clone());
+    let hit = expr::binary(BinOp::Eq, norm_a, d.clone());
+    let dim = expr::load(DType::I64, 4, vec![d.clone()]);
+    let st = expr::load(DType::I64, 3, vec![j.clone()]);
+    let pos = expr::binary(BinOp::Gt, st.clone(), expr::i(0));
+    let normv = |v: E| expr::select(expr::lt(v.clone(), expr::i(0)), expr::add(v.clone(), dim.clone()), v);
+    let clampv = |v: E, lo: E, hi: E| expr::binary(BinOp::Max, expr::binary(BinOp::Min, v, hi), lo);
+    let s_eff = expr::select(
+        pos.clone(),
+        clampv(normv(expr::load(DType::I64, 0, vec![j.clone()])), expr::i(0), dim.clone()),
+        clampv(normv(expr::load(DType::I64, 0, vec![j.clone()])), expr::i(0), expr::sub(dim.clone(), expr::i(1))),
+    );
+    let e_eff = expr::select(
+        pos.clone(),
+        clampv(normv(expr::load(DType::I64, 1, vec![j.clone()])), expr::i(0), dim.clone()),
+        clampv(normv(expr::load(DType::I64, 1, vec![j.clone()])), expr::i(-1), expr::sub(dim.clone(), expr::i(1))),
+    );
+    let safe_st = expr::select(expr::binary(BinOp::Eq, st.clone(), expr::i(0)), expr::i(1), st.clone());
+    let len_pos = expr::binary(BinOp::Div, expr::add(expr::sub(e_eff.clone(), s_eff.clone()), expr::sub(safe_st.clone(), expr::i(1))), safe_st.clone());
+    let neg_st = expr::unary(crate::ir::expr::UnOp::Neg, safe_st.clone());
+    let len_neg = expr::binary(BinOp::Div, expr::add(expr::sub(s_eff.clone(), e_eff), expr::sub(neg_st.clone(), expr::i(1))), neg_st);
+    let len = expr::binary(BinOp::Max, expr::select(pos, len_pos, len_neg), expr::i(0));
+    let zero = expr::i(0);
+    let shape_r = vec![Dim::Known(r)];
+    let first = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r.clone(), ops.clone(), expr::select(hit.clone(), s_eff, zero.clone()))?;
+    let step_sum = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r.clone(), ops.clone(), expr::select(hit.clone(), st.clone(), zero.clone()))?;
+    let hits = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r.clone(), ops.clone(), expr::select(hit.clone(), expr::i(1), zero.clone()))?;
+    let lens = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r.clone(), ops.clone(), expr::select(hit, len, zero))?;
+    // Axes in range, steps non-zero.
+    let aj = expr::load(DType::I64, 2, vec![expr::var(0)]);
+    let sj = expr::load(DType::I64, 3, vec![expr::var(0)]);
+    let valid = expr::and(
+        expr::and(expr::ge(aj.clone(), expr::i(-r)), expr::lt(aj, expr::i(r))),
+        expr::unary(crate::ir::expr::UnOp::Not, expr::binary(BinOp::Eq, sj, expr::i(0))),
+    );
+    ctx.assert_expr(vec![n], ops.clone(), valid, ONNXC_ERR_VALUE)?;
+    // Each dim: sliced once at most, and its length is the declared one.
+    let h = expr::load(DType::I64, 0, vec![expr::var(0)]);
+    let l = expr::load(DType::I64, 1, vec![expr::var(0)]);
+    let dd = expr::load(DType::I64, 2, vec![expr::var(0)]);
+    let o = expr::load(DType::I64, 3, vec![expr::var(0)]);
+    let len_ok = expr::select(
+        expr::binary(BinOp::Eq, h.clone(), expr::i(0)),
+        expr::binary(BinOp::Eq, dd, o.clone()),
+        expr::and(expr::binary(BinOp::Eq, h, expr::i(1)), expr::binary(BinOp::Eq, l, o)),
+    );
+    ctx.assert_expr(vec![r], vec![hits, lens, dimc, outc], len_ok, ONNXC_ERR_SHAPE)?;
+    // Data: out[i] = x[first[d] + i_d * step[d]], clamped in bounds.
+    let rr = dims.len();
+    let index: Vec<E> = (0..rr)
+        .map(|k| {
+            let kk = expr::i(k as i64);
+            let stp = expr::load(DType::I64, 2, vec![kk.clone()]);
+            let hk = expr::load(DType::I64, 3, vec![kk.clone()]);
+            let stp = expr::select(expr::binary(BinOp::Eq, hk, expr::i(0)), expr::i(1), stp);
+            let p = expr::add(expr::load(DType::I64, 1, vec![kk]), expr::mul(expr::var(k as u32), stp));
+            expr::clamp(p, 0, (dims[k] - 1).max(0))
+        })
+        .collect();
+    let dt = ctx.dtype(x);
+    let shape: Shape = out.iter().map(|&v| Dim::Known(v)).collect();
+    if out.contains(&0) {
+        return Ok(vec![ctx.map(dt, shape, vec![], expr::konst(dt, Scalar::zero(dt)))?]);
+    }
+    Ok(vec![ctx.map(dt, shape, vec![x, first, step_sum, hits], expr::load(dt, 0, index))?])
 }
 
 fn index_types(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
@@ -155,7 +252,36 @@ pub fn gather_nd(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 pub fn expand(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
-    let target = ctx.const_ints(ctx.input(1)?, "input 'shape'")?;
+    let sv = ctx.input(1)?;
+    let target = if ctx.is_runtime(sv) {
+        // The declared output is the broadcast; each shape entry must be it or 1.
+        let out = ctx.declared_shape(0, "input 'shape'")?;
+        let xs = ctx.known_shape(x)?;
+        let sv = build::flat_i64(ctx, sv)?;
+        let n = ctx.known_shape(sv)?[0] as usize;
+        if n > out.len() || xs.len() > out.len() {
+            return Err(ctx.err("declared output rank is smaller than the operands'"));
+        }
+        let aligned_x: Vec<i64> = (0..n).map(|k| {
+            let j = out.len() - n + k;
+            let off = out.len() - xs.len();
+            if j >= off { xs[j - off] } else { 1 }
+        }).collect();
+        let oc = ctx.constant(crate::ir::Tensor::from_i64s(vec![n as i64], &out[out.len() - n..]));
+        let xc = ctx.constant(crate::ir::Tensor::from_i64s(vec![n as i64], &aligned_x));
+        let (v, o, xd) = (
+            expr::load(DType::I64, 0, vec![expr::var(0)]),
+            expr::load(DType::I64, 1, vec![expr::var(0)]),
+            expr::load(DType::I64, 2, vec![expr::var(0)]),
+        );
+        let eq = |a: E, b: E| expr::binary(BinOp::Eq, a, b);
+        let x_ok = expr::binary(BinOp::Or, eq(xd.clone(), expr::i(1)), eq(xd.clone(), o.clone()));
+        let ok = expr::binary(BinOp::Or, expr::and(eq(v.clone(), o.clone()), x_ok), expr::and(eq(v, expr::i(1)), eq(xd, o)));
+        ctx.assert_expr(vec![n as i64], vec![sv, oc, xc], ok, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+        out
+    } else {
+        ctx.const_ints(sv, "input 'shape'")?
+    };
     let ts: Shape = target.iter().map(|&d| Dim::Known(d)).collect();
     let xs = ctx.shape(x);
     let out = broadcast_shapes(ctx, &[xs.clone(), ts])?;
@@ -178,6 +304,17 @@ pub fn tile(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let a = build::axis(ctx, *axis.first().unwrap_or(&0), xs.len())?;
         r[a] = *tiles.first().unwrap_or(&1);
         r
+    } else if ctx.is_runtime(ctx.input(1)?) {
+        let out = ctx.declared_shape(0, "input 'repeats'")?;
+        if out.len() != xs.len() || xs.iter().zip(&out).any(|(&i, &o)| if i == 0 { o != 0 } else { o % i != 0 }) {
+            return Err(ctx.err(format!("declared output {out:?} is not a tiling of {xs:?}")));
+        }
+        let reps: Vec<i64> = xs.iter().zip(&out).map(|(&i, &o)| if i == 0 { 1 } else { o / i }).collect();
+        let rv = build::flat_i64(ctx, ctx.input(1)?)?;
+        if xs.iter().all(|&d| d != 0) {
+            build::assert_equals(ctx, rv, &reps)?;
+        }
+        reps
     } else {
         ctx.const_ints(ctx.input(1)?, "input 'repeats'")?
     };
@@ -200,6 +337,9 @@ pub fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             None => Err(ctx.unsupported(format!("{what} is computed at run time; the output length must be known at compile time"))),
         }
     };
+    if ctx.is_runtime(s) || ctx.is_runtime(l) || ctx.is_runtime(d) {
+        return range_runtime(ctx, s, l, d);
+    }
     let (start, limit, delta) = (get(ctx, s, "start")?, get(ctx, l, "limit")?, get(ctx, d, "delta")?);
     let n = if dt.is_float() {
         let (a, b, c) = (start.as_f64(), limit.as_f64(), delta.as_f64());
@@ -224,10 +364,42 @@ pub fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![ctx.map(dt, vec![Dim::Known(n)], vec![], body)?])
 }
 
+/// Range with run-time operands: the length is the declared one, checked at run time.
+fn range_runtime(ctx: &mut Ctx, s: ValueId, l: ValueId, d: ValueId) -> Result<Vec<ValueId>> {
+    let out = ctx.declared_shape(0, "start/limit/delta")?;
+    let [n] = out[..] else { return Err(ctx.err("declared output must be 1-D")) };
+    let dt = ctx.dtype(s);
+    let sc = |k: u32| expr::load(dt, k, vec![]);
+    let body = expr::binary(BinOp::Add, sc(0), expr::binary(BinOp::Mul, expr::cast(expr::var(0), dt), sc(2)));
+    let ins = vec![s, l, d];
+    for &v in &ins {
+        if ctx.rank(v) != 0 {
+            return Err(ctx.err("start, limit and delta must be scalars"));
+        }
+    }
+    // count = max(ceil((limit - start) / delta), 0), computed in f64.
+    let f = |k: u32| expr::cast(sc(k), DType::F64);
+    let q = expr::unary(crate::ir::expr::UnOp::Ceil, expr::binary(BinOp::Div, expr::binary(BinOp::Sub, f(1), f(0)), f(2)));
+    let count = expr::binary(BinOp::Max, q, expr::f(DType::F64, 0.0));
+    ctx.assert_expr(vec![], ins.clone(), expr::binary(BinOp::Eq, count, expr::f(DType::F64, n as f64)), onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    Ok(vec![ctx.map(dt, vec![Dim::Known(n)], ins, body)?])
+}
+
 pub fn one_hot(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let (ind, depth, values) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-    let depth = ctx.const_floats(depth, "input 'depth'")?;
-    let depth = *depth.first().ok_or_else(|| ctx.err("depth must hold one value"))? as i64;
+    let (ind, depth_v, values) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let depth = if ctx.is_runtime(depth_v) {
+        let out = ctx.declared_shape(0, "input 'depth'")?;
+        let r = ctx.rank(ind) + 1;
+        let axis = build::axis(ctx, ctx.attr_i_or("axis", -1)?, r)?;
+        let d = *out.get(axis).ok_or_else(|| ctx.err("declared output rank is wrong"))?;
+        let dd = ctx.dtype(depth_v);
+        let v = expr::cast(expr::load(dd, 0, vec![expr::i(0); ctx.rank(depth_v)]), DType::F64);
+        ctx.assert_expr(vec![], vec![depth_v], expr::binary(BinOp::Eq, v, expr::f(DType::F64, d as f64)), onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+        d
+    } else {
+        let depth = ctx.const_floats(depth_v, "input 'depth'")?;
+        *depth.first().ok_or_else(|| ctx.err("depth must hold one value"))? as i64
+    };
     if depth < 1 {
         return Err(ctx.err(format!("depth must be positive, got {depth}")));
     }
@@ -294,6 +466,15 @@ pub fn split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let n_out = ctx.node.output.len();
     let sizes: Vec<i64> = if ctx.opset >= 13 {
         match ctx.opt_input(1) {
+            Some(s) if ctx.is_runtime(s) => {
+                let mut sizes = Vec::new();
+                for k in 0..n_out {
+                    sizes.push(*ctx.declared_shape(k, "input 'split'")?.get(axis).ok_or_else(|| ctx.err("declared output rank is wrong"))?);
+                }
+                let sv = build::flat_i64(ctx, s)?;
+                build::assert_equals(ctx, sv, &sizes)?;
+                sizes
+            }
             Some(s) => ctx.const_ints(s, "input 'split'")?,
             None => even_split(ctx, dims[axis], ctx.attr_i("num_outputs")?.map(|v| v as usize).unwrap_or(n_out))?,
         }
@@ -347,6 +528,8 @@ pub fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (pads, value, axes): (Vec<i64>, Scalar, Option<Vec<i64>>) = if ctx.opset < 11 {
         let pads = ctx.attr_ints(if ctx.opset < 2 { "paddings" } else { "pads" }).ok_or_else(|| ctx.err("attribute 'pads' is required"))?;
         (pads, Scalar::F(ctx.attr_f_or("value", 0.0)?), None)
+    } else if [1, 2, 3].iter().any(|&i| ctx.opt_input(i).is_some_and(|v| ctx.is_runtime(v))) {
+        return pad_runtime(ctx, x, &mode);
     } else {
         let pads = ctx.const_ints(ctx.input(1)?, "input 'pads'")?;
         let value = match ctx.opt_input(2) {
@@ -419,6 +602,78 @@ pub fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let v = expr::load(dt, 0, index);
     let body = if dims.contains(&0) { expr::konst(dt, value) } else { expr::select(inside, v, expr::konst(dt, value)) };
     let inputs = if dims.contains(&0) { vec![] } else { vec![x] };
+    Ok(vec![ctx.map(dt, shape, inputs, body)?])
+}
+
+/// Pad with run-time pads/value/axes: the output shape is the declared one; per-dim padding
+/// before the data is computed at run time and checked against it.
+fn pad_runtime(ctx: &mut Ctx, x: ValueId, mode: &str) -> Result<Vec<ValueId>> {
+    use onnxc_runtime::abi::{ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE};
+    let out = ctx.declared_shape(0, "the pads")?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len() as i64;
+    if out.len() != dims.len() {
+        return Err(ctx.err("declared output rank differs from the input rank"));
+    }
+    if dims.contains(&0) || out.contains(&0) {
+        return Err(ctx.unsupported("run-time pads of empty tensors"));
+    }
+    let pads = build::flat_i64(ctx, ctx.input(1)?)?;
+    let np = ctx.known_shape(pads)?[0];
+    let axes = match ctx.opt_input(3) {
+        Some(a) => build::flat_i64(ctx, a)?,
+        None => ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &(0..r).collect::<Vec<_>>())),
+    };
+    let n = ctx.known_shape(axes)?[0];
+    if np != 2 * n {
+        return Err(ctx.err(format!("pads has {np} values for {n} axes")));
+    }
+    let aj = expr::load(DType::I64, 1, vec![expr::var(1)]);
+    let norm = expr::select(expr::lt(aj.clone(), expr::i(0)), expr::add(aj.clone(), expr::i(r)), aj);
+    let hit = expr::binary(BinOp::Eq, norm, expr::var(0));
+    let pick = |off: i64| expr::select(hit.clone(), expr::load(DType::I64, 0, vec![expr::add(expr::var(1), expr::i(off))]), expr::i(0));
+    let shape_r = vec![Dim::Known(r)];
+    let before = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r.clone(), vec![pads, axes], pick(0))?;
+    let after = ctx.reduce(ReduceKind::Sum, vec![n], DType::I64, shape_r, vec![pads, axes], pick(n))?;
+    let a0 = expr::load(DType::I64, 0, vec![expr::var(0)]);
+    ctx.assert_expr(vec![n], vec![axes], expr::and(expr::ge(a0.clone(), expr::i(-r)), expr::lt(a0, expr::i(r))), ONNXC_ERR_VALUE)?;
+    let dimc = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &dims));
+    let outc = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &out));
+    let l = |k: u32| expr::load(DType::I64, k, vec![expr::var(0)]);
+    let sum = expr::add(expr::add(l(0), l(1)), l(2));
+    ctx.assert_expr(vec![r], vec![before, after, dimc, outc], expr::binary(BinOp::Eq, sum, l(3)), ONNXC_ERR_SHAPE)?;
+    let dt = ctx.dtype(x);
+    let mut inputs = vec![x, before];
+    let value = match ctx.opt_input(2) {
+        Some(v) if mode == "constant" => {
+            inputs.push(v);
+            expr::cast(expr::load(ctx.dtype(v), 2, vec![expr::i(0); ctx.rank(v)]), dt)
+        }
+        _ => expr::konst(dt, Scalar::zero(dt)),
+    };
+    let mut inside = expr::konst(DType::Bool, Scalar::B(true));
+    let mut index = Vec::new();
+    for (k, &d) in dims.iter().enumerate() {
+        let p = expr::sub(expr::var(k as u32), expr::load(DType::I64, 1, vec![expr::i(k as i64)]));
+        let ix = match mode {
+            "constant" => {
+                inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(d))));
+                expr::clamp(p, 0, d - 1)
+            }
+            "edge" => expr::clamp(p, 0, d - 1),
+            "reflect" if d == 1 => expr::i(0),
+            "reflect" => {
+                let period = 2 * (d - 1);
+                let m = expr::imod(p, period);
+                expr::clamp(expr::select(expr::lt(m.clone(), expr::i(d)), m.clone(), expr::sub(expr::i(period), m)), 0, d - 1)
+            }
+            "wrap" => expr::imod(p, d),
+            other => return Err(ctx.err(format!("unknown pad mode '{other}'"))),
+        };
+        index.push(ix);
+    }
+    let body = expr::select(inside, expr::load(dt, 0, index), value);
+    let shape: Shape = out.iter().map(|&v| Dim::Known(v)).collect();
     Ok(vec![ctx.map(dt, shape, inputs, body)?])
 }
 
@@ -495,6 +750,9 @@ fn cumulative(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dims = ctx.known_shape(x)?;
     let r = dims.len();
+    if ctx.is_runtime(ctx.input(1)?) {
+        return cumulative_runtime_axis(ctx, kind, x, &dims);
+    }
     let axis = ctx.const_ints(ctx.input(1)?, "input 'axis'")?;
     let axis = build::axis(ctx, *axis.first().ok_or_else(|| ctx.err("axis must hold one value"))?, r)?;
     let exclusive = ctx.attr_i_or("exclusive", 0)? != 0;
@@ -515,6 +773,42 @@ fn cumulative(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<ValueId>> {
     let body = expr::select(take, expr::load(dt, 0, index), expr::konst(dt, neutral));
     let shape = ctx.shape(x);
     Ok(vec![ctx.reduce(kind, vec![n], dt, shape, vec![x], body)?])
+}
+
+/// CumSum/CumProd along an axis given at run time: one reduction whose index expressions
+/// select the axis (clamped in bounds), with the axis checked to be in range.
+fn cumulative_runtime_axis(ctx: &mut Ctx, kind: ReduceKind, x: ValueId, dims: &[i64]) -> Result<Vec<ValueId>> {
+    let r = dims.len();
+    let exclusive = ctx.attr_i_or("exclusive", 0)? != 0;
+    let reverse = ctx.attr_i_or("reverse", 0)? != 0;
+    let av = build::flat_i64(ctx, ctx.input(1)?)?;
+    let ri = r as i64;
+    let a_raw = expr::load(DType::I64, 1, vec![expr::i(0)]);
+    ctx.assert_expr(vec![], vec![x, av], expr::and(expr::ge(a_raw.clone(), expr::i(-ri)), expr::lt(a_raw.clone(), expr::i(ri))), onnxc_runtime::abi::ONNXC_ERR_VALUE)?;
+    let a = expr::select(expr::lt(a_raw.clone(), expr::i(0)), expr::add(a_raw.clone(), expr::i(ri)), a_raw);
+    let t = expr::var(r as u32);
+    let is = |k: usize| expr::binary(BinOp::Eq, a.clone(), expr::i(k as i64));
+    let mut ia = expr::i(0);
+    let mut da = expr::i(0);
+    let mut index = Vec::new();
+    for (k, &d) in dims.iter().enumerate() {
+        ia = expr::add(ia, expr::select(is(k), expr::var(k as u32), expr::i(0)));
+        da = expr::add(da, expr::select(is(k), expr::i(d), expr::i(0)));
+        index.push(expr::select(is(k), expr::clamp(t.clone(), 0, (d - 1).max(0)), expr::var(k as u32)));
+    }
+    let before = match (reverse, exclusive) {
+        (false, false) => expr::binary(BinOp::Le, t.clone(), ia),
+        (false, true) => expr::lt(t.clone(), ia),
+        (true, false) => expr::ge(t.clone(), ia),
+        (true, true) => expr::binary(BinOp::Gt, t.clone(), ia),
+    };
+    let take = expr::and(before, expr::lt(t, da));
+    let dt = ctx.dtype(x);
+    let neutral = crate::ir::interp::reduce_init(kind, dt);
+    let body = expr::select(take, expr::load(dt, 0, index), expr::konst(dt, neutral));
+    let max_d = dims.iter().copied().max().unwrap_or(1).max(1);
+    let shape = ctx.shape(x);
+    Ok(vec![ctx.reduce(kind, vec![max_d], dt, shape, vec![x, av], body)?])
 }
 
 pub fn cum_sum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -545,4 +839,68 @@ pub fn reverse_sequence(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let shape = ctx.shape(x);
     let lens = build::cast(ctx, lens, DType::I64)?;
     Ok(vec![ctx.map(dt, shape, vec![x, lens], expr::load(dt, 0, index))?])
+}
+
+fn scatter_reduction(ctx: &Ctx) -> Result<Option<ReduceKind>> {
+    match ctx.attr_s_or("reduction", "none")?.as_str() {
+        "none" => Ok(None),
+        "add" => Ok(Some(ReduceKind::Sum)),
+        "mul" => Ok(Some(ReduceKind::Prod)),
+        "max" => Ok(Some(ReduceKind::Max)),
+        "min" => Ok(Some(ReduceKind::Min)),
+        other => Err(ctx.err(format!("unknown reduction '{other}'"))),
+    }
+}
+
+pub fn scatter_nd(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (data, indices, updates) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    build::expect_types(ctx, indices, "indices", &[DType::I64])?;
+    let ds = ctx.known_shape(data)?;
+    let is = ctx.known_shape(indices)?;
+    let us = ctx.known_shape(updates)?;
+    let q = is.len();
+    let k = *is.last().ok_or_else(|| ctx.err("indices must have rank >= 1"))? as usize;
+    let mut expect: Vec<i64> = is[..q - 1].to_vec();
+    if k > ds.len() {
+        return Err(ctx.err(format!("indices.shape[-1] = {k} exceeds the data rank {}", ds.len())));
+    }
+    expect.extend_from_slice(&ds[k..]);
+    if us != expect {
+        return Err(ctx.err(format!("updates have shape {us:?}, expected {expect:?}")));
+    }
+    let kind = scatter_reduction(ctx)?;
+    let mut index = Vec::new();
+    for p in 0..k {
+        let mut ii: Vec<E> = (0..q as u32 - 1).map(expr::var).collect();
+        ii.push(expr::i(p as i64));
+        index.push(expr::check_index(expr::load(DType::I64, 1, ii), ds[p]));
+    }
+    for p in k..ds.len() {
+        index.push(expr::var((q - 1 + p - k) as u32));
+    }
+    let dt = ctx.dtype(data);
+    let value = expr::load(dt, 2, (0..us.len() as u32).map(expr::var).collect());
+    let shape = ctx.shape(data);
+    let sc = crate::ir::graph::ScatterOp { kind, extents: us, index, value };
+    Ok(vec![ctx.add(crate::ir::Op::Scatter(sc), vec![data, indices, updates], crate::ir::TypeInfo::new(dt, shape))?])
+}
+
+pub fn scatter_elements(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (data, indices, updates) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    index_types(ctx, indices, "indices")?;
+    let ds = ctx.known_shape(data)?;
+    let is = ctx.known_shape(indices)?;
+    if is != ctx.known_shape(updates)? || is.len() != ds.len() {
+        return Err(ctx.err("indices and updates must have the same shape and the data's rank"));
+    }
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", 0)?, ds.len())?;
+    let kind = if ctx.origin.op_type == "Scatter" { None } else { scatter_reduction(ctx)? };
+    let it = ctx.dtype(indices);
+    let mut index = vars(ds.len());
+    index[axis] = expr::check_index(expr::cast(expr::load(it, 1, vars(ds.len())), DType::I64), ds[axis]);
+    let dt = ctx.dtype(data);
+    let value = expr::load(dt, 2, vars(ds.len()));
+    let shape = ctx.shape(data);
+    let sc = crate::ir::graph::ScatterOp { kind, extents: is, index, value };
+    Ok(vec![ctx.add(crate::ir::Op::Scatter(sc), vec![data, indices, updates], crate::ir::TypeInfo::new(dt, shape))?])
 }

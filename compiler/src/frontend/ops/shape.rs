@@ -14,6 +14,9 @@ pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         ctx.attr_ints("shape").ok_or_else(|| ctx.err("attribute 'shape' is required"))?
     } else {
         let s = ctx.input(1)?;
+        if ctx.is_runtime(s) {
+            return reshape_runtime(ctx, x, s);
+        }
         ctx.const_ints(s, "input 'shape'")?
     };
     let allowzero = ctx.opset >= 14 && ctx.attr_i_or("allowzero", 0)? != 0;
@@ -57,6 +60,36 @@ pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Err(ctx.err(format!("cannot reshape {} ({a} elements) into {} ({b} elements)", fmt_shape(&in_shape), fmt_shape(&out))));
     }
     Ok(vec![ctx.reshape(x, out)?])
+}
+
+/// Reshape to a run-time shape: the output shape is the declared one; each shape entry must
+/// produce it (equal, 0 copying an equal input dim, or the single -1).
+fn reshape_runtime(ctx: &mut Ctx, x: ValueId, s: ValueId) -> Result<Vec<ValueId>> {
+    let out = ctx.declared_shape(0, "input 'shape'")?;
+    let in_dims = ctx.known_shape(x)?;
+    if out.iter().product::<i64>() != in_dims.iter().product::<i64>() {
+        return Err(ctx.err(format!("declared output {out:?} does not hold the {:?} input's elements", in_dims)));
+    }
+    let allowzero = ctx.attr_i_or("allowzero", 0)? != 0;
+    let sv = build::flat_i64(ctx, s)?;
+    if ctx.known_shape(sv)? != [out.len() as i64] {
+        return Err(ctx.err("the shape input's length differs from the declared output rank"));
+    }
+    let n = out.len() as i64;
+    let padded: Vec<i64> = (0..out.len()).map(|k| in_dims.get(k).copied().unwrap_or(-2)).collect();
+    let oc = ctx.constant(Tensor::from_i64s(vec![n], &out));
+    let ic = ctx.constant(Tensor::from_i64s(vec![n], &padded));
+    let v = expr::load(DType::I64, 0, vec![expr::var(0)]);
+    let o = expr::load(DType::I64, 1, vec![expr::var(0)]);
+    let i = expr::load(DType::I64, 2, vec![expr::var(0)]);
+    let eq = |a: expr::E, b: expr::E| expr::binary(expr::BinOp::Eq, a, b);
+    let mut ok = expr::binary(expr::BinOp::Or, eq(v.clone(), o.clone()), eq(v.clone(), expr::i(-1)));
+    if !allowzero {
+        ok = expr::binary(expr::BinOp::Or, ok, expr::and(eq(v, expr::i(0)), eq(i, o)));
+    }
+    ctx.assert_expr(vec![n], vec![sv, oc, ic], ok, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
+    Ok(vec![ctx.reshape(x, shape)?])
 }
 
 pub fn flatten(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -134,6 +167,7 @@ pub fn transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 fn axes_arg(ctx: &Ctx, input_from: i64) -> Result<Option<Vec<i64>>> {
     if ctx.opset >= input_from {
         match ctx.opt_input(1) {
+            Some(v) if ctx.is_runtime(v) => Err(ctx.unsupported("run-time axes")),
             Some(v) => Ok(Some(ctx.const_ints(v, "input 'axes'")?)),
             None => Ok(None),
         }
@@ -142,8 +176,33 @@ fn axes_arg(ctx: &Ctx, input_from: i64) -> Result<Option<Vec<i64>>> {
     }
 }
 
+/// Squeeze/Unsqueeze with run-time axes: the data is unchanged, so the result is a view with
+/// the declared shape; the axes are checked to be in range and to name size-1 dims.
+fn squeeze_runtime(ctx: &mut Ctx, x: ValueId, unsqueeze: bool) -> Result<Vec<ValueId>> {
+    let out = ctx.declared_shape(0, "input 'axes'")?;
+    let ins = ctx.known_shape(x)?;
+    if out.iter().product::<i64>() != ins.iter().product::<i64>() {
+        return Err(ctx.err(format!("declared output {out:?} does not hold the {ins:?} input's elements")));
+    }
+    let ax = build::flat_i64(ctx, ctx.input(1)?)?;
+    let n = ctx.known_shape(ax)?[0];
+    let ones_in = if unsqueeze { &out } else { &ins };
+    let r = ones_in.len() as i64;
+    let dims = ctx.constant(Tensor::from_i64s(vec![r.max(1)], if ones_in.is_empty() { &[1] } else { ones_in }));
+    let a = expr::load(DType::I64, 0, vec![expr::var(0)]);
+    let norm = expr::select(expr::lt(a.clone(), expr::i(0)), expr::add(a.clone(), expr::i(r)), a.clone());
+    let in_range = expr::and(expr::ge(a.clone(), expr::i(-r)), expr::lt(a, expr::i(r)));
+    let one = expr::binary(expr::BinOp::Eq, expr::load(DType::I64, 1, vec![expr::clamp(norm, 0, (r - 1).max(0))]), expr::i(1));
+    ctx.assert_expr(vec![n], vec![ax, dims], expr::and(in_range, one), onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
+    Ok(vec![ctx.reshape(x, shape)?])
+}
+
 pub fn squeeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
+    if ctx.opset >= 13 && ctx.opt_input(1).is_some_and(|a| ctx.is_runtime(a)) {
+        return squeeze_runtime(ctx, x, false);
+    }
     let shape = ctx.shape(x);
     let axes = match axes_arg(ctx, 13)? {
         Some(a) => build::axes(ctx, &a, shape.len())?,
@@ -168,6 +227,9 @@ pub fn squeeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 pub fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
+    if ctx.opset >= 13 && ctx.opt_input(1).is_some_and(|a| ctx.is_runtime(a)) {
+        return squeeze_runtime(ctx, x, true);
+    }
     let shape = ctx.shape(x);
     let a = axes_arg(ctx, 13)?.ok_or_else(|| ctx.err("axes are required"))?;
     let out_rank = shape.len() + a.len();
@@ -225,7 +287,14 @@ pub fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 pub fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let s = ctx.input(0)?;
-    let dims = ctx.const_ints(s, "input 'shape'")?;
+    let dims = if ctx.is_runtime(s) {
+        let out = ctx.declared_shape(0, "input 'shape'")?;
+        let sv = build::flat_i64(ctx, s)?;
+        build::assert_equals(ctx, sv, &out)?;
+        out
+    } else {
+        ctx.const_ints(s, "input 'shape'")?
+    };
     if let Some(d) = dims.iter().find(|&&d| d < 0) {
         return Err(ctx.err(format!("shape {dims:?} has negative dim {d}")));
     }
