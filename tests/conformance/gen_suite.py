@@ -6,6 +6,8 @@ Layout (the standard one, as `onnx.backend.test.cmd_tools generate-data` writes 
     OUT/<kind>/<case>/test_data_set_<N>/input_<K>.pb, output_<K>.pb
     OUT/cases.json    one entry per case: kind, name, dir, rtol, atol
     OUT/cases.tsv     the same as tab-separated lines (read by the Rust runner)
+    OUT/ops.tsv       every ONNX op: domain, name, first and latest version, element types, deprecated
+    OUT/case_ops.tsv  the op types each case uses (for docs/supported-ops.md)
 
 kinds: node (generated in-process, 1884 cases), pytorch-converted, pytorch-operator,
 simple, light (the `real` cases, pointing at data/light in the wheel; light inputs are arange(n)/n as onnx's runner makes them).
@@ -77,6 +79,46 @@ def write_light_case(model_path: str, out_dir: str) -> None:
         shutil.copy(f"{prefix}_output_{i}.pb", os.path.join(ds, f"output_{i}.pb"))
 
 
+def write_op_tables(out: str, cases: list) -> None:
+    """ops.tsv: every ONNX op (domain, name, first and latest version, element types, deprecated);
+    case_ops.tsv: the op types each case's model uses (subgraphs included)."""
+    latest = {}
+    earliest = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        key = (schema.domain or "ai.onnx", schema.name)
+        if key not in latest or schema.since_version > latest[key].since_version:
+            latest[key] = schema
+        earliest[key] = min(earliest.get(key, schema.since_version), schema.since_version)
+    with open(os.path.join(out, "ops.tsv"), "w") as f:
+        for (domain, name), sc in sorted(latest.items()):
+            types = set()
+            for c in sc.type_constraints:
+                for t in c.allowed_type_strs:
+                    if t.startswith("tensor(") and t.count("(") == 1:
+                        types.add(t[len("tensor("):-1])
+            f.write(f"{domain}\t{name}\t{earliest[(domain, name)]}\t{sc.since_version}\t{','.join(sorted(types))}\t{int(sc.deprecated)}\n")
+
+    def graph_ops(g, acc):
+        for n in g.node:
+            acc.add(((n.domain or "ai.onnx"), n.op_type))
+            for a in n.attribute:
+                if a.HasField("g"):
+                    graph_ops(a.g, acc)
+                for sg in a.graphs:
+                    graph_ops(sg, acc)
+
+    with open(os.path.join(out, "case_ops.tsv"), "w") as f:
+        for c in cases:
+            m = onnx.load(os.path.join(c["dir"], "model.onnx"), load_external_data=False)
+            acc = set()
+            graph_ops(m.graph, acc)
+            for fn in m.functions:
+                for n in fn.node:
+                    acc.add(((n.domain or "ai.onnx"), n.op_type))
+            ops = sorted(f"{d}:{o}" for d, o in acc)
+            f.write(f"{c['kind']}/{c['name']}\t{','.join(ops)}\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder")
@@ -85,7 +127,7 @@ def main() -> int:
     stamp = os.path.join(out, "cases.json")
     if os.path.exists(stamp):
         with open(stamp) as f:
-            if json.load(f).get("onnx_version") == onnx.__version__:
+            if json.load(f).get("onnx_version") == onnx.__version__ and os.path.exists(os.path.join(out, "case_ops.tsv")):
                 print(f"suite for onnx {onnx.__version__} already at {out}")
                 return 0
         shutil.rmtree(out)
@@ -105,6 +147,7 @@ def main() -> int:
             else:
                 shutil.copytree(case.model_dir, d, dirs_exist_ok=True)
             cases.append({"kind": out_kind, "name": case.name, "dir": d, "rtol": case.rtol, "atol": case.atol})
+    write_op_tables(out, cases)
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for c in cases:
             f.write(f"{c['kind']}\t{c['name']}\t{c['dir']}\t{c['rtol']!r}\t{c['atol']!r}\n")

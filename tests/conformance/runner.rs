@@ -6,7 +6,8 @@
 //! ```
 //! Writes `.cache/conformance-<opt>.tsv` (case, outcome, message) and prints counts per kind.
 //! `--check` fails if a case listed in `tests/conformance/manifest.txt` does not pass;
-//! `--update` rewrites the manifest with the passing cases.
+//! `--update` rewrites the manifest with the passing cases (and `docs/supported-ops.md`);
+//! `--docs` only regenerates `docs/supported-ops.md`.
 
 use onnxc::driver::{OptLevel, Options};
 use onnxc_tests::{Case, Outcome, load_cases, root, run_case, suite_dir};
@@ -33,8 +34,22 @@ fn main() {
             "--check" => check = true,
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
+            "--docs" => {
+                let md = match onnxc_tests::supported_ops_markdown(&suite_dir(), &onnxc_tests::load_manifest()) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        std::process::exit(2);
+                    }
+                };
+                let path = root().join("docs/supported-ops.md");
+                let _ = std::fs::create_dir_all(root().join("docs"));
+                std::fs::write(&path, md).expect("write docs/supported-ops.md");
+                println!("wrote {}", path.display());
+                return;
+            }
             "-h" | "--help" => {
-                println!("usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only]");
+                println!("usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--docs]");
                 return;
             }
             other => {
@@ -132,6 +147,13 @@ fn main() {
         }
         let _ = std::fs::write(&manifest_path, text);
         println!("manifest updated: {} cases", m.len());
+        match onnxc_tests::supported_ops_markdown(&suite_dir(), &m) {
+            Ok(md) => {
+                let _ = std::fs::create_dir_all(root().join("docs"));
+                let _ = std::fs::write(root().join("docs/supported-ops.md"), md);
+            }
+            Err(e) => eprintln!("docs/supported-ops.md not regenerated: {e}"),
+        }
     }
     if check && !regressions.is_empty() {
         println!("REGRESSIONS: {} manifest case(s) no longer pass:", regressions.len());
