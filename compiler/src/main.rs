@@ -98,6 +98,9 @@ enum Cmd {
         /// Print one JSON object as the last line of stdout.
         #[arg(long)]
         json: bool,
+        /// Keep the linked benchmark executable (run it as `EXE bench ITERATIONS WARMUP [IN.bin…]`).
+        #[arg(long)]
+        save_exe: Option<PathBuf>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -190,9 +193,9 @@ fn real_main() -> Result<()> {
             eprintln!("onnxc: wrote {} output(s) to {}", outs.len(), output_dir.display());
             Ok(())
         }
-        Some(Cmd::Bench { model, inputs, iterations, warmup, json, common }) => {
+        Some(Cmd::Bench { model, inputs, iterations, warmup, json, save_exe, common }) => {
             let opts = options(&common)?;
-            let r = driver::bench(&model, &opts, iterations, warmup, &input_args(&inputs))?;
+            let r = driver::bench(&model, &opts, iterations, warmup, &input_args(&inputs), save_exe.as_deref())?;
             println!("model:        {}", model.display());
             println!("compile:      {:.1} ms", r.compile_ms);
             println!("iterations:   {} (+{} warm-up)", r.iterations, warmup);

@@ -1,5 +1,10 @@
-//! Convolution (f32, N-d, grouped): im2col into scratch + GEMM, with 1×1 stride-1 convs going
-//! straight to GEMM. The geometry is shared with the compiler, which sizes the scratch.
+//! Convolution (f32, N-d, grouped) as implicit GEMM: C[M×N] = W[M×K] · cols[K×N] per group,
+//! where cols (the im2col matrix) is never materialized: each K×N block is packed straight
+//! from the input into the GEMM's B panels. Weights are packed into A panels once (at compile
+//! time). Pointwise convolutions read the input as B directly; depthwise convolutions use a
+//! direct kernel. The geometry is shared with the compiler, which sizes the scratch.
+
+use crate::gemm::{self, BSource, Epilogue, NR, pack};
 
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
@@ -51,140 +56,427 @@ impl ConvGeometry {
         }
     }
 
-    fn is_pointwise(&self) -> bool {
-        self.kernel.iter().all(|&k| k == 1)
-            && self.strides.iter().all(|&s| s == 1)
-            && self.pads.iter().all(|&p| p == 0)
-            && self.input == self.output
+    fn cg(&self) -> usize {
+        (self.c / self.group) as usize
+    }
+    fn mg(&self) -> usize {
+        (self.m / self.group) as usize
+    }
+    fn ksize(&self) -> usize {
+        self.kernel.iter().product::<i64>() as usize
+    }
+    fn osize(&self) -> usize {
+        self.output.iter().product::<i64>() as usize
+    }
+    fn isize(&self) -> usize {
+        self.input.iter().product::<i64>() as usize
+    }
+    /// K of the per-group GEMM.
+    fn kdim(&self) -> usize {
+        self.cg() * self.ksize()
     }
 
-    /// Scratch floats `onnxc_conv_f32` needs (the im2col matrix of one group).
-    pub fn scratch_floats(&self) -> usize {
-        if self.is_pointwise() {
-            return 0;
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel.iter().all(|&k| k == 1) && self.strides.iter().all(|&s| s == 1) && self.pads.iter().all(|&p| p == 0) && self.input == self.output
+    }
+
+    /// One input and one output channel per group: a direct kernel, weights unpacked.
+    pub fn is_depthwise(&self) -> bool {
+        self.cg() == 1 && self.mg() == 1
+    }
+
+    /// Floats of the packed weights (`pack_weights`).
+    pub fn packed_weights_len(&self) -> usize {
+        if self.is_depthwise() {
+            self.m as usize * self.ksize()
+        } else {
+            self.group as usize * pack::packed_a_len(self.mg(), self.kdim())
         }
-        let cg = (self.c / self.group) as usize;
-        let k: i64 = self.kernel.iter().product();
-        let o: i64 = self.output.iter().product();
-        cg * k as usize * o as usize
+    }
+
+    /// Weights `[M, C/group, kernel…]` in the layout `onnxc_conv_f32` reads.
+    pub fn pack_weights(&self, w: &[f32]) -> Vec<f32> {
+        if self.is_depthwise() {
+            return w.to_vec();
+        }
+        let (mg, kd) = (self.mg(), self.kdim());
+        let per = pack::packed_a_len(mg, kd);
+        let mut out = vec![0f32; self.group as usize * per];
+        for g in 0..self.group as usize {
+            // SAFETY: group g's weights are rows g*mg.. of the [M, kd] matrix.
+            unsafe { pack::pack_a(w.as_ptr().add(g * mg * kd), kd, false, mg, kd, out.as_mut_ptr().add(g * per)) };
+        }
+        out
+    }
+
+    /// Scratch floats `onnxc_conv_f32` needs (plus the packed weights when they are packed at
+    /// run time).
+    pub fn scratch_floats(&self, weights_packed: bool) -> usize {
+        let w = if weights_packed { 0 } else { self.packed_weights_len() };
+        let b = if self.is_depthwise() { 0 } else { gemm::scratch_len(self.osize(), false) + self.osize() * 2 };
+        w + b
     }
 }
 
-/// # Safety
-/// `x`, `w`, `y`, `bias` (if non-null) and `scratch` must be valid for the geometry.
-pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, bias: *const f32, y: *mut f32, scratch: *mut f32) {
-    let nsp = g.input.len();
-    let cg = (g.c / g.group) as usize;
-    let mg = (g.m / g.group) as usize;
-    let ksize: usize = g.kernel.iter().product::<i64>() as usize;
-    let isize: usize = g.input.iter().product::<i64>() as usize;
-    let osize: usize = g.output.iter().product::<i64>() as usize;
-    let kdim = cg * ksize;
-    let pointwise = g.is_pointwise();
-    for b in 0..g.n as usize {
-        for grp in 0..g.group as usize {
-            // SAFETY: offsets are within the tensors described by the geometry.
-            unsafe {
-                let xg = x.add((b * g.c as usize + grp * cg) * isize);
-                let wg = w.add(grp * mg * kdim);
-                let yg = y.add((b * g.m as usize + grp * mg) * osize);
-                let cols = if pointwise {
-                    xg
-                } else {
-                    im2col(g, nsp, cg, ksize, osize, xg, scratch);
-                    scratch as *const f32
-                };
-                crate::gemm::sgemm(mg, osize, kdim, wg, kdim, false, cols, osize, false, yg, osize);
-                if !bias.is_null() {
-                    for oc in 0..mg {
-                        let bv = *bias.add(grp * mg + oc);
-                        let row = std::slice::from_raw_parts_mut(yg.add(oc * osize), osize);
-                        row.iter_mut().for_each(|v| *v += bv);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Writes the `[cg·ksize, osize]` column matrix of one group's input.
+/// Packs rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix into B panels.
 ///
 /// # Safety
-/// `xg` holds `cg` channel planes of the input; `cols` has room for `cg·ksize·osize` floats.
-unsafe fn im2col(g: &ConvGeometry, nsp: usize, cg: usize, ksize: usize, osize: usize, xg: *const f32, cols: *mut f32) {
-    let isize: usize = g.input.iter().product::<i64>() as usize;
-    let mut kidx = vec![0i64; nsp];
-    let mut oidx = vec![0i64; nsp];
-    for c in 0..cg {
-        for kf in 0..ksize {
-            // Decompose kf into per-dim kernel taps.
-            let mut r = kf as i64;
-            for d in (0..nsp).rev() {
-                kidx[d] = r % g.kernel[d];
-                r /= g.kernel[d];
+/// `xg` holds the group's `cg` input channel planes; `dst` has room for the block;
+/// `base` holds the (spatial origin per dim) of every output position of the block.
+#[allow(clippy::too_many_arguments, reason = "block coordinates")]
+unsafe fn pack_im2col(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32, base: &mut Vec<[i64; 3]>) {
+    let nsp = g.input.len();
+    let ks = g.ksize();
+    let isz = g.isize();
+    // Spatial origin (before adding the kernel tap) of each output position in the block.
+    base.clear();
+    let mut pos = [0i64; 3];
+    let mut rem = n0 as i64;
+    for d in (0..nsp).rev() {
+        pos[d] = rem % g.output[d];
+        rem /= g.output[d];
+    }
+    for _ in 0..nc {
+        let mut o = [0i64; 3];
+        for d in 0..nsp {
+            o[d] = pos[d] * g.strides[d] - g.pads[d];
+        }
+        base.push(o);
+        for d in (0..nsp).rev() {
+            pos[d] += 1;
+            if pos[d] < g.output[d] {
+                break;
             }
-            // SAFETY: row (c, kf) of cols has osize entries.
-            let row = unsafe { std::slice::from_raw_parts_mut(cols.add((c * ksize + kf) * osize), osize) };
-            if nsp == 2 {
-                let (oh, ow) = (g.output[0], g.output[1]);
-                let (ih, iw) = (g.input[0], g.input[1]);
-                let mut o = 0usize;
-                for y in 0..oh {
-                    let iy = y * g.strides[0] + kidx[0] * g.dilations[0] - g.pads[0];
-                    if iy < 0 || iy >= ih {
-                        row[o..o + ow as usize].fill(0.0);
-                        o += ow as usize;
-                        continue;
-                    }
-                    let base = c * isize + (iy * iw) as usize;
-                    for xo in 0..ow {
-                        let ix = xo * g.strides[1] + kidx[1] * g.dilations[1] - g.pads[1];
-                        row[o] = if ix < 0 || ix >= iw {
-                            0.0
-                        } else {
-                            // SAFETY: (c, iy, ix) is inside the input.
-                            unsafe { *xg.add(base + ix as usize) }
-                        };
-                        o += 1;
-                    }
+            pos[d] = 0;
+        }
+    }
+    let mut tap = [0i64; 3];
+    for kx in 0..kc {
+        let kk = k0 + kx;
+        let c = kk / ks;
+        let mut r = (kk % ks) as i64;
+        for d in (0..nsp).rev() {
+            tap[d] = (r % g.kernel[d]) * g.dilations[d];
+            r /= g.kernel[d];
+        }
+        // SAFETY: channel plane c of the group.
+        let plane = unsafe { xg.add(c * isz) };
+        for p in 0..nc.div_ceil(NR) {
+            // SAFETY: panel p, row kx of the block.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst.add((p * kc + kx) * NR), NR) };
+            for (j, o) in out.iter_mut().enumerate() {
+                let col = p * NR + j;
+                if col >= nc {
+                    *o = 0.0;
+                    continue;
                 }
-                continue;
-            }
-            oidx.iter_mut().for_each(|v| *v = 0);
-            for slot in row.iter_mut() {
+                let b = &base[col];
                 let mut off = 0i64;
                 let mut inside = true;
                 for d in 0..nsp {
-                    let p = oidx[d] * g.strides[d] + kidx[d] * g.dilations[d] - g.pads[d];
-                    if p < 0 || p >= g.input[d] {
-                        inside = false;
-                        break;
-                    }
-                    off = off * g.input[d] + p;
+                    let q = b[d] + tap[d];
+                    inside &= q >= 0 && q < g.input[d];
+                    off = off * g.input[d] + q;
                 }
-                // SAFETY: inside means the position is within the channel plane.
-                *slot = if inside { unsafe { *xg.add(c * isize + off as usize) } } else { 0.0 };
-                for d in (0..nsp).rev() {
-                    oidx[d] += 1;
-                    if oidx[d] < g.output[d] {
-                        break;
+                // SAFETY: inside means the tap lies in the channel plane.
+                *o = if inside { unsafe { *plane.add(off as usize) } } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// Direct depthwise convolution of one channel plane.
+///
+/// # Safety
+/// `x`/`y` are one input/output plane, `w` the channel's kernel.
+unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32) {
+    let nsp = g.input.len();
+    if nsp == 2 {
+        let (ih, iw) = (g.input[0], g.input[1]);
+        let (oh, ow) = (g.output[0], g.output[1]);
+        let (kh, kw) = (g.kernel[0], g.kernel[1]);
+        let (sh, sw) = (g.strides[0], g.strides[1]);
+        let (dh, dw) = (g.dilations[0], g.dilations[1]);
+        let (ph, pw) = (g.pads[0], g.pads[1]);
+        // Output columns whose taps all lie inside the row: [x_lo, x_hi).
+        let x_lo = ((pw + sw - 1) / sw).min(ow);
+        let x_hi = (((iw - 1 - (kw - 1) * dw + pw) / sw) + 1).clamp(x_lo, ow);
+        for oy in 0..oh {
+            // SAFETY: output row oy.
+            let row = unsafe { std::slice::from_raw_parts_mut(y.add((oy * ow) as usize), ow as usize) };
+            row.fill(bias);
+            for ky in 0..kh {
+                let iy = oy * sh + ky * dh - ph;
+                if iy < 0 || iy >= ih {
+                    continue;
+                }
+                // SAFETY: input row iy.
+                let xr = unsafe { x.add((iy * iw) as usize) };
+                for kx in 0..kw {
+                    // SAFETY: inside the kernel.
+                    let wv = unsafe { *w.add((ky * kw + kx) as usize) };
+                    let shift = kx * dw - pw;
+                    for ox in 0..x_lo {
+                        let ix = ox * sw + shift;
+                        if ix >= 0 && ix < iw {
+                            // SAFETY: ix inside the row.
+                            row[ox as usize] += wv * unsafe { *xr.add(ix as usize) };
+                        }
                     }
-                    oidx[d] = 0;
+                    if sw == 1 {
+                        // SAFETY: [x_lo + shift, x_hi + shift) lies inside the row.
+                        let src = unsafe { std::slice::from_raw_parts(xr.add((x_lo + shift) as usize), (x_hi - x_lo) as usize) };
+                        for (o, s) in row[x_lo as usize..x_hi as usize].iter_mut().zip(src) {
+                            *o += wv * s;
+                        }
+                    } else {
+                        for ox in x_lo..x_hi {
+                            // SAFETY: interior columns have every tap inside.
+                            row[ox as usize] += wv * unsafe { *xr.add((ox * sw + shift) as usize) };
+                        }
+                    }
+                    for ox in x_hi..ow {
+                        let ix = ox * sw + shift;
+                        if ix >= 0 && ix < iw {
+                            // SAFETY: ix inside the row.
+                            row[ox as usize] += wv * unsafe { *xr.add(ix as usize) };
+                        }
+                    }
+                }
+            }
+            for (ox, v) in row.iter_mut().enumerate() {
+                let r = if resid.is_null() { 0.0 } else { unsafe { *resid.add((oy * ow) as usize + ox) } };
+                *v = (*v + r).max(lo).min(hi);
+            }
+        }
+        return;
+    }
+    // Any other rank: straightforward loops.
+    let osz = g.osize();
+    let ks = g.ksize();
+    let mut opos = vec![0i64; nsp];
+    let mut tap = vec![0i64; nsp];
+    for o in 0..osz {
+        let mut r = o as i64;
+        for d in (0..nsp).rev() {
+            opos[d] = r % g.output[d];
+            r /= g.output[d];
+        }
+        let mut acc = bias;
+        for t in 0..ks {
+            let mut rr = t as i64;
+            for d in (0..nsp).rev() {
+                tap[d] = rr % g.kernel[d];
+                rr /= g.kernel[d];
+            }
+            let mut off = 0i64;
+            let mut inside = true;
+            for d in 0..nsp {
+                let q = opos[d] * g.strides[d] + tap[d] * g.dilations[d] - g.pads[d];
+                inside &= q >= 0 && q < g.input[d];
+                off = off * g.input[d] + q;
+            }
+            if inside {
+                // SAFETY: inside the plane and the kernel.
+                acc += unsafe { *x.add(off as usize) * *w.add(t) };
+            }
+        }
+        let r = if resid.is_null() { 0.0 } else { unsafe { *resid.add(o) } };
+        // SAFETY: inside the output plane.
+        unsafe { *y.add(o) = (acc + r).max(lo).min(hi) };
+    }
+}
+
+/// # Safety
+/// Buffers valid for the geometry; `w` packed by `pack_weights` (or raw `[M, C/g, k…]` weights
+/// when `!weights_packed`); `scratch` holds `scratch_floats(weights_packed)` floats.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_packed: bool, bias: *const f32, residual: *const f32, lo: f32, hi: f32, y: *mut f32, scratch: *mut f32) {
+    let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
+    if g.is_depthwise() {
+        for b in 0..g.n as usize {
+            for ch in 0..g.m as usize {
+                let plane = b * g.m as usize + ch;
+                // SAFETY: plane offsets inside x, y and the residual.
+                unsafe {
+                    let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
+                    let r = if residual.is_null() { residual } else { residual.add(plane * osz) };
+                    depthwise_plane(g, x.add((b * g.c as usize + ch) * isz), w.add(ch * g.ksize()), y.add(plane * osz), bv, r, lo, hi);
+                }
+            }
+        }
+        return;
+    }
+    let kd = g.kdim();
+    let per = pack::packed_a_len(mg, kd);
+    let (wp, rest) = if weights_packed {
+        (w, scratch)
+    } else {
+        // SAFETY: the first packed_weights_len floats of scratch hold the packed weights.
+        unsafe {
+            for grp in 0..g.group as usize {
+                pack::pack_a(w.add(grp * mg * kd), kd, false, mg, kd, scratch.add(grp * per));
+            }
+            (scratch as *const f32, scratch.add(g.packed_weights_len()))
+        }
+    };
+    let mut base = Vec::with_capacity(gemm::NC);
+    for b in 0..g.n as usize {
+        for grp in 0..g.group as usize {
+            // SAFETY: offsets inside the tensors described by the geometry.
+            unsafe {
+                let xg = x.add((b * g.c as usize + grp * cg) * isz);
+                let yg = y.add((b * g.m as usize + grp * mg) * osz);
+                let ep = Epilogue {
+                    bias_row: if bias.is_null() { bias } else { bias.add(grp * mg) },
+                    bias_col: std::ptr::null(),
+                    residual: if residual.is_null() { residual } else { residual.add((b * g.m as usize + grp * mg) * osz) },
+                    lo,
+                    hi,
+                };
+                let a = wp.add(grp * per);
+                if g.is_pointwise() {
+                    gemm::gemm_packed_a(mg, osz, kd, a, BSource::Matrix { b: xg, ldb: osz, trans: false }, yg, osz, &ep, rest);
+                } else {
+                    let base_ref = std::cell::RefCell::new(&mut base);
+                    let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut());
+                    gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
                 }
             }
         }
     }
 }
 
-/// C ABI entry point called by generated code.
+/// C ABI entry point. `clamp` points to `[lo, hi]` or is null (no clamping); `bias` and
+/// `residual` (laid out like y) may be null.
 ///
 /// # Safety
-/// `params` must come from `ConvGeometry::encode`; buffers as for `conv_f32`.
+/// As `conv_f32`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_conv_f32(params: *const i64, x: *const f32, w: *const f32, bias: *const f32, y: *mut f32, scratch: *mut f32) {
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub unsafe extern "C" fn onnxc_conv_f32(
+    params: *const i64,
+    x: *const f32,
+    w: *const f32,
+    weights_packed: i64,
+    bias: *const f32,
+    residual: *const f32,
+    clamp: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     // SAFETY: forwarded contract.
     unsafe {
         let g = ConvGeometry::decode(params);
-        conv_f32(&g, x, w, bias, y, scratch)
+        let (lo, hi) = if clamp.is_null() { (f32::NEG_INFINITY, f32::INFINITY) } else { (*clamp, *clamp.add(1)) };
+        conv_f32(&g, x, w, weights_packed != 0, bias, residual, lo, hi, y, scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Direct convolution: the oracle.
+    fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+        let nsp = g.input.len();
+        let (cg, mg, ks, osz, isz) = (g.cg(), g.mg(), g.ksize(), g.osize(), g.isize());
+        let mut y = vec![0f32; g.n as usize * g.m as usize * osz];
+        for b in 0..g.n as usize {
+            for m in 0..g.m as usize {
+                let grp = m / mg;
+                for o in 0..osz {
+                    let mut op = vec![0i64; nsp];
+                    let mut r = o as i64;
+                    for d in (0..nsp).rev() {
+                        op[d] = r % g.output[d];
+                        r /= g.output[d];
+                    }
+                    let mut acc = bias[m] as f64;
+                    for c in 0..cg {
+                        for t in 0..ks {
+                            let mut tp = vec![0i64; nsp];
+                            let mut rr = t as i64;
+                            for d in (0..nsp).rev() {
+                                tp[d] = rr % g.kernel[d];
+                                rr /= g.kernel[d];
+                            }
+                            let mut off = 0i64;
+                            let mut inside = true;
+                            for d in 0..nsp {
+                                let q = op[d] * g.strides[d] + tp[d] * g.dilations[d] - g.pads[d];
+                                inside &= q >= 0 && q < g.input[d];
+                                off = off * g.input[d] + q;
+                            }
+                            if inside {
+                                acc += x[(b * g.c as usize + grp * cg + c) * isz + off as usize] as f64 * w[(m * cg + c) * ks + t] as f64;
+                            }
+                        }
+                    }
+                    y[(b * g.m as usize + m) * osz + o] = acc as f32;
+                }
+            }
+        }
+        y
+    }
+
+    fn geom(n: i64, c: i64, m: i64, group: i64, input: &[i64], kernel: &[i64], strides: &[i64], dil: &[i64], pads: &[i64]) -> ConvGeometry {
+        let output: Vec<i64> = (0..input.len())
+            .map(|d| (input[d] + 2 * pads[d] - (kernel[d] - 1) * dil[d] - 1) / strides[d] + 1)
+            .collect();
+        ConvGeometry { n, c, m, group, input: input.into(), kernel: kernel.into(), output, strides: strides.into(), dilations: dil.into(), pads: pads.into() }
+    }
+
+    #[test]
+    fn matches_direct_convolution() {
+        let cases = [
+            geom(1, 3, 8, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 16, 20, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+            geom(1, 8, 12, 2, &[10, 9], &[3, 2], &[2, 1], &[1, 2], &[1, 0]),
+            geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 6, 6, 6, &[13, 12], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+            geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
+            geom(1, 2, 3, 1, &[5, 6, 4], &[3, 3, 2], &[1, 2, 1], &[1, 1, 1], &[1, 1, 0]),
+            geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        ];
+        for g in &cases {
+            let x = rand((g.n * g.c) as usize * g.isize(), 1);
+            let w = rand(g.m as usize * g.kdim(), 2);
+            let bias = rand(g.m as usize, 3);
+            let want = reference(g, &x, &w, &bias);
+            for packed in [true, false] {
+                let wp = if packed { g.pack_weights(&w) } else { w.clone() };
+                let mut scratch = vec![0f32; g.scratch_floats(packed)];
+                let mut y = vec![f32::NAN; want.len()];
+                unsafe {
+                    conv_f32(g, x.as_ptr(), wp.as_ptr(), packed, bias.as_ptr(), std::ptr::null(), f32::NEG_INFINITY, f32::INFINITY, y.as_mut_ptr(), scratch.as_mut_ptr())
+                };
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() < 1e-3, "{g:?} packed={packed} [{i}]: {a} vs {b}");
+                }
+            }
+            // Epilogue: residual add and clamp.
+            let resid = rand(want.len(), 4);
+            let wp = g.pack_weights(&w);
+            let mut scratch = vec![0f32; g.scratch_floats(true)];
+            let mut y = vec![f32::NAN; want.len()];
+            unsafe { conv_f32(g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), resid.as_ptr(), 0.0, 0.5, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+            for i in 0..y.len() {
+                let e = (want[i] + resid[i]).clamp(0.0, 0.5);
+                assert!((y[i] - e).abs() < 1e-3, "{g:?} epilogue [{i}]: {} vs {e}", y[i]);
+            }
+        }
     }
 }

@@ -179,7 +179,13 @@ impl<'a, 'b> FnCx<'a, 'b> {
                         Arg::Null => self.b.ins().iconst(PTR, 0),
                         Arg::Int(e) => self.eval(e, &mut memo),
                         Arg::Params(p) => {
-                            let gv = self.imports.params_gv(p, &mut self.b);
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
+                            self.b.ins().symbol_value(PTR, gv)
+                        }
+                        Arg::Floats(p) => {
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
                             self.b.ins().symbol_value(PTR, gv)
                         }
                         Arg::Scratch { offset } => self.b.ins().iadd_imm_s(self.ws, *offset as i64),
@@ -903,7 +909,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     }
 }
 
-fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
+pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
     fn expr_bufs(e: &E, out: &mut Vec<BufId>) {
         let mut used = Vec::new();
         crate::ir::expr::used_inputs(e, &mut used);
@@ -940,7 +946,7 @@ fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                             expr_bufs(offset, out);
                         }
                         Arg::Int(e) => expr_bufs(e, out),
-                        Arg::Null | Arg::Params(_) | Arg::Scratch { .. } => {}
+                        Arg::Null | Arg::Params(_) | Arg::Floats(_) | Arg::Scratch { .. } => {}
                     }
                 }
             }

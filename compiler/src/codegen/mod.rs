@@ -77,7 +77,7 @@ pub struct ModState {
     module: ObjectModule,
     funcs: HashMap<String, FuncId>,
     consts: HashMap<u32, DataId>,
-    params: HashMap<Vec<i64>, DataId>,
+    rodata: HashMap<Vec<u8>, DataId>,
     call_conv: CallConv,
 }
 
@@ -123,17 +123,17 @@ impl<'m> Imports<'m> {
         self.data_gv(id, b)
     }
 
-    pub fn params_gv(&mut self, p: &[i64], b: &mut FunctionBuilder) -> ir::GlobalValue {
-        let id = match self.st.params.get(p) {
+    /// A read-only blob (kernel parameters), deduplicated by content.
+    pub fn rodata_gv(&mut self, bytes: Vec<u8>, b: &mut FunctionBuilder) -> ir::GlobalValue {
+        let id = match self.st.rodata.get(&bytes) {
             Some(id) => *id,
             None => {
                 let id = self.st.module.declare_anonymous_data(false, false).expect("data declaration");
                 let mut d = DataDescription::new();
-                let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
-                d.define(bytes.into_boxed_slice());
+                d.define(bytes.clone().into_boxed_slice());
                 d.set_align(8);
-                self.st.module.define_data(id, &d).expect("params data");
-                self.st.params.insert(p.to_vec(), id);
+                self.st.module.define_data(id, &d).expect("rodata");
+                self.st.rodata.insert(bytes, id);
                 id
             }
         };
@@ -156,10 +156,18 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     let frontend_config = isa.frontend_config();
     let builder = ObjectBuilder::new(isa.clone(), format!("{prefix}.o"), cranelift_module::default_libcall_names())
         .map_err(|e| Error::Internal(format!("object builder: {e}")))?;
-    let mut st = ModState { module: ObjectModule::new(builder), funcs: HashMap::new(), consts: HashMap::new(), params: HashMap::new(), call_conv };
+    let mut st = ModState { module: ObjectModule::new(builder), funcs: HashMap::new(), consts: HashMap::new(), rodata: HashMap::new(), call_conv };
     let merr = |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
-    // Constants.
+    // Constants that some function reads (unpacked originals of packed weights are dropped).
+    let mut used = Vec::new();
+    for f in &prog.funcs {
+        func::collect_bufs(&f.body, &mut used);
+    }
+    let used: std::collections::HashSet<u32> = used.into_iter().collect();
     for (i, b) in prog.buffers.iter().enumerate() {
+        if !used.contains(&(i as u32)) {
+            continue;
+        }
         if let Loc::Const(data) = &b.loc {
             let id = st.module.declare_anonymous_data(false, false).map_err(merr)?;
             let mut d = DataDescription::new();

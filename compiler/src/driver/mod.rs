@@ -311,14 +311,17 @@ fn json_num(s: &str, key: &str) -> Option<f64> {
     rest[..end].trim().parse().ok()
 }
 
-pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inputs: &[InputArg]) -> Result<BenchResult> {
+pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inputs: &[InputArg], save_exe: Option<&Path>) -> Result<BenchResult> {
     let tmp = TempDir::new("bench")?;
     let opts = Options { emit_main: true, ..opts.clone() };
     let c = compile_file(model, "model", &opts, None)?;
     let tensors = if inputs.is_empty() { vec![] } else { bind_inputs(&c.program.inputs, inputs)? };
     let obj = tmp.path.join("model.o");
     std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;
-    let exe = tmp.path.join("model");
+    let exe = match save_exe {
+        Some(p) => p.to_path_buf(),
+        None => tmp.path.join("model"),
+    };
     link(&[obj], &exe)?;
     let mut cmd = Command::new(&exe);
     cmd.arg("bench").arg(iterations.to_string()).arg(warmup.to_string());

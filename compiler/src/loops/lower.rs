@@ -15,11 +15,9 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
     // Scratch needs are known before memory planning.
     let mut scratch_req = Vec::new();
     for (i, st) in sched.steps.iter().enumerate() {
-        if let StepKind::Conv(c) = &st.kind
-            && sched.values[st.output].dtype == DType::F32
-        {
-            let g = geometry(sched, st, c);
-            scratch_req.push((i, g.scratch_floats() as u64 * 4));
+        let bytes = scratch_bytes(sched, st);
+        if bytes > 0 {
+            scratch_req.push((i, bytes));
         }
     }
     let scratch_offsets = schedule::memory::plan(sched, &scratch_req);
@@ -42,11 +40,13 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
             buf_of[v] = buf_of[s.root(v)];
         }
     }
+    let extra = std::cell::RefCell::new(Vec::new());
+    let first_extra = buffers.len() as u32;
     let mut funcs = Vec::new();
     let mut scratch = scratch_req.iter().zip(&scratch_offsets).map(|((i, _), o)| (*i, *o));
     let mut next_scratch = scratch.next();
     for (i, st) in s.steps.iter().enumerate() {
-        let cx = StepCx { s, st, buf_of: &buf_of };
+        let cx = StepCx { s, st, buf_of: &buf_of, extra: &extra, first_extra };
         let scratch_off = match next_scratch {
             Some((si, off)) if si == i => {
                 next_scratch = scratch.next();
@@ -58,6 +58,7 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
         let origin: Vec<String> = st.origins.iter().map(|o| format!("'{}' ({})", o.name, o.op_type)).collect();
         funcs.push(Func { name: format!("step{i}"), origin: origin.join(", "), body });
     }
+    buffers.extend(extra.into_inner());
     let io = |ios: &[schedule::Io]| -> Vec<IoDesc> {
         ios.iter()
             .map(|o| {
@@ -74,6 +75,48 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
         inputs: io(&s.inputs),
         outputs: io(&s.outputs),
     })
+}
+
+fn is_const(s: &Schedule, v: SvId) -> bool {
+    matches!(s.values[s.root(v)].storage, Storage::Const(_))
+}
+
+/// The f32 contents of a constant value.
+fn const_f32(s: &Schedule, v: SvId) -> Vec<f32> {
+    match &s.values[s.root(v)].storage {
+        Storage::Const(t) => t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Dims of a step's f32 matmul: (batch dims of the output, m, n, k, B is one matrix).
+fn matmul_dims(s: &Schedule, st: &Step, m: &MatMulOp) -> (usize, i64, i64, i64, bool) {
+    let (sa, sb, so) = (&s.values[st.inputs[0]].shape, &s.values[st.inputs[1]].shape, &s.values[st.output].shape);
+    let rank = so.len();
+    let k = if m.trans_a { sa[sa.len() - 2] } else { sa[sa.len() - 1] };
+    let single_b = sb[..sb.len() - 2].iter().all(|&d| d == 1);
+    (rank - 2, so[rank - 2], so[rank - 1], k, single_b)
+}
+
+/// B is packed at compile time when it is one constant matrix.
+fn pack_b_at_compile_time(s: &Schedule, st: &Step, m: &MatMulOp) -> bool {
+    let (_, _, _, _, single) = matmul_dims(s, st, m);
+    single && is_const(s, st.inputs[1])
+}
+
+/// Workspace bytes a step's kernel needs while it runs.
+fn scratch_bytes(s: &Schedule, st: &Step) -> u64 {
+    if s.values[st.output].dtype != DType::F32 {
+        return 0;
+    }
+    match &st.kind {
+        StepKind::Conv(c) => geometry(s, st, c).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4,
+        StepKind::MatMul(m) => {
+            let (_, mm, n, k, _) = matmul_dims(s, st, m);
+            onnxc_runtime::gemm::gemm_scratch_len(mm as usize, n as usize, k as usize, pack_b_at_compile_time(s, st, m)) as u64 * 4
+        }
+        _ => 0,
+    }
 }
 
 fn geometry(s: &Schedule, st: &Step, c: &ConvOp) -> ConvGeometry {
@@ -115,9 +158,20 @@ struct StepCx<'a> {
     s: &'a Schedule,
     st: &'a Step,
     buf_of: &'a [u32],
+    /// Constants created while lowering (packed weights), numbered from `first_extra`.
+    extra: &'a std::cell::RefCell<Vec<Buffer>>,
+    first_extra: u32,
 }
 
 impl StepCx<'_> {
+    /// A new constant buffer of f32 values.
+    fn new_const(&self, data: &[f32]) -> BufId {
+        let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut e = self.extra.borrow_mut();
+        e.push(Buffer { dtype: DType::F32, len: data.len() as i64, loc: Loc::Const(std::sync::Arc::new(bytes)) });
+        self.first_extra + e.len() as u32 - 1
+    }
+
     fn buf(&self, v: SvId) -> BufId {
         self.buf_of[v]
     }
@@ -177,7 +231,7 @@ impl StepCx<'_> {
                 };
                 Ok(self.nest(&oshape, 0, vec![red], false))
             }
-            StepKind::MatMul(m) => self.matmul(m),
+            StepKind::MatMul(m) => self.matmul(m, scratch),
             StepKind::Conv(c) => self.conv(c, scratch),
             StepKind::Concat { axis } => {
                 let outer: i64 = oshape[..*axis].iter().product();
@@ -252,7 +306,7 @@ impl StepCx<'_> {
     }
 
     /// Batched matmul: sgemm per batch for f32, a generic reduction otherwise.
-    fn matmul(&self, m: &MatMulOp) -> Result<Vec<Stmt>> {
+    fn matmul(&self, m: &MatMulOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
         let (a, b, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
         let (sa, sb, so) = (self.shape(a).to_vec(), self.shape(b).to_vec(), self.shape(out).to_vec());
         let dt = self.s.values[out].dtype;
@@ -274,24 +328,46 @@ impl StepCx<'_> {
             off
         };
         if dt == DType::F32 {
+            let scratch = scratch.ok_or_else(|| Error::Internal("matmul without scratch".into()))?;
             let c_off = flat(&(0..nb as u32).map(expr::var).chain([expr::i(0), expr::i(0)]).collect::<Vec<_>>(), &so);
             let lda = sa[sa.len() - 1];
             let ldb = sb[sb.len() - 1];
-            let call = Stmt::Call {
-                kernel: Kernel::Sgemm,
-                args: vec![
-                    Arg::Int(expr::i(mm)),
-                    Arg::Int(expr::i(nn)),
-                    Arg::Int(expr::i(k)),
-                    Arg::Ptr { buf: self.buf(a), offset: batch_off(&sa) },
-                    Arg::Int(expr::i(lda)),
-                    Arg::Int(expr::i(m.trans_a as i64)),
+            let a_args = vec![
+                Arg::Int(expr::i(mm)),
+                Arg::Int(expr::i(nn)),
+                Arg::Int(expr::i(k)),
+                Arg::Ptr { buf: self.buf(a), offset: batch_off(&sa) },
+                Arg::Int(expr::i(lda)),
+                Arg::Int(expr::i(m.trans_a as i64)),
+            ];
+            let tail = vec![
+                Arg::Ptr { buf: self.buf(out), offset: c_off },
+                Arg::Int(expr::i(nn)),
+                Arg::Null,
+                Arg::Null,
+                Arg::Null,
+                Arg::Null,
+                Arg::Scratch { offset: scratch },
+            ];
+            let call = if pack_b_at_compile_time(self.s, self.st, m) {
+                let bm = const_f32(self.s, b);
+                let mut packed = vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
+                // SAFETY: bm holds the k×n (or n×k) matrix; packed has room for its panels.
+                unsafe { onnxc_runtime::gemm::pack::pack_b(bm.as_ptr(), ldb as usize, m.trans_b, k as usize, nn as usize, packed.as_mut_ptr()) };
+                let pb = self.new_const(&packed);
+                let mut args = a_args;
+                args.push(Arg::Ptr { buf: pb, offset: expr::i(0) });
+                args.extend(tail);
+                Stmt::Call { kernel: Kernel::SgemmPb, args }
+            } else {
+                let mut args = a_args;
+                args.extend([
                     Arg::Ptr { buf: self.buf(b), offset: batch_off(&sb) },
                     Arg::Int(expr::i(ldb)),
                     Arg::Int(expr::i(m.trans_b as i64)),
-                    Arg::Ptr { buf: self.buf(out), offset: c_off },
-                    Arg::Int(expr::i(nn)),
-                ],
+                ]);
+                args.extend(tail);
+                Stmt::Call { kernel: Kernel::Sgemm, args }
             };
             return Ok(self.nest(&so[..nb], 0, vec![call], false));
         }
@@ -326,20 +402,31 @@ impl StepCx<'_> {
         let dt = self.s.values[out].dtype;
         if dt == DType::F32 {
             let g = geometry(self.s, self.st, c);
-            let scratch = scratch.ok_or_else(|| Error::Internal("conv without scratch".into()))?;
+            let scratch = match scratch {
+                Some(o) => Arg::Scratch { offset: o },
+                None => Arg::Null,
+            };
             let bias = match self.st.inputs.get(2) {
                 Some(&b) => Arg::Ptr { buf: self.buf(b), offset: expr::i(0) },
                 None => Arg::Null,
+            };
+            let (wbuf, packed) = if is_const(self.s, w) {
+                (self.new_const(&g.pack_weights(&const_f32(self.s, w))), 1)
+            } else {
+                (self.buf(w), 0)
             };
             return Ok(vec![Stmt::Call {
                 kernel: Kernel::ConvF32,
                 args: vec![
                     Arg::Params(g.encode()),
                     Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
-                    Arg::Ptr { buf: self.buf(w), offset: expr::i(0) },
+                    Arg::Ptr { buf: wbuf, offset: expr::i(0) },
+                    Arg::Int(expr::i(packed)),
                     bias,
+                    Arg::Null,
+                    Arg::Null,
                     Arg::Ptr { buf: self.buf(out), offset: expr::i(0) },
-                    Arg::Scratch { offset: scratch },
+                    scratch,
                 ],
             }]);
         }

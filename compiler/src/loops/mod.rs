@@ -37,12 +37,16 @@ pub struct IoDesc {
     pub shape: Vec<i64>,
 }
 
-/// Runtime-support kernels callable from generated code.
+/// Runtime-support kernels callable from generated code (all arguments pointer-sized).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Kernel {
-    /// `onnxc_sgemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc)`: C = A·B (f32).
+    /// `onnxc_sgemm(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bias_row, bias_col, residual,
+    /// clamp, scratch)`: C = op(A)·op(B) + epilogue (f32).
     Sgemm,
-    /// `onnxc_conv_f32(params, x, w, bias|null, y, scratch)`.
+    /// `onnxc_sgemm_pb(m, n, k, a, lda, ta, b_packed, c, ldc, bias_row, bias_col, residual,
+    /// clamp, scratch)`: B packed at compile time.
+    SgemmPb,
+    /// `onnxc_conv_f32(params, x, w, w_packed, bias, residual, clamp, y, scratch)`.
     ConvF32,
 }
 
@@ -50,6 +54,7 @@ impl Kernel {
     pub fn symbol(self) -> &'static str {
         match self {
             Kernel::Sgemm => "onnxc_sgemm",
+            Kernel::SgemmPb => "onnxc_sgemm_pb",
             Kernel::ConvF32 => "onnxc_conv_f32",
         }
     }
@@ -65,6 +70,8 @@ pub enum Arg {
     Int(E),
     /// Address of a read-only i64 array.
     Params(Vec<i64>),
+    /// Address of a read-only f32 array.
+    Floats(Vec<f32>),
     /// Address of a step-local scratch area in the workspace.
     Scratch { offset: u64 },
 }
@@ -164,6 +171,7 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Null => "null".into(),
                         Arg::Int(e) => expr::display(e),
                         Arg::Params(p) => format!("{p:?}"),
+                        Arg::Floats(p) => format!("{p:?}f"),
                         Arg::Scratch { offset } => format!("scratch+{offset}"),
                     })
                     .collect();

@@ -1,0 +1,280 @@
+//! Micro-kernels: an MR×NR tile of C from a packed A panel and a packed B panel.
+//! AVX2+FMA on x86-64 when the CPU has it (checked at run time), portable Rust otherwise.
+
+use super::Epilogue;
+use super::pack::{MR, NR};
+
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Kern {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+/// The best kernel for this CPU. (`is_x86_feature_detected!` caches its answer.)
+pub fn select() -> Kern {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return Kern::Avx2Fma;
+        }
+    }
+    Kern::Portable
+}
+
+#[inline]
+pub fn apply_ep(mut v: f32, ep: &Epilogue, row: usize, col: usize, ldc: usize) -> f32 {
+    // SAFETY: callers pass rows/cols inside the C described by the epilogue's pointers.
+    unsafe {
+        if !ep.bias_row.is_null() {
+            v += *ep.bias_row.add(row);
+        }
+        if !ep.bias_col.is_null() {
+            v += *ep.bias_col.add(col);
+        }
+        if !ep.residual.is_null() {
+            v += *ep.residual.add(row * ldc + col);
+        }
+    }
+    v.max(ep.lo).min(ep.hi)
+}
+
+/// Computes one tile: C[row.., col..][mr × nr] (+)= A_panel · B_panel, then the epilogue.
+///
+/// # Safety
+/// Panels hold `kc` steps; the tile lies inside C.
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    let full = mr == MR && nr == NR;
+    if full {
+        // SAFETY: forwarded.
+        unsafe { run(kern, kc, a, b, c, ldc, accumulate, ep, row, col) };
+        return;
+    }
+    // Partial tile: compute a full tile into a local buffer, then copy the valid part.
+    let mut buf = [0f32; MR * NR];
+    if accumulate {
+        for r in 0..mr {
+            for j in 0..nr {
+                // SAFETY: inside the tile.
+                buf[r * NR + j] = unsafe { *c.add(r * ldc + j) };
+            }
+        }
+    }
+    // SAFETY: buf is a full MR×NR tile with ldc NR.
+    unsafe { run(kern, kc, a, b, buf.as_mut_ptr(), NR, accumulate, None, 0, 0) };
+    for r in 0..mr {
+        for j in 0..nr {
+            let mut v = buf[r * NR + j];
+            if let Some(ep) = ep {
+                v = apply_ep(v, ep, row + r, col + j, ldc);
+            }
+            // SAFETY: inside the tile.
+            unsafe { *c.add(r * ldc + j) = v };
+        }
+    }
+}
+
+/// # Safety
+/// As `tile`, for a full tile. With an epilogue, `row`/`col` locate the tile in C (and `c`
+/// is C itself, so `ldc` also indexes the residual).
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+unsafe fn run(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    match kern {
+        // SAFETY: forwarded.
+        Kern::Portable => unsafe { portable(kc, a, b, c, ldc, accumulate, ep, row, col) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: select() checked the CPU features.
+        Kern::Avx2Fma => unsafe { avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col) },
+    }
+}
+
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    let mut acc = [[0f32; NR]; MR];
+    for k in 0..kc {
+        // SAFETY: panels hold kc steps.
+        let (ak, bk) = unsafe { (std::slice::from_raw_parts(a.add(k * MR), MR), std::slice::from_raw_parts(b.add(k * NR), NR)) };
+        for r in 0..MR {
+            let x = ak[r];
+            for j in 0..NR {
+                acc[r][j] += x * bk[j];
+            }
+        }
+    }
+    for r in 0..MR {
+        for j in 0..NR {
+            // SAFETY: inside the tile.
+            unsafe {
+                let p = c.add(r * ldc + j);
+                let mut v = if accumulate { *p + acc[r][j] } else { acc[r][j] };
+                if let Some(ep) = ep {
+                    v = apply_ep(v, ep, row + r, col + j, ldc);
+                }
+                *p = v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Epilogue, MR, NR};
+    use std::arch::x86_64::*;
+
+    /// 6×16 tile: 12 ymm accumulators, 2 B loads and 6 broadcasts per k step.
+    ///
+    /// # Safety
+    /// CPU has AVX2 and FMA; panels hold kc steps; the tile lies inside C.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_6x16(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            // SAFETY: panels hold kc steps of MR and NR floats.
+            unsafe {
+                let b0 = _mm256_loadu_ps(bp);
+                let b1 = _mm256_loadu_ps(bp.add(8));
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*ap.add(r));
+                    accr[0] = _mm256_fmadd_ps(x, b0, accr[0]);
+                    accr[1] = _mm256_fmadd_ps(x, b1, accr[1]);
+                }
+                ap = ap.add(MR);
+                bp = bp.add(NR);
+            }
+        }
+        // SAFETY: the tile and the epilogue operands are in bounds (caller contract).
+        unsafe {
+            let (lo, hi, bias_col) = match ep {
+                Some(e) => (
+                    _mm256_set1_ps(e.lo),
+                    _mm256_set1_ps(e.hi),
+                    if e.bias_col.is_null() {
+                        None
+                    } else {
+                        Some([_mm256_loadu_ps(e.bias_col.add(col)), _mm256_loadu_ps(e.bias_col.add(col + 8))])
+                    },
+                ),
+                None => (_mm256_setzero_ps(), _mm256_setzero_ps(), None),
+            };
+            for (r, accr) in acc.iter_mut().enumerate() {
+                let p = c.add(r * ldc);
+                if accumulate {
+                    accr[0] = _mm256_add_ps(accr[0], _mm256_loadu_ps(p));
+                    accr[1] = _mm256_add_ps(accr[1], _mm256_loadu_ps(p.add(8)));
+                }
+                if let Some(e) = ep {
+                    if !e.bias_row.is_null() {
+                        let bv = _mm256_broadcast_ss(&*e.bias_row.add(row + r));
+                        accr[0] = _mm256_add_ps(accr[0], bv);
+                        accr[1] = _mm256_add_ps(accr[1], bv);
+                    }
+                    if let Some(bc) = bias_col {
+                        accr[0] = _mm256_add_ps(accr[0], bc[0]);
+                        accr[1] = _mm256_add_ps(accr[1], bc[1]);
+                    }
+                    if !e.residual.is_null() {
+                        let rp = e.residual.add((row + r) * ldc + col);
+                        accr[0] = _mm256_add_ps(accr[0], _mm256_loadu_ps(rp));
+                        accr[1] = _mm256_add_ps(accr[1], _mm256_loadu_ps(rp.add(8)));
+                    }
+                    accr[0] = _mm256_min_ps(_mm256_max_ps(accr[0], lo), hi);
+                    accr[1] = _mm256_min_ps(_mm256_max_ps(accr[1], lo), hi);
+                }
+                _mm256_storeu_ps(p, accr[0]);
+                _mm256_storeu_ps(p.add(8), accr[1]);
+            }
+        }
+    }
+
+    /// y[r, panel] for m ≤ 2 rows: streams the packed B once, 4 k-steps per iteration.
+    ///
+    /// # Safety
+    /// CPU has AVX2 and FMA; operands valid.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+    pub unsafe fn gemv_panel(m: usize, k: usize, xs: &[*const f32; 2], xstride: usize, bp: *const f32, out: &mut [[f32; NR]; 2]) {
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        let mut kx = 0;
+        // SAFETY: bp holds k rows of NR floats; xs[r] holds k values at stride xstride.
+        unsafe {
+            while kx + 2 <= k {
+                let b00 = _mm256_loadu_ps(bp.add(kx * NR));
+                let b01 = _mm256_loadu_ps(bp.add(kx * NR + 8));
+                let b10 = _mm256_loadu_ps(bp.add((kx + 1) * NR));
+                let b11 = _mm256_loadu_ps(bp.add((kx + 1) * NR + 8));
+                for r in 0..m {
+                    let x0 = _mm256_set1_ps(*xs[r].add(kx * xstride));
+                    let x1 = _mm256_set1_ps(*xs[r].add((kx + 1) * xstride));
+                    acc[r][0] = _mm256_fmadd_ps(x0, b00, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(x0, b01, acc[r][1]);
+                    acc[r][2] = _mm256_fmadd_ps(x1, b10, acc[r][2]);
+                    acc[r][3] = _mm256_fmadd_ps(x1, b11, acc[r][3]);
+                }
+                kx += 2;
+            }
+            while kx < k {
+                let b0 = _mm256_loadu_ps(bp.add(kx * NR));
+                let b1 = _mm256_loadu_ps(bp.add(kx * NR + 8));
+                for r in 0..m {
+                    let x0 = _mm256_set1_ps(*xs[r].add(kx * xstride));
+                    acc[r][0] = _mm256_fmadd_ps(x0, b0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(x0, b1, acc[r][1]);
+                }
+                kx += 1;
+            }
+            for r in 0..m {
+                _mm256_storeu_ps(out[r].as_mut_ptr(), _mm256_add_ps(acc[r][0], acc[r][2]));
+                _mm256_storeu_ps(out[r].as_mut_ptr().add(8), _mm256_add_ps(acc[r][1], acc[r][3]));
+            }
+        }
+    }
+}
+
+/// y = op(A)·B_packed for m ≤ 2 (matrix-vector products): one pass over the packed weights.
+///
+/// # Safety
+/// Operands valid for their dims.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemv_packed_b(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, bp: *const f32, c: *mut f32, ldc: usize, ep: &Epilogue) {
+    let kern = select();
+    let kk = k.max(1);
+    // Row r of op(A): element kx at a + r*lda + kx (or a + kx*lda + r when transposed).
+    let (xstride, xs): (usize, [*const f32; 2]) = if ta {
+        // SAFETY: row starts inside A.
+        (lda, [a, unsafe { a.add(1.min(m.saturating_sub(1))) }])
+    } else {
+        // SAFETY: as above.
+        (1, [a, unsafe { a.add(lda * 1.min(m.saturating_sub(1))) }])
+    };
+    for p in 0..n.div_ceil(NR) {
+        // SAFETY: panel p of the packed B.
+        let panel = unsafe { bp.add(p * kk * NR) };
+        let mut out = [[0f32; NR]; 2];
+        match kern {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: CPU features checked by select().
+            Kern::Avx2Fma => unsafe { avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out) },
+            Kern::Portable => {
+                for r in 0..m {
+                    for kx in 0..k {
+                        // SAFETY: inside A and the panel.
+                        let (x, brow) = unsafe { (*xs[r].add(kx * xstride), std::slice::from_raw_parts(panel.add(kx * NR), NR)) };
+                        for j in 0..NR {
+                            out[r][j] += x * brow[j];
+                        }
+                    }
+                }
+            }
+        }
+        for r in 0..m {
+            for j in 0..NR.min(n - p * NR) {
+                let col = p * NR + j;
+                // SAFETY: inside C.
+                unsafe { *c.add(r * ldc + col) = apply_ep(out[r][j], ep, r, col, ldc) };
+            }
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Single-precision GEMM: `C[m×n] = A[m×k] · B[k×n]` (+ epilogue), cache-blocked around a
+//! 6×16 register-tile micro-kernel.
+//!
+//! Operands are read through *packed panels*: A as panels of `MR` rows (`[⌈m/MR⌉][k][MR]`),
+//! B as panels of `NR` columns (`[⌈n/NR⌉][k][NR]`), zero-padded at the edges. The compiler packs
+//! constant operands (weights) at compile time with the same functions; other operands are
+//! packed per call into caller-provided scratch. The packed layout does not depend on the CPU:
+//! the AVX2+FMA micro-kernel and the portable one read the same panels.
+
+mod kernel;
+pub mod pack;
+
+pub use pack::{MR, NR, packed_a_len, packed_b_len};
+
+/// Cache blocking: K block (panels stay in L1), M block (A block in L2), N block (B block in L3).
+pub const KC: usize = 256;
+pub const MC: usize = 72;
+pub const NC: usize = 2048;
+
+/// Work applied to C after the product, while the tile is in registers/cache:
+/// `C = clamp(acc + bias_row[m] + bias_col[n] + residual[m, n], lo, hi)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue {
+    /// Per-row bias (length m), or null.
+    pub bias_row: *const f32,
+    /// Per-column bias (length n), or null.
+    pub bias_col: *const f32,
+    /// A tensor laid out like C (same ldc) to add, or null.
+    pub residual: *const f32,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl Epilogue {
+    pub const NONE: Epilogue = Epilogue {
+        bias_row: std::ptr::null(),
+        bias_col: std::ptr::null(),
+        residual: std::ptr::null(),
+        lo: f32::NEG_INFINITY,
+        hi: f32::INFINITY,
+    };
+
+    /// # Safety
+    /// `clamp` is null or points to `[lo, hi]`.
+    pub unsafe fn from_parts(bias_row: *const f32, bias_col: *const f32, residual: *const f32, clamp: *const f32) -> Epilogue {
+        // SAFETY: caller contract.
+        let (lo, hi) = if clamp.is_null() { (f32::NEG_INFINITY, f32::INFINITY) } else { unsafe { (*clamp, *clamp.add(1)) } };
+        Epilogue { bias_row, bias_col, residual, lo, hi }
+    }
+}
+
+/// How B is provided to the blocked loop.
+pub enum BSource<'a> {
+    /// Fully packed (`packed_b_len(k, n)` floats), e.g. weights packed at compile time.
+    Packed(*const f32),
+    /// A row-major (or transposed) matrix, packed block by block into scratch.
+    Matrix { b: *const f32, ldb: usize, trans: bool },
+    /// Packs `rows` k..k+kc of columns n..n+nc into `dst` (panels of NR) — e.g. im2col.
+    Custom(&'a dyn Fn(usize, usize, usize, usize, *mut f32)),
+}
+
+/// Scratch floats `gemm` needs for the given B source and dims.
+pub fn scratch_len(n: usize, b_packed: bool) -> usize {
+    if b_packed { 0 } else { KC * NC.min(n.div_ceil(NR) * NR) }
+}
+
+/// C = A_packed · B (+ epilogue). `a` holds `packed_a_len(m, k)` floats.
+///
+/// # Safety
+/// All pointers valid for their dims; `scratch` holds `scratch_len(n, matches!(b, Packed))`
+/// floats; C does not alias A, B or scratch.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSource, c: *mut f32, ldc: usize, ep: &Epilogue, scratch: *mut f32) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let kern = kernel::select();
+    let k_panels = k.max(1);
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let mut pc = 0;
+        loop {
+            let kc = KC.min(k - pc);
+            let first = pc == 0;
+            let last = pc + kc >= k;
+            // B block: panels of NR columns, each kc deep.
+            let (bp, b_panel_stride) = match &b {
+                BSource::Packed(p) => {
+                    // SAFETY: panels of the full packed B, offset to column jc and row pc.
+                    (unsafe { p.add((jc / NR) * k_panels * NR + pc * NR) }, k_panels * NR)
+                }
+                BSource::Matrix { b, ldb, trans } => {
+                    // SAFETY: scratch holds KC × nc (rounded to NR) floats.
+                    unsafe { pack::pack_b_block(*b, *ldb, *trans, pc, kc, jc, nc, scratch) };
+                    (scratch as *const f32, kc * NR)
+                }
+                BSource::Custom(f) => {
+                    f(pc, kc, jc, nc, scratch);
+                    (scratch as *const f32, kc * NR)
+                }
+            };
+            let mut ic = 0;
+            while ic < m {
+                let mc = MC.min(m - ic);
+                let mut jr = 0;
+                while jr < nc {
+                    let nr = NR.min(nc - jr);
+                    // SAFETY: panel jr/NR of the B block.
+                    let bpan = unsafe { bp.add((jr / NR) * b_panel_stride) };
+                    let mut ir = 0;
+                    while ir < mc {
+                        let mr = MR.min(mc - ir);
+                        let row = ic + ir;
+                        // SAFETY: panel row/MR of packed A, offset to depth pc.
+                        let apan = unsafe { a.add((row / MR) * k_panels * MR + pc * MR) };
+                        // SAFETY: C tile within bounds.
+                        let ct = unsafe { c.add(row * ldc + jc + jr) };
+                        let tile_ep = if last { Some(ep) } else { None };
+                        // SAFETY: panels have kc entries; tile is mr × nr inside C.
+                        unsafe { kernel::tile(kern, kc, apan, bpan, ct, ldc, mr, nr, !first, tile_ep, row, jc + jr) };
+                        ir += MR;
+                    }
+                    jr += NR;
+                }
+                ic += mc;
+            }
+            pc += kc;
+            if pc >= k {
+                break;
+            }
+        }
+        // k == 0: C = epilogue(0).
+        if k == 0 {
+            for i in 0..m {
+                for j in jc..jc + nc {
+                    // SAFETY: inside C.
+                    unsafe { *c.add(i * ldc + j) = kernel::apply_ep(0.0, ep, i, j, ldc) };
+                }
+            }
+        }
+        jc += nc;
+    }
+}
+
+/// General C = op(A) · op(B): packs A (and B unless packed) into `scratch`.
+///
+/// # Safety
+/// As `gemm_packed_a`; `scratch` holds `gemm_scratch_len(m, n, k, b_packed)` floats.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemm(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, b: BSource, c: *mut f32, ldc: usize, ep: &Epilogue, scratch: *mut f32) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let b_packed = matches!(b, BSource::Packed(_));
+    // SAFETY: scratch layout: packed A first, then the B block.
+    unsafe {
+        pack::pack_a(a, lda, ta, m, k, scratch);
+        let rest = scratch.add(packed_a_len(m, k));
+        gemm_packed_a(m, n, k, scratch, b, c, ldc, ep, if b_packed { std::ptr::null_mut() } else { rest });
+    }
+}
+
+pub fn gemm_scratch_len(m: usize, n: usize, k: usize, b_packed: bool) -> usize {
+    packed_a_len(m, k) + scratch_len(n, b_packed)
+}
+
+/// Reference implementation (the oracle in tests): C = op(A)·op(B), then the epilogue.
+///
+/// # Safety
+/// Pointers must be valid for the given dims and leading dimensions.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn sgemm_ref(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, b: *const f32, ldb: usize, tb: bool, c: *mut f32, ldc: usize) {
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0f32;
+            for p in 0..k {
+                // SAFETY: indices are within the caller's matrices.
+                unsafe {
+                    let x = if ta { *a.add(p * lda + i) } else { *a.add(i * lda + p) };
+                    let y = if tb { *b.add(j * ldb + p) } else { *b.add(p * ldb + j) };
+                    acc += x * y;
+                }
+            }
+            // SAFETY: as above.
+            unsafe { *c.add(i * ldc + j) = acc };
+        }
+    }
+}
+
+/// C ABI: general GEMM, both operands packed per call into `scratch`
+/// (`onnxc_sgemm_scratch(m, n, k)` floats).
+///
+/// # Safety
+/// As `gemm`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe extern "C" fn onnxc_sgemm(
+    m: i64,
+    n: i64,
+    k: i64,
+    a: *const f32,
+    lda: i64,
+    ta: i64,
+    b: *const f32,
+    ldb: i64,
+    tb: i64,
+    c: *mut f32,
+    ldc: i64,
+    bias_row: *const f32,
+    bias_col: *const f32,
+    residual: *const f32,
+    clamp: *const f32,
+    scratch: *mut f32,
+) {
+    // SAFETY: clamp is null or two floats.
+    let ep = unsafe { Epilogue::from_parts(bias_row, bias_col, residual, clamp) };
+    let bs = BSource::Matrix { b, ldb: ldb as usize, trans: tb != 0 };
+    // SAFETY: forwarded contract.
+    unsafe { gemm(m as usize, n as usize, k as usize, a, lda as usize, ta != 0, bs, c, ldc as usize, &ep, scratch) }
+}
+
+/// C ABI: GEMM with B packed at compile time (`pack::pack_b`).
+///
+/// # Safety
+/// As `gemm`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe extern "C" fn onnxc_sgemm_pb(
+    m: i64,
+    n: i64,
+    k: i64,
+    a: *const f32,
+    lda: i64,
+    ta: i64,
+    b_packed: *const f32,
+    c: *mut f32,
+    ldc: i64,
+    bias_row: *const f32,
+    bias_col: *const f32,
+    residual: *const f32,
+    clamp: *const f32,
+    scratch: *mut f32,
+) {
+    // SAFETY: clamp is null or two floats.
+    let ep = unsafe { Epilogue::from_parts(bias_row, bias_col, residual, clamp) };
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    if m <= 2 {
+        // Matrix-vector products stream the weights once.
+        // SAFETY: forwarded contract.
+        unsafe { kernel::gemv_packed_b(m, n, k, a, lda as usize, ta != 0, b_packed, c, ldc as usize, &ep) };
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { gemm(m, n, k, a, lda as usize, ta != 0, BSource::Packed(b_packed), c, ldc as usize, &ep, scratch) }
+}
+
+/// Scratch floats for `onnxc_sgemm` (`b_packed` = 0) or `onnxc_sgemm_pb` (1).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_sgemm_scratch(m: i64, n: i64, k: i64, b_packed: i64) -> i64 {
+    gemm_scratch_len(m as usize, n as usize, k as usize, b_packed != 0) as i64
+}
+
+#[cfg(test)]
+mod tests;
