@@ -101,6 +101,9 @@ enum Cmd {
         /// Keep the linked benchmark executable (run it as `EXE bench ITERATIONS WARMUP [IN.bin…]`).
         #[arg(long)]
         save_exe: Option<PathBuf>,
+        /// Time every step and print the most expensive ones (with the ONNX nodes they compute).
+        #[arg(long)]
+        profile: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -122,7 +125,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         };
         shapes.push((name.to_string(), dims));
     }
-    Ok(Options { name: None, shapes, target: c.target.clone(), opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 }, emit_main: false })
+    Ok(Options { name: None, shapes, target: c.target.clone(), opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 }, emit_main: false, profile: false })
 }
 
 fn input_args(list: &[String]) -> Vec<InputArg> {
@@ -193,8 +196,8 @@ fn real_main() -> Result<()> {
             eprintln!("onnxc: wrote {} output(s) to {}", outs.len(), output_dir.display());
             Ok(())
         }
-        Some(Cmd::Bench { model, inputs, iterations, warmup, json, save_exe, common }) => {
-            let opts = options(&common)?;
+        Some(Cmd::Bench { model, inputs, iterations, warmup, json, save_exe, profile, common }) => {
+            let opts = Options { profile, ..options(&common)? };
             let r = driver::bench(&model, &opts, iterations, warmup, &input_args(&inputs), save_exe.as_deref())?;
             println!("model:        {}", model.display());
             println!("compile:      {:.1} ms", r.compile_ms);

@@ -118,6 +118,96 @@ impl ConvGeometry {
     }
 }
 
+/// 2-D case of `pack_im2col`: each K row is written as runs of output positions along an
+/// output row; inside a run the input is read without bounds checks (stride 1: contiguous).
+///
+/// # Safety
+/// As `pack_im2col`.
+#[allow(clippy::too_many_arguments, reason = "block coordinates")]
+unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32) {
+    let (ih, iw) = (g.input[0], g.input[1]);
+    let ow = g.output[1];
+    let (kh, kw) = (g.kernel[0], g.kernel[1]);
+    let (sh, sw) = (g.strides[0], g.strides[1]);
+    let (dh, dw) = (g.dilations[0], g.dilations[1]);
+    let (ph, pw) = (g.pads[0], g.pads[1]);
+    let ks = (kh * kw) as usize;
+    let plane_len = (ih * iw) as usize;
+    let padded = nc.div_ceil(NR) * NR;
+    for kx in 0..kc {
+        let kk = k0 + kx;
+        let c = kk / ks;
+        let t = (kk % ks) as i64;
+        let (ty, tx) = ((t / kw) * dh, (t % kw) * dw);
+        // SAFETY: channel c of the group.
+        let plane = unsafe { xg.add(c * plane_len) };
+        // Panel-aware writers: block column `rel` lives at panel rel / NR, lane rel % NR.
+        let zero = |rel: usize, len: usize| {
+            let mut i = 0;
+            while i < len {
+                let r = rel + i;
+                let lane = r % NR;
+                let chunk = (NR - lane).min(len - i);
+                // SAFETY: panel r / NR, row kx, lanes lane..lane+chunk are inside dst.
+                unsafe { std::ptr::write_bytes(dst.add(((r / NR) * kc + kx) * NR + lane), 0, chunk) };
+                i += chunk;
+            }
+        };
+        let copy = |rel: usize, len: usize, src: *const f32, stride: usize| {
+            let mut i = 0;
+            while i < len {
+                let r = rel + i;
+                let lane = r % NR;
+                let chunk = (NR - lane).min(len - i);
+                // SAFETY: as above; src holds len elements at `stride`.
+                unsafe {
+                    let d = dst.add(((r / NR) * kc + kx) * NR + lane);
+                    if stride == 1 {
+                        std::ptr::copy_nonoverlapping(src.add(i), d, chunk);
+                    } else {
+                        for j in 0..chunk {
+                            *d.add(j) = *src.add((i + j) * stride);
+                        }
+                    }
+                }
+                i += chunk;
+            }
+        };
+        let mut n = n0;
+        while n < n0 + nc {
+            let oy = n as i64 / ow;
+            let ox0 = n as i64 % ow;
+            let len = ((ow - ox0) as usize).min(n0 + nc - n);
+            let rel = n - n0;
+            let iy = oy * sh + ty - ph;
+            if iy < 0 || iy >= ih {
+                zero(rel, len);
+            } else {
+                // SAFETY: row iy of the plane.
+                let row = unsafe { plane.add((iy * iw) as usize) };
+                let shift = tx - pw;
+                // Output columns whose input column lies inside the row: [lo, hi).
+                let lo = if shift >= 0 { 0 } else { (-shift + sw - 1) / sw };
+                let hi = if iw - shift <= 0 { 0 } else { (iw - shift + sw - 1) / sw };
+                let (a, b) = (ox0, ox0 + len as i64);
+                let (ia, ib) = (a.max(lo).min(b), b.min(hi).max(a.max(lo).min(b)));
+                zero(rel, (ia - a) as usize);
+                if ib > ia {
+                    // SAFETY: columns ia..ib map to input columns inside the row.
+                    let src = unsafe { row.offset((ia * sw + shift) as isize) };
+                    copy(rel + (ia - a) as usize, (ib - ia) as usize, src, sw as usize);
+                }
+                zero(rel + (ib - a) as usize, (b - ib) as usize);
+            }
+            n += len;
+        }
+        // Zero the padding columns of the last panel.
+        if padded > nc {
+            zero(nc, padded - nc);
+        }
+    }
+}
+
 /// Packs rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix into B panels.
 ///
 /// # Safety
@@ -338,9 +428,14 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
                 if g.is_pointwise() {
                     gemm::gemm_packed_a(mg, osz, kd, a, BSource::Matrix { b: xg, ldb: osz, trans: false }, yg, osz, &ep, rest);
                 } else {
-                    let base_ref = std::cell::RefCell::new(&mut base);
-                    let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut());
-                    gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
+                    if g.input.len() == 2 {
+                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col_2d(g, xg, k0, kc, n0, nc, dst);
+                        gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
+                    } else {
+                        let base_ref = std::cell::RefCell::new(&mut base);
+                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut());
+                        gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
+                    }
                 }
             }
         }

@@ -145,6 +145,9 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
     let mut times = Vec::with_capacity(iters);
     let mut rc = 0;
     for i in 0..warmup + iters {
+        if i == warmup {
+            reset_profile();
+        }
         let t0 = Instant::now();
         // SAFETY: buffers match the model's info table.
         rc = unsafe { run(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws) };
@@ -171,6 +174,9 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
         }
         return 0;
     }
+    // A profiling build names its steps in a symbol the driver can look up.
+    let names = std::env::var("ONNXC_PROFILE_NAMES").ok().and_then(|p| std::fs::read_to_string(p).ok());
+    print_profile(names.as_deref());
     times.sort_by(|a, b| a.total_cmp(b));
     let q = |f: f64| times[((times.len() - 1) as f64 * f).round() as usize];
     let mean = times.iter().sum::<f64>() / times.len() as f64;
@@ -194,4 +200,61 @@ pub fn peak_rss_kb() -> u64 {
             s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+// ---- profiling builds (`onnxc bench --profile`) ------------------------------------------
+
+thread_local! {
+    /// Per-step (total ns, calls); used only by profiling builds of a model.
+    static PROFILE: std::cell::RefCell<Vec<(u64, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static EPOCH: Instant = Instant::now();
+}
+
+/// Monotonic nanoseconds (profiling builds call this around each step).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_prof_now() -> u64 {
+    EPOCH.with(|e| e.elapsed().as_nanos() as u64)
+}
+
+/// Records that step `step` ran since `start` (from `onnxc_prof_now`).
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_prof_record(step: u64, start: u64) {
+    let now = onnxc_prof_now();
+    PROFILE.with(|p| {
+        let mut p = p.borrow_mut();
+        let i = step as usize;
+        if p.len() <= i {
+            p.resize(i + 1, (0, 0));
+        }
+        p[i].0 += now.saturating_sub(start);
+        p[i].1 += 1;
+    });
+}
+
+fn reset_profile() {
+    PROFILE.with(|p| p.borrow_mut().clear());
+}
+
+/// Prints the per-step profile (most expensive first); `names` has one line per step.
+fn print_profile(names: Option<&str>) {
+    let names: Vec<&str> = names.map(|n| n.lines().collect()).unwrap_or_default();
+    PROFILE.with(|p| {
+        let p = p.borrow();
+        let total: u64 = p.iter().map(|x| x.0).sum();
+        if total == 0 {
+            return;
+        }
+        let mut order: Vec<usize> = (0..p.len()).collect();
+        order.sort_by(|&a, &b| p[b].0.cmp(&p[a].0));
+        println!("profile: {:.3} ms per run in {} steps", total as f64 / 1e6 / p.first().map_or(1, |x| x.1.max(1)) as f64, p.len());
+        for &i in order.iter().take(40) {
+            let (ns, n) = p[i];
+            println!(
+                "  step {i:>4} {:>9.3} ms {:>5.1}%  {}",
+                ns as f64 / 1e6 / n.max(1) as f64,
+                100.0 * ns as f64 / total as f64,
+                names.get(i).copied().unwrap_or("")
+            );
+        }
+    });
 }

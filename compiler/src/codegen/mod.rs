@@ -32,11 +32,13 @@ pub struct CodegenOptions {
     pub keep_clif: bool,
     /// Run the Cranelift verifier.
     pub verify: bool,
+    /// Time every step (calls the runtime's profiling hooks); for `onnxc bench --profile`.
+    pub profile: bool,
 }
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { target: None, opt_level: "speed", emit_main: false, keep_clif: false, verify: cfg!(debug_assertions) }
+        CodegenOptions { target: None, opt_level: "speed", emit_main: false, keep_clif: false, verify: cfg!(debug_assertions), profile: false }
     }
 }
 
@@ -254,10 +256,26 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         b.switch_to_block(run_b);
         let cleanup = b.create_block();
         let crc = b.append_block_param(cleanup, types::I32);
-        for &sid in &step_ids {
+        let prof = if opts.profile {
+            Some((
+                imports.func(&mut b, "onnxc_prof_now", &[], &[types::I64]),
+                imports.func(&mut b, "onnxc_prof_record", &[types::I64, types::I64], &[]),
+            ))
+        } else {
+            None
+        };
+        for (k, &sid) in step_ids.iter().enumerate() {
             let f = imports.st.module.declare_func_in_func(sid, b.func);
+            let t0 = prof.map(|(now, _)| {
+                let c = b.ins().call(now, &[]);
+                b.inst_results(c)[0]
+            });
             let c = b.ins().call(f, &[p[0], p[1], ws_p]);
             let rc = b.inst_results(c)[0];
+            if let (Some((_, rec)), Some(t0)) = (prof, t0) {
+                let idx = b.ins().iconst(types::I64, k as i64);
+                b.ins().call(rec, &[idx, t0]);
+            }
             let next = b.create_block();
             b.ins().brif(rc, cleanup, &block_args(&[rc]), next, &[]);
             b.switch_to_block(next);

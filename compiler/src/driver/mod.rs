@@ -37,11 +37,13 @@ pub struct Options {
     pub target: Option<String>,
     pub opt: OptLevel,
     pub emit_main: bool,
+    /// Instrument every step with timers (`onnxc bench --profile`).
+    pub profile: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { name: None, shapes: vec![], target: None, opt: OptLevel::O2, emit_main: false }
+        Options { name: None, shapes: vec![], target: None, opt: OptLevel::O2, emit_main: false, profile: false }
     }
 }
 
@@ -102,6 +104,7 @@ fn compile_bytes_inner(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, 
         emit_main: opts.emit_main,
         keep_clif: emit == Some(Emit::Clif),
         verify: cfg!(debug_assertions),
+        profile: opts.profile,
     };
     let art = codegen::compile(&program, prefix, &cg)?;
     let header = codegen::header::header(&program, prefix, source);
@@ -330,11 +333,22 @@ pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inp
         std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
         cmd.arg(p);
     }
+    if opts.profile {
+        let names: Vec<String> = c.program.funcs.iter().map(|f| f.origin.clone()).collect();
+        let p = tmp.path.join("steps.txt");
+        std::fs::write(&p, names.join("\n")).map_err(|e| Error::io(&p, e))?;
+        cmd.env("ONNXC_PROFILE_NAMES", p);
+    }
     let out = cmd.output().map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
     if !out.status.success() {
         return Err(Error::Tool(format!("the benchmark failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
     let text = String::from_utf8_lossy(&out.stdout);
+    if opts.profile {
+        for l in text.lines().filter(|l| !l.starts_with('{')) {
+            println!("{l}");
+        }
+    }
     let line = text.lines().last().unwrap_or_default();
     let get = |k: &str| json_num(line, k).ok_or_else(|| Error::Tool(format!("unexpected benchmark output: {line}")));
     Ok(BenchResult {

@@ -180,6 +180,15 @@ impl StepCx<'_> {
         &self.s.values[v].shape
     }
 
+    /// Kernel arguments for the step's epilogue: (bias, residual at `offset`, clamp range).
+    fn epilogue_args(&self, offset: E) -> (Arg, Arg, Arg) {
+        let Some(e) = &self.st.epilogue else { return (Arg::Null, Arg::Null, Arg::Null) };
+        let bias = e.bias.map_or(Arg::Null, |b| Arg::Ptr { buf: self.buf(self.st.inputs[b]), offset: expr::i(0) });
+        let residual = e.residual.map_or(Arg::Null, |r| Arg::Ptr { buf: self.buf(self.st.inputs[r]), offset });
+        let clamp = if e.clamps() { Arg::Floats(vec![e.lo, e.hi]) } else { Arg::Null };
+        (bias, residual, clamp)
+    }
+
     /// Rewrites operand loads into flat buffer loads.
     fn flatten(&self, body: &E) -> E {
         expr::rewrite(body, &mut |e| match &e.kind {
@@ -340,13 +349,14 @@ impl StepCx<'_> {
                 Arg::Int(expr::i(lda)),
                 Arg::Int(expr::i(m.trans_a as i64)),
             ];
+            let (bias, residual, clamp) = self.epilogue_args(c_off.clone());
             let tail = vec![
                 Arg::Ptr { buf: self.buf(out), offset: c_off },
                 Arg::Int(expr::i(nn)),
                 Arg::Null,
-                Arg::Null,
-                Arg::Null,
-                Arg::Null,
+                bias,
+                residual,
+                clamp,
                 Arg::Scratch { offset: scratch },
             ];
             let call = if pack_b_at_compile_time(self.s, self.st, m) {
@@ -406,10 +416,7 @@ impl StepCx<'_> {
                 Some(o) => Arg::Scratch { offset: o },
                 None => Arg::Null,
             };
-            let bias = match self.st.inputs.get(2) {
-                Some(&b) => Arg::Ptr { buf: self.buf(b), offset: expr::i(0) },
-                None => Arg::Null,
-            };
+            let (bias, residual, clamp) = self.epilogue_args(expr::i(0));
             let (wbuf, packed) = if is_const(self.s, w) {
                 (self.new_const(&g.pack_weights(&const_f32(self.s, w))), 1)
             } else {
@@ -423,8 +430,8 @@ impl StepCx<'_> {
                     Arg::Ptr { buf: wbuf, offset: expr::i(0) },
                     Arg::Int(expr::i(packed)),
                     bias,
-                    Arg::Null,
-                    Arg::Null,
+                    residual,
+                    clamp,
                     Arg::Ptr { buf: self.buf(out), offset: expr::i(0) },
                     scratch,
                 ],

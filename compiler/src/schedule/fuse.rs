@@ -1,11 +1,12 @@
 //! Graph → steps. Decides which maps are inlined into their consumers and which reductions
 //! take their elementwise consumer as an epilogue, by fusion kind and cost, never by op name.
 
-use super::{EPILOGUE_ACC, Io, SValue, Schedule, Step, StepKind, Storage, SvId};
+use super::epilogue::{Matched, match_epilogue};
+use super::{EPILOGUE_ACC, Io, KernelEpilogue, SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::error::{Error, Result};
 use crate::ir::dim::known_dims;
 use crate::ir::expr::{self, E, ExprKind, UnOp};
-use crate::ir::{Graph, NodeId, Op, ValueId};
+use crate::ir::{Graph, NodeId, Op, Tensor, ValueId};
 use std::collections::{HashMap, HashSet};
 
 #[derive(Clone, Debug)]
@@ -105,6 +106,88 @@ fn compact(body: E, operands: Vec<ValueId>) -> (E, Vec<ValueId>) {
     (body, out)
 }
 
+/// A GEMM/conv node and the chain of elementwise maps fused into its epilogue.
+struct Chain {
+    /// The maps absorbed, in order; the last one's value is the step's output.
+    maps: Vec<NodeId>,
+    matched: Matched,
+    /// The residual operand, as a graph value.
+    residual: Option<ValueId>,
+}
+
+/// Finds, for a Conv/MatMul node, the longest chain of single-use maps that fits the kernel
+/// epilogue. `ready` says whether a value is computed before the kernel runs.
+fn epilogue_chain(g: &Graph, a: NodeId, outputs: &HashSet<ValueId>, ready: &dyn Fn(ValueId) -> bool) -> Option<Chain> {
+    let n = g.node(a);
+    let out = &n.outputs[0];
+    if out.dtype != crate::ir::DType::F32 {
+        return None;
+    }
+    let dims = known_dims(&out.shape)?;
+    let rank = dims.len();
+    let (chan, weights_const) = match &n.op {
+        Op::Conv(_) => (1, g.const_value(n.inputs[1]).is_some()),
+        Op::MatMul(m) => {
+            let b = g.value_type(n.inputs[1]);
+            let single = b.shape[..b.shape.len() - 2].iter().all(|d| d.is_one());
+            (rank - 1, single && g.const_value(n.inputs[1]).is_some() && !m.trans_a)
+        }
+        _ => return None,
+    };
+    // body: the composed chain over `operands`; operand 0 is the kernel's result.
+    let mut operands: Vec<ValueId> = vec![a.out(0)];
+    let mut body: E = expr::load(out.dtype, 0, (0..rank as u32).map(expr::var).collect());
+    let mut cur = a.out(0);
+    let mut maps = Vec::new();
+    let mut best = None;
+    loop {
+        if outputs.contains(&cur) {
+            break;
+        }
+        let users = g.value_users(cur);
+        let [(c, _)] = users.as_slice() else { break };
+        let c = *c;
+        let Op::Map(m) = &g.node(c).op else { break };
+        if g.value_type(c.out(0)).shape != out.shape {
+            break;
+        }
+        let cops = &g.node(c).inputs;
+        let kcur = cops.iter().position(|&v| v == cur)? as u32;
+        if !loads_identity(&m.body, kcur, rank) || !cops.iter().all(|&v| v == cur || ready(v)) {
+            break;
+        }
+        // Substitute the chain so far for the loads of `cur`; renumber the other operands.
+        let map: Vec<u32> = cops
+            .iter()
+            .map(|v| {
+                if *v == cur {
+                    u32::MAX
+                } else if let Some(p) = operands.iter().position(|o| o == v) {
+                    p as u32
+                } else {
+                    operands.push(*v);
+                    operands.len() as u32 - 1
+                }
+            })
+            .collect();
+        let prev = body.clone();
+        body = expr::rewrite(&m.body, &mut |e| match &e.kind {
+            ExprKind::Load { input, .. } if *input == kcur => Some(prev.clone()),
+            ExprKind::Load { input, index } => Some(expr::load(e.dtype, map[*input as usize], index.clone())),
+            _ => None,
+        });
+        maps.push(c);
+        cur = c.out(0);
+        if let Some(mt) = match_epilogue(g, &body, &operands, 0, rank, chan, dims[chan])
+            && (mt.scale.is_none() || weights_const)
+        {
+            let residual = mt.residual.map(|r| operands[r as usize]);
+            best = Some(Chain { maps: maps.clone(), matched: mt, residual });
+        }
+    }
+    best
+}
+
 /// Whether every load of operand `k` in `body` reads exactly `[v0, …, v(rank-1)]`.
 fn loads_identity(body: &E, k: u32, rank: usize) -> bool {
     let mut ok = true;
@@ -136,13 +219,42 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             }
         }
     }
-    // 1. Which maps are inlined into their consumers.
+    // 1. Epilogue chains of GEMM/conv nodes (decided first: they take precedence over inlining).
+    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut chains: HashMap<NodeId, Chain> = HashMap::new();
+    let mut absorbed_by: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut keep: HashSet<NodeId> = HashSet::new();
+    if opts.epilogues {
+        for &id in &order {
+            if !matches!(g.node(id).op, Op::Conv(_) | Op::MatMul(_)) {
+                continue;
+            }
+            // Ready: inputs/constants, or values computed by earlier non-map nodes or chains.
+            let ready = |v: ValueId| {
+                let p = v.node;
+                match &g.node(p).op {
+                    Op::Input | Op::Const(_) => true,
+                    _ => pos[&p] < pos[&id] && (!absorbed_by.contains_key(&p) || chains.values().any(|c| c.maps.last() == Some(&p))),
+                }
+            };
+            if let Some(ch) = epilogue_chain(g, id, &outputs, &ready) {
+                for &m in &ch.maps {
+                    absorbed_by.insert(m, id);
+                }
+                if let Some(r) = ch.residual {
+                    keep.insert(r.node);
+                }
+                chains.insert(id, ch);
+            }
+        }
+    }
+    // 2. Which maps are inlined into their consumers.
     let mut inline: HashSet<NodeId> = HashSet::new();
     if opts.inline {
         for &id in order.iter().rev() {
             let n = g.node(id);
             let Op::Map(m) = &n.op else { continue };
-            if outputs.contains(&id.out(0)) {
+            if outputs.contains(&id.out(0)) || absorbed_by.contains_key(&id) || keep.contains(&id) {
                 continue;
             }
             let users = g.users(id);
@@ -160,7 +272,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             }
         }
     }
-    // 2. Values and steps.
+    // 3. Values and steps.
     let mut s = Schedule {
         name: g.name.clone(),
         values: Vec::new(),
@@ -184,7 +296,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
     for &id in &order {
         let n = g.node(id);
-        if inline.contains(&id) || absorbed.contains_key(&id) {
+        if inline.contains(&id) || absorbed.contains_key(&id) || absorbed_by.contains_key(&id) {
             continue;
         }
         let operand = |s: &mut Schedule, sv: &mut HashMap<ValueId, SvId>, v: ValueId| -> SvId {
@@ -253,8 +365,15 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 }
                 (StepKind::Reduce { kind: r.kind, extents: r.extents.clone(), body, epilogue }, ops, out_node)
             }
-            Op::MatMul(m) => (StepKind::MatMul(m.clone()), n.inputs.clone(), id),
-            Op::Conv(c) => (StepKind::Conv(c.clone()), n.inputs.clone(), id),
+            Op::MatMul(_) | Op::Conv(_) => {
+                let (step, out_node) = kernel_step(g, id, chains.get(&id), &mut s, &mut |s, v| operand(s, &mut sv, v))?;
+                let output = new_value(&mut s, out_node.out(0), Storage::Arena(0));
+                sv.insert(out_node.out(0), output);
+                let mut origins = vec![n.origin.clone()];
+                origins.extend(chains.get(&id).map(|c| c.maps.iter().map(|m| g.node(*m).origin.clone()).collect::<Vec<_>>()).unwrap_or_default());
+                s.steps.push(Step { output, origins, ..step });
+                continue;
+            }
             Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
             Op::Scatter(sc) => (StepKind::Scatter(sc.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
@@ -266,9 +385,9 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         if out_node != id {
             origins.push(g.node(out_node).origin.clone());
         }
-        s.steps.push(Step { kind, inputs, output, origins });
+        s.steps.push(Step { kind, inputs, output, origins, epilogue: None });
     }
-    // 3. Graph outputs live in caller memory: place the producing buffer there, or copy.
+    // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
     for (k, o) in g.outputs.iter().enumerate() {
         let v = match sv.get(&o.value) {
             Some(&v) => v,
@@ -287,10 +406,120 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             let src = &s.values[v];
             s.values.push(SValue { name: o.name.clone(), dtype: src.dtype, shape: src.shape.clone(), storage: Storage::Output(k) });
             let dst = s.values.len() - 1;
-            s.steps.push(Step { kind: StepKind::Copy, inputs: vec![v], output: dst, origins: vec![] });
+            s.steps.push(Step { kind: StepKind::Copy, inputs: vec![v], output: dst, origins: vec![], epilogue: None });
             dst
         };
         s.outputs.push(Io { name: o.name.clone(), value: target });
     }
     Ok(s)
+}
+
+fn f32_tensor(dims: Vec<i64>, v: &[f32]) -> Tensor {
+    Tensor::new(crate::ir::DType::F32, dims, v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// The step of a Conv/MatMul node: weights with the epilogue's scale folded in, the combined
+/// bias and the residual as extra inputs. Returns the step (output unset) and the node whose
+/// value it produces.
+fn kernel_step(
+    g: &Graph,
+    id: NodeId,
+    chain: Option<&Chain>,
+    s: &mut Schedule,
+    operand: &mut dyn FnMut(&mut Schedule, ValueId) -> SvId,
+) -> Result<(Step, NodeId)> {
+    let n = g.node(id);
+    let new_const = |s: &mut Schedule, name: String, t: Tensor| -> SvId {
+        s.values.push(SValue { name, dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+        s.values.len() - 1
+    };
+    let mut inputs = vec![operand(s, n.inputs[0])];
+    let (kind, out_node) = match &n.op {
+        Op::Conv(c) => (StepKind::Conv(c.clone()), id),
+        Op::MatMul(m) => (StepKind::MatMul(m.clone()), id),
+        _ => return Err(Error::Internal("kernel_step on a non-kernel node".into())),
+    };
+    let own_bias: Option<Vec<f32>> = match &n.op {
+        Op::Conv(_) => n.inputs.get(2).and_then(|&b| g.const_value(b)).map(f32s),
+        _ => None,
+    };
+    let runtime_bias = match &n.op {
+        Op::Conv(_) => n.inputs.get(2).filter(|&&b| g.const_value(b).is_none()).copied(),
+        _ => None,
+    };
+    let Some(ch) = chain else {
+        inputs.push(operand(s, n.inputs[1]));
+        let epilogue = n.inputs.get(2).map(|&b| {
+            inputs.push(operand(s, b));
+            KernelEpilogue { bias: Some(2), residual: None, lo: f32::NEG_INFINITY, hi: f32::INFINITY }
+        });
+        return Ok((Step { kind, inputs, output: 0, origins: vec![], epilogue }, out_node));
+    };
+    if runtime_bias.is_some() {
+        return Err(Error::Internal("epilogue chain on a conv with a run-time bias".into()));
+    }
+    let mt = &ch.matched;
+    // Weights, with the per-channel scale folded in.
+    let w = match &mt.scale {
+        None => operand(s, n.inputs[1]),
+        Some(scale) => {
+            let t = g.const_value(n.inputs[1]).ok_or_else(|| Error::Internal("scaled epilogue on run-time weights".into()))?;
+            let mut v = f32s(t);
+            match &n.op {
+                Op::Conv(_) => {
+                    let per = v.len() / scale.len();
+                    for (m, chunk) in v.chunks_mut(per).enumerate() {
+                        chunk.iter_mut().for_each(|x| *x *= scale[m]);
+                    }
+                }
+                Op::MatMul(mm) => {
+                    let cols = scale.len();
+                    for (i, x) in v.iter_mut().enumerate() {
+                        // B is [K, N] (scale column i % N) or, transposed, [N, K] (row i / K).
+                        let col = if mm.trans_b { i / (t.len() / cols) } else { i % cols };
+                        *x *= scale[col];
+                    }
+                }
+                _ => {}
+            }
+            new_const(s, format!("{}/folded_weights", n.name), f32_tensor(t.shape.clone(), &v))
+        }
+    };
+    inputs.push(w);
+    // Bias: the conv's own bias times the scale, plus the chain's bias.
+    let nchan = mt.scale.as_ref().map(|x| x.len()).or(mt.bias.as_ref().map(|x| x.len())).or(own_bias.as_ref().map(|x| x.len()));
+    let bias = nchan.and_then(|nc| {
+        let mut b = vec![0f32; nc];
+        let mut any = false;
+        if let Some(ob) = &own_bias {
+            any = true;
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = ob[i] * mt.scale.as_ref().map_or(1.0, |sc| sc[i]);
+            }
+        }
+        if let Some(cb) = &mt.bias {
+            any = true;
+            for (i, x) in b.iter_mut().enumerate() {
+                *x += cb[i];
+            }
+        }
+        any.then_some(b)
+    });
+    let mut epi = KernelEpilogue { bias: None, residual: None, lo: mt.lo, hi: mt.hi };
+    if let Some(b) = bias {
+        let len = b.len() as i64;
+        let v = new_const(s, format!("{}/folded_bias", n.name), f32_tensor(vec![len], &b));
+        inputs.push(v);
+        epi.bias = Some(inputs.len() - 1);
+    }
+    if let Some(r) = ch.residual {
+        inputs.push(operand(s, r));
+        epi.residual = Some(inputs.len() - 1);
+    }
+    let last = *ch.maps.last().expect("a chain has at least one map");
+    Ok((Step { kind, inputs, output: 0, origins: vec![], epilogue: Some(epi) }, last))
 }

@@ -5,6 +5,7 @@
 //! maps) and, for reductions, an elementwise consumer fused as its epilogue. Reshapes never
 //! become steps: their value is a view of their operand's buffer.
 
+pub mod epilogue;
 pub mod fuse;
 pub mod memory;
 
@@ -66,11 +67,29 @@ pub enum StepKind {
     Copy,
 }
 
+/// Work a GEMM/conv kernel applies to its output tile:
+/// `clamp(acc + bias[channel] + residual, lo, hi)`; `bias`/`residual` index `Step::inputs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelEpilogue {
+    pub bias: Option<usize>,
+    pub residual: Option<usize>,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl KernelEpilogue {
+    pub fn clamps(&self) -> bool {
+        self.lo != f32::NEG_INFINITY || self.hi != f32::INFINITY
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Step {
     pub kind: StepKind,
     pub inputs: Vec<SvId>,
     pub output: SvId,
+    /// For `MatMul`/`Conv`: the fused epilogue (a conv's own bias is folded into it).
+    pub epilogue: Option<KernelEpilogue>,
     /// The ONNX nodes this step computes, for comments and diagnostics.
     pub origins: Vec<Origin>,
 }
@@ -136,7 +155,17 @@ impl Schedule {
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();
-            let _ = writeln!(s, "  step {i}: $%{} = {what} ({})  ; {}", st.output, ins.join(", "), names.join(", "));
+            let epi = match &st.epilogue {
+                Some(e) => format!(
+                    " epilogue[bias={:?} residual={:?} clamp={}..{}]",
+                    e.bias.map(|b| st.inputs[b]),
+                    e.residual.map(|r| st.inputs[r]),
+                    e.lo,
+                    e.hi
+                ),
+                None => String::new(),
+            };
+            let _ = writeln!(s, "  step {i}: $%{} = {what}{epi} ({})  ; {}", st.output, ins.join(", "), names.join(", "));
         }
         for (k, o) in self.outputs.iter().enumerate() {
             let _ = writeln!(s, "  output {k} \"{}\" = $%{}", o.name, o.value);

@@ -51,6 +51,12 @@ pub unsafe fn tile(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut 
         unsafe { run(kern, kc, a, b, c, ldc, accumulate, ep, row, col) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if kern == Kern::Avx2Fma {
+        // SAFETY: the kernel stores (and loads) only the mr × nr part of the tile.
+        unsafe { avx2::kernel_6x16_partial(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col) };
+        return;
+    }
     // Partial tile: compute a full tile into a local buffer, then copy the valid part.
     let mut buf = [0f32; MR * NR];
     if accumulate {
@@ -185,6 +191,82 @@ mod avx2 {
                 }
                 _mm256_storeu_ps(p, accr[0]);
                 _mm256_storeu_ps(p.add(8), accr[1]);
+            }
+        }
+    }
+
+    /// Lane mask for the first `n` of 8 lanes (n may exceed 8 or be 0).
+    #[target_feature(enable = "avx2")]
+    unsafe fn mask(n: usize) -> __m256i {
+        let n = n.min(8) as i32;
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx)
+    }
+
+    /// A partial tile (mr ≤ 6 rows, nr ≤ 16 columns): full register tile, masked memory access.
+    ///
+    /// # Safety
+    /// As `kernel_6x16`, with only the mr × nr part of the tile inside C.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_6x16_partial(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            // SAFETY: panels hold kc steps (zero-padded beyond mr / nr).
+            unsafe {
+                let b0 = _mm256_loadu_ps(bp);
+                let b1 = _mm256_loadu_ps(bp.add(8));
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*ap.add(r));
+                    accr[0] = _mm256_fmadd_ps(x, b0, accr[0]);
+                    accr[1] = _mm256_fmadd_ps(x, b1, accr[1]);
+                }
+                ap = ap.add(MR);
+                bp = bp.add(NR);
+            }
+        }
+        // SAFETY: masked accesses touch only columns < nr of rows < mr.
+        unsafe {
+            let (m0, m1) = (mask(nr), mask(nr.saturating_sub(8)));
+            let (lo, hi, bias_col) = match ep {
+                Some(e) => (
+                    _mm256_set1_ps(e.lo),
+                    _mm256_set1_ps(e.hi),
+                    if e.bias_col.is_null() {
+                        None
+                    } else {
+                        Some([_mm256_maskload_ps(e.bias_col.add(col), m0), _mm256_maskload_ps(e.bias_col.add(col + 8), m1)])
+                    },
+                ),
+                None => (_mm256_setzero_ps(), _mm256_setzero_ps(), None),
+            };
+            for (r, accr) in acc.iter_mut().enumerate().take(mr) {
+                let p = c.add(r * ldc);
+                if accumulate {
+                    accr[0] = _mm256_add_ps(accr[0], _mm256_maskload_ps(p, m0));
+                    accr[1] = _mm256_add_ps(accr[1], _mm256_maskload_ps(p.add(8), m1));
+                }
+                if let Some(e) = ep {
+                    if !e.bias_row.is_null() {
+                        let bv = _mm256_broadcast_ss(&*e.bias_row.add(row + r));
+                        accr[0] = _mm256_add_ps(accr[0], bv);
+                        accr[1] = _mm256_add_ps(accr[1], bv);
+                    }
+                    if let Some(bc) = bias_col {
+                        accr[0] = _mm256_add_ps(accr[0], bc[0]);
+                        accr[1] = _mm256_add_ps(accr[1], bc[1]);
+                    }
+                    if !e.residual.is_null() {
+                        let rp = e.residual.add((row + r) * ldc + col);
+                        accr[0] = _mm256_add_ps(accr[0], _mm256_maskload_ps(rp, m0));
+                        accr[1] = _mm256_add_ps(accr[1], _mm256_maskload_ps(rp.add(8), m1));
+                    }
+                    accr[0] = _mm256_min_ps(_mm256_max_ps(accr[0], lo), hi);
+                    accr[1] = _mm256_min_ps(_mm256_max_ps(accr[1], lo), hi);
+                }
+                _mm256_maskstore_ps(p, m0, accr[0]);
+                _mm256_maskstore_ps(p.add(8), m1, accr[1]);
             }
         }
     }

@@ -15,7 +15,7 @@ pub use pack::{MR, NR, packed_a_len, packed_b_len};
 /// Cache blocking: K block (panels stay in L1), M block (A block in L2), N block (B block in L3).
 pub const KC: usize = 256;
 pub const MC: usize = 72;
-pub const NC: usize = 2048;
+pub const NC: usize = 1024;
 
 /// Work applied to C after the product, while the tile is in registers/cache:
 /// `C = clamp(acc + bias_row[m] + bias_col[n] + residual[m, n], lo, hi)`.
