@@ -9,3 +9,4 @@ pub mod abi;
 pub mod conv;
 pub mod driver;
 pub mod gemm;
+pub mod pool;

@@ -110,6 +110,25 @@ pub struct ConvOp {
     pub pads_end: Vec<i64>,
 }
 
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum PoolKind {
+    Max,
+    Avg { count_include_pad: bool },
+    Lp { p: i64 },
+}
+
+/// 2-D pooling over NCHW (float32), run by a runtime kernel; other cases are built as
+/// `Reduce` expressions by the frontend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolOp {
+    pub kind: PoolKind,
+    pub kernel: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dilations: Vec<i64>,
+    pub pads_begin: Vec<i64>,
+    pub pads_end: Vec<i64>,
+}
+
 /// `out = base; for u in extents: out[index(u)] = combine(out[index(u)], value(u))`.
 /// Operand 0 is `base`; `index` and `value` load the other operands over the update variables.
 /// `kind: None` replaces (the last write wins).
@@ -136,6 +155,7 @@ pub enum Op {
     /// Concatenation of all operands along `axis`.
     Concat { axis: usize },
     Scatter(ScatterOp),
+    Pool(PoolOp),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert { code: i32 },
@@ -154,6 +174,31 @@ pub enum FusionKind {
     Opaque,
 }
 
+impl PoolOp {
+    /// The runtime kernel's geometry for an input `[n, c, h, w]` and output `[.., oh, ow]`.
+    pub fn geometry(&self, input: &[i64], output: &[i64]) -> onnxc_runtime::pool::PoolGeometry {
+        let two = |v: &[i64]| [v[0], v[1]];
+        let (kind, count_include_pad, p) = match self.kind {
+            PoolKind::Max => (0, false, 0),
+            PoolKind::Avg { count_include_pad } => (1, count_include_pad, 0),
+            PoolKind::Lp { p } => (2, false, p),
+        };
+        onnxc_runtime::pool::PoolGeometry {
+            kind,
+            count_include_pad,
+            p,
+            planes: input[0] * input[1],
+            input: two(&input[2..]),
+            output: two(&output[2..]),
+            kernel: two(&self.kernel),
+            strides: two(&self.strides),
+            dilations: two(&self.dilations),
+            pads_begin: two(&self.pads_begin),
+            pads_end: two(&self.pads_end),
+        }
+    }
+}
+
 impl Op {
     pub fn name(&self) -> &'static str {
         match self {
@@ -166,6 +211,7 @@ impl Op {
             Op::Conv(_) => "conv",
             Op::Concat { .. } => "concat",
             Op::Scatter(_) => "scatter",
+            Op::Pool(_) => "pool",
             Op::Assert { .. } => "assert",
         }
     }
@@ -360,6 +406,7 @@ impl Graph {
                     expr::display(&sc.value)
                 ),
                 Op::Assert { code } => format!("code {code}"),
+                Op::Pool(p) => format!("{:?} kernel={:?} strides={:?} pads={:?}/{:?}", p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end),
                 Op::MatMul(m) => format!("trans_a={} trans_b={}", m.trans_a, m.trans_b),
                 Op::Conv(c) => format!(
                     "group={} strides={:?} dilations={:?} pads={:?}/{:?}",

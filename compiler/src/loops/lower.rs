@@ -295,6 +295,18 @@ impl StepCx<'_> {
                 stmts.extend(self.nest(&sc.extents, 0, vec![store], false));
                 Ok(stmts)
             }
+            StepKind::Pool(p) => {
+                let x = self.st.inputs[0];
+                let g = p.geometry(self.shape(x), &oshape);
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::Pool2dF32,
+                    args: vec![
+                        Arg::Params(g.encode()),
+                        Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
+                        Arg::Ptr { buf: obuf, offset: expr::i(0) },
+                    ],
+                }])
+            }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();

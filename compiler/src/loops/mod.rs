@@ -48,6 +48,8 @@ pub enum Kernel {
     SgemmPb,
     /// `onnxc_conv_f32(params, x, w, w_packed, bias, residual, clamp, y, scratch)`.
     ConvF32,
+    /// `onnxc_pool2d_f32(params, x, y)`.
+    Pool2dF32,
 }
 
 impl Kernel {
@@ -56,6 +58,7 @@ impl Kernel {
             Kernel::Sgemm => "onnxc_sgemm",
             Kernel::SgemmPb => "onnxc_sgemm_pb",
             Kernel::ConvF32 => "onnxc_conv_f32",
+            Kernel::Pool2dF32 => "onnxc_pool2d_f32",
         }
     }
 }

@@ -10,7 +10,7 @@ pub mod fuse;
 pub mod memory;
 
 use crate::ir::expr::{self, E};
-use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind, ScatterOp};
+use crate::ir::graph::{ConvOp, MatMulOp, PoolOp, ReduceKind, ScatterOp};
 use crate::ir::{DType, Origin, Tensor};
 use std::fmt::Write;
 
@@ -61,6 +61,7 @@ pub enum StepKind {
     Conv(ConvOp),
     Concat { axis: usize },
     Scatter(ScatterOp),
+    Pool(PoolOp),
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert { code: i32 },
     /// `out = input` element for element (shapes may differ, counts match).
@@ -152,6 +153,7 @@ impl Schedule {
                     expr::display(&sc.value)
                 ),
                 StepKind::Assert { code } => format!("assert code {code}"),
+                StepKind::Pool(p) => format!("pool {:?} kernel={:?} strides={:?}", p.kind, p.kernel, p.strides),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

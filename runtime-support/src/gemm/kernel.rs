@@ -9,17 +9,54 @@ pub enum Kern {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,
+    /// AVX-512F: 6×32 tiles over two adjacent B panels (AVX2 for the rest).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
 /// The best kernel for this CPU. (`is_x86_feature_detected!` caches its answer.)
 pub fn select() -> Kern {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+            return Kern::Avx512;
+        }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             return Kern::Avx2Fma;
         }
     }
     Kern::Portable
+}
+
+/// Columns one kernel call can cover (two B panels with AVX-512).
+pub fn wide(kern: Kern) -> usize {
+    match kern {
+        #[cfg(target_arch = "x86_64")]
+        Kern::Avx512 => 2 * NR,
+        _ => NR,
+    }
+}
+
+/// A partial tile of up to 6 × 2·NR (mr rows, nr columns) with masked memory access.
+///
+/// # Safety
+/// As `tile_wide`, with only the mr × nr part inside C; `b1` is read only when nr > NR.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    // SAFETY: forwarded; select() checked AVX-512F.
+    unsafe { avx512::kernel_partial(kc, a, b0, b1, c, ldc, mr, nr, accumulate, ep, row, col) }
+}
+
+/// A full 6 × 2·NR tile from one A panel and two consecutive B panels (`b1` = second panel).
+///
+/// # Safety
+/// As `tile`, for a full 6 × 32 tile; only for `Kern::Avx512`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_wide(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    // SAFETY: forwarded; select() checked AVX-512F.
+    unsafe { avx512::kernel_6x32(kc, a, b0, b1, c, ldc, accumulate, ep, row, col) }
 }
 
 #[inline]
@@ -52,7 +89,7 @@ pub unsafe fn tile(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut 
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if kern == Kern::Avx2Fma {
+    if kern == Kern::Avx2Fma || kern == Kern::Avx512 {
         // SAFETY: the kernel stores (and loads) only the mr × nr part of the tile.
         unsafe { avx2::kernel_6x16_partial(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col) };
         return;
@@ -90,8 +127,8 @@ unsafe fn run(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut f32, 
         // SAFETY: forwarded.
         Kern::Portable => unsafe { portable(kc, a, b, c, ldc, accumulate, ep, row, col) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: select() checked the CPU features.
-        Kern::Avx2Fma => unsafe { avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col) },
+        // SAFETY: select() checked the CPU features (AVX-512 implies AVX2 here).
+        Kern::Avx2Fma | Kern::Avx512 => unsafe { avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col) },
     }
 }
 
@@ -118,6 +155,148 @@ unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: us
                     v = apply_ep(v, ep, row + r, col + j, ldc);
                 }
                 *p = v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Epilogue, MR};
+    use std::arch::x86_64::*;
+
+    /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
+    ///
+    /// # Safety
+    /// CPU has AVX-512F; panels hold kc steps (zero-padded); only mr × nr lies inside C.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        let two = nr > 16;
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let (mut ap, mut p0, mut p1) = (a, b0, b1);
+        for _ in 0..kc {
+            // SAFETY: panels hold kc steps; the second panel exists when nr > 16.
+            unsafe {
+                let x0 = _mm512_loadu_ps(p0);
+                let x1 = if two { _mm512_loadu_ps(p1) } else { _mm512_setzero_ps() };
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*ap.add(r));
+                    accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
+                    accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
+                }
+                ap = ap.add(MR);
+                p0 = p0.add(16);
+                p1 = p1.add(16);
+            }
+        }
+        let m0: __mmask16 = if nr >= 16 { 0xFFFF } else { ((1u32 << nr) - 1) as u16 };
+        let m1: __mmask16 = if nr >= 32 { 0xFFFF } else if nr > 16 { ((1u32 << (nr - 16)) - 1) as u16 } else { 0 };
+        // SAFETY: masked accesses stay inside the mr × nr part of C and its epilogue operands.
+        unsafe {
+            let (lo, hi, bias_col) = match ep {
+                Some(e) => (
+                    _mm512_set1_ps(e.lo),
+                    _mm512_set1_ps(e.hi),
+                    if e.bias_col.is_null() {
+                        None
+                    } else {
+                        Some([_mm512_maskz_loadu_ps(m0, e.bias_col.add(col)), _mm512_maskz_loadu_ps(m1, e.bias_col.add(col + 16))])
+                    },
+                ),
+                None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
+            };
+            for (r, accr) in acc.iter_mut().enumerate().take(mr) {
+                let p = c.add(r * ldc);
+                if accumulate {
+                    accr[0] = _mm512_add_ps(accr[0], _mm512_maskz_loadu_ps(m0, p));
+                    accr[1] = _mm512_add_ps(accr[1], _mm512_maskz_loadu_ps(m1, p.add(16)));
+                }
+                if let Some(e) = ep {
+                    if !e.bias_row.is_null() {
+                        let bv = _mm512_set1_ps(*e.bias_row.add(row + r));
+                        accr[0] = _mm512_add_ps(accr[0], bv);
+                        accr[1] = _mm512_add_ps(accr[1], bv);
+                    }
+                    if let Some(bc) = bias_col {
+                        accr[0] = _mm512_add_ps(accr[0], bc[0]);
+                        accr[1] = _mm512_add_ps(accr[1], bc[1]);
+                    }
+                    if !e.residual.is_null() {
+                        let rp = e.residual.add((row + r) * ldc + col);
+                        accr[0] = _mm512_add_ps(accr[0], _mm512_maskz_loadu_ps(m0, rp));
+                        accr[1] = _mm512_add_ps(accr[1], _mm512_maskz_loadu_ps(m1, rp.add(16)));
+                    }
+                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
+                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
+                }
+                _mm512_mask_storeu_ps(p, m0, accr[0]);
+                _mm512_mask_storeu_ps(p.add(16), m1, accr[1]);
+            }
+        }
+    }
+
+    /// 6×32 tile: 12 zmm accumulators; per k step two 16-float B loads (one per panel) and six
+    /// broadcasts.
+    ///
+    /// # Safety
+    /// CPU has AVX-512F; panels hold kc steps; the 6×32 tile lies inside C.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_6x32(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let (mut ap, mut p0, mut p1) = (a, b0, b1);
+        for _ in 0..kc {
+            // SAFETY: panels hold kc steps of MR / 16 floats.
+            unsafe {
+                let x0 = _mm512_loadu_ps(p0);
+                let x1 = _mm512_loadu_ps(p1);
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*ap.add(r));
+                    accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
+                    accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
+                }
+                ap = ap.add(MR);
+                p0 = p0.add(16);
+                p1 = p1.add(16);
+            }
+        }
+        // SAFETY: the tile and epilogue operands are in bounds (caller contract).
+        unsafe {
+            let (lo, hi, bias_col) = match ep {
+                Some(e) => (
+                    _mm512_set1_ps(e.lo),
+                    _mm512_set1_ps(e.hi),
+                    if e.bias_col.is_null() { None } else { Some([_mm512_loadu_ps(e.bias_col.add(col)), _mm512_loadu_ps(e.bias_col.add(col + 16))]) },
+                ),
+                None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
+            };
+            for (r, accr) in acc.iter_mut().enumerate() {
+                let p = c.add(r * ldc);
+                if accumulate {
+                    accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(p));
+                    accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(p.add(16)));
+                }
+                if let Some(e) = ep {
+                    if !e.bias_row.is_null() {
+                        let bv = _mm512_set1_ps(*e.bias_row.add(row + r));
+                        accr[0] = _mm512_add_ps(accr[0], bv);
+                        accr[1] = _mm512_add_ps(accr[1], bv);
+                    }
+                    if let Some(bc) = bias_col {
+                        accr[0] = _mm512_add_ps(accr[0], bc[0]);
+                        accr[1] = _mm512_add_ps(accr[1], bc[1]);
+                    }
+                    if !e.residual.is_null() {
+                        let rp = e.residual.add((row + r) * ldc + col);
+                        accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(rp));
+                        accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(rp.add(16)));
+                    }
+                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
+                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
+                }
+                _mm512_storeu_ps(p, accr[0]);
+                _mm512_storeu_ps(p.add(16), accr[1]);
             }
         }
     }
@@ -338,7 +517,7 @@ pub unsafe fn gemv_packed_b(m: usize, n: usize, k: usize, a: *const f32, lda: us
         match kern {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: CPU features checked by select().
-            Kern::Avx2Fma => unsafe { avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out) },
+            Kern::Avx2Fma | Kern::Avx512 => unsafe { avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out) },
             Kern::Portable => {
                 for r in 0..m {
                     for kx in 0..k {

@@ -13,7 +13,7 @@ pub mod pack;
 pub use pack::{MR, NR, packed_a_len, packed_b_len};
 
 /// Cache blocking: K block (panels stay in L1), M block (A block in L2), N block (B block in L3).
-pub const KC: usize = 256;
+pub const KC: usize = 128;
 pub const MC: usize = 72;
 pub const NC: usize = 1024;
 
@@ -104,9 +104,10 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
             let mut ic = 0;
             while ic < m {
                 let mc = MC.min(m - ic);
+                let step = kernel::wide(kern);
                 let mut jr = 0;
                 while jr < nc {
-                    let nr = NR.min(nc - jr);
+                    let width = step.min(nc - jr);
                     // SAFETY: panel jr/NR of the B block.
                     let bpan = unsafe { bp.add((jr / NR) * b_panel_stride) };
                     let mut ir = 0;
@@ -118,11 +119,33 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                         // SAFETY: C tile within bounds.
                         let ct = unsafe { c.add(row * ldc + jc + jr) };
                         let tile_ep = if last { Some(ep) } else { None };
-                        // SAFETY: panels have kc entries; tile is mr × nr inside C.
-                        unsafe { kernel::tile(kern, kc, apan, bpan, ct, ldc, mr, nr, !first, tile_ep, row, jc + jr) };
+                        #[cfg(target_arch = "x86_64")]
+                        if step == 2 * NR {
+                            // SAFETY: one or two consecutive B panels; a 6×32 tile (partial at edges).
+                            unsafe {
+                                let b1 = if width > NR { bpan.add(b_panel_stride) } else { bpan };
+                                if width == 2 * NR && mr == MR {
+                                    kernel::tile_wide(kc, apan, bpan, b1, ct, ldc, !first, tile_ep, row, jc + jr);
+                                } else {
+                                    kernel::tile_wide_partial(kc, apan, bpan, b1, ct, ldc, mr, width, !first, tile_ep, row, jc + jr);
+                                }
+                            }
+                            ir += MR;
+                            continue;
+                        }
+                        // One or two 16-wide tiles.
+                        let mut off = 0;
+                        while off < width {
+                            let nr = NR.min(width - off);
+                            // SAFETY: panels have kc entries; tile is mr × nr inside C.
+                            unsafe {
+                                kernel::tile(kern, kc, apan, bpan.add((off / NR) * b_panel_stride), ct.add(off), ldc, mr, nr, !first, tile_ep, row, jc + jr + off)
+                            };
+                            off += NR;
+                        }
                         ir += MR;
                     }
-                    jr += NR;
+                    jr += width;
                 }
                 ic += mc;
             }

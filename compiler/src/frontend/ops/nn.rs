@@ -5,7 +5,7 @@ use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::{Dim, Shape};
 use crate::ir::expr::{self, BinOp, E, UnOp};
-use crate::ir::graph::{ConvOp, ReduceKind};
+use crate::ir::graph::{ConvOp, PoolKind, PoolOp, ReduceKind};
 use crate::ir::interp::lowest;
 use crate::ir::{DType, Scalar, TypeInfo, ValueId};
 
@@ -191,10 +191,30 @@ fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, W
     Ok((x, dt, xs, win))
 }
 
+/// A 2-D float32 pool runs in the runtime's kernel; everything else is a `Reduce`.
+fn pool_kernel(ctx: &mut Ctx, kind: PoolKind, x: ValueId, dt: DType, xs: &[i64], win: &Window) -> Result<Option<ValueId>> {
+    if dt != DType::F32 || xs.len() != 4 {
+        return Ok(None);
+    }
+    let op = PoolOp {
+        kind,
+        kernel: win.kernel.clone(),
+        strides: win.strides.clone(),
+        dilations: win.dilations.clone(),
+        pads_begin: win.pads_begin.clone(),
+        pads_end: win.pads_end.clone(),
+    };
+    let shape = pool_shape(xs, win);
+    Ok(Some(ctx.add(crate::ir::Op::Pool(op), vec![x], TypeInfo::new(dt, shape))?))
+}
+
 pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, dt, xs, win) = pool_setup(ctx, true)?;
     if ctx.node.output.len() > 1 && !ctx.node.output[1].is_empty() {
         return max_pool_with_indices(ctx, x, dt, &xs, &win);
+    }
+    if let Some(y) = pool_kernel(ctx, PoolKind::Max, x, dt, &xs, &win)? {
+        return Ok(vec![y]);
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
@@ -268,6 +288,9 @@ fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) ->
 pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, dt, xs, win) = pool_setup(ctx, false)?;
     let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
+    if let Some(y) = pool_kernel(ctx, PoolKind::Avg { count_include_pad: include_pad }, x, dt, &xs, &win)? {
+        return Ok(vec![y]);
+    }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
     let shape = pool_shape(&xs, &win);
@@ -311,6 +334,9 @@ pub fn lp_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let p = ctx.attr_i_or("p", 2)?;
     if p < 1 {
         return Err(ctx.err(format!("attribute 'p' must be >= 1, got {p}")));
+    }
+    if let Some(y) = pool_kernel(ctx, PoolKind::Lp { p }, x, dt, &xs, &win)? {
+        return Ok(vec![y]);
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
