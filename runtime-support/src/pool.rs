@@ -51,16 +51,6 @@ impl PoolGeometry {
     }
 }
 
-/// Output positions `[lo, hi)` along a dim whose tap `t` (offset `shift`) lies in `[a, b)`.
-fn range(out: i64, stride: i64, shift: i64, a: i64, b: i64) -> (usize, usize) {
-    // a <= o*stride + shift < b
-    let lo = (a - shift).max(0);
-    let lo = (lo + stride - 1) / stride;
-    let hi = if b - shift <= 0 { 0 } else { (b - shift + stride - 1) / stride };
-    let lo = lo.min(out);
-    (lo as usize, hi.clamp(lo, out) as usize)
-}
-
 /// # Safety
 /// `x` holds `planes · IH · IW` floats, `y` `planes · OH · OW`.
 pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32) {
@@ -71,7 +61,7 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32) {
     let [dh, dw] = g.dilations;
     let [ph, pw] = g.pads_begin;
     let [peh, pew] = g.pads_end;
-    let (ow_u, iw_u) = (ow as usize, iw as usize);
+    let (ow_u, iw_u, sw_u, dw_u) = (ow as usize, iw as usize, sw as usize, dw as usize);
     // Divisor counts along x (the y count is found per row).
     let count_x: Vec<f32> = (0..ow)
         .map(|ox| {
@@ -84,7 +74,22 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32) {
         })
         .collect();
     let init = if g.kind == 0 { f32::NEG_INFINITY } else { 0.0 };
-    let mut acc = vec![0f32; ow_u];
+    // A padded copy of one input row (init values outside), so every tap of every output
+    // column is an unchecked read; `h` holds the reduction over kx at every column.
+    let span = ((ow - 1) * sw + (kw - 1) * dw + 1) as usize;
+    let padded_len = span.max(pw as usize + iw_u);
+    let mut padded = vec![init; padded_len];
+    let hlen = (ow_u - 1) * sw_u + 1;
+    let mut h = vec![init; hlen];
+    let mut acc = vec![init; ow_u];
+    let lp = |v: f32| {
+        let a = v.abs();
+        match g.p {
+            1 => a,
+            2 => a * a,
+            p => a.powi(p as i32),
+        }
+    };
     for plane in 0..g.planes as usize {
         // SAFETY: plane offsets inside x and y.
         let (xp, yp) = unsafe { (x.add(plane * (ih * iw) as usize), y.add(plane * ow_u * oh as usize)) };
@@ -102,40 +107,37 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32) {
                 }
                 // SAFETY: row iy of the plane.
                 let row = unsafe { std::slice::from_raw_parts(xp.add(iy as usize * iw_u), iw_u) };
-                for kx in 0..kw {
-                    let shift = kx * dw - pw;
-                    let (lo, hi) = range(ow, sw, shift, 0, iw);
-                    let base = lo as i64 * sw + shift;
-                    let n = hi - lo;
-                    match (g.kind, sw) {
-                        (0, 1) => {
-                            let src = &row[base as usize..base as usize + n];
-                            for (a, v) in acc[lo..hi].iter_mut().zip(src) {
-                                *a = a.max(*v);
-                            }
+                // Padded row: taps left of the input read `init`.
+                let start = pw.max(0) as usize;
+                let end = (start + iw_u).min(padded_len);
+                if g.kind == 2 {
+                    for (d, s) in padded[start..end].iter_mut().zip(row) {
+                        *d = lp(*s);
+                    }
+                } else {
+                    padded[start..end].copy_from_slice(&row[..end - start]);
+                }
+                // h[i] = reduce over kx of padded[i + kx·dw].
+                h.copy_from_slice(&padded[..hlen]);
+                for kx in 1..kw as usize {
+                    let src = &padded[kx * dw_u..kx * dw_u + hlen];
+                    if g.kind == 0 {
+                        for (a, v) in h.iter_mut().zip(src) {
+                            *a = a.max(*v);
                         }
-                        (0, _) => {
-                            for (j, a) in acc[lo..hi].iter_mut().enumerate() {
-                                *a = a.max(row[base as usize + j * sw as usize]);
-                            }
+                    } else {
+                        for (a, v) in h.iter_mut().zip(src) {
+                            *a += *v;
                         }
-                        (1, 1) => {
-                            let src = &row[base as usize..base as usize + n];
-                            for (a, v) in acc[lo..hi].iter_mut().zip(src) {
-                                *a += *v;
-                            }
-                        }
-                        (1, _) => {
-                            for (j, a) in acc[lo..hi].iter_mut().enumerate() {
-                                *a += row[base as usize + j * sw as usize];
-                            }
-                        }
-                        _ => {
-                            for (j, a) in acc[lo..hi].iter_mut().enumerate() {
-                                let v = row[base as usize + j * sw as usize].abs();
-                                *a += if g.p == 2 { v * v } else if g.p == 1 { v } else { v.powi(g.p as i32) };
-                            }
-                        }
+                    }
+                }
+                if g.kind == 0 {
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = a.max(h[j * sw_u]);
+                    }
+                } else {
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a += h[j * sw_u];
                     }
                 }
             }

@@ -80,6 +80,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     self.b.ins().symbol_value(PTR, gv)
                 }
             };
+            let base = if buf.offset > 0 { self.b.ins().iadd_imm_s(base, buf.offset as i64) } else { base };
             self.bases.insert(id, base);
         }
     }

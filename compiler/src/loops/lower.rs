@@ -24,21 +24,35 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
     let s = &*sched;
     let mut buffers = Vec::new();
     let mut buf_of = vec![u32::MAX; s.values.len()];
-    for (v, val) in s.values.iter().enumerate() {
-        let loc = match &val.storage {
+    let loc_of = |v: SvId| -> Option<Loc> {
+        Some(match &s.values[v].storage {
             Storage::Input(k) => Loc::Input(*k),
             Storage::Output(k) => Loc::Output(*k),
             Storage::Const(t) => Loc::Const(t.data.clone()),
             Storage::Arena(o) => Loc::Arena(*o),
-            Storage::View(_) => continue,
-        };
-        buf_of[v] = buffers.len() as u32;
-        buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc });
-    }
-    for v in 0..s.values.len() {
-        if buf_of[v] == u32::MAX {
-            buf_of[v] = buf_of[s.root(v)];
+            Storage::View(_) | Storage::Slice { .. } => return None,
+        })
+    };
+    for (v, val) in s.values.iter().enumerate() {
+        if let Some(loc) = loc_of(v) {
+            buf_of[v] = buffers.len() as u32;
+            buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc, offset: 0 });
         }
+    }
+    // Slices (and views of slices) are buffers of their own at an offset in their owner.
+    for v in 0..s.values.len() {
+        if buf_of[v] != u32::MAX {
+            continue;
+        }
+        let (owner, off) = s.place(v);
+        if off == 0 && matches!(s.values[v].storage, Storage::View(_)) {
+            buf_of[v] = buf_of[owner];
+            continue;
+        }
+        let val = &s.values[v];
+        let loc = loc_of(owner).expect("owners have storage");
+        buf_of[v] = buffers.len() as u32;
+        buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc, offset: off });
     }
     let extra = std::cell::RefCell::new(Vec::new());
     let first_extra = buffers.len() as u32;
@@ -168,7 +182,7 @@ impl StepCx<'_> {
     fn new_const(&self, data: &[f32]) -> BufId {
         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut e = self.extra.borrow_mut();
-        e.push(Buffer { dtype: DType::F32, len: data.len() as i64, loc: Loc::Const(std::sync::Arc::new(bytes)) });
+        e.push(Buffer { dtype: DType::F32, len: data.len() as i64, loc: Loc::Const(std::sync::Arc::new(bytes)), offset: 0 });
         self.first_extra + e.len() as u32 - 1
     }
 
@@ -313,6 +327,19 @@ impl StepCx<'_> {
                 let cond = expr::load(DType::Bool, self.buf(c), vec![flat(&out_index(cs.len()), &cs)]);
                 Ok(self.nest(&cs, 0, vec![Stmt::Check { cond, code: *code }], false))
             }
+            StepKind::ConcatRest { parts } => Ok(self
+                .st
+                .inputs
+                .iter()
+                .zip(parts)
+                .map(|(&v, &off)| Stmt::Copy {
+                    dst: obuf,
+                    dst_offset: expr::i(off as i64),
+                    src: self.buf(v),
+                    src_offset: expr::i(0),
+                    elems: self.s.values[v].len(),
+                })
+                .collect()),
             StepKind::Copy => {
                 let v = self.st.inputs[0];
                 Ok(vec![Stmt::Copy {

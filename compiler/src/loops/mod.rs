@@ -28,6 +28,8 @@ pub struct Buffer {
     pub dtype: DType,
     pub len: i64,
     pub loc: Loc,
+    /// Byte offset from the start of `loc` (slices of concat outputs).
+    pub offset: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -121,7 +123,8 @@ impl Program {
                 Loc::Const(d) => format!("const ({} bytes)", d.len()),
                 Loc::Arena(o) => format!("arena +{o}"),
             };
-            let _ = writeln!(s, "  buf{i}: {}[{}] {loc}", b.dtype, b.len);
+            let at = if b.offset > 0 { format!(" +{} bytes", b.offset) } else { String::new() };
+            let _ = writeln!(s, "  buf{i}: {}[{}] {loc}{at}", b.dtype, b.len);
         }
         for f in &self.funcs {
             let _ = writeln!(s, "  func {}  ; {}", f.name, f.origin);

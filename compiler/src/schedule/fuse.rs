@@ -388,6 +388,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         }
         s.steps.push(Step { kind, inputs, output, origins, epilogue: None });
     }
+    place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
     for (k, o) in g.outputs.iter().enumerate() {
         let v = match sv.get(&o.value) {
@@ -523,4 +524,42 @@ fn kernel_step(
     }
     let last = *ch.maps.last().expect("a chain has at least one map");
     Ok((Step { kind, inputs, output: 0, origins: vec![], epilogue: Some(epi) }, last))
+}
+
+/// Concats whose inputs are contiguous blocks of the output (all dims before the axis are 1):
+/// inputs computed by a step of their own are written straight into their block, and the
+/// concat copies only what remains (nothing, usually).
+fn place_concat_inputs(s: &mut Schedule) {
+    let producer: HashMap<SvId, usize> = s.steps.iter().enumerate().map(|(i, st)| (st.output, i)).collect();
+    for i in 0..s.steps.len() {
+        let StepKind::Concat { axis } = s.steps[i].kind else { continue };
+        let out = s.steps[i].output;
+        if s.values[out].shape[..axis].iter().any(|&d| d != 1) {
+            continue;
+        }
+        let mut offset = 0u64;
+        let mut remaining = Vec::new();
+        let inputs = s.steps[i].inputs.clone();
+        let mut placed_here: Vec<SvId> = Vec::new();
+        for &v in &inputs {
+            let len = s.values[v].len() as u64;
+            let own = matches!(s.values[v].storage, Storage::Arena(_))
+                && producer.get(&v).is_some_and(|&p| p < i)
+                && !placed_here.contains(&v)
+                && s.values[v].dtype == s.values[out].dtype;
+            if own {
+                s.values[v].storage = Storage::Slice { of: out, offset };
+                placed_here.push(v);
+            } else {
+                remaining.push((v, offset));
+            }
+            offset += len;
+        }
+        if remaining.len() == inputs.len() {
+            continue;
+        }
+        // The concat step now copies only the inputs that live elsewhere.
+        s.steps[i].kind = StepKind::ConcatRest { parts: remaining.iter().map(|&(_, o)| o).collect() };
+        s.steps[i].inputs = remaining.into_iter().map(|(v, _)| v).collect();
+    }
 }

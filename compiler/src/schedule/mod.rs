@@ -29,6 +29,9 @@ pub enum Storage {
     Arena(u64),
     /// Same elements as another value (a reshape).
     View(SvId),
+    /// A contiguous part of another value, starting `offset` elements in (a concat input
+    /// written in place).
+    Slice { of: SvId, offset: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -60,6 +63,9 @@ pub enum StepKind {
     MatMul(MatMulOp),
     Conv(ConvOp),
     Concat { axis: usize },
+    /// What remains of a concat whose other inputs were computed in place: copies input `k`
+    /// to element offset `parts[k]` of the output.
+    ConcatRest { parts: Vec<u64> },
     Scatter(ScatterOp),
     Pool(PoolOp),
     /// Fails the run with `code` unless every element of input 0 is true.
@@ -112,12 +118,29 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Follows views to the value that owns the memory.
+    /// Follows views and slices to the value that owns the memory.
     pub fn root(&self, mut v: SvId) -> SvId {
-        while let Storage::View(of) = self.values[v].storage {
-            v = of;
+        loop {
+            match self.values[v].storage {
+                Storage::View(of) | Storage::Slice { of, .. } => v = of,
+                _ => return v,
+            }
         }
-        v
+    }
+
+    /// The owning value and the byte offset of `v` inside it.
+    pub fn place(&self, mut v: SvId) -> (SvId, u64) {
+        let mut off = 0;
+        loop {
+            match self.values[v].storage {
+                Storage::View(of) => v = of,
+                Storage::Slice { of, offset } => {
+                    off += offset * self.values[v].dtype.size() as u64;
+                    v = of;
+                }
+                _ => return (v, off),
+            }
+        }
     }
 
     pub fn dump(&self) -> String {
@@ -130,6 +153,7 @@ impl Schedule {
                 Storage::Const(_) => "const".to_string(),
                 Storage::Arena(o) => format!("arena +{o}"),
                 Storage::View(of) => format!("view of $%{of}"),
+                Storage::Slice { of, offset } => format!("slice of $%{of} at +{offset}"),
             };
             let _ = writeln!(s, "  $%{i}: {}{:?} {loc}  ; {}", v.dtype, v.shape, v.name);
         }
@@ -145,6 +169,7 @@ impl Schedule {
                 StepKind::MatMul(m) => format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b),
                 StepKind::Conv(c) => format!("conv group={} strides={:?} pads={:?}/{:?}", c.group, c.strides, c.pads_begin, c.pads_end),
                 StepKind::Concat { axis } => format!("concat axis={axis}"),
+                StepKind::ConcatRest { parts } => format!("concat (in place) copying to {parts:?}"),
                 StepKind::Scatter(sc) => format!(
                     "scatter {:?} over {:?}: [{}] <- {}",
                     sc.kind,
