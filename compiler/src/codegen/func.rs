@@ -652,7 +652,16 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.inst_results(c)[0]
     }
 
+    /// Whether a reduction can keep f32x4 accumulators along its innermost loop.
+    fn reduce_vectorizable(&self, kind: ReduceKind, loops: &[(u32, i64)], body: &E) -> bool {
+        let Some(&(var, extent)) = loops.last() else { return false };
+        body.dtype == DType::F32 && extent >= 8 && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min) && self.vec_ok(body, var)
+    }
+
     fn reduce(&mut self, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+        if self.reduce_vectorizable(kind, loops, body) {
+            return self.reduce_vector(buf, offset, kind, loops, body, epilogue);
+        }
         let dt = body.dtype;
         let ty = clif_ty(dt);
         let acc = self.b.declare_var(ty);
@@ -714,6 +723,64 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.store(buf, off, val, vdt);
     }
 
+    /// A float reduction with four lanes along the innermost loop, a scalar tail, and a
+    /// horizontal combine at the end.
+    fn reduce_vector(&mut self, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+        let combine = |cx: &mut Self, a: Value, b: Value| match kind {
+            ReduceKind::Sum => cx.b.ins().fadd(a, b),
+            ReduceKind::Max => cx.b.ins().fmax(a, b),
+            _ => cx.b.ins().fmin(a, b),
+        };
+        let init = crate::ir::interp::reduce_init(kind, DType::F32).as_f64() as f32;
+        let acc_v = self.b.declare_var(types::F32X4);
+        let acc_s = self.b.declare_var(types::F32);
+        let i = self.b.ins().f32const(init);
+        let iv = self.b.ins().splat(types::F32X4, i);
+        self.b.def_var(acc_v, iv);
+        self.b.def_var(acc_s, i);
+        let (outer, last) = loops.split_at(loops.len() - 1);
+        let (var, extent) = last[0];
+        self.reduce_loops(outer, &mut |cx| {
+            let v = cx.var(var);
+            let z = cx.b.ins().iconst(types::I64, 0);
+            cx.counted_loop(v, z, extent, 4, |cx| {
+                let mut memo = HashMap::new();
+                let mut smemo = HashMap::new();
+                let x = cx.veval(body, var, &mut memo, &mut smemo);
+                let x = cx.to_vec(x, types::F32X4);
+                let a = cx.b.use_var(acc_v);
+                let n = combine(cx, a, x);
+                cx.b.def_var(acc_v, n);
+            });
+            let start = cx.b.use_var(v);
+            cx.counted_loop(v, start, extent, 1, |cx| {
+                let mut memo = HashMap::new();
+                let x = cx.eval(body, &mut memo);
+                let a = cx.b.use_var(acc_s);
+                let n = combine(cx, a, x);
+                cx.b.def_var(acc_s, n);
+            });
+        });
+        let av = self.b.use_var(acc_v);
+        let mut r = self.b.use_var(acc_s);
+        for lane in 0..4u8 {
+            let l = self.b.ins().extractlane(av, lane);
+            r = combine(self, r, l);
+        }
+        let mut memo = HashMap::new();
+        let (val, vdt) = match epilogue {
+            Some(e) => {
+                self.acc = Some(r);
+                let v = self.eval(e, &mut memo);
+                self.acc = None;
+                (v, e.dtype)
+            }
+            None => (r, DType::F32),
+        };
+        let off = self.eval(offset, &mut memo);
+        self.store(buf, off, val, vdt);
+    }
+
     fn reduce_loops(&mut self, loops: &[(u32, i64)], body: &mut dyn FnMut(&mut Self)) {
         match loops.split_first() {
             None => body(self),
@@ -764,7 +831,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
             }
             ExprKind::Unary(op, a) => {
                 a.dtype == DType::F32
-                    && matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc)
+                    && matches!(
+                        op,
+                        UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc | UnOp::Exp | UnOp::Tanh | UnOp::Erf | UnOp::Sigmoid
+                    )
                     && self.vec_ok_memo(a, var, seen)
             }
             ExprKind::Binary(op, a, b) => {
@@ -856,6 +926,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     UnOp::Floor => self.b.ins().floor(x),
                     UnOp::Ceil => self.b.ins().ceil(x),
                     UnOp::Round => self.b.ins().nearest(x),
+                    UnOp::Exp => super::vmath::exp(&mut self.b, x),
+                    UnOp::Tanh => super::vmath::tanh(&mut self.b, x),
+                    UnOp::Erf => super::vmath::erf(&mut self.b, x),
+                    UnOp::Sigmoid => super::vmath::sigmoid(&mut self.b, x),
                     _ => self.b.ins().trunc(x),
                 })
             }

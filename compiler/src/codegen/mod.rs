@@ -5,6 +5,7 @@
 //! constant data are local to the object.
 
 pub mod func;
+pub mod vmath;
 pub mod header;
 
 use crate::error::{Error, Result};

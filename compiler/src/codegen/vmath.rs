@@ -1,0 +1,146 @@
+//! Vectorized f32x4 math: exp, tanh, erf and sigmoid as polynomial approximations in CLIF
+//! (Cephes / Eigen coefficients, a few ulp), so elementwise loops need no libm call per lane.
+
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+use cranelift_frontend::FunctionBuilder;
+
+fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
+    let c = b.ins().f32const(v);
+    b.ins().splat(types::F32X4, c)
+}
+
+/// `a * x + c` (two rounded operations; portable to targets without FMA).
+fn madd(b: &mut FunctionBuilder, a: Value, x: Value, c: f32) -> Value {
+    let m = b.ins().fmul(a, x);
+    let k = splat(b, c);
+    b.ins().fadd(m, k)
+}
+
+fn poly(b: &mut FunctionBuilder, x: Value, coeffs: &[f32]) -> Value {
+    let mut p = splat(b, coeffs[0]);
+    for &c in &coeffs[1..] {
+        p = madd(b, p, x, c);
+    }
+    p
+}
+
+/// min/max for clamping where NaN is handled separately: a compare and a blend, instead of
+/// the NaN-propagating `fmin`/`fmax` sequences.
+fn min(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
+    let lt = b.ins().fcmp(FloatCC::LessThan, x, y);
+    select(b, lt, x, y)
+}
+
+fn max(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
+    let gt = b.ins().fcmp(FloatCC::GreaterThan, x, y);
+    select(b, gt, x, y)
+}
+
+fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
+    let m = b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), mask);
+    b.ins().bitselect(m, x, y)
+}
+
+/// e^x: x = n·ln2 + r, e^r by a degree-6 polynomial, 2^n from the exponent bits.
+pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
+    let hi = splat(b, 88.376_26);
+    let lo = splat(b, -87.336_55);
+    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+    let xc = min(b, x, hi);
+    let xc = max(b, xc, lo);
+    let log2e = splat(b, std::f32::consts::LOG2_E);
+    let t = b.ins().fmul(xc, log2e);
+    let n = b.ins().nearest(t);
+    let c1 = splat(b, 0.693_359_4);
+    let c2 = splat(b, -2.121_944_4e-4);
+    let r = b.ins().fmul(n, c1);
+    let r = b.ins().fsub(xc, r);
+    let r2 = b.ins().fmul(n, c2);
+    let r = b.ins().fsub(r, r2);
+    let p = poly(b, r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.0e-1]);
+    let r2 = b.ins().fmul(r, r);
+    let p = b.ins().fmul(p, r2);
+    let p = b.ins().fadd(p, r);
+    let one = splat(b, 1.0);
+    let p = b.ins().fadd(p, one);
+    // 2^n: (n + 127) << 23.
+    let ni = b.ins().fcvt_to_sint_sat(types::I32X4, n);
+    let bias = b.ins().iconst(types::I32, 127);
+    let bias = b.ins().splat(types::I32X4, bias);
+    let e = b.ins().iadd(ni, bias);
+    let e = b.ins().ishl_imm_s(e, 23);
+    let scale = b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), e);
+    let y = b.ins().fmul(p, scale);
+    // Overflow to +inf above the range, NaN stays NaN.
+    let inf = splat(b, f32::INFINITY);
+    let over = b.ins().fcmp(FloatCC::GreaterThan, x, hi);
+    let y = select(b, over, inf, y);
+    let zero = splat(b, 0.0);
+    let under = b.ins().fcmp(FloatCC::LessThan, x, lo);
+    let y = select(b, under, zero, y);
+    select(b, nan, x, y)
+}
+
+/// 1 / (1 + e^-x).
+pub fn sigmoid(b: &mut FunctionBuilder, x: Value) -> Value {
+    let n = b.ins().fneg(x);
+    let e = exp(b, n);
+    let one = splat(b, 1.0);
+    let d = b.ins().fadd(one, e);
+    b.ins().fdiv(one, d)
+}
+
+/// tanh: an odd polynomial for |x| < 0.625, (1 - 2/(e^{2|x|} + 1))·sign(x) beyond.
+pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
+    let ax = b.ins().fabs(x);
+    let z = b.ins().fmul(x, x);
+    let p = poly(b, z, &[-5.704_988_7e-3, 2.063_908_9e-2, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328_2e-1]);
+    let p = b.ins().fmul(p, z);
+    let p = b.ins().fmul(p, x);
+    let small = b.ins().fadd(p, x);
+    let lim = splat(b, 9.0);
+    let axc = min(b, ax, lim);
+    let two_ax = b.ins().fadd(axc, axc);
+    let e = exp(b, two_ax);
+    let one = splat(b, 1.0);
+    let two = splat(b, 2.0);
+    let d = b.ins().fadd(e, one);
+    let q = b.ins().fdiv(two, d);
+    let big = b.ins().fsub(one, q);
+    let neg = splat(b, -0.0);
+    let sign = b.ins().band(x, neg);
+    let big = b.ins().bor(big, sign);
+    let cut = splat(b, 0.625);
+    let is_small = b.ins().fcmp(FloatCC::LessThan, ax, cut);
+    let y = select(b, is_small, small, big);
+    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+    select(b, nan, x, y)
+}
+
+/// erf: Eigen's rational approximation on [-4, 4] (erf(±4) = ±1 in f32).
+pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
+    let lim = splat(b, 4.0);
+    let nlim = splat(b, -4.0);
+    let xc = min(b, x, lim);
+    let xc = max(b, xc, nlim);
+    let x2 = b.ins().fmul(xc, xc);
+    let p = poly(
+        b,
+        x2,
+        &[
+            -2.726_142_3e-10,
+            2.770_681_4e-8,
+            -2.101_024e-6,
+            -5.692_506_4e-5,
+            -7.349_906_3e-4,
+            -2.954_600_0e-3,
+            -1.609_603_3e-2,
+        ],
+    );
+    let p = b.ins().fmul(xc, p);
+    let q = poly(b, x2, &[-1.456_607_2e-5, -2.133_740_6e-4, -1.682_827e-3, -7.373_329e-3, -1.426_474e-2]);
+    let y = b.ins().fdiv(p, q);
+    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+    select(b, nan, x, y)
+}
