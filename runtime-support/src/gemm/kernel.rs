@@ -48,6 +48,17 @@ pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b0: *const f32, b1: *c
     unsafe { avx512::kernel_partial(kc, a, b0, b1, c, ldc, mr, nr, accumulate, ep, row, col) }
 }
 
+/// A full 12 × 2·NR tile from two consecutive A panels (`a1` = second) and two B panels.
+///
+/// # Safety
+/// As `tile_wide`, for a full 12 × 32 tile.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    // SAFETY: forwarded; select() checked AVX-512F.
+    unsafe { avx512::kernel_12x32(kc, a0, a1, b0, b1, c, ldc, accumulate, ep, row, col) }
+}
+
 /// A full 6 × 2·NR tile from one A panel and two consecutive B panels (`b1` = second panel).
 ///
 /// # Safety
@@ -232,6 +243,87 @@ mod avx512 {
                 }
                 _mm512_mask_storeu_ps(p, m0, accr[0]);
                 _mm512_mask_storeu_ps(p.add(16), m1, accr[1]);
+            }
+        }
+    }
+
+    /// 12×32 tile: 24 zmm accumulators over two A panels; per k step two B loads and twelve
+    /// broadcasts feed 24 FMAs.
+    ///
+    /// # Safety
+    /// CPU has AVX-512F; panels hold kc steps; the 12×32 tile lies inside C.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_12x32(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
+        let (mut q0, mut q1, mut p0, mut p1) = (a0, a1, b0, b1);
+        for _ in 0..kc {
+            // SAFETY: panels hold kc steps.
+            unsafe {
+                let x0 = _mm512_loadu_ps(p0);
+                let x1 = _mm512_loadu_ps(p1);
+                for r in 0..MR {
+                    let av = _mm512_set1_ps(*q0.add(r));
+                    acc[r][0] = _mm512_fmadd_ps(av, x0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(av, x1, acc[r][1]);
+                }
+                for r in 0..MR {
+                    let av = _mm512_set1_ps(*q1.add(r));
+                    acc[MR + r][0] = _mm512_fmadd_ps(av, x0, acc[MR + r][0]);
+                    acc[MR + r][1] = _mm512_fmadd_ps(av, x1, acc[MR + r][1]);
+                }
+                q0 = q0.add(MR);
+                q1 = q1.add(MR);
+                p0 = p0.add(16);
+                p1 = p1.add(16);
+            }
+        }
+        // SAFETY: the tile and epilogue operands are in bounds (caller contract).
+        unsafe { store_rows(&mut acc, c, ldc, accumulate, ep, row, col) }
+    }
+
+    /// Adds C (when accumulating), applies the epilogue and stores a full-width row block.
+    ///
+    /// # Safety
+    /// Rows × 32 of C and of the epilogue operands are in bounds.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store_rows<const R: usize>(acc: &mut [[__m512; 2]; R], c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+        // SAFETY: caller contract.
+        unsafe {
+            let (lo, hi, bias_col) = match ep {
+                Some(e) => (
+                    _mm512_set1_ps(e.lo),
+                    _mm512_set1_ps(e.hi),
+                    if e.bias_col.is_null() { None } else { Some([_mm512_loadu_ps(e.bias_col.add(col)), _mm512_loadu_ps(e.bias_col.add(col + 16))]) },
+                ),
+                None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
+            };
+            for (r, accr) in acc.iter_mut().enumerate() {
+                let p = c.add(r * ldc);
+                if accumulate {
+                    accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(p));
+                    accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(p.add(16)));
+                }
+                if let Some(e) = ep {
+                    if !e.bias_row.is_null() {
+                        let bv = _mm512_set1_ps(*e.bias_row.add(row + r));
+                        accr[0] = _mm512_add_ps(accr[0], bv);
+                        accr[1] = _mm512_add_ps(accr[1], bv);
+                    }
+                    if let Some(bc) = bias_col {
+                        accr[0] = _mm512_add_ps(accr[0], bc[0]);
+                        accr[1] = _mm512_add_ps(accr[1], bc[1]);
+                    }
+                    if !e.residual.is_null() {
+                        let rp = e.residual.add((row + r) * ldc + col);
+                        accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(rp));
+                        accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(rp.add(16)));
+                    }
+                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
+                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
+                }
+                _mm512_storeu_ps(p, accr[0]);
+                _mm512_storeu_ps(p.add(16), accr[1]);
             }
         }
     }

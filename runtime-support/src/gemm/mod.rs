@@ -120,6 +120,15 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                         let ct = unsafe { c.add(row * ldc + jc + jr) };
                         let tile_ep = if last { Some(ep) } else { None };
                         #[cfg(target_arch = "x86_64")]
+                        if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
+                            // SAFETY: two A panels (rows row..row+12) and two B panels.
+                            unsafe {
+                                kernel::tile_wide12(kc, apan, apan.add(k_panels * MR), bpan, bpan.add(b_panel_stride), ct, ldc, !first, tile_ep, row, jc + jr);
+                            }
+                            ir += 2 * MR;
+                            continue;
+                        }
+                        #[cfg(target_arch = "x86_64")]
                         if step == 2 * NR {
                             // SAFETY: one or two consecutive B panels; a 6×32 tile (partial at edges).
                             unsafe {
