@@ -49,6 +49,8 @@ pub struct FnCx<'a, 'b> {
     pub err: Variable,
     pub ws: Value,
     acc: Option<Value>,
+    /// The vector accumulator an epilogue reads in vector mode.
+    vacc: Option<Value>,
 }
 
 /// A value in vector mode: the same in all lanes, or one per lane.
@@ -60,7 +62,7 @@ enum VV {
 
 impl<'a, 'b> FnCx<'a, 'b> {
     pub fn new(b: FunctionBuilder<'b>, prog: &'a Program, imports: Imports<'a>, err: Variable, ws: Value) -> Self {
-        FnCx { b, prog, imports, vars: HashMap::new(), bases: HashMap::new(), err, ws, acc: None }
+        FnCx { b, prog, imports, vars: HashMap::new(), bases: HashMap::new(), err, ws, acc: None, vacc: None }
     }
 
     /// Computes base pointers of every buffer the body touches (in the current block).
@@ -138,8 +140,14 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 if *vector && *extent >= 4 && self.vectorizable(*var, body) {
                     let z = self.b.ins().iconst(types::I64, 0);
                     self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
-                    let i = self.b.use_var(v);
-                    self.counted_loop(v, i, *extent, 1, |cx| cx.stmts(body));
+                    if extent % 4 != 0 {
+                        // The tail reuses the vector body on the last four elements: the stores
+                        // are pure (no step reads the buffer it writes), so rewriting a few
+                        // outputs with the same values is harmless.
+                        let last = self.b.ins().iconst(types::I64, extent - 4);
+                        self.b.def_var(v, last);
+                        self.vector_body(*var, body);
+                    }
                     return;
                 }
                 let z = self.b.ins().iconst(types::I64, 0);
@@ -800,8 +808,19 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     // ---- vector mode --------------------------------------------------------------------
 
-    /// Whether `body` (a single f32 store) can run 4 lanes at a time along `var`.
+    /// Whether `body` (a single f32 store, or a reduction producing one f32 output per `var`)
+    /// can run 4 lanes at a time along `var`.
     fn vectorizable(&self, var: u32, body: &[Stmt]) -> bool {
+        if let [Stmt::Reduce { buf, offset, kind, body, epilogue, .. }] = body {
+            let out_f32 = self.prog.buffers[*buf as usize].dtype == DType::F32;
+            let ep_ok = epilogue.as_ref().is_none_or(|e| e.dtype == DType::F32 && self.vec_ok_acc(e, var));
+            return out_f32
+                && body.dtype == DType::F32
+                && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
+                && linear_coeff(offset, var) == Some(1)
+                && self.vec_ok(body, var)
+                && ep_ok;
+        }
         let [Stmt::Store { buf, offset, value }] = body else { return false };
         if self.prog.buffers[*buf as usize].dtype != DType::F32 || value.dtype != DType::F32 {
             return false;
@@ -812,6 +831,62 @@ impl<'a, 'b> FnCx<'a, 'b> {
     fn vec_ok(&self, e: &E, var: u32) -> bool {
         let mut seen = std::collections::HashSet::new();
         self.vec_ok_memo(e, var, &mut seen)
+    }
+
+    /// `vec_ok` for an epilogue, whose accumulator is a vector.
+    fn vec_ok_acc(&self, e: &E, var: u32) -> bool {
+        let acc_free = crate::ir::expr::rewrite(e, &mut |x| match &x.kind {
+            ExprKind::Load { input, .. } if *input == EPILOGUE_ACC => Some(crate::ir::expr::load(x.dtype, EPILOGUE_ACC - 1, vec![crate::ir::expr::var(var)])),
+            _ => None,
+        });
+        // The placeholder buffer id never exists; check the rest of the expression.
+        let mut seen = std::collections::HashSet::new();
+        self.vec_ok_placeholder(&acc_free, var, &mut seen)
+    }
+
+    fn vec_ok_placeholder(&self, e: &E, var: u32, seen: &mut std::collections::HashSet<*const Expr>) -> bool {
+        if let ExprKind::Load { input, .. } = &e.kind
+            && *input == EPILOGUE_ACC - 1
+        {
+            return true;
+        }
+        if !seen.insert(Arc::as_ptr(e)) {
+            return true;
+        }
+        match &e.kind {
+            ExprKind::Load { .. } | ExprKind::Var(_) | ExprKind::Const(_) => self.vec_ok_memo(e, var, &mut std::collections::HashSet::new()),
+            _ => {
+                // Check this node with its children replaced by checked leaves.
+                let kids_ok = e.children().iter().all(|c| self.vec_ok_placeholder(c, var, seen));
+                kids_ok && self.node_vec_ok(e)
+            }
+        }
+    }
+
+    /// The operation at the root of `e` has a vector form (children checked separately).
+    fn node_vec_ok(&self, e: &E) -> bool {
+        match &e.kind {
+            ExprKind::Unary(op, a) => {
+                a.dtype == DType::F32
+                    && matches!(
+                        op,
+                        UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc | UnOp::Exp | UnOp::Log | UnOp::Tanh | UnOp::Erf | UnOp::Sigmoid
+                    )
+            }
+            ExprKind::Binary(op, a, b) => {
+                if a.dtype == DType::Bool {
+                    return matches!(op, BinOp::And | BinOp::Or);
+                }
+                a.dtype == DType::F32
+                    && ((*op == BinOp::Pow && b.as_const().is_some())
+                        || matches!(
+                            op,
+                            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Max | BinOp::Min | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+                        ))
+            }
+            ExprKind::Select(_, a, _) => a.dtype == DType::F32,
+            _ => false,
+        }
     }
 
     fn vec_ok_memo(&self, e: &E, var: u32, seen: &mut std::collections::HashSet<*const Expr>) -> bool {
@@ -833,7 +908,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 a.dtype == DType::F32
                     && matches!(
                         op,
-                        UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc | UnOp::Exp | UnOp::Tanh | UnOp::Erf | UnOp::Sigmoid
+                        UnOp::Neg
+                            | UnOp::Abs
+                            | UnOp::Sqrt
+                            | UnOp::Floor
+                            | UnOp::Ceil
+                            | UnOp::Round
+                            | UnOp::Trunc
+                            | UnOp::Exp
+                            | UnOp::Log
+                            | UnOp::Tanh
+                            | UnOp::Erf
+                            | UnOp::Sigmoid
                     )
                     && self.vec_ok_memo(a, var, seen)
             }
@@ -841,11 +927,13 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 if a.dtype == DType::Bool {
                     return matches!(op, BinOp::And | BinOp::Or) && self.vec_ok_memo(a, var, seen) && self.vec_ok_memo(b, var, seen);
                 }
+                let pow_const = *op == BinOp::Pow && b.as_const().is_some();
                 a.dtype == DType::F32
-                    && matches!(
-                        op,
-                        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Max | BinOp::Min | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
-                    )
+                    && (pow_const
+                        || matches!(
+                            op,
+                            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Max | BinOp::Min | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+                        ))
                     && self.vec_ok_memo(a, var, seen)
                     && self.vec_ok_memo(b, var, seen)
             }
@@ -857,6 +945,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
     }
 
     fn vector_body(&mut self, var: u32, body: &[Stmt]) {
+        if let [Stmt::Reduce { buf, offset, kind, loops, body, epilogue }] = body {
+            return self.vector_reduce_outer(var, *buf, offset, *kind, loops, body, epilogue.as_ref());
+        }
         let [Stmt::Store { buf, offset, value }] = body else { return };
         let mut memo = HashMap::new();
         let mut smemo = HashMap::new();
@@ -864,6 +955,45 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let v = self.to_vec(v, types::F32X4);
         let off = self.eval(offset, &mut smemo);
         let p = self.addr(*buf, off);
+        self.b.ins().store(vflags(), v, p, 0);
+    }
+
+    /// Four adjacent outputs (along `var`) of a reduction, each lane its own accumulator.
+    #[allow(clippy::too_many_arguments, reason = "a reduction statement's parts")]
+    fn vector_reduce_outer(&mut self, var: u32, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+        let combine = |cx: &mut Self, a: Value, b: Value| match kind {
+            ReduceKind::Sum => cx.b.ins().fadd(a, b),
+            ReduceKind::Max => cx.b.ins().fmax(a, b),
+            _ => cx.b.ins().fmin(a, b),
+        };
+        let init = crate::ir::interp::reduce_init(kind, DType::F32).as_f64() as f32;
+        let acc = self.b.declare_var(types::F32X4);
+        let i = self.b.ins().f32const(init);
+        let iv = self.b.ins().splat(types::F32X4, i);
+        self.b.def_var(acc, iv);
+        self.reduce_loops(loops, &mut |cx| {
+            let mut memo = HashMap::new();
+            let mut smemo = HashMap::new();
+            let x = cx.veval(body, var, &mut memo, &mut smemo);
+            let x = cx.to_vec(x, types::F32X4);
+            let a = cx.b.use_var(acc);
+            let n = combine(cx, a, x);
+            cx.b.def_var(acc, n);
+        });
+        let a = self.b.use_var(acc);
+        let mut memo = HashMap::new();
+        let mut smemo = HashMap::new();
+        let v = match epilogue {
+            Some(e) => {
+                self.vacc = Some(a);
+                let r = self.veval(e, var, &mut memo, &mut smemo);
+                self.vacc = None;
+                self.to_vec(r, types::F32X4)
+            }
+            None => a,
+        };
+        let off = self.eval(offset, &mut smemo);
+        let p = self.addr(buf, off);
         self.b.ins().store(vflags(), v, p, 0);
     }
 
@@ -891,7 +1021,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
         if let Some(v) = memo.get(&key) {
             return *v;
         }
-        if !depends_on(e, var) {
+        if let (ExprKind::Load { input: EPILOGUE_ACC, .. }, Some(a)) = (&e.kind, self.vacc) {
+            return VV::V(a);
+        }
+        if !depends_on(e, var) && !(self.vacc.is_some() && mentions_acc(e)) {
             let v = VV::U(self.eval(e, smemo));
             memo.insert(key, v);
             return v;
@@ -930,6 +1063,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     UnOp::Tanh => super::vmath::tanh(&mut self.b, x),
                     UnOp::Erf => super::vmath::erf(&mut self.b, x),
                     UnOp::Sigmoid => super::vmath::sigmoid(&mut self.b, x),
+                    UnOp::Log => super::vmath::log(&mut self.b, x),
                     _ => self.b.ins().trunc(x),
                 })
             }
@@ -938,6 +1072,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let y = self.veval(b, var, memo, smemo);
                 let (x, y) = (self.mask_of(x), self.mask_of(y));
                 VV::V(if *op == BinOp::And { self.b.ins().band(x, y) } else { self.b.ins().bor(x, y) })
+            }
+            ExprKind::Binary(BinOp::Pow, a, b) if b.as_const().is_some() => {
+                let x = self.veval(a, var, memo, smemo);
+                let x = self.to_vec(x, types::F32X4);
+                let y = b.as_const().map(|c| c.as_f64() as f32).unwrap_or(1.0);
+                VV::V(super::vmath::pow_const(&mut self.b, x, y))
             }
             ExprKind::Binary(op, a, b) => {
                 let x = self.veval(a, var, memo, smemo);
@@ -1027,6 +1167,13 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
             }
         }
     }
+}
+
+/// Whether `e` reads the reduction accumulator.
+fn mentions_acc(e: &E) -> bool {
+    let mut used = Vec::new();
+    crate::ir::expr::used_inputs(e, &mut used);
+    used.contains(&EPILOGUE_ACC)
 }
 
 /// Whether `e` mentions loop variable `var` (memoized over the DAG).

@@ -144,3 +144,145 @@ pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
     let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
     select(b, nan, x, y)
 }
+
+/// ln(x) (Cephes logf): x = m·2^e with m in [√½, √2), a degree-8 polynomial in m − 1.
+/// ln(0) = -inf, ln(x < 0) = NaN, ln(inf) = inf.
+pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
+    let flags = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let bits = b.ins().bitcast(types::I32X4, flags, x);
+    let e = b.ins().ushr_imm_s(bits, 23);
+    let mantissa_mask = b.ins().iconst(types::I32, 0x007f_ffff);
+    let mantissa_mask = b.ins().splat(types::I32X4, mantissa_mask);
+    let half_bits = b.ins().iconst(types::I32, 0x3f00_0000);
+    let half_bits = b.ins().splat(types::I32X4, half_bits);
+    let m = b.ins().band(bits, mantissa_mask);
+    let m = b.ins().bor(m, half_bits);
+    let m = b.ins().bitcast(types::F32X4, flags, m); // m in [0.5, 1)
+    let bias = b.ins().iconst(types::I32, 126);
+    let bias = b.ins().splat(types::I32X4, bias);
+    let e = b.ins().isub(e, bias);
+    let e = b.ins().fcvt_from_sint(types::F32X4, e);
+    // If m < √½: m = 2m, e -= 1; then x = m - 1.
+    let sqrt_half = splat(b, std::f32::consts::FRAC_1_SQRT_2);
+    let small = b.ins().fcmp(FloatCC::LessThan, m, sqrt_half);
+    let one = splat(b, 1.0);
+    let zero = splat(b, 0.0);
+    let m2 = b.ins().fadd(m, m);
+    let m = select(b, small, m2, m);
+    let e_adj = select(b, small, one, zero);
+    let e = b.ins().fsub(e, e_adj);
+    let xm = b.ins().fsub(m, one);
+    let z = b.ins().fmul(xm, xm);
+    let p = poly(
+        b,
+        xm,
+        &[
+            7.037_683_6e-2,
+            -1.151_461e-1,
+            1.167_699_8e-1,
+            -1.242_014_1e-1,
+            1.424_932_3e-1,
+            -1.666_805_7e-1,
+            2.000_071_4e-1,
+            -2.499_999_4e-1,
+            3.333_333e-1,
+        ],
+    );
+    let p = b.ins().fmul(p, xm);
+    let p = b.ins().fmul(p, z);
+    let c1 = splat(b, -2.121_944_4e-4);
+    let t = b.ins().fmul(e, c1);
+    let p = b.ins().fadd(p, t);
+    let hz = splat(b, 0.5);
+    let t = b.ins().fmul(z, hz);
+    let p = b.ins().fsub(p, t);
+    let r = b.ins().fadd(xm, p);
+    let c2 = splat(b, 0.693_359_4);
+    let t = b.ins().fmul(e, c2);
+    let r = b.ins().fadd(r, t);
+    // Special values.
+    let ninf = splat(b, f32::NEG_INFINITY);
+    let inf = splat(b, f32::INFINITY);
+    let nan = splat(b, f32::NAN);
+    let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
+    let r = select(b, is_zero, ninf, r);
+    let is_inf = b.ins().fcmp(FloatCC::Equal, x, inf);
+    let r = select(b, is_inf, inf, r);
+    // Subnormals take the slow libm path in scalar code; here they are flushed like zero.
+    let tiny = splat(b, f32::MIN_POSITIVE);
+    let sub = b.ins().fcmp(FloatCC::LessThan, x, tiny);
+    let pos = b.ins().fcmp(FloatCC::GreaterThan, x, zero);
+    let subnormal = b.ins().band(sub, pos);
+    let r = select(b, subnormal, ninf, r);
+    let bad = b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, zero);
+    select(b, bad, nan, r)
+}
+
+/// x^y for a constant exponent y, with C `powf` semantics for negative bases (odd/even
+/// integer exponents) and zero.
+pub fn pow_const(b: &mut FunctionBuilder, x: Value, y: f32) -> Value {
+    if y == 1.0 {
+        return x;
+    }
+    if y == 2.0 {
+        return b.ins().fmul(x, x);
+    }
+    if y == 0.0 {
+        return splat(b, 1.0);
+    }
+    if y == 0.5 {
+        // powf(-0, 0.5) = +0, powf(-inf, 0.5) = inf; sqrt gives -0 and NaN there.
+        let ax = b.ins().fabs(x);
+        let s = b.ins().sqrt(x);
+        let zero = splat(b, 0.0);
+        let ninf = splat(b, f32::NEG_INFINITY);
+        let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
+        let s = select(b, is_zero, zero, s);
+        let is_ninf = b.ins().fcmp(FloatCC::Equal, x, ninf);
+        return select(b, is_ninf, ax, s);
+    }
+    // Multiples of 1/4 (LRN's 0.75, x^1.5, …): products of sqrt, exact and fast.
+    let q = y * 4.0;
+    if q.fract() == 0.0 && q.abs() <= 16.0 {
+        let q = q as i32;
+        let (whole, quarters) = (q.abs() / 4, q.abs() % 4);
+        let one = splat(b, 1.0);
+        let mut r = one;
+        for _ in 0..whole {
+            r = b.ins().fmul(r, x);
+        }
+        if quarters > 0 {
+            let s2 = b.ins().sqrt(x);
+            let s4 = b.ins().sqrt(s2);
+            let f = match quarters {
+                1 => s4,
+                2 => s2,
+                _ => b.ins().fmul(s2, s4),
+            };
+            r = b.ins().fmul(r, f);
+        }
+        return if q < 0 { b.ins().fdiv(one, r) } else { r };
+    }
+    let ax = b.ins().fabs(x);
+    let l = log(b, ax);
+    let yv = splat(b, y);
+    let t = b.ins().fmul(l, yv);
+    let r = exp(b, t);
+    // Negative bases: an odd integer exponent keeps the sign, a non-integer gives NaN.
+    let zero = splat(b, 0.0);
+    let neg = b.ins().fcmp(FloatCC::LessThan, x, zero);
+    let integral = y.fract() == 0.0 && y.abs() < 1.6e7;
+    let odd = integral && (y as i64) % 2 != 0;
+    let neg_r = if odd {
+        b.ins().fneg(r)
+    } else if integral {
+        r
+    } else {
+        splat(b, f32::NAN)
+    };
+    let r = select(b, neg, neg_r, r);
+    // 0^y: 0 for y > 0, inf for y < 0 (signed for odd integers: ignored for -0).
+    let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
+    let z = splat(b, if y > 0.0 { 0.0 } else { f32::INFINITY });
+    select(b, is_zero, z, r)
+}

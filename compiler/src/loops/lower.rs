@@ -252,7 +252,8 @@ impl StepCx<'_> {
                     body: self.flatten(body),
                     epilogue: epilogue.as_ref().map(|e| self.flatten(e)),
                 };
-                Ok(self.nest(&oshape, 0, vec![red], false))
+                // The innermost output loop may run four outputs at once (codegen decides).
+                Ok(self.nest(&oshape, 0, vec![red], true))
             }
             StepKind::MatMul(m) => self.matmul(m, scratch),
             StepKind::Conv(c) => self.conv(c, scratch),
