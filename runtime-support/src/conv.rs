@@ -87,6 +87,9 @@ impl ConvGeometry {
 
     /// Floats of the packed weights (`pack_weights`).
     pub fn packed_weights_len(&self) -> usize {
+        if self.use_winograd() {
+            return self.winograd_weights_len();
+        }
         if self.is_depthwise() {
             self.m as usize * self.ksize()
         } else {
@@ -96,6 +99,9 @@ impl ConvGeometry {
 
     /// Weights `[M, C/group, kernel…]` in the layout `onnxc_conv_f32` reads.
     pub fn pack_weights(&self, w: &[f32]) -> Vec<f32> {
+        if self.use_winograd() {
+            return self.winograd_pack(w);
+        }
         if self.is_depthwise() {
             return w.to_vec();
         }
@@ -113,7 +119,13 @@ impl ConvGeometry {
     /// run time).
     pub fn scratch_floats(&self, weights_packed: bool) -> usize {
         let w = if weights_packed { 0 } else { self.packed_weights_len() };
-        let b = if self.is_depthwise() { 0 } else { gemm::scratch_len(self.osize(), false) + self.osize() * 2 };
+        let b = if self.use_winograd() {
+            self.winograd_scratch()
+        } else if self.is_depthwise() {
+            0
+        } else {
+            gemm::scratch_len(self.osize(), false) + self.osize() * 2
+        };
         w + b
     }
 }
@@ -399,6 +411,21 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
     }
     let kd = g.kdim();
     let per = pack::packed_a_len(mg, kd);
+    if g.use_winograd() {
+        // SAFETY: forwarded; run-time weights are transformed into scratch first.
+        unsafe {
+            let (wp, rest) = if weights_packed {
+                (w, scratch)
+            } else {
+                let raw = std::slice::from_raw_parts(w, g.m as usize * kd);
+                let packed = g.pack_weights(raw);
+                std::ptr::copy_nonoverlapping(packed.as_ptr(), scratch, packed.len());
+                (scratch as *const f32, scratch.add(packed.len()))
+            };
+            crate::winograd::conv_winograd(g, x, wp, bias, residual, lo, hi, y, rest);
+        }
+        return;
+    }
     let (wp, rest) = if weights_packed {
         (w, scratch)
     } else {
@@ -545,6 +572,10 @@ mod tests {
             geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
             geom(1, 2, 3, 1, &[5, 6, 4], &[3, 3, 2], &[1, 2, 1], &[1, 1, 1], &[1, 1, 0]),
             geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
+            geom(1, 16, 24, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 32, 32, 2, &[8, 7], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
+            geom(1, 40, 17, 1, &[12, 12], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         ];
         for g in &cases {
             let x = rand((g.n * g.c) as usize * g.isize(), 1);

@@ -10,3 +10,4 @@ pub mod conv;
 pub mod driver;
 pub mod gemm;
 pub mod pool;
+pub mod winograd;

@@ -1,0 +1,387 @@
+//! Winograd F(2×2, 3×3) for 3×3, stride-1, undilated 2-D convolutions: each 2×2 output tile
+//! comes from a 4×4 input tile through 16 elementwise products in the transformed domain,
+//! i.e. 16 GEMMs `U_ξ[M×C] · V_ξ[C×tiles]` — 2.25× fewer multiplies than direct convolution.
+//! Weights are transformed (`U = G g Gᵀ`) and packed once; input tiles are transformed
+//! (`V = Bᵀ d B`) straight into packed B panels, block by block; the output transform
+//! (`Y = Aᵀ M A`) applies the epilogue.
+
+use crate::conv::ConvGeometry;
+use crate::gemm::{self, BSource, Epilogue, NR, pack};
+
+/// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
+fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
+    // G = [[1,0,0],[½,½,½],[½,-½,½],[0,0,1]]
+    let gk = |r: usize, c: usize| g[r * 3 + c];
+    let mut t = [[0f32; 3]; 4]; // G g
+    for c in 0..3 {
+        let (a, b, d) = (gk(0, c), gk(1, c), gk(2, c));
+        t[0][c] = a;
+        t[1][c] = 0.5 * (a + b + d);
+        t[2][c] = 0.5 * (a - b + d);
+        t[3][c] = d;
+    }
+    let mut u = [0f32; 16]; // (G g) Gᵀ
+    for r in 0..4 {
+        let (a, b, d) = (t[r][0], t[r][1], t[r][2]);
+        u[r * 4] = a;
+        u[r * 4 + 1] = 0.5 * (a + b + d);
+        u[r * 4 + 2] = 0.5 * (a - b + d);
+        u[r * 4 + 3] = d;
+    }
+    u
+}
+
+/// `V = Bᵀ d B` of a 4×4 input tile.
+#[inline]
+fn transform_input(d: &[[f32; 4]; 4]) -> [f32; 16] {
+    // Bᵀ = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]
+    let mut t = [[0f32; 4]; 4];
+    for c in 0..4 {
+        t[0][c] = d[0][c] - d[2][c];
+        t[1][c] = d[1][c] + d[2][c];
+        t[2][c] = d[2][c] - d[1][c];
+        t[3][c] = d[1][c] - d[3][c];
+    }
+    let mut v = [0f32; 16];
+    for r in 0..4 {
+        let x = t[r];
+        v[r * 4] = x[0] - x[2];
+        v[r * 4 + 1] = x[1] + x[2];
+        v[r * 4 + 2] = x[2] - x[1];
+        v[r * 4 + 3] = x[1] - x[3];
+    }
+    v
+}
+
+/// `Y = Aᵀ M A` (2×2) from the 16 products of one tile.
+#[inline]
+fn transform_output(m: &[f32; 16]) -> [[f32; 2]; 2] {
+    // Aᵀ = [[1,1,1,0],[0,1,-1,-1]]
+    let mut t = [[0f32; 4]; 2];
+    for c in 0..4 {
+        t[0][c] = m[c] + m[4 + c] + m[8 + c];
+        t[1][c] = m[4 + c] - m[8 + c] - m[12 + c];
+    }
+    let mut y = [[0f32; 2]; 2];
+    for r in 0..2 {
+        y[r][0] = t[r][0] + t[r][1] + t[r][2];
+        y[r][1] = t[r][1] - t[r][2] - t[r][3];
+    }
+    y
+}
+
+impl ConvGeometry {
+    /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off.
+    pub fn use_winograd(&self) -> bool {
+        self.input.len() == 2
+            && self.kernel == [3, 3]
+            && self.strides == [1, 1]
+            && self.dilations == [1, 1]
+            && !self.is_depthwise()
+            && self.c / self.group >= 16
+            && self.m / self.group >= 16
+            && self.output[0] >= 2
+            && self.output[1] >= 2
+    }
+
+    /// Tile rows and columns; columns are padded to whole panels so that the 16 tiles of a
+    /// panel always share a tile row (padding tiles compute zeros that are never stored).
+    fn tiles(&self) -> (usize, usize) {
+        ((self.output[0] as usize).div_ceil(2), (self.output[1] as usize).div_ceil(2).div_ceil(NR) * NR)
+    }
+
+    /// Tiles transformed per block: the 16 packed input matrices stay within ~2 MB.
+    fn winograd_block(&self) -> usize {
+        let cg = (self.c / self.group) as usize;
+        let (th, tw) = self.tiles();
+        let want = ((2 << 20) / (64 * cg)).max(NR) / NR * NR;
+        want.min(th * tw)
+    }
+
+    pub(crate) fn winograd_weights_len(&self) -> usize {
+        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        self.group as usize * 16 * pack::packed_a_len(mg, cg)
+    }
+
+    /// `[group][ξ][packed A of U_ξ (M/g × C/g)]` from weights `[M, C/g, 3, 3]`.
+    pub(crate) fn winograd_pack(&self, w: &[f32]) -> Vec<f32> {
+        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        let per = pack::packed_a_len(mg, cg);
+        let mut out = vec![0f32; self.group as usize * 16 * per];
+        let mut u = vec![0f32; 16 * mg * cg];
+        for grp in 0..self.group as usize {
+            for m in 0..mg {
+                for c in 0..cg {
+                    let base = ((grp * mg + m) * cg + c) * 9;
+                    let k: [f32; 9] = w[base..base + 9].try_into().expect("3×3 kernel");
+                    let t = transform_kernel(&k);
+                    for (xi, v) in t.iter().enumerate() {
+                        u[(xi * mg + m) * cg + c] = *v;
+                    }
+                }
+            }
+            for xi in 0..16 {
+                // SAFETY: u holds 16 mg×cg matrices; out holds their packed forms.
+                unsafe { pack::pack_a(u.as_ptr().add(xi * mg * cg), cg, false, mg, cg, out.as_mut_ptr().add((grp * 16 + xi) * per)) };
+            }
+        }
+        out
+    }
+
+    pub(crate) fn winograd_scratch(&self) -> usize {
+        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        let tb = self.winograd_block();
+        16 * pack::packed_b_len(cg, tb) + 16 * mg * tb
+    }
+}
+
+/// Input transform of one panel (16 tiles of tile row `ty`, from tile column `tx0`) of one
+/// channel plane into the 16 B matrices: `vbuf + ξ·bsz + off` gets the panel's 16 values.
+///
+/// # Safety
+/// `plane` is an ih × iw plane; the 16 destinations are inside their B matrices.
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+unsafe fn input_panel(plane: *const f32, ih: i64, iw: i64, ph: i64, pw: i64, ty: usize, tx0: usize, vbuf: *mut f32, bsz: usize, off: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: forwarded; AVX-512F checked.
+        unsafe { avx512::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off) };
+        return;
+    }
+    for j in 0..NR {
+        let (y0, x0) = (2 * ty as i64 - ph, 2 * (tx0 + j) as i64 - pw);
+        let mut d = [[0f32; 4]; 4];
+        for (r, dr) in d.iter_mut().enumerate() {
+            let yy = y0 + r as i64;
+            for (cc, dv) in dr.iter_mut().enumerate() {
+                let xx = x0 + cc as i64;
+                if yy >= 0 && yy < ih && xx >= 0 && xx < iw {
+                    // SAFETY: (yy, xx) inside the plane.
+                    *dv = unsafe { *plane.add((yy * iw + xx) as usize) };
+                }
+            }
+        }
+        for (xi, v) in transform_input(&d).iter().enumerate() {
+            // SAFETY: lane j of panel destination ξ.
+            unsafe { *vbuf.add(xi * bsz + off + j) = *v };
+        }
+    }
+}
+
+/// Output transform of one panel of one output channel: the 16 product vectors at
+/// `mrow + ξ·stride` become the 2×2 outputs of 16 tiles, with the epilogue.
+///
+/// # Safety
+/// Products and output/residual planes in bounds; stores are cropped to oh × ow.
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+unsafe fn output_panel(mrow: *const f32, stride: usize, ty: usize, tx0: usize, oh: usize, ow: usize, out: *mut f32, resid: *const f32, bias: f32, lo: f32, hi: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: forwarded; AVX-512F checked.
+        unsafe { avx512::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi) };
+        return;
+    }
+    for j in 0..NR {
+        let mut mv = [0f32; 16];
+        for (xi, v) in mv.iter_mut().enumerate() {
+            // SAFETY: product lane j of ξ.
+            *v = unsafe { *mrow.add(xi * stride + j) };
+        }
+        let y = transform_output(&mv);
+        for (r, row) in y.iter().enumerate() {
+            let oy = 2 * ty + r;
+            for (cc, val) in row.iter().enumerate() {
+                let ox = 2 * (tx0 + j) + cc;
+                if oy < oh && ox < ow {
+                    let o = oy * ow + ox;
+                    let rv = if resid.is_null() { 0.0 } else { unsafe { *resid.add(o) } };
+                    // SAFETY: inside the output plane.
+                    unsafe { *out.add(o) = (val + bias + rv).max(lo).min(hi) };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Lanes of a 16-wide load starting at column `x` that lie inside `[0, iw)`.
+    #[target_feature(enable = "avx512f")]
+    fn col_mask(x: i64, iw: i64) -> __mmask16 {
+        let mut m: u32 = 0;
+        for l in 0..16 {
+            let c = x + l;
+            if c >= 0 && c < iw {
+                m |= 1 << l;
+            }
+        }
+        m as __mmask16
+    }
+
+    /// # Safety
+    /// See `super::input_panel`; AVX-512F available.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn input_panel(plane: *const f32, ih: i64, iw: i64, ph: i64, pw: i64, ty: usize, tx0: usize, vbuf: *mut f32, bsz: usize, off: usize) {
+        let y0 = 2 * ty as i64 - ph;
+        let x0 = 2 * tx0 as i64 - pw;
+        // Columns x0 .. x0+34 cover the 16 tiles; evens/odds of [x0, x0+32) and [x0+2, x0+34).
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let (m0, m1, m2) = (col_mask(x0, iw), col_mask(x0 + 16, iw), col_mask(x0 + 32, iw));
+        let mut d = [[_mm512_setzero_ps(); 4]; 4];
+        for (r, dr) in d.iter_mut().enumerate() {
+            let yy = y0 + r as i64;
+            if yy < 0 || yy >= ih {
+                continue;
+            }
+            // SAFETY: masked lanes lie inside row yy; masked-off lanes are not accessed.
+            unsafe {
+                // The panel may start left of the row or end past it: wrapping arithmetic, and
+                // only in-row lanes are loaded.
+                let row = plane.wrapping_offset((yy * iw + x0) as isize);
+                let a = _mm512_maskz_loadu_ps(m0, row);
+                let b = _mm512_maskz_loadu_ps(m1, row.wrapping_add(16));
+                let c = _mm512_maskz_loadu_ps(m2, row.wrapping_add(32));
+                dr[0] = _mm512_permutex2var_ps(a, even, b);
+                dr[1] = _mm512_permutex2var_ps(a, odd, b);
+                // Shift by two columns: [x0+2, x0+34) from a|b and b|c.
+                let a2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 2));
+                let b2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(b), 2));
+                dr[2] = _mm512_permutex2var_ps(a2, even, b2);
+                dr[3] = _mm512_permutex2var_ps(a2, odd, b2);
+            }
+        }
+        // Bᵀ d B, lane-wise.
+        let mut t = [[_mm512_setzero_ps(); 4]; 4];
+        for c in 0..4 {
+            t[0][c] = _mm512_sub_ps(d[0][c], d[2][c]);
+            t[1][c] = _mm512_add_ps(d[1][c], d[2][c]);
+            t[2][c] = _mm512_sub_ps(d[2][c], d[1][c]);
+            t[3][c] = _mm512_sub_ps(d[1][c], d[3][c]);
+        }
+        for (r, x) in t.iter().enumerate() {
+            let v = [_mm512_sub_ps(x[0], x[2]), _mm512_add_ps(x[1], x[2]), _mm512_sub_ps(x[2], x[1]), _mm512_sub_ps(x[1], x[3])];
+            for (cc, vv) in v.iter().enumerate() {
+                // SAFETY: panel destination ξ = 4r + cc.
+                unsafe { _mm512_storeu_ps(vbuf.add((r * 4 + cc) * bsz + off), *vv) };
+            }
+        }
+    }
+
+    /// # Safety
+    /// See `super::output_panel`; AVX-512F available.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn output_panel(mrow: *const f32, stride: usize, ty: usize, tx0: usize, oh: usize, ow: usize, out: *mut f32, resid: *const f32, bias: f32, lo: f32, hi: f32) {
+        let mut m = [_mm512_setzero_ps(); 16];
+        for (xi, v) in m.iter_mut().enumerate() {
+            // SAFETY: 16 products of ξ.
+            *v = unsafe { _mm512_loadu_ps(mrow.add(xi * stride)) };
+        }
+        let add3 = |a, b, c| _mm512_add_ps(_mm512_add_ps(a, b), c);
+        let mut t = [[_mm512_setzero_ps(); 4]; 2];
+        for c in 0..4 {
+            t[0][c] = add3(m[c], m[4 + c], m[8 + c]);
+            t[1][c] = _mm512_sub_ps(_mm512_sub_ps(m[4 + c], m[8 + c]), m[12 + c]);
+        }
+        let (bv, lov, hiv) = (_mm512_set1_ps(bias), _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+        // Interleave (y0, y1) of 16 tiles into 32 consecutive output columns.
+        let lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        let x0 = 2 * tx0;
+        let (n0, n1) = (ow.saturating_sub(x0).min(16), ow.saturating_sub(x0 + 16).min(16));
+        let mk = |n: usize| if n >= 16 { 0xFFFFu16 } else { ((1u32 << n) - 1) as u16 };
+        let (k0, k1) = (mk(n0), mk(n1));
+        for (r, x) in t.iter().enumerate() {
+            let oy = 2 * ty + r;
+            if oy >= oh {
+                continue;
+            }
+            let y0 = add3(x[0], x[1], x[2]);
+            let y1 = _mm512_sub_ps(_mm512_sub_ps(x[1], x[2]), x[3]);
+            let mut a = _mm512_permutex2var_ps(y0, lo_idx, y1);
+            let mut b = _mm512_permutex2var_ps(y0, hi_idx, y1);
+            // SAFETY: masked to the columns inside the output row.
+            unsafe {
+                let o = out.add(oy * ow).wrapping_add(x0);
+                a = _mm512_add_ps(a, bv);
+                b = _mm512_add_ps(b, bv);
+                if !resid.is_null() {
+                    let rp = resid.add(oy * ow).wrapping_add(x0);
+                    a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k0, rp));
+                    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(k1, rp.wrapping_add(16)));
+                }
+                a = _mm512_min_ps(_mm512_max_ps(a, lov), hiv);
+                b = _mm512_min_ps(_mm512_max_ps(b, lov), hiv);
+                _mm512_mask_storeu_ps(o, k0, a);
+                _mm512_mask_storeu_ps(o.wrapping_add(16), k1, b);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As `conv::conv_f32` for a geometry with `use_winograd()`; `w` from `winograd_pack`;
+/// `scratch` holds `winograd_scratch()` floats.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub unsafe fn conv_winograd(g: &ConvGeometry, x: *const f32, w: *const f32, bias: *const f32, residual: *const f32, lo: f32, hi: f32, y: *mut f32, scratch: *mut f32) {
+    let (cg, mg) = ((g.c / g.group) as usize, (g.m / g.group) as usize);
+    let (ih, iw) = (g.input[0], g.input[1]);
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (ph, pw) = (g.pads[0], g.pads[1]);
+    let (th, tw) = g.tiles();
+    let tiles = th * tw;
+    let tb = g.winograd_block();
+    let bsz = pack::packed_b_len(cg, tb);
+    let per = pack::packed_a_len(mg, cg);
+    let isz = (ih * iw) as usize;
+    let osz = oh * ow;
+    // SAFETY: scratch layout: 16 packed B blocks, then 16 product blocks (mg × tb each).
+    let (vbuf, mbuf) = unsafe { (scratch, scratch.add(16 * bsz)) };
+    for b in 0..g.n as usize {
+        for grp in 0..g.group as usize {
+            // SAFETY: offsets inside the tensors described by the geometry.
+            let (xg, yg) = unsafe { (x.add((b * g.c as usize + grp * cg) * isz), y.add((b * g.m as usize + grp * mg) * osz)) };
+            let rg = if residual.is_null() { residual } else { unsafe { residual.add((b * g.m as usize + grp * mg) * osz) } };
+            let mut t0 = 0;
+            while t0 < tiles {
+                let nt = tb.min(tiles - t0);
+                // 1. Input transform, a panel (16 tiles of one tile row) at a time.
+                for c in 0..cg {
+                    // SAFETY: channel plane c of the group.
+                    let plane = unsafe { xg.add(c * isz) };
+                    for p in 0..nt / NR {
+                        let t = t0 + p * NR;
+                        // SAFETY: panel p of every B matrix of the block.
+                        unsafe { input_panel(plane, ih, iw, ph, pw, t / tw, t % tw, vbuf, bsz, (p * cg + c) * NR) };
+                    }
+                }
+                // 2. The 16 products, each a GEMM through the packed kernel.
+                for xi in 0..16 {
+                    // SAFETY: U_ξ of this group; product block ξ in scratch.
+                    unsafe {
+                        let a = w.add((grp * 16 + xi) * per);
+                        gemm::gemm_packed_a(mg, nt, cg, a, BSource::Packed(vbuf.add(xi * bsz)), mbuf.add(xi * mg * tb), tb, &Epilogue::NONE, std::ptr::null_mut());
+                    }
+                }
+                // 3. Output transform with the epilogue, a panel at a time.
+                for m in 0..mg {
+                    let ch = grp * mg + m;
+                    let bv = if bias.is_null() { 0.0 } else { unsafe { *bias.add(ch) } };
+                    for p in 0..nt / NR {
+                        let t = t0 + p * NR;
+                        // SAFETY: products (m, panel p) of each ξ; output channel plane m.
+                        unsafe {
+                            let r = if rg.is_null() { rg } else { rg.add(m * osz) };
+                            output_panel(mbuf.add(m * tb + p * NR), mg * tb, t / tw, t % tw, oh, ow, yg.add(m * osz), r, bv, lo, hi);
+                        }
+                    }
+                }
+                t0 += nt;
+            }
+        }
+    }
+}
