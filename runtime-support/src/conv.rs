@@ -573,10 +573,11 @@ mod tests {
             geom(1, 2, 3, 1, &[5, 6, 4], &[3, 3, 2], &[1, 2, 1], &[1, 1, 1], &[1, 1, 0]),
             geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
-            geom(1, 16, 24, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
-            geom(2, 32, 32, 2, &[8, 7], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
-            geom(1, 40, 17, 1, &[12, 12], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 16, 24, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 32, 32, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
+            geom(1, 40, 17, 1, &[5, 61], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         ];
+        assert!(cases.iter().filter(|g| g.use_winograd()).count() >= 3, "the Winograd path is covered");
         for g in &cases {
             let x = rand((g.n * g.c) as usize * g.isize(), 1);
             let w = rand(g.m as usize * g.kdim(), 2);

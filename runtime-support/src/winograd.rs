@@ -81,7 +81,8 @@ impl ConvGeometry {
             && self.c / self.group >= 16
             && self.m / self.group >= 16
             && self.output[0] >= 2
-            && self.output[1] >= 2
+            // Tile rows are padded to 16 tiles: narrow outputs would waste most of the work.
+            && self.output[1] >= 28
     }
 
     /// Tile rows and columns; columns are padded to whole panels so that the 16 tiles of a
