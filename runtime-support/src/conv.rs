@@ -85,6 +85,37 @@ impl ConvGeometry {
         self.cg() == 1 && self.mg() == 1
     }
 
+    /// Padded-plane geometry of the depthwise path: (stride phases' rows, columns, slack).
+    fn depthwise_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.input.len() != 2 {
+            return None;
+        }
+        let s = |d: usize| self.strides[d] as usize;
+        let ph = (self.input[0] + self.pads[0]) as usize + self.pad_end_2d(0);
+        let pw = (self.input[1] + self.pads[1]) as usize + self.pad_end_2d(1);
+        let (qh, qw) = (ph.div_ceil(s(0)), pw.div_ceil(s(1)));
+        let slack = qw * ((self.kernel[0] * self.dilations[0]) as usize / s(0) + 1) + (self.kernel[1] * self.dilations[1]) as usize + 16;
+        Some((qh, qw, slack))
+    }
+
+    /// Bottom/right padding needed so that every tap of every output is inside the plane.
+    fn pad_end_2d(&self, d: usize) -> usize {
+        ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1 - self.input[d] - self.pads[d]).max(0) as usize
+    }
+
+    fn depthwise_scratch(&self) -> usize {
+        match self.depthwise_dims() {
+            Some((qh, qw, slack)) => {
+                let (s0, s1) = (self.strides[0] as usize, self.strides[1] as usize);
+                let padded = qh * s0 * qw * s1;
+                let phases = s0 * s1 * (qh * qw + slack);
+                let out = self.output[0] as usize * qw + slack;
+                padded + phases + out
+            }
+            None => 0,
+        }
+    }
+
     /// Floats of the packed weights (`pack_weights`).
     pub fn packed_weights_len(&self) -> usize {
         if self.use_winograd() {
@@ -122,7 +153,7 @@ impl ConvGeometry {
         let b = if self.use_winograd() {
             self.winograd_scratch()
         } else if self.is_depthwise() {
-            0
+            self.depthwise_scratch()
         } else {
             gemm::scratch_len(self.osize(), false) + self.osize() * 2
         };
@@ -287,70 +318,112 @@ unsafe fn pack_im2col(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0
     }
 }
 
+/// 2-D depthwise convolution of one plane: the plane is zero-padded and split into stride
+/// phases, so each kernel tap is one contiguous multiply-add over the output plane (computed
+/// with the phases' row pitch, then cropped while applying the epilogue).
+///
+/// # Safety
+/// `scratch` holds `depthwise_scratch()` floats; `x`/`y`/`w` one plane and its kernel.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+unsafe fn depthwise_plane_2d(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32, qh: usize, qw: usize, slack: usize) {
+    crate::multiversion!(depthwise_body(g, x, w, y, bias, resid, lo, hi, scratch, qh, qw, slack))
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+fn depthwise_body(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32, qh: usize, qw: usize, slack: usize) {
+    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
+    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
+    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
+    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
+    let phase_len = qh * qw + slack;
+    // Scratch: phases (s0·s1 planes of qh × qw, zero-padded), then the pitched output.
+    // SAFETY: within the scratch sized by depthwise_scratch().
+    let (phases, out) = unsafe {
+        let padded_len = qh * s0 * qw * s1;
+        let phases = std::slice::from_raw_parts_mut(scratch.add(padded_len), s0 * s1 * phase_len);
+        let out = std::slice::from_raw_parts_mut(scratch.add(padded_len + s0 * s1 * phase_len), oh * qw + slack);
+        (phases, out)
+    };
+    phases.fill(0.0);
+    for r in 0..ih {
+        // SAFETY: input row r.
+        let src = unsafe { std::slice::from_raw_parts(x.add(r * iw), iw) };
+        let pr = r + p0;
+        let (py, qy) = (pr % s0, pr / s0);
+        if s1 == 2 {
+            // Deinterleave the row into the two column phases in one pass.
+            let (ev, od) = if p1 % 2 == 0 { (0, 1) } else { (1, 0) };
+            let (qe, qo) = (p1 / 2, (p1 + 1) / 2);
+            let base_e = (py * s1 + ev) * phase_len + qy * qw;
+            let base_o = (py * s1 + od) * phase_len + qy * qw;
+            let pairs = iw / 2;
+            for j in 0..pairs {
+                phases[base_e + qe + j] = src[2 * j];
+                phases[base_o + qo + j] = src[2 * j + 1];
+            }
+            if iw % 2 == 1 {
+                phases[base_e + qe + pairs] = src[iw - 1];
+            }
+            continue;
+        }
+        // Phase px holds padded columns px, px + s1, …: input columns c ≡ px - p1 (mod s1).
+        for px in 0..s1 {
+            let first_c = (px + s1 * p1.div_ceil(s1) - p1) % s1; // first c with (c + p1) % s1 == px
+            if first_c >= iw {
+                continue;
+            }
+            let qx0 = (first_c + p1) / s1;
+            let row = &mut phases[(py * s1 + px) * phase_len + qy * qw + qx0..];
+            for (d, v) in row.iter_mut().zip(src[first_c..].iter().step_by(s1)) {
+                *d = *v;
+            }
+        }
+    }
+    let n = oh * qw;
+    out[..n].fill(bias);
+    for ky in 0..kh {
+        let (py, dy) = ((ky * d0) % s0, (ky * d0) / s0);
+        for kx in 0..kw {
+            let (px, dx) = ((kx * d1) % s1, (kx * d1) / s1);
+            // SAFETY: kernel tap (ky, kx).
+            let wv = unsafe { *w.add(ky * kw + kx) };
+            let base = (py * s1 + px) * phase_len + dy * qw + dx;
+            let src = &phases[base..base + n];
+            for (o, v) in out[..n].iter_mut().zip(src) {
+                *o += wv * v;
+            }
+        }
+    }
+    for oy in 0..oh {
+        let row = &out[oy * qw..oy * qw + ow];
+        // SAFETY: output row oy (and the residual's).
+        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(oy * ow), ow) };
+        if resid.is_null() {
+            for (d, v) in dst.iter_mut().zip(row) {
+                *d = v.max(lo).min(hi);
+            }
+        } else {
+            let r = unsafe { std::slice::from_raw_parts(resid.add(oy * ow), ow) };
+            for ((d, v), rv) in dst.iter_mut().zip(row).zip(r) {
+                *d = (v + rv).max(lo).min(hi);
+            }
+        }
+    }
+}
+
 /// Direct depthwise convolution of one channel plane.
 ///
 /// # Safety
 /// `x`/`y` are one input/output plane, `w` the channel's kernel.
-unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32) {
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32) {
     let nsp = g.input.len();
-    if nsp == 2 {
-        let (ih, iw) = (g.input[0], g.input[1]);
-        let (oh, ow) = (g.output[0], g.output[1]);
-        let (kh, kw) = (g.kernel[0], g.kernel[1]);
-        let (sh, sw) = (g.strides[0], g.strides[1]);
-        let (dh, dw) = (g.dilations[0], g.dilations[1]);
-        let (ph, pw) = (g.pads[0], g.pads[1]);
-        // Output columns whose taps all lie inside the row: [x_lo, x_hi).
-        let x_lo = ((pw + sw - 1) / sw).min(ow);
-        let x_hi = (((iw - 1 - (kw - 1) * dw + pw) / sw) + 1).clamp(x_lo, ow);
-        for oy in 0..oh {
-            // SAFETY: output row oy.
-            let row = unsafe { std::slice::from_raw_parts_mut(y.add((oy * ow) as usize), ow as usize) };
-            row.fill(bias);
-            for ky in 0..kh {
-                let iy = oy * sh + ky * dh - ph;
-                if iy < 0 || iy >= ih {
-                    continue;
-                }
-                // SAFETY: input row iy.
-                let xr = unsafe { x.add((iy * iw) as usize) };
-                for kx in 0..kw {
-                    // SAFETY: inside the kernel.
-                    let wv = unsafe { *w.add((ky * kw + kx) as usize) };
-                    let shift = kx * dw - pw;
-                    for ox in 0..x_lo {
-                        let ix = ox * sw + shift;
-                        if ix >= 0 && ix < iw {
-                            // SAFETY: ix inside the row.
-                            row[ox as usize] += wv * unsafe { *xr.add(ix as usize) };
-                        }
-                    }
-                    if sw == 1 {
-                        // SAFETY: [x_lo + shift, x_hi + shift) lies inside the row.
-                        let src = unsafe { std::slice::from_raw_parts(xr.add((x_lo + shift) as usize), (x_hi - x_lo) as usize) };
-                        for (o, s) in row[x_lo as usize..x_hi as usize].iter_mut().zip(src) {
-                            *o += wv * s;
-                        }
-                    } else {
-                        for ox in x_lo..x_hi {
-                            // SAFETY: interior columns have every tap inside.
-                            row[ox as usize] += wv * unsafe { *xr.add((ox * sw + shift) as usize) };
-                        }
-                    }
-                    for ox in x_hi..ow {
-                        let ix = ox * sw + shift;
-                        if ix >= 0 && ix < iw {
-                            // SAFETY: ix inside the row.
-                            row[ox as usize] += wv * unsafe { *xr.add(ix as usize) };
-                        }
-                    }
-                }
-            }
-            for (ox, v) in row.iter_mut().enumerate() {
-                let r = if resid.is_null() { 0.0 } else { unsafe { *resid.add((oy * ow) as usize + ox) } };
-                *v = (*v + r).max(lo).min(hi);
-            }
-        }
+    if let (2, Some((qh, qw, slack))) = (nsp, g.depthwise_dims()) {
+        // SAFETY: scratch holds depthwise_scratch() floats; planes as described.
+        unsafe { depthwise_plane_2d(g, x, w, y, bias, resid, lo, hi, scratch, qh, qw, slack) };
         return;
     }
     // Any other rank: straightforward loops.
@@ -403,7 +476,7 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
                 unsafe {
                     let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
                     let r = if residual.is_null() { residual } else { residual.add(plane * osz) };
-                    depthwise_plane(g, x.add((b * g.c as usize + ch) * isz), w.add(ch * g.ksize()), y.add(plane * osz), bv, r, lo, hi);
+                    depthwise_plane(g, x.add((b * g.c as usize + ch) * isz), w.add(ch * g.ksize()), y.add(plane * osz), bv, r, lo, hi, scratch);
                 }
             }
         }

@@ -54,6 +54,12 @@ impl PoolGeometry {
 /// # Safety
 /// `x` holds `planes · IH · IW` floats, `y` `planes · OH · OW`.
 pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32) {
+    // SAFETY: forwarded contract.
+    crate::multiversion!(pool2d_body(g, x, y))
+}
+
+#[inline(always)]
+fn pool2d_body(g: &PoolGeometry, x: *const f32, y: *mut f32) {
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
     let [kh, kw] = g.kernel;
