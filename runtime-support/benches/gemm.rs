@@ -1,6 +1,7 @@
 //! GEMM throughput at 64³ … 1024³ (single thread): packed-A GEMM with B packed per call (the
 //! general path) and with B packed ahead of time (weights). Prints GFLOP/s and the fraction
-//! of this core's peak (`ONNXC_PEAK_GFLOPS`, default 32 FLOP/cycle × 3.1 GHz for Zen 3).
+//! of this core's peak, measured first with a register-only FMA loop at the widest vector
+//! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
 //! `cargo bench -p onnxc-runtime --bench gemm`
 
@@ -8,8 +9,44 @@ use criterion::{Criterion, Throughput, black_box};
 use onnxc_runtime::gemm::{self, BSource, Epilogue, pack};
 use std::time::Instant;
 
-fn data(n: usize) -> Vec<f32> {
-    (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect()
+/// A 64-byte-aligned float buffer, as the compiled model's workspace and constants are
+/// (a plain `Vec<f32>` is only 16-byte aligned, so every 64-byte load would split a line).
+struct Buf {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([f32; 16]);
+
+impl Buf {
+    fn zeros(len: usize) -> Buf {
+        Buf { lines: vec![Line([0.0; 16]); len.div_ceil(16)], len }
+    }
+}
+
+impl std::ops::Deref for Buf {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        // SAFETY: `lines` holds at least `len` contiguous floats.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.len) }
+    }
+}
+
+fn data(n: usize) -> Buf {
+    let mut b = Buf::zeros(n);
+    for (i, v) in b.iter_mut().enumerate() {
+        *v = ((i * 7919) % 1000) as f32 / 1000.0 - 0.5;
+    }
+    b
 }
 
 fn gflops(m: usize, n: usize, k: usize, secs: f64) -> f64 {
@@ -23,9 +60,9 @@ fn conv_shapes(peak: f64) {
     for &(m, n, k) in &[(64usize, 12544usize, 147usize), (64, 3136, 576), (128, 784, 1152), (256, 196, 2304), (512, 49, 4608), (256, 3136, 64), (2048, 49, 512)] {
         let a = data(m * k);
         let b = data(k * n);
-        let mut cbuf = vec![0f32; m * n];
-        let mut ap = vec![0f32; pack::packed_a_len(m, k)];
-        let mut scratch = vec![0f32; gemm::scratch_len(n, false)];
+        let mut cbuf = Buf::zeros(m * n);
+        let mut ap = Buf::zeros(pack::packed_a_len(m, k));
+        let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
         unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
         let reps = (1 << 28) / (m * n * k) + 1;
         let mut best = f64::MAX;
@@ -44,8 +81,86 @@ fn conv_shapes(peak: f64) {
     }
 }
 
+/// Peak FMA throughput of one core: 24 independent accumulator chains, no memory traffic.
+fn measured_peak() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // Twelve named accumulators so they live in registers (an array may not).
+        macro_rules! chains {
+            ($set:ident, $fma:ident, $n:expr) => {{
+                let (a, b) = ($set(0.999_999), $set(1e-7));
+                let (mut v0, mut v1, mut v2, mut v3, mut v4, mut v5) = ($set(0.0), $set(0.1), $set(0.2), $set(0.3), $set(0.4), $set(0.5));
+                let (mut v6, mut v7, mut v8, mut v9, mut v10, mut v11) = ($set(0.6), $set(0.7), $set(0.8), $set(0.9), $set(1.0), $set(1.1));
+                for _ in 0..$n {
+                    v0 = $fma(v0, a, b);
+                    v1 = $fma(v1, a, b);
+                    v2 = $fma(v2, a, b);
+                    v3 = $fma(v3, a, b);
+                    v4 = $fma(v4, a, b);
+                    v5 = $fma(v5, a, b);
+                    v6 = $fma(v6, a, b);
+                    v7 = $fma(v7, a, b);
+                    v8 = $fma(v8, a, b);
+                    v9 = $fma(v9, a, b);
+                    v10 = $fma(v10, a, b);
+                    v11 = $fma(v11, a, b);
+                }
+                black_box((v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11));
+            }};
+        }
+        #[target_feature(enable = "avx512f")]
+        unsafe fn fma512(n: usize) {
+            chains!(_mm512_set1_ps, _mm512_fmadd_ps, n)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fma256(n: usize) {
+            chains!(_mm256_set1_ps, _mm256_fmadd_ps, n)
+        }
+        let n = 20_000_000;
+        let mut best = 0f64;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let flops = if std::is_x86_feature_detected!("avx512f") {
+                unsafe { fma512(n) };
+                n as f64 * 12.0 * 16.0 * 2.0
+            } else if std::is_x86_feature_detected!("avx2") {
+                unsafe { fma256(n) };
+                n as f64 * 12.0 * 8.0 * 2.0
+            } else {
+                return 0.0;
+            };
+            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+        }
+        best
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0.0
+    }
+}
+
 fn main() {
-    let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS").ok().and_then(|v| v.parse().ok()).unwrap_or(32.0 * 3.1);
+    let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(measured_peak);
+    println!("measured single-core peak: {peak:.1} GFLOP/s");
+    // The micro-kernel alone, panels in L1: the ceiling for everything below.
+    {
+        let kc: usize = std::env::var("KCB").ok().and_then(|v| v.parse().ok()).unwrap_or(gemm::KC);
+        let a = data(12 * kc);
+        let b = data(32 * kc);
+        let mut cb = Buf::zeros(12 * 32);
+        let n = 200_000;
+        let t = Instant::now();
+        let mut tile = (0, 0);
+        for _ in 0..n {
+            tile = unsafe { gemm::microkernel_only(kc, a.as_ptr(), b.as_ptr(), cb.as_mut_ptr(), 32) };
+        }
+        black_box(cb[0]);
+        if tile.0 > 0 {
+            let g = gflops(tile.0 * n, tile.1, kc, t.elapsed().as_secs_f64());
+            println!("micro-kernel {}x{} (L1): {g:.1} GFLOP/s ({:.0}% of peak)", tile.0, tile.1, 100.0 * g / peak);
+        }
+    }
     conv_shapes(peak);
     let mut c = Criterion::default().configure_from_args().sample_size(10);
     println!("{:>6} {:>12} {:>8} {:>14} {:>8}", "size", "B per call", "%peak", "B prepacked", "%peak");
@@ -53,10 +168,10 @@ fn main() {
         let (m, n, k) = (s, s, s);
         let a = data(m * k);
         let b = data(k * n);
-        let mut cbuf = vec![0f32; m * n];
-        let mut ap = vec![0f32; pack::packed_a_len(m, k)];
-        let mut bp = vec![0f32; pack::packed_b_len(k, n)];
-        let mut scratch = vec![0f32; gemm::scratch_len(n, false)];
+        let mut cbuf = Buf::zeros(m * n);
+        let mut ap = Buf::zeros(pack::packed_a_len(m, k));
+        let mut bp = Buf::zeros(pack::packed_b_len(k, n));
+        let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
         unsafe {
             pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr());
             pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());

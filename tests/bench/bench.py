@@ -61,6 +61,42 @@ def model_inputs(path: str, light: bool) -> dict:
     return feeds
 
 
+def with_varied_weights(path: str, out: str) -> str:
+    """onnx's light models build every weight with ConstantOfShape (one value per tensor),
+    which makes outputs degenerate (ResNet-50's softmax is exactly uniform) and the output
+    comparison meaningless. Replace each such float fill by a seeded initializer of the same
+    shape; rank-1 tensors (biases, BatchNorm parameters) vary around the fill value (same
+    sign, 0.5x-1.5x), so the network
+    computes something non-trivial and both engines see real-looking data. Kernels and
+    matrices (rank >= 2) get He-style normal weights so activations stay O(1)."""
+    from onnx import numpy_helper as nh
+
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    rng = np.random.default_rng(1)
+    keep = []
+    for n in m.graph.node:
+        if n.op_type == "ConstantOfShape" and n.input and n.input[0] in inits:
+            value = next((a.t for a in n.attribute if a.name == "value"), None)
+            fill = nh.to_array(value).ravel()[0] if value is not None else np.float32(0)
+            if value is None or value.data_type == onnx.TensorProto.FLOAT:
+                shape = tuple(int(d) for d in nh.to_array(inits[n.input[0]]))
+                if len(shape) >= 2:
+                    # A weight matrix / kernel: He-style N(0, 2 / fan_in) keeps activations O(1).
+                    fan_in = int(np.prod(shape[1:]))
+                    arr = rng.standard_normal(shape) * np.sqrt(2.0 / max(fan_in, 1))
+                else:
+                    arr = fill * rng.uniform(0.5, 1.5, size=shape)
+                arr = arr.astype(np.float32)
+                m.graph.initializer.append(nh.from_array(arr, n.output[0]))
+                continue
+        keep.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    onnx.save(m, out)
+    return out
+
+
 def ort_session(path: str) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -152,6 +188,8 @@ def main() -> int:
         for name in a.models.split(","):
             light = name in LIGHT
             path = os.path.join(light_dir, f"light_{name}.onnx") if light else os.path.join(gen_dir, f"{name}.onnx")
+            if light:
+                path = with_varied_weights(path, os.path.join(work, f"{name}.onnx"))
             r = bench_model(name, path, light, a.onnxc, a.rounds, work)
             r["light"] = light
             rows.append(r)
@@ -169,7 +207,9 @@ def main() -> int:
             "intra_op_num_threads=1, inter_op_num_threads=1, ORT_ENABLE_ALL).",
             "",
             "Produced by `.cache/venv/bin/python tests/bench/bench.py --out docs/performance.md` "
-            "(after `cargo build --release`). Light models use onnx's arange(n)/n inputs; the generated "
+            "(after `cargo build --release`). Light models use onnx's arange(n)/n inputs, and their "
+            "ConstantOfShape-filled weights are replaced by seeded initializers (He-normal kernels, "
+            "rank-1 parameters 0.5x-1.5x their fill value; otherwise outputs are degenerate); the generated "
             "models (`tests/bench/gen_models.py`) use seeded normal inputs and weights.",
             "",
             "| model | onnxc ms | onnxruntime ms | ratio | compile ms | peak RSS onnxc / ort (MB) | max abs diff |",

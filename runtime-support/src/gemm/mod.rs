@@ -296,3 +296,21 @@ pub extern "C" fn onnxc_sgemm_scratch(m: i64, n: i64, k: i64, b_packed: i64) -> 
 
 #[cfg(test)]
 mod tests;
+
+/// The widest register-tile kernel alone on L1-resident panels (for the GEMM benchmark's
+/// "micro-kernel" line): C[tile] (+)= A_panels · B_panels over `kc` steps. Returns the tile's
+/// (rows, columns), or (0, 0) when this CPU has no wide kernel.
+///
+/// # Safety
+/// `a` holds 12·kc floats, `b` 32·kc, `c` 12 rows of `ldc` ≥ 32.
+#[doc(hidden)]
+pub unsafe fn microkernel_only(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if kernel::select() == kernel::Kern::Avx512 {
+        // SAFETY: caller contract.
+        unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), b, b.add(NR * kc), c, ldc, true, None, 0, 0) };
+        return (2 * MR, 2 * NR);
+    }
+    let _ = (kc, a, b, c, ldc);
+    (0, 0)
+}

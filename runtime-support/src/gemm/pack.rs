@@ -5,8 +5,11 @@ pub const MR: usize = 6;
 /// Columns of a B panel / of the register tile.
 pub const NR: usize = 16;
 
+/// Floats of a packed A, rounded up to 64 bytes so whatever follows it in a buffer (the
+/// next group's panels, the packed B block in GEMM scratch) stays 64-byte aligned: a
+/// misaligned B panel would make every 64-byte load split a cache line.
 pub fn packed_a_len(m: usize, k: usize) -> usize {
-    m.div_ceil(MR) * MR * k.max(1)
+    (m.div_ceil(MR) * MR * k.max(1)).next_multiple_of(16)
 }
 
 pub fn packed_b_len(k: usize, n: usize) -> usize {
