@@ -129,6 +129,7 @@ fn scratch_bytes(s: &Schedule, st: &Step) -> u64 {
             let (_, mm, n, k, _) = matmul_dims(s, st, m);
             onnxc_runtime::gemm::gemm_scratch_len(mm as usize, n as usize, k as usize, pack_b_at_compile_time(s, st, m)) as u64 * 4
         }
+        StepKind::Pool(p) => p.geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape).scratch_floats() as u64 * 4,
         _ => 0,
     }
 }
@@ -319,6 +320,7 @@ impl StepCx<'_> {
                         Arg::Params(g.encode()),
                         Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
                         Arg::Ptr { buf: obuf, offset: expr::i(0) },
+                        Arg::Scratch { offset: scratch.ok_or_else(|| Error::Internal("pool without scratch".into()))? },
                     ],
                 }])
             }

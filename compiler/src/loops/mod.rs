@@ -50,7 +50,7 @@ pub enum Kernel {
     SgemmPb,
     /// `onnxc_conv_f32(params, x, w, w_packed, bias, residual, clamp, y, scratch)`.
     ConvF32,
-    /// `onnxc_pool2d_f32(params, x, y)`.
+    /// `onnxc_pool2d_f32(params, x, y, scratch)`.
     Pool2dF32,
 }
 

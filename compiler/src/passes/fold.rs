@@ -50,8 +50,9 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             let g = p.geometry(&inputs[0].shape, &shape);
             let x: Vec<f32> = inputs[0].data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
             let mut y = vec![0f32; n as usize];
-            // SAFETY: x and y hold the geometry's planes.
-            unsafe { onnxc_runtime::pool::pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr()) };
+            let mut scratch = vec![0f32; g.scratch_floats()];
+            // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
+            unsafe { onnxc_runtime::pool::pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
             Ok(Tensor::new(dtype, shape.clone(), y.iter().flat_map(|v| v.to_le_bytes()).collect()))
         }
         Op::Assert { code } => {

@@ -176,6 +176,54 @@ mod avx512 {
     use super::{Epilogue, MR};
     use std::arch::x86_64::*;
 
+    /// Adds C (when accumulating), applies the epilogue and stores full-width rows of a tile.
+    /// A macro over literal row indices so every accumulator access is constant and the
+    /// accumulator array stays in registers (a loop or a call would spill it to the stack,
+    /// which costs as much as the k loop itself when K is small).
+    macro_rules! store_tile {
+        ($acc:ident, $c:expr, $ldc:expr, $accumulate:expr, $ep:expr, $row:expr, $col:expr; $($r:literal),*) => {{
+            let (c, ldc, accumulate, ep, row, col): (*mut f32, usize, bool, Option<&Epilogue>, usize, usize) = ($c, $ldc, $accumulate, $ep, $row, $col);
+            let (lo, hi) = match ep {
+                Some(e) => (_mm512_set1_ps(e.lo), _mm512_set1_ps(e.hi)),
+                None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+            };
+            let bias_col = match ep {
+                Some(e) if !e.bias_col.is_null() => Some([_mm512_loadu_ps(e.bias_col.add(col)), _mm512_loadu_ps(e.bias_col.add(col + 16))]),
+                _ => None,
+            };
+            $(
+                {
+                    let p = c.add($r * ldc);
+                    let (mut v0, mut v1) = ($acc[$r][0], $acc[$r][1]);
+                    if accumulate {
+                        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(p));
+                        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(p.add(16)));
+                    }
+                    if let Some(e) = ep {
+                        if !e.bias_row.is_null() {
+                            let bv = _mm512_set1_ps(*e.bias_row.add(row + $r));
+                            v0 = _mm512_add_ps(v0, bv);
+                            v1 = _mm512_add_ps(v1, bv);
+                        }
+                        if let Some(bc) = bias_col {
+                            v0 = _mm512_add_ps(v0, bc[0]);
+                            v1 = _mm512_add_ps(v1, bc[1]);
+                        }
+                        if !e.residual.is_null() {
+                            let rp = e.residual.add((row + $r) * ldc + col);
+                            v0 = _mm512_add_ps(v0, _mm512_loadu_ps(rp));
+                            v1 = _mm512_add_ps(v1, _mm512_loadu_ps(rp.add(16)));
+                        }
+                        v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
+                        v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+                    }
+                    _mm512_storeu_ps(p, v0);
+                    _mm512_storeu_ps(p.add(16), v1);
+                }
+            )*
+        }};
+    }
+
     /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
     ///
     /// # Safety
@@ -279,53 +327,7 @@ mod avx512 {
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
-        unsafe { store_rows(&mut acc, c, ldc, accumulate, ep, row, col) }
-    }
-
-    /// Adds C (when accumulating), applies the epilogue and stores a full-width row block.
-    ///
-    /// # Safety
-    /// Rows × 32 of C and of the epilogue operands are in bounds.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn store_rows<const R: usize>(acc: &mut [[__m512; 2]; R], c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
-        // SAFETY: caller contract.
-        unsafe {
-            let (lo, hi, bias_col) = match ep {
-                Some(e) => (
-                    _mm512_set1_ps(e.lo),
-                    _mm512_set1_ps(e.hi),
-                    if e.bias_col.is_null() { None } else { Some([_mm512_loadu_ps(e.bias_col.add(col)), _mm512_loadu_ps(e.bias_col.add(col + 16))]) },
-                ),
-                None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
-            };
-            for (r, accr) in acc.iter_mut().enumerate() {
-                let p = c.add(r * ldc);
-                if accumulate {
-                    accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(p));
-                    accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(p.add(16)));
-                }
-                if let Some(e) = ep {
-                    if !e.bias_row.is_null() {
-                        let bv = _mm512_set1_ps(*e.bias_row.add(row + r));
-                        accr[0] = _mm512_add_ps(accr[0], bv);
-                        accr[1] = _mm512_add_ps(accr[1], bv);
-                    }
-                    if let Some(bc) = bias_col {
-                        accr[0] = _mm512_add_ps(accr[0], bc[0]);
-                        accr[1] = _mm512_add_ps(accr[1], bc[1]);
-                    }
-                    if !e.residual.is_null() {
-                        let rp = e.residual.add((row + r) * ldc + col);
-                        accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(rp));
-                        accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(rp.add(16)));
-                    }
-                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
-                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
-                }
-                _mm512_storeu_ps(p, accr[0]);
-                _mm512_storeu_ps(p.add(16), accr[1]);
-            }
-        }
+        unsafe { store_tile!(acc, c, ldc, accumulate, ep, row, col; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }
     }
 
     /// 6×32 tile: 12 zmm accumulators; per k step two 16-float B loads (one per panel) and six
@@ -354,43 +356,7 @@ mod avx512 {
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
-        unsafe {
-            let (lo, hi, bias_col) = match ep {
-                Some(e) => (
-                    _mm512_set1_ps(e.lo),
-                    _mm512_set1_ps(e.hi),
-                    if e.bias_col.is_null() { None } else { Some([_mm512_loadu_ps(e.bias_col.add(col)), _mm512_loadu_ps(e.bias_col.add(col + 16))]) },
-                ),
-                None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
-            };
-            for (r, accr) in acc.iter_mut().enumerate() {
-                let p = c.add(r * ldc);
-                if accumulate {
-                    accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(p));
-                    accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(p.add(16)));
-                }
-                if let Some(e) = ep {
-                    if !e.bias_row.is_null() {
-                        let bv = _mm512_set1_ps(*e.bias_row.add(row + r));
-                        accr[0] = _mm512_add_ps(accr[0], bv);
-                        accr[1] = _mm512_add_ps(accr[1], bv);
-                    }
-                    if let Some(bc) = bias_col {
-                        accr[0] = _mm512_add_ps(accr[0], bc[0]);
-                        accr[1] = _mm512_add_ps(accr[1], bc[1]);
-                    }
-                    if !e.residual.is_null() {
-                        let rp = e.residual.add((row + r) * ldc + col);
-                        accr[0] = _mm512_add_ps(accr[0], _mm512_loadu_ps(rp));
-                        accr[1] = _mm512_add_ps(accr[1], _mm512_loadu_ps(rp.add(16)));
-                    }
-                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
-                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
-                }
-                _mm512_storeu_ps(p, accr[0]);
-                _mm512_storeu_ps(p.add(16), accr[1]);
-            }
-        }
+        unsafe { store_tile!(acc, c, ldc, accumulate, ep, row, col; 0, 1, 2, 3, 4, 5) }
     }
 }
 
