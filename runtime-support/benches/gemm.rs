@@ -54,10 +54,28 @@ fn gflops(m: usize, n: usize, k: usize, secs: f64) -> f64 {
 }
 
 /// Convolution-shaped products (M = out channels, N = output pixels, K = C·kh·kw) from
-/// ResNet-50, through the conv kernel's path (packed A, B packed per block).
+/// ResNet-50 and SqueezeNet, through the GEMM path convolutions take (packed A, B row-major:
+/// packed per block, or read in place where `read_b_in_place` decides so).
 fn conv_shapes(peak: f64) {
     println!("{:>6} {:>6} {:>6} {:>10} {:>6}", "M", "N", "K", "GFLOP/s", "%peak");
-    for &(m, n, k) in &[(64usize, 12544usize, 147usize), (64, 3136, 576), (128, 784, 1152), (256, 196, 2304), (512, 49, 4608), (256, 3136, 64), (2048, 49, 512)] {
+    for &(m, n, k) in &[
+        (64usize, 12544usize, 147usize),
+        (64, 3136, 576),
+        (128, 784, 1152),
+        (256, 196, 2304),
+        (512, 49, 4608),
+        // Pointwise (1×1) convolutions: B is the activation matrix itself.
+        (64, 3136, 64),
+        (256, 3136, 64),
+        (64, 3136, 256),
+        (16, 3025, 64),
+        (64, 3025, 16),
+        (128, 784, 512),
+        (1024, 196, 256),
+        (2048, 49, 512),
+        // A power-of-two row stride (64×64 image): in-place B reads would collide in L1.
+        (64, 4096, 256),
+    ] {
         let a = data(m * k);
         let b = data(k * n);
         let mut cbuf = Buf::zeros(m * n);

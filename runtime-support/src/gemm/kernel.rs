@@ -37,37 +37,47 @@ pub fn wide(kern: Kern) -> usize {
     }
 }
 
+/// Where the wide kernels read B: 16 columns at `b0` and the next 16 at `b1` for each k step,
+/// advancing `step` floats per step. Packed panels: `b1` is the next panel and `step` = NR.
+/// A row-major B read in place: `b1 = b0 + 16` and `step` = ldb.
+#[derive(Copy, Clone, Debug)]
+pub struct BPanels {
+    pub b0: *const f32,
+    pub b1: *const f32,
+    pub step: usize,
+}
+
 /// A partial tile of up to 6 × 2·NR (mr rows, nr columns) with masked memory access.
 ///
 /// # Safety
-/// As `tile_wide`, with only the mr × nr part inside C; `b1` is read only when nr > NR.
+/// As `tile_wide`, with only the mr × nr part inside C; `b.b1` is read only when nr > NR.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b: BPanels, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_partial(kc, a, b0, b1, c, ldc, mr, nr, accumulate, ep, row, col) }
+    unsafe { avx512::kernel_partial(kc, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col) }
 }
 
-/// A full 12 × 2·NR tile from two consecutive A panels (`a1` = second) and two B panels.
+/// A full 12 × 2·NR tile from two consecutive A panels (`a1` = second) and 32 B columns.
 ///
 /// # Safety
 /// As `tile_wide`, for a full 12 × 32 tile.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_12x32(kc, a0, a1, b0, b1, c, ldc, accumulate, ep, row, col) }
+    unsafe { avx512::kernel_12x32(kc, a0, a1, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
 }
 
-/// A full 6 × 2·NR tile from one A panel and two consecutive B panels (`b1` = second panel).
+/// A full 6 × 2·NR tile from one A panel and 32 B columns.
 ///
 /// # Safety
 /// As `tile`, for a full 6 × 32 tile; only for `Kern::Avx512`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide(kc: usize, a: *const f32, b: BPanels, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_6x32(kc, a, b0, b1, c, ldc, accumulate, ep, row, col) }
+    unsafe { avx512::kernel_6x32(kc, a, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
 }
 
 #[inline]
@@ -227,10 +237,11 @@ mod avx512 {
     /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
     ///
     /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps (zero-padded); only mr × nr lies inside C.
+    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart (zero-padded); only mr × nr
+    /// lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
         let two = nr > 16;
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut p0, mut p1) = (a, b0, b1);
@@ -245,8 +256,8 @@ mod avx512 {
                     accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
                 }
                 ap = ap.add(MR);
-                p0 = p0.add(16);
-                p1 = p1.add(16);
+                p0 = p0.add(bstep);
+                p1 = p1.add(bstep);
             }
         }
         let m0: __mmask16 = if nr >= 16 { 0xFFFF } else { ((1u32 << nr) - 1) as u16 };
@@ -299,10 +310,10 @@ mod avx512 {
     /// broadcasts feed 24 FMAs.
     ///
     /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps; the 12×32 tile lies inside C.
+    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 12×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12x32(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_12x32(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
         let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
         let (mut q0, mut q1, mut p0, mut p1) = (a0, a1, b0, b1);
         for _ in 0..kc {
@@ -322,8 +333,8 @@ mod avx512 {
                 }
                 q0 = q0.add(MR);
                 q1 = q1.add(MR);
-                p0 = p0.add(16);
-                p1 = p1.add(16);
+                p0 = p0.add(bstep);
+                p1 = p1.add(bstep);
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
@@ -334,10 +345,10 @@ mod avx512 {
     /// broadcasts.
     ///
     /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps; the 6×32 tile lies inside C.
+    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 6×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x32(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_6x32(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut p0, mut p1) = (a, b0, b1);
         for _ in 0..kc {
@@ -351,8 +362,8 @@ mod avx512 {
                     accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
                 }
                 ap = ap.add(MR);
-                p0 = p0.add(16);
-                p1 = p1.add(16);
+                p0 = p0.add(bstep);
+                p1 = p1.add(bstep);
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).

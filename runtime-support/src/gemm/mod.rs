@@ -13,7 +13,10 @@ pub mod pack;
 pub use pack::{MR, NR, packed_a_len, packed_b_len};
 
 /// Cache blocking: K block (panels stay in L1), M block (A block in L2), N block (B block in L3).
-pub const KC: usize = 128;
+/// KC is the largest K block; K is split into equal blocks (`k_block`), so that a K just above
+/// a multiple of KC does not leave a sliver whose C tile loads and stores cost more than its
+/// few multiply-adds.
+pub const KC: usize = 256;
 pub const MC: usize = 72;
 pub const NC: usize = 1024;
 
@@ -60,6 +63,36 @@ pub enum BSource<'a> {
     Custom(&'a dyn Fn(usize, usize, usize, usize, *mut f32)),
 }
 
+/// The K block for a depth of `k`: ⌈k / ⌈k / KC⌉⌉ rounded up to 8 (at most KC).
+pub fn k_block(k: usize) -> usize {
+    let blocks = k.div_ceil(KC).max(1);
+    k.div_ceil(blocks).next_multiple_of(8).min(KC)
+}
+
+/// Whether the wide kernels read a row-major B in place instead of packing it. Packing costs
+/// about one pass over B per call, which a product with few rows of A cannot amortize (B is
+/// reused once per 12 rows). Reading in place streams kc rows of B at stride `ldb` instead,
+/// which is as fast or faster for every shape measured (`benches/gemm.rs`; up to 1.4x for
+/// 16-64 rows) unless the rows collide in the L1 cache: with 64-byte lines and 64 sets, rows
+/// `ldb` floats apart fall into only 64 / gcd(ldb / 16, 64) sets when ldb is a multiple of
+/// 16 (a 1024-wide B read in place ran at 43% of peak instead of 63% packed).
+fn read_b_in_place(kern: kernel::Kern, ldb: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if kern == kernel::Kern::Avx512 {
+        let sets = if ldb % 16 != 0 { 64 } else { 64 / gcd(ldb / 16, 64) };
+        return sets >= 16;
+    }
+    let _ = (kern, ldb);
+    false
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// Scratch floats `gemm` needs for the given B source and dims.
 pub fn scratch_len(n: usize, b_packed: bool) -> usize {
     if b_packed { 0 } else { KC * NC.min(n.div_ceil(NR) * NR) }
@@ -82,23 +115,48 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
         let nc = NC.min(n - jc);
         let mut pc = 0;
         loop {
-            let kc = KC.min(k - pc);
+            let kc = k_block(k).min(k - pc);
             let first = pc == 0;
             let last = pc + kc >= k;
-            // B block: panels of NR columns, each kc deep.
+            // B block: panels of NR columns, each kc deep. A row-major B may instead be read
+            // in place by the wide kernels for its whole 32-column tiles (`direct` columns);
+            // only the rest is packed.
+            let direct = match &b {
+                BSource::Matrix { trans: false, ldb, .. } if read_b_in_place(kern, *ldb) => nc / (2 * NR) * (2 * NR),
+                _ => 0,
+            };
             let (bp, b_panel_stride) = match &b {
                 BSource::Packed(p) => {
                     // SAFETY: panels of the full packed B, offset to column jc and row pc.
                     (unsafe { p.add((jc / NR) * k_panels * NR + pc * NR) }, k_panels * NR)
                 }
                 BSource::Matrix { b, ldb, trans } => {
-                    // SAFETY: scratch holds KC × nc (rounded to NR) floats.
-                    unsafe { pack::pack_b_block(*b, *ldb, *trans, pc, kc, jc, nc, scratch) };
+                    if direct < nc {
+                        // SAFETY: scratch holds KC × nc (rounded to NR) floats.
+                        unsafe { pack::pack_b_block(*b, *ldb, *trans, pc, kc, jc + direct, nc - direct, scratch) };
+                    }
                     (scratch as *const f32, kc * NR)
                 }
                 BSource::Custom(f) => {
                     f(pc, kc, jc, nc, scratch);
                     (scratch as *const f32, kc * NR)
+                }
+            };
+            // The 32 columns of B at block column jr, for the wide kernels.
+            #[cfg(target_arch = "x86_64")]
+            let wide_b = |jr: usize, width: usize| -> kernel::BPanels {
+                if jr < direct {
+                    let BSource::Matrix { b, ldb, .. } = &b else { unreachable!("direct columns come from a matrix") };
+                    // SAFETY: rows pc..pc+kc, columns jc+jr..jc+jr+32 lie inside B.
+                    let b0 = unsafe { b.add(pc * ldb + jc + jr) };
+                    // SAFETY: as above.
+                    kernel::BPanels { b0, b1: unsafe { b0.add(NR) }, step: *ldb }
+                } else {
+                    // SAFETY: panel (jr - direct)/NR of the packed block, and the next one when
+                    // the tile is wider than one panel.
+                    let b0 = unsafe { bp.add(((jr - direct) / NR) * b_panel_stride) };
+                    // SAFETY: as above.
+                    kernel::BPanels { b0, b1: if width > NR { unsafe { b0.add(b_panel_stride) } } else { b0 }, step: NR }
                 }
             };
             let mut ic = 0;
@@ -108,8 +166,8 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                 let mut jr = 0;
                 while jr < nc {
                     let width = step.min(nc - jr);
-                    // SAFETY: panel jr/NR of the B block.
-                    let bpan = unsafe { bp.add((jr / NR) * b_panel_stride) };
+                    // SAFETY: panel jr/NR of the B block (the packed path: no direct columns).
+                    let bpan = unsafe { bp.add((jr.saturating_sub(direct) / NR) * b_panel_stride) };
                     let mut ir = 0;
                     while ir < mc {
                         let mr = MR.min(mc - ir);
@@ -121,22 +179,21 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                         let tile_ep = if last { Some(ep) } else { None };
                         #[cfg(target_arch = "x86_64")]
                         if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
-                            // SAFETY: two A panels (rows row..row+12) and two B panels.
+                            // SAFETY: two A panels (rows row..row+12) and 32 B columns.
                             unsafe {
-                                kernel::tile_wide12(kc, apan, apan.add(k_panels * MR), bpan, bpan.add(b_panel_stride), ct, ldc, !first, tile_ep, row, jc + jr);
+                                kernel::tile_wide12(kc, apan, apan.add(k_panels * MR), wide_b(jr, width), ct, ldc, !first, tile_ep, row, jc + jr);
                             }
                             ir += 2 * MR;
                             continue;
                         }
                         #[cfg(target_arch = "x86_64")]
                         if step == 2 * NR {
-                            // SAFETY: one or two consecutive B panels; a 6×32 tile (partial at edges).
+                            // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
                             unsafe {
-                                let b1 = if width > NR { bpan.add(b_panel_stride) } else { bpan };
                                 if width == 2 * NR && mr == MR {
-                                    kernel::tile_wide(kc, apan, bpan, b1, ct, ldc, !first, tile_ep, row, jc + jr);
+                                    kernel::tile_wide(kc, apan, wide_b(jr, width), ct, ldc, !first, tile_ep, row, jc + jr);
                                 } else {
-                                    kernel::tile_wide_partial(kc, apan, bpan, b1, ct, ldc, mr, width, !first, tile_ep, row, jc + jr);
+                                    kernel::tile_wide_partial(kc, apan, wide_b(jr, width), ct, ldc, mr, width, !first, tile_ep, row, jc + jr);
                                 }
                             }
                             ir += MR;
@@ -308,7 +365,8 @@ pub unsafe fn microkernel_only(kc: usize, a: *const f32, b: *const f32, c: *mut 
     #[cfg(target_arch = "x86_64")]
     if kernel::select() == kernel::Kern::Avx512 {
         // SAFETY: caller contract.
-        unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), b, b.add(NR * kc), c, ldc, true, None, 0, 0) };
+        let bp = kernel::BPanels { b0: b, b1: unsafe { b.add(NR * kc) }, step: NR };
+        unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, c, ldc, true, None, 0, 0) };
         return (2 * MR, 2 * NR);
     }
     let _ = (kc, a, b, c, ldc);

@@ -55,7 +55,7 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
 
 #[test]
 fn matches_reference_on_edge_sizes() {
-    for &(m, n, k) in &[(1, 1, 1), (6, 16, 8), (7, 17, 3), (5, 15, 300), (13, 33, 257), (64, 64, 64), (1, 100, 70), (2, 37, 19), (100, 5, 9), (3, 2050, 4)] {
+    for &(m, n, k) in &[(1, 1, 1), (6, 16, 8), (7, 17, 3), (5, 15, 300), (13, 33, 257), (64, 64, 64), (1, 100, 70), (2, 37, 19), (100, 5, 9), (3, 2050, 4), (30, 97, 600), (16, 1024, 40)] {
         for ta in [false, true] {
             for tb in [false, true] {
                 for packed in [false, true] {
