@@ -31,6 +31,32 @@ pub struct ModelInfo {
 
 pub const WORKSPACE_ALIGN: usize = 64;
 
+/// Workspaces of at least this size are aligned to it and, on Linux, advised to use
+/// transparent huge pages: kernels stream activations at large strides, and with 4 KiB pages
+/// nearly every row of such a stream is a TLB miss.
+const HUGE_PAGE: usize = 2 << 20;
+
+fn workspace_layout(total: usize) -> Option<Layout> {
+    Layout::from_size_align(total, if total >= HUGE_PAGE { HUGE_PAGE } else { WORKSPACE_ALIGN }).ok()
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(base: *mut u8, total: usize) {
+    unsafe extern "C" {
+        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+    }
+    const MADV_HUGEPAGE: i32 = 14;
+    let len = total & !(HUGE_PAGE - 1);
+    if len > 0 && (base as usize) % HUGE_PAGE == 0 {
+        // SAFETY: [base, base + len) lies inside the allocation; the advice only changes how
+        // the kernel backs it (failure is harmless and ignored).
+        unsafe { madvise(base.cast(), len, MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_: *mut u8, _: usize) {}
+
 /// Allocates a 64-byte aligned workspace of `size` bytes (null on failure).
 /// The size is stored in a header so `onnxc_workspace_free` needs only the pointer.
 ///
@@ -39,12 +65,13 @@ pub const WORKSPACE_ALIGN: usize = 64;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_workspace_alloc(size: u64) -> *mut u8 {
     let Some(total) = (size as usize).checked_add(WORKSPACE_ALIGN) else { return std::ptr::null_mut() };
-    let Ok(layout) = Layout::from_size_align(total, WORKSPACE_ALIGN) else { return std::ptr::null_mut() };
+    let Some(layout) = workspace_layout(total) else { return std::ptr::null_mut() };
     // SAFETY: layout has non-zero size.
     let base = unsafe { alloc(layout) };
     if base.is_null() {
         return base;
     }
+    advise_huge_pages(base, total);
     // SAFETY: base has room for the header word at its start.
     unsafe {
         (base as *mut usize).write(total);
@@ -63,7 +90,7 @@ pub unsafe extern "C" fn onnxc_workspace_free(p: *mut u8) {
     unsafe {
         let base = p.sub(WORKSPACE_ALIGN);
         let total = (base as *const usize).read();
-        dealloc(base, Layout::from_size_align_unchecked(total, WORKSPACE_ALIGN));
+        dealloc(base, workspace_layout(total).expect("the layout it was allocated with"));
     }
 }
 
