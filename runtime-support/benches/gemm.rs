@@ -75,6 +75,12 @@ fn conv_shapes(peak: f64) {
         (2048, 49, 512),
         // A power-of-two row stride (64×64 image): in-place B reads would collide in L1.
         (64, 4096, 256),
+        (192, 196, 1728),
+        (196, 192, 1728),
+        (224, 49, 2016),
+        (49, 224, 2016),
+        (512, 49, 4608),
+        (49, 512, 4608),
     ] {
         let a = data(m * k);
         let b = data(k * n);
