@@ -81,27 +81,94 @@ fn conv_shapes(peak: f64) {
         (49, 224, 2016),
         (512, 49, 4608),
         (49, 512, 4608),
+        (512, 64, 4608),
+        (512, 48, 4608),
+        (512, 32, 4608),
     ] {
+        conv_shape(m, n, k, peak, false);
+        if m < 100 {
+            // The transposed orientation of a small-N conv: weights as a packed B.
+            conv_shape(m, n, k, peak, true);
+        }
+    }
+}
+
+fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
+    {
         let a = data(m * k);
         let b = data(k * n);
         let mut cbuf = Buf::zeros(m * n);
         let mut ap = Buf::zeros(pack::packed_a_len(m, k));
         let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
+        let mut bp = Buf::zeros(pack::packed_b_len(k, n));
         unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
+        unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
         let reps = (1 << 28) / (m * n * k) + 1;
         let mut best = f64::MAX;
         for _ in 0..5 {
             let t = Instant::now();
             for _ in 0..reps {
                 unsafe {
-                    gemm::gemm_packed_a(m, n, k, ap.as_ptr(), BSource::Matrix { b: b.as_ptr(), ldb: n, trans: false }, cbuf.as_mut_ptr(), n, &Epilogue::NONE, scratch.as_mut_ptr());
+                    let src = if b_packed { BSource::Packed(bp.as_ptr()) } else { BSource::Matrix { b: b.as_ptr(), ldb: n, trans: false } };
+                    gemm::gemm_packed_a(m, n, k, ap.as_ptr(), src, cbuf.as_mut_ptr(), n, &Epilogue::NONE, scratch.as_mut_ptr());
                 }
                 black_box(cbuf[0]);
             }
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
         }
         let g = gflops(m, n, k, best);
-        println!("{m:>6} {n:>6} {k:>6} {g:>10.1} {:>5.0}%", 100.0 * g / peak);
+        let tag = if b_packed { "  (B prepacked)" } else { "" };
+        println!("{m:>6} {n:>6} {k:>6} {g:>10.1} {:>5.0}%{tag}", 100.0 * g / peak);
+    }
+}
+
+/// Whole convolution layers through `conv_f32` (packing, im2col, epilogue included), with
+/// the weights packed as the compiler packs them. `ONNXC_CONV_FILTER=cin,cout,hw` picks one.
+fn conv_layers(peak: f64) {
+    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+    println!("{:>5} {:>5} {:>4} {:>3} {:>3} {:>10} {:>6}  path", "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak");
+    let filter = std::env::var("ONNXC_CONV_FILTER").ok();
+    for &(c, m, hw, k, st) in &[
+        (3i64, 64i64, 224i64, 7i64, 2i64),
+        (64, 64, 56, 3, 1),
+        (128, 128, 28, 3, 1),
+        (256, 256, 14, 3, 1),
+        (512, 512, 7, 3, 1),
+        (256, 1024, 14, 1, 1),
+        (1024, 256, 14, 1, 1),
+        (512, 2048, 7, 1, 1),
+        (2048, 512, 7, 1, 1),
+        (64, 256, 56, 1, 1),
+        (256, 64, 56, 1, 1),
+    ] {
+        if let Some(f) = &filter {
+            if *f != format!("{c},{m},{hw}") {
+                continue;
+            }
+        }
+        let pad = k / 2;
+        let o = (hw + 2 * pad - k) / st + 1;
+        let g = ConvGeometry { n: 1, c, m, group: 1, input: vec![hw, hw], kernel: vec![k, k], output: vec![o, o], strides: vec![st, st], dilations: vec![1, 1], pads: vec![pad, pad] };
+        let x = data((c * hw * hw) as usize);
+        let w = data((m * c * k * k) as usize);
+        let wp = g.pack_weights(&w);
+        let bias = data(m as usize);
+        let mut y = Buf::zeros((m * o * o) as usize);
+        let mut scratch = Buf::zeros(g.scratch_floats(true));
+        let flops = 2.0 * (m * o * o * c * k * k) as f64;
+        let reps = (4e8 / flops) as usize + 1;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                unsafe { conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), std::ptr::null(), 0.0, f32::INFINITY, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+                black_box(y[0]);
+            }
+            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+        }
+        let gf = flops / best / 1e9;
+        let path = if g.use_winograd() { "winograd" } else if g.pixel_major() { "pixel-major" } else { "channel-major" };
+        println!("{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}", 100.0 * gf / peak);
     }
 }
 
@@ -186,6 +253,7 @@ fn main() {
         }
     }
     conv_shapes(peak);
+    conv_layers(peak);
     let mut c = Criterion::default().configure_from_args().sample_size(10);
     println!("{:>6} {:>12} {:>8} {:>14} {:>8}", "size", "B per call", "%peak", "B prepacked", "%peak");
     for &s in &[64usize, 128, 256, 512, 1024] {

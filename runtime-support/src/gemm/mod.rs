@@ -10,6 +10,7 @@
 mod kernel;
 pub mod pack;
 
+pub use kernel::apply_ep;
 pub use pack::{MR, NR, packed_a_len, packed_b_len};
 
 /// Cache blocking: K block (panels stay in L1), M block (A block in L2), N block (B block in L3).
@@ -230,6 +231,87 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
             }
         }
         jc += nc;
+    }
+}
+
+/// Packs rows `i0..i0+mc`, depths `k0..k0+kc` of an A operand into `[⌈mc/MR⌉][kc][MR]`
+/// (arguments: i0, mc, k0, kc, dst).
+pub type APacker<'a> = &'a dyn Fn(usize, usize, usize, usize, *mut f32);
+
+/// Scratch floats `gemm_packed_b` needs: one packed A block.
+pub fn packed_b_scratch_len() -> usize {
+    MC.div_ceil(MR) * MR * KC
+}
+
+/// C = A · B_packed with A packed block by block by `pack_a` and B packed whole (`pack_b`
+/// layout, e.g. weights packed at compile time); no epilogue. This is the orientation for
+/// products with few rows of A streaming many columns of weights (convolutions with small
+/// outputs computed pixel-major): the weights stream once, in long contiguous panels.
+///
+/// # Safety
+/// `b` holds `packed_b_len(k, n)` floats; C (row stride `ldc`) holds the m × n result;
+/// `scratch` holds `packed_b_scratch_len()` floats; `pack_a` writes only its block; k > 0.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemm_packed_b(m: usize, n: usize, k: usize, pack_a: APacker<'_>, b: *const f32, c: *mut f32, ldc: usize, scratch: *mut f32) {
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let kern = kernel::select();
+    let step = kernel::wide(kern);
+    let mut pc = 0;
+    while pc < k {
+        let kc = k_block(k).min(k - pc);
+        let first = pc == 0;
+        let mut ic = 0;
+        while ic < m {
+            let mc = MC.min(m - ic);
+            pack_a(ic, mc, pc, kc, scratch);
+            let mut jr = 0;
+            while jr < n {
+                let width = step.min(n - jr);
+                // SAFETY: panel jr/NR of the packed B at depth pc.
+                let bpan = unsafe { b.add((jr / NR) * k * NR + pc * NR) };
+                let mut ir = 0;
+                while ir < mc {
+                    let mr = MR.min(mc - ir);
+                    // SAFETY: panel ir/MR of the packed A block.
+                    let apan = unsafe { scratch.add((ir / MR) * kc * MR) };
+                    // SAFETY: the tile lies inside C.
+                    let ct = unsafe { c.add((ic + ir) * ldc + jr) };
+                    #[cfg(target_arch = "x86_64")]
+                    if step == 2 * NR {
+                        // SAFETY: the second panel exists when the tile is wider than one.
+                        let panels = kernel::BPanels { b0: bpan, b1: if width > NR { unsafe { bpan.add(k * NR) } } else { bpan }, step: NR };
+                        // SAFETY: panels hold kc steps; tiles inside C.
+                        unsafe {
+                            if width == 2 * NR && ir + 2 * MR <= mc {
+                                kernel::tile_wide12(kc, apan, apan.add(kc * MR), panels, ct, ldc, !first, None, 0, 0);
+                                ir += 2 * MR;
+                            } else {
+                                if width == 2 * NR && mr == MR {
+                                    kernel::tile_wide(kc, apan, panels, ct, ldc, !first, None, 0, 0);
+                                } else {
+                                    kernel::tile_wide_partial(kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0);
+                                }
+                                ir += MR;
+                            }
+                        }
+                        continue;
+                    }
+                    let mut off = 0;
+                    while off < width {
+                        let nr = NR.min(width - off);
+                        // SAFETY: panels have kc entries; the tile is mr × nr inside C.
+                        unsafe { kernel::tile(kern, kc, apan, bpan.add((off / NR) * k * NR), ct.add(off), ldc, mr, nr, !first, None, 0, 0) };
+                        off += NR;
+                    }
+                    ir += MR;
+                }
+                jr += width;
+            }
+            ic += mc;
+        }
+        pc += kc;
     }
 }
 
