@@ -252,6 +252,14 @@ fn main() {
             println!("micro-kernel {}x{} (L1): {g:.1} GFLOP/s ({:.0}% of peak)", tile.0, tile.1, 100.0 * g / peak);
         }
     }
+    if std::env::var_os("ONNXC_EXP").is_some() {
+        experiment();
+        return;
+    }
+    if std::env::var_os("ONNXC_CONV_FILTER").is_some() {
+        conv_layers(peak);
+        return;
+    }
     conv_shapes(peak);
     conv_layers(peak);
     let mut c = Criterion::default().configure_from_args().sample_size(10);
@@ -292,5 +300,66 @@ fn main() {
         group.bench_function("b_per_call", |bch| bch.iter(|| run(false)));
         group.bench_function("b_prepacked", |bch| bch.iter(|| run(true)));
         group.finish();
+    }
+}
+
+fn experiment() {
+    let (m, n, k) = (64usize, 12544usize, 147usize);
+    let a = data(m * k);
+    let b = data(k * n);
+    let mut cbuf = Buf::zeros(m * n);
+    let mut ap = Buf::zeros(pack::packed_a_len(m, k));
+    let mut bp = Buf::zeros(pack::packed_b_len(k, n));
+    let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
+    unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
+    unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
+    let bpp = bp.as_ptr() as usize;
+    let bias = data(m);
+    let ep_relu = Epilogue { bias_row: bias.as_ptr(), bias_col: std::ptr::null(), residual: std::ptr::null(), lo: 0.0, hi: f32::INFINITY };
+    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+    let g = ConvGeometry { n: 1, c: 3, m: 64, group: 1, input: vec![224, 224], kernel: vec![7, 7], output: vec![112, 112], strides: vec![2, 2], dilations: vec![1, 1], pads: vec![3, 3] };
+    let x = data(3 * 224 * 224);
+    let wp = g.pack_weights(&a);
+    let mut cscratch = Buf::zeros(g.scratch_floats(true));
+    let mut best = [0f64; 7];
+    for _round in 0..9 {
+        let only: Option<usize> = std::env::var("ONNXC_EXP").ok().and_then(|v| v.parse().ok());
+        for mode in 0..7 {
+            if only.is_some_and(|o| o != mode) {
+                continue;
+            }
+            if mode == 6 {
+                let reps = 20;
+                let t = Instant::now();
+                for _ in 0..reps {
+                    unsafe { conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), std::ptr::null(), 0.0, f32::INFINITY, cbuf.as_mut_ptr(), cscratch.as_mut_ptr()) };
+                    black_box(cbuf[0]);
+                }
+                best[mode] = best[mode].max(gflops(m, n, k, t.elapsed().as_secs_f64() / reps as f64));
+                continue;
+            }
+            let copy = |pc: usize, kc: usize, jc: usize, nc: usize, dst: *mut f32| {
+                assert!(pc == 0 && kc == k);
+                if mode == 1 {
+                    unsafe { std::ptr::copy_nonoverlapping((bpp as *const f32).add(jc * k), dst, nc.div_ceil(16) * 16 * k) };
+                } else if mode == 2 || mode == 4 {
+                    unsafe { pack::pack_b_block(b.as_ptr(), n, false, pc, kc, jc, nc, dst) };
+                }
+            };
+            let reps = 20;
+            let t = Instant::now();
+            for _ in 0..reps {
+                let src = if mode == 0 { BSource::Packed(bp.as_ptr()) } else { BSource::Custom(&copy) };
+                let ep = if mode >= 4 { &ep_relu } else { &Epilogue::NONE };
+                unsafe { gemm::gemm_packed_a(m, n, k, ap.as_ptr(), src, cbuf.as_mut_ptr(), n, ep, scratch.as_mut_ptr()) };
+                black_box(cbuf[0]);
+            }
+            let g = gflops(m, n, k, t.elapsed().as_secs_f64() / reps as f64);
+            best[mode] = best[mode].max(g);
+        }
+    }
+    for mode in 0..7 {
+        let name = ["prepacked", "memcpy block", "pack_b_block", "no pack (stale)", "pack + bias/relu", "stale + bias/relu", "conv_f32"][mode];
+        println!("{name:>16}: {:.1} GF/s", best[mode]);
     }
 }

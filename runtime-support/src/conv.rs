@@ -137,9 +137,9 @@ impl ConvGeometry {
         }
         // Fraction of each tile's lanes doing useful work in either orientation. Packing the
         // im2col rows 6 wide costs more than 16 wide, so the switch needs a clear gain (at
-        // 7×7 outputs 0.91 vs 0.74: 8% faster; at 14×14, 0.99 vs 0.87: 4% slower).
+        // 7×7 outputs 0.91 vs 0.76: 8% faster; at 14×14, 0.99 vs 0.87: 4% slower).
         let eff = |rows: usize, cols: usize| (rows as f64 / rows.next_multiple_of(MR) as f64) * (cols as f64 / cols.next_multiple_of(2 * NR) as f64);
-        eff(n, m) > 1.2 * eff(m, n)
+        eff(n, m) > 1.15 * eff(m, n)
     }
 
     /// Floats of the packed weights of one group.
@@ -212,15 +212,18 @@ impl ConvGeometry {
     }
 }
 
-/// 2-D case of `pack_im2col`: each K row is written as runs of output positions along an
-/// output row; inside a run the input is read without bounds checks (stride 1: contiguous).
-/// Panels are `width` positions wide: NR for the B operand of the channel-major product, MR
-/// for the A operand of the pixel-major one (`ConvGeometry::pixel_major`).
+/// 2-D case of `pack_im2col`: each K row of the block is first built contiguously in a
+/// local row (runs of output positions along an output row: zeros where the tap falls in the
+/// padding, a contiguous copy at stride 1, a vectorized even-lane pick at stride 2), then
+/// split into the panels with fixed-size moves. Panels are `width` positions wide: NR for the
+/// B operand of the channel-major product, MR for the A operand of the pixel-major one
+/// (`ConvGeometry::pixel_major`). `nc` is at most `gemm::NC`.
 ///
 /// # Safety
 /// As `pack_im2col`.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
 unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32, width: usize) {
+    debug_assert!(width == NR || width == MR);
     let (ih, iw) = (g.input[0], g.input[1]);
     let ow = g.output[1];
     let (kh, kw) = (g.kernel[0], g.kernel[1]);
@@ -229,7 +232,11 @@ unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize,
     let (ph, pw) = (g.pads[0], g.pads[1]);
     let ks = (kh * kw) as usize;
     let plane_len = (ih * iw) as usize;
-    let padded = nc.div_ceil(width) * width;
+    let panels = nc.div_ceil(width);
+    // The K row of the block, padded with zeros to whole panels.
+    let mut row_buf = [0f32; gemm::NC + NR];
+    assert!(nc <= gemm::NC, "im2col block wider than the GEMM's N block");
+    let padded = panels * width;
     for kx in 0..kc {
         let kk = k0 + kx;
         let c = kk / ks;
@@ -237,77 +244,61 @@ unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize,
         let (ty, tx) = ((t / kw) * dh, (t % kw) * dw);
         // SAFETY: channel c of the group.
         let plane = unsafe { xg.add(c * plane_len) };
-        // Panel-aware writers: block column `rel` lives at panel rel / width, lane rel % width.
-        let zero = |rel: usize, len: usize| {
-            let mut i = 0;
-            while i < len {
-                let r = rel + i;
-                let lane = r % width;
-                let chunk = (width - lane).min(len - i);
-                // SAFETY: panel r / width, row kx, lanes lane..lane+chunk are inside dst.
-                unsafe { std::ptr::write_bytes(dst.add(((r / width) * kc + kx) * width + lane), 0, chunk) };
-                i += chunk;
-            }
-        };
-        let copy = |rel: usize, len: usize, src: *const f32, stride: usize| {
-            let mut i = 0;
-            while i < len {
-                let r = rel + i;
-                let lane = r % width;
-                let chunk = (width - lane).min(len - i);
-                // SAFETY: as above; src holds len elements at `stride`.
-                unsafe {
-                    let d = dst.add(((r / width) * kc + kx) * width + lane);
-                    if stride == 1 {
-                        // Whole panel rows as fixed-size moves (a variable-length copy of a
-                        // few floats would be a memmove call).
-                        if chunk == NR {
-                            d.cast::<[f32; NR]>().write_unaligned(src.add(i).cast::<[f32; NR]>().read_unaligned());
-                        } else if chunk == MR {
-                            d.cast::<[f32; MR]>().write_unaligned(src.add(i).cast::<[f32; MR]>().read_unaligned());
-                        } else {
-                            std::ptr::copy_nonoverlapping(src.add(i), d, chunk);
-                        }
-                    } else {
-                        for j in 0..chunk {
-                            *d.add(j) = *src.add((i + j) * stride);
-                        }
-                    }
-                }
-                i += chunk;
-            }
-        };
+        let out = &mut row_buf[..padded];
         let mut n = n0;
         while n < n0 + nc {
             let oy = n as i64 / ow;
             let ox0 = n as i64 % ow;
             let len = ((ow - ox0) as usize).min(n0 + nc - n);
-            let rel = n - n0;
+            let run = &mut out[n - n0..n - n0 + len];
             let iy = oy * sh + ty - ph;
             if iy < 0 || iy >= ih {
-                zero(rel, len);
+                run.fill(0.0);
             } else {
-                // SAFETY: row iy of the plane.
-                let row = unsafe { plane.add((iy * iw) as usize) };
                 let shift = tx - pw;
                 // Output columns whose input column lies inside the row: [lo, hi).
                 let lo = if shift >= 0 { 0 } else { (-shift + sw - 1) / sw };
                 let hi = if iw - shift <= 0 { 0 } else { (iw - shift + sw - 1) / sw };
                 let (a, b) = (ox0, ox0 + len as i64);
-                let (ia, ib) = (a.max(lo).min(b), b.min(hi).max(a.max(lo).min(b)));
-                zero(rel, (ia - a) as usize);
+                let ia = a.max(lo).min(b);
+                let ib = b.min(hi).max(ia);
+                let (za, zb) = ((ia - a) as usize, (ib - a) as usize);
+                run[..za].fill(0.0);
+                run[zb..].fill(0.0);
                 if ib > ia {
-                    // SAFETY: columns ia..ib map to input columns inside the row.
-                    let src = unsafe { row.offset((ia * sw + shift) as isize) };
-                    copy(rel + (ia - a) as usize, (ib - ia) as usize, src, sw as usize);
+                    let cnt = (ib - ia) as usize;
+                    let first = (iy * iw + ia * sw + shift) as usize;
+                    // The input columns ia*sw+shift .. (ib-1)*sw+shift of row iy: inside the row.
+                    let span = (cnt - 1) * sw as usize + 1;
+                    // SAFETY: the span lies inside row iy of the plane.
+                    let src = unsafe { std::slice::from_raw_parts(plane.add(first), span) };
+                    let dstr = &mut run[za..zb];
+                    match sw {
+                        1 => dstr.copy_from_slice(src),
+                        2 => crate::pool::pick_even(src, dstr),
+                        s => {
+                            for (j, d) in dstr.iter_mut().enumerate() {
+                                *d = src[j * s as usize];
+                            }
+                        }
+                    }
                 }
-                zero(rel + (ib - a) as usize, (b - ib) as usize);
             }
             n += len;
         }
-        // Zero the padding columns of the last panel.
-        if padded > nc {
-            zero(nc, padded - nc);
+        out[nc..].fill(0.0);
+        // Split the row into the panels.
+        for p in 0..panels {
+            // SAFETY: panel p, row kx of the block lies inside dst.
+            unsafe {
+                let d = dst.add((p * kc + kx) * width);
+                let s = out.as_ptr().add(p * width);
+                if width == NR {
+                    d.cast::<[f32; NR]>().write_unaligned(s.cast::<[f32; NR]>().read_unaligned());
+                } else {
+                    d.cast::<[f32; MR]>().write_unaligned(s.cast::<[f32; MR]>().read_unaligned());
+                }
+            }
         }
     }
 }

@@ -80,7 +80,7 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: 
 
 /// `dst[j] = src[2·j]` (`src` holds `2·dst.len() - 1` floats or more): the stride-2 pick
 /// that compilers leave scalar, with an AVX-512 two-source permute when the CPU has it.
-fn pick_even(src: &[f32], dst: &mut [f32]) {
+pub(crate) fn pick_even(src: &[f32], dst: &mut [f32]) {
     let n = dst.len();
     assert!(n == 0 || src.len() > 2 * (n - 1), "pick_even: source too short");
     let mut j = 0;

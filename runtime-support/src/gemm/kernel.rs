@@ -183,6 +183,8 @@ unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: us
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    const PF_B: usize = 8;
+    const PF_A: usize = 96;
     use super::{Epilogue, MR};
     use std::arch::x86_64::*;
 
@@ -319,6 +321,10 @@ mod avx512 {
         for _ in 0..kc {
             // SAFETY: panels hold kc steps.
             unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(p0.add(PF_B * bstep) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(p1.add(PF_B * bstep) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(q0.add(PF_A) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(q1.add(PF_A) as *const i8);
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
                 for r in 0..MR {

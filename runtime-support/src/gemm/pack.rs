@@ -68,22 +68,39 @@ pub unsafe fn pack_b(b: *const f32, ldb: usize, trans: bool, k: usize, n: usize,
 /// `b` valid for the matrix; `dst` holds `kc · ⌈nc/NR⌉·NR` floats.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
 pub unsafe fn pack_b_block(b: *const f32, ldb: usize, trans: bool, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32) {
-    for p in 0..nc.div_ceil(NR) {
+    let panels = nc.div_ceil(NR);
+    if !trans {
+        // Row by row: each source row segment is read once, sequentially (a panel-by-panel
+        // walk would touch kc rows — kc pages for wide matrices — per 64 bytes read).
+        let full = nc / NR;
+        for kx in 0..kc {
+            // SAFETY: row k0+kx of B has the nc columns starting at n0.
+            let src = unsafe { b.add((k0 + kx) * ldb + n0) };
+            for p in 0..full {
+                // SAFETY: panel p, row kx of dst; NR source floats of the row.
+                unsafe { dst.add((p * kc + kx) * NR).cast::<[f32; NR]>().write_unaligned(src.add(p * NR).cast::<[f32; NR]>().read_unaligned()) };
+            }
+            if full < panels {
+                let w = nc - full * NR;
+                // SAFETY: the last panel's row kx; w source floats.
+                let out = unsafe { std::slice::from_raw_parts_mut(dst.add((full * kc + kx) * NR), NR) };
+                for (c, o) in out.iter_mut().enumerate() {
+                    // SAFETY: column n0 + full*NR + c < n0 + nc.
+                    *o = if c < w { unsafe { *src.add(full * NR + c) } } else { 0.0 };
+                }
+            }
+        }
+        return;
+    }
+    for p in 0..panels {
         let j0 = n0 + p * NR;
         let w = NR.min(n0 + nc - j0);
         for kx in 0..kc {
             // SAFETY: the destination row of NR floats is inside dst.
             let out = unsafe { std::slice::from_raw_parts_mut(dst.add((p * kc + kx) * NR), NR) };
-            if trans {
-                for (c, o) in out.iter_mut().enumerate() {
-                    // SAFETY: (k0+kx, j0+c) inside B when c < w.
-                    *o = if c < w { unsafe { *b.add((j0 + c) * ldb + k0 + kx) } } else { 0.0 };
-                }
-            } else {
-                // SAFETY: row k0+kx of B has the w columns starting at j0.
-                let src = unsafe { std::slice::from_raw_parts(b.add((k0 + kx) * ldb + j0), w) };
-                out[..w].copy_from_slice(src);
-                out[w..].fill(0.0);
+            for (c, o) in out.iter_mut().enumerate() {
+                // SAFETY: (k0+kx, j0+c) inside B when c < w.
+                *o = if c < w { unsafe { *b.add((j0 + c) * ldb + k0 + kx) } } else { 0.0 };
             }
         }
     }
