@@ -138,6 +138,13 @@ fn conv_layers(peak: f64) {
         (1024, 256, 14, 1, 1),
         (512, 2048, 7, 1, 1),
         (2048, 512, 7, 1, 1),
+        // SqueezeNet's 3×3 expands, DenseNet's 3×3 growth convs (32 output channels).
+        (16, 64, 55, 3, 1),
+        (32, 128, 27, 3, 1),
+        (64, 256, 13, 3, 1),
+        (128, 32, 28, 3, 1),
+        (128, 32, 14, 3, 1),
+        (128, 32, 7, 3, 1),
         (64, 256, 56, 1, 1),
         (256, 64, 56, 1, 1),
     ] {
@@ -167,7 +174,15 @@ fn conv_layers(peak: f64) {
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
         }
         let gf = flops / best / 1e9;
-        let path = if g.use_winograd() { "winograd" } else if g.pixel_major() { "pixel-major" } else { "channel-major" };
+        let path = if g.use_winograd() {
+            "winograd"
+        } else if g.pixel_major() {
+            "pixel-major"
+        } else if g.uses_indirect() {
+            "indirect"
+        } else {
+            "channel-major"
+        };
         println!("{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}", 100.0 * gf / peak);
     }
 }

@@ -69,6 +69,26 @@ pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels,
     unsafe { avx512::kernel_12x32(kc, a0, a1, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
 }
 
+/// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
+/// `base + offs[k]` (an implicit-GEMM convolution reading shifted views of its padded input);
+/// no epilogue.
+///
+/// # Safety
+/// `select()` returned `Kern::Avx512`; A panels hold kc steps; every `base + offs[k]` is
+/// valid for 32 floats; the whole tile lies inside C.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_indirect(rows12: bool, kc: usize, a0: *const f32, a1: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+    // SAFETY: forwarded.
+    unsafe {
+        if rows12 {
+            avx512::kernel_12x32_ind(kc, a0, a1, base, offs, c, ldc, accumulate)
+        } else {
+            avx512::kernel_6x32_ind(kc, a0, base, offs, c, ldc, accumulate)
+        }
+    }
+}
+
 /// A full 6 × 2·NR tile from one A panel and 32 B columns.
 ///
 /// # Safety
@@ -183,6 +203,10 @@ unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: us
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    /// Software prefetch distances, in k steps of B (rows: for a B read in place they are a
+    /// row stride apart, which the hardware prefetchers do not follow across pages) and in
+    /// floats of an A panel (8 k steps ahead). Measured on ResNet-50's layers: up to 25%
+    /// faster on pointwise convs with in-place B, within noise elsewhere.
     const PF_B: usize = 8;
     const PF_A: usize = 96;
     use super::{Epilogue, MR};
@@ -347,6 +371,69 @@ mod avx512 {
         unsafe { store_tile!(acc, c, ldc, accumulate, ep, row, col; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }
     }
 
+    /// `kernel_12x32` with B row k at `base + offs[k]`.
+    ///
+    /// # Safety
+    /// As `tile_indirect`.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_12x32_ind(kc: usize, a0: *const f32, a1: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
+        let (mut q0, mut q1) = (a0, a1);
+        for kx in 0..kc {
+            // SAFETY: panels hold kc steps; B rows valid for 32 floats.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(q0.add(PF_A) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(q1.add(PF_A) as *const i8);
+                let p = base.offset(*offs.add(kx));
+                let x0 = _mm512_loadu_ps(p);
+                let x1 = _mm512_loadu_ps(p.add(16));
+                for r in 0..MR {
+                    let av = _mm512_set1_ps(*q0.add(r));
+                    acc[r][0] = _mm512_fmadd_ps(av, x0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(av, x1, acc[r][1]);
+                }
+                for r in 0..MR {
+                    let av = _mm512_set1_ps(*q1.add(r));
+                    acc[MR + r][0] = _mm512_fmadd_ps(av, x0, acc[MR + r][0]);
+                    acc[MR + r][1] = _mm512_fmadd_ps(av, x1, acc[MR + r][1]);
+                }
+                q0 = q0.add(MR);
+                q1 = q1.add(MR);
+            }
+        }
+        // SAFETY: the tile lies inside C (caller contract).
+        unsafe { store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }
+    }
+
+    /// `kernel_6x32` with B row k at `base + offs[k]`.
+    ///
+    /// # Safety
+    /// As `tile_indirect`.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_6x32_ind(kc: usize, a: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let mut ap = a;
+        for kx in 0..kc {
+            // SAFETY: as above.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(ap.add(PF_A) as *const i8);
+                let p = base.offset(*offs.add(kx));
+                let x0 = _mm512_loadu_ps(p);
+                let x1 = _mm512_loadu_ps(p.add(16));
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*ap.add(r));
+                    accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
+                    accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
+                }
+                ap = ap.add(MR);
+            }
+        }
+        // SAFETY: the tile lies inside C (caller contract).
+        unsafe { store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5) }
+    }
+
     /// 6×32 tile: 12 zmm accumulators; per k step two 16-float B loads (one per panel) and six
     /// broadcasts.
     ///
@@ -360,6 +447,9 @@ mod avx512 {
         for _ in 0..kc {
             // SAFETY: panels hold kc steps of MR / 16 floats.
             unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(p0.add(PF_B * bstep) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(p1.add(PF_B * bstep) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(ap.add(PF_A) as *const i8);
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
                 for (r, accr) in acc.iter_mut().enumerate() {

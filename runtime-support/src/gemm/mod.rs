@@ -315,6 +315,64 @@ pub unsafe fn gemm_packed_b(m: usize, n: usize, k: usize, pack_a: APacker<'_>, b
     }
 }
 
+/// Whether `gemm_indirect_b` can run on this CPU (it has AVX-512 kernels only).
+pub fn indirect_b_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        kernel::select() == kernel::Kern::Avx512
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// C = A_packed · B where row k of B is read in place at `base + offs[k]` (columns
+/// contiguous): an implicit-GEMM convolution over shifted views of a padded input, with no
+/// packing of B at all. Whole tiles only: C is computed for ⌈m/MR⌉·MR rows and ⌈n/32⌉·32
+/// columns, and every B row must be readable that far. No epilogue.
+///
+/// # Safety
+/// `indirect_b_available()`; `a` holds `packed_a_len(m, k)` floats; `offs` k entries with
+/// `base + offs[kx]` valid for ⌈n/32⌉·32 floats; C (row stride `ldc` ≥ ⌈n/32⌉·32) holds
+/// ⌈m/MR⌉·MR rows.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemm_indirect_b(m: usize, n: usize, k: usize, a: *const f32, base: *const f32, offs: &[isize], c: *mut f32, ldc: usize) {
+    debug_assert!(indirect_b_available() && offs.len() == k);
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let rows = m.div_ceil(MR) * MR;
+    let mut pc = 0;
+    while pc < k {
+        let kc = k_block(k).min(k - pc);
+        let first = pc == 0;
+        let mut ic = 0;
+        while ic < rows {
+            let mc = MC.min(rows - ic);
+            let mut jr = 0;
+            while jr < n {
+                let mut ir = 0;
+                while ir < mc {
+                    let row = ic + ir;
+                    let wide = ir + 2 * MR <= mc;
+                    // SAFETY: A panels row/MR (and the next when `wide`) exist up to `rows`;
+                    // the tile lies inside C; B rows are valid for the tile's 32 columns.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        let apan = a.add((row / MR) * k * MR + pc * MR);
+                        kernel::tile_indirect(wide, kc, apan, apan.add(k * MR), base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr), ldc, !first);
+                    }
+                    ir += if wide { 2 * MR } else { MR };
+                }
+                jr += 2 * NR;
+            }
+            ic += mc;
+        }
+        pc += kc;
+    }
+}
+
 /// General C = op(A) · op(B): packs A (and B unless packed) into `scratch`.
 ///
 /// # Safety
