@@ -22,7 +22,10 @@ struct Line([f32; 16]);
 
 impl Buf {
     fn zeros(len: usize) -> Buf {
-        Buf { lines: vec![Line([0.0; 16]); len.div_ceil(16)], len }
+        Buf {
+            lines: vec![Line([0.0; 16]); len.div_ceil(16)],
+            len,
+        }
     }
 }
 
@@ -57,7 +60,10 @@ fn gflops(m: usize, n: usize, k: usize, secs: f64) -> f64 {
 /// ResNet-50 and SqueezeNet, through the GEMM path convolutions take (packed A, B row-major:
 /// packed per block, or read in place where `read_b_in_place` decides so).
 fn conv_shapes(peak: f64) {
-    println!("{:>6} {:>6} {:>6} {:>10} {:>6}", "M", "N", "K", "GFLOP/s", "%peak");
+    println!(
+        "{:>6} {:>6} {:>6} {:>10} {:>6}",
+        "M", "N", "K", "GFLOP/s", "%peak"
+    );
     for &(m, n, k) in &[
         (64usize, 12544usize, 147usize),
         (64, 3136, 576),
@@ -109,8 +115,26 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
             let t = Instant::now();
             for _ in 0..reps {
                 unsafe {
-                    let src = if b_packed { BSource::Packed(bp.as_ptr()) } else { BSource::Matrix { b: b.as_ptr(), ldb: n, trans: false } };
-                    gemm::gemm_packed_a(m, n, k, ap.as_ptr(), src, cbuf.as_mut_ptr(), n, &Epilogue::NONE, scratch.as_mut_ptr());
+                    let src = if b_packed {
+                        BSource::Packed(bp.as_ptr())
+                    } else {
+                        BSource::Matrix {
+                            b: b.as_ptr(),
+                            ldb: n,
+                            trans: false,
+                        }
+                    };
+                    gemm::gemm_packed_a(
+                        m,
+                        n,
+                        k,
+                        ap.as_ptr(),
+                        src,
+                        cbuf.as_mut_ptr(),
+                        n,
+                        &Epilogue::NONE,
+                        scratch.as_mut_ptr(),
+                    );
                 }
                 black_box(cbuf[0]);
             }
@@ -118,7 +142,10 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
         }
         let g = gflops(m, n, k, best);
         let tag = if b_packed { "  (B prepacked)" } else { "" };
-        println!("{m:>6} {n:>6} {k:>6} {g:>10.1} {:>5.0}%{tag}", 100.0 * g / peak);
+        println!(
+            "{m:>6} {n:>6} {k:>6} {g:>10.1} {:>5.0}%{tag}",
+            100.0 * g / peak
+        );
     }
 }
 
@@ -126,7 +153,10 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
 /// the weights packed as the compiler packs them. `ONNXC_CONV_FILTER=cin,cout,hw` picks one.
 fn conv_layers(peak: f64) {
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
-    println!("{:>5} {:>5} {:>4} {:>3} {:>3} {:>10} {:>6}  path", "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak");
+    println!(
+        "{:>5} {:>5} {:>4} {:>3} {:>3} {:>10} {:>6}  path",
+        "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak"
+    );
     let filter = std::env::var("ONNXC_CONV_FILTER").ok();
     for &(c, m, hw, k, st) in &[
         (3i64, 64i64, 224i64, 7i64, 2i64),
@@ -155,7 +185,18 @@ fn conv_layers(peak: f64) {
         }
         let pad = k / 2;
         let o = (hw + 2 * pad - k) / st + 1;
-        let g = ConvGeometry { n: 1, c, m, group: 1, input: vec![hw, hw], kernel: vec![k, k], output: vec![o, o], strides: vec![st, st], dilations: vec![1, 1], pads: vec![pad, pad] };
+        let g = ConvGeometry {
+            n: 1,
+            c,
+            m,
+            group: 1,
+            input: vec![hw, hw],
+            kernel: vec![k, k],
+            output: vec![o, o],
+            strides: vec![st, st],
+            dilations: vec![1, 1],
+            pads: vec![pad, pad],
+        };
         let x = data((c * hw * hw) as usize);
         let w = data((m * c * k * k) as usize);
         let wp = g.pack_weights(&w);
@@ -168,7 +209,20 @@ fn conv_layers(peak: f64) {
         for _ in 0..5 {
             let t = Instant::now();
             for _ in 0..reps {
-                unsafe { conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), std::ptr::null(), 0.0, f32::INFINITY, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+                unsafe {
+                    conv_f32(
+                        &g,
+                        x.as_ptr(),
+                        wp.as_ptr(),
+                        true,
+                        bias.as_ptr(),
+                        std::ptr::null(),
+                        0.0,
+                        f32::INFINITY,
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
+                };
                 black_box(y[0]);
             }
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
@@ -183,7 +237,10 @@ fn conv_layers(peak: f64) {
         } else {
             "channel-major"
         };
-        println!("{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}", 100.0 * gf / peak);
+        println!(
+            "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}",
+            100.0 * gf / peak
+        );
     }
 }
 
@@ -196,8 +253,22 @@ fn measured_peak() -> f64 {
         macro_rules! chains {
             ($set:ident, $fma:ident, $n:expr) => {{
                 let (a, b) = ($set(0.999_999), $set(1e-7));
-                let (mut v0, mut v1, mut v2, mut v3, mut v4, mut v5) = ($set(0.0), $set(0.1), $set(0.2), $set(0.3), $set(0.4), $set(0.5));
-                let (mut v6, mut v7, mut v8, mut v9, mut v10, mut v11) = ($set(0.6), $set(0.7), $set(0.8), $set(0.9), $set(1.0), $set(1.1));
+                let (mut v0, mut v1, mut v2, mut v3, mut v4, mut v5) = (
+                    $set(0.0),
+                    $set(0.1),
+                    $set(0.2),
+                    $set(0.3),
+                    $set(0.4),
+                    $set(0.5),
+                );
+                let (mut v6, mut v7, mut v8, mut v9, mut v10, mut v11) = (
+                    $set(0.6),
+                    $set(0.7),
+                    $set(0.8),
+                    $set(0.9),
+                    $set(1.0),
+                    $set(1.1),
+                );
                 for _ in 0..$n {
                     v0 = $fma(v0, a, b);
                     v1 = $fma(v1, a, b);
@@ -247,11 +318,17 @@ fn measured_peak() -> f64 {
 }
 
 fn main() {
-    let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(measured_peak);
+    let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(measured_peak);
     println!("measured single-core peak: {peak:.1} GFLOP/s");
     // The micro-kernel alone, panels in L1: the ceiling for everything below.
     {
-        let kc: usize = std::env::var("KCB").ok().and_then(|v| v.parse().ok()).unwrap_or(gemm::KC);
+        let kc: usize = std::env::var("KCB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(gemm::KC);
         let a = data(12 * kc);
         let b = data(32 * kc);
         let mut cb = Buf::zeros(12 * 32);
@@ -259,12 +336,18 @@ fn main() {
         let t = Instant::now();
         let mut tile = (0, 0);
         for _ in 0..n {
-            tile = unsafe { gemm::microkernel_only(kc, a.as_ptr(), b.as_ptr(), cb.as_mut_ptr(), 32) };
+            tile =
+                unsafe { gemm::microkernel_only(kc, a.as_ptr(), b.as_ptr(), cb.as_mut_ptr(), 32) };
         }
         black_box(cb[0]);
         if tile.0 > 0 {
             let g = gflops(tile.0 * n, tile.1, kc, t.elapsed().as_secs_f64());
-            println!("micro-kernel {}x{} (L1): {g:.1} GFLOP/s ({:.0}% of peak)", tile.0, tile.1, 100.0 * g / peak);
+            println!(
+                "micro-kernel {}x{} (L1): {g:.1} GFLOP/s ({:.0}% of peak)",
+                tile.0,
+                tile.1,
+                100.0 * g / peak
+            );
         }
     }
     if std::env::var_os("ONNXC_EXP").is_some() {
@@ -278,7 +361,10 @@ fn main() {
     conv_shapes(peak);
     conv_layers(peak);
     let mut c = Criterion::default().configure_from_args().sample_size(10);
-    println!("{:>6} {:>12} {:>8} {:>14} {:>8}", "size", "B per call", "%peak", "B prepacked", "%peak");
+    println!(
+        "{:>6} {:>12} {:>8} {:>14} {:>8}",
+        "size", "B per call", "%peak", "B prepacked", "%peak"
+    );
     for &s in &[64usize, 128, 256, 512, 1024] {
         let (m, n, k) = (s, s, s);
         let a = data(m * k);
@@ -292,8 +378,26 @@ fn main() {
             pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
         }
         let mut run = |packed_b: bool| unsafe {
-            let src = if packed_b { BSource::Packed(bp.as_ptr()) } else { BSource::Matrix { b: b.as_ptr(), ldb: n, trans: false } };
-            gemm::gemm_packed_a(m, n, k, ap.as_ptr(), src, cbuf.as_mut_ptr(), n, &Epilogue::NONE, scratch.as_mut_ptr());
+            let src = if packed_b {
+                BSource::Packed(bp.as_ptr())
+            } else {
+                BSource::Matrix {
+                    b: b.as_ptr(),
+                    ldb: n,
+                    trans: false,
+                }
+            };
+            gemm::gemm_packed_a(
+                m,
+                n,
+                k,
+                ap.as_ptr(),
+                src,
+                cbuf.as_mut_ptr(),
+                n,
+                &Epilogue::NONE,
+                scratch.as_mut_ptr(),
+            );
             black_box(cbuf[0]);
         };
         // Quick direct measurement for the table (best of several runs).
@@ -309,7 +413,11 @@ fn main() {
             }
         }
         let (g0, g1) = (gflops(m, n, k, best[0]), gflops(m, n, k, best[1]));
-        println!("{s:>6} {g0:>9.1} GF {:>7.0}% {g1:>11.1} GF {:>7.0}%", 100.0 * g0 / peak, 100.0 * g1 / peak);
+        println!(
+            "{s:>6} {g0:>9.1} GF {:>7.0}% {g1:>11.1} GF {:>7.0}%",
+            100.0 * g0 / peak,
+            100.0 * g1 / peak
+        );
         let mut group = c.benchmark_group(format!("sgemm_{s}"));
         group.throughput(Throughput::Elements((2 * m * n * k) as u64));
         group.bench_function("b_per_call", |bch| bch.iter(|| run(false)));
@@ -330,9 +438,26 @@ fn experiment() {
     unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
     let bpp = bp.as_ptr() as usize;
     let bias = data(m);
-    let ep_relu = Epilogue { bias_row: bias.as_ptr(), bias_col: std::ptr::null(), residual: std::ptr::null(), lo: 0.0, hi: f32::INFINITY };
+    let ep_relu = Epilogue {
+        bias_row: bias.as_ptr(),
+        bias_col: std::ptr::null(),
+        residual: std::ptr::null(),
+        lo: 0.0,
+        hi: f32::INFINITY,
+    };
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
-    let g = ConvGeometry { n: 1, c: 3, m: 64, group: 1, input: vec![224, 224], kernel: vec![7, 7], output: vec![112, 112], strides: vec![2, 2], dilations: vec![1, 1], pads: vec![3, 3] };
+    let g = ConvGeometry {
+        n: 1,
+        c: 3,
+        m: 64,
+        group: 1,
+        input: vec![224, 224],
+        kernel: vec![7, 7],
+        output: vec![112, 112],
+        strides: vec![2, 2],
+        dilations: vec![1, 1],
+        pads: vec![3, 3],
+    };
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);
     let mut cscratch = Buf::zeros(g.scratch_floats(true));
@@ -347,16 +472,36 @@ fn experiment() {
                 let reps = 20;
                 let t = Instant::now();
                 for _ in 0..reps {
-                    unsafe { conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), std::ptr::null(), 0.0, f32::INFINITY, cbuf.as_mut_ptr(), cscratch.as_mut_ptr()) };
+                    unsafe {
+                        conv_f32(
+                            &g,
+                            x.as_ptr(),
+                            wp.as_ptr(),
+                            true,
+                            bias.as_ptr(),
+                            std::ptr::null(),
+                            0.0,
+                            f32::INFINITY,
+                            cbuf.as_mut_ptr(),
+                            cscratch.as_mut_ptr(),
+                        )
+                    };
                     black_box(cbuf[0]);
                 }
-                best[mode] = best[mode].max(gflops(m, n, k, t.elapsed().as_secs_f64() / reps as f64));
+                best[mode] =
+                    best[mode].max(gflops(m, n, k, t.elapsed().as_secs_f64() / reps as f64));
                 continue;
             }
             let copy = |pc: usize, kc: usize, jc: usize, nc: usize, dst: *mut f32| {
                 assert!(pc == 0 && kc == k);
                 if mode == 1 {
-                    unsafe { std::ptr::copy_nonoverlapping((bpp as *const f32).add(jc * k), dst, nc.div_ceil(16) * 16 * k) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (bpp as *const f32).add(jc * k),
+                            dst,
+                            nc.div_ceil(16) * 16 * k,
+                        )
+                    };
                 } else if mode == 2 || mode == 4 {
                     unsafe { pack::pack_b_block(b.as_ptr(), n, false, pc, kc, jc, nc, dst) };
                 }
@@ -364,9 +509,25 @@ fn experiment() {
             let reps = 20;
             let t = Instant::now();
             for _ in 0..reps {
-                let src = if mode == 0 { BSource::Packed(bp.as_ptr()) } else { BSource::Custom(&copy) };
+                let src = if mode == 0 {
+                    BSource::Packed(bp.as_ptr())
+                } else {
+                    BSource::Custom(&copy)
+                };
                 let ep = if mode >= 4 { &ep_relu } else { &Epilogue::NONE };
-                unsafe { gemm::gemm_packed_a(m, n, k, ap.as_ptr(), src, cbuf.as_mut_ptr(), n, ep, scratch.as_mut_ptr()) };
+                unsafe {
+                    gemm::gemm_packed_a(
+                        m,
+                        n,
+                        k,
+                        ap.as_ptr(),
+                        src,
+                        cbuf.as_mut_ptr(),
+                        n,
+                        ep,
+                        scratch.as_mut_ptr(),
+                    )
+                };
                 black_box(cbuf[0]);
             }
             let g = gflops(m, n, k, t.elapsed().as_secs_f64() / reps as f64);
@@ -374,7 +535,15 @@ fn experiment() {
         }
     }
     for mode in 0..7 {
-        let name = ["prepacked", "memcpy block", "pack_b_block", "no pack (stale)", "pack + bias/relu", "stale + bias/relu", "conv_f32"][mode];
+        let name = [
+            "prepacked",
+            "memcpy block",
+            "pack_b_block",
+            "no pack (stale)",
+            "pack + bias/relu",
+            "stale + bias/relu",
+            "conv_f32",
+        ][mode];
         println!("{name:>16}: {:.1} GF/s", best[mode]);
     }
 }

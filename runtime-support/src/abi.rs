@@ -37,7 +37,15 @@ pub const WORKSPACE_ALIGN: usize = 64;
 const HUGE_PAGE: usize = 2 << 20;
 
 fn workspace_layout(total: usize) -> Option<Layout> {
-    Layout::from_size_align(total, if total >= HUGE_PAGE { HUGE_PAGE } else { WORKSPACE_ALIGN }).ok()
+    Layout::from_size_align(
+        total,
+        if total >= HUGE_PAGE {
+            HUGE_PAGE
+        } else {
+            WORKSPACE_ALIGN
+        },
+    )
+    .ok()
 }
 
 #[cfg(target_os = "linux")]
@@ -64,8 +72,12 @@ fn advise_huge_pages(_: *mut u8, _: usize) {}
 /// The result must be released with `onnxc_workspace_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_workspace_alloc(size: u64) -> *mut u8 {
-    let Some(total) = (size as usize).checked_add(WORKSPACE_ALIGN) else { return std::ptr::null_mut() };
-    let Some(layout) = workspace_layout(total) else { return std::ptr::null_mut() };
+    let Some(total) = (size as usize).checked_add(WORKSPACE_ALIGN) else {
+        return std::ptr::null_mut();
+    };
+    let Some(layout) = workspace_layout(total) else {
+        return std::ptr::null_mut();
+    };
     // SAFETY: layout has non-zero size.
     let base = unsafe { alloc(layout) };
     if base.is_null() {
@@ -90,7 +102,10 @@ pub unsafe extern "C" fn onnxc_workspace_free(p: *mut u8) {
     unsafe {
         let base = p.sub(WORKSPACE_ALIGN);
         let total = (base as *const usize).read();
-        dealloc(base, workspace_layout(total).expect("the layout it was allocated with"));
+        dealloc(
+            base,
+            workspace_layout(total).expect("the layout it was allocated with"),
+        );
     }
 }
 

@@ -26,7 +26,14 @@ impl ConvGeometry {
     /// `[nsp, n, c, m, group, input.., kernel.., output.., strides.., dilations.., pads..]`.
     pub fn encode(&self) -> Vec<i64> {
         let mut p = vec![self.input.len() as i64, self.n, self.c, self.m, self.group];
-        for v in [&self.input, &self.kernel, &self.output, &self.strides, &self.dilations, &self.pads] {
+        for v in [
+            &self.input,
+            &self.kernel,
+            &self.output,
+            &self.strides,
+            &self.dilations,
+            &self.pads,
+        ] {
             p.extend_from_slice(v);
         }
         p
@@ -77,7 +84,10 @@ impl ConvGeometry {
     }
 
     pub fn is_pointwise(&self) -> bool {
-        self.kernel.iter().all(|&k| k == 1) && self.strides.iter().all(|&s| s == 1) && self.pads.iter().all(|&p| p == 0) && self.input == self.output
+        self.kernel.iter().all(|&k| k == 1)
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pads.iter().all(|&p| p == 0)
+            && self.input == self.output
     }
 
     /// One input and one output channel per group: a direct kernel, weights unpacked.
@@ -94,13 +104,18 @@ impl ConvGeometry {
         let ph = (self.input[0] + self.pads[0]) as usize + self.pad_end_2d(0);
         let pw = (self.input[1] + self.pads[1]) as usize + self.pad_end_2d(1);
         let (qh, qw) = (ph.div_ceil(s(0)), pw.div_ceil(s(1)));
-        let slack = qw * ((self.kernel[0] * self.dilations[0]) as usize / s(0) + 1) + (self.kernel[1] * self.dilations[1]) as usize + 16;
+        let slack = qw * ((self.kernel[0] * self.dilations[0]) as usize / s(0) + 1)
+            + (self.kernel[1] * self.dilations[1]) as usize
+            + 16;
         Some((qh, qw, slack))
     }
 
     /// Bottom/right padding needed so that every tap of every output is inside the plane.
     fn pad_end_2d(&self, d: usize) -> usize {
-        ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1 - self.input[d] - self.pads[d]).max(0) as usize
+        ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1
+            - self.input[d]
+            - self.pads[d])
+            .max(0) as usize
     }
 
     fn depthwise_scratch(&self) -> usize {
@@ -143,7 +158,10 @@ impl ConvGeometry {
         // Fraction of each tile's lanes doing useful work in either orientation. Packing the
         // im2col rows 6 wide costs more than 16 wide, so the switch needs a clear gain (at
         // 7×7 outputs 0.91 vs 0.76: 8% faster; at 14×14, 0.99 vs 0.87: 4% slower).
-        let eff = |rows: usize, cols: usize| (rows as f64 / rows.next_multiple_of(MR) as f64) * (cols as f64 / cols.next_multiple_of(2 * NR) as f64);
+        let eff = |rows: usize, cols: usize| {
+            (rows as f64 / rows.next_multiple_of(MR) as f64)
+                * (cols as f64 / cols.next_multiple_of(2 * NR) as f64)
+        };
         eff(n, m) > 1.15 * eff(m, n)
     }
 
@@ -153,7 +171,13 @@ impl ConvGeometry {
     /// from offset ty·pitch + tx — no im2col packing at all. Returns (padded rows, pitch,
     /// columns computed) or None when the layer takes another path.
     fn indirect_dims(&self) -> Option<(usize, usize, usize)> {
-        if self.input.len() != 2 || self.strides != [1, 1] || self.is_pointwise() || self.is_depthwise() || self.use_winograd() || self.kdim() == 0 {
+        if self.input.len() != 2
+            || self.strides != [1, 1]
+            || self.is_pointwise()
+            || self.is_depthwise()
+            || self.use_winograd()
+            || self.kdim() == 0
+        {
             return None;
         }
         let ext = |d: usize| ((self.kernel[d] - 1) * self.dilations[d] + 1) as usize;
@@ -191,7 +215,11 @@ impl ConvGeometry {
 
     /// Floats of the packed weights of one group.
     fn packed_weights_per_group(&self) -> usize {
-        if self.pixel_major() { pack::packed_b_len(self.kdim(), self.mg()) } else { pack::packed_a_len(self.mg(), self.kdim()) }
+        if self.pixel_major() {
+            pack::packed_b_len(self.kdim(), self.mg())
+        } else {
+            pack::packed_a_len(self.mg(), self.kdim())
+        }
     }
 
     /// Floats of the packed weights (`pack_weights`).
@@ -234,7 +262,11 @@ impl ConvGeometry {
         if self.is_depthwise() {
             return w.to_vec();
         }
-        assert_eq!(w.len(), self.m as usize * self.kdim(), "conv weights of the wrong size");
+        assert_eq!(
+            w.len(),
+            self.m as usize * self.kdim(),
+            "conv weights of the wrong size"
+        );
         let mut out = vec![0f32; self.packed_weights_len()];
         // SAFETY: sizes checked above.
         unsafe { self.pack_gemm_weights(w.as_ptr(), out.as_mut_ptr()) };
@@ -244,7 +276,11 @@ impl ConvGeometry {
     /// Scratch floats `onnxc_conv_f32` needs (plus the packed weights when they are packed at
     /// run time).
     pub fn scratch_floats(&self, weights_packed: bool) -> usize {
-        let w = if weights_packed { 0 } else { self.packed_weights_len() };
+        let w = if weights_packed {
+            0
+        } else {
+            self.packed_weights_len()
+        };
         let b = if self.use_winograd() {
             self.winograd_scratch()
         } else if self.is_depthwise() {
@@ -270,7 +306,16 @@ impl ConvGeometry {
 /// # Safety
 /// As `pack_im2col`.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
-unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32, width: usize) {
+unsafe fn pack_im2col_2d(
+    g: &ConvGeometry,
+    xg: *const f32,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    nc: usize,
+    dst: *mut f32,
+    width: usize,
+) {
     debug_assert!(width == NR || width == MR);
     let (ih, iw) = (g.input[0], g.input[1]);
     let ow = g.output[1];
@@ -305,8 +350,16 @@ unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize,
             } else {
                 let shift = tx - pw;
                 // Output columns whose input column lies inside the row: [lo, hi).
-                let lo = if shift >= 0 { 0 } else { (-shift + sw - 1) / sw };
-                let hi = if iw - shift <= 0 { 0 } else { (iw - shift + sw - 1) / sw };
+                let lo = if shift >= 0 {
+                    0
+                } else {
+                    (-shift + sw - 1) / sw
+                };
+                let hi = if iw - shift <= 0 {
+                    0
+                } else {
+                    (iw - shift + sw - 1) / sw
+                };
                 let (a, b) = (ox0, ox0 + len as i64);
                 let ia = a.max(lo).min(b);
                 let ib = b.min(hi).max(ia);
@@ -342,9 +395,11 @@ unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize,
                 let d = dst.add((p * kc + kx) * width);
                 let s = out.as_ptr().add(p * width);
                 if width == NR {
-                    d.cast::<[f32; NR]>().write_unaligned(s.cast::<[f32; NR]>().read_unaligned());
+                    d.cast::<[f32; NR]>()
+                        .write_unaligned(s.cast::<[f32; NR]>().read_unaligned());
                 } else {
-                    d.cast::<[f32; MR]>().write_unaligned(s.cast::<[f32; MR]>().read_unaligned());
+                    d.cast::<[f32; MR]>()
+                        .write_unaligned(s.cast::<[f32; MR]>().read_unaligned());
                 }
             }
         }
@@ -357,7 +412,16 @@ unsafe fn pack_im2col_2d(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize,
 /// `xg` holds the group's `cg` input channel planes; `dst` has room for the block;
 /// `base` holds the (spatial origin per dim) of every output position of the block.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
-unsafe fn pack_im2col(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32, base: &mut Vec<[i64; 3]>) {
+unsafe fn pack_im2col(
+    g: &ConvGeometry,
+    xg: *const f32,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    nc: usize,
+    dst: *mut f32,
+    base: &mut Vec<[i64; 3]>,
+) {
     let nsp = g.input.len();
     let ks = g.ksize();
     let isz = g.isize();
@@ -412,7 +476,11 @@ unsafe fn pack_im2col(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0
                     off = off * g.input[d] + q;
                 }
                 // SAFETY: inside means the tap lies in the channel plane.
-                *o = if inside { unsafe { *plane.add(off as usize) } } else { 0.0 };
+                *o = if inside {
+                    unsafe { *plane.add(off as usize) }
+                } else {
+                    0.0
+                };
             }
         }
     }
@@ -425,13 +493,41 @@ unsafe fn pack_im2col(g: &ConvGeometry, xg: *const f32, k0: usize, kc: usize, n0
 /// # Safety
 /// `scratch` holds `depthwise_scratch()` floats; `x`/`y`/`w` one plane and its kernel.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_plane_2d(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32, qh: usize, qw: usize, slack: usize) {
-    crate::multiversion!(depthwise_body(g, x, w, y, bias, resid, lo, hi, scratch, qh, qw, slack))
+unsafe fn depthwise_plane_2d(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    bias: f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+    scratch: *mut f32,
+    qh: usize,
+    qw: usize,
+    slack: usize,
+) {
+    crate::multiversion!(depthwise_body(
+        g, x, w, y, bias, resid, lo, hi, scratch, qh, qw, slack
+    ))
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-fn depthwise_body(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32, qh: usize, qw: usize, slack: usize) {
+fn depthwise_body(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    bias: f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+    scratch: *mut f32,
+    qh: usize,
+    qw: usize,
+    slack: usize,
+) {
     let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
     let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
@@ -444,7 +540,10 @@ fn depthwise_body(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, b
     let (phases, out) = unsafe {
         let padded_len = qh * s0 * qw * s1;
         let phases = std::slice::from_raw_parts_mut(scratch.add(padded_len), s0 * s1 * phase_len);
-        let out = std::slice::from_raw_parts_mut(scratch.add(padded_len + s0 * s1 * phase_len), oh * qw + slack);
+        let out = std::slice::from_raw_parts_mut(
+            scratch.add(padded_len + s0 * s1 * phase_len),
+            oh * qw + slack,
+        );
         (phases, out)
     };
     phases.fill(0.0);
@@ -519,7 +618,17 @@ fn depthwise_body(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, b
 /// # Safety
 /// `x`/`y` are one input/output plane, `w` the channel's kernel.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, bias: f32, resid: *const f32, lo: f32, hi: f32, scratch: *mut f32) {
+unsafe fn depthwise_plane(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    bias: f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+    scratch: *mut f32,
+) {
     let nsp = g.input.len();
     if let (2, Some((qh, qw, slack))) = (nsp, g.depthwise_dims()) {
         // SAFETY: scratch holds depthwise_scratch() floats; planes as described.
@@ -556,7 +665,11 @@ unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mu
                 acc += unsafe { *x.add(off as usize) * *w.add(t) };
             }
         }
-        let r = if resid.is_null() { 0.0 } else { unsafe { *resid.add(o) } };
+        let r = if resid.is_null() {
+            0.0
+        } else {
+            unsafe { *resid.add(o) }
+        };
         // SAFETY: inside the output plane.
         unsafe { *y.add(o) = (acc + r).max(lo).min(hi) };
     }
@@ -566,7 +679,18 @@ unsafe fn depthwise_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mu
 /// Buffers valid for the geometry; `w` packed by `pack_weights` (or raw `[M, C/g, k…]` weights
 /// when `!weights_packed`); `scratch` holds `scratch_floats(weights_packed)` floats.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_packed: bool, bias: *const f32, residual: *const f32, lo: f32, hi: f32, y: *mut f32, scratch: *mut f32) {
+pub unsafe fn conv_f32(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    weights_packed: bool,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
     if g.is_depthwise() {
         for b in 0..g.n as usize {
@@ -575,8 +699,22 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
                 // SAFETY: plane offsets inside x, y and the residual.
                 unsafe {
                     let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
-                    let r = if residual.is_null() { residual } else { residual.add(plane * osz) };
-                    depthwise_plane(g, x.add((b * g.c as usize + ch) * isz), w.add(ch * g.ksize()), y.add(plane * osz), bv, r, lo, hi, scratch);
+                    let r = if residual.is_null() {
+                        residual
+                    } else {
+                        residual.add(plane * osz)
+                    };
+                    depthwise_plane(
+                        g,
+                        x.add((b * g.c as usize + ch) * isz),
+                        w.add(ch * g.ksize()),
+                        y.add(plane * osz),
+                        bv,
+                        r,
+                        lo,
+                        hi,
+                        scratch,
+                    );
                 }
             }
         }
@@ -616,9 +754,17 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
                 let xg = x.add((b * g.c as usize + grp * cg) * isz);
                 let yg = y.add((b * g.m as usize + grp * mg) * osz);
                 let ep = Epilogue {
-                    bias_row: if bias.is_null() { bias } else { bias.add(grp * mg) },
+                    bias_row: if bias.is_null() {
+                        bias
+                    } else {
+                        bias.add(grp * mg)
+                    },
                     bias_col: std::ptr::null(),
-                    residual: if residual.is_null() { residual } else { residual.add((b * g.m as usize + grp * mg) * osz) },
+                    residual: if residual.is_null() {
+                        residual
+                    } else {
+                        residual.add((b * g.m as usize + grp * mg) * osz)
+                    },
                     lo,
                     hi,
                 };
@@ -627,21 +773,62 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
                     // C^T[osz × mg] = cols^T · W^T into scratch, then stored transposed.
                     let ct = rest;
                     let ablock = rest.add((osz * mg).next_multiple_of(16));
-                    let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| pack_im2col_2d(g, xg, k0, kc, i0, mc, dst, MR);
+                    let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
+                        pack_im2col_2d(g, xg, k0, kc, i0, mc, dst, MR)
+                    };
                     gemm::gemm_packed_b(osz, mg, kd, &packer, a, ct, mg, ablock);
                     store_transposed(ct, osz, mg, yg, &ep);
-                } else if let (Some(dims), true) = (g.indirect_dims(), gemm::indirect_b_available()) {
+                } else if let (Some(dims), true) = (g.indirect_dims(), gemm::indirect_b_available())
+                {
                     conv_indirect(g, dims, xg, a, yg, &ep, rest);
                 } else if g.is_pointwise() {
-                    gemm::gemm_packed_a(mg, osz, kd, a, BSource::Matrix { b: xg, ldb: osz, trans: false }, yg, osz, &ep, rest);
+                    gemm::gemm_packed_a(
+                        mg,
+                        osz,
+                        kd,
+                        a,
+                        BSource::Matrix {
+                            b: xg,
+                            ldb: osz,
+                            trans: false,
+                        },
+                        yg,
+                        osz,
+                        &ep,
+                        rest,
+                    );
                 } else {
                     if g.input.len() == 2 {
-                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col_2d(g, xg, k0, kc, n0, nc, dst, NR);
-                        gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
+                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
+                            pack_im2col_2d(g, xg, k0, kc, n0, nc, dst, NR)
+                        };
+                        gemm::gemm_packed_a(
+                            mg,
+                            osz,
+                            kd,
+                            a,
+                            BSource::Custom(&packer),
+                            yg,
+                            osz,
+                            &ep,
+                            rest,
+                        );
                     } else {
                         let base_ref = std::cell::RefCell::new(&mut base);
-                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut());
-                        gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, &ep, rest);
+                        let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
+                            pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut())
+                        };
+                        gemm::gemm_packed_a(
+                            mg,
+                            osz,
+                            kd,
+                            a,
+                            BSource::Custom(&packer),
+                            yg,
+                            osz,
+                            &ep,
+                            rest,
+                        );
                     }
                 }
             }
@@ -654,7 +841,15 @@ pub unsafe fn conv_f32(g: &ConvGeometry, x: *const f32, w: *const f32, weights_p
 /// # Safety
 /// As `conv_f32` for one group: `xg` the group's input planes, `a` its packed weights, `yg`
 /// its output planes, `scratch` at least `indirect_scratch()` floats.
-unsafe fn conv_indirect(g: &ConvGeometry, (hp, wp, cols): (usize, usize, usize), xg: *const f32, a: *const f32, yg: *mut f32, ep: &Epilogue, scratch: *mut f32) {
+unsafe fn conv_indirect(
+    g: &ConvGeometry,
+    (hp, wp, cols): (usize, usize, usize),
+    xg: *const f32,
+    a: *const f32,
+    yg: *mut f32,
+    ep: &Epilogue,
+    scratch: *mut f32,
+) {
     let (cg, mg, kd) = (g.cg(), g.mg(), g.kdim());
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
@@ -699,7 +894,11 @@ unsafe fn conv_indirect(g: &ConvGeometry, (hp, wp, cols): (usize, usize, usize),
     debug_assert!(ep.bias_col.is_null(), "convolutions have no column bias");
     let osz = oh * ow;
     for co in 0..mg {
-        let bias = if ep.bias_row.is_null() { 0.0 } else { unsafe { *ep.bias_row.add(co) } };
+        let bias = if ep.bias_row.is_null() {
+            0.0
+        } else {
+            unsafe { *ep.bias_row.add(co) }
+        };
         for oy in 0..oh {
             // SAFETY: row co of the result and of y (and the residual, laid out like y).
             unsafe {
@@ -739,12 +938,20 @@ unsafe fn store_transposed(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: 
                 let mut blk = [[0f32; B]; B];
                 for (i, row) in blk.iter_mut().enumerate() {
                     // SAFETY: row p0+i, columns c0..c0+8 of ct.
-                    *row = unsafe { ct.add((p0 + i) * m + c0).cast::<[f32; B]>().read_unaligned() };
+                    *row = unsafe {
+                        ct.add((p0 + i) * m + c0)
+                            .cast::<[f32; B]>()
+                            .read_unaligned()
+                    };
                 }
                 for j in 0..B {
                     let col: [f32; B] = std::array::from_fn(|i| blk[i][j]);
                     // SAFETY: row c0+j, columns p0..p0+8 of y.
-                    unsafe { y.add((c0 + j) * n + p0).cast::<[f32; B]>().write_unaligned(col) };
+                    unsafe {
+                        y.add((c0 + j) * n + p0)
+                            .cast::<[f32; B]>()
+                            .write_unaligned(col)
+                    };
                 }
             } else {
                 for j in 0..w {
@@ -761,7 +968,11 @@ unsafe fn store_transposed(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: 
     for co in 0..m {
         // SAFETY: row co of y, and of the residual (laid out like y).
         let row = unsafe { std::slice::from_raw_parts_mut(y.add(co * n), n) };
-        let bias = if ep.bias_row.is_null() { 0.0 } else { unsafe { *ep.bias_row.add(co) } };
+        let bias = if ep.bias_row.is_null() {
+            0.0
+        } else {
+            unsafe { *ep.bias_row.add(co) }
+        };
         if ep.residual.is_null() {
             for v in row.iter_mut() {
                 *v = (*v + bias).max(ep.lo).min(ep.hi);
@@ -797,8 +1008,23 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     // SAFETY: forwarded contract.
     unsafe {
         let g = ConvGeometry::decode(params);
-        let (lo, hi) = if clamp.is_null() { (f32::NEG_INFINITY, f32::INFINITY) } else { (*clamp, *clamp.add(1)) };
-        conv_f32(&g, x, w, weights_packed != 0, bias, residual, lo, hi, y, scratch)
+        let (lo, hi) = if clamp.is_null() {
+            (f32::NEG_INFINITY, f32::INFINITY)
+        } else {
+            (*clamp, *clamp.add(1))
+        };
+        conv_f32(
+            &g,
+            x,
+            w,
+            weights_packed != 0,
+            bias,
+            residual,
+            lo,
+            hi,
+            y,
+            scratch,
+        )
     }
 }
 
@@ -850,7 +1076,9 @@ mod tests {
                                 off = off * g.input[d] + q;
                             }
                             if inside {
-                                acc += x[(b * g.c as usize + grp * cg + c) * isz + off as usize] as f64 * w[(m * cg + c) * ks + t] as f64;
+                                acc += x[(b * g.c as usize + grp * cg + c) * isz + off as usize]
+                                    as f64
+                                    * w[(m * cg + c) * ks + t] as f64;
                             }
                         }
                     }
@@ -861,11 +1089,32 @@ mod tests {
         y
     }
 
-    fn geom(n: i64, c: i64, m: i64, group: i64, input: &[i64], kernel: &[i64], strides: &[i64], dil: &[i64], pads: &[i64]) -> ConvGeometry {
+    fn geom(
+        n: i64,
+        c: i64,
+        m: i64,
+        group: i64,
+        input: &[i64],
+        kernel: &[i64],
+        strides: &[i64],
+        dil: &[i64],
+        pads: &[i64],
+    ) -> ConvGeometry {
         let output: Vec<i64> = (0..input.len())
             .map(|d| (input[d] + 2 * pads[d] - (kernel[d] - 1) * dil[d] - 1) / strides[d] + 1)
             .collect();
-        ConvGeometry { n, c, m, group, input: input.into(), kernel: kernel.into(), output, strides: strides.into(), dilations: dil.into(), pads: pads.into() }
+        ConvGeometry {
+            n,
+            c,
+            m,
+            group,
+            input: input.into(),
+            kernel: kernel.into(),
+            output,
+            strides: strides.into(),
+            dilations: dil.into(),
+            pads: pads.into(),
+        }
     }
 
     #[test]
@@ -877,7 +1126,17 @@ mod tests {
             geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(1, 6, 6, 6, &[13, 12], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
-            geom(1, 2, 3, 1, &[5, 6, 4], &[3, 3, 2], &[1, 2, 1], &[1, 1, 1], &[1, 1, 0]),
+            geom(
+                1,
+                2,
+                3,
+                1,
+                &[5, 6, 4],
+                &[3, 3, 2],
+                &[1, 2, 1],
+                &[1, 1, 1],
+                &[1, 1, 0],
+            ),
             geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
             geom(1, 32, 24, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
@@ -899,24 +1158,51 @@ mod tests {
             geom(1, 31, 64, 1, &[11, 12], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         ];
         if gemm::indirect_b_available() {
-            assert!(cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4, "the indirect path is covered");
+            assert!(
+                cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4,
+                "the indirect path is covered"
+            );
         }
-        assert!(cases.iter().filter(|g| g.use_winograd()).count() >= 3, "the Winograd path is covered");
-        assert!(cases.iter().filter(|g| g.pixel_major()).count() >= 4, "the pixel-major path is covered");
+        assert!(
+            cases.iter().filter(|g| g.use_winograd()).count() >= 3,
+            "the Winograd path is covered"
+        );
+        assert!(
+            cases.iter().filter(|g| g.pixel_major()).count() >= 4,
+            "the pixel-major path is covered"
+        );
         for g in &cases {
             let x = rand((g.n * g.c) as usize * g.isize(), 1);
             let w = rand(g.m as usize * g.kdim(), 2);
             let bias = rand(g.m as usize, 3);
             let want = reference(g, &x, &w, &bias);
             for packed in [true, false] {
-                let wp = if packed { g.pack_weights(&w) } else { w.clone() };
+                let wp = if packed {
+                    g.pack_weights(&w)
+                } else {
+                    w.clone()
+                };
                 let mut scratch = vec![0f32; g.scratch_floats(packed)];
                 let mut y = vec![f32::NAN; want.len()];
                 unsafe {
-                    conv_f32(g, x.as_ptr(), wp.as_ptr(), packed, bias.as_ptr(), std::ptr::null(), f32::NEG_INFINITY, f32::INFINITY, y.as_mut_ptr(), scratch.as_mut_ptr())
+                    conv_f32(
+                        g,
+                        x.as_ptr(),
+                        wp.as_ptr(),
+                        packed,
+                        bias.as_ptr(),
+                        std::ptr::null(),
+                        f32::NEG_INFINITY,
+                        f32::INFINITY,
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
                 };
                 for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                    assert!((a - b).abs() < 1e-3, "{g:?} packed={packed} [{i}]: {a} vs {b}");
+                    assert!(
+                        (a - b).abs() < 1e-3,
+                        "{g:?} packed={packed} [{i}]: {a} vs {b}"
+                    );
                 }
             }
             // Epilogue: residual add and clamp.
@@ -924,10 +1210,27 @@ mod tests {
             let wp = g.pack_weights(&w);
             let mut scratch = vec![0f32; g.scratch_floats(true)];
             let mut y = vec![f32::NAN; want.len()];
-            unsafe { conv_f32(g, x.as_ptr(), wp.as_ptr(), true, bias.as_ptr(), resid.as_ptr(), 0.0, 0.5, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+            unsafe {
+                conv_f32(
+                    g,
+                    x.as_ptr(),
+                    wp.as_ptr(),
+                    true,
+                    bias.as_ptr(),
+                    resid.as_ptr(),
+                    0.0,
+                    0.5,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
             for i in 0..y.len() {
                 let e = (want[i] + resid[i]).clamp(0.0, 0.5);
-                assert!((y[i] - e).abs() < 1e-3, "{g:?} epilogue [{i}]: {} vs {e}", y[i]);
+                assert!(
+                    (y[i] - e).abs() < 1e-3,
+                    "{g:?} epilogue [{i}]: {} vs {e}",
+                    y[i]
+                );
             }
         }
     }

@@ -23,7 +23,9 @@ fn tensors(p: *const TensorInfo, n: u32) -> &'static [TensorInfo] {
 
 fn name(t: &TensorInfo) -> String {
     // SAFETY: names are NUL-terminated static strings.
-    unsafe { CStr::from_ptr(t.name) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(t.name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Deterministic pseudo-random bytes for one input: floats in [-1, 1), integers 0/1.
@@ -81,10 +83,19 @@ fn fail(msg: String) -> i32 {
 /// # Safety
 /// `argv` holds `argc` C strings; `run`/`info` are a compiled model's entry points.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char, run: RunFn, info: InfoFn) -> i32 {
+pub unsafe extern "C" fn onnxc_driver_main(
+    argc: i32,
+    argv: *const *const c_char,
+    run: RunFn,
+    info: InfoFn,
+) -> i32 {
     let args: Vec<String> = (0..argc as usize)
         // SAFETY: argv has argc valid C strings.
-        .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
+        .map(|i| {
+            unsafe { CStr::from_ptr(*argv.add(i)) }
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     // SAFETY: info() returns the model's static table.
     let info = unsafe { &*info() };
@@ -115,7 +126,11 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
                 _ => return fail("usage: PROG bench ITERATIONS WARMUP [IN.bin…]".into()),
             }
         }
-        _ => return fail("usage: PROG run IN.bin… --out DIR | PROG bench ITERATIONS WARMUP [IN.bin…]".into()),
+        _ => {
+            return fail(
+                "usage: PROG run IN.bin… --out DIR | PROG bench ITERATIONS WARMUP [IN.bin…]".into(),
+            );
+        }
     };
     let mut inputs: Vec<Vec<u8>> = Vec::new();
     if files.is_empty() && mode == "bench" {
@@ -124,23 +139,40 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
         }
     } else {
         if files.len() != ins.len() {
-            return fail(format!("the model has {} inputs, got {} files", ins.len(), files.len()));
+            return fail(format!(
+                "the model has {} inputs, got {} files",
+                ins.len(),
+                files.len()
+            ));
         }
         for (t, f) in ins.iter().zip(&files) {
             match std::fs::read(f) {
                 Ok(d) if d.len() as u64 == t.size_bytes => inputs.push(d),
-                Ok(d) => return fail(format!("{f}: {} bytes, input '{}' needs {}", d.len(), name(t), t.size_bytes)),
+                Ok(d) => {
+                    return fail(format!(
+                        "{f}: {} bytes, input '{}' needs {}",
+                        d.len(),
+                        name(t),
+                        t.size_bytes
+                    ));
+                }
                 Err(e) => return fail(format!("{f}: {e}")),
             }
         }
     }
-    let mut outputs: Vec<Vec<u8>> = outs.iter().map(|t| vec![0u8; t.size_bytes as usize]).collect();
+    let mut outputs: Vec<Vec<u8>> = outs
+        .iter()
+        .map(|t| vec![0u8; t.size_bytes as usize])
+        .collect();
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|v| v.as_ptr()).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(|v| v.as_mut_ptr()).collect();
     // SAFETY: allocation of the model's declared workspace size.
     let ws = unsafe { onnxc_workspace_alloc(info.workspace_size) };
     if ws.is_null() {
-        return fail(format!("cannot allocate a workspace of {} bytes", info.workspace_size));
+        return fail(format!(
+            "cannot allocate a workspace of {} bytes",
+            info.workspace_size
+        ));
     }
     let mut times = Vec::with_capacity(iters);
     let mut rc = 0;
@@ -162,7 +194,10 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
     // SAFETY: ws came from onnxc_workspace_alloc.
     unsafe { onnxc_workspace_free(ws) };
     if rc != 0 {
-        eprintln!("onnxc driver: the model returned error {rc}: {}", strerror(rc));
+        eprintln!(
+            "onnxc driver: the model returned error {rc}: {}",
+            strerror(rc)
+        );
         return 2;
     }
     if let Some(dir) = out_dir {
@@ -175,7 +210,9 @@ pub unsafe extern "C" fn onnxc_driver_main(argc: i32, argv: *const *const c_char
         return 0;
     }
     // A profiling build names its steps in a symbol the driver can look up.
-    let names = std::env::var("ONNXC_PROFILE_NAMES").ok().and_then(|p| std::fs::read_to_string(p).ok());
+    let names = std::env::var("ONNXC_PROFILE_NAMES")
+        .ok()
+        .and_then(|p| std::fs::read_to_string(p).ok());
     print_profile(names.as_deref());
     times.sort_by(|a, b| a.total_cmp(b));
     let q = |f: f64| times[((times.len() - 1) as f64 * f).round() as usize];
@@ -197,7 +234,9 @@ pub fn peak_rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
 }
@@ -246,7 +285,11 @@ fn print_profile(names: Option<&str>) {
         }
         let mut order: Vec<usize> = (0..p.len()).collect();
         order.sort_by(|&a, &b| p[b].0.cmp(&p[a].0));
-        println!("profile: {:.3} ms per run in {} steps", total as f64 / 1e6 / p.first().map_or(1, |x| x.1.max(1)) as f64, p.len());
+        println!(
+            "profile: {:.3} ms per run in {} steps",
+            total as f64 / 1e6 / p.first().map_or(1, |x| x.1.max(1)) as f64,
+            p.len()
+        );
         for &i in order.iter().take(40) {
             let (ns, n) = p[i];
             println!(

@@ -91,7 +91,10 @@ impl ConvGeometry {
     /// Tile rows and columns; columns are padded to whole panels so that the 16 tiles of a
     /// panel always share a tile row (padding tiles compute zeros that are never stored).
     fn tiles(&self) -> (usize, usize) {
-        ((self.output[0] as usize).div_ceil(2), (self.output[1] as usize).div_ceil(2).div_ceil(NR) * NR)
+        (
+            (self.output[0] as usize).div_ceil(2),
+            (self.output[1] as usize).div_ceil(2).div_ceil(NR) * NR,
+        )
     }
 
     /// Tiles transformed per block: the 16 packed input matrices stay within ~2 MB.
@@ -103,13 +106,19 @@ impl ConvGeometry {
     }
 
     pub(crate) fn winograd_weights_len(&self) -> usize {
-        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        let (cg, mg) = (
+            (self.c / self.group) as usize,
+            (self.m / self.group) as usize,
+        );
         self.group as usize * 16 * pack::packed_a_len(mg, cg)
     }
 
     /// `[group][ξ][packed A of U_ξ (M/g × C/g)]` from weights `[M, C/g, 3, 3]`.
     pub(crate) fn winograd_pack(&self, w: &[f32]) -> Vec<f32> {
-        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        let (cg, mg) = (
+            (self.c / self.group) as usize,
+            (self.m / self.group) as usize,
+        );
         let per = pack::packed_a_len(mg, cg);
         let mut out = vec![0f32; self.group as usize * 16 * per];
         let mut u = vec![0f32; 16 * mg * cg];
@@ -126,14 +135,26 @@ impl ConvGeometry {
             }
             for xi in 0..16 {
                 // SAFETY: u holds 16 mg×cg matrices; out holds their packed forms.
-                unsafe { pack::pack_a(u.as_ptr().add(xi * mg * cg), cg, false, mg, cg, out.as_mut_ptr().add((grp * 16 + xi) * per)) };
+                unsafe {
+                    pack::pack_a(
+                        u.as_ptr().add(xi * mg * cg),
+                        cg,
+                        false,
+                        mg,
+                        cg,
+                        out.as_mut_ptr().add((grp * 16 + xi) * per),
+                    )
+                };
             }
         }
         out
     }
 
     pub(crate) fn winograd_scratch(&self) -> usize {
-        let (cg, mg) = ((self.c / self.group) as usize, (self.m / self.group) as usize);
+        let (cg, mg) = (
+            (self.c / self.group) as usize,
+            (self.m / self.group) as usize,
+        );
         let tb = self.winograd_block();
         16 * pack::packed_b_len(cg, tb) + 16 * mg * tb
     }
@@ -145,7 +166,18 @@ impl ConvGeometry {
 /// # Safety
 /// `plane` is an ih × iw plane; the 16 destinations are inside their B matrices.
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn input_panel(plane: *const f32, ih: i64, iw: i64, ph: i64, pw: i64, ty: usize, tx0: usize, vbuf: *mut f32, bsz: usize, off: usize) {
+unsafe fn input_panel(
+    plane: *const f32,
+    ih: i64,
+    iw: i64,
+    ph: i64,
+    pw: i64,
+    ty: usize,
+    tx0: usize,
+    vbuf: *mut f32,
+    bsz: usize,
+    off: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
         // SAFETY: forwarded; AVX-512F checked.
@@ -178,7 +210,19 @@ unsafe fn input_panel(plane: *const f32, ih: i64, iw: i64, ph: i64, pw: i64, ty:
 /// # Safety
 /// Products and output/residual planes in bounds; stores are cropped to oh × ow.
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn output_panel(mrow: *const f32, stride: usize, ty: usize, tx0: usize, oh: usize, ow: usize, out: *mut f32, resid: *const f32, bias: f32, lo: f32, hi: f32) {
+unsafe fn output_panel(
+    mrow: *const f32,
+    stride: usize,
+    ty: usize,
+    tx0: usize,
+    oh: usize,
+    ow: usize,
+    out: *mut f32,
+    resid: *const f32,
+    bias: f32,
+    lo: f32,
+    hi: f32,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
         // SAFETY: forwarded; AVX-512F checked.
@@ -198,7 +242,11 @@ unsafe fn output_panel(mrow: *const f32, stride: usize, ty: usize, tx0: usize, o
                 let ox = 2 * (tx0 + j) + cc;
                 if oy < oh && ox < ow {
                     let o = oy * ow + ox;
-                    let rv = if resid.is_null() { 0.0 } else { unsafe { *resid.add(o) } };
+                    let rv = if resid.is_null() {
+                        0.0
+                    } else {
+                        unsafe { *resid.add(o) }
+                    };
                     // SAFETY: inside the output plane.
                     unsafe { *out.add(o) = (val + bias + rv).max(lo).min(hi) };
                 }
@@ -228,13 +276,28 @@ mod avx512 {
     /// See `super::input_panel`; AVX-512F available.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn input_panel(plane: *const f32, ih: i64, iw: i64, ph: i64, pw: i64, ty: usize, tx0: usize, vbuf: *mut f32, bsz: usize, off: usize) {
+    pub unsafe fn input_panel(
+        plane: *const f32,
+        ih: i64,
+        iw: i64,
+        ph: i64,
+        pw: i64,
+        ty: usize,
+        tx0: usize,
+        vbuf: *mut f32,
+        bsz: usize,
+        off: usize,
+    ) {
         let y0 = 2 * ty as i64 - ph;
         let x0 = 2 * tx0 as i64 - pw;
         // Columns x0 .. x0+34 cover the 16 tiles; evens/odds of [x0, x0+32) and [x0+2, x0+34).
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        let (m0, m1, m2) = (col_mask(x0, iw), col_mask(x0 + 16, iw), col_mask(x0 + 32, iw));
+        let (m0, m1, m2) = (
+            col_mask(x0, iw),
+            col_mask(x0 + 16, iw),
+            col_mask(x0 + 32, iw),
+        );
         let mut d = [[_mm512_setzero_ps(); 4]; 4];
         for (r, dr) in d.iter_mut().enumerate() {
             let yy = y0 + r as i64;
@@ -252,8 +315,16 @@ mod avx512 {
                 dr[0] = _mm512_permutex2var_ps(a, even, b);
                 dr[1] = _mm512_permutex2var_ps(a, odd, b);
                 // Shift by two columns: [x0+2, x0+34) from a|b and b|c.
-                let a2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 2));
-                let b2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(b), 2));
+                let a2 = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                    _mm512_castps_si512(b),
+                    _mm512_castps_si512(a),
+                    2,
+                ));
+                let b2 = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                    _mm512_castps_si512(c),
+                    _mm512_castps_si512(b),
+                    2,
+                ));
                 dr[2] = _mm512_permutex2var_ps(a2, even, b2);
                 dr[3] = _mm512_permutex2var_ps(a2, odd, b2);
             }
@@ -267,7 +338,12 @@ mod avx512 {
             t[3][c] = _mm512_sub_ps(d[1][c], d[3][c]);
         }
         for (r, x) in t.iter().enumerate() {
-            let v = [_mm512_sub_ps(x[0], x[2]), _mm512_add_ps(x[1], x[2]), _mm512_sub_ps(x[2], x[1]), _mm512_sub_ps(x[1], x[3])];
+            let v = [
+                _mm512_sub_ps(x[0], x[2]),
+                _mm512_add_ps(x[1], x[2]),
+                _mm512_sub_ps(x[2], x[1]),
+                _mm512_sub_ps(x[1], x[3]),
+            ];
             for (cc, vv) in v.iter().enumerate() {
                 // SAFETY: panel destination ξ = 4r + cc.
                 unsafe { _mm512_storeu_ps(vbuf.add((r * 4 + cc) * bsz + off), *vv) };
@@ -279,7 +355,19 @@ mod avx512 {
     /// See `super::output_panel`; AVX-512F available.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn output_panel(mrow: *const f32, stride: usize, ty: usize, tx0: usize, oh: usize, ow: usize, out: *mut f32, resid: *const f32, bias: f32, lo: f32, hi: f32) {
+    pub unsafe fn output_panel(
+        mrow: *const f32,
+        stride: usize,
+        ty: usize,
+        tx0: usize,
+        oh: usize,
+        ow: usize,
+        out: *mut f32,
+        resid: *const f32,
+        bias: f32,
+        lo: f32,
+        hi: f32,
+    ) {
         let mut m = [_mm512_setzero_ps(); 16];
         for (xi, v) in m.iter_mut().enumerate() {
             // SAFETY: 16 products of ξ.
@@ -294,10 +382,20 @@ mod avx512 {
         let (bv, lov, hiv) = (_mm512_set1_ps(bias), _mm512_set1_ps(lo), _mm512_set1_ps(hi));
         // Interleave (y0, y1) of 16 tiles into 32 consecutive output columns.
         let lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        let hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        let hi_idx =
+            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
         let x0 = 2 * tx0;
-        let (n0, n1) = (ow.saturating_sub(x0).min(16), ow.saturating_sub(x0 + 16).min(16));
-        let mk = |n: usize| if n >= 16 { 0xFFFFu16 } else { ((1u32 << n) - 1) as u16 };
+        let (n0, n1) = (
+            ow.saturating_sub(x0).min(16),
+            ow.saturating_sub(x0 + 16).min(16),
+        );
+        let mk = |n: usize| {
+            if n >= 16 {
+                0xFFFFu16
+            } else {
+                ((1u32 << n) - 1) as u16
+            }
+        };
         let (k0, k1) = (mk(n0), mk(n1));
         for (r, x) in t.iter().enumerate() {
             let oy = 2 * ty + r;
@@ -331,7 +429,17 @@ mod avx512 {
 /// As `conv::conv_f32` for a geometry with `use_winograd()`; `w` from `winograd_pack`;
 /// `scratch` holds `winograd_scratch()` floats.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub unsafe fn conv_winograd(g: &ConvGeometry, x: *const f32, w: *const f32, bias: *const f32, residual: *const f32, lo: f32, hi: f32, y: *mut f32, scratch: *mut f32) {
+pub unsafe fn conv_winograd(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     let (cg, mg) = ((g.c / g.group) as usize, (g.m / g.group) as usize);
     let (ih, iw) = (g.input[0], g.input[1]);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
@@ -348,8 +456,17 @@ pub unsafe fn conv_winograd(g: &ConvGeometry, x: *const f32, w: *const f32, bias
     for b in 0..g.n as usize {
         for grp in 0..g.group as usize {
             // SAFETY: offsets inside the tensors described by the geometry.
-            let (xg, yg) = unsafe { (x.add((b * g.c as usize + grp * cg) * isz), y.add((b * g.m as usize + grp * mg) * osz)) };
-            let rg = if residual.is_null() { residual } else { unsafe { residual.add((b * g.m as usize + grp * mg) * osz) } };
+            let (xg, yg) = unsafe {
+                (
+                    x.add((b * g.c as usize + grp * cg) * isz),
+                    y.add((b * g.m as usize + grp * mg) * osz),
+                )
+            };
+            let rg = if residual.is_null() {
+                residual
+            } else {
+                unsafe { residual.add((b * g.m as usize + grp * mg) * osz) }
+            };
             let mut t0 = 0;
             while t0 < tiles {
                 let nt = tb.min(tiles - t0);
@@ -360,7 +477,20 @@ pub unsafe fn conv_winograd(g: &ConvGeometry, x: *const f32, w: *const f32, bias
                     for p in 0..nt / NR {
                         let t = t0 + p * NR;
                         // SAFETY: panel p of every B matrix of the block.
-                        unsafe { input_panel(plane, ih, iw, ph, pw, t / tw, t % tw, vbuf, bsz, (p * cg + c) * NR) };
+                        unsafe {
+                            input_panel(
+                                plane,
+                                ih,
+                                iw,
+                                ph,
+                                pw,
+                                t / tw,
+                                t % tw,
+                                vbuf,
+                                bsz,
+                                (p * cg + c) * NR,
+                            )
+                        };
                     }
                 }
                 // 2. The 16 products, each a GEMM through the packed kernel.
@@ -368,19 +498,45 @@ pub unsafe fn conv_winograd(g: &ConvGeometry, x: *const f32, w: *const f32, bias
                     // SAFETY: U_ξ of this group; product block ξ in scratch.
                     unsafe {
                         let a = w.add((grp * 16 + xi) * per);
-                        gemm::gemm_packed_a(mg, nt, cg, a, BSource::Packed(vbuf.add(xi * bsz)), mbuf.add(xi * mg * tb), tb, &Epilogue::NONE, std::ptr::null_mut());
+                        gemm::gemm_packed_a(
+                            mg,
+                            nt,
+                            cg,
+                            a,
+                            BSource::Packed(vbuf.add(xi * bsz)),
+                            mbuf.add(xi * mg * tb),
+                            tb,
+                            &Epilogue::NONE,
+                            std::ptr::null_mut(),
+                        );
                     }
                 }
                 // 3. Output transform with the epilogue, a panel at a time.
                 for m in 0..mg {
                     let ch = grp * mg + m;
-                    let bv = if bias.is_null() { 0.0 } else { unsafe { *bias.add(ch) } };
+                    let bv = if bias.is_null() {
+                        0.0
+                    } else {
+                        unsafe { *bias.add(ch) }
+                    };
                     for p in 0..nt / NR {
                         let t = t0 + p * NR;
                         // SAFETY: products (m, panel p) of each ξ; output channel plane m.
                         unsafe {
                             let r = if rg.is_null() { rg } else { rg.add(m * osz) };
-                            output_panel(mbuf.add(m * tb + p * NR), mg * tb, t / tw, t % tw, oh, ow, yg.add(m * osz), r, bv, lo, hi);
+                            output_panel(
+                                mbuf.add(m * tb + p * NR),
+                                mg * tb,
+                                t / tw,
+                                t % tw,
+                                oh,
+                                ow,
+                                yg.add(m * osz),
+                                r,
+                                bv,
+                                lo,
+                                hi,
+                            );
                         }
                     }
                 }

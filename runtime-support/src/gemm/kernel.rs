@@ -53,9 +53,25 @@ pub struct BPanels {
 /// As `tile_wide`, with only the mr × nr part inside C; `b.b1` is read only when nr > NR.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b: BPanels, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide_partial(
+    kc: usize,
+    a: *const f32,
+    b: BPanels,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_partial(kc, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col) }
+    unsafe {
+        avx512::kernel_partial(
+            kc, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+        )
+    }
 }
 
 /// A full 12 × 2·NR tile from two consecutive A panels (`a1` = second) and 32 B columns.
@@ -64,9 +80,24 @@ pub unsafe fn tile_wide_partial(kc: usize, a: *const f32, b: BPanels, c: *mut f3
 /// As `tile_wide`, for a full 12 × 32 tile.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide12(
+    kc: usize,
+    a0: *const f32,
+    a1: *const f32,
+    b: BPanels,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_12x32(kc, a0, a1, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
+    unsafe {
+        avx512::kernel_12x32(
+            kc, a0, a1, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col,
+        )
+    }
 }
 
 /// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
@@ -78,7 +109,17 @@ pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels,
 /// valid for 32 floats; the whole tile lies inside C.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_indirect(rows12: bool, kc: usize, a0: *const f32, a1: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+pub unsafe fn tile_indirect(
+    rows12: bool,
+    kc: usize,
+    a0: *const f32,
+    a1: *const f32,
+    base: *const f32,
+    offs: *const isize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
     // SAFETY: forwarded.
     unsafe {
         if rows12 {
@@ -95,7 +136,17 @@ pub unsafe fn tile_indirect(rows12: bool, kc: usize, a0: *const f32, a1: *const 
 /// As `tile`, for a full 6 × 32 tile; only for `Kern::Avx512`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide(kc: usize, a: *const f32, b: BPanels, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile_wide(
+    kc: usize,
+    a: *const f32,
+    b: BPanels,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe { avx512::kernel_6x32(kc, a, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
 }
@@ -122,7 +173,20 @@ pub fn apply_ep(mut v: f32, ep: &Epilogue, row: usize, col: usize, ldc: usize) -
 /// # Safety
 /// Panels hold `kc` steps; the tile lies inside C.
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+pub unsafe fn tile(
+    kern: Kern,
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     let full = mr == MR && nr == NR;
     if full {
         // SAFETY: forwarded.
@@ -163,22 +227,50 @@ pub unsafe fn tile(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut 
 /// As `tile`, for a full tile. With an epilogue, `row`/`col` locate the tile in C (and `c`
 /// is C itself, so `ldc` also indexes the residual).
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn run(kern: Kern, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+unsafe fn run(
+    kern: Kern,
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     match kern {
         // SAFETY: forwarded.
         Kern::Portable => unsafe { portable(kc, a, b, c, ldc, accumulate, ep, row, col) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: select() checked the CPU features (AVX-512 implies AVX2 here).
-        Kern::Avx2Fma | Kern::Avx512 => unsafe { avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col) },
+        Kern::Avx2Fma | Kern::Avx512 => unsafe {
+            avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col)
+        },
     }
 }
 
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+unsafe fn portable(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
     let mut acc = [[0f32; NR]; MR];
     for k in 0..kc {
         // SAFETY: panels hold kc steps.
-        let (ak, bk) = unsafe { (std::slice::from_raw_parts(a.add(k * MR), MR), std::slice::from_raw_parts(b.add(k * NR), NR)) };
+        let (ak, bk) = unsafe {
+            (
+                std::slice::from_raw_parts(a.add(k * MR), MR),
+                std::slice::from_raw_parts(b.add(k * NR), NR),
+            )
+        };
         for r in 0..MR {
             let x = ak[r];
             for j in 0..NR {
@@ -191,7 +283,11 @@ unsafe fn portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: us
             // SAFETY: inside the tile.
             unsafe {
                 let p = c.add(r * ldc + j);
-                let mut v = if accumulate { *p + acc[r][j] } else { acc[r][j] };
+                let mut v = if accumulate {
+                    *p + acc[r][j]
+                } else {
+                    acc[r][j]
+                };
                 if let Some(ep) = ep {
                     v = apply_ep(v, ep, row + r, col + j, ldc);
                 }
@@ -267,7 +363,21 @@ mod avx512 {
     /// lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_partial(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_partial(
+        kc: usize,
+        a: *const f32,
+        b0: *const f32,
+        b1: *const f32,
+        bstep: usize,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
         let two = nr > 16;
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut p0, mut p1) = (a, b0, b1);
@@ -275,7 +385,11 @@ mod avx512 {
             // SAFETY: panels hold kc steps; the second panel exists when nr > 16.
             unsafe {
                 let x0 = _mm512_loadu_ps(p0);
-                let x1 = if two { _mm512_loadu_ps(p1) } else { _mm512_setzero_ps() };
+                let x1 = if two {
+                    _mm512_loadu_ps(p1)
+                } else {
+                    _mm512_setzero_ps()
+                };
                 for (r, accr) in acc.iter_mut().enumerate() {
                     let av = _mm512_set1_ps(*ap.add(r));
                     accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
@@ -286,8 +400,18 @@ mod avx512 {
                 p1 = p1.add(bstep);
             }
         }
-        let m0: __mmask16 = if nr >= 16 { 0xFFFF } else { ((1u32 << nr) - 1) as u16 };
-        let m1: __mmask16 = if nr >= 32 { 0xFFFF } else if nr > 16 { ((1u32 << (nr - 16)) - 1) as u16 } else { 0 };
+        let m0: __mmask16 = if nr >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << nr) - 1) as u16
+        };
+        let m1: __mmask16 = if nr >= 32 {
+            0xFFFF
+        } else if nr > 16 {
+            ((1u32 << (nr - 16)) - 1) as u16
+        } else {
+            0
+        };
         // SAFETY: masked accesses stay inside the mr × nr part of C and its epilogue operands.
         unsafe {
             let (lo, hi, bias_col) = match ep {
@@ -297,7 +421,10 @@ mod avx512 {
                     if e.bias_col.is_null() {
                         None
                     } else {
-                        Some([_mm512_maskz_loadu_ps(m0, e.bias_col.add(col)), _mm512_maskz_loadu_ps(m1, e.bias_col.add(col + 16))])
+                        Some([
+                            _mm512_maskz_loadu_ps(m0, e.bias_col.add(col)),
+                            _mm512_maskz_loadu_ps(m1, e.bias_col.add(col + 16)),
+                        ])
                     },
                 ),
                 None => (_mm512_setzero_ps(), _mm512_setzero_ps(), None),
@@ -339,7 +466,20 @@ mod avx512 {
     /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 12×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12x32(kc: usize, a0: *const f32, a1: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_12x32(
+        kc: usize,
+        a0: *const f32,
+        a1: *const f32,
+        b0: *const f32,
+        b1: *const f32,
+        bstep: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
         let (mut q0, mut q1, mut p0, mut p1) = (a0, a1, b0, b1);
         for _ in 0..kc {
@@ -368,7 +508,9 @@ mod avx512 {
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
-        unsafe { store_tile!(acc, c, ldc, accumulate, ep, row, col; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }
+        unsafe {
+            store_tile!(acc, c, ldc, accumulate, ep, row, col; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+        }
     }
 
     /// `kernel_12x32` with B row k at `base + offs[k]`.
@@ -377,7 +519,16 @@ mod avx512 {
     /// As `tile_indirect`.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12x32_ind(kc: usize, a0: *const f32, a1: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+    pub unsafe fn kernel_12x32_ind(
+        kc: usize,
+        a0: *const f32,
+        a1: *const f32,
+        base: *const f32,
+        offs: *const isize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
         let (mut q0, mut q1) = (a0, a1);
         for kx in 0..kc {
@@ -403,7 +554,9 @@ mod avx512 {
             }
         }
         // SAFETY: the tile lies inside C (caller contract).
-        unsafe { store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }
+        unsafe {
+            store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+        }
     }
 
     /// `kernel_6x32` with B row k at `base + offs[k]`.
@@ -412,7 +565,15 @@ mod avx512 {
     /// As `tile_indirect`.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x32_ind(kc: usize, a: *const f32, base: *const f32, offs: *const isize, c: *mut f32, ldc: usize, accumulate: bool) {
+    pub unsafe fn kernel_6x32_ind(
+        kc: usize,
+        a: *const f32,
+        base: *const f32,
+        offs: *const isize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let mut ap = a;
         for kx in 0..kc {
@@ -441,7 +602,19 @@ mod avx512 {
     /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 6×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x32(kc: usize, a: *const f32, b0: *const f32, b1: *const f32, bstep: usize, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_6x32(
+        kc: usize,
+        a: *const f32,
+        b0: *const f32,
+        b1: *const f32,
+        bstep: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut p0, mut p1) = (a, b0, b1);
         for _ in 0..kc {
@@ -478,7 +651,17 @@ mod avx2 {
     /// CPU has AVX2 and FMA; panels hold kc steps; the tile lies inside C.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x16(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_6x16(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
@@ -504,7 +687,10 @@ mod avx2 {
                     if e.bias_col.is_null() {
                         None
                     } else {
-                        Some([_mm256_loadu_ps(e.bias_col.add(col)), _mm256_loadu_ps(e.bias_col.add(col + 8))])
+                        Some([
+                            _mm256_loadu_ps(e.bias_col.add(col)),
+                            _mm256_loadu_ps(e.bias_col.add(col + 8)),
+                        ])
                     },
                 ),
                 None => (_mm256_setzero_ps(), _mm256_setzero_ps(), None),
@@ -553,7 +739,19 @@ mod avx2 {
     /// As `kernel_6x16`, with only the mr × nr part of the tile inside C.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x16_partial(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, mr: usize, nr: usize, accumulate: bool, ep: Option<&Epilogue>, row: usize, col: usize) {
+    pub unsafe fn kernel_6x16_partial(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
@@ -580,7 +778,10 @@ mod avx2 {
                     if e.bias_col.is_null() {
                         None
                     } else {
-                        Some([_mm256_maskload_ps(e.bias_col.add(col), m0), _mm256_maskload_ps(e.bias_col.add(col + 8), m1)])
+                        Some([
+                            _mm256_maskload_ps(e.bias_col.add(col), m0),
+                            _mm256_maskload_ps(e.bias_col.add(col + 8), m1),
+                        ])
                     },
                 ),
                 None => (_mm256_setzero_ps(), _mm256_setzero_ps(), None),
@@ -621,7 +822,14 @@ mod avx2 {
     /// CPU has AVX2 and FMA; operands valid.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-    pub unsafe fn gemv_panel(m: usize, k: usize, xs: &[*const f32; 2], xstride: usize, bp: *const f32, out: &mut [[f32; NR]; 2]) {
+    pub unsafe fn gemv_panel(
+        m: usize,
+        k: usize,
+        xs: &[*const f32; 2],
+        xstride: usize,
+        bp: *const f32,
+        out: &mut [[f32; NR]; 2],
+    ) {
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         let mut kx = 0;
         // SAFETY: bp holds k rows of NR floats; xs[r] holds k values at stride xstride.
@@ -653,7 +861,10 @@ mod avx2 {
             }
             for r in 0..m {
                 _mm256_storeu_ps(out[r].as_mut_ptr(), _mm256_add_ps(acc[r][0], acc[r][2]));
-                _mm256_storeu_ps(out[r].as_mut_ptr().add(8), _mm256_add_ps(acc[r][1], acc[r][3]));
+                _mm256_storeu_ps(
+                    out[r].as_mut_ptr().add(8),
+                    _mm256_add_ps(acc[r][1], acc[r][3]),
+                );
             }
         }
     }
@@ -664,7 +875,18 @@ mod avx2 {
 /// # Safety
 /// Operands valid for their dims.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn gemv_packed_b(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, bp: *const f32, c: *mut f32, ldc: usize, ep: &Epilogue) {
+pub unsafe fn gemv_packed_b(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    ta: bool,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+) {
     let kern = select();
     let kk = k.max(1);
     // Row r of op(A): element kx at a + r*lda + kx (or a + kx*lda + r when transposed).
@@ -682,12 +904,19 @@ pub unsafe fn gemv_packed_b(m: usize, n: usize, k: usize, a: *const f32, lda: us
         match kern {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: CPU features checked by select().
-            Kern::Avx2Fma | Kern::Avx512 => unsafe { avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out) },
+            Kern::Avx2Fma | Kern::Avx512 => unsafe {
+                avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out)
+            },
             Kern::Portable => {
                 for r in 0..m {
                     for kx in 0..k {
                         // SAFETY: inside A and the panel.
-                        let (x, brow) = unsafe { (*xs[r].add(kx * xstride), std::slice::from_raw_parts(panel.add(kx * NR), NR)) };
+                        let (x, brow) = unsafe {
+                            (
+                                *xs[r].add(kx * xstride),
+                                std::slice::from_raw_parts(panel.add(kx * NR), NR),
+                            )
+                        };
                         for j in 0..NR {
                             out[r][j] += x * brow[j];
                         }

@@ -47,10 +47,25 @@ impl Epilogue {
 
     /// # Safety
     /// `clamp` is null or points to `[lo, hi]`.
-    pub unsafe fn from_parts(bias_row: *const f32, bias_col: *const f32, residual: *const f32, clamp: *const f32) -> Epilogue {
+    pub unsafe fn from_parts(
+        bias_row: *const f32,
+        bias_col: *const f32,
+        residual: *const f32,
+        clamp: *const f32,
+    ) -> Epilogue {
         // SAFETY: caller contract.
-        let (lo, hi) = if clamp.is_null() { (f32::NEG_INFINITY, f32::INFINITY) } else { unsafe { (*clamp, *clamp.add(1)) } };
-        Epilogue { bias_row, bias_col, residual, lo, hi }
+        let (lo, hi) = if clamp.is_null() {
+            (f32::NEG_INFINITY, f32::INFINITY)
+        } else {
+            unsafe { (*clamp, *clamp.add(1)) }
+        };
+        Epilogue {
+            bias_row,
+            bias_col,
+            residual,
+            lo,
+            hi,
+        }
     }
 }
 
@@ -59,7 +74,11 @@ pub enum BSource<'a> {
     /// Fully packed (`packed_b_len(k, n)` floats), e.g. weights packed at compile time.
     Packed(*const f32),
     /// A row-major (or transposed) matrix, packed block by block into scratch.
-    Matrix { b: *const f32, ldb: usize, trans: bool },
+    Matrix {
+        b: *const f32,
+        ldb: usize,
+        trans: bool,
+    },
     /// Packs `rows` k..k+kc of columns n..n+nc into `dst` (panels of NR) — e.g. im2col.
     Custom(&'a dyn Fn(usize, usize, usize, usize, *mut f32)),
 }
@@ -80,7 +99,11 @@ pub fn k_block(k: usize) -> usize {
 fn read_b_in_place(kern: kernel::Kern, ldb: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     if kern == kernel::Kern::Avx512 {
-        let sets = if ldb % 16 != 0 { 64 } else { 64 / gcd(ldb / 16, 64) };
+        let sets = if ldb % 16 != 0 {
+            64
+        } else {
+            64 / gcd(ldb / 16, 64)
+        };
         return sets >= 16;
     }
     let _ = (kern, ldb);
@@ -96,7 +119,11 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 
 /// Scratch floats `gemm` needs for the given B source and dims.
 pub fn scratch_len(n: usize, b_packed: bool) -> usize {
-    if b_packed { 0 } else { KC * NC.min(n.div_ceil(NR) * NR) }
+    if b_packed {
+        0
+    } else {
+        KC * NC.min(n.div_ceil(NR) * NR)
+    }
 }
 
 /// C = A_packed · B (+ epilogue). `a` holds `packed_a_len(m, k)` floats.
@@ -105,7 +132,17 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
 /// All pointers valid for their dims; `scratch` holds `scratch_len(n, matches!(b, Packed))`
 /// floats; C does not alias A, B or scratch.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSource, c: *mut f32, ldc: usize, ep: &Epilogue, scratch: *mut f32) {
+pub unsafe fn gemm_packed_a(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: BSource,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    scratch: *mut f32,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -123,18 +160,34 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
             // in place by the wide kernels for its whole 32-column tiles (`direct` columns);
             // only the rest is packed.
             let direct = match &b {
-                BSource::Matrix { trans: false, ldb, .. } if read_b_in_place(kern, *ldb) => nc / (2 * NR) * (2 * NR),
+                BSource::Matrix {
+                    trans: false, ldb, ..
+                } if read_b_in_place(kern, *ldb) => nc / (2 * NR) * (2 * NR),
                 _ => 0,
             };
             let (bp, b_panel_stride) = match &b {
                 BSource::Packed(p) => {
                     // SAFETY: panels of the full packed B, offset to column jc and row pc.
-                    (unsafe { p.add((jc / NR) * k_panels * NR + pc * NR) }, k_panels * NR)
+                    (
+                        unsafe { p.add((jc / NR) * k_panels * NR + pc * NR) },
+                        k_panels * NR,
+                    )
                 }
                 BSource::Matrix { b, ldb, trans } => {
                     if direct < nc {
                         // SAFETY: scratch holds KC × nc (rounded to NR) floats.
-                        unsafe { pack::pack_b_block(*b, *ldb, *trans, pc, kc, jc + direct, nc - direct, scratch) };
+                        unsafe {
+                            pack::pack_b_block(
+                                *b,
+                                *ldb,
+                                *trans,
+                                pc,
+                                kc,
+                                jc + direct,
+                                nc - direct,
+                                scratch,
+                            )
+                        };
                     }
                     (scratch as *const f32, kc * NR)
                 }
@@ -147,17 +200,31 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
             #[cfg(target_arch = "x86_64")]
             let wide_b = |jr: usize, width: usize| -> kernel::BPanels {
                 if jr < direct {
-                    let BSource::Matrix { b, ldb, .. } = &b else { unreachable!("direct columns come from a matrix") };
+                    let BSource::Matrix { b, ldb, .. } = &b else {
+                        unreachable!("direct columns come from a matrix")
+                    };
                     // SAFETY: rows pc..pc+kc, columns jc+jr..jc+jr+32 lie inside B.
                     let b0 = unsafe { b.add(pc * ldb + jc + jr) };
                     // SAFETY: as above.
-                    kernel::BPanels { b0, b1: unsafe { b0.add(NR) }, step: *ldb }
+                    kernel::BPanels {
+                        b0,
+                        b1: unsafe { b0.add(NR) },
+                        step: *ldb,
+                    }
                 } else {
                     // SAFETY: panel (jr - direct)/NR of the packed block, and the next one when
                     // the tile is wider than one panel.
                     let b0 = unsafe { bp.add(((jr - direct) / NR) * b_panel_stride) };
                     // SAFETY: as above.
-                    kernel::BPanels { b0, b1: if width > NR { unsafe { b0.add(b_panel_stride) } } else { b0 }, step: NR }
+                    kernel::BPanels {
+                        b0,
+                        b1: if width > NR {
+                            unsafe { b0.add(b_panel_stride) }
+                        } else {
+                            b0
+                        },
+                        step: NR,
+                    }
                 }
             };
             let mut ic = 0;
@@ -182,7 +249,18 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                         if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
                             // SAFETY: two A panels (rows row..row+12) and 32 B columns.
                             unsafe {
-                                kernel::tile_wide12(kc, apan, apan.add(k_panels * MR), wide_b(jr, width), ct, ldc, !first, tile_ep, row, jc + jr);
+                                kernel::tile_wide12(
+                                    kc,
+                                    apan,
+                                    apan.add(k_panels * MR),
+                                    wide_b(jr, width),
+                                    ct,
+                                    ldc,
+                                    !first,
+                                    tile_ep,
+                                    row,
+                                    jc + jr,
+                                );
                             }
                             ir += 2 * MR;
                             continue;
@@ -192,9 +270,31 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                             // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
                             unsafe {
                                 if width == 2 * NR && mr == MR {
-                                    kernel::tile_wide(kc, apan, wide_b(jr, width), ct, ldc, !first, tile_ep, row, jc + jr);
+                                    kernel::tile_wide(
+                                        kc,
+                                        apan,
+                                        wide_b(jr, width),
+                                        ct,
+                                        ldc,
+                                        !first,
+                                        tile_ep,
+                                        row,
+                                        jc + jr,
+                                    );
                                 } else {
-                                    kernel::tile_wide_partial(kc, apan, wide_b(jr, width), ct, ldc, mr, width, !first, tile_ep, row, jc + jr);
+                                    kernel::tile_wide_partial(
+                                        kc,
+                                        apan,
+                                        wide_b(jr, width),
+                                        ct,
+                                        ldc,
+                                        mr,
+                                        width,
+                                        !first,
+                                        tile_ep,
+                                        row,
+                                        jc + jr,
+                                    );
                                 }
                             }
                             ir += MR;
@@ -206,7 +306,20 @@ pub unsafe fn gemm_packed_a(m: usize, n: usize, k: usize, a: *const f32, b: BSou
                             let nr = NR.min(width - off);
                             // SAFETY: panels have kc entries; tile is mr × nr inside C.
                             unsafe {
-                                kernel::tile(kern, kc, apan, bpan.add((off / NR) * b_panel_stride), ct.add(off), ldc, mr, nr, !first, tile_ep, row, jc + jr + off)
+                                kernel::tile(
+                                    kern,
+                                    kc,
+                                    apan,
+                                    bpan.add((off / NR) * b_panel_stride),
+                                    ct.add(off),
+                                    ldc,
+                                    mr,
+                                    nr,
+                                    !first,
+                                    tile_ep,
+                                    row,
+                                    jc + jr + off,
+                                )
                             };
                             off += NR;
                         }
@@ -252,7 +365,16 @@ pub fn packed_b_scratch_len() -> usize {
 /// `b` holds `packed_b_len(k, n)` floats; C (row stride `ldc`) holds the m × n result;
 /// `scratch` holds `packed_b_scratch_len()` floats; `pack_a` writes only its block; k > 0.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn gemm_packed_b(m: usize, n: usize, k: usize, pack_a: APacker<'_>, b: *const f32, c: *mut f32, ldc: usize, scratch: *mut f32) {
+pub unsafe fn gemm_packed_b(
+    m: usize,
+    n: usize,
+    k: usize,
+    pack_a: APacker<'_>,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    scratch: *mut f32,
+) {
     if m == 0 || n == 0 || k == 0 {
         return;
     }
@@ -281,17 +403,40 @@ pub unsafe fn gemm_packed_b(m: usize, n: usize, k: usize, pack_a: APacker<'_>, b
                     #[cfg(target_arch = "x86_64")]
                     if step == 2 * NR {
                         // SAFETY: the second panel exists when the tile is wider than one.
-                        let panels = kernel::BPanels { b0: bpan, b1: if width > NR { unsafe { bpan.add(k * NR) } } else { bpan }, step: NR };
+                        let panels = kernel::BPanels {
+                            b0: bpan,
+                            b1: if width > NR {
+                                unsafe { bpan.add(k * NR) }
+                            } else {
+                                bpan
+                            },
+                            step: NR,
+                        };
                         // SAFETY: panels hold kc steps; tiles inside C.
                         unsafe {
                             if width == 2 * NR && ir + 2 * MR <= mc {
-                                kernel::tile_wide12(kc, apan, apan.add(kc * MR), panels, ct, ldc, !first, None, 0, 0);
+                                kernel::tile_wide12(
+                                    kc,
+                                    apan,
+                                    apan.add(kc * MR),
+                                    panels,
+                                    ct,
+                                    ldc,
+                                    !first,
+                                    None,
+                                    0,
+                                    0,
+                                );
                                 ir += 2 * MR;
                             } else {
                                 if width == 2 * NR && mr == MR {
-                                    kernel::tile_wide(kc, apan, panels, ct, ldc, !first, None, 0, 0);
+                                    kernel::tile_wide(
+                                        kc, apan, panels, ct, ldc, !first, None, 0, 0,
+                                    );
                                 } else {
-                                    kernel::tile_wide_partial(kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0);
+                                    kernel::tile_wide_partial(
+                                        kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0,
+                                    );
                                 }
                                 ir += MR;
                             }
@@ -302,7 +447,22 @@ pub unsafe fn gemm_packed_b(m: usize, n: usize, k: usize, pack_a: APacker<'_>, b
                     while off < width {
                         let nr = NR.min(width - off);
                         // SAFETY: panels have kc entries; the tile is mr × nr inside C.
-                        unsafe { kernel::tile(kern, kc, apan, bpan.add((off / NR) * k * NR), ct.add(off), ldc, mr, nr, !first, None, 0, 0) };
+                        unsafe {
+                            kernel::tile(
+                                kern,
+                                kc,
+                                apan,
+                                bpan.add((off / NR) * k * NR),
+                                ct.add(off),
+                                ldc,
+                                mr,
+                                nr,
+                                !first,
+                                None,
+                                0,
+                                0,
+                            )
+                        };
                         off += NR;
                     }
                     ir += MR;
@@ -337,7 +497,16 @@ pub fn indirect_b_available() -> bool {
 /// `base + offs[kx]` valid for ⌈n/32⌉·32 floats; C (row stride `ldc` ≥ ⌈n/32⌉·32) holds
 /// ⌈m/MR⌉·MR rows.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn gemm_indirect_b(m: usize, n: usize, k: usize, a: *const f32, base: *const f32, offs: &[isize], c: *mut f32, ldc: usize) {
+pub unsafe fn gemm_indirect_b(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    base: *const f32,
+    offs: &[isize],
+    c: *mut f32,
+    ldc: usize,
+) {
     debug_assert!(indirect_b_available() && offs.len() == k);
     if m == 0 || n == 0 || k == 0 {
         return;
@@ -361,7 +530,17 @@ pub unsafe fn gemm_indirect_b(m: usize, n: usize, k: usize, a: *const f32, base:
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         let apan = a.add((row / MR) * k * MR + pc * MR);
-                        kernel::tile_indirect(wide, kc, apan, apan.add(k * MR), base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr), ldc, !first);
+                        kernel::tile_indirect(
+                            wide,
+                            kc,
+                            apan,
+                            apan.add(k * MR),
+                            base.add(jr),
+                            offs.as_ptr().add(pc),
+                            c.add(row * ldc + jr),
+                            ldc,
+                            !first,
+                        );
                     }
                     ir += if wide { 2 * MR } else { MR };
                 }
@@ -378,7 +557,19 @@ pub unsafe fn gemm_indirect_b(m: usize, n: usize, k: usize, a: *const f32, base:
 /// # Safety
 /// As `gemm_packed_a`; `scratch` holds `gemm_scratch_len(m, n, k, b_packed)` floats.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn gemm(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, b: BSource, c: *mut f32, ldc: usize, ep: &Epilogue, scratch: *mut f32) {
+pub unsafe fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    ta: bool,
+    b: BSource,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    scratch: *mut f32,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -387,7 +578,17 @@ pub unsafe fn gemm(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: 
     unsafe {
         pack::pack_a(a, lda, ta, m, k, scratch);
         let rest = scratch.add(packed_a_len(m, k));
-        gemm_packed_a(m, n, k, scratch, b, c, ldc, ep, if b_packed { std::ptr::null_mut() } else { rest });
+        gemm_packed_a(
+            m,
+            n,
+            k,
+            scratch,
+            b,
+            c,
+            ldc,
+            ep,
+            if b_packed { std::ptr::null_mut() } else { rest },
+        );
     }
 }
 
@@ -400,15 +601,35 @@ pub fn gemm_scratch_len(m: usize, n: usize, k: usize, b_packed: bool) -> usize {
 /// # Safety
 /// Pointers must be valid for the given dims and leading dimensions.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-pub unsafe fn sgemm_ref(m: usize, n: usize, k: usize, a: *const f32, lda: usize, ta: bool, b: *const f32, ldb: usize, tb: bool, c: *mut f32, ldc: usize) {
+pub unsafe fn sgemm_ref(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    ta: bool,
+    b: *const f32,
+    ldb: usize,
+    tb: bool,
+    c: *mut f32,
+    ldc: usize,
+) {
     for i in 0..m {
         for j in 0..n {
             let mut acc = 0f32;
             for p in 0..k {
                 // SAFETY: indices are within the caller's matrices.
                 unsafe {
-                    let x = if ta { *a.add(p * lda + i) } else { *a.add(i * lda + p) };
-                    let y = if tb { *b.add(j * ldb + p) } else { *b.add(p * ldb + j) };
+                    let x = if ta {
+                        *a.add(p * lda + i)
+                    } else {
+                        *a.add(i * lda + p)
+                    };
+                    let y = if tb {
+                        *b.add(j * ldb + p)
+                    } else {
+                        *b.add(p * ldb + j)
+                    };
                     acc += x * y;
                 }
             }
@@ -445,9 +666,27 @@ pub unsafe extern "C" fn onnxc_sgemm(
 ) {
     // SAFETY: clamp is null or two floats.
     let ep = unsafe { Epilogue::from_parts(bias_row, bias_col, residual, clamp) };
-    let bs = BSource::Matrix { b, ldb: ldb as usize, trans: tb != 0 };
+    let bs = BSource::Matrix {
+        b,
+        ldb: ldb as usize,
+        trans: tb != 0,
+    };
     // SAFETY: forwarded contract.
-    unsafe { gemm(m as usize, n as usize, k as usize, a, lda as usize, ta != 0, bs, c, ldc as usize, &ep, scratch) }
+    unsafe {
+        gemm(
+            m as usize,
+            n as usize,
+            k as usize,
+            a,
+            lda as usize,
+            ta != 0,
+            bs,
+            c,
+            ldc as usize,
+            &ep,
+            scratch,
+        )
+    }
 }
 
 /// C ABI: GEMM with B packed at compile time (`pack::pack_b`).
@@ -478,11 +717,38 @@ pub unsafe extern "C" fn onnxc_sgemm_pb(
     if m <= 2 {
         // Matrix-vector products stream the weights once.
         // SAFETY: forwarded contract.
-        unsafe { kernel::gemv_packed_b(m, n, k, a, lda as usize, ta != 0, b_packed, c, ldc as usize, &ep) };
+        unsafe {
+            kernel::gemv_packed_b(
+                m,
+                n,
+                k,
+                a,
+                lda as usize,
+                ta != 0,
+                b_packed,
+                c,
+                ldc as usize,
+                &ep,
+            )
+        };
         return;
     }
     // SAFETY: forwarded contract.
-    unsafe { gemm(m, n, k, a, lda as usize, ta != 0, BSource::Packed(b_packed), c, ldc as usize, &ep, scratch) }
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            a,
+            lda as usize,
+            ta != 0,
+            BSource::Packed(b_packed),
+            c,
+            ldc as usize,
+            &ep,
+            scratch,
+        )
+    }
 }
 
 /// Scratch floats for `onnxc_sgemm` (`b_packed` = 0) or `onnxc_sgemm_pb` (1).
@@ -501,11 +767,21 @@ mod tests;
 /// # Safety
 /// `a` holds 12·kc floats, `b` 32·kc, `c` 12 rows of `ldc` ≥ 32.
 #[doc(hidden)]
-pub unsafe fn microkernel_only(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) -> (usize, usize) {
+pub unsafe fn microkernel_only(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+) -> (usize, usize) {
     #[cfg(target_arch = "x86_64")]
     if kernel::select() == kernel::Kern::Avx512 {
         // SAFETY: caller contract.
-        let bp = kernel::BPanels { b0: b, b1: unsafe { b.add(NR * kc) }, step: NR };
+        let bp = kernel::BPanels {
+            b0: b,
+            b1: unsafe { b.add(NR * kc) },
+            step: NR,
+        };
         unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, c, ldc, true, None, 0, 0) };
         return (2 * MR, 2 * NR);
     }

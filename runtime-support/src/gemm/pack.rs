@@ -28,7 +28,13 @@ pub unsafe fn pack_a(a: *const f32, lda: usize, trans: bool, m: usize, k: usize,
                 let i = p * MR + r;
                 let v = if i < m && kx < k {
                     // SAFETY: (i, kx) inside A.
-                    unsafe { if trans { *a.add(kx * lda + i) } else { *a.add(i * lda + kx) } }
+                    unsafe {
+                        if trans {
+                            *a.add(kx * lda + i)
+                        } else {
+                            *a.add(i * lda + kx)
+                        }
+                    }
                 } else {
                     0.0
                 };
@@ -51,7 +57,13 @@ pub unsafe fn pack_b(b: *const f32, ldb: usize, trans: bool, k: usize, n: usize,
                 let j = p * NR + c;
                 let v = if j < n && kx < k {
                     // SAFETY: (kx, j) inside B.
-                    unsafe { if trans { *b.add(j * ldb + kx) } else { *b.add(kx * ldb + j) } }
+                    unsafe {
+                        if trans {
+                            *b.add(j * ldb + kx)
+                        } else {
+                            *b.add(kx * ldb + j)
+                        }
+                    }
                 } else {
                     0.0
                 };
@@ -67,7 +79,16 @@ pub unsafe fn pack_b(b: *const f32, ldb: usize, trans: bool, k: usize, n: usize,
 /// # Safety
 /// `b` valid for the matrix; `dst` holds `kc · ⌈nc/NR⌉·NR` floats.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
-pub unsafe fn pack_b_block(b: *const f32, ldb: usize, trans: bool, k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32) {
+pub unsafe fn pack_b_block(
+    b: *const f32,
+    ldb: usize,
+    trans: bool,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    nc: usize,
+    dst: *mut f32,
+) {
     let panels = nc.div_ceil(NR);
     if !trans {
         // Row by row: each source row segment is read once, sequentially (a panel-by-panel
@@ -78,15 +99,24 @@ pub unsafe fn pack_b_block(b: *const f32, ldb: usize, trans: bool, k0: usize, kc
             let src = unsafe { b.add((k0 + kx) * ldb + n0) };
             for p in 0..full {
                 // SAFETY: panel p, row kx of dst; NR source floats of the row.
-                unsafe { dst.add((p * kc + kx) * NR).cast::<[f32; NR]>().write_unaligned(src.add(p * NR).cast::<[f32; NR]>().read_unaligned()) };
+                unsafe {
+                    dst.add((p * kc + kx) * NR)
+                        .cast::<[f32; NR]>()
+                        .write_unaligned(src.add(p * NR).cast::<[f32; NR]>().read_unaligned())
+                };
             }
             if full < panels {
                 let w = nc - full * NR;
                 // SAFETY: the last panel's row kx; w source floats.
-                let out = unsafe { std::slice::from_raw_parts_mut(dst.add((full * kc + kx) * NR), NR) };
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut(dst.add((full * kc + kx) * NR), NR) };
                 for (c, o) in out.iter_mut().enumerate() {
                     // SAFETY: column n0 + full*NR + c < n0 + nc.
-                    *o = if c < w { unsafe { *src.add(full * NR + c) } } else { 0.0 };
+                    *o = if c < w {
+                        unsafe { *src.add(full * NR + c) }
+                    } else {
+                        0.0
+                    };
                 }
             }
         }
@@ -100,7 +130,11 @@ pub unsafe fn pack_b_block(b: *const f32, ldb: usize, trans: bool, k0: usize, kc
             let out = unsafe { std::slice::from_raw_parts_mut(dst.add((p * kc + kx) * NR), NR) };
             for (c, o) in out.iter_mut().enumerate() {
                 // SAFETY: (k0+kx, j0+c) inside B when c < w.
-                *o = if c < w { unsafe { *b.add((j0 + c) * ldb + k0 + kx) } } else { 0.0 };
+                *o = if c < w {
+                    unsafe { *b.add((j0 + c) * ldb + k0 + kx) }
+                } else {
+                    0.0
+                };
             }
         }
     }

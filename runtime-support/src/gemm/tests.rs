@@ -23,7 +23,21 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
     let bias_c = rand(n, 5);
     let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
     let mut want = vec![0f32; m * n];
-    unsafe { sgemm_ref(m, n, k, a.as_ptr(), lda, ta, b.as_ptr(), ldb, tb, want.as_mut_ptr(), n) };
+    unsafe {
+        sgemm_ref(
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            lda,
+            ta,
+            b.as_ptr(),
+            ldb,
+            tb,
+            want.as_mut_ptr(),
+            n,
+        )
+    };
     let ep = if with_ep {
         for i in 0..m {
             for j in 0..n {
@@ -31,7 +45,13 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
                 want[i * n + j] = v.clamp(-0.5, 3.0);
             }
         }
-        Epilogue { bias_row: bias_r.as_ptr(), bias_col: bias_c.as_ptr(), residual: resid.as_ptr(), lo: -0.5, hi: 3.0 }
+        Epilogue {
+            bias_row: bias_r.as_ptr(),
+            bias_col: bias_c.as_ptr(),
+            residual: resid.as_ptr(),
+            lo: -0.5,
+            hi: 3.0,
+        }
     } else {
         Epilogue::NONE
     };
@@ -42,20 +62,70 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
     unsafe {
         if packed_b {
             pack::pack_b(b.as_ptr(), ldb, tb, k, n, bp.as_mut_ptr());
-            onnxc_sgemm_pb(m as i64, n as i64, k as i64, a.as_ptr(), lda as i64, ta as i64, bp.as_ptr(), got.as_mut_ptr(), n as i64, ep.bias_row, ep.bias_col, ep.residual, clamp.as_ptr(), scratch.as_mut_ptr());
+            onnxc_sgemm_pb(
+                m as i64,
+                n as i64,
+                k as i64,
+                a.as_ptr(),
+                lda as i64,
+                ta as i64,
+                bp.as_ptr(),
+                got.as_mut_ptr(),
+                n as i64,
+                ep.bias_row,
+                ep.bias_col,
+                ep.residual,
+                clamp.as_ptr(),
+                scratch.as_mut_ptr(),
+            );
         } else {
-            onnxc_sgemm(m as i64, n as i64, k as i64, a.as_ptr(), lda as i64, ta as i64, b.as_ptr(), ldb as i64, tb as i64, got.as_mut_ptr(), n as i64, ep.bias_row, ep.bias_col, ep.residual, clamp.as_ptr(), scratch.as_mut_ptr());
+            onnxc_sgemm(
+                m as i64,
+                n as i64,
+                k as i64,
+                a.as_ptr(),
+                lda as i64,
+                ta as i64,
+                b.as_ptr(),
+                ldb as i64,
+                tb as i64,
+                got.as_mut_ptr(),
+                n as i64,
+                ep.bias_row,
+                ep.bias_col,
+                ep.residual,
+                clamp.as_ptr(),
+                scratch.as_mut_ptr(),
+            );
         }
     }
     for i in 0..m * n {
         let tol = 1e-4 * (k as f32).sqrt().max(1.0);
-        assert!((got[i] - want[i]).abs() <= tol, "m={m} n={n} k={k} ta={ta} tb={tb} packed_b={packed_b} ep={with_ep}: [{i}] {} vs {}", got[i], want[i]);
+        assert!(
+            (got[i] - want[i]).abs() <= tol,
+            "m={m} n={n} k={k} ta={ta} tb={tb} packed_b={packed_b} ep={with_ep}: [{i}] {} vs {}",
+            got[i],
+            want[i]
+        );
     }
 }
 
 #[test]
 fn matches_reference_on_edge_sizes() {
-    for &(m, n, k) in &[(1, 1, 1), (6, 16, 8), (7, 17, 3), (5, 15, 300), (13, 33, 257), (64, 64, 64), (1, 100, 70), (2, 37, 19), (100, 5, 9), (3, 2050, 4), (30, 97, 600), (16, 1024, 40)] {
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (6, 16, 8),
+        (7, 17, 3),
+        (5, 15, 300),
+        (13, 33, 257),
+        (64, 64, 64),
+        (1, 100, 70),
+        (2, 37, 19),
+        (100, 5, 9),
+        (3, 2050, 4),
+        (30, 97, 600),
+        (16, 1024, 40),
+    ] {
         for ta in [false, true] {
             for tb in [false, true] {
                 for packed in [false, true] {
