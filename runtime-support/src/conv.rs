@@ -124,8 +124,7 @@ impl ConvGeometry {
                 let (s0, s1) = (self.strides[0] as usize, self.strides[1] as usize);
                 let padded = qh * s0 * qw * s1;
                 let phases = s0 * s1 * (qh * qw + slack);
-                let out = self.output[0] as usize * qw + slack;
-                padded + phases + out
+                padded + phases
             }
             None => 0,
         }
@@ -535,16 +534,11 @@ fn depthwise_body(
     let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
     let phase_len = qh * qw + slack;
-    // Scratch: phases (s0·s1 planes of qh × qw, zero-padded), then the pitched output.
+    // Scratch: the phases (s0·s1 planes of qh × qw, zero-padded, with slack).
     // SAFETY: within the scratch sized by depthwise_scratch().
-    let (phases, out) = unsafe {
+    let phases = unsafe {
         let padded_len = qh * s0 * qw * s1;
-        let phases = std::slice::from_raw_parts_mut(scratch.add(padded_len), s0 * s1 * phase_len);
-        let out = std::slice::from_raw_parts_mut(
-            scratch.add(padded_len + s0 * s1 * phase_len),
-            oh * qw + slack,
-        );
-        (phases, out)
+        std::slice::from_raw_parts_mut(scratch.add(padded_len), s0 * s1 * phase_len)
     };
     phases.fill(0.0);
     for r in 0..ih {
@@ -558,13 +552,10 @@ fn depthwise_body(
             let (qe, qo) = (p1 / 2, (p1 + 1) / 2);
             let base_e = (py * s1 + ev) * phase_len + qy * qw;
             let base_o = (py * s1 + od) * phase_len + qy * qw;
-            let pairs = iw / 2;
-            for j in 0..pairs {
-                phases[base_e + qe + j] = src[2 * j];
-                phases[base_o + qo + j] = src[2 * j + 1];
-            }
-            if iw % 2 == 1 {
-                phases[base_e + qe + pairs] = src[iw - 1];
+            let (ne, no) = (iw.div_ceil(2), iw / 2);
+            crate::pool::pick_even(src, &mut phases[base_e + qe..base_e + qe + ne]);
+            if no > 0 {
+                crate::pool::pick_even(&src[1..], &mut phases[base_o + qo..base_o + qo + no]);
             }
             continue;
         }
@@ -576,39 +567,78 @@ fn depthwise_body(
             }
             let qx0 = (first_c + p1) / s1;
             let row = &mut phases[(py * s1 + px) * phase_len + qy * qw + qx0..];
-            for (d, v) in row.iter_mut().zip(src[first_c..].iter().step_by(s1)) {
-                *d = *v;
+            if s1 == 1 {
+                row[..iw].copy_from_slice(src);
+            } else {
+                for (d, v) in row.iter_mut().zip(src[first_c..].iter().step_by(s1)) {
+                    *d = *v;
+                }
             }
         }
     }
-    let n = oh * qw;
-    out[..n].fill(bias);
+    // Taps: (phase offset, weight), the phase offset already shifted by the tap's row and
+    // column inside its phase.
+    let mut taps = [(0usize, 0f32); 49];
+    let mut tap_vec = Vec::new();
+    let ntaps = kh * kw;
+    let taps: &mut [(usize, f32)] = if ntaps <= taps.len() {
+        &mut taps[..ntaps]
+    } else {
+        tap_vec.resize(ntaps, (0usize, 0f32));
+        &mut tap_vec
+    };
     for ky in 0..kh {
         let (py, dy) = ((ky * d0) % s0, (ky * d0) / s0);
         for kx in 0..kw {
             let (px, dx) = ((kx * d1) % s1, (kx * d1) / s1);
             // SAFETY: kernel tap (ky, kx).
             let wv = unsafe { *w.add(ky * kw + kx) };
-            let base = (py * s1 + px) * phase_len + dy * qw + dx;
-            let src = &phases[base..base + n];
-            for (o, v) in out[..n].iter_mut().zip(src) {
-                *o += wv * v;
-            }
+            taps[ky * kw + kx] = ((py * s1 + px) * phase_len + dy * qw + dx, wv);
         }
     }
+    // 16 outputs at a time with all taps accumulated in registers; the epilogue on the way
+    // out. Reads past a row's end stay inside the phase (its slack) and feed only lanes
+    // that are not stored.
+    const L: usize = 16;
     for oy in 0..oh {
-        let row = &out[oy * qw..oy * qw + ow];
-        // SAFETY: output row oy (and the residual's).
-        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(oy * ow), ow) };
-        if resid.is_null() {
-            for (d, v) in dst.iter_mut().zip(row) {
-                *d = v.max(lo).min(hi);
+        let mut ox = 0;
+        while ox < ow {
+            let at = oy * qw + ox;
+            let mut acc = [bias; L];
+            let ph = phases.as_ptr();
+            for &(base, wv) in taps.iter() {
+                // SAFETY: base + at + L ≤ phases.len() (the phase's slack).
+                let src = unsafe { ph.add(base + at).cast::<[f32; L]>().read_unaligned() };
+                acc = std::array::from_fn(|l| acc[l] + wv * src[l]);
             }
-        } else {
-            let r = unsafe { std::slice::from_raw_parts(resid.add(oy * ow), ow) };
-            for ((d, v), rv) in dst.iter_mut().zip(row).zip(r) {
-                *d = (v + rv).max(lo).min(hi);
+            let cnt = L.min(ow - ox);
+            // SAFETY: output row oy, columns ox..ox+cnt (and the residual's).
+            let dst = unsafe { y.add(oy * ow + ox) };
+            let res = if resid.is_null() {
+                [0f32; L]
+            } else if cnt == L {
+                // SAFETY: as above.
+                unsafe { resid.add(oy * ow + ox).cast::<[f32; L]>().read_unaligned() }
+            } else {
+                // SAFETY: as above.
+                std::array::from_fn(|l| {
+                    if l < cnt {
+                        unsafe { *resid.add(oy * ow + ox + l) }
+                    } else {
+                        0.0
+                    }
+                })
+            };
+            let v: [f32; L] = std::array::from_fn(|l| (acc[l] + res[l]).max(lo).min(hi));
+            // SAFETY: as above.
+            unsafe {
+                if cnt == L {
+                    dst.cast::<[f32; L]>().write_unaligned(v);
+                } else {
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), dst, cnt);
+                }
             }
+            ox += L;
         }
     }
 }

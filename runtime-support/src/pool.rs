@@ -606,11 +606,35 @@ mod tests {
             (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
             (0, false, 0, [5, 6], [3, 3], [1, 3], [1, 1], [0, 0], [2, 1]),
             // Row by row: strided, large outputs.
-            (0, false, 0, [112, 112], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
+            (
+                0,
+                false,
+                0,
+                [112, 112],
+                [3, 3],
+                [2, 2],
+                [1, 1],
+                [1, 1],
+                [1, 1],
+            ),
             (1, true, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
-            (1, false, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
+            (
+                1,
+                false,
+                0,
+                [70, 70],
+                [3, 3],
+                [2, 2],
+                [1, 1],
+                [1, 1],
+                [2, 2],
+            ),
         ];
-        assert!(cases.iter().filter(|c| c.5[0] > 1).count() >= 4 && cases.iter().filter(|c| c.5[0] == 1).count() >= 4, "both paths covered");
+        assert!(
+            cases.iter().filter(|c| c.5[0] > 1).count() >= 4
+                && cases.iter().filter(|c| c.5[0] == 1).count() >= 4,
+            "both paths covered"
+        );
         for &(
             kind,
             count_include_pad,
