@@ -24,7 +24,12 @@ fn stderr(o: &Output) -> String {
 fn fails(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap();
     let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "expected exit 1, got {:?}; stderr:\n{e}", o.status);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "expected exit 1, got {:?}; stderr:\n{e}",
+        o.status
+    );
     assert!(e.contains("onnxc: error:"), "stderr: {e}");
     assert!(!e.contains("panicked"), "panic: {e}");
     e
@@ -33,7 +38,10 @@ fn fails(cmd: &mut Command) -> String {
 /// y = relu(x + b) with x: [1, 4].
 fn small_model(dir: &Path) -> PathBuf {
     let m = model(
-        vec![node("Add", "add", &["x", "b"], &["s"]), node("Relu", "relu", &["s"], &["y"])],
+        vec![
+            node("Add", "add", &["x", "b"], &["s"]),
+            node("Relu", "relu", &["s"], &["y"]),
+        ],
         vec![value_info("x", 1, &[D::N(1), D::N(4)])],
         vec![value_info("y", 1, &[D::N(1), D::N(4)])],
         vec![f32_tensor("b", &[4], &[0.5, -1.0, 2.0, -3.0])],
@@ -46,7 +54,11 @@ fn small_model(dir: &Path) -> PathBuf {
 
 #[test]
 fn help_for_every_subcommand() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["bench", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["bench", "--help"],
+    ] {
         let o = onnxc().args(&args).output().unwrap();
         assert!(o.status.success(), "{args:?}");
         let out = String::from_utf8_lossy(&o.stdout);
@@ -58,10 +70,20 @@ fn help_for_every_subcommand() {
 fn compile_writes_object_and_headers() {
     let d = scratch("compile");
     let m = small_model(&d);
-    let o = onnxc().arg(&m).arg("-o").arg(d.join("net.o")).output().unwrap();
+    let o = onnxc()
+        .arg(&m)
+        .arg("-o")
+        .arg(d.join("net.o"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let h = std::fs::read_to_string(d.join("net.h")).unwrap();
-    assert!(h.contains("int net_run(const void *const *inputs, void *const *outputs, void *workspace);"), "{h}");
+    assert!(
+        h.contains(
+            "int net_run(const void *const *inputs, void *const *outputs, void *workspace);"
+        ),
+        "{h}"
+    );
     assert!(h.contains("size_t net_workspace_size(void);"));
     assert!(h.contains("const onnxc_model_info *net_info(void);"));
     assert!(h.contains("input 0: \"x\", float32 [1, 4]"), "{h}");
@@ -69,17 +91,36 @@ fn compile_writes_object_and_headers() {
     assert!(d.join("onnxc_runtime.h").is_file());
     assert!(std::fs::metadata(d.join("net.o")).unwrap().len() > 0);
     // --name overrides the prefix.
-    let o = onnxc().arg(&m).arg("-o").arg(d.join("other.o")).args(["--name", "custom"]).output().unwrap();
+    let o = onnxc()
+        .arg(&m)
+        .arg("-o")
+        .arg(d.join("other.o"))
+        .args(["--name", "custom"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
-    assert!(std::fs::read_to_string(d.join("other.h")).unwrap().contains("custom_run("));
+    assert!(
+        std::fs::read_to_string(d.join("other.h"))
+            .unwrap()
+            .contains("custom_run(")
+    );
 }
 
 #[test]
 fn emit_every_stage() {
     let d = scratch("emit");
     let m = small_model(&d);
-    for (stage, marker) in [("graph", "graph \""), ("schedule", "schedule \""), ("loops", "program \""), ("clif", "function ")] {
-        let o = onnxc().arg(&m).args(["-o", "/dev/null", "--emit", stage]).output().unwrap();
+    for (stage, marker) in [
+        ("graph", "graph \""),
+        ("schedule", "schedule \""),
+        ("loops", "program \""),
+        ("clif", "function "),
+    ] {
+        let o = onnxc()
+            .arg(&m)
+            .args(["-o", "/dev/null", "--emit", stage])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{stage}: {}", stderr(&o));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains(marker), "{stage}: {out}");
@@ -93,13 +134,27 @@ fn run_writes_outputs_as_tensor_protos() {
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 4], &[1.0, 1.0, -5.0, 4.0]), &x);
     let out = d.join("out");
-    let o = onnxc().arg("run").arg(&m).arg(&x).arg("--output-dir").arg(&out).output().unwrap();
+    let o = onnxc()
+        .arg("run")
+        .arg(&m)
+        .arg(&x)
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
     let vals: Vec<f64> = y.to_f64s();
     assert_eq!(vals, vec![1.5, 0.0, 0.0, 1.0]);
     // NAME=FILE binding works too.
-    let o = onnxc().arg("run").arg(&m).arg(format!("x={}", x.display())).arg("--output-dir").arg(&out).output().unwrap();
+    let o = onnxc()
+        .arg("run")
+        .arg(&m)
+        .arg(format!("x={}", x.display()))
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -107,7 +162,12 @@ fn run_writes_outputs_as_tensor_protos() {
 fn bench_json_has_the_documented_fields() {
     let d = scratch("bench");
     let m = small_model(&d);
-    let o = onnxc().arg("bench").arg(&m).args(["--iterations", "5", "--warmup", "1", "--json"]).output().unwrap();
+    let o = onnxc()
+        .arg("bench")
+        .arg(&m)
+        .args(["--iterations", "5", "--warmup", "1", "--json"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let last = out.lines().last().unwrap();
@@ -133,8 +193,14 @@ fn unsupported_ops_are_all_reported_at_once() {
     let p = d.join("m.onnx");
     save(&m, &p);
     let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
-    assert!(e.contains("node 'first_bad': FancyOp (domain ai.onnx, opset 17)"), "{e}");
-    assert!(e.contains("node 'second_bad': OtherMissingOp (domain ai.onnx, opset 17)"), "{e}");
+    assert!(
+        e.contains("node 'first_bad': FancyOp (domain ai.onnx, opset 17)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("node 'second_bad': OtherMissingOp (domain ai.onnx, opset 17)"),
+        "{e}"
+    );
     assert!(e.contains("2 node(s)"), "{e}");
 }
 
@@ -150,7 +216,12 @@ fn truncated_and_non_onnx_files_are_rejected() {
     std::fs::write(&j, b"this is a text file, not protobuf\n").unwrap();
     let e = fails(onnxc().arg(&j).arg("-o").arg(d.join("j.o")));
     assert!(e.contains("not a valid ONNX model"), "{e}");
-    let e = fails(onnxc().arg(d.join("does-not-exist.onnx")).arg("-o").arg(d.join("x.o")));
+    let e = fails(
+        onnxc()
+            .arg(d.join("does-not-exist.onnx"))
+            .arg("-o")
+            .arg(d.join("x.o")),
+    );
     assert!(e.contains("does-not-exist.onnx"), "{e}");
 }
 
@@ -161,9 +232,18 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
     b.raw_data = None;
     b.data_location = Some(1);
     b.external_data = vec![
-        onnxc_proto::StringStringEntryProto { key: Some("location".into()), value: Some("weights.bin".into()) },
-        onnxc_proto::StringStringEntryProto { key: Some("offset".into()), value: Some("4".into()) },
-        onnxc_proto::StringStringEntryProto { key: Some("length".into()), value: Some("16".into()) },
+        onnxc_proto::StringStringEntryProto {
+            key: Some("location".into()),
+            value: Some("weights.bin".into()),
+        },
+        onnxc_proto::StringStringEntryProto {
+            key: Some("offset".into()),
+            value: Some("4".into()),
+        },
+        onnxc_proto::StringStringEntryProto {
+            key: Some("length".into()),
+            value: Some("16".into()),
+        },
     ];
     let m = model(
         vec![node("Add", "add", &["x", "b"], &["y"])],
@@ -184,7 +264,14 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[4], &[10.0, 20.0, 30.0, 40.0]), &x);
     let out = d.join("out");
-    let o = onnxc().arg("run").arg(&p).arg(&x).arg("--output-dir").arg(&out).output().unwrap();
+    let o = onnxc()
+        .arg("run")
+        .arg(&p)
+        .arg(&x)
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
     assert_eq!(y.to_f64s(), vec![11.0, 22.0, 33.0, 44.0]);
@@ -194,7 +281,11 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
 fn symbolic_dims_need_shape_and_the_error_says_so() {
     let d = scratch("symbolic");
     let m = model(
-        vec![with_ints(node("ReduceSum", "sum", &["x"], &["y"]), "axes", &[1])],
+        vec![with_ints(
+            node("ReduceSum", "sum", &["x"], &["y"]),
+            "axes",
+            &[1],
+        )],
         vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
         vec![value_info("y", 1, &[D::S("batch"), D::N(1)])],
         vec![],
@@ -204,13 +295,35 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
     save(&m, &p);
     let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("s.o")));
     assert!(e.contains("--shape"), "{e}");
-    let o = onnxc().arg(&p).arg("-o").arg(d.join("s.o")).args(["--shape", "x=2,3"]).output().unwrap();
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("s.o"))
+        .args(["--shape", "x=2,3"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read_to_string(d.join("s.h")).unwrap().contains("float32 [2, 1]"));
+    assert!(
+        std::fs::read_to_string(d.join("s.h"))
+            .unwrap()
+            .contains("float32 [2, 1]")
+    );
     // A bad --shape is a usage error.
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("s.o")).args(["--shape", "x=2,4"]));
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--shape", "x=2,4"]),
+    );
     assert!(e.contains("dim 1 is fixed to 3"), "{e}");
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("s.o")).args(["--shape", "nope=1"]));
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--shape", "nope=1"]),
+    );
     assert!(e.contains("no runtime input of that name"), "{e}");
 }
 
@@ -220,15 +333,41 @@ fn run_rejects_inputs_of_the_wrong_shape_or_type() {
     let m = small_model(&d);
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 5], &[0.0; 5]), &x);
-    let e = fails(onnxc().arg("run").arg(&m).arg(&x).arg("--output-dir").arg(d.join("o")));
-    assert!(e.contains("has shape [1, 5] but the model expects [1, 4]"), "{e}");
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg(&x)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
+    assert!(
+        e.contains("has shape [1, 5] but the model expects [1, 4]"),
+        "{e}"
+    );
     let mut t = f32_tensor("x", &[1, 4], &[0.0; 4]);
     t.data_type = Some(11);
     t.raw_data = Some(vec![0; 32]);
     save_tensor(&t, &x);
-    let e = fails(onnxc().arg("run").arg(&m).arg(&x).arg("--output-dir").arg(d.join("o")));
-    assert!(e.contains("is float64 but the model expects float32"), "{e}");
-    let e = fails(onnxc().arg("run").arg(&m).arg("--output-dir").arg(d.join("o")));
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg(&x)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
+    assert!(
+        e.contains("is float64 but the model expects float32"),
+        "{e}"
+    );
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
     assert!(e.contains("no data given for input 'x'"), "{e}");
 }
 
@@ -236,7 +375,11 @@ fn run_rejects_inputs_of_the_wrong_shape_or_type() {
 fn bad_attributes_name_the_node() {
     let d = scratch("badattr");
     let m = model(
-        vec![with_ints(node("Transpose", "tp", &["x"], &["y"]), "perm", &[0, 0])],
+        vec![with_ints(
+            node("Transpose", "tp", &["x"], &["y"]),
+            "perm",
+            &[0, 0],
+        )],
         vec![value_info("x", 1, &[D::N(2), D::N(3)])],
         vec![value_info("y", 1, &[D::N(3), D::N(2)])],
         vec![],

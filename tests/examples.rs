@@ -6,7 +6,11 @@ use std::process::Command;
 fn check(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{cmd:?} failed:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed:\n{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -48,7 +52,12 @@ fn two_models_link_into_one_program() {
     std::fs::create_dir_all(&d).unwrap();
     let model = root().join("examples/models/tiny_cnn.onnx");
     for name in ["first", "second"] {
-        check(Command::new(onnxc_bin()).arg(&model).arg("-o").arg(d.join(format!("{name}.o"))));
+        check(
+            Command::new(onnxc_bin())
+                .arg(&model)
+                .arg("-o")
+                .arg(d.join(format!("{name}.o"))),
+        );
     }
     let main = d.join("main.c");
     std::fs::write(
@@ -82,6 +91,9 @@ int main(void) {
             .arg(&exe),
     );
     let out = check(&mut Command::new(&exe));
-    assert!(out.contains("first and second agree: p[4]=0.134210"), "{out}");
+    assert!(
+        out.contains("first and second agree: p[4]=0.134210"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(d);
 }

@@ -12,7 +12,8 @@ fn light_models_match_expected_outputs() {
     assert_eq!(light.len(), 9, "expected the nine light_* models");
     let mut failures = Vec::new();
     for c in &light {
-        let out = std::env::temp_dir().join(format!("onnxc-light-{}-{}", std::process::id(), c.name));
+        let out =
+            std::env::temp_dir().join(format!("onnxc-light-{}-{}", std::process::id(), c.name));
         let set = c.dir.join("test_data_set_0");
         let o = Command::new(onnxc_bin())
             .arg("run")
@@ -23,7 +24,11 @@ fn light_models_match_expected_outputs() {
             .output()
             .unwrap();
         if !o.status.success() {
-            failures.push(format!("{}: onnxc run failed: {}", c.name, String::from_utf8_lossy(&o.stderr)));
+            failures.push(format!(
+                "{}: onnxc run failed: {}",
+                c.name,
+                String::from_utf8_lossy(&o.stderr)
+            ));
             continue;
         }
         let (_, actual) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();

@@ -30,21 +30,53 @@ fn vector_math_matches_f64_references() {
     let d = std::env::temp_dir().join(format!("onnxc-vmath-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let mut xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) / 40.0).collect();
-    xs.extend([0.0, -0.0, 1e-20, -1e-20, 1e-7, 88.0, 89.0, -87.0, -104.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+    xs.extend([
+        0.0,
+        -0.0,
+        1e-20,
+        -1e-20,
+        1e-7,
+        88.0,
+        89.0,
+        -87.0,
+        -104.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ]);
     while xs.len() % 8 != 0 {
         xs.push(0.5);
     }
     let n = xs.len() as i64;
     let ops = ["Exp", "Tanh", "Erf", "Sigmoid"];
-    let nodes: Vec<_> = ops.iter().map(|op| node(op, op, &["x"], &[&format!("y_{op}")])).collect();
-    let outs: Vec<_> = ops.iter().map(|op| value_info(&format!("y_{op}"), 1, &[D::N(n)])).collect();
-    let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, vec![], 17);
+    let nodes: Vec<_> = ops
+        .iter()
+        .map(|op| node(op, op, &["x"], &[&format!("y_{op}")]))
+        .collect();
+    let outs: Vec<_> = ops
+        .iter()
+        .map(|op| value_info(&format!("y_{op}"), 1, &[D::N(n)]))
+        .collect();
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::N(n)])],
+        outs,
+        vec![],
+        17,
+    );
     let p = d.join("m.onnx");
     save(&m, &p);
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[n], &xs), &x);
     let out = d.join("out");
-    let o = Command::new(onnxc_tests::onnxc_bin()).arg("run").arg(&p).arg(&x).arg("--output-dir").arg(&out).output().unwrap();
+    let o = Command::new(onnxc_tests::onnxc_bin())
+        .arg("run")
+        .arg(&p)
+        .arg(&x)
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let refs: [fn(f64) -> f64; 4] = [f64::exp, f64::tanh, erf64, |v| 1.0 / (1.0 + (-v).exp())];
     for (k, op) in ops.iter().enumerate() {
@@ -58,7 +90,9 @@ fn vector_math_matches_f64_references() {
             } else if want.is_infinite() {
                 g == want
             } else {
-                (g - want).abs() <= 4e-7 * want.abs().max(if *op == "Exp" { 0.0 } else { 1e-3 }) + if *op == "Exp" { 1e-38 } else { 0.0 }
+                (g - want).abs()
+                    <= 4e-7 * want.abs().max(if *op == "Exp" { 0.0 } else { 1e-3 })
+                        + if *op == "Exp" { 1e-38 } else { 0.0 }
             };
             assert!(ok, "{op}({xv}) = {g}, expected {want}");
         }

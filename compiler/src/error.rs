@@ -16,7 +16,10 @@ pub struct Unsupported {
 #[derive(Debug)]
 pub enum Error {
     /// Reading or writing a file failed.
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// The bytes are not a valid ONNX model.
     Parse(String),
     /// Every node the compiler cannot handle, collected before failing.
@@ -41,16 +44,36 @@ impl fmt::Display for Error {
             Error::Io { path, source } => write!(f, "{path}: {source}"),
             Error::Parse(m) => write!(f, "not a valid ONNX model: {m}"),
             Error::Unsupported(list) => {
-                let mut ops: Vec<String> = list.iter().map(|u| {
-                    let dom = if u.domain.is_empty() { String::new() } else { format!("{}::", u.domain) };
-                    format!("{dom}{}-{}", u.op_type, u.opset)
-                }).collect();
+                let mut ops: Vec<String> = list
+                    .iter()
+                    .map(|u| {
+                        let dom = if u.domain.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{}::", u.domain)
+                        };
+                        format!("{dom}{}-{}", u.op_type, u.opset)
+                    })
+                    .collect();
                 ops.sort();
                 ops.dedup();
-                writeln!(f, "the model uses {} node(s) onnxc cannot compile ({}):", list.len(), ops.join(", "))?;
+                writeln!(
+                    f,
+                    "the model uses {} node(s) onnxc cannot compile ({}):",
+                    list.len(),
+                    ops.join(", ")
+                )?;
                 for u in list {
-                    let dom = if u.domain.is_empty() { "ai.onnx".to_string() } else { u.domain.clone() };
-                    writeln!(f, "  node '{}': {} (domain {}, opset {}): {}", u.node, u.op_type, dom, u.opset, u.reason)?;
+                    let dom = if u.domain.is_empty() {
+                        "ai.onnx".to_string()
+                    } else {
+                        u.domain.clone()
+                    };
+                    writeln!(
+                        f,
+                        "  node '{}': {} (domain {}, opset {}): {}",
+                        u.node, u.op_type, dom, u.opset, u.reason
+                    )?;
                 }
                 write!(f, "see docs/supported-ops.md for what is supported")
             }
@@ -58,7 +81,10 @@ impl fmt::Display for Error {
             Error::NeedShape(m) => write!(f, "{m}"),
             Error::Usage(m) => write!(f, "{m}"),
             Error::Tool(m) => write!(f, "{m}"),
-            Error::Internal(m) => write!(f, "internal compiler error (a bug in onnxc, please report it): {m}"),
+            Error::Internal(m) => write!(
+                f,
+                "internal compiler error (a bug in onnxc, please report it): {m}"
+            ),
         }
     }
 }
@@ -67,7 +93,10 @@ impl std::error::Error for Error {}
 
 impl Error {
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
-        Error::Io { path: path.as_ref().display().to_string(), source }
+        Error::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
     }
 }
 

@@ -11,6 +11,6 @@ pub mod passes;
 
 pub use error::{Error, Result};
 pub mod codegen;
+pub mod driver;
 pub mod loops;
 pub mod schedule;
-pub mod driver;

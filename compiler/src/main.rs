@@ -29,7 +29,11 @@ struct CompileArgs {
     #[arg(required_unless_present = "print_runtime_lib")]
     model: Option<PathBuf>,
     /// Output object file; the header is written beside it with extension .h.
-    #[arg(short = 'o', long = "output", required_unless_present = "print_runtime_lib")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        required_unless_present = "print_runtime_lib"
+    )]
     output: Option<PathBuf>,
     /// Symbol prefix of the generated functions (default: the output file stem).
     #[arg(long)]
@@ -121,17 +125,28 @@ fn options(c: &CommonArgs) -> Result<Options> {
             dims.split(',')
                 .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v >= 0))
                 .collect::<Option<_>>()
-                .ok_or_else(|| Error::Usage(format!("--shape {s}: dims must be non-negative integers")))?
+                .ok_or_else(|| {
+                    Error::Usage(format!("--shape {s}: dims must be non-negative integers"))
+                })?
         };
         shapes.push((name.to_string(), dims));
     }
-    Ok(Options { name: None, shapes, target: c.target.clone(), opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 }, emit_main: false, profile: false })
+    Ok(Options {
+        name: None,
+        shapes,
+        target: c.target.clone(),
+        opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 },
+        emit_main: false,
+        profile: false,
+    })
 }
 
 fn input_args(list: &[String]) -> Vec<InputArg> {
     list.iter()
         .map(|a| match a.split_once('=') {
-            Some((n, f)) if !n.is_empty() && !Path::new(a).exists() => InputArg::Named(n.to_string(), PathBuf::from(f)),
+            Some((n, f)) if !n.is_empty() && !Path::new(a).exists() => {
+                InputArg::Named(n.to_string(), PathBuf::from(f))
+            }
             _ => InputArg::Positional(PathBuf::from(a)),
         })
         .collect()
@@ -150,7 +165,10 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
         return Err(Error::Usage("usage: onnxc MODEL.onnx -o OUT.o".into()));
     };
     let opts = options(&a.common)?;
-    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
     let prefix = onnxc::codegen::c_ident(a.name.as_deref().unwrap_or(&stem));
     let emit = a.emit.map(|e| match e {
         EmitArg::Graph => Emit::Graph,
@@ -185,7 +203,13 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         None => compile_cmd(&cli.compile),
-        Some(Cmd::Run { model, inputs, output_dir, keep_temps, common }) => {
+        Some(Cmd::Run {
+            model,
+            inputs,
+            output_dir,
+            keep_temps,
+            common,
+        }) => {
             let opts = options(&common)?;
             let outs = driver::run(&model, &input_args(&inputs), &opts, keep_temps.as_deref())?;
             std::fs::create_dir_all(&output_dir).map_err(|e| Error::io(&output_dir, e))?;
@@ -193,21 +217,51 @@ fn real_main() -> Result<()> {
                 let p = output_dir.join(format!("output_{k}.pb"));
                 write(&p, &onnxc::frontend::tensor::encode_tensor_file(t, name))?;
             }
-            eprintln!("onnxc: wrote {} output(s) to {}", outs.len(), output_dir.display());
+            eprintln!(
+                "onnxc: wrote {} output(s) to {}",
+                outs.len(),
+                output_dir.display()
+            );
             Ok(())
         }
-        Some(Cmd::Bench { model, inputs, iterations, warmup, json, save_exe, profile, common }) => {
-            let opts = Options { profile, ..options(&common)? };
-            let r = driver::bench(&model, &opts, iterations, warmup, &input_args(&inputs), save_exe.as_deref())?;
+        Some(Cmd::Bench {
+            model,
+            inputs,
+            iterations,
+            warmup,
+            json,
+            save_exe,
+            profile,
+            common,
+        }) => {
+            let opts = Options {
+                profile,
+                ..options(&common)?
+            };
+            let r = driver::bench(
+                &model,
+                &opts,
+                iterations,
+                warmup,
+                &input_args(&inputs),
+                save_exe.as_deref(),
+            )?;
             println!("model:        {}", model.display());
             println!("compile:      {:.1} ms", r.compile_ms);
             println!("iterations:   {} (+{} warm-up)", r.iterations, warmup);
-            println!("latency:      median {:.3} ms, min {:.3} ms, p90 {:.3} ms", r.median_ms, r.min_ms, r.p90_ms);
+            println!(
+                "latency:      median {:.3} ms, min {:.3} ms, p90 {:.3} ms",
+                r.median_ms, r.min_ms, r.p90_ms
+            );
             println!("peak RSS:     {} KiB", r.peak_rss_kb);
             if json {
                 println!(
                     "{{\"model\": \"{}\", \"median_ms\": {}, \"min_ms\": {}, \"p90_ms\": {}, \"mean_ms\": {}, \"compile_ms\": {}, \"peak_rss_kb\": {}, \"iterations\": {}}}",
-                    model.display().to_string().replace('\\', "\\\\").replace('"', "\\\""),
+                    model
+                        .display()
+                        .to_string()
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\""),
                     r.median_ms,
                     r.min_ms,
                     r.p90_ms,

@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opt = OptLevel::O2;
-    let mut jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let mut jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     let mut filter: Option<String> = None;
     let mut keep: Option<std::path::PathBuf> = None;
     let mut check = false;
@@ -27,7 +29,13 @@ fn main() {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--opt" => opt = if it.next().map(String::as_str) == Some("O0") { OptLevel::O0 } else { OptLevel::O2 },
+            "--opt" => {
+                opt = if it.next().map(String::as_str) == Some("O0") {
+                    OptLevel::O0
+                } else {
+                    OptLevel::O2
+                }
+            }
             "--jobs" => jobs = it.next().and_then(|s| s.parse().ok()).unwrap_or(jobs),
             "--filter" => filter = it.next().cloned(),
             "--keep" => keep = it.next().map(Into::into),
@@ -35,7 +43,10 @@ fn main() {
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
             "--docs" => {
-                let md = match onnxc_tests::supported_ops_markdown(&suite_dir(), &onnxc_tests::load_manifest()) {
+                let md = match onnxc_tests::supported_ops_markdown(
+                    &suite_dir(),
+                    &onnxc_tests::load_manifest(),
+                ) {
                     Ok(m) => m,
                     Err(e) => {
                         eprintln!("{e}");
@@ -49,7 +60,9 @@ fn main() {
                 return;
             }
             "-h" | "--help" => {
-                println!("usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--docs]");
+                println!(
+                    "usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--docs]"
+                );
                 return;
             }
             other => {
@@ -78,7 +91,10 @@ fn main() {
         .filter(|c| filter.as_ref().is_none_or(|f| c.id().contains(f.as_str())))
         .filter(|c| !only_manifest || manifest.contains(&c.id()))
         .collect();
-    let opts = Options { opt, ..Options::default() };
+    let opts = Options {
+        opt,
+        ..Options::default()
+    };
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(Case, Outcome, f64)>> = Mutex::new(Vec::new());
     let t0 = std::time::Instant::now();
@@ -99,7 +115,10 @@ fn main() {
                             let _ = std::fs::remove_dir_all(k);
                         }
                     }
-                    results.lock().expect("results lock").push((c.clone(), out, dt));
+                    results
+                        .lock()
+                        .expect("results lock")
+                        .push((c.clone(), out, dt));
                 }
             });
         }
@@ -111,7 +130,13 @@ fn main() {
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut passing = BTreeSet::new();
     for (c, o, dt) in &results {
-        tsv.push_str(&format!("{}\t{}\t{:.2}\t{}\n", c.id(), o.label(), dt, o.message().replace(['\n', '\t'], " ")));
+        tsv.push_str(&format!(
+            "{}\t{}\t{:.2}\t{}\n",
+            c.id(),
+            o.label(),
+            dt,
+            o.message().replace(['\n', '\t'], " ")
+        ));
         let e = per_kind.entry(c.kind.clone()).or_default();
         e.1 += 1;
         if *o == Outcome::Pass {
@@ -123,24 +148,40 @@ fn main() {
     let _ = std::fs::create_dir_all(root().join(".cache"));
     let _ = std::fs::write(&out_path, tsv);
     let total: usize = per_kind.values().map(|v| v.0).sum();
-    println!("conformance ({tag}): {total} of {} cases pass in {:.0} s", results.len(), t0.elapsed().as_secs_f64());
+    println!(
+        "conformance ({tag}): {total} of {} cases pass in {:.0} s",
+        results.len(),
+        t0.elapsed().as_secs_f64()
+    );
     for (k, (p, n)) in &per_kind {
         println!("  {k:<20} {p:>5} / {n}");
     }
     println!("details: {}", out_path.display());
     let ran: BTreeSet<String> = results.iter().map(|r| r.0.id()).collect();
-    let regressions: Vec<&String> = manifest.iter().filter(|m| ran.contains(*m) && !passing.contains(*m)).collect();
+    let regressions: Vec<&String> = manifest
+        .iter()
+        .filter(|m| ran.contains(*m) && !passing.contains(*m))
+        .collect();
     let new: Vec<&String> = passing.iter().filter(|p| !manifest.contains(*p)).collect();
     if !new.is_empty() {
-        println!("{} passing case(s) not in the manifest (add them with --update):", new.len());
+        println!(
+            "{} passing case(s) not in the manifest (add them with --update):",
+            new.len()
+        );
         for n in new.iter().take(50) {
             println!("  + {n}");
         }
     }
     if update {
-        let mut m: BTreeSet<String> = manifest.iter().filter(|x| !ran.contains(*x)).cloned().collect();
+        let mut m: BTreeSet<String> = manifest
+            .iter()
+            .filter(|x| !ran.contains(*x))
+            .cloned()
+            .collect();
         m.extend(passing.iter().cloned());
-        let mut text = String::from("# ONNX backend test cases that pass through onnxc (kind/name), checked by `make test`.\n# Regenerate with: cargo run --release --bin conformance -- --update\n");
+        let mut text = String::from(
+            "# ONNX backend test cases that pass through onnxc (kind/name), checked by `make test`.\n# Regenerate with: cargo run --release --bin conformance -- --update\n",
+        );
         for x in &m {
             text.push_str(x);
             text.push('\n');
@@ -156,7 +197,10 @@ fn main() {
         }
     }
     if check && !regressions.is_empty() {
-        println!("REGRESSIONS: {} manifest case(s) no longer pass:", regressions.len());
+        println!(
+            "REGRESSIONS: {} manifest case(s) no longer pass:",
+            regressions.len()
+        );
         for (c, o, _) in results.iter().filter(|r| regressions.contains(&&r.0.id())) {
             println!("  - {}: {} {}", c.id(), o.label(), o.message());
         }

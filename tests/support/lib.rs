@@ -42,12 +42,22 @@ impl Outcome {
 /// `np.testing.assert_allclose` semantics (NaN equal to NaN) for floats, exact otherwise.
 pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
     if actual.dtype != expected.dtype {
-        return Err(format!("dtype {} != expected {}", actual.dtype, expected.dtype));
+        return Err(format!(
+            "dtype {} != expected {}",
+            actual.dtype, expected.dtype
+        ));
     }
     if actual.shape != expected.shape {
-        return Err(format!("shape {:?} != expected {:?}", actual.shape, expected.shape));
+        return Err(format!(
+            "shape {:?} != expected {:?}",
+            actual.shape, expected.shape
+        ));
     }
-    let rtol = if actual.dtype == DType::BF16 { rtol.max(2f64.powi(-6)) } else { rtol };
+    let rtol = if actual.dtype == DType::BF16 {
+        rtol.max(2f64.powi(-6))
+    } else {
+        rtol
+    };
     let mut bad = 0usize;
     let mut first = None;
     for i in 0..actual.len() {
@@ -73,12 +83,17 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
     }
     match first {
         None => Ok(()),
-        Some(f) => Err(format!("{bad} of {} elements differ (rtol {rtol}, atol {atol}); first {f}", actual.len())),
+        Some(f) => Err(format!(
+            "{bad} of {} elements differ (rtol {rtol}, atol {atol}); first {f}",
+            actual.len()
+        )),
     }
 }
 
 fn read_pb(path: &Path) -> Result<Tensor, String> {
-    driver::read_tensor(path).map(|(_, t)| t).map_err(|e| e.to_string())
+    driver::read_tensor(path)
+        .map(|(_, t)| t)
+        .map_err(|e| e.to_string())
 }
 
 fn sorted_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
@@ -87,7 +102,11 @@ fn sorted_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
             rd.filter_map(|e| e.ok())
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    let k = name.strip_prefix(prefix)?.strip_suffix(".pb")?.parse().ok()?;
+                    let k = name
+                        .strip_prefix(prefix)?
+                        .strip_suffix(".pb")?
+                        .parse()
+                        .ok()?;
                     Some((k, e.path()))
                 })
                 .collect()
@@ -145,10 +164,21 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
         tmp.path = k.to_path_buf();
         tmp.keep = true;
     }
-    let opts = Options { emit_main: true, ..opts.clone() };
+    let opts = Options {
+        emit_main: true,
+        ..opts.clone()
+    };
     let c = match driver::compile_file(&dir.join("model.onnx"), "model", &opts, None) {
         Ok(c) => c,
-        Err(e) => return Outcome::Rejected(e.to_string().lines().take(3).collect::<Vec<_>>().join(" | ")),
+        Err(e) => {
+            return Outcome::Rejected(
+                e.to_string()
+                    .lines()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+        }
     };
     let obj = tmp.path.join("model.o");
     if let Err(e) = std::fs::write(&obj, &c.object) {
@@ -159,13 +189,21 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
         return Outcome::RunFailed(e.to_string());
     }
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     sets.sort();
     for set in sets {
         let inputs = sorted_files(&set, "input_");
         let expected = sorted_files(&set, "output_");
-        let args: Vec<driver::InputArg> = inputs.iter().map(|p| driver::InputArg::Positional(p.clone())).collect();
+        let args: Vec<driver::InputArg> = inputs
+            .iter()
+            .map(|p| driver::InputArg::Positional(p.clone()))
+            .collect();
         let tensors = match driver::bind_inputs(&c.program.inputs, &args) {
             Ok(t) => t,
             Err(e) => return Outcome::Rejected(format!("inputs: {e}")),
@@ -184,7 +222,11 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
             return Outcome::RunFailed(e);
         }
         if expected.len() != c.program.outputs.len() {
-            return Outcome::Mismatch(format!("{} outputs, expected {}", c.program.outputs.len(), expected.len()));
+            return Outcome::Mismatch(format!(
+                "{} outputs, expected {}",
+                c.program.outputs.len(),
+                expected.len()
+            ));
         }
         for (k, (d, e)) in c.program.outputs.iter().zip(&expected).enumerate() {
             let p = tmp.path.join(format!("output_{k}.bin"));
@@ -223,8 +265,12 @@ impl Case {
 
 pub fn load_cases(suite: &Path) -> Result<Vec<Case>, String> {
     let index = suite.join("cases.tsv");
-    let text = std::fs::read_to_string(&index)
-        .map_err(|e| format!("{}: {e} (generate the suite with `make suite`)", index.display()))?;
+    let text = std::fs::read_to_string(&index).map_err(|e| {
+        format!(
+            "{}: {e} (generate the suite with `make suite`)",
+            index.display()
+        )
+    })?;
     text.lines()
         .filter(|l| !l.is_empty())
         .map(|l| {
@@ -250,27 +296,45 @@ pub fn root() -> PathBuf {
 
 /// Where the generated suite lives: `$ONNXC_SUITE` or `.cache/onnx-suite`.
 pub fn suite_dir() -> PathBuf {
-    std::env::var_os("ONNXC_SUITE").map(PathBuf::from).unwrap_or_else(|| root().join(".cache/onnx-suite"))
+    std::env::var_os("ONNXC_SUITE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".cache/onnx-suite"))
 }
 
 /// The `onnxc` binary built alongside the tests (`target/<profile>/onnxc`).
 pub fn onnxc_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
     let bin = dir.join(format!("onnxc{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.is_file(), "{} is missing: run the tests with `cargo test --workspace` (or build onnxc first)", bin.display());
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the tests with `cargo test --workspace` (or build onnxc first)",
+        bin.display()
+    );
     bin
 }
 
 /// Element types onnxc stores, by their ONNX schema names.
-const STORABLE: &[&str] = &["float", "double", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"];
+const STORABLE: &[&str] = &[
+    "float", "double", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "bool",
+];
 
 /// Renders `docs/supported-ops.md` from the onnx schemas and case/op tables of the generated
 /// suite, onnxc's op table and the committed manifest.
-pub fn supported_ops_markdown(suite: &Path, manifest: &std::collections::BTreeSet<String>) -> Result<String, String> {
+pub fn supported_ops_markdown(
+    suite: &Path,
+    manifest: &std::collections::BTreeSet<String>,
+) -> Result<String, String> {
     use std::collections::BTreeMap;
     use std::fmt::Write;
-    let read = |name: &str| std::fs::read_to_string(suite.join(name)).map_err(|e| format!("{}: {e} (run `make suite`)", suite.join(name).display()));
+    let read = |name: &str| {
+        std::fs::read_to_string(suite.join(name))
+            .map_err(|e| format!("{}: {e} (run `make suite`)", suite.join(name).display()))
+    };
     let ops_tsv = read("ops.tsv")?;
     let case_ops = read("case_ops.tsv")?;
     // (passing, total) per "domain:op".
@@ -295,9 +359,12 @@ pub fn supported_ops_markdown(suite: &Path, manifest: &std::collections::BTreeSe
     for line in ops_tsv.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() != 6 {
-            return Err(format!("bad ops.tsv line: {line} (regenerate the suite: make clean-suite suite)"));
+            return Err(format!(
+                "bad ops.tsv line: {line} (regenerate the suite: make clean-suite suite)"
+            ));
         }
-        let (domain, name, first, latest, types, deprecated) = (f[0], f[1], f[2], f[3], f[4], f[5] == "1");
+        let (domain, name, first, latest, types, deprecated) =
+            (f[0], f[1], f[2], f[3], f[4], f[5] == "1");
         let dom = if domain == "ai.onnx" { "" } else { domain };
         let ok = onnxc::frontend::registry::lookup(dom, name).is_some();
         if domain == "ai.onnx" {
@@ -307,14 +374,28 @@ pub fn supported_ops_markdown(suite: &Path, manifest: &std::collections::BTreeSe
             }
         }
         let stored: Vec<&str> = types.split(',').filter(|t| STORABLE.contains(t)).collect();
-        let (p, t) = counts.get(&format!("{domain}:{name}")).copied().unwrap_or((0, 0));
+        let (p, t) = counts
+            .get(&format!("{domain}:{name}"))
+            .copied()
+            .unwrap_or((0, 0));
         let row = format!(
             "| {name}{} | {} | {} | {} | {} |",
             if deprecated { " (deprecated)" } else { "" },
-            if ok { format!("{first}–{latest}") } else { "—".into() },
+            if ok {
+                format!("{first}–{latest}")
+            } else {
+                "—".into()
+            },
             if ok { stored.join(", ") } else { String::new() },
-            if t == 0 { "—".into() } else { format!("{p}/{t}") },
-            notes.get(name).copied().unwrap_or(if ok { "" } else { "not supported" })
+            if t == 0 {
+                "—".into()
+            } else {
+                format!("{p}/{t}")
+            },
+            notes
+                .get(name)
+                .copied()
+                .unwrap_or(if ok { "" } else { "not supported" })
         );
         rows.entry(domain.to_string()).or_default().push(row);
     }
@@ -327,8 +408,14 @@ pub fn supported_ops_markdown(suite: &Path, manifest: &std::collections::BTreeSe
          package, onnxc's op table (`compiler/src/frontend/registry.rs`) and `tests/conformance/manifest.txt`. \
          Do not edit by hand: `tests/docs.rs` fails when this file is stale.\n"
     );
-    let _ = writeln!(md, "- {supported} of {in_default} operators of the default domain (`ai.onnx`) are supported.");
-    let _ = writeln!(md, "- {passing} of {total_cases} ONNX backend test cases pass (at -O2 and -O0).");
+    let _ = writeln!(
+        md,
+        "- {supported} of {in_default} operators of the default domain (`ai.onnx`) are supported."
+    );
+    let _ = writeln!(
+        md,
+        "- {passing} of {total_cases} ONNX backend test cases pass (at -O2 and -O0)."
+    );
     let _ = writeln!(
         md,
         "- *Opsets*: every version of the operator is accepted; semantics follow the model's `opset_import`.\n\
@@ -337,7 +424,10 @@ pub fn supported_ops_markdown(suite: &Path, manifest: &std::collections::BTreeSe
     );
     for (domain, list) in &rows {
         let _ = writeln!(md, "## {domain}\n");
-        let _ = writeln!(md, "| Operator | Opsets | Element types | Cases | Notes |\n|---|---|---|---|---|");
+        let _ = writeln!(
+            md,
+            "| Operator | Opsets | Element types | Cases | Notes |\n|---|---|---|---|---|"
+        );
         for r in list {
             let _ = writeln!(md, "{r}");
         }

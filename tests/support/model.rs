@@ -1,9 +1,9 @@
 //! Building small ONNX models in tests without Python.
 
 use onnxc_proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-    attribute_proto::AttributeType, tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value as DimValue,
-    type_proto,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto, attribute_proto::AttributeType,
+    tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value as DimValue, type_proto,
 };
 use prost::Message;
 
@@ -67,10 +67,19 @@ pub fn f32_tensor(name: &str, dims: &[i64], vals: &[f32]) -> TensorProto {
     }
 }
 
-pub fn model(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, inits: Vec<TensorProto>, opset: i64) -> ModelProto {
+pub fn model(
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    inits: Vec<TensorProto>,
+    opset: i64,
+) -> ModelProto {
     ModelProto {
         ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset) }],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
         graph: Some(GraphProto {
             name: Some("test".into()),
             node: nodes,

@@ -8,7 +8,9 @@ use crate::ir::{DType, Scalar};
 use crate::loops::{Arg, BufId, Loc, Program, Stmt};
 use crate::schedule::EPILOGUE_ACC;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{self, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_codegen::ir::{
+    self, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value, types,
+};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,8 +63,24 @@ enum VV {
 }
 
 impl<'a, 'b> FnCx<'a, 'b> {
-    pub fn new(b: FunctionBuilder<'b>, prog: &'a Program, imports: Imports<'a>, err: Variable, ws: Value) -> Self {
-        FnCx { b, prog, imports, vars: HashMap::new(), bases: HashMap::new(), err, ws, acc: None, vacc: None }
+    pub fn new(
+        b: FunctionBuilder<'b>,
+        prog: &'a Program,
+        imports: Imports<'a>,
+        err: Variable,
+        ws: Value,
+    ) -> Self {
+        FnCx {
+            b,
+            prog,
+            imports,
+            vars: HashMap::new(),
+            bases: HashMap::new(),
+            err,
+            ws,
+            acc: None,
+            vacc: None,
+        }
     }
 
     /// Computes base pointers of every buffer the body touches (in the current block).
@@ -74,15 +92,27 @@ impl<'a, 'b> FnCx<'a, 'b> {
         for id in bufs {
             let buf = &self.prog.buffers[id as usize];
             let base = match &buf.loc {
-                Loc::Input(k) => self.b.ins().load(PTR, flags().with_readonly(), inputs, (*k * 8) as i32),
-                Loc::Output(k) => self.b.ins().load(PTR, flags().with_readonly(), outputs, (*k * 8) as i32),
+                Loc::Input(k) => {
+                    self.b
+                        .ins()
+                        .load(PTR, flags().with_readonly(), inputs, (*k * 8) as i32)
+                }
+                Loc::Output(k) => {
+                    self.b
+                        .ins()
+                        .load(PTR, flags().with_readonly(), outputs, (*k * 8) as i32)
+                }
                 Loc::Arena(o) => self.b.ins().iadd_imm_s(self.ws, *o as i64),
                 Loc::Const(_) => {
                     let gv = self.imports.const_gv(id, &mut self.b);
                     self.b.ins().symbol_value(PTR, gv)
                 }
             };
-            let base = if buf.offset > 0 { self.b.ins().iadd_imm_s(base, buf.offset as i64) } else { base };
+            let base = if buf.offset > 0 {
+                self.b.ins().iadd_imm_s(base, buf.offset as i64)
+            } else {
+                base
+            };
             self.bases.insert(id, base);
         }
     }
@@ -103,7 +133,14 @@ impl<'a, 'b> FnCx<'a, 'b> {
     }
 
     /// Emits `for var in start..end step` around `body`.
-    fn counted_loop(&mut self, var: Variable, start: Value, end: i64, step: i64, body: impl FnOnce(&mut Self)) {
+    fn counted_loop(
+        &mut self,
+        var: Variable,
+        start: Value,
+        end: i64,
+        step: i64,
+        body: impl FnOnce(&mut Self),
+    ) {
         let header = self.b.create_block();
         let body_b = self.b.create_block();
         let exit = self.b.create_block();
@@ -115,7 +152,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
             self.b.ins().icmp_imm_s(IntCC::SignedLessThan, i, end)
         } else {
             let next = self.b.ins().iadd_imm_s(i, step);
-            self.b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, next, end)
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedLessThanOrEqual, next, end)
         };
         self.b.ins().brif(cond, body_b, &[], exit, &[]);
         self.b.switch_to_block(body_b);
@@ -129,7 +168,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
-            Stmt::For { var, extent, vector, body } => {
+            Stmt::For {
+                var,
+                extent,
+                vector,
+                body,
+            } => {
                 let v = self.var(*var);
                 if *extent == 1 {
                     let z = self.b.ins().iconst(types::I64, 0);
@@ -159,8 +203,21 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let off = self.eval(offset, &mut memo);
                 self.store(*buf, off, val, value.dtype);
             }
-            Stmt::Reduce { buf, offset, kind, loops, body, epilogue } => self.reduce(*buf, offset, *kind, loops, body, epilogue.as_ref()),
-            Stmt::Copy { dst, dst_offset, src, src_offset, elems } => {
+            Stmt::Reduce {
+                buf,
+                offset,
+                kind,
+                loops,
+                body,
+                epilogue,
+            } => self.reduce(*buf, offset, *kind, loops, body, epilogue.as_ref()),
+            Stmt::Copy {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                elems,
+            } => {
                 let es = self.prog.buffers[*dst as usize].dtype.size() as i64;
                 let mut memo = HashMap::new();
                 let d = self.eval(dst_offset, &mut memo);
@@ -168,7 +225,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let dp = self.addr(*dst, d);
                 let sp = self.addr(*src, s);
                 let size = self.b.ins().iconst(PTR, elems * es);
-                let memcpy = self.imports.func(&mut self.b, "memcpy", &[PTR, PTR, PTR], &[PTR]);
+                let memcpy = self
+                    .imports
+                    .func(&mut self.b, "memcpy", &[PTR, PTR, PTR], &[PTR]);
                 self.b.ins().call(memcpy, &[dp, sp, size]);
             }
             Stmt::Check { cond, code } => {
@@ -222,18 +281,34 @@ impl<'a, 'b> FnCx<'a, 'b> {
     fn addr(&mut self, buf: BufId, off: Value) -> Value {
         let es = self.prog.buffers[buf as usize].dtype.size() as i64;
         let base = self.bases[&buf];
-        let bytes = if es == 1 { off } else { self.b.ins().imul_imm_s(off, es) };
+        let bytes = if es == 1 {
+            off
+        } else {
+            self.b.ins().imul_imm_s(off, es)
+        };
         self.b.ins().iadd(base, bytes)
     }
 
     fn load(&mut self, buf: BufId, off: Value) -> Value {
         let dt = self.prog.buffers[buf as usize].dtype;
         let p = self.addr(buf, off);
-        let fl = if matches!(self.prog.buffers[buf as usize].loc, Loc::Const(_) | Loc::Input(_)) { flags().with_readonly() } else { flags() };
+        let fl = if matches!(
+            self.prog.buffers[buf as usize].loc,
+            Loc::Const(_) | Loc::Input(_)
+        ) {
+            flags().with_readonly()
+        } else {
+            flags()
+        };
         match dt {
             DType::F16 => {
                 let bits = self.b.ins().load(types::I16, fl, p, 0);
-                let f = self.imports.func(&mut self.b, "onnxc_f16_to_f32", &[types::I16], &[types::F32]);
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_f16_to_f32",
+                    &[types::I16],
+                    &[types::F32],
+                );
                 let c = self.b.ins().call(f, &[bits]);
                 self.b.inst_results(c)[0]
             }
@@ -249,7 +324,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
         let dt = self.prog.buffers[buf as usize].dtype;
-        let val = if val_dt.compute_type() != dt.compute_type() || (val_dt != dt && matches!(dt, DType::F16 | DType::BF16)) {
+        let val = if val_dt.compute_type() != dt.compute_type()
+            || (val_dt != dt && matches!(dt, DType::F16 | DType::BF16))
+        {
             self.convert(val, val_dt, dt)
         } else {
             val
@@ -257,7 +334,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let p = self.addr(buf, off);
         match dt {
             DType::F16 => {
-                let f = self.imports.func(&mut self.b, "onnxc_f32_to_f16", &[types::F32], &[types::I16]);
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_f32_to_f16",
+                    &[types::F32],
+                    &[types::I16],
+                );
                 let c = self.b.ins().call(f, &[val]);
                 let bits = self.b.inst_results(c)[0];
                 self.b.ins().store(flags(), bits, p, 0);
@@ -291,9 +373,17 @@ impl<'a, 'b> FnCx<'a, 'b> {
             types::F32 => self.b.ins().f32const(c.as_f64() as f32),
             types::F64 => self.b.ins().f64const(c.as_f64()),
             t => {
-                let v = if is_unsigned(dt) { c.as_u64() as i64 } else { c.as_i64() };
+                let v = if is_unsigned(dt) {
+                    c.as_u64() as i64
+                } else {
+                    c.as_i64()
+                };
                 let bits = t.bits();
-                let v = if bits < 64 { v & ((1i64 << bits) - 1) } else { v };
+                let v = if bits < 64 {
+                    v & ((1i64 << bits) - 1)
+                } else {
+                    v
+                };
                 self.b.ins().iconst(t, v)
             }
         }
@@ -391,14 +481,30 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 UnOp::Sigmoid => {
                     let n = self.b.ins().fneg(x);
                     let e = self.call1(&lib("exp"), ty, &[n]);
-                    let one = if f64m { self.b.ins().f64const(1.0) } else { self.b.ins().f32const(1.0) };
+                    let one = if f64m {
+                        self.b.ins().f64const(1.0)
+                    } else {
+                        self.b.ins().f32const(1.0)
+                    };
                     let d = self.b.ins().fadd(one, e);
                     self.b.ins().fdiv(one, d)
                 }
                 UnOp::Sign => {
-                    let zero = if f64m { self.b.ins().f64const(0.0) } else { self.b.ins().f32const(0.0) };
-                    let one = if f64m { self.b.ins().f64const(1.0) } else { self.b.ins().f32const(1.0) };
-                    let m1 = if f64m { self.b.ins().f64const(-1.0) } else { self.b.ins().f32const(-1.0) };
+                    let zero = if f64m {
+                        self.b.ins().f64const(0.0)
+                    } else {
+                        self.b.ins().f32const(0.0)
+                    };
+                    let one = if f64m {
+                        self.b.ins().f64const(1.0)
+                    } else {
+                        self.b.ins().f32const(1.0)
+                    };
+                    let m1 = if f64m {
+                        self.b.ins().f64const(-1.0)
+                    } else {
+                        self.b.ins().f32const(-1.0)
+                    };
                     let gt = self.b.ins().fcmp(FloatCC::GreaterThan, x, zero);
                     let lt = self.b.ins().fcmp(FloatCC::LessThan, x, zero);
                     let z = self.b.ins().select(lt, m1, zero);
@@ -408,8 +514,16 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 }
                 UnOp::IsNan => self.b.ins().fcmp(FloatCC::Unordered, x, x),
                 UnOp::IsPosInf | UnOp::IsNegInf => {
-                    let inf = if op == UnOp::IsPosInf { f64::INFINITY } else { f64::NEG_INFINITY };
-                    let c = if f64m { self.b.ins().f64const(inf) } else { self.b.ins().f32const(inf as f32) };
+                    let inf = if op == UnOp::IsPosInf {
+                        f64::INFINITY
+                    } else {
+                        f64::NEG_INFINITY
+                    };
+                    let c = if f64m {
+                        self.b.ins().f64const(inf)
+                    } else {
+                        self.b.ins().f32const(inf as f32)
+                    };
                     self.b.ins().fcmp(FloatCC::Equal, x, c)
                 }
                 UnOp::Not | UnOp::BitNot => x,
@@ -434,7 +548,15 @@ impl<'a, 'b> FnCx<'a, 'b> {
             UnOp::Sign => {
                 let zero = self.b.ins().iconst(ty, 0);
                 let one = self.b.ins().iconst(ty, 1);
-                let gt = self.b.ins().icmp_imm_s(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, 0);
+                let gt = self.b.ins().icmp_imm_s(
+                    if signed {
+                        IntCC::SignedGreaterThan
+                    } else {
+                        IntCC::UnsignedGreaterThan
+                    },
+                    x,
+                    0,
+                );
                 let base = if signed {
                     let m1 = self.b.ins().iconst(ty, -1);
                     let lt = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
@@ -466,7 +588,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 BinOp::Rem => self.call1(&lib("fmod"), ty, &[x, y]),
                 BinOp::FloorMod => {
                     let r = self.call1(&lib("fmod"), ty, &[x, y]);
-                    let zero = if f64m { self.b.ins().f64const(0.0) } else { self.b.ins().f32const(0.0) };
+                    let zero = if f64m {
+                        self.b.ins().f64const(0.0)
+                    } else {
+                        self.b.ins().f32const(0.0)
+                    };
                     let nz = self.b.ins().fcmp(FloatCC::NotEqual, r, zero);
                     let rn = self.b.ins().fcmp(FloatCC::LessThan, r, zero);
                     let yn = self.b.ins().fcmp(FloatCC::LessThan, y, zero);
@@ -480,8 +606,19 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 BinOp::Le => self.b.ins().fcmp(FloatCC::LessThanOrEqual, x, y),
                 BinOp::Gt => self.b.ins().fcmp(FloatCC::GreaterThan, x, y),
                 BinOp::Ge => self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, y),
-                BinOp::And | BinOp::Or | BinOp::Xor | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
-                    if f64m { self.b.ins().f64const(f64::NAN) } else { self.b.ins().f32const(f32::NAN) }
+                BinOp::And
+                | BinOp::Or
+                | BinOp::Xor
+                | BinOp::BitAnd
+                | BinOp::BitOr
+                | BinOp::BitXor
+                | BinOp::Shl
+                | BinOp::Shr => {
+                    if f64m {
+                        self.b.ins().f64const(f64::NAN)
+                    } else {
+                        self.b.ins().f32const(f32::NAN)
+                    }
                 }
             };
         }
@@ -496,12 +633,22 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let (x64, y64) = if ty == types::I64 {
                     (x, y)
                 } else if unsigned {
-                    (self.b.ins().uextend(types::I64, x), self.b.ins().uextend(types::I64, y))
+                    (
+                        self.b.ins().uextend(types::I64, x),
+                        self.b.ins().uextend(types::I64, y),
+                    )
                 } else {
-                    (self.b.ins().sextend(types::I64, x), self.b.ins().sextend(types::I64, y))
+                    (
+                        self.b.ins().sextend(types::I64, x),
+                        self.b.ins().sextend(types::I64, y),
+                    )
                 };
                 let r = self.call1("onnxc_ipow", types::I64, &[x64, y64]);
-                if ty == types::I64 { r } else { self.b.ins().ireduce(ty, r) }
+                if ty == types::I64 {
+                    r
+                } else {
+                    self.b.ins().ireduce(ty, r)
+                }
             }
             BinOp::Max => {
                 if unsigned {
@@ -522,20 +669,46 @@ impl<'a, 'b> FnCx<'a, 'b> {
             BinOp::Xor | BinOp::BitXor => self.b.ins().bxor(x, y),
             BinOp::Shl | BinOp::Shr => {
                 let bits = ty.bits() as i64;
-                let big = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, y, bits);
+                let big = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, y, bits);
                 let r = match (op, unsigned) {
                     (BinOp::Shl, _) => self.b.ins().ishl(x, y),
                     (_, true) => self.b.ins().ushr(x, y),
                     (_, false) => self.b.ins().sshr(x, y),
                 };
-                let sat = if op == BinOp::Shr && !unsigned { self.b.ins().sshr_imm_s(x, bits - 1) } else { self.b.ins().iconst(ty, 0) };
+                let sat = if op == BinOp::Shr && !unsigned {
+                    self.b.ins().sshr_imm_s(x, bits - 1)
+                } else {
+                    self.b.ins().iconst(ty, 0)
+                };
                 self.b.ins().select(big, sat, r)
             }
             BinOp::Eq => self.b.ins().icmp(IntCC::Equal, x, y),
-            BinOp::Lt => self.b.ins().icmp(cc(IntCC::SignedLessThan, IntCC::UnsignedLessThan), x, y),
-            BinOp::Le => self.b.ins().icmp(cc(IntCC::SignedLessThanOrEqual, IntCC::UnsignedLessThanOrEqual), x, y),
-            BinOp::Gt => self.b.ins().icmp(cc(IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan), x, y),
-            BinOp::Ge => self.b.ins().icmp(cc(IntCC::SignedGreaterThanOrEqual, IntCC::UnsignedGreaterThanOrEqual), x, y),
+            BinOp::Lt => {
+                self.b
+                    .ins()
+                    .icmp(cc(IntCC::SignedLessThan, IntCC::UnsignedLessThan), x, y)
+            }
+            BinOp::Le => self.b.ins().icmp(
+                cc(IntCC::SignedLessThanOrEqual, IntCC::UnsignedLessThanOrEqual),
+                x,
+                y,
+            ),
+            BinOp::Gt => self.b.ins().icmp(
+                cc(IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan),
+                x,
+                y,
+            ),
+            BinOp::Ge => self.b.ins().icmp(
+                cc(
+                    IntCC::SignedGreaterThanOrEqual,
+                    IntCC::UnsignedGreaterThanOrEqual,
+                ),
+                x,
+                y,
+            ),
         }
     }
 
@@ -548,7 +721,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let y_zero = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
         if unsigned {
             let safe = self.b.ins().select(y_zero, one, y);
-            let r = if op == BinOp::Div { self.b.ins().udiv(x, safe) } else { self.b.ins().urem(x, safe) };
+            let r = if op == BinOp::Div {
+                self.b.ins().udiv(x, safe)
+            } else {
+                self.b.ins().urem(x, safe)
+            };
             return self.b.ins().select(y_zero, zero, r);
         }
         let y_m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
@@ -588,7 +765,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let (ft, tt) = (clif_ty(from), clif_ty(to));
         if to == DType::Bool {
             return if from.is_float() {
-                let z = if ft == types::F64 { self.b.ins().f64const(0.0) } else { self.b.ins().f32const(0.0) };
+                let z = if ft == types::F64 {
+                    self.b.ins().f64const(0.0)
+                } else {
+                    self.b.ins().f32const(0.0)
+                };
                 self.b.ins().fcmp(FloatCC::NotEqual, x, z)
             } else {
                 self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
@@ -634,13 +815,21 @@ impl<'a, 'b> FnCx<'a, 'b> {
             let s = self.b.ins().fcvt_to_sint_sat(types::I64, x);
             let v = if to == DType::U64 {
                 let u = self.b.ins().fcvt_to_uint_sat(types::I64, x);
-                let z = if ft == types::F64 { self.b.ins().f64const(0.0) } else { self.b.ins().f32const(0.0) };
+                let z = if ft == types::F64 {
+                    self.b.ins().f64const(0.0)
+                } else {
+                    self.b.ins().f32const(0.0)
+                };
                 let neg = self.b.ins().fcmp(FloatCC::LessThan, x, z);
                 self.b.ins().select(neg, s, u)
             } else {
                 s
             };
-            return if tt == types::I64 { v } else { self.b.ins().ireduce(tt, v) };
+            return if tt == types::I64 {
+                v
+            } else {
+                self.b.ins().ireduce(tt, v)
+            };
         }
         let (fb, tb) = (ft.bits(), tt.bits());
         if fb == tb {
@@ -662,11 +851,24 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// Whether a reduction can keep f32x4 accumulators along its innermost loop.
     fn reduce_vectorizable(&self, kind: ReduceKind, loops: &[(u32, i64)], body: &E) -> bool {
-        let Some(&(var, extent)) = loops.last() else { return false };
-        body.dtype == DType::F32 && extent >= 8 && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min) && self.vec_ok(body, var)
+        let Some(&(var, extent)) = loops.last() else {
+            return false;
+        };
+        body.dtype == DType::F32
+            && extent >= 8
+            && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
+            && self.vec_ok(body, var)
     }
 
-    fn reduce(&mut self, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+    fn reduce(
+        &mut self,
+        buf: BufId,
+        offset: &E,
+        kind: ReduceKind,
+        loops: &[(u32, i64)],
+        body: &E,
+        epilogue: Option<&E>,
+    ) {
         if self.reduce_vectorizable(kind, loops, body) {
             return self.reduce_vector(buf, offset, kind, loops, body, epilogue);
         }
@@ -715,7 +917,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
             };
             cx.b.def_var(acc, next);
         });
-        let result = if is_arg { self.b.use_var(arg) } else { self.b.use_var(acc) };
+        let result = if is_arg {
+            self.b.use_var(arg)
+        } else {
+            self.b.use_var(acc)
+        };
         let rdt = if is_arg { DType::I64 } else { dt };
         let mut memo = HashMap::new();
         let (val, vdt) = match epilogue {
@@ -733,7 +939,15 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// A float reduction with four lanes along the innermost loop, a scalar tail, and a
     /// horizontal combine at the end.
-    fn reduce_vector(&mut self, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+    fn reduce_vector(
+        &mut self,
+        buf: BufId,
+        offset: &E,
+        kind: ReduceKind,
+        loops: &[(u32, i64)],
+        body: &E,
+        epilogue: Option<&E>,
+    ) {
         let combine = |cx: &mut Self, a: Value, b: Value| match kind {
             ReduceKind::Sum => cx.b.ins().fadd(a, b),
             ReduceKind::Max => cx.b.ins().fmax(a, b),
@@ -811,9 +1025,21 @@ impl<'a, 'b> FnCx<'a, 'b> {
     /// Whether `body` (a single f32 store, or a reduction producing one f32 output per `var`)
     /// can run 4 lanes at a time along `var`.
     fn vectorizable(&self, var: u32, body: &[Stmt]) -> bool {
-        if let [Stmt::Reduce { buf, offset, kind, body, epilogue, .. }] = body {
+        if let [
+            Stmt::Reduce {
+                buf,
+                offset,
+                kind,
+                body,
+                epilogue,
+                ..
+            },
+        ] = body
+        {
             let out_f32 = self.prog.buffers[*buf as usize].dtype == DType::F32;
-            let ep_ok = epilogue.as_ref().is_none_or(|e| e.dtype == DType::F32 && self.vec_ok_acc(e, var));
+            let ep_ok = epilogue
+                .as_ref()
+                .is_none_or(|e| e.dtype == DType::F32 && self.vec_ok_acc(e, var));
             return out_f32
                 && body.dtype == DType::F32
                 && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
@@ -821,7 +1047,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 && self.vec_ok(body, var)
                 && ep_ok;
         }
-        let [Stmt::Store { buf, offset, value }] = body else { return false };
+        let [Stmt::Store { buf, offset, value }] = body else {
+            return false;
+        };
         if self.prog.buffers[*buf as usize].dtype != DType::F32 || value.dtype != DType::F32 {
             return false;
         }
@@ -836,7 +1064,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
     /// `vec_ok` for an epilogue, whose accumulator is a vector.
     fn vec_ok_acc(&self, e: &E, var: u32) -> bool {
         let acc_free = crate::ir::expr::rewrite(e, &mut |x| match &x.kind {
-            ExprKind::Load { input, .. } if *input == EPILOGUE_ACC => Some(crate::ir::expr::load(x.dtype, EPILOGUE_ACC - 1, vec![crate::ir::expr::var(var)])),
+            ExprKind::Load { input, .. } if *input == EPILOGUE_ACC => Some(crate::ir::expr::load(
+                x.dtype,
+                EPILOGUE_ACC - 1,
+                vec![crate::ir::expr::var(var)],
+            )),
             _ => None,
         });
         // The placeholder buffer id never exists; check the rest of the expression.
@@ -844,7 +1076,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.vec_ok_placeholder(&acc_free, var, &mut seen)
     }
 
-    fn vec_ok_placeholder(&self, e: &E, var: u32, seen: &mut std::collections::HashSet<*const Expr>) -> bool {
+    fn vec_ok_placeholder(
+        &self,
+        e: &E,
+        var: u32,
+        seen: &mut std::collections::HashSet<*const Expr>,
+    ) -> bool {
         if let ExprKind::Load { input, .. } = &e.kind
             && *input == EPILOGUE_ACC - 1
         {
@@ -854,10 +1091,15 @@ impl<'a, 'b> FnCx<'a, 'b> {
             return true;
         }
         match &e.kind {
-            ExprKind::Load { .. } | ExprKind::Var(_) | ExprKind::Const(_) => self.vec_ok_memo(e, var, &mut std::collections::HashSet::new()),
+            ExprKind::Load { .. } | ExprKind::Var(_) | ExprKind::Const(_) => {
+                self.vec_ok_memo(e, var, &mut std::collections::HashSet::new())
+            }
             _ => {
                 // Check this node with its children replaced by checked leaves.
-                let kids_ok = e.children().iter().all(|c| self.vec_ok_placeholder(c, var, seen));
+                let kids_ok = e
+                    .children()
+                    .iter()
+                    .all(|c| self.vec_ok_placeholder(c, var, seen));
                 kids_ok && self.node_vec_ok(e)
             }
         }
@@ -870,7 +1112,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 a.dtype == DType::F32
                     && matches!(
                         op,
-                        UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc | UnOp::Exp | UnOp::Log | UnOp::Tanh | UnOp::Erf | UnOp::Sigmoid
+                        UnOp::Neg
+                            | UnOp::Abs
+                            | UnOp::Sqrt
+                            | UnOp::Floor
+                            | UnOp::Ceil
+                            | UnOp::Round
+                            | UnOp::Trunc
+                            | UnOp::Exp
+                            | UnOp::Log
+                            | UnOp::Tanh
+                            | UnOp::Erf
+                            | UnOp::Sigmoid
                     )
             }
             ExprKind::Binary(op, a, b) => {
@@ -881,7 +1134,17 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     && ((*op == BinOp::Pow && b.as_const().is_some())
                         || matches!(
                             op,
-                            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Max | BinOp::Min | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+                            BinOp::Add
+                                | BinOp::Sub
+                                | BinOp::Mul
+                                | BinOp::Div
+                                | BinOp::Max
+                                | BinOp::Min
+                                | BinOp::Eq
+                                | BinOp::Lt
+                                | BinOp::Le
+                                | BinOp::Gt
+                                | BinOp::Ge
                         ))
             }
             ExprKind::Select(_, a, _) => a.dtype == DType::F32,
@@ -889,12 +1152,23 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
-    fn vec_ok_memo(&self, e: &E, var: u32, seen: &mut std::collections::HashSet<*const Expr>) -> bool {
+    fn vec_ok_memo(
+        &self,
+        e: &E,
+        var: u32,
+        seen: &mut std::collections::HashSet<*const Expr>,
+    ) -> bool {
         if !seen.insert(Arc::as_ptr(e)) {
             return true;
         }
         if !depends_on(e, var) {
-            return !matches!(e.kind, ExprKind::Load { input: EPILOGUE_ACC, .. });
+            return !matches!(
+                e.kind,
+                ExprKind::Load {
+                    input: EPILOGUE_ACC,
+                    ..
+                }
+            );
         }
         match &e.kind {
             ExprKind::Var(v) => *v != var,
@@ -925,30 +1199,65 @@ impl<'a, 'b> FnCx<'a, 'b> {
             }
             ExprKind::Binary(op, a, b) => {
                 if a.dtype == DType::Bool {
-                    return matches!(op, BinOp::And | BinOp::Or) && self.vec_ok_memo(a, var, seen) && self.vec_ok_memo(b, var, seen);
+                    return matches!(op, BinOp::And | BinOp::Or)
+                        && self.vec_ok_memo(a, var, seen)
+                        && self.vec_ok_memo(b, var, seen);
                 }
                 let pow_const = *op == BinOp::Pow && b.as_const().is_some();
                 a.dtype == DType::F32
                     && (pow_const
                         || matches!(
                             op,
-                            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Max | BinOp::Min | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+                            BinOp::Add
+                                | BinOp::Sub
+                                | BinOp::Mul
+                                | BinOp::Div
+                                | BinOp::Max
+                                | BinOp::Min
+                                | BinOp::Eq
+                                | BinOp::Lt
+                                | BinOp::Le
+                                | BinOp::Gt
+                                | BinOp::Ge
                         ))
                     && self.vec_ok_memo(a, var, seen)
                     && self.vec_ok_memo(b, var, seen)
             }
             ExprKind::Select(c, a, b) => {
-                a.dtype == DType::F32 && self.vec_ok_memo(c, var, seen) && self.vec_ok_memo(a, var, seen) && self.vec_ok_memo(b, var, seen)
+                a.dtype == DType::F32
+                    && self.vec_ok_memo(c, var, seen)
+                    && self.vec_ok_memo(a, var, seen)
+                    && self.vec_ok_memo(b, var, seen)
             }
             ExprKind::Cast(_) | ExprKind::CheckIndex { .. } => false,
         }
     }
 
     fn vector_body(&mut self, var: u32, body: &[Stmt]) {
-        if let [Stmt::Reduce { buf, offset, kind, loops, body, epilogue }] = body {
-            return self.vector_reduce_outer(var, *buf, offset, *kind, loops, body, epilogue.as_ref());
+        if let [
+            Stmt::Reduce {
+                buf,
+                offset,
+                kind,
+                loops,
+                body,
+                epilogue,
+            },
+        ] = body
+        {
+            return self.vector_reduce_outer(
+                var,
+                *buf,
+                offset,
+                *kind,
+                loops,
+                body,
+                epilogue.as_ref(),
+            );
         }
-        let [Stmt::Store { buf, offset, value }] = body else { return };
+        let [Stmt::Store { buf, offset, value }] = body else {
+            return;
+        };
         let mut memo = HashMap::new();
         let mut smemo = HashMap::new();
         let v = self.veval(value, var, &mut memo, &mut smemo);
@@ -960,7 +1269,16 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// Four adjacent outputs (along `var`) of a reduction, each lane its own accumulator.
     #[allow(clippy::too_many_arguments, reason = "a reduction statement's parts")]
-    fn vector_reduce_outer(&mut self, var: u32, buf: BufId, offset: &E, kind: ReduceKind, loops: &[(u32, i64)], body: &E, epilogue: Option<&E>) {
+    fn vector_reduce_outer(
+        &mut self,
+        var: u32,
+        buf: BufId,
+        offset: &E,
+        kind: ReduceKind,
+        loops: &[(u32, i64)],
+        body: &E,
+        epilogue: Option<&E>,
+    ) {
         let combine = |cx: &mut Self, a: Value, b: Value| match kind {
             ReduceKind::Sum => cx.b.ins().fadd(a, b),
             ReduceKind::Max => cx.b.ins().fmax(a, b),
@@ -1016,12 +1334,25 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
-    fn veval(&mut self, e: &E, var: u32, memo: &mut HashMap<*const Expr, VV>, smemo: &mut HashMap<*const Expr, Value>) -> VV {
+    fn veval(
+        &mut self,
+        e: &E,
+        var: u32,
+        memo: &mut HashMap<*const Expr, VV>,
+        smemo: &mut HashMap<*const Expr, Value>,
+    ) -> VV {
         let key = Arc::as_ptr(e);
         if let Some(v) = memo.get(&key) {
             return *v;
         }
-        if let (ExprKind::Load { input: EPILOGUE_ACC, .. }, Some(a)) = (&e.kind, self.vacc) {
+        if let (
+            ExprKind::Load {
+                input: EPILOGUE_ACC,
+                ..
+            },
+            Some(a),
+        ) = (&e.kind, self.vacc)
+        {
             return VV::V(a);
         }
         if !depends_on(e, var) && !(self.vacc.is_some() && mentions_acc(e)) {
@@ -1071,7 +1402,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let x = self.veval(a, var, memo, smemo);
                 let y = self.veval(b, var, memo, smemo);
                 let (x, y) = (self.mask_of(x), self.mask_of(y));
-                VV::V(if *op == BinOp::And { self.b.ins().band(x, y) } else { self.b.ins().bor(x, y) })
+                VV::V(if *op == BinOp::And {
+                    self.b.ins().band(x, y)
+                } else {
+                    self.b.ins().bor(x, y)
+                })
             }
             ExprKind::Binary(BinOp::Pow, a, b) if b.as_const().is_some() => {
                 let x = self.veval(a, var, memo, smemo);
@@ -1110,12 +1445,19 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 match cv {
                     VV::U(c) => VV::V(self.b.ins().select(c, x, y)),
                     VV::V(m) => {
-                        let mf = self.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(ir::Endianness::Little), m);
+                        let mf = self.b.ins().bitcast(
+                            types::F32X4,
+                            MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                            m,
+                        );
                         VV::V(self.b.ins().bitselect(mf, x, y))
                     }
                 }
             }
-            ExprKind::Var(_) | ExprKind::Const(_) | ExprKind::Cast(_) | ExprKind::CheckIndex { .. } => {
+            ExprKind::Var(_)
+            | ExprKind::Const(_)
+            | ExprKind::Cast(_)
+            | ExprKind::CheckIndex { .. } => {
                 unreachable!("rejected by vectorizable")
             }
         };
@@ -1138,7 +1480,13 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                 expr_bufs(offset, out);
                 expr_bufs(value, out);
             }
-            Stmt::Reduce { buf, offset, body, epilogue, .. } => {
+            Stmt::Reduce {
+                buf,
+                offset,
+                body,
+                epilogue,
+                ..
+            } => {
                 out.push(*buf);
                 expr_bufs(offset, out);
                 expr_bufs(body, out);
@@ -1146,7 +1494,13 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                     expr_bufs(e, out);
                 }
             }
-            Stmt::Copy { dst, src, dst_offset, src_offset, .. } => {
+            Stmt::Copy {
+                dst,
+                src,
+                dst_offset,
+                src_offset,
+                ..
+            } => {
                 out.push(*dst);
                 out.push(*src);
                 expr_bufs(dst_offset, out);
@@ -1212,7 +1566,8 @@ pub fn linear_coeff(e: &E, var: u32) -> Option<i64> {
 
 pub fn step_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signature {
     let mut sig = ir::Signature::new(call_conv);
-    sig.params.extend([AbiParam::new(PTR), AbiParam::new(PTR), AbiParam::new(PTR)]);
+    sig.params
+        .extend([AbiParam::new(PTR), AbiParam::new(PTR), AbiParam::new(PTR)]);
     sig.returns.push(AbiParam::new(types::I32));
     sig
 }

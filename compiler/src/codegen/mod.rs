@@ -5,8 +5,8 @@
 //! constant data are local to the object.
 
 pub mod func;
-pub mod vmath;
 pub mod header;
+pub mod vmath;
 
 use crate::error::{Error, Result};
 use crate::loops::{Loc, Program};
@@ -39,7 +39,14 @@ pub struct CodegenOptions {
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { target: None, opt_level: "speed", emit_main: false, keep_clif: false, verify: cfg!(debug_assertions), profile: false }
+        CodegenOptions {
+            target: None,
+            opt_level: "speed",
+            emit_main: false,
+            keep_clif: false,
+            verify: cfg!(debug_assertions),
+            profile: false,
+        }
     }
 }
 
@@ -51,28 +58,45 @@ pub struct Artifact {
 pub fn make_isa(opts: &CodegenOptions) -> Result<OwnedTargetIsa> {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
-        f.set(k, v).map_err(|e| Error::Internal(format!("cranelift flag {k}={v}: {e}")))
+        f.set(k, v)
+            .map_err(|e| Error::Internal(format!("cranelift flag {k}={v}: {e}")))
     };
     set(&mut flags, "opt_level", opts.opt_level)?;
     set(&mut flags, "is_pic", "true")?;
     set(&mut flags, "enable_alias_analysis", "true")?;
-    set(&mut flags, "enable_verifier", if opts.verify { "true" } else { "false" })?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if opts.verify { "true" } else { "false" },
+    )?;
     let flags = settings::Flags::new(flags);
     let builder = match &opts.target {
-        None => cranelift_native::builder().map_err(|e| Error::Usage(format!("host target not supported: {e}")))?,
+        None => cranelift_native::builder()
+            .map_err(|e| Error::Usage(format!("host target not supported: {e}")))?,
         Some(t) => {
-            let triple: Triple = t.parse().map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
-            let mut b = cranelift_codegen::isa::lookup(triple).map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
+            let triple: Triple = t
+                .parse()
+                .map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
+            let mut b = cranelift_codegen::isa::lookup(triple)
+                .map_err(|e| Error::Usage(format!("--target {t}: {e}")))?;
             if t.starts_with("x86_64") {
                 // x86-64-v2 baseline: every x86-64 CPU of the last decade.
-                for f in ["has_sse3", "has_ssse3", "has_sse41", "has_sse42", "has_popcnt"] {
+                for f in [
+                    "has_sse3",
+                    "has_ssse3",
+                    "has_sse41",
+                    "has_sse42",
+                    "has_popcnt",
+                ] {
                     let _ = b.enable(f);
                 }
             }
             b
         }
     };
-    builder.finish(flags).map_err(|e| Error::Internal(format!("cranelift ISA: {e}")))
+    builder
+        .finish(flags)
+        .map_err(|e| Error::Internal(format!("cranelift ISA: {e}")))
 }
 
 /// Module-level symbol state shared by all functions.
@@ -92,7 +116,13 @@ pub struct Imports<'m> {
 }
 
 impl<'m> Imports<'m> {
-    pub fn func(&mut self, b: &mut FunctionBuilder, name: &str, params: &[ir::Type], returns: &[ir::Type]) -> ir::FuncRef {
+    pub fn func(
+        &mut self,
+        b: &mut FunctionBuilder,
+        name: &str,
+        params: &[ir::Type],
+        returns: &[ir::Type],
+    ) -> ir::FuncRef {
         if let Some(r) = self.refs.get(name) {
             return *r;
         }
@@ -101,8 +131,13 @@ impl<'m> Imports<'m> {
             None => {
                 let mut sig = ir::Signature::new(self.st.call_conv);
                 sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
-                sig.returns.extend(returns.iter().map(|&t| AbiParam::new(t)));
-                let id = self.st.module.declare_function(name, Linkage::Import, &sig).expect("import declaration");
+                sig.returns
+                    .extend(returns.iter().map(|&t| AbiParam::new(t)));
+                let id = self
+                    .st
+                    .module
+                    .declare_function(name, Linkage::Import, &sig)
+                    .expect("import declaration");
                 self.st.funcs.insert(name.to_string(), id);
                 id
             }
@@ -131,7 +166,11 @@ impl<'m> Imports<'m> {
         let id = match self.st.rodata.get(&bytes) {
             Some(id) => *id,
             None => {
-                let id = self.st.module.declare_anonymous_data(false, false).expect("data declaration");
+                let id = self
+                    .st
+                    .module
+                    .declare_anonymous_data(false, false)
+                    .expect("data declaration");
                 let mut d = DataDescription::new();
                 d.define(bytes.clone().into_boxed_slice());
                 d.set_align(8);
@@ -146,7 +185,10 @@ impl<'m> Imports<'m> {
 
 /// A C identifier from a model name.
 pub fn c_ident(name: &str) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     if s.is_empty() || s.as_bytes()[0].is_ascii_digit() {
         s.insert(0, '_');
     }
@@ -157,10 +199,21 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     let isa = make_isa(opts)?;
     let call_conv = isa.default_call_conv();
     let frontend_config = isa.frontend_config();
-    let builder = ObjectBuilder::new(isa.clone(), format!("{prefix}.o"), cranelift_module::default_libcall_names())
-        .map_err(|e| Error::Internal(format!("object builder: {e}")))?;
-    let mut st = ModState { module: ObjectModule::new(builder), funcs: HashMap::new(), consts: HashMap::new(), rodata: HashMap::new(), call_conv };
-    let merr = |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
+    let builder = ObjectBuilder::new(
+        isa.clone(),
+        format!("{prefix}.o"),
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(|e| Error::Internal(format!("object builder: {e}")))?;
+    let mut st = ModState {
+        module: ObjectModule::new(builder),
+        funcs: HashMap::new(),
+        consts: HashMap::new(),
+        rodata: HashMap::new(),
+        call_conv,
+    };
+    let merr =
+        |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
     // Constants that some function reads (unpacked originals of packed weights are dropped).
     let mut used = Vec::new();
     for f in &prog.funcs {
@@ -172,7 +225,10 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             continue;
         }
         if let Loc::Const(data) = &b.loc {
-            let id = st.module.declare_anonymous_data(false, false).map_err(merr)?;
+            let id = st
+                .module
+                .declare_anonymous_data(false, false)
+                .map_err(merr)?;
             let mut d = DataDescription::new();
             let mut bytes = data.as_ref().clone();
             if bytes.is_empty() {
@@ -191,7 +247,10 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     for (k, f) in prog.funcs.iter().enumerate() {
         let name = format!("{prefix}_{}", f.name);
         let sig = step_signature(call_conv);
-        let id = st.module.declare_function(&name, Linkage::Local, &sig).map_err(merr)?;
+        let id = st
+            .module
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(merr)?;
         ctx.func = ir::Function::with_name_signature(UserFuncName::user(0, k as u32), sig);
         {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -202,7 +261,11 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             let err = b.declare_var(types::I32);
             let zero = b.ins().iconst(types::I32, 0);
             b.def_var(err, zero);
-            let imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
+            let imports = Imports {
+                st: &mut st,
+                refs: HashMap::new(),
+                gvs: HashMap::new(),
+            };
             let mut cx = FnCx::new(b, prog, imports, err, params[2]);
             cx.setup_bases(&f.body, params[0], params[1]);
             cx.stmts(&f.body);
@@ -212,17 +275,25 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             cx.b.finalize(frontend_config);
         }
         if opts.keep_clif {
-            clif.push_str(&format!("; {} computes {}\n{}\n", name, f.origin, ctx.func.display()));
+            clif.push_str(&format!(
+                "; {} computes {}\n{}\n",
+                name,
+                f.origin,
+                ctx.func.display()
+            ));
         }
-        st.module
-            .define_function(id, &mut ctx)
-            .map_err(|e| Error::Internal(format!("cranelift rejected {name} ({}): {e:?}", f.origin)))?;
+        st.module.define_function(id, &mut ctx).map_err(|e| {
+            Error::Internal(format!("cranelift rejected {name} ({}): {e:?}", f.origin))
+        })?;
         ctx.clear();
         step_ids.push(id);
     }
     // NAME_run(inputs, outputs, workspace) -> int
     let run_sig = step_signature(call_conv);
-    let run_id = st.module.declare_function(&format!("{prefix}_run"), Linkage::Export, &run_sig).map_err(merr)?;
+    let run_id = st
+        .module
+        .declare_function(&format!("{prefix}_run"), Linkage::Export, &run_sig)
+        .map_err(merr)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 0), run_sig.clone());
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -238,17 +309,24 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         let rc_p = b.append_block_param(done, types::I32);
         let is_null = b.ins().icmp_imm_s(IntCC::Equal, p[2], 0);
         let zero8 = b.ins().iconst(types::I8, 0);
-        b.ins().brif(is_null, alloc_b, &[], run_b, &block_args(&[p[2], zero8]));
+        b.ins()
+            .brif(is_null, alloc_b, &[], run_b, &block_args(&[p[2], zero8]));
         // Allocate when the caller passed NULL.
         b.switch_to_block(alloc_b);
-        let mut imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
+        let mut imports = Imports {
+            st: &mut st,
+            refs: HashMap::new(),
+            gvs: HashMap::new(),
+        };
         let alloc = imports.func(&mut b, "onnxc_workspace_alloc", &[types::I64], &[PTR]);
         let free = imports.func(&mut b, "onnxc_workspace_free", &[PTR], &[]);
         let size = b.ins().iconst(types::I64, prog.workspace_size as i64);
         let c = b.ins().call(alloc, &[size]);
         let wsa = b.inst_results(c)[0];
         let failed = b.ins().icmp_imm_s(IntCC::Equal, wsa, 0);
-        let oom = b.ins().iconst(types::I32, onnxc_runtime::abi::ONNXC_ERR_ALLOC as i64);
+        let oom = b
+            .ins()
+            .iconst(types::I32, onnxc_runtime::abi::ONNXC_ERR_ALLOC as i64);
         let one8 = b.ins().iconst(types::I8, 1);
         let cont = b.create_block();
         b.ins().brif(failed, done, &block_args(&[oom]), cont, &[]);
@@ -285,7 +363,8 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         b.ins().jump(cleanup, &block_args(&[ok]));
         b.switch_to_block(cleanup);
         let free_b = b.create_block();
-        b.ins().brif(owned_p, free_b, &[], done, &block_args(&[crc]));
+        b.ins()
+            .brif(owned_p, free_b, &[], done, &block_args(&[crc]));
         b.switch_to_block(free_b);
         b.ins().call(free, &[ws_p]);
         b.ins().jump(done, &block_args(&[crc]));
@@ -297,12 +376,17 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     if opts.keep_clif {
         clif.push_str(&format!("; {prefix}_run\n{}\n", ctx.func.display()));
     }
-    st.module.define_function(run_id, &mut ctx).map_err(|e| Error::Internal(format!("cranelift rejected {prefix}_run: {e:?}")))?;
+    st.module
+        .define_function(run_id, &mut ctx)
+        .map_err(|e| Error::Internal(format!("cranelift rejected {prefix}_run: {e:?}")))?;
     ctx.clear();
     // NAME_workspace_size()
     let mut sig = ir::Signature::new(call_conv);
     sig.returns.push(AbiParam::new(types::I64));
-    let ws_id = st.module.declare_function(&format!("{prefix}_workspace_size"), Linkage::Export, &sig).map_err(merr)?;
+    let ws_id = st
+        .module
+        .declare_function(&format!("{prefix}_workspace_size"), Linkage::Export, &sig)
+        .map_err(merr)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), sig);
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -319,7 +403,10 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     let info_data = header::define_info(&mut st.module, prog, prefix).map_err(merr)?;
     let mut sig = ir::Signature::new(call_conv);
     sig.returns.push(AbiParam::new(PTR));
-    let info_id = st.module.declare_function(&format!("{prefix}_info"), Linkage::Export, &sig).map_err(merr)?;
+    let info_id = st
+        .module
+        .declare_function(&format!("{prefix}_info"), Linkage::Export, &sig)
+        .map_err(merr)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 2), sig);
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -336,9 +423,13 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     if opts.emit_main {
         // int main(int argc, char **argv) { return onnxc_driver_main(argc, argv, NAME_run, NAME_info); }
         let mut sig = ir::Signature::new(call_conv);
-        sig.params.extend([AbiParam::new(types::I32), AbiParam::new(PTR)]);
+        sig.params
+            .extend([AbiParam::new(types::I32), AbiParam::new(PTR)]);
         sig.returns.push(AbiParam::new(types::I32));
-        let main_id = st.module.declare_function("main", Linkage::Export, &sig).map_err(merr)?;
+        let main_id = st
+            .module
+            .declare_function("main", Linkage::Export, &sig)
+            .map_err(merr)?;
         ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 3), sig);
         {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -346,8 +437,17 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             b.append_block_params_for_function_params(e);
             b.switch_to_block(e);
             let p = b.block_params(e).to_vec();
-            let mut imports = Imports { st: &mut st, refs: HashMap::new(), gvs: HashMap::new() };
-            let drv = imports.func(&mut b, "onnxc_driver_main", &[types::I32, PTR, PTR, PTR], &[types::I32]);
+            let mut imports = Imports {
+                st: &mut st,
+                refs: HashMap::new(),
+                gvs: HashMap::new(),
+            };
+            let drv = imports.func(
+                &mut b,
+                "onnxc_driver_main",
+                &[types::I32, PTR, PTR, PTR],
+                &[types::I32],
+            );
             let run_ref = imports.st.module.declare_func_in_func(run_id, b.func);
             let info_ref = imports.st.module.declare_func_in_func(info_id, b.func);
             let ra = b.ins().func_addr(PTR, run_ref);
@@ -362,6 +462,8 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         ctx.clear();
     }
     let product = st.module.finish();
-    let object = product.emit().map_err(|e| Error::Internal(format!("object emission: {e}")))?;
+    let object = product
+        .emit()
+        .map_err(|e| Error::Internal(format!("object emission: {e}")))?;
     Ok(Artifact { object, clif })
 }

@@ -38,7 +38,11 @@ fn max(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
 }
 
 fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
-    let m = b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), mask);
+    let m = b.ins().bitcast(
+        types::F32X4,
+        MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
+        mask,
+    );
     b.ins().bitselect(m, x, y)
 }
 
@@ -58,7 +62,18 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
     let r = b.ins().fsub(xc, r);
     let r2 = b.ins().fmul(n, c2);
     let r = b.ins().fsub(r, r2);
-    let p = poly(b, r, &[1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.0e-1]);
+    let p = poly(
+        b,
+        r,
+        &[
+            1.987_569_1e-4,
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            5.0e-1,
+        ],
+    );
     let r2 = b.ins().fmul(r, r);
     let p = b.ins().fmul(p, r2);
     let p = b.ins().fadd(p, r);
@@ -70,7 +85,11 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
     let bias = b.ins().splat(types::I32X4, bias);
     let e = b.ins().iadd(ni, bias);
     let e = b.ins().ishl_imm_s(e, 23);
-    let scale = b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little), e);
+    let scale = b.ins().bitcast(
+        types::F32X4,
+        MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
+        e,
+    );
     let y = b.ins().fmul(p, scale);
     // Overflow to +inf above the range, NaN stays NaN.
     let inf = splat(b, f32::INFINITY);
@@ -95,7 +114,17 @@ pub fn sigmoid(b: &mut FunctionBuilder, x: Value) -> Value {
 pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let ax = b.ins().fabs(x);
     let z = b.ins().fmul(x, x);
-    let p = poly(b, z, &[-5.704_988_7e-3, 2.063_908_9e-2, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328_2e-1]);
+    let p = poly(
+        b,
+        z,
+        &[
+            -5.704_988_7e-3,
+            2.063_908_9e-2,
+            -5.373_971_6e-2,
+            1.333_144_2e-1,
+            -3.333_328_2e-1,
+        ],
+    );
     let p = b.ins().fmul(p, z);
     let p = b.ins().fmul(p, x);
     let small = b.ins().fadd(p, x);
@@ -139,7 +168,17 @@ pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
         ],
     );
     let p = b.ins().fmul(xc, p);
-    let q = poly(b, x2, &[-1.456_607_2e-5, -2.133_740_6e-4, -1.682_827e-3, -7.373_329e-3, -1.426_474e-2]);
+    let q = poly(
+        b,
+        x2,
+        &[
+            -1.456_607_2e-5,
+            -2.133_740_6e-4,
+            -1.682_827e-3,
+            -7.373_329e-3,
+            -1.426_474e-2,
+        ],
+    );
     let y = b.ins().fdiv(p, q);
     let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
     select(b, nan, x, y)

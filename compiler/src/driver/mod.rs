@@ -43,7 +43,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { name: None, shapes: vec![], target: None, opt: OptLevel::O2, emit_main: false, profile: false }
+        Options {
+            name: None,
+            shapes: vec![],
+            target: None,
+            opt: OptLevel::O2,
+            emit_main: false,
+            profile: false,
+        }
     }
 }
 
@@ -58,16 +65,40 @@ pub struct Compiled {
 }
 
 /// Reads and compiles a model file.
-pub fn compile_file(path: &Path, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+pub fn compile_file(
+    path: &Path,
+    prefix: &str,
+    opts: &Options,
+    emit: Option<Emit>,
+) -> Result<Compiled> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let dir = DataDir(path.parent().map(|p| if p.as_os_str().is_empty() { PathBuf::from(".") } else { p.to_path_buf() }));
-    let source = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = DataDir(path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            p.to_path_buf()
+        }
+    }));
+    let source = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     compile_bytes(&bytes, &dir, &source, prefix, opts, emit)
 }
 
-pub fn compile_bytes(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+pub fn compile_bytes(
+    bytes: &[u8],
+    dir: &DataDir,
+    source: &str,
+    prefix: &str,
+    opts: &Options,
+    emit: Option<Emit>,
+) -> Result<Compiled> {
     // A panic is a compiler bug; report it as an internal error instead of aborting.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_bytes_inner(bytes, dir, source, prefix, opts, emit))).unwrap_or_else(|p| {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        compile_bytes_inner(bytes, dir, source, prefix, opts, emit)
+    }))
+    .unwrap_or_else(|p| {
         let msg = p
             .downcast_ref::<String>()
             .cloned()
@@ -77,18 +108,37 @@ pub fn compile_bytes(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, op
     })
 }
 
-fn compile_bytes_inner(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, opts: &Options, emit: Option<Emit>) -> Result<Compiled> {
+fn compile_bytes_inner(
+    bytes: &[u8],
+    dir: &DataDir,
+    source: &str,
+    prefix: &str,
+    opts: &Options,
+    emit: Option<Emit>,
+) -> Result<Compiled> {
     let t0 = Instant::now();
     let model = frontend::load(bytes)?;
-    let import = ImportOptions { input_shapes: opts.shapes.clone(), ..ImportOptions::default() };
+    let import = ImportOptions {
+        input_shapes: opts.shapes.clone(),
+        ..ImportOptions::default()
+    };
     let mut graph = frontend::import(&model, dir, &import)?;
     drop(model);
     let optimize = opts.opt == OptLevel::O2;
-    passes::optimize(&mut graph, &PassOptions { optimize, fold_limit: import.fold_limit })?;
+    passes::optimize(
+        &mut graph,
+        &PassOptions {
+            optimize,
+            fold_limit: import.fold_limit,
+        },
+    )?;
     if emit == Some(Emit::Graph) {
         return Ok(dump_only(prefix, graph.dump()));
     }
-    let fuse = FuseOptions { inline: optimize, epilogues: optimize };
+    let fuse = FuseOptions {
+        inline: optimize,
+        epilogues: optimize,
+    };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
     drop(graph);
     let program = loops::lower::lower(&mut sched)?;
@@ -109,7 +159,14 @@ fn compile_bytes_inner(bytes: &[u8], dir: &DataDir, source: &str, prefix: &str, 
     let art = codegen::compile(&program, prefix, &cg)?;
     let header = codegen::header::header(&program, prefix, source);
     let dump = (emit == Some(Emit::Clif)).then_some(art.clif);
-    Ok(Compiled { prefix: prefix.to_string(), object: art.object, header, program, dump, compile_ms: t0.elapsed().as_secs_f64() * 1e3 })
+    Ok(Compiled {
+        prefix: prefix.to_string(),
+        object: art.object,
+        header,
+        program,
+        dump,
+        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+    })
 }
 
 fn dump_only(prefix: &str, text: String) -> Compiled {
@@ -117,7 +174,14 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
         prefix: prefix.to_string(),
         object: vec![],
         header: String::new(),
-        program: Program { name: String::new(), buffers: vec![], funcs: vec![], workspace_size: 0, inputs: vec![], outputs: vec![] },
+        program: Program {
+            name: String::new(),
+            buffers: vec![],
+            funcs: vec![],
+            workspace_size: 0,
+            inputs: vec![],
+            outputs: vec![],
+        },
         dump: Some(text),
         compile_ms: 0.0,
     }
@@ -131,9 +195,17 @@ pub const RUNTIME_HEADER: &str = include_str!("../../../runtime-support/include/
 pub fn runtime_lib() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("ONNXC_RUNTIME_LIB") {
         let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(Error::Tool(format!("ONNXC_RUNTIME_LIB={} does not exist", p.display()))) };
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(Error::Tool(format!(
+                "ONNXC_RUNTIME_LIB={} does not exist",
+                p.display()
+            )))
+        };
     }
-    let exe = std::env::current_exe().map_err(|e| Error::Tool(format!("cannot locate the onnxc executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Tool(format!("cannot locate the onnxc executable: {e}")))?;
     let mut tried = Vec::new();
     let mut dir = exe.parent().map(Path::to_path_buf);
     for _ in 0..2 {
@@ -161,9 +233,16 @@ pub fn link(objects: &[PathBuf], exe: &Path) -> Result<()> {
         .args(["-lm", "-lpthread", "-ldl", "-o"])
         .arg(exe)
         .output()
-        .map_err(|e| Error::Tool(format!("cannot run the C compiler '{cc}' to link: {e} (set CC to choose another)")))?;
+        .map_err(|e| {
+            Error::Tool(format!(
+                "cannot run the C compiler '{cc}' to link: {e} (set CC to choose another)"
+            ))
+        })?;
     if !out.status.success() {
-        return Err(Error::Tool(format!("linking with '{cc}' failed:\n{}", String::from_utf8_lossy(&out.stderr))));
+        return Err(Error::Tool(format!(
+            "linking with '{cc}' failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     Ok(())
 }
@@ -178,7 +257,11 @@ impl TempDir {
     pub fn new(tag: &str) -> Result<TempDir> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!("onnxc-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let path = std::env::temp_dir().join(format!(
+            "onnxc-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
         Ok(TempDir { path, keep: false })
     }
@@ -218,7 +301,10 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
             InputArg::Named(n, p) => {
                 let k = descs.iter().position(|d| &d.name == n).ok_or_else(|| {
                     let names: Vec<&str> = descs.iter().map(|d| d.name.as_str()).collect();
-                    Error::Usage(format!("the model has no input named '{n}' (inputs: {})", names.join(", ")))
+                    Error::Usage(format!(
+                        "the model has no input named '{n}' (inputs: {})",
+                        names.join(", ")
+                    ))
                 })?;
                 (k, p)
             }
@@ -227,7 +313,10 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
                     next += 1;
                 }
                 if next >= descs.len() {
-                    return Err(Error::Usage(format!("too many input files: the model has {} inputs", descs.len())));
+                    return Err(Error::Usage(format!(
+                        "too many input files: the model has {} inputs",
+                        descs.len()
+                    )));
                 }
                 next += 1;
                 (next - 1, p)
@@ -238,17 +327,22 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
     }
     let mut out = Vec::new();
     for (d, s) in descs.iter().zip(slots) {
-        let (t, file) = s.ok_or_else(|| Error::Usage(format!("no data given for input '{}' ({} {:?})", d.name, d.dtype, d.shape)))?;
+        let (t, file) = s.ok_or_else(|| {
+            Error::Usage(format!(
+                "no data given for input '{}' ({} {:?})",
+                d.name, d.dtype, d.shape
+            ))
+        })?;
         if t.dtype != d.dtype {
-            return Err(Error::Usage(format!("input '{}' ({file}) is {} but the model expects {}", d.name, t.dtype, d.dtype)));
+            return Err(Error::Usage(format!(
+                "input '{}' ({file}) is {} but the model expects {}",
+                d.name, t.dtype, d.dtype
+            )));
         }
         if t.shape != d.shape {
             return Err(Error::Usage(format!(
                 "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
-                d.name,
-                t.shape,
-                d.shape,
-                " (compile with --shape to choose other symbolic dims)"
+                d.name, t.shape, d.shape, " (compile with --shape to choose other symbolic dims)"
             )));
         }
         out.push(t);
@@ -257,14 +351,22 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
 }
 
 /// Compiles, links and runs a model once; returns the outputs in graph order.
-pub fn run(model: &Path, inputs: &[InputArg], opts: &Options, keep: Option<&Path>) -> Result<Vec<(String, Tensor)>> {
+pub fn run(
+    model: &Path,
+    inputs: &[InputArg],
+    opts: &Options,
+    keep: Option<&Path>,
+) -> Result<Vec<(String, Tensor)>> {
     let mut tmp = TempDir::new("run")?;
     if let Some(k) = keep {
         tmp.path = k.to_path_buf();
         tmp.keep = true;
         std::fs::create_dir_all(&tmp.path).map_err(|e| Error::io(&tmp.path, e))?;
     }
-    let opts = Options { emit_main: true, ..opts.clone() };
+    let opts = Options {
+        emit_main: true,
+        ..opts.clone()
+    };
     let c = compile_file(model, "model", &opts, None)?;
     let tensors = bind_inputs(&c.program.inputs, inputs)?;
     let obj = tmp.path.join("model.o");
@@ -279,12 +381,17 @@ pub fn run(model: &Path, inputs: &[InputArg], opts: &Options, keep: Option<&Path
         cmd.arg(p);
     }
     cmd.arg("--out").arg(&tmp.path);
-    let out = cmd.output().map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
     if !out.status.success() {
         let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
         return Err(Error::Tool(match out.status.code() {
             Some(_) => format!("the compiled model failed: {msg}"),
-            None => format!("the compiled model crashed ({}): {msg} (a bug in onnxc, please report it)", out.status),
+            None => format!(
+                "the compiled model crashed ({}): {msg} (a bug in onnxc, please report it)",
+                out.status
+            ),
         }));
     }
     let mut results = Vec::new();
@@ -309,16 +416,33 @@ pub struct BenchResult {
 
 fn json_num(s: &str, key: &str) -> Option<f64> {
     let i = s.find(&format!("\"{key}\""))?;
-    let rest = s[i + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = s[i + key.len() + 2..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
     let end = rest.find([',', '}']).unwrap_or(rest.len());
     rest[..end].trim().parse().ok()
 }
 
-pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inputs: &[InputArg], save_exe: Option<&Path>) -> Result<BenchResult> {
+pub fn bench(
+    model: &Path,
+    opts: &Options,
+    iterations: usize,
+    warmup: usize,
+    inputs: &[InputArg],
+    save_exe: Option<&Path>,
+) -> Result<BenchResult> {
     let tmp = TempDir::new("bench")?;
-    let opts = Options { emit_main: true, ..opts.clone() };
+    let opts = Options {
+        emit_main: true,
+        ..opts.clone()
+    };
     let c = compile_file(model, "model", &opts, None)?;
-    let tensors = if inputs.is_empty() { vec![] } else { bind_inputs(&c.program.inputs, inputs)? };
+    let tensors = if inputs.is_empty() {
+        vec![]
+    } else {
+        bind_inputs(&c.program.inputs, inputs)?
+    };
     let obj = tmp.path.join("model.o");
     std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;
     let exe = match save_exe {
@@ -327,7 +451,9 @@ pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inp
     };
     link(&[obj], &exe)?;
     let mut cmd = Command::new(&exe);
-    cmd.arg("bench").arg(iterations.to_string()).arg(warmup.to_string());
+    cmd.arg("bench")
+        .arg(iterations.to_string())
+        .arg(warmup.to_string());
     for (k, t) in tensors.iter().enumerate() {
         let p = tmp.path.join(format!("input_{k}.bin"));
         std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
@@ -339,9 +465,14 @@ pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inp
         std::fs::write(&p, names.join("\n")).map_err(|e| Error::io(&p, e))?;
         cmd.env("ONNXC_PROFILE_NAMES", p);
     }
-    let out = cmd.output().map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
     if !out.status.success() {
-        return Err(Error::Tool(format!("the benchmark failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Tool(format!(
+            "the benchmark failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     if opts.profile {
@@ -350,7 +481,9 @@ pub fn bench(model: &Path, opts: &Options, iterations: usize, warmup: usize, inp
         }
     }
     let line = text.lines().last().unwrap_or_default();
-    let get = |k: &str| json_num(line, k).ok_or_else(|| Error::Tool(format!("unexpected benchmark output: {line}")));
+    let get = |k: &str| {
+        json_num(line, k).ok_or_else(|| Error::Tool(format!("unexpected benchmark output: {line}")))
+    };
     Ok(BenchResult {
         median_ms: get("median_ms")?,
         min_ms: get("min_ms")?,

@@ -10,10 +10,15 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
     }
     let (hlen, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         _ => return Err(bad("unknown version")),
     };
-    let header = bytes.get(start..start + hlen).ok_or_else(|| bad("truncated header"))?;
+    let header = bytes
+        .get(start..start + hlen)
+        .ok_or_else(|| bad("truncated header"))?;
     let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
     let field = |key: &str| -> Option<&str> {
         let i = header.find(&format!("'{key}'"))?;
@@ -21,11 +26,19 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
         let rest = rest.trim_start().strip_prefix(':')?.trim_start();
         Some(rest)
     };
-    let descr = field("descr").and_then(|r| r.strip_prefix('\'')).and_then(|r| r.split('\'').next()).ok_or_else(|| bad("no descr"))?;
+    let descr = field("descr")
+        .and_then(|r| r.strip_prefix('\''))
+        .and_then(|r| r.split('\'').next())
+        .ok_or_else(|| bad("no descr"))?;
     if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err(bad("Fortran order is not supported; save with np.ascontiguousarray"));
+        return Err(bad(
+            "Fortran order is not supported; save with np.ascontiguousarray",
+        ));
     }
-    let shape_s = field("shape").and_then(|r| r.strip_prefix('(')).and_then(|r| r.split(')').next()).ok_or_else(|| bad("no shape"))?;
+    let shape_s = field("shape")
+        .and_then(|r| r.strip_prefix('('))
+        .and_then(|r| r.split(')').next())
+        .ok_or_else(|| bad("no shape"))?;
     let shape: Vec<i64> = shape_s
         .split(',')
         .map(str::trim)
@@ -51,7 +64,10 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
     let data = &bytes[start + hlen..];
     let need = n as usize * dtype.size();
     if data.len() != need {
-        return Err(bad(&format!("holds {} data bytes, shape {shape:?} needs {need}", data.len())));
+        return Err(bad(&format!(
+            "holds {} data bytes, shape {shape:?} needs {need}",
+            data.len()
+        )));
     }
     Ok(Tensor::new(dtype, shape, data.to_vec()))
 }

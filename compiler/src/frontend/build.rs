@@ -26,7 +26,10 @@ pub fn broadcast_shapes(ctx: &Ctx, shapes: &[Shape]) -> Result<Shape> {
                 (a, b) if a == b => d,
                 (Dim::Known(_), Dim::Known(_)) => {
                     let all: Vec<String> = shapes.iter().map(|s| fmt_shape(s)).collect();
-                    return Err(ctx.err(format!("shapes {} are not broadcast-compatible", all.join(" and "))));
+                    return Err(ctx.err(format!(
+                        "shapes {} are not broadcast-compatible",
+                        all.join(" and ")
+                    )));
                 }
                 _ => {
                     let all: Vec<String> = shapes.iter().map(|s| fmt_shape(s)).collect();
@@ -50,7 +53,13 @@ pub fn bload(dtype: DType, input: u32, in_shape: &[Dim], out_shape: &[Dim]) -> E
     let index = in_shape
         .iter()
         .enumerate()
-        .map(|(k, d)| if d.is_one() && !out_shape[k + off].is_one() { expr::i(0) } else { expr::var((k + off) as u32) })
+        .map(|(k, d)| {
+            if d.is_one() && !out_shape[k + off].is_one() {
+                expr::i(0)
+            } else {
+                expr::var((k + off) as u32)
+            }
+        })
         .collect();
     expr::load(dtype, input, index)
 }
@@ -61,18 +70,31 @@ pub fn load_same(dtype: DType, input: u32, rank: usize) -> E {
 }
 
 /// An N-ary broadcasting elementwise op: `f` gets one loaded expression per operand.
-pub fn elementwise(ctx: &mut Ctx, inputs: &[ValueId], out_dtype: DType, f: impl FnOnce(&[E]) -> E) -> Result<ValueId> {
+pub fn elementwise(
+    ctx: &mut Ctx,
+    inputs: &[ValueId],
+    out_dtype: DType,
+    f: impl FnOnce(&[E]) -> E,
+) -> Result<ValueId> {
     let shapes: Vec<Shape> = inputs.iter().map(|&v| ctx.shape(v)).collect();
     let out_shape = broadcast_shapes(ctx, &shapes)?;
-    let loads: Vec<E> =
-        inputs.iter().enumerate().map(|(k, &v)| bload(ctx.dtype(v), k as u32, &shapes[k], &out_shape)).collect();
+    let loads: Vec<E> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| bload(ctx.dtype(v), k as u32, &shapes[k], &out_shape))
+        .collect();
     let body = f(&loads);
     debug_assert_eq!(body.dtype, out_dtype);
     ctx.map(out_dtype, out_shape, inputs.to_vec(), body)
 }
 
 /// A unary elementwise op keeping the operand's shape.
-pub fn unary(ctx: &mut Ctx, v: ValueId, out_dtype: DType, f: impl FnOnce(E) -> E) -> Result<ValueId> {
+pub fn unary(
+    ctx: &mut Ctx,
+    v: ValueId,
+    out_dtype: DType,
+    f: impl FnOnce(E) -> E,
+) -> Result<ValueId> {
     elementwise(ctx, &[v], out_dtype, |l| f(l[0].clone()))
 }
 
@@ -106,7 +128,11 @@ pub fn transpose(ctx: &mut Ctx, v: ValueId, perm: &[usize]) -> Result<ValueId> {
     }
     let shape: Shape = perm.iter().map(|&p| t.shape[p].clone()).collect();
     // If only size-1 dims move, the row-major order is unchanged: a reshape.
-    let moved: Vec<usize> = perm.iter().copied().filter(|&p| !t.shape[p].is_one()).collect();
+    let moved: Vec<usize> = perm
+        .iter()
+        .copied()
+        .filter(|&p| !t.shape[p].is_one())
+        .collect();
     if moved.windows(2).all(|w| w[0] < w[1]) {
         return ctx.reshape(v, shape);
     }
@@ -175,7 +201,10 @@ pub fn cast(ctx: &mut Ctx, v: ValueId, dtype: DType) -> Result<ValueId> {
 
 /// A scalar constant of `dtype`.
 pub fn scalar(ctx: &mut Ctx, dtype: DType, v: f64) -> ValueId {
-    ctx.constant(crate::ir::Tensor::scalar(dtype, crate::ir::Scalar::F(v).cast(dtype)))
+    ctx.constant(crate::ir::Tensor::scalar(
+        dtype,
+        crate::ir::Scalar::F(v).cast(dtype),
+    ))
 }
 
 /// Checks that the operand's element type is one of `allowed`.
@@ -186,7 +215,11 @@ pub fn expect_types(ctx: &Ctx, v: ValueId, what: &str, allowed: &[DType]) -> Res
     } else {
         Err(ctx.err(format!(
             "{what} has type {dt}, expected one of {}",
-            allowed.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+            allowed
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         )))
     }
 }
@@ -216,7 +249,10 @@ pub fn reduction_index(rank: usize, axes: &[usize], keepdims: bool) -> Vec<E> {
 }
 
 /// Reduces over `axes` of a tensor of `dims`; `body` gets the index into that tensor.
-#[allow(clippy::too_many_arguments, reason = "a reduction has this many independent parts")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a reduction has this many independent parts"
+)]
 pub fn reduce_over(
     ctx: &mut Ctx,
     dims: &[i64],
@@ -246,7 +282,15 @@ pub fn reduce_over(
 
 /// Index into a keepdims-reduced tensor (size 1 at `axes`) from the full-rank output vars.
 pub fn keep_index(rank: usize, axes: &[usize]) -> Vec<E> {
-    (0..rank).map(|k| if axes.contains(&k) { expr::i(0) } else { expr::var(k as u32) }).collect()
+    (0..rank)
+        .map(|k| {
+            if axes.contains(&k) {
+                expr::i(0)
+            } else {
+                expr::var(k as u32)
+            }
+        })
+        .collect()
 }
 
 /// A run-time integer tensor as a flat i64 vector value.
@@ -270,5 +314,10 @@ pub fn assert_equals(ctx: &mut Ctx, v: ValueId, expected: &[i64]) -> Result<()> 
         expr::load(DType::I64, 0, vec![expr::var(0)]),
         expr::load(DType::I64, 1, vec![expr::var(0)]),
     );
-    ctx.assert_expr(vec![n], vec![v, e], cond, onnxc_runtime::abi::ONNXC_ERR_SHAPE)
+    ctx.assert_expr(
+        vec![n],
+        vec![v, e],
+        cond,
+        onnxc_runtime::abi::ONNXC_ERR_SHAPE,
+    )
 }

@@ -34,7 +34,17 @@ impl<'a> Ctx<'a> {
         dir: &'a DataDir,
         fold_limit: usize,
     ) -> Ctx<'a> {
-        Ctx { g, node, origin, opset, inputs, dir, fold_limit, declared: Vec::new(), counter: 0 }
+        Ctx {
+            g,
+            node,
+            origin,
+            opset,
+            inputs,
+            dir,
+            fold_limit,
+            declared: Vec::new(),
+            counter: 0,
+        }
     }
 
     // ---- errors -------------------------------------------------------------------------
@@ -62,7 +72,8 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn input(&self, i: usize) -> Result<ValueId> {
-        self.opt_input(i).ok_or_else(|| self.err(format!("input {i} is required but missing")))
+        self.opt_input(i)
+            .ok_or_else(|| self.err(format!("input {i} is required but missing")))
     }
 
     pub fn opt_input(&self, i: usize) -> Option<ValueId> {
@@ -115,20 +126,28 @@ impl<'a> Ctx<'a> {
     pub fn const_floats(&self, v: ValueId, what: &str) -> Result<Vec<f64>> {
         match self.g.const_value(v) {
             Some(t) => Ok(t.to_f64s()),
-            None => Err(self.unsupported(format!("{what} is computed at run time; onnxc needs it to be a constant"))),
+            None => Err(self.unsupported(format!(
+                "{what} is computed at run time; onnxc needs it to be a constant"
+            ))),
         }
     }
 
     // ---- attributes ---------------------------------------------------------------------
 
     pub fn attr(&self, name: &str) -> Option<&'a AttributeProto> {
-        self.node.attribute.iter().find(|a| a.name.as_deref() == Some(name))
+        self.node
+            .attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(name))
     }
 
     pub fn attr_i(&self, name: &str) -> Result<Option<i64>> {
         match self.attr(name) {
             None => Ok(None),
-            Some(a) => a.i.map(Some).ok_or_else(|| self.err(format!("attribute '{name}' must be an int"))),
+            Some(a) => {
+                a.i.map(Some)
+                    .ok_or_else(|| self.err(format!("attribute '{name}' must be an int")))
+            }
         }
     }
 
@@ -139,7 +158,10 @@ impl<'a> Ctx<'a> {
     pub fn attr_f(&self, name: &str) -> Result<Option<f64>> {
         match self.attr(name) {
             None => Ok(None),
-            Some(a) => a.f.map(|v| Some(v as f64)).ok_or_else(|| self.err(format!("attribute '{name}' must be a float"))),
+            Some(a) => {
+                a.f.map(|v| Some(v as f64))
+                    .ok_or_else(|| self.err(format!("attribute '{name}' must be a float")))
+            }
         }
     }
 
@@ -172,14 +194,22 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn attr_strings(&self, name: &str) -> Option<Vec<String>> {
-        self.attr(name).map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+        self.attr(name).map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
     }
 
     pub fn attr_t(&self, name: &str) -> Result<Option<Tensor>> {
         match self.attr(name) {
             None => Ok(None),
             Some(a) => match &a.t {
-                Some(t) => tensor_from_proto(t, self.dir, &format!("{}, attribute '{name}'", self.origin)).map(Some),
+                Some(t) => {
+                    tensor_from_proto(t, self.dir, &format!("{}, attribute '{name}'", self.origin))
+                        .map(Some)
+                }
                 None => Err(self.err(format!("attribute '{name}' must be a tensor"))),
             },
         }
@@ -226,7 +256,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// Builds `cond` (an expression over operands `inputs`, vars over `shape`) and asserts it.
-    pub fn assert_expr(&mut self, shape: Vec<i64>, inputs: Vec<ValueId>, cond: E, code: i32) -> Result<()> {
+    pub fn assert_expr(
+        &mut self,
+        shape: Vec<i64>,
+        inputs: Vec<ValueId>,
+        cond: E,
+        code: i32,
+    ) -> Result<()> {
         let shape: Shape = shape.iter().map(|&d| Dim::Known(d)).collect();
         let c = self.map(DType::Bool, shape, inputs, cond)?;
         self.assert(c, code)
@@ -234,13 +270,19 @@ impl<'a> Ctx<'a> {
 
     fn next_name(&mut self) -> String {
         self.counter += 1;
-        if self.counter == 1 { self.origin.name.clone() } else { format!("{}#{}", self.origin.name, self.counter) }
+        if self.counter == 1 {
+            self.origin.name.clone()
+        } else {
+            format!("{}#{}", self.origin.name, self.counter)
+        }
     }
 
     /// Adds a node with one output and folds it if its operands are constant.
     pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
         let name = self.next_name();
-        let id = self.g.add_node(name, op, inputs, vec![out], self.origin.clone());
+        let id = self
+            .g
+            .add_node(name, op, inputs, vec![out], self.origin.clone());
         self.fold(id)?;
         Ok(id.out(0))
     }
@@ -255,16 +297,40 @@ impl<'a> Ctx<'a> {
     pub fn constant(&mut self, t: Tensor) -> ValueId {
         let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
         let name = self.next_name();
-        self.g.add_node(name, Op::Const(t), vec![], vec![ty], self.origin.clone()).out(0)
+        self.g
+            .add_node(name, Op::Const(t), vec![], vec![ty], self.origin.clone())
+            .out(0)
     }
 
-    pub fn map(&mut self, dtype: DType, shape: Shape, inputs: Vec<ValueId>, body: E) -> Result<ValueId> {
+    pub fn map(
+        &mut self,
+        dtype: DType,
+        shape: Shape,
+        inputs: Vec<ValueId>,
+        body: E,
+    ) -> Result<ValueId> {
         debug_assert_eq!(body.dtype, dtype, "map body type");
         self.add(Op::Map(MapOp { body }), inputs, TypeInfo::new(dtype, shape))
     }
 
-    pub fn reduce(&mut self, kind: ReduceKind, extents: Vec<i64>, dtype: DType, shape: Shape, inputs: Vec<ValueId>, body: E) -> Result<ValueId> {
-        self.add(Op::Reduce(ReduceOp { kind, extents, body }), inputs, TypeInfo::new(dtype, shape))
+    pub fn reduce(
+        &mut self,
+        kind: ReduceKind,
+        extents: Vec<i64>,
+        dtype: DType,
+        shape: Shape,
+        inputs: Vec<ValueId>,
+        body: E,
+    ) -> Result<ValueId> {
+        self.add(
+            Op::Reduce(ReduceOp {
+                kind,
+                extents,
+                body,
+            }),
+            inputs,
+            TypeInfo::new(dtype, shape),
+        )
     }
 
     /// A view with a new shape; elements keep their row-major order.
@@ -276,7 +342,13 @@ impl<'a> Ctx<'a> {
         self.add(Op::Reshape, vec![v], TypeInfo::new(dtype, shape))
     }
 
-    pub fn matmul(&mut self, m: MatMulOp, a: ValueId, b: ValueId, out: TypeInfo) -> Result<ValueId> {
+    pub fn matmul(
+        &mut self,
+        m: MatMulOp,
+        a: ValueId,
+        b: ValueId,
+        out: TypeInfo,
+    ) -> Result<ValueId> {
         self.add(Op::MatMul(m), vec![a, b], out)
     }
 

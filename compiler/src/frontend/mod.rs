@@ -30,18 +30,26 @@ pub struct ImportOptions {
 
 impl Default for ImportOptions {
     fn default() -> Self {
-        ImportOptions { input_shapes: Vec::new(), fold_limit: 1 << 22 }
+        ImportOptions {
+            input_shapes: Vec::new(),
+            fold_limit: 1 << 22,
+        }
     }
 }
 
 /// Decodes an ONNX model; `path` (if any) locates external data files.
 pub fn load(bytes: &[u8]) -> Result<ModelProto> {
-    let m = ModelProto::decode(bytes).map_err(|e| Error::Parse(format!("protobuf decoding failed: {e}")))?;
+    let m = ModelProto::decode(bytes)
+        .map_err(|e| Error::Parse(format!("protobuf decoding failed: {e}")))?;
     if m.graph.is_none() {
-        return Err(Error::Parse("the file decodes as protobuf but has no graph (is it an ONNX model?)".into()));
+        return Err(Error::Parse(
+            "the file decodes as protobuf but has no graph (is it an ONNX model?)".into(),
+        ));
     }
     if m.ir_version.is_none() && m.opset_import.is_empty() {
-        return Err(Error::Parse("no ir_version and no opset_import: this is not an ONNX model".into()));
+        return Err(Error::Parse(
+            "no ir_version and no opset_import: this is not an ONNX model".into(),
+        ));
     }
     Ok(m)
 }
@@ -62,7 +70,10 @@ pub fn opsets(m: &ModelProto) -> HashMap<String, i64> {
 }
 
 pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Graph> {
-    let gp = m.graph.as_ref().ok_or_else(|| Error::Parse("model has no graph".into()))?;
+    let gp = m
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::Parse("model has no graph".into()))?;
     let opsets = opsets(m);
     let name = gp.name.clone().unwrap_or_else(|| "model".into());
     let mut imp = Importer {
@@ -110,7 +121,9 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
                 op_type: format!("{what} of type {kind}"),
                 domain: String::new(),
                 opset: 0,
-                reason: format!("{what} '{name}' is {kind}; onnxc compiles tensor inputs and outputs only"),
+                reason: format!(
+                    "{what} '{name}' is {kind}; onnxc compiles tensor inputs and outputs only"
+                ),
             }]));
         }
         None => return Err(Error::Model(format!("{what} '{name}' has no type"))),
@@ -122,7 +135,10 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
             op_type: format!("{what} of type {}", DType::onnx_code_name(code)),
             domain: String::new(),
             opset: 0,
-            reason: format!("element type {} is not supported", DType::onnx_code_name(code)),
+            reason: format!(
+                "element type {} is not supported",
+                DType::onnx_code_name(code)
+            ),
         }])
     })?;
     let shape = match &tt.shape {
@@ -136,8 +152,14 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
             .iter()
             .enumerate()
             .map(|(k, d)| match &d.value {
-                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => Dim::Known(*v),
-                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p)) if !p.is_empty() => Dim::sym(p.clone()),
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
+                    Dim::Known(*v)
+                }
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
+                    if !p.is_empty() =>
+                {
+                    Dim::sym(p.clone())
+                }
                 _ => Dim::sym(format!("{name}:{k}")),
             })
             .collect(),
@@ -151,7 +173,8 @@ impl Importer<'_> {
             if let Ok((dt, shape)) = tensor_type(vi, "value")
                 && let Some(dims) = crate::ir::dim::known_dims(&shape)
             {
-                self.declared.insert(vi.name.clone().unwrap_or_default(), (dt, dims));
+                self.declared
+                    .insert(vi.name.clone().unwrap_or_default(), (dt, dims));
             }
         }
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
@@ -160,7 +183,13 @@ impl Importer<'_> {
             let name = init.name.clone().unwrap_or_default();
             let t = tensor_from_proto(init, self.dir, &format!("initializer '{name}'"))?;
             let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
-            let id = self.g.add_node(name.clone(), Op::Const(t), vec![], vec![ty], Origin::default());
+            let id = self.g.add_node(
+                name.clone(),
+                Op::Const(t),
+                vec![],
+                vec![ty],
+                Origin::default(),
+            );
             self.env.insert(name, id.out(0));
         }
         // Bind symbols from --shape.
@@ -219,8 +248,17 @@ impl Importer<'_> {
         }
         for (name, dtype, shape) in runtime_inputs {
             let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
-            let id = self.g.add_node(name.clone(), Op::Input, vec![], vec![TypeInfo::new(dtype, shape)], Origin::default());
-            self.g.inputs.push(crate::ir::graph::GraphIo { name: name.clone(), value: id.out(0) });
+            let id = self.g.add_node(
+                name.clone(),
+                Op::Input,
+                vec![],
+                vec![TypeInfo::new(dtype, shape)],
+                Origin::default(),
+            );
+            self.g.inputs.push(crate::ir::graph::GraphIo {
+                name: name.clone(),
+                value: id.out(0),
+            });
             self.env.insert(name, id.out(0));
         }
         self.nodes(&gp.node)?;
@@ -235,7 +273,9 @@ impl Importer<'_> {
         for vo in &gp.output {
             let name = vo.name.clone().unwrap_or_default();
             let v = *self.env.get(&name).ok_or_else(|| {
-                Error::Model(format!("graph output '{name}' is not produced by any node, initializer or input"))
+                Error::Model(format!(
+                    "graph output '{name}' is not produced by any node, initializer or input"
+                ))
             })?;
             // Check the declared type against what we inferred, when the model declares one.
             if let Ok((dtype, declared)) = tensor_type(vo, "graph output") {
@@ -260,7 +300,9 @@ impl Importer<'_> {
                     }
                 }
             }
-            self.g.outputs.push(crate::ir::graph::GraphIo { name, value: v });
+            self.g
+                .outputs
+                .push(crate::ir::graph::GraphIo { name, value: v });
         }
         Ok(())
     }
@@ -274,7 +316,10 @@ impl Importer<'_> {
             let mut next = Vec::new();
             let before = pending.len();
             for n in pending {
-                let ready = n.input.iter().all(|i| i.is_empty() || self.env.contains_key(i) || poisoned.contains(i));
+                let ready = n
+                    .input
+                    .iter()
+                    .all(|i| i.is_empty() || self.env.contains_key(i) || poisoned.contains(i));
                 if !ready {
                     next.push(n);
                     continue;
@@ -299,15 +344,25 @@ impl Importer<'_> {
                     }
                     Err(e) => return Err(e),
                 }
-                poisoned.extend(n.output.iter().filter(|o| self.unbuilt.contains_key(*o)).cloned());
+                poisoned.extend(
+                    n.output
+                        .iter()
+                        .filter(|o| self.unbuilt.contains_key(*o))
+                        .cloned(),
+                );
             }
             if next.is_empty() {
                 return Ok(());
             }
             if next.len() == before {
                 let n = next[0];
-                let missing: Vec<&String> =
-                    n.input.iter().filter(|i| !i.is_empty() && !self.env.contains_key(*i) && !poisoned.contains(*i)).collect();
+                let missing: Vec<&String> = n
+                    .input
+                    .iter()
+                    .filter(|i| {
+                        !i.is_empty() && !self.env.contains_key(*i) && !poisoned.contains(*i)
+                    })
+                    .collect();
                 return Err(Error::Model(format!(
                     "node '{}' ({}) reads {:?}, which no node, initializer or graph input defines",
                     n.name.clone().unwrap_or_default(),
@@ -321,14 +376,30 @@ impl Importer<'_> {
 
     fn node_origin(&self, n: &NodeProto) -> (Origin, String, i64) {
         let domain = n.domain.clone().unwrap_or_default();
-        let domain = if domain == "ai.onnx" { String::new() } else { domain };
+        let domain = if domain == "ai.onnx" {
+            String::new()
+        } else {
+            domain
+        };
         let opset = self.opsets.get(&domain).copied().unwrap_or(0);
         let op_type = n.op_type.clone().unwrap_or_default();
         let name = match &n.name {
             Some(s) if !s.is_empty() => s.clone(),
-            _ => format!("{}_{}", op_type, n.output.first().cloned().unwrap_or_default()),
+            _ => format!(
+                "{}_{}",
+                op_type,
+                n.output.first().cloned().unwrap_or_default()
+            ),
         };
-        (Origin { name, op_type, opset }, domain, opset)
+        (
+            Origin {
+                name,
+                op_type,
+                opset,
+            },
+            domain,
+            opset,
+        )
     }
 
     fn check_known(&mut self, n: &NodeProto) {
@@ -352,12 +423,39 @@ impl Importer<'_> {
             } else {
                 "no implementation of this op".to_string()
             };
-            return Err(Error::Unsupported(vec![Unsupported { node: origin.name, op_type: origin.op_type, domain, opset, reason }]));
+            return Err(Error::Unsupported(vec![Unsupported {
+                node: origin.name,
+                op_type: origin.op_type,
+                domain,
+                opset,
+                reason,
+            }]));
         };
-        let inputs: Vec<Option<ValueId>> =
-            n.input.iter().map(|i| if i.is_empty() { None } else { self.env.get(i).copied() }).collect();
-        let declared: Vec<Option<(DType, Vec<i64>)>> = n.output.iter().map(|o| self.declared.get(o).cloned()).collect();
-        let mut ctx = Ctx::new(&mut self.g, n, origin.clone(), opset, inputs, self.dir, self.opts.fold_limit);
+        let inputs: Vec<Option<ValueId>> = n
+            .input
+            .iter()
+            .map(|i| {
+                if i.is_empty() {
+                    None
+                } else {
+                    self.env.get(i).copied()
+                }
+            })
+            .collect();
+        let declared: Vec<Option<(DType, Vec<i64>)>> = n
+            .output
+            .iter()
+            .map(|o| self.declared.get(o).cloned())
+            .collect();
+        let mut ctx = Ctx::new(
+            &mut self.g,
+            n,
+            origin.clone(),
+            opset,
+            inputs,
+            self.dir,
+            self.opts.fold_limit,
+        );
         ctx.declared = declared;
         let outs = builder(&mut ctx)?;
         for (k, name) in n.output.iter().enumerate() {

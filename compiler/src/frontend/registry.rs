@@ -2,7 +2,9 @@
 //! plus one line here (and its conformance cases in the manifest).
 
 use super::ctx::Ctx;
-use super::ops::{activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, shape};
+use super::ops::{
+    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, shape,
+};
 use crate::error::Result;
 use crate::ir::ValueId;
 
@@ -159,23 +161,56 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
-    ("Attention", "opsets 23–25; softmax_precision is computed in float32"),
-    ("BatchNormalization", "inference mode only (training_mode=1 is rejected)"),
-    ("Cast", "to and from the element types onnxc stores; no string, float8 or 4-bit types yet"),
+    (
+        "Attention",
+        "opsets 23–25; softmax_precision is computed in float32",
+    ),
+    (
+        "BatchNormalization",
+        "inference mode only (training_mode=1 is rejected)",
+    ),
+    (
+        "Cast",
+        "to and from the element types onnxc stores; no string, float8 or 4-bit types yet",
+    ),
     ("Dropout", "inference mode: identity, all-true mask"),
-    ("MaxPool", "Indices output supported (storage_order 0 and 1)"),
+    (
+        "MaxPool",
+        "Indices output supported (storage_order 0 and 1)",
+    ),
     ("Range", "run-time operands need a declared output shape"),
-    ("Reshape", "a run-time shape needs the declared output shape; checked at run time"),
-    ("ReduceSum", "run-time axes need the declared output shape; checked at run time (also the other Reduce* ops)"),
-    ("Slice", "run-time starts/ends/axes/steps need the declared output shape; checked at run time"),
-    ("ConvTranspose", "direct (generic) algorithm; no dedicated kernel yet"),
-    ("Conv", "float32 through im2col + GEMM; other float types through a generic loop nest"),
-    ("Einsum", "generic contraction loop; '...' must appear in the output if used"),
+    (
+        "Reshape",
+        "a run-time shape needs the declared output shape; checked at run time",
+    ),
+    (
+        "ReduceSum",
+        "run-time axes need the declared output shape; checked at run time (also the other Reduce* ops)",
+    ),
+    (
+        "Slice",
+        "run-time starts/ends/axes/steps need the declared output shape; checked at run time",
+    ),
+    (
+        "ConvTranspose",
+        "direct (generic) algorithm; no dedicated kernel yet",
+    ),
+    (
+        "Conv",
+        "float32 through im2col + GEMM; other float types through a generic loop nest",
+    ),
+    (
+        "Einsum",
+        "generic contraction loop; '...' must appear in the output if used",
+    ),
 ];
 
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     if !domain.is_empty() {
         return None;
     }
-    ONNX_OPS.iter().find(|(n, _)| *n == op_type).map(|(_, b)| *b)
+    ONNX_OPS
+        .iter()
+        .find(|(n, _)| *n == op_type)
+        .map(|(_, b)| *b)
 }

@@ -15,15 +15,26 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<T
         Error::Model(format!(
             "{what}: element type {} is not supported by onnxc (supported: {})",
             DType::onnx_code_name(code),
-            DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+            DType::ALL
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     })?;
     if let Some(d) = t.dims.iter().find(|&&d| d < 0) {
-        return Err(Error::Model(format!("{what}: negative dimension {d} in {:?}", t.dims)));
+        return Err(Error::Model(format!(
+            "{what}: negative dimension {d} in {:?}",
+            t.dims
+        )));
     }
-    let n = t.dims.iter().try_fold(1i64, |a, &d| a.checked_mul(d)).filter(|&n| n <= (1i64 << 40)).ok_or_else(|| {
-        Error::Model(format!("{what}: dimensions {:?} are too large", t.dims))
-    })? as usize;
+    let n = t
+        .dims
+        .iter()
+        .try_fold(1i64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= (1i64 << 40))
+        .ok_or_else(|| Error::Model(format!("{what}: dimensions {:?} are too large", t.dims)))?
+        as usize;
     let shape = t.dims.clone();
     let size = dtype.size();
     let is_external = t.data_location == Some(1);
@@ -34,16 +45,37 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<T
     } else {
         let mut out = Vec::with_capacity(n * size);
         match dtype {
-            DType::F32 => t.float_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::F64 => t.double_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::I64 => t.int64_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::U32 => t.uint64_data.iter().for_each(|v| out.extend_from_slice(&(*v as u32).to_le_bytes())),
-            DType::U64 => t.uint64_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::F16 | DType::BF16 | DType::U16 | DType::I16 => {
-                t.int32_data.iter().for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes()))
+            DType::F32 => t
+                .float_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::F64 => t
+                .double_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::I64 => t
+                .int64_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::U32 => t
+                .uint64_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&(*v as u32).to_le_bytes())),
+            DType::U64 => t
+                .uint64_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::F16 | DType::BF16 | DType::U16 | DType::I16 => t
+                .int32_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
+            DType::I32 => t
+                .int32_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            DType::I8 | DType::U8 | DType::Bool => {
+                t.int32_data.iter().for_each(|v| out.push(*v as u8))
             }
-            DType::I32 => t.int32_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::I8 | DType::U8 | DType::Bool => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
         }
         out
     };
@@ -73,15 +105,24 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> 
         match kv.key.as_deref() {
             Some("location") => location = Some(v),
             Some("offset") => {
-                offset = v.parse().map_err(|_| Error::Model(format!("{what}: external data offset '{v}' is not a number")))?
+                offset = v.parse().map_err(|_| {
+                    Error::Model(format!(
+                        "{what}: external data offset '{v}' is not a number"
+                    ))
+                })?
             }
             Some("length") => {
-                length = Some(v.parse::<u64>().map_err(|_| Error::Model(format!("{what}: external data length '{v}' is not a number")))?)
+                length = Some(v.parse::<u64>().map_err(|_| {
+                    Error::Model(format!(
+                        "{what}: external data length '{v}' is not a number"
+                    ))
+                })?)
             }
             _ => {}
         }
     }
-    let location = location.ok_or_else(|| Error::Model(format!("{what}: external data without a 'location'")))?;
+    let location = location
+        .ok_or_else(|| Error::Model(format!("{what}: external data without a 'location'")))?;
     let rel = Path::new(&location);
     if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(Error::Model(format!(
@@ -93,7 +134,10 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> 
     })?;
     let path = base.join(rel);
     let data = std::fs::read(&path).map_err(|e| {
-        Error::Model(format!("{what}: cannot read external data file '{}': {e} (it must sit next to the model)", path.display()))
+        Error::Model(format!(
+            "{what}: cannot read external data file '{}': {e} (it must sit next to the model)",
+            path.display()
+        ))
     })?;
     let start = offset as usize;
     let end = match length {
@@ -129,9 +173,12 @@ pub fn scalar_of(t: &Tensor) -> Option<(DType, Scalar)> {
 /// Decodes a serialized `TensorProto` file (ONNX test data).
 pub fn decode_tensor_file(bytes: &[u8], what: &str) -> Result<(String, Tensor)> {
     use prost::Message;
-    let t = TensorProto::decode(bytes).map_err(|e| Error::Usage(format!("{what}: not a TensorProto file: {e}")))?;
+    let t = TensorProto::decode(bytes)
+        .map_err(|e| Error::Usage(format!("{what}: not a TensorProto file: {e}")))?;
     if t.data_type == Some(8) {
-        return Err(Error::Usage(format!("{what}: string tensors are not supported")));
+        return Err(Error::Usage(format!(
+            "{what}: string tensors are not supported"
+        )));
     }
     let name = t.name.clone().unwrap_or_default();
     Ok((name, tensor_from_proto(&t, &DataDir::default(), what)?))

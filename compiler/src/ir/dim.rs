@@ -52,7 +52,12 @@ impl Dim {
         matches!(self, Dim::Known(1))
     }
 
-    fn bin(self, other: Dim, fold: impl Fn(i64, i64) -> Option<i64>, mk: impl Fn(Dim, Dim) -> SymExpr) -> Dim {
+    fn bin(
+        self,
+        other: Dim,
+        fold: impl Fn(i64, i64) -> Option<i64>,
+        mk: impl Fn(Dim, Dim) -> SymExpr,
+    ) -> Dim {
         if let (Dim::Known(a), Dim::Known(b)) = (&self, &other)
             && let Some(v) = fold(*a, *b)
         {
@@ -102,7 +107,11 @@ impl Dim {
         if other == Dim::Known(1) {
             return self;
         }
-        self.bin(other, |a, b| (b != 0).then(|| a.div_euclid(b)), SymExpr::FloorDiv)
+        self.bin(
+            other,
+            |a, b| (b != 0).then(|| a.div_euclid(b)),
+            SymExpr::FloorDiv,
+        )
     }
 
     pub fn ceil_div(self, other: impl Into<Dim>) -> Dim {
@@ -110,7 +119,11 @@ impl Dim {
         if other == Dim::Known(1) {
             return self;
         }
-        self.bin(other, |a, b| (b > 0).then(|| (a + b - 1).div_euclid(b)), SymExpr::CeilDiv)
+        self.bin(
+            other,
+            |a, b| (b > 0).then(|| (a + b - 1).div_euclid(b)),
+            SymExpr::CeilDiv,
+        )
     }
 
     pub fn max(self, other: impl Into<Dim>) -> Dim {
@@ -134,7 +147,9 @@ impl Dim {
         match self {
             Dim::Known(_) => self.clone(),
             Dim::Sym(e) => match &**e {
-                SymExpr::Var(name) => binding.get(name).map_or_else(|| self.clone(), |v| Dim::Known(*v)),
+                SymExpr::Var(name) => binding
+                    .get(name)
+                    .map_or_else(|| self.clone(), |v| Dim::Known(*v)),
                 SymExpr::Add(a, b) => a.substitute(binding).add(b.substitute(binding)),
                 SymExpr::Sub(a, b) => a.substitute(binding).sub(b.substitute(binding)),
                 SymExpr::Mul(a, b) => a.substitute(binding).mul(b.substitute(binding)),

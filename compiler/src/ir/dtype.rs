@@ -127,7 +127,14 @@ impl DType {
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::I64 | DType::U32 | DType::U64
+            DType::U8
+                | DType::I8
+                | DType::U16
+                | DType::I16
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U64
         )
     }
 

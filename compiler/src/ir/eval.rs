@@ -15,7 +15,11 @@ fn is_f32(dt: DType) -> bool {
 
 /// Rounds a float result to the precision its type computes in.
 fn fres(dt: DType, v: f64) -> Scalar {
-    if is_f32(dt) { Scalar::F(v as f32 as f64) } else { Scalar::F(v) }
+    if is_f32(dt) {
+        Scalar::F(v as f32 as f64)
+    } else {
+        Scalar::F(v)
+    }
 }
 
 pub fn bits_of(dt: DType) -> u32 {
@@ -24,7 +28,11 @@ pub fn bits_of(dt: DType) -> u32 {
 
 /// The canonical scalar of integer type `dt` for an already wrapped value.
 fn iwrap(dt: DType, v: i128) -> Scalar {
-    if dt.is_signed_int() { Scalar::I(v as i64) } else { Scalar::U(v as u64) }
+    if dt.is_signed_int() {
+        Scalar::I(v as i64)
+    } else {
+        Scalar::U(v as u64)
+    }
 }
 
 pub fn cast_scalar(v: Scalar, _from: DType, to: DType) -> Scalar {
@@ -36,7 +44,11 @@ pub fn eval_unary(op: UnOp, dt: DType, x: Scalar) -> Option<Scalar> {
         let v = x.as_f64();
         let f32m = is_f32(dt);
         let r = |f64op: fn(f64) -> f64, f32op: fn(f32) -> f32| {
-            if f32m { f32op(v as f32) as f64 } else { f64op(v) }
+            if f32m {
+                f32op(v as f32) as f64
+            } else {
+                f64op(v)
+            }
         };
         let out = match op {
             UnOp::Neg => -v,
@@ -87,7 +99,11 @@ pub fn eval_unary(op: UnOp, dt: DType, x: Scalar) -> Option<Scalar> {
         };
     }
     let signed = dt.is_signed_int();
-    let v: i128 = if signed { x.as_i64() as i128 } else { x.as_u64() as i128 };
+    let v: i128 = if signed {
+        x.as_i64() as i128
+    } else {
+        x.as_u64() as i128
+    };
     let out = match op {
         UnOp::Neg => -v,
         UnOp::Abs => v.abs(),
@@ -114,20 +130,43 @@ pub fn eval_binary(op: BinOp, dt: DType, a: Scalar, b: Scalar) -> Scalar {
             BinOp::Rem => fres(dt, if f32m { (xf % yf) as f64 } else { x % y }),
             BinOp::FloorMod => {
                 let r = if f32m { (xf % yf) as f64 } else { x % y };
-                let r = if r != 0.0 && ((r < 0.0) != (y < 0.0)) { r + y } else { r };
+                let r = if r != 0.0 && ((r < 0.0) != (y < 0.0)) {
+                    r + y
+                } else {
+                    r
+                };
                 fres(dt, r)
             }
             BinOp::Pow => fres(dt, if f32m { xf.powf(yf) as f64 } else { x.powf(y) }),
-            BinOp::Max => fres(dt, if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) }),
-            BinOp::Min => fres(dt, if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) }),
+            BinOp::Max => fres(
+                dt,
+                if x.is_nan() || y.is_nan() {
+                    f64::NAN
+                } else {
+                    x.max(y)
+                },
+            ),
+            BinOp::Min => fres(
+                dt,
+                if x.is_nan() || y.is_nan() {
+                    f64::NAN
+                } else {
+                    x.min(y)
+                },
+            ),
             BinOp::Eq => cmp(x == y),
             BinOp::Lt => cmp(x < y),
             BinOp::Le => cmp(x <= y),
             BinOp::Gt => cmp(x > y),
             BinOp::Ge => cmp(x >= y),
-            BinOp::And | BinOp::Or | BinOp::Xor | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
-                Scalar::F(f64::NAN)
-            }
+            BinOp::And
+            | BinOp::Or
+            | BinOp::Xor
+            | BinOp::BitAnd
+            | BinOp::BitOr
+            | BinOp::BitXor
+            | BinOp::Shl
+            | BinOp::Shr => Scalar::F(f64::NAN),
         };
     }
     if dt == DType::Bool {
@@ -146,8 +185,11 @@ pub fn eval_binary(op: BinOp, dt: DType, a: Scalar, b: Scalar) -> Scalar {
     }
     let signed = dt.is_signed_int();
     let bits = bits_of(dt);
-    let (x, y): (i128, i128) =
-        if signed { (a.as_i64() as i128, b.as_i64() as i128) } else { (a.as_u64() as i128, b.as_u64() as i128) };
+    let (x, y): (i128, i128) = if signed {
+        (a.as_i64() as i128, b.as_i64() as i128)
+    } else {
+        (a.as_u64() as i128, b.as_u64() as i128)
+    };
     let out = match op {
         BinOp::Add => x + y,
         BinOp::Sub => x - y,
@@ -171,7 +213,11 @@ pub fn eval_binary(op: BinOp, dt: DType, a: Scalar, b: Scalar) -> Scalar {
                 0
             } else {
                 let r = x % y;
-                if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }
+                if r != 0 && ((r < 0) != (y < 0)) {
+                    r + y
+                } else {
+                    r
+                }
             }
         }
         BinOp::Pow => {
@@ -231,7 +277,11 @@ pub fn eval_binary(op: BinOp, dt: DType, a: Scalar, b: Scalar) -> Scalar {
 
 fn wrap_i128(v: i128, bits: u32, signed: bool) -> i128 {
     let m = v & ((1i128 << bits) - 1);
-    if signed && m >= (1i128 << (bits - 1)) { m - (1i128 << bits) } else { m }
+    if signed && m >= (1i128 << (bits - 1)) {
+        m - (1i128 << bits)
+    } else {
+        m
+    }
 }
 
 /// Error function (Abramowitz–Stegun 7.1.26 is too coarse; this is the W. J. Cody rational
@@ -241,8 +291,20 @@ pub fn libm_erf(x: f64) -> f64 {
     let ax = x.abs();
     let r = if ax < 0.5 {
         let t = x * x;
-        let p = [3.209_377_589_138_469_4e3, 3.774_852_376_853_020_2e2, 1.138_641_541_510_501_6e2, 3.161_123_743_870_565_6, 1.857_777_061_846_031_5e-1];
-        let q = [2.844_236_833_439_170_6e3, 1.282_616_526_077_372_3e3, 2.440_246_379_344_441_7e2, 2.360_129_095_234_412_1e1, 1.0];
+        let p = [
+            3.209_377_589_138_469_4e3,
+            3.774_852_376_853_020_2e2,
+            1.138_641_541_510_501_6e2,
+            3.161_123_743_870_565_6,
+            1.857_777_061_846_031_5e-1,
+        ];
+        let q = [
+            2.844_236_833_439_170_6e3,
+            1.282_616_526_077_372_3e3,
+            2.440_246_379_344_441_7e2,
+            2.360_129_095_234_412_1e1,
+            1.0,
+        ];
         let num = (((p[4] * t + p[3]) * t + p[2]) * t + p[1]) * t + p[0];
         let den = (((q[4] * t + q[3]) * t + q[2]) * t + q[1]) * t + q[0];
         return x * num / den;
@@ -277,8 +339,22 @@ pub fn libm_erf(x: f64) -> f64 {
         }
         (-ax * ax).exp() * num / den
     } else {
-        let p = [-6.587_491_615_298_378e-4, -1.608_378_514_874_227_5e-2, -1.257_817_261_112_292_5e-1, -3.603_448_999_498_044_5e-1, -3.053_266_349_612_323_4e-1, -1.631_538_713_730_709_7e-2];
-        let q = [2.335_204_976_268_691_8e-3, 6.051_834_131_244_132e-2, 5.279_051_029_514_284e-1, 1.872_952_849_923_460_4, 2.568_520_192_289_822_4, 1.0];
+        let p = [
+            -6.587_491_615_298_378e-4,
+            -1.608_378_514_874_227_5e-2,
+            -1.257_817_261_112_292_5e-1,
+            -3.603_448_999_498_044_5e-1,
+            -3.053_266_349_612_323_4e-1,
+            -1.631_538_713_730_709_7e-2,
+        ];
+        let q = [
+            2.335_204_976_268_691_8e-3,
+            6.051_834_131_244_132e-2,
+            5.279_051_029_514_284e-1,
+            1.872_952_849_923_460_4,
+            2.568_520_192_289_822_4,
+            1.0,
+        ];
         let t = 1.0 / (ax * ax);
         let mut num = p[5];
         let mut den = q[5];

@@ -26,7 +26,10 @@ pub enum ExprKind {
     /// An index variable (always `I64`).
     Var(u32),
     Const(Scalar),
-    Load { input: u32, index: Vec<E> },
+    Load {
+        input: u32,
+        index: Vec<E>,
+    },
     Unary(UnOp, E),
     Binary(BinOp, E, E),
     /// `cond ? a : b`; both sides are always safe to evaluate.
@@ -35,7 +38,10 @@ pub enum ExprKind {
     Cast(E),
     /// An i64 index checked against `[-bound, bound)`; negatives wrap by `+bound`.
     /// Out-of-range values make the run fail with `ONNXC_ERR_INDEX` and yield 0.
-    CheckIndex { index: E, bound: i64 },
+    CheckIndex {
+        index: E,
+        bound: i64,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,16 +112,25 @@ pub enum BinOp {
 
 impl BinOp {
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
     }
 }
 
 pub fn var(i: u32) -> E {
-    Arc::new(Expr { dtype: DType::I64, kind: ExprKind::Var(i) })
+    Arc::new(Expr {
+        dtype: DType::I64,
+        kind: ExprKind::Var(i),
+    })
 }
 
 pub fn konst(dtype: DType, v: Scalar) -> E {
-    Arc::new(Expr { dtype, kind: ExprKind::Const(v.cast(dtype)) })
+    Arc::new(Expr {
+        dtype,
+        kind: ExprKind::Const(v.cast(dtype)),
+    })
 }
 
 pub fn f(dtype: DType, v: f64) -> E {
@@ -127,7 +142,10 @@ pub fn i(v: i64) -> E {
 }
 
 pub fn load(dtype: DType, input: u32, index: Vec<E>) -> E {
-    Arc::new(Expr { dtype, kind: ExprKind::Load { input, index } })
+    Arc::new(Expr {
+        dtype,
+        kind: ExprKind::Load { input, index },
+    })
 }
 
 pub fn unary(op: UnOp, a: E) -> E {
@@ -140,17 +158,25 @@ pub fn unary(op: UnOp, a: E) -> E {
     {
         return konst(dtype, v);
     }
-    Arc::new(Expr { dtype, kind: ExprKind::Unary(op, a) })
+    Arc::new(Expr {
+        dtype,
+        kind: ExprKind::Unary(op, a),
+    })
 }
 
 pub fn binary(op: BinOp, a: E, b: E) -> E {
     debug_assert_eq!(a.dtype, b.dtype, "binary {op:?} operands differ in type");
-    let dtype = if op.is_comparison() { DType::Bool } else { a.dtype };
+    let dtype = if op.is_comparison() {
+        DType::Bool
+    } else {
+        a.dtype
+    };
     if let (ExprKind::Const(x), ExprKind::Const(y)) = (&a.kind, &b.kind) {
         return konst(dtype, super::eval::eval_binary(op, a.dtype, *x, *y));
     }
     // Identities that hold for every type and every value (including NaN for floats).
-    let is = |e: &E, v: i64| matches!(e.kind, ExprKind::Const(c) if c == Scalar::I(v).cast(e.dtype));
+    let is =
+        |e: &E, v: i64| matches!(e.kind, ExprKind::Const(c) if c == Scalar::I(v).cast(e.dtype));
     match op {
         BinOp::Add if is(&b, 0) && !a.dtype.is_float() => return a,
         BinOp::Add if is(&a, 0) && !a.dtype.is_float() => return b,
@@ -160,7 +186,10 @@ pub fn binary(op: BinOp, a: E, b: E) -> E {
         BinOp::Div if is(&b, 1) => return a,
         _ => {}
     }
-    Arc::new(Expr { dtype, kind: ExprKind::Binary(op, a, b) })
+    Arc::new(Expr {
+        dtype,
+        kind: ExprKind::Binary(op, a, b),
+    })
 }
 
 pub fn select(c: E, a: E, b: E) -> E {
@@ -170,7 +199,10 @@ pub fn select(c: E, a: E, b: E) -> E {
     if a == b {
         return a;
     }
-    Arc::new(Expr { dtype: a.dtype, kind: ExprKind::Select(c, a, b) })
+    Arc::new(Expr {
+        dtype: a.dtype,
+        kind: ExprKind::Select(c, a, b),
+    })
 }
 
 pub fn cast(a: E, to: DType) -> E {
@@ -180,7 +212,10 @@ pub fn cast(a: E, to: DType) -> E {
     if let ExprKind::Const(c) = a.kind {
         return konst(to, super::eval::cast_scalar(c, a.dtype, to));
     }
-    Arc::new(Expr { dtype: to, kind: ExprKind::Cast(a) })
+    Arc::new(Expr {
+        dtype: to,
+        kind: ExprKind::Cast(a),
+    })
 }
 
 /// Rounds a value computed in f32 to its narrow storage type (f16/bf16), as materializing it
@@ -196,7 +231,10 @@ pub fn round_to_storage(e: E) -> E {
 }
 
 pub fn check_index(index: E, bound: i64) -> E {
-    Arc::new(Expr { dtype: DType::I64, kind: ExprKind::CheckIndex { index, bound } })
+    Arc::new(Expr {
+        dtype: DType::I64,
+        kind: ExprKind::CheckIndex { index, bound },
+    })
 }
 
 // Index arithmetic on i64 expressions.
@@ -263,7 +301,12 @@ impl Expr {
     pub fn num_vars(&self) -> u32 {
         match self.kind {
             ExprKind::Var(v) => v + 1,
-            _ => self.children().iter().map(|c| c.num_vars()).max().unwrap_or(0),
+            _ => self
+                .children()
+                .iter()
+                .map(|c| c.num_vars())
+                .max()
+                .unwrap_or(0),
         }
     }
 }
@@ -369,8 +412,15 @@ pub fn display(e: &E) -> String {
             format!("in{input}[{}]", ix.join(", "))
         }
         ExprKind::Unary(op, a) => format!("{}({})", format!("{op:?}").to_lowercase(), display(a)),
-        ExprKind::Binary(op, a, b) => format!("{}({}, {})", format!("{op:?}").to_lowercase(), display(a), display(b)),
-        ExprKind::Select(c, a, b) => format!("select({}, {}, {})", display(c), display(a), display(b)),
+        ExprKind::Binary(op, a, b) => format!(
+            "{}({}, {})",
+            format!("{op:?}").to_lowercase(),
+            display(a),
+            display(b)
+        ),
+        ExprKind::Select(c, a, b) => {
+            format!("select({}, {}, {})", display(c), display(a), display(b))
+        }
         ExprKind::Cast(a) => format!("cast<{}>({})", e.dtype, display(a)),
         ExprKind::CheckIndex { index, bound } => format!("check({}, {bound})", display(index)),
     }

@@ -62,7 +62,11 @@ pub struct Origin {
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "node '{}' ({}, opset {})", self.name, self.op_type, self.opset)
+        write!(
+            f,
+            "node '{}' ({}, opset {})",
+            self.name, self.op_type, self.opset
+        )
     }
 }
 
@@ -73,8 +77,12 @@ pub enum ReduceKind {
     Max,
     Min,
     /// Index (i64) of the first (or last) maximum along the single reduction variable.
-    ArgMax { select_last: bool },
-    ArgMin { select_last: bool },
+    ArgMax {
+        select_last: bool,
+    },
+    ArgMin {
+        select_last: bool,
+    },
 }
 
 /// Elementwise/injective computation: `out[v0..vr] = body`.
@@ -153,12 +161,16 @@ pub enum Op {
     MatMul(MatMulOp),
     Conv(ConvOp),
     /// Concatenation of all operands along `axis`.
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     Scatter(ScatterOp),
     Pool(PoolOp),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
-    Assert { code: i32 },
+    Assert {
+        code: i32,
+    },
 }
 
 /// How the fuser may combine an op with its neighbours (TVM's `OpPatternKind`).
@@ -250,13 +262,36 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph { name: name.into(), ..Default::default() }
+        Graph {
+            name: name.into(),
+            ..Default::default()
+        }
     }
 
-    pub fn add_node(&mut self, name: String, op: Op, inputs: Vec<ValueId>, outputs: Vec<TypeInfo>, origin: Origin) -> NodeId {
-        let id = NodeId(self.dag.add_node(Node { name, op, inputs: inputs.clone(), outputs, origin }));
+    pub fn add_node(
+        &mut self,
+        name: String,
+        op: Op,
+        inputs: Vec<ValueId>,
+        outputs: Vec<TypeInfo>,
+        origin: Origin,
+    ) -> NodeId {
+        let id = NodeId(self.dag.add_node(Node {
+            name,
+            op,
+            inputs: inputs.clone(),
+            outputs,
+            origin,
+        }));
         for (k, v) in inputs.iter().enumerate() {
-            self.dag.add_edge(v.node.0, id.0, Edge { out_slot: v.slot, in_index: k as u32 });
+            self.dag.add_edge(
+                v.node.0,
+                id.0,
+                Edge {
+                    out_slot: v.slot,
+                    in_index: k as u32,
+                },
+            );
         }
         id
     }
@@ -286,12 +321,23 @@ impl Graph {
     }
 
     pub fn set_inputs(&mut self, id: NodeId, inputs: Vec<ValueId>) {
-        let old: Vec<_> = self.dag.edges_directed(id.0, Direction::Incoming).map(|e| e.id()).collect();
+        let old: Vec<_> = self
+            .dag
+            .edges_directed(id.0, Direction::Incoming)
+            .map(|e| e.id())
+            .collect();
         for e in old {
             self.dag.remove_edge(e);
         }
         for (k, v) in inputs.iter().enumerate() {
-            self.dag.add_edge(v.node.0, id.0, Edge { out_slot: v.slot, in_index: k as u32 });
+            self.dag.add_edge(
+                v.node.0,
+                id.0,
+                Edge {
+                    out_slot: v.slot,
+                    in_index: k as u32,
+                },
+            );
         }
         self.dag[id.0].inputs = inputs;
     }
@@ -314,7 +360,11 @@ impl Graph {
     }
 
     pub fn value_users(&self, v: ValueId) -> Vec<(NodeId, u32)> {
-        self.users(v.node).into_iter().filter(|u| u.2 == v.slot).map(|u| (u.0, u.1)).collect()
+        self.users(v.node)
+            .into_iter()
+            .filter(|u| u.2 == v.slot)
+            .map(|u| (u.0, u.1))
+            .collect()
     }
 
     pub fn is_graph_output(&self, v: ValueId) -> bool {
@@ -324,8 +374,12 @@ impl Graph {
     /// Redirects every use of `old` (operands and graph outputs) to `new`.
     pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
         for (user, _) in self.value_users(old) {
-            let inputs: Vec<ValueId> =
-                self.node(user).inputs.iter().map(|&v| if v == old { new } else { v }).collect();
+            let inputs: Vec<ValueId> = self
+                .node(user)
+                .inputs
+                .iter()
+                .map(|&v| if v == old { new } else { v })
+                .collect();
             self.set_inputs(user, inputs);
         }
         for o in &mut self.outputs {
@@ -353,15 +407,18 @@ impl Graph {
 
     /// Nodes in a topological order that is stable: among ready nodes, lowest id first.
     pub fn topo_order(&self) -> Vec<NodeId> {
-        use std::collections::BinaryHeap;
         use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
         let mut indeg: std::collections::HashMap<NodeIndex, usize> = self
             .dag
             .node_indices()
             .map(|n| (n, self.dag.edges_directed(n, Direction::Incoming).count()))
             .collect();
-        let mut ready: BinaryHeap<Reverse<NodeIndex>> =
-            indeg.iter().filter(|(_, d)| **d == 0).map(|(n, _)| Reverse(*n)).collect();
+        let mut ready: BinaryHeap<Reverse<NodeIndex>> = indeg
+            .iter()
+            .filter(|(_, d)| **d == 0)
+            .map(|(n, _)| Reverse(*n))
+            .collect();
         let mut order = Vec::with_capacity(indeg.len());
         while let Some(Reverse(n)) = ready.pop() {
             order.push(NodeId(n));
@@ -381,7 +438,11 @@ impl Graph {
         let mut s = String::new();
         let _ = writeln!(s, "graph \"{}\" {{", self.name);
         let vname = |v: ValueId| {
-            if v.slot == 0 { format!("%{}", v.node.index()) } else { format!("%{}.{}", v.node.index(), v.slot) }
+            if v.slot == 0 {
+                format!("%{}", v.node.index())
+            } else {
+                format!("%{}.{}", v.node.index(), v.slot)
+            }
         };
         for id in self.topo_order() {
             let n = self.node(id);
@@ -391,22 +452,40 @@ impl Graph {
                 Op::Input => format!("\"{}\"", n.name),
                 Op::Const(t) => match t.splat_value() {
                     Some(v) if t.len() > 1 => format!("splat {v}"),
-                    _ if t.len() <= 8 => format!("{:?}", t.scalars().iter().map(|x| x.to_string()).collect::<Vec<_>>()),
+                    _ if t.len() <= 8 => format!(
+                        "{:?}",
+                        t.scalars()
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                    ),
                     _ => format!("{} elements", t.len()),
                 },
                 Op::Map(m) => expr::display(&m.body),
-                Op::Reduce(r) => format!("{:?} over {:?}: {}", r.kind, r.extents, expr::display(&r.body)),
+                Op::Reduce(r) => format!(
+                    "{:?} over {:?}: {}",
+                    r.kind,
+                    r.extents,
+                    expr::display(&r.body)
+                ),
                 Op::Reshape => String::new(),
                 Op::Concat { axis } => format!("axis={axis}"),
                 Op::Scatter(sc) => format!(
                     "{:?} over {:?}: [{}] <- {}",
                     sc.kind,
                     sc.extents,
-                    sc.index.iter().map(expr::display).collect::<Vec<_>>().join(", "),
+                    sc.index
+                        .iter()
+                        .map(expr::display)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     expr::display(&sc.value)
                 ),
                 Op::Assert { code } => format!("code {code}"),
-                Op::Pool(p) => format!("{:?} kernel={:?} strides={:?} pads={:?}/{:?}", p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end),
+                Op::Pool(p) => format!(
+                    "{:?} kernel={:?} strides={:?} pads={:?}/{:?}",
+                    p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end
+                ),
                 Op::MatMul(m) => format!("trans_a={} trans_b={}", m.trans_a, m.trans_b),
                 Op::Conv(c) => format!(
                     "group={} strides={:?} dilations={:?} pads={:?}/{:?}",

@@ -60,7 +60,10 @@ impl Program {
             ExprKind::Const(c) => Inst::Const(*c),
             ExprKind::Load { input, index } => {
                 let index = index.iter().map(|x| self.add(x, memo)).collect();
-                Inst::Load { input: *input, index }
+                Inst::Load {
+                    input: *input,
+                    index,
+                }
             }
             ExprKind::Unary(op, a) => {
                 let a_r = self.add(a, memo);
@@ -93,7 +96,13 @@ impl Program {
     }
 
     /// Evaluates with the given variable values; `inputs[k]` with its row-major strides.
-    pub fn run(&self, vars: &[i64], inputs: &[&Tensor], strides: &[Vec<i64>], regs: &mut Vec<Scalar>) -> Result<Scalar, EvalError> {
+    pub fn run(
+        &self,
+        vars: &[i64],
+        inputs: &[&Tensor],
+        strides: &[Vec<i64>],
+        regs: &mut Vec<Scalar>,
+    ) -> Result<Scalar, EvalError> {
         regs.clear();
         for inst in &self.insts {
             let v = match inst {
@@ -122,7 +131,10 @@ impl Program {
                     let x = regs[*a].as_i64();
                     let y = if x < 0 { x + bound } else { x };
                     if y < 0 || y >= *bound {
-                        return Err(EvalError::IndexOutOfRange { index: x, bound: *bound });
+                        return Err(EvalError::IndexOutOfRange {
+                            index: x,
+                            bound: *bound,
+                        });
                     }
                     Scalar::I(y)
                 }
@@ -142,7 +154,10 @@ pub fn strides_of(shape: &[i64]) -> Vec<i64> {
 }
 
 /// Calls `f` with each multi-index of `shape` in row-major order.
-fn for_each_index(shape: &[i64], mut f: impl FnMut(&[i64]) -> Result<(), EvalError>) -> Result<(), EvalError> {
+fn for_each_index(
+    shape: &[i64],
+    mut f: impl FnMut(&[i64]) -> Result<(), EvalError>,
+) -> Result<(), EvalError> {
     if shape.iter().any(|&d| d == 0) {
         return Ok(());
     }
@@ -164,7 +179,12 @@ fn for_each_index(shape: &[i64], mut f: impl FnMut(&[i64]) -> Result<(), EvalErr
     }
 }
 
-pub fn eval_map(body: &E, inputs: &[&Tensor], dtype: DType, shape: &[i64]) -> Result<Tensor, EvalError> {
+pub fn eval_map(
+    body: &E,
+    inputs: &[&Tensor],
+    dtype: DType,
+    shape: &[i64],
+) -> Result<Tensor, EvalError> {
     let n: i64 = shape.iter().product();
     let mut data = Vec::with_capacity(n as usize * dtype.size());
     if let ExprKind::Const(c) = body.kind {
@@ -218,7 +238,12 @@ pub fn highest(dt: DType) -> Scalar {
     }
 }
 
-pub fn eval_reduce(r: &ReduceOp, inputs: &[&Tensor], dtype: DType, shape: &[i64]) -> Result<Tensor, EvalError> {
+pub fn eval_reduce(
+    r: &ReduceOp,
+    inputs: &[&Tensor],
+    dtype: DType,
+    shape: &[i64],
+) -> Result<Tensor, EvalError> {
     let n: i64 = shape.iter().product();
     let mut data = Vec::with_capacity(n as usize * dtype.size());
     let prog = Program::new(&r.body);
@@ -243,7 +268,11 @@ pub fn eval_reduce(r: &ReduceOp, inputs: &[&Tensor], dtype: DType, shape: &[i64]
                 ReduceKind::ArgMax { select_last } | ReduceKind::ArgMin { select_last } => {
                     let is_max = matches!(r.kind, ReduceKind::ArgMax { .. });
                     let better = if is_max {
-                        if select_last { v.as_f64() >= acc.as_f64() } else { v.as_f64() > acc.as_f64() }
+                        if select_last {
+                            v.as_f64() >= acc.as_f64()
+                        } else {
+                            v.as_f64() > acc.as_f64()
+                        }
                     } else if select_last {
                         v.as_f64() <= acc.as_f64()
                     } else {
@@ -272,8 +301,16 @@ pub fn eval_reduce(r: &ReduceOp, inputs: &[&Tensor], dtype: DType, shape: &[i64]
 pub fn eval_matmul(m: &MatMulOp, a: &Tensor, b: &Tensor, dtype: DType, shape: &[i64]) -> Tensor {
     let ra = a.shape.len();
     let rb = b.shape.len();
-    let (am, ak) = if m.trans_a { (a.shape[ra - 1], a.shape[ra - 2]) } else { (a.shape[ra - 2], a.shape[ra - 1]) };
-    let bn = if m.trans_b { b.shape[rb - 2] } else { b.shape[rb - 1] };
+    let (am, ak) = if m.trans_a {
+        (a.shape[ra - 1], a.shape[ra - 2])
+    } else {
+        (a.shape[ra - 2], a.shape[ra - 1])
+    };
+    let bn = if m.trans_b {
+        b.shape[rb - 2]
+    } else {
+        b.shape[rb - 1]
+    };
     let rank = shape.len();
     let batch = &shape[..rank - 2];
     let sa = strides_of(&a.shape);
@@ -298,8 +335,18 @@ pub fn eval_matmul(m: &MatMulOp, a: &Tensor, b: &Tensor, dtype: DType, shape: &[
                 let mut accf = 0f64;
                 let mut acci = 0i64;
                 for k in 0..ak {
-                    let ia = oa + if m.trans_a { k * sa[ra - 2] + i } else { i * sa[ra - 2] + k };
-                    let ib = ob + if m.trans_b { j * sb[rb - 2] + k } else { k * sb[rb - 2] + j };
+                    let ia = oa
+                        + if m.trans_a {
+                            k * sa[ra - 2] + i
+                        } else {
+                            i * sa[ra - 2] + k
+                        };
+                    let ib = ob
+                        + if m.trans_b {
+                            j * sb[rb - 2] + k
+                        } else {
+                            k * sb[rb - 2] + j
+                        };
                     let (x, y) = (a.get(ia as usize), b.get(ib as usize));
                     if float {
                         accf += x.as_f64() * y.as_f64();
@@ -307,7 +354,11 @@ pub fn eval_matmul(m: &MatMulOp, a: &Tensor, b: &Tensor, dtype: DType, shape: &[
                         acci = acci.wrapping_add(x.as_i64().wrapping_mul(y.as_i64()));
                     }
                 }
-                let v = if float { Scalar::F(accf) } else { Scalar::I(acci) };
+                let v = if float {
+                    Scalar::F(accf)
+                } else {
+                    Scalar::I(acci)
+                };
                 v.write(dtype, &mut data);
             }
         }
@@ -317,7 +368,14 @@ pub fn eval_matmul(m: &MatMulOp, a: &Tensor, b: &Tensor, dtype: DType, shape: &[
 }
 
 /// Direct convolution (f64 accumulation) for folding and as a test oracle.
-pub fn eval_conv(c: &ConvOp, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, dtype: DType, shape: &[i64]) -> Tensor {
+pub fn eval_conv(
+    c: &ConvOp,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    dtype: DType,
+    shape: &[i64],
+) -> Tensor {
     let nsp = x.shape.len() - 2;
     let (n, ci) = (x.shape[0], x.shape[1]);
     let co = w.shape[0];
@@ -338,7 +396,8 @@ pub fn eval_conv(c: &ConvOp, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, dtyp
                     let _ = for_each_index(ksp, |kpos| {
                         let mut xo = b * sx[0] + ic * sx[1];
                         for d in 0..nsp {
-                            let p = opos[d] * c.strides[d] + kpos[d] * c.dilations[d] - c.pads_begin[d];
+                            let p =
+                                opos[d] * c.strides[d] + kpos[d] * c.dilations[d] - c.pads_begin[d];
                             if p < 0 || p >= x.shape[2 + d] {
                                 return Ok(());
                             }
@@ -376,7 +435,12 @@ pub fn eval_concat(axis: usize, inputs: &[&Tensor], dtype: DType, shape: &[i64])
 }
 
 /// Scatter: the base, then each update combined at its index (row-major update order).
-pub fn eval_scatter(sc: &ScatterOp, inputs: &[&Tensor], dtype: DType, shape: &[i64]) -> Result<Tensor, EvalError> {
+pub fn eval_scatter(
+    sc: &ScatterOp,
+    inputs: &[&Tensor],
+    dtype: DType,
+    shape: &[i64],
+) -> Result<Tensor, EvalError> {
     let mut out: Vec<Scalar> = inputs[0].scalars();
     let strides: Vec<Vec<i64>> = inputs.iter().map(|t| strides_of(&t.shape)).collect();
     let ostrides = strides_of(shape);

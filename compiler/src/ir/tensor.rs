@@ -100,7 +100,11 @@ impl Scalar {
             Scalar::U(v) => v as i64,
             Scalar::B(v) => v as i64,
         };
-        if bits == 64 { v } else { (v << (64 - bits)) >> (64 - bits) }
+        if bits == 64 {
+            v
+        } else {
+            (v << (64 - bits)) >> (64 - bits)
+        }
     }
 
     fn wrap_unsigned(self, bits: u32) -> u64 {
@@ -116,7 +120,11 @@ impl Scalar {
             Scalar::U(v) => v,
             Scalar::B(v) => v as u64,
         };
-        if bits == 64 { v } else { v & ((1u64 << bits) - 1) }
+        if bits == 64 {
+            v
+        } else {
+            v & ((1u64 << bits) - 1)
+        }
     }
 
     pub fn zero(dt: DType) -> Scalar {
@@ -133,7 +141,9 @@ impl Scalar {
             DType::F32 => out.extend_from_slice(&(v.as_f64() as f32).to_le_bytes()),
             DType::F64 => out.extend_from_slice(&v.as_f64().to_le_bytes()),
             DType::F16 => out.extend_from_slice(&f16::from_f64(v.as_f64()).to_bits().to_le_bytes()),
-            DType::BF16 => out.extend_from_slice(&bf16::from_f64(v.as_f64()).to_bits().to_le_bytes()),
+            DType::BF16 => {
+                out.extend_from_slice(&bf16::from_f64(v.as_f64()).to_bits().to_le_bytes())
+            }
             DType::Bool => out.push(v.as_bool() as u8),
             DType::I8 => out.push(v.as_i64() as i8 as u8),
             DType::U8 => out.push(v.as_u64() as u8),
@@ -154,17 +164,27 @@ impl Scalar {
             a
         };
         match dt {
-            DType::F32 => Scalar::F(f32::from_le_bytes(b(4)[..4].try_into().unwrap_or([0; 4])) as f64),
+            DType::F32 => {
+                Scalar::F(f32::from_le_bytes(b(4)[..4].try_into().unwrap_or([0; 4])) as f64)
+            }
             DType::F64 => Scalar::F(f64::from_le_bytes(b(8))),
-            DType::F16 => Scalar::F(f16::from_bits(u16::from_le_bytes([bytes[0], bytes[1]])).to_f64()),
-            DType::BF16 => Scalar::F(bf16::from_bits(u16::from_le_bytes([bytes[0], bytes[1]])).to_f64()),
+            DType::F16 => {
+                Scalar::F(f16::from_bits(u16::from_le_bytes([bytes[0], bytes[1]])).to_f64())
+            }
+            DType::BF16 => {
+                Scalar::F(bf16::from_bits(u16::from_le_bytes([bytes[0], bytes[1]])).to_f64())
+            }
             DType::Bool => Scalar::B(bytes[0] != 0),
             DType::I8 => Scalar::I(bytes[0] as i8 as i64),
             DType::U8 => Scalar::U(bytes[0] as u64),
             DType::I16 => Scalar::I(i16::from_le_bytes([bytes[0], bytes[1]]) as i64),
             DType::U16 => Scalar::U(u16::from_le_bytes([bytes[0], bytes[1]]) as u64),
-            DType::I32 => Scalar::I(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64),
-            DType::U32 => Scalar::U(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64),
+            DType::I32 => {
+                Scalar::I(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64)
+            }
+            DType::U32 => {
+                Scalar::U(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
+            }
             DType::I64 => Scalar::I(i64::from_le_bytes(b(8))),
             DType::U64 => Scalar::U(u64::from_le_bytes(b(8))),
         }
@@ -192,8 +212,15 @@ pub struct Tensor {
 
 impl Tensor {
     pub fn new(dtype: DType, shape: Vec<i64>, data: Vec<u8>) -> Tensor {
-        debug_assert_eq!(data.len(), shape.iter().product::<i64>() as usize * dtype.size());
-        Tensor { dtype, shape, data: Arc::new(data) }
+        debug_assert_eq!(
+            data.len(),
+            shape.iter().product::<i64>() as usize * dtype.size()
+        );
+        Tensor {
+            dtype,
+            shape,
+            data: Arc::new(data),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -255,6 +282,9 @@ impl Tensor {
     pub fn splat_value(&self) -> Option<Scalar> {
         let s = self.dtype.size();
         let first = self.data.get(..s)?;
-        self.data.chunks_exact(s).all(|c| c == first).then(|| self.get(0))
+        self.data
+            .chunks_exact(s)
+            .all(|c| c == first)
+            .then(|| self.get(0))
     }
 }

@@ -3,10 +3,10 @@
 
 use super::{Arg, BufId, Buffer, Func, IoDesc, Kernel, Loc, Program, Stmt};
 use crate::error::{Error, Result};
+use crate::ir::DType;
 use crate::ir::expr::{self, E, ExprKind};
 use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
 use crate::ir::interp::strides_of;
-use crate::ir::DType;
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
 
@@ -36,7 +36,12 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
     for (v, val) in s.values.iter().enumerate() {
         if let Some(loc) = loc_of(v) {
             buf_of[v] = buffers.len() as u32;
-            buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc, offset: 0 });
+            buffers.push(Buffer {
+                dtype: val.dtype,
+                len: val.len(),
+                loc,
+                offset: 0,
+            });
         }
     }
     // Slices (and views of slices) are buffers of their own at an offset in their owner.
@@ -52,15 +57,29 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
         let val = &s.values[v];
         let loc = loc_of(owner).expect("owners have storage");
         buf_of[v] = buffers.len() as u32;
-        buffers.push(Buffer { dtype: val.dtype, len: val.len(), loc, offset: off });
+        buffers.push(Buffer {
+            dtype: val.dtype,
+            len: val.len(),
+            loc,
+            offset: off,
+        });
     }
     let extra = std::cell::RefCell::new(Vec::new());
     let first_extra = buffers.len() as u32;
     let mut funcs = Vec::new();
-    let mut scratch = scratch_req.iter().zip(&scratch_offsets).map(|((i, _), o)| (*i, *o));
+    let mut scratch = scratch_req
+        .iter()
+        .zip(&scratch_offsets)
+        .map(|((i, _), o)| (*i, *o));
     let mut next_scratch = scratch.next();
     for (i, st) in s.steps.iter().enumerate() {
-        let cx = StepCx { s, st, buf_of: &buf_of, extra: &extra, first_extra };
+        let cx = StepCx {
+            s,
+            st,
+            buf_of: &buf_of,
+            extra: &extra,
+            first_extra,
+        };
         let scratch_off = match next_scratch {
             Some((si, off)) if si == i => {
                 next_scratch = scratch.next();
@@ -69,15 +88,27 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
             _ => None,
         };
         let body = cx.lower(scratch_off)?;
-        let origin: Vec<String> = st.origins.iter().map(|o| format!("'{}' ({})", o.name, o.op_type)).collect();
-        funcs.push(Func { name: format!("step{i}"), origin: origin.join(", "), body });
+        let origin: Vec<String> = st
+            .origins
+            .iter()
+            .map(|o| format!("'{}' ({})", o.name, o.op_type))
+            .collect();
+        funcs.push(Func {
+            name: format!("step{i}"),
+            origin: origin.join(", "),
+            body,
+        });
     }
     buffers.extend(extra.into_inner());
     let io = |ios: &[schedule::Io]| -> Vec<IoDesc> {
         ios.iter()
             .map(|o| {
                 let v = &s.values[o.value];
-                IoDesc { name: o.name.clone(), dtype: v.dtype, shape: v.shape.clone() }
+                IoDesc {
+                    name: o.name.clone(),
+                    dtype: v.dtype,
+                    shape: v.shape.clone(),
+                }
             })
             .collect()
     };
@@ -98,16 +129,28 @@ fn is_const(s: &Schedule, v: SvId) -> bool {
 /// The f32 contents of a constant value.
 fn const_f32(s: &Schedule, v: SvId) -> Vec<f32> {
     match &s.values[s.root(v)].storage {
-        Storage::Const(t) => t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        Storage::Const(t) => t
+            .data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
         _ => Vec::new(),
     }
 }
 
 /// Dims of a step's f32 matmul: (batch dims of the output, m, n, k, B is one matrix).
 fn matmul_dims(s: &Schedule, st: &Step, m: &MatMulOp) -> (usize, i64, i64, i64, bool) {
-    let (sa, sb, so) = (&s.values[st.inputs[0]].shape, &s.values[st.inputs[1]].shape, &s.values[st.output].shape);
+    let (sa, sb, so) = (
+        &s.values[st.inputs[0]].shape,
+        &s.values[st.inputs[1]].shape,
+        &s.values[st.output].shape,
+    );
     let rank = so.len();
-    let k = if m.trans_a { sa[sa.len() - 2] } else { sa[sa.len() - 1] };
+    let k = if m.trans_a {
+        sa[sa.len() - 2]
+    } else {
+        sa[sa.len() - 1]
+    };
     let single_b = sb[..sb.len() - 2].iter().all(|&d| d == 1);
     (rank - 2, so[rank - 2], so[rank - 1], k, single_b)
 }
@@ -124,12 +167,24 @@ fn scratch_bytes(s: &Schedule, st: &Step) -> u64 {
         return 0;
     }
     match &st.kind {
-        StepKind::Conv(c) => geometry(s, st, c).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4,
+        StepKind::Conv(c) => {
+            geometry(s, st, c).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4
+        }
         StepKind::MatMul(m) => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m);
-            onnxc_runtime::gemm::gemm_scratch_len(mm as usize, n as usize, k as usize, pack_b_at_compile_time(s, st, m)) as u64 * 4
+            onnxc_runtime::gemm::gemm_scratch_len(
+                mm as usize,
+                n as usize,
+                k as usize,
+                pack_b_at_compile_time(s, st, m),
+            ) as u64
+                * 4
         }
-        StepKind::Pool(p) => p.geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape).scratch_floats() as u64 * 4,
+        StepKind::Pool(p) => {
+            p.geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape)
+                .scratch_floats() as u64
+                * 4
+        }
         _ => 0,
     }
 }
@@ -183,7 +238,12 @@ impl StepCx<'_> {
     fn new_const(&self, data: &[f32]) -> BufId {
         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut e = self.extra.borrow_mut();
-        e.push(Buffer { dtype: DType::F32, len: data.len() as i64, loc: Loc::Const(std::sync::Arc::new(bytes)), offset: 0 });
+        e.push(Buffer {
+            dtype: DType::F32,
+            len: data.len() as i64,
+            loc: Loc::Const(std::sync::Arc::new(bytes)),
+            offset: 0,
+        });
         self.first_extra + e.len() as u32 - 1
     }
 
@@ -197,10 +257,22 @@ impl StepCx<'_> {
 
     /// Kernel arguments for the step's epilogue: (bias, residual at `offset`, clamp range).
     fn epilogue_args(&self, offset: E) -> (Arg, Arg, Arg) {
-        let Some(e) = &self.st.epilogue else { return (Arg::Null, Arg::Null, Arg::Null) };
-        let bias = e.bias.map_or(Arg::Null, |b| Arg::Ptr { buf: self.buf(self.st.inputs[b]), offset: expr::i(0) });
-        let residual = e.residual.map_or(Arg::Null, |r| Arg::Ptr { buf: self.buf(self.st.inputs[r]), offset });
-        let clamp = if e.clamps() { Arg::Floats(vec![e.lo, e.hi]) } else { Arg::Null };
+        let Some(e) = &self.st.epilogue else {
+            return (Arg::Null, Arg::Null, Arg::Null);
+        };
+        let bias = e.bias.map_or(Arg::Null, |b| Arg::Ptr {
+            buf: self.buf(self.st.inputs[b]),
+            offset: expr::i(0),
+        });
+        let residual = e.residual.map_or(Arg::Null, |r| Arg::Ptr {
+            buf: self.buf(self.st.inputs[r]),
+            offset,
+        });
+        let clamp = if e.clamps() {
+            Arg::Floats(vec![e.lo, e.hi])
+        } else {
+            Arg::Null
+        };
         (bias, residual, clamp)
     }
 
@@ -210,18 +282,33 @@ impl StepCx<'_> {
             ExprKind::Load { input, index } if *input != EPILOGUE_ACC => {
                 let v = self.st.inputs[*input as usize];
                 let index: Vec<E> = index.iter().map(|i| self.flatten(i)).collect();
-                Some(expr::load(e.dtype, self.buf(v), vec![flat(&index, self.shape(v))]))
+                Some(expr::load(
+                    e.dtype,
+                    self.buf(v),
+                    vec![flat(&index, self.shape(v))],
+                ))
             }
             _ => None,
         })
     }
 
     /// Wraps `inner` in loops over `extents` (outermost first), vectorizing the innermost.
-    fn nest(&self, extents: &[i64], first_var: u32, inner: Vec<Stmt>, vectorize: bool) -> Vec<Stmt> {
+    fn nest(
+        &self,
+        extents: &[i64],
+        first_var: u32,
+        inner: Vec<Stmt>,
+        vectorize: bool,
+    ) -> Vec<Stmt> {
         let mut body = inner;
         for (d, &e) in extents.iter().enumerate().rev() {
             let innermost = d == extents.len() - 1;
-            body = vec![Stmt::For { var: first_var + d as u32, extent: e, vector: vectorize && innermost, body }];
+            body = vec![Stmt::For {
+                var: first_var + d as u32,
+                extent: e,
+                vector: vectorize && innermost,
+                body,
+            }];
         }
         body
     }
@@ -237,14 +324,29 @@ impl StepCx<'_> {
         match &self.st.kind {
             StepKind::Map { body } => {
                 let value = self.flatten(body);
-                let store = Stmt::Store { buf: obuf, offset: flat(&out_index(rank), &oshape), value };
+                let store = Stmt::Store {
+                    buf: obuf,
+                    offset: flat(&out_index(rank), &oshape),
+                    value,
+                };
                 Ok(self.nest(&oshape, 0, vec![store], true))
             }
-            StepKind::Reduce { kind, extents, body, epilogue } => {
-                if extents.contains(&0) && matches!(kind, ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. }) {
+            StepKind::Reduce {
+                kind,
+                extents,
+                body,
+                epilogue,
+            } => {
+                if extents.contains(&0)
+                    && matches!(kind, ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. })
+                {
                     return Err(Error::Internal("arg-reduction over an empty axis".into()));
                 }
-                let loops: Vec<(u32, i64)> = extents.iter().enumerate().map(|(k, &e)| ((rank + k) as u32, e)).collect();
+                let loops: Vec<(u32, i64)> = extents
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &e)| ((rank + k) as u32, e))
+                    .collect();
                 let red = Stmt::Reduce {
                     buf: obuf,
                     offset: flat(&out_index(rank), &oshape),
@@ -270,12 +372,20 @@ impl StepCx<'_> {
                     let chunk = a * inner;
                     let copy = Stmt::Copy {
                         dst: obuf,
-                        dst_offset: expr::add(expr::mul(expr::var(ov), expr::i(out_row)), expr::i(off * inner)),
+                        dst_offset: expr::add(
+                            expr::mul(expr::var(ov), expr::i(out_row)),
+                            expr::i(off * inner),
+                        ),
                         src: self.buf(v),
                         src_offset: expr::mul(expr::var(ov), expr::i(chunk)),
                         elems: chunk,
                     };
-                    stmts.push(Stmt::For { var: ov, extent: outer, vector: false, body: vec![copy] });
+                    stmts.push(Stmt::For {
+                        var: ov,
+                        extent: outer,
+                        vector: false,
+                        body: vec![copy],
+                    });
                     off += a;
                 }
                 Ok(stmts)
@@ -307,7 +417,11 @@ impl StepCx<'_> {
                     None => value,
                     Some(k) => expr::binary(op(k), old, value),
                 };
-                let store = Stmt::Store { buf: obuf, offset: off, value };
+                let store = Stmt::Store {
+                    buf: obuf,
+                    offset: off,
+                    value,
+                };
                 stmts.extend(self.nest(&sc.extents, 0, vec![store], false));
                 Ok(stmts)
             }
@@ -318,16 +432,29 @@ impl StepCx<'_> {
                     kernel: Kernel::Pool2dF32,
                     args: vec![
                         Arg::Params(g.encode()),
-                        Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
-                        Arg::Ptr { buf: obuf, offset: expr::i(0) },
-                        Arg::Scratch { offset: scratch.ok_or_else(|| Error::Internal("pool without scratch".into()))? },
+                        Arg::Ptr {
+                            buf: self.buf(x),
+                            offset: expr::i(0),
+                        },
+                        Arg::Ptr {
+                            buf: obuf,
+                            offset: expr::i(0),
+                        },
+                        Arg::Scratch {
+                            offset: scratch
+                                .ok_or_else(|| Error::Internal("pool without scratch".into()))?,
+                        },
                     ],
                 }])
             }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();
-                let cond = expr::load(DType::Bool, self.buf(c), vec![flat(&out_index(cs.len()), &cs)]);
+                let cond = expr::load(
+                    DType::Bool,
+                    self.buf(c),
+                    vec![flat(&out_index(cs.len()), &cs)],
+                );
                 Ok(self.nest(&cs, 0, vec![Stmt::Check { cond, code: *code }], false))
             }
             StepKind::ConcatRest { parts } => Ok(self
@@ -359,12 +486,20 @@ impl StepCx<'_> {
     /// Batched matmul: sgemm per batch for f32, a generic reduction otherwise.
     fn matmul(&self, m: &MatMulOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
         let (a, b, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
-        let (sa, sb, so) = (self.shape(a).to_vec(), self.shape(b).to_vec(), self.shape(out).to_vec());
+        let (sa, sb, so) = (
+            self.shape(a).to_vec(),
+            self.shape(b).to_vec(),
+            self.shape(out).to_vec(),
+        );
         let dt = self.s.values[out].dtype;
         let rank = so.len();
         let nb = rank - 2;
         let (mm, nn) = (so[rank - 2], so[rank - 1]);
-        let k = if m.trans_a { sa[sa.len() - 2] } else { sa[sa.len() - 1] };
+        let k = if m.trans_a {
+            sa[sa.len() - 2]
+        } else {
+            sa[sa.len() - 1]
+        };
         // Offset of operand batch element at the output batch position (vars 0..nb).
         let batch_off = |shape: &[i64]| -> E {
             let r = shape.len();
@@ -379,21 +514,34 @@ impl StepCx<'_> {
             off
         };
         if dt == DType::F32 {
-            let scratch = scratch.ok_or_else(|| Error::Internal("matmul without scratch".into()))?;
-            let c_off = flat(&(0..nb as u32).map(expr::var).chain([expr::i(0), expr::i(0)]).collect::<Vec<_>>(), &so);
+            let scratch =
+                scratch.ok_or_else(|| Error::Internal("matmul without scratch".into()))?;
+            let c_off = flat(
+                &(0..nb as u32)
+                    .map(expr::var)
+                    .chain([expr::i(0), expr::i(0)])
+                    .collect::<Vec<_>>(),
+                &so,
+            );
             let lda = sa[sa.len() - 1];
             let ldb = sb[sb.len() - 1];
             let a_args = vec![
                 Arg::Int(expr::i(mm)),
                 Arg::Int(expr::i(nn)),
                 Arg::Int(expr::i(k)),
-                Arg::Ptr { buf: self.buf(a), offset: batch_off(&sa) },
+                Arg::Ptr {
+                    buf: self.buf(a),
+                    offset: batch_off(&sa),
+                },
                 Arg::Int(expr::i(lda)),
                 Arg::Int(expr::i(m.trans_a as i64)),
             ];
             let (bias, residual, clamp) = self.epilogue_args(c_off.clone());
             let tail = vec![
-                Arg::Ptr { buf: self.buf(out), offset: c_off },
+                Arg::Ptr {
+                    buf: self.buf(out),
+                    offset: c_off,
+                },
                 Arg::Int(expr::i(nn)),
                 Arg::Null,
                 bias,
@@ -403,35 +551,67 @@ impl StepCx<'_> {
             ];
             let call = if pack_b_at_compile_time(self.s, self.st, m) {
                 let bm = const_f32(self.s, b);
-                let mut packed = vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
+                let mut packed =
+                    vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
                 // SAFETY: bm holds the k×n (or n×k) matrix; packed has room for its panels.
-                unsafe { onnxc_runtime::gemm::pack::pack_b(bm.as_ptr(), ldb as usize, m.trans_b, k as usize, nn as usize, packed.as_mut_ptr()) };
+                unsafe {
+                    onnxc_runtime::gemm::pack::pack_b(
+                        bm.as_ptr(),
+                        ldb as usize,
+                        m.trans_b,
+                        k as usize,
+                        nn as usize,
+                        packed.as_mut_ptr(),
+                    )
+                };
                 let pb = self.new_const(&packed);
                 let mut args = a_args;
-                args.push(Arg::Ptr { buf: pb, offset: expr::i(0) });
+                args.push(Arg::Ptr {
+                    buf: pb,
+                    offset: expr::i(0),
+                });
                 args.extend(tail);
-                Stmt::Call { kernel: Kernel::SgemmPb, args }
+                Stmt::Call {
+                    kernel: Kernel::SgemmPb,
+                    args,
+                }
             } else {
                 let mut args = a_args;
                 args.extend([
-                    Arg::Ptr { buf: self.buf(b), offset: batch_off(&sb) },
+                    Arg::Ptr {
+                        buf: self.buf(b),
+                        offset: batch_off(&sb),
+                    },
                     Arg::Int(expr::i(ldb)),
                     Arg::Int(expr::i(m.trans_b as i64)),
                 ]);
                 args.extend(tail);
-                Stmt::Call { kernel: Kernel::Sgemm, args }
+                Stmt::Call {
+                    kernel: Kernel::Sgemm,
+                    args,
+                }
             };
             return Ok(self.nest(&so[..nb], 0, vec![call], false));
         }
         // Generic: out[b.., i, j] = sum_k A[b.., i, k] * B[b.., k, j].
         let kv = expr::var(rank as u32);
         let (i, j) = (expr::var(nb as u32), expr::var(nb as u32 + 1));
-        let a_rc = if m.trans_a { (kv.clone(), i) } else { (i, kv.clone()) };
+        let a_rc = if m.trans_a {
+            (kv.clone(), i)
+        } else {
+            (i, kv.clone())
+        };
         let b_rc = if m.trans_b { (j, kv) } else { (kv, j) };
         let sta = strides_of(&sa);
         let stb = strides_of(&sb);
-        let a_off = expr::add(batch_off(&sa), expr::add(expr::mul(a_rc.0, expr::i(sta[sa.len() - 2])), a_rc.1));
-        let b_off = expr::add(batch_off(&sb), expr::add(expr::mul(b_rc.0, expr::i(stb[sb.len() - 2])), b_rc.1));
+        let a_off = expr::add(
+            batch_off(&sa),
+            expr::add(expr::mul(a_rc.0, expr::i(sta[sa.len() - 2])), a_rc.1),
+        );
+        let b_off = expr::add(
+            batch_off(&sb),
+            expr::add(expr::mul(b_rc.0, expr::i(stb[sb.len() - 2])), b_rc.1),
+        );
         let ct = dt.compute_type();
         let body = expr::binary(
             expr::BinOp::Mul,
@@ -468,19 +648,32 @@ impl StepCx<'_> {
                 kernel: Kernel::ConvF32,
                 args: vec![
                     Arg::Params(g.encode()),
-                    Arg::Ptr { buf: self.buf(x), offset: expr::i(0) },
-                    Arg::Ptr { buf: wbuf, offset: expr::i(0) },
+                    Arg::Ptr {
+                        buf: self.buf(x),
+                        offset: expr::i(0),
+                    },
+                    Arg::Ptr {
+                        buf: wbuf,
+                        offset: expr::i(0),
+                    },
                     Arg::Int(expr::i(packed)),
                     bias,
                     residual,
                     clamp,
-                    Arg::Ptr { buf: self.buf(out), offset: expr::i(0) },
+                    Arg::Ptr {
+                        buf: self.buf(out),
+                        offset: expr::i(0),
+                    },
                     scratch,
                 ],
             }]);
         }
         // Generic direct convolution as a reduction over (c/group, kernel...).
-        let (xs, ws, ys) = (self.shape(x).to_vec(), self.shape(w).to_vec(), self.shape(out).to_vec());
+        let (xs, ws, ys) = (
+            self.shape(x).to_vec(),
+            self.shape(w).to_vec(),
+            self.shape(out).to_vec(),
+        );
         let rank = ys.len();
         let nsp = rank - 2;
         let cig = ws[1];
@@ -494,17 +687,30 @@ impl StepCx<'_> {
         for d in 0..nsp {
             let r = expr::var((rank + 1 + d) as u32);
             let p = expr::sub(
-                expr::add(expr::mul(expr::var((2 + d) as u32), expr::i(c.strides[d])), expr::mul(r.clone(), expr::i(c.dilations[d]))),
+                expr::add(
+                    expr::mul(expr::var((2 + d) as u32), expr::i(c.strides[d])),
+                    expr::mul(r.clone(), expr::i(c.dilations[d])),
+                ),
                 expr::i(c.pads_begin[d]),
             );
-            inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(xs[2 + d]))));
+            inside = expr::and(
+                inside,
+                expr::and(
+                    expr::ge(p.clone(), expr::i(0)),
+                    expr::lt(p.clone(), expr::i(xs[2 + d])),
+                ),
+            );
             xi.push(expr::clamp(p, 0, xs[2 + d] - 1));
             wi.push(r);
         }
         let ct = dt.compute_type();
         let xv = expr::cast(expr::load(dt, self.buf(x), vec![flat(&xi, &xs)]), ct);
         let wv = expr::cast(expr::load(dt, self.buf(w), vec![flat(&wi, &ws)]), ct);
-        let prod = expr::select(inside, expr::binary(expr::BinOp::Mul, xv, wv), expr::f(ct, 0.0));
+        let prod = expr::select(
+            inside,
+            expr::binary(expr::BinOp::Mul, xv, wv),
+            expr::f(ct, 0.0),
+        );
         let mut loops = vec![(rank as u32, cig)];
         for d in 0..nsp {
             loops.push(((rank + 1 + d) as u32, ws[2 + d]));
@@ -514,7 +720,8 @@ impl StepCx<'_> {
             let bv = expr::cast(expr::load(dt, self.buf(b), vec![expr::var(1)]), ct);
             expr::cast(expr::binary(expr::BinOp::Add, acc, bv), dt)
         });
-        let epilogue = epilogue.or_else(|| (ct != dt).then(|| expr::cast(expr::load(ct, EPILOGUE_ACC, vec![]), dt)));
+        let epilogue = epilogue
+            .or_else(|| (ct != dt).then(|| expr::cast(expr::load(ct, EPILOGUE_ACC, vec![]), dt)));
         let red = Stmt::Reduce {
             buf: self.buf(out),
             offset: flat(&out_index(rank), &ys),

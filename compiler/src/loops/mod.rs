@@ -7,9 +7,9 @@
 
 pub mod lower;
 
+use crate::ir::DType;
 use crate::ir::expr::{self, E};
 use crate::ir::graph::ReduceKind;
-use crate::ir::DType;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -83,15 +83,43 @@ pub enum Arg {
 
 #[derive(Clone, Debug)]
 pub enum Stmt {
-    For { var: u32, extent: i64, vector: bool, body: Vec<Stmt> },
-    Store { buf: BufId, offset: E, value: E },
+    For {
+        var: u32,
+        extent: i64,
+        vector: bool,
+        body: Vec<Stmt>,
+    },
+    Store {
+        buf: BufId,
+        offset: E,
+        value: E,
+    },
     /// `buf[offset] = epilogue(fold(kind, body over loops))`.
-    Reduce { buf: BufId, offset: E, kind: ReduceKind, loops: Vec<(u32, i64)>, body: E, epilogue: Option<E> },
+    Reduce {
+        buf: BufId,
+        offset: E,
+        kind: ReduceKind,
+        loops: Vec<(u32, i64)>,
+        body: E,
+        epilogue: Option<E>,
+    },
     /// Copies `elems` elements (non-overlapping).
-    Copy { dst: BufId, dst_offset: E, src: BufId, src_offset: E, elems: i64 },
-    Call { kernel: Kernel, args: Vec<Arg> },
+    Copy {
+        dst: BufId,
+        dst_offset: E,
+        src: BufId,
+        src_offset: E,
+        elems: i64,
+    },
+    Call {
+        kernel: Kernel,
+        args: Vec<Arg>,
+    },
     /// Sets the run's error code to `code` (first error wins) when `cond` is false.
-    Check { cond: E, code: i32 },
+    Check {
+        cond: E,
+        code: i32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -115,7 +143,11 @@ pub struct Program {
 impl Program {
     pub fn dump(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "program \"{}\" (workspace {} bytes) {{", self.name, self.workspace_size);
+        let _ = writeln!(
+            s,
+            "program \"{}\" (workspace {} bytes) {{",
+            self.name, self.workspace_size
+        );
         for (i, b) in self.buffers.iter().enumerate() {
             let loc = match &b.loc {
                 Loc::Input(k) => format!("input {k}"),
@@ -123,7 +155,11 @@ impl Program {
                 Loc::Const(d) => format!("const ({} bytes)", d.len()),
                 Loc::Arena(o) => format!("arena +{o}"),
             };
-            let at = if b.offset > 0 { format!(" +{} bytes", b.offset) } else { String::new() };
+            let at = if b.offset > 0 {
+                format!(" +{} bytes", b.offset)
+            } else {
+                String::new()
+            };
             let _ = writeln!(s, "  buf{i}: {}[{}] {loc}{at}", b.dtype, b.len);
         }
         for f in &self.funcs {
@@ -139,26 +175,59 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
     let pad = "  ".repeat(depth);
     for st in body {
         match st {
-            Stmt::For { var, extent, vector, body } => {
-                let _ = writeln!(s, "{pad}for v{var} in 0..{extent}{} {{", if *vector { " vectorize" } else { "" });
+            Stmt::For {
+                var,
+                extent,
+                vector,
+                body,
+            } => {
+                let _ = writeln!(
+                    s,
+                    "{pad}for v{var} in 0..{extent}{} {{",
+                    if *vector { " vectorize" } else { "" }
+                );
                 dump_stmts(s, body, depth + 1);
                 let _ = writeln!(s, "{pad}}}");
             }
             Stmt::Store { buf, offset, value } => {
-                let _ = writeln!(s, "{pad}buf{buf}[{}] = {}", expr::display(offset), expr::display(value));
+                let _ = writeln!(
+                    s,
+                    "{pad}buf{buf}[{}] = {}",
+                    expr::display(offset),
+                    expr::display(value)
+                );
             }
-            Stmt::Reduce { buf, offset, kind, loops, body, epilogue } => {
-                let ls: Vec<String> = loops.iter().map(|(v, e)| format!("v{v} in 0..{e}")).collect();
+            Stmt::Reduce {
+                buf,
+                offset,
+                kind,
+                loops,
+                body,
+                epilogue,
+            } => {
+                let ls: Vec<String> = loops
+                    .iter()
+                    .map(|(v, e)| format!("v{v} in 0..{e}"))
+                    .collect();
                 let _ = writeln!(
                     s,
                     "{pad}buf{buf}[{}] = {}{kind:?}({}: {})",
                     expr::display(offset),
-                    epilogue.as_ref().map(|e| format!("[{}] <- ", expr::display(e))).unwrap_or_default(),
+                    epilogue
+                        .as_ref()
+                        .map(|e| format!("[{}] <- ", expr::display(e)))
+                        .unwrap_or_default(),
                     ls.join(", "),
                     expr::display(body)
                 );
             }
-            Stmt::Copy { dst, dst_offset, src, src_offset, elems } => {
+            Stmt::Copy {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                elems,
+            } => {
                 let _ = writeln!(
                     s,
                     "{pad}copy buf{dst}[{}..] <- buf{src}[{}..] x{elems}",

@@ -5,7 +5,8 @@ use crate::ir::{Graph, Op};
 
 pub fn run(g: &mut Graph) -> usize {
     let order = g.topo_order();
-    let mut seen: std::collections::HashMap<Vec<crate::ir::ValueId>, Vec<crate::ir::NodeId>> = Default::default();
+    let mut seen: std::collections::HashMap<Vec<crate::ir::ValueId>, Vec<crate::ir::NodeId>> =
+        Default::default();
     let mut merged = 0;
     for id in order {
         let n = g.node(id);

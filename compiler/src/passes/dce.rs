@@ -7,7 +7,12 @@ pub fn run(g: &mut Graph) -> usize {
     let mut live: HashSet<NodeId> = HashSet::new();
     let mut stack: Vec<NodeId> = g.outputs.iter().map(|o| o.value.node).collect();
     stack.extend(g.inputs.iter().map(|i| i.value.node));
-    let asserts: Vec<NodeId> = g.asserts.iter().copied().filter(|a| g.contains(*a)).collect();
+    let asserts: Vec<NodeId> = g
+        .asserts
+        .iter()
+        .copied()
+        .filter(|a| g.contains(*a))
+        .collect();
     g.asserts = asserts;
     stack.extend(g.asserts.iter().copied());
     while let Some(n) = stack.pop() {
@@ -15,7 +20,11 @@ pub fn run(g: &mut Graph) -> usize {
             stack.extend(g.node(n).inputs.iter().map(|v| v.node));
         }
     }
-    let dead: Vec<NodeId> = g.node_ids().into_iter().filter(|n| !live.contains(n)).collect();
+    let dead: Vec<NodeId> = g
+        .node_ids()
+        .into_iter()
+        .filter(|n| !live.contains(n))
+        .collect();
     for &n in &dead {
         g.remove_node(n);
     }

@@ -13,11 +13,15 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     if matches!(node.op, Op::Input | Op::Const(_)) || node.outputs.len() != 1 {
         return Ok(false);
     }
-    let Some(shape) = known_dims(&node.outputs[0].shape) else { return Ok(false) };
+    let Some(shape) = known_dims(&node.outputs[0].shape) else {
+        return Ok(false);
+    };
     let dtype = node.outputs[0].dtype;
     let n: i64 = shape.iter().product();
     let inputs: Option<Vec<&Tensor>> = node.inputs.iter().map(|&v| g.const_value(v)).collect();
-    let Some(inputs) = inputs else { return Ok(false) };
+    let Some(inputs) = inputs else {
+        return Ok(false);
+    };
     let trivially_cheap = match &node.op {
         Op::Map(m) => m.body.as_const().is_some(),
         Op::Reshape | Op::Concat { .. } => true,
@@ -29,7 +33,11 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     let result: Result<Tensor, EvalError> = match &node.op {
         Op::Map(m) => interp::eval_map(&m.body, &inputs, dtype, &shape),
         Op::Reduce(r) => interp::eval_reduce(r, &inputs, dtype, &shape),
-        Op::Reshape => Ok(Tensor { dtype, shape: shape.clone(), data: inputs[0].data.clone() }),
+        Op::Reshape => Ok(Tensor {
+            dtype,
+            shape: shape.clone(),
+            data: inputs[0].data.clone(),
+        }),
         Op::MatMul(m) => {
             let flops = n as usize * *inputs[0].shape.last().unwrap_or(&1) as usize;
             if flops > limit * 16 {
@@ -42,18 +50,40 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             if flops > limit * 16 {
                 return Ok(false);
             }
-            Ok(interp::eval_conv(c, inputs[0], inputs[1], inputs.get(2).copied(), dtype, &shape))
+            Ok(interp::eval_conv(
+                c,
+                inputs[0],
+                inputs[1],
+                inputs.get(2).copied(),
+                dtype,
+                &shape,
+            ))
         }
         Op::Concat { axis } => Ok(interp::eval_concat(*axis, &inputs, dtype, &shape)),
         Op::Scatter(sc) => interp::eval_scatter(sc, &inputs, dtype, &shape),
         Op::Pool(p) => {
             let g = p.geometry(&inputs[0].shape, &shape);
-            let x: Vec<f32> = inputs[0].data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let x: Vec<f32> = inputs[0]
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
             let mut y = vec![0f32; n as usize];
             let mut scratch = vec![0f32; g.scratch_floats()];
             // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
-            unsafe { onnxc_runtime::pool::pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
-            Ok(Tensor::new(dtype, shape.clone(), y.iter().flat_map(|v| v.to_le_bytes()).collect()))
+            unsafe {
+                onnxc_runtime::pool::pool2d_f32(
+                    &g,
+                    x.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            Ok(Tensor::new(
+                dtype,
+                shape.clone(),
+                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ))
         }
         Op::Assert { code } => {
             if inputs[0].scalars().iter().all(|v| v.as_bool()) {

@@ -33,7 +33,11 @@ impl Cx<'_> {
     }
 
     fn identity(&self, index: &[E]) -> bool {
-        index.len() == self.rank && index.iter().enumerate().all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
+        index.len() == self.rank
+            && index
+                .iter()
+                .enumerate()
+                .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
     }
 
     /// Depends only on constants and the channel variable.
@@ -42,7 +46,9 @@ impl Cx<'_> {
             ExprKind::Var(v) => *v as usize == self.chan,
             ExprKind::Const(_) => true,
             ExprKind::Load { input, index } => {
-                *input != self.acc && self.g.const_value(self.operands[*input as usize]).is_some() && index.iter().all(|i| self.chan_const(i))
+                *input != self.acc
+                    && self.g.const_value(self.operands[*input as usize]).is_some()
+                    && index.iter().all(|i| self.chan_const(i))
             }
             ExprKind::CheckIndex { .. } => false,
             _ => e.children().iter().all(|c| self.chan_const(c)),
@@ -52,7 +58,11 @@ impl Cx<'_> {
     /// A residual: a load of a non-constant operand (other than acc) at the identity index.
     fn residual(&self, e: &E) -> Option<u32> {
         match &e.kind {
-            ExprKind::Load { input, index } if *input != self.acc && self.identity(index) && self.g.const_value(self.operands[*input as usize]).is_none() => {
+            ExprKind::Load { input, index }
+                if *input != self.acc
+                    && self.identity(index)
+                    && self.g.const_value(self.operands[*input as usize]).is_none() =>
+            {
                 Some(*input)
             }
             _ => None,
@@ -76,16 +86,15 @@ impl Cx<'_> {
                         let y = if sub { neg(y.clone()) } else { y.clone() };
                         return Some((s, crate::ir::expr::binary(BinOp::Add, b, y), r));
                     }
-                    if !sub && r.is_none()
+                    if !sub
+                        && r.is_none()
                         && let Some(ry) = self.residual(y)
                     {
                         return Some((s, b, Some(ry)));
                     }
                     return None;
                 }
-                if !sub
-                    && let Some((s, b, r)) = self.linear(y)
-                {
+                if !sub && let Some((s, b, r)) = self.linear(y) {
                     if self.chan_const(x) {
                         return Some((s, crate::ir::expr::binary(BinOp::Add, b, x.clone()), r));
                     }
@@ -102,14 +111,22 @@ impl Cx<'_> {
                 if r.is_some() {
                     return None;
                 }
-                Some((crate::ir::expr::binary(*op, s, k.clone()), crate::ir::expr::binary(*op, b, k.clone()), None))
+                Some((
+                    crate::ir::expr::binary(*op, s, k.clone()),
+                    crate::ir::expr::binary(*op, b, k.clone()),
+                    None,
+                ))
             }
             ExprKind::Binary(BinOp::Mul, k, x) if self.chan_const(k) => {
                 let (s, b, r) = self.linear(x)?;
                 if r.is_some() {
                     return None;
                 }
-                Some((crate::ir::expr::binary(BinOp::Mul, s, k.clone()), crate::ir::expr::binary(BinOp::Mul, b, k.clone()), None))
+                Some((
+                    crate::ir::expr::binary(BinOp::Mul, s, k.clone()),
+                    crate::ir::expr::binary(BinOp::Mul, b, k.clone()),
+                    None,
+                ))
             }
             _ => None,
         }
@@ -157,10 +174,23 @@ impl Cx<'_> {
 }
 
 /// Evaluates a channel-constant expression for channels `0..n`.
-fn per_channel(e: &E, g: &Graph, operands: &[ValueId], chan: usize, rank: usize, n: i64) -> Option<Vec<f32>> {
+fn per_channel(
+    e: &E,
+    g: &Graph,
+    operands: &[ValueId],
+    chan: usize,
+    rank: usize,
+    n: i64,
+) -> Option<Vec<f32>> {
     let prog = Program::new(e);
-    let inputs: Vec<&Tensor> = operands.iter().map(|&v| g.const_value(v).unwrap_or(&EMPTY)).collect();
-    let strides: Vec<Vec<i64>> = inputs.iter().map(|t| crate::ir::interp::strides_of(&t.shape)).collect();
+    let inputs: Vec<&Tensor> = operands
+        .iter()
+        .map(|&v| g.const_value(v).unwrap_or(&EMPTY))
+        .collect();
+    let strides: Vec<Vec<i64>> = inputs
+        .iter()
+        .map(|t| crate::ir::interp::strides_of(&t.shape))
+        .collect();
     let mut regs = Vec::new();
     let mut vars = vec![0i64; rank];
     let mut out = Vec::with_capacity(n as usize);
@@ -171,23 +201,52 @@ fn per_channel(e: &E, g: &Graph, operands: &[ValueId], chan: usize, rank: usize,
     Some(out)
 }
 
-static EMPTY: std::sync::LazyLock<Tensor> = std::sync::LazyLock::new(|| Tensor::new(DType::F32, vec![0], vec![]));
+static EMPTY: std::sync::LazyLock<Tensor> =
+    std::sync::LazyLock::new(|| Tensor::new(DType::F32, vec![0], vec![]));
 
 /// Matches `body` (a map over the kernel's output; `acc` is the operand holding the kernel's
 /// result) against the epilogue form, channel dim `chan` of size `n`.
-pub fn match_epilogue(g: &Graph, body: &E, operands: &[ValueId], acc: u32, rank: usize, chan: usize, n: i64) -> Option<Matched> {
+pub fn match_epilogue(
+    g: &Graph,
+    body: &E,
+    operands: &[ValueId],
+    acc: u32,
+    rank: usize,
+    chan: usize,
+    n: i64,
+) -> Option<Matched> {
     if body.dtype != DType::F32 {
         return None;
     }
-    let cx = Cx { g, operands, acc, rank, chan };
+    let cx = Cx {
+        g,
+        operands,
+        acc,
+        rank,
+        chan,
+    };
     let (mut lo, mut hi) = (f32::NEG_INFINITY, f32::INFINITY);
     let inner = cx.clamps(body, &mut lo, &mut hi);
     let (s, b, r) = cx.linear(&inner)?;
     let is = |e: &E, v: f64| e.as_const().is_some_and(|c| c.as_f64() == v);
-    let scale = if is(&s, 1.0) { None } else { Some(per_channel(&s, g, operands, chan, rank, n)?) };
-    let bias = if is(&b, 0.0) { None } else { Some(per_channel(&b, g, operands, chan, rank, n)?) };
+    let scale = if is(&s, 1.0) {
+        None
+    } else {
+        Some(per_channel(&s, g, operands, chan, rank, n)?)
+    };
+    let bias = if is(&b, 0.0) {
+        None
+    } else {
+        Some(per_channel(&b, g, operands, chan, rank, n)?)
+    };
     if lo.is_nan() || hi.is_nan() || lo > hi {
         return None;
     }
-    Some(Matched { scale, bias, residual: r, lo, hi })
+    Some(Matched {
+        scale,
+        bias,
+        residual: r,
+        lo,
+        hi,
+    })
 }

@@ -19,7 +19,10 @@ pub struct FuseOptions {
 
 impl Default for FuseOptions {
     fn default() -> Self {
-        FuseOptions { inline: true, epilogues: true }
+        FuseOptions {
+            inline: true,
+            epilogues: true,
+        }
     }
 }
 
@@ -31,7 +34,17 @@ fn cheap(body: &E) -> bool {
     let mut ok = true;
     expr::rewrite(body, &mut |e| {
         if let ExprKind::Unary(op, _) = e.kind
-            && !matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Not | UnOp::BitNot | UnOp::Floor | UnOp::Ceil | UnOp::Trunc | UnOp::Sign)
+            && !matches!(
+                op,
+                UnOp::Neg
+                    | UnOp::Abs
+                    | UnOp::Not
+                    | UnOp::BitNot
+                    | UnOp::Floor
+                    | UnOp::Ceil
+                    | UnOp::Trunc
+                    | UnOp::Sign
+            )
         {
             ok = false;
         }
@@ -53,12 +66,20 @@ fn body_of(g: &Graph, id: NodeId) -> Option<&E> {
 
 /// The node's body with inlined producers substituted, and its remaining operands.
 fn expand(g: &Graph, id: NodeId, inline: &HashSet<NodeId>) -> (E, Vec<ValueId>) {
-    let mut body = body_of(g, id).expect("expand is called on map/reduce nodes").clone();
+    let mut body = body_of(g, id)
+        .expect("expand is called on map/reduce nodes")
+        .clone();
     let mut operands = g.node(id).inputs.clone();
     loop {
         let mut used = Vec::new();
         expr::used_inputs(&body, &mut used);
-        let Some(k) = used.iter().copied().find(|&k| inline.contains(&operands[k as usize].node)) else { break };
+        let Some(k) = used
+            .iter()
+            .copied()
+            .find(|&k| inline.contains(&operands[k as usize].node))
+        else {
+            break;
+        };
         let p = operands[k as usize].node;
         let pbody = body_of(g, p).expect("only maps are inlined").clone();
         let map: Vec<u32> = g
@@ -75,7 +96,9 @@ fn expand(g: &Graph, id: NodeId, inline: &HashSet<NodeId>) -> (E, Vec<ValueId>) 
             .collect();
         let pbody = expr::round_to_storage(expr::remap_inputs(&pbody, &map));
         body = expr::rewrite(&body, &mut |e| match &e.kind {
-            ExprKind::Load { input, index } if *input == k => Some(expr::substitute_vars(&pbody, index)),
+            ExprKind::Load { input, index } if *input == k => {
+                Some(expr::substitute_vars(&pbody, index))
+            }
             _ => None,
         });
     }
@@ -117,7 +140,12 @@ struct Chain {
 
 /// Finds, for a Conv/MatMul node, the longest chain of single-use maps that fits the kernel
 /// epilogue. `ready` says whether a value is computed before the kernel runs.
-fn epilogue_chain(g: &Graph, a: NodeId, outputs: &HashSet<ValueId>, ready: &dyn Fn(ValueId) -> bool) -> Option<Chain> {
+fn epilogue_chain(
+    g: &Graph,
+    a: NodeId,
+    outputs: &HashSet<ValueId>,
+    ready: &dyn Fn(ValueId) -> bool,
+) -> Option<Chain> {
     let n = g.node(a);
     let out = &n.outputs[0];
     if out.dtype != crate::ir::DType::F32 {
@@ -130,7 +158,10 @@ fn epilogue_chain(g: &Graph, a: NodeId, outputs: &HashSet<ValueId>, ready: &dyn 
         Op::MatMul(m) => {
             let b = g.value_type(n.inputs[1]);
             let single = b.shape[..b.shape.len() - 2].iter().all(|d| d.is_one());
-            (rank - 1, single && g.const_value(n.inputs[1]).is_some() && !m.trans_a)
+            (
+                rank - 1,
+                single && g.const_value(n.inputs[1]).is_some() && !m.trans_a,
+            )
         }
         _ => return None,
     };
@@ -173,7 +204,9 @@ fn epilogue_chain(g: &Graph, a: NodeId, outputs: &HashSet<ValueId>, ready: &dyn 
         let prev = body.clone();
         body = expr::rewrite(&m.body, &mut |e| match &e.kind {
             ExprKind::Load { input, .. } if *input == kcur => Some(prev.clone()),
-            ExprKind::Load { input, index } => Some(expr::load(e.dtype, map[*input as usize], index.clone())),
+            ExprKind::Load { input, index } => {
+                Some(expr::load(e.dtype, map[*input as usize], index.clone()))
+            }
             _ => None,
         });
         maps.push(c);
@@ -182,7 +215,11 @@ fn epilogue_chain(g: &Graph, a: NodeId, outputs: &HashSet<ValueId>, ready: &dyn 
             && (mt.scale.is_none() || weights_const)
         {
             let residual = mt.residual.map(|r| operands[r as usize]);
-            best = Some(Chain { maps: maps.clone(), matched: mt, residual });
+            best = Some(Chain {
+                maps: maps.clone(),
+                matched: mt,
+                residual,
+            });
         }
     }
     best
@@ -196,7 +233,10 @@ fn loads_identity(body: &E, k: u32, rank: usize) -> bool {
             && *input == k
         {
             let ident = index.len() == rank
-                && index.iter().enumerate().all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d));
+                && index
+                    .iter()
+                    .enumerate()
+                    .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d));
             ok &= ident;
         }
         None
@@ -213,7 +253,11 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             if known_dims(&t.shape).is_none() {
                 return Err(Error::NeedShape(format!(
                     "{}: output shape {} is not known at compile time; fix the symbolic input dims with --shape INPUT=D0,D1,…",
-                    if n.origin.op_type.is_empty() { format!("value '{}'", n.name) } else { n.origin.to_string() },
+                    if n.origin.op_type.is_empty() {
+                        format!("value '{}'", n.name)
+                    } else {
+                        n.origin.to_string()
+                    },
                     crate::ir::dim::fmt_shape(&t.shape)
                 )));
             }
@@ -234,7 +278,11 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 let p = v.node;
                 match &g.node(p).op {
                     Op::Input | Op::Const(_) => true,
-                    _ => pos[&p] < pos[&id] && (!absorbed_by.contains_key(&p) || chains.values().any(|c| c.maps.last() == Some(&p))),
+                    _ => {
+                        pos[&p] < pos[&id]
+                            && (!absorbed_by.contains_key(&p)
+                                || chains.values().any(|c| c.maps.last() == Some(&p)))
+                    }
                 }
             };
             if let Some(ch) = epilogue_chain(g, id, &outputs, &ready) {
@@ -263,10 +311,19 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             if distinct.is_empty() {
                 continue;
             }
-            let consumers_ok = distinct.iter().all(|&u| matches!(g.node(u).op, Op::Map(_) | Op::Reduce(_)));
-            let into_reduce = distinct.iter().any(|&u| matches!(g.node(u).op, Op::Reduce(_)));
+            let consumers_ok = distinct
+                .iter()
+                .all(|&u| matches!(g.node(u).op, Op::Map(_) | Op::Reduce(_)));
+            let into_reduce = distinct
+                .iter()
+                .any(|&u| matches!(g.node(u).op, Op::Reduce(_)));
             let is_cheap = cheap(&m.body);
-            let ok = consumers_ok && (if into_reduce { is_cheap } else { distinct.len() == 1 || (is_cheap && distinct.len() <= 4) });
+            let ok = consumers_ok
+                && (if into_reduce {
+                    is_cheap
+                } else {
+                    distinct.len() == 1 || (is_cheap && distinct.len() <= 4)
+                });
             if ok {
                 inline.insert(id);
             }
@@ -285,13 +342,21 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
     let shape_of = |v: ValueId| known_dims(&g.value_type(v).shape).expect("checked above");
     let new_value = |s: &mut Schedule, v: ValueId, storage: Storage| -> SvId {
         let t = g.value_type(v);
-        s.values.push(SValue { name: g.node(v.node).name.clone(), dtype: t.dtype, shape: shape_of(v), storage });
+        s.values.push(SValue {
+            name: g.node(v.node).name.clone(),
+            dtype: t.dtype,
+            shape: shape_of(v),
+            storage,
+        });
         s.values.len() - 1
     };
     for (k, io) in g.inputs.iter().enumerate() {
         let id = new_value(&mut s, io.value, Storage::Input(k));
         sv.insert(io.value, id);
-        s.inputs.push(Io { name: io.name.clone(), value: id });
+        s.inputs.push(Io {
+            name: io.name.clone(),
+            value: id,
+        });
     }
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
     for &id in &order {
@@ -304,8 +369,16 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 return x;
             }
             // Constants materialize on first use.
-            let t = g.const_value(v).expect("operands are materialized before use").clone();
-            s.values.push(SValue { name: g.node(v.node).name.clone(), dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+            let t = g
+                .const_value(v)
+                .expect("operands are materialized before use")
+                .clone();
+            s.values.push(SValue {
+                name: g.node(v.node).name.clone(),
+                dtype: t.dtype,
+                shape: t.shape.clone(),
+                storage: Storage::Const(t),
+            });
             let x = s.values.len() - 1;
             sv.insert(v, x);
             x
@@ -329,12 +402,17 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 let users = g.users(id);
                 if opts.epilogues && !outputs.contains(&id.out(0)) && users.len() == 1 {
                     let c = users[0].0;
-                    if matches!(g.node(c).op, Op::Map(_)) && !inline.contains(&c) && g.value_type(c.out(0)).shape == n.outputs[0].shape {
+                    if matches!(g.node(c).op, Op::Map(_))
+                        && !inline.contains(&c)
+                        && g.value_type(c.out(0)).shape == n.outputs[0].shape
+                    {
                         let (cbody, cops) = expand(g, c, &inline);
                         let rank = n.outputs[0].shape.len();
                         let kr = cops.iter().position(|&v| v == id.out(0));
                         // The consumer's other operands must already be computed.
-                        let ready = cops.iter().all(|v| *v == id.out(0) || sv.contains_key(v) || g.const_value(*v).is_some());
+                        let ready = cops.iter().all(|v| {
+                            *v == id.out(0) || sv.contains_key(v) || g.const_value(*v).is_some()
+                        });
                         if let Some(kr) = kr
                             && ready
                             && loads_identity(&cbody, kr as u32, rank)
@@ -351,10 +429,18 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                                 }
                             }
                             let e = expr::rewrite(&cbody, &mut |e| match &e.kind {
-                                ExprKind::Load { input, .. } if *input as usize == kr => Some(expr::round_to_storage(expr::load(e.dtype, EPILOGUE_ACC, vec![]))),
-                                ExprKind::Load { input, index } => {
-                                    Some(expr::load(e.dtype, map[*input as usize], index.iter().map(|i| expr::remap_inputs(i, &map)).collect()))
+                                ExprKind::Load { input, .. } if *input as usize == kr => {
+                                    Some(expr::round_to_storage(expr::load(
+                                        e.dtype,
+                                        EPILOGUE_ACC,
+                                        vec![],
+                                    )))
                                 }
+                                ExprKind::Load { input, index } => Some(expr::load(
+                                    e.dtype,
+                                    map[*input as usize],
+                                    index.iter().map(|i| expr::remap_inputs(i, &map)).collect(),
+                                )),
                                 _ => None,
                             });
                             epilogue = Some(e);
@@ -363,15 +449,40 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         }
                     }
                 }
-                (StepKind::Reduce { kind: r.kind, extents: r.extents.clone(), body, epilogue }, ops, out_node)
+                (
+                    StepKind::Reduce {
+                        kind: r.kind,
+                        extents: r.extents.clone(),
+                        body,
+                        epilogue,
+                    },
+                    ops,
+                    out_node,
+                )
             }
             Op::MatMul(_) | Op::Conv(_) => {
-                let (step, out_node) = kernel_step(g, id, chains.get(&id), &mut s, &mut |s, v| operand(s, &mut sv, v))?;
+                let (step, out_node) = kernel_step(g, id, chains.get(&id), &mut s, &mut |s, v| {
+                    operand(s, &mut sv, v)
+                })?;
                 let output = new_value(&mut s, out_node.out(0), Storage::Arena(0));
                 sv.insert(out_node.out(0), output);
                 let mut origins = vec![n.origin.clone()];
-                origins.extend(chains.get(&id).map(|c| c.maps.iter().map(|m| g.node(*m).origin.clone()).collect::<Vec<_>>()).unwrap_or_default());
-                s.steps.push(Step { output, origins, ..step });
+                origins.extend(
+                    chains
+                        .get(&id)
+                        .map(|c| {
+                            c.maps
+                                .iter()
+                                .map(|m| g.node(*m).origin.clone())
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default(),
+                );
+                s.steps.push(Step {
+                    output,
+                    origins,
+                    ..step
+                });
                 continue;
             }
             Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
@@ -379,14 +490,23 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Pool(p) => (StepKind::Pool(p.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
-        let inputs: Vec<SvId> = operands.iter().map(|&v| operand(&mut s, &mut sv, v)).collect();
+        let inputs: Vec<SvId> = operands
+            .iter()
+            .map(|&v| operand(&mut s, &mut sv, v))
+            .collect();
         let output = new_value(&mut s, out_node.out(0), Storage::Arena(0));
         sv.insert(out_node.out(0), output);
         let mut origins = vec![n.origin.clone()];
         if out_node != id {
             origins.push(g.node(out_node).origin.clone());
         }
-        s.steps.push(Step { kind, inputs, output, origins, epilogue: None });
+        s.steps.push(Step {
+            kind,
+            inputs,
+            output,
+            origins,
+            epilogue: None,
+        });
     }
     place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
@@ -394,34 +514,66 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         let v = match sv.get(&o.value) {
             Some(&v) => v,
             None => {
-                let t = g.const_value(o.value).ok_or_else(|| Error::Internal(format!("output '{}' has no value", o.name)))?.clone();
-                s.values.push(SValue { name: o.name.clone(), dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+                let t = g
+                    .const_value(o.value)
+                    .ok_or_else(|| Error::Internal(format!("output '{}' has no value", o.name)))?
+                    .clone();
+                s.values.push(SValue {
+                    name: o.name.clone(),
+                    dtype: t.dtype,
+                    shape: t.shape.clone(),
+                    storage: Storage::Const(t),
+                });
                 s.values.len() - 1
             }
         };
         let root = s.root(v);
         let produced_here = s.steps.iter().any(|st| st.output == root);
-        let target = if matches!(s.values[root].storage, Storage::Arena(_)) && produced_here && s.values[root].len() == s.values[v].len() {
+        let target = if matches!(s.values[root].storage, Storage::Arena(_))
+            && produced_here
+            && s.values[root].len() == s.values[v].len()
+        {
             s.values[root].storage = Storage::Output(k);
             v
         } else {
             let src = &s.values[v];
-            s.values.push(SValue { name: o.name.clone(), dtype: src.dtype, shape: src.shape.clone(), storage: Storage::Output(k) });
+            s.values.push(SValue {
+                name: o.name.clone(),
+                dtype: src.dtype,
+                shape: src.shape.clone(),
+                storage: Storage::Output(k),
+            });
             let dst = s.values.len() - 1;
-            s.steps.push(Step { kind: StepKind::Copy, inputs: vec![v], output: dst, origins: vec![], epilogue: None });
+            s.steps.push(Step {
+                kind: StepKind::Copy,
+                inputs: vec![v],
+                output: dst,
+                origins: vec![],
+                epilogue: None,
+            });
             dst
         };
-        s.outputs.push(Io { name: o.name.clone(), value: target });
+        s.outputs.push(Io {
+            name: o.name.clone(),
+            value: target,
+        });
     }
     Ok(s)
 }
 
 fn f32_tensor(dims: Vec<i64>, v: &[f32]) -> Tensor {
-    Tensor::new(crate::ir::DType::F32, dims, v.iter().flat_map(|x| x.to_le_bytes()).collect())
+    Tensor::new(
+        crate::ir::DType::F32,
+        dims,
+        v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )
 }
 
 fn f32s(t: &Tensor) -> Vec<f32> {
-    t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    t.data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// The step of a Conv/MatMul node: weights with the epilogue's scale folded in, the combined
@@ -436,7 +588,12 @@ fn kernel_step(
 ) -> Result<(Step, NodeId)> {
     let n = g.node(id);
     let new_const = |s: &mut Schedule, name: String, t: Tensor| -> SvId {
-        s.values.push(SValue { name, dtype: t.dtype, shape: t.shape.clone(), storage: Storage::Const(t) });
+        s.values.push(SValue {
+            name,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            storage: Storage::Const(t),
+        });
         s.values.len() - 1
     };
     let mut inputs = vec![operand(s, n.inputs[0])];
@@ -450,26 +607,48 @@ fn kernel_step(
         _ => None,
     };
     let runtime_bias = match &n.op {
-        Op::Conv(_) => n.inputs.get(2).filter(|&&b| g.const_value(b).is_none()).copied(),
+        Op::Conv(_) => n
+            .inputs
+            .get(2)
+            .filter(|&&b| g.const_value(b).is_none())
+            .copied(),
         _ => None,
     };
     let Some(ch) = chain else {
         inputs.push(operand(s, n.inputs[1]));
         let epilogue = n.inputs.get(2).map(|&b| {
             inputs.push(operand(s, b));
-            KernelEpilogue { bias: Some(2), residual: None, lo: f32::NEG_INFINITY, hi: f32::INFINITY }
+            KernelEpilogue {
+                bias: Some(2),
+                residual: None,
+                lo: f32::NEG_INFINITY,
+                hi: f32::INFINITY,
+            }
         });
-        return Ok((Step { kind, inputs, output: 0, origins: vec![], epilogue }, out_node));
+        return Ok((
+            Step {
+                kind,
+                inputs,
+                output: 0,
+                origins: vec![],
+                epilogue,
+            },
+            out_node,
+        ));
     };
     if runtime_bias.is_some() {
-        return Err(Error::Internal("epilogue chain on a conv with a run-time bias".into()));
+        return Err(Error::Internal(
+            "epilogue chain on a conv with a run-time bias".into(),
+        ));
     }
     let mt = &ch.matched;
     // Weights, with the per-channel scale folded in.
     let w = match &mt.scale {
         None => operand(s, n.inputs[1]),
         Some(scale) => {
-            let t = g.const_value(n.inputs[1]).ok_or_else(|| Error::Internal("scaled epilogue on run-time weights".into()))?;
+            let t = g
+                .const_value(n.inputs[1])
+                .ok_or_else(|| Error::Internal("scaled epilogue on run-time weights".into()))?;
             let mut v = f32s(t);
             match &n.op {
                 Op::Conv(_) => {
@@ -482,18 +661,31 @@ fn kernel_step(
                     let cols = scale.len();
                     for (i, x) in v.iter_mut().enumerate() {
                         // B is [K, N] (scale column i % N) or, transposed, [N, K] (row i / K).
-                        let col = if mm.trans_b { i / (t.len() / cols) } else { i % cols };
+                        let col = if mm.trans_b {
+                            i / (t.len() / cols)
+                        } else {
+                            i % cols
+                        };
                         *x *= scale[col];
                     }
                 }
                 _ => {}
             }
-            new_const(s, format!("{}/folded_weights", n.name), f32_tensor(t.shape.clone(), &v))
+            new_const(
+                s,
+                format!("{}/folded_weights", n.name),
+                f32_tensor(t.shape.clone(), &v),
+            )
         }
     };
     inputs.push(w);
     // Bias: the conv's own bias times the scale, plus the chain's bias.
-    let nchan = mt.scale.as_ref().map(|x| x.len()).or(mt.bias.as_ref().map(|x| x.len())).or(own_bias.as_ref().map(|x| x.len()));
+    let nchan = mt
+        .scale
+        .as_ref()
+        .map(|x| x.len())
+        .or(mt.bias.as_ref().map(|x| x.len()))
+        .or(own_bias.as_ref().map(|x| x.len()));
     let bias = nchan.and_then(|nc| {
         let mut b = vec![0f32; nc];
         let mut any = false;
@@ -511,10 +703,19 @@ fn kernel_step(
         }
         any.then_some(b)
     });
-    let mut epi = KernelEpilogue { bias: None, residual: None, lo: mt.lo, hi: mt.hi };
+    let mut epi = KernelEpilogue {
+        bias: None,
+        residual: None,
+        lo: mt.lo,
+        hi: mt.hi,
+    };
     if let Some(b) = bias {
         let len = b.len() as i64;
-        let v = new_const(s, format!("{}/folded_bias", n.name), f32_tensor(vec![len], &b));
+        let v = new_const(
+            s,
+            format!("{}/folded_bias", n.name),
+            f32_tensor(vec![len], &b),
+        );
         inputs.push(v);
         epi.bias = Some(inputs.len() - 1);
     }
@@ -523,16 +724,32 @@ fn kernel_step(
         epi.residual = Some(inputs.len() - 1);
     }
     let last = *ch.maps.last().expect("a chain has at least one map");
-    Ok((Step { kind, inputs, output: 0, origins: vec![], epilogue: Some(epi) }, last))
+    Ok((
+        Step {
+            kind,
+            inputs,
+            output: 0,
+            origins: vec![],
+            epilogue: Some(epi),
+        },
+        last,
+    ))
 }
 
 /// Concats whose inputs are contiguous blocks of the output (all dims before the axis are 1):
 /// inputs computed by a step of their own are written straight into their block, and the
 /// concat copies only what remains (nothing, usually).
 fn place_concat_inputs(s: &mut Schedule) {
-    let producer: HashMap<SvId, usize> = s.steps.iter().enumerate().map(|(i, st)| (st.output, i)).collect();
+    let producer: HashMap<SvId, usize> = s
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| (st.output, i))
+        .collect();
     for i in 0..s.steps.len() {
-        let StepKind::Concat { axis } = s.steps[i].kind else { continue };
+        let StepKind::Concat { axis } = s.steps[i].kind else {
+            continue;
+        };
         let out = s.steps[i].output;
         if s.values[out].shape[..axis].iter().any(|&d| d != 1) {
             continue;
@@ -559,7 +776,9 @@ fn place_concat_inputs(s: &mut Schedule) {
             continue;
         }
         // The concat step now copies only the inputs that live elsewhere.
-        s.steps[i].kind = StepKind::ConcatRest { parts: remaining.iter().map(|&(_, o)| o).collect() };
+        s.steps[i].kind = StepKind::ConcatRest {
+            parts: remaining.iter().map(|&(_, o)| o).collect(),
+        };
         s.steps[i].inputs = remaining.into_iter().map(|(v, _)| v).collect();
     }
 }

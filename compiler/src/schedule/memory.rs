@@ -40,8 +40,11 @@ pub fn plan(s: &mut Schedule, extra: &[(usize, u64)]) -> Vec<u64> {
     let mut offsets = vec![0u64; n + extra.len()];
     let mut total = 0u64;
     for (size, f, l, slot) in items {
-        let mut conflicts: Vec<(u64, u64)> =
-            placed.iter().filter(|p| p.2 <= l && f <= p.3).map(|p| (p.0, p.0 + p.1)).collect();
+        let mut conflicts: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|p| p.2 <= l && f <= p.3)
+            .map(|p| (p.0, p.0 + p.1))
+            .collect();
         conflicts.sort();
         let mut off = 0u64;
         for (a, b) in conflicts {

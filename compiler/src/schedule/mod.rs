@@ -31,7 +31,10 @@ pub enum Storage {
     View(SvId),
     /// A contiguous part of another value, starting `offset` elements in (a concat input
     /// written in place).
-    Slice { of: SvId, offset: u64 },
+    Slice {
+        of: SvId,
+        offset: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -57,19 +60,32 @@ impl SValue {
 #[derive(Clone, Debug)]
 pub enum StepKind {
     /// `out[v] = body`, loads index `inputs`.
-    Map { body: E },
+    Map {
+        body: E,
+    },
     /// `out[v] = epilogue(fold(body))`; `epilogue` reads the fold through `EPILOGUE_ACC`.
-    Reduce { kind: ReduceKind, extents: Vec<i64>, body: E, epilogue: Option<E> },
+    Reduce {
+        kind: ReduceKind,
+        extents: Vec<i64>,
+        body: E,
+        epilogue: Option<E>,
+    },
     MatMul(MatMulOp),
     Conv(ConvOp),
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     /// What remains of a concat whose other inputs were computed in place: copies input `k`
     /// to element offset `parts[k]` of the output.
-    ConcatRest { parts: Vec<u64> },
+    ConcatRest {
+        parts: Vec<u64>,
+    },
     Scatter(ScatterOp),
     Pool(PoolOp),
     /// Fails the run with `code` unless every element of input 0 is true.
-    Assert { code: i32 },
+    Assert {
+        code: i32,
+    },
     /// `out = input` element for element (shapes may differ, counts match).
     Copy,
 }
@@ -145,7 +161,11 @@ impl Schedule {
 
     pub fn dump(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "schedule \"{}\" (workspace {} bytes) {{", self.name, self.workspace_size);
+        let _ = writeln!(
+            s,
+            "schedule \"{}\" (workspace {} bytes) {{",
+            self.name, self.workspace_size
+        );
         for (i, v) in self.values.iter().enumerate() {
             let loc = match &v.storage {
                 Storage::Input(k) => format!("input {k}"),
@@ -161,24 +181,44 @@ impl Schedule {
             let ins: Vec<String> = st.inputs.iter().map(|v| format!("$%{v}")).collect();
             let what = match &st.kind {
                 StepKind::Map { body } => format!("map {}", expr::display(body)),
-                StepKind::Reduce { kind, extents, body, epilogue } => format!(
+                StepKind::Reduce {
+                    kind,
+                    extents,
+                    body,
+                    epilogue,
+                } => format!(
                     "reduce {kind:?} over {extents:?}: {}{}",
                     expr::display(body),
-                    epilogue.as_ref().map(|e| format!(" then {}", expr::display(e))).unwrap_or_default()
+                    epilogue
+                        .as_ref()
+                        .map(|e| format!(" then {}", expr::display(e)))
+                        .unwrap_or_default()
                 ),
-                StepKind::MatMul(m) => format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b),
-                StepKind::Conv(c) => format!("conv group={} strides={:?} pads={:?}/{:?}", c.group, c.strides, c.pads_begin, c.pads_end),
+                StepKind::MatMul(m) => {
+                    format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b)
+                }
+                StepKind::Conv(c) => format!(
+                    "conv group={} strides={:?} pads={:?}/{:?}",
+                    c.group, c.strides, c.pads_begin, c.pads_end
+                ),
                 StepKind::Concat { axis } => format!("concat axis={axis}"),
                 StepKind::ConcatRest { parts } => format!("concat (in place) copying to {parts:?}"),
                 StepKind::Scatter(sc) => format!(
                     "scatter {:?} over {:?}: [{}] <- {}",
                     sc.kind,
                     sc.extents,
-                    sc.index.iter().map(expr::display).collect::<Vec<_>>().join(", "),
+                    sc.index
+                        .iter()
+                        .map(expr::display)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     expr::display(&sc.value)
                 ),
                 StepKind::Assert { code } => format!("assert code {code}"),
-                StepKind::Pool(p) => format!("pool {:?} kernel={:?} strides={:?}", p.kind, p.kernel, p.strides),
+                StepKind::Pool(p) => format!(
+                    "pool {:?} kernel={:?} strides={:?}",
+                    p.kind, p.kernel, p.strides
+                ),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();
@@ -192,7 +232,13 @@ impl Schedule {
                 ),
                 None => String::new(),
             };
-            let _ = writeln!(s, "  step {i}: $%{} = {what}{epi} ({})  ; {}", st.output, ins.join(", "), names.join(", "));
+            let _ = writeln!(
+                s,
+                "  step {i}: $%{} = {what}{epi} ({})  ; {}",
+                st.output,
+                ins.join(", "),
+                names.join(", ")
+            );
         }
         for (k, o) in self.outputs.iter().enumerate() {
             let _ = writeln!(s, "  output {k} \"{}\" = $%{}", o.name, o.value);

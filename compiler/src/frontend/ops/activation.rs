@@ -43,22 +43,35 @@ fn exp(a: E) -> E {
 /// `log(1 + exp(x))`, computed stably as `max(x, 0) + log(1 + exp(-|x|))`.
 pub fn softplus_expr(dt: DType, x: E) -> E {
     let ax = expr::unary(UnOp::Abs, x.clone());
-    add(max(x, c(dt, 0.0)), expr::unary(UnOp::Log, add(c(dt, 1.0), exp(expr::unary(UnOp::Neg, ax)))))
+    add(
+        max(x, c(dt, 0.0)),
+        expr::unary(UnOp::Log, add(c(dt, 1.0), exp(expr::unary(UnOp::Neg, ax)))),
+    )
 }
 
 pub fn relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = ctx.dtype(x);
     if !dt.is_signed_int() && !dt.is_float() {
-        return Err(ctx.err(format!("Relu needs a float or signed integer input, got {dt}")));
+        return Err(ctx.err(format!(
+            "Relu needs a float or signed integer input, got {dt}"
+        )));
     }
     // select keeps NaN as NaN like max(x, 0) in onnxruntime.
-    Ok(vec![un(ctx, x, dt, |v| expr::select(lt(v.clone(), expr::konst(dt, crate::ir::Scalar::I(0))), expr::konst(dt, crate::ir::Scalar::I(0)), v))?])
+    Ok(vec![un(ctx, x, dt, |v| {
+        expr::select(
+            lt(v.clone(), expr::konst(dt, crate::ir::Scalar::I(0))),
+            expr::konst(dt, crate::ir::Scalar::I(0)),
+            v,
+        )
+    })?])
 }
 
 pub fn leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 0.01)?;
-    float_act(ctx, |dt, x| expr::select(lt(x.clone(), c(dt, 0.0)), mul(x.clone(), c(dt, alpha)), x))
+    float_act(ctx, |dt, x| {
+        expr::select(lt(x.clone(), c(dt, 0.0)), mul(x.clone(), c(dt, alpha)), x)
+    })
 }
 
 pub fn prelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -80,7 +93,11 @@ pub fn prelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let zero = expr::konst(dt, crate::ir::Scalar::I(0));
     Ok(vec![ew(ctx, &[x, slope], dt, |l| {
-        expr::select(lt(l[0].clone(), zero), mul(l[0].clone(), l[1].clone()), l[0].clone())
+        expr::select(
+            lt(l[0].clone(), zero),
+            mul(l[0].clone(), l[1].clone()),
+            l[0].clone(),
+        )
     })?])
 }
 
@@ -95,19 +112,34 @@ pub fn tanh(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn hard_sigmoid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 0.2)?;
     let beta = ctx.attr_f_or("beta", 0.5)?;
-    float_act(ctx, |dt, x| max(c(dt, 0.0), min(c(dt, 1.0), add(mul(x, c(dt, alpha)), c(dt, beta)))))
+    float_act(ctx, |dt, x| {
+        max(
+            c(dt, 0.0),
+            min(c(dt, 1.0), add(mul(x, c(dt, alpha)), c(dt, beta))),
+        )
+    })
 }
 
 pub fn hard_swish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     float_act(ctx, |dt, x| {
-        mul(x.clone(), max(c(dt, 0.0), min(c(dt, 1.0), add(mul(x, c(dt, 1.0 / 6.0)), c(dt, 0.5)))))
+        mul(
+            x.clone(),
+            max(
+                c(dt, 0.0),
+                min(c(dt, 1.0), add(mul(x, c(dt, 1.0 / 6.0)), c(dt, 0.5))),
+            ),
+        )
     })
 }
 
 pub fn elu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
     float_act(ctx, |dt, x| {
-        expr::select(lt(x.clone(), c(dt, 0.0)), mul(c(dt, alpha), sub(exp(x.clone()), c(dt, 1.0))), x)
+        expr::select(
+            lt(x.clone(), c(dt, 0.0)),
+            mul(c(dt, alpha), sub(exp(x.clone()), c(dt, 1.0))),
+            x,
+        )
     })
 }
 
@@ -116,14 +148,20 @@ pub fn selu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let gamma = ctx.attr_f_or("gamma", 1.050_701_022_148_132_3)?;
     float_act(ctx, |dt, x| {
         let neg = sub(mul(c(dt, alpha), exp(x.clone())), c(dt, alpha));
-        mul(c(dt, gamma), expr::select(expr::binary(BinOp::Le, x.clone(), c(dt, 0.0)), neg, x))
+        mul(
+            c(dt, gamma),
+            expr::select(expr::binary(BinOp::Le, x.clone(), c(dt, 0.0)), neg, x),
+        )
     })
 }
 
 pub fn celu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
     float_act(ctx, |dt, x| {
-        let e = mul(c(dt, alpha), sub(exp(div(x.clone(), c(dt, alpha))), c(dt, 1.0)));
+        let e = mul(
+            c(dt, alpha),
+            sub(exp(div(x.clone(), c(dt, alpha))), c(dt, 1.0)),
+        );
         add(max(c(dt, 0.0), x), min(c(dt, 0.0), e))
     })
 }
@@ -133,12 +171,20 @@ pub fn softplus(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 pub fn softsign(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    float_act(ctx, |dt, x| div(x.clone(), add(c(dt, 1.0), expr::unary(UnOp::Abs, x))))
+    float_act(ctx, |dt, x| {
+        div(x.clone(), add(c(dt, 1.0), expr::unary(UnOp::Abs, x)))
+    })
 }
 
 pub fn thresholded_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
-    float_act(ctx, |dt, x| expr::select(expr::binary(BinOp::Gt, x.clone(), c(dt, alpha)), x, c(dt, 0.0)))
+    float_act(ctx, |dt, x| {
+        expr::select(
+            expr::binary(BinOp::Gt, x.clone(), c(dt, alpha)),
+            x,
+            c(dt, 0.0),
+        )
+    })
 }
 
 pub fn shrink(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -154,13 +200,19 @@ pub fn shrink(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::select(
             lt(x.clone(), k(-lambd)),
             add(x.clone(), k(bias)),
-            expr::select(expr::binary(BinOp::Gt, x.clone(), k(lambd)), sub(x, k(bias)), k(0.0)),
+            expr::select(
+                expr::binary(BinOp::Gt, x.clone(), k(lambd)),
+                sub(x, k(bias)),
+                k(0.0),
+            ),
         )
     })?])
 }
 
 pub fn mish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    float_act(ctx, |dt, x| mul(x.clone(), expr::unary(UnOp::Tanh, softplus_expr(dt, x))))
+    float_act(ctx, |dt, x| {
+        mul(x.clone(), expr::unary(UnOp::Tanh, softplus_expr(dt, x)))
+    })
 }
 
 pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -168,15 +220,25 @@ pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let tanh = match approx.as_str() {
         "none" => false,
         "tanh" => true,
-        other => return Err(ctx.err(format!("attribute 'approximate' must be 'none' or 'tanh', got '{other}'"))),
+        other => {
+            return Err(ctx.err(format!(
+                "attribute 'approximate' must be 'none' or 'tanh', got '{other}'"
+            )));
+        }
     };
     float_act(ctx, |dt, x| {
         let inner = if tanh {
             let x3 = mul(mul(x.clone(), x.clone()), x.clone());
-            let t = mul(c(dt, (2.0 / std::f64::consts::PI).sqrt()), add(x.clone(), mul(c(dt, 0.044715), x3)));
+            let t = mul(
+                c(dt, (2.0 / std::f64::consts::PI).sqrt()),
+                add(x.clone(), mul(c(dt, 0.044715), x3)),
+            );
             expr::unary(UnOp::Tanh, t)
         } else {
-            expr::unary(UnOp::Erf, mul(x.clone(), c(dt, std::f64::consts::FRAC_1_SQRT_2)))
+            expr::unary(
+                UnOp::Erf,
+                mul(x.clone(), c(dt, std::f64::consts::FRAC_1_SQRT_2)),
+            )
         };
         mul(mul(c(dt, 0.5), x), add(c(dt, 1.0), inner))
     })
@@ -184,5 +246,7 @@ pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 pub fn swish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
-    float_act(ctx, |dt, x| mul(x.clone(), expr::unary(UnOp::Sigmoid, mul(c(dt, alpha), x))))
+    float_act(ctx, |dt, x| {
+        mul(x.clone(), expr::unary(UnOp::Sigmoid, mul(c(dt, alpha), x)))
+    })
 }

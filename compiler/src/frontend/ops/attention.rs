@@ -19,9 +19,20 @@ fn v(k: u32) -> E {
 fn split_heads(ctx: &mut Ctx, x: ValueId, heads: i64) -> Result<ValueId> {
     let d = ctx.known_shape(x)?;
     if heads < 1 || d[2] % heads != 0 {
-        return Err(ctx.err(format!("hidden size {} is not divisible by {heads} heads", d[2])));
+        return Err(ctx.err(format!(
+            "hidden size {} is not divisible by {heads} heads",
+            d[2]
+        )));
     }
-    let r = ctx.reshape(x, vec![Dim::Known(d[0]), Dim::Known(d[1]), Dim::Known(heads), Dim::Known(d[2] / heads)])?;
+    let r = ctx.reshape(
+        x,
+        vec![
+            Dim::Known(d[0]),
+            Dim::Known(d[1]),
+            Dim::Known(heads),
+            Dim::Known(d[2] / heads),
+        ],
+    )?;
     build::transpose(ctx, r, &[0, 2, 1, 3])
 }
 
@@ -48,9 +59,17 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Err(ctx.err("Q, K and V must all be 3-D or all 4-D"));
     }
     let (q4, k4, v4) = if rank == 3 {
-        let hq = ctx.attr_i("q_num_heads")?.ok_or_else(|| ctx.err("3-D inputs need attribute q_num_heads"))?;
-        let hkv = ctx.attr_i("kv_num_heads")?.ok_or_else(|| ctx.err("3-D inputs need attribute kv_num_heads"))?;
-        (split_heads(ctx, q, hq)?, split_heads(ctx, k, hkv)?, split_heads(ctx, vv, hkv)?)
+        let hq = ctx
+            .attr_i("q_num_heads")?
+            .ok_or_else(|| ctx.err("3-D inputs need attribute q_num_heads"))?;
+        let hkv = ctx
+            .attr_i("kv_num_heads")?
+            .ok_or_else(|| ctx.err("3-D inputs need attribute kv_num_heads"))?;
+        (
+            split_heads(ctx, q, hq)?,
+            split_heads(ctx, k, hkv)?,
+            split_heads(ctx, vv, hkv)?,
+        )
     } else {
         (q, k, vv)
     };
@@ -113,20 +132,38 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let idx: Vec<E> = (0..mr)
             .map(|d| {
                 let fd = 4 - mr + d;
-                if d == mr - 1 { expr::clamp(v(3), 0, (mlen - 1).max(0)) } else if ms[d] == 1 { expr::i(0) } else { full[fd].clone() }
+                if d == mr - 1 {
+                    expr::clamp(v(3), 0, (mlen - 1).max(0))
+                } else if ms[d] == 1 {
+                    expr::i(0)
+                } else {
+                    full[fd].clone()
+                }
             })
             .collect();
         let inside = expr::lt(v(3), expr::i(mlen));
         let term = if md == DType::Bool {
-            expr::select(expr::and(inside, expr::load(DType::Bool, k_idx, idx)), zero.clone(), ninf.clone())
+            expr::select(
+                expr::and(inside, expr::load(DType::Bool, k_idx, idx)),
+                zero.clone(),
+                ninf.clone(),
+            )
         } else {
-            expr::select(inside, expr::cast(expr::load(md, k_idx, idx), dt), ninf.clone())
+            expr::select(
+                inside,
+                expr::cast(expr::load(md, k_idx, idx), dt),
+                ninf.clone(),
+            )
         };
         bias = expr::binary(BinOp::Add, bias, term);
     }
     if is_causal {
         let allowed = expr::binary(BinOp::Le, v(3), expr::add(v(2), offset.clone()));
-        bias = expr::binary(BinOp::Add, bias, expr::select(allowed, zero.clone(), ninf.clone()));
+        bias = expr::binary(
+            BinOp::Add,
+            bias,
+            expr::select(allowed, zero.clone(), ninf.clone()),
+        );
     }
     if left >= 0 || right >= 0 {
         let diff = expr::sub(expr::add(v(2), offset.clone()), v(3));
@@ -135,13 +172,24 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             ok = expr::and(ok, expr::binary(BinOp::Le, diff.clone(), expr::i(left)));
         }
         if right >= 0 {
-            ok = expr::and(ok, expr::binary(BinOp::Le, expr::unary(UnOp::Neg, diff), expr::i(right)));
+            ok = expr::and(
+                ok,
+                expr::binary(BinOp::Le, expr::unary(UnOp::Neg, diff), expr::i(right)),
+            );
         }
-        bias = expr::binary(BinOp::Add, bias, expr::select(ok, zero.clone(), ninf.clone()));
+        bias = expr::binary(
+            BinOp::Add,
+            bias,
+            expr::select(ok, zero.clone(), ninf.clone()),
+        );
     }
     if nonpad.is_some() {
         let ok = expr::lt(v(3), expr::load(DType::I64, 0, vec![v(0)]));
-        bias = expr::binary(BinOp::Add, bias, expr::select(ok, zero.clone(), ninf.clone()));
+        bias = expr::binary(
+            BinOp::Add,
+            bias,
+            expr::select(ok, zero.clone(), ninf.clone()),
+        );
     }
     let sh = |d: &[i64]| -> Vec<Dim> { d.iter().map(|&x| Dim::Known(x)).collect() };
     let full_shape = sh(&[b, hq, sq, skv]);
@@ -150,26 +198,67 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let kh = expr::idiv(v(1), rep);
     let qk_body = expr::binary(
         BinOp::Mul,
-        expr::round_to_storage(expr::binary(BinOp::Mul, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), expr::f(dt, s))),
-        expr::round_to_storage(expr::binary(BinOp::Mul, expr::load(dt, 1, vec![v(0), kh.clone(), v(3), v(4)]), expr::f(dt, s))),
+        expr::round_to_storage(expr::binary(
+            BinOp::Mul,
+            expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
+            expr::f(dt, s),
+        )),
+        expr::round_to_storage(expr::binary(
+            BinOp::Mul,
+            expr::load(dt, 1, vec![v(0), kh.clone(), v(3), v(4)]),
+            expr::f(dt, s),
+        )),
     );
-    let mut scores = ctx.reduce(ReduceKind::Sum, vec![dq], dt, full_shape.clone(), vec![q4, pk], qk_body)?;
+    let mut scores = ctx.reduce(
+        ReduceKind::Sum,
+        vec![dq],
+        dt,
+        full_shape.clone(),
+        vec![q4, pk],
+        qk_body,
+    )?;
     let raw = scores;
     if softcap > 0.0 {
         let body = expr::binary(
             BinOp::Mul,
-            expr::unary(UnOp::Tanh, expr::binary(BinOp::Div, build::load_same(dt, 0, 4), expr::f(dt, softcap))),
+            expr::unary(
+                UnOp::Tanh,
+                expr::binary(BinOp::Div, build::load_same(dt, 0, 4), expr::f(dt, softcap)),
+            ),
             expr::f(dt, softcap),
         );
         scores = ctx.map(dt, full_shape.clone(), vec![scores], body)?;
     }
     let capped = scores;
-    let with_bias = ctx.map(dt, full_shape.clone(), vec![scores, bias_v], expr::binary(BinOp::Add, build::load_same(dt, 0, 4), build::load_same(dt, 1, 4)))?;
+    let with_bias = ctx.map(
+        dt,
+        full_shape.clone(),
+        vec![scores, bias_v],
+        expr::binary(
+            BinOp::Add,
+            build::load_same(dt, 0, 4),
+            build::load_same(dt, 1, 4),
+        ),
+    )?;
     // Softmax along j with the reference's guards for fully masked rows.
     let row = sh(&[b, hq, sq, 1]);
     let at_row = vec![v(0), v(1), v(2), expr::i(0)];
-    let m = ctx.reduce(ReduceKind::Max, vec![skv], dt, row.clone(), vec![with_bias], expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]))?;
-    let bias_max = ctx.reduce(ReduceKind::Max, vec![skv], dt, row.clone(), vec![bias_v], expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]))?;
+    let m = ctx.reduce(
+        ReduceKind::Max,
+        vec![skv],
+        dt,
+        row.clone(),
+        vec![with_bias],
+        expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
+    )?;
+    let bias_max = ctx.reduce(
+        ReduceKind::Max,
+        vec![skv],
+        dt,
+        row.clone(),
+        vec![bias_v],
+        expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
+    )?;
     let safe = |e: E| expr::select(expr::unary(UnOp::IsNegInf, e.clone()), expr::f(dt, 0.0), e);
     let esum = ctx.reduce(
         ReduceKind::Sum,
@@ -177,20 +266,54 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         dt,
         row.clone(),
         vec![with_bias, m],
-        expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), safe(expr::load(dt, 1, vec![v(0), v(1), v(2), expr::i(0)])))),
+        expr::unary(
+            UnOp::Exp,
+            expr::binary(
+                BinOp::Sub,
+                expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
+                safe(expr::load(dt, 1, vec![v(0), v(1), v(2), expr::i(0)])),
+            ),
+        ),
     )?;
     let ssum = expr::load(dt, 2, at_row.clone());
-    let ssum = expr::select(expr::binary(BinOp::Eq, ssum.clone(), expr::f(dt, 0.0)), expr::f(dt, 1.0), ssum);
+    let ssum = expr::select(
+        expr::binary(BinOp::Eq, ssum.clone(), expr::f(dt, 0.0)),
+        expr::f(dt, 1.0),
+        ssum,
+    );
     let p = expr::binary(
         BinOp::Div,
-        expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, build::load_same(dt, 0, 4), safe(expr::load(dt, 1, at_row.clone())))),
+        expr::unary(
+            UnOp::Exp,
+            expr::binary(
+                BinOp::Sub,
+                build::load_same(dt, 0, 4),
+                safe(expr::load(dt, 1, at_row.clone())),
+            ),
+        ),
         ssum,
     );
     let masked_row = expr::unary(UnOp::IsNegInf, expr::load(dt, 3, at_row));
-    let probs = ctx.map(dt, full_shape.clone(), vec![with_bias, m, esum, bias_max], expr::select(masked_row, expr::f(dt, 0.0), p))?;
+    let probs = ctx.map(
+        dt,
+        full_shape.clone(),
+        vec![with_bias, m, esum, bias_max],
+        expr::select(masked_row, expr::f(dt, 0.0), p),
+    )?;
     // Y = P·V.
-    let y_body = expr::binary(BinOp::Mul, expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]), expr::load(dt, 1, vec![v(0), kh, v(4), v(3)]));
-    let y4 = ctx.reduce(ReduceKind::Sum, vec![skv], dt, sh(&[b, hq, sq, dv]), vec![probs, pv], y_body)?;
+    let y_body = expr::binary(
+        BinOp::Mul,
+        expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
+        expr::load(dt, 1, vec![v(0), kh, v(4), v(3)]),
+    );
+    let y4 = ctx.reduce(
+        ReduceKind::Sum,
+        vec![skv],
+        dt,
+        sh(&[b, hq, sq, dv]),
+        vec![probs, pv],
+        y_body,
+    )?;
     let y = if rank == 3 {
         let t = build::transpose(ctx, y4, &[0, 2, 1, 3])?;
         ctx.reshape(t, sh(&[b, sq, hq * dv]))?

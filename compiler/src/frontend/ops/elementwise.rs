@@ -19,7 +19,10 @@ fn legacy_operands(ctx: &mut Ctx) -> Result<(ValueId, ValueId)> {
             None => ra - sb.len(),
         };
         if axis + sb.len() > ra {
-            return Err(ctx.err(format!("legacy broadcast: B of rank {} does not fit A of rank {ra} at axis {axis}", sb.len())));
+            return Err(ctx.err(format!(
+                "legacy broadcast: B of rank {} does not fit A of rank {ra} at axis {axis}",
+                sb.len()
+            )));
         }
         let mut shape = vec![Dim::Known(1); axis];
         shape.extend(sb);
@@ -44,7 +47,9 @@ fn binary(ctx: &mut Ctx, op: BinOp) -> Result<Vec<ValueId>> {
         return Err(ctx.err(format!("{:?} is not defined for bool", op)));
     }
     let out = if op.is_comparison() { DType::Bool } else { dt };
-    Ok(vec![ew(ctx, &[a, b], out, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
+    Ok(vec![ew(ctx, &[a, b], out, |l| {
+        expr::binary(op, l[0].clone(), l[1].clone())
+    })?])
 }
 
 pub fn add(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -88,7 +93,9 @@ fn logical(ctx: &mut Ctx, op: BinOp) -> Result<Vec<ValueId>> {
     let (a, b) = legacy_operands(ctx)?;
     build::expect_types(ctx, a, "input A", &[DType::Bool])?;
     build::expect_types(ctx, b, "input B", &[DType::Bool])?;
-    Ok(vec![ew(ctx, &[a, b], DType::Bool, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
+    Ok(vec![ew(ctx, &[a, b], DType::Bool, |l| {
+        expr::binary(op, l[0].clone(), l[1].clone())
+    })?])
 }
 
 fn bitwise(ctx: &mut Ctx, op: BinOp) -> Result<Vec<ValueId>> {
@@ -97,7 +104,9 @@ fn bitwise(ctx: &mut Ctx, op: BinOp) -> Result<Vec<ValueId>> {
     if !dt.is_int() {
         return Err(ctx.err(format!("bitwise ops need integer operands, got {dt}")));
     }
-    Ok(vec![ew(ctx, &[a, b], dt, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
+    Ok(vec![ew(ctx, &[a, b], dt, |l| {
+        expr::binary(op, l[0].clone(), l[1].clone())
+    })?])
 }
 
 pub fn bitwise_and(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -119,18 +128,26 @@ pub fn bitwise_not(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 pub fn bit_shift(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let dir = ctx.attr_s("direction")?.ok_or_else(|| ctx.err("attribute 'direction' is required"))?;
+    let dir = ctx
+        .attr_s("direction")?
+        .ok_or_else(|| ctx.err("attribute 'direction' is required"))?;
     let op = match dir.as_str() {
         "LEFT" => BinOp::Shl,
         "RIGHT" => BinOp::Shr,
-        other => return Err(ctx.err(format!("attribute 'direction' must be LEFT or RIGHT, got '{other}'"))),
+        other => {
+            return Err(ctx.err(format!(
+                "attribute 'direction' must be LEFT or RIGHT, got '{other}'"
+            )));
+        }
     };
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dt = check_same_type(ctx, a, b)?;
     if !dt.is_int() {
         return Err(ctx.err(format!("BitShift needs integer operands, got {dt}")));
     }
-    Ok(vec![ew(ctx, &[a, b], dt, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
+    Ok(vec![ew(ctx, &[a, b], dt, |l| {
+        expr::binary(op, l[0].clone(), l[1].clone())
+    })?])
 }
 
 pub fn pow(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -141,8 +158,16 @@ pub fn pow(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             return expr::binary(BinOp::Pow, l[0].clone(), l[1].clone());
         }
         // Mixed types (Pow-12+): compute in the wider float, then convert to the base type.
-        let ct = if ta == DType::F64 || tb == DType::F64 || !ta.is_float() { DType::F64 } else { ta };
-        let r = expr::binary(BinOp::Pow, expr::cast(l[0].clone(), ct), expr::cast(l[1].clone(), ct));
+        let ct = if ta == DType::F64 || tb == DType::F64 || !ta.is_float() {
+            DType::F64
+        } else {
+            ta
+        };
+        let r = expr::binary(
+            BinOp::Pow,
+            expr::cast(l[0].clone(), ct),
+            expr::cast(l[1].clone(), ct),
+        );
         expr::cast(r, ta)
     };
     Ok(vec![ew(ctx, &[a, b], ta, body)?])
@@ -153,18 +178,31 @@ pub fn modulo(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let dt = check_same_type(ctx, a, b)?;
     // fmod=0 on floats is Python's modulo (sign of the divisor), as the reference computes it.
     let fmod = ctx.attr_i_or("fmod", 0)?;
-    let op = if fmod == 1 { BinOp::Rem } else { BinOp::FloorMod };
-    Ok(vec![ew(ctx, &[a, b], dt, |l| expr::binary(op, l[0].clone(), l[1].clone()))?])
+    let op = if fmod == 1 {
+        BinOp::Rem
+    } else {
+        BinOp::FloorMod
+    };
+    Ok(vec![ew(ctx, &[a, b], dt, |l| {
+        expr::binary(op, l[0].clone(), l[1].clone())
+    })?])
 }
 
 /// Variadic elementwise fold (Max, Min, Sum, Mean) with broadcasting (opset 8+).
 fn variadic(ctx: &mut Ctx, op: BinOp, mean: bool) -> Result<Vec<ValueId>> {
-    let inputs: Vec<ValueId> = (0..ctx.num_inputs()).filter_map(|i| ctx.opt_input(i)).collect();
-    let Some(&first) = inputs.first() else { return Err(ctx.err("needs at least one input")) };
+    let inputs: Vec<ValueId> = (0..ctx.num_inputs())
+        .filter_map(|i| ctx.opt_input(i))
+        .collect();
+    let Some(&first) = inputs.first() else {
+        return Err(ctx.err("needs at least one input"));
+    };
     let dt = ctx.dtype(first);
     for &v in &inputs {
         if ctx.dtype(v) != dt {
-            return Err(ctx.err(format!("all inputs must have type {dt}, got {}", ctx.dtype(v))));
+            return Err(ctx.err(format!(
+                "all inputs must have type {dt}, got {}",
+                ctx.dtype(v)
+            )));
         }
     }
     let n = inputs.len();
@@ -173,7 +211,11 @@ fn variadic(ctx: &mut Ctx, op: BinOp, mean: bool) -> Result<Vec<ValueId>> {
         for x in &l[1..] {
             acc = expr::binary(op, acc, x.clone());
         }
-        if mean { expr::binary(BinOp::Div, acc, expr::konst(dt, Scalar::I(n as i64))) } else { acc }
+        if mean {
+            expr::binary(BinOp::Div, acc, expr::konst(dt, Scalar::I(n as i64)))
+        } else {
+            acc
+        }
     })?])
 }
 
@@ -193,25 +235,40 @@ pub fn mean(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn not(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     build::expect_types(ctx, x, "input", &[DType::Bool])?;
-    Ok(vec![un(ctx, x, DType::Bool, |v| expr::unary(UnOp::Not, v))?])
+    Ok(vec![un(ctx, x, DType::Bool, |v| {
+        expr::unary(UnOp::Not, v)
+    })?])
 }
 
 pub fn where_(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (c, x, y) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
     build::expect_types(ctx, c, "condition", &[DType::Bool])?;
     let dt = check_same_type(ctx, x, y)?;
-    Ok(vec![ew(ctx, &[c, x, y], dt, |l| expr::select(l[0].clone(), l[1].clone(), l[2].clone()))?])
+    Ok(vec![ew(ctx, &[c, x, y], dt, |l| {
+        expr::select(l[0].clone(), l[1].clone(), l[2].clone())
+    })?])
 }
 
 fn cast_target(ctx: &Ctx) -> Result<DType> {
-    let a = ctx.attr("to").ok_or_else(|| ctx.err("attribute 'to' is required"))?;
+    let a = ctx
+        .attr("to")
+        .ok_or_else(|| ctx.err("attribute 'to' is required"))?;
     if let Some(code) = a.i {
-        return DType::from_onnx(code as i32)
-            .ok_or_else(|| ctx.unsupported(format!("Cast to {} is not supported", DType::onnx_code_name(code as i32))));
+        return DType::from_onnx(code as i32).ok_or_else(|| {
+            ctx.unsupported(format!(
+                "Cast to {} is not supported",
+                DType::onnx_code_name(code as i32)
+            ))
+        });
     }
     // Cast-1 named the type with a string.
-    let s = a.s.as_ref().map(|s| String::from_utf8_lossy(s).to_uppercase()).unwrap_or_default();
-    let code = (0..=26).find(|&c| DType::onnx_code_name(c) == s).unwrap_or(-1);
+    let s =
+        a.s.as_ref()
+            .map(|s| String::from_utf8_lossy(s).to_uppercase())
+            .unwrap_or_default();
+    let code = (0..=26)
+        .find(|&c| DType::onnx_code_name(c) == s)
+        .unwrap_or(-1);
     DType::from_onnx(code).ok_or_else(|| ctx.unsupported(format!("Cast to '{s}' is not supported")))
 }
 
@@ -309,13 +366,17 @@ pub fn round(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn reciprocal(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "input", FLOATS)?;
-    Ok(vec![un(ctx, x, dt, |v| expr::binary(BinOp::Div, expr::f(dt, 1.0), v))?])
+    Ok(vec![un(ctx, x, dt, |v| {
+        expr::binary(BinOp::Div, expr::f(dt, 1.0), v)
+    })?])
 }
 
 pub fn is_nan(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     build::expect_types(ctx, x, "input", FLOATS)?;
-    Ok(vec![un(ctx, x, DType::Bool, |v| expr::unary(UnOp::IsNan, v))?])
+    Ok(vec![un(ctx, x, DType::Bool, |v| {
+        expr::unary(UnOp::IsNan, v)
+    })?])
 }
 
 pub fn is_inf(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -324,7 +385,11 @@ pub fn is_inf(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let pos = ctx.attr_i_or("detect_positive", 1)? != 0;
     let neg = ctx.attr_i_or("detect_negative", 1)? != 0;
     Ok(vec![un(ctx, x, DType::Bool, |v| match (pos, neg) {
-        (true, true) => expr::binary(BinOp::Or, expr::unary(UnOp::IsPosInf, v.clone()), expr::unary(UnOp::IsNegInf, v)),
+        (true, true) => expr::binary(
+            BinOp::Or,
+            expr::unary(UnOp::IsPosInf, v.clone()),
+            expr::unary(UnOp::IsNegInf, v),
+        ),
         (true, false) => expr::unary(UnOp::IsPosInf, v),
         (false, true) => expr::unary(UnOp::IsNegInf, v),
         (false, false) => expr::konst(DType::Bool, Scalar::B(false)),
@@ -337,7 +402,10 @@ pub fn clip(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (lo, hi): (Option<E>, Option<E>) = if ctx.opset < 11 {
         let lo = ctx.attr_f("min")?.map(|v| expr::f(dt, v));
         let hi = ctx.attr_f("max")?.map(|v| expr::f(dt, v));
-        (lo.or(Some(expr::f(dt, f64::from(f32::MIN)))), hi.or(Some(expr::f(dt, f64::from(f32::MAX)))))
+        (
+            lo.or(Some(expr::f(dt, f64::from(f32::MIN)))),
+            hi.or(Some(expr::f(dt, f64::from(f32::MAX)))),
+        )
     } else {
         let scalar_of = |ctx: &Ctx, i: usize| -> Result<Option<E>> {
             match ctx.opt_input(i) {
@@ -353,8 +421,16 @@ pub fn clip(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     // Run-time bounds are loaded as operands.
     let mut inputs = vec![x];
-    let lo_rt = if ctx.opset >= 11 && lo.is_none() { ctx.opt_input(1) } else { None };
-    let hi_rt = if ctx.opset >= 11 && hi.is_none() { ctx.opt_input(2) } else { None };
+    let lo_rt = if ctx.opset >= 11 && lo.is_none() {
+        ctx.opt_input(1)
+    } else {
+        None
+    };
+    let hi_rt = if ctx.opset >= 11 && hi.is_none() {
+        ctx.opt_input(2)
+    } else {
+        None
+    };
     let lo_idx = lo_rt.map(|v| {
         inputs.push(v);
         inputs.len() as u32 - 1
@@ -396,14 +472,23 @@ pub fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     {
         match ctx.konst(t) {
             Some(c) if c.len() == 1 && !c.get(0).as_bool() => {}
-            Some(_) => return Err(ctx.unsupported("training_mode=true (random dropout) is not supported")),
-            None => return Err(ctx.unsupported("training_mode computed at run time is not supported")),
+            Some(_) => {
+                return Err(ctx.unsupported("training_mode=true (random dropout) is not supported"));
+            }
+            None => {
+                return Err(ctx.unsupported("training_mode computed at run time is not supported"));
+            }
         }
     }
     if ctx.opset < 7 && ctx.attr_i_or("is_test", 0)? == 0 {
         // Old Dropout defaulted to training mode; inference compilers treat it as identity.
     }
     let shape = ctx.shape(x);
-    let mask = ctx.map(DType::Bool, shape, vec![], expr::konst(DType::Bool, Scalar::B(true)))?;
+    let mask = ctx.map(
+        DType::Bool,
+        shape,
+        vec![],
+        expr::konst(DType::Bool, Scalar::B(true)),
+    )?;
     Ok(vec![x, mask])
 }

@@ -8,11 +8,25 @@ use crate::ir::expr::{self, BinOp, E};
 use crate::ir::graph::MatMulOp;
 use crate::ir::{DType, TypeInfo, ValueId};
 
-const MATMUL_TYPES: &[DType] =
-    &[DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U32, DType::U64];
+const MATMUL_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+    DType::U32,
+    DType::U64,
+];
 
 /// numpy `matmul` semantics, with optional transposed reading of the last two dims.
-pub fn matmul_values(ctx: &mut Ctx, a: ValueId, b: ValueId, trans_a: bool, trans_b: bool) -> Result<ValueId> {
+pub fn matmul_values(
+    ctx: &mut Ctx,
+    a: ValueId,
+    b: ValueId,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<ValueId> {
     let dt = build::expect_types(ctx, a, "input A", MATMUL_TYPES)?;
     if ctx.dtype(b) != dt {
         return Err(ctx.err(format!("A is {dt} but B is {}", ctx.dtype(b))));
@@ -23,12 +37,28 @@ pub fn matmul_values(ctx: &mut Ctx, a: ValueId, b: ValueId, trans_a: bool, trans
     }
     let a1 = sa.len() == 1;
     let b1 = sb.len() == 1;
-    let a2 = if a1 { ctx.reshape(a, vec![Dim::Known(1), sa[0].clone()])? } else { a };
-    let b2 = if b1 { ctx.reshape(b, vec![sb[0].clone(), Dim::Known(1)])? } else { b };
+    let a2 = if a1 {
+        ctx.reshape(a, vec![Dim::Known(1), sa[0].clone()])?
+    } else {
+        a
+    };
+    let b2 = if b1 {
+        ctx.reshape(b, vec![sb[0].clone(), Dim::Known(1)])?
+    } else {
+        b
+    };
     let (sa, sb) = (ctx.shape(a2), ctx.shape(b2));
     let (ra, rb) = (sa.len(), sb.len());
-    let (m, ka) = if trans_a { (sa[ra - 1].clone(), sa[ra - 2].clone()) } else { (sa[ra - 2].clone(), sa[ra - 1].clone()) };
-    let (kb, n) = if trans_b { (sb[rb - 1].clone(), sb[rb - 2].clone()) } else { (sb[rb - 2].clone(), sb[rb - 1].clone()) };
+    let (m, ka) = if trans_a {
+        (sa[ra - 1].clone(), sa[ra - 2].clone())
+    } else {
+        (sa[ra - 2].clone(), sa[ra - 1].clone())
+    };
+    let (kb, n) = if trans_b {
+        (sb[rb - 1].clone(), sb[rb - 2].clone())
+    } else {
+        (sb[rb - 2].clone(), sb[rb - 1].clone())
+    };
     if let (Dim::Known(x), Dim::Known(y)) = (&ka, &kb)
         && x != y
     {
@@ -43,7 +73,12 @@ pub fn matmul_values(ctx: &mut Ctx, a: ValueId, b: ValueId, trans_a: bool, trans
     shape.push(m);
     shape.push(n);
     let full_rank = shape.len();
-    let y = ctx.matmul(MatMulOp { trans_a, trans_b }, a2, b2, TypeInfo::new(dt, shape.clone()))?;
+    let y = ctx.matmul(
+        MatMulOp { trans_a, trans_b },
+        a2,
+        b2,
+        TypeInfo::new(dt, shape.clone()),
+    )?;
     if a1 || b1 {
         let mut out = shape[..full_rank - 2].to_vec();
         if !a1 {
@@ -70,7 +105,11 @@ pub fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let trans_a = ctx.attr_i_or("transA", 0)? != 0;
     let trans_b = ctx.attr_i_or("transB", 0)? != 0;
     if ctx.rank(a) != 2 || ctx.rank(b) != 2 {
-        return Err(ctx.err(format!("A and B must be 2-D, got ranks {} and {}", ctx.rank(a), ctx.rank(b))));
+        return Err(ctx.err(format!(
+            "A and B must be 2-D, got ranks {} and {}",
+            ctx.rank(a),
+            ctx.rank(b)
+        )));
     }
     let y = matmul_values(ctx, a, b, trans_a, trans_b)?;
     let dt = ctx.dtype(y);
@@ -108,14 +147,20 @@ pub fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 /// One parsed Einsum operand: a label per dim (`None` for the dims covered by `...`).
-fn einsum_labels(term: &str, rank: usize, ellipsis_rank: &mut usize) -> std::result::Result<Vec<Option<char>>, String> {
+fn einsum_labels(
+    term: &str,
+    rank: usize,
+    ellipsis_rank: &mut usize,
+) -> std::result::Result<Vec<Option<char>>, String> {
     let mut out = Vec::new();
     let explicit = term.chars().filter(|c| c.is_ascii_alphabetic()).count();
     let mut rest = term;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix("...") {
             if rank < explicit {
-                return Err(format!("term '{term}' has more labels than the operand's rank {rank}"));
+                return Err(format!(
+                    "term '{term}' has more labels than the operand's rank {rank}"
+                ));
             }
             let n = rank - explicit;
             *ellipsis_rank = (*ellipsis_rank).max(n);
@@ -131,21 +176,35 @@ fn einsum_labels(term: &str, rank: usize, ellipsis_rank: &mut usize) -> std::res
         rest = &rest[1..];
     }
     if out.len() != rank {
-        return Err(format!("term '{term}' has {} labels but the operand has rank {rank}", out.len()));
+        return Err(format!(
+            "term '{term}' has {} labels but the operand has rank {rank}",
+            out.len()
+        ));
     }
     Ok(out)
 }
 
 pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let eq: String = ctx.attr_s("equation")?.ok_or_else(|| ctx.err("attribute 'equation' is required"))?.chars().filter(|c| !c.is_whitespace()).collect();
-    let inputs: Vec<ValueId> = (0..ctx.num_inputs()).filter_map(|i| ctx.opt_input(i)).collect();
+    let eq: String = ctx
+        .attr_s("equation")?
+        .ok_or_else(|| ctx.err("attribute 'equation' is required"))?
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let inputs: Vec<ValueId> = (0..ctx.num_inputs())
+        .filter_map(|i| ctx.opt_input(i))
+        .collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
         None => (eq.clone(), None),
     };
     let terms: Vec<&str> = lhs.split(',').collect();
     if terms.len() != inputs.len() {
-        return Err(ctx.err(format!("equation '{eq}' has {} operands but the node has {}", terms.len(), inputs.len())));
+        return Err(ctx.err(format!(
+            "equation '{eq}' has {} operands but the node has {}",
+            terms.len(),
+            inputs.len()
+        )));
     }
     let dt = ctx.dtype(inputs[0]);
     let mut ell = 0usize;
@@ -186,8 +245,13 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let out_labels: Vec<Option<char>> = match &rhs {
         Some(r) => {
             let mut e = 0;
-            einsum_labels(r, r.chars().filter(|c| c.is_ascii_alphabetic()).count() + if r.contains("...") { ell } else { 0 }, &mut e)
-                .map_err(|e| ctx.err(e))?
+            einsum_labels(
+                r,
+                r.chars().filter(|c| c.is_ascii_alphabetic()).count()
+                    + if r.contains("...") { ell } else { 0 },
+                &mut e,
+            )
+            .map_err(|e| ctx.err(e))?
         }
         None => {
             // Implicit output: ellipsis dims, then labels appearing once, alphabetically.
@@ -198,7 +262,12 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 }
             }
             let mut v: Vec<Option<char>> = vec![None; ell];
-            v.extend(count.into_iter().filter(|(_, n)| *n == 1).map(|(c, _)| Some(c)));
+            v.extend(
+                count
+                    .into_iter()
+                    .filter(|(_, n)| *n == 1)
+                    .map(|(c, _)| Some(c)),
+            );
             v
         }
     };
@@ -207,12 +276,30 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             return Err(ctx.err(format!("output label '{c}' does not appear in the inputs")));
         }
     }
-    let reduced: Vec<char> = size.keys().copied().filter(|c| !out_labels.contains(&Some(*c))).collect();
+    let reduced: Vec<char> = size
+        .keys()
+        .copied()
+        .filter(|c| !out_labels.contains(&Some(*c)))
+        .collect();
     let out_rank = out_labels.len();
     let var_of = |c: char| -> Option<u32> {
-        out_labels.iter().position(|l| *l == Some(c)).map(|p| p as u32).or_else(|| reduced.iter().position(|&r| r == c).map(|p| (out_rank + p) as u32))
+        out_labels
+            .iter()
+            .position(|l| *l == Some(c))
+            .map(|p| p as u32)
+            .or_else(|| {
+                reduced
+                    .iter()
+                    .position(|&r| r == c)
+                    .map(|p| (out_rank + p) as u32)
+            })
     };
-    let ell_out: Vec<usize> = out_labels.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(k, _)| k).collect();
+    let ell_out: Vec<usize> = out_labels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.is_none())
+        .map(|(k, _)| k)
+        .collect();
     let mut body: Option<E> = None;
     for (k, (ls, &v)) in labels.iter().zip(&inputs).enumerate() {
         let dims = ctx.known_shape(v)?;
@@ -227,7 +314,11 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                     e += 1;
                     match ell_out.get(slot) {
                         Some(&o) => expr::var(o as u32),
-                        None => return Err(ctx.unsupported("'...' must appear in the output when used in the inputs")),
+                        None => {
+                            return Err(ctx.unsupported(
+                                "'...' must appear in the output when used in the inputs",
+                            ));
+                        }
                     }
                 }
             };
@@ -257,5 +348,12 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Ok(vec![ctx.map(dt, shape, inputs, body)?]);
     }
     let extents: Vec<i64> = reduced.iter().map(|c| size[c]).collect();
-    Ok(vec![ctx.reduce(crate::ir::graph::ReduceKind::Sum, extents, dt, shape, inputs, body)?])
+    Ok(vec![ctx.reduce(
+        crate::ir::graph::ReduceKind::Sum,
+        extents,
+        dt,
+        shape,
+        inputs,
+        body,
+    )?])
 }

@@ -15,7 +15,9 @@ fn nll(ctx: &mut Ctx, logp: ValueId, target: ValueId, weight: Option<ValueId>) -
     let ls = ctx.known_shape(logp)?;
     let ts = ctx.known_shape(target)?;
     if ls.len() < 2 || ts.len() != ls.len() - 1 || ts[0] != ls[0] || ts[1..] != ls[2..] {
-        return Err(ctx.err(format!("input {ls:?} and target {ts:?} do not match ([N, C, d…] and [N, d…])")));
+        return Err(ctx.err(format!(
+            "input {ls:?} and target {ts:?} do not match ([N, C, d…] and [N, d…])"
+        )));
     }
     build::expect_types(ctx, target, "target", &[DType::I32, DType::I64])?;
     let c = ls[1];
@@ -48,7 +50,10 @@ fn nll(ctx: &mut Ctx, logp: ValueId, target: ValueId, weight: Option<ValueId>) -
     li.extend(tv[1..].iter().cloned());
     let per = expr::select(
         keep(t(tv.clone())),
-        expr::unary(UnOp::Neg, expr::binary(BinOp::Mul, expr::load(dt, 0, li), wt(t(tv.clone()), n_in))),
+        expr::unary(
+            UnOp::Neg,
+            expr::binary(BinOp::Mul, expr::load(dt, 0, li), wt(t(tv.clone()), n_in)),
+        ),
         expr::f(dt, 0.0),
     );
     let tshape: Vec<Dim> = ts.iter().map(|&d| Dim::Known(d)).collect();
@@ -57,7 +62,16 @@ fn nll(ctx: &mut Ctx, logp: ValueId, target: ValueId, weight: Option<ValueId>) -
         "none" => Ok(loss),
         "sum" | "mean" => {
             let all: Vec<usize> = (0..tr).collect();
-            let total = build::reduce_over(ctx, &ts, &all, false, ReduceKind::Sum, dt, vec![loss], |ix| expr::load(dt, 0, ix.to_vec()))?;
+            let total = build::reduce_over(
+                ctx,
+                &ts,
+                &all,
+                false,
+                ReduceKind::Sum,
+                dt,
+                vec![loss],
+                |ix| expr::load(dt, 0, ix.to_vec()),
+            )?;
             if reduction == "sum" {
                 return Ok(total);
             }
@@ -66,15 +80,25 @@ fn nll(ctx: &mut Ctx, logp: ValueId, target: ValueId, weight: Option<ValueId>) -
             if let Some(w) = weight {
                 winputs.push(w);
             }
-            let denom = build::reduce_over(ctx, &ts, &all, false, ReduceKind::Sum, dt, winputs, |ix| {
-                let tval = expr::cast(expr::load(tdt, 0, ix.to_vec()), DType::I64);
-                let wv = match weight {
-                    Some(_) => expr::load(dt, 1, vec![class(tval.clone())]),
-                    None => expr::f(dt, 1.0),
-                };
-                expr::select(keep(tval), wv, expr::f(dt, 0.0))
-            })?;
-            ctx.map(dt, vec![], vec![total, denom], expr::binary(BinOp::Div, expr::load(dt, 0, vec![]), expr::load(dt, 1, vec![])))
+            let denom =
+                build::reduce_over(ctx, &ts, &all, false, ReduceKind::Sum, dt, winputs, |ix| {
+                    let tval = expr::cast(expr::load(tdt, 0, ix.to_vec()), DType::I64);
+                    let wv = match weight {
+                        Some(_) => expr::load(dt, 1, vec![class(tval.clone())]),
+                        None => expr::f(dt, 1.0),
+                    };
+                    expr::select(keep(tval), wv, expr::f(dt, 0.0))
+                })?;
+            ctx.map(
+                dt,
+                vec![],
+                vec![total, denom],
+                expr::binary(
+                    BinOp::Div,
+                    expr::load(dt, 0, vec![]),
+                    expr::load(dt, 1, vec![]),
+                ),
+            )
         }
         other => Err(ctx.err(format!("unknown reduction '{other}'"))),
     }
@@ -99,11 +123,27 @@ pub fn softmax_cross_entropy_loss(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let rank = dims.len();
     let m = build::reduce(ctx, x, ReduceKind::Max, &[1], true, |v| v)?;
     let mi = build::keep_index(rank, &[1]);
-    let s = build::reduce_over(ctx, &dims, &[1], true, ReduceKind::Sum, dt, vec![x, m], |ix| {
-        let mut k = ix.to_vec();
-        k[1] = expr::i(0);
-        expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 0, ix.to_vec()), expr::load(dt, 1, k)))
-    })?;
+    let s = build::reduce_over(
+        ctx,
+        &dims,
+        &[1],
+        true,
+        ReduceKind::Sum,
+        dt,
+        vec![x, m],
+        |ix| {
+            let mut k = ix.to_vec();
+            k[1] = expr::i(0);
+            expr::unary(
+                UnOp::Exp,
+                expr::binary(
+                    BinOp::Sub,
+                    expr::load(dt, 0, ix.to_vec()),
+                    expr::load(dt, 1, k),
+                ),
+            )
+        },
+    )?;
     let xs = ctx.shape(x);
     let logp = ctx.map(
         dt,
@@ -111,7 +151,11 @@ pub fn softmax_cross_entropy_loss(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         vec![x, m, s],
         expr::binary(
             BinOp::Sub,
-            expr::binary(BinOp::Sub, build::load_same(dt, 0, rank), expr::load(dt, 1, mi.clone())),
+            expr::binary(
+                BinOp::Sub,
+                build::load_same(dt, 0, rank),
+                expr::load(dt, 1, mi.clone()),
+            ),
             expr::unary(UnOp::Log, expr::load(dt, 2, mi)),
         ),
     )?;

@@ -3,12 +3,12 @@
 
 pub mod activation;
 pub mod attention;
-pub mod loss;
-pub mod norm_more;
 pub mod data;
 pub mod elementwise;
 pub mod linalg;
+pub mod loss;
 pub mod nn;
 pub mod norm;
+pub mod norm_more;
 pub mod reduce;
 pub mod shape;

@@ -25,7 +25,8 @@ impl Window {
     pub fn always_inside(&self, input: &[i64]) -> bool {
         (0..self.kernel.len()).all(|i| {
             self.pads_begin[i] == 0
-                && (self.out[i] - 1) * self.strides[i] + (self.kernel[i] - 1) * self.dilations[i] < input[i]
+                && (self.out[i] - 1) * self.strides[i] + (self.kernel[i] - 1) * self.dilations[i]
+                    < input[i]
         })
     }
 }
@@ -34,7 +35,10 @@ fn list_attr(ctx: &Ctx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> 
     match ctx.attr_ints(name) {
         None => Ok(vec![default; n]),
         Some(v) if v.len() == n => Ok(v),
-        Some(v) => Err(ctx.err(format!("attribute '{name}' has {} values, expected {n}", v.len()))),
+        Some(v) => Err(ctx.err(format!(
+            "attribute '{name}' has {} values, expected {n}",
+            v.len()
+        ))),
     }
 }
 
@@ -42,8 +46,15 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
     let n = kernel.len();
     let strides = list_attr(ctx, "strides", n, 1)?;
     let dilations = list_attr(ctx, "dilations", n, 1)?;
-    if strides.iter().chain(&dilations).chain(kernel).any(|&v| v < 1) {
-        return Err(ctx.err(format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must be positive")));
+    if strides
+        .iter()
+        .chain(&dilations)
+        .chain(kernel)
+        .any(|&v| v < 1)
+    {
+        return Err(ctx.err(format!(
+            "kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must be positive"
+        )));
     }
     let auto_pad = ctx.attr_s_or("auto_pad", "NOTSET")?;
     let mut pads_begin = vec![0; n];
@@ -78,9 +89,16 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
             }
             "VALID" => {
                 if input[i] < dk {
-                    return Err(ctx.err(format!("window of {dk} does not fit spatial dim {i} of size {}", input[i])));
+                    return Err(ctx.err(format!(
+                        "window of {dk} does not fit spatial dim {i} of size {}",
+                        input[i]
+                    )));
                 }
-                out[i] = if ceil_mode { (input[i] - dk + strides[i]) / strides[i] } else { (input[i] - dk) / strides[i] + 1 };
+                out[i] = if ceil_mode {
+                    (input[i] - dk + strides[i]) / strides[i]
+                } else {
+                    (input[i] - dk) / strides[i] + 1
+                };
             }
             "SAME_UPPER" | "SAME_LOWER" => {
                 out[i] = (input[i] + strides[i] - 1) / strides[i];
@@ -94,10 +112,19 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
                     pads_end[i] = small;
                 }
             }
-            other => return Err(ctx.err(format!("attribute 'auto_pad' has unknown value '{other}'"))),
+            other => {
+                return Err(ctx.err(format!("attribute 'auto_pad' has unknown value '{other}'")));
+            }
         }
     }
-    Ok(Window { kernel: kernel.to_vec(), strides, dilations, pads_begin, pads_end, out })
+    Ok(Window {
+        kernel: kernel.to_vec(),
+        strides,
+        dilations,
+        pads_begin,
+        pads_end,
+        out,
+    })
 }
 
 pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -110,7 +137,9 @@ pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let xs = ctx.known_shape(x)?;
     let ws = ctx.known_shape(w)?;
     if xs.len() < 3 || ws.len() != xs.len() {
-        return Err(ctx.err(format!("X {xs:?} and W {ws:?} must have the same rank >= 3")));
+        return Err(ctx.err(format!(
+            "X {xs:?} and W {ws:?} must have the same rank >= 3"
+        )));
     }
     let group = ctx.attr_i_or("group", 1)?;
     if group < 1 || xs[1] % group != 0 || ws[0] % group != 0 || ws[1] * group != xs[1] {
@@ -123,7 +152,9 @@ pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if let Some(k) = ctx.attr_ints("kernel_shape")
         && k != kernel
     {
-        return Err(ctx.err(format!("attribute kernel_shape {k:?} disagrees with W's spatial dims {kernel:?}")));
+        return Err(ctx.err(format!(
+            "attribute kernel_shape {k:?} disagrees with W's spatial dims {kernel:?}"
+        )));
     }
     let win = window(ctx, &xs[2..], &kernel, false)?;
     if let Some(b) = b {
@@ -148,7 +179,10 @@ pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 /// Index of window tap `r` at output position `o` along spatial dim `i`, before clamping.
 fn tap(win: &Window, i: usize, o: E, r: E) -> E {
-    let p = expr::add(expr::mul(o, expr::i(win.strides[i])), expr::mul(r, expr::i(win.dilations[i])));
+    let p = expr::add(
+        expr::mul(o, expr::i(win.strides[i])),
+        expr::mul(r, expr::i(win.dilations[i])),
+    );
     expr::sub(p, expr::i(win.pads_begin[i]))
 }
 
@@ -159,8 +193,19 @@ fn window_load(dtype: DType, win: &Window, input: &[i64], rank_out: u32) -> (E, 
     let mut index = vec![expr::var(0), expr::var(1)];
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
     for i in 0..nsp {
-        let p = tap(win, i, expr::var(2 + i as u32), expr::var(rank_out + i as u32));
-        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(input[i]))));
+        let p = tap(
+            win,
+            i,
+            expr::var(2 + i as u32),
+            expr::var(rank_out + i as u32),
+        );
+        inside = expr::and(
+            inside,
+            expr::and(
+                expr::ge(p.clone(), expr::i(0)),
+                expr::lt(p.clone(), expr::i(input[i])),
+            ),
+        );
         index.push(expr::clamp(p, 0, input[i] - 1));
     }
     (expr::load(dtype, 0, index), inside)
@@ -182,9 +227,14 @@ fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, W
     if xs.len() < 3 {
         return Err(ctx.err(format!("input must have rank >= 3, got {xs:?}")));
     }
-    let kernel = ctx.attr_ints("kernel_shape").ok_or_else(|| ctx.err("attribute 'kernel_shape' is required"))?;
+    let kernel = ctx
+        .attr_ints("kernel_shape")
+        .ok_or_else(|| ctx.err("attribute 'kernel_shape' is required"))?;
     if kernel.len() != xs.len() - 2 {
-        return Err(ctx.err(format!("kernel_shape {kernel:?} does not match input rank {}", xs.len())));
+        return Err(ctx.err(format!(
+            "kernel_shape {kernel:?} does not match input rank {}",
+            xs.len()
+        )));
     }
     let ceil_mode = ctx.attr_i_or("ceil_mode", 0)? != 0;
     let win = window(ctx, &xs[2..], &kernel, ceil_mode)?;
@@ -192,7 +242,14 @@ fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, W
 }
 
 /// A 2-D float32 pool runs in the runtime's kernel; everything else is a `Reduce`.
-fn pool_kernel(ctx: &mut Ctx, kind: PoolKind, x: ValueId, dt: DType, xs: &[i64], win: &Window) -> Result<Option<ValueId>> {
+fn pool_kernel(
+    ctx: &mut Ctx,
+    kind: PoolKind,
+    x: ValueId,
+    dt: DType,
+    xs: &[i64],
+    win: &Window,
+) -> Result<Option<ValueId>> {
     if dt != DType::F32 || xs.len() != 4 {
         return Ok(None);
     }
@@ -205,7 +262,11 @@ fn pool_kernel(ctx: &mut Ctx, kind: PoolKind, x: ValueId, dt: DType, xs: &[i64],
         pads_end: win.pads_end.clone(),
     };
     let shape = pool_shape(xs, win);
-    Ok(Some(ctx.add(crate::ir::Op::Pool(op), vec![x], TypeInfo::new(dt, shape))?))
+    Ok(Some(ctx.add(
+        crate::ir::Op::Pool(op),
+        vec![x],
+        TypeInfo::new(dt, shape),
+    )?))
 }
 
 pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -218,14 +279,31 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
-    let body = if win.always_inside(&xs[2..]) { v } else { expr::select(inside, v, expr::konst(dt, lowest(dt))) };
+    let body = if win.always_inside(&xs[2..]) {
+        v
+    } else {
+        expr::select(inside, v, expr::konst(dt, lowest(dt)))
+    };
     let shape = pool_shape(&xs, &win);
-    Ok(vec![ctx.reduce(ReduceKind::Max, win.kernel.clone(), dt, shape, vec![x], body)?])
+    Ok(vec![ctx.reduce(
+        ReduceKind::Max,
+        win.kernel.clone(),
+        dt,
+        shape,
+        vec![x],
+        body,
+    )?])
 }
 
 /// MaxPool with the Indices output: arg-max over the flattened window, then the flat input
 /// index (row-major, or column-major spatial order with `storage_order=1`).
-fn max_pool_with_indices(ctx: &mut Ctx, x: ValueId, dt: DType, xs: &[i64], win: &Window) -> Result<Vec<ValueId>> {
+fn max_pool_with_indices(
+    ctx: &mut Ctx,
+    x: ValueId,
+    dt: DType,
+    xs: &[i64],
+    win: &Window,
+) -> Result<Vec<ValueId>> {
     let storage_order = ctx.attr_i_or("storage_order", 0)?;
     let rank = xs.len() as u32;
     let nsp = win.kernel.len();
@@ -245,17 +323,45 @@ fn max_pool_with_indices(ctx: &mut Ctx, x: ValueId, dt: DType, xs: &[i64], win: 
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
     for (i, t) in taps(r).into_iter().enumerate() {
         let p = tap(win, i, expr::var(2 + i as u32), t);
-        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(0)), expr::lt(p.clone(), expr::i(xs[2 + i]))));
+        inside = expr::and(
+            inside,
+            expr::and(
+                expr::ge(p.clone(), expr::i(0)),
+                expr::lt(p.clone(), expr::i(xs[2 + i])),
+            ),
+        );
         index.push(expr::clamp(p, 0, xs[2 + i] - 1));
     }
-    let body = expr::select(inside, expr::load(dt, 0, index), expr::konst(dt, lowest(dt)));
+    let body = expr::select(
+        inside,
+        expr::load(dt, 0, index),
+        expr::konst(dt, lowest(dt)),
+    );
     let shape = pool_shape(xs, win);
-    let values = ctx.reduce(ReduceKind::Max, vec![ktotal], dt, shape.clone(), vec![x], body.clone())?;
-    let arg = ctx.reduce(ReduceKind::ArgMax { select_last: false }, vec![ktotal], DType::I64, shape.clone(), vec![x], body)?;
+    let values = ctx.reduce(
+        ReduceKind::Max,
+        vec![ktotal],
+        dt,
+        shape.clone(),
+        vec![x],
+        body.clone(),
+    )?;
+    let arg = ctx.reduce(
+        ReduceKind::ArgMax { select_last: false },
+        vec![ktotal],
+        DType::I64,
+        shape.clone(),
+        vec![x],
+        body,
+    )?;
     // Flat input index of the winning tap.
     let a = expr::load(DType::I64, 0, (0..rank).map(expr::var).collect());
     let mut flat = expr::add(expr::mul(expr::var(0), expr::i(xs[1])), expr::var(1));
-    let sp: Vec<E> = taps(a).into_iter().enumerate().map(|(i, t)| tap(win, i, expr::var(2 + i as u32), t)).collect();
+    let sp: Vec<E> = taps(a)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| tap(win, i, expr::var(2 + i as u32), t))
+        .collect();
     if storage_order == 0 {
         for (i, p) in sp.into_iter().enumerate() {
             flat = expr::add(expr::mul(flat, expr::i(xs[2 + i])), p);
@@ -278,7 +384,13 @@ fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) ->
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
     for i in 0..nsp {
         let p = tap(win, i, expr::var(i as u32), expr::var((nsp + i) as u32));
-        inside = expr::and(inside, expr::and(expr::ge(p.clone(), expr::i(lo[i])), expr::lt(p, expr::i(hi[i]))));
+        inside = expr::and(
+            inside,
+            expr::and(
+                expr::ge(p.clone(), expr::i(lo[i])),
+                expr::lt(p, expr::i(hi[i])),
+            ),
+        );
     }
     let body = expr::select(inside, expr::f(dt, 1.0), expr::f(dt, 0.0));
     let shape: Shape = win.out.iter().map(|&d| Dim::Known(d)).collect();
@@ -288,29 +400,62 @@ fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) ->
 pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, dt, xs, win) = pool_setup(ctx, false)?;
     let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
-    if let Some(y) = pool_kernel(ctx, PoolKind::Avg { count_include_pad: include_pad }, x, dt, &xs, &win)? {
+    if let Some(y) = pool_kernel(
+        ctx,
+        PoolKind::Avg {
+            count_include_pad: include_pad,
+        },
+        x,
+        dt,
+        &xs,
+        &win,
+    )? {
         return Ok(vec![y]);
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
     let shape = pool_shape(&xs, &win);
     let all_inside = win.always_inside(&xs[2..]);
-    let body = if all_inside { v } else { expr::select(inside, v, expr::f(dt, 0.0)) };
-    let sum = ctx.reduce(ReduceKind::Sum, win.kernel.clone(), dt, shape.clone(), vec![x], body)?;
+    let body = if all_inside {
+        v
+    } else {
+        expr::select(inside, v, expr::f(dt, 0.0))
+    };
+    let sum = ctx.reduce(
+        ReduceKind::Sum,
+        win.kernel.clone(),
+        dt,
+        shape.clone(),
+        vec![x],
+        body,
+    )?;
     let nsp = win.kernel.len();
     let load_sum = build::load_same(dt, 0, rank as usize);
     if all_inside {
         let n: i64 = win.kernel.iter().product();
-        return Ok(vec![ctx.map(dt, shape, vec![sum], expr::binary(BinOp::Div, load_sum, expr::f(dt, n as f64)))?]);
+        return Ok(vec![ctx.map(
+            dt,
+            shape,
+            vec![sum],
+            expr::binary(BinOp::Div, load_sum, expr::f(dt, n as f64)),
+        )?]);
     }
     let (lo, hi): (Vec<i64>, Vec<i64>) = if include_pad {
-        ((0..nsp).map(|i| -win.pads_begin[i]).collect(), (0..nsp).map(|i| xs[2 + i] + win.pads_end[i]).collect())
+        (
+            (0..nsp).map(|i| -win.pads_begin[i]).collect(),
+            (0..nsp).map(|i| xs[2 + i] + win.pads_end[i]).collect(),
+        )
     } else {
         (vec![0; nsp], xs[2..].to_vec())
     };
     let counts = tap_counts(ctx, dt, &win, &lo, &hi)?;
     let cl = expr::load(dt, 1, (2..rank).map(expr::var).collect());
-    Ok(vec![ctx.map(dt, shape, vec![sum, counts], expr::binary(BinOp::Div, load_sum, cl))?])
+    Ok(vec![ctx.map(
+        dt,
+        shape,
+        vec![sum, counts],
+        expr::binary(BinOp::Div, load_sum, cl),
+    )?])
 }
 
 fn lp(dt: DType, v: E, p: i64) -> E {
@@ -342,8 +487,20 @@ pub fn lp_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
     let body = expr::select(inside, lp(dt, v, p), expr::f(dt, 0.0));
     let shape = pool_shape(&xs, &win);
-    let s = ctx.reduce(ReduceKind::Sum, win.kernel.clone(), dt, shape.clone(), vec![x], body)?;
-    Ok(vec![ctx.map(dt, shape, vec![s], lp_root(dt, build::load_same(dt, 0, rank as usize), p))?])
+    let s = ctx.reduce(
+        ReduceKind::Sum,
+        win.kernel.clone(),
+        dt,
+        shape.clone(),
+        vec![x],
+        body,
+    )?;
+    Ok(vec![ctx.map(
+        dt,
+        shape,
+        vec![s],
+        lp_root(dt, build::load_same(dt, 0, rank as usize), p),
+    )?])
 }
 
 fn global_pool(ctx: &mut Ctx, kind: ReduceKind, p: Option<i64>) -> Result<Vec<ValueId>> {
@@ -407,15 +564,37 @@ fn softmax_family(ctx: &mut Ctx, kind: SoftmaxKind) -> Result<Vec<ValueId>> {
     Ok(vec![softmax_along(ctx, x, axis, kind, dt)?])
 }
 
-fn softmax_along(ctx: &mut Ctx, x: ValueId, axis: usize, kind: SoftmaxKind, dt: DType) -> Result<ValueId> {
+fn softmax_along(
+    ctx: &mut Ctx,
+    x: ValueId,
+    axis: usize,
+    kind: SoftmaxKind,
+    dt: DType,
+) -> Result<ValueId> {
     let rank = ctx.rank(x);
     let shape = ctx.shape(x);
     if kind == SoftmaxKind::Hardmax {
-        let am = build::reduce(ctx, x, ReduceKind::ArgMax { select_last: false }, &[axis], true, |v| v)?;
+        let am = build::reduce(
+            ctx,
+            x,
+            ReduceKind::ArgMax { select_last: false },
+            &[axis],
+            true,
+            |v| v,
+        )?;
         let mut idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
         idx[axis] = expr::i(0);
-        let hit = expr::binary(BinOp::Eq, expr::load(DType::I64, 0, idx), expr::var(axis as u32));
-        return ctx.map(dt, shape, vec![am], expr::select(hit, expr::f(dt, 1.0), expr::f(dt, 0.0)));
+        let hit = expr::binary(
+            BinOp::Eq,
+            expr::load(DType::I64, 0, idx),
+            expr::var(axis as u32),
+        );
+        return ctx.map(
+            dt,
+            shape,
+            vec![am],
+            expr::select(hit, expr::f(dt, 1.0), expr::f(dt, 0.0)),
+        );
     }
     let m = build::reduce(ctx, x, ReduceKind::Max, &[axis], true, |v| v)?;
     let mut at_axis0: Vec<E> = (0..rank as u32).map(expr::var).collect();
@@ -438,13 +617,18 @@ fn softmax_along(ctx: &mut Ctx, x: ValueId, axis: usize, kind: SoftmaxKind, dt: 
         let mut out_shape = shape.clone();
         out_shape[axis] = Dim::Known(1);
         let n = ctx.known_shape(x)?[axis];
-        let body = expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 0, index), expr::load(dt, 1, mi)));
+        let body = expr::unary(
+            UnOp::Exp,
+            expr::binary(BinOp::Sub, expr::load(dt, 0, index), expr::load(dt, 1, mi)),
+        );
         ctx.reduce(ReduceKind::Sum, vec![n], dt, out_shape, vec![x, m], body)?
     };
     let sl = expr::load(dt, 2, at_axis0.clone());
     let body = match kind {
         SoftmaxKind::Softmax => expr::binary(BinOp::Div, expr::unary(UnOp::Exp, shifted(xl)), sl),
-        SoftmaxKind::LogSoftmax => expr::binary(BinOp::Sub, shifted(xl), expr::unary(UnOp::Log, sl)),
+        SoftmaxKind::LogSoftmax => {
+            expr::binary(BinOp::Sub, shifted(xl), expr::unary(UnOp::Log, sl))
+        }
         SoftmaxKind::Hardmax => unreachable!("handled above"),
     };
     ctx.map(dt, shape, vec![x, m, s], body)
@@ -467,12 +651,17 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let xs = ctx.known_shape(x)?;
     let ws = ctx.known_shape(w)?;
     if xs.len() < 3 || ws.len() != xs.len() {
-        return Err(ctx.err(format!("X {xs:?} and W {ws:?} must have the same rank >= 3")));
+        return Err(ctx.err(format!(
+            "X {xs:?} and W {ws:?} must have the same rank >= 3"
+        )));
     }
     let nsp = xs.len() - 2;
     let group = ctx.attr_i_or("group", 1)?;
     if group < 1 || xs[1] != ws[0] || xs[1] % group != 0 {
-        return Err(ctx.err(format!("X has {} channels but W is {ws:?} with group {group}", xs[1])));
+        return Err(ctx.err(format!(
+            "X has {} channels but W is {ws:?} with group {group}",
+            xs[1]
+        )));
     }
     let mg = ws[1];
     let m = mg * group;
@@ -488,7 +677,10 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let dk = (kernel[i] - 1) * dil[i] + 1;
         let full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + dk;
         let target = match &explicit_out {
-            Some(o) => Some(*o.get(o.len().wrapping_sub(nsp) + i).ok_or_else(|| ctx.err("output_shape has too few values"))?),
+            Some(o) => Some(
+                *o.get(o.len().wrapping_sub(nsp) + i)
+                    .ok_or_else(|| ctx.err("output_shape has too few values"))?,
+            ),
             None if auto_pad.starts_with("SAME") => Some(xs[2 + i] * strides[i]),
             None => None,
         };
@@ -496,11 +688,19 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             Some(t) => {
                 let total = full - t;
                 let half = total.div_euclid(2);
-                pb[i] = if auto_pad == "SAME_UPPER" { half } else { total - half };
+                pb[i] = if auto_pad == "SAME_UPPER" {
+                    half
+                } else {
+                    total - half
+                };
                 out[i] = t;
             }
             None => {
-                let pads = if auto_pad == "VALID" { vec![0; 2 * nsp] } else { list_attr(ctx, "pads", 2 * nsp, 0)? };
+                let pads = if auto_pad == "VALID" {
+                    vec![0; 2 * nsp]
+                } else {
+                    list_attr(ctx, "pads", 2 * nsp, 0)?
+                };
                 pb[i] = pads[i];
                 out[i] = full - pads[i] - pads[nsp + i];
             }
@@ -519,11 +719,17 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let mut ok = expr::konst(DType::Bool, Scalar::B(true));
     for i in 0..nsp {
         let k = expr::var((rank + 1 + i) as u32);
-        let num = expr::sub(expr::add(expr::var(2 + i as u32), expr::i(pb[i])), expr::mul(k.clone(), expr::i(dil[i])));
+        let num = expr::sub(
+            expr::add(expr::var(2 + i as u32), expr::i(pb[i])),
+            expr::mul(k.clone(), expr::i(dil[i])),
+        );
         let q = expr::idiv(expr::clamp(num.clone(), 0, i64::MAX / 4), strides[i]);
         ok = expr::and(ok, expr::ge(num.clone(), expr::i(0)));
         if strides[i] > 1 {
-            ok = expr::and(ok, expr::binary(BinOp::Eq, expr::imod(num, strides[i]), expr::i(0)));
+            ok = expr::and(
+                ok,
+                expr::binary(BinOp::Eq, expr::imod(num, strides[i]), expr::i(0)),
+            );
         }
         ok = expr::and(ok, expr::lt(q.clone(), expr::i(xs[2 + i])));
         xi.push(expr::clamp(q, 0, xs[2 + i] - 1));
@@ -535,11 +741,22 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     shape.extend(out.iter().map(|&d| Dim::Known(d)));
     let mut extents = vec![cg];
     extents.extend_from_slice(&kernel);
-    let y = ctx.reduce(ReduceKind::Sum, extents, dt, shape.clone(), vec![x, w], body)?;
+    let y = ctx.reduce(
+        ReduceKind::Sum,
+        extents,
+        dt,
+        shape.clone(),
+        vec![x, w],
+        body,
+    )?;
     match b {
         None => Ok(vec![y]),
         Some(b) => {
-            let body = expr::binary(BinOp::Add, build::load_same(dt, 0, rank), expr::load(dt, 1, vec![expr::var(1)]));
+            let body = expr::binary(
+                BinOp::Add,
+                build::load_same(dt, 0, rank),
+                expr::load(dt, 1, vec![expr::var(1)]),
+            );
             Ok(vec![ctx.map(dt, shape, vec![y, b], body)?])
         }
     }

@@ -21,7 +21,9 @@ pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Err(ctx.unsupported("training_mode=1 (batch statistics) is not supported"));
     }
     if ctx.opset < 7 && ctx.attr_i_or("is_test", 0)? == 0 && ctx.node.output.len() > 1 {
-        return Err(ctx.unsupported("training-mode BatchNormalization (is_test=0 with statistics outputs) is not supported"));
+        return Err(ctx.unsupported(
+            "training-mode BatchNormalization (is_test=0 with statistics outputs) is not supported",
+        ));
     }
     let eps = ctx.attr_f_or("epsilon", 1e-5)?;
     let mut params = Vec::new();
@@ -54,13 +56,33 @@ pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         dt,
         pshape.clone(),
         vec![scale, var],
-        expr::binary(BinOp::Div, same(0), expr::unary(UnOp::Sqrt, expr::binary(BinOp::Add, same(1), expr::f(dt, eps)))),
+        expr::binary(
+            BinOp::Div,
+            same(0),
+            expr::unary(
+                UnOp::Sqrt,
+                expr::binary(BinOp::Add, same(1), expr::f(dt, eps)),
+            ),
+        ),
     )?;
-    let b = ctx.map(dt, pshape.clone(), vec![bias, mean, a], expr::binary(BinOp::Sub, same(0), expr::binary(BinOp::Mul, same(1), same(2))))?;
+    let b = ctx.map(
+        dt,
+        pshape.clone(),
+        vec![bias, mean, a],
+        expr::binary(
+            BinOp::Sub,
+            same(0),
+            expr::binary(BinOp::Mul, same(1), same(2)),
+        ),
+    )?;
     let rank = xshape.len();
     let body = expr::binary(
         BinOp::Add,
-        expr::binary(BinOp::Mul, build::load_same(dt, 0, rank), channel_load(dt, 1, prank)),
+        expr::binary(
+            BinOp::Mul,
+            build::load_same(dt, 0, rank),
+            channel_load(dt, 1, prank),
+        ),
         channel_load(dt, 2, prank),
     );
     Ok(vec![ctx.map(dt, xshape, vec![x, a, b], body)?])
@@ -69,7 +91,9 @@ pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn lrn(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
-    let size = ctx.attr_i("size")?.ok_or_else(|| ctx.err("attribute 'size' is required"))?;
+    let size = ctx
+        .attr_i("size")?
+        .ok_or_else(|| ctx.err("attribute 'size' is required"))?;
     if size < 1 {
         return Err(ctx.err(format!("attribute 'size' must be positive, got {size}")));
     }
@@ -89,13 +113,37 @@ pub fn lrn(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     index[1] = expr::clamp(ch.clone(), 0, c - 1);
     let v = expr::load(dt, 0, index);
     let inside = expr::and(expr::ge(ch.clone(), expr::i(0)), expr::lt(ch, expr::i(c)));
-    let body = expr::select(inside, expr::binary(BinOp::Mul, v.clone(), v), expr::f(dt, 0.0));
+    let body = expr::select(
+        inside,
+        expr::binary(BinOp::Mul, v.clone(), v),
+        expr::f(dt, 0.0),
+    );
     let shape: Vec<Dim> = ctx.shape(x);
-    let sq = ctx.reduce(ReduceKind::Sum, vec![size], dt, shape.clone(), vec![x], body)?;
+    let sq = ctx.reduce(
+        ReduceKind::Sum,
+        vec![size],
+        dt,
+        shape.clone(),
+        vec![x],
+        body,
+    )?;
     let denom = expr::binary(
         BinOp::Pow,
-        expr::binary(BinOp::Add, expr::f(dt, bias), expr::binary(BinOp::Mul, expr::f(dt, alpha / size as f64), build::load_same(dt, 1, rank))),
+        expr::binary(
+            BinOp::Add,
+            expr::f(dt, bias),
+            expr::binary(
+                BinOp::Mul,
+                expr::f(dt, alpha / size as f64),
+                build::load_same(dt, 1, rank),
+            ),
+        ),
         expr::f(dt, beta),
     );
-    Ok(vec![ctx.map(dt, shape, vec![x, sq], expr::binary(BinOp::Div, build::load_same(dt, 0, rank), denom))?])
+    Ok(vec![ctx.map(
+        dt,
+        shape,
+        vec![x, sq],
+        expr::binary(BinOp::Div, build::load_same(dt, 0, rank), denom),
+    )?])
 }

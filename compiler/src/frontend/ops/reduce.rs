@@ -27,7 +27,9 @@ fn reduce_axes(ctx: &Ctx, rank: usize, input_from: i64) -> Result<Vec<usize>> {
     let list: Option<Vec<i64>> = if ctx.opset >= input_from {
         match ctx.opt_input(1) {
             // An empty axes tensor needs no values, even when it is a run-time input.
-            Some(v) if crate::ir::dim::num_elements(&ctx.shape(v)) == crate::ir::Dim::Known(0) => Some(vec![]),
+            Some(v) if crate::ir::dim::num_elements(&ctx.shape(v)) == crate::ir::Dim::Known(0) => {
+                Some(vec![])
+            }
             Some(v) => Some(ctx.const_ints(v, "input 'axes'")?),
             None => None,
         }
@@ -104,9 +106,20 @@ fn reduce_op(ctx: &mut Ctx, flavor: Flavor) -> Result<Vec<ValueId>> {
         let _ = m_rank;
         let body = expr::unary(
             UnOp::Exp,
-            expr::binary(BinOp::Sub, expr::load(dt, 0, xidx), safe_m(expr::load(dt, 1, midx.clone()))),
+            expr::binary(
+                BinOp::Sub,
+                expr::load(dt, 0, xidx),
+                safe_m(expr::load(dt, 1, midx.clone())),
+            ),
         );
-        let s = ctx.reduce(ReduceKind::Sum, extents, dt, out_shape.clone(), vec![x, m], body)?;
+        let s = ctx.reduce(
+            ReduceKind::Sum,
+            extents,
+            dt,
+            out_shape.clone(),
+            vec![x, m],
+            body,
+        )?;
         let out_idx: Vec<E> = (0..out_rank as u32).map(expr::var).collect();
         // m is indexed like x with reduced dims at 0; map output coords back to m's coords.
         let mut m_at_out: Vec<E> = Vec::new();
@@ -140,7 +153,9 @@ fn reduce_op(ctx: &mut Ctx, flavor: Flavor) -> Result<Vec<ValueId>> {
     };
     let r = build::reduce(ctx, x, kind, &axes, keepdims, pre)?;
     let post: Option<Box<dyn FnOnce(E) -> E>> = match flavor {
-        Flavor::Mean => Some(Box::new(move |v| expr::binary(BinOp::Div, v, expr::konst(dt, crate::ir::Scalar::I(count))))),
+        Flavor::Mean => Some(Box::new(move |v| {
+            expr::binary(BinOp::Div, v, expr::konst(dt, crate::ir::Scalar::I(count)))
+        })),
         Flavor::L2 => Some(Box::new(|v| expr::unary(UnOp::Sqrt, v))),
         Flavor::LogSum => Some(Box::new(|v| expr::unary(UnOp::Log, v))),
         _ => None,
@@ -191,7 +206,11 @@ fn arg_reduce(ctx: &mut Ctx, max: bool) -> Result<Vec<ValueId>> {
     if ctx.known_shape(x)?[axis] == 0 {
         return Err(ctx.err("cannot take ArgMax/ArgMin over an empty axis"));
     }
-    let kind = if max { ReduceKind::ArgMax { select_last } } else { ReduceKind::ArgMin { select_last } };
+    let kind = if max {
+        ReduceKind::ArgMax { select_last }
+    } else {
+        ReduceKind::ArgMin { select_last }
+    };
     Ok(vec![build::reduce(ctx, x, kind, &[axis], keepdims, |v| v)?])
 }
 
@@ -205,7 +224,12 @@ pub fn arg_min(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// Reduction over axes given at run time. The output shape is the model's declared one; the
 /// axes become a run-time mask, the reduction a scatter-combine of every input element into
 /// its output position (one pass), and assertions check the axes against the declared shape.
-fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueId) -> Result<Vec<ValueId>> {
+fn reduce_runtime_axes(
+    ctx: &mut Ctx,
+    flavor: Flavor,
+    x: ValueId,
+    axes_v: ValueId,
+) -> Result<Vec<ValueId>> {
     use crate::ir::graph::{Op, ScatterOp};
     use crate::ir::{Scalar, TypeInfo};
     use onnxc_runtime::abi::{ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE};
@@ -223,9 +247,24 @@ fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueI
     ctx.assert_expr(vec![n], vec![axes], in_range, ONNXC_ERR_VALUE)?;
     // mask[k] = 1 if axis k is reduced.
     let aj = expr::load(DType::I64, 0, vec![expr::var(1)]);
-    let norm = expr::select(expr::lt(aj.clone(), expr::i(0)), expr::add(aj.clone(), expr::i(r)), aj);
-    let hit = expr::select(expr::binary(BinOp::Eq, norm, expr::var(0)), expr::i(1), expr::i(0));
-    let mask = ctx.reduce(ReduceKind::Max, vec![n], DType::I64, vec![crate::ir::Dim::Known(r)], vec![axes], hit)?;
+    let norm = expr::select(
+        expr::lt(aj.clone(), expr::i(0)),
+        expr::add(aj.clone(), expr::i(r)),
+        aj,
+    );
+    let hit = expr::select(
+        expr::binary(BinOp::Eq, norm, expr::var(0)),
+        expr::i(1),
+        expr::i(0),
+    );
+    let mask = ctx.reduce(
+        ReduceKind::Max,
+        vec![n],
+        DType::I64,
+        vec![crate::ir::Dim::Known(r)],
+        vec![axes],
+        hit,
+    )?;
     let dims_c = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &dims));
     let m = |k: E| expr::binary(BinOp::Eq, expr::load(DType::I64, 1, vec![k]), expr::i(1));
     // Output positions: with keepdims the reduced dims become 1; without, the kept dims are
@@ -235,54 +274,117 @@ fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueI
     let mut scatter_inputs = vec![];
     if keepdims {
         if out.len() != ur {
-            return Err(ctx.err(format!("declared output rank {} differs from the input rank {ur} with keepdims=1", out.len())));
+            return Err(ctx.err(format!(
+                "declared output rank {} differs from the input rank {ur} with keepdims=1",
+                out.len()
+            )));
         }
         let ok = expr::binary(
             BinOp::Eq,
-            expr::select(m(expr::var(0)), expr::i(1), expr::load(DType::I64, 2, vec![expr::var(0)])),
+            expr::select(
+                m(expr::var(0)),
+                expr::i(1),
+                expr::load(DType::I64, 2, vec![expr::var(0)]),
+            ),
             expr::load(DType::I64, 3, vec![expr::var(0)]),
         );
         let out_c = ctx.constant(crate::ir::Tensor::from_i64s(vec![r], &out));
         let mask_in = vec![axes_v, mask, dims_c, out_c];
         ctx.assert_expr(vec![r], mask_in, ok, ONNXC_ERR_SHAPE)?;
         for k in 0..ur {
-            let mk = expr::binary(BinOp::Eq, expr::load(DType::I64, 2, vec![expr::i(k as i64)]), expr::i(1));
-            index.push(expr::clamp(expr::select(mk, expr::i(0), expr::var(k as u32)), 0, out[k] - 1));
+            let mk = expr::binary(
+                BinOp::Eq,
+                expr::load(DType::I64, 2, vec![expr::i(k as i64)]),
+                expr::i(1),
+            );
+            index.push(expr::clamp(
+                expr::select(mk, expr::i(0), expr::var(k as u32)),
+                0,
+                out[k] - 1,
+            ));
         }
         scatter_inputs.push(mask);
     } else {
         // pos[k] = number of kept dims before k.
         let kept_before = expr::select(
-            expr::and(expr::lt(expr::var(1), expr::var(0)), expr::binary(BinOp::Eq, expr::load(DType::I64, 0, vec![expr::var(1)]), expr::i(0))),
+            expr::and(
+                expr::lt(expr::var(1), expr::var(0)),
+                expr::binary(
+                    BinOp::Eq,
+                    expr::load(DType::I64, 0, vec![expr::var(1)]),
+                    expr::i(0),
+                ),
+            ),
             expr::i(1),
             expr::i(0),
         );
-        let pos = ctx.reduce(ReduceKind::Sum, vec![r], DType::I64, vec![crate::ir::Dim::Known(r)], vec![mask], kept_before)?;
+        let pos = ctx.reduce(
+            ReduceKind::Sum,
+            vec![r],
+            DType::I64,
+            vec![crate::ir::Dim::Known(r)],
+            vec![mask],
+            kept_before,
+        )?;
         let kept: Vec<i64> = out.clone();
-        let out_c = ctx.constant(crate::ir::Tensor::from_i64s(vec![kept.len().max(1) as i64], if kept.is_empty() { &[0] } else { &kept }));
+        let out_c = ctx.constant(crate::ir::Tensor::from_i64s(
+            vec![kept.len().max(1) as i64],
+            if kept.is_empty() { &[0] } else { &kept },
+        ));
         let nk = kept.len() as i64;
         // Each kept dim k sits at pos[k] < rank(out) and has the declared size there.
         let p = expr::load(DType::I64, 1, vec![expr::var(0)]);
         let ok = expr::binary(
             BinOp::Or,
-            expr::binary(BinOp::Eq, expr::load(DType::I64, 0, vec![expr::var(0)]), expr::i(1)),
+            expr::binary(
+                BinOp::Eq,
+                expr::load(DType::I64, 0, vec![expr::var(0)]),
+                expr::i(1),
+            ),
             expr::and(
                 expr::lt(p.clone(), expr::i(nk)),
-                expr::binary(BinOp::Eq, expr::load(DType::I64, 2, vec![expr::var(0)]), expr::load(DType::I64, 3, vec![expr::clamp(p, 0, (nk - 1).max(0))])),
+                expr::binary(
+                    BinOp::Eq,
+                    expr::load(DType::I64, 2, vec![expr::var(0)]),
+                    expr::load(DType::I64, 3, vec![expr::clamp(p, 0, (nk - 1).max(0))]),
+                ),
             ),
         );
         ctx.assert_expr(vec![r], vec![mask, pos, dims_c, out_c], ok, ONNXC_ERR_SHAPE)?;
         // The number of kept dims equals the declared rank.
-        let count = ctx.reduce(ReduceKind::Sum, vec![r], DType::I64, vec![], vec![mask], expr::sub(expr::i(1), expr::load(DType::I64, 0, vec![expr::var(0)])))?;
-        ctx.assert_expr(vec![], vec![count], expr::binary(BinOp::Eq, expr::load(DType::I64, 0, vec![]), expr::i(nk)), ONNXC_ERR_SHAPE)?;
+        let count = ctx.reduce(
+            ReduceKind::Sum,
+            vec![r],
+            DType::I64,
+            vec![],
+            vec![mask],
+            expr::sub(expr::i(1), expr::load(DType::I64, 0, vec![expr::var(0)])),
+        )?;
+        ctx.assert_expr(
+            vec![],
+            vec![count],
+            expr::binary(BinOp::Eq, expr::load(DType::I64, 0, vec![]), expr::i(nk)),
+            ONNXC_ERR_SHAPE,
+        )?;
         for (p, &len) in out.iter().enumerate() {
             let mut sum = expr::i(0);
             for k in 0..ur {
                 let kept_here = expr::and(
-                    expr::binary(BinOp::Eq, expr::load(DType::I64, 2, vec![expr::i(k as i64)]), expr::i(0)),
-                    expr::binary(BinOp::Eq, expr::load(DType::I64, 3, vec![expr::i(k as i64)]), expr::i(p as i64)),
+                    expr::binary(
+                        BinOp::Eq,
+                        expr::load(DType::I64, 2, vec![expr::i(k as i64)]),
+                        expr::i(0),
+                    ),
+                    expr::binary(
+                        BinOp::Eq,
+                        expr::load(DType::I64, 3, vec![expr::i(k as i64)]),
+                        expr::i(p as i64),
+                    ),
                 );
-                sum = expr::add(sum, expr::select(kept_here, expr::var(k as u32), expr::i(0)));
+                sum = expr::add(
+                    sum,
+                    expr::select(kept_here, expr::var(k as u32), expr::i(0)),
+                );
             }
             index.push(expr::clamp(sum, 0, len - 1));
         }
@@ -301,15 +403,21 @@ fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueI
         Flavor::L2 | Flavor::SumSquare => (ReduceKind::Sum, square(xv)),
         Flavor::LogSumExp => (ReduceKind::Max, xv),
     };
-    let scatter = |ctx: &mut Ctx, kind: ReduceKind, value: E, extra: Vec<ValueId>| -> Result<ValueId> {
-        let init = crate::ir::interp::reduce_init(kind, dt);
-        let base = ctx.map(dt, oshape.clone(), vec![], expr::konst(dt, init))?;
-        let mut ops = vec![base, x];
-        ops.extend(extra);
-        // Index expressions load mask (and pos) as operands 2 (and 3).
-        let sc = ScatterOp { kind: Some(kind), extents: dims.clone(), index: index.clone(), value };
-        ctx.add(Op::Scatter(sc), ops, TypeInfo::new(dt, oshape.clone()))
-    };
+    let scatter =
+        |ctx: &mut Ctx, kind: ReduceKind, value: E, extra: Vec<ValueId>| -> Result<ValueId> {
+            let init = crate::ir::interp::reduce_init(kind, dt);
+            let base = ctx.map(dt, oshape.clone(), vec![], expr::konst(dt, init))?;
+            let mut ops = vec![base, x];
+            ops.extend(extra);
+            // Index expressions load mask (and pos) as operands 2 (and 3).
+            let sc = ScatterOp {
+                kind: Some(kind),
+                extents: dims.clone(),
+                index: index.clone(),
+                value,
+            };
+            ctx.add(Op::Scatter(sc), ops, TypeInfo::new(dt, oshape.clone()))
+        };
     let ops_extra = scatter_inputs.clone();
     let red = scatter(ctx, kind, value, ops_extra.clone())?;
     let orank = out.len();
@@ -319,17 +427,43 @@ fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueI
             // Divide by the number of reduced elements: the product of the masked dims.
             let mut cnt = expr::konst(dt, Scalar::I(1));
             for (k, &d) in dims.iter().enumerate() {
-                let mk = expr::binary(BinOp::Eq, expr::load(DType::I64, 1, vec![expr::i(k as i64)]), expr::i(1));
-                cnt = expr::binary(BinOp::Mul, cnt, expr::select(mk, expr::konst(dt, Scalar::I(d)), expr::konst(dt, Scalar::I(1))));
+                let mk = expr::binary(
+                    BinOp::Eq,
+                    expr::load(DType::I64, 1, vec![expr::i(k as i64)]),
+                    expr::i(1),
+                );
+                cnt = expr::binary(
+                    BinOp::Mul,
+                    cnt,
+                    expr::select(
+                        mk,
+                        expr::konst(dt, Scalar::I(d)),
+                        expr::konst(dt, Scalar::I(1)),
+                    ),
+                );
             }
-            ctx.map(dt, oshape.clone(), vec![red, scatter_inputs[0]], expr::binary(BinOp::Div, ol(0), cnt))?
+            ctx.map(
+                dt,
+                oshape.clone(),
+                vec![red, scatter_inputs[0]],
+                expr::binary(BinOp::Div, ol(0), cnt),
+            )?
         }
-        Flavor::L2 => ctx.map(dt, oshape.clone(), vec![red], expr::unary(UnOp::Sqrt, ol(0)))?,
+        Flavor::L2 => ctx.map(
+            dt,
+            oshape.clone(),
+            vec![red],
+            expr::unary(UnOp::Sqrt, ol(0)),
+        )?,
         Flavor::LogSum => ctx.map(dt, oshape.clone(), vec![red], expr::unary(UnOp::Log, ol(0)))?,
         Flavor::LogSumExp => {
             // log(sum(exp(x - max))) + max, with infinite maxima replaced by 0.
             let safe = |e: E| {
-                let inf = expr::binary(BinOp::Or, expr::unary(UnOp::IsPosInf, e.clone()), expr::unary(UnOp::IsNegInf, e.clone()));
+                let inf = expr::binary(
+                    BinOp::Or,
+                    expr::unary(UnOp::IsPosInf, e.clone()),
+                    expr::unary(UnOp::IsNegInf, e.clone()),
+                );
                 expr::select(inf, expr::f(dt, 0.0), e)
             };
             // Operands: base, x, mask[, pos], red (the index expressions read mask/pos at 2/3).
@@ -337,9 +471,21 @@ fn reduce_runtime_axes(ctx: &mut Ctx, flavor: Flavor, x: ValueId, axes_v: ValueI
             ordered.push(red);
             let red_k = (ordered.len() + 1) as u32;
             let mx = expr::load(dt, red_k, index.clone());
-            let value = expr::unary(UnOp::Exp, expr::binary(BinOp::Sub, expr::load(dt, 1, (0..ur as u32).map(expr::var).collect()), safe(mx)));
+            let value = expr::unary(
+                UnOp::Exp,
+                expr::binary(
+                    BinOp::Sub,
+                    expr::load(dt, 1, (0..ur as u32).map(expr::var).collect()),
+                    safe(mx),
+                ),
+            );
             let s = scatter(ctx, ReduceKind::Sum, value, ordered)?;
-            ctx.map(dt, oshape.clone(), vec![s, red], expr::binary(BinOp::Add, expr::unary(UnOp::Log, ol(0)), safe(ol(1))))?
+            ctx.map(
+                dt,
+                oshape.clone(),
+                vec![s, red],
+                expr::binary(BinOp::Add, expr::unary(UnOp::Log, ol(0)), safe(ol(1))),
+            )?
         }
         _ => red,
     };

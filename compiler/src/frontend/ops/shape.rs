@@ -11,7 +11,8 @@ use crate::ir::{DType, Op, Scalar, Tensor, TypeInfo, ValueId};
 pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let target: Vec<i64> = if ctx.opset < 5 {
-        ctx.attr_ints("shape").ok_or_else(|| ctx.err("attribute 'shape' is required"))?
+        ctx.attr_ints("shape")
+            .ok_or_else(|| ctx.err("attribute 'shape' is required"))?
     } else {
         let s = ctx.input(1)?;
         if ctx.is_runtime(s) {
@@ -41,11 +42,18 @@ pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let total = num_elements(&in_shape);
     if let Some(k) = infer {
-        let known = out.iter().flatten().cloned().fold(Dim::Known(1), |a, b| a.mul(b));
+        let known = out
+            .iter()
+            .flatten()
+            .cloned()
+            .fold(Dim::Known(1), |a, b| a.mul(b));
         let d = match (&total, &known) {
             (Dim::Known(t), Dim::Known(n)) => {
                 if *n == 0 || t % n != 0 {
-                    return Err(ctx.err(format!("cannot reshape {} into {target:?}", fmt_shape(&in_shape))));
+                    return Err(ctx.err(format!(
+                        "cannot reshape {} into {target:?}",
+                        fmt_shape(&in_shape)
+                    )));
                 }
                 Dim::Known(t / n)
             }
@@ -53,11 +61,18 @@ pub fn reshape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         };
         out[k] = Some(d);
     }
-    let out: Shape = out.into_iter().map(|d| d.unwrap_or(Dim::Known(0))).collect();
+    let out: Shape = out
+        .into_iter()
+        .map(|d| d.unwrap_or(Dim::Known(0)))
+        .collect();
     if let (Dim::Known(a), Dim::Known(b)) = (&total, &num_elements(&out))
         && a != b
     {
-        return Err(ctx.err(format!("cannot reshape {} ({a} elements) into {} ({b} elements)", fmt_shape(&in_shape), fmt_shape(&out))));
+        return Err(ctx.err(format!(
+            "cannot reshape {} ({a} elements) into {} ({b} elements)",
+            fmt_shape(&in_shape),
+            fmt_shape(&out)
+        )));
     }
     Ok(vec![ctx.reshape(x, out)?])
 }
@@ -68,7 +83,10 @@ fn reshape_runtime(ctx: &mut Ctx, x: ValueId, s: ValueId) -> Result<Vec<ValueId>
     let out = ctx.declared_shape(0, "input 'shape'")?;
     let in_dims = ctx.known_shape(x)?;
     if out.iter().product::<i64>() != in_dims.iter().product::<i64>() {
-        return Err(ctx.err(format!("declared output {out:?} does not hold the {:?} input's elements", in_dims)));
+        return Err(ctx.err(format!(
+            "declared output {out:?} does not hold the {:?} input's elements",
+            in_dims
+        )));
     }
     let allowzero = ctx.attr_i_or("allowzero", 0)? != 0;
     let sv = build::flat_i64(ctx, s)?;
@@ -76,18 +94,29 @@ fn reshape_runtime(ctx: &mut Ctx, x: ValueId, s: ValueId) -> Result<Vec<ValueId>
         return Err(ctx.err("the shape input's length differs from the declared output rank"));
     }
     let n = out.len() as i64;
-    let padded: Vec<i64> = (0..out.len()).map(|k| in_dims.get(k).copied().unwrap_or(-2)).collect();
+    let padded: Vec<i64> = (0..out.len())
+        .map(|k| in_dims.get(k).copied().unwrap_or(-2))
+        .collect();
     let oc = ctx.constant(Tensor::from_i64s(vec![n], &out));
     let ic = ctx.constant(Tensor::from_i64s(vec![n], &padded));
     let v = expr::load(DType::I64, 0, vec![expr::var(0)]);
     let o = expr::load(DType::I64, 1, vec![expr::var(0)]);
     let i = expr::load(DType::I64, 2, vec![expr::var(0)]);
     let eq = |a: expr::E, b: expr::E| expr::binary(expr::BinOp::Eq, a, b);
-    let mut ok = expr::binary(expr::BinOp::Or, eq(v.clone(), o.clone()), eq(v.clone(), expr::i(-1)));
+    let mut ok = expr::binary(
+        expr::BinOp::Or,
+        eq(v.clone(), o.clone()),
+        eq(v.clone(), expr::i(-1)),
+    );
     if !allowzero {
         ok = expr::binary(expr::BinOp::Or, ok, expr::and(eq(v, expr::i(0)), eq(i, o)));
     }
-    ctx.assert_expr(vec![n], vec![sv, oc, ic], ok, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    ctx.assert_expr(
+        vec![n],
+        vec![sv, oc, ic],
+        ok,
+        onnxc_runtime::abi::ONNXC_ERR_SHAPE,
+    )?;
     let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
     Ok(vec![ctx.reshape(x, shape)?])
 }
@@ -107,8 +136,12 @@ pub fn flatten(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 pub fn concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let inputs: Vec<ValueId> = (0..ctx.num_inputs()).filter_map(|i| ctx.opt_input(i)).collect();
-    let Some(&first) = inputs.first() else { return Err(ctx.err("needs at least one input")) };
+    let inputs: Vec<ValueId> = (0..ctx.num_inputs())
+        .filter_map(|i| ctx.opt_input(i))
+        .collect();
+    let Some(&first) = inputs.first() else {
+        return Err(ctx.err("needs at least one input"));
+    };
     let rank = ctx.rank(first);
     let dt = ctx.dtype(first);
     let axis = match ctx.attr_i("axis")? {
@@ -121,21 +154,41 @@ pub fn concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     for &v in &inputs {
         let s = ctx.shape(v);
         if s.len() != rank || ctx.dtype(v) != dt {
-            return Err(ctx.err(format!("inputs must all have type {dt} and rank {rank}, got {} {}", ctx.dtype(v), fmt_shape(&s))));
+            return Err(ctx.err(format!(
+                "inputs must all have type {dt} and rank {rank}, got {} {}",
+                ctx.dtype(v),
+                fmt_shape(&s)
+            )));
         }
         for k in 0..rank {
             if k != axis && s[k] != shape[k] {
-                return Err(ctx.err(format!("input shapes {} and {} differ outside axis {axis}", fmt_shape(&ctx.shape(first)), fmt_shape(&s))));
+                return Err(ctx.err(format!(
+                    "input shapes {} and {} differ outside axis {axis}",
+                    fmt_shape(&ctx.shape(first)),
+                    fmt_shape(&s)
+                )));
             }
         }
         shape[axis] = shape[axis].clone().add(s[axis].clone());
     }
     // Empty inputs contribute nothing.
-    let parts: Vec<ValueId> = inputs.into_iter().filter(|&v| ctx.shape(v)[axis] != Dim::Known(0)).collect();
+    let parts: Vec<ValueId> = inputs
+        .into_iter()
+        .filter(|&v| ctx.shape(v)[axis] != Dim::Known(0))
+        .collect();
     match parts.len() {
-        0 => Ok(vec![ctx.map(dt, shape, vec![], expr::konst(dt, Scalar::zero(dt)))?]),
+        0 => Ok(vec![ctx.map(
+            dt,
+            shape,
+            vec![],
+            expr::konst(dt, Scalar::zero(dt)),
+        )?]),
         1 => Ok(vec![parts[0]]),
-        _ => Ok(vec![ctx.add(Op::Concat { axis }, parts, TypeInfo::new(dt, shape))?]),
+        _ => Ok(vec![ctx.add(
+            Op::Concat { axis },
+            parts,
+            TypeInfo::new(dt, shape),
+        )?]),
     }
 }
 
@@ -148,7 +201,10 @@ pub fn transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             let mut seen = vec![false; rank];
             let mut out = Vec::new();
             if p.len() != rank {
-                return Err(ctx.err(format!("perm {p:?} has {} entries for rank {rank}", p.len())));
+                return Err(ctx.err(format!(
+                    "perm {p:?} has {} entries for rank {rank}",
+                    p.len()
+                )));
             }
             for &a in &p {
                 let a = build::axis(ctx, a, rank)?;
@@ -182,18 +238,36 @@ fn squeeze_runtime(ctx: &mut Ctx, x: ValueId, unsqueeze: bool) -> Result<Vec<Val
     let out = ctx.declared_shape(0, "input 'axes'")?;
     let ins = ctx.known_shape(x)?;
     if out.iter().product::<i64>() != ins.iter().product::<i64>() {
-        return Err(ctx.err(format!("declared output {out:?} does not hold the {ins:?} input's elements")));
+        return Err(ctx.err(format!(
+            "declared output {out:?} does not hold the {ins:?} input's elements"
+        )));
     }
     let ax = build::flat_i64(ctx, ctx.input(1)?)?;
     let n = ctx.known_shape(ax)?[0];
     let ones_in = if unsqueeze { &out } else { &ins };
     let r = ones_in.len() as i64;
-    let dims = ctx.constant(Tensor::from_i64s(vec![r.max(1)], if ones_in.is_empty() { &[1] } else { ones_in }));
+    let dims = ctx.constant(Tensor::from_i64s(
+        vec![r.max(1)],
+        if ones_in.is_empty() { &[1] } else { ones_in },
+    ));
     let a = expr::load(DType::I64, 0, vec![expr::var(0)]);
-    let norm = expr::select(expr::lt(a.clone(), expr::i(0)), expr::add(a.clone(), expr::i(r)), a.clone());
+    let norm = expr::select(
+        expr::lt(a.clone(), expr::i(0)),
+        expr::add(a.clone(), expr::i(r)),
+        a.clone(),
+    );
     let in_range = expr::and(expr::ge(a.clone(), expr::i(-r)), expr::lt(a, expr::i(r)));
-    let one = expr::binary(expr::BinOp::Eq, expr::load(DType::I64, 1, vec![expr::clamp(norm, 0, (r - 1).max(0))]), expr::i(1));
-    ctx.assert_expr(vec![n], vec![ax, dims], expr::and(in_range, one), onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    let one = expr::binary(
+        expr::BinOp::Eq,
+        expr::load(DType::I64, 1, vec![expr::clamp(norm, 0, (r - 1).max(0))]),
+        expr::i(1),
+    );
+    ctx.assert_expr(
+        vec![n],
+        vec![ax, dims],
+        expr::and(in_range, one),
+        onnxc_runtime::abi::ONNXC_ERR_SHAPE,
+    )?;
     let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
     Ok(vec![ctx.reshape(x, shape)?])
 }
@@ -218,10 +292,19 @@ pub fn squeeze(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     for &a in &axes {
         if !shape[a].is_one() {
-            return Err(ctx.err(format!("cannot squeeze axis {a} of size {} in {}", shape[a], fmt_shape(&shape))));
+            return Err(ctx.err(format!(
+                "cannot squeeze axis {a} of size {} in {}",
+                shape[a],
+                fmt_shape(&shape)
+            )));
         }
     }
-    let out: Shape = shape.iter().enumerate().filter(|(k, _)| !axes.contains(k)).map(|(_, d)| d.clone()).collect();
+    let out: Shape = shape
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !axes.contains(k))
+        .map(|(_, d)| d.clone())
+        .collect();
     Ok(vec![ctx.reshape(x, out)?])
 }
 
@@ -250,11 +333,23 @@ pub fn shape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dims = ctx.known_shape(x)?;
     let r = dims.len() as i64;
-    let clampi = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) };
+    let clampi = |v: i64| {
+        if v < 0 {
+            (v + r).clamp(0, r)
+        } else {
+            v.clamp(0, r)
+        }
+    };
     let start = clampi(ctx.attr_i_or("start", 0)?);
     let end = clampi(ctx.attr_i_or("end", r)?);
-    let sel: Vec<i64> = if start < end { dims[start as usize..end as usize].to_vec() } else { vec![] };
-    Ok(vec![ctx.constant(Tensor::from_i64s(vec![sel.len() as i64], &sel))])
+    let sel: Vec<i64> = if start < end {
+        dims[start as usize..end as usize].to_vec()
+    } else {
+        vec![]
+    };
+    Ok(vec![
+        ctx.constant(Tensor::from_i64s(vec![sel.len() as i64], &sel)),
+    ])
 }
 
 pub fn size(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -300,7 +395,12 @@ pub fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let (dt, v) = match ctx.attr_t("value")? {
         Some(t) if t.len() == 1 => (t.dtype, t.get(0)),
-        Some(t) => return Err(ctx.err(format!("attribute 'value' must hold one element, has {}", t.len()))),
+        Some(t) => {
+            return Err(ctx.err(format!(
+                "attribute 'value' must hold one element, has {}",
+                t.len()
+            )));
+        }
         None => (DType::F32, Scalar::F(0.0)),
     };
     let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
