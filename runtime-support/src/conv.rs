@@ -211,6 +211,12 @@ impl ConvGeometry {
         if 100 * cols > 115 * (oh * ow).next_multiple_of(2 * NR) {
             return None;
         }
+        // The result goes through a buffer in the padded pitch and is compacted afterwards:
+        // beyond L2 that extra pass costs what skipping im2col saves (measured: neutral at
+        // 64×56×56, a loss for larger outputs).
+        if self.mg().next_multiple_of(MR) * cols > INDIRECT_MAX_RESULT {
+            return None;
+        }
         Some((hp, wp, cols))
     }
 
@@ -504,6 +510,9 @@ unsafe fn pack_im2col(
         }
     }
 }
+
+/// Largest result (floats, one group) the indirect convolution buffers before compacting it.
+const INDIRECT_MAX_RESULT: usize = 256 * 1024;
 
 /// Channels per block of the channel-blocked depthwise kernel (one AVX-512 vector).
 const DW_BLOCK: usize = 16;
