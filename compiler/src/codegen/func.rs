@@ -954,18 +954,42 @@ impl<'a, 'b> FnCx<'a, 'b> {
             _ => cx.b.ins().fmin(a, b),
         };
         let init = crate::ir::interp::reduce_init(kind, DType::F32).as_f64() as f32;
-        let acc_v = self.b.declare_var(types::F32X4);
+        // Four vector accumulators along 16-element steps (one chain would wait on the
+        // combine's latency every iteration), then one along 4-element steps, then scalars.
+        let accs: [Variable; 4] = std::array::from_fn(|_| self.b.declare_var(types::F32X4));
+        let acc_v = accs[0];
         let acc_s = self.b.declare_var(types::F32);
         let i = self.b.ins().f32const(init);
         let iv = self.b.ins().splat(types::F32X4, i);
-        self.b.def_var(acc_v, iv);
+        for a in accs {
+            self.b.def_var(a, iv);
+        }
         self.b.def_var(acc_s, i);
         let (outer, last) = loops.split_at(loops.len() - 1);
         let (var, extent) = last[0];
         self.reduce_loops(outer, &mut |cx| {
             let v = cx.var(var);
             let z = cx.b.ins().iconst(types::I64, 0);
-            cx.counted_loop(v, z, extent, 4, |cx| {
+            cx.b.def_var(v, z);
+            if extent >= 32 {
+                cx.counted_loop(v, z, extent, 16, |cx| {
+                    let base = cx.b.use_var(v);
+                    for (u, acc) in accs.iter().enumerate() {
+                        let at = cx.b.ins().iadd_imm_s(base, 4 * u as i64);
+                        cx.b.def_var(v, at);
+                        let mut memo = HashMap::new();
+                        let mut smemo = HashMap::new();
+                        let x = cx.veval(body, var, &mut memo, &mut smemo);
+                        let x = cx.to_vec(x, types::F32X4);
+                        let a = cx.b.use_var(*acc);
+                        let n = combine(cx, a, x);
+                        cx.b.def_var(*acc, n);
+                    }
+                    cx.b.def_var(v, base);
+                });
+            }
+            let start = cx.b.use_var(v);
+            cx.counted_loop(v, start, extent, 4, |cx| {
                 let mut memo = HashMap::new();
                 let mut smemo = HashMap::new();
                 let x = cx.veval(body, var, &mut memo, &mut smemo);
@@ -983,7 +1007,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 cx.b.def_var(acc_s, n);
             });
         });
-        let av = self.b.use_var(acc_v);
+        let mut av = self.b.use_var(accs[0]);
+        for acc in &accs[1..] {
+            let o = self.b.use_var(*acc);
+            av = combine(self, av, o);
+        }
         let mut r = self.b.use_var(acc_s);
         for lane in 0..4u8 {
             let l = self.b.ins().extractlane(av, lane);

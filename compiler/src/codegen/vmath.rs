@@ -79,9 +79,16 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
     let p = b.ins().fadd(p, r);
     let one = splat(b, 1.0);
     let p = b.ins().fadd(p, one);
-    // 2^n: (n + 127) << 23.
-    let ni = b.ins().fcvt_to_sint_sat(types::I32X4, n);
-    let bias = b.ins().iconst(types::I32, 127);
+    // 2^n: (n + 127) << 23. n (an integer in [-126, 128]) is read off the mantissa of
+    // n + 1.5·2^23 instead of a saturating conversion, which x86 lowers to a long sequence.
+    let magic = splat(b, 12_582_912.0);
+    let shifted = b.ins().fadd(n, magic);
+    let ni = b.ins().bitcast(
+        types::I32X4,
+        MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
+        shifted,
+    );
+    let bias = b.ins().iconst(types::I32, 127 - 0x4B40_0000);
     let bias = b.ins().splat(types::I32X4, bias);
     let e = b.ins().iadd(ni, bias);
     let e = b.ins().ishl_imm_s(e, 23);
