@@ -175,6 +175,8 @@ fn conv_layers(peak: f64) {
         (128, 32, 28, 3, 1),
         (128, 32, 14, 3, 1),
         (128, 32, 7, 3, 1),
+        // SqueezeNet's classifier (ldb 169: rows not 64-byte aligned).
+        (512, 1000, 13, 1, 1),
         // Strided: SqueezeNet/MobileNet stems, ResNet-50 v1's 1×1 stride-2 downsampling.
         (3, 64, 224, 3, 2),
         (3, 32, 224, 3, 2),
