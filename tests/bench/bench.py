@@ -206,11 +206,14 @@ def main() -> int:
             f"CPU: {cpu_model()}. onnxruntime {ort.__version__} (CPUExecutionProvider, "
             "intra_op_num_threads=1, inter_op_num_threads=1, ORT_ENABLE_ALL).",
             "",
-            "Produced by `.cache/venv/bin/python tests/bench/bench.py --out docs/performance.md` "
-            "(after `cargo build --release`). Light models use onnx's arange(n)/n inputs, and their "
+            f"Produced by `.cache/venv/bin/python tests/bench/bench.py {' '.join(sys.argv[1:])}` "
+            "(after `make venv` and `cargo build --release`). Light models use onnx's arange(n)/n inputs, and their "
             "ConstantOfShape-filled weights are replaced by seeded initializers (He-normal kernels, "
             "rank-1 parameters 0.5x-1.5x their fill value; otherwise outputs are degenerate); the generated "
-            "models (`tests/bench/gen_models.py`) use seeded normal inputs and weights.",
+            "models (`tests/bench/gen_models.py`) use seeded normal inputs and weights. Compile time is "
+            "one cold run of `onnxc MODEL -o MODEL.o` (for the largest models it is dominated by the "
+            "kernel zeroing fresh pages for copies of their weights). On a shared VM, runs vary by ±10% "
+            "(ratios less, as rounds interleave).",
             "",
             "| model | onnxc ms | onnxruntime ms | ratio | compile ms | peak RSS onnxc / ort (MB) | max abs diff |",
             "|---|---:|---:|---:|---:|---:|---:|",
