@@ -83,11 +83,29 @@ pub fn compile_file(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    compile_bytes(&bytes, &dir, &source, prefix, opts, emit)
+    compile_source(Source::Owned(bytes), &dir, &source, prefix, opts, emit)
 }
 
 pub fn compile_bytes(
     bytes: &[u8],
+    dir: &DataDir,
+    source: &str,
+    prefix: &str,
+    opts: &Options,
+    emit: Option<Emit>,
+) -> Result<Compiled> {
+    compile_source(Source::Borrowed(bytes), dir, source, prefix, opts, emit)
+}
+
+/// The model's bytes: owned ones are freed as soon as they are decoded (a large model's
+/// weights would otherwise stay in memory twice for the whole compilation).
+enum Source<'a> {
+    Owned(Vec<u8>),
+    Borrowed(&'a [u8]),
+}
+
+fn compile_source(
+    bytes: Source<'_>,
     dir: &DataDir,
     source: &str,
     prefix: &str,
@@ -109,7 +127,7 @@ pub fn compile_bytes(
 }
 
 fn compile_bytes_inner(
-    bytes: &[u8],
+    bytes: Source<'_>,
     dir: &DataDir,
     source: &str,
     prefix: &str,
@@ -117,13 +135,15 @@ fn compile_bytes_inner(
     emit: Option<Emit>,
 ) -> Result<Compiled> {
     let t0 = Instant::now();
-    let model = frontend::load(bytes)?;
+    let model = match bytes {
+        Source::Owned(b) => frontend::load(&b)?,
+        Source::Borrowed(b) => frontend::load(b)?,
+    };
     let import = ImportOptions {
         input_shapes: opts.shapes.clone(),
         ..ImportOptions::default()
     };
-    let mut graph = frontend::import(&model, dir, &import)?;
-    drop(model);
+    let mut graph = frontend::import_owned(model, dir, &import)?;
     let optimize = opts.opt == OptLevel::O2;
     passes::optimize(
         &mut graph,

@@ -74,9 +74,43 @@ pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Gra
         .graph
         .as_ref()
         .ok_or_else(|| Error::Parse("model has no graph".into()))?;
+    let mut imp = importer(m, gp, dir, opts);
+    imp.graph(gp)?;
+    Ok(imp.g)
+}
+
+/// `import` for a model the caller gives up: initializer bytes move into the graph instead
+/// of being copied (a large model's weights are then in memory once, not twice).
+pub fn import_owned(mut m: ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Graph> {
+    let mut taken: HashMap<usize, Vec<u8>> = HashMap::new();
+    if let Some(gp) = m.graph.as_mut() {
+        for (i, init) in gp.initializer.iter_mut().enumerate() {
+            if init.data_location != Some(1)
+                && let Some(raw) = init.raw_data.as_mut()
+            {
+                taken.insert(i, std::mem::take(raw));
+            }
+        }
+    }
+    let gp = m
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::Parse("model has no graph".into()))?;
+    let mut imp = importer(&m, gp, dir, opts);
+    imp.taken = taken;
+    imp.graph(gp)?;
+    Ok(imp.g)
+}
+
+fn importer<'a>(
+    m: &ModelProto,
+    gp: &GraphProto,
+    dir: &'a DataDir,
+    opts: &'a ImportOptions,
+) -> Importer<'a> {
     let opsets = opsets(m);
     let name = gp.name.clone().unwrap_or_else(|| "model".into());
-    let mut imp = Importer {
+    Importer {
         g: Graph::new(name),
         env: HashMap::new(),
         opsets,
@@ -85,9 +119,8 @@ pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Gra
         unsupported: Vec::new(),
         unbuilt: HashMap::new(),
         declared: HashMap::new(),
-    };
-    imp.graph(gp)?;
-    Ok(imp.g)
+        taken: HashMap::new(),
+    }
 }
 
 struct Importer<'a> {
@@ -101,6 +134,8 @@ struct Importer<'a> {
     unbuilt: HashMap<String, Unsupported>,
     /// Static types the model declares for values (graph outputs, value_info).
     declared: HashMap<String, (DType, Vec<i64>)>,
+    /// Raw bytes moved out of the top-level initializers (by index), for `import_owned`.
+    taken: HashMap<usize, Vec<u8>>,
 }
 
 /// The tensor type of a value_info, or an error naming it.
@@ -179,9 +214,13 @@ impl Importer<'_> {
         }
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
         // are not runtime inputs.
-        for init in &gp.initializer {
+        for (i, init) in gp.initializer.iter().enumerate() {
             let name = init.name.clone().unwrap_or_default();
-            let t = tensor_from_proto(init, self.dir, &format!("initializer '{name}'"))?;
+            let what = format!("initializer '{name}'");
+            let t = match self.taken.remove(&i) {
+                Some(raw) => tensor::tensor_from_proto_with(init, Some(raw), self.dir, &what)?,
+                None => tensor_from_proto(init, self.dir, &what)?,
+            };
             let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
             let id = self.g.add_node(
                 name.clone(),

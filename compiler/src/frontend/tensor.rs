@@ -10,6 +10,17 @@ use std::path::{Component, Path};
 pub struct DataDir(pub Option<std::path::PathBuf>);
 
 pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Tensor> {
+    tensor_from_proto_with(t, None, dir, what)
+}
+
+/// `tensor_from_proto` with the raw bytes supplied by the caller (moved out of `t`) instead of
+/// copied from `t.raw_data`.
+pub fn tensor_from_proto_with(
+    t: &TensorProto,
+    raw: Option<Vec<u8>>,
+    dir: &DataDir,
+    what: &str,
+) -> Result<Tensor> {
     let code = t.data_type.unwrap_or(0);
     let dtype = DType::from_onnx(code).ok_or_else(|| {
         Error::Model(format!(
@@ -40,6 +51,8 @@ pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<T
     let is_external = t.data_location == Some(1);
     let bytes: Vec<u8> = if is_external {
         read_external(t, dir, what)?
+    } else if let Some(raw) = raw {
+        raw
     } else if let Some(raw) = &t.raw_data {
         raw.clone()
     } else {

@@ -604,9 +604,18 @@ fn softmax_along(
     if kind == SoftmaxKind::Softmax {
         // e = exp(x - max) once (the fuser keeps a map with exp that feeds a reduction
         // materialized), s = sum(e), y = e / s: one exponential per element, not two.
-        let e = ctx.map(dt, shape.clone(), vec![x, m], expr::unary(UnOp::Exp, shifted(xl)))?;
+        let e = ctx.map(
+            dt,
+            shape.clone(),
+            vec![x, m],
+            expr::unary(UnOp::Exp, shifted(xl)),
+        )?;
         let s = build::reduce(ctx, e, ReduceKind::Sum, &[axis], true, |v| v)?;
-        let body = expr::binary(BinOp::Div, build::load_same(dt, 0, rank), expr::load(dt, 1, at_axis0.clone()));
+        let body = expr::binary(
+            BinOp::Div,
+            build::load_same(dt, 0, rank),
+            expr::load(dt, 1, at_axis0.clone()),
+        );
         return ctx.map(dt, shape, vec![e, s], body);
     }
     // s = sum(exp(x - max)) along axis, computed from x and m.
