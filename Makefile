@@ -25,10 +25,18 @@ $(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py
 suite: $(SUITE)/cases.tsv
 
 # Unit and integration tests, then every case of the conformance manifest at -O2 and -O0.
+# The runtime's AVX2+FMA and portable kernels are also checked on AVX-512 machines by capping
+# the instruction set (ONNXC_RUNTIME_ISA): unit tests, and the light models and conv/pool cases.
 test: build suite
 	$(CARGO) test --release --workspace
 	./target/release/conformance --check --manifest-only --opt O2
 	./target/release/conformance --check --manifest-only --opt O0
+	ONNXC_RUNTIME_ISA=avx2 $(CARGO) test --release -p onnxc-runtime
+	ONNXC_RUNTIME_ISA=baseline $(CARGO) test --release -p onnxc-runtime
+	ONNXC_RUNTIME_ISA=avx2 ./target/release/conformance --check --manifest-only --opt O2 --filter light
+	ONNXC_RUNTIME_ISA=avx2 ./target/release/conformance --check --manifest-only --opt O2 --filter conv
+	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter conv
+	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter pool
 
 unit: build
 	$(CARGO) test --release --workspace

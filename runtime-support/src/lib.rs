@@ -5,6 +5,39 @@
 //! error strings, and the driver used by `onnxc run` / `onnxc bench`.
 //! **Invariant:** no global mutable state; every entry point is reentrant.
 
+/// Instruction-set levels the kernels can use, capped by the environment variable
+/// `ONNXC_RUNTIME_ISA` (`baseline`, `avx2` or `avx512`; read once per process). The cap exists
+/// so that the AVX2+FMA and portable kernels can be tested on a machine that has AVX-512; an
+/// unset or unknown value means no cap.
+pub mod isa {
+    /// 0 baseline, 1 AVX2+FMA, 2 AVX-512.
+    pub fn cap() -> u8 {
+        static CAP: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+        *CAP.get_or_init(|| match std::env::var("ONNXC_RUNTIME_ISA").as_deref() {
+            Ok("baseline") => 0,
+            Ok("avx2") => 1,
+            _ => 2,
+        })
+    }
+
+    /// AVX-512 (F, BW, DQ, VL) is present and allowed.
+    #[cfg(target_arch = "x86_64")]
+    pub fn avx512() -> bool {
+        cap() >= 2
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("fma")
+    }
+
+    /// AVX2 and FMA are present and allowed.
+    #[cfg(target_arch = "x86_64")]
+    pub fn avx2() -> bool {
+        cap() >= 1 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+}
+
 /// Runs `$body` (an unsafe expression) compiled for the best of AVX-512 / AVX2+FMA / baseline
 /// this CPU supports, so plain-Rust loops in it are auto-vectorized for that width.
 /// `$f` is a `#[inline(always)]` function; `$args` its arguments.
@@ -16,10 +49,10 @@ macro_rules! multiversion {
             unsafe fn v512<T>(f: impl FnOnce() -> T) -> T { f() }
             #[target_feature(enable = "avx2,fma")]
             unsafe fn v256<T>(f: impl FnOnce() -> T) -> T { f() }
-            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512dq") && std::is_x86_feature_detected!("avx512vl") {
+            if $crate::isa::avx512() {
                 // SAFETY: the features were detected.
                 unsafe { v512(|| $f($($arg),*)) }
-            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            } else if $crate::isa::avx2() {
                 // SAFETY: the features were detected.
                 unsafe { v256(|| $f($($arg),*)) }
             } else {

@@ -135,7 +135,7 @@ pub(crate) fn pick_even(src: &[f32], dst: &mut [f32]) {
     );
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    if crate::isa::avx512() {
         // SAFETY: AVX-512F detected; the loop reads src[2j .. 2j+32) with 2j+32 <= src.len()
         // and writes dst[j .. j+16) with j+16 <= n.
         unsafe { j = pick_even_avx512(src, dst) };

@@ -179,7 +179,7 @@ unsafe fn input_panel(
     off: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    if crate::isa::avx512() {
         // SAFETY: forwarded; AVX-512F checked.
         unsafe { avx512::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off) };
         return;
@@ -224,7 +224,7 @@ unsafe fn output_panel(
     hi: f32,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
+    if crate::isa::avx512() {
         // SAFETY: forwarded; AVX-512F checked.
         unsafe { avx512::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi) };
         return;

@@ -18,10 +18,10 @@ pub enum Kern {
 pub fn select() -> Kern {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+        if crate::isa::avx512() {
             return Kern::Avx512;
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if crate::isa::avx2() {
             return Kern::Avx2Fma;
         }
     }
