@@ -1206,56 +1206,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     && self.prog.buffers[*input as usize].dtype == DType::F32
                     && linear_coeff(&index[0], var).is_some()
             }
-            ExprKind::Unary(op, a) => {
-                a.dtype == DType::F32
-                    && matches!(
-                        op,
-                        UnOp::Neg
-                            | UnOp::Abs
-                            | UnOp::Sqrt
-                            | UnOp::Floor
-                            | UnOp::Ceil
-                            | UnOp::Round
-                            | UnOp::Trunc
-                            | UnOp::Exp
-                            | UnOp::Log
-                            | UnOp::Tanh
-                            | UnOp::Erf
-                            | UnOp::Sigmoid
-                    )
-                    && self.vec_ok_memo(a, var, seen)
-            }
-            ExprKind::Binary(op, a, b) => {
-                if a.dtype == DType::Bool {
-                    return matches!(op, BinOp::And | BinOp::Or)
-                        && self.vec_ok_memo(a, var, seen)
-                        && self.vec_ok_memo(b, var, seen);
-                }
-                let pow_const = *op == BinOp::Pow && b.as_const().is_some();
-                a.dtype == DType::F32
-                    && (pow_const
-                        || matches!(
-                            op,
-                            BinOp::Add
-                                | BinOp::Sub
-                                | BinOp::Mul
-                                | BinOp::Div
-                                | BinOp::Max
-                                | BinOp::Min
-                                | BinOp::Eq
-                                | BinOp::Lt
-                                | BinOp::Le
-                                | BinOp::Gt
-                                | BinOp::Ge
-                        ))
-                    && self.vec_ok_memo(a, var, seen)
-                    && self.vec_ok_memo(b, var, seen)
-            }
-            ExprKind::Select(c, a, b) => {
-                a.dtype == DType::F32
-                    && self.vec_ok_memo(c, var, seen)
-                    && self.vec_ok_memo(a, var, seen)
-                    && self.vec_ok_memo(b, var, seen)
+            ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Select(..) => {
+                self.node_vec_ok(e)
+                    && e.children().iter().all(|c| self.vec_ok_memo(c, var, seen))
             }
             ExprKind::Cast(_) | ExprKind::CheckIndex { .. } => false,
         }
