@@ -164,6 +164,76 @@ unsafe fn pick_even_avx512(src: &[f32], dst: &mut [f32]) -> usize {
     j
 }
 
+/// |v|^p, what an Lp pool sums.
+#[inline(always)]
+fn lp_pow(p: i64, v: f32) -> f32 {
+    let a = v.abs();
+    match p {
+        1 => a,
+        2 => a * a,
+        p => a.powi(p as i32),
+    }
+}
+
+/// The p-th root that finishes an Lp pool.
+#[inline(always)]
+fn lp_root(p: i64, v: f32) -> f32 {
+    match p {
+        1 => v,
+        2 => v.sqrt(),
+        p => v.powf(1.0 / p as f32),
+    }
+}
+
+/// dst = max(dst, src) or dst += src, elementwise (contiguous, vectorized).
+#[inline(always)]
+fn fold(max: bool, dst: &mut [f32], src: &[f32]) {
+    if max {
+        dst.iter_mut().zip(src).for_each(|(a, b)| *a = a.max(*b));
+    } else {
+        dst.iter_mut().zip(src).for_each(|(a, b)| *a += *b);
+    }
+}
+
+/// out[j] = h[j·sw].
+#[inline(always)]
+fn pick_columns(h: &[f32], out: &mut [f32], sw: usize) {
+    match sw {
+        1 => out.copy_from_slice(&h[..out.len()]),
+        2 => pick_even(h, out),
+        _ => out
+            .iter_mut()
+            .zip(h.iter().step_by(sw))
+            .for_each(|(o, v)| *o = *v),
+    }
+}
+
+/// How many of the k taps of output position o (stride s, dilation d, begin/end pads p/pe,
+/// input extent n) an average pool counts in its divisor.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "one dimension's geometry")]
+fn taps_counted(
+    include_pad: bool,
+    o: i64,
+    k: i64,
+    s: i64,
+    d: i64,
+    p: i64,
+    n: i64,
+    pe: i64,
+) -> usize {
+    (0..k)
+        .filter(|t| {
+            let q = o * s + t * d - p;
+            if include_pad {
+                q >= -p && q < n + pe
+            } else {
+                q >= 0 && q < n
+            }
+        })
+        .count()
+}
+
 #[inline(always)]
 fn pool2d_body(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
     if g.by_rows() {
@@ -206,27 +276,10 @@ fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
     };
     // Divisor counts along x (the y count is found per row).
     for (ox, c) in count_x.iter_mut().enumerate() {
-        *c = (0..kw)
-            .filter(|kx| {
-                let q = ox as i64 * sw + kx * dw - pw;
-                if g.count_include_pad {
-                    q >= -pw && q < iw + pew
-                } else {
-                    q >= 0 && q < iw
-                }
-            })
-            .count() as f32;
+        *c = taps_counted(g.count_include_pad, ox as i64, kw, sw, dw, pw, iw, pew) as f32;
     }
     let max = g.kind == 0;
     let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    let lp = |v: f32| {
-        let a = v.abs();
-        match g.p {
-            1 => a,
-            2 => a * a,
-            p => a.powi(p as i32),
-        }
-    };
     // Columns outside the input read the reduction's identity.
     padded.fill(init);
     for plane in 0..g.planes as usize {
@@ -242,26 +295,20 @@ fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
             // the padded row (whose padding keeps the identity).
             let v = &mut padded[pw_u..pw_u + iw_u];
             v.fill(init);
-            let mut cy = 0usize;
+            let cy = taps_counted(g.count_include_pad, oy, kh, sh, dh, ph, ih, peh);
             for ky in 0..kh {
                 let iy = oy * sh + ky * dh - ph;
-                let counted = if g.count_include_pad {
-                    iy >= -ph && iy < ih + peh
-                } else {
-                    iy >= 0 && iy < ih
-                };
-                if counted {
-                    cy += 1;
-                }
                 if iy < 0 || iy >= ih {
                     continue;
                 }
                 // SAFETY: row iy of the plane.
                 let row = unsafe { std::slice::from_raw_parts(xp.add(iy as usize * iw_u), iw_u) };
                 match g.kind {
-                    0 => v.iter_mut().zip(row).for_each(|(a, r)| *a = a.max(*r)),
-                    1 => v.iter_mut().zip(row).for_each(|(a, r)| *a += *r),
-                    _ => v.iter_mut().zip(row).for_each(|(a, r)| *a += lp(*r)),
+                    2 => v
+                        .iter_mut()
+                        .zip(row)
+                        .for_each(|(a, r)| *a += lp_pow(g.p, *r)),
+                    _ => fold(max, v, row),
                 }
             }
             // Reduce kw taps at every padded column: one contiguous (vectorized) pass per tap.
@@ -269,24 +316,11 @@ fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
             let h = &mut h[..hlen];
             h.copy_from_slice(&padded[..hlen]);
             for kx in 1..kw as usize {
-                let src = &padded[kx * dw_u..kx * dw_u + hlen];
-                if max {
-                    h.iter_mut().zip(src).for_each(|(a, v)| *a = a.max(*v));
-                } else {
-                    h.iter_mut().zip(src).for_each(|(a, v)| *a += *v);
-                }
+                fold(max, h, &padded[kx * dw_u..kx * dw_u + hlen]);
             }
             // SAFETY: output row oy.
             let out = unsafe { std::slice::from_raw_parts_mut(yp.add(oy as usize * ow_u), ow_u) };
-            // Output column j is column j·sw of h.
-            match sw_u {
-                1 => out.copy_from_slice(&h[..ow_u]),
-                2 => pick_even(h, out),
-                _ => out
-                    .iter_mut()
-                    .zip(h.iter().step_by(sw_u))
-                    .for_each(|(o, v)| *o = *v),
-            }
+            pick_columns(h, out, sw_u);
             match g.kind {
                 0 => {}
                 1 => {
@@ -294,23 +328,16 @@ fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
                         *o /= cx * cy as f32;
                     }
                 }
-                _ => {
-                    for o in out.iter_mut() {
-                        *o = match g.p {
-                            1 => *o,
-                            2 => o.sqrt(),
-                            p => o.powf(1.0 / p as f32),
-                        };
-                    }
-                }
+                _ => out.iter_mut().for_each(|o| *o = lp_root(g.p, *o)),
             }
         }
     }
 }
 
-/// A plane at a time (see the module docs).
+/// A plane at a time (see the module docs); vertical stride 1 (`by_rows` takes the others).
 #[inline(always)]
 fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+    debug_assert_eq!(g.strides[0], 1, "strided pools go by rows");
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
     let [kh, kw] = g.kernel;
@@ -338,33 +365,14 @@ fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32
     };
     let max = g.kind == 0;
     let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    let lp = |v: f32| {
-        let a = v.abs();
-        match g.p {
-            1 => a,
-            2 => a * a,
-            p => a.powi(p as i32),
-        }
-    };
     // Average pooling divides by the cells counted per output: (rows counted) × (columns).
     if g.kind == 1 {
-        let counted = |o: i64, k: i64, s: i64, d: i64, p: i64, n: i64, pe: i64| {
-            (0..k)
-                .filter(|t| {
-                    let q = o * s + t * d - p;
-                    if g.count_include_pad {
-                        q >= -p && q < n + pe
-                    } else {
-                        q >= 0 && q < n
-                    }
-                })
-                .count() as f32
-        };
+        let incl = g.count_include_pad;
         for oy in 0..oh {
-            let cy = counted(oy, kh, sh, dh, ph, ih, peh);
+            let cy = taps_counted(incl, oy, kh, sh, dh, ph, ih, peh) as f32;
             for ox in 0..ow {
                 div[oy as usize * ow_u + ox as usize] =
-                    1.0 / (cy * counted(ox, kw, sw, dw, pw, iw, pew));
+                    1.0 / (cy * taps_counted(incl, ox, kw, sw, dw, pw, iw, pew) as f32);
             }
         }
     }
@@ -402,75 +410,41 @@ fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32
                     2 => xp[d..d + cols]
                         .iter_mut()
                         .zip(src)
-                        .for_each(|(o, v)| *o = lp(*v)),
+                        .for_each(|(o, v)| *o = lp_pow(g.p, *v)),
                     _ => xp[d..d + cols].copy_from_slice(src),
                 }
             }
             xp
         };
         // 2. Reduce over the kernel rows, for every column of the padded pitch: one
-        //    contiguous pass per tap over the whole plane at stride 1, per output row else.
-        let vr = &mut v[..oh_u * pitch];
-        let fold = |dst: &mut [f32], src: &[f32]| {
-            if max {
-                dst.iter_mut().zip(src).for_each(|(a, b)| *a = a.max(*b));
-            } else {
-                dst.iter_mut().zip(src).for_each(|(a, b)| *a += *b);
-            }
-        };
-        if sh == 1 {
-            vr.copy_from_slice(&xp[..oh_u * pitch]);
-            for ky in 1..kh as usize {
-                let o = ky * dh as usize * pitch;
-                fold(vr, &xp[o..o + oh_u * pitch]);
-            }
-        } else {
-            for oy in 0..oh_u {
-                let row = &mut vr[oy * pitch..(oy + 1) * pitch];
-                let base = oy * sh as usize * pitch;
-                row.copy_from_slice(&xp[base..base + pitch]);
-                for ky in 1..kh as usize {
-                    let o = base + ky * dh as usize * pitch;
-                    fold(row, &xp[o..o + pitch]);
-                }
-            }
+        //    contiguous pass per tap over the whole plane (vertical stride 1: strided pools
+        //    go by rows).
+        let n = oh_u * pitch;
+        let vr = &mut v[..n];
+        vr.copy_from_slice(&xp[..n]);
+        for ky in 1..kh as usize {
+            let o = ky * dh as usize * pitch;
+            fold(max, vr, &xp[o..o + n]);
         }
         // 3. Reduce over the kernel columns: one contiguous pass per tap over all rows.
-        let n = oh_u * pitch;
         let hr = &mut hbuf[..n];
         hr.copy_from_slice(&v[..n]);
         for kx in 1..kw as usize {
             let o = kx * dw as usize;
-            fold(hr, &v[o..o + n]);
+            fold(max, hr, &v[o..o + n]);
         }
         // 4. Output rows: every sw-th column, then the divisor or the root.
         for oy in 0..oh_u {
             // SAFETY: output row oy of the plane.
             let out = unsafe { std::slice::from_raw_parts_mut(ypl.add(oy * ow_u), ow_u) };
-            let h = &hbuf[oy * pitch..oy * pitch + pitch];
-            match sw {
-                1 => out.copy_from_slice(&h[..ow_u]),
-                2 => pick_even(h, out),
-                s => out
-                    .iter_mut()
-                    .zip(h.iter().step_by(s as usize))
-                    .for_each(|(o, v)| *o = *v),
-            }
+            pick_columns(&hbuf[oy * pitch..oy * pitch + pitch], out, sw as usize);
             match g.kind {
                 0 => {}
                 1 => out
                     .iter_mut()
                     .zip(&div[oy * ow_u..(oy + 1) * ow_u])
                     .for_each(|(o, d)| *o *= d),
-                _ => {
-                    for o in out.iter_mut() {
-                        *o = match g.p {
-                            1 => *o,
-                            2 => o.sqrt(),
-                            p => o.powf(1.0 / p as f32),
-                        };
-                    }
-                }
+                _ => out.iter_mut().for_each(|o| *o = lp_root(g.p, *o)),
             }
         }
     }
