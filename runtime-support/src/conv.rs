@@ -722,6 +722,23 @@ fn depthwise_2d_planes(
     qw: usize,
     slack: usize,
 ) {
+    for_each_depthwise_plane(g, x, w, bias, residual, y, |xp, wp, yp, bv, r| {
+        depthwise_body(g, xp, wp, yp, bv, r, lo, hi, scratch, qh, qw, slack)
+    });
+}
+
+/// Calls `f(input plane, kernel, output plane, bias, residual plane or null)` for every
+/// (batch, channel) plane of a depthwise convolution.
+#[inline(always)]
+fn for_each_depthwise_plane(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    y: *mut f32,
+    mut f: impl FnMut(*const f32, *const f32, *mut f32, f32, *const f32),
+) {
     let (isz, osz) = (g.isize(), g.osize());
     for b in 0..g.n as usize {
         for ch in 0..g.m as usize {
@@ -734,19 +751,12 @@ fn depthwise_2d_planes(
                 } else {
                     residual.add(plane * osz)
                 };
-                depthwise_body(
-                    g,
+                f(
                     x.add((b * g.c as usize + ch) * isz),
                     w.add(ch * g.ksize()),
                     y.add(plane * osz),
                     bv,
                     r,
-                    lo,
-                    hi,
-                    scratch,
-                    qh,
-                    qw,
-                    slack,
                 );
             }
         }
@@ -937,10 +947,8 @@ unsafe fn depthwise_plane(
     resid: *const f32,
     lo: f32,
     hi: f32,
-    scratch: *mut f32,
 ) {
     let nsp = g.input.len();
-    let _ = scratch;
     // Ranks other than 2 (2-D goes through `depthwise_2d`): straightforward loops.
     let osz = g.osize();
     let ks = g.ksize();
@@ -1009,31 +1017,10 @@ pub unsafe fn conv_f32(
             unsafe { depthwise_2d(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
             return;
         }
-        for b in 0..g.n as usize {
-            for ch in 0..g.m as usize {
-                let plane = b * g.m as usize + ch;
-                // SAFETY: plane offsets inside x, y and the residual.
-                unsafe {
-                    let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
-                    let r = if residual.is_null() {
-                        residual
-                    } else {
-                        residual.add(plane * osz)
-                    };
-                    depthwise_plane(
-                        g,
-                        x.add((b * g.c as usize + ch) * isz),
-                        w.add(ch * g.ksize()),
-                        y.add(plane * osz),
-                        bv,
-                        r,
-                        lo,
-                        hi,
-                        scratch,
-                    );
-                }
-            }
-        }
+        for_each_depthwise_plane(g, x, w, bias, residual, y, |xp, wp, yp, bv, r| {
+            // SAFETY: one plane of the geometry and its kernel.
+            unsafe { depthwise_plane(g, xp, wp, yp, bv, r, lo, hi) }
+        });
         return;
     }
     let kd = g.kdim();
