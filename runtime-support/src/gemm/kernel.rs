@@ -47,6 +47,65 @@ pub struct BPanels {
     pub step: usize,
 }
 
+/// Where a wide kernel finds the two 16-float halves of B's row at each k step. Pointer
+/// arithmetic only, so it inlines into the AVX-512 kernels whatever their target features.
+pub trait BRows {
+    /// The current step's halves.
+    ///
+    /// # Safety
+    /// The source is valid for the current step.
+    unsafe fn row(&self) -> (*const f32, *const f32);
+    /// A row `steps` ahead to prefetch, or None when rows are not known ahead cheaply.
+    fn ahead(&self, steps: usize) -> Option<(*const f32, *const f32)>;
+    /// Moves to the next k step.
+    ///
+    /// # Safety
+    /// Another step exists or the source is not read again.
+    unsafe fn advance(&mut self);
+}
+
+impl BRows for BPanels {
+    #[inline(always)]
+    unsafe fn row(&self) -> (*const f32, *const f32) {
+        (self.b0, self.b1)
+    }
+    #[inline(always)]
+    fn ahead(&self, steps: usize) -> Option<(*const f32, *const f32)> {
+        let d = steps * self.step;
+        Some((self.b0.wrapping_add(d), self.b1.wrapping_add(d)))
+    }
+    #[inline(always)]
+    unsafe fn advance(&mut self) {
+        self.b0 = self.b0.wrapping_add(self.step);
+        self.b1 = self.b1.wrapping_add(self.step);
+    }
+}
+
+/// B row k at `base + offs[k]` (32 contiguous floats): an implicit-GEMM convolution reading
+/// shifted views of its padded input.
+#[derive(Copy, Clone, Debug)]
+pub struct BOffsets {
+    pub base: *const f32,
+    pub offs: *const isize,
+}
+
+impl BRows for BOffsets {
+    #[inline(always)]
+    unsafe fn row(&self) -> (*const f32, *const f32) {
+        // SAFETY: caller contract (offs has the current step's entry).
+        let p = unsafe { self.base.offset(*self.offs) };
+        (p, p.wrapping_add(16))
+    }
+    #[inline(always)]
+    fn ahead(&self, _steps: usize) -> Option<(*const f32, *const f32)> {
+        None
+    }
+    #[inline(always)]
+    unsafe fn advance(&mut self) {
+        self.offs = self.offs.wrapping_add(1);
+    }
+}
+
 /// A partial tile of up to 6 × 2·NR (mr rows, nr columns) with masked memory access.
 ///
 /// # Safety
@@ -93,11 +152,7 @@ pub unsafe fn tile_wide12(
     col: usize,
 ) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe {
-        avx512::kernel_12x32(
-            kc, a0, a1, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col,
-        )
-    }
+    unsafe { avx512::kernel_12x32(kc, a0, a1, b, c, ldc, accumulate, ep, row, col) }
 }
 
 /// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
@@ -122,10 +177,11 @@ pub unsafe fn tile_indirect(
 ) {
     // SAFETY: forwarded.
     unsafe {
+        let b = BOffsets { base, offs };
         if rows12 {
-            avx512::kernel_12x32_ind(kc, a0, a1, base, offs, c, ldc, accumulate)
+            avx512::kernel_12x32(kc, a0, a1, b, c, ldc, accumulate, None, 0, 0)
         } else {
-            avx512::kernel_6x32_ind(kc, a0, base, offs, c, ldc, accumulate)
+            avx512::kernel_6x32(kc, a0, b, c, ldc, accumulate, None, 0, 0)
         }
     }
 }
@@ -148,7 +204,7 @@ pub unsafe fn tile_wide(
     col: usize,
 ) {
     // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_6x32(kc, a, b.b0, b.b1, b.step, c, ldc, accumulate, ep, row, col) }
+    unsafe { avx512::kernel_6x32(kc, a, b, c, ldc, accumulate, ep, row, col) }
 }
 
 #[inline]
@@ -305,7 +361,7 @@ mod avx512 {
     /// faster on pointwise convs with in-place B, within noise elsewhere.
     const PF_B: usize = 8;
     const PF_A: usize = 96;
-    use super::{Epilogue, MR};
+    use super::{BRows, Epilogue, MR};
     use std::arch::x86_64::*;
 
     /// Adds C (when accumulating), applies the epilogue and stores full-width rows of a tile.
@@ -463,16 +519,15 @@ mod avx512 {
     /// broadcasts feed 24 FMAs.
     ///
     /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 12×32 tile lies inside C.
+    /// CPU has AVX-512F; A panels hold kc steps and `b` yields kc valid rows of 32 floats; the
+    /// 12×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12x32(
+    pub unsafe fn kernel_12x32<B: BRows>(
         kc: usize,
         a0: *const f32,
         a1: *const f32,
-        b0: *const f32,
-        b1: *const f32,
-        bstep: usize,
+        mut b: B,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -481,14 +536,17 @@ mod avx512 {
         col: usize,
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
-        let (mut q0, mut q1, mut p0, mut p1) = (a0, a1, b0, b1);
+        let (mut q0, mut q1) = (a0, a1);
         for _ in 0..kc {
             // SAFETY: panels hold kc steps.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p0.add(PF_B * bstep) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(p1.add(PF_B * bstep) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(q0.add(PF_A) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(q1.add(PF_A) as *const i8);
+                if let Some((f0, f1)) = b.ahead(PF_B) {
+                    _mm_prefetch::<_MM_HINT_T0>(f0 as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(f1 as *const i8);
+                }
+                _mm_prefetch::<_MM_HINT_T0>(q0.wrapping_add(PF_A) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(q1.wrapping_add(PF_A) as *const i8);
+                let (p0, p1) = b.row();
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
                 for r in 0..MR {
@@ -503,8 +561,7 @@ mod avx512 {
                 }
                 q0 = q0.add(MR);
                 q1 = q1.add(MR);
-                p0 = p0.add(bstep);
-                p1 = p1.add(bstep);
+                b.advance();
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
@@ -513,101 +570,18 @@ mod avx512 {
         }
     }
 
-    /// `kernel_12x32` with B row k at `base + offs[k]`.
-    ///
-    /// # Safety
-    /// As `tile_indirect`.
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12x32_ind(
-        kc: usize,
-        a0: *const f32,
-        a1: *const f32,
-        base: *const f32,
-        offs: *const isize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
-        let (mut q0, mut q1) = (a0, a1);
-        for kx in 0..kc {
-            // SAFETY: panels hold kc steps; B rows valid for 32 floats.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(q0.add(PF_A) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(q1.add(PF_A) as *const i8);
-                let p = base.offset(*offs.add(kx));
-                let x0 = _mm512_loadu_ps(p);
-                let x1 = _mm512_loadu_ps(p.add(16));
-                for r in 0..MR {
-                    let av = _mm512_set1_ps(*q0.add(r));
-                    acc[r][0] = _mm512_fmadd_ps(av, x0, acc[r][0]);
-                    acc[r][1] = _mm512_fmadd_ps(av, x1, acc[r][1]);
-                }
-                for r in 0..MR {
-                    let av = _mm512_set1_ps(*q1.add(r));
-                    acc[MR + r][0] = _mm512_fmadd_ps(av, x0, acc[MR + r][0]);
-                    acc[MR + r][1] = _mm512_fmadd_ps(av, x1, acc[MR + r][1]);
-                }
-                q0 = q0.add(MR);
-                q1 = q1.add(MR);
-            }
-        }
-        // SAFETY: the tile lies inside C (caller contract).
-        unsafe {
-            store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-        }
-    }
-
-    /// `kernel_6x32` with B row k at `base + offs[k]`.
-    ///
-    /// # Safety
-    /// As `tile_indirect`.
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x32_ind(
-        kc: usize,
-        a: *const f32,
-        base: *const f32,
-        offs: *const isize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let mut ap = a;
-        for kx in 0..kc {
-            // SAFETY: as above.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(ap.add(PF_A) as *const i8);
-                let p = base.offset(*offs.add(kx));
-                let x0 = _mm512_loadu_ps(p);
-                let x1 = _mm512_loadu_ps(p.add(16));
-                for (r, accr) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*ap.add(r));
-                    accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
-                    accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
-                }
-                ap = ap.add(MR);
-            }
-        }
-        // SAFETY: the tile lies inside C (caller contract).
-        unsafe { store_tile!(acc, c, ldc, accumulate, None, 0, 0; 0, 1, 2, 3, 4, 5) }
-    }
-
     /// 6×32 tile: 12 zmm accumulators; per k step two 16-float B loads (one per panel) and six
     /// broadcasts.
     ///
     /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart; the 6×32 tile lies inside C.
+    /// CPU has AVX-512F; the A panel holds kc steps and `b` yields kc valid rows of 32 floats;
+    /// the 6×32 tile lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_6x32(
+    pub unsafe fn kernel_6x32<B: BRows>(
         kc: usize,
         a: *const f32,
-        b0: *const f32,
-        b1: *const f32,
-        bstep: usize,
+        mut b: B,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -616,13 +590,16 @@ mod avx512 {
         col: usize,
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (mut ap, mut p0, mut p1) = (a, b0, b1);
+        let mut ap = a;
         for _ in 0..kc {
             // SAFETY: panels hold kc steps of MR / 16 floats.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p0.add(PF_B * bstep) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(p1.add(PF_B * bstep) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(ap.add(PF_A) as *const i8);
+                if let Some((f0, f1)) = b.ahead(PF_B) {
+                    _mm_prefetch::<_MM_HINT_T0>(f0 as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(f1 as *const i8);
+                }
+                _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(PF_A) as *const i8);
+                let (p0, p1) = b.row();
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
                 for (r, accr) in acc.iter_mut().enumerate() {
@@ -631,8 +608,7 @@ mod avx512 {
                     accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
                 }
                 ap = ap.add(MR);
-                p0 = p0.add(bstep);
-                p1 = p1.add(bstep);
+                b.advance();
             }
         }
         // SAFETY: the tile and epilogue operands are in bounds (caller contract).
