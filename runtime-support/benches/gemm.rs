@@ -468,6 +468,24 @@ fn experiment() {
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);
     let mut cscratch = Buf::zeros(g.scratch_floats(true));
+    if std::env::var("ONNXC_EXP").as_deref() == Ok("im2col") {
+        for nc in [1024usize, 256, 64] {
+            let mut dst = vec![0f32; 160 * 1024];
+            let mut best = f64::MAX;
+            for _ in 0..20 {
+                let t = Instant::now();
+                onnxc_runtime::conv::bench_im2col(&g, &x, &mut dst, nc);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            let floats = 147.0 * 12544.0;
+            println!(
+                "im2col nc={nc}: {:.3} ms, {:.2} GB/s written",
+                best * 1e3,
+                floats * 4.0 / best / 1e9
+            );
+        }
+        return;
+    }
     let mut best = [0f64; 7];
     for _round in 0..9 {
         let only: Option<usize> = std::env::var("ONNXC_EXP").ok().and_then(|v| v.parse().ok());

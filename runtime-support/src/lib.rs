@@ -20,27 +20,50 @@ pub mod isa {
         })
     }
 
-    /// AVX-512 (F, BW, DQ, VL) is present and allowed.
+    /// The level this process uses: the CPU's best, capped by `cap()`; detected once (the
+    /// kernels ask per call, so this is one relaxed load after the first).
     #[cfg(target_arch = "x86_64")]
-    pub fn avx512() -> bool {
-        cap() >= 2
-            && std::is_x86_feature_detected!("avx512f")
+    fn level() -> u8 {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        // u8::MAX: not detected yet.
+        static LEVEL: AtomicU8 = AtomicU8::new(u8::MAX);
+        let l = LEVEL.load(Ordering::Relaxed);
+        if l != u8::MAX {
+            return l;
+        }
+        let has512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512dq")
             && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("fma");
+        let has2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        let hw = if has512 {
+            2
+        } else if has2 {
+            1
+        } else {
+            0
+        };
+        let l = hw.min(cap());
+        LEVEL.store(l, Ordering::Relaxed);
+        l
+    }
+
+    /// AVX-512 (F, BW, DQ, VL) and FMA are present and allowed.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    pub fn avx512() -> bool {
+        level() >= 2
     }
 
     /// AVX2 and FMA are present and allowed.
     #[cfg(target_arch = "x86_64")]
+    #[inline]
     pub fn avx2() -> bool {
-        cap() >= 1 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        level() >= 1
     }
 }
 
-/// Runs `$body` (an unsafe expression) compiled for the best of AVX-512 / AVX2+FMA / baseline
-/// this CPU supports, so plain-Rust loops in it are auto-vectorized for that width.
-/// `$f` is a `#[inline(always)]` function; `$args` its arguments.
 macro_rules! multiversion {
     ($f:ident($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]

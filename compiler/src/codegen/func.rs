@@ -1207,8 +1207,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     && linear_coeff(&index[0], var).is_some()
             }
             ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Select(..) => {
-                self.node_vec_ok(e)
-                    && e.children().iter().all(|c| self.vec_ok_memo(c, var, seen))
+                self.node_vec_ok(e) && e.children().iter().all(|c| self.vec_ok_memo(c, var, seen))
             }
             ExprKind::Cast(_) | ExprKind::CheckIndex { .. } => false,
         }
