@@ -260,16 +260,11 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// Lanes of a 16-wide load starting at column `x` that lie inside `[0, iw)`.
-    #[target_feature(enable = "avx512f")]
+    #[inline(always)]
     fn col_mask(x: i64, iw: i64) -> __mmask16 {
-        let mut m: u32 = 0;
-        for l in 0..16 {
-            let c = x + l;
-            if c >= 0 && c < iw {
-                m |= 1 << l;
-            }
-        }
-        m as __mmask16
+        let a = (-x).clamp(0, 16) as u32;
+        let b = (iw - x).clamp(a as i64, 16) as u32;
+        ((((1u64 << b) - 1) as u32) & !((1u32 << a) - 1)) as __mmask16
     }
 
     /// # Safety
