@@ -209,6 +209,9 @@ fn conv_layers(peak: f64) {
         let wp = g.pack_weights(&w);
         let bias = data(m as usize);
         let mut y = Buf::zeros((m * o * o) as usize);
+        // ONNXC_CONV_RESIDUAL: a residual input in the epilogue, as ResNet's block ends have.
+        let residual = std::env::var_os("ONNXC_CONV_RESIDUAL").map(|_| data((m * o * o) as usize));
+        let res_ptr = residual.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
         let mut scratch = Buf::zeros(g.scratch_floats(true));
         let flops = 2.0 * (m * o * o * c * k * k) as f64;
         let reps = (4e8 / flops) as usize + 1;
@@ -223,7 +226,7 @@ fn conv_layers(peak: f64) {
                         wp.as_ptr(),
                         true,
                         bias.as_ptr(),
-                        std::ptr::null(),
+                        res_ptr,
                         0.0,
                         f32::INFINITY,
                         y.as_mut_ptr(),
