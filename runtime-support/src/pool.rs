@@ -307,8 +307,7 @@ pub(crate) fn pick_even(src: &[f32], dst: &mut [f32]) {
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx512() {
-        // SAFETY: AVX-512F detected; the loop reads src[2j .. 2j+32) with 2j+32 <= src.len()
-        // and writes dst[j .. j+16) with j+16 <= n.
+        // SAFETY: AVX-512F detected; src holds 2(n-1)+1 floats or more (asserted above).
         unsafe { j = pick_even_avx512(src, dst) };
     }
     for (d, k) in dst[j..].iter_mut().zip(j..) {
@@ -316,14 +315,16 @@ pub(crate) fn pick_even(src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// Returns how many outputs it produced (whole 16-float blocks inside both slices).
+/// Returns how many outputs it produced: all of them, the last block with masked loads and
+/// stores (only `src[..2·(n-1)+1]` is read).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn pick_even_avx512(src: &[f32], dst: &mut [f32]) -> usize {
     use std::arch::x86_64::*;
     let idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let n = dst.len();
     let mut j = 0;
-    while j + 16 <= dst.len() && 2 * j + 32 <= src.len() {
+    while j + 16 <= n && 2 * j + 32 <= src.len() {
         // SAFETY: bounds checked by the loop condition.
         unsafe {
             let a = _mm512_loadu_ps(src.as_ptr().add(2 * j));
@@ -331,6 +332,38 @@ unsafe fn pick_even_avx512(src: &[f32], dst: &mut [f32]) -> usize {
             _mm512_storeu_ps(dst.as_mut_ptr().add(j), _mm512_permutex2var_ps(a, idx, b));
         }
         j += 16;
+    }
+    while j < n {
+        // Outputs j..j+r read src[2j ..= 2(j+r-1)] (inside src by pick_even's assertion), in
+        // at most two masked 16-float loads.
+        let r = (n - j).min(16);
+        let need = 2 * (r - 1) + 1;
+        let m0 = if need >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << need) - 1) as u16
+        };
+        let m1 = if need > 16 {
+            ((1u32 << (need - 16)) - 1) as u16
+        } else {
+            0
+        };
+        let m: __mmask16 = if r == 16 {
+            0xFFFF
+        } else {
+            ((1u32 << r) - 1) as u16
+        };
+        // SAFETY: only lanes inside src and dst are accessed (masked-off lanes do not fault).
+        unsafe {
+            let a = _mm512_maskz_loadu_ps(m0, src.as_ptr().add(2 * j));
+            let b = _mm512_maskz_loadu_ps(m1, src.as_ptr().wrapping_add(2 * j + 16));
+            _mm512_mask_storeu_ps(
+                dst.as_mut_ptr().add(j),
+                m,
+                _mm512_permutex2var_ps(a, idx, b),
+            );
+        }
+        j += r;
     }
     j
 }
@@ -683,6 +716,25 @@ mod tests {
             }
         }
         y
+    }
+
+    #[test]
+    fn pick_even_every_length() {
+        for n in 0..70 {
+            for extra in 0..2 {
+                let len = if n == 0 {
+                    extra
+                } else {
+                    2 * (n - 1) + 1 + extra
+                };
+                let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
+                let mut dst = vec![f32::NAN; n];
+                pick_even(&src, &mut dst);
+                for (j, d) in dst.iter().enumerate() {
+                    assert_eq!(*d, (2 * j) as f32, "n {n} len {len} [{j}]");
+                }
+            }
+        }
     }
 
     #[test]
