@@ -133,6 +133,34 @@ pub unsafe fn tile_wide_partial(
     }
 }
 
+/// A 12 × nr tile (nr ≤ 2·NR) from two consecutive A panels and zero-padded B panels, with
+/// masked stores.
+///
+/// # Safety
+/// As `tile_wide_partial`, for 12 rows (two A panels) inside C.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_wide12_partial(
+    kc: usize,
+    a0: *const f32,
+    a1: *const f32,
+    b: BPanels,
+    c: *mut f32,
+    ldc: usize,
+    nr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    // SAFETY: forwarded; select() checked AVX-512F.
+    unsafe {
+        avx512::kernel_12_partial(
+            kc, a0, a1, b.b0, b.b1, b.step, c, ldc, nr, accumulate, ep, row, col,
+        )
+    }
+}
+
 /// A full 12 × 2·NR tile from two consecutive A panels (`a1` = second) and 32 B columns.
 ///
 /// # Safety
@@ -412,19 +440,58 @@ mod avx512 {
         }};
     }
 
-    /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
-    ///
-    /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart (zero-padded); only mr × nr
-    /// lies inside C.
-    #[target_feature(enable = "avx512f,fma")]
+    /// Accumulates `ROWS` rows (one broadcast each from `ROWS / MR` A panels, `a[p]` the
+    /// p-th) against one or two 16-column B panels: only the first when `two` is false (the
+    /// second's FMAs would multiply padding).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_partial(
+    unsafe fn accumulate_partial<const ROWS: usize>(
         kc: usize,
-        a: *const f32,
+        a: [*const f32; 2],
         b0: *const f32,
         b1: *const f32,
         bstep: usize,
+        two: bool,
+        acc: &mut [[__m512; 2]; ROWS],
+    ) {
+        let (mut p0, mut p1) = (b0, b1);
+        let mut q = a;
+        // SAFETY (both loops): panels hold kc steps; the second B panel is read only when
+        // `two`.
+        unsafe {
+            if two {
+                for _ in 0..kc {
+                    let x0 = _mm512_loadu_ps(p0);
+                    let x1 = _mm512_loadu_ps(p1);
+                    for (r, accr) in acc.iter_mut().enumerate() {
+                        let av = _mm512_set1_ps(*q[r / MR].add(r % MR));
+                        accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
+                        accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
+                    }
+                    q = q.map(|p| p.wrapping_add(MR));
+                    p0 = p0.add(bstep);
+                    p1 = p1.wrapping_add(bstep);
+                }
+            } else {
+                for _ in 0..kc {
+                    let x0 = _mm512_loadu_ps(p0);
+                    for (r, accr) in acc.iter_mut().enumerate() {
+                        let av = _mm512_set1_ps(*q[r / MR].add(r % MR));
+                        accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
+                    }
+                    q = q.map(|p| p.wrapping_add(MR));
+                    p0 = p0.add(bstep);
+                }
+            }
+        }
+    }
+
+    /// Adds C (when accumulating), applies the epilogue and stores the mr × nr part of a
+    /// partial tile with masked accesses.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    unsafe fn store_partial(
+        acc: &mut [[__m512; 2]],
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -434,28 +501,6 @@ mod avx512 {
         row: usize,
         col: usize,
     ) {
-        let two = nr > 16;
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (mut ap, mut p0, mut p1) = (a, b0, b1);
-        for _ in 0..kc {
-            // SAFETY: panels hold kc steps; the second panel exists when nr > 16.
-            unsafe {
-                let x0 = _mm512_loadu_ps(p0);
-                let x1 = if two {
-                    _mm512_loadu_ps(p1)
-                } else {
-                    _mm512_setzero_ps()
-                };
-                for (r, accr) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*ap.add(r));
-                    accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
-                    accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
-                }
-                ap = ap.add(MR);
-                p0 = p0.add(bstep);
-                p1 = p1.add(bstep);
-            }
-        }
         let m0: __mmask16 = if nr >= 16 {
             0xFFFF
         } else {
@@ -512,6 +557,68 @@ mod avx512 {
                 _mm512_mask_storeu_ps(p, m0, accr[0]);
                 _mm512_mask_storeu_ps(p.add(16), m1, accr[1]);
             }
+        }
+    }
+
+    /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
+    ///
+    /// # Safety
+    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart (zero-padded); only mr × nr
+    /// lies inside C.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_partial(
+        kc: usize,
+        a: *const f32,
+        b0: *const f32,
+        b1: *const f32,
+        bstep: usize,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        // SAFETY: caller contract.
+        unsafe {
+            accumulate_partial(kc, [a, a], b0, b1, bstep, nr > 16, &mut acc);
+            store_partial(&mut acc, c, ldc, mr, nr, accumulate, ep, row, col);
+        }
+    }
+
+    /// 12 rows (two A panels) × up to 32 columns, columns ≥ nr masked: the column remainder
+    /// of a product with a 12-row tile's worth of rows, at 12 rather than 6 broadcasts per
+    /// B load (and 12 FMAs, not 24, when nr ≤ 16).
+    ///
+    /// # Safety
+    /// CPU has AVX-512F; A panels hold kc steps, B panels kc steps `bstep` floats apart
+    /// (zero-padded, the second read only when nr > 16); the 12 × nr part lies inside C.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn kernel_12_partial(
+        kc: usize,
+        a0: *const f32,
+        a1: *const f32,
+        b0: *const f32,
+        b1: *const f32,
+        bstep: usize,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
+        // SAFETY: caller contract.
+        unsafe {
+            accumulate_partial(kc, [a0, a1], b0, b1, bstep, nr > 16, &mut acc);
+            store_partial(&mut acc, c, ldc, 2 * MR, nr, accumulate, ep, row, col);
         }
     }
 

@@ -272,6 +272,28 @@ pub unsafe fn gemm_packed_a(
                             continue;
                         }
                         #[cfg(target_arch = "x86_64")]
+                        if step == 2 * NR && ir + 2 * MR <= mc && jr >= direct {
+                            // SAFETY: two A panels (rows row..row+12); up to 32 packed,
+                            // zero-padded B columns.
+                            unsafe {
+                                kernel::tile_wide12_partial(
+                                    kc,
+                                    apan,
+                                    apan.add(k_panels * MR),
+                                    wide_b(jr, width),
+                                    ct,
+                                    ldc,
+                                    width,
+                                    !first,
+                                    tile_ep,
+                                    row,
+                                    jc + jr,
+                                );
+                            }
+                            ir += 2 * MR;
+                            continue;
+                        }
+                        #[cfg(target_arch = "x86_64")]
                         if step == 2 * NR {
                             // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
                             unsafe {

@@ -125,6 +125,10 @@ fn matches_reference_on_edge_sizes() {
         (3, 2050, 4),
         (30, 97, 600),
         (16, 1024, 40),
+        // 12-row tiles over a column remainder of 17-31 columns (two B panels), K over
+        // several blocks.
+        (24, 50, 70),
+        (12, 20, 300),
     ] {
         for ta in [false, true] {
             for tb in [false, true] {
