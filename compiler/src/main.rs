@@ -105,7 +105,8 @@ enum Cmd {
         /// Keep the linked benchmark executable (run it as `EXE bench ITERATIONS WARMUP [IN.bin…]`).
         #[arg(long)]
         save_exe: Option<PathBuf>,
-        /// Time every step and print the most expensive ones (with the ONNX nodes they compute).
+        /// Time every step and print the most expensive ones (with the ONNX nodes they compute;
+        /// 40 of them, or ONNXC_PROFILE_STEPS).
         #[arg(long)]
         profile: bool,
         #[command(flatten)]

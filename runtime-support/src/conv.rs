@@ -207,10 +207,12 @@ impl ConvGeometry {
         }
         // The padding columns are computed too: worth it while the tiles computed stay within
         // 15% of the packing path's (which pays for im2col instead).
-        let cols = (oh * wp).next_multiple_of(2 * NR);
-        if 100 * cols > 115 * (oh * ow).next_multiple_of(2 * NR) {
+        if 100 * (oh * wp).next_multiple_of(2 * NR) > 115 * (oh * ow).next_multiple_of(2 * NR) {
             return None;
         }
+        // The result's pitch: whole tiles of either GEMM layout (which one runs is decided
+        // on the CPU that runs the model; the workspace is sized where it is compiled).
+        let cols = gemm::indirect_cols(oh * wp);
         // The result goes through a buffer in the padded pitch and is compacted afterwards:
         // beyond L2 that extra pass costs what skipping im2col saves (measured: neutral at
         // 64×56×56, a loss for larger outputs).
@@ -1736,9 +1738,9 @@ mod tests {
             ),
             geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
-            geom(1, 32, 24, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
-            geom(2, 64, 32, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
-            geom(1, 40, 17, 1, &[5, 61], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 32, 64, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 64, 128, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
+            geom(1, 40, 65, 1, &[5, 61], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Pixel-major: small strided outputs, many output channels (edges in both tile
             // dims, K above one block, groups).
             geom(1, 40, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
@@ -1753,6 +1755,10 @@ mod tests {
             geom(2, 6, 13, 1, &[17, 40], &[5, 5], &[1, 1], &[1, 1], &[2, 1]),
             geom(1, 20, 30, 2, &[9, 16], &[3, 3], &[1, 1], &[1, 1], &[0, 1]),
             geom(1, 31, 64, 1, &[11, 12], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Indirect in 8 × 48 tiles: 32 and 16 output channels, K over two blocks, groups.
+            geom(1, 16, 32, 1, &[20, 22], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 40, 16, 1, &[12, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 32, 64, 2, &[15, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Channel-major im2col (the panel packer): a stem-like 7×7/2 whose 19-wide output
             // rows cross panels, an AlexNet-like 11×11/4 (gathered lanes), stride 3×2 with
             // dilation, K over two blocks, outputs narrower than a panel.
@@ -1777,6 +1783,15 @@ mod tests {
             assert!(
                 cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4,
                 "the indirect path is covered"
+            );
+            let rows8 = |g: &&ConvGeometry| {
+                g.indirect_dims().is_some_and(|(_, wp, _)| {
+                    gemm::indirect_rows8(g.mg(), g.output[0] as usize * wp)
+                })
+            };
+            assert!(
+                cases.iter().filter(rows8).count() >= 3,
+                "the 8 × 48 indirect layout is covered"
             );
         }
         assert!(

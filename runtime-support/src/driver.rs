@@ -290,7 +290,12 @@ fn print_profile(names: Option<&str>) {
             total as f64 / 1e6 / p.first().map_or(1, |x| x.1.max(1)) as f64,
             p.len()
         );
-        for &i in order.iter().take(40) {
+        // ONNXC_PROFILE_STEPS=N lists N steps instead of the 40 most expensive.
+        let limit = std::env::var("ONNXC_PROFILE_STEPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(40);
+        for &i in order.iter().take(limit) {
             let (ns, n) = p[i];
             println!(
                 "  step {i:>4} {:>9.3} ms {:>5.1}%  {}",

@@ -515,15 +515,36 @@ pub fn indirect_b_available() -> bool {
     }
 }
 
+/// Whether `gemm_indirect_b` computes `m` × `n` in 8 × 48 tiles rather than 12 × 32 (and
+/// 6 × 32) ones: when `m` is a multiple of 8 and the 12-row layout would compute more
+/// (rows rounded up to 6, columns to 32) than the 8-row one (columns rounded up to 48).
+/// 32 output channels, DenseNet's growth rate, then take four tiles instead of three
+/// 12-row tiles with a third of the last one wasted.
+pub fn indirect_rows8(m: usize, n: usize) -> bool {
+    if m % 8 != 0 || !indirect_b_available() {
+        return false;
+    }
+    let work12 = m.next_multiple_of(MR) * n.next_multiple_of(2 * NR);
+    let work8 = m * n.next_multiple_of(48);
+    work8 < work12
+}
+
+/// Columns `gemm_indirect_b` may compute (and read from every B row) for `n` columns, on any
+/// CPU: whole 32- or 48-column tiles, whichever layout `indirect_rows8` picks.
+pub fn indirect_cols(n: usize) -> usize {
+    n.next_multiple_of(2 * NR).max(n.next_multiple_of(48))
+}
+
 /// C = A_packed · B where row k of B is read in place at `base + offs[k]` (columns
 /// contiguous): an implicit-GEMM convolution over shifted views of a padded input, with no
-/// packing of B at all. Whole tiles only: C is computed for ⌈m/MR⌉·MR rows and ⌈n/32⌉·32
-/// columns, and every B row must be readable that far. No epilogue.
+/// packing of B at all. Whole tiles only: C is computed for ⌈m/MR⌉·MR rows and
+/// at most `indirect_cols(n)` columns, and every B row must be readable that far. No
+/// epilogue.
 ///
 /// # Safety
 /// `indirect_b_available()`; `a` holds `packed_a_len(m, k)` floats; `offs` k entries with
-/// `base + offs[kx]` valid for ⌈n/32⌉·32 floats; C (row stride `ldc` ≥ ⌈n/32⌉·32) holds
-/// ⌈m/MR⌉·MR rows.
+/// `base + offs[kx]` valid for `indirect_cols(n)` floats; C (row stride `ldc` ≥ that)
+/// holds ⌈m/MR⌉·MR rows.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemm_indirect_b(
     m: usize,
@@ -537,6 +558,45 @@ pub unsafe fn gemm_indirect_b(
 ) {
     debug_assert!(indirect_b_available() && offs.len() == k);
     if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if indirect_rows8(m, n) {
+        let mut pc = 0;
+        while pc < k {
+            let kc = k_block(k).min(k - pc);
+            let mut ic = 0;
+            while ic < m {
+                // MC is a multiple of 8.
+                let mc = MC.min(m - ic);
+                let mut jr = 0;
+                while jr < n {
+                    let mut ir = 0;
+                    while ir < mc {
+                        let row = ic + ir;
+                        // SAFETY: rows row..row+8 exist (m is a multiple of 8); B rows are
+                        // valid for the tile's 48 columns; the tile lies inside C.
+                        unsafe {
+                            kernel::tile_indirect_8x48(
+                                kc,
+                                a.add(pc * MR),
+                                k,
+                                row,
+                                base.add(jr),
+                                offs.as_ptr().add(pc),
+                                c.add(row * ldc + jr),
+                                ldc,
+                                pc > 0,
+                            );
+                        }
+                        ir += 8;
+                    }
+                    jr += 48;
+                }
+                ic += mc;
+            }
+            pc += kc;
+        }
         return;
     }
     let rows = m.div_ceil(MR) * MR;
