@@ -133,11 +133,13 @@ pub unsafe fn tile_wide_partial(
     }
 }
 
-/// A 12 × nr tile (nr ≤ 2·NR) from two consecutive A panels and zero-padded B panels, with
-/// masked stores.
+/// An mr × nr tile (7 ≤ mr ≤ 12, nr ≤ 2·NR) from two consecutive A panels and zero-padded
+/// B panels (or a row-major B read in place when nr = 2·NR), with masked stores: 8 rows
+/// computed for mr ≤ 8, 12 otherwise.
 ///
 /// # Safety
-/// As `tile_wide_partial`, for 12 rows (two A panels) inside C.
+/// As `tile_wide_partial`, with two A panels (rows row..row+12, zero-padded past the
+/// matrix) and the mr × nr part inside C.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_wide12_partial(
@@ -147,17 +149,25 @@ pub unsafe fn tile_wide12_partial(
     b: BPanels,
     c: *mut f32,
     ldc: usize,
+    mr: usize,
     nr: usize,
     accumulate: bool,
     ep: Option<&Epilogue>,
     row: usize,
     col: usize,
 ) {
+    debug_assert!(mr > MR && mr <= 2 * MR);
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe {
-        avx512::kernel_12_partial(
-            kc, a0, a1, b.b0, b.b1, b.step, c, ldc, nr, accumulate, ep, row, col,
-        )
+        if mr <= 8 {
+            avx512::kernel_rows_partial::<8>(
+                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            )
+        } else {
+            avx512::kernel_rows_partial::<12>(
+                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            )
+        }
     }
 }
 
@@ -625,16 +635,18 @@ mod avx512 {
         }
     }
 
-    /// 12 rows (two A panels) × up to 32 columns, columns ≥ nr masked: the column remainder
-    /// of a product with a 12-row tile's worth of rows, at 12 rather than 6 broadcasts per
-    /// B load (and 12 FMAs, not 24, when nr ≤ 16).
+    /// `ROWS` (8 or 12) rows from two A panels × up to 32 columns; rows ≥ mr are computed but
+    /// not stored, columns ≥ nr masked. Serves the column remainder of a product with a
+    /// 12-row tile's worth of rows (12 rather than 6 broadcasts per B load, and 12 FMAs,
+    /// not 24, when nr ≤ 16) and a row remainder of 7-11 rows (one tile instead of a 6-row
+    /// tile and a partial one, each at half the FMAs per load).
     ///
     /// # Safety
     /// CPU has AVX-512F; A panels hold kc steps, B panels kc steps `bstep` floats apart
-    /// (zero-padded, the second read only when nr > 16); the 12 × nr part lies inside C.
+    /// (zero-padded, the second read only when nr > 16); the mr × nr part lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_12_partial(
+    pub unsafe fn kernel_rows_partial<const ROWS: usize>(
         kc: usize,
         a0: *const f32,
         a1: *const f32,
@@ -643,17 +655,18 @@ mod avx512 {
         bstep: usize,
         c: *mut f32,
         ldc: usize,
+        mr: usize,
         nr: usize,
         accumulate: bool,
         ep: Option<&Epilogue>,
         row: usize,
         col: usize,
     ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
+        let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
         // SAFETY: caller contract.
         unsafe {
             accumulate_partial(kc, [a0, a1], b0, b1, bstep, nr > 16, &mut acc);
-            store_partial(&mut acc, c, ldc, 2 * MR, nr, accumulate, ep, row, col);
+            store_partial(&mut acc, c, ldc, mr, nr, accumulate, ep, row, col);
         }
     }
 

@@ -271,10 +271,14 @@ pub unsafe fn gemm_packed_a(
                             ir += 2 * MR;
                             continue;
                         }
+                        // 7-12 rows left, or 12 rows over a column remainder: one tile of 8 or
+                        // 12 rows (the A panels are zero-padded to whole panels of the matrix).
                         #[cfg(target_arch = "x86_64")]
-                        if step == 2 * NR && ir + 2 * MR <= mc && jr >= direct {
-                            // SAFETY: two A panels (rows row..row+12); up to 32 packed,
-                            // zero-padded B columns.
+                        if step == 2 * NR && mc - ir > MR {
+                            let rows = (mc - ir).min(2 * MR);
+                            // SAFETY: two A panels (rows row..row+12 of the padded packing);
+                            // 32 B columns, or (a column remainder, always packed) up to 32
+                            // zero-padded ones.
                             unsafe {
                                 kernel::tile_wide12_partial(
                                     kc,
@@ -283,6 +287,7 @@ pub unsafe fn gemm_packed_a(
                                     wide_b(jr, width),
                                     ct,
                                     ldc,
+                                    rows,
                                     width,
                                     !first,
                                     tile_ep,
@@ -290,7 +295,7 @@ pub unsafe fn gemm_packed_a(
                                     jc + jr,
                                 );
                             }
-                            ir += 2 * MR;
+                            ir += rows;
                             continue;
                         }
                         #[cfg(target_arch = "x86_64")]

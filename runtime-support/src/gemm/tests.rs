@@ -129,6 +129,11 @@ fn matches_reference_on_edge_sizes() {
         // several blocks.
         (24, 50, 70),
         (12, 20, 300),
+        // Row remainders of 7-11 rows (8- and 12-row tiles storing part of their rows), one
+        // after a whole MC block.
+        (20, 40, 50),
+        (23, 64, 300),
+        (80, 70, 33),
     ] {
         for ta in [false, true] {
             for tb in [false, true] {
