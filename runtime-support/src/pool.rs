@@ -109,19 +109,35 @@ impl PoolGeometry {
     /// the kernel rows (with slack for the column taps of the last row), that over the kernel
     /// columns, the per-output divisors.
     pub fn scratch_floats(&self) -> usize {
+        let rows = self.output[1].max(1) as usize + 2 * self.row_buf_len();
         if self.by_rows() {
-            return self.output[1].max(1) as usize + 2 * self.row_buf_len();
+            return rows;
         }
+        // The AVX-512 row kernel may take this pool on the CPU that runs it.
+        let avx_rows = if self.rows_kernel_applies() { rows } else { 0 };
         let (hp, pitch) = self.padded_dims();
         let (oh, ow) = (
             self.output[0].max(0) as usize,
             self.output[1].max(0) as usize,
         );
-        hp * pitch
+        (hp * pitch
             + 2 * oh * pitch
             + pitch
             + (self.kernel[1] * self.dilations[1]) as usize
-            + oh * ow
+            + oh * ow)
+            .max(avx_rows)
+    }
+
+    /// Whether `pool2d_rows_avx512` computes this pool (given AVX-512): max and average
+    /// pools, undilated horizontally with stride 1 or 2, at most MAX_ROWS_KH kernel rows.
+    /// Measured against the plane path on stride-1 pools too: Inception's 3×3/1 average
+    /// pools (28×28 … 7×7 planes) ran 3.6× slower than onnxruntime's through whole-plane
+    /// passes whose rows end in scalar tails.
+    fn rows_kernel_applies(&self) -> bool {
+        self.kind != 2
+            && self.dilations[1] == 1
+            && (1..=2).contains(&self.strides[1])
+            && self.kernel[0] <= MAX_ROWS_KH as i64
     }
 }
 
@@ -132,13 +148,7 @@ impl PoolGeometry {
 /// shape rules).
 pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
     #[cfg(target_arch = "x86_64")]
-    if g.by_rows()
-        && g.kind != 2
-        && g.dilations[1] == 1
-        && (1..=2).contains(&g.strides[1])
-        && g.kernel[0] <= MAX_ROWS_KH as i64
-        && crate::isa::avx512()
-    {
+    if g.rows_kernel_applies() && crate::isa::avx512() {
         // SAFETY: AVX-512 detected; forwarded contract.
         unsafe { pool2d_rows_avx512(g, x, y, scratch) };
         return;
@@ -148,7 +158,6 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: 
 }
 
 /// Tallest kernel `pool2d_rows_avx512` takes (its window rows live in a fixed array).
-#[cfg(target_arch = "x86_64")]
 const MAX_ROWS_KH: usize = 16;
 
 /// The row path for max and average pools with horizontal stride 1 or 2 (undilated) in
@@ -160,8 +169,7 @@ const MAX_ROWS_KH: usize = 16;
 /// pools 2.5-5× slower than onnxruntime's).
 ///
 /// # Safety
-/// As `pool2d_f32`; AVX-512F present; `by_rows()`, kind max or average, `dilations[1] == 1`,
-/// `strides[1]` 1 or 2, `kernel[0] <= MAX_ROWS_KH`.
+/// As `pool2d_f32`; AVX-512F present; `rows_kernel_applies()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
