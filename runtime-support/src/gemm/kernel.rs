@@ -127,8 +127,8 @@ pub unsafe fn tile_wide_partial(
 ) {
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe {
-        avx512::kernel_partial(
-            kc, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+        avx512::kernel_rows_partial::<MR>(
+            kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
         )
     }
 }
@@ -605,38 +605,9 @@ mod avx512 {
         }
     }
 
-    /// Up to 6 rows × 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked.
-    ///
-    /// # Safety
-    /// CPU has AVX-512F; panels hold kc steps `bstep` floats apart (zero-padded); only mr × nr
-    /// lies inside C.
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_partial(
-        kc: usize,
-        a: *const f32,
-        b0: *const f32,
-        b1: *const f32,
-        bstep: usize,
-        c: *mut f32,
-        ldc: usize,
-        mr: usize,
-        nr: usize,
-        accumulate: bool,
-        ep: Option<&Epilogue>,
-        row: usize,
-        col: usize,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        // SAFETY: caller contract.
-        unsafe {
-            accumulate_partial(kc, [a, a], b0, b1, bstep, nr > 16, &mut acc);
-            store_partial(&mut acc, c, ldc, mr, nr, accumulate, ep, row, col);
-        }
-    }
-
-    /// `ROWS` (8 or 12) rows from two A panels × up to 32 columns; rows ≥ mr are computed but
-    /// not stored, columns ≥ nr masked. Serves the column remainder of a product with a
+    /// `ROWS` (6, 8 or 12) rows from one or two A panels × up to 32 columns; rows ≥ mr are
+    /// computed but not stored, columns ≥ nr masked. 6 rows: any partial tile of one panel
+    /// (`a1` unused). 8 and 12 rows: the column remainder of a product with a
     /// 12-row tile's worth of rows (12 rather than 6 broadcasts per B load, and 12 FMAs,
     /// not 24, when nr ≤ 16) and a row remainder of 7-11 rows (one tile instead of a 6-row
     /// tile and a partial one, each at half the FMAs per load).
