@@ -127,7 +127,7 @@ pub unsafe fn tile_wide_partial(
 ) {
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe {
-        avx512::kernel_rows_partial::<MR>(
+        avx512::kernel_rows_partial::<MR, 0>(
             kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
         )
     }
@@ -160,13 +160,48 @@ pub unsafe fn tile_wide12_partial(
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe {
         if mr <= 8 {
-            avx512::kernel_rows_partial::<8>(
+            avx512::kernel_rows_partial::<8, 0>(
                 kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
             )
         } else {
-            avx512::kernel_rows_partial::<12>(
+            avx512::kernel_rows_partial::<12, 0>(
                 kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
             )
+        }
+    }
+}
+
+/// An 8 × nr tile (nr ≤ 2·NR) whose rows start `row % MR` rows into the A panel `a0` and
+/// continue in `a1`, with masked stores.
+///
+/// # Safety
+/// As `tile_wide_partial`; `row % MR` is 0 or 2; the 8 rows exist in the packed A; the
+/// 8 × nr part lies inside C.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile8_offset(
+    kc: usize,
+    a0: *const f32,
+    a1: *const f32,
+    b: BPanels,
+    c: *mut f32,
+    ldc: usize,
+    nr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    // SAFETY: forwarded; select() checked AVX-512F.
+    unsafe {
+        match row % MR {
+            0 => avx512::kernel_rows_partial::<8, 0>(
+                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, 8, nr, accumulate, ep, row, col,
+            ),
+            2 => avx512::kernel_rows_partial::<8, 2>(
+                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, 8, nr, accumulate, ep, row, col,
+            ),
+            _ => unreachable!("8-row tiles start 0 or 2 rows into a panel"),
         }
     }
 }
@@ -485,12 +520,12 @@ mod avx512 {
         }};
     }
 
-    /// Accumulates `ROWS` rows (one broadcast each from `ROWS / MR` A panels, `a[p]` the
-    /// p-th) against one or two 16-column B panels: only the first when `two` is false (the
+    /// Accumulates `ROWS` rows (one broadcast each from A panels `a[0]`, `a[1]`; tile row r
+    /// is row `O + r` of the two panels taken together) against one or two 16-column B panels: only the first when `two` is false (the
     /// second's FMAs would multiply padding).
     #[inline(always)]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    unsafe fn accumulate_partial<const ROWS: usize>(
+    unsafe fn accumulate_partial<const ROWS: usize, const O: usize>(
         kc: usize,
         a: [*const f32; 2],
         b0: *const f32,
@@ -509,7 +544,7 @@ mod avx512 {
                     let x0 = _mm512_loadu_ps(p0);
                     let x1 = _mm512_loadu_ps(p1);
                     for (r, accr) in acc.iter_mut().enumerate() {
-                        let av = _mm512_set1_ps(*q[r / MR].add(r % MR));
+                        let av = _mm512_set1_ps(*q[(O + r) / MR].add((O + r) % MR));
                         accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
                         accr[1] = _mm512_fmadd_ps(av, x1, accr[1]);
                     }
@@ -521,7 +556,7 @@ mod avx512 {
                 for _ in 0..kc {
                     let x0 = _mm512_loadu_ps(p0);
                     for (r, accr) in acc.iter_mut().enumerate() {
-                        let av = _mm512_set1_ps(*q[r / MR].add(r % MR));
+                        let av = _mm512_set1_ps(*q[(O + r) / MR].add((O + r) % MR));
                         accr[0] = _mm512_fmadd_ps(av, x0, accr[0]);
                     }
                     q = q.map(|p| p.wrapping_add(MR));
@@ -605,9 +640,11 @@ mod avx512 {
         }
     }
 
-    /// `ROWS` (6, 8 or 12) rows from one or two A panels × up to 32 columns; rows ≥ mr are
-    /// computed but not stored, columns ≥ nr masked. 6 rows: any partial tile of one panel
-    /// (`a1` unused). 8 and 12 rows: the column remainder of a product with a
+    /// `ROWS` (6, 8 or 12) rows from one or two A panels, starting `O` rows into `a0`, × up to
+    /// 32 columns; rows ≥ mr are computed but not stored, columns ≥ nr masked. 6 rows: any
+    /// partial tile of one panel (`a1` unused). 8 rows at O = 0 or 2: the last 16 rows of
+    /// a block of 12·i + 16 rows (64 rows as 12+12+12+12+8+8 rather than five 12-row tiles
+    /// and a 4-row one). 8 and 12 rows: the column remainder of a product with a
     /// 12-row tile's worth of rows (12 rather than 6 broadcasts per B load, and 12 FMAs,
     /// not 24, when nr ≤ 16) and a row remainder of 7-11 rows (one tile instead of a 6-row
     /// tile and a partial one, each at half the FMAs per load).
@@ -617,7 +654,7 @@ mod avx512 {
     /// (zero-padded, the second read only when nr > 16); the mr × nr part lies inside C.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn kernel_rows_partial<const ROWS: usize>(
+    pub unsafe fn kernel_rows_partial<const ROWS: usize, const O: usize>(
         kc: usize,
         a0: *const f32,
         a1: *const f32,
@@ -636,7 +673,7 @@ mod avx512 {
         let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
         // SAFETY: caller contract.
         unsafe {
-            accumulate_partial(kc, [a0, a1], b0, b1, bstep, nr > 16, &mut acc);
+            accumulate_partial::<ROWS, O>(kc, [a0, a1], b0, b1, bstep, nr > 16, &mut acc);
             store_partial(&mut acc, c, ldc, mr, nr, accumulate, ep, row, col);
         }
     }

@@ -237,6 +237,13 @@ pub unsafe fn gemm_packed_a(
             while ic < m {
                 let mc = MC.min(m - ic);
                 let step = kernel::wide(kern);
+                // Rows from `split` on go in two 8-row tiles when the block has 12·i + 16 rows
+                // (the 12-row tiles would leave a 4-row remainder at half the FMAs per load).
+                let split = if step == 2 * NR && mc % 12 == 4 && mc >= 16 {
+                    mc - 16
+                } else {
+                    mc
+                };
                 let mut jr = 0;
                 while jr < nc {
                     let width = step.min(nc - jr);
@@ -251,6 +258,28 @@ pub unsafe fn gemm_packed_a(
                         // SAFETY: C tile within bounds.
                         let ct = unsafe { c.add(row * ldc + jc + jr) };
                         let tile_ep = if last { Some(ep) } else { None };
+                        #[cfg(target_arch = "x86_64")]
+                        if ir >= split {
+                            // SAFETY: rows row..row+8 lie in this panel (from row % MR) and the
+                            // next; up to 32 B columns (packed zero-padded ones when fewer).
+                            unsafe {
+                                kernel::tile8_offset(
+                                    kc,
+                                    apan,
+                                    apan.add(k_panels * MR),
+                                    wide_b(jr, width),
+                                    ct,
+                                    ldc,
+                                    width,
+                                    !first,
+                                    tile_ep,
+                                    row,
+                                    jc + jr,
+                                );
+                            }
+                            ir += 8;
+                            continue;
+                        }
                         #[cfg(target_arch = "x86_64")]
                         if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
                             // SAFETY: two A panels (rows row..row+12) and 32 B columns.
