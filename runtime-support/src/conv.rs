@@ -871,12 +871,12 @@ fn depthwise_blocked_body(
                 match res {
                     None => {
                         for (p, d) in dst.iter_mut().enumerate() {
-                            *d = yc[p * B + c].max(lo).min(hi);
+                            *d = crate::clamp_ep(yc[p * B + c], lo, hi);
                         }
                     }
                     Some(r) => {
                         for (p, d) in dst.iter_mut().enumerate() {
-                            *d = (yc[p * B + c] + r[p]).max(lo).min(hi);
+                            *d = crate::clamp_ep(yc[p * B + c] + r[p], lo, hi);
                         }
                     }
                 }
@@ -1071,7 +1071,7 @@ unsafe fn depthwise_blocked_avx512(
                         if !rb.is_null() {
                             o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m, rb.add(c * osz + p)));
                         }
-                        // max(lo, o) / min(hi, o): a NaN goes through, as elsewhere.
+                        // max(lo, o) / min(hi, o): a NaN goes through (`crate::clamp_ep`).
                         o = _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, o));
                         _mm512_mask_storeu_ps(yb.add(c * osz + p), m, o);
                     }
@@ -1353,7 +1353,7 @@ unsafe fn depthwise_chunks_avx512(
         if !resid.is_null() {
             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, resid.add(at)));
         }
-        // max(lo, v) / min(hi, v): a NaN in v goes through, as in the portable epilogue.
+        // max(lo, v) / min(hi, v): a NaN in v goes through (`crate::clamp_ep`).
         v = _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, v));
         _mm512_mask_storeu_ps(y.add(at), m, v);
     };
@@ -1411,7 +1411,7 @@ unsafe fn store_chunk(
             } else {
                 resid.add(at).cast::<[f32; L]>().read_unaligned()
             };
-            let v: [f32; L] = std::array::from_fn(|l| (acc[l] + res[l]).max(lo).min(hi));
+            let v: [f32; L] = std::array::from_fn(|l| crate::clamp_ep(acc[l] + res[l], lo, hi));
             y.add(at).cast::<[f32; L]>().write_unaligned(v);
         } else {
             for l in 0..cnt {
@@ -1420,7 +1420,7 @@ unsafe fn store_chunk(
                 } else {
                     *resid.add(at + l)
                 };
-                *y.add(at + l) = (acc[l] + r).max(lo).min(hi);
+                *y.add(at + l) = crate::clamp_ep(acc[l] + r, lo, hi);
             }
         }
     }
@@ -1478,7 +1478,7 @@ unsafe fn depthwise_plane(
             unsafe { *resid.add(o) }
         };
         // SAFETY: inside the output plane.
-        unsafe { *y.add(o) = (acc + r).max(lo).min(hi) };
+        unsafe { *y.add(o) = crate::clamp_ep(acc + r, lo, hi) };
     }
 }
 
@@ -1713,12 +1713,12 @@ unsafe fn conv_indirect(
                 let dst = std::slice::from_raw_parts_mut(yg.add(co * osz + oy * ow), ow);
                 if ep.residual.is_null() {
                     for (d, v) in dst.iter_mut().zip(src) {
-                        *d = (*v + bias).max(ep.lo).min(ep.hi);
+                        *d = crate::clamp_ep(*v + bias, ep.lo, ep.hi);
                     }
                 } else {
                     let res = std::slice::from_raw_parts(ep.residual.add(co * osz + oy * ow), ow);
                     for ((d, v), r) in dst.iter_mut().zip(src).zip(res) {
-                        *d = (*v + bias + r).max(ep.lo).min(ep.hi);
+                        *d = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
                     }
                 }
             }
@@ -1782,13 +1782,13 @@ unsafe fn store_transposed(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: 
         };
         if ep.residual.is_null() {
             for v in row.iter_mut() {
-                *v = (*v + bias).max(ep.lo).min(ep.hi);
+                *v = crate::clamp_ep(*v + bias, ep.lo, ep.hi);
             }
         } else {
             // SAFETY: as above.
             let res = unsafe { std::slice::from_raw_parts(ep.residual.add(co * n), n) };
             for (v, r) in row.iter_mut().zip(res) {
-                *v = (*v + bias + r).max(ep.lo).min(ep.hi);
+                *v = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
             }
         }
     }
@@ -2078,6 +2078,29 @@ mod tests {
                     "{g:?} epilogue [{i}]: {} vs {e}",
                     y[i]
                 );
+            }
+            // A NaN reaching the epilogue survives the clamp (ONNX Relu/Clip), on every path.
+            let resid: Vec<f32> = resid
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { *v })
+                .collect();
+            unsafe {
+                conv_f32(
+                    g,
+                    x.as_ptr(),
+                    wp.as_ptr(),
+                    true,
+                    bias.as_ptr(),
+                    resid.as_ptr(),
+                    0.0,
+                    0.5,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            for (i, v) in y.iter().enumerate() {
+                assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
             }
         }
     }

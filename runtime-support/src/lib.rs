@@ -64,6 +64,15 @@ pub mod isa {
     }
 }
 
+/// `v` clamped to [lo, hi] with NaN passing through, as ONNX Relu and Clip (and the generated
+/// code's own `select`-based clamps) define it; every kernel epilogue uses this order (the
+/// SIMD ones as `min(hi, max(lo, v))`, whose second operand wins on NaN).
+#[inline(always)]
+pub(crate) fn clamp_ep(v: f32, lo: f32, hi: f32) -> f32 {
+    let t = if v < lo { lo } else { v };
+    if t > hi { hi } else { t }
+}
+
 macro_rules! multiversion {
     ($f:ident($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]

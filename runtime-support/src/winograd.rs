@@ -252,7 +252,7 @@ unsafe fn output_panel(
                         unsafe { *resid.add(o) }
                     };
                     // SAFETY: inside the output plane.
-                    unsafe { *out.add(o) = (val + bias + rv).max(lo).min(hi) };
+                    unsafe { *out.add(o) = crate::clamp_ep(val + bias + rv, lo, hi) };
                 }
             }
         }
@@ -415,8 +415,8 @@ mod avx512 {
                     a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k0, rp));
                     b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(k1, rp.wrapping_add(16)));
                 }
-                a = _mm512_min_ps(_mm512_max_ps(a, lov), hiv);
-                b = _mm512_min_ps(_mm512_max_ps(b, lov), hiv);
+                a = _mm512_min_ps(hiv, _mm512_max_ps(lov, a));
+                b = _mm512_min_ps(hiv, _mm512_max_ps(lov, b));
                 _mm512_mask_storeu_ps(o, k0, a);
                 _mm512_mask_storeu_ps(o.wrapping_add(16), k1, b);
             }

@@ -329,7 +329,7 @@ pub fn apply_ep(mut v: f32, ep: &Epilogue, row: usize, col: usize, ldc: usize) -
             v += *ep.residual.add(row * ldc + col);
         }
     }
-    v.max(ep.lo).min(ep.hi)
+    crate::clamp_ep(v, ep.lo, ep.hi)
 }
 
 /// Computes one tile: C[row.., col..][mr × nr] (+)= A_panel · B_panel, then the epilogue.
@@ -510,8 +510,8 @@ mod avx512 {
                             v0 = _mm512_add_ps(v0, _mm512_loadu_ps(rp));
                             v1 = _mm512_add_ps(v1, _mm512_loadu_ps(rp.add(16)));
                         }
-                        v0 = _mm512_min_ps(_mm512_max_ps(v0, lo), hi);
-                        v1 = _mm512_min_ps(_mm512_max_ps(v1, lo), hi);
+                        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+                        v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
                     }
                     _mm512_storeu_ps(p, v0);
                     _mm512_storeu_ps(p.add(16), v1);
@@ -631,8 +631,8 @@ mod avx512 {
                         accr[0] = _mm512_add_ps(accr[0], _mm512_maskz_loadu_ps(m0, rp));
                         accr[1] = _mm512_add_ps(accr[1], _mm512_maskz_loadu_ps(m1, rp.add(16)));
                     }
-                    accr[0] = _mm512_min_ps(_mm512_max_ps(accr[0], lo), hi);
-                    accr[1] = _mm512_min_ps(_mm512_max_ps(accr[1], lo), hi);
+                    accr[0] = _mm512_min_ps(hi, _mm512_max_ps(lo, accr[0]));
+                    accr[1] = _mm512_min_ps(hi, _mm512_max_ps(lo, accr[1]));
                 }
                 _mm512_mask_storeu_ps(p, m0, accr[0]);
                 _mm512_mask_storeu_ps(p.add(16), m1, accr[1]);
@@ -919,8 +919,8 @@ mod avx2 {
                         accr[0] = _mm256_add_ps(accr[0], _mm256_loadu_ps(rp));
                         accr[1] = _mm256_add_ps(accr[1], _mm256_loadu_ps(rp.add(8)));
                     }
-                    accr[0] = _mm256_min_ps(_mm256_max_ps(accr[0], lo), hi);
-                    accr[1] = _mm256_min_ps(_mm256_max_ps(accr[1], lo), hi);
+                    accr[0] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[0]));
+                    accr[1] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[1]));
                 }
                 _mm256_storeu_ps(p, accr[0]);
                 _mm256_storeu_ps(p.add(8), accr[1]);
@@ -1010,8 +1010,8 @@ mod avx2 {
                         accr[0] = _mm256_add_ps(accr[0], _mm256_maskload_ps(rp, m0));
                         accr[1] = _mm256_add_ps(accr[1], _mm256_maskload_ps(rp.add(8), m1));
                     }
-                    accr[0] = _mm256_min_ps(_mm256_max_ps(accr[0], lo), hi);
-                    accr[1] = _mm256_min_ps(_mm256_max_ps(accr[1], lo), hi);
+                    accr[0] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[0]));
+                    accr[1] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[1]));
                 }
                 _mm256_maskstore_ps(p, m0, accr[0]);
                 _mm256_maskstore_ps(p.add(8), m1, accr[1]);

@@ -152,3 +152,78 @@ fn zero_depth_gives_the_epilogue_of_zero() {
     check(3, 5, 0, false, false, false, true);
     check(3, 5, 0, false, false, true, false);
 }
+
+/// A NaN reaching the epilogue (here through the residual) survives the clamp, as ONNX Relu
+/// and Clip define it, in every tile shape: full, partial, 8-row, GEMV.
+#[test]
+fn nan_goes_through_the_clamp() {
+    for &(m, n, k) in &[
+        (13, 33, 257),
+        (64, 64, 64),
+        (1, 100, 70),
+        (20, 40, 50),
+        (30, 97, 9),
+    ] {
+        for packed_b in [false, true] {
+            let a = rand(m * k, 1);
+            let b = rand(k * n, 2);
+            let resid: Vec<f32> = rand(m * n, 3)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { v })
+                .collect();
+            let clamp = [0.0f32, 1.0];
+            let mut got = vec![0f32; m * n];
+            let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
+            let mut bp = vec![0f32; packed_b_len(k, n)];
+            unsafe {
+                if packed_b {
+                    pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
+                    onnxc_sgemm_pb(
+                        m as i64,
+                        n as i64,
+                        k as i64,
+                        a.as_ptr(),
+                        k as i64,
+                        0,
+                        bp.as_ptr(),
+                        got.as_mut_ptr(),
+                        n as i64,
+                        std::ptr::null(),
+                        std::ptr::null(),
+                        resid.as_ptr(),
+                        clamp.as_ptr(),
+                        scratch.as_mut_ptr(),
+                    );
+                } else {
+                    onnxc_sgemm(
+                        m as i64,
+                        n as i64,
+                        k as i64,
+                        a.as_ptr(),
+                        k as i64,
+                        0,
+                        b.as_ptr(),
+                        n as i64,
+                        0,
+                        got.as_mut_ptr(),
+                        n as i64,
+                        std::ptr::null(),
+                        std::ptr::null(),
+                        resid.as_ptr(),
+                        clamp.as_ptr(),
+                        scratch.as_mut_ptr(),
+                    );
+                }
+            }
+            for i in 0..m * n {
+                assert_eq!(
+                    got[i].is_nan(),
+                    i % 7 == 3,
+                    "m={m} n={n} k={k} packed_b={packed_b} [{i}]: {}",
+                    got[i]
+                );
+            }
+        }
+    }
+}
