@@ -594,23 +594,35 @@ pub unsafe fn gemm_indirect_b(
     if m == 0 || n == 0 || k == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if indirect_rows8(m, n) {
-        let mut pc = 0;
-        while pc < k {
-            let kc = k_block(k).min(k - pc);
-            let mut ic = 0;
-            while ic < m {
-                // MC is a multiple of 8.
-                let mc = MC.min(m - ic);
-                let mut jr = 0;
-                while jr < n {
-                    let mut ir = 0;
-                    while ir < mc {
-                        let row = ic + ir;
-                        // SAFETY: rows row..row+8 exist (m is a multiple of 8); B rows are
-                        // valid for the tile's 48 columns; the tile lies inside C.
-                        unsafe {
+    // The layout (`indirect_rows8`) picks the tile shape: 8 × 48 over the m rows, or
+    // 12 × 32 (6 × 32 at a block's end) over the rows padded to whole A panels.
+    let rows8 = indirect_rows8(m, n);
+    let (rows, col_step) = if rows8 {
+        (m, 48)
+    } else {
+        (m.div_ceil(MR) * MR, 2 * NR)
+    };
+    let mut pc = 0;
+    while pc < k {
+        let kc = k_block(k).min(k - pc);
+        let first = pc == 0;
+        let mut ic = 0;
+        while ic < rows {
+            // MC is a multiple of 8 and of MR.
+            let mc = MC.min(rows - ic);
+            let mut jr = 0;
+            while jr < n {
+                let mut ir = 0;
+                while ir < mc {
+                    let row = ic + ir;
+                    let wide = ir + 2 * MR <= mc;
+                    // SAFETY: 8-row tiles: rows row..row+8 exist (m is a multiple of 8), B
+                    // rows are valid for 48 columns. Otherwise: A panels row/MR (and the next
+                    // when `wide`) exist up to `rows`, B rows are valid for 32 columns. The
+                    // tile lies inside C.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        if rows8 {
                             kernel::tile_indirect_8x48(
                                 kc,
                                 a.add(pc * MR),
@@ -620,53 +632,32 @@ pub unsafe fn gemm_indirect_b(
                                 offs.as_ptr().add(pc),
                                 c.add(row * ldc + jr),
                                 ldc,
-                                pc > 0,
+                                !first,
+                            );
+                        } else {
+                            let apan = a.add((row / MR) * k * MR + pc * MR);
+                            kernel::tile_indirect(
+                                wide,
+                                kc,
+                                apan,
+                                apan.add(k * MR),
+                                base.add(jr),
+                                offs.as_ptr().add(pc),
+                                c.add(row * ldc + jr),
+                                ldc,
+                                !first,
                             );
                         }
-                        ir += 8;
                     }
-                    jr += 48;
+                    ir += if rows8 {
+                        8
+                    } else if wide {
+                        2 * MR
+                    } else {
+                        MR
+                    };
                 }
-                ic += mc;
-            }
-            pc += kc;
-        }
-        return;
-    }
-    let rows = m.div_ceil(MR) * MR;
-    let mut pc = 0;
-    while pc < k {
-        let kc = k_block(k).min(k - pc);
-        let first = pc == 0;
-        let mut ic = 0;
-        while ic < rows {
-            let mc = MC.min(rows - ic);
-            let mut jr = 0;
-            while jr < n {
-                let mut ir = 0;
-                while ir < mc {
-                    let row = ic + ir;
-                    let wide = ir + 2 * MR <= mc;
-                    // SAFETY: A panels row/MR (and the next when `wide`) exist up to `rows`;
-                    // the tile lies inside C; B rows are valid for the tile's 32 columns.
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        let apan = a.add((row / MR) * k * MR + pc * MR);
-                        kernel::tile_indirect(
-                            wide,
-                            kc,
-                            apan,
-                            apan.add(k * MR),
-                            base.add(jr),
-                            offs.as_ptr().add(pc),
-                            c.add(row * ldc + jr),
-                            ldc,
-                            !first,
-                        );
-                    }
-                    ir += if wide { 2 * MR } else { MR };
-                }
-                jr += 2 * NR;
+                jr += col_step;
             }
             ic += mc;
         }
