@@ -15,46 +15,21 @@ fn rand(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_ep: bool) {
-    let a = rand(m * k, 1);
-    let b = rand(k * n, 2);
-    let resid = rand(m * n, 3);
-    let bias_r = rand(m, 4);
-    let bias_c = rand(n, 5);
+/// C = op(A)·op(B) with the epilogue `ep` through the C entry points (`onnxc_sgemm`, or
+/// `onnxc_sgemm_pb` on B packed first); A and B row-major unless transposed.
+#[allow(clippy::too_many_arguments, reason = "GEMM dims and operands")]
+fn run(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    ta: bool,
+    b: &[f32],
+    tb: bool,
+    packed_b: bool,
+    ep: &Epilogue,
+) -> Vec<f32> {
     let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
-    let mut want = vec![0f32; m * n];
-    unsafe {
-        sgemm_ref(
-            m,
-            n,
-            k,
-            a.as_ptr(),
-            lda,
-            ta,
-            b.as_ptr(),
-            ldb,
-            tb,
-            want.as_mut_ptr(),
-            n,
-        )
-    };
-    let ep = if with_ep {
-        for i in 0..m {
-            for j in 0..n {
-                let v = want[i * n + j] + bias_r[i] + bias_c[j] + resid[i * n + j];
-                want[i * n + j] = v.clamp(-0.5, 3.0);
-            }
-        }
-        Epilogue {
-            bias_row: bias_r.as_ptr(),
-            bias_col: bias_c.as_ptr(),
-            residual: resid.as_ptr(),
-            lo: -0.5,
-            hi: 3.0,
-        }
-    } else {
-        Epilogue::NONE
-    };
     let clamp = [ep.lo, ep.hi];
     let mut got = vec![f32::NAN; m * n];
     let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
@@ -99,6 +74,50 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
             );
         }
     }
+    got
+}
+
+fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_ep: bool) {
+    let a = rand(m * k, 1);
+    let b = rand(k * n, 2);
+    let resid = rand(m * n, 3);
+    let bias_r = rand(m, 4);
+    let bias_c = rand(n, 5);
+    let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
+    let mut want = vec![0f32; m * n];
+    unsafe {
+        sgemm_ref(
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            lda,
+            ta,
+            b.as_ptr(),
+            ldb,
+            tb,
+            want.as_mut_ptr(),
+            n,
+        )
+    };
+    let ep = if with_ep {
+        for i in 0..m {
+            for j in 0..n {
+                let v = want[i * n + j] + bias_r[i] + bias_c[j] + resid[i * n + j];
+                want[i * n + j] = v.clamp(-0.5, 3.0);
+            }
+        }
+        Epilogue {
+            bias_row: bias_r.as_ptr(),
+            bias_col: bias_c.as_ptr(),
+            residual: resid.as_ptr(),
+            lo: -0.5,
+            hi: 3.0,
+        }
+    } else {
+        Epilogue::NONE
+    };
+    let got = run(m, n, k, &a, ta, &b, tb, packed_b, &ep);
     for i in 0..m * n {
         let tol = 1e-4 * (k as f32).sqrt().max(1.0);
         assert!(
@@ -172,50 +191,14 @@ fn nan_goes_through_the_clamp() {
                 .enumerate()
                 .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { v })
                 .collect();
-            let clamp = [0.0f32, 1.0];
-            let mut got = vec![0f32; m * n];
-            let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
-            let mut bp = vec![0f32; packed_b_len(k, n)];
-            unsafe {
-                if packed_b {
-                    pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
-                    onnxc_sgemm_pb(
-                        m as i64,
-                        n as i64,
-                        k as i64,
-                        a.as_ptr(),
-                        k as i64,
-                        0,
-                        bp.as_ptr(),
-                        got.as_mut_ptr(),
-                        n as i64,
-                        std::ptr::null(),
-                        std::ptr::null(),
-                        resid.as_ptr(),
-                        clamp.as_ptr(),
-                        scratch.as_mut_ptr(),
-                    );
-                } else {
-                    onnxc_sgemm(
-                        m as i64,
-                        n as i64,
-                        k as i64,
-                        a.as_ptr(),
-                        k as i64,
-                        0,
-                        b.as_ptr(),
-                        n as i64,
-                        0,
-                        got.as_mut_ptr(),
-                        n as i64,
-                        std::ptr::null(),
-                        std::ptr::null(),
-                        resid.as_ptr(),
-                        clamp.as_ptr(),
-                        scratch.as_mut_ptr(),
-                    );
-                }
-            }
+            let ep = Epilogue {
+                bias_row: std::ptr::null(),
+                bias_col: std::ptr::null(),
+                residual: resid.as_ptr(),
+                lo: 0.0,
+                hi: 1.0,
+            };
+            let got = run(m, n, k, &a, false, &b, false, packed_b, &ep);
             for i in 0..m * n {
                 assert_eq!(
                     got[i].is_nan(),
