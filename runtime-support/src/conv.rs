@@ -791,25 +791,7 @@ fn depthwise_blocked_body(
         let mut c0 = 0;
         while c0 < chans {
             let nc = B.min(chans - c0);
-            // The block's weights per tap, and the bias, as channel vectors.
-            for (t, wv) in wt.iter_mut().enumerate() {
-                // SAFETY: channel c0+c's kernel tap t.
-                *wv = std::array::from_fn(|c| {
-                    if c < nc {
-                        unsafe { *w.add((c0 + c) * ks + t) }
-                    } else {
-                        0.0
-                    }
-                });
-            }
-            // SAFETY: bias has `chans` entries.
-            let bv: [f32; B] = std::array::from_fn(|c| {
-                if c < nc && !bias.is_null() {
-                    unsafe { *bias.add(c0 + c) }
-                } else {
-                    0.0
-                }
-            });
+            let bv = block_weights(w, bias, c0, nc, wt);
             // Transpose the block's planes into the padded channel-last buffer (padding cells
             // stay zero from the fill; lanes ≥ nc too, as every block writes the same cells).
             for c in 0..nc {
@@ -884,6 +866,37 @@ fn depthwise_blocked_body(
             c0 += B;
         }
     }
+}
+
+/// The weights of channels c0..c0+nc (nc ≤ DW_BLOCK) as one channel vector per kernel tap
+/// into `wt` (`wt.len()` taps), lanes past nc zero; returns their bias the same way. The
+/// block setup of both channel-blocked depthwise kernels.
+fn block_weights(
+    w: *const f32,
+    bias: *const f32,
+    c0: usize,
+    nc: usize,
+    wt: &mut [[f32; DW_BLOCK]],
+) -> [f32; DW_BLOCK] {
+    let ks = wt.len();
+    for (t, wv) in wt.iter_mut().enumerate() {
+        // SAFETY: channel c0+c's kernel tap t (the caller's weights hold every channel).
+        *wv = std::array::from_fn(|c| {
+            if c < nc {
+                unsafe { *w.add((c0 + c) * ks + t) }
+            } else {
+                0.0
+            }
+        });
+    }
+    // SAFETY: bias, when present, has an entry per channel.
+    std::array::from_fn(|c| {
+        if c < nc && !bias.is_null() {
+            unsafe { *bias.add(c0 + c) }
+        } else {
+            0.0
+        }
+    })
 }
 
 /// Transposes a 16×16 block of floats held as 16 row vectors.
@@ -980,21 +993,13 @@ unsafe fn depthwise_blocked_avx512(
             let mut c0 = 0;
             while c0 < chans {
                 let nc = B.min(chans - c0);
-                for t in 0..ks {
-                    for c in 0..B {
-                        *wt.add(t * B + c) = if c < nc {
-                            *w.add((c0 + c) * ks + t)
-                        } else {
-                            0.0
-                        };
-                    }
-                }
-                let mut bv = [0f32; B];
-                for (c, v) in bv.iter_mut().enumerate().take(nc) {
-                    if !bias.is_null() {
-                        *v = *bias.add(c0 + c);
-                    }
-                }
+                let bv = block_weights(
+                    w,
+                    bias,
+                    c0,
+                    nc,
+                    std::slice::from_raw_parts_mut(wt.cast::<[f32; B]>(), ks),
+                );
                 let bias_v = _mm512_loadu_ps(bv.as_ptr());
                 let xb = x.add((b * g.c as usize + c0) * isz);
                 // 1. Planes → channel-last, 16 columns of a row at a time.
