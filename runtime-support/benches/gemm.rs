@@ -3,7 +3,8 @@
 //! of this core's peak, measured first with a register-only FMA loop at the widest vector
 //! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
-//! `cargo bench -p onnxc-runtime --bench gemm`
+//! `cargo bench -p onnxc-runtime --bench gemm` (`ONNXC_GEMM_TABLE=1`: the quick GEMM table
+//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only).
 
 use criterion::{Criterion, Throughput, black_box};
 use onnxc_runtime::gemm::{self, BSource, Epilogue, pack};
@@ -150,7 +151,8 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
 }
 
 /// Whole convolution layers through `conv_f32` (packing, im2col, epilogue included), with
-/// the weights packed as the compiler packs them. `ONNXC_CONV_FILTER=cin,cout,hw` picks one.
+/// the weights packed as the compiler packs them. `ONNXC_CONV_FILTER=cin,cout,hw[,k]` picks
+/// layers.
 fn conv_layers(peak: f64) {
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
     println!(
@@ -176,6 +178,9 @@ fn conv_layers(peak: f64) {
         (128, 32, 28, 3, 1),
         (128, 32, 14, 3, 1),
         (128, 32, 7, 3, 1),
+        // SqueezeNet's 1×1 expands: K of 16–64, output-bound.
+        (16, 64, 55, 1, 1),
+        (32, 128, 27, 1, 1),
         // SqueezeNet's classifier (ldb 169: rows not 64-byte aligned).
         (512, 1000, 13, 1, 1),
         // Strided: SqueezeNet/MobileNet stems, ResNet-50 v1's 1×1 stride-2 downsampling.
@@ -187,7 +192,7 @@ fn conv_layers(peak: f64) {
         (256, 64, 56, 1, 1),
     ] {
         if let Some(f) = &filter {
-            if *f != format!("{c},{m},{hw}") {
+            if *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
                 continue;
             }
         }
@@ -369,8 +374,12 @@ fn main() {
         conv_layers(peak);
         return;
     }
-    conv_shapes(peak);
-    conv_layers(peak);
+    // ONNXC_GEMM_TABLE: only the quick GEMM table below, no conv sections and no criterion.
+    let table_only = std::env::var_os("ONNXC_GEMM_TABLE").is_some();
+    if !table_only {
+        conv_shapes(peak);
+        conv_layers(peak);
+    }
     let mut c = Criterion::default().configure_from_args().sample_size(10);
     println!(
         "{:>6} {:>12} {:>8} {:>14} {:>8}",
@@ -429,6 +438,9 @@ fn main() {
             100.0 * g0 / peak,
             100.0 * g1 / peak
         );
+        if table_only {
+            continue;
+        }
         let mut group = c.benchmark_group(format!("sgemm_{s}"));
         group.throughput(Throughput::Elements((2 * m * n * k) as u64));
         group.bench_function("b_per_call", |bch| bch.iter(|| run(false)));

@@ -148,11 +148,12 @@ fn matches_reference_on_edge_sizes() {
         // several blocks.
         (24, 50, 70),
         (12, 20, 300),
-        // Row remainders of 7-11 rows (8- and 12-row tiles storing part of their rows), one
-        // after a whole MC block.
+        // Row remainders of 7-11 rows (8- and 12-row tiles storing part of their rows), after
+        // several MC_A blocks; a rest of 16 rows as one block of two 8-row tiles.
         (20, 40, 50),
         (23, 64, 300),
         (80, 70, 33),
+        (28, 40, 20),
     ] {
         for ta in [false, true] {
             for tb in [false, true] {
