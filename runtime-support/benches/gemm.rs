@@ -4,7 +4,7 @@
 //! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
 //! `cargo bench -p onnxc-runtime --bench gemm` (`ONNXC_GEMM_TABLE=1`: the quick GEMM table
-//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only).
+//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer).
 
 use criterion::{Criterion, Throughput, black_box};
 use onnxc_runtime::gemm::{self, BSource, Epilogue, pack};
@@ -192,7 +192,7 @@ fn conv_layers(peak: f64) {
         (256, 64, 56, 1, 1),
     ] {
         if let Some(f) = &filter {
-            if *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
+            if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
                 continue;
             }
         }

@@ -188,6 +188,15 @@ unsafe fn input_panel(
         unsafe { avx512::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles each.
+        unsafe {
+            avx2::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off);
+            avx2::input_panel(plane, ih, iw, ph, pw, ty, tx0 + 8, vbuf, bsz, off + 8);
+        }
+        return;
+    }
     for j in 0..NR {
         let (y0, x0) = (2 * ty as i64 - ph, 2 * (tx0 + j) as i64 - pw);
         let mut d = [[0f32; 4]; 4];
@@ -231,6 +240,15 @@ unsafe fn output_panel(
     if crate::isa::avx512() {
         // SAFETY: forwarded; AVX-512F checked.
         unsafe { avx512::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles each.
+        unsafe {
+            avx2::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi);
+            avx2::output_panel(mrow.add(8), stride, ty, tx0 + 8, oh, ow, out, resid, bias, lo, hi);
+        }
         return;
     }
     for j in 0..NR {
@@ -419,6 +437,185 @@ mod avx512 {
                 b = _mm512_min_ps(hiv, _mm512_max_ps(lov, b));
                 _mm512_mask_storeu_ps(o, k0, a);
                 _mm512_mask_storeu_ps(o.wrapping_add(16), k1, b);
+            }
+        }
+    }
+}
+
+/// The transforms for 8 tiles at a time (half a panel) with 256-bit vectors; lanes outside
+/// the input row are masked off (`vmaskmovps` does not touch masked-off memory).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Lanes of an 8-wide access starting at column `x` that lie inside `[0, w)`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn col_mask(x: i64, w: i64) -> __m256i {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let xv = _mm256_add_epi32(_mm256_set1_epi32(x.clamp(-64, w) as i32), idx);
+        // 0 <= x + lane < w
+        let ge0 = _mm256_cmpgt_epi32(xv, _mm256_set1_epi32(-1));
+        let ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(w.min(i32::MAX as i64) as i32), xv);
+        _mm256_and_si256(ge0, ltw)
+    }
+
+    /// Even and odd columns of the 16 columns in `a | b`, in order.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn deinterleave(a: __m256, b: __m256) -> (__m256, __m256) {
+        let e = _mm256_shuffle_ps::<0x88>(a, b); // a0 a2 b0 b2 | a4 a6 b4 b6
+        let o = _mm256_shuffle_ps::<0xDD>(a, b);
+        (
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(e))),
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(o))),
+        )
+    }
+
+    /// Input transform of 8 tiles (tile row `ty`, tile columns `tx0..tx0+8`): see
+    /// `super::input_panel`, with `off` the destination of lane 0.
+    ///
+    /// # Safety
+    /// AVX2 available; the 8 destinations of each ξ are inside their B matrices.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn input_panel(
+        plane: *const f32,
+        ih: i64,
+        iw: i64,
+        ph: i64,
+        pw: i64,
+        ty: usize,
+        tx0: usize,
+        vbuf: *mut f32,
+        bsz: usize,
+        off: usize,
+    ) {
+        let y0 = 2 * ty as i64 - ph;
+        let x0 = 2 * tx0 as i64 - pw;
+        // Columns x0 .. x0+18 cover the 8 tiles: evens/odds of [x0, x0+16) and [x0+2, x0+18).
+        let masks = [
+            col_mask(x0, iw),
+            col_mask(x0 + 8, iw),
+            col_mask(x0 + 2, iw),
+            col_mask(x0 + 10, iw),
+        ];
+        let mut d = [[_mm256_setzero_ps(); 4]; 4];
+        for (r, dr) in d.iter_mut().enumerate() {
+            let yy = y0 + r as i64;
+            if yy < 0 || yy >= ih {
+                continue;
+            }
+            // SAFETY: masked lanes lie inside row yy; masked-off lanes are not accessed (the
+            // row pointer may lie outside the plane: wrapping arithmetic).
+            unsafe {
+                let row = plane.wrapping_offset((yy * iw + x0) as isize);
+                let a = _mm256_maskload_ps(row, masks[0]);
+                let b = _mm256_maskload_ps(row.wrapping_add(8), masks[1]);
+                let a2 = _mm256_maskload_ps(row.wrapping_add(2), masks[2]);
+                let b2 = _mm256_maskload_ps(row.wrapping_add(10), masks[3]);
+                (dr[0], dr[1]) = deinterleave(a, b);
+                (dr[2], dr[3]) = deinterleave(a2, b2);
+            }
+        }
+        // Bᵀ d B, lane-wise.
+        let mut t = [[_mm256_setzero_ps(); 4]; 4];
+        for c in 0..4 {
+            t[0][c] = _mm256_sub_ps(d[0][c], d[2][c]);
+            t[1][c] = _mm256_add_ps(d[1][c], d[2][c]);
+            t[2][c] = _mm256_sub_ps(d[2][c], d[1][c]);
+            t[3][c] = _mm256_sub_ps(d[1][c], d[3][c]);
+        }
+        for (r, x) in t.iter().enumerate() {
+            let v = [
+                _mm256_sub_ps(x[0], x[2]),
+                _mm256_add_ps(x[1], x[2]),
+                _mm256_sub_ps(x[2], x[1]),
+                _mm256_sub_ps(x[1], x[3]),
+            ];
+            for (cc, vv) in v.iter().enumerate() {
+                // SAFETY: destination ξ = 4r + cc.
+                unsafe { _mm256_storeu_ps(vbuf.add((r * 4 + cc) * bsz + off), *vv) };
+            }
+        }
+    }
+
+    /// Output transform of 8 tiles: see `super::output_panel`.
+    ///
+    /// # Safety
+    /// AVX2 available; 8 products of each ξ at `mrow + ξ·stride`; stores are cropped to the
+    /// oh × ow plane.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn output_panel(
+        mrow: *const f32,
+        stride: usize,
+        ty: usize,
+        tx0: usize,
+        oh: usize,
+        ow: usize,
+        out: *mut f32,
+        resid: *const f32,
+        bias: f32,
+        lo: f32,
+        hi: f32,
+    ) {
+        let x0 = 2 * tx0;
+        if x0 >= ow {
+            return;
+        }
+        let mut m = [_mm256_setzero_ps(); 16];
+        for (xi, v) in m.iter_mut().enumerate() {
+            // SAFETY: 8 products of ξ.
+            *v = unsafe { _mm256_loadu_ps(mrow.add(xi * stride)) };
+        }
+        let add3 = |a, b, c| _mm256_add_ps(_mm256_add_ps(a, b), c);
+        let mut t = [[_mm256_setzero_ps(); 4]; 2];
+        for c in 0..4 {
+            t[0][c] = add3(m[c], m[4 + c], m[8 + c]);
+            t[1][c] = _mm256_sub_ps(_mm256_sub_ps(m[4 + c], m[8 + c]), m[12 + c]);
+        }
+        let (bv, lov, hiv) = (_mm256_set1_ps(bias), _mm256_set1_ps(lo), _mm256_set1_ps(hi));
+        let (w, x) = (ow as i64, x0 as i64);
+        let (k0, k1) = (col_mask(x, w), col_mask(x + 8, w));
+        let full = x0 + 16 <= ow;
+        for (r, xr) in t.iter().enumerate() {
+            let oy = 2 * ty + r;
+            if oy >= oh {
+                continue;
+            }
+            let y0 = add3(xr[0], xr[1], xr[2]);
+            let y1 = _mm256_sub_ps(_mm256_sub_ps(xr[1], xr[2]), xr[3]);
+            // Interleave (y0, y1) of 8 tiles into 16 consecutive output columns.
+            let lo4 = _mm256_unpacklo_ps(y0, y1); // tiles 0,1 | 4,5
+            let hi4 = _mm256_unpackhi_ps(y0, y1); // tiles 2,3 | 6,7
+            let mut a = _mm256_permute2f128_ps::<0x20>(lo4, hi4);
+            let mut b = _mm256_permute2f128_ps::<0x31>(lo4, hi4);
+            // SAFETY: masked (or, for a whole 16 columns, plain) accesses inside row oy.
+            unsafe {
+                let o = out.add(oy * ow + x0);
+                a = _mm256_add_ps(a, bv);
+                b = _mm256_add_ps(b, bv);
+                if !resid.is_null() {
+                    let rp = resid.add(oy * ow + x0);
+                    if full {
+                        a = _mm256_add_ps(a, _mm256_loadu_ps(rp));
+                        b = _mm256_add_ps(b, _mm256_loadu_ps(rp.add(8)));
+                    } else {
+                        a = _mm256_add_ps(a, _mm256_maskload_ps(rp, k0));
+                        b = _mm256_add_ps(b, _mm256_maskload_ps(rp.wrapping_add(8), k1));
+                    }
+                }
+                // max/min with the value second: NaN passes through the clamp.
+                a = _mm256_min_ps(hiv, _mm256_max_ps(lov, a));
+                b = _mm256_min_ps(hiv, _mm256_max_ps(lov, b));
+                if full {
+                    _mm256_storeu_ps(o, a);
+                    _mm256_storeu_ps(o.add(8), b);
+                } else {
+                    _mm256_maskstore_ps(o, k0, a);
+                    _mm256_maskstore_ps(o.wrapping_add(8), k1, b);
+                }
             }
         }
     }
