@@ -2010,10 +2010,12 @@ mod tests {
                     gemm::indirect_rows8(g.mg(), g.output[0] as usize * wp)
                 })
             };
-            assert!(
-                cases.iter().filter(rows8).count() >= 3,
-                "the 8 × 48 indirect layout is covered"
-            );
+            if gemm::indirect_wide_tiles() {
+                assert!(
+                    cases.iter().filter(rows8).count() >= 3,
+                    "the 8 × 48 indirect layout is covered"
+                );
+            }
         }
         assert!(
             cases.iter().filter(|g| g.use_winograd()).count() >= 3,

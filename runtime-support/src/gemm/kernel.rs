@@ -294,6 +294,27 @@ pub unsafe fn tile_indirect_8x48(
     }
 }
 
+/// A full 6 × 16 tile of an implicit-GEMM convolution with 256-bit vectors: B row k is
+/// the 16 floats at `base + offs[k]`; no epilogue.
+///
+/// # Safety
+/// `select()` returned `Kern::Avx2Fma` or `Kern::Avx512`; the A panel holds kc steps; every
+/// `base + offs[k]` is readable for 16 floats; the 6 × 16 tile lies inside C.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_indirect_6x16(
+    kc: usize,
+    a: *const f32,
+    base: *const f32,
+    offs: *const isize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded.
+    unsafe { avx2::kernel_6x16_ind(kc, a, BOffsets { base, offs }, c, ldc, accumulate) }
+}
+
 /// A full 6 × 2·NR tile from one A panel and 32 B columns.
 ///
 /// # Safety
@@ -845,7 +866,7 @@ mod avx512 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Epilogue, MR, NR};
+    use super::{BOffsets, Epilogue, MR, NR};
     use std::arch::x86_64::*;
 
     /// 6×16 tile: 12 ymm accumulators, 2 B loads and 6 broadcasts per k step.
@@ -924,6 +945,52 @@ mod avx2 {
                 }
                 _mm256_storeu_ps(p, accr[0]);
                 _mm256_storeu_ps(p.add(8), accr[1]);
+            }
+        }
+    }
+
+    /// 6×16 tile of an implicit-GEMM convolution: B row k is the 16 floats at
+    /// `b.base + b.offs[k]` (two loads, usually unaligned), six broadcasts of A per k step.
+    /// No epilogue.
+    ///
+    /// # Safety
+    /// CPU has AVX2 and FMA; the A panel holds kc steps; every `base + offs[k]` is readable
+    /// for 16 floats; the 6 × 16 tile lies inside C.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn kernel_6x16_ind(
+        kc: usize,
+        a: *const f32,
+        b: BOffsets,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        let mut ap = a;
+        let mut op = b.offs;
+        // SAFETY: the A panel holds kc steps; offs holds kc entries, each a readable row.
+        unsafe {
+            for _ in 0..kc {
+                let x = b.base.offset(*op);
+                let b0 = _mm256_loadu_ps(x);
+                let b1 = _mm256_loadu_ps(x.add(8));
+                for (r, accr) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*ap.add(r));
+                    accr[0] = _mm256_fmadd_ps(av, b0, accr[0]);
+                    accr[1] = _mm256_fmadd_ps(av, b1, accr[1]);
+                }
+                ap = ap.add(MR);
+                op = op.add(1);
+            }
+            for (r, accr) in acc.iter().enumerate() {
+                let p = c.add(r * ldc);
+                let (mut v0, mut v1) = (accr[0], accr[1]);
+                if accumulate {
+                    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(p));
+                    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(p.add(8)));
+                }
+                _mm256_storeu_ps(p, v0);
+                _mm256_storeu_ps(p.add(8), v1);
             }
         }
     }

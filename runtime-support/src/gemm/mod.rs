@@ -544,8 +544,21 @@ pub unsafe fn gemm_packed_b(
     }
 }
 
-/// Whether `gemm_indirect_b` can run on this CPU (it has AVX-512 kernels only).
+/// Whether `gemm_indirect_b` can run on this CPU (it has AVX-512 and AVX2+FMA kernels).
 pub fn indirect_b_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        matches!(kernel::select(), kernel::Kern::Avx512 | kernel::Kern::Avx2Fma)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether `gemm_indirect_b` has its wide AVX-512 layouts (12 × 32 and 8 × 48 tiles) on this
+/// CPU; with AVX2 alone it computes 6 × 16 tiles.
+pub fn indirect_wide_tiles() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         kernel::select() == kernel::Kern::Avx512
@@ -562,7 +575,7 @@ pub fn indirect_b_available() -> bool {
 /// 32 output channels, DenseNet's growth rate, then take four tiles instead of three
 /// 12-row tiles with a third of the last one wasted.
 pub fn indirect_rows8(m: usize, n: usize) -> bool {
-    if m % 8 != 0 || !indirect_b_available() {
+    if m % 8 != 0 || !indirect_wide_tiles() {
         return false;
     }
     let work12 = m.next_multiple_of(MR) * n.next_multiple_of(2 * NR);
@@ -599,6 +612,12 @@ pub unsafe fn gemm_indirect_b(
 ) {
     debug_assert!(indirect_b_available() && offs.len() == k);
     if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if !indirect_wide_tiles() {
+        // SAFETY: forwarded (16-column tiles stay within `indirect_cols(n)`).
+        unsafe { indirect_6x16(m, n, k, a, base, offs, c, ldc) };
         return;
     }
     // The layout (`indirect_rows8`) picks the tile shape: 8 × 48 over the m rows, or
@@ -665,6 +684,60 @@ pub unsafe fn gemm_indirect_b(
                     };
                 }
                 jr += col_step;
+            }
+            ic += mc;
+        }
+        pc += kc;
+    }
+}
+
+/// `gemm_indirect_b` in 6 × 16 tiles (AVX2): for each K block and block of MC rows, each
+/// 16-column strip of B (kc rows scattered over the padded input, read once into L1) feeds
+/// the block's 6-row tiles.
+///
+/// # Safety
+/// As `gemm_indirect_b`, on a CPU with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+unsafe fn indirect_6x16(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    base: *const f32,
+    offs: &[isize],
+    c: *mut f32,
+    ldc: usize,
+) {
+    let rows = m.div_ceil(MR) * MR;
+    let mut pc = 0;
+    while pc < k {
+        let kc = k_block(k).min(k - pc);
+        let first = pc == 0;
+        let mut ic = 0;
+        while ic < rows {
+            let mc = MC.min(rows - ic);
+            let mut jr = 0;
+            while jr < n {
+                let mut ir = 0;
+                while ir < mc {
+                    let row = ic + ir;
+                    // SAFETY: A panel row/MR exists up to `rows`; B rows are readable for
+                    // n rounded up to 16 columns; the tile lies inside C.
+                    unsafe {
+                        kernel::tile_indirect_6x16(
+                            kc,
+                            a.add((row / MR) * k * MR + pc * MR),
+                            base.add(jr),
+                            offs.as_ptr().add(pc),
+                            c.add(row * ldc + jr),
+                            ldc,
+                            !first,
+                        );
+                    }
+                    ir += MR;
+                }
+                jr += NR;
             }
             ic += mc;
         }
