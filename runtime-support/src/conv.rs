@@ -353,6 +353,12 @@ unsafe fn pack_im2col_2d(
         unsafe { pack_im2col_2d_panels_avx512(g, xg, k0, kc, n0, nc, dst) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if width == NR && kc <= gemm::KC && crate::isa::avx2() {
+        // SAFETY: AVX2 detected; same contract.
+        unsafe { pack_im2col_2d_panels_avx2(g, xg, k0, kc, n0, nc, dst) };
+        return;
+    }
     let (ih, iw) = (g.input[0], g.input[1]);
     let ow = g.output[1];
     let (kh, kw) = (g.kernel[0], g.kernel[1]);
@@ -466,43 +472,9 @@ unsafe fn pack_im2col_2d_panels_avx512(
     use std::arch::x86_64::*;
     let (ih, iw) = (g.input[0], g.input[1]);
     let ow = g.output[1];
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
     let (sh, sw) = (g.strides[0], g.strides[1]);
-    let (dh, dw) = (g.dilations[0], g.dilations[1]);
-    let (ph, pw) = (g.pads[0], g.pads[1]);
-    let ks = (kh * kw) as usize;
     let plane_len = (ih * iw) as usize;
-    // Per tap of the block: channel plane offset, vertical offset, horizontal shift, and the
-    // range [lo, hi) of output columns whose input column lies inside the row.
-    #[derive(Clone, Copy, Default)]
-    struct Tap {
-        plane: usize,
-        ty: i64,
-        shift: i64,
-        lo: i64,
-        hi: i64,
-    }
-    let mut taps = [Tap::default(); gemm::KC];
-    for (kx, tap) in taps.iter_mut().enumerate().take(kc) {
-        let kk = k0 + kx;
-        let t = (kk % ks) as i64;
-        let shift = (t % kw) * dw - pw;
-        *tap = Tap {
-            plane: (kk / ks) * plane_len,
-            ty: (t / kw) * dh - ph,
-            shift,
-            lo: if shift >= 0 {
-                0
-            } else {
-                (-shift + sw - 1) / sw
-            },
-            hi: if iw - shift <= 0 {
-                0
-            } else {
-                (iw - shift + sw - 1) / sw
-            },
-        };
-    }
+    let taps = im2col_taps(g, k0, kc);
     // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are masked to
     // the lanes whose row and column lie inside the channel plane (masked-off lanes of an
     // AVX-512 load or gather do not fault, so their addresses may lie outside).
@@ -621,6 +593,173 @@ unsafe fn pack_im2col_2d_panels_avx512(
                         _mm512_storeu_ps(d, v);
                     } else {
                         _mm512_mask_storeu_ps(d, lanes(l0, store_to), v);
+                    }
+                    c += l1 - l0;
+                }
+            }
+            col = end;
+        }
+    }
+}
+
+/// Per kernel tap of an im2col block: channel plane offset, vertical offset, horizontal
+/// shift, and the range `[lo, hi)` of output columns whose input column lies inside the row.
+#[derive(Clone, Copy, Default)]
+struct Tap {
+    plane: usize,
+    ty: i64,
+    shift: i64,
+    lo: i64,
+    hi: i64,
+}
+
+/// The taps of im2col rows `k0..k0+kc` (`kc <= gemm::KC`).
+fn im2col_taps(g: &ConvGeometry, k0: usize, kc: usize) -> [Tap; gemm::KC] {
+    let iw = g.input[1];
+    let (kh, kw) = (g.kernel[0], g.kernel[1]);
+    let sw = g.strides[1];
+    let (dh, dw) = (g.dilations[0], g.dilations[1]);
+    let (ph, pw) = (g.pads[0], g.pads[1]);
+    let ks = (kh * kw) as usize;
+    let plane_len = (g.input[0] * iw) as usize;
+    let mut taps = [Tap::default(); gemm::KC];
+    for (kx, tap) in taps.iter_mut().enumerate().take(kc) {
+        let kk = k0 + kx;
+        let t = (kk % ks) as i64;
+        let shift = (t % kw) * dw - pw;
+        *tap = Tap {
+            plane: (kk / ks) * plane_len,
+            ty: (t / kw) * dh - ph,
+            shift,
+            lo: if shift >= 0 {
+                0
+            } else {
+                (-shift + sw - 1) / sw
+            },
+            hi: if iw - shift <= 0 {
+                0
+            } else {
+                (iw - shift + sw - 1) / sw
+            },
+        };
+    }
+    taps
+}
+
+/// `pack_im2col_2d` for NR-wide B panels with AVX2, panel by panel like
+/// `pack_im2col_2d_panels_avx512`: whole panels whose 16 lanes read inside the input row are
+/// two unaligned loads (stride 1) or four loads and an even-lane pick (stride 2); panels
+/// touching padding or an output-row end are assembled lane by lane.
+///
+/// # Safety
+/// As `pack_im2col`; AVX2 present; `kc <= gemm::KC`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments, reason = "block coordinates")]
+unsafe fn pack_im2col_2d_panels_avx2(
+    g: &ConvGeometry,
+    xg: *const f32,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    nc: usize,
+    dst: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    let (ih, iw) = (g.input[0], g.input[1]);
+    let ow = g.output[1];
+    let (sh, sw) = (g.strides[0], g.strides[1]);
+    let plane_len = (ih * iw) as usize;
+    let taps = im2col_taps(g, k0, kc);
+    let xend = xg.wrapping_add((g.c / g.group) as usize * plane_len);
+    // Even lanes of the 16 floats at p, in order.
+    let evens = |p: *const f32| {
+        // SAFETY: callers pass 16 readable floats.
+        unsafe {
+            let e = _mm256_shuffle_ps::<0x88>(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(e)))
+        }
+    };
+    // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are of lanes
+    // whose row and column lie inside the channel plane (whole-panel loads are checked to
+    // stay inside x).
+    unsafe {
+        let mut col = 0;
+        while col < nc {
+            let q = (n0 + col) as i64;
+            let (oy, ox0) = (q / ow, q % ow);
+            let len = ((ow - ox0) as usize).min(nc - col);
+            let end = col + len;
+            for (kx, tap) in taps.iter().enumerate().take(kc) {
+                let iy = oy * sh + tap.ty;
+                let inside = iy >= 0 && iy < ih;
+                // Output columns [va, vb) of the run read inside the row.
+                let (va, vb) = if inside {
+                    let va = tap.lo.max(ox0);
+                    (va, tap.hi.min(ox0 + len as i64).max(va))
+                } else {
+                    (0, 0)
+                };
+                let row = xg
+                    .wrapping_add(tap.plane)
+                    .wrapping_offset((iy * iw + tap.shift) as isize);
+                let mut c = col;
+                while c < end {
+                    if c % NR == 0 && sw <= 2 {
+                        let oxl = ox0 + (c - col) as i64;
+                        let mut full = if oxl >= va && vb > oxl {
+                            (((vb - oxl) as usize) / NR).min((end - c) / NR)
+                        } else {
+                            0
+                        };
+                        let mut src = row.wrapping_offset((oxl * sw) as isize);
+                        if sw == 2 {
+                            // The 32-float window of the last full panel stays inside x.
+                            while full > 0 && src.wrapping_add(32 * full) > xend {
+                                full -= 1;
+                            }
+                        }
+                        if full > 0 {
+                            let mut d = dst.add((c / NR * kc + kx) * NR);
+                            for _ in 0..full {
+                                let (v0, v1) = if sw == 1 {
+                                    (_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)))
+                                } else {
+                                    (evens(src), evens(src.add(16)))
+                                };
+                                _mm256_storeu_ps(d, v0);
+                                _mm256_storeu_ps(d.add(8), v1);
+                                src = src.add(NR * sw as usize);
+                                d = d.add(kc * NR);
+                            }
+                            c += full * NR;
+                            continue;
+                        }
+                    }
+                    let (pn, l0) = (c / NR, c % NR);
+                    let l1 = NR.min(l0 + end - c);
+                    // The block's last panel: lanes past nc are zero.
+                    let store_to = if c + (l1 - l0) == nc { NR } else { l1 };
+                    // Output column of lane l: oxl + l.
+                    let oxl = ox0 + (c - col) as i64 - l0 as i64;
+                    let a = (va - oxl).clamp(l0 as i64, l1 as i64) as usize;
+                    let b = (vb - oxl).clamp(a as i64, l1 as i64) as usize;
+                    let mut buf = [0f32; NR];
+                    // Lane l reads row[(oxl + l)·sw], inside the row for a <= l < b.
+                    let base = row.wrapping_offset((oxl * sw) as isize);
+                    for (l, v) in buf.iter_mut().enumerate().take(b).skip(a) {
+                        *v = *base.wrapping_offset(l as isize * sw as isize);
+                    }
+                    let d = dst.add((pn * kc + kx) * NR);
+                    if l0 == 0 && store_to == NR {
+                        _mm256_storeu_ps(d, _mm256_loadu_ps(buf.as_ptr()));
+                        _mm256_storeu_ps(d.add(8), _mm256_loadu_ps(buf.as_ptr().add(8)));
+                    } else {
+                        std::ptr::copy_nonoverlapping(
+                            buf.as_ptr().add(l0),
+                            d.add(l0),
+                            store_to - l0,
+                        );
                     }
                     c += l1 - l0;
                 }
