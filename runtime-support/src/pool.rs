@@ -153,6 +153,12 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: 
         unsafe { pool2d_rows_avx512(g, x, y, scratch) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if g.rows_kernel_applies() && crate::isa::avx2() {
+        // SAFETY: AVX2 detected; forwarded contract.
+        unsafe { pool2d_rows_avx2(g, x, y, scratch) };
+        return;
+    }
     // SAFETY: forwarded contract.
     crate::multiversion!(pool2d_body(g, x, y, scratch))
 }
@@ -298,6 +304,143 @@ unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scrat
                         _mm512_mask_storeu_ps(out.add(c), tail_out, acc);
                     }
                     c += 16;
+                }
+            }
+        }
+    }
+}
+
+/// `pool2d_rows_avx512` with 8-lane AVX2 vectors: the same two passes per output row (the
+/// window's input rows reduced into the identity-padded row, then `kw` taps per 8 outputs,
+/// an even-lane pick at stride 2), the last vectors of a row masked.
+///
+/// # Safety
+/// As `pool2d_f32`, with `g.rows_kernel_applies()` and AVX2 present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+    use std::arch::x86_64::*;
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.strides;
+    let dh = g.dilations[0];
+    let [ph, pw] = g.pads_begin;
+    let [peh, pew] = g.pads_end;
+    if oh <= 0 || ow <= 0 || g.planes <= 0 {
+        return;
+    }
+    let (ow_u, iw_u, sw_u, pw_u) = (ow as usize, iw as usize, sw as usize, pw as usize);
+    let ow8 = ow_u.next_multiple_of(8);
+    let blen = g.row_buf_len();
+    let max = g.kind == 0;
+    let init = if max { f32::NEG_INFINITY } else { 0.0 };
+    // SAFETY: scratch holds ow + 2·row_buf_len floats (scratch_floats); ow8 ≤ ow + blen.
+    let (inv_x, padded) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(scratch, ow8),
+            std::slice::from_raw_parts_mut(scratch.add(ow8), blen),
+        )
+    };
+    for (ox, c) in inv_x.iter_mut().enumerate() {
+        *c = if ox < ow_u {
+            1.0 / taps_counted(g.count_include_pad, ox as i64, kw, sw, 1, pw, iw, pew) as f32
+        } else {
+            1.0
+        };
+    }
+    padded.fill(init);
+    let init_v = _mm256_set1_ps(init);
+    let op = |a: __m256, b: __m256| {
+        if max {
+            _mm256_max_ps(a, b)
+        } else {
+            _mm256_add_ps(a, b)
+        }
+    };
+    let lanes = |n: usize| -> __m256i {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx)
+    };
+    let tail_in = lanes(if iw_u % 8 == 0 { 8 } else { iw_u % 8 });
+    let tail_out = lanes(if ow_u % 8 == 0 { 8 } else { ow_u % 8 });
+    let pp = padded.as_mut_ptr();
+    // SAFETY (loop body): input rows are read inside the plane (the last vector of a row
+    // masked); padded-row accesses stay below pw + iw8 (writes) and sw·ow8 + kw + 8 (reads),
+    // both within row_buf_len (sized for 16-lane vectors); output stores stay inside row oy
+    // (the last vector masked).
+    unsafe {
+        for plane in 0..g.planes as usize {
+            let xp = x.add(plane * (ih * iw) as usize);
+            let yp = y.add(plane * ow_u * oh as usize);
+            for oy in 0..oh {
+                let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
+                let mut nrows = 0;
+                for ky in 0..kh {
+                    let iy = oy * sh + ky * dh - ph;
+                    if iy >= 0 && iy < ih {
+                        rows[nrows] = xp.add(iy as usize * iw_u);
+                        nrows += 1;
+                    }
+                }
+                // 1. Vertical reduction into the padded row.
+                let mut j = 0;
+                while j < iw_u {
+                    let full = j + 8 <= iw_u;
+                    let mut acc = init_v;
+                    for &r in &rows[..nrows] {
+                        let v = if full {
+                            _mm256_loadu_ps(r.add(j))
+                        } else {
+                            _mm256_blendv_ps(
+                                init_v,
+                                _mm256_maskload_ps(r.add(j), tail_in),
+                                _mm256_castsi256_ps(tail_in),
+                            )
+                        };
+                        acc = op(acc, v);
+                    }
+                    _mm256_storeu_ps(pp.add(pw_u + j), acc);
+                    j += 8;
+                }
+                // 2. Horizontal taps, 8 outputs at a time.
+                let scale = if max {
+                    1.0
+                } else {
+                    1.0 / taps_counted(g.count_include_pad, oy, kh, sh, dh, ph, ih, peh) as f32
+                };
+                let scale_v = _mm256_set1_ps(scale);
+                let out = yp.add(oy as usize * ow_u);
+                let mut c = 0;
+                while c < ow8 {
+                    let base = pp.add(c * sw_u);
+                    let mut acc = init_v;
+                    for kx in 0..kw as usize {
+                        let v = if sw_u == 1 {
+                            _mm256_loadu_ps(base.add(kx))
+                        } else {
+                            let e = _mm256_shuffle_ps::<0x88>(
+                                _mm256_loadu_ps(base.add(kx)),
+                                _mm256_loadu_ps(base.add(kx + 8)),
+                            );
+                            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
+                                _mm256_castps_pd(e),
+                            ))
+                        };
+                        acc = op(acc, v);
+                    }
+                    if !max {
+                        acc = _mm256_mul_ps(
+                            acc,
+                            _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))),
+                        );
+                    }
+                    if c + 8 <= ow_u {
+                        _mm256_storeu_ps(out.add(c), acc);
+                    } else {
+                        _mm256_maskstore_ps(out.add(c), tail_out, acc);
+                    }
+                    c += 8;
                 }
             }
         }
