@@ -1022,17 +1022,44 @@ mod avx2 {
         row: usize,
         col: usize,
     ) {
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        // SAFETY: forwarded. A remainder of at most 8 columns computes one vector per row:
+        // half the FMAs (ResNet-50's 7×7 pointwise convs: 49 = 3·16 + 1 columns).
+        unsafe {
+            if nr <= 8 {
+                partial::<1>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+            } else {
+                partial::<2>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+            }
+        }
+    }
+
+    /// `kernel_6x16_partial` computing the first `V` 8-column vectors of the panel.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    unsafe fn partial<const V: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        accumulate: bool,
+        ep: Option<&Epilogue>,
+        row: usize,
+        col: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); V]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
             // SAFETY: panels hold kc steps (zero-padded beyond mr / nr).
             unsafe {
-                let b0 = _mm256_loadu_ps(bp);
-                let b1 = _mm256_loadu_ps(bp.add(8));
+                let bv: [__m256; V] = std::array::from_fn(|v| _mm256_loadu_ps(bp.add(8 * v)));
                 for (r, accr) in acc.iter_mut().enumerate() {
                     let x = _mm256_broadcast_ss(&*ap.add(r));
-                    accr[0] = _mm256_fmadd_ps(x, b0, accr[0]);
-                    accr[1] = _mm256_fmadd_ps(x, b1, accr[1]);
+                    for v in 0..V {
+                        accr[v] = _mm256_fmadd_ps(x, bv[v], accr[v]);
+                    }
                 }
                 ap = ap.add(MR);
                 bp = bp.add(NR);
@@ -1040,7 +1067,7 @@ mod avx2 {
         }
         // SAFETY: masked accesses touch only columns < nr of rows < mr.
         unsafe {
-            let (m0, m1) = (mask(nr), mask(nr.saturating_sub(8)));
+            let m: [__m256i; V] = std::array::from_fn(|v| mask(nr.saturating_sub(8 * v)));
             let (lo, hi, bias_col) = match ep {
                 Some(e) => (
                     _mm256_set1_ps(e.lo),
@@ -1048,40 +1075,35 @@ mod avx2 {
                     if e.bias_col.is_null() {
                         None
                     } else {
-                        Some([
-                            _mm256_maskload_ps(e.bias_col.add(col), m0),
-                            _mm256_maskload_ps(e.bias_col.add(col + 8), m1),
-                        ])
+                        Some(std::array::from_fn::<__m256, V, _>(|v| {
+                            _mm256_maskload_ps(e.bias_col.add(col + 8 * v), m[v])
+                        }))
                     },
                 ),
                 None => (_mm256_setzero_ps(), _mm256_setzero_ps(), None),
             };
             for (r, accr) in acc.iter_mut().enumerate().take(mr) {
                 let p = c.add(r * ldc);
-                if accumulate {
-                    accr[0] = _mm256_add_ps(accr[0], _mm256_maskload_ps(p, m0));
-                    accr[1] = _mm256_add_ps(accr[1], _mm256_maskload_ps(p.add(8), m1));
+                for v in 0..V {
+                    if accumulate {
+                        accr[v] = _mm256_add_ps(accr[v], _mm256_maskload_ps(p.add(8 * v), m[v]));
+                    }
+                    if let Some(e) = ep {
+                        if !e.bias_row.is_null() {
+                            accr[v] =
+                                _mm256_add_ps(accr[v], _mm256_broadcast_ss(&*e.bias_row.add(row + r)));
+                        }
+                        if let Some(bc) = bias_col {
+                            accr[v] = _mm256_add_ps(accr[v], bc[v]);
+                        }
+                        if !e.residual.is_null() {
+                            let rp = e.residual.add((row + r) * ldc + col + 8 * v);
+                            accr[v] = _mm256_add_ps(accr[v], _mm256_maskload_ps(rp, m[v]));
+                        }
+                        accr[v] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[v]));
+                    }
+                    _mm256_maskstore_ps(p.add(8 * v), m[v], accr[v]);
                 }
-                if let Some(e) = ep {
-                    if !e.bias_row.is_null() {
-                        let bv = _mm256_broadcast_ss(&*e.bias_row.add(row + r));
-                        accr[0] = _mm256_add_ps(accr[0], bv);
-                        accr[1] = _mm256_add_ps(accr[1], bv);
-                    }
-                    if let Some(bc) = bias_col {
-                        accr[0] = _mm256_add_ps(accr[0], bc[0]);
-                        accr[1] = _mm256_add_ps(accr[1], bc[1]);
-                    }
-                    if !e.residual.is_null() {
-                        let rp = e.residual.add((row + r) * ldc + col);
-                        accr[0] = _mm256_add_ps(accr[0], _mm256_maskload_ps(rp, m0));
-                        accr[1] = _mm256_add_ps(accr[1], _mm256_maskload_ps(rp.add(8), m1));
-                    }
-                    accr[0] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[0]));
-                    accr[1] = _mm256_min_ps(hi, _mm256_max_ps(lo, accr[1]));
-                }
-                _mm256_maskstore_ps(p, m0, accr[0]);
-                _mm256_maskstore_ps(p.add(8), m1, accr[1]);
             }
         }
     }
