@@ -193,18 +193,42 @@ impl ConvGeometry {
     /// from offset ty·pitch + tx — no im2col packing at all. Returns (padded rows, pitch,
     /// columns computed) or None when the layer takes another path.
     fn indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.strides != [1, 1] {
+            return None;
+        }
+        self.phase_dims()
+    }
+
+    /// The indirect path for strided 2-D convs, through stride phases: the padded input is
+    /// split into sh·sw phase planes (phase (a, b) holds padded rows a, a+sh, … and columns
+    /// b, b+sw, …), so every tap reads a contiguous shifted view of one phase plane and the
+    /// outputs come out in the phase pitch. Only on CPUs without the wide AVX-512 layouts
+    /// (`gemm::indirect_wide_tiles`): there the AVX-512 im2col packer beat it by 25-40%,
+    /// while on Zen 3 (AVX2) it is faster than packing (ResNet-50's and Inception v2's
+    /// stride-2 3×3 convs: see ARCHITECTURE.md). Layers that go pixel-major keep that path.
+    fn strided_indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.strides == [1, 1] || self.pixel_major() {
+            return None;
+        }
+        self.phase_dims()
+    }
+
+    /// (phase plane rows, pitch, columns computed) of the indirect path for this geometry's
+    /// strides (a single phase at stride 1), or None when it does not apply.
+    fn phase_dims(&self) -> Option<(usize, usize, usize)> {
         if self.input.len() != 2
-            || self.strides != [1, 1]
             || self.is_pointwise()
             || self.is_depthwise()
             || self.use_winograd()
             || self.kdim() == 0
+            || self.strides.iter().any(|&s| s < 1)
         {
             return None;
         }
         let ext = |d: usize| ((self.kernel[d] - 1) * self.dilations[d] + 1) as usize;
         let (oh, ow) = (self.output[0] as usize, self.output[1] as usize);
-        let (hp, wp) = (oh + ext(0) - 1, ow + ext(1) - 1);
+        let (sh, sw) = (self.strides[0] as usize, self.strides[1] as usize);
+        let (qh, qw) = (oh + (ext(0) - 1) / sh, ow + (ext(1) - 1) / sw);
         if oh == 0 || ow == 0 {
             return None;
         }
@@ -212,32 +236,46 @@ impl ConvGeometry {
         // 25% of the packing path's (which pays for im2col instead). Measured in SqueezeNet
         // on Zen 3: its 13×13 3×3 expands (17% more tiles) ran 0.60 → 0.30 and 1.00 → 0.68 ms
         // in the model, though equal in the warm layer benchmark.
-        if 100 * (oh * wp).next_multiple_of(2 * NR) > 125 * (oh * ow).next_multiple_of(2 * NR) {
+        if 100 * (oh * qw).next_multiple_of(2 * NR) > 125 * (oh * ow).next_multiple_of(2 * NR) {
             return None;
         }
         // The result's pitch: whole tiles of either GEMM layout (which one runs is decided
         // on the CPU that runs the model; the workspace is sized where it is compiled).
-        let cols = gemm::indirect_cols(oh * wp);
+        let cols = gemm::indirect_cols(oh * qw);
         // The result goes through a buffer in the padded pitch and is compacted afterwards:
         // beyond L2 that extra pass costs what skipping im2col saves (measured: neutral at
         // 64×56×56, a loss for larger outputs).
         if self.mg().next_multiple_of(MR) * cols > INDIRECT_MAX_RESULT {
             return None;
         }
-        Some((hp, wp, cols))
+        Some((qh, qw, cols))
     }
 
     /// Whether `conv_f32` takes the indirect path on this CPU.
     pub fn uses_indirect(&self) -> bool {
-        self.indirect_dims().is_some() && gemm::indirect_b_available()
+        self.run_indirect_dims().is_some()
+    }
+
+    /// The indirect path's dims when `conv_f32` takes it on this CPU.
+    fn run_indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if !gemm::indirect_b_available() {
+            return None;
+        }
+        match self.indirect_dims() {
+            Some(d) => Some(d),
+            None if !gemm::indirect_wide_tiles() => self.strided_indirect_dims(),
+            None => None,
+        }
     }
 
     /// Scratch floats of the indirect path: padded input planes (with slack for the last
     /// tile's reads), the result in the padded pitch, the row offsets.
     fn indirect_scratch(&self) -> usize {
-        match self.indirect_dims() {
-            Some((hp, wp, cols)) => {
-                let pin = (self.cg() * hp * wp + hp * wp + cols).next_multiple_of(16);
+        match self.indirect_dims().or(self.strided_indirect_dims()) {
+            Some((qh, qw, cols)) => {
+                let phases = (self.strides[0] * self.strides[1]) as usize;
+                let plane = qh * qw;
+                let pin = (self.cg() * phases * plane + plane + cols).next_multiple_of(16);
                 let c = (self.mg().next_multiple_of(MR) * cols).next_multiple_of(16);
                 pin + c + 2 * self.kdim() + 16
             }
@@ -1953,8 +1991,7 @@ pub unsafe fn conv_f32(
                     };
                     gemm::gemm_packed_b(osz, mg, kd, &packer, a, ct, mg, ablock);
                     store_transposed(ct, osz, mg, yg, &ep);
-                } else if let (Some(dims), true) = (g.indirect_dims(), gemm::indirect_b_available())
-                {
+                } else if let Some(dims) = g.run_indirect_dims() {
                     conv_indirect(g, dims, xg, a, yg, &ep, rest);
                 } else if g.is_pointwise() {
                     gemm::gemm_packed_a(
@@ -2018,7 +2055,7 @@ pub unsafe fn conv_f32(
 /// its output planes, `scratch` at least `indirect_scratch()` floats.
 unsafe fn conv_indirect(
     g: &ConvGeometry,
-    (hp, wp, cols): (usize, usize, usize),
+    (qh, qw, cols): (usize, usize, usize),
     xg: *const f32,
     a: *const f32,
     yg: *mut f32,
@@ -2029,8 +2066,9 @@ unsafe fn conv_indirect(
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
     let (ph, pw) = (g.pads[0] as usize, g.pads[1] as usize);
-    let plane = hp * wp;
-    let pin_len = (cg * plane + plane + cols).next_multiple_of(16);
+    let (sh, sw) = (g.strides[0] as usize, g.strides[1] as usize);
+    let plane = qh * qw;
+    let pin_len = (cg * sh * sw * plane + plane + cols).next_multiple_of(16);
     let c_len = (mg.next_multiple_of(MR) * cols).next_multiple_of(16);
     // SAFETY: the three regions are disjoint parts of scratch (indirect_scratch()).
     let (pin, cbuf, offs) = unsafe {
@@ -2040,31 +2078,61 @@ unsafe fn conv_indirect(
             std::slice::from_raw_parts_mut(scratch.add(pin_len + c_len).cast::<isize>(), kd),
         )
     };
-    // Zero-padded input planes: input row y lands at padded row y + ph, column x + pw; rows
-    // and columns outside the input (and the slack) are zero.
+    // Zero-padded input planes split into stride phases (one phase at stride 1): phase
+    // (pa, pb) of channel c holds padded row i·sh + pa, column j·sw + pb at (i, j), i.e.
+    // input (i·sh + pa - ph, j·sw + pb - pw); cells outside the input (and the slack) are 0.
     pin.fill(0.0);
-    for c in 0..cg {
-        for y in 0..ih {
-            let py = y + ph;
-            if py >= hp {
-                break;
-            }
-            let w = iw.min(wp.saturating_sub(pw));
-            // SAFETY: row y of input channel c.
-            let src = unsafe { std::slice::from_raw_parts(xg.add((c * ih + y) * iw), w) };
-            let d = c * plane + py * wp + pw;
-            pin[d..d + w].copy_from_slice(src);
-        }
-    }
     let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let (dh, dw) = (g.dilations[0] as usize, g.dilations[1] as usize);
+    // Phases no tap reads (a 1×1 kernel at stride 2 reads one of four) are left zero.
+    let row_used: Vec<bool> = (0..sh).map(|pa| (0..kh).any(|t| t * dh % sh == pa)).collect();
+    let col_used: Vec<bool> = (0..sw).map(|pb| (0..kw).any(|t| t * dw % sw == pb)).collect();
+    for c in 0..cg {
+        for pa in (0..sh).filter(|&pa| row_used[pa]) {
+            for pb in (0..sw).filter(|&pb| col_used[pb]) {
+                let dst = ((c * sh + pa) * sw + pb) * plane;
+                // Phase columns j whose input column j·sw + pb - pw lies in [0, iw).
+                let j0 = pw.saturating_sub(pb).div_ceil(sw);
+                let j1 = (iw + pw).saturating_sub(pb).div_ceil(sw).min(qw);
+                if j1 <= j0 {
+                    continue;
+                }
+                for i in 0..qh {
+                    let py = i * sh + pa;
+                    if py < ph || py - ph >= ih {
+                        continue;
+                    }
+                    let x0 = j0 * sw + pb - pw;
+                    // SAFETY: columns x0 .. x0 + (j1-j0-1)·sw of input row py - ph.
+                    let src = unsafe {
+                        std::slice::from_raw_parts(
+                            xg.add((c * ih + py - ph) * iw + x0),
+                            (j1 - j0 - 1) * sw + 1,
+                        )
+                    };
+                    let d = &mut pin[dst + i * qw + j0..dst + i * qw + j1];
+                    match sw {
+                        1 => d.copy_from_slice(src),
+                        2 => crate::pool::pick_even(src, d),
+                        _ => {
+                            for (k, v) in d.iter_mut().enumerate() {
+                                *v = src[k * sw];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
     for (kk, o) in offs.iter_mut().enumerate() {
         let (c, t) = (kk / (kh * kw), kk % (kh * kw));
-        *o = (c * plane + (t / kw) * dh * wp + (t % kw) * dw) as isize;
+        let (ty, tx) = ((t / kw) * dh, (t % kw) * dw);
+        let phase = (c * sh + ty % sh) * sw + tx % sw;
+        *o = (phase * plane + (ty / sh) * qw + tx / sw) as isize;
     }
     // SAFETY: every row offset plus `cols` stays inside pin (its slack covers the last
     // kernel row and tile); cbuf holds ⌈mg/MR⌉·MR rows of `cols`.
-    unsafe { gemm::gemm_indirect_b(mg, oh * wp, kd, a, pin.as_ptr(), offs, cbuf, cols) };
+    unsafe { gemm::gemm_indirect_b(mg, oh * qw, kd, a, pin.as_ptr(), offs, cbuf, cols) };
     // Drop the padding columns and apply the epilogue.
     debug_assert!(ep.bias_col.is_null(), "convolutions have no column bias");
     let osz = oh * ow;
@@ -2077,7 +2145,7 @@ unsafe fn conv_indirect(
         for oy in 0..oh {
             // SAFETY: row co of the result and of y (and the residual, laid out like y).
             unsafe {
-                let src = std::slice::from_raw_parts(cbuf.add(co * cols + oy * wp), ow);
+                let src = std::slice::from_raw_parts(cbuf.add(co * cols + oy * qw), ow);
                 let dst = std::slice::from_raw_parts_mut(yg.add(co * osz + oy * ow), ow);
                 if ep.residual.is_null() {
                     for (d, v) in dst.iter_mut().zip(src) {
@@ -2351,6 +2419,9 @@ mod tests {
             geom(1, 5, 8, 1, &[20, 23], &[3, 3], &[3, 2], &[2, 2], &[1, 1]),
             geom(1, 40, 8, 1, &[40, 34], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             geom(1, 4, 8, 1, &[9, 9], &[3, 3], &[2, 2], &[1, 1], &[0, 0]),
+            // Strided with a result too large for the indirect path: im2col on every CPU.
+            geom(1, 3, 64, 1, &[130, 130], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+            geom(1, 3, 72, 1, &[120, 118], &[5, 5], &[2, 3], &[1, 1], &[2, 1]),
         ];
         let im2col = |g: &ConvGeometry| {
             !g.use_winograd()
@@ -2360,9 +2431,19 @@ mod tests {
                 && !g.is_depthwise()
         };
         assert!(
-            cases.iter().filter(|g| im2col(g)).count() >= 5,
+            cases.iter().filter(|g| im2col(g)).count() >= 2,
             "the channel-major im2col path is covered"
         );
+        if gemm::indirect_b_available() && !gemm::indirect_wide_tiles() {
+            assert!(
+                cases
+                    .iter()
+                    .filter(|g| g.uses_indirect() && g.strides != [1, 1])
+                    .count()
+                    >= 4,
+                "the stride-phase indirect path is covered"
+            );
+        }
         if gemm::indirect_b_available() {
             assert!(
                 cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4,
