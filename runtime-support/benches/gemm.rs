@@ -194,6 +194,11 @@ fn conv_layers(peak: f64) {
         (512, 256, 28, 1, 2),
         (64, 256, 56, 1, 1),
         (256, 64, 56, 1, 1),
+        // DenseNet-121's bottleneck 1×1 convs (128 output channels, K growing by 32).
+        (256, 128, 56, 1, 1),
+        (512, 128, 28, 1, 1),
+        (1024, 128, 14, 1, 1),
+        (992, 128, 7, 1, 1),
     ] {
         if let Some(f) = &filter {
             if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {

@@ -381,7 +381,9 @@ pub unsafe fn tile(
     #[cfg(target_arch = "x86_64")]
     if kern == Kern::Avx2Fma || kern == Kern::Avx512 {
         // SAFETY: the kernel stores (and loads) only the mr × nr part of the tile.
-        unsafe { avx2::kernel_6x16_partial(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col) };
+        unsafe {
+            avx2::kernel_6x16_partial(kc, a, b, NR, c, ldc, mr, nr, accumulate, ep, row, col)
+        };
         return;
     }
     // Partial tile: compute a full tile into a local buffer, then copy the valid part.
@@ -408,6 +410,37 @@ pub unsafe fn tile(
     }
 }
 
+/// An mr × 16 tile (mr ≤ 6) with AVX2 whose B is a row-major matrix read in place: row k
+/// of the tile's 16 columns at `b + k·ldb`.
+///
+/// # Safety
+/// `select()` returned `Kern::Avx2Fma`; the A panel holds kc steps; B rows are readable for
+/// 16 floats; the mr × 16 tile lies inside C.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub unsafe fn tile_b_in_place(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        if mr == MR {
+            avx2::kernel_6x16(kc, a, b, ldb, c, ldc, accumulate, ep, row, col)
+        } else {
+            avx2::kernel_6x16_partial(kc, a, b, ldb, c, ldc, mr, NR, accumulate, ep, row, col)
+        }
+    }
+}
+
 /// # Safety
 /// As `tile`, for a full tile. With an epilogue, `row`/`col` locate the tile in C (and `c`
 /// is C itself, so `ldc` also indexes the residual).
@@ -430,7 +463,7 @@ unsafe fn run(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: select() checked the CPU features (AVX-512 implies AVX2 here).
         Kern::Avx2Fma | Kern::Avx512 => unsafe {
-            avx2::kernel_6x16(kc, a, b, c, ldc, accumulate, ep, row, col)
+            avx2::kernel_6x16(kc, a, b, NR, c, ldc, accumulate, ep, row, col)
         },
     }
 }
@@ -879,6 +912,7 @@ mod avx2 {
         kc: usize,
         a: *const f32,
         b: *const f32,
+        bstep: usize,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -899,7 +933,7 @@ mod avx2 {
                     accr[1] = _mm256_fmadd_ps(x, b1, accr[1]);
                 }
                 ap = ap.add(MR);
-                bp = bp.add(NR);
+                bp = bp.add(bstep);
             }
         }
         // SAFETY: the tile and the epilogue operands are in bounds (caller contract).
@@ -1013,6 +1047,7 @@ mod avx2 {
         kc: usize,
         a: *const f32,
         b: *const f32,
+        bstep: usize,
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -1026,9 +1061,9 @@ mod avx2 {
         // half the FMAs (ResNet-50's 7×7 pointwise convs: 49 = 3·16 + 1 columns).
         unsafe {
             if nr <= 8 {
-                partial::<1>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+                partial::<1>(kc, a, b, bstep, c, ldc, mr, nr, accumulate, ep, row, col)
             } else {
-                partial::<2>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+                partial::<2>(kc, a, b, bstep, c, ldc, mr, nr, accumulate, ep, row, col)
             }
         }
     }
@@ -1040,6 +1075,7 @@ mod avx2 {
         kc: usize,
         a: *const f32,
         b: *const f32,
+        bstep: usize,
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -1062,7 +1098,7 @@ mod avx2 {
                     }
                 }
                 ap = ap.add(MR);
-                bp = bp.add(NR);
+                bp = bp.add(bstep);
             }
         }
         // SAFETY: masked accesses touch only columns < nr of rows < mr.

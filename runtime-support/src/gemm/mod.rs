@@ -107,22 +107,29 @@ pub fn k_block(k: usize) -> usize {
 /// `ldb` floats apart fall into only 64 / gcd(ldb / 16, 64) sets when ldb is a multiple of
 /// 16 (a 1024-wide B read in place ran at 43% of peak instead of 63% packed).
 /// `m` is the number of rows of A.
-fn read_b_in_place(kern: kernel::Kern, ldb: usize, m: usize) -> bool {
+fn read_b_in_place(kern: kernel::Kern, ldb: usize, m: usize, k: usize) -> bool {
     // Past a few hundred rows of A the one packing pass is amortized and aligned contiguous
     // panels win (measured 4-10% on 512-1000-row pointwise convs).
     if m > 256 {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    if kern == kernel::Kern::Avx512 {
+    if kern == kernel::Kern::Avx512 || kern == kernel::Kern::Avx2Fma {
         let sets = if ldb % 16 != 0 {
             64
         } else {
             64 / gcd(ldb / 16, 64)
         };
+        // The AVX2 tiles read one 64-byte row segment per k step: rows that are not 64-byte
+        // aligned split every read over two lines, which a deep K block no longer keeps in
+        // L1 (Zen 3, 1024→256 1×1 at 14×14, ldb 196: 88 → 83 GFLOP/s in place); shallow ones
+        // still gain (16→64 at 55×55, ldb 3025: 54 → 62).
+        if kern == kernel::Kern::Avx2Fma && ldb % 16 != 0 && k > 64 {
+            return false;
+        }
         return sets >= 16;
     }
-    let _ = (kern, ldb);
+    let _ = (kern, ldb, k);
     false
 }
 
@@ -178,7 +185,7 @@ pub unsafe fn gemm_packed_a(
             let direct = match &b {
                 BSource::Matrix {
                     trans: false, ldb, ..
-                } if read_b_in_place(kern, *ldb, m) => nc / (2 * NR) * (2 * NR),
+                } if read_b_in_place(kern, *ldb, m, k) => nc / kernel::wide(kern) * kernel::wide(kern),
                 _ => 0,
             };
             let (bp, b_panel_stride) = match &b {
@@ -373,6 +380,31 @@ pub unsafe fn gemm_packed_a(
                         let mut off = 0;
                         while off < width {
                             let nr = NR.min(width - off);
+                            #[cfg(target_arch = "x86_64")]
+                            if jr + off < direct {
+                                let BSource::Matrix { b, ldb, .. } = &b else {
+                                    unreachable!("direct columns come from a matrix")
+                                };
+                                // SAFETY: rows pc..pc+kc, columns jc+jr+off..+16 lie inside B;
+                                // the mr × 16 tile lies inside C.
+                                unsafe {
+                                    kernel::tile_b_in_place(
+                                        kc,
+                                        apan,
+                                        b.add(pc * ldb + jc + jr + off),
+                                        *ldb,
+                                        ct.add(off),
+                                        ldc,
+                                        mr,
+                                        !first,
+                                        tile_ep,
+                                        row,
+                                        jc + jr + off,
+                                    )
+                                };
+                                off += NR;
+                                continue;
+                            }
                             // SAFETY: panels have kc entries; tile is mr × nr inside C.
                             unsafe {
                                 kernel::tile(
