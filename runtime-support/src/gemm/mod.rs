@@ -1010,6 +1010,12 @@ pub unsafe fn microkernel_only(
         unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, c, ldc, true, None, 0, 0) };
         return (2 * MR, 2 * NR);
     }
+    #[cfg(target_arch = "x86_64")]
+    if kernel::select() == kernel::Kern::Avx2Fma {
+        // SAFETY: caller contract (a 6 × 16 tile of the 12 × 32 C).
+        unsafe { kernel::tile(kernel::Kern::Avx2Fma, kc, a, b, c, ldc, MR, NR, true, None, 0, 0) };
+        return (MR, NR);
+    }
     let _ = (kc, a, b, c, ldc);
     (0, 0)
 }
