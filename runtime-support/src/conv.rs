@@ -2393,6 +2393,10 @@ mod tests {
             geom(1, 32, 64, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(2, 64, 128, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
             geom(1, 40, 65, 1, &[5, 61], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Panels spanning two tile rows (7 tiles per row padded to 8), tiles past the
+            // last row (7 rows: 56 tiles in 4 panels).
+            geom(1, 32, 64, 1, &[14, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 48, 70, 1, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Pixel-major: small strided outputs, many output channels (edges in both tile
             // dims, K above one block, groups).
             geom(1, 40, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),

@@ -88,25 +88,35 @@ impl ConvGeometry {
             // 90 at 28×28); from 64 on Winograd wins (64→64 at 56×56, 128→128 at 28×28).
             && self.m / self.group >= 64
             && self.output[0] >= 2
-            // Tile rows are padded to 16 tiles: narrow outputs would waste most of the work.
-            && self.output[1] >= 28
+            // Tile rows are padded to 8 tiles: 13-14 wide outputs keep 7 of 8 lanes busy
+            // (Zen 3: 256→256 at 14×14 80 → 144 GFLOP/s effective, 64→256 at 13×13 75 → 98,
+            // 32→128 at 27×27 83 → 95 over the implicit GEMM), 7×7 only half (break-even).
+            && self.output[1] >= 13
     }
 
-    /// Tile rows and columns; columns are padded to whole panels so that the 16 tiles of a
-    /// panel always share a tile row (padding tiles compute zeros that are never stored).
+    /// Tile rows and columns; columns are padded to a multiple of 8 so that each half of a
+    /// panel (8 tiles, the AVX2 transforms' width) lies in one tile row. A panel spans two
+    /// tile rows when a row holds 8 (mod 16) tiles — 14×14 outputs keep 7 of 8 lanes busy
+    /// instead of 7 of 16. Padding tiles compute zeros that are never stored.
     fn tiles(&self) -> (usize, usize) {
         (
             (self.output[0] as usize).div_ceil(2),
-            (self.output[1] as usize).div_ceil(2).div_ceil(NR) * NR,
+            (self.output[1] as usize).div_ceil(2).next_multiple_of(8),
         )
+    }
+
+    /// Tiles computed: all tile rows, rounded up to whole panels (the tiles past the last
+    /// row read zeros and store nothing).
+    fn tile_count(&self) -> usize {
+        let (th, tw) = self.tiles();
+        (th * tw).next_multiple_of(NR)
     }
 
     /// Tiles transformed per block: the 16 packed input matrices stay within ~2 MB.
     fn winograd_block(&self) -> usize {
         let cg = (self.c / self.group) as usize;
-        let (th, tw) = self.tiles();
         let want = ((2 << 20) / (64 * cg)).max(NR) / NR * NR;
-        want.min(th * tw)
+        want.min(self.tile_count())
     }
 
     pub(crate) fn winograd_weights_len(&self) -> usize {
@@ -164,8 +174,9 @@ impl ConvGeometry {
     }
 }
 
-/// Input transform of one panel (16 tiles of tile row `ty`, from tile column `tx0`) of one
-/// channel plane into the 16 B matrices: `vbuf + ξ·bsz + off` gets the panel's 16 values.
+/// Input transform of one panel (tiles `t0..t0+16` in row-major order over `tw` tile
+/// columns; each half of 8 lies in one tile row) of one channel plane into the 16 B
+/// matrices: `vbuf + ξ·bsz + off` gets the panel's 16 values.
 ///
 /// # Safety
 /// `plane` is an ih × iw plane; the 16 destinations are inside their B matrices.
@@ -176,29 +187,32 @@ unsafe fn input_panel(
     iw: i64,
     ph: i64,
     pw: i64,
-    ty: usize,
-    tx0: usize,
+    t0: usize,
+    tw: usize,
     vbuf: *mut f32,
     bsz: usize,
     off: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx512() {
-        // SAFETY: forwarded; AVX-512F checked.
-        unsafe { avx512::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off) };
+    if crate::isa::avx512() && t0 % tw + NR <= tw {
+        // SAFETY: forwarded; AVX-512F checked; the 16 tiles share a tile row.
+        unsafe { avx512::input_panel(plane, ih, iw, ph, pw, t0 / tw, t0 % tw, vbuf, bsz, off) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx2() {
-        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles each.
+        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles, each within a tile row.
         unsafe {
-            avx2::input_panel(plane, ih, iw, ph, pw, ty, tx0, vbuf, bsz, off);
-            avx2::input_panel(plane, ih, iw, ph, pw, ty, tx0 + 8, vbuf, bsz, off + 8);
+            for h in 0..2 {
+                let t = t0 + 8 * h;
+                avx2::input_panel(plane, ih, iw, ph, pw, t / tw, t % tw, vbuf, bsz, off + 8 * h);
+            }
         }
         return;
     }
     for j in 0..NR {
-        let (y0, x0) = (2 * ty as i64 - ph, 2 * (tx0 + j) as i64 - pw);
+        let (ty, tx) = ((t0 + j) / tw, (t0 + j) % tw);
+        let (y0, x0) = (2 * ty as i64 - ph, 2 * tx as i64 - pw);
         let mut d = [[0f32; 4]; 4];
         for (r, dr) in d.iter_mut().enumerate() {
             let yy = y0 + r as i64;
@@ -217,8 +231,9 @@ unsafe fn input_panel(
     }
 }
 
-/// Output transform of one panel of one output channel: the 16 product vectors at
-/// `mrow + ξ·stride` become the 2×2 outputs of 16 tiles, with the epilogue.
+/// Output transform of one panel (tiles `t0..t0+16`, as for `input_panel`) of one output
+/// channel: the 16 product vectors at `mrow + ξ·stride` become the 2×2 outputs of 16 tiles,
+/// with the epilogue.
 ///
 /// # Safety
 /// Products and output/residual planes in bounds; stores are cropped to oh × ow.
@@ -226,8 +241,8 @@ unsafe fn input_panel(
 unsafe fn output_panel(
     mrow: *const f32,
     stride: usize,
-    ty: usize,
-    tx0: usize,
+    t0: usize,
+    tw: usize,
     oh: usize,
     ow: usize,
     out: *mut f32,
@@ -237,21 +252,38 @@ unsafe fn output_panel(
     hi: f32,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx512() {
-        // SAFETY: forwarded; AVX-512F checked.
-        unsafe { avx512::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi) };
+    if crate::isa::avx512() && t0 % tw + NR <= tw {
+        // SAFETY: forwarded; AVX-512F checked; the 16 tiles share a tile row.
+        unsafe {
+            avx512::output_panel(mrow, stride, t0 / tw, t0 % tw, oh, ow, out, resid, bias, lo, hi)
+        };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx2() {
-        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles each.
+        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles, each within a tile row.
         unsafe {
-            avx2::output_panel(mrow, stride, ty, tx0, oh, ow, out, resid, bias, lo, hi);
-            avx2::output_panel(mrow.add(8), stride, ty, tx0 + 8, oh, ow, out, resid, bias, lo, hi);
+            for h in 0..2 {
+                let t = t0 + 8 * h;
+                avx2::output_panel(
+                    mrow.add(8 * h),
+                    stride,
+                    t / tw,
+                    t % tw,
+                    oh,
+                    ow,
+                    out,
+                    resid,
+                    bias,
+                    lo,
+                    hi,
+                );
+            }
         }
         return;
     }
     for j in 0..NR {
+        let (ty, tx) = ((t0 + j) / tw, (t0 + j) % tw);
         let mut mv = [0f32; 16];
         for (xi, v) in mv.iter_mut().enumerate() {
             // SAFETY: product lane j of ξ.
@@ -261,7 +293,7 @@ unsafe fn output_panel(
         for (r, row) in y.iter().enumerate() {
             let oy = 2 * ty + r;
             for (cc, val) in row.iter().enumerate() {
-                let ox = 2 * (tx0 + j) + cc;
+                let ox = 2 * tx + cc;
                 if oy < oh && ox < ow {
                     let o = oy * ow + ox;
                     let rv = if resid.is_null() {
@@ -640,8 +672,8 @@ pub unsafe fn conv_winograd(
     let (ih, iw) = (g.input[0], g.input[1]);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
     let (ph, pw) = (g.pads[0], g.pads[1]);
-    let (th, tw) = g.tiles();
-    let tiles = th * tw;
+    let tw = g.tiles().1;
+    let tiles = g.tile_count();
     let tb = g.winograd_block();
     let bsz = pack::packed_b_len(cg, tb);
     let per = pack::packed_a_len(mg, cg);
@@ -680,8 +712,8 @@ pub unsafe fn conv_winograd(
                                 iw,
                                 ph,
                                 pw,
-                                t / tw,
-                                t % tw,
+                                t,
+                                tw,
                                 vbuf,
                                 bsz,
                                 (p * cg + c) * NR,
@@ -723,8 +755,8 @@ pub unsafe fn conv_winograd(
                             output_panel(
                                 mbuf.add(m * tb + p * NR),
                                 mg * tb,
-                                t / tw,
-                                t % tw,
+                                t,
+                                tw,
                                 oh,
                                 ow,
                                 yg.add(m * osz),
