@@ -83,10 +83,12 @@ impl ConvGeometry {
             // run 1.5× slower through Winograd than through the implicit GEMM).
             && self.c / self.group >= 32
             // The transforms cost per input and per output channel while the products shrink
-            // with fewer output channels: with 32 (DenseNet's growth convs) the implicit GEMM
-            // in 8×48 tiles is faster (measured 128→32: 110 vs 75 GFLOP/s at 56×56, 105 vs
-            // 90 at 28×28); from 64 on Winograd wins (64→64 at 56×56, 128→128 at 28×28).
-            && self.m / self.group >= 64
+            // with fewer output channels. With 32 (DenseNet's growth convs), on Zen 3 (AVX2)
+            // Winograd wins over the implicit GEMM (128→32: 76 → 96 GFLOP/s at 56×56 and
+            // 28×28, 68 → 84 at 14×14); on an AVX-512 Xeon its 8×48 implicit GEMM was faster
+            // (110 vs 75 at 56×56). The choice is made where the model is compiled, for any
+            // CPU, so it follows the target this project is tuned for (Zen 3).
+            && self.m / self.group >= 32
             && self.output[0] >= 2
             // Tile rows are padded to 8 tiles: 13-14 wide outputs keep 7 of 8 lanes busy
             // (Zen 3: 256→256 at 14×14 80 → 144 GFLOP/s effective, 64→256 at 13×13 75 → 98,
