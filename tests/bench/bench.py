@@ -179,6 +179,9 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(LIGHT + GENERATED))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", help="markdown report to write")
+    ap.add_argument("--gemm", action="store_true",
+                    help="also run the GEMM kernel table (cargo bench -p onnxc-runtime --bench gemm, "
+                         "ONNXC_GEMM_TABLE=1) and include it in the report")
     a = ap.parse_args()
     light_dir = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
     gen_dir = os.path.join(ROOT, ".cache", "bench-models")
@@ -224,6 +227,23 @@ def main() -> int:
                 f"{r['compile_ms']:.0f} | {r['onnxc_rss_kb'] / 1024:.0f} / {r['ort_rss_kb'] / 1024:.0f} | {r['max_abs_diff']:.1e} |"
             )
         lines += ["", f"Geometric mean of the onnxc/onnxruntime ratio over the nine light models: **{geo:.3f}**.", ""]
+        if a.gemm:
+            env = dict(os.environ, ONNXC_GEMM_TABLE="1")
+            out = subprocess.run(["cargo", "bench", "-p", "onnxc-runtime", "--bench", "gemm"], cwd=ROOT, env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            table = [l for l in out.splitlines() if l.strip() and not l.startswith(("Running", "Finished"))]
+            lines += [
+                "## GEMM kernel",
+                "",
+                "Single-precision GEMM C = A·B (n×n×n), single thread: B packed per call and B pre-packed (as",
+                "the compiler packs weights), against the measured single-core FMA peak "
+                "(`ONNXC_GEMM_TABLE=1 cargo bench -p onnxc-runtime --bench gemm`):",
+                "",
+                "```",
+                *table,
+                "```",
+                "",
+            ]
         with open(a.out, "w") as f:
             f.write("\n".join(lines))
     return 0
