@@ -53,6 +53,8 @@ pub struct FnCx<'a, 'b> {
     acc: Option<Value>,
     /// The vector accumulator an epilogue reads in vector mode.
     vacc: Option<Value>,
+    /// Whether the target has fused multiply-add (for the vector math polynomials).
+    pub fma: super::vmath::Fma,
 }
 
 /// A value in vector mode: the same in all lanes, or one per lane.
@@ -80,6 +82,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
             ws,
             acc: None,
             vacc: None,
+            fma: super::vmath::Fma(false),
         }
     }
 
@@ -1370,11 +1373,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     UnOp::Floor => self.b.ins().floor(x),
                     UnOp::Ceil => self.b.ins().ceil(x),
                     UnOp::Round => self.b.ins().nearest(x),
-                    UnOp::Exp => super::vmath::exp(&mut self.b, x),
-                    UnOp::Tanh => super::vmath::tanh(&mut self.b, x),
-                    UnOp::Erf => super::vmath::erf(&mut self.b, x),
-                    UnOp::Sigmoid => super::vmath::sigmoid(&mut self.b, x),
-                    UnOp::Log => super::vmath::log(&mut self.b, x),
+                    UnOp::Exp => super::vmath::exp(&mut self.b, self.fma, x),
+                    UnOp::Tanh => super::vmath::tanh(&mut self.b, self.fma, x),
+                    UnOp::Erf => super::vmath::erf(&mut self.b, self.fma, x),
+                    UnOp::Sigmoid => super::vmath::sigmoid(&mut self.b, self.fma, x),
+                    UnOp::Log => super::vmath::log(&mut self.b, self.fma, x),
                     _ => self.b.ins().trunc(x),
                 })
             }
@@ -1392,7 +1395,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let x = self.veval(a, var, memo, smemo);
                 let x = self.to_vec(x, types::F32X4);
                 let y = b.as_const().map(|c| c.as_f64() as f32).unwrap_or(1.0);
-                VV::V(super::vmath::pow_const(&mut self.b, x, y))
+                VV::V(super::vmath::pow_const(&mut self.b, self.fma, x, y))
             }
             ExprKind::Binary(op, a, b) => {
                 let x = self.veval(a, var, memo, smemo);

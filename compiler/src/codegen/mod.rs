@@ -199,6 +199,14 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     let isa = make_isa(opts)?;
     let call_conv = isa.default_call_conv();
     let frontend_config = isa.frontend_config();
+    let fma = vmath::Fma(match isa.triple().architecture {
+        target_lexicon::Architecture::X86_64 => isa
+            .isa_flags()
+            .iter()
+            .any(|f| f.name == "has_fma" && f.as_bool() == Some(true)),
+        target_lexicon::Architecture::Aarch64(_) => true,
+        _ => false,
+    });
     let builder = ObjectBuilder::new(
         isa.clone(),
         format!("{prefix}.o"),
@@ -267,6 +275,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
                 gvs: HashMap::new(),
             };
             let mut cx = FnCx::new(b, prog, imports, err, params[2]);
+            cx.fma = fma;
             cx.setup_bases(&f.body, params[0], params[1]);
             cx.stmts(&f.body);
             let code = cx.b.use_var(cx.err);

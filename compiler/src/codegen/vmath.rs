@@ -10,17 +10,25 @@ fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
     b.ins().splat(types::F32X4, c)
 }
 
-/// `a * x + c` (two rounded operations; portable to targets without FMA).
-fn madd(b: &mut FunctionBuilder, a: Value, x: Value, c: f32) -> Value {
-    let m = b.ins().fmul(a, x);
+/// Whether the target has fused multiply-add (x86 FMA3; always on aarch64): polynomial steps
+/// are then one instruction with one rounding instead of a multiply and an add.
+#[derive(Copy, Clone, Debug)]
+pub struct Fma(pub bool);
+
+/// `a * x + c`: one fused operation with FMA, else two rounded ones.
+fn madd(b: &mut FunctionBuilder, fma: Fma, a: Value, x: Value, c: f32) -> Value {
     let k = splat(b, c);
+    if fma.0 {
+        return b.ins().fma(a, x, k);
+    }
+    let m = b.ins().fmul(a, x);
     b.ins().fadd(m, k)
 }
 
-fn poly(b: &mut FunctionBuilder, x: Value, coeffs: &[f32]) -> Value {
+fn poly(b: &mut FunctionBuilder, fma: Fma, x: Value, coeffs: &[f32]) -> Value {
     let mut p = splat(b, coeffs[0]);
     for &c in &coeffs[1..] {
-        p = madd(b, p, x, c);
+        p = madd(b, fma, p, x, c);
     }
     p
 }
@@ -47,7 +55,7 @@ fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
 }
 
 /// e^x: x = n·ln2 + r, e^r by a degree-6 polynomial, 2^n from the exponent bits.
-pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let hi = splat(b, 88.376_26);
     let lo = splat(b, -87.336_55);
     let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
@@ -64,6 +72,7 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
     let r = b.ins().fsub(r, r2);
     let p = poly(
         b,
+        fma,
         r,
         &[
             1.987_569_1e-4,
@@ -109,20 +118,21 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
 }
 
 /// 1 / (1 + e^-x).
-pub fn sigmoid(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn sigmoid(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let n = b.ins().fneg(x);
-    let e = exp(b, n);
+    let e = exp(b, fma, n);
     let one = splat(b, 1.0);
     let d = b.ins().fadd(one, e);
     b.ins().fdiv(one, d)
 }
 
 /// tanh: an odd polynomial for |x| < 0.625, (1 - 2/(e^{2|x|} + 1))·sign(x) beyond.
-pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let ax = b.ins().fabs(x);
     let z = b.ins().fmul(x, x);
     let p = poly(
         b,
+        fma,
         z,
         &[
             -5.704_988_7e-3,
@@ -138,7 +148,7 @@ pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let lim = splat(b, 9.0);
     let axc = min(b, ax, lim);
     let two_ax = b.ins().fadd(axc, axc);
-    let e = exp(b, two_ax);
+    let e = exp(b, fma, two_ax);
     let one = splat(b, 1.0);
     let two = splat(b, 2.0);
     let d = b.ins().fadd(e, one);
@@ -155,7 +165,7 @@ pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
 }
 
 /// erf: Eigen's rational approximation on [-4, 4] (erf(±4) = ±1 in f32).
-pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let lim = splat(b, 4.0);
     let nlim = splat(b, -4.0);
     let xc = min(b, x, lim);
@@ -163,6 +173,7 @@ pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
     let x2 = b.ins().fmul(xc, xc);
     let p = poly(
         b,
+        fma,
         x2,
         &[
             -2.726_142_3e-10,
@@ -177,6 +188,7 @@ pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
     let p = b.ins().fmul(xc, p);
     let q = poly(
         b,
+        fma,
         x2,
         &[
             -1.456_607_2e-5,
@@ -193,7 +205,7 @@ pub fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
 
 /// ln(x) (Cephes logf): x = m·2^e with m in [√½, √2), a degree-8 polynomial in m − 1.
 /// ln(0) = -inf, ln(x < 0) = NaN, ln(inf) = inf.
-pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn log(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let flags = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
     let bits = b.ins().bitcast(types::I32X4, flags, x);
     let e = b.ins().ushr_imm_s(bits, 23);
@@ -221,6 +233,7 @@ pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
     let z = b.ins().fmul(xm, xm);
     let p = poly(
         b,
+        fma,
         xm,
         &[
             7.037_683_6e-2,
@@ -266,7 +279,7 @@ pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
 
 /// x^y for a constant exponent y, with C `powf` semantics for negative bases (odd/even
 /// integer exponents) and zero.
-pub fn pow_const(b: &mut FunctionBuilder, x: Value, y: f32) -> Value {
+pub fn pow_const(b: &mut FunctionBuilder, fma: Fma, x: Value, y: f32) -> Value {
     if y == 1.0 {
         return x;
     }
@@ -310,10 +323,10 @@ pub fn pow_const(b: &mut FunctionBuilder, x: Value, y: f32) -> Value {
         return if q < 0 { b.ins().fdiv(one, r) } else { r };
     }
     let ax = b.ins().fabs(x);
-    let l = log(b, ax);
+    let l = log(b, fma, ax);
     let yv = splat(b, y);
     let t = b.ins().fmul(l, yv);
-    let r = exp(b, t);
+    let r = exp(b, fma, t);
     // Negative bases: an odd integer exponent keeps the sign, a non-integer gives NaN.
     let zero = splat(b, 0.0);
     let neg = b.ins().fcmp(FloatCC::LessThan, x, zero);
