@@ -185,7 +185,9 @@ pub unsafe fn gemm_packed_a(
             let direct = match &b {
                 BSource::Matrix {
                     trans: false, ldb, ..
-                } if read_b_in_place(kern, *ldb, m, k) => nc / kernel::wide(kern) * kernel::wide(kern),
+                } if read_b_in_place(kern, *ldb, m, k) => {
+                    nc / kernel::wide(kern) * kernel::wide(kern)
+                }
                 _ => 0,
             };
             let (bp, b_panel_stride) = match &b {
@@ -580,7 +582,10 @@ pub unsafe fn gemm_packed_b(
 pub fn indirect_b_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        matches!(kernel::select(), kernel::Kern::Avx512 | kernel::Kern::Avx2Fma)
+        matches!(
+            kernel::select(),
+            kernel::Kern::Avx512 | kernel::Kern::Avx2Fma
+        )
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -646,16 +651,14 @@ pub unsafe fn gemm_indirect_b(
     if m == 0 || n == 0 || k == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if !indirect_wide_tiles() {
-        // SAFETY: forwarded (16-column tiles stay within `indirect_cols(n)`).
-        unsafe { indirect_6x16(m, n, k, a, base, offs, c, ldc) };
-        return;
-    }
-    // The layout (`indirect_rows8`) picks the tile shape: 8 × 48 over the m rows, or
-    // 12 × 32 (6 × 32 at a block's end) over the rows padded to whole A panels.
+    // The layout picks the tile shape: with AVX2 alone 6 × 16 over the rows padded to whole
+    // A panels; with AVX-512 (`indirect_rows8`) 8 × 48 over the m rows, or 12 × 32 (6 × 32 at
+    // a block's end) over the padded rows.
+    let narrow = !indirect_wide_tiles();
     let rows8 = indirect_rows8(m, n);
-    let (rows, col_step) = if rows8 {
+    let (rows, col_step) = if narrow {
+        (m.div_ceil(MR) * MR, NR)
+    } else if rows8 {
         (m, 48)
     } else {
         (m.div_ceil(MR) * MR, 2 * NR)
@@ -673,35 +676,39 @@ pub unsafe fn gemm_indirect_b(
                 let mut ir = 0;
                 while ir < mc {
                     let row = ic + ir;
-                    let wide = ir + 2 * MR <= mc;
+                    let wide = !narrow && ir + 2 * MR <= mc;
                     // SAFETY: 8-row tiles: rows row..row+8 exist (m is a multiple of 8), B
                     // rows are valid for 48 columns. Otherwise: A panels row/MR (and the next
-                    // when `wide`) exist up to `rows`, B rows are valid for 32 columns. The
-                    // tile lies inside C.
+                    // when `wide`) exist up to `rows`, B rows are valid for 32 columns (16
+                    // with the narrow layout). The tile lies inside C.
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
-                        if rows8 {
+                        let apan = a.add((row / MR) * k * MR + pc * MR);
+                        let (b, o, ct) =
+                            (base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr));
+                        if narrow {
+                            kernel::tile_indirect_6x16(kc, apan, b, o, ct, ldc, !first);
+                        } else if rows8 {
                             kernel::tile_indirect_8x48(
                                 kc,
                                 a.add(pc * MR),
                                 k,
                                 row,
-                                base.add(jr),
-                                offs.as_ptr().add(pc),
-                                c.add(row * ldc + jr),
+                                b,
+                                o,
+                                ct,
                                 ldc,
                                 !first,
                             );
                         } else {
-                            let apan = a.add((row / MR) * k * MR + pc * MR);
                             kernel::tile_indirect(
                                 wide,
                                 kc,
                                 apan,
                                 apan.add(k * MR),
-                                base.add(jr),
-                                offs.as_ptr().add(pc),
-                                c.add(row * ldc + jr),
+                                b,
+                                o,
+                                ct,
                                 ldc,
                                 !first,
                             );
@@ -716,60 +723,6 @@ pub unsafe fn gemm_indirect_b(
                     };
                 }
                 jr += col_step;
-            }
-            ic += mc;
-        }
-        pc += kc;
-    }
-}
-
-/// `gemm_indirect_b` in 6 × 16 tiles (AVX2): for each K block and block of MC rows, each
-/// 16-column strip of B (kc rows scattered over the padded input, read once into L1) feeds
-/// the block's 6-row tiles.
-///
-/// # Safety
-/// As `gemm_indirect_b`, on a CPU with AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-unsafe fn indirect_6x16(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    base: *const f32,
-    offs: &[isize],
-    c: *mut f32,
-    ldc: usize,
-) {
-    let rows = m.div_ceil(MR) * MR;
-    let mut pc = 0;
-    while pc < k {
-        let kc = k_block(k).min(k - pc);
-        let first = pc == 0;
-        let mut ic = 0;
-        while ic < rows {
-            let mc = MC.min(rows - ic);
-            let mut jr = 0;
-            while jr < n {
-                let mut ir = 0;
-                while ir < mc {
-                    let row = ic + ir;
-                    // SAFETY: A panel row/MR exists up to `rows`; B rows are readable for
-                    // n rounded up to 16 columns; the tile lies inside C.
-                    unsafe {
-                        kernel::tile_indirect_6x16(
-                            kc,
-                            a.add((row / MR) * k * MR + pc * MR),
-                            base.add(jr),
-                            offs.as_ptr().add(pc),
-                            c.add(row * ldc + jr),
-                            ldc,
-                            !first,
-                        );
-                    }
-                    ir += MR;
-                }
-                jr += NR;
             }
             ic += mc;
         }
@@ -1013,7 +966,22 @@ pub unsafe fn microkernel_only(
     #[cfg(target_arch = "x86_64")]
     if kernel::select() == kernel::Kern::Avx2Fma {
         // SAFETY: caller contract (a 6 × 16 tile of the 12 × 32 C).
-        unsafe { kernel::tile(kernel::Kern::Avx2Fma, kc, a, b, c, ldc, MR, NR, true, None, 0, 0) };
+        unsafe {
+            kernel::tile(
+                kernel::Kern::Avx2Fma,
+                kc,
+                a,
+                b,
+                c,
+                ldc,
+                MR,
+                NR,
+                true,
+                None,
+                0,
+                0,
+            )
+        };
         return (MR, NR);
     }
     let _ = (kc, a, b, c, ldc);
