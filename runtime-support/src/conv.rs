@@ -2085,8 +2085,12 @@ unsafe fn conv_indirect(
     let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let (dh, dw) = (g.dilations[0] as usize, g.dilations[1] as usize);
     // Phases no tap reads (a 1×1 kernel at stride 2 reads one of four) are left zero.
-    let row_used: Vec<bool> = (0..sh).map(|pa| (0..kh).any(|t| t * dh % sh == pa)).collect();
-    let col_used: Vec<bool> = (0..sw).map(|pb| (0..kw).any(|t| t * dw % sw == pb)).collect();
+    let row_used: Vec<bool> = (0..sh)
+        .map(|pa| (0..kh).any(|t| t * dh % sh == pa))
+        .collect();
+    let col_used: Vec<bool> = (0..sw)
+        .map(|pb| (0..kw).any(|t| t * dw % sw == pb))
+        .collect();
     for c in 0..cg {
         for pa in (0..sh).filter(|&pa| row_used[pa]) {
             for pb in (0..sw).filter(|&pb| col_used[pb]) {

@@ -207,7 +207,18 @@ unsafe fn input_panel(
         unsafe {
             for h in 0..2 {
                 let t = t0 + 8 * h;
-                avx2::input_panel(plane, ih, iw, ph, pw, t / tw, t % tw, vbuf, bsz, off + 8 * h);
+                avx2::input_panel(
+                    plane,
+                    ih,
+                    iw,
+                    ph,
+                    pw,
+                    t / tw,
+                    t % tw,
+                    vbuf,
+                    bsz,
+                    off + 8 * h,
+                );
             }
         }
         return;
@@ -257,7 +268,19 @@ unsafe fn output_panel(
     if crate::isa::avx512() && t0 % tw + NR <= tw {
         // SAFETY: forwarded; AVX-512F checked; the 16 tiles share a tile row.
         unsafe {
-            avx512::output_panel(mrow, stride, t0 / tw, t0 % tw, oh, ow, out, resid, bias, lo, hi)
+            avx512::output_panel(
+                mrow,
+                stride,
+                t0 / tw,
+                t0 % tw,
+                oh,
+                ow,
+                out,
+                resid,
+                bias,
+                lo,
+                hi,
+            )
         };
         return;
     }
@@ -708,18 +731,7 @@ pub unsafe fn conv_winograd(
                         let t = t0 + p * NR;
                         // SAFETY: panel p of every B matrix of the block.
                         unsafe {
-                            input_panel(
-                                plane,
-                                ih,
-                                iw,
-                                ph,
-                                pw,
-                                t,
-                                tw,
-                                vbuf,
-                                bsz,
-                                (p * cg + c) * NR,
-                            )
+                            input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, (p * cg + c) * NR)
                         };
                     }
                 }

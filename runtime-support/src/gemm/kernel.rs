@@ -1126,8 +1126,10 @@ mod avx2 {
                     }
                     if let Some(e) = ep {
                         if !e.bias_row.is_null() {
-                            accr[v] =
-                                _mm256_add_ps(accr[v], _mm256_broadcast_ss(&*e.bias_row.add(row + r)));
+                            accr[v] = _mm256_add_ps(
+                                accr[v],
+                                _mm256_broadcast_ss(&*e.bias_row.add(row + r)),
+                            );
                         }
                         if let Some(bc) = bias_col {
                             accr[v] = _mm256_add_ps(accr[v], bc[v]);
