@@ -712,14 +712,6 @@ unsafe fn pack_im2col_2d_panels_avx2(
     let plane_len = (ih * iw) as usize;
     let taps = im2col_taps(g, k0, kc);
     let xend = xg.wrapping_add((g.c / g.group) as usize * plane_len);
-    // Even lanes of the 16 floats at p, in order.
-    let evens = |p: *const f32| {
-        // SAFETY: callers pass 16 readable floats.
-        unsafe {
-            let e = _mm256_shuffle_ps::<0x88>(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(e)))
-        }
-    };
     // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are of lanes
     // whose row and column lie inside the channel plane (whole-panel loads are checked to
     // stay inside x).
@@ -765,7 +757,7 @@ unsafe fn pack_im2col_2d_panels_avx2(
                                 let (v0, v1) = if sw == 1 {
                                     (_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)))
                                 } else {
-                                    (evens(src), evens(src.add(16)))
+                                    (crate::avx2::load_evens(src), crate::avx2::load_evens(src.add(16)))
                                 };
                                 _mm256_storeu_ps(d, v0);
                                 _mm256_storeu_ps(d.add(8), v1);
@@ -1345,10 +1337,7 @@ unsafe fn depthwise_blocked_avx2(
     // Input rows and columns inside the padded extents.
     let rows = ih.min(hp.saturating_sub(p0));
     let cols = iw.min(wp.saturating_sub(p1));
-    let lanes = |n: usize| -> __m256i {
-        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), idx)
-    };
+    let lanes = crate::avx2::first_lanes;
     let (lo_v, hi_v) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
     // SAFETY (whole body): xc holds hp·wp, yc osz and wt ks 16-float cells (scratch sized by
     // depthwise_scratch()); planes are read and written only at positions inside them (the

@@ -99,6 +99,8 @@ macro_rules! multiversion {
 }
 pub(crate) use multiversion;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2;
 pub mod abi;
 pub mod conv;
 pub mod driver;

@@ -358,10 +358,7 @@ unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch
             _mm256_add_ps(a, b)
         }
     };
-    let lanes = |n: usize| -> __m256i {
-        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx)
-    };
+    let lanes = crate::avx2::first_lanes;
     let tail_in = lanes(if iw_u % 8 == 0 { 8 } else { iw_u % 8 });
     let tail_out = lanes(if ow_u % 8 == 0 { 8 } else { ow_u % 8 });
     let pp = padded.as_mut_ptr();
@@ -419,13 +416,7 @@ unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch
                         let v = if sw_u == 1 {
                             _mm256_loadu_ps(base.add(kx))
                         } else {
-                            let e = _mm256_shuffle_ps::<0x88>(
-                                _mm256_loadu_ps(base.add(kx)),
-                                _mm256_loadu_ps(base.add(kx + 8)),
-                            );
-                            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
-                                _mm256_castps_pd(e),
-                            ))
+                            crate::avx2::load_evens(base.add(kx))
                         };
                         acc = op(acc, v);
                     }

@@ -517,18 +517,6 @@ mod avx2 {
         _mm256_and_si256(ge0, ltw)
     }
 
-    /// Even and odd columns of the 16 columns in `a | b`, in order.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn deinterleave(a: __m256, b: __m256) -> (__m256, __m256) {
-        let e = _mm256_shuffle_ps::<0x88>(a, b); // a0 a2 b0 b2 | a4 a6 b4 b6
-        let o = _mm256_shuffle_ps::<0xDD>(a, b);
-        (
-            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(e))),
-            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(o))),
-        )
-    }
-
     /// Input transform of 8 tiles (tile row `ty`, tile columns `tx0..tx0+8`): see
     /// `super::input_panel`, with `off` the destination of lane 0.
     ///
@@ -571,8 +559,8 @@ mod avx2 {
                 let b = _mm256_maskload_ps(row.wrapping_add(8), masks[1]);
                 let a2 = _mm256_maskload_ps(row.wrapping_add(2), masks[2]);
                 let b2 = _mm256_maskload_ps(row.wrapping_add(10), masks[3]);
-                (dr[0], dr[1]) = deinterleave(a, b);
-                (dr[2], dr[3]) = deinterleave(a2, b2);
+                (dr[0], dr[1]) = crate::avx2::deinterleave(a, b);
+                (dr[2], dr[3]) = crate::avx2::deinterleave(a2, b2);
             }
         }
         // Bᵀ d B, lane-wise.

@@ -1029,14 +1029,6 @@ mod avx2 {
         }
     }
 
-    /// Lane mask for the first `n` of 8 lanes (n may exceed 8 or be 0).
-    #[target_feature(enable = "avx2")]
-    unsafe fn mask(n: usize) -> __m256i {
-        let n = n.min(8) as i32;
-        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx)
-    }
-
     /// A partial tile (mr ≤ 6 rows, nr ≤ 16 columns): full register tile, masked memory access.
     ///
     /// # Safety
@@ -1103,7 +1095,7 @@ mod avx2 {
         }
         // SAFETY: masked accesses touch only columns < nr of rows < mr.
         unsafe {
-            let m: [__m256i; V] = std::array::from_fn(|v| mask(nr.saturating_sub(8 * v)));
+            let m: [__m256i; V] = std::array::from_fn(|v| crate::avx2::first_lanes(nr.saturating_sub(8 * v)));
             let (lo, hi, bias_col) = match ep {
                 Some(e) => (
                     _mm256_set1_ps(e.lo),
