@@ -757,7 +757,10 @@ unsafe fn pack_im2col_2d_panels_avx2(
                                 let (v0, v1) = if sw == 1 {
                                     (_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)))
                                 } else {
-                                    (crate::avx2::load_evens(src), crate::avx2::load_evens(src.add(16)))
+                                    (
+                                        crate::avx2::load_evens(src),
+                                        crate::avx2::load_evens(src.add(16)),
+                                    )
                                 };
                                 _mm256_storeu_ps(d, v0);
                                 _mm256_storeu_ps(d.add(8), v1);

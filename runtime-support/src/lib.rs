@@ -99,9 +99,9 @@ macro_rules! multiversion {
 }
 pub(crate) use multiversion;
 
+pub mod abi;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
-pub mod abi;
 pub mod conv;
 pub mod driver;
 pub mod gemm;

@@ -1095,7 +1095,8 @@ mod avx2 {
         }
         // SAFETY: masked accesses touch only columns < nr of rows < mr.
         unsafe {
-            let m: [__m256i; V] = std::array::from_fn(|v| crate::avx2::first_lanes(nr.saturating_sub(8 * v)));
+            let m: [__m256i; V] =
+                std::array::from_fn(|v| crate::avx2::first_lanes(nr.saturating_sub(8 * v)));
             let (lo, hi, bias_col) = match ep {
                 Some(e) => (
                     _mm256_set1_ps(e.lo),
