@@ -20,6 +20,16 @@ pub const PTR: Type = types::I64;
 /// Shortest contiguous copy (elements) lowered to a `memmove` call rather than a vector loop.
 const MEMMOVE_MIN: i64 = 16;
 
+/// A loop body copying a contiguous run (`FnCx::contiguous_copy`): destination and source
+/// buffers with their element offsets, affine in the loop variables.
+#[derive(Copy, Clone)]
+struct CopyRun<'s> {
+    dst: BufId,
+    dst_off: &'s E,
+    src: BufId,
+    src_off: &'s E,
+}
+
 /// The Cranelift type a value of `dt` is computed in.
 pub fn clif_ty(dt: DType) -> Type {
     match dt {
@@ -187,8 +197,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     self.stmts(body);
                     return;
                 }
-                if *vector && *extent >= MEMMOVE_MIN && self.contiguous_copy(*var, body) {
-                    self.copy_run(v, *extent, body);
+                if *vector
+                    && *extent >= MEMMOVE_MIN
+                    && let Some(run) = self.contiguous_copy(*var, body)
+                {
+                    self.copy_run(v, *extent, run);
                     return;
                 }
                 if *vector && *extent >= 4 && self.vectorizable(*var, body) {
@@ -1065,18 +1078,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
     /// axis, Slice, Pad interiors, Gather rows). Such loops become one `memmove` per run
     /// instead of a vector loop recomputing both addresses every four elements (measured:
     /// ShuffleNet's channel-shuffle Transposes 2× faster).
-    fn contiguous_copy(&self, var: u32, body: &[Stmt]) -> bool {
+    fn contiguous_copy<'s>(&self, var: u32, body: &'s [Stmt]) -> Option<CopyRun<'s>> {
         let [Stmt::Store { buf, offset, value }] = body else {
-            return false;
+            return None;
         };
         let ExprKind::Load { input, index } = &value.kind else {
-            return false;
+            return None;
         };
         let (dt_out, dt_in) = (
             self.prog.buffers[*buf as usize].dtype,
             self.prog.buffers[*input as usize].dtype,
         );
-        *input != EPILOGUE_ACC
+        let ok = *input != EPILOGUE_ACC
             && index.len() == 1
             && dt_out == dt_in
             && value.dtype == dt_in
@@ -1084,25 +1097,25 @@ impl<'a, 'b> FnCx<'a, 'b> {
             && affine(offset)
             && affine(&index[0])
             && linear_coeff(offset, var) == Some(1)
-            && linear_coeff(&index[0], var) == Some(1)
+            && linear_coeff(&index[0], var) == Some(1);
+        ok.then_some(CopyRun {
+            dst: *buf,
+            dst_off: offset,
+            src: *input,
+            src_off: &index[0],
+        })
     }
 
-    /// `memmove(dst + offset(var = 0), src + index(var = 0), extent · size)`.
-    fn copy_run(&mut self, v: Variable, extent: i64, body: &[Stmt]) {
-        let [Stmt::Store { buf, offset, value }] = body else {
-            unreachable!("checked by contiguous_copy")
-        };
-        let ExprKind::Load { input, index } = &value.kind else {
-            unreachable!("checked by contiguous_copy")
-        };
+    /// `memmove(dst + dst_off(var = 0), src + src_off(var = 0), extent · size)`.
+    fn copy_run(&mut self, v: Variable, extent: i64, run: CopyRun<'_>) {
         let z = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(v, z);
         let mut memo = HashMap::new();
-        let doff = self.eval(offset, &mut memo);
-        let soff = self.eval(&index[0], &mut memo);
-        let dst = self.addr(*buf, doff);
-        let src = self.addr(*input, soff);
-        let bytes = extent * self.prog.buffers[*buf as usize].dtype.size() as i64;
+        let doff = self.eval(run.dst_off, &mut memo);
+        let soff = self.eval(run.src_off, &mut memo);
+        let dst = self.addr(run.dst, doff);
+        let src = self.addr(run.src, soff);
+        let bytes = extent * self.prog.buffers[run.dst as usize].dtype.size() as i64;
         let n = self.b.ins().iconst(PTR, bytes);
         let f = self
             .imports
