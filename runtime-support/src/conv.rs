@@ -202,10 +202,8 @@ impl ConvGeometry {
     /// The indirect path for strided 2-D convs, through stride phases: the padded input is
     /// split into sh·sw phase planes (phase (a, b) holds padded rows a, a+sh, … and columns
     /// b, b+sw, …), so every tap reads a contiguous shifted view of one phase plane and the
-    /// outputs come out in the phase pitch. Only on CPUs without the wide AVX-512 layouts
-    /// (`gemm::indirect_wide_tiles`): there the AVX-512 im2col packer beat it by 25-40%,
-    /// while on Zen 3 (AVX2) it is faster than packing (ResNet-50's and Inception v2's
-    /// stride-2 3×3 convs: see ARCHITECTURE.md). Layers that go pixel-major keep that path.
+    /// outputs come out in the phase pitch. Whether the running CPU takes it is
+    /// `strided_indirect_pays`. Layers that go pixel-major keep that path.
     fn strided_indirect_dims(&self) -> Option<(usize, usize, usize)> {
         if self.strides == [1, 1] || self.pixel_major() {
             return None;
@@ -263,7 +261,7 @@ impl ConvGeometry {
         }
         match self.indirect_dims() {
             Some(d) => Some(d),
-            None if !gemm::indirect_wide_tiles() => self.strided_indirect_dims(),
+            None if strided_indirect_pays(self) => self.strided_indirect_dims(),
             None => None,
         }
     }
@@ -363,6 +361,28 @@ impl ConvGeometry {
             (gemm::scratch_len(self.osize(), false) + self.osize() * 2).max(self.indirect_scratch())
         };
         w + b
+    }
+}
+
+/// Whether the stride-phase indirect path (`strided_indirect_dims`) beats im2col packing on
+/// this CPU. With AVX2 alone (Zen 3) it does for every strided layer measured (ResNet-50's
+/// and Inception v2's stride-2 3×3 convs: see ARCHITECTURE.md). With AVX-512 it depends on
+/// the core: on Intel (Emerald Rapids) the AVX-512 im2col packer beat it by 25-40%; on AMD
+/// Zen 5 it wins for kernels wider than 1×1 (ResNet-50's stride-2 3×3 convs 1.59 → 1.35
+/// and 1.58 → 1.38 ms in the model) and loses for 1×1 ones (512→1024 at 28→14: 1.24 →
+/// 1.32 ms), whose im2col is a plain subsampling copy.
+fn strided_indirect_pays(g: &ConvGeometry) -> bool {
+    if !gemm::indirect_wide_tiles() {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::isa::amd() && g.kernel.iter().any(|&k| k > 1)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = g;
+        false
     }
 }
 
@@ -2393,6 +2413,8 @@ mod tests {
             // last row (7 rows: 56 tiles in 4 panels).
             geom(1, 32, 64, 1, &[14, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(1, 48, 70, 1, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Input channels over two K blocks of the packed transformed input.
+            geom(1, 260, 40, 1, &[10, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Pixel-major: small strided outputs, many output channels (edges in both tile
             // dims, K above one block, groups).
             geom(1, 40, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
@@ -2401,6 +2423,8 @@ mod tests {
             geom(1, 24, 70, 1, &[5, 21], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             geom(1, 64, 256, 1, &[14, 14], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
             geom(1, 64, 128, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+            // More output channels than one column block of the packed weights.
+            geom(1, 8, 1100, 1, &[6, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             // Indirect (padded-pitch implicit GEMM): dilation, 5×5, asymmetric padding via
             // the output size, groups, K over several blocks.
             geom(1, 8, 20, 1, &[12, 40], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),

@@ -719,7 +719,7 @@ pub unsafe fn conv_winograd(
                         let t = t0 + p * NR;
                         // SAFETY: panel p of every B matrix of the block.
                         unsafe {
-                            input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, (p * cg + c) * NR)
+                            input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, pack::b_row_at(nt, cg, c, p))
                         };
                     }
                 }

@@ -47,6 +47,12 @@ pub struct BPanels {
     pub step: usize,
 }
 
+/// Software prefetch distance in k steps for packed B panels (one 64-byte row per step).
+/// Packed panels are usually weights (the pixel-major conv) streamed from DRAM once per
+/// run; 8 steps ahead left the kernel waiting on memory (a 7×7 pixel-major layer with cold
+/// weights: 126-130 GFLOP/s at 8, 142 at 32, 156-158 at 64; warm: equal).
+const PF_PACKED: usize = 64;
+
 /// Where a wide kernel finds the two 16-float halves of B's row at each k step. Pointer
 /// arithmetic only, so it inlines into the AVX-512 kernels whatever their target features.
 pub trait BRows {
@@ -71,7 +77,11 @@ impl BRows for BPanels {
     }
     #[inline(always)]
     fn ahead(&self, steps: usize) -> Option<(*const f32, *const f32)> {
-        let d = steps * self.step;
+        let d = if self.step == NR {
+            PF_PACKED * NR
+        } else {
+            steps * self.step
+        };
         Some((self.b0.wrapping_add(d), self.b1.wrapping_add(d)))
     }
     #[inline(always)]
@@ -125,11 +135,24 @@ pub unsafe fn tile_wide_partial(
     row: usize,
     col: usize,
 ) {
+    // Only the rows that exist are computed: a 1-row rest (49 = 4·12 + 1 positions of a
+    // 7×7 map in the pixel-major conv) costs a twelfth of a 12-row tile, not half.
     // SAFETY: forwarded; select() checked AVX-512F.
     unsafe {
-        avx512::kernel_rows_partial::<MR, 0>(
-            kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-        )
+        match mr {
+            1 => avx512::kernel_rows_partial::<1, 0>(
+                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            ),
+            2 => avx512::kernel_rows_partial::<2, 0>(
+                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            ),
+            3 | 4 => avx512::kernel_rows_partial::<4, 0>(
+                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            ),
+            _ => avx512::kernel_rows_partial::<MR, 0>(
+                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
+            ),
+        }
     }
 }
 
@@ -260,8 +283,8 @@ pub unsafe fn tile_indirect(
 }
 
 /// An 8 × 48 tile of an implicit-GEMM convolution (`gemm_indirect_b`'s 8-row layout): rows
-/// `row0..row0+8` of the A matrix packed in 6-row panels starting at `a` (`k` steps each,
-/// already offset to depth `pc`), B row k at `base + offs[k]`.
+/// `row0..row0+8` of the A matrix whose K block (6-row panels of `kc` steps each, see
+/// `pack::a_panel_at`) starts at `a`, B row k at `base + offs[k]`.
 ///
 /// # Safety
 /// `select()` returned `Kern::Avx512`; `row0` is a multiple of 8 and rows row0..row0+8
@@ -272,7 +295,6 @@ pub unsafe fn tile_indirect(
 pub unsafe fn tile_indirect_8x48(
     kc: usize,
     a: *const f32,
-    k: usize,
     row0: usize,
     base: *const f32,
     offs: *const isize,
@@ -281,8 +303,8 @@ pub unsafe fn tile_indirect_8x48(
     accumulate: bool,
 ) {
     let b = BOffsets { base, offs };
-    let q0 = a.wrapping_add((row0 / MR) * k * MR);
-    let q1 = q0.wrapping_add(k * MR);
+    let q0 = a.wrapping_add((row0 / MR) * kc * MR);
+    let q1 = q0.wrapping_add(kc * MR);
     // SAFETY: forwarded; rows row0%6.. of the first panel and the rest from the next.
     unsafe {
         match row0 % MR {
@@ -517,12 +539,15 @@ unsafe fn portable(
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    /// Software prefetch distances, in k steps of B (rows: for a B read in place they are a
-    /// row stride apart, which the hardware prefetchers do not follow across pages) and in
-    /// floats of an A panel (8 k steps ahead). Measured on ResNet-50's layers: up to 25%
-    /// faster on pointwise convs with in-place B, within noise elsewhere.
+    /// Software prefetch distances: `PF_B` in k steps of a B read in place (rows a row
+    /// stride apart, which the hardware prefetchers do not follow across pages; packed
+    /// panels use `PF_PACKED`), `PF_A` in floats of an A panel (64 k steps, 1.5 KB ahead).
+    /// A is usually the weights, packed to stream sequentially (`pack::a_panel_at`), and in
+    /// a real model they come from DRAM: with 96 floats ahead a 7×7 512→512 3×3 layer with
+    /// cold weights ran at 131 GFLOP/s, at 384 at 156 (256: 152, 512: 157, 768: 135); the
+    /// B distance gained up to 25% on pointwise convs with in-place B (ResNet-50 layers).
     const PF_B: usize = 8;
-    const PF_A: usize = 96;
+    const PF_A: usize = 384;
     use super::{BOffsets, BRows, Epilogue, MR};
     use std::arch::x86_64::*;
 
@@ -1211,7 +1236,6 @@ pub unsafe fn gemv_packed_b(
     ep: &Epilogue,
 ) {
     let kern = select();
-    let kk = k.max(1);
     // Row r of op(A): element kx at a + r*lda + kx (or a + kx*lda + r when transposed).
     let (xstride, xs): (usize, [*const f32; 2]) = if ta {
         // SAFETY: row starts inside A.
@@ -1220,39 +1244,66 @@ pub unsafe fn gemv_packed_b(
         // SAFETY: as above.
         (1, [a, unsafe { a.add(lda * 1.min(m.saturating_sub(1))) }])
     };
-    for p in 0..n.div_ceil(NR) {
-        // SAFETY: panel p of the packed B.
-        let panel = unsafe { bp.add(p * kk * NR) };
-        let mut out = [[0f32; NR]; 2];
-        match kern {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: CPU features checked by select().
-            Kern::Avx2Fma | Kern::Avx512 => unsafe {
-                avx2::gemv_panel(m, k, &xs, xstride, panel, &mut out)
-            },
-            Kern::Portable => {
-                for r in 0..m {
-                    for kx in 0..k {
-                        // SAFETY: inside A and the panel.
-                        let (x, brow) = unsafe {
-                            (
-                                *xs[r].add(kx * xstride),
-                                std::slice::from_raw_parts(panel.add(kx * NR), NR),
-                            )
-                        };
-                        for j in 0..NR {
-                            out[r][j] += x * brow[j];
+    // The packed B in memory order (`pack::b_panel_at`): per column block, per K block,
+    // its panels; the column block's sums live in `acc`.
+    let mut acc = [[[0f32; NR]; 2]; super::NC / NR];
+    let kb = super::k_block(k);
+    let mut jc = 0;
+    while jc < n {
+        let panels = super::NC.min(n - jc).div_ceil(NR);
+        for a in acc.iter_mut().take(panels) {
+            *a = [[0f32; NR]; 2];
+        }
+        let mut pc = 0;
+        while pc < k {
+            let kc = kb.min(k - pc);
+            // SAFETY: depth pc of each row of op(A).
+            let xk = xs.map(|x| unsafe { x.add(pc * xstride) });
+            for (q, accq) in acc.iter_mut().enumerate().take(panels) {
+                // SAFETY: panel jc/NR + q of the packed B at depth pc.
+                let panel = unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, jc / NR + q)) };
+                let mut out = [[0f32; NR]; 2];
+                match kern {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: CPU features checked by select().
+                    Kern::Avx2Fma | Kern::Avx512 => unsafe {
+                        avx2::gemv_panel(m, kc, &xk, xstride, panel, &mut out)
+                    },
+                    Kern::Portable => {
+                        for r in 0..m {
+                            for kx in 0..kc {
+                                // SAFETY: inside A and the panel.
+                                let (x, brow) = unsafe {
+                                    (
+                                        *xk[r].add(kx * xstride),
+                                        std::slice::from_raw_parts(panel.add(kx * NR), NR),
+                                    )
+                                };
+                                for j in 0..NR {
+                                    out[r][j] += x * brow[j];
+                                }
+                            }
                         }
                     }
                 }
+                for r in 0..m {
+                    for j in 0..NR {
+                        accq[r][j] += out[r][j];
+                    }
+                }
+            }
+            pc += kc;
+        }
+        for (q, accq) in acc.iter().enumerate().take(panels) {
+            let p = jc / NR + q;
+            for r in 0..m {
+                for j in 0..NR.min(n - p * NR) {
+                    let col = p * NR + j;
+                    // SAFETY: inside C.
+                    unsafe { *c.add(r * ldc + col) = apply_ep(accq[r][j], ep, r, col, ldc) };
+                }
             }
         }
-        for r in 0..m {
-            for j in 0..NR.min(n - p * NR) {
-                let col = p * NR + j;
-                // SAFETY: inside C.
-                unsafe { *c.add(r * ldc + col) = apply_ep(out[r][j], ep, r, col, ldc) };
-            }
-        }
+        jc += super::NC;
     }
 }

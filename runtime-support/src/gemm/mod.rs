@@ -1,8 +1,10 @@
 //! Single-precision GEMM: `C[m×n] = A[m×k] · B[k×n]` (+ epilogue), cache-blocked around a
 //! 6×16 register-tile micro-kernel.
 //!
-//! Operands are read through *packed panels*: A as panels of `MR` rows (`[⌈m/MR⌉][k][MR]`),
-//! B as panels of `NR` columns (`[⌈n/NR⌉][k][NR]`), zero-padded at the edges. The compiler packs
+//! Operands are read through *packed panels*: A as panels of `MR` rows, B as panels of `NR`
+//! columns, zero-padded at the edges and ordered the way the blocked loops consume them (A:
+//! `[K block][⌈m/MR⌉][kc][MR]`, B: `[column block][K block][panel][kc][NR]`; see
+//! `pack::a_panel_at` and `pack::b_panel_at`), so packed weights stream sequentially. The compiler packs
 //! constant operands (weights) at compile time with the same functions; other operands are
 //! packed per call into caller-provided scratch. The packed layout does not depend on the CPU:
 //! the AVX2+FMA micro-kernel and the portable one read the same panels.
@@ -170,7 +172,6 @@ pub unsafe fn gemm_packed_a(
         return;
     }
     let kern = kernel::select();
-    let k_panels = k.max(1);
     let mut jc = 0;
     while jc < n {
         let nc = NC.min(n - jc);
@@ -192,11 +193,8 @@ pub unsafe fn gemm_packed_a(
             };
             let (bp, b_panel_stride) = match &b {
                 BSource::Packed(p) => {
-                    // SAFETY: panels of the full packed B, offset to column jc and row pc.
-                    (
-                        unsafe { p.add((jc / NR) * k_panels * NR + pc * NR) },
-                        k_panels * NR,
-                    )
+                    // SAFETY: the block's first panel in the full packed B.
+                    (unsafe { p.add(pack::b_panel_at(n, k, pc, kc, jc / NR)) }, kc * NR)
                 }
                 BSource::Matrix { b, ldb, trans } => {
                     if direct < nc {
@@ -269,8 +267,8 @@ pub unsafe fn gemm_packed_a(
                     while ir < mc {
                         let mr = MR.min(mc - ir);
                         let row = ic + ir;
-                        // SAFETY: panel row/MR of packed A, offset to depth pc.
-                        let apan = unsafe { a.add((row / MR) * k_panels * MR + pc * MR) };
+                        // SAFETY: panel row/MR of packed A in the K block at pc.
+                        let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
                         // SAFETY: C tile within bounds.
                         let ct = unsafe { c.add(row * ldc + jc + jr) };
                         let tile_ep = if last { Some(ep) } else { None };
@@ -282,7 +280,7 @@ pub unsafe fn gemm_packed_a(
                                 kernel::tile8_offset(
                                     kc,
                                     apan,
-                                    apan.add(k_panels * MR),
+                                    apan.add(kc * MR),
                                     wide_b(jr, width),
                                     ct,
                                     ldc,
@@ -303,7 +301,7 @@ pub unsafe fn gemm_packed_a(
                                 kernel::tile_wide12(
                                     kc,
                                     apan,
-                                    apan.add(k_panels * MR),
+                                    apan.add(kc * MR),
                                     wide_b(jr, width),
                                     ct,
                                     ldc,
@@ -328,7 +326,7 @@ pub unsafe fn gemm_packed_a(
                                 kernel::tile_wide12_partial(
                                     kc,
                                     apan,
-                                    apan.add(k_panels * MR),
+                                    apan.add(kc * MR),
                                     wide_b(jr, width),
                                     ct,
                                     ldc,
@@ -483,98 +481,129 @@ pub unsafe fn gemm_packed_b(
     }
     let kern = kernel::select();
     let step = kernel::wide(kern);
-    let mut pc = 0;
-    while pc < k {
-        let kc = k_block(k).min(k - pc);
-        let first = pc == 0;
-        let mut ic = 0;
-        while ic < m {
-            let mc = MC.min(m - ic);
-            pack_a(ic, mc, pc, kc, scratch);
-            let mut jr = 0;
-            while jr < n {
-                let width = step.min(n - jr);
-                // SAFETY: panel jr/NR of the packed B at depth pc.
-                let bpan = unsafe { b.add((jr / NR) * k * NR + pc * NR) };
-                let mut ir = 0;
-                while ir < mc {
-                    let mr = MR.min(mc - ir);
-                    // SAFETY: panel ir/MR of the packed A block.
-                    let apan = unsafe { scratch.add((ir / MR) * kc * MR) };
-                    // SAFETY: the tile lies inside C.
-                    let ct = unsafe { c.add((ic + ir) * ldc + jr) };
-                    #[cfg(target_arch = "x86_64")]
-                    if step == 2 * NR {
-                        // SAFETY: the second panel exists when the tile is wider than one.
-                        let panels = kernel::BPanels {
-                            b0: bpan,
-                            b1: if width > NR {
-                                unsafe { bpan.add(k * NR) }
-                            } else {
-                                bpan
-                            },
-                            step: NR,
-                        };
-                        // SAFETY: panels hold kc steps; tiles inside C.
-                        unsafe {
-                            if width == 2 * NR && ir + 2 * MR <= mc {
-                                kernel::tile_wide12(
-                                    kc,
-                                    apan,
-                                    apan.add(kc * MR),
-                                    panels,
-                                    ct,
-                                    ldc,
-                                    !first,
-                                    None,
-                                    0,
-                                    0,
-                                );
-                                ir += 2 * MR;
-                            } else {
-                                if width == 2 * NR && mr == MR {
-                                    kernel::tile_wide(
-                                        kc, apan, panels, ct, ldc, !first, None, 0, 0,
-                                    );
-                                } else {
-                                    kernel::tile_wide_partial(
-                                        kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0,
-                                    );
-                                }
-                                ir += MR;
-                            }
-                        }
-                        continue;
-                    }
-                    let mut off = 0;
-                    while off < width {
-                        let nr = NR.min(width - off);
-                        // SAFETY: panels have kc entries; the tile is mr × nr inside C.
-                        unsafe {
-                            kernel::tile(
-                                kern,
-                                kc,
-                                apan,
-                                bpan.add((off / NR) * k * NR),
-                                ct.add(off),
-                                ldc,
-                                mr,
-                                nr,
-                                !first,
-                                None,
-                                0,
-                                0,
-                            )
-                        };
-                        off += NR;
+    // Column blocks as the packed layout has them (`pack::b_panel_at`), so the weights
+    // stream sequentially; A is packed once per column block.
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let mut pc = 0;
+        while pc < k {
+            let kc = k_block(k).min(k - pc);
+            let first = pc == 0;
+            let mut ic = 0;
+            while ic < m {
+                let mc = MC.min(m - ic);
+                pack_a(ic, mc, pc, kc, scratch);
+                let mut jr = 0;
+                while jr < nc {
+                    let width = step.min(nc - jr);
+                    // SAFETY: panel (jc + jr)/NR of the packed B at depth pc.
+                    let bpan = unsafe { b.add(pack::b_panel_at(n, k, pc, kc, (jc + jr) / NR)) };
+                    // SAFETY: the C column block.
+                    let cb = unsafe { c.add(jc + jr) };
+                    // SAFETY: forwarded; the row block's tiles lie inside C.
+                    unsafe { packed_b_row_block(kern, kc, mc, width, scratch, bpan, cb, ic, ldc, first) };
+                    jr += width;
+                }
+                ic += mc;
+            }
+            pc += kc;
+        }
+        jc += nc;
+    }
+}
+
+/// The tiles of rows `ic..ic + mc` × `width` columns of `gemm_packed_b`: A from the packed
+/// block `apack`, B from the panels at `bpan` (`kc · NR` floats apart), C at `cb` (column
+/// offset applied).
+///
+/// # Safety
+/// As `gemm_packed_b` for this block.
+#[allow(clippy::too_many_arguments, reason = "block coordinates")]
+unsafe fn packed_b_row_block(
+    kern: kernel::Kern,
+    kc: usize,
+    mc: usize,
+    width: usize,
+    apack: *const f32,
+    bpan: *const f32,
+    cb: *mut f32,
+    ic: usize,
+    ldc: usize,
+    first: bool,
+) {
+    let step = kernel::wide(kern);
+    let mut ir = 0;
+    while ir < mc {
+        let mr = MR.min(mc - ir);
+        // SAFETY: panel ir/MR of the packed A block.
+        let apan = unsafe { apack.add((ir / MR) * kc * MR) };
+        // SAFETY: the tile lies inside C.
+        let ct = unsafe { cb.add((ic + ir) * ldc) };
+        #[cfg(target_arch = "x86_64")]
+        if step == 2 * NR {
+            // SAFETY: the second panel exists when the tile is wider than one.
+            let panels = kernel::BPanels {
+                b0: bpan,
+                b1: if width > NR {
+                    unsafe { bpan.add(kc * NR) }
+                } else {
+                    bpan
+                },
+                step: NR,
+            };
+            // SAFETY: panels hold kc steps; tiles inside C.
+            unsafe {
+                if width == 2 * NR && ir + 2 * MR <= mc {
+                    kernel::tile_wide12(
+                        kc,
+                        apan,
+                        apan.add(kc * MR),
+                        panels,
+                        ct,
+                        ldc,
+                        !first,
+                        None,
+                        0,
+                        0,
+                    );
+                    ir += 2 * MR;
+                } else {
+                    if width == 2 * NR && mr == MR {
+                        kernel::tile_wide(kc, apan, panels, ct, ldc, !first, None, 0, 0);
+                    } else {
+                        kernel::tile_wide_partial(
+                            kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0,
+                        );
                     }
                     ir += MR;
                 }
-                jr += width;
             }
-            ic += mc;
+            continue;
         }
-        pc += kc;
+        let mut off = 0;
+        while off < width {
+            let nr = NR.min(width - off);
+            // SAFETY: panels have kc entries; the tile is mr × nr inside C.
+            unsafe {
+                kernel::tile(
+                    kern,
+                    kc,
+                    apan,
+                    bpan.add((off / NR) * kc * NR),
+                    ct.add(off),
+                    ldc,
+                    mr,
+                    nr,
+                    !first,
+                    None,
+                    0,
+                    0,
+                )
+            };
+            off += NR;
+        }
+        ir += MR;
     }
 }
 
@@ -683,7 +712,7 @@ pub unsafe fn gemm_indirect_b(
                     // with the narrow layout). The tile lies inside C.
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
-                        let apan = a.add((row / MR) * k * MR + pc * MR);
+                        let apan = a.add(pack::a_panel_at(m, pc, kc, row / MR));
                         let (b, o, ct) =
                             (base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr));
                         if narrow {
@@ -691,8 +720,7 @@ pub unsafe fn gemm_indirect_b(
                         } else if rows8 {
                             kernel::tile_indirect_8x48(
                                 kc,
-                                a.add(pc * MR),
-                                k,
+                                a.add(pack::a_panel_at(m, pc, kc, 0)),
                                 row,
                                 b,
                                 o,
@@ -705,7 +733,7 @@ pub unsafe fn gemm_indirect_b(
                                 wide,
                                 kc,
                                 apan,
-                                apan.add(k * MR),
+                                apan.add(kc * MR),
                                 b,
                                 o,
                                 ct,

@@ -154,6 +154,11 @@ fn matches_reference_on_edge_sizes() {
         (23, 64, 300),
         (80, 70, 33),
         (28, 40, 20),
+        // The blocked packed layouts: several column blocks (NC) and K blocks at once, for
+        // the GEMV (m ≤ 2) and the tiled paths.
+        (1, 1100, 300),
+        (2, 1030, 520),
+        (40, 1100, 300),
     ] {
         for ta in [false, true] {
             for tb in [false, true] {
