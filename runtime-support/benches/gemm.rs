@@ -277,6 +277,62 @@ fn conv_layers(peak: f64) {
     }
 }
 
+/// Pooling layers of the light models through `pool2d_f32` (`ONNXC_POOL=1`; with
+/// `ONNXC_POOL=cold` the input rotates through copies spanning 128 MB, as a pool reading a
+/// conv output larger than L2 does in a model). GB/s counts input and output bytes once.
+fn pool_layers() {
+    use onnxc_runtime::pool::{PoolGeometry, pool2d_f32};
+    let cold = std::env::var("ONNXC_POOL").as_deref() == Ok("cold");
+    println!("{:>5} {:>4} {:>2} {:>2} {:>4} {:>9} {:>7}", "c", "hw", "k", "s", "kind", "us", "GB/s");
+    // (channels, input hw, kernel, stride, pad, kind 0 max / 1 average)
+    for &(c, hw, k, st, pad, kind) in &[
+        (96i64, 109i64, 3i64, 2i64, 0i64, 0i64), // SqueezeNet
+        (256, 54, 3, 2, 0, 0),
+        (512, 27, 3, 2, 0, 0),
+        (64, 112, 3, 2, 1, 0), // ResNet-50
+        (192, 28, 3, 1, 1, 1), // Inception v2's average pools
+        (576, 14, 3, 1, 1, 1),
+        (480, 28, 3, 1, 1, 0), // Inception v1's stride-1 max pools
+    ] {
+        let o = (hw + 2 * pad - k) / st + 1;
+        let g = PoolGeometry {
+            kind,
+            count_include_pad: false,
+            p: 2,
+            planes: c,
+            input: [hw, hw],
+            output: [o, o],
+            kernel: [k, k],
+            strides: [st, st],
+            dilations: [1, 1],
+            pads_begin: [pad, pad],
+            pads_end: [pad, pad],
+        };
+        let isz = (c * hw * hw) as usize;
+        let copies = if cold { (128 << 20) / (isz * 4) + 1 } else { 1 };
+        let xs: Vec<Buf> = (0..copies).map(|_| data(isz)).collect();
+        let mut y = Buf::zeros((c * o * o) as usize);
+        let mut scratch = Buf::zeros(g.scratch_floats());
+        let reps = 200;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for rep in 0..reps {
+                unsafe { pool2d_f32(&g, xs[rep % copies].as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
+                black_box(y[0]);
+            }
+            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+        }
+        let bytes = 4.0 * (isz as f64 + (c * o * o) as f64);
+        println!(
+            "{c:>5} {hw:>4} {k:>2} {st:>2} {:>4} {:>9.1} {:>7.1}",
+            if kind == 0 { "max" } else { "avg" },
+            best * 1e6,
+            bytes / best / 1e9
+        );
+    }
+}
+
 /// Peak FMA throughput of one core: 24 independent accumulator chains, no memory traffic.
 fn measured_peak() -> f64 {
     #[cfg(target_arch = "x86_64")]
@@ -389,6 +445,10 @@ fn main() {
     }
     if std::env::var_os("ONNXC_CONV_FILTER").is_some() {
         conv_layers(peak);
+        return;
+    }
+    if std::env::var_os("ONNXC_POOL").is_some() {
+        pool_layers();
         return;
     }
     // ONNXC_GEMM_TABLE: only the quick GEMM table below, no conv sections and no criterion.

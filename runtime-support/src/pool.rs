@@ -96,6 +96,17 @@ impl PoolGeometry {
         self.padded_row_len().max(vector_reach) + 16
     }
 
+    /// Scratch layout of the SIMD row kernels: offsets of the y divisors (after the x
+    /// divisors, one per output column rounded up to 16) and of the identity row (which
+    /// stands in for window rows in the padding, so every output row reduces exactly kh
+    /// rows), and the total floats.
+    fn row_kernel_scratch(&self) -> (usize, usize, usize, usize) {
+        let ow16 = (self.output[1].max(1) as usize).next_multiple_of(16);
+        let oh = (self.output[0].max(1) as usize).next_multiple_of(16);
+        let iw = self.input[1].max(1) as usize + 16;
+        (ow16, ow16 + oh, iw, ow16 + oh + iw)
+    }
+
     /// Row-by-row reduction for vertically strided pools (measured: 3×3/2 max pools on
     /// 112×112 and 56×56 planes 15-25% slower through the padded plane, whose copy costs more
     /// than the per-row overhead it saves); whole planes otherwise (stride-1 3×3 average pools
@@ -109,7 +120,10 @@ impl PoolGeometry {
     /// the kernel rows (with slack for the column taps of the last row), that over the kernel
     /// columns, the per-output divisors.
     pub fn scratch_floats(&self) -> usize {
-        let rows = self.output[1].max(1) as usize + 2 * self.row_buf_len();
+        // By rows: the portable path's x divisors and two row buffers, or the SIMD row
+        // kernels' x and y divisors and identity row (`row_kernel_scratch`).
+        let rows = (self.output[1].max(1) as usize + 2 * self.row_buf_len())
+            .max(self.row_kernel_scratch().3);
         if self.by_rows() {
             return rows;
         }
@@ -138,6 +152,9 @@ impl PoolGeometry {
             && self.dilations[1] == 1
             && (1..=2).contains(&self.strides[1])
             && self.kernel[0] <= MAX_ROWS_KH as i64
+            // Taps are lane shifts of two adjacent 8-lane vectors (AVX2), or of their
+            // even/odd halves at stride 2.
+            && self.kernel[1] <= 8 * self.strides[1] + 1
     }
 }
 
@@ -147,16 +164,30 @@ impl PoolGeometry {
 /// positive kernel, strides and dilations, non-negative pads, output extents from the ONNX
 /// shape rules).
 pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+    // The row kernels specialized for 2×2 and 3×3 windows (constant tap loops, unrolled),
+    // and for any window up to the limits of `rows_kernel_applies`.
     #[cfg(target_arch = "x86_64")]
     if g.rows_kernel_applies() && crate::isa::avx512() {
         // SAFETY: AVX-512 detected; forwarded contract.
-        unsafe { pool2d_rows_avx512(g, x, y, scratch) };
+        unsafe {
+            match g.kernel {
+                [3, 3] => pool2d_rows_avx512::<3, 3>(g, x, y, scratch),
+                [2, 2] => pool2d_rows_avx512::<2, 2>(g, x, y, scratch),
+                _ => pool2d_rows_avx512::<0, 0>(g, x, y, scratch),
+            }
+        };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if g.rows_kernel_applies() && crate::isa::avx2() {
         // SAFETY: AVX2 detected; forwarded contract.
-        unsafe { pool2d_rows_avx2(g, x, y, scratch) };
+        unsafe {
+            match g.kernel {
+                [3, 3] => pool2d_rows_avx2::<3, 3>(g, x, y, scratch),
+                [2, 2] => pool2d_rows_avx2::<2, 2>(g, x, y, scratch),
+                _ => pool2d_rows_avx2::<0, 0>(g, x, y, scratch),
+            }
+        };
         return;
     }
     // SAFETY: forwarded contract.
@@ -167,22 +198,31 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: 
 const MAX_ROWS_KH: usize = 16;
 
 /// The row path for max and average pools with horizontal stride 1 or 2 (undilated) in
-/// whole AVX-512 vectors: each output row reduces its window's input rows 16 columns at a
-/// time into the padded row (the last vector of a row masked, its lanes past the row keeping
-/// the identity), then each 16 outputs reduce their kw taps straight from the padded row (a
-/// lane permute picks every other column at stride 2). No scalar tails: auto-vectorized
-/// loops left most of a 55- or 111-wide row to them (measured: SqueezeNet's 3×3/2 max
-/// pools 2.5-5× slower than onnxruntime's).
+/// whole AVX-512 vectors, kept in registers: per output row, each 16 padded columns of the
+/// window's input rows are reduced vertically into a vector (masked loads at the row's
+/// edges, identity lanes in the padding), and the kw taps of 16 outputs are lane shifts of
+/// two such vectors (stride 1) or of their even/odd halves (stride 2), so nothing goes
+/// through memory but the input and the output. Two earlier designs lost to onnxruntime by
+/// 2-4×: scalar tails on 55- or 111-wide rows, then a padded scratch row written by the
+/// vertical pass and read back at offsets that straddled its vector stores (each load
+/// waited for the stores it overlapped to commit).
 ///
 /// # Safety
 /// As `pool2d_f32`; AVX-512F present; `rows_kernel_applies()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
+    g: &PoolGeometry,
+    x: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     use std::arch::x86_64::*;
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
-    let [kh, kw] = g.kernel;
+    // KH, KW > 0: the window is KH × KW (the tap loops have constant trip counts).
+    let kh = if KH > 0 { KH as i64 } else { g.kernel[0] };
+    let kw = if KW > 0 { KW as i64 } else { g.kernel[1] };
     let [sh, sw] = g.strides;
     let dh = g.dilations[0];
     let [ph, pw] = g.pads_begin;
@@ -190,18 +230,24 @@ unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scrat
     if oh <= 0 || ow <= 0 || g.planes <= 0 {
         return;
     }
-    let (ow_u, iw_u, sw_u, pw_u) = (ow as usize, iw as usize, sw as usize, pw as usize);
-    let ow16 = ow_u.next_multiple_of(16);
-    let blen = g.row_buf_len();
-    let max = g.kind == 0;
-    let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    // SAFETY: scratch holds ow + 2·row_buf_len floats (scratch_floats); ow16 ≤ ow + blen.
-    let (inv_x, padded) = unsafe {
+    let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
+    let (y_at, ident_at, ident_len, _) = g.row_kernel_scratch();
+    // SAFETY: scratch holds row_kernel_scratch().3 floats (scratch_floats).
+    let (inv_y, ident) = unsafe {
         (
-            std::slice::from_raw_parts_mut(scratch, ow16),
-            std::slice::from_raw_parts_mut(scratch.add(ow16), blen),
+            std::slice::from_raw_parts_mut(scratch.add(y_at), oh as usize),
+            std::slice::from_raw_parts_mut(scratch.add(ident_at), ident_len),
         )
     };
+    for (oy, v) in inv_y.iter_mut().enumerate() {
+        *v = 1.0 / taps_counted(g.count_include_pad, oy as i64, kh, sh, dh, ph, ih, peh) as f32;
+    }
+    let ow16 = ow_u.next_multiple_of(16);
+    let max = g.kind == 0;
+    let init = if max { f32::NEG_INFINITY } else { 0.0 };
+    ident.fill(init);
+    // SAFETY: the x divisors come first in scratch (row_kernel_scratch).
+    let inv_x = unsafe { std::slice::from_raw_parts_mut(scratch, ow16) };
     // 1 / (columns counted) per output column (average), 1 past the row.
     for (ox, c) in inv_x.iter_mut().enumerate() {
         *c = if ox < ow_u {
@@ -210,11 +256,7 @@ unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scrat
             1.0
         };
     }
-    // Padding columns (and the slack) hold the identity for good; each row rewrites
-    // pw .. pw + iw rounded up to whole vectors, its lanes past iw with the identity.
-    padded.fill(init);
     let init_v = _mm512_set1_ps(init);
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let op = |a: __m512, b: __m512| {
         if max {
             _mm512_max_ps(a, b)
@@ -222,107 +264,134 @@ unsafe fn pool2d_rows_avx512(g: &PoolGeometry, x: *const f32, y: *mut f32, scrat
             _mm512_add_ps(a, b)
         }
     };
-    let tail_in: __mmask16 = if iw_u % 16 == 0 {
-        0xFFFF
-    } else {
-        ((1u32 << (iw_u % 16)) - 1) as u16
-    };
+    let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // Lanes n..n+16 of (lo, hi), for n ≤ 16.
+    let shift_idx: [__m512i; 17] =
+        std::array::from_fn(|n| _mm512_add_epi32(iota, _mm512_set1_epi32(n as i32)));
+    let even = _mm512_add_epi32(iota, iota);
+    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     let tail_out: __mmask16 = if ow_u % 16 == 0 {
         0xFFFF
     } else {
         ((1u32 << (ow_u % 16)) - 1) as u16
     };
-    let pp = padded.as_mut_ptr();
-    // SAFETY (loop body): input rows are read inside the plane (the last vector of a row
-    // masked); padded-row accesses stay below pw + iw16 (writes) and sw·ow16 + kw + 16
-    // (reads), both within row_buf_len; output stores stay inside row oy (the last vector
-    // masked).
+    let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
+    // SAFETY (closure): vector k covers padded columns 16k.., input columns s = 16k - pw..;
+    // lanes outside 0..iw are masked out of the loads (a masked load does not touch them).
+    let vertical = |rows: &[*const f32], k: usize| unsafe {
+        let s = 16 * k as i64 - pw;
+        if s >= 0 && s + 16 <= iw {
+            let mut acc = init_v;
+            for &r in rows {
+                acc = op(acc, _mm512_loadu_ps(r.add(s as usize)));
+            }
+            return acc;
+        }
+        let (lo, hi) = ((-s).clamp(0, 16), (iw - s).clamp(0, 16));
+        if hi <= lo {
+            return init_v;
+        }
+        let m = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16;
+        let mut acc = init_v;
+        for &r in rows {
+            acc = op(acc, _mm512_mask_loadu_ps(init_v, m, r.wrapping_offset(s as isize)));
+        }
+        acc
+    };
+    // SAFETY: plane and row offsets inside x and y; output stores inside row oy (the last
+    // vector masked).
     unsafe {
         for plane in 0..g.planes as usize {
             let xp = x.add(plane * (ih * iw) as usize);
             let yp = y.add(plane * ow_u * oh as usize);
             for oy in 0..oh {
-                // Window rows inside the input.
-                let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
-                let mut nrows = 0;
-                for ky in 0..kh {
-                    let iy = oy * sh + ky * dh - ph;
-                    if iy >= 0 && iy < ih {
-                        rows[nrows] = xp.add(iy as usize * iw_u);
-                        nrows += 1;
-                    }
+                for (ky, r) in rows.iter_mut().enumerate().take(kh_u) {
+                    let iy = oy * sh + ky as i64 * dh - ph;
+                    *r = if iy >= 0 && iy < ih {
+                        xp.add((iy * iw) as usize)
+                    } else {
+                        ident.as_ptr()
+                    };
                 }
-                // 1. Vertical reduction into the padded row.
-                let mut j = 0;
-                while j < iw_u {
-                    let m = if j + 16 <= iw_u { 0xFFFF } else { tail_in };
-                    let mut acc = init_v;
-                    for &r in &rows[..nrows] {
-                        let v = if m == 0xFFFF {
-                            _mm512_loadu_ps(r.add(j))
-                        } else {
-                            _mm512_mask_loadu_ps(init_v, m, r.add(j))
-                        };
-                        acc = op(acc, v);
-                    }
-                    _mm512_storeu_ps(pp.add(pw_u + j), acc);
-                    j += 16;
-                }
-                // 2. Horizontal taps, 16 outputs at a time.
-                let scale = if max {
-                    1.0
-                } else {
-                    1.0 / taps_counted(g.count_include_pad, oy, kh, sh, dh, ph, ih, peh) as f32
-                };
+                let rows = &rows[..kh_u];
+                let scale = inv_y[oy as usize];
                 let scale_v = _mm512_set1_ps(scale);
                 let out = yp.add(oy as usize * ow_u);
-                let mut c = 0;
-                while c < ow16 {
-                    let base = pp.add(c * sw_u);
-                    let mut acc = init_v;
-                    for kx in 0..kw as usize {
-                        let v = if sw_u == 1 {
-                            _mm512_loadu_ps(base.add(kx))
-                        } else {
-                            _mm512_permutex2var_ps(
-                                _mm512_loadu_ps(base.add(kx)),
-                                even,
-                                _mm512_loadu_ps(base.add(kx + 16)),
-                            )
-                        };
-                        acc = op(acc, v);
-                    }
-                    if !max {
-                        acc = _mm512_mul_ps(
-                            acc,
-                            _mm512_mul_ps(scale_v, _mm512_loadu_ps(inv_x.as_ptr().add(c))),
-                        );
-                    }
+                let finish = |acc: __m512, c: usize| {
+                    let acc = if max {
+                        acc
+                    } else {
+                        _mm512_mul_ps(acc, _mm512_mul_ps(scale_v, _mm512_loadu_ps(inv_x.as_ptr().add(c))))
+                    };
                     if c + 16 <= ow_u {
                         _mm512_storeu_ps(out.add(c), acc);
                     } else {
                         _mm512_mask_storeu_ps(out.add(c), tail_out, acc);
                     }
-                    c += 16;
+                };
+                if sw == 1 {
+                    // Output vector c: taps kx are lanes kx.. of (V_c, V_c+1).
+                    let mut cur = vertical(rows, 0);
+                    for cv in 0..ow16 / 16 {
+                        let next = vertical(rows, cv + 1);
+                        let mut acc = cur;
+                        for idx in &shift_idx[1..kw_u] {
+                            acc = op(acc, _mm512_permutex2var_ps(cur, *idx, next));
+                        }
+                        finish(acc, 16 * cv);
+                        cur = next;
+                    }
+                } else {
+                    // E_j / O_j: even / odd padded columns 32j.. (V_2j, V_2j+1); tap kx of
+                    // output vector c is lanes kx/2.. of (E_c, E_c+1) or (O_c, O_c+1).
+                    let (v0, v1) = (vertical(rows, 0), vertical(rows, 1));
+                    let (mut e0, mut o0) = (
+                        _mm512_permutex2var_ps(v0, even, v1),
+                        _mm512_permutex2var_ps(v0, odd, v1),
+                    );
+                    for cv in 0..ow16 / 16 {
+                        let (v2, v3) = (vertical(rows, 2 * cv + 2), vertical(rows, 2 * cv + 3));
+                        let (e1, o1) = (
+                            _mm512_permutex2var_ps(v2, even, v3),
+                            _mm512_permutex2var_ps(v2, odd, v3),
+                        );
+                        let mut acc = e0;
+                        if kw_u > 1 {
+                            acc = op(acc, o0);
+                        }
+                        for kx in 2..kw_u {
+                            let (a, b) = if kx % 2 == 0 { (e0, e1) } else { (o0, o1) };
+                            acc = op(acc, _mm512_permutex2var_ps(a, shift_idx[kx / 2], b));
+                        }
+                        finish(acc, 16 * cv);
+                        (e0, o0) = (e1, o1);
+                    }
                 }
             }
         }
     }
 }
 
-/// `pool2d_rows_avx512` with 8-lane AVX2 vectors: the same two passes per output row (the
-/// window's input rows reduced into the identity-padded row, then `kw` taps per 8 outputs,
-/// an even-lane pick at stride 2), the last vectors of a row masked.
+/// `pool2d_rows_avx512` with 8-lane AVX2 vectors: the window's rows reduced 8 padded
+/// columns at a time into registers, taps as lane shifts of two such vectors (a permute of
+/// each and a blend) or of their even/odd halves at stride 2.
 ///
 /// # Safety
 /// As `pool2d_f32`, with `g.rows_kernel_applies()` and AVX2 present.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
+    g: &PoolGeometry,
+    x: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     use std::arch::x86_64::*;
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
-    let [kh, kw] = g.kernel;
+    // KH, KW > 0: the window is KH × KW (the tap loops have constant trip counts).
+    let kh = if KH > 0 { KH as i64 } else { g.kernel[0] };
+    let kw = if KW > 0 { KW as i64 } else { g.kernel[1] };
     let [sh, sw] = g.strides;
     let dh = g.dilations[0];
     let [ph, pw] = g.pads_begin;
@@ -330,18 +399,24 @@ unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch
     if oh <= 0 || ow <= 0 || g.planes <= 0 {
         return;
     }
-    let (ow_u, iw_u, sw_u, pw_u) = (ow as usize, iw as usize, sw as usize, pw as usize);
-    let ow8 = ow_u.next_multiple_of(8);
-    let blen = g.row_buf_len();
-    let max = g.kind == 0;
-    let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    // SAFETY: scratch holds ow + 2·row_buf_len floats (scratch_floats); ow8 ≤ ow + blen.
-    let (inv_x, padded) = unsafe {
+    let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
+    let (y_at, ident_at, ident_len, _) = g.row_kernel_scratch();
+    // SAFETY: scratch holds row_kernel_scratch().3 floats (scratch_floats).
+    let (inv_y, ident) = unsafe {
         (
-            std::slice::from_raw_parts_mut(scratch, ow8),
-            std::slice::from_raw_parts_mut(scratch.add(ow8), blen),
+            std::slice::from_raw_parts_mut(scratch.add(y_at), oh as usize),
+            std::slice::from_raw_parts_mut(scratch.add(ident_at), ident_len),
         )
     };
+    for (oy, v) in inv_y.iter_mut().enumerate() {
+        *v = 1.0 / taps_counted(g.count_include_pad, oy as i64, kh, sh, dh, ph, ih, peh) as f32;
+    }
+    let ow8 = ow_u.next_multiple_of(8);
+    let max = g.kind == 0;
+    let init = if max { f32::NEG_INFINITY } else { 0.0 };
+    ident.fill(init);
+    // SAFETY: the x divisors come first in scratch (row_kernel_scratch).
+    let inv_x = unsafe { std::slice::from_raw_parts_mut(scratch, ow8) };
     for (ox, c) in inv_x.iter_mut().enumerate() {
         *c = if ox < ow_u {
             1.0 / taps_counted(g.count_include_pad, ox as i64, kw, sw, 1, pw, iw, pew) as f32
@@ -349,7 +424,6 @@ unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch
             1.0
         };
     }
-    padded.fill(init);
     let init_v = _mm256_set1_ps(init);
     let op = |a: __m256, b: __m256| {
         if max {
@@ -358,80 +432,110 @@ unsafe fn pool2d_rows_avx2(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch
             _mm256_add_ps(a, b)
         }
     };
-    let lanes = crate::avx2::first_lanes;
-    let tail_in = lanes(if iw_u % 8 == 0 { 8 } else { iw_u % 8 });
-    let tail_out = lanes(if ow_u % 8 == 0 { 8 } else { ow_u % 8 });
-    let pp = padded.as_mut_ptr();
-    // SAFETY (loop body): input rows are read inside the plane (the last vector of a row
-    // masked); padded-row accesses stay below pw + iw8 (writes) and sw·ow8 + kw + 8 (reads),
-    // both within row_buf_len (sized for 16-lane vectors); output stores stay inside row oy
-    // (the last vector masked).
+    let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    // Lanes n..n+8 of (lo, hi), n ≤ 8: both rotated by n, lanes ≥ 8 - n taken from hi.
+    let rot: [__m256i; 9] = std::array::from_fn(|n| {
+        _mm256_and_si256(_mm256_add_epi32(iota, _mm256_set1_epi32(n as i32)), _mm256_set1_epi32(7))
+    });
+    let from_hi: [__m256; 9] = std::array::from_fn(|n| {
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(7 - n as i32)))
+    });
+    let shift = |lo: __m256, hi: __m256, n: usize| {
+        _mm256_blendv_ps(
+            _mm256_permutevar8x32_ps(lo, rot[n]),
+            _mm256_permutevar8x32_ps(hi, rot[n]),
+            from_hi[n],
+        )
+    };
+    let tail_out = crate::avx2::first_lanes(if ow_u % 8 == 0 { 8 } else { ow_u % 8 });
+    let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
+    // SAFETY (closure): vector k covers padded columns 8k.., input columns s = 8k - pw..;
+    // lanes outside 0..iw are masked out of the loads (a masked load does not touch them).
+    let vertical = |rows: &[*const f32], k: usize| unsafe {
+        let s = 8 * k as i64 - pw;
+        if s >= 0 && s + 8 <= iw {
+            let mut acc = init_v;
+            for &r in rows {
+                acc = op(acc, _mm256_loadu_ps(r.add(s as usize)));
+            }
+            return acc;
+        }
+        let (lo, hi) = ((-s).clamp(0, 8), (iw - s).clamp(0, 8));
+        if hi <= lo {
+            return init_v;
+        }
+        let m = _mm256_andnot_si256(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(lo as i32), iota),
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi as i32), iota),
+        );
+        let mut acc = init_v;
+        for &r in rows {
+            let v = _mm256_maskload_ps(r.wrapping_offset(s as isize), m);
+            acc = op(acc, _mm256_blendv_ps(init_v, v, _mm256_castsi256_ps(m)));
+        }
+        acc
+    };
+    // SAFETY: plane and row offsets inside x and y; output stores inside row oy (the last
+    // vector masked).
     unsafe {
         for plane in 0..g.planes as usize {
             let xp = x.add(plane * (ih * iw) as usize);
             let yp = y.add(plane * ow_u * oh as usize);
             for oy in 0..oh {
-                let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
-                let mut nrows = 0;
-                for ky in 0..kh {
-                    let iy = oy * sh + ky * dh - ph;
-                    if iy >= 0 && iy < ih {
-                        rows[nrows] = xp.add(iy as usize * iw_u);
-                        nrows += 1;
-                    }
+                for (ky, r) in rows.iter_mut().enumerate().take(kh_u) {
+                    let iy = oy * sh + ky as i64 * dh - ph;
+                    *r = if iy >= 0 && iy < ih {
+                        xp.add((iy * iw) as usize)
+                    } else {
+                        ident.as_ptr()
+                    };
                 }
-                // 1. Vertical reduction into the padded row.
-                let mut j = 0;
-                while j < iw_u {
-                    let full = j + 8 <= iw_u;
-                    let mut acc = init_v;
-                    for &r in &rows[..nrows] {
-                        let v = if full {
-                            _mm256_loadu_ps(r.add(j))
-                        } else {
-                            _mm256_blendv_ps(
-                                init_v,
-                                _mm256_maskload_ps(r.add(j), tail_in),
-                                _mm256_castsi256_ps(tail_in),
-                            )
-                        };
-                        acc = op(acc, v);
-                    }
-                    _mm256_storeu_ps(pp.add(pw_u + j), acc);
-                    j += 8;
-                }
-                // 2. Horizontal taps, 8 outputs at a time.
-                let scale = if max {
-                    1.0
-                } else {
-                    1.0 / taps_counted(g.count_include_pad, oy, kh, sh, dh, ph, ih, peh) as f32
-                };
+                let rows = &rows[..kh_u];
+                let scale = inv_y[oy as usize];
                 let scale_v = _mm256_set1_ps(scale);
                 let out = yp.add(oy as usize * ow_u);
-                let mut c = 0;
-                while c < ow8 {
-                    let base = pp.add(c * sw_u);
-                    let mut acc = init_v;
-                    for kx in 0..kw as usize {
-                        let v = if sw_u == 1 {
-                            _mm256_loadu_ps(base.add(kx))
-                        } else {
-                            crate::avx2::load_evens(base.add(kx))
-                        };
-                        acc = op(acc, v);
-                    }
-                    if !max {
-                        acc = _mm256_mul_ps(
-                            acc,
-                            _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))),
-                        );
-                    }
+                let finish = |acc: __m256, c: usize| {
+                    let acc = if max {
+                        acc
+                    } else {
+                        _mm256_mul_ps(acc, _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))))
+                    };
                     if c + 8 <= ow_u {
                         _mm256_storeu_ps(out.add(c), acc);
                     } else {
                         _mm256_maskstore_ps(out.add(c), tail_out, acc);
                     }
-                    c += 8;
+                };
+                if sw == 1 {
+                    let mut cur = vertical(rows, 0);
+                    for cv in 0..ow8 / 8 {
+                        let next = vertical(rows, cv + 1);
+                        let mut acc = cur;
+                        for kx in 1..kw_u {
+                            acc = op(acc, shift(cur, next, kx));
+                        }
+                        finish(acc, 8 * cv);
+                        cur = next;
+                    }
+                } else {
+                    let (mut e0, mut o0) =
+                        crate::avx2::deinterleave(vertical(rows, 0), vertical(rows, 1));
+                    for cv in 0..ow8 / 8 {
+                        let (e1, o1) = crate::avx2::deinterleave(
+                            vertical(rows, 2 * cv + 2),
+                            vertical(rows, 2 * cv + 3),
+                        );
+                        let mut acc = e0;
+                        if kw_u > 1 {
+                            acc = op(acc, o0);
+                        }
+                        for kx in 2..kw_u {
+                            let (a, b) = if kx % 2 == 0 { (e0, e1) } else { (o0, o1) };
+                            acc = op(acc, shift(a, b, kx / 2));
+                        }
+                        finish(acc, 8 * cv);
+                        (e0, o0) = (e1, o1);
+                    }
                 }
             }
         }
@@ -1026,6 +1130,14 @@ mod tests {
                 [1, 1],
             ),
             (1, true, 0, [33, 50], [5, 4], [3, 2], [1, 1], [2, 1], [2, 2]),
+            // The register row kernels: the widest taps they take (9 at stride 1, 17 at
+            // stride 2), windows taller than wide and the reverse, padding on both sides of
+            // rows that end inside a vector, windows whose rows are all padding at the top.
+            (1, true, 0, [12, 40], [3, 9], [1, 1], [1, 1], [1, 4], [1, 4]),
+            (0, false, 0, [11, 45], [2, 17], [2, 2], [1, 1], [0, 8], [1, 8]),
+            (1, false, 0, [30, 19], [5, 1], [1, 2], [1, 1], [2, 0], [2, 0]),
+            (0, false, 0, [9, 23], [1, 5], [1, 1], [1, 1], [0, 2], [0, 2]),
+            (1, true, 0, [6, 17], [4, 4], [2, 2], [1, 1], [3, 3], [3, 3]),
         ];
         assert!(
             cases.iter().filter(|c| c.5[0] > 1).count() >= 4
