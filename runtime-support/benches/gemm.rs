@@ -218,6 +218,7 @@ fn conv_layers(peak: f64) {
             strides: vec![st, st],
             dilations: vec![1, 1],
             pads: vec![pad, pad],
+            wide_simd: onnxc_runtime::isa::wide_simd(),
         };
         let x = data((c * hw * hw) as usize);
         let w = data((m * c * k * k) as usize);
@@ -557,6 +558,7 @@ fn experiment() {
         strides: vec![2, 2],
         dilations: vec![1, 1],
         pads: vec![3, 3],
+        wide_simd: onnxc_runtime::isa::wide_simd(),
     };
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);

@@ -20,12 +20,25 @@ pub struct ConvGeometry {
     pub dilations: Vec<i64>,
     /// Padding at the start of each spatial dim.
     pub pads: Vec<i64>,
+    /// The weights are laid out for a target with 512-bit vectors (AVX-512). Layout choices
+    /// made where the model is compiled whose best answer depends on the vector width
+    /// follow it (`use_winograd` for 32-63 output channels); the kernels run correctly on
+    /// any CPU either way.
+    pub wide_simd: bool,
 }
 
 impl ConvGeometry {
-    /// `[nsp, n, c, m, group, input.., kernel.., output.., strides.., dilations.., pads..]`.
+    /// `[nsp, n, c, m, group, wide_simd, input.., kernel.., output.., strides.., dilations..,
+    /// pads..]`.
     pub fn encode(&self) -> Vec<i64> {
-        let mut p = vec![self.input.len() as i64, self.n, self.c, self.m, self.group];
+        let mut p = vec![
+            self.input.len() as i64,
+            self.n,
+            self.c,
+            self.m,
+            self.group,
+            self.wide_simd as i64,
+        ];
         for v in [
             &self.input,
             &self.kernel,
@@ -45,14 +58,15 @@ impl ConvGeometry {
         // SAFETY: the caller guarantees the layout of `encode`.
         unsafe {
             let nsp = *p as usize;
-            let hdr = std::slice::from_raw_parts(p, 5);
-            let rest = std::slice::from_raw_parts(p.add(5), 6 * nsp);
+            let hdr = std::slice::from_raw_parts(p, 6);
+            let rest = std::slice::from_raw_parts(p.add(6), 6 * nsp);
             let part = |i: usize| rest[i * nsp..(i + 1) * nsp].to_vec();
             ConvGeometry {
                 n: hdr[1],
                 c: hdr[2],
                 m: hdr[3],
                 group: hdr[4],
+                wide_simd: hdr[5] != 0,
                 input: part(0),
                 kernel: part(1),
                 output: part(2),
@@ -2373,6 +2387,7 @@ mod tests {
             strides: strides.into(),
             dilations: dil.into(),
             pads: pads.into(),
+            wide_simd: crate::isa::wide_simd(),
         }
     }
 

@@ -63,6 +63,19 @@ pub mod isa {
         level() >= 1
     }
 
+    /// Whether this CPU runs the 512-bit kernels: the `ConvGeometry::wide_simd` layout
+    /// choice for a model compiled for the host.
+    pub fn wide_simd() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            avx512()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
     /// The CPU is an AMD one (CPUID vendor "AuthenticAMD"); detected once. Some schedule
     /// choices that do not change any data layout were measured to go opposite ways on
     /// AMD (Zen 3/5) and Intel (Sapphire/Emerald Rapids) cores and follow the vendor, as

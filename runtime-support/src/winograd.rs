@@ -85,10 +85,11 @@ impl ConvGeometry {
             // The transforms cost per input and per output channel while the products shrink
             // with fewer output channels. With 32 (DenseNet's growth convs), on Zen 3 (AVX2)
             // Winograd wins over the implicit GEMM (128→32: 76 → 96 GFLOP/s at 56×56 and
-            // 28×28, 68 → 84 at 14×14); on an AVX-512 Xeon its 8×48 implicit GEMM was faster
-            // (110 vs 75 at 56×56). The choice is made where the model is compiled, for any
-            // CPU, so it follows the target this project is tuned for (Zen 3).
-            && self.m / self.group >= 32
+            // 28×28, 68 → 84 at 14×14); with AVX-512 the implicit GEMM's 8×48 tiles win
+            // (AVX-512 Xeon: 110 vs 75 at 56×56; Zen 5: 208 vs 152 at 56×56, 193 vs 147 at
+            // 28×28, 159 vs 101 at 14×14). The weights' layout follows the target the model
+            // is compiled for (`wide_simd`).
+            && self.m / self.group >= if self.wide_simd { 64 } else { 32 }
             && self.output[0] >= 2
             // Tile rows are padded to 8 tiles: 13-14 wide outputs keep 7 of 8 lanes busy
             // (Zen 3: 256→256 at 14×14 80 → 144 GFLOP/s effective, 64→256 at 13×13 75 → 98,

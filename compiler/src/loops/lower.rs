@@ -10,12 +10,20 @@ use crate::ir::interp::strides_of;
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
 
+/// What lowering needs to know of the target.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LowerOptions {
+    /// The target runs the 512-bit (AVX-512) kernels: weight layouts whose best choice
+    /// depends on the vector width follow it (`ConvGeometry::wide_simd`).
+    pub wide_simd: bool,
+}
+
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
-pub fn lower(sched: &mut Schedule) -> Result<Program> {
+pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     // Scratch needs are known before memory planning.
     let mut scratch_req = Vec::new();
     for (i, st) in sched.steps.iter().enumerate() {
-        let bytes = scratch_bytes(sched, st);
+        let bytes = scratch_bytes(sched, st, opts);
         if bytes > 0 {
             scratch_req.push((i, bytes));
         }
@@ -76,6 +84,7 @@ pub fn lower(sched: &mut Schedule) -> Result<Program> {
         let cx = StepCx {
             s,
             st,
+            opts,
             buf_of: &buf_of,
             extra: &extra,
             first_extra,
@@ -162,13 +171,13 @@ fn pack_b_at_compile_time(s: &Schedule, st: &Step, m: &MatMulOp) -> bool {
 }
 
 /// Workspace bytes a step's kernel needs while it runs.
-fn scratch_bytes(s: &Schedule, st: &Step) -> u64 {
+fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
     if s.values[st.output].dtype != DType::F32 {
         return 0;
     }
     match &st.kind {
         StepKind::Conv(c) => {
-            geometry(s, st, c).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4
+            geometry(s, st, c, opts).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4
         }
         StepKind::MatMul(m) => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m);
@@ -189,7 +198,7 @@ fn scratch_bytes(s: &Schedule, st: &Step) -> u64 {
     }
 }
 
-fn geometry(s: &Schedule, st: &Step, c: &ConvOp) -> ConvGeometry {
+fn geometry(s: &Schedule, st: &Step, c: &ConvOp, opts: &LowerOptions) -> ConvGeometry {
     let x = &s.values[st.inputs[0]].shape;
     let w = &s.values[st.inputs[1]].shape;
     let y = &s.values[st.output].shape;
@@ -204,6 +213,7 @@ fn geometry(s: &Schedule, st: &Step, c: &ConvOp) -> ConvGeometry {
         strides: c.strides.clone(),
         dilations: c.dilations.clone(),
         pads: c.pads_begin.clone(),
+        wide_simd: opts.wide_simd,
     }
 }
 
@@ -227,6 +237,7 @@ fn out_index(rank: usize) -> Vec<E> {
 struct StepCx<'a> {
     s: &'a Schedule,
     st: &'a Step,
+    opts: &'a LowerOptions,
     buf_of: &'a [u32],
     /// Constants created while lowering (packed weights), numbered from `first_extra`.
     extra: &'a std::cell::RefCell<Vec<Buffer>>,
@@ -633,7 +644,7 @@ impl StepCx<'_> {
         let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
         let dt = self.s.values[out].dtype;
         if dt == DType::F32 {
-            let g = geometry(self.s, self.st, c);
+            let g = geometry(self.s, self.st, c, self.opts);
             let scratch = match scratch {
                 Some(o) => Arg::Scratch { offset: o },
                 None => Arg::Null,
