@@ -101,6 +101,7 @@ def ort_session(path: str) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
+    so.log_severity_level = 3
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
@@ -108,7 +109,7 @@ def ort_session(path: str) -> ort.InferenceSession:
 
 ORT_RSS = r"""
 import sys, numpy as np, onnxruntime as ort
-so = ort.SessionOptions(); so.intra_op_num_threads = 1; so.inter_op_num_threads = 1
+so = ort.SessionOptions(); so.intra_op_num_threads = 1; so.inter_op_num_threads = 1; so.log_severity_level = 3
 s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 feeds = dict(np.load(sys.argv[2]))
 for _ in range(3): s.run(None, feeds)
