@@ -7,7 +7,7 @@
 //! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer).
 
 use criterion::{Criterion, Throughput, black_box};
-use onnxc_runtime::gemm::{self, BSource, Epilogue, pack};
+use onnxc_runtime::gemm::{self, BSource, Epilogue, MR, pack};
 use std::time::Instant;
 
 /// A 64-byte-aligned float buffer, as the compiled model's workspace and constants are
@@ -173,7 +173,11 @@ fn conv_layers(peak: f64) {
         // SqueezeNet's 3×3 expands, DenseNet's 3×3 growth convs (32 output channels).
         (16, 64, 55, 3, 1),
         (32, 128, 27, 3, 1),
+        (48, 192, 13, 3, 1),
         (64, 256, 13, 3, 1),
+        (64, 192, 56, 3, 1),
+        (64, 96, 28, 3, 1),
+        (96, 96, 28, 3, 1),
         (128, 32, 56, 3, 1),
         (128, 32, 28, 3, 1),
         (128, 32, 14, 3, 1),
@@ -187,6 +191,9 @@ fn conv_layers(peak: f64) {
         (3, 64, 224, 3, 2),
         (3, 32, 224, 3, 2),
         (1024, 512, 14, 1, 2),
+        (1024, 2048, 14, 1, 2),
+        (512, 1024, 28, 1, 2),
+        (256, 512, 56, 1, 2),
         // ResNet-50 v1.5's strided 3×3 convs.
         (128, 128, 56, 3, 2),
         (256, 256, 28, 3, 2),
@@ -230,7 +237,15 @@ fn conv_layers(peak: f64) {
         } else {
             1
         };
-        let wps: Vec<Vec<f32>> = (0..copies).map(|_| wp.clone()).collect();
+        // 64-byte aligned, as the compiler emits weights (a Vec's 16-byte alignment splits
+        // every 64-byte load of weights read as B panels, the pixel-major path's).
+        let wps: Vec<Buf> = (0..copies)
+            .map(|_| {
+                let mut b = Buf::zeros(wp.len());
+                b.copy_from_slice(&wp);
+                b
+            })
+            .collect();
         let bias = data(m as usize);
         let mut y = Buf::zeros((m * o * o) as usize);
         // ONNXC_CONV_RESIDUAL: a residual input in the epilogue, as ResNet's block ends have.
@@ -440,6 +455,10 @@ fn main() {
             );
         }
     }
+    if std::env::var("ONNXC_EXP").as_deref() == Ok("pm") {
+        orientation_experiment(peak);
+        return;
+    }
     if std::env::var_os("ONNXC_EXP").is_some() {
         experiment();
         return;
@@ -524,6 +543,101 @@ fn main() {
         group.bench_function("b_per_call", |bch| bch.iter(|| run(false)));
         group.bench_function("b_prepacked", |bch| bch.iter(|| run(true)));
         group.finish();
+    }
+}
+
+/// `ONNXC_EXP=pm`: a product with few positions (a 7×7 map: 49) and many channels, in both
+/// orientations with pre-packed operands: channel-major (`gemm_packed_a`, weights as A,
+/// positions the tile's 32-wide columns) and pixel-major (`gemm_packed_b`, weights as B,
+/// positions the tile's 12 rows; A copied from a packed buffer per block).
+fn orientation_experiment(peak: f64) {
+    for &(ch, pos, k) in &[(512usize, 49usize, 2048usize), (512, 49, 4608), (2048, 49, 512), (256, 196, 1024)] {
+        let w = data(ch * k);
+        let x = data(k * pos);
+        let mut c = Buf::zeros(ch * pos);
+        let mut wa = Buf::zeros(pack::packed_a_len(ch, k));
+        let mut wb = Buf::zeros(pack::packed_b_len(k, ch));
+        let mut xb = Buf::zeros(pack::packed_b_len(k, pos));
+        let mut xa = Buf::zeros(pack::packed_a_len(pos, k));
+        let mut ablock = Buf::zeros(gemm::packed_b_scratch_len());
+        unsafe {
+            pack::pack_a(w.as_ptr(), k, false, ch, k, wa.as_mut_ptr());
+            pack::pack_b(w.as_ptr(), k, true, k, ch, wb.as_mut_ptr());
+            pack::pack_b(x.as_ptr(), pos, false, k, pos, xb.as_mut_ptr());
+            pack::pack_a(x.as_ptr(), pos, true, pos, k, xa.as_mut_ptr());
+        }
+        let flops = 2.0 * (ch * pos * k) as f64;
+        let reps = (2e8 / flops) as usize + 1;
+        let time = |f: &mut dyn FnMut()| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    f();
+                }
+                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+            }
+            flops / best / 1e9
+        };
+        let cm = time(&mut || unsafe {
+            gemm::gemm_packed_a(ch, pos, k, wa.as_ptr(), BSource::Packed(xb.as_ptr()), c.as_mut_ptr(), pos, &Epilogue::NONE, std::ptr::null_mut());
+            black_box(c[0]);
+        });
+        let xap = xa.as_ptr() as usize;
+        let packer = move |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| unsafe {
+            // The block's panels, copied from the fully packed A.
+            let src = (xap as *const f32).add(pack::a_panel_at(pos, k0, kc, i0 / MR));
+            std::ptr::copy_nonoverlapping(src, dst, mc.div_ceil(MR) * MR * kc);
+        };
+        let pm = time(&mut || unsafe {
+            gemm::gemm_packed_b(pos, ch, k, &packer, wb.as_ptr(), c.as_mut_ptr(), ch, ablock.as_mut_ptr());
+            black_box(c[0]);
+        });
+        let pm_pack = time(&mut || unsafe {
+            let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
+                for p in 0..mc.div_ceil(MR) {
+                    for kx in 0..kc {
+                        for r in 0..MR {
+                            let i = i0 + p * MR + r;
+                            *dst.add((p * kc + kx) * MR + r) = if i < pos { x[(k0 + kx) * pos + i] } else { 0.0 };
+                        }
+                    }
+                }
+            };
+            gemm::gemm_packed_b(pos, ch, k, &packer, wb.as_ptr(), c.as_mut_ptr(), ch, ablock.as_mut_ptr());
+            black_box(c[0]);
+        });
+        println!("  pixel-major packing from x: {pm_pack:6.1} GF");
+        if pos == 49 {
+            use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+            let g = ConvGeometry {
+                n: 1,
+                c: k as i64,
+                m: ch as i64,
+                group: 1,
+                input: vec![7, 7],
+                kernel: vec![1, 1],
+                output: vec![7, 7],
+                strides: vec![1, 1],
+                dilations: vec![1, 1],
+                pads: vec![0, 0],
+                wide_simd: true,
+            };
+            let wpv = g.pack_weights(&w);
+            let mut wp = Buf::zeros(wpv.len());
+            wp.copy_from_slice(&wpv);
+            let mut scratch = Buf::zeros(g.scratch_floats(true));
+            let conv = time(&mut || unsafe {
+                conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, std::ptr::null(), std::ptr::null(), f32::NEG_INFINITY, f32::INFINITY, c.as_mut_ptr(), scratch.as_mut_ptr());
+                black_box(c[0]);
+            });
+            println!("  conv_f32 ({}): {conv:6.1} GF", if g.pixel_major() { "pixel-major" } else { "channel-major" });
+        }
+        println!(
+            "{ch:>5} ch {pos:>4} pos k {k:>5}: channel-major {cm:6.1} GF ({:.0}%), pixel-major {pm:6.1} GF ({:.0}%)",
+            100.0 * cm / peak,
+            100.0 * pm / peak
+        );
     }
 }
 

@@ -133,4 +133,5 @@ pub mod conv;
 pub mod driver;
 pub mod gemm;
 pub mod pool;
+pub mod softmax;
 pub mod winograd;

@@ -166,6 +166,9 @@ pub enum Op {
     },
     Scatter(ScatterOp),
     Pool(PoolOp),
+    /// Softmax of float32 rows along the last axis (shape known), run by a runtime kernel;
+    /// other cases are built from `Reduce` and `Map` by the frontend.
+    Softmax,
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -224,6 +227,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Scatter(_) => "scatter",
             Op::Pool(_) => "pool",
+            Op::Softmax => "softmax",
             Op::Assert { .. } => "assert",
         }
     }
@@ -482,6 +486,7 @@ impl Graph {
                     expr::display(&sc.value)
                 ),
                 Op::Assert { code } => format!("code {code}"),
+                Op::Softmax => "last axis".to_string(),
                 Op::Pool(p) => format!(
                     "{:?} kernel={:?} strides={:?} pads={:?}/{:?}",
                     p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end

@@ -458,6 +458,26 @@ impl StepCx<'_> {
                     ],
                 }])
             }
+            StepKind::Softmax => {
+                let x = self.st.inputs[0];
+                let n = oshape.last().copied().unwrap_or(1);
+                let rows = if n == 0 { 0 } else { oshape.iter().product::<i64>() / n };
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::SoftmaxF32,
+                    args: vec![
+                        Arg::Ptr {
+                            buf: self.buf(x),
+                            offset: expr::i(0),
+                        },
+                        Arg::Ptr {
+                            buf: obuf,
+                            offset: expr::i(0),
+                        },
+                        Arg::Int(expr::i(rows)),
+                        Arg::Int(expr::i(n)),
+                    ],
+                }])
+            }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();

@@ -52,6 +52,8 @@ pub enum Kernel {
     ConvF32,
     /// `onnxc_pool2d_f32(params, x, y, scratch)`.
     Pool2dF32,
+    /// `onnxc_softmax_f32(x, y, rows, n)`: softmax of each row of `n` floats.
+    SoftmaxF32,
 }
 
 impl Kernel {
@@ -61,6 +63,7 @@ impl Kernel {
             Kernel::SgemmPb => "onnxc_sgemm_pb",
             Kernel::ConvF32 => "onnxc_conv_f32",
             Kernel::Pool2dF32 => "onnxc_pool2d_f32",
+            Kernel::SoftmaxF32 => "onnxc_softmax_f32",
         }
     }
 }

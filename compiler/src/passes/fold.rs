@@ -85,6 +85,24 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 y.iter().flat_map(|v| v.to_le_bytes()).collect(),
             ))
         }
+        Op::Softmax => {
+            let x: Vec<f32> = inputs[0]
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
+            let mut y = vec![0f32; x.len()];
+            // SAFETY: x and y hold whole rows of `cols` floats.
+            unsafe {
+                onnxc_runtime::softmax::softmax_f32(x.as_ptr(), y.as_mut_ptr(), x.len() / cols, cols)
+            };
+            Ok(Tensor::new(
+                dtype,
+                shape.clone(),
+                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ))
+        }
         Op::Assert { code } => {
             if inputs[0].scalars().iter().all(|v| v.as_bool()) {
                 Ok(crate::ir::Tensor::scalar(dtype, crate::ir::Scalar::B(true)))

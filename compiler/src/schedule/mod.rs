@@ -82,6 +82,8 @@ pub enum StepKind {
     },
     Scatter(ScatterOp),
     Pool(PoolOp),
+    /// Softmax along the last axis (`onnxc_softmax_f32`).
+    Softmax,
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -219,6 +221,7 @@ impl Schedule {
                     "pool {:?} kernel={:?} strides={:?}",
                     p.kind, p.kernel, p.strides
                 ),
+                StepKind::Softmax => "softmax (last axis)".to_string(),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

@@ -39,28 +39,55 @@ pub unsafe fn pack_a(a: *const f32, lda: usize, trans: bool, m: usize, k: usize,
         unsafe { std::ptr::write_bytes(dst, 0, packed_a_len(m, 0)) };
         return;
     }
+    crate::multiversion!(pack_a_blocks(a, lda, trans, m, k, dst))
+}
+
+/// `pack_a` past the k = 0 case. Whole panels are copied with the row pointers (or, for a
+/// transposed A, the contiguous 6-float runs) hoisted out of the K loop — the generic
+/// per-element loop with its bounds and layout tests ran at ~2 cycles per float and took
+/// 6% of a transformer encoder's run packing its activations; the last panel's missing rows
+/// are zeros. Called only by `pack_a`, under its contract.
+#[inline(always)]
+fn pack_a_blocks(a: *const f32, lda: usize, trans: bool, m: usize, k: usize, dst: *mut f32) {
     let mut pc = 0;
     while pc < k {
         let kc = super::k_block(k).min(k - pc);
         for p in 0..m.div_ceil(MR) {
             let base = a_panel_at(m, pc, kc, p);
-            for kx in 0..kc {
-                for r in 0..MR {
-                    let i = p * MR + r;
-                    let v = if i < m {
-                        // SAFETY: (i, pc + kx) inside A.
-                        unsafe {
-                            if trans {
-                                *a.add((pc + kx) * lda + i)
-                            } else {
-                                *a.add(i * lda + pc + kx)
-                            }
-                        }
-                    } else {
-                        0.0
-                    };
-                    // SAFETY: inside dst.
-                    unsafe { *dst.add(base + kx * MR + r) = v };
+            let rows = MR.min(m - p * MR);
+            // SAFETY: panel p of K block pc lies inside dst.
+            let d = unsafe { dst.add(base) };
+            if trans {
+                for kx in 0..kc {
+                    // SAFETY: row pc + kx of the stored A, columns p·MR.. + rows.
+                    unsafe {
+                        let s = a.add((pc + kx) * lda + p * MR);
+                        let o = d.add(kx * MR);
+                        std::ptr::copy_nonoverlapping(s, o, rows);
+                        std::ptr::write_bytes(o.add(rows), 0, MR - rows);
+                    }
+                }
+            } else if rows == MR {
+                // SAFETY: rows p·MR.. + MR of A, columns pc.. + kc.
+                let r: [*const f32; MR] = std::array::from_fn(|r| unsafe { a.add((p * MR + r) * lda + pc) });
+                for kx in 0..kc {
+                    for (ri, row) in r.iter().enumerate() {
+                        // SAFETY: as above; inside dst.
+                        unsafe { *d.add(kx * MR + ri) = *row.add(kx) };
+                    }
+                }
+            } else {
+                for kx in 0..kc {
+                    for ri in 0..MR {
+                        let v = if ri < rows {
+                            // SAFETY: (p·MR + ri, pc + kx) inside A.
+                            unsafe { *a.add((p * MR + ri) * lda + pc + kx) }
+                        } else {
+                            0.0
+                        };
+                        // SAFETY: inside dst.
+                        unsafe { *d.add(kx * MR + ri) = v };
+                    }
                 }
             }
         }

@@ -596,6 +596,16 @@ fn softmax_along(
             expr::select(hit, expr::f(dt, 1.0), expr::f(dt, 0.0)),
         );
     }
+    // Float32 along the last axis (every opset's common case: attention scores, class
+    // scores): one runtime kernel call makes the max/exp/sum/scale passes per row while it
+    // is in L1.
+    if kind == SoftmaxKind::Softmax
+        && dt == DType::F32
+        && axis + 1 == rank
+        && crate::ir::dim::known_dims(&shape).is_some()
+    {
+        return ctx.add(crate::ir::Op::Softmax, vec![x], TypeInfo::new(dt, shape));
+    }
     let m = build::reduce(ctx, x, ReduceKind::Max, &[axis], true, |v| v)?;
     let mut at_axis0: Vec<E> = (0..rank as u32).map(expr::var).collect();
     at_axis0[axis] = expr::i(0);
