@@ -33,16 +33,18 @@ fn poly(b: &mut FunctionBuilder, fma: Fma, x: Value, coeffs: &[f32]) -> Value {
     p
 }
 
-/// min/max for clamping where NaN is handled separately: a compare and a blend, instead of
-/// the NaN-propagating `fmin`/`fmax` sequences.
+/// min/max for clamping: `x < y ? x : y` and `y < x ? x : y`, the forms Cranelift lowers to
+/// a single `minps`/`maxps` on x86 (instead of the NaN-propagating `fmin`/`fmax`
+/// sequences). Both return `y` when either operand is NaN, so `min(limit, v)` passes a NaN
+/// `v` through — the clamps below are written that way and need no NaN fix-up after.
 fn min(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
     let lt = b.ins().fcmp(FloatCC::LessThan, x, y);
     select(b, lt, x, y)
 }
 
 fn max(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
-    let gt = b.ins().fcmp(FloatCC::GreaterThan, x, y);
-    select(b, gt, x, y)
+    let lt = b.ins().fcmp(FloatCC::LessThan, y, x);
+    select(b, lt, x, y)
 }
 
 fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
@@ -58,9 +60,9 @@ fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
 pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let hi = splat(b, 88.376_26);
     let lo = splat(b, -87.336_55);
-    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-    let xc = min(b, x, hi);
-    let xc = max(b, xc, lo);
+    // NaN passes both clamps and every step after (the range selects compare false).
+    let xc = min(b, hi, x);
+    let xc = max(b, lo, xc);
     let log2e = splat(b, std::f32::consts::LOG2_E);
     let t = b.ins().fmul(xc, log2e);
     let n = b.ins().nearest(t);
@@ -113,8 +115,7 @@ pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let y = select(b, over, inf, y);
     let zero = splat(b, 0.0);
     let under = b.ins().fcmp(FloatCC::LessThan, x, lo);
-    let y = select(b, under, zero, y);
-    select(b, nan, x, y)
+    select(b, under, zero, y)
 }
 
 /// 1 / (1 + e^-x).
@@ -146,7 +147,8 @@ pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let p = b.ins().fmul(p, x);
     let small = b.ins().fadd(p, x);
     let lim = splat(b, 9.0);
-    let axc = min(b, ax, lim);
+    // A NaN `ax` passes the clamp, so `big` (and `small`) are NaN.
+    let axc = min(b, lim, ax);
     let two_ax = b.ins().fadd(axc, axc);
     let e = exp(b, fma, two_ax);
     let one = splat(b, 1.0);
@@ -159,17 +161,16 @@ pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let big = b.ins().bor(big, sign);
     let cut = splat(b, 0.625);
     let is_small = b.ins().fcmp(FloatCC::LessThan, ax, cut);
-    let y = select(b, is_small, small, big);
-    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-    select(b, nan, x, y)
+    select(b, is_small, small, big)
 }
 
 /// erf: Eigen's rational approximation on [-4, 4] (erf(±4) = ±1 in f32).
 pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let lim = splat(b, 4.0);
     let nlim = splat(b, -4.0);
-    let xc = min(b, x, lim);
-    let xc = max(b, xc, nlim);
+    // NaN passes both clamps, so p/q is NaN.
+    let xc = min(b, lim, x);
+    let xc = max(b, nlim, xc);
     let x2 = b.ins().fmul(xc, xc);
     let p = poly(
         b,
@@ -198,9 +199,7 @@ pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
             -1.426_474e-2,
         ],
     );
-    let y = b.ins().fdiv(p, q);
-    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-    select(b, nan, x, y)
+    b.ins().fdiv(p, q)
 }
 
 /// ln(x) (Cephes logf): x = m·2^e with m in [√½, √2), a degree-8 polynomial in m − 1.
