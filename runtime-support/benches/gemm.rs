@@ -299,7 +299,10 @@ fn conv_layers(peak: f64) {
 fn pool_layers() {
     use onnxc_runtime::pool::{PoolGeometry, pool2d_f32};
     let cold = std::env::var("ONNXC_POOL").as_deref() == Ok("cold");
-    println!("{:>5} {:>4} {:>2} {:>2} {:>4} {:>9} {:>7}", "c", "hw", "k", "s", "kind", "us", "GB/s");
+    println!(
+        "{:>5} {:>4} {:>2} {:>2} {:>4} {:>9} {:>7}",
+        "c", "hw", "k", "s", "kind", "us", "GB/s"
+    );
     // (channels, input hw, kernel, stride, pad, kind 0 max / 1 average)
     for &(c, hw, k, st, pad, kind) in &[
         (96i64, 109i64, 3i64, 2i64, 0i64, 0i64), // SqueezeNet
@@ -334,7 +337,14 @@ fn pool_layers() {
         for _ in 0..5 {
             let t = Instant::now();
             for rep in 0..reps {
-                unsafe { pool2d_f32(&g, xs[rep % copies].as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
+                unsafe {
+                    pool2d_f32(
+                        &g,
+                        xs[rep % copies].as_ptr(),
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
+                };
                 black_box(y[0]);
             }
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
@@ -551,7 +561,12 @@ fn main() {
 /// positions the tile's 32-wide columns) and pixel-major (`gemm_packed_b`, weights as B,
 /// positions the tile's 12 rows; A copied from a packed buffer per block).
 fn orientation_experiment(peak: f64) {
-    for &(ch, pos, k) in &[(512usize, 49usize, 2048usize), (512, 49, 4608), (2048, 49, 512), (256, 196, 1024)] {
+    for &(ch, pos, k) in &[
+        (512usize, 49usize, 2048usize),
+        (512, 49, 4608),
+        (2048, 49, 512),
+        (256, 196, 1024),
+    ] {
         let w = data(ch * k);
         let x = data(k * pos);
         let mut c = Buf::zeros(ch * pos);
@@ -580,7 +595,17 @@ fn orientation_experiment(peak: f64) {
             flops / best / 1e9
         };
         let cm = time(&mut || unsafe {
-            gemm::gemm_packed_a(ch, pos, k, wa.as_ptr(), BSource::Packed(xb.as_ptr()), c.as_mut_ptr(), pos, &Epilogue::NONE, std::ptr::null_mut());
+            gemm::gemm_packed_a(
+                ch,
+                pos,
+                k,
+                wa.as_ptr(),
+                BSource::Packed(xb.as_ptr()),
+                c.as_mut_ptr(),
+                pos,
+                &Epilogue::NONE,
+                std::ptr::null_mut(),
+            );
             black_box(c[0]);
         });
         let xap = xa.as_ptr() as usize;
@@ -590,7 +615,16 @@ fn orientation_experiment(peak: f64) {
             std::ptr::copy_nonoverlapping(src, dst, mc.div_ceil(MR) * MR * kc);
         };
         let pm = time(&mut || unsafe {
-            gemm::gemm_packed_b(pos, ch, k, &packer, wb.as_ptr(), c.as_mut_ptr(), ch, ablock.as_mut_ptr());
+            gemm::gemm_packed_b(
+                pos,
+                ch,
+                k,
+                &packer,
+                wb.as_ptr(),
+                c.as_mut_ptr(),
+                ch,
+                ablock.as_mut_ptr(),
+            );
             black_box(c[0]);
         });
         let pm_pack = time(&mut || unsafe {
@@ -599,12 +633,22 @@ fn orientation_experiment(peak: f64) {
                     for kx in 0..kc {
                         for r in 0..MR {
                             let i = i0 + p * MR + r;
-                            *dst.add((p * kc + kx) * MR + r) = if i < pos { x[(k0 + kx) * pos + i] } else { 0.0 };
+                            *dst.add((p * kc + kx) * MR + r) =
+                                if i < pos { x[(k0 + kx) * pos + i] } else { 0.0 };
                         }
                     }
                 }
             };
-            gemm::gemm_packed_b(pos, ch, k, &packer, wb.as_ptr(), c.as_mut_ptr(), ch, ablock.as_mut_ptr());
+            gemm::gemm_packed_b(
+                pos,
+                ch,
+                k,
+                &packer,
+                wb.as_ptr(),
+                c.as_mut_ptr(),
+                ch,
+                ablock.as_mut_ptr(),
+            );
             black_box(c[0]);
         });
         println!("  pixel-major packing from x: {pm_pack:6.1} GF");
@@ -628,10 +672,28 @@ fn orientation_experiment(peak: f64) {
             wp.copy_from_slice(&wpv);
             let mut scratch = Buf::zeros(g.scratch_floats(true));
             let conv = time(&mut || unsafe {
-                conv_f32(&g, x.as_ptr(), wp.as_ptr(), true, std::ptr::null(), std::ptr::null(), f32::NEG_INFINITY, f32::INFINITY, c.as_mut_ptr(), scratch.as_mut_ptr());
+                conv_f32(
+                    &g,
+                    x.as_ptr(),
+                    wp.as_ptr(),
+                    true,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    f32::NEG_INFINITY,
+                    f32::INFINITY,
+                    c.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                );
                 black_box(c[0]);
             });
-            println!("  conv_f32 ({}): {conv:6.1} GF", if g.pixel_major() { "pixel-major" } else { "channel-major" });
+            println!(
+                "  conv_f32 ({}): {conv:6.1} GF",
+                if g.pixel_major() {
+                    "pixel-major"
+                } else {
+                    "channel-major"
+                }
+            );
         }
         println!(
             "{ch:>5} ch {pos:>4} pos k {k:>5}: channel-major {cm:6.1} GF ({:.0}%), pixel-major {pm:6.1} GF ({:.0}%)",

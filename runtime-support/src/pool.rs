@@ -226,36 +226,15 @@ unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
     let [sh, sw] = g.strides;
     let dh = g.dilations[0];
     let [ph, pw] = g.pads_begin;
-    let [peh, pew] = g.pads_end;
     if oh <= 0 || ow <= 0 || g.planes <= 0 {
         return;
     }
     let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
-    let (y_at, ident_at, ident_len, _) = g.row_kernel_scratch();
-    // SAFETY: scratch holds row_kernel_scratch().3 floats (scratch_floats).
-    let (inv_y, ident) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(scratch.add(y_at), oh as usize),
-            std::slice::from_raw_parts_mut(scratch.add(ident_at), ident_len),
-        )
-    };
-    for (oy, v) in inv_y.iter_mut().enumerate() {
-        *v = 1.0 / taps_counted(g.count_include_pad, oy as i64, kh, sh, dh, ph, ih, peh) as f32;
-    }
     let ow16 = ow_u.next_multiple_of(16);
     let max = g.kind == 0;
     let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    ident.fill(init);
-    // SAFETY: the x divisors come first in scratch (row_kernel_scratch).
-    let inv_x = unsafe { std::slice::from_raw_parts_mut(scratch, ow16) };
-    // 1 / (columns counted) per output column (average), 1 past the row.
-    for (ox, c) in inv_x.iter_mut().enumerate() {
-        *c = if ox < ow_u {
-            1.0 / taps_counted(g.count_include_pad, ox as i64, kw, sw, 1, pw, iw, pew) as f32
-        } else {
-            1.0
-        };
-    }
+    // SAFETY: forwarded scratch contract.
+    let (inv_x, inv_y, ident) = unsafe { row_kernel_tables(g, kh, kw, ow16, init, scratch) };
     let init_v = _mm512_set1_ps(init);
     let op = |a: __m512, b: __m512| {
         if max {
@@ -294,7 +273,10 @@ unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
         let m = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16;
         let mut acc = init_v;
         for &r in rows {
-            acc = op(acc, _mm512_mask_loadu_ps(init_v, m, r.wrapping_offset(s as isize)));
+            acc = op(
+                acc,
+                _mm512_mask_loadu_ps(init_v, m, r.wrapping_offset(s as isize)),
+            );
         }
         acc
     };
@@ -321,7 +303,10 @@ unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
                     let acc = if max {
                         acc
                     } else {
-                        _mm512_mul_ps(acc, _mm512_mul_ps(scale_v, _mm512_loadu_ps(inv_x.as_ptr().add(c))))
+                        _mm512_mul_ps(
+                            acc,
+                            _mm512_mul_ps(scale_v, _mm512_loadu_ps(inv_x.as_ptr().add(c))),
+                        )
                     };
                     if c + 16 <= ow_u {
                         _mm512_storeu_ps(out.add(c), acc);
@@ -372,6 +357,51 @@ unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
     }
 }
 
+/// The tables the register row kernels read, written into their scratch
+/// (`row_kernel_scratch`): 1 / (columns counted) for `padded_ow` output columns (1 past the
+/// row), 1 / (rows counted) per output row (average pools), and the identity row (`init`)
+/// that stands in for window rows in the padding. `kh` × `kw` is the window.
+///
+/// # Safety
+/// `scratch` holds `g.scratch_floats()` floats and outlives the returned slices;
+/// `padded_ow` ≤ the x divisors' room (`row_kernel_scratch`: the width rounded to 16).
+unsafe fn row_kernel_tables<'a>(
+    g: &PoolGeometry,
+    kh: i64,
+    kw: i64,
+    padded_ow: usize,
+    init: f32,
+    scratch: *mut f32,
+) -> (&'a [f32], &'a [f32], &'a [f32]) {
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let [sh, sw] = g.strides;
+    let dh = g.dilations[0];
+    let [ph, pw] = g.pads_begin;
+    let [peh, pew] = g.pads_end;
+    let (y_at, ident_at, ident_len, _) = g.row_kernel_scratch();
+    // SAFETY: the three regions of row_kernel_scratch() are disjoint and inside scratch.
+    let (inv_x, inv_y, ident) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(scratch, padded_ow),
+            std::slice::from_raw_parts_mut(scratch.add(y_at), oh as usize),
+            std::slice::from_raw_parts_mut(scratch.add(ident_at), ident_len),
+        )
+    };
+    for (ox, c) in inv_x.iter_mut().enumerate() {
+        *c = if (ox as i64) < ow {
+            1.0 / taps_counted(g.count_include_pad, ox as i64, kw, sw, 1, pw, iw, pew) as f32
+        } else {
+            1.0
+        };
+    }
+    for (oy, v) in inv_y.iter_mut().enumerate() {
+        *v = 1.0 / taps_counted(g.count_include_pad, oy as i64, kh, sh, dh, ph, ih, peh) as f32;
+    }
+    ident.fill(init);
+    (inv_x, inv_y, ident)
+}
+
 /// `pool2d_rows_avx512` with 8-lane AVX2 vectors: the window's rows reduced 8 padded
 /// columns at a time into registers, taps as lane shifts of two such vectors (a permute of
 /// each and a blend) or of their even/odd halves at stride 2.
@@ -395,35 +425,15 @@ unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
     let [sh, sw] = g.strides;
     let dh = g.dilations[0];
     let [ph, pw] = g.pads_begin;
-    let [peh, pew] = g.pads_end;
     if oh <= 0 || ow <= 0 || g.planes <= 0 {
         return;
     }
     let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
-    let (y_at, ident_at, ident_len, _) = g.row_kernel_scratch();
-    // SAFETY: scratch holds row_kernel_scratch().3 floats (scratch_floats).
-    let (inv_y, ident) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(scratch.add(y_at), oh as usize),
-            std::slice::from_raw_parts_mut(scratch.add(ident_at), ident_len),
-        )
-    };
-    for (oy, v) in inv_y.iter_mut().enumerate() {
-        *v = 1.0 / taps_counted(g.count_include_pad, oy as i64, kh, sh, dh, ph, ih, peh) as f32;
-    }
     let ow8 = ow_u.next_multiple_of(8);
     let max = g.kind == 0;
     let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    ident.fill(init);
-    // SAFETY: the x divisors come first in scratch (row_kernel_scratch).
-    let inv_x = unsafe { std::slice::from_raw_parts_mut(scratch, ow8) };
-    for (ox, c) in inv_x.iter_mut().enumerate() {
-        *c = if ox < ow_u {
-            1.0 / taps_counted(g.count_include_pad, ox as i64, kw, sw, 1, pw, iw, pew) as f32
-        } else {
-            1.0
-        };
-    }
+    // SAFETY: forwarded scratch contract.
+    let (inv_x, inv_y, ident) = unsafe { row_kernel_tables(g, kh, kw, ow8, init, scratch) };
     let init_v = _mm256_set1_ps(init);
     let op = |a: __m256, b: __m256| {
         if max {
@@ -435,7 +445,10 @@ unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
     let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     // Lanes n..n+8 of (lo, hi), n ≤ 8: both rotated by n, lanes ≥ 8 - n taken from hi.
     let rot: [__m256i; 9] = std::array::from_fn(|n| {
-        _mm256_and_si256(_mm256_add_epi32(iota, _mm256_set1_epi32(n as i32)), _mm256_set1_epi32(7))
+        _mm256_and_si256(
+            _mm256_add_epi32(iota, _mm256_set1_epi32(n as i32)),
+            _mm256_set1_epi32(7),
+        )
     });
     let from_hi: [__m256; 9] = std::array::from_fn(|n| {
         _mm256_castsi256_ps(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(7 - n as i32)))
@@ -498,7 +511,10 @@ unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
                     let acc = if max {
                         acc
                     } else {
-                        _mm256_mul_ps(acc, _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))))
+                        _mm256_mul_ps(
+                            acc,
+                            _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))),
+                        )
                     };
                     if c + 8 <= ow_u {
                         _mm256_storeu_ps(out.add(c), acc);
@@ -1134,8 +1150,28 @@ mod tests {
             // stride 2), windows taller than wide and the reverse, padding on both sides of
             // rows that end inside a vector, windows whose rows are all padding at the top.
             (1, true, 0, [12, 40], [3, 9], [1, 1], [1, 1], [1, 4], [1, 4]),
-            (0, false, 0, [11, 45], [2, 17], [2, 2], [1, 1], [0, 8], [1, 8]),
-            (1, false, 0, [30, 19], [5, 1], [1, 2], [1, 1], [2, 0], [2, 0]),
+            (
+                0,
+                false,
+                0,
+                [11, 45],
+                [2, 17],
+                [2, 2],
+                [1, 1],
+                [0, 8],
+                [1, 8],
+            ),
+            (
+                1,
+                false,
+                0,
+                [30, 19],
+                [5, 1],
+                [1, 2],
+                [1, 1],
+                [2, 0],
+                [2, 0],
+            ),
             (0, false, 0, [9, 23], [1, 5], [1, 1], [1, 1], [0, 2], [0, 2]),
             (1, true, 0, [6, 17], [4, 4], [2, 2], [1, 1], [3, 3], [3, 3]),
         ];

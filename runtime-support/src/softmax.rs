@@ -68,9 +68,9 @@ unsafe fn row_portable(x: *const f32, y: *mut f32, n: usize) {
     }
 }
 
-/// Cephes' expf polynomial on the reduced argument (|r| ≤ ln2/2), the one the compiler's
-/// vector math uses (`codegen::vmath::exp`).
-const EXP_POLY: [f32; 6] = [
+/// Cephes' expf polynomial on the reduced argument (|r| ≤ ln2/2); the compiler's vector
+/// math (`codegen::vmath::exp`) reads these constants too.
+pub const EXP_POLY: [f32; 6] = [
     1.987_569_1e-4,
     1.398_199_9e-3,
     8.333_452e-3,
@@ -79,8 +79,8 @@ const EXP_POLY: [f32; 6] = [
     5.0e-1,
 ];
 /// ln 2 split in two for an exact `n · ln2` subtraction.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
+pub const LN2_HI: f32 = 0.693_359_4;
+pub const LN2_LO: f32 = -2.121_944_4e-4;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -93,7 +93,10 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub fn exp(x: __m512) -> __m512 {
-        let xc = _mm512_max_ps(_mm512_set1_ps(-110.0), _mm512_min_ps(_mm512_set1_ps(89.0), x));
+        let xc = _mm512_max_ps(
+            _mm512_set1_ps(-110.0),
+            _mm512_min_ps(_mm512_set1_ps(89.0), x),
+        );
         let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm512_mul_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E)),
         );
@@ -145,7 +148,11 @@ mod avx512 {
                 acc[0] = _mm512_max_ps(acc[0], v);
             }
             let a = _mm512_max_ps(_mm512_max_ps(acc[0], acc[1]), _mm512_max_ps(acc[2], acc[3]));
-            let m = if nan != 0 { f32::NAN } else { _mm512_reduce_max_ps(a) };
+            let m = if nan != 0 {
+                f32::NAN
+            } else {
+                _mm512_reduce_max_ps(a)
+            };
             let mv = _mm512_set1_ps(m);
             // Exponentials, stored and summed.
             let zero = _mm512_setzero_ps();
@@ -212,10 +219,17 @@ mod avx2 {
         let r2 = _mm256_mul_ps(r, r);
         let p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
         // 2^n for n in [-126, 128): (n + 127) << 23 (NaN lanes give garbage times NaN).
-        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
+        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
         let y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
         let y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LT_OQ>(x, lo));
-        _mm256_blendv_ps(y, _mm256_set1_ps(f32::INFINITY), _mm256_cmp_ps::<_CMP_GT_OQ>(x, hi))
+        _mm256_blendv_ps(
+            y,
+            _mm256_set1_ps(f32::INFINITY),
+            _mm256_cmp_ps::<_CMP_GT_OQ>(x, hi),
+        )
     }
 
     #[inline]
@@ -262,12 +276,20 @@ mod avx2 {
             }
             let k = first_lanes(n - i);
             if i < n {
-                let v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x.add(i), k), _mm256_castsi256_ps(k));
+                let v = _mm256_blendv_ps(
+                    ninf,
+                    _mm256_maskload_ps(x.add(i), k),
+                    _mm256_castsi256_ps(k),
+                );
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
                 acc[0] = _mm256_max_ps(acc[0], v);
             }
             let a = _mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3]));
-            let m = if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { hmax(a) };
+            let m = if _mm256_movemask_ps(nan) != 0 {
+                f32::NAN
+            } else {
+                hmax(a)
+            };
             let mv = _mm256_set1_ps(m);
             let zero = _mm256_setzero_ps();
             let mut sum = [zero; 4];
@@ -343,8 +365,16 @@ mod tests {
         for r in 0..rows {
             let want = reference(&x[r * n..(r + 1) * n]);
             for (i, (&g, &w)) in y[r * n..(r + 1) * n].iter().zip(&want).enumerate() {
-                let ok = if w.is_nan() { g.is_nan() } else { (g - w).abs() <= 1e-5 * w.abs() + 1e-30 };
-                assert!(ok, "n={n} row {r} [{i}]: got {g}, want {w} (isa {})", crate::isa::cap());
+                let ok = if w.is_nan() {
+                    g.is_nan()
+                } else {
+                    (g - w).abs() <= 1e-5 * w.abs() + 1e-30
+                };
+                assert!(
+                    ok,
+                    "n={n} row {r} [{i}]: got {g}, want {w} (isa {})",
+                    crate::isa::cap()
+                );
             }
         }
     }
@@ -363,7 +393,9 @@ mod tests {
 
     #[test]
     fn rows_of_every_tail_length() {
-        for n in [1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 1000] {
+        for n in [
+            1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 1000,
+        ] {
             check(&data(3 * n, n as u32, 20.0), n);
         }
     }

@@ -720,7 +720,18 @@ pub unsafe fn conv_winograd(
                         let t = t0 + p * NR;
                         // SAFETY: panel p of every B matrix of the block.
                         unsafe {
-                            input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, pack::b_row_at(nt, cg, c, p))
+                            input_panel(
+                                plane,
+                                ih,
+                                iw,
+                                ph,
+                                pw,
+                                t,
+                                tw,
+                                vbuf,
+                                bsz,
+                                pack::b_row_at(nt, cg, c, p),
+                            )
                         };
                     }
                 }

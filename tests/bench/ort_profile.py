@@ -15,11 +15,8 @@ import statistics
 import sys
 import tempfile
 
-import numpy as np
-import onnx
 import onnxruntime as ort
-
-DTYPES = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
+from bench import model_inputs
 
 
 def main() -> int:
@@ -28,16 +25,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--top", type=int, default=40)
     a = ap.parse_args()
-    m = onnx.load(a.model, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    feeds = {}
-    for x in m.graph.input:
-        if x.name in inits:
-            continue
-        t = x.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in t.shape.dim)
-        n = int(np.prod(shape))
-        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(DTYPES[t.elem_type])
+    # The light models' arange(n)/n inputs, as bench.py builds them.
+    feeds = model_inputs(a.model, light=True)
     with tempfile.TemporaryDirectory() as d:
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1

@@ -1,9 +1,11 @@
 //! Vectorized f32x4 math: exp, tanh, erf and sigmoid as polynomial approximations in CLIF
 //! (Cephes / Eigen coefficients, a few ulp), so elementwise loops need no libm call per lane.
 
+// The runtime's softmax kernel evaluates the same expf: one set of constants.
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
+use onnxc_runtime::softmax::{EXP_POLY, LN2_HI, LN2_LO};
 
 fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
     let c = b.ins().f32const(v);
@@ -66,25 +68,13 @@ pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let log2e = splat(b, std::f32::consts::LOG2_E);
     let t = b.ins().fmul(xc, log2e);
     let n = b.ins().nearest(t);
-    let c1 = splat(b, 0.693_359_4);
-    let c2 = splat(b, -2.121_944_4e-4);
+    let c1 = splat(b, LN2_HI);
+    let c2 = splat(b, LN2_LO);
     let r = b.ins().fmul(n, c1);
     let r = b.ins().fsub(xc, r);
     let r2 = b.ins().fmul(n, c2);
     let r = b.ins().fsub(r, r2);
-    let p = poly(
-        b,
-        fma,
-        r,
-        &[
-            1.987_569_1e-4,
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            5.0e-1,
-        ],
-    );
+    let p = poly(b, fma, r, &EXP_POLY);
     let r2 = b.ins().fmul(r, r);
     let p = b.ins().fmul(p, r2);
     let p = b.ins().fadd(p, r);

@@ -461,7 +461,11 @@ impl StepCx<'_> {
             StepKind::Softmax => {
                 let x = self.st.inputs[0];
                 let n = oshape.last().copied().unwrap_or(1);
-                let rows = if n == 0 { 0 } else { oshape.iter().product::<i64>() / n };
+                let rows = if n == 0 {
+                    0
+                } else {
+                    oshape.iter().product::<i64>() / n
+                };
                 Ok(vec![Stmt::Call {
                     kernel: Kernel::SoftmaxF32,
                     args: vec![

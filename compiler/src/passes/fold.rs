@@ -95,7 +95,12 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             let mut y = vec![0f32; x.len()];
             // SAFETY: x and y hold whole rows of `cols` floats.
             unsafe {
-                onnxc_runtime::softmax::softmax_f32(x.as_ptr(), y.as_mut_ptr(), x.len() / cols, cols)
+                onnxc_runtime::softmax::softmax_f32(
+                    x.as_ptr(),
+                    y.as_mut_ptr(),
+                    x.len() / cols,
+                    cols,
+                )
             };
             Ok(Tensor::new(
                 dtype,

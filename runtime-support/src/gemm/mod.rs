@@ -194,7 +194,10 @@ pub unsafe fn gemm_packed_a(
             let (bp, b_panel_stride) = match &b {
                 BSource::Packed(p) => {
                     // SAFETY: the block's first panel in the full packed B.
-                    (unsafe { p.add(pack::b_panel_at(n, k, pc, kc, jc / NR)) }, kc * NR)
+                    (
+                        unsafe { p.add(pack::b_panel_at(n, k, pc, kc, jc / NR)) },
+                        kc * NR,
+                    )
                 }
                 BSource::Matrix { b, ldb, trans } => {
                     if direct < nc {
@@ -502,7 +505,9 @@ pub unsafe fn gemm_packed_b(
                     // SAFETY: the C column block.
                     let cb = unsafe { c.add(jc + jr) };
                     // SAFETY: forwarded; the row block's tiles lie inside C.
-                    unsafe { packed_b_row_block(kern, kc, mc, width, scratch, bpan, cb, ic, ldc, first) };
+                    unsafe {
+                        packed_b_row_block(kern, kc, mc, width, scratch, bpan, cb, ic, ldc, first)
+                    };
                     jr += width;
                 }
                 ic += mc;

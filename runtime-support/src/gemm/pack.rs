@@ -69,7 +69,8 @@ fn pack_a_blocks(a: *const f32, lda: usize, trans: bool, m: usize, k: usize, dst
                 }
             } else if rows == MR {
                 // SAFETY: rows p·MR.. + MR of A, columns pc.. + kc.
-                let r: [*const f32; MR] = std::array::from_fn(|r| unsafe { a.add((p * MR + r) * lda + pc) });
+                let r: [*const f32; MR] =
+                    std::array::from_fn(|r| unsafe { a.add((p * MR + r) * lda + pc) });
                 for kx in 0..kc {
                     for (ri, row) in r.iter().enumerate() {
                         // SAFETY: as above; inside dst.
