@@ -6,6 +6,8 @@
 
 use crate::gemm::{self, BSource, Epilogue, MR, NR, pack};
 
+mod pixel_major;
+
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvGeometry {
@@ -174,26 +176,29 @@ impl ConvGeometry {
     /// B operand, streamed once in long contiguous panels. The result goes through a
     /// transposing store with the epilogue, so it is limited to small outputs.
     pub fn pixel_major(&self) -> bool {
-        if self.input.len() != 2 || self.is_depthwise() || self.use_winograd() || self.kdim() == 0 {
-            return false;
-        }
-        // Reading the input in place beats packing it either way (measured 1.8× on DenseNet's
-        // 128→32 14×14 convs).
-        if self.indirect_dims().is_some() {
-            return false;
-        }
-        // Pointwise convs read their input in place channel-major; pixel-major they would have
-        // to transpose it (measured 15-20% slower on ResNet-50's 14×14 pointwise layers).
-        if self.is_pointwise() {
+        if self.input.len() != 2
+            || self.is_depthwise()
+            || self.use_winograd()
+            || self.kdim() == 0
+            || !self.pm_offsets_fit()
+        {
             return false;
         }
         let (n, m) = (self.osize(), self.mg());
         if n > 512 {
             return false;
         }
-        // Fraction of each tile's lanes doing useful work in either orientation. Packing the
-        // im2col rows 6 wide costs more than 16 wide, so the switch needs a clear gain (at
-        // 7×7 outputs 0.91 vs 0.76: 8% faster; at 14×14, 0.99 vs 0.87: 4% slower).
+        // Pointwise and stride-1 k×k convs read their input in place channel-major (the
+        // indirect path); pixel-major they gather it into A panels (`pixel_major.rs`), which
+        // pays only where the lane gain is large: 7×7 maps (Zen 5, AVX-512: ResNet-50's
+        // 2048→512 1×1 170 → 208 GFLOP/s, 512→512 3×3 168 → 206; its AVX2 kernels 85 → 97
+        // and 76 → 86), not 14×14 (1024→128 1×1 190 → 168, DenseNet's 128→32 3×3 163 → 115).
+        if (self.is_pointwise() || self.indirect_dims().is_some()) && n > 100 {
+            return false;
+        }
+        // Fraction of each tile's lanes doing useful work in either orientation; the switch
+        // needs a clear gain (at 7×7 outputs 0.91 vs 0.76: 15-23% faster; at 14×14, 0.99 vs
+        // 0.87: no faster).
         let eff = |rows: usize, cols: usize| {
             (rows as f64 / rows.next_multiple_of(MR) as f64)
                 * (cols as f64 / cols.next_multiple_of(2 * NR) as f64)
@@ -368,8 +373,7 @@ impl ConvGeometry {
         } else if self.is_depthwise() {
             self.depthwise_scratch()
         } else if self.pixel_major() {
-            // C^T of one group, then one packed A block.
-            (self.osize() * self.mg()).next_multiple_of(16) + gemm::packed_b_scratch_len()
+            self.pm_scratch()
         } else {
             // The run-time CPU decides between the indirect and the packing path.
             (gemm::scratch_len(self.osize(), false) + self.osize() * 2).max(self.indirect_scratch())
@@ -2009,14 +2013,7 @@ pub unsafe fn conv_f32(
                 };
                 let a = wp.add(grp * per);
                 if g.pixel_major() {
-                    // C^T[osz × mg] = cols^T · W^T into scratch, then stored transposed.
-                    let ct = rest;
-                    let ablock = rest.add((osz * mg).next_multiple_of(16));
-                    let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
-                        pack_im2col_2d(g, xg, k0, kc, i0, mc, dst, MR)
-                    };
-                    gemm::gemm_packed_b(osz, mg, kd, &packer, a, ct, mg, ablock);
-                    store_transposed(ct, osz, mg, yg, &ep);
+                    pixel_major::conv_pixel_major(g, xg, a, yg, &ep, rest);
                 } else if let Some(dims) = g.run_indirect_dims() {
                     conv_indirect(g, dims, xg, a, yg, &ep, rest);
                 } else if g.is_pointwise() {
@@ -2187,74 +2184,6 @@ unsafe fn conv_indirect(
                         *d = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
                     }
                 }
-            }
-        }
-    }
-}
-
-/// y[co, p] = epilogue(ct[p, co]) for the `n` × `m` pixel-major result `ct`.
-///
-/// # Safety
-/// `ct` holds n·m floats, `y` (and the epilogue's operands) an m × n matrix.
-unsafe fn store_transposed(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: &Epilogue) {
-    debug_assert!(ep.bias_col.is_null(), "convolutions have no column bias");
-    // Transpose in 8×8 blocks (full blocks through a register-sized local), then apply the
-    // epilogue along y's contiguous rows.
-    const B: usize = 8;
-    let mut c0 = 0;
-    while c0 < m {
-        let w = B.min(m - c0);
-        let mut p0 = 0;
-        while p0 < n {
-            let h = B.min(n - p0);
-            if w == B && h == B {
-                let mut blk = [[0f32; B]; B];
-                for (i, row) in blk.iter_mut().enumerate() {
-                    // SAFETY: row p0+i, columns c0..c0+8 of ct.
-                    *row = unsafe {
-                        ct.add((p0 + i) * m + c0)
-                            .cast::<[f32; B]>()
-                            .read_unaligned()
-                    };
-                }
-                for j in 0..B {
-                    let col: [f32; B] = std::array::from_fn(|i| blk[i][j]);
-                    // SAFETY: row c0+j, columns p0..p0+8 of y.
-                    unsafe {
-                        y.add((c0 + j) * n + p0)
-                            .cast::<[f32; B]>()
-                            .write_unaligned(col)
-                    };
-                }
-            } else {
-                for j in 0..w {
-                    for i in 0..h {
-                        // SAFETY: (p0+i, c0+j) inside ct; (c0+j, p0+i) inside y.
-                        unsafe { *y.add((c0 + j) * n + p0 + i) = *ct.add((p0 + i) * m + c0 + j) };
-                    }
-                }
-            }
-            p0 += h;
-        }
-        c0 += w;
-    }
-    for co in 0..m {
-        // SAFETY: row co of y, and of the residual (laid out like y).
-        let row = unsafe { std::slice::from_raw_parts_mut(y.add(co * n), n) };
-        let bias = if ep.bias_row.is_null() {
-            0.0
-        } else {
-            unsafe { *ep.bias_row.add(co) }
-        };
-        if ep.residual.is_null() {
-            for v in row.iter_mut() {
-                *v = crate::clamp_ep(*v + bias, ep.lo, ep.hi);
-            }
-        } else {
-            // SAFETY: as above.
-            let res = unsafe { std::slice::from_raw_parts(ep.residual.add(co * n), n) };
-            for (v, r) in row.iter_mut().zip(res) {
-                *v = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
             }
         }
     }
@@ -2438,6 +2367,17 @@ mod tests {
             geom(1, 24, 70, 1, &[5, 21], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             geom(1, 64, 256, 1, &[14, 14], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
             geom(1, 64, 128, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+            // Pixel-major from the input in place (7×7 pointwise, batch and groups) and from
+            // zero-padded planes (a 3×3 and a dilated 3×3 the indirect path would take
+            // elsewhere).
+            geom(2, 48, 128, 2, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+            geom(1, 40, 96, 1, &[7, 7], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 20, 64, 1, &[8, 9], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
+            // Padding at the end only (SAME_UPPER at stride 2: outputs 4 = ⌈8/2⌉).
+            ConvGeometry {
+                output: vec![4, 4],
+                ..geom(1, 24, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[0, 0])
+            },
             // More output channels than one column block of the packed weights.
             geom(1, 8, 1100, 1, &[6, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             // Indirect (padded-pitch implicit GEMM): dilation, 5×5, asymmetric padding via
@@ -2505,9 +2445,30 @@ mod tests {
             "the Winograd path is covered"
         );
         assert!(
-            cases.iter().filter(|g| g.pixel_major()).count() >= 4,
+            cases.iter().filter(|g| g.pixel_major()).count() >= 8,
             "the pixel-major path is covered"
         );
+        assert!(
+            cases
+                .iter()
+                .filter(|g| g.pixel_major() && g.pm_padded_dims().is_none())
+                .count()
+                >= 2,
+            "pixel-major from the input in place is covered"
+        );
+        // Past the scratch a kernel may use: a guard that must stay untouched.
+        const GUARD: usize = 64;
+        let guarded = |len: usize| {
+            let mut v = vec![0f32; len + GUARD];
+            v[len..].fill(1234.5);
+            v
+        };
+        let check_guard = |v: &[f32], g: &ConvGeometry| {
+            assert!(
+                v[v.len() - GUARD..].iter().all(|&x| x == 1234.5),
+                "{g:?} wrote past its scratch"
+            );
+        };
         for g in &cases {
             let x = rand((g.n * g.c) as usize * g.isize(), 1);
             let w = rand(g.m as usize * g.kdim(), 2);
@@ -2519,7 +2480,7 @@ mod tests {
                 } else {
                     w.clone()
                 };
-                let mut scratch = vec![0f32; g.scratch_floats(packed)];
+                let mut scratch = guarded(g.scratch_floats(packed));
                 let mut y = vec![f32::NAN; want.len()];
                 unsafe {
                     conv_f32(
@@ -2535,6 +2496,7 @@ mod tests {
                         scratch.as_mut_ptr(),
                     )
                 };
+                check_guard(&scratch, g);
                 for (i, (a, b)) in y.iter().zip(&want).enumerate() {
                     assert!(
                         (a - b).abs() < 1e-3,
@@ -2545,7 +2507,7 @@ mod tests {
             // Epilogue: residual add and clamp.
             let resid = rand(want.len(), 4);
             let wp = g.pack_weights(&w);
-            let mut scratch = vec![0f32; g.scratch_floats(true)];
+            let mut scratch = guarded(g.scratch_floats(true));
             let mut y = vec![f32::NAN; want.len()];
             unsafe {
                 conv_f32(
@@ -2561,6 +2523,7 @@ mod tests {
                     scratch.as_mut_ptr(),
                 )
             };
+            check_guard(&scratch, g);
             for i in 0..y.len() {
                 let e = (want[i] + resid[i]).clamp(0.0, 0.5);
                 assert!(

@@ -1,0 +1,375 @@
+//! Pixel-major convolution (`ConvGeometry::pixel_major`): C^T[positions × channels] =
+//! cols^T · W^T, with the output positions as the rows of the register tile and the output
+//! channels as its columns, then a transposing store with the epilogue.
+//!
+//! The A operand (cols^T, packed MR positions wide) is gathered per block from the input
+//! through two offset tables built once per call: `pos[i]`, the offset of output position
+//! i's window origin within a source plane, and `tap[t]`, the offset of kernel tap t from
+//! that origin. The source planes are the input itself when no tap of any output falls in
+//! the padding (1×1 convs, unpadded strided convs), and otherwise a zero-padded copy of it,
+//! so the packer never tests bounds: each panel row is one masked gather (one masked load
+//! when the panel's positions are contiguous, as in every panel of a pointwise conv).
+
+use super::ConvGeometry;
+use crate::gemm::{self, Epilogue, MR};
+
+/// Where `pack_block` reads: `base` holds `cg` planes of `plane` floats; `pos` has
+/// `osz + MR` entries (zeros past `osz`), `tap` has `ksize`.
+pub(super) struct PmSource<'a> {
+    base: *const f32,
+    plane: usize,
+    pos: &'a [i32],
+    tap: &'a [i32],
+}
+
+impl ConvGeometry {
+    /// (rows, columns) of the zero-padded planes the pixel-major packer reads, or None when
+    /// every tap of every output lies inside the input (the input is read in place).
+    pub(super) fn pm_padded_dims(&self) -> Option<(usize, usize)> {
+        let ext = |d: usize| {
+            ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1)
+                as usize
+        };
+        let inside =
+            self.pads.iter().all(|&p| p == 0) && self.pad_end_2d(0) == 0 && self.pad_end_2d(1) == 0;
+        if inside { None } else { Some((ext(0), ext(1))) }
+    }
+
+    /// Scratch floats of the pixel-major path: C^T of one group, one packed A block (with
+    /// slack), the padded planes when needed, the two offset tables.
+    pub(super) fn pm_scratch(&self) -> usize {
+        let ct = (self.osize() * self.mg()).next_multiple_of(16);
+        let ablock = gemm::packed_b_scratch_len() + 16;
+        let pin = self
+            .pm_padded_dims()
+            .map_or(0, |(hp, wp)| (self.cg() * hp * wp).next_multiple_of(16));
+        let tables = (self.osize() + MR + self.ksize()).next_multiple_of(16);
+        ct + ablock + pin + tables
+    }
+
+    /// Whether the offsets of the pixel-major packer fit its 32-bit gather indices.
+    pub(super) fn pm_offsets_fit(&self) -> bool {
+        let plane = match self.pm_padded_dims() {
+            Some((hp, wp)) => hp * wp,
+            None => self.isize(),
+        };
+        plane < i32::MAX as usize / 2
+    }
+}
+
+/// One group's convolution, pixel-major.
+///
+/// # Safety
+/// As `conv_f32` for one group of a geometry with `pixel_major()`: `xg` the group's input
+/// planes, `b` its packed weights (`pack_b` of W^T), `yg` its output planes, `scratch` at
+/// least `pm_scratch()` floats.
+pub(super) unsafe fn conv_pixel_major(
+    g: &ConvGeometry,
+    xg: *const f32,
+    b: *const f32,
+    yg: *mut f32,
+    ep: &Epilogue,
+    scratch: *mut f32,
+) {
+    let (cg, mg, kd, osz) = (g.cg(), g.mg(), g.kdim(), g.osize());
+    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
+    let (ow, ks, kw) = (g.output[1] as usize, g.ksize(), g.kernel[1] as usize);
+    let (sh, sw) = (g.strides[0] as usize, g.strides[1] as usize);
+    let (dh, dw) = (g.dilations[0] as usize, g.dilations[1] as usize);
+    let ct_len = (osz * mg).next_multiple_of(16);
+    let ablock_len = gemm::packed_b_scratch_len() + 16;
+    let padded = g.pm_padded_dims();
+    let pin_len = padded.map_or(0, |(hp, wp)| (cg * hp * wp).next_multiple_of(16));
+    // SAFETY: the regions are disjoint parts of scratch (`pm_scratch`).
+    let (ct, ablock, pin, tables) = unsafe {
+        (
+            scratch,
+            scratch.add(ct_len),
+            scratch.add(ct_len + ablock_len),
+            std::slice::from_raw_parts_mut(
+                scratch.add(ct_len + ablock_len + pin_len).cast::<i32>(),
+                osz + MR + ks,
+            ),
+        )
+    };
+    let (base, pitch, plane) = match padded {
+        Some((hp, wp)) => {
+            let (ph, pw) = (g.pads[0] as usize, g.pads[1] as usize);
+            // SAFETY: pin holds cg planes of hp × wp floats.
+            let pin_s = unsafe { std::slice::from_raw_parts_mut(pin, cg * hp * wp) };
+            pin_s.fill(0.0);
+            // Padded columns [pw, pw + iw) ∩ [0, wp) hold input columns from 0.
+            let cols = iw.min(wp.saturating_sub(pw));
+            for c in 0..cg {
+                for r in ph..hp.min(ph + ih) {
+                    let iy = r - ph;
+                    // SAFETY: row iy of input channel c, its first `cols` floats.
+                    let src =
+                        unsafe { std::slice::from_raw_parts(xg.add((c * ih + iy) * iw), cols) };
+                    let d = (c * hp + r) * wp + pw;
+                    pin_s[d..d + cols].copy_from_slice(src);
+                }
+            }
+            (pin as *const f32, wp, hp * wp)
+        }
+        None => (xg, iw, ih * iw),
+    };
+    let (pos, tap) = tables.split_at_mut(osz + MR);
+    for (i, o) in pos.iter_mut().enumerate() {
+        *o = if i < osz {
+            ((i / ow) * sh * pitch + (i % ow) * sw) as i32
+        } else {
+            0
+        };
+    }
+    for (t, o) in tap.iter_mut().enumerate() {
+        *o = ((t / kw) * dh * pitch + (t % kw) * dw) as i32;
+    }
+    let src = PmSource {
+        base,
+        plane,
+        pos,
+        tap,
+    };
+    let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
+        // SAFETY: the block lies inside the geometry's cols^T; dst is the A block.
+        unsafe { pack_block(&src, osz, i0, mc, k0, kc, dst) }
+    };
+    // SAFETY: forwarded; ct holds osz × mg floats, ablock one packed A block.
+    unsafe {
+        gemm::gemm_packed_b(osz, mg, kd, &packer, b, ct, mg, ablock);
+        store_transposed(ct, osz, mg, yg, ep);
+    }
+}
+
+/// Packs rows `i0..i0+mc` (output positions) × columns `k0..k0+kc` of cols^T into MR-wide
+/// A panels (`(panel·kc + k)·MR + lane`); lanes past the last position are zero.
+///
+/// # Safety
+/// Every offset `pos[i] + tap[t]` (i < osz) plus `c · plane` lies inside the source;
+/// dst holds ⌈mc/MR⌉·MR·kc floats.
+unsafe fn pack_block(
+    s: &PmSource<'_>,
+    osz: usize,
+    i0: usize,
+    mc: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        // SAFETY: AVX2 detected; forwarded.
+        unsafe { pack_block_avx2(s, osz, i0, mc, k0, kc, dst) };
+        return;
+    }
+    let ks = s.tap.len();
+    for p in 0..mc.div_ceil(MR) {
+        let r0 = i0 + p * MR;
+        let valid = MR.min(osz - r0);
+        let (mut c, mut t) = (k0 / ks, k0 % ks);
+        for kx in 0..kc {
+            let off = c * s.plane + s.tap[t] as usize;
+            for j in 0..MR {
+                let v = if j < valid {
+                    // SAFETY: an in-bounds offset (contract).
+                    unsafe { *s.base.add(off + s.pos[r0 + j] as usize) }
+                } else {
+                    0.0
+                };
+                // SAFETY: inside the block.
+                unsafe { *dst.add((p * kc + kx) * MR + j) = v };
+            }
+            t += 1;
+            if t == ks {
+                (c, t) = (c + 1, 0);
+            }
+        }
+    }
+}
+
+/// `pack_block` with AVX2: one masked 8-lane gather (or masked load) per panel row, stored
+/// with a 6-lane masked store.
+///
+/// # Safety
+/// As `pack_block`; AVX2 present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_block_avx2(
+    s: &PmSource<'_>,
+    osz: usize,
+    i0: usize,
+    mc: usize,
+    k0: usize,
+    kc: usize,
+    dst: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    const { assert!(MR <= 8) };
+    let ks = s.tap.len();
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let store_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR as i32), lane);
+    for p in 0..mc.div_ceil(MR) {
+        let r0 = i0 + p * MR;
+        let valid = MR.min(osz - r0);
+        let load_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid as i32), lane);
+        // SAFETY: pos has osz + MR entries and r0 < osz, so 8 entries from r0 may exceed it
+        // by 2: read MR of them and leave the rest zero.
+        let idx = unsafe { _mm256_maskload_epi32(s.pos.as_ptr().add(r0), store_mask) };
+        let contiguous = (1..valid).all(|j| s.pos[r0 + j] == s.pos[r0] + j as i32);
+        let first = s.pos[r0] as usize;
+        let (mut c, mut t) = (k0 / ks, k0 % ks);
+        let mut d = unsafe { dst.add(p * kc * MR) };
+        for _ in 0..kc {
+            // SAFETY: the panel's valid lanes read in-bounds offsets (contract); masked lanes
+            // are not accessed; the 6-lane store stays inside the panel row.
+            unsafe {
+                let rowp = s.base.add(c * s.plane + s.tap[t] as usize);
+                let v = if contiguous {
+                    _mm256_maskload_ps(rowp.add(first), load_mask)
+                } else {
+                    _mm256_mask_i32gather_ps::<4>(
+                        _mm256_setzero_ps(),
+                        rowp,
+                        idx,
+                        _mm256_castsi256_ps(load_mask),
+                    )
+                };
+                _mm256_maskstore_ps(d, store_mask, v);
+                d = d.add(MR);
+            }
+            t += 1;
+            if t == ks {
+                (c, t) = (c + 1, 0);
+            }
+        }
+    }
+}
+
+/// y[co, p] = epilogue(ct[p, co]) for the `n` × `m` pixel-major result `ct`.
+///
+/// # Safety
+/// `ct` holds n·m floats, `y` (and the epilogue's operands) an m × n matrix.
+pub(super) unsafe fn store_transposed(
+    ct: *const f32,
+    n: usize,
+    m: usize,
+    y: *mut f32,
+    ep: &Epilogue,
+) {
+    debug_assert!(ep.bias_col.is_null(), "convolutions have no column bias");
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx512() {
+        // SAFETY: AVX-512 detected; forwarded.
+        unsafe { store_transposed_avx512(ct, n, m, y, ep) };
+        return;
+    }
+    // Transpose in 8×8 blocks (full blocks through a register-sized local), then apply the
+    // epilogue along y's contiguous rows.
+    const B: usize = 8;
+    let mut c0 = 0;
+    while c0 < m {
+        let w = B.min(m - c0);
+        let mut p0 = 0;
+        while p0 < n {
+            let h = B.min(n - p0);
+            if w == B && h == B {
+                let mut blk = [[0f32; B]; B];
+                for (i, row) in blk.iter_mut().enumerate() {
+                    // SAFETY: row p0+i, columns c0..c0+8 of ct.
+                    *row = unsafe {
+                        ct.add((p0 + i) * m + c0)
+                            .cast::<[f32; B]>()
+                            .read_unaligned()
+                    };
+                }
+                for j in 0..B {
+                    let col: [f32; B] = std::array::from_fn(|i| blk[i][j]);
+                    // SAFETY: row c0+j, columns p0..p0+8 of y.
+                    unsafe {
+                        y.add((c0 + j) * n + p0)
+                            .cast::<[f32; B]>()
+                            .write_unaligned(col)
+                    };
+                }
+            } else {
+                for j in 0..w {
+                    for i in 0..h {
+                        // SAFETY: (p0+i, c0+j) inside ct; (c0+j, p0+i) inside y.
+                        unsafe { *y.add((c0 + j) * n + p0 + i) = *ct.add((p0 + i) * m + c0 + j) };
+                    }
+                }
+            }
+            p0 += h;
+        }
+        c0 += w;
+    }
+    for co in 0..m {
+        // SAFETY: row co of y, and of the residual (laid out like y).
+        let row = unsafe { std::slice::from_raw_parts_mut(y.add(co * n), n) };
+        let bias = if ep.bias_row.is_null() {
+            0.0
+        } else {
+            unsafe { *ep.bias_row.add(co) }
+        };
+        if ep.residual.is_null() {
+            for v in row.iter_mut() {
+                *v = crate::clamp_ep(*v + bias, ep.lo, ep.hi);
+            }
+        } else {
+            // SAFETY: as above.
+            let res = unsafe { std::slice::from_raw_parts(ep.residual.add(co * n), n) };
+            for (v, r) in row.iter_mut().zip(res) {
+                *v = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
+            }
+        }
+    }
+}
+
+/// `store_transposed` in 16×16 register transposes, the epilogue applied to each transposed
+/// row before its (masked) store.
+///
+/// # Safety
+/// As `store_transposed`; AVX-512 present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn store_transposed_avx512(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: &Epilogue) {
+    use std::arch::x86_64::*;
+    let (lo, hi) = (_mm512_set1_ps(ep.lo), _mm512_set1_ps(ep.hi));
+    let mask = |k: usize| -> __mmask16 { if k >= 16 { 0xFFFF } else { (1u16 << k) - 1 } };
+    let mut c0 = 0;
+    while c0 < m {
+        let w = 16.min(m - c0);
+        let cmask = mask(w);
+        let mut p0 = 0;
+        while p0 < n {
+            let h = 16.min(n - p0);
+            let pmask = mask(h);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, ri) in r.iter_mut().enumerate().take(h) {
+                // SAFETY: row p0+i of ct, columns c0..c0+w.
+                *ri = unsafe { _mm512_maskz_loadu_ps(cmask, ct.add((p0 + i) * m + c0)) };
+            }
+            super::transpose16(&mut r);
+            for (j, rj) in r.iter().enumerate().take(w) {
+                let co = c0 + j;
+                let mut v = *rj;
+                if !ep.bias_row.is_null() {
+                    // SAFETY: bias of channel co.
+                    v = _mm512_add_ps(v, _mm512_set1_ps(unsafe { *ep.bias_row.add(co) }));
+                }
+                // SAFETY: row co, positions p0..p0+h of y and of the residual.
+                unsafe {
+                    if !ep.residual.is_null() {
+                        let rv = _mm512_maskz_loadu_ps(pmask, ep.residual.add(co * n + p0));
+                        v = _mm512_add_ps(v, rv);
+                    }
+                    v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+                    _mm512_mask_storeu_ps(y.add(co * n + p0), pmask, v);
+                }
+            }
+            p0 += h;
+        }
+        c0 += w;
+    }
+}
