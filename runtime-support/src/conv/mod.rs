@@ -2357,6 +2357,21 @@ mod tests {
             // last row (7 rows: 56 tiles in 4 panels).
             geom(1, 32, 64, 1, &[14, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(1, 48, 70, 1, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Winograd F(4×4, 3×3) (maps of 28 and more, compiled for wide vectors; on a CPU
+            // without AVX-512 its portable transforms run): odd sizes with tiles past the
+            // edges, no padding with groups and batch, residual-sized maps.
+            ConvGeometry {
+                wide_simd: true,
+                ..geom(1, 32, 64, 1, &[29, 45], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+            },
+            ConvGeometry {
+                wide_simd: true,
+                ..geom(2, 64, 128, 2, &[30, 33], &[3, 3], &[1, 1], &[1, 1], &[0, 0])
+            },
+            ConvGeometry {
+                wide_simd: true,
+                ..geom(1, 40, 70, 1, &[28, 28], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+            },
             // Input channels over two K blocks of the packed transformed input.
             geom(1, 260, 40, 1, &[10, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             // Pixel-major: small strided outputs, many output channels (edges in both tile
@@ -2443,6 +2458,15 @@ mod tests {
         assert!(
             cases.iter().filter(|g| g.use_winograd()).count() >= 3,
             "the Winograd path is covered"
+        );
+        assert!(
+            cases
+                .iter()
+                .filter(|g| g.use_winograd()
+                    && g.winograd_variant() == crate::winograd::Variant::F4)
+                .count()
+                >= 3,
+            "Winograd F(4×4, 3×3) is covered"
         );
         assert!(
             cases.iter().filter(|g| g.pixel_major()).count() >= 8,

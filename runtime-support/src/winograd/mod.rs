@@ -3,10 +3,43 @@
 //! i.e. 16 GEMMs `U_ξ[M×C] · V_ξ[C×tiles]` — 2.25× fewer multiplies than direct convolution.
 //! Weights are transformed (`U = G g Gᵀ`) and packed once; input tiles are transformed
 //! (`V = Bᵀ d B`) straight into packed B panels, block by block; the output transform
-//! (`Y = Aᵀ M A`) applies the epilogue.
+//! (`Y = Aᵀ M A`) applies the epilogue. Large maps on wide-vector targets run F(4×4, 3×3)
+//! instead (`f4.rs`: 36 products per 4×4 tile, 4× fewer multiplies) through the same blocks
+//! and GEMMs (`Variant`).
 
 use crate::conv::ConvGeometry;
 use crate::gemm::{self, BSource, Epilogue, NR, pack};
+
+mod f4;
+
+/// The Winograd algorithm a geometry runs (`ConvGeometry::winograd_variant`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Variant {
+    /// F(2×2, 3×3): 16 products per 2×2 output tile.
+    F2,
+    /// F(4×4, 3×3) (`f4.rs`): 36 products per 4×4 output tile.
+    F4,
+}
+
+impl Variant {
+    /// Output tile side.
+    fn m(self) -> usize {
+        match self {
+            Variant::F2 => 2,
+            Variant::F4 => 4,
+        }
+    }
+    /// Transformed points (elementwise products) per tile.
+    fn points(self) -> usize {
+        match self {
+            Variant::F2 => 16,
+            Variant::F4 => 36,
+        }
+    }
+}
+
+/// Smallest output side that runs F(4×4, 3×3) (on wide-vector targets).
+const F4_MIN_SIDE: i64 = 20;
 
 /// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
 fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
@@ -73,28 +106,40 @@ fn transform_output(m: &[f32; 16]) -> [[f32; 2]; 2] {
 impl ConvGeometry {
     /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off.
     pub fn use_winograd(&self) -> bool {
-        self.input.len() == 2
+        let applies = self.input.len() == 2
             && self.kernel == [3, 3]
             && self.strides == [1, 1]
             && self.dilations == [1, 1]
             && !self.is_depthwise()
-            // With fewer input channels the 16 transformed products are too shallow (K < 32)
-            // for the GEMM to amortize the transforms (measured: SqueezeNet's 16→64 expands
-            // run 1.5× slower through Winograd than through the implicit GEMM).
-            && self.c / self.group >= 32
-            // The transforms cost per input and per output channel while the products shrink
-            // with fewer output channels. With 32 (DenseNet's growth convs), on Zen 3 (AVX2)
-            // Winograd wins over the implicit GEMM (128→32: 76 → 96 GFLOP/s at 56×56 and
-            // 28×28, 68 → 84 at 14×14); with AVX-512 the implicit GEMM's 8×48 tiles win
-            // (AVX-512 Xeon: 110 vs 75 at 56×56; Zen 5: 208 vs 152 at 56×56, 193 vs 147 at
-            // 28×28, 159 vs 101 at 14×14). The weights' layout follows the target the model
-            // is compiled for (`wide_simd`).
-            && self.m / self.group >= if self.wide_simd { 64 } else { 32 }
-            && self.output[0] >= 2
-            // Tile rows are padded to 8 tiles: 13-14 wide outputs keep 7 of 8 lanes busy
-            // (Zen 3: 256→256 at 14×14 80 → 144 GFLOP/s effective, 64→256 at 13×13 75 → 98,
-            // 32→128 at 27×27 83 → 95 over the implicit GEMM), 7×7 only half (break-even).
-            && self.output[1] >= 13
+            && self.output[0] >= 2;
+        if !applies {
+            return false;
+        }
+        let (cg, mg) = (self.c / self.group, self.m / self.group);
+        match self.winograd_variant() {
+            // Zen 5 against the implicit GEMM: SqueezeNet's 16→64 expands at 55×55 200 → 318
+            // GFLOP/s effective, DenseNet's 128→32 growth convs 217 → 286 (56×56) and
+            // 203 → 260 (28×28), ResNet-50's 64→64 at 56×56 208 → 408.
+            Variant::F4 => cg >= 16 && mg >= 32,
+            Variant::F2 => {
+                // With fewer input channels the 16 transformed products are too shallow
+                // (K < 32) for the GEMM to amortize the transforms (measured: SqueezeNet's
+                // 16→64 expands ran 1.5× slower through F(2,3) than the implicit GEMM).
+                cg >= 32
+                // The transforms cost per input and per output channel while the products
+                // shrink with fewer output channels. With 32 (DenseNet's growth convs), on
+                // Zen 3 (AVX2) F(2,3) wins over the implicit GEMM (128→32: 76 → 96 GFLOP/s
+                // at 56×56 and 28×28, 68 → 84 at 14×14); with AVX-512 the implicit GEMM's
+                // 8×48 tiles win (Zen 5: 159 vs 101 at 14×14). The weights' layout follows
+                // the target the model is compiled for (`wide_simd`).
+                && mg >= if self.wide_simd { 64 } else { 32 }
+                // Tile rows are padded to 8 tiles: 13-14 wide outputs keep 7 of 8 lanes
+                // busy (Zen 3: 256→256 at 14×14 80 → 144 GFLOP/s effective, 64→256 at 13×13
+                // 75 → 98, 32→128 at 27×27 83 → 95 over the implicit GEMM), 7×7 only half
+                // (break-even).
+                && self.output[1] >= 13
+            }
+        }
     }
 
     /// Tile rows and columns; columns are padded to a multiple of 8 so that each half of a
@@ -102,10 +147,30 @@ impl ConvGeometry {
     /// tile rows when a row holds 8 (mod 16) tiles — 14×14 outputs keep 7 of 8 lanes busy
     /// instead of 7 of 16. Padding tiles compute zeros that are never stored.
     fn tiles(&self) -> (usize, usize) {
+        let m = self.winograd_variant().m();
         (
-            (self.output[0] as usize).div_ceil(2),
-            (self.output[1] as usize).div_ceil(2).next_multiple_of(8),
+            (self.output[0] as usize).div_ceil(m),
+            (self.output[1] as usize).div_ceil(m).next_multiple_of(8),
         )
+    }
+
+    /// F(4×4, 3×3) for maps of 20×20 and more on targets with 512-bit vectors (its AVX-512
+    /// transforms; the portable ones run elsewhere), F(2×2, 3×3) otherwise. F(4,3) does 4×
+    /// fewer multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
+    /// weights and costlier transforms, and its tiles pad small maps more. Zen 5, effective
+    /// GFLOP/s F(2,3) → F(4,3): 32→128 at 27×27 271 → 380, 128→128 at 28×28 259 → 480,
+    /// 64→192 at 56×56 275 → 536; at 14×14 level (256→256: 289 vs 292), at 13×13 mixed
+    /// (48→192 254 → 179, 64→256 197 → 225).
+    pub fn winograd_variant(&self) -> Variant {
+        if self.wide_simd
+            && self.output.len() == 2
+            && self.output[0] >= F4_MIN_SIDE
+            && self.output[1] >= F4_MIN_SIDE
+        {
+            Variant::F4
+        } else {
+            Variant::F2
+        }
     }
 
     /// Tiles computed: all tile rows, rounded up to whole panels (the tiles past the last
@@ -115,10 +180,19 @@ impl ConvGeometry {
         (th * tw).next_multiple_of(NR)
     }
 
-    /// Tiles transformed per block: the 16 packed input matrices stay within ~2 MB.
+    /// Tiles transformed per block: the packed input matrices stay within ~2 MB for F(2,3),
+    /// ~6 MB for F(4,3). Every block streams all the transformed weights once, and F(4,3)'s
+    /// are 2.25× larger: with 2 MB, VGG-19's 512-channel layers at 28×28 ran in blocks of
+    /// 16 tiles, re-reading 38 MB of weights per block from DRAM (VGG-19 152 → 116 ms with
+    /// 6 MB; 12 MB no better).
     fn winograd_block(&self) -> usize {
         let cg = (self.c / self.group) as usize;
-        let want = ((2 << 20) / (64 * cg)).max(NR) / NR * NR;
+        let variant = self.winograd_variant();
+        let budget = match variant {
+            Variant::F2 => 2 << 20,
+            Variant::F4 => 6 << 20,
+        };
+        let want = (budget / (4 * variant.points() * cg)).max(NR) / NR * NR;
         want.min(self.tile_count())
     }
 
@@ -127,7 +201,7 @@ impl ConvGeometry {
             (self.c / self.group) as usize,
             (self.m / self.group) as usize,
         );
-        self.group as usize * 16 * pack::packed_a_len(mg, cg)
+        self.group as usize * self.winograd_variant().points() * pack::packed_a_len(mg, cg)
     }
 
     /// `[group][ξ][packed A of U_ξ (M/g × C/g)]` from weights `[M, C/g, 3, 3]`.
@@ -137,20 +211,25 @@ impl ConvGeometry {
             (self.m / self.group) as usize,
         );
         let per = pack::packed_a_len(mg, cg);
-        let mut out = vec![0f32; self.group as usize * 16 * per];
-        let mut u = vec![0f32; 16 * mg * cg];
+        let variant = self.winograd_variant();
+        let pts = variant.points();
+        let mut out = vec![0f32; self.group as usize * pts * per];
+        let mut u = vec![0f32; pts * mg * cg];
         for grp in 0..self.group as usize {
             for m in 0..mg {
                 for c in 0..cg {
                     let base = ((grp * mg + m) * cg + c) * 9;
                     let k: [f32; 9] = w[base..base + 9].try_into().expect("3×3 kernel");
-                    let t = transform_kernel(&k);
+                    let t = match variant {
+                        Variant::F2 => transform_kernel(&k).to_vec(),
+                        Variant::F4 => f4::transform_kernel(&k).to_vec(),
+                    };
                     for (xi, v) in t.iter().enumerate() {
                         u[(xi * mg + m) * cg + c] = *v;
                     }
                 }
             }
-            for xi in 0..16 {
+            for xi in 0..pts {
                 // SAFETY: u holds 16 mg×cg matrices; out holds their packed forms.
                 unsafe {
                     pack::pack_a(
@@ -159,7 +238,7 @@ impl ConvGeometry {
                         false,
                         mg,
                         cg,
-                        out.as_mut_ptr().add((grp * 16 + xi) * per),
+                        out.as_mut_ptr().add((grp * pts + xi) * per),
                     )
                 };
             }
@@ -173,7 +252,8 @@ impl ConvGeometry {
             (self.m / self.group) as usize,
         );
         let tb = self.winograd_block();
-        16 * pack::packed_b_len(cg, tb) + 16 * mg * tb
+        let pts = self.winograd_variant().points();
+        pts * pack::packed_b_len(cg, tb) + pts * mg * tb
     }
 }
 
@@ -691,10 +771,13 @@ pub unsafe fn conv_winograd(
     let tb = g.winograd_block();
     let bsz = pack::packed_b_len(cg, tb);
     let per = pack::packed_a_len(mg, cg);
+    let variant = g.winograd_variant();
+    let pts = variant.points();
     let isz = (ih * iw) as usize;
     let osz = oh * ow;
-    // SAFETY: scratch layout: 16 packed B blocks, then 16 product blocks (mg × tb each).
-    let (vbuf, mbuf) = unsafe { (scratch, scratch.add(16 * bsz)) };
+    // SAFETY: scratch layout: `pts` packed B blocks, then `pts` product blocks (mg × tb
+    // each).
+    let (vbuf, mbuf) = unsafe { (scratch, scratch.add(pts * bsz)) };
     for b in 0..g.n as usize {
         for grp in 0..g.group as usize {
             // SAFETY: offsets inside the tensors described by the geometry.
@@ -720,26 +803,23 @@ pub unsafe fn conv_winograd(
                         let t = t0 + p * NR;
                         // SAFETY: panel p of every B matrix of the block.
                         unsafe {
-                            input_panel(
-                                plane,
-                                ih,
-                                iw,
-                                ph,
-                                pw,
-                                t,
-                                tw,
-                                vbuf,
-                                bsz,
-                                pack::b_row_at(nt, cg, c, p),
-                            )
+                            let off = pack::b_row_at(nt, cg, c, p);
+                            match variant {
+                                Variant::F2 => {
+                                    input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, off)
+                                }
+                                Variant::F4 => {
+                                    f4::input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, off)
+                                }
+                            }
                         };
                     }
                 }
-                // 2. The 16 products, each a GEMM through the packed kernel.
-                for xi in 0..16 {
+                // 2. The products, each a GEMM through the packed kernel.
+                for xi in 0..pts {
                     // SAFETY: U_ξ of this group; product block ξ in scratch.
                     unsafe {
-                        let a = w.add((grp * 16 + xi) * per);
+                        let a = w.add((grp * pts + xi) * per);
                         gemm::gemm_packed_a(
                             mg,
                             nt,
@@ -766,19 +846,25 @@ pub unsafe fn conv_winograd(
                         // SAFETY: products (m, panel p) of each ξ; output channel plane m.
                         unsafe {
                             let r = if rg.is_null() { rg } else { rg.add(m * osz) };
-                            output_panel(
-                                mbuf.add(m * tb + p * NR),
-                                mg * tb,
-                                t,
-                                tw,
-                                oh,
-                                ow,
-                                yg.add(m * osz),
-                                r,
-                                bv,
-                                lo,
-                                hi,
-                            );
+                            let (mrow, ym) = (mbuf.add(m * tb + p * NR), yg.add(m * osz));
+                            match variant {
+                                Variant::F2 => {
+                                    output_panel(mrow, mg * tb, t, tw, oh, ow, ym, r, bv, lo, hi)
+                                }
+                                Variant::F4 => f4::output_panel(
+                                    mrow,
+                                    mg * tb,
+                                    t,
+                                    tw,
+                                    oh,
+                                    ow,
+                                    ym,
+                                    r,
+                                    bv,
+                                    lo,
+                                    hi,
+                                ),
+                            }
                         }
                     }
                 }
