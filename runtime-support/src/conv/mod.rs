@@ -197,13 +197,15 @@ impl ConvGeometry {
             return false;
         }
         // Fraction of each tile's lanes doing useful work in either orientation; the switch
-        // needs a clear gain (at 7×7 outputs 0.91 vs 0.76: 15-23% faster; at 14×14, 0.99 vs
-        // 0.87: no faster).
+        // needs a clear gain: 7×7 outputs (0.91 vs 0.76) run 15-23% faster; 14×14 ones (0.99
+        // vs 0.87) of strided convs, which pack their input either way, 6-20% (Zen 5:
+        // ResNet-50's 256→256 3×3/2 165-175 → 193-197 GFLOP/s, its 512→256 1×1/2 166 → 177;
+        // 512→1024 1×1/2 level).
         let eff = |rows: usize, cols: usize| {
             (rows as f64 / rows.next_multiple_of(MR) as f64)
                 * (cols as f64 / cols.next_multiple_of(2 * NR) as f64)
         };
-        eff(n, m) > 1.15 * eff(m, n)
+        eff(n, m) > 1.1 * eff(m, n)
     }
 
     /// Implicit GEMM over shifted views of a zero-padded input (stride-1 2-D convs with a
