@@ -2359,9 +2359,9 @@ mod tests {
             // last row (7 rows: 56 tiles in 4 panels).
             geom(1, 32, 64, 1, &[14, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(1, 48, 70, 1, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
-            // Winograd F(4×4, 3×3) (maps of 28 and more, compiled for wide vectors; on a CPU
-            // without AVX-512 its portable transforms run): odd sizes with tiles past the
-            // edges, no padding with groups and batch, residual-sized maps.
+            // Winograd F(4×4, 3×3) (maps of 20 and more; AVX-512, AVX2 or portable transforms
+            // by the ISA cap): odd sizes with tiles past the edges, no padding with groups
+            // and batch, 28×28.
             ConvGeometry {
                 wide_simd: true,
                 ..geom(1, 32, 64, 1, &[29, 45], &[3, 3], &[1, 1], &[1, 1], &[1, 1])

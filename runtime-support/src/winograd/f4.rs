@@ -1,7 +1,8 @@
 //! Winograd F(4×4, 3×3): each 4×4 output tile comes from a 6×6 input tile through 36
 //! elementwise products (interpolation points 0, ±1, ±2, ∞) — 4× fewer multiplies than direct
 //! convolution, against 2.25× for F(2×2, 3×3), at the price of 36/16 more transformed weights
-//! and costlier transforms. Used for large maps on wide-vector targets (`Variant::F4`).
+//! and costlier transforms. Used for maps of 20×20 and more (`Variant::F4`); AVX-512, AVX2
+//! and portable transforms.
 //!
 //! Matrices (checked against direct correlation in the tests):
 //! Bᵀ = [[4,0,-5,0,1,0],[0,-4,-4,1,1,0],[0,4,-4,-1,1,0],[0,-2,-1,2,1,0],[0,2,-1,-2,1,0],
@@ -140,6 +141,27 @@ pub(super) unsafe fn input_panel(
         unsafe { avx512::input_panel(plane, ih, iw, ph, pw, t0, tw, vbuf, bsz, off) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        for h in 0..2 {
+            // SAFETY: forwarded; AVX2 detected; each half of 8 tiles lies in one tile row.
+            unsafe {
+                avx2::input_half(
+                    plane,
+                    ih,
+                    iw,
+                    ph,
+                    pw,
+                    t0 + 8 * h,
+                    tw,
+                    vbuf,
+                    bsz,
+                    off + 8 * h,
+                )
+            };
+        }
+        return;
+    }
     for j in 0..NR {
         let (ty, tx) = ((t0 + j) / tw, (t0 + j) % tw);
         let (y0, x0) = (4 * ty as i64 - ph, 4 * tx as i64 - pw);
@@ -185,6 +207,28 @@ pub(super) unsafe fn output_panel(
     if crate::isa::avx512() {
         // SAFETY: forwarded; AVX-512 detected.
         unsafe { avx512::output_panel(mrow, stride, t0, tw, oh, ow, out, resid, bias, lo, hi) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        for h in 0..2 {
+            // SAFETY: forwarded; AVX2 detected; each half of 8 tiles lies in one tile row.
+            unsafe {
+                avx2::output_half(
+                    mrow.add(8 * h),
+                    stride,
+                    t0 + 8 * h,
+                    tw,
+                    oh,
+                    ow,
+                    out,
+                    resid,
+                    bias,
+                    lo,
+                    hi,
+                )
+            };
+        }
         return;
     }
     for j in 0..NR {
@@ -417,6 +461,196 @@ mod avx512 {
                     b = _mm512_min_ps(hiv, _mm512_max_ps(lov, b));
                     _mm512_mask_storeu_ps(o, k0, a);
                     _mm512_mask_storeu_ps(o.wrapping_add(16), k1, b);
+                }
+            }
+        }
+    }
+}
+
+/// The transforms for half a panel (8 tiles of one tile row) with 256-bit vectors. Lanes
+/// hold the tiles in the order 0, 2, 4, 6, 1, 3, 5, 7 — what a 4×4 transpose within each
+/// 128-bit lane makes of 32 consecutive columns — in both transforms, so the products (which
+/// treat lanes independently) line up; lanes outside the plane are masked off
+/// (`vmaskmovps` does not touch masked-off memory).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Lanes of an 8-wide access starting at column `x` that lie inside `[0, w)`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn col_mask(x: i64, w: i64) -> __m256i {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let xv = _mm256_add_epi32(_mm256_set1_epi32(x.clamp(-64, w) as i32), idx);
+        let ge0 = _mm256_cmpgt_epi32(xv, _mm256_set1_epi32(-1));
+        let ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(w.min(i32::MAX as i64) as i32), xv);
+        _mm256_and_si256(ge0, ltw)
+    }
+
+    /// 4×4 transposes within both 128-bit lanes of (a0, a1, a2, a3); its own inverse.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose4(a: [__m256; 4]) -> [__m256; 4] {
+        let t0 = _mm256_unpacklo_ps(a[0], a[1]);
+        let t1 = _mm256_unpackhi_ps(a[0], a[1]);
+        let t2 = _mm256_unpacklo_ps(a[2], a[3]);
+        let t3 = _mm256_unpackhi_ps(a[2], a[3]);
+        [
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        ]
+    }
+
+    #[inline(always)]
+    fn ops() -> (
+        impl Fn(__m256, __m256) -> __m256 + Copy,
+        impl Fn(__m256, __m256) -> __m256 + Copy,
+        impl Fn(f32, __m256, __m256) -> __m256 + Copy,
+    ) {
+        // SAFETY (all three): AVX2 and FMA are enabled in every caller.
+        (
+            |a, b| unsafe { _mm256_add_ps(a, b) },
+            |a, b| unsafe { _mm256_sub_ps(a, b) },
+            |k, a, b| unsafe { _mm256_fmadd_ps(_mm256_set1_ps(k), a, b) },
+        )
+    }
+
+    /// Input transform of tiles `t..t+8` (one tile row) into lanes `off..off+8` of the 36
+    /// B matrices.
+    ///
+    /// # Safety
+    /// As `super::input_panel` for the half; AVX2 and FMA available.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn input_half(
+        plane: *const f32,
+        ih: i64,
+        iw: i64,
+        ph: i64,
+        pw: i64,
+        t: usize,
+        tw: usize,
+        vbuf: *mut f32,
+        bsz: usize,
+        off: usize,
+    ) {
+        let (ty, tx) = (t / tw, t % tw);
+        let y0 = 4 * ty as i64 - ph;
+        let x0 = 4 * tx as i64 - pw;
+        // Columns x0 .. x0+32 (tile columns 0-3) and x0+4 .. x0+36 (4-5, one tile over).
+        let ma: [__m256i; 4] = std::array::from_fn(|i| col_mask(x0 + 8 * i as i64, iw));
+        let mb: [__m256i; 4] = std::array::from_fn(|i| col_mask(x0 + 4 + 8 * i as i64, iw));
+        let mut d = [[_mm256_setzero_ps(); 6]; 6];
+        for (r, dr) in d.iter_mut().enumerate() {
+            let yy = y0 + r as i64;
+            if yy < 0 || yy >= ih {
+                continue;
+            }
+            // SAFETY: masked lanes lie inside row yy; masked-off lanes are not accessed (the
+            // row pointer may lie outside the plane: wrapping arithmetic).
+            unsafe {
+                let row = plane.wrapping_offset((yy * iw + x0) as isize);
+                let a: [__m256; 4] =
+                    std::array::from_fn(|i| _mm256_maskload_ps(row.wrapping_add(8 * i), ma[i]));
+                let b: [__m256; 4] =
+                    std::array::from_fn(|i| _mm256_maskload_ps(row.wrapping_add(4 + 8 * i), mb[i]));
+                let ca = transpose4(a);
+                let cb = transpose4(b);
+                dr[..4].copy_from_slice(&ca);
+                dr[4] = cb[0];
+                dr[5] = cb[1];
+            }
+        }
+        let (add, sub, fma) = ops();
+        let mut tt = [[_mm256_setzero_ps(); 6]; 6];
+        for c in 0..6 {
+            let col = super::bt(std::array::from_fn(|r| d[r][c]), add, sub, fma);
+            for r in 0..6 {
+                tt[r][c] = col[r];
+            }
+        }
+        for (r, tr) in tt.iter().enumerate() {
+            let v = super::bt(*tr, add, sub, fma);
+            for (cc, vv) in v.iter().enumerate() {
+                // SAFETY: lanes off..off+8 of destination ξ = 6r + cc.
+                unsafe { _mm256_storeu_ps(vbuf.add((r * 6 + cc) * bsz + off), *vv) };
+            }
+        }
+    }
+
+    /// Output transform of tiles `t..t+8` (one tile row): 8 products of each ξ at
+    /// `mrow + ξ·stride`, with the epilogue.
+    ///
+    /// # Safety
+    /// As `super::output_panel` for the half; AVX2 and FMA available.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+    pub unsafe fn output_half(
+        mrow: *const f32,
+        stride: usize,
+        t: usize,
+        tw: usize,
+        oh: usize,
+        ow: usize,
+        out: *mut f32,
+        resid: *const f32,
+        bias: f32,
+        lo: f32,
+        hi: f32,
+    ) {
+        let (ty, tx) = (t / tw, t % tw);
+        let x0 = 4 * tx;
+        if x0 >= ow || 4 * ty >= oh {
+            return;
+        }
+        let mut m = [_mm256_setzero_ps(); 36];
+        for (xi, v) in m.iter_mut().enumerate() {
+            // SAFETY: 8 products of ξ.
+            *v = unsafe { _mm256_loadu_ps(mrow.add(xi * stride)) };
+        }
+        let (add, sub, fma) = ops();
+        let mut tt = [[_mm256_setzero_ps(); 6]; 4];
+        for c in 0..6 {
+            let col = super::at(std::array::from_fn(|r| m[r * 6 + c]), add, sub, fma);
+            for r in 0..4 {
+                tt[r][c] = col[r];
+            }
+        }
+        let (bv, lov, hiv) = (_mm256_set1_ps(bias), _mm256_set1_ps(lo), _mm256_set1_ps(hi));
+        let masks: [__m256i; 4] = std::array::from_fn(|i| col_mask((x0 + 8 * i) as i64, ow as i64));
+        let full = x0 + 32 <= ow;
+        for (r, tr) in tt.iter().enumerate() {
+            let oy = 4 * ty + r;
+            if oy >= oh {
+                break;
+            }
+            // Columns 0-3 of the 8 tiles → 32 consecutive output columns.
+            let rows = transpose4(super::at(*tr, add, sub, fma));
+            for (i, v) in rows.iter().enumerate() {
+                // SAFETY: masked (or, for whole 32 columns, plain) accesses inside row oy.
+                unsafe {
+                    let o = out.add(oy * ow).wrapping_add(x0 + 8 * i);
+                    let mut v = _mm256_add_ps(*v, bv);
+                    if !resid.is_null() {
+                        let rp = resid.add(oy * ow).wrapping_add(x0 + 8 * i);
+                        v = _mm256_add_ps(
+                            v,
+                            if full {
+                                _mm256_loadu_ps(rp)
+                            } else {
+                                _mm256_maskload_ps(rp, masks[i])
+                            },
+                        );
+                    }
+                    // max/min with the value second: NaN passes through the clamp.
+                    v = _mm256_min_ps(hiv, _mm256_max_ps(lov, v));
+                    if full {
+                        _mm256_storeu_ps(o, v);
+                    } else {
+                        _mm256_maskstore_ps(o, masks[i], v);
+                    }
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! i.e. 16 GEMMs `U_ξ[M×C] · V_ξ[C×tiles]` — 2.25× fewer multiplies than direct convolution.
 //! Weights are transformed (`U = G g Gᵀ`) and packed once; input tiles are transformed
 //! (`V = Bᵀ d B`) straight into packed B panels, block by block; the output transform
-//! (`Y = Aᵀ M A`) applies the epilogue. Large maps on wide-vector targets run F(4×4, 3×3)
+//! (`Y = Aᵀ M A`) applies the epilogue. Large maps (20×20 and up) run F(4×4, 3×3)
 //! instead (`f4.rs`: 36 products per 4×4 tile, 4× fewer multiplies) through the same blocks
 //! and GEMMs (`Variant`).
 
@@ -38,7 +38,7 @@ impl Variant {
     }
 }
 
-/// Smallest output side that runs F(4×4, 3×3) (on wide-vector targets).
+/// Smallest output side that runs F(4×4, 3×3).
 const F4_MIN_SIDE: i64 = 20;
 
 /// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
@@ -154,18 +154,16 @@ impl ConvGeometry {
         )
     }
 
-    /// F(4×4, 3×3) for maps of 20×20 and more on targets with 512-bit vectors (its AVX-512
-    /// transforms; the portable ones run elsewhere), F(2×2, 3×3) otherwise. F(4,3) does 4×
-    /// fewer multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
+    /// F(4×4, 3×3) for maps of 20×20 and more, F(2×2, 3×3) below. F(4,3) does 4× fewer
+    /// multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
     /// weights and costlier transforms, and its tiles pad small maps more. Zen 5, effective
-    /// GFLOP/s F(2,3) → F(4,3): 32→128 at 27×27 271 → 380, 128→128 at 28×28 259 → 480,
-    /// 64→192 at 56×56 275 → 536; at 14×14 level (256→256: 289 vs 292), at 13×13 mixed
-    /// (48→192 254 → 179, 64→256 197 → 225).
+    /// GFLOP/s F(2,3) → F(4,3) with AVX-512: 32→128 at 27×27 271 → 380, 128→128 at 28×28
+    /// 259 → 480, 64→192 at 56×56 275 → 536; at 14×14 level (256→256: 289 vs 292), at
+    /// 13×13 mixed (48→192 254 → 179, 64→256 197 → 225). With the AVX2 kernels (same core,
+    /// `ONNXC_RUNTIME_ISA=avx2`): 64→64 at 56×56 108 → 224, 128→128 at 28×28 145 → 246,
+    /// 128→32 at 56×56 76 → 168.
     pub fn winograd_variant(&self) -> Variant {
-        if self.wide_simd
-            && self.output.len() == 2
-            && self.output[0] >= F4_MIN_SIDE
-            && self.output[1] >= F4_MIN_SIDE
+        if self.output.len() == 2 && self.output[0] >= F4_MIN_SIDE && self.output[1] >= F4_MIN_SIDE
         {
             Variant::F4
         } else {
