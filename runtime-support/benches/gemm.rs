@@ -190,6 +190,12 @@ fn conv_layers(peak: f64) {
         // Strided: SqueezeNet/MobileNet stems, ResNet-50 v1's 1×1 stride-2 downsampling.
         (3, 64, 224, 3, 2),
         (3, 32, 224, 3, 2),
+        // Other stems: SqueezeNet 1.0/ZFNet's 7×7/2 to 96, VGG's 3×3/1, AlexNet's 11×11/4,
+        // ShuffleNet's 3×3/2 to 24.
+        (3, 96, 224, 7, 2),
+        (3, 64, 224, 3, 1),
+        (3, 64, 224, 11, 4),
+        (3, 24, 224, 3, 2),
         (1024, 512, 14, 1, 2),
         (1024, 2048, 14, 1, 2),
         (512, 1024, 28, 1, 2),
