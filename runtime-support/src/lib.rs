@@ -131,6 +131,7 @@ pub mod abi;
 pub(crate) mod avx2;
 pub mod conv;
 pub mod driver;
+pub mod gelu;
 pub mod gemm;
 pub mod pool;
 pub mod softmax;

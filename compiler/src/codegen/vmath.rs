@@ -5,6 +5,7 @@
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
+use onnxc_runtime::gelu::{ERF_LIMIT, ERF_P, ERF_Q};
 use onnxc_runtime::softmax::{EXP_POLY, LN2_HI, LN2_LO};
 
 fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
@@ -156,39 +157,15 @@ pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
 
 /// erf: Eigen's rational approximation on [-4, 4] (erf(±4) = ±1 in f32).
 pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
-    let lim = splat(b, 4.0);
-    let nlim = splat(b, -4.0);
+    let lim = splat(b, ERF_LIMIT);
+    let nlim = splat(b, -ERF_LIMIT);
     // NaN passes both clamps, so p/q is NaN.
     let xc = min(b, lim, x);
     let xc = max(b, nlim, xc);
     let x2 = b.ins().fmul(xc, xc);
-    let p = poly(
-        b,
-        fma,
-        x2,
-        &[
-            -2.726_142_3e-10,
-            2.770_681_4e-8,
-            -2.101_024e-6,
-            -5.692_506_4e-5,
-            -7.349_906_3e-4,
-            -2.954_600_0e-3,
-            -1.609_603_3e-2,
-        ],
-    );
+    let p = poly(b, fma, x2, &ERF_P);
     let p = b.ins().fmul(xc, p);
-    let q = poly(
-        b,
-        fma,
-        x2,
-        &[
-            -1.456_607_2e-5,
-            -2.133_740_6e-4,
-            -1.682_827e-3,
-            -7.373_329e-3,
-            -1.426_474e-2,
-        ],
-    );
+    let q = poly(b, fma, x2, &ERF_Q);
     b.ins().fdiv(p, q)
 }
 

@@ -169,6 +169,9 @@ pub enum Op {
     /// Softmax of float32 rows along the last axis (shape known), run by a runtime kernel;
     /// other cases are built from `Reduce` and `Map` by the frontend.
     Softmax,
+    /// Exact GELU (`½·x·(1 + erf(x/√2))`) of float32 elements (shape known), run by a
+    /// runtime kernel: ONNX Gelu and the decomposed erf form (`passes::gelu`).
+    Gelu,
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -228,6 +231,7 @@ impl Op {
             Op::Scatter(_) => "scatter",
             Op::Pool(_) => "pool",
             Op::Softmax => "softmax",
+            Op::Gelu => "gelu",
             Op::Assert { .. } => "assert",
         }
     }
@@ -487,6 +491,7 @@ impl Graph {
                 ),
                 Op::Assert { code } => format!("code {code}"),
                 Op::Softmax => "last axis".to_string(),
+                Op::Gelu => "exact".to_string(),
                 Op::Pool(p) => format!(
                     "{:?} kernel={:?} strides={:?} pads={:?}/{:?}",
                     p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end

@@ -482,6 +482,23 @@ impl StepCx<'_> {
                     ],
                 }])
             }
+            StepKind::Gelu => {
+                let x = self.st.inputs[0];
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::GeluF32,
+                    args: vec![
+                        Arg::Ptr {
+                            buf: self.buf(x),
+                            offset: expr::i(0),
+                        },
+                        Arg::Ptr {
+                            buf: obuf,
+                            offset: expr::i(0),
+                        },
+                        Arg::Int(expr::i(oshape.iter().product::<i64>())),
+                    ],
+                }])
+            }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();

@@ -54,6 +54,8 @@ pub enum Kernel {
     Pool2dF32,
     /// `onnxc_softmax_f32(x, y, rows, n)`: softmax of each row of `n` floats.
     SoftmaxF32,
+    /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
+    GeluF32,
 }
 
 impl Kernel {
@@ -64,6 +66,7 @@ impl Kernel {
             Kernel::ConvF32 => "onnxc_conv_f32",
             Kernel::Pool2dF32 => "onnxc_pool2d_f32",
             Kernel::SoftmaxF32 => "onnxc_softmax_f32",
+            Kernel::GeluF32 => "onnxc_gelu_f32",
         }
     }
 }

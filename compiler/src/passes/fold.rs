@@ -85,6 +85,21 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 y.iter().flat_map(|v| v.to_le_bytes()).collect(),
             ))
         }
+        Op::Gelu => {
+            let x: Vec<f32> = inputs[0]
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let mut y = vec![0f32; x.len()];
+            // SAFETY: x and y hold x.len() floats.
+            unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) };
+            Ok(Tensor::new(
+                dtype,
+                shape.clone(),
+                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ))
+        }
         Op::Softmax => {
             let x: Vec<f32> = inputs[0]
                 .data

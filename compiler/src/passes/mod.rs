@@ -3,6 +3,7 @@
 pub mod cse;
 pub mod dce;
 pub mod fold;
+pub mod gelu;
 
 use crate::error::{Error, Result};
 use crate::ir::Graph;
@@ -19,6 +20,8 @@ pub fn optimize(g: &mut Graph, opts: &PassOptions) -> Result<()> {
     dce::run(g);
     if opts.optimize {
         cse::run(g);
+        dce::run(g);
+        gelu::run(g);
         dce::run(g);
     }
     Ok(())

@@ -489,6 +489,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Scatter(sc) => (StepKind::Scatter(sc.clone()), n.inputs.clone(), id),
             Op::Pool(p) => (StepKind::Pool(p.clone()), n.inputs.clone(), id),
             Op::Softmax => (StepKind::Softmax, n.inputs.clone(), id),
+            Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

@@ -84,6 +84,8 @@ pub enum StepKind {
     Pool(PoolOp),
     /// Softmax along the last axis (`onnxc_softmax_f32`).
     Softmax,
+    /// Exact GELU of every element (`onnxc_gelu_f32`).
+    Gelu,
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -222,6 +224,7 @@ impl Schedule {
                     p.kind, p.kernel, p.strides
                 ),
                 StepKind::Softmax => "softmax (last axis)".to_string(),
+                StepKind::Gelu => "gelu".to_string(),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

@@ -283,6 +283,7 @@ pub(super) unsafe fn store_transposed(
                             .read_unaligned()
                     };
                 }
+                #[allow(clippy::needless_range_loop, reason = "j indexes blk's columns")]
                 for j in 0..B {
                     let col: [f32; B] = std::array::from_fn(|i| blk[i][j]);
                     // SAFETY: row c0+j, columns p0..p0+8 of y.

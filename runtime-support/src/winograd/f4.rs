@@ -134,7 +134,7 @@ pub(super) unsafe fn input_panel(
     bsz: usize,
     off: usize,
 ) {
-    debug_assert!(tw % 8 == 0 && t0 % 8 == 0);
+    debug_assert!(tw.is_multiple_of(8) && t0.is_multiple_of(8));
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx512() {
         // SAFETY: forwarded; AVX-512 detected.
@@ -271,7 +271,9 @@ mod avx512 {
         ((((1u64 << b) - 1) as u32) & !((1u32 << a) - 1)) as __mmask16
     }
 
+    /// add, sub and k·a + b for `super::bt`/`super::at`.
     #[inline(always)]
+    #[allow(clippy::type_complexity, reason = "three closure types")]
     fn ops() -> (
         impl Fn(__m512, __m512) -> __m512 + Copy,
         impl Fn(__m512, __m512) -> __m512 + Copy,
@@ -503,7 +505,9 @@ mod avx2 {
         ]
     }
 
+    /// add, sub and k·a + b for `super::bt`/`super::at`.
     #[inline(always)]
+    #[allow(clippy::type_complexity, reason = "three closure types")]
     fn ops() -> (
         impl Fn(__m256, __m256) -> __m256 + Copy,
         impl Fn(__m256, __m256) -> __m256 + Copy,

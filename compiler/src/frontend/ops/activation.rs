@@ -226,6 +226,16 @@ pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             )));
         }
     };
+    // The exact form on float32 of known shape: one runtime kernel (`Op::Gelu`).
+    let x = ctx.input(0)?;
+    let shape = ctx.shape(x);
+    if !tanh && ctx.dtype(x) == DType::F32 && crate::ir::dim::known_dims(&shape).is_some() {
+        return Ok(vec![ctx.add(
+            crate::ir::Op::Gelu,
+            vec![x],
+            crate::ir::TypeInfo::new(DType::F32, shape),
+        )?]);
+    }
     float_act(ctx, |dt, x| {
         let inner = if tanh {
             let x3 = mul(mul(x.clone(), x.clone()), x.clone());
