@@ -153,6 +153,61 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
 /// Whole convolution layers through `conv_f32` (packing, im2col, epilogue included), with
 /// the weights packed as the compiler packs them. `ONNXC_CONV_FILTER=cin,cout,hw[,k]` picks
 /// layers.
+/// (cin, cout, input hw, kernel, stride) of the light models' conv layers.
+const LAYERS: &[(i64, i64, i64, i64, i64)] = &[
+    (3, 64, 224, 7, 2),
+    (64, 64, 56, 3, 1),
+    (128, 128, 28, 3, 1),
+    (256, 256, 14, 3, 1),
+    (512, 512, 7, 3, 1),
+    (256, 1024, 14, 1, 1),
+    (1024, 256, 14, 1, 1),
+    (512, 2048, 7, 1, 1),
+    (2048, 512, 7, 1, 1),
+    // SqueezeNet's 3×3 expands, DenseNet's 3×3 growth convs (32 output channels).
+    (16, 64, 55, 3, 1),
+    (32, 128, 27, 3, 1),
+    (48, 192, 13, 3, 1),
+    (64, 256, 13, 3, 1),
+    (64, 192, 56, 3, 1),
+    (64, 96, 28, 3, 1),
+    (96, 96, 28, 3, 1),
+    (128, 32, 56, 3, 1),
+    (128, 32, 28, 3, 1),
+    (128, 32, 14, 3, 1),
+    (128, 32, 7, 3, 1),
+    // SqueezeNet's 1×1 expands: K of 16–64, output-bound.
+    (16, 64, 55, 1, 1),
+    (32, 128, 27, 1, 1),
+    // SqueezeNet's classifier (ldb 169: rows not 64-byte aligned).
+    (512, 1000, 13, 1, 1),
+    // Strided: SqueezeNet/MobileNet stems, ResNet-50 v1's 1×1 stride-2 downsampling.
+    (3, 64, 224, 3, 2),
+    (3, 32, 224, 3, 2),
+    // Other stems: SqueezeNet 1.0/ZFNet's 7×7/2 to 96, VGG's 3×3/1, AlexNet's 11×11/4,
+    // ShuffleNet's 3×3/2 to 24.
+    (3, 96, 224, 7, 2),
+    (3, 64, 224, 3, 1),
+    (3, 64, 224, 11, 4),
+    (3, 24, 224, 3, 2),
+    (1024, 512, 14, 1, 2),
+    (1024, 2048, 14, 1, 2),
+    (512, 1024, 28, 1, 2),
+    (256, 512, 56, 1, 2),
+    // ResNet-50 v1.5's strided 3×3 convs.
+    (128, 128, 56, 3, 2),
+    (256, 256, 28, 3, 2),
+    (512, 512, 14, 3, 2),
+    (512, 256, 28, 1, 2),
+    (64, 256, 56, 1, 1),
+    (256, 64, 56, 1, 1),
+    // DenseNet-121's bottleneck 1×1 convs (128 output channels, K growing by 32).
+    (256, 128, 56, 1, 1),
+    (512, 128, 28, 1, 1),
+    (1024, 128, 14, 1, 1),
+    (992, 128, 7, 1, 1),
+];
+
 fn conv_layers(peak: f64) {
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
     println!(
@@ -160,59 +215,7 @@ fn conv_layers(peak: f64) {
         "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak"
     );
     let filter = std::env::var("ONNXC_CONV_FILTER").ok();
-    for &(c, m, hw, k, st) in &[
-        (3i64, 64i64, 224i64, 7i64, 2i64),
-        (64, 64, 56, 3, 1),
-        (128, 128, 28, 3, 1),
-        (256, 256, 14, 3, 1),
-        (512, 512, 7, 3, 1),
-        (256, 1024, 14, 1, 1),
-        (1024, 256, 14, 1, 1),
-        (512, 2048, 7, 1, 1),
-        (2048, 512, 7, 1, 1),
-        // SqueezeNet's 3×3 expands, DenseNet's 3×3 growth convs (32 output channels).
-        (16, 64, 55, 3, 1),
-        (32, 128, 27, 3, 1),
-        (48, 192, 13, 3, 1),
-        (64, 256, 13, 3, 1),
-        (64, 192, 56, 3, 1),
-        (64, 96, 28, 3, 1),
-        (96, 96, 28, 3, 1),
-        (128, 32, 56, 3, 1),
-        (128, 32, 28, 3, 1),
-        (128, 32, 14, 3, 1),
-        (128, 32, 7, 3, 1),
-        // SqueezeNet's 1×1 expands: K of 16–64, output-bound.
-        (16, 64, 55, 1, 1),
-        (32, 128, 27, 1, 1),
-        // SqueezeNet's classifier (ldb 169: rows not 64-byte aligned).
-        (512, 1000, 13, 1, 1),
-        // Strided: SqueezeNet/MobileNet stems, ResNet-50 v1's 1×1 stride-2 downsampling.
-        (3, 64, 224, 3, 2),
-        (3, 32, 224, 3, 2),
-        // Other stems: SqueezeNet 1.0/ZFNet's 7×7/2 to 96, VGG's 3×3/1, AlexNet's 11×11/4,
-        // ShuffleNet's 3×3/2 to 24.
-        (3, 96, 224, 7, 2),
-        (3, 64, 224, 3, 1),
-        (3, 64, 224, 11, 4),
-        (3, 24, 224, 3, 2),
-        (1024, 512, 14, 1, 2),
-        (1024, 2048, 14, 1, 2),
-        (512, 1024, 28, 1, 2),
-        (256, 512, 56, 1, 2),
-        // ResNet-50 v1.5's strided 3×3 convs.
-        (128, 128, 56, 3, 2),
-        (256, 256, 28, 3, 2),
-        (512, 512, 14, 3, 2),
-        (512, 256, 28, 1, 2),
-        (64, 256, 56, 1, 1),
-        (256, 64, 56, 1, 1),
-        // DenseNet-121's bottleneck 1×1 convs (128 output channels, K growing by 32).
-        (256, 128, 56, 1, 1),
-        (512, 128, 28, 1, 1),
-        (1024, 128, 14, 1, 1),
-        (992, 128, 7, 1, 1),
-    ] {
+    for &(c, m, hw, k, st) in LAYERS {
         if let Some(f) = &filter {
             if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
                 continue;
@@ -297,6 +300,138 @@ fn conv_layers(peak: f64) {
             100.0 * gf / peak
         );
     }
+}
+
+/// `ONNXC_NCHWC=1`: each layer of `LAYERS` with channel counts divisible by 8 through
+/// `conv_f32` (NCHW) and through the blocked convolution (NCHWc), interleaved, best of 7
+/// rounds each (`ONNXC_CONV_FILTER` picks layers as above). The blocked layout's input
+/// conversion is not counted: in a model the layout is kept between layers.
+fn nchwc_layers() {
+    let filter = std::env::var("ONNXC_CONV_FILTER").ok();
+    println!(
+        "{:>5} {:>5} {:>4} {:>3} {:>3} {:>5} {:>10} {:>10}",
+        "cin", "cout", "hw", "k", "s", "group", "NCHW GF/s", "NCHWc GF/s"
+    );
+    // MobileNet's depthwise layers and ShuffleNet's grouped pointwise ones after LAYERS.
+    let extra: &[(i64, i64, i64, i64, i64, i64)] = &[
+        (32, 32, 112, 3, 1, 32),
+        (64, 64, 112, 3, 2, 64),
+        (128, 128, 56, 3, 1, 128),
+        (256, 256, 28, 3, 1, 256),
+        (512, 512, 14, 3, 1, 512),
+        (512, 512, 14, 3, 2, 512),
+        (1024, 1024, 7, 3, 1, 1024),
+        (240, 240, 28, 1, 1, 3),
+        (480, 480, 14, 1, 1, 3),
+    ];
+    let all = LAYERS
+        .iter()
+        .map(|&(c, m, hw, k, st)| (c, m, hw, k, st, 1))
+        .chain(extra.iter().copied());
+    for (c, m, hw, k, st, group) in all {
+        if let Some(f) = &filter {
+            if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
+                continue;
+            }
+        }
+        nchwc_layer(c, m, hw, k, st, group);
+    }
+}
+
+fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
+    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+    use onnxc_runtime::nchwc::{BlockedConv, Epilogue as BlockedEpilogue, conv as conv_blocked};
+    let pad = k / 2;
+    let o = (hw + 2 * pad - k) / st + 1;
+    let g = ConvGeometry {
+        n: 1,
+        c,
+        m,
+        group,
+        input: vec![hw, hw],
+        kernel: vec![k, k],
+        output: vec![o, o],
+        strides: vec![st, st],
+        dilations: vec![1, 1],
+        pads: vec![pad, pad],
+        wide_simd: onnxc_runtime::isa::wide_simd(),
+    };
+    let u = |v: i64| v as usize;
+    let bg = BlockedConv {
+        n: 1,
+        c: u(c),
+        m: u(m),
+        group: u(group),
+        input: [u(hw), u(hw)],
+        output: [u(o), u(o)],
+        kernel: [u(k), u(k)],
+        strides: [u(st), u(st)],
+        dilations: [1, 1],
+        pads: [u(pad), u(pad)],
+    };
+    if !bg.supported() {
+        return;
+    }
+    let x = data((c * hw * hw) as usize);
+    let w = data((m * c / group * k * k) as usize);
+    let wp = g.pack_weights(&w);
+    let mut wpb = Buf::zeros(bg.packed_weights_len());
+    wpb.copy_from_slice(&bg.pack_weights(&w));
+    let mut wpa = Buf::zeros(wp.len());
+    wpa.copy_from_slice(&wp);
+    let bias = data(m as usize);
+    let mut y = Buf::zeros((m * o * o) as usize);
+    let mut scratch = Buf::zeros(g.scratch_floats(true).max(bg.scratch_floats()));
+    let flops = 2.0 * (m * o * o * c / group * k * k) as f64;
+    let reps = (2e8 / flops) as usize + 1;
+    let (mut best_a, mut best_b) = (f64::MAX, f64::MAX);
+    let ep = BlockedEpilogue {
+        bias: bias.as_ptr(),
+        residual: std::ptr::null(),
+        lo: 0.0,
+        hi: f32::INFINITY,
+    };
+    for _ in 0..7 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            unsafe {
+                conv_f32(
+                    &g,
+                    x.as_ptr(),
+                    wpa.as_ptr(),
+                    true,
+                    bias.as_ptr(),
+                    std::ptr::null(),
+                    0.0,
+                    f32::INFINITY,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            black_box(y[0]);
+        }
+        best_a = best_a.min(t.elapsed().as_secs_f64() / reps as f64);
+        let t = Instant::now();
+        for _ in 0..reps {
+            unsafe {
+                conv_blocked(
+                    &bg,
+                    x.as_ptr(),
+                    wpb.as_ptr(),
+                    &ep,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            black_box(y[0]);
+        }
+        best_b = best_b.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    println!(
+        "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {group:>5} {:>10.1} {:>10.1}",
+        flops / best_a / 1e9,
+        flops / best_b / 1e9
+    );
 }
 
 /// Pooling layers of the light models through `pool2d_f32` (`ONNXC_POOL=1`; with
@@ -481,6 +616,10 @@ fn main() {
     }
     if std::env::var_os("ONNXC_CONV_FILTER").is_some() {
         conv_layers(peak);
+        return;
+    }
+    if std::env::var_os("ONNXC_NCHWC").is_some() {
+        nchwc_layers();
         return;
     }
     if std::env::var_os("ONNXC_POOL").is_some() {

@@ -133,6 +133,7 @@ pub mod conv;
 pub mod driver;
 pub mod gelu;
 pub mod gemm;
+pub mod nchwc;
 pub mod pool;
 pub mod softmax;
 pub mod winograd;

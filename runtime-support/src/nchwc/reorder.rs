@@ -1,0 +1,165 @@
+//! Layout conversions between NCHW and blocked NCHWc (`[n][c/8][hw][8]`). Channels beyond
+//! `c` in the last block are zero in the blocked form and dropped on the way back.
+
+use super::CB;
+
+/// NCHW → blocked, for `n` images of `c` channels × `hw` positions.
+///
+/// # Safety
+/// `x` holds `n × c × hw` floats, `y` holds `n × c.div_ceil(8) × hw × 8`; no overlap.
+pub unsafe fn to_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut f32) {
+    let cb = c.div_ceil(CB);
+    for img in 0..n {
+        for b in 0..cb {
+            // SAFETY: block b of image img in both layouts.
+            unsafe {
+                let src = x.add((img * c + b * CB) * hw);
+                let dst = y.add((img * cb + b) * hw * CB);
+                let chans = (c - b * CB).min(CB);
+                let mut p = 0;
+                #[cfg(target_arch = "x86_64")]
+                if chans == CB && crate::isa::avx2() {
+                    p = avx2::to_blocked_8x8(src, hw, dst);
+                }
+                for q in p..hw {
+                    for ci in 0..CB {
+                        *dst.add(q * CB + ci) = if ci < chans {
+                            *src.add(ci * hw + q)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Blocked → NCHW, for `n` images of `c` channels × `hw` positions.
+///
+/// # Safety
+/// As `to_blocked`, with the roles of x and y swapped.
+pub unsafe fn from_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut f32) {
+    let cb = c.div_ceil(CB);
+    for img in 0..n {
+        for b in 0..cb {
+            // SAFETY: block b of image img in both layouts.
+            unsafe {
+                let src = x.add((img * cb + b) * hw * CB);
+                let dst = y.add((img * c + b * CB) * hw);
+                let chans = (c - b * CB).min(CB);
+                let mut p = 0;
+                #[cfg(target_arch = "x86_64")]
+                if chans == CB && crate::isa::avx2() {
+                    p = avx2::from_blocked_8x8(src, hw, dst);
+                }
+                for q in p..hw {
+                    for ci in 0..chans {
+                        *dst.add(ci * hw + q) = *src.add(q * CB + ci);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// C ABI: `to_blocked`.
+///
+/// # Safety
+/// As `to_blocked`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_nchw_to_nchwc(x: *const f32, n: i64, c: i64, hw: i64, y: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { to_blocked(x, n as usize, c as usize, hw as usize, y) }
+}
+
+/// C ABI: `from_blocked`.
+///
+/// # Safety
+/// As `from_blocked`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_nchwc_to_nchw(x: *const f32, n: i64, c: i64, hw: i64, y: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { from_blocked(x, n as usize, c as usize, hw as usize, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::CB;
+    use std::arch::x86_64::*;
+
+    /// Transposes the 8×8 matrix held in `r` (rows in, columns out).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(s0, s4),
+            _mm256_permute2f128_ps::<0x20>(s1, s5),
+            _mm256_permute2f128_ps::<0x20>(s2, s6),
+            _mm256_permute2f128_ps::<0x20>(s3, s7),
+            _mm256_permute2f128_ps::<0x31>(s0, s4),
+            _mm256_permute2f128_ps::<0x31>(s1, s5),
+            _mm256_permute2f128_ps::<0x31>(s2, s6),
+            _mm256_permute2f128_ps::<0x31>(s3, s7),
+        ]
+    }
+
+    /// One full block, 8 positions at a time; returns the positions done.
+    ///
+    /// # Safety
+    /// `src` holds 8 channel rows of `hw` floats, `dst` `hw × 8` floats.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn to_blocked_8x8(src: *const f32, hw: usize, dst: *mut f32) -> usize {
+        let mut p = 0;
+        // SAFETY: positions p..p+8 of each row; 64 floats of dst at p × 8.
+        unsafe {
+            while p + 8 <= hw {
+                let r: [__m256; 8] =
+                    std::array::from_fn(|ci| _mm256_loadu_ps(src.add(ci * hw + p)));
+                for (q, v) in transpose8(r).iter().enumerate() {
+                    _mm256_storeu_ps(dst.add((p + q) * CB), *v);
+                }
+                p += 8;
+            }
+        }
+        p
+    }
+
+    /// One full block back to 8 channel rows, 8 positions at a time; returns the positions
+    /// done.
+    ///
+    /// # Safety
+    /// `src` holds `hw × 8` floats, `dst` 8 channel rows of `hw` floats.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn from_blocked_8x8(src: *const f32, hw: usize, dst: *mut f32) -> usize {
+        let mut p = 0;
+        // SAFETY: as above.
+        unsafe {
+            while p + 8 <= hw {
+                let r: [__m256; 8] =
+                    std::array::from_fn(|q| _mm256_loadu_ps(src.add((p + q) * CB)));
+                for (ci, v) in transpose8(r).iter().enumerate() {
+                    _mm256_storeu_ps(dst.add(ci * hw + p), *v);
+                }
+                p += 8;
+            }
+        }
+        p
+    }
+}

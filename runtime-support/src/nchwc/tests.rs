@@ -1,0 +1,315 @@
+use super::*;
+use crate::pool::PoolGeometry;
+
+fn rand(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Direct grouped NCHW convolution in f64 with the epilogue: the oracle.
+fn reference(
+    g: &BlockedConv,
+    x: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    res: &[f32],
+    lo: f32,
+    hi: f32,
+) -> Vec<f32> {
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let [kh, kw] = g.kernel;
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let mut y = vec![0f32; g.n * g.m * oh * ow];
+    for img in 0..g.n {
+        for m in 0..g.m {
+            let gi = m / mg;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = bias[m] as f64;
+                    for c in 0..cg {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let iy = (oy * g.strides[0] + ky * g.dilations[0]) as i64
+                                    - g.pads[0] as i64;
+                                let ix = (ox * g.strides[1] + kx * g.dilations[1]) as i64
+                                    - g.pads[1] as i64;
+                                if iy < 0 || ix < 0 || iy >= ih as i64 || ix >= iw as i64 {
+                                    continue;
+                                }
+                                let ch = gi * cg + c;
+                                acc += x[((img * g.c + ch) * ih + iy as usize) * iw + ix as usize]
+                                    as f64
+                                    * w[((m * cg + c) * kh + ky) * kw + kx] as f64;
+                            }
+                        }
+                    }
+                    let o = ((img * g.m + m) * oh + oy) * ow + ox;
+                    y[o] = crate::clamp_ep(acc as f32 + res[o], lo, hi);
+                }
+            }
+        }
+    }
+    y
+}
+
+#[allow(clippy::too_many_arguments, reason = "test geometry")]
+fn geom(
+    n: usize,
+    c: usize,
+    m: usize,
+    group: usize,
+    hw: [usize; 2],
+    k: [usize; 2],
+    s: usize,
+    pad: usize,
+    dil: usize,
+) -> BlockedConv {
+    let out = |d: usize| (hw[d] + 2 * pad - (k[d] - 1) * dil - 1) / s + 1;
+    BlockedConv {
+        n,
+        c,
+        m,
+        group,
+        input: hw,
+        output: [out(0), out(1)],
+        kernel: k,
+        strides: [s, s],
+        dilations: [dil, dil],
+        pads: [pad, pad],
+    }
+}
+
+fn check(g: &BlockedConv) {
+    assert!(g.supported(), "{g:?}");
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let x = rand(g.n * g.c * ih * iw, 1);
+    let w = rand(g.m * g.c / g.group * g.ksize(), 2);
+    let bias = rand(g.m, 3);
+    let res = rand(g.n * g.m * oh * ow, 4);
+    let want = reference(g, &x, &w, &bias, &res, -0.5, 3.0);
+    let mut xb = vec![0f32; x.len()];
+    let mut rb = vec![0f32; res.len()];
+    let mut yb = vec![f32::NAN; res.len()];
+    let mut y = vec![0f32; res.len()];
+    let wp = g.pack_weights(&w);
+    assert_eq!(wp.len(), g.packed_weights_len());
+    let mut scratch = vec![f32::NAN; g.scratch_floats()];
+    unsafe {
+        to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
+        to_blocked(res.as_ptr(), g.n, g.m, oh * ow, rb.as_mut_ptr());
+        let ep = Epilogue {
+            bias: bias.as_ptr(),
+            residual: rb.as_ptr(),
+            lo: -0.5,
+            hi: 3.0,
+        };
+        conv(
+            g,
+            xb.as_ptr(),
+            wp.as_ptr(),
+            &ep,
+            yb.as_mut_ptr(),
+            scratch.as_mut_ptr(),
+        );
+        from_blocked(yb.as_ptr(), g.n, g.m, oh * ow, y.as_mut_ptr());
+    }
+    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+            "{g:?}: element {i}: got {a}, want {b}"
+        );
+    }
+}
+
+#[test]
+fn matches_direct_convolution() {
+    for g in [
+        geom(1, 8, 8, 1, [5, 7], [1, 1], 1, 0, 1),
+        geom(1, 16, 24, 1, [9, 9], [1, 1], 1, 0, 1),
+        geom(2, 32, 16, 1, [13, 11], [3, 3], 1, 1, 1),
+        geom(1, 16, 40, 1, [14, 14], [1, 1], 2, 0, 1),
+        geom(1, 24, 32, 1, [15, 15], [3, 3], 2, 1, 1),
+        geom(1, 8, 16, 1, [12, 12], [3, 3], 1, 2, 2),
+        geom(1, 16, 8, 1, [7, 7], [5, 5], 1, 2, 1),
+        geom(1, 8, 16, 1, [20, 20], [7, 7], 2, 3, 1),
+        geom(1, 16, 16, 1, [6, 9], [1, 3], 1, 1, 1),
+        // Several depth passes (K = 80·9 > 256) and panel groups.
+        geom(1, 80, 48, 1, [10, 10], [3, 3], 1, 1, 1),
+        geom(1, 512, 40, 1, [4, 4], [1, 1], 1, 0, 1),
+        // Groups of whole blocks (ShuffleNet-style), with an odd number of blocks per group.
+        geom(1, 48, 48, 3, [9, 9], [1, 1], 1, 0, 1),
+        geom(2, 16, 32, 2, [8, 8], [3, 3], 2, 1, 1),
+        // Depthwise, strides 1 and 2, dilation, no padding.
+        geom(1, 16, 16, 16, [11, 11], [3, 3], 1, 1, 1),
+        geom(2, 24, 24, 24, [14, 13], [3, 3], 2, 1, 1),
+        geom(1, 8, 8, 8, [9, 9], [5, 5], 1, 4, 2),
+        geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 0, 1),
+    ] {
+        check(&g);
+    }
+}
+
+#[test]
+fn encode_round_trips() {
+    let g = geom(2, 16, 32, 2, [8, 9], [3, 1], 2, 1, 1);
+    let p = g.encode();
+    assert_eq!(unsafe { BlockedConv::decode(p.as_ptr()) }, g);
+}
+
+#[test]
+fn supported_geometries() {
+    assert!(!geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(!geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom(1, 24, 24, 6, [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(geom(1, 24, 24, 3, [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom(1, 8, 16, 8, [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 1, 1).supported());
+}
+
+#[test]
+fn reorders_round_trip_with_partial_blocks() {
+    for (n, c, hw) in [(1, 8, 64), (2, 13, 37), (1, 3, 5), (1, 24, 49)] {
+        let x = rand(n * c * hw, 7);
+        let mut b = vec![f32::NAN; n * c.div_ceil(CB) * CB * hw];
+        let mut y = vec![f32::NAN; x.len()];
+        unsafe {
+            to_blocked(x.as_ptr(), n, c, hw, b.as_mut_ptr());
+            from_blocked(b.as_ptr(), n, c, hw, y.as_mut_ptr());
+        }
+        assert_eq!(x, y);
+        let cb = c.div_ceil(CB);
+        for img in 0..n {
+            for ch in 0..cb * CB {
+                for p in 0..hw {
+                    let got = b[((img * cb + ch / CB) * hw + p) * CB + ch % CB];
+                    let want = if ch < c {
+                        x[(img * c + ch) * hw + p]
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(got, want, "n={n} c={c} hw={hw} ch={ch} p={p}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pooling_matches_the_plain_kernel() {
+    #[allow(clippy::type_complexity, reason = "a table of cases")]
+    let cases: &[(
+        i64,
+        bool,
+        i64,
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+    )] = &[
+        // kind, count_include_pad, p, input, kernel, strides, dilations, pads begin, pads end
+        (
+            0,
+            false,
+            0,
+            [13, 13],
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [0, 0],
+            [1, 1],
+        ),
+        (
+            0,
+            false,
+            0,
+            [112, 112],
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+        ),
+        (
+            1,
+            false,
+            0,
+            [14, 14],
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+        ),
+        (1, true, 0, [9, 7], [3, 2], [2, 1], [1, 1], [1, 0], [1, 1]),
+        (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
+        (
+            0,
+            false,
+            0,
+            [10, 10],
+            [3, 3],
+            [1, 1],
+            [2, 2],
+            [2, 2],
+            [2, 2],
+        ),
+        (2, false, 2, [8, 8], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
+    ];
+    for &(kind, cip, p, input, kernel, strides, dilations, pads_begin, pads_end) in cases {
+        let out = |d: usize| {
+            (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
+                / strides[d]
+                + 1
+        };
+        let (n, c) = (2usize, 16usize);
+        let plain = PoolGeometry {
+            kind,
+            count_include_pad: cip,
+            p,
+            planes: (n * c) as i64,
+            input,
+            output: [out(0), out(1)],
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            pads_end,
+        };
+        let blocked = PoolGeometry {
+            planes: (n * c / CB) as i64,
+            ..plain.clone()
+        };
+        let (ihw, ohw) = ((input[0] * input[1]) as usize, (out(0) * out(1)) as usize);
+        let x = rand(n * c * ihw, 9);
+        let mut want = vec![0f32; n * c * ohw];
+        let mut scratch = vec![0f32; plain.scratch_floats()];
+        unsafe {
+            crate::pool::pool2d_f32(&plain, x.as_ptr(), want.as_mut_ptr(), scratch.as_mut_ptr())
+        };
+        let mut xb = vec![0f32; x.len()];
+        let mut yb = vec![f32::NAN; want.len()];
+        let mut y = vec![0f32; want.len()];
+        unsafe {
+            to_blocked(x.as_ptr(), n, c, ihw, xb.as_mut_ptr());
+            pool::pool(&blocked, xb.as_ptr(), yb.as_mut_ptr());
+            from_blocked(yb.as_ptr(), n, c, ohw, y.as_mut_ptr());
+        }
+        for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{plain:?}: element {i}: got {a}, want {b}"
+            );
+        }
+    }
+}
