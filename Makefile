@@ -19,14 +19,14 @@ $(VENV)/.stamp: tests/conformance/requirements.txt
 venv: $(VENV)/.stamp
 
 # The ONNX backend test suite of the pinned onnx package, written to disk once.
-$(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py
+$(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py tests/conformance/onnxc_cases.py
 	$(VENV)/bin/python tests/conformance/gen_suite.py --out $(SUITE)
 
 suite: $(SUITE)/cases.tsv
 
 # Unit and integration tests, then every case of the conformance manifest at -O2 and -O0.
 # The runtime's AVX2+FMA and portable kernels are also checked on AVX-512 machines by capping
-# the instruction set (ONNXC_RUNTIME_ISA): unit tests, and the light models and conv/pool cases.
+# the instruction set (ONNXC_RUNTIME_ISA): unit tests, and the light models and conv/pool/onnxc cases.
 test: build suite
 	$(CARGO) test --release --workspace
 	./target/release/conformance --check --manifest-only --opt O2
@@ -37,6 +37,7 @@ test: build suite
 	ONNXC_RUNTIME_ISA=avx2 ./target/release/conformance --check --manifest-only --opt O2 --filter conv
 	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter conv
 	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter pool
+	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter onnxc
 
 unit: build
 	$(CARGO) test --release --workspace

@@ -10,7 +10,8 @@ Layout (the standard one, as `onnx.backend.test.cmd_tools generate-data` writes 
     OUT/case_ops.tsv  the op types each case uses (for docs/supported-ops.md)
 
 kinds: node (generated in-process, 1884 cases), pytorch-converted, pytorch-operator,
-simple, light (the `real` cases, pointing at data/light in the wheel; light inputs are arange(n)/n as onnx's runner makes them).
+simple, light (the `real` cases, pointing at data/light in the wheel; light inputs are arange(n)/n as onnx's runner makes them),
+onnxc (the project's own cases, `onnxc_cases.py`, expected outputs from onnxruntime).
 """
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 from onnx.backend.test.loader import load_model_tests
+
+import onnxc_cases
+
+# Bumped when the generated cases change, so an existing suite folder is rewritten.
+GENERATOR = 2
 
 SHIPPED_KINDS = ["pytorch-converted", "pytorch-operator", "simple", "real"]
 
@@ -127,7 +133,12 @@ def main() -> int:
     stamp = os.path.join(out, "cases.json")
     if os.path.exists(stamp):
         with open(stamp) as f:
-            if json.load(f).get("onnx_version") == onnx.__version__ and os.path.exists(os.path.join(out, "case_ops.tsv")):
+            stamp_data = json.load(f)
+            if (
+                stamp_data.get("onnx_version") == onnx.__version__
+                and stamp_data.get("generator") == GENERATOR
+                and os.path.exists(os.path.join(out, "case_ops.tsv"))
+            ):
                 print(f"suite for onnx {onnx.__version__} already at {out}")
                 return 0
         shutil.rmtree(out)
@@ -147,12 +158,13 @@ def main() -> int:
             else:
                 shutil.copytree(case.model_dir, d, dirs_exist_ok=True)
             cases.append({"kind": out_kind, "name": case.name, "dir": d, "rtol": case.rtol, "atol": case.atol})
+    cases += onnxc_cases.write(out)
     write_op_tables(out, cases)
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for c in cases:
             f.write(f"{c['kind']}\t{c['name']}\t{c['dir']}\t{c['rtol']!r}\t{c['atol']!r}\n")
     with open(stamp, "w") as f:
-        json.dump({"onnx_version": onnx.__version__, "cases": cases}, f, indent=1)
+        json.dump({"onnx_version": onnx.__version__, "generator": GENERATOR, "cases": cases}, f, indent=1)
     by_kind = {}
     for c in cases:
         by_kind[c["kind"]] = by_kind.get(c["kind"], 0) + 1

@@ -155,17 +155,20 @@ fn compile_bytes_inner(
     if emit == Some(Emit::Graph) {
         return Ok(dump_only(prefix, graph.dump()));
     }
+    // The host runs what it compiles unless a target is named (then: a portable x86-64-v2
+    // object, tuned like the AVX2 kernels).
+    let wide_simd = opts.target.is_none() && onnxc_runtime::isa::wide_simd();
     let fuse = FuseOptions {
         inline: optimize,
         epilogues: optimize,
+        layout: schedule::layout::LayoutOptions {
+            blocked: optimize,
+            wide_simd,
+        },
     };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
     drop(graph);
-    // The host runs what it compiles unless a target is named (then: a portable x86-64-v2
-    // object, tuned like the AVX2 kernels).
-    let lower = loops::lower::LowerOptions {
-        wide_simd: opts.target.is_none() && onnxc_runtime::isa::wide_simd(),
-    };
+    let lower = loops::lower::LowerOptions { wide_simd };
     let program = loops::lower::lower(&mut sched, &lower)?;
     if emit == Some(Emit::Schedule) {
         return Ok(dump_only(prefix, sched.dump()));

@@ -9,6 +9,7 @@ use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
 use crate::ir::interp::strides_of;
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
+use onnxc_runtime::nchwc::BlockedConv;
 
 /// What lowering needs to know of the target.
 #[derive(Clone, Copy, Debug, Default)]
@@ -179,6 +180,9 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
         StepKind::Conv(c) => {
             geometry(s, st, c, opts).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4
         }
+        StepKind::ConvBlocked(c) => {
+            blocked_conv_geometry(s, st, c).map_or(0, |g| g.scratch_floats() as u64 * 4)
+        }
         StepKind::MatMul(m) => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m);
             onnxc_runtime::gemm::gemm_scratch_len(
@@ -215,6 +219,15 @@ fn geometry(s: &Schedule, st: &Step, c: &ConvOp, opts: &LowerOptions) -> ConvGeo
         pads: c.pads_begin.clone(),
         wide_simd: opts.wide_simd,
     }
+}
+
+/// The geometry of a blocked convolution step (shapes `[n, c/8, h, w, 8]`).
+fn blocked_conv_geometry(s: &Schedule, st: &Step, c: &ConvOp) -> Option<BlockedConv> {
+    let plain = |v: SvId| {
+        let b = &s.values[v].shape;
+        vec![b[0], b[1] * b[4], b[2], b[3]]
+    };
+    schedule::layout::blocked_geometry(s, st, c, &plain(st.inputs[0]), &plain(st.output))
 }
 
 /// Flat row-major offset of a multi-index into a buffer of `shape`.
@@ -371,6 +384,57 @@ impl StepCx<'_> {
             }
             StepKind::MatMul(m) => self.matmul(m, scratch),
             StepKind::Conv(c) => self.conv(c, scratch),
+            StepKind::ConvBlocked(c) => self.conv_blocked(c, scratch),
+            StepKind::PoolBlocked(p) => {
+                let x = self.st.inputs[0];
+                let xs = self.shape(x);
+                let plain_in = [xs[0], xs[1] * xs[4], xs[2], xs[3]];
+                let mut g = p.geometry(&plain_in, &oshape);
+                g.planes = xs[0] * xs[1];
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::PoolNchwcF32,
+                    args: vec![
+                        Arg::Params(g.encode()),
+                        Arg::Ptr {
+                            buf: self.buf(x),
+                            offset: expr::i(0),
+                        },
+                        Arg::Ptr {
+                            buf: obuf,
+                            offset: expr::i(0),
+                        },
+                    ],
+                }])
+            }
+            StepKind::Reorder { to_blocked } => {
+                let x = self.st.inputs[0];
+                let plain = if *to_blocked {
+                    self.shape(x)
+                } else {
+                    &oshape[..]
+                };
+                let (n, c, hw) = (plain[0], plain[1], plain[2] * plain[3]);
+                Ok(vec![Stmt::Call {
+                    kernel: if *to_blocked {
+                        Kernel::NchwToNchwc
+                    } else {
+                        Kernel::NchwcToNchw
+                    },
+                    args: vec![
+                        Arg::Ptr {
+                            buf: self.buf(x),
+                            offset: expr::i(0),
+                        },
+                        Arg::Int(expr::i(n)),
+                        Arg::Int(expr::i(c)),
+                        Arg::Int(expr::i(hw)),
+                        Arg::Ptr {
+                            buf: obuf,
+                            offset: expr::i(0),
+                        },
+                    ],
+                }])
+            }
             StepKind::Concat { axis } => {
                 let outer: i64 = oshape[..*axis].iter().product();
                 let inner: i64 = oshape[axis + 1..].iter().product();
@@ -679,6 +743,42 @@ impl StepCx<'_> {
             epilogue: None,
         };
         Ok(self.nest(&so, 0, vec![red], false))
+    }
+
+    /// A convolution over blocked tensors (`schedule::layout`): weights packed for the
+    /// blocked kernel (the epilogue's scale is already folded in).
+    fn conv_blocked(&self, c: &ConvOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
+        let g = blocked_conv_geometry(self.s, self.st, c)
+            .ok_or_else(|| Error::Internal("blocked conv with an unsupported geometry".into()))?;
+        let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
+        let (bias, residual, clamp) = self.epilogue_args(expr::i(0));
+        let wbuf = self.new_const(&g.pack_weights(&const_f32(self.s, w)));
+        let scratch = match scratch {
+            Some(o) => Arg::Scratch { offset: o },
+            None => Arg::Null,
+        };
+        Ok(vec![Stmt::Call {
+            kernel: Kernel::ConvNchwcF32,
+            args: vec![
+                Arg::Params(g.encode()),
+                Arg::Ptr {
+                    buf: self.buf(x),
+                    offset: expr::i(0),
+                },
+                Arg::Ptr {
+                    buf: wbuf,
+                    offset: expr::i(0),
+                },
+                bias,
+                residual,
+                clamp,
+                Arg::Ptr {
+                    buf: self.buf(out),
+                    offset: expr::i(0),
+                },
+                scratch,
+            ],
+        }])
     }
 
     fn conv(&self, c: &ConvOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {

@@ -52,6 +52,15 @@ pub enum Kernel {
     ConvF32,
     /// `onnxc_pool2d_f32(params, x, y, scratch)`.
     Pool2dF32,
+    /// `onnxc_conv_nchwc_f32(params, x, w_packed, bias, residual, clamp, y, scratch)`:
+    /// convolution over channel-blocked tensors.
+    ConvNchwcF32,
+    /// `onnxc_pool_nchwc_f32(params, x, y)`: pooling over channel-blocked planes.
+    PoolNchwcF32,
+    /// `onnxc_nchw_to_nchwc(x, n, c, hw, y)`.
+    NchwToNchwc,
+    /// `onnxc_nchwc_to_nchw(x, n, c, hw, y)`.
+    NchwcToNchw,
     /// `onnxc_softmax_f32(x, y, rows, n)`: softmax of each row of `n` floats.
     SoftmaxF32,
     /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
@@ -65,6 +74,10 @@ impl Kernel {
             Kernel::SgemmPb => "onnxc_sgemm_pb",
             Kernel::ConvF32 => "onnxc_conv_f32",
             Kernel::Pool2dF32 => "onnxc_pool2d_f32",
+            Kernel::ConvNchwcF32 => "onnxc_conv_nchwc_f32",
+            Kernel::PoolNchwcF32 => "onnxc_pool_nchwc_f32",
+            Kernel::NchwToNchwc => "onnxc_nchw_to_nchwc",
+            Kernel::NchwcToNchw => "onnxc_nchwc_to_nchw",
             Kernel::SoftmaxF32 => "onnxc_softmax_f32",
             Kernel::GeluF32 => "onnxc_gelu_f32",
         }

@@ -15,6 +15,8 @@ pub struct FuseOptions {
     pub inline: bool,
     /// Fuse elementwise consumers into reductions.
     pub epilogues: bool,
+    /// Channel-blocked layouts (`layout.rs`).
+    pub layout: super::layout::LayoutOptions,
 }
 
 impl Default for FuseOptions {
@@ -22,6 +24,10 @@ impl Default for FuseOptions {
         FuseOptions {
             inline: true,
             epilogues: true,
+            layout: super::layout::LayoutOptions {
+                blocked: true,
+                wide_simd: false,
+            },
         }
     }
 }
@@ -510,6 +516,14 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             epilogue: None,
         });
     }
+    // Layouts, before concat inputs are placed in their output (a blocked concat's inputs
+    // are blocked slices).
+    let out_svs: Vec<SvId> = g
+        .outputs
+        .iter()
+        .filter_map(|o| sv.get(&o.value).copied())
+        .collect();
+    super::layout::assign(&mut s, &out_svs, &opts.layout);
     place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
     for (k, o) in g.outputs.iter().enumerate() {

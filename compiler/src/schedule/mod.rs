@@ -7,6 +7,7 @@
 
 pub mod epilogue;
 pub mod fuse;
+pub mod layout;
 pub mod memory;
 
 use crate::ir::expr::{self, E};
@@ -72,6 +73,9 @@ pub enum StepKind {
     },
     MatMul(MatMulOp),
     Conv(ConvOp),
+    /// A convolution over channel-blocked input, output and residual
+    /// (`onnxc_conv_nchwc_f32`; see `layout.rs`).
+    ConvBlocked(ConvOp),
     Concat {
         axis: usize,
     },
@@ -82,6 +86,13 @@ pub enum StepKind {
     },
     Scatter(ScatterOp),
     Pool(PoolOp),
+    /// Pooling over a channel-blocked input into a blocked output (`onnxc_pool_nchwc_f32`).
+    PoolBlocked(PoolOp),
+    /// Layout conversion of a float `[n, c, h, w]` value to its blocked form
+    /// `[n, c/8, h, w, 8]` (`to_blocked`) or back.
+    Reorder {
+        to_blocked: bool,
+    },
     /// Softmax along the last axis (`onnxc_softmax_f32`).
     Softmax,
     /// Exact GELU of every element (`onnxc_gelu_f32`).
@@ -205,6 +216,20 @@ impl Schedule {
                     "conv group={} strides={:?} pads={:?}/{:?}",
                     c.group, c.strides, c.pads_begin, c.pads_end
                 ),
+                StepKind::ConvBlocked(c) => format!(
+                    "conv.nchwc group={} strides={:?} pads={:?}/{:?}",
+                    c.group, c.strides, c.pads_begin, c.pads_end
+                ),
+                StepKind::PoolBlocked(p) => format!(
+                    "pool.nchwc {:?} kernel={:?} strides={:?}",
+                    p.kind, p.kernel, p.strides
+                ),
+                StepKind::Reorder { to_blocked } => if *to_blocked {
+                    "reorder to nchwc"
+                } else {
+                    "reorder to nchw"
+                }
+                .to_string(),
                 StepKind::Concat { axis } => format!("concat axis={axis}"),
                 StepKind::ConcatRest { parts } => format!("concat (in place) copying to {parts:?}"),
                 StepKind::Scatter(sc) => format!(

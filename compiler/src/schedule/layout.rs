@@ -1,0 +1,479 @@
+//! Channel-blocked layout assignment (NCHWc, `onnxc_runtime::nchwc`): float convolutions
+//! whose channels come in whole blocks of 8 run on blocked tensors `[n][c/8][h][w][8]`, and
+//! the layout propagates through the steps around them that can read it — pooling,
+//! elementwise maps, channel concatenation, spatial reductions — so a CNN converts its
+//! activations once at the first convolution and once where a step needs the plain layout.
+//!
+//! A value keeps its `SvId` as the *plain* (NCHW) form; its blocked form is a separate
+//! 5-D value `[n, c/8, h, w, 8]`. A step that produces a value in blocked form leaves the
+//! plain one unproduced until some consumer needs it; then a `Reorder` step fills it (or,
+//! when `h·w = 1` and the two layouts coincide, it becomes a view of the blocked value).
+//! **Invariant:** every step reads forms that earlier steps produced; every graph output's
+//! plain form is produced.
+
+use super::{SValue, Schedule, Step, StepKind, Storage, SvId};
+use crate::ir::DType;
+use crate::ir::expr::{self, E, ExprKind};
+use crate::ir::graph::ConvOp;
+use onnxc_runtime::nchwc::{BlockedConv, CB};
+use std::collections::{HashMap, HashSet};
+
+/// Whether and for which target blocked layouts are chosen.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LayoutOptions {
+    /// Use blocked layouts at all (off at -O0).
+    pub blocked: bool,
+    /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win there, and the
+    /// blocked kernels are 256-bit, so blocked layouts are not used.
+    pub wide_simd: bool,
+}
+
+/// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
+/// compute it: float32, 2-D, constant weights, channels in whole blocks (per group or
+/// depthwise), non-negative padding.
+pub fn blocked_geometry(
+    s: &Schedule,
+    st: &Step,
+    c: &ConvOp,
+    x: &[i64],
+    y: &[i64],
+) -> Option<BlockedConv> {
+    let w = &s.values[st.inputs[1]];
+    if x.len() != 4
+        || w.shape.len() != 4
+        || s.values[st.output].dtype != DType::F32
+        || !matches!(s.values[s.root(st.inputs[1])].storage, Storage::Const(_))
+        || c.pads_begin.iter().chain(&c.pads_end).any(|&p| p < 0)
+        || c.group <= 0
+    {
+        return None;
+    }
+    let u = |v: i64| usize::try_from(v).ok();
+    let pair = |v: &[i64]| Some([u(v[0])?, u(v[1])?]);
+    let g = BlockedConv {
+        n: u(x[0])?,
+        c: u(x[1])?,
+        m: u(w.shape[0])?,
+        group: u(c.group)?,
+        input: pair(&x[2..])?,
+        output: pair(&y[2..])?,
+        kernel: pair(&w.shape[2..])?,
+        strides: pair(&c.strides)?,
+        dilations: pair(&c.dilations)?,
+        pads: pair(&c.pads_begin)?,
+    };
+    g.supported().then_some(g)
+}
+
+/// The blocked shape of a plain `[n, c, h, w]`.
+fn blocked_shape(shape: &[i64]) -> Vec<i64> {
+    vec![
+        shape[0],
+        shape[1] / CB as i64,
+        shape[2],
+        shape[3],
+        CB as i64,
+    ]
+}
+
+/// A plain 4-D float value whose channels come in whole blocks.
+fn blockable(v: &SValue) -> bool {
+    v.dtype == DType::F32 && v.shape.len() == 4 && v.shape[1] > 0 && v.shape[1] % CB as i64 == 0
+}
+
+struct Pass<'a> {
+    s: &'a mut Schedule,
+    opts: LayoutOptions,
+    steps: Vec<Step>,
+    /// Plain value → its blocked form.
+    blocked: HashMap<SvId, SvId>,
+    /// Plain values produced so far only in blocked form.
+    blocked_only: HashSet<SvId>,
+}
+
+impl Pass<'_> {
+    fn new_value(&mut self, like: SvId, shape: Vec<i64>) -> SvId {
+        let v = &self.s.values[like];
+        self.s.values.push(SValue {
+            name: format!("{}/nchwc", v.name),
+            dtype: v.dtype,
+            shape,
+            storage: Storage::Arena(0),
+        });
+        self.s.values.len() - 1
+    }
+
+    /// Makes `v`'s plain form available before the next step.
+    fn plain(&mut self, v: SvId) {
+        let r = self.s.root(v);
+        if !self.blocked_only.remove(&r) {
+            return;
+        }
+        let b = self.blocked[&r];
+        let sh = &self.s.values[r].shape;
+        if sh.len() == 4 && sh[2] * sh[3] == 1 {
+            // [n, c, 1, 1] and [n, c/8, 1, 1, 8] are the same bytes.
+            self.s.values[r].storage = Storage::View(b);
+            return;
+        }
+        self.steps.push(Step {
+            kind: StepKind::Reorder { to_blocked: false },
+            inputs: vec![b],
+            output: r,
+            origins: vec![reorder_origin(&self.s.values[r].name, "ToNCHW")],
+            epilogue: None,
+        });
+    }
+
+    /// The blocked form of `v` (a `blockable` value), converting it if needed.
+    fn blocked(&mut self, v: SvId) -> SvId {
+        if let Some(&b) = self.blocked.get(&v) {
+            return b;
+        }
+        self.plain(v);
+        let b = self.new_value(v, blocked_shape(&self.s.values[v].shape));
+        self.steps.push(Step {
+            kind: StepKind::Reorder { to_blocked: true },
+            inputs: vec![v],
+            output: b,
+            origins: vec![reorder_origin(&self.s.values[v].name, "ToNCHWc")],
+            epilogue: None,
+        });
+        self.blocked.insert(v, b);
+        b
+    }
+
+    /// `st`'s output is produced in blocked form only, into a new value.
+    fn blocked_output(&mut self, st: &Step) -> SvId {
+        let out = st.output;
+        let b = self.new_value(out, blocked_shape(&self.s.values[out].shape));
+        self.blocked.insert(out, b);
+        self.blocked_only.insert(out);
+        b
+    }
+
+    fn step(&mut self, st: Step) {
+        let converted = match &st.kind {
+            StepKind::Conv(c) => self.conv(&st, c),
+            StepKind::Pool(p) => {
+                let x = st.inputs[0];
+                let ok = p.kernel.len() == 2
+                    && self.blocked.contains_key(&x)
+                    && self.s.values[st.output].dtype == DType::F32;
+                ok.then(|| {
+                    let xb = self.blocked[&x];
+                    let ob = self.blocked_output(&st);
+                    Step {
+                        kind: StepKind::PoolBlocked(p.clone()),
+                        inputs: vec![xb],
+                        output: ob,
+                        ..st.clone()
+                    }
+                })
+            }
+            StepKind::Map { body } => self.map(&st, body),
+            StepKind::Reduce {
+                kind,
+                extents,
+                body,
+                epilogue,
+            } => self.reduce(&st, *kind, extents, body, epilogue.as_ref()),
+            StepKind::Concat { axis: 1 } => self.concat(&st),
+            _ => None,
+        };
+        match converted {
+            Some(s) => self.steps.push(s),
+            None => {
+                for &v in &st.inputs {
+                    self.plain(v);
+                }
+                self.steps.push(st);
+            }
+        }
+    }
+
+    fn conv(&mut self, st: &Step, c: &ConvOp) -> Option<Step> {
+        let x = st.inputs[0];
+        let (xs, ys) = (
+            self.s.values[x].shape.clone(),
+            self.s.values[st.output].shape.clone(),
+        );
+        let g = blocked_geometry(self.s, st, c, &xs, &ys)?;
+        // Where Winograd applies, the plain kernels are faster even with the conversions.
+        let plain = onnxc_runtime::conv::ConvGeometry {
+            n: xs[0],
+            c: xs[1],
+            m: g.m as i64,
+            group: c.group,
+            input: xs[2..].to_vec(),
+            kernel: g.kernel.iter().map(|&k| k as i64).collect(),
+            output: ys[2..].to_vec(),
+            strides: c.strides.clone(),
+            dilations: c.dilations.clone(),
+            pads: c.pads_begin.clone(),
+            wide_simd: self.opts.wide_simd,
+        };
+        if plain.use_winograd() {
+            return None;
+        }
+        let mut inputs = st.inputs.clone();
+        inputs[0] = self.blocked(x);
+        if let Some(r) = st.epilogue.as_ref().and_then(|e| e.residual) {
+            if !blockable(&self.s.values[inputs[r]]) || self.s.values[inputs[r]].shape != ys {
+                return None;
+            }
+            inputs[r] = self.blocked(inputs[r]);
+        }
+        let out = self.blocked_output(st);
+        Some(Step {
+            kind: StepKind::ConvBlocked(c.clone()),
+            inputs,
+            output: out,
+            ..st.clone()
+        })
+    }
+
+    /// Operands of `body` loaded only at the identity index of a 4-D output of `shape`.
+    fn identity_operands(&self, st: &Step, body: &E, shape: &[i64]) -> Vec<bool> {
+        let mut ok: Vec<bool> = st
+            .inputs
+            .iter()
+            .map(|&v| self.s.values[v].shape == shape)
+            .collect();
+        expr::rewrite(body, &mut |e| {
+            if let ExprKind::Load { input, index } = &e.kind
+                && (*input as usize) < ok.len()
+                && !is_identity(index, 4)
+            {
+                ok[*input as usize] = false;
+            }
+            None
+        });
+        ok
+    }
+
+    fn map(&mut self, st: &Step, body: &E) -> Option<Step> {
+        let out = &self.s.values[st.output];
+        if !blockable(out) {
+            return None;
+        }
+        let shape = out.shape.clone();
+        let ident = self.identity_operands(st, body, &shape);
+        let use_blocked: Vec<bool> = st
+            .inputs
+            .iter()
+            .zip(&ident)
+            .map(|(v, &id)| id && self.blocked.contains_key(v))
+            .collect();
+        if !use_blocked.contains(&true) {
+            return None;
+        }
+        let lane = expr::var(4);
+        let chan = expr::add(expr::mul(expr::var(1), expr::i(CB as i64)), lane.clone());
+        let id5: Vec<E> = (0..5).map(expr::var).collect();
+        let body = expr::rewrite(body, &mut |e| match &e.kind {
+            ExprKind::Load { input, .. } if use_blocked.get(*input as usize) == Some(&true) => {
+                Some(expr::load(e.dtype, *input, id5.clone()))
+            }
+            ExprKind::Var(1) => Some(chan.clone()),
+            _ => None,
+        });
+        let inputs = self.operands(st, &use_blocked);
+        let output = self.blocked_output(st);
+        Some(Step {
+            kind: StepKind::Map { body },
+            inputs,
+            output,
+            ..st.clone()
+        })
+    }
+
+    /// The step's operands: blocked forms where `use_blocked`, plain ones elsewhere.
+    fn operands(&mut self, st: &Step, use_blocked: &[bool]) -> Vec<SvId> {
+        st.inputs
+            .iter()
+            .zip(use_blocked)
+            .map(|(&v, &b)| {
+                if b {
+                    self.blocked[&v]
+                } else {
+                    self.plain(v);
+                    v
+                }
+            })
+            .collect()
+    }
+
+    /// A reduction over the spatial dims of a blocked operand into `[n, c]` or
+    /// `[n, c, 1, 1]` (global pooling): it reads the blocked form directly and writes a
+    /// `[n, c/8, 1, 1, 8]` value, which is the plain result byte for byte.
+    fn reduce(
+        &mut self,
+        st: &Step,
+        kind: crate::ir::graph::ReduceKind,
+        extents: &[i64],
+        body: &E,
+        epilogue: Option<&E>,
+    ) -> Option<Step> {
+        let out = &self.s.values[st.output];
+        let r = out.shape.len();
+        let flat_tail = r == 2 || r == 4 && out.shape[2] == 1 && out.shape[3] == 1;
+        if out.dtype != DType::F32
+            || !flat_tail
+            || out.shape[1] <= 0
+            || out.shape[1] % CB as i64 != 0
+        {
+            return None;
+        }
+        let (n, c) = (out.shape[0], out.shape[1]);
+        // Blocked operands: 4-D [n, c, h, w] loaded at [v0, v1, e2, e3], e2/e3 free of the
+        // output variables.
+        let mut use_blocked: Vec<bool> = st
+            .inputs
+            .iter()
+            .map(|v| {
+                let x = &self.s.values[*v];
+                self.blocked.contains_key(v)
+                    && x.shape.len() == 4
+                    && x.shape[0] == n
+                    && x.shape[1] == c
+            })
+            .collect();
+        let outer_free = |e: &E| !mentions_var_below(e, r as u32);
+        let mut check = |e: &E| {
+            expr::rewrite(e, &mut |x| {
+                if let ExprKind::Load { input, index } = &x.kind
+                    && let Some(u) = use_blocked.get_mut(*input as usize)
+                {
+                    *u &= index.len() == 4
+                        && matches!(index[0].kind, ExprKind::Var(0))
+                        && matches!(index[1].kind, ExprKind::Var(1))
+                        && outer_free(&index[2])
+                        && outer_free(&index[3]);
+                }
+                None
+            });
+        };
+        check(body);
+        if let Some(e) = epilogue {
+            check(e);
+        }
+        if !use_blocked.contains(&true) {
+            return None;
+        }
+        // New variables: [n, c/8, 1, 1, lane], reduction variables from 5.
+        let lane = expr::var(4);
+        let chan = expr::add(expr::mul(expr::var(1), expr::i(CB as i64)), lane.clone());
+        let remap = |e: &E| -> E {
+            fn go(e: &E, r: u32, chan: &E, lane: &E, ub: &[bool]) -> E {
+                expr::rewrite(e, &mut |x| match &x.kind {
+                    ExprKind::Load { input, index } if ub.get(*input as usize) == Some(&true) => {
+                        let ix = vec![
+                            expr::var(0),
+                            expr::var(1),
+                            go(&index[2], r, chan, lane, ub),
+                            go(&index[3], r, chan, lane, ub),
+                            lane.clone(),
+                        ];
+                        Some(expr::load(x.dtype, *input, ix))
+                    }
+                    ExprKind::Var(0) => Some(expr::var(0)),
+                    ExprKind::Var(1) => Some(chan.clone()),
+                    ExprKind::Var(v) if *v < r => Some(expr::i(0)),
+                    ExprKind::Var(v) => Some(expr::var(v - r + 5)),
+                    _ => None,
+                })
+            }
+            go(e, r as u32, &chan, &lane, &use_blocked)
+        };
+        let body = remap(body);
+        let epilogue = epilogue.map(remap);
+        let inputs = self.operands(st, &use_blocked);
+        let out = st.output;
+        let ob = self.new_value(out, vec![n, c / CB as i64, 1, 1, CB as i64]);
+        self.s.values[out].storage = Storage::View(ob);
+        self.blocked.insert(out, ob);
+        Some(Step {
+            kind: StepKind::Reduce {
+                kind,
+                extents: extents.to_vec(),
+                body,
+                epilogue,
+            },
+            inputs,
+            output: ob,
+            ..st.clone()
+        })
+    }
+
+    /// A channel concatenation of blockable values, one of them already blocked.
+    fn concat(&mut self, st: &Step) -> Option<Step> {
+        let all = st.inputs.iter().all(|&v| blockable(&self.s.values[v]))
+            && blockable(&self.s.values[st.output]);
+        if !all || !st.inputs.iter().any(|v| self.blocked.contains_key(v)) {
+            return None;
+        }
+        let inputs: Vec<SvId> = st.inputs.iter().map(|&v| self.blocked(v)).collect();
+        let output = self.blocked_output(st);
+        Some(Step {
+            kind: StepKind::Concat { axis: 1 },
+            inputs,
+            output,
+            ..st.clone()
+        })
+    }
+}
+
+/// Names a layout conversion in dumps and profiles after the value it converts.
+fn reorder_origin(value: &str, op: &str) -> crate::ir::Origin {
+    crate::ir::Origin {
+        name: value.to_string(),
+        op_type: op.to_string(),
+        opset: 0,
+    }
+}
+
+/// `index` is `[v0, …, v(rank-1)]`.
+fn is_identity(index: &[E], rank: usize) -> bool {
+    index.len() == rank
+        && index
+            .iter()
+            .enumerate()
+            .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
+}
+
+/// `e` mentions a variable numbered below `n`.
+fn mentions_var_below(e: &E, n: u32) -> bool {
+    let mut found = false;
+    expr::rewrite(e, &mut |x| {
+        if let ExprKind::Var(v) = x.kind {
+            found |= v < n;
+        }
+        None
+    });
+    found
+}
+
+/// Rewrites `s.steps` for blocked layouts where the options allow; `outputs` are the
+/// values the caller reads in plain form afterwards (graph outputs).
+pub fn assign(s: &mut Schedule, outputs: &[SvId], opts: &LayoutOptions) {
+    if !opts.blocked || opts.wide_simd {
+        return;
+    }
+    let old = std::mem::take(&mut s.steps);
+    let mut p = Pass {
+        s,
+        opts: *opts,
+        steps: Vec::with_capacity(old.len()),
+        blocked: HashMap::new(),
+        blocked_only: HashSet::new(),
+    };
+    for st in old {
+        p.step(st);
+    }
+    for &o in outputs {
+        p.plain(o);
+    }
+    let steps = p.steps;
+    s.steps = steps;
+}

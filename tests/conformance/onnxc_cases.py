@@ -1,0 +1,192 @@
+"""Project-written conformance cases (kind `onnxc`): small CNN graphs with seeded random
+weights and inputs whose channel counts come in blocks of 8, so that they exercise the
+channel-blocked (NCHWc) layout and its conversions — grouped, depthwise, strided, dilated
+and asymmetrically padded convolutions, residual adds, channel concatenation, pooling of
+every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 2, graph
+outputs taken in the middle of a blocked chain — plus plain fallbacks next to them.
+Expected outputs come from onnxruntime with its graph optimizations off."""
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+class G:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def w(self, *shape, scale=None):
+        self.n += 1
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        s = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
+        name = f"w{self.n}"
+        self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+
+    def const(self, value, dtype=np.float32):
+        self.n += 1
+        name = f"c{self.n}"
+        self.inits.append(numpy_helper.from_array(np.array(value, dtype), name))
+        return name
+
+    def op(self, op_type, inputs, **attrs):
+        self.n += 1
+        out = f"t{self.n}"
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{op_type.lower()}_{self.n}", **attrs))
+        return out
+
+    def conv(self, x, cin, cout, k, stride=1, pad=None, group=1, dil=1, bias=True):
+        kh, kw = (k, k) if isinstance(k, int) else k
+        pads = pad if isinstance(pad, list) else [(kh // 2) * dil, (kw // 2) * dil] * 2 if pad is None else [pad] * 4
+        ins = [x, self.w(cout, cin // group, kh, kw)] + ([self.w(cout, scale=0.1)] if bias else [])
+        return self.op("Conv", ins, kernel_shape=[kh, kw], strides=[stride, stride], pads=pads, group=group,
+                       dilations=[dil, dil])
+
+    def bn(self, x, c):
+        scale = numpy_helper.from_array((1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32), f"bs{self.n}")
+        var = numpy_helper.from_array((0.5 + np.abs(self.rng.standard_normal(c))).astype(np.float32), f"bv{self.n}")
+        self.inits += [scale, var]
+        return self.op("BatchNormalization", [x, scale.name, self.w(c, scale=0.1), self.w(c, scale=0.1), var.name])
+
+    def model(self, inputs, outputs):
+        g = helper.make_graph(
+            self.nodes, "g",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+            self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="onnxc-tests")
+        m.ir_version = 8
+        # Output types from shape inference.
+        im = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+        inferred = {v.name: v for v in list(im.graph.value_info) + list(im.graph.output)}
+        for o in m.graph.output:
+            o.type.CopyFrom(inferred[o.name].type)
+        onnx.checker.check_model(m)
+        return m
+
+
+def resnet_block():
+    """Stem, BN+ReLU, max pool, a bottleneck with a projection shortcut (stride 2), global
+    average pool, Gemm, Softmax; two outputs (one mid-network, blocked there)."""
+    g = G(11)
+    x = g.op("Relu", [g.bn(g.conv("x", 3, 16, 7, stride=2), 16)])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    mid = x
+    y = g.op("Relu", [g.bn(g.conv(x, 16, 16, 1), 16)])
+    y = g.op("Relu", [g.bn(g.conv(y, 16, 16, 3, stride=2), 16)])
+    y = g.bn(g.conv(y, 16, 64, 1), 64)
+    sc = g.bn(g.conv(x, 16, 64, 1, stride=2, pad=0), 64)
+    y = g.op("Relu", [g.op("Add", [y, sc])])
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    y = g.op("Softmax", [g.op("Gemm", [y, g.w(10, 64), g.w(10, scale=0.1)], transB=1)], axis=1)
+    return g.model([("x", [1, 3, 64, 64])], [y, mid])
+
+
+def mobilenet_block():
+    """Depthwise-separable blocks with ReLU6 (Clip), strides 1 and 2, a dilated depthwise
+    conv, average pooling counting padding, batch 2; the last conv's output is the graph
+    output."""
+    g = G(12)
+    lo, hi = g.const(0.0), g.const(6.0)
+    x = g.op("Clip", [g.conv("x", 8, 16, 3, stride=2), lo, hi])
+    x = g.op("Clip", [g.conv(x, 16, 16, 3, group=16), lo, hi])
+    x = g.op("Clip", [g.conv(x, 16, 32, 1), lo, hi])
+    x = g.op("Clip", [g.conv(x, 32, 32, 3, stride=2, group=32), lo, hi])
+    x = g.conv(x, 32, 32, 3, group=32, dil=2)
+    x = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=1)
+    x = g.conv(x, 32, 24, 1)
+    return g.model([("x", [2, 8, 30, 30])], [x])
+
+
+def shufflenet_unit():
+    """Grouped 1x1 convs (3 groups of 16 channels), a channel shuffle (Reshape/Transpose),
+    a depthwise stride-2 conv, an average-pooled shortcut and a channel concat with ReLU."""
+    g = G(13)
+    x = g.op("Relu", [g.conv("x", 24, 48, 1, group=3)])
+    s = g.op("Reshape", [x, g.const([1, 3, 16, 12, 12], np.int64)])
+    s = g.op("Transpose", [s], perm=[0, 2, 1, 3, 4])
+    s = g.op("Reshape", [s, g.const([1, 48, 12, 12], np.int64)])
+    s = g.conv(s, 48, 48, 3, stride=2, group=48)
+    s = g.conv(s, 48, 48, 1, group=3)
+    p = g.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = g.op("Relu", [g.op("Concat", [p, s], axis=1)])
+    return g.model([("x", [1, 24, 12, 12])], [y])
+
+
+def inception_block():
+    """Four branches (1x1; 1x1 then 3x3 with Winograd-sized maps; 1x7 then 7x1 with
+    asymmetric padding; 3x3 max pool then 1x1) concatenated, a ceil-mode max pool, a
+    squeeze-excitation scale (GAP, two Gemms, Sigmoid, Mul) and a per-channel affine map."""
+    g = G(14)
+    x = g.op("Relu", [g.conv("x", 16, 32, 3)])
+    b1 = g.op("Relu", [g.conv(x, 32, 16, 1)])
+    b2 = g.op("Relu", [g.conv(g.op("Relu", [g.conv(x, 32, 32, 1)]), 32, 32, 3)])
+    b3 = g.conv(g.conv(x, 32, 16, 1), 16, 16, (1, 7), pad=[0, 3, 0, 3])
+    b3 = g.op("Relu", [g.conv(b3, 16, 16, (7, 1), pad=[3, 0, 3, 0])])
+    b4 = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    b4 = g.op("Relu", [g.conv(b4, 32, 8, 1)])
+    y = g.op("Concat", [b1, b2, b3, b4], axis=1)
+    y = g.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    se = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    se = g.op("Relu", [g.op("Gemm", [se, g.w(16, 72), g.w(16, scale=0.1)], transB=1)])
+    se = g.op("Sigmoid", [g.op("Gemm", [se, g.w(72, 16), g.w(72, scale=0.1)], transB=1)])
+    se = g.op("Reshape", [se, g.const([1, 72, 1, 1], np.int64)])
+    y = g.op("Mul", [y, se])
+    y = g.op("Add", [g.op("Mul", [y, g.w(1, 72, 1, 1)]), g.w(72, 1, 1)])
+    return g.model([("x", [1, 16, 20, 20])], [y])
+
+
+def mixed_fallbacks():
+    """Blocked and plain steps side by side: a conv with 12 output channels (not whole
+    blocks), asymmetric padding with stride 2, a dilated max pool, an LRN, a ReduceMean over
+    the spatial dims without keepdims, a Conv whose input is a graph input used twice, and
+    a strided, dilated 3x3 conv."""
+    g = G(15)
+    a = g.op("Relu", [g.conv("x", 8, 16, 3, stride=2, pad=[0, 1, 1, 0])])
+    b = g.conv(a, 16, 12, 3)
+    c = g.op("Concat", [b, g.conv(a, 16, 4, 1)], axis=1)
+    c = g.op("MaxPool", [c], kernel_shape=[2, 2], strides=[1, 1], dilations=[2, 2])
+    c = g.op("LRN", [c], size=5, alpha=1e-3, beta=0.75, bias=1.0)
+    d = g.conv(c, 16, 16, 3, stride=2, dil=2, pad=2)
+    e = g.op("ReduceMean", [d], axes=[2, 3], keepdims=0)
+    f = g.op("Add", [g.conv("x", 8, 8, 1), "x"])
+    return g.model([("x", [1, 8, 17, 17])], [e, d, f])
+
+
+CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks]
+
+
+def write(out_dir: str) -> list:
+    """Writes every case under OUT/onnxc/<name>; returns their cases.tsv entries."""
+    entries = []
+    for fn in CASES:
+        m = fn()
+        name = f"test_{fn.__name__}"
+        d = os.path.join(out_dir, "onnxc", name)
+        ds = os.path.join(d, "test_data_set_0")
+        os.makedirs(ds, exist_ok=True)
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        feeds = {}
+        for i, x in enumerate(m.graph.input):
+            shape = [dim.dim_value for dim in x.type.tensor_type.shape.dim]
+            feeds[x.name] = rng.standard_normal(shape).astype(np.float32)
+            with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        outs = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        for i, (o, v) in enumerate(zip(m.graph.output, outs)):
+            with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(v, o.name).SerializeToString())
+        entries.append({"kind": "onnxc", "name": name, "dir": d, "rtol": 1e-4, "atol": 1e-5})
+    return entries
