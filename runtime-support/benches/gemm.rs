@@ -368,6 +368,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
         strides: [u(st), u(st)],
         dilations: [1, 1],
         pads: [u(pad), u(pad)],
+        plain_input: c % 8 != 0,
     };
     if !bg.supported() {
         return;

@@ -180,8 +180,9 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
         StepKind::Conv(c) => {
             geometry(s, st, c, opts).scratch_floats(is_const(s, st.inputs[1])) as u64 * 4
         }
-        StepKind::ConvBlocked(c) => {
-            blocked_conv_geometry(s, st, c).map_or(0, |g| g.scratch_floats() as u64 * 4)
+        StepKind::ConvBlocked { conv, plain_input } => {
+            blocked_conv_geometry(s, st, conv, *plain_input)
+                .map_or(0, |g| g.scratch_floats() as u64 * 4)
         }
         StepKind::MatMul(m) => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m);
@@ -221,13 +222,24 @@ fn geometry(s: &Schedule, st: &Step, c: &ConvOp, opts: &LowerOptions) -> ConvGeo
     }
 }
 
-/// The geometry of a blocked convolution step (shapes `[n, c/8, h, w, 8]`).
-fn blocked_conv_geometry(s: &Schedule, st: &Step, c: &ConvOp) -> Option<BlockedConv> {
+/// The geometry of a blocked convolution step (blocked shapes `[n, c/8, h, w, 8]`; a plain
+/// input `[n, c, h, w]`).
+fn blocked_conv_geometry(
+    s: &Schedule,
+    st: &Step,
+    c: &ConvOp,
+    plain_input: bool,
+) -> Option<BlockedConv> {
     let plain = |v: SvId| {
         let b = &s.values[v].shape;
         vec![b[0], b[1] * b[4], b[2], b[3]]
     };
-    schedule::layout::blocked_geometry(s, st, c, &plain(st.inputs[0]), &plain(st.output))
+    let x = if plain_input {
+        s.values[st.inputs[0]].shape.clone()
+    } else {
+        plain(st.inputs[0])
+    };
+    schedule::layout::blocked_geometry(s, st, c, &x, &plain(st.output), plain_input)
 }
 
 /// Flat row-major offset of a multi-index into a buffer of `shape`.
@@ -384,7 +396,9 @@ impl StepCx<'_> {
             }
             StepKind::MatMul(m) => self.matmul(m, scratch),
             StepKind::Conv(c) => self.conv(c, scratch),
-            StepKind::ConvBlocked(c) => self.conv_blocked(c, scratch),
+            StepKind::ConvBlocked { conv, plain_input } => {
+                self.conv_blocked(conv, *plain_input, scratch)
+            }
             StepKind::PoolBlocked(p) => {
                 let x = self.st.inputs[0];
                 let xs = self.shape(x);
@@ -747,8 +761,13 @@ impl StepCx<'_> {
 
     /// A convolution over blocked tensors (`schedule::layout`): weights packed for the
     /// blocked kernel (the epilogue's scale is already folded in).
-    fn conv_blocked(&self, c: &ConvOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
-        let g = blocked_conv_geometry(self.s, self.st, c)
+    fn conv_blocked(
+        &self,
+        c: &ConvOp,
+        plain_input: bool,
+        scratch: Option<u64>,
+    ) -> Result<Vec<Stmt>> {
+        let g = blocked_conv_geometry(self.s, self.st, c, plain_input)
             .ok_or_else(|| Error::Internal("blocked conv with an unsupported geometry".into()))?;
         let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
         let (bias, residual, clamp) = self.epilogue_args(expr::i(0));

@@ -29,14 +29,16 @@ pub struct LayoutOptions {
 }
 
 /// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
-/// compute it: float32, 2-D, constant weights, channels in whole blocks (per group or
-/// depthwise), non-negative padding.
+/// compute it: float32, 2-D, constant weights, non-negative padding, and channels in whole
+/// blocks (per group, or depthwise) — or, with `plain_input`, output channels in whole
+/// blocks and group 1.
 pub fn blocked_geometry(
     s: &Schedule,
     st: &Step,
     c: &ConvOp,
     x: &[i64],
     y: &[i64],
+    plain_input: bool,
 ) -> Option<BlockedConv> {
     let w = &s.values[st.inputs[1]];
     if x.len() != 4
@@ -61,6 +63,7 @@ pub fn blocked_geometry(
         strides: pair(&c.strides)?,
         dilations: pair(&c.dilations)?,
         pads: pair(&c.pads_begin)?,
+        plain_input,
     };
     g.supported().then_some(g)
 }
@@ -198,7 +201,9 @@ impl Pass<'_> {
             self.s.values[x].shape.clone(),
             self.s.values[st.output].shape.clone(),
         );
-        let g = blocked_geometry(self.s, st, c, &xs, &ys)?;
+        // An input whose channels are not whole blocks (an image) is read in plain layout.
+        let plain_input = !self.blocked.contains_key(&x) && !blockable(&self.s.values[x]);
+        let g = blocked_geometry(self.s, st, c, &xs, &ys, plain_input)?;
         // Where Winograd applies, the plain kernels are faster even with the conversions.
         let plain = onnxc_runtime::conv::ConvGeometry {
             n: xs[0],
@@ -217,7 +222,11 @@ impl Pass<'_> {
             return None;
         }
         let mut inputs = st.inputs.clone();
-        inputs[0] = self.blocked(x);
+        if plain_input {
+            self.plain(x);
+        } else {
+            inputs[0] = self.blocked(x);
+        }
         if let Some(r) = st.epilogue.as_ref().and_then(|e| e.residual) {
             if !blockable(&self.s.values[inputs[r]]) || self.s.values[inputs[r]].shape != ys {
                 return None;
@@ -226,7 +235,10 @@ impl Pass<'_> {
         }
         let out = self.blocked_output(st);
         Some(Step {
-            kind: StepKind::ConvBlocked(c.clone()),
+            kind: StepKind::ConvBlocked {
+                conv: c.clone(),
+                plain_input,
+            },
             inputs,
             output: out,
             ..st.clone()

@@ -73,9 +73,13 @@ pub enum StepKind {
     },
     MatMul(MatMulOp),
     Conv(ConvOp),
-    /// A convolution over channel-blocked input, output and residual
+    /// A convolution into a channel-blocked output, from a blocked input (or a plain one,
+    /// `plain_input`: a first convolution over an image), with a blocked residual
     /// (`onnxc_conv_nchwc_f32`; see `layout.rs`).
-    ConvBlocked(ConvOp),
+    ConvBlocked {
+        conv: ConvOp,
+        plain_input: bool,
+    },
     Concat {
         axis: usize,
     },
@@ -216,9 +220,16 @@ impl Schedule {
                     "conv group={} strides={:?} pads={:?}/{:?}",
                     c.group, c.strides, c.pads_begin, c.pads_end
                 ),
-                StepKind::ConvBlocked(c) => format!(
-                    "conv.nchwc group={} strides={:?} pads={:?}/{:?}",
-                    c.group, c.strides, c.pads_begin, c.pads_end
+                StepKind::ConvBlocked {
+                    conv: c,
+                    plain_input,
+                } => format!(
+                    "conv.nchwc{} group={} strides={:?} pads={:?}/{:?}",
+                    if *plain_input { " (plain input)" } else { "" },
+                    c.group,
+                    c.strides,
+                    c.pads_begin,
+                    c.pads_end
                 ),
                 StepKind::PoolBlocked(p) => format!(
                     "pool.nchwc {:?} kernel={:?} strides={:?}",

@@ -2,7 +2,7 @@
 //! positions × 2 output blocks, 12 ymm accumulators; per input channel two weight loads and
 //! one broadcast per position) and the depthwise row loop.
 
-use super::{BlockedConv, CB, Epilogue, PANEL, Tile};
+use super::{BlockedConv, CB, DwPlan, Epilogue, PANEL, Tile};
 use std::arch::x86_64::*;
 
 /// # Safety
@@ -12,10 +12,11 @@ pub unsafe fn tile(t: &Tile) {
         ($r:literal) => {
             // SAFETY: forwarded.
             unsafe {
-                if t.blocks == 2 {
-                    kernel::<$r, 2>(t)
-                } else {
-                    kernel::<$r, 1>(t)
+                match (t.blocks == 2, t.run == CB && t.step == 1) {
+                    (true, true) => kernel::<$r, 2, true>(t),
+                    (false, true) => kernel::<$r, 1, true>(t),
+                    (true, false) => kernel::<$r, 2, false>(t),
+                    (false, false) => kernel::<$r, 1, false>(t),
                 }
             }
         };
@@ -30,19 +31,22 @@ pub unsafe fn tile(t: &Tile) {
     }
 }
 
+/// The tile kernel; `BLOCKED`: entries of 8 k steps at stride 1 (unrolled), otherwise the
+/// tile's `run` and `step` (plain input).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel<const R: usize, const V: usize>(t: &Tile) {
+unsafe fn kernel<const R: usize, const V: usize, const BLOCKED: bool>(t: &Tile) {
     let mut acc = [[_mm256_setzero_ps(); V]; R];
     let mut wp = t.w;
     let pos: [*const f32; R] = std::array::from_fn(|r| t.x.wrapping_offset(t.pos[r]));
-    // SAFETY: every position offset plus tap offset starts a readable block row; the panel
-    // holds offs.len() × 8 rows of 16 floats; the tile lies inside the output.
+    let (run, step) = if BLOCKED { (CB, 1) } else { (t.run, t.step) };
+    // SAFETY: every position offset plus entry offset plus i·step (i < run) is readable;
+    // the panel holds offs.len() × run rows of 16 floats; the tile lies inside the output.
     unsafe {
         for &o in t.offs {
-            for ci in 0..CB {
+            for i in 0..run {
                 let b: [__m256; V] = std::array::from_fn(|v| _mm256_loadu_ps(wp.add(v * CB)));
                 for (r, accr) in acc.iter_mut().enumerate() {
-                    let a = _mm256_broadcast_ss(&*pos[r].offset(o).add(ci));
+                    let a = _mm256_broadcast_ss(&*pos[r].offset(o).add(i * step));
                     for v in 0..V {
                         accr[v] = _mm256_fmadd_ps(a, b[v], accr[v]);
                     }
@@ -86,73 +90,185 @@ unsafe fn kernel<const R: usize, const V: usize>(t: &Tile) {
     }
 }
 
-/// Depthwise convolution of one block: 4 output positions at a time in independent
-/// accumulators, one FMA per tap and position.
+/// Depthwise convolution of one block over the unpadded plane: the interior columns of
+/// output rows whose window rows are all inside go 4 outputs at a time (3×3 windows at
+/// stride 1 or 2: weights in registers, taps at constant offsets from three row pointers);
+/// every other output reads only its valid taps.
 ///
 /// # Safety
 /// AVX2 and FMA present; as `super::depthwise_block`.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn depthwise_block(
     g: &BlockedConv,
+    plan: &DwPlan,
     src: *const f32,
-    plane: [usize; 2],
     w: *const f32,
     ep: &Epilogue,
     y: *mut f32,
 ) {
-    let [oh, ow] = g.output;
+    let [_, ow] = g.output;
     let [kh, kw] = g.kernel;
-    let pw = plane[1];
-    let (sh, sw) = (g.strides[0], g.strides[1]);
+    let iw = g.input[1];
     let (dh, dw) = (g.dilations[0], g.dilations[1]);
-    // SAFETY: taps inside the padded plane (its extents cover every output's window), ks
-    // weight vectors, outputs inside the block.
+    let (c0, c1) = (plan.c0, plan.c1);
+    let ep = EpVec::new(ep);
+    // SAFETY: taps inside the plane, ks weight vectors, outputs inside the block.
     unsafe {
-        let bias = if ep.bias.is_null() {
-            _mm256_setzero_ps()
-        } else {
-            _mm256_loadu_ps(ep.bias)
-        };
-        let (lo, hi) = (_mm256_set1_ps(ep.lo), _mm256_set1_ps(ep.hi));
-        let store = |at: usize, v: __m256| {
-            let mut s = _mm256_add_ps(v, bias);
-            if !ep.residual.is_null() {
-                s = _mm256_add_ps(s, _mm256_loadu_ps(ep.residual.add(at)));
+        let k3 = kh == 3 && kw == 3 && dh == 1 && dw == 1 && g.strides[1] <= 2;
+        let w3: [__m256; 9] = std::array::from_fn(|t| {
+            if k3 {
+                _mm256_loadu_ps(w.add(t * CB))
+            } else {
+                _mm256_setzero_ps()
             }
-            _mm256_storeu_ps(y.add(at), _mm256_min_ps(hi, _mm256_max_ps(lo, s)));
-        };
-        let xs = sw * CB;
-        for oy in 0..oh {
-            let mut ox = 0;
-            while ox + 4 <= ow {
-                let mut acc = [_mm256_setzero_ps(); 4];
-                for ky in 0..kh {
-                    let row = src.add(((oy * sh + ky * dh) * pw + ox * sw) * CB);
-                    for kx in 0..kw {
-                        let wv = _mm256_loadu_ps(w.add((ky * kw + kx) * CB));
-                        let p = row.add(kx * dw * CB);
-                        for (j, a) in acc.iter_mut().enumerate() {
-                            *a = _mm256_fmadd_ps(_mm256_loadu_ps(p.add(j * xs)), wv, *a);
-                        }
-                    }
-                }
-                for (j, a) in acc.iter().enumerate() {
-                    store((oy * ow + ox + j) * CB, *a);
-                }
-                ox += 4;
-            }
-            while ox < ow {
+        });
+        for (oy, &(sy, ky0, ky1)) in plan.rows.iter().enumerate() {
+            let yrow = oy * ow * CB;
+            let generic = |ox: usize| {
+                let (sx, kx0, kx1) = plan.cols[ox];
                 let mut a = _mm256_setzero_ps();
-                for ky in 0..kh {
-                    let row = src.add(((oy * sh + ky * dh) * pw + ox * sw) * CB);
-                    for kx in 0..kw {
-                        let wv = _mm256_loadu_ps(w.add((ky * kw + kx) * CB));
-                        a = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(kx * dw * CB)), wv, a);
+                for ky in ky0..ky1 {
+                    let rp = src.add((sy + (ky * dh) as i64) as usize * iw * CB);
+                    for kx in kx0..kx1 {
+                        let ix = (sx + (kx * dw) as i64) as usize;
+                        a = _mm256_fmadd_ps(
+                            _mm256_loadu_ps(rp.add(ix * CB)),
+                            _mm256_loadu_ps(w.add((ky * kw + kx) * CB)),
+                            a,
+                        );
                     }
                 }
-                store((oy * ow + ox) * CB, a);
+                ep.store(y, yrow + ox * CB, a);
+            };
+            if (ky0, ky1) != (0, kh) || c0 >= c1 {
+                for ox in 0..ow {
+                    generic(ox);
+                }
+                continue;
+            }
+            for ox in (0..c0).chain(c1..ow) {
+                generic(ox);
+            }
+            let mut ox = c0;
+            if k3 {
+                let rows: [*const f32; 3] = std::array::from_fn(|ky| {
+                    src.add(((sy as usize + ky) * iw) * CB)
+                        .offset(plan.cols[c0].0 as isize * CB as isize)
+                });
+                let n = c1 - c0;
+                if g.strides[1] == 1 {
+                    dw3x3_row::<1>(rows, &w3, n, y, &ep, yrow + c0 * CB);
+                } else {
+                    dw3x3_row::<2>(rows, &w3, n, y, &ep, yrow + c0 * CB);
+                }
+                ox += n;
+            }
+            while ox < c1 {
+                generic(ox);
                 ox += 1;
             }
+        }
+    }
+}
+
+/// A depthwise epilogue with its vectors loaded once.
+#[derive(Clone, Copy)]
+struct EpVec {
+    bias: __m256,
+    lo: __m256,
+    hi: __m256,
+    residual: *const f32,
+}
+
+impl EpVec {
+    #[target_feature(enable = "avx2")]
+    fn new(ep: &Epilogue) -> EpVec {
+        EpVec {
+            // SAFETY: a non-null bias holds the block's 8 values.
+            bias: if ep.bias.is_null() {
+                _mm256_setzero_ps()
+            } else {
+                unsafe { _mm256_loadu_ps(ep.bias) }
+            },
+            lo: _mm256_set1_ps(ep.lo),
+            hi: _mm256_set1_ps(ep.hi),
+            residual: ep.residual,
+        }
+    }
+
+    /// Stores `v` plus the epilogue at `plane + at` (the residual is laid out like the
+    /// block's output plane).
+    ///
+    /// # Safety
+    /// `at` is inside the output plane.
+    #[inline(always)]
+    unsafe fn store(&self, plane: *mut f32, at: usize, v: __m256) {
+        // SAFETY: caller contract; AVX2 is enabled in every caller.
+        unsafe {
+            let mut s = _mm256_add_ps(v, self.bias);
+            if !self.residual.is_null() {
+                s = _mm256_add_ps(s, _mm256_loadu_ps(self.residual.add(at)));
+            }
+            _mm256_storeu_ps(
+                plane.add(at),
+                _mm256_min_ps(self.hi, _mm256_max_ps(self.lo, s)),
+            );
+        }
+    }
+}
+
+/// `n` outputs of a 3×3 depthwise row at stride `S`, four at a time, then one at a time:
+/// input rows `rows` start at the first output's window, which goes to `plane + at0`.
+///
+/// # Safety
+/// AVX2 and FMA present; every window is inside the rows; `n` outputs from `at0`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw3x3_row<const S: usize>(
+    rows: [*const f32; 3],
+    w: &[__m256; 9],
+    n: usize,
+    plane: *mut f32,
+    ep: &EpVec,
+    at0: usize,
+) {
+    let w = *w;
+    let mut r = rows;
+    let mut j = 0;
+    // SAFETY: caller contract.
+    unsafe {
+        while j + 4 <= n {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (ky, rp) in r.iter().enumerate() {
+                for kx in 0..3 {
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(
+                            _mm256_loadu_ps(rp.add((o * S + kx) * CB)),
+                            w[ky * 3 + kx],
+                            *a,
+                        );
+                    }
+                }
+            }
+            for (o, a) in acc.iter().enumerate() {
+                ep.store(plane, at0 + (j + o) * CB, *a);
+            }
+            for rp in r.iter_mut() {
+                *rp = rp.add(4 * S * CB);
+            }
+            j += 4;
+        }
+        while j < n {
+            let mut a = _mm256_setzero_ps();
+            for (ky, rp) in r.iter().enumerate() {
+                for kx in 0..3 {
+                    a = _mm256_fmadd_ps(_mm256_loadu_ps(rp.add(kx * CB)), w[ky * 3 + kx], a);
+                }
+            }
+            ep.store(plane, at0 + j * CB, a);
+            for rp in r.iter_mut() {
+                *rp = rp.add(S * CB);
+            }
+            j += 1;
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct BlockedConv {
     pub dilations: [usize; 2],
     /// Padding at the start of each spatial dim (the end padding follows from the output).
     pub pads: [usize; 2],
+    /// The input is plain NCHW (any channel count; group 1), the output blocked: a network's
+    /// first convolution, whose input has 1-4 channels.
+    pub plain_input: bool,
 }
 
 impl BlockedConv {
@@ -62,12 +65,16 @@ impl BlockedConv {
             && self.group > 0
             && self.c.is_multiple_of(self.group)
             && self.m.is_multiple_of(self.group)
-            && (self.is_depthwise() && self.c.is_multiple_of(CB)
-                || self.cg().is_multiple_of(CB) && self.mg().is_multiple_of(CB))
+            && if self.plain_input {
+                self.group == 1 && self.m.is_multiple_of(CB)
+            } else {
+                self.is_depthwise() && self.c.is_multiple_of(CB)
+                    || self.cg().is_multiple_of(CB) && self.mg().is_multiple_of(CB)
+            }
     }
 
     pub fn is_depthwise(&self) -> bool {
-        self.group == self.c && self.group == self.m
+        self.group == self.c && self.group == self.m && !self.plain_input
     }
     fn cg(&self) -> usize {
         self.c / self.group
@@ -114,6 +121,7 @@ impl BlockedConv {
         ] {
             v.extend(a.iter().map(|&x| x as i64));
         }
+        v.push(self.plain_input as i64);
         v
     }
 
@@ -121,7 +129,7 @@ impl BlockedConv {
     /// `p` points to an array written by `encode`.
     pub unsafe fn decode(p: *const i64) -> BlockedConv {
         // SAFETY: caller contract.
-        let v = unsafe { std::slice::from_raw_parts(p, 16) };
+        let v = unsafe { std::slice::from_raw_parts(p, 17) };
         let u = |i: usize| v[i] as usize;
         let pair = |i: usize| [u(i), u(i + 1)];
         BlockedConv {
@@ -135,6 +143,7 @@ impl BlockedConv {
             strides: pair(10),
             dilations: pair(12),
             pads: pair(14),
+            plain_input: v[16] != 0,
         }
     }
 
@@ -162,6 +171,17 @@ impl BlockedConv {
             return out;
         }
         let (cg, mg, kd) = (self.cg(), self.mg(), self.kdim());
+        if self.plain_input {
+            // k = channel · taps + tap, the order of the (channel, ky) entries' kx runs.
+            for p in 0..self.panels() {
+                for k in 0..kd {
+                    for j in 0..PANEL.min(mg - p * PANEL) {
+                        out[(p * kd + k) * PANEL + j] = w[(p * PANEL + j) * kd + k];
+                    }
+                }
+            }
+            return out;
+        }
         for gi in 0..self.group {
             for p in 0..self.panels() {
                 let base = (gi * self.panels() + p) * PANEL * kd;
@@ -185,16 +205,27 @@ impl BlockedConv {
         out
     }
 
-    /// Scratch floats: a zero-padded copy of one image's input (depthwise: of one block)
-    /// when the taps leave the plane.
+    /// Scratch floats: a zero-padded copy of one image's input when the taps leave the
+    /// plane (depthwise: of one block, for small planes only).
     pub fn scratch_floats(&self) -> usize {
-        if self.reads_in_place() {
+        let [ph, pw] = self.padded_plane();
+        if self.is_depthwise() {
+            if self.depthwise_pads() {
+                CB * ph * pw
+            } else {
+                0
+            }
+        } else if self.reads_in_place() {
             0
         } else {
-            let [ph, pw] = self.padded_plane();
-            let chans = if self.is_depthwise() { CB } else { self.c };
-            chans * ph * pw
+            self.c * ph * pw
         }
+    }
+
+    /// The depthwise path pads each block's plane into scratch (planes of ≤ 64 KB).
+    fn depthwise_pads(&self) -> bool {
+        let [ph, pw] = self.padded_plane();
+        self.is_depthwise() && !self.reads_in_place() && CB * ph * pw <= 16 << 10
     }
 }
 
@@ -210,12 +241,15 @@ pub struct Epilogue {
 
 /// One register tile's operands: `rows` output positions (≤ `ROWS`, consecutive in the
 /// output plane, possibly across output rows) × `blocks` (1 or 2) output blocks, over the A
-/// rows `x + pos[r] + offs[g] + ci` and the packed panel `w`.
+/// values `x + pos[r] + offs[e] + i·step` (entry e, i < run) and the packed panel `w`.
 #[derive(Clone, Copy)]
 struct Tile<'a> {
     rows: usize,
     blocks: usize,
     offs: &'a [isize],
+    /// k steps per entry of `offs`, and floats between them.
+    run: usize,
+    step: usize,
     x: *const f32,
     pos: [isize; ROWS],
     w: *const f32,
@@ -264,7 +298,11 @@ pub unsafe fn conv(
             if g.is_depthwise() {
                 depthwise(g, xi, iplane, w, &epi, yi, oplane, scratch);
             } else {
-                let (src, plane) = padded_input(g, xi, g.c / CB, scratch);
+                let (src, plane) = if g.plain_input {
+                    padded_input(g, xi, g.c, 1, scratch)
+                } else {
+                    padded_input(g, xi, g.c / CB, CB, scratch)
+                };
                 gemm_image(g, src, plane, w, &epi, yi);
             }
         }
@@ -272,14 +310,16 @@ pub unsafe fn conv(
 }
 
 /// The input of one image as the taps read it: in place, or zero-padded into `scratch`.
+/// `planes` planes of `lane` floats per position (blocked: blocks × 8; plain: channels × 1).
 /// Returns the planes and their (rows, columns).
 ///
 /// # Safety
-/// `x` holds `blocks` blocked planes of the input; scratch as `scratch_floats`.
+/// `x` holds the planes; scratch as `scratch_floats`.
 unsafe fn padded_input(
     g: &BlockedConv,
     x: *const f32,
-    blocks: usize,
+    planes: usize,
+    lane: usize,
     scratch: *mut f32,
 ) -> (*const f32, [usize; 2]) {
     if g.reads_in_place() {
@@ -288,29 +328,37 @@ unsafe fn padded_input(
     let [ih, iw] = g.input;
     let [ph, pw] = g.padded_plane();
     let [pt, pl] = g.pads;
-    // SAFETY: scratch holds blocks × ph × pw × 8 floats; rows pt..pt+ih, columns pl..pl+iw
-    // of each padded plane receive the input; the rest is zeroed.
+    // SAFETY: scratch holds planes × ph × pw × lane floats; rows pt..pt+ih, columns
+    // pl..pl+iw of each padded plane receive the input; the rest is zeroed.
     unsafe {
-        for b in 0..blocks {
-            let dst = scratch.add(b * ph * pw * CB);
-            std::ptr::write_bytes(dst, 0, pt * pw * CB);
+        for b in 0..planes {
+            let dst = scratch.add(b * ph * pw * lane);
+            std::ptr::write_bytes(dst, 0, pt * pw * lane);
             for r in 0..ih {
-                let row = dst.add((pt + r) * pw * CB);
-                std::ptr::write_bytes(row, 0, pl * CB);
+                let row = dst.add((pt + r) * pw * lane);
+                std::ptr::write_bytes(row, 0, pl * lane);
                 std::ptr::copy_nonoverlapping(
-                    x.add((b * ih + r) * iw * CB),
-                    row.add(pl * CB),
-                    iw * CB,
+                    x.add((b * ih + r) * iw * lane),
+                    row.add(pl * lane),
+                    iw * lane,
                 );
-                std::ptr::write_bytes(row.add((pl + iw) * CB), 0, (pw - pl - iw) * CB);
+                std::ptr::write_bytes(row.add((pl + iw) * lane), 0, (pw - pl - iw) * lane);
             }
-            std::ptr::write_bytes(dst.add((pt + ih) * pw * CB), 0, (ph - pt - ih) * pw * CB);
+            std::ptr::write_bytes(
+                dst.add((pt + ih) * pw * lane),
+                0,
+                (ph - pt - ih) * pw * lane,
+            );
         }
     }
     (scratch, [ph, pw])
 }
 
 /// The grouped GEMM of one image over its (padded) input planes.
+///
+/// The depth (K) is walked as *entries* of `run` consecutive k steps `step` floats apart:
+/// blocked input — one entry per (input block, ky, kx), its 8 channels at stride 1; plain
+/// input — one entry per (channel, ky), its kx taps at stride `dilation`.
 ///
 /// # Safety
 /// As `conv`, with `src` the image's input planes of `plane` rows × columns.
@@ -325,35 +373,42 @@ unsafe fn gemm_image(
     let [ph, pw] = plane;
     let [oh, ow] = g.output;
     let oplane = oh * ow * CB;
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
-    let ks = kh * kw;
-    let (cgb, mg, kd) = (g.cg() / CB, g.mg(), g.kdim());
+    let [kh, kw] = g.kernel;
+    let [dh, dw] = g.dilations;
+    let (mg, kd) = (g.mg(), g.kdim());
     let panels = g.panels();
-    // Input blocks per depth pass, and panels per group of panels (by the pass's weights).
-    let chunk = (KC / (CB * ks)).clamp(1, cgb);
+    // Floats per input position (the plain layout has one channel per plane).
+    let (lane, run, step) = if g.plain_input {
+        (1, kw, dw)
+    } else {
+        (CB, CB, 1)
+    };
+    let offsets = |e: usize| -> isize {
+        if g.plain_input {
+            let (c, ky) = (e / kh, e % kh);
+            ((c * ph + ky * dh) * pw) as isize
+        } else {
+            let (cb, t) = (e / (kh * kw), e % (kh * kw));
+            (((cb * ph + t / kw * dh) * pw + t % kw * dw) * CB) as isize
+        }
+    };
+    let entries = kd / run;
+    // Entries per depth pass, and panels per group of panels (by the pass's weights).
+    let chunk = (KC / run).clamp(1, entries);
     // Window origin of every output position, in tiles of ROWS consecutive positions (a
     // tile may span output rows, so narrow outputs do not leave short tiles at row ends).
     let npos = oh * ow;
-    let origin = |p: usize| ((p / ow * g.strides[0] * pw + p % ow * g.strides[1]) * CB) as isize;
-    let mut offs = Vec::with_capacity(chunk * ks);
+    let origin = |p: usize| ((p / ow * g.strides[0] * pw + p % ow * g.strides[1]) * lane) as isize;
+    let mut offs = Vec::with_capacity(chunk);
     for gi in 0..g.group {
-        let mut c0 = 0;
-        while c0 < cgb {
-            let c1 = (c0 + chunk).min(cgb);
+        let mut e0 = 0;
+        while e0 < entries {
+            let e1 = (e0 + chunk).min(entries);
             offs.clear();
-            for cb in gi * cgb + c0..gi * cgb + c1 {
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        offs.push(
-                            (((cb * ph + ky * g.dilations[0]) * pw + kx * g.dilations[1]) * CB)
-                                as isize,
-                        );
-                    }
-                }
-            }
-            let pass_floats = (c1 - c0) * ks * CB * PANEL;
+            offs.extend((gi * entries + e0..gi * entries + e1).map(offsets));
+            let pass_floats = (e1 - e0) * run * PANEL;
             let group = (PANEL_GROUP_BYTES / (pass_floats * 4)).clamp(1, panels);
-            let (first, last) = (c0 == 0, c1 == cgb);
+            let (first, last) = (e0 == 0, e1 == entries);
             let mut p0 = 0;
             while p0 < panels {
                 let p1 = (p0 + group).min(panels);
@@ -373,9 +428,11 @@ unsafe fn gemm_image(
                                 rows,
                                 blocks: (mg - p * PANEL).min(PANEL) / CB,
                                 offs: &offs,
+                                run,
+                                step,
                                 x: src.offset(base),
                                 pos,
-                                w: w.add((gi * panels + p) * PANEL * kd + c0 * ks * CB * PANEL),
+                                w: w.add((gi * panels + p) * PANEL * kd + e0 * run * PANEL),
                                 y: y.add(yoff),
                                 oplane,
                                 accumulate: !first,
@@ -400,7 +457,7 @@ unsafe fn gemm_image(
                 }
                 p0 = p1;
             }
-            c0 = c1;
+            e0 = e1;
         }
     }
 }
@@ -416,12 +473,12 @@ unsafe fn tile(t: &Tile) {
     }
     let mut acc = [[0f32; PANEL]; ROWS];
     let cols = t.blocks * CB;
-    for (gi, &o) in t.offs.iter().enumerate() {
-        for ci in 0..CB {
-            let k = gi * CB + ci;
+    for (e, &o) in t.offs.iter().enumerate() {
+        for i in 0..t.run {
+            let k = e * t.run + i;
             for (r, accr) in acc.iter_mut().enumerate().take(t.rows) {
                 // SAFETY: caller contract.
-                let a = unsafe { *t.x.offset(o + t.pos[r]).add(ci) };
+                let a = unsafe { *t.x.offset(o + t.pos[r]).add(i * t.step) };
                 for (j, v) in accr.iter_mut().enumerate().take(cols) {
                     // SAFETY: the panel holds the pass's rows of 16.
                     *v += a * unsafe { *t.w.add(k * PANEL + j) };
@@ -453,7 +510,22 @@ unsafe fn tile(t: &Tile) {
     }
 }
 
-/// Depthwise convolution of one image, block by block.
+/// Taps `[k0, k1)` of a window starting at `start` (may be negative) with `k` taps `dil`
+/// apart that fall inside `0..n`.
+pub(crate) fn valid_taps(start: i64, k: usize, dil: usize, n: usize) -> (usize, usize) {
+    let first_at = |lim: i64| -> usize {
+        if start >= lim {
+            0
+        } else {
+            ((lim - start) as usize).div_ceil(dil)
+        }
+    };
+    let k0 = first_at(0).min(k);
+    (k0, first_at(n as i64).min(k).max(k0))
+}
+
+/// Depthwise convolution of one image, block by block, reading only the taps inside the
+/// input (no padded copy).
 ///
 /// # Safety
 /// As `conv` for one image (`iplane`/`oplane`: floats per blocked plane).
@@ -469,10 +541,23 @@ unsafe fn depthwise(
     scratch: *mut f32,
 ) {
     let ks = g.ksize();
+    // Small planes are zero-padded into scratch first (it stays in L1/L2), so every output
+    // takes the fast interior loop; large ones read only the valid taps of border outputs.
+    let padded = g.depthwise_pads();
+    let gp = if padded {
+        let [ph, pw] = g.padded_plane();
+        BlockedConv {
+            input: [ph, pw],
+            pads: [0, 0],
+            ..g.clone()
+        }
+    } else {
+        g.clone()
+    };
+    let plan = DwPlan::new(&gp);
     for b in 0..g.c / CB {
         // SAFETY: block b of input, weights, bias, residual and output.
         unsafe {
-            let (src, plane) = padded_input(g, x.add(b * iplane), 1, scratch);
             let e = Epilogue {
                 bias: if ep.bias.is_null() {
                     ep.bias
@@ -486,18 +571,58 @@ unsafe fn depthwise(
                 },
                 ..*ep
             };
-            depthwise_block(g, src, plane, w.add(b * ks * CB), &e, y.add(b * oplane));
+            let src = if padded {
+                padded_input(g, x.add(b * iplane), 1, CB, scratch).0
+            } else {
+                x.add(b * iplane)
+            };
+            depthwise_block(&gp, &plan, src, w.add(b * ks * CB), &e, y.add(b * oplane));
+        }
+    }
+}
+
+/// Where the depthwise windows fall, per output row and column: the window's first input
+/// row/column (may be negative) and its taps inside the input; `[c0, c1)` are the columns
+/// whose every tap is inside.
+struct DwPlan {
+    rows: Vec<(i64, usize, usize)>,
+    cols: Vec<(i64, usize, usize)>,
+    c0: usize,
+    c1: usize,
+}
+
+impl DwPlan {
+    fn new(g: &BlockedConv) -> DwPlan {
+        let axis = |d: usize| -> Vec<(i64, usize, usize)> {
+            (0..g.output[d])
+                .map(|o| {
+                    let s = (o * g.strides[d]) as i64 - g.pads[d] as i64;
+                    let (k0, k1) = valid_taps(s, g.kernel[d], g.dilations[d], g.input[d]);
+                    (s, k0, k1)
+                })
+                .collect()
+        };
+        let cols = axis(1);
+        let kw = g.kernel[1];
+        let full = |t: &(i64, usize, usize)| t.1 == 0 && t.2 == kw;
+        let c0 = cols.iter().position(full).unwrap_or(cols.len());
+        let c1 = c0 + cols[c0..].iter().take_while(|t| full(t)).count();
+        DwPlan {
+            rows: axis(0),
+            cols,
+            c0,
+            c1,
         }
     }
 }
 
 /// # Safety
-/// `src` is one block's (padded) plane of `plane` rows × columns; `w` its `ks` weight
-/// vectors; the epilogue pointers are offset to the block.
+/// `src` is one block's input plane; `w` its `ks` weight vectors; the epilogue pointers are
+/// offset to the block.
 unsafe fn depthwise_block(
     g: &BlockedConv,
+    plan: &DwPlan,
     src: *const f32,
-    plane: [usize; 2],
     w: *const f32,
     ep: &Epilogue,
     y: *mut f32,
@@ -505,22 +630,27 @@ unsafe fn depthwise_block(
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx2() {
         // SAFETY: forwarded; AVX2 and FMA detected.
-        unsafe { avx2::depthwise_block(g, src, plane, w, ep, y) };
+        unsafe { avx2::depthwise_block(g, plan, src, w, ep, y) };
         return;
     }
+    let _ = plan;
     let [oh, ow] = g.output;
-    let pw = plane[1];
+    let iw = g.input[1];
     for oy in 0..oh {
+        let sy = (oy * g.strides[0]) as i64 - g.pads[0] as i64;
+        let (ky0, ky1) = valid_taps(sy, g.kernel[0], g.dilations[0], g.input[0]);
         for ox in 0..ow {
+            let sx = (ox * g.strides[1]) as i64 - g.pads[1] as i64;
+            let (kx0, kx1) = valid_taps(sx, g.kernel[1], g.dilations[1], iw);
             let mut acc = [0f32; CB];
-            for ky in 0..g.kernel[0] {
-                for kx in 0..g.kernel[1] {
-                    let iy = oy * g.strides[0] + ky * g.dilations[0];
-                    let ix = ox * g.strides[1] + kx * g.dilations[1];
+            for ky in ky0..ky1 {
+                let iy = (sy + (ky * g.dilations[0]) as i64) as usize;
+                for kx in kx0..kx1 {
+                    let ix = (sx + (kx * g.dilations[1]) as i64) as usize;
                     for (l, a) in acc.iter_mut().enumerate() {
-                        // SAFETY: inside the padded plane and the weights.
+                        // SAFETY: the tap is inside the plane; ks weight vectors.
                         unsafe {
-                            *a += *src.add((iy * pw + ix) * CB + l)
+                            *a += *src.add((iy * iw + ix) * CB + l)
                                 * *w.add((ky * g.kernel[1] + kx) * CB + l);
                         }
                     }

@@ -84,6 +84,15 @@ fn geom(
         strides: [s, s],
         dilations: [dil, dil],
         pads: [pad, pad],
+        plain_input: false,
+    }
+}
+
+/// `g` reading a plain NCHW input.
+fn plain_input(g: BlockedConv) -> BlockedConv {
+    BlockedConv {
+        plain_input: true,
+        ..g
     }
 }
 
@@ -96,7 +105,11 @@ fn check(g: &BlockedConv) {
     let bias = rand(g.m, 3);
     let res = rand(g.n * g.m * oh * ow, 4);
     let want = reference(g, &x, &w, &bias, &res, -0.5, 3.0);
-    let mut xb = vec![0f32; x.len()];
+    let mut xb = if g.plain_input {
+        x.clone()
+    } else {
+        vec![0f32; x.len()]
+    };
     let mut rb = vec![0f32; res.len()];
     let mut yb = vec![f32::NAN; res.len()];
     let mut y = vec![0f32; res.len()];
@@ -104,7 +117,9 @@ fn check(g: &BlockedConv) {
     assert_eq!(wp.len(), g.packed_weights_len());
     let mut scratch = vec![f32::NAN; g.scratch_floats()];
     unsafe {
-        to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
+        if !g.plain_input {
+            to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
+        }
         to_blocked(res.as_ptr(), g.n, g.m, oh * ow, rb.as_mut_ptr());
         let ep = Epilogue {
             bias: bias.as_ptr(),
@@ -153,6 +168,21 @@ fn matches_direct_convolution() {
         geom(2, 24, 24, 24, [14, 13], [3, 3], 2, 1, 1),
         geom(1, 8, 8, 8, [9, 9], [5, 5], 1, 4, 2),
         geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 0, 1),
+        // Depthwise planes too large to pad into scratch: border outputs read their valid
+        // taps, interior ones the 3x3 row kernel.
+        geom(1, 16, 16, 16, [48, 50], [3, 3], 1, 1, 1),
+        geom(1, 8, 8, 8, [49, 47], [3, 3], 2, 1, 1),
+        geom(1, 8, 8, 8, [46, 46], [5, 5], 2, 2, 1),
+        geom(1, 8, 8, 8, [46, 46], [3, 3], 1, 2, 2),
+        // First convolutions reading plain NCHW input: RGB stems of several shapes, a
+        // single channel, a dilated one, depth passes (5·81 > 256) and batch 2.
+        plain_input(geom(1, 3, 16, 1, [23, 23], [7, 7], 2, 3, 1)),
+        plain_input(geom(2, 3, 24, 1, [20, 19], [3, 3], 2, 1, 1)),
+        plain_input(geom(1, 1, 8, 1, [12, 12], [3, 3], 1, 1, 1)),
+        plain_input(geom(1, 3, 32, 1, [31, 31], [11, 11], 4, 2, 1)),
+        plain_input(geom(1, 5, 16, 1, [15, 15], [9, 9], 1, 4, 1)),
+        plain_input(geom(1, 4, 8, 1, [13, 13], [3, 3], 1, 2, 2)),
+        plain_input(geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1)),
     ] {
         check(&g);
     }
@@ -173,6 +203,9 @@ fn supported_geometries() {
     assert!(geom(1, 24, 24, 3, [9, 9], [1, 1], 1, 0, 1).supported());
     assert!(!geom(1, 8, 16, 8, [9, 9], [3, 3], 1, 1, 1).supported());
     assert!(geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(plain_input(geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom(1, 3, 60, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom(1, 16, 16, 2, [9, 9], [3, 3], 1, 1, 1)).supported());
 }
 
 #[test]
