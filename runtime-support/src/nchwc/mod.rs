@@ -30,8 +30,9 @@ pub const ROWS: usize = 6;
 /// Depth (input channels × taps) per pass over the output: the A rows of a tile (6 positions
 /// × this many floats) stay in L1 while every panel of a group passes over them.
 const KC: usize = 256;
-/// Weight bytes of one group of panels, kept in L2 while the output positions stream by.
-const PANEL_GROUP_BYTES: usize = 160 << 10;
+/// Bytes of A rows (output positions × depth pass) per chunk of positions, kept in L2
+/// while every weight panel passes over them.
+const A_CHUNK_BYTES: usize = 128 << 10;
 
 /// Geometry of one 2-D convolution over blocked tensors.
 #[derive(Clone, Debug, PartialEq)]
@@ -406,33 +407,39 @@ unsafe fn gemm_image(
             let e1 = (e0 + chunk).min(entries);
             offs.clear();
             offs.extend((gi * entries + e0..gi * entries + e1).map(offsets));
-            let pass_floats = (e1 - e0) * run * PANEL;
-            let group = (PANEL_GROUP_BYTES / (pass_floats * 4)).clamp(1, panels);
             let (first, last) = (e0 == 0, e1 == entries);
-            let mut p0 = 0;
-            while p0 < panels {
-                let p1 = (p0 + group).min(panels);
-                let mut q = 0;
-                while q < npos {
-                    let rows = ROWS.min(npos - q);
-                    let base = origin(q);
-                    let pos: [isize; ROWS] =
-                        std::array::from_fn(|r| origin(q + r.min(rows - 1)) - base);
-                    for p in p0..p1 {
-                        let chan = gi * mg + p * PANEL;
+            // Positions per chunk: the chunk's A rows (positions × the pass's depth) stay in
+            // L2 while every panel passes over them with its weights in L1; each panel then
+            // writes (and reads the residual of) only its two output blocks, sequentially.
+            let pass_k = (e1 - e0) * run;
+            let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).max(ROWS) / ROWS * ROWS;
+            let mut q0 = 0;
+            while q0 < npos {
+                let q1 = (q0 + chunk_pos).min(npos);
+                for p in 0..panels {
+                    let chan = gi * mg + p * PANEL;
+                    // SAFETY: the panel's pass in the packed weights.
+                    let wp = unsafe { w.add((gi * panels + p) * PANEL * kd + e0 * run * PANEL) };
+                    let blocks = (mg - p * PANEL).min(PANEL) / CB;
+                    let mut q = q0;
+                    while q < q1 {
+                        let rows = ROWS.min(q1 - q);
+                        let base = origin(q);
+                        let pos: [isize; ROWS] =
+                            std::array::from_fn(|r| origin(q + r.min(rows - 1)) - base);
                         let yoff = (chan / CB) * oplane + q * CB;
                         // SAFETY: the tile's positions and blocks lie inside the output;
                         // its taps inside the padded input; the pass's rows inside the panel.
                         unsafe {
                             let t = Tile {
                                 rows,
-                                blocks: (mg - p * PANEL).min(PANEL) / CB,
+                                blocks,
                                 offs: &offs,
                                 run,
                                 step,
                                 x: src.offset(base),
                                 pos,
-                                w: w.add((gi * panels + p) * PANEL * kd + e0 * run * PANEL),
+                                w: wp,
                                 y: y.add(yoff),
                                 oplane,
                                 accumulate: !first,
@@ -452,10 +459,10 @@ unsafe fn gemm_image(
                             };
                             tile(&t);
                         }
+                        q += rows;
                     }
-                    q += rows;
                 }
-                p0 = p1;
+                q0 = q1;
             }
             e0 = e1;
         }
