@@ -32,6 +32,9 @@ pub const MC: usize = 72;
 /// one block (two 8-row tiles) rather than 12 + 4.
 pub const MC_A: usize = 12;
 pub const NC: usize = 1024;
+/// Bytes of a B block's columns processed by every row block before the next columns
+/// (`gemm_packed_a`), sized for L2.
+const B_L2_BYTES: usize = 256 << 10;
 
 /// Work applied to C after the product, while the tile is in registers/cache:
 /// `C = clamp(acc + bias_row[m] + bias_col[n] + residual[m, n], lo, hi)`.
@@ -253,121 +256,48 @@ pub unsafe fn gemm_packed_a(
                     }
                 }
             };
-            let mut ic = 0;
-            while ic < m {
-                let rem = m - ic;
-                let mc = if rem == 16 { 16 } else { MC_A.min(rem) };
-                let step = kernel::wide(kern);
-                // A 16-row block goes in two 8-row tiles (a 12-row tile would leave a 4-row
-                // remainder at half the FMAs per load).
-                let split = if step == 2 * NR && mc == 16 { 0 } else { mc };
-                let mut jr = 0;
-                while jr < nc {
-                    let width = step.min(nc - jr);
-                    // SAFETY: panel jr/NR of the B block (the packed path: no direct columns).
-                    let bpan = unsafe { bp.add((jr.saturating_sub(direct) / NR) * b_panel_stride) };
-                    let mut ir = 0;
-                    while ir < mc {
-                        let mr = MR.min(mc - ir);
-                        let row = ic + ir;
-                        // SAFETY: panel row/MR of packed A in the K block at pc.
-                        let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
-                        // SAFETY: C tile within bounds.
-                        let ct = unsafe { c.add(row * ldc + jc + jr) };
-                        let tile_ep = if last { Some(ep) } else { None };
-                        #[cfg(target_arch = "x86_64")]
-                        if ir >= split {
-                            // SAFETY: rows row..row+8 lie in this panel (from row % MR) and the
-                            // next; up to 32 B columns (packed zero-padded ones when fewer).
-                            unsafe {
-                                kernel::tile8_offset(
-                                    kc,
-                                    apan,
-                                    apan.add(kc * MR),
-                                    wide_b(jr, width),
-                                    ct,
-                                    ldc,
-                                    width,
-                                    !first,
-                                    tile_ep,
-                                    row,
-                                    jc + jr,
-                                );
-                            }
-                            ir += 8;
-                            continue;
-                        }
-                        #[cfg(target_arch = "x86_64")]
-                        if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
-                            // SAFETY: two A panels (rows row..row+12) and 32 B columns.
-                            unsafe {
-                                kernel::tile_wide12(
-                                    kc,
-                                    apan,
-                                    apan.add(kc * MR),
-                                    wide_b(jr, width),
-                                    ct,
-                                    ldc,
-                                    !first,
-                                    tile_ep,
-                                    row,
-                                    jc + jr,
-                                );
-                            }
-                            ir += 2 * MR;
-                            continue;
-                        }
-                        // 7-12 rows left, or 12 rows over a column remainder: one tile of 8 or
-                        // 12 rows (the A panels are zero-padded to whole panels of the matrix).
-                        #[cfg(target_arch = "x86_64")]
-                        if step == 2 * NR && mc - ir > MR {
-                            let rows = (mc - ir).min(2 * MR);
-                            // SAFETY: two A panels (rows row..row+12 of the padded packing);
-                            // 32 B columns, or (a column remainder, always packed) up to 32
-                            // zero-padded ones.
-                            unsafe {
-                                kernel::tile_wide12_partial(
-                                    kc,
-                                    apan,
-                                    apan.add(kc * MR),
-                                    wide_b(jr, width),
-                                    ct,
-                                    ldc,
-                                    rows,
-                                    width,
-                                    !first,
-                                    tile_ep,
-                                    row,
-                                    jc + jr,
-                                );
-                            }
-                            ir += rows;
-                            continue;
-                        }
-                        #[cfg(target_arch = "x86_64")]
-                        if step == 2 * NR {
-                            // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
-                            unsafe {
-                                if width == 2 * NR && mr == MR {
-                                    kernel::tile_wide(
+            // Column sub-blocks whose B panels fit in L2 (a 256-deep block of 1024 columns is
+            // 1 MB, twice Zen 3's L2): every row block of A passes over one sub-block before
+            // the next, so B is read from L3 once instead of once per 12 rows.
+            let sub = (B_L2_BYTES / (kc.max(1) * 4)).next_multiple_of(2 * NR);
+            let mut jr0 = 0;
+            while jr0 < nc {
+                let jr1 = (jr0 + sub).min(nc);
+                let mut ic = 0;
+                while ic < m {
+                    let rem = m - ic;
+                    let mc = if rem == 16 { 16 } else { MC_A.min(rem) };
+                    let step = kernel::wide(kern);
+                    // A 16-row block goes in two 8-row tiles (a 12-row tile would leave a 4-row
+                    // remainder at half the FMAs per load).
+                    let split = if step == 2 * NR && mc == 16 { 0 } else { mc };
+                    let mut jr = jr0;
+                    while jr < jr1 {
+                        let width = step.min(jr1 - jr);
+                        // SAFETY: panel jr/NR of the B block (the packed path: no direct columns).
+                        let bpan =
+                            unsafe { bp.add((jr.saturating_sub(direct) / NR) * b_panel_stride) };
+                        let mut ir = 0;
+                        while ir < mc {
+                            let mr = MR.min(mc - ir);
+                            let row = ic + ir;
+                            // SAFETY: panel row/MR of packed A in the K block at pc.
+                            let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
+                            // SAFETY: C tile within bounds.
+                            let ct = unsafe { c.add(row * ldc + jc + jr) };
+                            let tile_ep = if last { Some(ep) } else { None };
+                            #[cfg(target_arch = "x86_64")]
+                            if ir >= split {
+                                // SAFETY: rows row..row+8 lie in this panel (from row % MR) and the
+                                // next; up to 32 B columns (packed zero-padded ones when fewer).
+                                unsafe {
+                                    kernel::tile8_offset(
                                         kc,
                                         apan,
+                                        apan.add(kc * MR),
                                         wide_b(jr, width),
                                         ct,
                                         ldc,
-                                        !first,
-                                        tile_ep,
-                                        row,
-                                        jc + jr,
-                                    );
-                                } else {
-                                    kernel::tile_wide_partial(
-                                        kc,
-                                        apan,
-                                        wide_b(jr, width),
-                                        ct,
-                                        ldc,
-                                        mr,
                                         width,
                                         !first,
                                         tile_ep,
@@ -375,30 +305,131 @@ pub unsafe fn gemm_packed_a(
                                         jc + jr,
                                     );
                                 }
+                                ir += 8;
+                                continue;
                             }
-                            ir += MR;
-                            continue;
-                        }
-                        // One or two 16-wide tiles.
-                        let mut off = 0;
-                        while off < width {
-                            let nr = NR.min(width - off);
                             #[cfg(target_arch = "x86_64")]
-                            if jr + off < direct {
-                                let BSource::Matrix { b, ldb, .. } = &b else {
-                                    unreachable!("direct columns come from a matrix")
-                                };
-                                // SAFETY: rows pc..pc+kc, columns jc+jr+off..+16 lie inside B;
-                                // the mr × 16 tile lies inside C.
+                            if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
+                                // SAFETY: two A panels (rows row..row+12) and 32 B columns.
                                 unsafe {
-                                    kernel::tile_b_in_place(
+                                    kernel::tile_wide12(
                                         kc,
                                         apan,
-                                        b.add(pc * ldb + jc + jr + off),
-                                        *ldb,
+                                        apan.add(kc * MR),
+                                        wide_b(jr, width),
+                                        ct,
+                                        ldc,
+                                        !first,
+                                        tile_ep,
+                                        row,
+                                        jc + jr,
+                                    );
+                                }
+                                ir += 2 * MR;
+                                continue;
+                            }
+                            // 7-12 rows left, or 12 rows over a column remainder: one tile of 8 or
+                            // 12 rows (the A panels are zero-padded to whole panels of the matrix).
+                            #[cfg(target_arch = "x86_64")]
+                            if step == 2 * NR && mc - ir > MR {
+                                let rows = (mc - ir).min(2 * MR);
+                                // SAFETY: two A panels (rows row..row+12 of the padded packing);
+                                // 32 B columns, or (a column remainder, always packed) up to 32
+                                // zero-padded ones.
+                                unsafe {
+                                    kernel::tile_wide12_partial(
+                                        kc,
+                                        apan,
+                                        apan.add(kc * MR),
+                                        wide_b(jr, width),
+                                        ct,
+                                        ldc,
+                                        rows,
+                                        width,
+                                        !first,
+                                        tile_ep,
+                                        row,
+                                        jc + jr,
+                                    );
+                                }
+                                ir += rows;
+                                continue;
+                            }
+                            #[cfg(target_arch = "x86_64")]
+                            if step == 2 * NR {
+                                // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
+                                unsafe {
+                                    if width == 2 * NR && mr == MR {
+                                        kernel::tile_wide(
+                                            kc,
+                                            apan,
+                                            wide_b(jr, width),
+                                            ct,
+                                            ldc,
+                                            !first,
+                                            tile_ep,
+                                            row,
+                                            jc + jr,
+                                        );
+                                    } else {
+                                        kernel::tile_wide_partial(
+                                            kc,
+                                            apan,
+                                            wide_b(jr, width),
+                                            ct,
+                                            ldc,
+                                            mr,
+                                            width,
+                                            !first,
+                                            tile_ep,
+                                            row,
+                                            jc + jr,
+                                        );
+                                    }
+                                }
+                                ir += MR;
+                                continue;
+                            }
+                            // One or two 16-wide tiles.
+                            let mut off = 0;
+                            while off < width {
+                                let nr = NR.min(width - off);
+                                #[cfg(target_arch = "x86_64")]
+                                if jr + off < direct {
+                                    let BSource::Matrix { b, ldb, .. } = &b else {
+                                        unreachable!("direct columns come from a matrix")
+                                    };
+                                    // SAFETY: rows pc..pc+kc, columns jc+jr+off..+16 lie inside B;
+                                    // the mr × 16 tile lies inside C.
+                                    unsafe {
+                                        kernel::tile_b_in_place(
+                                            kc,
+                                            apan,
+                                            b.add(pc * ldb + jc + jr + off),
+                                            *ldb,
+                                            ct.add(off),
+                                            ldc,
+                                            mr,
+                                            !first,
+                                            tile_ep,
+                                            row,
+                                            jc + jr + off,
+                                        )
+                                    };
+                                    off += NR;
+                                    continue;
+                                }
+                                // SAFETY: panels have kc entries; tile is mr × nr inside C.
+                                unsafe {
+                                    kernel::tile(
+                                        kern,
+                                        kc,
+                                        apan,
+                                        bpan.add((off / NR) * b_panel_stride),
                                         ct.add(off),
                                         ldc,
                                         mr,
+                                        nr,
                                         !first,
                                         tile_ep,
                                         row,
@@ -406,32 +437,14 @@ pub unsafe fn gemm_packed_a(
                                     )
                                 };
                                 off += NR;
-                                continue;
                             }
-                            // SAFETY: panels have kc entries; tile is mr × nr inside C.
-                            unsafe {
-                                kernel::tile(
-                                    kern,
-                                    kc,
-                                    apan,
-                                    bpan.add((off / NR) * b_panel_stride),
-                                    ct.add(off),
-                                    ldc,
-                                    mr,
-                                    nr,
-                                    !first,
-                                    tile_ep,
-                                    row,
-                                    jc + jr + off,
-                                )
-                            };
-                            off += NR;
+                            ir += MR;
                         }
-                        ir += MR;
+                        jr += width;
                     }
-                    jr += width;
+                    ic += mc;
                 }
-                ic += mc;
+                jr0 = jr1;
             }
             pc += kc;
             if pc >= k {
