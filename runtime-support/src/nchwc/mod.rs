@@ -90,6 +90,24 @@ impl BlockedConv {
     fn kdim(&self) -> usize {
         self.cg() * self.ksize()
     }
+    /// k steps per entry of the depth walk (`gemm_image`): 8 channels of a blocked input,
+    /// the kw taps of a plain one.
+    fn run(&self) -> usize {
+        if self.plain_input { self.kernel[1] } else { CB }
+    }
+    /// Depth per pass: whole entries, about `KC`.
+    fn pass_k(&self) -> usize {
+        let run = self.run();
+        (KC / run).clamp(1, self.kdim() / run) * run
+    }
+    /// Offset of panel `p`'s weights for the pass starting at depth `k0` of group `gi`: the
+    /// packed weights are ordered [group][pass][panel][k in pass][16], so one pass over all
+    /// panels reads them sequentially.
+    fn panel_at(&self, gi: usize, k0: usize, p: usize) -> usize {
+        let kd = self.kdim();
+        let pass = self.pass_k().min(kd - k0);
+        (gi * kd + k0) * self.panels() * PANEL + p * pass * PANEL
+    }
     /// Weight panels per group.
     fn panels(&self) -> usize {
         self.mg().div_ceil(PANEL)
@@ -172,33 +190,22 @@ impl BlockedConv {
             return out;
         }
         let (cg, mg, kd) = (self.cg(), self.mg(), self.kdim());
-        if self.plain_input {
-            // k = channel · taps + tap, the order of the (channel, ky) entries' kx runs.
-            for p in 0..self.panels() {
-                for k in 0..kd {
-                    for j in 0..PANEL.min(mg - p * PANEL) {
-                        out[(p * kd + k) * PANEL + j] = w[(p * PANEL + j) * kd + k];
-                    }
-                }
-            }
-            return out;
-        }
         for gi in 0..self.group {
             for p in 0..self.panels() {
-                let base = (gi * self.panels() + p) * PANEL * kd;
-                for cb in 0..cg / CB {
-                    for t in 0..ks {
-                        for ci in 0..CB {
-                            let k = (cb * ks + t) * CB + ci;
-                            for j in 0..PANEL {
-                                let mo = p * PANEL + j;
-                                if mo < mg {
-                                    let mo = gi * mg + mo;
-                                    out[base + k * PANEL + j] =
-                                        w[(mo * cg + cb * CB + ci) * ks + t];
-                                }
-                            }
-                        }
+                for k in 0..kd {
+                    // The (input channel, tap) of depth k: entries of `run` steps, blocked
+                    // (block, tap) entries of 8 channels or plain (channel, ky) ones of kw taps.
+                    let (c, t) = if self.plain_input {
+                        (k / ks, k % ks)
+                    } else {
+                        let e = k / CB;
+                        (e / ks * CB + k % CB, e % ks)
+                    };
+                    let k0 = k / self.pass_k() * self.pass_k();
+                    let at = self.panel_at(gi, k0, p) + (k - k0) * PANEL;
+                    for j in 0..PANEL.min(mg - p * PANEL) {
+                        let mo = gi * mg + p * PANEL + j;
+                        out[at + j] = w[(mo * cg + c) * ks + t];
                     }
                 }
             }
@@ -394,8 +401,8 @@ unsafe fn gemm_image(
         }
     };
     let entries = kd / run;
-    // Entries per depth pass, and panels per group of panels (by the pass's weights).
-    let chunk = (KC / run).clamp(1, entries);
+    // Entries per depth pass.
+    let chunk = g.pass_k() / run;
     // Window origin of every output position, in tiles of ROWS consecutive positions (a
     // tile may span output rows, so narrow outputs do not leave short tiles at row ends).
     let npos = oh * ow;
@@ -419,7 +426,7 @@ unsafe fn gemm_image(
                 for p in 0..panels {
                     let chan = gi * mg + p * PANEL;
                     // SAFETY: the panel's pass in the packed weights.
-                    let wp = unsafe { w.add((gi * panels + p) * PANEL * kd + e0 * run * PANEL) };
+                    let wp = unsafe { w.add(g.panel_at(gi, e0 * run, p)) };
                     let blocks = (mg - p * PANEL).min(PANEL) / CB;
                     let mut q = q0;
                     while q < q1 {
