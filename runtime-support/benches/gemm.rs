@@ -615,12 +615,12 @@ fn main() {
         experiment();
         return;
     }
-    if std::env::var_os("ONNXC_CONV_FILTER").is_some() {
-        conv_layers(peak);
-        return;
-    }
     if std::env::var_os("ONNXC_NCHWC").is_some() {
         nchwc_layers();
+        return;
+    }
+    if std::env::var_os("ONNXC_CONV_FILTER").is_some() {
+        conv_layers(peak);
         return;
     }
     if std::env::var_os("ONNXC_POOL").is_some() {

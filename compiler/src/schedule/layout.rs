@@ -68,6 +68,23 @@ pub fn blocked_geometry(
     g.supported().then_some(g)
 }
 
+/// Whether Winograd (plain layout, with conversions around it) beats the blocked direct
+/// convolution (≈ 96-99 GFLOP/s on Zen 3 for 3×3 layers of any size): its transforms cost
+/// per input and per output channel, its products shrink per both, so it pays when
+/// `c·m / (c + m)` is large enough for the variant. Measured per layer (`ONNXC_NCHWC=1
+/// cargo bench --bench gemm`, effective GFLOP/s Winograd vs blocked): F(4×4): 64→64 at
+/// 56×56 161 vs 98, 128→32 at 28×28 117 vs 97, 16→64 at 55×55 94 vs 97; F(2×2): 256→256 at
+/// 14×14 143 vs 96, 64→256 at 13×13 101 vs 97, 48→192 at 13×13 93 vs 97, 128→32 at 14×14
+/// 86 vs 96.
+fn winograd_pays(g: &onnxc_runtime::conv::ConvGeometry) -> bool {
+    let (c, m) = ((g.c / g.group) as f64, (g.m / g.group) as f64);
+    let mean = c * m / (c + m);
+    match g.winograd_variant() {
+        onnxc_runtime::winograd::Variant::F4 => mean >= 16.0,
+        onnxc_runtime::winograd::Variant::F2 => mean >= 64.0,
+    }
+}
+
 /// The blocked shape of a plain `[n, c, h, w]`.
 fn blocked_shape(shape: &[i64]) -> Vec<i64> {
     vec![
@@ -218,7 +235,7 @@ impl Pass<'_> {
             pads: c.pads_begin.clone(),
             wide_simd: self.opts.wide_simd,
         };
-        if plain.use_winograd() {
+        if plain.use_winograd() && winograd_pays(&plain) {
             return None;
         }
         let mut inputs = st.inputs.clone();

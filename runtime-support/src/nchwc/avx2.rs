@@ -1,44 +1,58 @@
 //! AVX2+FMA kernels of the blocked convolution: the GEMM register tile (up to 6 output
 //! positions × 2 output blocks, 12 ymm accumulators; per input channel two weight loads and
-//! one broadcast per position) and the depthwise row loop.
+//! one broadcast per position), looped over a run of positions, and the depthwise row loop.
 
-use super::{BlockedConv, CB, DwPlan, Epilogue, PANEL, Tile};
+use super::{BlockedConv, CB, DwPlan, Epilogue, PANEL, ROWS, Run};
 use std::arch::x86_64::*;
 
+/// All register tiles of a run: full tiles of 6 positions, then one of the rest.
+///
 /// # Safety
-/// AVX2 and FMA present; as `Tile`'s fields say.
-pub unsafe fn tile(t: &Tile) {
-    macro_rules! go {
-        ($r:literal) => {
-            // SAFETY: forwarded.
-            unsafe {
-                match (t.blocks == 2, t.run == CB && t.step == 1) {
-                    (true, true) => kernel::<$r, 2, true>(t),
-                    (false, true) => kernel::<$r, 1, true>(t),
-                    (true, false) => kernel::<$r, 2, false>(t),
-                    (false, false) => kernel::<$r, 1, false>(t),
-                }
-            }
-        };
-    }
-    match t.rows {
-        6 => go!(6),
-        5 => go!(5),
-        4 => go!(4),
-        3 => go!(3),
-        2 => go!(2),
-        _ => go!(1),
+/// AVX2 and FMA present; as `Run`'s fields say.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn positions(t: &Run) {
+    // SAFETY: forwarded.
+    unsafe {
+        match (t.blocks == 2, t.run == CB && t.step == 1) {
+            (true, true) => positions_of::<2, true>(t),
+            (false, true) => positions_of::<1, true>(t),
+            (true, false) => positions_of::<2, false>(t),
+            (false, false) => positions_of::<1, false>(t),
+        }
     }
 }
 
-/// The tile kernel; `BLOCKED`: entries of 8 k steps at stride 1 (unrolled), otherwise the
-/// tile's `run` and `step` (plain input).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel<const R: usize, const V: usize, const BLOCKED: bool>(t: &Tile) {
+unsafe fn positions_of<const V: usize, const BLOCKED: bool>(t: &Run) {
+    let n = t.origins.len();
+    let mut q = 0;
+    // SAFETY: forwarded; tiles q..q+R of the run.
+    unsafe {
+        while q + ROWS <= n {
+            kernel::<ROWS, V, BLOCKED>(t, q);
+            q += ROWS;
+        }
+        match n - q {
+            5 => kernel::<5, V, BLOCKED>(t, q),
+            4 => kernel::<4, V, BLOCKED>(t, q),
+            3 => kernel::<3, V, BLOCKED>(t, q),
+            2 => kernel::<2, V, BLOCKED>(t, q),
+            1 => kernel::<1, V, BLOCKED>(t, q),
+            _ => {}
+        }
+    }
+}
+
+/// The tile of positions `q..q+R`; `BLOCKED`: entries of 8 k steps at stride 1
+/// (unrolled), otherwise the run's `run` and `step` (plain input).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn kernel<const R: usize, const V: usize, const BLOCKED: bool>(t: &Run, q: usize) {
     let mut acc = [[_mm256_setzero_ps(); V]; R];
     let mut wp = t.w;
-    let pos: [*const f32; R] = std::array::from_fn(|r| t.x.wrapping_offset(t.pos[r]));
+    let pos: [*const f32; R] = std::array::from_fn(|r| t.x.wrapping_offset(t.origins[q + r]));
     let (run, step) = if BLOCKED { (CB, 1) } else { (t.run, t.step) };
+    let y = t.y.wrapping_add(q * CB);
     // SAFETY: every position offset plus entry offset plus i·step (i < run) is readable;
     // the panel holds offs.len() × run rows of 16 floats; the tile lies inside the output.
     unsafe {
@@ -75,16 +89,16 @@ unsafe fn kernel<const R: usize, const V: usize, const BLOCKED: bool>(t: &Tile) 
                 let at = v * t.oplane + r * CB;
                 let mut s = accr[v];
                 if t.accumulate {
-                    s = _mm256_add_ps(s, _mm256_loadu_ps(t.y.add(at)));
+                    s = _mm256_add_ps(s, _mm256_loadu_ps(y.add(at)));
                 }
                 if let Some(e) = &t.ep {
                     s = _mm256_add_ps(s, bias);
                     if !e.residual.is_null() {
-                        s = _mm256_add_ps(s, _mm256_loadu_ps(e.residual.add(at)));
+                        s = _mm256_add_ps(s, _mm256_loadu_ps(e.residual.add(q * CB + at)));
                     }
                     s = _mm256_min_ps(hi, _mm256_max_ps(lo, s));
                 }
-                _mm256_storeu_ps(t.y.add(at), s);
+                _mm256_storeu_ps(y.add(at), s);
             }
         }
     }

@@ -33,6 +33,8 @@ const KC: usize = 256;
 /// Bytes of A rows (output positions × depth pass) per chunk of positions, kept in L2
 /// while every weight panel passes over them.
 const A_CHUNK_BYTES: usize = 128 << 10;
+/// Most positions per chunk (its window origins live on the stack).
+const MAX_CHUNK: usize = 2048;
 
 /// Geometry of one 2-D convolution over blocked tensors.
 #[derive(Clone, Debug, PartialEq)]
@@ -247,27 +249,28 @@ pub struct Epilogue {
     pub hi: f32,
 }
 
-/// One register tile's operands: `rows` output positions (≤ `ROWS`, consecutive in the
-/// output plane, possibly across output rows) × `blocks` (1 or 2) output blocks, over the A
-/// values `x + pos[r] + offs[e] + i·step` (entry e, i < run) and the packed panel `w`.
+/// A run of consecutive output positions (possibly across output rows) × one weight panel
+/// (`blocks`, 1 or 2, output blocks), computed in register tiles of `ROWS` positions: over
+/// the A values `x + origins[q] + offs[e] + i·step` (entry e, i < run) and the packed
+/// panel `w`.
 #[derive(Clone, Copy)]
-struct Tile<'a> {
-    rows: usize,
+struct Run<'a> {
     blocks: usize,
     offs: &'a [isize],
     /// k steps per entry of `offs`, and floats between them.
     run: usize,
     step: usize,
     x: *const f32,
-    pos: [isize; ROWS],
+    /// Window origin of each position of the run, from `x`.
+    origins: &'a [isize],
     w: *const f32,
-    /// Output block 0 of the tile (block 1 is `oplane` floats further).
+    /// Output block 0 at the run's first position (block 1 is `oplane` floats further).
     y: *mut f32,
     oplane: usize,
-    /// Add the tile's current contents (a previous depth pass).
+    /// Add the outputs' current contents (a previous depth pass).
     accumulate: bool,
-    /// The epilogue, on the last depth pass: bias already offset to the tile's first channel,
-    /// residual to the tile's first element.
+    /// The epilogue, on the last depth pass: bias already offset to the panel's first
+    /// channel, residual to the run's first element.
     ep: Option<Epilogue>,
 }
 
@@ -406,7 +409,15 @@ unsafe fn gemm_image(
     // Window origin of every output position, in tiles of ROWS consecutive positions (a
     // tile may span output rows, so narrow outputs do not leave short tiles at row ends).
     let npos = oh * ow;
-    let origin = |p: usize| ((p / ow * g.strides[0] * pw + p % ow * g.strides[1]) * lane) as isize;
+    let origin =
+        |(oy, ox): (usize, usize)| ((oy * g.strides[0] * pw + ox * g.strides[1]) * lane) as isize;
+    let advance = |(oy, ox): (usize, usize)| {
+        if ox + 1 == ow {
+            (oy + 1, 0)
+        } else {
+            (oy, ox + 1)
+        }
+    };
     let mut offs = Vec::with_capacity(chunk);
     for gi in 0..g.group {
         let mut e0 = 0;
@@ -419,54 +430,50 @@ unsafe fn gemm_image(
             // L2 while every panel passes over them with its weights in L1; each panel then
             // writes (and reads the residual of) only its two output blocks, sequentially.
             let pass_k = (e1 - e0) * run;
-            let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).max(ROWS) / ROWS * ROWS;
+            let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
+            let mut origins = [0isize; MAX_CHUNK];
+            // Output position q0 as (row, column), walked without divisions.
+            let mut at = (0, 0);
             let mut q0 = 0;
             while q0 < npos {
                 let q1 = (q0 + chunk_pos).min(npos);
+                for o in origins.iter_mut().take(q1 - q0) {
+                    *o = origin(at);
+                    at = advance(at);
+                }
+                let origins = &origins[..q1 - q0];
                 for p in 0..panels {
                     let chan = gi * mg + p * PANEL;
-                    // SAFETY: the panel's pass in the packed weights.
-                    let wp = unsafe { w.add(g.panel_at(gi, e0 * run, p)) };
-                    let blocks = (mg - p * PANEL).min(PANEL) / CB;
-                    let mut q = q0;
-                    while q < q1 {
-                        let rows = ROWS.min(q1 - q);
-                        let base = origin(q);
-                        let pos: [isize; ROWS] =
-                            std::array::from_fn(|r| origin(q + r.min(rows - 1)) - base);
-                        let yoff = (chan / CB) * oplane + q * CB;
-                        // SAFETY: the tile's positions and blocks lie inside the output;
-                        // its taps inside the padded input; the pass's rows inside the panel.
-                        unsafe {
-                            let t = Tile {
-                                rows,
-                                blocks,
-                                offs: &offs,
-                                run,
-                                step,
-                                x: src.offset(base),
-                                pos,
-                                w: wp,
-                                y: y.add(yoff),
-                                oplane,
-                                accumulate: !first,
-                                ep: last.then(|| Epilogue {
-                                    bias: if ep.bias.is_null() {
-                                        ep.bias
-                                    } else {
-                                        ep.bias.add(chan)
-                                    },
-                                    residual: if ep.residual.is_null() {
-                                        ep.residual
-                                    } else {
-                                        ep.residual.add(yoff)
-                                    },
-                                    ..*ep
-                                }),
-                            };
-                            tile(&t);
-                        }
-                        q += rows;
+                    let yoff = (chan / CB) * oplane + q0 * CB;
+                    // SAFETY: the run's positions and blocks lie inside the output; its taps
+                    // inside the padded input; the pass's rows inside the panel.
+                    unsafe {
+                        let r = Run {
+                            blocks: (mg - p * PANEL).min(PANEL) / CB,
+                            offs: &offs,
+                            run,
+                            step,
+                            x: src,
+                            origins,
+                            w: w.add(g.panel_at(gi, e0 * run, p)),
+                            y: y.add(yoff),
+                            oplane,
+                            accumulate: !first,
+                            ep: last.then(|| Epilogue {
+                                bias: if ep.bias.is_null() {
+                                    ep.bias
+                                } else {
+                                    ep.bias.add(chan)
+                                },
+                                residual: if ep.residual.is_null() {
+                                    ep.residual
+                                } else {
+                                    ep.residual.add(yoff)
+                                },
+                                ..*ep
+                            }),
+                        };
+                        positions(&r);
                     }
                 }
                 q0 = q1;
@@ -477,48 +484,55 @@ unsafe fn gemm_image(
 }
 
 /// # Safety
-/// As `Tile`'s fields say.
-unsafe fn tile(t: &Tile) {
+/// As `Run`'s fields say.
+unsafe fn positions(t: &Run) {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx2() {
         // SAFETY: forwarded; AVX2 and FMA detected.
-        unsafe { avx2::tile(t) };
+        unsafe { avx2::positions(t) };
         return;
     }
-    let mut acc = [[0f32; PANEL]; ROWS];
     let cols = t.blocks * CB;
-    for (e, &o) in t.offs.iter().enumerate() {
-        for i in 0..t.run {
-            let k = e * t.run + i;
-            for (r, accr) in acc.iter_mut().enumerate().take(t.rows) {
-                // SAFETY: caller contract.
-                let a = unsafe { *t.x.offset(o + t.pos[r]).add(i * t.step) };
-                for (j, v) in accr.iter_mut().enumerate().take(cols) {
-                    // SAFETY: the panel holds the pass's rows of 16.
-                    *v += a * unsafe { *t.w.add(k * PANEL + j) };
+    for (q0, tile) in t
+        .origins
+        .chunks(ROWS)
+        .enumerate()
+        .map(|(i, c)| (i * ROWS, c))
+    {
+        let mut acc = [[0f32; PANEL]; ROWS];
+        for (e, &o) in t.offs.iter().enumerate() {
+            for i in 0..t.run {
+                let k = e * t.run + i;
+                for (accr, &pos) in acc.iter_mut().zip(tile) {
+                    // SAFETY: caller contract.
+                    let a = unsafe { *t.x.offset(o + pos).add(i * t.step) };
+                    for (j, v) in accr.iter_mut().enumerate().take(cols) {
+                        // SAFETY: the panel holds the pass's rows of 16.
+                        *v += a * unsafe { *t.w.add(k * PANEL + j) };
+                    }
                 }
             }
         }
-    }
-    for (r, accr) in acc.iter().enumerate().take(t.rows) {
-        for (j, &a) in accr.iter().enumerate().take(cols) {
-            let at = (j / CB) * t.oplane + r * CB + j % CB;
-            // SAFETY: caller contract.
-            unsafe {
-                let mut v = a;
-                if t.accumulate {
-                    v += *t.y.add(at);
-                }
-                if let Some(e) = &t.ep {
-                    if !e.bias.is_null() {
-                        v += *e.bias.add(j);
+        for (r, accr) in acc.iter().enumerate().take(tile.len()) {
+            for (j, &a) in accr.iter().enumerate().take(cols) {
+                let at = (j / CB) * t.oplane + (q0 + r) * CB + j % CB;
+                // SAFETY: caller contract.
+                unsafe {
+                    let mut v = a;
+                    if t.accumulate {
+                        v += *t.y.add(at);
                     }
-                    if !e.residual.is_null() {
-                        v += *e.residual.add(at);
+                    if let Some(e) = &t.ep {
+                        if !e.bias.is_null() {
+                            v += *e.bias.add(j);
+                        }
+                        if !e.residual.is_null() {
+                            v += *e.residual.add(at);
+                        }
+                        v = crate::clamp_ep(v, e.lo, e.hi);
                     }
-                    v = crate::clamp_ep(v, e.lo, e.hi);
+                    *t.y.add(at) = v;
                 }
-                *t.y.add(at) = v;
             }
         }
     }

@@ -160,6 +160,10 @@ fn matches_direct_convolution() {
         // Several depth passes (K = 80·9 > 256) and panel groups.
         geom(1, 80, 48, 1, [10, 10], [3, 3], 1, 1, 1),
         geom(1, 512, 40, 1, [4, 4], [1, 1], 1, 0, 1),
+        // Several chunks of positions per pass (900 positions, 128 per chunk) and a
+        // shallow one (1600 positions in chunks of 1024).
+        geom(1, 64, 16, 1, [30, 30], [3, 3], 1, 1, 1),
+        geom(1, 32, 24, 1, [40, 40], [1, 1], 1, 0, 1),
         // Groups of whole blocks (ShuffleNet-style), with an odd number of blocks per group.
         geom(1, 48, 48, 3, [9, 9], [1, 1], 1, 0, 1),
         geom(2, 16, 32, 2, [8, 8], [3, 3], 2, 1, 1),
