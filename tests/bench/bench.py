@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Side-by-side single-thread batch-1 latency of onnxc-compiled models and onnxruntime.
 
-For each model: compile with onnxc (timed), link the benchmark executable, then alternate
-rounds of onnxc and onnxruntime (intra_op_num_threads=1, inter_op_num_threads=1, sequential)
-on the same inputs and report medians. Also checks that both produce the same outputs and
-measures each one's peak RSS in a process of its own. Writes a markdown table.
+For each model: compile with onnxc (timed), link it, then alternate calls of onnxc and
+onnxruntime (intra_op_num_threads=1, inter_op_num_threads=1, sequential) on the same inputs
+and report medians. Also checks that both produce the same outputs and measures each one's
+peak RSS in a process of its own. Writes a markdown table.
 
     .cache/venv/bin/python tests/bench/bench.py --onnxc target/release/onnxc --out docs/performance.md
+
+Both engines are timed in this process, alternating batches of about 2 ms of calls: the
+compiled model through ctypes (its object file linked with the runtime as a shared library),
+onnxruntime through IOBinding. On a shared VM whose speed drifts by tens of percent over
+seconds, alternating every few milliseconds keeps the ratio honest where alternating rounds
+of half a second did not.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -117,48 +124,106 @@ print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]
 """
 
 
-def bench_model(name: str, path: str, light: bool, onnxc: str, rounds: int, work: str) -> dict:
+class CompiledModel:
+    """An onnxc-compiled model linked as a shared library and called through ctypes: the
+    same object file and runtime a C program links, timed call by call from Python."""
+
+    def __init__(self, onnxc: str, path: str, name: str, work: str, feeds: dict, outputs: list):
+        obj = os.path.join(work, f"{name}.o")
+        so = os.path.join(work, f"lib{name}.so")
+        subprocess.run([onnxc, path, "-o", obj, "--name", name], check=True, capture_output=True)
+        runtime = subprocess.run([onnxc, "--print-runtime-lib"], check=True, capture_output=True, text=True).stdout.strip()
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-shared", "-o", so, obj, runtime, "-lm", "-lpthread", "-ldl"], check=True, capture_output=True)
+        self.lib = ctypes.CDLL(so)
+        self.run_fn = getattr(self.lib, f"{name}_run")
+        self.run_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self.run_fn.restype = ctypes.c_int
+        size_fn = getattr(self.lib, f"{name}_workspace_size")
+        size_fn.restype = ctypes.c_size_t
+        ws = size_fn()
+        self.ws_buf = np.empty(ws + 64, dtype=np.uint8)
+        self.ws = self.ws_buf.ctypes.data + (-self.ws_buf.ctypes.data) % 64
+        self.inputs = [np.ascontiguousarray(v) for v in feeds.values()]
+        self.outputs = [np.empty_like(o) for o in outputs]
+        self.in_ptrs = (ctypes.c_void_p * max(1, len(self.inputs)))(*[a.ctypes.data for a in self.inputs])
+        self.out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
+
+    def __call__(self) -> None:
+        rc = self.run_fn(self.in_ptrs, self.out_ptrs, self.ws)
+        if rc != 0:
+            raise RuntimeError(f"model run returned {rc}")
+
+
+def ort_bound(sess: ort.InferenceSession, feeds: dict, outputs: list):
+    """onnxruntime with inputs and outputs bound once (IOBinding), so a timed call is the
+    run itself rather than Python-side conversions."""
+    b = sess.io_binding()
+    for k, v in feeds.items():
+        b.bind_cpu_input(k, v)
+    keep = []
+    for o, ref in zip(sess.get_outputs(), outputs):
+        ov = ort.OrtValue.ortvalue_from_numpy(np.empty_like(ref))
+        keep.append(ov)
+        b.bind_ortvalue_output(o.name, ov)
+
+    def call() -> None:
+        sess.run_with_iobinding(b)
+
+    call.keep = keep
+    return call
+
+
+def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, work: str) -> dict:
     feeds = model_inputs(path, light)
-    names = list(feeds)
-    in_files = []
-    for i, k in enumerate(names):
-        p = os.path.join(work, f"{name}_in{i}.bin")
-        feeds[k].tofile(p)
-        in_files.append(p)
     # Compile time: the plain compile command, wall clock.
     t0 = time.perf_counter()
-    subprocess.run([onnxc, path, "-o", os.path.join(work, f"{name}.o")], check=True, capture_output=True)
+    subprocess.run([onnxc, path, "-o", os.path.join(work, f"{name}_timed.o")], check=True, capture_output=True)
     compile_ms = (time.perf_counter() - t0) * 1e3
+    sess = ort_session(path)
+    ref = sess.run(None, feeds)
+    model = CompiledModel(onnxc, path, f"m_{name}", work, feeds, ref)
+    ort_call = ort_bound(sess, feeds, ref)
+    # Outputs agree?
+    model()
+    diff = 0.0
+    for got, r in zip(model.outputs, ref):
+        if r.size:
+            diff = max(diff, float(np.max(np.abs(got.astype(np.float64) - r.astype(np.float64)))))
+    # Warm up both, then alternate batches of calls (order flipped every batch) so that the
+    # machine's slow and fast spells fall on both alike; a batch lasts about 2 ms of the
+    # slower engine, so small models run warm within it as they would in a loop. Medians of
+    # all calls.
+    for _ in range(3):
+        model()
+        ort_call()
+    t0 = time.perf_counter()
+    model()
+    ort_call()
+    one = time.perf_counter() - t0
+    batch = int(min(50, max(1, 0.002 / max(one, 1e-7))))
+    batches = int(min(2000, max(20, seconds / max(one * batch, 1e-6))))
+    ox, ot = [], []
+    clock = time.perf_counter_ns
+    for i in range(batches):
+        order = ((model, ox), (ort_call, ot)) if i % 2 == 0 else ((ort_call, ot), (model, ox))
+        for f, acc in order:
+            for _ in range(batch):
+                t = clock()
+                f()
+                acc.append((clock() - t) / 1e6)
+    iters = batches * batch
+    # Peak RSS of each in a process of its own: the linked benchmark executable, and
+    # onnxruntime's Python session.
     exe = os.path.join(work, f"{name}_bench")
     subprocess.run([onnxc, "bench", path, "--iterations", "1", "--warmup", "0", "--save-exe", exe], check=True, capture_output=True)
-    sess = ort_session(path)
-    # Outputs agree?
-    out_dir = os.path.join(work, f"{name}_out")
-    os.makedirs(out_dir, exist_ok=True)
-    subprocess.run([exe, "run", *in_files, "--out", out_dir], check=True, capture_output=True)
-    ref = sess.run(None, feeds)
-    diff = 0.0
-    for i, r in enumerate(ref):
-        got = np.fromfile(os.path.join(out_dir, f"output_{i}.bin"), dtype=r.dtype).reshape(r.shape)
-        diff = max(diff, float(np.max(np.abs(got.astype(np.float64) - r.astype(np.float64)))) if r.size else 0.0)
-    # Iterations per round: about 0.5 s of onnxruntime work.
-    t0 = time.perf_counter()
-    sess.run(None, feeds)
-    one = time.perf_counter() - t0
-    iters = int(min(200, max(3, 0.5 / max(one, 1e-5))))
-    ox, ot, rss = [], [], 0
-    for _ in range(rounds):
-        r = subprocess.run([exe, "bench", str(iters), "2", *in_files], check=True, capture_output=True, text=True)
-        j = json.loads(r.stdout.strip().splitlines()[-1])
-        ox.append(j["median_ms"])
-        rss = max(rss, j["peak_rss_kb"])
-        sess.run(None, feeds)
-        times = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            sess.run(None, feeds)
-            times.append((time.perf_counter() - t) * 1e3)
-        ot.append(statistics.median(times))
+    in_files = []
+    for i, v in enumerate(feeds.values()):
+        p = os.path.join(work, f"{name}_in{i}.bin")
+        v.tofile(p)
+        in_files.append(p)
+    r = subprocess.run([exe, "bench", "3", "1", *in_files], check=True, capture_output=True, text=True)
+    rss = json.loads(r.stdout.strip().splitlines()[-1])["peak_rss_kb"]
     npz = os.path.join(work, f"{name}_feeds.npz")
     np.savez(npz, **feeds)
     ort_rss = int(subprocess.run([sys.executable, "-c", ORT_RSS, path, npz], check=True, capture_output=True, text=True).stdout.strip())
@@ -170,7 +235,7 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, rounds: int, work
         "onnxc_rss_kb": rss,
         "ort_rss_kb": ort_rss,
         "max_abs_diff": diff,
-        "iterations": iters * rounds,
+        "iterations": iters,
     }
 
 
@@ -178,7 +243,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--onnxc", default=os.path.join(ROOT, "target/release/onnxc"))
     ap.add_argument("--models", default=",".join(LIGHT + GENERATED))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=4.0,
+                    help="time per model for the alternating calls (both engines together)")
     ap.add_argument("--out", help="markdown report to write")
     ap.add_argument("--gemm", action="store_true",
                     help="also run the GEMM kernel table (cargo bench -p onnxc-runtime --bench gemm, "
@@ -194,7 +260,7 @@ def main() -> int:
             path = os.path.join(light_dir, f"light_{name}.onnx") if light else os.path.join(gen_dir, f"{name}.onnx")
             if light:
                 path = with_varied_weights(path, os.path.join(work, f"{name}.onnx"))
-            r = bench_model(name, path, light, a.onnxc, a.rounds, work)
+            r = bench_model(name, path, light, a.onnxc, a.seconds, work)
             r["light"] = light
             rows.append(r)
             print(f"{name:14s} onnxc {r['onnxc_ms']:9.3f} ms  ort {r['ort_ms']:9.3f} ms  ratio {r['onnxc_ms'] / r['ort_ms']:5.2f}  "
@@ -206,7 +272,12 @@ def main() -> int:
         lines = [
             "# Performance: onnxc vs onnxruntime",
             "",
-            f"Single thread, batch 1, same inputs, interleaved rounds ({a.rounds}), medians. "
+            "Single thread, batch 1, same inputs. Both engines run in one Python process and are called "
+            "alternately, in batches of calls lasting about 2 ms (one call for the large models), for "
+            f"about {a.seconds:g} s per model; the table gives the median call (so a slow spell of this "
+            "shared VM falls on both alike). onnxc: the model's object file and libonnxc_runtime.a linked "
+            "as a shared library, `NAME_run` called through ctypes; onnxruntime: inputs and outputs "
+            "bound once (IOBinding), `run_with_iobinding`. "
             f"CPU: {cpu_model()}. onnxruntime {ort.__version__} (CPUExecutionProvider, "
             "intra_op_num_threads=1, inter_op_num_threads=1, ORT_ENABLE_ALL).",
             "",
@@ -216,8 +287,9 @@ def main() -> int:
             "rank-1 parameters 0.5x-1.5x their fill value; otherwise outputs are degenerate); the generated "
             "models (`tests/bench/gen_models.py`) use seeded normal inputs and weights. Compile time is "
             "one cold run of `onnxc MODEL -o MODEL.o` (for the largest models it is dominated by the "
-            "kernel zeroing fresh pages for copies of their weights). On a shared VM, runs vary by ±10% "
-            "(ratios less, as rounds interleave).",
+            "kernel zeroing fresh pages for copies of their weights). Peak RSS: each engine in a "
+            "process of its own (onnxc: the linked benchmark executable of `onnxc bench`; "
+            "onnxruntime: a Python process running the session).",
             "",
             "| model | onnxc ms | onnxruntime ms | ratio | compile ms | peak RSS onnxc / ort (MB) | max abs diff |",
             "|---|---:|---:|---:|---:|---:|---:|",
