@@ -61,6 +61,12 @@ pub struct FnCx<'a, 'b> {
     pub imports: Imports<'a>,
     pub vars: HashMap<u32, Variable>,
     pub bases: HashMap<BufId, Value>,
+    /// Buffers this function writes (stores, reductions, copies, kernel arguments); every
+    /// other buffer is read-only for its whole duration.
+    written: std::collections::HashSet<BufId>,
+    /// Loop-invariant subexpressions computed before the vector loop they are invariant in
+    /// (`hoist_uniform`), kept in stack slots that `eval` reads ahead of its memo.
+    hoisted: HashMap<*const Expr, (ir::StackSlot, Type)>,
     pub err: Variable,
     pub ws: Value,
     acc: Option<Value>,
@@ -91,6 +97,8 @@ impl<'a, 'b> FnCx<'a, 'b> {
             imports,
             vars: HashMap::new(),
             bases: HashMap::new(),
+            written: Default::default(),
+            hoisted: HashMap::new(),
             err,
             ws,
             acc: None,
@@ -103,6 +111,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     pub fn setup_bases(&mut self, body: &[Stmt], inputs: Value, outputs: Value) {
         let mut bufs = Vec::new();
         collect_bufs(body, &mut bufs);
+        collect_written(body, &mut self.written);
         bufs.sort();
         bufs.dedup();
         for id in bufs {
@@ -205,6 +214,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     return;
                 }
                 if *vector && *extent >= 4 && self.vectorizable(*var, body) {
+                    let added = self.hoist_uniform(*var, body);
                     let z = self.b.ins().iconst(types::I64, 0);
                     self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
                     if extent % 4 != 0 {
@@ -214,6 +224,9 @@ impl<'a, 'b> FnCx<'a, 'b> {
                         let last = self.b.ins().iconst(types::I64, extent - 4);
                         self.b.def_var(v, last);
                         self.vector_body(*var, body);
+                    }
+                    for k in added {
+                        self.hoisted.remove(&k);
                     }
                     return;
                 }
@@ -315,11 +328,13 @@ impl<'a, 'b> FnCx<'a, 'b> {
     fn load(&mut self, buf: BufId, off: Value) -> Value {
         let dt = self.prog.buffers[buf as usize].dtype;
         let p = self.addr(buf, off);
-        let fl = if matches!(
-            self.prog.buffers[buf as usize].loc,
-            Loc::Const(_) | Loc::Input(_)
-        ) {
-            flags().with_readonly()
+        // A buffer this function does not write holds the same values throughout it
+        // (memory planning keeps every value a step reads apart from what it writes), and
+        // every load offset is in bounds for all loop variable values (`ir::expr`): the load
+        // is pure, so Cranelift may share it and hoist it out of loops it does not vary in
+        // (per-row statistics of a normalization, per-channel parameters).
+        let fl = if !self.written.contains(&buf) {
+            flags().with_readonly().with_can_move()
         } else {
             flags()
         };
@@ -424,6 +439,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let key = Arc::as_ptr(e);
         if let Some(v) = memo.get(&key) {
             return *v;
+        }
+        if let Some(&(slot, ty)) = self.hoisted.get(&key) {
+            let v = self.b.ins().stack_load(PTR, ty, slot, 0);
+            memo.insert(key, v);
+            return v;
         }
         let v = match &e.kind {
             ExprKind::Var(v) => {
@@ -1288,6 +1308,103 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
+    /// Computes, ahead of a vector loop over `var` whose body is a store, the maximal
+    /// subexpressions that do not vary with `var`, read only buffers the function does not
+    /// write and cost more than a load (divisions, square roots, transcendental functions:
+    /// per-row statistics of a normalization and the arithmetic on them); the loop's body
+    /// reloads them from stack slots. Cranelift's egraph elaboration places pure values at
+    /// their uses and does not hoist ones whose operands include a rematerialized constant,
+    /// so a value computed ahead of the loop but used inside it would be sunk back into it
+    /// (measured: the LayerNorm map's two divisions and square root ran per vector); a stack
+    /// slot pins it. Returns their keys.
+    fn hoist_uniform(&mut self, var: u32, body: &[Stmt]) -> Vec<*const Expr> {
+        let [Stmt::Store { value, offset, .. }] = body else {
+            return Vec::new();
+        };
+        let mut picked: Vec<E> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for e in [value, offset] {
+            self.uniform_roots(e, var, &mut picked, &mut seen);
+        }
+        let mut memo = HashMap::new();
+        let mut added = Vec::new();
+        for e in picked {
+            let v = self.eval(&e, &mut memo);
+            let ty = self.b.func.dfg.value_type(v);
+            let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+                ir::StackSlotKind::ExplicitSlot,
+                ty.bytes(),
+                ty.bytes().trailing_zeros() as u8,
+            ));
+            self.b.ins().stack_store(PTR, v, slot, 0);
+            let k = Arc::as_ptr(&e);
+            self.hoisted.insert(k, (slot, ty));
+            added.push(k);
+        }
+        added
+    }
+
+    /// Whether evaluating `e` once per vector costs more than reloading it: it contains a
+    /// division, a square root or a transcendental function.
+    fn expensive(e: &E) -> bool {
+        let mut found = false;
+        crate::ir::expr::rewrite(e, &mut |x| {
+            match &x.kind {
+                ExprKind::Binary(BinOp::Div | BinOp::Rem | BinOp::FloorMod | BinOp::Pow, ..) => {
+                    found = true
+                }
+                ExprKind::Unary(op, _) => {
+                    found |= !matches!(
+                        op,
+                        UnOp::Neg
+                            | UnOp::Abs
+                            | UnOp::Not
+                            | UnOp::BitNot
+                            | UnOp::Floor
+                            | UnOp::Ceil
+                            | UnOp::Trunc
+                            | UnOp::Round
+                            | UnOp::Sign
+                            | UnOp::IsNan
+                            | UnOp::IsPosInf
+                            | UnOp::IsNegInf
+                    )
+                }
+                _ => {}
+            }
+            None
+        });
+        found
+    }
+
+    fn uniform_roots(
+        &self,
+        e: &E,
+        var: u32,
+        out: &mut Vec<E>,
+        seen: &mut std::collections::HashSet<*const Expr>,
+    ) {
+        if !seen.insert(Arc::as_ptr(e)) {
+            return;
+        }
+        if !depends_on(e, var) && !mentions_acc(e) {
+            if Self::expensive(e) && self.reads_only_inputs(e) {
+                out.push(e.clone());
+            }
+            return;
+        }
+        for c in e.children() {
+            self.uniform_roots(c, var, out, seen);
+        }
+    }
+
+    /// Whether every load in `e` reads a buffer this function does not write.
+    fn reads_only_inputs(&self, e: &E) -> bool {
+        let mut used = Vec::new();
+        crate::ir::expr::used_inputs(e, &mut used);
+        used.iter().all(|b| !self.written.contains(b))
+    }
+
     fn vector_body(&mut self, var: u32, body: &[Stmt]) {
         if let [
             Stmt::Reduce {
@@ -1421,7 +1538,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let off = self.eval(&index[0], smemo);
                 if c == 1 {
                     let p = self.addr(*input, off);
-                    VV::V(self.b.ins().load(types::F32X4, vflags(), p, 0))
+                    let fl = if self.written.contains(input) {
+                        vflags()
+                    } else {
+                        vflags().with_readonly().with_can_move()
+                    };
+                    VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
                 } else {
                     let mut vec = None;
                     for lane in 0..4u8 {
@@ -1578,7 +1700,29 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
     }
 }
 
-/// Whether `e` reads the reduction accumulator.
+/// Buffers a body writes: stored to, reduced into, copied to, or passed to a kernel.
+fn collect_written(body: &[Stmt], out: &mut std::collections::HashSet<BufId>) {
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => collect_written(body, out),
+            Stmt::Store { buf, .. } | Stmt::Reduce { buf, .. } => {
+                out.insert(*buf);
+            }
+            Stmt::Copy { dst, .. } => {
+                out.insert(*dst);
+            }
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    if let Arg::Ptr { buf, .. } = a {
+                        out.insert(*buf);
+                    }
+                }
+            }
+            Stmt::Check { .. } => {}
+        }
+    }
+}
+
 /// Whether `e` is built from loop variables and constants by `+`, `-` and `*` only (no loads,
 /// no index checks): its value over a run is known from its first element, so a copy of the
 /// run stays inside the bounds the loop nest was built with.
