@@ -3,7 +3,8 @@ weights and inputs whose channel counts come in blocks of 8, so that they exerci
 channel-blocked (NCHWc) layout and its conversions — grouped, depthwise, strided, dilated
 and asymmetrically padded convolutions, residual adds, channel concatenation, pooling of
 every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 2, graph
-outputs taken in the middle of a blocked chain — plus plain fallbacks next to them.
+outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
+attention written as exporters emit it, whose head transposes the matmuls read in place.
 Expected outputs come from onnxruntime with its graph optimizations off."""
 from __future__ import annotations
 
@@ -161,7 +162,33 @@ def mixed_fallbacks():
     return g.model([("x", [1, 8, 17, 17])], [e, d, f])
 
 
-CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks]
+def attention_views():
+    """Multi-head attention, batch 2, as exporters write it: head splits by Reshape +
+    Transpose [0, 2, 1, 3] (Q, V) and Kᵀ by one Transpose [0, 2, 3, 1], which the matmuls read
+    in place (schedule/views.rs); a transposed A whose rows are contiguous; a transpose that is
+    also a graph output and read by an Add; and a permutation the GEMM cannot read in place
+    (the innermost dim moved to a batch dim), which stays a copy."""
+    g = G(16)
+    b, s, h, dh = 2, 12, 3, 8
+    d = h * dh
+    heads = []
+    for perm in ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]):
+        p = g.op("Add", [g.op("MatMul", ["x", g.w(d, d)]), g.w(d, scale=0.1)])
+        p = g.op("Reshape", [p, g.const([b, s, h, dh], np.int64)])
+        heads.append(g.op("Transpose", [p], perm=perm))
+    q, kt, v = heads
+    sc = g.op("Softmax", [g.op("Mul", [g.op("MatMul", [q, kt]), g.const(1.0 / np.sqrt(dh))])], axis=-1)
+    a = g.op("Transpose", [g.op("MatMul", [sc, v])], perm=[0, 2, 1, 3])
+    y = g.op("MatMul", [g.op("Reshape", [a, g.const([b, s, d], np.int64)]), g.w(d, d)])
+    xt = g.op("Transpose", ["x"], perm=[0, 2, 1])
+    z = g.op("MatMul", [xt, g.w(s, 5)])
+    xt_out = g.op("Add", [xt, g.const(1.0)])
+    x4 = g.op("Reshape", ["x", g.const([b, s, h, dh], np.int64)])
+    pm = g.op("MatMul", [g.op("Transpose", [x4], perm=[3, 0, 2, 1]), g.w(s, 4)])
+    return g.model([("x", [b, s, d])], [y, z, xt_out, pm, q])
+
+
+CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views]
 
 
 def write(out_dir: str) -> list:

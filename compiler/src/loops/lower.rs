@@ -148,13 +148,34 @@ fn const_f32(s: &Schedule, v: SvId) -> Vec<f32> {
     }
 }
 
+/// The logical shape of a matmul step's operand `k` and the element strides of its dims in
+/// the value `st.inputs[k]` (contiguous unless a transpose was absorbed, `schedule::views`).
+fn matmul_operand(
+    s: &Schedule,
+    st: &Step,
+    views: &[Option<schedule::StridedView>; 2],
+    k: usize,
+) -> (Vec<i64>, Vec<i64>) {
+    match &views[k] {
+        Some(v) => (v.shape.clone(), v.strides.clone()),
+        None => {
+            let shape = s.values[st.inputs[k]].shape.clone();
+            let strides = strides_of(&shape);
+            (shape, strides)
+        }
+    }
+}
+
 /// Dims of a step's f32 matmul: (batch dims of the output, m, n, k, B is one matrix).
-fn matmul_dims(s: &Schedule, st: &Step, m: &MatMulOp) -> (usize, i64, i64, i64, bool) {
-    let (sa, sb, so) = (
-        &s.values[st.inputs[0]].shape,
-        &s.values[st.inputs[1]].shape,
-        &s.values[st.output].shape,
-    );
+fn matmul_dims(
+    s: &Schedule,
+    st: &Step,
+    m: &MatMulOp,
+    views: &[Option<schedule::StridedView>; 2],
+) -> (usize, i64, i64, i64, bool) {
+    let (sa, _) = matmul_operand(s, st, views, 0);
+    let (sb, _) = matmul_operand(s, st, views, 1);
+    let so = &s.values[st.output].shape;
     let rank = so.len();
     let k = if m.trans_a {
         sa[sa.len() - 2]
@@ -166,9 +187,14 @@ fn matmul_dims(s: &Schedule, st: &Step, m: &MatMulOp) -> (usize, i64, i64, i64, 
 }
 
 /// B is packed at compile time when it is one constant matrix.
-fn pack_b_at_compile_time(s: &Schedule, st: &Step, m: &MatMulOp) -> bool {
-    let (_, _, _, _, single) = matmul_dims(s, st, m);
-    single && is_const(s, st.inputs[1])
+fn pack_b_at_compile_time(
+    s: &Schedule,
+    st: &Step,
+    m: &MatMulOp,
+    views: &[Option<schedule::StridedView>; 2],
+) -> bool {
+    let (_, _, _, _, single) = matmul_dims(s, st, m, views);
+    single && views[1].is_none() && is_const(s, st.inputs[1])
 }
 
 /// Workspace bytes a step's kernel needs while it runs.
@@ -184,13 +210,13 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
             blocked_conv_geometry(s, st, conv, *plain_input)
                 .map_or(0, |g| g.scratch_floats() as u64 * 4)
         }
-        StepKind::MatMul(m) => {
-            let (_, mm, n, k, _) = matmul_dims(s, st, m);
+        StepKind::MatMul { op: m, views } => {
+            let (_, mm, n, k, _) = matmul_dims(s, st, m, views);
             onnxc_runtime::gemm::gemm_scratch_len(
                 mm as usize,
                 n as usize,
                 k as usize,
-                pack_b_at_compile_time(s, st, m),
+                pack_b_at_compile_time(s, st, m, views),
             ) as u64
                 * 4
         }
@@ -394,7 +420,7 @@ impl StepCx<'_> {
                 // The innermost output loop may run four outputs at once (codegen decides).
                 Ok(self.nest(&oshape, 0, vec![red], true))
             }
-            StepKind::MatMul(m) => self.matmul(m, scratch),
+            StepKind::MatMul { op: m, views } => self.matmul(m, views, scratch),
             StepKind::Conv(c) => self.conv(c, scratch),
             StepKind::ConvBlocked { conv, plain_input } => {
                 self.conv_blocked(conv, *plain_input, scratch)
@@ -613,14 +639,18 @@ impl StepCx<'_> {
         }
     }
 
-    /// Batched matmul: sgemm per batch for f32, a generic reduction otherwise.
-    fn matmul(&self, m: &MatMulOp, scratch: Option<u64>) -> Result<Vec<Stmt>> {
+    /// Batched matmul: sgemm per batch for f32, a generic reduction otherwise. Operands are
+    /// read through their strides (`matmul_operand`), so absorbed transposes cost nothing.
+    fn matmul(
+        &self,
+        m: &MatMulOp,
+        views: &[Option<schedule::StridedView>; 2],
+        scratch: Option<u64>,
+    ) -> Result<Vec<Stmt>> {
         let (a, b, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
-        let (sa, sb, so) = (
-            self.shape(a).to_vec(),
-            self.shape(b).to_vec(),
-            self.shape(out).to_vec(),
-        );
+        let (sa, sta) = matmul_operand(self.s, self.st, views, 0);
+        let (sb, stb) = matmul_operand(self.s, self.st, views, 1);
+        let so = self.shape(out).to_vec();
         let dt = self.s.values[out].dtype;
         let rank = so.len();
         let nb = rank - 2;
@@ -631,9 +661,8 @@ impl StepCx<'_> {
             sa[sa.len() - 1]
         };
         // Offset of operand batch element at the output batch position (vars 0..nb).
-        let batch_off = |shape: &[i64]| -> E {
+        let batch_off = |shape: &[i64], strides: &[i64]| -> E {
             let r = shape.len();
-            let strides = strides_of(shape);
             let mut off = expr::i(0);
             for d in 0..r - 2 {
                 let od = nb - (r - 2) + d;
@@ -642,6 +671,15 @@ impl StepCx<'_> {
                 }
             }
             off
+        };
+        // (row stride, column stride) of the matrix the product reads: A as m×k, B as k×n.
+        let inner = |shape: &[i64], strides: &[i64], trans: bool| -> (i64, i64) {
+            let r = shape.len();
+            if trans {
+                (strides[r - 1], strides[r - 2])
+            } else {
+                (strides[r - 2], strides[r - 1])
+            }
         };
         if dt == DType::F32 {
             let scratch =
@@ -653,18 +691,20 @@ impl StepCx<'_> {
                     .collect::<Vec<_>>(),
                 &so,
             );
-            let lda = sa[sa.len() - 1];
-            let ldb = sb[sb.len() - 1];
+            let (ars, acs) = inner(&sa, &sta, m.trans_a);
+            let (ta, lda) = schedule::views::gemm_operand(mm, k, ars, acs).ok_or_else(|| {
+                Error::Internal("matmul operand A has neither rows nor columns contiguous".into())
+            })?;
             let a_args = vec![
                 Arg::Int(expr::i(mm)),
                 Arg::Int(expr::i(nn)),
                 Arg::Int(expr::i(k)),
                 Arg::Ptr {
                     buf: self.buf(a),
-                    offset: batch_off(&sa),
+                    offset: batch_off(&sa, &sta),
                 },
                 Arg::Int(expr::i(lda)),
-                Arg::Int(expr::i(m.trans_a as i64)),
+                Arg::Int(expr::i(ta as i64)),
             ];
             let (bias, residual, clamp) = self.epilogue_args(c_off.clone());
             let tail = vec![
@@ -679,8 +719,9 @@ impl StepCx<'_> {
                 clamp,
                 Arg::Scratch { offset: scratch },
             ];
-            let call = if pack_b_at_compile_time(self.s, self.st, m) {
+            let call = if pack_b_at_compile_time(self.s, self.st, m, views) {
                 let bm = const_f32(self.s, b);
+                let ldb = sb[sb.len() - 1];
                 let mut packed =
                     vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
                 // SAFETY: bm holds the k×n (or n×k) matrix; packed has room for its panels.
@@ -706,14 +747,21 @@ impl StepCx<'_> {
                     args,
                 }
             } else {
+                let (brs, bcs) = inner(&sb, &stb, m.trans_b);
+                let (tb, ldb) =
+                    schedule::views::gemm_operand(k, nn, brs, bcs).ok_or_else(|| {
+                        Error::Internal(
+                            "matmul operand B has neither rows nor columns contiguous".into(),
+                        )
+                    })?;
                 let mut args = a_args;
                 args.extend([
                     Arg::Ptr {
                         buf: self.buf(b),
-                        offset: batch_off(&sb),
+                        offset: batch_off(&sb, &stb),
                     },
                     Arg::Int(expr::i(ldb)),
-                    Arg::Int(expr::i(m.trans_b as i64)),
+                    Arg::Int(expr::i(tb as i64)),
                 ]);
                 args.extend(tail);
                 Stmt::Call {
@@ -732,15 +780,20 @@ impl StepCx<'_> {
             (i, kv.clone())
         };
         let b_rc = if m.trans_b { (j, kv) } else { (kv, j) };
-        let sta = strides_of(&sa);
-        let stb = strides_of(&sb);
+        let (ra, rb) = (sa.len(), sb.len());
         let a_off = expr::add(
-            batch_off(&sa),
-            expr::add(expr::mul(a_rc.0, expr::i(sta[sa.len() - 2])), a_rc.1),
+            batch_off(&sa, &sta),
+            expr::add(
+                expr::mul(a_rc.0, expr::i(sta[ra - 2])),
+                expr::mul(a_rc.1, expr::i(sta[ra - 1])),
+            ),
         );
         let b_off = expr::add(
-            batch_off(&sb),
-            expr::add(expr::mul(b_rc.0, expr::i(stb[sb.len() - 2])), b_rc.1),
+            batch_off(&sb, &stb),
+            expr::add(
+                expr::mul(b_rc.0, expr::i(stb[rb - 2])),
+                expr::mul(b_rc.1, expr::i(stb[rb - 1])),
+            ),
         );
         let ct = dt.compute_type();
         let body = expr::binary(

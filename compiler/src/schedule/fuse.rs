@@ -523,6 +523,9 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         .iter()
         .filter_map(|o| sv.get(&o.value).copied())
         .collect();
+    if opts.inline {
+        super::views::absorb_transposes(&mut s, &out_svs);
+    }
     super::layout::assign(&mut s, &out_svs, &opts.layout);
     place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
@@ -615,7 +618,13 @@ fn kernel_step(
     let mut inputs = vec![operand(s, n.inputs[0])];
     let (kind, out_node) = match &n.op {
         Op::Conv(c) => (StepKind::Conv(c.clone()), id),
-        Op::MatMul(m) => (StepKind::MatMul(m.clone()), id),
+        Op::MatMul(m) => (
+            StepKind::MatMul {
+                op: m.clone(),
+                views: [None, None],
+            },
+            id,
+        ),
         _ => return Err(Error::Internal("kernel_step on a non-kernel node".into())),
     };
     let own_bias: Option<Vec<f32>> = match &n.op {

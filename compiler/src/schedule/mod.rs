@@ -9,6 +9,7 @@ pub mod epilogue;
 pub mod fuse;
 pub mod layout;
 pub mod memory;
+pub mod views;
 
 use crate::ir::expr::{self, E};
 use crate::ir::graph::{ConvOp, MatMulOp, PoolOp, ReduceKind, ScatterOp};
@@ -71,7 +72,12 @@ pub enum StepKind {
         body: E,
         epilogue: Option<E>,
     },
-    MatMul(MatMulOp),
+    /// `views[k]`: operand `k` read in place through strides (a transpose absorbed by
+    /// `views.rs`) rather than as the contiguous value `inputs[k]` names.
+    MatMul {
+        op: MatMulOp,
+        views: [Option<StridedView>; 2],
+    },
     Conv(ConvOp),
     /// A convolution into a channel-blocked output, from a blocked input (or a plain one,
     /// `plain_input`: a first convolution over an image), with a blocked residual
@@ -107,6 +113,15 @@ pub enum StepKind {
     },
     /// `out = input` element for element (shapes may differ, counts match).
     Copy,
+}
+
+/// A value read through strides: logical element `[i0, i1, …]` (of `shape`) is element
+/// `Σ i_d·strides[d]` of the stored value. Every logical element maps to a distinct stored
+/// one, inside the stored value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StridedView {
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
 }
 
 /// Work a GEMM/conv kernel applies to its output tile:
@@ -213,8 +228,14 @@ impl Schedule {
                         .map(|e| format!(" then {}", expr::display(e)))
                         .unwrap_or_default()
                 ),
-                StepKind::MatMul(m) => {
-                    format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b)
+                StepKind::MatMul { op: m, views } => {
+                    let mut t = format!("matmul trans_a={} trans_b={}", m.trans_a, m.trans_b);
+                    for (k, v) in views.iter().enumerate() {
+                        if let Some(v) = v {
+                            let _ = write!(t, " in{k}={:?}/strides{:?}", v.shape, v.strides);
+                        }
+                    }
+                    t
                 }
                 StepKind::Conv(c) => format!(
                     "conv group={} strides={:?} pads={:?}/{:?}",

@@ -1,0 +1,194 @@
+//! Transposes absorbed into the matmuls that read them.
+//!
+//! Attention blocks as exporters write them permute heads around every matmul:
+//! `Reshape [b, s, h, d] → Transpose [0, 2, 1, 3]` for Q and V and `[0, 2, 3, 1]` for Kᵀ. As
+//! steps of their own these transposes copy whole activations (Kᵀ's is a gather with a stride of
+//! a row per element). The GEMM kernel reads any operand whose rows or columns are contiguous,
+//! through a leading dimension and a per-batch offset, so a matmul can read the transpose's
+//! input in place: the operand becomes a `StridedView` of it, and a transpose no other step
+//! reads is dropped.
+
+use super::{Schedule, StepKind, Storage, StridedView, SvId};
+use crate::ir::DType;
+use crate::ir::expr::{E, ExprKind};
+use crate::ir::tensor::Scalar;
+use std::collections::HashSet;
+
+/// How the GEMM kernel reads a `rows × cols` matrix whose element `(r, c)` is at
+/// `r·rs + c·cs`: `(transposed, leading dimension)`, when the rows or the columns are
+/// contiguous.
+pub fn gemm_operand(rows: i64, cols: i64, rs: i64, cs: i64) -> Option<(bool, i64)> {
+    if cs == 1 || cols == 1 {
+        Some((false, if rows == 1 { 1 } else { rs }))
+    } else if rs == 1 || rows == 1 {
+        Some((true, cs))
+    } else {
+        None
+    }
+}
+
+/// The view of a stored value of `src_shape` that a transpose body `in0[index]` reads, for an
+/// output of `out_shape`: `None` unless every index is a distinct output variable or a zero
+/// into a dimension of one, and every output dimension longer than one is read.
+fn permutation_view(index: &[E], src_shape: &[i64], out_shape: &[i64]) -> Option<StridedView> {
+    if index.len() != src_shape.len() {
+        return None;
+    }
+    let src_strides = crate::ir::interp::strides_of(src_shape);
+    let mut strides = vec![0i64; out_shape.len()];
+    let mut seen = vec![false; out_shape.len()];
+    for (d, ix) in index.iter().enumerate() {
+        match &ix.kind {
+            ExprKind::Var(v) => {
+                let v = *v as usize;
+                if v >= out_shape.len() || seen[v] || out_shape[v] != src_shape[d] {
+                    return None;
+                }
+                seen[v] = true;
+                strides[v] = src_strides[d];
+            }
+            ExprKind::Const(Scalar::I(0)) if src_shape[d] == 1 => {}
+            _ => return None,
+        }
+    }
+    if (0..out_shape.len()).any(|v| !seen[v] && out_shape[v] != 1) {
+        return None;
+    }
+    Some(StridedView {
+        shape: out_shape.to_vec(),
+        strides,
+    })
+}
+
+/// Whether an f32 matmul can read an operand through `view` (`trans`: the operand's own
+/// transpose flag).
+fn gemm_reads(view: &StridedView, trans: bool) -> bool {
+    let r = view.shape.len();
+    if r < 2 {
+        return false;
+    }
+    let (mut rows, mut cols) = (view.shape[r - 2], view.shape[r - 1]);
+    let (mut rs, mut cs) = (view.strides[r - 2], view.strides[r - 1]);
+    if trans {
+        std::mem::swap(&mut rows, &mut cols);
+        std::mem::swap(&mut rs, &mut cs);
+    }
+    gemm_operand(rows, cols, rs, cs).is_some()
+}
+
+/// Rewrites f32 matmuls to read pure-permutation map steps' inputs in place, and drops the
+/// maps no step, view or graph output reads any more.
+pub fn absorb_transposes(s: &mut Schedule, outputs: &[SvId]) {
+    // Producing step of every value.
+    let mut producer = vec![usize::MAX; s.values.len()];
+    for (i, st) in s.steps.iter().enumerate() {
+        producer[st.output] = i;
+    }
+    let mut changed = false;
+    for i in 0..s.steps.len() {
+        let StepKind::MatMul { op, views } = &s.steps[i].kind else {
+            continue;
+        };
+        if s.values[s.steps[i].output].dtype != DType::F32 {
+            continue;
+        }
+        let (op, mut views) = (op.clone(), views.clone());
+        let mut inputs = s.steps[i].inputs.clone();
+        for k in 0..2 {
+            if views[k].is_some() {
+                continue;
+            }
+            let v = inputs[k];
+            let p = producer[v];
+            if p == usize::MAX {
+                continue;
+            }
+            let t = &s.steps[p];
+            let StepKind::Map { body } = &t.kind else {
+                continue;
+            };
+            let ExprKind::Load { input: 0, index } = &body.kind else {
+                continue;
+            };
+            if t.inputs.len() != 1 || t.epilogue.is_some() {
+                continue;
+            }
+            let src = t.inputs[0];
+            if s.values[src].dtype != DType::F32
+                || matches!(s.values[src].storage, Storage::Const(_))
+            {
+                continue;
+            }
+            let Some(view) = permutation_view(index, &s.values[src].shape, &s.values[v].shape)
+            else {
+                continue;
+            };
+            let trans = if k == 0 { op.trans_a } else { op.trans_b };
+            if !gemm_reads(&view, trans) {
+                continue;
+            }
+            inputs[k] = src;
+            views[k] = Some(view);
+            changed = true;
+        }
+        let st = &mut s.steps[i];
+        st.inputs = inputs;
+        st.kind = StepKind::MatMul { op, views };
+    }
+    if !changed {
+        return;
+    }
+    // Drop the maps whose output nothing reads any more.
+    let mut read: HashSet<SvId> = outputs.iter().copied().collect();
+    for st in &s.steps {
+        read.extend(st.inputs.iter().copied());
+    }
+    for v in &s.values {
+        if let Storage::View(of) | Storage::Slice { of, .. } = v.storage {
+            read.insert(of);
+        }
+    }
+    s.steps.retain(|st| {
+        !(matches!(st.kind, StepKind::Map { .. })
+            && matches!(s.values[st.output].storage, Storage::Arena(_))
+            && !read.contains(&st.output))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::expr;
+
+    fn vars(ix: &[u32]) -> Vec<E> {
+        ix.iter().map(|&v| expr::var(v)).collect()
+    }
+
+    #[test]
+    fn head_split_transpose_is_a_view() {
+        // [1, s, h, d] → [1, h, s, d]: out[b, h, s, d] = in[b, s, h, d].
+        let v = permutation_view(&vars(&[0, 2, 1, 3]), &[1, 128, 4, 64], &[1, 4, 128, 64]).unwrap();
+        assert_eq!(v.strides, vec![32768, 64, 256, 1]);
+        assert!(gemm_reads(&v, false));
+        // Kᵀ: [1, s, h, d] → [1, h, d, s], rows (d) contiguous: a transposed read.
+        let k = permutation_view(&vars(&[0, 3, 1, 2]), &[1, 128, 4, 64], &[1, 4, 64, 128]).unwrap();
+        assert_eq!(k.strides, vec![32768, 64, 1, 256]);
+        assert!(gemm_reads(&k, false));
+        assert_eq!(gemm_operand(64, 128, 1, 256), Some((true, 256)));
+    }
+
+    #[test]
+    fn non_permutations_are_not_views() {
+        // Repeated variable (a diagonal), wrong extent, constant into a long dim.
+        assert!(permutation_view(&vars(&[0, 0]), &[4, 4], &[4, 4]).is_none());
+        assert!(permutation_view(&vars(&[1, 0]), &[4, 8], &[4, 8]).is_none());
+        let c = vec![expr::var(0), expr::i(0)];
+        assert!(permutation_view(&c, &[4, 3], &[4, 1]).is_none());
+        // A middle dim moved innermost: neither rows nor columns contiguous.
+        let v = permutation_view(&vars(&[0, 2, 1]), &[2, 3, 5], &[2, 5, 3]).unwrap();
+        assert!(gemm_reads(&v, false));
+        let w = permutation_view(&vars(&[1, 2, 0]), &[2, 3, 5], &[5, 2, 3]).unwrap();
+        assert_eq!(w.strides, vec![1, 15, 5]);
+        assert!(!gemm_reads(&w, false));
+    }
+}
