@@ -242,7 +242,8 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--onnxc", default=os.path.join(ROOT, "target/release/onnxc"))
-    ap.add_argument("--models", default=",".join(LIGHT + GENERATED))
+    ap.add_argument("--models", default=",".join(LIGHT + GENERATED),
+                    help="comma-separated names of light/generated models, or paths of .onnx files")
     ap.add_argument("--seconds", type=float, default=4.0,
                     help="time per model for the alternating calls (both engines together)")
     ap.add_argument("--out", help="markdown report to write")
@@ -258,6 +259,8 @@ def main() -> int:
         for name in a.models.split(","):
             light = name in LIGHT
             path = os.path.join(light_dir, f"light_{name}.onnx") if light else os.path.join(gen_dir, f"{name}.onnx")
+            if name.endswith(".onnx"):
+                path, name = name, os.path.splitext(os.path.basename(name))[0]
             if light:
                 path = with_varied_weights(path, os.path.join(work, f"{name}.onnx"))
             r = bench_model(name, path, light, a.onnxc, a.seconds, work)

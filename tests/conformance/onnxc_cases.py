@@ -167,7 +167,8 @@ def attention_views():
     Transpose [0, 2, 1, 3] (Q, V) and Kᵀ by one Transpose [0, 2, 3, 1], which the matmuls read
     in place (schedule/views.rs); a transposed A whose rows are contiguous; a transpose that is
     also a graph output and read by an Add; and a permutation the GEMM cannot read in place
-    (the innermost dim moved to a batch dim), which stays a copy."""
+    (the innermost dim moved to a batch dim), which stays a copy. Score scales by Mul and Div
+    are folded into the softmax (schedule/softmax_scale.rs), a negative one is not."""
     g = G(16)
     b, s, h, dh = 2, 12, 3, 8
     d = h * dh
@@ -185,7 +186,12 @@ def attention_views():
     xt_out = g.op("Add", [xt, g.const(1.0)])
     x4 = g.op("Reshape", ["x", g.const([b, s, h, dh], np.int64)])
     pm = g.op("MatMul", [g.op("Transpose", [x4], perm=[3, 0, 2, 1]), g.w(s, 4)])
-    return g.model([("x", [b, s, d])], [y, z, xt_out, pm, q])
+    # Scales folded into the softmax (Mul above, Div by √d here) and one that is not (a negative
+    # product of two scalars).
+    raw = g.op("MatMul", [q, kt])
+    sd = g.op("Softmax", [g.op("Div", [raw, g.const(np.sqrt(dh))])], axis=-1)
+    sn = g.op("Softmax", [g.op("Mul", [g.op("Mul", [raw, g.const(0.5)]), g.const(-3.0)])], axis=-1)
+    return g.model([("x", [b, s, d])], [y, z, xt_out, pm, q, sd, sn])
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views]

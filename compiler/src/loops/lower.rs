@@ -562,7 +562,7 @@ impl StepCx<'_> {
                     ],
                 }])
             }
-            StepKind::Softmax => {
+            StepKind::Softmax { scale } => {
                 let x = self.st.inputs[0];
                 let n = oshape.last().copied().unwrap_or(1);
                 let rows = if n == 0 {
@@ -583,6 +583,11 @@ impl StepCx<'_> {
                         },
                         Arg::Int(expr::i(rows)),
                         Arg::Int(expr::i(n)),
+                        if *scale == 1.0 {
+                            Arg::Null
+                        } else {
+                            Arg::Floats(vec![*scale])
+                        },
                     ],
                 }])
             }

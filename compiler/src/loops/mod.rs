@@ -61,7 +61,8 @@ pub enum Kernel {
     NchwToNchwc,
     /// `onnxc_nchwc_to_nchw(x, n, c, hw, y)`.
     NchwcToNchw,
-    /// `onnxc_softmax_f32(x, y, rows, n)`: softmax of each row of `n` floats.
+    /// `onnxc_softmax_f32(x, y, rows, n, scale)`: softmax of `scale`·x (null: 1) over each
+    /// row of `n` floats.
     SoftmaxF32,
     /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
     GeluF32,

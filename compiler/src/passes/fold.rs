@@ -115,6 +115,7 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                     y.as_mut_ptr(),
                     x.len() / cols,
                     cols,
+                    1.0,
                 )
             };
             Ok(Tensor::new(

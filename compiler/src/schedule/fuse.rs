@@ -494,7 +494,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
             Op::Scatter(sc) => (StepKind::Scatter(sc.clone()), n.inputs.clone(), id),
             Op::Pool(p) => (StepKind::Pool(p.clone()), n.inputs.clone(), id),
-            Op::Softmax => (StepKind::Softmax, n.inputs.clone(), id),
+            Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
             Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
@@ -525,6 +525,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         .collect();
     if opts.inline {
         super::views::absorb_transposes(&mut s, &out_svs);
+        super::softmax_scale::fold(&mut s, &out_svs);
     }
     super::layout::assign(&mut s, &out_svs, &opts.layout);
     place_concat_inputs(&mut s);

@@ -9,6 +9,7 @@ pub mod epilogue;
 pub mod fuse;
 pub mod layout;
 pub mod memory;
+pub mod softmax_scale;
 pub mod views;
 
 use crate::ir::expr::{self, E};
@@ -103,8 +104,11 @@ pub enum StepKind {
     Reorder {
         to_blocked: bool,
     },
-    /// Softmax along the last axis (`onnxc_softmax_f32`).
-    Softmax,
+    /// Softmax of `scale`·x along the last axis (`onnxc_softmax_f32`); `scale` is a positive
+    /// scalar multiply folded in (`softmax_scale.rs`), 1 otherwise.
+    Softmax {
+        scale: f32,
+    },
     /// Exact GELU of every element (`onnxc_gelu_f32`).
     Gelu,
     /// Fails the run with `code` unless every element of input 0 is true.
@@ -280,7 +284,7 @@ impl Schedule {
                     "pool {:?} kernel={:?} strides={:?}",
                     p.kind, p.kernel, p.strides
                 ),
-                StepKind::Softmax => "softmax (last axis)".to_string(),
+                StepKind::Softmax { scale } => format!("softmax (last axis) scale={scale}"),
                 StepKind::Gelu => "gelu".to_string(),
                 StepKind::Copy => "copy".to_string(),
             };
