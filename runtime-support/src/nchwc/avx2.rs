@@ -26,13 +26,34 @@ pub unsafe fn positions(t: &Run) {
 unsafe fn positions_of<const V: usize, const BLOCKED: bool>(t: &Run) {
     let n = t.origins.len();
     let mut q = 0;
+    // A last tile of 1-3 positions has too few accumulator chains to keep both FMA pipes
+    // busy (a 7×7 output is 8 tiles of 6 and one of 1): it and the full tile before it become
+    // two tiles of 4-5 positions.
+    let rem = n % ROWS;
+    let full_end = if n > ROWS && (1..=3).contains(&rem) {
+        n - rem - ROWS
+    } else {
+        n - rem
+    };
     // SAFETY: forwarded; tiles q..q+R of the run.
     unsafe {
-        while q + ROWS <= n {
+        while q < full_end {
             kernel::<ROWS, V, BLOCKED>(t, q);
             q += ROWS;
         }
         match n - q {
+            9 => {
+                kernel::<5, V, BLOCKED>(t, q);
+                kernel::<4, V, BLOCKED>(t, q + 5);
+            }
+            8 => {
+                kernel::<4, V, BLOCKED>(t, q);
+                kernel::<4, V, BLOCKED>(t, q + 4);
+            }
+            7 => {
+                kernel::<4, V, BLOCKED>(t, q);
+                kernel::<3, V, BLOCKED>(t, q + 4);
+            }
             5 => kernel::<5, V, BLOCKED>(t, q),
             4 => kernel::<4, V, BLOCKED>(t, q),
             3 => kernel::<3, V, BLOCKED>(t, q),

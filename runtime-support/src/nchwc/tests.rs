@@ -157,6 +157,11 @@ fn matches_direct_convolution() {
         geom(1, 16, 8, 1, [7, 7], [5, 5], 1, 2, 1),
         geom(1, 8, 16, 1, [20, 20], [7, 7], 2, 3, 1),
         geom(1, 16, 16, 1, [6, 9], [1, 3], 1, 1, 1),
+        // Last tiles rebalanced: 20 positions (6+6+4+4), 49 (…+4+3), 81 (…+5+4); and 2
+        // positions, a single short tile.
+        geom(1, 16, 16, 1, [5, 4], [1, 1], 1, 0, 1),
+        geom(1, 16, 24, 1, [7, 7], [3, 3], 1, 1, 1),
+        geom(1, 8, 16, 1, [1, 2], [1, 1], 1, 0, 1),
         // Several depth passes (K = 80·9 > 256) and panel groups.
         geom(1, 80, 48, 1, [10, 10], [3, 3], 1, 1, 1),
         geom(1, 512, 40, 1, [4, 4], [1, 1], 1, 0, 1),
