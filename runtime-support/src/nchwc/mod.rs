@@ -225,11 +225,24 @@ impl BlockedConv {
             } else {
                 0
             }
+        } else if self.subsamples() {
+            self.c * self.output[0] * self.output[1]
         } else if self.reads_in_place() {
             0
         } else {
             self.c * ph * pw
         }
+    }
+
+    /// A strided 1×1 convolution over a blocked input reads the positions it uses into
+    /// scratch first and runs at stride 1: read in place, its tiles would touch a cache line
+    /// per position (or per two) and use a quarter or half of each.
+    fn subsamples(&self) -> bool {
+        !self.plain_input
+            && !self.is_depthwise()
+            && self.kernel == [1, 1]
+            && self.pads == [0, 0]
+            && self.strides != [1, 1]
     }
 
     /// The depthwise path pads each block's plane into scratch (planes of ≤ 64 KB).
@@ -308,6 +321,14 @@ pub unsafe fn conv(
             };
             if g.is_depthwise() {
                 depthwise(g, xi, iplane, w, &epi, yi, oplane, scratch);
+            } else if g.subsamples() {
+                subsample(g, xi, scratch);
+                let dense = BlockedConv {
+                    input: g.output,
+                    strides: [1, 1],
+                    ..g.clone()
+                };
+                gemm_image(&dense, scratch, g.output, w, &epi, yi);
             } else {
                 let (src, plane) = if g.plain_input {
                     padded_input(g, xi, g.c, 1, scratch)
@@ -315,6 +336,31 @@ pub unsafe fn conv(
                     padded_input(g, xi, g.c / CB, CB, scratch)
                 };
                 gemm_image(g, src, plane, w, &epi, yi);
+            }
+        }
+    }
+}
+
+/// The positions a strided 1×1 convolution reads, `[c/8][oh][ow][8]` in `scratch`.
+///
+/// # Safety
+/// `x` holds the image's blocked input; scratch as `scratch_floats`.
+unsafe fn subsample(g: &BlockedConv, x: *const f32, scratch: *mut f32) {
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let [sh, sw] = g.strides;
+    // SAFETY: (oy·sh, ox·sw) lies inside the input plane for every output position (no
+    // padding, a 1×1 kernel); the destination is block b's oh × ow plane of scratch.
+    unsafe {
+        for b in 0..g.c / CB {
+            let src = x.add(b * ih * iw * CB);
+            let dst = scratch.add(b * oh * ow * CB);
+            for oy in 0..oh {
+                let row = src.add(oy * sh * iw * CB);
+                let out = dst.add(oy * ow * CB);
+                for ox in 0..ow {
+                    std::ptr::copy_nonoverlapping(row.add(ox * sw * CB), out.add(ox * CB), CB);
+                }
             }
         }
     }
