@@ -446,33 +446,45 @@ impl StepCx<'_> {
                     ],
                 }])
             }
-            StepKind::Reorder { to_blocked } => {
+            StepKind::Reorder { to_blocked, planes } => {
                 let x = self.st.inputs[0];
                 let plain = if *to_blocked {
                     self.shape(x)
                 } else {
                     &oshape[..]
                 };
-                let (n, c, hw) = (plain[0], plain[1], plain[2] * plain[3]);
+                let (n, c, hw) = match planes {
+                    // The input is whatever the gather reads (any shape): the channels are
+                    // the planes, the rest follows from the blocked output.
+                    Some(p) => (oshape[0], p.len() as i64, oshape[2] * oshape[3]),
+                    None => (plain[0], plain[1], plain[2] * plain[3]),
+                };
+                let mut args = vec![
+                    Arg::Ptr {
+                        buf: self.buf(x),
+                        offset: expr::i(0),
+                    },
+                    Arg::Int(expr::i(n)),
+                    Arg::Int(expr::i(c)),
+                    Arg::Int(expr::i(hw)),
+                    Arg::Ptr {
+                        buf: obuf,
+                        offset: expr::i(0),
+                    },
+                ];
+                if *to_blocked {
+                    args.push(match planes {
+                        Some(p) => Arg::Params(p.clone()),
+                        None => Arg::Null,
+                    });
+                }
                 Ok(vec![Stmt::Call {
                     kernel: if *to_blocked {
                         Kernel::NchwToNchwc
                     } else {
                         Kernel::NchwcToNchw
                     },
-                    args: vec![
-                        Arg::Ptr {
-                            buf: self.buf(x),
-                            offset: expr::i(0),
-                        },
-                        Arg::Int(expr::i(n)),
-                        Arg::Int(expr::i(c)),
-                        Arg::Int(expr::i(hw)),
-                        Arg::Ptr {
-                            buf: obuf,
-                            offset: expr::i(0),
-                        },
-                    ],
+                    args,
                 }])
             }
             StepKind::Concat { axis } => {

@@ -57,7 +57,8 @@ pub enum Kernel {
     ConvNchwcF32,
     /// `onnxc_pool_nchwc_f32(params, x, y)`: pooling over channel-blocked planes.
     PoolNchwcF32,
-    /// `onnxc_nchw_to_nchwc(x, n, c, hw, y)`.
+    /// `onnxc_nchw_to_nchwc(x, n, c, hw, y, planes)` (`planes`: null or the input plane of
+    /// every channel).
     NchwToNchwc,
     /// `onnxc_nchwc_to_nchw(x, n, c, hw, y)`.
     NchwcToNchw,

@@ -528,6 +528,9 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         super::softmax_scale::fold(&mut s, &out_svs);
     }
     super::layout::assign(&mut s, &out_svs, &opts.layout);
+    if opts.inline {
+        super::views::absorb_channel_gathers(&mut s, &out_svs);
+    }
     place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.
     for (k, o) in g.outputs.iter().enumerate() {

@@ -137,7 +137,10 @@ impl Pass<'_> {
             return;
         }
         self.steps.push(Step {
-            kind: StepKind::Reorder { to_blocked: false },
+            kind: StepKind::Reorder {
+                to_blocked: false,
+                planes: None,
+            },
             inputs: vec![b],
             output: r,
             origins: vec![reorder_origin(&self.s.values[r].name, "ToNCHW")],
@@ -153,7 +156,10 @@ impl Pass<'_> {
         self.plain(v);
         let b = self.new_value(v, blocked_shape(&self.s.values[v].shape));
         self.steps.push(Step {
-            kind: StepKind::Reorder { to_blocked: true },
+            kind: StepKind::Reorder {
+                to_blocked: true,
+                planes: None,
+            },
             inputs: vec![v],
             output: b,
             origins: vec![reorder_origin(&self.s.values[v].name, "ToNCHWc")],

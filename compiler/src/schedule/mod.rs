@@ -103,6 +103,9 @@ pub enum StepKind {
     /// `[n, c/8, h, w, 8]` (`to_blocked`) or back.
     Reorder {
         to_blocked: bool,
+        /// To blocked only: channel `c` of the result is the plane at element offset
+        /// `planes[c]` of each input image (a channel permutation absorbed, `views.rs`).
+        planes: Option<Vec<i64>>,
     },
     /// Softmax of `scale`·x along the last axis (`onnxc_softmax_f32`); `scale` is a positive
     /// scalar multiply folded in (`softmax_scale.rs`), 1 otherwise.
@@ -260,12 +263,11 @@ impl Schedule {
                     "pool.nchwc {:?} kernel={:?} strides={:?}",
                     p.kind, p.kernel, p.strides
                 ),
-                StepKind::Reorder { to_blocked } => if *to_blocked {
-                    "reorder to nchwc"
-                } else {
-                    "reorder to nchw"
-                }
-                .to_string(),
+                StepKind::Reorder { to_blocked, planes } => match (to_blocked, planes) {
+                    (true, None) => "reorder to nchwc".to_string(),
+                    (true, Some(p)) => format!("reorder to nchwc gathering planes {p:?}"),
+                    (false, _) => "reorder to nchw".to_string(),
+                },
                 StepKind::Concat { axis } => format!("concat axis={axis}"),
                 StepKind::ConcatRest { parts } => format!("concat (in place) copying to {parts:?}"),
                 StepKind::Scatter(sc) => format!(

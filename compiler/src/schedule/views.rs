@@ -1,4 +1,5 @@
-//! Transposes absorbed into the matmuls that read them.
+//! Transposes absorbed into the kernels that read them: matmuls, and conversions to the
+//! channel-blocked layout.
 //!
 //! Attention blocks as exporters write them permute heads around every matmul:
 //! `Reshape [b, s, h, d] → Transpose [0, 2, 1, 3]` for Q and V and `[0, 2, 3, 1]` for Kᵀ. As
@@ -12,7 +13,6 @@ use super::{Schedule, StepKind, Storage, StridedView, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{E, ExprKind};
 use crate::ir::tensor::Scalar;
-use std::collections::HashSet;
 
 /// How the GEMM kernel reads a `rows × cols` matrix whose element `(r, c)` is at
 /// `r·rs + c·cs`: `(transposed, leading dimension)`, when the rows or the columns are
@@ -135,24 +135,137 @@ pub fn absorb_transposes(s: &mut Schedule, outputs: &[SvId]) {
         st.inputs = inputs;
         st.kind = StepKind::MatMul { op, views };
     }
-    if !changed {
-        return;
+    if changed {
+        drop_unread_maps(s, outputs);
     }
-    // Drop the maps whose output nothing reads any more.
-    let mut read: HashSet<SvId> = outputs.iter().copied().collect();
+}
+
+/// Removes map steps whose output no step, graph output or (transitively) read view reads.
+fn drop_unread_maps(s: &mut Schedule, outputs: &[SvId]) {
+    let mut live = vec![false; s.values.len()];
+    for &o in outputs {
+        live[o] = true;
+    }
     for st in &s.steps {
-        read.extend(st.inputs.iter().copied());
+        for &v in &st.inputs {
+            live[v] = true;
+        }
     }
-    for v in &s.values {
-        if let Storage::View(of) | Storage::Slice { of, .. } = v.storage {
-            read.insert(of);
+    // A live view or slice keeps what it aliases alive.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for v in 0..s.values.len() {
+            if let Storage::View(of) | Storage::Slice { of, .. } = s.values[v].storage
+                && live[v]
+                && !live[of]
+            {
+                live[of] = true;
+                changed = true;
+            }
         }
     }
     s.steps.retain(|st| {
         !(matches!(st.kind, StepKind::Map { .. })
             && matches!(s.values[st.output].storage, Storage::Arena(_))
-            && !read.contains(&st.output))
+            && !live[st.output])
     });
+}
+
+/// Most elements a channel-gather check walks at compile time.
+const GATHER_CHECK_LIMIT: i64 = 1 << 24;
+
+/// Where each channel of `v` (`[n, c, h, w]`, a reshape of a pure-permutation map's output)
+/// starts in the map's input, when the map only permutes whole channel planes: element
+/// `(i, ch, q)` (q over h·w) is element `i·c·hw + planes[ch] + q` of the input.
+fn channel_planes(s: &Schedule, producer: &[usize], v: SvId) -> Option<(SvId, Vec<i64>)> {
+    let shape = &s.values[v].shape;
+    if shape.len() != 4 {
+        return None;
+    }
+    // Through reshapes to the value a step writes.
+    let mut m = v;
+    while let Storage::View(of) = s.values[m].storage {
+        m = of;
+    }
+    let p = *producer.get(m)?;
+    if p == usize::MAX {
+        return None;
+    }
+    let t = &s.steps[p];
+    let StepKind::Map { body } = &t.kind else {
+        return None;
+    };
+    let ExprKind::Load { input: 0, index } = &body.kind else {
+        return None;
+    };
+    if t.inputs.len() != 1 || t.epilogue.is_some() {
+        return None;
+    }
+    let src = t.inputs[0];
+    if s.values[src].dtype != DType::F32 || s.values[m].len() != s.values[v].len() {
+        return None;
+    }
+    let view = permutation_view(index, &s.values[src].shape, &s.values[m].shape)?;
+    let (n, c, hw) = (shape[0], shape[1], shape[2] * shape[3]);
+    if n * c * hw > GATHER_CHECK_LIMIT || n * c * hw == 0 {
+        return None;
+    }
+    // Source offset of flat element e of the map's output.
+    let offset = |mut e: i64| -> i64 {
+        let mut off = 0;
+        for d in (0..view.shape.len()).rev() {
+            off += (e % view.shape[d]) * view.strides[d];
+            e /= view.shape[d];
+        }
+        off
+    };
+    let planes: Vec<i64> = (0..c).map(|ch| offset(ch * hw)).collect();
+    for i in 0..n {
+        for (ch, &pl) in planes.iter().enumerate() {
+            if pl < 0 || pl + hw > c * hw {
+                return None;
+            }
+            let base = (i * c + ch as i64) * hw;
+            if (0..hw).any(|q| offset(base + q) != i * c * hw + pl + q) {
+                return None;
+            }
+        }
+    }
+    Some((src, planes))
+}
+
+/// Conversions to the blocked layout read through maps that only permute channel planes
+/// (ShuffleNet's channel shuffle: `Reshape [n, g, c/g, h, w] → Transpose [0, 2, 1, 3, 4] →
+/// Reshape`), gathering the planes as they convert; the maps nothing else reads are dropped.
+/// Runs after layout assignment, which creates the conversions.
+pub fn absorb_channel_gathers(s: &mut Schedule, outputs: &[SvId]) {
+    let mut producer = vec![usize::MAX; s.values.len()];
+    for (i, st) in s.steps.iter().enumerate() {
+        producer[st.output] = i;
+    }
+    let mut changed = false;
+    for i in 0..s.steps.len() {
+        let StepKind::Reorder {
+            to_blocked: true,
+            planes: None,
+        } = &s.steps[i].kind
+        else {
+            continue;
+        };
+        let v = s.steps[i].inputs[0];
+        if let Some((src, planes)) = channel_planes(s, &producer, v) {
+            s.steps[i].inputs[0] = src;
+            s.steps[i].kind = StepKind::Reorder {
+                to_blocked: true,
+                planes: Some(planes),
+            };
+            changed = true;
+        }
+    }
+    if changed {
+        drop_unread_maps(s, outputs);
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ mod avx2;
 pub mod pool;
 mod reorder;
 
-pub use reorder::{from_blocked, onnxc_nchw_to_nchwc, onnxc_nchwc_to_nchw, to_blocked};
+pub use reorder::{
+    from_blocked, onnxc_nchw_to_nchwc, onnxc_nchwc_to_nchw, to_blocked, to_blocked_gather,
+};
 
 /// Channels per block.
 pub const CB: usize = 8;

@@ -8,26 +8,43 @@ use super::CB;
 /// # Safety
 /// `x` holds `n × c × hw` floats, `y` holds `n × c.div_ceil(8) × hw × 8`; no overlap.
 pub unsafe fn to_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut f32) {
+    // SAFETY: forwarded.
+    unsafe { to_blocked_gather(x, n, c, hw, y, None) }
+}
+
+/// NCHW → blocked where channel `ci` of the result is the plane at element offset
+/// `planes[ci]` of each input image (a channel permutation, e.g. ShuffleNet's channel
+/// shuffle, applied on the way), or plane `ci` without a table.
+///
+/// # Safety
+/// As `to_blocked`; every `planes[ci] + hw` is at most `c × hw`.
+pub unsafe fn to_blocked_gather(
+    x: *const f32,
+    n: usize,
+    c: usize,
+    hw: usize,
+    y: *mut f32,
+    planes: Option<&[i64]>,
+) {
     let cb = c.div_ceil(CB);
+    let plane = |ci: usize| planes.map_or(ci * hw, |p| p[ci] as usize);
     for img in 0..n {
         for b in 0..cb {
-            // SAFETY: block b of image img in both layouts.
+            // SAFETY: block b of image img in both layouts; the planes lie in the image.
             unsafe {
-                let src = x.add((img * c + b * CB) * hw);
+                let src = x.add(img * c * hw);
                 let dst = y.add((img * cb + b) * hw * CB);
                 let chans = (c - b * CB).min(CB);
+                let rows: [*const f32; CB] =
+                    std::array::from_fn(|ci| src.wrapping_add(plane(b * CB + ci.min(chans - 1))));
                 let mut p = 0;
                 #[cfg(target_arch = "x86_64")]
                 if chans == CB && crate::isa::avx2() {
-                    p = avx2::to_blocked_8x8(src, hw, dst);
+                    p = avx2::to_blocked_8x8(rows, hw, dst);
                 }
                 for q in p..hw {
-                    for ci in 0..CB {
-                        *dst.add(q * CB + ci) = if ci < chans {
-                            *src.add(ci * hw + q)
-                        } else {
-                            0.0
-                        };
+                    for (ci, row) in rows.iter().enumerate() {
+                        *dst.add(q * CB + ci) = if ci < chans { *row.add(q) } else { 0.0 };
                     }
                 }
             }
@@ -63,14 +80,24 @@ pub unsafe fn from_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut
     }
 }
 
-/// C ABI: `to_blocked`.
+/// C ABI: `to_blocked_gather`; `planes` is null or `c` plane offsets.
 ///
 /// # Safety
-/// As `to_blocked`.
+/// As `to_blocked_gather`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_nchw_to_nchwc(x: *const f32, n: i64, c: i64, hw: i64, y: *mut f32) {
+pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
+    x: *const f32,
+    n: i64,
+    c: i64,
+    hw: i64,
+    y: *mut f32,
+    planes: *const i64,
+) {
+    let c = c as usize;
+    // SAFETY: planes is null or holds c offsets.
+    let planes = (!planes.is_null()).then(|| unsafe { std::slice::from_raw_parts(planes, c) });
     // SAFETY: forwarded contract.
-    unsafe { to_blocked(x, n as usize, c as usize, hw as usize, y) }
+    unsafe { to_blocked_gather(x, n as usize, c, hw as usize, y, planes) }
 }
 
 /// C ABI: `from_blocked`.
@@ -120,18 +147,17 @@ mod avx2 {
         ]
     }
 
-    /// One full block, 8 positions at a time; returns the positions done.
+    /// One full block from 8 channel rows, 8 positions at a time; returns the positions done.
     ///
     /// # Safety
-    /// `src` holds 8 channel rows of `hw` floats, `dst` `hw × 8` floats.
+    /// Each of `rows` holds `hw` floats, `dst` `hw × 8` floats.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn to_blocked_8x8(src: *const f32, hw: usize, dst: *mut f32) -> usize {
+    pub unsafe fn to_blocked_8x8(rows: [*const f32; CB], hw: usize, dst: *mut f32) -> usize {
         let mut p = 0;
         // SAFETY: positions p..p+8 of each row; 64 floats of dst at p × 8.
         unsafe {
             while p + 8 <= hw {
-                let r: [__m256; 8] =
-                    std::array::from_fn(|ci| _mm256_loadu_ps(src.add(ci * hw + p)));
+                let r: [__m256; 8] = std::array::from_fn(|ci| _mm256_loadu_ps(rows[ci].add(p)));
                 for (q, v) in transpose8(r).iter().enumerate() {
                     _mm256_storeu_ps(dst.add((p + q) * CB), *v);
                 }

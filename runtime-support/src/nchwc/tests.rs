@@ -222,6 +222,39 @@ fn supported_geometries() {
 }
 
 #[test]
+fn gathering_reorder_permutes_channels() {
+    // A ShuffleNet channel shuffle (groups 4 × 6 channels, transposed) and a reversal of 13
+    // channels (a partial block), batch 2.
+    for (n, c, hw, perm) in [
+        (
+            1,
+            24,
+            50,
+            (0..24).map(|i| (i % 4) * 6 + i / 4).collect::<Vec<usize>>(),
+        ),
+        (2, 13, 17, (0..13).rev().collect()),
+    ] {
+        let x = rand(n * c * hw, 11);
+        let planes: Vec<i64> = perm.iter().map(|&p| (p * hw) as i64).collect();
+        let mut permuted = vec![0f32; x.len()];
+        for img in 0..n {
+            for (ci, &p) in perm.iter().enumerate() {
+                for q in 0..hw {
+                    permuted[(img * c + ci) * hw + q] = x[(img * c + p) * hw + q];
+                }
+            }
+        }
+        let len = n * c.div_ceil(CB) * CB * hw;
+        let (mut got, mut want) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+        unsafe {
+            to_blocked_gather(x.as_ptr(), n, c, hw, got.as_mut_ptr(), Some(&planes));
+            to_blocked(permuted.as_ptr(), n, c, hw, want.as_mut_ptr());
+        }
+        assert_eq!(got, want, "n={n} c={c} hw={hw}");
+    }
+}
+
+#[test]
 fn reorders_round_trip_with_partial_blocks() {
     for (n, c, hw) in [(1, 8, 64), (2, 13, 37), (1, 3, 5), (1, 24, 49)] {
         let x = rand(n * c * hw, 7);
