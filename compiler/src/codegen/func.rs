@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 pub const PTR: Type = types::I64;
 
+/// Longest vector loop unrolled completely (elements).
+const SHORT_VECTOR_LOOP: i64 = 16;
 /// Shortest contiguous copy (elements) lowered to a `memmove` call rather than a vector loop.
 const MEMMOVE_MIN: i64 = 16;
 
@@ -215,6 +217,20 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 }
                 if *vector && *extent >= 4 && self.vectorizable(*var, body) {
                     let added = self.hoist_uniform(*var, body);
+                    if *extent <= SHORT_VECTOR_LOOP && extent % 4 == 0 {
+                        // A loop over a blocked layout's 8 lanes: unrolled, so the loads it
+                        // indexes by lane alone (per-channel parameters) have constant
+                        // offsets and no loop control runs per position.
+                        for j in 0..extent / 4 {
+                            let at = self.b.ins().iconst(types::I64, 4 * j);
+                            self.b.def_var(v, at);
+                            self.vector_body(*var, body);
+                        }
+                        for k in added {
+                            self.hoisted.remove(&k);
+                        }
+                        return;
+                    }
                     let z = self.b.ins().iconst(types::I64, 0);
                     self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
                     if extent % 4 != 0 {
