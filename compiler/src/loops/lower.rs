@@ -322,10 +322,9 @@ impl StepCx<'_> {
         let Some(e) = &self.st.epilogue else {
             return (Arg::Null, Arg::Null, Arg::Null);
         };
-        let bias = e.bias.map_or(Arg::Null, |b| Arg::Ptr {
-            buf: self.buf(self.st.inputs[b]),
-            offset: expr::i(0),
-        });
+        let bias = e
+            .bias
+            .map_or(Arg::Null, |b| Arg::start(self.buf(self.st.inputs[b])));
         let residual = e.residual.map_or(Arg::Null, |r| Arg::Ptr {
             buf: self.buf(self.st.inputs[r]),
             offset,
@@ -435,14 +434,8 @@ impl StepCx<'_> {
                     kernel: Kernel::PoolNchwcF32,
                     args: vec![
                         Arg::Params(g.encode()),
-                        Arg::Ptr {
-                            buf: self.buf(x),
-                            offset: expr::i(0),
-                        },
-                        Arg::Ptr {
-                            buf: obuf,
-                            offset: expr::i(0),
-                        },
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
                     ],
                 }])
             }
@@ -460,17 +453,11 @@ impl StepCx<'_> {
                     None => (plain[0], plain[1], plain[2] * plain[3]),
                 };
                 let mut args = vec![
-                    Arg::Ptr {
-                        buf: self.buf(x),
-                        offset: expr::i(0),
-                    },
+                    Arg::start(self.buf(x)),
                     Arg::Int(expr::i(n)),
                     Arg::Int(expr::i(c)),
                     Arg::Int(expr::i(hw)),
-                    Arg::Ptr {
-                        buf: obuf,
-                        offset: expr::i(0),
-                    },
+                    Arg::start(obuf),
                 ];
                 if *to_blocked {
                     args.push(match planes {
@@ -559,14 +546,8 @@ impl StepCx<'_> {
                     kernel: Kernel::Pool2dF32,
                     args: vec![
                         Arg::Params(g.encode()),
-                        Arg::Ptr {
-                            buf: self.buf(x),
-                            offset: expr::i(0),
-                        },
-                        Arg::Ptr {
-                            buf: obuf,
-                            offset: expr::i(0),
-                        },
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
                         Arg::Scratch {
                             offset: scratch
                                 .ok_or_else(|| Error::Internal("pool without scratch".into()))?,
@@ -585,14 +566,8 @@ impl StepCx<'_> {
                 Ok(vec![Stmt::Call {
                     kernel: Kernel::SoftmaxF32,
                     args: vec![
-                        Arg::Ptr {
-                            buf: self.buf(x),
-                            offset: expr::i(0),
-                        },
-                        Arg::Ptr {
-                            buf: obuf,
-                            offset: expr::i(0),
-                        },
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
                         Arg::Int(expr::i(rows)),
                         Arg::Int(expr::i(n)),
                         if *scale == 1.0 {
@@ -608,14 +583,8 @@ impl StepCx<'_> {
                 Ok(vec![Stmt::Call {
                     kernel: Kernel::GeluF32,
                     args: vec![
-                        Arg::Ptr {
-                            buf: self.buf(x),
-                            offset: expr::i(0),
-                        },
-                        Arg::Ptr {
-                            buf: obuf,
-                            offset: expr::i(0),
-                        },
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
                         Arg::Int(expr::i(oshape.iter().product::<i64>())),
                     ],
                 }])
@@ -754,10 +723,7 @@ impl StepCx<'_> {
                 };
                 let pb = self.new_const(&packed);
                 let mut args = a_args;
-                args.push(Arg::Ptr {
-                    buf: pb,
-                    offset: expr::i(0),
-                });
+                args.push(Arg::start(pb));
                 args.extend(tail);
                 Stmt::Call {
                     kernel: Kernel::SgemmPb,
@@ -850,21 +816,12 @@ impl StepCx<'_> {
             kernel: Kernel::ConvNchwcF32,
             args: vec![
                 Arg::Params(g.encode()),
-                Arg::Ptr {
-                    buf: self.buf(x),
-                    offset: expr::i(0),
-                },
-                Arg::Ptr {
-                    buf: wbuf,
-                    offset: expr::i(0),
-                },
+                Arg::start(self.buf(x)),
+                Arg::start(wbuf),
                 bias,
                 residual,
                 clamp,
-                Arg::Ptr {
-                    buf: self.buf(out),
-                    offset: expr::i(0),
-                },
+                Arg::start(self.buf(out)),
                 scratch,
             ],
         }])
@@ -889,22 +846,13 @@ impl StepCx<'_> {
                 kernel: Kernel::ConvF32,
                 args: vec![
                     Arg::Params(g.encode()),
-                    Arg::Ptr {
-                        buf: self.buf(x),
-                        offset: expr::i(0),
-                    },
-                    Arg::Ptr {
-                        buf: wbuf,
-                        offset: expr::i(0),
-                    },
+                    Arg::start(self.buf(x)),
+                    Arg::start(wbuf),
                     Arg::Int(expr::i(packed)),
                     bias,
                     residual,
                     clamp,
-                    Arg::Ptr {
-                        buf: self.buf(out),
-                        offset: expr::i(0),
-                    },
+                    Arg::start(self.buf(out)),
                     scratch,
                 ],
             }]);

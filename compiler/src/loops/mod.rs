@@ -102,6 +102,16 @@ pub enum Arg {
     Scratch { offset: u64 },
 }
 
+impl Arg {
+    /// Address of a buffer's first element.
+    pub fn start(buf: BufId) -> Arg {
+        Arg::Ptr {
+            buf,
+            offset: crate::ir::expr::i(0),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Stmt {
     For {

@@ -469,7 +469,7 @@ fn reorder_origin(value: &str, op: &str) -> crate::ir::Origin {
 }
 
 /// `index` is `[v0, …, v(rank-1)]`.
-fn is_identity(index: &[E], rank: usize) -> bool {
+pub(super) fn is_identity(index: &[E], rank: usize) -> bool {
     index.len() == rank
         && index
             .iter()

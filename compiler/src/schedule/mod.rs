@@ -175,6 +175,16 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// The step that writes each value (`None`: an input, a constant, a view or a slice
+    /// written through its owner).
+    pub fn producers(&self) -> Vec<Option<usize>> {
+        let mut p = vec![None; self.values.len()];
+        for (i, st) in self.steps.iter().enumerate() {
+            p[st.output] = Some(i);
+        }
+        p
+    }
+
     /// Follows views and slices to the value that owns the memory.
     pub fn root(&self, mut v: SvId) -> SvId {
         loop {

@@ -19,16 +19,7 @@ fn scalar_factor(body: &E, s: &Schedule, inputs: &[SvId], rank: usize) -> Option
     let ExprKind::Binary(op, a, b) = &body.kind else {
         return None;
     };
-    let is_x = |e: &E| match &e.kind {
-        ExprKind::Load { input: 0, index } => {
-            index.len() == rank
-                && index
-                    .iter()
-                    .enumerate()
-                    .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
-        }
-        _ => false,
-    };
+    let is_x = |e: &E| matches!(&e.kind, ExprKind::Load { input: 0, index } if super::layout::is_identity(index, rank));
     let scalar = |e: &E| -> Option<f64> {
         match &e.kind {
             ExprKind::Const(Scalar::F(c)) => Some(*c),
@@ -56,10 +47,7 @@ fn scalar_factor(body: &E, s: &Schedule, inputs: &[SvId], rank: usize) -> Option
 /// Folds `softmax(map(x))` into `softmax(x)` with a scale where the map multiplies by a
 /// positive finite scalar and nothing else reads its output.
 pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
-    let mut producer = vec![usize::MAX; s.values.len()];
-    for (i, st) in s.steps.iter().enumerate() {
-        producer[st.output] = i;
-    }
+    let producer = s.producers();
     // Reads of each value by steps, views and graph outputs.
     let mut reads = vec![0usize; s.values.len()];
     for st in &s.steps {
@@ -81,8 +69,10 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
             continue;
         };
         let v = s.steps[i].inputs[0];
-        let p = producer[v];
-        if p == usize::MAX || reads[v] != 1 || s.values[s.steps[i].output].dtype != DType::F32 {
+        let Some(p) = producer[v] else {
+            continue;
+        };
+        if reads[v] != 1 || s.values[s.steps[i].output].dtype != DType::F32 {
             continue;
         }
         let m = &s.steps[p];

@@ -76,14 +76,36 @@ fn gemm_reads(view: &StridedView, trans: bool) -> bool {
     gemm_operand(rows, cols, rs, cs).is_some()
 }
 
+/// The f32 value a pure-permutation map step writing `m` reads, and the view of it that
+/// the map's output is: `None` unless `m` is written by a one-input map whose body is a
+/// single load at permuted variables (`permutation_view`).
+fn permuted_source(
+    s: &Schedule,
+    producer: &[Option<usize>],
+    m: SvId,
+) -> Option<(SvId, StridedView)> {
+    let t = &s.steps[producer[m]?];
+    let StepKind::Map { body } = &t.kind else {
+        return None;
+    };
+    let ExprKind::Load { input: 0, index } = &body.kind else {
+        return None;
+    };
+    if t.inputs.len() != 1 || t.epilogue.is_some() {
+        return None;
+    }
+    let src = t.inputs[0];
+    if s.values[src].dtype != DType::F32 {
+        return None;
+    }
+    let view = permutation_view(index, &s.values[src].shape, &s.values[m].shape)?;
+    Some((src, view))
+}
+
 /// Rewrites f32 matmuls to read pure-permutation map steps' inputs in place, and drops the
 /// maps no step, view or graph output reads any more.
 pub fn absorb_transposes(s: &mut Schedule, outputs: &[SvId]) {
-    // Producing step of every value.
-    let mut producer = vec![usize::MAX; s.values.len()];
-    for (i, st) in s.steps.iter().enumerate() {
-        producer[st.output] = i;
-    }
+    let producer = s.producers();
     let mut changed = false;
     for i in 0..s.steps.len() {
         let StepKind::MatMul { op, views } = &s.steps[i].kind else {
@@ -98,33 +120,11 @@ pub fn absorb_transposes(s: &mut Schedule, outputs: &[SvId]) {
             if views[k].is_some() {
                 continue;
             }
-            let v = inputs[k];
-            let p = producer[v];
-            if p == usize::MAX {
-                continue;
-            }
-            let t = &s.steps[p];
-            let StepKind::Map { body } = &t.kind else {
-                continue;
-            };
-            let ExprKind::Load { input: 0, index } = &body.kind else {
-                continue;
-            };
-            if t.inputs.len() != 1 || t.epilogue.is_some() {
-                continue;
-            }
-            let src = t.inputs[0];
-            if s.values[src].dtype != DType::F32
-                || matches!(s.values[src].storage, Storage::Const(_))
-            {
-                continue;
-            }
-            let Some(view) = permutation_view(index, &s.values[src].shape, &s.values[v].shape)
-            else {
+            let Some((src, view)) = permuted_source(s, &producer, inputs[k]) else {
                 continue;
             };
             let trans = if k == 0 { op.trans_a } else { op.trans_b };
-            if !gemm_reads(&view, trans) {
+            if matches!(s.values[src].storage, Storage::Const(_)) || !gemm_reads(&view, trans) {
                 continue;
             }
             inputs[k] = src;
@@ -178,7 +178,7 @@ const GATHER_CHECK_LIMIT: i64 = 1 << 24;
 /// Where each channel of `v` (`[n, c, h, w]`, a reshape of a pure-permutation map's output)
 /// starts in the map's input, when the map only permutes whole channel planes: element
 /// `(i, ch, q)` (q over h·w) is element `i·c·hw + planes[ch] + q` of the input.
-fn channel_planes(s: &Schedule, producer: &[usize], v: SvId) -> Option<(SvId, Vec<i64>)> {
+fn channel_planes(s: &Schedule, producer: &[Option<usize>], v: SvId) -> Option<(SvId, Vec<i64>)> {
     let shape = &s.values[v].shape;
     if shape.len() != 4 {
         return None;
@@ -188,25 +188,10 @@ fn channel_planes(s: &Schedule, producer: &[usize], v: SvId) -> Option<(SvId, Ve
     while let Storage::View(of) = s.values[m].storage {
         m = of;
     }
-    let p = *producer.get(m)?;
-    if p == usize::MAX {
+    if s.values[m].len() != s.values[v].len() {
         return None;
     }
-    let t = &s.steps[p];
-    let StepKind::Map { body } = &t.kind else {
-        return None;
-    };
-    let ExprKind::Load { input: 0, index } = &body.kind else {
-        return None;
-    };
-    if t.inputs.len() != 1 || t.epilogue.is_some() {
-        return None;
-    }
-    let src = t.inputs[0];
-    if s.values[src].dtype != DType::F32 || s.values[m].len() != s.values[v].len() {
-        return None;
-    }
-    let view = permutation_view(index, &s.values[src].shape, &s.values[m].shape)?;
+    let (src, view) = permuted_source(s, producer, m)?;
     let (n, c, hw) = (shape[0], shape[1], shape[2] * shape[3]);
     if n * c * hw > GATHER_CHECK_LIMIT || n * c * hw == 0 {
         return None;
@@ -240,10 +225,7 @@ fn channel_planes(s: &Schedule, producer: &[usize], v: SvId) -> Option<(SvId, Ve
 /// Reshape`), gathering the planes as they convert; the maps nothing else reads are dropped.
 /// Runs after layout assignment, which creates the conversions.
 pub fn absorb_channel_gathers(s: &mut Schedule, outputs: &[SvId]) {
-    let mut producer = vec![usize::MAX; s.values.len()];
-    for (i, st) in s.steps.iter().enumerate() {
-        producer[st.output] = i;
-    }
+    let producer = s.producers();
     let mut changed = false;
     for i in 0..s.steps.len() {
         let StepKind::Reorder {
