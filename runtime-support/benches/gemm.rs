@@ -57,6 +57,20 @@ fn gflops(m: usize, n: usize, k: usize, secs: f64) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64 / secs / 1e9
 }
 
+/// Seconds per call of `f(rep)`: the best of `rounds` batches of `reps` calls (a slow spell
+/// of the machine slows a batch and never speeds one up).
+fn best_per_call(rounds: usize, reps: usize, mut f: impl FnMut(usize)) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for rep in 0..reps {
+            f(rep);
+        }
+        best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    best
+}
+
 /// Convolution-shaped products (M = out channels, N = output pixels, K = C·kh·kw) from
 /// ResNet-50 and SqueezeNet, through the GEMM path convolutions take (packed A, B row-major:
 /// packed per block, or read in place where `read_b_in_place` decides so).
@@ -111,36 +125,31 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
         unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
         unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
         let reps = (1 << 28) / (m * n * k) + 1;
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for _ in 0..reps {
-                unsafe {
-                    let src = if b_packed {
-                        BSource::Packed(bp.as_ptr())
-                    } else {
-                        BSource::Matrix {
-                            b: b.as_ptr(),
-                            ldb: n,
-                            trans: false,
-                        }
-                    };
-                    gemm::gemm_packed_a(
-                        m,
-                        n,
-                        k,
-                        ap.as_ptr(),
-                        src,
-                        cbuf.as_mut_ptr(),
-                        n,
-                        &Epilogue::NONE,
-                        scratch.as_mut_ptr(),
-                    );
-                }
-                black_box(cbuf[0]);
+        let best = best_per_call(5, reps, |_| {
+            unsafe {
+                let src = if b_packed {
+                    BSource::Packed(bp.as_ptr())
+                } else {
+                    BSource::Matrix {
+                        b: b.as_ptr(),
+                        ldb: n,
+                        trans: false,
+                    }
+                };
+                gemm::gemm_packed_a(
+                    m,
+                    n,
+                    k,
+                    ap.as_ptr(),
+                    src,
+                    cbuf.as_mut_ptr(),
+                    n,
+                    &Epilogue::NONE,
+                    scratch.as_mut_ptr(),
+                );
             }
-            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-        }
+            black_box(cbuf[0]);
+        });
         let g = gflops(m, n, k, best);
         let tag = if b_packed { "  (B prepacked)" } else { "" };
         println!(
@@ -263,28 +272,23 @@ fn conv_layers(peak: f64) {
         let mut scratch = Buf::zeros(g.scratch_floats(true));
         let flops = 2.0 * (m * o * o * c * k * k) as f64;
         let reps = (4e8 / flops) as usize + 1;
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for rep in 0..reps {
-                unsafe {
-                    conv_f32(
-                        &g,
-                        x.as_ptr(),
-                        wps[rep % copies].as_ptr(),
-                        true,
-                        bias.as_ptr(),
-                        res_ptr,
-                        0.0,
-                        f32::INFINITY,
-                        y.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                    )
-                };
-                black_box(y[0]);
-            }
-            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-        }
+        let best = best_per_call(5, reps, |rep| {
+            unsafe {
+                conv_f32(
+                    &g,
+                    x.as_ptr(),
+                    wps[rep % copies].as_ptr(),
+                    true,
+                    bias.as_ptr(),
+                    res_ptr,
+                    0.0,
+                    f32::INFINITY,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            black_box(y[0]);
+        });
         let gf = flops / best / 1e9;
         let path = if g.use_winograd() {
             "winograd"
@@ -393,8 +397,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
         hi: f32::INFINITY,
     };
     for _ in 0..7 {
-        let t = Instant::now();
-        for _ in 0..reps {
+        best_a = best_a.min(best_per_call(1, reps, |_| {
             unsafe {
                 conv_f32(
                     &g,
@@ -410,10 +413,8 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
                 )
             };
             black_box(y[0]);
-        }
-        best_a = best_a.min(t.elapsed().as_secs_f64() / reps as f64);
-        let t = Instant::now();
-        for _ in 0..reps {
+        }));
+        best_b = best_b.min(best_per_call(1, reps, |_| {
             unsafe {
                 conv_blocked(
                     &bg,
@@ -425,8 +426,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
                 )
             };
             black_box(y[0]);
-        }
-        best_b = best_b.min(t.elapsed().as_secs_f64() / reps as f64);
+        }));
     }
     println!(
         "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {group:>5} {:>10.1} {:>10.1}",
@@ -475,22 +475,17 @@ fn pool_layers() {
         let mut y = Buf::zeros((c * o * o) as usize);
         let mut scratch = Buf::zeros(g.scratch_floats());
         let reps = 200;
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for rep in 0..reps {
-                unsafe {
-                    pool2d_f32(
-                        &g,
-                        xs[rep % copies].as_ptr(),
-                        y.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                    )
-                };
-                black_box(y[0]);
-            }
-            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-        }
+        let best = best_per_call(5, reps, |rep| {
+            unsafe {
+                pool2d_f32(
+                    &g,
+                    xs[rep % copies].as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            black_box(y[0]);
+        });
         let bytes = 4.0 * (isz as f64 + (c * o * o) as f64);
         println!(
             "{c:>5} {hw:>4} {k:>2} {st:>2} {:>4} {:>9.1} {:>7.1}",
@@ -687,11 +682,7 @@ fn main() {
         let reps = (1 << 27) / (m * n * k) + 1;
         for _ in 0..30 {
             for (i, packed) in [false, true].into_iter().enumerate() {
-                let t = Instant::now();
-                for _ in 0..reps {
-                    run(packed);
-                }
-                best[i] = best[i].min(t.elapsed().as_secs_f64() / reps as f64);
+                best[i] = best[i].min(best_per_call(1, reps, |_| run(packed)));
             }
         }
         let (g0, g1) = (gflops(m, n, k, best[0]), gflops(m, n, k, best[1]));
@@ -738,17 +729,7 @@ fn orientation_experiment(peak: f64) {
         }
         let flops = 2.0 * (ch * pos * k) as f64;
         let reps = (2e8 / flops) as usize + 1;
-        let time = |f: &mut dyn FnMut()| {
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = Instant::now();
-                for _ in 0..reps {
-                    f();
-                }
-                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-            }
-            flops / best / 1e9
-        };
+        let time = |f: &mut dyn FnMut()| flops / best_per_call(5, reps, |_| f()) / 1e9;
         let cm = time(&mut || unsafe {
             gemm::gemm_packed_a(
                 ch,

@@ -100,6 +100,33 @@ pub(crate) fn clamp_ep(v: f32, lo: f32, hi: f32) -> f32 {
     if t > hi { hi } else { t }
 }
 
+/// The `[lo, hi]` a kernel entry point's `clamp` argument points to; null: no clamp.
+///
+/// # Safety
+/// `clamp` is null or points to two floats.
+pub(crate) unsafe fn clamp_bounds(clamp: *const f32) -> (f32, f32) {
+    if clamp.is_null() {
+        (f32::NEG_INFINITY, f32::INFINITY)
+    } else {
+        // SAFETY: caller contract.
+        unsafe { (*clamp, *clamp.add(1)) }
+    }
+}
+
+/// Seeded pseudo-random test data in [-1, 1) (xorshift), shared by the kernels' tests.
+#[cfg(test)]
+pub(crate) fn test_rand(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
 macro_rules! multiversion {
     ($f:ident($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]

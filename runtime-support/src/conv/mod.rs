@@ -2212,11 +2212,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     // SAFETY: forwarded contract.
     unsafe {
         let g = ConvGeometry::decode(params);
-        let (lo, hi) = if clamp.is_null() {
-            (f32::NEG_INFINITY, f32::INFINITY)
-        } else {
-            (*clamp, *clamp.add(1))
-        };
+        let (lo, hi) = crate::clamp_bounds(clamp);
         conv_f32(
             &g,
             x,
@@ -2236,17 +2232,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 mod tests {
     use super::*;
 
-    fn rand(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_rand as rand;
 
     /// Direct convolution: the oracle.
     fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {

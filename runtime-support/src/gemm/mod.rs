@@ -69,11 +69,7 @@ impl Epilogue {
         clamp: *const f32,
     ) -> Epilogue {
         // SAFETY: caller contract.
-        let (lo, hi) = if clamp.is_null() {
-            (f32::NEG_INFINITY, f32::INFINITY)
-        } else {
-            unsafe { (*clamp, *clamp.add(1)) }
-        };
+        let (lo, hi) = unsafe { crate::clamp_bounds(clamp) };
         Epilogue {
             bias_row,
             bias_col,

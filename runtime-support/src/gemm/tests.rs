@@ -3,17 +3,7 @@
 
 use super::*;
 
-fn rand(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use crate::test_rand as rand;
 
 /// C = op(A)·op(B) with the epilogue `ep` through the C entry points (`onnxc_sgemm`, or
 /// `onnxc_sgemm_pb` on B packed first); A and B row-major unless transposed.

@@ -770,11 +770,7 @@ pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
     // SAFETY: forwarded contract.
     unsafe {
         let g = BlockedConv::decode(params);
-        let (lo, hi) = if clamp.is_null() {
-            (f32::NEG_INFINITY, f32::INFINITY)
-        } else {
-            (*clamp, *clamp.add(1))
-        };
+        let (lo, hi) = crate::clamp_bounds(clamp);
         conv(
             &g,
             x,

@@ -1,17 +1,7 @@
 use super::*;
 use crate::pool::PoolGeometry;
 
-fn rand(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use crate::test_rand as rand;
 
 /// Direct grouped NCHW convolution in f64 with the epilogue: the oracle.
 fn reference(
