@@ -226,20 +226,17 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             self.b.def_var(v, at);
                             self.vector_body(*var, body);
                         }
-                        for k in added {
-                            self.hoisted.remove(&k);
+                    } else {
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
+                        if extent % 4 != 0 {
+                            // The tail reuses the vector body on the last four elements: the
+                            // stores are pure (no step reads the buffer it writes), so
+                            // rewriting a few outputs with the same values is harmless.
+                            let last = self.b.ins().iconst(types::I64, extent - 4);
+                            self.b.def_var(v, last);
+                            self.vector_body(*var, body);
                         }
-                        return;
-                    }
-                    let z = self.b.ins().iconst(types::I64, 0);
-                    self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
-                    if extent % 4 != 0 {
-                        // The tail reuses the vector body on the last four elements: the stores
-                        // are pure (no step reads the buffer it writes), so rewriting a few
-                        // outputs with the same values is harmless.
-                        let last = self.b.ins().iconst(types::I64, extent - 4);
-                        self.b.def_var(v, last);
-                        self.vector_body(*var, body);
                     }
                     for k in added {
                         self.hoisted.remove(&k);
@@ -341,6 +338,16 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.ins().iadd(base, bytes)
     }
 
+    /// `base` for a load from `buf`, marked readonly and movable (pure) when this function
+    /// does not write `buf`.
+    fn load_flags(&self, buf: BufId, base: MemFlagsData) -> MemFlagsData {
+        if self.written.contains(&buf) {
+            base
+        } else {
+            base.with_readonly().with_can_move()
+        }
+    }
+
     fn load(&mut self, buf: BufId, off: Value) -> Value {
         let dt = self.prog.buffers[buf as usize].dtype;
         let p = self.addr(buf, off);
@@ -349,11 +356,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         // every load offset is in bounds for all loop variable values (`ir::expr`): the load
         // is pure, so Cranelift may share it and hoist it out of loops it does not vary in
         // (per-row statistics of a normalization, per-channel parameters).
-        let fl = if !self.written.contains(&buf) {
-            flags().with_readonly().with_can_move()
-        } else {
-            flags()
-        };
+        let fl = self.load_flags(buf, flags());
         match dt {
             DType::F16 => {
                 let bits = self.b.ins().load(types::I16, fl, p, 0);
@@ -1554,11 +1557,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let off = self.eval(&index[0], smemo);
                 if c == 1 {
                     let p = self.addr(*input, off);
-                    let fl = if self.written.contains(input) {
-                        vflags()
-                    } else {
-                        vflags().with_readonly().with_can_move()
-                    };
+                    let fl = self.load_flags(*input, vflags());
                     VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
                 } else {
                     let mut vec = None;
