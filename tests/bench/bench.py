@@ -31,6 +31,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import onnx_builder  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19", "zfnet512"]
@@ -69,38 +72,8 @@ def model_inputs(path: str, light: bool) -> dict:
 
 
 def with_varied_weights(path: str, out: str) -> str:
-    """onnx's light models build every weight with ConstantOfShape (one value per tensor),
-    which makes outputs degenerate (ResNet-50's softmax is exactly uniform) and the output
-    comparison meaningless. Replace each such float fill by a seeded initializer of the same
-    shape; rank-1 tensors (biases, BatchNorm parameters) vary around the fill value (same
-    sign, 0.5x-1.5x), so the network
-    computes something non-trivial and both engines see real-looking data. Kernels and
-    matrices (rank >= 2) get He-style normal weights so activations stay O(1)."""
-    from onnx import numpy_helper as nh
-
-    m = onnx.load(path)
-    inits = {i.name: i for i in m.graph.initializer}
-    rng = np.random.default_rng(1)
-    keep = []
-    for n in m.graph.node:
-        if n.op_type == "ConstantOfShape" and n.input and n.input[0] in inits:
-            value = next((a.t for a in n.attribute if a.name == "value"), None)
-            fill = nh.to_array(value).ravel()[0] if value is not None else np.float32(0)
-            if value is None or value.data_type == onnx.TensorProto.FLOAT:
-                shape = tuple(int(d) for d in nh.to_array(inits[n.input[0]]))
-                if len(shape) >= 2:
-                    # A weight matrix / kernel: He-style N(0, 2 / fan_in) keeps activations O(1).
-                    fan_in = int(np.prod(shape[1:]))
-                    arr = rng.standard_normal(shape) * np.sqrt(2.0 / max(fan_in, 1))
-                else:
-                    arr = fill * rng.uniform(0.5, 1.5, size=shape)
-                arr = arr.astype(np.float32)
-                m.graph.initializer.append(nh.from_array(arr, n.output[0]))
-                continue
-        keep.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(keep)
-    onnx.save(m, out)
+    """Writes `path` with varied weights (see onnx_builder.with_varied_weights) to `out`."""
+    onnx.save(onnx_builder.with_varied_weights(onnx.load(path)), out)
     return out
 
 

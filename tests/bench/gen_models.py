@@ -7,38 +7,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from onnx_builder import GraphBuilder  # noqa: E402
+
 OPSET = 17
 
 
-class G:
+class G(GraphBuilder):
     def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
-
-    def w(self, *shape, scale=None):
-        self.n += 1
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
-        s = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
-        name = f"w{self.n}"
-        self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
-        return name
-
-    def const(self, value, dtype=np.float32):
-        self.n += 1
-        name = f"c{self.n}"
-        self.inits.append(numpy_helper.from_array(np.array(value, dtype), name))
-        return name
-
-    def op(self, op_type, inputs, **attrs):
-        self.n += 1
-        out = f"t{self.n}"
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{op_type.lower()}_{self.n}", **attrs))
-        return out
+        super().__init__(seed, vector_fan_in="len")
 
     def model(self, name, inp, shape, out, out_shape):
         g = helper.make_graph(self.nodes, name, [helper.make_tensor_value_info(inp, TensorProto.FLOAT, shape)],

@@ -4,11 +4,13 @@ channel-blocked (NCHWc) layout and its conversions — grouped, depthwise, strid
 and asymmetrically padded convolutions, residual adds, channel concatenation, pooling of
 every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 2, graph
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
-attention written as exporters emit it, whose head transposes the matmuls read in place.
+attention written as exporters emit it, whose head transposes the matmuls read in place;
+and six of onnx's light_* zoo models with varied weights in place of their constant fills.
 Expected outputs come from onnxruntime with its graph optimizations off."""
 from __future__ import annotations
 
 import os
+import sys
 import zlib
 
 import numpy as np
@@ -16,33 +18,15 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from onnx_builder import GraphBuilder, with_varied_weights  # noqa: E402
+
 OPSET = 17
 
 
-class G:
+class G(GraphBuilder):
     def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
-
-    def w(self, *shape, scale=None):
-        self.n += 1
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        s = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
-        name = f"w{self.n}"
-        self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
-        return name
-
-    def const(self, value, dtype=np.float32):
-        self.n += 1
-        name = f"c{self.n}"
-        self.inits.append(numpy_helper.from_array(np.array(value, dtype), name))
-        return name
-
-    def op(self, op_type, inputs, **attrs):
-        self.n += 1
-        out = f"t{self.n}"
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{op_type.lower()}_{self.n}", **attrs))
-        return out
+        super().__init__(seed, vector_fan_in="one")
 
     def conv(self, x, cin, cout, k, stride=1, pad=None, group=1, dil=1, bias=True):
         kh, kw = (k, k) if isinstance(k, int) else k
@@ -197,29 +181,44 @@ def attention_views():
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views]
 
 
-def write(out_dir: str) -> list:
-    """Writes every case under OUT/onnxc/<name>; returns their cases.tsv entries."""
-    entries = []
-    for fn in CASES:
-        m = fn()
-        name = f"test_{fn.__name__}"
-        d = os.path.join(out_dir, "onnxc", name)
-        ds = os.path.join(d, "test_data_set_0")
-        os.makedirs(ds, exist_ok=True)
-        onnx.save(m, os.path.join(d, "model.onnx"))
-        rng = np.random.default_rng(zlib.crc32(name.encode()))
-        feeds = {}
-        for i, x in enumerate(m.graph.input):
-            shape = [dim.dim_value for dim in x.type.tensor_type.shape.dim]
-            feeds[x.name] = rng.standard_normal(shape).astype(np.float32)
-            with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.log_severity_level = 3
-        outs = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
-        for i, (o, v) in enumerate(zip(m.graph.output, outs)):
-            with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(v, o.name).SerializeToString())
-        entries.append({"kind": "onnxc", "name": name, "dir": d, "rtol": 1e-4, "atol": 1e-5})
+# onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
+# weights (onnx_builder.with_varied_weights) so that a wrong channel order, weight layout or
+# gather shows in the outputs; the shipped light cases cannot show one. The three models made
+# mostly of fully connected weights (AlexNet, VGG-19, ZFNet-512: 240-550 MB once varied) are
+# left out; their conv and Gemm kernels are the ones these models use.
+VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "densenet121", "resnet50"]
+
+
+def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
+    """Writes OUT/onnxc/<name>: the model, seeded N(0, 1) inputs and onnxruntime's outputs
+    (graph optimizations off, so the oracle runs the graph as written)."""
+    d = os.path.join(out_dir, "onnxc", name)
+    ds = os.path.join(d, "test_data_set_0")
+    os.makedirs(ds, exist_ok=True)
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    inits = {i.name for i in m.graph.initializer}
+    feeds = {}
+    for i, x in enumerate(xi for xi in m.graph.input if xi.name not in inits):
+        shape = [dim.dim_value for dim in x.type.tensor_type.shape.dim]
+        feeds[x.name] = rng.standard_normal(shape).astype(np.float32)
+        with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    outs = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for i, (o, v) in enumerate(zip(m.graph.output, outs)):
+        with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(v, o.name).SerializeToString())
+    return {"kind": "onnxc", "name": name, "dir": d, "rtol": 1e-4, "atol": 1e-5}
+
+
+def write(out_dir: str, light_dir: str) -> list:
+    """Writes every case under OUT/onnxc/<name>; returns their cases.tsv entries. `light_dir`
+    is the onnx package's backend/test/data/light folder."""
+    entries = [write_case(out_dir, f"test_{fn.__name__}", fn()) for fn in CASES]
+    for model in VARIED_LIGHT:
+        m = onnx.load(os.path.join(light_dir, f"light_{model}.onnx"))
+        entries.append(write_case(out_dir, f"test_light_{model}_varied", with_varied_weights(m)))
     return entries
