@@ -435,25 +435,31 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
     );
 }
 
-/// Pooling layers of the light models through `pool2d_f32` (`ONNXC_POOL=1`; with
-/// `ONNXC_POOL=cold` the input rotates through copies spanning 128 MB, as a pool reading a
-/// conv output larger than L2 does in a model). GB/s counts input and output bytes once.
+/// Pooling layers of the light models through `pool2d_f32` (plain NCHW) and through the
+/// blocked NCHWc kernel on the same shapes (`ONNXC_POOL=1`; with `ONNXC_POOL=cold` the
+/// input rotates through copies spanning 128 MB, as a pool reading a conv output larger
+/// than L2 does in a model). GB/s counts input and output bytes once.
 fn pool_layers() {
     use onnxc_runtime::pool::{PoolGeometry, pool2d_f32};
     let cold = std::env::var("ONNXC_POOL").as_deref() == Ok("cold");
     println!(
-        "{:>5} {:>4} {:>2} {:>2} {:>4} {:>9} {:>7}",
-        "c", "hw", "k", "s", "kind", "us", "GB/s"
+        "{:>5} {:>4} {:>2} {:>2} {:>4} {:>9} {:>7} {:>10} {:>7}",
+        "c", "hw", "k", "s", "kind", "plain us", "GB/s", "blocked us", "GB/s"
     );
     // (channels, input hw, kernel, stride, pad, kind 0 max / 1 average)
     for &(c, hw, k, st, pad, kind) in &[
-        (96i64, 109i64, 3i64, 2i64, 0i64, 0i64), // SqueezeNet
-        (256, 54, 3, 2, 0, 0),
-        (512, 27, 3, 2, 0, 0),
-        (64, 112, 3, 2, 1, 0), // ResNet-50
+        (64i64, 111i64, 3i64, 2i64, 0i64, 0i64), // SqueezeNet
+        (128, 55, 3, 2, 0, 0),
+        (256, 27, 3, 2, 0, 0),
+        (64, 112, 3, 2, 1, 0), // ResNet-50, DenseNet-121
+        (24, 112, 3, 2, 1, 0), // ShuffleNet: max, then average pools
+        (136, 28, 3, 2, 1, 1),
+        (192, 55, 3, 2, 0, 0), // Inception v1
+        (512, 13, 3, 1, 1, 0),
+        (480, 28, 3, 1, 1, 0),
+        (128, 56, 2, 2, 0, 1), // DenseNet-121's transition average pools
         (192, 28, 3, 1, 1, 1), // Inception v2's average pools
         (576, 14, 3, 1, 1, 1),
-        (480, 28, 3, 1, 1, 0), // Inception v1's stride-1 max pools
     ] {
         let o = (hw + 2 * pad - k) / st + 1;
         let g = PoolGeometry {
@@ -486,12 +492,28 @@ fn pool_layers() {
             };
             black_box(y[0]);
         });
+        let blocked_g = PoolGeometry {
+            planes: c / onnxc_runtime::nchwc::CB as i64,
+            ..g.clone()
+        };
+        let blocked = best_per_call(5, reps, |rep| {
+            unsafe {
+                onnxc_runtime::nchwc::pool::pool(
+                    &blocked_g,
+                    xs[rep % copies].as_ptr(),
+                    y.as_mut_ptr(),
+                )
+            };
+            black_box(y[0]);
+        });
         let bytes = 4.0 * (isz as f64 + (c * o * o) as f64);
         println!(
-            "{c:>5} {hw:>4} {k:>2} {st:>2} {:>4} {:>9.1} {:>7.1}",
+            "{c:>5} {hw:>4} {k:>2} {st:>2} {:>4} {:>9.1} {:>7.1} {:>10.1} {:>7.1}",
             if kind == 0 { "max" } else { "avg" },
             best * 1e6,
-            bytes / best / 1e9
+            bytes / best / 1e9,
+            blocked * 1e6,
+            bytes / blocked / 1e9
         );
     }
 }

@@ -238,7 +238,9 @@ unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
     let init_v = _mm512_set1_ps(init);
     let op = |a: __m512, b: __m512| {
         if max {
-            _mm512_max_ps(a, b)
+            // NaN propagates: max(a, b) is b when either is NaN; the blend keeps a NaN a.
+            let m = _mm512_max_ps(a, b);
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a), m, a)
         } else {
             _mm512_add_ps(a, b)
         }
@@ -437,7 +439,9 @@ unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
     let init_v = _mm256_set1_ps(init);
     let op = |a: __m256, b: __m256| {
         if max {
-            _mm256_max_ps(a, b)
+            // NaN propagates: max(a, b) is b when either is NaN; the blend keeps a NaN a.
+            let m = _mm256_max_ps(a, b);
+            _mm256_blendv_ps(m, a, _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a))
         } else {
             _mm256_add_ps(a, b)
         }
@@ -651,11 +655,16 @@ fn lp_root(p: i64, v: f32) -> f32 {
     }
 }
 
-/// dst = max(dst, src) or dst += src, elementwise (contiguous, vectorized).
+/// dst = max(dst, src) or dst += src, elementwise (contiguous, vectorized). The max
+/// propagates NaN (`f32::max` would drop it).
 #[inline(always)]
 fn fold(max: bool, dst: &mut [f32], src: &[f32]) {
     if max {
-        dst.iter_mut().zip(src).for_each(|(a, b)| *a = a.max(*b));
+        dst.iter_mut().zip(src).for_each(|(a, b)| {
+            if *b > *a || b.is_nan() {
+                *a = *b
+            }
+        });
     } else {
         dst.iter_mut().zip(src).for_each(|(a, b)| *a += *b);
     }
@@ -962,7 +971,9 @@ mod tests {
                             if inside {
                                 let v = x[((plane * ih + iy) * iw + ix) as usize];
                                 match g.kind {
-                                    0 => acc = acc.max(v),
+                                    // NaN propagates (unlike `f32::max`).
+                                    0 if v > acc || v.is_nan() => acc = v,
+                                    0 => {}
                                     1 => acc += v,
                                     _ => acc += v.abs().powi(g.p as i32),
                                 }
@@ -1210,18 +1221,29 @@ mod tests {
                 pads_begin,
                 pads_end,
             };
-            let x: Vec<f32> = (0..3 * input[0] * input[1])
+            let mut x: Vec<f32> = (0..3 * input[0] * input[1])
                 .map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5)
                 .collect();
+            if kind == 0 {
+                // A window with a NaN tap is NaN, whichever tap of the window it is.
+                for v in x.iter_mut().skip(5).step_by(41) {
+                    *v = f32::NAN;
+                }
+            }
             let want = reference(&g, &x);
             let mut y = vec![f32::NAN; want.len()];
             let mut scratch = vec![f32::NAN; g.scratch_floats()];
             unsafe { pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
             for (i, (a, b)) in y.iter().zip(&want).enumerate() {
                 assert!(
-                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    a == b
+                        || (a.is_nan() && b.is_nan())
+                        || (a - b).abs() <= 1e-5 * b.abs().max(1.0),
                     "{g:?} [{i}]: {a} vs {b}"
                 );
+            }
+            if kind == 0 {
+                assert!(want.iter().any(|v| v.is_nan()), "{g:?}: NaN windows tested");
             }
         }
     }

@@ -141,13 +141,32 @@ mod avx2 {
     /// AVX2 present; `xp`/`yp` are one input and one output plane.
     #[target_feature(enable = "avx2")]
     pub unsafe fn plane(g: &PoolGeometry, rows: &Axis, cols: &Axis, xp: *const f32, yp: *mut f32) {
-        if g.kind == 0 {
-            // SAFETY: forwarded.
-            unsafe { plane_of::<true>(g, rows, cols, xp, yp) }
-        } else {
-            // SAFETY: forwarded.
-            unsafe { plane_of::<false>(g, rows, cols, xp, yp) }
+        // SAFETY (all four): forwarded.
+        match (g.kind == 0, separable(g), g.kernel) {
+            (true, true, [3, 3]) => unsafe { separable_plane::<true, 3, 3>(g, rows, cols, xp, yp) },
+            (true, true, [2, 2]) => unsafe { separable_plane::<true, 2, 2>(g, rows, cols, xp, yp) },
+            (true, true, _) => unsafe { separable_plane::<true, 0, 0>(g, rows, cols, xp, yp) },
+            (false, true, [3, 3]) => unsafe {
+                separable_plane::<false, 3, 3>(g, rows, cols, xp, yp)
+            },
+            (false, true, [2, 2]) => unsafe {
+                separable_plane::<false, 2, 2>(g, rows, cols, xp, yp)
+            },
+            (false, true, _) => unsafe { separable_plane::<false, 0, 0>(g, rows, cols, xp, yp) },
+            (true, false, _) => unsafe { plane_of::<true>(g, rows, cols, xp, yp) },
+            (false, false, _) => unsafe { plane_of::<false>(g, rows, cols, xp, yp) },
         }
+    }
+
+    /// Column vectors `separable_plane` keeps on the stack per chunk of outputs (8 KB).
+    const CHUNK_COLS: usize = 256;
+
+    /// Whether `separable_plane` computes this pool: undilated columns, every input column
+    /// between a row's first and last tap is a tap of some output (stride ≤ kernel), and a
+    /// window's columns fit a chunk.
+    fn separable(g: &PoolGeometry) -> bool {
+        let (kw, sw) = (g.kernel[1], g.strides[1]);
+        g.dilations[1] == 1 && sw <= kw && (kw + sw) as usize <= CHUNK_COLS
     }
 
     #[inline(always)]
@@ -160,6 +179,123 @@ mod avx2 {
                 _mm256_blendv_ps(m, v, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v))
             } else {
                 _mm256_add_ps(acc, v)
+            }
+        }
+    }
+
+    /// Max or average of one plane in two passes per output row: the window's valid input
+    /// rows are reduced into one vector per input column (each column read once per output
+    /// row, and no loop-carried chain longer than the kernel's height), then each output
+    /// reduces its valid columns of those. A 3×3/2 window costs 6 reductions instead of 9
+    /// and a 3×3/1 window 4. The columns of a chunk of outputs go through an 8 KB stack
+    /// array; each is written and read back as one whole aligned vector, so the loads are
+    /// forwarded from the stores.
+    ///
+    /// Max propagates NaN, as `fold` does; the average sums the window in a different order
+    /// than `plane_of` (rows first), so results may differ in the last bits.
+    ///
+    /// `KH`/`KW` (0: any) fix the tap loops of whole windows at compile time, so they are
+    /// unrolled; windows cut by the padding take the counted loops.
+    ///
+    /// # Safety
+    /// AVX2 present; `separable(g)`; `KH`/`KW` are 0 or the kernel; `xp`/`yp` are one input
+    /// and one output plane.
+    #[target_feature(enable = "avx2")]
+    unsafe fn separable_plane<const MAX: bool, const KH: usize, const KW: usize>(
+        g: &PoolGeometry,
+        rows: &Axis,
+        cols: &Axis,
+        xp: *const f32,
+        yp: *mut f32,
+    ) {
+        let iw = g.input[1];
+        let ow = g.output[1] as usize;
+        let (kw, sw) = (g.kernel[1], g.strides[1]);
+        let row_step = g.dilations[0] as usize * iw as usize * CB;
+        // Outputs per chunk: their columns span (n − 1)·sw + kw ≤ CHUNK_COLS.
+        let per_chunk = ((CHUNK_COLS as i64 - kw) / sw + 1).max(1) as usize;
+        let mut colv = [const { std::mem::MaybeUninit::<__m256>::uninit() }; CHUNK_COLS];
+        // SAFETY: rows and columns read are the valid taps of some output (inside the
+        // plane); `colv` indices are below `hi − lo ≤ CHUNK_COLS`, and an output reads only
+        // columns of its valid taps, which the chunk wrote; outputs inside the plane.
+        unsafe {
+            for (oy, &(ky0, ky1, rc)) in rows.taps.iter().enumerate() {
+                let yrow = yp.add(oy * ow * CB);
+                let nrows = ky1 - ky0;
+                if nrows == 0 {
+                    // No valid row: max gives −∞ and the average 0 over its divisor (taps
+                    // counted with the padding), as `plane_of` does.
+                    for ox in 0..ow {
+                        let v = if MAX {
+                            _mm256_set1_ps(f32::NEG_INFINITY)
+                        } else {
+                            _mm256_set1_ps(0.0 * (1.0 / (rc * cols.taps[ox].2) as f32))
+                        };
+                        _mm256_storeu_ps(yrow.add(ox * CB), v);
+                    }
+                    continue;
+                }
+                let row0 = rows.start[oy] + (ky0 * g.dilations[0] as usize) as i64;
+                let top = xp.add(row0 as usize * iw as usize * CB);
+                let mut a = 0;
+                while a < ow {
+                    let b = (a + per_chunk).min(ow);
+                    // Input columns [lo, hi) hold every valid tap of outputs a..b (windows
+                    // wholly in the padding may point outside the plane: clamp).
+                    let lo = (cols.start[a] + cols.taps[a].0 as i64).clamp(0, iw);
+                    let hi = (cols.start[b - 1] + cols.taps[b - 1].1 as i64).clamp(lo, iw);
+                    if KH != 0 && nrows == KH {
+                        for c in lo..hi {
+                            let mut p = top.add(c as usize * CB);
+                            let mut acc = _mm256_loadu_ps(p);
+                            for _ in 1..KH {
+                                p = p.add(row_step);
+                                acc = fold::<MAX>(acc, _mm256_loadu_ps(p));
+                            }
+                            colv.get_unchecked_mut((c - lo) as usize).write(acc);
+                        }
+                    } else {
+                        for c in lo..hi {
+                            let mut p = top.add(c as usize * CB);
+                            let mut acc = _mm256_loadu_ps(p);
+                            for _ in 1..nrows {
+                                p = p.add(row_step);
+                                acc = fold::<MAX>(acc, _mm256_loadu_ps(p));
+                            }
+                            colv.get_unchecked_mut((c - lo) as usize).write(acc);
+                        }
+                    }
+                    for ox in a..b {
+                        let (kx0, kx1, cc) = cols.taps[ox];
+                        let first = (cols.start[ox] + kx0 as i64 - lo) as usize;
+                        if KW != 0 && kx1 - kx0 == KW {
+                            let mut acc = colv.get_unchecked(first).assume_init();
+                            for k in 1..KW {
+                                acc = fold::<MAX>(acc, colv.get_unchecked(first + k).assume_init());
+                            }
+                            if !MAX {
+                                acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.0 / (rc * cc) as f32));
+                            }
+                            _mm256_storeu_ps(yrow.add(ox * CB), acc);
+                            continue;
+                        }
+                        let mut acc = if kx1 > kx0 {
+                            colv.get_unchecked(first).assume_init()
+                        } else if MAX {
+                            _mm256_set1_ps(f32::NEG_INFINITY)
+                        } else {
+                            _mm256_setzero_ps()
+                        };
+                        for k in 1..kx1.saturating_sub(kx0) {
+                            acc = fold::<MAX>(acc, colv.get_unchecked(first + k).assume_init());
+                        }
+                        if !MAX {
+                            acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.0 / (rc * cc) as f32));
+                        }
+                        _mm256_storeu_ps(yrow.add(ox * CB), acc);
+                    }
+                    a = b;
+                }
             }
         }
     }
