@@ -1372,23 +1372,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 ExprKind::Binary(BinOp::Div | BinOp::Rem | BinOp::FloorMod | BinOp::Pow, ..) => {
                     found = true
                 }
-                ExprKind::Unary(op, _) => {
-                    found |= !matches!(
-                        op,
-                        UnOp::Neg
-                            | UnOp::Abs
-                            | UnOp::Not
-                            | UnOp::BitNot
-                            | UnOp::Floor
-                            | UnOp::Ceil
-                            | UnOp::Trunc
-                            | UnOp::Round
-                            | UnOp::Sign
-                            | UnOp::IsNan
-                            | UnOp::IsPosInf
-                            | UnOp::IsNegInf
-                    )
-                }
+                ExprKind::Unary(op, _) => found |= !op.is_cheap(),
                 _ => {}
             }
             None

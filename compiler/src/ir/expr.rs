@@ -80,6 +80,30 @@ pub enum UnOp {
     IsNegInf,
 }
 
+impl UnOp {
+    /// One or two instructions whatever the type (a sign flip, a mask, a rounding, a
+    /// compare), against a libm-style sequence or a square root for the others. The fuser
+    /// recomputes maps made of cheap ops where they are read; codegen does not hoist them
+    /// out of vector loops.
+    pub fn is_cheap(self) -> bool {
+        matches!(
+            self,
+            UnOp::Neg
+                | UnOp::Abs
+                | UnOp::Not
+                | UnOp::BitNot
+                | UnOp::Floor
+                | UnOp::Ceil
+                | UnOp::Trunc
+                | UnOp::Round
+                | UnOp::Sign
+                | UnOp::IsNan
+                | UnOp::IsPosInf
+                | UnOp::IsNegInf
+        )
+    }
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
     Add,

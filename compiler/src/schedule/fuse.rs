@@ -5,7 +5,7 @@ use super::epilogue::{Matched, match_epilogue};
 use super::{EPILOGUE_ACC, Io, KernelEpilogue, SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::error::{Error, Result};
 use crate::ir::dim::known_dims;
-use crate::ir::expr::{self, E, ExprKind, UnOp};
+use crate::ir::expr::{self, E, ExprKind};
 use crate::ir::{Graph, NodeId, Op, Tensor, ValueId};
 use std::collections::{HashMap, HashSet};
 
@@ -40,17 +40,7 @@ fn cheap(body: &E) -> bool {
     let mut ok = true;
     expr::rewrite(body, &mut |e| {
         if let ExprKind::Unary(op, _) = e.kind
-            && !matches!(
-                op,
-                UnOp::Neg
-                    | UnOp::Abs
-                    | UnOp::Not
-                    | UnOp::BitNot
-                    | UnOp::Floor
-                    | UnOp::Ceil
-                    | UnOp::Trunc
-                    | UnOp::Sign
-            )
+            && !op.is_cheap()
         {
             ok = false;
         }
