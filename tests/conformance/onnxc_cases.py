@@ -178,7 +178,30 @@ def attention_views():
     return g.model([("x", [b, s, d])], [y, z, xt_out, pm, q, sd, sn])
 
 
-CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views]
+def softmax_scale_limits():
+    """Scaled softmaxes at the edges of the scale fold (schedule/softmax_scale.rs): factors
+    above 1 (3e38 overflows the scores to ±inf, where the graph's softmax is NaN; 4 does not)
+    stay maps; factors in (0, 1] (1e-3, 1e-30, 0.5) are folded, the last over scores with
+    +inf, -inf and NaN entries and a row of -inf (a materialized tensor: also an output)."""
+    g = G(17)
+    b, s, d = 2, 6, 16
+    t = g.op("MatMul", ["x", g.w(d, d)])
+    special = np.zeros((1, s, d), np.float32)
+    special[0, 0, 3] = np.inf
+    special[0, 1, [2, 9]] = -np.inf
+    special[0, 2, 5] = np.nan
+    special[0, 3, :] = -np.inf
+    special[0, 4, [0, 7]] = [np.inf, -np.inf]
+    u = g.op("Add", [t, g.const(special)])
+    outs = [
+        g.op("Softmax", [g.op(op, [src, g.const(c)])], axis=-1)
+        for op, src, c in [("Mul", t, 3e38), ("Div", t, 0.25), ("Mul", t, 1e-3), ("Div", t, 1e30), ("Mul", u, 0.5)]
+    ]
+    return g.model([("x", [b, s, d])], outs + [u])
+
+
+CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
+         softmax_scale_limits]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -5,6 +5,10 @@
 //! kernel computes `exp(s·(x − max x))` for a positive `s` at the cost of one multiply per
 //! vector, which equals the softmax of `s·x` (`max(s·x) = s·max(x)` when `s > 0`), so the map is
 //! dropped when nothing else reads it.
+//!
+//! Only for `s ≤ 1` (attention's `1/√d`): then `s·x` cannot overflow where `x` is finite, and
+//! the two agree on every input, inf and NaN included. A larger `s` can take `s·x` to +∞,
+//! where the graph's softmax gives NaN (`∞ − ∞`) and the folded one a finite result.
 
 use super::{Schedule, StepKind, Storage, SvId};
 use crate::ir::DType;
@@ -45,7 +49,7 @@ fn scalar_factor(body: &E, s: &Schedule, inputs: &[SvId], rank: usize) -> Option
 }
 
 /// Folds `softmax(map(x))` into `softmax(x)` with a scale where the map multiplies by a
-/// positive finite scalar and nothing else reads its output.
+/// scalar in (0, 1] and nothing else reads its output.
 pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
     let producer = s.producers();
     // Reads of each value by steps, views and graph outputs.
@@ -90,8 +94,7 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
             continue;
         };
         let total = scale as f64 * c;
-        if !(total > 0.0 && total.is_finite() && (total as f32) > 0.0 && (total as f32).is_finite())
-        {
+        if !(total > 0.0 && total <= 1.0 && (total as f32) > 0.0) {
             continue;
         }
         let x = m.inputs[0];
