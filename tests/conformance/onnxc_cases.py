@@ -200,8 +200,23 @@ def softmax_scale_limits():
     return g.model([("x", [b, s, d])], outs + [u])
 
 
+def pool_ceil_edges():
+    """ceil_mode pools whose one window is larger than the padded input (accepted: one output,
+    the taps past the padding not counted), blocked (after a conv, 16 channels) and plain
+    (3 channels): average with and without the padding counted, max, and a 1×1 plane."""
+    g = G(18)
+    t = g.conv("x", 16, 16, 1)
+    a = g.op("AveragePool", [t], kernel_shape=[2, 4], strides=[2, 2], pads=[0, 1, 0, 3], ceil_mode=1,
+             count_include_pad=1)
+    b = g.op("AveragePool", [t], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0], ceil_mode=1)
+    c = g.op("MaxPool", [t], kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 0, 1], ceil_mode=1)
+    d = g.op("MaxPool", ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    e = g.op("AveragePool", ["z"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1, count_include_pad=1)
+    return g.model([("x", [2, 16, 1, 6]), ("y", [1, 3, 1, 1]), ("z", [1, 3, 3, 1])], [a, b, c, d, e])
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits]
+         softmax_scale_limits, pool_ceil_edges]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -330,8 +330,26 @@ impl Importer<'_> {
                         if let (Dim::Known(a), Dim::Known(b)) = (d, e)
                             && a != b
                         {
+                            let origin = &self.g.node(v.node).origin;
+                            let by = if origin.op_type.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({origin})")
+                            };
+                            // onnx.shape_inference (1.23) keeps the last window of a
+                            // ceil_mode pool even when it starts in the end padding, which
+                            // the operator's spec drops (onnxruntime and onnx's reference
+                            // evaluator drop it too).
+                            let hint = if origin.op_type.ends_with("Pool") {
+                                "; onnx.shape_inference declares one window too many for \
+                                 ceil_mode pools whose last window would start in the padding"
+                            } else {
+                                ""
+                            };
                             return Err(Error::Model(format!(
-                                "graph output '{name}' is declared {} but computes {}",
+                                "graph output '{name}' is declared {} but computes {} by the \
+                                 operator's shape rules{by}: correct or remove the shape the \
+                                 model declares for '{name}'{hint}",
                                 crate::ir::dim::fmt_shape(&declared),
                                 crate::ir::dim::fmt_shape(&ty.shape)
                             )));

@@ -71,7 +71,10 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
                 pads_begin[i] = pads[i];
                 pads_end[i] = pads[n + i];
                 let span = input[i] + pads_begin[i] + pads_end[i] - dk;
-                if span < 0 {
+                // With ceil_mode one window may reach past the padded input
+                // (ceil(span / stride + 1) = 1 for -stride < span < 0): its taps outside count
+                // as padding that is not counted, as in onnxruntime and the reference.
+                if span < 0 && !(ceil_mode && span > -strides[i]) {
                     return Err(ctx.err(format!(
                         "window of {dk} does not fit spatial dim {i} of size {} with pads {}+{}",
                         input[i], pads_begin[i], pads_end[i]
