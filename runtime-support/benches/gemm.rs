@@ -244,6 +244,7 @@ fn conv_layers(peak: f64) {
             dilations: vec![1, 1],
             pads: vec![pad, pad],
             wide_simd: onnxc_runtime::isa::wide_simd(),
+            no_winograd: false,
         };
         let x = data((c * hw * hw) as usize);
         let w = data((m * c * k * k) as usize);
@@ -359,6 +360,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
         dilations: vec![1, 1],
         pads: vec![pad, pad],
         wide_simd: onnxc_runtime::isa::wide_simd(),
+        no_winograd: false,
     };
     let u = |v: i64| v as usize;
     let bg = BlockedConv {
@@ -824,6 +826,7 @@ fn orientation_experiment(peak: f64) {
                 dilations: vec![1, 1],
                 pads: vec![0, 0],
                 wide_simd: true,
+                no_winograd: false,
             };
             let wpv = g.pack_weights(&w);
             let mut wp = Buf::zeros(wpv.len());
@@ -893,6 +896,7 @@ fn experiment() {
         dilations: vec![1, 1],
         pads: vec![3, 3],
         wide_simd: onnxc_runtime::isa::wide_simd(),
+        no_winograd: false,
     };
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);

@@ -39,6 +39,8 @@ pub struct Options {
     pub emit_main: bool,
     /// Instrument every step with timers (`onnxc bench --profile`).
     pub profile: bool,
+    /// Compute 3×3 convolutions without Winograd transforms (`--no-winograd`).
+    pub no_winograd: bool,
 }
 
 impl Default for Options {
@@ -50,6 +52,7 @@ impl Default for Options {
             opt: OptLevel::O2,
             emit_main: false,
             profile: false,
+            no_winograd: false,
         }
     }
 }
@@ -164,11 +167,15 @@ fn compile_bytes_inner(
         layout: schedule::layout::LayoutOptions {
             blocked: optimize,
             wide_simd,
+            no_winograd: opts.no_winograd,
         },
     };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
     drop(graph);
-    let lower = loops::lower::LowerOptions { wide_simd };
+    let lower = loops::lower::LowerOptions {
+        wide_simd,
+        no_winograd: opts.no_winograd,
+    };
     let program = loops::lower::lower(&mut sched, &lower)?;
     if emit == Some(Emit::Schedule) {
         return Ok(dump_only(prefix, sched.dump()));

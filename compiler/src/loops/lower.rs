@@ -17,6 +17,8 @@ pub struct LowerOptions {
     /// The target runs the 512-bit (AVX-512) kernels: weight layouts whose best choice
     /// depends on the vector width follow it (`ConvGeometry::wide_simd`).
     pub wide_simd: bool,
+    /// Never use Winograd (`ConvGeometry::no_winograd`).
+    pub no_winograd: bool,
 }
 
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
@@ -245,6 +247,7 @@ fn geometry(s: &Schedule, st: &Step, c: &ConvOp, opts: &LowerOptions) -> ConvGeo
         dilations: c.dilations.clone(),
         pads: c.pads_begin.clone(),
         wide_simd: opts.wide_simd,
+        no_winograd: opts.no_winograd,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct LayoutOptions {
     /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win there, and the
     /// blocked kernels are 256-bit, so blocked layouts are not used.
     pub wide_simd: bool,
+    /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
+    pub no_winograd: bool,
 }
 
 /// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
@@ -240,6 +242,7 @@ impl Pass<'_> {
             dilations: c.dilations.clone(),
             pads: c.pads_begin.clone(),
             wide_simd: self.opts.wide_simd,
+            no_winograd: self.opts.no_winograd,
         };
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;

@@ -104,9 +104,11 @@ fn transform_output(m: &[f32; 16]) -> [[f32; 2]; 2] {
 }
 
 impl ConvGeometry {
-    /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off.
+    /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off
+    /// (and not `no_winograd`).
     pub fn use_winograd(&self) -> bool {
-        let applies = self.input.len() == 2
+        let applies = !self.no_winograd
+            && self.input.len() == 2
             && self.kernel == [3, 3]
             && self.strides == [1, 1]
             && self.dilations == [1, 1]
