@@ -478,3 +478,140 @@ fn no_winograd_flag_gives_direct_convolution_accuracy() {
     assert!(winograd < 1e-4, "Winograd error {winograd:e} of the RMS");
     assert!(direct < 1e-5, "--no-winograd error {direct:e} of the RMS");
 }
+
+/// Models that are not valid ONNX in ways the checker would catch, or that ask for tensors
+/// no process can hold, get an error naming the node (and never a crash or an abort).
+#[test]
+fn invalid_graphs_and_impossible_sizes_are_errors() {
+    let d = scratch("invalid");
+    let check = |name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]| {
+        let p = d.join(format!("{name}.onnx"));
+        save(m, &p);
+        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        for w in wants {
+            assert!(e.contains(w), "{name}: {e}");
+        }
+    };
+    let f = |name: &str, dims: &[i64]| {
+        value_info(name, 1, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
+    };
+    // Two nodes assign 'y'.
+    check(
+        "dup",
+        &model(
+            vec![
+                node("Relu", "first", &["x"], &["y"]),
+                node("Neg", "second", &["x"], &["y"]),
+            ],
+            vec![f("x", &[2])],
+            vec![f("y", &[2])],
+            vec![],
+            17,
+        ),
+        &["node 'second' (Neg, opset 17) writes 'y'", "assigned once"],
+    );
+    // Opsets that do not exist.
+    for (opset, tag) in [(0, "opset 0"), (99, "opset 99")] {
+        check(
+            &format!("opset{opset}"),
+            &model(
+                vec![node("Relu", "r", &["x"], &["y"])],
+                vec![f("x", &[2])],
+                vec![f("y", &[2])],
+                vec![],
+                opset,
+            ),
+            &[tag, "supports opsets 1 to"],
+        );
+    }
+    // A graph input of 2^62 floats, and a Reshape/Expand/ConstantOfShape asked for more
+    // than 2^48 bytes (the fill would have been folded at compile time).
+    check(
+        "huge_input",
+        &model(
+            vec![node("Relu", "r", &["x"], &["y"])],
+            vec![f("x", &[1 << 31, 1 << 31])],
+            vec![f("y", &[1 << 31, 1 << 31])],
+            vec![],
+            17,
+        ),
+        &["would take 18446744073709551616 bytes"],
+    );
+    let i64s = |name: &str, v: &[i64]| onnxc_proto::TensorProto {
+        name: Some(name.into()),
+        dims: vec![v.len() as i64],
+        data_type: Some(7),
+        int64_data: v.to_vec(),
+        ..Default::default()
+    };
+    for (op, node_name) in [("Reshape", "reshape"), ("Expand", "expand")] {
+        check(
+            node_name,
+            &model(
+                vec![node(op, node_name, &["x", "s"], &["y"])],
+                vec![f("x", &[4])],
+                vec![value_info("y", 1, &[D::S("a"), D::S("b")])],
+                vec![i64s("s", &[1 << 62, 4])],
+                17,
+            ),
+            &[
+                &format!("node '{node_name}' ({op}, opset 17)"),
+                "more than the",
+            ],
+        );
+    }
+    check(
+        "fill",
+        &model(
+            vec![node("ConstantOfShape", "fill", &["s"], &["y"])],
+            vec![],
+            vec![value_info("y", 1, &[D::S("a"), D::S("b")])],
+            vec![i64s("s", &[1 << 30, 1 << 30])],
+            17,
+        ),
+        &["node 'fill' (ConstantOfShape, opset 17)", "more than the"],
+    );
+}
+
+/// A chain of thousands of elementwise ops compiles in linear time (fused bodies are capped
+/// in size, so the chain becomes several fused steps) and computes the right values.
+#[test]
+fn long_elementwise_chains_compile_and_run() {
+    let d = scratch("chain");
+    let n = 3000;
+    let nodes: Vec<_> = (0..n)
+        .map(|i| {
+            let src = if i == 0 {
+                "x".to_string()
+            } else {
+                format!("t{}", i - 1)
+            };
+            node("Add", &format!("add{i}"), &[&src, "x"], &[&format!("t{i}")])
+        })
+        .collect();
+    let last = format!("t{}", n - 1);
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info(&last, 1, &[D::N(1), D::N(4)])],
+        vec![],
+        17,
+    );
+    let p = d.join("chain.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 4], &[1.0, -2.0, 0.5, 0.0]), &x);
+    let out = d.join("out");
+    let o = onnxc()
+        .arg("run")
+        .arg(&p)
+        .arg(&x)
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
+    let k = (n + 1) as f64;
+    assert_eq!(y.to_f64s(), vec![k, -2.0 * k, 0.5 * k, 0.0]);
+}

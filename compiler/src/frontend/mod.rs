@@ -69,7 +69,24 @@ pub fn opsets(m: &ModelProto) -> HashMap<String, i64> {
     map
 }
 
+/// Newest default-domain opset onnxc knows (that of onnx 1.23, whose operator schemas it
+/// follows); a model importing a newer one may use semantics it does not have.
+pub const MAX_DEFAULT_OPSET: i64 = 28;
+
+/// The default domain's opset must be a version that exists: 1 up to `MAX_DEFAULT_OPSET`.
+fn check_opsets(m: &ModelProto) -> Result<()> {
+    match opsets(m).get("") {
+        Some(&v) if !(1..=MAX_DEFAULT_OPSET).contains(&v) => Err(Error::Model(format!(
+            "the model imports opset {v} of the default ONNX domain; onnxc supports opsets 1 to \
+             {MAX_DEFAULT_OPSET} (onnx 1.23): convert the model (onnx.version_converter) or fix \
+             its opset_import"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Graph> {
+    check_opsets(m)?;
     let gp = m
         .graph
         .as_ref()
@@ -82,6 +99,7 @@ pub fn import(m: &ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Gra
 /// `import` for a model the caller gives up: initializer bytes move into the graph instead
 /// of being copied (a large model's weights are then in memory once, not twice).
 pub fn import_owned(mut m: ModelProto, dir: &DataDir, opts: &ImportOptions) -> Result<Graph> {
+    check_opsets(&m)?;
     let mut taken: HashMap<usize, Vec<u8>> = HashMap::new();
     if let Some(gp) = m.graph.as_mut() {
         for (i, init) in gp.initializer.iter_mut().enumerate() {
@@ -521,7 +539,13 @@ impl Importer<'_> {
             }
             match outs.get(k) {
                 Some(v) => {
-                    self.env.insert(name.clone(), *v);
+                    if self.env.insert(name.clone(), *v).is_some() {
+                        return Err(Error::Model(format!(
+                            "{origin} writes '{name}', which an earlier node, an initializer \
+                             or a graph input already defines; every ONNX value is assigned \
+                             once (rename one of them)"
+                        )));
+                    }
                 }
                 None => {
                     self.unbuilt.insert(

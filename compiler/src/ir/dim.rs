@@ -215,6 +215,31 @@ pub fn known_dims(shape: &[Dim]) -> Option<Vec<i64>> {
     shape.iter().map(Dim::known).collect()
 }
 
+/// Largest tensor onnxc compiles, in bytes: 2^48 (256 TiB), beyond any process's address
+/// space on the 64-bit targets; it keeps every element count and byte offset far from i64
+/// overflow.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 48;
+
+/// Checks that a tensor of `dims` with `elem_bytes`-byte elements is at most
+/// `MAX_TENSOR_BYTES` (no overflow on the way); the error says how large it would be.
+pub fn check_size(dims: &[i64], elem_bytes: usize) -> Result<(), String> {
+    let elems = dims
+        .iter()
+        .try_fold(1u128, |n, &d| n.checked_mul(u128::try_from(d).ok()?));
+    match elems {
+        Some(n) if n * (elem_bytes.max(1) as u128) <= MAX_TENSOR_BYTES as u128 => Ok(()),
+        _ => Err(format!(
+            "a tensor of shape {dims:?} would take {} bytes, more than the {} a process can \
+             address (2^48); check the shapes (and shape inputs) that lead to it",
+            match elems {
+                Some(n) => (n * elem_bytes.max(1) as u128).to_string(),
+                None => "more than 2^128".to_string(),
+            },
+            MAX_TENSOR_BYTES
+        )),
+    }
+}
+
 pub fn num_elements(shape: &[Dim]) -> Dim {
     shape.iter().cloned().fold(Dim::Known(1), |a, b| a.mul(b))
 }

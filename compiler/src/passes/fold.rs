@@ -17,6 +17,7 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         return Ok(false);
     };
     let dtype = node.outputs[0].dtype;
+    crate::ir::dim::check_size(&shape, dtype.size())?;
     let n: i64 = shape.iter().product();
     let inputs: Option<Vec<&Tensor>> = node.inputs.iter().map(|&v| g.const_value(v)).collect();
     let Some(inputs) = inputs else {
@@ -27,7 +28,10 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         Op::Reshape | Op::Concat { .. } => true,
         _ => false,
     };
-    if !trivially_cheap && n as usize > limit {
+    // Fills and reshapes of constants fold at any size a model's weights have (the light
+    // models build theirs with ConstantOfShape), up to 2^28 elements; a larger tensor is
+    // filled when the model runs.
+    if (!trivially_cheap && n as usize > limit) || n > 1 << 28 {
         return Ok(false);
     }
     let result: Result<Tensor, EvalError> = match &node.op {

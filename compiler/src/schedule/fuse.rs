@@ -53,6 +53,68 @@ fn cheap(body: &E) -> bool {
     ok
 }
 
+/// Largest expression (in nodes) a fused map or reduction is allowed to grow to by inlining.
+/// Real chains stay far below it (a GELU or a LayerNorm is a few dozen); a chain of thousands
+/// of elementwise ops would otherwise become one expression whose every inlining step
+/// rewrites all of it (quadratic time, and recursion as deep as the chain).
+const MAX_FUSED_NODES: usize = 256;
+
+/// How many distinct loads of each input `body` has (each is replaced by a copy of the
+/// producer's body when that producer is inlined).
+fn load_counts(body: &E) -> HashMap<u32, usize> {
+    let mut counts = HashMap::new();
+    let mut seen = HashSet::new();
+    fn go(e: &E, counts: &mut HashMap<u32, usize>, seen: &mut HashSet<*const expr::Expr>) {
+        if !seen.insert(std::sync::Arc::as_ptr(e)) {
+            return;
+        }
+        if let ExprKind::Load { input, .. } = e.kind {
+            *counts.entry(input).or_insert(0) += 1;
+        }
+        for c in e.children() {
+            go(c, counts, seen);
+        }
+    }
+    go(body, &mut counts, &mut seen);
+    counts
+}
+
+/// Keeps every fused body within `MAX_FUSED_NODES`: in topological order, estimates each
+/// map's or reduction's size once its inlined producers are substituted (an upper bound:
+/// a producer's own estimate per load of it), and while a consumer is over the limit
+/// materializes its largest inlined producer instead.
+fn bound_fused_size(g: &Graph, order: &[NodeId], inline: &mut HashSet<NodeId>) {
+    if inline.is_empty() {
+        return;
+    }
+    let mut est: HashMap<NodeId, usize> = HashMap::new();
+    for &id in order {
+        let Some(body) = body_of(g, id) else { continue };
+        let inputs = &g.node(id).inputs;
+        let mut parts: Vec<(NodeId, usize)> = load_counts(body)
+            .into_iter()
+            .filter_map(|(k, loads)| {
+                let p = inputs.get(k as usize)?.node;
+                inline
+                    .contains(&p)
+                    .then(|| (p, loads.saturating_mul(est.get(&p).copied().unwrap_or(1))))
+            })
+            .collect();
+        let mut total = parts
+            .iter()
+            .fold(expr::dag_size(body), |t, &(_, n)| t.saturating_add(n));
+        parts.sort_by_key(|&(p, n)| (std::cmp::Reverse(n), p.0.index()));
+        for (p, n) in parts {
+            if total <= MAX_FUSED_NODES {
+                break;
+            }
+            inline.remove(&p);
+            total -= n;
+        }
+        est.insert(id, total);
+    }
+}
+
 fn body_of(g: &Graph, id: NodeId) -> Option<&E> {
     match &g.node(id).op {
         Op::Map(m) => Some(&m.body),
@@ -247,6 +309,15 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
     for id in &order {
         let n = g.node(*id);
         for t in &n.outputs {
+            if let Some(dims) = known_dims(&t.shape)
+                && let Err(e) = crate::ir::dim::check_size(&dims, t.dtype.size())
+            {
+                return Err(Error::Model(if n.origin.op_type.is_empty() {
+                    format!("value '{}': {e}", n.name)
+                } else {
+                    format!("{}: {e}", n.origin)
+                }));
+            }
             if known_dims(&t.shape).is_none() {
                 return Err(Error::NeedShape(format!(
                     "{}: output shape {} is not known at compile time; fix the symbolic input dims with --shape INPUT=D0,D1,…",
@@ -326,6 +397,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             }
         }
     }
+    bound_fused_size(g, &order, &mut inline);
     // 3. Values and steps.
     let mut s = Schedule {
         name: g.name.clone(),
