@@ -4,7 +4,7 @@ VENV := .cache/venv
 SUITE := .cache/onnx-suite
 CARGO ?= cargo
 
-.PHONY: all build venv suite test unit conformance conformance-full bench clean-suite
+.PHONY: all build venv suite test unit conformance conformance-full bench fuzz clean-suite
 
 all: build
 
@@ -48,3 +48,8 @@ conformance: build suite
 
 clean-suite:
 	rm -rf $(SUITE)
+
+# Differential fuzzing against onnxruntime (not part of `test`): FUZZ_CASES models per generator.
+FUZZ_CASES ?= 100
+fuzz: build venv
+	$(VENV)/bin/python tests/fuzz/diff_fuzz.py --cases $(FUZZ_CASES)

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Differential fuzzing of onnxc against onnxruntime: seeded random small models from a few
+generators that aim at onnxc's riskiest rewrites, compiled with `onnxc run` and compared
+with onnxruntime (graph optimizations off) on the same random inputs. A case onnxruntime
+rejects is skipped; an onnxc error or a mismatch is reported and the model and input are
+kept under --keep for reproduction (`onnxc run MODEL INPUT.npy --output-dir OUT`).
+
+Generators:
+  views    transposes (any rank, any permutation) read by MatMul as A or B, sometimes also
+           a graph output (schedule/views.rs)
+  shuffle  channel shuffles (Reshape-Transpose-Reshape) between convs, grouped or not
+           (channel gathers into the blocked layout)
+  pool     max/average pools of random kernel, stride, dilation, padding, ceil_mode and
+           count_include_pad, after a conv (blocked) on 8-24 channels
+  conv     convs of random geometry, groups, padding and fused activation or residual;
+           `winograd` draws 3x3 stride-1 ones with enough channels for Winograd
+  softmax  scaled softmaxes (Mul/Div by special scalars) after attention-style matmuls
+           (schedule/softmax_scale.rs)
+
+Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
+rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
+the schedule, layouts or kernels:
+
+    .cache/venv/bin/python tests/fuzz/diff_fuzz.py --cases 200 [--kind conv] [--seed 1]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+F = TensorProto.FLOAT
+
+
+def vi(name, shape=None):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def views(rng):
+    r = int(rng.integers(2, 5))
+    shape = [int(v) for v in rng.integers(1, 6, size=r)]
+    perm = [int(v) for v in rng.permutation(r)]
+    t = [shape[p] for p in perm]
+    n = int(rng.integers(1, 7))
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=perm)]
+    if rng.random() < 0.5:
+        inits = [init("b", rng.standard_normal((t[-1], n)).astype(np.float32))]
+        nodes.append(helper.make_node("MatMul", ["t", "b"], ["y"]))
+    else:
+        batch = [int(rng.integers(1, 3))] if rng.random() < 0.3 else []
+        inits = [init("a", rng.standard_normal(batch + [n, t[-2]]).astype(np.float32))]
+        nodes.append(helper.make_node("MatMul", ["a", "t"], ["y"]))
+    outs = ["y"] + (["t"] if rng.random() < 0.3 else [])
+    return nodes, {"x": shape}, outs, inits
+
+
+def shuffle(rng):
+    g = int(rng.choice([2, 3, 4, 8]))
+    cpg = int(rng.choice([1, 2, 3, 4, 8, 16, 17]))
+    c, hw, b = g * cpg, int(rng.integers(1, 7)), int(rng.integers(1, 3))
+    cm = int(rng.choice([8, 16, 24, c]))
+    grp = int(rng.choice([1, g])) if cm % g == 0 else 1
+    k = int(rng.choice([1, 3]))
+    inits = [init("w0", rng.standard_normal((c, c, 1, 1)).astype(np.float32)),
+             init("w1", rng.standard_normal((cm, c // grp, k, k)).astype(np.float32)),
+             init("s1", np.array([b, g, cpg, hw, hw], np.int64)),
+             init("s2", np.array([b, c, hw, hw], np.int64))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"]),
+             helper.make_node("Reshape", ["c0", "s1"], ["r1"]),
+             helper.make_node("Transpose", ["r1"], ["tr"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["tr", "s2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w1"], ["y"], pads=[k // 2] * 4, group=grp)]
+    outs = ["y"] + (["r2"] if rng.random() < 0.3 else [])
+    return nodes, {"x": [b, c, hw, hw]}, outs, inits
+
+
+def pool(rng):
+    c, b = int(rng.choice([8, 16, 24])), int(rng.integers(1, 3))
+    h, w = int(rng.integers(1, 20)), int(rng.integers(1, 40))
+    k = [int(rng.integers(1, 6)), int(rng.integers(1, 6))]
+    attrs = dict(kernel_shape=k, strides=[int(v) for v in rng.integers(1, 4, size=2)],
+                 pads=[int(rng.integers(0, k[i % 2])) for i in range(4)], ceil_mode=int(rng.integers(0, 2)))
+    op = str(rng.choice(["MaxPool", "AveragePool"]))
+    if op == "AveragePool":
+        attrs["count_include_pad"] = int(rng.integers(0, 2))
+    if op == "MaxPool" or rng.random() < 0.5:
+        attrs["dilations"] = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
+    # A window larger than the padded input outside ceil_mode: the spec's floor gives no
+    # output and onnxc reports an error, onnxruntime computes one (truncating division).
+    dil = attrs.get("dilations", [1, 1])
+    if not attrs["ceil_mode"] and any(
+            n + attrs["pads"][i] + attrs["pads"][i + 2] < (k[i] - 1) * dil[i] + 1 for i, n in enumerate((h, w))):
+        return pool(rng)
+    w0 = rng.standard_normal((c, c, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t"]), helper.make_node(op, ["t"], ["p"], **attrs),
+             helper.make_node("Conv", ["p", "w"], ["y"])]
+    return nodes, {"x": [b, c, h, w]}, ["y"], [init("w", w0)]
+
+
+def conv(rng, winograd=False):
+    if winograd:
+        c, m = int(rng.choice([32, 40, 48, 64])), int(rng.choice([24, 32, 48, 64]))
+        h, w, grp = int(rng.integers(4, 44)), int(rng.integers(4, 44)), 1
+        k, s, d = [3, 3], [1, 1], [1, 1]
+    else:
+        c = int(rng.choice([3, 8, 12, 16, 24, 32]))
+        h, w = int(rng.integers(1, 24)), int(rng.integers(1, 24))
+        grp = int(rng.choice([1, 1, 2, 4, c]))
+        grp = grp if c % grp == 0 else 1
+        m = int(rng.choice([8, 16, 32, 40, 2 * grp]))
+        m = m if m % grp == 0 else 2 * grp
+        k = [int(v) for v in rng.integers(1, 6, size=2)]
+        s = [int(v) for v in rng.integers(1, 4, size=2)]
+        d = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
+    b = int(rng.integers(1, 3))
+    p = [int(rng.integers(0, k[i % 2] + 1)) for i in range(4)]
+    inits = [init("w0", (rng.standard_normal((c, c, 1, 1)) * 0.5).astype(np.float32)),
+             init("w1", (rng.standard_normal((m, c // grp, *k)) * 0.3).astype(np.float32)),
+             init("b1", rng.standard_normal(m).astype(np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["t"]),
+             helper.make_node("Conv", ["t", "w1", "b1"], ["y0"], kernel_shape=k, strides=s, pads=p,
+                              dilations=d, group=grp)]
+    # (A clip would hide the conv's scale, against which Winograd's rounding is measured.)
+    act = str(rng.choice(["Relu", "Add", "none"] if winograd else ["Relu", "Clip", "Add", "none"]))
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["y0"], ["y"]))
+    elif act == "Clip":
+        inits += [init("lo", np.float32(0)), init("hi", np.float32(1.5))]
+        nodes.append(helper.make_node("Clip", ["y0", "lo", "hi"], ["y"]))
+    elif act == "Add":
+        nodes.append(helper.make_node("Add", ["y0", "y0"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    return nodes, {"x": [b, c, h, w]}, ["y"], inits
+
+
+def softmax(rng):
+    b, h, s, dh = (int(v) for v in rng.integers(1, 4, size=4))
+    s, dh = s * 2, dh * 2
+    d = h * dh
+    inits = [init("shp", np.array([b, s, h, dh], np.int64)),
+             init("wq", rng.standard_normal((d, d)).astype(np.float32)),
+             init("wk", rng.standard_normal((d, d)).astype(np.float32)),
+             init("sc", np.float32(rng.choice([0.125, 2.0, -0.5, 0.0, np.inf, np.nan, 1e-30, 3e38])))]
+    kperm = [0, 2, 3, 1] if rng.random() < 0.7 else [0, 2, 1, 3]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),
+             helper.make_node("Reshape", ["q0", "shp"], ["q1"]), helper.make_node("Reshape", ["k0", "shp"], ["k1"]),
+             helper.make_node("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["k1"], ["k"], perm=kperm)]
+    kk = "k"
+    if kperm == [0, 2, 1, 3]:
+        nodes.append(helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]))
+        kk = "kt"
+    nodes += [helper.make_node("MatMul", ["q", kk], ["s"]),
+              helper.make_node(str(rng.choice(["Mul", "Div"])), ["s", "sc"], ["s2"]),
+              helper.make_node("Softmax", ["s2"], ["y"], axis=int(rng.choice([-1, 3])))]
+    outs = ["y"] + (["k"] if rng.random() < 0.3 else []) + (["s2"] if rng.random() < 0.3 else [])
+    return nodes, {"x": [b, s, d]}, outs, inits
+
+
+GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
+              "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=int, default=100, help="models per generator")
+    ap.add_argument("--kind", default="all", help=f"one of {', '.join(GENERATORS)} or all")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--onnxc", default=os.path.join(ROOT, "target", "release", "onnxc"))
+    ap.add_argument("--keep", default=os.path.join(ROOT, ".cache", "fuzz-failures"))
+    a = ap.parse_args()
+    kinds = list(GENERATORS) if a.kind == "all" else a.kind.split(",")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 4
+    bad = 0
+    np.seterr(all="ignore")  # inf - inf and overflows in the comparison are expected
+    with tempfile.TemporaryDirectory(prefix="onnxc-fuzz-") as work:
+        for kind in kinds:
+            rng = np.random.default_rng([a.seed, zlib_crc(kind)])
+            ran = 0
+            for i in range(a.cases):
+                nodes, ins, outs, inits = GENERATORS[kind](rng)
+                g = helper.make_graph(nodes, kind, [vi(n, s) for n, s in ins.items()], [vi(o) for o in outs], inits)
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+                m.ir_version = 9
+                try:
+                    onnx.checker.check_model(onnx.shape_inference.infer_shapes(m, strict_mode=True))
+                except Exception:
+                    continue
+                # Output shapes stay undeclared: onnx's shape inference over-counts some
+                # ceil_mode pools, which onnxc would (rightly) report as a mismatch.
+                feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
+                try:
+                    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+                except Exception:
+                    continue
+                # Empty outputs; and max pool windows with no valid tap (dilated, in the
+                # padding), where onnxruntime gives -FLT_MAX and onnxc -inf (spec silent).
+                if any(v.size == 0 or np.any(np.abs(v) == np.finfo(np.float32).max) for v in want):
+                    continue
+                if kind == "pool" and not np.all(np.isfinite(want[0])):
+                    continue
+                ran += 1
+                path = os.path.join(work, "m.onnx")
+                onnx.save(m, path)
+                args = []
+                for n, v in feeds.items():
+                    np.save(os.path.join(work, f"{n}.npy"), v)
+                    args.append(f"{n}={os.path.join(work, n + '.npy')}")
+                out = os.path.join(work, "out")
+                r = subprocess.run([a.onnxc, "run", path, *args, "--output-dir", out], capture_output=True, text=True)
+                problem = None
+                if r.returncode != 0:
+                    problem = "onnxc error: " + r.stderr.strip()[:300]
+                else:
+                    for k, (o, b) in enumerate(zip(outs, want)):
+                        got = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb")))
+                        finite = b[np.isfinite(b)]
+                        rms = float(np.sqrt(np.mean(finite.astype(np.float64) ** 2))) if finite.size else 0.0
+                        same_nan = np.isnan(got) == np.isnan(b)
+                        ok = got.shape == b.shape and bool(np.all(same_nan)) and bool(np.all(
+                            np.where(np.isnan(b), True,
+                                     (got == b) | (np.abs(got - b) <= 1e-4 * (np.abs(b) + rms)))))
+                        if not ok:
+                            err = np.nanmax(np.abs(got - b)) if got.shape == b.shape else "shape"
+                            problem = f"output '{o}' differs: shapes {got.shape}/{b.shape}, max error {err}"
+                            break
+                if problem:
+                    bad += 1
+                    d = os.path.join(a.keep, f"{kind}_{a.seed}_{i}")
+                    os.makedirs(d, exist_ok=True)
+                    onnx.save(m, os.path.join(d, "model.onnx"))
+                    for n, v in feeds.items():
+                        np.save(os.path.join(d, f"{n}.npy"), v)
+                    print(f"{kind} case {i}: {problem} (kept in {d})", flush=True)
+            print(f"{kind}: {ran} cases run", flush=True)
+    print(f"{bad} failing case(s)")
+    return 1 if bad else 0
+
+
+def zlib_crc(s: str) -> int:
+    import zlib
+    return zlib.crc32(s.encode())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
