@@ -20,6 +20,8 @@ Generators:
            broadcast adds, concats of blocked and odd-sized tensors, global pools
   reduce   reductions and ArgMax over random (negative) axes, keepdims either way
   slicing  Slice with negative/clamped bounds and steps, Gather with negative indices, Pad
+  matmul   MatMul with 1-D and broadcast operands, Gemm with transposes, alpha/beta and any
+           bias shape, then a Softmax over a random axis or a LayerNormalization
 
 Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
 rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
@@ -271,9 +273,45 @@ def slicing(rng):
     return nodes, {"x": shape}, outs, inits
 
 
+def matmul(rng):
+    """MatMul with 1-D operands and broadcast batch dims, Gemm with transA/transB, alpha/beta
+    and a bias of every broadcastable shape, then a Softmax over a random axis or a
+    LayerNormalization over the last."""
+    if rng.random() < 0.5:
+        m, k, n = (int(v) for v in rng.integers(1, 9, size=3))
+        ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+        cshape = [[n], [1, n], [m, 1], [m, n], [1], []][int(rng.integers(0, 6))]
+        inits = [init("b", rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)),
+                 init("c", rng.standard_normal(cshape).astype(np.float32))]
+        nodes = [helper.make_node("Gemm", ["x", "b", "c"], ["y0"], transA=ta, transB=tb,
+                                  alpha=float(rng.choice([1.0, 0.5, -2.0])), beta=float(rng.choice([1.0, 0.0, 3.0])))]
+        xshape, rank, last = ([k, m] if ta else [m, k]), 2, n
+    else:
+        k = int(rng.integers(1, 9))
+        ba = [int(v) for v in rng.integers(1, 4, size=int(rng.integers(0, 3)))]
+        bb = [int(rng.choice([1, v])) for v in ba][int(rng.integers(0, len(ba) + 1)):]
+        a_vec, b_vec = rng.random() < 0.2, rng.random() < 0.2
+        m, n = int(rng.integers(1, 7)), int(rng.integers(1, 7))
+        xshape = [k] if a_vec else ba + [m, k]
+        bshape = [k] if b_vec else bb + [k, n]
+        inits = [init("b", rng.standard_normal(bshape).astype(np.float32))]
+        nodes = [helper.make_node("MatMul", ["x", "b"], ["y0"])]
+        rank = max(len(xshape) - a_vec, len(bshape) - b_vec)
+        last = m if b_vec else n
+        if a_vec and b_vec:
+            return nodes + [helper.make_node("Neg", ["y0"], ["y"])], {"x": xshape}, ["y"], inits
+    axis = int(rng.integers(-rank, rank)) if rank else 0
+    if rng.random() < 0.5:
+        nodes.append(helper.make_node("Softmax", ["y0"], ["y"], axis=axis))
+    else:
+        inits.append(init("g", rng.standard_normal(last).astype(np.float32)))
+        nodes.append(helper.make_node("LayerNormalization", ["y0", "g"], ["y"], axis=-1, epsilon=1e-5))
+    return nodes, {"x": xshape}, ["y", "y0"], inits
+
+
 GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
-              "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing}
+              "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul}
 
 
 def main() -> int:
