@@ -215,8 +215,21 @@ def pool_ceil_edges():
     return g.model([("x", [2, 16, 1, 6]), ("y", [1, 3, 1, 1]), ("z", [1, 3, 3, 1])], [a, b, c, d, e])
 
 
+def softplus_tails():
+    """Softplus over its tails (-88 … 90, ±inf, NaN) (Mish builds on the same expression),
+    and the log of Softplus,
+    which shows a softplus of a very negative input flushed to 0 (log(1 + e^x) rounds to 0
+    below x ≈ -17; the answer is e^x)."""
+    g = G(19)
+    offsets = np.array([-88.0, -60.0, -40.0, -20.0, -17.0, -5.0, 0.0, 5.0, 20.0, 90.0, np.inf, -np.inf, np.nan],
+                       np.float32)
+    x = g.op("Add", [g.op("Mul", ["x", g.const(1e-3)]), g.const(offsets)])
+    sp = g.op("Softplus", [x])
+    return g.model([("x", [4, len(offsets)])], [sp, g.op("Log", [sp])])
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges]
+         softmax_scale_limits, pool_ceil_edges, softplus_tails]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

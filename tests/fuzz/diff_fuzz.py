@@ -22,6 +22,7 @@ Generators:
   slicing  Slice with negative/clamped bounds and steps, Gather with negative indices, Pad
   matmul   MatMul with 1-D and broadcast operands, Gemm with transposes, alpha/beta and any
            bias shape, then a Softmax over a random axis or a LayerNormalization
+  elementwise  fused chains of unary and broadcast binary float ops over special values
 
 Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
 rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
@@ -309,9 +310,54 @@ def matmul(rng):
     return nodes, {"x": xshape}, ["y", "y0"], inits
 
 
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 1e-30, -1e-30, 88.0, -88.0, 100.0, -100.0, 1e30, -1e30,
+                     np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 2.5, -2.5, 0.49999997], np.float32)
+UNARY = ["Abs", "Neg", "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Erf", "Floor", "Ceil", "Round", "Relu",
+         "Sin", "Cos", "Reciprocal", "Softplus", "Sign", "IsNaN", "IsInf", "LeakyRelu", "Elu", "Selu",
+         "HardSigmoid", "Softsign", "Atan", "Sinh", "Cosh", "Asinh", "Gelu", "Mish", "HardSwish"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu", "Mod"]
+
+
+def elementwise(rng):
+    """Chains of unary and broadcast binary float ops (fused into one loop by onnxc) on
+    inputs mixing normal values with specials: ±0, ±inf, NaN, ±FLT_MAX, exp's overflow
+    edges, rounding ties."""
+    r = int(rng.integers(1, 4))
+    shape = [int(v) for v in rng.integers(1, 9, size=r)]
+    inits, nodes, cur, k = [], [], "x", 0
+    for _ in range(int(rng.integers(1, 5))):
+        k += 1
+        if rng.random() < 0.5:
+            op = str(rng.choice(UNARY))
+            out = f"u{k}"
+            node = helper.make_node(op, [cur], [out])
+            if op in ("IsNaN", "IsInf"):
+                nodes += [node, helper.make_node("Cast", [out], [f"c{k}"], to=F)]
+                out = f"c{k}"
+            else:
+                nodes.append(node)
+        else:
+            op = str(rng.choice(BINARY))
+            bshape = [int(rng.choice([1, d])) for d in shape][int(rng.integers(0, r + 1)):]
+            if op == "PRelu":
+                bshape = [int(rng.choice([1, d])) for d in shape][1:] if r > 1 else [1]
+            other = (rng.standard_normal(bshape) * 2).astype(np.float32)
+            if other.size and rng.random() < 0.5:
+                other.flat[int(rng.integers(0, other.size))] = rng.choice(SPECIALS)
+            inits.append(init(f"b{k}", other))
+            out = f"y{k}"
+            attrs = {"fmod": 1} if op == "Mod" else {}
+            nodes.append(helper.make_node(op, [cur, f"b{k}"] if rng.random() < 0.7 or op == "PRelu"
+                                          else [f"b{k}", cur], [out], **attrs))
+        cur = out
+    nodes.append(helper.make_node("Identity", [cur], ["y"]))
+    return nodes, {"x": shape}, ["y"], inits
+
+
 GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
-              "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul}
+              "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
+              "elementwise": elementwise}
 
 
 def main() -> int:
@@ -344,6 +390,10 @@ def main() -> int:
                 # Output shapes stay undeclared: onnx's shape inference over-counts some
                 # ceil_mode pools, which onnxc would (rightly) report as a mismatch.
                 feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
+                if kind == "elementwise":
+                    for v in feeds.values():
+                        mask = rng.random(v.shape) < 0.3
+                        v[mask] = rng.choice(SPECIALS, size=int(mask.sum()))
                 try:
                     want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
                 except Exception:

@@ -61,8 +61,11 @@ fn select(b: &mut FunctionBuilder, mask: Value, x: Value, y: Value) -> Value {
 
 /// e^x: x = n·ln2 + r, e^r by a degree-6 polynomial, 2^n from the exponent bits.
 pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
-    let hi = splat(b, 88.376_26);
-    let lo = splat(b, -87.336_55);
+    let hi = splat(b, 88.722_83);
+    // ln(2^-150): below it e^x rounds to 0; between it and ln(FLT_MIN) ≈ -87.34 the result
+    // is subnormal (gradual underflow, as libm's expf and onnxruntime give: softplus(-88)
+    // is e^-88, not 0).
+    let lo = splat(b, -103.972_08);
     // NaN passes both clamps and every step after (the range selects compare false).
     let xc = min(b, hi, x);
     let xc = max(b, lo, xc);
@@ -81,8 +84,10 @@ pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let p = b.ins().fadd(p, r);
     let one = splat(b, 1.0);
     let p = b.ins().fadd(p, one);
-    // 2^n: (n + 127) << 23. n (an integer in [-126, 128]) is read off the mantissa of
-    // n + 1.5·2^23 instead of a saturating conversion, which x86 lowers to a long sequence.
+    // 2^n for n in [-150, 128] as 2^n1 · 2^n2 with n1 = n >> 1, n2 = n − n1 (each a normal
+    // float's exponent), so the last multiply rounds a subnormal result once. n is read off
+    // the mantissa of n + 1.5·2^23 instead of a saturating conversion, which x86 lowers to a
+    // long sequence.
     let magic = splat(b, 12_582_912.0);
     let shifted = b.ins().fadd(n, magic);
     let ni = b.ins().bitcast(
@@ -90,16 +95,24 @@ pub fn exp(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
         MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
         shifted,
     );
-    let bias = b.ins().iconst(types::I32, 127 - 0x4B40_0000);
+    let unbias = b.ins().iconst(types::I32, -0x4B40_0000);
+    let unbias = b.ins().splat(types::I32X4, unbias);
+    let ni = b.ins().iadd(ni, unbias);
+    let n1 = b.ins().sshr_imm_s(ni, 1);
+    let n2 = b.ins().isub(ni, n1);
+    let bias = b.ins().iconst(types::I32, 127);
     let bias = b.ins().splat(types::I32X4, bias);
-    let e = b.ins().iadd(ni, bias);
-    let e = b.ins().ishl_imm_s(e, 23);
-    let scale = b.ins().bitcast(
-        types::F32X4,
-        MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
-        e,
-    );
-    let y = b.ins().fmul(p, scale);
+    let mut y = p;
+    for k in [n1, n2] {
+        let e = b.ins().iadd(k, bias);
+        let e = b.ins().ishl_imm_s(e, 23);
+        let scale = b.ins().bitcast(
+            types::F32X4,
+            MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little),
+            e,
+        );
+        y = b.ins().fmul(y, scale);
+    }
     // Overflow to +inf above the range, NaN stays NaN.
     let inf = splat(b, f32::INFINITY);
     let over = b.ins().fcmp(FloatCC::GreaterThan, x, hi);
@@ -173,7 +186,17 @@ pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
 /// ln(0) = -inf, ln(x < 0) = NaN, ln(inf) = inf.
 pub fn log(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let flags = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
-    let bits = b.ins().bitcast(types::I32X4, flags, x);
+    // A subnormal x is scaled by 2^24 into the normal range first; its exponent is corrected
+    // below (ln(5.9e-39) is -88, not -inf).
+    let zero = splat(b, 0.0);
+    let tiny = splat(b, f32::MIN_POSITIVE);
+    let below = b.ins().fcmp(FloatCC::LessThan, x, tiny);
+    let pos = b.ins().fcmp(FloatCC::GreaterThan, x, zero);
+    let subnormal = b.ins().band(below, pos);
+    let two24 = splat(b, 16_777_216.0);
+    let scaled = b.ins().fmul(x, two24);
+    let xn = select(b, subnormal, scaled, x);
+    let bits = b.ins().bitcast(types::I32X4, flags, xn);
     let e = b.ins().ushr_imm_s(bits, 23);
     let mantissa_mask = b.ins().iconst(types::I32, 0x007f_ffff);
     let mantissa_mask = b.ins().splat(types::I32X4, mantissa_mask);
@@ -186,11 +209,13 @@ pub fn log(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let bias = b.ins().splat(types::I32X4, bias);
     let e = b.ins().isub(e, bias);
     let e = b.ins().fcvt_from_sint(types::F32X4, e);
+    let e24 = splat(b, 24.0);
+    let e_scaled = b.ins().fsub(e, e24);
+    let e = select(b, subnormal, e_scaled, e);
     // If m < √½: m = 2m, e -= 1; then x = m - 1.
     let sqrt_half = splat(b, std::f32::consts::FRAC_1_SQRT_2);
     let small = b.ins().fcmp(FloatCC::LessThan, m, sqrt_half);
     let one = splat(b, 1.0);
-    let zero = splat(b, 0.0);
     let m2 = b.ins().fadd(m, m);
     let m = select(b, small, m2, m);
     let e_adj = select(b, small, one, zero);
@@ -233,12 +258,6 @@ pub fn log(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let r = select(b, is_zero, ninf, r);
     let is_inf = b.ins().fcmp(FloatCC::Equal, x, inf);
     let r = select(b, is_inf, inf, r);
-    // Subnormals take the slow libm path in scalar code; here they are flushed like zero.
-    let tiny = splat(b, f32::MIN_POSITIVE);
-    let sub = b.ins().fcmp(FloatCC::LessThan, x, tiny);
-    let pos = b.ins().fcmp(FloatCC::GreaterThan, x, zero);
-    let subnormal = b.ins().band(sub, pos);
-    let r = select(b, subnormal, ninf, r);
     let bad = b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, zero);
     select(b, bad, nan, r)
 }

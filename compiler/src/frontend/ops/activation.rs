@@ -41,11 +41,28 @@ fn exp(a: E) -> E {
 }
 
 /// `log(1 + exp(x))`, computed stably as `max(x, 0) + log(1 + exp(-|x|))`.
+/// `log(1 + u)` for `u ≥ 0`, accurate where `1 + u` rounds to 1: with `w = 1 + u`,
+/// `log(w) · u / (w − 1)` (Goldberg's trick; the division undoes the rounding of `w`), and
+/// `u` itself when `w == 1`. `log(1 + u)` alone is 0 there, a 100% relative error.
+fn log1p_nonneg(dt: DType, u: E) -> E {
+    let w = add(c(dt, 1.0), u.clone());
+    expr::select(
+        expr::binary(BinOp::Eq, w.clone(), c(dt, 1.0)),
+        u.clone(),
+        div(
+            mul(expr::unary(UnOp::Log, w.clone()), u),
+            sub(w, c(dt, 1.0)),
+        ),
+    )
+}
+
+/// `max(x, 0) + log1p(exp(−|x|))`: no overflow for large `x`, and for very negative `x`
+/// (`exp(x)` below f32's epsilon) the result is `exp(x)`, not 0, as onnxruntime gives.
 pub fn softplus_expr(dt: DType, x: E) -> E {
     let ax = expr::unary(UnOp::Abs, x.clone());
     add(
         max(x, c(dt, 0.0)),
-        expr::unary(UnOp::Log, add(c(dt, 1.0), exp(expr::unary(UnOp::Neg, ax)))),
+        log1p_nonneg(dt, exp(expr::unary(UnOp::Neg, ax))),
     )
 }
 
