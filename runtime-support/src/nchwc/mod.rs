@@ -239,11 +239,14 @@ impl BlockedConv {
     /// A strided 1×1 convolution over a blocked input reads the positions it uses into
     /// scratch first and runs at stride 1: read in place, its tiles would touch a cache line
     /// per position (or per two) and use a quarter or half of each.
+    /// Only when every position it reads is inside the input: with padding at the end
+    /// (`pads` holds the start only, the output extent implies the end) the last positions
+    /// lie in the padding and take the zero-padded copy instead.
     fn subsamples(&self) -> bool {
         !self.plain_input
             && !self.is_depthwise()
             && self.kernel == [1, 1]
-            && self.pads == [0, 0]
+            && self.reads_in_place()
             && self.strides != [1, 1]
     }
 
@@ -351,8 +354,9 @@ unsafe fn subsample(g: &BlockedConv, x: *const f32, scratch: *mut f32) {
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
     let [sh, sw] = g.strides;
-    // SAFETY: (oy·sh, ox·sw) lies inside the input plane for every output position (no
-    // padding, a 1×1 kernel); the destination is block b's oh × ow plane of scratch.
+    // SAFETY: (oy·sh, ox·sw) lies inside the input plane for every output position
+    // (`subsamples` requires `reads_in_place`, a 1×1 kernel); the destination is block b's
+    // oh × ow plane of scratch.
     unsafe {
         for b in 0..g.c / CB {
             let src = x.add(b * ih * iw * CB);
