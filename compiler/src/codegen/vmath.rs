@@ -150,7 +150,9 @@ pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let p = b.ins().fmul(p, z);
     let p = b.ins().fmul(p, x);
     let small = b.ins().fadd(p, x);
-    let lim = splat(b, 9.0);
+    // From 9.010914 on tanh rounds to ±1; clamping at 9.1 keeps 1 − 2/(e^2|x| + 1) there
+    // (at 9.0 it stayed an ulp short: tanh(-50) was -0.99999994).
+    let lim = splat(b, 9.1);
     // A NaN `ax` passes the clamp, so `big` (and `small`) are NaN.
     let axc = min(b, lim, ax);
     let two_ax = b.ins().fadd(axc, axc);
@@ -179,7 +181,18 @@ pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let p = poly(b, fma, x2, &ERF_P);
     let p = b.ins().fmul(xc, p);
     let q = poly(b, fma, x2, &ERF_Q);
-    b.ins().fdiv(p, q)
+    let r = b.ins().fdiv(p, q);
+    // From 3.919206 on, erf(x) rounds to ±1 in f32; the rational form ends an ulp short
+    // there (erf(-100) was -0.99999994, so Ceil or 1 + erf saw the difference).
+    let ax = b.ins().fabs(x);
+    let sat = splat(b, 3.919_206);
+    let big = b.ins().fcmp(FloatCC::GreaterThanOrEqual, ax, sat);
+    // ±1 with x's sign (Cranelift has no vector copysign on x86).
+    let neg = splat(b, -0.0);
+    let sign = b.ins().band(x, neg);
+    let one = splat(b, 1.0);
+    let unit = b.ins().bor(one, sign);
+    select(b, big, unit, r)
 }
 
 /// ln(x) (Cephes logf): x = m·2^e with m in [√½, √2), a degree-8 polynomial in m − 1.
