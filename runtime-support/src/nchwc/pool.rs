@@ -244,51 +244,32 @@ mod avx2 {
                     // wholly in the padding may point outside the plane: clamp).
                     let lo = (cols.start[a] + cols.taps[a].0 as i64).clamp(0, iw);
                     let hi = (cols.start[b - 1] + cols.taps[b - 1].1 as i64).clamp(lo, iw);
+                    let colp = colv.as_mut_ptr() as *mut f32;
                     if KH != 0 && nrows == KH {
                         for c in lo..hi {
-                            let mut p = top.add(c as usize * CB);
-                            let mut acc = _mm256_loadu_ps(p);
-                            for _ in 1..KH {
-                                p = p.add(row_step);
-                                acc = fold::<MAX>(acc, _mm256_loadu_ps(p));
-                            }
-                            colv.get_unchecked_mut((c - lo) as usize).write(acc);
+                            let v = fold_run::<MAX>(top.add(c as usize * CB), KH, row_step);
+                            _mm256_storeu_ps(colp.add((c - lo) as usize * CB), v);
                         }
                     } else {
                         for c in lo..hi {
-                            let mut p = top.add(c as usize * CB);
-                            let mut acc = _mm256_loadu_ps(p);
-                            for _ in 1..nrows {
-                                p = p.add(row_step);
-                                acc = fold::<MAX>(acc, _mm256_loadu_ps(p));
-                            }
-                            colv.get_unchecked_mut((c - lo) as usize).write(acc);
+                            let v = fold_run::<MAX>(top.add(c as usize * CB), nrows, row_step);
+                            _mm256_storeu_ps(colp.add((c - lo) as usize * CB), v);
                         }
                     }
                     for ox in a..b {
                         let (kx0, kx1, cc) = cols.taps[ox];
+                        let n = kx1 - kx0;
                         let first = (cols.start[ox] + kx0 as i64 - lo) as usize;
-                        if KW != 0 && kx1 - kx0 == KW {
-                            let mut acc = colv.get_unchecked(first).assume_init();
-                            for k in 1..KW {
-                                acc = fold::<MAX>(acc, colv.get_unchecked(first + k).assume_init());
-                            }
-                            if !MAX {
-                                acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.0 / (rc * cc) as f32));
-                            }
-                            _mm256_storeu_ps(yrow.add(ox * CB), acc);
-                            continue;
-                        }
-                        let mut acc = if kx1 > kx0 {
-                            colv.get_unchecked(first).assume_init()
+                        let first = colp.wrapping_add(first.wrapping_mul(CB)) as *const f32;
+                        let mut acc = if KW != 0 && n == KW {
+                            fold_run::<MAX>(first, KW, CB)
+                        } else if n > 0 {
+                            fold_run::<MAX>(first, n, CB)
                         } else if MAX {
                             _mm256_set1_ps(f32::NEG_INFINITY)
                         } else {
                             _mm256_setzero_ps()
                         };
-                        for k in 1..kx1.saturating_sub(kx0) {
-                            acc = fold::<MAX>(acc, colv.get_unchecked(first + k).assume_init());
-                        }
                         if !MAX {
                             acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.0 / (rc * cc) as f32));
                         }
@@ -297,6 +278,23 @@ mod avx2 {
                     a = b;
                 }
             }
+        }
+    }
+
+    /// Folds the `n ≥ 1` vectors `step` floats apart from `p`. Inlined where `n` is a
+    /// constant (`KH`/`KW`), its loop is unrolled.
+    ///
+    /// # Safety
+    /// AVX2 present; the `n` vectors are readable.
+    #[inline(always)]
+    unsafe fn fold_run<const MAX: bool>(p: *const f32, n: usize, step: usize) -> __m256 {
+        // SAFETY: forwarded.
+        unsafe {
+            let mut acc = _mm256_loadu_ps(p);
+            for k in 1..n {
+                acc = fold::<MAX>(acc, _mm256_loadu_ps(p.add(k * step)));
+            }
+            acc
         }
     }
 
