@@ -2,6 +2,7 @@
 //! input. Exit code 0 on success, 1 on error.
 
 use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info, with_ints};
+use onnxc_tests::run_model;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -134,28 +135,14 @@ fn run_writes_outputs_as_tensor_protos() {
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 4], &[1.0, 1.0, -5.0, 4.0]), &x);
     let out = d.join("out");
-    let o = onnxc()
-        .arg("run")
-        .arg(&m)
-        .arg(&x)
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
+    let y = &run_model(&[&m, &x], &out)[0];
     let vals: Vec<f64> = y.to_f64s();
     assert_eq!(vals, vec![1.5, 0.0, 0.0, 1.0]);
     // NAME=FILE binding works too.
-    let o = onnxc()
-        .arg("run")
-        .arg(&m)
-        .arg(format!("x={}", x.display()))
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    run_model(
+        &[m.as_os_str(), format!("x={}", x.display()).as_ref()],
+        &out,
+    );
 }
 
 #[test]
@@ -263,17 +250,7 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
     std::fs::write(d.join("weights.bin"), w).unwrap();
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[4], &[10.0, 20.0, 30.0, 40.0]), &x);
-    let out = d.join("out");
-    let o = onnxc()
-        .arg("run")
-        .arg(&p)
-        .arg(&x)
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
+    let y = &run_model(&[&p, &x], &d.join("out"))[0];
     assert_eq!(y.to_f64s(), vec![11.0, 22.0, 33.0, 44.0]);
 }
 
@@ -453,19 +430,9 @@ fn no_winograd_flag_gives_direct_convolution_accuracy() {
     }
     let rms = (want.iter().map(|v| v * v).sum::<f64>() / want.len() as f64).sqrt();
     let err = |flags: &[&str]| {
-        let out = d.join(format!("out{}", flags.len()));
-        let o = onnxc()
-            .arg("run")
-            .arg(&p)
-            .arg(&xp)
-            .args(flags)
-            .arg("--output-dir")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
-        let got = y.to_f64s();
+        let mut args = vec![p.as_os_str(), xp.as_os_str()];
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        let got = run_model(&args, &d.join(format!("out{}", flags.len())))[0].to_f64s();
         assert_eq!(got.len(), want.len());
         got.iter()
             .zip(&want)
@@ -601,17 +568,7 @@ fn long_elementwise_chains_compile_and_run() {
     save(&m, &p);
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 4], &[1.0, -2.0, 0.5, 0.0]), &x);
-    let out = d.join("out");
-    let o = onnxc()
-        .arg("run")
-        .arg(&p)
-        .arg(&x)
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let (_, y) = onnxc::driver::read_tensor(&out.join("output_0.pb")).unwrap();
+    let y = &run_model(&[&p, &x], &d.join("out"))[0];
     let k = (n + 1) as f64;
     assert_eq!(y.to_f64s(), vec![k, -2.0 * k, 0.5 * k, 0.0]);
 }

@@ -3,7 +3,6 @@
 //! range), through the CLI.
 
 use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info};
-use std::process::Command;
 
 fn erf64(x: f64) -> f64 {
     // erf via the complementary error function's continued fraction is overkill here: use the
@@ -73,20 +72,10 @@ fn vector_math_matches_f64_references() {
     save(&m, &p);
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[n], &xs), &x);
-    let out = d.join("out");
-    let o = Command::new(onnxc_tests::onnxc_bin())
-        .arg("run")
-        .arg(&p)
-        .arg(&x)
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outs = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
     let refs: [fn(f64) -> f64; 4] = [f64::exp, f64::tanh, erf64, |v| 1.0 / (1.0 + (-v).exp())];
     for (k, op) in ops.iter().enumerate() {
-        let (_, y) = onnxc::driver::read_tensor(&out.join(format!("output_{k}.pb"))).unwrap();
-        let got = y.to_f64s();
+        let got = outs[k].to_f64s();
         for (i, &xv) in xs.iter().enumerate() {
             let want = refs[k](xv as f64) as f32 as f64;
             let g = got[i];

@@ -302,6 +302,29 @@ pub fn suite_dir() -> PathBuf {
 }
 
 /// The `onnxc` binary built alongside the tests (`target/<profile>/onnxc`).
+/// `onnxc run ARGS… --output-dir OUT` (OUT emptied first), which must succeed; returns the
+/// outputs in graph order.
+pub fn run_model<S: AsRef<std::ffi::OsStr>>(args: &[S], out: &Path) -> Vec<Tensor> {
+    let _ = std::fs::remove_dir_all(out);
+    let o = Command::new(onnxc_bin())
+        .arg("run")
+        .args(args)
+        .arg("--output-dir")
+        .arg(out)
+        .output()
+        .expect("spawn onnxc");
+    assert!(
+        o.status.success(),
+        "onnxc run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (0..)
+        .map(|k| out.join(format!("output_{k}.pb")))
+        .take_while(|p| p.exists())
+        .map(|p| driver::read_tensor(&p).expect("read an output").1)
+        .collect()
+}
+
 pub fn onnxc_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
