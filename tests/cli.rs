@@ -572,3 +572,137 @@ fn long_elementwise_chains_compile_and_run() {
     let k = (n + 1) as f64;
     assert_eq!(y.to_f64s(), vec![k, -2.0 * k, 0.5 * k, 0.0]);
 }
+
+/// Resize: bad scales, sizes and attributes are compile errors naming the node; run-time
+/// scales need the declared output shape, and values that disagree with it fail the run
+/// with the shape error (never a crash or an out-of-bounds read).
+#[test]
+fn resize_errors_name_the_node_and_runtime_scales_are_checked() {
+    use onnxc_proto::{AttributeProto, attribute_proto::AttributeType};
+    let d = scratch("resize");
+    let s_attr = |name: &str, v: &str| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::String as i32),
+        s: Some(v.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    let i_attr = |name: &str, v: i64| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    };
+    let x = value_info("x", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)]);
+    let resize = |attrs: Vec<AttributeProto>, inputs: &[&str]| {
+        let mut n = node("Resize", "up", inputs, &["y"]);
+        n.attribute = attrs;
+        n
+    };
+    let compile_fails = |name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]| {
+        let p = d.join(format!("{name}.onnx"));
+        save(m, &p);
+        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        assert!(e.contains("'up'") && e.contains("Resize"), "{name}: {e}");
+        for w in wants {
+            assert!(e.contains(w), "{name}: {e}");
+        }
+    };
+    let y_any = value_info("y", 1, &[D::S("a"), D::S("b"), D::S("c"), D::S("d")]);
+    let with_scales = |s: &[f32], attrs: Vec<AttributeProto>| {
+        model(
+            vec![resize(attrs, &["x", "", "s"])],
+            vec![x.clone()],
+            vec![y_any.clone()],
+            vec![f32_tensor("s", &[s.len() as i64], s)],
+            19,
+        )
+    };
+    compile_fails(
+        "negative",
+        &with_scales(&[1.0, 1.0, -2.0, 2.0], vec![]),
+        &["scales must be positive and finite, got -2"],
+    );
+    compile_fails(
+        "huge",
+        &with_scales(&[1.0, 1.0, 1e30, 1.0], vec![]),
+        &["axis 2 would be", "more than onnxc resizes"],
+    );
+    compile_fails(
+        "short",
+        &with_scales(&[2.0, 2.0], vec![]),
+        &["scales/sizes have 2 values for 4 axes"],
+    );
+    compile_fails(
+        "mode",
+        &with_scales(&[1.0, 1.0, 2.0, 2.0], vec![s_attr("mode", "bicubic")]),
+        &["unknown mode 'bicubic'"],
+    );
+    compile_fails(
+        "antialias_nearest",
+        &with_scales(&[1.0, 1.0, 0.5, 0.5], vec![i_attr("antialias", 1)]),
+        &["antialias applies to linear and cubic"],
+    );
+    let mut wide = with_scales(
+        &[1.0, 1.0, 0.002, 1.0],
+        vec![i_attr("antialias", 1), s_attr("mode", "linear")],
+    );
+    wide.graph.as_mut().unwrap().input =
+        vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(1000), D::N(1)])];
+    compile_fails("antialias_wide", &wide, &["reads 1000 inputs per output"]);
+    compile_fails(
+        "crop_without_roi",
+        &with_scales(
+            &[1.0, 1.0, 2.0, 2.0],
+            vec![s_attr(
+                "coordinate_transformation_mode",
+                "tf_crop_and_resize",
+            )],
+        ),
+        &["needs the roi input"],
+    );
+
+    // Run-time scales: the output shape must be declared, and is checked when the model runs.
+    let runtime = |y| {
+        model(
+            vec![resize(vec![s_attr("mode", "linear")], &["x", "", "s"])],
+            vec![x.clone(), value_info("s", 1, &[D::N(4)])],
+            vec![y],
+            vec![],
+            19,
+        )
+    };
+    compile_fails(
+        "undeclared",
+        &runtime(y_any.clone()),
+        &["declare the output shape"],
+    );
+    let p = d.join("runtime.onnx");
+    save(
+        &runtime(value_info("y", 1, &[D::N(1), D::N(1), D::N(8), D::N(6)])),
+        &p,
+    );
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 4, 4], &[1.0; 16]), &xin);
+    let sin = d.join("s.pb");
+    save_tensor(&f32_tensor("s", &[4], &[1.0, 1.0, 2.0, 1.5]), &sin);
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), sin.as_os_str()],
+        &d.join("ok"),
+    );
+    assert_eq!(out[0].shape, vec![1, 1, 8, 6]);
+    assert!(out[0].to_f64s().iter().all(|&v| (v - 1.0).abs() < 1e-6));
+    save_tensor(&f32_tensor("s", &[4], &[1.0, 1.0, 3.0, 1.5]), &sin);
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&p)
+            .arg(&xin)
+            .arg(&sin)
+            .arg("--output-dir")
+            .arg(d.join("bad")),
+    );
+    assert!(
+        e.contains("an input's values imply a shape the model does not allow"),
+        "{e}"
+    );
+}

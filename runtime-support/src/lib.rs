@@ -162,5 +162,6 @@ pub mod gelu;
 pub mod gemm;
 pub mod nchwc;
 pub mod pool;
+pub mod resize;
 pub mod softmax;
 pub mod winograd;

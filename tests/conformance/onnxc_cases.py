@@ -5,8 +5,10 @@ and asymmetrically padded convolutions, residual adds, channel concatenation, po
 every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 2, graph
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
-and six of onnx's light_* zoo models with varied weights in place of their constant fills.
-Expected outputs come from onnxruntime with its graph optimizations off."""
+and six of onnx's light_* zoo models with varied weights in place of their constant fills;
+Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13.
+Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
+evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +19,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from onnx_builder import GraphBuilder, with_varied_weights  # noqa: E402
@@ -41,13 +44,13 @@ class G(GraphBuilder):
         self.inits += [scale, var]
         return self.op("BatchNormalization", [x, scale.name, self.w(c, scale=0.1), self.w(c, scale=0.1), var.name])
 
-    def model(self, inputs, outputs):
+    def model(self, inputs, outputs, opset=OPSET):
         g = helper.make_graph(
             self.nodes, "g",
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
             self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="onnxc-tests")
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnxc-tests")
         m.ir_version = 8
         # Output types from shape inference.
         im = onnx.shape_inference.infer_shapes(m, strict_mode=True)
@@ -228,8 +231,54 @@ def softplus_tails():
     return g.model([("x", [4, len(offsets)])], [sp, g.op("Log", [sp])])
 
 
+def resize_constant():
+    """Resize as exported models use it, scales/sizes/roi as initializers (onnxc builds the
+    taps at compile time): nearest x2 after a blocked conv (asymmetric + floor, PyTorch's
+    nearest: an index division), bilinear x2 (pytorch_half_pixel), bilinear to a size with
+    align_corners, cubic downscale, tf_crop_and_resize with extrapolation (nearest and
+    linear), and a uint8 bilinear upscale (rounded, saturated)."""
+    g = G(20)
+    t = g.conv("x", 8, 16, 1)
+    scale2 = g.const([1.0, 1.0, 2.0, 2.0])
+    outs = [
+        g.op("Resize", [t, "", scale2], mode="nearest", coordinate_transformation_mode="asymmetric",
+             nearest_mode="floor"),
+        g.op("Resize", [t, "", scale2], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+        g.op("Resize", ["x", "", "", g.const([1, 8, 9, 4], np.int64)], mode="linear",
+             coordinate_transformation_mode="align_corners"),
+        g.op("Resize", ["x", "", g.const([1.0, 1.0, 0.6, 0.75])], mode="cubic"),
+        g.op("Resize", ["x", g.const([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3]), "", g.const([1, 8, 4, 6], np.int64)],
+             mode="nearest", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-3.0),
+        g.op("Resize", ["x", g.const([0, 0, 0.1, -0.25, 1, 1, 0.7, 1.1]), g.const([1.0, 1.0, 1.5, 1.25])],
+             mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=2.5),
+    ]
+    u8 = g.op("Cast", [g.op("Clip", [g.op("Add", [g.op("Mul", ["x", g.const(60.0)]), g.const(128.0)]),
+                                    g.const(0.0), g.const(255.0)])], to=TensorProto.UINT8)
+    outs.append(g.op("Cast", [g.op("Resize", [u8, "", g.const([1.0, 1.0, 2.0, 3.0])], mode="linear")],
+                     to=TensorProto.FLOAT))
+    return g.model([("x", [1, 8, 5, 7])], outs, opset=13)
+
+
+def resize_legacy():
+    """Resize-10 (asymmetric; nearest rounds down when upsampling, up when downsampling) and
+    its Upsample forerunners, scales as initializers."""
+    outs = []
+    g = G(21)
+    for mode in ["nearest", "linear"]:
+        for sc in ([1.0, 1.0, 2.0, 3.0], [1.0, 1.0, 0.6, 1.5], [1.0, 1.0, 0.5, 0.5]):
+            outs.append(g.op("Resize", ["x", g.const(sc)], mode=mode))
+    m10 = g.model([("x", [1, 3, 5, 7])], outs, opset=10)
+    g = G(22)
+    u9 = [g.op("Upsample", ["x", g.const([1.0, 1.0, 2.0, 1.5])], mode=m) for m in ["nearest", "linear"]]
+    m9 = g.model([("x", [1, 3, 5, 7])], u9, opset=9)
+    g = G(23)
+    u7 = [g.op("Upsample", ["x"], mode=m, scales=[1.0, 1.0, 3.0, 2.0]) for m in ["nearest", "linear"]]
+    m7 = g.model([("x", [1, 3, 5, 7])], u7, opset=7)
+    return m10, m9, m7
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails]
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -240,9 +289,18 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
 VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "densenet121", "resnet50"]
 
 
+# Cases whose expected outputs come from onnx's reference evaluator, where onnxruntime 1.31
+# departs from it: Resize's tf_crop_and_resize with scales (onnxruntime maps coordinates
+# through the integer output length, the reference and the backend tests through
+# scale · input length) and uint8 linear resizing (onnxruntime rounds some halves the other
+# way; the reference rounds half to even).
+REFERENCE_ORACLE = {"test_resize_constant"}
+
+
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
     """Writes OUT/onnxc/<name>: the model, seeded N(0, 1) inputs and onnxruntime's outputs
-    (graph optimizations off, so the oracle runs the graph as written)."""
+    (graph optimizations off, so the oracle runs the graph as written), or the reference
+    evaluator's for the cases in REFERENCE_ORACLE."""
     d = os.path.join(out_dir, "onnxc", name)
     ds = os.path.join(d, "test_data_set_0")
     os.makedirs(ds, exist_ok=True)
@@ -255,10 +313,13 @@ def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
         feeds[x.name] = rng.standard_normal(shape).astype(np.float32)
         with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    outs = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    if name in REFERENCE_ORACLE:
+        outs = ReferenceEvaluator(m).run(None, feeds)
+    else:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        outs = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"]).run(None, feeds)
     for i, (o, v) in enumerate(zip(m.graph.output, outs)):
         with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(v, o.name).SerializeToString())
@@ -269,6 +330,8 @@ def write(out_dir: str, light_dir: str) -> list:
     """Writes every case under OUT/onnxc/<name>; returns their cases.tsv entries. `light_dir`
     is the onnx package's backend/test/data/light folder."""
     entries = [write_case(out_dir, f"test_{fn.__name__}", fn()) for fn in CASES]
+    for opset, m in zip((10, 9, 7), resize_legacy()):
+        entries.append(write_case(out_dir, f"test_resize_legacy_opset{opset}", m))
     for model in VARIED_LIGHT:
         m = onnx.load(os.path.join(light_dir, f"light_{model}.onnx"))
         entries.append(write_case(out_dir, f"test_light_{model}_varied", with_varied_weights(m)))

@@ -3,7 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, shape,
+    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, resize,
+    shape,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -138,6 +139,8 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Split", data::split),
     ("Pad", data::pad),
     ("DepthToSpace", data::depth_to_space),
+    ("Resize", resize::resize),
+    ("Upsample", resize::upsample),
     ("SpaceToDepth", data::space_to_depth),
     ("EyeLike", data::eye_like),
     ("CumSum", data::cum_sum),
@@ -198,6 +201,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "Conv",
         "float32 through im2col + GEMM; other float types through a generic loop nest",
+    ),
+    (
+        "Resize",
+        "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel, others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling)",
     ),
     (
         "Einsum",

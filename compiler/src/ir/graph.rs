@@ -172,6 +172,10 @@ pub enum Op {
     /// Exact GELU (`½·x·(1 + erf(x/√2))`) of float32 elements (shape known), run by a
     /// runtime kernel: ONNX Gelu and the decomposed erf form (`passes::gelu`).
     Gelu,
+    /// Separable resize of the last two axes of a float32 tensor with taps computed at
+    /// compile time (`onnxc_resize_f32`): ONNX Resize/Upsample with constant scales, sizes
+    /// and roi.
+    Resize(onnxc_runtime::resize::ResizeGeometry),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -232,6 +236,7 @@ impl Op {
             Op::Pool(_) => "pool",
             Op::Softmax => "softmax",
             Op::Gelu => "gelu",
+            Op::Resize(_) => "resize",
             Op::Assert { .. } => "assert",
         }
     }
@@ -492,6 +497,10 @@ impl Graph {
                 Op::Assert { code } => format!("code {code}"),
                 Op::Softmax => "last axis".to_string(),
                 Op::Gelu => "exact".to_string(),
+                Op::Resize(r) => format!(
+                    "{}x{} -> {}x{} taps {}/{}",
+                    r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps
+                ),
                 Op::Pool(p) => format!(
                     "{:?} kernel={:?} strides={:?} pads={:?}/{:?}",
                     p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end

@@ -227,6 +227,7 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
                 .scratch_floats() as u64
                 * 4
         }
+        StepKind::Resize(r) => r.scratch_floats() as u64 * 4,
         _ => 0,
     }
 }
@@ -589,6 +590,22 @@ impl StepCx<'_> {
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(oshape.iter().product::<i64>())),
+                    ],
+                }])
+            }
+            StepKind::Resize(r) => {
+                let (params, floats) = r.encode();
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::ResizeF32,
+                    args: vec![
+                        Arg::Params(params),
+                        Arg::Floats(floats),
+                        Arg::start(self.buf(self.st.inputs[0])),
+                        Arg::start(obuf),
+                        Arg::Scratch {
+                            offset: scratch
+                                .ok_or_else(|| Error::Internal("resize without scratch".into()))?,
+                        },
                     ],
                 }])
             }

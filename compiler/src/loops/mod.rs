@@ -67,6 +67,9 @@ pub enum Kernel {
     SoftmaxF32,
     /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
     GeluF32,
+    /// `onnxc_resize_f32(params, floats, x, y, scratch)`: separable resize of the last two
+    /// axes with compile-time taps.
+    ResizeF32,
 }
 
 impl Kernel {
@@ -82,6 +85,7 @@ impl Kernel {
             Kernel::NchwcToNchw => "onnxc_nchwc_to_nchw",
             Kernel::SoftmaxF32 => "onnxc_softmax_f32",
             Kernel::GeluF32 => "onnxc_gelu_f32",
+            Kernel::ResizeF32 => "onnxc_resize_f32",
         }
     }
 }

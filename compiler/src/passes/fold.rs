@@ -89,6 +89,31 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 y.iter().flat_map(|v| v.to_le_bytes()).collect(),
             ))
         }
+        Op::Resize(r) => {
+            let x: Vec<f32> = inputs[0]
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let mut y = vec![0f32; (r.planes * r.rows.n_out * r.cols.n_out) as usize];
+            let mut scratch = vec![0f32; r.scratch_floats()];
+            let (params, floats) = r.encode();
+            // SAFETY: x and y hold the planes the geometry describes, scratch one input row.
+            unsafe {
+                onnxc_runtime::resize::onnxc_resize_f32(
+                    params.as_ptr(),
+                    floats.as_ptr(),
+                    x.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            Ok(Tensor::new(
+                dtype,
+                shape.clone(),
+                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ))
+        }
         Op::Gelu => {
             let x: Vec<f32> = inputs[0]
                 .data

@@ -559,6 +559,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Pool(p) => (StepKind::Pool(p.clone()), n.inputs.clone(), id),
             Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
             Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
+            Op::Resize(r) => (StepKind::Resize(r.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

@@ -114,6 +114,8 @@ pub enum StepKind {
     },
     /// Exact GELU of every element (`onnxc_gelu_f32`).
     Gelu,
+    /// Resize of the last two axes with compile-time taps (`onnxc_resize_f32`).
+    Resize(onnxc_runtime::resize::ResizeGeometry),
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -298,6 +300,10 @@ impl Schedule {
                 ),
                 StepKind::Softmax { scale } => format!("softmax (last axis) scale={scale}"),
                 StepKind::Gelu => "gelu".to_string(),
+                StepKind::Resize(r) => format!(
+                    "resize {}x{} -> {}x{} (taps {}/{})",
+                    r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps
+                ),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

@@ -11,4 +11,5 @@ pub mod nn;
 pub mod norm;
 pub mod norm_more;
 pub mod reduce;
+pub mod resize;
 pub mod shape;

@@ -1,0 +1,1012 @@
+//! Resize (opsets 10, 11, 13, 18, 19) and Upsample (opsets 1, 7, 9, 10).
+//!
+//! Interpolation is separable: along each resized axis, output position `y` reads a few input
+//! positions (its taps) with weights that depend only on `y`, the axis lengths, the scale, the
+//! roi and the attributes. The taps follow onnx's reference implementation
+//! (`onnx/reference/ops/op_resize.py`: coordinate transformation in f64 in its operation
+//! order, neighbor choice with edge clamping, `exclude_outside`, antialiasing filters,
+//! extrapolation of `tf_crop_and_resize`). They are built as small maps producing tap tables
+//! (`[n_out]` input indices for the nearest modes; `[n_out, taps]` indices and weights
+//! otherwise) over the scales/sizes/roi operands, so constant operands (what exporters write)
+//! fold them into constants at compile time, and run-time operands compute them when the
+//! model runs. Linear and cubic weights are the filter evaluated at each tap's distance from
+//! the source coordinate (the reference's closed forms, equal to an ulp), so a window wider
+//! than the filter's support (a run-time antialias scale, bounded from below by the declared
+//! output size) computes the same result.
+//!
+//! The tables then drive, in order of preference:
+//! - `Op::Resize` (runtime kernel `onnxc_resize_f32`): float32, at most the last two axes
+//!   resized, constant tables;
+//! - a gather `Map` (nearest modes): per-axis index a table lookup, or `y / k`, `y · k` when
+//!   the table is exactly that;
+//! - one `Map` per resized axis, in axis order as the reference does:
+//!   `Σ_t w[y][t] · x[…, idx[y][t], …]`, computed in f32 (f64 for f64 and integer inputs),
+//!   the last one cast back (integers rounded half to even and saturated).
+//!
+//! Opsets before 11 (Resize-10, Upsample) have no coordinate attributes; they follow
+//! onnxruntime: asymmetric coordinates, nearest rounding down when upsampling and up when
+//! downsampling an axis.
+//!
+//! The input shape must be known. With run-time scales or sizes the output shape is the
+//! declared one, and the run fails with `ONNXC_ERR_SHAPE` when the values imply another.
+
+use crate::error::Result;
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::{Dim, Shape, check_size};
+use crate::ir::expr::{self, BinOp, E};
+use crate::ir::{DType, Scalar, Tensor, ValueId};
+
+/// Largest output length along one resized axis whose tap tables are built at compile time.
+const MAX_AXIS_LEN: i64 = 1 << 28;
+
+/// Widest filter (taps per output) an antialiased downscale may read.
+const MAX_TAPS: usize = 256;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Nearest {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+    /// Opsets < 11 (onnxruntime's "simple"): floor when upsampling, ceil when downsampling.
+    Simple,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Nearest(Nearest),
+    Linear,
+    Cubic(f64),
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Coord {
+    HalfPixel,
+    HalfPixelSymmetric,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfCropAndResize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Params {
+    mode: Mode,
+    coord: Coord,
+    exclude_outside: bool,
+    antialias: bool,
+}
+
+fn c64(v: f64) -> E {
+    expr::f(DType::F64, v)
+}
+fn bin(op: BinOp, a: &E, b: &E) -> E {
+    expr::binary(op, a.clone(), b.clone())
+}
+
+/// An axis to resize: its lengths, its scale as an f64 expression (constant, or loaded from
+/// an operand of the table maps), and for `tf_crop_and_resize` its roi as f64 expressions
+/// (`roi_end - roi_start` and `roi_start · (n_in − 1)`, computed in the roi's precision as
+/// the reference does).
+struct Axis {
+    axis: usize,
+    n_in: i64,
+    n_out: i64,
+    scale: E,
+    roi: Option<(E, E)>,
+}
+
+/// Source coordinate of output position `y` (the reference's `_compute_x_ori`, same
+/// operation order) and, for `tf_crop_and_resize`, whether it lies outside the input.
+fn source_coord(coord: Coord, ax: &Axis, y: &E) -> (E, Option<E>) {
+    use BinOp::*;
+    let s = &ax.scale;
+    let input_width = c64(ax.n_in as f64);
+    let output_width = bin(Mul, s, &input_width);
+    let ow_is_1 = bin(Eq, &output_width, &c64(1.0));
+    let half_pixel = || bin(Sub, &bin(Div, &bin(Add, y, &c64(0.5)), s), &c64(0.5));
+    match coord {
+        Coord::AlignCorners => (
+            expr::select(
+                ow_is_1,
+                c64(0.0),
+                bin(
+                    Div,
+                    &bin(Mul, y, &c64((ax.n_in - 1) as f64)),
+                    &bin(Sub, &output_width, &c64(1.0)),
+                ),
+            ),
+            None,
+        ),
+        Coord::Asymmetric => (bin(Div, y, s), None),
+        Coord::TfCropAndResize => {
+            let (d, start) = ax.roi.clone().expect("roi for tf_crop_and_resize");
+            let span = bin(Mul, &d, &c64((ax.n_in - 1) as f64));
+            let x = expr::select(
+                ow_is_1,
+                bin(Div, &span, &c64(2.0)),
+                bin(
+                    Div,
+                    &bin(Mul, &bin(Mul, y, &d), &c64((ax.n_in - 1) as f64)),
+                    &bin(Sub, &output_width, &c64(1.0)),
+                ),
+            );
+            let x = bin(Add, &x, &start);
+            let outside = bin(
+                Or,
+                &bin(Lt, &x, &c64(0.0)),
+                &bin(Gt, &x, &c64((ax.n_in - 1) as f64)),
+            );
+            (x, Some(outside))
+        }
+        Coord::PytorchHalfPixel => (expr::select(ow_is_1, c64(-0.5), half_pixel()), None),
+        Coord::HalfPixel => (half_pixel(), None),
+        Coord::HalfPixelSymmetric => {
+            let adjustment = bin(Div, &c64(ax.n_out as f64), &output_width);
+            let center = c64(ax.n_in as f64 / 2.0);
+            let offset = bin(Mul, &center, &bin(Sub, &c64(1.0), &adjustment));
+            let x = bin(Add, &offset, &bin(Div, &bin(Add, y, &c64(0.5)), s));
+            (bin(Sub, &x, &c64(0.5)), None)
+        }
+    }
+}
+
+/// Output position → input index for the nearest modes, as an i64 expression over `var(0)`:
+/// the index clamped into the input, or `-1` where `tf_crop_and_resize` extrapolates, or
+/// `-2` where `exclude_outside` drops the only tap (the reference then outputs 0).
+fn nearest_index(p: &Params, mode: Nearest, ax: &Axis) -> E {
+    use BinOp::*;
+    let y = expr::cast(expr::var(0), DType::F64);
+    let (x, outside) = source_coord(p.coord, ax, &y);
+    let xi = expr::unary(expr::UnOp::Floor, x.clone());
+    let r = bin(Sub, &x, &xi);
+    // The reference weighs two neighbors: at an integer x, x − 1 and x (taking x); otherwise
+    // xi and xi + 1, by the mode. It finds them from x + 1 (its edge padding), which can
+    // round to an integer where x is not (x = 1 + 2^-52 from a symmetric offset's rounding
+    // error): then the pair is x − 1, x, as it would be for the exact x. Same here.
+    let up = match mode {
+        Nearest::RoundPreferFloor => bin(Gt, &r, &c64(0.5)),
+        Nearest::RoundPreferCeil => bin(Ge, &r, &c64(0.5)),
+        Nearest::Floor => expr::konst(DType::Bool, Scalar::B(false)),
+        Nearest::Ceil => expr::konst(DType::Bool, Scalar::B(true)),
+        Nearest::Simple => bin(Lt, &ax.scale, &c64(1.0)),
+    };
+    let up = bin(Or, &bin(Eq, &x, &xi), &up);
+    let xp = bin(Add, &x, &c64(1.0));
+    let pp = expr::unary(expr::UnOp::Floor, xp.clone());
+    let first = expr::select(
+        bin(Eq, &xp, &pp),
+        bin(Sub, &pp, &c64(2.0)),
+        bin(Sub, &pp, &c64(1.0)),
+    );
+    let idx = expr::select(up, bin(Add, &first, &c64(1.0)), first);
+    let idx = expr::cast(idx, DType::I64);
+    let mut t = expr::clamp(idx.clone(), 0, ax.n_in - 1);
+    if p.exclude_outside {
+        let inside = bin(
+            And,
+            &expr::ge(idx.clone(), expr::i(0)),
+            &expr::lt(idx, expr::i(ax.n_in)),
+        );
+        t = expr::select(inside, t, expr::i(-2));
+    }
+    if let Some(o) = outside {
+        t = expr::select(o, expr::i(-1), t);
+    }
+    t
+}
+
+/// How many taps the filter reads for `scale` (the reference's footprints: 2 for linear,
+/// 4 for cubic, wider when antialiasing a downscale).
+fn tap_count(p: &Params, scale: f64) -> usize {
+    let s = if p.antialias { scale.min(1.0) } else { 1.0 };
+    let support = match p.mode {
+        Mode::Cubic(_) => 2.0,
+        _ => 1.0,
+    };
+    (2.0 - 2.0 * ((-support / s).floor() + 1.0)) as usize
+}
+
+/// Tap tables of a linear or cubic axis, as expressions over `var(0)` = output position and
+/// `var(1)` = tap: the clamped input index (`-1` in every tap where `tf_crop_and_resize`
+/// extrapolates) and the weight (f64). `taps` is even; taps beyond the filter's support get
+/// weight 0, so a window wider than the reference's (a run-time antialias scale bounded from
+/// below) computes the same result.
+fn weighted_taps(p: &Params, ax: &Axis, taps: usize) -> (E, E) {
+    use BinOp::*;
+    let y = expr::cast(expr::var(0), DType::F64);
+    let (x, outside) = source_coord(p.coord, ax, &y);
+    // The `taps` inputs nearest to x (ties to the smaller), as the reference's edge-padded
+    // neighbor search picks them.
+    let half = (taps / 2) as f64;
+    let xp = bin(Add, &x, &c64(half));
+    let pp = expr::unary(expr::UnOp::Floor, xp.clone());
+    let on = bin(Eq, &xp, &pp);
+    let start = bin(
+        Sub,
+        &bin(Add, &pp, &expr::select(on, c64(-half), c64(1.0 - half))),
+        &c64(half),
+    );
+    let filter_scale = if p.antialias {
+        bin(Min, &ax.scale, &c64(1.0))
+    } else {
+        c64(1.0)
+    };
+    let index_at = |k: E| bin(Add, &start, &expr::cast(k, DType::F64));
+    let coef = |k: E| -> E {
+        let i = index_at(k);
+        let d = bin(Mul, &bin(Sub, &i, &x), &filter_scale);
+        let ad = expr::unary(expr::UnOp::Abs, d);
+        let w = match p.mode {
+            Mode::Cubic(a) => {
+                let (a, ad2) = (c64(a), bin(Mul, &ad, &ad));
+                let ad3 = bin(Mul, &ad2, &ad);
+                let near = bin(
+                    Add,
+                    &bin(
+                        Sub,
+                        &bin(Mul, &bin(Add, &a, &c64(2.0)), &ad3),
+                        &bin(Mul, &bin(Add, &a, &c64(3.0)), &ad2),
+                    ),
+                    &c64(1.0),
+                );
+                let far = bin(
+                    Sub,
+                    &bin(
+                        Add,
+                        &bin(
+                            Sub,
+                            &bin(Mul, &a, &ad3),
+                            &bin(Mul, &bin(Mul, &c64(5.0), &a), &ad2),
+                        ),
+                        &bin(Mul, &bin(Mul, &c64(8.0), &a), &ad),
+                    ),
+                    &bin(Mul, &c64(4.0), &a),
+                );
+                expr::select(
+                    bin(Le, &ad, &c64(1.0)),
+                    near,
+                    expr::select(bin(Lt, &ad, &c64(2.0)), far, c64(0.0)),
+                )
+            }
+            _ => bin(Max, &bin(Sub, &c64(1.0), &ad), &c64(0.0)),
+        };
+        if p.exclude_outside {
+            let inside = bin(
+                And,
+                &bin(Ge, &i, &c64(0.0)),
+                &bin(Le, &i, &c64((ax.n_in - 1) as f64)),
+            );
+            expr::select(inside, w, c64(0.0))
+        } else {
+            w
+        }
+    };
+    let mut w = coef(expr::var(1));
+    if p.antialias || p.exclude_outside {
+        let sum = (0..taps)
+            .map(|k| coef(expr::i(k as i64)))
+            .reduce(|a, b| bin(Add, &a, &b))
+            .expect("taps > 0");
+        let sum = expr::select(bin(Eq, &sum, &c64(0.0)), c64(1.0), sum);
+        w = bin(Div, &w, &sum);
+    }
+    let i = expr::cast(index_at(expr::var(1)), DType::I64);
+    let mut idx = expr::clamp(i, 0, ax.n_in - 1);
+    if let Some(o) = outside {
+        idx = expr::select(o, expr::i(-1), idx);
+    }
+    (idx, w)
+}
+
+fn parse_params(ctx: &Ctx, upsample: bool) -> Result<Params> {
+    let legacy = upsample || ctx.opset < 11;
+    let mode = ctx.attr_s_or("mode", "nearest")?;
+    let mode = match mode.as_str() {
+        "nearest" if legacy => Mode::Nearest(Nearest::Simple),
+        "nearest" => Mode::Nearest(match ctx.attr_s_or("nearest_mode", "round_prefer_floor")?.as_str() {
+            "round_prefer_floor" => Nearest::RoundPreferFloor,
+            "round_prefer_ceil" => Nearest::RoundPreferCeil,
+            "floor" => Nearest::Floor,
+            "ceil" => Nearest::Ceil,
+            other => return Err(ctx.err(format!(
+                "unknown nearest_mode '{other}' (expected round_prefer_floor, round_prefer_ceil, floor or ceil)"
+            ))),
+        }),
+        "linear" => Mode::Linear,
+        // Upsample-1 spells it "bilinear".
+        "bilinear" if upsample && ctx.opset < 7 => Mode::Linear,
+        "cubic" if !legacy => Mode::Cubic(ctx.attr_f_or("cubic_coeff_a", -0.75)?),
+        other => {
+            return Err(ctx.err(format!(
+                "unknown mode '{other}' (expected {})",
+                if legacy { "nearest or linear" } else { "nearest, linear or cubic" }
+            )));
+        }
+    };
+    let coord = if legacy {
+        Coord::Asymmetric
+    } else {
+        match ctx
+            .attr_s_or("coordinate_transformation_mode", "half_pixel")?
+            .as_str()
+        {
+            "half_pixel" => Coord::HalfPixel,
+            "half_pixel_symmetric" if ctx.opset >= 19 => Coord::HalfPixelSymmetric,
+            "pytorch_half_pixel" => Coord::PytorchHalfPixel,
+            "align_corners" => Coord::AlignCorners,
+            "asymmetric" => Coord::Asymmetric,
+            "tf_crop_and_resize" => Coord::TfCropAndResize,
+            // Resize-11 lists it; no later opset does, and onnxruntime rejects it.
+            "tf_half_pixel_for_nn" => {
+                return Err(ctx.unsupported(
+                    "coordinate_transformation_mode 'tf_half_pixel_for_nn' (removed in opset 13)",
+                ));
+            }
+            other => {
+                return Err(ctx.err(format!(
+                    "unknown coordinate_transformation_mode '{other}' for opset {}",
+                    ctx.opset
+                )));
+            }
+        }
+    };
+    let antialias = !legacy && ctx.opset >= 18 && ctx.attr_i_or("antialias", 0)? != 0;
+    if antialias && matches!(mode, Mode::Nearest(_)) {
+        return Err(ctx.err("antialias applies to linear and cubic modes, not nearest"));
+    }
+    Ok(Params {
+        mode,
+        coord,
+        exclude_outside: !legacy && ctx.attr_i_or("exclude_outside", 0)? != 0,
+        antialias,
+    })
+}
+
+pub fn upsample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    resize_impl(ctx, true)
+}
+
+pub fn resize(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    resize_impl(ctx, false)
+}
+
+/// Where the output size comes from: constant scales or sizes (one per listed axis), or
+/// run-time ones (the output shape is then the declared one, checked at run time).
+enum Spec {
+    Scales(Vec<f64>),
+    RtScales(ValueId),
+    Sizes(Vec<i64>),
+    RtSizes(ValueId),
+}
+
+/// An optional 1-D input: absent, an empty constant (a placeholder), a constant, or a
+/// run-time value.
+enum Opt {
+    Absent,
+    Const(Tensor),
+    Runtime(ValueId),
+}
+
+fn opt_operand(ctx: &Ctx, i: usize) -> Opt {
+    match ctx.opt_input(i) {
+        None => Opt::Absent,
+        Some(v) => match ctx.konst(v) {
+            Some(t) if t.is_empty() => Opt::Absent,
+            Some(t) => Opt::Const(t),
+            None if ctx.shape(v).iter().any(|d| d.known() == Some(0)) => Opt::Absent,
+            None => Opt::Runtime(v),
+        },
+    }
+}
+
+fn check_scales(ctx: &Ctx, s: &[f64]) -> Result<()> {
+    match s.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        Some(v) => Err(ctx.err(format!("scales must be positive and finite, got {v}"))),
+        None => Ok(()),
+    }
+}
+
+fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
+    use BinOp::*;
+    use onnxc_runtime::abi::ONNXC_ERR_SHAPE;
+    let x = ctx.input(0)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    let dt = ctx.dtype(x);
+    let p = parse_params(ctx, upsample)?;
+    if dt == DType::Bool && !matches!(p.mode, Mode::Nearest(_)) {
+        return Err(ctx.err("linear and cubic modes interpolate numbers; the input is bool"));
+    }
+    let legacy = upsample || ctx.opset < 11;
+
+    // Which axes are listed, and what gives their output size.
+    let mut axes: Vec<usize> = (0..r).collect();
+    let spec = if upsample && ctx.opset < 7 {
+        if r != 4 {
+            return Err(ctx.err(format!("Upsample-1 takes a 4-D input, got shape {dims:?}")));
+        }
+        let get = |n: &str| {
+            ctx.attr_f(n)?
+                .ok_or_else(|| ctx.err(format!("attribute '{n}' is required")))
+        };
+        axes = vec![2, 3];
+        Spec::Scales(vec![get("height_scale")?, get("width_scale")?])
+    } else if upsample && ctx.opset < 9 {
+        let s = ctx
+            .attr_floats("scales")
+            .ok_or_else(|| ctx.err("attribute 'scales' is required"))?;
+        Spec::Scales(s.iter().map(|&v| v as f64).collect())
+    } else if legacy {
+        match opt_operand(ctx, 1) {
+            Opt::Const(t) => Spec::Scales(t.to_f64s()),
+            Opt::Runtime(v) => Spec::RtScales(v),
+            Opt::Absent => return Err(ctx.err("input 'scales' is required")),
+        }
+    } else {
+        if ctx.opset >= 18
+            && let Some(a) = ctx.attr_ints("axes")
+        {
+            axes = crate::frontend::build::axes(ctx, &a, r)?;
+            let mut seen = axes.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            if seen.len() != axes.len() {
+                return Err(ctx.err(format!("axes {a:?} repeat an axis")));
+            }
+        }
+        match (opt_operand(ctx, 2), opt_operand(ctx, 3)) {
+            (Opt::Absent, Opt::Absent) => {
+                return Err(ctx.err("neither scales nor sizes is given; give exactly one"));
+            }
+            (Opt::Absent, Opt::Const(t)) => {
+                if !t.dtype.is_int() {
+                    return Err(ctx.err(format!("sizes must be int64, got {}", t.dtype)));
+                }
+                Spec::Sizes(t.to_i64s())
+            }
+            (Opt::Absent, Opt::Runtime(v)) => Spec::RtSizes(v),
+            (Opt::Const(t), Opt::Absent) => Spec::Scales(t.to_f64s()),
+            (Opt::Runtime(v), Opt::Absent) => Spec::RtScales(v),
+            _ => return Err(ctx.err("scales and sizes are both given; give exactly one")),
+        }
+    };
+    let listed = match &spec {
+        Spec::Scales(s) => s.len() as i64,
+        Spec::Sizes(s) => s.len() as i64,
+        Spec::RtScales(v) | Spec::RtSizes(v) => crate::ir::dim::num_elements(&ctx.shape(*v))
+            .known()
+            .ok_or_else(|| ctx.err("scales/sizes must have a known length"))?,
+    };
+    if listed != axes.len() as i64 {
+        return Err(ctx.err(format!(
+            "scales/sizes have {listed} values for {} axes (input shape {dims:?})",
+            axes.len()
+        )));
+    }
+    let policy = if !legacy && ctx.opset >= 18 {
+        ctx.attr_s_or("keep_aspect_ratio_policy", "stretch")?
+    } else {
+        "stretch".to_string()
+    };
+    let keep: Option<BinOp> = match policy.as_str() {
+        "stretch" => None,
+        "not_larger" => Some(Min),
+        "not_smaller" => Some(Max),
+        other => {
+            return Err(ctx.err(format!(
+                "unknown keep_aspect_ratio_policy '{other}' (expected stretch, not_larger or not_smaller)"
+            )));
+        }
+    };
+
+    // Output dims and per-axis scales (f64 expressions; constants unless given at run time).
+    let mut out = dims.clone();
+    let mut scales: Vec<E> = vec![c64(1.0); r];
+    let mut table_inputs: Vec<ValueId> = Vec::new();
+    let mut runtime_checks: Vec<E> = Vec::new();
+    let declared = |ctx: &Ctx, why: &str| -> Result<Vec<i64>> {
+        let o = ctx.declared_shape(0, why)?;
+        if o.len() != r {
+            return Err(ctx.err(format!(
+                "declared output shape {o:?} has not the input's rank {r}"
+            )));
+        }
+        for a in 0..r {
+            if !axes.contains(&a) && o[a] != dims[a] {
+                return Err(ctx.err(format!(
+                    "declared output shape {o:?} changes axis {a}, which is not resized"
+                )));
+            }
+            if dims[a] == 0 && o[a] != 0 {
+                return Err(ctx.err(format!(
+                    "axis {a} is empty and cannot be resized to {}",
+                    o[a]
+                )));
+            }
+        }
+        Ok(o)
+    };
+    let too_long = |ctx: &Ctx, a: usize, v: f64| -> Result<()> {
+        if v > MAX_AXIS_LEN as f64 {
+            return Err(ctx.err(format!(
+                "axis {a} would be {v} long, more than onnxc resizes ({MAX_AXIS_LEN})"
+            )));
+        }
+        Ok(())
+    };
+    match &spec {
+        Spec::Scales(s) => {
+            check_scales(ctx, s)?;
+            if upsample && s.iter().any(|&v| v < 1.0) {
+                return Err(ctx.err(format!("Upsample scales must be >= 1, got {s:?}")));
+            }
+            for (&a, &v) in axes.iter().zip(s) {
+                let o = (v * dims[a] as f64).floor();
+                too_long(ctx, a, o)?;
+                out[a] = o as i64;
+                scales[a] = c64(v);
+            }
+        }
+        Spec::Sizes(s) => {
+            if let Some(v) = s.iter().find(|&&v| !(0..=MAX_AXIS_LEN).contains(&v)) {
+                return Err(ctx.err(format!(
+                    "sizes must be between 0 and {MAX_AXIS_LEN}, got {v}"
+                )));
+            }
+            let mut sv = vec![1.0f64; r];
+            for (&a, &v) in axes.iter().zip(s) {
+                if dims[a] == 0 && v != 0 {
+                    return Err(ctx.err(format!("axis {a} is empty and cannot be resized to {v}")));
+                }
+                sv[a] = if dims[a] == 0 {
+                    1.0
+                } else {
+                    v as f64 / dims[a] as f64
+                };
+                out[a] = v;
+            }
+            if let Some(op) = keep {
+                let k = axes
+                    .iter()
+                    .map(|&a| sv[a])
+                    .reduce(|p, q| if op == Min { p.min(q) } else { p.max(q) });
+                let k = k.unwrap_or(1.0);
+                for &a in &axes {
+                    sv[a] = k;
+                    // Round half up, as the reference does.
+                    let o = (k * dims[a] as f64 + 0.5).floor();
+                    too_long(ctx, a, o)?;
+                    out[a] = o as i64;
+                }
+            }
+            for &a in &axes {
+                scales[a] = c64(sv[a]);
+            }
+        }
+        Spec::RtScales(v) => {
+            out = declared(ctx, "the output size (from run-time scales)")?;
+            let sdt = ctx.dtype(*v);
+            if !sdt.is_float() {
+                return Err(ctx.err(format!("scales must be a float tensor, got {sdt}")));
+            }
+            table_inputs.push(*v);
+            for (j, &a) in axes.iter().enumerate() {
+                let s = expr::cast(expr::load(sdt, 0, vec![expr::i(j as i64)]), DType::F64);
+                let o = expr::unary(expr::UnOp::Floor, bin(Mul, &s, &c64(dims[a] as f64)));
+                runtime_checks.push(bin(Eq, &o, &c64(out[a] as f64)));
+                scales[a] = s;
+            }
+        }
+        Spec::RtSizes(v) => {
+            out = declared(ctx, "the output size (from run-time sizes)")?;
+            if !ctx.dtype(*v).is_int() {
+                return Err(ctx.err(format!("sizes must be int64, got {}", ctx.dtype(*v))));
+            }
+            let size = |j: usize| {
+                expr::cast(
+                    expr::load(ctx.dtype(*v), 0, vec![expr::i(j as i64)]),
+                    DType::I64,
+                )
+            };
+            match keep {
+                None => {
+                    for (j, &a) in axes.iter().enumerate() {
+                        runtime_checks.push(expr::binary(Eq, size(j), expr::i(out[a])));
+                        scales[a] = c64(out[a] as f64 / dims[a].max(1) as f64);
+                    }
+                }
+                Some(op) => {
+                    table_inputs.push(*v);
+                    let k = axes
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &a)| {
+                            bin(
+                                Div,
+                                &expr::cast(size(j), DType::F64),
+                                &c64(dims[a].max(1) as f64),
+                            )
+                        })
+                        .reduce(|p, q| bin(op, &p, &q))
+                        .expect("at least one axis");
+                    for &a in &axes {
+                        let o = expr::unary(
+                            expr::UnOp::Floor,
+                            bin(Add, &bin(Mul, &k, &c64(dims[a] as f64)), &c64(0.5)),
+                        );
+                        runtime_checks.push(bin(Eq, &o, &c64(out[a] as f64)));
+                        scales[a] = k.clone();
+                    }
+                }
+            }
+            if runtime_checks.len() == axes.len() && keep.is_none() {
+                // Checked against the sizes input itself.
+                let cond = runtime_checks
+                    .drain(..)
+                    .reduce(|p, q| bin(And, &p, &q))
+                    .expect("at least one axis");
+                ctx.assert_expr(vec![], vec![*v], cond, ONNXC_ERR_SHAPE)?;
+            }
+        }
+    }
+    if !runtime_checks.is_empty() {
+        let cond = runtime_checks
+            .into_iter()
+            .reduce(|p, q| bin(And, &p, &q))
+            .expect("checks");
+        ctx.assert_expr(vec![], table_inputs.clone(), cond, ONNXC_ERR_SHAPE)?;
+    }
+    check_size(&out, dt.size()).map_err(|m| ctx.err(m))?;
+    for (a, (&n, &m)) in dims.iter().zip(&out).enumerate() {
+        if n == 0 && m > 0 {
+            return Err(ctx.err(format!("axis {a} is empty and cannot be resized to {m}")));
+        }
+    }
+
+    // roi, for tf_crop_and_resize: start and end per listed axis.
+    let mut rois: Vec<Option<(E, E)>> = vec![None; r];
+    if p.coord == Coord::TfCropAndResize {
+        let rv = match opt_operand(ctx, 1) {
+            Opt::Absent => {
+                return Err(ctx
+                    .err("coordinate_transformation_mode tf_crop_and_resize needs the roi input"));
+            }
+            Opt::Const(_) | Opt::Runtime(_) => ctx.input(1)?,
+        };
+        let n = crate::ir::dim::num_elements(&ctx.shape(rv)).known();
+        if n != Some(2 * axes.len() as i64) {
+            return Err(ctx.err(format!(
+                "roi must hold {} values (starts and ends of {} axes), its shape is {}",
+                2 * axes.len(),
+                axes.len(),
+                crate::ir::dim::fmt_shape(&ctx.shape(rv))
+            )));
+        }
+        let rdt = ctx.dtype(rv);
+        if !rdt.is_float() {
+            return Err(ctx.err(format!("roi must be a float tensor, got {rdt}")));
+        }
+        let cdt = if rdt == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let op = table_inputs.len() as u32;
+        table_inputs.push(rv);
+        let rank = ctx.rank(rv);
+        let at = |k: usize| {
+            let mut ix = vec![expr::i(0); rank.saturating_sub(1)];
+            ix.push(expr::i(k as i64));
+            expr::cast(expr::load(rdt, op, ix), cdt)
+        };
+        for (j, &a) in axes.iter().enumerate() {
+            let (s, e) = (at(j), at(axes.len() + j));
+            let d = expr::cast(bin(Sub, &e, &s), DType::F64);
+            let start = expr::cast(
+                bin(Mul, &s, &expr::f(cdt, (dims[a] - 1) as f64)),
+                DType::F64,
+            );
+            rois[a] = Some((d, start));
+        }
+    }
+
+    // Axes that change: listed ones, except those the reference skips as identities (a
+    // constant scale of 1 keeping the length, and the whole roi).
+    let resized: Vec<usize> = axes
+        .iter()
+        .copied()
+        .filter(|&a| {
+            let unit = matches!(scales[a].as_const(), Some(c) if (c.as_f64() - 1.0).abs() <= 1e-9);
+            let full_roi = match &rois[a] {
+                None => true,
+                Some((d, s)) => matches!((d.as_const(), s.as_const()),
+                    (Some(d), Some(s)) if (d.as_f64() - 1.0).abs() <= 1e-9 && s.as_f64().abs() <= 1e-9),
+            };
+            !(unit && out[a] == dims[a] && full_roi)
+        })
+        .collect();
+    if resized.is_empty() {
+        return Ok(vec![x]);
+    }
+    let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
+    if out.contains(&0) {
+        return Ok(vec![ctx.constant(Tensor::new(dt, out.clone(), Vec::new()))]);
+    }
+    let extrap = if legacy {
+        0.0
+    } else {
+        ctx.attr_f_or("extrapolation_value", 0.0)?
+    };
+    let plan: Vec<Axis> = resized
+        .iter()
+        .map(|&a| Axis {
+            axis: a,
+            n_in: dims[a],
+            n_out: out[a],
+            scale: scales[a].clone(),
+            roi: rois[a].clone(),
+        })
+        .collect();
+
+    // Tap tables per resized axis (constants when scales and roi are).
+    let cdt = if dt == DType::F64 || dt.is_int() {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let mut tables = Vec::with_capacity(plan.len());
+    for ax in &plan {
+        tables.push(match p.mode {
+            Mode::Nearest(mode) => {
+                let body = nearest_index(&p, mode, ax);
+                let shape = vec![Dim::Known(ax.n_out)];
+                Table {
+                    index: ctx.map(DType::I64, shape, table_inputs.clone(), body)?,
+                    weight: None,
+                    taps: 1,
+                }
+            }
+            _ => {
+                // The footprint of a constant scale, or the widest a run-time one can need
+                // (scale >= n_out / n_in, and the footprint narrows as the scale grows).
+                let s_min = match ax.scale.as_const() {
+                    Some(c) => c.as_f64(),
+                    None => ax.n_out as f64 / ax.n_in as f64,
+                };
+                let nt = tap_count(&p, s_min);
+                if nt == 0 || nt > MAX_TAPS {
+                    return Err(ctx.unsupported(format!(
+                        "antialiased downscaling of axis {} by {s_min:.6} reads {nt} inputs per output; onnxc reads at most {MAX_TAPS}",
+                        ax.axis
+                    )));
+                }
+                let (ib, wb) = weighted_taps(&p, ax, nt);
+                let shape = vec![Dim::Known(ax.n_out), Dim::Known(nt as i64)];
+                Table {
+                    index: ctx.map(DType::I64, shape.clone(), table_inputs.clone(), ib)?,
+                    weight: Some(ctx.map(cdt, shape, table_inputs.clone(), expr::cast(wb, cdt))?),
+                    taps: nt,
+                }
+            }
+        });
+    }
+    if let Some(g) = kernel_geometry(ctx, &dims, dt, &plan, &tables, extrap) {
+        let ty = crate::ir::TypeInfo::new(dt, shape);
+        return Ok(vec![ctx.add(crate::ir::Op::Resize(g), vec![x], ty)?]);
+    }
+
+    if matches!(p.mode, Mode::Nearest(_)) {
+        let mut inputs = vec![x];
+        let mut index: Vec<E> = (0..r as u32).map(expr::var).collect();
+        let (mut extrapolated, mut dropped): (Option<E>, Option<E>) = (None, None);
+        let any = |acc: &mut Option<E>, c: E| {
+            *acc = Some(match acc.take() {
+                Some(prev) => bin(Or, &prev, &c),
+                None => c,
+            })
+        };
+        for (ax, t) in plan.iter().zip(&tables) {
+            let y = expr::var(ax.axis as u32);
+            let konst = ctx.konst(t.index).map(|c| c.to_i64s());
+            let (marks_extrap, marks_drop) = match &konst {
+                Some(c) => (c.contains(&-1), c.contains(&-2)),
+                None => (p.coord == Coord::TfCropAndResize, p.exclude_outside),
+            };
+            index[ax.axis] = match konst.as_deref().and_then(|c| affine_index(c, y.clone())) {
+                Some(ix) if !marks_extrap && !marks_drop => ix,
+                _ => {
+                    inputs.push(t.index);
+                    let t = expr::load(DType::I64, inputs.len() as u32 - 1, vec![y]);
+                    if marks_extrap {
+                        any(&mut extrapolated, bin(Eq, &t, &expr::i(-1)));
+                    }
+                    if marks_drop {
+                        any(&mut dropped, bin(Eq, &t, &expr::i(-2)));
+                    }
+                    expr::clamp(t, 0, ax.n_in - 1)
+                }
+            };
+        }
+        let mut body = expr::load(dt, 0, index);
+        if let Some(d) = dropped {
+            body = expr::select(d, expr::konst(dt, Scalar::zero(dt)), body);
+        }
+        if let Some(e) = extrapolated {
+            body = expr::select(e, expr::konst(dt, storable(extrap, dt)), body);
+        }
+        return Ok(vec![ctx.map(dt, shape, inputs, body)?]);
+    }
+
+    // Linear and cubic: one weighted map per axis, in axis order as the reference does.
+    let mut cur = x;
+    let mut cur_dims = dims.clone();
+    for (k, (ax, t)) in plan.iter().zip(&tables).enumerate() {
+        let last = k + 1 == plan.len();
+        let y = expr::var(ax.axis as u32);
+        let cur_dt = ctx.dtype(cur);
+        let mut sum: Option<E> = None;
+        for j in 0..t.taps {
+            let at = vec![y.clone(), expr::i(j as i64)];
+            let i = expr::clamp(expr::load(DType::I64, 1, at.clone()), 0, ax.n_in - 1);
+            let mut index: Vec<E> = (0..r as u32).map(expr::var).collect();
+            index[ax.axis] = i;
+            let term = bin(
+                Mul,
+                &expr::load(cdt, 2, at),
+                &expr::cast(expr::load(cur_dt, 0, index), cdt),
+            );
+            sum = Some(match sum {
+                Some(s) => bin(Add, &s, &term),
+                None => term,
+            });
+        }
+        let mut body = sum.expect("at least one tap");
+        if ax.roi.is_some() {
+            let first = expr::load(DType::I64, 1, vec![y, expr::i(0)]);
+            body = expr::select(expr::lt(first, expr::i(0)), expr::f(cdt, extrap), body);
+        }
+        let odt = if last { dt } else { cdt };
+        if last && dt != cdt {
+            if dt.is_int() {
+                // Rounded half to even and saturated, as the reference's saturate_cast.
+                body = expr::unary(expr::UnOp::Round, body);
+                if let Some((lo, hi)) = int_range(dt) {
+                    body = bin(Max, &bin(Min, &body, &c64(hi)), &c64(lo));
+                }
+            }
+            body = expr::cast(body, dt);
+        }
+        cur_dims[ax.axis] = ax.n_out;
+        let s: Shape = cur_dims.iter().map(|&d| Dim::Known(d)).collect();
+        let weight = t.weight.expect("weighted taps");
+        cur = ctx.map(odt, s, vec![cur, t.index, weight], body)?;
+    }
+    Ok(vec![cur])
+}
+
+/// One resized axis's tap tables: input indices (`[n_out]` for the nearest modes, `[n_out,
+/// taps]` otherwise) and, but for the nearest modes, weights.
+struct Table {
+    index: ValueId,
+    weight: Option<ValueId>,
+    taps: usize,
+}
+
+/// The runtime kernel's geometry (`onnxc_resize_f32`) for a float32 resize of at most the
+/// last two axes whose tables are constants, or `None` (then maps compute it).
+fn kernel_geometry(
+    ctx: &Ctx,
+    dims: &[i64],
+    dt: DType,
+    plan: &[Axis],
+    tables: &[Table],
+    extrap: f64,
+) -> Option<onnxc_runtime::resize::ResizeGeometry> {
+    use onnxc_runtime::resize::{AxisTaps, ResizeGeometry};
+    let r = dims.len();
+    if dt != DType::F32 || r < 2 || plan.iter().any(|a| a.axis + 2 < r) {
+        return None;
+    }
+    let mut axes = [
+        AxisTaps::identity(dims[r - 2]),
+        AxisTaps::identity(dims[r - 1]),
+    ];
+    for (ax, t) in plan.iter().zip(tables) {
+        let index = ctx.konst(t.index)?.to_i64s();
+        // -2: a nearest tap `exclude_outside` dropped (the output is 0); maps handle it.
+        if index.contains(&-2) {
+            return None;
+        }
+        let weight: Vec<f32> = match t.weight {
+            Some(w) => ctx.konst(w)?.to_f64s().iter().map(|&v| v as f32).collect(),
+            None => vec![1.0; index.len()],
+        };
+        // Extrapolated outputs are -1 in every tap (weighted tables mark them so already).
+        axes[ax.axis + 2 - r] = AxisTaps::new(ax.n_in, ax.n_out, t.taps as i64, index, weight)?;
+    }
+    let [rows, cols] = axes;
+    Some(ResizeGeometry {
+        planes: dims[..r - 2].iter().product(),
+        rows,
+        cols,
+        extrapolation: extrap as f32,
+    })
+}
+
+/// `v` as an element of `dt`: integers rounded half to even and saturated, as the
+/// reference's saturate_cast.
+fn storable(v: f64, dt: DType) -> Scalar {
+    if dt.is_int() {
+        let v = v.round_ties_even();
+        let v = match int_range(dt) {
+            Some((lo, hi)) => v.clamp(lo, hi),
+            None => v,
+        };
+        return Scalar::F(v).cast(dt);
+    }
+    Scalar::F(v).cast(dt)
+}
+
+/// The range of an integer type of up to 32 bits (wider ones saturate in the cast itself).
+fn int_range(dt: DType) -> Option<(f64, f64)> {
+    Some(match dt {
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        _ => return None,
+    })
+}
+
+/// `y / k` or `y · k` when the index table is exactly that, so the gather needs no table.
+fn affine_index(table: &[i64], y: E) -> Option<E> {
+    let m = table.len() as i64;
+    if m >= 2 && table[1] > 1 {
+        let k = table[1];
+        if (0..m).all(|i| table[i as usize] == i * k) {
+            return Some(expr::mul(y, expr::i(k)));
+        }
+    }
+    for k in 1..=m.min(64) {
+        if (0..m).all(|i| table[i as usize] == i / k) {
+            return Some(expr::idiv(y, k));
+        }
+        if table.get(k as usize).is_some_and(|&v| v != 0) {
+            break;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affine_tables_become_index_arithmetic() {
+        let ix = affine_index(&[0, 0, 1, 1, 2, 2], expr::var(0)).unwrap();
+        assert_eq!(expr::display(&ix), "div(v0, 2)");
+        let ix = affine_index(&[0, 3, 6], expr::var(0)).unwrap();
+        assert_eq!(expr::display(&ix), "mul(v0, 3)");
+        assert!(affine_index(&[0, 1, 1, 2], expr::var(0)).is_none());
+        assert!(affine_index(&[0, 0, 1, 1, 1], expr::var(0)).is_none());
+    }
+
+    #[test]
+    fn tap_counts_follow_the_reference_footprints() {
+        let p = |mode, antialias| Params {
+            mode,
+            coord: Coord::HalfPixel,
+            exclude_outside: false,
+            antialias,
+        };
+        assert_eq!(tap_count(&p(Mode::Linear, false), 0.25), 2);
+        assert_eq!(tap_count(&p(Mode::Cubic(-0.75), false), 0.25), 4);
+        assert_eq!(tap_count(&p(Mode::Linear, true), 0.25), 8);
+        assert_eq!(tap_count(&p(Mode::Linear, true), 3.0), 2);
+        assert_eq!(tap_count(&p(Mode::Cubic(-0.5), true), 0.6), 8);
+    }
+}
