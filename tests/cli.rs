@@ -706,3 +706,68 @@ fn resize_errors_name_the_node_and_runtime_scales_are_checked() {
         "{e}"
     );
 }
+
+/// QuantizeLinear/DequantizeLinear: scale shapes that fit no granularity and types onnxc
+/// does not store are errors naming the node.
+#[test]
+fn quantize_errors_name_the_node() {
+    let d = scratch("quant");
+    let x = value_info("x", 1, &[D::N(2), D::N(3)]);
+    let y = value_info("y", 0, &[]);
+    let u8_zero = |name: &str, n: i64| onnxc_proto::TensorProto {
+        name: Some(name.into()),
+        dims: if n == 0 { vec![] } else { vec![n] },
+        data_type: Some(2),
+        raw_data: Some(vec![0; n.max(1) as usize]),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            "wrong_axis_len",
+            vec![f32_tensor("s", &[2], &[0.1, 0.2])],
+            &["s"][..],
+            vec!["has shape [2]", "along axis 1 of input [2, 3] needs [3]"],
+        ),
+        (
+            "blocked_shape",
+            vec![f32_tensor("s", &[2, 2], &[0.1; 4]), u8_zero("z", 0)],
+            &["s", "z"][..],
+            vec!["y_scale has shape [2, 2]", "per-axis quantization"],
+        ),
+    ];
+    for (name, inits, params, wants) in cases {
+        let mut inputs = vec!["x"];
+        inputs.extend_from_slice(params);
+        let m = model(
+            vec![node("QuantizeLinear", "q", &inputs, &["y"])],
+            vec![x.clone()],
+            vec![y.clone()],
+            inits,
+            13,
+        );
+        let p = d.join(format!("{name}.onnx"));
+        save(&m, &p);
+        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        assert!(
+            e.contains("'q'") && e.contains("QuantizeLinear"),
+            "{name}: {e}"
+        );
+        for w in wants {
+            assert!(e.contains(w), "{name}: {e}");
+        }
+    }
+    // A float8 zero point: the output type onnxc does not store.
+    let mut z = u8_zero("z", 0);
+    z.data_type = Some(17);
+    let m = model(
+        vec![node("QuantizeLinear", "q", &["x", "s", "z"], &["y"])],
+        vec![x.clone()],
+        vec![y.clone()],
+        vec![f32_tensor("s", &[], &[0.1]), z],
+        19,
+    );
+    let p = d.join("f8.onnx");
+    save(&m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("f8.o")));
+    assert!(e.contains("FLOAT8E4M3FN") || e.contains("float8"), "{e}");
+}

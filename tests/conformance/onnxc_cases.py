@@ -6,7 +6,7 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13.
+Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ class G(GraphBuilder):
         g = helper.make_graph(
             self.nodes, "g",
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+            [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
             self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnxc-tests")
         m.ir_version = 8
@@ -277,8 +277,44 @@ def resize_legacy():
     return m10, m9, m7
 
 
+def qdq_cnn():
+    """A quantized CNN in the QDQ form onnxruntime's quantizer writes: uint8 activations
+    (QuantizeLinear → DequantizeLinear around each op, per tensor), int8 weights dequantized
+    per output channel (axis 0), int32 biases, a residual Add, a pool and a Gemm; then
+    DynamicQuantizeLinear of the result."""
+    g = G(24)
+    rng = np.random.default_rng(24)
+
+    def qdq(t, scale, zp=128):
+        sc, z = g.const(np.float32(scale)), g.const(np.uint8(zp), np.uint8)
+        return g.op("DequantizeLinear", [g.op("QuantizeLinear", [t, sc, z]), sc, z])
+
+    def qweight(cout, cin, k):
+        w = rng.integers(-127, 128, size=(cout, cin, k, k)).astype(np.int8)
+        scale = (0.02 + 0.01 * rng.random(cout)).astype(np.float32)
+        return g.op("DequantizeLinear", [g.const(w, np.int8), g.const(scale), g.const(np.zeros(cout, np.int8), np.int8)],
+                    axis=0), scale
+
+    def qconv(x, x_scale, cin, cout, k, stride=1):
+        w, w_scale = qweight(cout, cin, k)
+        b = rng.integers(-500, 500, size=cout).astype(np.int32)
+        bias = g.op("DequantizeLinear", [g.const(b, np.int32), g.const((x_scale * w_scale).astype(np.float32))], axis=0)
+        return g.op("Conv", [x, w, bias], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+
+    x = qdq("x", 0.03)
+    c1 = qdq(g.op("Relu", [qconv(x, 0.03, 8, 16, 3)]), 0.05, 0)
+    c2 = qdq(qconv(c1, 0.05, 16, 16, 3), 0.05)
+    r = qdq(g.op("Relu", [g.op("Add", [c2, c1])]), 0.05, 0)
+    p = qdq(g.op("Flatten", [g.op("GlobalAveragePool", [r])]), 0.02, 0)
+    wq = rng.integers(-127, 128, size=(10, 16)).astype(np.int8)
+    w = g.op("DequantizeLinear", [g.const(wq, np.int8), g.const(np.float32(0.01)), g.const(np.int8(0), np.int8)])
+    y = g.op("Gemm", [p, w], transB=1)
+    q = g.nodes.append(helper.make_node("DynamicQuantizeLinear", [y], ["dq_y", "dq_scale", "dq_zp"]))
+    return g.model([("x", [1, 8, 12, 12])], [y, "dq_y", "dq_scale", "dq_zp"], opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant]
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

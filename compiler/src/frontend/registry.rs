@@ -3,8 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, reduce, resize,
-    shape,
+    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, quant, reduce,
+    resize, shape,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -140,6 +140,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Pad", data::pad),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
+    ("QuantizeLinear", quant::quantize_linear),
+    ("DequantizeLinear", quant::dequantize_linear),
+    ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
     ("Upsample", resize::upsample),
     ("SpaceToDepth", data::space_to_depth),
     ("EyeLike", data::eye_like),
@@ -205,6 +208,14 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "Resize",
         "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel, others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling)",
+    ),
+    (
+        "QuantizeLinear",
+        "to int8/uint8/int16/uint16, per tensor, axis or block; float8, 4-bit and 2-bit types are not stored by onnxc",
+    ),
+    (
+        "DequantizeLinear",
+        "from int8/uint8/int16/uint16/int32, per tensor, axis or block; float8, 4-bit and 2-bit types are not stored by onnxc",
     ),
     (
         "Einsum",

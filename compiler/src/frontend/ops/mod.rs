@@ -10,6 +10,7 @@ pub mod loss;
 pub mod nn;
 pub mod norm;
 pub mod norm_more;
+pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod shape;
