@@ -51,5 +51,8 @@ clean-suite:
 
 # Differential fuzzing against onnxruntime (not part of `test`): FUZZ_CASES models per generator.
 FUZZ_CASES ?= 100
-fuzz: build venv
+# Then mutation fuzzing of hostile models (tests/fuzz/mutate_fuzz.py): 5·FUZZ_CASES mutated
+# backend-suite models, compiled and some run; onnxc must never panic, crash or hang.
+fuzz: build venv suite
 	$(VENV)/bin/python tests/fuzz/diff_fuzz.py --cases $(FUZZ_CASES)
+	$(VENV)/bin/python tests/fuzz/mutate_fuzz.py --cases $$(( 5 * $(FUZZ_CASES) ))

@@ -771,3 +771,58 @@ fn quantize_errors_name_the_node() {
     let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("f8.o")));
     assert!(e.contains("FLOAT8E4M3FN") || e.contains("float8"), "{e}");
 }
+
+/// Operands whose types do not fit together are model errors naming the node and the
+/// operand, whichever builder reads them (found by tests/fuzz/mutate_fuzz.py: these reached
+/// codegen, which panicked).
+#[test]
+fn mismatched_operand_types_name_the_operand() {
+    let d = scratch("types");
+    let f = |name: &str, elem: i32, dims: &[i64]| {
+        value_info(name, elem, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
+    };
+    let cases: [(&str, onnxc_proto::ModelProto, &[&str]); 3] = [
+        (
+            "scatter",
+            model(
+                vec![node("ScatterND", "s", &["x", "i", "u"], &["y"])],
+                vec![f("x", 1, &[4]), f("i", 7, &[1, 1]), f("u", 9, &[1])],
+                vec![f("y", 1, &[4])],
+                vec![],
+                18,
+            ),
+            &["node 's' (ScatterND, opset 18)", "input 2 ('u') is bool"],
+        ),
+        (
+            "clip",
+            model(
+                vec![node("Clip", "c", &["x", "lo"], &["y"])],
+                vec![f("x", 1, &[4]), f("lo", 10, &[])],
+                vec![f("y", 1, &[4])],
+                vec![],
+                13,
+            ),
+            &["node 'c' (Clip, opset 13)", "input 1 (min) is float16"],
+        ),
+        (
+            "convtranspose",
+            model(
+                vec![node("ConvTranspose", "t", &["x", "w"], &["y"])],
+                vec![f("x", 1, &[1, 2, 3, 3]), f("w", 6, &[2, 2, 1, 1])],
+                vec![f("y", 1, &[1, 2, 3, 3])],
+                vec![],
+                17,
+            ),
+            &["node 't' (ConvTranspose, opset 17)", "input 1 ('w') is int32"],
+        ),
+    ];
+    for (name, m, wants) in cases {
+        let p = d.join(format!("{name}.onnx"));
+        save(&m, &p);
+        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        assert!(!e.contains("internal compiler error"), "{name}: {e}");
+        for w in wants {
+            assert!(e.contains(w), "{name}: {e}");
+        }
+    }
+}

@@ -22,6 +22,7 @@ pub enum TapKind {
 
 /// One axis's taps: for output `o`, inputs `index[o·taps + t]` (in `[0, n_in)`, or -1 for
 /// an extrapolated output: then every tap of `o` is -1) weighted by `weight[o·taps + t]`.
+/// The identity has no tables (`index` and `weight` empty).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AxisTaps {
     pub kind: TapKind,
@@ -40,8 +41,8 @@ impl AxisTaps {
             n_in: n,
             n_out: n,
             taps: 1,
-            index: (0..n).collect(),
-            weight: vec![1.0; n as usize],
+            index: Vec::new(),
+            weight: Vec::new(),
         }
     }
 
@@ -76,10 +77,11 @@ impl AxisTaps {
                 .all(|(&w, &i)| w == 1.0 || i == -1);
         let identity =
             gather && n_in == n_out && index.iter().enumerate().all(|(o, &i)| i == o as i64);
+        if identity {
+            return Some(AxisTaps::identity(n_in));
+        }
         Some(AxisTaps {
-            kind: if identity {
-                TapKind::Identity
-            } else if gather {
+            kind: if gather {
                 TapKind::Gather
             } else {
                 TapKind::Weighted
@@ -150,15 +152,26 @@ pub unsafe extern "C" fn onnxc_resize_f32(
     scratch: *mut f32,
 ) {
     // SAFETY: the header is 9 values; the tables follow, sized by it (caller's contract).
-    let (x, y, row, (h_in, w_in), rows, cols, extrapolation) = unsafe {
+    let (x, y, row, dims, rows, cols, extrapolation) = unsafe {
         let h = std::slice::from_raw_parts(params, HEADER);
         let [planes, h_in, w_in, h_out, w_out, th, tw, kh, kw] =
             [h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]].map(|v| v as usize);
-        let ih = std::slice::from_raw_parts(params.add(HEADER), h_out * th);
-        let iw = std::slice::from_raw_parts(params.add(HEADER + h_out * th), w_out * tw);
+        // The identity has no tables.
+        let lh = if kh == TapKind::Identity as usize {
+            0
+        } else {
+            h_out * th
+        };
+        let lw = if kw == TapKind::Identity as usize {
+            0
+        } else {
+            w_out * tw
+        };
+        let ih = std::slice::from_raw_parts(params.add(HEADER), lh);
+        let iw = std::slice::from_raw_parts(params.add(HEADER + lh), lw);
         let extrapolation = *floats;
-        let wh = std::slice::from_raw_parts(floats.add(1), h_out * th);
-        let ww = std::slice::from_raw_parts(floats.add(1 + h_out * th), w_out * tw);
+        let wh = std::slice::from_raw_parts(floats.add(1), lh);
+        let ww = std::slice::from_raw_parts(floats.add(1 + lh), lw);
         let x = std::slice::from_raw_parts(x, planes * h_in * w_in);
         let y = std::slice::from_raw_parts_mut(y, planes * h_out * w_out);
         let row = std::slice::from_raw_parts_mut(scratch, w_in);
@@ -174,9 +187,17 @@ pub unsafe extern "C" fn onnxc_resize_f32(
             index: iw,
             weight: ww,
         };
-        (x, y, row, (h_in, w_in), rows, cols, extrapolation)
+        (
+            x,
+            y,
+            row,
+            (h_in, w_in, h_out, w_out),
+            rows,
+            cols,
+            extrapolation,
+        )
     };
-    crate::multiversion!(resize(x, y, row, (h_in, w_in), &rows, &cols, extrapolation));
+    crate::multiversion!(resize(x, y, row, dims, &rows, &cols, extrapolation));
 }
 
 struct Taps<'a> {
@@ -191,16 +212,15 @@ fn resize(
     x: &[f32],
     y: &mut [f32],
     row: &mut [f32],
-    (h_in, w_in): (usize, usize),
+    (h_in, w_in, h_out, w_out): (usize, usize, usize, usize),
     rows: &Taps,
     cols: &Taps,
     extrapolation: f32,
 ) {
-    let h_out = rows.index.len() / rows.taps.max(1);
-    let w_out = cols.index.len() / cols.taps.max(1);
     if h_out == 0 || w_out == 0 || w_in == 0 || h_in == 0 {
         return;
     }
+    let row_identity = rows.kind == TapKind::Identity as usize;
     // Columns that repeat each input k times (nearest upsampling by an integer factor).
     let repeat = if cols.kind == TapKind::Gather as usize && cols.taps == 1 {
         (2..=4).find(|&k| {
@@ -218,10 +238,14 @@ fn resize(
     {
         for o in 0..h_out {
             let t0 = o * rows.taps;
-            let first = rows.index[t0];
+            let first = if row_identity {
+                o as i64
+            } else {
+                rows.index[t0]
+            };
             // An output row that reads the same single input row as the one before it (nearest
             // upsampling) is a copy of that output row.
-            if o > 0 && rows.kind != TapKind::Weighted as usize && first == rows.index[t0 - 1] {
+            if o > 0 && rows.kind == TapKind::Gather as usize && first == rows.index[t0 - 1] {
                 let (done, rest) = out_plane.split_at_mut(o * w_out);
                 rest[..w_out].copy_from_slice(&done[(o - 1) * w_out..]);
                 continue;
@@ -332,7 +356,15 @@ mod tests {
 
     /// The same resize, one output at a time.
     fn naive(g: &ResizeGeometry, x: &[f32]) -> Vec<f32> {
-        let (r, c) = (&g.rows, &g.cols);
+        let tables = |a: &AxisTaps| match a.kind {
+            TapKind::Identity => AxisTaps {
+                index: (0..a.n_out).collect(),
+                weight: vec![1.0; a.n_out as usize],
+                ..a.clone()
+            },
+            _ => a.clone(),
+        };
+        let (r, c) = (&tables(&g.rows), &tables(&g.cols));
         let (hi, wi, ho, wo) = (
             r.n_in as usize,
             c.n_in as usize,

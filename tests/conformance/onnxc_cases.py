@@ -6,7 +6,7 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN.
+Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN; If nodes on shape checks.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -313,8 +313,38 @@ def qdq_cnn():
     return g.model([("x", [1, 8, 12, 12])], [y, "dq_y", "dq_scale", "dq_zp"], opset=13)
 
 
+def if_shape_checks():
+    """If nodes whose conditions fold to constants from shapes, as exporters write shape
+    checks: the taken branch (then or else) is inlined. Branches read outer values, hold
+    their own initializers and node names that repeat across branches, and one If nests
+    another."""
+    g = G(25)
+    shape = g.op("Shape", ["x"])
+    channels = g.op("Gather", [shape, g.const(np.int64(1), np.int64)], axis=0)
+    is8 = g.op("Equal", [channels, g.const(np.int64(8), np.int64)])
+    is3 = g.op("Equal", [channels, g.const(np.int64(3), np.int64)])
+    w = g.w(8, 8, 1, 1)
+
+    def branch(name, nodes, out, inits=()):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+                                 list(inits))
+
+    then_a = branch("then_a", [helper.make_node("Conv", ["x", w], ["b_out"], name="inner"),
+                               helper.make_node("Relu", ["b_out"], ["a_then"], name="act")], "a_then")
+    else_a = branch("else_a", [helper.make_node("Neg", ["x"], ["a_else"], name="act")], "a_else")
+    g.nodes.append(helper.make_node("If", [is8], ["a"], then_branch=then_a, else_branch=else_a))
+    k = numpy_helper.from_array(np.float32(0.5), "half")
+    inner_then = branch("inner_then", [helper.make_node("Mul", ["a", "half"], ["c_then"])], "c_then", [k])
+    inner_else = branch("inner_else", [helper.make_node("Sigmoid", ["a"], ["c_else"])], "c_else")
+    outer_then = branch("outer_then", [helper.make_node("Abs", ["a"], ["b_then"])], "b_then")
+    outer_else = branch("outer_else", [helper.make_node("If", [is8], ["b_else"], then_branch=inner_then,
+                                                        else_branch=inner_else)], "b_else")
+    g.nodes.append(helper.make_node("If", [is3], ["b"], then_branch=outer_then, else_branch=outer_else))
+    return g.model([("x", [1, 8, 5, 5])], ["a", "b"], opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn]
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

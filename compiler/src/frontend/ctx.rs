@@ -268,6 +268,71 @@ impl<'a> Ctx<'a> {
         self.assert(c, code)
     }
 
+    /// Expressions must agree on types (codegen relies on it). A builder that reads one of
+    /// the node's operands as the type of the others without checking gets here: the
+    /// operand's type is reported as a model error; any other disagreement is a bug.
+    fn check_types(&self, op: &Op, inputs: &[ValueId], out: &TypeInfo) -> Result<()> {
+        use crate::ir::expr::{TypeError, check_types};
+        // (expressions, the type the op's value must have, when it is an expression's)
+        let (exprs, value): (Vec<&E>, Option<&E>) = match op {
+            Op::Map(m) => (vec![&m.body], Some(&m.body)),
+            Op::Reduce(r) => (
+                vec![&r.body],
+                (!matches!(
+                    r.kind,
+                    ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. }
+                ))
+                .then_some(&r.body),
+            ),
+            Op::Scatter(s) => {
+                let mut e: Vec<&E> = s.index.iter().collect();
+                e.push(&s.value);
+                (e, Some(&s.value))
+            }
+            _ => return Ok(()),
+        };
+        let types: Vec<DType> = inputs.iter().map(|&v| self.dtype(v)).collect();
+        let mut err = exprs.iter().find_map(|e| check_types(e, &types).err());
+        if err.is_none()
+            && let Some(v) = value
+            && v.dtype != out.dtype
+        {
+            err = Some(TypeError::Other(format!(
+                "the expression is {}, the value {}",
+                v.dtype, out.dtype
+            )));
+        }
+        match err {
+            None => Ok(()),
+            Some(TypeError::Load {
+                input,
+                found,
+                wanted,
+            }) => {
+                let v = inputs[input as usize];
+                match self.inputs.iter().position(|&i| i == Some(v)) {
+                    Some(k) => Err(self.err(format!(
+                        "input {k} ('{}') is {found}, where the operator needs {wanted} (the type \
+                         of its other operands); fix the model's types",
+                        self.node
+                            .input
+                            .get(k)
+                            .map(String::as_str)
+                            .unwrap_or_default()
+                    ))),
+                    None => Err(Error::Internal(format!(
+                        "{}: an intermediate value of type {found} is read as {wanted}",
+                        self.origin
+                    ))),
+                }
+            }
+            Some(TypeError::Other(m)) => Err(Error::Internal(format!(
+                "{}: mistyped expression ({m})",
+                self.origin
+            ))),
+        }
+    }
+
     fn next_name(&mut self) -> String {
         self.counter += 1;
         if self.counter == 1 {
@@ -279,6 +344,7 @@ impl<'a> Ctx<'a> {
 
     /// Adds a node with one output and folds it if its operands are constant.
     pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        self.check_types(&op, &inputs, &out)?;
         let name = self.next_name();
         let id = self
             .g
@@ -349,10 +415,25 @@ impl<'a> Ctx<'a> {
         b: ValueId,
         out: TypeInfo,
     ) -> Result<ValueId> {
+        let (ta, tb) = (self.dtype(a), self.dtype(b));
+        if ta != tb {
+            return Err(self.err(format!(
+                "the matrix product's operands are {ta} and {tb}; they must have the same type"
+            )));
+        }
         self.add(Op::MatMul(m), vec![a, b], out)
     }
 
     pub fn conv(&mut self, c: ConvOp, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        for (k, &v) in inputs.iter().enumerate().skip(1) {
+            if self.dtype(v) != out.dtype {
+                return Err(self.err(format!(
+                    "the convolution's operand {k} is {}, its input {}; they must have the same type",
+                    self.dtype(v),
+                    out.dtype
+                )));
+            }
+        }
         self.add(Op::Conv(c), inputs, out)
     }
 }

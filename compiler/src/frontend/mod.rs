@@ -477,6 +477,80 @@ impl Importer<'_> {
         )
     }
 
+    /// The value of an If node's condition when it is a constant.
+    fn if_condition(&self, n: &NodeProto) -> Option<bool> {
+        let cond = n.input.first().filter(|s| !s.is_empty())?;
+        let t = self.g.const_value(*self.env.get(cond)?)?;
+        (t.len() == 1).then(|| t.get(0).as_bool())
+    }
+
+    /// An If whose condition is a constant (computed from initializers and shapes, as
+    /// exporters' shape checks are): the taken branch's nodes are imported in its place, with
+    /// the outer values in scope, and its outputs become the If's. Names defined inside the
+    /// branch do not leak out. A run-time condition reaches the registry's `If` builder, which
+    /// reports it as unsupported.
+    fn inline_if(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let taken = self.if_condition(n).expect("constant condition");
+        let attr = if taken { "then_branch" } else { "else_branch" };
+        let gp = n
+            .attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(attr))
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| {
+                Error::Model(format!(
+                    "{origin}: attribute '{attr}' (a graph) is required"
+                ))
+            })?;
+        if gp.output.len() != n.output.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the {attr} has {} outputs, the node {}",
+                gp.output.len(),
+                n.output.len()
+            )));
+        }
+        let outer: std::collections::HashSet<String> = self.env.keys().cloned().collect();
+        for init in &gp.initializer {
+            let name = init.name.clone().unwrap_or_default();
+            let t =
+                tensor_from_proto(init, self.dir, &format!("initializer '{name}' of {origin}"))?;
+            let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
+            let id = self
+                .g
+                .add_node(name.clone(), Op::Const(t), vec![], vec![ty], origin.clone());
+            self.env.insert(name, id.out(0));
+        }
+        let unsupported = self.unsupported.len();
+        self.nodes(&gp.node)?;
+        let outs: Vec<Option<ValueId>> = gp
+            .output
+            .iter()
+            .map(|o| self.env.get(o.name.as_deref().unwrap_or_default()).copied())
+            .collect();
+        self.env.retain(|k, _| outer.contains(k));
+        if self.unsupported.len() > unsupported {
+            // Reported by the branch's nodes; the If's outputs are poisoned by the caller.
+            return Err(Error::Unsupported(Vec::new()));
+        }
+        for (name, v) in n.output.iter().zip(outs) {
+            if name.is_empty() {
+                continue;
+            }
+            let v = v.ok_or_else(|| {
+                Error::Model(format!(
+                    "{origin}: the {attr} does not compute all its outputs"
+                ))
+            })?;
+            if self.env.insert(name.clone(), v).is_some() {
+                return Err(Error::Model(format!(
+                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
+                     input already defines; every ONNX value is assigned once (rename one of them)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn check_known(&mut self, n: &NodeProto) {
         let (origin, domain, opset) = self.node_origin(n);
         if registry::lookup(&domain, &origin.op_type).is_none() {
@@ -492,6 +566,9 @@ impl Importer<'_> {
 
     fn node(&mut self, n: &NodeProto) -> Result<()> {
         let (origin, domain, opset) = self.node_origin(n);
+        if domain.is_empty() && origin.op_type == "If" && self.if_condition(n).is_some() {
+            return self.inline_if(n, &origin);
+        }
         let Some(builder) = registry::lookup(&domain, &origin.op_type) else {
             let reason = if !domain.is_empty() && !self.opsets.contains_key(&domain) {
                 format!("domain '{domain}' is not imported by the model")

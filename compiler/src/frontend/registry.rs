@@ -3,8 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, data, elementwise, linalg, loss, nn, norm, norm_more, quant, reduce,
-    resize, shape,
+    activation, attention, control, data, elementwise, linalg, loss, nn, norm, norm_more, quant,
+    reduce, resize, shape,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -140,6 +140,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Pad", data::pad),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
+    ("If", control::if_runtime),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
     ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
@@ -216,6 +217,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "DequantizeLinear",
         "from int8/uint8/int16/uint16/int32, per tensor, axis or block; float8, 4-bit and 2-bit types are not stored by onnxc",
+    ),
+    (
+        "If",
+        "inlined when the condition is a constant (an initializer, or computable from shapes); a run-time condition is not supported yet",
     ),
     (
         "Einsum",

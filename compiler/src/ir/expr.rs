@@ -412,6 +412,96 @@ pub fn used_inputs(e: &E, out: &mut Vec<u32>) {
     go(e, out, &mut seen)
 }
 
+/// A type disagreement found by [`check_types`].
+#[derive(Debug, PartialEq)]
+pub enum TypeError {
+    /// Operand `input` holds `found` elements where the expression reads `wanted` ones.
+    Load {
+        input: u32,
+        found: DType,
+        wanted: DType,
+    },
+    Other(String),
+}
+
+/// Checks that types agree throughout `e` — binary operands, select arms, loads of the
+/// operands' element types (`inputs`), i64 indices — as codegen assumes. A mismatch is a
+/// builder that did not validate its operands' types; codegen would crash on it.
+pub fn check_types(e: &E, inputs: &[DType]) -> Result<(), TypeError> {
+    fn go(
+        e: &E,
+        inputs: &[DType],
+        seen: &mut std::collections::HashSet<*const Expr>,
+    ) -> Result<(), TypeError> {
+        if !seen.insert(Arc::as_ptr(e)) {
+            return Ok(());
+        }
+        let want = |c: &E, t: DType| {
+            if c.dtype == t {
+                Ok(())
+            } else {
+                Err(TypeError::Other(format!(
+                    "{} is {}, expected {t}",
+                    display(c),
+                    c.dtype
+                )))
+            }
+        };
+        match &e.kind {
+            ExprKind::Var(_) => want(e, DType::I64)?,
+            ExprKind::Const(_) => {}
+            ExprKind::Load { input, index } => {
+                match inputs.get(*input as usize) {
+                    Some(&t) if t == e.dtype => {}
+                    Some(&t) => {
+                        return Err(TypeError::Load {
+                            input: *input,
+                            found: t,
+                            wanted: e.dtype,
+                        });
+                    }
+                    None => {
+                        return Err(TypeError::Other(format!(
+                            "{} reads a missing operand",
+                            display(e)
+                        )));
+                    }
+                }
+                for i in index {
+                    want(i, DType::I64)?;
+                }
+            }
+            ExprKind::Unary(op, a) => match op {
+                UnOp::IsNan | UnOp::IsPosInf | UnOp::IsNegInf => want(e, DType::Bool)?,
+                _ => want(a, e.dtype)?,
+            },
+            ExprKind::Binary(op, a, b) => {
+                want(b, a.dtype)?;
+                want(
+                    e,
+                    if op.is_comparison() {
+                        DType::Bool
+                    } else {
+                        a.dtype
+                    },
+                )?;
+            }
+            ExprKind::Select(c, a, b) => {
+                want(c, DType::Bool)?;
+                want(a, e.dtype)?;
+                want(b, e.dtype)?;
+            }
+            ExprKind::Cast(_) => {}
+            ExprKind::CheckIndex { index, .. } => want(index, DType::I64)?,
+        }
+        for c in e.children() {
+            go(c, inputs, seen)?;
+        }
+        Ok(())
+    }
+    go(e, inputs, &mut std::collections::HashSet::new())
+}
+
 /// Counts nodes in the DAG (shared nodes once): a size measure for fusion heuristics.
 pub fn dag_size(e: &E) -> usize {
     let mut seen = std::collections::HashSet::new();

@@ -42,6 +42,21 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let mask = ctx.opt_input(3);
     let past_k = ctx.opt_input(4);
     let past_v = ctx.opt_input(5);
+    for (v, what) in [
+        (Some(k), "K"),
+        (Some(vv), "V"),
+        (past_k, "past_key"),
+        (past_v, "past_value"),
+    ] {
+        if let Some(v) = v
+            && ctx.dtype(v) != dt
+        {
+            return Err(ctx.err(format!(
+                "{what} is {} but Q is {dt}; they must have the same type",
+                ctx.dtype(v)
+            )));
+        }
+    }
     let nonpad = ctx.opt_input(6);
     if past_k.is_some() != past_v.is_some() {
         return Err(ctx.err("past_key and past_value must be given together"));

@@ -699,13 +699,19 @@ pub fn trilu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let dt = ctx.dtype(x);
     let mut inputs = vec![x];
+    if let Some(kv) = ctx.opt_input(1) {
+        build::expect_types(ctx, kv, "k", &[DType::I64])?;
+        if crate::ir::dim::num_elements(&ctx.shape(kv)).known() != Some(1) {
+            return Err(ctx.err("k must be a scalar"));
+        }
+    }
     let k = match ctx.opt_input(1) {
         None => expr::i(0),
         Some(kv) => match ctx.konst(kv) {
             Some(t) => expr::i(t.get(0).as_i64()),
             None => {
                 inputs.push(kv);
-                expr::load(DType::I64, 1, vec![])
+                expr::load(DType::I64, 1, vec![expr::i(0); ctx.rank(kv)])
             }
         },
     };

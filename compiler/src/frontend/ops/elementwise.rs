@@ -407,6 +407,17 @@ pub fn clip(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             hi.or(Some(expr::f(dt, f64::from(f32::MAX)))),
         )
     } else {
+        for i in [1, 2] {
+            if let Some(v) = ctx.opt_input(i)
+                && ctx.dtype(v) != dt
+            {
+                return Err(ctx.err(format!(
+                    "input {i} ({}) is {} but the input is {dt}; they must have the same type",
+                    if i == 1 { "min" } else { "max" },
+                    ctx.dtype(v)
+                )));
+            }
+        }
         let scalar_of = |ctx: &Ctx, i: usize| -> Result<Option<E>> {
             match ctx.opt_input(i) {
                 None => Ok(None),

@@ -36,8 +36,9 @@ use crate::ir::dim::{Dim, Shape, check_size};
 use crate::ir::expr::{self, BinOp, E};
 use crate::ir::{DType, Scalar, Tensor, ValueId};
 
-/// Largest output length along one resized axis whose tap tables are built at compile time.
-const MAX_AXIS_LEN: i64 = 1 << 28;
+/// Largest output length along one resized axis, and most entries of one axis's tap
+/// tables (16M: at most 128 MB of indices, built at compile time for constant scales).
+const MAX_AXIS_LEN: i64 = 1 << 24;
 
 /// Widest filter (taps per output) an antialiased downscale may read.
 const MAX_TAPS: usize = 256;
@@ -779,6 +780,12 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
                     return Err(ctx.unsupported(format!(
                         "antialiased downscaling of axis {} by {s_min:.6} reads {nt} inputs per output; onnxc reads at most {MAX_TAPS}",
                         ax.axis
+                    )));
+                }
+                if ax.n_out * nt as i64 > MAX_AXIS_LEN {
+                    return Err(ctx.unsupported(format!(
+                        "axis {} resized to {} with {nt} taps each needs tables of more than {MAX_AXIS_LEN} entries",
+                        ax.axis, ax.n_out
                     )));
                 }
                 let (ib, wb) = weighted_taps(&p, ax, nt);

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Mutation fuzzing of onnxc against hostile models: ONNX backend-suite models with a random
+mutation each — attribute values (0, -1, huge, NaN, inf), input dims (0, huge), element
+types (unknown codes too), dropped or extra node inputs, truncated or resized initializers,
+other opsets, dropped attributes, flipped or truncated bytes — compiled with `onnxc`, and a
+third of those that compile run on the case's own input data. onnxc must exit with 0 or
+with 1 and an error message: never panic (an internal compiler error counts: it is a bug),
+crash, or hang. Failures are kept under --keep.
+
+    .cache/venv/bin/python tests/fuzz/mutate_fuzz.py --cases 500 [--seed 1]
+
+Needs the suite (`make suite`). Not part of `make test`.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import onnx
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HUGE = [0, -1, 1, 2, 3, -2, 7, 64, 1 << 20, 1 << 31, 1 << 62, -(1 << 62), 2**63 - 1]
+
+
+def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
+    g = m.graph
+    nodes = list(g.node)
+    kind = rng.randrange(8)
+    if kind == 0 and nodes:
+        n = rng.choice(nodes)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.INT:
+                a.i = rng.choice(HUGE)
+            elif a.type == onnx.AttributeProto.INTS and len(a.ints):
+                a.ints[rng.randrange(len(a.ints))] = rng.choice(HUGE)
+            elif a.type == onnx.AttributeProto.FLOAT:
+                a.f = rng.choice([0.0, -1.0, float("nan"), float("inf"), 1e30])
+        return "attr"
+    if kind == 1 and len(g.input):
+        dims = rng.choice(list(g.input)).type.tensor_type.shape.dim
+        if len(dims):
+            rng.choice(dims).dim_value = rng.choice([0, 1, 2, 5, 1 << 40])
+        return "dims"
+    if kind == 2 and len(g.input) + len(g.output):
+        v = rng.choice(list(g.input) + list(g.output))
+        v.type.tensor_type.elem_type = rng.choice([1, 2, 3, 6, 7, 9, 10, 11, 16, 0, 99])
+        return "type"
+    if kind == 3 and nodes:
+        n = rng.choice(nodes)
+        if len(n.input) and rng.random() < 0.5:
+            del n.input[rng.randrange(len(n.input))]
+        else:
+            n.input.append(rng.choice(["", "nonexistent"] + [i.name for i in g.input]))
+        return "wiring"
+    if kind == 4 and len(g.initializer):
+        t = rng.choice(list(g.initializer))
+        if t.raw_data:
+            t.raw_data = t.raw_data[: rng.randrange(len(t.raw_data) + 1)]
+        elif len(t.dims):
+            t.dims[0] = rng.choice(HUGE)
+        return "init"
+    if kind == 5 and len(m.opset_import):
+        m.opset_import[0].version = rng.choice([1, 5, 7, 9, 11, 13, 17, 21, 23, 28])
+        return "opset"
+    if kind == 6 and nodes:
+        n = rng.choice(nodes)
+        if len(n.attribute):
+            del n.attribute[rng.randrange(len(n.attribute))]
+        return "dropattr"
+    return "bytes"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--suite", default=os.path.join(ROOT, ".cache", "onnx-suite"))
+    ap.add_argument("--onnxc", default=os.path.join(ROOT, "target", "release", "onnxc"))
+    ap.add_argument("--keep", default=os.path.join(ROOT, ".cache", "mutate-failures"))
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    models = sorted(glob.glob(os.path.join(a.suite, "node", "*", "model.onnx")))
+    if not models:
+        print(f"no models under {a.suite}/node; run `make suite`", file=sys.stderr)
+        return 2
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="onnxc-mutate-") as work:
+        path = os.path.join(work, "m.onnx")
+        for k in range(a.cases):
+            src = rng.choice(models)
+            m = onnx.load(src)
+            what = mutate(rng, m)
+            data = bytearray(m.SerializeToString())
+            if what == "bytes":
+                for _ in range(rng.randrange(1, 4)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+                if rng.random() < 0.3:
+                    data = data[: rng.randrange(len(data) + 1)]
+            with open(path, "wb") as f:
+                f.write(data)
+            cmds = [[a.onnxc, path, "-o", os.path.join(work, "m.o")]]
+            if rng.random() < 0.33:
+                inputs = sorted(glob.glob(os.path.join(os.path.dirname(src), "test_data_set_0", "input_*.pb")))
+                cmds.append([a.onnxc, "run", path, *inputs, "--output-dir", os.path.join(work, "out")])
+            problem = None
+            for cmd in cmds:
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                except subprocess.TimeoutExpired:
+                    problem = "timeout"
+                    break
+                if r.returncode not in (0, 1) or "panicked" in r.stderr or "internal compiler error" in r.stderr:
+                    problem = f"{cmd[1]} exit {r.returncode}: {r.stderr.strip()[-300:]}"
+                    break
+                if r.returncode != 0:
+                    break
+            if problem:
+                bad += 1
+                os.makedirs(a.keep, exist_ok=True)
+                keep = os.path.join(a.keep, f"{a.seed}_{k}_{os.path.basename(os.path.dirname(src))}_{what}.onnx")
+                with open(keep, "wb") as f:
+                    f.write(data)
+                print(f"case {k} ({what} of {os.path.basename(os.path.dirname(src))}): "
+                      f"{problem.replace(chr(10), ' | ')} (kept in {keep})", flush=True)
+    print(f"{bad} problem(s) in {a.cases} mutated models")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
