@@ -779,7 +779,11 @@ fn quantize_errors_name_the_node() {
 fn mismatched_operand_types_name_the_operand() {
     let d = scratch("types");
     let f = |name: &str, elem: i32, dims: &[i64]| {
-        value_info(name, elem, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
+        value_info(
+            name,
+            elem,
+            &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>(),
+        )
     };
     let cases: [(&str, onnxc_proto::ModelProto, &[&str]); 3] = [
         (
@@ -813,7 +817,10 @@ fn mismatched_operand_types_name_the_operand() {
                 vec![],
                 17,
             ),
-            &["node 't' (ConvTranspose, opset 17)", "input 1 ('w') is int32"],
+            &[
+                "node 't' (ConvTranspose, opset 17)",
+                "input 1 ('w') is int32",
+            ],
         ),
     ];
     for (name, m, wants) in cases {

@@ -326,6 +326,30 @@ impl<'a> Ctx<'a> {
                     ))),
                 }
             }
+            Some(TypeError::Mixed(a, b)) => {
+                // Operands of the node with differing types are the likely cause.
+                let types: Vec<String> = self
+                    .inputs
+                    .iter()
+                    .flatten()
+                    .map(|&v| self.dtype(v).to_string())
+                    .collect();
+                let mut distinct = types.clone();
+                distinct.sort();
+                distinct.dedup();
+                if distinct.len() > 1 {
+                    Err(self.err(format!(
+                        "its operands are {}: {a} and {b} meet in one operation, where the \
+                         operator needs one type; fix the model's types",
+                        types.join(", ")
+                    )))
+                } else {
+                    Err(Error::Internal(format!(
+                        "{}: {a} and {b} meet in one operation",
+                        self.origin
+                    )))
+                }
+            }
             Some(TypeError::Other(m)) => Err(Error::Internal(format!(
                 "{}: mistyped expression ({m})",
                 self.origin

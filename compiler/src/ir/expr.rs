@@ -421,6 +421,8 @@ pub enum TypeError {
         found: DType,
         wanted: DType,
     },
+    /// Values of two types meet in one operation (binary operands, select arms).
+    Mixed(DType, DType),
     Other(String),
 }
 
@@ -476,7 +478,9 @@ pub fn check_types(e: &E, inputs: &[DType]) -> Result<(), TypeError> {
                 _ => want(a, e.dtype)?,
             },
             ExprKind::Binary(op, a, b) => {
-                want(b, a.dtype)?;
+                if a.dtype != b.dtype {
+                    return Err(TypeError::Mixed(a.dtype, b.dtype));
+                }
                 want(
                     e,
                     if op.is_comparison() {
@@ -488,8 +492,10 @@ pub fn check_types(e: &E, inputs: &[DType]) -> Result<(), TypeError> {
             }
             ExprKind::Select(c, a, b) => {
                 want(c, DType::Bool)?;
+                if a.dtype != b.dtype {
+                    return Err(TypeError::Mixed(a.dtype, b.dtype));
+                }
                 want(a, e.dtype)?;
-                want(b, e.dtype)?;
             }
             ExprKind::Cast(_) => {}
             ExprKind::CheckIndex { index, .. } => want(index, DType::I64)?,
