@@ -6,12 +6,14 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN; If nodes on shape checks.
+Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN; If nodes on shape checks;
+LSTM/GRU/RNN with the attributes the reference evaluator ignores.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import zlib
 
@@ -343,8 +345,46 @@ def if_shape_checks():
     return g.model([("x", [1, 8, 5, 5])], ["a", "b"], opset=13)
 
 
+def recurrent_layers():
+    """LSTM, GRU and RNN with the attributes onnx's reference evaluator ignores (onnxruntime
+    is the oracle): a bidirectional LSTM with peepholes, clip, initial states and
+    sequence_lens including a 0; a reverse GRU with reset before the product, custom
+    activations and alpha/beta; an RNN with Relu. (onnxruntime rejects layout 1 for GRU and
+    LSTM; the backend's batchwise cases cover it.)"""
+    g = G(26)
+    rng = np.random.default_rng(26)
+    seq, batch, inp, hid = 5, 3, 4, 6
+
+    def t(name, *shape, dtype=np.float32, scale=0.5):
+        v = (rng.standard_normal(shape) * scale).astype(dtype)
+        g.inits.append(numpy_helper.from_array(v, name))
+        return name
+
+    def lens(name, values):
+        g.inits.append(numpy_helper.from_array(np.array(values, np.int32), name))
+        return name
+
+    lstm = ["lstm_y", "lstm_h", "lstm_c"]
+    g.nodes.append(helper.make_node(
+        "LSTM", ["x", t("lw", 2, 4 * hid, inp), t("lr", 2, 4 * hid, hid), t("lb", 2, 8 * hid),
+                 lens("ll", [5, 0, 3]), t("lh", 2, batch, hid), t("lc", 2, batch, hid), t("lp", 2, 3 * hid)],
+        lstm, hidden_size=hid, direction="bidirectional", clip=2.0))
+    gru = ["gru_y", "gru_h"]
+    g.nodes.append(helper.make_node(
+        "GRU", ["x", t("gw", 1, 3 * hid, inp), t("gr", 1, 3 * hid, hid), t("gb", 1, 6 * hid),
+                lens("gl", [2, 5, 4])],
+        gru, hidden_size=hid, direction="reverse", linear_before_reset=0,
+        activations=["HardSigmoid", "Softsign"], activation_alpha=[0.3], activation_beta=[0.4]))
+    rnn_out = ["rnn_y", "rnn_h"]
+    g.nodes.append(helper.make_node(
+        "RNN", ["x", t("rw", 1, hid, inp), t("rr", 1, hid, hid), "", "", t("rh", 1, batch, hid)],
+        rnn_out, hidden_size=hid, activations=["Relu"]))
+    return g.model([("x", [seq, batch, inp])], lstm + gru + rnn_out, opset=14)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks]
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
+         recurrent_layers]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -368,6 +408,7 @@ def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
     (graph optimizations off, so the oracle runs the graph as written), or the reference
     evaluator's for the cases in REFERENCE_ORACLE."""
     d = os.path.join(out_dir, "onnxc", name)
+    shutil.rmtree(d, ignore_errors=True)  # no stale inputs from an earlier version of the case
     ds = os.path.join(d, "test_data_set_0")
     os.makedirs(ds, exist_ok=True)
     onnx.save(m, os.path.join(d, "model.onnx"))

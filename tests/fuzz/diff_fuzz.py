@@ -24,6 +24,8 @@ Generators:
            bias shape, then a Softmax over a random axis or a LayerNormalization
   elementwise  fused chains of unary and broadcast binary float ops over special values
   resize   Resize with constant scales/sizes over every mode and attribute, float and uint8
+  rnn      RNN/GRU/LSTM over every attribute onnxruntime implements (sequence_lens, clip,
+           activations, peepholes, input_forget, linear_before_reset, layout, directions)
 
 Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
 rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
@@ -424,13 +426,61 @@ def resize(rng):
     return nodes, {"x": shape}, [y], inits
 
 
+def rnn(rng):
+    """RNN/GRU/LSTM with every attribute onnxruntime implements (directions, layout,
+    initial states, peepholes, sequence_lens of varied lengths, clip, custom activations
+    with alpha/beta, input_forget, linear_before_reset); weights as initializers."""
+    op = str(rng.choice(["RNN", "GRU", "LSTM"]))
+    g = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    seq, batch, inp, hid = int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    direction = str(rng.choice(["forward", "reverse", "bidirectional"]))
+    dirs = 2 if direction == "bidirectional" else 1
+    layout = int(rng.integers(0, 2))
+    attrs = dict(hidden_size=hid, direction=direction, layout=layout)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    inits = [init("W", f32(dirs, g * hid, inp)), init("R", f32(dirs, g * hid, hid))]
+    ins = ["x", "W", "R", "", "", "", "", ""]
+    if rng.random() < 0.7:
+        inits.append(init("B", f32(dirs, 2 * g * hid))); ins[3] = "B"
+    if rng.random() < 0.5:
+        inits.append(init("L", rng.integers(0, seq + 1, size=batch).astype(np.int32))); ins[4] = "L"
+    state = [dirs, batch, hid] if layout == 0 else [batch, dirs, hid]
+    if rng.random() < 0.5:
+        inits.append(init("H0", f32(*state))); ins[5] = "H0"
+    if op == "LSTM":
+        if rng.random() < 0.5:
+            inits.append(init("C0", f32(*state))); ins[6] = "C0"
+        if rng.random() < 0.5:
+            inits.append(init("P", f32(dirs, 3 * hid))); ins[7] = "P"
+        if rng.random() < 0.3:
+            attrs["input_forget"] = 1
+    if op == "GRU":
+        attrs["linear_before_reset"] = int(rng.integers(0, 2))
+    if rng.random() < 0.3:
+        attrs["clip"] = float(rng.choice([0.5, 1.0, 3.0]))
+    if rng.random() < 0.3:
+        n = {"RNN": 1, "GRU": 2, "LSTM": 3}[op]
+        pool = ["Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
+                "Elu", "Softsign", "Softplus"]
+        attrs["activations"] = [str(rng.choice(pool)) for _ in range(n * dirs)]
+        if rng.random() < 0.5:
+            attrs["activation_alpha"] = [float(v) for v in rng.uniform(0.1, 1.5, size=n * dirs)]
+            attrs["activation_beta"] = [float(v) for v in rng.uniform(-0.5, 0.5, size=n * dirs)]
+    while ins and ins[-1] == "":
+        ins.pop()
+    outs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
+    nodes = [helper.make_node(op, ins, outs, **attrs)]
+    xs = [seq, batch, inp] if layout == 0 else [batch, seq, inp]
+    return nodes, {"x": xs}, outs, inits
+
+
 # Generators whose cases may also be judged by onnx's reference evaluator.
 SECOND_ORACLE = {"resize"}
 
 GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
               "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
-              "elementwise": elementwise, "resize": resize}
+              "elementwise": elementwise, "resize": resize, "rnn": rnn}
 
 
 def main() -> int:

@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, control, data, elementwise, linalg, loss, nn, norm, norm_more, quant,
-    reduce, resize, shape,
+    reduce, resize, rnn, shape,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -141,6 +141,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
     ("If", control::if_runtime),
+    ("RNN", rnn::rnn),
+    ("GRU", rnn::gru),
+    ("LSTM", rnn::lstm),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
     ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
@@ -221,6 +224,18 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); a run-time condition is not supported yet",
+    ),
+    (
+        "LSTM",
+        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+    ),
+    (
+        "GRU",
+        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+    ),
+    (
+        "RNN",
+        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
     ),
     (
         "Einsum",

@@ -76,6 +76,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         });
     }
     let extra = std::cell::RefCell::new(Vec::new());
+    let packed_b = std::cell::RefCell::new(std::collections::HashMap::new());
     let first_extra = buffers.len() as u32;
     let mut funcs = Vec::new();
     let mut scratch = scratch_req
@@ -90,6 +91,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             opts,
             buf_of: &buf_of,
             extra: &extra,
+            packed_b: &packed_b,
             first_extra,
         };
         let scratch_off = match next_scratch {
@@ -296,6 +298,11 @@ struct StepCx<'a> {
     buf_of: &'a [u32],
     /// Constants created while lowering (packed weights), numbered from `first_extra`.
     extra: &'a std::cell::RefCell<Vec<Buffer>>,
+    /// Weights packed for the GEMM so far, by (value, transposed, k, n, row stride): steps
+    /// that multiply by the same constant share one packed copy (an unrolled recurrent
+    /// layer's `Rᵀ` is read by every step; a copy per step took 1 MB of object and of cache
+    /// each).
+    packed_b: &'a std::cell::RefCell<std::collections::HashMap<(SvId, bool, i64, i64, i64), BufId>>,
     first_extra: u32,
 }
 
@@ -726,22 +733,32 @@ impl StepCx<'_> {
                 Arg::Scratch { offset: scratch },
             ];
             let call = if pack_b_at_compile_time(self.s, self.st, m, views) {
-                let bm = const_f32(self.s, b);
                 let ldb = sb[sb.len() - 1];
-                let mut packed =
-                    vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
-                // SAFETY: bm holds the k×n (or n×k) matrix; packed has room for its panels.
-                unsafe {
-                    onnxc_runtime::gemm::pack::pack_b(
-                        bm.as_ptr(),
-                        ldb as usize,
-                        m.trans_b,
-                        k as usize,
-                        nn as usize,
-                        packed.as_mut_ptr(),
-                    )
+                let key = (b, m.trans_b, k, nn, ldb);
+                let known = self.packed_b.borrow().get(&key).copied();
+                let pb = match known {
+                    Some(pb) => pb,
+                    None => {
+                        let bm = const_f32(self.s, b);
+                        let mut packed =
+                            vec![0f32; onnxc_runtime::gemm::packed_b_len(k as usize, nn as usize)];
+                        // SAFETY: bm holds the k×n (or n×k) matrix; packed has room for its
+                        // panels.
+                        unsafe {
+                            onnxc_runtime::gemm::pack::pack_b(
+                                bm.as_ptr(),
+                                ldb as usize,
+                                m.trans_b,
+                                k as usize,
+                                nn as usize,
+                                packed.as_mut_ptr(),
+                            )
+                        };
+                        let pb = self.new_const(&packed);
+                        self.packed_b.borrow_mut().insert(key, pb);
+                        pb
+                    }
                 };
-                let pb = self.new_const(&packed);
                 let mut args = a_args;
                 args.push(Arg::start(pb));
                 args.extend(tail);

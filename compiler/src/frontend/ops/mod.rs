@@ -14,4 +14,5 @@ pub mod norm_more;
 pub mod quant;
 pub mod reduce;
 pub mod resize;
+pub mod rnn;
 pub mod shape;

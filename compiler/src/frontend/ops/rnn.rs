@@ -1,0 +1,611 @@
+//! Recurrent layers: RNN, GRU and LSTM (every opset; `layout` from 14), unrolled over the
+//! sequence, whose length must be known at compile time (`--shape` fixes a symbolic one).
+//!
+//! Per direction, the input projection of every step is one matrix product
+//! (`X·Wᵀ`, `[seq·batch, gates·hidden]`, weights packed at compile time when constant); each
+//! step then multiplies the previous hidden state by `Rᵀ` and applies the cell's gates as
+//! maps over `[batch, hidden]`. Semantics follow onnxruntime where onnx's reference evaluator
+//! is silent (it ignores `activations`, `clip`, `input_forget` and `sequence_lens`):
+//! activations with their alpha/beta consumed in order by the functions that take them; `clip`
+//! bounds every activation's input; with `sequence_lens`, a batch entry's steps past its
+//! length output zeros and keep its state, and the reverse direction runs each entry from its
+//! own last valid step.
+
+use crate::error::Result;
+use crate::frontend::build::{self, FLOATS};
+use crate::frontend::ctx::Ctx;
+use crate::frontend::ops::activation::softplus_expr;
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::graph::MatMulOp;
+use crate::ir::{DType, Op, Tensor, TypeInfo, ValueId};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Cell {
+    Rnn,
+    Gru { linear_before_reset: bool },
+    Lstm { input_forget: bool },
+}
+
+impl Cell {
+    fn gates(self) -> i64 {
+        match self {
+            Cell::Rnn => 1,
+            Cell::Gru { .. } => 3,
+            Cell::Lstm { .. } => 4,
+        }
+    }
+    fn default_activations(self) -> &'static [&'static str] {
+        match self {
+            Cell::Rnn => &["Tanh"],
+            Cell::Gru { .. } => &["Sigmoid", "Tanh"],
+            Cell::Lstm { .. } => &["Sigmoid", "Tanh", "Tanh"],
+        }
+    }
+}
+
+/// An activation function of the recurrent ops, with its alpha and beta.
+#[derive(Clone, Debug)]
+struct Act {
+    kind: String,
+    alpha: f64,
+    beta: f64,
+}
+
+impl Act {
+    /// (takes alpha, takes beta, default alpha, default beta). The defaults are
+    /// onnxruntime's: the ONNX ops' where they exist (LeakyRelu, HardSigmoid, Elu), 0 for
+    /// Affine, ScaledTanh and (unlike the ThresholdedRelu op's 1.0) ThresholdedRelu.
+    fn params(kind: &str) -> Option<(bool, bool, f64, f64)> {
+        Some(match kind {
+            "Relu" | "Tanh" | "Sigmoid" | "Softsign" | "Softplus" => (false, false, 0.0, 0.0),
+            "Affine" => (true, true, 0.0, 0.0),
+            "LeakyRelu" => (true, false, 0.01, 0.0),
+            "ThresholdedRelu" => (true, false, 0.0, 0.0),
+            "ScaledTanh" => (true, true, 0.0, 0.0),
+            "HardSigmoid" => (true, true, 0.2, 0.5),
+            "Elu" => (true, false, 1.0, 0.0),
+            _ => return None,
+        })
+    }
+
+    fn apply(&self, dt: DType, x: E) -> E {
+        let c = |v: f64| expr::f(dt, v);
+        let b = |op: BinOp, a: E, b: E| expr::binary(op, a, b);
+        let (a, be) = (c(self.alpha), c(self.beta));
+        match self.kind.as_str() {
+            "Relu" => b(BinOp::Max, x, c(0.0)),
+            "Tanh" => expr::unary(UnOp::Tanh, x),
+            "Sigmoid" => expr::unary(UnOp::Sigmoid, x),
+            "Softsign" => b(
+                BinOp::Div,
+                x.clone(),
+                b(BinOp::Add, c(1.0), expr::unary(UnOp::Abs, x)),
+            ),
+            "Softplus" => softplus_expr(dt, x),
+            "Affine" => b(BinOp::Add, b(BinOp::Mul, a, x), be),
+            "LeakyRelu" => expr::select(
+                b(BinOp::Ge, x.clone(), c(0.0)),
+                x.clone(),
+                b(BinOp::Mul, a, x),
+            ),
+            "ThresholdedRelu" => expr::select(b(BinOp::Gt, x.clone(), a), x, c(0.0)),
+            "ScaledTanh" => b(BinOp::Mul, a, expr::unary(UnOp::Tanh, b(BinOp::Mul, be, x))),
+            "HardSigmoid" => b(
+                BinOp::Max,
+                c(0.0),
+                b(BinOp::Min, c(1.0), b(BinOp::Add, b(BinOp::Mul, a, x), be)),
+            ),
+            "Elu" => expr::select(
+                b(BinOp::Ge, x.clone(), c(0.0)),
+                x.clone(),
+                b(
+                    BinOp::Mul,
+                    a,
+                    b(BinOp::Sub, expr::unary(UnOp::Exp, x), c(1.0)),
+                ),
+            ),
+            other => unreachable!("activation {other} was validated"),
+        }
+    }
+}
+
+pub fn rnn(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    recurrent(ctx, Cell::Rnn)
+}
+
+pub fn gru(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let linear_before_reset = ctx.attr_i_or("linear_before_reset", 0)? != 0;
+    recurrent(
+        ctx,
+        Cell::Gru {
+            linear_before_reset,
+        },
+    )
+}
+
+pub fn lstm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let input_forget = ctx.attr_i_or("input_forget", 0)? != 0;
+    recurrent(ctx, Cell::Lstm { input_forget })
+}
+
+/// The activations per direction, with alpha/beta consumed in order by the functions that
+/// take them.
+fn activations(ctx: &Ctx, cell: Cell, dirs: usize) -> Result<Vec<Vec<Act>>> {
+    let n = cell.default_activations().len();
+    let names: Vec<String> = match ctx.attr_strings("activations") {
+        Some(v) if !v.is_empty() => v,
+        _ => (0..dirs)
+            .flat_map(|_| cell.default_activations().iter().map(|s| s.to_string()))
+            .collect(),
+    };
+    if names.len() != n * dirs {
+        return Err(ctx.err(format!(
+            "activations lists {} functions; this op needs {} per direction ({} in all)",
+            names.len(),
+            n,
+            n * dirs
+        )));
+    }
+    let alphas = ctx.attr_floats("activation_alpha").unwrap_or_default();
+    let betas = ctx.attr_floats("activation_beta").unwrap_or_default();
+    let (mut ai, mut bi) = (0, 0);
+    let mut acts = Vec::new();
+    for name in &names {
+        let Some((ta, tb, da, db)) = Act::params(name) else {
+            return Err(ctx.err(format!(
+                "unknown activation '{name}' (expected Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign or Softplus)"
+            )));
+        };
+        let mut act = Act {
+            kind: name.clone(),
+            alpha: da,
+            beta: db,
+        };
+        if ta {
+            if let Some(&a) = alphas.get(ai) {
+                act.alpha = a as f64;
+            }
+            ai += 1;
+        }
+        if tb {
+            if let Some(&b) = betas.get(bi) {
+                act.beta = b as f64;
+            }
+            bi += 1;
+        }
+        acts.push(act);
+    }
+    Ok(acts.chunks(n).map(|c| c.to_vec()).collect())
+}
+
+fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
+    use BinOp::*;
+    let (x, w, r) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let dt = build::expect_types(ctx, x, "X", FLOATS)?;
+    for (v, what) in [(w, "W"), (r, "R")] {
+        if ctx.dtype(v) != dt {
+            return Err(ctx.err(format!("{what} is {} but X is {dt}", ctx.dtype(v))));
+        }
+    }
+    let optional = |k: usize| ctx.opt_input(k);
+    let (b_in, lens_in, h0_in) = (optional(3), optional(4), optional(5));
+    let (c0_in, p_in) = match cell {
+        Cell::Lstm { .. } => (optional(6), optional(7)),
+        _ => (None, None),
+    };
+    let layout = if ctx.opset >= 14 {
+        ctx.attr_i_or("layout", 0)?
+    } else {
+        0
+    };
+    if layout != 0 && layout != 1 {
+        return Err(ctx.err(format!("layout must be 0 or 1, got {layout}")));
+    }
+    let xd = ctx.known_shape(x)?;
+    if xd.len() != 3 {
+        return Err(ctx.err(format!("X must be 3-D, got shape {xd:?}")));
+    }
+    let (seq, batch, input) = if layout == 0 {
+        (xd[0], xd[1], xd[2])
+    } else {
+        (xd[1], xd[0], xd[2])
+    };
+    if seq < 1 || batch < 1 {
+        return Err(ctx.unsupported(format!("an empty sequence or batch (X has shape {xd:?})")));
+    }
+    let direction = ctx.attr_s_or("direction", "forward")?;
+    let reverse_only = match direction.as_str() {
+        "forward" => false,
+        "reverse" => true,
+        "bidirectional" => false,
+        other => {
+            return Err(ctx.err(format!(
+                "unknown direction '{other}' (expected forward, reverse or bidirectional)"
+            )));
+        }
+    };
+    let dirs: i64 = if direction == "bidirectional" { 2 } else { 1 };
+    let g = cell.gates();
+    let rd = ctx.known_shape(r)?;
+    if rd.len() != 3 || rd[0] != dirs || rd[2] < 1 || rd[1] != g * rd[2] {
+        return Err(ctx.err(format!(
+            "R has shape {rd:?}; expected [{dirs}, {g}·hidden, hidden]"
+        )));
+    }
+    let hidden = rd[2];
+    if let Some(hs) = ctx.attr_i("hidden_size")?
+        && hs != hidden
+    {
+        return Err(ctx.err(format!("hidden_size is {hs} but R is {rd:?}")));
+    }
+    let gh = g * hidden;
+    let wd = ctx.known_shape(w)?;
+    if wd != [dirs, gh, input] {
+        return Err(ctx.err(format!(
+            "W has shape {wd:?}; expected [{dirs}, {gh}, {input}]"
+        )));
+    }
+    let check_shape = |ctx: &Ctx, v: Option<ValueId>, what: &str, want: &[i64]| -> Result<()> {
+        if let Some(v) = v {
+            let s = ctx.known_shape(v)?;
+            if s != want {
+                return Err(ctx.err(format!("{what} has shape {s:?}; expected {want:?}")));
+            }
+            if ctx.dtype(v) != dt && what != "sequence_lens" {
+                return Err(ctx.err(format!("{what} is {} but X is {dt}", ctx.dtype(v))));
+            }
+        }
+        Ok(())
+    };
+    check_shape(ctx, b_in, "B", &[dirs, 2 * gh])?;
+    check_shape(ctx, p_in, "P", &[dirs, 3 * hidden])?;
+    let state_shape = if layout == 0 {
+        [dirs, batch, hidden]
+    } else {
+        [batch, dirs, hidden]
+    };
+    check_shape(ctx, h0_in, "initial_h", &state_shape)?;
+    check_shape(ctx, c0_in, "initial_c", &state_shape)?;
+    check_shape(ctx, lens_in, "sequence_lens", &[batch])?;
+    if let Some(l) = lens_in {
+        build::expect_types(ctx, l, "sequence_lens", &[DType::I32, DType::I64])?;
+    }
+    // A constant sequence_lens of full lengths changes nothing.
+    let lens_in = lens_in.filter(|&l| match ctx.konst(l) {
+        Some(t) => t.to_i64s().iter().any(|&v| v != seq),
+        None => true,
+    });
+    let acts = activations(ctx, cell, dirs as usize)?;
+    let clip = ctx.attr_f("clip")?;
+    if let Some(c) = clip
+        && !(c >= 0.0)
+    {
+        return Err(ctx.err(format!("clip must be a non-negative threshold, got {c}")));
+    }
+    let clipped = |e: E| match clip {
+        Some(c) => expr::binary(Max, expr::binary(Min, e, expr::f(dt, c)), expr::f(dt, -c)),
+        None => e,
+    };
+
+    // States in [dirs, batch, hidden] order.
+    let to_dbh = |ctx: &mut Ctx, v: Option<ValueId>| -> Result<Option<ValueId>> {
+        match v {
+            Some(v) if layout == 1 => Ok(Some(build::transpose(ctx, v, &[1, 0, 2])?)),
+            other => Ok(other),
+        }
+    };
+    let h0 = to_dbh(ctx, h0_in)?;
+    let c0 = to_dbh(ctx, c0_in)?;
+    let x0 = if layout == 1 {
+        build::transpose(ctx, x, &[1, 0, 2])?
+    } else {
+        x
+    };
+    let x2 = ctx.reshape(x0, vec![Dim::Known(seq * batch), Dim::Known(input)])?;
+    let known = |d: &[i64]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+    // Row block `d` of a [dirs, rows, cols] tensor, as [rows, cols] (from `row0`, `rows` long).
+    let slice = |ctx: &mut Ctx, v: ValueId, d: i64, row0: i64, rows: i64, cols: i64| {
+        let body = expr::load(
+            dt,
+            0,
+            vec![
+                expr::i(d),
+                expr::add(expr::var(0), expr::i(row0)),
+                expr::var(1),
+            ],
+        );
+        ctx.map(dt, known(&[rows, cols]), vec![v], body)
+    };
+    let zeros = |ctx: &mut Ctx| {
+        ctx.constant(Tensor::filled(
+            dt,
+            vec![batch, hidden],
+            crate::ir::Scalar::zero(dt),
+        ))
+    };
+    let lens_dt = lens_in.map(|l| ctx.dtype(l));
+    // An entry's sequence length (operand `k`, clamped into [0, seq]).
+    let length = |k: u32, b: E| {
+        lens_dt.map(|ldt| expr::clamp(expr::cast(expr::load(ldt, k, vec![b]), DType::I64), 0, seq))
+    };
+
+    let mut ys = Vec::new();
+    let mut hs = Vec::new();
+    let mut cs = Vec::new();
+    for d in 0..dirs {
+        let reverse = reverse_only || d == 1;
+        let act = &acts[d as usize];
+        let w_d = slice(ctx, w, d, 0, gh, input)?;
+        let xw = ctx.matmul(
+            MatMulOp {
+                trans_a: false,
+                trans_b: true,
+            },
+            x2,
+            w_d,
+            TypeInfo::new(dt, known(&[seq * batch, gh])),
+        )?;
+        let r_d = slice(ctx, r, d, 0, gh, hidden)?;
+        let r_h = match cell {
+            Cell::Gru {
+                linear_before_reset: false,
+            } => Some(slice(ctx, r, d, 2 * hidden, hidden, hidden)?),
+            _ => None,
+        };
+        let mut h = match h0 {
+            Some(v) => slice(ctx, v, d, 0, batch, hidden)?,
+            None => zeros(ctx),
+        };
+        let mut c = match (cell, c0) {
+            (Cell::Lstm { .. }, Some(v)) => Some(slice(ctx, v, d, 0, batch, hidden)?),
+            (Cell::Lstm { .. }, None) => Some(zeros(ctx)),
+            _ => None,
+        };
+        let mut steps = Vec::new();
+        for s in 0..seq {
+            // Operands of the step maps: 0 xw, 1 hr, 2 h_prev, 3 B, 4 lens, 5 c_prev, 6 P,
+            // 7 extra (GRU's r·H·Rhᵀ, LSTM's new C). Absent ones are never loaded.
+            let hr = ctx.matmul(
+                MatMulOp {
+                    trans_a: false,
+                    trans_b: true,
+                },
+                h,
+                r_d,
+                TypeInfo::new(dt, known(&[batch, gh])),
+            )?;
+            let (b, k) = (expr::var(0), expr::var(1));
+            let len = length(4, b.clone());
+            // The input row this step reads: forward step s reads time s; reverse reads
+            // len−1−s (seq−1−s without sequence_lens).
+            let t = if reverse {
+                let last = len.clone().unwrap_or(expr::i(seq));
+                expr::clamp(
+                    expr::sub(expr::sub(last, expr::i(1)), expr::i(s)),
+                    0,
+                    seq - 1,
+                )
+            } else {
+                expr::i(s)
+            };
+            let valid = len.clone().map(|l| expr::lt(expr::i(s), l));
+            let row = expr::add(expr::mul(t, expr::i(batch)), b.clone());
+            let gx = |gate: i64| {
+                expr::load(
+                    dt,
+                    0,
+                    vec![row.clone(), expr::add(k.clone(), expr::i(gate * hidden))],
+                )
+            };
+            let hrg = |gate: i64| {
+                expr::load(
+                    dt,
+                    1,
+                    vec![b.clone(), expr::add(k.clone(), expr::i(gate * hidden))],
+                )
+            };
+            let bias = |j: i64| -> E {
+                match b_in {
+                    Some(_) => expr::load(
+                        dt,
+                        3,
+                        vec![expr::i(d), expr::add(k.clone(), expr::i(j * hidden))],
+                    ),
+                    None => expr::f(dt, 0.0),
+                }
+            };
+            let add = |a: E, b: E| expr::binary(Add, a, b);
+            let mul = |a: E, b: E| expr::binary(Mul, a, b);
+            let h_prev = expr::load(dt, 2, vec![b.clone(), k.clone()]);
+            let keep = |new: E, old: E| match &valid {
+                Some(v) => expr::select(v.clone(), new, old),
+                None => new,
+            };
+            let mut inputs = vec![xw, hr, h];
+            inputs.push(b_in.unwrap_or(xw));
+            inputs.push(lens_in.unwrap_or(xw));
+            let shape = known(&[batch, hidden]);
+            let new_h = match cell {
+                Cell::Rnn => {
+                    let pre = add(add(gx(0), hrg(0)), add(bias(0), bias(1)));
+                    let body = keep(act[0].apply(dt, clipped(pre)), h_prev.clone());
+                    ctx.map(dt, shape.clone(), inputs.clone(), body)?
+                }
+                Cell::Gru {
+                    linear_before_reset,
+                } => {
+                    // gates z, r, h; B = [Wb z r h, Rb z r h]
+                    let z =
+                        act[0].apply(dt, clipped(add(add(gx(0), hrg(0)), add(bias(0), bias(3)))));
+                    let rg =
+                        act[0].apply(dt, clipped(add(add(gx(1), hrg(1)), add(bias(1), bias(4)))));
+                    let hh_pre = if linear_before_reset {
+                        add(add(gx(2), bias(2)), mul(rg, add(hrg(2), bias(5))))
+                    } else {
+                        // (r ⊙ H_prev)·Rhᵀ, a product of its own.
+                        let rh =
+                            ctx.map(dt, shape.clone(), inputs.clone(), mul(rg, h_prev.clone()))?;
+                        let rhr = ctx.matmul(
+                            MatMulOp {
+                                trans_a: false,
+                                trans_b: true,
+                            },
+                            rh,
+                            r_h.expect("GRU Rh"),
+                            TypeInfo::new(dt, shape.clone()),
+                        )?;
+                        inputs.push(xw); // 5: unused
+                        inputs.push(xw); // 6: unused
+                        inputs.push(rhr); // 7
+                        add(
+                            add(gx(2), expr::load(dt, 7, vec![b.clone(), k.clone()])),
+                            add(bias(2), bias(5)),
+                        )
+                    };
+                    let hh = act[1].apply(dt, clipped(hh_pre));
+                    let one = expr::f(dt, 1.0);
+                    let body = add(
+                        mul(expr::binary(Sub, one, z.clone()), hh),
+                        mul(z, h_prev.clone()),
+                    );
+                    ctx.map(
+                        dt,
+                        shape.clone(),
+                        inputs.clone(),
+                        keep(body, h_prev.clone()),
+                    )?
+                }
+                Cell::Lstm { input_forget } => {
+                    // gates i, o, f, c; B = [Wb i o f c, Rb i o f c]; P = [i o f]
+                    inputs.push(c.expect("LSTM state"));
+                    inputs.push(p_in.unwrap_or(xw));
+                    let c_prev = expr::load(dt, 5, vec![b.clone(), k.clone()]);
+                    let peep = |j: i64, cv: E| match p_in {
+                        Some(_) => mul(
+                            expr::load(
+                                dt,
+                                6,
+                                vec![expr::i(d), expr::add(k.clone(), expr::i(j * hidden))],
+                            ),
+                            cv,
+                        ),
+                        None => expr::f(dt, 0.0),
+                    };
+                    let pre =
+                        |gate: i64| add(add(gx(gate), hrg(gate)), add(bias(gate), bias(gate + 4)));
+                    let i = act[0].apply(dt, clipped(add(pre(0), peep(0, c_prev.clone()))));
+                    let f = if input_forget {
+                        expr::binary(Sub, expr::f(dt, 1.0), i.clone())
+                    } else {
+                        act[0].apply(dt, clipped(add(pre(2), peep(2, c_prev.clone()))))
+                    };
+                    let cc = act[1].apply(dt, clipped(pre(3)));
+                    let c_new = add(mul(f, c_prev.clone()), mul(i, cc));
+                    let c_val = ctx.map(dt, shape.clone(), inputs.clone(), keep(c_new, c_prev))?;
+                    inputs.push(c_val);
+                    let c_now = expr::load(dt, 7, vec![b.clone(), k.clone()]);
+                    let o = act[0].apply(dt, clipped(add(pre(1), peep(1, c_now.clone()))));
+                    // onnxruntime does not clip h's input (the cell state).
+                    let h_new = mul(o, act[2].apply(dt, c_now));
+                    let h_val = ctx.map(
+                        dt,
+                        shape.clone(),
+                        inputs.clone(),
+                        keep(h_new, h_prev.clone()),
+                    )?;
+                    c = Some(c_val);
+                    h_val
+                }
+            };
+            // The step's output: zeros past the entry's length.
+            let y = match (length(1, b.clone()), lens_in) {
+                (Some(l), Some(lv)) => {
+                    let body = expr::select(
+                        expr::lt(expr::i(s), l),
+                        expr::load(dt, 0, vec![b.clone(), k.clone()]),
+                        expr::f(dt, 0.0),
+                    );
+                    ctx.map(dt, shape.clone(), vec![new_h, lv], body)?
+                }
+                _ => new_h,
+            };
+            h = new_h;
+            steps.push(ctx.reshape(y, known(&[1, batch, hidden]))?);
+        }
+        let stacked = if steps.len() == 1 {
+            steps[0]
+        } else {
+            ctx.add(
+                Op::Concat { axis: 0 },
+                steps,
+                TypeInfo::new(dt, known(&[seq, batch, hidden])),
+            )?
+        };
+        // Step s of a reverse direction belongs at time len−1−s.
+        let y_d = if reverse {
+            let (t, b, k) = (expr::var(0), expr::var(1), expr::var(2));
+            let len = length(1, b.clone()).unwrap_or(expr::i(seq));
+            let src = expr::clamp(
+                expr::sub(expr::sub(len.clone(), expr::i(1)), t.clone()),
+                0,
+                seq - 1,
+            );
+            let body = expr::select(
+                expr::lt(t, len),
+                expr::load(dt, 0, vec![src, b, k]),
+                expr::f(dt, 0.0),
+            );
+            let mut ins = vec![stacked];
+            ins.extend(lens_in);
+            ctx.map(dt, known(&[seq, batch, hidden]), ins, body)?
+        } else {
+            stacked
+        };
+        ys.push(ctx.reshape(y_d, known(&[seq, 1, batch, hidden]))?);
+        // onnxruntime gives an entry of length 0 zero final states, not the initial ones.
+        let zero_empty = |ctx: &mut Ctx, v: ValueId| -> Result<ValueId> {
+            match (length(1, expr::var(0)), lens_in) {
+                (Some(l), Some(lv)) => {
+                    let body = expr::select(
+                        expr::binary(Eq, l, expr::i(0)),
+                        expr::f(dt, 0.0),
+                        expr::load(dt, 0, vec![expr::var(0), expr::var(1)]),
+                    );
+                    ctx.map(dt, known(&[batch, hidden]), vec![v, lv], body)
+                }
+                _ => Ok(v),
+            }
+        };
+        let h = zero_empty(ctx, h)?;
+        hs.push(ctx.reshape(h, known(&[1, batch, hidden]))?);
+        if let Some(c) = c {
+            let c = zero_empty(ctx, c)?;
+            cs.push(ctx.reshape(c, known(&[1, batch, hidden]))?);
+        }
+    }
+    let cat = |ctx: &mut Ctx, parts: Vec<ValueId>, axis: usize, shape: &[i64]| -> Result<ValueId> {
+        if parts.len() == 1 {
+            return Ok(parts[0]);
+        }
+        ctx.add(Op::Concat { axis }, parts, TypeInfo::new(dt, known(shape)))
+    };
+    let mut y = cat(ctx, ys, 1, &[seq, dirs, batch, hidden])?;
+    let mut yh = cat(ctx, hs, 0, &[dirs, batch, hidden])?;
+    let mut yc = if cs.is_empty() {
+        None
+    } else {
+        Some(cat(ctx, cs, 0, &[dirs, batch, hidden])?)
+    };
+    if layout == 1 {
+        y = build::transpose(ctx, y, &[2, 0, 1, 3])?;
+        yh = build::transpose(ctx, yh, &[1, 0, 2])?;
+        yc = match yc {
+            Some(v) => Some(build::transpose(ctx, v, &[1, 0, 2])?),
+            None => None,
+        };
+    }
+    let mut outs = vec![y, yh];
+    outs.extend(yc);
+    Ok(outs)
+}
