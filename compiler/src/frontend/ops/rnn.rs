@@ -20,6 +20,10 @@ use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::MatMulOp;
 use crate::ir::{DType, Op, Tensor, TypeInfo, ValueId};
 
+/// Most steps (sequence length × directions) unrolled: compile time grows linearly, ~3 ms
+/// per step.
+const MAX_STEPS: i64 = 4096;
+
 #[derive(Clone, Copy, PartialEq)]
 enum Cell {
     Rnn,
@@ -226,6 +230,12 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
         }
     };
     let dirs: i64 = if direction == "bidirectional" { 2 } else { 1 };
+    if seq.saturating_mul(dirs) > MAX_STEPS {
+        return Err(ctx.unsupported(format!(
+            "a sequence of {seq} steps ({dirs} direction(s)): onnxc unrolls recurrent layers and \
+             unrolls at most {MAX_STEPS} steps"
+        )));
+    }
     let g = cell.gates();
     let rd = ctx.known_shape(r)?;
     if rd.len() != 3 || rd[0] != dirs || rd[2] < 1 || rd[1] != g * rd[2] {
