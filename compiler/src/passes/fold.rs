@@ -67,91 +67,53 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         Op::Scatter(sc) => interp::eval_scatter(sc, &inputs, dtype, &shape),
         Op::Pool(p) => {
             let g = p.geometry(&inputs[0].shape, &shape);
-            let x: Vec<f32> = inputs[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let mut y = vec![0f32; n as usize];
             let mut scratch = vec![0f32; g.scratch_floats()];
-            // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
-            unsafe {
-                onnxc_runtime::pool::pool2d_f32(
-                    &g,
-                    x.as_ptr(),
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
-            Ok(Tensor::new(
-                dtype,
-                shape.clone(),
-                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ))
+            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
+                // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
+                unsafe {
+                    onnxc_runtime::pool::pool2d_f32(
+                        &g,
+                        x.as_ptr(),
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
+                }
+            }))
         }
         Op::Resize(r) => {
-            let x: Vec<f32> = inputs[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let mut y = vec![0f32; (r.planes * r.rows.n_out * r.cols.n_out) as usize];
             let mut scratch = vec![0f32; r.scratch_floats()];
             let (params, floats) = r.encode();
-            // SAFETY: x and y hold the planes the geometry describes, scratch one input row.
-            unsafe {
-                onnxc_runtime::resize::onnxc_resize_f32(
-                    params.as_ptr(),
-                    floats.as_ptr(),
-                    x.as_ptr(),
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
-            Ok(Tensor::new(
-                dtype,
-                shape.clone(),
-                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ))
+            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
+                // SAFETY: x and y hold the planes the geometry describes, scratch one input row.
+                unsafe {
+                    onnxc_runtime::resize::onnxc_resize_f32(
+                        params.as_ptr(),
+                        floats.as_ptr(),
+                        x.as_ptr(),
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
+                }
+            }))
         }
-        Op::Gelu => {
-            let x: Vec<f32> = inputs[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let mut y = vec![0f32; x.len()];
+        Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
-            unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) };
-            Ok(Tensor::new(
-                dtype,
-                shape.clone(),
-                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ))
-        }
+            unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }
+        })),
         Op::Softmax => {
-            let x: Vec<f32> = inputs[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
             let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
-            let mut y = vec![0f32; x.len()];
-            // SAFETY: x and y hold whole rows of `cols` floats.
-            unsafe {
-                onnxc_runtime::softmax::softmax_f32(
-                    x.as_ptr(),
-                    y.as_mut_ptr(),
-                    x.len() / cols,
-                    cols,
-                    1.0,
-                )
-            };
-            Ok(Tensor::new(
-                dtype,
-                shape.clone(),
-                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ))
+            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
+                // SAFETY: x and y hold whole rows of `cols` floats.
+                unsafe {
+                    onnxc_runtime::softmax::softmax_f32(
+                        x.as_ptr(),
+                        y.as_mut_ptr(),
+                        x.len() / cols,
+                        cols,
+                        1.0,
+                    )
+                }
+            }))
         }
         Op::Assert { code } => {
             if inputs[0].scalars().iter().all(|v| v.as_bool()) {
@@ -168,6 +130,28 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     let t = result.map_err(|e| e.to_string())?;
     g.replace_op(id, Op::Const(t), vec![]);
     Ok(true)
+}
+
+/// Runs a float32 runtime kernel `f(x, y)` on a constant input, into `n` output elements.
+fn f32_kernel(
+    input: &Tensor,
+    n: i64,
+    dtype: crate::ir::DType,
+    shape: &[i64],
+    f: impl FnOnce(&[f32], &mut [f32]),
+) -> Tensor {
+    let x: Vec<f32> = input
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let mut y = vec![0f32; n as usize];
+    f(&x, &mut y);
+    Tensor::new(
+        dtype,
+        shape.to_vec(),
+        y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
 }
 
 /// The pass: folds every foldable node in topological order.
