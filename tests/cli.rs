@@ -36,6 +36,18 @@ fn fails(cmd: &mut Command) -> String {
     e
 }
 
+/// Saves `m` as DIR/NAME.onnx, compiles it, expects an error (see `fails`) containing every
+/// string of `wants`, and returns the message.
+fn compile_error(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]) -> String {
+    let p = dir.join(format!("{name}.onnx"));
+    save(m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(dir.join(format!("{name}.o"))));
+    for w in wants {
+        assert!(e.contains(w), "{name}: {e}");
+    }
+    e
+}
+
 /// y = relu(x + b) with x: [1, 4].
 fn small_model(dir: &Path) -> PathBuf {
     let m = model(
@@ -452,12 +464,7 @@ fn no_winograd_flag_gives_direct_convolution_accuracy() {
 fn invalid_graphs_and_impossible_sizes_are_errors() {
     let d = scratch("invalid");
     let check = |name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]| {
-        let p = d.join(format!("{name}.onnx"));
-        save(m, &p);
-        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
-        for w in wants {
-            assert!(e.contains(w), "{name}: {e}");
-        }
+        compile_error(&d, name, m, wants);
     };
     let f = |name: &str, dims: &[i64]| {
         value_info(name, 1, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
@@ -599,13 +606,8 @@ fn resize_errors_name_the_node_and_runtime_scales_are_checked() {
         n
     };
     let compile_fails = |name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]| {
-        let p = d.join(format!("{name}.onnx"));
-        save(m, &p);
-        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        let e = compile_error(&d, name, m, wants);
         assert!(e.contains("'up'") && e.contains("Resize"), "{name}: {e}");
-        for w in wants {
-            assert!(e.contains(w), "{name}: {e}");
-        }
     };
     let y_any = value_info("y", 1, &[D::S("a"), D::S("b"), D::S("c"), D::S("d")]);
     let with_scales = |s: &[f32], attrs: Vec<AttributeProto>| {
@@ -745,16 +747,11 @@ fn quantize_errors_name_the_node() {
             inits,
             13,
         );
-        let p = d.join(format!("{name}.onnx"));
-        save(&m, &p);
-        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        let e = compile_error(&d, name, &m, &wants);
         assert!(
             e.contains("'q'") && e.contains("QuantizeLinear"),
             "{name}: {e}"
         );
-        for w in wants {
-            assert!(e.contains(w), "{name}: {e}");
-        }
     }
     // A float8 zero point: the output type onnxc does not store.
     let mut z = u8_zero("z", 0);
@@ -766,9 +763,7 @@ fn quantize_errors_name_the_node() {
         vec![f32_tensor("s", &[], &[0.1]), z],
         19,
     );
-    let p = d.join("f8.onnx");
-    save(&m, &p);
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("f8.o")));
+    let e = compile_error(&d, "f8", &m, &[]);
     assert!(e.contains("FLOAT8E4M3FN") || e.contains("float8"), "{e}");
 }
 
@@ -824,12 +819,7 @@ fn mismatched_operand_types_name_the_operand() {
         ),
     ];
     for (name, m, wants) in cases {
-        let p = d.join(format!("{name}.onnx"));
-        save(&m, &p);
-        let e = fails(onnxc().arg(&p).arg("-o").arg(d.join(format!("{name}.o"))));
+        let e = compile_error(&d, name, &m, wants);
         assert!(!e.contains("internal compiler error"), "{name}: {e}");
-        for w in wants {
-            assert!(e.contains(w), "{name}: {e}");
-        }
     }
 }
