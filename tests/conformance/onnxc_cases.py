@@ -6,7 +6,7 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; a QDQ-quantized CNN; If nodes on shape checks;
+Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
 LSTM/GRU/RNN with the attributes the reference evaluator ignores.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
@@ -382,9 +382,34 @@ def recurrent_layers():
     return g.model([("x", [seq, batch, inp])], lstm + gru + rnn_out, opset=14)
 
 
+def qoperator_cnn():
+    """A quantized CNN in the QOperator form (QLinearConv with per-channel weight scales and
+    an int32 bias, QLinearMatMul, MatMulInteger, ConvInteger), uint8 activations from a
+    QuantizeLinear of the float input."""
+    g = G(27)
+    rng = np.random.default_rng(27)
+    u8 = lambda v: g.const(np.uint8(v), np.uint8)
+    f32 = lambda v: g.const(np.float32(v))
+    xq = g.op("QuantizeLinear", ["x", f32(0.02), u8(128)])
+    w = g.const(rng.integers(-127, 128, size=(16, 8, 3, 3)).astype(np.int8), np.int8)
+    ws = g.const((0.01 + 0.005 * rng.random(16)).astype(np.float32))
+    b = g.const(rng.integers(-300, 300, size=16).astype(np.int32), np.int32)
+    c1 = g.op("QLinearConv", [xq, f32(0.02), u8(128), w, ws, g.const(np.zeros(16, np.int8), np.int8), f32(0.05),
+                              u8(100), b], pads=[1, 1, 1, 1], strides=[2, 2])
+    w2 = g.const(rng.integers(0, 255, size=(4, 16, 1, 1)).astype(np.uint8), np.uint8)
+    ci = g.op("ConvInteger", [c1, w2, u8(100), u8(127)])
+    flat = g.op("Reshape", [c1, g.const(np.array([16, -1], np.int64), np.int64)])
+    wm = g.const(rng.integers(-127, 128, size=(flat_n := 36, 10)).astype(np.int8), np.int8)
+    qm = g.op("QLinearMatMul", [flat, f32(0.05), u8(100), wm, f32(0.01), g.const(np.int8(0), np.int8), f32(0.2),
+                                u8(128)])
+    mi = g.op("MatMulInteger", [flat, g.const(rng.integers(0, 255, size=(36, 5)).astype(np.uint8), np.uint8),
+                                u8(100), g.const(rng.integers(100, 150, size=5).astype(np.uint8), np.uint8)])
+    return g.model([("x", [1, 8, 12, 12])], [c1, ci, qm, mi], opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
-         recurrent_layers]
+         recurrent_layers, qoperator_cnn]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -399,8 +424,11 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # departs from it: Resize's tf_crop_and_resize with scales (onnxruntime maps coordinates
 # through the integer output length, the reference and the backend tests through
 # scale · input length) and uint8 linear resizing (onnxruntime rounds some halves the other
-# way; the reference rounds half to even).
-REFERENCE_ORACLE = {"test_resize_constant"}
+# way; the reference rounds half to even); and QLinearConv/ConvInteger of uint8 activations
+# with int8 weights (onnxruntime's AVX2 u8·s8 kernels sum pairs of products into saturating
+# int16, off by up to 190 of 255 for full-range weights; its quantizer avoids them with
+# reduce_range).
+REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -147,6 +147,10 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
     ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
+    ("MatMulInteger", quant::matmul_integer),
+    ("QLinearMatMul", quant::qlinear_matmul),
+    ("ConvInteger", quant::conv_integer),
+    ("QLinearConv", quant::qlinear_conv),
     ("Upsample", resize::upsample),
     ("SpaceToDepth", data::space_to_depth),
     ("EyeLike", data::eye_like),
@@ -236,6 +240,14 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "RNN",
         "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+    ),
+    (
+        "QLinearConv",
+        "exact integer arithmetic (float64 accumulation), requantized as the reference evaluator does; generic loops, not an int8 kernel yet",
+    ),
+    (
+        "QLinearMatMul",
+        "exact int32 product, requantized as the reference evaluator does; generic loops, not an int8 kernel yet",
     ),
     (
         "Einsum",

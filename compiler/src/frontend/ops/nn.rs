@@ -133,6 +133,12 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
 pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let b = ctx.opt_input(2);
+    Ok(vec![conv_values(ctx, x, w, b)?])
+}
+
+/// A convolution of the given operands with the node's attributes (Conv, and the integer
+/// convolutions, which run it on dequantized operands).
+pub fn conv_values(ctx: &mut Ctx, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
     if ctx.dtype(w) != dt {
         return Err(ctx.err(format!("W is {} but X is {dt}", ctx.dtype(w))));
@@ -177,7 +183,7 @@ pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let mut inputs = vec![x, w];
     inputs.extend(b);
-    Ok(vec![ctx.conv(op, inputs, TypeInfo::new(dt, shape))?])
+    ctx.conv(op, inputs, TypeInfo::new(dt, shape))
 }
 
 /// Index of window tap `r` at output position `o` along spatial dim `i`, before clamping.

@@ -1,6 +1,10 @@
 //! Linear quantization: QuantizeLinear, DequantizeLinear (opsets 10 to 25) and
 //! DynamicQuantizeLinear, as maps (the arithmetic of onnx's reference evaluator,
-//! `onnx/reference/ops/op_{de,}quantize_linear.py`).
+//! `onnx/reference/ops/op_{de,}quantize_linear.py`); and the QOperator ops MatMulInteger,
+//! QLinearMatMul (int32 products of the centered operands), ConvInteger and QLinearConv
+//! (convolutions of the centered operands in float64, exact for 8-bit data), requantized in
+//! float64 by the scales' product as the reference does. These run in generic loops, not int8
+//! kernels.
 //!
 //! Scale and zero point apply per tensor (a scalar or one element), per axis (1-D along
 //! `axis`) or per block (opset 21: the input's shape with `axis` divided into blocks of
@@ -298,4 +302,233 @@ pub fn dynamic_quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 fn vars(r: usize) -> Vec<E> {
     (0..r as u32).map(expr::var).collect()
+}
+
+/// `x − zero_point` as `to` (int32 or float64, exact for 8-bit operands), the zero point
+/// absent (0), a scalar, or 1-D along `axis` of `x`.
+fn centered(
+    ctx: &mut Ctx,
+    x: ValueId,
+    zp: Option<ValueId>,
+    axis: Option<usize>,
+    to: DType,
+    what: &str,
+) -> Result<ValueId> {
+    let xdt = build::expect_types(ctx, x, what, &[DType::U8, DType::I8])?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    let mut inputs = vec![x];
+    let mut v = expr::cast(expr::load(xdt, 0, vars(r)), to);
+    if let Some(z) = zp {
+        if ctx.dtype(z) != xdt {
+            return Err(ctx.err(format!(
+                "the zero point of {what} is {} but {what} is {xdt}",
+                ctx.dtype(z)
+            )));
+        }
+        let zs = ctx.known_shape(z)?;
+        let n: i64 = zs.iter().product();
+        let index = match axis {
+            _ if n == 1 => vec![expr::i(0); zs.len()],
+            Some(a) if zs.len() == 1 && zs[0] == dims[a] => vec![expr::var(a as u32)],
+            _ => {
+                return Err(ctx.err(format!(
+                    "the zero point of {what} has shape {zs:?}; expected a scalar{}",
+                    match axis {
+                        Some(a) => format!(" or [{}]", dims[a]),
+                        None => String::new(),
+                    }
+                )));
+            }
+        };
+        inputs.push(z);
+        v = expr::binary(BinOp::Sub, v, expr::cast(expr::load(xdt, 1, index), to));
+    }
+    let shape = ctx.shape(x);
+    ctx.map(to, shape, inputs, v)
+}
+
+/// A scale operand as an expression of its type: a scalar, or 1-D indexed by `along` (with
+/// `n` elements) when given.
+fn scale_expr(ctx: &Ctx, s: ValueId, op: u32, along: Option<(E, i64)>, what: &str) -> Result<E> {
+    let sdt = build::expect_types(ctx, s, what, &[DType::F32, DType::F16, DType::BF16])?;
+    let ss = ctx.known_shape(s)?;
+    let n: i64 = ss.iter().product();
+    let index = match along {
+        _ if n == 1 => vec![expr::i(0); ss.len()],
+        Some((v, len)) if ss.len() == 1 && ss[0] == len => vec![v],
+        _ => {
+            return Err(ctx.unsupported(format!(
+                "{what} of shape {ss:?}; onnxc takes a scalar{}",
+                match &along {
+                    Some((_, len)) => format!(" or [{len}]"),
+                    None => String::new(),
+                }
+            )));
+        }
+    };
+    Ok(expr::load(sdt, op, index))
+}
+
+/// `a · b / c` in the scales' type (float16 and bfloat16 rounded after each operation, as
+/// numpy computes them), as f32.
+fn scale_factor(a: E, b: E, c: E) -> Result<E> {
+    let dt = a.dtype;
+    if b.dtype != dt || c.dtype != dt {
+        return Err(crate::error::Error::Model(format!(
+            "the scales have different types ({}, {}, {})",
+            a.dtype, b.dtype, c.dtype
+        )));
+    }
+    let f = |e: E| expr::cast(e, DType::F32);
+    let round = |e: E| expr::cast(expr::cast(e, dt), DType::F32);
+    Ok(round(expr::binary(
+        BinOp::Div,
+        round(expr::binary(BinOp::Mul, f(a), f(b))),
+        f(c),
+    )))
+}
+
+/// Requantizes an int32 or float64 accumulator `acc` (operand 0): `round(acc · factor) + zp`,
+/// saturated to the zero point's type, as the reference evaluator computes it (the factor in
+/// float32, the product in float64).
+fn requantize(
+    ctx: &mut Ctx,
+    acc: ValueId,
+    factor: E,
+    mut inputs: Vec<ValueId>,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<ValueId> {
+    let Some((lo, hi)) = quant_range(odt) else {
+        return Err(ctx.unsupported(format!("quantized output of type {odt}")));
+    };
+    let r = ctx.rank(acc);
+    let adt = ctx.dtype(acc);
+    let prod = expr::binary(
+        BinOp::Mul,
+        expr::cast(expr::load(adt, 0, vars(r)), DType::F64),
+        expr::cast(factor, DType::F64),
+    );
+    let mut v = expr::unary(UnOp::Round, prod);
+    if let Some(z) = zp {
+        let zs = ctx.known_shape(z)?;
+        if zs.iter().product::<i64>() != 1 {
+            return Err(ctx.unsupported("a y_zero_point that is not a scalar"));
+        }
+        inputs.push(z);
+        let zl = expr::load(odt, inputs.len() as u32 - 1, vec![expr::i(0); zs.len()]);
+        v = expr::binary(BinOp::Add, v, expr::cast(zl, DType::F64));
+    }
+    let v = expr::binary(
+        BinOp::Max,
+        expr::binary(BinOp::Min, v, expr::f(DType::F64, hi)),
+        expr::f(DType::F64, lo),
+    );
+    let shape = ctx.shape(acc);
+    ctx.map(odt, shape, inputs, expr::cast(v, odt))
+}
+
+/// MatMulInteger: int32 `(A − a_zp)·(B − b_zp)`, zero points per tensor, per row of A or
+/// per column of B.
+pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let (ra, rb) = (ctx.rank(a), ctx.rank(b));
+    let ac = centered(
+        ctx,
+        a,
+        ctx.opt_input(2),
+        (ra >= 2).then(|| ra - 2),
+        DType::I32,
+        "A",
+    )?;
+    let bc = centered(
+        ctx,
+        b,
+        ctx.opt_input(3),
+        (rb >= 2).then(|| rb - 1),
+        DType::I32,
+        "B",
+    )?;
+    Ok(vec![crate::frontend::ops::linalg::matmul_values(
+        ctx, ac, bc, false, false,
+    )?])
+}
+
+/// QLinearMatMul: the int32 product of the centered operands, requantized by
+/// `a_scale · b_scale / y_scale` (b's scale per tensor or per column).
+pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (a, a_s, a_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let (b, b_s, b_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
+    let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
+    let (ra, rb) = (ctx.rank(a), ctx.rank(b));
+    let ac = centered(ctx, a, a_zp, (ra >= 2).then(|| ra - 2), DType::I32, "a")?;
+    let bc = centered(ctx, b, b_zp, (rb >= 2).then(|| rb - 1), DType::I32, "b")?;
+    let acc = crate::frontend::ops::linalg::matmul_values(ctx, ac, bc, false, false)?;
+    let r = ctx.rank(acc);
+    let n = ctx.known_shape(b)?.last().copied().unwrap_or(1);
+    let col = (r >= 1).then(|| (expr::var(r as u32 - 1), n));
+    let fa = scale_expr(ctx, a_s, 1, None, "a_scale")?;
+    let fb = scale_expr(ctx, b_s, 2, col, "b_scale")?;
+    let fy = scale_expr(ctx, y_s, 3, None, "y_scale")?;
+    let factor = scale_factor(fa, fb, fy).map_err(|e| ctx.err(e))?;
+    let odt = y_zp.map(|z| ctx.dtype(z)).unwrap_or(ctx.dtype(a));
+    Ok(vec![requantize(
+        ctx,
+        acc,
+        factor,
+        vec![acc, a_s, b_s, y_s],
+        y_zp,
+        odt,
+    )?])
+}
+
+/// ConvInteger: int32 convolution of the centered operands (computed in float64, exact).
+pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let xc = centered(ctx, x, ctx.opt_input(2), None, DType::F64, "x")?;
+    let wc = centered(ctx, w, ctx.opt_input(3), Some(0), DType::F64, "w")?;
+    let acc = crate::frontend::ops::nn::conv_values(ctx, xc, wc, None)?;
+    let r = ctx.rank(acc);
+    let shape = ctx.shape(acc);
+    let body = expr::cast(expr::load(DType::F64, 0, vars(r)), DType::I32);
+    Ok(vec![ctx.map(DType::I32, shape, vec![acc], body)?])
+}
+
+/// QLinearConv: the convolution of the centered operands plus the int32 bias (float64,
+/// exact), requantized by `x_scale · w_scale / y_scale` (w's scale per tensor or per output
+/// channel).
+pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (x, x_s, x_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let (w, w_s, w_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
+    let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
+    let xc = centered(ctx, x, x_zp, None, DType::F64, "x")?;
+    let wc = centered(ctx, w, w_zp, Some(0), DType::F64, "w")?;
+    let bias = match ctx.opt_input(8) {
+        Some(bv) => {
+            build::expect_types(ctx, bv, "B", &[DType::I32])?;
+            let shape = ctx.shape(bv);
+            let body = expr::cast(expr::load(DType::I32, 0, vec![expr::var(0)]), DType::F64);
+            if shape.len() != 1 {
+                return Err(ctx.err("B must be 1-D"));
+            }
+            Some(ctx.map(DType::F64, shape, vec![bv], body)?)
+        }
+        None => None,
+    };
+    let acc = crate::frontend::ops::nn::conv_values(ctx, xc, wc, bias)?;
+    let m = ctx.known_shape(w)?[0];
+    let fx = scale_expr(ctx, x_s, 1, None, "x_scale")?;
+    let fw = scale_expr(ctx, w_s, 2, Some((expr::var(1), m)), "w_scale")?;
+    let fy = scale_expr(ctx, y_s, 3, None, "y_scale")?;
+    let factor = scale_factor(fx, fw, fy).map_err(|e| ctx.err(e))?;
+    let odt = y_zp.map(|z| ctx.dtype(z)).unwrap_or(ctx.dtype(x));
+    Ok(vec![requantize(
+        ctx,
+        acc,
+        factor,
+        vec![acc, x_s, w_s, y_s],
+        y_zp,
+        odt,
+    )?])
 }
