@@ -19,15 +19,21 @@ use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::ReduceKind;
 use crate::ir::{DType, ValueId};
 
-/// Types QuantizeLinear may produce here, with their ranges.
+/// Types QuantizeLinear may produce here (the 8- and 16-bit integers), with their ranges.
 fn quant_range(dt: DType) -> Option<(f64, f64)> {
-    Some(match dt {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        DType::U16 => (0.0, 65535.0),
-        DType::I16 => (-32768.0, 32767.0),
-        _ => return None,
-    })
+    build::int_range(dt).filter(|_| dt.size() <= 2)
+}
+
+/// The index of a parameter of shape `ps` that is per tensor (one element) or, with
+/// `along = (index, length)`, a 1-D vector of that length; `None` when it is neither.
+fn scalar_or_vector(ps: &[i64], along: Option<(E, i64)>) -> Option<Vec<E>> {
+    if ps.iter().product::<i64>() == 1 {
+        return Some(vec![expr::i(0); ps.len()]);
+    }
+    match along {
+        Some((v, len)) if ps == [len] => Some(vec![v]),
+        _ => None,
+    }
 }
 
 /// How a scale (or zero point) operand is indexed for each element of `x` (vars 0..r).
@@ -41,19 +47,17 @@ fn param_index(
 ) -> Result<Vec<E>> {
     let ps = ctx.known_shape(p)?;
     let r = x_dims.len();
-    let n: i64 = ps.iter().product();
-    if n == 1 {
-        return Ok(vec![expr::i(0); ps.len()]);
+    if let Some(index) = scalar_or_vector(&ps, None) {
+        return Ok(index);
     }
     let a = build::axis(ctx, axis, r)?;
     if block <= 0 {
-        if ps.len() != 1 || ps[0] != x_dims[a] {
-            return Err(ctx.err(format!(
+        return scalar_or_vector(&ps, Some((expr::var(a as u32), x_dims[a]))).ok_or_else(|| {
+            ctx.err(format!(
                 "{what} has shape {ps:?}; per-axis quantization along axis {a} of input {x_dims:?} needs [{}] (or a scalar)",
                 x_dims[a]
-            )));
-        }
-        return Ok(vec![expr::var(a as u32)]);
+            ))
+        });
     }
     // Blocked: the input's shape with axis `a` divided into blocks of `block` elements.
     let blocks = (x_dims[a] + block - 1) / block;
@@ -327,20 +331,16 @@ fn centered(
             )));
         }
         let zs = ctx.known_shape(z)?;
-        let n: i64 = zs.iter().product();
-        let index = match axis {
-            _ if n == 1 => vec![expr::i(0); zs.len()],
-            Some(a) if zs.len() == 1 && zs[0] == dims[a] => vec![expr::var(a as u32)],
-            _ => {
-                return Err(ctx.err(format!(
-                    "the zero point of {what} has shape {zs:?}; expected a scalar{}",
-                    match axis {
-                        Some(a) => format!(" or [{}]", dims[a]),
-                        None => String::new(),
-                    }
-                )));
-            }
-        };
+        let along = axis.map(|a| (expr::var(a as u32), dims[a]));
+        let index = scalar_or_vector(&zs, along).ok_or_else(|| {
+            ctx.err(format!(
+                "the zero point of {what} has shape {zs:?}; expected a scalar{}",
+                match axis {
+                    Some(a) => format!(" or [{}]", dims[a]),
+                    None => String::new(),
+                }
+            ))
+        })?;
         inputs.push(z);
         v = expr::binary(BinOp::Sub, v, expr::cast(expr::load(xdt, 1, index), to));
     }
@@ -353,20 +353,16 @@ fn centered(
 fn scale_expr(ctx: &Ctx, s: ValueId, op: u32, along: Option<(E, i64)>, what: &str) -> Result<E> {
     let sdt = build::expect_types(ctx, s, what, &[DType::F32, DType::F16, DType::BF16])?;
     let ss = ctx.known_shape(s)?;
-    let n: i64 = ss.iter().product();
-    let index = match along {
-        _ if n == 1 => vec![expr::i(0); ss.len()],
-        Some((v, len)) if ss.len() == 1 && ss[0] == len => vec![v],
-        _ => {
-            return Err(ctx.unsupported(format!(
-                "{what} of shape {ss:?}; onnxc takes a scalar{}",
-                match &along {
-                    Some((_, len)) => format!(" or [{len}]"),
-                    None => String::new(),
-                }
-            )));
-        }
-    };
+    let len = along.as_ref().map(|(_, len)| *len);
+    let index = scalar_or_vector(&ss, along).ok_or_else(|| {
+        ctx.unsupported(format!(
+            "{what} of shape {ss:?}; onnxc takes a scalar{}",
+            match len {
+                Some(len) => format!(" or [{len}]"),
+                None => String::new(),
+            }
+        ))
+    })?;
     Ok(expr::load(sdt, op, index))
 }
 
@@ -389,17 +385,28 @@ fn scale_factor(a: E, b: E, c: E) -> Result<E> {
     )))
 }
 
-/// Requantizes an int32 or float64 accumulator `acc` (operand 0): `round(acc · factor) + zp`,
-/// saturated to the zero point's type, as the reference evaluator computes it (the factor in
-/// float32, the product in float64).
+/// A scale operand of a QLinear op: the value, and per-vector indexing (see `scale_expr`).
+type Scale<'a> = (ValueId, Option<(E, i64)>, &'a str);
+
+/// Requantizes an int32 or float64 accumulator `acc`: `round(acc · s0 · s1 / s2) + zp`,
+/// saturated to the zero point's type (`fallback` without one), as the reference evaluator
+/// computes it (the scales' product in their type, the product with `acc` in float64).
 fn requantize(
     ctx: &mut Ctx,
     acc: ValueId,
-    factor: E,
-    mut inputs: Vec<ValueId>,
+    scales: [Scale; 3],
     zp: Option<ValueId>,
-    odt: DType,
+    fallback: DType,
 ) -> Result<ValueId> {
+    let odt = zp.map(|z| ctx.dtype(z)).unwrap_or(fallback);
+    let mut inputs = vec![acc];
+    let mut factors = Vec::new();
+    for (k, (s, along, what)) in scales.into_iter().enumerate() {
+        factors.push(scale_expr(ctx, s, k as u32 + 1, along, what)?);
+        inputs.push(s);
+    }
+    let [a, b, c]: [E; 3] = factors.try_into().expect("three scales");
+    let factor = scale_factor(a, b, c).map_err(|e| ctx.err(e))?;
     let Some((lo, hi)) = quant_range(odt) else {
         return Err(ctx.unsupported(format!("quantized output of type {odt}")));
     };
@@ -468,19 +475,13 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let r = ctx.rank(acc);
     let n = ctx.known_shape(b)?.last().copied().unwrap_or(1);
     let col = (r >= 1).then(|| (expr::var(r as u32 - 1), n));
-    let fa = scale_expr(ctx, a_s, 1, None, "a_scale")?;
-    let fb = scale_expr(ctx, b_s, 2, col, "b_scale")?;
-    let fy = scale_expr(ctx, y_s, 3, None, "y_scale")?;
-    let factor = scale_factor(fa, fb, fy).map_err(|e| ctx.err(e))?;
-    let odt = y_zp.map(|z| ctx.dtype(z)).unwrap_or(ctx.dtype(a));
-    Ok(vec![requantize(
-        ctx,
-        acc,
-        factor,
-        vec![acc, a_s, b_s, y_s],
-        y_zp,
-        odt,
-    )?])
+    let scales = [
+        (a_s, None, "a_scale"),
+        (b_s, col, "b_scale"),
+        (y_s, None, "y_scale"),
+    ];
+    let fallback = ctx.dtype(a);
+    Ok(vec![requantize(ctx, acc, scales, y_zp, fallback)?])
 }
 
 /// ConvInteger: int32 convolution of the centered operands (computed in float64, exact).
@@ -518,17 +519,12 @@ pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let acc = crate::frontend::ops::nn::conv_values(ctx, xc, wc, bias)?;
     let m = ctx.known_shape(w)?[0];
-    let fx = scale_expr(ctx, x_s, 1, None, "x_scale")?;
-    let fw = scale_expr(ctx, w_s, 2, Some((expr::var(1), m)), "w_scale")?;
-    let fy = scale_expr(ctx, y_s, 3, None, "y_scale")?;
-    let factor = scale_factor(fx, fw, fy).map_err(|e| ctx.err(e))?;
-    let odt = y_zp.map(|z| ctx.dtype(z)).unwrap_or(ctx.dtype(x));
-    Ok(vec![requantize(
-        ctx,
-        acc,
-        factor,
-        vec![acc, x_s, w_s, y_s],
-        y_zp,
-        odt,
-    )?])
+    let channel = Some((expr::var(1), m));
+    let scales = [
+        (x_s, None, "x_scale"),
+        (w_s, channel, "w_scale"),
+        (y_s, None, "y_scale"),
+    ];
+    let fallback = ctx.dtype(x);
+    Ok(vec![requantize(ctx, acc, scales, y_zp, fallback)?])
 }

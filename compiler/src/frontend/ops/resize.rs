@@ -31,6 +31,7 @@
 //! declared one, and the run fails with `ONNXC_ERR_SHAPE` when the values imply another.
 
 use crate::error::Result;
+use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::{Dim, Shape, check_size};
 use crate::ir::expr::{self, BinOp, E};
@@ -878,7 +879,7 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
             if dt.is_int() {
                 // Rounded half to even and saturated, as the reference's saturate_cast.
                 body = expr::unary(expr::UnOp::Round, body);
-                if let Some((lo, hi)) = int_range(dt) {
+                if let Some((lo, hi)) = build::int_range(dt) {
                     body = bin(Max, &bin(Min, &body, &c64(hi)), &c64(lo));
                 }
             }
@@ -946,26 +947,13 @@ fn kernel_geometry(
 fn storable(v: f64, dt: DType) -> Scalar {
     if dt.is_int() {
         let v = v.round_ties_even();
-        let v = match int_range(dt) {
+        let v = match build::int_range(dt) {
             Some((lo, hi)) => v.clamp(lo, hi),
             None => v,
         };
         return Scalar::F(v).cast(dt);
     }
     Scalar::F(v).cast(dt)
-}
-
-/// The range of an integer type of up to 32 bits (wider ones saturate in the cast itself).
-fn int_range(dt: DType) -> Option<(f64, f64)> {
-    Some(match dt {
-        DType::U8 => (0.0, u8::MAX as f64),
-        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
-        DType::U16 => (0.0, u16::MAX as f64),
-        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
-        DType::U32 => (0.0, u32::MAX as f64),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => return None,
-    })
 }
 
 /// `y / k` or `y · k` when the index table is exactly that, so the gather needs no table.
