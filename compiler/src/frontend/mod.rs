@@ -239,15 +239,7 @@ impl Importer<'_> {
                 Some(raw) => tensor::tensor_from_proto_with(init, Some(raw), self.dir, &what)?,
                 None => tensor_from_proto(init, self.dir, &what)?,
             };
-            let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
-            let id = self.g.add_node(
-                name.clone(),
-                Op::Const(t),
-                vec![],
-                vec![ty],
-                Origin::default(),
-            );
-            self.env.insert(name, id.out(0));
+            self.bind_constant(name, t, Origin::default());
         }
         // Bind symbols from --shape.
         let mut binding: HashMap<String, i64> = HashMap::new();
@@ -477,6 +469,15 @@ impl Importer<'_> {
         )
     }
 
+    /// Adds an initializer's tensor as a constant named `name` in scope.
+    fn bind_constant(&mut self, name: String, t: crate::ir::Tensor, origin: Origin) {
+        let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
+        let id = self
+            .g
+            .add_node(name.clone(), Op::Const(t), vec![], vec![ty], origin);
+        self.env.insert(name, id.out(0));
+    }
+
     /// The value of an If node's condition when it is a constant.
     fn if_condition(&self, n: &NodeProto) -> Option<bool> {
         let cond = n.input.first().filter(|s| !s.is_empty())?;
@@ -514,11 +515,7 @@ impl Importer<'_> {
             let name = init.name.clone().unwrap_or_default();
             let t =
                 tensor_from_proto(init, self.dir, &format!("initializer '{name}' of {origin}"))?;
-            let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
-            let id = self
-                .g
-                .add_node(name.clone(), Op::Const(t), vec![], vec![ty], origin.clone());
-            self.env.insert(name, id.out(0));
+            self.bind_constant(name, t, origin.clone());
         }
         let unsupported = self.unsupported.len();
         self.nodes(&gp.node)?;
