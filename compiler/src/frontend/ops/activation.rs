@@ -84,11 +84,43 @@ pub fn relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     })?])
 }
 
+// Expressions of the activations with parameters, shared with the recurrent layers'
+// activation lists (`ops/rnn.rs`).
+
+pub fn leaky_relu_expr(dt: DType, x: E, alpha: f64) -> E {
+    expr::select(lt(x.clone(), c(dt, 0.0)), mul(x.clone(), c(dt, alpha)), x)
+}
+
+pub fn hard_sigmoid_expr(dt: DType, x: E, alpha: f64, beta: f64) -> E {
+    max(
+        c(dt, 0.0),
+        min(c(dt, 1.0), add(mul(x, c(dt, alpha)), c(dt, beta))),
+    )
+}
+
+pub fn elu_expr(dt: DType, x: E, alpha: f64) -> E {
+    expr::select(
+        lt(x.clone(), c(dt, 0.0)),
+        mul(c(dt, alpha), sub(exp(x.clone()), c(dt, 1.0))),
+        x,
+    )
+}
+
+pub fn softsign_expr(dt: DType, x: E) -> E {
+    div(x.clone(), add(c(dt, 1.0), expr::unary(UnOp::Abs, x)))
+}
+
+pub fn thresholded_relu_expr(dt: DType, x: E, alpha: f64) -> E {
+    expr::select(
+        expr::binary(BinOp::Gt, x.clone(), c(dt, alpha)),
+        x,
+        c(dt, 0.0),
+    )
+}
+
 pub fn leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 0.01)?;
-    float_act(ctx, |dt, x| {
-        expr::select(lt(x.clone(), c(dt, 0.0)), mul(x.clone(), c(dt, alpha)), x)
-    })
+    float_act(ctx, |dt, x| leaky_relu_expr(dt, x, alpha))
 }
 
 pub fn prelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -129,12 +161,7 @@ pub fn tanh(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 pub fn hard_sigmoid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 0.2)?;
     let beta = ctx.attr_f_or("beta", 0.5)?;
-    float_act(ctx, |dt, x| {
-        max(
-            c(dt, 0.0),
-            min(c(dt, 1.0), add(mul(x, c(dt, alpha)), c(dt, beta))),
-        )
-    })
+    float_act(ctx, |dt, x| hard_sigmoid_expr(dt, x, alpha, beta))
 }
 
 pub fn hard_swish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -151,13 +178,7 @@ pub fn hard_swish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 pub fn elu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
-    float_act(ctx, |dt, x| {
-        expr::select(
-            lt(x.clone(), c(dt, 0.0)),
-            mul(c(dt, alpha), sub(exp(x.clone()), c(dt, 1.0))),
-            x,
-        )
-    })
+    float_act(ctx, |dt, x| elu_expr(dt, x, alpha))
 }
 
 pub fn selu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -188,20 +209,12 @@ pub fn softplus(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 pub fn softsign(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    float_act(ctx, |dt, x| {
-        div(x.clone(), add(c(dt, 1.0), expr::unary(UnOp::Abs, x)))
-    })
+    float_act(ctx, softsign_expr)
 }
 
 pub fn thresholded_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
-    float_act(ctx, |dt, x| {
-        expr::select(
-            expr::binary(BinOp::Gt, x.clone(), c(dt, alpha)),
-            x,
-            c(dt, 0.0),
-        )
-    })
+    float_act(ctx, |dt, x| thresholded_relu_expr(dt, x, alpha))
 }
 
 pub fn shrink(ctx: &mut Ctx) -> Result<Vec<ValueId>> {

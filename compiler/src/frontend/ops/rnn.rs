@@ -14,7 +14,7 @@
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
-use crate::frontend::ops::activation::softplus_expr;
+use crate::frontend::ops::activation as act;
 use crate::ir::dim::Dim;
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::MatMulOp;
@@ -76,39 +76,23 @@ impl Act {
     fn apply(&self, dt: DType, x: E) -> E {
         let c = |v: f64| expr::f(dt, v);
         let b = |op: BinOp, a: E, b: E| expr::binary(op, a, b);
-        let (a, be) = (c(self.alpha), c(self.beta));
+        let (a, be) = (self.alpha, self.beta);
         match self.kind.as_str() {
             "Relu" => b(BinOp::Max, x, c(0.0)),
             "Tanh" => expr::unary(UnOp::Tanh, x),
             "Sigmoid" => expr::unary(UnOp::Sigmoid, x),
-            "Softsign" => b(
-                BinOp::Div,
-                x.clone(),
-                b(BinOp::Add, c(1.0), expr::unary(UnOp::Abs, x)),
+            "Softsign" => act::softsign_expr(dt, x),
+            "Softplus" => act::softplus_expr(dt, x),
+            "Affine" => b(BinOp::Add, b(BinOp::Mul, c(a), x), c(be)),
+            "LeakyRelu" => act::leaky_relu_expr(dt, x, a),
+            "ThresholdedRelu" => act::thresholded_relu_expr(dt, x, a),
+            "ScaledTanh" => b(
+                BinOp::Mul,
+                c(a),
+                expr::unary(UnOp::Tanh, b(BinOp::Mul, c(be), x)),
             ),
-            "Softplus" => softplus_expr(dt, x),
-            "Affine" => b(BinOp::Add, b(BinOp::Mul, a, x), be),
-            "LeakyRelu" => expr::select(
-                b(BinOp::Ge, x.clone(), c(0.0)),
-                x.clone(),
-                b(BinOp::Mul, a, x),
-            ),
-            "ThresholdedRelu" => expr::select(b(BinOp::Gt, x.clone(), a), x, c(0.0)),
-            "ScaledTanh" => b(BinOp::Mul, a, expr::unary(UnOp::Tanh, b(BinOp::Mul, be, x))),
-            "HardSigmoid" => b(
-                BinOp::Max,
-                c(0.0),
-                b(BinOp::Min, c(1.0), b(BinOp::Add, b(BinOp::Mul, a, x), be)),
-            ),
-            "Elu" => expr::select(
-                b(BinOp::Ge, x.clone(), c(0.0)),
-                x.clone(),
-                b(
-                    BinOp::Mul,
-                    a,
-                    b(BinOp::Sub, expr::unary(UnOp::Exp, x), c(1.0)),
-                ),
-            ),
+            "HardSigmoid" => act::hard_sigmoid_expr(dt, x, a, be),
+            "Elu" => act::elu_expr(dt, x, a),
             other => unreachable!("activation {other} was validated"),
         }
     }
