@@ -1,7 +1,10 @@
 //! The `onnxc` command line: help, compile, run, and clear errors (never panics) on bad
 //! input. Exit code 0 on success, 1 on error.
 
-use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info, with_ints};
+use onnxc_tests::model::{
+    D, f32_tensor, graph, int_tensor, model, node, save, save_tensor, value_info, with_graph, with_int,
+    with_ints,
+};
 use onnxc_tests::run_model;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -822,4 +825,151 @@ fn mismatched_operand_types_name_the_operand() {
         let e = compile_error(&d, name, &m, wants);
         assert!(!e.contains("internal compiler error"), "{name}: {e}");
     }
+}
+
+/// Loops onnxc cannot unroll are reported as unsupported, naming the node and why; loops too
+/// long to unroll (a huge trip count, a condition that stays true, loops nested to multiply)
+/// are refused quickly instead of compiling for ever; malformed Scans are model errors.
+#[test]
+fn loops_that_cannot_be_unrolled_are_reported() {
+    let d = scratch("loops");
+    let x = value_info("x", 1, &[D::N(4)]);
+    let y = value_info("y", 1, &[D::N(4)]);
+    let scalar = |name: &str, elem: i32| value_info(name, elem, &[]);
+    // Body: y_out = x_in · 0.5 + outer x; the condition passes through.
+    let body = |tag: &str| {
+        graph(
+            vec![
+                node("Identity", &format!("{tag}_c"), &["c_in"], &["c_out"]),
+                node("Mul", &format!("{tag}_m"), &["v_in", "half"], &["h"]),
+                node("Add", &format!("{tag}_a"), &["h", "x"], &["v_out"]),
+            ],
+            vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+            vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
+        )
+    };
+    let half = f32_tensor("half", &[], &[0.5]);
+    let truth = int_tensor("t", 9, &[], &[1]);
+    let loop_model = |inputs: &[&str], extra_in: Vec<onnxc_proto::ValueInfoProto>, inits: Vec<_>| {
+        let mut ins = vec![x.clone()];
+        ins.extend(extra_in);
+        model(
+            vec![with_graph(node("Loop", "lp", inputs, &["y"]), "body", body("b"))],
+            ins,
+            vec![y.clone()],
+            inits,
+            13,
+        )
+    };
+    let t0 = std::time::Instant::now();
+    let m = loop_model(&["m", "t", "x"], vec![scalar("m", 7)], vec![half.clone(), truth.clone()]);
+    compile_error(&d, "runtime_trip", &m, &["'lp'", "Loop", "trip count is computed at run time"]);
+    let m = loop_model(
+        &["m", "t", "x"],
+        vec![],
+        vec![half.clone(), truth.clone(), int_tensor("m", 7, &[], &[1_000_000_000_000])],
+    );
+    compile_error(&d, "huge_trip", &m, &["'lp'", "at most 4096 iterations"]);
+    let m = loop_model(&["", "t", "x"], vec![], vec![half.clone(), truth.clone()]);
+    compile_error(&d, "endless", &m, &["'lp'", "at most 4096 iterations"]);
+    let m = loop_model(&["", "", "x"], vec![], vec![half.clone()]);
+    compile_error(&d, "no_bound", &m, &["'lp'", "never ends"]);
+    // 4000 × 4000 iterations: the outer body's inner loop takes the model past the limit.
+    let inner = with_graph(node("Loop", "inner", &["n", "", "v_in"], &["v_out"]), "body", body("i"));
+    let outer_body = graph(
+        vec![node("Identity", "oc", &["c_in"], &["c_out"]), inner],
+        vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+        vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
+    );
+    let m = model(
+        vec![with_graph(node("Loop", "outer", &["n", "", "x"], &["y"]), "body", outer_body)],
+        vec![x.clone()],
+        vec![y.clone()],
+        vec![half.clone(), int_tensor("n", 7, &[], &[4000])],
+        13,
+    );
+    compile_error(&d, "nested", &m, &["Loop", "past 200000 nodes"]);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(60),
+        "refusing the loops took {:?}",
+        t0.elapsed()
+    );
+    // A Scan whose inputs differ in length, and one whose body reads an undefined value.
+    let sbody = |reads: &str| {
+        graph(
+            vec![node("Add", "sa", &["s_in", reads], &["s_out"]), node("Identity", "si", &["b_t"], &["e"])],
+            vec![value_info("s_in", 1, &[D::N(2)]), value_info("a_t", 1, &[D::N(2)]), value_info("b_t", 1, &[D::N(2)])],
+            vec![value_info("s_out", 1, &[D::N(2)]), value_info("e", 1, &[D::N(2)])],
+        )
+    };
+    let scan_model = |b_len: i64, reads: &str| {
+        model(
+            vec![with_int(
+                with_graph(node("Scan", "sc", &["s", "a", "b"], &["s_final", "es"]), "body", sbody(reads)),
+                "num_scan_inputs",
+                2,
+            )],
+            vec![
+                value_info("s", 1, &[D::N(2)]),
+                value_info("a", 1, &[D::N(3), D::N(2)]),
+                value_info("b", 1, &[D::N(b_len), D::N(2)]),
+            ],
+            vec![value_info("s_final", 1, &[D::N(2)])],
+            vec![],
+            11,
+        )
+    };
+    compile_error(&d, "scan_lengths", &scan_model(5, "a_t"), &["'sc'", "same length"]);
+    compile_error(&d, "scan_undefined", &scan_model(3, "nowhere"), &["nowhere"]);
+}
+
+/// An If on a run-time condition is computed by selecting between both branches, so it is
+/// refused, naming the node and why, when a branch could fail the run (a checked gather
+/// index) or when the branches give an output different shapes.
+#[test]
+fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
+    let d = scratch("ifs");
+    let x = value_info("x", 1, &[D::N(4)]);
+    let branch = |nodes, out: &str, n: i64| {
+        graph(nodes, vec![], vec![value_info(out, 1, &[D::N(n)])])
+    };
+    let if_model = |then_g, else_g, inits| {
+        model(
+            vec![
+                node("ReduceSum", "sum", &["x"], &["s"]),
+                node("Greater", "gt", &["s", "zero"], &["c"]),
+                with_graph(
+                    with_graph(node("If", "branchy", &["c"], &["y"]), "then_branch", then_g),
+                    "else_branch",
+                    else_g,
+                ),
+            ],
+            vec![x.clone(), value_info("idx", 7, &[D::N(4)])],
+            vec![value_info("y", 1, &[D::N(4)])],
+            inits,
+            13,
+        )
+    };
+    let zero = || f32_tensor("zero", &[], &[0.0]);
+    // A gather at indices read from an input: may fail with ONNXC_ERR_INDEX.
+    let m = if_model(
+        branch(vec![node("Gather", "pick", &["x", "idx"], &["t"])], "t", 4),
+        branch(vec![node("Neg", "neg", &["x"], &["e"])], "e", 4),
+        vec![zero()],
+    );
+    compile_error(&d, "fallible", &m, &["'branchy'", "If", "can fail at run time", "'pick'"]);
+    // Branch outputs of different shapes.
+    let m = if_model(
+        branch(vec![node("Neg", "neg", &["x"], &["t"])], "t", 4),
+        branch(vec![node("Concat", "cat", &["x", "x"], &["e"])], "e", 8),
+        vec![zero()],
+    );
+    let m = {
+        let mut m = m;
+        let g = m.graph.as_mut().unwrap();
+        let cat = g.node[2].attribute[1].g.as_mut().unwrap();
+        cat.node[0] = with_int(cat.node[0].clone(), "axis", 0);
+        m
+    };
+    compile_error(&d, "shapes", &m, &["'branchy'", "output 0 is float32 [4]", "[8]"]);
 }

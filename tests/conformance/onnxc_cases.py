@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -407,9 +407,161 @@ def qoperator_cnn():
     return g.model([("x", [1, 8, 12, 12])], [c1, ci, qm, mi], opset=13)
 
 
+def _vi(name, dtype=TensorProto.FLOAT, shape=None):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def loops_unrolled():
+    """Loop nodes whose trip count and condition are known at compile time, which onnxc
+    unrolls: a trip count read from a shape, carried values and scan outputs, the body
+    reading outer values and the iteration number; inside it a nested Loop whose inputs
+    reuse the outer body's names (shadowing); and a while-loop (no trip count) whose
+    condition the body computes from a carried counter."""
+    g = G(31)
+    m_trip = g.op("Gather", [g.op("Shape", ["x"]), g.const(np.int64(0), np.int64)], axis=0)
+    true = g.const(np.bool_(True), np.bool_)
+    w = g.w(6)
+    zeros = g.const(np.zeros(6, np.float32))
+    # Nested loop: two iterations of acc_in ← tanh(acc_in) · w + i, names shadowing the outer.
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out_i"]),
+         helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Tanh", ["acc"], ["th"]),
+         helper.make_node("Mul", ["th", w], ["thw"]),
+         helper.make_node("Add", ["thw", "fi"], ["acc_inner"])],
+        "inner", [_vi("i", TensorProto.INT64, []), _vi("cond", TensorProto.BOOL, []), _vi("acc", shape=[6])],
+        [_vi("cond_out_i", TensorProto.BOOL, []), _vi("acc_inner", shape=[6])])
+    two = g.const(np.int64(2), np.int64)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+         helper.make_node("Mul", ["row", w], ["roww"]),
+         helper.make_node("Add", ["acc", "roww"], ["acc1"]),
+         helper.make_node("Loop", [two, "", "acc1"], ["acc_out"], body=inner),
+         helper.make_node("Mul", ["acc_out", "half"], ["elem"])],
+        "body", [_vi("i", TensorProto.INT64, []), _vi("cond", TensorProto.BOOL, []), _vi("acc", shape=[6])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", shape=[6]), _vi("elem", shape=[6])],
+        [numpy_helper.from_array(np.float32(0.5), "half")])
+    g.nodes.append(helper.make_node("Loop", [m_trip, true, zeros], ["acc_final", "scan"], name="for_rows",
+                                    body=body))
+    # while (k < 5): k += 1; y = 1.5 · tanh(y) + row0 (no trip count).
+    counter = g.const(np.int64(0), np.int64)
+    five = g.const(np.int64(5), np.int64)
+    one = g.const(np.int64(1), np.int64)
+    wbody = helper.make_graph(
+        [helper.make_node("Add", ["k", one], ["k_out"]),
+         helper.make_node("Less", ["k_out", five], ["go"]),
+         helper.make_node("Tanh", ["y"], ["ty"]),
+         helper.make_node("Mul", ["ty", "k15"], ["ty15"]),
+         helper.make_node("Add", ["ty15", "acc_final"], ["y_out"])],
+        "wbody", [_vi("it", TensorProto.INT64, [1]), _vi("c", TensorProto.BOOL, []),
+                  _vi("k", TensorProto.INT64, []), _vi("y", shape=[6])],
+        [_vi("go", TensorProto.BOOL, []), _vi("k_out", TensorProto.INT64, []), _vi("y_out", shape=[6])],
+        [numpy_helper.from_array(np.float32(1.5), "k15")])
+    g.nodes.append(helper.make_node("Loop", ["", true, counter, "y0"], ["k_final", "y_final"], name="while_k",
+                                    body=wbody))
+    # Declared output types (shape inference leaves a Loop's outputs without shapes).
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[4, 6]), _vi("y0", shape=[6])],
+                              [_vi("acc_final", shape=[6]), _vi("scan", shape=[4, 6]),
+                               _vi("k_final", TensorProto.INT64, []), _vi("y_final", shape=[6])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def scans_unrolled():
+    """Scan (opset 11) over two inputs scanned along different axes, one in reverse, with
+    two states and scan outputs stacked along a non-leading axis and in reverse; onnxc
+    unrolls it."""
+    g = G(32)
+    w = g.w(3)
+    body = helper.make_graph(
+        [helper.make_node("ReduceSum", ["a_t"], ["sa"], axes=[0], keepdims=0),
+         helper.make_node("Mul", ["sa", "b_t"], ["sab"]),
+         helper.make_node("Add", ["s_in", "sab"], ["s_out"]),
+         helper.make_node("Mul", ["p_in", w], ["p_w"]),
+         helper.make_node("Tanh", ["p_w"], ["p_out"]),
+         helper.make_node("Relu", ["a_t"], ["ra"]),
+         helper.make_node("Mul", ["ra", "s_out"], ["e1"]),
+         helper.make_node("Add", ["s_out", "p_out"], ["e2"])],
+        "scan_body", [_vi("s_in", shape=[3]), _vi("p_in", shape=[3]), _vi("a_t", shape=[2, 3]), _vi("b_t", shape=[3])],
+        [_vi("s_out", shape=[3]), _vi("p_out", shape=[3]), _vi("e1", shape=[2, 3]), _vi("e2", shape=[3])])
+    g.nodes.append(helper.make_node(
+        "Scan", ["s0", "p0", "a", "b"], ["s_final", "p_final", "out1", "out2"], name="scan", body=body,
+        num_scan_inputs=2, scan_input_axes=[1, -1], scan_input_directions=[0, 1], scan_output_axes=[2, 0],
+        scan_output_directions=[0, 1]))
+    return g.model([("s0", [3]), ("p0", [3]), ("a", [2, 4, 3]), ("b", [3, 4])],
+                   ["s_final", "p_final", "out1", "out2"], opset=11)
+
+
+def scan_batched():
+    """Scan in opset 8's form: a batch axis 0 on every operand (two entries), the sequence
+    along axis 1 read in reverse."""
+    g = G(33)
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["s_in", "k"], ["sk"]),
+         helper.make_node("Add", ["sk", "x_t"], ["s_out"]),
+         helper.make_node("Sigmoid", ["s_out"], ["e"])],
+        "scan8_body", [_vi("s_in", shape=[3]), _vi("x_t", shape=[3])], [_vi("s_out", shape=[3]), _vi("e", shape=[3])],
+        [numpy_helper.from_array(np.float32(0.5), "k")])
+    g.nodes.append(helper.make_node("Scan", ["", "s0", "x"], ["s_final", "ys"], name="scan8", body=body,
+                                    num_scan_inputs=1, directions=[1]))
+    return g.model([("s0", [2, 3]), ("x", [2, 4, 3])], ["s_final", "ys"], opset=8)
+
+
+def if_runtime():
+    """If nodes on conditions computed from the input's values, which onnxc if-converts
+    (both branches computed, the taken one selected): one on `sum(x) > 0` and one on its
+    negation, so that one takes its then_branch and the other its else_branch whatever the
+    input; branches with convolutions, outer values, their own initializers, a constant
+    output, an output shared by both branches, and a run-time If nested in a branch."""
+    g = G(34)
+    total = g.op("ReduceSum", ["x"], keepdims=0)
+    pos = g.op("Greater", [total, g.const(np.float32(0))])
+    neg = g.op("Not", [pos])
+    w = g.w(8, 8, 3, 3)
+    b = g.w(8, scale=0.1)
+    shared = g.op("Relu", ["x"])
+    inner_then = helper.make_graph([helper.make_node("Tanh", ["x"], ["it"])], "inner_then", [],
+                                   [_vi("it", shape=[1, 8, 6, 6])])
+    inner_else = helper.make_graph([helper.make_node("Neg", ["x"], ["ie"])], "inner_else", [],
+                                   [_vi("ie", shape=[1, 8, 6, 6])])
+
+    def branches(tag):
+        then_g = helper.make_graph(
+            [helper.make_node("Conv", ["x", w, b], [f"c_{tag}"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", [f"c_{tag}"], [f"r_{tag}"]),
+             helper.make_node("Constant", [], [f"k_{tag}"], value=numpy_helper.from_array(np.arange(3, dtype=np.int64))),
+             helper.make_node("Identity", [shared], [f"st_{tag}"])],
+            f"then_{tag}", [],
+            [_vi(f"r_{tag}", shape=[1, 8, 6, 6]), _vi(f"k_{tag}", TensorProto.INT64, [3]), _vi(f"st_{tag}", shape=[1, 8, 6, 6])])
+        else_g = helper.make_graph(
+            [helper.make_node("Sigmoid", ["x"], [f"s_{tag}"]),
+             helper.make_node("Mul", [f"s_{tag}", "scale"], [f"m_{tag}"]),
+             helper.make_node("If", [pos], [f"n_{tag}"], then_branch=inner_then, else_branch=inner_else),
+             helper.make_node("Add", [f"m_{tag}", f"n_{tag}"], [f"e_{tag}"]),
+             helper.make_node("Shape", ["x"], [f"sh_{tag}"]),
+             helper.make_node("Slice", [f"sh_{tag}", "s0", "s3"], [f"q_{tag}"]),
+             helper.make_node("Identity", [shared], [f"se_{tag}"])],
+            f"else_{tag}", [],
+            [_vi(f"e_{tag}", shape=[1, 8, 6, 6]), _vi(f"q_{tag}", TensorProto.INT64, [3]), _vi(f"se_{tag}", shape=[1, 8, 6, 6])],
+            [numpy_helper.from_array(np.float32(1.5), "scale"), numpy_helper.from_array(np.array([0], np.int64), "s0"),
+             numpy_helper.from_array(np.array([3], np.int64), "s3")])
+        return then_g, else_g
+
+    outs = []
+    for tag, cond in (("p", pos), ("n", neg)):
+        then_g, else_g = branches(tag)
+        names = [f"y_{tag}", f"k_{tag}_out", f"sh_{tag}_out"]
+        g.nodes.append(helper.make_node("If", [cond], names, name=f"if_{tag}", then_branch=then_g, else_branch=else_g))
+        outs += names
+    return g.model([("x", [1, 8, 6, 6])], outs, opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
-         recurrent_layers, qoperator_cnn]
+         recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

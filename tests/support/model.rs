@@ -57,6 +57,59 @@ pub fn with_ints(mut n: NodeProto, name: &str, v: &[i64]) -> NodeProto {
     n
 }
 
+/// `n` with a graph attribute (an If branch, a Loop or Scan body).
+pub fn with_graph(mut n: NodeProto, name: &str, g: GraphProto) -> NodeProto {
+    n.attribute.push(AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    });
+    n
+}
+
+/// `n` with an int attribute.
+pub fn with_int(mut n: NodeProto, name: &str, v: i64) -> NodeProto {
+    n.attribute.push(AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    });
+    n
+}
+
+/// A subgraph (If branch, Loop or Scan body).
+pub fn graph(
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> GraphProto {
+    GraphProto {
+        name: Some("body".into()),
+        node: nodes,
+        input: inputs,
+        output: outputs,
+        ..Default::default()
+    }
+}
+
+/// An int64 tensor, or a bool one with `data_type` 9 (one byte per value).
+pub fn int_tensor(name: &str, data_type: i32, dims: &[i64], vals: &[i64]) -> TensorProto {
+    let raw = if data_type == 9 {
+        vals.iter().map(|&v| v as u8).collect()
+    } else {
+        vals.iter().flat_map(|v| v.to_le_bytes()).collect()
+    };
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(data_type),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
+}
+
 pub fn f32_tensor(name: &str, dims: &[i64], vals: &[f32]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),

@@ -8,6 +8,7 @@ pub mod build;
 pub mod ctx;
 pub mod ops;
 pub mod registry;
+mod subgraph;
 pub mod tensor;
 
 use crate::error::{Error, Result, Unsupported};
@@ -138,6 +139,9 @@ fn importer<'a>(
         unbuilt: HashMap::new(),
         declared: HashMap::new(),
         taken: HashMap::new(),
+        unrolled: 0,
+        poisoned: std::collections::HashSet::new(),
+        local: std::collections::HashSet::new(),
     }
 }
 
@@ -154,6 +158,15 @@ struct Importer<'a> {
     declared: HashMap<String, (DType, Vec<i64>)>,
     /// Raw bytes moved out of the top-level initializers (by index), for `import_owned`.
     taken: HashMap<usize, Vec<u8>>,
+    /// Nodes imported by unrolling Loop and Scan bodies so far (`subgraph::MAX_UNROLLED_NODES`
+    /// bounds the total, nested loops included).
+    unrolled: usize,
+    /// Values of nodes that could not be built (reported once, at their node): what reads
+    /// them is skipped, in subgraphs too.
+    poisoned: std::collections::HashSet<String>,
+    /// Names defined in the graph being imported (not its enclosing scopes): a name may be
+    /// assigned once per graph, and a subgraph may shadow an outer name.
+    local: std::collections::HashSet<String>,
 }
 
 /// The tensor type of a value_info, or an error naming it.
@@ -308,7 +321,7 @@ impl Importer<'_> {
                 name: name.clone(),
                 value: id.out(0),
             });
-            self.env.insert(name, id.out(0));
+            self.define(name, id.out(0));
         }
         self.nodes(&gp.node)?;
         for vo in &gp.output {
@@ -378,7 +391,6 @@ impl Importer<'_> {
         // ONNX requires topological order, but be lenient: retry nodes whose inputs are not yet
         // defined until no progress is made.
         let mut pending: Vec<&NodeProto> = nodes.iter().collect();
-        let mut poisoned: std::collections::HashSet<String> = std::collections::HashSet::new();
         loop {
             let mut next = Vec::new();
             let before = pending.len();
@@ -386,7 +398,7 @@ impl Importer<'_> {
                 let ready = n
                     .input
                     .iter()
-                    .all(|i| i.is_empty() || self.env.contains_key(i) || poisoned.contains(i));
+                    .all(|i| i.is_empty() || self.env.contains_key(i) || self.poisoned.contains(i));
                 if !ready {
                     next.push(n);
                     continue;
@@ -396,22 +408,22 @@ impl Importer<'_> {
                         self.unsupported.push(u);
                     }
                 }
-                if n.input.iter().any(|i| poisoned.contains(i)) {
+                if n.input.iter().any(|i| self.poisoned.contains(i)) {
                     // An upstream node failed; still check that this op type is known so the
                     // report lists every unsupported op at once.
                     self.check_known(n);
-                    poisoned.extend(n.output.iter().cloned());
+                    self.poisoned.extend(n.output.iter().cloned());
                     continue;
                 }
                 match self.node(n) {
                     Ok(()) => {}
                     Err(Error::Unsupported(mut u)) => {
                         self.unsupported.append(&mut u);
-                        poisoned.extend(n.output.iter().cloned());
+                        self.poisoned.extend(n.output.iter().cloned());
                     }
                     Err(e) => return Err(e),
                 }
-                poisoned.extend(
+                self.poisoned.extend(
                     n.output
                         .iter()
                         .filter(|o| self.unbuilt.contains_key(*o))
@@ -427,7 +439,7 @@ impl Importer<'_> {
                     .input
                     .iter()
                     .filter(|i| {
-                        !i.is_empty() && !self.env.contains_key(*i) && !poisoned.contains(*i)
+                        !i.is_empty() && !self.env.contains_key(*i) && !self.poisoned.contains(*i)
                     })
                     .collect();
                 return Err(Error::Model(format!(
@@ -475,77 +487,14 @@ impl Importer<'_> {
         let id = self
             .g
             .add_node(name.clone(), Op::Const(t), vec![], vec![ty], origin);
-        self.env.insert(name, id.out(0));
+        self.define(name, id.out(0));
     }
 
-    /// The value of an If node's condition when it is a constant.
-    fn if_condition(&self, n: &NodeProto) -> Option<bool> {
-        let cond = n.input.first().filter(|s| !s.is_empty())?;
-        let t = self.g.const_value(*self.env.get(cond)?)?;
-        (t.len() == 1).then(|| t.get(0).as_bool())
-    }
-
-    /// An If whose condition is a constant (computed from initializers and shapes, as
-    /// exporters' shape checks are): the taken branch's nodes are imported in its place, with
-    /// the outer values in scope, and its outputs become the If's. Names defined inside the
-    /// branch do not leak out. A run-time condition reaches the registry's `If` builder, which
-    /// reports it as unsupported.
-    fn inline_if(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
-        let taken = self.if_condition(n).expect("constant condition");
-        let attr = if taken { "then_branch" } else { "else_branch" };
-        let gp = n
-            .attribute
-            .iter()
-            .find(|a| a.name.as_deref() == Some(attr))
-            .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| {
-                Error::Model(format!(
-                    "{origin}: attribute '{attr}' (a graph) is required"
-                ))
-            })?;
-        if gp.output.len() != n.output.len() {
-            return Err(Error::Model(format!(
-                "{origin}: the {attr} has {} outputs, the node {}",
-                gp.output.len(),
-                n.output.len()
-            )));
-        }
-        let outer: std::collections::HashSet<String> = self.env.keys().cloned().collect();
-        for init in &gp.initializer {
-            let name = init.name.clone().unwrap_or_default();
-            let t =
-                tensor_from_proto(init, self.dir, &format!("initializer '{name}' of {origin}"))?;
-            self.bind_constant(name, t, origin.clone());
-        }
-        let unsupported = self.unsupported.len();
-        self.nodes(&gp.node)?;
-        let outs: Vec<Option<ValueId>> = gp
-            .output
-            .iter()
-            .map(|o| self.env.get(o.name.as_deref().unwrap_or_default()).copied())
-            .collect();
-        self.env.retain(|k, _| outer.contains(k));
-        if self.unsupported.len() > unsupported {
-            // Reported by the branch's nodes; the If's outputs are poisoned by the caller.
-            return Err(Error::Unsupported(Vec::new()));
-        }
-        for (name, v) in n.output.iter().zip(outs) {
-            if name.is_empty() {
-                continue;
-            }
-            let v = v.ok_or_else(|| {
-                Error::Model(format!(
-                    "{origin}: the {attr} does not compute all its outputs"
-                ))
-            })?;
-            if self.env.insert(name.clone(), v).is_some() {
-                return Err(Error::Model(format!(
-                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
-                     input already defines; every ONNX value is assigned once (rename one of them)"
-                )));
-            }
-        }
-        Ok(())
+    /// Binds `name` in the current scope; false if the current graph already defines it.
+    fn define(&mut self, name: String, v: ValueId) -> bool {
+        let fresh = self.local.insert(name.clone());
+        self.env.insert(name, v);
+        fresh
     }
 
     fn check_known(&mut self, n: &NodeProto) {
@@ -563,8 +512,14 @@ impl Importer<'_> {
 
     fn node(&mut self, n: &NodeProto) -> Result<()> {
         let (origin, domain, opset) = self.node_origin(n);
-        if domain.is_empty() && origin.op_type == "If" && self.if_condition(n).is_some() {
-            return self.inline_if(n, &origin);
+        if domain.is_empty() {
+            match origin.op_type.as_str() {
+                "If" if self.if_condition(n).is_some() => return self.inline_if(n, &origin),
+                "If" => return self.if_convert(n, &origin),
+                "Loop" => return self.unroll_loop(n, &origin),
+                "Scan" => return self.unroll_scan(n, &origin),
+                _ => {}
+            }
         }
         let Some(builder) = registry::lookup(&domain, &origin.op_type) else {
             let reason = if !domain.is_empty() && !self.opsets.contains_key(&domain) {
@@ -613,7 +568,7 @@ impl Importer<'_> {
             }
             match outs.get(k) {
                 Some(v) => {
-                    if self.env.insert(name.clone(), *v).is_some() {
+                    if !self.define(name.clone(), *v) {
                         return Err(Error::Model(format!(
                             "{origin} writes '{name}', which an earlier node, an initializer \
                              or a graph input already defines; every ONNX value is assigned \

@@ -140,7 +140,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Pad", data::pad),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
-    ("If", control::if_runtime),
+    ("If", control::imported),
+    ("Loop", control::imported),
+    ("Scan", control::imported),
     ("RNN", rnn::rnn),
     ("GRU", rnn::gru),
     ("LSTM", rnn::lstm),
@@ -227,7 +229,15 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "If",
-        "inlined when the condition is a constant (an initializer, or computable from shapes); a run-time condition is not supported yet",
+        "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "Loop",
+        "unrolled: the trip count and the condition must be known at compile time (constants, or computable from shapes; the body's condition is folded per iteration); at most 4096 iterations; no sequence or optional values",
+    ),
+    (
+        "Scan",
+        "unrolled: the scanned length must be known at compile time (--shape fixes a symbolic one); at most 4096 iterations; opset 8's sequence_lens only at full length",
     ),
     (
         "LSTM",

@@ -508,6 +508,17 @@ pub fn check_types(e: &E, inputs: &[DType]) -> Result<(), TypeError> {
     go(e, inputs, &mut std::collections::HashSet::new())
 }
 
+/// Whether evaluating `e` can make the run fail (it holds a `CheckIndex`).
+pub fn can_fail(e: &E) -> bool {
+    fn go(e: &E, seen: &mut std::collections::HashSet<*const Expr>) -> bool {
+        if !seen.insert(Arc::as_ptr(e)) {
+            return false;
+        }
+        matches!(e.kind, ExprKind::CheckIndex { .. }) || e.children().into_iter().any(|c| go(c, seen))
+    }
+    go(e, &mut std::collections::HashSet::new())
+}
+
 /// Counts nodes in the DAG (shared nodes once): a size measure for fusion heuristics.
 pub fn dag_size(e: &E) -> usize {
     let mut seen = std::collections::HashSet::new();

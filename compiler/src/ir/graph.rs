@@ -222,6 +222,21 @@ impl PoolOp {
 }
 
 impl Op {
+    /// Whether running the op can make the run fail (return an error code): an assertion,
+    /// or a data-dependent index checked at run time. Every other op computes its output
+    /// from any operand values.
+    pub fn can_fail(&self) -> bool {
+        match self {
+            Op::Assert { .. } => true,
+            Op::Map(m) => super::expr::can_fail(&m.body),
+            Op::Reduce(r) => super::expr::can_fail(&r.body),
+            Op::Scatter(s) => {
+                super::expr::can_fail(&s.value) || s.index.iter().any(super::expr::can_fail)
+            }
+            _ => false,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::Input => "input",

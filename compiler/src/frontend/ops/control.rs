@@ -1,14 +1,16 @@
-//! Control flow. `If` with a constant condition (what exporters' shape checks fold to) is
-//! inlined by the importer (`frontend::Importer::inline_if`): the taken branch's nodes
-//! replace the node. This builder is reached only for a run-time condition.
+//! Control flow. The importer inlines subgraphs itself (`frontend/subgraph.rs`): `If` with a
+//! constant condition (what exporters' shape checks fold to) becomes the taken branch's
+//! nodes, `If` on a run-time condition is if-converted, `Loop` and `Scan` are unrolled. The
+//! registry lists them, with the builder below, so that they count as known ops.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::frontend::ctx::Ctx;
 use crate::ir::ValueId;
 
-pub fn if_runtime(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    Err(ctx.unsupported(
-        "the condition is computed at run time; onnxc inlines an If only when its condition is a \
-         constant (an initializer, or computable from shapes)",
-    ))
+/// Never reached: the importer handles the op before it consults the registry.
+pub fn imported(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    Err(Error::Internal(format!(
+        "{}: reached the registry, but the importer builds this op itself",
+        ctx.origin
+    )))
 }

@@ -1,0 +1,786 @@
+//! Control flow by inlining: the importer imports a subgraph's nodes in place of the node
+//! that owns it, with the outer scope visible and the subgraph's formal inputs bound to
+//! values of the outer graph (`Importer::inline_body`).
+//!
+//! - `If` whose condition is a constant: the taken branch, once (`inline_if`); on a
+//!   run-time condition, both branches and a select (`if_convert`), where neither branch
+//!   can fail at run time.
+//! - `Loop` whose trip count and condition are known at compile time: the body once per
+//!   iteration, carried values threaded from one copy to the next, scan outputs stacked
+//!   (`unroll_loop`). The condition the body computes is constant-folded as the copy is
+//!   built, so `while`-style loops over constants unroll too; a condition computed from
+//!   run-time values is reported as unsupported.
+//! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
+//!   form and opset 9's): the body once per element, each copy reading its slice
+//!   (`unroll_scan`).
+//!
+//! Every copy is an ordinary subgraph of the model, so it is folded, fused and scheduled like
+//! the rest: an unrolled loop costs no interpreter and no per-iteration dispatch. The price is
+//! compile time and code size proportional to the iteration count, bounded by
+//! `MAX_ITERATIONS` per node and `MAX_UNROLLED_NODES` over the model.
+
+use super::Importer;
+use super::ctx::Ctx;
+use super::tensor::tensor_from_proto;
+use crate::error::{Error, Result, Unsupported};
+use crate::ir::dim::{Dim, known_dims};
+use crate::ir::expr::{self, E};
+use crate::ir::{DType, Op, Origin, Scalar, Tensor, TypeInfo, ValueId};
+use onnxc_proto::{GraphProto, NodeProto, type_proto};
+
+/// Most iterations a Loop or Scan is unrolled to.
+pub const MAX_ITERATIONS: usize = 4096;
+/// Most body nodes all copies of one Loop or Scan add up to.
+pub const MAX_UNROLLED_NODES: usize = 200_000;
+
+impl Importer<'_> {
+    fn unsupported_node(&self, n: &NodeProto, origin: &Origin, reason: impl Into<String>) -> Error {
+        Error::Unsupported(vec![Unsupported {
+            node: origin.name.clone(),
+            op_type: origin.op_type.clone(),
+            domain: n.domain.clone().unwrap_or_default(),
+            opset: origin.opset,
+            reason: reason.into(),
+        }])
+    }
+
+    /// A builder context for helper nodes (slices, stacking) of the node `n`.
+    fn helper_ctx<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
+        Ctx::new(
+            &mut self.g,
+            n,
+            origin.clone(),
+            origin.opset,
+            vec![],
+            self.dir,
+            self.opts.fold_limit,
+        )
+    }
+
+    fn graph_attr<'n>(n: &'n NodeProto, origin: &Origin, attr: &str) -> Result<&'n GraphProto> {
+        n.attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(attr))
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| Error::Model(format!("{origin}: attribute '{attr}' (a graph) is required")))
+    }
+
+    /// The value an operand of `n` names, when the operand is given.
+    fn operand(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Option<ValueId>> {
+        match n.input.get(k).filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(name) => self.env.get(name).copied().map(Some).ok_or_else(|| {
+                Error::Model(format!("{origin}: input '{name}' is not defined"))
+            }),
+        }
+    }
+
+    /// Imports `body` once, its formal inputs bound to `args`, the enclosing scopes visible;
+    /// returns its outputs. Names the body defines (its inputs, initializers and node outputs)
+    /// do not leak out, and a body input shadows an outer value of the same name only inside.
+    pub(super) fn inline_body(
+        &mut self,
+        body: &GraphProto,
+        args: &[ValueId],
+        origin: &Origin,
+        what: &str,
+    ) -> Result<Vec<ValueId>> {
+        if body.input.len() != args.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the {what} declares {} inputs, the node gives it {}",
+                body.input.len(),
+                args.len()
+            )));
+        }
+        let saved = self.env.clone();
+        let saved_local = std::mem::take(&mut self.local);
+        let result = self.inline_body_in_scope(body, args, origin, what);
+        self.env = saved;
+        self.local = saved_local;
+        result
+    }
+
+    fn inline_body_in_scope(
+        &mut self,
+        body: &GraphProto,
+        args: &[ValueId],
+        origin: &Origin,
+        what: &str,
+    ) -> Result<Vec<ValueId>> {
+        for (vi, &v) in body.input.iter().zip(args) {
+            let name = vi.name.clone().unwrap_or_default();
+            let ty = self.g.value_type(v);
+            match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => {
+                    if let Some(code) = tt.elem_type.filter(|&c| c != 0)
+                        && DType::from_onnx(code) != Some(ty.dtype)
+                    {
+                        return Err(Error::Model(format!(
+                            "{origin}: the {what}'s input '{name}' is declared {} but is given {}",
+                            DType::onnx_code_name(code),
+                            ty.dtype
+                        )));
+                    }
+                }
+                None => {}
+                Some(_) => {
+                    return Err(Error::Unsupported(vec![Unsupported {
+                        node: origin.name.clone(),
+                        op_type: origin.op_type.clone(),
+                        domain: String::new(),
+                        opset: origin.opset,
+                        reason: format!(
+                            "the {what}'s input '{name}' is not a tensor (sequence and optional \
+                             types are not supported)"
+                        ),
+                    }]));
+                }
+            }
+            if !self.define(name.clone(), v) {
+                return Err(Error::Model(format!(
+                    "{origin}: the {what} declares input '{name}' twice"
+                )));
+            }
+        }
+        for init in &body.initializer {
+            let name = init.name.clone().unwrap_or_default();
+            let t = tensor_from_proto(
+                init,
+                self.dir,
+                &format!("initializer '{name}' of {origin}'s {what}"),
+            )?;
+            self.bind_constant(name, t, origin.clone());
+        }
+        let unsupported = self.unsupported.len();
+        self.nodes(&body.node)?;
+        if self.unsupported.len() > unsupported {
+            // Reported by the body's nodes; the node's outputs are poisoned by the caller.
+            return Err(Error::Unsupported(Vec::new()));
+        }
+        body.output
+            .iter()
+            .map(|o| {
+                let name = o.name.as_deref().unwrap_or_default();
+                if let Some(u) = self.unbuilt.remove(name) {
+                    self.unsupported.push(u);
+                    return Err(Error::Unsupported(Vec::new()));
+                }
+                if self.poisoned.contains(name) {
+                    // Computed from a node already reported as unsupported.
+                    return Err(Error::Unsupported(Vec::new()));
+                }
+                self.env.get(name).copied().ok_or_else(|| {
+                    Error::Model(format!(
+                        "{origin}: the {what}'s output '{name}' is not computed by any of its \
+                         nodes, initializers or inputs, nor an outer value"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Binds the node's outputs to `outs` (an empty output name is skipped).
+    fn bind_outputs(&mut self, n: &NodeProto, origin: &Origin, outs: &[ValueId]) -> Result<()> {
+        for (name, &v) in n.output.iter().zip(outs) {
+            if name.is_empty() {
+                continue;
+            }
+            if !self.define(name.clone(), v) {
+                return Err(Error::Model(format!(
+                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
+                     input already defines; every ONNX value is assigned once (rename one of them)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of an If node's condition when it is a constant.
+    pub(super) fn if_condition(&self, n: &NodeProto) -> Option<bool> {
+        let cond = n.input.first().filter(|s| !s.is_empty())?;
+        let t = self.g.const_value(*self.env.get(cond)?)?;
+        (t.len() == 1).then(|| t.get(0).as_bool())
+    }
+
+    /// An If whose condition is a constant (computed from initializers and shapes, as
+    /// exporters' shape checks are): the taken branch's nodes are imported in its place, and
+    /// its outputs become the If's. A run-time condition reaches the registry's `If` builder,
+    /// which reports it as unsupported.
+    pub(super) fn inline_if(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let taken = self.if_condition(n).expect("constant condition");
+        let attr = if taken { "then_branch" } else { "else_branch" };
+        let gp = Self::graph_attr(n, origin, attr)?;
+        if gp.output.len() != n.output.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the {attr} has {} outputs, the node {}",
+                gp.output.len(),
+                n.output.len()
+            )));
+        }
+        let outs = self.inline_body(gp, &[], origin, attr)?;
+        self.bind_outputs(n, origin, &outs)
+    }
+
+    /// An If on a run-time condition, if-converted: both branches are imported and computed,
+    /// and each output selects the taken branch's value element by element. Exact — same
+    /// values, same return code — when neither branch can fail at run time (no checked
+    /// indices, no shape assertions: an untaken branch must not fail the run) and both give
+    /// each output one type and shape; otherwise the node is reported as unsupported. The
+    /// untaken branch's time is the price.
+    pub(super) fn if_convert(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let cond = self.operand(n, origin, 0)?.ok_or_else(|| {
+            Error::Model(format!("{origin}: the condition (input 0) is required"))
+        })?;
+        let ty = self.g.value_type(cond).clone();
+        if ty.dtype != DType::Bool {
+            return Err(Error::Model(format!(
+                "{origin}: the condition is {}; it must be bool",
+                ty.dtype
+            )));
+        }
+        match known_dims(&ty.shape) {
+            Some(d) if d.iter().product::<i64>() == 1 => {}
+            _ => {
+                return Err(Error::Model(format!(
+                    "{origin}: the condition has shape {}; it must hold one element",
+                    crate::ir::dim::fmt_shape(&ty.shape)
+                )));
+            }
+        }
+        let then_g = Self::graph_attr(n, origin, "then_branch")?;
+        let else_g = Self::graph_attr(n, origin, "else_branch")?;
+        for (g, attr) in [(then_g, "then_branch"), (else_g, "else_branch")] {
+            if g.output.len() != n.output.len() {
+                return Err(Error::Model(format!(
+                    "{origin}: the {attr} has {} outputs, the node {}",
+                    g.output.len(),
+                    n.output.len()
+                )));
+            }
+        }
+        let before: std::collections::HashSet<_> = self.g.node_ids().into_iter().collect();
+        let asserts = self.g.asserts.len();
+        let then_outs = self.inline_body(then_g, &[], origin, "then_branch")?;
+        let else_outs = self.inline_body(else_g, &[], origin, "else_branch")?;
+        let failing = self
+            .g
+            .node_ids()
+            .into_iter()
+            .filter(|id| !before.contains(id))
+            .find(|&id| self.g.node(id).op.can_fail());
+        if failing.is_some() || self.g.asserts.len() > asserts {
+            let what = failing.map_or_else(String::new, |id| {
+                format!(" ({})", self.g.node(id).origin)
+            });
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "the condition is computed at run time and a branch can fail at run time{what}: \
+                     a checked index or a shape assertion; onnxc computes both branches of such an \
+                     If and selects, which is exact only for branches that cannot fail"
+                ),
+            ));
+        }
+        let mut outs = Vec::with_capacity(then_outs.len());
+        for (k, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
+            let (ta, tb) = (self.g.value_type(a).clone(), self.g.value_type(b).clone());
+            if ta != tb {
+                return Err(self.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "the condition is computed at run time and output {k} is {} {} in the \
+                         then_branch, {} {} in the else_branch; onnxc needs one type and shape \
+                         for it",
+                        ta.dtype,
+                        crate::ir::dim::fmt_shape(&ta.shape),
+                        tb.dtype,
+                        crate::ir::dim::fmt_shape(&tb.shape)
+                    ),
+                ));
+            }
+            if a == b {
+                outs.push(a);
+                continue;
+            }
+            let rank = ta.shape.len();
+            let idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
+            let body = expr::select(
+                expr::load(DType::Bool, 0, vec![expr::i(0); ty.shape.len()]),
+                expr::load(ta.dtype, 1, idx.clone()),
+                expr::load(ta.dtype, 2, idx),
+            );
+            let mut ctx = self.helper_ctx(n, origin);
+            outs.push(ctx.map(ta.dtype, ta.shape.clone(), vec![cond, a, b], body)?);
+        }
+        self.bind_outputs(n, origin, &outs)
+    }
+
+    /// Counts one more copy of `body` (iteration `iteration`, from 1) against the unrolling
+    /// limits: iterations per node, and body nodes over the whole model, so that loops nested
+    /// in loops cannot multiply past it.
+    fn count_iteration(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        body: &GraphProto,
+        iteration: usize,
+    ) -> Result<()> {
+        if iteration > MAX_ITERATIONS {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "it runs more than {MAX_ITERATIONS} iterations; onnxc unrolls loops of at \
+                     most {MAX_ITERATIONS} iterations"
+                ),
+            ));
+        }
+        self.unrolled = self.unrolled.saturating_add(body.node.len().max(1));
+        if self.unrolled > MAX_UNROLLED_NODES {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "unrolling it (iteration {iteration}, {} body nodes) takes the model's \
+                     unrolled loop bodies past {MAX_UNROLLED_NODES} nodes, the most onnxc unrolls",
+                    body.node.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A Loop whose trip count and condition are known at compile time, unrolled.
+    pub(super) fn unroll_loop(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let body = Self::graph_attr(n, origin, "body")?;
+        let trip = self.operand(n, origin, 0)?;
+        let cond = self.operand(n, origin, 1)?;
+        let carried: Vec<ValueId> = (2..n.input.len())
+            .map(|k| {
+                self.operand(n, origin, k)?.ok_or_else(|| {
+                    Error::Model(format!(
+                        "{origin}: loop-carried input {} is empty; every carried value needs an \
+                         initial value",
+                        k - 2
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let n_carried = carried.len();
+        if body.input.len() != n_carried + 2 {
+            return Err(Error::Model(format!(
+                "{origin}: the body has {} inputs; a Loop with {n_carried} carried values needs {} \
+                 (iteration number, condition, carried values)",
+                body.input.len(),
+                n_carried + 2
+            )));
+        }
+        if body.output.len() < n_carried + 1 {
+            return Err(Error::Model(format!(
+                "{origin}: the body has {} outputs; a Loop with {n_carried} carried values needs \
+                 at least {} (condition, carried values, scan outputs)",
+                body.output.len(),
+                n_carried + 1
+            )));
+        }
+        let n_scan = body.output.len() - 1 - n_carried;
+        if n.output.len() > n_carried + n_scan {
+            return Err(Error::Model(format!(
+                "{origin}: the node has {} outputs, its body computes {n_carried} carried values \
+                 and {n_scan} scan outputs",
+                n.output.len()
+            )));
+        }
+        let run_time = |what: &str| {
+            format!(
+                "its {what} is computed at run time; onnxc unrolls loops whose trip count and \
+                 condition are known at compile time (constants, or computable from shapes)"
+            )
+        };
+        let scalar_of = |this: &Self, v: ValueId, what: &str| -> Result<Option<Scalar>> {
+            match this.g.const_value(v) {
+                None => Ok(None),
+                Some(t) if t.len() == 1 => Ok(Some(t.get(0))),
+                Some(t) => Err(Error::Model(format!(
+                    "{origin}: the {what} must have one element, it has {}",
+                    t.len()
+                ))),
+            }
+        };
+        let trip_count = match trip {
+            None => None,
+            Some(v) => match scalar_of(self, v, "trip count")? {
+                Some(s) => Some(s.as_i64().max(0)),
+                None => return Err(self.unsupported_node(n, origin, run_time("trip count"))),
+            },
+        };
+        let mut running = match cond {
+            None => true,
+            Some(v) => match scalar_of(self, v, "condition")? {
+                Some(s) => s.as_bool(),
+                None => return Err(self.unsupported_node(n, origin, run_time("condition"))),
+            },
+        };
+        if trip_count.is_none() && cond.is_none() {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                "it has neither a trip count nor a condition (it never ends)",
+            ));
+        }
+        // The body's iteration number and condition inputs: scalars, or [1] where the body
+        // declares rank 1.
+        let rank_of = |k: usize| -> usize {
+            match body.input[k].r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => {
+                    tt.shape.as_ref().map_or(0, |s| s.dim.len().min(1))
+                }
+                _ => 0,
+            }
+        };
+        let (iter_rank, cond_rank) = (rank_of(0), rank_of(1));
+        let mut values = carried;
+        let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
+        let mut i: i64 = 0;
+        while running && trip_count.is_none_or(|m| i < m) {
+            self.count_iteration(n, origin, body, i as usize + 1)?;
+            let shape = |r: usize| vec![1i64; r];
+            let iter_v = {
+                let t = Tensor::from_i64s(shape(iter_rank), &[i]);
+                self.helper_ctx(n, origin).constant(t)
+            };
+            let cond_v = {
+                let t = Tensor::filled(DType::Bool, shape(cond_rank), Scalar::one(DType::Bool));
+                self.helper_ctx(n, origin).constant(t)
+            };
+            let mut args = vec![iter_v, cond_v];
+            args.extend(&values);
+            let outs = self.inline_body(body, &args, origin, "body")?;
+            running = match scalar_of(self, outs[0], "condition the body computes")? {
+                Some(s) => s.as_bool(),
+                None => {
+                    return Err(self.unsupported_node(
+                        n,
+                        origin,
+                        run_time("condition (the body's first output)"),
+                    ));
+                }
+            };
+            values = outs[1..=n_carried].to_vec();
+            for (k, &v) in outs[n_carried + 1..].iter().enumerate() {
+                scans[k].push(v);
+            }
+            i += 1;
+        }
+        let mut results = values;
+        for (k, elems) in scans.into_iter().enumerate() {
+            if elems.is_empty() {
+                return Err(self.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "it runs no iteration, so the shape of its scan output {k} is unknown; \
+                         onnxc needs at least one iteration for loops with scan outputs"
+                    ),
+                ));
+            }
+            let mut ctx = self.helper_ctx(n, origin);
+            results.push(stack(&mut ctx, &elems, 0, &format!("scan output {k}"))?);
+        }
+        self.bind_outputs(n, origin, &results)
+    }
+
+    /// A Scan over inputs whose scanned length is known at compile time, unrolled.
+    pub(super) fn unroll_scan(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let body = Self::graph_attr(n, origin, "body")?;
+        let ints = |name: &str| -> Option<Vec<i64>> {
+            n.attribute
+                .iter()
+                .find(|a| a.name.as_deref() == Some(name))
+                .map(|a| a.ints.clone())
+        };
+        let num_scan = n
+            .attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some("num_scan_inputs"))
+            .and_then(|a| a.i)
+            .ok_or_else(|| {
+                Error::Model(format!("{origin}: attribute 'num_scan_inputs' (an int) is required"))
+            })?;
+        // Opset 8: an optional sequence_lens first, and a batch axis 0 on every operand.
+        let batched = origin.opset < 9;
+        let first = usize::from(batched);
+        let lens: Option<Vec<i64>> = match batched.then(|| self.operand(n, origin, 0)) {
+            None => None,
+            Some(v) => match v? {
+                None => None,
+                Some(v) => match self.g.const_value(v) {
+                    // Checked against the length below.
+                    Some(t) => Some(t.to_i64s()),
+                    None => {
+                        return Err(self.unsupported_node(
+                            n,
+                            origin,
+                            "sequence_lens is computed at run time; onnxc unrolls a Scan whose \
+                             sequences all have the full length",
+                        ));
+                    }
+                },
+            },
+        };
+        let operands: Vec<ValueId> = (first..n.input.len())
+            .map(|k| {
+                self.operand(n, origin, k)?
+                    .ok_or_else(|| Error::Model(format!("{origin}: input {k} is empty")))
+            })
+            .collect::<Result<_>>()?;
+        if num_scan < 1 || num_scan as usize > operands.len() {
+            return Err(Error::Model(format!(
+                "{origin}: num_scan_inputs is {num_scan}; it must be between 1 and the number of \
+                 state and scan inputs ({})",
+                operands.len()
+            )));
+        }
+        let m = num_scan as usize;
+        let n_state = operands.len() - m;
+        if body.input.len() != operands.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the body has {} inputs; {n_state} state and {m} scan inputs need {}",
+                body.input.len(),
+                operands.len()
+            )));
+        }
+        if body.output.len() < n_state {
+            return Err(Error::Model(format!(
+                "{origin}: the body has {} outputs; {n_state} state values need at least as many",
+                body.output.len()
+            )));
+        }
+        let k_out = body.output.len() - n_state;
+        let attr_list = |name: &str, len: usize| -> Result<Vec<i64>> {
+            match ints(name) {
+                None => Ok(vec![0; len]),
+                Some(v) if v.len() == len => Ok(v),
+                Some(v) => Err(Error::Model(format!(
+                    "{origin}: attribute '{name}' has {} entries, it needs {len}",
+                    v.len()
+                ))),
+            }
+        };
+        let shapes: Vec<Vec<i64>> = operands
+            .iter()
+            .map(|&v| {
+                let s = self.g.value_type(v).shape.clone();
+                known_dims(&s).ok_or_else(|| {
+                    Error::NeedShape(format!(
+                        "{origin}: needs the concrete shape of its operand, which is {}; fix the \
+                         symbolic dims with --shape INPUT=D0,D1,…",
+                        crate::ir::dim::fmt_shape(&s)
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        // Per scan input: the scanned axis and direction.
+        let (in_axes, in_dirs, out_axes, out_dirs) = if batched {
+            (vec![1; m], attr_list("directions", m)?, vec![1; k_out], vec![0; k_out])
+        } else {
+            (
+                attr_list("scan_input_axes", m)?,
+                attr_list("scan_input_directions", m)?,
+                attr_list("scan_output_axes", k_out)?,
+                attr_list("scan_output_directions", k_out)?,
+            )
+        };
+        let mut len = None;
+        let mut axes = Vec::with_capacity(m);
+        for j in 0..m {
+            let shape = &shapes[n_state + j];
+            let r = shape.len() as i64;
+            let a = in_axes[j];
+            if a < -r || a >= r {
+                return Err(Error::Model(format!(
+                    "{origin}: scan input {j} has rank {r}; its axis {a} is out of range"
+                )));
+            }
+            let a = if a < 0 { a + r } else { a } as usize;
+            if batched && a == 0 {
+                unreachable!("opset 8 scans axis 1");
+            }
+            if len.is_some_and(|l| l != shape[a]) {
+                return Err(Error::Model(format!(
+                    "{origin}: scan input {j} has {} elements along its scan axis, the first {}; \
+                     all scan inputs must have the same length",
+                    shape[a],
+                    len.unwrap()
+                )));
+            }
+            len = Some(shape[a]);
+            axes.push(a);
+        }
+        if let Some(&d) = in_dirs.iter().chain(&out_dirs).find(|&&d| d != 0 && d != 1) {
+            return Err(Error::Model(format!(
+                "{origin}: a scan direction is {d}; it must be 0 (forward) or 1 (reverse)"
+            )));
+        }
+        let len = len.expect("at least one scan input");
+        let batch = if batched {
+            let b = shapes[0].first().copied().unwrap_or(0);
+            if let Some((k, s)) = shapes.iter().enumerate().find(|(_, s)| s.first() != Some(&b)) {
+                return Err(Error::Model(format!(
+                    "{origin}: operand {k} has shape {s:?}; opset 8's Scan needs the same batch \
+                     size ({b}) as axis 0 of every operand"
+                )));
+            }
+            b
+        } else {
+            1
+        };
+        if let Some(lens) = &lens
+            && (lens.len() as i64 != batch || lens.iter().any(|&l| l != len))
+        {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "sequence_lens is {lens:?}; onnxc unrolls a Scan whose sequences all have the \
+                     full length {len}"
+                ),
+            ));
+        }
+        if len == 0 || batch == 0 {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                "its sequences are empty, so the shapes of its scan outputs are unknown",
+            ));
+        }
+        if (len as u64).saturating_mul(batch as u64) > MAX_ITERATIONS as u64 {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "it runs {} iterations; onnxc unrolls loops of at most {MAX_ITERATIONS} \
+                     iterations",
+                    (len as u64).saturating_mul(batch as u64)
+                ),
+            ));
+        }
+        let mut finals: Vec<Vec<ValueId>> = vec![Vec::new(); n_state];
+        let mut outs_per_batch: Vec<Vec<ValueId>> = vec![Vec::new(); k_out];
+        for b in 0..batch {
+            // The batch entry's operands (opset 8), or the operands themselves.
+            let entry: Vec<ValueId> = if batched {
+                let mut ctx = self.helper_ctx(n, origin);
+                operands
+                    .iter()
+                    .map(|&v| take(&mut ctx, v, 0, b))
+                    .collect::<Result<_>>()?
+            } else {
+                operands.clone()
+            };
+            let mut states = entry[..n_state].to_vec();
+            let mut elems: Vec<Vec<ValueId>> = vec![Vec::new(); k_out];
+            for t in 0..len {
+                self.count_iteration(n, origin, body, (b * len + t + 1) as usize)?;
+                let mut args = states.clone();
+                {
+                    let mut ctx = self.helper_ctx(n, origin);
+                    for j in 0..m {
+                        let pos = if in_dirs[j] == 1 { len - 1 - t } else { t };
+                        // In a batch entry the scan axis is one lower.
+                        let a = axes[j] - first;
+                        args.push(take(&mut ctx, entry[n_state + j], a, pos)?);
+                    }
+                }
+                let outs = self.inline_body(body, &args, origin, "body")?;
+                states = outs[..n_state].to_vec();
+                for (k, &v) in outs[n_state..].iter().enumerate() {
+                    elems[k].push(v);
+                }
+            }
+            let mut ctx = self.helper_ctx(n, origin);
+            for (k, mut e) in elems.into_iter().enumerate() {
+                if out_dirs[k] == 1 {
+                    e.reverse();
+                }
+                let r = ctx.rank(e[0]) as i64 + 1;
+                let a = out_axes[k] - first as i64;
+                if a < -r || a >= r {
+                    return Err(Error::Model(format!(
+                        "{origin}: scan output {k} has rank {r}; its axis {} is out of range",
+                        out_axes[k]
+                    )));
+                }
+                let a = if a < 0 { a + r } else { a } as usize;
+                outs_per_batch[k].push(stack(&mut ctx, &e, a, &format!("scan output {k}"))?);
+            }
+            for (k, s) in states.into_iter().enumerate() {
+                finals[k].push(s);
+            }
+        }
+        let mut results = Vec::with_capacity(n_state + k_out);
+        let mut ctx = self.helper_ctx(n, origin);
+        for parts in finals.into_iter().chain(outs_per_batch) {
+            results.push(if batched {
+                stack(&mut ctx, &parts, 0, "the batch")?
+            } else {
+                parts[0]
+            });
+        }
+        drop(ctx);
+        if n.output.len() > results.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the node has {} outputs, its body computes {n_state} state values and \
+                 {k_out} scan outputs",
+                n.output.len()
+            )));
+        }
+        self.bind_outputs(n, origin, &results)
+    }
+}
+
+/// Element `pos` of `v` along `axis`, the axis removed.
+fn take(ctx: &mut Ctx, v: ValueId, axis: usize, pos: i64) -> Result<ValueId> {
+    let ty = ctx.ty(v);
+    let rank = ty.shape.len();
+    let index: Vec<E> = (0..rank)
+        .map(|d| match d.cmp(&axis) {
+            std::cmp::Ordering::Less => expr::var(d as u32),
+            std::cmp::Ordering::Equal => expr::i(pos),
+            std::cmp::Ordering::Greater => expr::var(d as u32 - 1),
+        })
+        .collect();
+    let mut shape = ty.shape.clone();
+    shape.remove(axis);
+    ctx.map(ty.dtype, shape, vec![v], expr::load(ty.dtype, 0, index))
+}
+
+/// `parts` (of one type and shape) stacked along a new axis `axis`.
+fn stack(ctx: &mut Ctx, parts: &[ValueId], axis: usize, what: &str) -> Result<ValueId> {
+    let ty = ctx.ty(parts[0]);
+    if let Some(p) = parts.iter().find(|&&p| ctx.ty(p) != ty) {
+        let other = ctx.ty(*p);
+        return Err(ctx.err(format!(
+            "the iterations' values of {what} differ in type: {} {} and {} {}; stacking them \
+             needs one type and shape",
+            ty.dtype,
+            crate::ir::dim::fmt_shape(&ty.shape),
+            other.dtype,
+            crate::ir::dim::fmt_shape(&other.shape)
+        )));
+    }
+    let mut one = ty.shape.clone();
+    one.insert(axis, Dim::Known(1));
+    let mut all = ty.shape.clone();
+    all.insert(axis, Dim::Known(parts.len() as i64));
+    let rows: Vec<ValueId> = parts
+        .iter()
+        .map(|&p| ctx.reshape(p, one.clone()))
+        .collect::<Result<_>>()?;
+    if rows.len() == 1 {
+        return Ok(rows[0]);
+    }
+    ctx.add(Op::Concat { axis }, rows, TypeInfo::new(ty.dtype, all))
+}
