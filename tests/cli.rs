@@ -973,3 +973,52 @@ fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
     };
     compile_error(&d, "shapes", &m, &["'branchy'", "output 0 is float32 [4]", "[8]"]);
 }
+
+/// TopK: a k beyond the axis is a model error naming the node; a run-time K needs the
+/// declared output shape, and a K that disagrees with it fails the run with ONNXC_ERR_SHAPE.
+#[test]
+fn topk_k_is_checked_at_compile_and_run_time() {
+    let d = scratch("topk");
+    let x = value_info("x", 1, &[D::N(2), D::N(5)]);
+    let topk = |k_in: Vec<onnxc_proto::ValueInfoProto>, inits, y: onnxc_proto::ValueInfoProto| {
+        let mut inputs = vec![x.clone()];
+        inputs.extend(k_in);
+        model(
+            vec![node("TopK", "best", &["x", "k"], &["y", "i"])],
+            inputs,
+            vec![y, value_info("i", 7, &[D::S("a"), D::S("b")])],
+            inits,
+            11,
+        )
+    };
+    let y_any = value_info("y", 1, &[D::S("a"), D::S("b")]);
+    let m = topk(vec![], vec![int_tensor("k", 7, &[1], &[6])], y_any.clone());
+    compile_error(&d, "too_big", &m, &["'best'", "TopK", "k is 6", "(5)"]);
+    let k_in = || vec![value_info("k", 7, &[D::N(1)])];
+    let m = topk(k_in(), vec![], y_any);
+    compile_error(&d, "undeclared", &m, &["'best'", "input K is computed at run time", "declare"]);
+    // Declared [2, 3]: K must be 3 when the model runs.
+    let p = d.join("runtime.onnx");
+    save(&topk(k_in(), vec![], value_info("y", 1, &[D::N(2), D::N(3)])), &p);
+    let xin = d.join("x.pb");
+    save_tensor(
+        &f32_tensor("x", &[2, 5], &[1.0, 5.0, 3.0, 5.0, 2.0, -1.0, -2.0, 0.0, 7.0, 7.0]),
+        &xin,
+    );
+    let kin = d.join("k.pb");
+    save_tensor(&int_tensor("k", 7, &[1], &[3]), &kin);
+    let out = run_model(&[p.as_os_str(), xin.as_os_str(), kin.as_os_str()], &d.join("ok"));
+    assert_eq!(out[0].to_f64s(), [5.0, 5.0, 3.0, 7.0, 7.0, 0.0]);
+    assert_eq!(out[1].to_f64s(), [1.0, 3.0, 2.0, 3.0, 4.0, 2.0]);
+    save_tensor(&int_tensor("k", 7, &[1], &[2]), &kin);
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&p)
+            .arg(&xin)
+            .arg(&kin)
+            .arg("--output-dir")
+            .arg(d.join("bad")),
+    );
+    assert!(e.contains("an input's values imply a shape the model does not allow"), "{e}");
+}

@@ -164,4 +164,5 @@ pub mod nchwc;
 pub mod pool;
 pub mod resize;
 pub mod softmax;
+pub mod topk;
 pub mod winograd;

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -559,9 +559,36 @@ def if_runtime():
     return g.model([("x", [1, 8, 6, 6])], outs, opset=13)
 
 
+def topk_heads():
+    """TopK (opset 11) as models use it: the best 5 of a softmax over 1000 classes, the
+    smallest 3 along axis 0 of a 3-D tensor (strided lines), k equal to the axis length,
+    int32 values with ties, and K from a shape computation."""
+    g = G(35)
+    probs = g.op("Softmax", [g.op("Gemm", ["x", g.w(1000, 64), g.w(1000, scale=0.1)], transB=1)], axis=1)
+    k5 = g.const(np.array([5], np.int64), np.int64)
+    g.nodes.append(helper.make_node("TopK", [probs, k5], ["top_v", "top_i"], name="top5", axis=1))
+    k3 = g.const(np.array([3], np.int64), np.int64)
+    g.nodes.append(helper.make_node("TopK", ["y", k3], ["small_v", "small_i"], name="small3", axis=0, largest=0))
+    k_all = g.op("Gather", [g.op("Shape", ["y"]), g.const(np.array([2], np.int64), np.int64)], axis=0)
+    g.nodes.append(helper.make_node("TopK", ["y", k_all], ["all_v", "all_i"], name="all", axis=-1))
+    ints = g.op("Cast", [g.op("Floor", [g.op("Mul", ["y", g.const(np.float32(2))])])], to=TensorProto.INT32)
+    k2 = g.const(np.array([2], np.int64), np.int64)
+    g.nodes.append(helper.make_node("TopK", [ints, k2], ["int_v", "int_i"], name="ints", axis=1))
+    return g.model([("x", [1, 64]), ("y", [6, 4, 5])],
+                   ["top_v", "top_i", "small_v", "small_i", "all_v", "all_i", "int_v", "int_i"], opset=11)
+
+
+def topk_opset1():
+    """TopK in opset 1's form: k an attribute, always the largest, along the last axis."""
+    g = G(36)
+    g.nodes.append(helper.make_node("TopK", ["x"], ["v", "i"], name="top2", k=2))
+    return g.model([("x", [3, 7])], ["v", "i"], opset=9)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
-         recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime]
+         recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
+         topk_heads, topk_opset1]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

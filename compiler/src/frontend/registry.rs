@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, control, data, elementwise, linalg, loss, nn, norm, norm_more, quant,
-    reduce, resize, rnn, shape,
+    reduce, resize, rnn, shape, sort,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -140,6 +140,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Pad", data::pad),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
+    ("TopK", sort::topk),
     ("If", control::imported),
     ("Loop", control::imported),
     ("Scan", control::imported),
@@ -230,6 +231,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "TopK",
+        "K a constant, or a run-time input with the output shape declared (checked at run time); the result is sorted whatever `sorted` says (equal values by position, NaN last); a runtime kernel finds the positions",
     ),
     (
         "Loop",

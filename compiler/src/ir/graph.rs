@@ -176,6 +176,14 @@ pub enum Op {
     /// compile time (`onnxc_resize_f32`): ONNX Resize/Upsample with constant scales, sizes
     /// and roi.
     Resize(onnxc_runtime::resize::ResizeGeometry),
+    /// The int64 positions along `axis` of the `k` largest (`largest`) or smallest elements of
+    /// each line, best first, ties by position, NaN last (`onnxc_topk`); ONNX TopK gathers
+    /// its values with a map.
+    TopK {
+        axis: usize,
+        k: i64,
+        largest: bool,
+    },
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -252,6 +260,7 @@ impl Op {
             Op::Softmax => "softmax",
             Op::Gelu => "gelu",
             Op::Resize(_) => "resize",
+            Op::TopK { .. } => "topk",
             Op::Assert { .. } => "assert",
         }
     }
@@ -512,6 +521,7 @@ impl Graph {
                 Op::Assert { code } => format!("code {code}"),
                 Op::Softmax => "last axis".to_string(),
                 Op::Gelu => "exact".to_string(),
+                Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
                 Op::Resize(r) => format!(
                     "{}x{} -> {}x{} taps {}/{}",
                     r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps

@@ -203,6 +203,10 @@ fn pack_b_at_compile_time(
 
 /// Workspace bytes a step's kernel needs while it runs.
 fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
+    if let StepKind::TopK { axis, .. } = &st.kind {
+        // int64 positions along the axis, whatever the input type.
+        return s.values[st.inputs[0]].shape[*axis] as u64 * 8;
+    }
     if s.values[st.output].dtype != DType::F32 {
         return 0;
     }
@@ -612,6 +616,28 @@ impl StepCx<'_> {
                         Arg::Scratch {
                             offset: scratch
                                 .ok_or_else(|| Error::Internal("resize without scratch".into()))?,
+                        },
+                    ],
+                }])
+            }
+            StepKind::TopK { axis, k, largest } => {
+                let x = self.st.inputs[0];
+                let (params, _) = crate::passes::fold::topk_params(
+                    self.s.values[x].dtype,
+                    self.shape(x),
+                    *axis,
+                    *k,
+                    *largest,
+                );
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::TopK,
+                    args: vec![
+                        Arg::Params(params.to_vec()),
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
+                        Arg::Scratch {
+                            offset: scratch
+                                .ok_or_else(|| Error::Internal("topk without scratch".into()))?,
                         },
                     ],
                 }])

@@ -70,6 +70,8 @@ pub enum Kernel {
     /// `onnxc_resize_f32(params, floats, x, y, scratch)`: separable resize of the last two
     /// axes with compile-time taps.
     ResizeF32,
+    /// `onnxc_topk(params, x, idx, scratch)`: positions of the k best elements per line.
+    TopK,
 }
 
 impl Kernel {
@@ -86,6 +88,7 @@ impl Kernel {
             Kernel::SoftmaxF32 => "onnxc_softmax_f32",
             Kernel::GeluF32 => "onnxc_gelu_f32",
             Kernel::ResizeF32 => "onnxc_resize_f32",
+            Kernel::TopK => "onnxc_topk",
         }
     }
 }

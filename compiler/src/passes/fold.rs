@@ -96,6 +96,30 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 }
             }))
         }
+        Op::TopK { axis, k, largest } => {
+            let x = inputs[0];
+            let (params, n_axis) = topk_params(x.dtype, &x.shape, *axis, *k, *largest);
+            let mut idx = vec![0i64; n as usize];
+            let mut scratch = vec![0i64; n_axis];
+            // The kernel reads elements of up to 8 bytes: an 8-byte aligned copy.
+            let mut aligned = vec![0u64; x.data.len().div_ceil(8)];
+            for (w, c) in aligned.iter_mut().zip(x.data.chunks(8)) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                *w = u64::from_ne_bytes(b);
+            }
+            // SAFETY: `aligned` holds the [outer, n, inner] elements of its type the
+            // parameters describe, idx the [outer, k, inner] positions, scratch n slots.
+            unsafe {
+                onnxc_runtime::topk::onnxc_topk(
+                    params.as_ptr(),
+                    aligned.as_ptr() as *const u8,
+                    idx.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            }
+            Ok(Tensor::from_i64s(shape.clone(), &idx))
+        }
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
             unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }
@@ -151,6 +175,24 @@ fn f32_kernel(
         dtype,
         shape.to_vec(),
         y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+}
+
+/// `onnxc_topk`'s parameters for an input of type `dtype` and `shape` (and the length of
+/// the axis, its scratch in int64 slots).
+pub fn topk_params(
+    dtype: crate::ir::DType,
+    shape: &[i64],
+    axis: usize,
+    k: i64,
+    largest: bool,
+) -> ([i64; onnxc_runtime::topk::PARAMS], usize) {
+    let outer: i64 = shape[..axis].iter().product();
+    let inner: i64 = shape[axis + 1..].iter().product();
+    let n = shape[axis];
+    (
+        [dtype.onnx_code() as i64, outer, n, inner, k, largest as i64],
+        n as usize,
     )
 }
 

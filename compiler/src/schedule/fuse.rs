@@ -560,6 +560,15 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
             Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
             Op::Resize(r) => (StepKind::Resize(r.clone()), n.inputs.clone(), id),
+            Op::TopK { axis, k, largest } => (
+                StepKind::TopK {
+                    axis: *axis,
+                    k: *k,
+                    largest: *largest,
+                },
+                n.inputs.clone(),
+                id,
+            ),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

@@ -116,6 +116,12 @@ pub enum StepKind {
     Gelu,
     /// Resize of the last two axes with compile-time taps (`onnxc_resize_f32`).
     Resize(onnxc_runtime::resize::ResizeGeometry),
+    /// Positions of the k best elements along `axis` (`onnxc_topk`), int64.
+    TopK {
+        axis: usize,
+        k: i64,
+        largest: bool,
+    },
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -304,6 +310,9 @@ impl Schedule {
                     "resize {}x{} -> {}x{} (taps {}/{})",
                     r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps
                 ),
+                StepKind::TopK { axis, k, largest } => {
+                    format!("topk axis={axis} k={k} largest={largest}")
+                }
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

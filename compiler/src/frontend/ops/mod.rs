@@ -16,3 +16,4 @@ pub mod reduce;
 pub mod resize;
 pub mod rnn;
 pub mod shape;
+pub mod sort;

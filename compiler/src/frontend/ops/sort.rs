@@ -1,0 +1,106 @@
+//! TopK (opsets 1, 10, 11+): a runtime kernel finds the positions (`Op::TopK`), a map
+//! gathers their values. K is a constant, or a run-time input that must equal what the
+//! declared output shape says (checked when the model runs, `ONNXC_ERR_SHAPE`). `sorted=0` leaves the order to the implementation; onnxc returns
+//! it sorted either way.
+
+use crate::error::Result;
+use crate::frontend::build;
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, E};
+use crate::ir::{DType, Op, Tensor, TypeInfo, ValueId};
+
+/// The element types `onnxc_topk` compares.
+const TOPK_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I8,
+    DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::I32,
+    DType::U32,
+    DType::I64,
+    DType::U64,
+];
+
+pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = build::expect_types(ctx, x, "input X", TOPK_TYPES)?;
+    let shape = ctx.known_shape(x)?;
+    let rank = shape.len();
+    if rank == 0 {
+        return Err(ctx.err("input X is a scalar; TopK needs rank 1 or more"));
+    }
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", -1)?, rank)?;
+    let k = if ctx.opset < 10 {
+        ctx.attr_i("k")?
+            .ok_or_else(|| ctx.err("attribute 'k' (an int) is required"))?
+    } else {
+        let kv = ctx.input(1)?;
+        if ctx.is_runtime(kv) {
+            // A run-time K: the declared output shape fixes it, checked when the model runs.
+            let declared = ctx.declared_shape(0, "input K")?;
+            let k = match declared.get(axis) {
+                Some(&k) if declared.len() == rank => k,
+                _ => {
+                    return Err(ctx.err(format!(
+                        "output 0 is declared {declared:?}, which does not have X's rank {rank}"
+                    )));
+                }
+            };
+            if ctx.known_shape(kv)?.iter().product::<i64>() != 1 {
+                return Err(ctx.err("input K must hold one value"));
+            }
+            let flat = build::flat_i64(ctx, kv)?;
+            build::assert_equals(ctx, flat, &[k])?;
+            k
+        } else {
+            match ctx.const_ints(kv, "input K")?.as_slice() {
+                [k] => *k,
+                ks => {
+                    return Err(ctx.err(format!(
+                        "input K must hold one value, it holds {}",
+                        ks.len()
+                    )));
+                }
+            }
+        }
+    };
+    let n = shape[axis];
+    if k < 0 || k > n {
+        return Err(ctx.err(format!(
+            "k is {k}; it must be between 0 and the length of axis {axis} of X ({n}), whose \
+             shape is {shape:?}"
+        )));
+    }
+    let largest = ctx.opset < 11 || ctx.attr_i_or("largest", 1)? != 0;
+    let mut out_shape = shape.clone();
+    out_shape[axis] = k;
+    let dims: Vec<Dim> = out_shape.iter().map(|&d| Dim::Known(d)).collect();
+    if k == 0 {
+        let values = ctx.constant(Tensor::new(dt, out_shape.clone(), vec![]));
+        let indices = ctx.constant(Tensor::new(DType::I64, out_shape, vec![]));
+        return Ok(vec![values, indices]);
+    }
+    let indices = ctx.add(
+        Op::TopK { axis, k, largest },
+        vec![x],
+        TypeInfo::new(DType::I64, dims.clone()),
+    )?;
+    // The positions are in [0, n) by construction; the clamp states it for the load.
+    let vars: Vec<E> = (0..rank as u32).map(expr::var).collect();
+    let index: Vec<E> = (0..rank)
+        .map(|d| {
+            if d == axis {
+                expr::clamp(expr::load(DType::I64, 1, vars.clone()), 0, n - 1)
+            } else {
+                vars[d].clone()
+            }
+        })
+        .collect();
+    let values = ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))?;
+    Ok(vec![values, indices])
+}

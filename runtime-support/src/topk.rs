@@ -1,0 +1,183 @@
+//! TopK: the positions of the `k` largest (or smallest) elements of every line along one
+//! axis, best first — ONNX `TopK`, whose values the generated code then gathers.
+//!
+//! Order: by value (descending for largest, ascending for smallest); equal values by
+//! position, lower first (ONNX's rule); NaN after every number whichever the direction (as
+//! onnx's reference evaluator sorts), NaNs among themselves by position. So the result is
+//! one total order, deterministic and independent of the selection algorithm.
+//!
+//! Per line: the positions go into scratch, `select_nth_unstable_by` moves the best `k` to
+//! the front in O(n), and only those are sorted (O(k log k)).
+
+use std::cmp::Ordering;
+
+/// Words of `onnxc_topk`'s parameter array.
+pub const PARAMS: usize = 6;
+
+/// `params`: `[dtype, outer, n, inner, k, largest]` — the input is `[outer, n, inner]`
+/// elements of ONNX type `dtype` (float, double, float16, bfloat16, or an 8-64-bit integer);
+/// the output `[outer, k, inner]` int64 positions along the `n` axis; `largest` 1 or 0.
+/// `scratch`: `n` int64 slots.
+///
+/// # Safety
+/// `params` holds `PARAMS` values with `k ≤ n`; `x`, `idx` and `scratch` hold the elements
+/// they describe, `x` aligned for `dtype`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_topk(params: *const i64, x: *const u8, idx: *mut i64, scratch: *mut i64) {
+    // SAFETY: the caller's contract.
+    let p = unsafe { std::slice::from_raw_parts(params, PARAMS) };
+    let [dtype, outer, n, inner, k, largest] = [p[0], p[1], p[2], p[3], p[4], p[5]];
+    let (outer, n, inner, k) = (outer as usize, n as usize, inner as usize, k as usize);
+    if outer == 0 || inner == 0 || k == 0 {
+        return;
+    }
+    let shape = Lines { outer, n, inner, k, largest: largest != 0 };
+    // SAFETY (each arm): x holds outer·n·inner elements of the type, idx outer·k·inner,
+    // scratch n.
+    unsafe {
+        let idx = std::slice::from_raw_parts_mut(idx, outer * k * inner);
+        let scratch = std::slice::from_raw_parts_mut(scratch, n);
+        let len = outer * n * inner;
+        match dtype {
+            1 => shape.run(std::slice::from_raw_parts(x as *const f32, len), idx, scratch, |v| v as f64),
+            11 => shape.run(std::slice::from_raw_parts(x as *const f64, len), idx, scratch, |v| v),
+            10 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| {
+                crate::abi::onnxc_f16_to_f32(v) as f64
+            }),
+            16 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| {
+                f32::from_bits((v as u32) << 16) as f64
+            }),
+            3 => shape.run(std::slice::from_raw_parts(x as *const i8, len), idx, scratch, |v| v as i64),
+            2 => shape.run(std::slice::from_raw_parts(x, len), idx, scratch, |v| v as i64),
+            5 => shape.run(std::slice::from_raw_parts(x as *const i16, len), idx, scratch, |v| v as i64),
+            4 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| v as i64),
+            6 => shape.run(std::slice::from_raw_parts(x as *const i32, len), idx, scratch, |v| v as i64),
+            12 => shape.run(std::slice::from_raw_parts(x as *const u32, len), idx, scratch, |v| v as i64),
+            7 => shape.run(std::slice::from_raw_parts(x as *const i64, len), idx, scratch, |v| v),
+            13 => shape.run(std::slice::from_raw_parts(x as *const u64, len), idx, scratch, |v| v),
+            // The compiler emits only the types above; anything else leaves positions 0.
+            _ => idx.fill(0),
+        }
+    }
+}
+
+/// A key the order above is defined on.
+trait Key: Copy {
+    /// `a` before `b` for `largest` (descending), ignoring positions; NaN last.
+    fn order(a: Self, b: Self, largest: bool) -> Ordering;
+}
+
+impl Key for f64 {
+    fn order(a: f64, b: f64, largest: bool) -> Ordering {
+        match (a.is_nan(), b.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            // Neither is NaN; -0 and +0 are equal values.
+            _ if largest => b.partial_cmp(&a).unwrap_or(Ordering::Equal),
+            _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+        }
+    }
+}
+
+impl Key for i64 {
+    fn order(a: i64, b: i64, largest: bool) -> Ordering {
+        if largest { b.cmp(&a) } else { a.cmp(&b) }
+    }
+}
+
+impl Key for u64 {
+    fn order(a: u64, b: u64, largest: bool) -> Ordering {
+        if largest { b.cmp(&a) } else { a.cmp(&b) }
+    }
+}
+
+struct Lines {
+    outer: usize,
+    n: usize,
+    inner: usize,
+    k: usize,
+    largest: bool,
+}
+
+impl Lines {
+    fn run<T: Copy, K: Key>(&self, x: &[T], idx: &mut [i64], scratch: &mut [i64], key: impl Fn(T) -> K) {
+        let Lines { outer, n, inner, k, largest } = *self;
+        for o in 0..outer {
+            for i in 0..inner {
+                let base = o * n * inner + i;
+                let at = |j: i64| key(x[base + j as usize * inner]);
+                let cmp = |a: &i64, b: &i64| K::order(at(*a), at(*b), largest).then(a.cmp(b));
+                for (j, s) in scratch.iter_mut().enumerate() {
+                    *s = j as i64;
+                }
+                if k < n {
+                    scratch.select_nth_unstable_by(k - 1, cmp);
+                }
+                scratch[..k].sort_unstable_by(cmp);
+                let out = o * k * inner + i;
+                for (r, &j) in scratch[..k].iter().enumerate() {
+                    idx[out + r * inner] = j;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topk_f32(x: &[f32], outer: usize, n: usize, inner: usize, k: usize, largest: bool) -> Vec<i64> {
+        let params = [1, outer as i64, n as i64, inner as i64, k as i64, largest as i64];
+        let mut idx = vec![-1i64; outer * k * inner];
+        let mut scratch = vec![0i64; n];
+        // SAFETY: buffers sized as the parameters say.
+        unsafe { onnxc_topk(params.as_ptr(), x.as_ptr() as *const u8, idx.as_mut_ptr(), scratch.as_mut_ptr()) };
+        idx
+    }
+
+    #[test]
+    fn ties_by_position_and_nan_last() {
+        let x = [1.0, 3.0, f32::NAN, 3.0, -0.0, 0.0, 2.0];
+        assert_eq!(topk_f32(&x, 1, 7, 1, 4, true), [1, 3, 6, 0]);
+        assert_eq!(topk_f32(&x, 1, 7, 1, 7, true), [1, 3, 6, 0, 4, 5, 2]);
+        assert_eq!(topk_f32(&x, 1, 7, 1, 3, false), [4, 5, 0]);
+        assert_eq!(topk_f32(&x, 1, 7, 1, 7, false), [4, 5, 0, 6, 1, 3, 2]);
+    }
+
+    #[test]
+    fn strided_lines_match_a_full_sort() {
+        // [outer 3, n 50, inner 4] pseudo-random with many ties.
+        let (outer, n, inner) = (3, 50, 4);
+        let x: Vec<f32> = (0..outer * n * inner).map(|i| ((i * 7919) % 23) as f32).collect();
+        for k in [1, 5, 50] {
+            for largest in [true, false] {
+                let got = topk_f32(&x, outer, n, inner, k, largest);
+                for o in 0..outer {
+                    for i in 0..inner {
+                        let mut all: Vec<i64> = (0..n as i64).collect();
+                        let v = |j: i64| x[o * n * inner + j as usize * inner + i];
+                        all.sort_by(|a, b| {
+                            let c = v(*a).partial_cmp(&v(*b)).unwrap();
+                            (if largest { c.reverse() } else { c }).then(a.cmp(b))
+                        });
+                        let row: Vec<i64> = (0..k).map(|r| got[o * k * inner + r * inner + i]).collect();
+                        assert_eq!(row, all[..k], "k {k} largest {largest} line {o},{i}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_types_keep_their_range() {
+        let x: [u64; 3] = [u64::MAX, 1, u64::MAX - 1];
+        let params = [13, 1, 3, 1, 2, 1];
+        let mut idx = [0i64; 2];
+        let mut scratch = [0i64; 3];
+        // SAFETY: buffers sized as the parameters say.
+        unsafe { onnxc_topk(params.as_ptr(), x.as_ptr() as *const u8, idx.as_mut_ptr(), scratch.as_mut_ptr()) };
+        assert_eq!(idx, [0, 2]);
+    }
+}
