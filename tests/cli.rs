@@ -1022,3 +1022,52 @@ fn topk_k_is_checked_at_compile_and_run_time() {
     );
     assert!(e.contains("an input's values imply a shape the model does not allow"), "{e}");
 }
+
+/// GridSample reads input elements at positions the grid holds: NaN, ±∞ and huge positions
+/// must never read out of bounds (the run succeeds; reflection of ±∞ gives NaN, as in the
+/// reference, and zeros padding 0).
+#[test]
+fn grid_sample_survives_hostile_grids() {
+    let d = scratch("grid");
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 3, 4], &[1.0; 12]), &xin);
+    let gin = d.join("g.pb");
+    let g = [f32::NAN, 0.0, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, 0.5, f32::NAN];
+    save_tensor(&f32_tensor("g", &[1, 2, 2, 2], &g), &gin);
+    for mode in ["nearest", "linear", "cubic"] {
+        for padding in ["zeros", "border", "reflection"] {
+            let mut n = node("GridSample", "gs", &["x", "g"], &["y"]);
+            for (k, v) in [("mode", mode), ("padding_mode", padding)] {
+                n.attribute.push(onnxc_proto::AttributeProto {
+                    name: Some(k.into()),
+                    r#type: Some(3),
+                    s: Some(v.as_bytes().to_vec()),
+                    ..Default::default()
+                });
+            }
+            let m = model(
+                vec![n],
+                vec![
+                    value_info("x", 1, &[D::N(1), D::N(1), D::N(3), D::N(4)]),
+                    value_info("g", 1, &[D::N(1), D::N(2), D::N(2), D::N(2)]),
+                ],
+                vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(2), D::N(2)])],
+                vec![],
+                20,
+            );
+            let p = d.join(format!("{mode}_{padding}.onnx"));
+            save(&m, &p);
+            let out = run_model(
+                &[p.as_os_str(), xin.as_os_str(), gin.as_os_str()],
+                &d.join(format!("{mode}_{padding}")),
+            );
+            // The one finite in-range position (0.5, 1e30 → border/reflection or zero).
+            let y = out[0].to_f64s();
+            assert_eq!(y.len(), 4, "{mode} {padding}");
+            assert!(
+                y.iter().all(|v| v.is_nan() || v.abs() <= 2.0),
+                "{mode} {padding}: {y:?}"
+            );
+        }
+    }
+}

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -585,10 +585,27 @@ def topk_opset1():
     return g.model([("x", [3, 7])], ["v", "i"], opset=9)
 
 
+def grid_samples():
+    """GridSample (opset 20) in every mode, padding mode and align_corners setting, on a grid
+    of N(0, 1.5²) positions: a third outside [-1, 1], some beyond ±3, where reflection
+    bounces more than once; plus a volumetric (3-D) linear sample."""
+    g = G(37)
+    grid = g.op("Mul", ["grid", g.const(np.float32(1.5))])
+    outs = []
+    for mode in ("nearest", "linear", "cubic"):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                outs.append(g.op("GridSample", ["x", grid], mode=mode, padding_mode=padding, align_corners=align))
+    grid3 = g.op("Mul", ["grid3", g.const(np.float32(1.5))])
+    outs.append(g.op("GridSample", ["x3", grid3], mode="linear", padding_mode="border"))
+    return g.model([("x", [2, 3, 5, 6]), ("grid", [2, 4, 7, 2]), ("x3", [1, 2, 3, 4, 5]), ("grid3", [1, 2, 3, 4, 3])],
+                   outs, opset=20)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
-         topk_heads, topk_opset1]
+         topk_heads, topk_opset1, grid_samples]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -606,8 +623,10 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # way; the reference rounds half to even); and QLinearConv/ConvInteger of uint8 activations
 # with int8 weights (onnxruntime's AVX2 u8·s8 kernels sum pairs of products into saturating
 # int16, off by up to 190 of 255 for full-range weights; its quantizer avoids them with
-# reduce_range).
-REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn"}
+# reduce_range); and GridSample's cubic mode with border padding (onnxruntime, like
+# PyTorch, clamps each tap's index but not the sampling position; the reference, whose
+# results the backend tests hold, clamps the position first: up to 0.4 apart here).
+REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

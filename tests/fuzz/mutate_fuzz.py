@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Mutation fuzzing of onnxc against hostile models: ONNX backend-suite models with a random
-mutation each — attribute values (0, -1, huge, NaN, inf), input dims (0, huge), element
+mutation each (of the graph or of a subgraph: If branches, Loop and Scan bodies) — attribute values (0, -1, huge, NaN, inf), input dims (0, huge), element
 types (unknown codes too), dropped or extra node inputs, truncated or resized initializers,
 other opsets, dropped attributes, flipped or truncated bytes — compiled with `onnxc`, and a
 third of those that compile run on the case's own input data. onnxc must exit with 0 or
@@ -27,9 +27,22 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 HUGE = [0, -1, 1, 2, 3, -2, 7, 64, 1 << 20, 1 << 31, 1 << 62, -(1 << 62), 2**63 - 1]
 
 
+def all_nodes(g: onnx.GraphProto) -> list:
+    """The graph's nodes and those of its subgraphs (If branches, Loop and Scan bodies)."""
+    out = []
+    for n in g.node:
+        out.append(n)
+        for a in n.attribute:
+            if a.HasField("g"):
+                out += all_nodes(a.g)
+            for sg in a.graphs:
+                out += all_nodes(sg)
+    return out
+
+
 def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
     g = m.graph
-    nodes = list(g.node)
+    nodes = all_nodes(g)
     kind = rng.randrange(8)
     if kind == 0 and nodes:
         n = rng.choice(nodes)
@@ -82,9 +95,11 @@ def main() -> int:
     ap.add_argument("--suite", default=os.path.join(ROOT, ".cache", "onnx-suite"))
     ap.add_argument("--onnxc", default=os.path.join(ROOT, "target", "release", "onnxc"))
     ap.add_argument("--keep", default=os.path.join(ROOT, ".cache", "mutate-failures"))
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    models = sorted(glob.glob(os.path.join(a.suite, "node", "*", "model.onnx")))
+    models = sorted(p for kind in ("node", "onnxc") for p in glob.glob(os.path.join(a.suite, kind, "*", "model.onnx"))
+                    if a.filter in os.path.basename(os.path.dirname(p)))
     if not models:
         print(f"no models under {a.suite}/node; run `make suite`", file=sys.stderr)
         return 2

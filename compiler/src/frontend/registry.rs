@@ -3,7 +3,7 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, control, data, elementwise, linalg, loss, nn, norm, norm_more, quant,
+    activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm, norm_more, quant,
     reduce, resize, rnn, shape, sort,
 };
 use crate::error::Result;
@@ -141,6 +141,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
     ("TopK", sort::topk),
+    ("GridSample", grid_sample::grid_sample),
     ("If", control::imported),
     ("Loop", control::imported),
     ("Scan", control::imported),
@@ -231,6 +232,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "GridSample",
+        "every mode, padding mode and spatial rank (1-D to N-D); cubic+border follows onnx's reference (onnxruntime clamps taps, not positions); generic loops",
     ),
     (
         "TopK",

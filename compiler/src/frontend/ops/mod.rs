@@ -6,6 +6,7 @@ pub mod attention;
 pub mod control;
 pub mod data;
 pub mod elementwise;
+pub mod grid_sample;
 pub mod linalg;
 pub mod loss;
 pub mod nn;

@@ -1,0 +1,263 @@
+//! GridSample (opsets 16, 20, 22): one map over the output `[N, C, O1, …, Or]` that reads
+//! its sampling position from `grid[n, o1, …, or, :]` and combines 1 (nearest), 2^r
+//! (linear) or 4^r (cubic) input elements, following onnx's reference evaluator (PyTorch's
+//! `grid_sample`): positions denormalized by `align_corners`, rounded half to even for
+//! nearest, out-of-range positions clamped (`border`) or reflected (`reflection`) before
+//! interpolating, taps outside the input read as 0 (`zeros`), clamped or reflected.
+//!
+//! The positions are data: every tap index is clamped into the input before the load (so
+//! the map never reads out of bounds, whatever the grid holds — NaN and ±∞ included) and
+//! masked to 0 where `zeros` padding says so. Arithmetic is float32 (float64 for double
+//! inputs); the cubic weights are Keys' with α = −0.75.
+
+use crate::error::Result;
+use crate::frontend::build::{self, FLOATS};
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::{DType, ValueId};
+
+#[derive(Copy, Clone, PartialEq)]
+enum Mode {
+    Nearest,
+    Linear,
+    Cubic,
+}
+
+#[derive(Copy, Clone, PartialEq)]
+enum Padding {
+    Zeros,
+    Border,
+    Reflection,
+}
+
+pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let grid = ctx.input(1)?;
+    let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
+    let gdt = build::expect_types(ctx, grid, "input grid", FLOATS)?;
+    let xs = ctx.known_shape(x)?;
+    let gs = ctx.known_shape(grid)?;
+    let r = xs.len().saturating_sub(2);
+    if xs.len() < 3 || (ctx.opset < 20 && xs.len() != 4) {
+        return Err(ctx.err(format!(
+            "input X has shape {xs:?}; GridSample needs (N, C, D1, …, Dr){}",
+            if ctx.opset < 20 { " with r = 2 before opset 20" } else { "" }
+        )));
+    }
+    if gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r as i64 {
+        return Err(ctx.err(format!(
+            "input grid has shape {gs:?}; for X of shape {xs:?} it must be (N={}, O1, …, O{r}, {r})",
+            xs[0]
+        )));
+    }
+    let mode = match (ctx.opset < 20, ctx.attr_s_or("mode", if ctx.opset < 20 { "bilinear" } else { "linear" })?.as_str()) {
+        (_, "nearest") => Mode::Nearest,
+        (true, "bilinear") | (false, "linear") => Mode::Linear,
+        (true, "bicubic") | (false, "cubic") => Mode::Cubic,
+        (_, m) => return Err(ctx.err(format!("unknown mode '{m}'"))),
+    };
+    let padding = match ctx.attr_s_or("padding_mode", "zeros")?.as_str() {
+        "zeros" => Padding::Zeros,
+        "border" => Padding::Border,
+        "reflection" => Padding::Reflection,
+        p => return Err(ctx.err(format!("unknown padding_mode '{p}' (zeros, border or reflection)"))),
+    };
+    let align = ctx.attr_i_or("align_corners", 0)? != 0;
+    let taps_per_dim: usize = match mode {
+        Mode::Nearest => 1,
+        Mode::Linear => 2,
+        Mode::Cubic => 4,
+    };
+    if taps_per_dim.pow(r as u32) > 4096 {
+        return Err(ctx.unsupported(format!(
+            "{r} spatial dims in this mode read {} inputs per output; onnxc samples at most 4096",
+            taps_per_dim.saturating_pow(r as u32)
+        )));
+    }
+    // Computation type.
+    let ct = if dt == DType::F64 || gdt == DType::F64 { DType::F64 } else { DType::F32 };
+    let c = |v: f64| expr::f(ct, v);
+    let mut out_shape: Vec<i64> = vec![xs[0], xs[1]];
+    out_shape.extend_from_slice(&gs[1..=r]);
+    // Per spatial dim i (X's order): the taps' indices, validities and weights.
+    let mut dims: Vec<Vec<(E, Option<E>, E)>> = Vec::with_capacity(r);
+    for i in 0..r {
+        let len = xs[2 + i];
+        let lf = len as f64;
+        // grid[n, o1, …, or, r-1-i]: the grid lists coordinates innermost dim first.
+        let mut gidx: Vec<E> = vec![expr::var(0)];
+        gidx.extend((0..r as u32).map(|k| expr::var(2 + k)));
+        gidx.push(expr::i((r - 1 - i) as i64));
+        let g = expr::cast(expr::load(gdt, 1, gidx), ct);
+        let pos = if align {
+            expr::mul(expr::binary(BinOp::Div, expr::add(g, c(1.0)), c(2.0)), c(lf - 1.0))
+        } else {
+            expr::binary(BinOp::Div, expr::sub(expr::mul(expr::add(g, c(1.0)), c(lf)), c(1.0)), c(2.0))
+        };
+        let pos = if mode == Mode::Nearest { expr::unary(UnOp::Round, pos) } else { pos };
+        let (lo, hi) = if align { (0.0, lf - 1.0) } else { (-0.5, lf - 0.5) };
+        let outside = expr::binary(
+            BinOp::Or,
+            expr::binary(BinOp::Lt, pos.clone(), c(lo)),
+            expr::binary(BinOp::Gt, pos.clone(), c(hi)),
+        );
+        let pos = match padding {
+            Padding::Zeros => pos,
+            Padding::Border => expr::select(outside, fclamp(ct, pos.clone(), 0.0, lf - 1.0), pos),
+            Padding::Reflection => expr::select(outside, reflect(ct, pos.clone(), lo, hi), pos),
+        };
+        // Tap t reads position base + t, weighted.
+        let (base, weights): (E, Vec<E>) = match mode {
+            Mode::Nearest => (pos, vec![c(1.0)]),
+            Mode::Linear => {
+                let b = expr::unary(UnOp::Floor, pos.clone());
+                let t = expr::sub(pos, b.clone());
+                (b, vec![expr::sub(c(1.0), t.clone()), t])
+            }
+            Mode::Cubic => {
+                let b = expr::unary(UnOp::Floor, pos.clone());
+                let t = expr::sub(pos, b.clone());
+                (expr::sub(b, c(1.0)), cubic_weights(ct, t))
+            }
+        };
+        let taps = weights
+            .into_iter()
+            .enumerate()
+            .map(|(k, w)| {
+                let at = if k == 0 { base.clone() } else { expr::add(base.clone(), c(k as f64)) };
+                let (index, valid) = pixel_index(ct, at, len, lo, hi, padding);
+                (index, valid, w)
+            })
+            .collect();
+        dims.push(taps);
+    }
+    // Σ over every combination of per-dim taps: Π weights · X[n, c, indices] (0 where a
+    // `zeros` tap falls outside).
+    let mut sum: Option<E> = None;
+    let mut combo = vec![0usize; r];
+    loop {
+        let mut index = vec![expr::var(0), expr::var(1)];
+        let mut weight: Option<E> = None;
+        let mut valid: Option<E> = None;
+        for (i, &k) in combo.iter().enumerate() {
+            let (idx, ok, w) = &dims[i][k];
+            index.push(idx.clone());
+            weight = Some(match weight {
+                None => w.clone(),
+                Some(acc) => expr::mul(acc, w.clone()),
+            });
+            if let Some(ok) = ok {
+                valid = Some(match valid {
+                    None => ok.clone(),
+                    Some(acc) => expr::and(acc, ok.clone()),
+                });
+            }
+        }
+        let mut v = expr::cast(expr::load(dt, 0, index), ct);
+        if let Some(ok) = valid {
+            v = expr::select(ok, v, c(0.0));
+        }
+        let term = if mode == Mode::Nearest { v } else { expr::mul(weight.expect("r ≥ 1"), v) };
+        sum = Some(match sum {
+            None => term,
+            Some(acc) => expr::add(acc, term),
+        });
+        // Next combination (odometer over the dims).
+        let mut d = r;
+        loop {
+            if d == 0 {
+                let body = expr::cast(sum.expect("one tap"), dt);
+                let shape: Vec<Dim> = out_shape.iter().map(|&v| Dim::Known(v)).collect();
+                return Ok(vec![ctx.map(dt, shape, vec![x, grid], body)?]);
+            }
+            d -= 1;
+            combo[d] += 1;
+            if combo[d] < taps_per_dim {
+                break;
+            }
+            combo[d] = 0;
+        }
+    }
+}
+
+/// `v` clamped to `[lo, hi]` (NaN stays NaN; the index clamp catches it).
+fn fclamp(ct: DType, v: E, lo: f64, hi: f64) -> E {
+    expr::select(
+        expr::binary(BinOp::Lt, v.clone(), expr::f(ct, lo)),
+        expr::f(ct, lo),
+        expr::select(expr::binary(BinOp::Gt, v.clone(), expr::f(ct, hi)), expr::f(ct, hi), v),
+    )
+}
+
+/// The reference's `_gs_reflect`: `x` reflected by the near border until it lies in
+/// `[lo, hi]` (`lo` when the range is empty).
+fn reflect(ct: DType, x: E, lo: f64, hi: f64) -> E {
+    let c = |v: f64| expr::f(ct, v);
+    let range = hi - lo;
+    if range <= 0.0 {
+        return c(lo);
+    }
+    // Below: dx = lo − x; n = ⌊dx / range⌋; r = dx − n·range; even n → lo + r, odd → hi − r.
+    // Above: dx = x − hi, the same with the borders swapped.
+    let side = |dx: E, near: f64, far: f64, toward: f64| {
+        let n = expr::unary(UnOp::Floor, expr::binary(BinOp::Div, dx.clone(), c(range)));
+        let rem = expr::sub(dx, expr::mul(n.clone(), c(range)));
+        let half = expr::mul(n, c(0.5));
+        let even = expr::binary(BinOp::Eq, expr::unary(UnOp::Floor, half.clone()), half);
+        let from_near = expr::add(c(near), expr::mul(c(toward), rem.clone()));
+        let from_far = expr::sub(c(far), expr::mul(c(toward), rem));
+        expr::select(even, from_near, from_far)
+    };
+    let below = side(expr::sub(c(lo), x.clone()), lo, hi, 1.0);
+    let above = side(expr::sub(x.clone(), c(hi)), hi, lo, -1.0);
+    expr::select(
+        expr::binary(BinOp::Lt, x.clone(), c(lo)),
+        below,
+        expr::select(expr::binary(BinOp::Gt, x.clone(), c(hi)), above, x),
+    )
+}
+
+/// The input index a tap at (integral) position `at` reads, clamped into `[0, len)`, and
+/// for `zeros` padding whether it lies inside (the reference's `_pixel_at_array`).
+fn pixel_index(ct: DType, at: E, len: i64, lo: f64, hi: f64, padding: Padding) -> (E, Option<E>) {
+    let clamp_index = |f: E| expr::clamp(expr::cast(f, DType::I64), 0, len - 1);
+    match padding {
+        Padding::Zeros => {
+            let i = expr::cast(at, DType::I64);
+            let ok = expr::and(expr::ge(i.clone(), expr::i(0)), expr::lt(i.clone(), expr::i(len)));
+            (expr::clamp(i, 0, len - 1), Some(ok))
+        }
+        Padding::Border => (clamp_index(at), None),
+        // int(reflect(i)): truncated toward zero.
+        Padding::Reflection => (clamp_index(expr::unary(UnOp::Trunc, reflect(ct, at, lo, hi))), None),
+    }
+}
+
+/// Keys' cubic convolution weights (α = −0.75) of the taps at −1, 0, 1, 2 for a fractional
+/// offset `t` in [0, 1).
+fn cubic_weights(ct: DType, t: E) -> Vec<E> {
+    let c = |v: f64| expr::f(ct, v);
+    let a = -0.75;
+    // Outer taps (distance d in [1, 2)): ((a·d − 5a)·d + 8a)·d − 4a.
+    let outer = |d: E| {
+        expr::sub(
+            expr::mul(expr::add(expr::mul(expr::sub(expr::mul(c(a), d.clone()), c(5.0 * a)), d.clone()), c(8.0 * a)), d),
+            c(4.0 * a),
+        )
+    };
+    // Inner taps (distance d in [0, 1]): ((a + 2)·d − (a + 3))·d·d + 1.
+    let inner = |d: E| {
+        expr::add(
+            expr::mul(expr::mul(expr::sub(expr::mul(c(a + 2.0), d.clone()), c(a + 3.0)), d.clone()), d),
+            c(1.0),
+        )
+    };
+    let one_minus = expr::sub(c(1.0), t.clone());
+    vec![
+        outer(expr::add(t.clone(), c(1.0))),
+        inner(t.clone()),
+        inner(one_minus.clone()),
+        outer(expr::add(one_minus, c(1.0))),
+    ]
+}
