@@ -874,6 +874,35 @@ fn loops_that_cannot_be_unrolled_are_reported() {
     compile_error(&d, "endless", &m, &["'lp'", "at most 4096 iterations"]);
     let m = loop_model(&["", "", "x"], vec![], vec![half.clone()]);
     compile_error(&d, "no_bound", &m, &["'lp'", "never ends"]);
+    // A run-time condition is if-converted up to a constant trip count; without one, or
+    // with a body that can fail, it cannot be.
+    let m = loop_model(&["", "t", "x"], vec![scalar("t", 9)], vec![half.clone()]);
+    compile_error(&d, "runtime_cond_unbounded", &m, &["'lp'", "no trip count"]);
+    let m = loop_model(
+        &["m", "t", "x"],
+        vec![scalar("t", 9)],
+        vec![half.clone(), int_tensor("m", 7, &[], &[3])],
+    );
+    let p = d.join("runtime_cond.onnx");
+    save(&m, &p);
+    let o = onnxc().arg(&p).arg("-o").arg(d.join("runtime_cond.o")).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fallible = graph(
+        vec![
+            node("Identity", "fc", &["c_in"], &["c_out"]),
+            node("Gather", "pick", &["v_in", "idx"], &["v_out"]),
+        ],
+        vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+        vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
+    );
+    let m = model(
+        vec![with_graph(node("Loop", "lp", &["m", "t", "x"], &["y"]), "body", fallible)],
+        vec![x.clone(), scalar("t", 9), value_info("idx", 7, &[D::N(4)])],
+        vec![y.clone()],
+        vec![int_tensor("m", 7, &[], &[3])],
+        13,
+    );
+    compile_error(&d, "runtime_cond_fallible", &m, &["'lp'", "can fail at run time", "'pick'"]);
     // 4000 × 4000 iterations: the outer body's inner loop takes the model past the limit.
     let inner = with_graph(node("Loop", "inner", &["n", "", "v_in"], &["v_out"]), "body", body("i"));
     let outer_body = graph(

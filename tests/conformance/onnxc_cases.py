@@ -602,10 +602,56 @@ def grid_samples():
                    outs, opset=20)
 
 
+def loops_run_time_condition():
+    """Loops whose condition is computed from the input's values, up to a constant trip
+    count, which onnxc if-converts iteration by iteration: one grows y until max|y| ≥ 8
+    (exits early for these inputs, counting its iterations), one runs to its trip count
+    because the condition holds, one starts on a run-time condition."""
+    g = G(38)
+    one = g.const(np.int64(1), np.int64)
+    limit = g.const(np.float32(8.0))
+    grow = helper.make_graph(
+        [helper.make_node("Mul", ["y", "g15"], ["y15"]),
+         helper.make_node("Add", ["y15", "g1"], ["y_out"]),
+         helper.make_node("Add", ["k", one], ["k_out"]),
+         helper.make_node("Abs", ["y_out"], ["ay"]),
+         helper.make_node("ReduceMax", ["ay"], ["m"], keepdims=0),
+         helper.make_node("Less", ["m", limit], ["go"])],
+        "grow", [_vi("it", TensorProto.INT64, []), _vi("c", TensorProto.BOOL, []), _vi("k", TensorProto.INT64, []),
+                 _vi("y", shape=[4])],
+        [_vi("go", TensorProto.BOOL, []), _vi("k_out", TensorProto.INT64, []), _vi("y_out", shape=[4])],
+        [numpy_helper.from_array(np.float32(1.5), "g15"), numpy_helper.from_array(np.float32(1.0), "g1")])
+    m10 = g.const(np.int64(10), np.int64)
+    true = g.const(np.bool_(True), np.bool_)
+    zero = g.const(np.int64(0), np.int64)
+    g.nodes.append(helper.make_node("Loop", [m10, true, zero, "x"], ["k_a", "y_a"], name="grow_until", body=grow))
+    big = helper.make_graph(
+        [helper.make_node("Tanh", ["y"], ["y_out"]),
+         helper.make_node("Add", ["k", one], ["k_out"]),
+         helper.make_node("ReduceSum", ["y_out"], ["s"], keepdims=0),
+         helper.make_node("Less", ["s", "lim"], ["go"])],
+        "big", [_vi("it", TensorProto.INT64, []), _vi("c", TensorProto.BOOL, []), _vi("k", TensorProto.INT64, []),
+                _vi("y", shape=[4])],
+        [_vi("go", TensorProto.BOOL, []), _vi("k_out", TensorProto.INT64, []), _vi("y_out", shape=[4])],
+        [numpy_helper.from_array(np.float32(1e9), "lim")])
+    m3 = g.const(np.int64(3), np.int64)
+    g.nodes.append(helper.make_node("Loop", [m3, true, zero, "x"], ["k_b", "y_b"], name="to_trip_count", body=big))
+    start = g.op("Greater", [g.op("ReduceSum", ["x"], keepdims=0), g.const(np.float32(-1e6))])
+    g.nodes.append(helper.make_node("Loop", [m3, start, zero, "x"], ["k_c", "y_c"], name="starts_run_time", body=big))
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[4])],
+                              [_vi("k_a", TensorProto.INT64, []), _vi("y_a", shape=[4]), _vi("k_b", TensorProto.INT64, []),
+                               _vi("y_b", shape=[4]), _vi("k_c", TensorProto.INT64, []), _vi("y_c", shape=[4])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
-         topk_heads, topk_opset1, grid_samples]
+         topk_heads, topk_opset1, grid_samples,
+         loops_run_time_condition]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

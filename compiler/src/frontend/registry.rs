@@ -243,7 +243,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Loop",
-        "unrolled: the trip count and the condition must be known at compile time (constants, or computable from shapes; the body's condition is folded per iteration); at most 4096 iterations; no sequence or optional values",
+        "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (bodies that cannot fail, no scan outputs); at most 4096 iterations; no sequence or optional values",
     ),
     (
         "Scan",

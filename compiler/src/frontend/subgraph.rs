@@ -5,11 +5,14 @@
 //! - `If` whose condition is a constant: the taken branch, once (`inline_if`); on a
 //!   run-time condition, both branches and a select (`if_convert`), where neither branch
 //!   can fail at run time.
-//! - `Loop` whose trip count and condition are known at compile time: the body once per
-//!   iteration, carried values threaded from one copy to the next, scan outputs stacked
-//!   (`unroll_loop`). The condition the body computes is constant-folded as the copy is
-//!   built, so `while`-style loops over constants unroll too; a condition computed from
-//!   run-time values is reported as unsupported.
+//! - `Loop` whose trip count is known at compile time, or whose condition folds to false
+//!   within `MAX_ITERATIONS`: the body once per iteration, carried values threaded from one
+//!   copy to the next, scan outputs stacked (`unroll_loop`). The condition the body computes
+//!   is constant-folded as the copy is built, so `while`-style loops over constants unroll
+//!   completely. Once the condition is a run-time value, the remaining iterations up to the
+//!   trip count are if-converted: each carried value keeps its old value unless the loop
+//!   is still running — exact when the body cannot fail at run time and keeps its carried
+//!   shapes, and the loop has no scan outputs (their length would be data-dependent).
 //! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
 //!   form and opset 9's): the body once per element, each copy reading its slice
 //!   (`unroll_scan`).
@@ -416,11 +419,26 @@ impl Importer<'_> {
                 None => return Err(self.unsupported_node(n, origin, run_time("trip count"))),
             },
         };
+        // Whether the loop runs on: known at compile time, or (once a condition is computed
+        // from run-time values) a run-time bool; from then on every iteration is if-converted.
         let mut running = match cond {
-            None => true,
+            None => Running::Known(true),
             Some(v) => match scalar_of(self, v, "condition")? {
-                Some(s) => s.as_bool(),
-                None => return Err(self.unsupported_node(n, origin, run_time("condition"))),
+                Some(s) => Running::Known(s.as_bool()),
+                None => {
+                    let ty = self.g.value_type(v);
+                    if ty.dtype != DType::Bool
+                        || crate::ir::dim::num_elements(&ty.shape) != Dim::Known(1)
+                    {
+                        return Err(Error::Model(format!(
+                            "{origin}: the condition (input 1) is {} {}; it must be a \
+                             one-element bool",
+                            ty.dtype,
+                            crate::ir::dim::fmt_shape(&ty.shape)
+                        )));
+                    }
+                    Running::RunTime(v)
+                }
             },
         };
         if trip_count.is_none() && cond.is_none() {
@@ -443,14 +461,42 @@ impl Importer<'_> {
         let (iter_rank, cond_rank) = (rank_of(0), rank_of(1));
         let mut values = carried;
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
+        // Nodes that existed before the first if-converted iteration.
+        let mut before_run_time: Option<(std::collections::HashSet<crate::ir::NodeId>, usize)> = None;
         let mut i: i64 = 0;
-        while running && trip_count.is_none_or(|m| i < m) {
+        while running != Running::Known(false) && trip_count.is_none_or(|m| i < m) {
+            if let Running::RunTime(_) = running {
+                if trip_count.is_none() {
+                    return Err(self.unsupported_node(
+                        n,
+                        origin,
+                        "its condition is computed at run time and it has no trip count; onnxc \
+                         unrolls a loop on a run-time condition up to a trip count known at \
+                         compile time",
+                    ));
+                }
+                if n_scan > 0 {
+                    return Err(self.unsupported_node(
+                        n,
+                        origin,
+                        "its condition is computed at run time, so the length of its scan \
+                         outputs is only known when it runs; onnxc needs static shapes",
+                    ));
+                }
+                if before_run_time.is_none() {
+                    before_run_time = Some((
+                        self.g.node_ids().into_iter().collect(),
+                        self.g.asserts.len(),
+                    ));
+                }
+            }
             self.count_iteration(n, origin, body, i as usize + 1)?;
             let shape = |r: usize| vec![1i64; r];
             let iter_v = {
                 let t = Tensor::from_i64s(shape(iter_rank), &[i]);
                 self.helper_ctx(n, origin).constant(t)
             };
+            // The body runs only while the condition holds: its cond input is true.
             let cond_v = {
                 let t = Tensor::filled(DType::Bool, shape(cond_rank), Scalar::one(DType::Bool));
                 self.helper_ctx(n, origin).constant(t)
@@ -458,21 +504,59 @@ impl Importer<'_> {
             let mut args = vec![iter_v, cond_v];
             args.extend(&values);
             let outs = self.inline_body(body, &args, origin, "body")?;
-            running = match scalar_of(self, outs[0], "condition the body computes")? {
-                Some(s) => s.as_bool(),
-                None => {
-                    return Err(self.unsupported_node(
-                        n,
-                        origin,
-                        run_time("condition (the body's first output)"),
-                    ));
-                }
+            let next = match scalar_of(self, outs[0], "condition the body computes")? {
+                Some(s) => Running::Known(s.as_bool()),
+                None => Running::RunTime(outs[0]),
             };
-            values = outs[1..=n_carried].to_vec();
+            match running {
+                Running::Known(_) => {
+                    values = outs[1..=n_carried].to_vec();
+                    running = next;
+                }
+                Running::RunTime(active) => {
+                    // If-converted: each carried value takes the iteration's result only
+                    // while the loop is still running.
+                    let mut ctx = self.helper_ctx(n, origin);
+                    for (k, v) in values.iter_mut().enumerate() {
+                        *v = select_scalar(&mut ctx, active, outs[1 + k], *v, k)?;
+                    }
+                    running = match next {
+                        Running::Known(true) => Running::RunTime(active),
+                        Running::Known(false) => {
+                            // Stops here whatever `active` was.
+                            Running::Known(false)
+                        }
+                        Running::RunTime(c) => Running::RunTime(and_scalar(&mut ctx, active, c)?),
+                    };
+                }
+            }
             for (k, &v) in outs[n_carried + 1..].iter().enumerate() {
                 scans[k].push(v);
             }
             i += 1;
+        }
+        if let Some((before, asserts)) = before_run_time {
+            let failing = self
+                .g
+                .node_ids()
+                .into_iter()
+                .filter(|id| !before.contains(id))
+                .find(|&id| self.g.node(id).op.can_fail());
+            if failing.is_some() || self.g.asserts.len() > asserts {
+                let what = failing.map_or_else(String::new, |id| {
+                    format!(" ({})", self.g.node(id).origin)
+                });
+                return Err(self.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "its condition is computed at run time and its body can fail at run \
+                         time{what}: a checked index or a shape assertion; onnxc runs every \
+                         iteration up to the trip count and keeps the values of those the \
+                         condition allows, which is exact only for bodies that cannot fail"
+                    ),
+                ));
+            }
         }
         let mut results = values;
         for (k, elems) in scans.into_iter().enumerate() {
@@ -739,6 +823,57 @@ impl Importer<'_> {
         }
         self.bind_outputs(n, origin, &results)
     }
+}
+
+/// Whether a Loop runs on.
+#[derive(Copy, Clone, PartialEq)]
+enum Running {
+    Known(bool),
+    /// A one-element bool computed when the model runs.
+    RunTime(ValueId),
+}
+
+/// `cond ? a : b` element by element, `cond` a one-element bool (carried value `k`).
+fn select_scalar(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId, k: usize) -> Result<ValueId> {
+    let (ta, tb) = (ctx.ty(a), ctx.ty(b));
+    if ta != tb {
+        return Err(ctx.unsupported(format!(
+            "its condition is computed at run time and carried value {k} changes from {} {} to \
+             {} {} in an iteration; onnxc needs one type and shape for it",
+            tb.dtype,
+            crate::ir::dim::fmt_shape(&tb.shape),
+            ta.dtype,
+            crate::ir::dim::fmt_shape(&ta.shape)
+        )));
+    }
+    if a == b {
+        return Ok(a);
+    }
+    let rank = ta.shape.len();
+    let idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
+    let cond_rank = ctx.rank(cond);
+    let body = expr::select(
+        expr::load(DType::Bool, 0, vec![expr::i(0); cond_rank]),
+        expr::load(ta.dtype, 1, idx.clone()),
+        expr::load(ta.dtype, 2, idx),
+    );
+    ctx.map(ta.dtype, ta.shape.clone(), vec![cond, a, b], body)
+}
+
+/// `a && b` of two one-element bools, as a scalar.
+fn and_scalar(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<ValueId> {
+    if ctx.dtype(b) != DType::Bool || crate::ir::dim::num_elements(&ctx.shape(b)) != Dim::Known(1) {
+        return Err(ctx.err(format!(
+            "the body's condition output is {} {}; it must be a one-element bool",
+            ctx.dtype(b),
+            crate::ir::dim::fmt_shape(&ctx.shape(b))
+        )));
+    }
+    let body = expr::and(
+        expr::load(DType::Bool, 0, vec![expr::i(0); ctx.rank(a)]),
+        expr::load(DType::Bool, 1, vec![expr::i(0); ctx.rank(b)]),
+    );
+    ctx.map(DType::Bool, vec![], vec![a, b], body)
 }
 
 /// Element `pos` of `v` along `axis`, the axis removed.
