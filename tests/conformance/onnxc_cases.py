@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -647,11 +647,27 @@ def loops_run_time_condition():
     return m
 
 
+def spatial_transformer():
+    """A spatial transformer as exported: theta regressed from the image (Gemm, reshape to
+    (N, 2, 3)), AffineGrid with a constant size, GridSample of the image (bilinear, zeros
+    and border padding)."""
+    g = G(39)
+    flat = g.op("Flatten", ["x"])
+    theta = g.op("Reshape", [g.op("Gemm", [flat, g.w(6, 3 * 8 * 10, scale=0.05), g.const(np.array([1, 0, 0, 0, 1, 0], np.float32))],
+                                  transB=1), g.const(np.array([2, 2, 3], np.int64), np.int64)])
+    size = g.const(np.array([2, 3, 6, 7], np.int64), np.int64)
+    grid = g.op("AffineGrid", [theta, size], align_corners=0)
+    y0 = g.op("GridSample", ["x", grid], mode="linear", padding_mode="zeros")
+    grid1 = g.op("AffineGrid", [theta, size], align_corners=1)
+    y1 = g.op("GridSample", ["x", grid1], mode="linear", padding_mode="border", align_corners=1)
+    return g.model([("x", [2, 3, 8, 10])], [y0, y1, grid], opset=20)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
-         loops_run_time_condition]
+         loops_run_time_condition, spatial_transformer]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

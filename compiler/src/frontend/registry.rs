@@ -142,6 +142,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Resize", resize::resize),
     ("TopK", sort::topk),
     ("GridSample", grid_sample::grid_sample),
+    ("AffineGrid", grid_sample::affine_grid),
     ("If", control::imported),
     ("Loop", control::imported),
     ("Scan", control::imported),
@@ -232,6 +233,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "AffineGrid",
+        "size a constant, or a run-time input with the output shape declared (N and the spatial sizes checked at run time)",
     ),
     (
         "GridSample",

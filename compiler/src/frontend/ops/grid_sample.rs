@@ -1,4 +1,7 @@
-//! GridSample (opsets 16, 20, 22): one map over the output `[N, C, O1, …, Or]` that reads
+//! GridSample (opsets 16, 20, 22) and AffineGrid (opset 20, at the end), the two halves of
+//! a spatial transformer.
+//!
+//! GridSample: one map over the output `[N, C, O1, …, Or]` that reads
 //! its sampling position from `grid[n, o1, …, or, :]` and combines 1 (nearest), 2^r
 //! (linear) or 4^r (cubic) input elements, following onnx's reference evaluator (PyTorch's
 //! `grid_sample`): positions denormalized by `align_corners`, rounded half to even for
@@ -260,4 +263,102 @@ fn cubic_weights(ct: DType, t: E) -> Vec<E> {
         inner(one_minus.clone()),
         outer(expr::add(one_minus, c(1.0))),
     ]
+}
+
+/// AffineGrid (opset 20): `grid[n, …, j] = Σ_k theta[n, j, k] · base_k`, the base positions
+/// `(x, y[, z], 1)` evenly spaced in [-1, 1] as onnx's reference evaluator spaces them
+/// (float64, then rounded to the output type). `size` is a constant, or a run-time input
+/// whose N and spatial sizes must match the declared output shape (checked when the model
+/// runs; its C is not used).
+pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let theta = ctx.input(0)?;
+    let size = ctx.input(1)?;
+    let dt = build::expect_types(ctx, theta, "input theta", FLOATS)?;
+    build::expect_types(ctx, size, "input size", &[DType::I64])?;
+    let ts = ctx.known_shape(theta)?;
+    let r = match ts.as_slice() {
+        [_, 2, 3] => 2,
+        [_, 3, 4] => 3,
+        _ => {
+            return Err(ctx.err(format!(
+                "input theta has shape {ts:?}; it must be (N, 2, 3) for 2-D or (N, 3, 4) for 3-D"
+            )));
+        }
+    };
+    // [N, spatial…]
+    let dims: Vec<i64> = if ctx.is_runtime(size) {
+        let declared = ctx.declared_shape(0, "input size")?;
+        if declared.len() != r + 2 || declared[r + 1] != r as i64 {
+            return Err(ctx.err(format!(
+                "output 0 is declared {declared:?}; for theta of shape {ts:?} it must be (N, \
+                 {}, {r})",
+                if r == 2 { "H, W" } else { "D, H, W" }
+            )));
+        }
+        if ctx.known_shape(size)? != [r as i64 + 2] {
+            return Err(ctx.err(format!("input size must hold {} values", r + 2)));
+        }
+        let dims = declared[..=r].to_vec();
+        // size[0] = N and size[2..] = the spatial sizes (size[1] is C, unused).
+        let expected = ctx.constant(crate::ir::Tensor::from_i64s(vec![r as i64 + 1], &dims));
+        let pos = |k: E| expr::select(expr::binary(BinOp::Eq, k.clone(), expr::i(0)), expr::i(0), expr::add(k, expr::i(1)));
+        let cond = expr::binary(
+            BinOp::Eq,
+            expr::load(DType::I64, 0, vec![pos(expr::var(0))]),
+            expr::load(DType::I64, 1, vec![expr::var(0)]),
+        );
+        ctx.assert_expr(vec![r as i64 + 1], vec![size, expected], cond, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+        dims
+    } else {
+        let v = ctx.const_ints(size, "input size")?;
+        if v.len() != r + 2 {
+            return Err(ctx.err(format!("input size is {v:?}; it must hold {} values", r + 2)));
+        }
+        let mut dims = vec![v[0]];
+        dims.extend_from_slice(&v[2..]);
+        dims
+    };
+    if dims[0] != ts[0] || dims.iter().any(|&d| d < 0) {
+        return Err(ctx.err(format!(
+            "the grid's size is {dims:?} (N, spatial sizes); N must be theta's {} and no size \
+             negative",
+            ts[0]
+        )));
+    }
+    let align = ctx.attr_i_or("align_corners", 0)? != 0;
+    let ct = DType::F64;
+    // Position i of `len` evenly spaced ones, as numpy's arange in the reference computes it.
+    let position = |i: E, len: i64| -> E {
+        let i = expr::cast(i, ct);
+        let l = len as f64;
+        if align {
+            if len <= 1 {
+                expr::f(ct, -1.0)
+            } else {
+                expr::add(expr::f(ct, -1.0), expr::mul(i, expr::f(ct, 2.0 / (l - 1.0))))
+            }
+        } else {
+            let step = 2.0 / l;
+            expr::add(expr::f(ct, -1.0 + step / 2.0), expr::mul(i, expr::f(ct, step)))
+        }
+    };
+    // Output vars: n, spatial (outermost first), j. Base: x over the last spatial dim, y over
+    // the one before, (z over the first in 3-D), then 1.
+    let j = expr::var(r as u32 + 1);
+    let mut base: Vec<E> = (0..r)
+        .map(|k| position(expr::var((r - k) as u32), dims[r - k]))
+        .collect();
+    base.push(expr::f(ct, 1.0));
+    let mut sum: Option<E> = None;
+    for (k, b) in base.into_iter().enumerate() {
+        let t = expr::cast(expr::load(dt, 0, vec![expr::var(0), j.clone(), expr::i(k as i64)]), ct);
+        let term = expr::mul(t, b);
+        sum = Some(match sum {
+            None => term,
+            Some(acc) => expr::add(acc, term),
+        });
+    }
+    let mut out: Vec<Dim> = dims.iter().map(|&d| Dim::Known(d)).collect();
+    out.push(Dim::Known(r as i64));
+    Ok(vec![ctx.map(dt, out, vec![theta], expr::cast(sum.expect("r + 1 terms"), dt))?])
 }
