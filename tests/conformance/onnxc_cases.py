@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -663,11 +663,32 @@ def spatial_transformer():
     return g.model([("x", [2, 3, 8, 10])], [y0, y1, grid], opset=20)
 
 
+def rotary_attention():
+    """RotaryEmbedding (opset 23) as LLM exports use it: queries (batch, heads, seq, head)
+    rotated with caches of cos/sin(position · frequency) at positions from position_ids
+    (a decode offset), then their scores; and a 3-D (batch, seq, hidden) input with
+    num_heads, a partial interleaved rotation and per-token caches."""
+    g = G(40)
+    half, max_pos = 4, 32
+    freq = 1.0 / (10000 ** (np.arange(half) / half))
+    ang = np.outer(np.arange(max_pos), freq)
+    cos_c = g.const(np.cos(ang).astype(np.float32))
+    sin_c = g.const(np.sin(ang).astype(np.float32))
+    pos = g.const(np.array([[5, 6, 7, 8, 9, 10]], np.int64), np.int64)
+    q = g.op("RotaryEmbedding", ["q", cos_c, sin_c, pos])
+    scores = g.op("MatMul", [q, g.op("Transpose", [q], perm=[0, 1, 3, 2])])
+    ang2 = np.arange(2 * 5 * 2).reshape(2, 5, 2) * 0.3
+    cos2 = g.const(np.cos(ang2).astype(np.float32))
+    sin2 = g.const(np.sin(ang2).astype(np.float32))
+    r3 = g.op("RotaryEmbedding", ["h", cos2, sin2], num_heads=3, rotary_embedding_dim=4, interleaved=1)
+    return g.model([("q", [1, 2, 6, 8]), ("h", [2, 5, 18])], [q, scores, r3], opset=23)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
-         loops_run_time_condition, spatial_transformer]
+         loops_run_time_condition, spatial_transformer, rotary_attention]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm, norm_more, quant,
-    reduce, resize, rnn, shape, sort,
+    reduce, resize, rnn, rotary, shape, sort,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -143,6 +143,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("TopK", sort::topk),
     ("GridSample", grid_sample::grid_sample),
     ("AffineGrid", grid_sample::affine_grid),
+    ("RotaryEmbedding", rotary::rotary_embedding),
     ("If", control::imported),
     ("Loop", control::imported),
     ("Scan", control::imported),
@@ -233,6 +234,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "RotaryEmbedding",
+        "one map; position_ids checked against the caches at run time (ONNXC_ERR_INDEX); float16/bfloat16 computed in float32",
     ),
     (
         "AffineGrid",

@@ -16,5 +16,6 @@ pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod rnn;
+pub mod rotary;
 pub mod shape;
 pub mod sort;
