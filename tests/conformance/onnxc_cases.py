@@ -684,11 +684,34 @@ def rotary_attention():
     return g.model([("q", [1, 2, 6, 8]), ("h", [2, 5, 18])], [q, scores, r3], opset=23)
 
 
+def integer_products_exact():
+    """Quantized convolutions and matmuls whose float32 evaluation onnxc proves exact: full
+    -range uint8 activations (mostly saturated, zero point 128) against ±127 weights, sized
+    just inside the float32 bound (3×3×64 taps: 576 · 127 · 128 < 2^24), just outside it
+    (5×5×64: the float64 path), grouped, pointwise, with per-channel zero points, and a
+    MatMulInteger; compared with the reference evaluator exactly."""
+    g = G(41)
+    rng = np.random.default_rng(41)
+    xq = g.op("QuantizeLinear", ["x", g.const(np.float32(0.01)), g.const(np.uint8(128), np.uint8)])
+    def signs(*shape):
+        return g.const((rng.choice([-127, 127], size=shape)).astype(np.int8), np.int8)
+    zp = g.const(np.uint8(128), np.uint8)
+    inside = g.op("ConvInteger", [xq, signs(4, 64, 3, 3), zp], pads=[1, 1, 1, 1])
+    outside = g.op("ConvInteger", [xq, signs(4, 64, 5, 5), zp], pads=[2, 2, 2, 2])
+    grouped = g.op("ConvInteger", [xq, signs(8, 16, 3, 3), zp], group=4)
+    wz = g.const(np.array([3, -5, 0, 7], np.int8), np.int8)
+    pointwise = g.op("ConvInteger", [xq, signs(4, 64, 1, 1), zp, wz])
+    a = g.op("Reshape", [xq, g.const(np.array([64, 36], np.int64), np.int64)])
+    mm = g.op("MatMulInteger", [a, signs(36, 5), zp])
+    return g.model([("x", [1, 64, 6, 6])], [inside, outside, grouped, pointwise, mm], opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
-         loops_run_time_condition, spatial_transformer, rotary_attention]
+         loops_run_time_condition, spatial_transformer, rotary_attention,
+         integer_products_exact]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -709,7 +732,7 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # reduce_range); and GridSample's cubic mode with border padding (onnxruntime, like
 # PyTorch, clamps each tap's index but not the sampling position; the reference, whose
 # results the backend tests hold, clamps the position first: up to 0.4 apart here).
-REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples"}
+REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -273,11 +273,11 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "QLinearConv",
-        "exact integer arithmetic (float64 accumulation), requantized as the reference evaluator does; generic loops, not an int8 kernel yet",
+        "exact integer arithmetic, requantized as the reference evaluator does: the float32 convolution kernels where constant weights bound every partial sum below 2^24 (exact), float64 loops otherwise; no int8 kernel yet",
     ),
     (
         "QLinearMatMul",
-        "exact int32 product, requantized as the reference evaluator does; generic loops, not an int8 kernel yet",
+        "exact integer product, requantized as the reference evaluator does: the float32 GEMM where a constant B bounds every partial sum below 2^24 (exact), int32 loops otherwise; no int8 kernel yet",
     ),
     (
         "Einsum",

@@ -116,6 +116,10 @@ pub struct ConvOp {
     pub dilations: Vec<i64>,
     pub pads_begin: Vec<i64>,
     pub pads_end: Vec<i64>,
+    /// The operands hold integers whose products and sums are exact in float32 (the
+    /// frontend proved the bound): the kernel must sum them as they are — no Winograd
+    /// transforms, no scales folded into the weights (quantized convolutions).
+    pub exact: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq)]

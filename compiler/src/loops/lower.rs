@@ -254,7 +254,7 @@ fn geometry(s: &Schedule, st: &Step, c: &ConvOp, opts: &LowerOptions) -> ConvGeo
         dilations: c.dilations.clone(),
         pads: c.pads_begin.clone(),
         wide_simd: opts.wide_simd,
-        no_winograd: opts.no_winograd,
+        no_winograd: opts.no_winograd || c.exact,
     }
 }
 

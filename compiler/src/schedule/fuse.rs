@@ -213,6 +213,8 @@ fn epilogue_chain(
     let dims = known_dims(&out.shape)?;
     let rank = dims.len();
     let (chan, weights_const) = match &n.op {
+        // Scales folded into an exact convolution's weights would round its products.
+        Op::Conv(c) if c.exact => return None,
         Op::Conv(_) => (1, g.const_value(n.inputs[1]).is_some()),
         Op::MatMul(m) => {
             let b = g.value_type(n.inputs[1]);

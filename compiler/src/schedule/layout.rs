@@ -242,7 +242,7 @@ impl Pass<'_> {
             dilations: c.dilations.clone(),
             pads: c.pads_begin.clone(),
             wide_simd: self.opts.wide_simd,
-            no_winograd: self.opts.no_winograd,
+            no_winograd: self.opts.no_winograd || c.exact,
         };
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;

@@ -133,12 +133,20 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
 pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let b = ctx.opt_input(2);
-    Ok(vec![conv_values(ctx, x, w, b)?])
+    Ok(vec![conv_values(ctx, x, w, b, false)?])
 }
 
 /// A convolution of the given operands with the node's attributes (Conv, and the integer
 /// convolutions, which run it on dequantized operands).
-pub fn conv_values(ctx: &mut Ctx, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
+/// `exact`: the operands are integer-valued and bounded so that float32 sums are exact
+/// (`ConvOp::exact`).
+pub fn conv_values(
+    ctx: &mut Ctx,
+    x: ValueId,
+    w: ValueId,
+    b: Option<ValueId>,
+    exact: bool,
+) -> Result<ValueId> {
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
     if ctx.dtype(w) != dt {
         return Err(ctx.err(format!("W is {} but X is {dt}", ctx.dtype(w))));
@@ -180,6 +188,7 @@ pub fn conv_values(ctx: &mut Ctx, x: ValueId, w: ValueId, b: Option<ValueId>) ->
         dilations: win.dilations,
         pads_begin: win.pads_begin,
         pads_end: win.pads_end,
+        exact,
     };
     let mut inputs = vec![x, w];
     inputs.extend(b);

@@ -436,30 +436,109 @@ fn requantize(
     ctx.map(odt, shape, inputs, expr::cast(v, odt))
 }
 
+/// Integers below this magnitude are exact in float32, and so is every partial sum of
+/// products of integer-valued operands that stays below it.
+const F32_EXACT: f64 = (1u64 << 24) as f64;
+
+/// Whether the product of the centered operands — `x` (u8/i8, zero points `x_zp`) with the
+/// constant `w` (zero points `w_zp`, one per output or one for all) — is exact in float32:
+/// every partial sum of an output is at most `Σ_k |w_k − z| · max|x − z_x|`, and that must
+/// stay below 2^24 for every output. Then the float32 kernels (GEMM, direct convolution)
+/// compute the exact integer result, hundreds of times faster than the float64 loops.
+/// `out_of(flat)` names the output a flat weight index contributes to (its zero point's
+/// position is `zp_of(flat)`).
+fn exact_in_f32(
+    ctx: &Ctx,
+    x: ValueId,
+    x_zp: Option<ValueId>,
+    w: ValueId,
+    w_zp: Option<ValueId>,
+    outputs: usize,
+    out_of: impl Fn(usize) -> usize,
+    zp_of: impl Fn(usize) -> usize,
+) -> bool {
+    let Some((lo, hi)) = build::int_range(ctx.dtype(x)) else {
+        return false;
+    };
+    let x_zps = match x_zp {
+        None => vec![0.0],
+        Some(z) => match ctx.konst(z) {
+            Some(t) => t.to_f64s(),
+            None => return false,
+        },
+    };
+    let x_max = x_zps
+        .iter()
+        .map(|z| (lo - z).abs().max((hi - z).abs()))
+        .fold(0.0, f64::max);
+    let Some(wt) = ctx.konst(w) else {
+        return false;
+    };
+    let w_zps = match w_zp {
+        None => vec![0.0],
+        Some(z) => match ctx.konst(z) {
+            Some(t) => t.to_f64s(),
+            None => return false,
+        },
+    };
+    let mut sums = vec![0.0f64; outputs];
+    for (k, v) in wt.to_f64s().into_iter().enumerate() {
+        let z = if w_zps.len() == 1 { w_zps[0] } else { w_zps[zp_of(k) % w_zps.len()] };
+        sums[out_of(k)] += (v - z).abs();
+    }
+    sums.iter().all(|&sw| sw * x_max < F32_EXACT)
+}
+
+/// `acc` (float32 with integer values, or float64) plus the int32 bias of channel 1, in
+/// float64.
+fn plus_bias(ctx: &mut Ctx, acc: ValueId, bias: Option<ValueId>) -> Result<ValueId> {
+    let Some(b) = bias else {
+        return Ok(acc);
+    };
+    let r = ctx.rank(acc);
+    let body = expr::binary(
+        BinOp::Add,
+        expr::cast(expr::load(ctx.dtype(acc), 0, vars(r)), DType::F64),
+        expr::cast(expr::load(DType::I32, 1, vec![expr::var(1)]), DType::F64),
+    );
+    let shape = ctx.shape(acc);
+    ctx.map(DType::F64, shape, vec![acc, b], body)
+}
+
 /// MatMulInteger: int32 `(A − a_zp)·(B − b_zp)`, zero points per tensor, per row of A or
 /// per column of B.
 pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let acc = centered_matmul(ctx, a, ctx.opt_input(2), b, ctx.opt_input(3), ["A", "B"])?;
+    let r = ctx.rank(acc);
+    let shape = ctx.shape(acc);
+    let body = expr::cast(expr::load(ctx.dtype(acc), 0, vars(r)), DType::I32);
+    Ok(vec![ctx.map(DType::I32, shape, vec![acc], body)?])
+}
+
+/// `(A − a_zp)·(B − b_zp)` with integer values: in float32 through the GEMM kernel when that
+/// is exact (`exact_in_f32`, B constant), in int32 otherwise.
+fn centered_matmul(
+    ctx: &mut Ctx,
+    a: ValueId,
+    a_zp: Option<ValueId>,
+    b: ValueId,
+    b_zp: Option<ValueId>,
+    names: [&str; 2],
+) -> Result<ValueId> {
     let (ra, rb) = (ctx.rank(a), ctx.rank(b));
-    let ac = centered(
-        ctx,
-        a,
-        ctx.opt_input(2),
-        (ra >= 2).then(|| ra - 2),
-        DType::I32,
-        "A",
-    )?;
-    let bc = centered(
-        ctx,
-        b,
-        ctx.opt_input(3),
-        (rb >= 2).then(|| rb - 1),
-        DType::I32,
-        "B",
-    )?;
-    Ok(vec![crate::frontend::ops::linalg::matmul_values(
-        ctx, ac, bc, false, false,
-    )?])
+    let bs = ctx.known_shape(b)?;
+    let exact = rb >= 1 && {
+        let n = bs[rb - 1].max(1) as usize;
+        let k = if rb >= 2 { bs[rb - 2].max(1) as usize } else { 1 };
+        let count: usize = bs.iter().map(|&d| d.max(0) as usize).product();
+        // Outputs: (batch, column); the zero point is per column.
+        exact_in_f32(ctx, a, a_zp, b, b_zp, (count / k).max(1), |f| (f / (k * n)) * n + f % n, |f| f % n)
+    };
+    let dt = if exact { DType::F32 } else { DType::I32 };
+    let ac = centered(ctx, a, a_zp, (ra >= 2).then(|| ra - 2), dt, names[0])?;
+    let bc = centered(ctx, b, b_zp, (rb >= 2).then(|| rb - 1), dt, names[1])?;
+    crate::frontend::ops::linalg::matmul_values(ctx, ac, bc, false, false)
 }
 
 /// QLinearMatMul: the int32 product of the centered operands, requantized by
@@ -468,10 +547,7 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (a, a_s, a_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     let (b, b_s, b_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
     let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
-    let (ra, rb) = (ctx.rank(a), ctx.rank(b));
-    let ac = centered(ctx, a, a_zp, (ra >= 2).then(|| ra - 2), DType::I32, "a")?;
-    let bc = centered(ctx, b, b_zp, (rb >= 2).then(|| rb - 1), DType::I32, "b")?;
-    let acc = crate::frontend::ops::linalg::matmul_values(ctx, ac, bc, false, false)?;
+    let acc = centered_matmul(ctx, a, a_zp, b, b_zp, ["a", "b"])?;
     let r = ctx.rank(acc);
     let n = ctx.known_shape(b)?.last().copied().unwrap_or(1);
     let col = (r >= 1).then(|| (expr::var(r as u32 - 1), n));
@@ -484,41 +560,56 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![requantize(ctx, acc, scales, y_zp, fallback)?])
 }
 
-/// ConvInteger: int32 convolution of the centered operands (computed in float64, exact).
+/// The convolution of the centered operands, exact: in float32 through the convolution
+/// kernels when that is exact (`exact_in_f32`, W constant; `ConvOp::exact` keeps Winograd
+/// away), in float64 loops otherwise.
+fn centered_conv(
+    ctx: &mut Ctx,
+    x: ValueId,
+    x_zp: Option<ValueId>,
+    w: ValueId,
+    w_zp: Option<ValueId>,
+) -> Result<ValueId> {
+    let ws = ctx.known_shape(w)?;
+    let m = ws.first().copied().unwrap_or(1).max(1) as usize;
+    let per: usize = ws.iter().skip(1).map(|&d| d.max(0) as usize).product::<usize>().max(1);
+    let exact = exact_in_f32(ctx, x, x_zp, w, w_zp, m, |f| (f / per).min(m - 1), |f| f / per);
+    let dt = if exact { DType::F32 } else { DType::F64 };
+    let xc = centered(ctx, x, x_zp, None, dt, "x")?;
+    let wc = centered(ctx, w, w_zp, Some(0), dt, "w")?;
+    crate::frontend::ops::nn::conv_values(ctx, xc, wc, None, exact)
+}
+
+/// ConvInteger: int32 convolution of the centered operands (exact; see `centered_conv`).
 pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
-    let xc = centered(ctx, x, ctx.opt_input(2), None, DType::F64, "x")?;
-    let wc = centered(ctx, w, ctx.opt_input(3), Some(0), DType::F64, "w")?;
-    let acc = crate::frontend::ops::nn::conv_values(ctx, xc, wc, None)?;
+    let acc = centered_conv(ctx, x, ctx.opt_input(2), w, ctx.opt_input(3))?;
     let r = ctx.rank(acc);
     let shape = ctx.shape(acc);
-    let body = expr::cast(expr::load(DType::F64, 0, vars(r)), DType::I32);
+    let body = expr::cast(expr::load(ctx.dtype(acc), 0, vars(r)), DType::I32);
     Ok(vec![ctx.map(DType::I32, shape, vec![acc], body)?])
 }
 
-/// QLinearConv: the convolution of the centered operands plus the int32 bias (float64,
-/// exact), requantized by `x_scale · w_scale / y_scale` (w's scale per tensor or per output
+/// QLinearConv: the convolution of the centered operands plus the int32 bias (exact; see
+/// `centered_conv`, the bias added in float64), requantized by `x_scale · w_scale / y_scale` (w's scale per tensor or per output
 /// channel).
 pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, x_s, x_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     let (w, w_s, w_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
     let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
-    let xc = centered(ctx, x, x_zp, None, DType::F64, "x")?;
-    let wc = centered(ctx, w, w_zp, Some(0), DType::F64, "w")?;
+    let m = ctx.known_shape(w)?[0];
     let bias = match ctx.opt_input(8) {
         Some(bv) => {
             build::expect_types(ctx, bv, "B", &[DType::I32])?;
-            let shape = ctx.shape(bv);
-            let body = expr::cast(expr::load(DType::I32, 0, vec![expr::var(0)]), DType::F64);
-            if shape.len() != 1 {
-                return Err(ctx.err("B must be 1-D"));
+            if ctx.known_shape(bv)? != [m] {
+                return Err(ctx.err(format!("B must have shape [{m}] (one per output channel)")));
             }
-            Some(ctx.map(DType::F64, shape, vec![bv], body)?)
+            Some(bv)
         }
         None => None,
     };
-    let acc = crate::frontend::ops::nn::conv_values(ctx, xc, wc, bias)?;
-    let m = ctx.known_shape(w)?[0];
+    let acc = centered_conv(ctx, x, x_zp, w, w_zp)?;
+    let acc = plus_bias(ctx, acc, bias)?;
     let channel = Some((expr::var(1), m));
     let scales = [
         (x_s, None, "x_scale"),
