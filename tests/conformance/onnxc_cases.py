@@ -687,8 +687,9 @@ def rotary_attention():
 def integer_products_exact():
     """Quantized convolutions and matmuls whose float32 evaluation onnxc proves exact: full
     -range uint8 activations (mostly saturated, zero point 128) against ±127 weights, sized
-    just inside the float32 bound (3×3×64 taps: 576 · 127 · 128 < 2^24), just outside it
-    (5×5×64: the float64 path), grouped, pointwise, with per-channel zero points, and a
+    just inside the float32 bound (3×3×64 taps: 576 · 127 · 128 < 2^24), outside it (5×5×64:
+    two float32 convolutions of the activations' high and low 4 bits), far outside it
+    (3×3×1024: the float64 loops), grouped, pointwise, with per-channel zero points, and a
     MatMulInteger; compared with the reference evaluator exactly."""
     g = G(41)
     rng = np.random.default_rng(41)
@@ -703,7 +704,10 @@ def integer_products_exact():
     pointwise = g.op("ConvInteger", [xq, signs(4, 64, 1, 1), zp, wz])
     a = g.op("Reshape", [xq, g.const(np.array([64, 36], np.int64), np.int64)])
     mm = g.op("MatMulInteger", [a, signs(36, 5), zp])
-    return g.model([("x", [1, 64, 6, 6])], [inside, outside, grouped, pointwise, mm], opset=13)
+    xq2 = g.op("QuantizeLinear", ["x2", g.const(np.float32(0.01)), g.const(np.uint8(128), np.uint8)])
+    far = g.op("ConvInteger", [xq2, signs(2, 1024, 3, 3), zp])
+    return g.model([("x", [1, 64, 6, 6]), ("x2", [1, 1024, 3, 3])], [inside, outside, grouped, pointwise, mm, far],
+                   opset=13)
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,

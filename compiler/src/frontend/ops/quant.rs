@@ -440,14 +440,25 @@ fn requantize(
 /// products of integer-valued operands that stays below it.
 const F32_EXACT: f64 = (1u64 << 24) as f64;
 
-/// Whether the product of the centered operands — `x` (u8/i8, zero points `x_zp`) with the
-/// constant `w` (zero points `w_zp`, one per output or one for all) — is exact in float32:
-/// every partial sum of an output is at most `Σ_k |w_k − z| · max|x − z_x|`, and that must
-/// stay below 2^24 for every output. Then the float32 kernels (GEMM, direct convolution)
-/// compute the exact integer result, hundreds of times faster than the float64 loops.
-/// `out_of(flat)` names the output a flat weight index contributes to (its zero point's
-/// position is `zp_of(flat)`).
-fn exact_in_f32(
+/// How the product of the centered operands — `x` (u8/i8, zero points `x_zp`) with the
+/// constant `w` (zero points `w_zp`, one per output or one for all) — can be computed in
+/// float32 exactly. Every partial sum of an output is at most `Σ_k |w_k − z| · max|x − z_x|`;
+/// below 2^24 all of them are integers float32 holds, in any summation order, so the float32
+/// GEMM and convolution kernels compute the exact result (hundreds of times faster than the
+/// float64 loops). `out_of(flat)` names the output a flat weight index contributes to, and
+/// `zp_of(flat)` its zero point's position.
+#[derive(Copy, Clone, PartialEq)]
+enum F32Plan {
+    /// One float32 product.
+    Direct,
+    /// Two: `x − z_x = 16·h + l` with `l` in [0, 15] and `h` in [−16, 15], each product
+    /// exact, combined in float64.
+    Split,
+    /// Neither is exact (or the weights are not constant): float64/int32 loops.
+    None,
+}
+
+fn f32_plan(
     ctx: &Ctx,
     x: ValueId,
     x_zp: Option<ValueId>,
@@ -456,37 +467,64 @@ fn exact_in_f32(
     outputs: usize,
     out_of: impl Fn(usize) -> usize,
     zp_of: impl Fn(usize) -> usize,
-) -> bool {
+) -> F32Plan {
     let Some((lo, hi)) = build::int_range(ctx.dtype(x)) else {
-        return false;
+        return F32Plan::None;
     };
-    let x_zps = match x_zp {
-        None => vec![0.0],
-        Some(z) => match ctx.konst(z) {
-            Some(t) => t.to_f64s(),
-            None => return false,
-        },
+    let consts = |z: Option<ValueId>| -> Option<Vec<f64>> {
+        match z {
+            None => Some(vec![0.0]),
+            Some(z) => ctx.konst(z).map(|t| t.to_f64s()),
+        }
     };
+    let (Some(x_zps), Some(w_zps), Some(wt)) = (consts(x_zp), consts(w_zp), ctx.konst(w)) else {
+        return F32Plan::None;
+    };
+    if w_zps.is_empty() {
+        return F32Plan::None;
+    }
     let x_max = x_zps
         .iter()
         .map(|z| (lo - z).abs().max((hi - z).abs()))
         .fold(0.0, f64::max);
-    let Some(wt) = ctx.konst(w) else {
-        return false;
-    };
-    let w_zps = match w_zp {
-        None => vec![0.0],
-        Some(z) => match ctx.konst(z) {
-            Some(t) => t.to_f64s(),
-            None => return false,
-        },
-    };
     let mut sums = vec![0.0f64; outputs];
     for (k, v) in wt.to_f64s().into_iter().enumerate() {
-        let z = if w_zps.len() == 1 { w_zps[0] } else { w_zps[zp_of(k) % w_zps.len()] };
+        let z = w_zps[zp_of(k) % w_zps.len()];
         sums[out_of(k)] += (v - z).abs();
     }
-    sums.iter().all(|&sw| sw * x_max < F32_EXACT)
+    let w_max = sums.iter().copied().fold(0.0, f64::max);
+    if w_max * x_max < F32_EXACT {
+        F32Plan::Direct
+    } else if w_max * 16.0 < F32_EXACT {
+        F32Plan::Split
+    } else {
+        F32Plan::None
+    }
+}
+
+/// The float32 centered `x` as `(h, l)` with `x − z = 16·h + l`, `l` in [0, 15].
+fn split_high_low(ctx: &mut Ctx, xc: ValueId) -> Result<(ValueId, ValueId)> {
+    let r = ctx.rank(xc);
+    let shape = ctx.shape(xc);
+    let v = expr::load(DType::F32, 0, vars(r));
+    let h_body = expr::unary(UnOp::Floor, expr::binary(BinOp::Div, v.clone(), expr::f(DType::F32, 16.0)));
+    let h = ctx.map(DType::F32, shape.clone(), vec![xc], h_body.clone())?;
+    let l_body = expr::binary(BinOp::Sub, v, expr::binary(BinOp::Mul, h_body, expr::f(DType::F32, 16.0)));
+    let l = ctx.map(DType::F32, shape, vec![xc], l_body)?;
+    Ok((h, l))
+}
+
+/// `16·hi + lo` of two integer-valued float32 results, in float64 (exact).
+fn combine_high_low(ctx: &mut Ctx, hi: ValueId, lo: ValueId) -> Result<ValueId> {
+    let r = ctx.rank(hi);
+    let shape = ctx.shape(hi);
+    let f64_of = |k: u32| expr::cast(expr::load(DType::F32, k, vars(r)), DType::F64);
+    let body = expr::binary(
+        BinOp::Add,
+        expr::binary(BinOp::Mul, f64_of(0), expr::f(DType::F64, 16.0)),
+        f64_of(1),
+    );
+    ctx.map(DType::F64, shape, vec![hi, lo], body)
 }
 
 /// `acc` (float32 with integer values, or float64) plus the int32 bias of channel 1, in
@@ -516,8 +554,8 @@ pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![ctx.map(DType::I32, shape, vec![acc], body)?])
 }
 
-/// `(A − a_zp)·(B − b_zp)` with integer values: in float32 through the GEMM kernel when that
-/// is exact (`exact_in_f32`, B constant), in int32 otherwise.
+/// `(A − a_zp)·(B − b_zp)` with integer values: through the float32 GEMM when that is exact
+/// (`f32_plan`, B constant; float32 or float64 result), in int32 otherwise.
 fn centered_matmul(
     ctx: &mut Ctx,
     a: ValueId,
@@ -528,16 +566,24 @@ fn centered_matmul(
 ) -> Result<ValueId> {
     let (ra, rb) = (ctx.rank(a), ctx.rank(b));
     let bs = ctx.known_shape(b)?;
-    let exact = rb >= 1 && {
+    let plan = if rb >= 1 {
         let n = bs[rb - 1].max(1) as usize;
         let k = if rb >= 2 { bs[rb - 2].max(1) as usize } else { 1 };
         let count: usize = bs.iter().map(|&d| d.max(0) as usize).product();
         // Outputs: (batch, column); the zero point is per column.
-        exact_in_f32(ctx, a, a_zp, b, b_zp, (count / k).max(1), |f| (f / (k * n)) * n + f % n, |f| f % n)
+        f32_plan(ctx, a, a_zp, b, b_zp, (count / k).max(1), |f| (f / (k * n)) * n + f % n, |f| f % n)
+    } else {
+        F32Plan::None
     };
-    let dt = if exact { DType::F32 } else { DType::I32 };
+    let dt = if plan == F32Plan::None { DType::I32 } else { DType::F32 };
     let ac = centered(ctx, a, a_zp, (ra >= 2).then(|| ra - 2), dt, names[0])?;
     let bc = centered(ctx, b, b_zp, (rb >= 2).then(|| rb - 1), dt, names[1])?;
+    if plan == F32Plan::Split {
+        let (h, l) = split_high_low(ctx, ac)?;
+        let ph = crate::frontend::ops::linalg::matmul_values(ctx, h, bc, false, false)?;
+        let pl = crate::frontend::ops::linalg::matmul_values(ctx, l, bc, false, false)?;
+        return combine_high_low(ctx, ph, pl);
+    }
     crate::frontend::ops::linalg::matmul_values(ctx, ac, bc, false, false)
 }
 
@@ -560,9 +606,9 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![requantize(ctx, acc, scales, y_zp, fallback)?])
 }
 
-/// The convolution of the centered operands, exact: in float32 through the convolution
-/// kernels when that is exact (`exact_in_f32`, W constant; `ConvOp::exact` keeps Winograd
-/// away), in float64 loops otherwise.
+/// The convolution of the centered operands, exact: through the float32 convolution kernels
+/// when that is exact (`f32_plan`, W constant; `ConvOp::exact` keeps Winograd away), in
+/// float64 loops otherwise.
 fn centered_conv(
     ctx: &mut Ctx,
     x: ValueId,
@@ -573,11 +619,21 @@ fn centered_conv(
     let ws = ctx.known_shape(w)?;
     let m = ws.first().copied().unwrap_or(1).max(1) as usize;
     let per: usize = ws.iter().skip(1).map(|&d| d.max(0) as usize).product::<usize>().max(1);
-    let exact = exact_in_f32(ctx, x, x_zp, w, w_zp, m, |f| (f / per).min(m - 1), |f| f / per);
-    let dt = if exact { DType::F32 } else { DType::F64 };
+    let plan = f32_plan(ctx, x, x_zp, w, w_zp, m, |f| (f / per).min(m - 1), |f| f / per);
+    let dt = if plan == F32Plan::None { DType::F64 } else { DType::F32 };
     let xc = centered(ctx, x, x_zp, None, dt, "x")?;
     let wc = centered(ctx, w, w_zp, Some(0), dt, "w")?;
-    crate::frontend::ops::nn::conv_values(ctx, xc, wc, None, exact)
+    let conv = crate::frontend::ops::nn::conv_values;
+    match plan {
+        F32Plan::Split => {
+            let (h, l) = split_high_low(ctx, xc)?;
+            let ch = conv(ctx, h, wc, None, true)?;
+            let cl = conv(ctx, l, wc, None, true)?;
+            combine_high_low(ctx, ch, cl)
+        }
+        F32Plan::Direct => conv(ctx, xc, wc, None, true),
+        F32Plan::None => conv(ctx, xc, wc, None, false),
+    }
 }
 
 /// ConvInteger: int32 convolution of the centered operands (exact; see `centered_conv`).
