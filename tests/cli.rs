@@ -1100,3 +1100,43 @@ fn grid_sample_survives_hostile_grids() {
         }
     }
 }
+
+/// RotaryEmbedding reads cache rows at the positions position_ids holds: a position outside
+/// the cache fails the run with ONNXC_ERR_INDEX instead of reading past it.
+#[test]
+fn rotary_positions_outside_the_cache_fail_the_run() {
+    let d = scratch("rope");
+    let m = model(
+        vec![node("RotaryEmbedding", "rope", &["x", "cos", "sin", "pos"], &["y"])],
+        vec![
+            value_info("x", 1, &[D::N(1), D::N(1), D::N(2), D::N(4)]),
+            value_info("pos", 7, &[D::N(1), D::N(2)]),
+        ],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(2), D::N(4)])],
+        vec![
+            f32_tensor("cos", &[3, 2], &[1.0; 6]),
+            f32_tensor("sin", &[3, 2], &[0.0; 6]),
+        ],
+        23,
+    );
+    let p = d.join("rope.onnx");
+    save(&m, &p);
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]), &xin);
+    let pin = d.join("pos.pb");
+    save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 2]), &pin);
+    // cos 1, sin 0: the identity rotation.
+    let out = run_model(&[p.as_os_str(), xin.as_os_str(), pin.as_os_str()], &d.join("ok"));
+    assert_eq!(out[0].to_f64s(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 3]), &pin);
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&p)
+            .arg(&xin)
+            .arg(&pin)
+            .arg("--output-dir")
+            .arg(d.join("bad")),
+    );
+    assert!(e.contains("index"), "{e}");
+}

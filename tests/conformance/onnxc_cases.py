@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -710,12 +710,37 @@ def integer_products_exact():
                    opset=13)
 
 
+def audio_frontend():
+    """Spectral ops as audio models export them (opset 20): a Hann-windowed STFT of a signal
+    and its power spectrum; a real DFT along axis 1 (one-sided and full), the inverse of the
+    full one (a round trip), numpy's irfft of the one-sided one, a DFT along axis 0 with a
+    dft_length that zero-pads, and a Hamming window."""
+    g = G(42)
+    win = g.op("HannWindow", [g.const(np.array(32, np.int64), np.int64)])
+    spec = g.op("STFT", ["sig", g.const(np.array(8, np.int64), np.int64), win])
+    power = g.op("ReduceSumSquare", [spec, g.const(np.array([-1], np.int64), np.int64)], keepdims=0)
+    ax1 = g.const(np.array(1, np.int64), np.int64)
+    full = g.op("DFT", ["x", "", ax1])
+    half = g.op("DFT", ["x", "", ax1], onesided=1)
+    back = g.op("DFT", [full, "", ax1], inverse=1)
+    irfft = g.op("DFT", [half, g.const(np.array(24, np.int64), np.int64), ax1], inverse=1, onesided=1)
+    ax0 = g.op("DFT", ["x", g.const(np.array(5, np.int64), np.int64), g.const(np.array(0, np.int64), np.int64)])
+    ham = g.op("HammingWindow", [g.const(np.array(10, np.int64), np.int64)], periodic=0)
+    m = g.model([("sig", [2, 160, 1]), ("x", [3, 24, 1])], [spec, power, full, half, back, irfft, ax0, ham], opset=20)
+    # onnx 1.23's shape inference gives STFT's default (one-sided) output the full 32 bins;
+    # the operator (and onnxruntime, and the reference evaluator) give 17.
+    for o, dims in zip(m.graph.output[:2], ([2, 17, 17, 2], [2, 17, 17])):
+        del o.type.tensor_type.shape.dim[:]
+        o.type.tensor_type.shape.dim.extend(onnx.TensorShapeProto.Dimension(dim_value=d) for d in dims)
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
-         integer_products_exact]
+         integer_products_exact, audio_frontend]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -735,8 +760,11 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # int16, off by up to 190 of 255 for full-range weights; its quantizer avoids them with
 # reduce_range); and GridSample's cubic mode with border padding (onnxruntime, like
 # PyTorch, clamps each tap's index but not the sampling position; the reference, whose
-# results the backend tests hold, clamps the position first: up to 0.4 apart here).
-REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact"}
+# results the backend tests hold, clamps the position first: up to 0.4 apart here); and the
+# DFT (onnxruntime's float32 FFT is off by up to 6e-5 on values of 10, the reference computes
+# in float64: onnxc's float32 product with float64-built twiddles is within 1e-6 of it).
+REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
+                    "test_audio_frontend"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm, norm_more, quant,
-    reduce, resize, rnn, rotary, shape, sort,
+    reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -144,6 +144,11 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("GridSample", grid_sample::grid_sample),
     ("AffineGrid", grid_sample::affine_grid),
     ("RotaryEmbedding", rotary::rotary_embedding),
+    ("DFT", spectral::dft),
+    ("STFT", spectral::stft),
+    ("HannWindow", spectral::hann_window),
+    ("HammingWindow", spectral::hamming_window),
+    ("BlackmanWindow", spectral::blackman_window),
     ("If", control::imported),
     ("Loop", control::imported),
     ("Scan", control::imported),
@@ -234,6 +239,14 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "If",
         "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+    ),
+    (
+        "DFT",
+        "float32/float64; dft_length constant; axis constant, or run-time with the output shape declared (each matching axis computed, the run-time one selected and checked); one matrix product with a constant DFT matrix (O(N²) per frame, no FFT)",
+    ),
+    (
+        "STFT",
+        "float32/float64; frame_length constant (or the window's length); frame_step constant, or run-time with the output shape declared (checked at run time); framing map then one matrix product with a constant DFT matrix",
     ),
     (
         "RotaryEmbedding",

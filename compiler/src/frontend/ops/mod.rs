@@ -19,3 +19,4 @@ pub mod rnn;
 pub mod rotary;
 pub mod shape;
 pub mod sort;
+pub mod spectral;
