@@ -2,8 +2,8 @@
 //! input. Exit code 0 on success, 1 on error.
 
 use onnxc_tests::model::{
-    D, f32_tensor, graph, int_tensor, model, node, save, save_tensor, value_info, with_graph, with_int,
-    with_ints,
+    D, f32_tensor, graph, int_tensor, model, node, save, save_tensor, value_info, with_graph,
+    with_int, with_ints,
 };
 use onnxc_tests::run_model;
 use std::path::{Path, PathBuf};
@@ -49,6 +49,18 @@ fn compile_error(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, wants: &[&
         assert!(e.contains(w), "{name}: {e}");
     }
     e
+}
+
+/// Runs `onnxc run MODEL INPUTS… --output-dir OUT`, expects it to fail (see `fails`) and
+/// returns the message.
+fn run_fails(model: &Path, inputs: &[&Path], out: &Path) -> String {
+    let mut cmd = onnxc();
+    cmd.arg("run")
+        .arg(model)
+        .args(inputs)
+        .arg("--output-dir")
+        .arg(out);
+    fails(&mut cmd)
 }
 
 /// y = relu(x + b) with x: [1, 4].
@@ -697,15 +709,7 @@ fn resize_errors_name_the_node_and_runtime_scales_are_checked() {
     assert_eq!(out[0].shape, vec![1, 1, 8, 6]);
     assert!(out[0].to_f64s().iter().all(|&v| (v - 1.0).abs() < 1e-6));
     save_tensor(&f32_tensor("s", &[4], &[1.0, 1.0, 3.0, 1.5]), &sin);
-    let e = fails(
-        onnxc()
-            .arg("run")
-            .arg(&p)
-            .arg(&xin)
-            .arg(&sin)
-            .arg("--output-dir")
-            .arg(d.join("bad")),
-    );
+    let e = run_fails(&p, &[&xin, &sin], &d.join("bad"));
     assert!(
         e.contains("an input's values imply a shape the model does not allow"),
         "{e}"
@@ -844,30 +848,52 @@ fn loops_that_cannot_be_unrolled_are_reported() {
                 node("Mul", &format!("{tag}_m"), &["v_in", "half"], &["h"]),
                 node("Add", &format!("{tag}_a"), &["h", "x"], &["v_out"]),
             ],
-            vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+            vec![
+                scalar("i", 7),
+                scalar("c_in", 9),
+                value_info("v_in", 1, &[D::N(4)]),
+            ],
             vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
         )
     };
     let half = f32_tensor("half", &[], &[0.5]);
     let truth = int_tensor("t", 9, &[], &[1]);
-    let loop_model = |inputs: &[&str], extra_in: Vec<onnxc_proto::ValueInfoProto>, inits: Vec<_>| {
-        let mut ins = vec![x.clone()];
-        ins.extend(extra_in);
-        model(
-            vec![with_graph(node("Loop", "lp", inputs, &["y"]), "body", body("b"))],
-            ins,
-            vec![y.clone()],
-            inits,
-            13,
-        )
-    };
+    let loop_model =
+        |inputs: &[&str], extra_in: Vec<onnxc_proto::ValueInfoProto>, inits: Vec<_>| {
+            let mut ins = vec![x.clone()];
+            ins.extend(extra_in);
+            model(
+                vec![with_graph(
+                    node("Loop", "lp", inputs, &["y"]),
+                    "body",
+                    body("b"),
+                )],
+                ins,
+                vec![y.clone()],
+                inits,
+                13,
+            )
+        };
     let t0 = std::time::Instant::now();
-    let m = loop_model(&["m", "t", "x"], vec![scalar("m", 7)], vec![half.clone(), truth.clone()]);
-    compile_error(&d, "runtime_trip", &m, &["'lp'", "Loop", "trip count is computed at run time"]);
+    let m = loop_model(
+        &["m", "t", "x"],
+        vec![scalar("m", 7)],
+        vec![half.clone(), truth.clone()],
+    );
+    compile_error(
+        &d,
+        "runtime_trip",
+        &m,
+        &["'lp'", "Loop", "trip count is computed at run time"],
+    );
     let m = loop_model(
         &["m", "t", "x"],
         vec![],
-        vec![half.clone(), truth.clone(), int_tensor("m", 7, &[], &[1_000_000_000_000])],
+        vec![
+            half.clone(),
+            truth.clone(),
+            int_tensor("m", 7, &[], &[1_000_000_000_000]),
+        ],
     );
     compile_error(&d, "huge_trip", &m, &["'lp'", "at most 4096 iterations"]);
     let m = loop_model(&["", "t", "x"], vec![], vec![half.clone(), truth.clone()]);
@@ -885,33 +911,63 @@ fn loops_that_cannot_be_unrolled_are_reported() {
     );
     let p = d.join("runtime_cond.onnx");
     save(&m, &p);
-    let o = onnxc().arg(&p).arg("-o").arg(d.join("runtime_cond.o")).output().unwrap();
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("runtime_cond.o"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let fallible = graph(
         vec![
             node("Identity", "fc", &["c_in"], &["c_out"]),
             node("Gather", "pick", &["v_in", "idx"], &["v_out"]),
         ],
-        vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+        vec![
+            scalar("i", 7),
+            scalar("c_in", 9),
+            value_info("v_in", 1, &[D::N(4)]),
+        ],
         vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
     );
     let m = model(
-        vec![with_graph(node("Loop", "lp", &["m", "t", "x"], &["y"]), "body", fallible)],
+        vec![with_graph(
+            node("Loop", "lp", &["m", "t", "x"], &["y"]),
+            "body",
+            fallible,
+        )],
         vec![x.clone(), scalar("t", 9), value_info("idx", 7, &[D::N(4)])],
         vec![y.clone()],
         vec![int_tensor("m", 7, &[], &[3])],
         13,
     );
-    compile_error(&d, "runtime_cond_fallible", &m, &["'lp'", "can fail at run time", "'pick'"]);
+    compile_error(
+        &d,
+        "runtime_cond_fallible",
+        &m,
+        &["'lp'", "can fail at run time", "'pick'"],
+    );
     // 4000 × 4000 iterations: the outer body's inner loop takes the model past the limit.
-    let inner = with_graph(node("Loop", "inner", &["n", "", "v_in"], &["v_out"]), "body", body("i"));
+    let inner = with_graph(
+        node("Loop", "inner", &["n", "", "v_in"], &["v_out"]),
+        "body",
+        body("i"),
+    );
     let outer_body = graph(
         vec![node("Identity", "oc", &["c_in"], &["c_out"]), inner],
-        vec![scalar("i", 7), scalar("c_in", 9), value_info("v_in", 1, &[D::N(4)])],
+        vec![
+            scalar("i", 7),
+            scalar("c_in", 9),
+            value_info("v_in", 1, &[D::N(4)]),
+        ],
         vec![scalar("c_out", 9), value_info("v_out", 1, &[D::N(4)])],
     );
     let m = model(
-        vec![with_graph(node("Loop", "outer", &["n", "", "x"], &["y"]), "body", outer_body)],
+        vec![with_graph(
+            node("Loop", "outer", &["n", "", "x"], &["y"]),
+            "body",
+            outer_body,
+        )],
         vec![x.clone()],
         vec![y.clone()],
         vec![half.clone(), int_tensor("n", 7, &[], &[4000])],
@@ -926,15 +982,29 @@ fn loops_that_cannot_be_unrolled_are_reported() {
     // A Scan whose inputs differ in length, and one whose body reads an undefined value.
     let sbody = |reads: &str| {
         graph(
-            vec![node("Add", "sa", &["s_in", reads], &["s_out"]), node("Identity", "si", &["b_t"], &["e"])],
-            vec![value_info("s_in", 1, &[D::N(2)]), value_info("a_t", 1, &[D::N(2)]), value_info("b_t", 1, &[D::N(2)])],
-            vec![value_info("s_out", 1, &[D::N(2)]), value_info("e", 1, &[D::N(2)])],
+            vec![
+                node("Add", "sa", &["s_in", reads], &["s_out"]),
+                node("Identity", "si", &["b_t"], &["e"]),
+            ],
+            vec![
+                value_info("s_in", 1, &[D::N(2)]),
+                value_info("a_t", 1, &[D::N(2)]),
+                value_info("b_t", 1, &[D::N(2)]),
+            ],
+            vec![
+                value_info("s_out", 1, &[D::N(2)]),
+                value_info("e", 1, &[D::N(2)]),
+            ],
         )
     };
     let scan_model = |b_len: i64, reads: &str| {
         model(
             vec![with_int(
-                with_graph(node("Scan", "sc", &["s", "a", "b"], &["s_final", "es"]), "body", sbody(reads)),
+                with_graph(
+                    node("Scan", "sc", &["s", "a", "b"], &["s_final", "es"]),
+                    "body",
+                    sbody(reads),
+                ),
                 "num_scan_inputs",
                 2,
             )],
@@ -948,8 +1018,18 @@ fn loops_that_cannot_be_unrolled_are_reported() {
             11,
         )
     };
-    compile_error(&d, "scan_lengths", &scan_model(5, "a_t"), &["'sc'", "same length"]);
-    compile_error(&d, "scan_undefined", &scan_model(3, "nowhere"), &["nowhere"]);
+    compile_error(
+        &d,
+        "scan_lengths",
+        &scan_model(5, "a_t"),
+        &["'sc'", "same length"],
+    );
+    compile_error(
+        &d,
+        "scan_undefined",
+        &scan_model(3, "nowhere"),
+        &["nowhere"],
+    );
 }
 
 /// An If on a run-time condition is computed by selecting between both branches, so it is
@@ -959,9 +1039,8 @@ fn loops_that_cannot_be_unrolled_are_reported() {
 fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
     let d = scratch("ifs");
     let x = value_info("x", 1, &[D::N(4)]);
-    let branch = |nodes, out: &str, n: i64| {
-        graph(nodes, vec![], vec![value_info(out, 1, &[D::N(n)])])
-    };
+    let branch =
+        |nodes, out: &str, n: i64| graph(nodes, vec![], vec![value_info(out, 1, &[D::N(n)])]);
     let if_model = |then_g, else_g, inits| {
         model(
             vec![
@@ -986,7 +1065,12 @@ fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
         branch(vec![node("Neg", "neg", &["x"], &["e"])], "e", 4),
         vec![zero()],
     );
-    compile_error(&d, "fallible", &m, &["'branchy'", "If", "can fail at run time", "'pick'"]);
+    compile_error(
+        &d,
+        "fallible",
+        &m,
+        &["'branchy'", "If", "can fail at run time", "'pick'"],
+    );
     // Branch outputs of different shapes.
     let m = if_model(
         branch(vec![node("Neg", "neg", &["x"], &["t"])], "t", 4),
@@ -1000,7 +1084,12 @@ fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
         cat.node[0] = with_int(cat.node[0].clone(), "axis", 0);
         m
     };
-    compile_error(&d, "shapes", &m, &["'branchy'", "output 0 is float32 [4]", "[8]"]);
+    compile_error(
+        &d,
+        "shapes",
+        &m,
+        &["'branchy'", "output 0 is float32 [4]", "[8]"],
+    );
 }
 
 /// TopK: a k beyond the axis is a model error naming the node; a run-time K needs the
@@ -1025,31 +1114,41 @@ fn topk_k_is_checked_at_compile_and_run_time() {
     compile_error(&d, "too_big", &m, &["'best'", "TopK", "k is 6", "(5)"]);
     let k_in = || vec![value_info("k", 7, &[D::N(1)])];
     let m = topk(k_in(), vec![], y_any);
-    compile_error(&d, "undeclared", &m, &["'best'", "input K is computed at run time", "declare"]);
+    compile_error(
+        &d,
+        "undeclared",
+        &m,
+        &["'best'", "input K is computed at run time", "declare"],
+    );
     // Declared [2, 3]: K must be 3 when the model runs.
     let p = d.join("runtime.onnx");
-    save(&topk(k_in(), vec![], value_info("y", 1, &[D::N(2), D::N(3)])), &p);
+    save(
+        &topk(k_in(), vec![], value_info("y", 1, &[D::N(2), D::N(3)])),
+        &p,
+    );
     let xin = d.join("x.pb");
     save_tensor(
-        &f32_tensor("x", &[2, 5], &[1.0, 5.0, 3.0, 5.0, 2.0, -1.0, -2.0, 0.0, 7.0, 7.0]),
+        &f32_tensor(
+            "x",
+            &[2, 5],
+            &[1.0, 5.0, 3.0, 5.0, 2.0, -1.0, -2.0, 0.0, 7.0, 7.0],
+        ),
         &xin,
     );
     let kin = d.join("k.pb");
     save_tensor(&int_tensor("k", 7, &[1], &[3]), &kin);
-    let out = run_model(&[p.as_os_str(), xin.as_os_str(), kin.as_os_str()], &d.join("ok"));
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), kin.as_os_str()],
+        &d.join("ok"),
+    );
     assert_eq!(out[0].to_f64s(), [5.0, 5.0, 3.0, 7.0, 7.0, 0.0]);
     assert_eq!(out[1].to_f64s(), [1.0, 3.0, 2.0, 3.0, 4.0, 2.0]);
     save_tensor(&int_tensor("k", 7, &[1], &[2]), &kin);
-    let e = fails(
-        onnxc()
-            .arg("run")
-            .arg(&p)
-            .arg(&xin)
-            .arg(&kin)
-            .arg("--output-dir")
-            .arg(d.join("bad")),
+    let e = run_fails(&p, &[&xin, &kin], &d.join("bad"));
+    assert!(
+        e.contains("an input's values imply a shape the model does not allow"),
+        "{e}"
     );
-    assert!(e.contains("an input's values imply a shape the model does not allow"), "{e}");
 }
 
 /// GridSample reads input elements at positions the grid holds: NaN, ±∞ and huge positions
@@ -1061,7 +1160,16 @@ fn grid_sample_survives_hostile_grids() {
     let xin = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 1, 3, 4], &[1.0; 12]), &xin);
     let gin = d.join("g.pb");
-    let g = [f32::NAN, 0.0, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, 0.5, f32::NAN];
+    let g = [
+        f32::NAN,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        0.5,
+        f32::NAN,
+    ];
     save_tensor(&f32_tensor("g", &[1, 2, 2, 2], &g), &gin);
     for mode in ["nearest", "linear", "cubic"] {
         for padding in ["zeros", "border", "reflection"] {
@@ -1107,7 +1215,12 @@ fn grid_sample_survives_hostile_grids() {
 fn rotary_positions_outside_the_cache_fail_the_run() {
     let d = scratch("rope");
     let m = model(
-        vec![node("RotaryEmbedding", "rope", &["x", "cos", "sin", "pos"], &["y"])],
+        vec![node(
+            "RotaryEmbedding",
+            "rope",
+            &["x", "cos", "sin", "pos"],
+            &["y"],
+        )],
         vec![
             value_info("x", 1, &[D::N(1), D::N(1), D::N(2), D::N(4)]),
             value_info("pos", 7, &[D::N(1), D::N(2)]),
@@ -1122,21 +1235,23 @@ fn rotary_positions_outside_the_cache_fail_the_run() {
     let p = d.join("rope.onnx");
     save(&m, &p);
     let xin = d.join("x.pb");
-    save_tensor(&f32_tensor("x", &[1, 1, 2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]), &xin);
+    save_tensor(
+        &f32_tensor(
+            "x",
+            &[1, 1, 2, 4],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        ),
+        &xin,
+    );
     let pin = d.join("pos.pb");
     save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 2]), &pin);
     // cos 1, sin 0: the identity rotation.
-    let out = run_model(&[p.as_os_str(), xin.as_os_str(), pin.as_os_str()], &d.join("ok"));
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), pin.as_os_str()],
+        &d.join("ok"),
+    );
     assert_eq!(out[0].to_f64s(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 3]), &pin);
-    let e = fails(
-        onnxc()
-            .arg("run")
-            .arg(&p)
-            .arg(&xin)
-            .arg(&pin)
-            .arg("--output-dir")
-            .arg(d.join("bad")),
-    );
+    let e = run_fails(&p, &[&xin, &pin], &d.join("bad"));
     assert!(e.contains("index"), "{e}");
 }

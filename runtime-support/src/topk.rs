@@ -23,7 +23,12 @@ pub const PARAMS: usize = 6;
 /// `params` holds `PARAMS` values with `k ≤ n`; `x`, `idx` and `scratch` hold the elements
 /// they describe, `x` aligned for `dtype`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_topk(params: *const i64, x: *const u8, idx: *mut i64, scratch: *mut i64) {
+pub unsafe extern "C" fn onnxc_topk(
+    params: *const i64,
+    x: *const u8,
+    idx: *mut i64,
+    scratch: *mut i64,
+) {
     // SAFETY: the caller's contract.
     let p = unsafe { std::slice::from_raw_parts(params, PARAMS) };
     let [dtype, outer, n, inner, k, largest] = [p[0], p[1], p[2], p[3], p[4], p[5]];
@@ -31,30 +36,43 @@ pub unsafe extern "C" fn onnxc_topk(params: *const i64, x: *const u8, idx: *mut 
     if outer == 0 || inner == 0 || k == 0 {
         return;
     }
-    let shape = Lines { outer, n, inner, k, largest: largest != 0 };
+    let shape = Lines {
+        outer,
+        n,
+        inner,
+        k,
+        largest: largest != 0,
+    };
     // SAFETY (each arm): x holds outer·n·inner elements of the type, idx outer·k·inner,
     // scratch n.
     unsafe {
         let idx = std::slice::from_raw_parts_mut(idx, outer * k * inner);
         let scratch = std::slice::from_raw_parts_mut(scratch, n);
         let len = outer * n * inner;
+        // Lines of element type $t, compared by `$key` of each element.
+        macro_rules! lines {
+            ($t:ty, $key:expr) => {
+                shape.run(
+                    std::slice::from_raw_parts(x as *const $t, len),
+                    idx,
+                    scratch,
+                    $key,
+                )
+            };
+        }
         match dtype {
-            1 => shape.run(std::slice::from_raw_parts(x as *const f32, len), idx, scratch, |v| v as f64),
-            11 => shape.run(std::slice::from_raw_parts(x as *const f64, len), idx, scratch, |v| v),
-            10 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| {
-                crate::abi::onnxc_f16_to_f32(v) as f64
-            }),
-            16 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| {
-                f32::from_bits((v as u32) << 16) as f64
-            }),
-            3 => shape.run(std::slice::from_raw_parts(x as *const i8, len), idx, scratch, |v| v as i64),
-            2 => shape.run(std::slice::from_raw_parts(x, len), idx, scratch, |v| v as i64),
-            5 => shape.run(std::slice::from_raw_parts(x as *const i16, len), idx, scratch, |v| v as i64),
-            4 => shape.run(std::slice::from_raw_parts(x as *const u16, len), idx, scratch, |v| v as i64),
-            6 => shape.run(std::slice::from_raw_parts(x as *const i32, len), idx, scratch, |v| v as i64),
-            12 => shape.run(std::slice::from_raw_parts(x as *const u32, len), idx, scratch, |v| v as i64),
-            7 => shape.run(std::slice::from_raw_parts(x as *const i64, len), idx, scratch, |v| v),
-            13 => shape.run(std::slice::from_raw_parts(x as *const u64, len), idx, scratch, |v| v),
+            1 => lines!(f32, |v: f32| v as f64),
+            11 => lines!(f64, |v: f64| v),
+            10 => lines!(u16, |v: u16| crate::abi::onnxc_f16_to_f32(v) as f64),
+            16 => lines!(u16, |v: u16| f32::from_bits((v as u32) << 16) as f64),
+            3 => lines!(i8, |v: i8| v as i64),
+            2 => lines!(u8, |v: u8| v as i64),
+            5 => lines!(i16, |v: i16| v as i64),
+            4 => lines!(u16, |v: u16| v as i64),
+            6 => lines!(i32, |v: i32| v as i64),
+            12 => lines!(u32, |v: u32| v as i64),
+            7 => lines!(i64, |v: i64| v),
+            13 => lines!(u64, |v: u64| v),
             // The compiler emits only the types above; anything else leaves positions 0.
             _ => idx.fill(0),
         }
@@ -101,8 +119,20 @@ struct Lines {
 }
 
 impl Lines {
-    fn run<T: Copy, K: Key>(&self, x: &[T], idx: &mut [i64], scratch: &mut [i64], key: impl Fn(T) -> K) {
-        let Lines { outer, n, inner, k, largest } = *self;
+    fn run<T: Copy, K: Key>(
+        &self,
+        x: &[T],
+        idx: &mut [i64],
+        scratch: &mut [i64],
+        key: impl Fn(T) -> K,
+    ) {
+        let Lines {
+            outer,
+            n,
+            inner,
+            k,
+            largest,
+        } = *self;
         for o in 0..outer {
             for i in 0..inner {
                 let base = o * n * inner + i;
@@ -128,12 +158,33 @@ impl Lines {
 mod tests {
     use super::*;
 
-    fn topk_f32(x: &[f32], outer: usize, n: usize, inner: usize, k: usize, largest: bool) -> Vec<i64> {
-        let params = [1, outer as i64, n as i64, inner as i64, k as i64, largest as i64];
+    fn topk_f32(
+        x: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
+        k: usize,
+        largest: bool,
+    ) -> Vec<i64> {
+        let params = [
+            1,
+            outer as i64,
+            n as i64,
+            inner as i64,
+            k as i64,
+            largest as i64,
+        ];
         let mut idx = vec![-1i64; outer * k * inner];
         let mut scratch = vec![0i64; n];
         // SAFETY: buffers sized as the parameters say.
-        unsafe { onnxc_topk(params.as_ptr(), x.as_ptr() as *const u8, idx.as_mut_ptr(), scratch.as_mut_ptr()) };
+        unsafe {
+            onnxc_topk(
+                params.as_ptr(),
+                x.as_ptr() as *const u8,
+                idx.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
         idx
     }
 
@@ -150,7 +201,9 @@ mod tests {
     fn strided_lines_match_a_full_sort() {
         // [outer 3, n 50, inner 4] pseudo-random with many ties.
         let (outer, n, inner) = (3, 50, 4);
-        let x: Vec<f32> = (0..outer * n * inner).map(|i| ((i * 7919) % 23) as f32).collect();
+        let x: Vec<f32> = (0..outer * n * inner)
+            .map(|i| ((i * 7919) % 23) as f32)
+            .collect();
         for k in [1, 5, 50] {
             for largest in [true, false] {
                 let got = topk_f32(&x, outer, n, inner, k, largest);
@@ -162,7 +215,8 @@ mod tests {
                             let c = v(*a).partial_cmp(&v(*b)).unwrap();
                             (if largest { c.reverse() } else { c }).then(a.cmp(b))
                         });
-                        let row: Vec<i64> = (0..k).map(|r| got[o * k * inner + r * inner + i]).collect();
+                        let row: Vec<i64> =
+                            (0..k).map(|r| got[o * k * inner + r * inner + i]).collect();
                         assert_eq!(row, all[..k], "k {k} largest {largest} line {o},{i}");
                     }
                 }
@@ -177,7 +231,14 @@ mod tests {
         let mut idx = [0i64; 2];
         let mut scratch = [0i64; 3];
         // SAFETY: buffers sized as the parameters say.
-        unsafe { onnxc_topk(params.as_ptr(), x.as_ptr() as *const u8, idx.as_mut_ptr(), scratch.as_mut_ptr()) };
+        unsafe {
+            onnxc_topk(
+                params.as_ptr(),
+                x.as_ptr() as *const u8,
+                idx.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
         assert_eq!(idx, [0, 2]);
     }
 }

@@ -3,8 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm, norm_more, quant,
-    reduce, resize, rnn, rotary, shape, sort, spectral,
+    activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm,
+    norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
 use crate::ir::ValueId;

@@ -65,16 +65,23 @@ impl Importer<'_> {
             .iter()
             .find(|a| a.name.as_deref() == Some(attr))
             .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| Error::Model(format!("{origin}: attribute '{attr}' (a graph) is required")))
+            .ok_or_else(|| {
+                Error::Model(format!(
+                    "{origin}: attribute '{attr}' (a graph) is required"
+                ))
+            })
     }
 
     /// The value an operand of `n` names, when the operand is given.
     fn operand(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Option<ValueId>> {
         match n.input.get(k).filter(|s| !s.is_empty()) {
             None => Ok(None),
-            Some(name) => self.env.get(name).copied().map(Some).ok_or_else(|| {
-                Error::Model(format!("{origin}: input '{name}' is not defined"))
-            }),
+            Some(name) => self
+                .env
+                .get(name)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| Error::Model(format!("{origin}: input '{name}' is not defined"))),
         }
     }
 
@@ -198,6 +205,31 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// The graph's nodes and assertions now, to tell later which nodes a subgraph added.
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            nodes: self.g.node_ids().into_iter().collect(),
+            asserts: self.g.asserts.len(),
+        }
+    }
+
+    /// Whether a node added since `before` can fail the run (`Op::can_fail`, or a new
+    /// assertion): then computing it where the model would not is not exact. Some(" (node)")
+    /// names the node when there is one.
+    fn can_fail_since(&self, before: &Snapshot) -> Option<String> {
+        let failing = self
+            .g
+            .node_ids()
+            .into_iter()
+            .filter(|id| !before.nodes.contains(id))
+            .find(|&id| self.g.node(id).op.can_fail());
+        match failing {
+            Some(id) => Some(format!(" ({})", self.g.node(id).origin)),
+            None if self.g.asserts.len() > before.asserts => Some(String::new()),
+            None => None,
+        }
+    }
+
     /// The value of an If node's condition when it is a constant.
     pub(super) fn if_condition(&self, n: &NodeProto) -> Option<bool> {
         let cond = n.input.first().filter(|s| !s.is_empty())?;
@@ -261,20 +293,10 @@ impl Importer<'_> {
                 )));
             }
         }
-        let before: std::collections::HashSet<_> = self.g.node_ids().into_iter().collect();
-        let asserts = self.g.asserts.len();
+        let before = self.snapshot();
         let then_outs = self.inline_body(then_g, &[], origin, "then_branch")?;
         let else_outs = self.inline_body(else_g, &[], origin, "else_branch")?;
-        let failing = self
-            .g
-            .node_ids()
-            .into_iter()
-            .filter(|id| !before.contains(id))
-            .find(|&id| self.g.node(id).op.can_fail());
-        if failing.is_some() || self.g.asserts.len() > asserts {
-            let what = failing.map_or_else(String::new, |id| {
-                format!(" ({})", self.g.node(id).origin)
-            });
+        if let Some(what) = self.can_fail_since(&before) {
             return Err(self.unsupported_node(
                 n,
                 origin,
@@ -303,19 +325,8 @@ impl Importer<'_> {
                     ),
                 ));
             }
-            if a == b {
-                outs.push(a);
-                continue;
-            }
-            let rank = ta.shape.len();
-            let idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
-            let body = expr::select(
-                expr::load(DType::Bool, 0, vec![expr::i(0); ty.shape.len()]),
-                expr::load(ta.dtype, 1, idx.clone()),
-                expr::load(ta.dtype, 2, idx),
-            );
             let mut ctx = self.helper_ctx(n, origin);
-            outs.push(ctx.map(ta.dtype, ta.shape.clone(), vec![cond, a, b], body)?);
+            outs.push(select_on(&mut ctx, cond, a, b)?);
         }
         self.bind_outputs(n, origin, &outs)
     }
@@ -462,7 +473,7 @@ impl Importer<'_> {
         let mut values = carried;
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
         // Nodes that existed before the first if-converted iteration.
-        let mut before_run_time: Option<(std::collections::HashSet<crate::ir::NodeId>, usize)> = None;
+        let mut before_run_time: Option<Snapshot> = None;
         let mut i: i64 = 0;
         while running != Running::Known(false) && trip_count.is_none_or(|m| i < m) {
             if let Running::RunTime(_) = running {
@@ -484,10 +495,7 @@ impl Importer<'_> {
                     ));
                 }
                 if before_run_time.is_none() {
-                    before_run_time = Some((
-                        self.g.node_ids().into_iter().collect(),
-                        self.g.asserts.len(),
-                    ));
+                    before_run_time = Some(self.snapshot());
                 }
             }
             self.count_iteration(n, origin, body, i as usize + 1)?;
@@ -535,28 +543,19 @@ impl Importer<'_> {
             }
             i += 1;
         }
-        if let Some((before, asserts)) = before_run_time {
-            let failing = self
-                .g
-                .node_ids()
-                .into_iter()
-                .filter(|id| !before.contains(id))
-                .find(|&id| self.g.node(id).op.can_fail());
-            if failing.is_some() || self.g.asserts.len() > asserts {
-                let what = failing.map_or_else(String::new, |id| {
-                    format!(" ({})", self.g.node(id).origin)
-                });
-                return Err(self.unsupported_node(
-                    n,
-                    origin,
-                    format!(
-                        "its condition is computed at run time and its body can fail at run \
-                         time{what}: a checked index or a shape assertion; onnxc runs every \
-                         iteration up to the trip count and keeps the values of those the \
-                         condition allows, which is exact only for bodies that cannot fail"
-                    ),
-                ));
-            }
+        if let Some(before) = before_run_time
+            && let Some(what) = self.can_fail_since(&before)
+        {
+            return Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "its condition is computed at run time and its body can fail at run \
+                     time{what}: a checked index or a shape assertion; onnxc runs every \
+                     iteration up to the trip count and keeps the values of those the \
+                     condition allows, which is exact only for bodies that cannot fail"
+                ),
+            ));
         }
         let mut results = values;
         for (k, elems) in scans.into_iter().enumerate() {
@@ -591,7 +590,9 @@ impl Importer<'_> {
             .find(|a| a.name.as_deref() == Some("num_scan_inputs"))
             .and_then(|a| a.i)
             .ok_or_else(|| {
-                Error::Model(format!("{origin}: attribute 'num_scan_inputs' (an int) is required"))
+                Error::Model(format!(
+                    "{origin}: attribute 'num_scan_inputs' (an int) is required"
+                ))
             })?;
         // Opset 8: an optional sequence_lens first, and a batch axis 0 on every operand.
         let batched = origin.opset < 9;
@@ -668,7 +669,12 @@ impl Importer<'_> {
             .collect::<Result<_>>()?;
         // Per scan input: the scanned axis and direction.
         let (in_axes, in_dirs, out_axes, out_dirs) = if batched {
-            (vec![1; m], attr_list("directions", m)?, vec![1; k_out], vec![0; k_out])
+            (
+                vec![1; m],
+                attr_list("directions", m)?,
+                vec![1; k_out],
+                vec![0; k_out],
+            )
         } else {
             (
                 attr_list("scan_input_axes", m)?,
@@ -711,7 +717,11 @@ impl Importer<'_> {
         let len = len.expect("at least one scan input");
         let batch = if batched {
             let b = shapes[0].first().copied().unwrap_or(0);
-            if let Some((k, s)) = shapes.iter().enumerate().find(|(_, s)| s.first() != Some(&b)) {
+            if let Some((k, s)) = shapes
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.first() != Some(&b))
+            {
                 return Err(Error::Model(format!(
                     "{origin}: operand {k} has shape {s:?}; opset 8's Scan needs the same batch \
                      size ({b}) as axis 0 of every operand"
@@ -825,6 +835,12 @@ impl Importer<'_> {
     }
 }
 
+/// The nodes and assertion count of the graph at one point of the import.
+struct Snapshot {
+    nodes: std::collections::HashSet<crate::ir::NodeId>,
+    asserts: usize,
+}
+
 /// Whether a Loop runs on.
 #[derive(Copy, Clone, PartialEq)]
 enum Running {
@@ -834,7 +850,13 @@ enum Running {
 }
 
 /// `cond ? a : b` element by element, `cond` a one-element bool (carried value `k`).
-fn select_scalar(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId, k: usize) -> Result<ValueId> {
+fn select_scalar(
+    ctx: &mut Ctx,
+    cond: ValueId,
+    a: ValueId,
+    b: ValueId,
+    k: usize,
+) -> Result<ValueId> {
     let (ta, tb) = (ctx.ty(a), ctx.ty(b));
     if ta != tb {
         return Err(ctx.unsupported(format!(
@@ -846,18 +868,23 @@ fn select_scalar(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId, k: usize)
             crate::ir::dim::fmt_shape(&ta.shape)
         )));
     }
+    select_on(ctx, cond, a, b)
+}
+
+/// `cond ? a : b` element by element for `a` and `b` of one type and shape, `cond` a
+/// one-element bool of any rank.
+pub(super) fn select_on(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId> {
     if a == b {
         return Ok(a);
     }
-    let rank = ta.shape.len();
-    let idx: Vec<E> = (0..rank as u32).map(expr::var).collect();
-    let cond_rank = ctx.rank(cond);
+    let ty = ctx.ty(a);
+    let idx: Vec<E> = (0..ty.shape.len() as u32).map(expr::var).collect();
     let body = expr::select(
-        expr::load(DType::Bool, 0, vec![expr::i(0); cond_rank]),
-        expr::load(ta.dtype, 1, idx.clone()),
-        expr::load(ta.dtype, 2, idx),
+        expr::load(DType::Bool, 0, vec![expr::i(0); ctx.rank(cond)]),
+        expr::load(ty.dtype, 1, idx.clone()),
+        expr::load(ty.dtype, 2, idx),
     );
-    ctx.map(ta.dtype, ta.shape.clone(), vec![cond, a, b], body)
+    ctx.map(ty.dtype, ty.shape, vec![cond, a, b], body)
 }
 
 /// `a && b` of two one-element bools, as a scalar.

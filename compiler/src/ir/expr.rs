@@ -514,7 +514,8 @@ pub fn can_fail(e: &E) -> bool {
         if !seen.insert(Arc::as_ptr(e)) {
             return false;
         }
-        matches!(e.kind, ExprKind::CheckIndex { .. }) || e.children().into_iter().any(|c| go(c, seen))
+        matches!(e.kind, ExprKind::CheckIndex { .. })
+            || e.children().into_iter().any(|c| go(c, seen))
     }
     go(e, &mut std::collections::HashSet::new())
 }

@@ -45,7 +45,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if xs.len() < 3 || (ctx.opset < 20 && xs.len() != 4) {
         return Err(ctx.err(format!(
             "input X has shape {xs:?}; GridSample needs (N, C, D1, …, Dr){}",
-            if ctx.opset < 20 { " with r = 2 before opset 20" } else { "" }
+            if ctx.opset < 20 {
+                " with r = 2 before opset 20"
+            } else {
+                ""
+            }
         )));
     }
     if gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r as i64 {
@@ -54,7 +58,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             xs[0]
         )));
     }
-    let mode = match (ctx.opset < 20, ctx.attr_s_or("mode", if ctx.opset < 20 { "bilinear" } else { "linear" })?.as_str()) {
+    let mode = match (
+        ctx.opset < 20,
+        ctx.attr_s_or("mode", if ctx.opset < 20 { "bilinear" } else { "linear" })?
+            .as_str(),
+    ) {
         (_, "nearest") => Mode::Nearest,
         (true, "bilinear") | (false, "linear") => Mode::Linear,
         (true, "bicubic") | (false, "cubic") => Mode::Cubic,
@@ -64,7 +72,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         "zeros" => Padding::Zeros,
         "border" => Padding::Border,
         "reflection" => Padding::Reflection,
-        p => return Err(ctx.err(format!("unknown padding_mode '{p}' (zeros, border or reflection)"))),
+        p => {
+            return Err(ctx.err(format!(
+                "unknown padding_mode '{p}' (zeros, border or reflection)"
+            )));
+        }
     };
     let align = ctx.attr_i_or("align_corners", 0)? != 0;
     let taps_per_dim: usize = match mode {
@@ -79,7 +91,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         )));
     }
     // Computation type.
-    let ct = if dt == DType::F64 || gdt == DType::F64 { DType::F64 } else { DType::F32 };
+    let ct = if dt == DType::F64 || gdt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let c = |v: f64| expr::f(ct, v);
     let mut out_shape: Vec<i64> = vec![xs[0], xs[1]];
     out_shape.extend_from_slice(&gs[1..=r]);
@@ -94,12 +110,27 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         gidx.push(expr::i((r - 1 - i) as i64));
         let g = expr::cast(expr::load(gdt, 1, gidx), ct);
         let pos = if align {
-            expr::mul(expr::binary(BinOp::Div, expr::add(g, c(1.0)), c(2.0)), c(lf - 1.0))
+            expr::mul(
+                expr::binary(BinOp::Div, expr::add(g, c(1.0)), c(2.0)),
+                c(lf - 1.0),
+            )
         } else {
-            expr::binary(BinOp::Div, expr::sub(expr::mul(expr::add(g, c(1.0)), c(lf)), c(1.0)), c(2.0))
+            expr::binary(
+                BinOp::Div,
+                expr::sub(expr::mul(expr::add(g, c(1.0)), c(lf)), c(1.0)),
+                c(2.0),
+            )
         };
-        let pos = if mode == Mode::Nearest { expr::unary(UnOp::Round, pos) } else { pos };
-        let (lo, hi) = if align { (0.0, lf - 1.0) } else { (-0.5, lf - 0.5) };
+        let pos = if mode == Mode::Nearest {
+            expr::unary(UnOp::Round, pos)
+        } else {
+            pos
+        };
+        let (lo, hi) = if align {
+            (0.0, lf - 1.0)
+        } else {
+            (-0.5, lf - 0.5)
+        };
         let outside = expr::binary(
             BinOp::Or,
             expr::binary(BinOp::Lt, pos.clone(), c(lo)),
@@ -128,7 +159,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             .into_iter()
             .enumerate()
             .map(|(k, w)| {
-                let at = if k == 0 { base.clone() } else { expr::add(base.clone(), c(k as f64)) };
+                let at = if k == 0 {
+                    base.clone()
+                } else {
+                    expr::add(base.clone(), c(k as f64))
+                };
                 let (index, valid) = pixel_index(ct, at, len, lo, hi, padding);
                 (index, valid, w)
             })
@@ -161,7 +196,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         if let Some(ok) = valid {
             v = expr::select(ok, v, c(0.0));
         }
-        let term = if mode == Mode::Nearest { v } else { expr::mul(weight.expect("r ≥ 1"), v) };
+        let term = if mode == Mode::Nearest {
+            v
+        } else {
+            expr::mul(weight.expect("r ≥ 1"), v)
+        };
         sum = Some(match sum {
             None => term,
             Some(acc) => expr::add(acc, term),
@@ -189,7 +228,11 @@ fn fclamp(ct: DType, v: E, lo: f64, hi: f64) -> E {
     expr::select(
         expr::binary(BinOp::Lt, v.clone(), expr::f(ct, lo)),
         expr::f(ct, lo),
-        expr::select(expr::binary(BinOp::Gt, v.clone(), expr::f(ct, hi)), expr::f(ct, hi), v),
+        expr::select(
+            expr::binary(BinOp::Gt, v.clone(), expr::f(ct, hi)),
+            expr::f(ct, hi),
+            v,
+        ),
     )
 }
 
@@ -228,12 +271,18 @@ fn pixel_index(ct: DType, at: E, len: i64, lo: f64, hi: f64, padding: Padding) -
     match padding {
         Padding::Zeros => {
             let i = expr::cast(at, DType::I64);
-            let ok = expr::and(expr::ge(i.clone(), expr::i(0)), expr::lt(i.clone(), expr::i(len)));
+            let ok = expr::and(
+                expr::ge(i.clone(), expr::i(0)),
+                expr::lt(i.clone(), expr::i(len)),
+            );
             (expr::clamp(i, 0, len - 1), Some(ok))
         }
         Padding::Border => (clamp_index(at), None),
         // int(reflect(i)): truncated toward zero.
-        Padding::Reflection => (clamp_index(expr::unary(UnOp::Trunc, reflect(ct, at, lo, hi))), None),
+        Padding::Reflection => (
+            clamp_index(expr::unary(UnOp::Trunc, reflect(ct, at, lo, hi))),
+            None,
+        ),
     }
 }
 
@@ -245,14 +294,26 @@ fn cubic_weights(ct: DType, t: E) -> Vec<E> {
     // Outer taps (distance d in [1, 2)): ((a·d − 5a)·d + 8a)·d − 4a.
     let outer = |d: E| {
         expr::sub(
-            expr::mul(expr::add(expr::mul(expr::sub(expr::mul(c(a), d.clone()), c(5.0 * a)), d.clone()), c(8.0 * a)), d),
+            expr::mul(
+                expr::add(
+                    expr::mul(expr::sub(expr::mul(c(a), d.clone()), c(5.0 * a)), d.clone()),
+                    c(8.0 * a),
+                ),
+                d,
+            ),
             c(4.0 * a),
         )
     };
     // Inner taps (distance d in [0, 1]): ((a + 2)·d − (a + 3))·d·d + 1.
     let inner = |d: E| {
         expr::add(
-            expr::mul(expr::mul(expr::sub(expr::mul(c(a + 2.0), d.clone()), c(a + 3.0)), d.clone()), d),
+            expr::mul(
+                expr::mul(
+                    expr::sub(expr::mul(c(a + 2.0), d.clone()), c(a + 3.0)),
+                    d.clone(),
+                ),
+                d,
+            ),
             c(1.0),
         )
     };
@@ -301,18 +362,32 @@ pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let dims = declared[..=r].to_vec();
         // size[0] = N and size[2..] = the spatial sizes (size[1] is C, unused).
         let expected = ctx.constant(crate::ir::Tensor::from_i64s(vec![r as i64 + 1], &dims));
-        let pos = |k: E| expr::select(expr::binary(BinOp::Eq, k.clone(), expr::i(0)), expr::i(0), expr::add(k, expr::i(1)));
+        let pos = |k: E| {
+            expr::select(
+                expr::binary(BinOp::Eq, k.clone(), expr::i(0)),
+                expr::i(0),
+                expr::add(k, expr::i(1)),
+            )
+        };
         let cond = expr::binary(
             BinOp::Eq,
             expr::load(DType::I64, 0, vec![pos(expr::var(0))]),
             expr::load(DType::I64, 1, vec![expr::var(0)]),
         );
-        ctx.assert_expr(vec![r as i64 + 1], vec![size, expected], cond, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+        ctx.assert_expr(
+            vec![r as i64 + 1],
+            vec![size, expected],
+            cond,
+            onnxc_runtime::abi::ONNXC_ERR_SHAPE,
+        )?;
         dims
     } else {
         let v = ctx.const_ints(size, "input size")?;
         if v.len() != r + 2 {
-            return Err(ctx.err(format!("input size is {v:?}; it must hold {} values", r + 2)));
+            return Err(ctx.err(format!(
+                "input size is {v:?}; it must hold {} values",
+                r + 2
+            )));
         }
         let mut dims = vec![v[0]];
         dims.extend_from_slice(&v[2..]);
@@ -335,11 +410,17 @@ pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             if len <= 1 {
                 expr::f(ct, -1.0)
             } else {
-                expr::add(expr::f(ct, -1.0), expr::mul(i, expr::f(ct, 2.0 / (l - 1.0))))
+                expr::add(
+                    expr::f(ct, -1.0),
+                    expr::mul(i, expr::f(ct, 2.0 / (l - 1.0))),
+                )
             }
         } else {
             let step = 2.0 / l;
-            expr::add(expr::f(ct, -1.0 + step / 2.0), expr::mul(i, expr::f(ct, step)))
+            expr::add(
+                expr::f(ct, -1.0 + step / 2.0),
+                expr::mul(i, expr::f(ct, step)),
+            )
         }
     };
     // Output vars: n, spatial (outermost first), j. Base: x over the last spatial dim, y over
@@ -351,7 +432,10 @@ pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     base.push(expr::f(ct, 1.0));
     let mut sum: Option<E> = None;
     for (k, b) in base.into_iter().enumerate() {
-        let t = expr::cast(expr::load(dt, 0, vec![expr::var(0), j.clone(), expr::i(k as i64)]), ct);
+        let t = expr::cast(
+            expr::load(dt, 0, vec![expr::var(0), j.clone(), expr::i(k as i64)]),
+            ct,
+        );
         let term = expr::mul(t, b);
         sum = Some(match sum {
             None => term,
@@ -360,5 +444,10 @@ pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let mut out: Vec<Dim> = dims.iter().map(|&d| Dim::Known(d)).collect();
     out.push(Dim::Known(r as i64));
-    Ok(vec![ctx.map(dt, out, vec![theta], expr::cast(sum.expect("r + 1 terms"), dt))?])
+    Ok(vec![ctx.map(
+        dt,
+        out,
+        vec![theta],
+        expr::cast(sum.expect("r + 1 terms"), dt),
+    )?])
 }

@@ -507,9 +507,16 @@ fn split_high_low(ctx: &mut Ctx, xc: ValueId) -> Result<(ValueId, ValueId)> {
     let r = ctx.rank(xc);
     let shape = ctx.shape(xc);
     let v = expr::load(DType::F32, 0, vars(r));
-    let h_body = expr::unary(UnOp::Floor, expr::binary(BinOp::Div, v.clone(), expr::f(DType::F32, 16.0)));
+    let h_body = expr::unary(
+        UnOp::Floor,
+        expr::binary(BinOp::Div, v.clone(), expr::f(DType::F32, 16.0)),
+    );
     let h = ctx.map(DType::F32, shape.clone(), vec![xc], h_body.clone())?;
-    let l_body = expr::binary(BinOp::Sub, v, expr::binary(BinOp::Mul, h_body, expr::f(DType::F32, 16.0)));
+    let l_body = expr::binary(
+        BinOp::Sub,
+        v,
+        expr::binary(BinOp::Mul, h_body, expr::f(DType::F32, 16.0)),
+    );
     let l = ctx.map(DType::F32, shape, vec![xc], l_body)?;
     Ok((h, l))
 }
@@ -568,14 +575,31 @@ fn centered_matmul(
     let bs = ctx.known_shape(b)?;
     let plan = if rb >= 1 {
         let n = bs[rb - 1].max(1) as usize;
-        let k = if rb >= 2 { bs[rb - 2].max(1) as usize } else { 1 };
+        let k = if rb >= 2 {
+            bs[rb - 2].max(1) as usize
+        } else {
+            1
+        };
         let count: usize = bs.iter().map(|&d| d.max(0) as usize).product();
         // Outputs: (batch, column); the zero point is per column.
-        f32_plan(ctx, a, a_zp, b, b_zp, (count / k).max(1), |f| (f / (k * n)) * n + f % n, |f| f % n)
+        f32_plan(
+            ctx,
+            a,
+            a_zp,
+            b,
+            b_zp,
+            (count / k).max(1),
+            |f| (f / (k * n)) * n + f % n,
+            |f| f % n,
+        )
     } else {
         F32Plan::None
     };
-    let dt = if plan == F32Plan::None { DType::I32 } else { DType::F32 };
+    let dt = if plan == F32Plan::None {
+        DType::I32
+    } else {
+        DType::F32
+    };
     let ac = centered(ctx, a, a_zp, (ra >= 2).then(|| ra - 2), dt, names[0])?;
     let bc = centered(ctx, b, b_zp, (rb >= 2).then(|| rb - 1), dt, names[1])?;
     if plan == F32Plan::Split {
@@ -618,9 +642,27 @@ fn centered_conv(
 ) -> Result<ValueId> {
     let ws = ctx.known_shape(w)?;
     let m = ws.first().copied().unwrap_or(1).max(1) as usize;
-    let per: usize = ws.iter().skip(1).map(|&d| d.max(0) as usize).product::<usize>().max(1);
-    let plan = f32_plan(ctx, x, x_zp, w, w_zp, m, |f| (f / per).min(m - 1), |f| f / per);
-    let dt = if plan == F32Plan::None { DType::F64 } else { DType::F32 };
+    let per: usize = ws
+        .iter()
+        .skip(1)
+        .map(|&d| d.max(0) as usize)
+        .product::<usize>()
+        .max(1);
+    let plan = f32_plan(
+        ctx,
+        x,
+        x_zp,
+        w,
+        w_zp,
+        m,
+        |f| (f / per).min(m - 1),
+        |f| f / per,
+    );
+    let dt = if plan == F32Plan::None {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let xc = centered(ctx, x, x_zp, None, dt, "x")?;
     let wc = centered(ctx, w, w_zp, Some(0), dt, "w")?;
     let conv = crate::frontend::ops::nn::conv_values;

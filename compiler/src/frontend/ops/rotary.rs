@@ -21,7 +21,10 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
     for (v, what) in [(cos, "cos_cache"), (sin, "sin_cache")] {
         if ctx.dtype(v) != dt {
-            return Err(ctx.err(format!("input {what} is {}; it must be X's type {dt}", ctx.dtype(v))));
+            return Err(ctx.err(format!(
+                "input {what} is {}; it must be X's type {dt}",
+                ctx.dtype(v)
+            )));
         }
     }
     let xs = ctx.known_shape(x)?;
@@ -66,14 +69,27 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let three_d = xs.len() == 3;
     let (vb, vh, vs, vd) = if three_d {
         let v2 = expr::var(2);
-        (expr::var(0), expr::idiv(v2.clone(), d), expr::var(1), expr::imod(v2, d))
+        (
+            expr::var(0),
+            expr::idiv(v2.clone(), d),
+            expr::var(1),
+            expr::imod(v2, d),
+        )
     } else {
         (expr::var(0), expr::var(1), expr::var(2), expr::var(3))
     };
     let x_at = |dd: E| -> E {
         let dd = expr::clamp(dd, 0, d - 1);
         if three_d {
-            expr::load(dt, 0, vec![vb.clone(), vs.clone(), expr::add(expr::mul(vh.clone(), expr::i(d)), dd)])
+            expr::load(
+                dt,
+                0,
+                vec![
+                    vb.clone(),
+                    vs.clone(),
+                    expr::add(expr::mul(vh.clone(), expr::i(d)), dd),
+                ],
+            )
         } else {
             expr::load(dt, 0, vec![vb.clone(), vh.clone(), vs.clone(), dd])
         }
@@ -86,7 +102,13 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             Some(_) => expr::load(
                 dt,
                 input,
-                vec![expr::check_index(expr::load(DType::I64, 3, vec![vb.clone(), vs.clone()]), cs[0]), i],
+                vec![
+                    expr::check_index(
+                        expr::load(DType::I64, 3, vec![vb.clone(), vs.clone()]),
+                        cs[0],
+                    ),
+                    i,
+                ],
             ),
             None => expr::load(dt, input, vec![vb.clone(), vs.clone(), i]),
         }
@@ -111,7 +133,11 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             }
         }
     }
-    let ct = if dt == DType::F64 { DType::F64 } else { DType::F32 };
+    let ct = if dt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let f = |e: E| expr::cast(e, ct);
     // Pair index i, the pair's elements, and whether d is the real (first) part.
     let (i, x1, x2, first) = if interleaved {
@@ -125,12 +151,24 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         )
     } else {
         let first = expr::lt(vd.clone(), expr::i(half));
-        let i = expr::select(first.clone(), vd.clone(), expr::sub(vd.clone(), expr::i(half)));
-        (i.clone(), x_at(i.clone()), x_at(expr::add(i, expr::i(half))), first)
+        let i = expr::select(
+            first.clone(),
+            vd.clone(),
+            expr::sub(vd.clone(), expr::i(half)),
+        );
+        (
+            i.clone(),
+            x_at(i.clone()),
+            x_at(expr::add(i, expr::i(half))),
+            first,
+        )
     };
     let (c, sn) = (f(cache_at(1, i.clone())), f(cache_at(2, i)));
     let (x1, x2) = (f(x1), f(x2));
-    let real = expr::sub(expr::mul(c.clone(), x1.clone()), expr::mul(sn.clone(), x2.clone()));
+    let real = expr::sub(
+        expr::mul(c.clone(), x1.clone()),
+        expr::mul(sn.clone(), x2.clone()),
+    );
     let imag = expr::add(expr::mul(sn, x1), expr::mul(c, x2));
     let rotated = expr::cast(expr::select(first, real, imag), dt);
     let body = if rd < d {

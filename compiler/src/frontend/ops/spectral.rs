@@ -67,7 +67,11 @@ fn dft_matrix(kind: Kind, l: usize, c_in: usize, n: usize, k: usize, c_out: usiz
                 }
                 Kind::InverseOneSided => {
                     // Re(X_t·e^{jθ}) counted twice for the mirrored bins, except 0 and n/2.
-                    let twice = if t == 0 || (n % 2 == 0 && t == n / 2) { 1.0 } else { 2.0 };
+                    let twice = if t == 0 || (n % 2 == 0 && t == n / 2) {
+                        1.0
+                    } else {
+                        2.0
+                    };
                     let f = twice / n as f64;
                     w[row(0)] = c * f;
                     if c_in == 2 {
@@ -91,7 +95,11 @@ fn apply(ctx: &mut Ctx, rows: ValueId, w: Vec<f64>, cols: usize) -> Result<Value
         )));
     }
     let vals: Vec<Scalar> = w.into_iter().map(|v| Scalar::F(v).cast(dt)).collect();
-    let wv = ctx.constant(Tensor::from_scalars(dt, vec![depth as i64, cols as i64], &vals));
+    let wv = ctx.constant(Tensor::from_scalars(
+        dt,
+        vec![depth as i64, cols as i64],
+        &vals,
+    ));
     crate::frontend::ops::linalg::matmul_values(ctx, rows, wv, false, false)
 }
 
@@ -167,8 +175,17 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         (true, false) => Kind::Inverse,
         (true, true) => Kind::InverseOneSided,
     };
-    let spec = DftSpec { kind, inverse, onesided, length };
-    let axis_in = if ctx.opset >= 20 { ctx.opt_input(2) } else { None };
+    let spec = DftSpec {
+        kind,
+        inverse,
+        onesided,
+        length,
+    };
+    let axis_in = if ctx.opset >= 20 {
+        ctx.opt_input(2)
+    } else {
+        None
+    };
     let fixed = match axis_in {
         Some(a) if ctx.is_runtime(a) => None,
         Some(a) => Some(const_scalar(ctx, a, "input axis")?),
@@ -192,7 +209,9 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // candidate; all are computed and the axis selects (checked: another axis fails the run).
     let axis_v = axis_in.expect("run-time axis");
     let declared = ctx.declared_shape(0, "input axis")?;
-    let candidates: Vec<usize> = (0..r - 1).filter(|&a| spec.out_shape(&xs, a) == declared).collect();
+    let candidates: Vec<usize> = (0..r - 1)
+        .filter(|&a| spec.out_shape(&xs, a) == declared)
+        .collect();
     if candidates.is_empty() {
         return Err(ctx.err(format!(
             "output 0 is declared {declared:?}, which no axis of the input {xs:?} gives"
@@ -205,7 +224,11 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // The axis, normalized into [0, r).
     let ax = || {
         let v = expr::load(DType::I64, 0, vec![expr::i(0)]);
-        expr::select(expr::lt(v.clone(), expr::i(0)), expr::add(v.clone(), expr::i(r as i64)), v)
+        expr::select(
+            expr::lt(v.clone(), expr::i(0)),
+            expr::add(v.clone(), expr::i(r as i64)),
+            v,
+        )
     };
     let mut ok = None;
     for &a in &candidates {
@@ -215,7 +238,12 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             Some(o) => expr::binary(expr::BinOp::Or, o, is),
         });
     }
-    ctx.assert_expr(vec![1], vec![flat], ok.expect("a candidate"), onnxc_runtime::abi::ONNXC_ERR_VALUE)?;
+    ctx.assert_expr(
+        vec![1],
+        vec![flat],
+        ok.expect("a candidate"),
+        onnxc_runtime::abi::ONNXC_ERR_VALUE,
+    )?;
     let mut result: Option<ValueId> = None;
     for &a in &candidates {
         let y = dft_along(ctx, x, &xs, a, &spec)?;
@@ -226,7 +254,11 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 let vars: Vec<_> = (0..r as u32).map(expr::var).collect();
                 let ax1 = {
                     let v = expr::load(DType::I64, 0, vec![expr::i(0)]);
-                    expr::select(expr::lt(v.clone(), expr::i(0)), expr::add(v.clone(), expr::i(r as i64)), v)
+                    expr::select(
+                        expr::lt(v.clone(), expr::i(0)),
+                        expr::add(v.clone(), expr::i(r as i64)),
+                        v,
+                    )
                 };
                 let body = expr::select(
                     expr::binary(expr::BinOp::Eq, ax1, expr::i(a as i64)),
@@ -282,12 +314,19 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let (b, len, c_in) = (xs[0], xs[1], xs[2]);
     let step_v = ctx.input(1)?;
-    let step = if ctx.is_runtime(step_v) { None } else { Some(const_scalar(ctx, step_v, "input frame_step")?) };
+    let step = if ctx.is_runtime(step_v) {
+        None
+    } else {
+        Some(const_scalar(ctx, step_v, "input frame_step")?)
+    };
     let window = ctx.opt_input(2);
     let wlen = match window {
         Some(w) => {
             if ctx.dtype(w) != dt {
-                return Err(ctx.err(format!("window is {}; it must be the signal's type {dt}", ctx.dtype(w))));
+                return Err(ctx.err(format!(
+                    "window is {}; it must be the signal's type {dt}",
+                    ctx.dtype(w)
+                )));
             }
             match ctx.known_shape(w)?.as_slice() {
                 [n] => Some(*n),
@@ -336,7 +375,14 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 expr::ge(sv.clone(), expr::i(1)),
                 expr::binary(
                     expr::BinOp::Eq,
-                    expr::add(expr::binary(expr::BinOp::Div, expr::i(len - fl), expr::max(sv, expr::i(1))), expr::i(1)),
+                    expr::add(
+                        expr::binary(
+                            expr::BinOp::Div,
+                            expr::i(len - fl),
+                            expr::max(sv, expr::i(1)),
+                        ),
+                        expr::i(1),
+                    ),
                     expr::i(frames),
                 ),
             );
@@ -366,7 +412,14 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let framed = ctx.map(dt, known(&[b, frames, fl, c_in]), inputs, body)?;
     let rows = ctx.reshape(framed, known(&[b * frames, fl * c_in]))?;
-    let w = dft_matrix(Kind::Forward, fl as usize, c_in as usize, fl as usize, k as usize, 2);
+    let w = dft_matrix(
+        Kind::Forward,
+        fl as usize,
+        c_in as usize,
+        fl as usize,
+        k as usize,
+        2,
+    );
     let y = apply(ctx, rows, w, k as usize * 2)?;
     Ok(vec![ctx.reshape(y, known(&[b, frames, k, 2]))?])
 }
@@ -384,13 +437,19 @@ fn window(ctx: &mut Ctx, kind: Window) -> Result<Vec<ValueId>> {
     let code = ctx.attr_i_or("output_datatype", 1)?;
     let dt = DType::from_onnx(code as i32)
         .filter(|d| *d != DType::Bool)
-        .ok_or_else(|| ctx.err(format!("output_datatype {code} is not a numeric type onnxc stores")))?;
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "output_datatype {code} is not a numeric type onnxc stores"
+            ))
+        })?;
     let periodic = ctx.attr_i_or("periodic", 1)? != 0;
     // A constant size, or the declared output length checked against the run-time one.
     let size = if ctx.is_runtime(size_v) {
         let declared = ctx.declared_shape(0, "input size")?;
         let [n] = declared.as_slice() else {
-            return Err(ctx.err(format!("output 0 is declared {declared:?}; a window is 1-D")));
+            return Err(ctx.err(format!(
+                "output 0 is declared {declared:?}; a window is 1-D"
+            )));
         };
         let flat = build::flat_i64(ctx, size_v)?;
         build::assert_equals(ctx, flat, &[*n])?;
@@ -399,7 +458,9 @@ fn window(ctx: &mut Ctx, kind: Window) -> Result<Vec<ValueId>> {
         const_scalar(ctx, size_v, "input size")?
     };
     if !(0..=1 << 24).contains(&size) {
-        return Err(ctx.err(format!("size is {size}; onnxc makes windows of 0 to 2^24 values")));
+        return Err(ctx.err(format!(
+            "size is {size}; onnxc makes windows of 0 to 2^24 values"
+        )));
     }
     let denom = if periodic { size } else { size - 1 } as f64;
     let vals: Vec<Scalar> = (0..size)
@@ -419,7 +480,11 @@ fn window(ctx: &mut Ctx, kind: Window) -> Result<Vec<ValueId>> {
         })
         .collect();
     // (A run-time size was asserted above; the values depend on nothing else.)
-    Ok(vec![ctx.constant(Tensor::from_scalars(dt, vec![size], &vals))])
+    Ok(vec![ctx.constant(Tensor::from_scalars(
+        dt,
+        vec![size],
+        &vals,
+    ))])
 }
 
 pub fn hann_window(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
