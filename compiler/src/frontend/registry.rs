@@ -151,6 +151,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("BlackmanWindow", spectral::blackman_window),
     ("If", control::imported),
     ("Loop", control::imported),
+    ("Optional", control::optional),
+    ("OptionalHasElement", control::optional_has_element),
+    ("OptionalGetElement", control::optional_get_element),
     ("Scan", control::imported),
     ("RNN", rnn::rnn),
     ("GRU", rnn::gru),
@@ -263,6 +266,18 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "TopK",
         "K a constant, or a run-time input with the output shape declared (checked at run time); the result is sorted whatever `sorted` says (equal values by position, NaN last); a runtime kernel finds the positions",
+    ),
+    (
+        "Optional",
+        "an optional holding a tensor is the tensor; an empty Optional() is not supported",
+    ),
+    (
+        "OptionalHasElement",
+        "decided at compile time: true for a tensor, false for an omitted input",
+    ),
+    (
+        "OptionalGetElement",
+        "tensors only (no sequences)",
     ),
     (
         "Loop",

@@ -14,3 +14,31 @@ pub fn imported(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         ctx.origin
     )))
 }
+
+// Optional values (opsets 15, 18). onnxc values are tensors, so an optional that holds a
+// tensor is that tensor, and one that is known to be empty (an omitted input) is decided at
+// compile time; an empty `Optional()` flowing into other ops is not representable.
+
+/// OptionalHasElement: a constant — true for a tensor, false for an omitted input.
+pub fn optional_has_element(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let present = ctx.opt_input(0).is_some();
+    let t = crate::ir::Tensor::scalar(crate::ir::DType::Bool, crate::ir::Scalar::B(present));
+    Ok(vec![ctx.constant(t)])
+}
+
+/// OptionalGetElement: the tensor itself.
+pub fn optional_get_element(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    ctx.opt_input(0)
+        .map(|v| vec![v])
+        .ok_or_else(|| ctx.err("the input is an empty optional; it has no element to get"))
+}
+
+/// Optional: wraps its tensor (the tensor itself); an empty optional is not supported.
+pub fn optional(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    match ctx.opt_input(0) {
+        Some(v) => Ok(vec![v]),
+        None => Err(ctx.unsupported(
+            "an empty optional (no input); onnxc represents optionals that hold a tensor",
+        )),
+    }
+}
