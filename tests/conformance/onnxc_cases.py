@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -735,12 +735,33 @@ def audio_frontend():
     return m
 
 
+def experimental_ops():
+    """The experimental ops of opsets 1-9 (no schema in current onnx; onnxruntime still runs
+    them) as a Tiny YOLOv2-style export uses them: ImageScaler in front of a convolution,
+    then Scale, Affine, ScaledTanh, ParametricSoftplus, and Crop with and without scale."""
+    g = G(43)
+    x = g.op("ImageScaler", ["x"], scale=1.0 / 255, bias=[0.1, -0.2, 0.3])
+    x = g.conv(x, 3, 8, 3)
+    a = g.op("Scale", [x], scale=2.5)
+    b = g.op("Affine", [a], alpha=0.5, beta=-0.25)
+    c = g.op("ScaledTanh", [b], alpha=1.5, beta=0.7)
+    d = g.op("ParametricSoftplus", [c], alpha=0.8, beta=1.3)
+    e = g.op("Crop", [d], border=[1, 2, 0, 1])
+    f = g.op("Crop", [d], border=[2, 1, 0, 0], scale=[3, 4])
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[1, 3, 9, 10])],
+                              [_vi(e, shape=[1, 8, 6, 9]), _vi(f, shape=[1, 8, 3, 4])], g.inits)
+    # Opset 8, IR 3, as such exports are; no checker: the ops have no schema any more.
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)], producer_name="onnxc-tests")
+    m.ir_version = 3
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
-         integer_products_exact, audio_frontend]
+         integer_products_exact, audio_frontend, experimental_ops]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -3,7 +3,7 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, control, data, elementwise, grid_sample, linalg, loss, nn, norm,
+    activation, attention, control, data, elementwise, grid_sample, legacy, linalg, loss, nn, norm,
     norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
@@ -142,6 +142,13 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Resize", resize::resize),
     ("TopK", sort::topk),
     ("GridSample", grid_sample::grid_sample),
+    // Experimental ops of opsets 1-9 (no schema in current onnx).
+    ("ImageScaler", legacy::image_scaler),
+    ("Scale", legacy::scale),
+    ("Affine", legacy::affine),
+    ("ScaledTanh", legacy::scaled_tanh),
+    ("ParametricSoftplus", legacy::parametric_softplus),
+    ("Crop", legacy::crop),
     ("AffineGrid", grid_sample::affine_grid),
     ("RotaryEmbedding", rotary::rotary_embedding),
     ("DFT", spectral::dft),
@@ -275,10 +282,7 @@ pub const NOTES: &[(&str, &str)] = &[
         "OptionalHasElement",
         "decided at compile time: true for a tensor, false for an omitted input",
     ),
-    (
-        "OptionalGetElement",
-        "tensors only (no sequences)",
-    ),
+    ("OptionalGetElement", "tensors only (no sequences)"),
     (
         "Loop",
         "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (bodies that cannot fail, no scan outputs); at most 4096 iterations; no sequence or optional values",

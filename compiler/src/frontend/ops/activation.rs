@@ -110,6 +110,14 @@ pub fn softsign_expr(dt: DType, x: E) -> E {
     div(x.clone(), add(c(dt, 1.0), expr::unary(UnOp::Abs, x)))
 }
 
+pub fn affine_expr(dt: DType, x: E, alpha: f64, beta: f64) -> E {
+    add(mul(c(dt, alpha), x), c(dt, beta))
+}
+
+pub fn scaled_tanh_expr(dt: DType, x: E, alpha: f64, beta: f64) -> E {
+    mul(c(dt, alpha), expr::unary(UnOp::Tanh, mul(c(dt, beta), x)))
+}
+
 pub fn thresholded_relu_expr(dt: DType, x: E, alpha: f64) -> E {
     expr::select(
         expr::binary(BinOp::Gt, x.clone(), c(dt, alpha)),

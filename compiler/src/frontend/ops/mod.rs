@@ -7,6 +7,7 @@ pub mod control;
 pub mod data;
 pub mod elementwise;
 pub mod grid_sample;
+pub mod legacy;
 pub mod linalg;
 pub mod loss;
 pub mod nn;
