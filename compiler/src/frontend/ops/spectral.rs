@@ -32,9 +32,27 @@ enum Kind {
 
 /// The `[l·c_in, k·c_out]` matrix of a DFT of length `n` over `l` input points (those past
 /// `n` dropped: numpy truncates), row `t·c_in + ci`, column `k·c_out + co`.
-fn dft_matrix(kind: Kind, l: usize, c_in: usize, n: usize, k: usize, c_out: usize) -> Vec<f64> {
+fn dft_matrix(
+    ctx: &Ctx,
+    kind: Kind,
+    l: usize,
+    c_in: usize,
+    n: usize,
+    k: usize,
+    c_out: usize,
+) -> Result<Vec<f64>> {
     let cols = k * c_out;
-    let mut w = vec![0.0; l * c_in * cols];
+    let entries = l
+        .checked_mul(c_in)
+        .and_then(|r| r.checked_mul(cols))
+        .filter(|&e| e <= MAX_MATRIX);
+    let Some(entries) = entries else {
+        return Err(ctx.unsupported(format!(
+            "its DFT of {l} points to {k} would need a matrix of more than {MAX_MATRIX} entries, \
+             the most onnxc builds"
+        )));
+    };
+    let mut w = vec![0.0; entries];
     let used = match kind {
         Kind::InverseOneSided => l.min(n / 2 + 1),
         _ => l.min(n),
@@ -81,19 +99,13 @@ fn dft_matrix(kind: Kind, l: usize, c_in: usize, n: usize, k: usize, c_out: usiz
             }
         }
     }
-    w
+    Ok(w)
 }
 
 /// `rows · w`: `rows` is `[m, l·c_in]`, `w` the constant matrix; a `[m, k·c_out]` result.
 fn apply(ctx: &mut Ctx, rows: ValueId, w: Vec<f64>, cols: usize) -> Result<ValueId> {
     let dt = ctx.dtype(rows);
     let depth = w.len() / cols.max(1);
-    if w.len() > MAX_MATRIX {
-        return Err(ctx.unsupported(format!(
-            "its DFT matrix would have {} entries; onnxc builds at most {MAX_MATRIX}",
-            w.len()
-        )));
-    }
     let vals: Vec<Scalar> = w.into_iter().map(|v| Scalar::F(v).cast(dt)).collect();
     let wv = ctx.constant(Tensor::from_scalars(
         dt,
@@ -289,7 +301,7 @@ fn dft_along(ctx: &mut Ctx, x: ValueId, xs: &[i64], a: usize, spec: &DftSpec) ->
     let outer: Vec<i64> = perm[..r - 2].iter().map(|&d| xs[d]).collect();
     let m: i64 = outer.iter().product();
     let rows = ctx.reshape(moved, known(&[m, l * c_in as i64]))?;
-    let w = dft_matrix(kind, l as usize, c_in, n as usize, k as usize, c_out);
+    let w = dft_matrix(ctx, kind, l as usize, c_in, n as usize, k as usize, c_out)?;
     let y = apply(ctx, rows, w, k as usize * c_out)?;
     let mut ys = outer.clone();
     ys.push(k);
@@ -413,13 +425,14 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let framed = ctx.map(dt, known(&[b, frames, fl, c_in]), inputs, body)?;
     let rows = ctx.reshape(framed, known(&[b * frames, fl * c_in]))?;
     let w = dft_matrix(
+        ctx,
         Kind::Forward,
         fl as usize,
         c_in as usize,
         fl as usize,
         k as usize,
         2,
-    );
+    )?;
     let y = apply(ctx, rows, w, k as usize * 2)?;
     Ok(vec![ctx.reshape(y, known(&[b, frames, k, 2]))?])
 }
