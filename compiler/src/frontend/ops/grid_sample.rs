@@ -12,6 +12,12 @@
 //! the map never reads out of bounds, whatever the grid holds — NaN and ±∞ included) and
 //! masked to 0 where `zeros` padding says so. Arithmetic is float32 (float64 for double
 //! inputs); the cubic weights are Keys' with α = −0.75.
+//!
+//! The taps depend on the output position, not the channel, so they are computed once per
+//! position — per-dim index and weight tables, then per tap combination a flat offset into
+//! the input plane (−1 for a `zeros` tap outside) and the weights' product — and the
+//! per-channel map only gathers and sums: bilinear 32×128×128 from a 128×128 grid, 6.5 →
+//! 3.0 ms (onnxruntime 1.1; the gathers are scalar).
 
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
@@ -170,57 +176,156 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             .collect();
         dims.push(taps);
     }
-    // Σ over every combination of per-dim taps: Π weights · X[n, c, indices] (0 where a
-    // `zeros` tap falls outside).
-    let mut sum: Option<E> = None;
-    let mut combo = vec![0usize; r];
-    loop {
-        let mut index = vec![expr::var(0), expr::var(1)];
-        let mut weight: Option<E> = None;
-        let mut valid: Option<E> = None;
-        for (i, &k) in combo.iter().enumerate() {
-            let (idx, ok, w) = &dims[i][k];
-            index.push(idx.clone());
-            weight = Some(match weight {
-                None => w.clone(),
-                Some(acc) => expr::mul(acc, w.clone()),
-            });
-            if let Some(ok) = ok {
-                valid = Some(match valid {
-                    None => ok.clone(),
-                    Some(acc) => expr::and(acc, ok.clone()),
-                });
-            }
+    // The taps depend on the output position, not the channel: per spatial dim, tables of
+    // their indices (−1 for a `zeros` tap outside the input) and weights over
+    // [N, O1, …, Or, taps], computed once, read by the per-channel sum below.
+    let mut table_shape: Vec<Dim> = vec![Dim::Known(xs[0])];
+    table_shape.extend(gs[1..=r].iter().map(|&v| Dim::Known(v)));
+    table_shape.push(Dim::Known(taps_per_dim as i64));
+    // Output vars (n, c, o…) → table vars (n, o…): c is not used by the taps.
+    let mut remap: Vec<E> = vec![expr::var(0), expr::i(0)];
+    remap.extend((1..=r as u32).map(expr::var));
+    let tap_var = expr::var(r as u32 + 1);
+    // The tap expressions read the grid as operand 1; the tables have it as operand 0.
+    let to_table = |e: E| expr::remap_inputs(&expr::substitute_vars(&e, &remap), &[0, 0]);
+    let by_tap = |f: &dyn Fn(&(E, Option<E>, E)) -> E, taps: &[(E, Option<E>, E)]| -> E {
+        let mut e = to_table(f(&taps[taps.len() - 1]));
+        for k in (0..taps.len() - 1).rev() {
+            let here = expr::binary(BinOp::Eq, tap_var.clone(), expr::i(k as i64));
+            e = expr::select(here, to_table(f(&taps[k])), e);
         }
-        let mut v = expr::cast(expr::load(dt, 0, index), ct);
-        if let Some(ok) = valid {
-            v = expr::select(ok, v, c(0.0));
-        }
-        let term = if mode == Mode::Nearest {
-            v
+        e
+    };
+    let mut inputs = vec![x];
+    let mut tables = Vec::with_capacity(r);
+    for taps in &dims {
+        let index = by_tap(
+            &|(idx, ok, _)| match ok {
+                Some(ok) => expr::select(ok.clone(), idx.clone(), expr::i(-1)),
+                None => idx.clone(),
+            },
+            taps,
+        );
+        let it = ctx.map(DType::I64, table_shape.clone(), vec![grid], index)?;
+        inputs.push(it);
+        let wt = if mode == Mode::Nearest {
+            None
         } else {
-            expr::mul(weight.expect("r ≥ 1"), v)
+            let weight = by_tap(&|(_, _, w)| w.clone(), taps);
+            let wt = ctx.map(ct, table_shape.clone(), vec![grid], weight)?;
+            inputs.push(wt);
+            Some(inputs.len() as u32 - 1)
+        };
+        tables.push((inputs.len() as u32 - 1 - u32::from(wt.is_some()), wt));
+    }
+    // Then per tap combination (T = taps^r of them, combination t picks tap
+    // (t / taps^(r−1−i)) mod taps of dim i): the flat offset into the input's spatial plane
+    // (−1 where a `zeros` tap is outside) and the weights' product, over [N, O1, …, Or, T].
+    let combos = taps_per_dim.pow(r as u32);
+    let mut combo_shape = table_shape.clone();
+    *combo_shape.last_mut().expect("taps dim") = Dim::Known(combos as i64);
+    let plane: i64 = xs[2..].iter().product();
+    let per_dim_at = |t: &E, i: usize| -> Vec<E> {
+        let mut idx: Vec<E> = (0..=r as u32).map(expr::var).collect();
+        let span = taps_per_dim.pow((r - 1 - i) as u32) as i64;
+        idx.push(expr::imod(expr::idiv(t.clone(), span), taps_per_dim as i64));
+        idx
+    };
+    let t = expr::var(r as u32 + 1);
+    let mut offset: Option<E> = None;
+    let mut valid: Option<E> = None;
+    let mut weight: Option<E> = None;
+    let mut stride = plane;
+    for (i, &(it, wt)) in tables.iter().enumerate() {
+        stride /= xs[2 + i];
+        let raw = expr::load(DType::I64, it, per_dim_at(&t, i));
+        let term = expr::mul(expr::clamp(raw.clone(), 0, xs[2 + i] - 1), expr::i(stride));
+        offset = Some(match offset {
+            None => term,
+            Some(acc) => expr::add(acc, term),
+        });
+        if padding == Padding::Zeros {
+            let ok = expr::ge(raw, expr::i(0));
+            valid = Some(match valid {
+                None => ok,
+                Some(acc) => expr::and(acc, ok),
+            });
+        }
+        if let Some(wt) = wt {
+            let w = expr::load(ct, wt, per_dim_at(&t, i));
+            weight = Some(match weight {
+                None => w,
+                Some(acc) => expr::mul(acc, w),
+            });
+        }
+    }
+    let offset = offset.expect("r ≥ 1");
+    let offset = match valid {
+        Some(ok) => expr::select(ok, offset, expr::i(-1)),
+        None => offset,
+    };
+    let table_inputs = inputs[1..].to_vec();
+    // The per-dim tables were operands 1.. of `inputs`; here they are 0..
+    let shift: Vec<u32> = (0..=table_inputs.len() as u32)
+        .map(|k| k.saturating_sub(1))
+        .collect();
+    let offsets = ctx.map(
+        DType::I64,
+        combo_shape.clone(),
+        table_inputs.clone(),
+        expr::remap_inputs(&offset, &shift),
+    )?;
+    let weights = match weight {
+        Some(w) => Some(ctx.map(
+            ct,
+            combo_shape,
+            table_inputs,
+            expr::remap_inputs(&w, &shift),
+        )?),
+        None => None,
+    };
+    // Per channel: Σ_t weight · X[n, c, offset] (0 for an offset of −1), X seen as
+    // [N, C, plane].
+    let xv = ctx.reshape(
+        x,
+        vec![Dim::Known(xs[0]), Dim::Known(xs[1]), Dim::Known(plane)],
+    )?;
+    let mut main_inputs = vec![xv, offsets];
+    main_inputs.extend(weights);
+    let mut sum: Option<E> = None;
+    for k in 0..combos {
+        let mut at = vec![expr::var(0)];
+        at.extend((0..r as u32).map(|j| expr::var(2 + j)));
+        at.push(expr::i(k as i64));
+        let off = expr::load(DType::I64, 1, at.clone());
+        let mut v = expr::cast(
+            expr::load(
+                dt,
+                0,
+                vec![
+                    expr::var(0),
+                    expr::var(1),
+                    expr::clamp(off.clone(), 0, plane - 1),
+                ],
+            ),
+            ct,
+        );
+        if padding == Padding::Zeros {
+            v = expr::select(expr::ge(off, expr::i(0)), v, c(0.0));
+        }
+        let term = if weights.is_some() {
+            expr::mul(expr::load(ct, 2, at), v)
+        } else {
+            v
         };
         sum = Some(match sum {
             None => term,
             Some(acc) => expr::add(acc, term),
         });
-        // Next combination (odometer over the dims).
-        let mut d = r;
-        loop {
-            if d == 0 {
-                let body = expr::cast(sum.expect("one tap"), dt);
-                let shape: Vec<Dim> = out_shape.iter().map(|&v| Dim::Known(v)).collect();
-                return Ok(vec![ctx.map(dt, shape, vec![x, grid], body)?]);
-            }
-            d -= 1;
-            combo[d] += 1;
-            if combo[d] < taps_per_dim {
-                break;
-            }
-            combo[d] = 0;
-        }
     }
+    let body = expr::cast(sum.expect("one tap"), dt);
+    let shape: Vec<Dim> = out_shape.iter().map(|&v| Dim::Known(v)).collect();
+    Ok(vec![ctx.map(dt, shape, main_inputs, body)?])
 }
 
 /// `v` clamped to `[lo, hi]` (NaN stays NaN; the index clamp catches it).
