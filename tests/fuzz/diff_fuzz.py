@@ -26,6 +26,13 @@ Generators:
   resize   Resize with constant scales/sizes over every mode and attribute, float and uint8
   rnn      RNN/GRU/LSTM over every attribute onnxruntime implements (sequence_lens, clip,
            activations, peepholes, input_forget, linear_before_reset, layout, directions)
+  gridsample  GridSample in every mode, padding mode and align_corners, positions past
+           [-1, 1] (also judged by the reference evaluator: onnxruntime's bicubic+border
+           clamps taps, not positions)
+  topk     TopK over random shapes, axes and k, largest or smallest, float and int values
+           with many ties
+  control  If on a condition computed from the input, Loop with a constant trip count and
+           a condition the body computes (if-converted iterations)
 
 Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
 rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
@@ -474,13 +481,106 @@ def rnn(rng):
     return nodes, {"x": xs}, outs, inits
 
 
+def gridsample(rng):
+    """GridSample (opset 16's names) in every mode, padding mode and align_corners over
+    random positions scaled past [-1, 1] (reflection bounces), sometimes after a conv."""
+    c = int(rng.choice([1, 3, 8]))
+    shape = [int(rng.integers(1, 3)), c, int(rng.integers(1, 9)), int(rng.integers(1, 9))]
+    gshape = [shape[0], int(rng.integers(1, 7)), int(rng.integers(1, 7)), 2]
+    nodes, inits = [], [init("gscale", np.array(rng.choice([0.5, 1.0, 1.5, 3.0]), np.float32))]
+    src = "x"
+    if rng.random() < 0.3:
+        inits.append(init("w", rng.standard_normal((c, c, 3, 3)).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", ["x", "w"], ["cv"], pads=[1, 1, 1, 1]))
+        src = "cv"
+    nodes.append(helper.make_node("Mul", ["grid", "gscale"], ["gs"]))
+    nodes.append(helper.make_node(
+        "GridSample", [src, "gs"], ["y"], mode=str(rng.choice(["bilinear", "nearest", "bicubic"])),
+        padding_mode=str(rng.choice(["zeros", "border", "reflection"])), align_corners=int(rng.integers(0, 2))))
+    return nodes, {"x": shape, "grid": gshape}, ["y"], inits
+
+
+def topk(rng):
+    """TopK over random shapes and axes, largest and smallest, on values with many ties (the
+    order is value, then position), float or cast to int32/int64, k from 0 to the axis."""
+    r = int(rng.integers(1, 4))
+    shape = [int(rng.integers(1, 40 if d == r - 1 else 5)) for d in range(r)]
+    axis = int(rng.integers(-r, r))
+    n = shape[axis]
+    k = int(rng.integers(0, n + 1))
+    nodes = [helper.make_node("Mul", ["x", "k4"], ["m"]), helper.make_node("Floor", ["m"], ["q"])]
+    inits = [init("k4", np.array(4.0, np.float32)), init("k", np.array([k], np.int64))]
+    src = "q"
+    cast = rng.choice([None, TensorProto.INT32, TensorProto.INT64])
+    if cast is not None:
+        nodes.append(helper.make_node("Cast", ["q"], ["qi"], to=int(cast)))
+        src = "qi"
+    nodes.append(helper.make_node("TopK", [src, "k"], ["v", "i"], axis=axis, largest=int(rng.integers(0, 2))))
+    vals = "v"
+    if cast is not None:
+        nodes.append(helper.make_node("Cast", ["v"], ["vf"], to=TensorProto.FLOAT))
+        vals = "vf"
+    nodes.append(helper.make_node("Cast", ["i"], ["if"], to=TensorProto.FLOAT))
+    return nodes, {"x": shape}, ["if", vals], inits
+
+
+def control(rng):
+    """If on a condition computed from the input (both branches elementwise chains) and Loop
+    with a constant trip count whose condition the body computes from its carried value
+    (if-converted iterations)."""
+    shape = [int(rng.integers(1, 4)), int(rng.integers(1, 6))]
+
+    def chain(tag, src, out):
+        ops = [str(rng.choice(["Tanh", "Sigmoid", "Abs", "Neg", "Relu"])) for _ in range(int(rng.integers(1, 4)))]
+        nodes, cur = [], src
+        for j, op in enumerate(ops):
+            nxt = out if j == len(ops) - 1 else f"{tag}{j}"
+            nodes.append(helper.make_node(op, [cur], [nxt]))
+            cur = nxt
+        return nodes
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "thr"], ["c"])]
+    inits = [init("thr", np.array(rng.normal(), np.float32))]
+    then_g = helper.make_graph(chain("t", "x", "yt"), "then", [], [vi("yt", shape)])
+    else_g = helper.make_graph(chain("e", "x", "ye"), "else", [], [vi("ye", shape)])
+    nodes.append(helper.make_node("If", ["c"], ["y_if"], then_branch=then_g, else_branch=else_g))
+    # Loop: y <- f(y) * 1.3 + 0.2 while max|y| < limit, at most `trip` times.
+    body_nodes = chain("b", "y_in", "f") + [
+        helper.make_node("Mul", ["f", "g13"], ["g"]), helper.make_node("Add", ["g", "g02"], ["y_out"]),
+        helper.make_node("Abs", ["y_out"], ["ay"]), helper.make_node("ReduceMax", ["ay"], ["mx"], keepdims=0),
+        helper.make_node("Less", ["mx", "lim"], ["go"])]
+    body = helper.make_graph(
+        body_nodes, "body",
+        [helper.make_tensor_value_info("it", TensorProto.INT64, []), helper.make_tensor_value_info("cin", TensorProto.BOOL, []),
+         vi("y_in", shape)],
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []), vi("y_out", shape)],
+        [init("g13", np.array(1.3, np.float32)), init("g02", np.array(0.2, np.float32)),
+         init("lim", np.array(rng.uniform(0.5, 4.0), np.float32))])
+    inits += [init("trip", np.array(int(rng.integers(0, 8)), np.int64)), init("true", np.array(True))]
+    nodes.append(helper.make_node("Loop", ["trip", "true", "x"], ["y_loop"], body=body))
+    return nodes, {"x": shape}, [("y_if", shape), ("y_loop", shape)], inits
+
+
 # Generators whose cases may also be judged by onnx's reference evaluator.
-SECOND_ORACLE = {"resize"}
+SECOND_ORACLE = {"resize", "gridsample"}
+
+
+def for_reference(kind: str, m: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as onnx's reference evaluator runs it: its GridSample knows only opset 20's
+    mode names (linear, cubic), also for opset 16 models."""
+    if kind == "gridsample":
+        m = onnx.ModelProto.FromString(m.SerializeToString())
+        for n in m.graph.node:
+            for a in n.attribute:
+                if a.name == "mode":
+                    a.s = {b"bilinear": b"linear", b"bicubic": b"cubic"}.get(a.s, a.s)
+    return m
 
 GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
               "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
-              "elementwise": elementwise, "resize": resize, "rnn": rnn}
+              "elementwise": elementwise, "resize": resize, "rnn": rnn, "gridsample": gridsample,
+              "topk": topk, "control": control}
 
 
 def main() -> int:
@@ -503,7 +603,11 @@ def main() -> int:
             ran = 0
             for i in range(a.cases):
                 nodes, ins, outs, inits = GENERATORS[kind](rng)
-                g = helper.make_graph(nodes, kind, [vi(n, s) for n, s in ins.items()], [vi(o) for o in outs], inits)
+                # An output is a name, or (name, shape) where inference cannot give the shape
+                # (If and Loop outputs).
+                declared = [vi(o) if isinstance(o, str) else vi(*o) for o in outs]
+                outs = [o if isinstance(o, str) else o[0] for o in outs]
+                g = helper.make_graph(nodes, kind, [vi(n, s) for n, s in ins.items()], declared, inits)
                 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
                 m.ir_version = 9
                 try:
@@ -527,7 +631,7 @@ def main() -> int:
                 oracles = [want]
                 if kind in SECOND_ORACLE:
                     try:
-                        oracles.append(ReferenceEvaluator(m).run(None, feeds))
+                        oracles.append(ReferenceEvaluator(for_reference(kind, m)).run(None, feeds))
                     except Exception:
                         pass
                 ran += 1
