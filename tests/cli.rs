@@ -329,6 +329,47 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
             .args(["--shape", "nope=1"]),
     );
     assert!(e.contains("no runtime input of that name"), "{e}");
+    // --dim binds a symbol by name, in every input that uses it.
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("s.o"))
+        .args(["--dim", "batch=5"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read_to_string(d.join("s.h"))
+            .unwrap()
+            .contains("float32 [5, 1]")
+    );
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "nope=1"]),
+    );
+    assert!(
+        e.contains("no graph input has a symbolic dim of that name (symbols: batch)"),
+        "{e}"
+    );
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "batch=5", "--shape", "x=2,3"]),
+    );
+    assert!(e.contains("bound to both 5 and 2"), "{e}");
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "batch=-1"]),
+    );
+    assert!(e.contains("non-negative"), "{e}");
 }
 
 #[test]

@@ -53,6 +53,10 @@ struct CommonArgs {
     /// Concrete shape for a graph input: NAME=D0,D1,… (repeatable); fixes symbolic dims.
     #[arg(long = "shape", value_name = "INPUT=D0,D1,…")]
     shapes: Vec<String>,
+    /// Value for a named symbolic dim (a dim_param such as batch_size), in every input that
+    /// uses it: SYMBOL=N (repeatable), like onnxruntime's free dimension overrides.
+    #[arg(long = "dim", value_name = "SYMBOL=N")]
+    dims: Vec<String>,
     /// Target triple (default: the host, with its CPU features).
     #[arg(long)]
     target: Option<String>,
@@ -136,9 +140,24 @@ fn options(c: &CommonArgs) -> Result<Options> {
         };
         shapes.push((name.to_string(), dims));
     }
+    let mut dims = Vec::new();
+    for s in &c.dims {
+        let (name, v) = s
+            .rsplit_once('=')
+            .filter(|(n, _)| !n.is_empty())
+            .ok_or_else(|| Error::Usage(format!("--dim {s}: expected SYMBOL=N")))?;
+        let v = v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|&v| v >= 0)
+            .ok_or_else(|| Error::Usage(format!("--dim {s}: N must be a non-negative integer")))?;
+        dims.push((name.to_string(), v));
+    }
     Ok(Options {
         name: None,
         shapes,
+        dims,
         target: c.target.clone(),
         opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 },
         emit_main: false,

@@ -34,6 +34,8 @@ pub struct Options {
     /// Symbol prefix; defaults to the output file stem.
     pub name: Option<String>,
     pub shapes: Vec<(String, Vec<i64>)>,
+    /// `--dim SYMBOL=N`: values for named symbolic dims.
+    pub dims: Vec<(String, i64)>,
     pub target: Option<String>,
     pub opt: OptLevel,
     pub emit_main: bool,
@@ -48,6 +50,7 @@ impl Default for Options {
         Options {
             name: None,
             shapes: vec![],
+            dims: vec![],
             target: None,
             opt: OptLevel::O2,
             emit_main: false,
@@ -144,6 +147,7 @@ fn compile_bytes_inner(
     };
     let import = ImportOptions {
         input_shapes: opts.shapes.clone(),
+        dim_values: opts.dims.clone(),
         ..ImportOptions::default()
     };
     let mut graph = frontend::import_owned(model, dir, &import)?;

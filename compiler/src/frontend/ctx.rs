@@ -101,7 +101,7 @@ impl<'a> Ctx<'a> {
         let s = self.shape(v);
         known_dims(&s).ok_or_else(|| {
             Error::NeedShape(format!(
-                "{}: needs the concrete shape of its operand, which is {}; fix the symbolic dims with --shape INPUT=D0,D1,…",
+                "{}: needs the concrete shape of its operand, which is {}; fix the symbolic dims with --dim SYMBOL=N or --shape INPUT=D0,D1,…",
                 self.origin,
                 crate::ir::dim::fmt_shape(&s)
             ))

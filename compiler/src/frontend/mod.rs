@@ -25,6 +25,8 @@ use tensor::{DataDir, tensor_from_proto};
 pub struct ImportOptions {
     /// `--shape NAME=D0,D1,…`: concrete shapes for graph inputs.
     pub input_shapes: Vec<(String, Vec<i64>)>,
+    /// `--dim SYMBOL=N`: values for named symbolic dims, in every input that uses them.
+    pub dim_values: Vec<(String, i64)>,
     /// Constant-fold nodes whose output has at most this many elements.
     pub fold_limit: usize,
 }
@@ -33,6 +35,7 @@ impl Default for ImportOptions {
     fn default() -> Self {
         ImportOptions {
             input_shapes: Vec::new(),
+            dim_values: Vec::new(),
             fold_limit: 1 << 22,
         }
     }
@@ -254,15 +257,29 @@ impl Importer<'_> {
             };
             self.bind_constant(name, t, Origin::default());
         }
-        // Bind symbols from --shape.
+        // Bind symbols from --dim, then --shape.
         let mut binding: HashMap<String, i64> = HashMap::new();
+        for (name, v) in &self.opts.dim_values {
+            if let Some(prev) = binding.insert(name.clone(), *v)
+                && prev != *v
+            {
+                return Err(Error::Usage(format!(
+                    "--dim: symbol '{name}' given both {prev} and {v}"
+                )));
+            }
+        }
         let mut runtime_inputs = Vec::new();
+        // The symbols the runtime inputs declare (before --shape replaces any).
+        let mut symbols: Vec<String> = Vec::new();
         for vi in &gp.input {
             let name = vi.name.clone().unwrap_or_default();
             if self.env.contains_key(&name) {
                 continue;
             }
             let (dtype, mut shape) = tensor_type(vi, "graph input")?;
+            for d in &shape {
+                d.symbols(&mut symbols);
+            }
             if let Some((_, dims)) = self.opts.input_shapes.iter().find(|(n, _)| *n == name) {
                 if dims.len() != shape.len() {
                     return Err(Error::Usage(format!(
@@ -287,7 +304,8 @@ impl Importer<'_> {
                                     && prev != v
                                 {
                                     return Err(Error::Usage(format!(
-                                        "--shape: symbol '{s}' bound to both {prev} and {v}"
+                                        "--shape: symbol '{s}' bound to both {prev} and {v} \
+                                         (by --dim or another --shape)"
                                     )));
                                 }
                             }
@@ -305,6 +323,21 @@ impl Importer<'_> {
                 return Err(Error::Usage(format!(
                     "--shape {name}: the model has no runtime input of that name (inputs: {})",
                     names.join(", ")
+                )));
+            }
+        }
+        // Every --dim must name a symbol some runtime input uses.
+        symbols.sort();
+        symbols.dedup();
+        for (name, _) in &self.opts.dim_values {
+            if !symbols.contains(name) {
+                return Err(Error::Usage(format!(
+                    "--dim {name}: no graph input has a symbolic dim of that name (symbols: {})",
+                    if symbols.is_empty() {
+                        "none".to_string()
+                    } else {
+                        symbols.join(", ")
+                    }
                 )));
             }
         }
