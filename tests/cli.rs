@@ -1296,3 +1296,38 @@ fn rotary_positions_outside_the_cache_fail_the_run() {
     let e = run_fails(&p, &[&xin, &pin], &d.join("bad"));
     assert!(e.contains("index"), "{e}");
 }
+
+/// A graph output declared with another shape than its operators compute compiles (as
+/// onnxruntime runs it) with a warning naming the output and the node; the header gives the
+/// computed shape.
+#[test]
+fn a_wrongly_declared_output_shape_is_a_warning() {
+    let d = scratch("declared");
+    let m = model(
+        vec![node("Relu", "act", &["x"], &["y"])],
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(5)])],
+        vec![],
+        13,
+    );
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("onnxc: warning: graph output 'y' is declared [1, 5] but computes [1, 4]")
+            && e.contains("'act'"),
+        "{e}"
+    );
+    assert!(
+        std::fs::read_to_string(d.join("m.h"))
+            .unwrap()
+            .contains("float32 [1, 4]")
+    );
+}

@@ -151,6 +151,9 @@ fn compile_bytes_inner(
         ..ImportOptions::default()
     };
     let mut graph = frontend::import_owned(model, dir, &import)?;
+    for w in &graph.warnings {
+        eprintln!("onnxc: warning: {w}");
+    }
     let optimize = opts.opt == OptLevel::O2;
     passes::optimize(
         &mut graph,

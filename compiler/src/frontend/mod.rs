@@ -402,13 +402,17 @@ impl Importer<'_> {
                             } else {
                                 ""
                             };
-                            return Err(Error::Model(format!(
+                            // onnxruntime runs such models (a lenient merge); so does onnxc,
+                            // with the shape the operators give, which the header documents.
+                            self.g.warnings.push(format!(
                                 "graph output '{name}' is declared {} but computes {} by the \
-                                 operator's shape rules{by}: correct or remove the shape the \
-                                 model declares for '{name}'{hint}",
+                                 operator's shape rules{by}; the header gives the computed shape \
+                                 (correct or remove the shape the model declares for \
+                                 '{name}'{hint})",
                                 crate::ir::dim::fmt_shape(&declared),
                                 crate::ir::dim::fmt_shape(&ty.shape)
-                            )));
+                            ));
+                            break;
                         }
                     }
                 }

@@ -299,6 +299,8 @@ pub struct Graph {
     pub outputs: Vec<GraphIo>,
     /// `Assert` nodes: side effects that stay live without consumers.
     pub asserts: Vec<NodeId>,
+    /// What the import noticed but compiled anyway (the driver prints them).
+    pub warnings: Vec<String>,
 }
 
 impl Graph {
