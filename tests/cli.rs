@@ -1331,3 +1331,55 @@ fn a_wrongly_declared_output_shape_is_a_warning() {
             .contains("float32 [1, 4]")
     );
 }
+
+/// Sequences exist only at compile time: a position computed at run time, a sequence as a
+/// graph output and a sequence read by an op that takes tensors are reported clearly.
+#[test]
+fn sequences_need_constant_positions_and_stay_inside_the_graph() {
+    let d = scratch("seq");
+    let x = value_info("x", 1, &[D::N(2), D::N(3)]);
+    let y = value_info("y", 1, &[D::N(2), D::N(3)]);
+    let seq_model = |nodes, inputs, inits| model(nodes, inputs, vec![y.clone()], inits, 13);
+    let m = seq_model(
+        vec![
+            node("SequenceConstruct", "mk", &["x", "x"], &["s"]),
+            node("SequenceAt", "at", &["s", "p"], &["y"]),
+        ],
+        vec![x.clone(), value_info("p", 7, &[])],
+        vec![],
+    );
+    compile_error(
+        &d,
+        "runtime_pos",
+        &m,
+        &["'at'", "SequenceAt", "position is computed at run time"],
+    );
+    let m = seq_model(
+        vec![
+            node("SequenceConstruct", "mk", &["x"], &["s"]),
+            node("Relu", "act", &["s"], &["y"]),
+        ],
+        vec![x.clone()],
+        vec![],
+    );
+    compile_error(
+        &d,
+        "seq_as_tensor",
+        &m,
+        &["'act'", "input 's' is a sequence"],
+    );
+    let m = seq_model(
+        vec![
+            node("SequenceConstruct", "mk", &["x"], &["s"]),
+            node("SequenceAt", "at", &["s", "p"], &["y"]),
+        ],
+        vec![x.clone()],
+        vec![int_tensor("p", 7, &[], &[3])],
+    );
+    compile_error(
+        &d,
+        "out_of_range",
+        &m,
+        &["'at'", "position 3 is outside a sequence of 1"],
+    );
+}

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -756,12 +756,44 @@ def experimental_ops():
     return m
 
 
+def sequences_static():
+    """Sequences kept at compile time: SplitToSequence with a scalar split (the last piece
+    shorter) and with sizes, and without split dropping the axis; SequenceInsert at the front
+    and at a negative position, SequenceErase at a negative position, SequenceAt at a
+    negative position, SequenceLength, SequenceEmpty filled by inserts, ConcatFromSequence
+    along an axis and stacked along a new one; the tensors feed ordinary ops."""
+    g = G(44)
+    i64 = lambda v: g.const(np.array(v, np.int64), np.int64)
+    g.nodes.append(helper.make_node("SplitToSequence", ["x", i64(2)], ["pieces"], axis=1))  # 2, 2, 1
+    g.nodes.append(helper.make_node("SplitToSequence", ["x", i64([1, 3, 1])], ["sized"], axis=1))
+    g.nodes.append(helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0))
+    g.nodes.append(helper.make_node("SequenceAt", ["pieces", i64(-1)], ["last"]))
+    g.nodes.append(helper.make_node("SequenceAt", ["sized", i64(1)], ["mid"]))
+    g.nodes.append(helper.make_node("SequenceLength", ["rows"], ["nrows"]))
+    g.nodes.append(helper.make_node("SequenceInsert", ["rows", "y", i64(0)], ["rows2"]))
+    g.nodes.append(helper.make_node("SequenceErase", ["rows2", i64(-2)], ["rows3"]))
+    g.nodes.append(helper.make_node("ConcatFromSequence", ["rows3"], ["stacked"], axis=0, new_axis=1))
+    g.nodes.append(helper.make_node("SequenceEmpty", [], ["empty"]))
+    g.nodes.append(helper.make_node("SequenceInsert", ["empty", "mid"], ["one"]))
+    g.nodes.append(helper.make_node("SequenceInsert", ["one", "last", i64(-1)], ["two"]))
+    g.nodes.append(helper.make_node("ConcatFromSequence", ["two"], ["joined"], axis=-1))
+    act = g.op("Tanh", ["joined"])
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[3, 5]), _vi("y", shape=[5])],
+                              [_vi("last", shape=[3, 1]), _vi("nrows", TensorProto.INT64, []), _vi("stacked", shape=[3, 5]),
+                               _vi(act, shape=[3, 4])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
-         integer_products_exact, audio_frontend, experimental_ops]
+         integer_products_exact, audio_frontend, experimental_ops,
+         sequences_static]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -8,6 +8,7 @@ pub mod build;
 pub mod ctx;
 pub mod ops;
 pub mod registry;
+mod sequence;
 mod subgraph;
 pub mod tensor;
 
@@ -143,6 +144,7 @@ fn importer<'a>(
         declared: HashMap::new(),
         taken: HashMap::new(),
         unrolled: 0,
+        seqs: HashMap::new(),
         poisoned: std::collections::HashSet::new(),
         local: std::collections::HashSet::new(),
     }
@@ -164,6 +166,8 @@ struct Importer<'a> {
     /// Nodes imported by unrolling Loop and Scan bodies so far (`subgraph::MAX_UNROLLED_NODES`
     /// bounds the total, nested loops included).
     unrolled: usize,
+    /// Sequence values in scope (`sequence.rs`): lists of tensor values known at compile time.
+    seqs: HashMap<String, sequence::Seq>,
     /// Values of nodes that could not be built (reported once, at their node): what reads
     /// them is skipped, in subgraphs too.
     poisoned: std::collections::HashSet<String>,
@@ -367,6 +371,18 @@ impl Importer<'_> {
         }
         for vo in &gp.output {
             let name = vo.name.clone().unwrap_or_default();
+            if self.seqs.contains_key(&name) {
+                return Err(Error::Unsupported(vec![Unsupported {
+                    node: name.clone(),
+                    op_type: "graph output of type a sequence".into(),
+                    domain: String::new(),
+                    opset: 0,
+                    reason: format!(
+                        "graph output '{name}' is a sequence; onnxc compiles tensor inputs and \
+                         outputs only"
+                    ),
+                }]));
+            }
             let v = *self.env.get(&name).ok_or_else(|| {
                 Error::Model(format!(
                     "graph output '{name}' is not produced by any node, initializer or input"
@@ -432,10 +448,12 @@ impl Importer<'_> {
             let mut next = Vec::new();
             let before = pending.len();
             for n in pending {
-                let ready = n
-                    .input
-                    .iter()
-                    .all(|i| i.is_empty() || self.env.contains_key(i) || self.poisoned.contains(i));
+                let ready = n.input.iter().all(|i| {
+                    i.is_empty()
+                        || self.env.contains_key(i)
+                        || self.seqs.contains_key(i)
+                        || self.poisoned.contains(i)
+                });
                 if !ready {
                     next.push(n);
                     continue;
@@ -476,7 +494,10 @@ impl Importer<'_> {
                     .input
                     .iter()
                     .filter(|i| {
-                        !i.is_empty() && !self.env.contains_key(*i) && !self.poisoned.contains(*i)
+                        !i.is_empty()
+                            && !self.env.contains_key(*i)
+                            && !self.seqs.contains_key(*i)
+                            && !self.poisoned.contains(*i)
                     })
                     .collect();
                 return Err(Error::Model(format!(
@@ -555,8 +576,14 @@ impl Importer<'_> {
                 "If" => return self.if_convert(n, &origin),
                 "Loop" => return self.unroll_loop(n, &origin),
                 "Scan" => return self.unroll_scan(n, &origin),
+                op if sequence::SEQUENCE_OPS.contains(&op) => return self.sequence_op(n, &origin),
                 _ => {}
             }
+        }
+        if let Some(name) = n.input.iter().find(|i| self.seqs.contains_key(*i)) {
+            return Err(Error::Model(format!(
+                "{origin}: input '{name}' is a sequence; this op takes tensors"
+            )));
         }
         let Some(builder) = registry::lookup(&domain, &origin.op_type) else {
             let reason = if !domain.is_empty() && !self.opsets.contains_key(&domain) {

@@ -159,6 +159,14 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("If", control::imported),
     ("Loop", control::imported),
     ("Optional", control::optional),
+    ("SequenceEmpty", control::imported),
+    ("SequenceConstruct", control::imported),
+    ("SequenceInsert", control::imported),
+    ("SequenceAt", control::imported),
+    ("SequenceErase", control::imported),
+    ("SequenceLength", control::imported),
+    ("SplitToSequence", control::imported),
+    ("ConcatFromSequence", control::imported),
     ("OptionalHasElement", control::optional_has_element),
     ("OptionalGetElement", control::optional_get_element),
     ("Scan", control::imported),
@@ -273,6 +281,38 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "TopK",
         "K a constant, or a run-time input with the output shape declared (checked at run time); the result is sorted whatever `sorted` says (equal values by position, NaN last); a runtime kernel finds the positions",
+    ),
+    (
+        "SequenceEmpty",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SequenceConstruct",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SequenceInsert",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SequenceAt",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SequenceErase",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SequenceLength",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "SplitToSequence",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "ConcatFromSequence",
+        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
     ),
     (
         "Optional",

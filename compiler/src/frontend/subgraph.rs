@@ -103,9 +103,11 @@ impl Importer<'_> {
             )));
         }
         let saved = self.env.clone();
+        let saved_seqs = self.seqs.clone();
         let saved_local = std::mem::take(&mut self.local);
         let result = self.inline_body_in_scope(body, args, origin, what);
         self.env = saved;
+        self.seqs = saved_seqs;
         self.local = saved_local;
         result
     }
@@ -178,6 +180,18 @@ impl Importer<'_> {
                 if self.poisoned.contains(name) {
                     // Computed from a node already reported as unsupported.
                     return Err(Error::Unsupported(Vec::new()));
+                }
+                if self.seqs.contains_key(name) {
+                    return Err(Error::Unsupported(vec![Unsupported {
+                        node: origin.name.clone(),
+                        op_type: origin.op_type.clone(),
+                        domain: String::new(),
+                        opset: origin.opset,
+                        reason: format!(
+                            "the {what}'s output '{name}' is a sequence; onnxc passes tensors \
+                             through If, Loop and Scan"
+                        ),
+                    }]));
                 }
                 self.env.get(name).copied().ok_or_else(|| {
                     Error::Model(format!(

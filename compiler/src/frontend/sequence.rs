@@ -1,0 +1,452 @@
+//! Sequences at compile time. With static shapes and constant positions, an ONNX sequence is
+//! a list of tensor values the importer keeps next to its tensor scope (`Importer::seqs`):
+//! SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase and SplitToSequence build
+//! lists, SequenceAt and ConcatFromSequence read them back as ordinary values, and
+//! SequenceLength is a constant. Nothing of a sequence exists in the generated code; a
+//! sequence as a graph input or output (the C ABI passes tensors), a position computed at run
+//! time, or a sequence through Loop/Scan/If is reported as unsupported.
+
+use super::Importer;
+use super::ctx::Ctx;
+use crate::error::{Error, Result, Unsupported};
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, E};
+use crate::ir::{DType, Op, Origin, Tensor, TypeInfo, ValueId};
+use onnxc_proto::NodeProto;
+
+/// A sequence value: its element type and its tensors, in order.
+#[derive(Clone, Debug)]
+pub(super) struct Seq {
+    pub elem: DType,
+    pub items: Vec<ValueId>,
+}
+
+/// The sequence ops the importer builds itself.
+pub(super) const SEQUENCE_OPS: &[&str] = &[
+    "SequenceEmpty",
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceAt",
+    "SequenceErase",
+    "SequenceLength",
+    "SplitToSequence",
+    "ConcatFromSequence",
+];
+
+impl Importer<'_> {
+    fn seq_err(&self, origin: &Origin, msg: impl std::fmt::Display) -> Error {
+        Error::Model(format!("{origin}: {msg}"))
+    }
+
+    fn seq_unsupported(&self, n: &NodeProto, origin: &Origin, reason: impl Into<String>) -> Error {
+        Error::Unsupported(vec![Unsupported {
+            node: origin.name.clone(),
+            op_type: origin.op_type.clone(),
+            domain: n.domain.clone().unwrap_or_default(),
+            opset: origin.opset,
+            reason: reason.into(),
+        }])
+    }
+
+    /// Input `k` of `n` as a sequence.
+    fn seq_input(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Seq> {
+        let name = n.input.get(k).map(String::as_str).unwrap_or_default();
+        if let Some(s) = self.seqs.get(name) {
+            return Ok(s.clone());
+        }
+        Err(self.seq_err(
+            origin,
+            format!("input {k} ('{name}') must be a sequence; it is a tensor or undefined"),
+        ))
+    }
+
+    /// Input `k` of `n` as a tensor (None when omitted).
+    fn tensor_input(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Option<ValueId>> {
+        match n.input.get(k).filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(name) => match self.env.get(name) {
+                Some(&v) => Ok(Some(v)),
+                None if self.seqs.contains_key(name) => Err(self.seq_err(
+                    origin,
+                    format!("input {k} ('{name}') is a sequence; a tensor is expected here"),
+                )),
+                None => Err(self.seq_err(origin, format!("input {k} ('{name}') is not defined"))),
+            },
+        }
+    }
+
+    /// A constant position operand (one integer), or `None` when omitted.
+    fn position(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Option<i64>> {
+        let Some(v) = self.tensor_input(n, origin, k)? else {
+            return Ok(None);
+        };
+        match self.g.const_value(v) {
+            Some(t) if t.len() == 1 && (t.dtype.is_int()) => Ok(Some(t.get(0).as_i64())),
+            Some(t) => Err(self.seq_err(
+                origin,
+                format!(
+                    "the position must be one integer, it is {} of {} values",
+                    t.dtype,
+                    t.len()
+                ),
+            )),
+            None => Err(self.seq_unsupported(
+                n,
+                origin,
+                "the position is computed at run time; onnxc keeps sequences at compile time and \
+                 needs constant positions",
+            )),
+        }
+    }
+
+    /// Binds output `k` of `n` to a sequence.
+    fn define_seq(&mut self, n: &NodeProto, origin: &Origin, k: usize, s: Seq) -> Result<()> {
+        let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        if !self.local.insert(name.clone()) {
+            return Err(self.seq_err(
+                origin,
+                format!("writes '{name}', which this graph already defines; every ONNX value is assigned once"),
+            ));
+        }
+        self.seqs.insert(name.clone(), s);
+        Ok(())
+    }
+
+    fn define_tensor(&mut self, n: &NodeProto, origin: &Origin, v: ValueId) -> Result<()> {
+        let Some(name) = n.output.first().filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        if !self.define(name.clone(), v) {
+            return Err(self.seq_err(
+                origin,
+                format!("writes '{name}', which this graph already defines; every ONNX value is assigned once"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn ctx_for<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
+        Ctx::new(
+            &mut self.g,
+            n,
+            origin.clone(),
+            origin.opset,
+            vec![],
+            self.dir,
+            self.opts.fold_limit,
+        )
+    }
+
+    pub(super) fn sequence_op(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let attr_i = |name: &str| {
+            n.attribute
+                .iter()
+                .find(|a| a.name.as_deref() == Some(name))
+                .and_then(|a| a.i)
+        };
+        // A position in [-len, len] (insert) or [-len, len) (at, erase), normalized.
+        let place = |p: i64, len: usize, inclusive: bool| -> Option<usize> {
+            let len = len as i64;
+            let q = if p < 0 { p + len } else { p };
+            let hi = if inclusive { len } else { len - 1 };
+            (0..=hi).contains(&q).then_some(q as usize)
+        };
+        match origin.op_type.as_str() {
+            "SequenceEmpty" => {
+                let code = attr_i("dtype").unwrap_or(1) as i32;
+                let elem = DType::from_onnx(code).ok_or_else(|| {
+                    self.seq_unsupported(
+                        n,
+                        origin,
+                        format!(
+                            "element type {} is not supported",
+                            DType::onnx_code_name(code)
+                        ),
+                    )
+                })?;
+                self.define_seq(
+                    n,
+                    origin,
+                    0,
+                    Seq {
+                        elem,
+                        items: vec![],
+                    },
+                )
+            }
+            "SequenceConstruct" => {
+                let mut items = Vec::new();
+                for k in 0..n.input.len() {
+                    let v = self
+                        .tensor_input(n, origin, k)?
+                        .ok_or_else(|| self.seq_err(origin, format!("input {k} is empty")))?;
+                    items.push(v);
+                }
+                let Some(&first) = items.first() else {
+                    return Err(self.seq_err(origin, "needs at least one input"));
+                };
+                let elem = self.g.value_type(first).dtype;
+                if let Some(&v) = items.iter().find(|&&v| self.g.value_type(v).dtype != elem) {
+                    return Err(self.seq_err(
+                        origin,
+                        format!(
+                            "its inputs have different types ({elem} and {})",
+                            self.g.value_type(v).dtype
+                        ),
+                    ));
+                }
+                self.define_seq(n, origin, 0, Seq { elem, items })
+            }
+            "SequenceInsert" => {
+                let mut s = self.seq_input(n, origin, 0)?;
+                let v = self
+                    .tensor_input(n, origin, 1)?
+                    .ok_or_else(|| self.seq_err(origin, "input 1 (the tensor) is required"))?;
+                let dt = self.g.value_type(v).dtype;
+                if dt != s.elem {
+                    return Err(self.seq_err(
+                        origin,
+                        format!("inserts a {dt} tensor into a sequence of {}", s.elem),
+                    ));
+                }
+                let at = match self.position(n, origin, 2)? {
+                    None => s.items.len(),
+                    Some(p) => place(p, s.items.len(), true).ok_or_else(|| {
+                        self.seq_err(
+                            origin,
+                            format!(
+                                "position {p} is outside a sequence of {} tensors",
+                                s.items.len()
+                            ),
+                        )
+                    })?,
+                };
+                s.items.insert(at, v);
+                self.define_seq(n, origin, 0, s)
+            }
+            "SequenceErase" => {
+                let mut s = self.seq_input(n, origin, 0)?;
+                let at = match self.position(n, origin, 1)? {
+                    None if s.items.is_empty() => None,
+                    None => Some(s.items.len() - 1),
+                    Some(p) => place(p, s.items.len(), false),
+                }
+                .ok_or_else(|| {
+                    self.seq_err(
+                        origin,
+                        format!("no tensor to erase in a sequence of {}", s.items.len()),
+                    )
+                })?;
+                s.items.remove(at);
+                self.define_seq(n, origin, 0, s)
+            }
+            "SequenceAt" => {
+                let s = self.seq_input(n, origin, 0)?;
+                let p = self
+                    .position(n, origin, 1)?
+                    .ok_or_else(|| self.seq_err(origin, "input 1 (the position) is required"))?;
+                let at = place(p, s.items.len(), false).ok_or_else(|| {
+                    self.seq_err(
+                        origin,
+                        format!(
+                            "position {p} is outside a sequence of {} tensors",
+                            s.items.len()
+                        ),
+                    )
+                })?;
+                self.define_tensor(n, origin, s.items[at])
+            }
+            "SequenceLength" => {
+                let s = self.seq_input(n, origin, 0)?;
+                let t = Tensor::from_i64s(vec![], &[s.items.len() as i64]);
+                let v = self.ctx_for(n, origin).constant(t);
+                self.define_tensor(n, origin, v)
+            }
+            "ConcatFromSequence" => {
+                let s = self.seq_input(n, origin, 0)?;
+                let new_axis = attr_i("new_axis").unwrap_or(0) != 0;
+                let axis = attr_i("axis")
+                    .ok_or_else(|| self.seq_err(origin, "attribute 'axis' (an int) is required"))?;
+                if s.items.is_empty() {
+                    return Err(self.seq_err(
+                        origin,
+                        "the sequence is empty; there is nothing to concatenate",
+                    ));
+                }
+                let v = {
+                    let items = s.items.clone();
+                    let mut ctx = self.ctx_for(n, origin);
+                    concat_items(&mut ctx, &items, axis, new_axis)?
+                };
+                self.define_tensor(n, origin, v)
+            }
+            "SplitToSequence" => {
+                let x = self
+                    .tensor_input(n, origin, 0)?
+                    .ok_or_else(|| self.seq_err(origin, "input 0 is required"))?;
+                let split = match self.tensor_input(n, origin, 1)? {
+                    None => None,
+                    Some(v) => match self.g.const_value(v) {
+                        Some(t) if t.dtype.is_int() => Some((t.shape.len(), t.to_i64s())),
+                        Some(t) => {
+                            return Err(self.seq_err(
+                                origin,
+                                format!("split must be integers, it is {}", t.dtype),
+                            ));
+                        }
+                        None => {
+                            return Err(self.seq_unsupported(
+                                n,
+                                origin,
+                                "split is computed at run time; onnxc needs the pieces' sizes at compile time",
+                            ));
+                        }
+                    },
+                };
+                let axis = attr_i("axis").unwrap_or(0);
+                let keepdims = attr_i("keepdims").unwrap_or(1) != 0;
+                let elem = self.g.value_type(x).dtype;
+                let items = {
+                    let mut ctx = self.ctx_for(n, origin);
+                    split_items(&mut ctx, x, split, axis, keepdims)?
+                };
+                self.define_seq(n, origin, 0, Seq { elem, items })
+            }
+            other => Err(Error::Internal(format!(
+                "{origin}: {other} is not a sequence op"
+            ))),
+        }
+    }
+}
+
+fn known(d: &[i64]) -> Vec<Dim> {
+    d.iter().map(|&v| Dim::Known(v)).collect()
+}
+
+/// The tensors concatenated along `axis`, or stacked along a new one.
+fn concat_items(ctx: &mut Ctx, items: &[ValueId], axis: i64, new_axis: bool) -> Result<ValueId> {
+    let shape = ctx.known_shape(items[0])?;
+    let dt = ctx.dtype(items[0]);
+    let rank = shape.len() as i64 + i64::from(new_axis);
+    let a = if axis < 0 { axis + rank } else { axis };
+    if a < 0 || a >= rank {
+        return Err(ctx.err(format!("axis {axis} is out of range for rank {rank}")));
+    }
+    let a = a as usize;
+    let mut parts = Vec::with_capacity(items.len());
+    let mut total = 0;
+    for &v in items {
+        let mut s = ctx.known_shape(v)?;
+        if ctx.dtype(v) != dt {
+            return Err(ctx.err("the sequence's tensors have different types"));
+        }
+        if new_axis {
+            s.insert(a, 1);
+        }
+        let mut expect = shape.clone();
+        if new_axis {
+            expect.insert(a, 1);
+        }
+        if s.len() != expect.len()
+            || s.iter()
+                .zip(&expect)
+                .enumerate()
+                .any(|(k, (x, y))| k != a && x != y)
+        {
+            return Err(ctx.err(format!(
+                "the sequence's tensors have shapes {shape:?} and {:?}; they must agree except along axis {a}",
+                ctx.known_shape(v)?
+            )));
+        }
+        total += s[a];
+        parts.push(ctx.reshape(v, known(&s))?);
+    }
+    if parts.len() == 1 {
+        return Ok(parts[0]);
+    }
+    let mut out = shape.clone();
+    if new_axis {
+        out.insert(a, total);
+    } else {
+        out[a] = total;
+    }
+    ctx.add(
+        Op::Concat { axis: a },
+        parts,
+        TypeInfo::new(dt, known(&out)),
+    )
+}
+
+/// `x` cut along `axis` into pieces: of one element each (without `split`; the axis dropped
+/// unless `keepdims`), of a scalar `split`'s size (the last one shorter), or of the listed
+/// sizes.
+fn split_items(
+    ctx: &mut Ctx,
+    x: ValueId,
+    split: Option<(usize, Vec<i64>)>,
+    axis: i64,
+    keepdims: bool,
+) -> Result<Vec<ValueId>> {
+    let xs = ctx.known_shape(x)?;
+    let r = xs.len() as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r {
+        return Err(ctx.err(format!("axis {axis} is out of range for rank {r}")));
+    }
+    let a = a as usize;
+    let len = xs[a];
+    let (sizes, squeeze): (Vec<i64>, bool) = match split {
+        None => (vec![1; len as usize], !keepdims),
+        Some((0, v)) => {
+            let c = v[0];
+            if c < 1 {
+                return Err(ctx.err(format!("split is {c}; it must be at least 1")));
+            }
+            let mut s = vec![c; (len / c) as usize];
+            if len % c != 0 {
+                s.push(len % c);
+            }
+            (s, false)
+        }
+        Some((_, v)) => {
+            if v.iter().any(|&s| s < 0) || v.iter().sum::<i64>() != len {
+                return Err(ctx.err(format!(
+                    "split {v:?} must be non-negative sizes adding up to the axis length {len}"
+                )));
+            }
+            (v, false)
+        }
+    };
+    if sizes.len() > 4096 {
+        return Err(ctx.unsupported(format!(
+            "{} pieces; onnxc splits into at most 4096",
+            sizes.len()
+        )));
+    }
+    let dt = ctx.dtype(x);
+    let mut start = 0;
+    let mut items = Vec::with_capacity(sizes.len());
+    for size in sizes {
+        let mut shape = xs.clone();
+        shape[a] = size;
+        let index: Vec<E> = (0..xs.len() as u32)
+            .map(|d| {
+                if d as usize == a {
+                    expr::add(expr::var(d), expr::i(start))
+                } else {
+                    expr::var(d)
+                }
+            })
+            .collect();
+        let mut piece = ctx.map(dt, known(&shape), vec![x], expr::load(dt, 0, index))?;
+        if squeeze {
+            shape.remove(a);
+            piece = ctx.reshape(piece, known(&shape))?;
+        }
+        items.push(piece);
+        start += size;
+    }
+    Ok(items)
+}
