@@ -138,6 +138,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Trilu", data::trilu),
     ("Split", data::split),
     ("Pad", data::pad),
+    ("CenterCropPad", data::center_crop_pad),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
     ("TopK", sort::topk),
@@ -313,6 +314,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "ConcatFromSequence",
         "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "CenterCropPad",
+        "target sizes constant, or a run-time input with the output shape declared (checked at run time)",
     ),
     (
         "Optional",

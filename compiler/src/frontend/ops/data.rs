@@ -1376,3 +1376,85 @@ pub fn scatter_elements(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         crate::ir::TypeInfo::new(dt, shape),
     )?])
 }
+
+/// CenterCropPad (opset 18): each listed axis cropped or zero-padded to its target size,
+/// centered (the odd element goes to the end, as the reference evaluator does). The target
+/// sizes are a constant, or a run-time input that must match the declared output shape
+/// (checked when the model runs, `ONNXC_ERR_SHAPE`).
+pub fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let shape_v = ctx.input(1)?;
+    let xs = ctx.known_shape(x)?;
+    let r = xs.len();
+    let axes = match ctx.attr_ints("axes") {
+        Some(a) => build::axes(ctx, &a, r)?,
+        None => (0..r).collect(),
+    };
+    let targets: Vec<i64> = if ctx.is_runtime(shape_v) {
+        let declared = ctx.declared_shape(0, "input shape")?;
+        if declared.len() != r {
+            return Err(ctx.err(format!(
+                "output 0 is declared {declared:?}, which does not have the input's rank {r}"
+            )));
+        }
+        let t: Vec<i64> = axes.iter().map(|&a| declared[a]).collect();
+        let flat = build::flat_i64(ctx, shape_v)?;
+        if ctx.known_shape(flat)? != [t.len() as i64] {
+            return Err(ctx.err(format!(
+                "input shape must hold {} values (one per axis)",
+                t.len()
+            )));
+        }
+        build::assert_equals(ctx, flat, &t)?;
+        t
+    } else {
+        ctx.const_ints(shape_v, "input shape")?
+    };
+    if targets.len() != axes.len() || targets.iter().any(|&t| t < 0) {
+        return Err(ctx.err(format!(
+            "input shape is {targets:?}; it needs one non-negative size per axis ({} axes)",
+            axes.len()
+        )));
+    }
+    let dt = ctx.dtype(x);
+    let mut out = xs.clone();
+    // Per dim: output index o reads input o + shift, inside [0, xs) (outside: padding).
+    let mut shift = vec![0i64; r];
+    for (&a, &t) in axes.iter().zip(&targets) {
+        out[a] = t;
+        shift[a] = if t <= xs[a] {
+            (xs[a] - t) / 2
+        } else {
+            -((t - xs[a]) / 2)
+        };
+    }
+    let mut inside: Option<E> = None;
+    let index: Vec<E> = (0..r)
+        .map(|d| {
+            let i = expr::add(expr::var(d as u32), expr::i(shift[d]));
+            if shift[d] < 0 || out[d] + shift[d] > xs[d] {
+                let ok = expr::and(
+                    expr::ge(i.clone(), expr::i(0)),
+                    expr::lt(i.clone(), expr::i(xs[d])),
+                );
+                inside = Some(match inside.take() {
+                    None => ok,
+                    Some(acc) => expr::and(acc, ok),
+                });
+                expr::clamp(i, 0, xs[d] - 1)
+            } else {
+                i
+            }
+        })
+        .collect();
+    let load = expr::load(dt, 0, index);
+    let body = match inside {
+        Some(ok) if xs.iter().all(|&d| d > 0) => {
+            expr::select(ok, load, expr::konst(dt, Scalar::zero(dt)))
+        }
+        Some(_) => expr::konst(dt, Scalar::zero(dt)),
+        None => load,
+    };
+    let shape = out.iter().map(|&d| Dim::Known(d)).collect();
+    Ok(vec![ctx.map(dt, shape, vec![x], body)?])
+}
