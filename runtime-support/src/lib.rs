@@ -158,6 +158,7 @@ pub mod abi;
 pub(crate) mod avx2;
 pub mod conv;
 pub mod driver;
+pub mod gather;
 pub mod gelu;
 pub mod gemm;
 pub mod nchwc;

@@ -188,6 +188,12 @@ pub enum Op {
         k: i64,
         largest: bool,
     },
+    /// `y[n, c, p] = Σ_t w[n, p, t] · x[n, c, off[n, p, t]]` over float32 `x: [N, C, S]`,
+    /// int64 offsets `[N, P, T]` in `[−1, S)` (−1 reads 0) and, when `weighted`, float32
+    /// weights `[N, P, T]` (`onnxc_gather_sum_f32`): GridSample's per-channel gathers.
+    GatherSum {
+        weighted: bool,
+    },
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -265,6 +271,7 @@ impl Op {
             Op::Gelu => "gelu",
             Op::Resize(_) => "resize",
             Op::TopK { .. } => "topk",
+            Op::GatherSum { .. } => "gather_sum",
             Op::Assert { .. } => "assert",
         }
     }
@@ -528,6 +535,7 @@ impl Graph {
                 Op::Softmax => "last axis".to_string(),
                 Op::Gelu => "exact".to_string(),
                 Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
+                Op::GatherSum { weighted } => format!("weighted={weighted}"),
                 Op::Resize(r) => format!(
                     "{}x{} -> {}x{} taps {}/{}",
                     r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps

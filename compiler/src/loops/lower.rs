@@ -620,6 +620,27 @@ impl StepCx<'_> {
                     ],
                 }])
             }
+            StepKind::GatherSum { weighted } => {
+                let params = crate::passes::fold::gather_sum_params(
+                    self.shape(self.st.inputs[0]),
+                    self.shape(self.st.inputs[1]),
+                    *weighted,
+                );
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::GatherSumF32,
+                    args: vec![
+                        Arg::Params(params.to_vec()),
+                        Arg::start(self.buf(self.st.inputs[0])),
+                        Arg::start(self.buf(self.st.inputs[1])),
+                        if *weighted {
+                            Arg::start(self.buf(self.st.inputs[2]))
+                        } else {
+                            Arg::Null
+                        },
+                        Arg::start(obuf),
+                    ],
+                }])
+            }
             StepKind::TopK { axis, k, largest } => {
                 let x = self.st.inputs[0];
                 let (params, _) = crate::passes::fold::topk_params(

@@ -72,6 +72,8 @@ pub enum Kernel {
     ResizeF32,
     /// `onnxc_topk(params, x, idx, scratch)`: positions of the k best elements per line.
     TopK,
+    /// `onnxc_gather_sum_f32(params, x, off, w, y)`: weighted gathers from float32 planes.
+    GatherSumF32,
 }
 
 impl Kernel {
@@ -89,6 +91,7 @@ impl Kernel {
             Kernel::GeluF32 => "onnxc_gelu_f32",
             Kernel::ResizeF32 => "onnxc_resize_f32",
             Kernel::TopK => "onnxc_topk",
+            Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
         }
     }
 }

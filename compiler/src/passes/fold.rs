@@ -120,6 +120,31 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             }
             Ok(Tensor::from_i64s(shape.clone(), &idx))
         }
+        Op::GatherSum { weighted } => {
+            let params = gather_sum_params(&inputs[0].shape, &inputs[1].shape, *weighted);
+            let off = inputs[1].to_i64s();
+            let w: Vec<f32> = if *weighted {
+                inputs[2].to_f64s().iter().map(|&v| v as f32).collect()
+            } else {
+                vec![]
+            };
+            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
+                // SAFETY: x, off, w and y hold the elements the parameters describe.
+                unsafe {
+                    onnxc_runtime::gather::onnxc_gather_sum_f32(
+                        params.as_ptr(),
+                        x.as_ptr(),
+                        off.as_ptr(),
+                        if *weighted {
+                            w.as_ptr()
+                        } else {
+                            std::ptr::null()
+                        },
+                        y.as_mut_ptr(),
+                    )
+                }
+            }))
+        }
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
             unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }
@@ -194,6 +219,15 @@ pub fn topk_params(
         [dtype.onnx_code() as i64, outer, n, inner, k, largest as i64],
         n as usize,
     )
+}
+
+/// `onnxc_gather_sum_f32`'s parameters for `x: [N, C, S]` and offsets `[N, P, T]`.
+pub fn gather_sum_params(
+    x: &[i64],
+    off: &[i64],
+    weighted: bool,
+) -> [i64; onnxc_runtime::gather::PARAMS] {
+    [x[0], x[1], x[2], off[1], off[2], weighted as i64]
 }
 
 /// The pass: folds every foldable node in topological order.

@@ -562,6 +562,13 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
             Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
             Op::Resize(r) => (StepKind::Resize(r.clone()), n.inputs.clone(), id),
+            Op::GatherSum { weighted } => (
+                StepKind::GatherSum {
+                    weighted: *weighted,
+                },
+                n.inputs.clone(),
+                id,
+            ),
             Op::TopK { axis, k, largest } => (
                 StepKind::TopK {
                     axis: *axis,

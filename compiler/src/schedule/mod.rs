@@ -116,6 +116,10 @@ pub enum StepKind {
     Gelu,
     /// Resize of the last two axes with compile-time taps (`onnxc_resize_f32`).
     Resize(onnxc_runtime::resize::ResizeGeometry),
+    /// Weighted gathers from float32 planes (`onnxc_gather_sum_f32`).
+    GatherSum {
+        weighted: bool,
+    },
     /// Positions of the k best elements along `axis` (`onnxc_topk`), int64.
     TopK {
         axis: usize,
@@ -313,6 +317,7 @@ impl Schedule {
                 StepKind::TopK { axis, k, largest } => {
                     format!("topk axis={axis} k={k} largest={largest}")
                 }
+                StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();
