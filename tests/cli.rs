@@ -982,12 +982,38 @@ fn loops_that_cannot_be_unrolled_are_reported() {
         vec![int_tensor("m", 7, &[], &[3])],
         13,
     );
-    compile_error(
-        &d,
-        "runtime_cond_fallible",
-        &m,
-        &["'lp'", "can fail at run time", "'pick'"],
+    // Its gather fails the run only in iterations the loop runs.
+    let p = d.join("runtime_cond_fallible.onnx");
+    save(&m, &p);
+    let (xin, tin, iin) = (d.join("lx.pb"), d.join("lt.pb"), d.join("li.pb"));
+    save_tensor(&f32_tensor("x", &[4], &[1.0, 2.0, 3.0, 4.0]), &xin);
+    save_tensor(&int_tensor("idx", 7, &[4], &[9, 9, 9, 9]), &iin);
+    save_tensor(&int_tensor("t", 9, &[], &[0]), &tin);
+    let out = run_model(
+        &[
+            p.as_os_str(),
+            xin.as_os_str(),
+            tin.as_os_str(),
+            iin.as_os_str(),
+        ],
+        &d.join("stopped"),
     );
+    assert_eq!(out[0].to_f64s(), [1.0, 2.0, 3.0, 4.0]);
+    save_tensor(&int_tensor("t", 9, &[], &[1]), &tin);
+    let e = run_fails(&p, &[&xin, &tin, &iin], &d.join("runs"));
+    assert!(e.contains("index"), "{e}");
+    save_tensor(&int_tensor("idx", 7, &[4], &[1, 0, 3, 2]), &iin);
+    let out = run_model(
+        &[
+            p.as_os_str(),
+            xin.as_os_str(),
+            tin.as_os_str(),
+            iin.as_os_str(),
+        ],
+        &d.join("three"),
+    );
+    // Three gathers by the permutation [1, 0, 3, 2] (the condition passes through).
+    assert_eq!(out[0].to_f64s(), [2.0, 1.0, 4.0, 3.0]);
     // 4000 × 4000 iterations: the outer body's inner loop takes the model past the limit.
     let inner = with_graph(
         node("Loop", "inner", &["n", "", "v_in"], &["v_out"]),
@@ -1073,9 +1099,9 @@ fn loops_that_cannot_be_unrolled_are_reported() {
     );
 }
 
-/// An If on a run-time condition is computed by selecting between both branches, so it is
-/// refused, naming the node and why, when a branch could fail the run (a checked gather
-/// index) or when the branches give an output different shapes.
+/// An If on a run-time condition computes both branches and selects: a branch's checked
+/// gather fails the run only where the branch is taken; branches that give an output
+/// different shapes are refused, naming the node.
 #[test]
 fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
     let d = scratch("ifs");
@@ -1100,18 +1126,35 @@ fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
         )
     };
     let zero = || f32_tensor("zero", &[], &[0.0]);
-    // A gather at indices read from an input: may fail with ONNXC_ERR_INDEX.
+    // A gather at indices read from an input fails the run (ONNXC_ERR_INDEX) only where
+    // its branch is taken.
     let m = if_model(
         branch(vec![node("Gather", "pick", &["x", "idx"], &["t"])], "t", 4),
         branch(vec![node("Neg", "neg", &["x"], &["e"])], "e", 4),
         vec![zero()],
     );
-    compile_error(
-        &d,
-        "fallible",
-        &m,
-        &["'branchy'", "If", "can fail at run time", "'pick'"],
+    let p = d.join("fallible.onnx");
+    save(&m, &p);
+    let (xin, iin) = (d.join("x.pb"), d.join("idx.pb"));
+    let feed = |x: &[f32], idx: &[i64]| {
+        save_tensor(&f32_tensor("x", &[4], x), &xin);
+        save_tensor(&int_tensor("idx", 7, &[4], idx), &iin);
+    };
+    feed(&[1.0, 2.0, 3.0, 4.0], &[3, 2, 1, -4]);
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), iin.as_os_str()],
+        &d.join("taken"),
     );
+    assert_eq!(out[0].to_f64s(), [4.0, 3.0, 2.0, 1.0]);
+    feed(&[-1.0, -2.0, -3.0, -4.0], &[9, 9, 9, 9]);
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), iin.as_os_str()],
+        &d.join("untaken"),
+    );
+    assert_eq!(out[0].to_f64s(), [1.0, 2.0, 3.0, 4.0]);
+    feed(&[1.0, 2.0, 3.0, 4.0], &[9, 0, 0, 0]);
+    let e = run_fails(&p, &[&xin, &iin], &d.join("bad"));
+    assert!(e.contains("index"), "{e}");
     // Branch outputs of different shapes.
     let m = if_model(
         branch(vec![node("Neg", "neg", &["x"], &["t"])], "t", 4),

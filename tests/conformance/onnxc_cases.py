@@ -515,7 +515,8 @@ def if_runtime():
     (both branches computed, the taken one selected): one on `sum(x) > 0` and one on its
     negation, so that one takes its then_branch and the other its else_branch whatever the
     input; branches with convolutions, outer values, their own initializers, a constant
-    output, an output shared by both branches, and a run-time If nested in a branch."""
+    output, an output shared by both branches, a gather at data-dependent (checked) indices,
+    and a run-time If nested in a branch."""
     g = G(34)
     total = g.op("ReduceSum", ["x"], keepdims=0)
     pos = g.op("Greater", [total, g.const(np.float32(0))])
@@ -531,7 +532,11 @@ def if_runtime():
     def branches(tag):
         then_g = helper.make_graph(
             [helper.make_node("Conv", ["x", w, b], [f"c_{tag}"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", [f"c_{tag}"], [f"r_{tag}"]),
+             helper.make_node("Relu", [f"c_{tag}"], [f"r0_{tag}"]),
+             # A gather at data-dependent indices (checked at run time, only where taken).
+             helper.make_node("ArgMax", ["x"], [f"am_{tag}"], axis=3, keepdims=1),
+             helper.make_node("GatherElements", ["x", f"am_{tag}"], [f"g_{tag}"], axis=3),
+             helper.make_node("Add", [f"r0_{tag}", f"g_{tag}"], [f"r_{tag}"]),
              helper.make_node("Constant", [], [f"k_{tag}"], value=numpy_helper.from_array(np.arange(3, dtype=np.int64))),
              helper.make_node("Identity", [shared], [f"st_{tag}"])],
             f"then_{tag}", [],

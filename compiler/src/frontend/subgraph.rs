@@ -3,16 +3,17 @@
 //! values of the outer graph (`Importer::inline_body`).
 //!
 //! - `If` whose condition is a constant: the taken branch, once (`inline_if`); on a
-//!   run-time condition, both branches and a select (`if_convert`), where neither branch
-//!   can fail at run time.
+//!   run-time condition, both branches and a select (`if_convert`), each branch's run-time
+//!   checks made to fail the run only where it is taken (`guard_failures`).
 //! - `Loop` whose trip count is known at compile time, or whose condition folds to false
 //!   within `MAX_ITERATIONS`: the body once per iteration, carried values threaded from one
 //!   copy to the next, scan outputs stacked (`unroll_loop`). The condition the body computes
 //!   is constant-folded as the copy is built, so `while`-style loops over constants unroll
 //!   completely. Once the condition is a run-time value, the remaining iterations up to the
 //!   trip count are if-converted: each carried value keeps its old value unless the loop
-//!   is still running — exact when the body cannot fail at run time and keeps its carried
-//!   shapes, and the loop has no scan outputs (their length would be data-dependent).
+//!   is still running, its checks failing the run only while it runs — exact when the body
+//!   keeps its carried shapes and the loop has no scan outputs (their length would be
+//!   data-dependent).
 //! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
 //!   form and opset 9's): the body once per element, each copy reading its slice
 //!   (`unroll_scan`).
@@ -219,29 +220,101 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// The graph's nodes and assertions now, to tell later which nodes a subgraph added.
+    /// The graph's nodes now, to tell later which nodes a subgraph added.
     fn snapshot(&self) -> Snapshot {
         Snapshot {
-            nodes: self.g.node_ids().into_iter().collect(),
-            asserts: self.g.asserts.len(),
+            mark: self.g.added_count(),
         }
     }
 
-    /// Whether a node added since `before` can fail the run (`Op::can_fail`, or a new
-    /// assertion): then computing it where the model would not is not exact. Some(" (node)")
-    /// names the node when there is one.
-    fn can_fail_since(&self, before: &Snapshot) -> Option<String> {
-        let failing = self
-            .g
-            .node_ids()
-            .into_iter()
-            .filter(|id| !before.nodes.contains(id))
-            .find(|&id| self.g.node(id).op.can_fail());
-        match failing {
-            Some(id) => Some(format!(" ({})", self.g.node(id).origin)),
-            None if self.g.asserts.len() > before.asserts => Some(String::new()),
-            None => None,
+    /// Makes the nodes added since `before` fail the run only where `guard` (a one-element
+    /// bool) holds, so that computing them where the model would not (an untaken branch, an
+    /// iteration past the loop's end) is exact: an assertion asserts `!guard || x`, and a
+    /// map's checked indices stop failing (an out-of-range index reads element 0, as a
+    /// failing check does) while a new assertion fails the run, `ONNXC_ERR_INDEX`, where
+    /// `guard` holds and one of them is out of range. Returns the node that cannot be guarded
+    /// this way (a checked index inside a reduction or scatter), if any.
+    fn guard_failures(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        before: &Snapshot,
+        guard: ValueId,
+    ) -> Result<Option<String>> {
+        use crate::ir::expr::ExprKind;
+        fn defuse(e: &E, checks: &mut Vec<E>) -> E {
+            expr::rewrite(e, &mut |x| match &x.kind {
+                ExprKind::CheckIndex { index, bound } => {
+                    let idx = defuse(index, checks);
+                    let b = *bound;
+                    let ok = expr::and(
+                        expr::ge(idx.clone(), expr::i(-b)),
+                        expr::lt(idx.clone(), expr::i(b)),
+                    );
+                    checks.push(ok.clone());
+                    let wrapped = expr::select(
+                        expr::lt(idx.clone(), expr::i(0)),
+                        expr::add(idx.clone(), expr::i(b)),
+                        idx,
+                    );
+                    Some(expr::select(ok, wrapped, expr::i(0)))
+                }
+                _ => None,
+            })
         }
+        let guard_rank = self.g.value_type(guard).shape.len();
+        let new = self.g.added_since(before.mark);
+        for id in new {
+            let node = self.g.node(id);
+            let inputs = node.inputs.clone();
+            match node.op.clone() {
+                Op::Assert { .. } => {
+                    let v = inputs[0];
+                    let ty = self.g.value_type(v).clone();
+                    let vars: Vec<E> = (0..ty.shape.len() as u32).map(expr::var).collect();
+                    let body = expr::select(
+                        expr::load(DType::Bool, 0, vec![expr::i(0); guard_rank]),
+                        expr::load(DType::Bool, 1, vars),
+                        expr::konst(DType::Bool, Scalar::B(true)),
+                    );
+                    let guarded = self.helper_ctx(n, origin).map(
+                        DType::Bool,
+                        ty.shape,
+                        vec![guard, v],
+                        body,
+                    )?;
+                    let mut ins = inputs;
+                    ins[0] = guarded;
+                    self.g.set_inputs(id, ins);
+                }
+                Op::Map(m) if expr::can_fail(&m.body) => {
+                    let mut checks = Vec::new();
+                    let body = defuse(&m.body, &mut checks);
+                    let ty = self.g.node(id).outputs[0].clone();
+                    *self.g.op_mut(id) = Op::Map(crate::ir::graph::MapOp { body });
+                    let all = checks
+                        .into_iter()
+                        .reduce(expr::and)
+                        .expect("a checked index");
+                    let g_in = inputs.len() as u32;
+                    let valid = expr::select(
+                        expr::load(DType::Bool, g_in, vec![expr::i(0); guard_rank]),
+                        all,
+                        expr::konst(DType::Bool, Scalar::B(true)),
+                    );
+                    let mut ins = inputs;
+                    ins.push(guard);
+                    let mut ctx = self.helper_ctx(n, origin);
+                    let ok = ctx.map(DType::Bool, ty.shape, ins, valid)?;
+                    ctx.assert(ok, onnxc_runtime::abi::ONNXC_ERR_INDEX)?;
+                }
+                op if op.can_fail() => {
+                    return Ok(Some(format!(" ({})", self.g.node(id).origin)));
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
     }
 
     /// The value of an If node's condition when it is a constant.
@@ -272,10 +345,11 @@ impl Importer<'_> {
 
     /// An If on a run-time condition, if-converted: both branches are imported and computed,
     /// and each output selects the taken branch's value element by element. Exact — same
-    /// values, same return code — when neither branch can fail at run time (no checked
-    /// indices, no shape assertions: an untaken branch must not fail the run) and both give
-    /// each output one type and shape; otherwise the node is reported as unsupported. The
-    /// untaken branch's time is the price.
+    /// values, same return code — because each branch's checks (assertions, checked indices)
+    /// are guarded by the condition (`guard_failures`: an untaken branch never fails the run)
+    /// and both branches must give each output one type and shape; a checked index inside a
+    /// reduction or scatter, which is not guarded, is reported as unsupported. The untaken
+    /// branch's time is the price.
     pub(super) fn if_convert(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
         let cond = self.operand(n, origin, 0)?.ok_or_else(|| {
             Error::Model(format!("{origin}: the condition (input 0) is required"))
@@ -307,20 +381,37 @@ impl Importer<'_> {
                 )));
             }
         }
-        let before = self.snapshot();
-        let then_outs = self.inline_body(then_g, &[], origin, "then_branch")?;
-        let else_outs = self.inline_body(else_g, &[], origin, "else_branch")?;
-        if let Some(what) = self.can_fail_since(&before) {
-            return Err(self.unsupported_node(
-                n,
-                origin,
-                format!(
-                    "the condition is computed at run time and a branch can fail at run time{what}: \
-                     a checked index or a shape assertion; onnxc computes both branches of such an \
-                     If and selects, which is exact only for branches that cannot fail"
-                ),
-            ));
+        // Each branch's checks fail the run only where the branch is taken.
+        let not_cond = {
+            let body = expr::unary(
+                expr::UnOp::Not,
+                expr::load(DType::Bool, 0, vec![expr::i(0); ty.shape.len()]),
+            );
+            self.helper_ctx(n, origin)
+                .map(DType::Bool, vec![], vec![cond], body)?
+        };
+        let mut outs_of = Vec::with_capacity(2);
+        for (g, attr, guard) in [
+            (then_g, "then_branch", cond),
+            (else_g, "else_branch", not_cond),
+        ] {
+            let before = self.snapshot();
+            outs_of.push(self.inline_body(g, &[], origin, attr)?);
+            if let Some(what) = self.guard_failures(n, origin, &before, guard)? {
+                return Err(self.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "the condition is computed at run time and the {attr} holds a checked \
+                         index inside a reduction or scatter{what}; onnxc computes both \
+                         branches and can make only assertions and maps fail where a branch \
+                         is taken"
+                    ),
+                ));
+            }
         }
+        let else_outs = outs_of.pop().expect("else");
+        let then_outs = outs_of.pop().expect("then");
         let mut outs = Vec::with_capacity(then_outs.len());
         for (k, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
             let (ta, tb) = (self.g.value_type(a).clone(), self.g.value_type(b).clone());
@@ -487,7 +578,6 @@ impl Importer<'_> {
         let mut values = carried;
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
         // Nodes that existed before the first if-converted iteration.
-        let mut before_run_time: Option<Snapshot> = None;
         let mut i: i64 = 0;
         while running != Running::Known(false) && trip_count.is_none_or(|m| i < m) {
             if let Running::RunTime(_) = running {
@@ -508,9 +598,6 @@ impl Importer<'_> {
                          outputs is only known when it runs; onnxc needs static shapes",
                     ));
                 }
-                if before_run_time.is_none() {
-                    before_run_time = Some(self.snapshot());
-                }
             }
             self.count_iteration(n, origin, body, i as usize + 1)?;
             let shape = |r: usize| vec![1i64; r];
@@ -525,7 +612,23 @@ impl Importer<'_> {
             };
             let mut args = vec![iter_v, cond_v];
             args.extend(&values);
+            let before = self.snapshot();
             let outs = self.inline_body(body, &args, origin, "body")?;
+            // An if-converted iteration's checks fail the run only while the loop runs.
+            if let Running::RunTime(active) = running
+                && let Some(what) = self.guard_failures(n, origin, &before, active)?
+            {
+                return Err(self.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "its condition is computed at run time and its body holds a checked \
+                         index inside a reduction or scatter{what}; onnxc runs every iteration \
+                         up to the trip count and can make only assertions and maps fail where \
+                         the loop still runs"
+                    ),
+                ));
+            }
             let next = match scalar_of(self, outs[0], "condition the body computes")? {
                 Some(s) => Running::Known(s.as_bool()),
                 None => Running::RunTime(outs[0]),
@@ -556,20 +659,6 @@ impl Importer<'_> {
                 scans[k].push(v);
             }
             i += 1;
-        }
-        if let Some(before) = before_run_time
-            && let Some(what) = self.can_fail_since(&before)
-        {
-            return Err(self.unsupported_node(
-                n,
-                origin,
-                format!(
-                    "its condition is computed at run time and its body can fail at run \
-                     time{what}: a checked index or a shape assertion; onnxc runs every \
-                     iteration up to the trip count and keeps the values of those the \
-                     condition allows, which is exact only for bodies that cannot fail"
-                ),
-            ));
         }
         let mut results = values;
         for (k, elems) in scans.into_iter().enumerate() {
@@ -849,10 +938,9 @@ impl Importer<'_> {
     }
 }
 
-/// The nodes and assertion count of the graph at one point of the import.
+/// The nodes of the graph at one point of the import.
 struct Snapshot {
-    nodes: std::collections::HashSet<crate::ir::NodeId>,
-    asserts: usize,
+    mark: usize,
 }
 
 /// Whether a Loop runs on.

@@ -308,6 +308,8 @@ pub struct Graph {
     pub asserts: Vec<NodeId>,
     /// What the import noticed but compiled anyway (the driver prints them).
     pub warnings: Vec<String>,
+    /// Every node in the order it was added (`added_since`).
+    added: Vec<NodeId>,
 }
 
 impl Graph {
@@ -333,6 +335,7 @@ impl Graph {
             outputs,
             origin,
         }));
+        self.added.push(id);
         for (k, v) in inputs.iter().enumerate() {
             self.dag.add_edge(
                 v.node.0,
@@ -441,6 +444,20 @@ impl Graph {
 
     pub fn remove_node(&mut self, id: NodeId) {
         self.dag.remove_node(id.0);
+    }
+
+    /// How many nodes have been added so far: a mark for `added_since`.
+    pub fn added_count(&self) -> usize {
+        self.added.len()
+    }
+
+    /// The nodes added after `mark` (an `added_count`) that still exist, in order.
+    pub fn added_since(&self, mark: usize) -> Vec<NodeId> {
+        self.added[mark.min(self.added.len())..]
+            .iter()
+            .copied()
+            .filter(|&id| self.contains(id))
+            .collect()
     }
 
     pub fn node_ids(&self) -> Vec<NodeId> {
