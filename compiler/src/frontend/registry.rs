@@ -257,7 +257,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "If",
-        "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, which needs branches that cannot fail at run time (no checked indices or shape assertions) and one type and shape per output; no sequence or optional values",
+        "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, a branch's run-time checks failing the run only where it is taken (not for checked indices inside reductions or scatters); one type and shape per output; no sequence values",
     ),
     (
         "DFT",
@@ -330,7 +330,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ("OptionalGetElement", "tensors only (no sequences)"),
     (
         "Loop",
-        "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (bodies that cannot fail, no scan outputs); at most 4096 iterations; no sequence or optional values",
+        "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (the body's checks guarded by it; no scan outputs); at most 4096 iterations; no sequence values",
     ),
     (
         "Scan",
