@@ -31,8 +31,9 @@ Generators:
            clamps taps, not positions)
   topk     TopK over random shapes, axes and k, largest or smallest, float and int values
            with many ties
-  control  If on a condition computed from the input, Loop with a constant trip count and
-           a condition the body computes (if-converted iterations)
+  control  If on a condition computed from the input (a branch gathering at data-dependent
+           indices), Loop with a constant trip count and a condition the body computes
+           (if-converted iterations)
 
 Comparison: |onnxc - ort| <= 1e-4 * (|ort| + rms(ort)), with NaN equal to NaN (Winograd's
 rounding error is ~3e-5 of the output's RMS). Not part of `make test`; run it after changing
@@ -541,7 +542,12 @@ def control(rng):
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
              helper.make_node("Greater", ["s", "thr"], ["c"])]
     inits = [init("thr", np.array(rng.normal(), np.float32))]
-    then_g = helper.make_graph(chain("t", "x", "yt"), "then", [], [vi("yt", shape)])
+    # The then-branch also gathers at data-dependent (checked) indices.
+    then_nodes = chain("t", "x", "yt0") + [
+        helper.make_node("ArgMax", ["x"], ["am"], axis=1, keepdims=1),
+        helper.make_node("GatherElements", ["x", "am"], ["ge"], axis=1),
+        helper.make_node("Add", ["yt0", "ge"], ["yt"])]
+    then_g = helper.make_graph(then_nodes, "then", [], [vi("yt", shape)])
     else_g = helper.make_graph(chain("e", "x", "ye"), "else", [], [vi("ye", shape)])
     nodes.append(helper.make_node("If", ["c"], ["y_if"], then_branch=then_g, else_branch=else_g))
     # Loop: y <- f(y) * 1.3 + 0.2 while max|y| < limit, at most `trip` times.
