@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -792,13 +792,31 @@ def sequences_static():
     return m
 
 
+def segnet_unpool():
+    """SegNet's encoder-decoder step: MaxPool with its Indices output, a conv, MaxUnpool at
+    those indices (default and larger output_shape)."""
+    g = G(45)
+    x = g.conv("x", 8, 8, 3)
+    g.nodes.append(helper.make_node("MaxPool", [x], ["p", "ind"], kernel_shape=[2, 2], strides=[2, 2]))
+    y = g.conv("p", 8, 8, 3)
+    up = g.op("MaxUnpool", [y, "ind"], kernel_shape=[2, 2], strides=[2, 2])
+    big = g.op("MaxUnpool", [y, "ind", g.const(np.array([1, 8, 11, 13], np.int64), np.int64)], kernel_shape=[2, 2],
+               strides=[2, 2])
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[1, 8, 10, 12])],
+                              [_vi(up, shape=[1, 8, 10, 12]), _vi(big, shape=[1, 8, 11, 13])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
-         sequences_static]
+         sequences_static, segnet_unpool]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -820,9 +838,12 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # PyTorch, clamps each tap's index but not the sampling position; the reference, whose
 # results the backend tests hold, clamps the position first: up to 0.4 apart here); and the
 # DFT (onnxruntime's float32 FFT is off by up to 6e-5 on values of 10, the reference computes
-# in float64: onnxc's float32 product with float64-built twiddles is within 1e-6 of it).
+# in float64: onnxc's float32 product with float64-built twiddles is within 1e-6 of it); and
+# MaxUnpool with a larger output_shape (onnxruntime reads the indices as flat positions of
+# the larger output; the reference, and the backend test's expected output, place the
+# unpooled result in its leading corner).
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
-                    "test_audio_frontend"}
+                    "test_audio_frontend", "test_segnet_unpool"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -139,6 +139,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Split", data::split),
     ("Pad", data::pad),
     ("CenterCropPad", data::center_crop_pad),
+    ("MaxUnpool", data::max_unpool),
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
     ("TopK", sort::topk),
@@ -314,6 +315,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "ConcatFromSequence",
         "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+    ),
+    (
+        "MaxUnpool",
+        "a scatter of X at I's flat positions into zeros (positions checked at run time); output_shape constant or declared",
     ),
     (
         "CenterCropPad",
