@@ -127,18 +127,6 @@ impl Importer<'_> {
         Ok(())
     }
 
-    fn ctx_for<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
-        Ctx::new(
-            &mut self.g,
-            n,
-            origin.clone(),
-            origin.opset,
-            vec![],
-            self.dir,
-            self.opts.fold_limit,
-        )
-    }
-
     pub(super) fn sequence_op(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
         let attr_i = |name: &str| {
             n.attribute
@@ -261,7 +249,7 @@ impl Importer<'_> {
             "SequenceLength" => {
                 let s = self.seq_input(n, origin, 0)?;
                 let t = Tensor::from_i64s(vec![], &[s.items.len() as i64]);
-                let v = self.ctx_for(n, origin).constant(t);
+                let v = self.helper_ctx(n, origin).constant(t);
                 self.define_tensor(n, origin, v)
             }
             "ConcatFromSequence" => {
@@ -277,7 +265,7 @@ impl Importer<'_> {
                 }
                 let v = {
                     let items = s.items.clone();
-                    let mut ctx = self.ctx_for(n, origin);
+                    let mut ctx = self.helper_ctx(n, origin);
                     concat_items(&mut ctx, &items, axis, new_axis)?
                 };
                 self.define_tensor(n, origin, v)
@@ -309,7 +297,7 @@ impl Importer<'_> {
                 let keepdims = attr_i("keepdims").unwrap_or(1) != 0;
                 let elem = self.g.value_type(x).dtype;
                 let items = {
-                    let mut ctx = self.ctx_for(n, origin);
+                    let mut ctx = self.helper_ctx(n, origin);
                     split_items(&mut ctx, x, split, axis, keepdims)?
                 };
                 self.define_seq(n, origin, 0, Seq { elem, items })

@@ -49,7 +49,7 @@ impl Importer<'_> {
     }
 
     /// A builder context for helper nodes (slices, stacking) of the node `n`.
-    fn helper_ctx<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
+    pub(super) fn helper_ctx<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
         Ctx::new(
             &mut self.g,
             n,

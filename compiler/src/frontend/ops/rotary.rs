@@ -153,54 +153,44 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let mut parts = Vec::new();
     let mut outer = x4s[..3].to_vec();
-    if interleaved {
-        // [b, a1, a2, half, 2]: (real, imag) of pair i = (x[2i], x[2i + 1]).
+    // The rotated dims as a map over [b, a1, a2, …] whose last two axes pick the pair i and
+    // its half j (0: c·x1 − s·x2, 1: s·x1 + c·x2), reshaped to [b, a1, a2, rd]:
+    // - interleaved: [half, 2], the pair (x[2i], x[2i + 1]);
+    // - halves: [2, half], the pair (x[i], x[i + half]) — affine loads along the innermost
+    //   i, vectorized, one pass writing the result in order (two maps and a last-axis
+    //   Concat copied it once more: 0.23 → 0.21 ms on [1, 32, 128, 128]).
+    let (i, j, x1, x2, extents) = if interleaved {
         let (i, j) = (expr::var(3), expr::var(4));
         let two_i = expr::mul(i.clone(), expr::i(2));
         let x1 = x_at(two_i.clone());
-        let x2 = x_at(expr::add(two_i, expr::i(1)));
-        let (c, sn) = (cache_at(1, i.clone()), cache_at(2, i));
-        let real = expr::sub(
-            expr::mul(c.clone(), x1.clone()),
-            expr::mul(sn.clone(), x2.clone()),
-        );
-        let imag = expr::add(expr::mul(sn, x1), expr::mul(c, x2));
-        let body = expr::cast(
-            expr::select(expr::binary(expr::BinOp::Eq, j, expr::i(0)), real, imag),
-            dt,
-        );
-        let mut shape = outer.clone();
-        shape.extend([half, 2]);
-        let pairs = ctx.map(dt, known(&shape), vec![x4, cg, sg], body)?;
-        outer.push(rd);
-        parts.push(ctx.reshape(pairs, known(&outer))?);
-        outer.pop();
+        (i, j, x1, x_at(expr::add(two_i, expr::i(1))), [half, 2])
     } else {
-        // The two halves as an axis of their own, [b, a1, a2, 2, half]: half j = 0 is
-        // c·x1 − s·x2, j = 1 is s·x1 + c·x2, with x1 = x[i] and x2 = x[i + half] — affine
-        // loads along the innermost i, vectorized, and one pass writing the result in
-        // order (two maps and a last-axis Concat copied it once more: 0.23 → 0.21 ms on
-        // [1, 32, 128, 128]).
         let (j, i) = (expr::var(3), expr::var(4));
         let x1 = x_at(i.clone());
-        let x2 = x_at(expr::add(i.clone(), expr::i(half)));
-        let (c, sn) = (cache_at(1, i.clone()), cache_at(2, i));
-        let real = expr::sub(
-            expr::mul(c.clone(), x1.clone()),
-            expr::mul(sn.clone(), x2.clone()),
-        );
-        let imag = expr::add(expr::mul(sn, x1), expr::mul(c, x2));
-        let body = expr::cast(
-            expr::select(expr::binary(expr::BinOp::Eq, j, expr::i(0)), real, imag),
-            dt,
-        );
-        let mut shape = outer.clone();
-        shape.extend([2, half]);
-        let halves = ctx.map(dt, known(&shape), vec![x4, cg, sg], body)?;
-        outer.push(rd);
-        parts.push(ctx.reshape(halves, known(&outer))?);
-        outer.pop();
-    }
+        (
+            i.clone(),
+            j,
+            x1,
+            x_at(expr::add(i, expr::i(half))),
+            [2, half],
+        )
+    };
+    let (c, sn) = (cache_at(1, i.clone()), cache_at(2, i));
+    let real = expr::sub(
+        expr::mul(c.clone(), x1.clone()),
+        expr::mul(sn.clone(), x2.clone()),
+    );
+    let imag = expr::add(expr::mul(sn, x1), expr::mul(c, x2));
+    let body = expr::cast(
+        expr::select(expr::binary(expr::BinOp::Eq, j, expr::i(0)), real, imag),
+        dt,
+    );
+    let mut shape = outer.clone();
+    shape.extend(extents);
+    let rotated = ctx.map(dt, known(&shape), vec![x4, cg, sg], body)?;
+    outer.push(rd);
+    parts.push(ctx.reshape(rotated, known(&outer))?);
+    outer.pop();
     if rd < d {
         // The dims past the rotary ones pass through.
         let mut shape = outer.clone();
