@@ -8,8 +8,8 @@
 
 use super::Importer;
 use super::ctx::Ctx;
-use crate::error::{Error, Result, Unsupported};
-use crate::ir::dim::Dim;
+use crate::error::{Error, Result};
+use crate::ir::dim::shape_from;
 use crate::ir::expr::{self, E};
 use crate::ir::{DType, Op, Origin, Tensor, TypeInfo, ValueId};
 use onnxc_proto::NodeProto;
@@ -36,16 +36,6 @@ pub(super) const SEQUENCE_OPS: &[&str] = &[
 impl Importer<'_> {
     fn seq_err(&self, origin: &Origin, msg: impl std::fmt::Display) -> Error {
         Error::Model(format!("{origin}: {msg}"))
-    }
-
-    fn seq_unsupported(&self, n: &NodeProto, origin: &Origin, reason: impl Into<String>) -> Error {
-        Error::Unsupported(vec![Unsupported {
-            node: origin.name.clone(),
-            op_type: origin.op_type.clone(),
-            domain: n.domain.clone().unwrap_or_default(),
-            opset: origin.opset,
-            reason: reason.into(),
-        }])
     }
 
     /// Input `k` of `n` as a sequence.
@@ -90,7 +80,7 @@ impl Importer<'_> {
                     t.len()
                 ),
             )),
-            None => Err(self.seq_unsupported(
+            None => Err(self.unsupported_node(
                 n,
                 origin,
                 "the position is computed at run time; onnxc keeps sequences at compile time and \
@@ -114,19 +104,6 @@ impl Importer<'_> {
         Ok(())
     }
 
-    fn define_tensor(&mut self, n: &NodeProto, origin: &Origin, v: ValueId) -> Result<()> {
-        let Some(name) = n.output.first().filter(|s| !s.is_empty()) else {
-            return Ok(());
-        };
-        if !self.define(name.clone(), v) {
-            return Err(self.seq_err(
-                origin,
-                format!("writes '{name}', which this graph already defines; every ONNX value is assigned once"),
-            ));
-        }
-        Ok(())
-    }
-
     pub(super) fn sequence_op(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
         let attr_i = |name: &str| {
             n.attribute
@@ -145,7 +122,7 @@ impl Importer<'_> {
             "SequenceEmpty" => {
                 let code = attr_i("dtype").unwrap_or(1) as i32;
                 let elem = DType::from_onnx(code).ok_or_else(|| {
-                    self.seq_unsupported(
+                    self.unsupported_node(
                         n,
                         origin,
                         format!(
@@ -244,13 +221,13 @@ impl Importer<'_> {
                         ),
                     )
                 })?;
-                self.define_tensor(n, origin, s.items[at])
+                self.bind_outputs(n, origin, &[s.items[at]])
             }
             "SequenceLength" => {
                 let s = self.seq_input(n, origin, 0)?;
                 let t = Tensor::from_i64s(vec![], &[s.items.len() as i64]);
                 let v = self.helper_ctx(n, origin).constant(t);
-                self.define_tensor(n, origin, v)
+                self.bind_outputs(n, origin, &[v])
             }
             "ConcatFromSequence" => {
                 let s = self.seq_input(n, origin, 0)?;
@@ -268,7 +245,7 @@ impl Importer<'_> {
                     let mut ctx = self.helper_ctx(n, origin);
                     concat_items(&mut ctx, &items, axis, new_axis)?
                 };
-                self.define_tensor(n, origin, v)
+                self.bind_outputs(n, origin, &[v])
             }
             "SplitToSequence" => {
                 let x = self
@@ -285,7 +262,7 @@ impl Importer<'_> {
                             ));
                         }
                         None => {
-                            return Err(self.seq_unsupported(
+                            return Err(self.unsupported_node(
                                 n,
                                 origin,
                                 "split is computed at run time; onnxc needs the pieces' sizes at compile time",
@@ -307,10 +284,6 @@ impl Importer<'_> {
             ))),
         }
     }
-}
-
-fn known(d: &[i64]) -> Vec<Dim> {
-    d.iter().map(|&v| Dim::Known(v)).collect()
 }
 
 /// The tensors concatenated along `axis`, or stacked along a new one.
@@ -349,7 +322,7 @@ fn concat_items(ctx: &mut Ctx, items: &[ValueId], axis: i64, new_axis: bool) -> 
             )));
         }
         total += s[a];
-        parts.push(ctx.reshape(v, known(&s))?);
+        parts.push(ctx.reshape(v, shape_from(&s))?);
     }
     if parts.len() == 1 {
         return Ok(parts[0]);
@@ -363,7 +336,7 @@ fn concat_items(ctx: &mut Ctx, items: &[ValueId], axis: i64, new_axis: bool) -> 
     ctx.add(
         Op::Concat { axis: a },
         parts,
-        TypeInfo::new(dt, known(&out)),
+        TypeInfo::new(dt, shape_from(&out)),
     )
 }
 
@@ -428,10 +401,10 @@ fn split_items(
                 }
             })
             .collect();
-        let mut piece = ctx.map(dt, known(&shape), vec![x], expr::load(dt, 0, index))?;
+        let mut piece = ctx.map(dt, shape_from(&shape), vec![x], expr::load(dt, 0, index))?;
         if squeeze {
             shape.remove(a);
-            piece = ctx.reshape(piece, known(&shape))?;
+            piece = ctx.reshape(piece, shape_from(&shape))?;
         }
         items.push(piece);
         start += size;

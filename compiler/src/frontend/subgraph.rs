@@ -38,7 +38,12 @@ pub const MAX_ITERATIONS: usize = 4096;
 pub const MAX_UNROLLED_NODES: usize = 200_000;
 
 impl Importer<'_> {
-    fn unsupported_node(&self, n: &NodeProto, origin: &Origin, reason: impl Into<String>) -> Error {
+    pub(super) fn unsupported_node(
+        &self,
+        n: &NodeProto,
+        origin: &Origin,
+        reason: impl Into<String>,
+    ) -> Error {
         Error::Unsupported(vec![Unsupported {
             node: origin.name.clone(),
             op_type: origin.op_type.clone(),
@@ -205,7 +210,12 @@ impl Importer<'_> {
     }
 
     /// Binds the node's outputs to `outs` (an empty output name is skipped).
-    fn bind_outputs(&mut self, n: &NodeProto, origin: &Origin, outs: &[ValueId]) -> Result<()> {
+    pub(super) fn bind_outputs(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        outs: &[ValueId],
+    ) -> Result<()> {
         for (name, &v) in n.output.iter().zip(outs) {
             if name.is_empty() {
                 continue;

@@ -1455,7 +1455,7 @@ pub fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Some(_) => expr::konst(dt, Scalar::zero(dt)),
         None => load,
     };
-    let shape = out.iter().map(|&d| Dim::Known(d)).collect();
+    let shape = crate::ir::dim::shape_from(&out);
     Ok(vec![ctx.map(dt, shape, vec![x], body)?])
 }
 
@@ -1517,10 +1517,10 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let dt = ctx.dtype(x);
     let total: i64 = inferred.iter().product();
-    let shape: Vec<Dim> = inferred.iter().map(|&d| Dim::Known(d)).collect();
+    let shape: Vec<Dim> = crate::ir::dim::shape_from(&inferred);
     if total == 0 || xs.iter().product::<i64>() == 0 {
         // Nothing to write: zeros of the output shape.
-        let oshape: Vec<Dim> = out.iter().map(|&d| Dim::Known(d)).collect();
+        let oshape: Vec<Dim> = crate::ir::dim::shape_from(&out);
         return Ok(vec![ctx.map(
             dt,
             oshape,
@@ -1576,6 +1576,6 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::load(dt, 0, at),
         expr::konst(dt, Scalar::zero(dt)),
     );
-    let oshape: Vec<Dim> = out.iter().map(|&d| Dim::Known(d)).collect();
+    let oshape: Vec<Dim> = crate::ir::dim::shape_from(&out);
     Ok(vec![ctx.map(dt, oshape, vec![y], body)?])
 }

@@ -23,7 +23,7 @@
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
-use crate::ir::dim::Dim;
+use crate::ir::dim::{Dim, shape_from};
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::{DType, ValueId};
 
@@ -180,8 +180,7 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // The taps depend on the output position, not the channel: per spatial dim, tables of
     // their indices (−1 for a `zeros` tap outside the input) and weights over
     // [N, O1, …, Or, taps], computed once, read by the per-channel sum below.
-    let mut table_shape: Vec<Dim> = vec![Dim::Known(xs[0])];
-    table_shape.extend(gs[1..=r].iter().map(|&v| Dim::Known(v)));
+    let mut table_shape = shape_from(&gs[..=r]);
     table_shape.push(Dim::Known(taps_per_dim as i64));
     // Output vars (n, c, o…) → table vars (n, o…): c is not used by the taps.
     let mut remap: Vec<E> = vec![expr::var(0), expr::i(0)];
@@ -287,21 +286,11 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     // Per channel: Σ_t weight · X[n, c, offset] (0 for an offset of −1), X seen as
     // [N, C, plane]: for float32, the runtime's tiled gather kernel; otherwise a map.
-    let xv = ctx.reshape(
-        x,
-        vec![Dim::Known(xs[0]), Dim::Known(xs[1]), Dim::Known(plane)],
-    )?;
+    let xv = ctx.reshape(x, shape_from(&[xs[0], xs[1], plane]))?;
     if dt == DType::F32 && ct == DType::F32 {
         let positions: i64 = gs[1..=r].iter().product();
         let flat = |ctx: &mut Ctx, v: ValueId| {
-            ctx.reshape(
-                v,
-                vec![
-                    Dim::Known(xs[0]),
-                    Dim::Known(positions),
-                    Dim::Known(combos as i64),
-                ],
-            )
+            ctx.reshape(v, shape_from(&[xs[0], positions, combos as i64]))
         };
         let mut operands = vec![xv, flat(ctx, offsets)?];
         if let Some(w) = weights {
@@ -312,12 +301,9 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 weighted: weights.is_some(),
             },
             operands,
-            crate::ir::TypeInfo::new(
-                dt,
-                vec![Dim::Known(xs[0]), Dim::Known(xs[1]), Dim::Known(positions)],
-            ),
+            crate::ir::TypeInfo::new(dt, shape_from(&[xs[0], xs[1], positions])),
         )?;
-        let shape: Vec<Dim> = out_shape.iter().map(|&v| Dim::Known(v)).collect();
+        let shape: Vec<Dim> = shape_from(&out_shape);
         return Ok(vec![ctx.reshape(y, shape)?]);
     }
     let mut main_inputs = vec![xv, offsets];
@@ -354,7 +340,7 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         });
     }
     let body = expr::cast(sum.expect("one tap"), dt);
-    let shape: Vec<Dim> = out_shape.iter().map(|&v| Dim::Known(v)).collect();
+    let shape: Vec<Dim> = shape_from(&out_shape);
     Ok(vec![ctx.map(dt, shape, main_inputs, body)?])
 }
 
@@ -577,7 +563,7 @@ pub fn affine_grid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             Some(acc) => expr::add(acc, term),
         });
     }
-    let mut out: Vec<Dim> = dims.iter().map(|&d| Dim::Known(d)).collect();
+    let mut out: Vec<Dim> = shape_from(&dims);
     out.push(Dim::Known(r as i64));
     Ok(vec![ctx.map(
         dt,

@@ -8,7 +8,7 @@ use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
 use crate::frontend::ops::activation as act;
 use crate::ir::ValueId;
-use crate::ir::dim::Dim;
+use crate::ir::dim::shape_from;
 use crate::ir::expr::{self, BinOp};
 
 fn required_f(ctx: &Ctx, name: &str) -> Result<f64> {
@@ -130,11 +130,6 @@ pub fn crop(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             expr::add(expr::var(3), expr::i(left)),
         ],
     );
-    let shape = vec![
-        Dim::Known(xs[0]),
-        Dim::Known(xs[1]),
-        Dim::Known(h),
-        Dim::Known(w),
-    ];
+    let shape = shape_from(&[xs[0], xs[1], h, w]);
     Ok(vec![ctx.map(dt, shape, vec![x], body)?])
 }

@@ -14,7 +14,7 @@
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
-use crate::ir::dim::Dim;
+use crate::ir::dim::shape_from;
 use crate::ir::expr::{self, E};
 use crate::ir::{DType, Op, TypeInfo, ValueId};
 
@@ -99,7 +99,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let three_d = xs.len() == 3;
     let (x4, seq_var) = if three_d {
         let heads = xs[2] / d;
-        (ctx.reshape(x, known(&[b, s, heads, d]))?, 1u32)
+        (ctx.reshape(x, shape_from(&[b, s, heads, d]))?, 1u32)
     } else {
         (x, 2u32)
     };
@@ -115,7 +115,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 expr::load(DType::I64, 0, vec![expr::var(0), expr::var(1)]),
                 cs[0],
             );
-            Some(ctx.map(DType::I64, known(&[b, s]), vec![p], body)?)
+            Some(ctx.map(DType::I64, shape_from(&[b, s]), vec![p], body)?)
         }
         None => None,
     };
@@ -135,7 +135,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             ),
             None => (expr::load(dt, 0, vec![bv, sv, iv]), vec![cache]),
         };
-        ctx.map(ct, known(&[b, s, half]), inputs, expr::cast(body, ct))
+        ctx.map(ct, shape_from(&[b, s, half]), inputs, expr::cast(body, ct))
     };
     let (cg, sg) = (rows(ctx, cos)?, rows(ctx, sin)?);
     let vars: Vec<E> = (0..4u32).map(expr::var).collect();
@@ -187,9 +187,9 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     );
     let mut shape = outer.clone();
     shape.extend(extents);
-    let rotated = ctx.map(dt, known(&shape), vec![x4, cg, sg], body)?;
+    let rotated = ctx.map(dt, shape_from(&shape), vec![x4, cg, sg], body)?;
     outer.push(rd);
-    parts.push(ctx.reshape(rotated, known(&outer))?);
+    parts.push(ctx.reshape(rotated, shape_from(&outer))?);
     outer.pop();
     if rd < d {
         // The dims past the rotary ones pass through.
@@ -200,7 +200,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             idx.push(expr::add(vars[3].clone(), expr::i(rd)));
             idx
         });
-        parts.push(ctx.map(dt, known(&shape), vec![x4], body)?);
+        parts.push(ctx.map(dt, shape_from(&shape), vec![x4], body)?);
     }
     let mut shape = outer.clone();
     shape.push(d);
@@ -210,12 +210,8 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         ctx.add(
             Op::Concat { axis: 3 },
             parts,
-            TypeInfo::new(dt, known(&shape)),
+            TypeInfo::new(dt, shape_from(&shape)),
         )?
     };
-    Ok(vec![ctx.reshape(y4, known(&xs))?])
-}
-
-fn known(d: &[i64]) -> Vec<Dim> {
-    d.iter().map(|&v| Dim::Known(v)).collect()
+    Ok(vec![ctx.reshape(y4, shape_from(&xs))?])
 }

@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
-use crate::ir::dim::Dim;
+use crate::ir::dim::{Dim, shape_from};
 use crate::ir::expr::{self, E};
 use crate::ir::{DType, Op, Tensor, TypeInfo, ValueId};
 
@@ -79,7 +79,7 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let largest = ctx.opset < 11 || ctx.attr_i_or("largest", 1)? != 0;
     let mut out_shape = shape.clone();
     out_shape[axis] = k;
-    let dims: Vec<Dim> = out_shape.iter().map(|&d| Dim::Known(d)).collect();
+    let dims: Vec<Dim> = shape_from(&out_shape);
     if k == 0 {
         let values = ctx.constant(Tensor::new(dt, out_shape.clone(), vec![]));
         let indices = ctx.constant(Tensor::new(DType::I64, out_shape, vec![]));

@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
-use crate::ir::dim::Dim;
+use crate::ir::dim::shape_from;
 use crate::ir::expr;
 use crate::ir::{DType, Scalar, Tensor, ValueId};
 use std::f64::consts::PI;
@@ -113,10 +113,6 @@ fn apply(ctx: &mut Ctx, rows: ValueId, w: Vec<f64>, cols: usize) -> Result<Value
         &vals,
     ));
     crate::frontend::ops::linalg::matmul_values(ctx, rows, wv, false, false)
-}
-
-fn known(d: &[i64]) -> Vec<Dim> {
-    d.iter().map(|&v| Dim::Known(v)).collect()
 }
 
 /// A constant integer scalar operand (one element).
@@ -264,20 +260,12 @@ pub fn dft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             Some(prev) => {
                 let dt = ctx.dtype(y);
                 let vars: Vec<_> = (0..r as u32).map(expr::var).collect();
-                let ax1 = {
-                    let v = expr::load(DType::I64, 0, vec![expr::i(0)]);
-                    expr::select(
-                        expr::lt(v.clone(), expr::i(0)),
-                        expr::add(v.clone(), expr::i(r as i64)),
-                        v,
-                    )
-                };
                 let body = expr::select(
-                    expr::binary(expr::BinOp::Eq, ax1, expr::i(a as i64)),
+                    expr::binary(expr::BinOp::Eq, ax(), expr::i(a as i64)),
                     expr::load(dt, 1, vars.clone()),
                     expr::load(dt, 2, vars),
                 );
-                ctx.map(dt, known(&declared), vec![flat, y, prev], body)?
+                ctx.map(dt, shape_from(&declared), vec![flat, y, prev], body)?
             }
         });
     }
@@ -300,13 +288,13 @@ fn dft_along(ctx: &mut Ctx, x: ValueId, xs: &[i64], a: usize, spec: &DftSpec) ->
     let moved = build::transpose(ctx, x, &perm)?;
     let outer: Vec<i64> = perm[..r - 2].iter().map(|&d| xs[d]).collect();
     let m: i64 = outer.iter().product();
-    let rows = ctx.reshape(moved, known(&[m, l * c_in as i64]))?;
+    let rows = ctx.reshape(moved, shape_from(&[m, l * c_in as i64]))?;
     let w = dft_matrix(ctx, kind, l as usize, c_in, n as usize, k as usize, c_out)?;
     let y = apply(ctx, rows, w, k as usize * c_out)?;
     let mut ys = outer.clone();
     ys.push(k);
     ys.push(c_out as i64);
-    let y = ctx.reshape(y, known(&ys))?;
+    let y = ctx.reshape(y, shape_from(&ys))?;
     // Back to the input's order: the axis returns to position a.
     let mut inv = vec![0usize; r];
     for (pos, &d) in perm.iter().enumerate() {
@@ -422,8 +410,8 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
         None => sample,
     };
-    let framed = ctx.map(dt, known(&[b, frames, fl, c_in]), inputs, body)?;
-    let rows = ctx.reshape(framed, known(&[b * frames, fl * c_in]))?;
+    let framed = ctx.map(dt, shape_from(&[b, frames, fl, c_in]), inputs, body)?;
+    let rows = ctx.reshape(framed, shape_from(&[b * frames, fl * c_in]))?;
     let w = dft_matrix(
         ctx,
         Kind::Forward,
@@ -434,7 +422,7 @@ pub fn stft(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         2,
     )?;
     let y = apply(ctx, rows, w, k as usize * 2)?;
-    Ok(vec![ctx.reshape(y, known(&[b, frames, k, 2]))?])
+    Ok(vec![ctx.reshape(y, shape_from(&[b, frames, k, 2]))?])
 }
 
 #[derive(Copy, Clone)]
