@@ -1426,3 +1426,19 @@ fn sequences_need_constant_positions_and_stay_inside_the_graph() {
         &["'at'", "position 3 is outside a sequence of 1"],
     );
 }
+
+/// A run-time shape operand is checked against the declared shape element by element; one
+/// with fewer values than the declared rank would have been read past its end, so it is a
+/// model error naming the node.
+#[test]
+fn a_shape_operand_shorter_than_the_declared_rank_is_an_error() {
+    let d = scratch("shortshape");
+    let m = model(
+        vec![node("ConstantOfShape", "fill", &["s"], &["y"])],
+        vec![value_info("s", 7, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2), D::N(3), D::N(4)])],
+        vec![],
+        13,
+    );
+    compile_error(&d, "short", &m, &["'fill'", "holds 2 values", "needs 3"]);
+}

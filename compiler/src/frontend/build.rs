@@ -306,8 +306,16 @@ pub fn at(input: u32, k: i64) -> E {
 }
 
 /// Asserts that the flat i64 value `v` equals `expected` element-wise (ONNXC_ERR_SHAPE).
+/// `v` must hold `expected.len()` values (a model error otherwise: the check reads each).
 pub fn assert_equals(ctx: &mut Ctx, v: ValueId, expected: &[i64]) -> Result<()> {
     let n = expected.len() as i64;
+    let len = ctx.known_shape(v)?.iter().product::<i64>();
+    if len != n {
+        return Err(ctx.err(format!(
+            "a run-time shape operand holds {len} values; the shape the model declares \
+             needs {n} ({expected:?})"
+        )));
+    }
     let e = ctx.constant(crate::ir::Tensor::from_i64s(vec![n], expected));
     let cond = expr::binary(
         expr::BinOp::Eq,
