@@ -214,16 +214,19 @@ fn heap_select<K: Key>(
 mod tests {
     use super::*;
 
-    fn topk_f32(
-        x: &[f32],
+    /// `onnxc_topk` over `x` (elements of ONNX type `dtype`) seen as [outer, n, inner].
+    fn topk<T>(
+        dtype: i64,
+        x: &[T],
         outer: usize,
         n: usize,
         inner: usize,
         k: usize,
         largest: bool,
     ) -> Vec<i64> {
+        assert_eq!(x.len(), outer * n * inner);
         let params = [
-            1,
+            dtype,
             outer as i64,
             n as i64,
             inner as i64,
@@ -242,6 +245,17 @@ mod tests {
             )
         };
         idx
+    }
+
+    fn topk_f32(
+        x: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
+        k: usize,
+        largest: bool,
+    ) -> Vec<i64> {
+        topk(1, x, outer, n, inner, k, largest)
     }
 
     #[test]
@@ -308,18 +322,7 @@ mod tests {
     #[test]
     fn integer_types_keep_their_range() {
         let x: [u64; 3] = [u64::MAX, 1, u64::MAX - 1];
-        let params = [13, 1, 3, 1, 2, 1];
-        let mut idx = [0i64; 2];
-        let mut scratch = [0i64; 3];
-        // SAFETY: buffers sized as the parameters say.
-        unsafe {
-            onnxc_topk(
-                params.as_ptr(),
-                x.as_ptr() as *const u8,
-                idx.as_mut_ptr(),
-                scratch.as_mut_ptr(),
-            )
-        };
+        let idx = topk(13, &x, 1, 3, 1, 2, true);
         assert_eq!(idx, [0, 2]);
     }
 }
