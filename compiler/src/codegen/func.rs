@@ -2,7 +2,7 @@
 //! stores whose loads are contiguous or uniform run four lanes at a time.
 
 use super::Imports;
-use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp};
+use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, depends_on, linear_coeff};
 use crate::ir::graph::ReduceKind;
 use crate::ir::{DType, Scalar};
 use crate::loops::{Arg, BufId, Loc, Program, Stmt};
@@ -1737,40 +1737,6 @@ fn mentions_acc(e: &E) -> bool {
     let mut used = Vec::new();
     crate::ir::expr::used_inputs(e, &mut used);
     used.contains(&EPILOGUE_ACC)
-}
-
-/// Whether `e` mentions loop variable `var` (memoized over the DAG).
-fn depends_on(e: &E, var: u32) -> bool {
-    fn go(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> bool {
-        if let Some(&d) = memo.get(&Arc::as_ptr(e)) {
-            return d;
-        }
-        let d = match &e.kind {
-            ExprKind::Var(v) => *v == var,
-            _ => e.children().iter().any(|c| go(c, var, memo)),
-        };
-        memo.insert(Arc::as_ptr(e), d);
-        d
-    }
-    go(e, var, &mut HashMap::new())
-}
-
-/// `Some(c)` if `e` is `c·var + (terms free of var)`; `None` if it depends on `var` otherwise.
-pub fn linear_coeff(e: &E, var: u32) -> Option<i64> {
-    if !depends_on(e, var) {
-        return Some(0);
-    }
-    match &e.kind {
-        ExprKind::Var(_) => Some(1),
-        ExprKind::Binary(BinOp::Add, a, b) => Some(linear_coeff(a, var)? + linear_coeff(b, var)?),
-        ExprKind::Binary(BinOp::Sub, a, b) => Some(linear_coeff(a, var)? - linear_coeff(b, var)?),
-        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_const(), b.as_const()) {
-            (Some(c), _) => Some(c.as_i64() * linear_coeff(b, var)?),
-            (_, Some(c)) => Some(c.as_i64() * linear_coeff(a, var)?),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 pub fn step_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signature {

@@ -520,6 +520,40 @@ pub fn can_fail(e: &E) -> bool {
     go(e, &mut std::collections::HashSet::new())
 }
 
+/// Whether `e` mentions loop variable `var` (memoized over the DAG).
+pub fn depends_on(e: &E, var: u32) -> bool {
+    fn go(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> bool {
+        if let Some(&d) = memo.get(&Arc::as_ptr(e)) {
+            return d;
+        }
+        let d = match &e.kind {
+            ExprKind::Var(v) => *v == var,
+            _ => e.children().iter().any(|c| go(c, var, memo)),
+        };
+        memo.insert(Arc::as_ptr(e), d);
+        d
+    }
+    go(e, var, &mut HashMap::new())
+}
+
+/// `Some(c)` if `e` is `c·var + (terms free of var)`; `None` if it depends on `var` otherwise.
+pub fn linear_coeff(e: &E, var: u32) -> Option<i64> {
+    if !depends_on(e, var) {
+        return Some(0);
+    }
+    match &e.kind {
+        ExprKind::Var(_) => Some(1),
+        ExprKind::Binary(BinOp::Add, a, b) => Some(linear_coeff(a, var)? + linear_coeff(b, var)?),
+        ExprKind::Binary(BinOp::Sub, a, b) => Some(linear_coeff(a, var)? - linear_coeff(b, var)?),
+        ExprKind::Binary(BinOp::Mul, a, b) => match (a.as_const(), b.as_const()) {
+            (Some(c), _) => Some(c.as_i64() * linear_coeff(b, var)?),
+            (_, Some(c)) => Some(c.as_i64() * linear_coeff(a, var)?),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Counts nodes in the DAG (shared nodes once): a size measure for fusion heuristics.
 pub fn dag_size(e: &E) -> usize {
     let mut seen = std::collections::HashSet::new();
