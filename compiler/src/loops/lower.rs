@@ -316,7 +316,10 @@ fn collapse_reduce_loops(loops: &mut Vec<(u32, i64)>, body: &mut E) {
                     _ => false,
                 }
             }),
-            _ => e.children().into_iter().all(|c| mergeable(c, a, b, eb, seen)),
+            _ => e
+                .children()
+                .into_iter()
+                .all(|c| mergeable(c, a, b, eb, seen)),
         }
     }
     let mut k = 0;

@@ -6,6 +6,8 @@
 
 use crate::gemm::{self, BSource, Epilogue, MR, NR, pack};
 
+#[cfg(target_arch = "x86_64")]
+mod depthwise512;
 mod pixel_major;
 
 /// Geometry of one convolution (NC[spatial] layout).
@@ -139,8 +141,9 @@ impl ConvGeometry {
     }
 
     fn depthwise_scratch(&self) -> usize {
-        // Whichever path the running CPU takes (`conv_f32`): channel-blocked (outputs up to
-        // 64×64 with AVX-512, small planes otherwise) or plane by plane.
+        // Whichever path the running CPU takes (`conv_f32`): in place (AVX-512, horizontal
+        // stride 1 or 2: no scratch), channel-blocked (AVX2, small planes otherwise) or
+        // plane by plane.
         let blocked = match self.depthwise_blocked_dims() {
             Some((hp, wp)) => (hp * wp + self.osize() + self.ksize()) * DW_BLOCK,
             None => 0,
@@ -159,8 +162,8 @@ impl ConvGeometry {
 
     /// Padded extents (rows, columns) of the channel-blocked depthwise path
     /// (`depthwise_blocked`), for 2-D depthwise convs with at least half a block of
-    /// channels. `conv_f32` takes it for outputs up to 64×64 with AVX-512 (16×16 register
-    /// transposes in and out) and for small planes otherwise, where per-plane setup would
+    /// channels. `conv_f32` takes it with AVX2 (8×8 register transposes in and out) while
+    /// its buffer fits in L2, and for small planes otherwise, where per-plane setup would
     /// dominate their few outputs.
     fn depthwise_blocked_dims(&self) -> Option<(usize, usize)> {
         if self.input.len() != 2 || !self.is_depthwise() || self.m < DW_BLOCK as i64 / 2 {
@@ -938,12 +941,6 @@ const DW_BLOCK: usize = 16;
 /// 1.8× faster, 14×14 equal, 28×28 2× slower).
 const DW_BLOCKED_MAX_OUT: usize = 100;
 
-/// Largest output plane the AVX-512 channel-blocked kernel takes. Measured on MobileNet's
-/// depthwise layers against the plane path: 56×56 outputs equal (stride 1) or 8% faster
-/// (stride 2), 28×28 and smaller 1.3-3× faster, 112×112 (stride 1) 17% slower — its
-/// channel-last buffer no longer fits in L2.
-const DW_BLOCKED_MAX_OUT_AVX512: usize = 64 * 64;
-
 /// Largest channel-last buffer (padded input plus output cells of 16 channels) the AVX2
 /// channel-blocked kernel takes. Measured on Zen 3 (512 KB L2) against the plane path, in
 /// MobileNet: 56×56 stride 1 (6500 cells) 0.35 → 0.28 ms, 28×28 and smaller 1.5-3× faster,
@@ -1153,165 +1150,6 @@ fn transpose16(r: &mut [std::arch::x86_64::__m512; 16]) {
     }
 }
 
-/// `depthwise_blocked` in AVX-512 registers, for every plane size: the block's 16 planes go
-/// channel-last through 16×16 register transposes (16 columns of an input row at a time),
-/// each output position is `kh·kw` FMAs on whole 16-channel vectors (no lane waste, no
-/// split rows), and the result comes back to planes through the same transpose with the
-/// epilogue, 16 positions at a time. The scalar transposes of the portable version limited
-/// it to ≤ 100 outputs; this one replaces the plane-by-plane path up to
-/// `DW_BLOCKED_MAX_OUT_AVX512` outputs (which ran MobileNet's and ShuffleNet's depthwise
-/// layers 1.5-3× slower than onnxruntime's channel-blocked ones).
-///
-/// # Safety
-/// As `conv_f32` for a depthwise geometry with `dims = depthwise_blocked_dims()`; AVX-512F
-/// present.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_blocked_avx512(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (hp, wp): (usize, usize),
-) {
-    use std::arch::x86_64::*;
-    const B: usize = DW_BLOCK;
-    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
-    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
-    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
-    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
-    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
-    let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
-    let chans = g.m as usize;
-    let (xc, yc, wt) = (
-        scratch,
-        scratch.wrapping_add(hp * wp * B),
-        scratch.wrapping_add((hp * wp + osz) * B),
-    );
-    // Input rows and columns inside the padded extents.
-    let rows = ih.min(hp.saturating_sub(p0));
-    let cols = iw.min(wp.saturating_sub(p1));
-    let lanes = |n: usize| -> __mmask16 {
-        if n >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << n) - 1) as u16
-        }
-    };
-    let (lo_v, hi_v) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-    // SAFETY (whole body): xc holds hp·wp, yc osz and wt ks 16-float cells (scratch sized by
-    // depthwise_scratch()); planes are read and written only at positions inside them (the
-    // last vector of a row or plane masked); every tap of every output lies inside the
-    // padded extents.
-    unsafe {
-        // Padding cells stay zero for every block; interior cells are rewritten per block.
-        std::slice::from_raw_parts_mut(xc, hp * wp * B).fill(0.0);
-        for b in 0..g.n as usize {
-            let mut c0 = 0;
-            while c0 < chans {
-                let nc = B.min(chans - c0);
-                let bv = block_weights(
-                    w,
-                    bias,
-                    c0,
-                    nc,
-                    std::slice::from_raw_parts_mut(wt.cast::<[f32; B]>(), ks),
-                );
-                let bias_v = _mm512_loadu_ps(bv.as_ptr());
-                let xb = x.add((b * g.c as usize + c0) * isz);
-                // 1. Planes → channel-last, 16 columns of a row at a time.
-                for r in 0..rows {
-                    let mut j = 0;
-                    while j < cols {
-                        let n = (cols - j).min(16);
-                        let m = lanes(n);
-                        let mut v = [_mm512_setzero_ps(); 16];
-                        for (c, vc) in v.iter_mut().enumerate().take(nc) {
-                            *vc = _mm512_maskz_loadu_ps(m, xb.add(c * isz + r * iw + j));
-                        }
-                        transpose16(&mut v);
-                        let d = xc.add(((r + p0) * wp + p1 + j) * B);
-                        for (q, vq) in v.iter().enumerate().take(n) {
-                            _mm512_storeu_ps(d.add(q * B), *vq);
-                        }
-                        j += n;
-                    }
-                }
-                // 2. Every output position: its taps as 16-channel FMAs (3×3: the nine weight
-                //    vectors stay in registers).
-                if (kh, kw) == (3, 3) {
-                    let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(wt.add(t * B)));
-                    for oy in 0..oh {
-                        let rows3: [*const f32; 3] = std::array::from_fn(|ky| {
-                            xc.add((oy * s0 + ky * d0) * wp * B).cast_const()
-                        });
-                        for ox in 0..ow {
-                            let mut acc = bias_v;
-                            for (ky, r) in rows3.iter().enumerate() {
-                                for kx in 0..3 {
-                                    let v = _mm512_loadu_ps(r.add((ox * s1 + kx * d1) * B));
-                                    acc = _mm512_fmadd_ps(wv[ky * 3 + kx], v, acc);
-                                }
-                            }
-                            _mm512_storeu_ps(yc.add((oy * ow + ox) * B), acc);
-                        }
-                    }
-                } else {
-                    for oy in 0..oh {
-                        for ox in 0..ow {
-                            let mut acc = bias_v;
-                            for ky in 0..kh {
-                                let row = (oy * s0 + ky * d0) * wp + ox * s1;
-                                for kx in 0..kw {
-                                    let v = _mm512_loadu_ps(xc.add((row + kx * d1) * B));
-                                    let wv = _mm512_loadu_ps(wt.add((ky * kw + kx) * B));
-                                    acc = _mm512_fmadd_ps(wv, v, acc);
-                                }
-                            }
-                            _mm512_storeu_ps(yc.add((oy * ow + ox) * B), acc);
-                        }
-                    }
-                }
-                // 3. Channel-last → planes with the epilogue, 16 positions at a time.
-                let yb = y.add((b * chans + c0) * osz);
-                let rb = if residual.is_null() {
-                    residual
-                } else {
-                    residual.add((b * chans + c0) * osz)
-                };
-                let mut p = 0;
-                while p < osz {
-                    let n = (osz - p).min(16);
-                    let m = lanes(n);
-                    let mut v = [_mm512_setzero_ps(); 16];
-                    for (q, vq) in v.iter_mut().enumerate().take(n) {
-                        *vq = _mm512_loadu_ps(yc.add((p + q) * B));
-                    }
-                    transpose16(&mut v);
-                    for (c, vc) in v.iter().enumerate().take(nc) {
-                        let mut o = *vc;
-                        if !rb.is_null() {
-                            o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m, rb.add(c * osz + p)));
-                        }
-                        // max(lo, o) / min(hi, o): a NaN goes through (`crate::clamp_ep`).
-                        o = _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, o));
-                        _mm512_mask_storeu_ps(yb.add(c * osz + p), m, o);
-                    }
-                    p += n;
-                }
-                c0 += B;
-            }
-        }
-    }
-}
-
 /// Transposes an 8×8 block of floats held as 8 row vectors.
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -1344,7 +1182,7 @@ fn transpose8(r: &mut [std::arch::x86_64::__m256; 8]) {
     }
 }
 
-/// `depthwise_blocked_avx512` with AVX2: the 16-channel block as two 8-channel halves,
+/// `depthwise_blocked` with AVX2: the 16-channel block as two 8-channel halves,
 /// planes to channel-last and back through 8×8 register transposes, each half's output
 /// positions with its kernel taps' weight vectors in registers (3×3).
 ///
@@ -1934,15 +1772,15 @@ pub unsafe fn conv_f32(
 ) {
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
     if g.is_depthwise() {
-        if let Some(dims) = g.depthwise_blocked_dims() {
-            #[cfg(target_arch = "x86_64")]
-            if crate::isa::avx512() && g.osize() <= DW_BLOCKED_MAX_OUT_AVX512 {
+        #[cfg(target_arch = "x86_64")]
+        if crate::isa::avx512() {
+            if depthwise512::supported(g) {
                 // SAFETY: AVX-512 detected; forwarded contract.
-                unsafe {
-                    depthwise_blocked_avx512(g, x, w, bias, residual, lo, hi, y, scratch, dims)
-                };
+                unsafe { depthwise512::depthwise(g, x, w, bias, residual, lo, hi, y) };
                 return;
             }
+        }
+        if let Some(dims) = g.depthwise_blocked_dims() {
             #[cfg(target_arch = "x86_64")]
             if crate::isa::avx2() && dims.0 * dims.1 + g.osize() <= DW_BLOCKED_MAX_CELLS_AVX2 {
                 // SAFETY: AVX2 and FMA detected; forwarded contract.
@@ -2329,6 +2167,20 @@ mod tests {
             // Plane by plane: rows wider than a vector at stride 2, rows of whole vectors.
             geom(1, 32, 32, 32, &[40, 37], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
             geom(1, 16, 16, 16, &[32, 32], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // In place (AVX-512, `depthwise512`): 3×3/1 with partial strips and a last block
+            // of 3 rows, output wider than the input (padding 2), 5×5/1, 3×3/2 with a partial
+            // last strip and odd heights, unpadded; the one-row loops: 3×5, vertical stride
+            // 2, 1×1 and 7×7 at stride 2; stride 3 (the phase path).
+            geom(1, 20, 20, 20, &[19, 37], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(2, 5, 5, 5, &[9, 18], &[3, 3], &[1, 1], &[1, 1], &[2, 2]),
+            geom(1, 8, 8, 8, &[23, 17], &[5, 5], &[1, 1], &[1, 1], &[2, 2]),
+            geom(1, 8, 8, 8, &[57, 50], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+            geom(1, 4, 4, 4, &[9, 40], &[3, 3], &[2, 2], &[1, 1], &[0, 0]),
+            geom(1, 6, 6, 6, &[11, 21], &[3, 5], &[1, 1], &[1, 1], &[1, 2]),
+            geom(1, 4, 4, 4, &[10, 20], &[3, 3], &[2, 1], &[1, 1], &[1, 1]),
+            geom(1, 16, 16, 16, &[9, 33], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+            geom(1, 4, 4, 4, &[30, 40], &[7, 7], &[2, 2], &[1, 1], &[3, 3]),
+            geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[3, 3], &[1, 1], &[1, 1]),
             geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
             geom(
                 1,

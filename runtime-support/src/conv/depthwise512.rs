@@ -1,0 +1,517 @@
+//! 2-D depthwise convolution in AVX-512 registers, reading the input planes in place: no
+//! zero-padded copy and no transposes. Padding columns are handled by masked loads (an
+//! AVX-512 load suppresses faults on masked-off lanes, so a vector that starts before or
+//! ends after a row reads only its valid lanes), padding rows by skipping them, and the
+//! epilogue (bias, residual, clamp) is applied on the way out.
+//!
+//! Outputs go 16 columns of a row per vector, strip by strip (the strip's column masks
+//! computed once). The common kernels — 3×3 and 5×5 at stride 1, 3×3 at stride 2,
+//! undilated — are register-blocked over several output rows: each input row vector is
+//! loaded once per block and feeds every output row whose window covers it (3×3 at stride
+//! 1 over 8 rows: 30 loads for 72 FMAs instead of one load per FMA), weights stay in
+//! registers, and blocks whose rows are all inside the plane skip the row checks. At
+//! stride 2 the even and odd input columns come from three loaded vectors through lane
+//! permutes. Other kernels, strides (horizontal 1 or 2) and dilations take a one-row loop
+//! with a load per tap.
+//!
+//! Zen 5, one channel plane after another (µs per layer, onnxruntime's NCHWc kernels in
+//! MobileNet/ShuffleNet in brackets): 3×3/1 32×112² 70 (96), 128×56² 69 (95), 256×28² 31
+//! (55), 512×14² 18 (35), 136×28² 16 (25), 544×7² 12 (11); 3×3/2 64×112² 68 (64), 128×56²
+//! 29 (34), 112×56² 25 (24), 256×28² 14 (21). The transposing channel-blocked kernel it
+//! replaces ran 1.4-3× slower (it stays for AVX2). Narrow planes waste lanes (7 of 16 at
+//! 7×7), which is where it is weakest.
+
+use super::ConvGeometry;
+use std::arch::x86_64::*;
+
+const L: usize = 16;
+/// Output rows per register block of the stride-2 kernel (more spilled registers).
+const R: usize = 4;
+/// Widest kernel row at horizontal stride 2 (its taps come from three loaded vectors).
+const MAX_KW_S2: usize = 17;
+
+/// Whether the in-place kernels take this geometry (2-D depthwise, horizontal stride 1 —
+/// any dilation — or 2 — undilated, kernel rows up to `MAX_KW_S2`).
+pub(super) fn supported(g: &ConvGeometry) -> bool {
+    if g.input.len() != 2 || !g.is_depthwise() || g.ksize() == 0 {
+        return false;
+    }
+    if g.output.iter().chain(&g.input).any(|&d| d <= 0)
+        || g.strides[0] < 1
+        || g.dilations.iter().any(|&d| d < 1)
+        || g.pads.iter().any(|&p| p < 0)
+    {
+        return false;
+    }
+    match g.strides[1] {
+        1 => true,
+        2 => g.dilations[1] == 1 && g.kernel[1] as usize <= MAX_KW_S2,
+        _ => false,
+    }
+}
+
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= L {
+        0xFFFF
+    } else {
+        ((1u32 << n) - 1) as u16
+    }
+}
+
+/// Lanes `l` of a vector starting at column `c` (of a row of `w` columns) with `0 ≤ c + l < w`.
+#[inline(always)]
+fn col_mask(c: isize, w: isize) -> __mmask16 {
+    let lo = (-c).clamp(0, L as isize) as u32;
+    let hi = (w - c).clamp(0, L as isize) as u32;
+    if hi <= lo {
+        0
+    } else {
+        (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16
+    }
+}
+
+/// The convolution (every batch and channel).
+///
+/// # Safety
+/// AVX-512F/BW/DQ/VL and FMA present; `supported(g)`; `x`, `y` (and `residual` unless null)
+/// hold the geometry's tensors, `w` `m·ksize` weights, `bias` null or `m` floats.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+) {
+    let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
+    let chans = g.m as usize;
+    let undilated = g.dilations == [1, 1];
+    let k = (g.kernel[0], g.kernel[1]);
+    let s = (g.strides[0], g.strides[1]);
+    // SAFETY (whole body): the caller's contract; plane offsets inside the tensors.
+    unsafe {
+        for b in 0..g.n as usize {
+            for ch in 0..chans {
+                let plane = b * chans + ch;
+                let ep = Ep {
+                    bias: _mm512_set1_ps(if bias.is_null() { 0.0 } else { *bias.add(ch) }),
+                    lo: _mm512_set1_ps(lo),
+                    hi: _mm512_set1_ps(hi),
+                    resid: if residual.is_null() {
+                        residual
+                    } else {
+                        residual.add(plane * osz)
+                    },
+                };
+                let xp = x.add((b * g.c as usize + ch) * isz);
+                let wp = w.add(ch * ks);
+                let yp = y.add(plane * osz);
+                match (undilated, k, s) {
+                    (true, (3, 3), (1, 1)) => plane_s1::<3, 2, 8>(g, xp, wp, yp, &ep),
+                    (true, (5, 5), (1, 1)) => plane_s1::<5, 2, 4>(g, xp, wp, yp, &ep),
+                    (true, (3, 3), (2, 2)) => plane_s2_3x3(g, xp, wp, yp, &ep),
+                    _ if g.strides[1] == 2 => rows_s2_plane(g, xp, wp, yp, &ep),
+                    _ => rows_s1_plane(g, xp, wp, yp, &ep),
+                }
+            }
+        }
+    }
+}
+
+/// Per-plane epilogue: bias, residual plane (or null), clamp bounds.
+struct Ep {
+    bias: __m512,
+    lo: __m512,
+    hi: __m512,
+    resid: *const f32,
+}
+
+impl Ep {
+    /// Stores chunk `acc` (bias already in it) at `y + at` for the lanes of `m`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+    unsafe fn store(&self, y: *mut f32, at: usize, m: __mmask16, acc: __m512) {
+        // SAFETY: the caller's lanes are inside the output (and residual) plane.
+        unsafe {
+            let mut v = acc;
+            if !self.resid.is_null() {
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, self.resid.add(at)));
+            }
+            // max(lo, v) / min(hi, v): a NaN in v goes through (`crate::clamp_ep`).
+            v = _mm512_min_ps(self.hi, _mm512_max_ps(self.lo, v));
+            _mm512_mask_storeu_ps(y.add(at), m, v);
+        }
+    }
+}
+
+/// Weights of a K×K kernel as broadcast vectors.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn kernel_vectors<const K: usize>(w: *const f32) -> [[__m512; K]; K] {
+    // SAFETY: w holds K·K taps (the caller's contract); AVX-512F (the callers' features).
+    std::array::from_fn(|ky| {
+        std::array::from_fn(|kx| unsafe { _mm512_set1_ps(*w.add(ky * K + kx)) })
+    })
+}
+
+/// A plane of a K×K, stride-1, undilated depthwise conv: per block of `RB` output rows and
+/// strip of 16 columns, each of the `RB + K − 1` input rows is loaded once per tap column
+/// and accumulated into every output row it reaches. 3×3 runs 8-row blocks (8 rows ×
+/// 2 accumulators + 9 weights stay in registers; 15% faster than 4 rows × 3).
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn plane_s1<const K: usize, const NA: usize, const RB: usize>(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    ep: &Ep,
+) {
+    let (ih, iw) = (g.input[0] as isize, g.input[1] as usize);
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (p0, p1) = (g.pads[0] as isize, g.pads[1] as isize);
+    // SAFETY: the caller's contract (w holds the channel's K·K taps).
+    let wv = unsafe { kernel_vectors::<K>(w) };
+    for ox in (0..ow).step_by(L) {
+        let m: [__mmask16; K] =
+            std::array::from_fn(|kx| col_mask(ox as isize - p1 + kx as isize, iw as isize));
+        let out_m = lanes(ow - ox);
+        let mut oy = 0;
+        while oy < oh {
+            let rows = RB.min(oh - oy);
+            let iy0 = oy as isize - p0;
+            let blk = Blk {
+                x,
+                iw,
+                ih,
+                iy0,
+                c0: ox as isize - p1,
+                y,
+                at: oy * ow + ox,
+                ow,
+                out_m,
+            };
+            // Every tap row of the block inside the plane: no row checks.
+            let interior = iy0 >= 0 && iy0 + (rows + K - 1) as isize <= ih;
+            // SAFETY: the block's rows and lanes are inside the planes (masks, row checks).
+            unsafe {
+                if rows == RB && interior {
+                    block_s1::<K, RB, NA, false>(&blk, &m, &wv, ep)
+                } else if rows == RB {
+                    block_s1::<K, RB, NA, true>(&blk, &m, &wv, ep)
+                } else {
+                    // The last block of the plane.
+                    match rows {
+                        7 => block_s1::<K, 7, NA, true>(&blk, &m, &wv, ep),
+                        6 => block_s1::<K, 6, NA, true>(&blk, &m, &wv, ep),
+                        5 => block_s1::<K, 5, NA, true>(&blk, &m, &wv, ep),
+                        4 => block_s1::<K, 4, NA, true>(&blk, &m, &wv, ep),
+                        3 => block_s1::<K, 3, NA, true>(&blk, &m, &wv, ep),
+                        2 => block_s1::<K, 2, NA, true>(&blk, &m, &wv, ep),
+                        _ => block_s1::<K, 1, NA, true>(&blk, &m, &wv, ep),
+                    }
+                }
+            }
+            oy += rows;
+        }
+    }
+}
+
+/// Where one register block reads and writes.
+struct Blk {
+    /// Input plane, its width and height.
+    x: *const f32,
+    iw: usize,
+    ih: isize,
+    /// Input row of the block's first tap row (may be negative: padding).
+    iy0: isize,
+    /// Input column of the strip's first tap (may be negative: padding).
+    c0: isize,
+    /// Output plane, offset of the block's first output, row pitch, lanes of the strip.
+    y: *mut f32,
+    at: usize,
+    ow: usize,
+    out_m: __mmask16,
+}
+
+/// `RR` output rows × 16 columns of a K×K stride-1 conv. Each output row sums into `NA`
+/// accumulators (tap column mod NA), so no FMA chain is longer than ⌈K/NA⌉·K: with one
+/// accumulator per row, a 3×3 block's chains (9 FMAs of 4 cycles) bounded it at half the
+/// FMA rate.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn block_s1<const K: usize, const RR: usize, const NA: usize, const CHECK: bool>(
+    b: &Blk,
+    m: &[__mmask16; K],
+    wv: &[[__m512; K]; K],
+    ep: &Ep,
+) {
+    // SAFETY (whole body): AVX-512F (the callers' features); row iy of the plane, lanes
+    // outside it masked off; the strip's lanes of each output row.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); NA]; RR];
+        for a in acc.iter_mut() {
+            a[0] = ep.bias;
+        }
+        // Input row i of the block feeds output row r through kernel row i − r.
+        for i in 0..RR + K - 1 {
+            let iy = b.iy0 + i as isize;
+            if CHECK && (iy < 0 || iy >= b.ih) {
+                continue;
+            }
+            let row = b.x.wrapping_offset(iy * b.iw as isize + b.c0);
+            for kx in 0..K {
+                let v = _mm512_maskz_loadu_ps(m[kx], row.wrapping_add(kx));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    if i >= r && i - r < K {
+                        a[kx % NA] = _mm512_fmadd_ps(wv[i - r][kx], v, a[kx % NA]);
+                    }
+                }
+            }
+        }
+        for (r, a) in acc.into_iter().enumerate() {
+            let mut sum = a[0];
+            for &p in &a[1..] {
+                sum = _mm512_add_ps(sum, p);
+            }
+            ep.store(b.y, b.at + r * b.ow, b.out_m, sum);
+        }
+    }
+}
+
+/// A plane of a 3×3, stride-2, undilated depthwise conv: per block of `R` output rows and
+/// strip of 16 columns, each of the `2R + 1` input rows is three masked loads (the strip's
+/// 33 input columns), split into even columns, odd columns and even columns shifted by
+/// one (taps 0, 1, 2) by lane permutes, and accumulated into the one or two output rows
+/// it reaches.
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn plane_s2_3x3(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, ep: &Ep) {
+    let (ih, iw) = (g.input[0] as isize, g.input[1] as usize);
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (p0, p1) = (g.pads[0] as isize, g.pads[1] as isize);
+    // SAFETY: the caller's contract (w holds the channel's 9 taps).
+    let wv = unsafe { kernel_vectors::<3>(w) };
+    for ox in (0..ow).step_by(L) {
+        let c0 = 2 * ox as isize - p1;
+        // The third vector contributes its first column only.
+        let m = [
+            col_mask(c0, iw as isize),
+            col_mask(c0 + L as isize, iw as isize),
+            col_mask(c0 + 2 * L as isize, iw as isize) & 1,
+        ];
+        let out_m = lanes(ow - ox);
+        let mut oy = 0;
+        while oy < oh {
+            let rows = R.min(oh - oy);
+            let iy0 = 2 * oy as isize - p0;
+            let blk = Blk {
+                x,
+                iw,
+                ih,
+                iy0,
+                c0,
+                y,
+                at: oy * ow + ox,
+                ow,
+                out_m,
+            };
+            let interior = iy0 >= 0 && iy0 + (2 * rows + 1) as isize <= ih;
+            // SAFETY: the block's rows and lanes are inside the planes (masks, row checks).
+            unsafe {
+                match (rows, interior) {
+                    (4, true) => block_s2_3x3::<4, false>(&blk, &m, &wv, ep),
+                    (4, _) => block_s2_3x3::<4, true>(&blk, &m, &wv, ep),
+                    (3, _) => block_s2_3x3::<3, true>(&blk, &m, &wv, ep),
+                    (2, _) => block_s2_3x3::<2, true>(&blk, &m, &wv, ep),
+                    _ => block_s2_3x3::<1, true>(&blk, &m, &wv, ep),
+                }
+            }
+            oy += rows;
+        }
+    }
+}
+
+/// `RR` output rows × 16 columns of a 3×3 stride-2 conv (input rows outside the plane
+/// skipped when `CHECK`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn block_s2_3x3<const RR: usize, const CHECK: bool>(
+    b: &Blk,
+    m: &[__mmask16; 3],
+    wv: &[[__m512; 3]; 3],
+    ep: &Ep,
+) {
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    let mut acc = [ep.bias; RR];
+    // Input row i of the block feeds output row r through kernel row i − 2r.
+    for i in 0..2 * RR + 1 {
+        let iy = b.iy0 + i as isize;
+        if CHECK && (iy < 0 || iy >= b.ih) {
+            continue;
+        }
+        // SAFETY: row iy of the plane; lanes outside it are masked off.
+        let (v0, v1, v2) = unsafe {
+            let row = b.x.wrapping_offset(iy * b.iw as isize + b.c0);
+            (
+                _mm512_maskz_loadu_ps(m[0], row),
+                _mm512_maskz_loadu_ps(m[1], row.wrapping_add(L)),
+                _mm512_maskz_loadu_ps(m[2], row.wrapping_add(2 * L)),
+            )
+        };
+        let e = _mm512_permutex2var_ps(v0, even, v1);
+        let taps = [
+            e,
+            _mm512_permutex2var_ps(v0, odd, v1),
+            _mm512_permutex2var_ps(e, next, v2),
+        ];
+        for (r, a) in acc.iter_mut().enumerate() {
+            if i >= 2 * r && i - 2 * r < 3 {
+                for (kx, t) in taps.iter().enumerate() {
+                    *a = _mm512_fmadd_ps(wv[i - 2 * r][kx], *t, *a);
+                }
+            }
+        }
+    }
+    for (r, a) in acc.into_iter().enumerate() {
+        // SAFETY: the strip's lanes of output row r.
+        unsafe { ep.store(b.y, b.at + r * b.ow, b.out_m, a) };
+    }
+}
+
+/// Input row `iy` of output row `oy`'s tap row `ky`, if inside the plane.
+#[inline(always)]
+fn tap_row(g: &ConvGeometry, oy: usize, ky: usize) -> Option<usize> {
+    let iy =
+        (oy * g.strides[0] as usize + ky * g.dilations[0] as usize) as isize - g.pads[0] as isize;
+    (0..g.input[0] as isize)
+        .contains(&iy)
+        .then_some(iy as usize)
+}
+
+/// `Rows` at horizontal stride 1: per output row, 16 outputs per vector, one masked load
+/// per tap.
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn rows_s1_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, ep: &Ep) {
+    let iw = g.input[1] as usize;
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
+    let d1 = g.dilations[1] as isize;
+    let p1 = g.pads[1] as isize;
+    let per_row = ow.div_ceil(L);
+    for oy in 0..oh {
+        for c in 0..per_row {
+            let ox = c * L;
+            let out_m = lanes(ow - ox);
+            let (mut acc0, mut acc1) = (ep.bias, _mm512_setzero_ps());
+            for ky in 0..kh {
+                let Some(iy) = tap_row(g, oy, ky) else {
+                    continue;
+                };
+                // SAFETY: row iy of the plane; lanes outside [0, iw) are masked off.
+                let row = unsafe { x.add(iy * iw) };
+                for kx in 0..kw {
+                    let c0 = ox as isize + kx as isize * d1 - p1;
+                    let m = col_mask(c0, iw as isize) & out_m;
+                    // SAFETY: tap (ky, kx) of the channel's kernel; masked load.
+                    let (wt, v) = unsafe {
+                        (
+                            _mm512_set1_ps(*w.add(ky * kw + kx)),
+                            _mm512_maskz_loadu_ps(m, row.wrapping_offset(c0)),
+                        )
+                    };
+                    if kx % 2 == 0 {
+                        acc0 = _mm512_fmadd_ps(wt, v, acc0);
+                    } else {
+                        acc1 = _mm512_fmadd_ps(wt, v, acc1);
+                    }
+                }
+            }
+            // SAFETY: lanes of out_m are inside the output row.
+            unsafe { ep.store(y, oy * ow + ox, out_m, _mm512_add_ps(acc0, acc1)) };
+        }
+    }
+}
+
+/// `Rows` at horizontal stride 2: per output row, 16 outputs per vector; the 32 + kw input
+/// columns they read are three masked loads, split into even and odd columns by lane
+/// permutes, and tap kx takes the even (kx even) or odd run shifted by ⌊kx/2⌋ lanes.
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn rows_s2_plane(g: &ConvGeometry, x: *const f32, w: *const f32, y: *mut f32, ep: &Ep) {
+    let iw = g.input[1] as isize;
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
+    let p1 = g.pads[1] as isize;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // Shift by j lanes across (lo, hi): lanes j..j+16 of their concatenation.
+    let shift: [__m512i; MAX_KW_S2 / 2 + 1] =
+        std::array::from_fn(|j| _mm512_add_epi32(_mm512_set1_epi32(j as i32), lane_ids()));
+    let per_row = ow.div_ceil(L);
+    for c in 0..per_row {
+        let ox = c * L;
+        let out_m = lanes(ow - ox);
+        // Input columns 2·ox − p1 .. + 48 in three vectors; only those inside the row load.
+        let c0 = 2 * ox as isize - p1;
+        let m: [__mmask16; 3] = std::array::from_fn(|k| col_mask(c0 + (k * L) as isize, iw));
+        for oy in 0..oh {
+            let (mut acc0, mut acc1) = (ep.bias, _mm512_setzero_ps());
+            for ky in 0..kh {
+                let Some(iy) = tap_row(g, oy, ky) else {
+                    continue;
+                };
+                // SAFETY: row iy; lanes outside the row are masked off.
+                let (v0, v1, v2) = unsafe {
+                    let r = x.add(iy * iw as usize).wrapping_offset(c0);
+                    (
+                        _mm512_maskz_loadu_ps(m[0], r),
+                        _mm512_maskz_loadu_ps(m[1], r.wrapping_add(L)),
+                        _mm512_maskz_loadu_ps(m[2], r.wrapping_add(2 * L)),
+                    )
+                };
+                let zero = _mm512_setzero_ps();
+                let e_lo = _mm512_permutex2var_ps(v0, even, v1);
+                let o_lo = _mm512_permutex2var_ps(v0, odd, v1);
+                let e_hi = _mm512_permutex2var_ps(v2, even, zero);
+                let o_hi = _mm512_permutex2var_ps(v2, odd, zero);
+                for kx in 0..kw {
+                    let (lo, hi) = if kx % 2 == 0 {
+                        (e_lo, e_hi)
+                    } else {
+                        (o_lo, o_hi)
+                    };
+                    let j = kx / 2;
+                    let v = if j == 0 {
+                        lo
+                    } else {
+                        _mm512_permutex2var_ps(lo, shift[j], hi)
+                    };
+                    // SAFETY: tap (ky, kx) of the channel's kernel.
+                    let wt = _mm512_set1_ps(unsafe { *w.add(ky * kw + kx) });
+                    if kx % 2 == 0 {
+                        acc0 = _mm512_fmadd_ps(wt, v, acc0);
+                    } else {
+                        acc1 = _mm512_fmadd_ps(wt, v, acc1);
+                    }
+                }
+            }
+            // SAFETY: lanes of out_m are inside the output row.
+            unsafe { ep.store(y, oy * ow + ox, out_m, _mm512_add_ps(acc0, acc1)) };
+        }
+    }
+}
+
+#[inline(always)]
+fn lane_ids() -> __m512i {
+    // SAFETY: AVX-512F (the callers' target features).
+    unsafe { _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) }
+}
