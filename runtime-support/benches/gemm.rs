@@ -245,6 +245,7 @@ fn conv_layers(peak: f64) {
             pads: vec![pad, pad],
             wide_simd: onnxc_runtime::isa::wide_simd(),
             no_winograd: false,
+            input_planes: Vec::new(),
         };
         let x = data((c * hw * hw) as usize);
         let w = data((m * c * k * k) as usize);
@@ -361,6 +362,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
         pads: vec![pad, pad],
         wide_simd: onnxc_runtime::isa::wide_simd(),
         no_winograd: false,
+        input_planes: Vec::new(),
     };
     let u = |v: i64| v as usize;
     let bg = BlockedConv {
@@ -827,6 +829,7 @@ fn orientation_experiment(peak: f64) {
                 pads: vec![0, 0],
                 wide_simd: true,
                 no_winograd: false,
+                input_planes: Vec::new(),
             };
             let wpv = g.pack_weights(&w);
             let mut wp = Buf::zeros(wpv.len());
@@ -897,6 +900,7 @@ fn experiment() {
         pads: vec![3, 3],
         wide_simd: onnxc_runtime::isa::wide_simd(),
         no_winograd: false,
+        input_planes: Vec::new(),
     };
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);

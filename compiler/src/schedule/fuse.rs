@@ -703,7 +703,13 @@ fn kernel_step(
     };
     let mut inputs = vec![operand(s, n.inputs[0])];
     let (kind, out_node) = match &n.op {
-        Op::Conv(c) => (StepKind::Conv(c.clone()), id),
+        Op::Conv(c) => (
+            StepKind::Conv {
+                op: c.clone(),
+                input_planes: None,
+            },
+            id,
+        ),
         Op::MatMul(m) => (
             StepKind::MatMul {
                 op: m.clone(),

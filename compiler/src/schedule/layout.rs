@@ -182,7 +182,10 @@ impl Pass<'_> {
 
     fn step(&mut self, st: Step) {
         let converted = match &st.kind {
-            StepKind::Conv(c) => self.conv(&st, c),
+            StepKind::Conv {
+                op: c,
+                input_planes: None,
+            } => self.conv(&st, c),
             StepKind::Pool(p) => {
                 let x = st.inputs[0];
                 let ok = p.kernel.len() == 2
@@ -243,6 +246,7 @@ impl Pass<'_> {
             pads: c.pads_begin.clone(),
             wide_simd: self.opts.wide_simd,
             no_winograd: self.opts.no_winograd || c.exact,
+            input_planes: Vec::new(),
         };
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;

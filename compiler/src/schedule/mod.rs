@@ -79,7 +79,13 @@ pub enum StepKind {
         op: MatMulOp,
         views: [Option<StridedView>; 2],
     },
-    Conv(ConvOp),
+    /// A convolution (`onnxc_conv_f32`); for a depthwise one, `input_planes` maps each
+    /// channel to the element offset of the input plane it reads in each image (a channel
+    /// permutation absorbed by `views.rs`), None: the plane of the same channel.
+    Conv {
+        op: ConvOp,
+        input_planes: Option<Vec<i64>>,
+    },
     /// A convolution into a channel-blocked output, from a blocked input (or a plain one,
     /// `plain_input`: a first convolution over an image), with a blocked residual
     /// (`onnxc_conv_nchwc_f32`; see `layout.rs`).
@@ -266,9 +272,20 @@ impl Schedule {
                     }
                     t
                 }
-                StepKind::Conv(c) => format!(
-                    "conv group={} strides={:?} pads={:?}/{:?}",
-                    c.group, c.strides, c.pads_begin, c.pads_end
+                StepKind::Conv {
+                    op: c,
+                    input_planes,
+                } => format!(
+                    "conv group={} strides={:?} pads={:?}/{:?}{}",
+                    c.group,
+                    c.strides,
+                    c.pads_begin,
+                    c.pads_end,
+                    if input_planes.is_some() {
+                        " (channels gathered)"
+                    } else {
+                        ""
+                    }
                 ),
                 StepKind::ConvBlocked {
                     conv: c,

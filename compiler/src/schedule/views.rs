@@ -9,7 +9,7 @@
 //! input in place: the operand becomes a `StridedView` of it, and a transpose no other step
 //! reads is dropped.
 
-use super::{Schedule, StepKind, Storage, StridedView, SvId};
+use super::{SValue, Schedule, Step, StepKind, Storage, StridedView, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{E, ExprKind};
 use crate::ir::tensor::Scalar;
@@ -220,34 +220,75 @@ fn channel_planes(s: &Schedule, producer: &[Option<usize>], v: SvId) -> Option<(
     Some((src, planes))
 }
 
-/// Conversions to the blocked layout read through maps that only permute channel planes
-/// (ShuffleNet's channel shuffle: `Reshape [n, g, c/g, h, w] → Transpose [0, 2, 1, 3, 4] →
-/// Reshape`), gathering the planes as they convert; the maps nothing else reads are dropped.
-/// Runs after layout assignment, which creates the conversions.
+/// Conversions to the blocked layout and depthwise convolutions (which read each channel
+/// plane on its own) read through maps that only permute channel planes (ShuffleNet's
+/// channel shuffle: `Reshape [n, g, c/g, h, w] → Transpose [0, 2, 1, 3, 4] → Reshape`),
+/// gathering the planes as they go; the maps nothing else reads are dropped. Runs after
+/// layout assignment, which creates the conversions (a depthwise conv that went blocked
+/// reads its input from one).
 pub fn absorb_channel_gathers(s: &mut Schedule, outputs: &[SvId]) {
     let producer = s.producers();
     let mut changed = false;
     for i in 0..s.steps.len() {
-        let StepKind::Reorder {
-            to_blocked: true,
-            planes: None,
-        } = &s.steps[i].kind
-        else {
-            continue;
-        };
         let v = s.steps[i].inputs[0];
-        if let Some((src, planes)) = channel_planes(s, &producer, v) {
-            s.steps[i].inputs[0] = src;
-            s.steps[i].kind = StepKind::Reorder {
+        match &s.steps[i].kind {
+            StepKind::Reorder {
                 to_blocked: true,
-                planes: Some(planes),
-            };
-            changed = true;
+                planes: None,
+            } => {
+                if let Some((src, planes)) = channel_planes(s, &producer, v) {
+                    s.steps[i].inputs[0] = src;
+                    s.steps[i].kind = StepKind::Reorder {
+                        to_blocked: true,
+                        planes: Some(planes),
+                    };
+                    changed = true;
+                }
+            }
+            StepKind::Conv {
+                op,
+                input_planes: None,
+            } if is_depthwise_f32(s, &s.steps[i]) => {
+                if let Some((src, planes)) = channel_planes(s, &producer, v) {
+                    let op = op.clone();
+                    // The source seen with the conv input's [n, c, h, w] shape (same size),
+                    // so the geometry keeps its channel count and spatial dims.
+                    let view = s.values.len();
+                    s.values.push(SValue {
+                        name: format!("{} (channel source)", s.values[v].name),
+                        dtype: s.values[v].dtype,
+                        shape: s.values[v].shape.clone(),
+                        storage: Storage::View(src),
+                    });
+                    s.steps[i].inputs[0] = view;
+                    s.steps[i].kind = StepKind::Conv {
+                        op,
+                        input_planes: Some(planes),
+                    };
+                    changed = true;
+                }
+            }
+            _ => {}
         }
     }
     if changed {
         drop_unread_maps(s, outputs);
     }
+}
+
+/// A float 2-D convolution with one input and one output channel per group: each output
+/// plane reads one input plane, so the input's channel order can be a table.
+fn is_depthwise_f32(s: &Schedule, st: &Step) -> bool {
+    let StepKind::Conv { op, .. } = &st.kind else {
+        return false;
+    };
+    let (x, w) = (&s.values[st.inputs[0]], &s.values[st.inputs[1]]);
+    x.dtype == DType::F32
+        && x.shape.len() == 4
+        && w.shape.len() == 4
+        && w.shape[1] == 1
+        && op.group == x.shape[1]
+        && op.group == w.shape[0]
 }
 
 #[cfg(test)]

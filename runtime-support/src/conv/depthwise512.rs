@@ -88,7 +88,7 @@ pub(super) unsafe fn depthwise(
     hi: f32,
     y: *mut f32,
 ) {
-    let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
+    let (osz, ks) = (g.osize(), g.ksize());
     let chans = g.m as usize;
     let undilated = g.dilations == [1, 1];
     let k = (g.kernel[0], g.kernel[1]);
@@ -108,7 +108,7 @@ pub(super) unsafe fn depthwise(
                         residual.add(plane * osz)
                     },
                 };
-                let xp = x.add((b * g.c as usize + ch) * isz);
+                let xp = x.add(g.depthwise_input_plane(b, ch));
                 let wp = w.add(ch * ks);
                 let yp = y.add(plane * osz);
                 match (undilated, k, s) {

@@ -32,11 +32,16 @@ pub struct ConvGeometry {
     /// Never use Winograd (`onnxc --no-winograd`): direct convolution's rounding error
     /// (F(4×4, 3×3) has about 15× more, ~3e-5 of the output's RMS against ~2e-6).
     pub no_winograd: bool,
+    /// Depthwise only: channel `ch` of every image reads the input plane at element offset
+    /// `input_planes[ch]` of the image (a channel permutation — ShuffleNet's shuffle —
+    /// absorbed by the compiler). Empty: plane `ch`, as usual.
+    pub input_planes: Vec<i64>,
 }
 
 impl ConvGeometry {
     /// `[nsp, n, c, m, group, flags, input.., kernel.., output.., strides.., dilations..,
-    /// pads..]`; flags: bit 0 `wide_simd`, bit 1 `no_winograd`.
+    /// pads.., input_planes..]`; flags: bit 0 `wide_simd`, bit 1 `no_winograd`, bit 2
+    /// `input_planes` present (`c` of them).
     pub fn encode(&self) -> Vec<i64> {
         let mut p = vec![
             self.input.len() as i64,
@@ -44,7 +49,9 @@ impl ConvGeometry {
             self.c,
             self.m,
             self.group,
-            self.wide_simd as i64 | (self.no_winograd as i64) << 1,
+            self.wide_simd as i64
+                | (self.no_winograd as i64) << 1
+                | (!self.input_planes.is_empty() as i64) << 2,
         ];
         for v in [
             &self.input,
@@ -56,6 +63,7 @@ impl ConvGeometry {
         ] {
             p.extend_from_slice(v);
         }
+        p.extend_from_slice(&self.input_planes);
         p
     }
 
@@ -68,6 +76,11 @@ impl ConvGeometry {
             let hdr = std::slice::from_raw_parts(p, 6);
             let rest = std::slice::from_raw_parts(p.add(6), 6 * nsp);
             let part = |i: usize| rest[i * nsp..(i + 1) * nsp].to_vec();
+            let input_planes = if hdr[5] & 4 != 0 {
+                std::slice::from_raw_parts(p.add(6 + 6 * nsp), hdr[2] as usize).to_vec()
+            } else {
+                Vec::new()
+            };
             ConvGeometry {
                 n: hdr[1],
                 c: hdr[2],
@@ -81,7 +94,19 @@ impl ConvGeometry {
                 strides: part(3),
                 dilations: part(4),
                 pads: part(5),
+                input_planes,
             }
+        }
+    }
+
+    /// Element offset of the input plane that output channel `ch` of image `b` reads
+    /// (depthwise; `input_planes` applied).
+    #[inline]
+    fn depthwise_input_plane(&self, b: usize, ch: usize) -> usize {
+        let image = b * self.c as usize * self.isize();
+        match self.input_planes.get(ch) {
+            Some(&off) => image + off as usize,
+            None => image + ch * self.isize(),
         }
     }
 
@@ -1018,7 +1043,7 @@ fn depthwise_blocked_body(
             for c in 0..nc {
                 // SAFETY: input plane (b, c0+c).
                 let plane = unsafe {
-                    std::slice::from_raw_parts(x.add((b * g.c as usize + c0 + c) * isz), isz)
+                    std::slice::from_raw_parts(x.add(g.depthwise_input_plane(b, c0 + c)), isz)
                 };
                 for r in 0..rows {
                     let src = &plane[r * iw..r * iw + cols];
@@ -1212,7 +1237,7 @@ unsafe fn depthwise_blocked_avx2(
     let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
     let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
     let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
-    let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
+    let (osz, ks) = (g.osize(), g.ksize());
     let chans = g.m as usize;
     let (xc, yc, wt) = (
         scratch,
@@ -1242,7 +1267,6 @@ unsafe fn depthwise_blocked_avx2(
                     nc,
                     std::slice::from_raw_parts_mut(wt.cast::<[f32; B]>(), ks),
                 );
-                let xb = x.add((b * g.c as usize + c0) * isz);
                 // 1. Planes → channel-last, 8 columns × 8 channels at a time.
                 for r in 0..rows {
                     let mut j = 0;
@@ -1255,7 +1279,9 @@ unsafe fn depthwise_blocked_avx2(
                             for (c, vc) in v.iter_mut().enumerate() {
                                 if 8 * h + c < nc {
                                     *vc = _mm256_maskload_ps(
-                                        xb.add((8 * h + c) * isz + r * iw + j),
+                                        x.add(
+                                            g.depthwise_input_plane(b, c0 + 8 * h + c) + r * iw + j,
+                                        ),
                                         m,
                                     );
                                 }
@@ -1422,7 +1448,7 @@ fn depthwise_plane_ptrs(
     y: *mut f32,
     plane: usize,
 ) -> (*const f32, *const f32, *mut f32, f32, *const f32) {
-    let (isz, osz) = (g.isize(), g.osize());
+    let osz = g.osize();
     let (b, ch) = (plane / g.m as usize, plane % g.m as usize);
     // SAFETY: plane offsets inside x, y, the residual and the weights.
     unsafe {
@@ -1433,7 +1459,7 @@ fn depthwise_plane_ptrs(
             residual.add(plane * osz)
         };
         (
-            x.add((b * g.c as usize + ch) * isz),
+            x.add(g.depthwise_input_plane(b, ch)),
             w.add(ch * g.ksize()),
             y.add(plane * osz),
             bv,
@@ -2148,6 +2174,7 @@ mod tests {
             pads: pads.into(),
             wide_simd: crate::isa::wide_simd(),
             no_winograd: false,
+            input_planes: Vec::new(),
         }
     }
 
@@ -2426,6 +2453,58 @@ mod tests {
             };
             for (i, v) in y.iter().enumerate() {
                 assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
+            }
+        }
+    }
+
+    /// A depthwise conv with `input_planes` (an absorbed channel shuffle) equals the plain
+    /// conv of the permuted input, on every depthwise path (in place, channel-blocked,
+    /// phases; the ISA cap selects the others in CI).
+    #[test]
+    fn depthwise_reads_permuted_planes() {
+        for g in [
+            geom(2, 24, 24, 24, &[9, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 40, 40, 40, &[28, 30], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+            geom(1, 12, 12, 12, &[11, 11], &[5, 5], &[3, 3], &[1, 1], &[2, 2]),
+            geom(1, 16, 16, 16, &[40, 40], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        ] {
+            let (c, isz) = (g.c as usize, g.isize());
+            // The shuffle of 4 groups: channel ch reads (ch % 4)·(c/4) + ch / 4.
+            let perm: Vec<usize> = (0..c).map(|ch| (ch % 4) * (c / 4) + ch / 4).collect();
+            let x = rand(g.n as usize * c * isz, 5);
+            let mut xp = x.clone();
+            for b in 0..g.n as usize {
+                for (ch, &src) in perm.iter().enumerate() {
+                    let (d, s) = ((b * c + ch) * isz, (b * c + src) * isz);
+                    xp[d..d + isz].copy_from_slice(&x[s..s + isz]);
+                }
+            }
+            let w = rand(g.m as usize * g.kdim(), 6);
+            let bias = rand(g.m as usize, 7);
+            let want = reference(&g, &xp, &w, &bias);
+            let gp = ConvGeometry {
+                input_planes: perm.iter().map(|&p| (p * isz) as i64).collect(),
+                ..g.clone()
+            };
+            assert_eq!(unsafe { ConvGeometry::decode(gp.encode().as_ptr()) }, gp);
+            let mut scratch = vec![0f32; gp.scratch_floats(true)];
+            let mut y = vec![f32::NAN; want.len()];
+            unsafe {
+                conv_f32(
+                    &gp,
+                    x.as_ptr(),
+                    gp.pack_weights(&w).as_ptr(),
+                    true,
+                    bias.as_ptr(),
+                    std::ptr::null(),
+                    f32::NEG_INFINITY,
+                    f32::INFINITY,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() < 1e-3, "{gp:?} [{i}]: {a} vs {b}");
             }
         }
     }
