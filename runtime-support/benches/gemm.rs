@@ -226,6 +226,15 @@ const LAYERS: &[(i64, i64, i64, i64, i64)] = &[
     (512, 1024, 7, 1, 1),
 ];
 
+/// Grouped layers `(cin, cout, hw, k, stride, group)`: ShuffleNet's 4-group pointwise convs
+/// (34/68/136 channels per group), which are most of its time.
+const GROUPED_LAYERS: &[(i64, i64, i64, i64, i64, i64)] = &[
+    (136, 136, 28, 1, 1, 4),
+    (272, 272, 14, 1, 1, 4),
+    (544, 544, 7, 1, 1, 4),
+    (24, 112, 56, 1, 1, 4),
+];
+
 fn conv_layers(peak: f64) {
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
     println!(
@@ -233,7 +242,11 @@ fn conv_layers(peak: f64) {
         "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak"
     );
     let filter = std::env::var("ONNXC_CONV_FILTER").ok();
-    for &(c, m, hw, k, st) in LAYERS {
+    let all = LAYERS
+        .iter()
+        .map(|&(c, m, hw, k, st)| (c, m, hw, k, st, 1))
+        .chain(GROUPED_LAYERS.iter().copied());
+    for (c, m, hw, k, st, group) in all {
         if let Some(f) = &filter {
             if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
                 continue;
@@ -245,7 +258,7 @@ fn conv_layers(peak: f64) {
             n: 1,
             c,
             m,
-            group: 1,
+            group,
             input: vec![hw, hw],
             kernel: vec![k, k],
             output: vec![o, o],
@@ -257,7 +270,7 @@ fn conv_layers(peak: f64) {
             input_planes: Vec::new(),
         };
         let x = data((c * hw * hw) as usize);
-        let w = data((m * c * k * k) as usize);
+        let w = data((m * c / group * k * k) as usize);
         let wp = g.pack_weights(&w);
         // ONNXC_CONV_COLD: rotate through copies of the packed weights spanning 128 MB, so
         // every call streams them from DRAM as a model larger than L3 does.
@@ -281,7 +294,7 @@ fn conv_layers(peak: f64) {
         let residual = std::env::var_os("ONNXC_CONV_RESIDUAL").map(|_| data((m * o * o) as usize));
         let res_ptr = residual.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
         let mut scratch = Buf::zeros(g.scratch_floats(true));
-        let flops = 2.0 * (m * o * o * c * k * k) as f64;
+        let flops = 2.0 * (m * o * o * c / group * k * k) as f64;
         let reps = (4e8 / flops) as usize + 1;
         let best = best_per_call(5, reps, |rep| {
             unsafe {
@@ -310,8 +323,9 @@ fn conv_layers(peak: f64) {
         } else {
             "channel-major"
         };
+        let grouped = if group > 1 { format!(" (group {group})") } else { String::new() };
         println!(
-            "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}",
+            "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}{grouped}",
             100.0 * gf / peak
         );
     }
@@ -605,12 +619,61 @@ fn measured_peak() -> f64 {
     }
 }
 
+/// Best read bandwidth (GB/s) of one core summing a buffer of `bytes` over and over: the
+/// buffer's level of the cache hierarchy (L2, L3 or DRAM) bounds any kernel that streams
+/// that many bytes per call.
+fn read_bandwidth(bytes: usize) -> f64 {
+    let buf = Buf::zeros(bytes / 4);
+    let n = buf.len() / 128 * 128;
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn sum(x: &[f32]) -> f32 {
+        use std::arch::x86_64::*;
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for chunk in x.chunks_exact(64) {
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_ps(*a, unsafe { _mm256_loadu_ps(chunk.as_ptr().add(u * 8)) });
+            }
+        }
+        let mut t = [0f32; 8];
+        let s = acc.iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, *a));
+        unsafe { _mm256_storeu_ps(t.as_mut_ptr(), s) };
+        t.iter().sum()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    fn sum(x: &[f32]) -> f32 {
+        x.iter().sum()
+    }
+    let mut best = f64::MAX;
+    let reps = (2e9 / bytes as f64).clamp(3.0, 300.0) as usize;
+    for _ in 0..reps {
+        let t = Instant::now();
+        #[cfg(target_arch = "x86_64")]
+        let r = if std::is_x86_feature_detected!("avx2") {
+            unsafe { sum(&buf[..n]) }
+        } else {
+            buf[..n].iter().sum()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let r = sum(&buf[..n]);
+        black_box(r);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (n * 4) as f64 / best / 1e9
+}
+
 fn main() {
     let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(measured_peak);
     println!("measured single-core peak: {peak:.1} GFLOP/s");
+    // What a memory-bound model (batch-1 MLP layers stream their weights) can reach.
+    let bw: Vec<String> = [1.0f64, 3.2, 8.0, 64.0]
+        .iter()
+        .map(|&mb| format!("{mb} MB {:.0} GB/s", read_bandwidth((mb * 1048576.0) as usize)))
+        .collect();
+    println!("measured read bandwidth (one core, repeated reads): {}", bw.join(", "));
     // The micro-kernel alone, panels in L1: the ceiling for everything below.
     {
         let kc: usize = std::env::var("KCB")

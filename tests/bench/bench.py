@@ -42,14 +42,20 @@ DTYPES = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
 
 
 def cpu_model() -> str:
+    """The CPU's name with its family/model (a VM may show only "AMD EPYC": family 25 is
+    Zen 3/4, 26 Zen 5) and its widest vector extension, which decide the kernels."""
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if ":" in line:
+                    k, v = (t.strip() for t in line.split(":", 1))
+                    info.setdefault(k, v)
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return platform.processor() or "unknown"
+    flags = info.get("flags", "").split()
+    simd = "AVX-512" if "avx512f" in flags else "AVX2+FMA" if "avx2" in flags else "SSE"
+    return f"{info.get('model name', 'unknown')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')}, {simd})"
 
 
 def model_inputs(path: str, light: bool) -> dict:
@@ -95,6 +101,45 @@ feeds = dict(np.load(sys.argv[2]))
 for _ in range(3): s.run(None, feeds)
 print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])
 """
+
+
+def model_work(path: str, feeds: dict) -> dict:
+    """The arithmetic and weight traffic of one call, for the bounds section: multiply-adds
+    of Conv/ConvTranspose/Gemm/MatMul (x2 = FLOP), the part in 3x3 stride-1 convolutions
+    (the ones Winograd F(4x4, 3x3) can do with 4x fewer multiplies), and the bytes of the
+    initializers (weights every call reads). Shapes come from running the model once in
+    onnxruntime with every node output exposed."""
+    m = onnx.load(path)
+    inits = {i.name: list(i.dims) for i in m.graph.initializer}
+    weight_bytes = sum(int(np.prod(i.dims)) * 4 for i in m.graph.initializer if i.data_type == 1)
+    names = [o for n in m.graph.node for o in n.output if o]
+    del m.graph.output[:]
+    for nm in names:
+        m.graph.output.append(onnx.ValueInfoProto(name=nm))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    shapes = {k: list(v.shape) for k, v in zip(names, sess.run(names, feeds))}
+    shapes.update(inits)
+    shapes.update({k: list(v.shape) for k, v in feeds.items()})
+    total = wino = 0.0
+    for n in m.graph.node:
+        at = {a.name: (list(a.ints) or a.i) for a in n.attribute}
+        if n.op_type in ("Conv", "ConvTranspose") and n.input[1] in shapes:
+            w, y, x = shapes[n.input[1]], shapes[n.output[0]], shapes[n.input[0]]
+            macs = float(np.prod(x if n.op_type == "ConvTranspose" else y)) * float(np.prod(w[1:]))
+            if n.op_type == "ConvTranspose":
+                macs = float(np.prod(x)) * float(np.prod(w[1:]))
+            total += macs
+            if n.op_type == "Conv" and w[2:] == [3, 3] and at.get("strides", [1, 1]) in ([1, 1], 1) \
+                    and at.get("dilations", [1, 1]) in ([1, 1], 1):
+                wino += macs
+        elif n.op_type in ("Gemm", "MatMul"):
+            a, b, y = shapes[n.input[0]], shapes[n.input[1]], shapes[n.output[0]]
+            k = b[-1] if (n.op_type == "Gemm" and at.get("transB", 0)) else (b[-2] if len(b) > 1 else b[0])
+            total += float(np.prod(y)) * k
+    return {"gflop": 2 * total / 1e9, "gflop_wino": 2 * wino / 1e9, "weight_mb": weight_bytes / 2**20}
 
 
 class CompiledModel:
@@ -201,6 +246,7 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
     np.savez(npz, **feeds)
     ort_rss = int(subprocess.run([sys.executable, "-c", ORT_RSS, path, npz], check=True, capture_output=True, text=True).stdout.strip())
     return {
+        **model_work(path, feeds),
         "model": name,
         "onnxc_ms": statistics.median(ox),
         "ort_ms": statistics.median(ot),
@@ -210,6 +256,41 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
         "max_abs_diff": diff,
         "iterations": iters,
     }
+
+
+def bounds_section(rows: list, gemm_out: str) -> list:
+    """Lower bounds on each model's latency on this core, from the measured FMA peak and
+    read bandwidth (the GEMM benchmark's first lines): compute, with 3x3 stride-1 convs
+    counted at a quarter of their multiply-adds (Winograd F(4x4, 3x3), the most any onnxc
+    kernel saves), and weights streamed once from the cache level (or DRAM) they fit in."""
+    import re
+    peak = float(re.search(r"measured single-core peak: ([\d.]+)", gemm_out).group(1))
+    bw = [(float(a), float(b)) for a, b in re.findall(r"([\d.]+) MB ([\d.]+) GB/s", gemm_out)]
+    if not bw:
+        return []
+    lines = [
+        "## Bounds",
+        "",
+        f"What one core can do at best, from the measured FMA peak ({peak:.0f} GFLOP/s) and read bandwidth "
+        f"({', '.join(f'{mb:g} MB: {g:.0f} GB/s' for mb, g in bw)}): the compute bound counts 3x3 stride-1 "
+        "convolutions at a quarter of their multiply-adds (Winograd F(4x4, 3x3)) and everything else in full; "
+        "the weight bound streams every weight once per call at the bandwidth of the smallest measured "
+        "buffer that holds them. Effective GFLOP/s are the model's FLOP over its latency.",
+        "",
+        "| model | GFLOP (3x3/1) | weights MB | onnxc GFLOP/s | onnxruntime GFLOP/s | bound ms | 0.6 x onnxruntime ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        wmb = r["weight_mb"]
+        gbs = next((g for mb, g in bw if mb >= wmb), bw[-1][1])
+        compute = (r["gflop"] - 0.75 * r["gflop_wino"]) / peak * 1e3
+        memory = wmb * 2**20 / (gbs * 1e9) * 1e3
+        lines.append(
+            f"| {r['model']} | {r['gflop']:.3f} ({r['gflop_wino']:.3f}) | {wmb:.1f} | "
+            f"{r['gflop'] / r['onnxc_ms'] * 1e3:.0f} | {r['gflop'] / r['ort_ms'] * 1e3:.0f} | "
+            f"{max(compute, memory):.3f} ({'weights' if memory > compute else 'compute'}) | {0.6 * r['ort_ms']:.3f} |"
+        )
+    return lines + [""]
 
 
 def main() -> int:
@@ -281,6 +362,7 @@ def main() -> int:
             out = subprocess.run(["cargo", "bench", "-p", "onnxc-runtime", "--bench", "gemm"], cwd=ROOT, env=env,
                                  check=True, capture_output=True, text=True).stdout
             table = [l for l in out.splitlines() if l.strip() and not l.startswith(("Running", "Finished"))]
+            lines += bounds_section(rows, out)
             lines += [
                 "## GEMM kernel",
                 "",
