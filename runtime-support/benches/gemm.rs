@@ -323,7 +323,11 @@ fn conv_layers(peak: f64) {
         } else {
             "channel-major"
         };
-        let grouped = if group > 1 { format!(" (group {group})") } else { String::new() };
+        let grouped = if group > 1 {
+            format!(" (group {group})")
+        } else {
+            String::new()
+        };
         println!(
             "{c:>5} {m:>5} {hw:>4} {k:>3} {st:>3} {gf:>10.1} {:>5.0}%  {path}{grouped}",
             100.0 * gf / peak
@@ -636,7 +640,9 @@ fn read_bandwidth(bytes: usize) -> f64 {
             }
         }
         let mut t = [0f32; 8];
-        let s = acc.iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, *a));
+        let s = acc
+            .iter()
+            .fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, *a));
         unsafe { _mm256_storeu_ps(t.as_mut_ptr(), s) };
         t.iter().sum()
     }
@@ -671,9 +677,17 @@ fn main() {
     // What a memory-bound model (batch-1 MLP layers stream their weights) can reach.
     let bw: Vec<String> = [1.0f64, 3.2, 8.0, 64.0]
         .iter()
-        .map(|&mb| format!("{mb} MB {:.0} GB/s", read_bandwidth((mb * 1048576.0) as usize)))
+        .map(|&mb| {
+            format!(
+                "{mb} MB {:.0} GB/s",
+                read_bandwidth((mb * 1048576.0) as usize)
+            )
+        })
         .collect();
-    println!("measured read bandwidth (one core, repeated reads): {}", bw.join(", "));
+    println!(
+        "measured read bandwidth (one core, repeated reads): {}",
+        bw.join(", ")
+    );
     // The micro-kernel alone, panels in L1: the ceiling for everything below.
     {
         let kc: usize = std::env::var("KCB")

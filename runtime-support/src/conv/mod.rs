@@ -1799,12 +1799,10 @@ pub unsafe fn conv_f32(
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
     if g.is_depthwise() {
         #[cfg(target_arch = "x86_64")]
-        if crate::isa::avx512() {
-            if depthwise512::supported(g) {
-                // SAFETY: AVX-512 detected; forwarded contract.
-                unsafe { depthwise512::depthwise(g, x, w, bias, residual, lo, hi, y) };
-                return;
-            }
+        if crate::isa::avx512() && depthwise512::supported(g) {
+            // SAFETY: AVX-512 detected; forwarded contract.
+            unsafe { depthwise512::depthwise(g, x, w, bias, residual, lo, hi, y) };
+            return;
         }
         if let Some(dims) = g.depthwise_blocked_dims() {
             #[cfg(target_arch = "x86_64")]
