@@ -8,8 +8,8 @@ kept under --keep for reproduction (`onnxc run MODEL INPUT.npy --output-dir OUT`
 Generators:
   views    transposes (any rank, any permutation) read by MatMul as A or B, sometimes also
            a graph output (schedule/views.rs)
-  shuffle  channel shuffles (Reshape-Transpose-Reshape) between convs, grouped or not
-           (channel gathers into the blocked layout)
+  shuffle  channel shuffles (Reshape-Transpose-Reshape) between convs, grouped, not, or
+           depthwise (channel gathers into the blocked layout, plane tables of depthwise convs)
   pool     max/average pools of random kernel, stride, dilation, padding, ceil_mode and
            count_include_pad, after a conv (blocked) on 8-24 channels
   conv     convs of random geometry, groups, padding and fused activation or residual;
@@ -91,7 +91,12 @@ def shuffle(rng):
     c, hw, b = g * cpg, int(rng.integers(1, 7)), int(rng.integers(1, 3))
     cm = int(rng.choice([8, 16, 24, c]))
     grp = int(rng.choice([1, g])) if cm % g == 0 else 1
-    k = int(rng.choice([1, 3]))
+    k, stride = int(rng.choice([1, 3])), 1
+    if rng.random() < 0.4:
+        # ShuffleNet's order: the shuffle feeds a depthwise conv, which reads the planes
+        # through a table (any stride, larger planes for the register-blocked kernels).
+        cm, grp, k, stride = c, c, int(rng.choice([3, 3, 5])), int(rng.choice([1, 2]))
+        hw = int(rng.integers(1, 40))
     inits = [init("w0", rng.standard_normal((c, c, 1, 1)).astype(np.float32)),
              init("w1", rng.standard_normal((cm, c // grp, k, k)).astype(np.float32)),
              init("s1", np.array([b, g, cpg, hw, hw], np.int64)),
@@ -100,7 +105,7 @@ def shuffle(rng):
              helper.make_node("Reshape", ["c0", "s1"], ["r1"]),
              helper.make_node("Transpose", ["r1"], ["tr"], perm=[0, 2, 1, 3, 4]),
              helper.make_node("Reshape", ["tr", "s2"], ["r2"]),
-             helper.make_node("Conv", ["r2", "w1"], ["y"], pads=[k // 2] * 4, group=grp)]
+             helper.make_node("Conv", ["r2", "w1"], ["y"], pads=[k // 2] * 4, group=grp, strides=[stride] * 2)]
     outs = ["y"] + (["r2"] if rng.random() < 0.3 else [])
     return nodes, {"x": [b, c, hw, hw]}, outs, inits
 
@@ -152,6 +157,9 @@ def conv(rng, winograd=False):
         grp = grp if c % grp == 0 else 1
         m = int(rng.choice([8, 16, 32, 40, 2 * grp]))
         m = m if m % grp == 0 else 2 * grp
+        if grp == c and m == c:
+            # Depthwise: planes over several 16-column strips and 8-row register blocks.
+            h, w = int(rng.integers(1, 40)), int(rng.integers(1, 60))
         k = [int(v) for v in rng.integers(1, 6, size=2)]
         s = [int(v) for v in rng.integers(1, 4, size=2)]
         d = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
