@@ -4,7 +4,9 @@
 //! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
 //! `cargo bench -p onnxc-runtime --bench gemm` (`ONNXC_GEMM_TABLE=1`: the quick GEMM table
-//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer).
+//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer;
+//! with `ONNXC_CONV_COLD=1` the weights, with `ONNXC_CONV_COLD_INPUT=1` the input and residual
+//! come from beyond L2 as in a model; `ONNXC_CONV_RESIDUAL=1` adds a residual epilogue).
 
 use criterion::{Criterion, Throughput, black_box};
 use onnxc_runtime::gemm::{self, BSource, Epilogue, MR, pack};
@@ -269,7 +271,15 @@ fn conv_layers(peak: f64) {
             no_winograd: false,
             input_planes: Vec::new(),
         };
-        let x = data((c * hw * hw) as usize);
+        // ONNXC_CONV_COLD_INPUT: rotate through copies of the input (and residual) spanning
+        // 24 MB, so every call reads them from L3 as a layer does after its producer's
+        // output left L2.
+        let xcopies = if std::env::var_os("ONNXC_CONV_COLD_INPUT").is_some() {
+            (24usize << 20) / ((c * hw * hw) as usize * 4) + 1
+        } else {
+            1
+        };
+        let xs: Vec<_> = (0..xcopies).map(|_| data((c * hw * hw) as usize)).collect();
         let w = data((m * c / group * k * k) as usize);
         let wp = g.pack_weights(&w);
         // ONNXC_CONV_COLD: rotate through copies of the packed weights spanning 128 MB, so
@@ -291,8 +301,10 @@ fn conv_layers(peak: f64) {
         let bias = data(m as usize);
         let mut y = Buf::zeros((m * o * o) as usize);
         // ONNXC_CONV_RESIDUAL: a residual input in the epilogue, as ResNet's block ends have.
-        let residual = std::env::var_os("ONNXC_CONV_RESIDUAL").map(|_| data((m * o * o) as usize));
-        let res_ptr = residual.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
+        let residuals: Vec<_> = match std::env::var_os("ONNXC_CONV_RESIDUAL") {
+            Some(_) => (0..xcopies).map(|_| data((m * o * o) as usize)).collect(),
+            None => Vec::new(),
+        };
         let mut scratch = Buf::zeros(g.scratch_floats(true));
         let flops = 2.0 * (m * o * o * c / group * k * k) as f64;
         let reps = (4e8 / flops) as usize + 1;
@@ -300,11 +312,13 @@ fn conv_layers(peak: f64) {
             unsafe {
                 conv_f32(
                     &g,
-                    x.as_ptr(),
+                    xs[rep % xcopies].as_ptr(),
                     wps[rep % copies].as_ptr(),
                     true,
                     bias.as_ptr(),
-                    res_ptr,
+                    residuals
+                        .get(rep % xcopies)
+                        .map_or(std::ptr::null(), |r| r.as_ptr()),
                     0.0,
                     f32::INFINITY,
                     y.as_mut_ptr(),

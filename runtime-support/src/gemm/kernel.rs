@@ -545,8 +545,12 @@ mod avx512 {
     /// A is usually the weights, packed to stream sequentially (`pack::a_panel_at`), and in
     /// a real model they come from DRAM: with 96 floats ahead a 7×7 512→512 3×3 layer with
     /// cold weights ran at 131 GFLOP/s, at 384 at 156 (256: 152, 512: 157, 768: 135); the
-    /// B distance gained up to 25% on pointwise convs with in-place B (ResNet-50 layers).
-    const PF_B: usize = 8;
+    /// B distance gained up to 25% on pointwise convs with in-place B (ResNet-50 layers);
+    /// on Zen 5 (4.6 GHz, so more cycles of L3 latency to cover) 16 steps instead of 8 ran
+    /// its reducing 1×1 convs with the input coming from L3 10-30% faster (256→64 at 56×56
+    /// 175 → 230 GFLOP/s, 512→128 at 28×28 200 → 254, `ONNXC_CONV_COLD_INPUT`), warm ones
+    /// level; 12, 20, 24 and 32 measured no better.
+    const PF_B: usize = 16;
     const PF_A: usize = 384;
     use super::{BOffsets, BRows, Epilogue, MR, NR};
     use std::arch::x86_64::*;
@@ -597,6 +601,33 @@ mod avx512 {
                 }
             )*
         }};
+    }
+
+    /// Prefetches the residual rows a tile's epilogue will add (`rows` rows of 32 floats
+    /// from `col`), so their loads at the store do not wait on L3 or DRAM: a residual is a
+    /// tensor written layers earlier, its rows `ldc` apart (a stream per row, which the
+    /// hardware prefetchers do not follow). Zen 5, residual and input cold
+    /// (`ONNXC_CONV_COLD_INPUT`): 64→256 1×1 at 56×56 205 → 211 GFLOP/s.
+    #[inline(always)]
+    unsafe fn prefetch_residual(
+        ep: Option<&Epilogue>,
+        ldc: usize,
+        row: usize,
+        col: usize,
+        rows: usize,
+    ) {
+        if let Some(e) = ep {
+            if !e.residual.is_null() {
+                for r in 0..rows {
+                    let p = e.residual.wrapping_add((row + r) * ldc + col);
+                    // SAFETY: a prefetch does not fault.
+                    unsafe {
+                        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
+                    }
+                }
+            }
+        }
     }
 
     /// Accumulates `ROWS` rows (one broadcast each from A panels `a[0]`, `a[1]`; tile row r
@@ -779,6 +810,8 @@ mod avx512 {
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; 2 * MR];
         let (mut q0, mut q1) = (a0, a1);
+        // SAFETY: prefetches only.
+        unsafe { prefetch_residual(ep, ldc, row, col, 2 * MR) };
         for _ in 0..kc {
             // SAFETY: panels hold kc steps.
             unsafe {
@@ -955,6 +988,8 @@ mod avx512 {
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let mut ap = a;
+        // SAFETY: prefetches only.
+        unsafe { prefetch_residual(ep, ldc, row, col, MR) };
         for _ in 0..kc {
             // SAFETY: panels hold kc steps of MR / 16 floats.
             unsafe {
