@@ -154,6 +154,7 @@ macro_rules! multiversion {
 pub(crate) use multiversion;
 
 pub mod abi;
+pub mod activation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 pub mod conv;

@@ -6,7 +6,7 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
+SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
 LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
@@ -231,6 +231,23 @@ def softplus_tails():
     x = g.op("Add", [g.op("Mul", ["x", g.const(1e-3)]), g.const(offsets)])
     sp = g.op("Softplus", [x])
     return g.model([("x", [4, len(offsets)])], [sp, g.op("Log", [sp])])
+
+
+def silu_convs():
+    """SiLU after convs as YOLO/EfficientNet exports write it (Sigmoid, Mul in either
+    order), QuickGELU (x·sigmoid(1.702x)), Sigmoid and Tanh, over a conv output shifted into
+    the exponent's tails and special values (-100 … 89, ±inf, NaN), and after a strided
+    conv: onnxc computes these maps with its 16-lane activation kernel
+    (`onnxc_activation_f32`) at -O2 and with generated code at -O0."""
+    g = G(31)
+    offsets = np.array([-100.0, -88.0, -20.0, -9.2, -0.6, 0.0, 0.6, 9.2, 20.0, 89.0, np.inf, -np.inf, np.nan],
+                       np.float32)
+    c = g.op("Add", [g.conv("x", 8, 8, 3), g.const(offsets.reshape(1, 1, 1, -1))])
+    d = g.conv("x", 8, 16, 3, stride=2)
+    outs = [c, g.op("Mul", [c, g.op("Sigmoid", [c])]), g.op("Mul", [g.op("Sigmoid", [c]), c]),
+            g.op("Mul", [g.op("Sigmoid", [g.op("Mul", [c, g.const(np.float32(1.702))])]), c]),
+            g.op("Sigmoid", [c]), g.op("Tanh", [c]), g.op("Mul", [d, g.op("Sigmoid", [d])])]
+    return g.model([("x", [1, 8, 9, len(offsets)])], outs)
 
 
 def resize_constant():
@@ -811,7 +828,7 @@ def segnet_unpool():
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, resize_constant, qdq_cnn, if_shape_checks,
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,

@@ -23,6 +23,7 @@ Generators:
   matmul   MatMul with 1-D and broadcast operands, Gemm with transposes, alpha/beta and any
            bias shape, then a Softmax over a random axis or a LayerNormalization
   elementwise  fused chains of unary and broadcast binary float ops over special values
+  activation  sigmoid, tanh, SiLU and QuickGELU maps (onnxc's 16-lane activation kernel)
   resize   Resize with constant scales/sizes over every mode and attribute, float and uint8
   rnn      RNN/GRU/LSTM over every attribute onnxruntime implements (sequence_lens, clip,
            activations, peepholes, input_forget, linear_before_reset, layout, directions)
@@ -376,6 +377,31 @@ def elementwise(rng):
     return nodes, {"x": shape}, ["y"], inits
 
 
+def activation(rng):
+    """Sigmoid, tanh, SiLU (x·sigmoid(x), either operand order) and QuickGELU
+    (x·sigmoid(α·x)) over tensors of any size on inputs with specials: the maps onnxc hands
+    to its 16-lane activation kernel (`onnxc_activation_f32`), sometimes after a conv."""
+    shape = [int(v) for v in rng.integers(1, 12, size=int(rng.integers(1, 5)))]
+    inits, nodes = [], []
+    x = "x"
+    if len(shape) == 4 and rng.random() < 0.3:
+        c = shape[1]
+        inits.append(init("w", (rng.standard_normal((c, c, 1, 1)) * 0.5).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", ["x", "w"], ["t"]))
+        x = "t"
+    form = str(rng.choice(["sigmoid", "tanh", "silu", "silu_rev", "quick"]))
+    if form in ("sigmoid", "tanh"):
+        nodes.append(helper.make_node(form.capitalize(), [x], ["y"]))
+    elif form == "quick":
+        inits.append(init("a", np.float32(rng.choice([1.702, 0.5, -1.0, 2.0]))))
+        nodes += [helper.make_node("Mul", [x, "a"], ["xa"]), helper.make_node("Sigmoid", ["xa"], ["s"]),
+                  helper.make_node("Mul", [x, "s"] if rng.random() < 0.5 else ["s", x], ["y"])]
+    else:
+        nodes += [helper.make_node("Sigmoid", [x], ["s"]),
+                  helper.make_node("Mul", [x, "s"] if form == "silu" else ["s", x], ["y"])]
+    return nodes, {"x": shape}, ["y"], inits
+
+
 def resize(rng):
     """Resize with constant scales or sizes (onnxc computes its taps at compile time) of
     every mode, coordinate transformation, nearest rounding, axes, keep_aspect_ratio_policy,
@@ -593,7 +619,7 @@ def for_reference(kind: str, m: onnx.ModelProto) -> onnx.ModelProto:
 GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
               "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
-              "elementwise": elementwise, "resize": resize, "rnn": rnn, "gridsample": gridsample,
+              "elementwise": elementwise, "activation": activation, "resize": resize, "rnn": rnn, "gridsample": gridsample,
               "topk": topk, "control": control}
 
 
@@ -631,7 +657,7 @@ def main() -> int:
                 # Output shapes stay undeclared: onnx's shape inference over-counts some
                 # ceil_mode pools, which onnxc would (rightly) report as a mismatch.
                 feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
-                if kind == "elementwise":
+                if kind in ("elementwise", "activation"):
                     for v in feeds.values():
                         mask = rng.random(v.shape) < 0.3
                         v[mask] = rng.choice(SPECIALS, size=int(mask.sum()))

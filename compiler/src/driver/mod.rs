@@ -182,6 +182,7 @@ fn compile_bytes_inner(
     let lower = loops::lower::LowerOptions {
         wide_simd,
         no_winograd: opts.no_winograd,
+        activation_kernels: optimize,
     };
     let program = loops::lower::lower(&mut sched, &lower)?;
     if emit == Some(Emit::Schedule) {

@@ -19,6 +19,10 @@ pub struct LowerOptions {
     pub wide_simd: bool,
     /// Never use Winograd (`ConvGeometry::no_winograd`).
     pub no_winograd: bool,
+    /// Maps that are exactly sigmoid, SiLU or tanh of one contiguous float32 operand call
+    /// the runtime's 16-lane kernel instead of 4-lane generated code (`activation_form`);
+    /// off at -O0, so the conformance runs check both.
+    pub activation_kernels: bool,
 }
 
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
@@ -364,6 +368,73 @@ fn collapse_loops(loops: &mut Vec<(u32, i64)>, exprs: &mut [&mut E], offsets: &m
     }
 }
 
+/// The runtime activation a lowered map body is, if it is exactly one: `sigmoid(α·x)`,
+/// `x·sigmoid(α·x)` (either operand order; α a float constant — a literal or a one-element
+/// constant buffer, `scalar` — 1 when absent) or `tanh(x)`,
+/// with `x` a float32 load of one buffer at the loop variable itself. Returns (kind, α,
+/// buffer). Anything else — other operands, other index forms, more arithmetic fused in —
+/// stays generated code.
+fn activation_form(
+    value: &E,
+    var: u32,
+    scalar: &dyn Fn(BufId) -> Option<f32>,
+) -> Option<(i64, f32, BufId)> {
+    use crate::ir::expr::{BinOp, UnOp};
+    use onnxc_runtime::activation::{SIGMOID, SILU, TANH};
+    let load = |e: &E| match &e.kind {
+        ExprKind::Load { input, index }
+            if e.dtype == DType::F32
+                && matches!(&index[..], [ix] if matches!(ix.kind, ExprKind::Var(v) if v == var)) =>
+        {
+            Some(*input)
+        }
+        _ => None,
+    };
+    let constant = |e: &E| match (&e.kind, e.dtype) {
+        (ExprKind::Const(c), DType::F32) => Some(c.as_f64() as f32),
+        (ExprKind::Load { input, index }, DType::F32)
+            if index.iter().all(|i| i.as_const().is_some()) =>
+        {
+            scalar(*input)
+        }
+        _ => None,
+    };
+    // x or α·x: (buffer, α).
+    let scaled = |e: &E| -> Option<(BufId, f32)> {
+        if let Some(b) = load(e) {
+            return Some((b, 1.0));
+        }
+        match &e.kind {
+            ExprKind::Binary(BinOp::Mul, a, b) => {
+                match (load(a), constant(b), constant(a), load(b)) {
+                    (Some(x), Some(c), _, _) | (_, _, Some(c), Some(x)) => Some((x, c)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    };
+    if value.dtype != DType::F32 {
+        return None;
+    }
+    match &value.kind {
+        ExprKind::Unary(UnOp::Sigmoid, a) => scaled(a).map(|(b, al)| (SIGMOID, al, b)),
+        ExprKind::Unary(UnOp::Tanh, a) => load(a).map(|b| (TANH, 1.0, b)),
+        ExprKind::Binary(BinOp::Mul, a, b) => {
+            let silu = |x: &E, s: &E| match &s.kind {
+                ExprKind::Unary(UnOp::Sigmoid, t) => {
+                    let xb = load(x)?;
+                    let (tb, al) = scaled(t)?;
+                    (xb == tb).then_some((SILU, al, xb))
+                }
+                _ => None,
+            };
+            silu(a, b).or_else(|| silu(b, a))
+        }
+        _ => None,
+    }
+}
+
 /// Wraps `inner` in `loops` (outermost first), vectorizing the innermost when asked.
 fn nest_loops(loops: &[(u32, i64)], inner: Vec<Stmt>, vectorize: bool) -> Vec<Stmt> {
     let mut body = inner;
@@ -491,6 +562,35 @@ impl StepCx<'_> {
                 let mut loops: Vec<(u32, i64)> =
                     (0..rank as u32).zip(oshape.iter().copied()).collect();
                 collapse_loops(&mut loops, &mut [&mut value], &mut [&mut offset]);
+                if let [(var, n)] = loops[..] {
+                    let contiguous = matches!(offset.kind, ExprKind::Var(v) if v == var);
+                    // A single-element float32 constant operand: QuickGELU's α as an
+                    // initializer.
+                    let scalar = |buf: BufId| {
+                        self.st.inputs.iter().find_map(|&v| {
+                            (self.buf(v) == buf
+                                && is_const(self.s, v)
+                                && self.s.values[v].dtype == DType::F32)
+                                .then(|| const_f32(self.s, v))
+                                .filter(|c| c.len() == 1)
+                                .map(|c| c[0])
+                        })
+                    };
+                    if let Some((kind, alpha, src)) = activation_form(&value, var, &scalar)
+                        .filter(|_| self.opts.activation_kernels && contiguous && n >= 16)
+                    {
+                        return Ok(vec![Stmt::Call {
+                            kernel: Kernel::ActivationF32,
+                            args: vec![
+                                Arg::Int(expr::i(kind)),
+                                Arg::Floats(vec![alpha]),
+                                Arg::start(src),
+                                Arg::start(obuf),
+                                Arg::Int(expr::i(n)),
+                            ],
+                        }]);
+                    }
+                }
                 let store = Stmt::Store {
                     buf: obuf,
                     offset,

@@ -67,6 +67,9 @@ pub enum Kernel {
     SoftmaxF32,
     /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
     GeluF32,
+    /// `onnxc_activation_f32(kind, &alpha, x, y, n)`: sigmoid(αx), x·sigmoid(αx) or
+    /// tanh(x) of `n` floats (`onnxc_runtime::activation`).
+    ActivationF32,
     /// `onnxc_resize_f32(params, floats, x, y, scratch)`: separable resize of the last two
     /// axes with compile-time taps.
     ResizeF32,
@@ -89,6 +92,7 @@ impl Kernel {
             Kernel::NchwcToNchw => "onnxc_nchwc_to_nchw",
             Kernel::SoftmaxF32 => "onnxc_softmax_f32",
             Kernel::GeluF32 => "onnxc_gelu_f32",
+            Kernel::ActivationF32 => "onnxc_activation_f32",
             Kernel::ResizeF32 => "onnxc_resize_f32",
             Kernel::TopK => "onnxc_topk",
             Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
