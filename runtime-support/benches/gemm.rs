@@ -217,6 +217,10 @@ const LAYERS: &[(i64, i64, i64, i64, i64)] = &[
     (512, 128, 28, 1, 1),
     (1024, 128, 14, 1, 1),
     (992, 128, 7, 1, 1),
+    // YOLO-style downsampling: 3×3 stride-2 convs doubling the channels.
+    (32, 64, 160, 3, 2),
+    (64, 128, 80, 3, 2),
+    (128, 256, 40, 3, 2),
     // MobileNet's pointwise convs (between the depthwise ones).
     (32, 64, 112, 1, 1),
     (64, 128, 56, 1, 1),
@@ -235,6 +239,10 @@ const GROUPED_LAYERS: &[(i64, i64, i64, i64, i64, i64)] = &[
     (272, 272, 14, 1, 1, 4),
     (544, 544, 7, 1, 1, 4),
     (24, 112, 56, 1, 1, 4),
+    // Depthwise: MobileNet/EfficientNet's stride-2 layer over 112×112, stride 1 at 56×56.
+    (96, 96, 112, 3, 2, 96),
+    (144, 144, 56, 3, 1, 144),
+    (144, 144, 56, 5, 2, 144),
 ];
 
 fn conv_layers(peak: f64) {
