@@ -6,7 +6,7 @@ every kind, global pooling, squeeze-excitation scaling, channel shuffles, batch 
 outputs taken in the middle of a blocked chain — plus plain fallbacks next to them; and
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
-SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
+SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
 LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
@@ -248,6 +248,29 @@ def silu_convs():
             g.op("Mul", [g.op("Sigmoid", [g.op("Mul", [c, g.const(np.float32(1.702))])]), c]),
             g.op("Sigmoid", [c]), g.op("Tanh", [c]), g.op("Mul", [d, g.op("Sigmoid", [d])])]
     return g.model([("x", [1, 8, 9, len(offsets)])], outs)
+
+
+def conv_transpose_decoder():
+    """Transposed convolutions with constant weights as decoders export them (onnxc packs
+    their weights at compile time and runs a GEMM and a col2im): UNet's 2×2/2 up-convolution
+    with bias and ReLU into a skip concat, a GAN's 4×4/2 with padding 1, 3×3/2 with an output
+    padding, groups with dilation, SAME_UPPER auto-padding and an explicit output_shape."""
+    g = G(33)
+
+    def ct(x, cin, cout, k, group=1, bias=True, **attrs):
+        kh, kw = (k, k) if isinstance(k, int) else k
+        ins = [x, g.w(cin, cout // group, kh, kw)] + ([g.w(cout, scale=0.1)] if bias else [])
+        return g.op("ConvTranspose", ins, kernel_shape=[kh, kw], group=group, **attrs)
+
+    e = g.op("Relu", [g.conv("x", 8, 16, 3, stride=2)])
+    u = g.op("Relu", [ct(e, 16, 8, 2, strides=[2, 2])])
+    skip = g.op("Concat", [u, "x"], axis=1)
+    gan = ct(skip, 16, 8, 4, strides=[2, 2], pads=[1, 1, 1, 1])
+    op3 = ct(gan, 8, 8, 3, bias=False, strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])
+    grp = ct(e, 16, 8, (3, 2), group=2, strides=[2, 3], dilations=[2, 1], pads=[0, 1, 1, 0])
+    same = ct(e, 16, 8, 3, strides=[2, 2], auto_pad="SAME_UPPER")
+    shaped = ct(e, 16, 4, 3, strides=[2, 2], output_shape=[10, 12])
+    return g.model([("x", [2, 8, 10, 12])], [gan, op3, grp, same, shaped])
 
 
 def resize_constant():
@@ -828,7 +851,8 @@ def segnet_unpool():
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, resize_constant, qdq_cnn, if_shape_checks,
+         softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
+         resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,

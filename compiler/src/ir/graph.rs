@@ -180,6 +180,10 @@ pub enum Op {
     /// compile time (`onnxc_resize_f32`): ONNX Resize/Upsample with constant scales, sizes
     /// and roi.
     Resize(onnxc_runtime::resize::ResizeGeometry),
+    /// 2-D transposed convolution of float32 NCHW tensors with constant weights, run as a
+    /// GEMM and a col2im (`onnxc_conv_transpose_f32`); operands x, w and an optional bias.
+    /// Other ConvTransposes are reductions built by the frontend.
+    ConvTranspose(onnxc_runtime::conv::transpose::ConvTransposeGeometry),
     /// The int64 positions along `axis` of the `k` largest (`largest`) or smallest elements of
     /// each line, best first, ties by position, NaN last (`onnxc_topk`); ONNX TopK gathers
     /// its values with a map.
@@ -270,6 +274,7 @@ impl Op {
             Op::Softmax => "softmax",
             Op::Gelu => "gelu",
             Op::Resize(_) => "resize",
+            Op::ConvTranspose(_) => "conv_transpose",
             Op::TopK { .. } => "topk",
             Op::GatherSum { .. } => "gather_sum",
             Op::Assert { .. } => "assert",
@@ -553,6 +558,10 @@ impl Graph {
                 Op::Gelu => "exact".to_string(),
                 Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
                 Op::GatherSum { weighted } => format!("weighted={weighted}"),
+                Op::ConvTranspose(t) => format!(
+                    "group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
+                    t.group, t.kernel, t.strides, t.dilations, t.pads
+                ),
                 Op::Resize(r) => format!(
                     "{}x{} -> {}x{} taps {}/{}",
                     r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps

@@ -239,6 +239,7 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
                 * 4
         }
         StepKind::Resize(r) => r.scratch_floats() as u64 * 4,
+        StepKind::ConvTranspose(t) => t.scratch_floats(is_const(s, st.inputs[1])) as u64 * 4,
         _ => 0,
     }
 }
@@ -812,6 +813,36 @@ impl StepCx<'_> {
                             offset: scratch
                                 .ok_or_else(|| Error::Internal("resize without scratch".into()))?,
                         },
+                    ],
+                }])
+            }
+            StepKind::ConvTranspose(t) => {
+                let (x, w) = (self.st.inputs[0], self.st.inputs[1]);
+                // Constant weights packed now; a model input's at run time.
+                let (wbuf, packed) = if is_const(self.s, w) {
+                    (self.new_const(&t.pack_weights(&const_f32(self.s, w))), 1)
+                } else {
+                    (self.buf(w), 0)
+                };
+                let bias = match self.st.inputs.get(2) {
+                    Some(&b) => Arg::start(self.buf(b)),
+                    None => Arg::Null,
+                };
+                let scratch = match scratch {
+                    Some(o) => Arg::Scratch { offset: o },
+                    None => Arg::Null,
+                };
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::ConvTransposeF32,
+                    args: vec![
+                        Arg::Params(t.encode()),
+                        Arg::start(self.buf(x)),
+                        Arg::start(wbuf),
+                        Arg::Int(expr::i(packed)),
+                        bias,
+                        Arg::Null,
+                        Arg::start(obuf),
+                        scratch,
                     ],
                 }])
             }

@@ -77,6 +77,9 @@ pub enum Kernel {
     TopK,
     /// `onnxc_gather_sum_f32(params, x, off, w, y)`: weighted gathers from float32 planes.
     GatherSumF32,
+    /// `onnxc_conv_transpose_f32(params, x, w, w_packed, bias, clamp, y, scratch)`: 2-D
+    /// transposed convolution (GEMM and col2im); `w_packed` 0 for raw weights.
+    ConvTransposeF32,
 }
 
 impl Kernel {
@@ -96,6 +99,7 @@ impl Kernel {
             Kernel::ResizeF32 => "onnxc_resize_f32",
             Kernel::TopK => "onnxc_topk",
             Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
+            Kernel::ConvTransposeF32 => "onnxc_conv_transpose_f32",
         }
     }
 }

@@ -145,6 +145,35 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 }
             }))
         }
+        Op::ConvTranspose(t) => {
+            let macs = n as usize * t.c / t.group * t.kernel[0] * t.kernel[1];
+            if macs > limit * 16 {
+                return Ok(false);
+            }
+            let w: Vec<f32> = inputs[1].to_f64s().iter().map(|&v| v as f32).collect();
+            let bias: Option<Vec<f32>> = inputs
+                .get(2)
+                .map(|b| b.to_f64s().iter().map(|&v| v as f32).collect());
+            let wp = t.pack_weights(&w);
+            let mut scratch = vec![0f32; t.scratch_floats(true)];
+            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
+                // SAFETY: x, the packed weights, the bias and y hold what the geometry
+                // describes, scratch what it asks for.
+                unsafe {
+                    onnxc_runtime::conv::transpose::conv_transpose_f32(
+                        t,
+                        x.as_ptr(),
+                        wp.as_ptr(),
+                        true,
+                        bias.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
+                        f32::NEG_INFINITY,
+                        f32::INFINITY,
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                    )
+                }
+            }))
+        }
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
             unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }

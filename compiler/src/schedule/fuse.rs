@@ -585,6 +585,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
             Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
             Op::Resize(r) => (StepKind::Resize(r.clone()), n.inputs.clone(), id),
+            Op::ConvTranspose(t) => (StepKind::ConvTranspose(t.clone()), n.inputs.clone(), id),
             Op::GatherSum { weighted } => (
                 StepKind::GatherSum {
                     weighted: *weighted,

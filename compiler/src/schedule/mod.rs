@@ -122,6 +122,8 @@ pub enum StepKind {
     Gelu,
     /// Resize of the last two axes with compile-time taps (`onnxc_resize_f32`).
     Resize(onnxc_runtime::resize::ResizeGeometry),
+    /// Transposed convolution (`onnxc_conv_transpose_f32`): operands x, constant w, bias.
+    ConvTranspose(onnxc_runtime::conv::transpose::ConvTransposeGeometry),
     /// Weighted gathers from float32 planes (`onnxc_gather_sum_f32`).
     GatherSum {
         weighted: bool,
@@ -335,6 +337,10 @@ impl Schedule {
                     format!("topk axis={axis} k={k} largest={largest}")
                 }
                 StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
+                StepKind::ConvTranspose(t) => format!(
+                    "conv_transpose group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
+                    t.group, t.kernel, t.strides, t.dilations, t.pads
+                ),
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

@@ -9,6 +9,7 @@ use crate::gemm::{self, BSource, Epilogue, MR, NR, pack};
 #[cfg(target_arch = "x86_64")]
 mod depthwise512;
 mod pixel_major;
+pub mod transpose;
 
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]

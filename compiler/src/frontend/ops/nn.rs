@@ -754,6 +754,44 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             return Err(ctx.err("the output size would be negative"));
         }
     }
+    // Float32 2-D: a GEMM and a col2im in the runtime (weights packed at compile time when
+    // constant).
+    let positive = |v: &[i64]| v.iter().all(|&d| d >= 1);
+    if dt == DType::F32
+        && nsp == 2
+        && ctx.dtype(w) == DType::F32
+        && pb.iter().all(|&p| p >= 0)
+        && positive(&xs)
+        && positive(&kernel)
+        && positive(&strides)
+        && positive(&dil)
+        && positive(&out)
+        && mg >= 1
+        && b.is_none_or(|b| ctx.dtype(b) == DType::F32 && ctx.known_shape(b).ok() == Some(vec![m]))
+    {
+        let u = |v: i64| v as usize;
+        let geom = onnxc_runtime::conv::transpose::ConvTransposeGeometry {
+            n: u(xs[0]),
+            c: u(xs[1]),
+            m: u(m),
+            group: u(group),
+            input: [u(xs[2]), u(xs[3])],
+            kernel: [u(kernel[0]), u(kernel[1])],
+            output: [u(out[0]), u(out[1])],
+            strides: [u(strides[0]), u(strides[1])],
+            dilations: [u(dil[0]), u(dil[1])],
+            pads: [u(pb[0]), u(pb[1])],
+        };
+        let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(m)];
+        shape.extend(out.iter().map(|&d| Dim::Known(d)));
+        let mut inputs = vec![x, w];
+        inputs.extend(b);
+        return Ok(vec![ctx.add(
+            crate::ir::Op::ConvTranspose(geom),
+            inputs,
+            TypeInfo::new(dt, shape),
+        )?]);
+    }
     // y[n, m, o…] = b[m] + Σ_{c in group, k…} x[n, c, i…] · w[c, m mod mg, k…], where o = i·s + k·d − pb.
     let rank = xs.len();
     let cg = xs[1] / group;
