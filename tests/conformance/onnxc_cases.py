@@ -235,9 +235,10 @@ def softplus_tails():
 
 def silu_convs():
     """SiLU after convs as YOLO/EfficientNet exports write it (Sigmoid, Mul in either
-    order), QuickGELU (x·sigmoid(1.702x)), Sigmoid and Tanh, over a conv output shifted into
-    the exponent's tails and special values (-100 … 89, ±inf, NaN), and after a strided
-    conv: onnxc computes these maps with its 16-lane activation kernel
+    order), QuickGELU (x·sigmoid(1.702x)), Sigmoid, Tanh, HardSigmoid and HardSwish
+    (MobileNetV3, also as PyTorch's opset-9 x·HardSigmoid(x)), over a conv output shifted
+    into the exponent's tails and special values (-100 … 89, ±inf, NaN), and after a
+    strided conv: onnxc computes these maps with its 16-lane activation kernel
     (`onnxc_activation_f32`) at -O2 and with generated code at -O0."""
     g = G(31)
     offsets = np.array([-100.0, -88.0, -20.0, -9.2, -0.6, 0.0, 0.6, 9.2, 20.0, 89.0, np.inf, -np.inf, np.nan],
@@ -246,7 +247,9 @@ def silu_convs():
     d = g.conv("x", 8, 16, 3, stride=2)
     outs = [c, g.op("Mul", [c, g.op("Sigmoid", [c])]), g.op("Mul", [g.op("Sigmoid", [c]), c]),
             g.op("Mul", [g.op("Sigmoid", [g.op("Mul", [c, g.const(np.float32(1.702))])]), c]),
-            g.op("Sigmoid", [c]), g.op("Tanh", [c]), g.op("Mul", [d, g.op("Sigmoid", [d])])]
+            g.op("Sigmoid", [c]), g.op("Tanh", [c]), g.op("Mul", [d, g.op("Sigmoid", [d])]),
+            g.op("HardSigmoid", [c], alpha=0.3, beta=0.6), g.op("HardSwish", [c], ),
+            g.op("Mul", [d, g.op("HardSigmoid", [d], alpha=1.0 / 6.0)])]
     return g.model([("x", [1, 8, 9, len(offsets)])], outs)
 
 

@@ -379,9 +379,10 @@ def elementwise(rng):
 
 
 def activation(rng):
-    """Sigmoid, tanh, SiLU (x·sigmoid(x), either operand order) and QuickGELU
-    (x·sigmoid(α·x)) over tensors of any size on inputs with specials: the maps onnxc hands
-    to its 16-lane activation kernel (`onnxc_activation_f32`), sometimes after a conv."""
+    """Sigmoid, tanh, SiLU (x·sigmoid(x), either operand order), QuickGELU (x·sigmoid(α·x)),
+    HardSigmoid and HardSwish (also as x·HardSigmoid(x)) over tensors of any size on inputs
+    with specials: the maps onnxc hands to its 16-lane activation kernel
+    (`onnxc_activation_f32`), sometimes after a conv."""
     shape = [int(v) for v in rng.integers(1, 12, size=int(rng.integers(1, 5)))]
     inits, nodes = [], []
     x = "x"
@@ -390,9 +391,18 @@ def activation(rng):
         inits.append(init("w", (rng.standard_normal((c, c, 1, 1)) * 0.5).astype(np.float32)))
         nodes.append(helper.make_node("Conv", ["x", "w"], ["t"]))
         x = "t"
-    form = str(rng.choice(["sigmoid", "tanh", "silu", "silu_rev", "quick"]))
+    form = str(rng.choice(["sigmoid", "tanh", "silu", "silu_rev", "quick", "hardsigmoid", "hardswish",
+                           "x_hardsigmoid"]))
     if form in ("sigmoid", "tanh"):
         nodes.append(helper.make_node(form.capitalize(), [x], ["y"]))
+    elif form == "hardsigmoid":
+        nodes.append(helper.make_node("HardSigmoid", [x], ["y"], alpha=float(rng.choice([0.2, 1 / 6, 0.5])),
+                                      beta=float(rng.choice([0.5, 0.0, 0.3]))))
+    elif form == "hardswish":
+        nodes.append(helper.make_node("HardSwish", [x], ["y"]))
+    elif form == "x_hardsigmoid":
+        nodes += [helper.make_node("HardSigmoid", [x], ["s"], alpha=1 / 6),
+                  helper.make_node("Mul", [x, "s"] if rng.random() < 0.5 else ["s", x], ["y"])]
     elif form == "quick":
         inits.append(init("a", np.float32(rng.choice([1.702, 0.5, -1.0, 2.0]))))
         nodes += [helper.make_node("Mul", [x, "a"], ["xa"]), helper.make_node("Sigmoid", ["xa"], ["s"]),

@@ -371,17 +371,18 @@ fn collapse_loops(loops: &mut Vec<(u32, i64)>, exprs: &mut [&mut E], offsets: &m
 
 /// The runtime activation a lowered map body is, if it is exactly one: `sigmoid(α·x)`,
 /// `x·sigmoid(α·x)` (either operand order; α a float constant — a literal or a one-element
-/// constant buffer, `scalar` — 1 when absent) or `tanh(x)`,
-/// with `x` a float32 load of one buffer at the loop variable itself. Returns (kind, α,
-/// buffer). Anything else — other operands, other index forms, more arithmetic fused in —
-/// stays generated code.
+/// constant buffer, `scalar` — 1 when absent), `tanh(x)`, HardSigmoid's
+/// `max(0, min(1, α·x + β))` or HardSwish's `x·max(0, min(1, α·x + β))` (the frontend's
+/// forms), with `x` a float32 load of one buffer at the loop variable itself. Returns
+/// (kind, [α, β], buffer). Anything else — other operands, other index forms, more
+/// arithmetic fused in — stays generated code.
 fn activation_form(
     value: &E,
     var: u32,
     scalar: &dyn Fn(BufId) -> Option<f32>,
-) -> Option<(i64, f32, BufId)> {
+) -> Option<(i64, [f32; 2], BufId)> {
     use crate::ir::expr::{BinOp, UnOp};
-    use onnxc_runtime::activation::{SIGMOID, SILU, TANH};
+    use onnxc_runtime::activation::{HARDSIGMOID, HARDSWISH, SIGMOID, SILU, TANH};
     let load = |e: &E| match &e.kind {
         ExprKind::Load { input, index }
             if e.dtype == DType::F32
@@ -415,22 +416,47 @@ fn activation_form(
             _ => None,
         }
     };
+    // max(0, min(1, α·x + β)): (buffer, α, β).
+    let hard = |e: &E| -> Option<(BufId, f32, f32)> {
+        let ExprKind::Binary(BinOp::Max, z, inner) = &e.kind else {
+            return None;
+        };
+        let ExprKind::Binary(BinOp::Min, o, t) = &inner.kind else {
+            return None;
+        };
+        if constant(z)? != 0.0 || constant(o)? != 1.0 {
+            return None;
+        }
+        let ExprKind::Binary(BinOp::Add, ax, be) = &t.kind else {
+            return None;
+        };
+        let (xb, al) = scaled(ax)?;
+        Some((xb, al, constant(be)?))
+    };
     if value.dtype != DType::F32 {
         return None;
     }
+    if let Some((b, al, be)) = hard(value) {
+        return Some((HARDSIGMOID, [al, be], b));
+    }
     match &value.kind {
-        ExprKind::Unary(UnOp::Sigmoid, a) => scaled(a).map(|(b, al)| (SIGMOID, al, b)),
-        ExprKind::Unary(UnOp::Tanh, a) => load(a).map(|b| (TANH, 1.0, b)),
+        ExprKind::Unary(UnOp::Sigmoid, a) => scaled(a).map(|(b, al)| (SIGMOID, [al, 0.0], b)),
+        ExprKind::Unary(UnOp::Tanh, a) => load(a).map(|b| (TANH, [1.0, 0.0], b)),
         ExprKind::Binary(BinOp::Mul, a, b) => {
-            let silu = |x: &E, s: &E| match &s.kind {
-                ExprKind::Unary(UnOp::Sigmoid, t) => {
-                    let xb = load(x)?;
-                    let (tb, al) = scaled(t)?;
-                    (xb == tb).then_some((SILU, al, xb))
+            let gated = |x: &E, s: &E| {
+                let xb = load(x)?;
+                match &s.kind {
+                    ExprKind::Unary(UnOp::Sigmoid, t) => {
+                        let (tb, al) = scaled(t)?;
+                        (xb == tb).then_some((SILU, [al, 0.0], xb))
+                    }
+                    _ => {
+                        let (tb, al, be) = hard(s)?;
+                        (xb == tb).then_some((HARDSWISH, [al, be], xb))
+                    }
                 }
-                _ => None,
             };
-            silu(a, b).or_else(|| silu(b, a))
+            gated(a, b).or_else(|| gated(b, a))
         }
         _ => None,
     }
@@ -577,14 +603,14 @@ impl StepCx<'_> {
                                 .map(|c| c[0])
                         })
                     };
-                    if let Some((kind, alpha, src)) = activation_form(&value, var, &scalar)
+                    if let Some((kind, params, src)) = activation_form(&value, var, &scalar)
                         .filter(|_| self.opts.activation_kernels && contiguous && n >= 16)
                     {
                         return Ok(vec![Stmt::Call {
                             kernel: Kernel::ActivationF32,
                             args: vec![
                                 Arg::Int(expr::i(kind)),
-                                Arg::Floats(vec![alpha]),
+                                Arg::Floats(params.to_vec()),
                                 Arg::start(src),
                                 Arg::start(obuf),
                                 Arg::Int(expr::i(n)),
