@@ -5,7 +5,8 @@
 //! epilogue (bias, residual, clamp) is applied on the way out.
 //!
 //! Outputs go 16 columns of a row per vector, strip by strip (the strip's column masks
-//! computed once). The common kernels — 3×3 and 5×5 at stride 1 and 2,
+//! computed once). The common kernels — 3×3, 5×5 and 7×7 (ConvNeXt) at stride 1, 3×3 and
+//! 5×5 at stride 2,
 //! undilated — are register-blocked over several output rows: each input row vector is
 //! loaded once per block and feeds every output row whose window covers it (3×3 at stride
 //! 1 over 8 rows: 30 loads for 72 FMAs instead of one load per FMA), weights stay in
@@ -127,6 +128,7 @@ pub(super) unsafe fn depthwise(
                 match (undilated, k, s) {
                     (true, (3, 3), (1, 1)) => plane_s1::<3, 2, 8>(g, xp, wp, yp, &ep, ahead),
                     (true, (5, 5), (1, 1)) => plane_s1::<5, 2, 4>(g, xp, wp, yp, &ep, ahead),
+                    (true, (7, 7), (1, 1)) => plane_s1::<7, 2, 4>(g, xp, wp, yp, &ep, ahead),
                     (true, (3, 3), (2, 2)) => plane_s2::<3>(g, xp, wp, yp, &ep, ahead),
                     (true, (5, 5), (2, 2)) => plane_s2::<5>(g, xp, wp, yp, &ep, ahead),
                     _ if g.strides[1] == 2 => rows_s2_plane(g, xp, wp, yp, &ep, ahead),
