@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -853,6 +853,41 @@ def segnet_unpool():
     return m
 
 
+def video_audio_convs():
+    """1-D and 3-D convolutions and pools as video (X3D, C3D) and audio/speech (wav2vec's
+    feature encoder, Conformer's convolution module, TCNs) models use them: onnxc runs 1-D
+    convs as 2-D ones over a single row, 3-D ones through the row-wise im2col packer, 3-D
+    depthwise ones as 2-D slices accumulated over the depth taps, 1-D and 3-D max/average
+    pools through the 2-D pool kernel (3-D ones separably: depth, then height and width)."""
+    g = G(34)
+
+    def conv(x, cin, cout, k, group=1, **attrs):
+        return g.op("Conv", [x, g.w(cout, cin // group, *k), g.w(cout, scale=0.1)], group=group, **attrs)
+
+    # Video: [1, 4, 6, 10, 12].
+    v = g.op("Relu", [conv("v", 4, 12, (3, 3, 3), pads=[1] * 6)])
+    v2 = conv(v, 12, 16, (3, 3, 3), strides=[2, 2, 2], pads=[1, 0, 1, 1, 1, 0])
+    dw = g.op("Add", [conv(v, 12, 12, (3, 3, 3), group=12, pads=[1] * 6), v])
+    dws = conv(v, 12, 12, (3, 3, 3), group=12, strides=[2, 1, 2], dilations=[2, 1, 1], pads=[2, 1, 1, 2, 1, 1])
+    mp = g.op("MaxPool", [v], kernel_shape=[1, 3, 3], strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1])
+    mp3 = g.op("MaxPool", [v], kernel_shape=[3, 3, 2], strides=[2, 2, 1], pads=[1, 1, 0, 1, 0, 1], ceil_mode=1,
+               dilations=[1, 2, 1])
+    ap = g.op("AveragePool", [v], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    ap3 = g.op("AveragePool", [v], kernel_shape=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, ceil_mode=1)
+    ap3i = g.op("AveragePool", [v], kernel_shape=[3, 1, 3], strides=[1, 1, 2], pads=[1, 0, 1, 1, 0, 1],
+                count_include_pad=1)
+    # Audio: [1, 8, 50].
+    a = g.op("Relu", [conv("a", 8, 16, (5,), strides=[2], pads=[2, 2])])
+    a2 = conv(a, 16, 16, (3,), dilations=[3], pads=[3, 3])
+    a3 = conv(a, 16, 24, (4,), strides=[3], pads=[1, 0])
+    dw1 = g.op("Add", [conv(a, 16, 16, (31,), group=16, pads=[15, 15]), a])
+    causal = conv(a, 16, 16, (4,), group=16, pads=[3, 0])
+    am = g.op("MaxPool", [a], kernel_shape=[3], strides=[2], pads=[1, 1])
+    aa = g.op("AveragePool", [a], kernel_shape=[4], strides=[3], pads=[1, 2], ceil_mode=1)
+    return g.model([("v", [1, 4, 6, 10, 12]), ("a", [1, 8, 50])],
+                   [v2, dw, dws, mp, mp3, ap, ap3, ap3i, a2, a3, dw1, causal, am, aa])
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -860,7 +895,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
-         sequences_static, segnet_unpool]
+         sequences_static, segnet_unpool, video_audio_convs]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

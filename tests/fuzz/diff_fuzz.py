@@ -114,37 +114,42 @@ def shuffle(rng):
 
 def pool(rng):
     c, b = int(rng.choice([8, 16, 24])), int(rng.integers(1, 3))
-    h, w = int(rng.integers(1, 20)), int(rng.integers(1, 40))
-    k = [int(rng.integers(1, 6)), int(rng.integers(1, 6))]
-    attrs = dict(kernel_shape=k, strides=[int(v) for v in rng.integers(1, 4, size=2)],
-                 pads=[int(rng.integers(0, k[i % 2])) for i in range(4)], ceil_mode=int(rng.integers(0, 2)))
+    # 2-D mostly; 1-D (run as 2-D over one row) and 3-D (separably: depth, then the plane).
+    nsp = int(rng.choice([1, 2, 2, 2, 3]))
+    dims = {1: lambda: [int(rng.integers(1, 60))], 2: lambda: [int(rng.integers(1, 20)), int(rng.integers(1, 40))],
+            3: lambda: [int(v) for v in rng.integers(1, 10, size=3)]}[nsp]()
+    k = [int(rng.integers(1, 6)) for _ in range(nsp)]
+    if nsp == 3 and rng.random() < 0.3:
+        k[0] = 1  # X3D's [1, k, k] pools
+    attrs = dict(kernel_shape=k, strides=[int(v) for v in rng.integers(1, 4, size=nsp)],
+                 pads=[int(rng.integers(0, k[i % nsp])) for i in range(2 * nsp)], ceil_mode=int(rng.integers(0, 2)))
     op = str(rng.choice(["MaxPool", "AveragePool"]))
     if op == "AveragePool":
         attrs["count_include_pad"] = int(rng.integers(0, 2))
     if op == "MaxPool" or rng.random() < 0.5:
-        attrs["dilations"] = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
+        attrs["dilations"] = [int(rng.choice([1, 1, 2])) for _ in range(nsp)]
     # A window larger than the padded input outside ceil_mode: the spec's floor gives no
     # output and onnxc reports an error, onnxruntime computes one (truncating division).
-    dil = attrs.get("dilations", [1, 1])
+    dil = attrs.get("dilations", [1] * nsp)
     if not attrs["ceil_mode"] and any(
-            n + attrs["pads"][i] + attrs["pads"][i + 2] < (k[i] - 1) * dil[i] + 1 for i, n in enumerate((h, w))):
+            n + attrs["pads"][i] + attrs["pads"][i + nsp] < (k[i] - 1) * dil[i] + 1 for i, n in enumerate(dims)):
         return pool(rng)
     # Windows with no tap inside the input (dilated windows in the padding): max gives -inf
     # here and -FLT_MAX in onnxruntime, an average without the padding counted NaN (0/0) here
     # and in onnx's reference evaluator and 0 in onnxruntime. The spec is silent.
     if op == "MaxPool" or not attrs["count_include_pad"]:
-        for i, n in enumerate((h, w)):
-            kk, s, pb, pe = k[i], attrs["strides"][i], attrs["pads"][i], attrs["pads"][i + 2]
+        for i, n in enumerate(dims):
+            kk, s, pb, pe = k[i], attrs["strides"][i], attrs["pads"][i], attrs["pads"][i + nsp]
             span = n + pb + pe - (kk - 1) * dil[i] - 1
             o = (-(-span // s) if attrs["ceil_mode"] else span // s) + 1
             if attrs["ceil_mode"] and (o - 1) * s >= n + pb:
                 o -= 1
             if any(all(not 0 <= j * s - pb + t * dil[i] < n for t in range(kk)) for j in range(o)):
                 return pool(rng)
-    w0 = rng.standard_normal((c, c, 1, 1)).astype(np.float32)
+    w0 = rng.standard_normal((c, c) + (1,) * nsp).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w"], ["t"]), helper.make_node(op, ["t"], ["p"], **attrs),
              helper.make_node("Conv", ["p", "w"], ["y"])]
-    return nodes, {"x": [b, c, h, w]}, ["y"], [init("w", w0)]
+    return nodes, {"x": [b, c] + dims}, ["y"], [init("w", w0)]
 
 
 def conv(rng, winograd=False):
@@ -154,20 +159,25 @@ def conv(rng, winograd=False):
         k, s, d = [3, 3], [1, 1], [1, 1]
     else:
         c = int(rng.choice([3, 8, 12, 16, 24, 32]))
-        h, w = int(rng.integers(1, 24)), int(rng.integers(1, 24))
+        # 2-D mostly; 1-D (compiled as 2-D over one row) and 3-D (row-wise im2col, depthwise
+        # as 2-D slices).
+        nsp = int(rng.choice([1, 2, 2, 2, 3]))
+        dims = [int(v) for v in rng.integers(1, {1: 80, 2: 24, 3: 10}[nsp], size=nsp)]
         grp = int(rng.choice([1, 1, 2, 4, c]))
         grp = grp if c % grp == 0 else 1
         m = int(rng.choice([8, 16, 32, 40, 2 * grp]))
         m = m if m % grp == 0 else 2 * grp
-        if grp == c and m == c:
+        if grp == c and m == c and nsp == 2:
             # Depthwise: planes over several 16-column strips and 8-row register blocks.
-            h, w = int(rng.integers(1, 40)), int(rng.integers(1, 60))
-        k = [int(v) for v in rng.integers(1, 6, size=2)]
-        s = [int(v) for v in rng.integers(1, 4, size=2)]
-        d = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
+            dims = [int(rng.integers(1, 40)), int(rng.integers(1, 60))]
+        k = [int(v) for v in rng.integers(1, 6, size=nsp)]
+        s = [int(v) for v in rng.integers(1, 4, size=nsp)]
+        d = [int(rng.choice([1, 1, 2])) for _ in range(nsp)]
+    if winograd:
+        nsp, dims = 2, [h, w]
     b = int(rng.integers(1, 3))
-    p = [int(rng.integers(0, k[i % 2] + 1)) for i in range(4)]
-    inits = [init("w0", (rng.standard_normal((c, c, 1, 1)) * 0.5).astype(np.float32)),
+    p = [int(rng.integers(0, k[i % nsp] + 1)) for i in range(2 * nsp)]
+    inits = [init("w0", (rng.standard_normal((c, c) + (1,) * nsp) * 0.5).astype(np.float32)),
              init("w1", (rng.standard_normal((m, c // grp, *k)) * 0.3).astype(np.float32)),
              init("b1", rng.standard_normal(m).astype(np.float32))]
     nodes = [helper.make_node("Conv", ["x", "w0"], ["t"]),
@@ -184,7 +194,7 @@ def conv(rng, winograd=False):
         nodes.append(helper.make_node("Add", ["y0", "y0"], ["y"]))
     else:
         nodes[-1].output[0] = "y"
-    return nodes, {"x": [b, c, h, w]}, ["y"], inits
+    return nodes, {"x": [b, c] + dims}, ["y"], inits
 
 
 def softmax(rng):

@@ -254,6 +254,26 @@ fn geometry(
     let x = &s.values[st.inputs[0]].shape;
     let w = &s.values[st.inputs[1]].shape;
     let y = &s.values[st.output].shape;
+    if x.len() == 3 {
+        // A 1-D convolution is the 2-D one over a single row (same weights and tensor
+        // layouts), so it takes every 2-D kernel path: depthwise in place, the indirect and
+        // pixel-major products, the row-wise im2col packers.
+        return ConvGeometry {
+            n: x[0],
+            c: x[1],
+            m: w[0],
+            group: c.group,
+            input: vec![1, x[2]],
+            kernel: vec![1, w[2]],
+            output: vec![1, y[2]],
+            strides: vec![1, c.strides[0]],
+            dilations: vec![1, c.dilations[0]],
+            pads: vec![0, c.pads_begin[0]],
+            wide_simd: opts.wide_simd,
+            no_winograd: opts.no_winograd || c.exact,
+            input_planes: input_planes.clone().unwrap_or_default(),
+        };
+    }
     ConvGeometry {
         n: x[0],
         c: x[1],

@@ -166,7 +166,33 @@ impl ConvGeometry {
             .max(0) as usize
     }
 
+    /// The 2-D depthwise convolution of one depth slice of one plane, through which a 3-D
+    /// depthwise convolution runs (`depthwise_3d`); None for other geometries.
+    fn depthwise_slice(&self) -> Option<ConvGeometry> {
+        if self.input.len() != 3 || !self.is_depthwise() {
+            return None;
+        }
+        Some(ConvGeometry {
+            n: 1,
+            c: 1,
+            m: 1,
+            group: 1,
+            input: self.input[1..].to_vec(),
+            kernel: self.kernel[1..].to_vec(),
+            output: self.output[1..].to_vec(),
+            strides: self.strides[1..].to_vec(),
+            dilations: self.dilations[1..].to_vec(),
+            pads: self.pads[1..].to_vec(),
+            wide_simd: self.wide_simd,
+            no_winograd: self.no_winograd,
+            input_planes: Vec::new(),
+        })
+    }
+
     fn depthwise_scratch(&self) -> usize {
+        if let Some(g2) = self.depthwise_slice() {
+            return g2.depthwise_scratch();
+        }
         // Whichever path the running CPU takes (`conv_f32`): in place (AVX-512, horizontal
         // stride 1 or 2: no scratch), channel-blocked (AVX2, small planes otherwise) or
         // plane by plane.
@@ -439,15 +465,85 @@ fn strided_indirect_pays(g: &ConvGeometry) -> bool {
     }
 }
 
-/// 2-D case of `pack_im2col`: each K row of the block is first built contiguously in a
-/// local row (runs of output positions along an output row: zeros where the tap falls in the
-/// padding, a contiguous copy at stride 1, a vectorized even-lane pick at stride 2), then
-/// split into the panels with fixed-size moves. Panels are `width` positions wide: NR for the
-/// B operand of the channel-major product, MR for the A operand of the pixel-major one
-/// (`ConvGeometry::pixel_major`). `nc` is at most `gemm::NC`.
+/// Most leading spatial dims (all but the last) the row-wise im2col packers take: 2-D and
+/// 3-D convolutions (1-D ones are compiled as 2-D ones over a single row); more go through
+/// the element-wise `pack_im2col`.
+const MAX_LEAD: usize = 2;
+
+/// Whether the row-wise packers (`pack_im2col_2d` and its SIMD versions) take `g`.
+fn row_packable(g: &ConvGeometry) -> bool {
+    (1..=MAX_LEAD + 1).contains(&g.input.len())
+}
+
+/// How the row-wise im2col packers walk a convolution: the output is a sequence of rows
+/// (runs along the last spatial dim, one per combination of the leading output
+/// coordinates), and a kernel tap of an output row reads one input row (or lies in the
+/// padding).
+#[derive(Clone, Copy)]
+struct Rows {
+    /// Number of leading spatial dims (0 to `MAX_LEAD`).
+    lead: usize,
+    out: [i64; MAX_LEAD],
+    input: [i64; MAX_LEAD],
+    strides: [i64; MAX_LEAD],
+}
+
+impl Rows {
+    fn new(g: &ConvGeometry) -> Rows {
+        let lead = g.input.len() - 1;
+        debug_assert!(lead <= MAX_LEAD);
+        let mut r = Rows {
+            lead,
+            out: [1; MAX_LEAD],
+            input: [1; MAX_LEAD],
+            strides: [1; MAX_LEAD],
+        };
+        for d in 0..lead {
+            r.out[d] = g.output[d];
+            r.input[d] = g.input[d];
+            r.strides[d] = g.strides[d];
+        }
+        r
+    }
+
+    /// Per leading dim, where output row `oy` (its leading coordinates flattened) starts
+    /// reading the input, before a tap's offset is added.
+    #[inline]
+    fn origin(&self, mut oy: i64) -> [i64; MAX_LEAD] {
+        let mut o = [0; MAX_LEAD];
+        for d in (0..self.lead).rev() {
+            o[d] = (oy % self.out[d]) * self.strides[d];
+            oy /= self.out[d];
+        }
+        o
+    }
+
+    /// The input row (leading coordinates flattened) that a tap with leading offsets `lead`
+    /// reads for an output row starting at `origin`; None where it lies in the padding.
+    #[inline]
+    fn row(&self, origin: &[i64; MAX_LEAD], lead: &[i64; MAX_LEAD]) -> Option<i64> {
+        let mut r = 0;
+        for d in 0..self.lead {
+            let i = origin[d] + lead[d];
+            if i < 0 || i >= self.input[d] {
+                return None;
+            }
+            r = r * self.input[d] + i;
+        }
+        Some(r)
+    }
+}
+
+/// Row-wise case of `pack_im2col` (2-D and 3-D convolutions, see `Rows`): each K row of the
+/// block is first built contiguously in a local row (runs of output positions along an
+/// output row: zeros where the tap falls in the padding, a contiguous copy at stride 1, a
+/// vectorized even-lane pick at stride 2), then split into the panels with fixed-size
+/// moves. Panels are `width` positions wide: NR for the B operand of the channel-major
+/// product, MR for the A operand of the pixel-major one (`ConvGeometry::pixel_major`).
+/// `nc` is at most `gemm::NC`.
 ///
 /// # Safety
-/// As `pack_im2col`.
+/// As `pack_im2col`; `row_packable(g)`.
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
 unsafe fn pack_im2col_2d(
     g: &ConvGeometry,
@@ -472,26 +568,21 @@ unsafe fn pack_im2col_2d(
         unsafe { pack_im2col_2d_panels_avx2(g, xg, k0, kc, n0, nc, dst) };
         return;
     }
-    let (ih, iw) = (g.input[0], g.input[1]);
-    let ow = g.output[1];
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
-    let (sh, sw) = (g.strides[0], g.strides[1]);
-    let (dh, dw) = (g.dilations[0], g.dilations[1]);
-    let (ph, pw) = (g.pads[0], g.pads[1]);
-    let ks = (kh * kw) as usize;
-    let plane_len = (ih * iw) as usize;
+    let last = g.input.len() - 1;
+    let iw = g.input[last];
+    let ow = g.output[last];
+    let sw = g.strides[last];
+    let rows = Rows::new(g);
     let panels = nc.div_ceil(width);
     // The K row of the block, padded with zeros to whole panels.
     let mut row_buf = [0f32; gemm::NC + NR];
     assert!(nc <= gemm::NC, "im2col block wider than the GEMM's N block");
     let padded = panels * width;
     for kx in 0..kc {
-        let kk = k0 + kx;
-        let c = kk / ks;
-        let t = (kk % ks) as i64;
-        let (ty, tx) = ((t / kw) * dh, (t % kw) * dw);
-        // SAFETY: channel c of the group.
-        let plane = unsafe { xg.add(c * plane_len) };
+        let tap = im2col_tap(g, k0 + kx);
+        let (shift, lo, hi) = (tap.shift, tap.lo, tap.hi);
+        // SAFETY: channel plane of the group.
+        let plane = unsafe { xg.add(tap.plane) };
         let out = &mut row_buf[..padded];
         let mut n = n0;
         while n < n0 + nc {
@@ -499,43 +590,32 @@ unsafe fn pack_im2col_2d(
             let ox0 = n as i64 % ow;
             let len = ((ow - ox0) as usize).min(n0 + nc - n);
             let run = &mut out[n - n0..n - n0 + len];
-            let iy = oy * sh + ty - ph;
-            if iy < 0 || iy >= ih {
+            let Some(iy) = rows.row(&rows.origin(oy), &tap.lead) else {
                 run.fill(0.0);
-            } else {
-                let shift = tx - pw;
-                // Output columns whose input column lies inside the row: [lo, hi).
-                let lo = if shift >= 0 {
-                    0
-                } else {
-                    (-shift + sw - 1) / sw
-                };
-                let hi = if iw - shift <= 0 {
-                    0
-                } else {
-                    (iw - shift + sw - 1) / sw
-                };
-                let (a, b) = (ox0, ox0 + len as i64);
-                let ia = a.max(lo).min(b);
-                let ib = b.min(hi).max(ia);
-                let (za, zb) = ((ia - a) as usize, (ib - a) as usize);
-                run[..za].fill(0.0);
-                run[zb..].fill(0.0);
-                if ib > ia {
-                    let cnt = (ib - ia) as usize;
-                    let first = (iy * iw + ia * sw + shift) as usize;
-                    // The input columns ia*sw+shift .. (ib-1)*sw+shift of row iy: inside the row.
-                    let span = (cnt - 1) * sw as usize + 1;
-                    // SAFETY: the span lies inside row iy of the plane.
-                    let src = unsafe { std::slice::from_raw_parts(plane.add(first), span) };
-                    let dstr = &mut run[za..zb];
-                    match sw {
-                        1 => dstr.copy_from_slice(src),
-                        2 => crate::pool::pick_even(src, dstr),
-                        s => {
-                            for (j, d) in dstr.iter_mut().enumerate() {
-                                *d = src[j * s as usize];
-                            }
+                n += len;
+                continue;
+            };
+            // Output columns whose input column lies inside the row: [lo, hi).
+            let (a, b) = (ox0, ox0 + len as i64);
+            let ia = a.max(lo).min(b);
+            let ib = b.min(hi).max(ia);
+            let (za, zb) = ((ia - a) as usize, (ib - a) as usize);
+            run[..za].fill(0.0);
+            run[zb..].fill(0.0);
+            if ib > ia {
+                let cnt = (ib - ia) as usize;
+                let first = (iy * iw + ia * sw + shift) as usize;
+                // The input columns ia*sw+shift .. (ib-1)*sw+shift of row iy: inside the row.
+                let span = (cnt - 1) * sw as usize + 1;
+                // SAFETY: the span lies inside row iy of the plane.
+                let src = unsafe { std::slice::from_raw_parts(plane.add(first), span) };
+                let dstr = &mut run[za..zb];
+                match sw {
+                    1 => dstr.copy_from_slice(src),
+                    2 => crate::pool::pick_even(src, dstr),
+                    s => {
+                        for (j, d) in dstr.iter_mut().enumerate() {
+                            *d = src[j * s as usize];
                         }
                     }
                 }
@@ -583,10 +663,12 @@ unsafe fn pack_im2col_2d_panels_avx512(
     dst: *mut f32,
 ) {
     use std::arch::x86_64::*;
-    let (ih, iw) = (g.input[0], g.input[1]);
-    let ow = g.output[1];
-    let (sh, sw) = (g.strides[0], g.strides[1]);
-    let plane_len = (ih * iw) as usize;
+    let last = g.input.len() - 1;
+    let iw = g.input[last];
+    let ow = g.output[last];
+    let sw = g.strides[last];
+    let plane_len = g.isize();
+    let rows = Rows::new(g);
     let taps = im2col_taps(g, k0, kc);
     // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are masked to
     // the lanes whose row and column lie inside the channel plane (masked-off lanes of an
@@ -604,11 +686,14 @@ unsafe fn pack_im2col_2d_panels_avx512(
         while col < nc {
             let q = (n0 + col) as i64;
             let (oy, ox0) = (q / ow, q % ow);
+            let origin = rows.origin(oy);
             let len = ((ow - ox0) as usize).min(nc - col);
             let end = col + len;
             for (kx, tap) in taps.iter().enumerate().take(kc) {
-                let iy = oy * sh + tap.ty;
-                let inside = iy >= 0 && iy < ih;
+                let (iy, inside) = match rows.row(&origin, &tap.lead) {
+                    Some(iy) => (iy, true),
+                    None => (0, false),
+                };
                 // Output columns [va, vb) of the run read inside the row.
                 let (va, vb) = if inside {
                     let va = tap.lo.max(ox0);
@@ -715,46 +800,53 @@ unsafe fn pack_im2col_2d_panels_avx512(
     }
 }
 
-/// Per kernel tap of an im2col block: channel plane offset, vertical offset, horizontal
-/// shift, and the range `[lo, hi)` of output columns whose input column lies inside the row.
+/// Per kernel tap of an im2col block (row-wise packers): channel plane offset, offset per
+/// leading spatial dim (`Rows::row`), shift along the row, and the range `[lo, hi)` of
+/// output columns whose input column lies inside the row.
 #[derive(Clone, Copy, Default)]
 struct Tap {
     plane: usize,
-    ty: i64,
+    lead: [i64; MAX_LEAD],
     shift: i64,
     lo: i64,
     hi: i64,
 }
 
-/// The taps of im2col rows `k0..k0+kc` (`kc <= gemm::KC`).
+/// The tap of im2col row `kk` (`row_packable(g)`).
+fn im2col_tap(g: &ConvGeometry, kk: usize) -> Tap {
+    let last = g.input.len() - 1;
+    let (iw, kw, sw) = (g.input[last], g.kernel[last], g.strides[last]);
+    let ks = g.ksize();
+    let t = (kk % ks) as i64;
+    let shift = (t % kw) * g.dilations[last] - g.pads[last];
+    let mut lead = [0; MAX_LEAD];
+    let mut r = t / kw;
+    for d in (0..last).rev() {
+        lead[d] = (r % g.kernel[d]) * g.dilations[d] - g.pads[d];
+        r /= g.kernel[d];
+    }
+    Tap {
+        plane: (kk / ks) * g.isize(),
+        lead,
+        shift,
+        lo: if shift >= 0 {
+            0
+        } else {
+            (-shift + sw - 1) / sw
+        },
+        hi: if iw - shift <= 0 {
+            0
+        } else {
+            (iw - shift + sw - 1) / sw
+        },
+    }
+}
+
+/// The taps of im2col rows `k0..k0+kc` (`kc <= gemm::KC`, `row_packable(g)`).
 fn im2col_taps(g: &ConvGeometry, k0: usize, kc: usize) -> [Tap; gemm::KC] {
-    let iw = g.input[1];
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
-    let sw = g.strides[1];
-    let (dh, dw) = (g.dilations[0], g.dilations[1]);
-    let (ph, pw) = (g.pads[0], g.pads[1]);
-    let ks = (kh * kw) as usize;
-    let plane_len = (g.input[0] * iw) as usize;
     let mut taps = [Tap::default(); gemm::KC];
     for (kx, tap) in taps.iter_mut().enumerate().take(kc) {
-        let kk = k0 + kx;
-        let t = (kk % ks) as i64;
-        let shift = (t % kw) * dw - pw;
-        *tap = Tap {
-            plane: (kk / ks) * plane_len,
-            ty: (t / kw) * dh - ph,
-            shift,
-            lo: if shift >= 0 {
-                0
-            } else {
-                (-shift + sw - 1) / sw
-            },
-            hi: if iw - shift <= 0 {
-                0
-            } else {
-                (iw - shift + sw - 1) / sw
-            },
-        };
+        *tap = im2col_tap(g, k0 + kx);
     }
     taps
 }
@@ -779,10 +871,12 @@ unsafe fn pack_im2col_2d_panels_avx2(
     dst: *mut f32,
 ) {
     use std::arch::x86_64::*;
-    let (ih, iw) = (g.input[0], g.input[1]);
-    let ow = g.output[1];
-    let (sh, sw) = (g.strides[0], g.strides[1]);
-    let plane_len = (ih * iw) as usize;
+    let last = g.input.len() - 1;
+    let iw = g.input[last];
+    let ow = g.output[last];
+    let sw = g.strides[last];
+    let plane_len = g.isize();
+    let rows = Rows::new(g);
     let taps = im2col_taps(g, k0, kc);
     let xend = xg.wrapping_add((g.c / g.group) as usize * plane_len);
     // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are of lanes
@@ -793,11 +887,14 @@ unsafe fn pack_im2col_2d_panels_avx2(
         while col < nc {
             let q = (n0 + col) as i64;
             let (oy, ox0) = (q / ow, q % ow);
+            let origin = rows.origin(oy);
             let len = ((ow - ox0) as usize).min(nc - col);
             let end = col + len;
             for (kx, tap) in taps.iter().enumerate().take(kc) {
-                let iy = oy * sh + tap.ty;
-                let inside = iy >= 0 && iy < ih;
+                let (iy, inside) = match rows.row(&origin, &tap.lead) {
+                    Some(iy) => (iy, true),
+                    None => (0, false),
+                };
                 // Output columns [va, vb) of the run read inside the row.
                 let (va, vb) = if inside {
                     let va = tap.lo.max(ox0);
@@ -881,7 +978,8 @@ unsafe fn pack_im2col_2d_panels_avx2(
 ///
 /// # Safety
 /// `xg` holds the group's `cg` input channel planes; `dst` has room for the block;
-/// `base` holds the (spatial origin per dim) of every output position of the block.
+/// `base` is scratch for the spatial origin (per dim) of every output position of the block.
+/// Any number of spatial dims (`pack_im2col_2d` is the fast path for 1 to 3).
 #[allow(clippy::too_many_arguments, reason = "block coordinates")]
 unsafe fn pack_im2col(
     g: &ConvGeometry,
@@ -891,25 +989,24 @@ unsafe fn pack_im2col(
     n0: usize,
     nc: usize,
     dst: *mut f32,
-    base: &mut Vec<[i64; 3]>,
+    base: &mut Vec<i64>,
 ) {
     let nsp = g.input.len();
     let ks = g.ksize();
     let isz = g.isize();
-    // Spatial origin (before adding the kernel tap) of each output position in the block.
+    // Spatial origin (before adding the kernel tap) of each output position in the block,
+    // nsp values per position.
     base.clear();
-    let mut pos = [0i64; 3];
+    let mut pos = vec![0i64; nsp];
     let mut rem = n0 as i64;
     for d in (0..nsp).rev() {
         pos[d] = rem % g.output[d];
         rem /= g.output[d];
     }
     for _ in 0..nc {
-        let mut o = [0i64; 3];
         for d in 0..nsp {
-            o[d] = pos[d] * g.strides[d] - g.pads[d];
+            base.push(pos[d] * g.strides[d] - g.pads[d]);
         }
-        base.push(o);
         for d in (0..nsp).rev() {
             pos[d] += 1;
             if pos[d] < g.output[d] {
@@ -918,7 +1015,7 @@ unsafe fn pack_im2col(
             pos[d] = 0;
         }
     }
-    let mut tap = [0i64; 3];
+    let mut tap = vec![0i64; nsp];
     for kx in 0..kc {
         let kk = k0 + kx;
         let c = kk / ks;
@@ -938,7 +1035,7 @@ unsafe fn pack_im2col(
                     *o = 0.0;
                     continue;
                 }
-                let b = &base[col];
+                let b = &base[col * nsp..(col + 1) * nsp];
                 let mut off = 0i64;
                 let mut inside = true;
                 for d in 0..nsp {
@@ -1432,6 +1529,85 @@ fn depthwise_2d_planes(
     }
 }
 
+/// 3-D depthwise convolution as 2-D ones (X3D's and MoViNet's 3×3×3 layers): output slice
+/// `od` of a plane accumulates, for every depth tap whose input slice lies inside the input,
+/// the 2-D depthwise convolution of that input slice with that kernel slice (`g2`, run by
+/// `conv_f32` on the CPU's best 2-D path), the bias and residual coming in with the first
+/// tap and the clamp going out with the last; a slice with no tap inside is bias (and
+/// residual) alone. The 2-D kernel's residual operand is the accumulator: it reads each
+/// output's residual just before writing that output.
+///
+/// # Safety
+/// As `conv_f32` for a 3-D depthwise geometry whose `depthwise_slice()` is `g2`.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+unsafe fn depthwise_3d(
+    g: &ConvGeometry,
+    g2: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    let (id, od, kd) = (g.input[0], g.output[0], g.kernel[0] as usize);
+    let (islice, oslice, kslice) = (g2.isize(), g2.osize(), g2.ksize());
+    for plane in 0..depthwise_planes(g) {
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        for o in 0..od {
+            let taps: Vec<(usize, usize)> = (0..kd)
+                .filter_map(|k| {
+                    let i = o * g.strides[0] + k as i64 * g.dilations[0] - g.pads[0];
+                    (0..id).contains(&i).then_some((k, i as usize))
+                })
+                .collect();
+            // SAFETY: slice `o` of the output plane (and of the residual plane).
+            let (ys, rs) = unsafe {
+                let ys = yp.add(o as usize * oslice);
+                (
+                    ys,
+                    if r.is_null() {
+                        r
+                    } else {
+                        r.add(o as usize * oslice)
+                    },
+                )
+            };
+            if taps.is_empty() {
+                for j in 0..oslice {
+                    // SAFETY: inside the output slice (and the residual slice).
+                    unsafe {
+                        let rv = if rs.is_null() { 0.0 } else { *rs.add(j) };
+                        *ys.add(j) = crate::clamp_ep(bv + rv, lo, hi);
+                    }
+                }
+                continue;
+            }
+            for (t, &(k, i)) in taps.iter().enumerate() {
+                let (first, last) = (t == 0, t + 1 == taps.len());
+                // SAFETY: input slice i, kernel slice k and output slice o of the plane;
+                // scratch holds what the 2-D geometry needs (`depthwise_scratch`).
+                unsafe {
+                    conv_f32(
+                        g2,
+                        xp.add(i * islice),
+                        wp.add(k * kslice),
+                        true,
+                        if first { &bv } else { std::ptr::null() },
+                        if first { rs } else { ys },
+                        if last { lo } else { f32::NEG_INFINITY },
+                        if last { hi } else { f32::INFINITY },
+                        ys,
+                        scratch,
+                    )
+                };
+            }
+        }
+    }
+}
+
 /// Number of (batch, channel) planes of a depthwise convolution.
 fn depthwise_planes(g: &ConvGeometry) -> usize {
     (g.n * g.m) as usize
@@ -1825,6 +2001,11 @@ pub unsafe fn conv_f32(
             unsafe { depthwise_2d(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
             return;
         }
+        if let Some(g2) = g.depthwise_slice() {
+            // SAFETY: forwarded contract (scratch sized for the slices).
+            unsafe { depthwise_3d(g, &g2, x, w, bias, residual, lo, hi, y, scratch) };
+            return;
+        }
         for plane in 0..depthwise_planes(g) {
             let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
             // SAFETY: one plane of the geometry and its kernel.
@@ -1858,7 +2039,7 @@ pub unsafe fn conv_f32(
             (scratch as *const f32, scratch.add(g.packed_weights_len()))
         }
     };
-    let mut base = Vec::with_capacity(gemm::NC);
+    let mut base = Vec::with_capacity(gemm::NC * g.input.len());
     for b in 0..g.n as usize {
         for grp in 0..g.group as usize {
             // SAFETY: offsets inside the tensors described by the geometry.
@@ -1902,7 +2083,7 @@ pub unsafe fn conv_f32(
                         rest,
                     );
                 } else {
-                    if g.input.len() == 2 {
+                    if row_packable(g) {
                         let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
                             pack_im2col_2d(g, xg, k0, kc, n0, nc, dst, NR)
                         };
@@ -2225,6 +2406,94 @@ mod tests {
                 &[1, 1, 0],
             ),
             geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            // Row-wise im2col beyond 2-D: 3-D with K over two blocks and rows crossing
+            // panels, 3-D strided and dilated with batch, 3-D groups with a stride wider
+            // than the kernel; 1-D strided and dilated (as run by the runtime's own callers;
+            // compiled models run 1-D convs as 2-D ones over one row: the next ones);
+            // 4-D (the element-wise packer).
+            geom(
+                1,
+                12,
+                16,
+                1,
+                &[6, 9, 21],
+                &[3, 3, 3],
+                &[1, 1, 1],
+                &[1, 1, 1],
+                &[1, 1, 1],
+            ),
+            geom(
+                2,
+                5,
+                8,
+                1,
+                &[9, 11, 37],
+                &[3, 2, 3],
+                &[2, 1, 2],
+                &[1, 2, 1],
+                &[1, 0, 1],
+            ),
+            geom(
+                1,
+                8,
+                12,
+                2,
+                &[5, 6, 7],
+                &[2, 3, 3],
+                &[1, 2, 3],
+                &[1, 1, 1],
+                &[0, 1, 1],
+            ),
+            // 3-D depthwise (2-D slices): 3×3×3, strided and dilated with batch, output
+            // slices whose depth taps all fall in the padding.
+            geom(
+                1,
+                5,
+                5,
+                5,
+                &[6, 9, 21],
+                &[3, 3, 3],
+                &[1, 1, 1],
+                &[1, 1, 1],
+                &[1, 1, 1],
+            ),
+            geom(
+                2,
+                4,
+                4,
+                4,
+                &[5, 11, 37],
+                &[3, 3, 3],
+                &[2, 2, 2],
+                &[2, 1, 1],
+                &[3, 1, 1],
+            ),
+            geom(
+                1,
+                3,
+                3,
+                3,
+                &[3, 8, 8],
+                &[2, 3, 3],
+                &[1, 1, 1],
+                &[1, 1, 1],
+                &[4, 1, 1],
+            ),
+            geom(1, 16, 24, 1, &[200], &[3], &[2], &[1], &[1]),
+            geom(1, 8, 8, 1, &[50], &[3], &[1], &[3], &[3]),
+            geom(1, 16, 24, 1, &[1, 200], &[1, 3], &[1, 2], &[1, 1], &[0, 1]),
+            geom(1, 8, 8, 8, &[1, 100], &[1, 31], &[1, 1], &[1, 1], &[0, 15]),
+            geom(
+                1,
+                2,
+                3,
+                1,
+                &[3, 4, 5, 6],
+                &[2, 2, 2, 2],
+                &[1, 1, 2, 1],
+                &[1, 1, 1, 1],
+                &[1, 0, 0, 1],
+            ),
             // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
             geom(1, 32, 64, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
             geom(2, 64, 128, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),

@@ -259,7 +259,13 @@ fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, W
     Ok((x, dt, xs, win))
 }
 
-/// A 2-D float32 pool runs in the runtime's kernel; everything else is a `Reduce`.
+/// Float32 pools run in the runtime's 2-D kernel; everything else is a `Reduce`. 1-D pools
+/// are 2-D ones over a single row. 3-D max and average pools are separable: the depth
+/// window, over `[n, c, d, h·w]` viewed as 2-D, then the `[h, w]` window, over
+/// `[n, c·od, h, w]` (either skipped where its window is one element); per dim the same
+/// windows, padding and divisors as the 3-D pool (the count of a box window is the product
+/// of its per-dim counts). Lp pools of rank 3 stay a `Reduce` (a root per stage would round
+/// twice).
 fn pool_kernel(
     ctx: &mut Ctx,
     kind: PoolKind,
@@ -268,23 +274,59 @@ fn pool_kernel(
     xs: &[i64],
     win: &Window,
 ) -> Result<Option<ValueId>> {
-    if dt != DType::F32 || xs.len() != 4 {
+    if dt != DType::F32 || xs.iter().any(|&d| d <= 0) || win.out.iter().any(|&d| d <= 0) {
         return Ok(None);
     }
-    let op = PoolOp {
-        kind,
-        kernel: win.kernel.clone(),
-        strides: win.strides.clone(),
-        dilations: win.dilations.clone(),
-        pads_begin: win.pads_begin.clone(),
-        pads_end: win.pads_end.clone(),
+    // The 2-D pool of `x` viewed as `[n, c, h, w]` over window dims `dims` of `win`
+    // (None: a unit dim).
+    let pool2d = |ctx: &mut Ctx, x: ValueId, view: [i64; 4], dims: [Option<usize>; 2]| {
+        let pick = |v: &[i64], unit: i64| -> Vec<i64> {
+            dims.iter().map(|d| d.map_or(unit, |d| v[d])).collect()
+        };
+        let op = PoolOp {
+            kind,
+            kernel: pick(&win.kernel, 1),
+            strides: pick(&win.strides, 1),
+            dilations: pick(&win.dilations, 1),
+            pads_begin: pick(&win.pads_begin, 0),
+            pads_end: pick(&win.pads_end, 0),
+        };
+        let out: Vec<i64> = (0..2)
+            .map(|i| dims[i].map_or(view[2 + i], |d| win.out[d]))
+            .collect();
+        let xv = ctx.reshape(x, view.iter().map(|&d| Dim::Known(d)).collect())?;
+        let shape = vec![
+            Dim::Known(view[0]),
+            Dim::Known(view[1]),
+            Dim::Known(out[0]),
+            Dim::Known(out[1]),
+        ];
+        ctx.add(crate::ir::Op::Pool(op), vec![xv], TypeInfo::new(dt, shape))
     };
-    let shape = pool_shape(xs, win);
-    Ok(Some(ctx.add(
-        crate::ir::Op::Pool(op),
-        vec![x],
-        TypeInfo::new(dt, shape),
-    )?))
+    let trivial = |d: usize| {
+        win.kernel[d] == 1 && win.strides[d] == 1 && win.pads_begin[d] == 0 && win.pads_end[d] == 0
+    };
+    let y = match *xs {
+        [_, _, _, _] => pool2d(ctx, x, [xs[0], xs[1], xs[2], xs[3]], [Some(0), Some(1)])?,
+        [n, c, l] => pool2d(ctx, x, [n, c, 1, l], [None, Some(0)])?,
+        [n, c, d, h, w] if !matches!(kind, PoolKind::Lp { .. }) || trivial(0) => {
+            let mut y = x;
+            let mut od = d;
+            if !trivial(0) {
+                y = pool2d(ctx, y, [n, c, d, h * w], [Some(0), None])?;
+                od = win.out[0];
+            }
+            if !(trivial(1) && trivial(2)) {
+                y = pool2d(ctx, y, [n, c * od, h, w], [Some(1), Some(2)])?;
+            }
+            if y == x {
+                return Ok(None);
+            }
+            y
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(ctx.reshape(y, pool_shape(xs, win))?))
 }
 
 pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
