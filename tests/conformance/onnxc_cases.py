@@ -854,11 +854,13 @@ def segnet_unpool():
 
 
 def video_audio_convs():
-    """1-D and 3-D convolutions and pools as video (X3D, C3D) and audio/speech (wav2vec's
-    feature encoder, Conformer's convolution module, TCNs) models use them: onnxc runs 1-D
+    """1-D and 3-D convolutions, transposed convolutions and pools as video (X3D, C3D, 3-D
+    UNets) and audio/speech (wav2vec's feature encoder, Conformer's convolution module, TCNs,
+    HiFi-GAN's upsamplers) models use them: onnxc runs 1-D
     convs as 2-D ones over a single row, 3-D ones through the row-wise im2col packer, 3-D
     depthwise ones as 2-D slices accumulated over the depth taps, 1-D and 3-D max/average
-    pools through the 2-D pool kernel (3-D ones separably: depth, then height and width)."""
+    pools through the 2-D pool kernel (3-D ones separably: depth, then height and width),
+    transposed ones through its GEMM + col2im kernel."""
     g = G(34)
 
     def conv(x, cin, cout, k, group=1, **attrs):
@@ -884,8 +886,16 @@ def video_audio_convs():
     causal = conv(a, 16, 16, (4,), group=16, pads=[3, 0])
     am = g.op("MaxPool", [a], kernel_shape=[3], strides=[2], pads=[1, 1])
     aa = g.op("AveragePool", [a], kernel_shape=[4], strides=[3], pads=[1, 2], ceil_mode=1)
+    # Transposed: a vocoder's 16/8 upsampler, grouped and dilated 1-D, a 3-D UNet's 2×2×2/2,
+    # 3-D strided with padding, and an explicit output_shape.
+    up = g.op("ConvTranspose", [a, g.w(16, 8, 16), g.w(8, scale=0.1)], strides=[8], pads=[4, 4])
+    up_g = g.op("ConvTranspose", [a, g.w(16, 3, 3), g.w(6, scale=0.1)], group=2, strides=[2], dilations=[2],
+                pads=[1, 0], output_padding=[1])
+    up3 = g.op("ConvTranspose", [v, g.w(12, 4, 2, 2, 2), g.w(4, scale=0.1)], strides=[2, 2, 2])
+    up3p = g.op("ConvTranspose", [v, g.w(12, 4, 3, 3, 3)], strides=[2, 1, 2], pads=[1, 1, 0, 1, 0, 1])
+    up_shape = g.op("ConvTranspose", [a, g.w(16, 4, 3)], strides=[2], output_shape=[50])
     return g.model([("v", [1, 4, 6, 10, 12]), ("a", [1, 8, 50])],
-                   [v2, dw, dws, mp, mp3, ap, ap3, ap3i, a2, a3, dw1, causal, am, aa])
+                   [v2, dw, dws, mp, mp3, ap, ap3, ap3i, a2, a3, dw1, causal, am, aa, up, up_g, up3, up3p, up_shape])
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,

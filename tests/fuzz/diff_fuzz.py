@@ -424,28 +424,30 @@ def activation(rng):
 
 
 def convtranspose(rng):
-    """ConvTranspose of random 2-D geometry — kernel, strides, dilations, pads, output_padding,
-    groups, auto_pad SAME, batch — with constant weights (packed at compile time) or weights
-    as an input (packed at run time), with or without a bias, sometimes followed by a Relu:
-    onnxc's GEMM + col2im kernel (`onnxc_conv_transpose_f32`)."""
+    """ConvTranspose of random 1-D, 2-D or 3-D geometry — kernel, strides, dilations, pads,
+    output_padding, groups, auto_pad SAME, batch — with constant weights (packed at compile
+    time) or weights as an input (packed at run time), with or without a bias, sometimes
+    followed by a Relu: onnxc's GEMM + col2im kernel (`onnxc_conv_transpose_f32`)."""
     grp = int(rng.choice([1, 1, 2]))
     cin, cout = grp * int(rng.integers(1, 9)), grp * int(rng.integers(1, 9))
-    k = [int(v) for v in rng.integers(1, 5, size=2)]
-    s = [int(v) for v in rng.integers(1, 4, size=2)]
-    d = [int(rng.choice([1, 1, 2])), int(rng.choice([1, 1, 2]))]
-    h, w, b = int(rng.integers(1, 14)), int(rng.integers(1, 14)), int(rng.integers(1, 3))
+    nsp = int(rng.choice([1, 2, 2, 3]))
+    k = [int(v) for v in rng.integers(1, 5, size=nsp)]
+    s = [int(v) for v in rng.integers(1, 4, size=nsp)]
+    d = [int(rng.choice([1, 1, 2])) for _ in range(nsp)]
+    dims = [int(v) for v in rng.integers(1, {1: 40, 2: 14, 3: 7}[nsp], size=nsp)]
+    b = int(rng.integers(1, 3))
     attrs = dict(kernel_shape=k, strides=s, dilations=d, group=grp)
-    ext = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    ext = [(k[i] - 1) * d[i] + 1 for i in range(nsp)]
     # SAME with a kernel extent below the stride: a negative total padding, which onnxruntime
     # clamps (a shorter output) and the spec, the reference evaluator and onnxc do not; the
     # reference cannot judge grouped ConvTransposes, so those geometries are not drawn.
-    if rng.random() < 0.2 and all(ext[i] >= s[i] for i in range(2)):
+    if rng.random() < 0.2 and all(ext[i] >= s[i] for i in range(nsp)):
         attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER"]))
     else:
-        attrs["pads"] = [int(rng.integers(0, ext[i % 2])) for i in range(4)]
-        attrs["output_padding"] = [int(rng.integers(0, s[i])) if rng.random() < 0.3 else 0 for i in range(2)]
+        attrs["pads"] = [int(rng.integers(0, ext[i % nsp])) for i in range(2 * nsp)]
+        attrs["output_padding"] = [int(rng.integers(0, s[i])) if rng.random() < 0.3 else 0 for i in range(nsp)]
     wt = (rng.standard_normal((cin, cout // grp, *k)) * 0.5).astype(np.float32)
-    inits, ins = [], {"x": [b, cin, h, w]}
+    inits, ins = [], {"x": [b, cin] + dims}
     if rng.random() < 0.7:
         inits.append(init("w", wt))
     else:

@@ -1,73 +1,121 @@
-//! 2-D transposed convolution (ONNX ConvTranspose, f32) as a GEMM and a col2im:
-//! per group, `cols[(m, ky, kx), p] = Σ_c w[c, m, ky, kx] · x[c, p]` over the input
+//! Transposed convolution (ONNX ConvTranspose, f32, 1-D to 3-D) as a GEMM and a col2im:
+//! per group, `cols[(m, kd, ky, kx), p] = Σ_c w[c, m, kd, ky, kx] · x[c, p]` over the input
 //! positions `p` — one packed-A GEMM whose A is the group's weights transposed (packed at
 //! compile time) and whose B is the input planes read in place — then every column adds
-//! into the output position it lands on, `y[m, iy·sh − ph + ky·dh, ix·sw − pw + kx·dw]`
-//! (outside the output: dropped). The output starts as the bias and is clamped at the end
-//! (a fused Relu/Clip). Input rows go in chunks whose columns fit in `CHUNK_FLOATS` of
-//! scratch, so the scratch does not grow with the image.
+//! into the output position it lands on, `y[m, i·s − pad + k·d]` per spatial dim (outside
+//! the output: dropped). 1-D and 2-D convolutions are 3-D ones with leading unit dims. The
+//! output starts as the bias and is clamped at the end (a fused Relu/Clip). Input rows
+//! (runs along the last dim) go in chunks whose columns fit in `CHUNK_FLOATS` of scratch,
+//! so the scratch does not grow with the input.
 //!
 //! It replaced a per-output reduction over channels and taps with an integer division and
 //! a test per tap in generated scalar code: a UNet's 128→64 2×2/2 up-convolution at 64×64
-//! took 2.75 s.
+//! took 2.75 s, a HiFi-GAN-style vocoder's 1-D upsamplers 3.8 s.
 
 use crate::gemm::{self, BSource, Epilogue, pack};
 
 /// Floats of the column buffer per chunk of input rows (1 MB).
 const CHUNK_FLOATS: usize = 256 * 1024;
 
-/// Geometry of one 2-D transposed convolution (NCHW input `[n, c, ih, iw]`, weights
-/// `[c, m/group, kh, kw]`, output `[n, m, oh, ow]`).
+/// Spatial dims of the geometry: depth, height, width (fewer are leading unit dims).
+pub const DIMS: usize = 3;
+
+/// Geometry of one transposed convolution (input `[n, c, id, ih, iw]`, weights
+/// `[c, m/group, kd, kh, kw]`, output `[n, m, od, oh, ow]`; 1-D and 2-D ones with leading
+/// unit dims: `from_dims`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvTransposeGeometry {
     pub n: usize,
     pub c: usize,
     pub m: usize,
     pub group: usize,
-    pub input: [usize; 2],
-    pub kernel: [usize; 2],
-    pub output: [usize; 2],
-    pub strides: [usize; 2],
-    pub dilations: [usize; 2],
-    /// Padding at the start of each spatial dim (the output's offset into the full result).
-    pub pads: [usize; 2],
+    pub input: [usize; DIMS],
+    pub kernel: [usize; DIMS],
+    pub output: [usize; DIMS],
+    pub strides: [usize; DIMS],
+    pub dilations: [usize; DIMS],
+    /// Padding at the start of each spatial dim (the output's offset into the full result);
+    /// negative where an `output_shape` asks for more than the full result (those outputs are
+    /// the bias alone).
+    pub pads: [i64; DIMS],
 }
 
 impl ConvTransposeGeometry {
-    /// `[n, c, m, group, ih, iw, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw]`.
+    /// The geometry of a convolution with 1 to `DIMS` spatial dims (per-dim slices of equal
+    /// length), the missing leading dims of unit size; None for more dims.
+    #[allow(clippy::too_many_arguments, reason = "every attribute of the op")]
+    pub fn from_dims(
+        n: usize,
+        c: usize,
+        m: usize,
+        group: usize,
+        input: &[usize],
+        kernel: &[usize],
+        output: &[usize],
+        strides: &[usize],
+        dilations: &[usize],
+        pads: &[i64],
+    ) -> Option<ConvTransposeGeometry> {
+        let nsp = input.len();
+        if !(1..=DIMS).contains(&nsp) {
+            return None;
+        }
+        fn lift<T: Copy>(v: &[T], unit: T) -> [T; DIMS] {
+            let mut a = [unit; DIMS];
+            a[DIMS - v.len()..].copy_from_slice(v);
+            a
+        }
+        Some(ConvTransposeGeometry {
+            n,
+            c,
+            m,
+            group,
+            input: lift(input, 1),
+            kernel: lift(kernel, 1),
+            output: lift(output, 1),
+            strides: lift(strides, 1),
+            dilations: lift(dilations, 1),
+            pads: lift(pads, 0),
+        })
+    }
+
+    /// `[n, c, m, group, input×3, kernel×3, output×3, strides×3, dilations×3, pads×3]`.
     pub fn encode(&self) -> Vec<i64> {
-        let mut p = vec![self.n, self.c, self.m, self.group];
+        let mut p: Vec<i64> = [self.n, self.c, self.m, self.group]
+            .iter()
+            .map(|&v| v as i64)
+            .collect();
         for v in [
             self.input,
             self.kernel,
             self.output,
             self.strides,
             self.dilations,
-            self.pads,
         ] {
-            p.extend_from_slice(&v);
+            p.extend(v.iter().map(|&d| d as i64));
         }
-        p.into_iter().map(|v| v as i64).collect()
+        p.extend_from_slice(&self.pads);
+        p
     }
 
     /// # Safety
     /// `p` points to an array written by `encode`.
     pub unsafe fn decode(p: *const i64) -> ConvTransposeGeometry {
         // SAFETY: the caller's contract.
-        let v = unsafe { std::slice::from_raw_parts(p, 16) };
+        let v = unsafe { std::slice::from_raw_parts(p, 4 + 6 * DIMS) };
         let u = |i: usize| v[i] as usize;
-        let pair = |i: usize| [u(i), u(i + 1)];
+        let dims = |i: usize| -> [usize; DIMS] { std::array::from_fn(|d| u(4 + i * DIMS + d)) };
         ConvTransposeGeometry {
             n: u(0),
             c: u(1),
             m: u(2),
             group: u(3),
-            input: pair(4),
-            kernel: pair(6),
-            output: pair(8),
-            strides: pair(10),
-            dilations: pair(12),
-            pads: pair(14),
+            input: dims(0),
+            kernel: dims(1),
+            output: dims(2),
+            strides: dims(3),
+            dilations: dims(4),
+            pads: std::array::from_fn(|d| v[4 + 5 * DIMS + d]),
         }
     }
 
@@ -77,20 +125,27 @@ impl ConvTransposeGeometry {
     fn mg(&self) -> usize {
         self.m / self.group
     }
+    fn ksize(&self) -> usize {
+        self.kernel.iter().product()
+    }
     /// Rows of a group's column matrix: its output channels × taps.
     fn mk(&self) -> usize {
-        self.mg() * self.kernel[0] * self.kernel[1]
+        self.mg() * self.ksize()
     }
     fn isize(&self) -> usize {
-        self.input[0] * self.input[1]
+        self.input.iter().product()
     }
     fn osize(&self) -> usize {
-        self.output[0] * self.output[1]
+        self.output.iter().product()
+    }
+    /// Input rows (runs along the last dim) of one channel.
+    fn input_rows(&self) -> usize {
+        self.input[0] * self.input[1]
     }
 
     /// Input rows per chunk: as many as keep the columns within `CHUNK_FLOATS` (at least one).
     fn chunk_rows(&self) -> usize {
-        (CHUNK_FLOATS / (self.mk() * self.input[1]).max(1)).clamp(1, self.input[0].max(1))
+        (CHUNK_FLOATS / (self.mk() * self.input[2]).max(1)).clamp(1, self.input_rows().max(1))
     }
 
     /// Floats of the packed weights: each group's transposed weights as A panels.
@@ -98,29 +153,16 @@ impl ConvTransposeGeometry {
         self.group * pack::packed_a_len(self.mk(), self.cg())
     }
 
-    /// Weights `[c, m/group, kh, kw]` packed as `onnxc_conv_transpose_f32` reads them.
+    /// Weights `[c, m/group, k…]` packed as `onnxc_conv_transpose_f32` reads them.
     pub fn pack_weights(&self, w: &[f32]) -> Vec<f32> {
         assert_eq!(
             w.len(),
             self.c * self.mk(),
             "ConvTranspose weights of the wrong size"
         );
-        let per = pack::packed_a_len(self.mk(), self.cg());
-        let mut out = vec![0f32; self.group * per];
-        for g in 0..self.group {
-            // Group g's weights are rows g·cg.. of the [c, mk] matrix: A = (that block)ᵀ.
-            // SAFETY: the block has cg rows of mk floats; out holds `per` floats per group.
-            unsafe {
-                pack::pack_a(
-                    w.as_ptr().add(g * self.cg() * self.mk()),
-                    self.mk(),
-                    true,
-                    self.mk(),
-                    self.cg(),
-                    out.as_mut_ptr().add(g * per),
-                )
-            };
-        }
+        let mut out = vec![0f32; self.packed_weights_len()];
+        // SAFETY: sizes checked above.
+        unsafe { self.pack_weights_into(w.as_ptr(), out.as_mut_ptr()) };
         out
     }
 
@@ -128,23 +170,24 @@ impl ConvTransposeGeometry {
     /// weights when they are packed at run time (`weights_packed` false: weights that are a
     /// model input).
     pub fn scratch_floats(&self, weights_packed: bool) -> usize {
-        let cols = self.mk() * self.chunk_rows() * self.input[1];
+        let cols = self.mk() * self.chunk_rows() * self.input[2];
         let w = if weights_packed {
             0
         } else {
             self.packed_weights_len().next_multiple_of(16)
         };
-        w + cols.next_multiple_of(16) + gemm::scratch_len(self.chunk_rows() * self.input[1], false)
+        w + cols.next_multiple_of(16) + gemm::scratch_len(self.chunk_rows() * self.input[2], false)
     }
 
-    /// Packs raw weights `[c, m/group, kh, kw]` into `dst` (`packed_weights_len()` floats).
+    /// Packs raw weights `[c, m/group, k…]` into `dst` (`packed_weights_len()` floats).
     ///
     /// # Safety
-    /// `w` holds `c·(m/group)·kh·kw` floats, `dst` `packed_weights_len()`.
+    /// `w` holds `c·(m/group)·ksize` floats, `dst` `packed_weights_len()`.
     unsafe fn pack_weights_into(&self, w: *const f32, dst: *mut f32) {
         let per = pack::packed_a_len(self.mk(), self.cg());
         for g in 0..self.group {
-            // SAFETY: the caller's contract (as `pack_weights`).
+            // Group g's weights are rows g·cg.. of the [c, mk] matrix: A = (that block)ᵀ.
+            // SAFETY: the caller's contract.
             unsafe {
                 pack::pack_a(
                     w.add(g * self.cg() * self.mk()),
@@ -162,9 +205,9 @@ impl ConvTransposeGeometry {
 /// The transposed convolution.
 ///
 /// # Safety
-/// `x` holds `[n, c, ih, iw]`, `w` `packed_weights_len()` packed floats (or the raw
-/// `[c, m/group, kh, kw]` weights when `!weights_packed`), `bias` null or `m` floats, `y`
-/// `[n, m, oh, ow]`, `scratch` `scratch_floats(weights_packed)` floats (64-byte aligned).
+/// `x` holds `[n, c, input…]`, `w` `packed_weights_len()` packed floats (or the raw
+/// `[c, m/group, k…]` weights when `!weights_packed`), `bias` null or `m` floats, `y`
+/// `[n, m, output…]`, `scratch` `scratch_floats(weights_packed)` floats (64-byte aligned).
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe fn conv_transpose_f32(
     g: &ConvTransposeGeometry,
@@ -178,7 +221,7 @@ pub unsafe fn conv_transpose_f32(
     scratch: *mut f32,
 ) {
     let (cg, mg, mk) = (g.cg(), g.mg(), g.mk());
-    let (ih, iw) = (g.input[0], g.input[1]);
+    let (nrows, iw) = (g.input_rows(), g.input[2]);
     let (isz, osz) = (g.isize(), g.osize());
     let per = pack::packed_a_len(mk, cg);
     let rows_per_chunk = g.chunk_rows();
@@ -210,8 +253,8 @@ pub unsafe fn conv_transpose_f32(
                     std::slice::from_raw_parts_mut(yg.add(m * osz), osz).fill(v);
                 }
                 let mut r0 = 0;
-                while r0 < ih {
-                    let rows = rows_per_chunk.min(ih - r0);
+                while r0 < nrows {
+                    let rows = rows_per_chunk.min(nrows - r0);
                     let np = rows * iw;
                     gemm::gemm_packed_a(
                         mk,
@@ -241,8 +284,8 @@ pub unsafe fn conv_transpose_f32(
     }
 }
 
-/// Adds the columns of input rows `r0..r0+rows` (`cols`: `[mk, rows·iw]`, row pitch `np`)
-/// into the group's output planes `yg`.
+/// Adds the columns of input rows `r0..r0+rows` (`cols`: `[mk, rows·iw]`, row pitch `np`;
+/// rows counted over the leading dims) into the group's output planes `yg`.
 ///
 /// # Safety
 /// As `conv_transpose_f32` for one group and chunk.
@@ -254,45 +297,50 @@ unsafe fn col2im(
     rows: usize,
     yg: *mut f32,
 ) {
-    let (iw, osz) = (g.input[1], g.osize());
-    let (oh, ow) = (g.output[0] as isize, g.output[1] as isize);
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
-    let (sh, sw) = (g.strides[0] as isize, g.strides[1] as isize);
-    let (dh, dw) = (g.dilations[0] as isize, g.dilations[1] as isize);
-    let (ph, pw) = (g.pads[0] as isize, g.pads[1] as isize);
+    let (ih, iw, osz) = (g.input[1], g.input[2], g.osize());
+    let [od, oh, ow] = g.output.map(|v| v as isize);
+    let [kd, kh, kw] = g.kernel;
+    let [sd, sh, sw] = g.strides.map(|v| v as isize);
+    let [dd, dh, dw] = g.dilations.map(|v| v as isize);
+    let [pd, ph, pw] = g.pads.map(|v| v as isize);
     for m in 0..g.mg() {
         // SAFETY: plane m of the group's output.
         let plane = unsafe { yg.add(m * osz) };
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let row = (m * kh + ky) * kw + kx;
-                // Input columns ix whose output column ix·sw − pw + kx·dw is in [0, ow).
-                let off = kx as isize * dw - pw;
-                let ix_lo = if off >= 0 { 0 } else { ((-off) + sw - 1) / sw };
-                let ix_hi = if ow - off <= 0 {
-                    0
-                } else {
-                    ((ow - off - 1) / sw + 1).min(iw as isize)
-                };
-                if ix_lo >= ix_hi {
-                    continue;
-                }
-                for r in 0..rows {
-                    let oy = (r0 + r) as isize * sh - ph + ky as isize * dh;
-                    if oy < 0 || oy >= oh {
+        for tz in 0..kd {
+            for ty in 0..kh {
+                for tx in 0..kw {
+                    let row = ((m * kd + tz) * kh + ty) * kw + tx;
+                    // Input columns ix whose output column ix·sw − pw + tx·dw is in [0, ow).
+                    let off = tx as isize * dw - pw;
+                    let ix_lo = if off >= 0 { 0 } else { ((-off) + sw - 1) / sw };
+                    let ix_hi = if ow - off <= 0 {
+                        0
+                    } else {
+                        ((ow - off - 1) / sw + 1).min(iw as isize)
+                    };
+                    if ix_lo >= ix_hi {
                         continue;
                     }
-                    // SAFETY: column row `row`, input row r of the chunk; output row oy.
-                    unsafe {
-                        let src = cols.add(row * np + r * iw);
-                        let dst = plane.offset(oy * ow + off);
-                        if sw == 1 {
-                            for ix in ix_lo..ix_hi {
-                                *dst.offset(ix) += *src.offset(ix);
-                            }
-                        } else {
-                            for ix in ix_lo..ix_hi {
-                                *dst.offset(ix * sw) += *src.offset(ix);
+                    for r in 0..rows {
+                        let (iz, iy) = ((r0 + r) / ih, (r0 + r) % ih);
+                        let oz = iz as isize * sd - pd + tz as isize * dd;
+                        let oy = iy as isize * sh - ph + ty as isize * dh;
+                        if oz < 0 || oz >= od || oy < 0 || oy >= oh {
+                            continue;
+                        }
+                        // SAFETY: column row `row`, input row r of the chunk; output row
+                        // (oz, oy), columns ix·sw + off for ix in [ix_lo, ix_hi) inside it.
+                        unsafe {
+                            let src = cols.add(row * np + r * iw);
+                            let dst = plane.offset((oz * oh + oy) * ow + off);
+                            if sw == 1 {
+                                for ix in ix_lo..ix_hi {
+                                    *dst.offset(ix) += *src.offset(ix);
+                                }
+                            } else {
+                                for ix in ix_lo..ix_hi {
+                                    *dst.offset(ix * sw) += *src.offset(ix);
+                                }
                             }
                         }
                     }
@@ -334,14 +382,11 @@ mod tests {
 
     /// The definition: every input position scatters its kernel into the output.
     fn reference(g: &ConvTransposeGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
-        let (cg, mg) = (g.cg(), g.mg());
-        let (ih, iw) = (g.input[0], g.input[1]);
-        let (oh, ow) = (g.output[0] as isize, g.output[1] as isize);
-        let (kh, kw) = (g.kernel[0], g.kernel[1]);
-        let mut y = vec![0f64; g.n * g.m * g.osize()];
+        let (cg, mg, ks, isz, osz) = (g.cg(), g.mg(), g.ksize(), g.isize(), g.osize());
+        let mut y = vec![0f64; g.n * g.m * osz];
         for b in 0..g.n {
             for m in 0..g.m {
-                for v in &mut y[(b * g.m + m) * g.osize()..][..g.osize()] {
+                for v in &mut y[(b * g.m + m) * osz..][..osz] {
                     *v = bias[m] as f64;
                 }
             }
@@ -349,21 +394,29 @@ mod tests {
                 let grp = c / cg;
                 for mm in 0..mg {
                     let m = grp * mg + mm;
-                    for iy in 0..ih {
-                        for ix in 0..iw {
-                            let xv = x[((b * g.c + c) * ih + iy) * iw + ix] as f64;
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let oy = (iy * g.strides[0] + ky * g.dilations[0]) as isize
-                                        - g.pads[0] as isize;
-                                    let ox = (ix * g.strides[1] + kx * g.dilations[1]) as isize
-                                        - g.pads[1] as isize;
-                                    if (0..oh).contains(&oy) && (0..ow).contains(&ox) {
-                                        let wv = w[((c * mg + mm) * kh + ky) * kw + kx] as f64;
-                                        y[(b * g.m + m) * g.osize() + (oy * ow + ox) as usize] +=
-                                            xv * wv;
-                                    }
-                                }
+                    for i in 0..isz {
+                        let xv = x[(b * g.c + c) * isz + i] as f64;
+                        let ipos = [
+                            i / (g.input[1] * g.input[2]),
+                            i / g.input[2] % g.input[1],
+                            i % g.input[2],
+                        ];
+                        for t in 0..ks {
+                            let tpos = [
+                                t / (g.kernel[1] * g.kernel[2]),
+                                t / g.kernel[2] % g.kernel[1],
+                                t % g.kernel[2],
+                            ];
+                            let o: [i64; DIMS] = std::array::from_fn(|d| {
+                                (ipos[d] * g.strides[d] + tpos[d] * g.dilations[d]) as i64
+                                    - g.pads[d]
+                            });
+                            if (0..DIMS).all(|d| (0..g.output[d] as i64).contains(&o[d])) {
+                                let at = (o[0] as usize * g.output[1] + o[1] as usize)
+                                    * g.output[2]
+                                    + o[2] as usize;
+                                let wv = w[(c * mg + mm) * ks + t] as f64;
+                                y[(b * g.m + m) * osz + at] += xv * wv;
                             }
                         }
                     }
@@ -373,34 +426,28 @@ mod tests {
         y.into_iter().map(|v| v as f32).collect()
     }
 
+    /// A geometry with the output ONNX computes from the pads (`out_pad` at the end), or
+    /// `output` when given (the pads then only place it).
     #[allow(clippy::too_many_arguments, reason = "test geometry")]
     fn geom(
         n: usize,
         c: usize,
         m: usize,
         group: usize,
-        input: [usize; 2],
-        k: [usize; 2],
-        s: [usize; 2],
-        d: [usize; 2],
-        p: [usize; 2],
-        out_pad: [usize; 2],
+        input: &[usize],
+        k: &[usize],
+        s: &[usize],
+        d: &[usize],
+        p: &[i64],
+        out_pad: &[usize],
+        output: Option<&[usize]>,
     ) -> ConvTransposeGeometry {
-        let output = std::array::from_fn(|i| {
-            (input[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + out_pad[i] - 2 * p[i]
-        });
-        ConvTransposeGeometry {
-            n,
-            c,
-            m,
-            group,
-            input,
-            kernel: k,
-            output,
-            strides: s,
-            dilations: d,
-            pads: p,
-        }
+        let full: Vec<usize> = (0..input.len())
+            .map(|i| ((input[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + out_pad[i]) as i64 - 2 * p[i])
+            .map(|v| v as usize)
+            .collect();
+        ConvTransposeGeometry::from_dims(n, c, m, group, input, k, output.unwrap_or(&full), s, d, p)
+            .unwrap()
     }
 
     #[test]
@@ -409,23 +456,140 @@ mod tests {
             // UNet's 2×2/2 up-convolution; GAN-style 4×4/2 with padding 1; 3×3/2 with an
             // output padding; stride 1 (a flipped conv); dilation; groups; batch; a
             // 1-pixel input; many rows over several chunks.
-            geom(1, 16, 8, 1, [9, 7], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
-            geom(1, 8, 12, 1, [6, 5], [4, 4], [2, 2], [1, 1], [1, 1], [0, 0]),
-            geom(2, 6, 4, 1, [5, 8], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
-            geom(1, 5, 7, 1, [6, 6], [3, 3], [1, 1], [1, 1], [1, 1], [0, 0]),
-            geom(1, 4, 6, 2, [5, 5], [3, 2], [2, 3], [2, 1], [0, 1], [0, 0]),
-            geom(1, 3, 3, 1, [1, 1], [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
+            geom(
+                1,
+                16,
+                8,
+                1,
+                &[9, 7],
+                &[2, 2],
+                &[2, 2],
+                &[1, 1],
+                &[0, 0],
+                &[0, 0],
+                None,
+            ),
+            geom(
+                1,
+                8,
+                12,
+                1,
+                &[6, 5],
+                &[4, 4],
+                &[2, 2],
+                &[1, 1],
+                &[1, 1],
+                &[0, 0],
+                None,
+            ),
+            geom(
+                2,
+                6,
+                4,
+                1,
+                &[5, 8],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                None,
+            ),
+            geom(
+                1,
+                5,
+                7,
+                1,
+                &[6, 6],
+                &[3, 3],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                &[0, 0],
+                None,
+            ),
+            geom(
+                1,
+                4,
+                6,
+                2,
+                &[5, 5],
+                &[3, 2],
+                &[2, 3],
+                &[2, 1],
+                &[0, 1],
+                &[0, 0],
+                None,
+            ),
+            geom(
+                1,
+                3,
+                3,
+                1,
+                &[1, 1],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                &[0, 0],
+                &[0, 0],
+                None,
+            ),
             geom(
                 1,
                 64,
                 64,
                 1,
-                [80, 40],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [1, 1],
-                [1, 1],
+                &[80, 40],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                None,
+            ),
+            // 1-D: a vocoder's 16/8 upsampler (rows over several chunks), grouped dilated.
+            geom(1, 32, 16, 1, &[700], &[16], &[8], &[1], &[4], &[0], None),
+            geom(2, 6, 4, 2, &[9], &[3], &[2], &[2], &[1], &[1], None),
+            // 3-D: a 3-D UNet's 2×2×2/2, strided with padding, dilation and groups.
+            geom(
+                1,
+                8,
+                4,
+                1,
+                &[3, 5, 6],
+                &[2, 2, 2],
+                &[2, 2, 2],
+                &[1, 1, 1],
+                &[0, 0, 0],
+                &[0, 0, 0],
+                None,
+            ),
+            geom(
+                1,
+                6,
+                6,
+                3,
+                &[4, 3, 5],
+                &[3, 2, 3],
+                &[2, 1, 2],
+                &[1, 2, 1],
+                &[1, 0, 1],
+                &[1, 0, 0],
+                None,
+            ),
+            // An output_shape past the full result: negative begin pads, bias-only borders.
+            geom(
+                1,
+                4,
+                5,
+                1,
+                &[4, 5],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                &[-1, 0],
+                &[0, 0],
+                Some(&[12, 11]),
             ),
         ];
         for g in &cases {

@@ -796,34 +796,37 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             return Err(ctx.err("the output size would be negative"));
         }
     }
-    // Float32 2-D: a GEMM and a col2im in the runtime (weights packed at compile time when
-    // constant).
+    // Float32, 1-D to 3-D: a GEMM and a col2im in the runtime (weights packed at compile
+    // time when constant).
     let positive = |v: &[i64]| v.iter().all(|&d| d >= 1);
-    if dt == DType::F32
-        && nsp == 2
+    let u = |v: &[i64]| v.iter().map(|&d| d as usize).collect::<Vec<_>>();
+    let kernel_geom = (dt == DType::F32
         && ctx.dtype(w) == DType::F32
-        && pb.iter().all(|&p| p >= 0)
         && positive(&xs)
         && positive(&kernel)
         && positive(&strides)
         && positive(&dil)
         && positive(&out)
         && mg >= 1
-        && b.is_none_or(|b| ctx.dtype(b) == DType::F32 && ctx.known_shape(b).ok() == Some(vec![m]))
-    {
-        let u = |v: i64| v as usize;
-        let geom = onnxc_runtime::conv::transpose::ConvTransposeGeometry {
-            n: u(xs[0]),
-            c: u(xs[1]),
-            m: u(m),
-            group: u(group),
-            input: [u(xs[2]), u(xs[3])],
-            kernel: [u(kernel[0]), u(kernel[1])],
-            output: [u(out[0]), u(out[1])],
-            strides: [u(strides[0]), u(strides[1])],
-            dilations: [u(dil[0]), u(dil[1])],
-            pads: [u(pb[0]), u(pb[1])],
-        };
+        && b.is_none_or(|b| {
+            ctx.dtype(b) == DType::F32 && ctx.known_shape(b).ok() == Some(vec![m])
+        }))
+    .then(|| {
+        onnxc_runtime::conv::transpose::ConvTransposeGeometry::from_dims(
+            xs[0] as usize,
+            xs[1] as usize,
+            m as usize,
+            group as usize,
+            &u(&xs[2..]),
+            &u(&kernel),
+            &u(&out),
+            &u(&strides),
+            &u(&dil),
+            &pb,
+        )
+    })
+    .flatten();
+    if let Some(geom) = kernel_geom {
         let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(m)];
         shape.extend(out.iter().map(|&d| Dim::Known(d)));
         let mut inputs = vec![x, w];
