@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -898,6 +898,26 @@ def video_audio_convs():
                    [v2, dw, dws, mp, mp3, ap, ap3, ap3i, a2, a3, dw1, causal, am, aa, up, up_g, up3, up3p, up_shape])
 
 
+def einsum_products():
+    """Einsum as exports write attention and projections (onnxc runs two-operand products
+    as a batched MatMul with transposes or transposed operand reads): scores
+    `bqhd,bkhd->bhqk`, context `bhqk,bkhd->bqhd`, a projection with transposed weights
+    `bsd,ed->bse`, transposed A `kbm,kn->bmn`, a per-row dot product `ij,ij->i`, an outer
+    product, and a label summed within one operand (the general reduction)."""
+    g = G(35)
+    q, k = "q", "k"
+    s = g.op("Einsum", [q, k], equation="bqhd,bkhd->bhqk")
+    p = g.op("Softmax", [s], axis=-1)
+    ctx = g.op("Einsum", [p, k], equation="bhqk,bkhd->bqhd")
+    proj = g.op("Einsum", [g.op("Reshape", [ctx, g.const([2, 5, 12], np.int64)]), g.w(7, 12)],
+                equation="bsd,ed->bse")
+    ta = g.op("Einsum", [g.op("Transpose", [q], perm=[3, 0, 1, 2]), g.w(4, 6)], equation="kbmh,kn->bmhn")
+    dot = g.op("Einsum", ["r", "r"], equation="ij,ij->i")
+    outer = g.op("Einsum", [dot, g.w(3)], equation="i,j->ij")
+    summed = g.op("Einsum", ["r", g.w(6)], equation="ij,k->ik")
+    return g.model([("q", [2, 5, 3, 4]), ("k", [2, 5, 3, 4]), ("r", [4, 6])], [s, ctx, proj, ta, dot, outer, summed])
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -905,7 +925,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
-         sequences_static, segnet_unpool, video_audio_convs]
+         sequences_static, segnet_unpool, video_audio_convs, einsum_products]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -682,7 +682,44 @@ def for_reference(kind: str, m: onnx.ModelProto) -> onnx.ModelProto:
                     a.s = {b"bilinear": b"linear", b"bicubic": b"cubic"}.get(a.s, a.s)
     return m
 
-GENERATORS = {"views": views, "shuffle": shuffle, "pool": pool, "conv": conv,
+def einsum(rng):
+    """Two-operand Einsum with random labels: batch, row, column and contracted labels in
+    random orders per operand and in the output (onnxc runs these as a batched MatMul with
+    transposes, or the transposed reading of an operand), sometimes a label summed within
+    one operand or a size-1 dim against a larger one (the general reduction), sometimes
+    the attention forms `bqhd,bkhd->bhqk` / `bhqk,bkhd->bqhd`."""
+    if rng.random() < 0.25:
+        b, q, k, h, d = (int(v) for v in rng.integers(1, 7, size=5))
+        if rng.random() < 0.5:
+            eq, sa, sb = "bqhd,bkhd->bhqk", [b, q, h, d], [b, k, h, d]
+        else:
+            eq, sa, sb = "bhqk,bkhd->bqhd", [b, h, q, k], [b, k, h, d]
+    else:
+        kinds = {"batch": int(rng.integers(0, 3)), "row": int(rng.integers(0, 3)),
+                 "col": int(rng.integers(0, 3)), "red": int(rng.integers(0, 3))}
+        letters = iter("abcdefghijklmnop")
+        lab = {kind: [next(letters) for _ in range(n)] for kind, n in kinds.items()}
+        size = {c: int(rng.integers(1, 6)) for cs in lab.values() for c in cs}
+        a = lab["batch"] + lab["row"] + lab["red"]
+        bl = lab["batch"] + lab["red"] + lab["col"]
+        o = lab["batch"] + lab["row"] + lab["col"]
+        if rng.random() < 0.15:
+            c = next(letters)  # summed within A only
+            size[c] = int(rng.integers(1, 4))
+            a.append(c)
+        for t in (a, bl, o):
+            rng.shuffle(t)
+        sa, sb = [size[c] for c in a], [size[c] for c in bl]
+        if rng.random() < 0.1 and bl:
+            sb[int(rng.integers(0, len(sb)))] = 1  # a size-1 dim broadcast against A's
+        eq = "".join(a) + "," + "".join(bl) + "->" + "".join(o)
+    inits = [init("w", rng.standard_normal(sb).astype(np.float32))]
+    nodes = [helper.make_node("Einsum", ["x", "w"], ["y0"], equation=eq),
+             helper.make_node("Neg", ["y0"], ["y"])]
+    return nodes, {"x": sa}, ["y"], inits
+
+
+GENERATORS = {"views": views, "einsum": einsum, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
               "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
               "elementwise": elementwise, "activation": activation,
