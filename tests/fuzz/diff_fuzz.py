@@ -33,6 +33,8 @@ Generators:
            clamps taps, not positions)
   topk     TopK over random shapes, axes and k, largest or smallest, float and int values
            with many ties
+  quant    QDQ chains (every 8/16-bit type, per axis), DynamicQuantizeLinear into
+           MatMulInteger, QLinearMatMul and QLinearConv on inputs with ties and infinities
   control  If on a condition computed from the input (a branch gathering at data-dependent
            indices), Loop with a constant trip count and a condition the body computes
            (if-converted iterations)
@@ -346,6 +348,7 @@ def matmul(rng):
 # a divergence in its favour of speed, not a bug here.
 SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 1e-30, -1e-30, 88.0, -88.0, 100.0, -100.0, 1e30, -1e30,
                      np.inf, -np.inf, np.nan, 1e37, -1e37, 2.5, -2.5, 0.49999997], np.float32)
+QSPECIALS = SPECIALS[~np.isnan(SPECIALS)]
 UNARY = ["Abs", "Neg", "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Erf", "Floor", "Ceil", "Round", "Relu",
          "Sin", "Cos", "Reciprocal", "Softplus", "Sign", "IsNaN", "IsInf", "LeakyRelu", "Elu", "Selu",
          "HardSigmoid", "Softsign", "Atan", "Sinh", "Cosh", "Asinh", "Gelu", "Mish", "HardSwish"]
@@ -719,12 +722,114 @@ def einsum(rng):
     return nodes, {"x": sa}, ["y"], inits
 
 
+def quant(rng):
+    """Quantized graphs: QDQ chains (QuantizeLinear to uint8/int8/uint16/int16, per tensor or
+    per axis, with or without a zero point, then DequantizeLinear, an activation or an add
+    in float and requantization: the maps onnxc computes in float rather than through the
+    integer round trip), DynamicQuantizeLinear into MatMulInteger (the float32 GEMM plan
+    for a run-time zero point), QLinearMatMul and QLinearConv. Inputs carry infinities,
+    huge values and exact rounding ties; NaN is left out (its integer conversion is
+    implementation-defined). Requantized results may differ by one quantum where float
+    arithmetic lands on a tie; outputs named *_u8 allow that."""
+    form = str(rng.choice(["qdq", "qdq", "dynamic", "qlinear_matmul", "qlinear_conv"]))
+    inits, nodes = [], []
+    u = TensorProto.UINT8
+    if form == "qdq":
+        shape = [int(v) for v in rng.integers(1, 9, size=int(rng.integers(1, 5)))]
+        qt = rng.choice([TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16])
+        npt = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.UINT16: np.uint16,
+               TensorProto.INT16: np.int16}[qt]
+        info = np.iinfo(npt)
+        axis = None
+        if len(shape) > 1 and rng.random() < 0.3:
+            axis = int(rng.integers(-len(shape), len(shape)))
+        n = shape[axis] if axis is not None else None
+        sc = np.float32(rng.choice([0.125, 0.02, 1 / 3, 0.25, 1e-3, 7.0]))
+        scale = (sc * rng.uniform(0.5, 2, size=n)).astype(np.float32) if n else np.array(sc, np.float32)
+        zp = rng.integers(info.min, int(info.max) + 1, size=n).astype(npt) if n else np.array(
+            int(rng.integers(info.min, int(info.max) + 1)), npt)
+        attrs = {"axis": axis} if axis is not None else {}
+        inits += [init("s", scale), init("z", zp)]
+        with_zp = rng.random() < 0.8
+        qin = ["x", "s", "z"] if with_zp else ["x", "s"]
+        dqin = ["q", "s", "z"] if with_zp else ["q", "s"]
+        nodes += [helper.make_node("QuantizeLinear", qin, ["q"], **attrs),
+                  helper.make_node("DequantizeLinear", dqin, ["dq"], **attrs),
+                  helper.make_node("Cast", ["q"], ["qf"], to=F)]
+        outs = ["qf", "dq"]
+        act = str(rng.choice(["none", "relu", "sigmoid", "silu", "add"]))
+        if act != "none":
+            if act == "relu":
+                nodes.append(helper.make_node("Relu", ["dq"], ["a"]))
+            elif act == "sigmoid":
+                nodes.append(helper.make_node("Sigmoid", ["dq"], ["a"]))
+            elif act == "silu":
+                nodes += [helper.make_node("Sigmoid", ["dq"], ["sg"]), helper.make_node("Mul", ["dq", "sg"], ["a"])]
+            else:
+                nodes.append(helper.make_node("Add", ["dq", "dq"], ["a"]))
+            s2 = np.array(np.float32(rng.choice([0.01, 0.125, 1 / 255])), np.float32)
+            z2 = np.array(int(rng.integers(0, 256)), np.uint8)
+            inits += [init("s2", s2), init("z2", z2)]
+            nodes += [helper.make_node("QuantizeLinear", ["a", "s2", "z2"], ["q2"]),
+                      helper.make_node("Cast", ["q2"], ["r_u8"], to=F)]
+            outs.append("r_u8")
+        return nodes, {"x": shape}, outs, inits, float(sc)
+    if form == "dynamic":
+        m, k, n = (int(v) for v in rng.integers(1, 40, size=3))
+        signed = rng.random() < 0.5
+        wt = np.int8 if signed else np.uint8
+        w = rng.integers(-128 if signed else 0, 128 if signed else 256, size=(k, n)).astype(wt)
+        per_col = rng.random() < 0.4
+        wz = np.asarray(rng.integers(-5 if signed else 120, 6 if signed else 136, size=n if per_col else None), wt)
+        ws = np.asarray(rng.uniform(0.001, 0.05, size=n if per_col else None), np.float32)
+        inits += [init("w", w), init("wz", np.asarray(wz)), init("ws", np.asarray(ws))]
+        nodes += [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+                  helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+                  helper.make_node("Cast", ["acc"], ["accf"], to=F),
+                  helper.make_node("Mul", ["xs", "ws"], ["sc"]),
+                  helper.make_node("Mul", ["accf", "sc"], ["y"]),
+                  helper.make_node("Cast", ["xq"], ["xq_u8"], to=F),
+                  helper.make_node("Cast", ["xz"], ["xz_u8"], to=F)]
+        # Finite inputs only (tie 0): an infinite one makes the scale infinite and the zero
+        # point NaN, whose conversion is implementation-defined.
+        return nodes, {"x": [m, k]}, ["y", "xq_u8", "xz_u8", "xs"], inits, 0.0
+    # QLinearMatMul / QLinearConv on uint8 activations and uint8 or int8 weights.
+    xs, xz = np.float32(rng.choice([0.02, 0.05, 0.125])), np.uint8(rng.integers(100, 156))
+    signed = rng.random() < 0.5
+    wt = np.int8 if signed else np.uint8
+    ys, yz = np.float32(rng.choice([0.05, 0.2, 0.5])), np.uint8(rng.integers(0, 256))
+    inits += [init("xs", np.array(xs)), init("xz", np.array(xz)), init("ys", np.array(ys)), init("yz", np.array(yz))]
+    nodes.append(helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]))
+    if form == "qlinear_matmul":
+        m, k, n = (int(v) for v in rng.integers(1, 40, size=3))
+        w = rng.integers(-128 if signed else 0, 128 if signed else 256, size=(k, n)).astype(wt)
+        inits += [init("w", w), init("wsc", np.array(np.float32(rng.uniform(0.002, 0.02)))),
+                  init("wz", np.array(0 if signed else int(rng.integers(120, 136)), wt))]
+        nodes.append(helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "w", "wsc", "wz", "ys", "yz"], ["yq"]))
+        shape = [m, k]
+    else:
+        c, o = int(rng.integers(1, 17)), int(rng.integers(1, 17))
+        kh = int(rng.choice([1, 3]))
+        h, wd = (int(v) for v in rng.integers(kh, 12, size=2))
+        w = rng.integers(-128 if signed else 0, 128 if signed else 256, size=(o, c, kh, kh)).astype(wt)
+        per_ch = rng.random() < 0.5
+        wsc = np.asarray(rng.uniform(0.002, 0.02, size=o if per_ch else None), np.float32)
+        wz = np.zeros(o if per_ch else (), wt) if signed else np.full(o if per_ch else (), 128, wt)
+        bias = rng.integers(-2000, 2000, size=o).astype(np.int32)
+        inits += [init("w", w), init("wsc", np.asarray(wsc)), init("wz", np.asarray(wz)), init("b", bias)]
+        nodes.append(helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "wsc", "wz", "ys", "yz", "b"], ["yq"],
+                                      pads=[kh // 2] * 4, strides=[int(rng.choice([1, 2]))] * 2))
+        shape = [1, c, h, wd]
+    nodes.append(helper.make_node("Cast", ["yq"], ["y_u8"], to=F))
+    return nodes, {"x": shape}, ["y_u8"], inits, None
+
+
 GENERATORS = {"views": views, "einsum": einsum, "shuffle": shuffle, "pool": pool, "conv": conv,
               "winograd": lambda rng: conv(rng, winograd=True), "softmax": softmax,
               "cnnmix": cnnmix, "reduce": reduce, "slicing": slicing, "matmul": matmul,
               "elementwise": elementwise, "activation": activation,
               "convtranspose": convtranspose, "resize": resize, "rnn": rnn, "gridsample": gridsample,
-              "topk": topk, "control": control}
+              "topk": topk, "control": control, "quant": quant}
 
 
 def main() -> int:
@@ -746,13 +851,14 @@ def main() -> int:
             rng = np.random.default_rng([a.seed, zlib_crc(kind)])
             ran = 0
             for i in range(a.cases):
-                nodes, ins, outs, inits = GENERATORS[kind](rng)
+                nodes, ins, outs, inits, *tie = GENERATORS[kind](rng)
                 # An output is a name, or (name, shape) where inference cannot give the shape
                 # (If and Loop outputs).
                 declared = [vi(o) if isinstance(o, str) else vi(*o) for o in outs]
                 outs = [o if isinstance(o, str) else o[0] for o in outs]
                 g = helper.make_graph(nodes, kind, [vi(n, s) for n, s in ins.items()], declared, inits)
-                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+                # Opset 21 for quantization: its QuantizeLinear takes 16-bit types.
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if kind == "quant" else 19)])
                 m.ir_version = 9
                 try:
                     onnx.checker.check_model(onnx.shape_inference.infer_shapes(m, strict_mode=True))
@@ -765,6 +871,15 @@ def main() -> int:
                     for v in feeds.values():
                         mask = rng.random(v.shape) < 0.3
                         v[mask] = rng.choice(SPECIALS, size=int(mask.sum()))
+                if kind == "quant":
+                    for v in feeds.values():
+                        v *= 4
+                        mask = rng.random(v.shape) < 0.2
+                        specials = QSPECIALS if tie[0] != 0.0 else QSPECIALS[np.isfinite(QSPECIALS)]
+                        v[mask] = rng.choice(specials, size=int(mask.sum()))
+                        if tie and tie[0]:  # exact rounding ties of x / scale
+                            mask = rng.random(v.shape) < 0.2
+                            v[mask] = (rng.integers(-300, 300, size=int(mask.sum())) + 0.5) * np.float32(tie[0])
                 try:
                     want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
                 except Exception:

@@ -236,10 +236,102 @@ pub fn cast(a: E, to: DType) -> E {
     if let ExprKind::Const(c) = a.kind {
         return konst(to, super::eval::cast_scalar(c, a.dtype, to));
     }
+    if let Some(e) = int_round_trip(&a, to) {
+        return e;
+    }
     Arc::new(Expr {
         dtype: to,
         kind: ExprKind::Cast(a),
     })
+}
+
+/// `cast<to>(a)` where `a = cast<int>(x)` of a float `x` that a clamp keeps inside the
+/// integer type's range, every integer of which `to` (float32 or float64) holds exactly — a
+/// quantized value read back (QuantizeLinear fused into DequantizeLinear or a quantized
+/// product's centering): the same number computed in the float domain, `x`'s integer part
+/// (`x` itself where it is integral) or 0 for NaN, as the integer cast gives. Float-only
+/// expressions stay vectorizable; the integer round trip made such maps scalar (5 ns per
+/// element). None when the rule does not apply.
+fn int_round_trip(a: &E, to: DType) -> Option<E> {
+    let exact = match to {
+        DType::F32 => (1i64 << 24) as f64,
+        DType::F64 => (1i64 << 53) as f64,
+        _ => return None,
+    };
+    let ExprKind::Cast(x) = &a.kind else {
+        return None;
+    };
+    if !matches!(x.dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let (lo, hi) = int_type_range(a.dtype)?;
+    if lo < -exact || hi > exact {
+        return None;
+    }
+    let (xlo, xhi) = float_bounds(x);
+    if xlo < lo || xhi > hi {
+        return None;
+    }
+    let whole = if is_integral(x) {
+        x.clone()
+    } else {
+        unary(UnOp::Trunc, x.clone())
+    };
+    Some(select(
+        binary(BinOp::Eq, x.clone(), x.clone()),
+        cast(whole, to),
+        f(to, 0.0),
+    ))
+}
+
+/// The values of an integer type up to 32 bits (None for others).
+fn int_type_range(dt: DType) -> Option<(f64, f64)> {
+    Some(match dt {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::U16 => (0.0, 65535.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        _ => return None,
+    })
+}
+
+/// Bounds of a float expression's non-NaN values from its clamps and integer casts
+/// (`(-inf, inf)` where unknown).
+fn float_bounds(e: &E) -> (f64, f64) {
+    match &e.kind {
+        ExprKind::Const(c) if !c.as_f64().is_nan() => (c.as_f64(), c.as_f64()),
+        ExprKind::Binary(BinOp::Max, a, b) => {
+            let (al, ah) = float_bounds(a);
+            let (bl, bh) = float_bounds(b);
+            (al.max(bl), ah.max(bh))
+        }
+        ExprKind::Binary(BinOp::Min, a, b) => {
+            let (al, ah) = float_bounds(a);
+            let (bl, bh) = float_bounds(b);
+            (al.min(bl), ah.min(bh))
+        }
+        ExprKind::Cast(x) if !x.dtype.is_float() => {
+            int_type_range(x.dtype).unwrap_or((f64::NEG_INFINITY, f64::INFINITY))
+        }
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    }
+}
+
+/// Whether every non-NaN value of a float expression is an integer (or infinite).
+fn is_integral(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Const(c) => c.as_f64().fract() == 0.0 || c.as_f64().is_infinite(),
+        ExprKind::Unary(UnOp::Round | UnOp::Floor | UnOp::Ceil | UnOp::Trunc, _) => true,
+        ExprKind::Unary(UnOp::Neg | UnOp::Abs, a) => is_integral(a),
+        ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Max | BinOp::Min, a, b) => {
+            is_integral(a) && is_integral(b)
+        }
+        ExprKind::Select(_, a, b) => is_integral(a) && is_integral(b),
+        ExprKind::Cast(x) => !x.dtype.is_float() || is_integral(x),
+        _ => false,
+    }
 }
 
 /// Rounds a value computed in f32 to its narrow storage type (f16/bf16), as materializing it
@@ -372,6 +464,101 @@ pub fn rewrite(e: &E, f: &mut dyn FnMut(&E) -> Option<E>) -> E {
         r
     }
     go(e, f, &mut HashMap::new())
+}
+
+/// Hash-conses `e`: structurally equal subexpressions become one shared node, so that code
+/// generation, which computes each node once, computes each value once. Fusion leaves such
+/// copies: a map inlined into several reads of a map that is itself inlined somewhere (a
+/// QDQ-quantized SiLU read its requantized input five times, each recomputed with its
+/// divisions and roundings).
+pub fn share(e: &E) -> E {
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key {
+        Var(u32),
+        Const(DType, u8, u64),
+        Load(DType, u32, Vec<usize>),
+        Unary(DType, UnOp, usize),
+        Binary(DType, BinOp, usize, usize),
+        Select(usize, usize, usize),
+        Cast(DType, usize),
+        Check(usize, i64),
+    }
+    fn go(
+        e: &E,
+        memo: &mut HashMap<*const Expr, E>,
+        table: &mut HashMap<Key, E>,
+    ) -> E {
+        if let Some(r) = memo.get(&Arc::as_ptr(e)) {
+            return r.clone();
+        }
+        let id = |x: &E| Arc::as_ptr(x) as usize;
+        let (key, kind) = match &e.kind {
+            ExprKind::Var(v) => (Key::Var(*v), ExprKind::Var(*v)),
+            ExprKind::Const(c) => {
+                let (tag, bits) = match *c {
+                    Scalar::F(v) => (0, v.to_bits()),
+                    Scalar::I(v) => (1, v as u64),
+                    Scalar::U(v) => (2, v),
+                    Scalar::B(v) => (3, v as u64),
+                };
+                (Key::Const(e.dtype, tag, bits), ExprKind::Const(*c))
+            }
+            ExprKind::Load { input, index } => {
+                let index: Vec<E> = index.iter().map(|x| go(x, memo, table)).collect();
+                (
+                    Key::Load(e.dtype, *input, index.iter().map(id).collect()),
+                    ExprKind::Load {
+                        input: *input,
+                        index,
+                    },
+                )
+            }
+            ExprKind::Unary(op, a) => {
+                let a = go(a, memo, table);
+                (Key::Unary(e.dtype, *op, id(&a)), ExprKind::Unary(*op, a))
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (a, b) = (go(a, memo, table), go(b, memo, table));
+                (
+                    Key::Binary(e.dtype, *op, id(&a), id(&b)),
+                    ExprKind::Binary(*op, a, b),
+                )
+            }
+            ExprKind::Select(c, a, b) => {
+                let (c, a, b) = (go(c, memo, table), go(a, memo, table), go(b, memo, table));
+                (
+                    Key::Select(id(&c), id(&a), id(&b)),
+                    ExprKind::Select(c, a, b),
+                )
+            }
+            ExprKind::Cast(a) => {
+                let a = go(a, memo, table);
+                (Key::Cast(e.dtype, id(&a)), ExprKind::Cast(a))
+            }
+            ExprKind::CheckIndex { index, bound } => {
+                let index = go(index, memo, table);
+                (
+                    Key::Check(id(&index), *bound),
+                    ExprKind::CheckIndex {
+                        index,
+                        bound: *bound,
+                    },
+                )
+            }
+        };
+        let r = table
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Expr {
+                    dtype: e.dtype,
+                    kind,
+                })
+            })
+            .clone();
+        memo.insert(Arc::as_ptr(e), r.clone());
+        r
+    }
+    go(e, &mut HashMap::new(), &mut HashMap::new())
 }
 
 /// Substitutes variables: `Var(k)` becomes `vars[k]`.
@@ -589,5 +776,92 @@ pub fn display(e: &E) -> String {
         }
         ExprKind::Cast(a) => format!("cast<{}>({})", e.dtype, display(a)),
         ExprKind::CheckIndex { index, bound } => format!("check({}, {bound})", display(index)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::eval::eval_binary;
+    use crate::ir::interp::eval_map;
+    use crate::ir::tensor::Tensor;
+
+    /// `cast<float>(cast<int>(clamp(x)))` simplifies to float-only arithmetic that gives
+    /// exactly what the integer round trip gives, NaN and infinities included.
+    #[test]
+    fn int_round_trip_matches_the_integer_casts() {
+        let xs: Vec<f64> = [
+            0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 254.5, 255.0, 255.7, -128.5, 127.49, 1e30,
+            -1e30, 3.4e38, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 65535.5, -32768.9, 7.0,
+        ]
+        .iter()
+        .map(|&v| v as f32 as f64)
+        .collect();
+        let input = Tensor::from_scalars(
+            DType::F32,
+            vec![xs.len() as i64],
+            &xs.iter().map(|&v| Scalar::F(v)).collect::<Vec<_>>(),
+        );
+        for int in [DType::U8, DType::I8, DType::U16, DType::I16] {
+            let (lo, hi) = int_type_range(int).unwrap();
+            for rounded in [false, true] {
+                for to in [DType::F32, DType::F64] {
+                    let x = load(DType::F32, 0, vec![var(0)]);
+                    let x = if rounded { unary(UnOp::Round, x) } else { x };
+                    let clamped = binary(
+                        BinOp::Max,
+                        binary(BinOp::Min, x, f(DType::F32, hi)),
+                        f(DType::F32, lo),
+                    );
+                    let e = cast(cast(clamped, int), to);
+                    assert!(
+                        !matches!(&e.kind, ExprKind::Cast(a) if !a.dtype.is_float()),
+                        "{int} -> {to}: not simplified: {}",
+                        display(&e)
+                    );
+                    let got = eval_map(&e, &[&input], to, &[xs.len() as i64]).unwrap();
+                    for (k, &v) in xs.iter().enumerate() {
+                        let v = if rounded {
+                            crate::ir::eval::eval_unary(UnOp::Round, DType::F32, Scalar::F(v))
+                                .unwrap()
+                        } else {
+                            Scalar::F(v)
+                        };
+                        let c = eval_binary(
+                            BinOp::Max,
+                            DType::F32,
+                            eval_binary(BinOp::Min, DType::F32, v, Scalar::F(hi)),
+                            Scalar::F(lo),
+                        );
+                        let want = c.cast(int).cast(to).as_f64();
+                        let g = got.get(k).as_f64();
+                        assert!(
+                            g.to_bits() == want.to_bits() || (g == 0.0 && want == 0.0),
+                            "{int} -> {to}, rounded {rounded}, x = {}: got {g}, want {want}",
+                            xs[k]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Without a clamp into the integer range the round trip is kept (it wraps).
+    #[test]
+    fn int_round_trip_needs_a_clamp() {
+        let x = load(DType::F32, 0, vec![var(0)]);
+        let e = cast(cast(x, DType::U8), DType::F32);
+        assert!(matches!(&e.kind, ExprKind::Cast(a) if a.dtype == DType::U8));
+    }
+
+    /// `share` makes structurally equal subtrees one node.
+    #[test]
+    fn share_merges_equal_subtrees() {
+        let a = || unary(UnOp::Exp, load(DType::F32, 0, vec![var(0)]));
+        let e = share(&binary(BinOp::Add, a(), a()));
+        let ExprKind::Binary(_, l, r) = &e.kind else {
+            panic!("{}", display(&e))
+        };
+        assert!(Arc::ptr_eq(l, r));
     }
 }

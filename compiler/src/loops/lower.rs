@@ -557,12 +557,17 @@ impl StepCx<'_> {
         (bias, residual, clamp)
     }
 
-    /// Rewrites operand loads into flat buffer loads.
+    /// Rewrites operand loads into flat buffer loads; structurally equal subexpressions end
+    /// up shared (`expr::share`), so each is computed once.
     fn flatten(&self, body: &E) -> E {
+        expr::share(&self.flatten_loads(body))
+    }
+
+    fn flatten_loads(&self, body: &E) -> E {
         expr::rewrite(body, &mut |e| match &e.kind {
             ExprKind::Load { input, index } if *input != EPILOGUE_ACC => {
                 let v = self.st.inputs[*input as usize];
-                let index: Vec<E> = index.iter().map(|i| self.flatten(i)).collect();
+                let index: Vec<E> = index.iter().map(|i| self.flatten_loads(i)).collect();
                 Some(expr::load(
                     e.dtype,
                     self.buf(v),

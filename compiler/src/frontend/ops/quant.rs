@@ -175,20 +175,20 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     } else {
         q
     };
-    let mut v = expr::cast(expr::unary(UnOp::Round, q), DType::F64);
+    // The rounded quotient plus the zero point, saturated: in float32 when the division is
+    // (the zero point, below 2^16, adds exactly to every rounded quotient below 2^24 in
+    // magnitude, and one beyond saturates either way), in float64 otherwise.
+    let adt = if cdt == DType::F32 { DType::F32 } else { DType::F64 };
+    let mut v = expr::cast(expr::unary(UnOp::Round, q), adt);
     if let Some(z) = zp {
         let zi = param_index(ctx, "y_zero_point", z, &dims, axis, block)?;
         inputs.push(z);
-        v = expr::binary(
-            BinOp::Add,
-            v,
-            expr::cast(expr::load(odt, 2, zi), DType::F64),
-        );
+        v = expr::binary(BinOp::Add, v, expr::cast(expr::load(odt, 2, zi), adt));
     }
     let v = expr::binary(
         BinOp::Max,
-        expr::binary(BinOp::Min, v, expr::f(DType::F64, hi)),
-        expr::f(DType::F64, lo),
+        expr::binary(BinOp::Min, v, expr::f(adt, hi)),
+        expr::f(adt, lo),
     );
     let shape = ctx.shape(x);
     Ok(vec![ctx.map(odt, shape, inputs, expr::cast(v, odt))?])
@@ -477,16 +477,22 @@ fn f32_plan(
             Some(z) => ctx.konst(z).map(|t| t.to_f64s()),
         }
     };
-    let (Some(x_zps), Some(w_zps), Some(wt)) = (consts(x_zp), consts(w_zp), ctx.konst(w)) else {
+    let (Some(w_zps), Some(wt)) = (consts(w_zp), ctx.konst(w)) else {
         return F32Plan::None;
     };
     if w_zps.is_empty() {
         return F32Plan::None;
     }
-    let x_max = x_zps
-        .iter()
-        .map(|z| (lo - z).abs().max((hi - z).abs()))
-        .fold(0.0, f64::max);
+    // A zero point computed at run time (DynamicQuantizeLinear's) has x's type, so it lies
+    // in x's range too: |x − z| ≤ hi − lo.
+    let x_max = match consts(x_zp) {
+        Some(x_zps) => x_zps
+            .iter()
+            .map(|z| (lo - z).abs().max((hi - z).abs()))
+            .fold(0.0, f64::max),
+        None if x_zp.is_some_and(|z| ctx.dtype(z) == ctx.dtype(x)) => hi - lo,
+        None => return F32Plan::None,
+    };
     let mut sums = vec![0.0f64; outputs];
     for (k, v) in wt.to_f64s().into_iter().enumerate() {
         let z = w_zps[zp_of(k) % w_zps.len()];
