@@ -1516,3 +1516,59 @@ fn a_silu_read_by_two_consumers_is_computed_once() {
         }
     }
 }
+
+/// A sigmoid between QDQ pairs (quantized YOLO/EfficientNet activations) is computed once
+/// per quantized value, as a 257-entry table (the 256 uint8 values and NaN), and the map
+/// reads it per element (`schedule::lut`); the results are those of the direct computation.
+#[test]
+fn a_quantized_activation_becomes_a_table() {
+    let d = scratch("qdq-lut");
+    let (s, z) = (0.05f32, 120u8);
+    let m = model(
+        vec![
+            node("QuantizeLinear", "q", &["x", "s", "z"], &["xq"]),
+            node("DequantizeLinear", "dq", &["xq", "s", "z"], &["xd"]),
+            node("Sigmoid", "sig", &["xd"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(8), D::N(16), D::N(16)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(8), D::N(16), D::N(16)])],
+        vec![
+            f32_tensor("s", &[], &[s]),
+            int_tensor("z", 2, &[], &[z as i64]),
+        ],
+        13,
+    );
+    let p = d.join("qdq.onnx");
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .args(["-o", "/dev/null", "--emit", "loops"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let loops = String::from_utf8_lossy(&o.stdout);
+    assert!(loops.contains("float32[257]"), "a 257-entry table:\n{loops}");
+    assert!(loops.contains("for v0 in 0..257"), "the table's loop:\n{loops}");
+    assert_eq!(loops.matches("sigmoid(").count(), 1, "sigmoid in the table only:\n{loops}");
+    let n = 8 * 16 * 16;
+    let mut x: Vec<f32> = (0..n).map(|i| ((i * 37) % 401) as f32 / 20.0 - 10.0).collect();
+    x[..5].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -0.025]);
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 8, 16, 16], &x), &xin);
+    let got = run_model(&[&p, &xin], &d.join("out"))[0].to_f64s();
+    for (i, &v) in x.iter().enumerate() {
+        // QuantizeLinear: round half to even, saturate (NaN converts to 0); then back.
+        let q = if v.is_nan() {
+            0.0
+        } else {
+            ((v / s).round_ties_even() + z as f32).clamp(0.0, 255.0)
+        };
+        let d = (q - z as f32) * s;
+        let want = 1.0 / (1.0 + (-(d as f64)).exp());
+        assert!(
+            (got[i] - want).abs() <= 1e-6,
+            "x = {v}: got {}, want {want}",
+            got[i]
+        );
+    }
+}

@@ -95,3 +95,49 @@ fn vector_math_matches_f64_references() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// `Pow` by a constant exponent (vectorized as products of square roots for multiples of
+/// 1/4, exp·log otherwise) against C `powf` over the special bases: ±0, ±inf, negative
+/// finite bases, NaN — signs of zeros and infinities included.
+#[test]
+fn pow_by_constants_matches_powf() {
+    let d = std::env::temp_dir().join(format!("onnxc-vpow-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let mut xs: Vec<f32> = (0..400).map(|i| (i as f32 - 200.0) / 13.0).collect();
+    xs.extend([0.0, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-30, 1e30]);
+    while xs.len() % 8 != 0 {
+        xs.push(0.5);
+    }
+    let n = xs.len() as i64;
+    let ys = [0.5f32, 0.25, 0.75, -0.25, -1.5, 1.385, -1.385, 3.0, -3.0, 5.0, -5.0, 6.0, -4.0, 2.2];
+    let mut nodes = Vec::new();
+    let mut inits = Vec::new();
+    let mut outs = Vec::new();
+    for (k, y) in ys.iter().enumerate() {
+        inits.push(f32_tensor(&format!("e{k}"), &[], &[*y]));
+        nodes.push(node("Pow", &format!("pow{k}"), &["x", &format!("e{k}")], &[&format!("y{k}")]));
+        outs.push(value_info(&format!("y{k}"), 1, &[D::N(n)]));
+    }
+    let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, inits, 17);
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[n], &xs), &x);
+    let got = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    for (k, &y) in ys.iter().enumerate() {
+        let got = got[k].to_f64s();
+        for (i, &xv) in xs.iter().enumerate() {
+            let want = xv.powf(y) as f64;
+            let g = got[i];
+            let ok = if want.is_nan() {
+                g.is_nan()
+            } else if want == 0.0 || want.is_infinite() {
+                g.to_bits() == want.to_bits()
+            } else {
+                (g - want).abs() <= 2e-6 * want.abs() || (want.abs() < 1e-37 && g.abs() < 1e-37)
+            };
+            assert!(ok, "pow({xv}, {y}) = {g}, expected {want}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups).
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -918,6 +918,40 @@ def einsum_products():
     return g.model([("q", [2, 5, 3, 4]), ("k", [2, 5, 3, 4]), ("r", [4, 6])], [s, ctx, proj, ta, dot, outer, summed])
 
 
+def qdq_activations():
+    """Activations between QDQ pairs as quantized YOLO/EfficientNet/BERT exports write them:
+    SiLU (Sigmoid, Mul), Sigmoid, Tanh, Gelu-by-Erf and Softplus of dequantized uint8 and int8
+    values, requantized; onnxc computes each such map as a table over the quantized input's
+    256 values (`schedule::lut`) and reads it per element. Inputs reach past the
+    quantization range (saturation) and include NaN and ±inf."""
+    g = G(36)
+
+    def qdq(t, scale, zp, dt=np.uint8):
+        sc, z = g.const(np.float32(scale)), g.const(dt(zp), dt)
+        return g.op("DequantizeLinear", [g.op("QuantizeLinear", [t, sc, z]), sc, z])
+
+    specials = np.zeros((1, 1, 1, 16), np.float32)
+    specials[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    x = g.op("Add", [g.conv("x", 8, 16, 3), g.const(specials)])
+    # NaN's int8 quantization is implementation-defined (onnxruntime gives -128, the
+    # reference 0): the int8 branches see ±inf and a huge value instead.
+    finite = specials.copy()
+    finite[0, 0, 0, 0] = 1e30
+    xf = g.op("Add", [g.conv("x", 8, 16, 3), g.const(finite)])
+    # Each activation reads its own QDQ pair, as exports write them (a shared one is
+    # materialized as a float tensor and read as such).
+    a = qdq(x, 0.04, 128)
+    silu = qdq(g.op("Mul", [a, g.op("Sigmoid", [a])]), 0.03, 10)
+    sig = qdq(g.op("Sigmoid", [qdq(x, 0.04, 128)]), 1.0 / 256, 0)
+    tanh = qdq(g.op("Tanh", [qdq(xf, 0.05, 0, np.int8)]), 1.0 / 128, 0, np.int8)
+    b = qdq(xf, 0.05, 3, np.int8)
+    half, one, rs2 = g.const(np.float32(0.5)), g.const(np.float32(1.0)), g.const(np.float32(1 / np.sqrt(2)))
+    gelu = g.op("Mul", [g.op("Mul", [b, half]), g.op("Add", [one, g.op("Erf", [g.op("Mul", [b, rs2])])])])
+    gelu = qdq(gelu, 0.03, -10, np.int8)
+    sp = qdq(g.op("Softplus", [qdq(x, 0.04, 128)]), 0.02, 0)
+    return g.model([("x", [1, 8, 16, 16])], [silu, sig, tanh, gelu, sp], opset=13)
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -925,7 +959,8 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          topk_heads, topk_opset1, grid_samples,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
-         sequences_static, segnet_unpool, video_audio_convs, einsum_products]
+         sequences_static, segnet_unpool, video_audio_convs, einsum_products,
+         qdq_activations]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

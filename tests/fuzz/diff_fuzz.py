@@ -736,6 +736,8 @@ def quant(rng):
     u = TensorProto.UINT8
     if form == "qdq":
         shape = [int(v) for v in rng.integers(1, 9, size=int(rng.integers(1, 5)))]
+        if rng.random() < 0.4:  # large enough for a lookup table (schedule/lut.rs)
+            shape = [1, int(rng.integers(1, 9)), int(rng.integers(8, 40)), int(rng.integers(8, 40))]
         qt = rng.choice([TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16])
         npt = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.UINT16: np.uint16,
                TensorProto.INT16: np.int16}[qt]
@@ -757,16 +759,20 @@ def quant(rng):
                   helper.make_node("DequantizeLinear", dqin, ["dq"], **attrs),
                   helper.make_node("Cast", ["q"], ["qf"], to=F)]
         outs = ["qf", "dq"]
-        act = str(rng.choice(["none", "relu", "sigmoid", "silu", "add"]))
+        act = str(rng.choice(["none", "relu", "sigmoid", "silu", "tanh", "softplus", "add"]))
         if act != "none":
+            # Its own QDQ pair (dq is a graph output, materialized): the fused map is then
+            # a function of the quantized value, tabulated when large enough.
+            nodes += [helper.make_node("QuantizeLinear", qin, ["qa"], **attrs),
+                      helper.make_node("DequantizeLinear", ["qa"] + dqin[1:], ["dqa"], **attrs)]
             if act == "relu":
-                nodes.append(helper.make_node("Relu", ["dq"], ["a"]))
-            elif act == "sigmoid":
-                nodes.append(helper.make_node("Sigmoid", ["dq"], ["a"]))
+                nodes.append(helper.make_node("Relu", ["dqa"], ["a"]))
+            elif act in ("sigmoid", "tanh", "softplus"):
+                nodes.append(helper.make_node(act.capitalize(), ["dqa"], ["a"]))
             elif act == "silu":
-                nodes += [helper.make_node("Sigmoid", ["dq"], ["sg"]), helper.make_node("Mul", ["dq", "sg"], ["a"])]
+                nodes += [helper.make_node("Sigmoid", ["dqa"], ["sg"]), helper.make_node("Mul", ["dqa", "sg"], ["a"])]
             else:
-                nodes.append(helper.make_node("Add", ["dq", "dq"], ["a"]))
+                nodes.append(helper.make_node("Add", ["dqa", "dqa"], ["a"]))
             s2 = np.array(np.float32(rng.choice([0.01, 0.125, 1 / 255])), np.float32)
             z2 = np.array(int(rng.integers(0, 256)), np.uint8)
             inits += [init("s2", s2), init("z2", z2)]

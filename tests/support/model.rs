@@ -96,11 +96,17 @@ pub fn graph(
 
 /// An int64 tensor, or a bool one with `data_type` 9 (one byte per value).
 pub fn int_tensor(name: &str, data_type: i32, dims: &[i64], vals: &[i64]) -> TensorProto {
-    let raw = if data_type == 9 {
-        vals.iter().map(|&v| v as u8).collect()
-    } else {
-        vals.iter().flat_map(|v| v.to_le_bytes()).collect()
+    // Element size by ONNX type code: uint8/int8/bool 1, (u)int16 2, (u)int32 4, else 8.
+    let size = match data_type {
+        2 | 3 | 9 => 1,
+        4 | 5 => 2,
+        6 | 12 => 4,
+        _ => 8,
     };
+    let raw = vals
+        .iter()
+        .flat_map(|v| v.to_le_bytes()[..size].to_vec())
+        .collect();
     TensorProto {
         name: Some(name.into()),
         dims: dims.to_vec(),

@@ -1318,7 +1318,8 @@ impl<'a, 'b> FnCx<'a, 'b> {
             ExprKind::Load { input, index } => {
                 *input != EPILOGUE_ACC
                     && self.prog.buffers[*input as usize].dtype == DType::F32
-                    && linear_coeff(&index[0], var).is_some()
+                    && (linear_coeff(&index[0], var).is_some()
+                        || gather_index(&index[0]).is_some_and(|f| self.vec_ok_memo(f, var, seen)))
             }
             ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Select(..) => {
                 self.node_vec_ok(e) && e.children().iter().all(|c| self.vec_ok_memo(c, var, seen))
@@ -1536,6 +1537,27 @@ impl<'a, 'b> FnCx<'a, 'b> {
             return v;
         }
         let r = match &e.kind {
+            ExprKind::Load { input, index } if linear_coeff(&index[0], var).is_none() => {
+                // A gather (a lookup table read at a float index, `schedule::lut`): the
+                // index per lane, four scalar loads.
+                let f = gather_index(&index[0]).expect("checked by vectorizable");
+                let fv = self.veval(f, var, memo, smemo);
+                let fv = self.to_vec(fv, types::F32X4);
+                // One vector conversion (the offsets are small and non-negative), then
+                // lane by lane.
+                let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, fv);
+                let mut vec = None;
+                for lane in 0..4u8 {
+                    let x = self.b.ins().extractlane(iv, lane);
+                    let o = self.b.ins().uextend(PTR, x);
+                    let s = self.load(*input, o);
+                    vec = Some(match vec {
+                        None => self.b.ins().splat(types::F32X4, s),
+                        Some(v) => self.b.ins().insertlane(v, s, lane),
+                    });
+                }
+                VV::V(vec.expect("four lanes"))
+            }
             ExprKind::Load { input, index } => {
                 let c = linear_coeff(&index[0], var).expect("checked by vectorizable");
                 let off = self.eval(&index[0], smemo);
@@ -1589,6 +1611,39 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let x = self.to_vec(x, types::F32X4);
                 let y = b.as_const().map(|c| c.as_f64() as f32).unwrap_or(1.0);
                 VV::V(super::vmath::pow_const(&mut self.b, self.fma, x, y))
+            }
+            ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
+                if clamp_const(*op, a, b).is_some() =>
+            {
+                // A clamp against a constant: x86's minps/maxps return their second operand
+                // when either is NaN, so with the constant first and x second they propagate
+                // x's NaN as fmin/fmax do, in one instruction where Cranelift's NaN-propagating
+                // fmin/fmax take eight. Cranelift matches `bitselect(fcmp lt c x, c, x)` to
+                // minps and `bitselect(fcmp lt x c, c, x)` to maxps. Zeros: min(+0, -0) is
+                // -0 either way; max(x, +0) of x = -0 gives -0 here, so +0.0 is added back
+                // (exact for every other value); min(x, -0) is left to fmin.
+                let (x, c) = clamp_const(*op, a, b).expect("matched");
+                let xv = self.veval(x, var, memo, smemo);
+                let xv = self.to_vec(xv, types::F32X4);
+                let cv = self.b.ins().f32const(c);
+                let cv = self.b.ins().splat(types::F32X4, cv);
+                let lt = if *op == BinOp::Min {
+                    self.b.ins().fcmp(FloatCC::LessThan, cv, xv)
+                } else {
+                    self.b.ins().fcmp(FloatCC::LessThan, xv, cv)
+                };
+                let mask = self.b.ins().bitcast(
+                    types::F32X4,
+                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                    lt,
+                );
+                let mut r = self.b.ins().bitselect(mask, cv, xv);
+                if *op == BinOp::Max && c == 0.0 {
+                    let z = self.b.ins().f32const(0.0);
+                    let z = self.b.ins().splat(types::F32X4, z);
+                    r = self.b.ins().fadd(r, z);
+                }
+                VV::V(r)
             }
             ExprKind::Binary(op, a, b) => {
                 let x = self.veval(a, var, memo, smemo);
@@ -1749,4 +1804,29 @@ pub fn step_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signat
 
 pub fn block_args(vals: &[Value]) -> Vec<BlockArg> {
     vals.iter().map(|v| BlockArg::Value(*v)).collect()
+}
+
+/// The float32 operand of an offset `cast<int64>(f)`: a data-dependent read the vector loop
+/// makes lane by lane.
+fn gather_index(offset: &E) -> Option<&E> {
+    match &offset.kind {
+        ExprKind::Cast(f) if offset.dtype == DType::I64 && f.dtype == DType::F32 => Some(f),
+        _ => None,
+    }
+}
+
+/// `(x, c)` when a float32 `max`/`min` has a non-NaN constant operand `c` the one-instruction
+/// clamp handles (not `min(x, -0)`).
+fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f32)> {
+    if a.dtype != DType::F32 {
+        return None;
+    }
+    let (x, c) = match (a.as_const(), b.as_const()) {
+        (None, Some(c)) => (a, c),
+        (Some(c), None) => (b, c),
+        _ => return None,
+    };
+    let c = c.as_f64() as f32;
+    let min_neg_zero = op == BinOp::Min && c == 0.0 && c.is_sign_negative();
+    (!c.is_nan() && !min_neg_zero).then_some((x, c))
 }

@@ -303,13 +303,16 @@ pub fn pow_const(b: &mut FunctionBuilder, fma: Fma, x: Value, y: f32) -> Value {
     if q.fract() == 0.0 && q.abs() <= 16.0 {
         let q = q as i32;
         let (whole, quarters) = (q.abs() / 4, q.abs() % 4);
+        // A fractional exponent works on |x| (powf(±0, y) and powf(-inf, y) are those of
+        // +0 and +inf); other negative bases give NaN below.
+        let base = if quarters > 0 { b.ins().fabs(x) } else { x };
         let one = splat(b, 1.0);
         let mut r = one;
         for _ in 0..whole {
-            r = b.ins().fmul(r, x);
+            r = b.ins().fmul(r, base);
         }
         if quarters > 0 {
-            let s2 = b.ins().sqrt(x);
+            let s2 = b.ins().sqrt(base);
             let s4 = b.ins().sqrt(s2);
             let f = match quarters {
                 1 => s4,
@@ -318,7 +321,17 @@ pub fn pow_const(b: &mut FunctionBuilder, fma: Fma, x: Value, y: f32) -> Value {
             };
             r = b.ins().fmul(r, f);
         }
-        return if q < 0 { b.ins().fdiv(one, r) } else { r };
+        let r = if q < 0 { b.ins().fdiv(one, r) } else { r };
+        if quarters == 0 {
+            return r;
+        }
+        let zero = splat(b, 0.0);
+        let ninf = splat(b, f32::NEG_INFINITY);
+        let nan = splat(b, f32::NAN);
+        let neg = b.ins().fcmp(FloatCC::LessThan, x, zero);
+        let finite = b.ins().fcmp(FloatCC::NotEqual, x, ninf);
+        let bad = b.ins().band(neg, finite);
+        return select(b, bad, nan, r);
     }
     let ax = b.ins().fabs(x);
     let l = log(b, fma, ax);
@@ -335,11 +348,23 @@ pub fn pow_const(b: &mut FunctionBuilder, fma: Fma, x: Value, y: f32) -> Value {
     } else if integral {
         r
     } else {
-        splat(b, f32::NAN)
+        // NaN, except powf(-inf, y) = powf(+inf, y) for a non-integer y.
+        let ninf = splat(b, f32::NEG_INFINITY);
+        let is_ninf = b.ins().fcmp(FloatCC::Equal, x, ninf);
+        let nan = splat(b, f32::NAN);
+        select(b, is_ninf, r, nan)
     };
     let r = select(b, neg, neg_r, r);
-    // 0^y: 0 for y > 0, inf for y < 0 (signed for odd integers: ignored for -0).
+    // 0^y: 0 for y > 0, inf for y < 0, keeping the zero's sign for odd integers.
     let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
-    let z = splat(b, if y > 0.0 { 0.0 } else { f32::INFINITY });
+    let z = match (odd, y > 0.0) {
+        (true, true) => x,
+        (true, false) => {
+            let one = splat(b, 1.0);
+            b.ins().fdiv(one, x)
+        }
+        (false, true) => splat(b, 0.0),
+        (false, false) => splat(b, f32::INFINITY),
+    };
     select(b, is_zero, z, r)
 }

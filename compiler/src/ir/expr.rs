@@ -285,7 +285,7 @@ fn int_round_trip(a: &E, to: DType) -> Option<E> {
 }
 
 /// The values of an integer type up to 32 bits (None for others).
-fn int_type_range(dt: DType) -> Option<(f64, f64)> {
+pub fn int_type_range(dt: DType) -> Option<(f64, f64)> {
     Some(match dt {
         DType::U8 => (0.0, 255.0),
         DType::I8 => (-128.0, 127.0),
@@ -299,7 +299,7 @@ fn int_type_range(dt: DType) -> Option<(f64, f64)> {
 
 /// Bounds of a float expression's non-NaN values from its clamps and integer casts
 /// (`(-inf, inf)` where unknown).
-fn float_bounds(e: &E) -> (f64, f64) {
+pub fn float_bounds(e: &E) -> (f64, f64) {
     match &e.kind {
         ExprKind::Const(c) if !c.as_f64().is_nan() => (c.as_f64(), c.as_f64()),
         ExprKind::Binary(BinOp::Max, a, b) => {
@@ -315,12 +315,17 @@ fn float_bounds(e: &E) -> (f64, f64) {
         ExprKind::Cast(x) if !x.dtype.is_float() => {
             int_type_range(x.dtype).unwrap_or((f64::NEG_INFINITY, f64::INFINITY))
         }
+        ExprKind::Select(_, a, b) => {
+            let (al, ah) = float_bounds(a);
+            let (bl, bh) = float_bounds(b);
+            (al.min(bl), ah.max(bh))
+        }
         _ => (f64::NEG_INFINITY, f64::INFINITY),
     }
 }
 
 /// Whether every non-NaN value of a float expression is an integer (or infinite).
-fn is_integral(e: &E) -> bool {
+pub fn is_integral(e: &E) -> bool {
     match &e.kind {
         ExprKind::Const(c) => c.as_f64().fract() == 0.0 || c.as_f64().is_infinite(),
         ExprKind::Unary(UnOp::Round | UnOp::Floor | UnOp::Ceil | UnOp::Trunc, _) => true,

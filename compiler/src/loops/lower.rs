@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::ir::DType;
 use crate::ir::expr::{self, E, ExprKind};
 use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
+use crate::ir::tensor::Scalar;
 use crate::ir::interp::strides_of;
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
@@ -353,7 +354,11 @@ fn collapse_loops(loops: &mut Vec<(u32, i64)>, exprs: &mut [&mut E], offsets: &m
         }
         match &e.kind {
             ExprKind::Var(v) => *v != a && *v != b,
-            ExprKind::Load { index, .. } => index.iter().all(|ix| index_ok(ix, a, b, eb)),
+            // A data-dependent index (a table read, `schedule::lut`) qualifies when its
+            // loads do.
+            ExprKind::Load { index, .. } => index
+                .iter()
+                .all(|ix| index_ok(ix, a, b, eb) || mergeable(ix, a, b, eb, seen)),
             _ => e
                 .children()
                 .into_iter()
@@ -568,14 +573,32 @@ impl StepCx<'_> {
             ExprKind::Load { input, index } if *input != EPILOGUE_ACC => {
                 let v = self.st.inputs[*input as usize];
                 let index: Vec<E> = index.iter().map(|i| self.flatten_loads(i)).collect();
-                Some(expr::load(
-                    e.dtype,
-                    self.buf(v),
-                    vec![flat(&index, self.shape(v))],
-                ))
+                let offset = flat(&index, self.shape(v));
+                if let Some(c) = self.constant_element(v, &offset) {
+                    return Some(expr::konst(e.dtype, c));
+                }
+                Some(expr::load(e.dtype, self.buf(v), vec![offset]))
             }
             _ => None,
         })
+    }
+
+    /// The element of constant `v` at a constant offset (a quantization's scale and zero
+    /// point, a scalar multiplier): the expression folds it, and arithmetic on it (an
+    /// integer zero point's conversion) folds too, instead of loading it per element.
+    fn constant_element(&self, v: SvId, offset: &E) -> Option<Scalar> {
+        let k = offset.as_const()?.as_i64();
+        let dt = self.s.values[v].dtype;
+        if matches!(dt, DType::F16 | DType::BF16) {
+            return None;
+        }
+        let (owner, off) = self.s.place(v);
+        let Storage::Const(t) = &self.s.values[owner].storage else {
+            return None;
+        };
+        let at = usize::try_from(off).ok()? + usize::try_from(k).ok()? * dt.size();
+        let bytes = t.data.get(at..at + dt.size())?;
+        Some(Scalar::read(dt, bytes))
     }
 
     /// Wraps `inner` in loops over `extents` (outermost first), vectorizing the innermost.

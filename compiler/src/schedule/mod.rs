@@ -8,6 +8,7 @@
 pub mod epilogue;
 pub mod fuse;
 pub mod layout;
+pub mod lut;
 pub mod memory;
 pub mod softmax_scale;
 pub mod views;

@@ -1,0 +1,253 @@
+//! Lookup tables for maps of a few distinct values.
+//!
+//! A quantized model computes its activations on dequantized values: `Sigmoid`, SiLU, Tanh or
+//! GELU of `(q − z)·s`, requantized, where `q` takes at most 256 values. Once fused, such a
+//! map's body is `g(k(x))`: every read that varies over the output goes through one integral
+//! subexpression `k` of a small range (a clamped, rounded quotient, or an 8-bit load), and
+//! the expensive part `g` (the activation, a second quantization's division and rounding)
+//! sees only `k`. The map then becomes two steps: a table of `g` over `k`'s range (at most
+//! 257 entries, computed per run from the same scalar parameters, so the table is exact
+//! whatever the scales are and whether or not they are constants), and the map itself
+//! reading `table[k − lo]`. Both evaluate `g` with the same code on the same values, so the
+//! result is bit-identical to the map's; onnxruntime's QLinearSigmoid/QLinearLookup kernels
+//! do the same for uint8 tensors.
+//!
+//! A key that can be NaN (a clamp of a NaN quotient) gets an extra entry, `g(NaN)`. The
+//! table index is clamped into the table in the key's own (float) type before its integer
+//! conversion, so no input value can read outside it.
+
+use super::{Schedule, Step, StepKind, Storage, SValue};
+use crate::ir::DType;
+use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Largest key range tabulated (8-bit quantization's 256 values; 4-bit ones fit too).
+const MAX_ENTRIES: f64 = 256.0;
+/// Bodies larger than this are left alone (the cut search is quadratic in the body's size).
+const MAX_BODY: usize = 2000;
+
+/// Splits every profitable map step into a table step and a table read.
+pub fn tabulate(s: &mut Schedule) {
+    let mut i = 0;
+    while i < s.steps.len() {
+        if let Some(table) = plan(s, i) {
+            s.steps.insert(i, table);
+            i += 1;
+        }
+        i += 1;
+    }
+}
+
+/// The table step for map step `i` (and the map rewritten to read it), or None.
+fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
+    let st = &s.steps[i];
+    let StepKind::Map { body } = &st.kind else {
+        return None;
+    };
+    let n = s.values[st.output].len();
+    let body = expr::share(body);
+    if expr::dag_size(&body) > MAX_BODY {
+        return None;
+    }
+    let (key, lo, hi) = best_cut(&body)?;
+    let entries = (hi - lo) as i64 + 1;
+    let nan = key.dtype.is_float() && !nan_free(&key);
+    let len = entries + nan as i64;
+    // Pays when the table is small next to the map and the part tabulated costs more than
+    // the read (a transcendental function, a division).
+    if n < 4 * len || !expensive_outside(&body, &key) {
+        return None;
+    }
+    // The table: g over the key's values, the NaN entry last.
+    let v0 = expr::var(0);
+    let key_value = if key.dtype.is_float() {
+        let k = expr::binary(BinOp::Add, expr::cast(v0.clone(), key.dtype), expr::f(key.dtype, lo));
+        if nan {
+            expr::select(
+                expr::lt(v0, expr::i(entries)),
+                k,
+                expr::f(key.dtype, f64::NAN),
+            )
+        } else {
+            k
+        }
+    } else {
+        expr::cast(expr::add(v0, expr::i(lo as i64)), key.dtype)
+    };
+    let g = replace(&body, &key, &key_value);
+    // The table reads only the (uniform) operands g uses.
+    let mut used = Vec::new();
+    expr::used_inputs(&g, &mut used);
+    used.sort_unstable();
+    let mut map = vec![0u32; st.inputs.len()];
+    for (j, &u) in used.iter().enumerate() {
+        map[u as usize] = j as u32;
+    }
+    let g = expr::remap_inputs(&g, &map);
+    let table_inputs = used.iter().map(|&u| st.inputs[u as usize]).collect();
+    let out = &s.values[st.output];
+    s.values.push(SValue {
+        name: format!("{}_table", out.name),
+        dtype: out.dtype,
+        shape: vec![len],
+        storage: Storage::Arena(0),
+    });
+    let table = s.values.len() - 1;
+    // The map: table[k − lo], NaN to the last entry, clamped into the table.
+    let index = if key.dtype.is_float() {
+        let dt = key.dtype;
+        let mut off = expr::binary(BinOp::Sub, key.clone(), expr::f(dt, lo));
+        if nan {
+            off = expr::select(
+                expr::binary(BinOp::Eq, key.clone(), key.clone()),
+                off,
+                expr::f(dt, entries as f64),
+            );
+        }
+        let off = expr::binary(
+            BinOp::Max,
+            expr::binary(BinOp::Min, off, expr::f(dt, (len - 1) as f64)),
+            expr::f(dt, 0.0),
+        );
+        expr::cast(off, DType::I64)
+    } else {
+        expr::clamp(
+            expr::sub(expr::cast(key.clone(), DType::I64), expr::i(lo as i64)),
+            0,
+            len - 1,
+        )
+    };
+    let origins = st.origins.clone();
+    let dtype = s.values[st.output].dtype;
+    let st = &mut s.steps[i];
+    st.inputs.push(table);
+    st.kind = StepKind::Map {
+        body: expr::load(dtype, (st.inputs.len() - 1) as u32, vec![index]),
+    };
+    Some(Step {
+        kind: StepKind::Map { body: g },
+        inputs: table_inputs,
+        output: table,
+        epilogue: None,
+        origins,
+    })
+}
+
+/// The innermost subexpression through which alone the body reads anything that varies
+/// (its variables), integral with at most `MAX_ENTRIES` values: (key, lo, hi).
+fn best_cut(body: &E) -> Option<(E, f64, f64)> {
+    let mut nodes = Vec::new();
+    collect(body, &mut HashSet::new(), &mut nodes);
+    let mut best: Option<(usize, E, f64, f64)> = None;
+    for c in nodes {
+        if !has_var(&c) {
+            continue;
+        }
+        let Some((lo, hi)) = key_range(&c) else {
+            continue;
+        };
+        let size = expr::dag_size(&c);
+        if best.as_ref().is_some_and(|b| b.0 <= size) {
+            continue;
+        }
+        let placeholder = expr::f(DType::F32, 0.0);
+        if has_var(&replace(body, &c, &placeholder)) {
+            continue;
+        }
+        best = Some((size, c, lo, hi));
+    }
+    best.map(|(_, c, lo, hi)| (c, lo, hi))
+}
+
+/// The integer values a key candidate takes: an integral float expression whose clamps bound
+/// it, or an integer expression of a narrow type.
+fn key_range(c: &E) -> Option<(f64, f64)> {
+    let (lo, hi) = match c.dtype {
+        DType::F32 | DType::F64 if expr::is_integral(c) => expr::float_bounds(c),
+        DType::U8 | DType::I8 | DType::Bool => {
+            if c.dtype == DType::Bool {
+                (0.0, 1.0)
+            } else {
+                expr::int_type_range(c.dtype)?
+            }
+        }
+        _ => return None,
+    };
+    (lo.is_finite() && hi.is_finite() && hi >= lo && hi - lo < MAX_ENTRIES).then_some((lo, hi))
+}
+
+/// Whether a float expression is never NaN: clamps and arithmetic of NaN-free bounded
+/// operands, `select(x == x, x, ·)`, integer conversions.
+fn nan_free(e: &E) -> bool {
+    let bounded = |x: &E| {
+        let (l, h) = expr::float_bounds(x);
+        l.is_finite() && h.is_finite()
+    };
+    match &e.kind {
+        ExprKind::Const(c) => !c.as_f64().is_nan(),
+        ExprKind::Cast(x) => !x.dtype.is_float() || nan_free(x),
+        ExprKind::Select(c, a, b) => {
+            let guarded = matches!(&c.kind, ExprKind::Binary(BinOp::Eq, p, q)
+                if Arc::ptr_eq(p, q) && Arc::ptr_eq(p, a));
+            (guarded || nan_free(a)) && nan_free(b)
+        }
+        ExprKind::Unary(UnOp::Neg | UnOp::Abs | UnOp::Round | UnOp::Floor | UnOp::Ceil | UnOp::Trunc, a) => {
+            nan_free(a)
+        }
+        ExprKind::Binary(BinOp::Max | BinOp::Min, a, b) => nan_free(a) && nan_free(b),
+        ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
+            nan_free(a) && nan_free(b) && bounded(a) && bounded(b)
+        }
+        _ => false,
+    }
+}
+
+/// Whether the body outside `key` has an operation costlier than the table read.
+fn expensive_outside(body: &E, key: &E) -> bool {
+    let g = replace(body, key, &expr::f(DType::F32, 0.0));
+    let mut found = false;
+    expr::rewrite(&g, &mut |e| {
+        match &e.kind {
+            ExprKind::Unary(op, _) if !op.is_cheap() => found = true,
+            ExprKind::Binary(BinOp::Div | BinOp::Pow, _, _) => found = true,
+            _ => {}
+        }
+        None
+    });
+    found
+}
+
+/// `e` with every occurrence of the node `key` (by address) replaced by `with`.
+fn replace(e: &E, key: &E, with: &E) -> E {
+    expr::rewrite(e, &mut |x| Arc::ptr_eq(x, key).then(|| with.clone()))
+}
+
+fn has_var(e: &E) -> bool {
+    let mut found = false;
+    let mut seen = HashSet::new();
+    fn go(e: &E, found: &mut bool, seen: &mut HashSet<*const Expr>) {
+        if *found || !seen.insert(Arc::as_ptr(e)) {
+            return;
+        }
+        if matches!(e.kind, ExprKind::Var(_)) {
+            *found = true;
+            return;
+        }
+        for c in e.children() {
+            go(c, found, seen);
+        }
+    }
+    go(e, &mut found, &mut seen);
+    found
+}
+
+fn collect(e: &E, seen: &mut HashSet<*const Expr>, out: &mut Vec<E>) {
+    if !seen.insert(Arc::as_ptr(e)) {
+        return;
+    }
+    out.push(e.clone());
+    for c in e.children() {
+        collect(c, seen, out);
+    }
+}
