@@ -1572,3 +1572,47 @@ fn a_quantized_activation_becomes_a_table() {
         );
     }
 }
+
+/// onnxruntime's com.microsoft QOperator ops: a per-channel scale where the op takes one
+/// value, and a contrib op onnxc does not build, are clear errors naming the node; the
+/// unsupported ones are all reported at once with their domain.
+#[test]
+fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
+    let d = scratch("contrib");
+    let ms = |mut n: onnxc_proto::NodeProto| {
+        n.domain = Some("com.microsoft".into());
+        n
+    };
+    let with_ms = |mut m: onnxc_proto::ModelProto| {
+        m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+            domain: Some("com.microsoft".into()),
+            version: Some(1),
+        });
+        m
+    };
+    let xq = value_info("xq", 2, &[D::N(1), D::N(4), D::N(2), D::N(2)]);
+    let params = vec![
+        f32_tensor("s", &[], &[0.1]),
+        f32_tensor("s4", &[4], &[0.1, 0.2, 0.3, 0.4]),
+        int_tensor("z", 2, &[], &[3]),
+    ];
+    let m = with_ms(model(
+        vec![ms(node("QLinearSigmoid", "sig", &["xq", "s4", "z", "s", "z"], &["y"]))],
+        vec![xq.clone()],
+        vec![value_info("y", 2, &[D::N(1), D::N(4), D::N(2), D::N(2)])],
+        params.clone(),
+        13,
+    ));
+    compile_error(&d, "per_channel", &m, &["'sig'", "QLinearSigmoid", "shape [4]", "per-tensor"]);
+    let m = with_ms(model(
+        vec![
+            ms(node("QLinearSoftmax", "soft", &["xq", "s", "z", "s", "z"], &["a"])),
+            ms(node("QLinearReduceMean", "mean", &["a", "s", "z", "s", "z"], &["y"])),
+        ],
+        vec![xq],
+        vec![value_info("y", 2, &[D::N(1)])],
+        params,
+        13,
+    ));
+    compile_error(&d, "unsupported", &m, &["'soft'", "QLinearSoftmax", "'mean'", "QLinearReduceMean", "com.microsoft"]);
+}

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups).
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); onnxruntime's QOperator contrib ops.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -25,6 +25,9 @@ from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from onnx_builder import GraphBuilder, with_varied_weights  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from contrib_reference import CONTRIB_OPS  # noqa: E402
 
 OPSET = 17
 
@@ -952,6 +955,53 @@ def qdq_activations():
     return g.model([("x", [1, 8, 16, 16])], [silu, sig, tanh, gelu, sp], opset=13)
 
 
+def qoperator_contrib():
+    """onnxruntime's QOperator contrib ops (domain com.microsoft) as its quantizer writes them
+    around QLinearConv: QLinearSigmoid and QLinearMul (SiLU), QLinearAdd with broadcasting
+    (a residual and a per-channel bias), QLinearLeakyRelu, QLinearConcat of inputs with
+    their own scales and zero points (one shared with the output, copied), and
+    QLinearGlobalAveragePool in both layouts; int8 through QLinearAdd;
+    the domain's QuantizeLinear/DequantizeLinear."""
+    g = G(37)
+    rng = np.random.default_rng(37)
+    u8 = lambda v: g.const(np.uint8(v), np.uint8)
+    i8 = lambda v: g.const(np.int8(v), np.int8)
+    f32 = lambda v: g.const(np.float32(v))
+    ms = dict(domain="com.microsoft")
+    xq = g.op("QuantizeLinear", ["x", f32(0.03), u8(128)], **ms)
+    w = g.const(rng.integers(-127, 128, size=(16, 8, 3, 3)).astype(np.int8), np.int8)
+    ws = g.const((0.005 + 0.003 * rng.random(16)).astype(np.float32))
+    b = g.const(rng.integers(-300, 300, size=16).astype(np.int32), np.int32)
+    c = g.op("QLinearConv", [xq, f32(0.03), u8(128), w, ws, g.const(np.zeros(16, np.int8), np.int8), f32(0.05),
+                             u8(120), b], pads=[1, 1, 1, 1])
+    sg = g.op("QLinearSigmoid", [c, f32(0.05), u8(120), f32(1 / 256), u8(0)], **ms)
+    silu = g.op("QLinearMul", [c, f32(0.05), u8(120), sg, f32(1 / 256), u8(0), f32(0.03), u8(20)], **ms)
+    res = g.op("QLinearAdd", [silu, f32(0.03), u8(20), c, f32(0.05), u8(120), f32(0.06), u8(90)], **ms)
+    bias = g.const(rng.integers(0, 256, size=(16, 1, 1)).astype(np.uint8), np.uint8)
+    biased = g.op("QLinearAdd", [res, f32(0.06), u8(90), bias, f32(0.01), u8(128), f32(0.06), u8(90)], **ms)
+    lr = g.op("QLinearLeakyRelu", [biased, f32(0.06), u8(90), f32(0.04), u8(60)], alpha=0.1, **ms)
+    cat = g.op("QLinearConcat", [f32(0.04), u8(60), lr, f32(0.04), u8(60), c, f32(0.05), u8(120), sg, f32(1 / 256),
+                                 u8(0)], axis=1, **ms)
+    gap = g.op("QLinearGlobalAveragePool", [cat, f32(0.04), u8(60), f32(0.02), u8(10)], **ms)
+    nhwc = g.op("Transpose", [cat], perm=[0, 2, 3, 1])
+    gap_last = g.op("QLinearGlobalAveragePool", [nhwc, f32(0.04), u8(60), f32(0.03), u8(0)], channels_last=1, **ms)
+    sq = g.op("QuantizeLinear", ["x", f32(0.05)], **ms)
+    s8 = g.op("QuantizeLinear", ["x", f32(0.05), i8(0)], **ms)
+    add8 = g.op("QLinearAdd", [s8, f32(0.05), i8(0), s8, f32(0.05), i8(0), f32(0.08), i8(-3)], **ms)
+    deq = g.op("DequantizeLinear", [gap, f32(0.02), u8(10)], **ms)
+    # onnx's shape inference knows no com.microsoft schemas: output types are declared.
+    U8, I8, F = TensorProto.UINT8, TensorProto.INT8, TensorProto.FLOAT
+    outs = [(cat, U8, [1, 48, 12, 12]), (gap, U8, [1, 48, 1, 1]), (gap_last, U8, [1, 1, 1, 48]),
+            (sq, U8, [1, 8, 12, 12]), (add8, I8, [1, 8, 12, 12]), (deq, F, [1, 48, 1, 1])]
+    graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", F, [1, 8, 12, 12])],
+                              [helper.make_tensor_value_info(n, t, sh) for n, t, sh in outs], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+                          producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -960,7 +1010,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
-         qdq_activations]
+         qdq_activations, qoperator_contrib]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -985,9 +1035,11 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # in float64: onnxc's float32 product with float64-built twiddles is within 1e-6 of it); and
 # MaxUnpool with a larger output_shape (onnxruntime reads the indices as flat positions of
 # the larger output; the reference, and the backend test's expected output, place the
-# unpooled result in its leading corner).
+# unpooled result in its leading corner); and onnxruntime's com.microsoft QOperator ops,
+# whose x86 kernels approximate the documented formulas in fixed point (QLinearAdd: off by
+# one in 2% of elements): contrib_reference.py implements the formulas for the reference.
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
-                    "test_audio_frontend", "test_segnet_unpool"}
+                    "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
@@ -1008,7 +1060,7 @@ def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:
         with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
     if name in REFERENCE_ORACLE:
-        outs = ReferenceEvaluator(m).run(None, feeds)
+        outs = ReferenceEvaluator(m, new_ops=CONTRIB_OPS).run(None, feeds)
     else:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -34,7 +34,8 @@ Generators:
   topk     TopK over random shapes, axes and k, largest or smallest, float and int values
            with many ties
   quant    QDQ chains (every 8/16-bit type, per axis), DynamicQuantizeLinear into
-           MatMulInteger, QLinearMatMul and QLinearConv on inputs with ties and infinities
+           MatMulInteger, QLinearMatMul and QLinearConv, onnxruntime's com.microsoft
+           QLinear* ops, on inputs with ties and infinities
   control  If on a condition computed from the input (a branch gathering at data-dependent
            indices), Loop with a constant trip count and a condition the body computes
            (if-converted iterations)
@@ -731,7 +732,7 @@ def quant(rng):
     huge values and exact rounding ties; NaN is left out (its integer conversion is
     implementation-defined). Requantized results may differ by one quantum where float
     arithmetic lands on a tie; outputs named *_u8 allow that."""
-    form = str(rng.choice(["qdq", "qdq", "dynamic", "qlinear_matmul", "qlinear_conv"]))
+    form = str(rng.choice(["qdq", "qdq", "dynamic", "qlinear_matmul", "qlinear_conv", "contrib"]))
     inits, nodes = [], []
     u = TensorProto.UINT8
     if form == "qdq":
@@ -799,6 +800,32 @@ def quant(rng):
         # Finite inputs only (tie 0): an infinite one makes the scale infinite and the zero
         # point NaN, whose conversion is implementation-defined.
         return nodes, {"x": [m, k]}, ["y", "xq_u8", "xz_u8", "xs"], inits, 0.0
+    if form == "contrib":
+        # onnxruntime's com.microsoft QOperator ops on a quantized input and a broadcast
+        # constant: its x86 kernels approximate QLinearAdd in fixed point (off by one).
+        shape = [1, int(rng.integers(1, 9)), int(rng.integers(1, 30)), int(rng.integers(1, 30))]
+        signed = rng.random() < 0.3
+        qt, lo, hi = (np.int8, -128, 128) if signed else (np.uint8, 0, 256)
+        sc = lambda: np.array(np.float32(rng.choice([0.01, 0.02, 0.05, 1 / 256, 0.1])), np.float32)
+        zp = lambda: np.array(int(rng.integers(lo // 2, hi // 2)), qt)
+        inits += [init("xs", sc()), init("xz", zp()), init("bs", sc()), init("bz", zp()), init("ys", sc()),
+                  init("yz", zp()), init("b", rng.integers(lo, hi, size=[shape[1], 1, 1]).astype(qt))]
+        ms = dict(domain="com.microsoft")
+        nodes.append(helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]))
+        op = str(rng.choice(["QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+                             "QLinearGlobalAveragePool", "QLinearConcat"]))
+        if op in ("QLinearAdd", "QLinearMul"):
+            ins = ["xq", "xs", "xz", "b", "bs", "bz", "ys", "yz"] if rng.random() < 0.5 else \
+                  ["b", "bs", "bz", "xq", "xs", "xz", "ys", "yz"]
+            nodes.append(helper.make_node(op, ins, ["yq"], **ms))
+        elif op == "QLinearConcat":
+            nodes.append(helper.make_node(op, ["ys", "yz", "xq", "xs", "xz", "xq", "ys", "yz"], ["yq"], axis=1, **ms))
+        elif op == "QLinearLeakyRelu":
+            nodes.append(helper.make_node(op, ["xq", "xs", "xz", "ys", "yz"], ["yq"], alpha=0.1, **ms))
+        else:
+            nodes.append(helper.make_node(op, ["xq", "xs", "xz", "ys", "yz"], ["yq"], **ms))
+        nodes.append(helper.make_node("Cast", ["yq"], ["y_u8"], to=F))
+        return nodes, {"x": shape}, ["y_u8"], inits, None
     # QLinearMatMul / QLinearConv on uint8 activations and uint8 or int8 weights.
     xs, xz = np.float32(rng.choice([0.02, 0.05, 0.125])), np.uint8(rng.integers(100, 156))
     signed = rng.random() < 0.5
@@ -864,10 +891,13 @@ def main() -> int:
                 outs = [o if isinstance(o, str) else o[0] for o in outs]
                 g = helper.make_graph(nodes, kind, [vi(n, s) for n, s in ins.items()], declared, inits)
                 # Opset 21 for quantization: its QuantizeLinear takes 16-bit types.
-                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if kind == "quant" else 19)])
+                contrib = any(n.domain == "com.microsoft" for n in nodes)
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if kind == "quant" else 19)]
+                                      + ([helper.make_opsetid("com.microsoft", 1)] if contrib else []))
                 m.ir_version = 9
                 try:
-                    onnx.checker.check_model(onnx.shape_inference.infer_shapes(m, strict_mode=True))
+                    # onnx knows no com.microsoft schemas to infer shapes with.
+                    onnx.checker.check_model(m if contrib else onnx.shape_inference.infer_shapes(m, strict_mode=True))
                 except Exception:
                     continue
                 # Output shapes stay undeclared: onnx's shape inference over-counts some

@@ -3,7 +3,7 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, control, data, elementwise, grid_sample, legacy, linalg, loss, nn, norm,
+    activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss, nn, norm,
     norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
@@ -367,12 +367,24 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// `(op_type, builder)` for onnxruntime's `com.microsoft` domain: the quantized ops its
+/// quantizer writes in the QOperator format.
+pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
+    ("QLinearAdd", contrib::qlinear_add),
+    ("QLinearMul", contrib::qlinear_mul),
+    ("QLinearSigmoid", contrib::qlinear_sigmoid),
+    ("QLinearLeakyRelu", contrib::qlinear_leaky_relu),
+    ("QLinearGlobalAveragePool", contrib::qlinear_global_average_pool),
+    ("QLinearConcat", contrib::qlinear_concat),
+    ("QuantizeLinear", quant::quantize_linear),
+    ("DequantizeLinear", quant::dequantize_linear),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
-    if !domain.is_empty() {
-        return None;
-    }
-    ONNX_OPS
-        .iter()
-        .find(|(n, _)| *n == op_type)
-        .map(|(_, b)| *b)
+    let table = match domain {
+        "" => ONNX_OPS,
+        "com.microsoft" => MICROSOFT_OPS,
+        _ => return None,
+    };
+    table.iter().find(|(n, _)| *n == op_type).map(|(_, b)| *b)
 }

@@ -3,6 +3,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod contrib;
 pub mod control;
 pub mod data;
 pub mod elementwise;

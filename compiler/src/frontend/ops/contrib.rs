@@ -1,0 +1,286 @@
+//! onnxruntime's quantized contrib ops (domain `com.microsoft`), which its quantizer writes
+//! in the QOperator format and the ONNX model zoo's int8 models use: QLinearAdd, QLinearMul,
+//! QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, and that
+//! domain's QuantizeLinear/DequantizeLinear (the ONNX ops' semantics).
+//!
+//! Scales and zero points are per tensor (one element each, as the ops define them). Each op
+//! is a map (a reduction for the pool) computing the formula of onnxruntime's operator
+//! documentation in float32, rounded half to even and saturated: QLinearAdd
+//! `(s_A (A − z_A) + s_B (B − z_B)) / s_C + z_C`, QLinearMul
+//! `(A − z_A)(B − z_B) · s_A s_B / s_C + z_C`; the activations and QLinearConcat dequantize,
+//! apply the function and quantize (`round(v / s_Y) + z_Y`), which onnxruntime tabulates
+//! per 8-bit value (onnxc's maps of 8-bit inputs become such tables too, `schedule::lut`);
+//! the pool sums integers and requantizes by `s_X / (s_Y · n)`. onnxruntime's x86 kernels
+//! approximate some of these in fixed point (QLinearAdd's AVX2 path: 22-bit multipliers),
+//! so its results can differ from the formula, and from onnxc, by one at some values.
+
+use crate::error::Result;
+use crate::frontend::build;
+use crate::frontend::ctx::Ctx;
+use crate::ir::dim::Dim;
+use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::graph::{Op, ReduceKind};
+use crate::ir::{DType, TypeInfo, ValueId};
+
+/// A quantized operand: the tensor, its scale and its zero point (absent: 0 of the tensor's
+/// type).
+struct QTensor {
+    x: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+}
+
+fn qtensor(ctx: &Ctx, x: usize, scale: usize, zp: usize, name: &str) -> Result<QTensor> {
+    let q = QTensor {
+        x: ctx.input(x)?,
+        scale: ctx.input(scale)?,
+        zp: ctx.opt_input(zp),
+    };
+    let dt = ctx.dtype(q.x);
+    if !matches!(dt, DType::U8 | DType::I8) {
+        return Err(ctx.err(format!("{name} is {dt}; this op takes uint8 or int8")));
+    }
+    one_element(ctx, q.scale, &format!("{name}'s scale"))?;
+    build::expect_types(ctx, q.scale, &format!("{name}'s scale"), &[DType::F32])?;
+    if let Some(z) = q.zp {
+        one_element(ctx, z, &format!("{name}'s zero point"))?;
+        if ctx.dtype(z) != dt {
+            return Err(ctx.err(format!(
+                "{name}'s zero point is {} but {name} is {dt}; they must have the same type",
+                ctx.dtype(z)
+            )));
+        }
+    }
+    Ok(q)
+}
+
+/// The output's scale and zero point (inputs `scale`, `zp`); the output type is the zero
+/// point's, or `default` without one.
+fn qout(ctx: &Ctx, scale: usize, zp: usize, default: DType) -> Result<(ValueId, Option<ValueId>, DType)> {
+    let s = ctx.input(scale)?;
+    one_element(ctx, s, "the output scale")?;
+    build::expect_types(ctx, s, "the output scale", &[DType::F32])?;
+    let z = ctx.opt_input(zp);
+    let dt = match z {
+        Some(z) => {
+            one_element(ctx, z, "the output zero point")?;
+            build::expect_types(ctx, z, "the output zero point", &[DType::U8, DType::I8])?
+        }
+        None => default,
+    };
+    Ok((s, z, dt))
+}
+
+fn one_element(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
+    let s = ctx.known_shape(v)?;
+    if s.iter().product::<i64>() != 1 {
+        return Err(ctx.err(format!(
+            "{what} has shape {s:?}; this op takes a per-tensor (one-element) parameter"
+        )));
+    }
+    Ok(())
+}
+
+/// Operand `k`'s single element as float32.
+fn param(ctx: &Ctx, v: ValueId, k: u32) -> E {
+    expr::cast(
+        expr::load(ctx.dtype(v), k, vec![expr::i(0); ctx.rank(v)]),
+        DType::F32,
+    )
+}
+
+/// A zero point as float32 (0 when absent), registering it as operand `inputs.len()`.
+fn zero_point(ctx: &Ctx, z: Option<ValueId>, inputs: &mut Vec<ValueId>) -> E {
+    match z {
+        Some(z) => {
+            inputs.push(z);
+            param(ctx, z, inputs.len() as u32 - 1)
+        }
+        None => expr::f(DType::F32, 0.0),
+    }
+}
+
+fn f(v: f64) -> E {
+    expr::f(DType::F32, v)
+}
+
+/// `v` (float32, already divided by the scale) rounded half to even, plus the zero point,
+/// saturated to `dt`.
+fn saturate(v: E, zp: E, dt: DType) -> E {
+    let (lo, hi) = build::int_range(dt).expect("8-bit type");
+    let v = expr::binary(BinOp::Add, expr::unary(UnOp::Round, v), zp);
+    expr::cast(
+        expr::binary(BinOp::Max, expr::binary(BinOp::Min, v, f(hi)), f(lo)),
+        dt,
+    )
+}
+
+/// QLinearAdd / QLinearMul: (A, A_scale, A_zp?, B, B_scale, B_zp?, C_scale, C_zp?) with
+/// broadcasting.
+fn binary(ctx: &mut Ctx, mul: bool) -> Result<Vec<ValueId>> {
+    let a = qtensor(ctx, 0, 1, 2, "A")?;
+    let b = qtensor(ctx, 3, 4, 5, "B")?;
+    if ctx.dtype(a.x) != ctx.dtype(b.x) {
+        return Err(ctx.err(format!(
+            "A is {} and B is {}; they must have the same type",
+            ctx.dtype(a.x),
+            ctx.dtype(b.x)
+        )));
+    }
+    let (sc, zc, odt) = qout(ctx, 6, 7, ctx.dtype(a.x))?;
+    let shapes = [ctx.shape(a.x), ctx.shape(b.x)];
+    let out = build::broadcast_shapes(ctx, &shapes)?;
+    let la = build::bload(ctx.dtype(a.x), 0, &shapes[0], &out);
+    let lb = build::bload(ctx.dtype(b.x), 1, &shapes[1], &out);
+    let mut inputs = vec![a.x, b.x, a.scale, b.scale, sc];
+    let (sa, sb, scv) = (param(ctx, a.scale, 2), param(ctx, b.scale, 3), param(ctx, sc, 4));
+    let za = zero_point(ctx, a.zp, &mut inputs);
+    let zb = zero_point(ctx, b.zp, &mut inputs);
+    let zcv = zero_point(ctx, zc, &mut inputs);
+    let (xa, xb) = (expr::cast(la, DType::F32), expr::cast(lb, DType::F32));
+    let (da, db) = (expr::binary(BinOp::Sub, xa, za), expr::binary(BinOp::Sub, xb, zb));
+    let v = if mul {
+        // ((A − z_A)(B − z_B)) · (s_A · s_B) / s_C
+        let p = expr::binary(BinOp::Mul, da, db);
+        let p = expr::binary(BinOp::Mul, p, expr::binary(BinOp::Mul, sa, sb));
+        expr::binary(BinOp::Div, p, scv)
+    } else {
+        // (s_A (A − z_A) + s_B (B − z_B)) / s_C
+        let sum = expr::binary(
+            BinOp::Add,
+            expr::binary(BinOp::Mul, sa, da),
+            expr::binary(BinOp::Mul, sb, db),
+        );
+        expr::binary(BinOp::Div, sum, scv)
+    };
+    Ok(vec![ctx.map(odt, out, inputs, saturate(v, zcv, odt))?])
+}
+
+pub fn qlinear_add(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    binary(ctx, false)
+}
+
+pub fn qlinear_mul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    binary(ctx, true)
+}
+
+/// X → Y = quantize(fn(dequantize(X))): (X, X_scale, X_zp?, Y_scale, Y_zp?).
+fn activation(ctx: &mut Ctx, func: impl FnOnce(E) -> E) -> Result<Vec<ValueId>> {
+    let x = qtensor(ctx, 0, 1, 2, "X")?;
+    let (sy, zy, odt) = qout(ctx, 3, 4, ctx.dtype(x.x))?;
+    let mut inputs = vec![x.x, x.scale, sy];
+    let (sxv, syv) = (param(ctx, x.scale, 1), param(ctx, sy, 2));
+    let zx = zero_point(ctx, x.zp, &mut inputs);
+    let zyv = zero_point(ctx, zy, &mut inputs);
+    let xv = expr::cast(build::load_same(ctx.dtype(x.x), 0, ctx.rank(x.x)), DType::F32);
+    let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
+    let v = expr::binary(BinOp::Div, func(d), syv);
+    let shape = ctx.shape(x.x);
+    Ok(vec![ctx.map(odt, shape, inputs, saturate(v, zyv, odt))?])
+}
+
+pub fn qlinear_sigmoid(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    activation(ctx, |d| expr::unary(UnOp::Sigmoid, d))
+}
+
+pub fn qlinear_leaky_relu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let alpha = ctx.attr_f_or("alpha", 0.01)?;
+    activation(ctx, move |d| {
+        expr::select(
+            expr::binary(BinOp::Lt, d.clone(), f(0.0)),
+            expr::binary(BinOp::Mul, d.clone(), f(alpha)),
+            d,
+        )
+    })
+}
+
+/// QLinearGlobalAveragePool (X, x_scale, x_zp, y_scale, y_zp): the mean over the spatial
+/// dims of NCHW (or, with `channels_last`, NHWC) input, dims kept as 1.
+pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = qtensor(ctx, 0, 1, 2, "X")?;
+    let (sy, zy, odt) = qout(ctx, 3, 4, ctx.dtype(x.x))?;
+    let dims = ctx.known_shape(x.x)?;
+    let r = dims.len();
+    if r < 3 {
+        return Err(ctx.err(format!("X has shape {dims:?}; it needs a batch, channel and spatial dims")));
+    }
+    let channels_last = ctx.attr_i_or("channels_last", 0)? != 0;
+    let axes: Vec<usize> = if channels_last { (1..r - 1).collect() } else { (2..r).collect() };
+    let n: i64 = axes.iter().map(|&a| dims[a]).product();
+    // The integer sum, exact in float64 (at most 2^8 · n).
+    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| expr::cast(l, DType::F64))?;
+    let mut inputs = vec![sum, x.scale, sy];
+    let zx = zero_point(ctx, x.zp, &mut inputs);
+    let zyv = zero_point(ctx, zy, &mut inputs);
+    let (sxv, syv) = (param(ctx, x.scale, 1), param(ctx, sy, 2));
+    let centered = expr::cast(
+        expr::binary(
+            BinOp::Sub,
+            build::load_same(DType::F64, 0, r),
+            expr::binary(BinOp::Mul, expr::cast(zx, DType::F64), expr::f(DType::F64, n as f64)),
+        ),
+        DType::F32,
+    );
+    let scale = expr::binary(
+        BinOp::Div,
+        sxv,
+        expr::binary(BinOp::Mul, syv, f(n as f64)),
+    );
+    let v = expr::binary(BinOp::Mul, centered, scale);
+    let shape = ctx.shape(sum);
+    Ok(vec![ctx.map(odt, shape, inputs, saturate(v, zyv, odt))?])
+}
+
+/// QLinearConcat (Y_scale, Y_zp, then (X, X_scale, X_zp) per input): each input
+/// requantized to the output's scale and zero point (kept as is where they are the same
+/// operands), then concatenated along `axis`.
+pub fn qlinear_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let n = ctx.num_inputs();
+    if n < 5 || (n - 2) % 3 != 0 {
+        return Err(ctx.err(format!(
+            "has {n} inputs; it takes Y_scale, Y_zero_point and a (tensor, scale, zero point) triple per input"
+        )));
+    }
+    let first = ctx.input(2)?;
+    let (sy, zy, odt) = qout(ctx, 0, 1, ctx.dtype(first))?;
+    let zy = Some(zy.ok_or_else(|| ctx.err("Y_zero_point is required"))?);
+    let rank = ctx.rank(first);
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", 1)?, rank)?;
+    let mut parts = Vec::new();
+    let mut shape = ctx.shape(first);
+    shape[axis] = Dim::Known(0);
+    for k in 0..(n - 2) / 3 {
+        let q = qtensor(ctx, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k, &format!("input {k}"))?;
+        let s = ctx.shape(q.x);
+        if s.len() != rank || (0..rank).any(|d| d != axis && s[d] != shape[d]) {
+            return Err(ctx.err(format!(
+                "input {k}'s shape differs from input 0's outside axis {axis}"
+            )));
+        }
+        shape[axis] = shape[axis].clone().add(s[axis].clone());
+        let part = if q.scale == sy && q.zp == zy && ctx.dtype(q.x) == odt {
+            q.x
+        } else {
+            let mut inputs = vec![q.x, q.scale, sy];
+            let (sxv, syv) = (param(ctx, q.scale, 1), param(ctx, sy, 2));
+            let zx = zero_point(ctx, q.zp, &mut inputs);
+            let zyv = zero_point(ctx, zy, &mut inputs);
+            let xv = expr::cast(build::load_same(ctx.dtype(q.x), 0, rank), DType::F32);
+            let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
+            let v = expr::binary(BinOp::Div, d, syv);
+            ctx.map(odt, s, inputs, saturate(v, zyv, odt))?
+        };
+        if ctx.shape(part)[axis] != Dim::Known(0) {
+            parts.push(part);
+        }
+    }
+    match parts.len() {
+        0 => Ok(vec![ctx.map(odt, shape, vec![], expr::konst(odt, crate::ir::tensor::Scalar::zero(odt)))?]),
+        1 => Ok(vec![parts[0]]),
+        _ => Ok(vec![ctx.add(
+            Op::Concat { axis },
+            parts,
+            TypeInfo::new(odt, shape),
+        )?]),
+    }
+}

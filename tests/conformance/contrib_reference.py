@@ -1,0 +1,100 @@
+"""Reference implementations of onnxruntime's quantized contrib ops (domain com.microsoft)
+for onnx's ReferenceEvaluator (`new_ops`), from the formulas of onnxruntime's operator
+documentation, evaluated left to right in float32 as onnx's reference QuantizeLinear
+divides in the scale's precision (simple scale ratios put many values exactly on rounding
+ties, so the precision decides them): onnxruntime's own x86 kernels approximate some of
+these in fixed point (QLinearAdd's AVX2 path), off by one at some values, so they cannot be
+the oracle for exact 8-bit results."""
+from __future__ import annotations
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+
+F = np.float32
+
+
+def _zp(z):
+    return F(0) if z is None else F(z.reshape(()))
+
+
+def _deq(x, s, z):
+    """s · (x − z) in float32."""
+    return F(s.reshape(())) * (x.astype(F) - _zp(z))
+
+
+def _q(v, s, z, dtype):
+    """round(v / s) + z in float32, half to even, saturated."""
+    info = np.iinfo(dtype)
+    r = np.rint(v.astype(F) / F(s.reshape(()))) + _zp(z)
+    return np.clip(r, info.min, info.max).astype(dtype)
+
+
+class QLinearAdd(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, a, sa, za, b, sb, zb, sc, zc=None):
+        return (_q(_deq(a, sa, za) + _deq(b, sb, zb), sc, zc, a.dtype),)
+
+
+class QLinearMul(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, a, sa, za, b, sb, zb, sc, zc=None):
+        p = (a.astype(F) - _zp(za)) * (b.astype(F) - _zp(zb)) * (F(sa.reshape(())) * F(sb.reshape(())))
+        return (_q(p, sc, zc, a.dtype),)
+
+
+class QLinearSigmoid(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy=None):
+        d = _deq(x, sx, zx)
+        return (_q((1.0 / (1.0 + np.exp(-d.astype(np.float64)))).astype(F), sy, zy, x.dtype),)
+
+
+class QLinearLeakyRelu(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy=None, alpha=None):
+        d = _deq(x, sx, zx)
+        a = 0.01 if alpha is None else alpha
+        return (_q(np.where(d < 0, d * F(a), d), sy, zy, x.dtype),)
+
+
+class QLinearGlobalAveragePool(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy, channels_last=None):
+        # The mean of the dequantized values: s_X (Σx − n z_X) / n, then quantized.
+        axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
+        n = int(np.prod([x.shape[a] for a in axes]))
+        centered = (x.astype(np.int64).sum(axis=axes, keepdims=True) - n * int(_zp(zx))).astype(F)
+        return (_q(centered * (F(sx.reshape(())) / (F(sy.reshape(())) * F(n))), F(1.0), zy, x.dtype),)
+
+
+class QLinearConcat(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, sy, zy, *triples, axis=None):
+        parts = [_q(_deq(triples[k], triples[k + 1], triples[k + 2]), sy, zy, zy.dtype)
+                 for k in range(0, len(triples), 3)]
+        return (np.concatenate(parts, axis=axis),)
+
+
+class QuantizeLinear(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, s, z=None, **attrs):
+        return (_q(x.astype(np.float32).astype(np.float64), s, z, np.uint8 if z is None else z.dtype),)
+
+
+class DequantizeLinear(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, s, z=None, **attrs):
+        return (_deq(x, s, z).astype(np.float32),)
+
+
+CONTRIB_OPS = [QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat,
+               QuantizeLinear, DequantizeLinear]
