@@ -1547,11 +1547,23 @@ fn a_quantized_activation_becomes_a_table() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let loops = String::from_utf8_lossy(&o.stdout);
-    assert!(loops.contains("float32[257]"), "a 257-entry table:\n{loops}");
-    assert!(loops.contains("for v0 in 0..257"), "the table's loop:\n{loops}");
-    assert_eq!(loops.matches("sigmoid(").count(), 1, "sigmoid in the table only:\n{loops}");
+    assert!(
+        loops.contains("float32[257]"),
+        "a 257-entry table:\n{loops}"
+    );
+    assert!(
+        loops.contains("for v0 in 0..257"),
+        "the table's loop:\n{loops}"
+    );
+    assert_eq!(
+        loops.matches("sigmoid(").count(),
+        1,
+        "sigmoid in the table only:\n{loops}"
+    );
     let n = 8 * 16 * 16;
-    let mut x: Vec<f32> = (0..n).map(|i| ((i * 37) % 401) as f32 / 20.0 - 10.0).collect();
+    let mut x: Vec<f32> = (0..n)
+        .map(|i| ((i * 37) % 401) as f32 / 20.0 - 10.0)
+        .collect();
     x[..5].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -0.025]);
     let xin = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 8, 16, 16], &x), &xin);
@@ -1597,22 +1609,53 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
         int_tensor("z", 2, &[], &[3]),
     ];
     let m = with_ms(model(
-        vec![ms(node("QLinearSigmoid", "sig", &["xq", "s4", "z", "s", "z"], &["y"]))],
+        vec![ms(node(
+            "QLinearSigmoid",
+            "sig",
+            &["xq", "s4", "z", "s", "z"],
+            &["y"],
+        ))],
         vec![xq.clone()],
         vec![value_info("y", 2, &[D::N(1), D::N(4), D::N(2), D::N(2)])],
         params.clone(),
         13,
     ));
-    compile_error(&d, "per_channel", &m, &["'sig'", "QLinearSigmoid", "shape [4]", "per-tensor"]);
+    compile_error(
+        &d,
+        "per_channel",
+        &m,
+        &["'sig'", "QLinearSigmoid", "shape [4]", "per-tensor"],
+    );
     let m = with_ms(model(
         vec![
-            ms(node("QLinearSoftmax", "soft", &["xq", "s", "z", "s", "z"], &["a"])),
-            ms(node("QLinearReduceMean", "mean", &["a", "s", "z", "s", "z"], &["y"])),
+            ms(node(
+                "QLinearSoftmax",
+                "soft",
+                &["xq", "s", "z", "s", "z"],
+                &["a"],
+            )),
+            ms(node(
+                "QLinearReduceMean",
+                "mean",
+                &["a", "s", "z", "s", "z"],
+                &["y"],
+            )),
         ],
         vec![xq],
         vec![value_info("y", 2, &[D::N(1)])],
         params,
         13,
     ));
-    compile_error(&d, "unsupported", &m, &["'soft'", "QLinearSoftmax", "'mean'", "QLinearReduceMean", "com.microsoft"]);
+    compile_error(
+        &d,
+        "unsupported",
+        &m,
+        &[
+            "'soft'",
+            "QLinearSoftmax",
+            "'mean'",
+            "QLinearReduceMean",
+            "com.microsoft",
+        ],
+    );
 }

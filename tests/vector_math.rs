@@ -104,18 +104,35 @@ fn pow_by_constants_matches_powf() {
     let d = std::env::temp_dir().join(format!("onnxc-vpow-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let mut xs: Vec<f32> = (0..400).map(|i| (i as f32 - 200.0) / 13.0).collect();
-    xs.extend([0.0, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-30, 1e30]);
+    xs.extend([
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-30,
+        1e30,
+    ]);
     while xs.len() % 8 != 0 {
         xs.push(0.5);
     }
     let n = xs.len() as i64;
-    let ys = [0.5f32, 0.25, 0.75, -0.25, -1.5, 1.385, -1.385, 3.0, -3.0, 5.0, -5.0, 6.0, -4.0, 2.2];
+    let ys = [
+        0.5f32, 0.25, 0.75, -0.25, -1.5, 1.385, -1.385, 3.0, -3.0, 5.0, -5.0, 6.0, -4.0, 2.2,
+    ];
     let mut nodes = Vec::new();
     let mut inits = Vec::new();
     let mut outs = Vec::new();
     for (k, y) in ys.iter().enumerate() {
         inits.push(f32_tensor(&format!("e{k}"), &[], &[*y]));
-        nodes.push(node("Pow", &format!("pow{k}"), &["x", &format!("e{k}")], &[&format!("y{k}")]));
+        nodes.push(node(
+            "Pow",
+            &format!("pow{k}"),
+            &["x", &format!("e{k}")],
+            &[&format!("y{k}")],
+        ));
         outs.push(value_info(&format!("y{k}"), 1, &[D::N(n)]));
     }
     let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, inits, 17);

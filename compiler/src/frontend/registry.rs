@@ -3,8 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss, nn, norm,
-    norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
+    activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss,
+    nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -374,7 +374,10 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("QLinearMul", contrib::qlinear_mul),
     ("QLinearSigmoid", contrib::qlinear_sigmoid),
     ("QLinearLeakyRelu", contrib::qlinear_leaky_relu),
-    ("QLinearGlobalAveragePool", contrib::qlinear_global_average_pool),
+    (
+        "QLinearGlobalAveragePool",
+        contrib::qlinear_global_average_pool,
+    ),
     ("QLinearConcat", contrib::qlinear_concat),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),

@@ -488,11 +488,7 @@ pub fn share(e: &E) -> E {
         Cast(DType, usize),
         Check(usize, i64),
     }
-    fn go(
-        e: &E,
-        memo: &mut HashMap<*const Expr, E>,
-        table: &mut HashMap<Key, E>,
-    ) -> E {
+    fn go(e: &E, memo: &mut HashMap<*const Expr, E>, table: &mut HashMap<Key, E>) -> E {
         if let Some(r) = memo.get(&Arc::as_ptr(e)) {
             return r.clone();
         }
@@ -796,8 +792,27 @@ mod tests {
     #[test]
     fn int_round_trip_matches_the_integer_casts() {
         let xs: Vec<f64> = [
-            0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 254.5, 255.0, 255.7, -128.5, 127.49, 1e30,
-            -1e30, 3.4e38, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 65535.5, -32768.9, 7.0,
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            254.5,
+            255.0,
+            255.7,
+            -128.5,
+            127.49,
+            1e30,
+            -1e30,
+            3.4e38,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            65535.5,
+            -32768.9,
+            7.0,
         ]
         .iter()
         .map(|&v| v as f32 as f64)

@@ -16,7 +16,7 @@
 //! table index is clamped into the table in the key's own (float) type before its integer
 //! conversion, so no input value can read outside it.
 
-use super::{Schedule, Step, StepKind, Storage, SValue};
+use super::{SValue, Schedule, Step, StepKind, Storage};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
 use std::collections::HashSet;
@@ -62,7 +62,11 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     // The table: g over the key's values, the NaN entry last.
     let v0 = expr::var(0);
     let key_value = if key.dtype.is_float() {
-        let k = expr::binary(BinOp::Add, expr::cast(v0.clone(), key.dtype), expr::f(key.dtype, lo));
+        let k = expr::binary(
+            BinOp::Add,
+            expr::cast(v0.clone(), key.dtype),
+            expr::f(key.dtype, lo),
+        );
         if nan {
             expr::select(
                 expr::lt(v0, expr::i(entries)),
@@ -192,9 +196,10 @@ fn nan_free(e: &E) -> bool {
                 if Arc::ptr_eq(p, q) && Arc::ptr_eq(p, a));
             (guarded || nan_free(a)) && nan_free(b)
         }
-        ExprKind::Unary(UnOp::Neg | UnOp::Abs | UnOp::Round | UnOp::Floor | UnOp::Ceil | UnOp::Trunc, a) => {
-            nan_free(a)
-        }
+        ExprKind::Unary(
+            UnOp::Neg | UnOp::Abs | UnOp::Round | UnOp::Floor | UnOp::Ceil | UnOp::Trunc,
+            a,
+        ) => nan_free(a),
         ExprKind::Binary(BinOp::Max | BinOp::Min, a, b) => nan_free(a) && nan_free(b),
         ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
             nan_free(a) && nan_free(b) && bounded(a) && bounded(b)

@@ -56,7 +56,12 @@ fn qtensor(ctx: &Ctx, x: usize, scale: usize, zp: usize, name: &str) -> Result<Q
 
 /// The output's scale and zero point (inputs `scale`, `zp`); the output type is the zero
 /// point's, or `default` without one.
-fn qout(ctx: &Ctx, scale: usize, zp: usize, default: DType) -> Result<(ValueId, Option<ValueId>, DType)> {
+fn qout(
+    ctx: &Ctx,
+    scale: usize,
+    zp: usize,
+    default: DType,
+) -> Result<(ValueId, Option<ValueId>, DType)> {
     let s = ctx.input(scale)?;
     one_element(ctx, s, "the output scale")?;
     build::expect_types(ctx, s, "the output scale", &[DType::F32])?;
@@ -133,12 +138,19 @@ fn binary(ctx: &mut Ctx, mul: bool) -> Result<Vec<ValueId>> {
     let la = build::bload(ctx.dtype(a.x), 0, &shapes[0], &out);
     let lb = build::bload(ctx.dtype(b.x), 1, &shapes[1], &out);
     let mut inputs = vec![a.x, b.x, a.scale, b.scale, sc];
-    let (sa, sb, scv) = (param(ctx, a.scale, 2), param(ctx, b.scale, 3), param(ctx, sc, 4));
+    let (sa, sb, scv) = (
+        param(ctx, a.scale, 2),
+        param(ctx, b.scale, 3),
+        param(ctx, sc, 4),
+    );
     let za = zero_point(ctx, a.zp, &mut inputs);
     let zb = zero_point(ctx, b.zp, &mut inputs);
     let zcv = zero_point(ctx, zc, &mut inputs);
     let (xa, xb) = (expr::cast(la, DType::F32), expr::cast(lb, DType::F32));
-    let (da, db) = (expr::binary(BinOp::Sub, xa, za), expr::binary(BinOp::Sub, xb, zb));
+    let (da, db) = (
+        expr::binary(BinOp::Sub, xa, za),
+        expr::binary(BinOp::Sub, xb, zb),
+    );
     let v = if mul {
         // ((A − z_A)(B − z_B)) · (s_A · s_B) / s_C
         let p = expr::binary(BinOp::Mul, da, db);
@@ -172,7 +184,10 @@ fn activation(ctx: &mut Ctx, func: impl FnOnce(E) -> E) -> Result<Vec<ValueId>> 
     let (sxv, syv) = (param(ctx, x.scale, 1), param(ctx, sy, 2));
     let zx = zero_point(ctx, x.zp, &mut inputs);
     let zyv = zero_point(ctx, zy, &mut inputs);
-    let xv = expr::cast(build::load_same(ctx.dtype(x.x), 0, ctx.rank(x.x)), DType::F32);
+    let xv = expr::cast(
+        build::load_same(ctx.dtype(x.x), 0, ctx.rank(x.x)),
+        DType::F32,
+    );
     let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
     let v = expr::binary(BinOp::Div, func(d), syv);
     let shape = ctx.shape(x.x);
@@ -202,13 +217,21 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let dims = ctx.known_shape(x.x)?;
     let r = dims.len();
     if r < 3 {
-        return Err(ctx.err(format!("X has shape {dims:?}; it needs a batch, channel and spatial dims")));
+        return Err(ctx.err(format!(
+            "X has shape {dims:?}; it needs a batch, channel and spatial dims"
+        )));
     }
     let channels_last = ctx.attr_i_or("channels_last", 0)? != 0;
-    let axes: Vec<usize> = if channels_last { (1..r - 1).collect() } else { (2..r).collect() };
+    let axes: Vec<usize> = if channels_last {
+        (1..r - 1).collect()
+    } else {
+        (2..r).collect()
+    };
     let n: i64 = axes.iter().map(|&a| dims[a]).product();
     // The integer sum, exact in float64 (at most 2^8 · n).
-    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| expr::cast(l, DType::F64))?;
+    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| {
+        expr::cast(l, DType::F64)
+    })?;
     let mut inputs = vec![sum, x.scale, sy];
     let zx = zero_point(ctx, x.zp, &mut inputs);
     let zyv = zero_point(ctx, zy, &mut inputs);
@@ -217,15 +240,15 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::binary(
             BinOp::Sub,
             build::load_same(DType::F64, 0, r),
-            expr::binary(BinOp::Mul, expr::cast(zx, DType::F64), expr::f(DType::F64, n as f64)),
+            expr::binary(
+                BinOp::Mul,
+                expr::cast(zx, DType::F64),
+                expr::f(DType::F64, n as f64),
+            ),
         ),
         DType::F32,
     );
-    let scale = expr::binary(
-        BinOp::Div,
-        sxv,
-        expr::binary(BinOp::Mul, syv, f(n as f64)),
-    );
+    let scale = expr::binary(BinOp::Div, sxv, expr::binary(BinOp::Mul, syv, f(n as f64)));
     let v = expr::binary(BinOp::Mul, centered, scale);
     let shape = ctx.shape(sum);
     Ok(vec![ctx.map(odt, shape, inputs, saturate(v, zyv, odt))?])
@@ -236,7 +259,7 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// operands), then concatenated along `axis`.
 pub fn qlinear_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let n = ctx.num_inputs();
-    if n < 5 || (n - 2) % 3 != 0 {
+    if n < 5 || !(n - 2).is_multiple_of(3) {
         return Err(ctx.err(format!(
             "has {n} inputs; it takes Y_scale, Y_zero_point and a (tensor, scale, zero point) triple per input"
         )));
@@ -275,7 +298,12 @@ pub fn qlinear_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
     }
     match parts.len() {
-        0 => Ok(vec![ctx.map(odt, shape, vec![], expr::konst(odt, crate::ir::tensor::Scalar::zero(odt)))?]),
+        0 => Ok(vec![ctx.map(
+            odt,
+            shape,
+            vec![],
+            expr::konst(odt, crate::ir::tensor::Scalar::zero(odt)),
+        )?]),
         1 => Ok(vec![parts[0]]),
         _ => Ok(vec![ctx.add(
             Op::Concat { axis },

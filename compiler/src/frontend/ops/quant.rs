@@ -178,7 +178,11 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // The rounded quotient plus the zero point, saturated: in float32 when the division is
     // (the zero point, below 2^16, adds exactly to every rounded quotient below 2^24 in
     // magnitude, and one beyond saturates either way), in float64 otherwise.
-    let adt = if cdt == DType::F32 { DType::F32 } else { DType::F64 };
+    let adt = if cdt == DType::F32 {
+        DType::F32
+    } else {
+        DType::F64
+    };
     let mut v = expr::cast(expr::unary(UnOp::Round, q), adt);
     if let Some(z) = zp {
         let zi = param_index(ctx, "y_zero_point", z, &dims, axis, block)?;
