@@ -158,3 +158,92 @@ fn pow_by_constants_matches_powf() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Max/Min against a constant (one maxps/minps or maxss/minsd with the constant first in
+/// generated code) keep fmax/fmin's semantics: NaN propagates from x, and zeros order -0 below
+/// +0 — float32 in vector loops, float64 in scalar ones, constants ±0, ±1.5 and ±inf.
+#[test]
+fn clamps_against_constants_propagate_nan_and_order_zeros() {
+    let d = std::env::temp_dir().join(format!("onnxc-clamp-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let mut xs: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.5,
+        -1.5,
+        2.0,
+        -2.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-40,
+        -1e-40,
+    ];
+    while xs.len() % 8 != 0 {
+        xs.push(0.25);
+    }
+    let n = xs.len() as i64;
+    let cs = [0.0f32, -0.0, 1.5, -1.5, f32::INFINITY, f32::NEG_INFINITY];
+    let (mut nodes, mut inits, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+    nodes.push(node("Cast", "to64", &["x"], &["x64"]));
+    nodes[0].attribute.push(onnxc_proto::AttributeProto {
+        name: Some("to".into()),
+        r#type: Some(2),
+        i: Some(11),
+        ..Default::default()
+    });
+    let mut names = Vec::new();
+    for (k, c) in cs.iter().enumerate() {
+        inits.push(f32_tensor(&format!("c{k}"), &[], &[*c]));
+        let mut c64 = f32_tensor(&format!("d{k}"), &[], &[]);
+        c64.data_type = Some(11);
+        c64.raw_data = Some((*c as f64).to_le_bytes().to_vec());
+        inits.push(c64);
+        for (op, f64_) in [("Max", false), ("Min", false), ("Max", true), ("Min", true)] {
+            let (x, cn) = if f64_ {
+                ("x64".to_string(), format!("d{k}"))
+            } else {
+                ("x".to_string(), format!("c{k}"))
+            };
+            let y = format!("y{}", names.len());
+            nodes.push(node(op, &y, &[&x, &cn], &[&y]));
+            outs.push(value_info(&y, if f64_ { 11 } else { 1 }, &[D::N(n)]));
+            names.push((op, *c, f64_));
+        }
+    }
+    let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, inits, 13);
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[n], &xs), &x);
+    let got = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    for (k, (op, c, f64_)) in names.iter().enumerate() {
+        let got = got[k].to_f64s();
+        for (i, &xv) in xs.iter().enumerate() {
+            let (xv, c) = (xv as f64, *c as f64);
+            let want = if xv.is_nan() {
+                f64::NAN
+            } else if xv == 0.0 && c == 0.0 {
+                // -0 < +0 for the ordering of zeros.
+                let neg = if *op == "Max" {
+                    xv.is_sign_negative() && c.is_sign_negative()
+                } else {
+                    xv.is_sign_negative() || c.is_sign_negative()
+                };
+                if neg { -0.0 } else { 0.0 }
+            } else if *op == "Max" {
+                xv.max(c)
+            } else {
+                xv.min(c)
+            };
+            let g = got[i];
+            let ok = if want.is_nan() {
+                g.is_nan()
+            } else {
+                g.to_bits() == want.to_bits()
+            };
+            assert!(ok, "{op}({xv}, {c}) in {} = {g}, expected {want}", if *f64_ { "f64" } else { "f32" });
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

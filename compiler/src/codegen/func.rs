@@ -482,6 +482,36 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let x = self.eval(a, memo);
                 self.unary(*op, a.dtype, x)
             }
+            ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
+                if clamp_const(*op, a, b).is_some() =>
+            {
+                // A clamp against a constant: one minss/maxss (Cranelift matches
+                // `select(fcmp lt c x, c, x)`), NaN-propagating with the constant first, where
+                // fmin/fmax branch around NaN and zero checks; see the vector form in `veval`.
+                let (x, c) = clamp_const(*op, a, b).expect("matched");
+                let xv = self.eval(x, memo);
+                let cv = if a.dtype == DType::F64 {
+                    self.b.ins().f64const(c)
+                } else {
+                    self.b.ins().f32const(c as f32)
+                };
+                let lt = if *op == BinOp::Min {
+                    self.b.ins().fcmp(FloatCC::LessThan, cv, xv)
+                } else {
+                    self.b.ins().fcmp(FloatCC::LessThan, xv, cv)
+                };
+                let r = self.b.ins().select(lt, cv, xv);
+                if *op == BinOp::Max && c == 0.0 && c.is_sign_positive() {
+                    let z = if a.dtype == DType::F64 {
+                        self.b.ins().f64const(0.0)
+                    } else {
+                        self.b.ins().f32const(0.0)
+                    };
+                    self.b.ins().fadd(r, z)
+                } else {
+                    r
+                }
+            }
             ExprKind::Binary(op, a, b) => {
                 let x = self.eval(a, memo);
                 let y = self.eval(b, memo);
@@ -1613,7 +1643,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 VV::V(super::vmath::pow_const(&mut self.b, self.fma, x, y))
             }
             ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
-                if clamp_const(*op, a, b).is_some() =>
+                if a.dtype == DType::F32 && clamp_const(*op, a, b).is_some() =>
             {
                 // A clamp against a constant: x86's minps/maxps return their second operand
                 // when either is NaN, so with the constant first and x second they propagate
@@ -1625,7 +1655,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let (x, c) = clamp_const(*op, a, b).expect("matched");
                 let xv = self.veval(x, var, memo, smemo);
                 let xv = self.to_vec(xv, types::F32X4);
-                let cv = self.b.ins().f32const(c);
+                let cv = self.b.ins().f32const(c as f32);
                 let cv = self.b.ins().splat(types::F32X4, cv);
                 let lt = if *op == BinOp::Min {
                     self.b.ins().fcmp(FloatCC::LessThan, cv, xv)
@@ -1638,7 +1668,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     lt,
                 );
                 let mut r = self.b.ins().bitselect(mask, cv, xv);
-                if *op == BinOp::Max && c == 0.0 {
+                if *op == BinOp::Max && c == 0.0 && c.is_sign_positive() {
                     let z = self.b.ins().f32const(0.0);
                     let z = self.b.ins().splat(types::F32X4, z);
                     r = self.b.ins().fadd(r, z);
@@ -1815,10 +1845,10 @@ fn gather_index(offset: &E) -> Option<&E> {
     }
 }
 
-/// `(x, c)` when a float32 `max`/`min` has a non-NaN constant operand `c` the one-instruction
+/// `(x, c)` when a float `max`/`min` has a non-NaN constant operand `c` the one-instruction
 /// clamp handles (not `min(x, -0)`).
-fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f32)> {
-    if a.dtype != DType::F32 {
+fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f64)> {
+    if !matches!(a.dtype, DType::F32 | DType::F64) {
         return None;
     }
     let (x, c) = match (a.as_const(), b.as_const()) {
@@ -1826,7 +1856,7 @@ fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f32)> {
         (Some(c), None) => (b, c),
         _ => return None,
     };
-    let c = c.as_f64() as f32;
+    let c = c.as_f64();
     let min_neg_zero = op == BinOp::Min && c == 0.0 && c.is_sign_negative();
     (!c.is_nan() && !min_neg_zero).then_some((x, c))
 }
