@@ -1629,7 +1629,7 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
     let m = with_ms(model(
         vec![
             ms(node(
-                "QLinearSoftmax",
+                "QLinearAveragePool",
                 "soft",
                 &["xq", "s", "z", "s", "z"],
                 &["a"],
@@ -1652,10 +1652,71 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
         &m,
         &[
             "'soft'",
-            "QLinearSoftmax",
+            "QLinearAveragePool",
             "'mean'",
             "QLinearReduceMean",
             "com.microsoft",
         ],
     );
+}
+
+/// QLinearMatMul requantizes in float32 with an error-free product (`quant::requantize_f32`):
+/// the result must equal rounding the exact product `acc · (a_scale·b_scale/y_scale)` half
+/// to even — on exact ties (factor ½, odd acc) and on products a float32 multiply rounds
+/// onto a tie (factors one ulp above and below ½ and ¾), at -O2 (vector code) and -O0.
+#[test]
+fn quantized_products_round_like_the_exact_product() {
+    let d = scratch("requant");
+    let factors = [
+        0.5f32,
+        f32::from_bits(0.5f32.to_bits() + 1),
+        f32::from_bits(0.5f32.to_bits() - 1),
+        f32::from_bits(0.75f32.to_bits() + 1),
+        f32::from_bits(0.75f32.to_bits() - 1),
+        0.3,
+        1.0 / 3.0,
+        0.996_093_75,
+    ];
+    let (mut nodes, mut inits, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+    inits.push(int_tensor("b", 2, &[1, 1], &[1]));
+    inits.push(int_tensor("z", 2, &[], &[0]));
+    inits.push(f32_tensor("one", &[], &[1.0]));
+    for (k, f) in factors.iter().enumerate() {
+        inits.push(f32_tensor(&format!("s{k}"), &[], &[*f]));
+        let y = format!("y{k}");
+        nodes.push(node(
+            "QLinearMatMul",
+            &format!("qmm{k}"),
+            &["a", &format!("s{k}"), "z", "b", "one", "z", "one", "z"],
+            &[&y],
+        ));
+        outs.push(value_info(&y, 2, &[D::N(256), D::N(1)]));
+    }
+    let m = model(
+        nodes,
+        vec![value_info("a", 2, &[D::N(256), D::N(1)])],
+        outs,
+        inits,
+        13,
+    );
+    let p = d.join("qmm.onnx");
+    save(&m, &p);
+    let a: Vec<i64> = (0..256).collect();
+    let ain = d.join("a.pb");
+    save_tensor(&int_tensor("a", 2, &[256, 1], &a), &ain);
+    for opt in ["--O2", "--O0"] {
+        let args = [p.as_os_str(), ain.as_os_str(), std::ffi::OsStr::new(opt)];
+        let outs = run_model(&args, &d.join(format!("out{opt}")));
+        for (k, f) in factors.iter().enumerate() {
+            let got = outs[k].to_f64s();
+            // a_scale · b_scale / y_scale in float32 (b and y scales are 1).
+            let factor = (*f * 1.0) / 1.0;
+            for (i, &av) in a.iter().enumerate() {
+                let want = ((av as f64) * factor as f64)
+                    .round_ties_even()
+                    .clamp(0.0, 255.0);
+                assert_eq!(got[i], want, "{opt}: {av} x {factor:e}");
+            }
+        }
+    }
 }

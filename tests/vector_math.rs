@@ -98,7 +98,8 @@ fn vector_math_matches_f64_references() {
 
 /// `Pow` by a constant exponent (vectorized as products of square roots for multiples of
 /// 1/4, exp·log otherwise) against C `powf` over the special bases: ±0, ±inf, negative
-/// finite bases, NaN — signs of zeros and infinities included.
+/// finite bases, NaN — signs of zeros and infinities included — and infinite and NaN
+/// exponents (pow(1, y) = 1 for every y).
 #[test]
 fn pow_by_constants_matches_powf() {
     let d = std::env::temp_dir().join(format!("onnxc-vpow-{}", std::process::id()));
@@ -242,7 +243,11 @@ fn clamps_against_constants_propagate_nan_and_order_zeros() {
             } else {
                 g.to_bits() == want.to_bits()
             };
-            assert!(ok, "{op}({xv}, {c}) in {} = {g}, expected {want}", if *f64_ { "f64" } else { "f32" });
+            assert!(
+                ok,
+                "{op}({xv}, {c}) in {} = {g}, expected {want}",
+                if *f64_ { "f64" } else { "f32" }
+            );
         }
     }
     let _ = std::fs::remove_dir_all(d);

@@ -82,6 +82,42 @@ class QLinearConcat(OpRun):
         return (np.concatenate(parts, axis=axis),)
 
 
+class QLinearSoftmax(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy=None, axis=None, opset=None):
+        d = _deq(x, sx, zx)
+        if opset < 13:  # coerced to 2-D at axis (default 1)
+            a = 1 if axis is None else axis % max(d.ndim, 1)
+            d2 = d.reshape(int(np.prod(d.shape[:a])), -1)
+            e = np.exp(d2 - d2.max(axis=1, keepdims=True))
+            p = (e / e.sum(axis=1, keepdims=True)).reshape(d.shape)
+        else:
+            a = -1 if axis is None else axis
+            e = np.exp(d - d.max(axis=a, keepdims=True))
+            p = e / e.sum(axis=a, keepdims=True)
+        return (_q(p.astype(F), sy, zy, x.dtype if zy is None else zy.dtype),)
+
+
+class QGemm(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, a, sa, za, b, sb, zb, c=None, sy=None, zy=None, alpha=None, transA=None, transB=None):
+        a = a.T if transA else a
+        b = b.T if transB else b
+        acc = (a.astype(np.int64) - int(_zp(za))) @ (b.astype(np.int64) - zb.astype(np.int64).reshape(1, -1))
+        if c is not None:
+            acc = acc + c.astype(np.int64)
+        scale = F(1.0 if alpha is None else alpha) * F(sa.reshape(())) * sb.astype(F).reshape(1, -1)
+        if sy is not None:
+            scale = scale / F(sy.reshape(()))
+        y = acc.astype(np.float64) * scale.astype(np.float64)
+        if zy is None:
+            return (y.astype(F),)
+        info = np.iinfo(zy.dtype)
+        return (np.clip(np.rint(y) + int(zy.reshape(())), info.min, info.max).astype(zy.dtype),)
+
+
 class QuantizeLinear(OpRun):
     op_domain = "com.microsoft"
 
@@ -97,4 +133,4 @@ class DequantizeLinear(OpRun):
 
 
 CONTRIB_OPS = [QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat,
-               QuantizeLinear, DequantizeLinear]
+               QLinearSoftmax, QGemm, QuantizeLinear, DequantizeLinear]

@@ -961,7 +961,7 @@ def qoperator_contrib():
     (a residual and a per-channel bias), QLinearLeakyRelu, QLinearConcat of inputs with
     their own scales and zero points (one shared with the output, copied), and
     QLinearGlobalAveragePool in both layouts; int8 through QLinearAdd;
-    the domain's QuantizeLinear/DequantizeLinear."""
+    the domain's QuantizeLinear/DequantizeLinear; QGemm and QLinearSoftmax (both axis forms)."""
     g = G(37)
     rng = np.random.default_rng(37)
     u8 = lambda v: g.const(np.uint8(v), np.uint8)
@@ -989,10 +989,22 @@ def qoperator_contrib():
     s8 = g.op("QuantizeLinear", ["x", f32(0.05), i8(0)], **ms)
     add8 = g.op("QLinearAdd", [s8, f32(0.05), i8(0), s8, f32(0.05), i8(0), f32(0.08), i8(-3)], **ms)
     deq = g.op("DequantizeLinear", [gap, f32(0.02), u8(10)], **ms)
+    # QGemm (per-column int8 weights, int32 bias, transB) to uint8 and to float, then
+    # QLinearSoftmax along the last axis (opset 13) and over a coerced 2-D tensor (opset 11).
+    flat = g.op("Reshape", [gap, g.const(np.array([1, 48], np.int64), np.int64)])
+    wg = g.const(rng.integers(-127, 128, size=(10, 48)).astype(np.int8), np.int8)
+    wgs = g.const((0.01 + 0.01 * rng.random(10)).astype(np.float32))
+    wgz = g.const(np.zeros(10, np.int8), np.int8)
+    bg = g.const(rng.integers(-500, 500, size=10).astype(np.int32), np.int32)
+    qg = g.op("QGemm", [flat, f32(0.02), u8(10), wg, wgs, wgz, bg, f32(0.1), u8(128)], transB=1, **ms)
+    fg = g.op("QGemm", [flat, f32(0.02), u8(10), wg, wgs, wgz, bg], transB=1, alpha=0.5, **ms)
+    smx = g.op("QLinearSoftmax", [qg, f32(0.1), u8(128), f32(1 / 256), u8(0)], axis=-1, opset=13, **ms)
+    sm2 = g.op("QLinearSoftmax", [lr, f32(0.04), u8(60), f32(1 / 256), u8(0)], axis=2, opset=11, **ms)
     # onnx's shape inference knows no com.microsoft schemas: output types are declared.
     U8, I8, F = TensorProto.UINT8, TensorProto.INT8, TensorProto.FLOAT
     outs = [(cat, U8, [1, 48, 12, 12]), (gap, U8, [1, 48, 1, 1]), (gap_last, U8, [1, 1, 1, 48]),
-            (sq, U8, [1, 8, 12, 12]), (add8, I8, [1, 8, 12, 12]), (deq, F, [1, 48, 1, 1])]
+            (sq, U8, [1, 8, 12, 12]), (add8, I8, [1, 8, 12, 12]), (deq, F, [1, 48, 1, 1]),
+            (qg, U8, [1, 10]), (fg, F, [1, 10]), (smx, U8, [1, 10]), (sm2, U8, [1, 16, 12, 12])]
     graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", F, [1, 8, 12, 12])],
                               [helper.make_tensor_value_info(n, t, sh) for n, t, sh in outs], g.inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],

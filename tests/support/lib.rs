@@ -490,7 +490,7 @@ pub fn supported_ops_markdown(
     let _ = writeln!(
         md,
         "## onnxruntime's `com.microsoft` quantized ops\n\nThe QOperator ops onnxruntime's quantizer \
-         writes and the model zoo's int8 models use, per-tensor scales and zero points, computed \
+         writes and the model zoo's int8 models use, per-tensor scales and zero points (QGemm's B also per column), computed \
          by the formulas of onnxruntime's operator documentation in float32 (own case \
          `test_qoperator_contrib`, whose expected outputs come from those formulas: onnxruntime's \
          x86 kernels approximate some in fixed point, off by one at some values): {}.\n",

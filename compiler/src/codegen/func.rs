@@ -1222,10 +1222,16 @@ impl<'a, 'b> FnCx<'a, 'b> {
         let [Stmt::Store { buf, offset, value }] = body else {
             return false;
         };
+        if linear_coeff(offset, var) != Some(1) {
+            return false;
+        }
+        if let Some(inner) = narrow_store(self.prog.buffers[*buf as usize].dtype, value) {
+            return self.vec_ok(inner, var);
+        }
         if self.prog.buffers[*buf as usize].dtype != DType::F32 || value.dtype != DType::F32 {
             return false;
         }
-        linear_coeff(offset, var) == Some(1) && self.vec_ok(value, var)
+        self.vec_ok(value, var)
     }
 
     fn vec_ok(&self, e: &E, var: u32) -> bool {
@@ -1354,7 +1360,30 @@ impl<'a, 'b> FnCx<'a, 'b> {
             ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Select(..) => {
                 self.node_vec_ok(e) && e.children().iter().all(|c| self.vec_ok_memo(c, var, seen))
             }
-            ExprKind::Cast(_) | ExprKind::CheckIndex { .. } => false,
+            ExprKind::Cast(_) => self.byte_load(e, var).is_some(),
+            ExprKind::CheckIndex { .. } => false,
+        }
+    }
+
+    /// `(buffer, signed, offset)` when `e` is `cast<float32>` of a uint8/int8 load contiguous
+    /// along `var` (a quantized tensor read by a map): the vector loop loads four bytes.
+    fn byte_load<'e>(&self, e: &'e E, var: u32) -> Option<(BufId, bool, &'e E)> {
+        let ExprKind::Cast(x) = &e.kind else {
+            return None;
+        };
+        let ExprKind::Load { input, index } = &x.kind else {
+            return None;
+        };
+        if e.dtype != DType::F32
+            || *input == EPILOGUE_ACC
+            || linear_coeff(&index[0], var) != Some(1)
+        {
+            return None;
+        }
+        match self.prog.buffers[*input as usize].dtype {
+            DType::U8 if x.dtype == DType::U8 => Some((*input, false, &index[0])),
+            DType::I8 if x.dtype == DType::I8 => Some((*input, true, &index[0])),
+            _ => None,
         }
     }
 
@@ -1466,6 +1495,30 @@ impl<'a, 'b> FnCx<'a, 'b> {
         };
         let mut memo = HashMap::new();
         let mut smemo = HashMap::new();
+        let bdt = self.prog.buffers[*buf as usize].dtype;
+        if let Some(inner) = narrow_store(bdt, value) {
+            // Four float32 lanes already inside the 8-bit range: truncating conversions,
+            // saturating narrows (which change nothing in range) and one 4-byte store.
+            let v = self.veval(inner, var, &mut memo, &mut smemo);
+            let v = self.to_vec(v, types::F32X4);
+            let i = self.b.ins().fcvt_to_sint_sat(types::I32X4, v);
+            let h = self.b.ins().snarrow(i, i);
+            let q = if bdt == DType::U8 {
+                self.b.ins().unarrow(h, h)
+            } else {
+                self.b.ins().snarrow(h, h)
+            };
+            let q = self.b.ins().bitcast(
+                types::I32X4,
+                MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                q,
+            );
+            let bytes = self.b.ins().extractlane(q, 0);
+            let off = self.eval(offset, &mut smemo);
+            let p = self.addr(*buf, off);
+            self.b.ins().store(vflags(), bytes, p, 0);
+            return;
+        }
         let v = self.veval(value, var, &mut memo, &mut smemo);
         let v = self.to_vec(v, types::F32X4);
         let off = self.eval(offset, &mut smemo);
@@ -1567,6 +1620,28 @@ impl<'a, 'b> FnCx<'a, 'b> {
             return v;
         }
         let r = match &e.kind {
+            ExprKind::Cast(_) if self.byte_load(e, var).is_some() => {
+                // Four contiguous 8-bit values as float32: one 4-byte load, widened twice.
+                let (input, signed, offset) = self.byte_load(e, var).expect("matched");
+                let off = self.eval(offset, smemo);
+                let p = self.addr(input, off);
+                let fl = self.load_flags(input, vflags());
+                let word = self.b.ins().load(types::I32, fl, p, 0);
+                let v = self.b.ins().scalar_to_vector(types::I32X4, word);
+                let v = self.b.ins().bitcast(
+                    types::I8X16,
+                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                    v,
+                );
+                let w = if signed {
+                    let h = self.b.ins().swiden_low(v);
+                    self.b.ins().swiden_low(h)
+                } else {
+                    let h = self.b.ins().uwiden_low(v);
+                    self.b.ins().uwiden_low(h)
+                };
+                VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
+            }
             ExprKind::Load { input, index } if linear_coeff(&index[0], var).is_none() => {
                 // A gather (a lookup table read at a float index, `schedule::lut`): the
                 // index per lane, four scalar loads.
@@ -1859,4 +1934,27 @@ fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f64)> {
     let c = c.as_f64();
     let min_neg_zero = op == BinOp::Min && c == 0.0 && c.is_sign_negative();
     (!c.is_nan() && !min_neg_zero).then_some((x, c))
+}
+
+/// The float32 operand of a store `cast<u8|i8>(x)` into an 8-bit buffer where `x`'s clamps
+/// keep it inside the type's range (a quantized value): the vector loop converts four lanes
+/// and stores four bytes. Out-of-range values wrap under `Cast` but saturate in the vector
+/// narrows, so only proven ranges qualify (NaN converts to 0 either way).
+fn narrow_store(buf: DType, value: &E) -> Option<&E> {
+    if !matches!(buf, DType::U8 | DType::I8) || value.dtype != buf {
+        return None;
+    }
+    let ExprKind::Cast(x) = &value.kind else {
+        return None;
+    };
+    if x.dtype != DType::F32 {
+        return None;
+    }
+    let (lo, hi) = crate::ir::expr::float_bounds(x);
+    let (tlo, thi) = if buf == DType::U8 {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    (lo >= tlo && hi <= thi).then_some(x)
 }

@@ -281,6 +281,33 @@ pub fn pow_const(b: &mut FunctionBuilder, fma: Fma, x: Value, y: f32) -> Value {
     if y == 1.0 {
         return x;
     }
+    if !y.is_finite() {
+        // C powf: pow(±1, ±inf) = 1 and pow(1, NaN) = 1; |x| < 1 goes to 0 for +inf and to
+        // +inf for -inf, |x| > 1 the other way; pow(x, NaN) and pow(NaN, ±inf) are NaN.
+        let one = splat(b, 1.0);
+        let nan = splat(b, f32::NAN);
+        let ax = b.ins().fabs(x);
+        let r = if y.is_nan() {
+            nan
+        } else {
+            let (small, large) = if y > 0.0 {
+                (0.0, f32::INFINITY)
+            } else {
+                (f32::INFINITY, 0.0)
+            };
+            let (small, large) = (splat(b, small), splat(b, large));
+            let lt = b.ins().fcmp(FloatCC::LessThan, ax, one);
+            let r = select(b, lt, small, large);
+            let is_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+            select(b, is_nan, nan, r)
+        };
+        let unit = if y.is_nan() {
+            b.ins().fcmp(FloatCC::Equal, x, one)
+        } else {
+            b.ins().fcmp(FloatCC::Equal, ax, one)
+        };
+        return select(b, unit, one, r);
+    }
     if y == 2.0 {
         return b.ins().fmul(x, x);
     }

@@ -374,6 +374,8 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("QLinearMul", contrib::qlinear_mul),
     ("QLinearSigmoid", contrib::qlinear_sigmoid),
     ("QLinearLeakyRelu", contrib::qlinear_leaky_relu),
+    ("QLinearSoftmax", contrib::qlinear_softmax),
+    ("QGemm", quant::qgemm),
     (
         "QLinearGlobalAveragePool",
         contrib::qlinear_global_average_pool,

@@ -1,6 +1,6 @@
 //! onnxruntime's quantized contrib ops (domain `com.microsoft`), which its quantizer writes
 //! in the QOperator format and the ONNX model zoo's int8 models use: QLinearAdd, QLinearMul,
-//! QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, and that
+//! QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat, and that
 //! domain's QuantizeLinear/DequantizeLinear (the ONNX ops' semantics).
 //!
 //! Scales and zero points are per tensor (one element each, as the ops define them). Each op
@@ -191,6 +191,37 @@ fn activation(ctx: &mut Ctx, func: impl FnOnce(E) -> E) -> Result<Vec<ValueId>> 
     let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
     let v = expr::binary(BinOp::Div, func(d), syv);
     let shape = ctx.shape(x.x);
+    Ok(vec![ctx.map(odt, shape, inputs, saturate(v, zyv, odt))?])
+}
+
+/// QLinearSoftmax (X, X_scale, X_zp?, Y_scale, Y_zp?): dequantized, a float32 softmax with
+/// the axis semantics of the original Softmax's `opset` (required), quantized.
+pub fn qlinear_softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = qtensor(ctx, 0, 1, 2, "X")?;
+    let (sy, zy, odt) = qout(ctx, 3, 4, ctx.dtype(x.x))?;
+    let Some(opset) = ctx.attr_i("opset")? else {
+        return Err(ctx.err("attribute 'opset' (the opset of the Softmax it replaces) is required"));
+    };
+    let axis = ctx.attr_i_or("axis", if opset < 13 { 1 } else { -1 })?;
+    let mut inputs = vec![x.x, x.scale];
+    let sxv = param(ctx, x.scale, 1);
+    let zx = zero_point(ctx, x.zp, &mut inputs);
+    let xv = expr::cast(
+        build::load_same(ctx.dtype(x.x), 0, ctx.rank(x.x)),
+        DType::F32,
+    );
+    let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
+    let shape = ctx.shape(x.x);
+    let dq = ctx.map(DType::F32, shape.clone(), inputs, d)?;
+    let p = crate::frontend::ops::nn::softmax_f32(ctx, dq, axis, opset)?;
+    let mut inputs = vec![p, sy];
+    let syv = param(ctx, sy, 1);
+    let zyv = zero_point(ctx, zy, &mut inputs);
+    let v = expr::binary(
+        BinOp::Div,
+        build::load_same(DType::F32, 0, shape.len()),
+        syv,
+    );
     Ok(vec![ctx.map(odt, shape, inputs, saturate(v, zyv, odt))?])
 }
 

@@ -724,6 +724,24 @@ fn softmax_along(
 pub fn softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     softmax_family(ctx, SoftmaxKind::Softmax)
 }
+
+/// Float32 softmax of `x` with the `axis` semantics of Softmax at `opset` (before 13: the
+/// input coerced to 2-D at `axis`; from 13: along `axis`); for ops built on it
+/// (com.microsoft's QLinearSoftmax).
+pub fn softmax_f32(ctx: &mut Ctx, x: ValueId, axis: i64, opset: i64) -> Result<ValueId> {
+    let shape = ctx.shape(x);
+    let rank = shape.len();
+    if opset < 13 {
+        let axis = build::axis(ctx, axis, rank.max(1))?;
+        let outer = crate::ir::dim::num_elements(&shape[..axis]);
+        let inner = crate::ir::dim::num_elements(&shape[axis..]);
+        let x2 = ctx.reshape(x, vec![outer, inner])?;
+        let y2 = softmax_along(ctx, x2, 1, SoftmaxKind::Softmax, DType::F32)?;
+        return ctx.reshape(y2, shape);
+    }
+    let axis = build::axis(ctx, axis, rank)?;
+    softmax_along(ctx, x, axis, SoftmaxKind::Softmax, DType::F32)
+}
 pub fn log_softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     softmax_family(ctx, SoftmaxKind::LogSoftmax)
 }
