@@ -126,28 +126,9 @@ mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
-    /// e^x of 16 lanes: clamped to [−110, 89] (constants first, so a NaN passes `min`/`max`
-    /// and stays NaN), `scalef` applies 2^n with IEEE overflow to ∞ and gradual underflow.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,fma")]
-    fn exp(x: __m512) -> __m512 {
-        let xc = _mm512_max_ps(
-            _mm512_set1_ps(-110.0),
-            _mm512_min_ps(_mm512_set1_ps(89.0), x),
-        );
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm512_mul_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-        );
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-        let mut p = _mm512_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        let r2 = _mm512_mul_ps(r, r);
-        let p = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0));
-        _mm512_scalef_ps(p, n)
-    }
+    /// e^x of 16 lanes: the softmax kernel's (clamped to [−110, 89], NaN through, `scalef`
+    /// for 2^n with IEEE overflow and gradual underflow).
+    use crate::softmax::avx512::exp;
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,fma")]

@@ -85,7 +85,7 @@ pub const LN2_HI: f32 = 0.693_359_4;
 pub const LN2_LO: f32 = -2.121_944_4e-4;
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use super::{EXP_POLY, LN2_HI, LN2_LO};
     use std::arch::x86_64::*;
 
