@@ -19,8 +19,8 @@ use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::Dim;
 use crate::ir::expr::{self, BinOp, E, UnOp};
-use crate::ir::graph::{Op, ReduceKind};
-use crate::ir::{DType, TypeInfo, ValueId};
+use crate::ir::graph::ReduceKind;
+use crate::ir::{DType, ValueId};
 
 /// A quantized operand: the tensor, its scale and its zero point (absent: 0 of the tensor's
 /// type).
@@ -324,22 +324,9 @@ pub fn qlinear_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             let v = expr::binary(BinOp::Div, d, syv);
             ctx.map(odt, s, inputs, saturate(v, zyv, odt))?
         };
-        if ctx.shape(part)[axis] != Dim::Known(0) {
-            parts.push(part);
-        }
+        parts.push(part);
     }
-    match parts.len() {
-        0 => Ok(vec![ctx.map(
-            odt,
-            shape,
-            vec![],
-            expr::konst(odt, crate::ir::tensor::Scalar::zero(odt)),
-        )?]),
-        1 => Ok(vec![parts[0]]),
-        _ => Ok(vec![ctx.add(
-            Op::Concat { axis },
-            parts,
-            TypeInfo::new(odt, shape),
-        )?]),
-    }
+    Ok(vec![crate::frontend::ops::shape::concat_parts(
+        ctx, parts, axis, odt, shape,
+    )?])
 }

@@ -570,23 +570,10 @@ enum F32Plan {
     None,
 }
 
-fn f32_plan(
-    ctx: &Ctx,
-    x: ValueId,
-    x_zp: Option<ValueId>,
-    w: ValueId,
-    w_zp: Option<ValueId>,
-    outputs: usize,
-    out_of: impl Fn(usize) -> usize,
-    zp_of: impl Fn(usize) -> usize,
-) -> F32Plan {
-    f32_plan_bounds(ctx, x, x_zp, w, w_zp, outputs, out_of, zp_of).0
-}
-
-/// `f32_plan`, and with it each output's bound `Σ_k |w_k − z| · max|x − z_x|` on the
-/// magnitude of every partial sum (empty where there is no plan).
+/// The plan, and each output's bound `Σ_k |w_k − z| · max|x − z_x|` on the magnitude of
+/// every partial sum (empty where there is no plan).
 #[allow(clippy::too_many_arguments)]
-fn f32_plan_bounds(
+fn f32_plan(
     ctx: &Ctx,
     x: ValueId,
     x_zp: Option<ValueId>,
@@ -728,6 +715,7 @@ fn centered_matmul(
             |f| (f / (k * n)) * n + f % n,
             |f| f % n,
         )
+        .0
     } else {
         F32Plan::None
     };
@@ -785,7 +773,7 @@ fn centered_conv(
         .map(|&d| d.max(0) as usize)
         .product::<usize>()
         .max(1);
-    let (plan, bounds) = f32_plan_bounds(
+    let (plan, bounds) = f32_plan(
         ctx,
         x,
         x_zp,

@@ -171,24 +171,26 @@ pub fn concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
         shape[axis] = shape[axis].clone().add(s[axis].clone());
     }
-    // Empty inputs contribute nothing.
-    let parts: Vec<ValueId> = inputs
+    Ok(vec![concat_parts(ctx, inputs, axis, dt, shape)?])
+}
+
+/// `parts` (of type `dt`, checked to fit `shape`) concatenated along `axis`: empty parts
+/// contribute nothing, one part is the result itself, none is an empty tensor.
+pub fn concat_parts(
+    ctx: &mut Ctx,
+    parts: Vec<ValueId>,
+    axis: usize,
+    dt: DType,
+    shape: Shape,
+) -> Result<ValueId> {
+    let parts: Vec<ValueId> = parts
         .into_iter()
         .filter(|&v| ctx.shape(v)[axis] != Dim::Known(0))
         .collect();
     match parts.len() {
-        0 => Ok(vec![ctx.map(
-            dt,
-            shape,
-            vec![],
-            expr::konst(dt, Scalar::zero(dt)),
-        )?]),
-        1 => Ok(vec![parts[0]]),
-        _ => Ok(vec![ctx.add(
-            Op::Concat { axis },
-            parts,
-            TypeInfo::new(dt, shape),
-        )?]),
+        0 => ctx.map(dt, shape, vec![], expr::konst(dt, Scalar::zero(dt))),
+        1 => Ok(parts[0]),
+        _ => ctx.add(Op::Concat { axis }, parts, TypeInfo::new(dt, shape)),
     }
 }
 
