@@ -485,32 +485,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
             ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
                 if clamp_const(*op, a, b).is_some() =>
             {
-                // A clamp against a constant: one minss/maxss (Cranelift matches
-                // `select(fcmp lt c x, c, x)`), NaN-propagating with the constant first, where
-                // fmin/fmax branch around NaN and zero checks; see the vector form in `veval`.
+                // A clamp against a constant: one minss/maxsd (`clamp_insts`).
                 let (x, c) = clamp_const(*op, a, b).expect("matched");
                 let xv = self.eval(x, memo);
-                let cv = if a.dtype == DType::F64 {
-                    self.b.ins().f64const(c)
-                } else {
-                    self.b.ins().f32const(c as f32)
-                };
-                let lt = if *op == BinOp::Min {
-                    self.b.ins().fcmp(FloatCC::LessThan, cv, xv)
-                } else {
-                    self.b.ins().fcmp(FloatCC::LessThan, xv, cv)
-                };
-                let r = self.b.ins().select(lt, cv, xv);
-                if *op == BinOp::Max && c == 0.0 && c.is_sign_positive() {
-                    let z = if a.dtype == DType::F64 {
-                        self.b.ins().f64const(0.0)
-                    } else {
-                        self.b.ins().f32const(0.0)
-                    };
-                    self.b.ins().fadd(r, z)
-                } else {
-                    r
-                }
+                self.clamp_insts(*op, xv, c)
             }
             ExprKind::Binary(op, a, b) => {
                 let x = self.eval(a, memo);
@@ -1365,6 +1343,51 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
+    /// `max(x, c)` / `min(x, c)` for a non-NaN constant `c` (`clamp_const`), `x` a float
+    /// scalar or float32x4: x86's min/max return their second operand when either is NaN, so
+    /// with the constant first and x second they propagate x's NaN as fmin/fmax do, in one
+    /// instruction where Cranelift's NaN-propagating fmin/fmax take eight (a branchy
+    /// sequence for scalars). Cranelift matches `select`/`bitselect(fcmp lt c x, c, x)` to
+    /// mins*/minps and `(fcmp lt x c, c, x)` to maxs*/maxps. Zeros: min(+0, -0) is -0
+    /// either way; max(x, +0) of x = -0 gives -0 here, so +0.0 is added back (exact for
+    /// every other value); min(x, -0) is not matched.
+    fn clamp_insts(&mut self, op: BinOp, x: Value, c: f64) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let konst = |cx: &mut Self, v: f64| {
+            let k = match ty.lane_type() {
+                types::F64 => cx.b.ins().f64const(v),
+                _ => cx.b.ins().f32const(v as f32),
+            };
+            if ty.is_vector() {
+                cx.b.ins().splat(ty, k)
+            } else {
+                k
+            }
+        };
+        let cv = konst(self, c);
+        let lt = if op == BinOp::Min {
+            self.b.ins().fcmp(FloatCC::LessThan, cv, x)
+        } else {
+            self.b.ins().fcmp(FloatCC::LessThan, x, cv)
+        };
+        let r = if ty.is_vector() {
+            let mask = self.b.ins().bitcast(
+                ty,
+                MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                lt,
+            );
+            self.b.ins().bitselect(mask, cv, x)
+        } else {
+            self.b.ins().select(lt, cv, x)
+        };
+        if op == BinOp::Max && c == 0.0 && c.is_sign_positive() {
+            let z = konst(self, 0.0);
+            self.b.ins().fadd(r, z)
+        } else {
+            r
+        }
+    }
+
     /// `(buffer, signed, offset)` when `e` is `cast<float32>` of a uint8/int8 load contiguous
     /// along `var` (a quantized tensor read by a map): the vector loop loads four bytes.
     fn byte_load<'e>(&self, e: &'e E, var: u32) -> Option<(BufId, bool, &'e E)> {
@@ -1720,35 +1743,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
             ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
                 if a.dtype == DType::F32 && clamp_const(*op, a, b).is_some() =>
             {
-                // A clamp against a constant: x86's minps/maxps return their second operand
-                // when either is NaN, so with the constant first and x second they propagate
-                // x's NaN as fmin/fmax do, in one instruction where Cranelift's NaN-propagating
-                // fmin/fmax take eight. Cranelift matches `bitselect(fcmp lt c x, c, x)` to
-                // minps and `bitselect(fcmp lt x c, c, x)` to maxps. Zeros: min(+0, -0) is
-                // -0 either way; max(x, +0) of x = -0 gives -0 here, so +0.0 is added back
-                // (exact for every other value); min(x, -0) is left to fmin.
+                // A clamp against a constant: one minps/maxps (`clamp_insts`).
                 let (x, c) = clamp_const(*op, a, b).expect("matched");
                 let xv = self.veval(x, var, memo, smemo);
                 let xv = self.to_vec(xv, types::F32X4);
-                let cv = self.b.ins().f32const(c as f32);
-                let cv = self.b.ins().splat(types::F32X4, cv);
-                let lt = if *op == BinOp::Min {
-                    self.b.ins().fcmp(FloatCC::LessThan, cv, xv)
-                } else {
-                    self.b.ins().fcmp(FloatCC::LessThan, xv, cv)
-                };
-                let mask = self.b.ins().bitcast(
-                    types::F32X4,
-                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
-                    lt,
-                );
-                let mut r = self.b.ins().bitselect(mask, cv, xv);
-                if *op == BinOp::Max && c == 0.0 && c.is_sign_positive() {
-                    let z = self.b.ins().f32const(0.0);
-                    let z = self.b.ins().splat(types::F32X4, z);
-                    r = self.b.ins().fadd(r, z);
-                }
-                VV::V(r)
+                VV::V(self.clamp_insts(*op, xv, c))
             }
             ExprKind::Binary(op, a, b) => {
                 let x = self.veval(a, var, memo, smemo);

@@ -19,6 +19,7 @@
 use super::{SValue, Schedule, Step, StepKind, Storage};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
+use crate::ir::tensor::Scalar;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -50,13 +51,13 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     if expr::dag_size(&body) > MAX_BODY {
         return None;
     }
-    let (key, lo, hi) = best_cut(&body)?;
+    let (key, lo, hi, rest) = best_cut(&body)?;
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
     let len = entries + nan as i64;
     // Pays when the table is small next to the map and the part tabulated costs more than
     // the read (a transcendental function, a division).
-    if n < 4 * len || !expensive_outside(&body, &key) {
+    if n < 4 * len || !expensive(&rest) {
         return None;
     }
     // The table: g over the key's values, the NaN entry last.
@@ -139,11 +140,12 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
 }
 
 /// The innermost subexpression through which alone the body reads anything that varies
-/// (its variables), integral with at most `MAX_ENTRIES` values: (key, lo, hi).
-fn best_cut(body: &E) -> Option<(E, f64, f64)> {
+/// (its variables), integral with at most `MAX_ENTRIES` values: (key, lo, hi, the body with
+/// the key replaced by a zero of its type).
+fn best_cut(body: &E) -> Option<(E, f64, f64, E)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
-    let mut best: Option<(usize, E, f64, f64)> = None;
+    let mut best: Option<(usize, E, f64, f64, E)> = None;
     for c in nodes {
         if !has_var(&c) {
             continue;
@@ -155,13 +157,14 @@ fn best_cut(body: &E) -> Option<(E, f64, f64)> {
         if best.as_ref().is_some_and(|b| b.0 <= size) {
             continue;
         }
-        let placeholder = expr::f(DType::F32, 0.0);
-        if has_var(&replace(body, &c, &placeholder)) {
+        let placeholder = expr::konst(c.dtype, Scalar::zero(c.dtype));
+        let rest = replace(body, &c, &placeholder);
+        if has_var(&rest) {
             continue;
         }
-        best = Some((size, c, lo, hi));
+        best = Some((size, c, lo, hi, rest));
     }
-    best.map(|(_, c, lo, hi)| (c, lo, hi))
+    best.map(|(_, c, lo, hi, rest)| (c, lo, hi, rest))
 }
 
 /// The integer values a key candidate takes: an integral float expression whose clamps bound
@@ -169,13 +172,8 @@ fn best_cut(body: &E) -> Option<(E, f64, f64)> {
 fn key_range(c: &E) -> Option<(f64, f64)> {
     let (lo, hi) = match c.dtype {
         DType::F32 | DType::F64 if expr::is_integral(c) => expr::float_bounds(c),
-        DType::U8 | DType::I8 | DType::Bool => {
-            if c.dtype == DType::Bool {
-                (0.0, 1.0)
-            } else {
-                expr::int_type_range(c.dtype)?
-            }
-        }
+        DType::U8 | DType::I8 => expr::int_type_range(c.dtype)?,
+        DType::Bool => (0.0, 1.0),
         _ => return None,
     };
     (lo.is_finite() && hi.is_finite() && hi >= lo && hi - lo < MAX_ENTRIES).then_some((lo, hi))
@@ -208,11 +206,10 @@ fn nan_free(e: &E) -> bool {
     }
 }
 
-/// Whether the body outside `key` has an operation costlier than the table read.
-fn expensive_outside(body: &E, key: &E) -> bool {
-    let g = replace(body, key, &expr::f(DType::F32, 0.0));
+/// Whether `rest` (the body outside the key) has an operation costlier than the table read.
+fn expensive(rest: &E) -> bool {
     let mut found = false;
-    expr::rewrite(&g, &mut |e| {
+    expr::rewrite(rest, &mut |e| {
         match &e.kind {
             ExprKind::Unary(op, _) if !op.is_cheap() => found = true,
             ExprKind::Binary(BinOp::Div | BinOp::Pow, _, _) => found = true,
