@@ -51,6 +51,17 @@ fn compile_error(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, wants: &[&
     e
 }
 
+/// The loop IR `onnxc MODEL --emit loops` prints (it must compile).
+fn emit_loops(model: &Path) -> String {
+    let o = onnxc()
+        .arg(model)
+        .args(["-o", "/dev/null", "--emit", "loops"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Runs `onnxc run MODEL INPUTS… --output-dir OUT`, expects it to fail (see `fails`) and
 /// returns the message.
 fn run_fails(model: &Path, inputs: &[&Path], out: &Path) -> String {
@@ -1473,13 +1484,7 @@ fn a_silu_read_by_two_consumers_is_computed_once() {
     );
     let p = d.join("se.onnx");
     save(&m, &p);
-    let o = onnxc()
-        .arg(&p)
-        .args(["-o", "/dev/null", "--emit", "loops"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let loops = String::from_utf8_lossy(&o.stdout);
+    let loops = emit_loops(&p);
     assert_eq!(
         loops.matches("onnxc_activation_f32(1,").count(),
         1,
@@ -1540,13 +1545,7 @@ fn a_quantized_activation_becomes_a_table() {
     );
     let p = d.join("qdq.onnx");
     save(&m, &p);
-    let o = onnxc()
-        .arg(&p)
-        .args(["-o", "/dev/null", "--emit", "loops"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let loops = String::from_utf8_lossy(&o.stdout);
+    let loops = emit_loops(&p);
     assert!(
         loops.contains("float32[257]"),
         "a 257-entry table:\n{loops}"

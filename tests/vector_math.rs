@@ -25,10 +25,21 @@ fn erf64(x: f64) -> f64 {
     sum * 2.0 / std::f64::consts::PI.sqrt()
 }
 
+/// Compiles and runs `m` on the float32 input `x = xs` in a scratch folder of its own.
+fn run_on(tag: &str, m: &onnxc_proto::ModelProto, xs: &[f32]) -> Vec<onnxc::ir::Tensor> {
+    let d = std::env::temp_dir().join(format!("onnxc-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join("m.onnx");
+    save(m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[xs.len() as i64], xs), &x);
+    let outs = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    let _ = std::fs::remove_dir_all(&d);
+    outs
+}
+
 #[test]
 fn vector_math_matches_f64_references() {
-    let d = std::env::temp_dir().join(format!("onnxc-vmath-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
     let mut xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) / 40.0).collect();
     xs.extend([
         0.0,
@@ -68,11 +79,7 @@ fn vector_math_matches_f64_references() {
         vec![],
         17,
     );
-    let p = d.join("m.onnx");
-    save(&m, &p);
-    let x = d.join("x.pb");
-    save_tensor(&f32_tensor("x", &[n], &xs), &x);
-    let outs = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    let outs = run_on("vmath", &m, &xs);
     let refs: [fn(f64) -> f64; 4] = [f64::exp, f64::tanh, erf64, |v| 1.0 / (1.0 + (-v).exp())];
     for (k, op) in ops.iter().enumerate() {
         let got = outs[k].to_f64s();
@@ -93,7 +100,6 @@ fn vector_math_matches_f64_references() {
             assert!(ok, "{op}({xv}) = {g}, expected {want}");
         }
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 /// `Pow` by a constant exponent (vectorized as products of square roots for multiples of
@@ -102,8 +108,6 @@ fn vector_math_matches_f64_references() {
 /// exponents (pow(1, y) = 1 for every y).
 #[test]
 fn pow_by_constants_matches_powf() {
-    let d = std::env::temp_dir().join(format!("onnxc-vpow-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
     let mut xs: Vec<f32> = (0..400).map(|i| (i as f32 - 200.0) / 13.0).collect();
     xs.extend([
         0.0,
@@ -137,11 +141,7 @@ fn pow_by_constants_matches_powf() {
         outs.push(value_info(&format!("y{k}"), 1, &[D::N(n)]));
     }
     let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, inits, 17);
-    let p = d.join("m.onnx");
-    save(&m, &p);
-    let x = d.join("x.pb");
-    save_tensor(&f32_tensor("x", &[n], &xs), &x);
-    let got = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    let got = run_on("vpow", &m, &xs);
     for (k, &y) in ys.iter().enumerate() {
         let got = got[k].to_f64s();
         for (i, &xv) in xs.iter().enumerate() {
@@ -157,7 +157,6 @@ fn pow_by_constants_matches_powf() {
             assert!(ok, "pow({xv}, {y}) = {g}, expected {want}");
         }
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 /// Max/Min against a constant (one maxps/minps or maxss/minsd with the constant first in
@@ -165,8 +164,6 @@ fn pow_by_constants_matches_powf() {
 /// +0 — float32 in vector loops, float64 in scalar ones, constants ±0, ±1.5 and ±inf.
 #[test]
 fn clamps_against_constants_propagate_nan_and_order_zeros() {
-    let d = std::env::temp_dir().join(format!("onnxc-clamp-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
     let mut xs: Vec<f32> = vec![
         0.0,
         -0.0,
@@ -213,11 +210,7 @@ fn clamps_against_constants_propagate_nan_and_order_zeros() {
         }
     }
     let m = model(nodes, vec![value_info("x", 1, &[D::N(n)])], outs, inits, 13);
-    let p = d.join("m.onnx");
-    save(&m, &p);
-    let x = d.join("x.pb");
-    save_tensor(&f32_tensor("x", &[n], &xs), &x);
-    let got = onnxc_tests::run_model(&[&p, &x], &d.join("out"));
+    let got = run_on("clamp", &m, &xs);
     for (k, (op, c, f64_)) in names.iter().enumerate() {
         let got = got[k].to_f64s();
         for (i, &xv) in xs.iter().enumerate() {
@@ -250,5 +243,4 @@ fn clamps_against_constants_propagate_nan_and_order_zeros() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(d);
 }
