@@ -127,6 +127,35 @@ pub(crate) fn test_rand(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// erf in f64: Taylor series below 3, erfc's continued fraction above.
+#[cfg(test)]
+pub(crate) fn erf_f64(x: f64) -> f64 {
+    if x.is_infinite() {
+        return x.signum();
+    }
+    let t = x.abs();
+    let r = if t < 3.0 {
+        // Taylor series: erf(x) = 2/√π Σ (-1)^n x^(2n+1) / (n! (2n+1)).
+        let mut sum = 0.0;
+        let mut term = t;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -t * t / n;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        // Continued fraction for erfc.
+        let mut f = 0.0;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (t + f);
+        }
+        1.0 - (-t * t).exp() / (std::f64::consts::PI.sqrt() * (t + f))
+    };
+    r.copysign(x)
+}
+
 macro_rules! multiversion {
     ($f:ident($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]
@@ -165,6 +194,7 @@ pub mod gemm;
 pub mod nchwc;
 pub mod pool;
 pub mod resize;
+pub mod simd;
 pub mod softmax;
 pub mod topk;
 pub mod winograd;

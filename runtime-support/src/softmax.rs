@@ -10,6 +10,9 @@
 //! Special values follow the definition: a NaN anywhere in a row makes the whole row NaN
 //! (through its exponential and the sum), so does +inf (inf − inf); a row of −inf is NaN.
 
+pub use crate::simd::math::{EXP_POLY, LN2_HI, LN2_LO};
+use crate::simd::{self, Simd, Walk, math};
+
 /// Softmax of `scale`·x over `rows` rows of `n` floats; `scale` is positive and finite.
 ///
 /// # Safety
@@ -18,330 +21,116 @@ pub unsafe fn softmax_f32(x: *const f32, y: *mut f32, rows: usize, n: usize, sca
     if n == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::isa::avx512() {
-            for r in 0..rows {
-                // SAFETY: row r of both; AVX-512 checked.
-                unsafe { avx512::row(x.add(r * n), y.add(r * n), n, scale) };
-            }
-            return;
-        }
-        if crate::isa::avx2() {
-            for r in 0..rows {
-                // SAFETY: row r of both; AVX2+FMA checked.
-                unsafe { avx2::row(x.add(r * n), y.add(r * n), n, scale) };
-            }
-            return;
-        }
-    }
-    for r in 0..rows {
-        // SAFETY: row r of both.
-        unsafe { row_portable(x.add(r * n), y.add(r * n), n, scale) };
+    // SAFETY: forwarded.
+    unsafe {
+        simd::dispatch(Softmax {
+            x,
+            y,
+            rows,
+            n,
+            scale,
+        })
     }
 }
 
+#[derive(Clone, Copy)]
+struct Softmax {
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    n: usize,
+    scale: f32,
+}
+
+impl Walk for Softmax {
+    type Out = ();
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        for r in 0..self.rows {
+            let at = r * self.n;
+            // SAFETY: row r of both (caller).
+            unsafe { row(s, self.x.add(at), self.y.add(at), self.n, self.scale) };
+        }
+    }
+}
+
+/// One row: a max pass (four accumulators; a NaN makes the max NaN), an exponential pass
+/// that stores and sums (four accumulators), and a scaling pass, the tails masked.
+///
 /// # Safety
 /// `x`, `y` valid for `n` floats.
-unsafe fn row_portable(x: *const f32, y: *mut f32, n: usize, scale: f32) {
-    let mut m = f32::NEG_INFINITY;
-    for i in 0..n {
-        // SAFETY: i < n.
-        let v = unsafe { *x.add(i) };
-        // NaN propagates: `v > m` is false for NaN, so test it separately.
-        if v > m || v.is_nan() {
-            m = v;
+#[inline(always)]
+unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
+    let l = S::LANES;
+    let tail = s.lanes(0, n % l);
+    let ninf = s.splat(f32::NEG_INFINITY);
+    // SAFETY (whole body): full vectors end at or below n; the tails are masked to it.
+    unsafe {
+        // `max(acc, v)` returns v when either is NaN, so NaNs are tracked apart.
+        let mut acc = [ninf; 4];
+        let mut nan = s.lanes(0, 0);
+        let mut i = 0;
+        while i + 4 * l <= n {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let v = s.load(x.add(i + j * l));
+                nan = s.mask_or(nan, s.is_nan(v));
+                *a = s.max(*a, v);
+            }
+            i += 4 * l;
         }
-    }
-    // Summed in f64: one serial f32 chain over a long row loses digits.
-    let mut s = 0f64;
-    for i in 0..n {
-        // SAFETY: i < n.
-        unsafe {
-            let e = ((*x.add(i) - m) * scale).exp();
-            *y.add(i) = e;
-            s += e as f64;
+        while i + l <= n {
+            let v = s.load(x.add(i));
+            nan = s.mask_or(nan, s.is_nan(v));
+            acc[0] = s.max(acc[0], v);
+            i += l;
         }
-    }
-    let inv = (1.0 / s) as f32;
-    for i in 0..n {
-        // SAFETY: i < n.
-        unsafe { *y.add(i) *= inv };
-    }
-}
-
-/// Cephes' expf polynomial on the reduced argument (|r| ≤ ln2/2); the compiler's vector
-/// math (`codegen::vmath::exp`) reads these constants too.
-pub const EXP_POLY: [f32; 6] = [
-    1.987_569_1e-4,
-    1.398_199_9e-3,
-    8.333_452e-3,
-    4.166_579_6e-2,
-    1.666_666_5e-1,
-    5.0e-1,
-];
-/// ln 2 split in two for an exact `n · ln2` subtraction.
-pub const LN2_HI: f32 = 0.693_359_4;
-pub const LN2_LO: f32 = -2.121_944_4e-4;
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512 {
-    use super::{EXP_POLY, LN2_HI, LN2_LO};
-    use std::arch::x86_64::*;
-
-    /// exp of 16 lanes. The argument is clamped to [-110, 89] (constants first, so a NaN
-    /// passes through `min`/`max` and stays NaN); `scalef` applies 2^n with IEEE overflow to
-    /// inf and gradual underflow to denormals and 0, so no range fix-ups are needed.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    pub fn exp(x: __m512) -> __m512 {
-        let xc = _mm512_max_ps(
-            _mm512_set1_ps(-110.0),
-            _mm512_min_ps(_mm512_set1_ps(89.0), x),
-        );
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm512_mul_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-        );
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-        let mut p = _mm512_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        if i < n {
+            let v = s.load_masked(x.add(i), tail, ninf);
+            nan = s.mask_or(nan, s.is_nan(v));
+            acc[0] = s.max(acc[0], v);
         }
-        let r2 = _mm512_mul_ps(r, r);
-        let p = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0));
-        _mm512_scalef_ps(p, n)
-    }
-
-    #[inline]
-    fn tail(n: usize) -> __mmask16 {
-        ((1u32 << n) - 1) as __mmask16
-    }
-
-    /// # Safety
-    /// `x`, `y` valid for `n` floats; AVX-512F available.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn row(x: *const f32, y: *mut f32, n: usize, scale: f32) {
-        // SAFETY (whole body): every full load/store is below n, tails are masked.
-        unsafe {
-            // Max, NaN-propagating: `max(acc, v)` returns v when either is NaN, and a NaN
-            // accumulator is kept by re-checking below.
-            let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
-            let mut acc = [ninf; 4];
-            let mut nan = 0 as __mmask16;
-            let mut i = 0;
-            while i + 64 <= n {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let v = _mm512_loadu_ps(x.add(i + 16 * j));
-                    nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                    *a = _mm512_max_ps(*a, v);
-                }
-                i += 64;
+        let a = s.max(s.max(acc[0], acc[1]), s.max(acc[2], acc[3]));
+        let m = if s.any(nan) {
+            f32::NAN
+        } else {
+            s.reduce_max(a)
+        };
+        let (mv, sv) = (s.splat(m), s.splat(scale));
+        let e = {
+            #[inline(always)]
+            |v| math::exp(s, s.mul(s.sub(v, mv), sv))
+        };
+        let mut sum = [s.zero(); 4];
+        let mut i = 0;
+        while i + 4 * l <= n {
+            for (j, a) in sum.iter_mut().enumerate() {
+                let v = e(s.load(x.add(i + j * l)));
+                s.store(y.add(i + j * l), v);
+                *a = s.add(*a, v);
             }
-            while i + 16 <= n {
-                let v = _mm512_loadu_ps(x.add(i));
-                nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                acc[0] = _mm512_max_ps(acc[0], v);
-                i += 16;
-            }
-            if i < n {
-                let v = _mm512_mask_loadu_ps(ninf, tail(n - i), x.add(i));
-                nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                acc[0] = _mm512_max_ps(acc[0], v);
-            }
-            let a = _mm512_max_ps(_mm512_max_ps(acc[0], acc[1]), _mm512_max_ps(acc[2], acc[3]));
-            let m = if nan != 0 {
-                f32::NAN
-            } else {
-                _mm512_reduce_max_ps(a)
-            };
-            let mv = _mm512_set1_ps(m);
-            let sv = _mm512_set1_ps(scale);
-            // Exponentials, stored and summed.
-            let zero = _mm512_setzero_ps();
-            let mut sum = [zero; 4];
-            let mut i = 0;
-            while i + 64 <= n {
-                for (j, s) in sum.iter_mut().enumerate() {
-                    let e = exp(_mm512_mul_ps(
-                        _mm512_sub_ps(_mm512_loadu_ps(x.add(i + 16 * j)), mv),
-                        sv,
-                    ));
-                    _mm512_storeu_ps(y.add(i + 16 * j), e);
-                    *s = _mm512_add_ps(*s, e);
-                }
-                i += 64;
-            }
-            while i + 16 <= n {
-                let e = exp(_mm512_mul_ps(
-                    _mm512_sub_ps(_mm512_loadu_ps(x.add(i)), mv),
-                    sv,
-                ));
-                _mm512_storeu_ps(y.add(i), e);
-                sum[0] = _mm512_add_ps(sum[0], e);
-                i += 16;
-            }
-            if i < n {
-                let k = tail(n - i);
-                let e = exp(_mm512_mul_ps(
-                    _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x.add(i)), mv),
-                    sv,
-                ));
-                _mm512_mask_storeu_ps(y.add(i), k, e);
-                sum[0] = _mm512_mask_add_ps(sum[0], k, sum[0], e);
-            }
-            let s = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
-            let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(s));
-            let mut i = 0;
-            while i + 16 <= n {
-                _mm512_storeu_ps(y.add(i), _mm512_mul_ps(_mm512_loadu_ps(y.add(i)), inv));
-                i += 16;
-            }
-            if i < n {
-                let k = tail(n - i);
-                let v = _mm512_maskz_loadu_ps(k, y.add(i));
-                _mm512_mask_storeu_ps(y.add(i), k, _mm512_mul_ps(v, inv));
-            }
+            i += 4 * l;
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{EXP_POLY, LN2_HI, LN2_LO};
-    use crate::avx2::first_lanes;
-    use std::arch::x86_64::*;
-
-    /// exp of 8 lanes that are ≤ 0, −inf or NaN (softmax's shifted, positively scaled
-    /// scores): `exp` without the overflow side; 0 below −87.34.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    pub fn exp_nonpos(x: __m256) -> __m256 {
-        let lo = _mm256_set1_ps(-87.336_55);
-        // `max(lo, x)` returns x when x is NaN.
-        let xc = _mm256_max_ps(lo, x);
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm256_mul_ps(xc, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-        );
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-        let mut p = _mm256_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        while i + l <= n {
+            let v = e(s.load(x.add(i)));
+            s.store(y.add(i), v);
+            sum[0] = s.add(sum[0], v);
+            i += l;
         }
-        let r2 = _mm256_mul_ps(r, r);
-        let p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
-        // 2^n for n in [-126, 0].
-        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_cvtps_epi32(n),
-            _mm256_set1_epi32(127),
-        ));
-        let y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-        _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LT_OQ>(x, lo))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn hmax(v: __m256) -> f32 {
-        let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
-        _mm_cvtss_f32(m)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
-        _mm_cvtss_f32(s)
-    }
-
-    /// # Safety
-    /// `x`, `y` valid for `n` floats; AVX2 and FMA available.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn row(x: *const f32, y: *mut f32, n: usize, scale: f32) {
-        // SAFETY (whole body): full loads/stores below n, the tail masked.
-        unsafe {
-            let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
-            let mut acc = [ninf; 4];
-            let mut nan = _mm256_setzero_ps();
-            let mut i = 0;
-            while i + 32 <= n {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let v = _mm256_loadu_ps(x.add(i + 8 * j));
-                    nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                    *a = _mm256_max_ps(*a, v);
-                }
-                i += 32;
-            }
-            while i + 8 <= n {
-                let v = _mm256_loadu_ps(x.add(i));
-                nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                acc[0] = _mm256_max_ps(acc[0], v);
-                i += 8;
-            }
-            let k = first_lanes(n - i);
-            if i < n {
-                let v = _mm256_blendv_ps(
-                    ninf,
-                    _mm256_maskload_ps(x.add(i), k),
-                    _mm256_castsi256_ps(k),
-                );
-                nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                acc[0] = _mm256_max_ps(acc[0], v);
-            }
-            let a = _mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3]));
-            let m = if _mm256_movemask_ps(nan) != 0 {
-                f32::NAN
-            } else {
-                hmax(a)
-            };
-            let mv = _mm256_set1_ps(m);
-            let sv = _mm256_set1_ps(scale);
-            let zero = _mm256_setzero_ps();
-            let mut sum = [zero; 4];
-            let mut i = 0;
-            while i + 32 <= n {
-                for (j, s) in sum.iter_mut().enumerate() {
-                    let e = exp_nonpos(_mm256_mul_ps(
-                        _mm256_sub_ps(_mm256_loadu_ps(x.add(i + 8 * j)), mv),
-                        sv,
-                    ));
-                    _mm256_storeu_ps(y.add(i + 8 * j), e);
-                    *s = _mm256_add_ps(*s, e);
-                }
-                i += 32;
-            }
-            while i + 8 <= n {
-                let e = exp_nonpos(_mm256_mul_ps(
-                    _mm256_sub_ps(_mm256_loadu_ps(x.add(i)), mv),
-                    sv,
-                ));
-                _mm256_storeu_ps(y.add(i), e);
-                sum[0] = _mm256_add_ps(sum[0], e);
-                i += 8;
-            }
-            if i < n {
-                let e = exp_nonpos(_mm256_mul_ps(
-                    _mm256_sub_ps(_mm256_maskload_ps(x.add(i), k), mv),
-                    sv,
-                ));
-                _mm256_maskstore_ps(y.add(i), k, e);
-                sum[0] = _mm256_add_ps(sum[0], _mm256_and_ps(e, _mm256_castsi256_ps(k)));
-            }
-            let s = _mm256_add_ps(_mm256_add_ps(sum[0], sum[1]), _mm256_add_ps(sum[2], sum[3]));
-            let inv = _mm256_set1_ps(1.0 / hsum(s));
-            let mut i = 0;
-            while i + 8 <= n {
-                _mm256_storeu_ps(y.add(i), _mm256_mul_ps(_mm256_loadu_ps(y.add(i)), inv));
-                i += 8;
-            }
-            if i < n {
-                let v = _mm256_maskload_ps(y.add(i), k);
-                _mm256_maskstore_ps(y.add(i), k, _mm256_mul_ps(v, inv));
-            }
+        if i < n {
+            let v = e(s.load_masked(x.add(i), tail, mv));
+            s.store_masked(y.add(i), tail, v);
+            sum[0] = s.add(sum[0], s.select(tail, v, s.zero()));
+        }
+        let total = s.add(s.add(sum[0], sum[1]), s.add(sum[2], sum[3]));
+        let inv = s.splat(1.0 / s.reduce_add(total));
+        let mut i = 0;
+        while i + l <= n {
+            s.store(y.add(i), s.mul(s.load(y.add(i)), inv));
+            i += l;
+        }
+        if i < n {
+            let v = s.load_masked(y.add(i), tail, s.zero());
+            s.store_masked(y.add(i), tail, s.mul(v, inv));
         }
     }
 }
@@ -397,21 +186,30 @@ mod tests {
     fn check_scaled(x: &[f32], n: usize, scale: f32) {
         let rows = x.len() / n;
         let mut y = vec![0f32; x.len()];
+        let w = Softmax {
+            x: x.as_ptr(),
+            y: y.as_mut_ptr(),
+            rows,
+            n,
+            scale,
+        };
+        let mut ys = Vec::new();
         // SAFETY: rows · n floats each.
-        unsafe { softmax_f32(x.as_ptr(), y.as_mut_ptr(), rows, n, scale) };
-        for r in 0..rows {
-            let want = reference(&x[r * n..(r + 1) * n], scale);
-            for (i, (&g, &w)) in y[r * n..(r + 1) * n].iter().zip(&want).enumerate() {
-                let ok = if w.is_nan() {
-                    g.is_nan()
-                } else {
-                    (g - w).abs() <= 1e-5 * w.abs() + 1e-30
-                };
-                assert!(
-                    ok,
-                    "n={n} scale {scale} row {r} [{i}]: got {g}, want {w} (isa {})",
-                    crate::isa::cap()
-                );
+        unsafe { simd::for_each_isa(w, |isa, ()| ys.push((isa, y.clone()))) };
+        for (isa, y) in ys {
+            for r in 0..rows {
+                let want = reference(&x[r * n..(r + 1) * n], scale);
+                for (i, (&g, &w)) in y[r * n..(r + 1) * n].iter().zip(&want).enumerate() {
+                    let ok = if w.is_nan() {
+                        g.is_nan()
+                    } else {
+                        (g - w).abs() <= 1e-5 * w.abs() + 1e-30
+                    };
+                    assert!(
+                        ok,
+                        "{isa} n={n} scale {scale} row {r} [{i}]: got {g}, want {w}"
+                    );
+                }
             }
         }
     }

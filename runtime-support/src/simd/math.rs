@@ -1,0 +1,119 @@
+//! Vector math written once over [`Simd`]: e^x, tanh, erf, with the constants the
+//! compiler's generated vector math (`codegen::vmath`) reads too, so the kernels and the
+//! generated code compute the same formulas.
+//!
+//! e^x is Cephes' expf: `n = round(x·log2 e)`, `r = x − n·ln 2` (ln 2 in two parts), a
+//! degree-7 polynomial in `r`, then `·2^n` through `Simd::scale2` (IEEE overflow to ∞ and
+//! gradual underflow, one rounding). The argument is first clamped to `[EXP_MIN, EXP_MAX]`
+//! with the constants as the first operands of `max`/`min`, so NaN passes through.
+
+use super::Simd;
+
+/// Cephes' expf polynomial on the reduced argument (|r| ≤ ln2/2), highest degree first.
+pub const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    5.0e-1,
+];
+/// ln 2 split in two for an exact `n · ln2` subtraction.
+pub const LN2_HI: f32 = 0.693_359_4;
+pub const LN2_LO: f32 = -2.121_944_4e-4;
+/// The clamp of e^x's argument: e^89 overflows to ∞ and e^−110 underflows to 0, and
+/// `round(x·log2 e)` stays in `scale2`'s range in between.
+pub const EXP_MAX: f32 = 89.0;
+pub const EXP_MIN: f32 = -110.0;
+
+/// tanh's odd polynomial in x² for |x| < `TANH_CUT`, highest degree first.
+pub const TANH_P: [f32; 5] = [
+    -5.704_988_7e-3,
+    2.063_908_9e-2,
+    -5.373_971_6e-2,
+    1.333_144_2e-1,
+    -3.333_328_2e-1,
+];
+pub const TANH_CUT: f32 = 0.625;
+/// From 9.010914 on tanh rounds to ±1; clamping |x| at 9.1 keeps `1 − 2/(e^{2|x|} + 1)`
+/// exact there.
+pub const TANH_LIMIT: f32 = 9.1;
+
+/// Numerator coefficients of erf in x², highest degree first (times x).
+pub const ERF_P: [f32; 7] = [
+    -2.726_142_3e-10,
+    2.770_681_4e-8,
+    -2.101_024e-6,
+    -5.692_506_4e-5,
+    -7.349_906_3e-4,
+    -2.954_6e-3,
+    -1.609_603_3e-2,
+];
+/// Denominator coefficients of erf in x², highest degree first.
+pub const ERF_Q: [f32; 5] = [
+    -1.456_607_2e-5,
+    -2.133_740_6e-4,
+    -1.682_827e-3,
+    -7.373_329e-3,
+    -1.426_474e-2,
+];
+/// erf's argument is clamped to [-ERF_LIMIT, ERF_LIMIT] (|erf| rounds to 1 beyond).
+pub const ERF_LIMIT: f32 = 4.0;
+
+/// A polynomial with coefficients highest degree first, by Horner's rule in fused steps.
+#[inline(always)]
+pub fn poly<S: Simd>(s: S, coef: &[f32], x: S::F) -> S::F {
+    let mut p = s.splat(coef[0]);
+    for &c in &coef[1..] {
+        p = s.mul_add(p, x, s.splat(c));
+    }
+    p
+}
+
+/// e^x per lane: ∞ above 88.72, gradual underflow to 0 below −87.3, NaN through.
+#[inline(always)]
+pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
+    let xc = s.max(s.splat(EXP_MIN), s.min(s.splat(EXP_MAX), x));
+    let n = s.round(s.mul(xc, s.splat(std::f32::consts::LOG2_E)));
+    let r = s.neg_mul_add(n, s.splat(LN2_HI), xc);
+    let r = s.neg_mul_add(n, s.splat(LN2_LO), r);
+    let p = poly(s, &EXP_POLY, r);
+    let p = s.add(s.mul_add(p, s.mul(r, r), r), s.splat(1.0));
+    s.scale2(p, n)
+}
+
+/// tanh per lane: the odd polynomial below `TANH_CUT`, `1 − 2/(e^{2|x|} + 1)` with the sign
+/// of x above it; NaN through.
+#[inline(always)]
+pub fn tanh<S: Simd>(s: S, v: S::F) -> S::F {
+    let one = s.splat(1.0);
+    let sign = s.splat(-0.0);
+    let a = s.andnot(sign, v);
+    let z = s.mul(v, v);
+    let p = poly(s, &TANH_P, z);
+    let small = s.mul_add(s.mul(p, z), v, v);
+    let ac = s.min(s.splat(TANH_LIMIT), a);
+    let e = exp(s, s.add(ac, ac));
+    let t = s.sub(one, s.div(s.splat(2.0), s.add(e, one)));
+    let big = s.or(t, s.and(v, sign));
+    s.select(s.lt(a, s.splat(TANH_CUT)), small, big)
+}
+
+/// `1 / (1 + e^{−a·v})` per lane.
+#[inline(always)]
+pub fn sigmoid<S: Simd>(s: S, a: S::F, v: S::F) -> S::F {
+    let one = s.splat(1.0);
+    let e = exp(s, s.mul(a, s.sub(s.zero(), v)));
+    s.div(one, s.add(one, e))
+}
+
+/// erf(x) per lane as `x·P(x²)/Q(x²)` over x clamped to ±`ERF_LIMIT` (NaN through).
+#[inline(always)]
+pub fn erf<S: Simd>(s: S, x: S::F) -> S::F {
+    // min/max return their second operand on NaN: a NaN goes through both clamps.
+    let xc = s.max(s.splat(-ERF_LIMIT), s.min(s.splat(ERF_LIMIT), x));
+    let x2 = s.mul(xc, xc);
+    let p = poly(s, &ERF_P, x2);
+    let q = poly(s, &ERF_Q, x2);
+    s.div(s.mul(xc, p), q)
+}
