@@ -6,6 +6,8 @@
 //! from paying loop overhead per row. All scratch comes from the caller (the model's
 //! workspace).
 
+use crate::simd::{self, Simd, Walk};
+
 /// Pool geometry and kind, shared with the compiler.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolGeometry {
@@ -86,8 +88,8 @@ impl PoolGeometry {
         span.max(self.pads_begin[1] + self.input[1]).max(1) as usize
     }
 
-    /// Floats of each row buffer of the row path: the padded row, plus the slack the AVX-512
-    /// row kernel reads and writes in whole 16-float vectors (`pool2d_rows_avx512`).
+    /// Floats of each row buffer of the row path: the padded row, plus the slack of whole
+    /// 16-float vectors.
     fn row_buf_len(&self) -> usize {
         let v16 = |n: i64| (n.max(0) as usize).next_multiple_of(16);
         let vector_reach = (self.pads_begin[1].max(0) as usize + v16(self.input[1]))
@@ -127,7 +129,7 @@ impl PoolGeometry {
         if self.by_rows() {
             return rows;
         }
-        // The AVX-512 row kernel may take this pool on the CPU that runs it.
+        // The row walk may take this pool on the CPU that runs it.
         let avx_rows = if self.rows_kernel_applies() { rows } else { 0 };
         let (hp, pitch) = self.padded_dims();
         let (oh, ow) = (
@@ -142,7 +144,7 @@ impl PoolGeometry {
             .max(avx_rows)
     }
 
-    /// Whether `pool2d_rows_avx512` computes this pool (given AVX-512): max and average
+    /// Whether the row walk (`PoolRows`) computes this pool on native vectors: max and average
     /// pools, undilated horizontally with stride 1 or 2, at most MAX_ROWS_KH kernel rows.
     /// Measured against the plane path on stride-1 pools too: Inception's 3×3/1 average
     /// pools (28×28 … 7×7 planes) ran 3.6× slower than onnxruntime's through whole-plane
@@ -165,193 +167,171 @@ impl PoolGeometry {
 /// shape rules).
 pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
     // The row kernels specialized for 2×2 and 3×3 windows (constant tap loops, unrolled),
-    // and for any window up to the limits of `rows_kernel_applies`.
-    #[cfg(target_arch = "x86_64")]
-    if g.rows_kernel_applies() && crate::isa::avx512() {
-        // SAFETY: AVX-512 detected; forwarded contract.
-        unsafe {
+    // and for any window up to the limits of `rows_kernel_applies`; native vectors only.
+    if g.rows_kernel_applies() {
+        // SAFETY (each): forwarded contract; `rows_kernel_applies`.
+        let done = unsafe {
             match g.kernel {
-                [3, 3] => pool2d_rows_avx512::<3, 3>(g, x, y, scratch),
-                [2, 2] => pool2d_rows_avx512::<2, 2>(g, x, y, scratch),
-                _ => pool2d_rows_avx512::<0, 0>(g, x, y, scratch),
+                [3, 3] => simd::dispatch_native(PoolRows::<3, 3> { g, x, y, scratch }),
+                [2, 2] => simd::dispatch_native(PoolRows::<2, 2> { g, x, y, scratch }),
+                _ => simd::dispatch_native(PoolRows::<0, 0> { g, x, y, scratch }),
             }
         };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if g.rows_kernel_applies() && crate::isa::avx2() {
-        // SAFETY: AVX2 detected; forwarded contract.
-        unsafe {
-            match g.kernel {
-                [3, 3] => pool2d_rows_avx2::<3, 3>(g, x, y, scratch),
-                [2, 2] => pool2d_rows_avx2::<2, 2>(g, x, y, scratch),
-                _ => pool2d_rows_avx2::<0, 0>(g, x, y, scratch),
-            }
-        };
-        return;
+        if done.is_some() {
+            return;
+        }
     }
     // SAFETY: forwarded contract.
     crate::multiversion!(pool2d_body(g, x, y, scratch))
 }
 
-/// Tallest kernel `pool2d_rows_avx512` takes (its window rows live in a fixed array).
+/// Tallest kernel the row walk takes (its window rows live in a fixed array).
 const MAX_ROWS_KH: usize = 16;
 
-/// The row path for max and average pools with horizontal stride 1 or 2 (undilated) in
-/// whole AVX-512 vectors, kept in registers: per output row, each 16 padded columns of the
-/// window's input rows are reduced vertically into a vector (masked loads at the row's
-/// edges, identity lanes in the padding), and the kw taps of 16 outputs are lane shifts of
-/// two such vectors (stride 1) or of their even/odd halves (stride 2), so nothing goes
-/// through memory but the input and the output. Two earlier designs lost to onnxruntime by
-/// 2-4×: scalar tails on 55- or 111-wide rows, then a padded scratch row written by the
-/// vertical pass and read back at offsets that straddled its vector stores (each load
-/// waited for the stores it overlapped to commit).
-///
-/// # Safety
-/// As `pool2d_f32`; AVX-512F present; `rows_kernel_applies()`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn pool2d_rows_avx512<const KH: usize, const KW: usize>(
-    g: &PoolGeometry,
+/// The row walk for max and average pools with horizontal stride 1 or 2 (undilated), in
+/// whole vectors kept in registers: per output row, each vector of padded columns of the
+/// window's input rows is reduced vertically (masked loads at the row's edges, identity
+/// lanes in the padding), and the kw taps of a vector of outputs are lane shifts of two
+/// such vectors (stride 1) or of their even/odd halves (stride 2), so nothing goes through
+/// memory but the input and the output. (A padded scratch row written by the vertical pass
+/// and read back at offsets straddling its vector stores made each load wait for the
+/// stores it overlapped to commit: 2-3× slower.) `KH`, `KW` > 0: the window is KH × KW,
+/// so the tap loops have constant trip counts.
+#[derive(Clone, Copy)]
+struct PoolRows<'a, const KH: usize, const KW: usize> {
+    g: &'a PoolGeometry,
     x: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output;
-    // KH, KW > 0: the window is KH × KW (the tap loops have constant trip counts).
-    let kh = if KH > 0 { KH as i64 } else { g.kernel[0] };
-    let kw = if KW > 0 { KW as i64 } else { g.kernel[1] };
-    let [sh, sw] = g.strides;
-    let dh = g.dilations[0];
-    let [ph, pw] = g.pads_begin;
-    if oh <= 0 || ow <= 0 || g.planes <= 0 {
-        return;
-    }
-    let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
-    let ow16 = ow_u.next_multiple_of(16);
-    let max = g.kind == 0;
-    let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    // SAFETY: forwarded scratch contract.
-    let (inv_x, inv_y, ident) = unsafe { row_kernel_tables(g, kh, kw, ow16, init, scratch) };
-    let init_v = _mm512_set1_ps(init);
-    let op = |a: __m512, b: __m512| {
-        if max {
-            // NaN propagates: max(a, b) is b when either is NaN; the blend keeps a NaN a.
-            let m = _mm512_max_ps(a, b);
-            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a), m, a)
-        } else {
-            _mm512_add_ps(a, b)
+}
+
+impl<const KH: usize, const KW: usize> Walk for PoolRows<'_, KH, KW> {
+    type Out = ();
+    /// # Safety
+    /// As `pool2d_f32`; `g.rows_kernel_applies()` and `S::LANES` ≥ 8 (the taps reach
+    /// `kernel[1] − 1 ≤ 8·stride` columns past a vector's first: within the next vector).
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        let PoolRows { g, x, y, scratch } = self;
+        let l = S::LANES;
+        let [ih, iw] = g.input;
+        let [oh, ow] = g.output;
+        let kh = if KH > 0 { KH as i64 } else { g.kernel[0] };
+        let kw = if KW > 0 { KW as i64 } else { g.kernel[1] };
+        let [sh, sw] = g.strides;
+        let dh = g.dilations[0];
+        let [ph, pw] = g.pads_begin;
+        if oh <= 0 || ow <= 0 || g.planes <= 0 {
+            return;
         }
-    };
-    let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    // Lanes n..n+16 of (lo, hi), for n ≤ 16.
-    let shift_idx: [__m512i; 17] =
-        std::array::from_fn(|n| _mm512_add_epi32(iota, _mm512_set1_epi32(n as i32)));
-    let even = _mm512_add_epi32(iota, iota);
-    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    let tail_out: __mmask16 = if ow_u % 16 == 0 {
-        0xFFFF
-    } else {
-        ((1u32 << (ow_u % 16)) - 1) as u16
-    };
-    let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
-    // SAFETY (closure): vector k covers padded columns 16k.., input columns s = 16k - pw..;
-    // lanes outside 0..iw are masked out of the loads (a masked load does not touch them).
-    let vertical = |rows: &[*const f32], k: usize| unsafe {
-        let s = 16 * k as i64 - pw;
-        if s >= 0 && s + 16 <= iw {
-            let mut acc = init_v;
-            for &r in rows {
-                acc = op(acc, _mm512_loadu_ps(r.add(s as usize)));
-            }
-            return acc;
-        }
-        let (lo, hi) = ((-s).clamp(0, 16), (iw - s).clamp(0, 16));
-        if hi <= lo {
-            return init_v;
-        }
-        let m = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16;
-        let mut acc = init_v;
-        for &r in rows {
-            acc = op(
-                acc,
-                _mm512_mask_loadu_ps(init_v, m, r.wrapping_offset(s as isize)),
-            );
-        }
-        acc
-    };
-    // SAFETY: plane and row offsets inside x and y; output stores inside row oy (the last
-    // vector masked).
-    unsafe {
-        for plane in 0..g.planes as usize {
-            let xp = x.add(plane * (ih * iw) as usize);
-            let yp = y.add(plane * ow_u * oh as usize);
-            for oy in 0..oh {
-                for (ky, r) in rows.iter_mut().enumerate().take(kh_u) {
-                    let iy = oy * sh + ky as i64 * dh - ph;
-                    *r = if iy >= 0 && iy < ih {
-                        xp.add((iy * iw) as usize)
-                    } else {
-                        ident.as_ptr()
-                    };
+        let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
+        let owl = ow_u.next_multiple_of(l);
+        let max = g.kind == 0;
+        let init = if max { f32::NEG_INFINITY } else { 0.0 };
+        // SAFETY: forwarded scratch contract (its tables are sized for 16-lane rounding).
+        let (inv_x, inv_y, ident) = unsafe { row_kernel_tables(g, kh, kw, owl, init, scratch) };
+        let init_v = s.splat(init);
+        let op = {
+            #[inline(always)]
+            |a, b| if max { s.max_nan(a, b) } else { s.add(a, b) }
+        };
+        // Lanes n.. of (lo, hi), n ≤ 16.
+        let shifts: [S::Shift; 17] = std::array::from_fn(|n| s.shifter(n));
+        let tail_out = s.lanes(0, if ow_u % l == 0 { l } else { ow_u % l });
+        let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
+        // Vector k covers padded columns l·k.., input columns c = l·k − pw..; lanes outside
+        // 0..iw are masked out of the loads (and not accessed).
+        let vertical = {
+            #[inline(always)]
+            |rows: &[*const f32], k: usize| {
+                let c = (l * k) as i64 - pw;
+                let mut acc = init_v;
+                if c >= 0 && c + l as i64 <= iw {
+                    for &r in rows {
+                        // SAFETY: columns c..c+l of an input row (or the identity row).
+                        acc = op(acc, unsafe { s.load(r.add(c as usize)) });
+                    }
+                    return acc;
                 }
-                let rows = &rows[..kh_u];
-                let scale = inv_y[oy as usize];
-                let scale_v = _mm512_set1_ps(scale);
-                let out = yp.add(oy as usize * ow_u);
-                let finish = |acc: __m512, c: usize| {
-                    let acc = if max {
-                        acc
-                    } else {
-                        _mm512_mul_ps(
-                            acc,
-                            _mm512_mul_ps(scale_v, _mm512_loadu_ps(inv_x.as_ptr().add(c))),
-                        )
+                let (lo, hi) = ((-c).clamp(0, l as i64), (iw - c).clamp(0, l as i64));
+                if hi <= lo {
+                    return init_v;
+                }
+                let m = s.lanes(lo as usize, hi as usize);
+                for &r in rows {
+                    // SAFETY: the lanes in m are columns inside the row.
+                    acc = op(acc, unsafe {
+                        s.load_masked(r.wrapping_offset(c as isize), m, init_v)
+                    });
+                }
+                acc
+            }
+        };
+        // SAFETY: plane and row offsets inside x and y; output stores inside row oy (the last
+        // vector masked).
+        unsafe {
+            for plane in 0..g.planes as usize {
+                let xp = x.add(plane * (ih * iw) as usize);
+                let yp = y.add(plane * ow_u * oh as usize);
+                for oy in 0..oh {
+                    for (ky, r) in rows.iter_mut().enumerate().take(kh_u) {
+                        let iy = oy * sh + ky as i64 * dh - ph;
+                        *r = if iy >= 0 && iy < ih {
+                            xp.add((iy * iw) as usize)
+                        } else {
+                            ident.as_ptr()
+                        };
+                    }
+                    let rows = &rows[..kh_u];
+                    let scale_v = s.splat(inv_y[oy as usize]);
+                    let out = yp.add(oy as usize * ow_u);
+                    let finish = {
+                        #[inline(always)]
+                        |acc, c: usize| {
+                            let acc = if max {
+                                acc
+                            } else {
+                                s.mul(acc, s.mul(scale_v, s.load(inv_x.as_ptr().add(c))))
+                            };
+                            if c + l <= ow_u {
+                                s.store(out.add(c), acc);
+                            } else {
+                                s.store_masked(out.add(c), tail_out, acc);
+                            }
+                        }
                     };
-                    if c + 16 <= ow_u {
-                        _mm512_storeu_ps(out.add(c), acc);
+                    if sw == 1 {
+                        // Output vector c: tap kx is lanes kx.. of (V_c, V_c+1).
+                        let mut cur = vertical(rows, 0);
+                        for cv in 0..owl / l {
+                            let next = vertical(rows, cv + 1);
+                            let mut acc = cur;
+                            for sh in &shifts[1..kw_u] {
+                                acc = op(acc, s.shift(cur, next, *sh));
+                            }
+                            finish(acc, l * cv);
+                            cur = next;
+                        }
                     } else {
-                        _mm512_mask_storeu_ps(out.add(c), tail_out, acc);
-                    }
-                };
-                if sw == 1 {
-                    // Output vector c: taps kx are lanes kx.. of (V_c, V_c+1).
-                    let mut cur = vertical(rows, 0);
-                    for cv in 0..ow16 / 16 {
-                        let next = vertical(rows, cv + 1);
-                        let mut acc = cur;
-                        for idx in &shift_idx[1..kw_u] {
-                            acc = op(acc, _mm512_permutex2var_ps(cur, *idx, next));
+                        // E_j / O_j: even / odd padded columns 2l·j.. (V_2j, V_2j+1); tap kx
+                        // of output vector c is lanes kx/2.. of (E_c, E_c+1) or (O_c, O_c+1).
+                        let (mut e0, mut o0) = s.deinterleave(vertical(rows, 0), vertical(rows, 1));
+                        for cv in 0..owl / l {
+                            let (e1, o1) = s.deinterleave(
+                                vertical(rows, 2 * cv + 2),
+                                vertical(rows, 2 * cv + 3),
+                            );
+                            let mut acc = e0;
+                            if kw_u > 1 {
+                                acc = op(acc, o0);
+                            }
+                            for kx in 2..kw_u {
+                                let (a, b) = if kx % 2 == 0 { (e0, e1) } else { (o0, o1) };
+                                acc = op(acc, s.shift(a, b, shifts[kx / 2]));
+                            }
+                            finish(acc, l * cv);
+                            (e0, o0) = (e1, o1);
                         }
-                        finish(acc, 16 * cv);
-                        cur = next;
-                    }
-                } else {
-                    // E_j / O_j: even / odd padded columns 32j.. (V_2j, V_2j+1); tap kx of
-                    // output vector c is lanes kx/2.. of (E_c, E_c+1) or (O_c, O_c+1).
-                    let (v0, v1) = (vertical(rows, 0), vertical(rows, 1));
-                    let (mut e0, mut o0) = (
-                        _mm512_permutex2var_ps(v0, even, v1),
-                        _mm512_permutex2var_ps(v0, odd, v1),
-                    );
-                    for cv in 0..ow16 / 16 {
-                        let (v2, v3) = (vertical(rows, 2 * cv + 2), vertical(rows, 2 * cv + 3));
-                        let (e1, o1) = (
-                            _mm512_permutex2var_ps(v2, even, v3),
-                            _mm512_permutex2var_ps(v2, odd, v3),
-                        );
-                        let mut acc = e0;
-                        if kw_u > 1 {
-                            acc = op(acc, o0);
-                        }
-                        for kx in 2..kw_u {
-                            let (a, b) = if kx % 2 == 0 { (e0, e1) } else { (o0, o1) };
-                            acc = op(acc, _mm512_permutex2var_ps(a, shift_idx[kx / 2], b));
-                        }
-                        finish(acc, 16 * cv);
-                        (e0, o0) = (e1, o1);
                     }
                 }
             }
@@ -404,234 +384,62 @@ unsafe fn row_kernel_tables<'a>(
     (inv_x, inv_y, ident)
 }
 
-/// `pool2d_rows_avx512` with 8-lane AVX2 vectors: the window's rows reduced 8 padded
-/// columns at a time into registers, taps as lane shifts of two such vectors (a permute of
-/// each and a blend) or of their even/odd halves at stride 2.
-///
-/// # Safety
-/// As `pool2d_f32`, with `g.rows_kernel_applies()` and AVX2 present.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn pool2d_rows_avx2<const KH: usize, const KW: usize>(
-    g: &PoolGeometry,
-    x: *const f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output;
-    // KH, KW > 0: the window is KH × KW (the tap loops have constant trip counts).
-    let kh = if KH > 0 { KH as i64 } else { g.kernel[0] };
-    let kw = if KW > 0 { KW as i64 } else { g.kernel[1] };
-    let [sh, sw] = g.strides;
-    let dh = g.dilations[0];
-    let [ph, pw] = g.pads_begin;
-    if oh <= 0 || ow <= 0 || g.planes <= 0 {
-        return;
-    }
-    let (ow_u, kw_u, kh_u) = (ow as usize, kw as usize, kh as usize);
-    let ow8 = ow_u.next_multiple_of(8);
-    let max = g.kind == 0;
-    let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    // SAFETY: forwarded scratch contract.
-    let (inv_x, inv_y, ident) = unsafe { row_kernel_tables(g, kh, kw, ow8, init, scratch) };
-    let init_v = _mm256_set1_ps(init);
-    let op = |a: __m256, b: __m256| {
-        if max {
-            // NaN propagates: max(a, b) is b when either is NaN; the blend keeps a NaN a.
-            let m = _mm256_max_ps(a, b);
-            _mm256_blendv_ps(m, a, _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a))
-        } else {
-            _mm256_add_ps(a, b)
-        }
-    };
-    let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    // Lanes n..n+8 of (lo, hi), n ≤ 8: both rotated by n, lanes ≥ 8 - n taken from hi.
-    let rot: [__m256i; 9] = std::array::from_fn(|n| {
-        _mm256_and_si256(
-            _mm256_add_epi32(iota, _mm256_set1_epi32(n as i32)),
-            _mm256_set1_epi32(7),
-        )
-    });
-    let from_hi: [__m256; 9] = std::array::from_fn(|n| {
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(7 - n as i32)))
-    });
-    let shift = |lo: __m256, hi: __m256, n: usize| {
-        _mm256_blendv_ps(
-            _mm256_permutevar8x32_ps(lo, rot[n]),
-            _mm256_permutevar8x32_ps(hi, rot[n]),
-            from_hi[n],
-        )
-    };
-    let tail_out = crate::avx2::first_lanes(if ow_u % 8 == 0 { 8 } else { ow_u % 8 });
-    let mut rows = [std::ptr::null::<f32>(); MAX_ROWS_KH];
-    // SAFETY (closure): vector k covers padded columns 8k.., input columns s = 8k - pw..;
-    // lanes outside 0..iw are masked out of the loads (a masked load does not touch them).
-    let vertical = |rows: &[*const f32], k: usize| unsafe {
-        let s = 8 * k as i64 - pw;
-        if s >= 0 && s + 8 <= iw {
-            let mut acc = init_v;
-            for &r in rows {
-                acc = op(acc, _mm256_loadu_ps(r.add(s as usize)));
-            }
-            return acc;
-        }
-        let (lo, hi) = ((-s).clamp(0, 8), (iw - s).clamp(0, 8));
-        if hi <= lo {
-            return init_v;
-        }
-        let m = _mm256_andnot_si256(
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(lo as i32), iota),
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(hi as i32), iota),
-        );
-        let mut acc = init_v;
-        for &r in rows {
-            let v = _mm256_maskload_ps(r.wrapping_offset(s as isize), m);
-            acc = op(acc, _mm256_blendv_ps(init_v, v, _mm256_castsi256_ps(m)));
-        }
-        acc
-    };
-    // SAFETY: plane and row offsets inside x and y; output stores inside row oy (the last
-    // vector masked).
-    unsafe {
-        for plane in 0..g.planes as usize {
-            let xp = x.add(plane * (ih * iw) as usize);
-            let yp = y.add(plane * ow_u * oh as usize);
-            for oy in 0..oh {
-                for (ky, r) in rows.iter_mut().enumerate().take(kh_u) {
-                    let iy = oy * sh + ky as i64 * dh - ph;
-                    *r = if iy >= 0 && iy < ih {
-                        xp.add((iy * iw) as usize)
-                    } else {
-                        ident.as_ptr()
-                    };
-                }
-                let rows = &rows[..kh_u];
-                let scale = inv_y[oy as usize];
-                let scale_v = _mm256_set1_ps(scale);
-                let out = yp.add(oy as usize * ow_u);
-                let finish = |acc: __m256, c: usize| {
-                    let acc = if max {
-                        acc
-                    } else {
-                        _mm256_mul_ps(
-                            acc,
-                            _mm256_mul_ps(scale_v, _mm256_loadu_ps(inv_x.as_ptr().add(c))),
-                        )
-                    };
-                    if c + 8 <= ow_u {
-                        _mm256_storeu_ps(out.add(c), acc);
-                    } else {
-                        _mm256_maskstore_ps(out.add(c), tail_out, acc);
-                    }
-                };
-                if sw == 1 {
-                    let mut cur = vertical(rows, 0);
-                    for cv in 0..ow8 / 8 {
-                        let next = vertical(rows, cv + 1);
-                        let mut acc = cur;
-                        for kx in 1..kw_u {
-                            acc = op(acc, shift(cur, next, kx));
-                        }
-                        finish(acc, 8 * cv);
-                        cur = next;
-                    }
-                } else {
-                    let (mut e0, mut o0) =
-                        crate::avx2::deinterleave(vertical(rows, 0), vertical(rows, 1));
-                    for cv in 0..ow8 / 8 {
-                        let (e1, o1) = crate::avx2::deinterleave(
-                            vertical(rows, 2 * cv + 2),
-                            vertical(rows, 2 * cv + 3),
-                        );
-                        let mut acc = e0;
-                        if kw_u > 1 {
-                            acc = op(acc, o0);
-                        }
-                        for kx in 2..kw_u {
-                            let (a, b) = if kx % 2 == 0 { (e0, e1) } else { (o0, o1) };
-                            acc = op(acc, shift(a, b, kx / 2));
-                        }
-                        finish(acc, 8 * cv);
-                        (e0, o0) = (e1, o1);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// `dst[j] = src[2·j]` (`src` holds `2·dst.len() - 1` floats or more): the stride-2 pick
-/// that compilers leave scalar, with an AVX-512 two-source permute when the CPU has it.
+/// that compilers leave scalar, as vector de-interleaves.
 pub(crate) fn pick_even(src: &[f32], dst: &mut [f32]) {
     let n = dst.len();
     assert!(
         n == 0 || src.len() > 2 * (n - 1),
         "pick_even: source too short"
     );
-    let mut j = 0;
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx512() {
-        // SAFETY: AVX-512F detected; src holds 2(n-1)+1 floats or more (asserted above).
-        unsafe { j = pick_even_avx512(src, dst) };
-    }
-    for (d, k) in dst[j..].iter_mut().zip(j..) {
-        *d = src[2 * k];
+    // SAFETY: src holds 2(n-1)+1 floats or more (asserted above), dst n.
+    unsafe {
+        simd::dispatch(PickEven {
+            src: src.as_ptr(),
+            dst: dst.as_mut_ptr(),
+            n,
+        })
     }
 }
 
-/// Returns how many outputs it produced: all of them, the last block with masked loads and
-/// stores (only `src[..2·(n-1)+1]` is read).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn pick_even_avx512(src: &[f32], dst: &mut [f32]) -> usize {
-    use std::arch::x86_64::*;
-    let idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let n = dst.len();
-    let mut j = 0;
-    while j + 16 <= n && 2 * j + 32 <= src.len() {
-        // SAFETY: bounds checked by the loop condition.
+#[derive(Clone, Copy)]
+struct PickEven {
+    src: *const f32,
+    dst: *mut f32,
+    n: usize,
+}
+
+impl Walk for PickEven {
+    type Out = ();
+    /// # Safety
+    /// `src` holds `2(n − 1) + 1` floats, `dst` `n`.
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        let PickEven { src, dst, n } = self;
+        let l = S::LANES;
+        let mut j = 0;
+        // SAFETY: full vectors read src[2j .. 2j + 2l) (checked against 2n − 1), the masked
+        // ones only src[..2(n-1)+1] and dst[..n].
         unsafe {
-            let a = _mm512_loadu_ps(src.as_ptr().add(2 * j));
-            let b = _mm512_loadu_ps(src.as_ptr().add(2 * j + 16));
-            _mm512_storeu_ps(dst.as_mut_ptr().add(j), _mm512_permutex2var_ps(a, idx, b));
+            while j + l <= n && 2 * j + 2 * l < 2 * n {
+                let (e, _) = s.deinterleave(s.load(src.add(2 * j)), s.load(src.add(2 * j + l)));
+                s.store(dst.add(j), e);
+                j += l;
+            }
+            while j < n {
+                let r = (n - j).min(l);
+                let need = 2 * (r - 1) + 1;
+                let a = s.load_masked(src.add(2 * j), s.lanes(0, need), s.zero());
+                let b = s.load_masked(
+                    src.wrapping_add(2 * j + l),
+                    s.lanes(0, need.saturating_sub(l)),
+                    s.zero(),
+                );
+                s.store_masked(dst.add(j), s.lanes(0, r), s.deinterleave(a, b).0);
+                j += r;
+            }
         }
-        j += 16;
     }
-    while j < n {
-        // Outputs j..j+r read src[2j ..= 2(j+r-1)] (inside src by pick_even's assertion), in
-        // at most two masked 16-float loads.
-        let r = (n - j).min(16);
-        let need = 2 * (r - 1) + 1;
-        let m0 = if need >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << need) - 1) as u16
-        };
-        let m1 = if need > 16 {
-            ((1u32 << (need - 16)) - 1) as u16
-        } else {
-            0
-        };
-        let m: __mmask16 = if r == 16 {
-            0xFFFF
-        } else {
-            ((1u32 << r) - 1) as u16
-        };
-        // SAFETY: only lanes inside src and dst are accessed (masked-off lanes do not fault).
-        unsafe {
-            let a = _mm512_maskz_loadu_ps(m0, src.as_ptr().add(2 * j));
-            let b = _mm512_maskz_loadu_ps(m1, src.as_ptr().wrapping_add(2 * j + 16));
-            _mm512_mask_storeu_ps(
-                dst.as_mut_ptr().add(j),
-                m,
-                _mm512_permutex2var_ps(a, idx, b),
-            );
-        }
-        j += r;
-    }
-    j
 }
 
 /// |v|^p, what an Lp pool sums.
@@ -1002,10 +810,19 @@ mod tests {
                 };
                 let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
                 let mut dst = vec![f32::NAN; n];
-                pick_even(&src, &mut dst);
-                for (j, d) in dst.iter().enumerate() {
-                    assert_eq!(*d, (2 * j) as f32, "n {n} len {len} [{j}]");
-                }
+                let w = PickEven {
+                    src: src.as_ptr(),
+                    dst: dst.as_mut_ptr(),
+                    n,
+                };
+                let d = dst.as_ptr();
+                unsafe {
+                    simd::for_each_isa(w, |isa, ()| {
+                        for j in 0..n {
+                            assert_eq!(*d.add(j), (2 * j) as f32, "{isa} n {n} len {len} [{j}]");
+                        }
+                    })
+                };
             }
         }
     }
@@ -1233,14 +1050,32 @@ mod tests {
             let want = reference(&g, &x);
             let mut y = vec![f32::NAN; want.len()];
             let mut scratch = vec![f32::NAN; g.scratch_floats()];
+            let check = |isa: &str, y: &[f32]| {
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        a == b
+                            || (a.is_nan() && b.is_nan())
+                            || (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{isa} {g:?} [{i}]: {a} vs {b}"
+                    );
+                }
+            };
             unsafe { pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
-            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                assert!(
-                    a == b
-                        || (a.is_nan() && b.is_nan())
-                        || (a - b).abs() <= 1e-5 * b.abs().max(1.0),
-                    "{g:?} [{i}]: {a} vs {b}"
-                );
+            check("dispatched", &y);
+            // The row walk on every implementation of 8 lanes or more.
+            if g.rows_kernel_applies() {
+                let (yp, sp) = (y.as_mut_ptr(), scratch.as_mut_ptr());
+                let w = PoolRows::<0, 0> {
+                    g: &g,
+                    x: x.as_ptr(),
+                    y: yp,
+                    scratch: sp,
+                };
+                unsafe {
+                    simd::for_each_isa_from(8, w, |isa, ()| {
+                        check(isa, std::slice::from_raw_parts(yp, want.len()))
+                    })
+                };
             }
             if kind == 0 {
                 assert!(want.iter().any(|v| v.is_nan()), "{g:?}: NaN windows tested");

@@ -202,6 +202,28 @@ pub unsafe fn dispatch<W: Walk>(w: W) -> W::Out {
     unsafe { w.run(Portable::new()) }
 }
 
+/// Runs `w` with the best native instruction set this CPU has, None where there is none
+/// (for walks that assume native vector widths, with a scalar path of their own).
+///
+/// # Safety
+/// `w`'s contract.
+#[inline(always)]
+pub unsafe fn dispatch_native<W: Walk>(w: W) -> Option<W::Out> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::isa::avx512() {
+            // SAFETY: AVX-512 F/BW/DQ/VL and FMA detected; w's contract forwarded.
+            return Some(unsafe { run_avx512(w) });
+        }
+        if crate::isa::avx2() {
+            // SAFETY: AVX2 and FMA detected; w's contract forwarded.
+            return Some(unsafe { run_avx2(w) });
+        }
+    }
+    let _ = w;
+    None
+}
+
 /// # Safety
 /// AVX-512 F/BW/DQ/VL and FMA present; `w`'s contract.
 #[cfg(target_arch = "x86_64")]
@@ -228,7 +250,22 @@ unsafe fn run_avx2<W: Walk>(w: W) -> W::Out {
 /// # Safety
 /// `w`'s contract, for every run.
 #[cfg(test)]
-pub unsafe fn for_each_isa<W: Walk + Clone>(w: W, mut check: impl FnMut(&'static str, W::Out)) {
+pub unsafe fn for_each_isa<W: Walk + Clone>(w: W, check: impl FnMut(&'static str, W::Out)) {
+    // SAFETY: forwarded.
+    unsafe { for_each_isa_from(1, w, check) }
+}
+
+/// `for_each_isa` over the implementations of at least `min_lanes` lanes (walks that
+/// assume a native vector width).
+///
+/// # Safety
+/// `w`'s contract, for every run.
+#[cfg(test)]
+pub unsafe fn for_each_isa_from<W: Walk + Clone>(
+    min_lanes: usize,
+    w: W,
+    mut check: impl FnMut(&'static str, W::Out),
+) {
     // SAFETY (all runs): forwarded; the native tokens are made only where detected.
     unsafe {
         #[cfg(target_arch = "x86_64")]
@@ -245,8 +282,12 @@ pub unsafe fn for_each_isa<W: Walk + Clone>(w: W, mut check: impl FnMut(&'static
                 check("avx2", run_avx2(w.clone()));
             }
         }
-        check("lanes4", w.clone().run(Lanes::<4>::new()));
-        check("lanes8", w.clone().run(Lanes::<8>::new()));
+        if min_lanes <= 4 {
+            check("lanes4", w.clone().run(Lanes::<4>::new()));
+        }
+        if min_lanes <= 8 {
+            check("lanes8", w.clone().run(Lanes::<8>::new()));
+        }
         check("lanes16", w.run(Lanes::<16>::new()));
     }
 }

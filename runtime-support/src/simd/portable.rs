@@ -182,7 +182,11 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
         // not `(x + c) − c`, which compilers turn back into a libm `rint` call per lane.
         map(a, |x| {
             let i = ((x + 12_582_912.0).to_bits() as i32).wrapping_sub(0x4B40_0000);
-            if x.abs() < 4_194_304.0 { (i as f32).copysign(x) } else { x }
+            if x.abs() < 4_194_304.0 {
+                (i as f32).copysign(x)
+            } else {
+                x
+            }
         })
     }
     #[inline(always)]
@@ -201,7 +205,7 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
     }
     #[inline(always)]
     fn shifter(self, n: usize) -> usize {
-        n
+        n.min(N)
     }
     #[inline(always)]
     fn shift(self, lo: [f32; N], hi: [f32; N], n: usize) -> [f32; N] {
