@@ -22,14 +22,3 @@ pub fn deinterleave(a: __m256, b: __m256) -> (__m256, __m256) {
         _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(o))),
     )
 }
-
-/// The even lanes of the 16 floats at `p`, in order (a stride-2 pick).
-///
-/// # Safety
-/// `p` is readable for 16 floats.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub unsafe fn load_evens(p: *const f32) -> __m256 {
-    // SAFETY: caller contract.
-    unsafe { deinterleave(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))).0 }
-}

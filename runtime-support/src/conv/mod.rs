@@ -5,6 +5,7 @@
 //! direct kernel. The geometry is shared with the compiler, which sizes the scratch.
 
 use crate::gemm::{self, BSource, Epilogue, MR, NR, pack};
+use crate::simd::{self, Simd};
 
 #[cfg(target_arch = "x86_64")]
 mod depthwise512;
@@ -556,17 +557,20 @@ unsafe fn pack_im2col_2d(
     width: usize,
 ) {
     debug_assert!(width == NR || width == MR);
-    #[cfg(target_arch = "x86_64")]
-    if width == NR && kc <= gemm::KC && crate::isa::avx512() {
-        // SAFETY: AVX-512 detected; same contract.
-        unsafe { pack_im2col_2d_panels_avx512(g, xg, k0, kc, n0, nc, dst) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if width == NR && kc <= gemm::KC && crate::isa::avx2() {
-        // SAFETY: AVX2 detected; same contract.
-        unsafe { pack_im2col_2d_panels_avx2(g, xg, k0, kc, n0, nc, dst) };
-        return;
+    if width == NR && kc <= gemm::KC {
+        let w = Im2colPanels {
+            g,
+            xg,
+            k0,
+            kc,
+            n0,
+            nc,
+            dst,
+        };
+        // SAFETY: forwarded contract; native vectors of 8 or 16 lanes divide NR.
+        if unsafe { simd::dispatch_native(w) }.is_some() {
+            return;
+        }
     }
     let last = g.input.len() - 1;
     let iw = g.input[last];
@@ -641,161 +645,172 @@ unsafe fn pack_im2col_2d(
     }
 }
 
-/// `pack_im2col_2d` for NR-wide B panels with AVX-512, written panel by panel: each panel row
-/// (16 output positions, one kernel tap) is assembled in a register from at most a few
-/// output-row segments — a masked unaligned load at stride 1, two masked loads and a lane
-/// permute at stride 2, a masked gather otherwise — and stored once, so the writes run
-/// sequentially through each panel instead of scattering a K row across all panels (measured
-/// on ResNet-50's 7×7/2 stem: packing went from ~1 float per cycle to several).
-///
-/// # Safety
-/// As `pack_im2col`; AVX-512F present; `kc <= gemm::KC`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-#[allow(clippy::too_many_arguments, reason = "block coordinates")]
-unsafe fn pack_im2col_2d_panels_avx512(
-    g: &ConvGeometry,
+/// `pack_im2col_2d` for NR-wide B panels, written panel by panel: each panel row (NR output
+/// positions, one kernel tap) is assembled in registers from at most a few output-row
+/// segments — unaligned loads at stride 1, pairs of loads de-interleaved at stride 2, masked
+/// loads at the row's ends, a masked gather at larger strides — and stored once, so the
+/// writes run sequentially through each panel instead of scattering a K row across all
+/// panels (ResNet-50's 7×7/2 stem: packing went from ~1 float per cycle to several).
+/// Whole panels whose lanes all read inside the row are a tight loop of plain loads.
+#[derive(Clone, Copy)]
+struct Im2colPanels<'a> {
+    g: &'a ConvGeometry,
     xg: *const f32,
     k0: usize,
     kc: usize,
     n0: usize,
     nc: usize,
     dst: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    let last = g.input.len() - 1;
-    let iw = g.input[last];
-    let ow = g.output[last];
-    let sw = g.strides[last];
-    let plane_len = g.isize();
-    let rows = Rows::new(g);
-    let taps = im2col_taps(g, k0, kc);
-    // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are masked to
-    // the lanes whose row and column lie inside the channel plane (masked-off lanes of an
-    // AVX-512 load or gather do not fault, so their addresses may lie outside).
-    unsafe {
-        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let gather_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(sw as i32));
+}
+
+impl simd::Walk for Im2colPanels<'_> {
+    type Out = ();
+    /// # Safety
+    /// As `pack_im2col`; `kc <= gemm::KC`; `S::LANES` divides NR.
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        let Im2colPanels {
+            g,
+            xg,
+            k0,
+            kc,
+            n0,
+            nc,
+            dst,
+        } = self;
+        let l = S::LANES;
+        let vectors = NR / l;
+        debug_assert_eq!(vectors * l, NR);
+        let last = g.input.len() - 1;
+        let iw = g.input[last];
+        let ow = g.output[last];
+        let sw = g.strides[last];
+        let plane_len = g.isize();
+        let rows = Rows::new(g);
+        let taps = im2col_taps(g, k0, kc);
         let xend = xg.wrapping_add((g.c / g.group) as usize * plane_len);
-        let lanes =
-            |a: usize, b: usize| -> __mmask16 { (((1u32 << b) - 1) & !((1u32 << a) - 1)) as u16 };
-        // Runs of the block along output rows; within a run, every tap is one strided slice
-        // of an input row, written 16 lanes at a time into the panels it covers.
-        let mut col = 0;
-        while col < nc {
-            let q = (n0 + col) as i64;
-            let (oy, ox0) = (q / ow, q % ow);
-            let origin = rows.origin(oy);
-            let len = ((ow - ox0) as usize).min(nc - col);
-            let end = col + len;
-            for (kx, tap) in taps.iter().enumerate().take(kc) {
-                let (iy, inside) = match rows.row(&origin, &tap.lead) {
-                    Some(iy) => (iy, true),
-                    None => (0, false),
-                };
-                // Output columns [va, vb) of the run read inside the row.
-                let (va, vb) = if inside {
-                    let va = tap.lo.max(ox0);
-                    (va, tap.hi.min(ox0 + len as i64).max(va))
-                } else {
-                    (0, 0)
-                };
-                let row = xg
-                    .wrapping_add(tap.plane)
-                    .wrapping_offset((iy * iw + tap.shift) as isize);
-                let mut c = col;
-                while c < end {
-                    // Whole panels whose 16 lanes all read inside the row: a tight loop.
-                    if c % NR == 0 && sw <= 2 {
-                        let oxl = ox0 + (c - col) as i64;
-                        let mut full = if oxl >= va && vb > oxl {
-                            (((vb - oxl) as usize) / NR).min((end - c) / NR)
-                        } else {
-                            0
-                        };
-                        let mut src = row.wrapping_offset((oxl * sw) as isize);
-                        if sw == 2 {
-                            // The 32-float window of the last full panel stays inside x.
-                            while full > 0 && src.wrapping_add(32 * full) > xend {
-                                full -= 1;
-                            }
-                        }
-                        if full > 0 {
-                            let mut d = dst.add((c / NR * kc + kx) * NR);
-                            for _ in 0..full {
-                                let v = if sw == 1 {
-                                    _mm512_loadu_ps(src)
-                                } else {
-                                    _mm512_permutex2var_ps(
-                                        _mm512_loadu_ps(src),
-                                        even,
-                                        _mm512_loadu_ps(src.add(16)),
-                                    )
-                                };
-                                _mm512_storeu_ps(d, v);
-                                src = src.add(NR * sw as usize);
-                                d = d.add(kc * NR);
-                            }
-                            c += full * NR;
-                            continue;
-                        }
-                    }
-                    let (pn, l0) = (c / NR, c % NR);
-                    let l1 = NR.min(l0 + end - c);
-                    // The block's last panel: lanes past nc are zero.
-                    let store_to = if c + (l1 - l0) == nc { NR } else { l1 };
-                    // Output column of lane l: oxl + l.
-                    let oxl = ox0 + (c - col) as i64 - l0 as i64;
-                    let a = (va - oxl).clamp(l0 as i64, l1 as i64) as usize;
-                    let b = (vb - oxl).clamp(a as i64, l1 as i64) as usize;
-                    let mut v = _mm512_setzero_ps();
-                    if a < b {
-                        let m = lanes(a, b);
-                        // Lane l reads row[(oxl + l)·sw] = base[l·sw].
-                        let base = row.wrapping_offset((oxl * sw) as isize);
-                        // Plain loads where the window lies inside x (measured: masked
-                        // loads cost several times more here), masked ones at its ends.
-                        let window = if sw == 2 { 32 } else { NR };
-                        let plain = base >= xg && base.wrapping_add(window) <= xend;
-                        v = match sw {
-                            1 if plain => _mm512_maskz_mov_ps(m, _mm512_loadu_ps(base)),
-                            1 => _mm512_maskz_loadu_ps(m, base),
-                            2 if plain => _mm512_maskz_mov_ps(
-                                m,
-                                _mm512_permutex2var_ps(
-                                    _mm512_loadu_ps(base),
-                                    even,
-                                    _mm512_loadu_ps(base.wrapping_add(16)),
-                                ),
-                            ),
-                            2 => {
-                                // Window elements 2a ..= 2(b-1) hold the lanes' values.
-                                let wm: u32 = ((1u64 << (2 * b - 1)) as u32).wrapping_sub(1)
-                                    & !((1u32 << (2 * a)) - 1);
-                                let lo16 = _mm512_maskz_loadu_ps(wm as u16, base);
-                                let hi16 =
-                                    _mm512_maskz_loadu_ps((wm >> 16) as u16, base.wrapping_add(16));
-                                _mm512_permutex2var_ps(lo16, even, hi16)
-                            }
-                            _ => _mm512_mask_i32gather_ps::<4>(
-                                _mm512_setzero_ps(),
-                                m,
-                                gather_idx,
-                                base,
-                            ),
-                        };
-                    }
-                    let d = dst.add((pn * kc + kx) * NR);
-                    if l0 == 0 && store_to == NR {
-                        _mm512_storeu_ps(d, v);
+        // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are of
+        // lanes whose row and column lie inside the channel plane (masked-off lanes are not
+        // accessed, so their addresses may lie outside; whole-panel loads are checked to
+        // stay inside x).
+        unsafe {
+            let mut col = 0;
+            while col < nc {
+                let q = (n0 + col) as i64;
+                let (oy, ox0) = (q / ow, q % ow);
+                let origin = rows.origin(oy);
+                let len = ((ow - ox0) as usize).min(nc - col);
+                let end = col + len;
+                for (kx, tap) in taps.iter().enumerate().take(kc) {
+                    let (iy, inside) = match rows.row(&origin, &tap.lead) {
+                        Some(iy) => (iy, true),
+                        None => (0, false),
+                    };
+                    // Output columns [va, vb) of the run read inside the row.
+                    let (va, vb) = if inside {
+                        let va = tap.lo.max(ox0);
+                        (va, tap.hi.min(ox0 + len as i64).max(va))
                     } else {
-                        _mm512_mask_storeu_ps(d, lanes(l0, store_to), v);
+                        (0, 0)
+                    };
+                    let row = xg
+                        .wrapping_add(tap.plane)
+                        .wrapping_offset((iy * iw + tap.shift) as isize);
+                    let mut c = col;
+                    while c < end {
+                        // Whole panels whose lanes all read inside the row: a tight loop.
+                        if c % NR == 0 && sw <= 2 {
+                            let oxl = ox0 + (c - col) as i64;
+                            let mut full = if oxl >= va && vb > oxl {
+                                (((vb - oxl) as usize) / NR).min((end - c) / NR)
+                            } else {
+                                0
+                            };
+                            let mut src = row.wrapping_offset((oxl * sw) as isize);
+                            if sw == 2 {
+                                // The 2·NR-float window of the last full panel stays inside x.
+                                while full > 0 && src.wrapping_add(2 * NR * full) > xend {
+                                    full -= 1;
+                                }
+                            }
+                            if full > 0 {
+                                let mut d = dst.add((c / NR * kc + kx) * NR);
+                                for _ in 0..full {
+                                    for h in 0..vectors {
+                                        let v = if sw == 1 {
+                                            s.load(src.add(h * l))
+                                        } else {
+                                            let p = src.add(2 * h * l);
+                                            s.deinterleave(s.load(p), s.load(p.add(l))).0
+                                        };
+                                        s.store(d.add(h * l), v);
+                                    }
+                                    src = src.add(NR * sw as usize);
+                                    d = d.add(kc * NR);
+                                }
+                                c += full * NR;
+                                continue;
+                            }
+                        }
+                        let (pn, l0) = (c / NR, c % NR);
+                        let l1 = NR.min(l0 + end - c);
+                        // The block's last panel: lanes past nc are zero.
+                        let store_to = if c + (l1 - l0) == nc { NR } else { l1 };
+                        // Output column of lane j: oxl + j.
+                        let oxl = ox0 + (c - col) as i64 - l0 as i64;
+                        let a = (va - oxl).clamp(l0 as i64, l1 as i64) as usize;
+                        let b = (vb - oxl).clamp(a as i64, l1 as i64) as usize;
+                        // Lane j reads row[(oxl + j)·sw] = base[j·sw].
+                        let base = row.wrapping_offset((oxl * sw) as isize);
+                        let d = dst.add((pn * kc + kx) * NR);
+                        for h in 0..vectors {
+                            let (lo, hi) = (h * l, (h + 1) * l);
+                            if store_to <= lo || l0 >= hi {
+                                continue;
+                            }
+                            // Lanes [a, b) of the panel read the row: those of this vector.
+                            let (va_h, vb_h) = (a.clamp(lo, hi) - lo, b.clamp(lo, hi) - lo);
+                            let vbase = base.wrapping_offset((lo as i64 * sw) as isize);
+                            let m = s.lanes(va_h, vb_h);
+                            // Plain loads where the window lies inside x (measured on a Xeon:
+                            // masked loads cost several times more here), masked ones at its
+                            // ends.
+                            let window = if sw == 2 { 2 * l } else { l };
+                            let plain = vbase >= xg && vbase.wrapping_add(window) <= xend;
+                            let v = if va_h >= vb_h {
+                                s.zero()
+                            } else if sw == 1 && plain {
+                                s.select(m, s.load(vbase), s.zero())
+                            } else if sw == 1 {
+                                s.load_masked(vbase, m, s.zero())
+                            } else if sw == 2 && plain {
+                                let e = s.deinterleave(s.load(vbase), s.load(vbase.add(l))).0;
+                                s.select(m, e, s.zero())
+                            } else if sw == 2 {
+                                // Window elements 2·va_h ..= 2·(vb_h − 1) hold the lanes' values.
+                                let (w0, w1) = (2 * va_h, 2 * vb_h - 1);
+                                let e = s.load_masked(vbase, s.lanes(w0, w1), s.zero());
+                                let f = s.load_masked(
+                                    vbase.wrapping_add(l),
+                                    s.lanes(w0.saturating_sub(l), w1.saturating_sub(l)),
+                                    s.zero(),
+                                );
+                                s.deinterleave(e, f).0
+                            } else {
+                                s.gather_masked(vbase, sw as isize, m, s.zero())
+                            };
+                            let (s0, s1) = (l0.clamp(lo, hi) - lo, store_to.clamp(lo, hi) - lo);
+                            if s0 == 0 && s1 == l {
+                                s.store(d.add(lo), v);
+                            } else {
+                                s.store_range(d.add(lo), s0, s1, v);
+                            }
+                        }
+                        c += l1 - l0;
                     }
-                    c += l1 - l0;
                 }
+                col = end;
             }
-            col = end;
         }
     }
 }
@@ -849,129 +864,6 @@ fn im2col_taps(g: &ConvGeometry, k0: usize, kc: usize) -> [Tap; gemm::KC] {
         *tap = im2col_tap(g, k0 + kx);
     }
     taps
-}
-
-/// `pack_im2col_2d` for NR-wide B panels with AVX2, panel by panel like
-/// `pack_im2col_2d_panels_avx512`: whole panels whose 16 lanes read inside the input row are
-/// two unaligned loads (stride 1) or four loads and an even-lane pick (stride 2); panels
-/// touching padding or an output-row end are assembled lane by lane.
-///
-/// # Safety
-/// As `pack_im2col`; AVX2 present; `kc <= gemm::KC`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments, reason = "block coordinates")]
-unsafe fn pack_im2col_2d_panels_avx2(
-    g: &ConvGeometry,
-    xg: *const f32,
-    k0: usize,
-    kc: usize,
-    n0: usize,
-    nc: usize,
-    dst: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    let last = g.input.len() - 1;
-    let iw = g.input[last];
-    let ow = g.output[last];
-    let sw = g.strides[last];
-    let plane_len = g.isize();
-    let rows = Rows::new(g);
-    let taps = im2col_taps(g, k0, kc);
-    let xend = xg.wrapping_add((g.c / g.group) as usize * plane_len);
-    // SAFETY: panel writes stay inside dst's kc × ⌈nc/NR⌉·NR block; input reads are of lanes
-    // whose row and column lie inside the channel plane (whole-panel loads are checked to
-    // stay inside x).
-    unsafe {
-        let mut col = 0;
-        while col < nc {
-            let q = (n0 + col) as i64;
-            let (oy, ox0) = (q / ow, q % ow);
-            let origin = rows.origin(oy);
-            let len = ((ow - ox0) as usize).min(nc - col);
-            let end = col + len;
-            for (kx, tap) in taps.iter().enumerate().take(kc) {
-                let (iy, inside) = match rows.row(&origin, &tap.lead) {
-                    Some(iy) => (iy, true),
-                    None => (0, false),
-                };
-                // Output columns [va, vb) of the run read inside the row.
-                let (va, vb) = if inside {
-                    let va = tap.lo.max(ox0);
-                    (va, tap.hi.min(ox0 + len as i64).max(va))
-                } else {
-                    (0, 0)
-                };
-                let row = xg
-                    .wrapping_add(tap.plane)
-                    .wrapping_offset((iy * iw + tap.shift) as isize);
-                let mut c = col;
-                while c < end {
-                    if c % NR == 0 && sw <= 2 {
-                        let oxl = ox0 + (c - col) as i64;
-                        let mut full = if oxl >= va && vb > oxl {
-                            (((vb - oxl) as usize) / NR).min((end - c) / NR)
-                        } else {
-                            0
-                        };
-                        let mut src = row.wrapping_offset((oxl * sw) as isize);
-                        if sw == 2 {
-                            // The 32-float window of the last full panel stays inside x.
-                            while full > 0 && src.wrapping_add(32 * full) > xend {
-                                full -= 1;
-                            }
-                        }
-                        if full > 0 {
-                            let mut d = dst.add((c / NR * kc + kx) * NR);
-                            for _ in 0..full {
-                                let (v0, v1) = if sw == 1 {
-                                    (_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(8)))
-                                } else {
-                                    (
-                                        crate::avx2::load_evens(src),
-                                        crate::avx2::load_evens(src.add(16)),
-                                    )
-                                };
-                                _mm256_storeu_ps(d, v0);
-                                _mm256_storeu_ps(d.add(8), v1);
-                                src = src.add(NR * sw as usize);
-                                d = d.add(kc * NR);
-                            }
-                            c += full * NR;
-                            continue;
-                        }
-                    }
-                    let (pn, l0) = (c / NR, c % NR);
-                    let l1 = NR.min(l0 + end - c);
-                    // The block's last panel: lanes past nc are zero.
-                    let store_to = if c + (l1 - l0) == nc { NR } else { l1 };
-                    // Output column of lane l: oxl + l.
-                    let oxl = ox0 + (c - col) as i64 - l0 as i64;
-                    let a = (va - oxl).clamp(l0 as i64, l1 as i64) as usize;
-                    let b = (vb - oxl).clamp(a as i64, l1 as i64) as usize;
-                    let mut buf = [0f32; NR];
-                    // Lane l reads row[(oxl + l)·sw], inside the row for a <= l < b.
-                    let base = row.wrapping_offset((oxl * sw) as isize);
-                    for (l, v) in buf.iter_mut().enumerate().take(b).skip(a) {
-                        *v = *base.wrapping_offset(l as isize * sw as isize);
-                    }
-                    let d = dst.add((pn * kc + kx) * NR);
-                    if l0 == 0 && store_to == NR {
-                        _mm256_storeu_ps(d, _mm256_loadu_ps(buf.as_ptr()));
-                        _mm256_storeu_ps(d.add(8), _mm256_loadu_ps(buf.as_ptr().add(8)));
-                    } else {
-                        std::ptr::copy_nonoverlapping(
-                            buf.as_ptr().add(l0),
-                            d.add(l0),
-                            store_to - l0,
-                        );
-                    }
-                    c += l1 - l0;
-                }
-            }
-            col = end;
-        }
-    }
 }
 
 /// Packs rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix into B panels.
@@ -2726,6 +2618,80 @@ mod tests {
             };
             for (i, v) in y.iter().enumerate() {
                 assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
+            }
+        }
+    }
+
+    /// The panel walk of the row-wise im2col packer, on every implementation of the SIMD
+    /// layer, equals the element-wise packer: strides 1-3 (plain, de-interleaved and
+    /// gathered reads), padding at both ends of rows, blocks starting mid-row and mid-panel,
+    /// 1-D to 3-D.
+    #[test]
+    fn im2col_panels_match_elementwise_packing() {
+        for g in [
+            geom(1, 3, 8, 1, &[9, 37], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+            geom(1, 4, 8, 1, &[11, 45], &[3, 5], &[2, 2], &[1, 1], &[1, 2]),
+            geom(1, 2, 4, 1, &[10, 50], &[3, 3], &[2, 3], &[1, 1], &[0, 1]),
+            geom(1, 3, 4, 1, &[23, 23], &[7, 7], &[2, 2], &[1, 1], &[3, 3]),
+            geom(1, 2, 4, 1, &[1, 61], &[1, 5], &[1, 1], &[1, 2], &[0, 4]),
+            geom(
+                1,
+                2,
+                4,
+                1,
+                &[4, 6, 20],
+                &[3, 3, 3],
+                &[1, 2, 1],
+                &[1, 1, 1],
+                &[1, 1, 1],
+            ),
+        ] {
+            assert!(row_packable(&g));
+            let cg = g.cg();
+            let x = rand(cg * g.isize(), 3);
+            let k = cg * g.ksize();
+            let n = g.osize();
+            for (k0, kc, n0, nc) in [
+                (0, k.min(gemm::KC), 0, n.min(gemm::NC)),
+                (
+                    1,
+                    (k - 1).min(7),
+                    5,
+                    n.min(gemm::NC).saturating_sub(9).max(1),
+                ),
+                (k / 2, k - k / 2, n / 3, (n - n / 3).min(gemm::NC)),
+            ] {
+                if kc == 0 || nc == 0 || kc > gemm::KC {
+                    continue;
+                }
+                let len = nc.div_ceil(NR) * kc * NR;
+                let mut want = vec![f32::NAN; len];
+                let mut base = Vec::new();
+                unsafe {
+                    pack_im2col(&g, x.as_ptr(), k0, kc, n0, nc, want.as_mut_ptr(), &mut base)
+                };
+                let mut got = vec![f32::NAN; len];
+                let w = Im2colPanels {
+                    g: &g,
+                    xg: x.as_ptr(),
+                    k0,
+                    kc,
+                    n0,
+                    nc,
+                    dst: got.as_mut_ptr(),
+                };
+                let gp = got.as_ptr();
+                unsafe {
+                    simd::for_each_isa(w, |isa, ()| {
+                        let got = std::slice::from_raw_parts(gp, len);
+                        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                a.to_bits() == b.to_bits(),
+                                "{isa} {g:?} block {k0}+{kc} x {n0}+{nc} [{i}]: {a} vs {b}"
+                            );
+                        }
+                    })
+                };
             }
         }
     }

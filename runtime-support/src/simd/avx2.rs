@@ -72,6 +72,19 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_maskstore_ps(p, m, v) }
     }
     #[inline(always)]
+    unsafe fn store_range(self, p: *mut f32, lo: usize, hi: usize, v: __m256) {
+        // vmaskmovps stores are microcoded on AMD cores (a dozen cycles or more): spill the
+        // vector and copy the range.
+        let mut buf = [0f32; 8];
+        // SAFETY: AVX2 present; buf holds 8 floats; p[lo..hi] writable (caller), hi ≤ 8.
+        unsafe {
+            _mm256_storeu_ps(buf.as_mut_ptr(), v);
+            if hi > lo {
+                std::ptr::copy_nonoverlapping(buf.as_ptr().add(lo), p.add(lo), hi.min(8) - lo);
+            }
+        }
+    }
+    #[inline(always)]
     unsafe fn gather_masked(
         self,
         p: *const f32,

@@ -78,6 +78,16 @@ pub unsafe trait Simd: Copy {
     /// # Safety
     /// `p.wrapping_add(l)` is writable for every lane `l` in `m`.
     unsafe fn store_masked(self, p: *mut f32, m: Self::M, v: Self::F);
+    /// Writes lanes `lo..hi` (`hi ≤ LANES`) to `p[lo..hi]`: `store_masked` over a range, or
+    /// whatever stores a range fastest (AVX2 on AMD: not `vmaskmovps`, which is microcoded).
+    ///
+    /// # Safety
+    /// `p[lo..hi]` is writable.
+    #[inline(always)]
+    unsafe fn store_range(self, p: *mut f32, lo: usize, hi: usize, v: Self::F) {
+        // SAFETY: forwarded.
+        unsafe { self.store_masked(p, self.lanes(lo, hi), v) }
+    }
     /// Lane `l` in `m` is `p[l·stride]`, the others `fill`; their addresses are not accessed.
     ///
     /// # Safety
