@@ -351,7 +351,7 @@ unsafe fn store_transposed_avx512(ct: *const f32, n: usize, m: usize, y: *mut f3
                 // SAFETY: row p0+i of ct, columns c0..c0+w.
                 *ri = unsafe { _mm512_maskz_loadu_ps(cmask, ct.add((p0 + i) * m + c0)) };
             }
-            super::transpose16(&mut r);
+            super::depthwise::transpose16(&mut r);
             for (j, rj) in r.iter().enumerate().take(w) {
                 let co = c0 + j;
                 let mut v = *rj;

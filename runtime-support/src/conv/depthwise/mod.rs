@@ -1,0 +1,558 @@
+//! Depthwise convolution (one input channel per output channel): planes read in place with
+//! AVX-512 (`in_place`), small planes channel-blocked (`blocked`), others zero-padded and
+//! split into stride phases (`depthwise_2d`); 3-D depthwise as 2-D slices (`depthwise_3d`).
+
+use super::{ConvGeometry, conv_f32};
+
+mod blocked;
+#[cfg(target_arch = "x86_64")]
+pub(super) mod in_place;
+
+use blocked::depthwise_blocked;
+#[cfg(target_arch = "x86_64")]
+pub(super) use blocked::transpose16;
+
+/// Runs a depthwise convolution on the best path for its geometry and the CPU.
+///
+/// # Safety
+/// As `conv_f32` for a depthwise geometry.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx512() && in_place::supported(g) {
+        // SAFETY: AVX-512 detected; forwarded contract.
+        unsafe { in_place::depthwise(g, x, w, bias, residual, lo, hi, y) };
+        return;
+    }
+    if let Some(dims) = g.depthwise_blocked_dims() {
+        #[cfg(target_arch = "x86_64")]
+        if crate::isa::avx2() && dims.0 * dims.1 + g.osize() <= DW_BLOCKED_MAX_CELLS_AVX2 {
+            // SAFETY: AVX2 and FMA detected; forwarded contract.
+            unsafe {
+                blocked::depthwise_blocked_avx2(g, x, w, bias, residual, lo, hi, y, scratch, dims)
+            };
+            return;
+        }
+        if g.osize() <= DW_BLOCKED_MAX_OUT {
+            // SAFETY: forwarded contract.
+            unsafe { depthwise_blocked(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+            return;
+        }
+    }
+    if let (2, Some(dims)) = (g.input.len(), g.depthwise_dims()) {
+        // SAFETY: forwarded contract.
+        unsafe { depthwise_2d(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+        return;
+    }
+    if let Some(g2) = g.depthwise_slice() {
+        // SAFETY: forwarded contract (scratch sized for the slices).
+        unsafe { depthwise_3d(g, &g2, x, w, bias, residual, lo, hi, y, scratch) };
+        return;
+    }
+    for plane in 0..depthwise_planes(g) {
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        // SAFETY: one plane of the geometry and its kernel.
+        unsafe { depthwise_plane(g, xp, wp, yp, bv, r, lo, hi) }
+    }
+}
+
+/// Channels per block of the channel-blocked depthwise kernel (one AVX-512 vector).
+pub(super) const DW_BLOCK: usize = 16;
+/// Largest output plane that goes channel-blocked. Its scalar transposes cost about what
+/// plane-by-plane setup costs at 14×14, so only smaller planes gain (measured: 7×7 outputs
+/// 1.8× faster, 14×14 equal, 28×28 2× slower).
+pub(super) const DW_BLOCKED_MAX_OUT: usize = 100;
+
+/// Largest channel-last buffer (padded input plus output cells of 16 channels) the AVX2
+/// channel-blocked kernel takes. Measured on Zen 3 (512 KB L2) against the plane path, in
+/// MobileNet: 56×56 stride 1 (6500 cells) 0.35 → 0.28 ms, 28×28 and smaller 1.5-3× faster,
+/// 112×112 → 56×56 stride 2 (15900 cells, 1 MB) 5% slower.
+pub(super) const DW_BLOCKED_MAX_CELLS_AVX2: usize = 8192;
+
+/// 2-D depthwise convolution: each plane is zero-padded and split into stride phases, so
+/// every kernel tap reads a contiguous run of a phase for 16 outputs at a time (computed in
+/// the phases' row pitch, cropped while applying the epilogue).
+///
+/// # Safety
+/// As `conv_f32` for a depthwise geometry with `dims = depthwise_dims()`.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise_2d(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+    (qh, qw, slack): (usize, usize, usize),
+) {
+    crate::multiversion!(depthwise_2d_planes(
+        g, x, w, bias, residual, lo, hi, y, scratch, qh, qw, slack
+    ))
+}
+
+/// Every plane of a 2-D depthwise convolution (one ISA dispatch for all of them).
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) fn depthwise_2d_planes(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+    qh: usize,
+    qw: usize,
+    slack: usize,
+) {
+    // A plain loop, not a closure: a closure body is compiled as its own function without
+    // the ISA features `multiversion!` enables (measured: the plane kernel ran in SSE
+    // registers without FMA, 3× slower than onnxruntime's depthwise convs).
+    for plane in 0..depthwise_planes(g) {
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        depthwise_body(g, xp, wp, yp, bv, r, lo, hi, scratch, qh, qw, slack)
+    }
+}
+
+/// 3-D depthwise convolution as 2-D ones (X3D's and MoViNet's 3×3×3 layers): output slice
+/// `od` of a plane accumulates, for every depth tap whose input slice lies inside the input,
+/// the 2-D depthwise convolution of that input slice with that kernel slice (`g2`, run by
+/// `conv_f32` on the CPU's best 2-D path), the bias and residual coming in with the first
+/// tap and the clamp going out with the last; a slice with no tap inside is bias (and
+/// residual) alone. The 2-D kernel's residual operand is the accumulator: it reads each
+/// output's residual just before writing that output.
+///
+/// # Safety
+/// As `conv_f32` for a 3-D depthwise geometry whose `depthwise_slice()` is `g2`.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise_3d(
+    g: &ConvGeometry,
+    g2: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    let (id, od, kd) = (g.input[0], g.output[0], g.kernel[0] as usize);
+    let (islice, oslice, kslice) = (g2.isize(), g2.osize(), g2.ksize());
+    for plane in 0..depthwise_planes(g) {
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        for o in 0..od {
+            let taps: Vec<(usize, usize)> = (0..kd)
+                .filter_map(|k| {
+                    let i = o * g.strides[0] + k as i64 * g.dilations[0] - g.pads[0];
+                    (0..id).contains(&i).then_some((k, i as usize))
+                })
+                .collect();
+            // SAFETY: slice `o` of the output plane (and of the residual plane).
+            let (ys, rs) = unsafe {
+                let ys = yp.add(o as usize * oslice);
+                (
+                    ys,
+                    if r.is_null() {
+                        r
+                    } else {
+                        r.add(o as usize * oslice)
+                    },
+                )
+            };
+            if taps.is_empty() {
+                for j in 0..oslice {
+                    // SAFETY: inside the output slice (and the residual slice).
+                    unsafe {
+                        let rv = if rs.is_null() { 0.0 } else { *rs.add(j) };
+                        *ys.add(j) = crate::clamp_ep(bv + rv, lo, hi);
+                    }
+                }
+                continue;
+            }
+            for (t, &(k, i)) in taps.iter().enumerate() {
+                let (first, last) = (t == 0, t + 1 == taps.len());
+                // SAFETY: input slice i, kernel slice k and output slice o of the plane;
+                // scratch holds what the 2-D geometry needs (`depthwise_scratch`).
+                unsafe {
+                    conv_f32(
+                        g2,
+                        xp.add(i * islice),
+                        wp.add(k * kslice),
+                        true,
+                        if first { &bv } else { std::ptr::null() },
+                        if first { rs } else { ys },
+                        if last { lo } else { f32::NEG_INFINITY },
+                        if last { hi } else { f32::INFINITY },
+                        ys,
+                        scratch,
+                    )
+                };
+            }
+        }
+    }
+}
+
+/// Number of (batch, channel) planes of a depthwise convolution.
+pub(super) fn depthwise_planes(g: &ConvGeometry) -> usize {
+    (g.n * g.m) as usize
+}
+
+/// (input plane, kernel, output plane, bias, residual plane or null) of depthwise plane
+/// `plane` (batch-major, as `depthwise_planes` counts them).
+#[inline(always)]
+pub(super) fn depthwise_plane_ptrs(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    y: *mut f32,
+    plane: usize,
+) -> (*const f32, *const f32, *mut f32, f32, *const f32) {
+    let osz = g.osize();
+    let (b, ch) = (plane / g.m as usize, plane % g.m as usize);
+    // SAFETY: plane offsets inside x, y, the residual and the weights.
+    unsafe {
+        let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
+        let r = if residual.is_null() {
+            residual
+        } else {
+            residual.add(plane * osz)
+        };
+        (
+            x.add(g.depthwise_input_plane(b, ch)),
+            w.add(ch * g.ksize()),
+            y.add(plane * osz),
+            bv,
+            r,
+        )
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) fn depthwise_body(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    bias: f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+    scratch: *mut f32,
+    qh: usize,
+    qw: usize,
+    slack: usize,
+) {
+    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
+    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
+    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
+    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
+    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
+    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
+    let phase_len = qh * qw + slack;
+    // Scratch: the phases (s0·s1 planes of qh × qw, zero-padded, with slack).
+    // SAFETY: within the scratch sized by depthwise_scratch().
+    let phases = unsafe {
+        let padded_len = qh * s0 * qw * s1;
+        std::slice::from_raw_parts_mut(scratch.add(padded_len), s0 * s1 * phase_len)
+    };
+    phases.fill(0.0);
+    for r in 0..ih {
+        // SAFETY: input row r.
+        let src = unsafe { std::slice::from_raw_parts(x.add(r * iw), iw) };
+        let pr = r + p0;
+        let (py, qy) = (pr % s0, pr / s0);
+        if s1 == 2 {
+            // Deinterleave the row into the two column phases in one pass.
+            let (ev, od) = if p1 % 2 == 0 { (0, 1) } else { (1, 0) };
+            let (qe, qo) = (p1 / 2, (p1 + 1) / 2);
+            let base_e = (py * s1 + ev) * phase_len + qy * qw;
+            let base_o = (py * s1 + od) * phase_len + qy * qw;
+            let (ne, no) = (iw.div_ceil(2), iw / 2);
+            crate::pool::pick_even(src, &mut phases[base_e + qe..base_e + qe + ne]);
+            if no > 0 {
+                crate::pool::pick_even(&src[1..], &mut phases[base_o + qo..base_o + qo + no]);
+            }
+            continue;
+        }
+        // Phase px holds padded columns px, px + s1, …: input columns c ≡ px - p1 (mod s1).
+        for px in 0..s1 {
+            let first_c = (px + s1 * p1.div_ceil(s1) - p1) % s1; // first c with (c + p1) % s1 == px
+            if first_c >= iw {
+                continue;
+            }
+            let qx0 = (first_c + p1) / s1;
+            let row = &mut phases[(py * s1 + px) * phase_len + qy * qw + qx0..];
+            if s1 == 1 {
+                row[..iw].copy_from_slice(src);
+            } else {
+                for (d, v) in row.iter_mut().zip(src[first_c..].iter().step_by(s1)) {
+                    *d = *v;
+                }
+            }
+        }
+    }
+    // Taps: (phase offset, weight), the phase offset already shifted by the tap's row and
+    // column inside its phase.
+    let mut taps = [(0usize, 0f32); 49];
+    let mut tap_vec = Vec::new();
+    let ntaps = kh * kw;
+    let taps: &mut [(usize, f32)] = if ntaps <= taps.len() {
+        &mut taps[..ntaps]
+    } else {
+        tap_vec.resize(ntaps, (0usize, 0f32));
+        &mut tap_vec
+    };
+    for ky in 0..kh {
+        let (py, dy) = ((ky * d0) % s0, (ky * d0) / s0);
+        for kx in 0..kw {
+            let (px, dx) = ((kx * d1) % s1, (kx * d1) / s1);
+            // SAFETY: kernel tap (ky, kx).
+            let wv = unsafe { *w.add(ky * kw + kx) };
+            taps[ky * kw + kx] = ((py * s1 + px) * phase_len + dy * qw + dx, wv);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx512() {
+        // SAFETY: AVX-512 detected; taps and phases as built above.
+        unsafe {
+            depthwise_chunks_avx512(phases.as_ptr(), taps, qw, oh, ow, bias, y, resid, lo, hi)
+        };
+        return;
+    }
+    // 16 outputs at a time with all taps accumulated in registers; the epilogue on the way
+    // out. Reads past a row's end stay inside the phase (its slack) and feed only lanes
+    // that are not stored.
+    const L: usize = 16;
+    // Four chunks at a time (independent accumulator chains: one chain would wait on the
+    // add latency at every tap).
+    const U: usize = 4;
+    let ph = phases.as_ptr();
+    let store = |oy: usize, ox: usize, acc: &[f32; L]| {
+        // SAFETY: output row oy, columns ox..min(ox+L, ow) (and the residual's).
+        unsafe { store_chunk(y, resid, oy * ow + ox, L.min(ow - ox), acc, lo, hi) }
+    };
+    let chunks_per_row = ow.div_ceil(L);
+    let total = oh * chunks_per_row;
+    let pos = |i: usize| (i / chunks_per_row, (i % chunks_per_row) * L);
+    let mut i = 0;
+    while i + U <= total {
+        let p: [(usize, usize); U] = std::array::from_fn(|u| pos(i + u));
+        let at: [usize; U] = std::array::from_fn(|u| p[u].0 * qw + p[u].1);
+        let mut acc = [[bias; L]; U];
+        for &(base, wv) in taps.iter() {
+            for u in 0..U {
+                // SAFETY: base + at + L ≤ phases.len() (the phase's slack).
+                let src = unsafe { ph.add(base + at[u]).cast::<[f32; L]>().read_unaligned() };
+                acc[u] = std::array::from_fn(|l| acc[u][l] + wv * src[l]);
+            }
+        }
+        for u in 0..U {
+            store(p[u].0, p[u].1, &acc[u]);
+        }
+        i += U;
+    }
+    while i < total {
+        let (oy, ox) = pos(i);
+        let at = oy * qw + ox;
+        let mut acc = [bias; L];
+        for &(base, wv) in taps.iter() {
+            // SAFETY: as above.
+            let src = unsafe { ph.add(base + at).cast::<[f32; L]>().read_unaligned() };
+            acc = std::array::from_fn(|l| acc[l] + wv * src[l]);
+        }
+        store(oy, ox, &acc);
+        i += 1;
+    }
+}
+
+/// The output loop of `depthwise_body` in AVX-512 registers: four 16-output chunks at a
+/// time accumulate every tap with FMAs (the portable loop's `a + w·x` stays a separate
+/// multiply and add), and each chunk is stored with the epilogue in one vector, the last
+/// of a row masked.
+///
+/// # Safety
+/// AVX-512F present; `ph + base + oy·qw + ox` is readable for 16 floats for every tap
+/// `(base, _)` and chunk (the phases' slack); `y` (and `resid` unless null) hold oh·ow
+/// floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise_chunks_avx512(
+    ph: *const f32,
+    taps: &[(usize, f32)],
+    qw: usize,
+    oh: usize,
+    ow: usize,
+    bias: f32,
+    y: *mut f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+) {
+    use std::arch::x86_64::*;
+    const L: usize = 16;
+    const U: usize = 4;
+    let per_row = ow.div_ceil(L);
+    let total = oh * per_row;
+    let tail: __mmask16 = if ow % L == 0 {
+        0xFFFF
+    } else {
+        ((1u32 << (ow % L)) - 1) as u16
+    };
+    let (lo_v, hi_v, bias_v) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_ps(bias));
+    // SAFETY (both closures and the loop): caller contract.
+    let store = |i: usize, acc: __m512| unsafe {
+        let (oy, ox) = (i / per_row, (i % per_row) * L);
+        let at = oy * ow + ox;
+        let m = if ox + L <= ow { 0xFFFF } else { tail };
+        let mut v = acc;
+        if !resid.is_null() {
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, resid.add(at)));
+        }
+        // max(lo, v) / min(hi, v): a NaN in v goes through (`crate::clamp_ep`).
+        v = _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, v));
+        _mm512_mask_storeu_ps(y.add(at), m, v);
+    };
+    let offset = |i: usize| (i / per_row) * qw + (i % per_row) * L;
+    let mut i = 0;
+    unsafe {
+        while i + U <= total {
+            let at: [usize; U] = std::array::from_fn(|u| offset(i + u));
+            let mut acc = [bias_v; U];
+            for &(base, wv) in taps {
+                let wv = _mm512_set1_ps(wv);
+                let p = ph.add(base);
+                for u in 0..U {
+                    acc[u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p.add(at[u])), acc[u]);
+                }
+            }
+            for (u, a) in acc.into_iter().enumerate() {
+                store(i + u, a);
+            }
+            i += U;
+        }
+        while i < total {
+            let at = offset(i);
+            let mut acc = bias_v;
+            for &(base, wv) in taps {
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(wv), _mm512_loadu_ps(ph.add(base + at)), acc);
+            }
+            store(i, acc);
+            i += 1;
+        }
+    }
+}
+
+/// y[at..at+cnt] = clamp(acc (+ residual)), cnt ≤ 16: full chunks as one vector store,
+/// partial ones lane by lane (a variable-length copy would be a memmove call).
+///
+/// # Safety
+/// `y` (and `resid` unless null) valid for positions at..at+cnt.
+#[inline(always)]
+pub(super) unsafe fn store_chunk(
+    y: *mut f32,
+    resid: *const f32,
+    at: usize,
+    cnt: usize,
+    acc: &[f32; 16],
+    lo: f32,
+    hi: f32,
+) {
+    const L: usize = 16;
+    // SAFETY: caller contract.
+    unsafe {
+        if cnt == L {
+            let res = if resid.is_null() {
+                [0f32; L]
+            } else {
+                resid.add(at).cast::<[f32; L]>().read_unaligned()
+            };
+            let v: [f32; L] = std::array::from_fn(|l| crate::clamp_ep(acc[l] + res[l], lo, hi));
+            y.add(at).cast::<[f32; L]>().write_unaligned(v);
+        } else {
+            for l in 0..cnt {
+                let r = if resid.is_null() {
+                    0.0
+                } else {
+                    *resid.add(at + l)
+                };
+                *y.add(at + l) = crate::clamp_ep(acc[l] + r, lo, hi);
+            }
+        }
+    }
+}
+
+/// Direct depthwise convolution of one channel plane.
+///
+/// # Safety
+/// `x`/`y` are one input/output plane, `w` the channel's kernel.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+pub(super) unsafe fn depthwise_plane(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    bias: f32,
+    resid: *const f32,
+    lo: f32,
+    hi: f32,
+) {
+    let nsp = g.input.len();
+    // Ranks other than 2 (2-D goes through `depthwise_2d`): straightforward loops.
+    let osz = g.osize();
+    let ks = g.ksize();
+    let mut opos = vec![0i64; nsp];
+    let mut tap = vec![0i64; nsp];
+    for o in 0..osz {
+        let mut r = o as i64;
+        for d in (0..nsp).rev() {
+            opos[d] = r % g.output[d];
+            r /= g.output[d];
+        }
+        let mut acc = bias;
+        for t in 0..ks {
+            let mut rr = t as i64;
+            for d in (0..nsp).rev() {
+                tap[d] = rr % g.kernel[d];
+                rr /= g.kernel[d];
+            }
+            let mut off = 0i64;
+            let mut inside = true;
+            for d in 0..nsp {
+                let q = opos[d] * g.strides[d] + tap[d] * g.dilations[d] - g.pads[d];
+                inside &= q >= 0 && q < g.input[d];
+                off = off * g.input[d] + q;
+            }
+            if inside {
+                // SAFETY: inside the plane and the kernel.
+                acc += unsafe { *x.add(off as usize) * *w.add(t) };
+            }
+        }
+        let r = if resid.is_null() {
+            0.0
+        } else {
+            unsafe { *resid.add(o) }
+        };
+        // SAFETY: inside the output plane.
+        unsafe { *y.add(o) = crate::clamp_ep(acc + r, lo, hi) };
+    }
+}

@@ -1,0 +1,462 @@
+//! `ConvGeometry`: one convolution's shape (shared with the compiler, which encodes it into
+//! the kernel's parameter blob and sizes the scratch from it), its derived extents, and the
+//! choice of path (`conv_f32` dispatches on it): indirect, pixel-major, depthwise variants,
+//! Winograd, packed weights.
+
+use super::depthwise::DW_BLOCK;
+use super::indirect::INDIRECT_MAX_RESULT;
+use crate::gemm::{self, MR, NR, pack};
+
+/// Geometry of one convolution (NC[spatial] layout).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvGeometry {
+    pub n: i64,
+    pub c: i64,
+    pub m: i64,
+    pub group: i64,
+    pub input: Vec<i64>,
+    pub kernel: Vec<i64>,
+    pub output: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dilations: Vec<i64>,
+    /// Padding at the start of each spatial dim.
+    pub pads: Vec<i64>,
+    /// The weights are laid out for a target with 512-bit vectors (AVX-512). Layout choices
+    /// made where the model is compiled whose best answer depends on the vector width
+    /// follow it (`use_winograd` for 32-63 output channels); the kernels run correctly on
+    /// any CPU either way.
+    pub wide_simd: bool,
+    /// Never use Winograd (`onnxc --no-winograd`): direct convolution's rounding error
+    /// (F(4×4, 3×3) has about 15× more, ~3e-5 of the output's RMS against ~2e-6).
+    pub no_winograd: bool,
+    /// Depthwise only: channel `ch` of every image reads the input plane at element offset
+    /// `input_planes[ch]` of the image (a channel permutation — ShuffleNet's shuffle —
+    /// absorbed by the compiler). Empty: plane `ch`, as usual.
+    pub input_planes: Vec<i64>,
+}
+
+impl ConvGeometry {
+    /// `[nsp, n, c, m, group, flags, input.., kernel.., output.., strides.., dilations..,
+    /// pads.., input_planes..]`; flags: bit 0 `wide_simd`, bit 1 `no_winograd`, bit 2
+    /// `input_planes` present (`c` of them).
+    pub fn encode(&self) -> Vec<i64> {
+        let mut p = vec![
+            self.input.len() as i64,
+            self.n,
+            self.c,
+            self.m,
+            self.group,
+            self.wide_simd as i64
+                | (self.no_winograd as i64) << 1
+                | (!self.input_planes.is_empty() as i64) << 2,
+        ];
+        for v in [
+            &self.input,
+            &self.kernel,
+            &self.output,
+            &self.strides,
+            &self.dilations,
+            &self.pads,
+        ] {
+            p.extend_from_slice(v);
+        }
+        p.extend_from_slice(&self.input_planes);
+        p
+    }
+
+    /// # Safety
+    /// `p` must point to an array written by `encode`.
+    pub unsafe fn decode(p: *const i64) -> ConvGeometry {
+        // SAFETY: the caller guarantees the layout of `encode`.
+        unsafe {
+            let nsp = *p as usize;
+            let hdr = std::slice::from_raw_parts(p, 6);
+            let rest = std::slice::from_raw_parts(p.add(6), 6 * nsp);
+            let part = |i: usize| rest[i * nsp..(i + 1) * nsp].to_vec();
+            let input_planes = if hdr[5] & 4 != 0 {
+                std::slice::from_raw_parts(p.add(6 + 6 * nsp), hdr[2] as usize).to_vec()
+            } else {
+                Vec::new()
+            };
+            ConvGeometry {
+                n: hdr[1],
+                c: hdr[2],
+                m: hdr[3],
+                group: hdr[4],
+                wide_simd: hdr[5] & 1 != 0,
+                no_winograd: hdr[5] & 2 != 0,
+                input: part(0),
+                kernel: part(1),
+                output: part(2),
+                strides: part(3),
+                dilations: part(4),
+                pads: part(5),
+                input_planes,
+            }
+        }
+    }
+
+    /// Element offset of the input plane that output channel `ch` of image `b` reads
+    /// (depthwise; `input_planes` applied).
+    #[inline]
+    pub(super) fn depthwise_input_plane(&self, b: usize, ch: usize) -> usize {
+        let image = b * self.c as usize * self.isize();
+        match self.input_planes.get(ch) {
+            Some(&off) => image + off as usize,
+            None => image + ch * self.isize(),
+        }
+    }
+
+    pub(super) fn cg(&self) -> usize {
+        (self.c / self.group) as usize
+    }
+    pub(super) fn mg(&self) -> usize {
+        (self.m / self.group) as usize
+    }
+    pub(super) fn ksize(&self) -> usize {
+        self.kernel.iter().product::<i64>() as usize
+    }
+    pub(super) fn osize(&self) -> usize {
+        self.output.iter().product::<i64>() as usize
+    }
+    pub(super) fn isize(&self) -> usize {
+        self.input.iter().product::<i64>() as usize
+    }
+    /// K of the per-group GEMM.
+    pub(super) fn kdim(&self) -> usize {
+        self.cg() * self.ksize()
+    }
+
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel.iter().all(|&k| k == 1)
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pads.iter().all(|&p| p == 0)
+            && self.input == self.output
+    }
+
+    /// One input and one output channel per group: a direct kernel, weights unpacked.
+    pub fn is_depthwise(&self) -> bool {
+        self.cg() == 1 && self.mg() == 1
+    }
+
+    /// Padded-plane geometry of the depthwise path: (stride phases' rows, columns, slack).
+    pub(super) fn depthwise_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.input.len() != 2 {
+            return None;
+        }
+        let s = |d: usize| self.strides[d] as usize;
+        let ph = (self.input[0] + self.pads[0]) as usize + self.pad_end_2d(0);
+        let pw = (self.input[1] + self.pads[1]) as usize + self.pad_end_2d(1);
+        let (qh, qw) = (ph.div_ceil(s(0)), pw.div_ceil(s(1)));
+        let slack = qw * ((self.kernel[0] * self.dilations[0]) as usize / s(0) + 1)
+            + (self.kernel[1] * self.dilations[1]) as usize
+            + 16;
+        Some((qh, qw, slack))
+    }
+
+    /// Bottom/right padding needed so that every tap of every output is inside the plane.
+    pub(super) fn pad_end_2d(&self, d: usize) -> usize {
+        ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1
+            - self.input[d]
+            - self.pads[d])
+            .max(0) as usize
+    }
+
+    /// The 2-D depthwise convolution of one depth slice of one plane, through which a 3-D
+    /// depthwise convolution runs (`depthwise_3d`); None for other geometries.
+    pub(super) fn depthwise_slice(&self) -> Option<ConvGeometry> {
+        if self.input.len() != 3 || !self.is_depthwise() {
+            return None;
+        }
+        Some(ConvGeometry {
+            n: 1,
+            c: 1,
+            m: 1,
+            group: 1,
+            input: self.input[1..].to_vec(),
+            kernel: self.kernel[1..].to_vec(),
+            output: self.output[1..].to_vec(),
+            strides: self.strides[1..].to_vec(),
+            dilations: self.dilations[1..].to_vec(),
+            pads: self.pads[1..].to_vec(),
+            wide_simd: self.wide_simd,
+            no_winograd: self.no_winograd,
+            input_planes: Vec::new(),
+        })
+    }
+
+    pub(super) fn depthwise_scratch(&self) -> usize {
+        if let Some(g2) = self.depthwise_slice() {
+            return g2.depthwise_scratch();
+        }
+        // Whichever path the running CPU takes (`conv_f32`): in place (AVX-512, horizontal
+        // stride 1 or 2: no scratch), channel-blocked (AVX2, small planes otherwise) or
+        // plane by plane.
+        let blocked = match self.depthwise_blocked_dims() {
+            Some((hp, wp)) => (hp * wp + self.osize() + self.ksize()) * DW_BLOCK,
+            None => 0,
+        };
+        let planes = match self.depthwise_dims() {
+            Some((qh, qw, slack)) => {
+                let (s0, s1) = (self.strides[0] as usize, self.strides[1] as usize);
+                let padded = qh * s0 * qw * s1;
+                let phases = s0 * s1 * (qh * qw + slack);
+                padded + phases
+            }
+            None => 0,
+        };
+        blocked.max(planes)
+    }
+
+    /// Padded extents (rows, columns) of the channel-blocked depthwise path
+    /// (`depthwise_blocked`), for 2-D depthwise convs with at least half a block of
+    /// channels. `conv_f32` takes it with AVX2 (8×8 register transposes in and out) while
+    /// its buffer fits in L2, and for small planes otherwise, where per-plane setup would
+    /// dominate their few outputs.
+    pub(super) fn depthwise_blocked_dims(&self) -> Option<(usize, usize)> {
+        if self.input.len() != 2 || !self.is_depthwise() || self.m < DW_BLOCK as i64 / 2 {
+            return None;
+        }
+        let span = |d: usize| {
+            ((self.output[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1)
+                as usize
+        };
+        Some((span(0), span(1)))
+    }
+
+    /// Compute the product pixel-major (C^T = cols^T · W^T: output positions as the rows of the
+    /// register tile, output channels as its columns) rather than channel-major. Pays when the
+    /// output has few positions (7×7, 14×14 maps): a 12×32 tile then wastes fewer lanes along
+    /// the positions (49 = 4·12 + 1 rather than 2·32 − 15), and the weights become the packed
+    /// B operand, streamed once in long contiguous panels. The result goes through a
+    /// transposing store with the epilogue, so it is limited to small outputs.
+    pub fn pixel_major(&self) -> bool {
+        if self.input.len() != 2
+            || self.is_depthwise()
+            || self.use_winograd()
+            || self.kdim() == 0
+            || !self.pm_offsets_fit()
+        {
+            return false;
+        }
+        let (n, m) = (self.osize(), self.mg());
+        if n > 512 {
+            return false;
+        }
+        // Pointwise and stride-1 k×k convs read their input in place channel-major (the
+        // indirect path); pixel-major they gather it into A panels (`pixel_major.rs`), which
+        // pays only where the lane gain is large: 7×7 maps (Zen 5, AVX-512: ResNet-50's
+        // 2048→512 1×1 170 → 208 GFLOP/s, 512→512 3×3 168 → 206; its AVX2 kernels 85 → 97
+        // and 76 → 86), not 14×14 (1024→128 1×1 190 → 168, DenseNet's 128→32 3×3 163 → 115).
+        if (self.is_pointwise() || self.indirect_dims().is_some()) && n > 100 {
+            return false;
+        }
+        // Fraction of each tile's lanes doing useful work in either orientation; the switch
+        // needs a clear gain: 7×7 outputs (0.91 vs 0.76) run 15-23% faster; 14×14 ones (0.99
+        // vs 0.87) of strided convs, which pack their input either way, 6-20% (Zen 5:
+        // ResNet-50's 256→256 3×3/2 165-175 → 193-197 GFLOP/s, its 512→256 1×1/2 166 → 177;
+        // 512→1024 1×1/2 level).
+        let eff = |rows: usize, cols: usize| {
+            (rows as f64 / rows.next_multiple_of(MR) as f64)
+                * (cols as f64 / cols.next_multiple_of(2 * NR) as f64)
+        };
+        eff(n, m) > 1.1 * eff(m, n)
+    }
+
+    /// Implicit GEMM over shifted views of a zero-padded input (stride-1 2-D convs with a
+    /// kernel wider than 1×1): output positions are computed in the padded input's row
+    /// pitch, so row (c, ty, tx) of the im2col matrix is the padded plane of channel c read
+    /// from offset ty·pitch + tx — no im2col packing at all. Returns (padded rows, pitch,
+    /// columns computed) or None when the layer takes another path.
+    pub(super) fn indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.strides != [1, 1] {
+            return None;
+        }
+        self.phase_dims()
+    }
+
+    /// The indirect path for strided 2-D convs, through stride phases: the padded input is
+    /// split into sh·sw phase planes (phase (a, b) holds padded rows a, a+sh, … and columns
+    /// b, b+sw, …), so every tap reads a contiguous shifted view of one phase plane and the
+    /// outputs come out in the phase pitch. Whether the running CPU takes it is
+    /// `strided_indirect_pays`. Layers that go pixel-major keep that path.
+    pub(super) fn strided_indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.strides == [1, 1] || self.pixel_major() {
+            return None;
+        }
+        self.phase_dims()
+    }
+
+    /// (phase plane rows, pitch, columns computed) of the indirect path for this geometry's
+    /// strides (a single phase at stride 1), or None when it does not apply.
+    pub(super) fn phase_dims(&self) -> Option<(usize, usize, usize)> {
+        if self.input.len() != 2
+            || self.is_pointwise()
+            || self.is_depthwise()
+            || self.use_winograd()
+            || self.kdim() == 0
+            || self.strides.iter().any(|&s| s < 1)
+        {
+            return None;
+        }
+        let ext = |d: usize| ((self.kernel[d] - 1) * self.dilations[d] + 1) as usize;
+        let (oh, ow) = (self.output[0] as usize, self.output[1] as usize);
+        let (sh, sw) = (self.strides[0] as usize, self.strides[1] as usize);
+        let (qh, qw) = (oh + (ext(0) - 1) / sh, ow + (ext(1) - 1) / sw);
+        if oh == 0 || ow == 0 {
+            return None;
+        }
+        // The padding columns are computed too: worth it while the tiles computed stay within
+        // 25% of the packing path's (which pays for im2col instead). Measured in SqueezeNet
+        // on Zen 3: its 13×13 3×3 expands (17% more tiles) ran 0.60 → 0.30 and 1.00 → 0.68 ms
+        // in the model, though equal in the warm layer benchmark.
+        if 100 * (oh * qw).next_multiple_of(2 * NR) > 125 * (oh * ow).next_multiple_of(2 * NR) {
+            return None;
+        }
+        // The result's pitch: whole tiles of either GEMM layout (which one runs is decided
+        // on the CPU that runs the model; the workspace is sized where it is compiled).
+        let cols = gemm::indirect_cols(oh * qw);
+        // The result goes through a buffer in the padded pitch and is compacted afterwards:
+        // beyond L2 that extra pass costs what skipping im2col saves (measured: neutral at
+        // 64×56×56, a loss for larger outputs).
+        if self.mg().next_multiple_of(MR) * cols > INDIRECT_MAX_RESULT {
+            return None;
+        }
+        Some((qh, qw, cols))
+    }
+
+    /// Whether `conv_f32` takes the indirect path on this CPU.
+    pub fn uses_indirect(&self) -> bool {
+        self.run_indirect_dims().is_some()
+    }
+
+    /// The indirect path's dims when `conv_f32` takes it on this CPU.
+    pub(super) fn run_indirect_dims(&self) -> Option<(usize, usize, usize)> {
+        if !gemm::indirect_b_available() {
+            return None;
+        }
+        match self.indirect_dims() {
+            Some(d) => Some(d),
+            None if strided_indirect_pays(self) => self.strided_indirect_dims(),
+            None => None,
+        }
+    }
+
+    /// Scratch floats of the indirect path: padded input planes (with slack for the last
+    /// tile's reads), the result in the padded pitch, the row offsets.
+    pub(super) fn indirect_scratch(&self) -> usize {
+        match self.indirect_dims().or(self.strided_indirect_dims()) {
+            Some((qh, qw, cols)) => {
+                let phases = (self.strides[0] * self.strides[1]) as usize;
+                let plane = qh * qw;
+                let pin = (self.cg() * phases * plane + plane + cols).next_multiple_of(16);
+                let c = (self.mg().next_multiple_of(MR) * cols).next_multiple_of(16);
+                pin + c + 2 * self.kdim() + 16
+            }
+            None => 0,
+        }
+    }
+
+    /// Floats of the packed weights of one group.
+    pub(super) fn packed_weights_per_group(&self) -> usize {
+        if self.pixel_major() {
+            pack::packed_b_len(self.kdim(), self.mg())
+        } else {
+            pack::packed_a_len(self.mg(), self.kdim())
+        }
+    }
+
+    /// Floats of the packed weights (`pack_weights`).
+    pub fn packed_weights_len(&self) -> usize {
+        if self.use_winograd() {
+            return self.winograd_weights_len();
+        }
+        if self.is_depthwise() {
+            self.m as usize * self.ksize()
+        } else {
+            self.group as usize * self.packed_weights_per_group()
+        }
+    }
+
+    /// Packs each group's `[mg, kd]` weight matrix: as A panels (channel-major) or, transposed,
+    /// as B panels (pixel-major).
+    ///
+    /// # Safety
+    /// `w` holds the `[M, kd]` weights, `dst` `packed_weights_len()` floats.
+    pub(super) unsafe fn pack_gemm_weights(&self, w: *const f32, dst: *mut f32) {
+        let (mg, kd) = (self.mg(), self.kdim());
+        let per = self.packed_weights_per_group();
+        for g in 0..self.group as usize {
+            // SAFETY: group g's weights are rows g*mg.. of the [M, kd] matrix.
+            unsafe {
+                if self.pixel_major() {
+                    pack::pack_b(w.add(g * mg * kd), kd, true, kd, mg, dst.add(g * per));
+                } else {
+                    pack::pack_a(w.add(g * mg * kd), kd, false, mg, kd, dst.add(g * per));
+                }
+            }
+        }
+    }
+
+    /// Weights `[M, C/group, kernel…]` in the layout `onnxc_conv_f32` reads.
+    pub fn pack_weights(&self, w: &[f32]) -> Vec<f32> {
+        if self.use_winograd() {
+            return self.winograd_pack(w);
+        }
+        if self.is_depthwise() {
+            return w.to_vec();
+        }
+        assert_eq!(
+            w.len(),
+            self.m as usize * self.kdim(),
+            "conv weights of the wrong size"
+        );
+        let mut out = vec![0f32; self.packed_weights_len()];
+        // SAFETY: sizes checked above.
+        unsafe { self.pack_gemm_weights(w.as_ptr(), out.as_mut_ptr()) };
+        out
+    }
+
+    /// Scratch floats `onnxc_conv_f32` needs (plus the packed weights when they are packed at
+    /// run time).
+    pub fn scratch_floats(&self, weights_packed: bool) -> usize {
+        let w = if weights_packed {
+            0
+        } else {
+            self.packed_weights_len()
+        };
+        let b = if self.use_winograd() {
+            self.winograd_scratch()
+        } else if self.is_depthwise() {
+            self.depthwise_scratch()
+        } else if self.pixel_major() {
+            self.pm_scratch()
+        } else {
+            // The run-time CPU decides between the indirect and the packing path.
+            (gemm::scratch_len(self.osize(), false) + self.osize() * 2).max(self.indirect_scratch())
+        };
+        w + b
+    }
+}
+
+/// Whether the stride-phase indirect path (`strided_indirect_dims`) beats im2col packing on
+/// this CPU. With AVX2 alone (Zen 3) it does for every strided layer measured (ResNet-50's
+/// and Inception v2's stride-2 3×3 convs: see ARCHITECTURE.md). With AVX-512 it depends on
+/// the core: on Intel (Emerald Rapids) the AVX-512 im2col packer beat it by 25-40%; on AMD
+/// Zen 5 it wins for kernels wider than 1×1 (ResNet-50's stride-2 3×3 convs 1.59 → 1.35
+/// and 1.58 → 1.38 ms in the model) and loses for 1×1 ones (512→1024 at 28→14: 1.24 →
+/// 1.32 ms), whose im2col is a plain subsampling copy.
+pub(super) fn strided_indirect_pays(g: &ConvGeometry) -> bool {
+    if !gemm::indirect_wide_tiles() {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::isa::amd() && g.kernel.iter().any(|&k| k > 1)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = g;
+        false
+    }
+}

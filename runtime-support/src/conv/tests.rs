@@ -1,0 +1,503 @@
+//! Convolution against a direct float64 reference on every path (the ISA cap selects the
+//! tiers in CI), with epilogues, packed and raw weights, scratch guards.
+
+use super::*;
+
+use crate::test_rand as rand;
+
+/// Direct convolution: the oracle.
+fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+    let nsp = g.input.len();
+    let (cg, mg, ks, osz, isz) = (g.cg(), g.mg(), g.ksize(), g.osize(), g.isize());
+    let mut y = vec![0f32; g.n as usize * g.m as usize * osz];
+    for b in 0..g.n as usize {
+        for m in 0..g.m as usize {
+            let grp = m / mg;
+            for o in 0..osz {
+                let mut op = vec![0i64; nsp];
+                let mut r = o as i64;
+                for d in (0..nsp).rev() {
+                    op[d] = r % g.output[d];
+                    r /= g.output[d];
+                }
+                let mut acc = bias[m] as f64;
+                for c in 0..cg {
+                    for t in 0..ks {
+                        let mut tp = vec![0i64; nsp];
+                        let mut rr = t as i64;
+                        for d in (0..nsp).rev() {
+                            tp[d] = rr % g.kernel[d];
+                            rr /= g.kernel[d];
+                        }
+                        let mut off = 0i64;
+                        let mut inside = true;
+                        for d in 0..nsp {
+                            let q = op[d] * g.strides[d] + tp[d] * g.dilations[d] - g.pads[d];
+                            inside &= q >= 0 && q < g.input[d];
+                            off = off * g.input[d] + q;
+                        }
+                        if inside {
+                            acc += x[(b * g.c as usize + grp * cg + c) * isz + off as usize] as f64
+                                * w[(m * cg + c) * ks + t] as f64;
+                        }
+                    }
+                }
+                y[(b * g.m as usize + m) * osz + o] = acc as f32;
+            }
+        }
+    }
+    y
+}
+
+pub(super) fn geom(
+    n: i64,
+    c: i64,
+    m: i64,
+    group: i64,
+    input: &[i64],
+    kernel: &[i64],
+    strides: &[i64],
+    dil: &[i64],
+    pads: &[i64],
+) -> ConvGeometry {
+    let output: Vec<i64> = (0..input.len())
+        .map(|d| (input[d] + 2 * pads[d] - (kernel[d] - 1) * dil[d] - 1) / strides[d] + 1)
+        .collect();
+    ConvGeometry {
+        n,
+        c,
+        m,
+        group,
+        input: input.into(),
+        kernel: kernel.into(),
+        output,
+        strides: strides.into(),
+        dilations: dil.into(),
+        pads: pads.into(),
+        wide_simd: crate::isa::wide_simd(),
+        no_winograd: false,
+        input_planes: Vec::new(),
+    }
+}
+
+#[test]
+fn matches_direct_convolution() {
+    let cases = [
+        geom(1, 3, 8, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(2, 16, 20, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+        geom(1, 8, 12, 2, &[10, 9], &[3, 2], &[2, 1], &[1, 2], &[1, 0]),
+        geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 6, 6, 6, &[13, 12], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        // Channel-blocked depthwise: a partial block, strides, dilation, 5×5, batch.
+        geom(2, 40, 40, 40, &[7, 7], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 24, 24, 24, &[15, 13], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 16, 16, 16, &[8, 9], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
+        geom(1, 20, 20, 20, &[9, 9], &[5, 5], &[2, 2], &[1, 1], &[2, 2]),
+        // Plane by plane: rows wider than a vector at stride 2, rows of whole vectors.
+        geom(1, 32, 32, 32, &[40, 37], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 16, 16, 16, &[32, 32], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // In place (AVX-512, `depthwise512`): 3×3/1 with partial strips and a last block
+        // of 3 rows, output wider than the input (padding 2), 5×5/1, 3×3/2 with a partial
+        // last strip and odd heights, unpadded; the one-row loops: 3×5, vertical stride
+        // 2, 1×1 and 7×7 at stride 2; stride 3 (the phase path).
+        geom(1, 20, 20, 20, &[19, 37], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(2, 5, 5, 5, &[9, 18], &[3, 3], &[1, 1], &[1, 1], &[2, 2]),
+        geom(1, 8, 8, 8, &[23, 17], &[5, 5], &[1, 1], &[1, 1], &[2, 2]),
+        geom(1, 8, 8, 8, &[57, 50], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 4, 4, 4, &[9, 40], &[3, 3], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 6, 6, 6, &[11, 21], &[3, 5], &[1, 1], &[1, 1], &[1, 2]),
+        geom(1, 4, 4, 4, &[10, 20], &[3, 3], &[2, 1], &[1, 1], &[1, 1]),
+        geom(1, 16, 16, 16, &[9, 33], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 4, 4, 4, &[30, 40], &[7, 7], &[2, 2], &[1, 1], &[3, 3]),
+        // 7×7/1 (blocked, ConvNeXt): partial strips, a last block of 1-3 rows.
+        geom(1, 5, 5, 5, &[13, 21], &[7, 7], &[1, 1], &[1, 1], &[3, 3]),
+        // 5×5/2 (blocked, EfficientNet): partial strips, odd sizes, no padding.
+        geom(2, 6, 6, 6, &[23, 41], &[5, 5], &[2, 2], &[1, 1], &[2, 2]),
+        geom(1, 3, 3, 3, &[12, 35], &[5, 5], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[3, 3], &[1, 1], &[1, 1]),
+        geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
+        geom(
+            1,
+            2,
+            3,
+            1,
+            &[5, 6, 4],
+            &[3, 3, 2],
+            &[1, 2, 1],
+            &[1, 1, 1],
+            &[1, 1, 0],
+        ),
+        geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Row-wise im2col beyond 2-D: 3-D with K over two blocks and rows crossing
+        // panels, 3-D strided and dilated with batch, 3-D groups with a stride wider
+        // than the kernel; 1-D strided and dilated (as run by the runtime's own callers;
+        // compiled models run 1-D convs as 2-D ones over one row: the next ones);
+        // 4-D (the element-wise packer).
+        geom(
+            1,
+            12,
+            16,
+            1,
+            &[6, 9, 21],
+            &[3, 3, 3],
+            &[1, 1, 1],
+            &[1, 1, 1],
+            &[1, 1, 1],
+        ),
+        geom(
+            2,
+            5,
+            8,
+            1,
+            &[9, 11, 37],
+            &[3, 2, 3],
+            &[2, 1, 2],
+            &[1, 2, 1],
+            &[1, 0, 1],
+        ),
+        geom(
+            1,
+            8,
+            12,
+            2,
+            &[5, 6, 7],
+            &[2, 3, 3],
+            &[1, 2, 3],
+            &[1, 1, 1],
+            &[0, 1, 1],
+        ),
+        // 3-D depthwise (2-D slices): 3×3×3, strided and dilated with batch, output
+        // slices whose depth taps all fall in the padding.
+        geom(
+            1,
+            5,
+            5,
+            5,
+            &[6, 9, 21],
+            &[3, 3, 3],
+            &[1, 1, 1],
+            &[1, 1, 1],
+            &[1, 1, 1],
+        ),
+        geom(
+            2,
+            4,
+            4,
+            4,
+            &[5, 11, 37],
+            &[3, 3, 3],
+            &[2, 2, 2],
+            &[2, 1, 1],
+            &[3, 1, 1],
+        ),
+        geom(
+            1,
+            3,
+            3,
+            3,
+            &[3, 8, 8],
+            &[2, 3, 3],
+            &[1, 1, 1],
+            &[1, 1, 1],
+            &[4, 1, 1],
+        ),
+        geom(1, 16, 24, 1, &[200], &[3], &[2], &[1], &[1]),
+        geom(1, 8, 8, 1, &[50], &[3], &[1], &[3], &[3]),
+        geom(1, 16, 24, 1, &[1, 200], &[1, 3], &[1, 2], &[1, 1], &[0, 1]),
+        geom(1, 8, 8, 8, &[1, 100], &[1, 31], &[1, 1], &[1, 1], &[0, 15]),
+        geom(
+            1,
+            2,
+            3,
+            1,
+            &[3, 4, 5, 6],
+            &[2, 2, 2, 2],
+            &[1, 1, 2, 1],
+            &[1, 1, 1, 1],
+            &[1, 0, 0, 1],
+        ),
+        // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
+        geom(1, 32, 64, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(2, 64, 128, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
+        geom(1, 40, 65, 1, &[5, 61], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Panels spanning two tile rows (7 tiles per row padded to 8), tiles past the
+        // last row (7 rows: 56 tiles in 4 panels).
+        geom(1, 32, 64, 1, &[14, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 48, 70, 1, &[13, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Winograd F(4×4, 3×3) (maps of 20 and more; AVX-512, AVX2 or portable transforms
+        // by the ISA cap): odd sizes with tiles past the edges, no padding with groups
+        // and batch, 28×28.
+        ConvGeometry {
+            wide_simd: true,
+            no_winograd: false,
+            ..geom(1, 32, 64, 1, &[29, 45], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+        },
+        ConvGeometry {
+            wide_simd: true,
+            no_winograd: false,
+            ..geom(2, 64, 128, 2, &[30, 33], &[3, 3], &[1, 1], &[1, 1], &[0, 0])
+        },
+        ConvGeometry {
+            wide_simd: true,
+            no_winograd: false,
+            ..geom(1, 40, 70, 1, &[28, 28], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+        },
+        // Input channels over two K blocks of the packed transformed input.
+        geom(1, 260, 40, 1, &[10, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Pixel-major: small strided outputs, many output channels (edges in both tile
+        // dims, K above one block, groups).
+        geom(1, 40, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(2, 300, 64, 1, &[13, 13], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 16, 128, 2, &[7, 7], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 24, 70, 1, &[5, 21], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 64, 256, 1, &[14, 14], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 64, 128, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+        // Pixel-major from the input in place (7×7 pointwise, batch and groups) and from
+        // zero-padded planes (a 3×3 and a dilated 3×3 the indirect path would take
+        // elsewhere).
+        geom(2, 48, 128, 2, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+        geom(1, 40, 96, 1, &[7, 7], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 20, 64, 1, &[8, 9], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
+        // Padding at the end only (SAME_UPPER at stride 2: outputs 4 = ⌈8/2⌉).
+        ConvGeometry {
+            output: vec![4, 4],
+            ..geom(1, 24, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[0, 0])
+        },
+        // More output channels than one column block of the packed weights.
+        geom(1, 8, 1100, 1, &[6, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        // Indirect (padded-pitch implicit GEMM): dilation, 5×5, asymmetric padding via
+        // the output size, groups, K over several blocks.
+        geom(1, 8, 20, 1, &[12, 40], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
+        geom(2, 6, 13, 1, &[17, 40], &[5, 5], &[1, 1], &[1, 1], &[2, 1]),
+        geom(1, 20, 30, 2, &[9, 16], &[3, 3], &[1, 1], &[1, 1], &[0, 1]),
+        geom(1, 31, 64, 1, &[11, 12], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Indirect in 8 × 48 tiles: 32 and 16 output channels, K over two blocks, groups.
+        geom(1, 16, 32, 1, &[20, 22], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 40, 16, 1, &[12, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(2, 32, 64, 2, &[15, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Channel-major im2col (the panel packer): a stem-like 7×7/2 whose 19-wide output
+        // rows cross panels, an AlexNet-like 11×11/4 (gathered lanes), stride 3×2 with
+        // dilation, K over two blocks, outputs narrower than a panel.
+        geom(1, 3, 16, 1, &[35, 37], &[7, 7], &[2, 2], &[1, 1], &[3, 3]),
+        geom(1, 3, 8, 1, &[45, 47], &[11, 11], &[4, 4], &[1, 1], &[2, 2]),
+        geom(1, 5, 8, 1, &[20, 23], &[3, 3], &[3, 2], &[2, 2], &[1, 1]),
+        geom(1, 40, 8, 1, &[40, 34], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 4, 8, 1, &[9, 9], &[3, 3], &[2, 2], &[1, 1], &[0, 0]),
+        // Strided with a result too large for the indirect path: im2col on every CPU.
+        geom(1, 3, 64, 1, &[130, 130], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 3, 72, 1, &[120, 118], &[5, 5], &[2, 3], &[1, 1], &[2, 1]),
+    ];
+    let im2col = |g: &ConvGeometry| {
+        !g.use_winograd()
+            && !g.pixel_major()
+            && !g.uses_indirect()
+            && !g.is_pointwise()
+            && !g.is_depthwise()
+    };
+    assert!(
+        cases.iter().filter(|g| im2col(g)).count() >= 2,
+        "the channel-major im2col path is covered"
+    );
+    if gemm::indirect_b_available() && !gemm::indirect_wide_tiles() {
+        assert!(
+            cases
+                .iter()
+                .filter(|g| g.uses_indirect() && g.strides != [1, 1])
+                .count()
+                >= 4,
+            "the stride-phase indirect path is covered"
+        );
+    }
+    if gemm::indirect_b_available() {
+        assert!(
+            cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4,
+            "the indirect path is covered"
+        );
+        let rows8 = |g: &&ConvGeometry| {
+            g.indirect_dims()
+                .is_some_and(|(_, wp, _)| gemm::indirect_rows8(g.mg(), g.output[0] as usize * wp))
+        };
+        if gemm::indirect_wide_tiles() {
+            assert!(
+                cases.iter().filter(rows8).count() >= 3,
+                "the 8 × 48 indirect layout is covered"
+            );
+        }
+    }
+    assert!(
+        cases.iter().filter(|g| g.use_winograd()).count() >= 3,
+        "the Winograd path is covered"
+    );
+    assert!(
+        cases
+            .iter()
+            .filter(|g| g.use_winograd() && g.winograd_variant() == crate::winograd::Variant::F4)
+            .count()
+            >= 3,
+        "Winograd F(4×4, 3×3) is covered"
+    );
+    assert!(
+        cases.iter().filter(|g| g.pixel_major()).count() >= 8,
+        "the pixel-major path is covered"
+    );
+    assert!(
+        cases
+            .iter()
+            .filter(|g| g.pixel_major() && g.pm_padded_dims().is_none())
+            .count()
+            >= 2,
+        "pixel-major from the input in place is covered"
+    );
+    // Past the scratch a kernel may use: a guard that must stay untouched.
+    const GUARD: usize = 64;
+    let guarded = |len: usize| {
+        let mut v = vec![0f32; len + GUARD];
+        v[len..].fill(1234.5);
+        v
+    };
+    let check_guard = |v: &[f32], g: &ConvGeometry| {
+        assert!(
+            v[v.len() - GUARD..].iter().all(|&x| x == 1234.5),
+            "{g:?} wrote past its scratch"
+        );
+    };
+    for g in &cases {
+        let x = rand((g.n * g.c) as usize * g.isize(), 1);
+        let w = rand(g.m as usize * g.kdim(), 2);
+        let bias = rand(g.m as usize, 3);
+        let want = reference(g, &x, &w, &bias);
+        for packed in [true, false] {
+            let wp = if packed {
+                g.pack_weights(&w)
+            } else {
+                w.clone()
+            };
+            let mut scratch = guarded(g.scratch_floats(packed));
+            let mut y = vec![f32::NAN; want.len()];
+            unsafe {
+                conv_f32(
+                    g,
+                    x.as_ptr(),
+                    wp.as_ptr(),
+                    packed,
+                    bias.as_ptr(),
+                    std::ptr::null(),
+                    f32::NEG_INFINITY,
+                    f32::INFINITY,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            check_guard(&scratch, g);
+            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-3,
+                    "{g:?} packed={packed} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+        // Epilogue: residual add and clamp.
+        let resid = rand(want.len(), 4);
+        let wp = g.pack_weights(&w);
+        let mut scratch = guarded(g.scratch_floats(true));
+        let mut y = vec![f32::NAN; want.len()];
+        unsafe {
+            conv_f32(
+                g,
+                x.as_ptr(),
+                wp.as_ptr(),
+                true,
+                bias.as_ptr(),
+                resid.as_ptr(),
+                0.0,
+                0.5,
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        check_guard(&scratch, g);
+        for i in 0..y.len() {
+            let e = (want[i] + resid[i]).clamp(0.0, 0.5);
+            assert!(
+                (y[i] - e).abs() < 1e-3,
+                "{g:?} epilogue [{i}]: {} vs {e}",
+                y[i]
+            );
+        }
+        // A NaN reaching the epilogue survives the clamp (ONNX Relu/Clip), on every path.
+        let resid: Vec<f32> = resid
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { *v })
+            .collect();
+        unsafe {
+            conv_f32(
+                g,
+                x.as_ptr(),
+                wp.as_ptr(),
+                true,
+                bias.as_ptr(),
+                resid.as_ptr(),
+                0.0,
+                0.5,
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        for (i, v) in y.iter().enumerate() {
+            assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
+        }
+    }
+}
+
+/// A depthwise conv with `input_planes` (an absorbed channel shuffle) equals the plain
+/// conv of the permuted input, on every depthwise path (in place, channel-blocked,
+/// phases; the ISA cap selects the others in CI).
+#[test]
+fn depthwise_reads_permuted_planes() {
+    for g in [
+        geom(2, 24, 24, 24, &[9, 13], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 40, 40, 40, &[28, 30], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 12, 12, 12, &[11, 11], &[5, 5], &[3, 3], &[1, 1], &[2, 2]),
+        geom(1, 16, 16, 16, &[40, 40], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+    ] {
+        let (c, isz) = (g.c as usize, g.isize());
+        // The shuffle of 4 groups: channel ch reads (ch % 4)·(c/4) + ch / 4.
+        let perm: Vec<usize> = (0..c).map(|ch| (ch % 4) * (c / 4) + ch / 4).collect();
+        let x = rand(g.n as usize * c * isz, 5);
+        let mut xp = x.clone();
+        for b in 0..g.n as usize {
+            for (ch, &src) in perm.iter().enumerate() {
+                let (d, s) = ((b * c + ch) * isz, (b * c + src) * isz);
+                xp[d..d + isz].copy_from_slice(&x[s..s + isz]);
+            }
+        }
+        let w = rand(g.m as usize * g.kdim(), 6);
+        let bias = rand(g.m as usize, 7);
+        let want = reference(&g, &xp, &w, &bias);
+        let gp = ConvGeometry {
+            input_planes: perm.iter().map(|&p| (p * isz) as i64).collect(),
+            ..g.clone()
+        };
+        assert_eq!(unsafe { ConvGeometry::decode(gp.encode().as_ptr()) }, gp);
+        let mut scratch = vec![0f32; gp.scratch_floats(true)];
+        let mut y = vec![f32::NAN; want.len()];
+        unsafe {
+            conv_f32(
+                &gp,
+                x.as_ptr(),
+                gp.pack_weights(&w).as_ptr(),
+                true,
+                bias.as_ptr(),
+                std::ptr::null(),
+                f32::NEG_INFINITY,
+                f32::INFINITY,
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() < 1e-3, "{gp:?} [{i}]: {a} vs {b}");
+        }
+    }
+}
