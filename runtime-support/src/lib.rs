@@ -191,6 +191,7 @@ pub mod driver;
 pub mod gather;
 pub mod gelu;
 pub mod gemm;
+pub mod kernels;
 pub mod nchwc;
 pub mod pool;
 pub mod resize;

@@ -310,7 +310,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     vals.push(v);
                 }
                 let tys = vec![PTR; vals.len()];
-                let f = self.imports.func(&mut self.b, kernel.symbol(), &tys, &[]);
+                let f = self.imports.func(&mut self.b, kernel.symbol, &tys, &[]);
                 self.b.ins().call(f, &vals);
             }
         }

@@ -1,7 +1,7 @@
 //! Schedule → loop IR. Multi-dimensional loads become flat offsets, steps become loop
 //! nests, f32 matmul/conv become kernel calls and other element types get generic loops.
 
-use super::{Arg, BufId, Buffer, Func, IoDesc, Kernel, Loc, Program, Stmt};
+use super::{Arg, BufId, Buffer, Func, IoDesc, Loc, Program, Stmt};
 use crate::error::{Error, Result};
 use crate::ir::DType;
 use crate::ir::expr::{self, E, ExprKind};
@@ -10,6 +10,7 @@ use crate::ir::interp::strides_of;
 use crate::ir::tensor::Scalar;
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
+use onnxc_runtime::kernels;
 use onnxc_runtime::nchwc::BlockedConv;
 
 /// What lowering needs to know of the target.
@@ -654,16 +655,16 @@ impl StepCx<'_> {
                     if let Some((kind, params, src)) = activation_form(&value, var, &scalar)
                         .filter(|_| self.opts.activation_kernels && contiguous && n >= 16)
                     {
-                        return Ok(vec![Stmt::Call {
-                            kernel: Kernel::ActivationF32,
-                            args: vec![
+                        return Ok(vec![Stmt::call(
+                            &kernels::ACTIVATION_F32,
+                            vec![
                                 Arg::Int(expr::i(kind)),
                                 Arg::Floats(params.to_vec()),
                                 Arg::start(src),
                                 Arg::start(obuf),
                                 Arg::Int(expr::i(n)),
                             ],
-                        }]);
+                        )?]);
                     }
                 }
                 let store = Stmt::Store {
@@ -715,14 +716,14 @@ impl StepCx<'_> {
                 let plain_in = [xs[0], xs[1] * xs[4], xs[2], xs[3]];
                 let mut g = p.geometry(&plain_in, &oshape);
                 g.planes = xs[0] * xs[1];
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::PoolNchwcF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::POOL_NCHWC_F32,
+                    vec![
                         Arg::Params(g.encode()),
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                     ],
-                }])
+                )?])
             }
             StepKind::Reorder { to_blocked, planes } => {
                 let x = self.st.inputs[0];
@@ -750,14 +751,14 @@ impl StepCx<'_> {
                         None => Arg::Null,
                     });
                 }
-                Ok(vec![Stmt::Call {
-                    kernel: if *to_blocked {
-                        Kernel::NchwToNchwc
+                Ok(vec![Stmt::call(
+                    if *to_blocked {
+                        &kernels::NCHW_TO_NCHWC
                     } else {
-                        Kernel::NchwcToNchw
+                        &kernels::NCHWC_TO_NCHW
                     },
                     args,
-                }])
+                )?])
             }
             StepKind::Concat { axis } => {
                 let outer: i64 = oshape[..*axis].iter().product();
@@ -827,9 +828,9 @@ impl StepCx<'_> {
             StepKind::Pool(p) => {
                 let x = self.st.inputs[0];
                 let g = p.geometry(self.shape(x), &oshape);
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::Pool2dF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::POOL2D_F32,
+                    vec![
                         Arg::Params(g.encode()),
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
@@ -838,7 +839,7 @@ impl StepCx<'_> {
                                 .ok_or_else(|| Error::Internal("pool without scratch".into()))?,
                         },
                     ],
-                }])
+                )?])
             }
             StepKind::Softmax { scale } => {
                 let x = self.st.inputs[0];
@@ -848,9 +849,9 @@ impl StepCx<'_> {
                 } else {
                     oshape.iter().product::<i64>() / n
                 };
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::SoftmaxF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::SOFTMAX_F32,
+                    vec![
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(rows)),
@@ -861,24 +862,24 @@ impl StepCx<'_> {
                             Arg::Floats(vec![*scale])
                         },
                     ],
-                }])
+                )?])
             }
             StepKind::Gelu => {
                 let x = self.st.inputs[0];
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::GeluF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::GELU_F32,
+                    vec![
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(oshape.iter().product::<i64>())),
                     ],
-                }])
+                )?])
             }
             StepKind::Resize(r) => {
                 let (params, floats) = r.encode();
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::ResizeF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::RESIZE_F32,
+                    vec![
                         Arg::Params(params),
                         Arg::Floats(floats),
                         Arg::start(self.buf(self.st.inputs[0])),
@@ -888,7 +889,7 @@ impl StepCx<'_> {
                                 .ok_or_else(|| Error::Internal("resize without scratch".into()))?,
                         },
                     ],
-                }])
+                )?])
             }
             StepKind::ConvTranspose(t) => {
                 let (x, w) = (self.st.inputs[0], self.st.inputs[1]);
@@ -906,9 +907,9 @@ impl StepCx<'_> {
                     Some(o) => Arg::Scratch { offset: o },
                     None => Arg::Null,
                 };
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::ConvTransposeF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::CONV_TRANSPOSE_F32,
+                    vec![
                         Arg::Params(t.encode()),
                         Arg::start(self.buf(x)),
                         Arg::start(wbuf),
@@ -918,7 +919,7 @@ impl StepCx<'_> {
                         Arg::start(obuf),
                         scratch,
                     ],
-                }])
+                )?])
             }
             StepKind::GatherSum { weighted } => {
                 let params = crate::passes::fold::gather_sum_params(
@@ -926,9 +927,9 @@ impl StepCx<'_> {
                     self.shape(self.st.inputs[1]),
                     *weighted,
                 );
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::GatherSumF32,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::GATHER_SUM_F32,
+                    vec![
                         Arg::Params(params.to_vec()),
                         Arg::start(self.buf(self.st.inputs[0])),
                         Arg::start(self.buf(self.st.inputs[1])),
@@ -939,7 +940,7 @@ impl StepCx<'_> {
                         },
                         Arg::start(obuf),
                     ],
-                }])
+                )?])
             }
             StepKind::TopK { axis, k, largest } => {
                 let x = self.st.inputs[0];
@@ -950,9 +951,9 @@ impl StepCx<'_> {
                     *k,
                     *largest,
                 );
-                Ok(vec![Stmt::Call {
-                    kernel: Kernel::TopK,
-                    args: vec![
+                Ok(vec![Stmt::call(
+                    &kernels::TOPK,
+                    vec![
                         Arg::Params(params.to_vec()),
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
@@ -961,7 +962,7 @@ impl StepCx<'_> {
                                 .ok_or_else(|| Error::Internal("topk without scratch".into()))?,
                         },
                     ],
-                }])
+                )?])
             }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
@@ -1109,10 +1110,7 @@ impl StepCx<'_> {
                 let mut args = a_args;
                 args.push(Arg::start(pb));
                 args.extend(tail);
-                Stmt::Call {
-                    kernel: Kernel::SgemmPb,
-                    args,
-                }
+                Stmt::call(&kernels::SGEMM_PB, args)?
             } else {
                 let (brs, bcs) = inner(&sb, &stb, m.trans_b);
                 let (tb, ldb) =
@@ -1131,10 +1129,7 @@ impl StepCx<'_> {
                     Arg::Int(expr::i(tb as i64)),
                 ]);
                 args.extend(tail);
-                Stmt::Call {
-                    kernel: Kernel::Sgemm,
-                    args,
-                }
+                Stmt::call(&kernels::SGEMM, args)?
             };
             return Ok(self.nest(&so[..nb], 0, vec![call], false));
         }
@@ -1196,9 +1191,9 @@ impl StepCx<'_> {
             Some(o) => Arg::Scratch { offset: o },
             None => Arg::Null,
         };
-        Ok(vec![Stmt::Call {
-            kernel: Kernel::ConvNchwcF32,
-            args: vec![
+        Ok(vec![Stmt::call(
+            &kernels::CONV_NCHWC_F32,
+            vec![
                 Arg::Params(g.encode()),
                 Arg::start(self.buf(x)),
                 Arg::start(wbuf),
@@ -1208,7 +1203,7 @@ impl StepCx<'_> {
                 Arg::start(self.buf(out)),
                 scratch,
             ],
-        }])
+        )?])
     }
 
     fn conv(
@@ -1236,9 +1231,9 @@ impl StepCx<'_> {
             } else {
                 (self.buf(w), 0)
             };
-            return Ok(vec![Stmt::Call {
-                kernel: Kernel::ConvF32,
-                args: vec![
+            return Ok(vec![Stmt::call(
+                &kernels::CONV_F32,
+                vec![
                     Arg::Params(g.encode()),
                     Arg::start(self.buf(x)),
                     Arg::start(wbuf),
@@ -1249,7 +1244,7 @@ impl StepCx<'_> {
                     Arg::start(self.buf(out)),
                     scratch,
                 ],
-            }]);
+            )?]);
         }
         // Generic direct convolution as a reduction over (c/group, kernel...).
         let (xs, ws, ys) = (

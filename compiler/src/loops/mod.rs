@@ -10,6 +10,7 @@ pub mod lower;
 use crate::ir::DType;
 use crate::ir::expr::{self, E};
 use crate::ir::graph::ReduceKind;
+use onnxc_runtime::kernels::{ArgKind, KernelAbi};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -39,70 +40,9 @@ pub struct IoDesc {
     pub shape: Vec<i64>,
 }
 
-/// Runtime-support kernels callable from generated code (all arguments pointer-sized).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    /// `onnxc_sgemm(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bias_row, bias_col, residual,
-    /// clamp, scratch)`: C = op(A)·op(B) + epilogue (f32).
-    Sgemm,
-    /// `onnxc_sgemm_pb(m, n, k, a, lda, ta, b_packed, c, ldc, bias_row, bias_col, residual,
-    /// clamp, scratch)`: B packed at compile time.
-    SgemmPb,
-    /// `onnxc_conv_f32(params, x, w, w_packed, bias, residual, clamp, y, scratch)`.
-    ConvF32,
-    /// `onnxc_pool2d_f32(params, x, y, scratch)`.
-    Pool2dF32,
-    /// `onnxc_conv_nchwc_f32(params, x, w_packed, bias, residual, clamp, y, scratch)`:
-    /// convolution over channel-blocked tensors.
-    ConvNchwcF32,
-    /// `onnxc_pool_nchwc_f32(params, x, y)`: pooling over channel-blocked planes.
-    PoolNchwcF32,
-    /// `onnxc_nchw_to_nchwc(x, n, c, hw, y, planes)` (`planes`: null or the input plane of
-    /// every channel).
-    NchwToNchwc,
-    /// `onnxc_nchwc_to_nchw(x, n, c, hw, y)`.
-    NchwcToNchw,
-    /// `onnxc_softmax_f32(x, y, rows, n, scale)`: softmax of `scale`·x (null: 1) over each
-    /// row of `n` floats.
-    SoftmaxF32,
-    /// `onnxc_gelu_f32(x, y, n)`: exact GELU of `n` floats.
-    GeluF32,
-    /// `onnxc_activation_f32(kind, &alpha, x, y, n)`: sigmoid(αx), x·sigmoid(αx) or
-    /// tanh(x) of `n` floats (`onnxc_runtime::activation`).
-    ActivationF32,
-    /// `onnxc_resize_f32(params, floats, x, y, scratch)`: separable resize of the last two
-    /// axes with compile-time taps.
-    ResizeF32,
-    /// `onnxc_topk(params, x, idx, scratch)`: positions of the k best elements per line.
-    TopK,
-    /// `onnxc_gather_sum_f32(params, x, off, w, y)`: weighted gathers from float32 planes.
-    GatherSumF32,
-    /// `onnxc_conv_transpose_f32(params, x, w, w_packed, bias, clamp, y, scratch)`: 2-D
-    /// transposed convolution (GEMM and col2im); `w_packed` 0 for raw weights.
-    ConvTransposeF32,
-}
-
-impl Kernel {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Kernel::Sgemm => "onnxc_sgemm",
-            Kernel::SgemmPb => "onnxc_sgemm_pb",
-            Kernel::ConvF32 => "onnxc_conv_f32",
-            Kernel::Pool2dF32 => "onnxc_pool2d_f32",
-            Kernel::ConvNchwcF32 => "onnxc_conv_nchwc_f32",
-            Kernel::PoolNchwcF32 => "onnxc_pool_nchwc_f32",
-            Kernel::NchwToNchwc => "onnxc_nchw_to_nchwc",
-            Kernel::NchwcToNchw => "onnxc_nchwc_to_nchw",
-            Kernel::SoftmaxF32 => "onnxc_softmax_f32",
-            Kernel::GeluF32 => "onnxc_gelu_f32",
-            Kernel::ActivationF32 => "onnxc_activation_f32",
-            Kernel::ResizeF32 => "onnxc_resize_f32",
-            Kernel::TopK => "onnxc_topk",
-            Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
-            Kernel::ConvTransposeF32 => "onnxc_conv_transpose_f32",
-        }
-    }
-}
+/// A runtime kernel's C signature (`onnxc_runtime::kernels`: symbol and argument kinds,
+/// declared once beside the runtime's definitions).
+pub type Kernel = &'static KernelAbi;
 
 #[derive(Clone, Debug)]
 pub enum Arg {
@@ -121,6 +61,20 @@ pub enum Arg {
 }
 
 impl Arg {
+    /// Whether generated code may pass this argument where the kernel's signature says
+    /// `kind`.
+    fn fits(&self, kind: ArgKind) -> bool {
+        use ArgKind::*;
+        match self {
+            Arg::Ptr { .. } => matches!(kind, In | OptIn | Out),
+            Arg::Null => matches!(kind, OptIn | OptParams | OptFloats | OptScratch),
+            Arg::Int(_) => kind == Int,
+            Arg::Params(_) => matches!(kind, Params | OptParams),
+            Arg::Floats(_) => matches!(kind, Floats | OptFloats),
+            Arg::Scratch { .. } => matches!(kind, Scratch | OptScratch),
+        }
+    }
+
     /// Address of a buffer's first element.
     pub fn start(buf: BufId) -> Arg {
         Arg::Ptr {
@@ -169,6 +123,22 @@ pub enum Stmt {
         cond: E,
         code: i32,
     },
+}
+
+impl Stmt {
+    /// A call of `kernel`, its arguments checked against the kernel's declared signature
+    /// (a mismatch is a compiler bug).
+    pub fn call(kernel: Kernel, args: Vec<Arg>) -> crate::Result<Stmt> {
+        let ok = args.len() == kernel.args.len()
+            && args.iter().zip(kernel.args).all(|(a, (_, k))| a.fits(*k));
+        if !ok {
+            return Err(crate::Error::Internal(format!(
+                "call of {} does not match its signature {:?}: {args:?}",
+                kernel.symbol, kernel.args
+            )));
+        }
+        Ok(Stmt::Call { kernel, args })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -299,7 +269,7 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Scratch { offset } => format!("scratch+{offset}"),
                     })
                     .collect();
-                let _ = writeln!(s, "{pad}call {}({})", kernel.symbol(), a.join(", "));
+                let _ = writeln!(s, "{pad}call {}({})", kernel.symbol, a.join(", "));
             }
         }
     }

@@ -860,7 +860,7 @@ pub unsafe fn sgemm_ref(
 }
 
 /// C ABI: general GEMM, both operands packed per call into `scratch`
-/// (`onnxc_sgemm_scratch(m, n, k)` floats).
+/// (`gemm_scratch_len(m, n, k, false)` floats).
 ///
 /// # Safety
 /// As `gemm`.
@@ -969,12 +969,6 @@ pub unsafe extern "C" fn onnxc_sgemm_pb(
             scratch,
         )
     }
-}
-
-/// Scratch floats for `onnxc_sgemm` (`b_packed` = 0) or `onnxc_sgemm_pb` (1).
-#[unsafe(no_mangle)]
-pub extern "C" fn onnxc_sgemm_scratch(m: i64, n: i64, k: i64, b_packed: i64) -> i64 {
-    gemm_scratch_len(m as usize, n as usize, k as usize, b_packed != 0) as i64
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod pool;
-mod reorder;
+pub mod reorder;
 
 pub use reorder::{
     from_blocked, onnxc_nchw_to_nchwc, onnxc_nchwc_to_nchw, to_blocked, to_blocked_gather,

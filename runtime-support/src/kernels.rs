@@ -1,0 +1,218 @@
+//! The C ABI of the runtime kernels that generated code calls, declared once.
+//!
+//! Each entry names the exported symbol, the module that defines it and every argument
+//! (name, how the generated code produces it, Rust type). The compiler emits each call from
+//! its entry (`loops::Stmt::Call` carries one and is checked against it), and this file
+//! checks each entry against the definition when the crate compiles: a kernel whose
+//! signature changes without its entry does not build. A test checks that every exported
+//! `onnxc_*` function is either a kernel here or one of the runtime's other entry points
+//! (`OTHER_ENTRY_POINTS`).
+
+/// How generated code produces an argument. Every argument is one machine word.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// Address of a read-only i64 blob emitted with the object (an encoded geometry).
+    Params,
+    /// `Params`, or null where the kernel takes a default.
+    OptParams,
+    /// Address of a read-only f32 blob emitted with the object (taps, α/β).
+    Floats,
+    /// `Floats`, or null where the kernel takes a default.
+    OptFloats,
+    /// Address inside a tensor the kernel reads.
+    In,
+    /// `In`, or null where the operand is absent (bias, residual, clamp bounds).
+    OptIn,
+    /// Address inside a tensor the kernel writes.
+    Out,
+    /// An integer (extents, flags, strides).
+    Int,
+    /// Address of the step's scratch area in the workspace.
+    Scratch,
+    /// `Scratch`, or null where the step needs none.
+    OptScratch,
+}
+
+/// One kernel's C signature: `symbol(args…)`, no result.
+#[derive(Debug)]
+pub struct KernelAbi {
+    pub symbol: &'static str,
+    pub args: &'static [(&'static str, ArgKind)],
+}
+
+impl PartialEq for KernelAbi {
+    fn eq(&self, other: &KernelAbi) -> bool {
+        self.symbol == other.symbol
+    }
+}
+
+macro_rules! kernels {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident = $sym:ident in $($module:ident)::+ ( $($arg:ident : $kind:ident = $ty:ty),* $(,)? );
+    )*) => {
+        $(
+            $(#[doc = $doc])*
+            pub const $name: KernelAbi = KernelAbi {
+                symbol: stringify!($sym),
+                args: &[$((stringify!($arg), ArgKind::$kind)),*],
+            };
+            // The declaration is the definition's signature.
+            const _: unsafe extern "C" fn($($ty),*) = crate::$($module)::+::$sym;
+        )*
+        /// Every kernel, for tools and tests.
+        pub const ALL: &[&KernelAbi] = &[$(&$name),*];
+    };
+}
+
+kernels! {
+    /// `C = op(A)·op(B)` plus epilogue (row bias, column bias, residual, clamp), f32.
+    SGEMM = onnxc_sgemm in gemm(
+        m: Int = i64, n: Int = i64, k: Int = i64,
+        a: In = *const f32, lda: Int = i64, ta: Int = i64,
+        b: In = *const f32, ldb: Int = i64, tb: Int = i64,
+        c: Out = *mut f32, ldc: Int = i64,
+        bias_row: OptIn = *const f32, bias_col: OptIn = *const f32,
+        residual: OptIn = *const f32, clamp: OptFloats = *const f32,
+        scratch: Scratch = *mut f32,
+    );
+    /// `SGEMM` with B packed at compile time (`gemm::pack`).
+    SGEMM_PB = onnxc_sgemm_pb in gemm(
+        m: Int = i64, n: Int = i64, k: Int = i64,
+        a: In = *const f32, lda: Int = i64, ta: Int = i64,
+        b_packed: In = *const f32,
+        c: Out = *mut f32, ldc: Int = i64,
+        bias_row: OptIn = *const f32, bias_col: OptIn = *const f32,
+        residual: OptIn = *const f32, clamp: OptFloats = *const f32,
+        scratch: Scratch = *mut f32,
+    );
+    /// Convolution, N-d, grouped, NC[spatial] (`conv::ConvGeometry` in `params`), weights
+    /// packed at compile time (`w_packed` 1) or raw, with the epilogue.
+    CONV_F32 = onnxc_conv_f32 in conv(
+        params: Params = *const i64, x: In = *const f32, w: In = *const f32,
+        w_packed: Int = i64, bias: OptIn = *const f32, residual: OptIn = *const f32,
+        clamp: OptFloats = *const f32, y: Out = *mut f32, scratch: Scratch = *mut f32,
+    );
+    /// Convolution over channel-blocked tensors (`nchwc`).
+    CONV_NCHWC_F32 = onnxc_conv_nchwc_f32 in nchwc(
+        params: Params = *const i64, x: In = *const f32, w_packed: In = *const f32,
+        bias: OptIn = *const f32, residual: OptIn = *const f32, clamp: OptFloats = *const f32,
+        y: Out = *mut f32, scratch: OptScratch = *mut f32,
+    );
+    /// Transposed convolution, 1-D to 3-D, as a GEMM and a col2im.
+    CONV_TRANSPOSE_F32 = onnxc_conv_transpose_f32 in conv::transpose(
+        params: Params = *const i64, x: In = *const f32, w: In = *const f32,
+        w_packed: Int = i64, bias: OptIn = *const f32, clamp: OptFloats = *const f32,
+        y: Out = *mut f32, scratch: OptScratch = *mut f32,
+    );
+    /// 2-D max/average/Lp pooling of NCHW planes (`pool::PoolGeometry`).
+    POOL2D_F32 = onnxc_pool2d_f32 in pool(
+        params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
+        scratch: Scratch = *mut f32,
+    );
+    /// Pooling of channel-blocked planes.
+    POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
+        params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
+    );
+    /// `[n, c, hw]` to `[n, c/8, hw, 8]`; `planes`: null, or the input plane of every channel.
+    NCHW_TO_NCHWC = onnxc_nchw_to_nchwc in nchwc::reorder(
+        x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
+        planes: OptParams = *const i64,
+    );
+    /// `[n, c/8, hw, 8]` to `[n, c, hw]`.
+    NCHWC_TO_NCHW = onnxc_nchwc_to_nchw in nchwc::reorder(
+        x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
+    );
+    /// Softmax of `scale`·x (null: 1) over `rows` rows of `n` floats.
+    SOFTMAX_F32 = onnxc_softmax_f32 in softmax(
+        x: In = *const f32, y: Out = *mut f32, rows: Int = i64, n: Int = i64,
+        scale: OptFloats = *const f32,
+    );
+    /// Exact GELU of `n` floats.
+    GELU_F32 = onnxc_gelu_f32 in gelu(x: In = *const f32, y: Out = *mut f32, n: Int = i64);
+    /// Sigmoid, SiLU, tanh, HardSigmoid or HardSwish (`activation::SIGMOID`…) of `n` floats;
+    /// `params` is `[α, β]`.
+    ACTIVATION_F32 = onnxc_activation_f32 in activation(
+        kind: Int = i64, params: Floats = *const f32, x: In = *const f32, y: Out = *mut f32,
+        n: Int = i64,
+    );
+    /// Separable resize of the last two axes with compile-time taps (`resize::ResizeGeometry`).
+    RESIZE_F32 = onnxc_resize_f32 in resize(
+        params: Params = *const i64, floats: Floats = *const f32, x: In = *const f32,
+        y: Out = *mut f32, scratch: Scratch = *mut f32,
+    );
+    /// Positions of the k best elements of each line, any element type.
+    TOPK = onnxc_topk in topk(
+        params: Params = *const i64, x: In = *const u8, idx: Out = *mut i64,
+        scratch: Scratch = *mut i64,
+    );
+    /// Weighted gathers from float32 planes (GridSample's per-channel half).
+    GATHER_SUM_F32 = onnxc_gather_sum_f32 in gather(
+        params: Params = *const i64, x: In = *const f32, off: In = *const i64,
+        w: OptIn = *const f32, y: Out = *mut f32,
+    );
+}
+
+/// The runtime's exported functions that are not kernels, with the reason each exists.
+pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
+    ("onnxc_workspace_alloc", "NAME_run with a null workspace"),
+    ("onnxc_workspace_free", "NAME_run with a null workspace"),
+    ("onnxc_strerror", "the C API: error messages"),
+    ("onnxc_f16_to_f32", "generated code: half-precision loads"),
+    ("onnxc_f32_to_f16", "generated code: half-precision stores"),
+    (
+        "onnxc_f64_to_f16",
+        "generated code: half-precision stores from float64",
+    ),
+    (
+        "onnxc_f64_to_bf16",
+        "generated code: bfloat16 stores from float64",
+    ),
+    ("onnxc_ipow", "generated code: integer Pow"),
+    (
+        "onnxc_driver_main",
+        "`onnxc run`/`bench`: the linked driver",
+    ),
+    ("onnxc_prof_now", "`--profile`: step timing"),
+    ("onnxc_prof_record", "`--profile`: step timing"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `extern "C" fn onnxc_*` in the crate's sources is declared above, once.
+    #[test]
+    fn every_exported_function_is_declared() {
+        let mut found = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("kernels.rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for (i, _) in text.match_indices("extern \"C\" fn onnxc_") {
+                        let name: String = text[i + "extern \"C\" fn ".len()..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        found.push(name);
+                    }
+                }
+            }
+        }
+        found.sort();
+        let mut declared: Vec<String> = ALL
+            .iter()
+            .map(|k| k.symbol.to_string())
+            .chain(OTHER_ENTRY_POINTS.iter().map(|(s, _)| s.to_string()))
+            .collect();
+        declared.sort();
+        assert_eq!(
+            found, declared,
+            "exported functions vs kernels.rs declarations"
+        );
+    }
+}
