@@ -7,8 +7,9 @@
 //! - `reduce`: reductions into registers, scalar or with f32x4 accumulators along the
 //!   reduced axis;
 //! - `copy`: innermost loops that copy a contiguous run, as one `memmove`;
-//! - `vectorize`: which innermost loops run four float32 lanes at a time;
-//! - `vector`: the f32x4 code of those loops.
+//! - `vectorize`: which innermost loops run four float32 lanes at a time and the vector
+//!   form of each of their expression nodes (one definition: a plan, or scalar code);
+//! - `vector`: the f32x4 code of those plans, form by form.
 //!
 //! Contract: every buffer a body touches has its base pointer computed (`setup_bases`) before
 //! any statement of it is lowered; loads of buffers the function does not write are pure.
@@ -77,8 +78,6 @@ pub struct FnCx<'a, 'b> {
     pub err: Variable,
     pub ws: Value,
     acc: Option<Value>,
-    /// The vector accumulator an epilogue reads in vector mode.
-    vacc: Option<Value>,
     /// Whether the target has fused multiply-add (for the vector math polynomials).
     pub fma: super::vmath::Fma,
 }
@@ -102,7 +101,6 @@ impl<'a, 'b> FnCx<'a, 'b> {
             err,
             ws,
             acc: None,
-            vacc: None,
             fma: super::vmath::Fma(false),
         }
     }
@@ -213,7 +211,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     self.copy_run(v, *extent, run);
                     return;
                 }
-                if *vector && *extent >= 4 && self.vectorizable(*var, body) {
+                if *vector
+                    && *extent >= 4
+                    && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
+                {
                     let added = self.hoist_uniform(*var, body);
                     if *extent <= SHORT_VECTOR_LOOP && extent % 4 == 0 {
                         // A loop over a blocked layout's 8 lanes: unrolled, so the loads it
@@ -222,18 +223,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
                         for j in 0..extent / 4 {
                             let at = self.b.ins().iconst(types::I64, 4 * j);
                             self.b.def_var(v, at);
-                            self.vector_body(*var, body);
+                            self.vector_body(&vl);
                         }
                     } else {
                         let z = self.b.ins().iconst(types::I64, 0);
-                        self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(*var, body));
+                        self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(&vl));
                         if extent % 4 != 0 {
                             // The tail reuses the vector body on the last four elements: the
                             // stores are pure (no step reads the buffer it writes), so
                             // rewriting a few outputs with the same values is harmless.
                             let last = self.b.ins().iconst(types::I64, extent - 4);
                             self.b.def_var(v, last);
-                            self.vector_body(*var, body);
+                            self.vector_body(&vl);
                         }
                     }
                     for k in added {

@@ -6,6 +6,7 @@
 //! latency), then one over 4-element steps, then a scalar tail, combined horizontally at the
 //! end; every other reduction (other types, products, arg-max/min) is scalar.
 
+use super::vectorize::{self, VFold, VPlan};
 use super::{FnCx, clif_ty};
 use crate::ir::DType;
 use crate::ir::expr::{BinOp, E};
@@ -16,22 +17,6 @@ use cranelift_frontend::Variable;
 use std::collections::HashMap;
 
 impl FnCx<'_, '_> {
-    /// Whether a reduction can keep f32x4 accumulators along its innermost loop.
-    pub(super) fn reduce_vectorizable(
-        &self,
-        kind: ReduceKind,
-        loops: &[(u32, i64)],
-        body: &E,
-    ) -> bool {
-        let Some(&(var, extent)) = loops.last() else {
-            return false;
-        };
-        body.dtype == DType::F32
-            && extent >= 8
-            && matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
-            && self.vec_ok(body, var)
-    }
-
     pub(super) fn reduce(
         &mut self,
         buf: BufId,
@@ -41,8 +26,10 @@ impl FnCx<'_, '_> {
         body: &E,
         epilogue: Option<&E>,
     ) {
-        if self.reduce_vectorizable(kind, loops, body) {
-            return self.reduce_vector(buf, offset, kind, loops, body, epilogue);
+        if let Some((fold, plan)) =
+            vectorize::vector_reduction(&self.prog.buffers, kind, loops, body)
+        {
+            return self.reduce_vector(buf, offset, loops, (body, fold, &plan), epilogue);
         }
         let dt = body.dtype;
         let ty = clif_ty(dt);
@@ -111,21 +98,16 @@ impl FnCx<'_, '_> {
 
     /// A float reduction with four lanes along the innermost loop, a scalar tail, and a
     /// horizontal combine at the end.
-    pub(super) fn reduce_vector(
+    fn reduce_vector(
         &mut self,
         buf: BufId,
         offset: &E,
-        kind: ReduceKind,
         loops: &[(u32, i64)],
-        body: &E,
+        (body, fold, plan): (&E, VFold, &VPlan<'_>),
         epilogue: Option<&E>,
     ) {
-        let combine = |cx: &mut Self, a: Value, b: Value| match kind {
-            ReduceKind::Sum => cx.b.ins().fadd(a, b),
-            ReduceKind::Max => cx.b.ins().fmax(a, b),
-            _ => cx.b.ins().fmin(a, b),
-        };
-        let init = crate::ir::interp::reduce_init(kind, DType::F32).as_f64() as f32;
+        let combine = |cx: &mut Self, a: Value, b: Value| cx.fold_insts(fold, a, b);
+        let init = fold.init();
         // Four vector accumulators along 16-element steps (one chain would wait on the
         // combine's latency every iteration), then one along 4-element steps, then scalars.
         let accs: [Variable; 4] = std::array::from_fn(|_| self.b.declare_var(types::F32X4));
@@ -149,10 +131,8 @@ impl FnCx<'_, '_> {
                     for (u, acc) in accs.iter().enumerate() {
                         let at = cx.b.ins().iadd_imm_s(base, 4 * u as i64);
                         cx.b.def_var(v, at);
-                        let mut memo = HashMap::new();
-                        let mut smemo = HashMap::new();
-                        let x = cx.veval(body, var, &mut memo, &mut smemo);
-                        let x = cx.to_vec(x, types::F32X4);
+                        let x = cx.emit_value(plan, &mut HashMap::new());
+                        let x = cx.vector_of(x, types::F32X4);
                         let a = cx.b.use_var(*acc);
                         let n = combine(cx, a, x);
                         cx.b.def_var(*acc, n);
@@ -162,10 +142,8 @@ impl FnCx<'_, '_> {
             }
             let start = cx.b.use_var(v);
             cx.counted_loop(v, start, extent, 4, |cx| {
-                let mut memo = HashMap::new();
-                let mut smemo = HashMap::new();
-                let x = cx.veval(body, var, &mut memo, &mut smemo);
-                let x = cx.to_vec(x, types::F32X4);
+                let x = cx.emit_value(plan, &mut HashMap::new());
+                let x = cx.vector_of(x, types::F32X4);
                 let a = cx.b.use_var(acc_v);
                 let n = combine(cx, a, x);
                 cx.b.def_var(acc_v, n);

@@ -100,19 +100,18 @@ impl FnCx<'_, '_> {
                 let x = self.eval(a, memo);
                 self.unary(*op, a.dtype, x)
             }
-            ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
-                if clamp_const(*op, a, b).is_some() =>
-            {
+            ExprKind::Binary(op, a, b) => match clamp_const(*op, a, b) {
                 // A clamp against a constant: one minss/maxsd (`clamp_insts`).
-                let (x, c) = clamp_const(*op, a, b).expect("matched");
-                let xv = self.eval(x, memo);
-                self.clamp_insts(*op, xv, c)
-            }
-            ExprKind::Binary(op, a, b) => {
-                let x = self.eval(a, memo);
-                let y = self.eval(b, memo);
-                self.binary(*op, a.dtype, x, y)
-            }
+                Some((x, c)) => {
+                    let xv = self.eval(x, memo);
+                    self.clamp_insts(*op, xv, c)
+                }
+                None => {
+                    let x = self.eval(a, memo);
+                    let y = self.eval(b, memo);
+                    self.binary(*op, a.dtype, x, y)
+                }
+            },
             ExprKind::Select(c, a, b) => {
                 let c = self.eval(c, memo);
                 let x = self.eval(a, memo);
@@ -419,7 +418,7 @@ impl FnCx<'_, '_> {
         let y_m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
         let bad = self.b.ins().bor(y_zero, y_m1);
         let safe = self.b.ins().select(bad, one, y);
-        let r = match op {
+        match op {
             BinOp::Div => {
                 let q = self.b.ins().sdiv(x, safe);
                 let neg = self.b.ins().ineg(x);
@@ -441,8 +440,7 @@ impl FnCx<'_, '_> {
                     r
                 }
             }
-        };
-        r
+        }
     }
 
     /// Converts a computed value between element types with ONNX Cast semantics.
@@ -580,7 +578,7 @@ impl FnCx<'_, '_> {
 /// `(x, c)` when a float `max`/`min` has a non-NaN constant operand `c` the one-instruction
 /// clamp handles (not `min(x, -0)`).
 pub(super) fn clamp_const<'a>(op: BinOp, a: &'a E, b: &'a E) -> Option<(&'a E, f64)> {
-    if !matches!(a.dtype, DType::F32 | DType::F64) {
+    if !matches!(op, BinOp::Max | BinOp::Min) || !matches!(a.dtype, DType::F32 | DType::F64) {
         return None;
     }
     let (x, c) = match (a.as_const(), b.as_const()) {

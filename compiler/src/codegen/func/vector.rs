@@ -1,20 +1,19 @@
-//! The f32x4 code of the loops `vectorize` accepts: four lanes along the loop variable.
+//! The f32x4 code of a vectorizable loop: four lanes along the loop variable.
 //!
-//! `vector_body` emits one vector step of a store or of four adjacent reductions
-//! (`vector_reduce_outer`); `veval` computes an expression as a value uniform across the
-//! lanes (scalar code, splat where combined) or one per lane. `hoist_uniform` computes a
-//! vector loop's expensive invariants once ahead of it, in stack slots.
+//! `vector_body` emits one vector step of a `VLoop` (a store, an 8-bit store or four
+//! adjacent reductions) by translating its plans node by node (`emit_plan`): every decision
+//! was taken by `vectorize`, which gave each node its form; this file only writes the CLIF
+//! of each form (`VV::U`, a scalar the same in every lane, or `VV::V`, one value per lane).
+//! `hoist_uniform` computes a vector loop's expensive invariants once ahead of it, in stack
+//! slots the scalar code of its uniform parts reloads.
 
-use super::scalar::clamp_const;
-use super::vectorize::{gather_index, narrow_store};
+use super::vectorize::{
+    EpiloguePlan, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary, mentions_acc,
+};
 use super::{FnCx, PTR, vflags};
 use crate::codegen::vmath;
-use crate::ir::DType;
-use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, depends_on, linear_coeff};
-use crate::ir::graph::ReduceKind;
+use crate::ir::expr::{BinOp, E, Expr, ExprKind, depends_on};
 use crate::loops::{BufId, Stmt};
-use crate::schedule::EPILOGUE_ACC;
-use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{self, InstBuilder, MemFlagsData, Type, Value, types};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -108,104 +107,84 @@ impl FnCx<'_, '_> {
         used.iter().all(|b| !self.written.contains(b))
     }
 
-    pub(super) fn vector_body(&mut self, var: u32, body: &[Stmt]) {
-        if let [
-            Stmt::Reduce {
+    /// One vector step (four lanes from the current value of the loop variable) of `l`.
+    pub(super) fn vector_body(&mut self, l: &VLoop<'_>) {
+        let mut smemo = HashMap::new();
+        match l {
+            VLoop::Store { buf, offset, value } => {
+                let v = self.emit_value(value, &mut smemo);
+                let v = self.vector_of(v, types::F32X4);
+                let off = self.eval(offset, &mut smemo);
+                let p = self.addr(*buf, off);
+                self.b.ins().store(vflags(), v, p, 0);
+            }
+            VLoop::NarrowStore {
+                buf,
+                signed,
+                offset,
+                value,
+            } => {
+                // Four float32 lanes already inside the 8-bit range: truncating conversions,
+                // saturating narrows (which change nothing in range) and one 4-byte store.
+                let v = self.emit_value(value, &mut smemo);
+                let v = self.vector_of(v, types::F32X4);
+                let i = self.b.ins().fcvt_to_sint_sat(types::I32X4, v);
+                let h = self.b.ins().snarrow(i, i);
+                let q = if *signed {
+                    self.b.ins().snarrow(h, h)
+                } else {
+                    self.b.ins().unarrow(h, h)
+                };
+                let q = self.b.ins().bitcast(
+                    types::I32X4,
+                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                    q,
+                );
+                let bytes = self.b.ins().extractlane(q, 0);
+                let off = self.eval(offset, &mut smemo);
+                let p = self.addr(*buf, off);
+                self.b.ins().store(vflags(), bytes, p, 0);
+            }
+            VLoop::Reduce {
                 buf,
                 offset,
-                kind,
+                fold,
                 loops,
                 body,
                 epilogue,
-            },
-        ] = body
-        {
-            return self.vector_reduce_outer(
-                var,
-                *buf,
-                offset,
-                *kind,
-                loops,
-                body,
-                epilogue.as_ref(),
-            );
+            } => self.vector_reduce_outer(*buf, offset, *fold, loops, body, epilogue.as_ref()),
         }
-        let [Stmt::Store { buf, offset, value }] = body else {
-            return;
-        };
-        let mut memo = HashMap::new();
-        let mut smemo = HashMap::new();
-        let bdt = self.prog.buffers[*buf as usize].dtype;
-        if let Some(inner) = narrow_store(bdt, value) {
-            // Four float32 lanes already inside the 8-bit range: truncating conversions,
-            // saturating narrows (which change nothing in range) and one 4-byte store.
-            let v = self.veval(inner, var, &mut memo, &mut smemo);
-            let v = self.to_vec(v, types::F32X4);
-            let i = self.b.ins().fcvt_to_sint_sat(types::I32X4, v);
-            let h = self.b.ins().snarrow(i, i);
-            let q = if bdt == DType::U8 {
-                self.b.ins().unarrow(h, h)
-            } else {
-                self.b.ins().snarrow(h, h)
-            };
-            let q = self.b.ins().bitcast(
-                types::I32X4,
-                MemFlagsData::new().with_endianness(ir::Endianness::Little),
-                q,
-            );
-            let bytes = self.b.ins().extractlane(q, 0);
-            let off = self.eval(offset, &mut smemo);
-            let p = self.addr(*buf, off);
-            self.b.ins().store(vflags(), bytes, p, 0);
-            return;
-        }
-        let v = self.veval(value, var, &mut memo, &mut smemo);
-        let v = self.to_vec(v, types::F32X4);
-        let off = self.eval(offset, &mut smemo);
-        let p = self.addr(*buf, off);
-        self.b.ins().store(vflags(), v, p, 0);
     }
 
-    /// Four adjacent outputs (along `var`) of a reduction, each lane its own accumulator.
-    #[allow(clippy::too_many_arguments, reason = "a reduction statement's parts")]
-    pub(super) fn vector_reduce_outer(
+    /// Four adjacent outputs (along the vector loop) of a reduction, each lane its own
+    /// accumulator.
+    fn vector_reduce_outer(
         &mut self,
-        var: u32,
         buf: BufId,
         offset: &E,
-        kind: ReduceKind,
+        fold: VFold,
         loops: &[(u32, i64)],
-        body: &E,
-        epilogue: Option<&E>,
+        body: &VPlan<'_>,
+        epilogue: Option<&EpiloguePlan<'_>>,
     ) {
-        let combine = |cx: &mut Self, a: Value, b: Value| match kind {
-            ReduceKind::Sum => cx.b.ins().fadd(a, b),
-            ReduceKind::Max => cx.b.ins().fmax(a, b),
-            _ => cx.b.ins().fmin(a, b),
-        };
-        let init = crate::ir::interp::reduce_init(kind, DType::F32).as_f64() as f32;
         let acc = self.b.declare_var(types::F32X4);
-        let i = self.b.ins().f32const(init);
+        let i = self.b.ins().f32const(fold.init());
         let iv = self.b.ins().splat(types::F32X4, i);
         self.b.def_var(acc, iv);
         self.reduce_loops(loops, &mut |cx| {
-            let mut memo = HashMap::new();
             let mut smemo = HashMap::new();
-            let x = cx.veval(body, var, &mut memo, &mut smemo);
-            let x = cx.to_vec(x, types::F32X4);
+            let x = cx.emit_value(body, &mut smemo);
+            let x = cx.vector_of(x, types::F32X4);
             let a = cx.b.use_var(acc);
-            let n = combine(cx, a, x);
+            let n = cx.fold_insts(fold, a, x);
             cx.b.def_var(acc, n);
         });
         let a = self.b.use_var(acc);
-        let mut memo = HashMap::new();
         let mut smemo = HashMap::new();
         let v = match epilogue {
             Some(e) => {
-                self.vacc = Some(a);
-                let r = self.veval(e, var, &mut memo, &mut smemo);
-                self.vacc = None;
-                self.to_vec(r, types::F32X4)
+                let r = self.emit_epilogue(e, a, &mut smemo);
+                self.vector_of(r, types::F32X4)
             }
             None => a,
         };
@@ -214,7 +193,16 @@ impl FnCx<'_, '_> {
         self.b.ins().store(vflags(), v, p, 0);
     }
 
-    pub(super) fn to_vec(&mut self, v: VV, ty: Type) -> Value {
+    /// `a ⊕ b` for a reduction's fold, on scalars or vectors.
+    pub(super) fn fold_insts(&mut self, fold: VFold, a: Value, b: Value) -> Value {
+        match fold {
+            VFold::Sum => self.b.ins().fadd(a, b),
+            VFold::Max => self.b.ins().fmax(a, b),
+            VFold::Min => self.b.ins().fmin(a, b),
+        }
+    }
+
+    pub(super) fn vector_of(&mut self, v: VV, ty: Type) -> Value {
         match v {
             VV::V(x) => x,
             VV::U(x) => self.b.ins().splat(ty, x),
@@ -222,7 +210,7 @@ impl FnCx<'_, '_> {
     }
 
     /// Mask from a scalar bool (0/1 i8): all-ones lanes when true.
-    pub(super) fn mask_of(&mut self, v: VV) -> Value {
+    fn mask_of(&mut self, v: VV) -> Value {
         match v {
             VV::V(m) => m,
             VV::U(b) => {
@@ -233,39 +221,90 @@ impl FnCx<'_, '_> {
         }
     }
 
-    pub(super) fn veval(
+    /// The vector value of a stored value's or a reduction body's plan; `smemo` memoizes the
+    /// scalar code of its uniform parts (and of the statement's offset).
+    pub(super) fn emit_value(
         &mut self,
-        e: &E,
-        var: u32,
-        memo: &mut HashMap<*const Expr, VV>,
+        plan: &VPlan<'_>,
         smemo: &mut HashMap<*const Expr, Value>,
     ) -> VV {
-        let key = Arc::as_ptr(e);
-        if let Some(v) = memo.get(&key) {
-            return *v;
+        self.emit_plan(plan, None, smemo)
+    }
+
+    /// The vector value of an epilogue reading the accumulator vector `acc`.
+    fn emit_epilogue(
+        &mut self,
+        plan: &EpiloguePlan<'_>,
+        acc: Value,
+        smemo: &mut HashMap<*const Expr, Value>,
+    ) -> VV {
+        self.emit_plan(&plan.0, Some(acc), smemo)
+    }
+
+    /// Emits the plan's nodes in order (operands first); an expression node met twice (a
+    /// table index planned as a body inside an epilogue) is computed once.
+    fn emit_plan(
+        &mut self,
+        plan: &VPlan<'_>,
+        acc: Option<Value>,
+        smemo: &mut HashMap<*const Expr, Value>,
+    ) -> VV {
+        let mut vals: Vec<VV> = Vec::with_capacity(plan.nodes.len());
+        let mut memo: HashMap<*const Expr, VV> = HashMap::new();
+        for node in &plan.nodes {
+            let key = Arc::as_ptr(node.expr);
+            let v = match memo.get(&key) {
+                Some(&v) => v,
+                None => {
+                    let v = self.emit_node(node, &vals, acc, smemo);
+                    memo.insert(key, v);
+                    v
+                }
+            };
+            vals.push(v);
         }
-        if let (
-            ExprKind::Load {
-                input: EPILOGUE_ACC,
-                ..
-            },
-            Some(a),
-        ) = (&e.kind, self.vacc)
-        {
-            return VV::V(a);
-        }
-        if !depends_on(e, var) && !(self.vacc.is_some() && mentions_acc(e)) {
-            let v = VV::U(self.eval(e, smemo));
-            memo.insert(key, v);
-            return v;
-        }
-        let r = match &e.kind {
-            ExprKind::Cast(_) if self.byte_load(e, var).is_some() => {
-                // Four contiguous 8-bit values as float32: one 4-byte load, widened twice.
-                let (input, signed, offset) = self.byte_load(e, var).expect("matched");
-                let off = self.eval(offset, smemo);
-                let p = self.addr(input, off);
-                let fl = self.load_flags(input, vflags());
+        vals[plan.root]
+    }
+
+    /// The code of one node in its vector form; `vals` holds the plan's earlier nodes.
+    fn emit_node(
+        &mut self,
+        node: &VNode<'_>,
+        vals: &[VV],
+        acc: Option<Value>,
+        smemo: &mut HashMap<*const Expr, Value>,
+    ) -> VV {
+        match node.form {
+            VForm::Uniform => VV::U(self.eval(node.expr, smemo)),
+            VForm::Acc => VV::V(acc.expect("only epilogue plans read the accumulator")),
+            VForm::Load { buf, index, stride } => {
+                let off = self.eval(index, smemo);
+                if stride == 1 {
+                    let p = self.addr(buf, off);
+                    let fl = self.load_flags(buf, vflags());
+                    VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
+                } else {
+                    VV::V(self.lanes(|cx, lane| {
+                        let o = cx.b.ins().iadd_imm_s(off, stride * lane as i64);
+                        cx.load(buf, o)
+                    }))
+                }
+            }
+            VForm::Gather { buf, at } => {
+                let fv = self.vector_of(vals[at], types::F32X4);
+                // One vector conversion (the offsets are small and non-negative), then lane
+                // by lane.
+                let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, fv);
+                VV::V(self.lanes(|cx, lane| {
+                    let x = cx.b.ins().extractlane(iv, lane);
+                    let o = cx.b.ins().uextend(PTR, x);
+                    cx.load(buf, o)
+                }))
+            }
+            VForm::Bytes { buf, signed, index } => {
+                let off = self.eval(index, smemo);
+                let p = self.addr(buf, off);
+                let fl = self.load_flags(buf, vflags());
                 let word = self.b.ins().load(types::I32, fl, p, 0);
                 let v = self.b.ins().scalar_to_vector(types::I32X4, word);
                 let v = self.b.ins().bitcast(
@@ -282,119 +321,62 @@ impl FnCx<'_, '_> {
                 };
                 VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
             }
-            ExprKind::Load { input, index } if linear_coeff(&index[0], var).is_none() => {
-                // A gather (a lookup table read at a float index, `schedule::lut`): the
-                // index per lane, four scalar loads.
-                let f = gather_index(&index[0]).expect("checked by vectorizable");
-                let fv = self.veval(f, var, memo, smemo);
-                let fv = self.to_vec(fv, types::F32X4);
-                // One vector conversion (the offsets are small and non-negative), then
-                // lane by lane.
-                let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, fv);
-                let mut vec = None;
-                for lane in 0..4u8 {
-                    let x = self.b.ins().extractlane(iv, lane);
-                    let o = self.b.ins().uextend(PTR, x);
-                    let s = self.load(*input, o);
-                    vec = Some(match vec {
-                        None => self.b.ins().splat(types::F32X4, s),
-                        Some(v) => self.b.ins().insertlane(v, s, lane),
-                    });
-                }
-                VV::V(vec.expect("four lanes"))
-            }
-            ExprKind::Load { input, index } => {
-                let c = linear_coeff(&index[0], var).expect("checked by vectorizable");
-                let off = self.eval(&index[0], smemo);
-                if c == 1 {
-                    let p = self.addr(*input, off);
-                    let fl = self.load_flags(*input, vflags());
-                    VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
-                } else {
-                    let mut vec = None;
-                    for lane in 0..4u8 {
-                        let o = self.b.ins().iadd_imm_s(off, c * lane as i64);
-                        let s = self.load(*input, o);
-                        vec = Some(match vec {
-                            None => self.b.ins().splat(types::F32X4, s),
-                            Some(v) => self.b.ins().insertlane(v, s, lane),
-                        });
-                    }
-                    VV::V(vec.expect("four lanes"))
-                }
-            }
-            ExprKind::Unary(op, a) => {
-                let x = self.veval(a, var, memo, smemo);
-                let x = self.to_vec(x, types::F32X4);
+            VForm::Unary(op, a) => {
+                let x = self.vector_of(vals[a], types::F32X4);
+                let (b, fma) = (&mut self.b, self.fma);
                 VV::V(match op {
-                    UnOp::Neg => self.b.ins().fneg(x),
-                    UnOp::Abs => self.b.ins().fabs(x),
-                    UnOp::Sqrt => self.b.ins().sqrt(x),
-                    UnOp::Floor => self.b.ins().floor(x),
-                    UnOp::Ceil => self.b.ins().ceil(x),
-                    UnOp::Round => self.b.ins().nearest(x),
-                    UnOp::Exp => vmath::exp(&mut self.b, self.fma, x),
-                    UnOp::Tanh => vmath::tanh(&mut self.b, self.fma, x),
-                    UnOp::Erf => vmath::erf(&mut self.b, self.fma, x),
-                    UnOp::Sigmoid => vmath::sigmoid(&mut self.b, self.fma, x),
-                    UnOp::Log => vmath::log(&mut self.b, self.fma, x),
-                    _ => self.b.ins().trunc(x),
+                    VUnary::Neg => b.ins().fneg(x),
+                    VUnary::Abs => b.ins().fabs(x),
+                    VUnary::Sqrt => b.ins().sqrt(x),
+                    VUnary::Floor => b.ins().floor(x),
+                    VUnary::Ceil => b.ins().ceil(x),
+                    VUnary::Round => b.ins().nearest(x),
+                    VUnary::Trunc => b.ins().trunc(x),
+                    VUnary::Exp => vmath::exp(b, fma, x),
+                    VUnary::Log => vmath::log(b, fma, x),
+                    VUnary::Tanh => vmath::tanh(b, fma, x),
+                    VUnary::Erf => vmath::erf(b, fma, x),
+                    VUnary::Sigmoid => vmath::sigmoid(b, fma, x),
                 })
             }
-            ExprKind::Binary(op, a, b) if a.dtype == DType::Bool => {
-                let x = self.veval(a, var, memo, smemo);
-                let y = self.veval(b, var, memo, smemo);
-                let (x, y) = (self.mask_of(x), self.mask_of(y));
-                VV::V(if *op == BinOp::And {
-                    self.b.ins().band(x, y)
-                } else {
-                    self.b.ins().bor(x, y)
-                })
-            }
-            ExprKind::Binary(BinOp::Pow, a, b) if b.as_const().is_some() => {
-                let x = self.veval(a, var, memo, smemo);
-                let x = self.to_vec(x, types::F32X4);
-                let y = b.as_const().map(|c| c.as_f64() as f32).unwrap_or(1.0);
+            VForm::PowConst(a, y) => {
+                let x = self.vector_of(vals[a], types::F32X4);
                 VV::V(vmath::pow_const(&mut self.b, self.fma, x, y))
             }
-            ExprKind::Binary(op @ (BinOp::Max | BinOp::Min), a, b)
-                if a.dtype == DType::F32 && clamp_const(*op, a, b).is_some() =>
-            {
-                // A clamp against a constant: one minps/maxps (`clamp_insts`).
-                let (x, c) = clamp_const(*op, a, b).expect("matched");
-                let xv = self.veval(x, var, memo, smemo);
-                let xv = self.to_vec(xv, types::F32X4);
-                VV::V(self.clamp_insts(*op, xv, c))
+            VForm::Clamp(op, x, c) => {
+                let xv = self.vector_of(vals[x], types::F32X4);
+                VV::V(self.clamp_insts(op, xv, c))
             }
-            ExprKind::Binary(op, a, b) => {
-                let x = self.veval(a, var, memo, smemo);
-                let y = self.veval(b, var, memo, smemo);
-                let (x, y) = (self.to_vec(x, types::F32X4), self.to_vec(y, types::F32X4));
-                let cmp = |cc| Some(cc);
-                let cc = match op {
-                    BinOp::Eq => cmp(FloatCC::Equal),
-                    BinOp::Lt => cmp(FloatCC::LessThan),
-                    BinOp::Le => cmp(FloatCC::LessThanOrEqual),
-                    BinOp::Gt => cmp(FloatCC::GreaterThan),
-                    BinOp::Ge => cmp(FloatCC::GreaterThanOrEqual),
-                    _ => None,
-                };
-                VV::V(match (op, cc) {
-                    (_, Some(cc)) => self.b.ins().fcmp(cc, x, y),
-                    (BinOp::Add, _) => self.b.ins().fadd(x, y),
-                    (BinOp::Sub, _) => self.b.ins().fsub(x, y),
-                    (BinOp::Mul, _) => self.b.ins().fmul(x, y),
-                    (BinOp::Div, _) => self.b.ins().fdiv(x, y),
-                    (BinOp::Max, _) => self.b.ins().fmax(x, y),
-                    _ => self.b.ins().fmin(x, y),
+            VForm::Arith(op, a, b) => {
+                let x = self.vector_of(vals[a], types::F32X4);
+                let y = self.vector_of(vals[b], types::F32X4);
+                let ins = self.b.ins();
+                VV::V(match op {
+                    VArith::Add => ins.fadd(x, y),
+                    VArith::Sub => ins.fsub(x, y),
+                    VArith::Mul => ins.fmul(x, y),
+                    VArith::Div => ins.fdiv(x, y),
+                    VArith::Max => ins.fmax(x, y),
+                    VArith::Min => ins.fmin(x, y),
                 })
             }
-            ExprKind::Select(c, a, b) => {
-                let cv = self.veval(c, var, memo, smemo);
-                let x = self.veval(a, var, memo, smemo);
-                let y = self.veval(b, var, memo, smemo);
-                let (x, y) = (self.to_vec(x, types::F32X4), self.to_vec(y, types::F32X4));
-                match cv {
+            VForm::Compare(cc, a, b) => {
+                let x = self.vector_of(vals[a], types::F32X4);
+                let y = self.vector_of(vals[b], types::F32X4);
+                VV::V(self.b.ins().fcmp(cc, x, y))
+            }
+            VForm::Logic(op, a, b) => {
+                let x = self.mask_of(vals[a]);
+                let y = self.mask_of(vals[b]);
+                VV::V(match op {
+                    VLogic::And => self.b.ins().band(x, y),
+                    VLogic::Or => self.b.ins().bor(x, y),
+                })
+            }
+            VForm::Select(c, a, b) => {
+                let x = self.vector_of(vals[a], types::F32X4);
+                let y = self.vector_of(vals[b], types::F32X4);
+                match vals[c] {
                     VV::U(c) => VV::V(self.b.ins().select(c, x, y)),
                     VV::V(m) => {
                         let mf = self.b.ins().bitcast(
@@ -406,20 +388,17 @@ impl FnCx<'_, '_> {
                     }
                 }
             }
-            ExprKind::Var(_)
-            | ExprKind::Const(_)
-            | ExprKind::Cast(_)
-            | ExprKind::CheckIndex { .. } => {
-                unreachable!("rejected by vectorizable")
-            }
-        };
-        memo.insert(key, r);
-        r
+        }
     }
-}
 
-pub(super) fn mentions_acc(e: &E) -> bool {
-    let mut used = Vec::new();
-    crate::ir::expr::used_inputs(e, &mut used);
-    used.contains(&EPILOGUE_ACC)
+    /// A float32x4 of four scalars, each inserted as soon as `lane` computes it.
+    fn lanes(&mut self, mut lane: impl FnMut(&mut Self, u8) -> Value) -> Value {
+        let s = lane(self, 0);
+        let mut v = self.b.ins().splat(types::F32X4, s);
+        for k in 1..4u8 {
+            let s = lane(self, k);
+            v = self.b.ins().insertlane(v, s, k);
+        }
+        v
+    }
 }
