@@ -3,6 +3,7 @@
 //! onnx's backend test runner does.
 
 pub mod model;
+pub mod text;
 
 use onnxc::driver::{self, Options, TempDir};
 use onnxc::ir::{DType, Tensor};
