@@ -290,6 +290,14 @@ pub fn load_cases(suite: &Path) -> Result<Vec<Case>, String> {
         .collect()
 }
 
+/// An empty scratch directory for one test: `$TMPDIR/onnxc-test-PID-NAME`.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("onnxc-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create a scratch directory");
+    d
+}
+
 /// The workspace root (this package's manifest directory).
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
