@@ -81,7 +81,7 @@ impl FnCx<'_, '_> {
 /// Whether `e` is built from loop variables and constants by `+`, `-` and `*` only (no loads,
 /// no index checks): its value over a run is known from its first element, so a copy of the
 /// run stays inside the bounds the loop nest was built with.
-pub(super) fn affine(e: &E) -> bool {
+fn affine(e: &E) -> bool {
     match &e.kind {
         ExprKind::Var(_) | ExprKind::Const(_) => true,
         ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => affine(a) && affine(b),

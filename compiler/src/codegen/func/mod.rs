@@ -50,15 +50,15 @@ pub fn clif_ty(dt: DType) -> Type {
     }
 }
 
-pub(super) fn is_unsigned(dt: DType) -> bool {
+fn is_unsigned(dt: DType) -> bool {
     dt.is_unsigned_int() || dt == DType::Bool
 }
 
-pub(super) fn flags() -> MemFlagsData {
+fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-pub(super) fn vflags() -> MemFlagsData {
+fn vflags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
@@ -146,7 +146,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
-    pub(super) fn var(&mut self, v: u32) -> Variable {
+    fn var(&mut self, v: u32) -> Variable {
         if let Some(x) = self.vars.get(&v) {
             return *x;
         }
@@ -156,7 +156,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     }
 
     /// Emits `for var in start..end step` around `body`.
-    pub(super) fn counted_loop(
+    fn counted_loop(
         &mut self,
         var: Variable,
         start: Value,
@@ -189,7 +189,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.switch_to_block(exit);
     }
 
-    pub(super) fn stmt(&mut self, s: &Stmt) {
+    fn stmt(&mut self, s: &Stmt) {
         match s {
             Stmt::For {
                 var,
@@ -316,7 +316,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     }
 
     /// Records error `code` unless `ok` (first error wins); no branch in the hot path.
-    pub(super) fn flag_error(&mut self, ok: Value, code: i32) {
+    fn flag_error(&mut self, ok: Value, code: i32) {
         let prev = self.b.use_var(self.err);
         let clean = self.b.ins().icmp_imm_s(IntCC::Equal, prev, 0);
         let bad = self.b.ins().bxor_imm_s(ok, 1);
@@ -326,7 +326,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.def_var(self.err, next);
     }
 
-    pub(super) fn addr(&mut self, buf: BufId, off: Value) -> Value {
+    fn addr(&mut self, buf: BufId, off: Value) -> Value {
         let es = self.prog.buffers[buf as usize].dtype.size() as i64;
         let base = self.bases[&buf];
         let bytes = if es == 1 {
@@ -339,7 +339,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// `base` for a load from `buf`, marked readonly and movable (pure) when this function
     /// does not write `buf`.
-    pub(super) fn load_flags(&self, buf: BufId, base: MemFlagsData) -> MemFlagsData {
+    fn load_flags(&self, buf: BufId, base: MemFlagsData) -> MemFlagsData {
         if self.written.contains(&buf) {
             base
         } else {
@@ -347,7 +347,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
-    pub(super) fn load(&mut self, buf: BufId, off: Value) -> Value {
+    fn load(&mut self, buf: BufId, off: Value) -> Value {
         let dt = self.prog.buffers[buf as usize].dtype;
         let p = self.addr(buf, off);
         // A buffer this function does not write holds the same values throughout it
@@ -378,7 +378,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         }
     }
 
-    pub(super) fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
+    fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
         let dt = self.prog.buffers[buf as usize].dtype;
         let val = if val_dt.compute_type() != dt.compute_type()
             || (val_dt != dt && matches!(dt, DType::F16 | DType::BF16))

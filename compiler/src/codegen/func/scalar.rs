@@ -52,20 +52,14 @@ impl FnCx<'_, '_> {
         }
     }
 
-    pub(super) fn call1(&mut self, name: &str, ty: Type, args: &[Value]) -> Value {
+    fn call1(&mut self, name: &str, ty: Type, args: &[Value]) -> Value {
         let params = vec![ty; args.len()];
         let f = self.imports.func(&mut self.b, name, &params, &[ty]);
         let c = self.b.ins().call(f, args);
         self.b.inst_results(c)[0]
     }
 
-    pub(super) fn call1_typed(
-        &mut self,
-        name: &str,
-        params: &[Type],
-        ret: Type,
-        args: &[Value],
-    ) -> Value {
+    fn call1_typed(&mut self, name: &str, params: &[Type], ret: Type, args: &[Value]) -> Value {
         let f = self.imports.func(&mut self.b, name, params, &[ret]);
         let c = self.b.ins().call(f, args);
         self.b.inst_results(c)[0]
@@ -400,7 +394,7 @@ impl FnCx<'_, '_> {
     }
 
     /// Integer division/remainder that never traps: divisor 0 gives 0, MIN / -1 wraps.
-    pub(super) fn int_div(&mut self, op: BinOp, dt: DType, x: Value, y: Value) -> Value {
+    fn int_div(&mut self, op: BinOp, dt: DType, x: Value, y: Value) -> Value {
         let ty = clif_ty(dt);
         let unsigned = is_unsigned(dt);
         let zero = self.b.ins().iconst(ty, 0);

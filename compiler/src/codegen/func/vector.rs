@@ -64,7 +64,7 @@ impl FnCx<'_, '_> {
 
     /// Whether evaluating `e` once per vector costs more than reloading it: it contains a
     /// division, a square root or a transcendental function.
-    pub(super) fn expensive(e: &E) -> bool {
+    fn expensive(e: &E) -> bool {
         let mut found = false;
         crate::ir::expr::rewrite(e, &mut |x| {
             match &x.kind {
@@ -79,7 +79,7 @@ impl FnCx<'_, '_> {
         found
     }
 
-    pub(super) fn uniform_roots(
+    fn uniform_roots(
         &self,
         e: &E,
         var: u32,
@@ -101,7 +101,7 @@ impl FnCx<'_, '_> {
     }
 
     /// Whether every load in `e` reads a buffer this function does not write.
-    pub(super) fn reads_only_inputs(&self, e: &E) -> bool {
+    fn reads_only_inputs(&self, e: &E) -> bool {
         let mut used = Vec::new();
         crate::ir::expr::used_inputs(e, &mut used);
         used.iter().all(|b| !self.written.contains(b))
