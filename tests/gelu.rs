@@ -1,9 +1,8 @@
 //! GELU: ONNX Gelu and the Erf decompositions exporters write (`passes::gelu` turns them into
-//! one runtime kernel call at -O2) against an f64 reference, at -O2 and -O0; a near miss
-//! (dividing by 1.5, not √2) must stay as written.
+//! one runtime kernel call at -O2; a near miss, dividing by 1.5 and not √2, stays as written:
+//! tests/filetests/gelu_forms.onnxt) against an f64 reference, at -O2 and -O0.
 
 use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info};
-use std::process::Command;
 
 /// erf in f64: Taylor series below 3, erfc's continued fraction above.
 fn erf64(x: f64) -> f64 {
@@ -82,18 +81,6 @@ fn gelu_forms_match_reference() {
     save(&m, &p);
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[n], &xs), &x);
-
-    // -O2 rewrites the three decompositions and the op into gelu nodes, not the near miss.
-    let g = Command::new(onnxc_tests::onnxc_bin())
-        .arg(&p)
-        .args(["--emit", "graph", "-o"])
-        .arg(d.join("m.o"))
-        .output()
-        .unwrap();
-    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
-    let dump = String::from_utf8_lossy(&g.stdout);
-    assert_eq!(dump.matches("= gelu(").count(), 4, "{dump}");
-    assert_eq!(dump.matches("erf(").count(), 1, "{dump}");
 
     for opt in ["--O2", "--O0"] {
         let outs = onnxc_tests::run_model(

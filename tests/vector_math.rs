@@ -59,7 +59,7 @@ fn vector_math_matches_f64_references() {
         f32::NEG_INFINITY,
         f32::NAN,
     ]);
-    while xs.len() % 8 != 0 {
+    while !xs.len().is_multiple_of(8) {
         xs.push(0.5);
     }
     let n = xs.len() as i64;
@@ -120,7 +120,7 @@ fn pow_by_constants_matches_powf() {
         1e-30,
         1e30,
     ]);
-    while xs.len() % 8 != 0 {
+    while !xs.len().is_multiple_of(8) {
         xs.push(0.5);
     }
     let n = xs.len() as i64;
@@ -177,7 +177,7 @@ fn clamps_against_constants_propagate_nan_and_order_zeros() {
         1e-40,
         -1e-40,
     ];
-    while xs.len() % 8 != 0 {
+    while !xs.len().is_multiple_of(8) {
         xs.push(0.25);
     }
     let n = xs.len() as i64;

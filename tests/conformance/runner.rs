@@ -108,12 +108,11 @@ fn main() {
                     let k = keep.as_ref().map(|k| k.join(&c.name));
                     let out = run_case(&c.dir, &opts, c.rtol, c.atol, k.as_deref());
                     let dt = start.elapsed().as_secs_f64();
-                    if keep.is_none() || out == Outcome::Pass {
-                        if let Some(k) = &k
-                            && out == Outcome::Pass
-                        {
-                            let _ = std::fs::remove_dir_all(k);
-                        }
+                    // A kept case's files stay only when it does not pass.
+                    if let Some(k) = &k
+                        && out == Outcome::Pass
+                    {
+                        let _ = std::fs::remove_dir_all(k);
                     }
                     results
                         .lock()
@@ -124,7 +123,7 @@ fn main() {
         }
     });
     let mut results = results.into_inner().expect("results lock");
-    results.sort_by(|a, b| a.0.id().cmp(&b.0.id()));
+    results.sort_by_key(|a| a.0.id());
     let tag = if opt == OptLevel::O0 { "O0" } else { "O2" };
     let mut tsv = String::new();
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();

@@ -3,6 +3,7 @@
 //! onnx's backend test runner does.
 
 pub mod model;
+pub mod text;
 
 use onnxc::driver::{self, Options, TempDir};
 use onnxc::ir::{DType, Tensor};
@@ -287,6 +288,14 @@ pub fn load_cases(suite: &Path) -> Result<Vec<Case>, String> {
             })
         })
         .collect()
+}
+
+/// An empty scratch directory for one test: `$TMPDIR/onnxc-test-PID-NAME`.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("onnxc-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create a scratch directory");
+    d
 }
 
 /// The workspace root (this package's manifest directory).

@@ -1,5 +1,10 @@
 //! The generated C header and the `onnxc_model_info` tables embedded in the object.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "cranelift_module's own error type, returned once per model"
+)]
+
 use crate::loops::{IoDesc, Program};
 use cranelift_module::{DataDescription, DataId, Module, ModuleResult};
 use cranelift_object::ObjectModule;

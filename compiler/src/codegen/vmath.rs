@@ -141,10 +141,10 @@ pub fn tanh(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
         z,
         &[
             -5.704_988_7e-3,
-            2.063_908_9e-2,
+            2.063_909e-2,
             -5.373_971_6e-2,
             1.333_144_2e-1,
-            -3.333_328_2e-1,
+            -3.333_328e-1,
         ],
     );
     let p = b.ins().fmul(p, z);

@@ -756,11 +756,16 @@ pub fn dag_size(e: &E) -> usize {
     seen.len()
 }
 
-/// A compact textual form for dumps: `add(load0[v0, v1], 1.0)`.
+/// A compact textual form for dumps: `add(in0[v0, v1], 1.0)`; a reduction epilogue's read of
+/// the reduced value (input `u32::MAX`, `schedule::EPILOGUE_ACC`) is `acc`.
 pub fn display(e: &E) -> String {
     match &e.kind {
         ExprKind::Var(v) => format!("v{v}"),
         ExprKind::Const(c) => format!("{c}"),
+        ExprKind::Load {
+            input: u32::MAX,
+            index,
+        } if index.is_empty() => "acc".to_string(),
         ExprKind::Load { input, index } => {
             let ix: Vec<String> = index.iter().map(display).collect();
             format!("in{input}[{}]", ix.join(", "))

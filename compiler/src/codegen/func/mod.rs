@@ -1,0 +1,504 @@
+//! Loop IR function → Cranelift IR: the per-function context and statement lowering.
+//!
+//! `FnCx` translates one `loops::Func` body: loop nests, stores, block copies, checks and
+//! kernel calls live here; the rest is split by what it emits:
+//! - `scalar`: expressions one element at a time (every type; libm calls for what has no
+//!   instruction) and ONNX Cast conversions;
+//! - `reduce`: reductions into registers, scalar or with f32x4 accumulators along the
+//!   reduced axis;
+//! - `copy`: innermost loops that copy a contiguous run, as one `memmove`;
+//! - `vectorize`: which innermost loops run four float32 lanes at a time and the vector
+//!   form of each of their expression nodes (one definition: a plan, or scalar code);
+//! - `vector`: the f32x4 code of those plans, form by form.
+//!
+//! Contract: every buffer a body touches has its base pointer computed (`setup_bases`) before
+//! any statement of it is lowered; loads of buffers the function does not write are pure.
+
+mod copy;
+mod reduce;
+mod scalar;
+mod vector;
+mod vectorize;
+
+use super::Imports;
+use crate::ir::DType;
+use crate::ir::expr::{E, Expr};
+use crate::loops::{Arg, BufId, Loc, Program, Stmt};
+use crate::schedule::EPILOGUE_ACC;
+use copy::MEMMOVE_MIN;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    self, AbiParam, BlockArg, InstBuilder, MemFlagsData, Type, Value, types,
+};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use std::collections::HashMap;
+
+pub const PTR: Type = types::I64;
+
+/// Longest vector loop unrolled completely (elements).
+const SHORT_VECTOR_LOOP: i64 = 16;
+
+/// The Cranelift type a value of `dt` is computed in.
+pub fn clif_ty(dt: DType) -> Type {
+    match dt {
+        DType::F32 | DType::F16 | DType::BF16 => types::F32,
+        DType::F64 => types::F64,
+        DType::I8 | DType::U8 | DType::Bool => types::I8,
+        DType::I16 | DType::U16 => types::I16,
+        DType::I32 | DType::U32 => types::I32,
+        DType::I64 | DType::U64 => types::I64,
+    }
+}
+
+fn is_unsigned(dt: DType) -> bool {
+    dt.is_unsigned_int() || dt == DType::Bool
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+fn vflags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// Per-function translation state.
+pub struct FnCx<'a, 'b> {
+    pub b: FunctionBuilder<'b>,
+    pub prog: &'a Program,
+    pub imports: Imports<'a>,
+    pub vars: HashMap<u32, Variable>,
+    pub bases: HashMap<BufId, Value>,
+    /// Buffers this function writes (stores, reductions, copies, kernel arguments); every
+    /// other buffer is read-only for its whole duration.
+    written: std::collections::HashSet<BufId>,
+    /// Loop-invariant subexpressions computed before the vector loop they are invariant in
+    /// (`hoist_uniform`), kept in stack slots that `eval` reads ahead of its memo.
+    hoisted: HashMap<*const Expr, (ir::StackSlot, Type)>,
+    pub err: Variable,
+    pub ws: Value,
+    acc: Option<Value>,
+    /// Whether the target has fused multiply-add (for the vector math polynomials).
+    pub fma: super::vmath::Fma,
+}
+
+impl<'a, 'b> FnCx<'a, 'b> {
+    pub fn new(
+        b: FunctionBuilder<'b>,
+        prog: &'a Program,
+        imports: Imports<'a>,
+        err: Variable,
+        ws: Value,
+    ) -> Self {
+        FnCx {
+            b,
+            prog,
+            imports,
+            vars: HashMap::new(),
+            bases: HashMap::new(),
+            written: Default::default(),
+            hoisted: HashMap::new(),
+            err,
+            ws,
+            acc: None,
+            fma: super::vmath::Fma(false),
+        }
+    }
+
+    /// Computes base pointers of every buffer the body touches (in the current block).
+    pub fn setup_bases(&mut self, body: &[Stmt], inputs: Value, outputs: Value) {
+        let mut bufs = Vec::new();
+        collect_bufs(body, &mut bufs);
+        collect_written(body, &mut self.written);
+        bufs.sort();
+        bufs.dedup();
+        for id in bufs {
+            let buf = &self.prog.buffers[id as usize];
+            let base = match &buf.loc {
+                Loc::Input(k) => {
+                    self.b
+                        .ins()
+                        .load(PTR, flags().with_readonly(), inputs, (*k * 8) as i32)
+                }
+                Loc::Output(k) => {
+                    self.b
+                        .ins()
+                        .load(PTR, flags().with_readonly(), outputs, (*k * 8) as i32)
+                }
+                Loc::Arena(o) => self.b.ins().iadd_imm_s(self.ws, *o as i64),
+                Loc::Const(_) => {
+                    let gv = self.imports.const_gv(id, &mut self.b);
+                    self.b.ins().symbol_value(PTR, gv)
+                }
+            };
+            let base = if buf.offset > 0 {
+                self.b.ins().iadd_imm_s(base, buf.offset as i64)
+            } else {
+                base
+            };
+            self.bases.insert(id, base);
+        }
+    }
+
+    pub fn stmts(&mut self, body: &[Stmt]) {
+        for s in body {
+            self.stmt(s);
+        }
+    }
+
+    fn var(&mut self, v: u32) -> Variable {
+        if let Some(x) = self.vars.get(&v) {
+            return *x;
+        }
+        let x = self.b.declare_var(types::I64);
+        self.vars.insert(v, x);
+        x
+    }
+
+    /// Emits `for var in start..end step` around `body`.
+    fn counted_loop(
+        &mut self,
+        var: Variable,
+        start: Value,
+        end: i64,
+        step: i64,
+        body: impl FnOnce(&mut Self),
+    ) {
+        let header = self.b.create_block();
+        let body_b = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.def_var(var, start);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let i = self.b.use_var(var);
+        let cond = if step == 1 {
+            self.b.ins().icmp_imm_s(IntCC::SignedLessThan, i, end)
+        } else {
+            let next = self.b.ins().iadd_imm_s(i, step);
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedLessThanOrEqual, next, end)
+        };
+        self.b.ins().brif(cond, body_b, &[], exit, &[]);
+        self.b.switch_to_block(body_b);
+        body(self);
+        let i = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(i, step);
+        self.b.def_var(var, next);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::For {
+                var,
+                extent,
+                vector,
+                body,
+            } => {
+                let v = self.var(*var);
+                if *extent == 1 {
+                    let z = self.b.ins().iconst(types::I64, 0);
+                    self.b.def_var(v, z);
+                    self.stmts(body);
+                    return;
+                }
+                if *vector
+                    && *extent >= MEMMOVE_MIN
+                    && let Some(run) = self.contiguous_copy(*var, body)
+                {
+                    self.copy_run(v, *extent, run);
+                    return;
+                }
+                if *vector
+                    && *extent >= 4
+                    && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
+                {
+                    let added = self.hoist_uniform(*var, body);
+                    if *extent <= SHORT_VECTOR_LOOP && extent % 4 == 0 {
+                        // A loop over a blocked layout's 8 lanes: unrolled, so the loads it
+                        // indexes by lane alone (per-channel parameters) have constant
+                        // offsets and no loop control runs per position.
+                        for j in 0..extent / 4 {
+                            let at = self.b.ins().iconst(types::I64, 4 * j);
+                            self.b.def_var(v, at);
+                            self.vector_body(&vl);
+                        }
+                    } else {
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(&vl));
+                        if extent % 4 != 0 {
+                            // The tail reuses the vector body on the last four elements: the
+                            // stores are pure (no step reads the buffer it writes), so
+                            // rewriting a few outputs with the same values is harmless.
+                            let last = self.b.ins().iconst(types::I64, extent - 4);
+                            self.b.def_var(v, last);
+                            self.vector_body(&vl);
+                        }
+                    }
+                    for k in added {
+                        self.hoisted.remove(&k);
+                    }
+                    return;
+                }
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.counted_loop(v, z, *extent, 1, |cx| cx.stmts(body));
+            }
+            Stmt::Store { buf, offset, value } => {
+                let mut memo = HashMap::new();
+                let val = self.eval(value, &mut memo);
+                let off = self.eval(offset, &mut memo);
+                self.store(*buf, off, val, value.dtype);
+            }
+            Stmt::Reduce {
+                buf,
+                offset,
+                kind,
+                loops,
+                body,
+                epilogue,
+            } => self.reduce(*buf, offset, *kind, loops, body, epilogue.as_ref()),
+            Stmt::Copy {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                elems,
+            } => {
+                let es = self.prog.buffers[*dst as usize].dtype.size() as i64;
+                let mut memo = HashMap::new();
+                let d = self.eval(dst_offset, &mut memo);
+                let s = self.eval(src_offset, &mut memo);
+                let dp = self.addr(*dst, d);
+                let sp = self.addr(*src, s);
+                let size = self.b.ins().iconst(PTR, elems * es);
+                let memcpy = self
+                    .imports
+                    .func(&mut self.b, "memcpy", &[PTR, PTR, PTR], &[PTR]);
+                self.b.ins().call(memcpy, &[dp, sp, size]);
+            }
+            Stmt::Check { cond, code } => {
+                let mut memo = HashMap::new();
+                let c = self.eval(cond, &mut memo);
+                self.flag_error(c, *code);
+            }
+            Stmt::Call { kernel, args } => {
+                let mut memo = HashMap::new();
+                let mut vals = Vec::new();
+                for a in args {
+                    let v = match a {
+                        Arg::Ptr { buf, offset } => {
+                            let off = self.eval(offset, &mut memo);
+                            self.addr(*buf, off)
+                        }
+                        Arg::Null => self.b.ins().iconst(PTR, 0),
+                        Arg::Int(e) => self.eval(e, &mut memo),
+                        Arg::Params(p) => {
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
+                            self.b.ins().symbol_value(PTR, gv)
+                        }
+                        Arg::Floats(p) => {
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
+                            self.b.ins().symbol_value(PTR, gv)
+                        }
+                        Arg::Scratch { offset } => self.b.ins().iadd_imm_s(self.ws, *offset as i64),
+                    };
+                    vals.push(v);
+                }
+                let tys = vec![PTR; vals.len()];
+                let f = self.imports.func(&mut self.b, kernel.symbol, &tys, &[]);
+                self.b.ins().call(f, &vals);
+            }
+        }
+    }
+
+    /// Records error `code` unless `ok` (first error wins); no branch in the hot path.
+    fn flag_error(&mut self, ok: Value, code: i32) {
+        let prev = self.b.use_var(self.err);
+        let clean = self.b.ins().icmp_imm_s(IntCC::Equal, prev, 0);
+        let bad = self.b.ins().bxor_imm_s(ok, 1);
+        let set = self.b.ins().band(clean, bad);
+        let c = self.b.ins().iconst(types::I32, code as i64);
+        let next = self.b.ins().select(set, c, prev);
+        self.b.def_var(self.err, next);
+    }
+
+    fn addr(&mut self, buf: BufId, off: Value) -> Value {
+        let es = self.prog.buffers[buf as usize].dtype.size() as i64;
+        let base = self.bases[&buf];
+        let bytes = if es == 1 {
+            off
+        } else {
+            self.b.ins().imul_imm_s(off, es)
+        };
+        self.b.ins().iadd(base, bytes)
+    }
+
+    /// `base` for a load from `buf`, marked readonly and movable (pure) when this function
+    /// does not write `buf`.
+    fn load_flags(&self, buf: BufId, base: MemFlagsData) -> MemFlagsData {
+        if self.written.contains(&buf) {
+            base
+        } else {
+            base.with_readonly().with_can_move()
+        }
+    }
+
+    fn load(&mut self, buf: BufId, off: Value) -> Value {
+        let dt = self.prog.buffers[buf as usize].dtype;
+        let p = self.addr(buf, off);
+        // A buffer this function does not write holds the same values throughout it
+        // (memory planning keeps every value a step reads apart from what it writes), and
+        // every load offset is in bounds for all loop variable values (`ir::expr`): the load
+        // is pure, so Cranelift may share it and hoist it out of loops it does not vary in
+        // (per-row statistics of a normalization, per-channel parameters).
+        let fl = self.load_flags(buf, flags());
+        match dt {
+            DType::F16 => {
+                let bits = self.b.ins().load(types::I16, fl, p, 0);
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_f16_to_f32",
+                    &[types::I16],
+                    &[types::F32],
+                );
+                let c = self.b.ins().call(f, &[bits]);
+                self.b.inst_results(c)[0]
+            }
+            DType::BF16 => {
+                let bits = self.b.ins().load(types::I16, fl, p, 0);
+                let w = self.b.ins().uextend(types::I32, bits);
+                let s = self.b.ins().ishl_imm_s(w, 16);
+                self.b.ins().bitcast(types::F32, MemFlagsData::new(), s)
+            }
+            _ => self.b.ins().load(clif_ty(dt), fl, p, 0),
+        }
+    }
+
+    fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
+        let dt = self.prog.buffers[buf as usize].dtype;
+        let val = if val_dt.compute_type() != dt.compute_type()
+            || (val_dt != dt && matches!(dt, DType::F16 | DType::BF16))
+        {
+            self.convert(val, val_dt, dt)
+        } else {
+            val
+        };
+        let p = self.addr(buf, off);
+        match dt {
+            DType::F16 => {
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_f32_to_f16",
+                    &[types::F32],
+                    &[types::I16],
+                );
+                let c = self.b.ins().call(f, &[val]);
+                let bits = self.b.inst_results(c)[0];
+                self.b.ins().store(flags(), bits, p, 0);
+            }
+            DType::BF16 => {
+                let bits = self.f32_to_bf16_bits(val);
+                self.b.ins().store(flags(), bits, p, 0);
+            }
+            _ => {
+                self.b.ins().store(flags(), val, p, 0);
+            }
+        }
+    }
+}
+
+pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
+    fn expr_bufs(e: &E, out: &mut Vec<BufId>) {
+        let mut used = Vec::new();
+        crate::ir::expr::used_inputs(e, &mut used);
+        out.extend(used.into_iter().filter(|&b| b != EPILOGUE_ACC));
+    }
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => collect_bufs(body, out),
+            Stmt::Store { buf, offset, value } => {
+                out.push(*buf);
+                expr_bufs(offset, out);
+                expr_bufs(value, out);
+            }
+            Stmt::Reduce {
+                buf,
+                offset,
+                body,
+                epilogue,
+                ..
+            } => {
+                out.push(*buf);
+                expr_bufs(offset, out);
+                expr_bufs(body, out);
+                if let Some(e) = epilogue {
+                    expr_bufs(e, out);
+                }
+            }
+            Stmt::Copy {
+                dst,
+                src,
+                dst_offset,
+                src_offset,
+                ..
+            } => {
+                out.push(*dst);
+                out.push(*src);
+                expr_bufs(dst_offset, out);
+                expr_bufs(src_offset, out);
+            }
+            Stmt::Check { cond, .. } => expr_bufs(cond, out),
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    match a {
+                        Arg::Ptr { buf, offset } => {
+                            out.push(*buf);
+                            expr_bufs(offset, out);
+                        }
+                        Arg::Int(e) => expr_bufs(e, out),
+                        Arg::Null | Arg::Params(_) | Arg::Floats(_) | Arg::Scratch { .. } => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Buffers a body writes: stored to, reduced into, copied to, or passed to a kernel.
+fn collect_written(body: &[Stmt], out: &mut std::collections::HashSet<BufId>) {
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => collect_written(body, out),
+            Stmt::Store { buf, .. } | Stmt::Reduce { buf, .. } => {
+                out.insert(*buf);
+            }
+            Stmt::Copy { dst, .. } => {
+                out.insert(*dst);
+            }
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    if let Arg::Ptr { buf, .. } = a {
+                        out.insert(*buf);
+                    }
+                }
+            }
+            Stmt::Check { .. } => {}
+        }
+    }
+}
+
+pub fn step_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signature {
+    let mut sig = ir::Signature::new(call_conv);
+    sig.params
+        .extend([AbiParam::new(PTR), AbiParam::new(PTR), AbiParam::new(PTR)]);
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+pub fn block_args(vals: &[Value]) -> Vec<BlockArg> {
+    vals.iter().map(|v| BlockArg::Value(*v)).collect()
+}

@@ -1,0 +1,306 @@
+//! The commands and their flags: help, compile (object, headers, `--name`, `--emit`),
+//! `run`, `bench --json`, files that are not models, external data, symbolic dims that need
+//! `--shape`/`--dim`, and warnings.
+
+use super::{fails, onnxc, small_model, stderr};
+use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info, with_ints};
+use onnxc_tests::{run_model, scratch};
+
+#[test]
+fn help_for_every_subcommand() {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["bench", "--help"],
+    ] {
+        let o = onnxc().args(&args).output().unwrap();
+        assert!(o.status.success(), "{args:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("Usage"), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn compile_writes_object_and_headers() {
+    let d = scratch("compile");
+    let m = small_model(&d);
+    let o = onnxc()
+        .arg(&m)
+        .arg("-o")
+        .arg(d.join("net.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("net.h")).unwrap();
+    assert!(
+        h.contains(
+            "int net_run(const void *const *inputs, void *const *outputs, void *workspace);"
+        ),
+        "{h}"
+    );
+    assert!(h.contains("size_t net_workspace_size(void);"));
+    assert!(h.contains("const onnxc_model_info *net_info(void);"));
+    assert!(h.contains("input 0: \"x\", float32 [1, 4]"), "{h}");
+    assert!(h.contains("output 0: \"y\", float32 [1, 4]"), "{h}");
+    assert!(d.join("onnxc_runtime.h").is_file());
+    assert!(std::fs::metadata(d.join("net.o")).unwrap().len() > 0);
+    // --name overrides the prefix.
+    let o = onnxc()
+        .arg(&m)
+        .arg("-o")
+        .arg(d.join("other.o"))
+        .args(["--name", "custom"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(
+        std::fs::read_to_string(d.join("other.h"))
+            .unwrap()
+            .contains("custom_run(")
+    );
+}
+
+#[test]
+fn emit_every_stage() {
+    let d = scratch("emit");
+    let m = small_model(&d);
+    for (stage, marker) in [
+        ("graph", "graph \""),
+        ("schedule", "schedule \""),
+        ("loops", "program \""),
+        ("clif", "function "),
+    ] {
+        let o = onnxc()
+            .arg(&m)
+            .args(["-o", "/dev/null", "--emit", stage])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{stage}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(marker), "{stage}: {out}");
+    }
+}
+
+#[test]
+fn run_writes_outputs_as_tensor_protos() {
+    let d = scratch("run");
+    let m = small_model(&d);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 4], &[1.0, 1.0, -5.0, 4.0]), &x);
+    let out = d.join("out");
+    let y = &run_model(&[&m, &x], &out)[0];
+    let vals: Vec<f64> = y.to_f64s();
+    assert_eq!(vals, vec![1.5, 0.0, 0.0, 1.0]);
+    // NAME=FILE binding works too.
+    run_model(
+        &[m.as_os_str(), format!("x={}", x.display()).as_ref()],
+        &out,
+    );
+}
+
+#[test]
+fn bench_json_has_the_documented_fields() {
+    let d = scratch("bench");
+    let m = small_model(&d);
+    let o = onnxc()
+        .arg("bench")
+        .arg(&m)
+        .args(["--iterations", "5", "--warmup", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out.lines().last().unwrap();
+    for k in ["median_ms", "min_ms", "p90_ms", "compile_ms", "peak_rss_kb"] {
+        assert!(last.contains(&format!("\"{k}\"")), "{k} missing in {last}");
+    }
+}
+
+#[test]
+fn truncated_and_non_onnx_files_are_rejected() {
+    let d = scratch("malformed");
+    let good = std::fs::read(small_model(&d)).unwrap();
+    let t = d.join("truncated.onnx");
+    std::fs::write(&t, &good[..good.len() / 2]).unwrap();
+    let e = fails(onnxc().arg(&t).arg("-o").arg(d.join("t.o")));
+    assert!(e.contains("not a valid ONNX model"), "{e}");
+    let j = d.join("junk.onnx");
+    std::fs::write(&j, b"this is a text file, not protobuf\n").unwrap();
+    let e = fails(onnxc().arg(&j).arg("-o").arg(d.join("j.o")));
+    assert!(e.contains("not a valid ONNX model"), "{e}");
+    let e = fails(
+        onnxc()
+            .arg(d.join("does-not-exist.onnx"))
+            .arg("-o")
+            .arg(d.join("x.o")),
+    );
+    assert!(e.contains("does-not-exist.onnx"), "{e}");
+}
+
+#[test]
+fn external_data_is_loaded_and_a_missing_file_is_reported() {
+    let d = scratch("external");
+    let mut b = f32_tensor("b", &[4], &[0.0; 4]);
+    b.raw_data = None;
+    b.data_location = Some(1);
+    b.external_data = vec![
+        onnxc_proto::StringStringEntryProto {
+            key: Some("location".into()),
+            value: Some("weights.bin".into()),
+        },
+        onnxc_proto::StringStringEntryProto {
+            key: Some("offset".into()),
+            value: Some("4".into()),
+        },
+        onnxc_proto::StringStringEntryProto {
+            key: Some("length".into()),
+            value: Some("16".into()),
+        },
+    ];
+    let m = model(
+        vec![node("Add", "add", &["x", "b"], &["y"])],
+        vec![value_info("x", 1, &[D::N(4)])],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![b],
+        17,
+    );
+    let p = d.join("ext.onnx");
+    save(&m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("e.o")));
+    assert!(e.contains("weights.bin"), "{e}");
+    let mut w: Vec<u8> = vec![0xff; 4];
+    for v in [1.0f32, 2.0, 3.0, 4.0] {
+        w.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(d.join("weights.bin"), w).unwrap();
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[4], &[10.0, 20.0, 30.0, 40.0]), &x);
+    let y = &run_model(&[&p, &x], &d.join("out"))[0];
+    assert_eq!(y.to_f64s(), vec![11.0, 22.0, 33.0, 44.0]);
+}
+
+#[test]
+fn symbolic_dims_need_shape_and_the_error_says_so() {
+    let d = scratch("symbolic");
+    let m = model(
+        vec![with_ints(
+            node("ReduceSum", "sum", &["x"], &["y"]),
+            "axes",
+            &[1],
+        )],
+        vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
+        vec![value_info("y", 1, &[D::S("batch"), D::N(1)])],
+        vec![],
+        11,
+    );
+    let p = d.join("sym.onnx");
+    save(&m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("s.o")));
+    assert!(e.contains("--shape"), "{e}");
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("s.o"))
+        .args(["--shape", "x=2,3"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read_to_string(d.join("s.h"))
+            .unwrap()
+            .contains("float32 [2, 1]")
+    );
+    // A bad --shape is a usage error.
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--shape", "x=2,4"]),
+    );
+    assert!(e.contains("dim 1 is fixed to 3"), "{e}");
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--shape", "nope=1"]),
+    );
+    assert!(e.contains("no runtime input of that name"), "{e}");
+    // --dim binds a symbol by name, in every input that uses it.
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("s.o"))
+        .args(["--dim", "batch=5"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read_to_string(d.join("s.h"))
+            .unwrap()
+            .contains("float32 [5, 1]")
+    );
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "nope=1"]),
+    );
+    assert!(
+        e.contains("no graph input has a symbolic dim of that name (symbols: batch)"),
+        "{e}"
+    );
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "batch=5", "--shape", "x=2,3"]),
+    );
+    assert!(e.contains("bound to both 5 and 2"), "{e}");
+    let e = fails(
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("s.o"))
+            .args(["--dim", "batch=-1"]),
+    );
+    assert!(e.contains("non-negative"), "{e}");
+}
+
+/// A graph output declared with another shape than its operators compute compiles (as
+/// onnxruntime runs it) with a warning naming the output and the node; the header gives the
+/// computed shape.
+#[test]
+fn a_wrongly_declared_output_shape_is_a_warning() {
+    let d = scratch("declared");
+    let m = model(
+        vec![node("Relu", "act", &["x"], &["y"])],
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(5)])],
+        vec![],
+        13,
+    );
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("onnxc: warning: graph output 'y' is declared [1, 5] but computes [1, 4]")
+            && e.contains("'act'"),
+        "{e}"
+    );
+    assert!(
+        std::fs::read_to_string(d.join("m.h"))
+            .unwrap()
+            .contains("float32 [1, 4]")
+    );
+}

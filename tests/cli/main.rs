@@ -1,0 +1,77 @@
+//! The `onnxc` command line: its commands, flags and files (`commands`), the errors that
+//! name what is wrong with a model (`model_errors`), and the inputs a run refuses or
+//! survives (`run_errors`). Exit code 0 on success, 1 on error, never a panic. What the
+//! compiler makes of a model is checked elsewhere: its stages' dumps in tests/filetests,
+//! the values of optimized code in tests/numerics.rs.
+
+mod commands;
+mod model_errors;
+mod run_errors;
+
+use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn onnxc() -> Command {
+    Command::new(onnxc_tests::onnxc_bin())
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs and checks the exit code is 1 with an `onnxc: error:` message and no panic.
+fn fails(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "expected exit 1, got {:?}; stderr:\n{e}",
+        o.status
+    );
+    assert!(e.contains("onnxc: error:"), "stderr: {e}");
+    assert!(!e.contains("panicked"), "panic: {e}");
+    e
+}
+
+/// Saves `m` as DIR/NAME.onnx, compiles it, expects an error (see `fails`) containing every
+/// string of `wants`, and returns the message.
+fn compile_error(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]) -> String {
+    let p = dir.join(format!("{name}.onnx"));
+    save(m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(dir.join(format!("{name}.o"))));
+    for w in wants {
+        assert!(e.contains(w), "{name}: {e}");
+    }
+    e
+}
+
+/// Runs `onnxc run MODEL INPUTS… --output-dir OUT`, expects it to fail (see `fails`) and
+/// returns the message.
+fn run_fails(model: &Path, inputs: &[&Path], out: &Path) -> String {
+    let mut cmd = onnxc();
+    cmd.arg("run")
+        .arg(model)
+        .args(inputs)
+        .arg("--output-dir")
+        .arg(out);
+    fails(&mut cmd)
+}
+
+/// y = relu(x + b) with x: [1, 4].
+fn small_model(dir: &Path) -> PathBuf {
+    let m = model(
+        vec![
+            node("Add", "add", &["x", "b"], &["s"]),
+            node("Relu", "relu", &["s"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(4)])],
+        vec![f32_tensor("b", &[4], &[0.5, -1.0, 2.0, -3.0])],
+        17,
+    );
+    let p = dir.join("small.onnx");
+    save(&m, &p);
+    p
+}

@@ -1,0 +1,155 @@
+//! Inputs a run refuses (wrong shape or type), fails on with an error code (positions
+//! outside a cache), or survives without reading out of bounds (hostile sampling grids).
+
+use super::{fails, onnxc, run_fails, small_model};
+use onnxc_tests::model::{D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info};
+use onnxc_tests::{run_model, scratch};
+
+#[test]
+fn run_rejects_inputs_of_the_wrong_shape_or_type() {
+    let d = scratch("badinput");
+    let m = small_model(&d);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 5], &[0.0; 5]), &x);
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg(&x)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
+    assert!(
+        e.contains("has shape [1, 5] but the model expects [1, 4]"),
+        "{e}"
+    );
+    let mut t = f32_tensor("x", &[1, 4], &[0.0; 4]);
+    t.data_type = Some(11);
+    t.raw_data = Some(vec![0; 32]);
+    save_tensor(&t, &x);
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg(&x)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
+    assert!(
+        e.contains("is float64 but the model expects float32"),
+        "{e}"
+    );
+    let e = fails(
+        onnxc()
+            .arg("run")
+            .arg(&m)
+            .arg("--output-dir")
+            .arg(d.join("o")),
+    );
+    assert!(e.contains("no data given for input 'x'"), "{e}");
+}
+
+/// GridSample reads input elements at positions the grid holds: NaN, ±∞ and huge positions
+/// must never read out of bounds (the run succeeds; reflection of ±∞ gives NaN, as in the
+/// reference, and zeros padding 0).
+#[test]
+fn grid_sample_survives_hostile_grids() {
+    let d = scratch("grid");
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 3, 4], &[1.0; 12]), &xin);
+    let gin = d.join("g.pb");
+    let g = [
+        f32::NAN,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        0.5,
+        f32::NAN,
+    ];
+    save_tensor(&f32_tensor("g", &[1, 2, 2, 2], &g), &gin);
+    for mode in ["nearest", "linear", "cubic"] {
+        for padding in ["zeros", "border", "reflection"] {
+            let mut n = node("GridSample", "gs", &["x", "g"], &["y"]);
+            for (k, v) in [("mode", mode), ("padding_mode", padding)] {
+                n.attribute.push(onnxc_proto::AttributeProto {
+                    name: Some(k.into()),
+                    r#type: Some(3),
+                    s: Some(v.as_bytes().to_vec()),
+                    ..Default::default()
+                });
+            }
+            let m = model(
+                vec![n],
+                vec![
+                    value_info("x", 1, &[D::N(1), D::N(1), D::N(3), D::N(4)]),
+                    value_info("g", 1, &[D::N(1), D::N(2), D::N(2), D::N(2)]),
+                ],
+                vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(2), D::N(2)])],
+                vec![],
+                20,
+            );
+            let p = d.join(format!("{mode}_{padding}.onnx"));
+            save(&m, &p);
+            let out = run_model(
+                &[p.as_os_str(), xin.as_os_str(), gin.as_os_str()],
+                &d.join(format!("{mode}_{padding}")),
+            );
+            // The one finite in-range position (0.5, 1e30 → border/reflection or zero).
+            let y = out[0].to_f64s();
+            assert_eq!(y.len(), 4, "{mode} {padding}");
+            assert!(
+                y.iter().all(|v| v.is_nan() || v.abs() <= 2.0),
+                "{mode} {padding}: {y:?}"
+            );
+        }
+    }
+}
+
+/// RotaryEmbedding reads cache rows at the positions position_ids holds: a position outside
+/// the cache fails the run with ONNXC_ERR_INDEX instead of reading past it.
+#[test]
+fn rotary_positions_outside_the_cache_fail_the_run() {
+    let d = scratch("rope");
+    let m = model(
+        vec![node(
+            "RotaryEmbedding",
+            "rope",
+            &["x", "cos", "sin", "pos"],
+            &["y"],
+        )],
+        vec![
+            value_info("x", 1, &[D::N(1), D::N(1), D::N(2), D::N(4)]),
+            value_info("pos", 7, &[D::N(1), D::N(2)]),
+        ],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(2), D::N(4)])],
+        vec![
+            f32_tensor("cos", &[3, 2], &[1.0; 6]),
+            f32_tensor("sin", &[3, 2], &[0.0; 6]),
+        ],
+        23,
+    );
+    let p = d.join("rope.onnx");
+    save(&m, &p);
+    let xin = d.join("x.pb");
+    save_tensor(
+        &f32_tensor(
+            "x",
+            &[1, 1, 2, 4],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        ),
+        &xin,
+    );
+    let pin = d.join("pos.pb");
+    save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 2]), &pin);
+    // cos 1, sin 0: the identity rotation.
+    let out = run_model(
+        &[p.as_os_str(), xin.as_os_str(), pin.as_os_str()],
+        &d.join("ok"),
+    );
+    assert_eq!(out[0].to_f64s(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 3]), &pin);
+    let e = run_fails(&p, &[&xin, &pin], &d.join("bad"));
+    assert!(e.contains("index"), "{e}");
+}

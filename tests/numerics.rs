@@ -1,0 +1,285 @@
+//! Values computed by optimized code against references computed here: the rewrites and
+//! kernels the filetests (tests/filetests) show being chosen compute what the graph says.
+//! Each model goes through `onnxc run` (the whole AOT path).
+
+use onnxc_tests::model::{
+    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_ints,
+};
+use onnxc_tests::{run_model, scratch};
+
+/// A 3×3 conv (32→32 channels, 24×24) that runs Winograd F(4×4, 3×3) by default: its error
+/// against a float64 direct convolution stays within 1e-4 of the output's RMS, and with
+/// `--no-winograd` within that of a direct f32 convolution (1e-5; measured ~2e-6, against
+/// ~3e-5 with Winograd).
+#[test]
+fn no_winograd_flag_gives_direct_convolution_accuracy() {
+    let (c, m, hw) = (32usize, 32usize, 24usize);
+    // Deterministic values in [-1, 1) that are not uniform in any pattern the kernels see.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
+    let w: Vec<f32> = (0..m * c * 9).map(|_| next() * 0.2).collect();
+    let x: Vec<f32> = (0..c * hw * hw).map(|_| next()).collect();
+    let conv = with_ints(
+        node("Conv", "conv", &["x", "w"], &["y"]),
+        "pads",
+        &[1, 1, 1, 1],
+    );
+    let n = |v: usize| D::N(v as i64);
+    let mdl = model(
+        vec![conv],
+        vec![value_info("x", 1, &[n(1), n(c), n(hw), n(hw)])],
+        vec![value_info("y", 1, &[n(1), n(m), n(hw), n(hw)])],
+        vec![f32_tensor("w", &[m as i64, c as i64, 3, 3], &w)],
+        17,
+    );
+    let d = scratch("no-winograd");
+    let p = d.join("conv.onnx");
+    save(&mdl, &p);
+    let xp = d.join("x.pb");
+    save_tensor(
+        &f32_tensor("x", &[1, c as i64, hw as i64, hw as i64], &x),
+        &xp,
+    );
+    // float64 direct convolution, zero padding 1.
+    let mut want = vec![0f64; m * hw * hw];
+    for o in 0..m {
+        for oy in 0..hw {
+            for ox in 0..hw {
+                let mut acc = 0f64;
+                for i in 0..c {
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let (iy, ix) = ((oy + ky) as i64 - 1, (ox + kx) as i64 - 1);
+                            if (0..hw as i64).contains(&iy) && (0..hw as i64).contains(&ix) {
+                                acc += w[((o * c + i) * 3 + ky) * 3 + kx] as f64
+                                    * x[(i * hw + iy as usize) * hw + ix as usize] as f64;
+                            }
+                        }
+                    }
+                }
+                want[(o * hw + oy) * hw + ox] = acc;
+            }
+        }
+    }
+    let rms = (want.iter().map(|v| v * v).sum::<f64>() / want.len() as f64).sqrt();
+    let err = |flags: &[&str]| {
+        let mut args = vec![p.as_os_str(), xp.as_os_str()];
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        let got = run_model(&args, &d.join(format!("out{}", flags.len())))[0].to_f64s();
+        assert_eq!(got.len(), want.len());
+        got.iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f64, f64::max)
+            / rms
+    };
+    let winograd = err(&[]);
+    let direct = err(&["--no-winograd"]);
+    assert!(winograd < 1e-4, "Winograd error {winograd:e} of the RMS");
+    assert!(direct < 1e-5, "--no-winograd error {direct:e} of the RMS");
+}
+
+/// A chain of thousands of elementwise ops compiles in linear time (fused bodies are capped
+/// in size, so the chain becomes several fused steps) and computes the right values.
+#[test]
+fn long_elementwise_chains_compile_and_run() {
+    let d = scratch("chain");
+    let n = 3000;
+    let nodes: Vec<_> = (0..n)
+        .map(|i| {
+            let src = if i == 0 {
+                "x".to_string()
+            } else {
+                format!("t{}", i - 1)
+            };
+            node("Add", &format!("add{i}"), &[&src, "x"], &[&format!("t{i}")])
+        })
+        .collect();
+    let last = format!("t{}", n - 1);
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info(&last, 1, &[D::N(1), D::N(4)])],
+        vec![],
+        17,
+    );
+    let p = d.join("chain.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 4], &[1.0, -2.0, 0.5, 0.0]), &x);
+    let y = &run_model(&[&p, &x], &d.join("out"))[0];
+    let k = (n + 1) as f64;
+    assert_eq!(y.to_f64s(), vec![k, -2.0 * k, 0.5 * k, 0.0]);
+}
+
+/// A squeeze-excitation block over a SiLU (EfficientNet: `h = x·sigmoid(x)`, then a global
+/// average pool of `h` and `h` scaled by it), whose SiLU is computed once through the
+/// activation kernel (filetests/silu_two_consumers.onnxt): the results are right.
+#[test]
+fn a_silu_read_by_two_consumers_computes_the_block() {
+    let d = scratch("silu-se");
+    let (c, hw) = (8usize, 16usize);
+    let m = model(
+        vec![
+            node("Sigmoid", "sig", &["x"], &["s"]),
+            node("Mul", "silu", &["x", "s"], &["h"]),
+            node("GlobalAveragePool", "gap", &["h"], &["p"]),
+            node("Mul", "scale", &["h", "p"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(c as i64), D::N(hw as i64), D::N(hw as i64)],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(c as i64), D::N(hw as i64), D::N(hw as i64)],
+        )],
+        vec![],
+        17,
+    );
+    let p = d.join("se.onnx");
+    save(&m, &p);
+    // Values: y = h · mean(h) per channel, h = x·sigmoid(x).
+    let n = c * hw * hw;
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i * 37) % 101) as f32 / 10.0 - 5.0)
+        .collect();
+    let xin = d.join("x.pb");
+    save_tensor(
+        &f32_tensor("x", &[1, c as i64, hw as i64, hw as i64], &x),
+        &xin,
+    );
+    let y = run_model(&[&p, &xin], &d.join("out"))[0].to_f64s();
+    let h: Vec<f64> = x
+        .iter()
+        .map(|&v| v as f64 / (1.0 + (-(v as f64)).exp()))
+        .collect();
+    for ch in 0..c {
+        let plane = &h[ch * hw * hw..(ch + 1) * hw * hw];
+        let mean = plane.iter().sum::<f64>() / plane.len() as f64;
+        for (i, hv) in plane.iter().enumerate() {
+            let (got, want) = (y[ch * hw * hw + i], hv * mean);
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "[{ch}, {i}]: {got} vs {want}"
+            );
+        }
+    }
+}
+
+/// A sigmoid between QDQ pairs (quantized YOLO/EfficientNet activations), computed once
+/// per quantized value as a 257-entry table the map reads per element (`schedule::lut`,
+/// filetests/qdq_sigmoid_table.onnxt): the results are those of the direct computation,
+/// NaN and infinities included.
+#[test]
+fn a_quantized_activation_table_gives_the_direct_results() {
+    let d = scratch("qdq-lut");
+    let (s, z) = (0.05f32, 120u8);
+    let m = model(
+        vec![
+            node("QuantizeLinear", "q", &["x", "s", "z"], &["xq"]),
+            node("DequantizeLinear", "dq", &["xq", "s", "z"], &["xd"]),
+            node("Sigmoid", "sig", &["xd"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(8), D::N(16), D::N(16)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(8), D::N(16), D::N(16)])],
+        vec![
+            f32_tensor("s", &[], &[s]),
+            int_tensor("z", 2, &[], &[z as i64]),
+        ],
+        13,
+    );
+    let p = d.join("qdq.onnx");
+    save(&m, &p);
+    let n = 8 * 16 * 16;
+    let mut x: Vec<f32> = (0..n)
+        .map(|i| ((i * 37) % 401) as f32 / 20.0 - 10.0)
+        .collect();
+    x[..5].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -0.025]);
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 8, 16, 16], &x), &xin);
+    let got = run_model(&[&p, &xin], &d.join("out"))[0].to_f64s();
+    for (i, &v) in x.iter().enumerate() {
+        // QuantizeLinear: round half to even, saturate (NaN converts to 0); then back.
+        let q = if v.is_nan() {
+            0.0
+        } else {
+            ((v / s).round_ties_even() + z as f32).clamp(0.0, 255.0)
+        };
+        let d = (q - z as f32) * s;
+        let want = 1.0 / (1.0 + (-(d as f64)).exp());
+        assert!(
+            (got[i] - want).abs() <= 1e-6,
+            "x = {v}: got {}, want {want}",
+            got[i]
+        );
+    }
+}
+
+/// QLinearMatMul requantizes in float32 with an error-free product (`quant::requantize_f32`):
+/// the result must equal rounding the exact product `acc · (a_scale·b_scale/y_scale)` half
+/// to even — on exact ties (factor ½, odd acc) and on products a float32 multiply rounds
+/// onto a tie (factors one ulp above and below ½ and ¾), at -O2 (vector code) and -O0.
+#[test]
+fn quantized_products_round_like_the_exact_product() {
+    let d = scratch("requant");
+    let factors = [
+        0.5f32,
+        f32::from_bits(0.5f32.to_bits() + 1),
+        f32::from_bits(0.5f32.to_bits() - 1),
+        f32::from_bits(0.75f32.to_bits() + 1),
+        f32::from_bits(0.75f32.to_bits() - 1),
+        0.3,
+        1.0 / 3.0,
+        0.996_093_75,
+    ];
+    let (mut nodes, mut inits, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+    inits.push(int_tensor("b", 2, &[1, 1], &[1]));
+    inits.push(int_tensor("z", 2, &[], &[0]));
+    inits.push(f32_tensor("one", &[], &[1.0]));
+    for (k, f) in factors.iter().enumerate() {
+        inits.push(f32_tensor(&format!("s{k}"), &[], &[*f]));
+        let y = format!("y{k}");
+        nodes.push(node(
+            "QLinearMatMul",
+            &format!("qmm{k}"),
+            &["a", &format!("s{k}"), "z", "b", "one", "z", "one", "z"],
+            &[&y],
+        ));
+        outs.push(value_info(&y, 2, &[D::N(256), D::N(1)]));
+    }
+    let m = model(
+        nodes,
+        vec![value_info("a", 2, &[D::N(256), D::N(1)])],
+        outs,
+        inits,
+        13,
+    );
+    let p = d.join("qmm.onnx");
+    save(&m, &p);
+    let a: Vec<i64> = (0..256).collect();
+    let ain = d.join("a.pb");
+    save_tensor(&int_tensor("a", 2, &[256, 1], &a), &ain);
+    for opt in ["--O2", "--O0"] {
+        let args = [p.as_os_str(), ain.as_os_str(), std::ffi::OsStr::new(opt)];
+        let outs = run_model(&args, &d.join(format!("out{opt}")));
+        for (k, f) in factors.iter().enumerate() {
+            let got = outs[k].to_f64s();
+            // a_scale · b_scale / y_scale in float32 (b and y scales are 1).
+            let factor = (*f * 1.0) / 1.0;
+            for (i, &av) in a.iter().enumerate() {
+                let want = ((av as f64) * factor as f64)
+                    .round_ties_even()
+                    .clamp(0.0, 255.0);
+                assert_eq!(got[i], want, "{opt}: {av} x {factor:e}");
+            }
+        }
+    }
+}
