@@ -3,8 +3,8 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss,
-    nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
+    activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
+    linalg, loss, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -381,6 +381,18 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         contrib::qlinear_global_average_pool,
     ),
     ("QLinearConcat", contrib::qlinear_concat),
+    ("QLinearAveragePool", contrib_quant::qlinear_average_pool),
+    ("QLinearReduceMean", contrib_quant::qlinear_reduce_mean),
+    ("QLinearWhere", contrib_quant::qlinear_where),
+    (
+        "MatMulIntegerToFloat",
+        contrib_quant::matmul_integer_to_float,
+    ),
+    (
+        "DynamicQuantizeMatMul",
+        contrib_quant::dynamic_quantize_matmul,
+    ),
+    ("MatMulNBits", contrib_quant::matmul_nbits),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
 ];

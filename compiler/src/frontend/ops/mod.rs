@@ -4,6 +4,7 @@
 pub mod activation;
 pub mod attention;
 pub mod contrib;
+pub mod contrib_quant;
 pub mod control;
 pub mod data;
 pub mod elementwise;
