@@ -4,7 +4,8 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
-    linalg, loss, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
+    linalg, loss, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
+    sort, spectral, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -193,6 +194,11 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Scatter", data::scatter_elements),
     ("LayerNormalization", norm_more::layer_norm),
     ("RMSNormalization", norm_more::rms_norm),
+    // onnxruntime registers this contrib op in the default domain (opset 1).
+    (
+        "SimplifiedLayerNormalization",
+        transformer::simplified_layer_norm,
+    ),
     ("InstanceNormalization", norm_more::instance_norm),
     ("GroupNormalization", norm_more::group_norm),
     ("LpNormalization", norm_more::lp_norm),
@@ -393,6 +399,30 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         contrib_quant::dynamic_quantize_matmul,
     ),
     ("MatMulNBits", contrib_quant::matmul_nbits),
+    ("SkipLayerNormalization", transformer::skip_layer_norm),
+    (
+        "SkipSimplifiedLayerNormalization",
+        transformer::skip_simplified_layer_norm,
+    ),
+    ("LayerNormalization", norm_more::layer_norm),
+    (
+        "SimplifiedLayerNormalization",
+        transformer::simplified_layer_norm,
+    ),
+    ("Gelu", transformer::gelu),
+    ("BiasGelu", transformer::bias_gelu),
+    ("FastGelu", transformer::fast_gelu),
+    ("QuickGelu", transformer::quick_gelu),
+    ("BiasAdd", transformer::bias_add),
+    ("BiasSplitGelu", transformer::bias_split_gelu),
+    ("FusedMatMul", transformer::fused_matmul),
+    ("TransposeMatMul", transformer::fused_matmul),
+    ("EmbedLayerNormalization", transformer::embed_layer_norm),
+    ("RotaryEmbedding", transformer::rotary_embedding),
+    ("Attention", ms_attention::attention),
+    ("QAttention", ms_attention::qattention),
+    ("MultiHeadAttention", ms_attention::multi_head_attention),
+    ("GroupQueryAttention", ms_attention::group_query_attention),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
 ];

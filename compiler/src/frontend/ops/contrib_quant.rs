@@ -198,7 +198,7 @@ fn scale_at(ctx: &Ctx, s: ValueId, k: u32, col: E, n: i64, what: &str) -> Result
 /// `(A − a_zp)(B − b_zp) · a_scale · b_scale + bias` in float32 (the scales' product first,
 /// as onnxruntime computes it).
 #[allow(clippy::too_many_arguments, reason = "the op's operands")]
-fn integer_to_float(
+pub(crate) fn integer_to_float(
     ctx: &mut Ctx,
     a: ValueId,
     a_scale: ValueId,
