@@ -416,6 +416,8 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("BiasAdd", transformer::bias_add),
     ("BiasSplitGelu", transformer::bias_split_gelu),
     ("FusedMatMul", transformer::fused_matmul),
+    ("FusedGemm", transformer::fused_gemm),
+    ("FusedConv", transformer::fused_conv),
     ("TransposeMatMul", transformer::fused_matmul),
     ("EmbedLayerNormalization", transformer::embed_layer_norm),
     ("RotaryEmbedding", transformer::rotary_embedding),

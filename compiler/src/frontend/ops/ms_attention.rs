@@ -453,48 +453,10 @@ pub fn multi_head_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let qs = ctx.known_shape(q)?;
     // Q, K, V as [B, ·, hidden] (3-D) or K/V already [B, H, L, D] (4-D).
     let (q3, k_in, v_in) = match (qs.len(), key, value) {
-        (5, None, None) => {
-            // Packed QKV [B, S, H, 3, D].
-            if qs[2] != heads || qs[3] != 3 {
-                return Err(ctx.err(format!(
-                    "packed QKV has shape {qs:?}; it must be [B, S, {heads}, 3, head_size]"
-                )));
-            }
-            let part = |ctx: &mut Ctx, j: i64| {
-                let body = expr::load(DType::F32, 0, vec![v(0), v(1), v(2), expr::i(j), v(3)]);
-                let m = ctx.map(
-                    DType::F32,
-                    shape_from(&[qs[0], qs[1], qs[2], qs[4]]),
-                    vec![q],
-                    body,
-                )?;
-                ctx.reshape(m, shape_from(&[qs[0], qs[1], qs[2] * qs[4]]))
-            };
-            (part(ctx, 0)?, part(ctx, 1)?, part(ctx, 2)?)
-        }
-        (3, Some(k), None) if ctx.rank(k) == 5 => {
-            let ks = ctx.known_shape(k)?;
-            if ks[2] != heads || ks[3] != 2 {
-                return Err(ctx.err(format!(
-                    "packed KV has shape {ks:?}; it must be [B, L, {heads}, 2, head_size]"
-                )));
-            }
-            let part = |ctx: &mut Ctx, j: i64| {
-                let body = expr::load(DType::F32, 0, vec![v(0), v(1), v(2), expr::i(j), v(3)]);
-                let m = ctx.map(
-                    DType::F32,
-                    shape_from(&[ks[0], ks[1], ks[2], ks[4]]),
-                    vec![k],
-                    body,
-                )?;
-                ctx.reshape(m, shape_from(&[ks[0], ks[1], ks[2] * ks[4]]))
-            };
-            (q, part(ctx, 0)?, part(ctx, 1)?)
-        }
-        (3, Some(k), Some(val)) => (q, k, val),
+        (3, Some(k), Some(val)) if ctx.rank(k) != 5 => (q, k, val),
         _ => {
             return Err(ctx.unsupported(format!(
-                "query of shape {qs:?} with {} key and {} value; onnxc takes 3-D query, key and value, packed QKV (5-D query) or packed KV (5-D key)",
+                "query of shape {qs:?} with {} key and {} value; onnxc takes 3-D query with 3-D or 4-D key and value (packed QKV and KV are not supported, as in onnxruntime's CPU kernel)",
                 if key.is_some() { "a" } else { "no" },
                 if value.is_some() { "a" } else { "no" }
             )));
@@ -553,7 +515,7 @@ pub fn multi_head_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// in all; the new ones follow its `past_b = seqlens_k[b] + 1 − S` cached ones (0 for a first
 /// prompt, `S > 1` and `S = total_sequence_length`), are written there into the present
 /// state (whose length is the past's plus S, or the declared one) and attend the keys up to
-/// their own position (and no further back than `local_window_size`). A `seqlens_k` that
+/// their own position (the last `local_window_size` of them with a window). A `seqlens_k` that
 /// puts the new tokens outside the state fails the run (`ONNXC_ERR_INDEX`).
 pub fn group_query_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let q = ctx.input(0)?;
@@ -747,13 +709,14 @@ pub fn group_query_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let pk = present(ctx, past_k, k4)?;
     let pv = present(ctx, past_v, v4)?;
-    // Keys allowed for query i of row b: t ≤ past_b + i, and t ≥ past_b + i − window.
+    // Keys allowed for query i of row b: t ≤ past_b + i, and with a local window the last
+    // `window` of them, t > past_b + i − window (onnxruntime's CPU kernel).
     let window = ctx.attr_i_or("local_window_size", -1)?;
     let mut inputs = vec![pb];
     let abs = expr::add(pb_at(0), v(2));
     let mut ok = expr::binary(BinOp::Le, v(3), abs.clone());
     if window >= 0 {
-        ok = expr::and(ok, expr::ge(v(3), expr::sub(abs, expr::i(window))));
+        ok = expr::and(ok, expr::ge(v(3), expr::sub(abs, expr::i(window - 1))));
     }
     let mut term = expr::select(ok, f32c(0.0), f32c(f64::NEG_INFINITY));
     let mut heads = 1;

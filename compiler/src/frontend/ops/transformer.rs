@@ -530,3 +530,82 @@ pub fn positions(ctx: &mut Ctx, p: ValueId, b: i64, s: i64) -> Result<ValueId> {
     };
     ctx.map(DType::I64, shape, vec![p], body)
 }
+
+/// The activation of onnxruntime's fused kernels (`activation` with its parameters:
+/// LeakyRelu alpha, HardSigmoid alpha and beta, Clip min and max) applied to `y`.
+fn fused_activation(ctx: &mut Ctx, y: ValueId, params: &[f64]) -> Result<ValueId> {
+    let Some(act) = ctx.attr_s("activation")? else {
+        return Ok(y);
+    };
+    let dt = build::expect_types(ctx, y, "the result", FLOATS)?;
+    let p = |k: usize, default: f64| params.get(k).copied().unwrap_or(default);
+    let (alpha, beta) = match act.as_str() {
+        "LeakyRelu" => (p(0, 0.01), 0.0),
+        "HardSigmoid" => (p(0, 0.2), p(1, 0.5)),
+        "Clip" => (p(0, f64::NEG_INFINITY), p(1, f64::INFINITY)),
+        _ => (0.0, 0.0),
+    };
+    let f = move |v: E| -> Option<E> {
+        let z = c(dt, 0.0);
+        Some(match act.as_str() {
+            "Relu" => expr::select(expr::binary(BinOp::Lt, v.clone(), z.clone()), z, v),
+            "Tanh" => expr::unary(UnOp::Tanh, v),
+            "Sigmoid" => expr::unary(UnOp::Sigmoid, v),
+            "LeakyRelu" => expr::select(
+                expr::binary(BinOp::Lt, v.clone(), z),
+                mul(v.clone(), c(dt, alpha)),
+                v,
+            ),
+            "HardSigmoid" => expr::binary(
+                BinOp::Max,
+                z,
+                expr::binary(
+                    BinOp::Min,
+                    c(dt, 1.0),
+                    add(mul(v, c(dt, alpha)), c(dt, beta)),
+                ),
+            ),
+            "Clip" => expr::binary(
+                BinOp::Min,
+                expr::binary(BinOp::Max, v, c(dt, alpha)),
+                c(dt, beta),
+            ),
+            _ => return None,
+        })
+    };
+    if f(c(dt, 0.0)).is_none() {
+        return Err(ctx.unsupported(format!(
+            "activation '{}'; onnxc fuses Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid and Clip",
+            ctx.attr_s("activation")?.unwrap_or_default()
+        )));
+    }
+    build::unary(ctx, y, dt, |v| f(v).expect("checked above"))
+}
+
+/// FusedGemm: Gemm, then `activation` (activation_alpha, activation_beta).
+pub fn fused_gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let y = linalg::gemm(ctx)?[0];
+    let params: Vec<f64> = ["activation_alpha", "activation_beta"]
+        .iter()
+        .map_while(|n| ctx.attr_f(n).ok().flatten())
+        .collect();
+    Ok(vec![fused_activation(ctx, y, &params)?])
+}
+
+/// FusedConv (X, W, B?, Z?): Conv plus Z, then `activation` (activation_params).
+pub fn fused_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let mut y = crate::frontend::ops::nn::conv(ctx)?[0];
+    if let Some(z) = ctx.opt_input(3) {
+        if ctx.shape(z) != ctx.shape(y) {
+            return Err(ctx.err("Z must have the convolution's output shape"));
+        }
+        y = sum_of(ctx, &[y, z])?;
+    }
+    let params: Vec<f64> = ctx
+        .attr_floats("activation_params")
+        .unwrap_or_default()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    Ok(vec![fused_activation(ctx, y, &params)?])
+}
