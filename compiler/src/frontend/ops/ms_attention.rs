@@ -643,7 +643,7 @@ pub fn group_query_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         DType::I64,
         shape_from(&[b]),
         vec![seqlens, total],
-        expr::check_index(past_b, limit + 1),
+        transformer::check_non_negative(past_b, limit + 1),
     )?;
     let pb_at = |k: u32| expr::clamp(expr::load(DType::I64, k, vec![v(0)]), 0, limit);
     // Rotary embedding of the new queries and keys at their absolute positions.

@@ -335,12 +335,20 @@ pub fn fused_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     })?])
 }
 
+/// `index` checked into [0, bound): outside it the run fails (ONNXC_ERR_INDEX). Unlike a
+/// plain `check_index`, which takes a negative index from the end (Gather's semantics), a
+/// negative one fails too.
+pub fn check_non_negative(index: E, bound: i64) -> E {
+    let wrapped = expr::select(expr::lt(index.clone(), expr::i(0)), expr::i(bound), index);
+    expr::check_index(wrapped, bound)
+}
+
 /// Checked int64 ids of an integer tensor against a table of `rows`: a map whose elements
 /// fail the run (ONNXC_ERR_INDEX) outside [0, rows).
 fn checked_ids(ctx: &mut Ctx, ids: ValueId, rows: i64, what: &str) -> Result<ValueId> {
     let dt = build::expect_types(ctx, ids, what, &[DType::I32, DType::I64])?;
     let r = ctx.rank(ids);
-    let body = expr::check_index(expr::cast(build::load_same(dt, 0, r), DType::I64), rows);
+    let body = check_non_negative(expr::cast(build::load_same(dt, 0, r), DType::I64), rows);
     let shape = ctx.shape(ids);
     ctx.map(DType::I64, shape, vec![ids], body)
 }
