@@ -13,7 +13,7 @@ two ways:
   (`quantize_dynamic`) and saved after onnxruntime's extended optimizations (FusedMatMul,
   FusedGemm, DynamicQuantizeMatMul); and light zoo CNNs with varied weights (final softmax
   removed, so the outputs are logits) quantized by `quantize_static` (QOperator and QDQ,
-  per-channel int8 weights, uint8 activations, seeded calibration data) and
+  per-channel 7-bit int8 weights, uint8 activations, seeded calibration data) and
   `quantize_dynamic`.
 
 Every model is small or already in the suite's light set; generation takes about a minute.
@@ -342,8 +342,9 @@ def bert_export(opset=17, batch=2, seq=8, hid=32, heads=4, layers=2, ffn=64, voc
     e = Export(7)
     native = opset >= 17
     emb = e.op("Gather", [e.w(vocab, hid, s=0.5), "input_ids"])
-    pos = e.op("Slice", [e.i64(np.arange(16)[None, :]), e.i64([0]), e.i64([seq]), e.i64([1])])
-    emb = e.op("Add", [emb, e.op("Gather", [e.w(16, hid, s=0.5), pos])])
+    npos = max(16, seq)
+    pos = e.op("Slice", [e.i64(np.arange(npos)[None, :]), e.i64([0]), e.i64([seq]), e.i64([1])])
+    emb = e.op("Add", [emb, e.op("Gather", [e.w(npos, hid, s=0.5), pos])])
     emb = e.op("Add", [emb, e.op("Gather", [e.w(2, hid, s=0.5), "token_type_ids"])])
     h = e.layer_norm(emb, hid, native)
     m = e.op("Unsqueeze", [e.op("Unsqueeze", ["attention_mask", e.i64([1])]), e.i64([2])])
@@ -511,7 +512,8 @@ def zoo_float(light_dir: str, model: str) -> onnx.ModelProto:
 
 def zoo_quantized(light_dir: str, tmp: str):
     """(name, model, feeds, atol) of the quantized zoo CNNs: QOperator and QDQ
-    (`quantize_static`, per-channel, two seeded calibration images), and dynamic."""
+    (`quantize_static`, per-channel, 7-bit weights, two seeded calibration images), and
+    dynamic."""
     import onnx.version_converter  # noqa: F401
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
@@ -538,7 +540,7 @@ def zoo_quantized(light_dir: str, tmp: str):
             if fmt == "dyn":
                 quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
             else:
-                quantize_static(src, dst, Reader(x.name, shape), per_channel=True,
+                quantize_static(src, dst, Reader(x.name, shape), per_channel=True, reduce_range=True,
                                 quant_format=QuantFormat.QOperator if fmt == "qop" else QuantFormat.QDQ,
                                 activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
             out.append((f"test_light_{model}_{fmt}", onnx.load(dst), feeds, None))
@@ -558,11 +560,14 @@ def output_step(m: onnx.ModelProto) -> float:
 # Tolerance of the quantized zoo cases, in steps of the output's scale: onnxc requantizes
 # exactly (round half to even of the exact product), onnxruntime's x86 kernels in float32 or
 # fixed point (QLinearAdd/Mul), so an intermediate value near a rounding tie can differ by
-# one step, which later layers carry and amplify. The dynamically quantized models have float
+# one step. The static models use 7-bit weights (reduce_range, which onnxruntime's
+# documentation recommends on x86 without VNNI): with full-range int8 weights its uint8×int8
+# kernels saturate pairwise int16 sums, and its QOperator SqueezeNet and DenseNet-121 land
+# up to 6 steps from the exact result onnxc computes (bit-identical with reduce_range). The dynamically quantized models have float
 # outputs and re-quantize every layer's activations at run time: a float rounding difference
 # upstream (LRN, pools, bias adds) moves a value across a rounding boundary, so they are
 # compared to 1% of the output's range (measured: 0.4% after Inception v1's 57 layers).
-ZOO_STEPS = {"qop": 8, "qdq": 8}
+ZOO_STEPS = {"qop": 1, "qdq": 1}
 DYN_RANGE = 0.01
 
 
