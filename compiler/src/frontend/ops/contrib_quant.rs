@@ -210,7 +210,7 @@ pub(crate) fn integer_to_float(
 ) -> Result<ValueId> {
     for (v, what) in [(a_zp, "a_zero_point"), (b_zp, "b_zero_point")] {
         if let Some(z) = v
-            && ctx.konst(z).is_some_and(|t| t.len() == 0)
+            && ctx.konst(z).is_some_and(|t| t.is_empty())
         {
             return Err(ctx.err(format!("{what} is empty")));
         }
