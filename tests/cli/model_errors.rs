@@ -857,22 +857,12 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
     );
     let m = with_ms(model(
         vec![
-            ms(node(
-                "QLinearAveragePool",
-                "soft",
-                &["xq", "s", "z", "s", "z"],
-                &["a"],
-            )),
-            ms(node(
-                "QLinearReduceMean",
-                "mean",
-                &["a", "s", "z", "s", "z"],
-                &["y"],
-            )),
+            ms(node("QOrderedGelu", "ordered", &["xq", "s", "s"], &["a"])),
+            ms(node("MatMulBnb4", "bnb", &["a", "xq", "s"], &["y"])),
         ],
-        vec![xq],
+        vec![xq.clone()],
         vec![value_info("y", 2, &[D::N(1)])],
-        params,
+        params.clone(),
         13,
     ));
     compile_error(
@@ -880,11 +870,129 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
         "unsupported",
         &m,
         &[
-            "'soft'",
-            "QLinearAveragePool",
-            "'mean'",
-            "QLinearReduceMean",
+            "'ordered'",
+            "QOrderedGelu",
+            "'bnb'",
+            "MatMulBnb4",
             "com.microsoft",
         ],
     );
+    // Attribute combinations onnxc does not implement name the node, the op, the domain and
+    // what to do instead.
+    let x = value_info("x", 1, &[D::N(1), D::N(4), D::N(16)]);
+    let w = f32_tensor("w", &[16, 48], &[0.01; 16 * 48]);
+    let m = with_ms(model(
+        vec![with_int(
+            with_int(
+                ms(node("Attention", "att", &["x", "w"], &["y"])),
+                "num_heads",
+                4,
+            ),
+            "do_rotary",
+            1,
+        )],
+        vec![x.clone()],
+        vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(16)])],
+        vec![w],
+        13,
+    ));
+    compile_error(
+        &d,
+        "rotary",
+        &m,
+        &[
+            "'att'",
+            "Attention",
+            "com.microsoft",
+            "do_rotary=1",
+            "RotaryEmbedding node",
+        ],
+    );
+    let nbits = |bits: i64| {
+        let mut n = ms(node("MatMulNBits", "nbits", &["x", "b", "sc"], &["y"]));
+        for (k, v) in [("K", 16), ("N", 2), ("bits", bits), ("block_size", 16)] {
+            n = with_int(n, k, v);
+        }
+        n
+    };
+    let m = with_ms(model(
+        vec![nbits(3)],
+        vec![x.clone()],
+        vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(2)])],
+        vec![
+            int_tensor("b", 2, &[2, 1, 6], &[0; 12]),
+            f32_tensor("sc", &[2, 1], &[1.0, 1.0]),
+        ],
+        13,
+    ));
+    compile_error(&d, "nbits", &m, &["'nbits'", "MatMulNBits", "bits=3"]);
+    let m = with_ms(model(
+        vec![with_int(
+            ms(node("MultiHeadAttention", "mha", &["qkv"], &["y"])),
+            "num_heads",
+            2,
+        )],
+        vec![value_info(
+            "qkv",
+            1,
+            &[D::N(1), D::N(4), D::N(2), D::N(3), D::N(8)],
+        )],
+        vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(16)])],
+        vec![],
+        13,
+    ));
+    compile_error(
+        &d,
+        "packed",
+        &m,
+        &["'mha'", "MultiHeadAttention", "packed QKV"],
+    );
+}
+
+/// EmbedLayerNormalization gathers embedding rows at the ids its inputs hold: an id outside
+/// a table fails the run with ONNXC_ERR_INDEX instead of reading past it.
+#[test]
+fn embedding_ids_outside_the_tables_fail_the_run() {
+    let d = scratch("embed");
+    let mut n = node(
+        "EmbedLayerNormalization",
+        "embed",
+        &["ids", "", "word", "pos", "", "g", "b"],
+        &["y"],
+    );
+    n.domain = Some("com.microsoft".into());
+    let mut m = model(
+        vec![n],
+        vec![value_info("ids", 6, &[D::N(1), D::N(2)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(2), D::N(2)])],
+        vec![
+            f32_tensor("word", &[3, 2], &[1.0, 2.0, 3.0, 5.0, 4.0, 8.0]),
+            f32_tensor("pos", &[2, 2], &[0.0; 4]),
+            f32_tensor("g", &[2], &[1.0, 1.0]),
+            f32_tensor("b", &[2], &[0.0, 0.0]),
+        ],
+        13,
+    );
+    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+        domain: Some("com.microsoft".into()),
+        version: Some(1),
+    });
+    let p = d.join("embed.onnx");
+    save(&m, &p);
+    let ids = d.join("ids.pb");
+    save_tensor(&int_tensor("ids", 6, &[1, 2], &[2, 0]), &ids);
+    // Each row normalized over its two values: (−1, 1).
+    let out = run_model(&[p.as_os_str(), ids.as_os_str()], &d.join("ok"));
+    let y = out[0].to_f64s();
+    assert!(
+        y.iter()
+            .zip([-1.0, 1.0, -1.0, 1.0])
+            .all(|(a, b)| (a - b).abs() < 1e-5),
+        "{y:?}"
+    );
+    for bad in [3, -1] {
+        save_tensor(&int_tensor("ids", 6, &[1, 2], &[0, bad]), &ids);
+        let e = run_fails(&p, &[&ids], &d.join("bad"));
+        assert!(e.contains("index"), "{e}");
+    }
 }

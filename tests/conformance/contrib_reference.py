@@ -132,5 +132,71 @@ class DequantizeLinear(OpRun):
         return (_deq(x, s, z).astype(np.float32),)
 
 
-CONTRIB_OPS = [QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat,
+def _requant_mean(mean, sx, sy, zy, dtype):
+    """round(mean · s_x / s_y) + z_y in float64 (mean of the centered integers, rounded once)."""
+    info = np.iinfo(dtype)
+    v = np.rint(mean * np.float64(sx.reshape(())) / np.float64(sy.reshape(()))) + (0 if zy is None else int(zy.reshape(())))
+    return np.clip(v, info.min, info.max).astype(dtype)
+
+
+class QLinearAveragePool(OpRun):
+    """The average of x − z_x over each window (AveragePool's attributes, evaluated by the
+    reference AveragePool in float64, exact for 8-bit integers), requantized once."""
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy=None, auto_pad=None, ceil_mode=None, channels_last=None, count_include_pad=None,
+             kernel_shape=None, pads=None, strides=None):
+        from onnx import TensorProto, helper
+        from onnx.reference import ReferenceEvaluator
+        c = x.astype(np.float64) - (0 if zx is None else int(zx.reshape(())))
+        if channels_last:
+            c = np.moveaxis(c, -1, 1)
+        attrs = {k: v for k, v in dict(auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                        kernel_shape=kernel_shape, pads=pads, strides=strides).items() if v is not None}
+        node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+        mean = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])).run(None, {"x": c})[0]
+        if channels_last:
+            mean = np.moveaxis(mean, 1, -1)
+        return (_requant_mean(mean, sx, sy, zy, x.dtype),)
+
+
+class QLinearReduceMean(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, sx, zx, sy, zy=None, axes=None, keepdims=None):
+        c = x.astype(np.float64) - (0 if zx is None else int(zx.reshape(())))
+        mean = c.mean(axis=tuple(axes), keepdims=bool(keepdims))
+        return (_requant_mean(mean, sx, sy, zy, x.dtype),)
+
+
+class QLinearWhere(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, cond, x, sx, zx, y, sy, zy, sz, zz):
+        return (np.where(cond, _q(_deq(x, sx, zx), sz, zz, zz.dtype), _q(_deq(y, sy, zy), sz, zz, zz.dtype)),)
+
+
+class BiasAdd(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, x, bias, skip):
+        return ((x + bias + skip).astype(x.dtype),)
+
+
+class BiasSplitGelu(OpRun):
+    """(X + bias) split in halves l, r along the last axis: l · gelu(r), exact GELU."""
+    op_domain = "com.microsoft"
+
+    def _run(self, x, bias):
+        from math import erf
+        s = (x + bias).astype(np.float64)
+        h = s.shape[-1] // 2
+        r = s[..., h:]
+        g = 0.5 * r * (1.0 + np.vectorize(erf)(r / np.sqrt(2.0)))
+        return ((s[..., :h] * g).astype(x.dtype),)
+
+
+CONTRIB_OPS = [BiasAdd, BiasSplitGelu, QLinearAveragePool, QLinearReduceMean, QLinearWhere, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat,
                QLinearSoftmax, QGemm, QuantizeLinear, DequantizeLinear]

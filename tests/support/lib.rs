@@ -492,19 +492,37 @@ pub fn supported_ops_markdown(
             legacy.join(", ")
         );
     }
-    let microsoft: Vec<&str> = onnxc::frontend::registry::MICROSOFT_OPS
+    let ms_notes: BTreeMap<&str, &str> = onnxc::frontend::registry::MICROSOFT_NOTES
         .iter()
-        .map(|(n, _)| *n)
+        .copied()
         .collect();
     let _ = writeln!(
         md,
-        "## onnxruntime's `com.microsoft` quantized ops\n\nThe QOperator ops onnxruntime's quantizer \
-         writes and the model zoo's int8 models use, per-tensor scales and zero points (QGemm's B also per column), computed \
-         by the formulas of onnxruntime's operator documentation in float32 (own case \
-         `test_qoperator_contrib`, whose expected outputs come from those formulas: onnxruntime's \
-         x86 kernels approximate some in fixed point, off by one at some values): {}.\n",
-        microsoft.join(", ")
+        "## onnxruntime's contrib ops (`com.microsoft`)\n\nThe ops onnxruntime's quantizer \
+         (QOperator format, dynamic quantization), its transformer optimizer and its graph \
+         optimizations write, and the attention and block-quantized ops of LLM exports, \
+         decomposed into onnxc's core ops with the semantics of onnxruntime's operator \
+         documentation and CPU kernels. Own cases `test_qoperator_contrib` and `test_ms_*` \
+         (each op, its attributes and optional inputs), `test_bert_*`/`test_gpt2_optimized` \
+         (models fused by `onnxruntime.transformers.optimizer`, dynamically quantized, or saved \
+         after onnxruntime's extended optimizations) and `test_light_*_{{qop,qdq,dyn}}` (zoo CNNs \
+         quantized by onnxruntime's quantizer). Quantized results are the documented formulas, \
+         exact (round half to even, saturated); onnxruntime's x86 kernels approximate some in \
+         fixed point or float32, off by one step at some values.\n"
     );
+    let _ = writeln!(md, "| Operator | Notes |\n|---|---|");
+    let ops = onnxc::frontend::registry::MICROSOFT_OPS
+        .iter()
+        .chain(onnxc::frontend::registry::ORT_DEFAULT_DOMAIN_OPS);
+    // SimplifiedLayerNormalization is in both tables: listed once.
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in ops.filter(|(n, _)| seen.insert(*n)) {
+        let _ = writeln!(
+            md,
+            "| {name} | {} |",
+            ms_notes.get(name).copied().unwrap_or("")
+        );
+    }
     Ok(md)
 }
 

@@ -3,8 +3,9 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss,
-    nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
+    activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
+    linalg, loss, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
+    sort, spectral, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -367,8 +368,16 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Contrib ops onnxruntime registers in the default domain (opset 1) though ONNX has no
+/// schema for them; its transformer optimizer writes them there.
+pub const ORT_DEFAULT_DOMAIN_OPS: &[(&str, Builder)] = &[(
+    "SimplifiedLayerNormalization",
+    transformer::simplified_layer_norm,
+)];
+
 /// `(op_type, builder)` for onnxruntime's `com.microsoft` domain: the quantized ops its
-/// quantizer writes in the QOperator format.
+/// quantizer writes (QOperator format, dynamic quantization), the fusions its transformer
+/// optimizer and graph optimizations write, and the attention and 4-bit ops of LLM exports.
 pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("QLinearAdd", contrib::qlinear_add),
     ("QLinearMul", contrib::qlinear_mul),
@@ -381,15 +390,194 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         contrib::qlinear_global_average_pool,
     ),
     ("QLinearConcat", contrib::qlinear_concat),
+    ("QLinearAveragePool", contrib_quant::qlinear_average_pool),
+    ("QLinearReduceMean", contrib_quant::qlinear_reduce_mean),
+    ("QLinearWhere", contrib_quant::qlinear_where),
+    (
+        "MatMulIntegerToFloat",
+        contrib_quant::matmul_integer_to_float,
+    ),
+    (
+        "DynamicQuantizeMatMul",
+        contrib_quant::dynamic_quantize_matmul,
+    ),
+    ("MatMulNBits", contrib_quant::matmul_nbits),
+    ("SkipLayerNormalization", transformer::skip_layer_norm),
+    (
+        "SkipSimplifiedLayerNormalization",
+        transformer::skip_simplified_layer_norm,
+    ),
+    ("LayerNormalization", norm_more::layer_norm),
+    (
+        "SimplifiedLayerNormalization",
+        transformer::simplified_layer_norm,
+    ),
+    ("Gelu", transformer::gelu),
+    ("BiasGelu", transformer::bias_gelu),
+    ("FastGelu", transformer::fast_gelu),
+    ("QuickGelu", transformer::quick_gelu),
+    ("BiasAdd", transformer::bias_add),
+    ("BiasSplitGelu", transformer::bias_split_gelu),
+    ("FusedMatMul", transformer::fused_matmul),
+    ("FusedGemm", transformer::fused_gemm),
+    ("FusedConv", transformer::fused_conv),
+    ("TransposeMatMul", transformer::fused_matmul),
+    ("EmbedLayerNormalization", transformer::embed_layer_norm),
+    ("RotaryEmbedding", transformer::rotary_embedding),
+    ("Attention", ms_attention::attention),
+    ("QAttention", ms_attention::qattention),
+    ("MultiHeadAttention", ms_attention::multi_head_attention),
+    ("GroupQueryAttention", ms_attention::group_query_attention),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
 ];
 
+/// What onnxc implements of each `com.microsoft` op (and of `ORT_DEFAULT_DOMAIN_OPS`), for
+/// `docs/supported-ops.md`.
+pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
+    (
+        "QLinearAdd",
+        "per-tensor scales and zero points, broadcasting; the documented formula in float32",
+    ),
+    (
+        "QLinearMul",
+        "per-tensor scales and zero points, broadcasting; the documented formula in float32",
+    ),
+    (
+        "QLinearSigmoid",
+        "dequantize, sigmoid, quantize (a 256-entry table per run)",
+    ),
+    ("QLinearLeakyRelu", "dequantize, LeakyRelu, quantize"),
+    (
+        "QLinearSoftmax",
+        "axis semantics of the `opset` attribute (before 13 the input is coerced to 2-D at axis 1; onnxruntime softmaxes a 4-D input's last axis there)",
+    ),
+    (
+        "QGemm",
+        "B per tensor or per column; int32 bias; float or quantized output",
+    ),
+    (
+        "QLinearGlobalAveragePool",
+        "NCHW or channels_last; exact integer sum",
+    ),
+    (
+        "QLinearConcat",
+        "each input requantized to the output's scale and zero point",
+    ),
+    (
+        "QLinearAveragePool",
+        "AveragePool's attributes, NCHW or channels_last; the mean of x − z_x exact (float64), requantized once (onnxruntime rounds float32 dequantized values: one step apart near ties)",
+    ),
+    (
+        "QLinearReduceMean",
+        "axes and keepdims attributes; the mean exact, requantized once",
+    ),
+    (
+        "QLinearWhere",
+        "broadcasting; X and Y requantized to Z's scale and zero point",
+    ),
+    (
+        "MatMulIntegerToFloat",
+        "a_scale and a_zero_point per tensor, B's per tensor or per column; exact integer product, then float32 scaling and bias",
+    ),
+    (
+        "DynamicQuantizeMatMul",
+        "A quantized to uint8 as DynamicQuantizeLinear does, then MatMulIntegerToFloat",
+    ),
+    (
+        "MatMulNBits",
+        "2-, 4- and 8-bit constant weights (packed or float zero points, default 2^(bits−1)) dequantized at compile time into a float32 [K, N] matrix for the float32 GEMM: the object file holds 4·K·N bytes of weights, 8× the 4-bit size; no g_idx, no prepacked weights; accuracy_level is ignored (float32 throughout)",
+    ),
+    (
+        "QAttention",
+        "Attention of the exact integer projection (X − z_x)(W − z_w)·s_x·s_w + bias; onnxruntime's uint8×int8 x86 kernels can saturate with full-range int8 weights (its quantizer's reduce_range avoids it)",
+    ),
+    (
+        "SkipLayerNormalization",
+        "skip of the input's shape, [1, S, H] or [S, H]; outputs mean, inv_std_var and the sum",
+    ),
+    (
+        "SkipSimplifiedLayerNormalization",
+        "RMS normalization of input + skip (+ bias); outputs inv_std_var and the sum",
+    ),
+    ("LayerNormalization", "as ONNX's LayerNormalization"),
+    (
+        "SimplifiedLayerNormalization",
+        "default domain (onnxruntime registers it there): RMSNormalization's formula",
+    ),
+    ("Gelu", "exact (erf); the GELU kernel for float32"),
+    ("BiasGelu", "GELU of A + B (B over the last axis)"),
+    ("FastGelu", "tanh approximation, optional bias"),
+    ("QuickGelu", "x·σ(αx), α 1.702 by default"),
+    (
+        "BiasAdd",
+        "X + bias + skip (onnxruntime has no CPU kernel; the documented formula)",
+    ),
+    (
+        "BiasSplitGelu",
+        "left half · GELU(right half) of X + bias (onnxruntime has no CPU kernel; the documented formula)",
+    ),
+    (
+        "FusedMatMul",
+        "transA/transB and alpha; not transBatchA/transBatchB",
+    ),
+    ("TransposeMatMul", "as FusedMatMul"),
+    (
+        "FusedGemm",
+        "Gemm then Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid or Clip",
+    ),
+    (
+        "FusedConv",
+        "Conv plus Z, then Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid or Clip",
+    ),
+    (
+        "EmbedLayerNormalization",
+        "word, position (given or 0..S) and segment embeddings, layer-normalized; ids checked at run time (ONNXC_ERR_INDEX); mask_index = count of ones per mask row",
+    ),
+    (
+        "RotaryEmbedding",
+        "position_ids [B, S] or one offset; checked against the caches at run time; not packed batching",
+    ),
+    (
+        "Attention",
+        "packed QKV weights and bias, qkv_hidden_sizes, every CPU mask form (raw [B, T] / [B, S, T], key lengths [B], end and start positions [2B]), unidirectional, past/present of a length fixed at compile time, attention_bias; float32; not do_rotary or past_present_share_buffer",
+    ),
+    (
+        "MultiHeadAttention",
+        "3-D query with 3-D key/value (bias added) or projected 4-D key/value, key_padding_mask as Attention's masks, attention_bias, past/present key and value, unidirectional; float32; not packed QKV/KV (nor has onnxruntime's CPU kernel), not beam-search inputs",
+    ),
+    (
+        "GroupQueryAttention",
+        "static past/present shapes (present = past + new tokens, or the declared length), per-row positions from seqlens_k checked at run time (ONNXC_ERR_INDEX), packed QKV, rotary embedding, local window, softcap, attention_bias; float32; not smooth softmax, head sinks, quantized KV caches or shared buffers",
+    ),
+    ("QuantizeLinear", "as ONNX's QuantizeLinear"),
+    ("DequantizeLinear", "as ONNX's DequantizeLinear"),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
-    let table = match domain {
-        "" => ONNX_OPS,
-        "com.microsoft" => MICROSOFT_OPS,
+    let tables: &[&[(&str, Builder)]] = match domain {
+        "" => &[ONNX_OPS, ORT_DEFAULT_DOMAIN_OPS],
+        "com.microsoft" => &[MICROSOFT_OPS],
         _ => return None,
     };
-    table.iter().find(|(n, _)| *n == op_type).map(|(_, b)| *b)
+    tables
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|(n, _)| *n == op_type)
+        .map(|(_, b)| *b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contrib_op_has_a_note() {
+        for (name, _) in MICROSOFT_OPS.iter().chain(ORT_DEFAULT_DOMAIN_OPS) {
+            assert!(
+                MICROSOFT_NOTES.iter().any(|(n, _)| n == name),
+                "{name} has no entry in MICROSOFT_NOTES"
+            );
+        }
+    }
 }

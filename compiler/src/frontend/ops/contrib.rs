@@ -24,13 +24,13 @@ use crate::ir::{DType, ValueId};
 
 /// A quantized operand: the tensor, its scale and its zero point (absent: 0 of the tensor's
 /// type).
-struct QTensor {
-    x: ValueId,
-    scale: ValueId,
-    zp: Option<ValueId>,
+pub(super) struct QTensor {
+    pub x: ValueId,
+    pub scale: ValueId,
+    pub zp: Option<ValueId>,
 }
 
-fn qtensor(ctx: &Ctx, x: usize, scale: usize, zp: usize, name: &str) -> Result<QTensor> {
+pub(super) fn qtensor(ctx: &Ctx, x: usize, scale: usize, zp: usize, name: &str) -> Result<QTensor> {
     let q = QTensor {
         x: ctx.input(x)?,
         scale: ctx.input(scale)?,
@@ -56,7 +56,7 @@ fn qtensor(ctx: &Ctx, x: usize, scale: usize, zp: usize, name: &str) -> Result<Q
 
 /// The output's scale and zero point (inputs `scale`, `zp`); the output type is the zero
 /// point's, or `default` without one.
-fn qout(
+pub(super) fn qout(
     ctx: &Ctx,
     scale: usize,
     zp: usize,
@@ -76,7 +76,7 @@ fn qout(
     Ok((s, z, dt))
 }
 
-fn one_element(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
+pub(super) fn one_element(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
     let s = ctx.known_shape(v)?;
     if s.iter().product::<i64>() != 1 {
         return Err(ctx.err(format!(
@@ -87,7 +87,7 @@ fn one_element(ctx: &Ctx, v: ValueId, what: &str) -> Result<()> {
 }
 
 /// Operand `k`'s single element as float32.
-fn param(ctx: &Ctx, v: ValueId, k: u32) -> E {
+pub(super) fn param(ctx: &Ctx, v: ValueId, k: u32) -> E {
     expr::cast(
         expr::load(ctx.dtype(v), k, vec![expr::i(0); ctx.rank(v)]),
         DType::F32,
@@ -95,7 +95,7 @@ fn param(ctx: &Ctx, v: ValueId, k: u32) -> E {
 }
 
 /// A zero point as float32 (0 when absent), registering it as operand `inputs.len()`.
-fn zero_point(ctx: &Ctx, z: Option<ValueId>, inputs: &mut Vec<ValueId>) -> E {
+pub(super) fn zero_point(ctx: &Ctx, z: Option<ValueId>, inputs: &mut Vec<ValueId>) -> E {
     match z {
         Some(z) => {
             inputs.push(z);
@@ -111,7 +111,7 @@ fn f(v: f64) -> E {
 
 /// `v` (float32, already divided by the scale) rounded half to even, plus the zero point,
 /// saturated to `dt`.
-fn saturate(v: E, zp: E, dt: DType) -> E {
+pub(super) fn saturate(v: E, zp: E, dt: DType) -> E {
     let (lo, hi) = build::int_range(dt).expect("8-bit type");
     let v = expr::binary(BinOp::Add, expr::unary(UnOp::Round, v), zp);
     expr::cast(

@@ -236,7 +236,15 @@ fn pool_shape(xs: &[i64], win: &Window) -> Shape {
 }
 
 fn pool_setup(ctx: &Ctx, allow_int: bool) -> Result<(ValueId, DType, Vec<i64>, Window)> {
-    let x = ctx.input(0)?;
+    pool_setup_of(ctx, ctx.input(0)?, allow_int)
+}
+
+/// `pool_setup` of the operand `x` with the node's pool attributes.
+fn pool_setup_of(
+    ctx: &Ctx,
+    x: ValueId,
+    allow_int: bool,
+) -> Result<(ValueId, DType, Vec<i64>, Window)> {
     let dt = ctx.dtype(x);
     if !(dt.is_float() || (allow_int && matches!(dt, DType::I8 | DType::U8))) {
         return Err(ctx.err(format!("input has unsupported type {dt}")));
@@ -458,7 +466,15 @@ fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) ->
 }
 
 pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let (x, dt, xs, win) = pool_setup(ctx, false)?;
+    let x = ctx.input(0)?;
+    Ok(vec![average_pool_of(ctx, x)?])
+}
+
+/// AveragePool of the float operand `x` with the node's pool attributes (float32 through
+/// the pool kernel; other float types as a window sum over the tap count, float64 exactly
+/// rounded once).
+pub fn average_pool_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
+    let (x, dt, xs, win) = pool_setup_of(ctx, x, false)?;
     let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
     if let Some(y) = pool_kernel(
         ctx,
@@ -470,7 +486,7 @@ pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         &xs,
         &win,
     )? {
-        return Ok(vec![y]);
+        return Ok(y);
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);
@@ -493,12 +509,12 @@ pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let load_sum = build::load_same(dt, 0, rank as usize);
     if all_inside {
         let n: i64 = win.kernel.iter().product();
-        return Ok(vec![ctx.map(
+        return ctx.map(
             dt,
             shape,
             vec![sum],
             expr::binary(BinOp::Div, load_sum, expr::f(dt, n as f64)),
-        )?]);
+        );
     }
     let (lo, hi): (Vec<i64>, Vec<i64>) = if include_pad {
         (
@@ -510,12 +526,12 @@ pub fn average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let counts = tap_counts(ctx, dt, &win, &lo, &hi)?;
     let cl = expr::load(dt, 1, (2..rank).map(expr::var).collect());
-    Ok(vec![ctx.map(
+    ctx.map(
         dt,
         shape,
         vec![sum, counts],
         expr::binary(BinOp::Div, load_sum, cl),
-    )?])
+    )
 }
 
 fn lp(dt: DType, v: E, p: i64) -> E {

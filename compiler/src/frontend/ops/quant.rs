@@ -253,6 +253,12 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// range (widened to include 0), all in float32 as the reference computes them.
 pub fn dynamic_quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
+    Ok(dynamic_quantize(ctx, x)?.to_vec())
+}
+
+/// DynamicQuantizeLinear of `x`: `[y (uint8), scale (float32 scalar), zero point (uint8
+/// scalar)]`.
+pub(crate) fn dynamic_quantize(ctx: &mut Ctx, x: ValueId) -> Result<[ValueId; 3]> {
     build::expect_types(ctx, x, "x", &[DType::F32])?;
     let dims = ctx.known_shape(x)?;
     let r = dims.len();
@@ -305,7 +311,7 @@ pub fn dynamic_quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         vec![x, scale, zpf],
         expr::cast(q, DType::U8),
     )?;
-    Ok(vec![y, scale, zp])
+    Ok([y, scale, zp])
 }
 
 fn vars(r: usize) -> Vec<E> {
@@ -686,7 +692,7 @@ pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 /// `(A − a_zp)·(B − b_zp)` with integer values: through the float32 GEMM when that is exact
 /// (`f32_plan`, B constant; float32 or float64 result), in int32 otherwise.
-fn centered_matmul(
+pub(crate) fn centered_matmul(
     ctx: &mut Ctx,
     a: ValueId,
     a_zp: Option<ValueId>,

@@ -23,6 +23,33 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let cos = ctx.input(1)?;
     let sin = ctx.input(2)?;
     let pos = ctx.opt_input(3);
+    let config = Rotary {
+        num_heads: ctx.attr_i_or("num_heads", 0)?,
+        rotary_dim: ctx.attr_i_or("rotary_embedding_dim", 0)?,
+        interleaved: ctx.attr_i_or("interleaved", 0)? != 0,
+    };
+    Ok(vec![rotary_values(ctx, x, cos, sin, pos, config)?])
+}
+
+/// The attributes of a rotary embedding (0 for an absent number).
+#[derive(Clone, Copy)]
+pub struct Rotary {
+    pub num_heads: i64,
+    pub rotary_dim: i64,
+    pub interleaved: bool,
+}
+
+/// The rotary embedding of `x` ([b, heads, s, d] or [b, s, hidden]) with caches `cos`/`sin`
+/// ([max_position, rd/2] with int64 positions [b, s], or [b, s, rd/2] without), as ONNX's
+/// RotaryEmbedding defines it (also the core of com.microsoft's).
+pub fn rotary_values(
+    ctx: &mut Ctx,
+    x: ValueId,
+    cos: ValueId,
+    sin: ValueId,
+    pos: Option<ValueId>,
+    config: Rotary,
+) -> Result<ValueId> {
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
     for (v, what) in [(cos, "cos_cache"), (sin, "sin_cache")] {
         if ctx.dtype(v) != dt {
@@ -33,7 +60,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
     }
     let xs = ctx.known_shape(x)?;
-    let num_heads = ctx.attr_i_or("num_heads", 0)?;
+    let num_heads = config.num_heads;
     // (batch, seq, head size)
     let (b, s, d) = match xs.as_slice() {
         &[b, _, s, d] => (b, s, d),
@@ -52,7 +79,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             )));
         }
     };
-    let rd = match ctx.attr_i_or("rotary_embedding_dim", 0)? {
+    let rd = match config.rotary_dim {
         0 => d,
         r => r,
     };
@@ -62,7 +89,7 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         )));
     }
     let half = rd / 2;
-    let interleaved = ctx.attr_i_or("interleaved", 0)? != 0;
+    let interleaved = config.interleaved;
     let cs = ctx.known_shape(cos)?;
     if ctx.known_shape(sin)? != cs {
         return Err(ctx.err(format!(
@@ -213,5 +240,5 @@ pub fn rotary_embedding(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             TypeInfo::new(dt, shape_from(&shape)),
         )?
     };
-    Ok(vec![ctx.reshape(y4, shape_from(&xs))?])
+    ctx.reshape(y4, shape_from(&xs))
 }
