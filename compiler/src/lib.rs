@@ -7,6 +7,7 @@
 pub mod error;
 pub mod frontend;
 pub mod ir;
+pub mod kernels;
 pub mod passes;
 
 pub use error::{Error, Result};

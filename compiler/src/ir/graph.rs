@@ -170,52 +170,14 @@ pub enum Op {
     },
     Scatter(ScatterOp),
     Pool(PoolOp),
-    /// Softmax of float32 rows along the last axis (shape known), run by a runtime kernel;
-    /// other cases are built from `Reduce` and `Map` by the frontend.
-    Softmax,
-    /// Exact GELU (`½·x·(1 + erf(x/√2))`) of float32 elements (shape known), run by a
-    /// runtime kernel: ONNX Gelu and the decomposed erf form (`passes::gelu`).
-    Gelu,
-    /// Separable resize of the last two axes of a float32 tensor with taps computed at
-    /// compile time (`onnxc_resize_f32`): ONNX Resize/Upsample with constant scales, sizes
-    /// and roi.
-    Resize(onnxc_runtime::resize::ResizeGeometry),
-    /// 2-D transposed convolution of float32 NCHW tensors with constant weights, run as a
-    /// GEMM and a col2im (`onnxc_conv_transpose_f32`); operands x, w and an optional bias.
-    /// Other ConvTransposes are reductions built by the frontend.
-    ConvTranspose(onnxc_runtime::conv::transpose::ConvTransposeGeometry),
-    /// The int64 positions along `axis` of the `k` largest (`largest`) or smallest elements of
-    /// each line, best first, ties by position, NaN last (`onnxc_topk`); ONNX TopK gathers
-    /// its values with a map.
-    TopK {
-        axis: usize,
-        k: i64,
-        largest: bool,
-    },
-    /// `y[n, c, p] = Σ_t w[n, p, t] · x[n, c, off[n, p, t]]` over float32 `x: [N, C, S]`,
-    /// int64 offsets `[N, P, T]` in `[−1, S)` (−1 reads 0) and, when `weighted`, float32
-    /// weights `[N, P, T]` (`onnxc_gather_sum_f32`): GridSample's per-channel gathers.
-    GatherSum {
-        weighted: bool,
-    },
+    /// An op run by one runtime kernel (`crate::kernels`: softmax, GELU, resize, transposed
+    /// convolution, top-k, gather-sum), compared by its attributes.
+    Kernel(std::sync::Arc<dyn crate::kernels::KernelOp>),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
         code: i32,
     },
-}
-
-/// How the fuser may combine an op with its neighbours (TVM's `OpPatternKind`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FusionKind {
-    /// Each output element reads the same-index element of each operand (modulo broadcast).
-    Elementwise,
-    /// Each output element reads operand elements at computed indices.
-    Injective,
-    Reduction,
-    /// Heavy op whose elementwise consumers can run in its epilogue.
-    OutEpilogue,
-    Opaque,
 }
 
 impl PoolOp {
@@ -259,6 +221,11 @@ impl Op {
         }
     }
 
+    /// A kernel op (`crate::kernels`).
+    pub fn kernel(k: impl crate::kernels::KernelOp) -> Op {
+        Op::Kernel(std::sync::Arc::new(k))
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::Input => "input",
@@ -271,12 +238,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Scatter(_) => "scatter",
             Op::Pool(_) => "pool",
-            Op::Softmax => "softmax",
-            Op::Gelu => "gelu",
-            Op::Resize(_) => "resize",
-            Op::ConvTranspose(_) => "conv_transpose",
-            Op::TopK { .. } => "topk",
-            Op::GatherSum { .. } => "gather_sum",
+            Op::Kernel(k) => k.name(),
             Op::Assert { .. } => "assert",
         }
     }
@@ -554,18 +516,7 @@ impl Graph {
                     expr::display(&sc.value)
                 ),
                 Op::Assert { code } => format!("code {code}"),
-                Op::Softmax => "last axis".to_string(),
-                Op::Gelu => "exact".to_string(),
-                Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
-                Op::GatherSum { weighted } => format!("weighted={weighted}"),
-                Op::ConvTranspose(t) => format!(
-                    "group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
-                    t.group, t.kernel, t.strides, t.dilations, t.pads
-                ),
-                Op::Resize(r) => format!(
-                    "{}x{} -> {}x{} taps {}/{}",
-                    r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps
-                ),
+                Op::Kernel(k) => k.attrs(),
                 Op::Pool(p) => format!(
                     "{:?} kernel={:?} strides={:?} pads={:?}/{:?}",
                     p.kind, p.kernel, p.strides, p.pads_begin, p.pads_end

@@ -8,6 +8,7 @@ use crate::ir::expr::{self, E, ExprKind};
 use crate::ir::graph::{ConvOp, MatMulOp, ReduceKind};
 use crate::ir::interp::strides_of;
 use crate::ir::tensor::Scalar;
+use crate::kernels::{LowerCx, Operand};
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use onnxc_runtime::conv::ConvGeometry;
 use onnxc_runtime::kernels;
@@ -158,6 +159,15 @@ fn const_f32(s: &Schedule, v: SvId) -> Vec<f32> {
     }
 }
 
+/// Value `v` as a kernel op sees it.
+fn operand(s: &Schedule, v: SvId) -> Operand<'_> {
+    Operand {
+        dtype: s.values[v].dtype,
+        shape: &s.values[v].shape,
+        constant: is_const(s, v),
+    }
+}
+
 /// The logical shape of a matmul step's operand `k` and the element strides of its dims in
 /// the value `st.inputs[k]` (contiguous unless a transpose was absorbed, `schedule::views`).
 fn matmul_operand(
@@ -209,9 +219,9 @@ fn pack_b_at_compile_time(
 
 /// Workspace bytes a step's kernel needs while it runs.
 fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
-    if let StepKind::TopK { axis, .. } = &st.kind {
-        // int64 positions along the axis, whatever the input type.
-        return s.values[st.inputs[0]].shape[*axis] as u64 * 8;
+    if let StepKind::Kernel(k) = &st.kind {
+        let operands: Vec<Operand> = st.inputs.iter().map(|&v| operand(s, v)).collect();
+        return k.scratch_bytes(&operands, operand(s, st.output));
     }
     if s.values[st.output].dtype != DType::F32 {
         return 0;
@@ -240,8 +250,6 @@ fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
                 .scratch_floats() as u64
                 * 4
         }
-        StepKind::Resize(r) => r.scratch_floats() as u64 * 4,
-        StepKind::ConvTranspose(t) => t.scratch_floats(is_const(s, st.inputs[1])) as u64 * 4,
         _ => 0,
     }
 }
@@ -841,129 +849,7 @@ impl StepCx<'_> {
                     ],
                 )?])
             }
-            StepKind::Softmax { scale } => {
-                let x = self.st.inputs[0];
-                let n = oshape.last().copied().unwrap_or(1);
-                let rows = if n == 0 {
-                    0
-                } else {
-                    oshape.iter().product::<i64>() / n
-                };
-                Ok(vec![Stmt::call(
-                    &kernels::SOFTMAX_F32,
-                    vec![
-                        Arg::start(self.buf(x)),
-                        Arg::start(obuf),
-                        Arg::Int(expr::i(rows)),
-                        Arg::Int(expr::i(n)),
-                        if *scale == 1.0 {
-                            Arg::Null
-                        } else {
-                            Arg::Floats(vec![*scale])
-                        },
-                    ],
-                )?])
-            }
-            StepKind::Gelu => {
-                let x = self.st.inputs[0];
-                Ok(vec![Stmt::call(
-                    &kernels::GELU_F32,
-                    vec![
-                        Arg::start(self.buf(x)),
-                        Arg::start(obuf),
-                        Arg::Int(expr::i(oshape.iter().product::<i64>())),
-                    ],
-                )?])
-            }
-            StepKind::Resize(r) => {
-                let (params, floats) = r.encode();
-                Ok(vec![Stmt::call(
-                    &kernels::RESIZE_F32,
-                    vec![
-                        Arg::Params(params),
-                        Arg::Floats(floats),
-                        Arg::start(self.buf(self.st.inputs[0])),
-                        Arg::start(obuf),
-                        Arg::Scratch {
-                            offset: scratch
-                                .ok_or_else(|| Error::Internal("resize without scratch".into()))?,
-                        },
-                    ],
-                )?])
-            }
-            StepKind::ConvTranspose(t) => {
-                let (x, w) = (self.st.inputs[0], self.st.inputs[1]);
-                // Constant weights packed now; a model input's at run time.
-                let (wbuf, packed) = if is_const(self.s, w) {
-                    (self.new_const(&t.pack_weights(&const_f32(self.s, w))), 1)
-                } else {
-                    (self.buf(w), 0)
-                };
-                let bias = match self.st.inputs.get(2) {
-                    Some(&b) => Arg::start(self.buf(b)),
-                    None => Arg::Null,
-                };
-                let scratch = match scratch {
-                    Some(o) => Arg::Scratch { offset: o },
-                    None => Arg::Null,
-                };
-                Ok(vec![Stmt::call(
-                    &kernels::CONV_TRANSPOSE_F32,
-                    vec![
-                        Arg::Params(t.encode()),
-                        Arg::start(self.buf(x)),
-                        Arg::start(wbuf),
-                        Arg::Int(expr::i(packed)),
-                        bias,
-                        Arg::Null,
-                        Arg::start(obuf),
-                        scratch,
-                    ],
-                )?])
-            }
-            StepKind::GatherSum { weighted } => {
-                let params = crate::passes::fold::gather_sum_params(
-                    self.shape(self.st.inputs[0]),
-                    self.shape(self.st.inputs[1]),
-                    *weighted,
-                );
-                Ok(vec![Stmt::call(
-                    &kernels::GATHER_SUM_F32,
-                    vec![
-                        Arg::Params(params.to_vec()),
-                        Arg::start(self.buf(self.st.inputs[0])),
-                        Arg::start(self.buf(self.st.inputs[1])),
-                        if *weighted {
-                            Arg::start(self.buf(self.st.inputs[2]))
-                        } else {
-                            Arg::Null
-                        },
-                        Arg::start(obuf),
-                    ],
-                )?])
-            }
-            StepKind::TopK { axis, k, largest } => {
-                let x = self.st.inputs[0];
-                let (params, _) = crate::passes::fold::topk_params(
-                    self.s.values[x].dtype,
-                    self.shape(x),
-                    *axis,
-                    *k,
-                    *largest,
-                );
-                Ok(vec![Stmt::call(
-                    &kernels::TOPK,
-                    vec![
-                        Arg::Params(params.to_vec()),
-                        Arg::start(self.buf(x)),
-                        Arg::start(obuf),
-                        Arg::Scratch {
-                            offset: scratch
-                                .ok_or_else(|| Error::Internal("topk without scratch".into()))?,
-                        },
-                    ],
-                )?])
-            }
+            StepKind::Kernel(k) => k.lower(&KernelStep { cx: self, scratch }),
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();
@@ -1309,5 +1195,39 @@ impl StepCx<'_> {
             epilogue,
         };
         Ok(self.nest(&ys, 0, vec![red], false))
+    }
+}
+
+/// A kernel op's step being lowered (`kernels::LowerCx`).
+struct KernelStep<'c, 'a> {
+    cx: &'c StepCx<'a>,
+    scratch: Option<u64>,
+}
+
+impl LowerCx for KernelStep<'_, '_> {
+    fn operand(&self, k: usize) -> Operand<'_> {
+        operand(self.cx.s, self.cx.st.inputs[k])
+    }
+    fn result(&self) -> Operand<'_> {
+        operand(self.cx.s, self.cx.st.output)
+    }
+    fn has_operand(&self, k: usize) -> bool {
+        k < self.cx.st.inputs.len()
+    }
+    fn operand_arg(&self, k: usize) -> Arg {
+        Arg::start(self.cx.buf(self.cx.st.inputs[k]))
+    }
+    fn result_arg(&self) -> Arg {
+        Arg::start(self.cx.buf(self.cx.st.output))
+    }
+    fn constant_f32(&self, k: usize) -> Option<Vec<f32>> {
+        let v = self.cx.st.inputs[k];
+        is_const(self.cx.s, v).then(|| const_f32(self.cx.s, v))
+    }
+    fn new_constant_f32(&self, data: &[f32]) -> Arg {
+        Arg::start(self.cx.new_const(data))
+    }
+    fn scratch(&self) -> Option<Arg> {
+        self.scratch.map(|offset| Arg::Scratch { offset })
     }
 }

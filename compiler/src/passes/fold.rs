@@ -80,118 +80,16 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 }
             }))
         }
-        Op::Resize(r) => {
-            let mut scratch = vec![0f32; r.scratch_floats()];
-            let (params, floats) = r.encode();
-            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-                // SAFETY: x and y hold the planes the geometry describes, scratch one input row.
-                unsafe {
-                    onnxc_runtime::resize::onnxc_resize_f32(
-                        params.as_ptr(),
-                        floats.as_ptr(),
-                        x.as_ptr(),
-                        y.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                    )
-                }
-            }))
-        }
-        Op::TopK { axis, k, largest } => {
-            let x = inputs[0];
-            let (params, n_axis) = topk_params(x.dtype, &x.shape, *axis, *k, *largest);
-            let mut idx = vec![0i64; n as usize];
-            let mut scratch = vec![0i64; n_axis];
-            // The kernel reads elements of up to 8 bytes: an 8-byte aligned copy.
-            let mut aligned = vec![0u64; x.data.len().div_ceil(8)];
-            for (w, c) in aligned.iter_mut().zip(x.data.chunks(8)) {
-                let mut b = [0u8; 8];
-                b[..c.len()].copy_from_slice(c);
-                *w = u64::from_ne_bytes(b);
-            }
-            // SAFETY: `aligned` holds the [outer, n, inner] elements of its type the
-            // parameters describe, idx the [outer, k, inner] positions, scratch n slots.
-            unsafe {
-                onnxc_runtime::topk::onnxc_topk(
-                    params.as_ptr(),
-                    aligned.as_ptr() as *const u8,
-                    idx.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            }
-            Ok(Tensor::from_i64s(shape.clone(), &idx))
-        }
-        Op::GatherSum { weighted } => {
-            let params = gather_sum_params(&inputs[0].shape, &inputs[1].shape, *weighted);
-            let off = inputs[1].to_i64s();
-            let w: Vec<f32> = if *weighted {
-                inputs[2].to_f64s().iter().map(|&v| v as f32).collect()
-            } else {
-                vec![]
+        Op::Kernel(k) => {
+            let result = crate::kernels::Operand {
+                dtype,
+                shape: &shape,
+                constant: true,
             };
-            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-                // SAFETY: x, off, w and y hold the elements the parameters describe.
-                unsafe {
-                    onnxc_runtime::gather::onnxc_gather_sum_f32(
-                        params.as_ptr(),
-                        x.as_ptr(),
-                        off.as_ptr(),
-                        if *weighted {
-                            w.as_ptr()
-                        } else {
-                            std::ptr::null()
-                        },
-                        y.as_mut_ptr(),
-                    )
-                }
-            }))
-        }
-        Op::ConvTranspose(t) => {
-            let macs = n as usize * t.c / t.group * t.kernel[0] * t.kernel[1];
-            if macs > limit * 16 {
-                return Ok(false);
+            match k.eval(&inputs, result, limit) {
+                Some(r) => r,
+                None => return Ok(false),
             }
-            let w: Vec<f32> = inputs[1].to_f64s().iter().map(|&v| v as f32).collect();
-            let bias: Option<Vec<f32>> = inputs
-                .get(2)
-                .map(|b| b.to_f64s().iter().map(|&v| v as f32).collect());
-            let wp = t.pack_weights(&w);
-            let mut scratch = vec![0f32; t.scratch_floats(true)];
-            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-                // SAFETY: x, the packed weights, the bias and y hold what the geometry
-                // describes, scratch what it asks for.
-                unsafe {
-                    onnxc_runtime::conv::transpose::conv_transpose_f32(
-                        t,
-                        x.as_ptr(),
-                        wp.as_ptr(),
-                        true,
-                        bias.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
-                        f32::NEG_INFINITY,
-                        f32::INFINITY,
-                        y.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                    )
-                }
-            }))
-        }
-        Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-            // SAFETY: x and y hold x.len() floats.
-            unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }
-        })),
-        Op::Softmax => {
-            let cols = shape.last().copied().unwrap_or(1).max(1) as usize;
-            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-                // SAFETY: x and y hold whole rows of `cols` floats.
-                unsafe {
-                    onnxc_runtime::softmax::softmax_f32(
-                        x.as_ptr(),
-                        y.as_mut_ptr(),
-                        x.len() / cols,
-                        cols,
-                        1.0,
-                    )
-                }
-            }))
         }
         Op::Assert { code } => {
             if inputs[0].scalars().iter().all(|v| v.as_bool()) {
@@ -230,33 +128,6 @@ fn f32_kernel(
         shape.to_vec(),
         y.iter().flat_map(|v| v.to_le_bytes()).collect(),
     )
-}
-
-/// `onnxc_topk`'s parameters for an input of type `dtype` and `shape` (and the length of
-/// the axis, its scratch in int64 slots).
-pub fn topk_params(
-    dtype: crate::ir::DType,
-    shape: &[i64],
-    axis: usize,
-    k: i64,
-    largest: bool,
-) -> ([i64; onnxc_runtime::topk::PARAMS], usize) {
-    let outer: i64 = shape[..axis].iter().product();
-    let inner: i64 = shape[axis + 1..].iter().product();
-    let n = shape[axis];
-    (
-        [dtype.onnx_code() as i64, outer, n, inner, k, largest as i64],
-        n as usize,
-    )
-}
-
-/// `onnxc_gather_sum_f32`'s parameters for `x: [N, C, S]` and offsets `[N, P, T]`.
-pub fn gather_sum_params(
-    x: &[i64],
-    off: &[i64],
-    weighted: bool,
-) -> [i64; onnxc_runtime::gather::PARAMS] {
-    [x[0], x[1], x[2], off[1], off[2], weighted as i64]
 }
 
 /// The pass: folds every foldable node in topological order.

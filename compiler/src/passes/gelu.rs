@@ -1,6 +1,6 @@
 //! Recognizes the exact GELU written out with Erf — `x·½·(1 + erf(x/√2))`, in the operand
 //! orders PyTorch, TensorFlow and hand-written graphs export before opset 20's Gelu — and
-//! replaces it with `Op::Gelu` (one runtime kernel call instead of a chain of elementwise
+//! replaces it with `kernels::Gelu` (one runtime kernel call instead of a chain of elementwise
 //! maps with erf in 128-bit generated code). Float32 with a known shape only; anything
 //! else is left as it is. The intermediate maps are left to `dce` (or kept, if something
 //! else reads them).
@@ -150,7 +150,7 @@ pub fn run(g: &mut Graph) {
         let (name, origin) = (n.name.clone(), n.origin.clone());
         let gelu = g.add_node(
             name,
-            Op::Gelu,
+            Op::kernel(crate::kernels::Gelu),
             vec![x],
             vec![TypeInfo::new(ty.dtype, ty.shape)],
             origin,

@@ -582,26 +582,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::Concat { axis } => (StepKind::Concat { axis: *axis }, n.inputs.clone(), id),
             Op::Scatter(sc) => (StepKind::Scatter(sc.clone()), n.inputs.clone(), id),
             Op::Pool(p) => (StepKind::Pool(p.clone()), n.inputs.clone(), id),
-            Op::Softmax => (StepKind::Softmax { scale: 1.0 }, n.inputs.clone(), id),
-            Op::Gelu => (StepKind::Gelu, n.inputs.clone(), id),
-            Op::Resize(r) => (StepKind::Resize(r.clone()), n.inputs.clone(), id),
-            Op::ConvTranspose(t) => (StepKind::ConvTranspose(t.clone()), n.inputs.clone(), id),
-            Op::GatherSum { weighted } => (
-                StepKind::GatherSum {
-                    weighted: *weighted,
-                },
-                n.inputs.clone(),
-                id,
-            ),
-            Op::TopK { axis, k, largest } => (
-                StepKind::TopK {
-                    axis: *axis,
-                    k: *k,
-                    largest: *largest,
-                },
-                n.inputs.clone(),
-                id,
-            ),
+            Op::Kernel(k) => (StepKind::Kernel(k.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

@@ -114,27 +114,8 @@ pub enum StepKind {
         /// `planes[c]` of each input image (a channel permutation absorbed, `views.rs`).
         planes: Option<Vec<i64>>,
     },
-    /// Softmax of `scale`·x along the last axis (`onnxc_softmax_f32`); `scale` is a positive
-    /// scalar multiply folded in (`softmax_scale.rs`), 1 otherwise.
-    Softmax {
-        scale: f32,
-    },
-    /// Exact GELU of every element (`onnxc_gelu_f32`).
-    Gelu,
-    /// Resize of the last two axes with compile-time taps (`onnxc_resize_f32`).
-    Resize(onnxc_runtime::resize::ResizeGeometry),
-    /// Transposed convolution (`onnxc_conv_transpose_f32`): operands x, constant w, bias.
-    ConvTranspose(onnxc_runtime::conv::transpose::ConvTransposeGeometry),
-    /// Weighted gathers from float32 planes (`onnxc_gather_sum_f32`).
-    GatherSum {
-        weighted: bool,
-    },
-    /// Positions of the k best elements along `axis` (`onnxc_topk`), int64.
-    TopK {
-        axis: usize,
-        k: i64,
-        largest: bool,
-    },
+    /// A kernel op (`crate::kernels`), run by one runtime kernel call.
+    Kernel(std::sync::Arc<dyn crate::kernels::KernelOp>),
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -328,20 +309,10 @@ impl Schedule {
                     "pool {:?} kernel={:?} strides={:?}",
                     p.kind, p.kernel, p.strides
                 ),
-                StepKind::Softmax { scale } => format!("softmax (last axis) scale={scale}"),
-                StepKind::Gelu => "gelu".to_string(),
-                StepKind::Resize(r) => format!(
-                    "resize {}x{} -> {}x{} (taps {}/{})",
-                    r.rows.n_in, r.cols.n_in, r.rows.n_out, r.cols.n_out, r.rows.taps, r.cols.taps
-                ),
-                StepKind::TopK { axis, k, largest } => {
-                    format!("topk axis={axis} k={k} largest={largest}")
-                }
-                StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
-                StepKind::ConvTranspose(t) => format!(
-                    "conv_transpose group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
-                    t.group, t.kernel, t.strides, t.dilations, t.pads
-                ),
+                StepKind::Kernel(k) => match k.attrs() {
+                    a if a.is_empty() => k.name().to_string(),
+                    a => format!("{} {a}", k.name()),
+                },
                 StepKind::Copy => "copy".to_string(),
             };
             let names: Vec<&str> = st.origins.iter().map(|o| o.name.as_str()).collect();

@@ -14,6 +14,7 @@ use super::{Schedule, StepKind, Storage, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{BinOp, E, ExprKind};
 use crate::ir::tensor::Scalar;
+use crate::kernels::Softmax;
 use std::collections::HashSet;
 
 /// `body` is `in0[identity] · c` or `in0[identity] / c` (either operand order for the
@@ -69,7 +70,10 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
     }
     let mut dropped: HashSet<usize> = HashSet::new();
     for i in 0..s.steps.len() {
-        let StepKind::Softmax { scale } = s.steps[i].kind else {
+        let StepKind::Kernel(k) = &s.steps[i].kind else {
+            continue;
+        };
+        let Some(&Softmax { scale }) = k.downcast::<Softmax>() else {
             continue;
         };
         let v = s.steps[i].inputs[0];
@@ -99,9 +103,9 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
         }
         let x = m.inputs[0];
         s.steps[i].inputs[0] = x;
-        s.steps[i].kind = StepKind::Softmax {
+        s.steps[i].kind = StepKind::Kernel(std::sync::Arc::new(Softmax {
             scale: total as f32,
-        };
+        }));
         let origins = s.steps[p].origins.clone();
         s.steps[i].origins.splice(0..0, origins);
         dropped.insert(p);

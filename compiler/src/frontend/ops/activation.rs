@@ -264,12 +264,12 @@ pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             )));
         }
     };
-    // The exact form on float32 of known shape: one runtime kernel (`Op::Gelu`).
+    // The exact form on float32 of known shape: one runtime kernel (`kernels::Gelu`).
     let x = ctx.input(0)?;
     let shape = ctx.shape(x);
     if !tanh && ctx.dtype(x) == DType::F32 && crate::ir::dim::known_dims(&shape).is_some() {
         return Ok(vec![ctx.add(
-            crate::ir::Op::Gelu,
+            crate::ir::Op::kernel(crate::kernels::Gelu),
             vec![x],
             crate::ir::TypeInfo::new(DType::F32, shape),
         )?]);

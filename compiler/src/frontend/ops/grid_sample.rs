@@ -17,7 +17,7 @@
 //! position — per-dim index and weight tables, then per tap combination a flat offset into
 //! the input plane (−1 for a `zeros` tap outside) and the weights' product — and the
 //! per-channel part only gathers and sums — for float32 the runtime's `onnxc_gather_sum_f32`
-//! (`Op::GatherSum`), a map otherwise: bilinear 32×128×128 from a 128×128 grid, 6.5 → 2.2 ms
+//! (`kernels::GatherSum`), a map otherwise: bilinear 32×128×128 from a 128×128 grid, 6.5 → 2.2 ms
 //! (onnxruntime 1.1).
 
 use crate::error::Result;
@@ -297,9 +297,9 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             operands.push(flat(ctx, w)?);
         }
         let y = ctx.add(
-            crate::ir::Op::GatherSum {
+            crate::ir::Op::kernel(crate::kernels::GatherSum {
                 weighted: weights.is_some(),
-            },
+            }),
             operands,
             crate::ir::TypeInfo::new(dt, shape_from(&[xs[0], xs[1], positions])),
         )?;

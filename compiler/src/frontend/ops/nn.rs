@@ -680,7 +680,11 @@ fn softmax_along(
         && axis + 1 == rank
         && crate::ir::dim::known_dims(&shape).is_some()
     {
-        return ctx.add(crate::ir::Op::Softmax, vec![x], TypeInfo::new(dt, shape));
+        return ctx.add(
+            crate::ir::Op::kernel(crate::kernels::Softmax { scale: 1.0 }),
+            vec![x],
+            TypeInfo::new(dt, shape),
+        );
     }
     let m = build::reduce(ctx, x, ReduceKind::Max, &[axis], true, |v| v)?;
     let mut at_axis0: Vec<E> = (0..rank as u32).map(expr::var).collect();
@@ -866,7 +870,7 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let mut inputs = vec![x, w];
         inputs.extend(b);
         return Ok(vec![ctx.add(
-            crate::ir::Op::ConvTranspose(geom),
+            crate::ir::Op::kernel(crate::kernels::ConvTranspose(geom)),
             inputs,
             TypeInfo::new(dt, shape),
         )?]);

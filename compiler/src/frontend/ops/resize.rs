@@ -15,7 +15,7 @@
 //! output size) computes the same result.
 //!
 //! The tables then drive, in order of preference:
-//! - `Op::Resize` (runtime kernel `onnxc_resize_f32`): float32, at most the last two axes
+//! - `kernels::Resize` (runtime kernel `onnxc_resize_f32`): float32, at most the last two axes
 //!   resized, constant tables;
 //! - a gather `Map` (nearest modes): per-axis index a table lookup, or `y / k`, `y · k` when
 //!   the table is exactly that;
@@ -801,7 +801,11 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
     }
     if let Some(g) = kernel_geometry(ctx, &dims, dt, &plan, &tables, extrap) {
         let ty = crate::ir::TypeInfo::new(dt, shape);
-        return Ok(vec![ctx.add(crate::ir::Op::Resize(g), vec![x], ty)?]);
+        return Ok(vec![ctx.add(
+            crate::ir::Op::kernel(crate::kernels::Resize(g)),
+            vec![x],
+            ty,
+        )?]);
     }
 
     if matches!(p.mode, Mode::Nearest(_)) {

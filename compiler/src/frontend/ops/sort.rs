@@ -1,4 +1,4 @@
-//! TopK (opsets 1, 10, 11+): a runtime kernel finds the positions (`Op::TopK`), a map
+//! TopK (opsets 1, 10, 11+): a runtime kernel finds the positions (`kernels::TopK`), a map
 //! gathers their values. K is a constant, or a run-time input that must equal what the
 //! declared output shape says (checked when the model runs, `ONNXC_ERR_SHAPE`). `sorted=0` leaves the order to the implementation; onnxc returns
 //! it sorted either way.
@@ -86,7 +86,7 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Ok(vec![values, indices]);
     }
     let indices = ctx.add(
-        Op::TopK { axis, k, largest },
+        Op::kernel(crate::kernels::TopK { axis, k, largest }),
         vec![x],
         TypeInfo::new(DType::I64, dims.clone()),
     )?;

@@ -13,7 +13,7 @@
 //! - RotaryEmbedding (com.microsoft form: position_ids second, or one offset) through the
 //!   ONNX RotaryEmbedding builder.
 //!
-//! float32 GELUs run in the `Op::Gelu` kernel; the norms are reductions and maps as ONNX's
+//! float32 GELUs run in the `kernels::Gelu` kernel; the norms are reductions and maps as ONNX's
 //! LayerNormalization is.
 
 use crate::error::Result;
@@ -192,12 +192,16 @@ pub fn simplified_layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     norm_more::rms_norm(ctx)
 }
 
-/// The exact GELU `x·½·(1 + erf(x/√2))` of `x`: the `Op::Gelu` kernel for float32.
+/// The exact GELU `x·½·(1 + erf(x/√2))` of `x`: the `kernels::Gelu` kernel for float32.
 fn gelu_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
     let dt = build::expect_types(ctx, x, "X", FLOATS)?;
     let shape = ctx.shape(x);
     if dt == DType::F32 && crate::ir::dim::known_dims(&shape).is_some() {
-        return ctx.add(Op::Gelu, vec![x], TypeInfo::new(DType::F32, shape));
+        return ctx.add(
+            Op::kernel(crate::kernels::Gelu),
+            vec![x],
+            TypeInfo::new(DType::F32, shape),
+        );
     }
     let ct = if dt == DType::F64 { dt } else { DType::F32 };
     build::unary(ctx, x, dt, |v| {

@@ -1,0 +1,172 @@
+//! Kernel ops: graph ops that run as one call of a runtime kernel, each described once.
+//!
+//! A kernel op is a type implementing [`KernelOp`], in one file here: its attributes, how
+//! it prints, how it folds on constant operands (by calling the runtime kernel itself,
+//! through the rlib), the scratch it needs and the call it lowers to (checked against the
+//! kernel's C signature in `onnxc_runtime::kernels`). The graph holds it as
+//! `ir::Op::Kernel`, the schedule as `schedule::StepKind::Kernel`; no other stage matches on
+//! it. Adding a kernel-backed op costs a runtime file with its `kernels!` entry, a file here
+//! and the frontend builder that makes it.
+//!
+//! Kernel ops are opaque to fusion: each becomes a step of its own. Steps with fused
+//! epilogues (convolution, GEMM, pooling, layout changes) stay `Op` variants of their own,
+//! as the fusion and layout passes rewrite them.
+
+mod conv_transpose;
+mod gather_sum;
+mod gelu;
+mod resize;
+mod softmax;
+mod topk;
+
+pub use conv_transpose::ConvTranspose;
+pub use gather_sum::GatherSum;
+pub use gelu::Gelu;
+pub use resize::Resize;
+pub use softmax::Softmax;
+pub use topk::TopK;
+
+use crate::ir::interp::EvalError;
+use crate::ir::{DType, Tensor};
+use crate::loops::{Arg, Stmt};
+use std::any::Any;
+use std::fmt;
+
+/// An operand or the result of a kernel op, as folding, sizing and lowering see it.
+#[derive(Copy, Clone, Debug)]
+pub struct Operand<'a> {
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    /// Whether the value is a constant of the model (weights the op may pack now).
+    pub constant: bool,
+}
+
+impl Operand<'_> {
+    pub fn len(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// What lowering a kernel op may ask of the step it lowers.
+pub trait LowerCx {
+    /// Operand `k`; `k` below [`KernelOp`]'s operand count.
+    fn operand(&self, k: usize) -> Operand<'_>;
+    fn result(&self) -> Operand<'_>;
+    /// Whether operand `k` exists (optional operands come last).
+    fn has_operand(&self, k: usize) -> bool;
+    /// Address of operand `k`'s first element.
+    fn operand_arg(&self, k: usize) -> Arg;
+    /// Address of the result's first element.
+    fn result_arg(&self) -> Arg;
+    /// The float32 contents of constant operand `k`.
+    fn constant_f32(&self, k: usize) -> Option<Vec<f32>>;
+    /// A float32 constant emitted with the object (packed weights), as an argument.
+    fn new_constant_f32(&self, data: &[f32]) -> Arg;
+    /// The step's scratch area, if [`KernelOp::scratch_bytes`] asked for one.
+    fn scratch(&self) -> Option<Arg>;
+}
+
+/// A graph op run by one runtime kernel. Implementations are plain values compared by
+/// their attributes (`PartialEq`), so common-subexpression elimination and dumps treat
+/// them as any other op.
+pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
+    /// The op's name in `--emit graph|schedule` dumps.
+    fn name(&self) -> &'static str;
+    /// Its attributes as dumps print them (`k=3 largest=true`), empty if none.
+    fn attrs(&self) -> String;
+    /// The result for constant operands (constant folding), or None where folding would
+    /// cost more than about `limit` element operations (the op is then run by the model).
+    /// `result` is the result's type; the operands hold the types the builder checked.
+    fn eval(
+        &self,
+        operands: &[&Tensor],
+        result: Operand<'_>,
+        limit: usize,
+    ) -> Option<Result<Tensor, EvalError>>;
+    /// Workspace bytes the kernel needs while it runs.
+    fn scratch_bytes(&self, _operands: &[Operand<'_>], _result: Operand<'_>) -> u64 {
+        0
+    }
+    /// The kernel call(s) computing the result, checked against their C signatures.
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;
+}
+
+/// Comparison and downcasting of `dyn KernelOp`, implemented for every `KernelOp` that is
+/// `PartialEq`.
+pub trait KernelEq {
+    fn as_any(&self) -> &dyn Any;
+    fn same(&self, other: &dyn KernelOp) -> bool;
+}
+
+impl<T: KernelOp + PartialEq> KernelEq for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn same(&self, other: &dyn KernelOp) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+}
+
+impl PartialEq for dyn KernelOp {
+    fn eq(&self, other: &dyn KernelOp) -> bool {
+        self.same(other)
+    }
+}
+
+impl dyn KernelOp {
+    /// The op as its concrete type, if it is one (passes that rewrite one kind of kernel
+    /// op, such as `schedule::softmax_scale`).
+    pub fn downcast<T: KernelOp>(&self) -> Option<&T> {
+        self.as_any().downcast_ref::<T>()
+    }
+}
+
+/// The step's scratch argument, which a kernel that declared scratch must have been given.
+fn required_scratch(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<Arg> {
+    cx.scratch()
+        .ok_or_else(|| crate::Error::Internal(format!("{} lowered without scratch", op.name())))
+}
+
+/// Runs a float32 kernel `f(x, y)` on constant operand `x`, into the result's elements.
+fn f32_kernel(x: &Tensor, result: Operand<'_>, f: impl FnOnce(&[f32], &mut [f32])) -> Tensor {
+    let x: Vec<f32> = x
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let mut y = vec![0f32; result.len() as usize];
+    f(&x, &mut y);
+    Tensor::new(
+        result.dtype,
+        result.shape.to_vec(),
+        y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Op;
+
+    /// Kernel ops compare by type and attributes, as common-subexpression elimination needs.
+    #[test]
+    fn kernel_ops_compare_by_type_and_attributes() {
+        let topk = |k| {
+            Op::kernel(TopK {
+                axis: 1,
+                k,
+                largest: true,
+            })
+        };
+        assert_eq!(topk(3), topk(3));
+        assert_ne!(topk(3), topk(4));
+        assert_eq!(Op::kernel(Gelu), Op::kernel(Gelu));
+        assert_ne!(Op::kernel(Gelu), Op::kernel(Softmax { scale: 1.0 }));
+        let Op::Kernel(k) = Op::kernel(Softmax { scale: 0.5 }) else {
+            unreachable!()
+        };
+        assert_eq!(k.downcast::<Softmax>().map(|s| s.scale), Some(0.5));
+        assert!(k.downcast::<Gelu>().is_none());
+        assert_eq!(k.name(), "softmax");
+    }
+}
