@@ -375,9 +375,20 @@ def main() -> int:
                 "```",
                 "",
             ]
+        # Hand-written sections below the marker (design history, other benchmarks' tables)
+        # survive a rewrite.
+        kept = ""
+        if os.path.exists(a.out):
+            with open(a.out) as f:
+                old = f.read()
+            if KEEP in old:
+                kept = "\n" + old[old.index(KEEP):]
         with open(a.out, "w") as f:
-            f.write("\n".join(lines))
+            f.write("\n".join(lines) + kept)
     return 0
+
+
+KEEP = "<!-- bench.py keeps everything below this line -->"
 
 
 if __name__ == "__main__":
