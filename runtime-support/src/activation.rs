@@ -32,7 +32,7 @@ pub unsafe fn activation_f32(kind: i64, p: [f32; 2], x: *const f32, y: *mut f32,
     unsafe { simd::dispatch(Activation { kind, p, x, y, n }) }
 }
 
-/// C ABI entry point (`Kernel::ActivationF32`): `params` points to `[α, β]`.
+/// C ABI entry point (`kernels::ACTIVATION_F32`): `params` points to `[α, β]`.
 ///
 /// # Safety
 /// As `activation_f32`; `params` points to two floats; `n ≥ 0`.

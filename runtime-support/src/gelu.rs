@@ -16,7 +16,7 @@ pub unsafe fn gelu_f32(x: *const f32, y: *mut f32, n: usize) {
     unsafe { simd::dispatch(Gelu { x, y, n }) }
 }
 
-/// C ABI entry point (`Kernel::GeluF32`).
+/// C ABI entry point (`kernels::GELU_F32`).
 ///
 /// # Safety
 /// As `gelu_f32`; `n ≥ 0`.

@@ -1,4 +1,5 @@
-//! The driver: the only module that touches the filesystem or spawns processes.
+//! The driver: the only module that touches the filesystem or spawns processes (but for
+//! `frontend::tensor` reading external data inside the model's directory).
 //! `compile` runs the pipeline; `run` and `bench` link the object into an executable with
 //! the runtime library and the system C compiler and execute it.
 

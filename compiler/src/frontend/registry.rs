@@ -239,7 +239,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "ConvTranspose",
-        "direct (generic) algorithm; no dedicated kernel yet",
+        "float32, 1-D to 3-D: a GEMM and a col2im in the runtime (weights packed at compile time when constant); other types a generic loop nest",
     ),
     (
         "Conv",
@@ -279,7 +279,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "GridSample",
-        "every mode, padding mode and spatial rank (1-D to N-D); cubic+border follows onnx's reference (onnxruntime clamps taps, not positions); generic loops",
+        "every mode, padding mode and spatial rank (1-D to N-D); cubic+border follows onnx's reference (onnxruntime clamps taps, not positions); taps and weights computed by generated code, the per-channel gathers by a runtime kernel for float32",
     ),
     (
         "TopK",

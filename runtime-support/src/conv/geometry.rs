@@ -441,7 +441,7 @@ impl ConvGeometry {
 
 /// Whether the stride-phase indirect path (`strided_indirect_dims`) beats im2col packing on
 /// this CPU. With AVX2 alone (Zen 3) it does for every strided layer measured (ResNet-50's
-/// and Inception v2's stride-2 3×3 convs: see ARCHITECTURE.md). With AVX-512 it depends on
+/// and Inception v2's stride-2 3×3 convs: see docs/performance.md). With AVX-512 it depends on
 /// the core: on Intel (Emerald Rapids) the AVX-512 im2col packer beat it by 25-40%; on AMD
 /// Zen 5 it wins for kernels wider than 1×1 (ResNet-50's stride-2 3×3 convs 1.59 → 1.35
 /// and 1.58 → 1.38 ms in the model) and loses for 1×1 ones (512→1024 at 28→14: 1.24 →

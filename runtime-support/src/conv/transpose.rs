@@ -350,7 +350,7 @@ unsafe fn col2im(
     }
 }
 
-/// C ABI entry point (`Kernel::ConvTransposeF32`): `w_packed` 1 for weights packed at
+/// C ABI entry point (`kernels::CONV_TRANSPOSE_F32`): `w_packed` 1 for weights packed at
 /// compile time, 0 for raw ones; `clamp` null or `[lo, hi]`.
 ///
 /// # Safety

@@ -3,8 +3,9 @@
 //! `onnx/reference/ops/op_{de,}quantize_linear.py`); and the QOperator ops MatMulInteger,
 //! QLinearMatMul (int32 products of the centered operands), ConvInteger and QLinearConv
 //! (convolutions of the centered operands in float64, exact for 8-bit data), requantized in
-//! float64 by the scales' product as the reference does. These run in generic loops, not int8
-//! kernels.
+//! float64 by the scales' product as the reference does. Where a bound proves every partial
+//! sum an exact float32 integer, the products run on the float32 GEMM and convolution
+//! kernels (`F32Plan`); otherwise in generic loops. No int8 kernels yet.
 //!
 //! Scale and zero point apply per tensor (a scalar or one element), per axis (1-D along
 //! `axis`) or per block (opset 21: the input's shape with `axis` divided into blocks of
