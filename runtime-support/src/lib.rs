@@ -167,4 +167,5 @@ pub mod pool;
 pub mod resize;
 pub mod softmax;
 pub mod topk;
+pub mod tree;
 pub mod winograd;

@@ -305,6 +305,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             let gv = self.imports.rodata_gv(bytes, &mut self.b);
                             self.b.ins().symbol_value(PTR, gv)
                         }
+                        Arg::Blob(p) => {
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
+                            self.b.ins().symbol_value(PTR, gv)
+                        }
                         Arg::Scratch { offset } => self.b.ins().iadd_imm_s(self.ws, *offset as i64),
                     };
                     vals.push(v);
@@ -1850,7 +1855,11 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                             expr_bufs(offset, out);
                         }
                         Arg::Int(e) => expr_bufs(e, out),
-                        Arg::Null | Arg::Params(_) | Arg::Floats(_) | Arg::Scratch { .. } => {}
+                        Arg::Null
+                        | Arg::Params(_)
+                        | Arg::Floats(_)
+                        | Arg::Blob(_)
+                        | Arg::Scratch { .. } => {}
                     }
                 }
             }

@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, control, data, elementwise, grid_sample, legacy, linalg, loss,
-    nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
+    ml, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape, sort, spectral,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -385,10 +385,19 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("DequantizeLinear", quant::dequantize_linear),
 ];
 
+/// `(op_type, builder)` for the `ai.onnx.ml` domain (classical models: scikit-learn,
+/// LightGBM and XGBoost exports).
+pub const ML_OPS: &[(&str, Builder)] = &[
+    ("TreeEnsemble", ml::tree::tree_ensemble),
+    ("TreeEnsembleClassifier", ml::tree::tree_ensemble_classifier),
+    ("TreeEnsembleRegressor", ml::tree::tree_ensemble_regressor),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let table = match domain {
         "" => ONNX_OPS,
         "com.microsoft" => MICROSOFT_OPS,
+        "ai.onnx.ml" => ML_OPS,
         _ => return None,
     };
     table.iter().find(|(n, _)| *n == op_type).map(|(_, b)| *b)

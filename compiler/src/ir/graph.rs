@@ -198,6 +198,11 @@ pub enum Op {
     GatherSum {
         weighted: bool,
     },
+    /// The aggregated leaf values of a tree ensemble per row (`onnxc_tree_ensemble`): operand
+    /// `X: [N, F]` float32/float64, output `[N, T]` float32/float64, as the forest
+    /// (`onnxc_runtime::tree::encode`'s array) says: ONNX-ML TreeEnsemble and
+    /// TreeEnsembleClassifier/Regressor, whose post-processing the frontend builds as maps.
+    TreeEnsemble(std::sync::Arc<Vec<i64>>),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -277,6 +282,7 @@ impl Op {
             Op::ConvTranspose(_) => "conv_transpose",
             Op::TopK { .. } => "topk",
             Op::GatherSum { .. } => "gather_sum",
+            Op::TreeEnsemble(_) => "tree_ensemble",
             Op::Assert { .. } => "assert",
         }
     }
@@ -558,6 +564,7 @@ impl Graph {
                 Op::Gelu => "exact".to_string(),
                 Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
                 Op::GatherSum { weighted } => format!("weighted={weighted}"),
+                Op::TreeEnsemble(f) => onnxc_runtime::tree::describe(f),
                 Op::ConvTranspose(t) => format!(
                     "group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
                     t.group, t.kernel, t.strides, t.dilations, t.pads

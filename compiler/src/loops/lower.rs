@@ -963,6 +963,18 @@ impl StepCx<'_> {
                     ],
                 }])
             }
+            StepKind::TreeEnsemble(forest) => {
+                let x = self.st.inputs[0];
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::TreeEnsemble,
+                    args: vec![
+                        Arg::Blob(forest.clone()),
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
+                        Arg::Int(expr::i(self.shape(x).first().copied().unwrap_or(1))),
+                    ],
+                }])
+            }
             StepKind::Assert { code } => {
                 let c = self.st.inputs[0];
                 let cs = self.shape(c).to_vec();

@@ -80,6 +80,8 @@ pub enum Kernel {
     /// `onnxc_conv_transpose_f32(params, x, w, w_packed, bias, clamp, y, scratch)`: 2-D
     /// transposed convolution (GEMM and col2im); `w_packed` 0 for raw weights.
     ConvTransposeF32,
+    /// `onnxc_tree_ensemble(forest, x, y, rows)`: aggregated leaf values of a tree ensemble.
+    TreeEnsemble,
 }
 
 impl Kernel {
@@ -100,6 +102,7 @@ impl Kernel {
             Kernel::TopK => "onnxc_topk",
             Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
             Kernel::ConvTransposeF32 => "onnxc_conv_transpose_f32",
+            Kernel::TreeEnsemble => "onnxc_tree_ensemble",
         }
     }
 }
@@ -116,6 +119,8 @@ pub enum Arg {
     Params(Vec<i64>),
     /// Address of a read-only f32 array.
     Floats(Vec<f32>),
+    /// Address of a large read-only i64 array (an encoded table, dumped by its size).
+    Blob(Arc<Vec<i64>>),
     /// Address of a step-local scratch area in the workspace.
     Scratch { offset: u64 },
 }
@@ -296,6 +301,7 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Int(e) => expr::display(e),
                         Arg::Params(p) => format!("{p:?}"),
                         Arg::Floats(p) => format!("{p:?}f"),
+                        Arg::Blob(b) => format!("blob[{} words]", b.len()),
                         Arg::Scratch { offset } => format!("scratch+{offset}"),
                     })
                     .collect();

@@ -174,6 +174,31 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                 }
             }))
         }
+        Op::TreeEnsemble(forest) => {
+            let x = inputs[0];
+            let rows = x.shape.first().copied().unwrap_or(1);
+            // Aligned copies of the operand and the result.
+            let mut xa = vec![0u64; x.data.len().div_ceil(8)];
+            for (w, c) in xa.iter_mut().zip(x.data.chunks(8)) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                *w = u64::from_ne_bytes(b);
+            }
+            let bytes = n as usize * dtype.size();
+            let mut y = vec![0u64; bytes.div_ceil(8)];
+            // SAFETY: the forest was encoded for this operand's type and width and the
+            // result's type; xa and y hold rows of them.
+            unsafe {
+                onnxc_runtime::tree::onnxc_tree_ensemble(
+                    forest.as_ptr(),
+                    xa.as_ptr() as *const u8,
+                    y.as_mut_ptr() as *mut u8,
+                    rows,
+                )
+            };
+            let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
+            Ok(Tensor::new(dtype, shape.clone(), data))
+        }
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
             unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }

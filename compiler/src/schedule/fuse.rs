@@ -602,6 +602,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 n.inputs.clone(),
                 id,
             ),
+            Op::TreeEnsemble(f) => (StepKind::TreeEnsemble(f.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

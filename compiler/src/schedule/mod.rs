@@ -135,6 +135,8 @@ pub enum StepKind {
         k: i64,
         largest: bool,
     },
+    /// A tree ensemble's aggregated leaf values per row (`onnxc_tree_ensemble`).
+    TreeEnsemble(std::sync::Arc<Vec<i64>>),
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -338,6 +340,9 @@ impl Schedule {
                     format!("topk axis={axis} k={k} largest={largest}")
                 }
                 StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
+                StepKind::TreeEnsemble(f) => {
+                    format!("tree_ensemble {}", onnxc_runtime::tree::describe(f))
+                }
                 StepKind::ConvTranspose(t) => format!(
                     "conv_transpose group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
                     t.group, t.kernel, t.strides, t.dilations, t.pads

@@ -11,6 +11,7 @@ pub mod grid_sample;
 pub mod legacy;
 pub mod linalg;
 pub mod loss;
+pub mod ml;
 pub mod nn;
 pub mod norm;
 pub mod norm_more;
