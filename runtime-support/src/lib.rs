@@ -166,6 +166,7 @@ pub mod nchwc;
 pub mod pool;
 pub mod resize;
 pub mod softmax;
+pub mod strings;
 pub mod topk;
 pub mod tree;
 pub mod winograd;

@@ -40,7 +40,8 @@ pub fn clif_ty(dt: DType) -> Type {
         DType::I8 | DType::U8 | DType::Bool => types::I8,
         DType::I16 | DType::U16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
-        DType::I64 | DType::U64 => types::I64,
+        // Strings are pointers the generated code only moves.
+        DType::I64 | DType::U64 | DType::Str => types::I64,
     }
 }
 

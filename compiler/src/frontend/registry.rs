@@ -391,6 +391,7 @@ pub const ML_OPS: &[(&str, Builder)] = &[
     ("TreeEnsemble", ml::tree::tree_ensemble),
     ("TreeEnsembleClassifier", ml::tree::tree_ensemble_classifier),
     ("TreeEnsembleRegressor", ml::tree::tree_ensemble_regressor),
+    ("ZipMap", ml::zipmap::zipmap),
 ];
 
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {

@@ -203,6 +203,12 @@ pub enum Op {
     /// (`onnxc_runtime::tree::encode`'s array) says: ONNX-ML TreeEnsemble and
     /// TreeEnsembleClassifier/Regressor, whose post-processing the frontend builds as maps.
     TreeEnsemble(std::sync::Arc<Vec<i64>>),
+    /// Each string element's position in a table (`onnxc_runtime::strings::encode`'s
+    /// array), int64, −1 where absent (`onnxc_str_lookup`); same shape.
+    StrLookup(std::sync::Arc<Vec<i64>>),
+    /// The table's string at each int64 position, which the builder keeps in range
+    /// (`onnxc_str_gather`); same shape. Never folded: a string is a pointer at run time.
+    StrTable(std::sync::Arc<Vec<i64>>),
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -283,6 +289,8 @@ impl Op {
             Op::TopK { .. } => "topk",
             Op::GatherSum { .. } => "gather_sum",
             Op::TreeEnsemble(_) => "tree_ensemble",
+            Op::StrLookup(_) => "str_lookup",
+            Op::StrTable(_) => "str_table",
             Op::Assert { .. } => "assert",
         }
     }
@@ -307,6 +315,35 @@ pub struct Edge {
 pub struct GraphIo {
     pub name: String,
     pub value: ValueId,
+    /// For an output ONNX-ML's ZipMap makes (a sequence of maps): the maps' keys; the value
+    /// is the `[n, keys]` float32 tensor, row i being the map {keys[j]: value[i, j]}.
+    pub keys: Option<std::sync::Arc<MapKeys>>,
+}
+
+/// The keys of the maps a ZipMap output holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MapKeys {
+    Ints(Vec<i64>),
+    Strings(Vec<String>),
+}
+
+impl MapKeys {
+    pub fn len(&self) -> usize {
+        match self {
+            MapKeys::Ints(v) => v.len(),
+            MapKeys::Strings(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The ONNX element type of the keys (7 int64, 8 string).
+    pub fn onnx_code(&self) -> i32 {
+        match self {
+            MapKeys::Ints(_) => 7,
+            MapKeys::Strings(_) => 8,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -319,6 +356,8 @@ pub struct Graph {
     pub asserts: Vec<NodeId>,
     /// What the import noticed but compiled anyway (the driver prints them).
     pub warnings: Vec<String>,
+    /// Values ZipMap made, with their maps' keys: they may only be graph outputs.
+    pub zipmaps: std::collections::HashMap<ValueId, std::sync::Arc<MapKeys>>,
     /// Every node in the order it was added (`added_since`).
     added: Vec<NodeId>,
 }
@@ -565,6 +604,9 @@ impl Graph {
                 Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
                 Op::GatherSum { weighted } => format!("weighted={weighted}"),
                 Op::TreeEnsemble(f) => onnxc_runtime::tree::describe(f),
+                Op::StrLookup(t) | Op::StrTable(t) => {
+                    format!("{} strings", t.get(1).copied().unwrap_or(0))
+                }
                 Op::ConvTranspose(t) => format!(
                     "group={} kernel={:?} strides={:?} dilations={:?} pads={:?}",
                     t.group, t.kernel, t.strides, t.dilations, t.pads

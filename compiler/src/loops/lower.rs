@@ -127,6 +127,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     name: o.name.clone(),
                     dtype: v.dtype,
                     shape: v.shape.clone(),
+                    keys: o.keys.clone(),
                 }
             })
             .collect()
@@ -972,6 +973,22 @@ impl StepCx<'_> {
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(self.shape(x).first().copied().unwrap_or(1))),
+                    ],
+                }])
+            }
+            StepKind::StrLookup(t) | StepKind::StrTable(t) => {
+                let x = self.st.inputs[0];
+                Ok(vec![Stmt::Call {
+                    kernel: if matches!(self.st.kind, StepKind::StrLookup(_)) {
+                        Kernel::StrLookup
+                    } else {
+                        Kernel::StrGather
+                    },
+                    args: vec![
+                        Arg::Blob(t.clone()),
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
+                        Arg::Int(expr::i(self.s.values[x].len())),
                     ],
                 }])
             }

@@ -37,6 +37,8 @@ pub struct IoDesc {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<i64>,
+    /// A ZipMap output's keys: the tensor `[n, keys]` holds the maps' values.
+    pub keys: Option<Arc<crate::ir::graph::MapKeys>>,
 }
 
 /// Runtime-support kernels callable from generated code (all arguments pointer-sized).
@@ -82,6 +84,10 @@ pub enum Kernel {
     ConvTransposeF32,
     /// `onnxc_tree_ensemble(forest, x, y, rows)`: aggregated leaf values of a tree ensemble.
     TreeEnsemble,
+    /// `onnxc_str_lookup(table, x, y, n)`: positions of strings in a table.
+    StrLookup,
+    /// `onnxc_str_gather(table, idx, y, n)`: a table's strings at positions.
+    StrGather,
 }
 
 impl Kernel {
@@ -103,6 +109,8 @@ impl Kernel {
             Kernel::GatherSumF32 => "onnxc_gather_sum_f32",
             Kernel::ConvTransposeF32 => "onnxc_conv_transpose_f32",
             Kernel::TreeEnsemble => "onnxc_tree_ensemble",
+            Kernel::StrLookup => "onnxc_str_lookup",
+            Kernel::StrGather => "onnxc_str_gather",
         }
     }
 }

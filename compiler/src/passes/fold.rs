@@ -17,6 +17,10 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         return Ok(false);
     };
     let dtype = node.outputs[0].dtype;
+    // A string is a pointer at run time: no string value is a constant.
+    if dtype == crate::ir::DType::Str {
+        return Ok(false);
+    }
     crate::ir::dim::check_size(&shape, dtype.size())?;
     let n: i64 = shape.iter().product();
     let inputs: Option<Vec<&Tensor>> = node.inputs.iter().map(|&v| g.const_value(v)).collect();
@@ -199,6 +203,8 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
             Ok(Tensor::new(dtype, shape.clone(), data))
         }
+        // Never constant: strings are pointers at run time.
+        Op::StrLookup(_) | Op::StrTable(_) => return Ok(false),
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
             // SAFETY: x and y hold x.len() floats.
             unsafe { onnxc_runtime::gelu::gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) }

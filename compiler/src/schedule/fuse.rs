@@ -450,6 +450,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         s.inputs.push(Io {
             name: io.name.clone(),
             value: id,
+            keys: None,
         });
     }
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
@@ -603,6 +604,8 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                 id,
             ),
             Op::TreeEnsemble(f) => (StepKind::TreeEnsemble(f.clone()), n.inputs.clone(), id),
+            Op::StrLookup(t) => (StepKind::StrLookup(t.clone()), n.inputs.clone(), id),
+            Op::StrTable(t) => (StepKind::StrTable(t.clone()), n.inputs.clone(), id),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands
@@ -687,6 +690,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         s.outputs.push(Io {
             name: o.name.clone(),
             value: target,
+            keys: o.keys.clone(),
         });
     }
     Ok(s)

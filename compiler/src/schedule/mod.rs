@@ -137,6 +137,10 @@ pub enum StepKind {
     },
     /// A tree ensemble's aggregated leaf values per row (`onnxc_tree_ensemble`).
     TreeEnsemble(std::sync::Arc<Vec<i64>>),
+    /// Positions of strings in a table (`onnxc_str_lookup`).
+    StrLookup(std::sync::Arc<Vec<i64>>),
+    /// A table's strings at positions (`onnxc_str_gather`).
+    StrTable(std::sync::Arc<Vec<i64>>),
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -185,6 +189,8 @@ pub struct Step {
 pub struct Io {
     pub name: String,
     pub value: SvId,
+    /// A ZipMap output's keys (`ir::graph::GraphIo::keys`).
+    pub keys: Option<std::sync::Arc<crate::ir::graph::MapKeys>>,
 }
 
 #[derive(Clone, Debug)]
@@ -340,6 +346,12 @@ impl Schedule {
                     format!("topk axis={axis} k={k} largest={largest}")
                 }
                 StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
+                StepKind::StrLookup(t) => {
+                    format!("str_lookup {} strings", t.get(1).copied().unwrap_or(0))
+                }
+                StepKind::StrTable(t) => {
+                    format!("str_table {} strings", t.get(1).copied().unwrap_or(0))
+                }
                 StepKind::TreeEnsemble(f) => {
                     format!("tree_ensemble {}", onnxc_runtime::tree::describe(f))
                 }

@@ -9,7 +9,9 @@
 //! class labels.
 
 pub mod classify;
+pub mod encode;
 pub mod tree;
+pub mod zipmap;
 
 use crate::error::Result;
 use crate::frontend::build;
@@ -263,7 +265,7 @@ pub fn label_values(ctx: &mut Ctx, pos: ValueId, labels: &Labels) -> Result<Valu
                 expr::load(DType::I64, 1, vec![idx]),
             )
         }
-        Labels::Strings(_) => Err(ctx.unsupported("string class labels")),
+        Labels::Strings(v) => encode::strings_at(ctx, pos, v),
     }
 }
 
