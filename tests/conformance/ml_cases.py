@@ -176,6 +176,88 @@ def trees(out_dir: str) -> list:
     return entries
 
 
+# ---- linear models, SVMs and pipelines ------------------------------------------------------
+
+def linear_and_pipelines(out_dir: str) -> list:
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType, StringTensorType
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import (
+        Binarizer,
+        LabelEncoder,
+        MaxAbsScaler,
+        MinMaxScaler,
+        Normalizer,
+        OneHotEncoder,
+        StandardScaler,
+    )
+    from sklearn.svm import SVC, SVR, LinearSVC
+
+    entries = []
+
+    def skl(name, model, x, xt, **kw):
+        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
+        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+
+    rng, x, s = _data(2)
+    xt = _test_rows(2)
+    yb = (s > 0).astype(np.int64)
+    y3 = np.array(["low", "mid", "high"])[_classes(s, 3)]
+    skl("test_ml_logistic_regression_binary", LogisticRegression().fit(x, yb), x, xt)
+    skl("test_ml_logistic_regression_multiclass", LogisticRegression(max_iter=500).fit(x, y3), x, xt)
+    skl("test_ml_linear_regression", LinearRegression().fit(x, s), x, xt)
+    skl("test_ml_ridge_two_targets", Ridge().fit(x, np.stack([s, x[:, 4]], 1)), x, xt)
+    skl("test_ml_linear_svc_multiclass", LinearSVC().fit(x, _classes(s, 4)), x, xt)
+    skl("test_ml_sgd_binary_no_zipmap", SGDClassifier(random_state=0).fit(x, yb), x, xt, options={"zipmap": False})
+    skl("test_ml_pipeline_scaler_logistic", make_pipeline(StandardScaler(), LogisticRegression()).fit(x * 3 + 1, y3),
+        x, xt * 3 + 1)
+    skl("test_ml_pipeline_minmax_maxabs_ridge", make_pipeline(MinMaxScaler(), MaxAbsScaler(), Ridge()).fit(x, s), x, xt)
+    xi = x.copy()
+    xi[rng.random(xi.shape) < 0.1] = np.nan
+    xti = xt.copy()
+    xti[np.random.default_rng(5).random(xti.shape) < 0.1] = np.nan
+    skl("test_ml_pipeline_imputer_normalizer", make_pipeline(SimpleImputer(), Normalizer(), LinearRegression())
+        .fit(xi, s), xi, xti)
+    skl("test_ml_pipeline_binarizer_logistic", make_pipeline(Binarizer(threshold=0.2), LogisticRegression())
+        .fit(x, yb), x, xt)
+    # SVMs: kernels with and without probabilities.
+    skl("test_ml_svc_rbf_binary", SVC(gamma=0.3).fit(x[:120], yb[:120]), x, xt)
+    skl("test_ml_svc_poly_multiclass", SVC(kernel="poly", degree=2, coef0=0.5).fit(x[:120], y3[:120]), x, xt)
+    skl("test_ml_svc_linear_proba", SVC(kernel="linear", probability=True, random_state=0)
+        .fit(x[:120], _classes(s, 3)[:120]), x, xt)
+    skl("test_ml_svc_sigmoid_proba_binary", SVC(kernel="sigmoid", gamma=0.05, probability=True, random_state=0)
+        .fit(x[:120], yb[:120]), x, xt)
+    skl("test_ml_svr_rbf", SVR(gamma=0.2).fit(x[:120], s[:120]), x, xt)
+    # Categorical columns: one-hot encoded strings and integers next to scaled numbers.
+    cats = np.array(["red", "green", "blue", "cyan"])
+    n = len(x)
+    color = cats[rng.integers(0, 4, n)].reshape(-1, 1)
+    size = rng.integers(0, 3, n).astype(np.int64).reshape(-1, 1)
+    yc = ((color[:, 0] == "red") ^ (x[:, 0] > 0)).astype(np.int64)
+    pipe = make_pipeline(
+        ColumnTransformer([("num", StandardScaler(), slice(0, 3)),
+                           ("cat", OneHotEncoder(handle_unknown="ignore"), slice(3, 5))]),
+        RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0))
+    data = np.concatenate([x[:, :3].astype(object), color, size.astype(str)], axis=1)
+    pipe.fit(data, yc)
+    m = to_onnx(pipe, initial_types=[("num", FloatTensorType([None, 3])), ("color", StringTensorType([None, 1])),
+                                     ("size", StringTensorType([None, 1]))])
+    trng = np.random.default_rng(7)
+    feeds = {"num": _test_rows(3)[:, :3], "color": np.array(list(cats) + ["purple"])[trng.integers(0, 5, BATCH)]
+             .reshape(-1, 1).astype(object), "size": trng.integers(0, 4, BATCH).astype(str).reshape(-1, 1)
+             .astype(object)}
+    entries.append(write_ml_case(out_dir, "test_ml_pipeline_onehot_forest", _fixed_batch(m, BATCH), feeds))
+    le = LabelEncoder().fit(["apple", "pear", "fig", "kiwi"])
+    m = to_onnx(le, initial_types=[("x", StringTensorType([None]))])
+    entries.append(write_ml_case(out_dir, "test_ml_label_encoder_strings", _fixed_batch(m, BATCH),
+                                 {"x": np.array(["fig", "kiwi", "apple", "pear"] * 6, dtype=object)}))
+    return entries
+
+
 def write(out_dir: str) -> list:
     """Writes every ai.onnx.ml case; returns their cases.tsv entries."""
-    return trees(out_dir)
+    return trees(out_dir) + linear_and_pipelines(out_dir)

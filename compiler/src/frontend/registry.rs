@@ -388,6 +388,20 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
 /// `(op_type, builder)` for the `ai.onnx.ml` domain (classical models: scikit-learn,
 /// LightGBM and XGBoost exports).
 pub const ML_OPS: &[(&str, Builder)] = &[
+    (
+        "ArrayFeatureExtractor",
+        ml::preprocess::array_feature_extractor,
+    ),
+    ("Binarizer", ml::preprocess::binarizer),
+    ("CategoryMapper", ml::preprocess::category_mapper),
+    ("FeatureVectorizer", ml::preprocess::feature_vectorizer),
+    ("Imputer", ml::preprocess::imputer),
+    ("LabelEncoder", ml::preprocess::label_encoder),
+    ("LinearClassifier", ml::linear::linear_classifier),
+    ("LinearRegressor", ml::linear::linear_regressor),
+    ("Normalizer", ml::preprocess::normalizer),
+    ("OneHotEncoder", ml::preprocess::one_hot_encoder),
+    ("Scaler", ml::preprocess::scaler),
     ("TreeEnsemble", ml::tree::tree_ensemble),
     ("TreeEnsembleClassifier", ml::tree::tree_ensemble_classifier),
     ("TreeEnsembleRegressor", ml::tree::tree_ensemble_regressor),

@@ -10,6 +10,8 @@
 
 pub mod classify;
 pub mod encode;
+pub mod linear;
+pub mod preprocess;
 pub mod tree;
 pub mod zipmap;
 
