@@ -167,6 +167,7 @@ pub mod pool;
 pub mod resize;
 pub mod softmax;
 pub mod strings;
+pub mod svm;
 pub mod topk;
 pub mod tree;
 pub mod winograd;

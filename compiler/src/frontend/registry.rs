@@ -401,6 +401,8 @@ pub const ML_OPS: &[(&str, Builder)] = &[
     ("LinearRegressor", ml::linear::linear_regressor),
     ("Normalizer", ml::preprocess::normalizer),
     ("OneHotEncoder", ml::preprocess::one_hot_encoder),
+    ("SVMClassifier", ml::svm::svm_classifier),
+    ("SVMRegressor", ml::svm::svm_regressor),
     ("Scaler", ml::preprocess::scaler),
     ("TreeEnsemble", ml::tree::tree_ensemble),
     ("TreeEnsembleClassifier", ml::tree::tree_ensemble_classifier),

@@ -209,6 +209,13 @@ pub enum Op {
     /// The table's string at each int64 position, which the builder keeps in range
     /// (`onnxc_str_gather`); same shape. Never folded: a string is a pointer at run time.
     StrTable(std::sync::Arc<Vec<i64>>),
+    /// Class probabilities `[n, classes]` (float32) of a multiclass SVM from its pairwise
+    /// decision values `[n, classes·(classes−1)/2]`: Platt's sigmoid with `ab` (`prob_a`
+    /// then `prob_b`) and libsvm's pairwise coupling (`onnxc_svm_probability`).
+    SvmProbability {
+        classes: usize,
+        ab: std::sync::Arc<Vec<f32>>,
+    },
     /// Fails the run with `code` unless every element of the (bool) operand is true. Its
     /// 0-d output is passed as an extra operand to the ops it guards, to order them after it.
     Assert {
@@ -291,6 +298,7 @@ impl Op {
             Op::TreeEnsemble(_) => "tree_ensemble",
             Op::StrLookup(_) => "str_lookup",
             Op::StrTable(_) => "str_table",
+            Op::SvmProbability { .. } => "svm_probability",
             Op::Assert { .. } => "assert",
         }
     }
@@ -604,6 +612,7 @@ impl Graph {
                 Op::TopK { axis, k, largest } => format!("axis={axis} k={k} largest={largest}"),
                 Op::GatherSum { weighted } => format!("weighted={weighted}"),
                 Op::TreeEnsemble(f) => onnxc_runtime::tree::describe(f),
+                Op::SvmProbability { classes, .. } => format!("classes={classes}"),
                 Op::StrLookup(t) | Op::StrTable(t) => {
                     format!("{} strings", t.get(1).copied().unwrap_or(0))
                 }

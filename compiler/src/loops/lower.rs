@@ -209,6 +209,9 @@ fn pack_b_at_compile_time(
 
 /// Workspace bytes a step's kernel needs while it runs.
 fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
+    if let StepKind::SvmProbability { classes, .. } = &st.kind {
+        return (2 * classes * classes + classes) as u64 * 4;
+    }
     if let StepKind::TopK { axis, .. } = &st.kind {
         // int64 positions along the axis, whatever the input type.
         return s.values[st.inputs[0]].shape[*axis] as u64 * 8;
@@ -973,6 +976,23 @@ impl StepCx<'_> {
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(self.shape(x).first().copied().unwrap_or(1))),
+                    ],
+                }])
+            }
+            StepKind::SvmProbability { classes, ab } => {
+                let x = self.st.inputs[0];
+                Ok(vec![Stmt::Call {
+                    kernel: Kernel::SvmProbability,
+                    args: vec![
+                        Arg::Params(vec![*classes as i64, self.shape(x)[0]]),
+                        Arg::Floats(ab.to_vec()),
+                        Arg::start(self.buf(x)),
+                        Arg::start(obuf),
+                        Arg::Scratch {
+                            offset: scratch.ok_or_else(|| {
+                                Error::Internal("svm_probability without scratch".into())
+                            })?,
+                        },
                     ],
                 }])
             }

@@ -88,6 +88,8 @@ pub enum Kernel {
     StrLookup,
     /// `onnxc_str_gather(table, idx, y, n)`: a table's strings at positions.
     StrGather,
+    /// `onnxc_svm_probability(params, ab, scores, p, scratch)`: SVM class probabilities.
+    SvmProbability,
 }
 
 impl Kernel {
@@ -111,6 +113,7 @@ impl Kernel {
             Kernel::TreeEnsemble => "onnxc_tree_ensemble",
             Kernel::StrLookup => "onnxc_str_lookup",
             Kernel::StrGather => "onnxc_str_gather",
+            Kernel::SvmProbability => "onnxc_svm_probability",
         }
     }
 }

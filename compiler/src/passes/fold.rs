@@ -203,6 +203,26 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
             Ok(Tensor::new(dtype, shape.clone(), data))
         }
+        Op::SvmProbability { classes, ab } => {
+            let x = inputs[0];
+            let rows = x.shape.first().copied().unwrap_or(0).max(0) as usize;
+            let pairs = classes * classes.saturating_sub(1) / 2;
+            let s: Vec<f32> = x.to_f64s().iter().map(|&v| v as f32).collect();
+            let mut p = vec![0f32; rows * classes];
+            let mut scratch = vec![0f32; 2 * classes * classes + classes];
+            let (a, b) = ab.split_at(pairs);
+            for r in 0..rows {
+                onnxc_runtime::svm::probability(
+                    *classes,
+                    &s[r * pairs..(r + 1) * pairs],
+                    a,
+                    b,
+                    &mut p[r * classes..(r + 1) * classes],
+                    &mut scratch,
+                );
+            }
+            Ok(f32_tensor_of(shape.clone(), &p))
+        }
         // Never constant: strings are pointers at run time.
         Op::StrLookup(_) | Op::StrTable(_) => return Ok(false),
         Op::Gelu => Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
@@ -299,4 +319,13 @@ pub fn run(g: &mut Graph, limit: usize) -> Result<usize, String> {
         }
     }
     Ok(count)
+}
+
+/// A float32 tensor of `dims` holding `v`.
+fn f32_tensor_of(dims: Vec<i64>, v: &[f32]) -> Tensor {
+    Tensor::new(
+        crate::ir::DType::F32,
+        dims,
+        v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )
 }

@@ -606,6 +606,14 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             Op::TreeEnsemble(f) => (StepKind::TreeEnsemble(f.clone()), n.inputs.clone(), id),
             Op::StrLookup(t) => (StepKind::StrLookup(t.clone()), n.inputs.clone(), id),
             Op::StrTable(t) => (StepKind::StrTable(t.clone()), n.inputs.clone(), id),
+            Op::SvmProbability { classes, ab } => (
+                StepKind::SvmProbability {
+                    classes: *classes,
+                    ab: ab.clone(),
+                },
+                n.inputs.clone(),
+                id,
+            ),
             Op::Assert { code } => (StepKind::Assert { code: *code }, n.inputs.clone(), id),
         };
         let inputs: Vec<SvId> = operands

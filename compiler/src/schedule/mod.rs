@@ -141,6 +141,11 @@ pub enum StepKind {
     StrLookup(std::sync::Arc<Vec<i64>>),
     /// A table's strings at positions (`onnxc_str_gather`).
     StrTable(std::sync::Arc<Vec<i64>>),
+    /// An SVM's class probabilities from its pairwise decisions (`onnxc_svm_probability`).
+    SvmProbability {
+        classes: usize,
+        ab: std::sync::Arc<Vec<f32>>,
+    },
     /// Fails the run with `code` unless every element of input 0 is true.
     Assert {
         code: i32,
@@ -346,6 +351,9 @@ impl Schedule {
                     format!("topk axis={axis} k={k} largest={largest}")
                 }
                 StepKind::GatherSum { weighted } => format!("gather_sum weighted={weighted}"),
+                StepKind::SvmProbability { classes, .. } => {
+                    format!("svm_probability classes={classes}")
+                }
                 StepKind::StrLookup(t) => {
                     format!("str_lookup {} strings", t.get(1).copied().unwrap_or(0))
                 }

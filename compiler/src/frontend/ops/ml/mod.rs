@@ -12,6 +12,7 @@ pub mod classify;
 pub mod encode;
 pub mod linear;
 pub mod preprocess;
+pub mod svm;
 pub mod tree;
 pub mod zipmap;
 
@@ -148,7 +149,7 @@ pub fn logistic(v: E) -> E {
 }
 
 /// onnxruntime's probit: `√2 · erfinv(2v − 1)` with its approximation of erfinv (Winitzki's,
-/// a = 0.147), in float32.
+/// a = 0.147), in float32 with its constants.
 pub fn probit(v: E) -> E {
     let c = |x: f64| expr::f(DType::F32, x);
     let x = expr::binary(BinOp::Sub, expr::binary(BinOp::Mul, c(2.0), v), c(1.0));
@@ -159,10 +160,10 @@ pub fn probit(v: E) -> E {
         expr::binary(BinOp::Add, c(1.0), x),
     );
     let log = expr::unary(UnOp::Log, t);
-    let a = (3.14159f32 * 0.147f32) as f64;
+    let a = std::f32::consts::PI * 0.147f32;
     let v1 = expr::binary(
         BinOp::Add,
-        c((2.0f32 / a as f32) as f64),
+        c((2.0f32 / a) as f64),
         expr::binary(BinOp::Mul, c(0.5), log.clone()),
     );
     let v2 = expr::binary(BinOp::Mul, c((1.0f32 / 0.147f32) as f64), log);
