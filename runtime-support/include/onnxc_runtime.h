@@ -26,6 +26,8 @@ typedef enum onnxc_dtype {
     ONNXC_INT16 = 5,
     ONNXC_INT32 = 6,
     ONNXC_INT64 = 7,
+    ONNXC_STRING = 8, /* const char *: NUL-terminated UTF-8 (inputs: the caller's; outputs:
+                         the model's read-only data, valid while the program runs) */
     ONNXC_BOOL = 9, /* one byte, 0 or 1 */
     ONNXC_FLOAT16 = 10, /* IEEE half, as uint16_t bits */
     ONNXC_DOUBLE = 11,
@@ -40,6 +42,13 @@ typedef struct onnxc_tensor_info {
     int32_t rank;
     const int64_t *shape;
     uint64_t size_bytes;
+    /* 0 for a tensor. An output ai.onnx.ml ZipMap makes (a sequence of maps, one per row)
+       is passed as its [rows, num_keys] float tensor; key_type is the ONNX type of the maps'
+       keys (ONNXC_INT64 or ONNXC_STRING) and keys points to num_keys int64_t or const char *:
+       row i is the map { keys[j]: value[i][j] }. */
+    int32_t key_type;
+    int32_t num_keys;
+    const void *keys;
 } onnxc_tensor_info;
 
 typedef struct onnxc_model_info {

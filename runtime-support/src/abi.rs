@@ -17,6 +17,13 @@ pub struct TensorInfo {
     pub rank: i32,
     pub shape: *const i64,
     pub size_bytes: u64,
+    /// 0 for a tensor; for an output ONNX-ML's ZipMap makes (a sequence of maps), the
+    /// ONNX type of the maps' keys (7 int64, 8 string): row i of the `[n, num_keys]`
+    /// float32 tensor is the map {keys[j]: value[i, j]}.
+    pub key_type: i32,
+    pub num_keys: i32,
+    /// `num_keys` int64 values or `const char *` strings.
+    pub keys: *const std::ffi::c_void,
 }
 
 #[repr(C)]

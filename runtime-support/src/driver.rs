@@ -5,6 +5,10 @@
 //! the model once and writes `DIR/output_K.bin`. `PROG bench ITERS WARMUP [IN0.bin …]` times
 //! the model (deterministic pseudo-random inputs when none are given) and prints one JSON
 //! line. Exit codes: 0 ok, 1 usage or I/O error, 2 the model returned an error code.
+//!
+//! String tensors (ONNX type 8) cross the files as every element's bytes followed by a NUL;
+//! the driver hands the model an array of pointers into them, and writes an output's
+//! strings back the same way.
 
 use crate::abi::{ModelInfo, TensorInfo, onnxc_workspace_alloc, onnxc_workspace_free, strerror};
 use std::ffi::{CStr, c_char};
@@ -75,6 +79,24 @@ fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
     out
 }
 
+/// ONNX's code for string elements.
+const STRING: i32 = 8;
+
+/// An output array of string pointers as NUL-terminated runs (a null pointer: empty).
+fn string_pack(ptrs: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in ptrs.chunks_exact(8) {
+        let p = u64::from_ne_bytes(c.try_into().expect("8 bytes")) as *const c_char;
+        if !p.is_null() {
+            // SAFETY: the model writes pointers to NUL-terminated strings of its tables or
+            // of the inputs, alive until the driver returns.
+            out.extend_from_slice(unsafe { CStr::from_ptr(p) }.to_bytes());
+        }
+        out.push(0);
+    }
+    out
+}
+
 fn fail(msg: String) -> i32 {
     eprintln!("onnxc driver: {msg}");
     1
@@ -133,8 +155,21 @@ pub unsafe extern "C" fn onnxc_driver_main(
         }
     };
     let mut inputs: Vec<Vec<u8>> = Vec::new();
+    // The bytes string inputs point into (one NUL-terminated run per element).
+    let mut string_data: Vec<Vec<u8>> = Vec::new();
     if files.is_empty() && mode == "bench" {
         for (k, t) in ins.iter().enumerate() {
+            if t.dtype == STRING {
+                // Empty strings.
+                string_data.push(vec![0u8]);
+                let p = string_data.last().map_or(std::ptr::null(), |d| d.as_ptr()) as u64;
+                inputs.push(
+                    (0..t.size_bytes / 8)
+                        .flat_map(|_| p.to_ne_bytes())
+                        .collect(),
+                );
+                continue;
+            }
             inputs.push(synthetic(t, k as u64 + 1));
         }
     } else {
@@ -146,6 +181,38 @@ pub unsafe extern "C" fn onnxc_driver_main(
             ));
         }
         for (t, f) in ins.iter().zip(&files) {
+            if t.dtype == STRING {
+                let d = match std::fs::read(f) {
+                    Ok(d) => d,
+                    Err(e) => return fail(format!("{f}: {e}")),
+                };
+                let n = (t.size_bytes / 8) as usize;
+                let mut starts = Vec::with_capacity(n);
+                let mut at = 0usize;
+                for (k, &b) in d.iter().enumerate() {
+                    if b == 0 {
+                        starts.push(at);
+                        at = k + 1;
+                    }
+                }
+                if starts.len() != n || at != d.len() {
+                    return fail(format!(
+                        "{f}: {} NUL-terminated strings, input '{}' needs {n}",
+                        starts.len(),
+                        name(t)
+                    ));
+                }
+                string_data.push(d);
+                let base = string_data.last().map_or(std::ptr::null(), |d| d.as_ptr());
+                // SAFETY: every start lies inside the bytes just stored, which live until
+                // the end of this function (the Vec's heap buffer does not move).
+                let ptrs: Vec<u8> = starts
+                    .iter()
+                    .flat_map(|&s| (unsafe { base.add(s) } as u64).to_ne_bytes())
+                    .collect();
+                inputs.push(ptrs);
+                continue;
+            }
             match std::fs::read(f) {
                 Ok(d) if d.len() as u64 == t.size_bytes => inputs.push(d),
                 Ok(d) => {
@@ -203,6 +270,13 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if let Some(dir) = out_dir {
         for (k, o) in outputs.iter().enumerate() {
             let path = format!("{dir}/output_{k}.bin");
+            let strings;
+            let o = if outs[k].dtype == STRING {
+                strings = string_pack(o);
+                &strings
+            } else {
+                o
+            };
             if let Err(e) = std::fs::write(&path, o) {
                 return fail(format!("{path}: {e}"));
             }

@@ -151,6 +151,25 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, off: In = *const i64,
         w: OptIn = *const f32, y: Out = *mut f32,
     );
+    /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).
+    TREE_ENSEMBLE = onnxc_tree_ensemble in tree(
+        forest: Params = *const i64, x: In = *const u8, y: Out = *mut u8, rows: Int = i64,
+    );
+    /// Positions of strings in a table (`strings::encode`), −1 where absent.
+    STR_LOOKUP = onnxc_str_lookup in strings(
+        table: Params = *const i64, x: In = *const *const std::ffi::c_char, y: Out = *mut i64,
+        n: Int = i64,
+    );
+    /// A table's strings at positions.
+    STR_GATHER = onnxc_str_gather in strings(
+        table: Params = *const i64, idx: In = *const i64, y: Out = *mut *const std::ffi::c_char,
+        n: Int = i64,
+    );
+    /// An SVM's class probabilities from its pairwise decision values (`[k, rows]`).
+    SVM_PROBABILITY = onnxc_svm_probability in svm(
+        params: Params = *const i64, ab: Floats = *const f32, scores: In = *const f32,
+        p: Out = *mut f32, scratch: Scratch = *mut f32,
+    );
 }
 
 /// The runtime's exported functions that are not kernels, with the reason each exists.

@@ -197,5 +197,8 @@ pub mod pool;
 pub mod resize;
 pub mod simd;
 pub mod softmax;
+pub mod strings;
+pub mod svm;
 pub mod topk;
+pub mod tree;
 pub mod winograd;

@@ -54,6 +54,17 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
             actual.shape, expected.shape
         ));
     }
+    if actual.dtype == DType::Str {
+        let (a, e) = (actual.to_strings(), expected.to_strings());
+        return match a.iter().zip(&e).position(|(x, y)| x != y) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "at flat index {i}: got {:?}, expected {:?}",
+                String::from_utf8_lossy(&a[i]),
+                String::from_utf8_lossy(&e[i])
+            )),
+        };
+    }
     let rtol = if actual.dtype == DType::BF16 {
         rtol.max(2f64.powi(-6))
     } else {
@@ -235,7 +246,7 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
                 Ok(d) => d,
                 Err(e) => return Outcome::RunFailed(format!("{}: {e}", p.display())),
             };
-            let actual = Tensor::new(d.dtype, d.shape.clone(), data);
+            let actual = driver::output_tensor(d, data);
             let exp = match read_pb(e) {
                 Ok(t) => t,
                 Err(m) => return Outcome::Rejected(format!("expected output: {m}")),

@@ -5,6 +5,7 @@
     reason = "cranelift_module's own error type, returned once per model"
 )]
 
+use crate::ir::graph::MapKeys;
 use crate::loops::{IoDesc, Program};
 use cranelift_module::{DataDescription, DataId, Module, ModuleResult};
 use cranelift_object::ObjectModule;
@@ -33,16 +34,43 @@ fn i64s(module: &mut ObjectModule, v: &[i64]) -> ModuleResult<DataId> {
     Ok(id)
 }
 
-/// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes}, 32 bytes each.
+/// An array of pointers to NUL-terminated strings.
+fn cstrings(module: &mut ObjectModule, v: &[String]) -> ModuleResult<DataId> {
+    let id = module.declare_anonymous_data(false, false)?;
+    let mut d = DataDescription::new();
+    d.define(vec![0u8; 8 * v.len().max(1)].into_boxed_slice());
+    d.set_align(8);
+    for (k, s) in v.iter().enumerate() {
+        let target = cstring(module, s)?;
+        let gv = module.declare_data_in_data(target, &mut d);
+        d.write_data_addr(8 * k as u32, gv, 0);
+    }
+    module.define_data(id, &d)?;
+    Ok(id)
+}
+
+/// Bytes of one `onnxc_tensor_info`.
+const TENSOR_INFO: usize = 48;
+
+/// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes, key_type, num_keys, keys}.
 fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataId> {
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 32 * ios.len().max(1)];
+    let mut bytes = vec![0u8; TENSOR_INFO * ios.len().max(1)];
     let mut relocs = Vec::new();
     for (k, io) in ios.iter().enumerate() {
         let name = cstring(module, &io.name)?;
         let shape = i64s(module, &io.shape)?;
-        let base = 32 * k;
+        let base = TENSOR_INFO * k;
+        if let Some(keys) = &io.keys {
+            bytes[base + 32..base + 36].copy_from_slice(&keys.onnx_code().to_le_bytes());
+            bytes[base + 36..base + 40].copy_from_slice(&(keys.len() as i32).to_le_bytes());
+            let table = match &**keys {
+                MapKeys::Ints(v) => i64s(module, v)?,
+                MapKeys::Strings(v) => cstrings(module, v)?,
+            };
+            relocs.push((base + 40, table));
+        }
         bytes[base + 8..base + 12].copy_from_slice(&io.dtype.onnx_code().to_le_bytes());
         bytes[base + 12..base + 16].copy_from_slice(&(io.shape.len() as i32).to_le_bytes());
         let size: i64 = io.shape.iter().product::<i64>() * io.dtype.size() as i64;
@@ -119,6 +147,35 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 n * t.dtype.size() as i64
             );
             let _ = writeln!(h, "#define {up}_{}_{k}_SIZE {}u", kind.to_uppercase(), n);
+            if t.dtype == crate::ir::DType::Str {
+                let _ = writeln!(
+                    h,
+                    "/*   strings: NUL-terminated UTF-8; {} */",
+                    if kind == "input" {
+                        "the caller's, read during the call"
+                    } else {
+                        "pointers into the model's read-only data, valid while the program runs"
+                    }
+                );
+            }
+            if let Some(keys) = &t.keys {
+                let list: Vec<String> = match &**keys {
+                    MapKeys::Ints(v) => v.iter().map(|x| x.to_string()).collect(),
+                    MapKeys::Strings(v) => v.iter().map(|s| format!("{s:?}")).collect(),
+                };
+                let _ = writeln!(
+                    h,
+                    "/*   a sequence of maps (ZipMap), one per row: row i is the map {{ key[j]: value[i][j] }}\n   \
+                     with these {} keys ({}), also in {prefix}_info()->{kind}s[{k}].keys:\n     {} */",
+                    keys.len(),
+                    if keys.onnx_code() == 7 {
+                        "int64"
+                    } else {
+                        "strings"
+                    },
+                    list.join(", ").replace("*/", "*\\/")
+                );
+            }
         }
     };
     io(&mut h, "input", &prog.inputs);

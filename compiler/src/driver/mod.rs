@@ -442,9 +442,20 @@ pub fn run(
     for (k, d) in c.program.outputs.iter().enumerate() {
         let p = tmp.path.join(format!("output_{k}.bin"));
         let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-        results.push((d.name.clone(), Tensor::new(d.dtype, d.shape.clone(), data)));
+        results.push((d.name.clone(), output_tensor(d, data)));
     }
     Ok(results)
+}
+
+/// An output file the linked program wrote (`onnxc_driver_main`): raw elements, or for a
+/// string output every string followed by a NUL.
+pub fn output_tensor(d: &IoDesc, data: Vec<u8>) -> Tensor {
+    if d.dtype == crate::ir::DType::Str {
+        let strings: Vec<Vec<u8>> = data.split(|&b| b == 0).map(|s| s.to_vec()).collect();
+        let n: i64 = d.shape.iter().product();
+        return Tensor::from_strings(d.shape.clone(), &strings[..(n as usize).min(strings.len())]);
+    }
+    Tensor::new(d.dtype, d.shape.clone(), data)
 }
 
 #[derive(Clone, Debug)]

@@ -202,16 +202,48 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// A tensor attribute of numbers or booleans (string tensors: `attr_string_tensor`).
     pub fn attr_t(&self, name: &str) -> Result<Option<Tensor>> {
         match self.attr(name) {
             None => Ok(None),
             Some(a) => match &a.t {
                 Some(t) => {
-                    tensor_from_proto(t, self.dir, &format!("{}, attribute '{name}'", self.origin))
-                        .map(Some)
+                    let t = tensor_from_proto(
+                        t,
+                        self.dir,
+                        &format!("{}, attribute '{name}'", self.origin),
+                    )?;
+                    if t.dtype == DType::Str {
+                        return Err(self.unsupported(format!(
+                            "attribute '{name}' is a string tensor; onnxc has no string \
+                             constants (strings are run-time inputs and outputs, and the class \
+                             labels and keys of ai.onnx.ml operators)"
+                        )));
+                    }
+                    Ok(Some(t))
                 }
                 None => Err(self.err(format!("attribute '{name}' must be a tensor"))),
             },
+        }
+    }
+
+    /// A tensor attribute that may hold strings: its type and, for strings, the elements
+    /// (None for a numeric tensor, which `attr_t` reads).
+    pub fn attr_string_tensor(&self, name: &str) -> Result<Option<Vec<String>>> {
+        match self.attr(name).and_then(|a| a.t.as_ref()) {
+            Some(t) if t.data_type == Some(8) => t
+                .string_data
+                .iter()
+                .map(|s| {
+                    String::from_utf8(s.clone()).map_err(|_| {
+                        self.err(format!(
+                            "attribute '{name}' holds a string that is not UTF-8"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            _ => Ok(None),
         }
     }
 
@@ -350,6 +382,11 @@ impl<'a> Ctx<'a> {
                     )))
                 }
             }
+            Some(TypeError::Str) => Err(self.unsupported(
+                "it computes on strings (compares, converts or combines them); onnxc moves \
+                 string elements (Identity, Reshape, Gather, Concat, …) and maps them through \
+                 the ai.onnx.ml operators' tables, nothing else",
+            )),
             Some(TypeError::Other(m)) => Err(Error::Internal(format!(
                 "{}: mistyped expression ({m})",
                 self.origin

@@ -357,6 +357,7 @@ impl Importer<'_> {
             self.g.inputs.push(crate::ir::graph::GraphIo {
                 name: name.clone(),
                 value: id.out(0),
+                keys: None,
             });
             self.define(name, id.out(0));
         }
@@ -388,8 +389,12 @@ impl Importer<'_> {
                     "graph output '{name}' is not produced by any node, initializer or input"
                 ))
             })?;
+            // A ZipMap's output is declared a sequence of maps; it is exposed as its tensor.
+            let keys = self.g.zipmaps.get(&v).cloned();
             // Check the declared type against what we inferred, when the model declares one.
-            if let Ok((dtype, declared)) = tensor_type(vo, "graph output") {
+            if keys.is_none()
+                && let Ok((dtype, declared)) = tensor_type(vo, "graph output")
+            {
                 let ty = self.g.value_type(v);
                 if ty.dtype != dtype {
                     return Err(Error::Model(format!(
@@ -433,9 +438,11 @@ impl Importer<'_> {
                     }
                 }
             }
-            self.g
-                .outputs
-                .push(crate::ir::graph::GraphIo { name, value: v });
+            self.g.outputs.push(crate::ir::graph::GraphIo {
+                name,
+                value: v,
+                keys,
+            });
         }
         Ok(())
     }
@@ -539,8 +546,25 @@ impl Importer<'_> {
         )
     }
 
-    /// Adds an initializer's tensor as a constant named `name` in scope.
+    /// Adds an initializer's tensor as a constant named `name` in scope. A string tensor
+    /// cannot be a constant of the generated code: it is an error if a node reads it.
     fn bind_constant(&mut self, name: String, t: crate::ir::Tensor, origin: Origin) {
+        if t.dtype == DType::Str {
+            self.poisoned.insert(name.clone());
+            self.unbuilt.insert(
+                name.clone(),
+                Unsupported {
+                    node: name,
+                    op_type: "initializer of type STRING".into(),
+                    domain: String::new(),
+                    opset: 0,
+                    reason: "onnxc has no string constants (strings are run-time inputs and \
+                             outputs, and the class labels and keys of ai.onnx.ml operators)"
+                        .into(),
+                },
+            );
+            return;
+        }
         let ty = TypeInfo::new(t.dtype, t.shape.iter().map(|&d| Dim::Known(d)).collect());
         let id = self
             .g
@@ -610,6 +634,22 @@ impl Importer<'_> {
                 }
             })
             .collect();
+        if let Some(k) = inputs
+            .iter()
+            .position(|v| v.is_some_and(|v| self.g.zipmaps.contains_key(&v)))
+        {
+            return Err(Error::Unsupported(vec![Unsupported {
+                node: origin.name,
+                op_type: origin.op_type,
+                domain,
+                opset,
+                reason: format!(
+                    "input {k} ('{}') is a ZipMap's sequence of maps; onnxc exposes such a \
+                     sequence only as a graph output (its [N, C] tensor and keys)",
+                    n.input[k]
+                ),
+            }]));
+        }
         let declared: Vec<Option<(DType, Vec<i64>)>> = n
             .output
             .iter()

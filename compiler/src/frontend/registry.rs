@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
-    linalg, loss, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
+    linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
     sort, spectral, transformer,
 };
 use crate::error::Result;
@@ -554,10 +554,36 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     ("DequantizeLinear", "as ONNX's DequantizeLinear"),
 ];
 
+/// `(op_type, builder)` for the `ai.onnx.ml` domain (classical models: scikit-learn,
+/// LightGBM and XGBoost exports).
+pub const ML_OPS: &[(&str, Builder)] = &[
+    (
+        "ArrayFeatureExtractor",
+        ml::preprocess::array_feature_extractor,
+    ),
+    ("Binarizer", ml::preprocess::binarizer),
+    ("CategoryMapper", ml::preprocess::category_mapper),
+    ("FeatureVectorizer", ml::preprocess::feature_vectorizer),
+    ("Imputer", ml::preprocess::imputer),
+    ("LabelEncoder", ml::preprocess::label_encoder),
+    ("LinearClassifier", ml::linear::linear_classifier),
+    ("LinearRegressor", ml::linear::linear_regressor),
+    ("Normalizer", ml::preprocess::normalizer),
+    ("OneHotEncoder", ml::preprocess::one_hot_encoder),
+    ("SVMClassifier", ml::svm::svm_classifier),
+    ("SVMRegressor", ml::svm::svm_regressor),
+    ("Scaler", ml::preprocess::scaler),
+    ("TreeEnsemble", ml::tree::tree_ensemble),
+    ("TreeEnsembleClassifier", ml::tree::tree_ensemble_classifier),
+    ("TreeEnsembleRegressor", ml::tree::tree_ensemble_regressor),
+    ("ZipMap", ml::zipmap::zipmap),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let tables: &[&[(&str, Builder)]] = match domain {
         "" => &[ONNX_OPS, ORT_DEFAULT_DOMAIN_OPS],
         "com.microsoft" => &[MICROSOFT_OPS],
+        "ai.onnx.ml" => &[ML_OPS],
         _ => return None,
     };
     tables

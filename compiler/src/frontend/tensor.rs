@@ -47,6 +47,21 @@ pub fn tensor_from_proto_with(
         .ok_or_else(|| Error::Model(format!("{what}: dimensions {:?} are too large", t.dims)))?
         as usize;
     let shape = t.dims.clone();
+    if dtype == DType::Str {
+        if t.string_data.len() != n {
+            return Err(Error::Model(format!(
+                "{what}: holds {} strings but dims {:?} need {n}",
+                t.string_data.len(),
+                t.dims
+            )));
+        }
+        if t.string_data.iter().any(|s| s.contains(&0)) {
+            return Err(Error::Model(format!(
+                "{what}: a string holds a NUL byte, which a C string cannot"
+            )));
+        }
+        return Ok(Tensor::from_strings(shape, &t.string_data));
+    }
     let size = dtype.size();
     let is_external = t.data_location == Some(1);
     let bytes: Vec<u8> = if is_external {
@@ -89,6 +104,7 @@ pub fn tensor_from_proto_with(
             DType::I8 | DType::U8 | DType::Bool => {
                 t.int32_data.iter().for_each(|v| out.push(*v as u8))
             }
+            DType::Str => unreachable!("string tensors return above"),
         }
         out
     };
@@ -169,6 +185,15 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> 
 
 /// Serializes a tensor as an ONNX `TensorProto` (raw data), for `onnxc run` outputs.
 pub fn tensor_to_proto(t: &Tensor, name: &str) -> TensorProto {
+    if t.dtype == DType::Str {
+        return TensorProto {
+            dims: t.shape.clone(),
+            data_type: Some(8),
+            name: Some(name.to_string()),
+            string_data: t.to_strings(),
+            ..Default::default()
+        };
+    }
     TensorProto {
         dims: t.shape.clone(),
         data_type: Some(t.dtype.onnx_code()),
@@ -188,11 +213,6 @@ pub fn decode_tensor_file(bytes: &[u8], what: &str) -> Result<(String, Tensor)> 
     use prost::Message;
     let t = TensorProto::decode(bytes)
         .map_err(|e| Error::Usage(format!("{what}: not a TensorProto file: {e}")))?;
-    if t.data_type == Some(8) {
-        return Err(Error::Usage(format!(
-            "{what}: string tensors are not supported"
-        )));
-    }
     let name = t.name.clone().unwrap_or_default();
     Ok((name, tensor_from_proto(&t, &DataDir::default(), what)?))
 }

@@ -20,10 +20,14 @@ pub enum DType {
     U32,
     U64,
     BF16,
+    /// A string: at run time a pointer to NUL-terminated UTF-8 (`const char *`). Strings
+    /// only move (loads, stores, selects) and go through the string kernels
+    /// (`kernels::StrLookup`, `kernels::StrTable`); no arithmetic or comparison reads them.
+    Str,
 }
 
 impl DType {
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 14] = [
         DType::F32,
         DType::U8,
         DType::I8,
@@ -37,6 +41,7 @@ impl DType {
         DType::U32,
         DType::U64,
         DType::BF16,
+        DType::Str,
     ];
 
     /// From an ONNX `TensorProto.DataType` code; `None` for codes this compiler cannot store.
@@ -55,6 +60,7 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            8 => DType::Str,
             _ => return None,
         })
     }
@@ -74,6 +80,7 @@ impl DType {
             DType::U32 => 12,
             DType::U64 => 13,
             DType::BF16 => 16,
+            DType::Str => 8,
         }
     }
 
@@ -116,7 +123,7 @@ impl DType {
             DType::U8 | DType::I8 | DType::Bool => 1,
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F64 | DType::I64 | DType::U64 | DType::Str => 8,
         }
     }
 
@@ -146,9 +153,9 @@ impl DType {
         matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
-    /// Numeric: everything but bool.
+    /// Numeric: everything but bool and string.
     pub fn is_numeric(self) -> bool {
-        self != DType::Bool
+        !matches!(self, DType::Bool | DType::Str)
     }
 
     /// Half-precision types are stored narrow and computed in f32.
@@ -174,6 +181,7 @@ impl DType {
             DType::U32 => "uint32",
             DType::U64 => "uint64",
             DType::BF16 => "bfloat16",
+            DType::Str => "string",
         }
     }
 
@@ -194,6 +202,7 @@ impl DType {
             DType::F64 => "double",
             DType::U32 => "uint32_t",
             DType::U64 => "uint64_t",
+            DType::Str => "const char *",
         }
     }
 }

@@ -611,6 +611,9 @@ pub enum TypeError {
     },
     /// Values of two types meet in one operation (binary operands, select arms).
     Mixed(DType, DType),
+    /// Strings are computed on (arithmetic, comparison, conversion): the generated code
+    /// only moves them.
+    Str,
     Other(String),
 }
 
@@ -637,6 +640,15 @@ pub fn check_types(e: &E, inputs: &[DType]) -> Result<(), TypeError> {
                 )))
             }
         };
+        let is_str = |x: &E| x.dtype == DType::Str;
+        match &e.kind {
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) if is_str(a) || is_str(e) => {
+                return Err(TypeError::Str);
+            }
+            ExprKind::Binary(_, a, _) if is_str(a) => return Err(TypeError::Str),
+            ExprKind::Const(_) if is_str(e) => return Err(TypeError::Str),
+            _ => {}
+        }
         match &e.kind {
             ExprKind::Var(_) => want(e, DType::I64)?,
             ExprKind::Const(_) => {}

@@ -263,6 +263,35 @@ pub struct Edge {
 pub struct GraphIo {
     pub name: String,
     pub value: ValueId,
+    /// For an output ONNX-ML's ZipMap makes (a sequence of maps): the maps' keys; the value
+    /// is the `[n, keys]` float32 tensor, row i being the map {keys[j]: value[i, j]}.
+    pub keys: Option<std::sync::Arc<MapKeys>>,
+}
+
+/// The keys of the maps a ZipMap output holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MapKeys {
+    Ints(Vec<i64>),
+    Strings(Vec<String>),
+}
+
+impl MapKeys {
+    pub fn len(&self) -> usize {
+        match self {
+            MapKeys::Ints(v) => v.len(),
+            MapKeys::Strings(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The ONNX element type of the keys (7 int64, 8 string).
+    pub fn onnx_code(&self) -> i32 {
+        match self {
+            MapKeys::Ints(_) => 7,
+            MapKeys::Strings(_) => 8,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -275,6 +304,8 @@ pub struct Graph {
     pub asserts: Vec<NodeId>,
     /// What the import noticed but compiled anyway (the driver prints them).
     pub warnings: Vec<String>,
+    /// Values ZipMap made, with their maps' keys: they may only be graph outputs.
+    pub zipmaps: std::collections::HashMap<ValueId, std::sync::Arc<MapKeys>>,
     /// Every node in the order it was added (`added_since`).
     added: Vec<NodeId>,
 }

@@ -219,7 +219,7 @@ pub fn lowest(dt: DType) -> Scalar {
         DType::I16 => Scalar::I(i16::MIN as i64),
         DType::I32 => Scalar::I(i32::MIN as i64),
         DType::I64 => Scalar::I(i64::MIN),
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::U(0),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Str => Scalar::U(0),
     }
 }
 
@@ -234,7 +234,7 @@ pub fn highest(dt: DType) -> Scalar {
         DType::U8 => Scalar::U(u8::MAX as u64),
         DType::U16 => Scalar::U(u16::MAX as u64),
         DType::U32 => Scalar::U(u32::MAX as u64),
-        DType::U64 => Scalar::U(u64::MAX),
+        DType::U64 | DType::Str => Scalar::U(u64::MAX),
     }
 }
 

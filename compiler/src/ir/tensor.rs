@@ -89,7 +89,8 @@ impl Scalar {
             DType::U8 => Scalar::U(self.wrap_unsigned(8)),
             DType::U16 => Scalar::U(self.wrap_unsigned(16)),
             DType::U32 => Scalar::U(self.wrap_unsigned(32)),
-            DType::U64 => Scalar::U(self.wrap_unsigned(64)),
+            // A string element is its pointer bits (values the generated code moves).
+            DType::U64 | DType::Str => Scalar::U(self.wrap_unsigned(64)),
         }
     }
 
@@ -152,7 +153,7 @@ impl Scalar {
             DType::I32 => out.extend_from_slice(&(v.as_i64() as i32).to_le_bytes()),
             DType::U32 => out.extend_from_slice(&(v.as_u64() as u32).to_le_bytes()),
             DType::I64 => out.extend_from_slice(&v.as_i64().to_le_bytes()),
-            DType::U64 => out.extend_from_slice(&v.as_u64().to_le_bytes()),
+            DType::U64 | DType::Str => out.extend_from_slice(&v.as_u64().to_le_bytes()),
         }
     }
 
@@ -186,7 +187,7 @@ impl Scalar {
                 Scalar::U(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
             }
             DType::I64 => Scalar::I(i64::from_le_bytes(b(8))),
-            DType::U64 => Scalar::U(u64::from_le_bytes(b(8))),
+            DType::U64 | DType::Str => Scalar::U(u64::from_le_bytes(b(8))),
         }
     }
 }
@@ -221,6 +222,29 @@ impl Tensor {
             shape,
             data: Arc::new(data),
         }
+    }
+
+    /// A string tensor as the host side holds one (inputs and outputs of `onnxc run`, test
+    /// data): `data` is every element's bytes followed by a NUL, in order — not pointers.
+    /// Such a tensor never becomes a graph constant.
+    pub fn from_strings(shape: Vec<i64>, strings: &[Vec<u8>]) -> Tensor {
+        let mut data = Vec::new();
+        for s in strings {
+            data.extend(s.iter().copied().take_while(|&b| b != 0));
+            data.push(0);
+        }
+        Tensor {
+            dtype: DType::Str,
+            shape,
+            data: Arc::new(data),
+        }
+    }
+
+    /// The elements of a string tensor made by `from_strings`.
+    pub fn to_strings(&self) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = self.data.split(|&b| b == 0).map(|s| s.to_vec()).collect();
+        v.truncate(self.len());
+        v
     }
 
     pub fn len(&self) -> usize {

@@ -17,14 +17,20 @@ mod gather_sum;
 mod gelu;
 mod resize;
 mod softmax;
+mod strings;
+mod svm_probability;
 mod topk;
+mod tree_ensemble;
 
 pub use conv_transpose::ConvTranspose;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;
 pub use resize::Resize;
 pub use softmax::Softmax;
+pub use strings::{StrLookup, StrTable};
+pub use svm_probability::SvmProbability;
 pub use topk::TopK;
+pub use tree_ensemble::TreeEnsemble;
 
 use crate::ir::interp::EvalError;
 use crate::ir::{DType, Tensor};

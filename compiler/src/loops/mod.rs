@@ -38,6 +38,8 @@ pub struct IoDesc {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<i64>,
+    /// A ZipMap output's keys: the tensor `[n, keys]` holds the maps' values.
+    pub keys: Option<Arc<crate::ir::graph::MapKeys>>,
 }
 
 /// A runtime kernel's C signature (`onnxc_runtime::kernels`: symbol and argument kinds,
@@ -56,6 +58,8 @@ pub enum Arg {
     Params(Vec<i64>),
     /// Address of a read-only f32 array.
     Floats(Vec<f32>),
+    /// Address of a large read-only i64 array (an encoded table, dumped by its size).
+    Blob(Arc<Vec<i64>>),
     /// Address of a step-local scratch area in the workspace.
     Scratch { offset: u64 },
 }
@@ -69,7 +73,7 @@ impl Arg {
             Arg::Ptr { .. } => matches!(kind, In | OptIn | Out),
             Arg::Null => matches!(kind, OptIn | OptParams | OptFloats | OptScratch),
             Arg::Int(_) => kind == Int,
-            Arg::Params(_) => matches!(kind, Params | OptParams),
+            Arg::Params(_) | Arg::Blob(_) => matches!(kind, Params | OptParams),
             Arg::Floats(_) => matches!(kind, Floats | OptFloats),
             Arg::Scratch { .. } => matches!(kind, Scratch | OptScratch),
         }
@@ -266,6 +270,7 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Int(e) => expr::display(e),
                         Arg::Params(p) => format!("{p:?}"),
                         Arg::Floats(p) => format!("{p:?}f"),
+                        Arg::Blob(b) => format!("blob[{} words]", b.len()),
                         Arg::Scratch { offset } => format!("scratch+{offset}"),
                     })
                     .collect();

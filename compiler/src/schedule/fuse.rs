@@ -450,6 +450,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         s.inputs.push(Io {
             name: io.name.clone(),
             value: id,
+            keys: None,
         });
     }
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
@@ -667,6 +668,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         s.outputs.push(Io {
             name: o.name.clone(),
             value: target,
+            keys: o.keys.clone(),
         });
     }
     Ok(s)

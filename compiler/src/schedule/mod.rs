@@ -164,6 +164,8 @@ pub struct Step {
 pub struct Io {
     pub name: String,
     pub value: SvId,
+    /// A ZipMap output's keys (`ir::graph::GraphIo::keys`).
+    pub keys: Option<std::sync::Arc<crate::ir::graph::MapKeys>>,
 }
 
 #[derive(Clone, Debug)]

@@ -46,7 +46,8 @@ pub fn clif_ty(dt: DType) -> Type {
         DType::I8 | DType::U8 | DType::Bool => types::I8,
         DType::I16 | DType::U16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
-        DType::I64 | DType::U64 => types::I64,
+        // Strings are pointers the generated code only moves.
+        DType::I64 | DType::U64 | DType::Str => types::I64,
     }
 }
 
@@ -304,6 +305,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             let gv = self.imports.rodata_gv(bytes, &mut self.b);
                             self.b.ins().symbol_value(PTR, gv)
                         }
+                        Arg::Blob(p) => {
+                            let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            let gv = self.imports.rodata_gv(bytes, &mut self.b);
+                            self.b.ins().symbol_value(PTR, gv)
+                        }
                         Arg::Scratch { offset } => self.b.ins().iadd_imm_s(self.ws, *offset as i64),
                     };
                     vals.push(v);
@@ -460,7 +466,11 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                             expr_bufs(offset, out);
                         }
                         Arg::Int(e) => expr_bufs(e, out),
-                        Arg::Null | Arg::Params(_) | Arg::Floats(_) | Arg::Scratch { .. } => {}
+                        Arg::Null
+                        | Arg::Params(_)
+                        | Arg::Floats(_)
+                        | Arg::Blob(_)
+                        | Arg::Scratch { .. } => {}
                     }
                 }
             }

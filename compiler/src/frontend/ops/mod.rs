@@ -12,6 +12,7 @@ pub mod grid_sample;
 pub mod legacy;
 pub mod linalg;
 pub mod loss;
+pub mod ml;
 pub mod ms_attention;
 pub mod nn;
 pub mod norm;

@@ -132,6 +132,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     name: o.name.clone(),
                     dtype: v.dtype,
                     shape: v.shape.clone(),
+                    keys: o.keys.clone(),
                 }
             })
             .collect()

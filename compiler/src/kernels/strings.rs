@@ -1,0 +1,79 @@
+//! String elements (ai.onnx.ml): positions of strings in a table of keys (`StrLookup`,
+//! `onnxc_str_lookup`) and a table's strings at positions (`StrTable`, `onnxc_str_gather`).
+//! Tables are `onnxc_runtime::strings::encode`'s arrays in the object's read-only data, so
+//! an output string points there. Never folded: a string is a pointer at run time.
+
+use super::{KernelOp, LowerCx, Operand};
+use crate::ir::Tensor;
+use crate::ir::expr;
+use crate::ir::interp::EvalError;
+use crate::loops::{Arg, Stmt};
+use onnxc_runtime::kernels;
+use std::sync::Arc;
+
+/// Each string element's position in the table (its first occurrence), int64, −1 where
+/// absent; same shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrLookup(pub Arc<Vec<i64>>);
+
+/// The table's string at each int64 position, which the builder keeps in range; same shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrTable(pub Arc<Vec<i64>>);
+
+/// The call of `kernel` with `table` over every element of operand 0.
+fn call(
+    kernel: &'static onnxc_runtime::kernels::KernelAbi,
+    table: &Arc<Vec<i64>>,
+    cx: &dyn LowerCx,
+) -> crate::Result<Vec<Stmt>> {
+    Ok(vec![Stmt::call(
+        kernel,
+        vec![
+            Arg::Blob(table.clone()),
+            cx.operand_arg(0),
+            cx.result_arg(),
+            Arg::Int(expr::i(cx.operand(0).len())),
+        ],
+    )?])
+}
+
+/// `"N strings"`: a table's size as dumps print it.
+fn describe(table: &[i64]) -> String {
+    format!("{} strings", table.get(1).copied().unwrap_or(0))
+}
+
+impl KernelOp for StrLookup {
+    fn name(&self) -> &'static str {
+        "str_lookup"
+    }
+
+    fn attrs(&self) -> String {
+        describe(&self.0)
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        call(&kernels::STR_LOOKUP, &self.0, cx)
+    }
+}
+
+impl KernelOp for StrTable {
+    fn name(&self) -> &'static str {
+        "str_table"
+    }
+
+    fn attrs(&self) -> String {
+        describe(&self.0)
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        call(&kernels::STR_GATHER, &self.0, cx)
+    }
+}

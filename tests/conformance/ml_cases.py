@@ -1,0 +1,263 @@
+"""Conformance cases (kind `onnxc`, names `test_ml_*`) for the ai.onnx.ml domain, made by the
+real converters: scikit-learn models through skl2onnx, LightGBM and XGBoost models through
+onnxmltools — tree ensembles (random forests, gradient boosting, LightGBM, XGBoost;
+regressors and binary/multiclass classifiers with integer and string labels, with and
+without ZipMap), linear models and SVMs, and pipelines with scalers, normalizers, imputers
+and one-hot encoders — plus a few models written by hand for what the converters do not
+emit (float64 thresholds compared against float32 inputs, TreeEnsemble of ai.onnx.ml opset
+5, every node rule). Trained on small seeded synthetic data, so generation is deterministic
+and takes seconds.
+
+Expected outputs come from onnxruntime (graph optimizations off); a ZipMap output (a
+sequence of maps) is written as the [N, C] tensor onnxc exposes, its columns in key order.
+Inputs get a concrete batch dimension (onnxc compiles static shapes)."""
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+warnings.filterwarnings("ignore")
+
+BATCH = 24
+
+
+def _fixed_batch(m: onnx.ModelProto, n: int) -> onnx.ModelProto:
+    """Gives every graph input a concrete first dim and drops the outputs' shapes (the
+    converters declare some with a symbolic batch, some with 1)."""
+    for x in m.graph.input:
+        t = x.type.tensor_type
+        if t.HasField("shape") and len(t.shape.dim) > 0:
+            d = t.shape.dim[0]
+            d.Clear()
+            d.dim_value = n
+    for o in m.graph.output:
+        if o.type.HasField("tensor_type"):
+            o.type.tensor_type.ClearField("shape")
+    del m.graph.value_info[:]
+    return m
+
+
+def _zipmap_keys(m: onnx.ModelProto, out_name: str):
+    for n in m.graph.node:
+        if n.op_type == "ZipMap" and n.output[0] == out_name:
+            for a in n.attribute:
+                if a.name == "classlabels_int64s":
+                    return list(a.ints)
+                if a.name == "classlabels_strings":
+                    return [s.decode() for s in a.strings]
+    return None
+
+
+def _to_proto(value, name: str) -> TensorProto:
+    a = np.asarray(value)
+    if a.dtype.kind in "UO":
+        t = TensorProto(name=name, data_type=TensorProto.STRING, dims=list(a.shape))
+        t.string_data.extend(str(v).encode() for v in a.reshape(-1))
+        return t
+    return numpy_helper.from_array(a, name)
+
+
+def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds: dict, rtol=1e-4, atol=1e-5) -> dict:
+    """Writes OUT/onnxc/<name> with onnxruntime's outputs for `feeds`."""
+    d = os.path.join(out_dir, "onnxc", name)
+    shutil.rmtree(d, ignore_errors=True)
+    ds = os.path.join(d, "test_data_set_0")
+    os.makedirs(ds, exist_ok=True)
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    inits = {i.name for i in m.graph.initializer}
+    runtime_inputs = [x for x in m.graph.input if x.name not in inits]
+    for i, x in enumerate(runtime_inputs):
+        with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
+            f.write(_to_proto(feeds[x.name], x.name).SerializeToString())
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    outs = sess.run(None, feeds)
+    for i, (o, v) in enumerate(zip(m.graph.output, outs)):
+        if isinstance(v, list):
+            keys = _zipmap_keys(m, o.name)
+            v = np.array([[row[k] for k in keys] for row in v], np.float32).reshape(len(v), len(keys))
+        with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
+            f.write(_to_proto(v, o.name).SerializeToString())
+    return {"kind": "onnxc", "name": name, "dir": d, "rtol": rtol, "atol": atol}
+
+
+# ---- data ------------------------------------------------------------------------------
+
+def _data(seed: int, n: int = 300, f: int = 6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    score = x[:, 0] + 0.5 * x[:, 1] * x[:, 2] - x[:, 3] ** 2 / 2
+    return rng, x, score
+
+
+def _test_rows(seed: int, f: int = 6, nan: bool = False):
+    rng = np.random.default_rng(seed + 1000)
+    x = rng.standard_normal((BATCH, f)).astype(np.float32)
+    if nan:
+        x[rng.random(x.shape) < 0.15] = np.nan
+    return x
+
+
+def _classes(score, k: int):
+    edges = np.quantile(score, np.linspace(0, 1, k + 1)[1:-1])
+    return np.digitize(score, edges)
+
+
+# ---- tree ensembles ------------------------------------------------------------------------
+
+def trees(out_dir: str) -> list:
+    from lightgbm import LGBMClassifier, LGBMRegressor
+    from onnxmltools import convert_lightgbm, convert_xgboost
+    from onnxmltools.convert.common.data_types import FloatTensorType
+    from skl2onnx import to_onnx
+    from sklearn.ensemble import (
+        ExtraTreesRegressor,
+        GradientBoostingClassifier,
+        GradientBoostingRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+    from sklearn.tree import DecisionTreeClassifier
+    from xgboost import XGBClassifier, XGBRegressor
+
+    entries = []
+
+    def skl(name, model, x, xt, **kw):
+        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
+        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+
+    def mltools(name, convert, model, f, xt):
+        m = convert(model, initial_types=[("X", FloatTensorType([None, f]))], target_opset=15)
+        m = _fixed_batch(m, BATCH)
+        entries.append(write_ml_case(out_dir, name, m, {"X": xt}))
+
+    rng, x, s = _data(1)
+    xt = _test_rows(1)
+    skl("test_ml_random_forest_regressor", RandomForestRegressor(n_estimators=7, max_depth=5, random_state=0).fit(x, s), x, xt)
+    skl("test_ml_extra_trees_regressor", ExtraTreesRegressor(n_estimators=4, max_depth=4, random_state=0).fit(x, s),
+        x, xt)
+    skl("test_ml_gradient_boosting_regressor", GradientBoostingRegressor(n_estimators=12, max_depth=3, random_state=0)
+        .fit(x, s), x, xt)
+    yb = (s > 0).astype(np.int64)
+    skl("test_ml_random_forest_binary", RandomForestClassifier(n_estimators=6, max_depth=4, random_state=0).fit(x, yb),
+        x, xt)
+    y3 = np.array(["cat", "dog", "eel"])[_classes(s, 3)]
+    skl("test_ml_random_forest_strings", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(x, y3),
+        x, xt)
+    skl("test_ml_random_forest_no_zipmap", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)
+        .fit(x, _classes(s, 4) * 10 + 3), x, xt, options={"zipmap": False})
+    skl("test_ml_gradient_boosting_multiclass", GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0)
+        .fit(x, y3), x, xt)
+    skl("test_ml_gradient_boosting_binary", GradientBoostingClassifier(n_estimators=8, max_depth=3, random_state=0)
+        .fit(x, np.where(yb == 1, "yes", "no")), x, xt)
+    skl("test_ml_decision_tree_multiclass", DecisionTreeClassifier(max_depth=6, random_state=0).fit(x, _classes(s, 5)),
+        x, xt)
+    # LightGBM (missing values go where training sent them) and XGBoost.
+    xn = x.copy()
+    xn[rng.random(xn.shape) < 0.1] = np.nan
+    xtn = _test_rows(1, nan=True)
+    lgb = dict(n_estimators=20, num_leaves=15, min_child_samples=5, verbose=-1, random_state=0)
+    mltools("test_ml_lightgbm_regressor", convert_lightgbm, LGBMRegressor(**lgb).fit(xn, s), 6, xtn)
+    mltools("test_ml_lightgbm_binary", convert_lightgbm, LGBMClassifier(**lgb).fit(xn, yb), 6, xtn)
+    mltools("test_ml_lightgbm_multiclass", convert_lightgbm, LGBMClassifier(**lgb).fit(xn, _classes(s, 4)), 6, xtn)
+    xgb = dict(n_estimators=15, max_depth=4, random_state=0)
+    mltools("test_ml_xgboost_regressor", convert_xgboost, XGBRegressor(**xgb).fit(xn, s), 6, xtn)
+    mltools("test_ml_xgboost_binary", convert_xgboost, XGBClassifier(**xgb).fit(xn, yb), 6, xtn)
+    mltools("test_ml_xgboost_multiclass", convert_xgboost, XGBClassifier(**xgb).fit(xn, _classes(s, 3)), 6, xtn)
+    return entries
+
+
+# ---- linear models, SVMs and pipelines ------------------------------------------------------
+
+def linear_and_pipelines(out_dir: str) -> list:
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType, StringTensorType
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import (
+        Binarizer,
+        LabelEncoder,
+        MaxAbsScaler,
+        MinMaxScaler,
+        Normalizer,
+        OneHotEncoder,
+        StandardScaler,
+    )
+    from sklearn.svm import SVC, SVR, LinearSVC
+
+    entries = []
+
+    def skl(name, model, x, xt, **kw):
+        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
+        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+
+    rng, x, s = _data(2)
+    xt = _test_rows(2)
+    yb = (s > 0).astype(np.int64)
+    y3 = np.array(["low", "mid", "high"])[_classes(s, 3)]
+    skl("test_ml_logistic_regression_binary", LogisticRegression().fit(x, yb), x, xt)
+    skl("test_ml_logistic_regression_multiclass", LogisticRegression(max_iter=500).fit(x, y3), x, xt)
+    skl("test_ml_linear_regression", LinearRegression().fit(x, s), x, xt)
+    skl("test_ml_ridge_two_targets", Ridge().fit(x, np.stack([s, x[:, 4]], 1)), x, xt)
+    skl("test_ml_linear_svc_multiclass", LinearSVC().fit(x, _classes(s, 4)), x, xt)
+    skl("test_ml_sgd_binary_no_zipmap", SGDClassifier(random_state=0).fit(x, yb), x, xt, options={"zipmap": False})
+    skl("test_ml_pipeline_scaler_logistic", make_pipeline(StandardScaler(), LogisticRegression()).fit(x * 3 + 1, y3),
+        x, xt * 3 + 1)
+    skl("test_ml_pipeline_minmax_maxabs_ridge", make_pipeline(MinMaxScaler(), MaxAbsScaler(), Ridge()).fit(x, s), x, xt)
+    xi = x.copy()
+    xi[rng.random(xi.shape) < 0.1] = np.nan
+    xti = xt.copy()
+    xti[np.random.default_rng(5).random(xti.shape) < 0.1] = np.nan
+    skl("test_ml_pipeline_imputer_normalizer", make_pipeline(SimpleImputer(), Normalizer(), LinearRegression())
+        .fit(xi, s), xi, xti)
+    skl("test_ml_pipeline_binarizer_logistic", make_pipeline(Binarizer(threshold=0.2), LogisticRegression())
+        .fit(x, yb), x, xt)
+    # SVMs: kernels with and without probabilities.
+    skl("test_ml_svc_rbf_binary", SVC(gamma=0.3).fit(x[:120], yb[:120]), x, xt)
+    skl("test_ml_svc_poly_multiclass", SVC(kernel="poly", degree=2, coef0=0.5).fit(x[:120], y3[:120]), x, xt)
+    skl("test_ml_svc_linear_proba", SVC(kernel="linear", probability=True, random_state=0)
+        .fit(x[:120], _classes(s, 3)[:120]), x, xt)
+    skl("test_ml_svc_sigmoid_proba_binary", SVC(kernel="sigmoid", gamma=0.05, probability=True, random_state=0)
+        .fit(x[:120], yb[:120]), x, xt)
+    skl("test_ml_svr_rbf", SVR(gamma=0.2).fit(x[:120], s[:120]), x, xt)
+    # Categorical columns: one-hot encoded strings and integers next to scaled numbers.
+    cats = np.array(["red", "green", "blue", "cyan"])
+    n = len(x)
+    color = cats[rng.integers(0, 4, n)].reshape(-1, 1)
+    size = rng.integers(0, 3, n).astype(np.int64).reshape(-1, 1)
+    yc = ((color[:, 0] == "red") ^ (x[:, 0] > 0)).astype(np.int64)
+    pipe = make_pipeline(
+        ColumnTransformer([("num", StandardScaler(), slice(0, 3)),
+                           ("cat", OneHotEncoder(handle_unknown="ignore"), slice(3, 5))]),
+        RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0))
+    data = np.concatenate([x[:, :3].astype(object), color, size.astype(str)], axis=1)
+    pipe.fit(data, yc)
+    m = to_onnx(pipe, initial_types=[("num", FloatTensorType([None, 3])), ("color", StringTensorType([None, 1])),
+                                     ("size", StringTensorType([None, 1]))])
+    trng = np.random.default_rng(7)
+    feeds = {"num": _test_rows(3)[:, :3], "color": np.array(list(cats) + ["purple"])[trng.integers(0, 5, BATCH)]
+             .reshape(-1, 1).astype(object), "size": trng.integers(0, 4, BATCH).astype(str).reshape(-1, 1)
+             .astype(object)}
+    entries.append(write_ml_case(out_dir, "test_ml_pipeline_onehot_forest", _fixed_batch(m, BATCH), feeds))
+    le = LabelEncoder().fit(["apple", "pear", "fig", "kiwi"])
+    m = to_onnx(le, initial_types=[("x", StringTensorType([None]))])
+    entries.append(write_ml_case(out_dir, "test_ml_label_encoder_strings", _fixed_batch(m, BATCH),
+                                 {"x": np.array(["fig", "kiwi", "apple", "pear"] * 6, dtype=object)}))
+    return entries
+
+
+def write(out_dir: str) -> list:
+    """Writes every ai.onnx.ml case; returns their cases.tsv entries."""
+    return trees(out_dir) + linear_and_pipelines(out_dir)
