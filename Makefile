@@ -19,7 +19,7 @@ $(VENV)/.stamp: tests/conformance/requirements.txt
 venv: $(VENV)/.stamp
 
 # The ONNX backend test suite of the pinned onnx package, written to disk once.
-$(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py tests/conformance/onnxc_cases.py tests/conformance/contrib_cases.py tests/conformance/contrib_reference.py
+$(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py tests/conformance/onnxc_cases.py tests/conformance/contrib_cases.py tests/conformance/contrib_reference.py tests/conformance/ml_cases.py
 	$(VENV)/bin/python tests/conformance/gen_suite.py --out $(SUITE)
 
 suite: $(SUITE)/cases.tsv

@@ -28,6 +28,7 @@ from onnx_builder import GraphBuilder, with_varied_weights  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contrib_cases  # noqa: E402
+import ml_cases  # noqa: E402
 from contrib_reference import CONTRIB_OPS  # noqa: E402
 
 OPSET = 17
@@ -1094,4 +1095,4 @@ def write(out_dir: str, light_dir: str) -> list:
     for model in VARIED_LIGHT:
         m = onnx.load(os.path.join(light_dir, f"light_{model}.onnx"))
         entries.append(write_case(out_dir, f"test_light_{model}_varied", with_varied_weights(m)))
-    return entries + contrib_cases.write(out_dir, light_dir)
+    return entries + contrib_cases.write(out_dir, light_dir) + ml_cases.write(out_dir)
