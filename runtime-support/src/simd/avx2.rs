@@ -24,6 +24,24 @@ fn iota() -> __m256i {
     unsafe { _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) }
 }
 
+/// 4×4 transposes within both 128-bit halves of `a[0..4]`.
+#[inline(always)]
+fn transpose4(a: [__m256; 4]) -> [__m256; 4] {
+    // SAFETY: an Avx2 token exists wherever this is reached (only its methods call it).
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(a[0], a[1]);
+        let t1 = _mm256_unpackhi_ps(a[0], a[1]);
+        let t2 = _mm256_unpacklo_ps(a[2], a[3]);
+        let t3 = _mm256_unpackhi_ps(a[2], a[3]);
+        [
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        ]
+    }
+}
+
 /// Every method: the token proves AVX2 and FMA, which is all the intrinsics need; pointer
 /// contracts are the trait's.
 // SAFETY: each method keeps the module documentation of `simd` (masked loads and stores are
@@ -253,6 +271,17 @@ unsafe impl Simd for Avx2 {
                 _mm256_permute2f128_ps::<0x31>(lo4, hi4),
             )
         }
+    }
+    #[inline(always)]
+    fn split4(self, v: [__m256; 4]) -> [__m256; 4] {
+        // Half h of v[i] is tile 2i + h's four columns: a 4×4 transpose within each half puts
+        // column c of tile 2i + h in lane 4h + i.
+        transpose4(v)
+    }
+    #[inline(always)]
+    fn join4(self, c: [__m256; 4]) -> [__m256; 4] {
+        // The transpose within halves is its own inverse.
+        transpose4(c)
     }
     #[inline(always)]
     fn reduce_add(self, v: __m256) -> f32 {
