@@ -2169,13 +2169,13 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use crate::test_rand as rand;
 
     /// Direct convolution: the oracle.
-    fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+    pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
         let nsp = g.input.len();
         let (cg, mg, ks, osz, isz) = (g.cg(), g.mg(), g.ksize(), g.osize(), g.isize());
         let mut y = vec![0f32; g.n as usize * g.m as usize * osz];
@@ -2219,7 +2219,7 @@ mod tests {
         y
     }
 
-    fn geom(
+    pub(crate) fn geom(
         n: i64,
         c: i64,
         m: i64,

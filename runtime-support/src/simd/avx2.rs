@@ -85,20 +85,47 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m)) }
     }
     #[inline(always)]
+    unsafe fn load_or_zero(self, p: *const f32, m: __m256i) -> __m256 {
+        // SAFETY: AVX2 present; vmaskmovps reads only the lanes in m (caller: readable) and
+        // zeroes the others.
+        unsafe { _mm256_maskload_ps(p, m) }
+    }
+    #[inline(always)]
     unsafe fn store_masked(self, p: *mut f32, m: __m256i, v: __m256) {
         // SAFETY: AVX2 present; vmaskmovps writes only the lanes in m (caller: writable).
         unsafe { _mm256_maskstore_ps(p, m, v) }
     }
     #[inline(always)]
     unsafe fn store_range(self, p: *mut f32, lo: usize, hi: usize, v: __m256) {
-        // vmaskmovps stores are microcoded on AMD cores (a dozen cycles or more): spill the
-        // vector and copy the range.
-        let mut buf = [0f32; 8];
-        // SAFETY: AVX2 present; buf holds 8 floats; p[lo..hi] writable (caller), hi ≤ 8.
+        // vmaskmovps stores are microcoded on AMD cores (a dozen cycles or more): lane lo
+        // rotated to lane 0, then stores of 4, 2 and 1 floats as the length's bits ask.
+        if hi <= lo {
+            return;
+        }
+        debug_assert!(hi <= 8);
+        let n = hi - lo;
+        // SAFETY: AVX2 present; p[lo..hi] writable (caller), each store within it.
         unsafe {
-            _mm256_storeu_ps(buf.as_mut_ptr(), v);
-            if hi > lo {
-                std::ptr::copy_nonoverlapping(buf.as_ptr().add(lo), p.add(lo), hi.min(8) - lo);
+            if n == 8 {
+                _mm256_storeu_ps(p, v);
+                return;
+            }
+            let v = if lo == 0 {
+                v
+            } else {
+                _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota(), _mm256_set1_epi32(lo as i32)))
+            };
+            let (mut q, mut x) = (p.add(lo), _mm256_castps256_ps128(v));
+            if n & 4 != 0 {
+                _mm_storeu_ps(q, x);
+                (q, x) = (q.add(4), _mm256_extractf128_ps::<1>(v));
+            }
+            if n & 2 != 0 {
+                _mm_store_sd(q.cast(), _mm_castps_pd(x));
+                (q, x) = (q.add(2), _mm_movehl_ps(x, x));
+            }
+            if n & 1 != 0 {
+                _mm_store_ss(q, x);
             }
         }
     }

@@ -73,6 +73,15 @@ pub unsafe trait Simd: Copy {
     /// # Safety
     /// `p.wrapping_add(l)` is readable for every lane `l` in `m`.
     unsafe fn load_masked(self, p: *const f32, m: Self::M, fill: Self::F) -> Self::F;
+    /// `load_masked` with 0 in the lanes outside `m` (AVX2: `vmaskmovps` alone, no blend).
+    ///
+    /// # Safety
+    /// `p.wrapping_add(l)` is readable for every lane `l` in `m`.
+    #[inline(always)]
+    unsafe fn load_or_zero(self, p: *const f32, m: Self::M) -> Self::F {
+        // SAFETY: forwarded.
+        unsafe { self.load_masked(p, m, self.zero()) }
+    }
     /// Writes the lanes in `m` to `p[l]`.
     ///
     /// # Safety
@@ -150,12 +159,12 @@ pub unsafe trait Simd: Copy {
 
     /// The four columns of stride 4 of the `4·LANES` consecutive floats `v[0] | v[1] | v[2] |
     /// v[3]`: `out[c]` holds floats `4k + c`, `k < LANES`, with float `4k + c` in lane `π(k)`
-    /// for a permutation `π` of the implementation's (the same for every call), which
-    /// [`join4`](Simd::join4) undoes. A walk that treats lanes independently between the two
-    /// (the Winograd transforms: 4-column tiles) never sees `π`, so each instruction set may
-    /// split the cheapest way: by default natural order through two rounds of
-    /// `deinterleave`; AVX2 transposes 4×4 blocks within its 128-bit halves (π: tiles 0, 2, 4,
-    /// 6, 1, 3, 5, 7), half the shuffles of crossing them.
+    /// for a permutation `π` of the implementation's (the same for every call, keeping each
+    /// aligned block of 8 lanes in place), which [`join4`](Simd::join4) undoes. A walk that
+    /// treats lanes independently between the two (the Winograd transforms: 4-column tiles)
+    /// never sees `π`, so each instruction set may split the cheapest way: by default natural
+    /// order through two rounds of `deinterleave`; AVX2 transposes 4×4 blocks within its
+    /// 128-bit halves (π: tiles 0, 2, 4, 6, 1, 3, 5, 7), half the shuffles of crossing them.
     #[inline(always)]
     fn split4(self, v: [Self::F; 4]) -> [Self::F; 4] {
         let (e01, o01) = self.deinterleave(v[0], v[1]);
