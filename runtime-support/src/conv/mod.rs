@@ -153,4 +153,4 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

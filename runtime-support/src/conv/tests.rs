@@ -6,7 +6,7 @@ use super::*;
 use crate::test_rand as rand;
 
 /// Direct convolution: the oracle.
-fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
     let nsp = g.input.len();
     let (cg, mg, ks, osz, isz) = (g.cg(), g.mg(), g.ksize(), g.osize(), g.isize());
     let mut y = vec![0f32; g.n as usize * g.m as usize * osz];
@@ -49,7 +49,7 @@ fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
     y
 }
 
-pub(super) fn geom(
+pub(crate) fn geom(
     n: i64,
     c: i64,
     m: i64,

@@ -24,6 +24,24 @@ fn iota() -> __m256i {
     unsafe { _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) }
 }
 
+/// 4×4 transposes within both 128-bit halves of `a[0..4]`.
+#[inline(always)]
+fn transpose4(a: [__m256; 4]) -> [__m256; 4] {
+    // SAFETY: an Avx2 token exists wherever this is reached (only its methods call it).
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(a[0], a[1]);
+        let t1 = _mm256_unpackhi_ps(a[0], a[1]);
+        let t2 = _mm256_unpacklo_ps(a[2], a[3]);
+        let t3 = _mm256_unpackhi_ps(a[2], a[3]);
+        [
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        ]
+    }
+}
+
 /// Every method: the token proves AVX2 and FMA, which is all the intrinsics need; pointer
 /// contracts are the trait's.
 // SAFETY: each method keeps the module documentation of `simd` (masked loads and stores are
@@ -67,20 +85,47 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m)) }
     }
     #[inline(always)]
+    unsafe fn load_or_zero(self, p: *const f32, m: __m256i) -> __m256 {
+        // SAFETY: AVX2 present; vmaskmovps reads only the lanes in m (caller: readable) and
+        // zeroes the others.
+        unsafe { _mm256_maskload_ps(p, m) }
+    }
+    #[inline(always)]
     unsafe fn store_masked(self, p: *mut f32, m: __m256i, v: __m256) {
         // SAFETY: AVX2 present; vmaskmovps writes only the lanes in m (caller: writable).
         unsafe { _mm256_maskstore_ps(p, m, v) }
     }
     #[inline(always)]
     unsafe fn store_range(self, p: *mut f32, lo: usize, hi: usize, v: __m256) {
-        // vmaskmovps stores are microcoded on AMD cores (a dozen cycles or more): spill the
-        // vector and copy the range.
-        let mut buf = [0f32; 8];
-        // SAFETY: AVX2 present; buf holds 8 floats; p[lo..hi] writable (caller), hi ≤ 8.
+        // vmaskmovps stores are microcoded on AMD cores (a dozen cycles or more): lane lo
+        // rotated to lane 0, then stores of 4, 2 and 1 floats as the length's bits ask.
+        if hi <= lo {
+            return;
+        }
+        debug_assert!(hi <= 8);
+        let n = hi - lo;
+        // SAFETY: AVX2 present; p[lo..hi] writable (caller), each store within it.
         unsafe {
-            _mm256_storeu_ps(buf.as_mut_ptr(), v);
-            if hi > lo {
-                std::ptr::copy_nonoverlapping(buf.as_ptr().add(lo), p.add(lo), hi.min(8) - lo);
+            if n == 8 {
+                _mm256_storeu_ps(p, v);
+                return;
+            }
+            let v = if lo == 0 {
+                v
+            } else {
+                _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota(), _mm256_set1_epi32(lo as i32)))
+            };
+            let (mut q, mut x) = (p.add(lo), _mm256_castps256_ps128(v));
+            if n & 4 != 0 {
+                _mm_storeu_ps(q, x);
+                (q, x) = (q.add(4), _mm256_extractf128_ps::<1>(v));
+            }
+            if n & 2 != 0 {
+                _mm_store_sd(q.cast(), _mm_castps_pd(x));
+                (q, x) = (q.add(2), _mm_movehl_ps(x, x));
+            }
+            if n & 1 != 0 {
+                _mm_store_ss(q, x);
             }
         }
     }
@@ -253,6 +298,17 @@ unsafe impl Simd for Avx2 {
                 _mm256_permute2f128_ps::<0x31>(lo4, hi4),
             )
         }
+    }
+    #[inline(always)]
+    fn split4(self, v: [__m256; 4]) -> [__m256; 4] {
+        // Half h of v[i] is tile 2i + h's four columns: a 4×4 transpose within each half puts
+        // column c of tile 2i + h in lane 4h + i.
+        transpose4(v)
+    }
+    #[inline(always)]
+    fn join4(self, c: [__m256; 4]) -> [__m256; 4] {
+        // The transpose within halves is its own inverse.
+        transpose4(c)
     }
     #[inline(always)]
     fn reduce_add(self, v: __m256) -> f32 {

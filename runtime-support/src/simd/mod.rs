@@ -73,6 +73,15 @@ pub unsafe trait Simd: Copy {
     /// # Safety
     /// `p.wrapping_add(l)` is readable for every lane `l` in `m`.
     unsafe fn load_masked(self, p: *const f32, m: Self::M, fill: Self::F) -> Self::F;
+    /// `load_masked` with 0 in the lanes outside `m` (AVX2: `vmaskmovps` alone, no blend).
+    ///
+    /// # Safety
+    /// `p.wrapping_add(l)` is readable for every lane `l` in `m`.
+    #[inline(always)]
+    unsafe fn load_or_zero(self, p: *const f32, m: Self::M) -> Self::F {
+        // SAFETY: forwarded.
+        unsafe { self.load_masked(p, m, self.zero()) }
+    }
     /// Writes the lanes in `m` to `p[l]`.
     ///
     /// # Safety
@@ -147,6 +156,33 @@ pub unsafe trait Simd: Copy {
     fn deinterleave(self, a: Self::F, b: Self::F) -> (Self::F, Self::F);
     /// `a0 b0 a1 b1 …`: its first and second `LANES` lanes.
     fn interleave(self, a: Self::F, b: Self::F) -> (Self::F, Self::F);
+
+    /// The four columns of stride 4 of the `4·LANES` consecutive floats `v[0] | v[1] | v[2] |
+    /// v[3]`: `out[c]` holds floats `4k + c`, `k < LANES`, with float `4k + c` in lane `π(k)`
+    /// for a permutation `π` of the implementation's (the same for every call, keeping each
+    /// aligned block of 8 lanes in place), which [`join4`](Simd::join4) undoes. A walk that
+    /// treats lanes independently between the two (the Winograd transforms: 4-column tiles)
+    /// never sees `π`, so each instruction set may split the cheapest way: by default natural
+    /// order through two rounds of `deinterleave`; AVX2 transposes 4×4 blocks within its
+    /// 128-bit halves (π: tiles 0, 2, 4, 6, 1, 3, 5, 7), half the shuffles of crossing them.
+    #[inline(always)]
+    fn split4(self, v: [Self::F; 4]) -> [Self::F; 4] {
+        let (e01, o01) = self.deinterleave(v[0], v[1]);
+        let (e23, o23) = self.deinterleave(v[2], v[3]);
+        let (c0, c2) = self.deinterleave(e01, e23);
+        let (c1, c3) = self.deinterleave(o01, o23);
+        [c0, c1, c2, c3]
+    }
+    /// The inverse of [`split4`](Simd::split4): columns `c[0..4]` (float `4k + j` in lane
+    /// `π(k)` of `c[j]`) back to `4·LANES` consecutive floats.
+    #[inline(always)]
+    fn join4(self, c: [Self::F; 4]) -> [Self::F; 4] {
+        let (e01, e23) = self.interleave(c[0], c[2]);
+        let (o01, o23) = self.interleave(c[1], c[3]);
+        let (v0, v1) = self.interleave(e01, o01);
+        let (v2, v3) = self.interleave(e23, o23);
+        [v0, v1, v2, v3]
+    }
 
     /// The sum of the lanes (in an order of the implementation's).
     fn reduce_add(self, a: Self::F) -> f32;

@@ -98,6 +98,7 @@ impl Walk for Ops<'_> {
                 for (lo, hi) in [(0, l), (1, l - 1), (3, 2), (l / 2, l + 4), (0, 0)] {
                     let m = s.lanes(lo, hi);
                     put("load_masked", s.load_masked(self.a.as_ptr().add(i), m, b));
+                    put("load_or_zero", s.load_or_zero(self.a.as_ptr().add(i), m));
                     let stride = if i + 2 * l <= self.a.len() { 2 } else { 1 };
                     put(
                         "gather_masked",
@@ -107,6 +108,13 @@ impl Walk for Ops<'_> {
                     s.store_masked(buf.as_mut_ptr(), m, a);
                     put("store_masked", s.load(buf.as_ptr()));
                     put("any", s.splat(s.any(m) as u8 as f32));
+                }
+                for lo in 0..=l {
+                    for hi in lo..=l {
+                        let mut buf = [1.5f32; 16];
+                        s.store_range(buf.as_mut_ptr(), lo, hi, a);
+                        put("store_range", s.load(buf.as_ptr()));
+                    }
                 }
                 put(
                     "reduce_add",
@@ -231,8 +239,9 @@ fn every_implementation_keeps_the_documented_semantics() {
         }
         // Masked loads and stores against lane sets.
         let ranges = [(0, l), (1, l - 1), (3, 2), (l / 2, l + 4), (0, 0)];
-        let (lm, gm, sm, an) = (
+        let (lm, lz, gm, sm, an) = (
             find("load_masked"),
+            find("load_or_zero"),
             find("gather_masked"),
             find("store_masked"),
             find("any"),
@@ -254,6 +263,11 @@ fn every_implementation_keeps_the_documented_semantics() {
                         same(lm[k * l + j], want_load),
                         "{isa} load_masked {i} {lo}..{hi} lane {j}"
                     );
+                    let want_zero = if inside(j) { a[i + j] } else { 0.0 };
+                    assert!(
+                        same(lz[k * l + j], want_zero),
+                        "{isa} load_or_zero {i} {lo}..{hi} lane {j}"
+                    );
                     assert!(
                         same(gm[k * l + j], want_gather),
                         "{isa} gather_masked {i} {lo}..{hi} lane {j}"
@@ -265,6 +279,19 @@ fn every_implementation_keeps_the_documented_semantics() {
                 }
                 assert_eq!(an[k * l] != 0.0, lo < hi.min(l), "{isa} any {lo}..{hi}");
                 k += 1;
+            }
+        }
+        // Range stores, every lo ≤ hi ≤ LANES.
+        let mut sr = find("store_range").chunks(l);
+        for i in (0..a.len() / l * l).step_by(l) {
+            for lo in 0..=l {
+                for hi in lo..=l {
+                    let got = sr.next().unwrap();
+                    for (j, g) in got.iter().enumerate() {
+                        let want = if j >= lo && j < hi { a[i + j] } else { 1.5 };
+                        assert!(same(*g, want), "{isa} store_range {i} {lo}..{hi} lane {j}");
+                    }
+                }
             }
         }
         // Reductions and vector math against f64.
@@ -316,4 +343,42 @@ fn every_implementation_keeps_the_documented_semantics() {
             }
         }
     }
+}
+
+/// `join4` undoes `split4`, and `split4` puts column `c` of tile `k` in one lane of `out[c]`
+/// for all four columns alike, each aligned block of 8 lanes staying in place.
+#[test]
+fn split4_join4_round_trip() {
+    #[derive(Clone)]
+    struct RoundTrip;
+    impl Walk for RoundTrip {
+        type Out = ();
+        unsafe fn run<S: Simd>(self, s: S) {
+            let l = S::LANES;
+            let x: Vec<f32> = (0..4 * l).map(|i| i as f32).collect();
+            let mut cols = [[0f32; 16]; 4];
+            let mut back = vec![0f32; 4 * l];
+            // SAFETY: x and back hold 4·LANES floats, each cols row 16 ≥ LANES.
+            unsafe {
+                let v = std::array::from_fn(|i| s.load(x.as_ptr().add(i * l)));
+                let c = s.split4(v);
+                for (i, ci) in c.iter().enumerate() {
+                    s.store(cols[i].as_mut_ptr(), *ci);
+                }
+                for (i, vi) in s.join4(c).iter().enumerate() {
+                    s.store(back.as_mut_ptr().add(i * l), *vi);
+                }
+            }
+            assert_eq!(back, x);
+            for lam in 0..l {
+                let k = cols[0][lam] as usize / 4;
+                assert_eq!(k / 8, lam / 8, "lane {lam} holds tile {k}");
+                for (c, col) in cols.iter().enumerate() {
+                    assert_eq!(col[lam], (4 * k + c) as f32);
+                }
+            }
+        }
+    }
+    // SAFETY: no pointers.
+    unsafe { for_each_isa(RoundTrip, |_, ()| ()) };
 }

@@ -9,6 +9,7 @@
 
 use crate::conv::ConvGeometry;
 use crate::gemm::{self, BSource, Epilogue, NR, pack};
+use crate::simd::{self, Simd, Walk};
 
 mod f4;
 
@@ -64,43 +65,50 @@ fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
     u
 }
 
-/// `V = Bᵀ d B` of a 4×4 input tile.
-#[inline]
-fn transform_input(d: &[[f32; 4]; 4]) -> [f32; 16] {
-    // Bᵀ = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]
-    let mut t = [[0f32; 4]; 4];
-    for c in 0..4 {
-        t[0][c] = d[0][c] - d[2][c];
-        t[1][c] = d[1][c] + d[2][c];
-        t[2][c] = d[2][c] - d[1][c];
-        t[3][c] = d[1][c] - d[3][c];
-    }
-    let mut v = [0f32; 16];
-    for r in 0..4 {
-        let x = t[r];
-        v[r * 4] = x[0] - x[2];
-        v[r * 4 + 1] = x[1] + x[2];
-        v[r * 4 + 2] = x[2] - x[1];
-        v[r * 4 + 3] = x[1] - x[3];
-    }
-    v
+/// Bᵀ applied to one column of four values: Bᵀ = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]].
+#[inline(always)]
+fn bt<S: Simd>(s: S, d: [S::F; 4]) -> [S::F; 4] {
+    [
+        s.sub(d[0], d[2]),
+        s.add(d[1], d[2]),
+        s.sub(d[2], d[1]),
+        s.sub(d[1], d[3]),
+    ]
 }
 
-/// `Y = Aᵀ M A` (2×2) from the 16 products of one tile.
-#[inline]
-fn transform_output(m: &[f32; 16]) -> [[f32; 2]; 2] {
-    // Aᵀ = [[1,1,1,0],[0,1,-1,-1]]
-    let mut t = [[0f32; 4]; 2];
-    for c in 0..4 {
-        t[0][c] = m[c] + m[4 + c] + m[8 + c];
-        t[1][c] = m[4 + c] - m[8 + c] - m[12 + c];
+/// Aᵀ applied to one column of four products: Aᵀ = [[1,1,1,0],[0,1,-1,-1]].
+#[inline(always)]
+fn at<S: Simd>(s: S, m: [S::F; 4]) -> [S::F; 2] {
+    [
+        s.add(s.add(m[0], m[1]), m[2]),
+        s.sub(s.sub(m[1], m[2]), m[3]),
+    ]
+}
+
+/// `X d Xᵀ` for a column transform `x` (`d` N×N, the result K×K), columns first: `col(j)`
+/// is column `j` of `d`, and each row of the result goes to `row` as soon as it is computed
+/// (a vector walk stores its results as it goes, with fewer live registers). Both Winograd
+/// variants' input (`Bᵀ d B`) and output (`Aᵀ M A`) transforms, in the order of operations
+/// they always had.
+#[inline(always)]
+fn sandwich<T: Copy, const N: usize, const K: usize>(
+    mut col: impl FnMut(usize) -> [T; N],
+    x: impl Fn([T; N]) -> [T; K],
+    mut row: impl FnMut(usize, [T; K]),
+) {
+    // Loops, not `array::from_fn`: its closures stay calls in the vector walks.
+    let t0 = x(col(0));
+    let mut t = [t0; N];
+    for (j, tj) in t.iter_mut().enumerate().skip(1) {
+        *tj = x(col(j));
     }
-    let mut y = [[0f32; 2]; 2];
-    for r in 0..2 {
-        y[r][0] = t[r][0] + t[r][1] + t[r][2];
-        y[r][1] = t[r][1] - t[r][2] - t[r][3];
+    for i in 0..K {
+        let mut v = [t0[0]; N];
+        for (vj, tj) in v.iter_mut().zip(&t) {
+            *vj = tj[i];
+        }
+        row(i, x(v));
     }
-    y
 }
 
 impl ConvGeometry {
@@ -257,14 +265,12 @@ impl ConvGeometry {
     }
 }
 
-/// Input transform of one panel (tiles `t0..t0+16` in row-major order over `tw` tile
-/// columns; each half of 8 lies in one tile row) of one channel plane into the 16 B
-/// matrices: `vbuf + ξ·bsz + off` gets the panel's 16 values.
-///
-/// # Safety
-/// `plane` is an ih × iw plane; the 16 destinations are inside their B matrices.
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn input_panel(
+/// One panel of the input transform: tiles `t0..t0+NR` (row-major over `tw` tile columns;
+/// `t0` and `tw` multiples of 8, so each 8 lie in one tile row) of one ih × iw channel plane
+/// (padded by `ph`, `pw`) into the B matrices: `vbuf + ξ·bsz + off` gets the panel's NR
+/// values of transformed point ξ.
+#[derive(Clone, Copy)]
+struct InputPanel {
     plane: *const f32,
     ih: i64,
     iw: i64,
@@ -275,64 +281,13 @@ unsafe fn input_panel(
     vbuf: *mut f32,
     bsz: usize,
     off: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx512() && t0 % tw + NR <= tw {
-        // SAFETY: forwarded; AVX-512F checked; the 16 tiles share a tile row.
-        unsafe { avx512::input_panel(plane, ih, iw, ph, pw, t0 / tw, t0 % tw, vbuf, bsz, off) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx2() {
-        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles, each within a tile row.
-        unsafe {
-            for h in 0..2 {
-                let t = t0 + 8 * h;
-                avx2::input_panel(
-                    plane,
-                    ih,
-                    iw,
-                    ph,
-                    pw,
-                    t / tw,
-                    t % tw,
-                    vbuf,
-                    bsz,
-                    off + 8 * h,
-                );
-            }
-        }
-        return;
-    }
-    for j in 0..NR {
-        let (ty, tx) = ((t0 + j) / tw, (t0 + j) % tw);
-        let (y0, x0) = (2 * ty as i64 - ph, 2 * tx as i64 - pw);
-        let mut d = [[0f32; 4]; 4];
-        for (r, dr) in d.iter_mut().enumerate() {
-            let yy = y0 + r as i64;
-            for (cc, dv) in dr.iter_mut().enumerate() {
-                let xx = x0 + cc as i64;
-                if yy >= 0 && yy < ih && xx >= 0 && xx < iw {
-                    // SAFETY: (yy, xx) inside the plane.
-                    *dv = unsafe { *plane.add((yy * iw + xx) as usize) };
-                }
-            }
-        }
-        for (xi, v) in transform_input(&d).iter().enumerate() {
-            // SAFETY: lane j of panel destination ξ.
-            unsafe { *vbuf.add(xi * bsz + off + j) = *v };
-        }
-    }
 }
 
-/// Output transform of one panel (tiles `t0..t0+16`, as for `input_panel`) of one output
-/// channel: the 16 product vectors at `mrow + ξ·stride` become the 2×2 outputs of 16 tiles,
-/// with the epilogue.
-///
-/// # Safety
-/// Products and output/residual planes in bounds; stores are cropped to oh × ow.
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn output_panel(
+/// One panel of the output transform: the NR products of each point ξ at `mrow + ξ·stride`
+/// (tiles `t0..t0+NR`, as in `InputPanel`) become the tiles' outputs in the oh × ow plane
+/// `out`, with the epilogue `clamp(y + bias + resid, lo, hi)` (`resid` may be null).
+#[derive(Clone, Copy)]
+struct OutputPanel {
     mrow: *const f32,
     stride: usize,
     t0: usize,
@@ -344,406 +299,361 @@ unsafe fn output_panel(
     bias: f32,
     lo: f32,
     hi: f32,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx512() && t0 % tw + NR <= tw {
-        // SAFETY: forwarded; AVX-512F checked; the 16 tiles share a tile row.
-        unsafe {
-            avx512::output_panel(
-                mrow,
-                stride,
-                t0 / tw,
-                t0 % tw,
-                oh,
-                ow,
-                out,
-                resid,
-                bias,
-                lo,
-                hi,
-            )
-        };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx2() {
-        // SAFETY: forwarded; AVX2 checked. Two halves of 8 tiles, each within a tile row.
-        unsafe {
-            for h in 0..2 {
-                let t = t0 + 8 * h;
-                avx2::output_panel(
-                    mrow.add(8 * h),
-                    stride,
-                    t / tw,
-                    t % tw,
-                    oh,
-                    ow,
-                    out,
-                    resid,
-                    bias,
-                    lo,
-                    hi,
-                );
-            }
-        }
-        return;
-    }
-    for j in 0..NR {
-        let (ty, tx) = ((t0 + j) / tw, (t0 + j) % tw);
-        let mut mv = [0f32; 16];
-        for (xi, v) in mv.iter_mut().enumerate() {
-            // SAFETY: product lane j of ξ.
-            *v = unsafe { *mrow.add(xi * stride + j) };
-        }
-        let y = transform_output(&mv);
-        for (r, row) in y.iter().enumerate() {
-            let oy = 2 * ty + r;
-            for (cc, val) in row.iter().enumerate() {
-                let ox = 2 * tx + cc;
-                if oy < oh && ox < ow {
-                    let o = oy * ow + ox;
-                    let rv = if resid.is_null() {
-                        0.0
-                    } else {
-                        unsafe { *resid.add(o) }
-                    };
-                    // SAFETY: inside the output plane.
-                    unsafe { *out.add(o) = crate::clamp_ep(val + bias + rv, lo, hi) };
-                }
-            }
-        }
-    }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
+/// Where the tiles of a lane group lie: tile row `ty` from tile column `tx` on, or with
+/// `split` only in the first half of the lanes, the second half holding tile row `ty + 1`
+/// from column 0. Groups start at multiples of 8 tiles and tile rows hold multiples of 8, so
+/// only groups of 16 split, where a row holds 8 (mod 16) tiles.
+#[derive(Clone, Copy)]
+struct Group {
+    ty: usize,
+    tx: usize,
+    split: bool,
+}
 
-    /// Lanes of a 16-wide load starting at column `x` that lie inside `[0, iw)`.
+impl Group {
+    /// The group of `l` tiles from tile `t` over `tw` tile columns.
     #[inline(always)]
-    fn col_mask(x: i64, iw: i64) -> __mmask16 {
-        let a = (-x).clamp(0, 16) as u32;
-        let b = (iw - x).clamp(a as i64, 16) as u32;
-        ((((1u64 << b) - 1) as u32) & !((1u32 << a) - 1)) as __mmask16
-    }
-
-    /// # Safety
-    /// See `super::input_panel`; AVX-512F available.
-    #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn input_panel(
-        plane: *const f32,
-        ih: i64,
-        iw: i64,
-        ph: i64,
-        pw: i64,
-        ty: usize,
-        tx0: usize,
-        vbuf: *mut f32,
-        bsz: usize,
-        off: usize,
-    ) {
-        let y0 = 2 * ty as i64 - ph;
-        let x0 = 2 * tx0 as i64 - pw;
-        // Columns x0 .. x0+34 cover the 16 tiles; evens/odds of [x0, x0+32) and [x0+2, x0+34).
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        let (m0, m1, m2) = (
-            col_mask(x0, iw),
-            col_mask(x0 + 16, iw),
-            col_mask(x0 + 32, iw),
-        );
-        let mut d = [[_mm512_setzero_ps(); 4]; 4];
-        for (r, dr) in d.iter_mut().enumerate() {
-            let yy = y0 + r as i64;
-            if yy < 0 || yy >= ih {
-                continue;
-            }
-            // SAFETY: masked lanes lie inside row yy; masked-off lanes are not accessed.
-            unsafe {
-                // The panel may start left of the row or end past it: wrapping arithmetic, and
-                // only in-row lanes are loaded.
-                let row = plane.wrapping_offset((yy * iw + x0) as isize);
-                let a = _mm512_maskz_loadu_ps(m0, row);
-                let b = _mm512_maskz_loadu_ps(m1, row.wrapping_add(16));
-                let c = _mm512_maskz_loadu_ps(m2, row.wrapping_add(32));
-                dr[0] = _mm512_permutex2var_ps(a, even, b);
-                dr[1] = _mm512_permutex2var_ps(a, odd, b);
-                // Shift by two columns: [x0+2, x0+34) from a|b and b|c.
-                let a2 = _mm512_castsi512_ps(_mm512_alignr_epi32(
-                    _mm512_castps_si512(b),
-                    _mm512_castps_si512(a),
-                    2,
-                ));
-                let b2 = _mm512_castsi512_ps(_mm512_alignr_epi32(
-                    _mm512_castps_si512(c),
-                    _mm512_castps_si512(b),
-                    2,
-                ));
-                dr[2] = _mm512_permutex2var_ps(a2, even, b2);
-                dr[3] = _mm512_permutex2var_ps(a2, odd, b2);
-            }
-        }
-        // Bᵀ d B, lane-wise.
-        let mut t = [[_mm512_setzero_ps(); 4]; 4];
-        for c in 0..4 {
-            t[0][c] = _mm512_sub_ps(d[0][c], d[2][c]);
-            t[1][c] = _mm512_add_ps(d[1][c], d[2][c]);
-            t[2][c] = _mm512_sub_ps(d[2][c], d[1][c]);
-            t[3][c] = _mm512_sub_ps(d[1][c], d[3][c]);
-        }
-        for (r, x) in t.iter().enumerate() {
-            let v = [
-                _mm512_sub_ps(x[0], x[2]),
-                _mm512_add_ps(x[1], x[2]),
-                _mm512_sub_ps(x[2], x[1]),
-                _mm512_sub_ps(x[1], x[3]),
-            ];
-            for (cc, vv) in v.iter().enumerate() {
-                // SAFETY: panel destination ξ = 4r + cc.
-                unsafe { _mm512_storeu_ps(vbuf.add((r * 4 + cc) * bsz + off), *vv) };
-            }
-        }
-    }
-
-    /// # Safety
-    /// See `super::output_panel`; AVX-512F available.
-    #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn output_panel(
-        mrow: *const f32,
-        stride: usize,
-        ty: usize,
-        tx0: usize,
-        oh: usize,
-        ow: usize,
-        out: *mut f32,
-        resid: *const f32,
-        bias: f32,
-        lo: f32,
-        hi: f32,
-    ) {
-        let mut m = [_mm512_setzero_ps(); 16];
-        for (xi, v) in m.iter_mut().enumerate() {
-            // SAFETY: 16 products of ξ.
-            *v = unsafe { _mm512_loadu_ps(mrow.add(xi * stride)) };
-        }
-        let add3 = |a, b, c| _mm512_add_ps(_mm512_add_ps(a, b), c);
-        let mut t = [[_mm512_setzero_ps(); 4]; 2];
-        for c in 0..4 {
-            t[0][c] = add3(m[c], m[4 + c], m[8 + c]);
-            t[1][c] = _mm512_sub_ps(_mm512_sub_ps(m[4 + c], m[8 + c]), m[12 + c]);
-        }
-        let (bv, lov, hiv) = (_mm512_set1_ps(bias), _mm512_set1_ps(lo), _mm512_set1_ps(hi));
-        // Interleave (y0, y1) of 16 tiles into 32 consecutive output columns.
-        let lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        let hi_idx =
-            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        let x0 = 2 * tx0;
-        let (n0, n1) = (
-            ow.saturating_sub(x0).min(16),
-            ow.saturating_sub(x0 + 16).min(16),
-        );
-        let mk = |n: usize| {
-            if n >= 16 {
-                0xFFFFu16
-            } else {
-                ((1u32 << n) - 1) as u16
-            }
-        };
-        let (k0, k1) = (mk(n0), mk(n1));
-        for (r, x) in t.iter().enumerate() {
-            let oy = 2 * ty + r;
-            if oy >= oh {
-                continue;
-            }
-            let y0 = add3(x[0], x[1], x[2]);
-            let y1 = _mm512_sub_ps(_mm512_sub_ps(x[1], x[2]), x[3]);
-            let mut a = _mm512_permutex2var_ps(y0, lo_idx, y1);
-            let mut b = _mm512_permutex2var_ps(y0, hi_idx, y1);
-            // SAFETY: masked to the columns inside the output row.
-            unsafe {
-                let o = out.add(oy * ow).wrapping_add(x0);
-                a = _mm512_add_ps(a, bv);
-                b = _mm512_add_ps(b, bv);
-                if !resid.is_null() {
-                    let rp = resid.add(oy * ow).wrapping_add(x0);
-                    a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k0, rp));
-                    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(k1, rp.wrapping_add(16)));
-                }
-                a = _mm512_min_ps(hiv, _mm512_max_ps(lov, a));
-                b = _mm512_min_ps(hiv, _mm512_max_ps(lov, b));
-                _mm512_mask_storeu_ps(o, k0, a);
-                _mm512_mask_storeu_ps(o.wrapping_add(16), k1, b);
-            }
+    fn at(t: usize, tw: usize, l: usize) -> Group {
+        let (ty, tx) = (t / tw, t % tw);
+        Group {
+            ty,
+            tx,
+            split: l > 8 && tx + l > tw,
         }
     }
 }
 
-/// The transforms for 8 tiles at a time (half a panel) with 256-bit vectors; lanes outside
-/// the input row are masked off (`vmaskmovps` does not touch masked-off memory).
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
-
-    /// Lanes of an 8-wide access starting at column `x` that lie inside `[0, w)`.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn col_mask(x: i64, w: i64) -> __m256i {
-        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        let xv = _mm256_add_epi32(_mm256_set1_epi32(x.clamp(-64, w) as i32), idx);
-        // 0 <= x + lane < w
-        let ge0 = _mm256_cmpgt_epi32(xv, _mm256_set1_epi32(-1));
-        let ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(w.min(i32::MAX as i64) as i32), xv);
-        _mm256_and_si256(ge0, ltw)
-    }
-
-    /// Input transform of 8 tiles (tile row `ty`, tile columns `tx0..tx0+8`): see
-    /// `super::input_panel`, with `off` the destination of lane 0.
+impl InputPanel {
+    /// The transform of the panel, whose tiles (output side `m`, at stride `m`) are `N`×`N`,
+    /// a lane group at a time: the group's input rows (`rows`) are transformed by `bt`,
+    /// columns first (as `Bᵀ d B` is read), and the results go to the B matrices.
     ///
     /// # Safety
-    /// AVX2 available; the 8 destinations of each ξ are inside their B matrices.
-    #[target_feature(enable = "avx2")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn input_panel(
-        plane: *const f32,
-        ih: i64,
-        iw: i64,
-        ph: i64,
-        pw: i64,
-        ty: usize,
-        tx0: usize,
-        vbuf: *mut f32,
-        bsz: usize,
-        off: usize,
+    /// The panel's contract.
+    #[inline(always)]
+    unsafe fn transform<S: Simd, const N: usize, const K: usize>(
+        &self,
+        s: S,
+        m: usize,
+        offs: [usize; K],
+        cols: impl Fn([S::F; K]) -> [S::F; N] + Copy,
+        bt: impl Fn([S::F; N]) -> [S::F; N] + Copy,
     ) {
-        let y0 = 2 * ty as i64 - ph;
-        let x0 = 2 * tx0 as i64 - pw;
-        // Columns x0 .. x0+18 cover the 8 tiles: evens/odds of [x0, x0+16) and [x0+2, x0+18).
-        let masks = [
-            col_mask(x0, iw),
-            col_mask(x0 + 8, iw),
-            col_mask(x0 + 2, iw),
-            col_mask(x0 + 10, iw),
-        ];
-        let mut d = [[_mm256_setzero_ps(); 4]; 4];
+        // Closures by value: calls through references stay calls, outside the features.
+        for g in (0..NR).step_by(S::LANES) {
+            // SAFETY: the panel's contract.
+            unsafe { self.group(s, g, m, offs, cols, bt) };
+        }
+    }
+
+    /// `transform` of the lane group at panel lane `g`.
+    ///
+    /// # Safety
+    /// The panel's contract.
+    #[inline(always)]
+    unsafe fn group<S: Simd, const N: usize, const K: usize>(
+        &self,
+        s: S,
+        g: usize,
+        m: usize,
+        offs: [usize; K],
+        cols: impl Fn([S::F; K]) -> [S::F; N] + Copy,
+        bt: impl Fn([S::F; N]) -> [S::F; N],
+    ) {
+        let l = S::LANES;
+        let grp = Group::at(self.t0 + g, self.tw, l);
+        // SAFETY: the panel's contract.
+        let mut d = unsafe { self.rows(s, m, offs, cols, grp.ty, grp.tx as i64) };
+        if grp.split {
+            // The next tile row's tiles, in the second half of the lanes: as if that row
+            // started LANES/2 tiles to the left.
+            // SAFETY: as above.
+            let d1 = unsafe { self.rows(s, m, offs, cols, grp.ty + 1, -((l / 2) as i64)) };
+            let hi = s.lanes(l / 2, l);
+            for (dr, d1r) in d.iter_mut().zip(d1) {
+                for (v, v1) in dr.iter_mut().zip(d1r) {
+                    *v = s.select(hi, v1, *v);
+                }
+            }
+        }
+        sandwich(
+            #[inline(always)]
+            |c| {
+                let mut col = [s.zero(); N];
+                for (v, dr) in col.iter_mut().zip(&d) {
+                    *v = dr[c];
+                }
+                col
+            },
+            bt,
+            #[inline(always)]
+            |i, v| {
+                for (c, vc) in v.iter().enumerate() {
+                    // SAFETY: lanes g..g+LANES of the panel's destination ξ = N·i + c.
+                    unsafe { s.store(self.vbuf.add((i * N + c) * self.bsz + self.off + g), *vc) };
+                }
+            },
+        );
+    }
+
+    /// The `N` input rows of the tiles whose first lies in lane 0 at tile column `tx` (less
+    /// than 0: the lanes before column 0 hold no tiles of this row) of tile row `ty`, each
+    /// as the tiles' `N` columns: `cols` of the `K` vectors at column offsets `offs` from the
+    /// first tile's first column. Rows and columns outside the plane read as 0.
+    ///
+    /// # Safety
+    /// The panel's contract.
+    #[inline(always)]
+    unsafe fn rows<S: Simd, const N: usize, const K: usize>(
+        &self,
+        s: S,
+        m: usize,
+        offs: [usize; K],
+        cols: impl Fn([S::F; K]) -> [S::F; N],
+        ty: usize,
+        tx: i64,
+    ) -> [[S::F; N]; N] {
+        let y0 = (m * ty) as i64 - self.ph;
+        let x = m as i64 * tx - self.pw;
+        // Each load's lanes inside [0, iw) (`lanes` clamps to LANES).
+        let mut masks = [s.lanes(0, 0); K];
+        for (mk, o) in masks.iter_mut().zip(offs) {
+            let xo = x + o as i64;
+            *mk = s.lanes((-xo).max(0) as usize, (self.iw - xo).max(0) as usize);
+        }
+        let mut d = [[s.zero(); N]; N];
         for (r, dr) in d.iter_mut().enumerate() {
             let yy = y0 + r as i64;
-            if yy < 0 || yy >= ih {
+            if yy < 0 || yy >= self.ih {
                 continue;
             }
-            // SAFETY: masked lanes lie inside row yy; masked-off lanes are not accessed (the
-            // row pointer may lie outside the plane: wrapping arithmetic).
-            unsafe {
-                let row = plane.wrapping_offset((yy * iw + x0) as isize);
-                let a = _mm256_maskload_ps(row, masks[0]);
-                let b = _mm256_maskload_ps(row.wrapping_add(8), masks[1]);
-                let a2 = _mm256_maskload_ps(row.wrapping_add(2), masks[2]);
-                let b2 = _mm256_maskload_ps(row.wrapping_add(10), masks[3]);
-                (dr[0], dr[1]) = crate::avx2::deinterleave(a, b);
-                (dr[2], dr[3]) = crate::avx2::deinterleave(a2, b2);
+            // The row may start left of the plane's row or end past it: wrapping
+            // arithmetic, and only in-row lanes are loaded.
+            let row = self.plane.wrapping_offset((yy * self.iw + x) as isize);
+            let mut v = [s.zero(); K];
+            for ((vi, o), mk) in v.iter_mut().zip(offs).zip(masks) {
+                // SAFETY: the lanes in mk lie inside row yy; the others are not accessed.
+                *vi = unsafe { s.load_or_zero(row.wrapping_add(o), mk) };
             }
+            *dr = cols(v);
         }
-        // Bᵀ d B, lane-wise.
-        let mut t = [[_mm256_setzero_ps(); 4]; 4];
-        for c in 0..4 {
-            t[0][c] = _mm256_sub_ps(d[0][c], d[2][c]);
-            t[1][c] = _mm256_add_ps(d[1][c], d[2][c]);
-            t[2][c] = _mm256_sub_ps(d[2][c], d[1][c]);
-            t[3][c] = _mm256_sub_ps(d[1][c], d[3][c]);
-        }
-        for (r, x) in t.iter().enumerate() {
-            let v = [
-                _mm256_sub_ps(x[0], x[2]),
-                _mm256_add_ps(x[1], x[2]),
-                _mm256_sub_ps(x[2], x[1]),
-                _mm256_sub_ps(x[1], x[3]),
-            ];
-            for (cc, vv) in v.iter().enumerate() {
-                // SAFETY: destination ξ = 4r + cc.
-                unsafe { _mm256_storeu_ps(vbuf.add((r * 4 + cc) * bsz + off), *vv) };
-            }
+        d
+    }
+}
+
+impl OutputPanel {
+    /// The transform of the panel (tiles of output side `M`, from `N`×`N` products), a lane
+    /// group at a time: `at` transforms the products, columns first, and `join` turns each
+    /// output row of the group's tiles into `M·LANES` consecutive columns, stored with the
+    /// epilogue. Groups of padding tiles only (no output inside the plane) are skipped.
+    ///
+    /// # Safety
+    /// The panel's contract.
+    #[inline(always)]
+    unsafe fn transform<S: Simd, const N: usize, const M: usize>(
+        &self,
+        s: S,
+        at: impl Fn([S::F; N]) -> [S::F; M] + Copy,
+        join: impl Fn([S::F; M]) -> [S::F; M] + Copy,
+    ) {
+        // Closures by value: calls through references stay calls, outside the features.
+        for g in (0..NR).step_by(S::LANES) {
+            // SAFETY: the panel's contract.
+            unsafe { self.group(s, g, at, join) };
         }
     }
 
-    /// Output transform of 8 tiles: see `super::output_panel`.
+    /// `transform` of the lane group at panel lane `g`.
     ///
     /// # Safety
-    /// AVX2 available; 8 products of each ξ at `mrow + ξ·stride`; stores are cropped to the
-    /// oh × ow plane.
-    #[target_feature(enable = "avx2")]
-    #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-    pub unsafe fn output_panel(
-        mrow: *const f32,
-        stride: usize,
-        ty: usize,
-        tx0: usize,
-        oh: usize,
-        ow: usize,
-        out: *mut f32,
-        resid: *const f32,
-        bias: f32,
-        lo: f32,
-        hi: f32,
+    /// The panel's contract.
+    #[inline(always)]
+    unsafe fn group<S: Simd, const N: usize, const M: usize>(
+        &self,
+        s: S,
+        g: usize,
+        at: impl Fn([S::F; N]) -> [S::F; M],
+        join: impl Fn([S::F; M]) -> [S::F; M],
     ) {
-        let x0 = 2 * tx0;
-        if x0 >= ow {
+        let l = S::LANES;
+        let grp = Group::at(self.t0 + g, self.tw, l);
+        let inside = |ty: usize, tx: usize| M * ty < self.oh && M * tx < self.ow;
+        if !(inside(grp.ty, grp.tx) || grp.split && inside(grp.ty + 1, 0)) {
             return;
         }
-        let mut m = [_mm256_setzero_ps(); 16];
-        for (xi, v) in m.iter_mut().enumerate() {
-            // SAFETY: 8 products of ξ.
-            *v = unsafe { _mm256_loadu_ps(mrow.add(xi * stride)) };
-        }
-        let add3 = |a, b, c| _mm256_add_ps(_mm256_add_ps(a, b), c);
-        let mut t = [[_mm256_setzero_ps(); 4]; 2];
-        for c in 0..4 {
-            t[0][c] = add3(m[c], m[4 + c], m[8 + c]);
-            t[1][c] = _mm256_sub_ps(_mm256_sub_ps(m[4 + c], m[8 + c]), m[12 + c]);
-        }
-        let (bv, lov, hiv) = (_mm256_set1_ps(bias), _mm256_set1_ps(lo), _mm256_set1_ps(hi));
-        let (w, x) = (ow as i64, x0 as i64);
-        let (k0, k1) = (col_mask(x, w), col_mask(x + 8, w));
-        let full = x0 + 16 <= ow;
-        for (r, xr) in t.iter().enumerate() {
-            let oy = 2 * ty + r;
-            if oy >= oh {
-                continue;
-            }
-            let y0 = add3(xr[0], xr[1], xr[2]);
-            let y1 = _mm256_sub_ps(_mm256_sub_ps(xr[1], xr[2]), xr[3]);
-            // Interleave (y0, y1) of 8 tiles into 16 consecutive output columns.
-            let lo4 = _mm256_unpacklo_ps(y0, y1); // tiles 0,1 | 4,5
-            let hi4 = _mm256_unpackhi_ps(y0, y1); // tiles 2,3 | 6,7
-            let mut a = _mm256_permute2f128_ps::<0x20>(lo4, hi4);
-            let mut b = _mm256_permute2f128_ps::<0x31>(lo4, hi4);
-            // SAFETY: masked (or, for a whole 16 columns, plain) accesses inside row oy.
-            unsafe {
-                let o = out.add(oy * ow + x0);
-                a = _mm256_add_ps(a, bv);
-                b = _mm256_add_ps(b, bv);
-                if !resid.is_null() {
-                    let rp = resid.add(oy * ow + x0);
-                    if full {
-                        a = _mm256_add_ps(a, _mm256_loadu_ps(rp));
-                        b = _mm256_add_ps(b, _mm256_loadu_ps(rp.add(8)));
+        let (bv, lov, hiv) = (s.splat(self.bias), s.splat(self.lo), s.splat(self.hi));
+        // clamp(v + bias + resid) to elements o..o+n of the plane (n ≤ LANES).
+        let put = {
+            #[inline(always)]
+            |o: usize, n: usize, v: S::F| {
+                let mut v = s.add(v, bv);
+                // SAFETY: elements o..o+n of the output plane (and of the residual's).
+                unsafe {
+                    if !self.resid.is_null() {
+                        let rp = self.resid.add(o);
+                        let rv = if n == l {
+                            s.load(rp)
+                        } else {
+                            s.load_or_zero(rp, s.lanes(0, n))
+                        };
+                        v = s.add(v, rv);
+                    }
+                    // max/min with the value second: NaN passes through the clamp.
+                    v = s.min(hiv, s.max(lov, v));
+                    if n == l {
+                        s.store(self.out.add(o), v);
                     } else {
-                        a = _mm256_add_ps(a, _mm256_maskload_ps(rp, k0));
-                        b = _mm256_add_ps(b, _mm256_maskload_ps(rp.wrapping_add(8), k1));
+                        s.store_range(self.out.add(o), 0, n, v);
                     }
                 }
-                // max/min with the value second: NaN passes through the clamp.
-                a = _mm256_min_ps(hiv, _mm256_max_ps(lov, a));
-                b = _mm256_min_ps(hiv, _mm256_max_ps(lov, b));
-                if full {
-                    _mm256_storeu_ps(o, a);
-                    _mm256_storeu_ps(o.add(8), b);
-                } else {
-                    _mm256_maskstore_ps(o, k0, a);
-                    _mm256_maskstore_ps(o.wrapping_add(8), k1, b);
-                }
             }
+        };
+        // Tiles of one row whose columns all lie inside the plane: whole vectors.
+        let whole = !grp.split && M * (grp.tx + l) <= self.ow;
+        sandwich(
+            #[inline(always)]
+            |c| {
+                let mut p = [s.zero(); N];
+                for (r, pr) in p.iter_mut().enumerate() {
+                    // SAFETY: LANES products of ξ = N·r + c from lane g.
+                    *pr = unsafe { s.load(self.mrow.add((r * N + c) * self.stride + g)) };
+                }
+                p
+            },
+            at,
+            #[inline(always)]
+            |r, y| {
+                let y = join(y);
+                if whole {
+                    let oy = M * grp.ty + r;
+                    if oy < self.oh {
+                        for (i, v) in y.iter().enumerate() {
+                            put(oy * self.ow + M * grp.tx + i * l, l, *v);
+                        }
+                    }
+                    return;
+                }
+                for (i, v) in y.iter().enumerate() {
+                    // With `split`, the second half of the columns (lanes LANES/2 on) is the
+                    // next tile row's from column 0.
+                    let (ty, x) = if grp.split && i >= M / 2 {
+                        (grp.ty + 1, (i - M / 2) * l)
+                    } else {
+                        (grp.ty, M * grp.tx + i * l)
+                    };
+                    let oy = M * ty + r;
+                    if oy < self.oh && x < self.ow {
+                        put(oy * self.ow + x, (self.ow - x).min(l), *v);
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// The input transform of a panel. F(2×2, 3×3): per lane group, each input row's columns
+/// `2j..2j+4` of its tiles are the even and odd lanes of the row from the first tile's
+/// column and of the row two columns on. F(4×4, 3×3): columns `4j..4j+4` are the `split4` of
+/// the row from the first tile's column, columns `4j+4, 4j+5` the first two of the split four
+/// columns on, in the lane order of the instruction set's `split4` (`Output` undoes it).
+#[derive(Clone, Copy)]
+struct Input(InputPanel, Variant);
+
+impl Walk for Input {
+    type Out = ();
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        let l = S::LANES;
+        // SAFETY (both): the panel's contract.
+        match self.1 {
+            Variant::F2 => unsafe {
+                self.0.transform(
+                    s,
+                    2,
+                    [0, l, 2, l + 2],
+                    #[inline(always)]
+                    |[a, b, a2, b2]| {
+                        let (c0, c1) = s.deinterleave(a, b);
+                        let (c2, c3) = s.deinterleave(a2, b2);
+                        [c0, c1, c2, c3]
+                    },
+                    #[inline(always)]
+                    |d| bt(s, d),
+                )
+            },
+            Variant::F4 => unsafe {
+                self.0.transform(
+                    s,
+                    4,
+                    [0, l, 2 * l, 3 * l, 4, 4 + l, 4 + 2 * l, 4 + 3 * l],
+                    #[inline(always)]
+                    |v| {
+                        let a = s.split4([v[0], v[1], v[2], v[3]]);
+                        let b = s.split4([v[4], v[5], v[6], v[7]]);
+                        [a[0], a[1], a[2], a[3], b[0], b[1]]
+                    },
+                    #[inline(always)]
+                    |d| f4::bt(s, d),
+                )
+            },
         }
+    }
+}
+
+/// The output transform of a panel: each output row's two (F(2×2, 3×3): interleaved) or four
+/// (F(4×4, 3×3): `join4`) columns of the group's tiles into consecutive columns.
+#[derive(Clone, Copy)]
+struct Output(OutputPanel, Variant);
+
+impl Walk for Output {
+    type Out = ();
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        // SAFETY (both): the panel's contract.
+        match self.1 {
+            Variant::F2 => unsafe {
+                self.0.transform(
+                    s,
+                    #[inline(always)]
+                    |m| at(s, m),
+                    #[inline(always)]
+                    |[y0, y1]| {
+                        let (a, b) = s.interleave(y0, y1);
+                        [a, b]
+                    },
+                )
+            },
+            Variant::F4 => unsafe {
+                self.0.transform(
+                    s,
+                    #[inline(always)]
+                    |m| f4::at(s, m),
+                    #[inline(always)]
+                    |y| s.join4(y),
+                )
+            },
+        }
+    }
+}
+
+/// Runs the panel walks: with the CPU's instruction set (`Dispatch`), or in tests with a
+/// given implementation.
+trait Runner {
+    /// # Safety
+    /// `w`'s contract.
+    unsafe fn run<W: Walk<Out = ()>>(&self, w: W);
+}
+
+/// `simd::dispatch`.
+struct Dispatch;
+
+impl Runner for Dispatch {
+    #[inline(always)]
+    unsafe fn run<W: Walk<Out = ()>>(&self, w: W) {
+        // SAFETY: forwarded.
+        unsafe { simd::dispatch(w) }
     }
 }
 
@@ -752,6 +662,27 @@ mod avx2 {
 /// `scratch` holds `winograd_scratch()` floats.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe fn conv_winograd(
+    g: &ConvGeometry,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    lo: f32,
+    hi: f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    // SAFETY: forwarded.
+    unsafe { conv_with(&Dispatch, g, x, w, bias, residual, lo, hi, y, scratch) }
+}
+
+/// `conv_winograd` with the transforms run by `r`.
+///
+/// # Safety
+/// As `conv_winograd`.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
+unsafe fn conv_with(
+    r: &impl Runner,
     g: &ConvGeometry,
     x: *const f32,
     w: *const f32,
@@ -804,14 +735,19 @@ pub unsafe fn conv_winograd(
                         // SAFETY: panel p of every B matrix of the block.
                         unsafe {
                             let off = pack::b_row_at(nt, cg, c, p);
-                            match variant {
-                                Variant::F2 => {
-                                    input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, off)
-                                }
-                                Variant::F4 => {
-                                    f4::input_panel(plane, ih, iw, ph, pw, t, tw, vbuf, bsz, off)
-                                }
-                            }
+                            let panel = InputPanel {
+                                plane,
+                                ih,
+                                iw,
+                                ph,
+                                pw,
+                                t0: t,
+                                tw,
+                                vbuf,
+                                bsz,
+                                off,
+                            };
+                            r.run(Input(panel, variant));
                         };
                     }
                 }
@@ -845,26 +781,22 @@ pub unsafe fn conv_winograd(
                         let t = t0 + p * NR;
                         // SAFETY: products (m, panel p) of each ξ; output channel plane m.
                         unsafe {
-                            let r = if rg.is_null() { rg } else { rg.add(m * osz) };
+                            let rm = if rg.is_null() { rg } else { rg.add(m * osz) };
                             let (mrow, ym) = (mbuf.add(m * tb + p * NR), yg.add(m * osz));
-                            match variant {
-                                Variant::F2 => {
-                                    output_panel(mrow, mg * tb, t, tw, oh, ow, ym, r, bv, lo, hi)
-                                }
-                                Variant::F4 => f4::output_panel(
-                                    mrow,
-                                    mg * tb,
-                                    t,
-                                    tw,
-                                    oh,
-                                    ow,
-                                    ym,
-                                    r,
-                                    bv,
-                                    lo,
-                                    hi,
-                                ),
-                            }
+                            let panel = OutputPanel {
+                                mrow,
+                                stride: mg * tb,
+                                t0: t,
+                                tw,
+                                oh,
+                                ow,
+                                out: ym,
+                                resid: rm,
+                                bias: bv,
+                                lo,
+                                hi,
+                            };
+                            r.run(Output(panel, variant));
                         }
                     }
                 }
@@ -873,3 +805,6 @@ pub unsafe fn conv_winograd(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
