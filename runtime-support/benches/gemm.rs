@@ -124,10 +124,14 @@ fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
         let mut ap = Buf::zeros(pack::packed_a_len(m, k));
         let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
         let mut bp = Buf::zeros(pack::packed_b_len(k, n));
+        // SAFETY: a holds m·k floats and ap packed_a_len(m, k).
         unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
+        // SAFETY: b holds k·n floats and bp packed_b_len(k, n).
         unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
         let reps = (1 << 28) / (m * n * k) + 1;
         let best = best_per_call(5, reps, |_| {
+            // SAFETY: a m·k, the B source k·n (or packed), c m·n floats; scratch holds
+            // scratch_len(n, false).
             unsafe {
                 let src = if b_packed {
                     BSource::Packed(bp.as_ptr())
@@ -319,6 +323,8 @@ fn conv_layers(peak: f64) {
         let flops = 2.0 * (m * o * o * c / group * k * k) as f64;
         let reps = (4e8 / flops) as usize + 1;
         let best = best_per_call(5, reps, |rep| {
+            // SAFETY: x, the packed weights, bias and y are sized from the geometry; scratch holds
+            // g.scratch_floats(true).
             unsafe {
                 conv_f32(
                     &g,
@@ -453,6 +459,8 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
     };
     for _ in 0..7 {
         best_a = best_a.min(best_per_call(1, reps, |_| {
+            // SAFETY: x, the packed weights, bias and y are sized from the geometry; scratch holds
+            // g.scratch_floats(true).
             unsafe {
                 conv_f32(
                     &g,
@@ -470,6 +478,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
             black_box(y[0]);
         }));
         best_b = best_b.min(best_per_call(1, reps, |_| {
+            // SAFETY: the blocked buffers are sized from bg, as conv_blocked requires.
             unsafe {
                 conv_blocked(
                     &bg,
@@ -537,6 +546,7 @@ fn pool_layers() {
         let mut scratch = Buf::zeros(g.scratch_floats());
         let reps = 200;
         let best = best_per_call(5, reps, |rep| {
+            // SAFETY: each x copy holds c·hw·hw floats, y c·o·o; scratch holds g.scratch_floats().
             unsafe {
                 pool2d_f32(
                     &g,
@@ -552,6 +562,7 @@ fn pool_layers() {
             ..g.clone()
         };
         let blocked = best_per_call(5, reps, |rep| {
+            // SAFETY: c is a multiple of CB, so the plain buffers hold blocked_g's planes × CB.
             unsafe {
                 onnxc_runtime::nchwc::pool::pool(
                     &blocked_g,
@@ -629,9 +640,12 @@ fn measured_peak() -> f64 {
         for _ in 0..15 {
             let t = Instant::now();
             let flops = if std::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F was detected just above.
                 unsafe { fma512(n) };
                 n as f64 * 12.0 * 16.0 * 2.0
             } else if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above (FMA accompanies it on the machines this
+                // runs on).
                 unsafe { fma256(n) };
                 n as f64 * 12.0 * 8.0 * 2.0
             } else {
@@ -660,6 +674,7 @@ fn read_bandwidth(bytes: usize) -> f64 {
         let mut acc = [_mm256_setzero_ps(); 8];
         for chunk in x.chunks_exact(64) {
             for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: AVX2 is enabled here; chunk holds 64 floats and u·8 + 8 ≤ 64.
                 *a = _mm256_add_ps(*a, unsafe { _mm256_loadu_ps(chunk.as_ptr().add(u * 8)) });
             }
         }
@@ -667,6 +682,7 @@ fn read_bandwidth(bytes: usize) -> f64 {
         let s = acc
             .iter()
             .fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, *a));
+        // SAFETY: AVX2 is enabled here; t holds 8 floats.
         unsafe { _mm256_storeu_ps(t.as_mut_ptr(), s) };
         t.iter().sum()
     }
@@ -680,6 +696,7 @@ fn read_bandwidth(bytes: usize) -> f64 {
         let t = Instant::now();
         #[cfg(target_arch = "x86_64")]
         let r = if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected just above.
             unsafe { sum(&buf[..n]) }
         } else {
             buf[..n].iter().sum()
@@ -728,6 +745,7 @@ fn main() {
         for _ in 0..20 {
             let t = Instant::now();
             for _ in 0..n {
+                // SAFETY: a holds 12·kc floats, b 32·kc, cb 12 rows of 32.
                 tile = unsafe {
                     gemm::microkernel_only(kc, a.as_ptr(), b.as_ptr(), cb.as_mut_ptr(), 32)
                 };
@@ -784,10 +802,13 @@ fn main() {
         let mut ap = Buf::zeros(pack::packed_a_len(m, k));
         let mut bp = Buf::zeros(pack::packed_b_len(k, n));
         let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
+        // SAFETY: a holds m·k floats, ap packed_a_len(m, k), b k·n, bp packed_b_len(k, n).
         unsafe {
             pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr());
             pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
         }
+        // SAFETY: a m·k, the B source k·n (or packed), c m·n floats; scratch holds scratch_len(n,
+        // false).
         let mut run = |packed_b: bool| unsafe {
             let src = if packed_b {
                 BSource::Packed(bp.as_ptr())
@@ -857,6 +878,7 @@ fn orientation_experiment(peak: f64) {
         let mut xb = Buf::zeros(pack::packed_b_len(k, pos));
         let mut xa = Buf::zeros(pack::packed_a_len(pos, k));
         let mut ablock = Buf::zeros(gemm::packed_b_scratch_len());
+        // SAFETY: w holds ch·k floats, x k·pos; wa, wb, xb, xa are their packed lengths.
         unsafe {
             pack::pack_a(w.as_ptr(), k, false, ch, k, wa.as_mut_ptr());
             pack::pack_b(w.as_ptr(), k, true, k, ch, wb.as_mut_ptr());
@@ -866,6 +888,7 @@ fn orientation_experiment(peak: f64) {
         let flops = 2.0 * (ch * pos * k) as f64;
         let reps = (2e8 / flops) as usize + 1;
         let time = |f: &mut dyn FnMut()| flops / best_per_call(5, reps, |_| f()) / 1e9;
+        // SAFETY: wa is w packed, xb x packed; c holds ch·pos floats.
         let cm = time(&mut || unsafe {
             gemm::gemm_packed_a(
                 ch,
@@ -881,11 +904,14 @@ fn orientation_experiment(peak: f64) {
             black_box(c[0]);
         });
         let xap = xa.as_ptr() as usize;
+        // SAFETY: a_panel_at gives panels i0/MR.. of xa, which hold ⌈mc/MR⌉·MR·kc floats; dst holds
+        // as many (the packer contract).
         let packer = move |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| unsafe {
             // The block's panels, copied from the fully packed A.
             let src = (xap as *const f32).add(pack::a_panel_at(pos, k0, kc, i0 / MR));
             std::ptr::copy_nonoverlapping(src, dst, mc.div_ceil(MR) * MR * kc);
         };
+        // SAFETY: wb is w packed, c holds pos·ch floats, ablock packed_b_scratch_len().
         let pm = time(&mut || unsafe {
             gemm::gemm_packed_b(
                 pos,
@@ -899,6 +925,7 @@ fn orientation_experiment(peak: f64) {
             );
             black_box(c[0]);
         });
+        // SAFETY: as above; the packer writes ⌈mc/MR⌉ panels inside dst.
         let pm_pack = time(&mut || unsafe {
             let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
                 for p in 0..mc.div_ceil(MR) {
@@ -945,6 +972,8 @@ fn orientation_experiment(peak: f64) {
             let mut wp = Buf::zeros(wpv.len());
             wp.copy_from_slice(&wpv);
             let mut scratch = Buf::zeros(g.scratch_floats(true));
+            // SAFETY: x, the packed weights, bias and y are sized from the geometry; scratch holds
+            // g.scratch_floats(true).
             let conv = time(&mut || unsafe {
                 conv_f32(
                     &g,
@@ -985,7 +1014,9 @@ fn experiment() {
     let mut ap = Buf::zeros(pack::packed_a_len(m, k));
     let mut bp = Buf::zeros(pack::packed_b_len(k, n));
     let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
+    // SAFETY: a holds m·k floats and ap packed_a_len(m, k).
     unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
+    // SAFETY: b holds k·n floats and bp packed_b_len(k, n).
     unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
     let bpp = bp.as_ptr() as usize;
     let bias = data(m);
@@ -1044,6 +1075,8 @@ fn experiment() {
                 let reps = 20;
                 let t = Instant::now();
                 for _ in 0..reps {
+                    // SAFETY: x, the packed weights, bias and y are sized from the geometry;
+                    // scratch holds g.scratch_floats(true).
                     unsafe {
                         conv_f32(
                             &g,
@@ -1067,6 +1100,8 @@ fn experiment() {
             let copy = |pc: usize, kc: usize, jc: usize, nc: usize, dst: *mut f32| {
                 assert!(pc == 0 && kc == k);
                 if mode == 1 {
+                    // SAFETY: bp holds ⌈n/16⌉·16·k floats, and columns jc..jc+nc of it are
+                    // ⌈nc/16⌉·16·k from jc·k; dst holds as many.
                     unsafe {
                         std::ptr::copy_nonoverlapping(
                             (bpp as *const f32).add(jc * k),
@@ -1075,6 +1110,8 @@ fn experiment() {
                         )
                     };
                 } else if mode == 2 || mode == 4 {
+                    // SAFETY: b holds k·n floats; dst holds the block's packed ⌈nc/16⌉·16·kc
+                    // floats.
                     unsafe { pack::pack_b_block(b.as_ptr(), n, false, pc, kc, jc, nc, dst) };
                 }
             };
@@ -1087,6 +1124,8 @@ fn experiment() {
                     BSource::Custom(&copy)
                 };
                 let ep = if mode >= 4 { &ep_relu } else { &Epilogue::NONE };
+                // SAFETY: ap is a packed, the B source k·n; cbuf holds m·n floats and scratch
+                // scratch_len(n, false).
                 unsafe {
                     gemm::gemm_packed_a(
                         m,

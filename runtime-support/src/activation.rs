@@ -69,7 +69,8 @@ impl Walk for Activation {
             #[inline(always)]
             |v| s.max(s.zero(), s.min(s.splat(1.0), s.add(s.mul(v, alpha), beta)))
         };
-        // SAFETY (every arm): x and y hold n floats (caller).
+        // SAFETY: every arm reads x and writes y, which hold n floats each (the caller's
+        // contract); `simd::unary` stays inside them.
         unsafe {
             match kind {
                 SIGMOID => simd::unary(
@@ -205,6 +206,7 @@ mod tests {
             .map(|&x| reference(SILU, [1.0, 0.0], x) as f32)
             .collect();
         let p = v.as_mut_ptr();
+        // SAFETY: p points to v's v.len() floats, used as both x and y.
         unsafe { activation_f32(SILU, [1.0, 0.0], p, p, v.len()) };
         for (g, w) in v.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");

@@ -114,6 +114,7 @@ pub unsafe extern "C" fn onnxc_driver_main(
     let args: Vec<String> = (0..argc as usize)
         // SAFETY: argv has argc valid C strings.
         .map(|i| {
+            // SAFETY: i < argc, and argv holds argc valid NUL-terminated C strings (the contract).
             unsafe { CStr::from_ptr(*argv.add(i)) }
                 .to_string_lossy()
                 .into_owned()

@@ -93,8 +93,10 @@ mod tests {
             }
         }
         // In place, as the dispatched kernel computes it out of place.
+        // SAFETY: x holds x.len() floats and y as many.
         unsafe { gelu_f32(x.as_ptr(), y.as_mut_ptr(), x.len()) };
         let mut z = x.clone();
+        // SAFETY: z holds z.len() floats, used as both input and output.
         unsafe { gelu_f32(z.as_ptr(), z.as_mut_ptr(), z.len()) };
         for (a, b) in z.iter().zip(&y) {
             assert!(a == b || (a.is_nan() && b.is_nan()));

@@ -5,6 +5,10 @@
 //! error strings, and the driver used by `onnxc run` / `onnxc bench`.
 //! **Invariant:** no global mutable state; every entry point is reentrant.
 
+// Every unsafe block states why it is sound (a `// SAFETY:` comment), as Cranelift and
+// rust-analyzer require.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 /// Instruction-set levels the kernels can use, capped by the environment variable
 /// `ONNXC_RUNTIME_ISA` (`baseline`, `avx2` or `avx512`; read once per process). The cap exists
 /// so that the AVX2+FMA and portable kernels can be tested on a machine that has AVX-512; an

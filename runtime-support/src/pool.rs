@@ -169,7 +169,9 @@ pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: 
     // The row kernels specialized for 2×2 and 3×3 windows (constant tap loops, unrolled),
     // and for any window up to the limits of `rows_kernel_applies`; native vectors only.
     if g.rows_kernel_applies() {
-        // SAFETY (each): forwarded contract; `rows_kernel_applies`.
+        // SAFETY: x, y and scratch hold the sizes this function's contract states, which
+        // `PoolRows` requires; `rows_kernel_applies()` was checked above; `dispatch_native`
+        // runs the walk only on an ISA it detected.
         let done = unsafe {
             match g.kernel {
                 [3, 3] => simd::dispatch_native(PoolRows::<3, 3> { g, x, y, scratch }),
@@ -816,6 +818,7 @@ mod tests {
                     n,
                 };
                 let d = dst.as_ptr();
+                // SAFETY: src holds len ≥ 2(n-1)+1 floats and dst n; d points to dst.
                 unsafe {
                     simd::for_each_isa(w, |isa, ()| {
                         for j in 0..n {
@@ -1060,6 +1063,7 @@ mod tests {
                     );
                 }
             };
+            // SAFETY: x, y and scratch are sized from g (scratch_floats()).
             unsafe { pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
             check("dispatched", &y);
             // The row walk on every implementation of 8 lanes or more.
@@ -1071,6 +1075,7 @@ mod tests {
                     y: yp,
                     scratch: sp,
                 };
+                // SAFETY: as above; yp points to y's want.len() floats.
                 unsafe {
                     simd::for_each_isa_from(8, w, |isa, ()| {
                         check(isa, std::slice::from_raw_parts(yp, want.len()))

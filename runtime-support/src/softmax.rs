@@ -64,7 +64,8 @@ unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
     let l = S::LANES;
     let tail = s.lanes(0, n % l);
     let ninf = s.splat(f32::NEG_INFINITY);
-    // SAFETY (whole body): full vectors end at or below n; the tails are masked to it.
+    // SAFETY: (whole body) x and y hold n floats (contract); full vectors end at or below n; the
+    // tails are masked to it.
     unsafe {
         // `max(acc, v)` returns v when either is NaN, so NaNs are tracked apart.
         let mut acc = [ninf; 4];
@@ -147,10 +148,10 @@ pub unsafe extern "C" fn onnxc_softmax_f32(
     n: i64,
     scale: *const f32,
 ) {
-    // SAFETY: scale is null or one float.
     let s = if scale.is_null() {
         1.0
     } else {
+        // SAFETY: scale is non-null here, and then points to one float (the contract).
         unsafe { *scale }
     };
     // SAFETY: forwarded contract.

@@ -189,6 +189,8 @@ mod tests {
         let mut ptrs: Vec<*const c_char> = inputs.iter().map(|s| s.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         let mut pos = vec![0i64; ptrs.len()];
+        // SAFETY: t is an encoded table; ptrs holds ptrs.len() C strings (or null) and pos as many
+        // slots.
         unsafe {
             onnxc_str_lookup(
                 t.as_ptr(),
@@ -200,9 +202,12 @@ mod tests {
         assert_eq!(pos, [1, 0, 2, 3, -1, -1, 2]);
         let idx = [3i64, 0, 4, 7, -1];
         let mut out = vec![std::ptr::null(); idx.len()];
+        // SAFETY: t is an encoded table; idx and out hold idx.len() entries.
         unsafe { onnxc_str_gather(t.as_ptr(), idx.as_ptr(), out.as_mut_ptr(), idx.len() as i64) };
         let got: Vec<String> = out
             .iter()
+            // SAFETY: onnxc_str_gather wrote a NUL-terminated string (kept alive by t) to every
+            // slot.
             .map(|&p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
             .collect();
         assert_eq!(got, ["été", "pear", "apple", "", ""]);
@@ -214,6 +219,7 @@ mod tests {
         let s = std::ffi::CString::new("x").unwrap();
         let ptrs = [s.as_ptr()];
         let mut pos = [7i64];
+        // SAFETY: t is an encoded table; ptrs holds one C string, pos one slot.
         unsafe { onnxc_str_lookup(t.as_ptr(), ptrs.as_ptr(), pos.as_mut_ptr(), 1) };
         assert_eq!(pos, [-1]);
     }

@@ -116,6 +116,7 @@ mod tests {
         let params = [k as i64, 1];
         let mut p = [0f32; 3];
         let mut scratch = [0f32; 21];
+        // SAFETY: params, ab, scores, p and scratch hold what k = 3 requires (21 scratch floats).
         unsafe {
             onnxc_svm_probability(
                 params.as_ptr(),

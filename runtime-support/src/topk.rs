@@ -43,7 +43,7 @@ pub unsafe extern "C" fn onnxc_topk(
         k,
         largest: largest != 0,
     };
-    // SAFETY (each arm): x holds outer·n·inner elements of the type, idx outer·k·inner,
+    // SAFETY: (each arm) x holds outer·n·inner elements of the type, idx outer·k·inner,
     // scratch n.
     unsafe {
         let idx = std::slice::from_raw_parts_mut(idx, outer * k * inner);

@@ -706,6 +706,8 @@ mod tests {
         let x = inputs(rows, f.n_features as usize, seed);
         let want = reference(f, &x, rows);
         let n = rows * f.n_targets as usize;
+        // SAFETY: enc is a valid encoding of f; the inputs hold rows·n_features values and the
+        // outputs n = rows·n_targets.
         let got: Vec<f64> = unsafe {
             match (f.input_f64, f.value_f64) {
                 (false, false) => {
@@ -796,6 +798,8 @@ mod tests {
         };
         let enc = encode(&f).unwrap();
         let mut y = [0f32; 3];
+        // SAFETY: enc encodes f, which has no features (x may be null), and y holds 3 rows of 1
+        // target.
         unsafe { onnxc_tree_ensemble(enc.as_ptr(), std::ptr::null(), y.as_mut_ptr() as _, 3) };
         assert_eq!(y, [3.5; 3]);
     }

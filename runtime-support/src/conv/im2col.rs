@@ -27,7 +27,7 @@ pub(super) unsafe fn conv_group(
     base: &mut Vec<i64>,
 ) {
     let (mg, osz, kd) = (g.mg(), g.osize(), g.kdim());
-    // SAFETY (both): the packers write the GEMM's B blocks from the group's planes.
+    // SAFETY: (both) the packers write the GEMM's B blocks from the group's planes.
     unsafe {
         if row_packable(g) {
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
@@ -512,6 +512,8 @@ pub(super) unsafe fn pack_im2col(
                 }
                 // SAFETY: inside means the tap lies in the channel plane.
                 *o = if inside {
+                    // SAFETY: inside means 0 ≤ q < input[d] in every dim, so off indexes the
+                    // channel plane.
                     unsafe { *plane.add(off as usize) }
                 } else {
                     0.0
@@ -592,6 +594,8 @@ mod tests {
                 let len = nc.div_ceil(NR) * kc * NR;
                 let mut want = vec![f32::NAN; len];
                 let mut base = Vec::new();
+                // SAFETY: x holds the geometry's input and want the len floats of ⌈nc/NR⌉ panels of
+                // kc·NR.
                 unsafe {
                     pack_im2col(&g, x.as_ptr(), k0, kc, n0, nc, want.as_mut_ptr(), &mut base)
                 };
@@ -606,6 +610,8 @@ mod tests {
                     dst: got.as_mut_ptr(),
                 };
                 let gp = got.as_ptr();
+                // SAFETY: the walk writes got's len floats from x; gp points to got, read after
+                // each run.
                 unsafe {
                     simd::for_each_isa(w, |isa, ()| {
                         let got = std::slice::from_raw_parts(gp, len);

@@ -105,6 +105,7 @@ pub(super) unsafe fn conv_indirect(
         let bias = if ep.bias_row.is_null() {
             0.0
         } else {
+            // SAFETY: a non-null bias_row holds one float per output channel of the group; co < mg.
             unsafe { *ep.bias_row.add(co) }
         };
         for oy in 0..oh {

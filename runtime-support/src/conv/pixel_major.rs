@@ -219,6 +219,8 @@ unsafe fn pack_block_avx2(
         let contiguous = (1..valid).all(|j| s.pos[r0 + j] == s.pos[r0] + j as i32);
         let first = s.pos[r0] as usize;
         let (mut c, mut t) = (k0 / ks, k0 % ks);
+        // SAFETY: p < ⌈mc/MR⌉ and dst holds ⌈mc/MR⌉ panels of kc·MR floats (`pack_block`'s
+        // contract).
         let mut d = unsafe { dst.add(p * kc * MR) };
         for _ in 0..kc {
             // SAFETY: the panel's valid lanes read in-bounds offsets (contract); masked lanes
@@ -311,6 +313,7 @@ pub(super) unsafe fn store_transposed(
         let bias = if ep.bias_row.is_null() {
             0.0
         } else {
+            // SAFETY: a non-null bias_row holds m floats; co < m.
             unsafe { *ep.bias_row.add(co) }
         };
         if ep.residual.is_null() {

@@ -374,6 +374,8 @@ fn matches_direct_convolution() {
             };
             let mut scratch = guarded(g.scratch_floats(packed));
             let mut y = vec![f32::NAN; want.len()];
+            // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch
+            // holds scratch_floats(packed) floats.
             unsafe {
                 conv_f32(
                     g,
@@ -401,6 +403,8 @@ fn matches_direct_convolution() {
         let wp = g.pack_weights(&w);
         let mut scratch = guarded(g.scratch_floats(true));
         let mut y = vec![f32::NAN; want.len()];
+        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
+        // scratch_floats(packed) floats.
         unsafe {
             conv_f32(
                 g,
@@ -430,6 +434,8 @@ fn matches_direct_convolution() {
             .enumerate()
             .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { *v })
             .collect();
+        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
+        // scratch_floats(packed) floats.
         unsafe {
             conv_f32(
                 g,
@@ -479,9 +485,12 @@ fn depthwise_reads_permuted_planes() {
             input_planes: perm.iter().map(|&p| (p * isz) as i64).collect(),
             ..g.clone()
         };
+        // SAFETY: the pointer is to an array written by `encode`.
         assert_eq!(unsafe { ConvGeometry::decode(gp.encode().as_ptr()) }, gp);
         let mut scratch = vec![0f32; gp.scratch_floats(true)];
         let mut y = vec![f32::NAN; want.len()];
+        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
+        // scratch_floats(packed) floats.
         unsafe {
             conv_f32(
                 &gp,

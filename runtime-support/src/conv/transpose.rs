@@ -226,7 +226,7 @@ pub unsafe fn conv_transpose_f32(
     let per = pack::packed_a_len(mk, cg);
     let rows_per_chunk = g.chunk_rows();
     let cols_len = (mk * rows_per_chunk * iw).next_multiple_of(16);
-    // SAFETY (whole body): offsets inside the tensors the geometry describes and the
+    // SAFETY: (whole body) offsets inside the tensors the geometry describes and the
     // scratch `scratch_floats()` sizes; col2im writes only positions inside the output.
     unsafe {
         let (w, scratch) = if weights_packed {
@@ -599,6 +599,7 @@ mod tests {
             let want = reference(g, &x, &w, &bias);
             let wp = g.pack_weights(&w);
             assert_eq!(
+                // SAFETY: the pointer is to an array written by `encode`.
                 unsafe { ConvTransposeGeometry::decode(g.encode().as_ptr()) },
                 *g
             );
@@ -606,6 +607,8 @@ mod tests {
                 let mut scratch = vec![0f32; g.scratch_floats(packed) + 64];
                 let mut y = vec![f32::NAN; want.len()];
                 let wsrc = if packed { &wp } else { &w };
+                // SAFETY: x, w, bias and y are sized from the geometry and scratch holds
+                // scratch_floats(packed) + 64 floats.
                 unsafe {
                     conv_transpose_f32(
                         g,
@@ -629,6 +632,8 @@ mod tests {
             let mut scratch = vec![0f32; g.scratch_floats(true) + 64];
             let mut y = vec![f32::NAN; want.len()];
             // A fused clamp.
+            // SAFETY: x, w, bias and y are sized from the geometry and scratch holds
+            // scratch_floats(packed) + 64 floats.
             unsafe {
                 conv_transpose_f32(
                     g,

@@ -646,7 +646,8 @@ mod avx512 {
     ) {
         let (mut p0, mut p1) = (b0, b1);
         let mut q = a;
-        // SAFETY (both loops): panels hold kc steps; the second B panel is read only when
+        // SAFETY: (both loops) AVX-512F (this kernel's target features); panels hold kc steps; the
+        // second B panel is read only when
         // `two`.
         unsafe {
             if two {

@@ -233,6 +233,8 @@ pub unsafe fn gemm_packed_a(
                     // SAFETY: as above.
                     kernel::BPanels {
                         b0,
+                        // SAFETY: jr < direct, a whole 32-column tile read in place, so columns
+                        // jc+jr+NR..jc+jr+32 of row pc exist: b0 + NR is inside B.
                         b1: unsafe { b0.add(NR) },
                         step: *ldb,
                     }
@@ -244,6 +246,8 @@ pub unsafe fn gemm_packed_a(
                     kernel::BPanels {
                         b0,
                         b1: if width > NR {
+                            // SAFETY: width > NR, so the packed block has a next panel,
+                            // b_panel_stride floats on.
                             unsafe { b0.add(b_panel_stride) }
                         } else {
                             b0
@@ -560,6 +564,8 @@ unsafe fn packed_b_row_block(
             let panels = kernel::BPanels {
                 b0: bpan,
                 b1: if width > NR {
+                    // SAFETY: width > NR, so bpan's block has a second panel of kc·NR floats after
+                    // bpan.
                     unsafe { bpan.add(kc * NR) }
                 } else {
                     bpan
@@ -993,9 +999,13 @@ pub unsafe fn microkernel_only(
         // SAFETY: caller contract.
         let bp = kernel::BPanels {
             b0: b,
+            // SAFETY: b holds 32·kc = 2·NR·kc floats (the contract), so b + NR·kc is its second
+            // panel.
             b1: unsafe { b.add(NR * kc) },
             step: NR,
         };
+        // SAFETY: AVX-512 was selected (kernel::select checked the CPU); a holds 12·kc = 2·MR·kc
+        // floats, b two NR·kc panels and c 12 rows of ldc ≥ 32 (the contract).
         unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, c, ldc, true, None, 0, 0) };
         return (2 * MR, 2 * NR);
     }

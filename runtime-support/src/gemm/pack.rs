@@ -190,6 +190,8 @@ pub unsafe fn pack_b_block(
                 for (c, o) in out.iter_mut().enumerate() {
                     // SAFETY: column n0 + full*NR + c < n0 + nc.
                     *o = if c < w {
+                        // SAFETY: c < w = nc - full·NR, so column full·NR + c < nc of the source
+                        // row src, which holds nc floats.
                         unsafe { *src.add(full * NR + c) }
                     } else {
                         0.0
@@ -208,6 +210,8 @@ pub unsafe fn pack_b_block(
             for (c, o) in out.iter_mut().enumerate() {
                 // SAFETY: (k0+kx, j0+c) inside B when c < w.
                 *o = if c < w {
+                    // SAFETY: c < w, so column j0 + c < n0 + nc and row k0 + kx < k0 + kc lie
+                    // inside B (transposed: ldb per column).
                     unsafe { *b.add((j0 + c) * ldb + k0 + kx) }
                 } else {
                     0.0

@@ -24,6 +24,7 @@ fn run(
     let mut got = vec![f32::NAN; m * n];
     let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
     let mut bp = vec![0f32; packed_b_len(k, n)];
+    // SAFETY: a, b, got, bp and scratch are sized from m, n, k (scratch by gemm_scratch_len).
     unsafe {
         if packed_b {
             pack::pack_b(b.as_ptr(), ldb, tb, k, n, bp.as_mut_ptr());
@@ -75,6 +76,7 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
     let bias_c = rand(n, 5);
     let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
     let mut want = vec![0f32; m * n];
+    // SAFETY: a m·k, b k·n, want and resid m·n, bias_r m and bias_c n floats.
     unsafe {
         sgemm_ref(
             m,

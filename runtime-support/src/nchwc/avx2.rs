@@ -219,10 +219,11 @@ impl EpVec {
     #[target_feature(enable = "avx2")]
     fn new(ep: &Epilogue) -> EpVec {
         EpVec {
-            // SAFETY: a non-null bias holds the block's 8 values.
             bias: if ep.bias.is_null() {
                 _mm256_setzero_ps()
             } else {
+                // SAFETY: AVX2 is enabled on this function; a non-null bias holds the block's 8
+                // floats.
                 unsafe { _mm256_loadu_ps(ep.bias) }
             },
             lo: _mm256_set1_ps(ep.lo),

@@ -141,19 +141,34 @@ mod avx2 {
     /// AVX2 present; `xp`/`yp` are one input and one output plane.
     #[target_feature(enable = "avx2")]
     pub unsafe fn plane(g: &PoolGeometry, rows: &Axis, cols: &Axis, xp: *const f32, yp: *mut f32) {
-        // SAFETY (all four): forwarded.
         match (g.kind == 0, separable(g), g.kernel) {
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm and the kernel is 3×3.
             (true, true, [3, 3]) => unsafe { separable_plane::<true, 3, 3>(g, rows, cols, xp, yp) },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm and the kernel is 2×2.
             (true, true, [2, 2]) => unsafe { separable_plane::<true, 2, 2>(g, rows, cols, xp, yp) },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm; KH = KW = 0.
             (true, true, _) => unsafe { separable_plane::<true, 0, 0>(g, rows, cols, xp, yp) },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm and the kernel is 3×3.
             (false, true, [3, 3]) => unsafe {
                 separable_plane::<false, 3, 3>(g, rows, cols, xp, yp)
             },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm and the kernel is 2×2.
             (false, true, [2, 2]) => unsafe {
                 separable_plane::<false, 2, 2>(g, rows, cols, xp, yp)
             },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract); `separable(g)` holds in this arm; KH = KW = 0.
             (false, true, _) => unsafe { separable_plane::<false, 0, 0>(g, rows, cols, xp, yp) },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract).
             (true, false, _) => unsafe { plane_of::<true>(g, rows, cols, xp, yp) },
+            // SAFETY: AVX2 is present and xp/yp are one input and one output plane (this function's
+            // contract).
             (false, false, _) => unsafe { plane_of::<false>(g, rows, cols, xp, yp) },
         }
     }

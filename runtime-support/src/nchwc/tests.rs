@@ -106,6 +106,8 @@ fn check(g: &BlockedConv) {
     let wp = g.pack_weights(&w);
     assert_eq!(wp.len(), g.packed_weights_len());
     let mut scratch = vec![f32::NAN; g.scratch_floats()];
+    // SAFETY: every buffer is sized from the geometry (blocked ones rounded up to CB channels);
+    // scratch holds scratch_floats().
     unsafe {
         if !g.plain_input {
             to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
@@ -202,6 +204,7 @@ fn matches_direct_convolution() {
 fn encode_round_trips() {
     let g = geom(2, 16, 32, 2, [8, 9], [3, 1], 2, 1, 1);
     let p = g.encode();
+    // SAFETY: p is an array written by `encode`.
     assert_eq!(unsafe { BlockedConv::decode(p.as_ptr()) }, g);
 }
 
@@ -243,6 +246,8 @@ fn gathering_reorder_permutes_channels() {
         }
         let len = n * c.div_ceil(CB) * CB * hw;
         let (mut got, mut want) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+        // SAFETY: x and permuted hold n·c·hw floats, got and want len = n·⌈c/CB⌉·CB·hw; planes has
+        // c entries < c.
         unsafe {
             to_blocked_gather(x.as_ptr(), n, c, hw, got.as_mut_ptr(), Some(&planes));
             to_blocked(permuted.as_ptr(), n, c, hw, want.as_mut_ptr());
@@ -257,6 +262,7 @@ fn reorders_round_trip_with_partial_blocks() {
         let x = rand(n * c * hw, 7);
         let mut b = vec![f32::NAN; n * c.div_ceil(CB) * CB * hw];
         let mut y = vec![f32::NAN; x.len()];
+        // SAFETY: x and y hold n·c·hw floats, b n·⌈c/CB⌉·CB·hw.
         unsafe {
             to_blocked(x.as_ptr(), n, c, hw, b.as_mut_ptr());
             from_blocked(b.as_ptr(), n, c, hw, y.as_mut_ptr());
@@ -427,12 +433,14 @@ fn pooling_matches_the_plain_kernel() {
         }
         let mut want = vec![0f32; n * c * ohw];
         let mut scratch = vec![0f32; plain.scratch_floats()];
+        // SAFETY: x and want are sized from plain, scratch holds plain.scratch_floats().
         unsafe {
             crate::pool::pool2d_f32(&plain, x.as_ptr(), want.as_mut_ptr(), scratch.as_mut_ptr())
         };
         let mut xb = vec![0f32; x.len()];
         let mut yb = vec![f32::NAN; want.len()];
         let mut y = vec![0f32; want.len()];
+        // SAFETY: x, xb, yb, y and want are sized from the geometries (c a multiple of CB here).
         unsafe {
             to_blocked(x.as_ptr(), n, c, ihw, xb.as_mut_ptr());
             pool::pool(&blocked, xb.as_ptr(), yb.as_mut_ptr());

@@ -207,7 +207,8 @@ pub trait Walk {
 pub unsafe fn unary<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, f: impl Fn(S::F) -> S::F) {
     let l = S::LANES;
     let mut i = 0;
-    // SAFETY (whole body): full vectors end at or below n; the tail is masked to it.
+    // SAFETY: (whole body) x and y hold n floats (contract); full vectors end at or below n; the
+    // tail is masked to it.
     unsafe {
         while i + 2 * l <= n {
             let (a, b) = (s.load(x.add(i)), s.load(x.add(i + l)));
@@ -312,7 +313,8 @@ pub unsafe fn for_each_isa_from<W: Walk + Clone>(
     w: W,
     mut check: impl FnMut(&'static str, W::Out),
 ) {
-    // SAFETY (all runs): forwarded; the native tokens are made only where detected.
+    // SAFETY: every run gets w, whose contract the caller guarantees; the AVX-512/AVX2
+    // tokens are made only after `is_x86_feature_detected!` found the features.
     unsafe {
         #[cfg(target_arch = "x86_64")]
         {

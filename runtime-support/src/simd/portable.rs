@@ -72,9 +72,10 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
     }
     #[inline(always)]
     unsafe fn load_masked(self, p: *const f32, m: [u32; N], fill: [f32; N]) -> [f32; N] {
-        // SAFETY: only lanes in m are read (caller contract).
         std::array::from_fn(|l| {
             if m[l] != 0 {
+                // SAFETY: lane l is read only when set in m, and those lanes are readable (the
+                // caller's contract).
                 unsafe { *p.wrapping_add(l) }
             } else {
                 fill[l]
@@ -98,9 +99,10 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
         m: [u32; N],
         fill: [f32; N],
     ) -> [f32; N] {
-        // SAFETY: only lanes in m are read (caller contract).
         std::array::from_fn(|l| {
             if m[l] != 0 {
+                // SAFETY: lane l is read only when set in m, and those lanes are readable (the
+                // caller's contract).
                 unsafe { *p.wrapping_offset(l as isize * stride) }
             } else {
                 fill[l]

@@ -566,8 +566,10 @@ impl Walk for Input {
     #[inline(always)]
     unsafe fn run<S: Simd>(self, s: S) {
         let l = S::LANES;
-        // SAFETY (both): the panel's contract.
         match self.1 {
+            // SAFETY: the panel (built by `conv_with` from the geometry) holds NR tiles of one
+            // padded input plane and NR slots of each B matrix; the Simd token exists only for a
+            // detected ISA.
             Variant::F2 => unsafe {
                 self.0.transform(
                     s,
@@ -583,6 +585,9 @@ impl Walk for Input {
                     |d| bt(s, d),
                 )
             },
+            // SAFETY: the panel (built by `conv_with` from the geometry) holds NR tiles of one
+            // padded input plane and NR slots of each B matrix; the Simd token exists only for a
+            // detected ISA.
             Variant::F4 => unsafe {
                 self.0.transform(
                     s,
@@ -611,8 +616,10 @@ impl Walk for Output {
     type Out = ();
     #[inline(always)]
     unsafe fn run<S: Simd>(self, s: S) {
-        // SAFETY (both): the panel's contract.
         match self.1 {
+            // SAFETY: the panel (built by `conv_with`) reads NR products per point and writes tiles
+            // inside the oh × ow plane `out` (and a non-null resid like it); the Simd token exists
+            // only for a detected ISA.
             Variant::F2 => unsafe {
                 self.0.transform(
                     s,
@@ -625,6 +632,9 @@ impl Walk for Output {
                     },
                 )
             },
+            // SAFETY: the panel (built by `conv_with`) reads NR products per point and writes tiles
+            // inside the oh × ow plane `out` (and a non-null resid like it); the Simd token exists
+            // only for a detected ISA.
             Variant::F4 => unsafe {
                 self.0.transform(
                     s,
@@ -721,6 +731,7 @@ unsafe fn conv_with(
             let rg = if residual.is_null() {
                 residual
             } else {
+                // SAFETY: a non-null residual is laid out like y; as above.
                 unsafe { residual.add((b * g.m as usize + grp * mg) * osz) }
             };
             let mut t0 = 0;
@@ -775,6 +786,7 @@ unsafe fn conv_with(
                     let bv = if bias.is_null() {
                         0.0
                     } else {
+                        // SAFETY: a non-null bias holds m floats; ch < m.
                         unsafe { *bias.add(ch) }
                     };
                     for p in 0..nt / NR {

@@ -160,18 +160,20 @@ pub(in crate::conv) fn block_weights(
 ) -> [f32; DW_BLOCK] {
     let ks = wt.len();
     for (t, wv) in wt.iter_mut().enumerate() {
-        // SAFETY: channel c0+c's kernel tap t (the caller's weights hold every channel).
         *wv = std::array::from_fn(|c| {
             if c < nc {
+                // SAFETY: c < nc, so channel c0 + c < c0 + nc ≤ the channel count, and t < ks:
+                // inside the caller's weights (ks floats per channel).
                 unsafe { *w.add((c0 + c) * ks + t) }
             } else {
                 0.0
             }
         });
     }
-    // SAFETY: bias, when present, has an entry per channel.
     std::array::from_fn(|c| {
         if c < nc && !bias.is_null() {
+            // SAFETY: bias is non-null here, and then holds one float per channel; c0 + c < c0 +
+            // nc.
             unsafe { *bias.add(c0 + c) }
         } else {
             0.0
@@ -283,7 +285,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
     let cols = iw.min(wp.saturating_sub(p1));
     let lanes = crate::avx2::first_lanes;
     let (lo_v, hi_v) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-    // SAFETY (whole body): xc holds hp·wp, yc osz and wt ks 16-float cells (scratch sized by
+    // SAFETY: (whole body) xc holds hp·wp, yc osz and wt ks 16-float cells (scratch sized by
     // depthwise_scratch()); planes are read and written only at positions inside them (the
     // last vector of a row or plane masked); every tap of every output lies inside the
     // padded extents.

@@ -95,7 +95,9 @@ pub(super) unsafe fn depthwise(
     let undilated = g.dilations == [1, 1];
     let k = (g.kernel[0], g.kernel[1]);
     let s = (g.strides[0], g.strides[1]);
-    // SAFETY (whole body): the caller's contract; plane offsets inside the tensors.
+    // SAFETY: AVX-512F/BW/DQ/VL and FMA are present and `supported(g)` holds (the caller's
+    // contract); plane b·chans + ch of x, y and a non-null residual, and channel ch's ks
+    // weights and bias, lie inside the tensors the contract describes.
     unsafe {
         for b in 0..g.n as usize {
             for ch in 0..chans {
@@ -169,8 +171,9 @@ impl Ep {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn kernel_vectors<const K: usize>(w: *const f32) -> [[__m512; K]; K] {
-    // SAFETY: w holds K·K taps (the caller's contract); AVX-512F (the callers' features).
     std::array::from_fn(|ky| {
+        // SAFETY: ky, kx < K and w holds K·K taps (the caller's contract); AVX-512F is enabled on
+        // this function.
         std::array::from_fn(|kx| unsafe { _mm512_set1_ps(*w.add(ky * K + kx)) })
     })
 }
@@ -318,7 +321,7 @@ unsafe fn block_s1<const K: usize, const RR: usize, const NA: usize, const CHECK
     wv: &[[__m512; K]; K],
     ep: &Ep,
 ) {
-    // SAFETY (whole body): AVX-512F (the callers' features); row iy of the plane, lanes
+    // SAFETY: (whole body) AVX-512F (the callers' features); row iy of the plane, lanes
     // outside it masked off; the strip's lanes of each output row.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); NA]; RR];

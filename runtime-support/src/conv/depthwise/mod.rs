@@ -419,7 +419,9 @@ pub(super) unsafe fn depthwise_chunks_avx512(
         ((1u32 << (ow % L)) - 1) as u16
     };
     let (lo_v, hi_v, bias_v) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_ps(bias));
-    // SAFETY (both closures and the loop): caller contract.
+    // SAFETY: AVX-512F is enabled here (the caller's contract); chunk i is row oy < oh,
+    // columns ox..ox+16 of y (and of a non-null resid, laid out like y): oh·ow floats, the
+    // lanes past ow masked off.
     let store = |i: usize, acc: __m512| unsafe {
         let (oy, ox) = (i / per_row, (i % per_row) * L);
         let at = oy * ow + ox;
@@ -434,6 +436,9 @@ pub(super) unsafe fn depthwise_chunks_avx512(
     };
     let offset = |i: usize| (i / per_row) * qw + (i % per_row) * L;
     let mut i = 0;
+    // SAFETY: AVX-512F (this function's target features); each load reads 16 floats at ph + base +
+    // offset(i), readable for every tap and chunk i < total (the contract: the phases' slack);
+    // `store` as above.
     unsafe {
         while i + U <= total {
             let at: [usize; U] = std::array::from_fn(|u| offset(i + u));
@@ -550,6 +555,8 @@ pub(super) unsafe fn depthwise_plane(
         let r = if resid.is_null() {
             0.0
         } else {
+            // SAFETY: resid is non-null here, and then laid out like y, whose plane holds osz
+            // floats; o < osz.
             unsafe { *resid.add(o) }
         };
         // SAFETY: inside the output plane.
