@@ -134,7 +134,11 @@ fn required_scratch(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<Arg> {
 }
 
 /// Runs a float32 kernel `f(x, y)` on constant operand `x`, into the result's elements.
-fn f32_kernel(x: &Tensor, result: Operand<'_>, f: impl FnOnce(&[f32], &mut [f32])) -> Tensor {
+pub(crate) fn f32_kernel(
+    x: &Tensor,
+    result: Operand<'_>,
+    f: impl FnOnce(&[f32], &mut [f32]),
+) -> Tensor {
     let x: Vec<f32> = x
         .data
         .chunks_exact(4)
@@ -147,6 +151,19 @@ fn f32_kernel(x: &Tensor, result: Operand<'_>, f: impl FnOnce(&[f32], &mut [f32]
         result.shape.to_vec(),
         y.iter().flat_map(|v| v.to_le_bytes()).collect(),
     )
+}
+
+/// `bytes` copied into 8-byte words (the last one zero-padded): an aligned operand for
+/// kernels that read elements of up to 8 bytes.
+fn aligned_words(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks(8)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            u64::from_ne_bytes(b)
+        })
+        .collect()
 }
 
 #[cfg(test)]

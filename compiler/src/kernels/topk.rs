@@ -2,7 +2,7 @@
 //! each line, best first, ties by position, NaN last (`onnxc_topk`, any element type). ONNX
 //! TopK gathers its values with a map (`frontend::ops::sort`).
 
-use super::{KernelOp, LowerCx, Operand, required_scratch};
+use super::{KernelOp, LowerCx, Operand, aligned_words, required_scratch};
 use crate::ir::interp::EvalError;
 use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
@@ -56,12 +56,7 @@ impl KernelOp for TopK {
         let mut idx = vec![0i64; result.len() as usize];
         let mut scratch = vec![0i64; n_axis];
         // The kernel reads elements of up to 8 bytes: an 8-byte aligned copy.
-        let mut aligned = vec![0u64; x.data.len().div_ceil(8)];
-        for (w, c) in aligned.iter_mut().zip(x.data.chunks(8)) {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            *w = u64::from_ne_bytes(b);
-        }
+        let aligned = aligned_words(&x.data);
         // SAFETY: `aligned` holds the [outer, n, inner] elements of its type the parameters
         // describe, idx the [outer, k, inner] positions, scratch n slots.
         unsafe {

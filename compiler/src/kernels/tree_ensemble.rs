@@ -4,7 +4,7 @@
 //! TreeEnsemble and TreeEnsembleClassifier/Regressor, whose post-processing the frontend
 //! builds as maps (`frontend::ops::ml::tree`).
 
-use super::{KernelOp, LowerCx, Operand};
+use super::{KernelOp, LowerCx, Operand, aligned_words};
 use crate::ir::Tensor;
 use crate::ir::expr;
 use crate::ir::interp::EvalError;
@@ -33,12 +33,7 @@ impl KernelOp for TreeEnsemble {
         let x = x[0];
         let rows = x.shape.first().copied().unwrap_or(1);
         // Aligned copies of the operand and the result.
-        let mut xa = vec![0u64; x.data.len().div_ceil(8)];
-        for (w, c) in xa.iter_mut().zip(x.data.chunks(8)) {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            *w = u64::from_ne_bytes(b);
-        }
+        let xa = aligned_words(&x.data);
         let bytes = result.len() as usize * result.dtype.size();
         let mut y = vec![0u64; bytes.div_ceil(8)];
         // SAFETY: the forest was encoded for this operand's type and width and the result's

@@ -72,17 +72,25 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         Op::Pool(p) => {
             let g = p.geometry(&inputs[0].shape, &shape);
             let mut scratch = vec![0f32; g.scratch_floats()];
-            Ok(f32_kernel(inputs[0], n, dtype, &shape, |x, y| {
-                // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
-                unsafe {
-                    onnxc_runtime::pool::pool2d_f32(
-                        &g,
-                        x.as_ptr(),
-                        y.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                    )
-                }
-            }))
+            Ok(crate::kernels::f32_kernel(
+                inputs[0],
+                crate::kernels::Operand {
+                    dtype,
+                    shape: &shape,
+                    constant: true,
+                },
+                |x, y| {
+                    // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
+                    unsafe {
+                        onnxc_runtime::pool::pool2d_f32(
+                            &g,
+                            x.as_ptr(),
+                            y.as_mut_ptr(),
+                            scratch.as_mut_ptr(),
+                        )
+                    }
+                },
+            ))
         }
         Op::Kernel(k) => {
             let result = crate::kernels::Operand {
@@ -112,28 +120,6 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     Ok(true)
 }
 
-/// Runs a float32 runtime kernel `f(x, y)` on a constant input, into `n` output elements.
-fn f32_kernel(
-    input: &Tensor,
-    n: i64,
-    dtype: crate::ir::DType,
-    shape: &[i64],
-    f: impl FnOnce(&[f32], &mut [f32]),
-) -> Tensor {
-    let x: Vec<f32> = input
-        .data
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let mut y = vec![0f32; n as usize];
-    f(&x, &mut y);
-    Tensor::new(
-        dtype,
-        shape.to_vec(),
-        y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    )
-}
-
 /// The pass: folds every foldable node in topological order.
 pub fn run(g: &mut Graph, limit: usize) -> Result<usize, String> {
     let mut count = 0;
@@ -144,4 +130,3 @@ pub fn run(g: &mut Graph, limit: usize) -> Result<usize, String> {
     }
     Ok(count)
 }
-
