@@ -22,6 +22,37 @@
 //! - Masked loads do not access the lanes outside their mask: such a lane's address may lie
 //!   outside every allocation. Masked stores write only the lanes inside.
 
+/// The methods of a native implementation, each running only its instruction set's
+/// intrinsics: `name(arguments) -> type = body;`, `unsafe name(..) = body;` for those with
+/// the trait's pointer contracts, and `binary type: name intrinsic, ..;` for the
+/// one-intrinsic `(a, b)` operations. Always inlined, the body in one `unsafe` block, which
+/// the token makes sound (a value of the implementation exists only where its instructions
+/// may run) together with the callers' pointer contracts.
+#[cfg(target_arch = "x86_64")]
+macro_rules! intrinsics {
+    () => {};
+    (binary $t:ty: $($name:ident $f:ident),*; $($rest:tt)*) => {
+        $(intrinsics!($name(a: $t, b: $t) -> $t = $f(a, b););)*
+        intrinsics!($($rest)*);
+    };
+    (unsafe $name:ident($($a:ident: $t:ty),*) $(-> $r:ty)? = $e:expr; $($rest:tt)*) => {
+        #[inline(always)]
+        unsafe fn $name(self, $($a: $t),*) $(-> $r)? {
+            // SAFETY: the token proves the instruction set; the caller, the pointer contract.
+            unsafe { $e }
+        }
+        intrinsics!($($rest)*);
+    };
+    ($name:ident($($a:ident: $t:ty),*) -> $r:ty = $e:expr; $($rest:tt)*) => {
+        #[inline(always)]
+        fn $name(self, $($a: $t),*) -> $r {
+            // SAFETY: the token proves the instruction set.
+            unsafe { $e }
+        }
+        intrinsics!($($rest)*);
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -167,27 +198,45 @@ pub unsafe trait Simd: Copy {
     /// 128-bit halves (π: tiles 0, 2, 4, 6, 1, 3, 5, 7), half the shuffles of crossing them.
     #[inline(always)]
     fn split4(self, v: [Self::F; 4]) -> [Self::F; 4] {
-        let (e01, o01) = self.deinterleave(v[0], v[1]);
-        let (e23, o23) = self.deinterleave(v[2], v[3]);
-        let (c0, c2) = self.deinterleave(e01, e23);
-        let (c1, c3) = self.deinterleave(o01, o23);
-        [c0, c1, c2, c3]
+        butterfly(self, v, Self::deinterleave, false)
     }
     /// The inverse of [`split4`](Simd::split4): columns `c[0..4]` (float `4k + j` in lane
     /// `π(k)` of `c[j]`) back to `4·LANES` consecutive floats.
     #[inline(always)]
     fn join4(self, c: [Self::F; 4]) -> [Self::F; 4] {
-        let (e01, e23) = self.interleave(c[0], c[2]);
-        let (o01, o23) = self.interleave(c[1], c[3]);
-        let (v0, v1) = self.interleave(e01, o01);
-        let (v2, v3) = self.interleave(e23, o23);
-        [v0, v1, v2, v3]
+        butterfly(self, c, Self::interleave, true)
     }
 
     /// The sum of the lanes (in an order of the implementation's).
     fn reduce_add(self, a: Self::F) -> f32;
     /// The largest lane (NaN lanes: unspecified).
     fn reduce_max(self, a: Self::F) -> f32;
+}
+
+/// The default `split4` (`join`: `join4`): two rounds of the two-vector shuffle `f`
+/// (`deinterleave`, `interleave`) over four vectors, on the pairs (0, 1), (2, 3) with the
+/// results regrouped `[first, first, second, second]`, or on (0, 2), (1, 3) kept in order —
+/// stride-4 columns out of consecutive floats, and back.
+#[inline(always)]
+fn butterfly<S: Simd>(
+    s: S,
+    v: [S::F; 4],
+    f: impl Fn(S, S::F, S::F) -> (S::F, S::F) + Copy,
+    join: bool,
+) -> [S::F; 4] {
+    let round = {
+        #[inline(always)]
+        move |[a, b, c, d]: [S::F; 4]| {
+            if join {
+                let ((p, q), (r, t)) = (f(s, a, c), f(s, b, d));
+                [p, q, r, t]
+            } else {
+                let ((p, q), (r, t)) = (f(s, a, b), f(s, c, d));
+                [p, r, q, t]
+            }
+        }
+    };
+    round(round(v))
 }
 
 /// A kernel walk: arguments as fields, the work in `run`, written once over [`Simd`].
