@@ -962,6 +962,21 @@ const DW_BLOCKED_MAX_OUT: usize = 100;
 /// 112×112 → 56×56 stride 2 (15900 cells, 1 MB) 5% slower.
 const DW_BLOCKED_MAX_CELLS_AVX2: usize = 8192;
 
+/// The buffers and epilogue of one convolution call (`conv_f32`'s arguments past the
+/// geometry, the weights packed): input, weights, bias (null: none), residual (null: none),
+/// the clamp `[lo, hi]`, output and scratch.
+#[derive(Clone, Copy)]
+pub(crate) struct Call {
+    pub x: *const f32,
+    pub w: *const f32,
+    pub bias: *const f32,
+    pub residual: *const f32,
+    pub lo: f32,
+    pub hi: f32,
+    pub y: *mut f32,
+    pub scratch: *mut f32,
+}
+
 /// 2-D depthwise convolution over blocks of 16 channels stored channel-last: the block's
 /// planes are transposed into a zero-padded [row][column][16] buffer, every output position
 /// accumulates its taps as 16-channel vectors, and the result is transposed back with the
@@ -970,38 +985,14 @@ const DW_BLOCKED_MAX_CELLS_AVX2: usize = 8192;
 ///
 /// # Safety
 /// As `conv_f32` for a depthwise geometry with `dims = depthwise_blocked_dims()`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_blocked(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    dims: (usize, usize),
-) {
-    crate::multiversion!(depthwise_blocked_body(
-        g, x, w, bias, residual, lo, hi, y, scratch, dims
-    ))
+unsafe fn depthwise_blocked(g: &ConvGeometry, c: Call, dims: (usize, usize)) {
+    crate::multiversion!(depthwise_blocked_body(g, c, dims))
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-fn depthwise_blocked_body(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (hp, wp): (usize, usize),
-) {
+fn depthwise_blocked_body(g: &ConvGeometry, c: Call, (hp, wp): (usize, usize)) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     const B: usize = DW_BLOCK;
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
@@ -1206,19 +1197,9 @@ fn transpose8(r: &mut [std::arch::x86_64::__m256; 8]) {
 /// FMA present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_blocked_avx2(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (hp, wp): (usize, usize),
-) {
+unsafe fn depthwise_blocked_avx2(g: &ConvGeometry, c: Call, (hp, wp): (usize, usize)) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     use std::arch::x86_64::*;
     const B: usize = DW_BLOCK;
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
@@ -1377,47 +1358,19 @@ unsafe fn depthwise_blocked_avx2(
 ///
 /// # Safety
 /// As `conv_f32` for a depthwise geometry with `dims = depthwise_dims()`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_2d(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (qh, qw, slack): (usize, usize, usize),
-) {
-    crate::multiversion!(depthwise_2d_planes(
-        g, x, w, bias, residual, lo, hi, y, scratch, qh, qw, slack
-    ))
+unsafe fn depthwise_2d(g: &ConvGeometry, c: Call, dims: (usize, usize, usize)) {
+    crate::multiversion!(depthwise_2d_planes(g, c, dims))
 }
 
 /// Every plane of a 2-D depthwise convolution (one ISA dispatch for all of them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-fn depthwise_2d_planes(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    qh: usize,
-    qw: usize,
-    slack: usize,
-) {
+fn depthwise_2d_planes(g: &ConvGeometry, c: Call, (qh, qw, slack): (usize, usize, usize)) {
     // A plain loop, not a closure: a closure body is compiled as its own function without
     // the ISA features `multiversion!` enables (measured: the plane kernel ran in SSE
     // registers without FMA, 3× slower than onnxruntime's depthwise convs).
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
-        depthwise_body(g, xp, wp, yp, bv, r, lo, hi, scratch, qh, qw, slack)
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
+        depthwise_body(g, xp, wp, yp, bv, r, c.lo, c.hi, c.scratch, qh, qw, slack)
     }
 }
 
@@ -1431,23 +1384,12 @@ fn depthwise_2d_planes(
 ///
 /// # Safety
 /// As `conv_f32` for a 3-D depthwise geometry whose `depthwise_slice()` is `g2`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise_3d(
-    g: &ConvGeometry,
-    g2: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
+unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) {
+    let (lo, hi, scratch) = (c.lo, c.hi, c.scratch);
     let (id, od, kd) = (g.input[0], g.output[0], g.kernel[0] as usize);
     let (islice, oslice, kslice) = (g2.isize(), g2.osize(), g2.ksize());
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
         for o in 0..od {
             let taps: Vec<(usize, usize)> = (0..kd)
                 .filter_map(|k| {
@@ -1510,13 +1452,11 @@ fn depthwise_planes(g: &ConvGeometry) -> usize {
 #[inline(always)]
 fn depthwise_plane_ptrs(
     g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    y: *mut f32,
+    c: Call,
     plane: usize,
 ) -> (*const f32, *const f32, *mut f32, f32, *const f32) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let y = c.y;
     let osz = g.osize();
     let (b, ch) = (plane / g.m as usize, plane % g.m as usize);
     // SAFETY: plane offsets inside x, y, the residual and the weights.
@@ -1866,40 +1806,48 @@ pub unsafe fn conv_f32(
     scratch: *mut f32,
 ) {
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
+    let c = Call {
+        x,
+        w,
+        bias,
+        residual,
+        lo,
+        hi,
+        y,
+        scratch,
+    };
     if g.is_depthwise() {
         #[cfg(target_arch = "x86_64")]
         if crate::isa::avx512() && depthwise512::supported(g) {
             // SAFETY: AVX-512 detected; forwarded contract.
-            unsafe { depthwise512::depthwise(g, x, w, bias, residual, lo, hi, y) };
+            unsafe { depthwise512::depthwise(g, c) };
             return;
         }
         if let Some(dims) = g.depthwise_blocked_dims() {
             #[cfg(target_arch = "x86_64")]
             if crate::isa::avx2() && dims.0 * dims.1 + g.osize() <= DW_BLOCKED_MAX_CELLS_AVX2 {
                 // SAFETY: AVX2 and FMA detected; forwarded contract.
-                unsafe {
-                    depthwise_blocked_avx2(g, x, w, bias, residual, lo, hi, y, scratch, dims)
-                };
+                unsafe { depthwise_blocked_avx2(g, c, dims) };
                 return;
             }
             if g.osize() <= DW_BLOCKED_MAX_OUT {
                 // SAFETY: forwarded contract.
-                unsafe { depthwise_blocked(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+                unsafe { depthwise_blocked(g, c, dims) };
                 return;
             }
         }
         if let (2, Some(dims)) = (g.input.len(), g.depthwise_dims()) {
             // SAFETY: forwarded contract.
-            unsafe { depthwise_2d(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+            unsafe { depthwise_2d(g, c, dims) };
             return;
         }
         if let Some(g2) = g.depthwise_slice() {
             // SAFETY: forwarded contract (scratch sized for the slices).
-            unsafe { depthwise_3d(g, &g2, x, w, bias, residual, lo, hi, y, scratch) };
+            unsafe { depthwise_3d(g, &g2, c) };
             return;
         }
         for plane in 0..depthwise_planes(g) {
-            let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+            let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
             // SAFETY: one plane of the geometry and its kernel.
             unsafe { depthwise_plane(g, xp, wp, yp, bv, r, lo, hi) }
         }
@@ -1918,7 +1866,12 @@ pub unsafe fn conv_f32(
                 std::ptr::copy_nonoverlapping(packed.as_ptr(), scratch, packed.len());
                 (scratch as *const f32, scratch.add(packed.len()))
             };
-            crate::winograd::conv_winograd(g, x, wp, bias, residual, lo, hi, y, rest);
+            let c = Call {
+                w: wp,
+                scratch: rest,
+                ..c
+            };
+            crate::winograd::conv_winograd(g, c);
         }
         return;
     }

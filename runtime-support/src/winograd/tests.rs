@@ -294,22 +294,18 @@ impl Walk for Whole<'_> {
         let g = self.g;
         let mut y = vec![f32::NAN; self.resid.len()];
         let mut scratch = vec![f32::NAN; g.winograd_scratch()];
-        let (x, wp, bias, resid) = (self.x, self.wp, self.bias, self.resid);
-        // SAFETY: the buffers hold the geometry's tensors and scratch.
-        unsafe {
-            conv_with(
-                &On(s),
-                g,
-                x.as_ptr(),
-                wp.as_ptr(),
-                bias.as_ptr(),
-                resid.as_ptr(),
-                -0.5,
-                0.6,
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr(),
-            )
+        let c = Call {
+            x: self.x.as_ptr(),
+            w: self.wp.as_ptr(),
+            bias: self.bias.as_ptr(),
+            residual: self.resid.as_ptr(),
+            lo: -0.5,
+            hi: 0.6,
+            y: y.as_mut_ptr(),
+            scratch: scratch.as_mut_ptr(),
         };
+        // SAFETY: the buffers hold the geometry's tensors and scratch.
+        unsafe { conv_with(&On(s), g, c) };
         y
     }
 }
