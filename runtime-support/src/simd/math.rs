@@ -117,3 +117,11 @@ pub fn erf<S: Simd>(s: S, x: S::F) -> S::F {
     let q = poly(s, &ERF_Q, x2);
     s.div(s.mul(xc, p), q)
 }
+
+/// GELU, exact form: `½·x·(1 + erf(x/√2))` per lane.
+#[inline(always)]
+pub fn gelu<S: Simd>(s: S, v: S::F) -> S::F {
+    let (half, one) = (s.splat(0.5), s.splat(1.0));
+    let r2 = s.splat(std::f32::consts::FRAC_1_SQRT_2);
+    s.mul(s.mul(half, v), s.add(one, erf(s, s.mul(v, r2))))
+}
