@@ -281,143 +281,27 @@ fn reorders_round_trip_with_partial_blocks() {
 
 #[test]
 fn pooling_matches_the_plain_kernel() {
-    #[allow(clippy::type_complexity, reason = "a table of cases")]
-    let cases: &[(
-        i64,
-        bool,
-        i64,
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-    )] = &[
-        // kind, count_include_pad, p, input, kernel, strides, dilations, pads begin, pads end
-        (
-            0,
-            false,
-            0,
-            [13, 13],
-            [3, 3],
-            [2, 2],
-            [1, 1],
-            [0, 0],
-            [1, 1],
-        ),
-        (
-            0,
-            false,
-            0,
-            [112, 112],
-            [3, 3],
-            [2, 2],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            1,
-            false,
-            0,
-            [14, 14],
-            [3, 3],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (1, true, 0, [9, 7], [3, 2], [2, 1], [1, 1], [1, 0], [1, 1]),
-        (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
-        (
-            0,
-            false,
-            0,
-            [10, 10],
-            [3, 3],
-            [1, 1],
-            [2, 2],
-            [2, 2],
-            [2, 2],
-        ),
-        (2, false, 2, [8, 8], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
-        // Inception's stride-1 max pools; rows wider than one chunk of columns (several
-        // chunks per row, stride 1 and 2); stride above the kernel (not separable); windows
-        // wholly in the padding (pads ≥ kernel); a kernel wider than a chunk.
-        (
-            0,
-            false,
-            0,
-            [28, 28],
-            [3, 3],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            0,
-            false,
-            0,
-            [5, 600],
-            [3, 3],
-            [1, 2],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            1,
-            false,
-            0,
-            [4, 530],
-            [2, 3],
-            [1, 1],
-            [1, 1],
-            [0, 1],
-            [1, 1],
-        ),
-        (1, true, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
-        (0, false, 0, [9, 9], [2, 2], [3, 3], [1, 1], [0, 0], [1, 1]),
-        (0, false, 0, [6, 6], [2, 2], [1, 1], [2, 1], [3, 3], [3, 3]),
-        (1, true, 0, [6, 6], [2, 2], [1, 1], [1, 1], [3, 3], [3, 3]),
-        (
-            0,
-            false,
-            0,
-            [2, 300],
-            [1, 280],
-            [1, 7],
-            [1, 1],
-            [0, 0],
-            [0, 0],
-        ),
-    ];
-    for &(kind, cip, p, input, kernel, strides, dilations, pads_begin, pads_end) in cases {
-        let out = |d: usize| {
-            (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
-                / strides[d]
-                + 1
-        };
+    for case in crate::pool::tests::CASES {
         let (n, c) = (2usize, 16usize);
-        let plain = PoolGeometry {
-            kind,
-            count_include_pad: cip,
-            p,
-            planes: (n * c) as i64,
-            input,
-            output: [out(0), out(1)],
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            pads_end,
-        };
+        let plain = crate::pool::tests::geometry(case, (n * c) as i64);
         let blocked = PoolGeometry {
             planes: (n * c / CB) as i64,
             ..plain.clone()
         };
-        let (ihw, ohw) = ((input[0] * input[1]) as usize, (out(0) * out(1)) as usize);
+        let PoolGeometry {
+            kind,
+            input,
+            output,
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            ..
+        } = plain;
+        let (ihw, ohw) = (
+            (input[0] * input[1]) as usize,
+            (output[0] * output[1]) as usize,
+        );
         let mut x = rand(n * c * ihw, 9);
         if kind == 0 {
             // NaN taps make their windows NaN.
@@ -441,7 +325,7 @@ fn pooling_matches_the_plain_kernel() {
         // Max: a window with a NaN tap is NaN, in both kernels; checked here independently.
         let window_nan = |i: usize| {
             let (pl, o) = (i / ohw, (i % ohw) as i64);
-            let (oy, ox) = (o / out(1), o % out(1));
+            let (oy, ox) = (o / output[1], o % output[1]);
             (0..kernel[0]).any(|ky| {
                 let iy = oy * strides[0] - pads_begin[0] + ky * dilations[0];
                 (0..kernel[1]).any(|kx| {
