@@ -1,5 +1,6 @@
 use super::*;
 use crate::pool::PoolGeometry;
+use crate::simd::{self, On, Simd, Walk};
 
 use crate::test_rand as rand;
 
@@ -102,7 +103,6 @@ fn check(g: &BlockedConv) {
     };
     let mut rb = vec![0f32; res.len()];
     let mut yb = vec![f32::NAN; res.len()];
-    let mut y = vec![0f32; res.len()];
     let wp = g.pack_weights(&w);
     assert_eq!(wp.len(), g.packed_weights_len());
     let mut scratch = vec![f32::NAN; g.scratch_floats()];
@@ -125,13 +125,72 @@ fn check(g: &BlockedConv) {
             yb.as_mut_ptr(),
             scratch.as_mut_ptr(),
         );
-        from_blocked(yb.as_ptr(), g.n, g.m, oh * ow, y.as_mut_ptr());
     }
-    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
-            "{g:?}: element {i}: got {a}, want {b}"
-        );
+    let compare = |isa: &str, yb: &[f32]| {
+        let mut y = vec![0f32; yb.len()];
+        unsafe { from_blocked(yb.as_ptr(), g.n, g.m, oh * ow, y.as_mut_ptr()) };
+        for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{isa} {g:?}: element {i}: got {a}, want {b}"
+            );
+        }
+    };
+    compare("dispatched", &yb);
+    if g.is_depthwise() {
+        let images = Images {
+            g,
+            x: &xb,
+            w: &wp,
+            bias: &bias,
+            residual: &rb,
+        };
+        // SAFETY: the walk's buffers are its own.
+        unsafe { simd::for_each_isa_in(8..=8, images, |isa, yb| compare(isa, &yb)) };
+    }
+}
+
+/// The depthwise convolution of every image with its walk on the implementation `run` is
+/// given (the epilogue `check`'s).
+#[derive(Clone)]
+struct Images<'a> {
+    g: &'a BlockedConv,
+    x: &'a [f32],
+    w: &'a [f32],
+    bias: &'a [f32],
+    residual: &'a [f32],
+}
+
+impl Walk for Images<'_> {
+    type Out = Vec<f32>;
+    unsafe fn run<S: Simd>(self, s: S) -> Vec<f32> {
+        let g = self.g;
+        let (iplane, oplane) = (g.input[0] * g.input[1] * CB, g.output[0] * g.output[1] * CB);
+        let mut y = vec![f32::NAN; self.residual.len()];
+        let mut scratch = vec![f32::NAN; g.scratch_floats()];
+        for img in 0..g.n {
+            let ep = Epilogue {
+                bias: self.bias.as_ptr(),
+                residual: self.residual[img * g.m / CB * oplane..].as_ptr(),
+                lo: -0.5,
+                hi: 3.0,
+            };
+            // SAFETY: image img of each buffer.
+            unsafe {
+                depthwise(
+                    g,
+                    self.x[img * g.c / CB * iplane..].as_ptr(),
+                    iplane,
+                    self.w.as_ptr(),
+                    &ep,
+                    y[img * g.m / CB * oplane..].as_mut_ptr(),
+                    oplane,
+                    scratch.as_mut_ptr(),
+                    &On(s),
+                )
+            };
+        }
+        y
     }
 }
 

@@ -319,6 +319,65 @@ pub unsafe fn dispatch_native<W: Walk>(w: W) -> Option<W::Out> {
     None
 }
 
+/// Runs `w` with 8-lane vectors, for walks over blocks of 8 floats (the NCHWc layout's): AVX2
+/// where the CPU has it (AVX-512 CPUs too), else the portable `Lanes<8>`.
+///
+/// # Safety
+/// `w`'s contract.
+#[inline(always)]
+pub unsafe fn dispatch8<W: Walk>(w: W) -> W::Out {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        // SAFETY: AVX2 and FMA detected; w's contract forwarded.
+        return unsafe { run_avx2(w) };
+    }
+    // SAFETY: forwarded.
+    unsafe { w.run(Lanes::<8>::new()) }
+}
+
+/// Runs walks for a kernel: `Dispatch`/`Dispatch8` as `dispatch`/`dispatch8` do, or in
+/// tests `On` one given implementation (so a kernel that runs several walks can be tested
+/// whole on each).
+pub trait Runner {
+    /// # Safety
+    /// `w`'s contract.
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out;
+}
+
+/// [`dispatch`].
+pub struct Dispatch;
+
+impl Runner for Dispatch {
+    #[inline(always)]
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { dispatch(w) }
+    }
+}
+
+/// [`dispatch8`].
+pub struct Dispatch8;
+
+impl Runner for Dispatch8 {
+    #[inline(always)]
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { dispatch8(w) }
+    }
+}
+
+/// One implementation (a token the test holds).
+#[cfg(test)]
+pub struct On<S>(pub S);
+
+#[cfg(test)]
+impl<S: Simd> Runner for On<S> {
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { w.run(self.0) }
+    }
+}
+
 /// # Safety
 /// AVX-512 F/BW/DQ/VL and FMA present; `w`'s contract.
 #[cfg(target_arch = "x86_64")]
@@ -347,17 +406,17 @@ unsafe fn run_avx2<W: Walk>(w: W) -> W::Out {
 #[cfg(test)]
 pub unsafe fn for_each_isa<W: Walk + Clone>(w: W, check: impl FnMut(&'static str, W::Out)) {
     // SAFETY: forwarded.
-    unsafe { for_each_isa_from(1, w, check) }
+    unsafe { for_each_isa_in(1..=16, w, check) }
 }
 
-/// `for_each_isa` over the implementations of at least `min_lanes` lanes (walks that
-/// assume a native vector width).
+/// `for_each_isa` over the implementations whose lane count is in `lanes` (walks that
+/// assume a native vector width, or 8-float blocks).
 ///
 /// # Safety
 /// `w`'s contract, for every run.
 #[cfg(test)]
-pub unsafe fn for_each_isa_from<W: Walk + Clone>(
-    min_lanes: usize,
+pub unsafe fn for_each_isa_in<W: Walk + Clone>(
+    lanes: std::ops::RangeInclusive<usize>,
     w: W,
     mut check: impl FnMut(&'static str, W::Out),
 ) {
@@ -370,20 +429,26 @@ pub unsafe fn for_each_isa_from<W: Walk + Clone>(
                 && std::is_x86_feature_detected!("avx512dq")
                 && std::is_x86_feature_detected!("avx512vl")
                 && std::is_x86_feature_detected!("fma")
+                && lanes.contains(&16)
             {
                 check("avx512", run_avx512(w.clone()));
             }
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            if std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && lanes.contains(&8)
+            {
                 check("avx2", run_avx2(w.clone()));
             }
         }
-        if min_lanes <= 4 {
+        if lanes.contains(&4) {
             check("lanes4", w.clone().run(Lanes::<4>::new()));
         }
-        if min_lanes <= 8 {
+        if lanes.contains(&8) {
             check("lanes8", w.clone().run(Lanes::<8>::new()));
         }
-        check("lanes16", w.run(Lanes::<16>::new()));
+        if lanes.contains(&16) {
+            check("lanes16", w.run(Lanes::<16>::new()));
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 
 use crate::conv::{Call, ConvGeometry};
 use crate::gemm::{self, BSource, Epilogue, NR, pack};
-use crate::simd::{self, Simd, Walk};
+use crate::simd::{Dispatch, Runner, Simd, Walk};
 
 mod f4;
 
@@ -635,25 +635,6 @@ impl Walk for Output {
                 )
             },
         }
-    }
-}
-
-/// Runs the panel walks: with the CPU's instruction set (`Dispatch`), or in tests with a
-/// given implementation.
-trait Runner {
-    /// # Safety
-    /// `w`'s contract.
-    unsafe fn run<W: Walk<Out = ()>>(&self, w: W);
-}
-
-/// `simd::dispatch`.
-struct Dispatch;
-
-impl Runner for Dispatch {
-    #[inline(always)]
-    unsafe fn run<W: Walk<Out = ()>>(&self, w: W) {
-        // SAFETY: forwarded.
-        unsafe { simd::dispatch(w) }
     }
 }
 
