@@ -109,6 +109,10 @@ unsafe impl Simd for Avx2 {
             let idx = _mm256_mullo_epi32(iota(), _mm256_set1_epi32(stride as i32));
             _mm256_mask_i32gather_ps::<4>(fill, p, idx, _mm256_castsi256_ps(m))
         };
+        unsafe gather_index(p: *const f32, idx: *const i32, m: __m256i, fill: __m256) -> __m256 = {
+            let i = _mm256_maskload_epi32(idx, m);
+            _mm256_mask_i32gather_ps::<4>(fill, p, i, _mm256_castsi256_ps(m))
+        };
         splat(v: f32) -> __m256 = _mm256_set1_ps(v);
         lanes(lo: usize, hi: usize) -> __m256i = {
             let (lo, hi) = (lo.min(8) as i32, hi.min(8) as i32);

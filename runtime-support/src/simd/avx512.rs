@@ -64,6 +64,13 @@ unsafe impl Simd for Avx512 {
                 _mm512_mullo_epi32(iota(), _mm512_set1_epi32(stride as i32)),
                 p,
             );
+        unsafe gather_index(p: *const f32, idx: *const i32, m: __mmask16, fill: __m512) -> __m512 =
+            _mm512_mask_i32gather_ps::<4>(
+                fill,
+                m,
+                _mm512_maskz_loadu_epi32(m, idx),
+                p,
+            );
         splat(v: f32) -> __m512 = _mm512_set1_ps(v);
         select(m: __mmask16, a: __m512, b: __m512) -> __m512 = _mm512_mask_blend_ps(m, b, a);
         binary __m512: add _mm512_add_ps, sub _mm512_sub_ps, mul _mm512_mul_ps,

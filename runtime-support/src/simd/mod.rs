@@ -140,6 +140,19 @@ pub unsafe trait Simd: Copy {
         m: Self::M,
         fill: Self::F,
     ) -> Self::F;
+    /// Lane `l` in `m` is `p[idx[l]]`, the others `fill`; neither their indices nor their
+    /// addresses are accessed.
+    ///
+    /// # Safety
+    /// `idx.wrapping_add(l)` and then `p.wrapping_offset(idx[l])` are readable for every lane
+    /// `l` in `m`.
+    unsafe fn gather_index(
+        self,
+        p: *const f32,
+        idx: *const i32,
+        m: Self::M,
+        fill: Self::F,
+    ) -> Self::F;
     /// `a` in the lanes of `m`, `b` elsewhere.
     fn select(self, m: Self::M, a: Self::F, b: Self::F) -> Self::F;
 

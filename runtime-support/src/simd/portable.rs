@@ -108,6 +108,23 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
         })
     }
     #[inline(always)]
+    unsafe fn gather_index(
+        self,
+        p: *const f32,
+        idx: *const i32,
+        m: [u32; N],
+        fill: [f32; N],
+    ) -> [f32; N] {
+        // SAFETY: only lanes in m are read, index and value (caller contract).
+        std::array::from_fn(|l| {
+            if m[l] != 0 {
+                unsafe { *p.wrapping_offset(*idx.wrapping_add(l) as isize) }
+            } else {
+                fill[l]
+            }
+        })
+    }
+    #[inline(always)]
     fn select(self, m: [u32; N], a: [f32; N], b: [f32; N]) -> [f32; N] {
         std::array::from_fn(|l| f32::from_bits(a[l].to_bits() & m[l] | b[l].to_bits() & !m[l]))
     }

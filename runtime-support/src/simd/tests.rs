@@ -104,6 +104,12 @@ impl Walk for Ops<'_> {
                         "gather_masked",
                         s.gather_masked(self.a.as_ptr().add(i), stride, m, b),
                     );
+                    // Lane j reads element i + (j·7 mod LANES), indices past the mask unread.
+                    let idx: Vec<i32> = (0..l).map(|j| (j * 7 % l) as i32).collect();
+                    put(
+                        "gather_index",
+                        s.gather_index(self.a.as_ptr().add(i), idx.as_ptr(), m, b),
+                    );
                     let mut buf = [1.5f32; 16];
                     s.store_masked(buf.as_mut_ptr(), m, a);
                     put("store_masked", s.load(buf.as_ptr()));
@@ -239,43 +245,33 @@ fn every_implementation_keeps_the_documented_semantics() {
         }
         // Masked loads and stores against lane sets.
         let ranges = [(0, l), (1, l - 1), (3, 2), (l / 2, l + 4), (0, 0)];
-        let (lm, lz, gm, sm, an) = (
-            find("load_masked"),
-            find("load_or_zero"),
-            find("gather_masked"),
-            find("store_masked"),
-            find("any"),
-        );
+        let an = find("any");
         let mut k = 0;
         for i in (0..a.len() / l * l).step_by(l) {
             for (lo, hi) in ranges {
                 let stride = if i + 2 * l <= a.len() { 2 } else { 1 };
-                let inside = |j: usize| j >= lo && j < hi.min(l);
-                for j in 0..l {
-                    let want_load = if inside(j) { a[i + j] } else { b[i + j] };
-                    let want_gather = if inside(j) {
-                        a[i + j * stride]
-                    } else {
-                        b[i + j]
-                    };
-                    let want_store = if inside(j) { a[i + j] } else { 1.5 };
-                    assert!(
-                        same(lm[k * l + j], want_load),
-                        "{isa} load_masked {i} {lo}..{hi} lane {j}"
-                    );
-                    let want_zero = if inside(j) { a[i + j] } else { 0.0 };
-                    assert!(
-                        same(lz[k * l + j], want_zero),
-                        "{isa} load_or_zero {i} {lo}..{hi} lane {j}"
-                    );
-                    assert!(
-                        same(gm[k * l + j], want_gather),
-                        "{isa} gather_masked {i} {lo}..{hi} lane {j}"
-                    );
-                    assert!(
-                        same(sm[k * l + j], want_store),
-                        "{isa} store_masked {i} {lo}..{hi} lane {j}"
-                    );
+                // Per operation, the value of lane j inside the mask and outside it.
+                let lanes: [(&str, &dyn Fn(usize) -> (f32, f32)); 5] = [
+                    ("load_masked", &|j| (a[i + j], b[i + j])),
+                    ("load_or_zero", &|j| (a[i + j], 0.0)),
+                    ("gather_masked", &|j| (a[i + j * stride], b[i + j])),
+                    ("gather_index", &|j| (a[i + j * 7 % l], b[i + j])),
+                    ("store_masked", &|j| (a[i + j], 1.5)),
+                ];
+                for (name, want) in lanes {
+                    let got = find(name);
+                    for j in 0..l {
+                        let (inside, outside) = want(j);
+                        let want = if j >= lo && j < hi.min(l) {
+                            inside
+                        } else {
+                            outside
+                        };
+                        assert!(
+                            same(got[k * l + j], want),
+                            "{isa} {name} {i} {lo}..{hi} lane {j}"
+                        );
+                    }
                 }
                 assert_eq!(an[k * l] != 0.0, lo < hi.min(l), "{isa} any {lo}..{hi}");
                 k += 1;
