@@ -51,12 +51,9 @@ fn reference(
     y
 }
 
-#[allow(clippy::too_many_arguments, reason = "test geometry")]
+/// A geometry of `[n, c, m, group]` over an `hw` input (the output follows).
 fn geom(
-    n: usize,
-    c: usize,
-    m: usize,
-    group: usize,
+    [n, c, m, group]: [usize; 4],
     hw: [usize; 2],
     k: [usize; 2],
     s: usize,
@@ -197,61 +194,61 @@ impl Walk for Images<'_> {
 #[test]
 fn matches_direct_convolution() {
     for g in [
-        geom(1, 8, 8, 1, [5, 7], [1, 1], 1, 0, 1),
-        geom(1, 16, 24, 1, [9, 9], [1, 1], 1, 0, 1),
-        geom(2, 32, 16, 1, [13, 11], [3, 3], 1, 1, 1),
-        geom(1, 16, 40, 1, [14, 14], [1, 1], 2, 0, 1),
+        geom([1, 8, 8, 1], [5, 7], [1, 1], 1, 0, 1),
+        geom([1, 16, 24, 1], [9, 9], [1, 1], 1, 0, 1),
+        geom([2, 32, 16, 1], [13, 11], [3, 3], 1, 1, 1),
+        geom([1, 16, 40, 1], [14, 14], [1, 1], 2, 0, 1),
         // Strided 1×1 convolutions run on a subsampled copy: odd planes, stride 3, batch 2.
-        geom(1, 16, 24, 1, [15, 13], [1, 1], 2, 0, 1),
-        geom(1, 8, 16, 1, [10, 10], [1, 1], 3, 0, 1),
-        geom(2, 16, 16, 1, [9, 9], [1, 1], 2, 0, 1),
+        geom([1, 16, 24, 1], [15, 13], [1, 1], 2, 0, 1),
+        geom([1, 8, 16, 1], [10, 10], [1, 1], 3, 0, 1),
+        geom([2, 16, 16, 1], [9, 9], [1, 1], 2, 0, 1),
         // …but not when the last positions fall in padding at the end (found by the fuzz:
         // the copy read past the plane): strides 2×3, grouped, one column of end padding.
         BlockedConv {
             strides: [2, 3],
             output: [11, 8],
-            ..geom(2, 32, 16, 2, [21, 21], [1, 1], 1, 0, 1)
+            ..geom([2, 32, 16, 2], [21, 21], [1, 1], 1, 0, 1)
         },
-        geom(1, 24, 32, 1, [15, 15], [3, 3], 2, 1, 1),
-        geom(1, 8, 16, 1, [12, 12], [3, 3], 1, 2, 2),
-        geom(1, 16, 8, 1, [7, 7], [5, 5], 1, 2, 1),
-        geom(1, 8, 16, 1, [20, 20], [7, 7], 2, 3, 1),
-        geom(1, 16, 16, 1, [6, 9], [1, 3], 1, 1, 1),
+        geom([1, 24, 32, 1], [15, 15], [3, 3], 2, 1, 1),
+        geom([1, 8, 16, 1], [12, 12], [3, 3], 1, 2, 2),
+        geom([1, 16, 8, 1], [7, 7], [5, 5], 1, 2, 1),
+        geom([1, 8, 16, 1], [20, 20], [7, 7], 2, 3, 1),
+        geom([1, 16, 16, 1], [6, 9], [1, 3], 1, 1, 1),
         // Last tiles rebalanced: 20 positions (6+6+4+4), 49 (…+4+3), 81 (…+5+4); and 2
         // positions, a single short tile.
-        geom(1, 16, 16, 1, [5, 4], [1, 1], 1, 0, 1),
-        geom(1, 16, 24, 1, [7, 7], [3, 3], 1, 1, 1),
-        geom(1, 8, 16, 1, [1, 2], [1, 1], 1, 0, 1),
+        geom([1, 16, 16, 1], [5, 4], [1, 1], 1, 0, 1),
+        geom([1, 16, 24, 1], [7, 7], [3, 3], 1, 1, 1),
+        geom([1, 8, 16, 1], [1, 2], [1, 1], 1, 0, 1),
         // Several depth passes (K = 80·9 > 256) and panel groups.
-        geom(1, 80, 48, 1, [10, 10], [3, 3], 1, 1, 1),
-        geom(1, 512, 40, 1, [4, 4], [1, 1], 1, 0, 1),
+        geom([1, 80, 48, 1], [10, 10], [3, 3], 1, 1, 1),
+        geom([1, 512, 40, 1], [4, 4], [1, 1], 1, 0, 1),
         // Several chunks of positions per pass (900 positions, 128 per chunk) and a
         // shallow one (1600 positions in chunks of 1024).
-        geom(1, 64, 16, 1, [30, 30], [3, 3], 1, 1, 1),
-        geom(1, 32, 24, 1, [40, 40], [1, 1], 1, 0, 1),
+        geom([1, 64, 16, 1], [30, 30], [3, 3], 1, 1, 1),
+        geom([1, 32, 24, 1], [40, 40], [1, 1], 1, 0, 1),
         // Groups of whole blocks (ShuffleNet-style), with an odd number of blocks per group.
-        geom(1, 48, 48, 3, [9, 9], [1, 1], 1, 0, 1),
-        geom(2, 16, 32, 2, [8, 8], [3, 3], 2, 1, 1),
+        geom([1, 48, 48, 3], [9, 9], [1, 1], 1, 0, 1),
+        geom([2, 16, 32, 2], [8, 8], [3, 3], 2, 1, 1),
         // Depthwise, strides 1 and 2, dilation, no padding.
-        geom(1, 16, 16, 16, [11, 11], [3, 3], 1, 1, 1),
-        geom(2, 24, 24, 24, [14, 13], [3, 3], 2, 1, 1),
-        geom(1, 8, 8, 8, [9, 9], [5, 5], 1, 4, 2),
-        geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 0, 1),
+        geom([1, 16, 16, 16], [11, 11], [3, 3], 1, 1, 1),
+        geom([2, 24, 24, 24], [14, 13], [3, 3], 2, 1, 1),
+        geom([1, 8, 8, 8], [9, 9], [5, 5], 1, 4, 2),
+        geom([1, 8, 8, 8], [9, 9], [3, 3], 1, 0, 1),
         // Depthwise planes too large to pad into scratch: border outputs read their valid
         // taps, interior ones the 3x3 row kernel.
-        geom(1, 16, 16, 16, [48, 50], [3, 3], 1, 1, 1),
-        geom(1, 8, 8, 8, [49, 47], [3, 3], 2, 1, 1),
-        geom(1, 8, 8, 8, [46, 46], [5, 5], 2, 2, 1),
-        geom(1, 8, 8, 8, [46, 46], [3, 3], 1, 2, 2),
+        geom([1, 16, 16, 16], [48, 50], [3, 3], 1, 1, 1),
+        geom([1, 8, 8, 8], [49, 47], [3, 3], 2, 1, 1),
+        geom([1, 8, 8, 8], [46, 46], [5, 5], 2, 2, 1),
+        geom([1, 8, 8, 8], [46, 46], [3, 3], 1, 2, 2),
         // First convolutions reading plain NCHW input: RGB stems of several shapes, a
         // single channel, a dilated one, depth passes (5·81 > 256) and batch 2.
-        plain_input(geom(1, 3, 16, 1, [23, 23], [7, 7], 2, 3, 1)),
-        plain_input(geom(2, 3, 24, 1, [20, 19], [3, 3], 2, 1, 1)),
-        plain_input(geom(1, 1, 8, 1, [12, 12], [3, 3], 1, 1, 1)),
-        plain_input(geom(1, 3, 32, 1, [31, 31], [11, 11], 4, 2, 1)),
-        plain_input(geom(1, 5, 16, 1, [15, 15], [9, 9], 1, 4, 1)),
-        plain_input(geom(1, 4, 8, 1, [13, 13], [3, 3], 1, 2, 2)),
-        plain_input(geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1)),
+        plain_input(geom([1, 3, 16, 1], [23, 23], [7, 7], 2, 3, 1)),
+        plain_input(geom([2, 3, 24, 1], [20, 19], [3, 3], 2, 1, 1)),
+        plain_input(geom([1, 1, 8, 1], [12, 12], [3, 3], 1, 1, 1)),
+        plain_input(geom([1, 3, 32, 1], [31, 31], [11, 11], 4, 2, 1)),
+        plain_input(geom([1, 5, 16, 1], [15, 15], [9, 9], 1, 4, 1)),
+        plain_input(geom([1, 4, 8, 1], [13, 13], [3, 3], 1, 2, 2)),
+        plain_input(geom([1, 12, 16, 1], [9, 9], [1, 1], 1, 0, 1)),
     ] {
         check(&g);
     }
@@ -259,22 +256,22 @@ fn matches_direct_convolution() {
 
 #[test]
 fn encode_round_trips() {
-    let g = geom(2, 16, 32, 2, [8, 9], [3, 1], 2, 1, 1);
+    let g = geom([2, 16, 32, 2], [8, 9], [3, 1], 2, 1, 1);
     let p = g.encode();
     assert_eq!(unsafe { BlockedConv::decode(p.as_ptr()) }, g);
 }
 
 #[test]
 fn supported_geometries() {
-    assert!(!geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(!geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(!geom(1, 24, 24, 6, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(geom(1, 24, 24, 3, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(!geom(1, 8, 16, 8, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(plain_input(geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
-    assert!(!plain_input(geom(1, 3, 60, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
-    assert!(!plain_input(geom(1, 16, 16, 2, [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!geom([1, 3, 64, 1], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(!geom([1, 12, 16, 1], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom([1, 24, 24, 6], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(geom([1, 24, 24, 3], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom([1, 8, 16, 8], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(geom([1, 8, 8, 8], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(plain_input(geom([1, 3, 64, 1], [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom([1, 3, 60, 1], [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom([1, 16, 16, 2], [9, 9], [3, 3], 1, 1, 1)).supported());
 }
 
 #[test]
