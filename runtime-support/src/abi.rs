@@ -55,7 +55,7 @@ fn advise_huge_pages(base: *mut u8, total: usize) {
     }
     const MADV_HUGEPAGE: i32 = 14;
     let len = total & !(HUGE_PAGE - 1);
-    if len > 0 && (base as usize) % HUGE_PAGE == 0 {
+    if len > 0 && (base as usize).is_multiple_of(HUGE_PAGE) {
         // SAFETY: [base, base + len) lies inside the allocation; the advice only changes how
         // the kernel backs it (failure is harmless and ignored).
         unsafe { madvise(base.cast(), len, MADV_HUGEPAGE) };

@@ -142,7 +142,7 @@ impl Lines {
                     // Few of many (a classifier's top 5 of 1000): one pass keeping the k best
                     // in a heap whose root is the worst of them; almost every element loses
                     // one comparison with the root.
-                    heap_select(&mut scratch[..k], n, &at, cmp, largest);
+                    heap_select(&mut scratch[..k], n, at, cmp, largest);
                 } else {
                     for (j, s) in scratch.iter_mut().enumerate() {
                         *s = j as i64;

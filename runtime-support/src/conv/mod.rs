@@ -896,8 +896,8 @@ unsafe fn pack_im2col(
         rem /= g.output[d];
     }
     for _ in 0..nc {
-        for d in 0..nsp {
-            base.push(pos[d] * g.strides[d] - g.pads[d]);
+        for ((p, s), pad) in pos.iter().zip(&g.strides).zip(&g.pads) {
+            base.push(p * s - pad);
         }
         for d in (0..nsp).rev() {
             pos[d] += 1;
@@ -1515,7 +1515,7 @@ fn depthwise_body(
         if s1 == 2 {
             // Deinterleave the row into the two column phases in one pass.
             let (ev, od) = if p1 % 2 == 0 { (0, 1) } else { (1, 0) };
-            let (qe, qo) = (p1 / 2, (p1 + 1) / 2);
+            let (qe, qo) = (p1 / 2, p1.div_ceil(2));
             let base_e = (py * s1 + ev) * phase_len + qy * qw;
             let base_o = (py * s1 + od) * phase_len + qy * qw;
             let (ne, no) = (iw.div_ceil(2), iw / 2);
@@ -1645,7 +1645,7 @@ unsafe fn depthwise_chunks_avx512(
     const U: usize = 4;
     let per_row = ow.div_ceil(L);
     let total = oh * per_row;
-    let tail: __mmask16 = if ow % L == 0 {
+    let tail: __mmask16 = if ow.is_multiple_of(L) {
         0xFFFF
     } else {
         ((1u32 << (ow % L)) - 1) as u16
@@ -1721,13 +1721,13 @@ unsafe fn store_chunk(
             let v: [f32; L] = std::array::from_fn(|l| crate::clamp_ep(acc[l] + res[l], lo, hi));
             y.add(at).cast::<[f32; L]>().write_unaligned(v);
         } else {
-            for l in 0..cnt {
+            for (l, a) in acc.iter().enumerate().take(cnt) {
                 let r = if resid.is_null() {
                     0.0
                 } else {
                     *resid.add(at + l)
                 };
-                *y.add(at + l) = crate::clamp_ep(acc[l] + r, lo, hi);
+                *y.add(at + l) = crate::clamp_ep(a + r, lo, hi);
             }
         }
     }
@@ -2121,6 +2121,26 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     }
 }
 
+/// Packs the whole im2col matrix of a 2-D, one-group convolution block by block (`nc`
+/// columns each, all into `dst`): the packing cost alone, for `benches/gemm.rs`.
+#[doc(hidden)]
+pub fn bench_im2col(g: &ConvGeometry, x: &[f32], dst: &mut [f32], nc: usize) {
+    let osz: usize = g.output.iter().product::<i64>() as usize;
+    let kd = g.kdim();
+    assert!(
+        g.input.len() == 2 && g.group == 1 && kd <= gemm::KC && nc <= gemm::NC,
+        "bench_im2col: one 2-D group, K within one block"
+    );
+    assert!(x.len() >= g.c as usize * g.isize() && dst.len() >= kd * nc.next_multiple_of(NR));
+    let mut n0 = 0;
+    while n0 < osz {
+        let w = nc.min(osz - n0);
+        // SAFETY: checked above: x holds the planes, dst one block.
+        unsafe { pack_im2col_2d(g, x.as_ptr(), 0, kd, n0, w, dst.as_mut_ptr(), NR) };
+        n0 += w;
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -2172,6 +2192,7 @@ pub(crate) mod tests {
         y
     }
 
+    #[allow(clippy::too_many_arguments, reason = "test geometry")]
     pub(crate) fn geom(
         n: i64,
         c: i64,
@@ -2699,25 +2720,5 @@ pub(crate) mod tests {
                 assert!((a - b).abs() < 1e-3, "{gp:?} [{i}]: {a} vs {b}");
             }
         }
-    }
-}
-
-/// Packs the whole im2col matrix of a 2-D, one-group convolution block by block (`nc`
-/// columns each, all into `dst`): the packing cost alone, for `benches/gemm.rs`.
-#[doc(hidden)]
-pub fn bench_im2col(g: &ConvGeometry, x: &[f32], dst: &mut [f32], nc: usize) {
-    let osz: usize = g.output.iter().product::<i64>() as usize;
-    let kd = g.kdim();
-    assert!(
-        g.input.len() == 2 && g.group == 1 && kd <= gemm::KC && nc <= gemm::NC,
-        "bench_im2col: one 2-D group, K within one block"
-    );
-    assert!(x.len() >= g.c as usize * g.isize() && dst.len() >= kd * nc.next_multiple_of(NR));
-    let mut n0 = 0;
-    while n0 < osz {
-        let w = nc.min(osz - n0);
-        // SAFETY: checked above: x holds the planes, dst one block.
-        unsafe { pack_im2col_2d(g, x.as_ptr(), 0, kd, n0, w, dst.as_mut_ptr(), NR) };
-        n0 += w;
     }
 }

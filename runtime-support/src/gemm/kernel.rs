@@ -511,23 +511,18 @@ unsafe fn portable(
                 std::slice::from_raw_parts(b.add(k * NR), NR),
             )
         };
-        for r in 0..MR {
-            let x = ak[r];
-            for j in 0..NR {
-                acc[r][j] += x * bk[j];
+        for (accr, x) in acc.iter_mut().zip(ak) {
+            for (a, b) in accr.iter_mut().zip(bk) {
+                *a += x * b;
             }
         }
     }
-    for r in 0..MR {
-        for j in 0..NR {
+    for (r, accr) in acc.iter().enumerate() {
+        for (j, a) in accr.iter().enumerate() {
             // SAFETY: inside the tile.
             unsafe {
                 let p = c.add(r * ldc + j);
-                let mut v = if accumulate {
-                    *p + acc[r][j]
-                } else {
-                    acc[r][j]
-                };
+                let mut v = if accumulate { *p + a } else { *a };
                 if let Some(ep) = ep {
                     v = apply_ep(v, ep, row + r, col + j, ldc);
                 }
@@ -616,15 +611,15 @@ mod avx512 {
         col: usize,
         rows: usize,
     ) {
-        if let Some(e) = ep {
-            if !e.residual.is_null() {
-                for r in 0..rows {
-                    let p = e.residual.wrapping_add((row + r) * ldc + col);
-                    // SAFETY: a prefetch does not fault.
-                    unsafe {
-                        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
-                    }
+        if let Some(e) = ep
+            && !e.residual.is_null()
+        {
+            for r in 0..rows {
+                let p = e.residual.wrapping_add((row + r) * ldc + col);
+                // SAFETY: a prefetch does not fault.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
                 }
             }
         }
@@ -824,6 +819,7 @@ mod avx512 {
                 let (p0, p1) = b.row();
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
+                #[allow(clippy::needless_range_loop, reason = "rows r and MR + r, as below")]
                 for r in 0..MR {
                     let av = _mm512_set1_ps(*q0.add(r));
                     acc[r][0] = _mm512_fmadd_ps(av, x0, acc[r][0]);
@@ -1408,9 +1404,9 @@ pub unsafe fn gemv_packed_b(
                         }
                     }
                 }
-                for r in 0..m {
-                    for j in 0..NR {
-                        accq[r][j] += out[r][j];
+                for (ar, or) in accq.iter_mut().zip(&out).take(m) {
+                    for (a, o) in ar.iter_mut().zip(or) {
+                        *a += o;
                     }
                 }
             }
@@ -1418,11 +1414,11 @@ pub unsafe fn gemv_packed_b(
         }
         for (q, accq) in acc.iter().enumerate().take(panels) {
             let p = jc / NR + q;
-            for r in 0..m {
-                for j in 0..NR.min(n - p * NR) {
+            for (r, ar) in accq.iter().enumerate().take(m) {
+                for (j, a) in ar.iter().enumerate().take(n - p * NR) {
                     let col = p * NR + j;
                     // SAFETY: inside C.
-                    unsafe { *c.add(r * ldc + col) = apply_ep(accq[r][j], ep, r, col, ldc) };
+                    unsafe { *c.add(r * ldc + col) = apply_ep(*a, ep, r, col, ldc) };
                 }
             }
         }

@@ -195,12 +195,11 @@ fn nan_goes_through_the_clamp() {
                 hi: 1.0,
             };
             let got = run(m, n, k, &a, false, &b, false, packed_b, &ep);
-            for i in 0..m * n {
+            for (i, v) in got.iter().enumerate() {
                 assert_eq!(
-                    got[i].is_nan(),
+                    v.is_nan(),
                     i % 7 == 3,
-                    "m={m} n={n} k={k} packed_b={packed_b} [{i}]: {}",
-                    got[i]
+                    "m={m} n={n} k={k} packed_b={packed_b} [{i}]: {v}"
                 );
             }
         }

@@ -238,11 +238,14 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
     }
     #[inline(always)]
     fn interleave(self, a: [f32; N], b: [f32; N]) -> ([f32; N], [f32; N]) {
-        let at = |i: usize| if i % 2 == 0 { a[i / 2] } else { b[i / 2] };
-        (
-            std::array::from_fn(|l| at(l)),
-            std::array::from_fn(|l| at(N + l)),
-        )
+        let at = |i: usize| {
+            if i.is_multiple_of(2) {
+                a[i / 2]
+            } else {
+                b[i / 2]
+            }
+        };
+        (std::array::from_fn(&at), std::array::from_fn(|l| at(N + l)))
     }
     #[inline(always)]
     fn reduce_add(self, a: [f32; N]) -> f32 {

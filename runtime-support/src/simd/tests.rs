@@ -40,13 +40,19 @@ struct Ops<'a> {
     b: &'a [f32],
 }
 
+/// Per operation, its lane values.
+type Results = Vec<(&'static str, Vec<f32>)>;
+
+/// A masked access's expected lane `j`: (inside the mask, outside).
+type LaneValues<'a> = &'a dyn Fn(usize) -> (f32, f32);
+
 /// Per operation, the results over `a` and `b` processed a vector at a time.
 impl Walk for Ops<'_> {
-    type Out = Vec<(&'static str, Vec<f32>)>;
+    type Out = Results;
     unsafe fn run<S: Simd>(self, s: S) -> Self::Out {
         let l = S::LANES;
         let n = self.a.len() / l * l;
-        let mut out: Vec<(&'static str, Vec<f32>)> = Vec::new();
+        let mut out: Results = Vec::new();
         let mut put = |name: &'static str, v: S::F| {
             let mut buf = [0f32; 16];
             // SAFETY: buf holds 16 ≥ LANES floats.
@@ -201,7 +207,7 @@ fn every_implementation_keeps_the_documented_semantics() {
     b[5] = 0.0;
     b[9] = -0.0;
     b[13] = f32::INFINITY;
-    let mut results: Vec<(String, Vec<(&'static str, Vec<f32>)>)> = Vec::new();
+    let mut results: Vec<(String, Results)> = Vec::new();
     // SAFETY: the walk reads only its two slices.
     unsafe {
         for_each_isa(Ops { a: &a, b: &b }, |isa, r| {
@@ -251,7 +257,7 @@ fn every_implementation_keeps_the_documented_semantics() {
             for (lo, hi) in ranges {
                 let stride = if i + 2 * l <= a.len() { 2 } else { 1 };
                 // Per operation, the value of lane j inside the mask and outside it.
-                let lanes: [(&str, &dyn Fn(usize) -> (f32, f32)); 5] = [
+                let lanes: [(&str, LaneValues); 5] = [
                     ("load_masked", &|j| (a[i + j], b[i + j])),
                     ("load_or_zero", &|j| (a[i + j], 0.0)),
                     ("gather_masked", &|j| (a[i + j * stride], b[i + j])),

@@ -44,23 +44,13 @@ const F4_MIN_SIDE: i64 = 20;
 
 /// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
 fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
-    // G = [[1,0,0],[½,½,½],[½,-½,½],[0,0,1]]
-    let gk = |r: usize, c: usize| g[r * 3 + c];
-    let mut t = [[0f32; 3]; 4]; // G g
-    for c in 0..3 {
-        let (a, b, d) = (gk(0, c), gk(1, c), gk(2, c));
-        t[0][c] = a;
-        t[1][c] = 0.5 * (a + b + d);
-        t[2][c] = 0.5 * (a - b + d);
-        t[3][c] = d;
-    }
-    let mut u = [0f32; 16]; // (G g) Gᵀ
-    for r in 0..4 {
-        let (a, b, d) = (t[r][0], t[r][1], t[r][2]);
-        u[r * 4] = a;
-        u[r * 4 + 1] = 0.5 * (a + b + d);
-        u[r * 4 + 2] = 0.5 * (a - b + d);
-        u[r * 4 + 3] = d;
+    // G = [[1,0,0],[½,½,½],[½,-½,½],[0,0,1]] applied to a column of three.
+    let gv = |[a, b, d]: [f32; 3]| [a, 0.5 * (a + b + d), 0.5 * (a - b + d), d];
+    // Column c of G g.
+    let t = [0, 1, 2].map(|c| gv([g[c], g[3 + c], g[6 + c]]));
+    let mut u = [0f32; 16]; // (G g) Gᵀ, row r from row r of G g
+    for (r, ur) in u.chunks_exact_mut(4).enumerate() {
+        ur.copy_from_slice(&gv([t[0][r], t[1][r], t[2][r]]));
     }
     u
 }
