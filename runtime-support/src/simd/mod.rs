@@ -211,13 +211,13 @@ pub unsafe trait Simd: Copy {
     /// 128-bit halves (π: tiles 0, 2, 4, 6, 1, 3, 5, 7), half the shuffles of crossing them.
     #[inline(always)]
     fn split4(self, v: [Self::F; 4]) -> [Self::F; 4] {
-        butterfly(self, v, Self::deinterleave, false)
+        butterfly(self, v, false)
     }
     /// The inverse of [`split4`](Simd::split4): columns `c[0..4]` (float `4k + j` in lane
     /// `π(k)` of `c[j]`) back to `4·LANES` consecutive floats.
     #[inline(always)]
     fn join4(self, c: [Self::F; 4]) -> [Self::F; 4] {
-        butterfly(self, c, Self::interleave, true)
+        butterfly(self, c, true)
     }
 
     /// The sum of the lanes (in an order of the implementation's).
@@ -226,25 +226,21 @@ pub unsafe trait Simd: Copy {
     fn reduce_max(self, a: Self::F) -> f32;
 }
 
-/// The default `split4` (`join`: `join4`): two rounds of the two-vector shuffle `f`
-/// (`deinterleave`, `interleave`) over four vectors, on the pairs (0, 1), (2, 3) with the
-/// results regrouped `[first, first, second, second]`, or on (0, 2), (1, 3) kept in order —
-/// stride-4 columns out of consecutive floats, and back.
+/// The default `split4` (`join`: `join4`): two rounds of `deinterleave` on the pairs (0, 1),
+/// (2, 3) with the results regrouped `[first, first, second, second]`, or of `interleave` on
+/// (0, 2), (1, 3) kept in order — stride-4 columns out of consecutive floats, and back.
+/// (Methods called directly: a function passed in stays a call where it is not inlined, as
+/// `Fn::call` of a method was in the AVX-512 walks.)
 #[inline(always)]
-fn butterfly<S: Simd>(
-    s: S,
-    v: [S::F; 4],
-    f: impl Fn(S, S::F, S::F) -> (S::F, S::F) + Copy,
-    join: bool,
-) -> [S::F; 4] {
+fn butterfly<S: Simd>(s: S, v: [S::F; 4], join: bool) -> [S::F; 4] {
     let round = {
         #[inline(always)]
         move |[a, b, c, d]: [S::F; 4]| {
             if join {
-                let ((p, q), (r, t)) = (f(s, a, c), f(s, b, d));
+                let ((p, q), (r, t)) = (s.interleave(a, c), s.interleave(b, d));
                 [p, q, r, t]
             } else {
-                let ((p, q), (r, t)) = (f(s, a, b), f(s, c, d));
+                let ((p, q), (r, t)) = (s.deinterleave(a, b), s.deinterleave(c, d));
                 [p, r, q, t]
             }
         }
