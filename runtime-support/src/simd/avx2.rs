@@ -113,6 +113,7 @@ unsafe impl Simd for Avx2 {
             let i = _mm256_maskload_epi32(idx, m);
             _mm256_mask_i32gather_ps::<4>(fill, p, i, _mm256_castsi256_ps(m))
         };
+        prefetch(p: *const f32) -> () = _mm_prefetch::<_MM_HINT_T0>(p.cast());
         splat(v: f32) -> __m256 = _mm256_set1_ps(v);
         lanes(lo: usize, hi: usize) -> __m256i = {
             let (lo, hi) = (lo.min(8) as i32, hi.min(8) as i32);

@@ -71,6 +71,7 @@ unsafe impl Simd for Avx512 {
                 _mm512_maskz_loadu_epi32(m, idx),
                 p,
             );
+        prefetch(p: *const f32) -> () = _mm_prefetch::<_MM_HINT_T0>(p.cast());
         splat(v: f32) -> __m512 = _mm512_set1_ps(v);
         select(m: __mmask16, a: __m512, b: __m512) -> __m512 = _mm512_mask_blend_ps(m, b, a);
         binary __m512: add _mm512_add_ps, sub _mm512_sub_ps, mul _mm512_mul_ps,

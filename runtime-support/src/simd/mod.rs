@@ -153,6 +153,12 @@ pub unsafe trait Simd: Copy {
         m: Self::M,
         fill: Self::F,
     ) -> Self::F;
+    /// A hint to fetch the cache line of `p` into L1 (any address: a prefetch does not fault;
+    /// the portable implementation ignores it).
+    #[inline(always)]
+    fn prefetch(self, p: *const f32) {
+        let _ = p;
+    }
     /// `a` in the lanes of `m`, `b` elsewhere.
     fn select(self, m: Self::M, a: Self::F, b: Self::F) -> Self::F;
 
