@@ -251,6 +251,14 @@ const GROUPED_LAYERS: &[(i64, i64, i64, i64, i64, i64)] = &[
     (96, 96, 56, 7, 1, 96),
 ];
 
+/// Whether `ONNXC_CONV_FILTER` (`filter`: unset, `all`, `cin,cout,hw` or `cin,cout,hw,k`)
+/// picks the layer.
+fn selected(filter: &Option<String>, c: i64, m: i64, hw: i64, k: i64) -> bool {
+    filter.as_ref().is_none_or(|f| {
+        f == "all" || *f == format!("{c},{m},{hw}") || *f == format!("{c},{m},{hw},{k}")
+    })
+}
+
 fn conv_layers(peak: f64) {
     use onnxc_runtime::conv::{ConvGeometry, conv_f32};
     println!(
@@ -263,10 +271,8 @@ fn conv_layers(peak: f64) {
         .map(|&(c, m, hw, k, st)| (c, m, hw, k, st, 1))
         .chain(GROUPED_LAYERS.iter().copied());
     for (c, m, hw, k, st, group) in all {
-        if let Some(f) = &filter {
-            if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
-                continue;
-            }
+        if !selected(&filter, c, m, hw, k) {
+            continue;
         }
         let pad = k / 2;
         let o = (hw + 2 * pad - k) / st + 1;
@@ -392,12 +398,9 @@ fn nchwc_layers() {
         .map(|&(c, m, hw, k, st)| (c, m, hw, k, st, 1))
         .chain(extra.iter().copied());
     for (c, m, hw, k, st, group) in all {
-        if let Some(f) = &filter {
-            if f != "all" && *f != format!("{c},{m},{hw}") && *f != format!("{c},{m},{hw},{k}") {
-                continue;
-            }
+        if selected(&filter, c, m, hw, k) {
+            nchwc_layer(c, m, hw, k, st, group);
         }
-        nchwc_layer(c, m, hw, k, st, group);
     }
 }
 
@@ -1067,6 +1070,10 @@ fn experiment() {
     let mut best = [0f64; 7];
     for _round in 0..9 {
         let only: Option<usize> = std::env::var("ONNXC_EXP").ok().and_then(|v| v.parse().ok());
+        #[allow(
+            clippy::needless_range_loop,
+            reason = "mode selects the variant measured"
+        )]
         for mode in 0..7 {
             if only.is_some_and(|o| o != mode) {
                 continue;

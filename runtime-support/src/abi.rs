@@ -62,7 +62,7 @@ fn advise_huge_pages(base: *mut u8, total: usize) {
     }
     const MADV_HUGEPAGE: i32 = 14;
     let len = total & !(HUGE_PAGE - 1);
-    if len > 0 && (base as usize) % HUGE_PAGE == 0 {
+    if len > 0 && (base as usize).is_multiple_of(HUGE_PAGE) {
         // SAFETY: [base, base + len) lies inside the allocation; the advice only changes how
         // the kernel backs it (failure is harmless and ignored).
         unsafe { madvise(base.cast(), len, MADV_HUGEPAGE) };
@@ -141,28 +141,29 @@ pub fn strerror(code: i32) -> &'static str {
     }
 }
 
-/// IEEE half → single.
-#[unsafe(no_mangle)]
-pub extern "C" fn onnxc_f16_to_f32(bits: u16) -> f32 {
-    half::f16::from_bits(bits).to_f32()
+/// C ABI entry points that are one expression each: `name(argument: type) -> type = body;`.
+macro_rules! exports {
+    ($($(#[$doc:meta])* $name:ident($v:ident: $from:ty) -> $to:ty = $e:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name($v: $from) -> $to {
+                $e
+            }
+        )*
+    };
 }
 
-/// Single → IEEE half, round to nearest even.
-#[unsafe(no_mangle)]
-pub extern "C" fn onnxc_f32_to_f16(v: f32) -> u16 {
-    half::f16::from_f32(v).to_bits()
-}
-
-/// Double → IEEE half, round to nearest even (direct, no double rounding).
-#[unsafe(no_mangle)]
-pub extern "C" fn onnxc_f64_to_f16(v: f64) -> u16 {
-    half::f16::from_f64(v).to_bits()
-}
-
-/// Double → bfloat16, round to nearest even (direct).
-#[unsafe(no_mangle)]
-pub extern "C" fn onnxc_f64_to_bf16(v: f64) -> u16 {
-    half::bf16::from_f64(v).to_bits()
+// Half-precision conversions (`half`'s), rounding to nearest even.
+exports! {
+    /// IEEE half → single.
+    onnxc_f16_to_f32(bits: u16) -> f32 = half::f16::from_bits(bits).to_f32();
+    /// Single → IEEE half, round to nearest even.
+    onnxc_f32_to_f16(v: f32) -> u16 = half::f16::from_f32(v).to_bits();
+    /// Double → IEEE half, round to nearest even (direct, no double rounding).
+    onnxc_f64_to_f16(v: f64) -> u16 = half::f16::from_f64(v).to_bits();
+    /// Double → bfloat16, round to nearest even (direct).
+    onnxc_f64_to_bf16(v: f64) -> u16 = half::bf16::from_f64(v).to_bits();
 }
 
 /// Integer power with wrapping (used for integer `Pow`); negative exponents follow

@@ -21,6 +21,8 @@ pub const TANH: i64 = 2;
 pub const HARDSIGMOID: i64 = 3;
 /// `y = x·max(0, min(1, α·x + β))`.
 pub const HARDSWISH: i64 = 4;
+/// `y = ½·x·(1 + erf(x/√2))` (α, β unused): `gelu::gelu_f32`'s walk, not a C ABI kind.
+pub(crate) const GELU: i64 = 5;
 
 /// `y[i] = act(x[i])` for `i < n`; `x` and `y` may be the same buffer. `p` holds α (and β
 /// for the hard kinds).
@@ -50,12 +52,12 @@ pub unsafe extern "C" fn onnxc_activation_f32(
 
 /// The walk: one loop per kind, each over `simd::unary`.
 #[derive(Clone, Copy)]
-struct Activation {
-    kind: i64,
-    p: [f32; 2],
-    x: *const f32,
-    y: *mut f32,
-    n: usize,
+pub(crate) struct Activation {
+    pub kind: i64,
+    pub p: [f32; 2],
+    pub x: *const f32,
+    pub y: *mut f32,
+    pub n: usize,
 }
 
 impl Walk for Activation {
@@ -90,6 +92,14 @@ impl Walk for Activation {
                     |v| s.mul(v, math::sigmoid(s, alpha, v)),
                 ),
                 HARDSIGMOID => simd::unary(s, x, y, n, hard),
+                GELU => simd::unary(
+                    s,
+                    x,
+                    y,
+                    n,
+                    #[inline(always)]
+                    |v| math::gelu(s, v),
+                ),
                 HARDSWISH => simd::unary(
                     s,
                     x,

@@ -1,11 +1,11 @@
 //! GELU, exact form: `y = ½·x·(1 + erf(x/√2))` over a float32 buffer (`onnxc_gelu_f32`, the
-//! compiler's `Op::Gelu`), written once over the SIMD layer. erf is `simd::math::erf`, the
-//! rational approximation the generated code uses too (x clamped to [-4, 4],
-//! erf ≈ x·P(x²)/Q(x²)), with one division per vector where 128-bit generated code spends
-//! two per 4 lanes.
+//! compiler's `Op::Gelu`): a kind of the activation walk (`simd::math::gelu`). erf is
+//! `simd::math::erf`, the rational approximation the generated code uses too (x clamped to
+//! [-4, 4], erf ≈ x·P(x²)/Q(x²)), with one division per vector where 128-bit generated code
+//! spends two per 4 lanes.
 
+use crate::activation::{GELU, activation_f32};
 pub use crate::simd::math::{ERF_LIMIT, ERF_P, ERF_Q};
-use crate::simd::{self, Simd, Walk, math};
 
 /// `y[i] = gelu(x[i])` for `i < n`; `x` and `y` may be the same buffer.
 ///
@@ -13,7 +13,7 @@ use crate::simd::{self, Simd, Walk, math};
 /// `x` and `y` hold `n` floats.
 pub unsafe fn gelu_f32(x: *const f32, y: *mut f32, n: usize) {
     // SAFETY: forwarded.
-    unsafe { simd::dispatch(Gelu { x, y, n }) }
+    unsafe { activation_f32(GELU, [0.0; 2], x, y, n) }
 }
 
 /// C ABI entry point (`kernels::GELU_F32`).
@@ -26,36 +26,11 @@ pub unsafe extern "C" fn onnxc_gelu_f32(x: *const f32, y: *mut f32, n: i64) {
     unsafe { gelu_f32(x, y, n.max(0) as usize) }
 }
 
-#[derive(Clone, Copy)]
-struct Gelu {
-    x: *const f32,
-    y: *mut f32,
-    n: usize,
-}
-
-impl Walk for Gelu {
-    type Out = ();
-    #[inline(always)]
-    unsafe fn run<S: Simd>(self, s: S) {
-        let (half, one) = (s.splat(0.5), s.splat(1.0));
-        let r2 = s.splat(std::f32::consts::FRAC_1_SQRT_2);
-        // SAFETY: x and y hold n floats (caller).
-        unsafe {
-            simd::unary(
-                s,
-                self.x,
-                self.y,
-                self.n,
-                #[inline(always)]
-                |v| s.mul(s.mul(half, v), s.add(one, math::erf(s, s.mul(v, r2)))),
-            )
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activation::Activation;
+    use crate::simd;
 
     /// Against f64 GELU with a reference erf: every implementation, tails, NaN and +∞.
     #[test]
@@ -64,7 +39,9 @@ mod tests {
         x.extend([f32::NAN, f32::INFINITY, 30.0, -30.0, 0.0, -0.0]);
         let mut y = vec![0f32; x.len()];
         let mut ys = Vec::new();
-        let w = Gelu {
+        let w = Activation {
+            kind: GELU,
+            p: [0.0; 2],
             x: x.as_ptr(),
             y: y.as_mut_ptr(),
             n: x.len(),

@@ -219,6 +219,15 @@ mod tests {
                             .collect();
                         found.push(name);
                     }
+                    // One-expression exports (`abi.rs`'s `exports!`): `onnxc_name(arg: T) -> U = …;`.
+                    for (i, _) in text.match_indices("\nexports! {") {
+                        let block = &text[i..i + text[i..].find("\n}").unwrap_or(text.len() - i)];
+                        for line in block.lines().map(str::trim_start) {
+                            if line.starts_with("onnxc_") {
+                                found.push(line.chars().take_while(|c| *c != '(').collect());
+                            }
+                        }
+                    }
                 }
             }
         }

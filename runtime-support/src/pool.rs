@@ -754,8 +754,99 @@ pub unsafe extern "C" fn onnxc_pool2d_f32(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A pooling case: kind, count_include_pad, p, input, kernel, strides, dilations, pads
+    /// begin, pads end.
+    pub(crate) type Case = (
+        i64,
+        bool,
+        i64,
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+        [i64; 2],
+    );
+
+    /// The cases of this test and the blocked (NCHWc) pool's, which runs them against this
+    /// kernel.
+    #[rustfmt::skip]
+    pub(crate) const CASES: &[Case] = &[
+    (0, false, 0, [111, 111], [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
+    (0, false, 0, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    (1, false, 0, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    (1, true, 0, [9, 13], [3, 2], [2, 3], [1, 1], [1, 0], [2, 1]),
+    (0, false, 0, [10, 12], [2, 3], [1, 2], [2, 2], [1, 2], [0, 1]),
+    (2, false, 2, [8, 9], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    (2, false, 3, [7, 7], [2, 2], [1, 2], [1, 1], [0, 0], [1, 1]),
+    (2, false, 3, [7, 7], [2, 2], [2, 2], [1, 1], [0, 0], [1, 1]),
+    (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
+    (0, false, 0, [5, 6], [3, 3], [1, 3], [1, 1], [0, 0], [2, 1]),
+    // Row by row: strided, large outputs.
+    (0, false, 0, [112, 112], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
+    (1, true, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
+    (1, false, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
+    // The AVX-512 row kernel: horizontal stride 1 under a vertical stride, vertical
+    // dilation, outputs narrower than a vector, 2×2/2, extra end padding (ceil mode).
+    (0, false, 0, [20, 37], [3, 3], [2, 1], [1, 1], [1, 1], [1, 1]),
+    (0, false, 0, [21, 40], [3, 3], [2, 2], [2, 1], [0, 1], [0, 1]),
+    (0, false, 0, [13, 13], [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
+    (0, false, 0, [16, 34], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
+    (1, false, 0, [27, 27], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
+    (1, true, 0, [33, 50], [5, 4], [3, 2], [1, 1], [2, 1], [2, 2]),
+    // The register row kernels: the widest taps they take (9 at stride 1, 17 at
+    // stride 2), windows taller than wide and the reverse, padding on both sides of
+    // rows that end inside a vector, windows whose rows are all padding at the top.
+    (1, true, 0, [12, 40], [3, 9], [1, 1], [1, 1], [1, 4], [1, 4]),
+    (0, false, 0, [11, 45], [2, 17], [2, 2], [1, 1], [0, 8], [1, 8]),
+    (1, false, 0, [30, 19], [5, 1], [1, 2], [1, 1], [2, 0], [2, 0]),
+    (0, false, 0, [9, 23], [1, 5], [1, 1], [1, 1], [0, 2], [0, 2]),
+    (1, true, 0, [6, 17], [4, 4], [2, 2], [1, 1], [3, 3], [3, 3]),
+    // From the blocked (NCHWc) pool's test: max, average (with padding counted) and Lp
+    // pools, dilation; Inception's stride-1 max pools; rows wider than one chunk of columns
+    // (several chunks per row, stride 1 and 2); stride above the kernel (not separable);
+    // windows wholly in the padding (pads ≥ kernel); a kernel wider than a chunk.
+    (0, false, 0, [13, 13], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
+    (1, false, 0, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    (1, true, 0, [9, 7], [3, 2], [2, 1], [1, 1], [1, 0], [1, 1]),
+    (0, false, 0, [10, 10], [3, 3], [1, 1], [2, 2], [2, 2], [2, 2]),
+    (2, false, 2, [8, 8], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
+    (0, false, 0, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    (0, false, 0, [5, 600], [3, 3], [1, 2], [1, 1], [1, 1], [1, 1]),
+    (1, false, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
+    (1, true, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
+    (0, false, 0, [9, 9], [2, 2], [3, 3], [1, 1], [0, 0], [1, 1]),
+    (0, false, 0, [6, 6], [2, 2], [1, 1], [2, 1], [3, 3], [3, 3]),
+    (1, true, 0, [6, 6], [2, 2], [1, 1], [1, 1], [3, 3], [3, 3]),
+    (0, false, 0, [2, 300], [1, 280], [1, 7], [1, 1], [0, 0], [0, 0]),
+    ];
+
+    /// The geometry of `case` over `planes` planes.
+    pub(crate) fn geometry(case: &Case, planes: i64) -> PoolGeometry {
+        let &(kind, count_include_pad, p, input, kernel, strides, dilations, pads_begin, pads_end) =
+            case;
+        let out = |d: usize| {
+            (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
+                / strides[d]
+                + 1
+        };
+        PoolGeometry {
+            kind,
+            count_include_pad,
+            p,
+            planes,
+            input,
+            output: [out(0), out(1)],
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            pads_end,
+        }
+    }
 
     fn reference(g: &PoolGeometry, x: &[f32]) -> Vec<f32> {
         let [ih, iw] = g.input;
@@ -832,215 +923,14 @@ mod tests {
 
     #[test]
     fn matches_direct_pooling() {
-        #[allow(clippy::type_complexity, reason = "test table")]
-        let cases: &[(
-            i64,
-            bool,
-            i64,
-            [i64; 2],
-            [i64; 2],
-            [i64; 2],
-            [i64; 2],
-            [i64; 2],
-            [i64; 2],
-        )] = &[
-            // kind, include_pad, p, input, kernel, strides, dilations, pads_begin, pads_end
-            (
-                0,
-                false,
-                0,
-                [111, 111],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [0, 0],
-                [0, 0],
-            ),
-            (
-                0,
-                false,
-                0,
-                [14, 14],
-                [3, 3],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-            ),
-            (
-                1,
-                false,
-                0,
-                [28, 28],
-                [3, 3],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-            ),
-            (1, true, 0, [9, 13], [3, 2], [2, 3], [1, 1], [1, 0], [2, 1]),
-            (
-                0,
-                false,
-                0,
-                [10, 12],
-                [2, 3],
-                [1, 2],
-                [2, 2],
-                [1, 2],
-                [0, 1],
-            ),
-            (2, false, 2, [8, 9], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-            (2, false, 3, [7, 7], [2, 2], [1, 2], [1, 1], [0, 0], [1, 1]),
-            (2, false, 3, [7, 7], [2, 2], [2, 2], [1, 1], [0, 0], [1, 1]),
-            (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
-            (0, false, 0, [5, 6], [3, 3], [1, 3], [1, 1], [0, 0], [2, 1]),
-            // Row by row: strided, large outputs.
-            (
-                0,
-                false,
-                0,
-                [112, 112],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-            ),
-            (1, true, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
-            (
-                1,
-                false,
-                0,
-                [70, 70],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [1, 1],
-                [2, 2],
-            ),
-            // The AVX-512 row kernel: horizontal stride 1 under a vertical stride, vertical
-            // dilation, outputs narrower than a vector, 2×2/2, extra end padding (ceil mode).
-            (
-                0,
-                false,
-                0,
-                [20, 37],
-                [3, 3],
-                [2, 1],
-                [1, 1],
-                [1, 1],
-                [1, 1],
-            ),
-            (
-                0,
-                false,
-                0,
-                [21, 40],
-                [3, 3],
-                [2, 2],
-                [2, 1],
-                [0, 1],
-                [0, 1],
-            ),
-            (
-                0,
-                false,
-                0,
-                [13, 13],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [0, 0],
-                [0, 0],
-            ),
-            (
-                0,
-                false,
-                0,
-                [16, 34],
-                [2, 2],
-                [2, 2],
-                [1, 1],
-                [0, 0],
-                [0, 0],
-            ),
-            (
-                1,
-                false,
-                0,
-                [27, 27],
-                [3, 3],
-                [2, 2],
-                [1, 1],
-                [0, 0],
-                [1, 1],
-            ),
-            (1, true, 0, [33, 50], [5, 4], [3, 2], [1, 1], [2, 1], [2, 2]),
-            // The register row kernels: the widest taps they take (9 at stride 1, 17 at
-            // stride 2), windows taller than wide and the reverse, padding on both sides of
-            // rows that end inside a vector, windows whose rows are all padding at the top.
-            (1, true, 0, [12, 40], [3, 9], [1, 1], [1, 1], [1, 4], [1, 4]),
-            (
-                0,
-                false,
-                0,
-                [11, 45],
-                [2, 17],
-                [2, 2],
-                [1, 1],
-                [0, 8],
-                [1, 8],
-            ),
-            (
-                1,
-                false,
-                0,
-                [30, 19],
-                [5, 1],
-                [1, 2],
-                [1, 1],
-                [2, 0],
-                [2, 0],
-            ),
-            (0, false, 0, [9, 23], [1, 5], [1, 1], [1, 1], [0, 2], [0, 2]),
-            (1, true, 0, [6, 17], [4, 4], [2, 2], [1, 1], [3, 3], [3, 3]),
-        ];
         assert!(
-            cases.iter().filter(|c| c.5[0] > 1).count() >= 4
-                && cases.iter().filter(|c| c.5[0] == 1).count() >= 4,
+            CASES.iter().filter(|c| c.5[0] > 1).count() >= 4
+                && CASES.iter().filter(|c| c.5[0] == 1).count() >= 4,
             "both paths covered"
         );
-        for &(
-            kind,
-            count_include_pad,
-            p,
-            input,
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            pads_end,
-        ) in cases
-        {
-            let out = |d: usize| {
-                (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
-                    / strides[d]
-                    + 1
-            };
-            let g = PoolGeometry {
-                kind,
-                count_include_pad,
-                p,
-                planes: 3,
-                input,
-                output: [out(0), out(1)],
-                kernel,
-                strides,
-                dilations,
-                pads_begin,
-                pads_end,
-            };
+        for case in CASES {
+            let g = geometry(case, 3);
+            let (kind, input) = (g.kind, g.input);
             let mut x: Vec<f32> = (0..3 * input[0] * input[1])
                 .map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5)
                 .collect();
@@ -1077,7 +967,7 @@ mod tests {
                 };
                 // SAFETY: as above; yp points to y's want.len() floats.
                 unsafe {
-                    simd::for_each_isa_from(8, w, |isa, ()| {
+                    simd::for_each_isa_in(8..=16, w, |isa, ()| {
                         check(isa, std::slice::from_raw_parts(yp, want.len()))
                     })
                 };

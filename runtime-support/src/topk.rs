@@ -142,7 +142,7 @@ impl Lines {
                     // Few of many (a classifier's top 5 of 1000): one pass keeping the k best
                     // in a heap whose root is the worst of them; almost every element loses
                     // one comparison with the root.
-                    heap_select(&mut scratch[..k], n, &at, cmp, largest);
+                    heap_select(&mut scratch[..k], n, at, cmp, largest);
                 } else {
                     for (j, s) in scratch.iter_mut().enumerate() {
                         *s = j as i64;
@@ -214,7 +214,8 @@ fn heap_select<K: Key>(
 mod tests {
     use super::*;
 
-    /// `onnxc_topk` over `x` (elements of ONNX type `dtype`) seen as [outer, n, inner].
+    /// `onnxc_topk` over `x` (elements of ONNX type `dtype`: 1 for float32) seen as
+    /// [outer, n, inner].
     fn topk<T>(
         dtype: i64,
         x: &[T],
@@ -247,24 +248,13 @@ mod tests {
         idx
     }
 
-    fn topk_f32(
-        x: &[f32],
-        outer: usize,
-        n: usize,
-        inner: usize,
-        k: usize,
-        largest: bool,
-    ) -> Vec<i64> {
-        topk(1, x, outer, n, inner, k, largest)
-    }
-
     #[test]
     fn ties_by_position_and_nan_last() {
         let x = [1.0, 3.0, f32::NAN, 3.0, -0.0, 0.0, 2.0];
-        assert_eq!(topk_f32(&x, 1, 7, 1, 4, true), [1, 3, 6, 0]);
-        assert_eq!(topk_f32(&x, 1, 7, 1, 7, true), [1, 3, 6, 0, 4, 5, 2]);
-        assert_eq!(topk_f32(&x, 1, 7, 1, 3, false), [4, 5, 0]);
-        assert_eq!(topk_f32(&x, 1, 7, 1, 7, false), [4, 5, 0, 6, 1, 3, 2]);
+        assert_eq!(topk(1, &x, 1, 7, 1, 4, true), [1, 3, 6, 0]);
+        assert_eq!(topk(1, &x, 1, 7, 1, 7, true), [1, 3, 6, 0, 4, 5, 2]);
+        assert_eq!(topk(1, &x, 1, 7, 1, 3, false), [4, 5, 0]);
+        assert_eq!(topk(1, &x, 1, 7, 1, 7, false), [4, 5, 0, 6, 1, 3, 2]);
     }
 
     #[test]
@@ -276,7 +266,7 @@ mod tests {
             .collect();
         for k in [1, 5, 50] {
             for largest in [true, false] {
-                let got = topk_f32(&x, outer, n, inner, k, largest);
+                let got = topk(1, &x, outer, n, inner, k, largest);
                 for o in 0..outer {
                     for i in 0..inner {
                         let mut all: Vec<i64> = (0..n as i64).collect();
@@ -309,7 +299,7 @@ mod tests {
             .collect();
         for largest in [true, false] {
             for k in [1, 5, 25] {
-                let got = topk_f32(&x, 1, n, 1, k, largest);
+                let got = topk(1, &x, 1, n, 1, k, largest);
                 let mut all: Vec<i64> = (0..n as i64).collect();
                 all.sort_by(|a, b| {
                     f64::order(x[*a as usize] as f64, x[*b as usize] as f64, largest).then(a.cmp(b))

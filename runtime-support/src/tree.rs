@@ -309,7 +309,7 @@ impl Step for Node32 {
     fn next(&self, row: *const f32) -> u32 {
         // SAFETY: `encode` checked the feature index against the row length.
         let x = unsafe { *row.add((self.feat & !NAN_LEFT) as usize) };
-        let left = (x <= self.thr) | ((x != x) & (self.feat & NAN_LEFT != 0));
+        let left = (x <= self.thr) | ((x.is_nan()) & (self.feat & NAN_LEFT != 0));
         if left { self.left } else { self.right }
     }
 }
@@ -320,7 +320,7 @@ impl Step for Node64 {
     fn next(&self, row: *const f64) -> u32 {
         // SAFETY: as for Node32.
         let x = unsafe { *row.add((self.feat & !NAN_LEFT) as usize) };
-        let left = (x <= self.thr) | ((x != x) & (self.feat & NAN_LEFT != 0));
+        let left = (x <= self.thr) | ((x.is_nan()) & (self.feat & NAN_LEFT != 0));
         if left { self.left } else { self.right }
     }
 }

@@ -471,8 +471,8 @@ pub(super) unsafe fn pack_im2col(
         rem /= g.output[d];
     }
     for _ in 0..nc {
-        for d in 0..nsp {
-            base.push(pos[d] * g.strides[d] - g.pads[d]);
+        for ((p, s), pad) in pos.iter().zip(&g.strides).zip(&g.pads) {
+            base.push(p * s - pad);
         }
         for d in (0..nsp).rev() {
             pos[d] += 1;

@@ -16,6 +16,21 @@ pub mod transpose;
 pub use geometry::ConvGeometry;
 pub use im2col::bench_im2col;
 
+/// The buffers and epilogue of one convolution call (`conv_f32`'s arguments past the
+/// geometry, the weights packed): input, weights, bias (null: none), residual (null: none),
+/// the clamp `[lo, hi]`, output and scratch.
+#[derive(Clone, Copy)]
+pub(crate) struct Call {
+    pub x: *const f32,
+    pub w: *const f32,
+    pub bias: *const f32,
+    pub residual: *const f32,
+    pub lo: f32,
+    pub hi: f32,
+    pub y: *mut f32,
+    pub scratch: *mut f32,
+}
+
 /// # Safety
 /// Buffers valid for the geometry; `w` packed by `pack_weights` (or raw `[M, C/g, k…]` weights
 /// when `!weights_packed`); `scratch` holds `scratch_floats(weights_packed)` floats.
@@ -32,9 +47,19 @@ pub unsafe fn conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) {
+    let c = Call {
+        x,
+        w,
+        bias,
+        residual,
+        lo,
+        hi,
+        y,
+        scratch,
+    };
     if g.is_depthwise() {
         // SAFETY: forwarded contract.
-        unsafe { depthwise::depthwise(g, x, w, bias, residual, lo, hi, y, scratch) };
+        unsafe { depthwise::depthwise(g, c) };
         return;
     }
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());
@@ -51,7 +76,12 @@ pub unsafe fn conv_f32(
                 std::ptr::copy_nonoverlapping(packed.as_ptr(), scratch, packed.len());
                 (scratch as *const f32, scratch.add(packed.len()))
             };
-            crate::winograd::conv_winograd(g, x, wp, bias, residual, lo, hi, y, rest);
+            let c = Call {
+                w: wp,
+                scratch: rest,
+                ..c
+            };
+            crate::winograd::conv_winograd(g, c);
         }
         return;
     }

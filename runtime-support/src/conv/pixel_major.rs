@@ -12,6 +12,7 @@
 
 use super::ConvGeometry;
 use crate::gemm::{self, Epilogue, MR};
+use crate::simd::{self, Simd, Walk};
 
 /// Where `pack_block` reads: `base` holds `cg` planes of `plane` floats; `pos` has
 /// `osz + MR` entries (zeros past `osz`), `tap` has `ksize`.
@@ -157,92 +158,61 @@ unsafe fn pack_block(
     kc: usize,
     dst: *mut f32,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx2() {
-        // SAFETY: AVX2 detected; forwarded.
-        unsafe { pack_block_avx2(s, osz, i0, mc, k0, kc, dst) };
-        return;
-    }
-    let ks = s.tap.len();
-    for p in 0..mc.div_ceil(MR) {
-        let r0 = i0 + p * MR;
-        let valid = MR.min(osz - r0);
-        let (mut c, mut t) = (k0 / ks, k0 % ks);
-        for kx in 0..kc {
-            let off = c * s.plane + s.tap[t] as usize;
-            for j in 0..MR {
-                let v = if j < valid {
-                    // SAFETY: an in-bounds offset (contract).
-                    unsafe { *s.base.add(off + s.pos[r0 + j] as usize) }
-                } else {
-                    0.0
-                };
-                // SAFETY: inside the block.
-                unsafe { *dst.add((p * kc + kx) * MR + j) = v };
-            }
-            t += 1;
-            if t == ks {
-                (c, t) = (c + 1, 0);
-            }
-        }
-    }
+    let block = PackBlock {
+        s,
+        osz,
+        rows: i0..i0 + mc,
+        cols: k0..k0 + kc,
+        dst,
+    };
+    // SAFETY: forwarded.
+    unsafe { simd::dispatch8(block) }
 }
 
-/// `pack_block` with AVX2: one masked 8-lane gather (or masked load) per panel row, stored
-/// with a 6-lane masked store.
-///
-/// # Safety
-/// As `pack_block`; AVX2 present.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn pack_block_avx2(
-    s: &PmSource<'_>,
+/// `pack_block`'s walk (8 lanes, MR of them stored): per panel row one masked load of the
+/// panel's positions when they are contiguous (every panel of a pointwise conv), else one
+/// masked gather through the position table.
+#[derive(Clone)]
+struct PackBlock<'a> {
+    s: &'a PmSource<'a>,
     osz: usize,
-    i0: usize,
-    mc: usize,
-    k0: usize,
-    kc: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
     dst: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    const { assert!(MR <= 8) };
-    let ks = s.tap.len();
-    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let store_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR as i32), lane);
-    for p in 0..mc.div_ceil(MR) {
-        let r0 = i0 + p * MR;
-        let valid = MR.min(osz - r0);
-        let load_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid as i32), lane);
-        // SAFETY: pos has osz + MR entries and r0 < osz, so 8 entries from r0 may exceed it
-        // by 2: read MR of them and leave the rest zero.
-        let idx = unsafe { _mm256_maskload_epi32(s.pos.as_ptr().add(r0), store_mask) };
-        let contiguous = (1..valid).all(|j| s.pos[r0 + j] == s.pos[r0] + j as i32);
-        let first = s.pos[r0] as usize;
-        let (mut c, mut t) = (k0 / ks, k0 % ks);
-        // SAFETY: p < ⌈mc/MR⌉ and dst holds ⌈mc/MR⌉ panels of kc·MR floats (`pack_block`'s
-        // contract).
-        let mut d = unsafe { dst.add(p * kc * MR) };
-        for _ in 0..kc {
-            // SAFETY: the panel's valid lanes read in-bounds offsets (contract); masked lanes
-            // are not accessed; the 6-lane store stays inside the panel row.
+}
+
+impl Walk for PackBlock<'_> {
+    type Out = ();
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        assert!(MR <= S::LANES);
+        let src = self.s;
+        let (ks, kc) = (src.tap.len(), self.cols.len());
+        for p in 0..self.rows.len().div_ceil(MR) {
+            let r0 = self.rows.start + p * MR;
+            let valid = MR.min(self.osz - r0);
+            let m = s.lanes(0, valid);
+            let contiguous = (1..valid).all(|j| src.pos[r0 + j] == src.pos[r0] + j as i32);
+            let first = src.pos[r0] as usize;
+            let (mut c, mut t) = (self.cols.start / ks, self.cols.start % ks);
+            // SAFETY: the valid lanes read in-bounds offsets (contract), the others are not
+            // accessed; each panel row's MR floats lie inside the block.
             unsafe {
-                let rowp = s.base.add(c * s.plane + s.tap[t] as usize);
-                let v = if contiguous {
-                    _mm256_maskload_ps(rowp.add(first), load_mask)
-                } else {
-                    _mm256_mask_i32gather_ps::<4>(
-                        _mm256_setzero_ps(),
-                        rowp,
-                        idx,
-                        _mm256_castsi256_ps(load_mask),
-                    )
-                };
-                _mm256_maskstore_ps(d, store_mask, v);
-                d = d.add(MR);
-            }
-            t += 1;
-            if t == ks {
-                (c, t) = (c + 1, 0);
+                let mut d = self.dst.add(p * kc * MR);
+                for _ in 0..kc {
+                    let rowp = src.base.add(c * src.plane + src.tap[t] as usize);
+                    let v = if contiguous {
+                        s.load_or_zero(rowp.add(first), m)
+                    } else {
+                        s.gather_index(rowp, src.pos.as_ptr().add(r0), m, s.zero())
+                    };
+                    s.store_range(d, 0, MR, v);
+                    d = d.add(MR);
+                    t += 1;
+                    if t == ks {
+                        (c, t) = (c + 1, 0);
+                    }
+                }
             }
         }
     }

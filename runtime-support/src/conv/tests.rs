@@ -49,6 +49,7 @@ pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) ->
     y
 }
 
+#[allow(clippy::too_many_arguments, reason = "test geometry")]
 pub(crate) fn geom(
     n: i64,
     c: i64,

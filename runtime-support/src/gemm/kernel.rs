@@ -3,6 +3,7 @@
 
 use super::Epilogue;
 use super::pack::{MR, NR};
+use crate::simd::{self, Simd, Walk};
 
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum Kern {
@@ -511,23 +512,18 @@ unsafe fn portable(
                 std::slice::from_raw_parts(b.add(k * NR), NR),
             )
         };
-        for r in 0..MR {
-            let x = ak[r];
-            for j in 0..NR {
-                acc[r][j] += x * bk[j];
+        for (accr, x) in acc.iter_mut().zip(ak) {
+            for (a, b) in accr.iter_mut().zip(bk) {
+                *a += x * b;
             }
         }
     }
-    for r in 0..MR {
-        for j in 0..NR {
+    for (r, accr) in acc.iter().enumerate() {
+        for (j, a) in accr.iter().enumerate() {
             // SAFETY: inside the tile.
             unsafe {
                 let p = c.add(r * ldc + j);
-                let mut v = if accumulate {
-                    *p + acc[r][j]
-                } else {
-                    acc[r][j]
-                };
+                let mut v = if accumulate { *p + a } else { *a };
                 if let Some(ep) = ep {
                     v = apply_ep(v, ep, row + r, col + j, ldc);
                 }
@@ -552,7 +548,7 @@ mod avx512 {
     /// level; 12, 20, 24 and 32 measured no better.
     const PF_B: usize = 16;
     const PF_A: usize = 384;
-    use super::{BOffsets, BRows, Epilogue, MR, NR};
+    use super::{BOffsets, BRows, Epilogue, MR};
     use std::arch::x86_64::*;
 
     /// Adds C (when accumulating), applies the epilogue and stores full-width rows of a tile.
@@ -616,15 +612,15 @@ mod avx512 {
         col: usize,
         rows: usize,
     ) {
-        if let Some(e) = ep {
-            if !e.residual.is_null() {
-                for r in 0..rows {
-                    let p = e.residual.wrapping_add((row + r) * ldc + col);
-                    // SAFETY: a prefetch does not fault.
-                    unsafe {
-                        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
-                    }
+        if let Some(e) = ep
+            && !e.residual.is_null()
+        {
+            for r in 0..rows {
+                let p = e.residual.wrapping_add((row + r) * ldc + col);
+                // SAFETY: a prefetch does not fault.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
                 }
             }
         }
@@ -825,6 +821,7 @@ mod avx512 {
                 let (p0, p1) = b.row();
                 let x0 = _mm512_loadu_ps(p0);
                 let x1 = _mm512_loadu_ps(p1);
+                #[allow(clippy::needless_range_loop, reason = "rows r and MR + r, as below")]
                 for r in 0..MR {
                     let av = _mm512_set1_ps(*q0.add(r));
                     acc[r][0] = _mm512_fmadd_ps(av, x0, acc[r][0]);
@@ -910,64 +907,6 @@ mod avx512 {
         }
     }
 
-    /// y[r, panel] for m ≤ 2 rows: one 16-float row of the packed panel per k step, four
-    /// independent accumulator chains per row, and a prefetch 1 KB ahead of the stream (the
-    /// panels of a GEMV are read once, usually from L3: an MLP's layers streamed them at
-    /// 75-80 GB/s with 256-bit loads and no prefetch, at about 100 GB/s with this kernel).
-    ///
-    /// # Safety
-    /// CPU has AVX-512F; `bp` holds k rows of NR floats; xs[r] holds k values at stride
-    /// xstride.
-    #[target_feature(enable = "avx512f,fma")]
-    pub unsafe fn gemv_panel(
-        m: usize,
-        k: usize,
-        xs: &[*const f32; 2],
-        xstride: usize,
-        bp: *const f32,
-        out: &mut [[f32; NR]; 2],
-    ) {
-        const PF: usize = 256;
-        let mut acc = [[_mm512_setzero_ps(); 4]; 2];
-        let mut kx = 0;
-        // SAFETY: bp holds k rows of NR floats (prefetches do not fault); xs[r] holds k
-        // values at stride xstride.
-        unsafe {
-            while kx + 4 <= k {
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + PF) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + PF + 32) as *const i8);
-                let b = [
-                    _mm512_loadu_ps(bp.add(kx * NR)),
-                    _mm512_loadu_ps(bp.add((kx + 1) * NR)),
-                    _mm512_loadu_ps(bp.add((kx + 2) * NR)),
-                    _mm512_loadu_ps(bp.add((kx + 3) * NR)),
-                ];
-                for r in 0..m {
-                    for (j, bj) in b.iter().enumerate() {
-                        let x = _mm512_set1_ps(*xs[r].add((kx + j) * xstride));
-                        acc[r][j] = _mm512_fmadd_ps(x, *bj, acc[r][j]);
-                    }
-                }
-                kx += 4;
-            }
-            while kx < k {
-                let b = _mm512_loadu_ps(bp.add(kx * NR));
-                for r in 0..m {
-                    let x = _mm512_set1_ps(*xs[r].add(kx * xstride));
-                    acc[r][0] = _mm512_fmadd_ps(x, b, acc[r][0]);
-                }
-                kx += 1;
-            }
-            for r in 0..m {
-                let s = _mm512_add_ps(
-                    _mm512_add_ps(acc[r][0], acc[r][1]),
-                    _mm512_add_ps(acc[r][2], acc[r][3]),
-                );
-                _mm512_storeu_ps(out[r].as_mut_ptr(), s);
-            }
-        }
-    }
-
     /// 6×32 tile: 12 zmm accumulators; per k step two 16-float B loads (one per panel) and six
     /// broadcasts.
     ///
@@ -1018,7 +957,7 @@ mod avx512 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BOffsets, Epilogue, MR, NR};
+    use super::{BOffsets, Epilogue, MR};
     use std::arch::x86_64::*;
 
     /// 6×16 tile: 12 ymm accumulators, 2 B loads and 6 broadcasts per k step.
@@ -1257,80 +1196,108 @@ mod avx2 {
             }
         }
     }
+}
 
-    /// y[r, panel] for m ≤ 2 rows: streams the packed B once, 4 k-steps per iteration.
-    ///
-    /// # Safety
-    /// CPU has AVX2 and FMA; operands valid.
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
-    pub unsafe fn gemv_panel(
-        m: usize,
-        k: usize,
-        xs: &[*const f32; 2],
-        xstride: usize,
-        bp: *const f32,
-        out: &mut [[f32; NR]; 2],
-    ) {
-        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+/// `out[r]` = Σ_kx x_r[kx]·B[kx] over the `k` rows of one packed panel (16 floats each) for
+/// the `m ≤ 2` rows `x_r` (at `xs[r]`, stride `xstride`), streaming the panel once: four
+/// accumulator chains per row (16/LANES vectors a k step, so 4 k steps at a time with
+/// AVX-512, 2 with AVX2), summed pairwise at the end, and prefetches ahead of the stream
+/// (the panels of a GEMV are read once, usually from L3: an MLP's layers streamed them at
+/// 75-80 GB/s with AVX-512 loads and no prefetch, at about 100 GB/s with one line in two
+/// 1 KB ahead; AVX2: every line, 2 KB ahead).
+pub(super) struct GemvPanel<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub xs: [*const f32; 2],
+    pub xstride: usize,
+    pub bp: *const f32,
+    pub out: &'a mut [[f32; NR]; 2],
+}
+
+impl Walk for GemvPanel<'_> {
+    type Out = ();
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, s: S) {
+        let l = S::LANES;
+        // Vectors per panel row, k steps per group of four accumulators.
+        let (nv, nu) = (NR / l, (4 * l / NR).max(1));
+        let (pf_step, pf_dist) = (2 * l, 4096 / l);
+        let (m, k, xs, xstride, bp) = (self.m, self.k, self.xs, self.xstride, self.bp);
+        // acc[r][u·nv + v]: vector v of k steps ≡ u (mod nu), row r.
+        let mut acc = [[s.zero(); 4]; 2];
         let mut kx = 0;
-        // SAFETY: bp holds k rows of NR floats; xs[r] holds k values at stride xstride.
+        // SAFETY: bp holds k rows of NR floats (prefetches do not fault); xs[r] holds k
+        // values at stride xstride.
         unsafe {
-            while kx + 4 <= k {
-                // The panels are read once, usually from L3: a prefetch 2 KB ahead keeps
-                // more lines in flight than the hardware prefetcher alone.
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + 512) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + 512 + 16) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + 512 + 32) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(kx * NR + 512 + 48) as *const i8);
-                for j in 0..2 {
-                    let k2 = kx + 2 * j;
-                    let b00 = _mm256_loadu_ps(bp.add(k2 * NR));
-                    let b01 = _mm256_loadu_ps(bp.add(k2 * NR + 8));
-                    let b10 = _mm256_loadu_ps(bp.add((k2 + 1) * NR));
-                    let b11 = _mm256_loadu_ps(bp.add((k2 + 1) * NR + 8));
-                    for r in 0..m {
-                        let x0 = _mm256_set1_ps(*xs[r].add(k2 * xstride));
-                        let x1 = _mm256_set1_ps(*xs[r].add((k2 + 1) * xstride));
-                        acc[r][0] = _mm256_fmadd_ps(x0, b00, acc[r][0]);
-                        acc[r][1] = _mm256_fmadd_ps(x0, b01, acc[r][1]);
-                        acc[r][2] = _mm256_fmadd_ps(x1, b10, acc[r][2]);
-                        acc[r][3] = _mm256_fmadd_ps(x1, b11, acc[r][3]);
+            // Single k steps into the first chain of each row, from kx.
+            let single = {
+                #[inline(always)]
+                |x: *const f32, ar: &mut [S::F; 4], kx: std::ops::Range<usize>| {
+                    for kx in kx {
+                        let xv = s.splat(*x.add(kx * xstride));
+                        for (v, a) in ar.iter_mut().enumerate().take(nv) {
+                            *a = s.mul_add(xv, s.load(bp.add(kx * NR + v * l)), *a);
+                        }
                     }
+                }
+            };
+            if nu == 1 {
+                // One chain a vector already (4-lane vectors): rows outermost, the panel
+                // (16 KB at most, in L1) read once per row.
+                for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+                    single(*x, ar, 0..k);
+                }
+                kx = k;
+            }
+            // A group of nu k steps from kx into the four chains of each row.
+            let mut group = {
+                #[inline(always)]
+                |kx: usize| {
+                    let mut b = [s.zero(); 4];
+                    for (i, bi) in b.iter_mut().enumerate().take(nu * nv) {
+                        *bi = s.load(bp.add(kx * NR + i * l));
+                    }
+                    for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+                        for u in 0..nu {
+                            let xv = s.splat(*x.add((kx + u) * xstride));
+                            for v in 0..nv {
+                                let i = u * nv + v;
+                                ar[i] = s.mul_add(xv, b[i], ar[i]);
+                            }
+                        }
+                    }
+                }
+            };
+            // Four k steps an iteration, prefetched, then groups, then single steps into the
+            // first chain.
+            while kx + 4 <= k {
+                for o in (0..4 * NR).step_by(pf_step) {
+                    s.prefetch(bp.wrapping_add(kx * NR + pf_dist + o));
+                }
+                for g in (0..4).step_by(nu) {
+                    group(kx + g);
                 }
                 kx += 4;
             }
-            while kx + 2 <= k {
-                let b00 = _mm256_loadu_ps(bp.add(kx * NR));
-                let b01 = _mm256_loadu_ps(bp.add(kx * NR + 8));
-                let b10 = _mm256_loadu_ps(bp.add((kx + 1) * NR));
-                let b11 = _mm256_loadu_ps(bp.add((kx + 1) * NR + 8));
-                for r in 0..m {
-                    let x0 = _mm256_set1_ps(*xs[r].add(kx * xstride));
-                    let x1 = _mm256_set1_ps(*xs[r].add((kx + 1) * xstride));
-                    acc[r][0] = _mm256_fmadd_ps(x0, b00, acc[r][0]);
-                    acc[r][1] = _mm256_fmadd_ps(x0, b01, acc[r][1]);
-                    acc[r][2] = _mm256_fmadd_ps(x1, b10, acc[r][2]);
-                    acc[r][3] = _mm256_fmadd_ps(x1, b11, acc[r][3]);
-                }
-                kx += 2;
+            while kx + nu <= k {
+                group(kx);
+                kx += nu;
             }
-            while kx < k {
-                let b0 = _mm256_loadu_ps(bp.add(kx * NR));
-                let b1 = _mm256_loadu_ps(bp.add(kx * NR + 8));
-                for r in 0..m {
-                    let x0 = _mm256_set1_ps(*xs[r].add(kx * xstride));
-                    acc[r][0] = _mm256_fmadd_ps(x0, b0, acc[r][0]);
-                    acc[r][1] = _mm256_fmadd_ps(x0, b1, acc[r][1]);
-                }
-                kx += 1;
+            for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+                single(*x, ar, kx..k);
             }
-            for r in 0..m {
-                _mm256_storeu_ps(out[r].as_mut_ptr(), _mm256_add_ps(acc[r][0], acc[r][2]));
-                _mm256_storeu_ps(
-                    out[r].as_mut_ptr().add(8),
-                    _mm256_add_ps(acc[r][1], acc[r][3]),
-                );
+            for (ar, o) in acc.iter().zip(self.out.iter_mut()).take(m) {
+                for v in 0..nv {
+                    let sum = match nu {
+                        4 => s.add(
+                            s.add(ar[v], ar[nv + v]),
+                            s.add(ar[2 * nv + v], ar[3 * nv + v]),
+                        ),
+                        2 => s.add(ar[v], ar[nv + v]),
+                        _ => ar[v],
+                    };
+                    s.store(o.as_mut_ptr().add(v * l), sum);
+                }
             }
         }
     }
@@ -1353,7 +1320,6 @@ pub unsafe fn gemv_packed_b(
     ldc: usize,
     ep: &Epilogue,
 ) {
-    let kern = select();
     // Row r of op(A): element kx at a + r*lda + kx (or a + kx*lda + r when transposed).
     let (xstride, xs): (usize, [*const f32; 2]) = if ta {
         // SAFETY: row starts inside A.
@@ -1381,37 +1347,20 @@ pub unsafe fn gemv_packed_b(
                 // SAFETY: panel jc/NR + q of the packed B at depth pc.
                 let panel = unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, jc / NR + q)) };
                 let mut out = [[0f32; NR]; 2];
-                match kern {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: CPU features checked by select().
-                    Kern::Avx512 => unsafe {
-                        avx512::gemv_panel(m, kc, &xk, xstride, panel, &mut out)
-                    },
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: CPU features checked by select().
-                    Kern::Avx2Fma => unsafe {
-                        avx2::gemv_panel(m, kc, &xk, xstride, panel, &mut out)
-                    },
-                    Kern::Portable => {
-                        for r in 0..m {
-                            for kx in 0..kc {
-                                // SAFETY: inside A and the panel.
-                                let (x, brow) = unsafe {
-                                    (
-                                        *xk[r].add(kx * xstride),
-                                        std::slice::from_raw_parts(panel.add(kx * NR), NR),
-                                    )
-                                };
-                                for j in 0..NR {
-                                    out[r][j] += x * brow[j];
-                                }
-                            }
-                        }
-                    }
-                }
-                for r in 0..m {
-                    for j in 0..NR {
-                        accq[r][j] += out[r][j];
+                let w = GemvPanel {
+                    m,
+                    k: kc,
+                    xs: xk,
+                    xstride,
+                    bp: panel,
+                    out: &mut out,
+                };
+                // SAFETY: the panel holds kc rows of NR floats; xk[r] kc values at stride
+                // xstride.
+                unsafe { simd::dispatch(w) };
+                for (ar, or) in accq.iter_mut().zip(&out).take(m) {
+                    for (a, o) in ar.iter_mut().zip(or) {
+                        *a += o;
                     }
                 }
             }
@@ -1419,11 +1368,11 @@ pub unsafe fn gemv_packed_b(
         }
         for (q, accq) in acc.iter().enumerate().take(panels) {
             let p = jc / NR + q;
-            for r in 0..m {
-                for j in 0..NR.min(n - p * NR) {
+            for (r, ar) in accq.iter().enumerate().take(m) {
+                for (j, a) in ar.iter().enumerate().take(n - p * NR) {
                     let col = p * NR + j;
                     // SAFETY: inside C.
-                    unsafe { *c.add(r * ldc + col) = apply_ep(accq[r][j], ep, r, col, ldc) };
+                    unsafe { *c.add(r * ldc + col) = apply_ep(*a, ep, r, col, ldc) };
                 }
             }
         }

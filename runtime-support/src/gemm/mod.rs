@@ -116,7 +116,7 @@ fn read_b_in_place(kern: kernel::Kern, ldb: usize, m: usize, k: usize) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     if kern == kernel::Kern::Avx512 || kern == kernel::Kern::Avx2Fma {
-        let sets = if ldb % 16 != 0 {
+        let sets = if !ldb.is_multiple_of(16) {
             64
         } else {
             64 / gcd(ldb / 16, 64)
@@ -125,7 +125,7 @@ fn read_b_in_place(kern: kernel::Kern, ldb: usize, m: usize, k: usize) -> bool {
         // aligned split every read over two lines, which a deep K block no longer keeps in
         // L1 (Zen 3, 1024→256 1×1 at 14×14, ldb 196: 88 → 83 GFLOP/s in place); shallow ones
         // still gain (16→64 at 55×55, ldb 3025: 54 → 62).
-        if kern == kernel::Kern::Avx2Fma && ldb % 16 != 0 && k > 64 {
+        if kern == kernel::Kern::Avx2Fma && !ldb.is_multiple_of(16) && k > 64 {
             return false;
         }
         return sets >= 16;
@@ -661,7 +661,7 @@ pub fn indirect_wide_tiles() -> bool {
 /// 32 output channels, DenseNet's growth rate, then take four tiles instead of three
 /// 12-row tiles with a third of the last one wasted.
 pub fn indirect_rows8(m: usize, n: usize) -> bool {
-    if m % 8 != 0 || !indirect_wide_tiles() {
+    if !m.is_multiple_of(8) || !indirect_wide_tiles() {
         return false;
     }
     let work12 = m.next_multiple_of(MR) * n.next_multiple_of(2 * NR);

@@ -197,14 +197,69 @@ fn nan_goes_through_the_clamp() {
                 hi: 1.0,
             };
             let got = run(m, n, k, &a, false, &b, false, packed_b, &ep);
-            for i in 0..m * n {
+            for (i, v) in got.iter().enumerate() {
                 assert_eq!(
-                    got[i].is_nan(),
+                    v.is_nan(),
                     i % 7 == 3,
-                    "m={m} n={n} k={k} packed_b={packed_b} [{i}]: {}",
-                    got[i]
+                    "m={m} n={n} k={k} packed_b={packed_b} [{i}]: {v}"
                 );
             }
+        }
+    }
+}
+
+/// The GEMV panel walk (`kernel::GemvPanel`) with the given rows: the panel's sums.
+#[derive(Clone)]
+struct Gemv<'a> {
+    m: usize,
+    k: usize,
+    x: &'a [f32],
+    b: &'a [f32],
+}
+
+impl crate::simd::Walk for Gemv<'_> {
+    type Out = [[f32; NR]; 2];
+    unsafe fn run<S: crate::simd::Simd>(self, s: S) -> Self::Out {
+        let mut out = [[f32::NAN; NR]; 2];
+        // Row r of x at stride 2 from x[r].
+        let w = kernel::GemvPanel {
+            m: self.m,
+            k: self.k,
+            xs: [self.x.as_ptr(), self.x[1..].as_ptr()],
+            xstride: 2,
+            bp: self.b.as_ptr(),
+            out: &mut out,
+        };
+        // SAFETY: x holds 2k + 1 floats, b k rows of NR.
+        unsafe { w.run(s) };
+        out
+    }
+}
+
+/// The GEMV panel walk on every implementation (the 4, 2 and 1 k steps per accumulator group
+/// of 16, 8 and 4 lanes) against sums in f64, with k around the unrolling.
+#[test]
+fn gemv_panels_on_every_implementation() {
+    for m in 1..=2 {
+        for k in [0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 300] {
+            let x = rand(2 * k + 1, k as u64);
+            let b = rand(k * NR, 7);
+            let check = |isa: &str, out: [[f32; NR]; 2]| {
+                for (r, row) in out.iter().enumerate().take(m) {
+                    for (j, got) in row.iter().enumerate() {
+                        let want: f64 = (0..k)
+                            .map(|kx| x[r + 2 * kx] as f64 * b[kx * NR + j] as f64)
+                            .sum();
+                        assert!(
+                            (*got as f64 - want).abs() <= 1e-5 * (1.0 + k as f64),
+                            "{isa} m={m} k={k} [{r}][{j}]: {got} vs {want}"
+                        );
+                    }
+                }
+            };
+            let w = Gemv { m, k, x: &x, b: &b };
+            // SAFETY: the walk's buffers are its own.
+            unsafe { crate::simd::for_each_isa(w, check) };
         }
     }
 }

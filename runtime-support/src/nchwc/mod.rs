@@ -7,8 +7,9 @@
 //! positions of an output row are a fixed stride apart — and whose B operand is the weights,
 //! packed at compile time in panels of 16 output channels. Every output position is written
 //! as whole vectors; nothing is packed, transposed or gathered at run time (a zero-padded
-//! copy of the input is made when taps reach the padding). Depthwise convolutions and
-//! pooling (`pool`) are vertical SIMD over the 8 channels of a block.
+//! copy of the input is made when taps reach the padding). Depthwise convolutions
+//! (`depthwise.rs`, over the SIMD layer with 8 lanes) and pooling (`pool`) are vertical SIMD
+//! over the 8 channels of a block.
 //!
 //! `out[m][oy][ox] = Σ_{c in group, ky, kx} x[c][oy·sh + ky·dh − ph][ox·sw + kx·dw − pw] ·
 //! w[m][c][ky][kx]`, then the epilogue `clamp(acc + bias[m] + residual[m][oy][ox], lo, hi)`
@@ -16,9 +17,12 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod depthwise;
 pub mod pool;
 pub mod reorder;
 
+use crate::simd::Dispatch8;
+use depthwise::depthwise;
 pub use reorder::{
     from_blocked, onnxc_nchw_to_nchwc, onnxc_nchwc_to_nchw, to_blocked, to_blocked_gather,
 };
@@ -325,7 +329,7 @@ pub unsafe fn conv(
                 ..*ep
             };
             if g.is_depthwise() {
-                depthwise(g, xi, iplane, w, &epi, yi, oplane, scratch);
+                depthwise(g, xi, iplane, w, &epi, yi, oplane, scratch, &Dispatch8);
             } else if g.subsamples() {
                 subsample(g, xi, scratch);
                 let dense = BlockedConv {
@@ -602,156 +606,6 @@ pub(crate) fn valid_taps(start: i64, k: usize, dil: usize, n: usize) -> (usize, 
     };
     let k0 = first_at(0).min(k);
     (k0, first_at(n as i64).min(k).max(k0))
-}
-
-/// Depthwise convolution of one image, block by block, reading only the taps inside the
-/// input (no padded copy).
-///
-/// # Safety
-/// As `conv` for one image (`iplane`/`oplane`: floats per blocked plane).
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn depthwise(
-    g: &BlockedConv,
-    x: *const f32,
-    iplane: usize,
-    w: *const f32,
-    ep: &Epilogue,
-    y: *mut f32,
-    oplane: usize,
-    scratch: *mut f32,
-) {
-    let ks = g.ksize();
-    // Small planes are zero-padded into scratch first (it stays in L1/L2), so every output
-    // takes the fast interior loop; large ones read only the valid taps of border outputs.
-    let padded = g.depthwise_pads();
-    let gp = if padded {
-        let [ph, pw] = g.padded_plane();
-        BlockedConv {
-            input: [ph, pw],
-            pads: [0, 0],
-            ..g.clone()
-        }
-    } else {
-        g.clone()
-    };
-    let plan = DwPlan::new(&gp);
-    for b in 0..g.c / CB {
-        // SAFETY: block b of input, weights, bias, residual and output.
-        unsafe {
-            let e = Epilogue {
-                bias: if ep.bias.is_null() {
-                    ep.bias
-                } else {
-                    ep.bias.add(b * CB)
-                },
-                residual: if ep.residual.is_null() {
-                    ep.residual
-                } else {
-                    ep.residual.add(b * oplane)
-                },
-                ..*ep
-            };
-            let src = if padded {
-                padded_input(g, x.add(b * iplane), 1, CB, scratch).0
-            } else {
-                x.add(b * iplane)
-            };
-            depthwise_block(&gp, &plan, src, w.add(b * ks * CB), &e, y.add(b * oplane));
-        }
-    }
-}
-
-/// Where the depthwise windows fall, per output row and column: the window's first input
-/// row/column (may be negative) and its taps inside the input; `[c0, c1)` are the columns
-/// whose every tap is inside.
-struct DwPlan {
-    rows: Vec<(i64, usize, usize)>,
-    cols: Vec<(i64, usize, usize)>,
-    c0: usize,
-    c1: usize,
-}
-
-impl DwPlan {
-    fn new(g: &BlockedConv) -> DwPlan {
-        let axis = |d: usize| -> Vec<(i64, usize, usize)> {
-            (0..g.output[d])
-                .map(|o| {
-                    let s = (o * g.strides[d]) as i64 - g.pads[d] as i64;
-                    let (k0, k1) = valid_taps(s, g.kernel[d], g.dilations[d], g.input[d]);
-                    (s, k0, k1)
-                })
-                .collect()
-        };
-        let cols = axis(1);
-        let kw = g.kernel[1];
-        let full = |t: &(i64, usize, usize)| t.1 == 0 && t.2 == kw;
-        let c0 = cols.iter().position(full).unwrap_or(cols.len());
-        let c1 = c0 + cols[c0..].iter().take_while(|t| full(t)).count();
-        DwPlan {
-            rows: axis(0),
-            cols,
-            c0,
-            c1,
-        }
-    }
-}
-
-/// # Safety
-/// `src` is one block's input plane; `w` its `ks` weight vectors; the epilogue pointers are
-/// offset to the block.
-unsafe fn depthwise_block(
-    g: &BlockedConv,
-    plan: &DwPlan,
-    src: *const f32,
-    w: *const f32,
-    ep: &Epilogue,
-    y: *mut f32,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx2() {
-        // SAFETY: forwarded; AVX2 and FMA detected.
-        unsafe { avx2::depthwise_block(g, plan, src, w, ep, y) };
-        return;
-    }
-    let _ = plan;
-    let [oh, ow] = g.output;
-    let iw = g.input[1];
-    for oy in 0..oh {
-        let sy = (oy * g.strides[0]) as i64 - g.pads[0] as i64;
-        let (ky0, ky1) = valid_taps(sy, g.kernel[0], g.dilations[0], g.input[0]);
-        for ox in 0..ow {
-            let sx = (ox * g.strides[1]) as i64 - g.pads[1] as i64;
-            let (kx0, kx1) = valid_taps(sx, g.kernel[1], g.dilations[1], iw);
-            let mut acc = [0f32; CB];
-            for ky in ky0..ky1 {
-                let iy = (sy + (ky * g.dilations[0]) as i64) as usize;
-                for kx in kx0..kx1 {
-                    let ix = (sx + (kx * g.dilations[1]) as i64) as usize;
-                    for (l, a) in acc.iter_mut().enumerate() {
-                        // SAFETY: the tap is inside the plane; ks weight vectors.
-                        unsafe {
-                            *a += *src.add((iy * iw + ix) * CB + l)
-                                * *w.add((ky * g.kernel[1] + kx) * CB + l);
-                        }
-                    }
-                }
-            }
-            for (l, a) in acc.iter().enumerate() {
-                let at = (oy * ow + ox) * CB + l;
-                // SAFETY: inside the output block.
-                unsafe {
-                    let mut v = *a;
-                    if !ep.bias.is_null() {
-                        v += *ep.bias.add(l);
-                    }
-                    if !ep.residual.is_null() {
-                        v += *ep.residual.add(at);
-                    }
-                    *y.add(at) = crate::clamp_ep(v, ep.lo, ep.hi);
-                }
-            }
-        }
-    }
 }
 
 /// C ABI entry point. `clamp` points to `[lo, hi]` or is null; `bias` and `residual`

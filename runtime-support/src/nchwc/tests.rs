@@ -1,5 +1,6 @@
 use super::*;
 use crate::pool::PoolGeometry;
+use crate::simd::{self, On, Simd, Walk};
 
 use crate::test_rand as rand;
 
@@ -50,12 +51,9 @@ fn reference(
     y
 }
 
-#[allow(clippy::too_many_arguments, reason = "test geometry")]
+/// A geometry of `[n, c, m, group]` over an `hw` input (the output follows).
 fn geom(
-    n: usize,
-    c: usize,
-    m: usize,
-    group: usize,
+    [n, c, m, group]: [usize; 4],
     hw: [usize; 2],
     k: [usize; 2],
     s: usize,
@@ -102,7 +100,6 @@ fn check(g: &BlockedConv) {
     };
     let mut rb = vec![0f32; res.len()];
     let mut yb = vec![f32::NAN; res.len()];
-    let mut y = vec![0f32; res.len()];
     let wp = g.pack_weights(&w);
     assert_eq!(wp.len(), g.packed_weights_len());
     let mut scratch = vec![f32::NAN; g.scratch_floats()];
@@ -127,74 +124,134 @@ fn check(g: &BlockedConv) {
             yb.as_mut_ptr(),
             scratch.as_mut_ptr(),
         );
-        from_blocked(yb.as_ptr(), g.n, g.m, oh * ow, y.as_mut_ptr());
     }
-    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
-            "{g:?}: element {i}: got {a}, want {b}"
-        );
+    let compare = |isa: &str, yb: &[f32]| {
+        let mut y = vec![0f32; yb.len()];
+        // SAFETY: yb holds the blocked output of g, y its plain form.
+        unsafe { from_blocked(yb.as_ptr(), g.n, g.m, oh * ow, y.as_mut_ptr()) };
+        for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{isa} {g:?}: element {i}: got {a}, want {b}"
+            );
+        }
+    };
+    compare("dispatched", &yb);
+    if g.is_depthwise() {
+        let images = Images {
+            g,
+            x: &xb,
+            w: &wp,
+            bias: &bias,
+            residual: &rb,
+        };
+        // SAFETY: the walk's buffers are its own.
+        unsafe { simd::for_each_isa_in(8..=8, images, |isa, yb| compare(isa, &yb)) };
+    }
+}
+
+/// The depthwise convolution of every image with its walk on the implementation `run` is
+/// given (the epilogue `check`'s).
+#[derive(Clone)]
+struct Images<'a> {
+    g: &'a BlockedConv,
+    x: &'a [f32],
+    w: &'a [f32],
+    bias: &'a [f32],
+    residual: &'a [f32],
+}
+
+impl Walk for Images<'_> {
+    type Out = Vec<f32>;
+    unsafe fn run<S: Simd>(self, s: S) -> Vec<f32> {
+        let g = self.g;
+        let (iplane, oplane) = (g.input[0] * g.input[1] * CB, g.output[0] * g.output[1] * CB);
+        let mut y = vec![f32::NAN; self.residual.len()];
+        let mut scratch = vec![f32::NAN; g.scratch_floats()];
+        for img in 0..g.n {
+            let ep = Epilogue {
+                bias: self.bias.as_ptr(),
+                residual: self.residual[img * g.m / CB * oplane..].as_ptr(),
+                lo: -0.5,
+                hi: 3.0,
+            };
+            // SAFETY: image img of each buffer.
+            unsafe {
+                depthwise(
+                    g,
+                    self.x[img * g.c / CB * iplane..].as_ptr(),
+                    iplane,
+                    self.w.as_ptr(),
+                    &ep,
+                    y[img * g.m / CB * oplane..].as_mut_ptr(),
+                    oplane,
+                    scratch.as_mut_ptr(),
+                    &On(s),
+                )
+            };
+        }
+        y
     }
 }
 
 #[test]
 fn matches_direct_convolution() {
     for g in [
-        geom(1, 8, 8, 1, [5, 7], [1, 1], 1, 0, 1),
-        geom(1, 16, 24, 1, [9, 9], [1, 1], 1, 0, 1),
-        geom(2, 32, 16, 1, [13, 11], [3, 3], 1, 1, 1),
-        geom(1, 16, 40, 1, [14, 14], [1, 1], 2, 0, 1),
+        geom([1, 8, 8, 1], [5, 7], [1, 1], 1, 0, 1),
+        geom([1, 16, 24, 1], [9, 9], [1, 1], 1, 0, 1),
+        geom([2, 32, 16, 1], [13, 11], [3, 3], 1, 1, 1),
+        geom([1, 16, 40, 1], [14, 14], [1, 1], 2, 0, 1),
         // Strided 1×1 convolutions run on a subsampled copy: odd planes, stride 3, batch 2.
-        geom(1, 16, 24, 1, [15, 13], [1, 1], 2, 0, 1),
-        geom(1, 8, 16, 1, [10, 10], [1, 1], 3, 0, 1),
-        geom(2, 16, 16, 1, [9, 9], [1, 1], 2, 0, 1),
+        geom([1, 16, 24, 1], [15, 13], [1, 1], 2, 0, 1),
+        geom([1, 8, 16, 1], [10, 10], [1, 1], 3, 0, 1),
+        geom([2, 16, 16, 1], [9, 9], [1, 1], 2, 0, 1),
         // …but not when the last positions fall in padding at the end (found by the fuzz:
         // the copy read past the plane): strides 2×3, grouped, one column of end padding.
         BlockedConv {
             strides: [2, 3],
             output: [11, 8],
-            ..geom(2, 32, 16, 2, [21, 21], [1, 1], 1, 0, 1)
+            ..geom([2, 32, 16, 2], [21, 21], [1, 1], 1, 0, 1)
         },
-        geom(1, 24, 32, 1, [15, 15], [3, 3], 2, 1, 1),
-        geom(1, 8, 16, 1, [12, 12], [3, 3], 1, 2, 2),
-        geom(1, 16, 8, 1, [7, 7], [5, 5], 1, 2, 1),
-        geom(1, 8, 16, 1, [20, 20], [7, 7], 2, 3, 1),
-        geom(1, 16, 16, 1, [6, 9], [1, 3], 1, 1, 1),
+        geom([1, 24, 32, 1], [15, 15], [3, 3], 2, 1, 1),
+        geom([1, 8, 16, 1], [12, 12], [3, 3], 1, 2, 2),
+        geom([1, 16, 8, 1], [7, 7], [5, 5], 1, 2, 1),
+        geom([1, 8, 16, 1], [20, 20], [7, 7], 2, 3, 1),
+        geom([1, 16, 16, 1], [6, 9], [1, 3], 1, 1, 1),
         // Last tiles rebalanced: 20 positions (6+6+4+4), 49 (…+4+3), 81 (…+5+4); and 2
         // positions, a single short tile.
-        geom(1, 16, 16, 1, [5, 4], [1, 1], 1, 0, 1),
-        geom(1, 16, 24, 1, [7, 7], [3, 3], 1, 1, 1),
-        geom(1, 8, 16, 1, [1, 2], [1, 1], 1, 0, 1),
+        geom([1, 16, 16, 1], [5, 4], [1, 1], 1, 0, 1),
+        geom([1, 16, 24, 1], [7, 7], [3, 3], 1, 1, 1),
+        geom([1, 8, 16, 1], [1, 2], [1, 1], 1, 0, 1),
         // Several depth passes (K = 80·9 > 256) and panel groups.
-        geom(1, 80, 48, 1, [10, 10], [3, 3], 1, 1, 1),
-        geom(1, 512, 40, 1, [4, 4], [1, 1], 1, 0, 1),
+        geom([1, 80, 48, 1], [10, 10], [3, 3], 1, 1, 1),
+        geom([1, 512, 40, 1], [4, 4], [1, 1], 1, 0, 1),
         // Several chunks of positions per pass (900 positions, 128 per chunk) and a
         // shallow one (1600 positions in chunks of 1024).
-        geom(1, 64, 16, 1, [30, 30], [3, 3], 1, 1, 1),
-        geom(1, 32, 24, 1, [40, 40], [1, 1], 1, 0, 1),
+        geom([1, 64, 16, 1], [30, 30], [3, 3], 1, 1, 1),
+        geom([1, 32, 24, 1], [40, 40], [1, 1], 1, 0, 1),
         // Groups of whole blocks (ShuffleNet-style), with an odd number of blocks per group.
-        geom(1, 48, 48, 3, [9, 9], [1, 1], 1, 0, 1),
-        geom(2, 16, 32, 2, [8, 8], [3, 3], 2, 1, 1),
+        geom([1, 48, 48, 3], [9, 9], [1, 1], 1, 0, 1),
+        geom([2, 16, 32, 2], [8, 8], [3, 3], 2, 1, 1),
         // Depthwise, strides 1 and 2, dilation, no padding.
-        geom(1, 16, 16, 16, [11, 11], [3, 3], 1, 1, 1),
-        geom(2, 24, 24, 24, [14, 13], [3, 3], 2, 1, 1),
-        geom(1, 8, 8, 8, [9, 9], [5, 5], 1, 4, 2),
-        geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 0, 1),
+        geom([1, 16, 16, 16], [11, 11], [3, 3], 1, 1, 1),
+        geom([2, 24, 24, 24], [14, 13], [3, 3], 2, 1, 1),
+        geom([1, 8, 8, 8], [9, 9], [5, 5], 1, 4, 2),
+        geom([1, 8, 8, 8], [9, 9], [3, 3], 1, 0, 1),
         // Depthwise planes too large to pad into scratch: border outputs read their valid
         // taps, interior ones the 3x3 row kernel.
-        geom(1, 16, 16, 16, [48, 50], [3, 3], 1, 1, 1),
-        geom(1, 8, 8, 8, [49, 47], [3, 3], 2, 1, 1),
-        geom(1, 8, 8, 8, [46, 46], [5, 5], 2, 2, 1),
-        geom(1, 8, 8, 8, [46, 46], [3, 3], 1, 2, 2),
+        geom([1, 16, 16, 16], [48, 50], [3, 3], 1, 1, 1),
+        geom([1, 8, 8, 8], [49, 47], [3, 3], 2, 1, 1),
+        geom([1, 8, 8, 8], [46, 46], [5, 5], 2, 2, 1),
+        geom([1, 8, 8, 8], [46, 46], [3, 3], 1, 2, 2),
         // First convolutions reading plain NCHW input: RGB stems of several shapes, a
         // single channel, a dilated one, depth passes (5·81 > 256) and batch 2.
-        plain_input(geom(1, 3, 16, 1, [23, 23], [7, 7], 2, 3, 1)),
-        plain_input(geom(2, 3, 24, 1, [20, 19], [3, 3], 2, 1, 1)),
-        plain_input(geom(1, 1, 8, 1, [12, 12], [3, 3], 1, 1, 1)),
-        plain_input(geom(1, 3, 32, 1, [31, 31], [11, 11], 4, 2, 1)),
-        plain_input(geom(1, 5, 16, 1, [15, 15], [9, 9], 1, 4, 1)),
-        plain_input(geom(1, 4, 8, 1, [13, 13], [3, 3], 1, 2, 2)),
-        plain_input(geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1)),
+        plain_input(geom([1, 3, 16, 1], [23, 23], [7, 7], 2, 3, 1)),
+        plain_input(geom([2, 3, 24, 1], [20, 19], [3, 3], 2, 1, 1)),
+        plain_input(geom([1, 1, 8, 1], [12, 12], [3, 3], 1, 1, 1)),
+        plain_input(geom([1, 3, 32, 1], [31, 31], [11, 11], 4, 2, 1)),
+        plain_input(geom([1, 5, 16, 1], [15, 15], [9, 9], 1, 4, 1)),
+        plain_input(geom([1, 4, 8, 1], [13, 13], [3, 3], 1, 2, 2)),
+        plain_input(geom([1, 12, 16, 1], [9, 9], [1, 1], 1, 0, 1)),
     ] {
         check(&g);
     }
@@ -202,7 +259,7 @@ fn matches_direct_convolution() {
 
 #[test]
 fn encode_round_trips() {
-    let g = geom(2, 16, 32, 2, [8, 9], [3, 1], 2, 1, 1);
+    let g = geom([2, 16, 32, 2], [8, 9], [3, 1], 2, 1, 1);
     let p = g.encode();
     // SAFETY: p is an array written by `encode`.
     assert_eq!(unsafe { BlockedConv::decode(p.as_ptr()) }, g);
@@ -210,15 +267,15 @@ fn encode_round_trips() {
 
 #[test]
 fn supported_geometries() {
-    assert!(!geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(!geom(1, 12, 16, 1, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(!geom(1, 24, 24, 6, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(geom(1, 24, 24, 3, [9, 9], [1, 1], 1, 0, 1).supported());
-    assert!(!geom(1, 8, 16, 8, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(geom(1, 8, 8, 8, [9, 9], [3, 3], 1, 1, 1).supported());
-    assert!(plain_input(geom(1, 3, 64, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
-    assert!(!plain_input(geom(1, 3, 60, 1, [9, 9], [3, 3], 1, 1, 1)).supported());
-    assert!(!plain_input(geom(1, 16, 16, 2, [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!geom([1, 3, 64, 1], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(!geom([1, 12, 16, 1], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom([1, 24, 24, 6], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(geom([1, 24, 24, 3], [9, 9], [1, 1], 1, 0, 1).supported());
+    assert!(!geom([1, 8, 16, 8], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(geom([1, 8, 8, 8], [9, 9], [3, 3], 1, 1, 1).supported());
+    assert!(plain_input(geom([1, 3, 64, 1], [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom([1, 3, 60, 1], [9, 9], [3, 3], 1, 1, 1)).supported());
+    assert!(!plain_input(geom([1, 16, 16, 2], [9, 9], [3, 3], 1, 1, 1)).supported());
 }
 
 #[test]
@@ -287,143 +344,27 @@ fn reorders_round_trip_with_partial_blocks() {
 
 #[test]
 fn pooling_matches_the_plain_kernel() {
-    #[allow(clippy::type_complexity, reason = "a table of cases")]
-    let cases: &[(
-        i64,
-        bool,
-        i64,
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-    )] = &[
-        // kind, count_include_pad, p, input, kernel, strides, dilations, pads begin, pads end
-        (
-            0,
-            false,
-            0,
-            [13, 13],
-            [3, 3],
-            [2, 2],
-            [1, 1],
-            [0, 0],
-            [1, 1],
-        ),
-        (
-            0,
-            false,
-            0,
-            [112, 112],
-            [3, 3],
-            [2, 2],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            1,
-            false,
-            0,
-            [14, 14],
-            [3, 3],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (1, true, 0, [9, 7], [3, 2], [2, 1], [1, 1], [1, 0], [1, 1]),
-        (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
-        (
-            0,
-            false,
-            0,
-            [10, 10],
-            [3, 3],
-            [1, 1],
-            [2, 2],
-            [2, 2],
-            [2, 2],
-        ),
-        (2, false, 2, [8, 8], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
-        // Inception's stride-1 max pools; rows wider than one chunk of columns (several
-        // chunks per row, stride 1 and 2); stride above the kernel (not separable); windows
-        // wholly in the padding (pads ≥ kernel); a kernel wider than a chunk.
-        (
-            0,
-            false,
-            0,
-            [28, 28],
-            [3, 3],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            0,
-            false,
-            0,
-            [5, 600],
-            [3, 3],
-            [1, 2],
-            [1, 1],
-            [1, 1],
-            [1, 1],
-        ),
-        (
-            1,
-            false,
-            0,
-            [4, 530],
-            [2, 3],
-            [1, 1],
-            [1, 1],
-            [0, 1],
-            [1, 1],
-        ),
-        (1, true, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
-        (0, false, 0, [9, 9], [2, 2], [3, 3], [1, 1], [0, 0], [1, 1]),
-        (0, false, 0, [6, 6], [2, 2], [1, 1], [2, 1], [3, 3], [3, 3]),
-        (1, true, 0, [6, 6], [2, 2], [1, 1], [1, 1], [3, 3], [3, 3]),
-        (
-            0,
-            false,
-            0,
-            [2, 300],
-            [1, 280],
-            [1, 7],
-            [1, 1],
-            [0, 0],
-            [0, 0],
-        ),
-    ];
-    for &(kind, cip, p, input, kernel, strides, dilations, pads_begin, pads_end) in cases {
-        let out = |d: usize| {
-            (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
-                / strides[d]
-                + 1
-        };
+    for case in crate::pool::tests::CASES {
         let (n, c) = (2usize, 16usize);
-        let plain = PoolGeometry {
-            kind,
-            count_include_pad: cip,
-            p,
-            planes: (n * c) as i64,
-            input,
-            output: [out(0), out(1)],
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            pads_end,
-        };
+        let plain = crate::pool::tests::geometry(case, (n * c) as i64);
         let blocked = PoolGeometry {
             planes: (n * c / CB) as i64,
             ..plain.clone()
         };
-        let (ihw, ohw) = ((input[0] * input[1]) as usize, (out(0) * out(1)) as usize);
+        let PoolGeometry {
+            kind,
+            input,
+            output,
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            ..
+        } = plain;
+        let (ihw, ohw) = (
+            (input[0] * input[1]) as usize,
+            (output[0] * output[1]) as usize,
+        );
         let mut x = rand(n * c * ihw, 9);
         if kind == 0 {
             // NaN taps make their windows NaN.
@@ -449,7 +390,7 @@ fn pooling_matches_the_plain_kernel() {
         // Max: a window with a NaN tap is NaN, in both kernels; checked here independently.
         let window_nan = |i: usize| {
             let (pl, o) = (i / ohw, (i % ohw) as i64);
-            let (oy, ox) = (o / out(1), o % out(1));
+            let (oy, ox) = (o / output[1], o % output[1]);
             (0..kernel[0]).any(|ky| {
                 let iy = oy * strides[0] - pads_begin[0] + ky * dilations[0];
                 (0..kernel[1]).any(|kx| {

@@ -29,10 +29,10 @@ pub const EXP_MIN: f32 = -110.0;
 /// tanh's odd polynomial in x² for |x| < `TANH_CUT`, highest degree first.
 pub const TANH_P: [f32; 5] = [
     -5.704_988_7e-3,
-    2.063_908_9e-2,
+    2.063_909e-2,
     -5.373_971_6e-2,
     1.333_144_2e-1,
-    -3.333_328_2e-1,
+    -3.333_328e-1,
 ];
 pub const TANH_CUT: f32 = 0.625;
 /// From 9.010914 on tanh rounds to ±1; clamping |x| at 9.1 keeps `1 − 2/(e^{2|x|} + 1)`
@@ -116,4 +116,12 @@ pub fn erf<S: Simd>(s: S, x: S::F) -> S::F {
     let p = poly(s, &ERF_P, x2);
     let q = poly(s, &ERF_Q, x2);
     s.div(s.mul(xc, p), q)
+}
+
+/// GELU, exact form: `½·x·(1 + erf(x/√2))` per lane.
+#[inline(always)]
+pub fn gelu<S: Simd>(s: S, v: S::F) -> S::F {
+    let (half, one) = (s.splat(0.5), s.splat(1.0));
+    let r2 = s.splat(std::f32::consts::FRAC_1_SQRT_2);
+    s.mul(s.mul(half, v), s.add(one, erf(s, s.mul(v, r2))))
 }

@@ -22,6 +22,37 @@
 //! - Masked loads do not access the lanes outside their mask: such a lane's address may lie
 //!   outside every allocation. Masked stores write only the lanes inside.
 
+/// The methods of a native implementation, each running only its instruction set's
+/// intrinsics: `name(arguments) -> type = body;`, `unsafe name(..) = body;` for those with
+/// the trait's pointer contracts, and `binary type: name intrinsic, ..;` for the
+/// one-intrinsic `(a, b)` operations. Always inlined, the body in one `unsafe` block, which
+/// the token makes sound (a value of the implementation exists only where its instructions
+/// may run) together with the callers' pointer contracts.
+#[cfg(target_arch = "x86_64")]
+macro_rules! intrinsics {
+    () => {};
+    (binary $t:ty: $($name:ident $f:ident),*; $($rest:tt)*) => {
+        $(intrinsics!($name(a: $t, b: $t) -> $t = $f(a, b););)*
+        intrinsics!($($rest)*);
+    };
+    (unsafe $name:ident($($a:ident: $t:ty),*) $(-> $r:ty)? = $e:expr; $($rest:tt)*) => {
+        #[inline(always)]
+        unsafe fn $name(self, $($a: $t),*) $(-> $r)? {
+            // SAFETY: the token proves the instruction set; the caller, the pointer contract.
+            unsafe { $e }
+        }
+        intrinsics!($($rest)*);
+    };
+    ($name:ident($($a:ident: $t:ty),*) -> $r:ty = $e:expr; $($rest:tt)*) => {
+        #[inline(always)]
+        fn $name(self, $($a: $t),*) -> $r {
+            // SAFETY: the token proves the instruction set.
+            unsafe { $e }
+        }
+        intrinsics!($($rest)*);
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -109,6 +140,25 @@ pub unsafe trait Simd: Copy {
         m: Self::M,
         fill: Self::F,
     ) -> Self::F;
+    /// Lane `l` in `m` is `p[idx[l]]`, the others `fill`; neither their indices nor their
+    /// addresses are accessed.
+    ///
+    /// # Safety
+    /// `idx.wrapping_add(l)` and then `p.wrapping_offset(idx[l])` are readable for every lane
+    /// `l` in `m`.
+    unsafe fn gather_index(
+        self,
+        p: *const f32,
+        idx: *const i32,
+        m: Self::M,
+        fill: Self::F,
+    ) -> Self::F;
+    /// A hint to fetch the cache line of `p` into L1 (any address: a prefetch does not fault;
+    /// the portable implementation ignores it).
+    #[inline(always)]
+    fn prefetch(self, p: *const f32) {
+        let _ = p;
+    }
     /// `a` in the lanes of `m`, `b` elsewhere.
     fn select(self, m: Self::M, a: Self::F, b: Self::F) -> Self::F;
 
@@ -167,27 +217,41 @@ pub unsafe trait Simd: Copy {
     /// 128-bit halves (π: tiles 0, 2, 4, 6, 1, 3, 5, 7), half the shuffles of crossing them.
     #[inline(always)]
     fn split4(self, v: [Self::F; 4]) -> [Self::F; 4] {
-        let (e01, o01) = self.deinterleave(v[0], v[1]);
-        let (e23, o23) = self.deinterleave(v[2], v[3]);
-        let (c0, c2) = self.deinterleave(e01, e23);
-        let (c1, c3) = self.deinterleave(o01, o23);
-        [c0, c1, c2, c3]
+        butterfly(self, v, false)
     }
     /// The inverse of [`split4`](Simd::split4): columns `c[0..4]` (float `4k + j` in lane
     /// `π(k)` of `c[j]`) back to `4·LANES` consecutive floats.
     #[inline(always)]
     fn join4(self, c: [Self::F; 4]) -> [Self::F; 4] {
-        let (e01, e23) = self.interleave(c[0], c[2]);
-        let (o01, o23) = self.interleave(c[1], c[3]);
-        let (v0, v1) = self.interleave(e01, o01);
-        let (v2, v3) = self.interleave(e23, o23);
-        [v0, v1, v2, v3]
+        butterfly(self, c, true)
     }
 
     /// The sum of the lanes (in an order of the implementation's).
     fn reduce_add(self, a: Self::F) -> f32;
     /// The largest lane (NaN lanes: unspecified).
     fn reduce_max(self, a: Self::F) -> f32;
+}
+
+/// The default `split4` (`join`: `join4`): two rounds of `deinterleave` on the pairs (0, 1),
+/// (2, 3) with the results regrouped `[first, first, second, second]`, or of `interleave` on
+/// (0, 2), (1, 3) kept in order — stride-4 columns out of consecutive floats, and back.
+/// (Methods called directly: a function passed in stays a call where it is not inlined, as
+/// `Fn::call` of a method was in the AVX-512 walks.)
+#[inline(always)]
+fn butterfly<S: Simd>(s: S, v: [S::F; 4], join: bool) -> [S::F; 4] {
+    let round = {
+        #[inline(always)]
+        move |[a, b, c, d]: [S::F; 4]| {
+            if join {
+                let ((p, q), (r, t)) = (s.interleave(a, c), s.interleave(b, d));
+                [p, q, r, t]
+            } else {
+                let ((p, q), (r, t)) = (s.deinterleave(a, b), s.deinterleave(c, d));
+                [p, r, q, t]
+            }
+        }
+    };
+    round(round(v))
 }
 
 /// A kernel walk: arguments as fields, the work in `run`, written once over [`Simd`].
@@ -271,6 +335,65 @@ pub unsafe fn dispatch_native<W: Walk>(w: W) -> Option<W::Out> {
     None
 }
 
+/// Runs `w` with 8-lane vectors, for walks over blocks of 8 floats (the NCHWc layout's): AVX2
+/// where the CPU has it (AVX-512 CPUs too), else the portable `Lanes<8>`.
+///
+/// # Safety
+/// `w`'s contract.
+#[inline(always)]
+pub unsafe fn dispatch8<W: Walk>(w: W) -> W::Out {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx2() {
+        // SAFETY: AVX2 and FMA detected; w's contract forwarded.
+        return unsafe { run_avx2(w) };
+    }
+    // SAFETY: forwarded.
+    unsafe { w.run(Lanes::<8>::new()) }
+}
+
+/// Runs walks for a kernel: `Dispatch`/`Dispatch8` as `dispatch`/`dispatch8` do, or in
+/// tests `On` one given implementation (so a kernel that runs several walks can be tested
+/// whole on each).
+pub trait Runner {
+    /// # Safety
+    /// `w`'s contract.
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out;
+}
+
+/// [`dispatch`].
+pub struct Dispatch;
+
+impl Runner for Dispatch {
+    #[inline(always)]
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { dispatch(w) }
+    }
+}
+
+/// [`dispatch8`].
+pub struct Dispatch8;
+
+impl Runner for Dispatch8 {
+    #[inline(always)]
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { dispatch8(w) }
+    }
+}
+
+/// One implementation (a token the test holds).
+#[cfg(test)]
+pub struct On<S>(pub S);
+
+#[cfg(test)]
+impl<S: Simd> Runner for On<S> {
+    unsafe fn run<W: Walk>(&self, w: W) -> W::Out {
+        // SAFETY: forwarded.
+        unsafe { w.run(self.0) }
+    }
+}
+
 /// # Safety
 /// AVX-512 F/BW/DQ/VL and FMA present; `w`'s contract.
 #[cfg(target_arch = "x86_64")]
@@ -299,17 +422,17 @@ unsafe fn run_avx2<W: Walk>(w: W) -> W::Out {
 #[cfg(test)]
 pub unsafe fn for_each_isa<W: Walk + Clone>(w: W, check: impl FnMut(&'static str, W::Out)) {
     // SAFETY: forwarded.
-    unsafe { for_each_isa_from(1, w, check) }
+    unsafe { for_each_isa_in(1..=16, w, check) }
 }
 
-/// `for_each_isa` over the implementations of at least `min_lanes` lanes (walks that
-/// assume a native vector width).
+/// `for_each_isa` over the implementations whose lane count is in `lanes` (walks that
+/// assume a native vector width, or 8-float blocks).
 ///
 /// # Safety
 /// `w`'s contract, for every run.
 #[cfg(test)]
-pub unsafe fn for_each_isa_from<W: Walk + Clone>(
-    min_lanes: usize,
+pub unsafe fn for_each_isa_in<W: Walk + Clone>(
+    lanes: std::ops::RangeInclusive<usize>,
     w: W,
     mut check: impl FnMut(&'static str, W::Out),
 ) {
@@ -323,20 +446,26 @@ pub unsafe fn for_each_isa_from<W: Walk + Clone>(
                 && std::is_x86_feature_detected!("avx512dq")
                 && std::is_x86_feature_detected!("avx512vl")
                 && std::is_x86_feature_detected!("fma")
+                && lanes.contains(&16)
             {
                 check("avx512", run_avx512(w.clone()));
             }
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            if std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && lanes.contains(&8)
+            {
                 check("avx2", run_avx2(w.clone()));
             }
         }
-        if min_lanes <= 4 {
+        if lanes.contains(&4) {
             check("lanes4", w.clone().run(Lanes::<4>::new()));
         }
-        if min_lanes <= 8 {
+        if lanes.contains(&8) {
             check("lanes8", w.clone().run(Lanes::<8>::new()));
         }
-        check("lanes16", w.run(Lanes::<16>::new()));
+        if lanes.contains(&16) {
+            check("lanes16", w.run(Lanes::<16>::new()));
+        }
     }
 }
 

@@ -110,6 +110,24 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
         })
     }
     #[inline(always)]
+    unsafe fn gather_index(
+        self,
+        p: *const f32,
+        idx: *const i32,
+        m: [u32; N],
+        fill: [f32; N],
+    ) -> [f32; N] {
+        // SAFETY: only lanes in m are read, index and value (caller contract).
+        std::array::from_fn(|l| {
+            if m[l] != 0 {
+                // SAFETY: lane l is in m, so its index and value may be read (caller contract).
+                unsafe { *p.wrapping_offset(*idx.wrapping_add(l) as isize) }
+            } else {
+                fill[l]
+            }
+        })
+    }
+    #[inline(always)]
     fn select(self, m: [u32; N], a: [f32; N], b: [f32; N]) -> [f32; N] {
         std::array::from_fn(|l| f32::from_bits(a[l].to_bits() & m[l] | b[l].to_bits() & !m[l]))
     }
@@ -223,11 +241,14 @@ unsafe impl<const N: usize> Simd for Lanes<N> {
     }
     #[inline(always)]
     fn interleave(self, a: [f32; N], b: [f32; N]) -> ([f32; N], [f32; N]) {
-        let at = |i: usize| if i % 2 == 0 { a[i / 2] } else { b[i / 2] };
-        (
-            std::array::from_fn(|l| at(l)),
-            std::array::from_fn(|l| at(N + l)),
-        )
+        let at = |i: usize| {
+            if i.is_multiple_of(2) {
+                a[i / 2]
+            } else {
+                b[i / 2]
+            }
+        };
+        (std::array::from_fn(&at), std::array::from_fn(|l| at(N + l)))
     }
     #[inline(always)]
     fn reduce_add(self, a: [f32; N]) -> f32 {

@@ -40,13 +40,19 @@ struct Ops<'a> {
     b: &'a [f32],
 }
 
+/// Per operation, its lane values.
+type Results = Vec<(&'static str, Vec<f32>)>;
+
+/// A masked access's expected lane `j`: (inside the mask, outside).
+type LaneValues<'a> = &'a dyn Fn(usize) -> (f32, f32);
+
 /// Per operation, the results over `a` and `b` processed a vector at a time.
 impl Walk for Ops<'_> {
-    type Out = Vec<(&'static str, Vec<f32>)>;
+    type Out = Results;
     unsafe fn run<S: Simd>(self, s: S) -> Self::Out {
         let l = S::LANES;
         let n = self.a.len() / l * l;
-        let mut out: Vec<(&'static str, Vec<f32>)> = Vec::new();
+        let mut out: Results = Vec::new();
         let mut put = |name: &'static str, v: S::F| {
             let mut buf = [0f32; 16];
             // SAFETY: buf holds 16 ≥ LANES floats.
@@ -103,6 +109,12 @@ impl Walk for Ops<'_> {
                     put(
                         "gather_masked",
                         s.gather_masked(self.a.as_ptr().add(i), stride, m, b),
+                    );
+                    // Lane j reads element i + (j·7 mod LANES), indices past the mask unread.
+                    let idx: Vec<i32> = (0..l).map(|j| (j * 7 % l) as i32).collect();
+                    put(
+                        "gather_index",
+                        s.gather_index(self.a.as_ptr().add(i), idx.as_ptr(), m, b),
                     );
                     let mut buf = [1.5f32; 16];
                     s.store_masked(buf.as_mut_ptr(), m, a);
@@ -195,7 +207,7 @@ fn every_implementation_keeps_the_documented_semantics() {
     b[5] = 0.0;
     b[9] = -0.0;
     b[13] = f32::INFINITY;
-    let mut results: Vec<(String, Vec<(&'static str, Vec<f32>)>)> = Vec::new();
+    let mut results: Vec<(String, Results)> = Vec::new();
     // SAFETY: the walk reads only its two slices.
     unsafe {
         for_each_isa(Ops { a: &a, b: &b }, |isa, r| {
@@ -239,43 +251,33 @@ fn every_implementation_keeps_the_documented_semantics() {
         }
         // Masked loads and stores against lane sets.
         let ranges = [(0, l), (1, l - 1), (3, 2), (l / 2, l + 4), (0, 0)];
-        let (lm, lz, gm, sm, an) = (
-            find("load_masked"),
-            find("load_or_zero"),
-            find("gather_masked"),
-            find("store_masked"),
-            find("any"),
-        );
+        let an = find("any");
         let mut k = 0;
         for i in (0..a.len() / l * l).step_by(l) {
             for (lo, hi) in ranges {
                 let stride = if i + 2 * l <= a.len() { 2 } else { 1 };
-                let inside = |j: usize| j >= lo && j < hi.min(l);
-                for j in 0..l {
-                    let want_load = if inside(j) { a[i + j] } else { b[i + j] };
-                    let want_gather = if inside(j) {
-                        a[i + j * stride]
-                    } else {
-                        b[i + j]
-                    };
-                    let want_store = if inside(j) { a[i + j] } else { 1.5 };
-                    assert!(
-                        same(lm[k * l + j], want_load),
-                        "{isa} load_masked {i} {lo}..{hi} lane {j}"
-                    );
-                    let want_zero = if inside(j) { a[i + j] } else { 0.0 };
-                    assert!(
-                        same(lz[k * l + j], want_zero),
-                        "{isa} load_or_zero {i} {lo}..{hi} lane {j}"
-                    );
-                    assert!(
-                        same(gm[k * l + j], want_gather),
-                        "{isa} gather_masked {i} {lo}..{hi} lane {j}"
-                    );
-                    assert!(
-                        same(sm[k * l + j], want_store),
-                        "{isa} store_masked {i} {lo}..{hi} lane {j}"
-                    );
+                // Per operation, the value of lane j inside the mask and outside it.
+                let lanes: [(&str, LaneValues); 5] = [
+                    ("load_masked", &|j| (a[i + j], b[i + j])),
+                    ("load_or_zero", &|j| (a[i + j], 0.0)),
+                    ("gather_masked", &|j| (a[i + j * stride], b[i + j])),
+                    ("gather_index", &|j| (a[i + j * 7 % l], b[i + j])),
+                    ("store_masked", &|j| (a[i + j], 1.5)),
+                ];
+                for (name, want) in lanes {
+                    let got = find(name);
+                    for j in 0..l {
+                        let (inside, outside) = want(j);
+                        let want = if j >= lo && j < hi.min(l) {
+                            inside
+                        } else {
+                            outside
+                        };
+                        assert!(
+                            same(got[k * l + j], want),
+                            "{isa} {name} {i} {lo}..{hi} lane {j}"
+                        );
+                    }
                 }
                 assert_eq!(an[k * l] != 0.0, lo < hi.min(l), "{isa} any {lo}..{hi}");
                 k += 1;

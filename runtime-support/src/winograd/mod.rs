@@ -7,9 +7,9 @@
 //! instead (`f4.rs`: 36 products per 4×4 tile, 4× fewer multiplies) through the same blocks
 //! and GEMMs (`Variant`).
 
-use crate::conv::ConvGeometry;
+use crate::conv::{Call, ConvGeometry};
 use crate::gemm::{self, BSource, Epilogue, NR, pack};
-use crate::simd::{self, Simd, Walk};
+use crate::simd::{Dispatch, Runner, Simd, Walk};
 
 mod f4;
 
@@ -44,23 +44,13 @@ const F4_MIN_SIDE: i64 = 20;
 
 /// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
 fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
-    // G = [[1,0,0],[½,½,½],[½,-½,½],[0,0,1]]
-    let gk = |r: usize, c: usize| g[r * 3 + c];
-    let mut t = [[0f32; 3]; 4]; // G g
-    for c in 0..3 {
-        let (a, b, d) = (gk(0, c), gk(1, c), gk(2, c));
-        t[0][c] = a;
-        t[1][c] = 0.5 * (a + b + d);
-        t[2][c] = 0.5 * (a - b + d);
-        t[3][c] = d;
-    }
-    let mut u = [0f32; 16]; // (G g) Gᵀ
-    for r in 0..4 {
-        let (a, b, d) = (t[r][0], t[r][1], t[r][2]);
-        u[r * 4] = a;
-        u[r * 4 + 1] = 0.5 * (a + b + d);
-        u[r * 4 + 2] = 0.5 * (a - b + d);
-        u[r * 4 + 3] = d;
+    // G = [[1,0,0],[½,½,½],[½,-½,½],[0,0,1]] applied to a column of three.
+    let gv = |[a, b, d]: [f32; 3]| [a, 0.5 * (a + b + d), 0.5 * (a - b + d), d];
+    // Column c of G g.
+    let t = [0, 1, 2].map(|c| gv([g[c], g[3 + c], g[6 + c]]));
+    let mut u = [0f32; 16]; // (G g) Gᵀ, row r from row r of G g
+    for (r, ur) in u.chunks_exact_mut(4).enumerate() {
+        ur.copy_from_slice(&gv([t[0][r], t[1][r], t[2][r]]));
     }
     u
 }
@@ -283,6 +273,14 @@ struct InputPanel {
     off: usize,
 }
 
+/// The input transform of a panel. F(2×2, 3×3): per lane group, each input row's columns
+/// `2j..2j+4` of its tiles are the even and odd lanes of the row from the first tile's
+/// column and of the row two columns on. F(4×4, 3×3): columns `4j..4j+4` are the `split4` of
+/// the row from the first tile's column, columns `4j+4, 4j+5` the first two of the split four
+/// columns on, in the lane order of the instruction set's `split4` (`Output` undoes it).
+#[derive(Clone, Copy)]
+struct Input(InputPanel, Variant);
+
 /// One panel of the output transform: the NR products of each point ξ at `mrow + ξ·stride`
 /// (tiles `t0..t0+NR`, as in `InputPanel`) become the tiles' outputs in the oh × ow plane
 /// `out`, with the epilogue `clamp(y + bias + resid, lo, hi)` (`resid` may be null).
@@ -300,6 +298,11 @@ struct OutputPanel {
     lo: f32,
     hi: f32,
 }
+
+/// The output transform of a panel: each output row's two (F(2×2, 3×3): interleaved) or four
+/// (F(4×4, 3×3): `join4`) columns of the group's tiles into consecutive columns.
+#[derive(Clone, Copy)]
+struct Output(OutputPanel, Variant);
 
 /// Where the tiles of a lane group lie: tile row `ty` from tile column `tx` on, or with
 /// `split` only in the first half of the lanes, the second half holding tile row `ty + 1`
@@ -365,12 +368,12 @@ impl InputPanel {
         let l = S::LANES;
         let grp = Group::at(self.t0 + g, self.tw, l);
         // SAFETY: the panel's contract.
-        let mut d = unsafe { self.rows(s, m, offs, cols, grp.ty, grp.tx as i64) };
+        let mut d = unsafe { self.rows(s, grp.ty, grp.tx as i64, m, offs, cols) };
         if grp.split {
             // The next tile row's tiles, in the second half of the lanes: as if that row
             // started LANES/2 tiles to the left.
             // SAFETY: as above.
-            let d1 = unsafe { self.rows(s, m, offs, cols, grp.ty + 1, -((l / 2) as i64)) };
+            let d1 = unsafe { self.rows(s, grp.ty + 1, -((l / 2) as i64), m, offs, cols) };
             let hi = s.lanes(l / 2, l);
             for (dr, d1r) in d.iter_mut().zip(d1) {
                 for (v, v1) in dr.iter_mut().zip(d1r) {
@@ -409,11 +412,11 @@ impl InputPanel {
     unsafe fn rows<S: Simd, const N: usize, const K: usize>(
         &self,
         s: S,
+        ty: usize,
+        tx: i64,
         m: usize,
         offs: [usize; K],
         cols: impl Fn([S::F; K]) -> [S::F; N],
-        ty: usize,
-        tx: i64,
     ) -> [[S::F; N]; N] {
         let y0 = (m * ty) as i64 - self.ph;
         let x = m as i64 * tx - self.pw;
@@ -553,14 +556,6 @@ impl OutputPanel {
     }
 }
 
-/// The input transform of a panel. F(2×2, 3×3): per lane group, each input row's columns
-/// `2j..2j+4` of its tiles are the even and odd lanes of the row from the first tile's
-/// column and of the row two columns on. F(4×4, 3×3): columns `4j..4j+4` are the `split4` of
-/// the row from the first tile's column, columns `4j+4, 4j+5` the first two of the split four
-/// columns on, in the lane order of the instruction set's `split4` (`Output` undoes it).
-#[derive(Clone, Copy)]
-struct Input(InputPanel, Variant);
-
 impl Walk for Input {
     type Out = ();
     #[inline(always)]
@@ -607,11 +602,6 @@ impl Walk for Input {
     }
 }
 
-/// The output transform of a panel: each output row's two (F(2×2, 3×3): interleaved) or four
-/// (F(4×4, 3×3): `join4`) columns of the group's tiles into consecutive columns.
-#[derive(Clone, Copy)]
-struct Output(OutputPanel, Variant);
-
 impl Walk for Output {
     type Out = ();
     #[inline(always)]
@@ -648,61 +638,21 @@ impl Walk for Output {
     }
 }
 
-/// Runs the panel walks: with the CPU's instruction set (`Dispatch`), or in tests with a
-/// given implementation.
-trait Runner {
-    /// # Safety
-    /// `w`'s contract.
-    unsafe fn run<W: Walk<Out = ()>>(&self, w: W);
-}
-
-/// `simd::dispatch`.
-struct Dispatch;
-
-impl Runner for Dispatch {
-    #[inline(always)]
-    unsafe fn run<W: Walk<Out = ()>>(&self, w: W) {
-        // SAFETY: forwarded.
-        unsafe { simd::dispatch(w) }
-    }
-}
-
 /// # Safety
-/// As `conv::conv_f32` for a geometry with `use_winograd()`; `w` from `winograd_pack`;
-/// `scratch` holds `winograd_scratch()` floats.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub unsafe fn conv_winograd(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
+/// As `conv::conv_f32` for a geometry with `use_winograd()`; `c.w` from `winograd_pack`;
+/// `c.scratch` holds `winograd_scratch()` floats.
+pub(crate) unsafe fn conv_winograd(g: &ConvGeometry, c: Call) {
     // SAFETY: forwarded.
-    unsafe { conv_with(&Dispatch, g, x, w, bias, residual, lo, hi, y, scratch) }
+    unsafe { conv_with(&Dispatch, g, c) }
 }
 
 /// `conv_winograd` with the transforms run by `r`.
 ///
 /// # Safety
 /// As `conv_winograd`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-unsafe fn conv_with(
-    r: &impl Runner,
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
+unsafe fn conv_with(r: &impl Runner, g: &ConvGeometry, c: Call) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     let (cg, mg) = ((g.c / g.group) as usize, (g.m / g.group) as usize);
     let (ih, iw) = (g.input[0], g.input[1]);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);

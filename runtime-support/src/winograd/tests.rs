@@ -4,7 +4,7 @@
 //! convolution.
 
 use super::*;
-use crate::simd::Lanes;
+use crate::simd::{self, Lanes, On};
 
 /// `X d Xᵀ` of one tile in scalar arithmetic (`Lanes<1>`, which rounds multiply-adds twice)
 /// for a column transform `x` (`bt` or `at` of a variant).
@@ -267,49 +267,24 @@ fn output_panels_match_scalar_transform() {
     }
 }
 
-/// Runs the panel walks with one implementation.
-struct On<S>(S);
-
-impl<S: Simd> Runner for On<S> {
-    unsafe fn run<W: Walk<Out = ()>>(&self, w: W) {
-        // SAFETY: forwarded.
-        unsafe { w.run(self.0) }
-    }
-}
-
-/// A whole convolution whose transforms run on the walk's implementation (the GEMMs on the
-/// CPU's), with a residual and the clamp [-0.5, 0.6].
+/// A whole convolution (its buffers but the output and scratch) whose transforms run on the
+/// walk's implementation (the GEMMs on the CPU's).
 #[derive(Clone)]
-struct Whole<'a> {
-    g: &'a ConvGeometry,
-    x: &'a [f32],
-    wp: &'a [f32],
-    bias: &'a [f32],
-    resid: &'a [f32],
-}
+struct Whole<'a>(&'a ConvGeometry, Call);
 
 impl Walk for Whole<'_> {
     type Out = Vec<f32>;
     unsafe fn run<S: Simd>(self, s: S) -> Vec<f32> {
-        let g = self.g;
-        let mut y = vec![f32::NAN; self.resid.len()];
+        let Whole(g, c) = self;
+        let mut y = vec![f32::NAN; (g.n * g.m * g.output[0] * g.output[1]) as usize];
         let mut scratch = vec![f32::NAN; g.winograd_scratch()];
-        let (x, wp, bias, resid) = (self.x, self.wp, self.bias, self.resid);
-        // SAFETY: the buffers hold the geometry's tensors and scratch.
-        unsafe {
-            conv_with(
-                &On(s),
-                g,
-                x.as_ptr(),
-                wp.as_ptr(),
-                bias.as_ptr(),
-                resid.as_ptr(),
-                -0.5,
-                0.6,
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr(),
-            )
+        let c = Call {
+            y: y.as_mut_ptr(),
+            scratch: scratch.as_mut_ptr(),
+            ..c
         };
+        // SAFETY: the buffers hold the geometry's tensors and scratch.
+        unsafe { conv_with(&On(s), g, c) };
         y
     }
 }
@@ -361,13 +336,19 @@ fn convolutions_match_direct_on_every_isa() {
             }
             seen.push((isa, y));
         };
-        let whole = Whole {
+        let whole = Whole(
             g,
-            x: &x,
-            wp: &wp,
-            bias: &bias,
-            resid: &resid,
-        };
+            Call {
+                x: x.as_ptr(),
+                w: wp.as_ptr(),
+                bias: bias.as_ptr(),
+                residual: resid.as_ptr(),
+                lo: -0.5,
+                hi: 0.6,
+                y: std::ptr::null_mut(),
+                scratch: std::ptr::null_mut(),
+            },
+        );
         // SAFETY: the walk's buffers are its own.
         unsafe { simd::for_each_isa(whole, check) };
     }

@@ -4,7 +4,7 @@
 //! 3×3 weights in registers; portable otherwise).
 
 use super::DW_BLOCK;
-use crate::conv::ConvGeometry;
+use crate::conv::{Call, ConvGeometry};
 
 /// 2-D depthwise convolution over blocks of 16 channels stored channel-last: the block's
 /// planes are transposed into a zero-padded [row][column][16] buffer, every output position
@@ -14,38 +14,14 @@ use crate::conv::ConvGeometry;
 ///
 /// # Safety
 /// As `conv_f32` for a depthwise geometry with `dims = depthwise_blocked_dims()`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(in crate::conv) unsafe fn depthwise_blocked(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    dims: (usize, usize),
-) {
-    crate::multiversion!(depthwise_blocked_body(
-        g, x, w, bias, residual, lo, hi, y, scratch, dims
-    ))
+pub(in crate::conv) unsafe fn depthwise_blocked(g: &ConvGeometry, c: Call, dims: (usize, usize)) {
+    crate::multiversion!(depthwise_blocked_body(g, c, dims))
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(in crate::conv) fn depthwise_blocked_body(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (hp, wp): (usize, usize),
-) {
+pub(in crate::conv) fn depthwise_blocked_body(g: &ConvGeometry, c: Call, (hp, wp): (usize, usize)) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     const B: usize = DW_BLOCK;
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
@@ -252,19 +228,13 @@ pub(in crate::conv) fn transpose8(r: &mut [std::arch::x86_64::__m256; 8]) {
 /// FMA present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
     g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
+    c: Call,
     (hp, wp): (usize, usize),
 ) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     use std::arch::x86_64::*;
     const B: usize = DW_BLOCK;
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);

@@ -79,17 +79,9 @@ fn col_mask(c: isize, w: isize) -> __mmask16 {
 /// AVX-512F/BW/DQ/VL and FMA present; `supported(g)`; `x`, `y` (and `residual` unless null)
 /// hold the geometry's tensors, `w` `m·ksize` weights, `bias` null or `m` floats.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(super) unsafe fn depthwise(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-) {
+pub(super) unsafe fn depthwise(g: &ConvGeometry, c: super::Call) {
+    let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
+    let (lo, hi, y) = (c.lo, c.hi, c.y);
     let (osz, ks) = (g.osize(), g.ksize());
     let chans = g.m as usize;
     let undilated = g.dilations == [1, 1];

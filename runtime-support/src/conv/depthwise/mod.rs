@@ -2,7 +2,7 @@
 //! AVX-512 (`in_place`), small planes channel-blocked (`blocked`), others zero-padded and
 //! split into stride phases (`depthwise_2d`); 3-D depthwise as 2-D slices (`depthwise_3d`).
 
-use super::{ConvGeometry, conv_f32};
+use super::{Call, ConvGeometry, conv_f32};
 
 mod blocked;
 #[cfg(target_arch = "x86_64")]
@@ -16,51 +16,39 @@ pub(super) use blocked::transpose16;
 ///
 /// # Safety
 /// As `conv_f32` for a depthwise geometry.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(super) unsafe fn depthwise(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
+pub(super) unsafe fn depthwise(g: &ConvGeometry, c: Call) {
+    let (lo, hi) = (c.lo, c.hi);
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx512() && in_place::supported(g) {
         // SAFETY: AVX-512 detected; forwarded contract.
-        unsafe { in_place::depthwise(g, x, w, bias, residual, lo, hi, y) };
+        unsafe { in_place::depthwise(g, c) };
         return;
     }
     if let Some(dims) = g.depthwise_blocked_dims() {
         #[cfg(target_arch = "x86_64")]
         if crate::isa::avx2() && dims.0 * dims.1 + g.osize() <= DW_BLOCKED_MAX_CELLS_AVX2 {
             // SAFETY: AVX2 and FMA detected; forwarded contract.
-            unsafe {
-                blocked::depthwise_blocked_avx2(g, x, w, bias, residual, lo, hi, y, scratch, dims)
-            };
+            unsafe { blocked::depthwise_blocked_avx2(g, c, dims) };
             return;
         }
         if g.osize() <= DW_BLOCKED_MAX_OUT {
             // SAFETY: forwarded contract.
-            unsafe { depthwise_blocked(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+            unsafe { depthwise_blocked(g, c, dims) };
             return;
         }
     }
     if let (2, Some(dims)) = (g.input.len(), g.depthwise_dims()) {
         // SAFETY: forwarded contract.
-        unsafe { depthwise_2d(g, x, w, bias, residual, lo, hi, y, scratch, dims) };
+        unsafe { depthwise_2d(g, c, dims) };
         return;
     }
     if let Some(g2) = g.depthwise_slice() {
         // SAFETY: forwarded contract (scratch sized for the slices).
-        unsafe { depthwise_3d(g, &g2, x, w, bias, residual, lo, hi, y, scratch) };
+        unsafe { depthwise_3d(g, &g2, c) };
         return;
     }
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
         // SAFETY: one plane of the geometry and its kernel.
         unsafe { depthwise_plane(g, xp, wp, yp, bv, r, lo, hi) }
     }
@@ -85,47 +73,23 @@ pub(super) const DW_BLOCKED_MAX_CELLS_AVX2: usize = 8192;
 ///
 /// # Safety
 /// As `conv_f32` for a depthwise geometry with `dims = depthwise_dims()`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(super) unsafe fn depthwise_2d(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    (qh, qw, slack): (usize, usize, usize),
-) {
-    crate::multiversion!(depthwise_2d_planes(
-        g, x, w, bias, residual, lo, hi, y, scratch, qh, qw, slack
-    ))
+pub(super) unsafe fn depthwise_2d(g: &ConvGeometry, c: Call, dims: (usize, usize, usize)) {
+    crate::multiversion!(depthwise_2d_planes(g, c, dims))
 }
 
 /// Every plane of a 2-D depthwise convolution (one ISA dispatch for all of them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub(super) fn depthwise_2d_planes(
     g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-    qh: usize,
-    qw: usize,
-    slack: usize,
+    c: Call,
+    (qh, qw, slack): (usize, usize, usize),
 ) {
     // A plain loop, not a closure: a closure body is compiled as its own function without
     // the ISA features `multiversion!` enables (measured: the plane kernel ran in SSE
     // registers without FMA, 3× slower than onnxruntime's depthwise convs).
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
-        depthwise_body(g, xp, wp, yp, bv, r, lo, hi, scratch, qh, qw, slack)
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
+        depthwise_body(g, xp, wp, yp, bv, r, c.lo, c.hi, c.scratch, qh, qw, slack)
     }
 }
 
@@ -139,23 +103,12 @@ pub(super) fn depthwise_2d_planes(
 ///
 /// # Safety
 /// As `conv_f32` for a 3-D depthwise geometry whose `depthwise_slice()` is `g2`.
-#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(super) unsafe fn depthwise_3d(
-    g: &ConvGeometry,
-    g2: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    lo: f32,
-    hi: f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) {
+pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) {
+    let (lo, hi, scratch) = (c.lo, c.hi, c.scratch);
     let (id, od, kd) = (g.input[0], g.output[0], g.kernel[0] as usize);
     let (islice, oslice, kslice) = (g2.isize(), g2.osize(), g2.ksize());
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, x, w, bias, residual, y, plane);
+        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
         for o in 0..od {
             let taps: Vec<(usize, usize)> = (0..kd)
                 .filter_map(|k| {
@@ -218,13 +171,10 @@ pub(super) fn depthwise_planes(g: &ConvGeometry) -> usize {
 #[inline(always)]
 pub(super) fn depthwise_plane_ptrs(
     g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    residual: *const f32,
-    y: *mut f32,
+    c: Call,
     plane: usize,
 ) -> (*const f32, *const f32, *mut f32, f32, *const f32) {
+    let (x, w, bias, residual, y) = (c.x, c.w, c.bias, c.residual, c.y);
     let osz = g.osize();
     let (b, ch) = (plane / g.m as usize, plane % g.m as usize);
     // SAFETY: plane offsets inside x, y, the residual and the weights.
@@ -283,7 +233,7 @@ pub(super) fn depthwise_body(
         if s1 == 2 {
             // Deinterleave the row into the two column phases in one pass.
             let (ev, od) = if p1 % 2 == 0 { (0, 1) } else { (1, 0) };
-            let (qe, qo) = (p1 / 2, (p1 + 1) / 2);
+            let (qe, qo) = (p1 / 2, p1.div_ceil(2));
             let base_e = (py * s1 + ev) * phase_len + qy * qw;
             let base_o = (py * s1 + od) * phase_len + qy * qw;
             let (ne, no) = (iw.div_ceil(2), iw / 2);
@@ -413,7 +363,7 @@ pub(super) unsafe fn depthwise_chunks_avx512(
     const U: usize = 4;
     let per_row = ow.div_ceil(L);
     let total = oh * per_row;
-    let tail: __mmask16 = if ow % L == 0 {
+    let tail: __mmask16 = if ow.is_multiple_of(L) {
         0xFFFF
     } else {
         ((1u32 << (ow % L)) - 1) as u16
@@ -494,13 +444,13 @@ pub(super) unsafe fn store_chunk(
             let v: [f32; L] = std::array::from_fn(|l| crate::clamp_ep(acc[l] + res[l], lo, hi));
             y.add(at).cast::<[f32; L]>().write_unaligned(v);
         } else {
-            for l in 0..cnt {
+            for (l, a) in acc.iter().enumerate().take(cnt) {
                 let r = if resid.is_null() {
                     0.0
                 } else {
                     *resid.add(at + l)
                 };
-                *y.add(at + l) = crate::clamp_ep(acc[l] + r, lo, hi);
+                *y.add(at + l) = crate::clamp_ep(a + r, lo, hi);
             }
         }
     }
