@@ -209,6 +209,9 @@ fn pack_b_at_compile_time(
 
 /// Workspace bytes a step's kernel needs while it runs.
 fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
+    if let StepKind::TreeEnsemble(f) = &st.kind {
+        return onnxc_runtime::tree::scratch_bytes(f) as u64;
+    }
     if let StepKind::SvmProbability { classes, .. } = &st.kind {
         return (2 * classes * classes + classes) as u64 * 4;
     }
@@ -976,6 +979,10 @@ impl StepCx<'_> {
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
                         Arg::Int(expr::i(self.shape(x).first().copied().unwrap_or(1))),
+                        match scratch {
+                            Some(o) => Arg::Scratch { offset: o },
+                            None => Arg::Null,
+                        },
                     ],
                 }])
             }

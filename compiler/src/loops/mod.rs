@@ -82,7 +82,8 @@ pub enum Kernel {
     /// `onnxc_conv_transpose_f32(params, x, w, w_packed, bias, clamp, y, scratch)`: 2-D
     /// transposed convolution (GEMM and col2im); `w_packed` 0 for raw weights.
     ConvTransposeF32,
-    /// `onnxc_tree_ensemble(forest, x, y, rows)`: aggregated leaf values of a tree ensemble.
+    /// `onnxc_tree_ensemble(forest, x, y, rows, scratch)`: aggregated leaf values of a tree
+    /// ensemble (`scratch`: `onnxc_runtime::tree::scratch_bytes`, null when 0).
     TreeEnsemble,
     /// `onnxc_str_lookup(table, x, y, n)`: positions of strings in a table.
     StrLookup,

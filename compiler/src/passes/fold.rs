@@ -190,14 +190,16 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
             }
             let bytes = n as usize * dtype.size();
             let mut y = vec![0u64; bytes.div_ceil(8)];
+            let mut scratch = vec![0u64; onnxc_runtime::tree::scratch_bytes(forest).div_ceil(8)];
             // SAFETY: the forest was encoded for this operand's type and width and the
-            // result's type; xa and y hold rows of them.
+            // result's type; xa and y hold rows of them, scratch the bytes it asks for.
             unsafe {
                 onnxc_runtime::tree::onnxc_tree_ensemble(
                     forest.as_ptr(),
                     xa.as_ptr() as *const u8,
                     y.as_mut_ptr() as *mut u8,
                     rows,
+                    scratch.as_mut_ptr() as *mut u8,
                 )
             };
             let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
