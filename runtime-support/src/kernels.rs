@@ -154,6 +154,7 @@ kernels! {
     /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).
     TREE_ENSEMBLE = onnxc_tree_ensemble in tree(
         forest: Params = *const i64, x: In = *const u8, y: Out = *mut u8, rows: Int = i64,
+        scratch: OptScratch = *mut u8,
     );
     /// Positions of strings in a table (`strings::encode`), −1 where absent.
     STR_LOOKUP = onnxc_str_lookup in strings(

@@ -36,18 +36,24 @@ impl KernelOp for TreeEnsemble {
         let xa = aligned_words(&x.data);
         let bytes = result.len() as usize * result.dtype.size();
         let mut y = vec![0u64; bytes.div_ceil(8)];
+        let mut scratch = vec![0u64; onnxc_runtime::tree::scratch_bytes(&self.0).div_ceil(8)];
         // SAFETY: the forest was encoded for this operand's type and width and the result's
-        // type; xa and y hold rows of them.
+        // type; xa and y hold rows of them, scratch the bytes it asks for.
         unsafe {
             onnxc_runtime::tree::onnxc_tree_ensemble(
                 self.0.as_ptr(),
                 xa.as_ptr() as *const u8,
                 y.as_mut_ptr() as *mut u8,
                 rows,
+                scratch.as_mut_ptr() as *mut u8,
             )
         };
         let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
         Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), data)))
+    }
+
+    fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {
+        onnxc_runtime::tree::scratch_bytes(&self.0) as u64
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -59,6 +65,7 @@ impl KernelOp for TreeEnsemble {
                 cx.operand_arg(0),
                 cx.result_arg(),
                 Arg::Int(expr::i(rows)),
+                cx.scratch().unwrap_or(Arg::Null),
             ],
         )?])
     }

@@ -872,6 +872,9 @@ mod tests {
                             1,
                         )
                         .unwrap();
+                        let enc = onnxc_runtime::tree::encode(&f).unwrap();
+                        let mut scratch =
+                            vec![0u64; onnxc_runtime::tree::scratch_bytes(&enc).div_ceil(8)];
                         for &x in &xs {
                             let xv = if f64_input { x } else { x as f32 as f64 };
                             let want = if xv.is_nan() {
@@ -891,6 +894,28 @@ mod tests {
                             assert_eq!(
                                 got, want,
                                 "{r:?} t={t} x={xv} tracks={tracks} f64={f64_input}"
+                            );
+                            // The kernel, on the encoded forest (values summed in float64).
+                            let (x32, x64, mut y) = ([xv as f32], [xv], [0f64]);
+                            // SAFETY: the forest was encoded for this input type, with
+                            // float64 values; one row in, one value out, its scratch.
+                            unsafe {
+                                onnxc_runtime::tree::onnxc_tree_ensemble(
+                                    enc.as_ptr(),
+                                    if f64_input {
+                                        x64.as_ptr() as *const u8
+                                    } else {
+                                        x32.as_ptr() as *const u8
+                                    },
+                                    y.as_mut_ptr() as *mut u8,
+                                    1,
+                                    scratch.as_mut_ptr() as *mut u8,
+                                )
+                            };
+                            assert_eq!(
+                                y[0] == 1.0,
+                                want,
+                                "kernel: {r:?} t={t} x={xv} tracks={tracks} f64={f64_input}"
                             );
                         }
                     }
