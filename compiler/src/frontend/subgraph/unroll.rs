@@ -1,455 +1,21 @@
-//! Control flow by inlining: the importer imports a subgraph's nodes in place of the node
-//! that owns it, with the outer scope visible and the subgraph's formal inputs bound to
-//! values of the outer graph (`Importer::inline_body`).
-//!
-//! - `If` whose condition is a constant: the taken branch, once (`inline_if`); on a
-//!   run-time condition, both branches and a select (`if_convert`), each branch's run-time
-//!   checks made to fail the run only where it is taken (`guard_failures`).
-//! - `Loop` whose trip count is known at compile time, or whose condition folds to false
-//!   within `MAX_ITERATIONS`: the body once per iteration, carried values threaded from one
-//!   copy to the next, scan outputs stacked (`unroll_loop`). The condition the body computes
-//!   is constant-folded as the copy is built, so `while`-style loops over constants unroll
-//!   completely. Once the condition is a run-time value, the remaining iterations up to the
-//!   trip count are if-converted: each carried value keeps its old value unless the loop
-//!   is still running, its checks failing the run only while it runs — exact when the body
-//!   keeps its carried shapes and the loop has no scan outputs (their length would be
-//!   data-dependent).
-//! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
-//!   form and opset 9's): the body once per element, each copy reading its slice
-//!   (`unroll_scan`).
-//!
-//! Every copy is an ordinary subgraph of the model, so it is folded, fused and scheduled like
-//! the rest: an unrolled loop costs no interpreter and no per-iteration dispatch. The price is
-//! compile time and code size proportional to the iteration count, bounded by
-//! `MAX_ITERATIONS` per node and `MAX_UNROLLED_NODES` over the model.
+//! `Loop` and `Scan` unrolled: one copy of the body per iteration, carried values threaded
+//! through, iterations past a run-time condition if-converted (`unroll_loop`), scanned
+//! slices read per copy (`unroll_scan`); bounded by `MAX_ITERATIONS` and `MAX_UNROLLED_NODES`.
 
-use super::Importer;
-use super::ctx::Ctx;
-use super::tensor::tensor_from_proto;
-use crate::error::{Error, Result, Unsupported};
+use super::{MAX_ITERATIONS, MAX_UNROLLED_NODES, select_on, take};
+use crate::error::{Error, Result};
+use crate::frontend::Importer;
+use crate::frontend::ctx::Ctx;
 use crate::ir::dim::{Dim, known_dims};
-use crate::ir::expr::{self, E};
+use crate::ir::expr::{self};
 use crate::ir::{DType, Op, Origin, Scalar, Tensor, TypeInfo, ValueId};
 use onnxc_proto::{GraphProto, NodeProto, type_proto};
 
-/// Most iterations a Loop or Scan is unrolled to.
-pub const MAX_ITERATIONS: usize = 4096;
-/// Most body nodes all copies of one Loop or Scan add up to.
-pub const MAX_UNROLLED_NODES: usize = 200_000;
-
 impl Importer<'_> {
-    pub(super) fn unsupported_node(
-        &self,
-        n: &NodeProto,
-        origin: &Origin,
-        reason: impl Into<String>,
-    ) -> Error {
-        Error::Unsupported(vec![Unsupported {
-            node: origin.name.clone(),
-            op_type: origin.op_type.clone(),
-            domain: n.domain.clone().unwrap_or_default(),
-            opset: origin.opset,
-            reason: reason.into(),
-        }])
-    }
-
-    /// A builder context for helper nodes (slices, stacking) of the node `n`.
-    pub(super) fn helper_ctx<'s>(&'s mut self, n: &'s NodeProto, origin: &Origin) -> Ctx<'s> {
-        Ctx::new(
-            &mut self.g,
-            n,
-            origin.clone(),
-            origin.opset,
-            vec![],
-            self.dir,
-            self.opts.fold_limit,
-        )
-    }
-
-    fn graph_attr<'n>(n: &'n NodeProto, origin: &Origin, attr: &str) -> Result<&'n GraphProto> {
-        n.attribute
-            .iter()
-            .find(|a| a.name.as_deref() == Some(attr))
-            .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| {
-                Error::Model(format!(
-                    "{origin}: attribute '{attr}' (a graph) is required"
-                ))
-            })
-    }
-
-    /// The value an operand of `n` names, when the operand is given.
-    fn operand(&self, n: &NodeProto, origin: &Origin, k: usize) -> Result<Option<ValueId>> {
-        match n.input.get(k).filter(|s| !s.is_empty()) {
-            None => Ok(None),
-            Some(name) => self
-                .env
-                .get(name)
-                .copied()
-                .map(Some)
-                .ok_or_else(|| Error::Model(format!("{origin}: input '{name}' is not defined"))),
-        }
-    }
-
-    /// Imports `body` once, its formal inputs bound to `args`, the enclosing scopes visible;
-    /// returns its outputs. Names the body defines (its inputs, initializers and node outputs)
-    /// do not leak out, and a body input shadows an outer value of the same name only inside.
-    pub(super) fn inline_body(
-        &mut self,
-        body: &GraphProto,
-        args: &[ValueId],
-        origin: &Origin,
-        what: &str,
-    ) -> Result<Vec<ValueId>> {
-        if body.input.len() != args.len() {
-            return Err(Error::Model(format!(
-                "{origin}: the {what} declares {} inputs, the node gives it {}",
-                body.input.len(),
-                args.len()
-            )));
-        }
-        let saved = self.env.clone();
-        let saved_seqs = self.seqs.clone();
-        let saved_local = std::mem::take(&mut self.local);
-        let result = self.inline_body_in_scope(body, args, origin, what);
-        self.env = saved;
-        self.seqs = saved_seqs;
-        self.local = saved_local;
-        result
-    }
-
-    fn inline_body_in_scope(
-        &mut self,
-        body: &GraphProto,
-        args: &[ValueId],
-        origin: &Origin,
-        what: &str,
-    ) -> Result<Vec<ValueId>> {
-        for (vi, &v) in body.input.iter().zip(args) {
-            let name = vi.name.clone().unwrap_or_default();
-            let ty = self.g.value_type(v);
-            match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-                Some(type_proto::Value::TensorType(tt)) => {
-                    if let Some(code) = tt.elem_type.filter(|&c| c != 0)
-                        && DType::from_onnx(code) != Some(ty.dtype)
-                    {
-                        return Err(Error::Model(format!(
-                            "{origin}: the {what}'s input '{name}' is declared {} but is given {}",
-                            DType::onnx_code_name(code),
-                            ty.dtype
-                        )));
-                    }
-                }
-                None => {}
-                Some(_) => {
-                    return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.name.clone(),
-                        op_type: origin.op_type.clone(),
-                        domain: String::new(),
-                        opset: origin.opset,
-                        reason: format!(
-                            "the {what}'s input '{name}' is not a tensor (sequence and optional \
-                             types are not supported)"
-                        ),
-                    }]));
-                }
-            }
-            if !self.define(name.clone(), v) {
-                return Err(Error::Model(format!(
-                    "{origin}: the {what} declares input '{name}' twice"
-                )));
-            }
-        }
-        for init in &body.initializer {
-            let name = init.name.clone().unwrap_or_default();
-            let t = tensor_from_proto(
-                init,
-                self.dir,
-                &format!("initializer '{name}' of {origin}'s {what}"),
-            )?;
-            self.bind_constant(name, t, origin.clone());
-        }
-        let unsupported = self.unsupported.len();
-        self.nodes(&body.node)?;
-        if self.unsupported.len() > unsupported {
-            // Reported by the body's nodes; the node's outputs are poisoned by the caller.
-            return Err(Error::Unsupported(Vec::new()));
-        }
-        body.output
-            .iter()
-            .map(|o| {
-                let name = o.name.as_deref().unwrap_or_default();
-                if let Some(u) = self.unbuilt.remove(name) {
-                    self.unsupported.push(u);
-                    return Err(Error::Unsupported(Vec::new()));
-                }
-                if self.poisoned.contains(name) {
-                    // Computed from a node already reported as unsupported.
-                    return Err(Error::Unsupported(Vec::new()));
-                }
-                if self.seqs.contains_key(name) {
-                    return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.name.clone(),
-                        op_type: origin.op_type.clone(),
-                        domain: String::new(),
-                        opset: origin.opset,
-                        reason: format!(
-                            "the {what}'s output '{name}' is a sequence; onnxc passes tensors \
-                             through If, Loop and Scan"
-                        ),
-                    }]));
-                }
-                self.env.get(name).copied().ok_or_else(|| {
-                    Error::Model(format!(
-                        "{origin}: the {what}'s output '{name}' is not computed by any of its \
-                         nodes, initializers or inputs, nor an outer value"
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    /// Binds the node's outputs to `outs` (an empty output name is skipped).
-    pub(super) fn bind_outputs(
-        &mut self,
-        n: &NodeProto,
-        origin: &Origin,
-        outs: &[ValueId],
-    ) -> Result<()> {
-        for (name, &v) in n.output.iter().zip(outs) {
-            if name.is_empty() {
-                continue;
-            }
-            if !self.define(name.clone(), v) {
-                return Err(Error::Model(format!(
-                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
-                     input already defines; every ONNX value is assigned once (rename one of them)"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The graph's nodes now, to tell later which nodes a subgraph added.
-    fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            mark: self.g.added_count(),
-        }
-    }
-
-    /// Makes the nodes added since `before` fail the run only where `guard` (a one-element
-    /// bool) holds, so that computing them where the model would not (an untaken branch, an
-    /// iteration past the loop's end) is exact: an assertion asserts `!guard || x`, and a
-    /// map's checked indices stop failing (an out-of-range index reads element 0, as a
-    /// failing check does) while a new assertion fails the run, `ONNXC_ERR_INDEX`, where
-    /// `guard` holds and one of them is out of range. Returns the node that cannot be guarded
-    /// this way (a checked index inside a reduction or scatter), if any.
-    fn guard_failures(
-        &mut self,
-        n: &NodeProto,
-        origin: &Origin,
-        before: &Snapshot,
-        guard: ValueId,
-    ) -> Result<Option<String>> {
-        use crate::ir::expr::ExprKind;
-        fn defuse(e: &E, checks: &mut Vec<E>) -> E {
-            expr::rewrite(e, &mut |x| match &x.kind {
-                ExprKind::CheckIndex { index, bound } => {
-                    let idx = defuse(index, checks);
-                    let b = *bound;
-                    let ok = expr::and(
-                        expr::ge(idx.clone(), expr::i(-b)),
-                        expr::lt(idx.clone(), expr::i(b)),
-                    );
-                    checks.push(ok.clone());
-                    let wrapped = expr::select(
-                        expr::lt(idx.clone(), expr::i(0)),
-                        expr::add(idx.clone(), expr::i(b)),
-                        idx,
-                    );
-                    Some(expr::select(ok, wrapped, expr::i(0)))
-                }
-                _ => None,
-            })
-        }
-        let guard_rank = self.g.value_type(guard).shape.len();
-        let new = self.g.added_since(before.mark);
-        for id in new {
-            let node = self.g.node(id);
-            let inputs = node.inputs.clone();
-            match node.op.clone() {
-                Op::Assert { .. } => {
-                    let v = inputs[0];
-                    let ty = self.g.value_type(v).clone();
-                    let vars: Vec<E> = (0..ty.shape.len() as u32).map(expr::var).collect();
-                    let body = expr::select(
-                        expr::load(DType::Bool, 0, vec![expr::i(0); guard_rank]),
-                        expr::load(DType::Bool, 1, vars),
-                        expr::konst(DType::Bool, Scalar::B(true)),
-                    );
-                    let guarded = self.helper_ctx(n, origin).map(
-                        DType::Bool,
-                        ty.shape,
-                        vec![guard, v],
-                        body,
-                    )?;
-                    let mut ins = inputs;
-                    ins[0] = guarded;
-                    self.g.set_inputs(id, ins);
-                }
-                Op::Map(m) if expr::can_fail(&m.body) => {
-                    let mut checks = Vec::new();
-                    let body = defuse(&m.body, &mut checks);
-                    let ty = self.g.node(id).outputs[0].clone();
-                    *self.g.op_mut(id) = Op::Map(crate::ir::graph::MapOp { body });
-                    let all = checks
-                        .into_iter()
-                        .reduce(expr::and)
-                        .expect("a checked index");
-                    let g_in = inputs.len() as u32;
-                    let valid = expr::select(
-                        expr::load(DType::Bool, g_in, vec![expr::i(0); guard_rank]),
-                        all,
-                        expr::konst(DType::Bool, Scalar::B(true)),
-                    );
-                    let mut ins = inputs;
-                    ins.push(guard);
-                    let mut ctx = self.helper_ctx(n, origin);
-                    let ok = ctx.map(DType::Bool, ty.shape, ins, valid)?;
-                    ctx.assert(ok, onnxc_runtime::abi::ONNXC_ERR_INDEX)?;
-                }
-                op if op.can_fail() => {
-                    return Ok(Some(format!(" ({})", self.g.node(id).origin)));
-                }
-                _ => {}
-            }
-        }
-        Ok(None)
-    }
-
-    /// The value of an If node's condition when it is a constant.
-    pub(super) fn if_condition(&self, n: &NodeProto) -> Option<bool> {
-        let cond = n.input.first().filter(|s| !s.is_empty())?;
-        let t = self.g.const_value(*self.env.get(cond)?)?;
-        (t.len() == 1).then(|| t.get(0).as_bool())
-    }
-
-    /// An If whose condition is a constant (computed from initializers and shapes, as
-    /// exporters' shape checks are): the taken branch's nodes are imported in its place, and
-    /// its outputs become the If's. A run-time condition reaches the registry's `If` builder,
-    /// which reports it as unsupported.
-    pub(super) fn inline_if(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
-        let taken = self.if_condition(n).expect("constant condition");
-        let attr = if taken { "then_branch" } else { "else_branch" };
-        let gp = Self::graph_attr(n, origin, attr)?;
-        if gp.output.len() != n.output.len() {
-            return Err(Error::Model(format!(
-                "{origin}: the {attr} has {} outputs, the node {}",
-                gp.output.len(),
-                n.output.len()
-            )));
-        }
-        let outs = self.inline_body(gp, &[], origin, attr)?;
-        self.bind_outputs(n, origin, &outs)
-    }
-
-    /// An If on a run-time condition, if-converted: both branches are imported and computed,
-    /// and each output selects the taken branch's value element by element. Exact — same
-    /// values, same return code — because each branch's checks (assertions, checked indices)
-    /// are guarded by the condition (`guard_failures`: an untaken branch never fails the run)
-    /// and both branches must give each output one type and shape; a checked index inside a
-    /// reduction or scatter, which is not guarded, is reported as unsupported. The untaken
-    /// branch's time is the price.
-    pub(super) fn if_convert(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
-        let cond = self.operand(n, origin, 0)?.ok_or_else(|| {
-            Error::Model(format!("{origin}: the condition (input 0) is required"))
-        })?;
-        let ty = self.g.value_type(cond).clone();
-        if ty.dtype != DType::Bool {
-            return Err(Error::Model(format!(
-                "{origin}: the condition is {}; it must be bool",
-                ty.dtype
-            )));
-        }
-        match known_dims(&ty.shape) {
-            Some(d) if d.iter().product::<i64>() == 1 => {}
-            _ => {
-                return Err(Error::Model(format!(
-                    "{origin}: the condition has shape {}; it must hold one element",
-                    crate::ir::dim::fmt_shape(&ty.shape)
-                )));
-            }
-        }
-        let then_g = Self::graph_attr(n, origin, "then_branch")?;
-        let else_g = Self::graph_attr(n, origin, "else_branch")?;
-        for (g, attr) in [(then_g, "then_branch"), (else_g, "else_branch")] {
-            if g.output.len() != n.output.len() {
-                return Err(Error::Model(format!(
-                    "{origin}: the {attr} has {} outputs, the node {}",
-                    g.output.len(),
-                    n.output.len()
-                )));
-            }
-        }
-        // Each branch's checks fail the run only where the branch is taken.
-        let not_cond = {
-            let body = expr::unary(
-                expr::UnOp::Not,
-                expr::load(DType::Bool, 0, vec![expr::i(0); ty.shape.len()]),
-            );
-            self.helper_ctx(n, origin)
-                .map(DType::Bool, vec![], vec![cond], body)?
-        };
-        let mut outs_of = Vec::with_capacity(2);
-        for (g, attr, guard) in [
-            (then_g, "then_branch", cond),
-            (else_g, "else_branch", not_cond),
-        ] {
-            let before = self.snapshot();
-            outs_of.push(self.inline_body(g, &[], origin, attr)?);
-            if let Some(what) = self.guard_failures(n, origin, &before, guard)? {
-                return Err(self.unsupported_node(
-                    n,
-                    origin,
-                    format!(
-                        "the condition is computed at run time and the {attr} holds a checked \
-                         index inside a reduction or scatter{what}; onnxc computes both \
-                         branches and can make only assertions and maps fail where a branch \
-                         is taken"
-                    ),
-                ));
-            }
-        }
-        let else_outs = outs_of.pop().expect("else");
-        let then_outs = outs_of.pop().expect("then");
-        let mut outs = Vec::with_capacity(then_outs.len());
-        for (k, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
-            let (ta, tb) = (self.g.value_type(a).clone(), self.g.value_type(b).clone());
-            if ta != tb {
-                return Err(self.unsupported_node(
-                    n,
-                    origin,
-                    format!(
-                        "the condition is computed at run time and output {k} is {} {} in the \
-                         then_branch, {} {} in the else_branch; onnxc needs one type and shape \
-                         for it",
-                        ta.dtype,
-                        crate::ir::dim::fmt_shape(&ta.shape),
-                        tb.dtype,
-                        crate::ir::dim::fmt_shape(&tb.shape)
-                    ),
-                ));
-            }
-            let mut ctx = self.helper_ctx(n, origin);
-            outs.push(select_on(&mut ctx, cond, a, b)?);
-        }
-        self.bind_outputs(n, origin, &outs)
-    }
-
     /// Counts one more copy of `body` (iteration `iteration`, from 1) against the unrolling
     /// limits: iterations per node, and body nodes over the whole model, so that loops nested
     /// in loops cannot multiply past it.
-    fn count_iteration(
+    pub(in crate::frontend) fn count_iteration(
         &mut self,
         n: &NodeProto,
         origin: &Origin,
@@ -482,7 +48,11 @@ impl Importer<'_> {
     }
 
     /// A Loop whose trip count and condition are known at compile time, unrolled.
-    pub(super) fn unroll_loop(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+    pub(in crate::frontend) fn unroll_loop(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+    ) -> Result<()> {
         let body = Self::graph_attr(n, origin, "body")?;
         let trip = self.operand(n, origin, 0)?;
         let cond = self.operand(n, origin, 1)?;
@@ -689,7 +259,11 @@ impl Importer<'_> {
     }
 
     /// A Scan over inputs whose scanned length is known at compile time, unrolled.
-    pub(super) fn unroll_scan(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+    pub(in crate::frontend) fn unroll_scan(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+    ) -> Result<()> {
         let body = Self::graph_attr(n, origin, "body")?;
         let ints = |name: &str| -> Option<Vec<i64>> {
             n.attribute
@@ -948,11 +522,6 @@ impl Importer<'_> {
     }
 }
 
-/// The nodes of the graph at one point of the import.
-struct Snapshot {
-    mark: usize,
-}
-
 /// Whether a Loop runs on.
 #[derive(Copy, Clone, PartialEq)]
 enum Running {
@@ -983,22 +552,6 @@ fn select_scalar(
     select_on(ctx, cond, a, b)
 }
 
-/// `cond ? a : b` element by element for `a` and `b` of one type and shape, `cond` a
-/// one-element bool of any rank.
-pub(super) fn select_on(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId> {
-    if a == b {
-        return Ok(a);
-    }
-    let ty = ctx.ty(a);
-    let idx: Vec<E> = (0..ty.shape.len() as u32).map(expr::var).collect();
-    let body = expr::select(
-        expr::load(DType::Bool, 0, vec![expr::i(0); ctx.rank(cond)]),
-        expr::load(ty.dtype, 1, idx.clone()),
-        expr::load(ty.dtype, 2, idx),
-    );
-    ctx.map(ty.dtype, ty.shape, vec![cond, a, b], body)
-}
-
 /// `a && b` of two one-element bools, as a scalar.
 fn and_scalar(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<ValueId> {
     if ctx.dtype(b) != DType::Bool || crate::ir::dim::num_elements(&ctx.shape(b)) != Dim::Known(1) {
@@ -1013,22 +566,6 @@ fn and_scalar(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<ValueId> {
         expr::load(DType::Bool, 1, vec![expr::i(0); ctx.rank(b)]),
     );
     ctx.map(DType::Bool, vec![], vec![a, b], body)
-}
-
-/// Element `pos` of `v` along `axis`, the axis removed.
-fn take(ctx: &mut Ctx, v: ValueId, axis: usize, pos: i64) -> Result<ValueId> {
-    let ty = ctx.ty(v);
-    let rank = ty.shape.len();
-    let index: Vec<E> = (0..rank)
-        .map(|d| match d.cmp(&axis) {
-            std::cmp::Ordering::Less => expr::var(d as u32),
-            std::cmp::Ordering::Equal => expr::i(pos),
-            std::cmp::Ordering::Greater => expr::var(d as u32 - 1),
-        })
-        .collect();
-    let mut shape = ty.shape.clone();
-    shape.remove(axis);
-    ctx.map(ty.dtype, shape, vec![v], expr::load(ty.dtype, 0, index))
 }
 
 /// `parts` (of one type and shape) stacked along a new axis `axis`.

@@ -1,0 +1,291 @@
+//! Control flow by inlining: the importer imports a subgraph's nodes in place of the node
+//! that owns it, with the outer scope visible and the subgraph's formal inputs bound to
+//! values of the outer graph (`Importer::inline_body`).
+//!
+//! - `If` whose condition is a constant: the taken branch, once (`inline_if`); on a
+//!   run-time condition, both branches and a select (`if_convert`), each branch's run-time
+//!   checks made to fail the run only where it is taken (`guard_failures`).
+//! - `Loop` whose trip count is known at compile time, or whose condition folds to false
+//!   within `MAX_ITERATIONS`: the body once per iteration, carried values threaded from one
+//!   copy to the next, scan outputs stacked (`unroll_loop`). The condition the body computes
+//!   is constant-folded as the copy is built, so `while`-style loops over constants unroll
+//!   completely. Once the condition is a run-time value, the remaining iterations up to the
+//!   trip count are if-converted: each carried value keeps its old value unless the loop
+//!   is still running, its checks failing the run only while it runs — exact when the body
+//!   keeps its carried shapes and the loop has no scan outputs (their length would be
+//!   data-dependent).
+//! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
+//!   form and opset 9's): the body once per element, each copy reading its slice
+//!   (`unroll_scan`).
+//!
+//! Every copy is an ordinary subgraph of the model, so it is folded, fused and scheduled like
+//! the rest: an unrolled loop costs no interpreter and no per-iteration dispatch. The price is
+//! compile time and code size proportional to the iteration count, bounded by
+//! `MAX_ITERATIONS` per node and `MAX_UNROLLED_NODES` over the model.
+
+mod branch;
+mod unroll;
+
+use super::Importer;
+use super::ctx::Ctx;
+use super::tensor::tensor_from_proto;
+use crate::error::{Error, Result, Unsupported};
+use crate::ir::expr::{self, E};
+use crate::ir::{DType, Origin, ValueId};
+use onnxc_proto::{GraphProto, NodeProto, type_proto};
+
+/// Most iterations a Loop or Scan is unrolled to.
+pub const MAX_ITERATIONS: usize = 4096;
+/// Most body nodes all copies of one Loop or Scan add up to.
+pub const MAX_UNROLLED_NODES: usize = 200_000;
+
+impl Importer<'_> {
+    pub(in crate::frontend) fn unsupported_node(
+        &self,
+        n: &NodeProto,
+        origin: &Origin,
+        reason: impl Into<String>,
+    ) -> Error {
+        Error::Unsupported(vec![Unsupported {
+            node: origin.name.clone(),
+            op_type: origin.op_type.clone(),
+            domain: n.domain.clone().unwrap_or_default(),
+            opset: origin.opset,
+            reason: reason.into(),
+        }])
+    }
+
+    /// A builder context for helper nodes (slices, stacking) of the node `n`.
+    pub(in crate::frontend) fn helper_ctx<'s>(
+        &'s mut self,
+        n: &'s NodeProto,
+        origin: &Origin,
+    ) -> Ctx<'s> {
+        Ctx::new(
+            &mut self.g,
+            n,
+            origin.clone(),
+            origin.opset,
+            vec![],
+            self.dir,
+            self.opts.fold_limit,
+        )
+    }
+
+    pub(in crate::frontend) fn graph_attr<'n>(
+        n: &'n NodeProto,
+        origin: &Origin,
+        attr: &str,
+    ) -> Result<&'n GraphProto> {
+        n.attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(attr))
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| {
+                Error::Model(format!(
+                    "{origin}: attribute '{attr}' (a graph) is required"
+                ))
+            })
+    }
+
+    /// The value an operand of `n` names, when the operand is given.
+    pub(in crate::frontend) fn operand(
+        &self,
+        n: &NodeProto,
+        origin: &Origin,
+        k: usize,
+    ) -> Result<Option<ValueId>> {
+        match n.input.get(k).filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(name) => self
+                .env
+                .get(name)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| Error::Model(format!("{origin}: input '{name}' is not defined"))),
+        }
+    }
+
+    /// Imports `body` once, its formal inputs bound to `args`, the enclosing scopes visible;
+    /// returns its outputs. Names the body defines (its inputs, initializers and node outputs)
+    /// do not leak out, and a body input shadows an outer value of the same name only inside.
+    pub(in crate::frontend) fn inline_body(
+        &mut self,
+        body: &GraphProto,
+        args: &[ValueId],
+        origin: &Origin,
+        what: &str,
+    ) -> Result<Vec<ValueId>> {
+        if body.input.len() != args.len() {
+            return Err(Error::Model(format!(
+                "{origin}: the {what} declares {} inputs, the node gives it {}",
+                body.input.len(),
+                args.len()
+            )));
+        }
+        let saved = self.env.clone();
+        let saved_seqs = self.seqs.clone();
+        let saved_local = std::mem::take(&mut self.local);
+        let result = self.inline_body_in_scope(body, args, origin, what);
+        self.env = saved;
+        self.seqs = saved_seqs;
+        self.local = saved_local;
+        result
+    }
+
+    pub(in crate::frontend) fn inline_body_in_scope(
+        &mut self,
+        body: &GraphProto,
+        args: &[ValueId],
+        origin: &Origin,
+        what: &str,
+    ) -> Result<Vec<ValueId>> {
+        for (vi, &v) in body.input.iter().zip(args) {
+            let name = vi.name.clone().unwrap_or_default();
+            let ty = self.g.value_type(v);
+            match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => {
+                    if let Some(code) = tt.elem_type.filter(|&c| c != 0)
+                        && DType::from_onnx(code) != Some(ty.dtype)
+                    {
+                        return Err(Error::Model(format!(
+                            "{origin}: the {what}'s input '{name}' is declared {} but is given {}",
+                            DType::onnx_code_name(code),
+                            ty.dtype
+                        )));
+                    }
+                }
+                None => {}
+                Some(_) => {
+                    return Err(Error::Unsupported(vec![Unsupported {
+                        node: origin.name.clone(),
+                        op_type: origin.op_type.clone(),
+                        domain: String::new(),
+                        opset: origin.opset,
+                        reason: format!(
+                            "the {what}'s input '{name}' is not a tensor (sequence and optional \
+                             types are not supported)"
+                        ),
+                    }]));
+                }
+            }
+            if !self.define(name.clone(), v) {
+                return Err(Error::Model(format!(
+                    "{origin}: the {what} declares input '{name}' twice"
+                )));
+            }
+        }
+        for init in &body.initializer {
+            let name = init.name.clone().unwrap_or_default();
+            let t = tensor_from_proto(
+                init,
+                self.dir,
+                &format!("initializer '{name}' of {origin}'s {what}"),
+            )?;
+            self.bind_constant(name, t, origin.clone());
+        }
+        let unsupported = self.unsupported.len();
+        self.nodes(&body.node)?;
+        if self.unsupported.len() > unsupported {
+            // Reported by the body's nodes; the node's outputs are poisoned by the caller.
+            return Err(Error::Unsupported(Vec::new()));
+        }
+        body.output
+            .iter()
+            .map(|o| {
+                let name = o.name.as_deref().unwrap_or_default();
+                if let Some(u) = self.unbuilt.remove(name) {
+                    self.unsupported.push(u);
+                    return Err(Error::Unsupported(Vec::new()));
+                }
+                if self.poisoned.contains(name) {
+                    // Computed from a node already reported as unsupported.
+                    return Err(Error::Unsupported(Vec::new()));
+                }
+                if self.seqs.contains_key(name) {
+                    return Err(Error::Unsupported(vec![Unsupported {
+                        node: origin.name.clone(),
+                        op_type: origin.op_type.clone(),
+                        domain: String::new(),
+                        opset: origin.opset,
+                        reason: format!(
+                            "the {what}'s output '{name}' is a sequence; onnxc passes tensors \
+                             through If, Loop and Scan"
+                        ),
+                    }]));
+                }
+                self.env.get(name).copied().ok_or_else(|| {
+                    Error::Model(format!(
+                        "{origin}: the {what}'s output '{name}' is not computed by any of its \
+                         nodes, initializers or inputs, nor an outer value"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Binds the node's outputs to `outs` (an empty output name is skipped).
+    pub(in crate::frontend) fn bind_outputs(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        outs: &[ValueId],
+    ) -> Result<()> {
+        for (name, &v) in n.output.iter().zip(outs) {
+            if name.is_empty() {
+                continue;
+            }
+            if !self.define(name.clone(), v) {
+                return Err(Error::Model(format!(
+                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
+                     input already defines; every ONNX value is assigned once (rename one of them)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The graph's nodes now, to tell later which nodes a subgraph added.
+    pub(in crate::frontend) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            mark: self.g.added_count(),
+        }
+    }
+}
+
+/// The nodes of the graph at one point of the import.
+pub(super) struct Snapshot {
+    mark: usize,
+}
+
+/// Element `pos` of `v` along `axis`, the axis removed.
+pub(super) fn take(ctx: &mut Ctx, v: ValueId, axis: usize, pos: i64) -> Result<ValueId> {
+    let ty = ctx.ty(v);
+    let rank = ty.shape.len();
+    let index: Vec<E> = (0..rank)
+        .map(|d| match d.cmp(&axis) {
+            std::cmp::Ordering::Less => expr::var(d as u32),
+            std::cmp::Ordering::Equal => expr::i(pos),
+            std::cmp::Ordering::Greater => expr::var(d as u32 - 1),
+        })
+        .collect();
+    let mut shape = ty.shape.clone();
+    shape.remove(axis);
+    ctx.map(ty.dtype, shape, vec![v], expr::load(ty.dtype, 0, index))
+}
+
+/// `cond ? a : b` element by element for `a` and `b` of one type and shape, `cond` a
+/// one-element bool of any rank.
+pub(super) fn select_on(ctx: &mut Ctx, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId> {
+    if a == b {
+        return Ok(a);
+    }
+    let ty = ctx.ty(a);
+    let idx: Vec<E> = (0..ty.shape.len() as u32).map(expr::var).collect();
+    let body = expr::select(
+        expr::load(DType::Bool, 0, vec![expr::i(0); ctx.rank(cond)]),
+        expr::load(ty.dtype, 1, idx.clone()),
+        expr::load(ty.dtype, 2, idx),
+    );
+    ctx.map(ty.dtype, ty.shape, vec![cond, a, b], body)
+}
