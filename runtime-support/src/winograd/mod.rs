@@ -259,6 +259,12 @@ impl ConvGeometry {
 /// `t0` and `tw` multiples of 8, so each 8 lie in one tile row) of one ih × iw channel plane
 /// (padded by `ph`, `pw`) into the B matrices: `vbuf + ξ·bsz + off` gets the panel's NR
 /// values of transformed point ξ.
+///
+/// # Safety
+/// The panel's contract, which every `unsafe fn` of the panel relies on: `plane` is readable
+/// for `ih·iw` floats; `vbuf + ξ·bsz + off .. + NR` is writable for every point ξ of the
+/// variant (`N·N` of them); `t0 + NR` tiles fit the B matrices' `bsz` columns (`off + NR ≤
+/// bsz`). Tiles past the plane read zeros; no other memory is touched.
 #[derive(Clone, Copy)]
 struct InputPanel {
     plane: *const f32,
@@ -284,6 +290,11 @@ struct Input(InputPanel, Variant);
 /// One panel of the output transform: the NR products of each point ξ at `mrow + ξ·stride`
 /// (tiles `t0..t0+NR`, as in `InputPanel`) become the tiles' outputs in the oh × ow plane
 /// `out`, with the epilogue `clamp(y + bias + resid, lo, hi)` (`resid` may be null).
+///
+/// # Safety
+/// The panel's contract, which every `unsafe fn` of the panel relies on: `mrow + ξ·stride ..
+/// + NR` is readable for every point ξ (`N·N` of them); `out` is writable, and a non-null
+/// `resid` readable, for `oh·ow` floats. Only outputs of tiles inside the plane are written.
 #[derive(Clone, Copy)]
 struct OutputPanel {
     mrow: *const f32,

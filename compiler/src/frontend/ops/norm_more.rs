@@ -122,6 +122,26 @@ pub fn layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![y, mean, inv])
 }
 
+/// `1 / sqrt(mean(x²) + eps)` over `axes`, kept as size-1 dims (RMS normalization's
+/// statistic; `moments` is layer normalization's).
+pub fn inv_rms(ctx: &mut Ctx, x: ValueId, axes: &[usize], eps: f64, dt: DType) -> Result<ValueId> {
+    let dims = ctx.known_shape(x)?;
+    let rank = dims.len();
+    let n: i64 = axes.iter().map(|&a| dims[a]).product();
+    let ss = reduce_over(ctx, &dims, axes, true, ReduceKind::Sum, dt, vec![x], |ix| {
+        let v = expr::load(dt, 0, ix.to_vec());
+        expr::binary(BinOp::Mul, v.clone(), v)
+    })?;
+    let kshape = ctx.shape(ss);
+    let mean_sq = expr::binary(BinOp::Div, build::load_same(dt, 0, rank), f(dt, n as f64));
+    let body = expr::binary(
+        BinOp::Div,
+        f(dt, 1.0),
+        expr::unary(UnOp::Sqrt, expr::binary(BinOp::Add, mean_sq, f(dt, eps))),
+    );
+    ctx.map(dt, kshape, vec![ss], body)
+}
+
 pub fn rms_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
@@ -129,40 +149,8 @@ pub fn rms_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let rank = ctx.rank(x);
     let axis = build::axis(ctx, ctx.attr_i_or("axis", -1)?, rank)?;
     let eps = ctx.attr_f_or("epsilon", 1e-5)?;
-    let dims = ctx.known_shape(x)?;
     let axes: Vec<usize> = (axis..rank).collect();
-    let n: i64 = axes.iter().map(|&a| dims[a]).product();
-    let ss = reduce_over(
-        ctx,
-        &dims,
-        &axes,
-        true,
-        ReduceKind::Sum,
-        dt,
-        vec![x],
-        |ix| {
-            let v = expr::load(dt, 0, ix.to_vec());
-            expr::binary(BinOp::Mul, v.clone(), v)
-        },
-    )?;
-    let kshape = ctx.shape(ss);
-    let inv = ctx.map(
-        dt,
-        kshape,
-        vec![ss],
-        expr::binary(
-            BinOp::Div,
-            f(dt, 1.0),
-            expr::unary(
-                UnOp::Sqrt,
-                expr::binary(
-                    BinOp::Add,
-                    expr::binary(BinOp::Div, build::load_same(dt, 0, rank), f(dt, n as f64)),
-                    f(dt, eps),
-                ),
-            ),
-        ),
-    )?;
+    let inv = inv_rms(ctx, x, &axes, eps, dt)?;
     let xs = ctx.shape(x);
     let body = expr::binary(
         BinOp::Mul,

@@ -17,7 +17,7 @@
 //! LayerNormalization is.
 
 use crate::error::Result;
-use crate::frontend::build::{self, FLOATS, bload, keep_index, reduce_over};
+use crate::frontend::build::{self, FLOATS, bload, keep_index};
 use crate::frontend::ctx::Ctx;
 use crate::frontend::ops::{linalg, norm_more, rotary};
 use crate::ir::dim::{Dim, Shape, shape_from};
@@ -77,34 +77,8 @@ fn norm_last(
     }
     let axes = [rank - 1];
     let (mean, inv) = if rms {
-        let n = dims[rank - 1];
-        let ss = reduce_over(
-            ctx,
-            &dims,
-            &axes,
-            true,
-            ReduceKind::Sum,
-            dt,
-            vec![x],
-            |ix| {
-                let v = expr::load(dt, 0, ix.to_vec());
-                mul(v.clone(), v)
-            },
-        )?;
-        let ks = ctx.shape(ss);
-        let inv_body = expr::binary(
-            BinOp::Div,
-            c(dt, 1.0),
-            expr::unary(
-                UnOp::Sqrt,
-                add(
-                    expr::binary(BinOp::Div, build::load_same(dt, 0, rank), c(dt, n as f64)),
-                    c(dt, eps),
-                ),
-            ),
-        );
-        let inv = ctx.map(dt, ks.clone(), vec![ss], inv_body)?;
-        let zero = ctx.map(dt, ks, vec![], c(dt, 0.0))?;
+        let inv = norm_more::inv_rms(ctx, x, &axes, eps, dt)?;
+        let zero = ctx.map(dt, ctx.shape(inv), vec![], c(dt, 0.0))?;
         (zero, inv)
     } else {
         norm_more::moments(ctx, x, &axes, eps, dt)?
