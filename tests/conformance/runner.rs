@@ -4,8 +4,12 @@
 //! ```text
 //! conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update]
 //! ```
-//! Writes `.cache/conformance-<opt>.tsv` (case, outcome, message) and prints counts per kind.
-//! `--check` fails if a case listed in `tests/conformance/manifest.txt` does not pass;
+//! Writes `conformance-<opt>.tsv` beside the suite (`.cache/`: case, outcome, message) and
+//! prints counts per kind. The suite is `$ONNXC_SUITE` or `.cache/onnx-suite`, the manifest
+//! `$ONNXC_MANIFEST` or `tests/conformance/manifest.txt`; a missing or empty manifest is an
+//! error (exit 2) except for `--update` alone.
+//! `--check` fails if a manifest case (that the filter selects) does not pass or did not run
+//! because it is no longer in the suite;
 //! `--update` rewrites the manifest with the passing cases (and `docs/supported-ops.md`);
 //! `--docs` only regenerates `docs/supported-ops.md`.
 
@@ -43,10 +47,9 @@ fn main() {
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
             "--docs" => {
-                let md = match onnxc_tests::supported_ops_markdown(
-                    &suite_dir(),
-                    &onnxc_tests::load_manifest(),
-                ) {
+                let md = match onnxc_tests::load_manifest()
+                    .and_then(|m| onnxc_tests::supported_ops_markdown(&suite_dir(), &m))
+                {
                     Ok(m) => m,
                     Err(e) => {
                         eprintln!("{e}");
@@ -78,14 +81,24 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let manifest_path = root().join("tests/conformance/manifest.txt");
-    let manifest: BTreeSet<String> = std::fs::read_to_string(&manifest_path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect();
+    let manifest_path = onnxc_tests::manifest_path();
+    // Only `--update` may start from no manifest (it writes one); checking against a missing
+    // or empty one would pass having checked nothing.
+    let manifest: BTreeSet<String> = match onnxc_tests::load_manifest() {
+        Ok(m) if m.is_empty() && (check || only_manifest) => {
+            eprintln!(
+                "{} lists no cases: nothing to check",
+                manifest_path.display()
+            );
+            std::process::exit(2);
+        }
+        Ok(m) => m,
+        Err(_) if update && !check && !only_manifest => BTreeSet::new(),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
     let selected: Vec<Case> = cases
         .into_iter()
         .filter(|c| filter.as_ref().is_none_or(|f| c.id().contains(f.as_str())))
@@ -143,8 +156,13 @@ fn main() {
             passing.insert(c.id());
         }
     }
-    let out_path = root().join(format!(".cache/conformance-{tag}.tsv"));
-    let _ = std::fs::create_dir_all(root().join(".cache"));
+    // Beside the suite: `.cache/conformance-O2.tsv` for the default suite.
+    let out_dir = suite_dir()
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| root().join(".cache"));
+    let out_path = out_dir.join(format!("conformance-{tag}.tsv"));
+    let _ = std::fs::create_dir_all(&out_dir);
     let _ = std::fs::write(&out_path, tsv);
     let total: usize = per_kind.values().map(|v| v.0).sum();
     println!(
@@ -157,6 +175,12 @@ fn main() {
     }
     println!("details: {}", out_path.display());
     let ran: BTreeSet<String> = results.iter().map(|r| r.0.id()).collect();
+    // Manifest cases the filter selects that are not in the generated suite did not run: a
+    // case that drops out of the suite must fail the check, not pass unseen.
+    let missing: Vec<&String> = manifest
+        .iter()
+        .filter(|m| filter.as_ref().is_none_or(|f| m.contains(f.as_str())) && !ran.contains(*m))
+        .collect();
     let regressions: Vec<&String> = manifest
         .iter()
         .filter(|m| ran.contains(*m) && !passing.contains(*m))
@@ -195,6 +219,16 @@ fn main() {
             Err(e) => eprintln!("docs/supported-ops.md not regenerated: {e}"),
         }
     }
+    if check && !missing.is_empty() {
+        println!(
+            "MISSING: {} manifest case(s) are not in the generated suite and did not run \
+             (regenerate it with `make suite`, or delete their lines from the manifest):",
+            missing.len()
+        );
+        for m in missing.iter().take(50) {
+            println!("  ? {m}");
+        }
+    }
     if check && !regressions.is_empty() {
         println!(
             "REGRESSIONS: {} manifest case(s) no longer pass:",
@@ -203,6 +237,8 @@ fn main() {
         for (c, o, _) in results.iter().filter(|r| regressions.contains(&&r.0.id())) {
             println!("  - {}: {} {}", c.id(), o.label(), o.message());
         }
+    }
+    if check && (!regressions.is_empty() || !missing.is_empty()) {
         std::process::exit(1);
     }
 }

@@ -537,13 +537,23 @@ pub fn supported_ops_markdown(
     Ok(md)
 }
 
-/// The committed manifest of passing cases.
-pub fn load_manifest() -> std::collections::BTreeSet<String> {
-    std::fs::read_to_string(root().join("tests/conformance/manifest.txt"))
-        .unwrap_or_default()
+/// The manifest of passing cases: `$ONNXC_MANIFEST` or `tests/conformance/manifest.txt`.
+pub fn manifest_path() -> PathBuf {
+    std::env::var_os("ONNXC_MANIFEST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("tests/conformance/manifest.txt"))
+}
+
+/// The manifest of passing cases (`manifest_path`). A missing or unreadable manifest is an
+/// error, never an empty set: checking against nothing would pass.
+pub fn load_manifest() -> Result<std::collections::BTreeSet<String>, String> {
+    let path = manifest_path();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read the manifest {}: {e}", path.display()))?;
+    Ok(text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(String::from)
-        .collect()
+        .collect())
 }
