@@ -5,6 +5,7 @@
 //! the values of optimized code in tests/numerics.rs.
 
 mod commands;
+mod hostile;
 mod model_errors;
 mod run_errors;
 

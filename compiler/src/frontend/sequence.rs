@@ -340,6 +340,9 @@ fn concat_items(ctx: &mut Ctx, items: &[ValueId], axis: i64, new_axis: bool) -> 
     )
 }
 
+/// Most items SplitToSequence makes (a sequence is a compile-time list of values).
+const MAX_SPLIT_PIECES: usize = 4096;
+
 /// `x` cut along `axis` into pieces: of one element each (without `split`; the axis dropped
 /// unless `keepdims`), of a scalar `split`'s size (the last one shorter), or of the listed
 /// sizes.
@@ -358,6 +361,19 @@ fn split_items(
     }
     let a = a as usize;
     let len = xs[a];
+    // The number of pieces, checked before any list of them is built (an axis declared
+    // 2^40 long would otherwise allocate terabytes).
+    let pieces = match &split {
+        None => len,
+        Some((0, v)) if v[0] >= 1 => len / v[0] + (len % v[0] != 0) as i64,
+        Some((0, _)) => 0,
+        Some((_, v)) => v.len() as i64,
+    };
+    if pieces > MAX_SPLIT_PIECES as i64 {
+        return Err(ctx.unsupported(format!(
+            "{pieces} pieces; onnxc splits into at most {MAX_SPLIT_PIECES}"
+        )));
+    }
     let (sizes, squeeze): (Vec<i64>, bool) = match split {
         None => (vec![1; len as usize], !keepdims),
         Some((0, v)) => {
@@ -380,9 +396,9 @@ fn split_items(
             (v, false)
         }
     };
-    if sizes.len() > 4096 {
+    if sizes.len() > MAX_SPLIT_PIECES {
         return Err(ctx.unsupported(format!(
-            "{} pieces; onnxc splits into at most 4096",
+            "{} pieces; onnxc splits into at most {MAX_SPLIT_PIECES}",
             sizes.len()
         )));
     }

@@ -206,18 +206,36 @@ fn variadic(ctx: &mut Ctx, op: BinOp, mean: bool) -> Result<Vec<ValueId>> {
         }
     }
     let n = inputs.len();
-    Ok(vec![ew(ctx, &inputs, dt, |l| {
-        let mut acc = l[0].clone();
-        for x in &l[1..] {
-            acc = expr::binary(op, acc, x.clone());
+    // A left fold, as the reference evaluates it, in maps of at most `VARIADIC_CHUNK` operands
+    // each continuing the previous one's result: the expressions stay shallow however many
+    // inputs the node has (one map over 100,000 inputs overflowed the compiler's stack).
+    let mut acc = inputs[0];
+    let mut rest = &inputs[1..];
+    loop {
+        let take = rest.len().min(VARIADIC_CHUNK - 1);
+        let (chunk, tail) = rest.split_at(take);
+        let operands: Vec<ValueId> = std::iter::once(acc).chain(chunk.iter().copied()).collect();
+        let last = tail.is_empty();
+        acc = ew(ctx, &operands, dt, |l| {
+            let mut e = l[0].clone();
+            for x in &l[1..] {
+                e = expr::binary(op, e, x.clone());
+            }
+            if mean && last {
+                expr::binary(BinOp::Div, e, expr::konst(dt, Scalar::I(n as i64)))
+            } else {
+                e
+            }
+        })?;
+        if last {
+            return Ok(vec![acc]);
         }
-        if mean {
-            expr::binary(BinOp::Div, acc, expr::konst(dt, Scalar::I(n as i64)))
-        } else {
-            acc
-        }
-    })?])
+        rest = tail;
+    }
 }
+
+/// Most operands of one map of a variadic Sum/Mean/Max/Min.
+const VARIADIC_CHUNK: usize = 64;
 
 pub fn max(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     variadic(ctx, BinOp::Max, false)

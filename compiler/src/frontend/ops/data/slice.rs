@@ -117,6 +117,11 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
     let starts = build::flat_i64(ctx, ctx.input(1)?)?;
     let ends = build::flat_i64(ctx, ctx.input(2)?)?;
     let n = ctx.known_shape(starts)?[0];
+    if n > r {
+        return Err(ctx.err(format!(
+            "'starts' has {n} entries, more than the input's {r} axes"
+        )));
+    }
     let axes = match ctx.opt_input(3) {
         Some(a) => build::flat_i64(ctx, a)?,
         None => ctx.constant(crate::ir::Tensor::from_i64s(
