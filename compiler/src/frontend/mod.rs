@@ -448,74 +448,107 @@ impl Importer<'_> {
     }
 
     fn nodes(&mut self, nodes: &[NodeProto]) -> Result<()> {
-        // ONNX requires topological order, but be lenient: retry nodes whose inputs are not yet
-        // defined until no progress is made.
-        let mut pending: Vec<&NodeProto> = nodes.iter().collect();
-        loop {
-            let mut next = Vec::new();
-            let before = pending.len();
-            for n in pending {
-                let ready = n.input.iter().all(|i| {
-                    i.is_empty()
-                        || self.env.contains_key(i)
-                        || self.seqs.contains_key(i)
-                        || self.poisoned.contains(i)
-                });
-                if !ready {
-                    next.push(n);
-                    continue;
-                }
-                for i in &n.input {
-                    if let Some(u) = self.unbuilt.remove(i) {
-                        self.unsupported.push(u);
-                    }
-                }
-                if n.input.iter().any(|i| self.poisoned.contains(i)) {
-                    // An upstream node failed; still check that this op type is known so the
-                    // report lists every unsupported op at once.
-                    self.check_known(n);
-                    self.poisoned.extend(n.output.iter().cloned());
-                    continue;
-                }
-                match self.node(n) {
-                    Ok(()) => {}
-                    Err(Error::Unsupported(mut u)) => {
-                        self.unsupported.append(&mut u);
-                        self.poisoned.extend(n.output.iter().cloned());
-                    }
-                    Err(e) => return Err(e),
-                }
-                self.poisoned.extend(
-                    n.output
-                        .iter()
-                        .filter(|o| self.unbuilt.contains_key(*o))
-                        .cloned(),
-                );
+        // ONNX requires topological order, but be lenient: nodes are imported in a
+        // topological order that keeps the file's order wherever it is one (always the
+        // lowest-numbered node whose inputs are all produced), in time linear in the graph
+        // (retrying pending nodes pass after pass was quadratic: 20,000 nodes in reverse
+        // order took 12 s).
+        let mut producer: HashMap<&str, usize> = HashMap::new();
+        for (k, n) in nodes.iter().enumerate() {
+            for o in n.output.iter().filter(|o| !o.is_empty()) {
+                producer.entry(o.as_str()).or_insert(k);
             }
-            if next.is_empty() {
-                return Ok(());
-            }
-            if next.len() == before {
-                let n = next[0];
-                let missing: Vec<&String> = n
-                    .input
-                    .iter()
-                    .filter(|i| {
-                        !i.is_empty()
-                            && !self.env.contains_key(*i)
-                            && !self.seqs.contains_key(*i)
-                            && !self.poisoned.contains(*i)
-                    })
-                    .collect();
-                return Err(Error::Model(format!(
-                    "node '{}' ({}) reads {:?}, which no node, initializer or graph input defines",
-                    n.name.clone().unwrap_or_default(),
-                    n.op_type.clone().unwrap_or_default(),
-                    missing
-                )));
-            }
-            pending = next;
         }
+        // Per node, how many of its inputs another node of this graph has yet to produce,
+        // and who reads each node's outputs.
+        let mut waiting = vec![0usize; nodes.len()];
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (k, n) in nodes.iter().enumerate() {
+            for i in n.input.iter().filter(|i| !i.is_empty()) {
+                if let Some(&p) = producer.get(i.as_str())
+                    && p != k
+                {
+                    waiting[k] += 1;
+                    readers[p].push(k);
+                }
+            }
+        }
+        let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..nodes.len())
+            .filter(|&k| waiting[k] == 0)
+            .map(std::cmp::Reverse)
+            .collect();
+        let mut done = vec![false; nodes.len()];
+        while let Some(std::cmp::Reverse(k)) = ready.pop() {
+            let n = &nodes[k];
+            let defined = n.input.iter().all(|i| {
+                i.is_empty()
+                    || self.env.contains_key(i)
+                    || self.seqs.contains_key(i)
+                    || self.poisoned.contains(i)
+            });
+            if !defined {
+                // An input nothing defines: reported below, with every node it blocks.
+                continue;
+            }
+            done[k] = true;
+            self.import_ready(n)?;
+            for &r in &readers[k] {
+                waiting[r] -= 1;
+                if waiting[r] == 0 {
+                    ready.push(std::cmp::Reverse(r));
+                }
+            }
+        }
+        let Some(n) = nodes.iter().zip(&done).find(|(_, d)| !**d).map(|(n, _)| n) else {
+            return Ok(());
+        };
+        let missing: Vec<&String> = n
+            .input
+            .iter()
+            .filter(|i| {
+                !i.is_empty()
+                    && !self.env.contains_key(*i)
+                    && !self.seqs.contains_key(*i)
+                    && !self.poisoned.contains(*i)
+            })
+            .collect();
+        Err(Error::Model(format!(
+            "node '{}' ({}) reads {:?}, which no node, initializer or graph input defines",
+            n.name.clone().unwrap_or_default(),
+            n.op_type.clone().unwrap_or_default(),
+            missing
+        )))
+    }
+
+    /// Imports one node whose inputs are all defined (or poisoned).
+    fn import_ready(&mut self, n: &NodeProto) -> Result<()> {
+        for i in &n.input {
+            if let Some(u) = self.unbuilt.remove(i) {
+                self.unsupported.push(u);
+            }
+        }
+        if n.input.iter().any(|i| self.poisoned.contains(i)) {
+            // An upstream node failed; still check that this op type is known so the
+            // report lists every unsupported op at once.
+            self.check_known(n);
+            self.poisoned.extend(n.output.iter().cloned());
+            return Ok(());
+        }
+        match self.node(n) {
+            Ok(()) => {}
+            Err(Error::Unsupported(mut u)) => {
+                self.unsupported.append(&mut u);
+                self.poisoned.extend(n.output.iter().cloned());
+            }
+            Err(e) => return Err(e),
+        }
+        self.poisoned.extend(
+            n.output
+                .iter()
+                .filter(|o| self.unbuilt.contains_key(*o))
+                .cloned(),
+        );
+        Ok(())
     }
 
     fn node_origin(&self, n: &NodeProto) -> (Origin, String, i64) {

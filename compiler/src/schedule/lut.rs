@@ -20,7 +20,7 @@ use super::{SValue, Schedule, Step, StepKind, Storage};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
 use crate::ir::tensor::Scalar;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Largest key range tabulated (8-bit quantization's 256 values; 4-bit ones fit too).
@@ -48,7 +48,9 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     };
     let n = s.values[st.output].len();
     let body = expr::share(body);
-    if expr::dag_size(&body) > MAX_BODY {
+    // Only a body with an expensive operation can pay for a table (the part tabulated is
+    // inside the body); most maps stop here, before the cut search.
+    if expr::dag_size(&body) > MAX_BODY || !expensive(&body) {
         return None;
     }
     let (key, lo, hi, rest) = best_cut(&body)?;
@@ -145,9 +147,10 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
 fn best_cut(body: &E) -> Option<(E, f64, f64, E)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
+    let mut varies = HashMap::new();
     let mut best: Option<(usize, E, f64, f64, E)> = None;
     for c in nodes {
-        if !has_var(&c) {
+        if !has_var(&c, &mut varies) {
             continue;
         }
         let Some((lo, hi)) = key_range(&c) else {
@@ -159,7 +162,7 @@ fn best_cut(body: &E) -> Option<(E, f64, f64, E)> {
         }
         let placeholder = expr::konst(c.dtype, Scalar::zero(c.dtype));
         let rest = replace(body, &c, &placeholder);
-        if has_var(&rest) {
+        if has_var(&rest, &mut HashMap::new()) {
             continue;
         }
         best = Some((size, c, lo, hi, rest));
@@ -225,23 +228,15 @@ fn replace(e: &E, key: &E, with: &E) -> E {
     expr::rewrite(e, &mut |x| Arc::ptr_eq(x, key).then(|| with.clone()))
 }
 
-fn has_var(e: &E) -> bool {
-    let mut found = false;
-    let mut seen = HashSet::new();
-    fn go(e: &E, found: &mut bool, seen: &mut HashSet<*const Expr>) {
-        if *found || !seen.insert(Arc::as_ptr(e)) {
-            return;
-        }
-        if matches!(e.kind, ExprKind::Var(_)) {
-            *found = true;
-            return;
-        }
-        for c in e.children() {
-            go(c, found, seen);
-        }
+/// Whether `e` reads a variable, memoized per node in `memo` (the cut search asks it of
+/// every subexpression of a body: without the memo, quadratic in the body's size).
+fn has_var(e: &E, memo: &mut HashMap<*const Expr, bool>) -> bool {
+    if let Some(&v) = memo.get(&Arc::as_ptr(e)) {
+        return v;
     }
-    go(e, &mut found, &mut seen);
-    found
+    let v = matches!(e.kind, ExprKind::Var(_)) || e.children().iter().any(|c| has_var(c, memo));
+    memo.insert(Arc::as_ptr(e), v);
+    v
 }
 
 fn collect(e: &E, seen: &mut HashSet<*const Expr>, out: &mut Vec<E>) {

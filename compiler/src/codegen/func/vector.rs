@@ -7,13 +7,12 @@
 //! `hoist_uniform` computes a vector loop's expensive invariants once ahead of it, in stack
 //! slots the scalar code of its uniform parts reloads.
 
-use super::vectorize::{
-    EpiloguePlan, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary, mentions_acc,
-};
+use super::vectorize::{EpiloguePlan, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary};
 use super::{FnCx, PTR, vflags};
 use crate::codegen::vmath;
-use crate::ir::expr::{BinOp, E, Expr, ExprKind, depends_on};
+use crate::ir::expr::{BinOp, E, Expr, ExprKind};
 use crate::loops::{BufId, Stmt};
+use crate::schedule::EPILOGUE_ACC;
 use cranelift_codegen::ir::{self, InstBuilder, MemFlagsData, Type, Value, types};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,8 +40,9 @@ impl FnCx<'_, '_> {
         };
         let mut picked: Vec<E> = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut varies = HashMap::new();
         for e in [value, offset] {
-            self.uniform_roots(e, var, &mut picked, &mut seen);
+            self.uniform_roots(e, var, &mut picked, &mut seen, &mut varies);
         }
         let mut memo = HashMap::new();
         let mut added = Vec::new();
@@ -85,19 +85,36 @@ impl FnCx<'_, '_> {
         var: u32,
         out: &mut Vec<E>,
         seen: &mut std::collections::HashSet<*const Expr>,
+        varies: &mut HashMap<*const Expr, bool>,
     ) {
         if !seen.insert(Arc::as_ptr(e)) {
             return;
         }
-        if !depends_on(e, var) && !mentions_acc(e) {
+        if !Self::varies(e, var, varies) {
             if Self::expensive(e) && self.reads_only_inputs(e) {
                 out.push(e.clone());
             }
             return;
         }
         for c in e.children() {
-            self.uniform_roots(c, var, out, seen);
+            self.uniform_roots(c, var, out, seen, varies);
         }
+    }
+
+    /// Whether `e` changes along the loop: it reads loop variable `var` or the epilogue's
+    /// accumulator (`depends_on` and `mentions_acc` together, memoized over the DAG so the
+    /// walk above stays linear in the body's size).
+    fn varies(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> bool {
+        if let Some(&v) = memo.get(&Arc::as_ptr(e)) {
+            return v;
+        }
+        let v = match e.kind {
+            ExprKind::Var(v) => v == var,
+            ExprKind::Load { input, .. } if input == EPILOGUE_ACC => true,
+            _ => e.children().iter().any(|c| Self::varies(c, var, memo)),
+        };
+        memo.insert(Arc::as_ptr(e), v);
+        v
     }
 
     /// Whether every load in `e` reads a buffer this function does not write.
