@@ -12,7 +12,6 @@ use super::{FnCx, PTR, vflags};
 use crate::codegen::vmath;
 use crate::ir::expr::{BinOp, E, Expr, ExprKind};
 use crate::loops::{BufId, Stmt};
-use crate::schedule::EPILOGUE_ACC;
 use cranelift_codegen::ir::{self, InstBuilder, MemFlagsData, Type, Value, types};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -90,7 +89,7 @@ impl FnCx<'_, '_> {
         if !seen.insert(Arc::as_ptr(e)) {
             return;
         }
-        if !Self::varies(e, var, varies) {
+        if !super::vectorize::varies(e, var, varies) {
             if Self::expensive(e) && self.reads_only_inputs(e) {
                 out.push(e.clone());
             }
@@ -99,22 +98,6 @@ impl FnCx<'_, '_> {
         for c in e.children() {
             self.uniform_roots(c, var, out, seen, varies);
         }
-    }
-
-    /// Whether `e` changes along the loop: it reads loop variable `var` or the epilogue's
-    /// accumulator (`depends_on` and `mentions_acc` together, memoized over the DAG so the
-    /// walk above stays linear in the body's size).
-    fn varies(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> bool {
-        if let Some(&v) = memo.get(&Arc::as_ptr(e)) {
-            return v;
-        }
-        let v = match e.kind {
-            ExprKind::Var(v) => v == var,
-            ExprKind::Load { input, .. } if input == EPILOGUE_ACC => true,
-            _ => e.children().iter().any(|c| Self::varies(c, var, memo)),
-        };
-        memo.insert(Arc::as_ptr(e), v);
-        v
     }
 
     /// Whether every load in `e` reads a buffer this function does not write.

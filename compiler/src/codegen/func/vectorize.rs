@@ -17,7 +17,7 @@
 
 use super::scalar::clamp_const;
 use crate::ir::DType;
-use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, depends_on, linear_coeff};
+use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, linear_coeff};
 use crate::ir::graph::ReduceKind;
 use crate::loops::{BufId, Buffer, Stmt};
 use crate::schedule::EPILOGUE_ACC;
@@ -270,6 +270,7 @@ fn plan<'e>(bufs: &[Buffer], var: u32, e: &'e E, mode: Mode) -> Option<VPlan<'e>
         var,
         nodes: Vec::new(),
         planned: HashMap::new(),
+        varies: HashMap::new(),
     };
     let root = p.node(e, mode)?;
     Some(VPlan {
@@ -283,6 +284,8 @@ struct Planner<'b, 'e> {
     var: u32,
     nodes: Vec<VNode<'e>>,
     planned: HashMap<(*const Expr, Mode), VIx>,
+    /// `varies`' memo.
+    varies: HashMap<*const Expr, bool>,
 }
 
 impl<'e> Planner<'_, 'e> {
@@ -303,7 +306,7 @@ impl<'e> Planner<'_, 'e> {
         if is_acc(e) {
             return (mode == Mode::Epilogue).then_some(VForm::Acc);
         }
-        if !depends_on(e, self.var) && !mentions_acc(e) {
+        if !varies(e, self.var, &mut self.varies) {
             let leaf = matches!(
                 e.kind,
                 ExprKind::Load { .. } | ExprKind::Var(_) | ExprKind::Const(_)
@@ -500,6 +503,22 @@ fn is_acc(e: &E) -> bool {
 }
 
 /// Whether `e` reads a reduction's accumulator anywhere.
+/// Whether `e` changes along the loop over `var`: it reads that variable or the epilogue's
+/// accumulator (`depends_on` and `mentions_acc` together), memoized over the DAG so walks
+/// that ask it of every node stay linear in the body's size.
+pub(super) fn varies(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> bool {
+    if let Some(&v) = memo.get(&Arc::as_ptr(e)) {
+        return v;
+    }
+    let v = match e.kind {
+        ExprKind::Var(v) => v == var,
+        ExprKind::Load { input, .. } if input == EPILOGUE_ACC => true,
+        _ => e.children().iter().any(|c| varies(c, var, memo)),
+    };
+    memo.insert(Arc::as_ptr(e), v);
+    v
+}
+
 pub(super) fn mentions_acc(e: &E) -> bool {
     let mut used = Vec::new();
     crate::ir::expr::used_inputs(e, &mut used);
