@@ -35,24 +35,6 @@ pub struct ConvGeometry {
     pub input_planes: Vec<i64>,
 }
 
-/// `ConvGeometry::plane2`: input, output and kernel extents, strides, dilations and start
-/// pads of the first two spatial dims.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Plane2 {
-    pub ih: usize,
-    pub iw: usize,
-    pub oh: usize,
-    pub ow: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub s0: usize,
-    pub s1: usize,
-    pub d0: usize,
-    pub d1: usize,
-    pub p0: usize,
-    pub p1: usize,
-}
-
 impl ConvGeometry {
     /// `[nsp, n, c, m, group, flags, input.., kernel.., output.., strides.., dilations..,
     /// pads.., input_planes..]`; flags: bit 0 `wide_simd`, bit 1 `no_winograd`, bit 2
@@ -125,25 +107,18 @@ impl ConvGeometry {
         }
     }
 
-    /// The first two spatial dims as `usize` (a 2-D kernel's loop bounds and steps).
-    pub(super) fn plane2(&self) -> Plane2 {
-        let d = |v: &[i64]| (v[0] as usize, v[1] as usize);
-        let ((ih, iw), (oh, ow), (kh, kw)) = (d(&self.input), d(&self.output), d(&self.kernel));
-        let ((s0, s1), (d0, d1), (p0, p1)) = (d(&self.strides), d(&self.dilations), d(&self.pads));
-        Plane2 {
-            ih,
-            iw,
-            oh,
-            ow,
-            kh,
-            kw,
-            s0,
-            s1,
-            d0,
-            d1,
-            p0,
-            p1,
-        }
+    /// The first two spatial dims as `usize` (a 2-D kernel's loop bounds and steps):
+    /// `[input, output, kernel, strides, dilations, pads]`, each `[dim 0, dim 1]`.
+    pub(super) fn plane2(&self) -> [[usize; 2]; 6] {
+        [
+            &self.input,
+            &self.output,
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads,
+        ]
+        .map(|v| [v[0] as usize, v[1] as usize])
     }
 
     pub(super) fn cg(&self) -> usize {

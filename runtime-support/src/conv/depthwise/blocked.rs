@@ -4,7 +4,6 @@
 //! 3×3 weights in registers; portable otherwise).
 
 use super::DW_BLOCK;
-use crate::conv::geometry::Plane2;
 use crate::conv::{Call, ConvGeometry};
 
 /// 2-D depthwise convolution over blocks of 16 channels stored channel-last: the block's
@@ -24,20 +23,7 @@ pub(in crate::conv) fn depthwise_blocked_body(g: &ConvGeometry, c: Call, (hp, wp
     let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
     let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     const B: usize = DW_BLOCK;
-    let Plane2 {
-        ih,
-        iw,
-        oh,
-        ow,
-        kh,
-        kw,
-        s0,
-        s1,
-        d0,
-        d1,
-        p0,
-        p1,
-    } = g.plane2();
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
     let chans = g.m as usize;
     // SAFETY: scratch holds (hp·wp + osz + ks)·B floats (depthwise_scratch()).
@@ -246,20 +232,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
     let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     use std::arch::x86_64::*;
     const B: usize = DW_BLOCK;
-    let Plane2 {
-        ih,
-        iw,
-        oh,
-        ow,
-        kh,
-        kw,
-        s0,
-        s1,
-        d0,
-        d1,
-        p0,
-        p1,
-    } = g.plane2();
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let (osz, ks) = (g.osize(), g.ksize());
     let chans = g.m as usize;
     let (xc, yc, wt) = (

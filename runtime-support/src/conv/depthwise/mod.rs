@@ -2,7 +2,6 @@
 //! AVX-512 (`in_place`), small planes channel-blocked (`blocked`), others zero-padded and
 //! split into stride phases (`depthwise_2d`); 3-D depthwise as 2-D slices (`depthwise_3d`).
 
-use super::geometry::Plane2;
 use super::{Call, ConvGeometry, conv_f32};
 
 mod blocked;
@@ -226,20 +225,7 @@ pub(super) fn depthwise_body(
     qw: usize,
     slack: usize,
 ) {
-    let Plane2 {
-        ih,
-        iw,
-        oh,
-        ow,
-        kh,
-        kw,
-        s0,
-        s1,
-        d0,
-        d1,
-        p0,
-        p1,
-    } = g.plane2();
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let phase_len = qh * qw + slack;
     // Scratch: the phases (s0·s1 planes of qh × qw, zero-padded, with slack).
     // SAFETY: within the scratch sized by depthwise_scratch().
