@@ -116,45 +116,65 @@ fn conv_shapes(peak: f64) {
     }
 }
 
+/// The operands of an m × n × k product: `(a, b, a packed, b packed, c, scratch)`, A and B
+/// row-major test data, C zero, the scratch `gemm_packed_a` needs with B read in place.
+fn operands(m: usize, n: usize, k: usize) -> (Buf, Buf, Buf, Buf, Buf, Buf) {
+    let (a, b) = (data(m * k), data(k * n));
+    let mut ap = Buf::zeros(pack::packed_a_len(m, k));
+    let mut bp = Buf::zeros(pack::packed_b_len(k, n));
+    // SAFETY: a holds m·k floats, ap packed_a_len(m, k), b k·n, bp packed_b_len(k, n).
+    unsafe {
+        pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr());
+        pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
+    }
+    let (c, scratch) = (Buf::zeros(m * n), Buf::zeros(gemm::scratch_len(n, false)));
+    (a, b, ap, bp, c, scratch)
+}
+
+/// C (m × n) = A·B with A packed (`ap`) and B (k × n) packed (`bp`) or row-major (`b`), as
+/// `b_packed` says, through `gemm_packed_a` without an epilogue.
+fn packed_a_gemm(
+    (m, n, k): (usize, usize, usize),
+    ap: &Buf,
+    (b, bp, b_packed): (&Buf, &Buf, bool),
+    c: &mut Buf,
+    scratch: &mut Buf,
+) {
+    assert!(ap.len() >= pack::packed_a_len(m, k) && c.len() >= m * n);
+    assert!(b.len() >= k * n && bp.len() >= pack::packed_b_len(k, n));
+    assert!(scratch.len() >= gemm::scratch_len(n, false));
+    let src = if b_packed {
+        BSource::Packed(bp.as_ptr())
+    } else {
+        BSource::Matrix {
+            b: b.as_ptr(),
+            ldb: n,
+            trans: false,
+        }
+    };
+    // SAFETY: the buffers hold what the dims need (checked above).
+    unsafe {
+        gemm::gemm_packed_a(
+            m,
+            n,
+            k,
+            ap.as_ptr(),
+            src,
+            c.as_mut_ptr(),
+            n,
+            &Epilogue::NONE,
+            scratch.as_mut_ptr(),
+        )
+    };
+    black_box(c[0]);
+}
+
 fn conv_shape(m: usize, n: usize, k: usize, peak: f64, b_packed: bool) {
     {
-        let a = data(m * k);
-        let b = data(k * n);
-        let mut cbuf = Buf::zeros(m * n);
-        let mut ap = Buf::zeros(pack::packed_a_len(m, k));
-        let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
-        let mut bp = Buf::zeros(pack::packed_b_len(k, n));
-        // SAFETY: a holds m·k floats and ap packed_a_len(m, k).
-        unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
-        // SAFETY: b holds k·n floats and bp packed_b_len(k, n).
-        unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
+        let (_, b, ap, bp, mut cbuf, mut scratch) = operands(m, n, k);
         let reps = (1 << 28) / (m * n * k) + 1;
         let best = best_per_call(5, reps, |_| {
-            // SAFETY: a m·k, the B source k·n (or packed), c m·n floats; scratch holds
-            // scratch_len(n, false).
-            unsafe {
-                let src = if b_packed {
-                    BSource::Packed(bp.as_ptr())
-                } else {
-                    BSource::Matrix {
-                        b: b.as_ptr(),
-                        ldb: n,
-                        trans: false,
-                    }
-                };
-                gemm::gemm_packed_a(
-                    m,
-                    n,
-                    k,
-                    ap.as_ptr(),
-                    src,
-                    cbuf.as_mut_ptr(),
-                    n,
-                    &Epilogue::NONE,
-                    scratch.as_mut_ptr(),
-                );
-            }
-            black_box(cbuf[0]);
+            packed_a_gemm((m, n, k), &ap, (&b, &bp, b_packed), &mut cbuf, &mut scratch)
         });
         let g = gflops(m, n, k, best);
         let tag = if b_packed { "  (B prepacked)" } else { "" };
@@ -251,6 +271,35 @@ const GROUPED_LAYERS: &[(i64, i64, i64, i64, i64, i64)] = &[
     (96, 96, 56, 7, 1, 96),
 ];
 
+/// A square 2-D convolution of one image as the light models have them: `k`×`k` kernel at
+/// stride `st`, padding `k / 2` on every side.
+fn square_conv(
+    c: i64,
+    m: i64,
+    hw: i64,
+    k: i64,
+    st: i64,
+    group: i64,
+) -> onnxc_runtime::conv::ConvGeometry {
+    let pad = k / 2;
+    let o = (hw + 2 * pad - k) / st + 1;
+    onnxc_runtime::conv::ConvGeometry {
+        n: 1,
+        c,
+        m,
+        group,
+        input: vec![hw, hw],
+        kernel: vec![k, k],
+        output: vec![o, o],
+        strides: vec![st, st],
+        dilations: vec![1, 1],
+        pads: vec![pad, pad],
+        wide_simd: onnxc_runtime::isa::wide_simd(),
+        no_winograd: false,
+        input_planes: Vec::new(),
+    }
+}
+
 /// Whether `ONNXC_CONV_FILTER` (`filter`: unset, `all`, `cin,cout,hw` or `cin,cout,hw,k`)
 /// picks the layer.
 fn selected(filter: &Option<String>, c: i64, m: i64, hw: i64, k: i64) -> bool {
@@ -260,7 +309,7 @@ fn selected(filter: &Option<String>, c: i64, m: i64, hw: i64, k: i64) -> bool {
 }
 
 fn conv_layers(peak: f64) {
-    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+    use onnxc_runtime::conv::conv_f32;
     println!(
         "{:>5} {:>5} {:>4} {:>3} {:>3} {:>10} {:>6}  path",
         "cin", "cout", "hw", "k", "s", "GFLOP/s", "%peak"
@@ -274,23 +323,8 @@ fn conv_layers(peak: f64) {
         if !selected(&filter, c, m, hw, k) {
             continue;
         }
-        let pad = k / 2;
-        let o = (hw + 2 * pad - k) / st + 1;
-        let g = ConvGeometry {
-            n: 1,
-            c,
-            m,
-            group,
-            input: vec![hw, hw],
-            kernel: vec![k, k],
-            output: vec![o, o],
-            strides: vec![st, st],
-            dilations: vec![1, 1],
-            pads: vec![pad, pad],
-            wide_simd: onnxc_runtime::isa::wide_simd(),
-            no_winograd: false,
-            input_planes: Vec::new(),
-        };
+        let g = square_conv(c, m, hw, k, st, group);
+        let o = g.output[0];
         // ONNXC_CONV_COLD_INPUT: rotate through copies of the input (and residual) spanning
         // 24 MB, so every call reads them from L3 as a layer does after its producer's
         // output left L2.
@@ -405,25 +439,10 @@ fn nchwc_layers() {
 }
 
 fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
-    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
+    use onnxc_runtime::conv::conv_f32;
     use onnxc_runtime::nchwc::{BlockedConv, Epilogue as BlockedEpilogue, conv as conv_blocked};
-    let pad = k / 2;
-    let o = (hw + 2 * pad - k) / st + 1;
-    let g = ConvGeometry {
-        n: 1,
-        c,
-        m,
-        group,
-        input: vec![hw, hw],
-        kernel: vec![k, k],
-        output: vec![o, o],
-        strides: vec![st, st],
-        dilations: vec![1, 1],
-        pads: vec![pad, pad],
-        wide_simd: onnxc_runtime::isa::wide_simd(),
-        no_winograd: false,
-        input_planes: Vec::new(),
-    };
+    let g = square_conv(c, m, hw, k, st, group);
+    let (o, pad) = (g.output[0], g.pads[0]);
     let u = |v: i64| v as usize;
     let bg = BlockedConv {
         n: 1,
@@ -799,41 +818,9 @@ fn main() {
     );
     for &s in &[64usize, 128, 256, 512, 1024] {
         let (m, n, k) = (s, s, s);
-        let a = data(m * k);
-        let b = data(k * n);
-        let mut cbuf = Buf::zeros(m * n);
-        let mut ap = Buf::zeros(pack::packed_a_len(m, k));
-        let mut bp = Buf::zeros(pack::packed_b_len(k, n));
-        let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
-        // SAFETY: a holds m·k floats, ap packed_a_len(m, k), b k·n, bp packed_b_len(k, n).
-        unsafe {
-            pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr());
-            pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr());
-        }
-        // SAFETY: a m·k, the B source k·n (or packed), c m·n floats; scratch holds scratch_len(n,
-        // false).
-        let mut run = |packed_b: bool| unsafe {
-            let src = if packed_b {
-                BSource::Packed(bp.as_ptr())
-            } else {
-                BSource::Matrix {
-                    b: b.as_ptr(),
-                    ldb: n,
-                    trans: false,
-                }
-            };
-            gemm::gemm_packed_a(
-                m,
-                n,
-                k,
-                ap.as_ptr(),
-                src,
-                cbuf.as_mut_ptr(),
-                n,
-                &Epilogue::NONE,
-                scratch.as_mut_ptr(),
-            );
-            black_box(cbuf[0]);
+        let (_, b, ap, bp, mut cbuf, mut scratch) = operands(m, n, k);
+        let mut run = |packed_b: bool| {
+            packed_a_gemm((m, n, k), &ap, (&b, &bp, packed_b), &mut cbuf, &mut scratch)
         };
         // Quick direct measurement for the table: the best of 30 batches of ~3 ms per
         // variant, the two variants interleaved over ~0.2 s (a shared VM's slow spells last
@@ -957,19 +944,8 @@ fn orientation_experiment(peak: f64) {
         if pos == 49 {
             use onnxc_runtime::conv::{ConvGeometry, conv_f32};
             let g = ConvGeometry {
-                n: 1,
-                c: k as i64,
-                m: ch as i64,
-                group: 1,
-                input: vec![7, 7],
-                kernel: vec![1, 1],
-                output: vec![7, 7],
-                strides: vec![1, 1],
-                dilations: vec![1, 1],
-                pads: vec![0, 0],
                 wide_simd: true,
-                no_winograd: false,
-                input_planes: Vec::new(),
+                ..square_conv(k as i64, ch as i64, 7, 1, 1, 1)
             };
             let wpv = g.pack_weights(&w);
             let mut wp = Buf::zeros(wpv.len());
@@ -1011,16 +987,7 @@ fn orientation_experiment(peak: f64) {
 
 fn experiment() {
     let (m, n, k) = (64usize, 12544usize, 147usize);
-    let a = data(m * k);
-    let b = data(k * n);
-    let mut cbuf = Buf::zeros(m * n);
-    let mut ap = Buf::zeros(pack::packed_a_len(m, k));
-    let mut bp = Buf::zeros(pack::packed_b_len(k, n));
-    let mut scratch = Buf::zeros(gemm::scratch_len(n, false));
-    // SAFETY: a holds m·k floats and ap packed_a_len(m, k).
-    unsafe { pack::pack_a(a.as_ptr(), k, false, m, k, ap.as_mut_ptr()) };
-    // SAFETY: b holds k·n floats and bp packed_b_len(k, n).
-    unsafe { pack::pack_b(b.as_ptr(), n, false, k, n, bp.as_mut_ptr()) };
+    let (a, b, ap, bp, mut cbuf, mut scratch) = operands(m, n, k);
     let bpp = bp.as_ptr() as usize;
     let bias = data(m);
     let ep_relu = Epilogue {
@@ -1030,22 +997,8 @@ fn experiment() {
         lo: 0.0,
         hi: f32::INFINITY,
     };
-    use onnxc_runtime::conv::{ConvGeometry, conv_f32};
-    let g = ConvGeometry {
-        n: 1,
-        c: 3,
-        m: 64,
-        group: 1,
-        input: vec![224, 224],
-        kernel: vec![7, 7],
-        output: vec![112, 112],
-        strides: vec![2, 2],
-        dilations: vec![1, 1],
-        pads: vec![3, 3],
-        wide_simd: onnxc_runtime::isa::wide_simd(),
-        no_winograd: false,
-        input_planes: Vec::new(),
-    };
+    use onnxc_runtime::conv::conv_f32;
+    let g = square_conv(3, 64, 224, 7, 2, 1);
     let x = data(3 * 224 * 224);
     let wp = g.pack_weights(&a);
     let mut cscratch = Buf::zeros(g.scratch_floats(true));

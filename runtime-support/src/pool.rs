@@ -521,6 +521,9 @@ fn taps_counted(
 
 #[inline(always)]
 fn pool2d_body(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+    if g.output[0] <= 0 || g.output[1] <= 0 || g.planes <= 0 {
+        return;
+    }
     if g.by_rows() {
         pool2d_rows(g, x, y, scratch)
     } else {
@@ -533,16 +536,9 @@ fn pool2d_body(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
 /// then each output column reduces its kw taps of that row.
 #[inline(always)]
 fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output;
-    let [kh, kw] = g.kernel;
-    let [sh, sw] = g.strides;
-    let [dh, dw] = g.dilations;
-    let [ph, pw] = g.pads_begin;
-    let [peh, pew] = g.pads_end;
-    if oh <= 0 || ow <= 0 || g.planes <= 0 {
-        return;
-    }
+    let [[ih, iw], [oh, ow], [kh, kw]] = [g.input, g.output, g.kernel];
+    let [[sh, sw], [dh, dw]] = [g.strides, g.dilations];
+    let [[ph, pw], [peh, pew]] = [g.pads_begin, g.pads_end];
     let (ow_u, iw_u, sw_u, dw_u, pw_u) = (
         ow as usize,
         iw as usize,
@@ -623,16 +619,9 @@ fn pool2d_rows(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) 
 #[inline(always)]
 fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
     debug_assert_eq!(g.strides[0], 1, "strided pools go by rows");
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output;
-    let [kh, kw] = g.kernel;
-    let [sh, sw] = g.strides;
-    let [dh, dw] = g.dilations;
-    let [ph, pw] = g.pads_begin;
-    let [peh, pew] = g.pads_end;
-    if oh <= 0 || ow <= 0 || g.planes <= 0 {
-        return;
-    }
+    let [[ih, iw], [oh, ow], [kh, kw]] = [g.input, g.output, g.kernel];
+    let [[sh, sw], [dh, dw]] = [g.strides, g.dilations];
+    let [[ph, pw], [peh, pew]] = [g.pads_begin, g.pads_end];
     let (oh_u, ow_u) = (oh as usize, ow as usize);
     let (hp, pitch) = g.padded_dims();
     let vlen = oh_u * pitch + pitch + (kw * dw) as usize;

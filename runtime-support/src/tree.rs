@@ -650,43 +650,35 @@ trait Key: Copy + Eq + Ord {
     fn below_all() -> Self;
 }
 
-impl Key for u32 {
-    type F = f32;
-    #[inline(always)]
-    fn key(x: f32) -> u32 {
-        if x.is_nan() {
-            return u32::MAX;
+/// `Key` for the unsigned type `$k` of the float `$f`'s width.
+macro_rules! impl_key {
+    ($k:ty, $f:ty) => {
+        impl Key for $k {
+            type F = $f;
+            #[inline(always)]
+            fn key(x: $f) -> $k {
+                if x.is_nan() {
+                    return <$k>::MAX;
+                }
+                let b = if x == 0.0 { 0 } else { x.to_bits() };
+                if b >> (<$k>::BITS - 1) != 0 {
+                    !b
+                } else {
+                    b | 1 << (<$k>::BITS - 1)
+                }
+            }
+            #[inline(always)]
+            fn nan_low(k: $k) -> $k {
+                if k == <$k>::MAX { 0 } else { k }
+            }
+            fn below_all() -> $k {
+                <$k>::key(<$f>::NEG_INFINITY) - 1
+            }
         }
-        let b = if x == 0.0 { 0 } else { x.to_bits() };
-        if b >> 31 != 0 { !b } else { b | 1 << 31 }
-    }
-    #[inline(always)]
-    fn nan_low(k: u32) -> u32 {
-        if k == u32::MAX { 0 } else { k }
-    }
-    fn below_all() -> u32 {
-        u32::key(f32::NEG_INFINITY) - 1
-    }
+    };
 }
-
-impl Key for u64 {
-    type F = f64;
-    #[inline(always)]
-    fn key(x: f64) -> u64 {
-        if x.is_nan() {
-            return u64::MAX;
-        }
-        let b = if x == 0.0 { 0 } else { x.to_bits() };
-        if b >> 63 != 0 { !b } else { b | 1 << 63 }
-    }
-    #[inline(always)]
-    fn nan_low(k: u64) -> u64 {
-        if k == u64::MAX { 0 } else { k }
-    }
-    fn below_all() -> u64 {
-        u64::key(f64::NEG_INFINITY) - 1
-    }
-}
+impl_key!(u32, f32);
+impl_key!(u64, f64);
 
 /// A record over float32 keys. Offsets are bytes: `key` from the keyed block's start (plus
 /// the row), `pair` from the records' start.
@@ -727,43 +719,33 @@ trait Rec: Copy {
     unsafe fn slot(recs: *const u8, at: u32) -> u32;
 }
 
-impl Rec for Rec32 {
-    type K = u32;
-    #[inline(always)]
-    unsafe fn next(recs: *const u8, at: u32, keys: *const u8) -> u32 {
-        // SAFETY: `check`: `at` is a record, its key offset inside the block.
-        unsafe {
-            let r = &*(recs.add(at as usize) as *const Rec32);
-            let x = *(keys.add(r.key as usize) as *const u32);
-            // Both addresses are ready before the compare: a select, not a branch (which
-            // would be mispredicted every other step).
-            select_unpredictable(x <= r.thr, r.pair, r.pair.wrapping_add(16))
+/// `Rec` for the record type `$r` over keys `$k` (the record after a record: its size on).
+macro_rules! impl_rec {
+    ($r:ty, $k:ty) => {
+        impl Rec for $r {
+            type K = $k;
+            #[inline(always)]
+            unsafe fn next(recs: *const u8, at: u32, keys: *const u8) -> u32 {
+                // SAFETY: `check`: `at` is a record, its key offset inside the block.
+                unsafe {
+                    let r = &*(recs.add(at as usize) as *const $r);
+                    let x = *(keys.add(r.key as usize) as *const $k);
+                    // Both addresses are ready before the compare: a select, not a branch
+                    // (which would be mispredicted every other step).
+                    let after = r.pair.wrapping_add(size_of::<$r>() as u32);
+                    select_unpredictable(x <= r.thr, r.pair, after)
+                }
+            }
+            #[inline(always)]
+            unsafe fn slot(recs: *const u8, at: u32) -> u32 {
+                // SAFETY: as for `next`.
+                unsafe { (*(recs.add(at as usize) as *const $r)).slot }
+            }
         }
-    }
-    #[inline(always)]
-    unsafe fn slot(recs: *const u8, at: u32) -> u32 {
-        // SAFETY: as for `next`.
-        unsafe { (*(recs.add(at as usize) as *const Rec32)).slot }
-    }
+    };
 }
-
-impl Rec for Rec64 {
-    type K = u64;
-    #[inline(always)]
-    unsafe fn next(recs: *const u8, at: u32, keys: *const u8) -> u32 {
-        // SAFETY: as for Rec32.
-        unsafe {
-            let r = &*(recs.add(at as usize) as *const Rec64);
-            let x = *(keys.add(r.key as usize) as *const u64);
-            select_unpredictable(x <= r.thr, r.pair, r.pair.wrapping_add(24))
-        }
-    }
-    #[inline(always)]
-    unsafe fn slot(recs: *const u8, at: u32) -> u32 {
-        // SAFETY: as for `next`.
-        unsafe { (*(recs.add(at as usize) as *const Rec64)).slot }
-    }
-}
+impl_rec!(Rec32, u32);
+impl_rec!(Rec64, u64);
 
 /// An accumulation type.
 trait Acc: Copy {
@@ -772,29 +754,22 @@ trait Acc: Copy {
     fn lt(self, o: Self) -> bool;
 }
 
-impl Acc for f32 {
-    fn zero() -> f32 {
-        0.0
-    }
-    fn add(self, o: f32) -> f32 {
-        self + o
-    }
-    fn lt(self, o: f32) -> bool {
-        self < o
-    }
+macro_rules! impl_acc {
+    ($($t:ty),*) => {$(
+        impl Acc for $t {
+            fn zero() -> $t {
+                0.0
+            }
+            fn add(self, o: $t) -> $t {
+                self + o
+            }
+            fn lt(self, o: $t) -> bool {
+                self < o
+            }
+        }
+    )*};
 }
-
-impl Acc for f64 {
-    fn zero() -> f64 {
-        0.0
-    }
-    fn add(self, o: f64) -> f64 {
-        self + o
-    }
-    fn lt(self, o: f64) -> bool {
-        self < o
-    }
-}
+impl_acc!(f32, f64);
 
 /// The decoded header and tables.
 struct View<'a, N, V> {
@@ -1436,41 +1411,32 @@ mod tests {
     #[test]
     fn keys_order_edge_values() {
         for input_f64 in [false, true] {
+            // Zeros, the smallest subnormals and normals, ±1 and the next value up, the
+            // extremes and infinities, of the input's float type (as f64).
+            macro_rules! specials {
+                ($f:ident) => {
+                    [
+                        0.0,
+                        -0.0,
+                        $f::from_bits(1),
+                        -$f::from_bits(1),
+                        $f::MIN_POSITIVE,
+                        -$f::MIN_POSITIVE,
+                        1.0,
+                        -1.0,
+                        (1.0 as $f).next_up(),
+                        $f::MAX,
+                        $f::MIN,
+                        $f::INFINITY,
+                        $f::NEG_INFINITY,
+                    ]
+                    .map(|v: $f| v as f64)
+                };
+            }
             let specials: Vec<f64> = if input_f64 {
-                vec![
-                    0.0,
-                    -0.0,
-                    f64::from_bits(1),
-                    -f64::from_bits(1),
-                    f64::MIN_POSITIVE,
-                    -f64::MIN_POSITIVE,
-                    1.0,
-                    -1.0,
-                    1.0f64.next_up(),
-                    f64::MAX,
-                    f64::MIN,
-                    f64::INFINITY,
-                    f64::NEG_INFINITY,
-                ]
+                specials!(f64).into()
             } else {
-                [
-                    0.0f32,
-                    -0.0,
-                    f32::from_bits(1),
-                    -f32::from_bits(1),
-                    f32::MIN_POSITIVE,
-                    -f32::MIN_POSITIVE,
-                    1.0,
-                    -1.0,
-                    1.0f32.next_up(),
-                    f32::MAX,
-                    f32::MIN,
-                    f32::INFINITY,
-                    f32::NEG_INFINITY,
-                ]
-                .iter()
-                .map(|&v| v as f64)
-                .collect()
+                specials!(f32).into()
             };
             let mut xs = specials.clone();
             xs.extend([f64::NAN, -f64::NAN, f64::from_bits(0x7ff0_0000_0000_0001)]);
@@ -1546,36 +1512,26 @@ mod tests {
 
     #[test]
     fn encode_rejects_out_of_range_indices() {
-        let mut f = random_forest(9, 2, 3, 4, 1, false);
-        f.nodes.push(Node::Branch {
-            feature: 4,
-            threshold: 0.0,
+        // A branch on `feature` at `threshold` whose both children are `child`.
+        let branch = |feature, threshold, child| Node::Branch {
+            feature,
+            threshold,
             nan_left: false,
-            left: 0,
-            right: 0,
-        });
+            left: child,
+            right: child,
+        };
+        let mut f = random_forest(9, 2, 3, 4, 1, false);
+        f.nodes.push(branch(4, 0.0, 0));
         assert!(encode(&f).is_err());
         let mut g = random_forest(9, 2, 3, 4, 1, false);
         g.roots.push(g.nodes.len() as u32);
         assert!(encode(&g).is_err());
         let mut h = random_forest(9, 2, 3, 4, 1, false);
-        h.nodes.push(Node::Branch {
-            feature: 0,
-            threshold: 0.1,
-            nan_left: false,
-            left: 0,
-            right: 0,
-        });
+        h.nodes.push(branch(0, 0.1, 0));
         assert!(encode(&h).is_err(), "0.1 is not a float32 value");
         let mut c = random_forest(9, 1, 3, 4, 1, false);
         let root = c.roots[0];
-        c.nodes.push(Node::Branch {
-            feature: 0,
-            threshold: 0.5,
-            nan_left: false,
-            left: root,
-            right: root,
-        });
+        c.nodes.push(branch(0, 0.5, root));
         c.roots.push(c.nodes.len() as u32 - 1);
         assert!(encode(&c).is_ok(), "a shared subtree is not a cycle");
         let last = c.nodes.len() as u32 - 1;

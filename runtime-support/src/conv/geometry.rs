@@ -107,6 +107,20 @@ impl ConvGeometry {
         }
     }
 
+    /// The first two spatial dims as `usize` (a 2-D kernel's loop bounds and steps):
+    /// `[input, output, kernel, strides, dilations, pads]`, each `[dim 0, dim 1]`.
+    pub(super) fn plane2(&self) -> [[usize; 2]; 6] {
+        [
+            &self.input,
+            &self.output,
+            &self.kernel,
+            &self.strides,
+            &self.dilations,
+            &self.pads,
+        ]
+        .map(|v| [v[0] as usize, v[1] as usize])
+    }
+
     pub(super) fn cg(&self) -> usize {
         (self.c / self.group) as usize
     }

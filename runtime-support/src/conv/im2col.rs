@@ -29,15 +29,24 @@ pub(super) unsafe fn conv_group(
     let (mg, osz, kd) = (g.mg(), g.osize(), g.kdim());
     // SAFETY: (both) the packers write the GEMM's B blocks from the group's planes.
     unsafe {
+        let block = |k0, kc, n0, nc, dst| Im2colPanels {
+            g,
+            xg,
+            k0,
+            kc,
+            n0,
+            nc,
+            dst,
+        };
         if row_packable(g) {
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
-                pack_im2col_2d(g, xg, k0, kc, n0, nc, dst, NR)
+                pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
             };
             gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, rest);
         } else {
             let base_ref = std::cell::RefCell::new(base);
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
-                pack_im2col(g, xg, k0, kc, n0, nc, dst, &mut base_ref.borrow_mut())
+                pack_im2col(block(k0, kc, n0, nc, dst), &mut base_ref.borrow_mut())
             };
             gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, rest);
         }
@@ -120,33 +129,15 @@ impl Rows {
 ///
 /// # Safety
 /// As `pack_im2col`; `row_packable(g)`.
-#[allow(clippy::too_many_arguments, reason = "block coordinates")]
-pub(super) unsafe fn pack_im2col_2d(
-    g: &ConvGeometry,
-    xg: *const f32,
-    k0: usize,
-    kc: usize,
-    n0: usize,
-    nc: usize,
-    dst: *mut f32,
-    width: usize,
-) {
+pub(super) unsafe fn pack_im2col_2d(b: Im2colPanels, width: usize) {
     debug_assert!(width == NR || width == MR);
-    if width == NR && kc <= gemm::KC {
-        let w = Im2colPanels {
-            g,
-            xg,
-            k0,
-            kc,
-            n0,
-            nc,
-            dst,
-        };
+    if width == NR && b.kc <= gemm::KC {
         // SAFETY: forwarded contract; native vectors of 8 or 16 lanes divide NR.
-        if unsafe { simd::dispatch_native(w) }.is_some() {
+        if unsafe { simd::dispatch_native(b) }.is_some() {
             return;
         }
     }
+    let (g, xg, k0, kc, n0, nc, dst) = (b.g, b.xg, b.k0, b.kc, b.n0, b.nc, b.dst);
     let last = g.input.len() - 1;
     let iw = g.input[last];
     let ow = g.output[last];
@@ -227,6 +218,9 @@ pub(super) unsafe fn pack_im2col_2d(
 /// writes run sequentially through each panel instead of scattering a K row across all
 /// panels (ResNet-50's 7×7/2 stem: packing went from ~1 float per cycle to several).
 /// Whole panels whose lanes all read inside the row are a tight loop of plain loads.
+///
+/// Also the block every packer takes: rows `k0..k0+kc` × columns `n0..n0+nc` of the im2col
+/// matrix of the group whose input planes start at `xg`, packed into panels at `dst`.
 #[derive(Clone, Copy)]
 pub(super) struct Im2colPanels<'a> {
     g: &'a ConvGeometry,
@@ -244,15 +238,8 @@ impl simd::Walk for Im2colPanels<'_> {
     /// As `pack_im2col`; `kc <= gemm::KC`; `S::LANES` divides NR.
     #[inline(always)]
     unsafe fn run<S: Simd>(self, s: S) {
-        let Im2colPanels {
-            g,
-            xg,
-            k0,
-            kc,
-            n0,
-            nc,
-            dst,
-        } = self;
+        let b = self;
+        let (g, xg, k0, kc, n0, nc, dst) = (b.g, b.xg, b.k0, b.kc, b.n0, b.nc, b.dst);
         let l = S::LANES;
         let vectors = NR / l;
         debug_assert_eq!(vectors * l, NR);
@@ -441,23 +428,15 @@ pub(super) fn im2col_taps(g: &ConvGeometry, k0: usize, kc: usize) -> [Tap; gemm:
     taps
 }
 
-/// Packs rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix into B panels.
+/// Packs block `b` (rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix)
+/// into B panels.
 ///
 /// # Safety
 /// `xg` holds the group's `cg` input channel planes; `dst` has room for the block;
 /// `base` is scratch for the spatial origin (per dim) of every output position of the block.
 /// Any number of spatial dims (`pack_im2col_2d` is the fast path for 1 to 3).
-#[allow(clippy::too_many_arguments, reason = "block coordinates")]
-pub(super) unsafe fn pack_im2col(
-    g: &ConvGeometry,
-    xg: *const f32,
-    k0: usize,
-    kc: usize,
-    n0: usize,
-    nc: usize,
-    dst: *mut f32,
-    base: &mut Vec<i64>,
-) {
+pub(super) unsafe fn pack_im2col(b: Im2colPanels, base: &mut Vec<i64>) {
+    let (g, xg, k0, kc, n0, nc, dst) = (b.g, b.xg, b.k0, b.kc, b.n0, b.nc, b.dst);
     let nsp = g.input.len();
     let ks = g.ksize();
     let isz = g.isize();
@@ -537,8 +516,17 @@ pub fn bench_im2col(g: &ConvGeometry, x: &[f32], dst: &mut [f32], nc: usize) {
     let mut n0 = 0;
     while n0 < osz {
         let w = nc.min(osz - n0);
+        let block = Im2colPanels {
+            g,
+            xg: x.as_ptr(),
+            k0: 0,
+            kc: kd,
+            n0,
+            nc: w,
+            dst: dst.as_mut_ptr(),
+        };
         // SAFETY: checked above: x holds the planes, dst one block.
-        unsafe { pack_im2col_2d(g, x.as_ptr(), 0, kd, n0, w, dst.as_mut_ptr(), NR) };
+        unsafe { pack_im2col_2d(block, NR) };
         n0 += w;
     }
 }
@@ -594,21 +582,20 @@ mod tests {
                 let len = nc.div_ceil(NR) * kc * NR;
                 let mut want = vec![f32::NAN; len];
                 let mut base = Vec::new();
-                // SAFETY: x holds the geometry's input and want the len floats of ⌈nc/NR⌉ panels of
-                // kc·NR.
-                unsafe {
-                    pack_im2col(&g, x.as_ptr(), k0, kc, n0, nc, want.as_mut_ptr(), &mut base)
-                };
                 let mut got = vec![f32::NAN; len];
-                let w = Im2colPanels {
+                let block = |dst| Im2colPanels {
                     g: &g,
                     xg: x.as_ptr(),
                     k0,
                     kc,
                     n0,
                     nc,
-                    dst: got.as_mut_ptr(),
+                    dst,
                 };
+                // SAFETY: x holds the geometry's input and want the len floats of ⌈nc/NR⌉ panels of
+                // kc·NR.
+                unsafe { pack_im2col(block(want.as_mut_ptr()), &mut base) };
+                let w = block(got.as_mut_ptr());
                 let gp = got.as_ptr();
                 // SAFETY: the walk writes got's len floats from x; gp points to got, read after
                 // each run.

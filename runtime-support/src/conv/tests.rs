@@ -5,6 +5,17 @@ use super::*;
 
 use crate::test_rand as rand;
 
+/// Element `i` of a row-major array of extents `dims` as one index per dim.
+fn index(i: usize, dims: &[i64]) -> Vec<i64> {
+    let mut r = i as i64;
+    let mut at = vec![0; dims.len()];
+    for (a, &e) in at.iter_mut().zip(dims).rev() {
+        *a = r % e;
+        r /= e;
+    }
+    at
+}
+
 /// Direct convolution: the oracle.
 pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
     let nsp = g.input.len();
@@ -14,21 +25,11 @@ pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) ->
         for m in 0..g.m as usize {
             let grp = m / mg;
             for o in 0..osz {
-                let mut op = vec![0i64; nsp];
-                let mut r = o as i64;
-                for d in (0..nsp).rev() {
-                    op[d] = r % g.output[d];
-                    r /= g.output[d];
-                }
+                let op = index(o, &g.output);
                 let mut acc = bias[m] as f64;
                 for c in 0..cg {
                     for t in 0..ks {
-                        let mut tp = vec![0i64; nsp];
-                        let mut rr = t as i64;
-                        for d in (0..nsp).rev() {
-                            tp[d] = rr % g.kernel[d];
-                            rr /= g.kernel[d];
-                        }
+                        let tp = index(t, &g.kernel);
                         let mut off = 0i64;
                         let mut inside = true;
                         for d in 0..nsp {
@@ -81,8 +82,56 @@ pub(crate) fn geom(
     }
 }
 
+/// `g` with its weights laid out for 512-bit vectors (so Winograd F(4×4, 3×3) for 32-63
+/// output channels whatever the running CPU).
+fn wide(g: ConvGeometry) -> ConvGeometry {
+    ConvGeometry {
+        wide_simd: true,
+        ..g
+    }
+}
+
+/// `conv_f32` of `g` into a new output of `len` floats, weights `w` (`packed` or raw),
+/// epilogue: `resid` (or null) and the clamp `lo..hi`.
+#[allow(clippy::too_many_arguments, reason = "conv_f32's operands")]
+fn run(
+    g: &ConvGeometry,
+    x: &[f32],
+    w: &[f32],
+    packed: bool,
+    bias: &[f32],
+    resid: *const f32,
+    (lo, hi): (f32, f32),
+    scratch: &mut [f32],
+    len: usize,
+) -> Vec<f32> {
+    assert!(scratch.len() >= g.scratch_floats(packed));
+    let mut y = vec![f32::NAN; len];
+    // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry by the
+    // callers; scratch holds scratch_floats(packed) floats (checked).
+    unsafe {
+        conv_f32(
+            g,
+            x.as_ptr(),
+            w.as_ptr(),
+            packed,
+            bias.as_ptr(),
+            resid,
+            lo,
+            hi,
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr(),
+        )
+    };
+    y
+}
+
+const NO_CLAMP: (f32, f32) = (f32::NEG_INFINITY, f32::INFINITY);
+
 #[test]
 fn matches_direct_convolution() {
+    // One geometry a line: `geom(n, c, m, group, input, kernel, strides, dilations, pads)`.
+    #[rustfmt::skip]
     let cases = [
         geom(1, 3, 8, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         geom(2, 16, 20, 1, &[7, 7], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
@@ -117,106 +166,29 @@ fn matches_direct_convolution() {
         geom(1, 3, 3, 3, &[12, 35], &[5, 5], &[2, 2], &[1, 1], &[0, 0]),
         geom(1, 6, 6, 6, &[13, 13], &[3, 3], &[3, 3], &[1, 1], &[1, 1]),
         geom(1, 4, 5, 1, &[30], &[5], &[2], &[1], &[2]),
-        geom(
-            1,
-            2,
-            3,
-            1,
-            &[5, 6, 4],
-            &[3, 3, 2],
-            &[1, 2, 1],
-            &[1, 1, 1],
-            &[1, 1, 0],
-        ),
+        geom(1, 2, 3, 1, &[5, 6, 4], &[3, 3, 2], &[1, 2, 1], &[1, 1, 1], &[1, 1, 0]),
         geom(1, 300, 7, 1, &[5, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        // Depthwise in 1-D and 4-D (the plane-by-plane loops of any rank).
+        geom(1, 6, 6, 6, &[30], &[5], &[2], &[2], &[3]),
+        geom(2, 3, 3, 3, &[3, 4, 5, 6], &[2, 2, 2, 2], &[1, 1, 2, 1], &[1, 2, 1, 1], &[1, 0, 0, 1]),
         // Row-wise im2col beyond 2-D: 3-D with K over two blocks and rows crossing
         // panels, 3-D strided and dilated with batch, 3-D groups with a stride wider
         // than the kernel; 1-D strided and dilated (as run by the runtime's own callers;
         // compiled models run 1-D convs as 2-D ones over one row: the next ones);
         // 4-D (the element-wise packer).
-        geom(
-            1,
-            12,
-            16,
-            1,
-            &[6, 9, 21],
-            &[3, 3, 3],
-            &[1, 1, 1],
-            &[1, 1, 1],
-            &[1, 1, 1],
-        ),
-        geom(
-            2,
-            5,
-            8,
-            1,
-            &[9, 11, 37],
-            &[3, 2, 3],
-            &[2, 1, 2],
-            &[1, 2, 1],
-            &[1, 0, 1],
-        ),
-        geom(
-            1,
-            8,
-            12,
-            2,
-            &[5, 6, 7],
-            &[2, 3, 3],
-            &[1, 2, 3],
-            &[1, 1, 1],
-            &[0, 1, 1],
-        ),
+        geom(1, 12, 16, 1, &[6, 9, 21], &[3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1]),
+        geom(2, 5, 8, 1, &[9, 11, 37], &[3, 2, 3], &[2, 1, 2], &[1, 2, 1], &[1, 0, 1]),
+        geom(1, 8, 12, 2, &[5, 6, 7], &[2, 3, 3], &[1, 2, 3], &[1, 1, 1], &[0, 1, 1]),
         // 3-D depthwise (2-D slices): 3×3×3, strided and dilated with batch, output
         // slices whose depth taps all fall in the padding.
-        geom(
-            1,
-            5,
-            5,
-            5,
-            &[6, 9, 21],
-            &[3, 3, 3],
-            &[1, 1, 1],
-            &[1, 1, 1],
-            &[1, 1, 1],
-        ),
-        geom(
-            2,
-            4,
-            4,
-            4,
-            &[5, 11, 37],
-            &[3, 3, 3],
-            &[2, 2, 2],
-            &[2, 1, 1],
-            &[3, 1, 1],
-        ),
-        geom(
-            1,
-            3,
-            3,
-            3,
-            &[3, 8, 8],
-            &[2, 3, 3],
-            &[1, 1, 1],
-            &[1, 1, 1],
-            &[4, 1, 1],
-        ),
+        geom(1, 5, 5, 5, &[6, 9, 21], &[3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1]),
+        geom(2, 4, 4, 4, &[5, 11, 37], &[3, 3, 3], &[2, 2, 2], &[2, 1, 1], &[3, 1, 1]),
+        geom(1, 3, 3, 3, &[3, 8, 8], &[2, 3, 3], &[1, 1, 1], &[1, 1, 1], &[4, 1, 1]),
         geom(1, 16, 24, 1, &[200], &[3], &[2], &[1], &[1]),
         geom(1, 8, 8, 1, &[50], &[3], &[1], &[3], &[3]),
         geom(1, 16, 24, 1, &[1, 200], &[1, 3], &[1, 2], &[1, 1], &[0, 1]),
         geom(1, 8, 8, 8, &[1, 100], &[1, 31], &[1, 1], &[1, 1], &[0, 15]),
-        geom(
-            1,
-            2,
-            3,
-            1,
-            &[3, 4, 5, 6],
-            &[2, 2, 2, 2],
-            &[1, 1, 2, 1],
-            &[1, 1, 1, 1],
-            &[1, 0, 0, 1],
-        ),
+        geom(1, 2, 3, 1, &[3, 4, 5, 6], &[2, 2, 2, 2], &[1, 1, 2, 1], &[1, 1, 1, 1], &[1, 0, 0, 1]),
         // Winograd: 3×3 stride 1 with enough channels (odd sizes, pads, groups).
         geom(1, 32, 64, 1, &[9, 30], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         geom(2, 64, 128, 2, &[8, 35], &[3, 3], &[1, 1], &[1, 1], &[0, 0]),
@@ -228,21 +200,9 @@ fn matches_direct_convolution() {
         // Winograd F(4×4, 3×3) (maps of 20 and more; AVX-512, AVX2 or portable transforms
         // by the ISA cap): odd sizes with tiles past the edges, no padding with groups
         // and batch, 28×28.
-        ConvGeometry {
-            wide_simd: true,
-            no_winograd: false,
-            ..geom(1, 32, 64, 1, &[29, 45], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
-        },
-        ConvGeometry {
-            wide_simd: true,
-            no_winograd: false,
-            ..geom(2, 64, 128, 2, &[30, 33], &[3, 3], &[1, 1], &[1, 1], &[0, 0])
-        },
-        ConvGeometry {
-            wide_simd: true,
-            no_winograd: false,
-            ..geom(1, 40, 70, 1, &[28, 28], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
-        },
+        wide(geom(1, 32, 64, 1, &[29, 45], &[3, 3], &[1, 1], &[1, 1], &[1, 1])),
+        wide(geom(2, 64, 128, 2, &[30, 33], &[3, 3], &[1, 1], &[1, 1], &[0, 0])),
+        wide(geom(1, 40, 70, 1, &[28, 28], &[3, 3], &[1, 1], &[1, 1], &[1, 1])),
         // Input channels over two K blocks of the packed transformed input.
         geom(1, 260, 40, 1, &[10, 14], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         // Pixel-major: small strided outputs, many output channels (edges in both tile
@@ -288,67 +248,41 @@ fn matches_direct_convolution() {
         geom(1, 3, 64, 1, &[130, 130], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
         geom(1, 3, 72, 1, &[120, 118], &[5, 5], &[2, 3], &[1, 1], &[2, 1]),
     ];
-    let im2col = |g: &ConvGeometry| {
+    // Each path is taken by enough cases (on this CPU's tier, where it depends on it).
+    let covered = |min: usize, what: &str, pred: &dyn Fn(&ConvGeometry) -> bool| {
+        let n = cases.iter().filter(|g| pred(g)).count();
+        assert!(n >= min, "{what} is covered ({n} cases, want {min})");
+    };
+    covered(2, "the channel-major im2col path", &|g| {
         !g.use_winograd()
             && !g.pixel_major()
             && !g.uses_indirect()
             && !g.is_pointwise()
             && !g.is_depthwise()
-    };
-    assert!(
-        cases.iter().filter(|g| im2col(g)).count() >= 2,
-        "the channel-major im2col path is covered"
-    );
-    if gemm::indirect_b_available() && !gemm::indirect_wide_tiles() {
-        assert!(
-            cases
-                .iter()
-                .filter(|g| g.uses_indirect() && g.strides != [1, 1])
-                .count()
-                >= 4,
-            "the stride-phase indirect path is covered"
-        );
+    });
+    let (indirect, wide_tiles) = (gemm::indirect_b_available(), gemm::indirect_wide_tiles());
+    if indirect && !wide_tiles {
+        covered(4, "the stride-phase indirect path", &|g| {
+            g.uses_indirect() && g.strides != [1, 1]
+        });
     }
-    if gemm::indirect_b_available() {
-        assert!(
-            cases.iter().filter(|g| g.indirect_dims().is_some()).count() >= 4,
-            "the indirect path is covered"
-        );
-        let rows8 = |g: &&ConvGeometry| {
+    if indirect {
+        covered(4, "the indirect path", &|g| g.indirect_dims().is_some());
+    }
+    if indirect && wide_tiles {
+        covered(3, "the 8 × 48 indirect layout", &|g| {
             g.indirect_dims()
                 .is_some_and(|(_, wp, _)| gemm::indirect_rows8(g.mg(), g.output[0] as usize * wp))
-        };
-        if gemm::indirect_wide_tiles() {
-            assert!(
-                cases.iter().filter(rows8).count() >= 3,
-                "the 8 × 48 indirect layout is covered"
-            );
-        }
+        });
     }
-    assert!(
-        cases.iter().filter(|g| g.use_winograd()).count() >= 3,
-        "the Winograd path is covered"
-    );
-    assert!(
-        cases
-            .iter()
-            .filter(|g| g.use_winograd() && g.winograd_variant() == crate::winograd::Variant::F4)
-            .count()
-            >= 3,
-        "Winograd F(4×4, 3×3) is covered"
-    );
-    assert!(
-        cases.iter().filter(|g| g.pixel_major()).count() >= 8,
-        "the pixel-major path is covered"
-    );
-    assert!(
-        cases
-            .iter()
-            .filter(|g| g.pixel_major() && g.pm_padded_dims().is_none())
-            .count()
-            >= 2,
-        "pixel-major from the input in place is covered"
-    );
+    covered(3, "the Winograd path", &|g| g.use_winograd());
+    covered(3, "Winograd F(4×4, 3×3)", &|g| {
+        g.use_winograd() && g.winograd_variant() == crate::winograd::Variant::F4
+    });
+    covered(8, "the pixel-major path", &|g| g.pixel_major());
+    covered(2, "pixel-major from the input in place", &|g| {
+        g.pixel_major() && g.pm_padded_dims().is_none()
+    });
     // Past the scratch a kernel may use: a guard that must stay untouched.
     const GUARD: usize = 64;
     let guarded = |len: usize| {
@@ -374,23 +308,18 @@ fn matches_direct_convolution() {
                 w.clone()
             };
             let mut scratch = guarded(g.scratch_floats(packed));
-            let mut y = vec![f32::NAN; want.len()];
-            // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch
-            // holds scratch_floats(packed) floats.
-            unsafe {
-                conv_f32(
-                    g,
-                    x.as_ptr(),
-                    wp.as_ptr(),
-                    packed,
-                    bias.as_ptr(),
-                    std::ptr::null(),
-                    f32::NEG_INFINITY,
-                    f32::INFINITY,
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
+            let null = std::ptr::null();
+            let y = run(
+                g,
+                &x,
+                &wp,
+                packed,
+                &bias,
+                null,
+                NO_CLAMP,
+                &mut scratch,
+                want.len(),
+            );
             check_guard(&scratch, g);
             for (i, (a, b)) in y.iter().zip(&want).enumerate() {
                 assert!(
@@ -403,23 +332,21 @@ fn matches_direct_convolution() {
         let resid = rand(want.len(), 4);
         let wp = g.pack_weights(&w);
         let mut scratch = guarded(g.scratch_floats(true));
-        let mut y = vec![f32::NAN; want.len()];
-        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
-        // scratch_floats(packed) floats.
-        unsafe {
-            conv_f32(
+        let len = want.len();
+        let with_residual = |resid: &[f32], scratch: &mut [f32]| {
+            run(
                 g,
-                x.as_ptr(),
-                wp.as_ptr(),
+                &x,
+                &wp,
                 true,
-                bias.as_ptr(),
+                &bias,
                 resid.as_ptr(),
-                0.0,
-                0.5,
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr(),
+                (0.0, 0.5),
+                scratch,
+                len,
             )
         };
+        let y = with_residual(&resid, &mut scratch);
         check_guard(&scratch, g);
         for i in 0..y.len() {
             let e = (want[i] + resid[i]).clamp(0.0, 0.5);
@@ -435,22 +362,7 @@ fn matches_direct_convolution() {
             .enumerate()
             .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { *v })
             .collect();
-        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
-        // scratch_floats(packed) floats.
-        unsafe {
-            conv_f32(
-                g,
-                x.as_ptr(),
-                wp.as_ptr(),
-                true,
-                bias.as_ptr(),
-                resid.as_ptr(),
-                0.0,
-                0.5,
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr(),
-            )
-        };
+        let y = with_residual(&resid, &mut scratch);
         for (i, v) in y.iter().enumerate() {
             assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
         }
@@ -489,23 +401,18 @@ fn depthwise_reads_permuted_planes() {
         // SAFETY: the pointer is to an array written by `encode`.
         assert_eq!(unsafe { ConvGeometry::decode(gp.encode().as_ptr()) }, gp);
         let mut scratch = vec![0f32; gp.scratch_floats(true)];
-        let mut y = vec![f32::NAN; want.len()];
-        // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry; scratch holds
-        // scratch_floats(packed) floats.
-        unsafe {
-            conv_f32(
-                &gp,
-                x.as_ptr(),
-                gp.pack_weights(&w).as_ptr(),
-                true,
-                bias.as_ptr(),
-                std::ptr::null(),
-                f32::NEG_INFINITY,
-                f32::INFINITY,
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr(),
-            )
-        };
+        let (wp, null) = (gp.pack_weights(&w), std::ptr::null());
+        let y = run(
+            &gp,
+            &x,
+            &wp,
+            true,
+            &bias,
+            null,
+            NO_CLAMP,
+            &mut scratch,
+            want.len(),
+        );
         for (i, (a, b)) in y.iter().zip(&want).enumerate() {
             assert!((a - b).abs() < 1e-3, "{gp:?} [{i}]: {a} vs {b}");
         }

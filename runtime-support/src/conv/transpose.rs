@@ -452,145 +452,28 @@ mod tests {
 
     #[test]
     fn matches_the_definition() {
+        // One geometry a line: `geom(n, c, m, group, input, kernel, strides, dilations,
+        // pads, output_padding, output)`.
+        #[rustfmt::skip]
         let cases = [
             // UNet's 2×2/2 up-convolution; GAN-style 4×4/2 with padding 1; 3×3/2 with an
             // output padding; stride 1 (a flipped conv); dilation; groups; batch; a
             // 1-pixel input; many rows over several chunks.
-            geom(
-                1,
-                16,
-                8,
-                1,
-                &[9, 7],
-                &[2, 2],
-                &[2, 2],
-                &[1, 1],
-                &[0, 0],
-                &[0, 0],
-                None,
-            ),
-            geom(
-                1,
-                8,
-                12,
-                1,
-                &[6, 5],
-                &[4, 4],
-                &[2, 2],
-                &[1, 1],
-                &[1, 1],
-                &[0, 0],
-                None,
-            ),
-            geom(
-                2,
-                6,
-                4,
-                1,
-                &[5, 8],
-                &[3, 3],
-                &[2, 2],
-                &[1, 1],
-                &[1, 1],
-                &[1, 1],
-                None,
-            ),
-            geom(
-                1,
-                5,
-                7,
-                1,
-                &[6, 6],
-                &[3, 3],
-                &[1, 1],
-                &[1, 1],
-                &[1, 1],
-                &[0, 0],
-                None,
-            ),
-            geom(
-                1,
-                4,
-                6,
-                2,
-                &[5, 5],
-                &[3, 2],
-                &[2, 3],
-                &[2, 1],
-                &[0, 1],
-                &[0, 0],
-                None,
-            ),
-            geom(
-                1,
-                3,
-                3,
-                1,
-                &[1, 1],
-                &[3, 3],
-                &[2, 2],
-                &[1, 1],
-                &[0, 0],
-                &[0, 0],
-                None,
-            ),
-            geom(
-                1,
-                64,
-                64,
-                1,
-                &[80, 40],
-                &[3, 3],
-                &[2, 2],
-                &[1, 1],
-                &[1, 1],
-                &[1, 1],
-                None,
-            ),
+            geom(1, 16, 8, 1, &[9, 7], &[2, 2], &[2, 2], &[1, 1], &[0, 0], &[0, 0], None),
+            geom(1, 8, 12, 1, &[6, 5], &[4, 4], &[2, 2], &[1, 1], &[1, 1], &[0, 0], None),
+            geom(2, 6, 4, 1, &[5, 8], &[3, 3], &[2, 2], &[1, 1], &[1, 1], &[1, 1], None),
+            geom(1, 5, 7, 1, &[6, 6], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[0, 0], None),
+            geom(1, 4, 6, 2, &[5, 5], &[3, 2], &[2, 3], &[2, 1], &[0, 1], &[0, 0], None),
+            geom(1, 3, 3, 1, &[1, 1], &[3, 3], &[2, 2], &[1, 1], &[0, 0], &[0, 0], None),
+            geom(1, 64, 64, 1, &[80, 40], &[3, 3], &[2, 2], &[1, 1], &[1, 1], &[1, 1], None),
             // 1-D: a vocoder's 16/8 upsampler (rows over several chunks), grouped dilated.
             geom(1, 32, 16, 1, &[700], &[16], &[8], &[1], &[4], &[0], None),
             geom(2, 6, 4, 2, &[9], &[3], &[2], &[2], &[1], &[1], None),
             // 3-D: a 3-D UNet's 2×2×2/2, strided with padding, dilation and groups.
-            geom(
-                1,
-                8,
-                4,
-                1,
-                &[3, 5, 6],
-                &[2, 2, 2],
-                &[2, 2, 2],
-                &[1, 1, 1],
-                &[0, 0, 0],
-                &[0, 0, 0],
-                None,
-            ),
-            geom(
-                1,
-                6,
-                6,
-                3,
-                &[4, 3, 5],
-                &[3, 2, 3],
-                &[2, 1, 2],
-                &[1, 2, 1],
-                &[1, 0, 1],
-                &[1, 0, 0],
-                None,
-            ),
+            geom(1, 8, 4, 1, &[3, 5, 6], &[2, 2, 2], &[2, 2, 2], &[1, 1, 1], &[0, 0, 0], &[0, 0, 0], None),
+            geom(1, 6, 6, 3, &[4, 3, 5], &[3, 2, 3], &[2, 1, 2], &[1, 2, 1], &[1, 0, 1], &[1, 0, 0], None),
             // An output_shape past the full result: negative begin pads, bias-only borders.
-            geom(
-                1,
-                4,
-                5,
-                1,
-                &[4, 5],
-                &[3, 3],
-                &[2, 2],
-                &[1, 1],
-                &[-1, 0],
-                &[0, 0],
-                Some(&[12, 11]),
-            ),
+            geom(1, 4, 5, 1, &[4, 5], &[3, 3], &[2, 2], &[1, 1], &[-1, 0], &[0, 0], Some(&[12, 11])),
         ];
         for g in &cases {
             let x = rand(g.n * g.c * g.isize(), 1);
@@ -603,7 +486,9 @@ mod tests {
                 unsafe { ConvTransposeGeometry::decode(g.encode().as_ptr()) },
                 *g
             );
-            for packed in [true, false] {
+            // Packed and raw weights, then a fused clamp.
+            let no_clamp = (f32::NEG_INFINITY, f32::INFINITY);
+            for (packed, (lo, hi)) in [(true, no_clamp), (false, no_clamp), (true, (0.0, 0.5))] {
                 let mut scratch = vec![0f32; g.scratch_floats(packed) + 64];
                 let mut y = vec![f32::NAN; want.len()];
                 let wsrc = if packed { &wp } else { &w };
@@ -616,42 +501,19 @@ mod tests {
                         wsrc.as_ptr(),
                         packed,
                         bias.as_ptr(),
-                        f32::NEG_INFINITY,
-                        f32::INFINITY,
+                        lo,
+                        hi,
                         y.as_mut_ptr(),
                         scratch.as_mut_ptr(),
                     )
                 };
                 for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    let b = b.clamp(lo, hi);
                     assert!(
                         (a - b).abs() < 1e-3 * b.abs().max(1.0),
-                        "{g:?} packed={packed} [{i}]: {a} vs {b}"
+                        "{g:?} packed={packed} clamp {lo}..{hi} [{i}]: {a} vs {b}"
                     );
                 }
-            }
-            let mut scratch = vec![0f32; g.scratch_floats(true) + 64];
-            let mut y = vec![f32::NAN; want.len()];
-            // A fused clamp.
-            // SAFETY: x, w, bias and y are sized from the geometry and scratch holds
-            // scratch_floats(packed) + 64 floats.
-            unsafe {
-                conv_transpose_f32(
-                    g,
-                    x.as_ptr(),
-                    wp.as_ptr(),
-                    true,
-                    bias.as_ptr(),
-                    0.0,
-                    0.5,
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
-            for (a, b) in y.iter().zip(&want) {
-                assert!(
-                    (a - b.clamp(0.0, 0.5)).abs() < 1e-3,
-                    "{g:?} clamped: {a} vs {b}"
-                );
             }
         }
     }

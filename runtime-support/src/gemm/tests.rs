@@ -24,45 +24,34 @@ fn run(
     let mut got = vec![f32::NAN; m * n];
     let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
     let mut bp = vec![0f32; packed_b_len(k, n)];
+    // The operands both entry points take, around B's.
+    macro_rules! sgemm {
+        ($f:ident($($b:expr),*)) => {
+            $f(
+                m as i64,
+                n as i64,
+                k as i64,
+                a.as_ptr(),
+                lda as i64,
+                ta as i64,
+                $($b,)*
+                got.as_mut_ptr(),
+                n as i64,
+                ep.bias_row,
+                ep.bias_col,
+                ep.residual,
+                clamp.as_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+    }
     // SAFETY: a, b, got, bp and scratch are sized from m, n, k (scratch by gemm_scratch_len).
     unsafe {
         if packed_b {
             pack::pack_b(b.as_ptr(), ldb, tb, k, n, bp.as_mut_ptr());
-            onnxc_sgemm_pb(
-                m as i64,
-                n as i64,
-                k as i64,
-                a.as_ptr(),
-                lda as i64,
-                ta as i64,
-                bp.as_ptr(),
-                got.as_mut_ptr(),
-                n as i64,
-                ep.bias_row,
-                ep.bias_col,
-                ep.residual,
-                clamp.as_ptr(),
-                scratch.as_mut_ptr(),
-            );
+            sgemm!(onnxc_sgemm_pb(bp.as_ptr()));
         } else {
-            onnxc_sgemm(
-                m as i64,
-                n as i64,
-                k as i64,
-                a.as_ptr(),
-                lda as i64,
-                ta as i64,
-                b.as_ptr(),
-                ldb as i64,
-                tb as i64,
-                got.as_mut_ptr(),
-                n as i64,
-                ep.bias_row,
-                ep.bias_col,
-                ep.residual,
-                clamp.as_ptr(),
-                scratch.as_mut_ptr(),
-            );
+            sgemm!(onnxc_sgemm(b.as_ptr(), ldb as i64, tb as i64));
         }
     }
     got
@@ -121,37 +110,40 @@ fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_
     }
 }
 
+/// (m, n, k): every tile shape, remainder and blocking of the GEMM.
+const EDGE_SIZES: &[(usize, usize, usize)] = &[
+    (1, 1, 1),
+    (6, 16, 8),
+    (7, 17, 3),
+    (5, 15, 300),
+    (13, 33, 257),
+    (64, 64, 64),
+    (1, 100, 70),
+    (2, 37, 19),
+    (100, 5, 9),
+    (3, 2050, 4),
+    (30, 97, 600),
+    (16, 1024, 40),
+    // 12-row tiles over a column remainder of 17-31 columns (two B panels), K over
+    // several blocks.
+    (24, 50, 70),
+    (12, 20, 300),
+    // Row remainders of 7-11 rows (8- and 12-row tiles storing part of their rows), after
+    // several MC_A blocks; a rest of 16 rows as one block of two 8-row tiles.
+    (20, 40, 50),
+    (23, 64, 300),
+    (80, 70, 33),
+    (28, 40, 20),
+    // The blocked packed layouts: several column blocks (NC) and K blocks at once, for
+    // the GEMV (m ≤ 2) and the tiled paths.
+    (1, 1100, 300),
+    (2, 1030, 520),
+    (40, 1100, 300),
+];
+
 #[test]
 fn matches_reference_on_edge_sizes() {
-    for &(m, n, k) in &[
-        (1, 1, 1),
-        (6, 16, 8),
-        (7, 17, 3),
-        (5, 15, 300),
-        (13, 33, 257),
-        (64, 64, 64),
-        (1, 100, 70),
-        (2, 37, 19),
-        (100, 5, 9),
-        (3, 2050, 4),
-        (30, 97, 600),
-        (16, 1024, 40),
-        // 12-row tiles over a column remainder of 17-31 columns (two B panels), K over
-        // several blocks.
-        (24, 50, 70),
-        (12, 20, 300),
-        // Row remainders of 7-11 rows (8- and 12-row tiles storing part of their rows), after
-        // several MC_A blocks; a rest of 16 rows as one block of two 8-row tiles.
-        (20, 40, 50),
-        (23, 64, 300),
-        (80, 70, 33),
-        (28, 40, 20),
-        // The blocked packed layouts: several column blocks (NC) and K blocks at once, for
-        // the GEMV (m ≤ 2) and the tiled paths.
-        (1, 1100, 300),
-        (2, 1030, 520),
-        (40, 1100, 300),
-    ] {
+    for &(m, n, k) in EDGE_SIZES {
         for ta in [false, true] {
             for tb in [false, true] {
                 for packed in [false, true] {
@@ -171,16 +163,10 @@ fn zero_depth_gives_the_epilogue_of_zero() {
 }
 
 /// A NaN reaching the epilogue (here through the residual) survives the clamp, as ONNX Relu
-/// and Clip define it, in every tile shape: full, partial, 8-row, GEMV.
+/// and Clip define it, in every tile shape: full, partial, 8-row, GEMV (the edge sizes).
 #[test]
 fn nan_goes_through_the_clamp() {
-    for &(m, n, k) in &[
-        (13, 33, 257),
-        (64, 64, 64),
-        (1, 100, 70),
-        (20, 40, 50),
-        (30, 97, 9),
-    ] {
+    for &(m, n, k) in EDGE_SIZES.iter().chain(&[(30, 97, 9)]) {
         for packed_b in [false, true] {
             let a = rand(m * k, 1);
             let b = rand(k * n, 2);

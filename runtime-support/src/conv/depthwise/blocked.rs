@@ -23,12 +23,7 @@ pub(in crate::conv) fn depthwise_blocked_body(g: &ConvGeometry, c: Call, (hp, wp
     let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
     let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     const B: usize = DW_BLOCK;
-    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
-    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
-    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
-    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
-    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
     let chans = g.m as usize;
     // SAFETY: scratch holds (hp·wp + osz + ks)·B floats (depthwise_scratch()).
@@ -237,12 +232,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
     let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     use std::arch::x86_64::*;
     const B: usize = DW_BLOCK;
-    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
-    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
-    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
-    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
-    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let (osz, ks) = (g.osize(), g.ksize());
     let chans = g.m as usize;
     let (xc, yc, wt) = (

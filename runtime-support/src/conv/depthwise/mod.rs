@@ -48,9 +48,8 @@ pub(super) unsafe fn depthwise(g: &ConvGeometry, c: Call) {
         return;
     }
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
         // SAFETY: one plane of the geometry and its kernel.
-        unsafe { depthwise_plane(g, xp, wp, yp, bv, r, lo, hi) }
+        unsafe { depthwise_plane(g, depthwise_plane_ptrs(g, c, plane), lo, hi) }
     }
 }
 
@@ -88,8 +87,8 @@ pub(super) fn depthwise_2d_planes(
     // the ISA features `multiversion!` enables (measured: the plane kernel ran in SSE
     // registers without FMA, 3× slower than onnxruntime's depthwise convs).
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
-        depthwise_body(g, xp, wp, yp, bv, r, c.lo, c.hi, c.scratch, qh, qw, slack)
+        let p = depthwise_plane_ptrs(g, c, plane);
+        depthwise_body(g, p, c.lo, c.hi, c.scratch, qh, qw, slack)
     }
 }
 
@@ -108,7 +107,13 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
     let (id, od, kd) = (g.input[0], g.output[0], g.kernel[0] as usize);
     let (islice, oslice, kslice) = (g2.isize(), g2.osize(), g2.ksize());
     for plane in 0..depthwise_planes(g) {
-        let (xp, wp, yp, bv, r) = depthwise_plane_ptrs(g, c, plane);
+        let Plane {
+            x: xp,
+            w: wp,
+            y: yp,
+            bias: bv,
+            resid: r,
+        } = depthwise_plane_ptrs(g, c, plane);
         for o in 0..od {
             let taps: Vec<(usize, usize)> = (0..kd)
                 .filter_map(|k| {
@@ -166,14 +171,21 @@ pub(super) fn depthwise_planes(g: &ConvGeometry) -> usize {
     (g.n * g.m) as usize
 }
 
-/// (input plane, kernel, output plane, bias, residual plane or null) of depthwise plane
-/// `plane` (batch-major, as `depthwise_planes` counts them).
+/// One (batch, channel) plane of a depthwise convolution: its input plane, kernel, output
+/// plane, bias and residual plane (or null).
+#[derive(Clone, Copy)]
+pub(super) struct Plane {
+    pub x: *const f32,
+    pub w: *const f32,
+    pub y: *mut f32,
+    pub bias: f32,
+    pub resid: *const f32,
+}
+
+/// The operands of depthwise plane `plane` (batch-major, as `depthwise_planes` counts
+/// them).
 #[inline(always)]
-pub(super) fn depthwise_plane_ptrs(
-    g: &ConvGeometry,
-    c: Call,
-    plane: usize,
-) -> (*const f32, *const f32, *mut f32, f32, *const f32) {
+pub(super) fn depthwise_plane_ptrs(g: &ConvGeometry, c: Call, plane: usize) -> Plane {
     let (x, w, bias, residual, y) = (c.x, c.w, c.bias, c.residual, c.y);
     let osz = g.osize();
     let (b, ch) = (plane / g.m as usize, plane % g.m as usize);
@@ -185,13 +197,13 @@ pub(super) fn depthwise_plane_ptrs(
         } else {
             residual.add(plane * osz)
         };
-        (
-            x.add(g.depthwise_input_plane(b, ch)),
-            w.add(ch * g.ksize()),
-            y.add(plane * osz),
-            bv,
-            r,
-        )
+        Plane {
+            x: x.add(g.depthwise_input_plane(b, ch)),
+            w: w.add(ch * g.ksize()),
+            y: y.add(plane * osz),
+            bias: bv,
+            resid: r,
+        }
     }
 }
 
@@ -199,11 +211,13 @@ pub(super) fn depthwise_plane_ptrs(
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub(super) fn depthwise_body(
     g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    y: *mut f32,
-    bias: f32,
-    resid: *const f32,
+    Plane {
+        x,
+        w,
+        y,
+        bias,
+        resid,
+    }: Plane,
     lo: f32,
     hi: f32,
     scratch: *mut f32,
@@ -211,12 +225,7 @@ pub(super) fn depthwise_body(
     qw: usize,
     slack: usize,
 ) {
-    let (s0, s1) = (g.strides[0] as usize, g.strides[1] as usize);
-    let (d0, d1) = (g.dilations[0] as usize, g.dilations[1] as usize);
-    let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
-    let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
-    let (p0, p1) = (g.pads[0] as usize, g.pads[1] as usize);
+    let [[ih, iw], [oh, ow], [kh, kw], [s0, s1], [d0, d1], [p0, p1]] = g.plane2();
     let phase_len = qh * qw + slack;
     // Scratch: the phases (s0·s1 planes of qh × qw, zero-padded, with slack).
     // SAFETY: within the scratch sized by depthwise_scratch().
@@ -461,55 +470,49 @@ pub(super) unsafe fn store_chunk(
 /// # Safety
 /// `x`/`y` are one input/output plane, `w` the channel's kernel.
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
-pub(super) unsafe fn depthwise_plane(
-    g: &ConvGeometry,
-    x: *const f32,
-    w: *const f32,
-    y: *mut f32,
-    bias: f32,
-    resid: *const f32,
-    lo: f32,
-    hi: f32,
-) {
-    let nsp = g.input.len();
+pub(super) unsafe fn depthwise_plane(g: &ConvGeometry, p: Plane, lo: f32, hi: f32) {
     // Ranks other than 2 (2-D goes through `depthwise_2d`): straightforward loops.
-    let osz = g.osize();
-    let ks = g.ksize();
-    let mut opos = vec![0i64; nsp];
-    let mut tap = vec![0i64; nsp];
-    for o in 0..osz {
-        let mut r = o as i64;
-        for d in (0..nsp).rev() {
-            opos[d] = r % g.output[d];
-            r /= g.output[d];
+    let nsp = g.input.len();
+    // Index `i` of a row-major array of extents `dims`, as one index per dim.
+    let unravel = |mut i: usize, dims: &[i64], out: &mut [i64]| {
+        for (o, &e) in out.iter_mut().zip(dims).rev() {
+            *o = i as i64 % e;
+            i /= e as usize;
         }
-        let mut acc = bias;
-        for t in 0..ks {
-            let mut rr = t as i64;
-            for d in (0..nsp).rev() {
-                tap[d] = rr % g.kernel[d];
-                rr /= g.kernel[d];
-            }
+    };
+    // Every tap's offset from the window origin, per dim (dilation applied), computed once.
+    let mut taps = vec![0i64; g.ksize() * nsp];
+    for (t, tap) in taps.chunks_exact_mut(nsp).enumerate() {
+        unravel(t, &g.kernel, tap);
+        tap.iter_mut().zip(&g.dilations).for_each(|(k, d)| *k *= d);
+    }
+    let mut origin = vec![0i64; nsp];
+    for o in 0..g.osize() {
+        unravel(o, &g.output, &mut origin);
+        for (d, q) in origin.iter_mut().enumerate() {
+            *q = *q * g.strides[d] - g.pads[d];
+        }
+        let mut acc = p.bias;
+        for (t, tap) in taps.chunks_exact(nsp).enumerate() {
             let mut off = 0i64;
-            let mut inside = true;
-            for d in 0..nsp {
-                let q = opos[d] * g.strides[d] + tap[d] * g.dilations[d] - g.pads[d];
-                inside &= q >= 0 && q < g.input[d];
+            let inside = (0..nsp).all(|d| {
+                let q = origin[d] + tap[d];
                 off = off * g.input[d] + q;
-            }
+                (0..g.input[d]).contains(&q)
+            });
             if inside {
                 // SAFETY: inside the plane and the kernel.
-                acc += unsafe { *x.add(off as usize) * *w.add(t) };
+                acc += unsafe { *p.x.add(off as usize) * *p.w.add(t) };
             }
         }
-        let r = if resid.is_null() {
+        let r = if p.resid.is_null() {
             0.0
         } else {
-            // SAFETY: resid is non-null here, and then laid out like y, whose plane holds osz
-            // floats; o < osz.
-            unsafe { *resid.add(o) }
+            // SAFETY: the residual is non-null here, and then laid out like y, whose plane
+            // holds osize() floats; o < osize().
+            unsafe { *p.resid.add(o) }
         };
         // SAFETY: inside the output plane.
-        unsafe { *y.add(o) = crate::clamp_ep(acc + r, lo, hi) };
+        unsafe { *p.y.add(o) = crate::clamp_ep(acc + r, lo, hi) };
     }
 }
