@@ -665,9 +665,9 @@ fn measured_peak() -> f64 {
                 // SAFETY: AVX-512F was detected just above.
                 unsafe { fma512(n) };
                 n as f64 * 12.0 * 16.0 * 2.0
-            } else if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 was detected just above (FMA accompanies it on the machines this
-                // runs on).
+            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: AVX2 and FMA were detected just above.
                 unsafe { fma256(n) };
                 n as f64 * 12.0 * 8.0 * 2.0
             } else {
