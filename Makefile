@@ -4,7 +4,7 @@ VENV := .cache/venv
 SUITE := .cache/onnx-suite
 CARGO ?= cargo
 
-.PHONY: all build venv suite test unit conformance conformance-full bench fuzz clean-suite
+.PHONY: all build venv suite test test-checked unit conformance conformance-full bench fuzz clean-suite
 
 all: build
 
@@ -24,13 +24,14 @@ $(SUITE)/cases.tsv: $(VENV)/.stamp tests/conformance/gen_suite.py tests/conforma
 
 suite: $(SUITE)/cases.tsv
 
-# Unit and integration tests, then every case of the conformance manifest at -O2 and -O0.
-# The runtime's AVX2+FMA and portable kernels are also checked on AVX-512 machines by capping
-# the instruction set (ONNXC_RUNTIME_ISA): unit tests, and the light models and conv/pool/onnxc cases.
+# Unit and integration tests, then every case of the conformance manifest at -O2 and, built
+# with checks on (test-checked), at -O0. The runtime's AVX2+FMA and portable kernels are also
+# checked on AVX-512 machines by capping the instruction set (ONNXC_RUNTIME_ISA): unit tests,
+# and the light models and conv/pool/onnxc cases.
 test: build suite
 	$(CARGO) test --release --workspace
 	./target/release/conformance --check --manifest-only --opt O2
-	./target/release/conformance --check --manifest-only --opt O0
+	$(MAKE) test-checked
 	ONNXC_RUNTIME_ISA=avx2 $(CARGO) test --release -p onnxc-runtime
 	ONNXC_RUNTIME_ISA=baseline $(CARGO) test --release -p onnxc-runtime
 	ONNXC_RUNTIME_ISA=avx2 ./target/release/conformance --check --manifest-only --opt O2 --filter light
@@ -38,6 +39,14 @@ test: build suite
 	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter conv
 	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter pool
 	ONNXC_RUNTIME_ISA=baseline ./target/release/conformance --check --manifest-only --opt O2 --filter onnxc
+
+# The -O0 manifest through a compiler and runtime built with debug assertions, overflow
+# checks and Cranelift's verifier (profile `checked` in Cargo.toml): an overflow, a failed
+# assertion or invalid CLIF anywhere on the path fails the case.
+test-checked: suite
+	$(CARGO) build --profile checked -p onnxc-runtime
+	$(CARGO) build --profile checked -p onnxc-tests --bin conformance
+	./target/checked/conformance --check --manifest-only --opt O0
 
 unit: build
 	$(CARGO) test --release --workspace
