@@ -9,6 +9,9 @@ pub const ONNXC_ERR_INDEX: i32 = 1;
 pub const ONNXC_ERR_ALLOC: i32 = 2;
 pub const ONNXC_ERR_SHAPE: i32 = 3;
 pub const ONNXC_ERR_VALUE: i32 = 4;
+/// A kernel refused its compiled parameters (`params`): the object is corrupt or was
+/// compiled by a mismatched onnxc.
+pub const ONNXC_ERR_PARAMS: i32 = 5;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -125,6 +128,9 @@ pub extern "C" fn onnxc_strerror(code: i32) -> *const c_char {
         ONNXC_ERR_ALLOC => b"workspace allocation failed\0",
         ONNXC_ERR_SHAPE => b"an input's values imply a shape the model does not allow\0",
         ONNXC_ERR_VALUE => b"an input value is invalid for the model\0",
+        ONNXC_ERR_PARAMS => {
+            b"a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)\0"
+        }
         _ => b"unknown error\0",
     };
     s.as_ptr() as *const c_char
@@ -137,6 +143,9 @@ pub fn strerror(code: i32) -> &'static str {
         ONNXC_ERR_ALLOC => "workspace allocation failed",
         ONNXC_ERR_SHAPE => "an input's values imply a shape the model does not allow",
         ONNXC_ERR_VALUE => "an input value is invalid for the model",
+        ONNXC_ERR_PARAMS => {
+            "a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)"
+        }
         _ => "unknown error",
     }
 }

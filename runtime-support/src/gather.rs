@@ -5,16 +5,63 @@
 //! plane, which stays in L1/L2 while its channel is done (tiles of positions over all
 //! channels sent them to L3: 1.5× slower), and the taps stream in order.
 
-/// Words of `onnxc_gather_sum_f32`'s parameter array.
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
+
+/// Words of `onnxc_gather_sum_f32`'s parameters (its blob's body).
 pub const PARAMS: usize = 6;
 
-/// `params`: `[n, c, plane, positions, taps, weighted]`. `x`: `[n, c, plane]`; `off`:
-/// `[n, positions, taps]` int64 in `[−1, plane)` (−1: outside, reads 0; others are clamped
-/// into the plane); `w`: `[n, positions, taps]` when `weighted` (else every weight is 1);
-/// `y`: `[n, c, positions]`.
+/// `onnxc_gather_sum_f32`'s parameters, decoded and validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherParams {
+    pub n: usize,
+    pub c: usize,
+    pub plane: usize,
+    pub positions: usize,
+    pub taps: usize,
+    pub weighted: bool,
+}
+
+impl GatherParams {
+    /// The sealed blob (`params::seal`) of `[n, c, plane, positions, taps, weighted]`.
+    pub fn encode(p: [i64; PARAMS]) -> Vec<i64> {
+        params::seal(p)
+    }
+
+    /// Decodes and checks `blob`: counts not negative, `weighted` 0 or 1, tensors whose sizes
+    /// fit in memory.
+    pub fn decode(blob: &[i64]) -> params::Result<GatherParams> {
+        let mut r = params::Reader::new(blob)?;
+        let [n, c, plane, pos, taps, weighted] = r.array()?;
+        r.finish()?;
+        for v in [n, c, plane, pos, taps] {
+            params::in_range(v, 0, params::MAX_WORDS, "a count is out of range")?;
+        }
+        let too_big = "a tensor is too large";
+        params::product([n, c, plane], too_big)?;
+        params::product([n, c, pos], too_big)?;
+        params::product([n, pos, taps, 8], too_big)?;
+        Ok(GatherParams {
+            n: n as usize,
+            c: c as usize,
+            plane: plane as usize,
+            positions: pos as usize,
+            taps: taps as usize,
+            weighted: params::flag(weighted, "weighted is not 0 or 1")?,
+        })
+    }
+}
+
+/// `params`: `GatherParams::encode`'s blob `[n, c, plane, positions, taps, weighted]`. `x`:
+/// `[n, c, plane]`; `off`: `[n, positions, taps]` int64 in `[−1, plane)` (−1: outside, reads
+/// 0; others are clamped into the plane); `w`: `[n, positions, taps]` when `weighted` (else
+/// every weight is 1); `y`: `[n, c, positions]`. Returns `ONNXC_ERR_PARAMS`, touching
+/// nothing, when the blob is not valid.
 ///
 /// # Safety
-/// The pointers hold the elements the parameters describe.
+/// `params` points to a sealed blob (`params::blob`); the other pointers hold the elements
+/// it describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_gather_sum_f32(
     params: *const i64,
@@ -22,17 +69,23 @@ pub unsafe extern "C" fn onnxc_gather_sum_f32(
     off: *const i64,
     w: *const f32,
     y: *mut f32,
-) {
-    // SAFETY: the caller's contract.
-    let p = unsafe { std::slice::from_raw_parts(params, PARAMS) };
-    let [n, c, plane, pos, taps] = [p[0], p[1], p[2], p[3], p[4]].map(|v| v.max(0) as usize);
-    let weighted = p[5] != 0;
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let GatherParams {
+        n,
+        c,
+        plane,
+        positions: pos,
+        taps,
+        weighted,
+    } = decoded!(blob.and_then(GatherParams::decode));
     if n == 0 || c == 0 || pos == 0 || taps == 0 || plane == 0 {
         if !y.is_null() {
             // SAFETY: y holds n·c·pos floats.
             unsafe { std::slice::from_raw_parts_mut(y, n * c * pos).fill(0.0) };
         }
-        return;
+        return ONNXC_OK;
     }
     // SAFETY: sizes from the parameters (caller's contract).
     let (x, off, y) = unsafe {
@@ -71,6 +124,7 @@ pub unsafe extern "C" fn onnxc_gather_sum_f32(
             }
         }
     }
+    ONNXC_OK
 }
 
 struct Gather {
@@ -139,9 +193,9 @@ mod tests {
         let off = [0i64, 2, -1, 1];
         let w = [0.5f32, 0.25, 9.0, 2.0];
         let mut y = [0f32; 4];
-        let params = [1, 2, 3, 2, 2, 1];
-        // SAFETY: buffers sized as the parameters say.
-        unsafe {
+        let params = GatherParams::encode([1, 2, 3, 2, 2, 1]);
+        // SAFETY: params is a sealed blob; buffers sized as the parameters say.
+        let status = unsafe {
             onnxc_gather_sum_f32(
                 params.as_ptr(),
                 x.as_ptr(),
@@ -150,6 +204,46 @@ mod tests {
                 y.as_mut_ptr(),
             )
         };
+        assert_eq!(status, ONNXC_OK);
         assert_eq!(y, [0.5 + 0.75, 4.0, 5.0 + 7.5, 40.0]);
+        // Corrupt blobs are refused, the output untouched.
+        let good = [1, 2, 3, 2, 2, 1];
+        let with = |k: usize, v: i64| {
+            let mut p = good;
+            p[k] = v;
+            GatherParams::encode(p)
+        };
+        let bad = [
+            params::seal(good[..5].iter().copied()),
+            params::seal(good.iter().copied().chain([1])),
+            with(0, -1),
+            with(1, -2),
+            with(2, -3),
+            with(3, -1),
+            with(4, -1),
+            with(5, 2),
+            with(0, 1 << 40),
+            {
+                let mut p = good;
+                (p[0], p[1], p[2]) = (1 << 30, 1 << 30, 1 << 30);
+                GatherParams::encode(p)
+            },
+        ];
+        let before = y;
+        for (i, b) in bad.iter().enumerate() {
+            assert!(GatherParams::decode(b).is_err(), "case {i}");
+            // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+            let status = unsafe {
+                onnxc_gather_sum_f32(
+                    b.as_ptr(),
+                    x.as_ptr(),
+                    off.as_ptr(),
+                    w.as_ptr(),
+                    y.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");
+        }
+        assert_eq!(y, before, "the output was written");
     }
 }

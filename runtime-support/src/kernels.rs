@@ -7,11 +7,19 @@
 //! signature changes without its entry does not build. A test checks that every exported
 //! `onnxc_*` function is either a kernel here or one of the runtime's other entry points
 //! (`OTHER_ENTRY_POINTS`).
+//!
+//! A kernel that decodes a parameter blob (`ArgKind::Params`/`OptParams`) returns a
+//! `Status` (`-> Status` in its entry): 0, or `abi::ONNXC_ERR_PARAMS` when the blob fails
+//! validation (`params`), before any buffer is touched. Generated code merges it into the
+//! run's error code, first error winning.
+
+use crate::params::{self, ParamError};
 
 /// How generated code produces an argument. Every argument is one machine word.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ArgKind {
-    /// Address of a read-only i64 blob emitted with the object (an encoded geometry).
+    /// Address of a read-only i64 blob emitted with the object (an encoded geometry or
+    /// table), sealed with its length (`params::seal`); the kernel returns a `Status`.
     Params,
     /// `Params`, or null where the kernel takes a default.
     OptParams,
@@ -33,11 +41,18 @@ pub enum ArgKind {
     OptScratch,
 }
 
-/// One kernel's C signature: `symbol(args…)`, no result.
+/// What a status-returning kernel returns: `abi::ONNXC_OK`, or `abi::ONNXC_ERR_PARAMS` when
+/// it refused its parameter blob.
+pub type Status = i32;
+
+/// One kernel's C signature: `symbol(args…)`, returning nothing or a `Status`.
 #[derive(Debug)]
 pub struct KernelAbi {
     pub symbol: &'static str,
     pub args: &'static [(&'static str, ArgKind)],
+    /// The kernel returns a `Status` (an `i32`), which generated code merges into the
+    /// run's error code.
+    pub status: bool,
 }
 
 impl PartialEq for KernelAbi {
@@ -47,18 +62,22 @@ impl PartialEq for KernelAbi {
 }
 
 macro_rules! kernels {
+    (@status) => { false };
+    (@status Status) => { true };
     ($(
         $(#[doc = $doc:literal])*
-        $name:ident = $sym:ident in $($module:ident)::+ ( $($arg:ident : $kind:ident = $ty:ty),* $(,)? );
+        $name:ident = $sym:ident in $($module:ident)::+ ( $($arg:ident : $kind:ident = $ty:ty),* $(,)? )
+            $(-> $ret:ident)?;
     )*) => {
         $(
             $(#[doc = $doc])*
             pub const $name: KernelAbi = KernelAbi {
                 symbol: stringify!($sym),
                 args: &[$((stringify!($arg), ArgKind::$kind)),*],
+                status: kernels!(@status $($ret)?),
             };
-            // The declaration is the definition's signature.
-            const _: unsafe extern "C" fn($($ty),*) = crate::$($module)::+::$sym;
+            // The declaration is the definition's signature, its result included.
+            const _: unsafe extern "C" fn($($ty),*) $(-> $ret)? = crate::$($module)::+::$sym;
         )*
         /// Every kernel, for tools and tests.
         pub const ALL: &[&KernelAbi] = &[$(&$name),*];
@@ -92,33 +111,33 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, w: In = *const f32,
         w_packed: Int = i64, bias: OptIn = *const f32, residual: OptIn = *const f32,
         clamp: OptFloats = *const f32, y: Out = *mut f32, scratch: Scratch = *mut f32,
-    );
+    ) -> Status;
     /// Convolution over channel-blocked tensors (`nchwc`).
     CONV_NCHWC_F32 = onnxc_conv_nchwc_f32 in nchwc(
         params: Params = *const i64, x: In = *const f32, w_packed: In = *const f32,
         bias: OptIn = *const f32, residual: OptIn = *const f32, clamp: OptFloats = *const f32,
         y: Out = *mut f32, scratch: OptScratch = *mut f32,
-    );
+    ) -> Status;
     /// Transposed convolution, 1-D to 3-D, as a GEMM and a col2im.
     CONV_TRANSPOSE_F32 = onnxc_conv_transpose_f32 in conv::transpose(
         params: Params = *const i64, x: In = *const f32, w: In = *const f32,
         w_packed: Int = i64, bias: OptIn = *const f32, clamp: OptFloats = *const f32,
         y: Out = *mut f32, scratch: OptScratch = *mut f32,
-    );
+    ) -> Status;
     /// 2-D max/average/Lp pooling of NCHW planes (`pool::PoolGeometry`).
     POOL2D_F32 = onnxc_pool2d_f32 in pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
         scratch: Scratch = *mut f32,
-    );
+    ) -> Status;
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
-    );
+    ) -> Status;
     /// `[n, c, hw]` to `[n, c/8, hw, 8]`; `planes`: null, or the input plane of every channel.
     NCHW_TO_NCHWC = onnxc_nchw_to_nchwc in nchwc::reorder(
         x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
         planes: OptParams = *const i64,
-    );
+    ) -> Status;
     /// `[n, c/8, hw, 8]` to `[n, c, hw]`.
     NCHWC_TO_NCHW = onnxc_nchwc_to_nchw in nchwc::reorder(
         x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
@@ -140,37 +159,114 @@ kernels! {
     RESIZE_F32 = onnxc_resize_f32 in resize(
         params: Params = *const i64, floats: Floats = *const f32, x: In = *const f32,
         y: Out = *mut f32, scratch: Scratch = *mut f32,
-    );
+    ) -> Status;
     /// Positions of the k best elements of each line, any element type.
     TOPK = onnxc_topk in topk(
         params: Params = *const i64, x: In = *const u8, idx: Out = *mut i64,
         scratch: Scratch = *mut i64,
-    );
+    ) -> Status;
     /// Weighted gathers from float32 planes (GridSample's per-channel half).
     GATHER_SUM_F32 = onnxc_gather_sum_f32 in gather(
         params: Params = *const i64, x: In = *const f32, off: In = *const i64,
         w: OptIn = *const f32, y: Out = *mut f32,
-    );
+    ) -> Status;
     /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).
     TREE_ENSEMBLE = onnxc_tree_ensemble in tree(
         forest: Params = *const i64, x: In = *const u8, y: Out = *mut u8, rows: Int = i64,
         scratch: OptScratch = *mut u8,
-    );
+    ) -> Status;
     /// Positions of strings in a table (`strings::encode`), −1 where absent.
     STR_LOOKUP = onnxc_str_lookup in strings(
         table: Params = *const i64, x: In = *const *const std::ffi::c_char, y: Out = *mut i64,
         n: Int = i64,
-    );
+    ) -> Status;
     /// A table's strings at positions.
     STR_GATHER = onnxc_str_gather in strings(
         table: Params = *const i64, idx: In = *const i64, y: Out = *mut *const std::ffi::c_char,
         n: Int = i64,
-    );
+    ) -> Status;
     /// An SVM's class probabilities from its pairwise decision values (`[k, rows]`).
     SVM_PROBABILITY = onnxc_svm_probability in svm(
         params: Params = *const i64, ab: Floats = *const f32, scores: In = *const f32,
         p: Out = *mut f32, scratch: Scratch = *mut f32,
-    );
+    ) -> Status;
+}
+
+/// What a call of `kernel` asks of its scratch, from its compiled parameter blob decoded as
+/// the kernel decodes it when it runs: so a blob the kernel would refuse is refused here,
+/// where the model is compiled, and the compiler can compare the scratch it planned with
+/// what the decoded geometry needs. The tables checked per call only in their headers are
+/// checked in full here (`tree::check`, `strings::check`). `blob`: the call's
+/// `Params`/`OptParams` argument (None: null); `ints`: its `Int` arguments, in order.
+/// Returns the scratch bytes of a status-returning kernel (0 where it needs none), None for
+/// the others.
+pub fn planned_scratch(
+    kernel: &KernelAbi,
+    blob: Option<&[i64]>,
+    ints: &[i64],
+) -> Result<Option<u64>, ParamError> {
+    use crate::{conv, nchwc, pool, resize, strings, svm, topk, tree};
+    if !kernel.status {
+        return Ok(None);
+    }
+    let int = |k: usize| {
+        ints.get(k)
+            .copied()
+            .ok_or(ParamError("an integer argument is missing"))
+    };
+    if *kernel == NCHW_TO_NCHWC {
+        let (n, c, hw) = (int(0)?, int(1)?, int(2)?);
+        params::product(
+            [n, c.saturating_add(nchwc::CB as i64 - 1), hw],
+            "a tensor is too large",
+        )?;
+        if let Some(b) = blob {
+            nchwc::reorder::decode_planes(b, c as usize, hw as usize)?;
+        }
+        return Ok(Some(0));
+    }
+    let b = blob.ok_or(ParamError("no parameter blob"))?;
+    let floats = |n: usize| Some(n as u64 * 4);
+    Ok(if *kernel == CONV_F32 {
+        floats(conv::ConvGeometry::decode(b)?.scratch_floats(int(0)? != 0))
+    } else if *kernel == CONV_NCHWC_F32 {
+        floats(nchwc::BlockedConv::decode(b)?.scratch_floats())
+    } else if *kernel == CONV_TRANSPOSE_F32 {
+        floats(conv::transpose::ConvTransposeGeometry::decode(b)?.scratch_floats(int(0)? != 0))
+    } else if *kernel == POOL2D_F32 {
+        floats(pool::PoolGeometry::decode(b)?.scratch_floats())
+    } else if *kernel == POOL_NCHWC_F32 {
+        let g = pool::PoolGeometry::decode(b)?;
+        let cb = nchwc::CB as i64;
+        params::product(
+            [g.planes, g.input[0], g.input[1], cb],
+            "a tensor is too large",
+        )?;
+        params::product(
+            [g.planes, g.output[0], g.output[1], cb],
+            "a tensor is too large",
+        )?;
+        Some(0)
+    } else if *kernel == RESIZE_F32 {
+        floats(resize::ResizeParams::decode(b)?.scratch_floats())
+    } else if *kernel == TOPK {
+        Some(topk::TopkParams::decode(b)?.n as u64 * 8)
+    } else if *kernel == GATHER_SUM_F32 {
+        crate::gather::GatherParams::decode(b)?;
+        Some(0)
+    } else if *kernel == TREE_ENSEMBLE {
+        tree::check(b).map_err(|_| ParamError("the forest fails tree::check"))?;
+        Some(tree::scratch_bytes(b) as u64)
+    } else if *kernel == STR_LOOKUP || *kernel == STR_GATHER {
+        strings::check(b)?;
+        Some(0)
+    } else if *kernel == SVM_PROBABILITY {
+        floats(svm::scratch_floats(svm::decode(b)?.0))
+    } else {
+        return Err(ParamError(
+            "a status-returning kernel planned_scratch does not know",
+        ));
+    })
 }
 
 /// The runtime's exported functions that are not kernels, with the reason each exists.
@@ -200,6 +296,29 @@ pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels that decode a parameter blob are exactly those that return a status, and
+    /// `planned_scratch` knows each of them.
+    #[test]
+    fn parameter_kernels_return_a_status() {
+        for k in ALL {
+            let params = k
+                .args
+                .iter()
+                .any(|(_, a)| matches!(a, ArgKind::Params | ArgKind::OptParams));
+            assert_eq!(params, k.status, "{}", k.symbol);
+            let known = planned_scratch(k, Some(&[1]), &[0; 3]);
+            assert_ne!(
+                known,
+                Err(ParamError(
+                    "a status-returning kernel planned_scratch does not know"
+                )),
+                "{}",
+                k.symbol
+            );
+            assert_eq!(known.is_ok_and(|s| s.is_none()), !k.status, "{}", k.symbol);
+        }
+    }
 
     /// Every `extern "C" fn onnxc_*` in the crate's sources is declared above, once.
     #[test]

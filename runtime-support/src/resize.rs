@@ -9,6 +9,10 @@
 //! axes. An index of -1 marks an output row or column outside a `tf_crop_and_resize` region:
 //! it takes the extrapolation value.
 
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
+
 /// How one axis's taps apply.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TapKind {
@@ -105,11 +109,11 @@ pub struct ResizeGeometry {
     pub extrapolation: f32,
 }
 
-const HEADER: usize = 9;
-
 impl ResizeGeometry {
-    /// The kernel's integer parameters: `[planes, h_in, w_in, h_out, w_out, taps_h, taps_w,
-    /// kind_h, kind_w]`, then the row indices, then the column indices.
+    /// The kernel's integer parameters, a sealed blob (`params::seal`): `[len, planes, h_in,
+    /// w_in, h_out, w_out, taps_h, taps_w, kind_h, kind_w]`, then the row indices, then the
+    /// column indices; and its floats: the extrapolation value, the row weights, the column
+    /// weights.
     pub fn encode(&self) -> (Vec<i64>, Vec<f32>) {
         let (r, c) = (&self.rows, &self.cols);
         let mut p = vec![
@@ -128,7 +132,7 @@ impl ResizeGeometry {
         let mut f = vec![self.extrapolation];
         f.extend_from_slice(&r.weight);
         f.extend_from_slice(&c.weight);
-        (p, f)
+        (params::seal(p), f)
     }
 
     /// Floats of scratch the kernel needs: one combined input row.
@@ -137,12 +141,107 @@ impl ResizeGeometry {
     }
 }
 
-/// Resizes `planes` float planes of `x` into `y` (see the module docs).
+/// One axis of a decoded parameter blob: how its taps apply, its extents, taps per output,
+/// and the index table borrowed from the blob (empty for the identity).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AxisParams<'a> {
+    pub kind: TapKind,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub taps: usize,
+    pub index: &'a [i64],
+}
+
+/// `onnxc_resize_f32`'s integer parameters (`ResizeGeometry::encode`), decoded and validated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ResizeParams<'a> {
+    pub planes: usize,
+    pub rows: AxisParams<'a>,
+    pub cols: AxisParams<'a>,
+}
+
+impl<'a> ResizeParams<'a> {
+    /// Decodes and checks `blob`: counts in range, a known kind per axis (the identity with
+    /// one tap and as many outputs as inputs, a gather with one tap), index tables of
+    /// `n_out · taps` entries, each in `[-1, n_in)` with an output's taps all -1 or none,
+    /// planes whose sizes fit in memory. Walks the index tables (O(h_out·taps_h +
+    /// w_out·taps_w)), which the kernel reads for every plane anyway.
+    pub fn decode(blob: &'a [i64]) -> params::Result<ResizeParams<'a>> {
+        use params::{MAX_EXTENT, ensure, in_range, product};
+        let mut r = params::Reader::new(blob)?;
+        let [planes, h_in, w_in, h_out, w_out, th, tw, kh, kw] = r.array()?;
+        in_range(planes, 0, params::MAX_WORDS, "plane count out of range")?;
+        for v in [h_in, w_in, h_out, w_out] {
+            in_range(v, 0, MAX_EXTENT, "an extent is out of range")?;
+        }
+        let too_big = "a tensor is too large";
+        product([planes, h_in, w_in], too_big)?;
+        product([planes, h_out, w_out], too_big)?;
+        let mut axis = |n_in: i64, n_out: i64, taps: i64, kind: i64| {
+            in_range(taps, 1, MAX_EXTENT, "taps out of range")?;
+            let kind = match kind {
+                0 => TapKind::Weighted,
+                1 => TapKind::Gather,
+                2 => TapKind::Identity,
+                _ => return Err(params::ParamError("unknown tap kind")),
+            };
+            let len = match kind {
+                TapKind::Identity => {
+                    ensure(taps == 1 && n_in == n_out, "an identity that is not one")?;
+                    0
+                }
+                TapKind::Gather => {
+                    ensure(taps == 1, "a gather of several taps")?;
+                    n_out
+                }
+                TapKind::Weighted => product([n_out, taps], too_big)?,
+            };
+            let index = r.words(len as usize)?;
+            for out in index.chunks(taps as usize) {
+                let outside = out[0] == -1;
+                ensure(
+                    out.iter()
+                        .all(|&i| (-1..n_in).contains(&i) && (i == -1) == outside),
+                    "an index is out of range",
+                )?;
+            }
+            Ok(AxisParams {
+                kind,
+                n_in: n_in as usize,
+                n_out: n_out as usize,
+                taps: taps as usize,
+                index,
+            })
+        };
+        let rows = axis(h_in, h_out, th, kh)?;
+        let cols = axis(w_in, w_out, tw, kw)?;
+        r.finish()?;
+        Ok(ResizeParams {
+            planes: planes as usize,
+            rows,
+            cols,
+        })
+    }
+
+    /// Floats of the kernel's float array: the extrapolation value and the weights.
+    pub fn floats_len(&self) -> usize {
+        1 + self.rows.index.len() + self.cols.index.len()
+    }
+
+    /// Floats of scratch the kernel needs (`ResizeGeometry::scratch_floats`).
+    pub fn scratch_floats(&self) -> usize {
+        self.cols.n_in
+    }
+}
+
+/// Resizes `planes` float planes of `x` into `y` (see the module docs). Returns
+/// `ONNXC_ERR_PARAMS`, touching nothing, when `params` is not a valid blob
+/// (`ResizeParams::decode`).
 ///
 /// # Safety
-/// `params`/`floats` encode a geometry as [`ResizeGeometry::encode`] does (indices within
-/// their axes); `x` holds `planes·h_in·w_in` floats, `y` `planes·h_out·w_out`, `scratch`
-/// `w_in`.
+/// `params` points to a sealed blob (`params::blob`) and `floats` to the float array
+/// [`ResizeGeometry::encode`] made with it; `x` holds `planes·h_in·w_in` floats, `y`
+/// `planes·h_out·w_out`, `scratch` `w_in`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_resize_f32(
     params: *const i64,
@@ -150,54 +249,39 @@ pub unsafe extern "C" fn onnxc_resize_f32(
     x: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    // SAFETY: the header is 9 values; the tables follow, sized by it (caller's contract).
-    let (x, y, row, dims, rows, cols, extrapolation) = unsafe {
-        let h = std::slice::from_raw_parts(params, HEADER);
-        let [planes, h_in, w_in, h_out, w_out, th, tw, kh, kw] =
-            [h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]].map(|v| v as usize);
-        // The identity has no tables.
-        let lh = if kh == TapKind::Identity as usize {
-            0
-        } else {
-            h_out * th
-        };
-        let lw = if kw == TapKind::Identity as usize {
-            0
-        } else {
-            w_out * tw
-        };
-        let ih = std::slice::from_raw_parts(params.add(HEADER), lh);
-        let iw = std::slice::from_raw_parts(params.add(HEADER + lh), lw);
-        let extrapolation = *floats;
-        let wh = std::slice::from_raw_parts(floats.add(1), lh);
-        let ww = std::slice::from_raw_parts(floats.add(1 + lh), lw);
-        let x = std::slice::from_raw_parts(x, planes * h_in * w_in);
-        let y = std::slice::from_raw_parts_mut(y, planes * h_out * w_out);
-        let row = std::slice::from_raw_parts_mut(scratch, w_in);
-        let rows = Taps {
-            kind: kh,
-            taps: th,
-            index: ih,
-            weight: wh,
-        };
-        let cols = Taps {
-            kind: kw,
-            taps: tw,
-            index: iw,
-            weight: ww,
-        };
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let p = decoded!(blob.and_then(ResizeParams::decode));
+    let (r, c) = (p.rows, p.cols);
+    // SAFETY: the float array and the buffers hold what the validated parameters describe
+    // (the caller's contract).
+    let (x, y, row, extrapolation, wh, ww) = unsafe {
+        let (lh, lw) = (r.index.len(), c.index.len());
         (
-            x,
-            y,
-            row,
-            (h_in, w_in, h_out, w_out),
-            rows,
-            cols,
-            extrapolation,
+            std::slice::from_raw_parts(x, p.planes * r.n_in * c.n_in),
+            std::slice::from_raw_parts_mut(y, p.planes * r.n_out * c.n_out),
+            std::slice::from_raw_parts_mut(scratch, c.n_in),
+            *floats,
+            std::slice::from_raw_parts(floats.add(1), lh),
+            std::slice::from_raw_parts(floats.add(1 + lh), lw),
         )
     };
+    let rows = Taps {
+        kind: r.kind as usize,
+        taps: r.taps,
+        index: r.index,
+        weight: wh,
+    };
+    let cols = Taps {
+        kind: c.kind as usize,
+        taps: c.taps,
+        index: c.index,
+        weight: ww,
+    };
+    let dims = (r.n_in, c.n_in, r.n_out, c.n_out);
     crate::multiversion!(resize(x, y, row, dims, &rows, &cols, extrapolation));
+    ONNXC_OK
 }
 
 struct Taps<'a> {
@@ -406,8 +490,8 @@ mod tests {
         let (p, f) = g.encode();
         let mut y = vec![f32::NAN; (g.planes * g.rows.n_out * g.cols.n_out) as usize];
         let mut scratch = vec![0f32; g.scratch_floats()];
-        // SAFETY: sizes as documented.
-        unsafe {
+        // SAFETY: p is a sealed blob and f its floats; sizes as documented.
+        let status = unsafe {
             onnxc_resize_f32(
                 p.as_ptr(),
                 f.as_ptr(),
@@ -416,6 +500,12 @@ mod tests {
                 scratch.as_mut_ptr(),
             )
         };
+        assert_eq!(status, ONNXC_OK);
+        let d = ResizeParams::decode(&p).unwrap();
+        assert_eq!(
+            (d.floats_len(), d.scratch_floats()),
+            (f.len(), g.scratch_floats())
+        );
         y
     }
 
@@ -508,5 +598,63 @@ mod tests {
         assert!(AxisTaps::new(4, 2, 2, vec![0, -1, 1, 2], vec![1.0; 4]).is_none());
         assert!(AxisTaps::new(4, 2, 1, vec![0], vec![1.0]).is_none());
         assert!(AxisTaps::new(4, 2, 0, vec![], vec![]).is_none());
+    }
+
+    /// Corrupt blobs are refused by `decode` and by the entry point, which then writes
+    /// nothing.
+    #[test]
+    fn refuses_corrupt_blobs() {
+        let g = ResizeGeometry {
+            planes: 2,
+            rows: linear(3, 5, true),
+            cols: AxisTaps::identity(4),
+            extrapolation: 0.0,
+        };
+        let (good, f) = g.encode();
+        assert!(ResizeParams::decode(&good).is_ok());
+        let with = |k: usize, v: i64| {
+            let mut b = good.clone();
+            b[1 + k] = v;
+            b
+        };
+        // Body: planes, h_in, w_in, h_out, w_out, taps_h, taps_w, kind_h, kind_w, then the
+        // 5 × 2 row indices (the first output extrapolated).
+        let bad = [
+            params::seal(good[1..good.len() - 1].iter().copied()),
+            params::seal(good[1..].iter().copied().chain([0])),
+            with(0, -1),
+            with(1, 0),
+            with(2, 5),
+            with(3, 4),
+            with(3, 1 << 40),
+            with(5, 0),
+            with(6, 2),
+            with(7, 3),
+            with(8, 0),
+            with(9 + 2, 3),
+            with(9 + 3, -2),
+            with(9 + 1, 0),
+            with(9 + 2, -1),
+        ];
+        for (i, b) in bad.iter().enumerate() {
+            assert!(ResizeParams::decode(b).is_err(), "case {i}");
+        }
+        let x = [1f32; 2 * 3 * 4];
+        let mut y = [3f32; 2 * 5 * 4];
+        let mut scratch = [0f32; 64];
+        for b in &bad {
+            // SAFETY: b is a sealed blob; the buffers are never touched (the blob is refused).
+            let status = unsafe {
+                onnxc_resize_f32(
+                    b.as_ptr(),
+                    f.as_ptr(),
+                    x.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS);
+        }
+        assert!(y.iter().all(|&v| v == 3.0), "the output was written");
     }
 }

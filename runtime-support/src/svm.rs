@@ -5,12 +5,44 @@
 //! of operations: at most 100 iterations, stopping once every component's error is below
 //! 0.005/k.
 
-/// `params`: `[k, rows]`; `ab`: `prob_a` then `prob_b`, one per pair (k·(k−1)/2 each, pairs
-/// (i, j), i < j, in order); `scores`: `rows` × pairs decision values; `p`: `rows` × k
-/// probabilities out. `scratch`: 2·k·k + k floats.
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
+
+/// Most classes of an SVM's probabilities (its scratch is 2·k² + k floats).
+pub const MAX_CLASSES: i64 = 1 << 16;
+
+/// The sealed blob (`params::seal`) of `onnxc_svm_probability`'s parameters `[k, rows]`.
+pub fn encode(k: i64, rows: i64) -> Vec<i64> {
+    params::seal([k, rows])
+}
+
+/// `(k, rows)` from `encode`'s blob, checked: `k` in `1..=MAX_CLASSES`, `rows` not negative,
+/// inputs and outputs whose sizes fit in memory.
+pub fn decode(blob: &[i64]) -> params::Result<(usize, usize)> {
+    let mut r = params::Reader::new(blob)?;
+    let [k, rows] = r.array()?;
+    r.finish()?;
+    params::in_range(k, 1, MAX_CLASSES, "class count out of range")?;
+    params::in_range(rows, 0, params::MAX_WORDS, "row count out of range")?;
+    params::product([rows, k * (k - 1) / 2, 4], "a tensor is too large")?;
+    params::product([rows, k, 4], "a tensor is too large")?;
+    Ok((k as usize, rows as usize))
+}
+
+/// Scratch floats of `onnxc_svm_probability` for `k` classes.
+pub fn scratch_floats(k: usize) -> usize {
+    2 * k * k + k
+}
+
+/// `params`: `encode`'s blob `[k, rows]`; `ab`: `prob_a` then `prob_b`, one per pair
+/// (k·(k−1)/2 each, pairs (i, j), i < j, in order); `scores`: `rows` × pairs decision
+/// values; `p`: `rows` × k probabilities out. `scratch`: `scratch_floats(k)` floats.
+/// Returns `ONNXC_ERR_PARAMS`, touching nothing, when the blob is not valid.
 ///
 /// # Safety
-/// The pointers hold the elements described.
+/// `params` points to a sealed blob (`params::blob`); the other pointers hold the elements
+/// described.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_svm_probability(
     params: *const i64,
@@ -18,21 +50,23 @@ pub unsafe extern "C" fn onnxc_svm_probability(
     scores: *const f32,
     p: *mut f32,
     scratch: *mut f32,
-) {
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let (k, rows) = decoded!(blob.and_then(decode));
     // SAFETY: the caller's contract.
     unsafe {
-        let k = (*params).max(0) as usize;
-        let rows = (*params.add(1)).max(0) as usize;
-        let pairs = k * k.saturating_sub(1) / 2;
+        let pairs = k * (k - 1) / 2;
         let a = std::slice::from_raw_parts(ab, pairs);
         let b = std::slice::from_raw_parts(ab.add(pairs), pairs);
-        let scratch = std::slice::from_raw_parts_mut(scratch, 2 * k * k + k);
+        let scratch = std::slice::from_raw_parts_mut(scratch, scratch_floats(k));
         for row in 0..rows {
             let s = std::slice::from_raw_parts(scores.add(row * pairs), pairs);
             let out = std::slice::from_raw_parts_mut(p.add(row * k), k);
             probability(k, s, a, b, out, scratch);
         }
     }
+    ONNXC_OK
 }
 
 fn logistic(v: f32) -> f32 {
@@ -113,11 +147,12 @@ mod tests {
         // Pairs (0,1), (0,2), (1,2): class 0 beats both, class 1 beats 2.
         let scores = [-2.0f32, -3.0, -1.0];
         let ab = [1.0f32, 1.0, 1.0, 0.0, 0.0, 0.0];
-        let params = [k as i64, 1];
+        let params = encode(k as i64, 1);
         let mut p = [0f32; 3];
         let mut scratch = [0f32; 21];
-        // SAFETY: params, ab, scores, p and scratch hold what k = 3 requires (21 scratch floats).
-        unsafe {
+        // SAFETY: params is a sealed blob; ab, scores, p and scratch hold what k = 3 requires
+        // (21 scratch floats).
+        let status = unsafe {
             onnxc_svm_probability(
                 params.as_ptr(),
                 ab.as_ptr(),
@@ -126,6 +161,7 @@ mod tests {
                 scratch.as_mut_ptr(),
             )
         };
+        assert_eq!(status, ONNXC_OK);
         let sum: f32 = p.iter().sum();
         assert!((sum - 1.0).abs() < 1e-5, "{p:?}");
         assert!(p[0] > p[1] && p[1] > p[2], "{p:?}");
@@ -138,5 +174,39 @@ mod tests {
             (q[0] - want).abs() < 1e-4 && (q[0] + q[1] - 1.0).abs() < 1e-6,
             "{q:?}"
         );
+    }
+
+    /// Corrupt blobs are refused by `decode` and by the entry point, which then writes
+    /// nothing.
+    #[test]
+    fn refuses_corrupt_blobs() {
+        let bad = [
+            params::seal([3]),
+            params::seal([3, 1, 0]),
+            encode(0, 1),
+            encode(-3, 1),
+            encode(MAX_CLASSES + 1, 1),
+            encode(3, -1),
+            encode(3, 1 << 40),
+            encode(MAX_CLASSES, 1 << 31),
+        ];
+        let (ab, scores) = ([1f32; 6], [0f32; 3]);
+        let mut p = [4f32; 3];
+        let mut scratch = [0f32; 21];
+        for (i, b) in bad.iter().enumerate() {
+            assert!(decode(b).is_err(), "case {i}");
+            // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+            let status = unsafe {
+                onnxc_svm_probability(
+                    b.as_ptr(),
+                    ab.as_ptr(),
+                    scores.as_ptr(),
+                    p.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");
+        }
+        assert_eq!(p, [4.0; 3], "the output was written");
     }
 }

@@ -9,39 +9,95 @@
 //! Per line: the positions go into scratch, `select_nth_unstable_by` moves the best `k` to
 //! the front in O(n), and only those are sorted (O(k log k)).
 
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 use std::cmp::Ordering;
 
-/// Words of `onnxc_topk`'s parameter array.
+/// Words of `onnxc_topk`'s parameters (its blob's body).
 pub const PARAMS: usize = 6;
 
-/// `params`: `[dtype, outer, n, inner, k, largest]` — the input is `[outer, n, inner]`
-/// elements of ONNX type `dtype` (float, double, float16, bfloat16, or an 8-64-bit integer);
-/// the output `[outer, k, inner]` int64 positions along the `n` axis; `largest` 1 or 0.
-/// `scratch`: `n` int64 slots.
+/// The ONNX element types `onnxc_topk` compares.
+pub const DTYPES: [i64; 12] = [1, 11, 10, 16, 3, 2, 5, 4, 6, 12, 7, 13];
+
+/// `onnxc_topk`'s parameters, decoded and validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopkParams {
+    /// ONNX element type, one of `DTYPES`.
+    pub dtype: i64,
+    pub outer: usize,
+    pub n: usize,
+    pub inner: usize,
+    pub k: usize,
+    pub largest: bool,
+}
+
+impl TopkParams {
+    /// The sealed blob (`params::seal`) of `[dtype, outer, n, inner, k, largest]`.
+    pub fn encode(p: [i64; PARAMS]) -> Vec<i64> {
+        params::seal(p)
+    }
+
+    /// Decodes and checks `blob`: a known element type, counts not negative with `k ≤ n`,
+    /// `largest` 0 or 1, input and output sizes that fit in memory.
+    pub fn decode(blob: &[i64]) -> params::Result<TopkParams> {
+        use params::{ensure, flag, in_range, product};
+        let mut r = params::Reader::new(blob)?;
+        let [dtype, outer, n, inner, k, largest] = r.array()?;
+        r.finish()?;
+        ensure(DTYPES.contains(&dtype), "unknown element type")?;
+        for v in [outer, n, inner] {
+            in_range(v, 0, params::MAX_WORDS, "a count is out of range")?;
+        }
+        in_range(k, 0, n, "k is out of range")?;
+        let too_big = "a tensor is too large";
+        product([outer, n, inner, 8], too_big)?;
+        product([outer, k, inner, 8], too_big)?;
+        Ok(TopkParams {
+            dtype,
+            outer: outer as usize,
+            n: n as usize,
+            inner: inner as usize,
+            k: k as usize,
+            largest: flag(largest, "largest is not 0 or 1")?,
+        })
+    }
+}
+
+/// `params`: `TopkParams::encode`'s blob — the input is `[outer, n, inner]` elements of ONNX
+/// type `dtype` (float, double, float16, bfloat16, or an 8-64-bit integer); the output
+/// `[outer, k, inner]` int64 positions along the `n` axis; `largest` 1 or 0. `scratch`: `n`
+/// int64 slots. Returns `ONNXC_ERR_PARAMS`, touching nothing, when the blob is not valid.
 ///
 /// # Safety
-/// `params` holds `PARAMS` values with `k ≤ n`; `x`, `idx` and `scratch` hold the elements
-/// they describe, `x` aligned for `dtype`.
+/// `params` points to a sealed blob (`params::blob`); `x`, `idx` and `scratch` hold the
+/// elements it describes, `x` aligned for `dtype`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_topk(
     params: *const i64,
     x: *const u8,
     idx: *mut i64,
     scratch: *mut i64,
-) {
-    // SAFETY: the caller's contract.
-    let p = unsafe { std::slice::from_raw_parts(params, PARAMS) };
-    let [dtype, outer, n, inner, k, largest] = [p[0], p[1], p[2], p[3], p[4], p[5]];
-    let (outer, n, inner, k) = (outer as usize, n as usize, inner as usize, k as usize);
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let TopkParams {
+        dtype,
+        outer,
+        n,
+        inner,
+        k,
+        largest,
+    } = decoded!(blob.and_then(TopkParams::decode));
     if outer == 0 || inner == 0 || k == 0 {
-        return;
+        return ONNXC_OK;
     }
     let shape = Lines {
         outer,
         n,
         inner,
         k,
-        largest: largest != 0,
+        largest,
     };
     // SAFETY: (each arm) x holds outer·n·inner elements of the type, idx outer·k·inner,
     // scratch n.
@@ -73,10 +129,11 @@ pub unsafe extern "C" fn onnxc_topk(
             12 => lines!(u32, |v: u32| v as i64),
             7 => lines!(i64, |v: i64| v),
             13 => lines!(u64, |v: u64| v),
-            // The compiler emits only the types above; anything else leaves positions 0.
-            _ => idx.fill(0),
+            // `decode` accepts only the types above.
+            _ => unreachable!("element type {dtype}"),
         }
     }
+    ONNXC_OK
 }
 
 /// A key the order above is defined on.
@@ -226,18 +283,18 @@ mod tests {
         largest: bool,
     ) -> Vec<i64> {
         assert_eq!(x.len(), outer * n * inner);
-        let params = [
+        let params = TopkParams::encode([
             dtype,
             outer as i64,
             n as i64,
             inner as i64,
             k as i64,
             largest as i64,
-        ];
+        ]);
         let mut idx = vec![-1i64; outer * k * inner];
         let mut scratch = vec![0i64; n];
-        // SAFETY: buffers sized as the parameters say.
-        unsafe {
+        // SAFETY: params is a sealed blob; buffers sized as the parameters say.
+        let status = unsafe {
             onnxc_topk(
                 params.as_ptr(),
                 x.as_ptr() as *const u8,
@@ -245,7 +302,56 @@ mod tests {
                 scratch.as_mut_ptr(),
             )
         };
+        assert_eq!(status, ONNXC_OK);
         idx
+    }
+
+    /// Corrupt blobs are refused by `decode` and by the entry point, which then writes
+    /// nothing.
+    #[test]
+    fn refuses_corrupt_blobs() {
+        let good = [1, 2, 5, 3, 2, 1];
+        assert!(TopkParams::decode(&TopkParams::encode(good)).is_ok());
+        let with = |k: usize, v: i64| {
+            let mut p = good;
+            p[k] = v;
+            TopkParams::encode(p)
+        };
+        let bad = [
+            params::seal(good[..5].iter().copied()),
+            params::seal(good.iter().copied().chain([0])),
+            with(0, 8),
+            with(0, 0),
+            with(1, -1),
+            with(2, -5),
+            with(3, -1),
+            with(4, 6),
+            with(4, -1),
+            with(5, 2),
+            with(1, 1 << 40),
+            {
+                let mut p = good;
+                (p[1], p[2], p[3]) = (1 << 30, 1 << 30, 1 << 30);
+                TopkParams::encode(p)
+            },
+        ];
+        let x = [0f32; 30];
+        let mut idx = [-9i64; 12];
+        let mut scratch = [0i64; 5];
+        for (i, b) in bad.iter().enumerate() {
+            assert!(TopkParams::decode(b).is_err(), "case {i}");
+            // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+            let status = unsafe {
+                onnxc_topk(
+                    b.as_ptr(),
+                    x.as_ptr() as *const u8,
+                    idx.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");
+        }
+        assert!(idx.iter().all(|&v| v == -9), "the output was written");
     }
 
     #[test]

@@ -30,12 +30,15 @@
 //! passes through it. Either way a row adds its trees' values in tree order, in the
 //! accumulation type: onnxruntime's order, so sums, and ties between classes, are the same.
 //!
-//! The encoded forest is one read-only `i64` array (header, then the tables; offsets in
-//! bytes from its start). `encode` validates the forest, and `check` the array it makes:
+//! The encoded forest is one read-only sealed `i64` blob (`params::seal`: its length, the
+//! header, then the tables; offsets in bytes from the header's start). `encode` validates the forest, and `check` the array it makes:
 //! every record, root, key offset and leaf entry is in range and every tree's depth covers
 //! its longest path, so the walk needs no bounds checks whatever the input values, given
 //! the `scratch_bytes` of workspace the same header asks for.
 
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 use std::hint::select_unpredictable;
 
 /// Rows of one tree walked interleaved (the tree's records are in L1).
@@ -348,21 +351,32 @@ pub fn encode(f: &Forest) -> Result<Vec<i64>, Invalid> {
     for (k, h) in header.iter().enumerate() {
         out[8 * k..8 * k + 8].copy_from_slice(&h.to_le_bytes());
     }
-    let enc: Vec<i64> = out
-        .chunks(8)
-        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
+    let enc = params::seal(
+        out.chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))),
+    );
     // The walk's safety rests on this array; check it as the kernel will read it.
     check(&enc).map_err(|e| Invalid(format!("encoded forest: {}", e.0)))?;
     Ok(enc)
+}
+
+/// The body of a sealed forest blob (after its length word; offsets are counted from its
+/// start), or an empty slice when the length word is wrong.
+fn body(blob: &[i64]) -> &[i64] {
+    params::Reader::new(blob).map_or(&[], |r| r.body())
 }
 
 /// Checks that `enc` is an array the kernel may run on: every table inside it, every
 /// record's key offset inside the keyed block and its pair inside the records (a leaf's
 /// pair itself), every root a record, the walk order a permutation of the trees, every
 /// tree's depth at least its longest path, every leaf slot, entry and target in range.
-pub fn check(enc: &[i64]) -> Result<(), Invalid> {
+pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     let bad = |s: &str| Err(Invalid(s.into()));
+    // The per-call checks (a subset of those below), then the tables' contents.
+    if let Err(e) = checked_header(blob) {
+        return Err(Invalid(e.0.into()));
+    }
+    let enc = body(blob);
     let Some(h) = enc.get(..HEADER) else {
         return bad("shorter than the header");
     };
@@ -532,9 +546,79 @@ pub fn check(enc: &[i64]) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// The header of the forest blob `blob` checked for the kernel's per-call use, O(1): the
+/// length word, the magic, flags and counts in range, every table inside the blob for the
+/// lengths the header gives (values and target ids for the entries `starts` ends with),
+/// 8-byte aligned. The tables' contents (records' keys and pairs, roots, order, depths,
+/// entries) are `check`ed in full when the forest is encoded (O(records)), not per call.
+/// Returns the body.
+fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
+    use params::{ParamError, ensure};
+    let body = params::Reader::new(blob)?.body();
+    let h = body
+        .get(..HEADER)
+        .ok_or(ParamError("shorter than the header"))?;
+    ensure(h[0] == MAGIC, "not a forest")?;
+    ensure(
+        [h[H_INPUT_F64], h[H_VALUE_F64]]
+            .iter()
+            .all(|&b| b == 0 || b == 1)
+            && (0..=2).contains(&h[H_AGGREGATE]),
+        "a flag is out of range",
+    )?;
+    let count = |i: usize| -> params::Result<usize> {
+        Ok(params::in_range(h[i], 0, u32::MAX as i64, "a header count is out of range")? as usize)
+    };
+    let (nf, nt, trees, n_recs, single, slots) = (
+        count(H_FEATURES)?,
+        count(H_TARGETS)?,
+        count(H_TREES)?,
+        count(H_N_RECORDS)?,
+        count(H_SINGLE)?,
+        count(H_SLOTS)?,
+    );
+    ensure(
+        nf <= MAX_FEATURES as usize && single <= nt,
+        "features or the single target out of range",
+    )?;
+    let input_f64 = h[H_INPUT_F64] != 0;
+    let rec_size = sizes(input_f64).0;
+    let value_size = if h[H_VALUE_F64] != 0 { 8 } else { 4 };
+    let bytes = body.len() * 8;
+    // Table `at` of `len` entries of `size` bytes inside the body (counts are below 2³², so
+    // the products fit).
+    let table = |at: usize, len: usize, size: usize| -> params::Result<usize> {
+        let off = count(at)?;
+        ensure(
+            len == 0 || (off.is_multiple_of(8) && off >= HEADER * 8 && off + len * size <= bytes),
+            "a table is outside the blob",
+        )?;
+        Ok(off)
+    };
+    table(H_ROOTS, trees, 4)?;
+    table(H_ORDER, trees, 4)?;
+    table(H_DEPTHS, trees, 4)?;
+    table(H_RECORDS, n_recs, rec_size)?;
+    ensure(trees == 0 || n_recs > 0, "trees without records")?;
+    if single != 0 {
+        table(H_VALUES, slots, value_size)?;
+    } else {
+        let starts = table(H_STARTS, slots + 1, 4)?;
+        let at = starts + 4 * slots;
+        let last = u32::from_le_bytes(
+            body[at / 8].to_le_bytes()[at % 8..][..4]
+                .try_into()
+                .expect("4"),
+        );
+        table(H_VALUES, last as usize, value_size)?;
+        table(H_TARGET_IDS, last as usize, 4)?;
+    }
+    Ok(body)
+}
+
 /// A one-line summary of an encoded forest, for dumps.
 pub fn describe(f: &[i64]) -> String {
-    match f.get(..HEADER) {
+    match body(f).get(..HEADER) {
         Some(h) if h[0] == MAGIC => format!(
             "{} trees, {} nodes ({} records), {} features -> {} targets, {} {}, {}",
             h[H_TREES],
@@ -804,10 +888,11 @@ unsafe fn table<'a, T>(p: *const i64, off: i64, len: usize) -> &'a [T] {
 
 impl<'a, N: Rec, V: Acc> View<'a, N, V> {
     /// # Safety
-    /// `p` is an array `encode` made whose record layout is `N`.
-    unsafe fn new(p: *const i64) -> View<'a, N, V> {
-        // SAFETY: the header is HEADER words.
-        let h = unsafe { std::slice::from_raw_parts(p, HEADER) };
+    /// `body` is what `checked_header` returned for a blob `encode` made (so `check` holds)
+    /// whose record layout is `N`.
+    unsafe fn new(body: &'a [i64]) -> View<'a, N, V> {
+        let p = body.as_ptr();
+        let h = &body[..HEADER];
         let (n_trees, single, n_slots) = (
             h[H_TREES] as usize,
             h[H_SINGLE] as usize,
@@ -1007,13 +1092,13 @@ unsafe fn keyed<K: Key>(x: *const K::F, n: usize, padded: usize, nf: usize, keys
 }
 
 fn run<N: Rec, V: Acc>(
-    forest: *const i64,
+    forest: &[i64],
     x: *const <N::K as Key>::F,
     y: *mut V,
     rows: usize,
     scratch: *mut u8,
 ) {
-    // SAFETY: the caller's contract (an encoded forest of this layout).
+    // SAFETY: the caller's contract (the checked body of an encoded forest of this layout).
     let v: View<N, V> = unsafe { View::new(forest) };
     let (nf, nt) = (v.n_features, v.n_targets);
     let keys = scratch as *mut N::K;
@@ -1065,7 +1150,7 @@ fn run<N: Rec, V: Acc>(
 /// Workspace bytes `onnxc_tree_ensemble` needs for an encoded forest: a keyed block of rows
 /// and a leaf slot per tree.
 pub fn scratch_bytes(forest: &[i64]) -> usize {
-    match forest.get(..HEADER) {
+    match body(forest).get(..HEADER) {
         Some(h) => {
             key_bytes(h[H_FEATURES].max(0) as usize, h[H_INPUT_F64] != 0)
                 + 4 * h[H_TREES].max(0) as usize
@@ -1076,10 +1161,13 @@ pub fn scratch_bytes(forest: &[i64]) -> usize {
 
 /// Per row of `x` (`rows` × the forest's features, float32 or float64 as it was encoded),
 /// the aggregated leaf values of every tree into `y` (`rows` × targets, float32 or float64).
+/// Returns `ONNXC_ERR_PARAMS`, touching nothing, when the forest's header is not valid
+/// (`checked_header`: O(1); the tables' contents were `check`ed when it was encoded).
 ///
 /// # Safety
-/// `forest` comes from `encode`; `x` and `y` hold the elements described, aligned for their
-/// types; `scratch` holds `scratch_bytes(forest)` bytes, 8-byte aligned (null if none).
+/// `forest` points to a sealed blob `encode` made (`check` holds); `x` and `y` hold the
+/// elements described, aligned for their types; `scratch` holds `scratch_bytes(forest)`
+/// bytes, 8-byte aligned (null if none).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_tree_ensemble(
     forest: *const i64,
@@ -1087,31 +1175,32 @@ pub unsafe extern "C" fn onnxc_tree_ensemble(
     y: *mut u8,
     rows: i64,
     scratch: *mut u8,
-) {
-    // SAFETY: the header is HEADER words.
-    let h = unsafe { std::slice::from_raw_parts(forest, HEADER) };
-    debug_assert_eq!(h[0], MAGIC);
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(forest) };
+    let h = decoded!(blob.and_then(checked_header));
     let rows = rows.max(0) as usize;
     // Monomorphic entry points for `multiversion!` (which takes a function name).
     type S = *mut u8;
-    fn ff(f: *const i64, x: *const u8, y: *mut u8, r: usize, s: S) {
+    fn ff(f: &[i64], x: *const u8, y: *mut u8, r: usize, s: S) {
         run::<Rec32, f32>(f, x as *const f32, y as *mut f32, r, s)
     }
-    fn fd(f: *const i64, x: *const u8, y: *mut u8, r: usize, s: S) {
+    fn fd(f: &[i64], x: *const u8, y: *mut u8, r: usize, s: S) {
         run::<Rec32, f64>(f, x as *const f32, y as *mut f64, r, s)
     }
-    fn df(f: *const i64, x: *const u8, y: *mut u8, r: usize, s: S) {
+    fn df(f: &[i64], x: *const u8, y: *mut u8, r: usize, s: S) {
         run::<Rec64, f32>(f, x as *const f64, y as *mut f32, r, s)
     }
-    fn dd(f: *const i64, x: *const u8, y: *mut u8, r: usize, s: S) {
+    fn dd(f: &[i64], x: *const u8, y: *mut u8, r: usize, s: S) {
         run::<Rec64, f64>(f, x as *const f64, y as *mut f64, r, s)
     }
     match (h[H_INPUT_F64] != 0, h[H_VALUE_F64] != 0) {
-        (false, false) => crate::multiversion!(ff(forest, x, y, rows, scratch)),
-        (false, true) => crate::multiversion!(fd(forest, x, y, rows, scratch)),
-        (true, false) => crate::multiversion!(df(forest, x, y, rows, scratch)),
-        (true, true) => crate::multiversion!(dd(forest, x, y, rows, scratch)),
+        (false, false) => crate::multiversion!(ff(h, x, y, rows, scratch)),
+        (false, true) => crate::multiversion!(fd(h, x, y, rows, scratch)),
+        (true, false) => crate::multiversion!(df(h, x, y, rows, scratch)),
+        (true, true) => crate::multiversion!(dd(h, x, y, rows, scratch)),
     }
+    ONNXC_OK
 }
 
 /// The reference semantics: one tree at a time, by recursion over `Forest` itself.
@@ -1334,13 +1423,19 @@ mod tests {
             let mut y = vec![0f64; n];
             // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
             // scratch at least `scratch_bytes(&enc)` bytes.
-            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
+            let status = unsafe {
+                onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
+            };
+            assert_eq!(status, ONNXC_OK);
             y
         } else {
             let mut y = vec![0f32; n];
             // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
             // scratch at least `scratch_bytes(&enc)` bytes.
-            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
+            let status = unsafe {
+                onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
+            };
+            assert_eq!(status, ONNXC_OK);
             y.iter().map(|&v| v as f64).collect()
         };
         assert!(
@@ -1498,7 +1593,7 @@ mod tests {
         assert_eq!(scratch_bytes(&enc), 0);
         let mut y = [1f32; 6];
         // SAFETY: a forest of no features reads neither x nor scratch; y holds 3 rows of 2.
-        unsafe {
+        let status = unsafe {
             onnxc_tree_ensemble(
                 enc.as_ptr(),
                 std::ptr::null(),
@@ -1507,7 +1602,7 @@ mod tests {
                 std::ptr::null_mut(),
             )
         };
-        assert_eq!(y, [0.0; 6]);
+        assert_eq!((status, y), (ONNXC_OK, [0.0; 6]));
     }
 
     #[test]
@@ -1570,8 +1665,10 @@ mod tests {
             for multi in [false, true] {
                 let mut f = random_forest(21, 5, 4, 3, 2, multi);
                 f.input_f64 = input_f64;
-                let enc = encode(&f).unwrap();
-                assert_eq!(check(&enc), Ok(()));
+                let sealed = encode(&f).unwrap();
+                assert_eq!(check(&sealed), Ok(()));
+                // Edits of the body (offsets count from its start), sealed again.
+                let enc = sealed[1..].to_vec();
                 let (rs, ks) = sizes(input_f64);
                 let th = ks;
                 let h = |i: usize| enc[i] as usize;
@@ -1647,9 +1744,45 @@ mod tests {
                 } else {
                     edit("single target", &|c| c[H_SINGLE] = 3);
                 }
+                // What the kernel refuses per call (header and table bounds; the rest only
+                // `check`, when the forest is encoded), writing nothing.
+                let per_call = [
+                    "values past the end",
+                    "negative count",
+                    "header only",
+                    "flag",
+                    "aggregate",
+                    "single target",
+                ];
+                let x = [0f64; 8];
+                let mut scratch = vec![0u64; 1 << 12];
                 for (what, c) in &cases {
-                    assert!(check(c).is_err(), "{what} (f64 {input_f64}, multi {multi})");
+                    let c = params::seal(c.iter().copied());
+                    assert!(
+                        check(&c).is_err(),
+                        "{what} (f64 {input_f64}, multi {multi})"
+                    );
+                    if !per_call.contains(what) {
+                        continue;
+                    }
+                    let mut y = [9f64; 8];
+                    // SAFETY: c is a sealed blob; the buffers are never touched (the blob is
+                    // refused).
+                    let status = unsafe {
+                        onnxc_tree_ensemble(
+                            c.as_ptr(),
+                            x.as_ptr() as _,
+                            y.as_mut_ptr() as _,
+                            1,
+                            scratch.as_mut_ptr() as _,
+                        )
+                    };
+                    assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "{what}");
+                    assert_eq!(y, [9.0; 8], "{what}: the output was written");
                 }
+                let mut wrong_length = sealed.clone();
+                wrong_length[0] += 1;
+                assert!(check(&wrong_length).is_err() && check(&sealed[..5]).is_err());
             }
         }
         // Too many features for 32-bit key offsets.
@@ -1665,12 +1798,13 @@ mod tests {
         for input_f64 in [false, true] {
             let mut f = random_forest(31, 12, 5, 7, 1, false);
             f.input_f64 = input_f64;
-            let enc = encode(&f).unwrap();
+            let sealed = encode(&f).unwrap();
+            let enc = &sealed[1..];
             let (rs, ks) = sizes(input_f64);
             let keys = key_bytes(7, input_f64);
-            assert_eq!(scratch_bytes(&enc), keys + 4 * 12);
+            assert_eq!(scratch_bytes(&sealed), keys + 4 * 12);
             for i in 0..enc[H_N_RECORDS] as usize {
-                let key = get_u32(&enc, enc[H_RECORDS] as usize + i * rs + ks) as usize;
+                let key = get_u32(enc, enc[H_RECORDS] as usize + i * rs + ks) as usize;
                 assert!(key + BLOCK * ks <= keys);
             }
         }

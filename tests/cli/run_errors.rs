@@ -2,7 +2,9 @@
 //! outside a cache), or survives without reading out of bounds (hostile sampling grids).
 
 use super::{fails, onnxc, run_fails, small_model};
-use onnxc_tests::model::{D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info};
+use onnxc_tests::model::{
+    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_ints,
+};
 use onnxc_tests::{run_model, scratch};
 
 #[test]
@@ -152,4 +154,105 @@ fn rotary_positions_outside_the_cache_fail_the_run() {
     save_tensor(&int_tensor("pos", 7, &[1, 2], &[0, 3]), &pin);
     let e = run_fails(&p, &[&xin, &pin], &d.join("bad"));
     assert!(e.contains("index"), "{e}");
+}
+
+/// A kernel that refuses the parameter blob compiled for it (here: an object corrupted after
+/// compilation) returns ONNXC_ERR_PARAMS, which the generated code merges into the run's
+/// error code; the intact object runs.
+#[test]
+fn a_corrupt_kernel_parameter_blob_fails_the_run() {
+    use onnxc::loops::{Arg, Stmt};
+    let d = scratch("params");
+    let pool = with_ints(
+        with_ints(
+            node("MaxPool", "pool", &["x"], &["y"]),
+            "kernel_shape",
+            &[2, 2],
+        ),
+        "strides",
+        &[2, 2],
+    );
+    let m = model(
+        vec![pool],
+        vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(6), D::N(6)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(3), D::N(3)])],
+        vec![],
+        17,
+    );
+    let p = d.join("pool.onnx");
+    save(&m, &p);
+    let opts = onnxc::driver::Options {
+        emit_main: true,
+        ..Default::default()
+    };
+    let c = onnxc::driver::compile_file(&p, "model", &opts, None).unwrap();
+    // The parameter blob of the first call of a kernel that returns a status.
+    fn blob(body: &[Stmt]) -> Option<Vec<i64>> {
+        body.iter().find_map(|st| match st {
+            Stmt::Call { kernel, args } if kernel.status => args.iter().find_map(|a| match a {
+                Arg::Params(p) => Some(p.clone()),
+                _ => None,
+            }),
+            Stmt::For { body, .. } => blob(body),
+            _ => None,
+        })
+    }
+    let words = c
+        .program
+        .funcs
+        .iter()
+        .find_map(|f| blob(&f.body))
+        .expect("a kernel call with a parameter blob");
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let at: Vec<usize> = (0..=c.object.len() - bytes.len())
+        .filter(|&i| c.object[i..i + bytes.len()] == bytes[..])
+        .collect();
+    assert!(!at.is_empty(), "the blob {words:?} is in the object");
+    let x = d.join("x.bin");
+    let xs: Vec<u8> = (0..36).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(&x, xs).unwrap();
+    let run = |object: &[u8], tag: &str| {
+        let o = d.join(format!("{tag}.o"));
+        std::fs::write(&o, object).unwrap();
+        let exe = d.join(tag);
+        onnxc::driver::link(&[o], &exe).unwrap();
+        let out = d.join(format!("{tag}-out"));
+        std::fs::create_dir_all(&out).unwrap();
+        let r = std::process::Command::new(&exe)
+            .arg("run")
+            .arg(&x)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        (r, out)
+    };
+    let (ok, out) = run(&c.object, "intact");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // The max of each 2×2 window of 0..36 (6×6, row-major) is its bottom-right element.
+    let y: Vec<f32> = std::fs::read(out.join("output_0.bin"))
+        .unwrap()
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = (0..9)
+        .map(|i| (12 * (i / 3) + 2 * (i % 3) + 7) as f32)
+        .collect();
+    assert_eq!(y, want);
+    // The blob's first word after its length (a kind, a rank, a count) set to -1.
+    let mut corrupt = c.object.clone();
+    for &i in &at {
+        corrupt[i + 8..i + 16].copy_from_slice(&(-1i64).to_le_bytes());
+    }
+    let (bad, _) = run(&corrupt, "corrupt");
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error 5") && e.contains("compiled parameters are invalid"),
+        "{e}"
+    );
 }

@@ -184,7 +184,8 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         h,
         "\n/* Runs the model. inputs[i] and outputs[i] point to row-major buffers as listed above\n   \
          (outputs are caller-allocated). workspace: {up}_WORKSPACE_SIZE bytes, 64-byte aligned, or NULL\n   \
-         to have the runtime allocate and free one. Returns ONNXC_OK (0) or an ONNXC_ERR_* code.\n   \
+         to have the runtime allocate and free one. Returns ONNXC_OK (0) or an ONNXC_ERR_* code (then\n   \
+         the outputs' contents are unspecified).\n   \
          Reentrant: concurrent calls need separate workspaces. */"
     );
     let _ = writeln!(

@@ -15,6 +15,12 @@ use std::sync::Arc;
 pub enum EvalError {
     /// A checked index was out of range (the generated code returns `ONNXC_ERR_INDEX`).
     IndexOutOfRange { index: i64, bound: i64 },
+    /// A runtime kernel folding a constant refused the parameters the compiler gave it
+    /// (`onnxc_runtime::params`: the kernel returned `ONNXC_ERR_PARAMS`): a compiler bug.
+    KernelParams {
+        kernel: &'static str,
+        reason: &'static str,
+    },
 }
 
 impl std::fmt::Display for EvalError {
@@ -23,6 +29,11 @@ impl std::fmt::Display for EvalError {
             EvalError::IndexOutOfRange { index, bound } => {
                 write!(f, "index {index} is out of range [-{bound}, {bound})")
             }
+            EvalError::KernelParams { kernel, reason } => write!(
+                f,
+                "internal error: the runtime kernel {kernel} refused the parameters onnxc \
+                 compiled for it ({reason})"
+            ),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! weights are packed at compile time. Other ConvTransposes are reductions the frontend
 //! builds (`frontend::ops::nn`).
 
-use super::{KernelOp, LowerCx, Operand, f32_kernel};
+use super::{KernelOp, LowerCx, Operand, f32_kernel, valid};
 use crate::ir::Tensor;
 use crate::ir::expr;
 use crate::ir::interp::EvalError;
@@ -40,6 +40,11 @@ impl KernelOp for ConvTranspose {
             .saturating_mul(taps);
         if macs > limit.saturating_mul(16) {
             return None;
+        }
+        // The kernel's Rust entry point takes the geometry as it is: check it as the C one
+        // checks what it decodes.
+        if let Err(e) = valid(&kernels::CONV_TRANSPOSE_F32, t.validate()) {
+            return Some(Err(e));
         }
         let w: Vec<f32> = x[1].to_f64s().iter().map(|&v| v as f32).collect();
         let bias: Option<Vec<f32>> = x

@@ -3,7 +3,7 @@
 //! `[N, P, T]` (`onnxc_gather_sum_f32`): GridSample's per-channel gathers
 //! (`frontend::ops::grid_sample`).
 
-use super::{KernelOp, LowerCx, Operand, f32_kernel};
+use super::{KernelOp, LowerCx, Operand, f32_kernel, kernel_status};
 use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
@@ -16,8 +16,16 @@ pub struct GatherSum {
 
 impl GatherSum {
     /// The kernel's parameters for `x: [N, C, S]` and offsets `[N, P, T]`.
+    /// The kernel's sealed parameter blob (`GatherParams::encode`).
     fn params(&self, x: &[i64], off: &[i64]) -> Vec<i64> {
-        vec![x[0], x[1], x[2], off[1], off[2], self.weighted as i64]
+        onnxc_runtime::gather::GatherParams::encode([
+            x[0],
+            x[1],
+            x[2],
+            off[1],
+            off[2],
+            self.weighted as i64,
+        ])
     }
 }
 
@@ -43,9 +51,11 @@ impl KernelOp for GatherSum {
         } else {
             vec![]
         };
-        Some(Ok(f32_kernel(x[0], result, |x, y| {
-            // SAFETY: x, off, w and y hold the elements the parameters describe.
-            unsafe {
+        let mut status = 0;
+        let t = f32_kernel(x[0], result, |x, y| {
+            // SAFETY: params is a sealed blob; x, off, w and y hold the elements the parameters
+            // describe.
+            status = unsafe {
                 onnxc_runtime::gather::onnxc_gather_sum_f32(
                     params.as_ptr(),
                     x.as_ptr(),
@@ -58,7 +68,8 @@ impl KernelOp for GatherSum {
                     y.as_mut_ptr(),
                 )
             }
-        })))
+        });
+        Some(kernel_status(&kernels::GATHER_SUM_F32, status, t))
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -153,6 +153,35 @@ pub(crate) fn f32_kernel(
     )
 }
 
+/// The result of folding through a runtime kernel entry point that returned `status`: an
+/// error unless it is `ONNXC_OK` (a kernel refuses only parameters it cannot run on, which
+/// the compiler never makes).
+fn kernel_status(
+    kernel: &onnxc_runtime::kernels::KernelAbi,
+    status: i32,
+    t: Tensor,
+) -> Result<Tensor, EvalError> {
+    if status == onnxc_runtime::abi::ONNXC_OK {
+        Ok(t)
+    } else {
+        Err(EvalError::KernelParams {
+            kernel: kernel.symbol,
+            reason: onnxc_runtime::abi::strerror(status),
+        })
+    }
+}
+
+/// A geometry's `validate` result as a folding error.
+fn valid(
+    kernel: &onnxc_runtime::kernels::KernelAbi,
+    r: onnxc_runtime::params::Result<()>,
+) -> Result<(), EvalError> {
+    r.map_err(|e| EvalError::KernelParams {
+        kernel: kernel.symbol,
+        reason: e.0,
+    })
+}
+
 /// `bytes` copied into 8-byte words (the last one zero-padded): an aligned operand for
 /// kernels that read elements of up to 8 bytes.
 fn aligned_words(bytes: &[u8]) -> Vec<u64> {

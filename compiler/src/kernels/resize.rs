@@ -2,7 +2,7 @@
 //! time (`onnxc_resize_f32`): ONNX Resize and Upsample with constant scales, sizes and roi
 //! (`frontend::ops::resize` computes the taps).
 
-use super::{KernelOp, LowerCx, Operand, f32_kernel, required_scratch};
+use super::{KernelOp, LowerCx, Operand, f32_kernel, kernel_status, required_scratch};
 use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
@@ -33,9 +33,11 @@ impl KernelOp for Resize {
     ) -> Option<Result<Tensor, EvalError>> {
         let mut scratch = vec![0f32; self.0.scratch_floats()];
         let (params, floats) = self.0.encode();
-        Some(Ok(f32_kernel(x[0], result, |x, y| {
-            // SAFETY: x and y hold the planes the geometry describes, scratch one input row.
-            unsafe {
+        let mut status = 0;
+        let t = f32_kernel(x[0], result, |x, y| {
+            // SAFETY: params is a sealed blob and floats its float array; x and y hold the
+            // planes the geometry describes, scratch one input row.
+            status = unsafe {
                 onnxc_runtime::resize::onnxc_resize_f32(
                     params.as_ptr(),
                     floats.as_ptr(),
@@ -44,7 +46,8 @@ impl KernelOp for Resize {
                     scratch.as_mut_ptr(),
                 )
             }
-        })))
+        });
+        Some(kernel_status(&kernels::RESIZE_F32, status, t))
     }
 
     fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {

@@ -39,7 +39,7 @@ fn call(
 
 /// `"N strings"`: a table's size as dumps print it.
 fn describe(table: &[i64]) -> String {
-    format!("{} strings", table.get(1).copied().unwrap_or(0))
+    format!("{} strings", onnxc_runtime::strings::len(table))
 }
 
 impl KernelOp for StrLookup {

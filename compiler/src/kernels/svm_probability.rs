@@ -65,7 +65,10 @@ impl KernelOp for SvmProbability {
         Ok(vec![Stmt::call(
             &kernels::SVM_PROBABILITY,
             vec![
-                Arg::Params(vec![self.classes as i64, cx.operand(0).shape[0]]),
+                Arg::Params(onnxc_runtime::svm::encode(
+                    self.classes as i64,
+                    cx.operand(0).shape[0],
+                )),
                 Arg::Floats(self.ab.to_vec()),
                 cx.operand_arg(0),
                 cx.result_arg(),

@@ -2,11 +2,12 @@
 //! each line, best first, ties by position, NaN last (`onnxc_topk`, any element type). ONNX
 //! TopK gathers its values with a map (`frontend::ops::sort`).
 
-use super::{KernelOp, LowerCx, Operand, aligned_words, required_scratch};
+use super::{KernelOp, LowerCx, Operand, aligned_words, kernel_status, required_scratch};
 use crate::ir::interp::EvalError;
 use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
+use onnxc_runtime::topk::TopkParams;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopK {
@@ -53,21 +54,24 @@ impl KernelOp for TopK {
     ) -> Option<Result<Tensor, EvalError>> {
         let x = x[0];
         let (params, n_axis) = self.params(x.dtype, &x.shape);
+        let params = TopkParams::encode(params);
         let mut idx = vec![0i64; result.len() as usize];
         let mut scratch = vec![0i64; n_axis];
         // The kernel reads elements of up to 8 bytes: an 8-byte aligned copy.
         let aligned = aligned_words(&x.data);
-        // SAFETY: `aligned` holds the [outer, n, inner] elements of its type the parameters
-        // describe, idx the [outer, k, inner] positions, scratch n slots.
-        unsafe {
+        // SAFETY: params is a sealed blob; `aligned` holds the [outer, n, inner] elements of
+        // its type the parameters describe, idx the [outer, k, inner] positions, scratch n
+        // slots.
+        let status = unsafe {
             onnxc_runtime::topk::onnxc_topk(
                 params.as_ptr(),
                 aligned.as_ptr() as *const u8,
                 idx.as_mut_ptr(),
                 scratch.as_mut_ptr(),
             )
-        }
-        Some(Ok(Tensor::from_i64s(result.shape.to_vec(), &idx)))
+        };
+        let t = Tensor::from_i64s(result.shape.to_vec(), &idx);
+        Some(kernel_status(&kernels::TOPK, status, t))
     }
 
     fn scratch_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
@@ -81,7 +85,7 @@ impl KernelOp for TopK {
         Ok(vec![Stmt::call(
             &kernels::TOPK,
             vec![
-                Arg::Params(params.to_vec()),
+                Arg::Params(TopkParams::encode(params)),
                 cx.operand_arg(0),
                 cx.result_arg(),
                 required_scratch(cx, self)?,

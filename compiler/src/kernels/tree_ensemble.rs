@@ -4,7 +4,7 @@
 //! TreeEnsemble and TreeEnsembleClassifier/Regressor, whose post-processing the frontend
 //! builds as maps (`frontend::ops::ml::tree`).
 
-use super::{KernelOp, LowerCx, Operand, aligned_words};
+use super::{KernelOp, LowerCx, Operand, aligned_words, kernel_status};
 use crate::ir::Tensor;
 use crate::ir::expr;
 use crate::ir::interp::EvalError;
@@ -37,9 +37,9 @@ impl KernelOp for TreeEnsemble {
         let bytes = result.len() as usize * result.dtype.size();
         let mut y = vec![0u64; bytes.div_ceil(8)];
         let mut scratch = vec![0u64; onnxc_runtime::tree::scratch_bytes(&self.0).div_ceil(8)];
-        // SAFETY: the forest was encoded for this operand's type and width and the result's
-        // type; xa and y hold rows of them, scratch the bytes it asks for.
-        unsafe {
+        // SAFETY: the forest is a sealed blob encoded for this operand's type and width and
+        // the result's type; xa and y hold rows of them, scratch the bytes it asks for.
+        let status = unsafe {
             onnxc_runtime::tree::onnxc_tree_ensemble(
                 self.0.as_ptr(),
                 xa.as_ptr() as *const u8,
@@ -49,7 +49,8 @@ impl KernelOp for TreeEnsemble {
             )
         };
         let data: Vec<u8> = y.iter().flat_map(|w| w.to_ne_bytes()).take(bytes).collect();
-        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), data)))
+        let t = Tensor::new(result.dtype, result.shape.to_vec(), data);
+        Some(kernel_status(&kernels::TREE_ENSEMBLE, status, t))
     }
 
     fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {

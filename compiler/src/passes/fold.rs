@@ -71,6 +71,15 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         Op::Scatter(sc) => interp::eval_scatter(sc, &inputs, dtype, &shape),
         Op::Pool(p) => {
             let g = p.geometry(&inputs[0].shape, &shape);
+            // The kernel's Rust entry point takes the geometry as it is: check it as the C
+            // one checks what it decodes.
+            g.validate().map_err(|e| {
+                EvalError::KernelParams {
+                    kernel: onnxc_runtime::kernels::POOL2D_F32.symbol,
+                    reason: e.0,
+                }
+                .to_string()
+            })?;
             let mut scratch = vec![0f32; g.scratch_floats()];
             Ok(crate::kernels::f32_kernel(
                 inputs[0],

@@ -6,6 +6,11 @@
 use super::depthwise::DW_BLOCK;
 use super::indirect::INDIRECT_MAX_RESULT;
 use crate::gemm::{self, MR, NR, pack};
+use crate::params;
+
+/// Most spatial dims a convolution may have (the generic im2col packer takes any number;
+/// ONNX models have 1 to 3).
+pub const MAX_SPATIAL: usize = 8;
 
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
@@ -36,9 +41,9 @@ pub struct ConvGeometry {
 }
 
 impl ConvGeometry {
-    /// `[nsp, n, c, m, group, flags, input.., kernel.., output.., strides.., dilations..,
-    /// pads.., input_planes..]`; flags: bit 0 `wide_simd`, bit 1 `no_winograd`, bit 2
-    /// `input_planes` present (`c` of them).
+    /// The sealed blob (`params::seal`) `[len, nsp, n, c, m, group, flags, input..,
+    /// kernel.., output.., strides.., dilations.., pads.., input_planes..]`; flags: bit 0
+    /// `wide_simd`, bit 1 `no_winograd`, bit 2 `input_planes` present (`c` of them).
     pub fn encode(&self) -> Vec<i64> {
         let mut p = vec![
             self.input.len() as i64,
@@ -61,39 +66,134 @@ impl ConvGeometry {
             p.extend_from_slice(v);
         }
         p.extend_from_slice(&self.input_planes);
-        p
+        params::seal(p)
     }
 
-    /// # Safety
-    /// `p` must point to an array written by `encode`.
-    pub unsafe fn decode(p: *const i64) -> ConvGeometry {
-        // SAFETY: the caller guarantees the layout of `encode`.
-        unsafe {
-            let nsp = *p as usize;
-            let hdr = std::slice::from_raw_parts(p, 6);
-            let rest = std::slice::from_raw_parts(p.add(6), 6 * nsp);
-            let part = |i: usize| rest[i * nsp..(i + 1) * nsp].to_vec();
-            let input_planes = if hdr[5] & 4 != 0 {
-                std::slice::from_raw_parts(p.add(6 + 6 * nsp), hdr[2] as usize).to_vec()
-            } else {
-                Vec::new()
-            };
-            ConvGeometry {
-                n: hdr[1],
-                c: hdr[2],
-                m: hdr[3],
-                group: hdr[4],
-                wide_simd: hdr[5] & 1 != 0,
-                no_winograd: hdr[5] & 2 != 0,
-                input: part(0),
-                kernel: part(1),
-                output: part(2),
-                strides: part(3),
-                dilations: part(4),
-                pads: part(5),
-                input_planes,
-            }
+    /// The geometry `encode` wrote into `blob`, validated (`validate`).
+    pub fn decode(blob: &[i64]) -> params::Result<ConvGeometry> {
+        let mut r = params::Reader::new(blob)?;
+        let nsp = params::in_range(
+            r.word()?,
+            1,
+            MAX_SPATIAL as i64,
+            "spatial rank out of range",
+        )? as usize;
+        let [n, c, m, group, flags] = r.array()?;
+        params::ensure(flags & !7 == 0, "unknown flag bits")?;
+        let mut part = || r.words(nsp).map(<[i64]>::to_vec);
+        let (input, kernel, output) = (part()?, part()?, part()?);
+        let (strides, dilations, pads) = (part()?, part()?, part()?);
+        let input_planes = if flags & 4 != 0 {
+            let c = params::in_range(c, 0, params::MAX_WORDS, "channels out of range")?;
+            r.words(c as usize)?.to_vec()
+        } else {
+            Vec::new()
+        };
+        r.finish()?;
+        let g = ConvGeometry {
+            n,
+            c,
+            m,
+            group,
+            input,
+            kernel,
+            output,
+            strides,
+            dilations,
+            pads,
+            wide_simd: flags & 1 != 0,
+            no_winograd: flags & 2 != 0,
+            input_planes,
+        };
+        g.validate()?;
+        Ok(g)
+    }
+
+    /// Checks what the kernels rely on: 1 to `MAX_SPATIAL` spatial dims, each consistent
+    /// (`params::conv_dim`); `n`, `c` and `m` not negative, the group at least 1 and
+    /// dividing `c` and `m`; tensors, weights and padded planes whose sizes fit in memory;
+    /// `input_planes` (depthwise only) one plane inside the image per channel.
+    pub fn validate(&self) -> params::Result<()> {
+        use params::{ensure, in_range, product};
+        let nsp = self.input.len();
+        ensure(
+            (1..=MAX_SPATIAL).contains(&nsp),
+            "spatial rank out of range",
+        )?;
+        ensure(
+            [
+                &self.kernel,
+                &self.output,
+                &self.strides,
+                &self.dilations,
+                &self.pads,
+            ]
+            .iter()
+            .all(|v| v.len() == nsp),
+            "spatial dims of different ranks",
+        )?;
+        for d in 0..nsp {
+            params::conv_dim(
+                self.input[d],
+                self.kernel[d],
+                self.output[d],
+                self.strides[d],
+                self.dilations[d],
+                self.pads[d],
+            )?;
         }
+        for v in [self.n, self.c, self.m] {
+            in_range(
+                v,
+                0,
+                params::MAX_EXTENT,
+                "a batch or channel count is out of range",
+            )?;
+        }
+        in_range(self.group, 1, params::MAX_EXTENT, "group out of range")?;
+        ensure(
+            self.c % self.group == 0 && self.m % self.group == 0,
+            "the group does not divide the channels",
+        )?;
+        let too_big = "a tensor is too large";
+        let isize = product(self.input.iter().copied(), too_big)?;
+        let osize = product(self.output.iter().copied(), too_big)?;
+        product([self.n, product([self.c, isize], too_big)?], too_big)?;
+        product([self.n, product([self.m, osize], too_big)?], too_big)?;
+        product(
+            [
+                self.m,
+                self.c / self.group,
+                product(self.kernel.iter().copied(), too_big)?,
+            ],
+            too_big,
+        )?;
+        // The padded planes the depthwise and indirect paths copy into scratch: every tap of
+        // every output inside.
+        product(
+            (0..nsp).map(|d| {
+                let reach = (self.output[d] - 1) * self.strides[d]
+                    + params::window_span(self.kernel[d], self.dilations[d]);
+                reach.max(self.input[d] + self.pads[d])
+            }),
+            too_big,
+        )?;
+        if !self.input_planes.is_empty() {
+            ensure(
+                self.is_depthwise(),
+                "input planes of a conv that is not depthwise",
+            )?;
+            ensure(
+                self.input_planes.len() == self.c as usize,
+                "not one input plane per channel",
+            )?;
+            let last = (self.c - 1) * isize;
+            ensure(
+                self.input_planes.iter().all(|&p| (0..=last).contains(&p)),
+                "an input plane lies outside the image",
+            )?;
+        }
+        Ok(())
     }
 
     /// Element offset of the input plane that output channel `ch` of image `b` reads

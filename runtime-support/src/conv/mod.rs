@@ -4,7 +4,10 @@
 //! time). Pointwise convolutions read the input as B directly; depthwise convolutions use a
 //! direct kernel. The geometry is shared with the compiler, which sizes the scratch.
 
+use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue};
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 
 mod depthwise;
 mod geometry;
@@ -13,7 +16,7 @@ mod indirect;
 mod pixel_major;
 pub mod transpose;
 
-pub use geometry::ConvGeometry;
+pub use geometry::{ConvGeometry, MAX_SPATIAL};
 pub use im2col::bench_im2col;
 
 /// The buffers and epilogue of one convolution call (`conv_f32`'s arguments past the
@@ -146,10 +149,11 @@ pub unsafe fn conv_f32(
 }
 
 /// C ABI entry point. `clamp` points to `[lo, hi]` or is null (no clamping); `bias` and
-/// `residual` (laid out like y) may be null.
+/// `residual` (laid out like y) may be null. Returns `ONNXC_ERR_PARAMS`, touching nothing,
+/// when `params` is not a valid `ConvGeometry::encode` blob.
 ///
 /// # Safety
-/// As `conv_f32`.
+/// `params` points to a sealed blob (`params::blob`); otherwise as `conv_f32`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe extern "C" fn onnxc_conv_f32(
@@ -162,10 +166,12 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     clamp: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    // SAFETY: forwarded contract.
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let g = decoded!(blob.and_then(ConvGeometry::decode));
+    // SAFETY: forwarded contract, the geometry validated.
     unsafe {
-        let g = ConvGeometry::decode(params);
         let (lo, hi) = crate::clamp_bounds(clamp);
         conv_f32(
             &g,
@@ -180,6 +186,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
             scratch,
         )
     }
+    ONNXC_OK
 }
 
 #[cfg(test)]

@@ -107,22 +107,26 @@ fn run(
 ) -> Vec<f32> {
     assert!(scratch.len() >= g.scratch_floats(packed));
     let mut y = vec![f32::NAN; len];
-    // SAFETY: x, the weights, bias, y (and residual) are sized from the geometry by the
-    // callers; scratch holds scratch_floats(packed) floats (checked).
-    unsafe {
-        conv_f32(
-            g,
+    // Through the C entry point, the geometry encoded and decoded.
+    let p = g.encode();
+    assert_eq!(ConvGeometry::decode(&p).as_ref(), Ok(g));
+    let clamp = [lo, hi];
+    // SAFETY: p is a sealed blob; x, the weights, bias, y (and residual) are sized from the
+    // geometry by the callers; scratch holds scratch_floats(packed) floats (checked).
+    let status = unsafe {
+        onnxc_conv_f32(
+            p.as_ptr(),
             x.as_ptr(),
             w.as_ptr(),
-            packed,
+            packed as i64,
             bias.as_ptr(),
             resid,
-            lo,
-            hi,
+            clamp.as_ptr(),
             y.as_mut_ptr(),
             scratch.as_mut_ptr(),
         )
     };
+    assert_eq!(status, crate::abi::ONNXC_OK);
     y
 }
 
@@ -398,8 +402,7 @@ fn depthwise_reads_permuted_planes() {
             input_planes: perm.iter().map(|&p| (p * isz) as i64).collect(),
             ..g.clone()
         };
-        // SAFETY: the pointer is to an array written by `encode`.
-        assert_eq!(unsafe { ConvGeometry::decode(gp.encode().as_ptr()) }, gp);
+        assert_eq!(ConvGeometry::decode(&gp.encode()), Ok(gp.clone()));
         let mut scratch = vec![0f32; gp.scratch_floats(true)];
         let (wp, null) = (gp.pack_weights(&w), std::ptr::null());
         let y = run(
@@ -417,4 +420,111 @@ fn depthwise_reads_permuted_planes() {
             assert!((a - b).abs() < 1e-3, "{gp:?} [{i}]: {a} vs {b}");
         }
     }
+}
+
+/// Corrupt blobs are refused by `decode` and by the entry point, which then writes nothing.
+#[test]
+fn refuses_corrupt_blobs() {
+    let g = geom(1, 4, 6, 2, &[5, 7], &[3, 3], &[2, 1], &[1, 2], &[1, 1]);
+    let good = g.encode();
+    assert_eq!(ConvGeometry::decode(&good), Ok(g.clone()));
+    // Word k of the body (after the length word) set to v. Body: nsp, n, c, m, group, flags,
+    // then input, kernel, output, strides, dilations, pads (2 words each).
+    let with = |k: usize, v: i64| {
+        let mut b = good.clone();
+        b[1 + k] = v;
+        b
+    };
+    let (input, kernel, output, strides, dilations, pads) = (6, 8, 10, 12, 14, 16);
+    // Depthwise with channel planes: the planes must lie inside the image.
+    let dw = ConvGeometry {
+        input_planes: vec![0, 35, 70, 105],
+        ..geom(1, 4, 4, 4, &[5, 7], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+    };
+    let dw_good = dw.encode();
+    assert_eq!(ConvGeometry::decode(&dw_good), Ok(dw.clone()));
+    let dw_with = |k: usize, v: i64| {
+        let mut b = dw_good.clone();
+        b[1 + k] = v;
+        b
+    };
+    let bad = [
+        crate::params::seal(good[1..good.len() - 1].iter().copied()),
+        crate::params::seal(good[1..].iter().copied().chain([0])),
+        with(0, 0),
+        with(0, 9),
+        with(0, -1),
+        with(0, 3),
+        with(1, -1),
+        with(2, -4),
+        with(4, 0),
+        with(4, 3),
+        with(5, 8),
+        with(5, 4),
+        with(input, 0),
+        with(input + 1, -7),
+        with(kernel, 0),
+        with(output, 1),
+        with(output + 1, 0),
+        with(strides, 0),
+        with(dilations + 1, 0),
+        with(pads, -1),
+        with(pads + 1, 1 << 40),
+        with(input, 1 << 30),
+        // Consistent dims whose planes do not fit in memory (4 channels of 2^62 floats).
+        {
+            let mut b = good.clone();
+            let max = crate::params::MAX_EXTENT;
+            for (at, v) in [
+                (input, max),
+                (kernel, 1),
+                (output, max),
+                (strides, 1),
+                (pads, 0),
+            ] {
+                b[1 + at] = v;
+                b[1 + at + 1] = v;
+            }
+            b
+        },
+        dw_with(6 + 12, 36 * 4),
+        dw_with(6 + 12 + 3, -1),
+        crate::params::seal(dw_good[1..dw_good.len() - 1].iter().copied()),
+        {
+            let mut b = good.clone();
+            b[1 + 5] = 4;
+            b.extend([0, 1, 2, 3]);
+            b[0] += 4;
+            b
+        },
+    ];
+    for (i, b) in bad.iter().enumerate() {
+        assert!(ConvGeometry::decode(b).is_err(), "case {i}: {b:?}");
+    }
+    assert!(
+        ConvGeometry::decode(&good[..good.len() - 1]).is_err(),
+        "truncated"
+    );
+    let x = [1f32; 4 * 35];
+    let w = [1f32; 6 * 2 * 9];
+    let mut y = [8f32; 6 * 64];
+    let mut scratch = vec![0f32; 1 << 16];
+    for (i, b) in bad.iter().enumerate() {
+        // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+        let status = unsafe {
+            onnxc_conv_f32(
+                b.as_ptr(),
+                x.as_ptr(),
+                w.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                std::ptr::null(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");
+    }
+    assert!(y.iter().all(|&v| v == 8.0), "the output was written");
 }

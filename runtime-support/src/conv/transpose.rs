@@ -12,7 +12,10 @@
 //! a test per tap in generated scalar code: a UNet's 128→64 2×2/2 up-convolution at 64×64
 //! took 2.75 s, a HiFi-GAN-style vocoder's 1-D upsamplers 3.8 s.
 
+use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue, pack};
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 
 /// Floats of the column buffer per chunk of input rows (1 MB).
 const CHUNK_FLOATS: usize = 256 * 1024;
@@ -79,7 +82,8 @@ impl ConvTransposeGeometry {
         })
     }
 
-    /// `[n, c, m, group, input×3, kernel×3, output×3, strides×3, dilations×3, pads×3]`.
+    /// The sealed blob (`params::seal`) `[len, n, c, m, group, input×3, kernel×3, output×3,
+    /// strides×3, dilations×3, pads×3]`.
     pub fn encode(&self) -> Vec<i64> {
         let mut p: Vec<i64> = [self.n, self.c, self.m, self.group]
             .iter()
@@ -95,28 +99,98 @@ impl ConvTransposeGeometry {
             p.extend(v.iter().map(|&d| d as i64));
         }
         p.extend_from_slice(&self.pads);
-        p
+        params::seal(p)
     }
 
-    /// # Safety
-    /// `p` points to an array written by `encode`.
-    pub unsafe fn decode(p: *const i64) -> ConvTransposeGeometry {
-        // SAFETY: the caller's contract.
-        let v = unsafe { std::slice::from_raw_parts(p, 4 + 6 * DIMS) };
-        let u = |i: usize| v[i] as usize;
-        let dims = |i: usize| -> [usize; DIMS] { std::array::from_fn(|d| u(4 + i * DIMS + d)) };
-        ConvTransposeGeometry {
-            n: u(0),
-            c: u(1),
-            m: u(2),
-            group: u(3),
-            input: dims(0),
-            kernel: dims(1),
-            output: dims(2),
-            strides: dims(3),
-            dilations: dims(4),
-            pads: std::array::from_fn(|d| v[4 + 5 * DIMS + d]),
-        }
+    /// The geometry `encode` wrote into `blob`, validated (`validate`).
+    pub fn decode(blob: &[i64]) -> params::Result<ConvTransposeGeometry> {
+        let mut r = params::Reader::new(blob)?;
+        let head: [i64; 4] = r.array()?;
+        let mut dims = || -> params::Result<[i64; DIMS]> { r.array() };
+        let (input, kernel, output) = (dims()?, dims()?, dims()?);
+        let (strides, dilations, pads) = (dims()?, dims()?, dims()?);
+        r.finish()?;
+        // Counts and extents not negative before they become usize (`validate` bounds them).
+        params::ensure(
+            head.iter()
+                .chain(&input)
+                .chain(&kernel)
+                .chain(&output)
+                .chain(&strides)
+                .chain(&dilations)
+                .all(|&v| (0..=params::MAX_EXTENT).contains(&v)),
+            "a count or extent is out of range",
+        )?;
+        let u = |a: [i64; DIMS]| a.map(|v| v as usize);
+        let g = ConvTransposeGeometry {
+            n: head[0] as usize,
+            c: head[1] as usize,
+            m: head[2] as usize,
+            group: head[3] as usize,
+            input: u(input),
+            kernel: u(kernel),
+            output: u(output),
+            strides: u(strides),
+            dilations: u(dilations),
+            pads,
+        };
+        g.validate()?;
+        Ok(g)
+    }
+
+    /// Checks what the kernel relies on: extents, kernel sizes, strides and dilations in
+    /// `1..=MAX_EXTENT`, pads (either sign: the output's offset into the full result) within
+    /// `MAX_EXTENT`, `n`, `c` and `m` within it and the group at least 1 and dividing `c`
+    /// and `m`, tensors and weights whose sizes fit in memory. Outputs are written where a
+    /// column lands inside the output (`col2im` clips), so any output extent is consistent.
+    pub fn validate(&self) -> params::Result<()> {
+        use params::{MAX_EXTENT, ensure, product};
+        let max = MAX_EXTENT as usize;
+        ensure(
+            self.input
+                .iter()
+                .chain(&self.kernel)
+                .chain(&self.output)
+                .chain(&self.strides)
+                .chain(&self.dilations)
+                .all(|&v| (1..=max).contains(&v)),
+            "a spatial extent, stride or dilation is out of range",
+        )?;
+        ensure(
+            self.pads.iter().all(|p| p.abs() <= MAX_EXTENT),
+            "a pad is out of range",
+        )?;
+        ensure(
+            self.n <= max && self.c <= max && self.m <= max,
+            "a batch or channel count is out of range",
+        )?;
+        ensure((1..=max).contains(&self.group), "group out of range")?;
+        ensure(
+            self.c.is_multiple_of(self.group) && self.m.is_multiple_of(self.group),
+            "the group does not divide the channels",
+        )?;
+        let too_big = "a tensor is too large";
+        let dims = |a: [usize; DIMS]| product(a.map(|v| v as i64), too_big);
+        let (isz, osz, ksz) = (dims(self.input)?, dims(self.output)?, dims(self.kernel)?);
+        product(
+            [self.n as i64, product([self.c as i64, isz], too_big)?],
+            too_big,
+        )?;
+        product(
+            [self.n as i64, product([self.m as i64, osz], too_big)?],
+            too_big,
+        )?;
+        // The weights and one chunk's columns (`mk` rows of whole input rows).
+        product([self.c as i64, (self.m / self.group) as i64, ksz], too_big)?;
+        product(
+            [
+                (self.m / self.group) as i64,
+                ksz,
+                self.input[DIMS - 1] as i64,
+            ],
+            too_big,
+        )?;
+        Ok(())
     }
 
     fn cg(&self) -> usize {
@@ -351,11 +425,11 @@ unsafe fn col2im(
 }
 
 /// C ABI entry point (`kernels::CONV_TRANSPOSE_F32`): `w_packed` 1 for weights packed at
-/// compile time, 0 for raw ones; `clamp` null or `[lo, hi]`.
+/// compile time, 0 for raw ones; `clamp` null or `[lo, hi]`. Returns `ONNXC_ERR_PARAMS`,
+/// touching nothing, when `params` is not a valid `ConvTransposeGeometry::encode` blob.
 ///
 /// # Safety
-/// `params` was written by `ConvTransposeGeometry::encode`; otherwise as
-/// `conv_transpose_f32`.
+/// `params` points to a sealed blob (`params::blob`); otherwise as `conv_transpose_f32`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     params: *const i64,
@@ -366,13 +440,16 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     clamp: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    // SAFETY: forwarded.
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let g = decoded!(blob.and_then(ConvTransposeGeometry::decode));
+    // SAFETY: forwarded, the geometry validated.
     unsafe {
-        let g = ConvTransposeGeometry::decode(params);
         let (lo, hi) = crate::clamp_bounds(clamp);
         conv_transpose_f32(&g, x, w, w_packed != 0, bias, lo, hi, y, scratch);
     }
+    ONNXC_OK
 }
 
 #[cfg(test)]
@@ -481,32 +558,29 @@ mod tests {
             let bias = rand(g.m, 3);
             let want = reference(g, &x, &w, &bias);
             let wp = g.pack_weights(&w);
-            assert_eq!(
-                // SAFETY: the pointer is to an array written by `encode`.
-                unsafe { ConvTransposeGeometry::decode(g.encode().as_ptr()) },
-                *g
-            );
+            assert_eq!(ConvTransposeGeometry::decode(&g.encode()), Ok(g.clone()));
             // Packed and raw weights, then a fused clamp.
             let no_clamp = (f32::NEG_INFINITY, f32::INFINITY);
             for (packed, (lo, hi)) in [(true, no_clamp), (false, no_clamp), (true, (0.0, 0.5))] {
                 let mut scratch = vec![0f32; g.scratch_floats(packed) + 64];
                 let mut y = vec![f32::NAN; want.len()];
                 let wsrc = if packed { &wp } else { &w };
-                // SAFETY: x, w, bias and y are sized from the geometry and scratch holds
-                // scratch_floats(packed) + 64 floats.
-                unsafe {
-                    conv_transpose_f32(
-                        g,
+                let (p, clamp) = (g.encode(), [lo, hi]);
+                // SAFETY: p is a sealed blob; x, w, bias and y are sized from the geometry and
+                // scratch holds scratch_floats(packed) + 64 floats.
+                let status = unsafe {
+                    onnxc_conv_transpose_f32(
+                        p.as_ptr(),
                         x.as_ptr(),
                         wsrc.as_ptr(),
-                        packed,
+                        packed as i64,
                         bias.as_ptr(),
-                        lo,
-                        hi,
+                        clamp.as_ptr(),
                         y.as_mut_ptr(),
                         scratch.as_mut_ptr(),
                     )
                 };
+                assert_eq!(status, ONNXC_OK);
                 for (i, (a, b)) in y.iter().zip(&want).enumerate() {
                     let b = b.clamp(lo, hi);
                     assert!(
@@ -516,5 +590,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Corrupt blobs are refused by `decode` and by the entry point, which then writes
+    /// nothing.
+    #[test]
+    fn refuses_corrupt_blobs() {
+        let g = geom(
+            1,
+            4,
+            6,
+            2,
+            &[3, 4],
+            &[3, 3],
+            &[2, 2],
+            &[1, 1],
+            &[1, 1],
+            &[1, 1],
+            None,
+        );
+        let good = g.encode();
+        assert_eq!(ConvTransposeGeometry::decode(&good), Ok(g.clone()));
+        // Word k of the body (after the length word) set to v.
+        let with = |k: usize, v: i64| {
+            let mut b = good.clone();
+            b[1 + k] = v;
+            b
+        };
+        let input = 4;
+        let bad = [
+            good[..good.len() - 1].to_vec(),
+            params::seal(good[1..good.len() - 1].iter().copied()),
+            with(0, -1),
+            with(3, 0),
+            with(3, 4),
+            with(input + 2, 0),
+            with(input + 2, -4),
+            with(input + 3 + 2, 0),
+            with(input + 9 + 2, 0),
+            with(input + 12 + 2, 0),
+            with(input + 15 + 2, i64::MAX),
+            {
+                let mut b = with(input, 1 << 30);
+                b[1 + input + 1] = 1 << 30;
+                b
+            },
+            with(1, 3),
+        ];
+        for (i, b) in bad.iter().enumerate() {
+            assert!(ConvTransposeGeometry::decode(b).is_err(), "case {i}");
+        }
+        let x = [1f32; 4 * 12];
+        let w = [1f32; 4 * 3 * 9];
+        let mut y = [7f32; 6 * 64];
+        let mut scratch = vec![0f32; 1 << 16];
+        for b in &bad[1..] {
+            // SAFETY: b is a sealed blob; the buffers are never touched (the blob is refused).
+            let status = unsafe {
+                onnxc_conv_transpose_f32(
+                    b.as_ptr(),
+                    x.as_ptr(),
+                    w.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS);
+        }
+        assert!(y.iter().all(|&v| v == 7.0), "the output was written");
     }
 }

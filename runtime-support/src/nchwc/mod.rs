@@ -21,6 +21,9 @@ mod depthwise;
 pub mod pool;
 pub mod reorder;
 
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 use crate::simd::Dispatch8;
 use depthwise::depthwise;
 pub use reorder::{
@@ -132,7 +135,8 @@ impl BlockedConv {
     fn reads_in_place(&self) -> bool {
         self.pads == [0, 0] && self.padded_plane() == self.input
     }
-    /// `[n, c, m, group, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw]`.
+    /// The sealed blob (`params::seal`) `[len, n, c, m, group, ih, iw, oh, ow, kh, kw, sh,
+    /// sw, dh, dw, ph, pw, plain_input]`.
     pub fn encode(&self) -> Vec<i64> {
         let mut v: Vec<i64> = vec![self.n, self.c, self.m, self.group]
             .into_iter()
@@ -149,17 +153,22 @@ impl BlockedConv {
             v.extend(a.iter().map(|&x| x as i64));
         }
         v.push(self.plain_input as i64);
-        v
+        params::seal(v)
     }
 
-    /// # Safety
-    /// `p` points to an array written by `encode`.
-    pub unsafe fn decode(p: *const i64) -> BlockedConv {
-        // SAFETY: caller contract.
-        let v = unsafe { std::slice::from_raw_parts(p, 17) };
+    /// The geometry `encode` wrote into `blob`, validated (`validate`).
+    pub fn decode(blob: &[i64]) -> params::Result<BlockedConv> {
+        let mut r = params::Reader::new(blob)?;
+        let v: [i64; 16] = r.array()?;
+        let plain_input = params::flag(r.word()?, "plain_input is not 0 or 1")?;
+        r.finish()?;
+        params::ensure(
+            v.iter().all(|&x| (0..=params::MAX_EXTENT).contains(&x)),
+            "a count or extent is out of range",
+        )?;
         let u = |i: usize| v[i] as usize;
         let pair = |i: usize| [u(i), u(i + 1)];
-        BlockedConv {
+        let g = BlockedConv {
             n: u(0),
             c: u(1),
             m: u(2),
@@ -170,8 +179,54 @@ impl BlockedConv {
             strides: pair(10),
             dilations: pair(12),
             pads: pair(14),
-            plain_input: v[16] != 0,
+            plain_input,
+        };
+        g.validate()?;
+        Ok(g)
+    }
+
+    /// Checks what the kernels rely on: a `supported` geometry whose dims are consistent
+    /// (`params::conv_dim`: the padding at the end follows from the output), counts within
+    /// `MAX_EXTENT`, tensors, packed weights and the padded input planes of sizes that fit
+    /// in memory.
+    pub fn validate(&self) -> params::Result<()> {
+        use params::{ensure, product};
+        let max = params::MAX_EXTENT as usize;
+        ensure(
+            [self.n, self.c, self.m, self.group]
+                .iter()
+                .all(|&v| v <= max),
+            "a batch or channel count is out of range",
+        )?;
+        for d in 0..2 {
+            let i = |a: [usize; 2]| a[d] as i64;
+            params::conv_dim(
+                i(self.input),
+                i(self.kernel),
+                i(self.output),
+                i(self.strides),
+                i(self.dilations),
+                i(self.pads),
+            )?;
         }
+        ensure(
+            self.supported(),
+            "a geometry the blocked kernels do not take",
+        )?;
+        let too_big = "a tensor is too large";
+        let [ih, iw] = self.input.map(|v| v as i64);
+        let [oh, ow] = self.output.map(|v| v as i64);
+        let [ph, pw] = self.padded_plane().map(|v| v as i64);
+        let (n, c, m) = (self.n as i64, self.c as i64, self.m as i64);
+        let blocks = self.c.next_multiple_of(CB) as i64;
+        product([n, product([blocks, ih, iw], too_big)?], too_big)?;
+        product([n, product([m, oh, ow], too_big)?], too_big)?;
+        product([c, ph, pw], too_big)?;
+        product(
+            [m, c, self.kernel[0] as i64, self.kernel[1] as i64, 2],
+            too_big,
+        )?;
+        Ok(())
     }
 
     /// Floats of packed weights.
@@ -609,10 +664,11 @@ pub(crate) fn valid_taps(start: i64, k: usize, dil: usize, n: usize) -> (usize, 
 }
 
 /// C ABI entry point. `clamp` points to `[lo, hi]` or is null; `bias` and `residual`
-/// (blocked like y) may be null.
+/// (blocked like y) may be null. Returns `ONNXC_ERR_PARAMS`, touching nothing, when `params`
+/// is not a valid `BlockedConv::encode` blob.
 ///
 /// # Safety
-/// As `conv`; `params` from `BlockedConv::encode`.
+/// `params` points to a sealed blob (`params::blob`); otherwise as `conv`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
@@ -624,10 +680,12 @@ pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
     clamp: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    // SAFETY: forwarded contract.
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let g = decoded!(blob.and_then(BlockedConv::decode));
+    // SAFETY: forwarded contract, the geometry validated.
     unsafe {
-        let g = BlockedConv::decode(params);
         let (lo, hi) = crate::clamp_bounds(clamp);
         conv(
             &g,
@@ -643,6 +701,7 @@ pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
             scratch,
         )
     }
+    ONNXC_OK
 }
 
 #[cfg(test)]

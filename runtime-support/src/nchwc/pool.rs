@@ -5,6 +5,9 @@
 //! tap ranges fixed.
 
 use super::CB;
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 use crate::pool::PoolGeometry;
 
 /// Valid tap range `[k0, k1)` of output `o` along dim `d`, and the taps counted by the
@@ -120,14 +123,32 @@ unsafe fn portable_plane(g: &PoolGeometry, rows: &Axis, cols: &Axis, xp: *const 
     }
 }
 
-/// C ABI entry point (`planes` in the geometry counts blocks).
+/// C ABI entry point (`planes` in the geometry counts blocks). Returns `ONNXC_ERR_PARAMS`,
+/// touching nothing, when `params` is not a valid `PoolGeometry::encode` blob.
 ///
 /// # Safety
-/// As `pool`; `params` from `PoolGeometry::encode`.
+/// `params` points to a sealed blob (`params::blob`); otherwise as `pool`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_pool_nchwc_f32(params: *const i64, x: *const f32, y: *mut f32) {
-    // SAFETY: forwarded contract.
-    unsafe { pool(&PoolGeometry::decode(params), x, y) }
+pub unsafe extern "C" fn onnxc_pool_nchwc_f32(
+    params: *const i64,
+    x: *const f32,
+    y: *mut f32,
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let g = decoded!(blob.and_then(PoolGeometry::decode));
+    // The blocked planes: 8 floats per position.
+    decoded!(params::product(
+        [g.planes, g.input[0], g.input[1], CB as i64],
+        "too large"
+    ));
+    decoded!(params::product(
+        [g.planes, g.output[0], g.output[1], CB as i64],
+        "too large"
+    ));
+    // SAFETY: forwarded contract, the geometry validated.
+    unsafe { pool(&g, x, y) };
+    ONNXC_OK
 }
 
 #[cfg(target_arch = "x86_64")]

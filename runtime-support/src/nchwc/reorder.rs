@@ -2,6 +2,9 @@
 //! `c` in the last block are zero in the blocked form and dropped on the way back.
 
 use super::CB;
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 
 /// NCHW → blocked, for `n` images of `c` channels × `hw` positions.
 ///
@@ -80,10 +83,35 @@ pub unsafe fn from_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut
     }
 }
 
-/// C ABI: `to_blocked_gather`; `planes` is null or `c` plane offsets.
+/// The sealed blob (`params::seal`) of `onnxc_nchw_to_nchwc`'s plane offsets, one per
+/// channel: `[len, planes…]`.
+pub fn encode_planes(planes: &[i64]) -> Vec<i64> {
+    params::seal(planes.iter().copied())
+}
+
+/// The plane offsets `encode_planes` wrote into `blob`, checked for images of `c` channels
+/// of `hw` positions: one per channel, each plane inside the image (`0 ≤ p ≤ (c − 1)·hw`).
+pub fn decode_planes(blob: &[i64], c: usize, hw: usize) -> params::Result<&[i64]> {
+    let mut r = params::Reader::new(blob)?;
+    let planes = r.words(r.remaining())?;
+    params::ensure(planes.len() == c, "not one input plane per channel")?;
+    let last = (c.saturating_sub(1) as i64)
+        .checked_mul(hw as i64)
+        .ok_or(params::ParamError("a tensor is too large"))?;
+    params::ensure(
+        planes.iter().all(|&p| (0..=last).contains(&p)),
+        "an input plane lies outside the image",
+    )?;
+    Ok(planes)
+}
+
+/// C ABI: `to_blocked_gather`; `planes` is null or `encode_planes`' blob of `c` plane
+/// offsets. Returns `ONNXC_ERR_PARAMS`, touching nothing, when a count is negative or too
+/// large or the planes are not valid (`decode_planes`: the walk is O(c), the copy O(c·hw)).
 ///
 /// # Safety
-/// As `to_blocked_gather`.
+/// `planes` is null or points to a sealed blob (`params::blob`); otherwise as
+/// `to_blocked_gather`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     x: *const f32,
@@ -92,12 +120,24 @@ pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     hw: i64,
     y: *mut f32,
     planes: *const i64,
-) {
-    let c = c as usize;
-    // SAFETY: planes is null or holds c offsets.
-    let planes = (!planes.is_null()).then(|| unsafe { std::slice::from_raw_parts(planes, c) });
-    // SAFETY: forwarded contract.
-    unsafe { to_blocked_gather(x, n as usize, c, hw as usize, y, planes) }
+) -> Status {
+    let too_big = "a tensor is too large";
+    decoded!(params::product([n, c, hw], too_big));
+    decoded!(params::product(
+        [n, c.saturating_add(CB as i64 - 1), hw],
+        too_big
+    ));
+    let (n, c, hw) = (n as usize, c as usize, hw as usize);
+    let planes = if planes.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract (a sealed blob).
+        let blob = unsafe { params::blob(planes) };
+        Some(decoded!(blob.and_then(|b| decode_planes(b, c, hw))))
+    };
+    // SAFETY: forwarded contract, the planes checked.
+    unsafe { to_blocked_gather(x, n, c, hw, y, planes) };
+    ONNXC_OK
 }
 
 /// C ABI: `from_blocked`.

@@ -104,26 +104,26 @@ fn check(g: &BlockedConv) {
     assert_eq!(wp.len(), g.packed_weights_len());
     let mut scratch = vec![f32::NAN; g.scratch_floats()];
     // SAFETY: every buffer is sized from the geometry (blocked ones rounded up to CB channels);
-    // scratch holds scratch_floats().
+    // scratch holds scratch_floats(); p is a sealed blob.
     unsafe {
         if !g.plain_input {
             to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
         }
         to_blocked(res.as_ptr(), g.n, g.m, oh * ow, rb.as_mut_ptr());
-        let ep = Epilogue {
-            bias: bias.as_ptr(),
-            residual: rb.as_ptr(),
-            lo: -0.5,
-            hi: 3.0,
-        };
-        conv(
-            g,
+        // Through the C entry point, the geometry encoded and decoded.
+        let p = g.encode();
+        assert_eq!(BlockedConv::decode(&p).as_ref(), Ok(g));
+        let status = onnxc_conv_nchwc_f32(
+            p.as_ptr(),
             xb.as_ptr(),
             wp.as_ptr(),
-            &ep,
+            bias.as_ptr(),
+            rb.as_ptr(),
+            [-0.5f32, 3.0].as_ptr(),
             yb.as_mut_ptr(),
             scratch.as_mut_ptr(),
         );
+        assert_eq!(status, crate::abi::ONNXC_OK);
     }
     let compare = |isa: &str, yb: &[f32]| {
         let mut y = vec![0f32; yb.len()];
@@ -260,9 +260,119 @@ fn matches_direct_convolution() {
 #[test]
 fn encode_round_trips() {
     let g = geom([2, 16, 32, 2], [8, 9], [3, 1], 2, 1, 1);
-    let p = g.encode();
-    // SAFETY: p is an array written by `encode`.
-    assert_eq!(unsafe { BlockedConv::decode(p.as_ptr()) }, g);
+    assert_eq!(BlockedConv::decode(&g.encode()), Ok(g));
+}
+
+/// Corrupt blobs are refused by `decode` and by the entry points, which then write nothing.
+#[test]
+fn refuses_corrupt_blobs() {
+    let g = geom([1, 16, 16, 1], [9, 9], [3, 3], 2, 1, 1);
+    let good = g.encode();
+    // Body: n, c, m, group, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw, plain_input.
+    let with = |k: usize, v: i64| {
+        let mut b = good.clone();
+        b[1 + k] = v;
+        b
+    };
+    let max = crate::params::MAX_EXTENT;
+    let bad = [
+        crate::params::seal(good[1..good.len() - 1].iter().copied()),
+        crate::params::seal(good[1..].iter().copied().chain([0])),
+        with(0, -1),
+        with(1, 12),
+        with(3, 0),
+        with(3, 3),
+        with(4, 0),
+        with(6, 3),
+        with(7, 0),
+        with(8, 0),
+        with(10, 0),
+        with(12, 0),
+        with(14, -1),
+        with(16, 2),
+        with(0, max + 1),
+        {
+            let mut b = good.clone();
+            for (at, v) in [(4, max), (6, max), (8, 1), (10, 1), (14, 0)] {
+                b[1 + at] = v;
+                b[1 + at + 1] = v;
+            }
+            b
+        },
+    ];
+    let x = [1f32; 16 * 81];
+    let w = [1f32; 16 * 16 * 9];
+    let mut y = [6f32; 16 * 64];
+    let mut scratch = vec![0f32; 1 << 16];
+    for (i, b) in bad.iter().enumerate() {
+        assert!(BlockedConv::decode(b).is_err(), "case {i}");
+        // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+        let status = unsafe {
+            onnxc_conv_nchwc_f32(
+                b.as_ptr(),
+                x.as_ptr(),
+                w.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                std::ptr::null(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");
+    }
+    // The blocked pool refuses what the plain one does (`pool::tests`), and blocked planes
+    // too large for memory.
+    let pg = crate::pool::tests::geometry(&crate::pool::tests::CASES[0], 2);
+    // 4 blocks of 2^60 positions: 2^62 floats as plain planes, 2^65 blocked.
+    let too_many = PoolGeometry {
+        kind: 0,
+        count_include_pad: false,
+        p: 0,
+        planes: 4,
+        input: [1 << 30, 1 << 30],
+        output: [1 << 30, 1 << 30],
+        kernel: [1, 1],
+        strides: [1, 1],
+        dilations: [1, 1],
+        pads_begin: [0, 0],
+        pads_end: [0, 0],
+    };
+    assert_eq!(too_many.validate(), Ok(()));
+    for b in [
+        crate::params::seal(pg.encode()[1..].iter().copied().chain([0])),
+        {
+            let mut b = pg.encode();
+            b[1] = 5;
+            b
+        },
+        too_many.encode(),
+    ] {
+        // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+        let status = unsafe { pool::onnxc_pool_nchwc_f32(b.as_ptr(), x.as_ptr(), y.as_mut_ptr()) };
+        assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS);
+    }
+    // The reorder's planes: one per channel, each inside the image; counts not negative.
+    let planes = [0i64, 9, 18];
+    assert_eq!(
+        reorder::decode_planes(&reorder::encode_planes(&planes), 3, 9),
+        Ok(&planes[..])
+    );
+    for (p, n, c, hw) in [
+        (&[0i64, 9][..], 1, 3, 9),
+        (&[0, 9, 19], 1, 3, 9),
+        (&[0, -1, 18], 1, 3, 9),
+        (&planes, -1, 3, 9),
+        (&planes, 1, 3, -9),
+        (&planes, 1 << 40, 3, 1 << 30),
+    ] {
+        let b = reorder::encode_planes(p);
+        // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
+        let status =
+            unsafe { onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, y.as_mut_ptr(), b.as_ptr()) };
+        assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "{p:?} {n} {c} {hw}");
+    }
+    assert!(y.iter().all(|&v| v == 6.0), "the output was written");
 }
 
 #[test]
@@ -303,11 +413,20 @@ fn gathering_reorder_permutes_channels() {
         }
         let len = n * c.div_ceil(CB) * CB * hw;
         let (mut got, mut want) = (vec![f32::NAN; len], vec![f32::NAN; len]);
-        // SAFETY: x and permuted hold n·c·hw floats, got and want len = n·⌈c/CB⌉·CB·hw; planes has
-        // c entries < c.
+        let blob = reorder::encode_planes(&planes);
+        // SAFETY: x and permuted hold n·c·hw floats, got and want len = n·⌈c/CB⌉·CB·hw; blob is
+        // the sealed blob of c planes inside the image.
         unsafe {
-            to_blocked_gather(x.as_ptr(), n, c, hw, got.as_mut_ptr(), Some(&planes));
-            to_blocked(permuted.as_ptr(), n, c, hw, want.as_mut_ptr());
+            let (n, c, hw) = (n as i64, c as i64, hw as i64);
+            let status = onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, got.as_mut_ptr(), blob.as_ptr());
+            assert_eq!(status, crate::abi::ONNXC_OK);
+            to_blocked(
+                permuted.as_ptr(),
+                n as usize,
+                c as usize,
+                hw as usize,
+                want.as_mut_ptr(),
+            );
         }
         assert_eq!(got, want, "n={n} c={c} hw={hw}");
     }
@@ -381,10 +500,13 @@ fn pooling_matches_the_plain_kernel() {
         let mut xb = vec![0f32; x.len()];
         let mut yb = vec![f32::NAN; want.len()];
         let mut y = vec![0f32; want.len()];
-        // SAFETY: x, xb, yb, y and want are sized from the geometries (c a multiple of CB here).
+        // SAFETY: x, xb, yb, y and want are sized from the geometries (c a multiple of CB here);
+        // p is a sealed blob.
         unsafe {
             to_blocked(x.as_ptr(), n, c, ihw, xb.as_mut_ptr());
-            pool::pool(&blocked, xb.as_ptr(), yb.as_mut_ptr());
+            let p = blocked.encode();
+            let status = pool::onnxc_pool_nchwc_f32(p.as_ptr(), xb.as_ptr(), yb.as_mut_ptr());
+            assert_eq!(status, crate::abi::ONNXC_OK);
             from_blocked(yb.as_ptr(), n, c, ohw, y.as_mut_ptr());
         }
         // Max: a window with a NaN tap is NaN, in both kernels; checked here independently.

@@ -315,10 +315,28 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     vals.push(v);
                 }
                 let tys = vec![PTR; vals.len()];
-                let f = self.imports.func(&mut self.b, kernel.symbol, &tys, &[]);
-                self.b.ins().call(f, &vals);
+                // A kernel that decodes a parameter blob returns a status (nonzero: it refused
+                // the blob and touched nothing). The rest of the step still runs, on whatever
+                // the output holds; NAME_run then stops and returns the first error (the
+                // outputs' contents are unspecified after an error).
+                let rets: &[Type] = if kernel.status { &[types::I32] } else { &[] };
+                let f = self.imports.func(&mut self.b, kernel.symbol, &tys, rets);
+                let call = self.b.ins().call(f, &vals);
+                if kernel.status {
+                    let status = self.b.inst_results(call)[0];
+                    self.merge_status(status);
+                }
             }
         }
+    }
+
+    /// Records a kernel's `status` (0: success) as the error code unless one was recorded
+    /// before (first error wins): `err = err == 0 ? status : err`, no branch.
+    fn merge_status(&mut self, status: Value) {
+        let prev = self.b.use_var(self.err);
+        let clean = self.b.ins().icmp_imm_s(IntCC::Equal, prev, 0);
+        let next = self.b.ins().select(clean, status, prev);
+        self.b.def_var(self.err, next);
     }
 
     /// Records error `code` unless `ok` (first error wins); no branch in the hot path.

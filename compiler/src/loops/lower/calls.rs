@@ -90,6 +90,46 @@ pub(super) fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64
     }
 }
 
+/// Checks every call in a lowered step against the runtime's decoders: a kernel that
+/// decodes a parameter blob must accept the blob compiled for it (it would return
+/// `ONNXC_ERR_PARAMS` at run time), and the scratch its decoded geometry needs
+/// (`kernels::planned_scratch`) must be what the step planned (`planned` bytes; none when
+/// the call passes no scratch). An error is a compiler bug.
+pub(super) fn check_calls(body: &[Stmt], planned: u64) -> std::result::Result<(), String> {
+    for st in body {
+        match st {
+            Stmt::For { body, .. } => check_calls(body, planned)?,
+            Stmt::Call { kernel, args } if kernel.status => {
+                let mut blob = None;
+                let mut ints = Vec::new();
+                let mut scratch = false;
+                for a in args {
+                    match a {
+                        Arg::Params(p) => blob = Some(&p[..]),
+                        Arg::Blob(b) => blob = Some(&b[..]),
+                        // Integers computed at run time do not size anything the check needs.
+                        Arg::Int(e) => ints.push(e.as_const().map_or(i64::MIN, Scalar::as_i64)),
+                        Arg::Scratch { .. } => scratch = true,
+                        _ => {}
+                    }
+                }
+                let need = kernels::planned_scratch(kernel, blob, &ints)
+                    .map_err(|e| format!("{} refuses its parameters: {e}", kernel.symbol))?
+                    .unwrap_or(0);
+                let have = if scratch { planned } else { 0 };
+                if need != have {
+                    return Err(format!(
+                        "{} needs {need} bytes of scratch for its parameters, the step has {have}",
+                        kernel.symbol
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn geometry(
     s: &Schedule,
     st: &Step,

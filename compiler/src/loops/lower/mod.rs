@@ -12,7 +12,7 @@ use crate::ir::interp::strides_of;
 use crate::ir::tensor::Scalar;
 use crate::kernels::{LowerCx, Operand};
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
-use calls::{KernelStep, scratch_bytes};
+use calls::{KernelStep, check_calls, scratch_bytes};
 use onnxc_runtime::conv::ConvGeometry;
 use onnxc_runtime::kernels;
 use onnxc_runtime::nchwc::BlockedConv;
@@ -92,7 +92,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     let mut scratch = scratch_req
         .iter()
         .zip(&scratch_offsets)
-        .map(|((i, _), o)| (*i, *o));
+        .map(|(&(i, bytes), &o)| (i, bytes, o));
     let mut next_scratch = scratch.next();
     for (i, st) in s.steps.iter().enumerate() {
         let cx = StepCx {
@@ -104,12 +104,12 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             packed_b: &packed_b,
             first_extra,
         };
-        let scratch_off = match next_scratch {
-            Some((si, off)) if si == i => {
+        let (scratch_off, planned) = match next_scratch {
+            Some((si, bytes, off)) if si == i => {
                 next_scratch = scratch.next();
-                Some(off)
+                (Some(off), bytes)
             }
-            _ => None,
+            _ => (None, 0),
         };
         let body = cx.lower(scratch_off)?;
         let origin: Vec<String> = st
@@ -117,6 +117,8 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             .iter()
             .map(|o| format!("'{}' ({})", o.name, o.op_type))
             .collect();
+        check_calls(&body, planned)
+            .map_err(|e| Error::Internal(format!("step {i} ({}): {e}", origin.join(", "))))?;
         funcs.push(Func {
             name: format!("step{i}"),
             origin: origin.join(", "),
@@ -606,7 +608,7 @@ impl StepCx<'_> {
                 ];
                 if *to_blocked {
                     args.push(match planes {
-                        Some(p) => Arg::Params(p.clone()),
+                        Some(p) => Arg::Params(onnxc_runtime::nchwc::reorder::encode_planes(p)),
                         None => Arg::Null,
                     });
                 }

@@ -899,7 +899,7 @@ mod tests {
                             let (x32, x64, mut y) = ([xv as f32], [xv], [0f64]);
                             // SAFETY: the forest was encoded for this input type, with
                             // float64 values; one row in, one value out, its scratch.
-                            unsafe {
+                            let status = unsafe {
                                 onnxc_runtime::tree::onnxc_tree_ensemble(
                                     enc.as_ptr(),
                                     if f64_input {
@@ -912,6 +912,7 @@ mod tests {
                                     scratch.as_mut_ptr() as *mut u8,
                                 )
                             };
+                            assert_eq!(status, onnxc_runtime::abi::ONNXC_OK);
                             assert_eq!(
                                 y[0] == 1.0,
                                 want,

@@ -6,7 +6,13 @@
 //! from paying loop overhead per row. All scratch comes from the caller (the model's
 //! workspace).
 
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::params::{self, decoded};
 use crate::simd::{self, Simd, Walk};
+
+/// Largest exponent of an Lp pool (`powi` takes an i32; ONNX models use 1 to 3).
+pub const MAX_LP: i64 = 1 << 16;
 
 /// Pool geometry and kind, shared with the compiler.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +33,8 @@ pub struct PoolGeometry {
 }
 
 impl PoolGeometry {
+    /// The sealed blob (`params::seal`) `[len, kind, count_include_pad, p, planes, input×2,
+    /// output×2, kernel×2, strides×2, dilations×2, pads_begin×2, pads_end×2]`.
     pub fn encode(&self) -> Vec<i64> {
         let mut v = vec![
             self.kind,
@@ -45,28 +53,74 @@ impl PoolGeometry {
         ] {
             v.extend_from_slice(&a);
         }
-        v
+        params::seal(v)
     }
 
-    /// # Safety
-    /// `p` points to an array written by `encode`.
-    pub unsafe fn decode(p: *const i64) -> PoolGeometry {
-        // SAFETY: caller contract.
-        let v = unsafe { std::slice::from_raw_parts(p, 18) };
-        let pair = |i: usize| [v[i], v[i + 1]];
-        PoolGeometry {
-            kind: v[0],
-            count_include_pad: v[1] != 0,
-            p: v[2],
-            planes: v[3],
-            input: pair(4),
-            output: pair(6),
-            kernel: pair(8),
-            strides: pair(10),
-            dilations: pair(12),
-            pads_begin: pair(14),
-            pads_end: pair(16),
+    /// The geometry `encode` wrote into `blob`, validated (`validate`).
+    pub fn decode(blob: &[i64]) -> params::Result<PoolGeometry> {
+        let mut r = params::Reader::new(blob)?;
+        let [kind, count_include_pad, p, planes] = r.array()?;
+        let mut pair = || r.array::<2>();
+        let (input, output, kernel) = (pair()?, pair()?, pair()?);
+        let (strides, dilations, pads_begin, pads_end) = (pair()?, pair()?, pair()?, pair()?);
+        r.finish()?;
+        let g = PoolGeometry {
+            kind,
+            count_include_pad: params::flag(count_include_pad, "count_include_pad is not 0 or 1")?,
+            p,
+            planes,
+            input,
+            output,
+            kernel,
+            strides,
+            dilations,
+            pads_begin,
+            pads_end,
+        };
+        g.validate()?;
+        Ok(g)
+    }
+
+    /// Checks what the kernels rely on: a known kind (0 max, 1 average, 2 Lp with `p` in
+    /// `1..=MAX_LP`; `p` 0 for the others), each spatial dim consistent (`params::pool_dim`),
+    /// planes not negative, the input and output planes and the padded plane of every tap
+    /// sizes that fit in memory.
+    pub fn validate(&self) -> params::Result<()> {
+        use params::{ensure, in_range, product};
+        in_range(self.kind, 0, 2, "unknown pool kind")?;
+        if self.kind == 2 {
+            in_range(self.p, 1, MAX_LP, "Lp pool exponent out of range")?;
+        } else {
+            ensure(self.p == 0, "an exponent for a pool that is not Lp")?;
         }
+        for d in 0..2 {
+            params::pool_dim(
+                self.input[d],
+                self.kernel[d],
+                self.output[d],
+                self.strides[d],
+                self.dilations[d],
+                [self.pads_begin[d], self.pads_end[d]],
+            )?;
+        }
+        in_range(
+            self.planes,
+            0,
+            params::MAX_WORDS,
+            "plane count out of range",
+        )?;
+        let too_big = "a tensor is too large";
+        product([self.planes, self.input[0], self.input[1]], too_big)?;
+        product([self.planes, self.output[0], self.output[1]], too_big)?;
+        let reach = |d: usize| {
+            ((self.output[d] - 1) * self.strides[d]
+                + params::window_span(self.kernel[d], self.dilations[d]))
+            .max(self.pads_begin[d] + self.input[d])
+            .max(1)
+        };
+        // The padded plane and its reductions (`scratch_floats`), with room to spare.
+        product([reach(0) + 16, reach(1) + 32, 4], too_big)?;
+        Ok(())
     }
 }
 
@@ -724,246 +778,25 @@ fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32
     }
 }
 
-/// C ABI entry point.
+/// C ABI entry point. Returns `ONNXC_ERR_PARAMS`, touching nothing, when `params` is not a
+/// valid `PoolGeometry::encode` blob.
 ///
 /// # Safety
-/// As `pool2d_f32`; `params` from `PoolGeometry::encode`.
+/// `params` points to a sealed blob (`params::blob`); otherwise as `pool2d_f32`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_pool2d_f32(
     params: *const i64,
     x: *const f32,
     y: *mut f32,
     scratch: *mut f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        let g = PoolGeometry::decode(params);
-        pool2d_f32(&g, x, y, scratch)
-    }
+) -> Status {
+    // SAFETY: the caller's contract (a sealed blob).
+    let blob = unsafe { params::blob(params) };
+    let g = decoded!(blob.and_then(PoolGeometry::decode));
+    // SAFETY: forwarded contract, the geometry validated.
+    unsafe { pool2d_f32(&g, x, y, scratch) };
+    ONNXC_OK
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A pooling case: kind, count_include_pad, p, input, kernel, strides, dilations, pads
-    /// begin, pads end.
-    pub(crate) type Case = (
-        i64,
-        bool,
-        i64,
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-        [i64; 2],
-    );
-
-    /// The cases of this test and the blocked (NCHWc) pool's, which runs them against this
-    /// kernel.
-    #[rustfmt::skip]
-    pub(crate) const CASES: &[Case] = &[
-    (0, false, 0, [111, 111], [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
-    (0, false, 0, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-    (1, false, 0, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-    (1, true, 0, [9, 13], [3, 2], [2, 3], [1, 1], [1, 0], [2, 1]),
-    (0, false, 0, [10, 12], [2, 3], [1, 2], [2, 2], [1, 2], [0, 1]),
-    (2, false, 2, [8, 9], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-    (2, false, 3, [7, 7], [2, 2], [1, 2], [1, 1], [0, 0], [1, 1]),
-    (2, false, 3, [7, 7], [2, 2], [2, 2], [1, 1], [0, 0], [1, 1]),
-    (1, false, 0, [7, 7], [7, 7], [1, 1], [1, 1], [0, 0], [0, 0]),
-    (0, false, 0, [5, 6], [3, 3], [1, 3], [1, 1], [0, 0], [2, 1]),
-    // Row by row: strided, large outputs.
-    (0, false, 0, [112, 112], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
-    (1, true, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
-    (1, false, 0, [70, 70], [3, 3], [2, 2], [1, 1], [1, 1], [2, 2]),
-    // The AVX-512 row kernel: horizontal stride 1 under a vertical stride, vertical
-    // dilation, outputs narrower than a vector, 2×2/2, extra end padding (ceil mode).
-    (0, false, 0, [20, 37], [3, 3], [2, 1], [1, 1], [1, 1], [1, 1]),
-    (0, false, 0, [21, 40], [3, 3], [2, 2], [2, 1], [0, 1], [0, 1]),
-    (0, false, 0, [13, 13], [3, 3], [2, 2], [1, 1], [0, 0], [0, 0]),
-    (0, false, 0, [16, 34], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
-    (1, false, 0, [27, 27], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
-    (1, true, 0, [33, 50], [5, 4], [3, 2], [1, 1], [2, 1], [2, 2]),
-    // The register row kernels: the widest taps they take (9 at stride 1, 17 at
-    // stride 2), windows taller than wide and the reverse, padding on both sides of
-    // rows that end inside a vector, windows whose rows are all padding at the top.
-    (1, true, 0, [12, 40], [3, 9], [1, 1], [1, 1], [1, 4], [1, 4]),
-    (0, false, 0, [11, 45], [2, 17], [2, 2], [1, 1], [0, 8], [1, 8]),
-    (1, false, 0, [30, 19], [5, 1], [1, 2], [1, 1], [2, 0], [2, 0]),
-    (0, false, 0, [9, 23], [1, 5], [1, 1], [1, 1], [0, 2], [0, 2]),
-    (1, true, 0, [6, 17], [4, 4], [2, 2], [1, 1], [3, 3], [3, 3]),
-    // From the blocked (NCHWc) pool's test: max, average (with padding counted) and Lp
-    // pools, dilation; Inception's stride-1 max pools; rows wider than one chunk of columns
-    // (several chunks per row, stride 1 and 2); stride above the kernel (not separable);
-    // windows wholly in the padding (pads ≥ kernel); a kernel wider than a chunk.
-    (0, false, 0, [13, 13], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
-    (1, false, 0, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-    (1, true, 0, [9, 7], [3, 2], [2, 1], [1, 1], [1, 0], [1, 1]),
-    (0, false, 0, [10, 10], [3, 3], [1, 1], [2, 2], [2, 2], [2, 2]),
-    (2, false, 2, [8, 8], [2, 2], [2, 2], [1, 1], [0, 0], [0, 0]),
-    (0, false, 0, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
-    (0, false, 0, [5, 600], [3, 3], [1, 2], [1, 1], [1, 1], [1, 1]),
-    (1, false, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
-    (1, true, 0, [4, 530], [2, 3], [1, 1], [1, 1], [0, 1], [1, 1]),
-    (0, false, 0, [9, 9], [2, 2], [3, 3], [1, 1], [0, 0], [1, 1]),
-    (0, false, 0, [6, 6], [2, 2], [1, 1], [2, 1], [3, 3], [3, 3]),
-    (1, true, 0, [6, 6], [2, 2], [1, 1], [1, 1], [3, 3], [3, 3]),
-    (0, false, 0, [2, 300], [1, 280], [1, 7], [1, 1], [0, 0], [0, 0]),
-    ];
-
-    /// The geometry of `case` over `planes` planes.
-    pub(crate) fn geometry(case: &Case, planes: i64) -> PoolGeometry {
-        let &(kind, count_include_pad, p, input, kernel, strides, dilations, pads_begin, pads_end) =
-            case;
-        let out = |d: usize| {
-            (input[d] + pads_begin[d] + pads_end[d] - (kernel[d] - 1) * dilations[d] - 1)
-                / strides[d]
-                + 1
-        };
-        PoolGeometry {
-            kind,
-            count_include_pad,
-            p,
-            planes,
-            input,
-            output: [out(0), out(1)],
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            pads_end,
-        }
-    }
-
-    fn reference(g: &PoolGeometry, x: &[f32]) -> Vec<f32> {
-        let [ih, iw] = g.input;
-        let [oh, ow] = g.output;
-        let mut y = Vec::new();
-        for plane in 0..g.planes {
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let (mut acc, mut count) =
-                        (if g.kind == 0 { f32::NEG_INFINITY } else { 0.0 }, 0);
-                    for ky in 0..g.kernel[0] {
-                        for kx in 0..g.kernel[1] {
-                            let iy = oy * g.strides[0] + ky * g.dilations[0] - g.pads_begin[0];
-                            let ix = ox * g.strides[1] + kx * g.dilations[1] - g.pads_begin[1];
-                            let inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
-                            let in_pads = iy >= -g.pads_begin[0]
-                                && iy < ih + g.pads_end[0]
-                                && ix >= -g.pads_begin[1]
-                                && ix < iw + g.pads_end[1];
-                            if inside || (g.count_include_pad && in_pads) {
-                                count += 1;
-                            }
-                            if inside {
-                                let v = x[((plane * ih + iy) * iw + ix) as usize];
-                                match g.kind {
-                                    // NaN propagates (unlike `f32::max`).
-                                    0 if v > acc || v.is_nan() => acc = v,
-                                    0 => {}
-                                    1 => acc += v,
-                                    _ => acc += v.abs().powi(g.p as i32),
-                                }
-                            }
-                        }
-                    }
-                    y.push(match g.kind {
-                        0 => acc,
-                        1 => acc / count as f32,
-                        _ => acc.powf(1.0 / g.p as f32),
-                    });
-                }
-            }
-        }
-        y
-    }
-
-    #[test]
-    fn pick_even_every_length() {
-        for n in 0..70 {
-            for extra in 0..2 {
-                let len = if n == 0 {
-                    extra
-                } else {
-                    2 * (n - 1) + 1 + extra
-                };
-                let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
-                let mut dst = vec![f32::NAN; n];
-                let w = PickEven {
-                    src: src.as_ptr(),
-                    dst: dst.as_mut_ptr(),
-                    n,
-                };
-                let d = dst.as_ptr();
-                // SAFETY: src holds len ≥ 2(n-1)+1 floats and dst n; d points to dst.
-                unsafe {
-                    simd::for_each_isa(w, |isa, ()| {
-                        for j in 0..n {
-                            assert_eq!(*d.add(j), (2 * j) as f32, "{isa} n {n} len {len} [{j}]");
-                        }
-                    })
-                };
-            }
-        }
-    }
-
-    #[test]
-    fn matches_direct_pooling() {
-        assert!(
-            CASES.iter().filter(|c| c.5[0] > 1).count() >= 4
-                && CASES.iter().filter(|c| c.5[0] == 1).count() >= 4,
-            "both paths covered"
-        );
-        for case in CASES {
-            let g = geometry(case, 3);
-            let (kind, input) = (g.kind, g.input);
-            let mut x: Vec<f32> = (0..3 * input[0] * input[1])
-                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5)
-                .collect();
-            if kind == 0 {
-                // A window with a NaN tap is NaN, whichever tap of the window it is.
-                for v in x.iter_mut().skip(5).step_by(41) {
-                    *v = f32::NAN;
-                }
-            }
-            let want = reference(&g, &x);
-            let mut y = vec![f32::NAN; want.len()];
-            let mut scratch = vec![f32::NAN; g.scratch_floats()];
-            let check = |isa: &str, y: &[f32]| {
-                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                    assert!(
-                        a == b
-                            || (a.is_nan() && b.is_nan())
-                            || (a - b).abs() <= 1e-5 * b.abs().max(1.0),
-                        "{isa} {g:?} [{i}]: {a} vs {b}"
-                    );
-                }
-            };
-            // SAFETY: x, y and scratch are sized from g (scratch_floats()).
-            unsafe { pool2d_f32(&g, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
-            check("dispatched", &y);
-            // The row walk on every implementation of 8 lanes or more.
-            if g.rows_kernel_applies() {
-                let (yp, sp) = (y.as_mut_ptr(), scratch.as_mut_ptr());
-                let w = PoolRows::<0, 0> {
-                    g: &g,
-                    x: x.as_ptr(),
-                    y: yp,
-                    scratch: sp,
-                };
-                // SAFETY: as above; yp points to y's want.len() floats.
-                unsafe {
-                    simd::for_each_isa_in(8..=16, w, |isa, ()| {
-                        check(isa, std::slice::from_raw_parts(yp, want.len()))
-                    })
-                };
-            }
-            if kind == 0 {
-                assert!(want.iter().any(|v| v.is_nan()), "{g:?}: NaN windows tested");
-            }
-        }
-    }
-}
+pub(crate) mod tests;
