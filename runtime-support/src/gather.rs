@@ -7,7 +7,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 
 /// Words of `onnxc_gather_sum_f32`'s parameters (its blob's body).
 pub const PARAMS: usize = 6;
@@ -70,8 +70,6 @@ pub unsafe extern "C" fn onnxc_gather_sum_f32(
     w: *const f32,
     y: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
     let GatherParams {
         n,
         c,
@@ -79,7 +77,7 @@ pub unsafe extern "C" fn onnxc_gather_sum_f32(
         positions: pos,
         taps,
         weighted,
-    } = decoded!(blob.and_then(GatherParams::decode));
+    } = params::decode_blob!(params, GatherParams::decode);
     if n == 0 || c == 0 || pos == 0 || taps == 0 || plane == 0 {
         if !y.is_null() {
             // SAFETY: y holds n·c·pos floats.

@@ -245,6 +245,19 @@ macro_rules! decoded {
 }
 pub(crate) use decoded;
 
+/// In a kernel entry point: the sealed blob at `p` decoded by `decode`, or a return of
+/// `abi::ONNXC_ERR_PARAMS` when either refuses it. The entry point's `# Safety` contract says
+/// that `p` points to a sealed blob (`blob`'s).
+macro_rules! decode_blob {
+    ($p:expr, $decode:expr) => {
+        $crate::params::decoded!(
+            // SAFETY: the entry point's contract: `$p` points to a sealed blob.
+            unsafe { $crate::params::blob($p) }.and_then($decode)
+        )
+    };
+}
+pub(crate) use decode_blob;
+
 #[cfg(test)]
 mod tests {
     use super::*;

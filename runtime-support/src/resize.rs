@@ -11,7 +11,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 
 /// How one axis's taps apply.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -250,9 +250,7 @@ pub unsafe extern "C" fn onnxc_resize_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let p = decoded!(blob.and_then(ResizeParams::decode));
+    let p = params::decode_blob!(params, ResizeParams::decode);
     let (r, c) = (p.rows, p.cols);
     // SAFETY: the float array and the buffers hold what the validated parameters describe
     // (the caller's contract).

@@ -14,7 +14,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 use std::ffi::{CStr, c_char};
 
 const MAGIC: i64 = 0x6f6e_6e78_7374_7273; // "onnxstrs"
@@ -211,9 +211,7 @@ pub unsafe extern "C" fn onnxc_str_lookup(
     y: *mut i64,
     n: i64,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(table) };
-    let t = decoded!(blob.and_then(Table::new));
+    let t = params::decode_blob!(table, Table::new);
     // SAFETY: the caller's contract.
     unsafe {
         for i in 0..n.max(0) as usize {
@@ -243,9 +241,7 @@ pub unsafe extern "C" fn onnxc_str_gather(
     y: *mut *const c_char,
     n: i64,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(table) };
-    let t = decoded!(blob.and_then(Table::new));
+    let t = params::decode_blob!(table, Table::new);
     // SAFETY: the caller's contract.
     unsafe {
         for i in 0..n.max(0) as usize {

@@ -7,7 +7,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 
 /// Most classes of an SVM's probabilities (its scratch is 2·k² + k floats).
 pub const MAX_CLASSES: i64 = 1 << 16;
@@ -51,9 +51,7 @@ pub unsafe extern "C" fn onnxc_svm_probability(
     p: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let (k, rows) = decoded!(blob.and_then(decode));
+    let (k, rows) = params::decode_blob!(params, decode);
     // SAFETY: the caller's contract.
     unsafe {
         let pairs = k * (k - 1) / 2;

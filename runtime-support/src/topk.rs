@@ -11,7 +11,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 use std::cmp::Ordering;
 
 /// Words of `onnxc_topk`'s parameters (its blob's body).
@@ -79,8 +79,6 @@ pub unsafe extern "C" fn onnxc_topk(
     idx: *mut i64,
     scratch: *mut i64,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
     let TopkParams {
         dtype,
         outer,
@@ -88,7 +86,7 @@ pub unsafe extern "C" fn onnxc_topk(
         inner,
         k,
         largest,
-    } = decoded!(blob.and_then(TopkParams::decode));
+    } = params::decode_blob!(params, TopkParams::decode);
     if outer == 0 || inner == 0 || k == 0 {
         return ONNXC_OK;
     }

@@ -7,7 +7,7 @@
 use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue};
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 
 mod depthwise;
 mod geometry;
@@ -167,9 +167,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let g = decoded!(blob.and_then(ConvGeometry::decode));
+    let g = params::decode_blob!(params, ConvGeometry::decode);
     // SAFETY: forwarded contract, the geometry validated.
     unsafe {
         let (lo, hi) = crate::clamp_bounds(clamp);

@@ -15,7 +15,7 @@
 use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue, pack};
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 
 /// Floats of the column buffer per chunk of input rows (1 MB).
 const CHUNK_FLOATS: usize = 256 * 1024;
@@ -441,9 +441,7 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let g = decoded!(blob.and_then(ConvTransposeGeometry::decode));
+    let g = params::decode_blob!(params, ConvTransposeGeometry::decode);
     // SAFETY: forwarded, the geometry validated.
     unsafe {
         let (lo, hi) = crate::clamp_bounds(clamp);

@@ -23,7 +23,7 @@ pub mod reorder;
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 use crate::simd::Dispatch8;
 use depthwise::depthwise;
 pub use reorder::{
@@ -681,9 +681,7 @@ pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let g = decoded!(blob.and_then(BlockedConv::decode));
+    let g = params::decode_blob!(params, BlockedConv::decode);
     // SAFETY: forwarded contract, the geometry validated.
     unsafe {
         let (lo, hi) = crate::clamp_bounds(clamp);

@@ -134,9 +134,7 @@ pub unsafe extern "C" fn onnxc_pool_nchwc_f32(
     x: *const f32,
     y: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let g = decoded!(blob.and_then(PoolGeometry::decode));
+    let g = params::decode_blob!(params, PoolGeometry::decode);
     // The blocked planes: 8 floats per position.
     decoded!(params::product(
         [g.planes, g.input[0], g.input[1], CB as i64],

@@ -131,9 +131,7 @@ pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     let planes = if planes.is_null() {
         None
     } else {
-        // SAFETY: the caller's contract (a sealed blob).
-        let blob = unsafe { params::blob(planes) };
-        Some(decoded!(blob.and_then(|b| decode_planes(b, c, hw))))
+        Some(params::decode_blob!(planes, |b| decode_planes(b, c, hw)))
     };
     // SAFETY: forwarded contract, the planes checked.
     unsafe { to_blocked_gather(x, n, c, hw, y, planes) };

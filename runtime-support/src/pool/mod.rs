@@ -8,7 +8,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::params::{self, decoded};
+use crate::params;
 use crate::simd::{self, Simd, Walk};
 
 /// Largest exponent of an Lp pool (`powi` takes an i32; ONNX models use 1 to 3).
@@ -790,9 +790,7 @@ pub unsafe extern "C" fn onnxc_pool2d_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> Status {
-    // SAFETY: the caller's contract (a sealed blob).
-    let blob = unsafe { params::blob(params) };
-    let g = decoded!(blob.and_then(PoolGeometry::decode));
+    let g = params::decode_blob!(params, PoolGeometry::decode);
     // SAFETY: forwarded contract, the geometry validated.
     unsafe { pool2d_f32(&g, x, y, scratch) };
     ONNXC_OK
