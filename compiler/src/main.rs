@@ -94,6 +94,9 @@ enum Cmd {
         /// Keep the intermediate object, executable and raw files in this directory.
         #[arg(long)]
         keep_temps: Option<PathBuf>,
+        /// Run NAME_run_threaded on the runtime's pool of this many threads (1: NAME_run).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        threads: u64,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -117,6 +120,9 @@ enum Cmd {
         /// 40 of them, or ONNXC_PROFILE_STEPS).
         #[arg(long)]
         profile: bool,
+        /// Time NAME_run_threaded on the runtime's pool of this many threads (1: NAME_run).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        threads: u64,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -233,10 +239,17 @@ fn real_main() -> Result<()> {
             inputs,
             output_dir,
             keep_temps,
+            threads,
             common,
         }) => {
             let opts = options(&common)?;
-            let outs = driver::run(&model, &input_args(&inputs), &opts, keep_temps.as_deref())?;
+            let outs = driver::run(
+                &model,
+                &input_args(&inputs),
+                &opts,
+                keep_temps.as_deref(),
+                threads as usize,
+            )?;
             std::fs::create_dir_all(&output_dir).map_err(|e| Error::io(&output_dir, e))?;
             for (k, (name, t)) in outs.iter().enumerate() {
                 let p = output_dir.join(format!("output_{k}.pb"));
@@ -257,6 +270,7 @@ fn real_main() -> Result<()> {
             json,
             save_exe,
             profile,
+            threads,
             common,
         }) => {
             let opts = Options {
@@ -270,6 +284,7 @@ fn real_main() -> Result<()> {
                 warmup,
                 &input_args(&inputs),
                 save_exe.as_deref(),
+                threads as usize,
             )?;
             println!("model:        {}", model.display());
             println!("compile:      {:.1} ms", r.compile_ms);

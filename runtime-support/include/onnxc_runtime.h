@@ -18,6 +18,8 @@ extern "C" {
 #define ONNXC_ERR_VALUE 4 /* an input value is invalid for the model */
 #define ONNXC_ERR_PARAMS 5 /* a kernel's compiled parameters are invalid: the object is corrupt or
                               was compiled by a mismatched onnxc */
+#define ONNXC_ERR_WORKSPACE 6 /* NAME_run_threaded: workspace_bytes is below
+                                 NAME_workspace_size_threads(workers) */
 
 /* Element types: the ONNX TensorProto.DataType codes. */
 typedef enum onnxc_dtype {
@@ -59,8 +61,48 @@ typedef struct onnxc_model_info {
     uint32_t num_outputs;
     const onnxc_tensor_info *inputs;
     const onnxc_tensor_info *outputs;
-    uint64_t workspace_size;
+    uint64_t workspace_size;       /* bytes NAME_run needs */
+    uint64_t workspace_per_worker; /* bytes each further worker of NAME_run_threaded adds */
 } onnxc_model_info;
+
+/* ---- Threads ------------------------------------------------------------------------------
+ * NAME_run_threaded runs a model on threads the caller provides: a pool of the application's
+ * (OpenMP, rayon, its own) behind a parallel_for callback, or the runtime's (onnxc_pool_*).
+ * Nothing starts threads behind the caller's back, and there is no global state.
+ *
+ * parallel_for(pool, n, fn, ctx) must run fn(ctx, task, worker) once for every task < n and
+ * return when all have returned. `worker` identifies the running thread: worker < workers, and
+ * two tasks of one parallel_for call that run at the same time never share a worker (each has
+ * its own scratch in the workspace). Tasks may run in any order, on any thread, including
+ * the caller's. For example, with OpenMP:
+ *
+ *     static void omp_for(void *pool, size_t n, onnxc_task_fn fn, void *ctx) {
+ *         (void)pool;
+ *         #pragma omp parallel for schedule(dynamic)
+ *         for (size_t i = 0; i < n; i++) fn(ctx, i, (size_t)omp_get_thread_num());
+ *     }
+ *     onnxc_threads t = { omp_for, NULL, (size_t)omp_get_max_threads() };
+ *
+ * Results are bit-identical for every thread count: work is split by output elements only,
+ * each computed by the same operations in the same order. */
+typedef void (*onnxc_task_fn)(void *ctx, size_t task, size_t worker);
+typedef struct onnxc_threads {
+    void (*parallel_for)(void *pool, size_t n, onnxc_task_fn fn, void *ctx);
+    void *pool;
+    size_t workers; /* the most tasks that run at once; 1 (or parallel_for NULL): sequential */
+} onnxc_threads;
+
+#define ONNXC_MAX_WORKERS 1024 /* workers beyond this are not used */
+
+/* The runtime's pool: `threads` threads counting the caller's (threads - 1 are started; they
+   spin briefly after each call, then sleep). NULL when threads is 0 or a thread cannot start.
+   One pool can serve concurrent NAME_run_threaded calls (each from its own thread, with its
+   own workspace): a call that finds the pool busy runs on its own thread. */
+typedef struct onnxc_pool onnxc_pool;
+onnxc_pool *onnxc_pool_create(size_t threads);
+void onnxc_pool_destroy(onnxc_pool *pool); /* no call may be running on it */
+/* The pool's callback table (workers = its thread count), valid while the pool lives. */
+onnxc_threads onnxc_pool_threads(const onnxc_pool *pool);
 
 /* A static, human-readable description of a return code. */
 const char *onnxc_strerror(int code);

@@ -12,6 +12,8 @@ pub const ONNXC_ERR_VALUE: i32 = 4;
 /// A kernel refused its compiled parameters (`params`): the object is corrupt or was
 /// compiled by a mismatched onnxc.
 pub const ONNXC_ERR_PARAMS: i32 = 5;
+/// `NAME_run_threaded` was given a workspace smaller than the thread count needs.
+pub const ONNXC_ERR_WORKSPACE: i32 = 6;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -36,7 +38,10 @@ pub struct ModelInfo {
     pub num_outputs: u32,
     pub inputs: *const TensorInfo,
     pub outputs: *const TensorInfo,
+    /// Bytes of `NAME_run`'s workspace (one worker).
     pub workspace_size: u64,
+    /// Bytes each further worker of `NAME_run_threaded` adds to it.
+    pub workspace_per_worker: u64,
 }
 
 pub const WORKSPACE_ALIGN: usize = 64;
@@ -119,35 +124,32 @@ pub unsafe extern "C" fn onnxc_workspace_free(p: *mut u8) {
     }
 }
 
+/// Each error code's description, NUL-terminated for C.
+fn description(code: i32) -> &'static str {
+    match code {
+        ONNXC_OK => "success\0",
+        ONNXC_ERR_INDEX => "an index input is out of range\0",
+        ONNXC_ERR_ALLOC => "workspace allocation failed\0",
+        ONNXC_ERR_SHAPE => "an input's values imply a shape the model does not allow\0",
+        ONNXC_ERR_VALUE => "an input value is invalid for the model\0",
+        ONNXC_ERR_PARAMS => {
+            "a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)\0"
+        }
+        ONNXC_ERR_WORKSPACE => {
+            "the workspace is smaller than NAME_workspace_size_threads(workers)\0"
+        }
+        _ => "unknown error\0",
+    }
+}
+
 /// A static description of an error code.
 #[unsafe(no_mangle)]
 pub extern "C" fn onnxc_strerror(code: i32) -> *const c_char {
-    let s: &'static [u8] = match code {
-        ONNXC_OK => b"success\0",
-        ONNXC_ERR_INDEX => b"an index input is out of range\0",
-        ONNXC_ERR_ALLOC => b"workspace allocation failed\0",
-        ONNXC_ERR_SHAPE => b"an input's values imply a shape the model does not allow\0",
-        ONNXC_ERR_VALUE => b"an input value is invalid for the model\0",
-        ONNXC_ERR_PARAMS => {
-            b"a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)\0"
-        }
-        _ => b"unknown error\0",
-    };
-    s.as_ptr() as *const c_char
+    description(code).as_ptr() as *const c_char
 }
 
 pub fn strerror(code: i32) -> &'static str {
-    match code {
-        ONNXC_OK => "success",
-        ONNXC_ERR_INDEX => "an index input is out of range",
-        ONNXC_ERR_ALLOC => "workspace allocation failed",
-        ONNXC_ERR_SHAPE => "an input's values imply a shape the model does not allow",
-        ONNXC_ERR_VALUE => "an input value is invalid for the model",
-        ONNXC_ERR_PARAMS => {
-            "a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)"
-        }
-        _ => "unknown error",
-    }
+    description(code).trim_end_matches('\0')
 }
 
 /// C ABI entry points that are one expression each: `name(argument: type) -> type = body;`.

@@ -15,6 +15,14 @@ use std::ffi::{CStr, c_char};
 use std::time::Instant;
 
 pub type RunFn = unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32;
+/// `NAME_run_threaded`.
+pub type RunThreadedFn = unsafe extern "C" fn(
+    *const *const u8,
+    *const *mut u8,
+    *mut u8,
+    usize,
+    *const crate::par::Threads,
+) -> i32;
 pub type InfoFn = unsafe extern "C" fn() -> *const ModelInfo;
 
 fn tensors(p: *const TensorInfo, n: u32) -> &'static [TensorInfo] {
@@ -102,16 +110,21 @@ fn fail(msg: String) -> i32 {
     1
 }
 
+/// `PROG run IN.bin… --out DIR` or `PROG bench ITERATIONS WARMUP [IN.bin…]`, either with
+/// `--threads N` (N > 1: `run_threaded` on the runtime's pool of N threads).
+///
 /// # Safety
-/// `argv` holds `argc` C strings; `run`/`info` are a compiled model's entry points.
+/// `argv` holds `argc` C strings; `run`/`info`/`run_threaded` are a compiled model's entry
+/// points.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_driver_main(
     argc: i32,
     argv: *const *const c_char,
     run: RunFn,
     info: InfoFn,
+    run_threaded: RunThreadedFn,
 ) -> i32 {
-    let args: Vec<String> = (0..argc as usize)
+    let mut args: Vec<String> = (0..argc as usize)
         // SAFETY: argv has argc valid C strings.
         .map(|i| {
             // SAFETY: i < argc, and argv holds argc valid NUL-terminated C strings (the contract).
@@ -120,6 +133,14 @@ pub unsafe extern "C" fn onnxc_driver_main(
                 .into_owned()
         })
         .collect();
+    let mut threads = 1usize;
+    if let Some(i) = args.iter().position(|a| a == "--threads") {
+        match args.get(i + 1).and_then(|s| s.parse::<usize>().ok()) {
+            Some(n) if n >= 1 => threads = n,
+            _ => return fail("--threads takes a thread count of at least 1".into()),
+        }
+        args.drain(i..i + 2);
+    }
     // SAFETY: info() returns the model's static table.
     let info = unsafe { &*info() };
     let ins = tensors(info.inputs, info.num_inputs);
@@ -234,13 +255,20 @@ pub unsafe extern "C" fn onnxc_driver_main(
         .collect();
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|v| v.as_ptr()).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(|v| v.as_mut_ptr()).collect();
+    let pool = if threads > 1 {
+        match crate::par::Pool::new(threads) {
+            Ok(p) => Some(p),
+            Err(e) => return fail(format!("cannot start {threads} threads: {e}")),
+        }
+    } else {
+        None
+    };
+    let table = pool.as_ref().map(|p| p.threads());
+    let ws_size = info.workspace_size + (threads as u64 - 1) * info.workspace_per_worker;
     // SAFETY: allocation of the model's declared workspace size.
-    let ws = unsafe { onnxc_workspace_alloc(info.workspace_size) };
+    let ws = unsafe { onnxc_workspace_alloc(ws_size) };
     if ws.is_null() {
-        return fail(format!(
-            "cannot allocate a workspace of {} bytes",
-            info.workspace_size
-        ));
+        return fail(format!("cannot allocate a workspace of {ws_size} bytes"));
     }
     let mut times = Vec::with_capacity(iters);
     let mut rc = 0;
@@ -249,8 +277,20 @@ pub unsafe extern "C" fn onnxc_driver_main(
             reset_profile();
         }
         let t0 = Instant::now();
-        // SAFETY: buffers match the model's info table.
-        rc = unsafe { run(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws) };
+        // SAFETY: buffers match the model's info table; the workspace holds what the
+        // threads need.
+        rc = unsafe {
+            match &table {
+                Some(t) => run_threaded(
+                    in_ptrs.as_ptr(),
+                    out_ptrs.as_ptr(),
+                    ws,
+                    ws_size as usize,
+                    t,
+                ),
+                None => run(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws),
+            }
+        };
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         if rc != 0 {
             break;

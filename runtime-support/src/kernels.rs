@@ -39,6 +39,10 @@ pub enum ArgKind {
     Scratch,
     /// `Scratch`, or null where the step needs none.
     OptScratch,
+    /// The run's threads (`par::Threads`, the C `onnxc_threads`), or null for a
+    /// single-threaded run. A kernel taking one partitions its outputs over the workers
+    /// (`par`), each with its own slot of the step's scratch (`par::worker_scratch`).
+    Threads,
 }
 
 /// What a status-returning kernel returns: `abi::ONNXC_OK`, or `abi::ONNXC_ERR_PARAMS` when
@@ -291,6 +295,17 @@ pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
     ),
     ("onnxc_prof_now", "`--profile`: step timing"),
     ("onnxc_prof_record", "`--profile`: step timing"),
+    (
+        "onnxc_parallel_loop",
+        "generated code: a step's loop in parallel chunks",
+    ),
+    (
+        "onnxc_threads_workers",
+        "NAME_run_threaded: the workspace it needs",
+    ),
+    ("onnxc_pool_create", "the C API: the runtime's thread pool"),
+    ("onnxc_pool_destroy", "the C API: the runtime's thread pool"),
+    ("onnxc_pool_threads", "the C API: the runtime's thread pool"),
 ];
 
 #[cfg(test)]

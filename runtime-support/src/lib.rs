@@ -197,6 +197,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod kernels;
 pub mod nchwc;
+pub mod par;
 pub mod params;
 pub mod pool;
 pub mod resize;

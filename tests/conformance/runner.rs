@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update]
+//!             [--threads N,M,…]
 //! ```
+//! `--threads 1,2,4` runs each case's executable once per thread count (1: `NAME_run`; more:
+//! `NAME_run_threaded` on the runtime's pool): the first run is compared with the expected
+//! outputs, the others must give the same bytes (default: 1).
 //! Writes `conformance-<opt>.tsv` beside the suite (`.cache/`: case, outcome, message) and
 //! prints counts per kind. The suite is `$ONNXC_SUITE` or `.cache/onnx-suite`, the manifest
 //! `$ONNXC_MANIFEST` or `tests/conformance/manifest.txt`; a missing or empty manifest is an
@@ -30,6 +34,7 @@ fn main() {
     let mut check = false;
     let mut update = false;
     let mut only_manifest = false;
+    let mut threads = vec![1usize];
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -46,6 +51,21 @@ fn main() {
             "--check" => check = true,
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
+            "--threads" => {
+                let list: Option<Vec<usize>> = it.next().map(|s| {
+                    s.split(',')
+                        .map(|t| t.trim().parse().ok().filter(|&n| n >= 1))
+                        .collect::<Option<Vec<usize>>>()
+                        .unwrap_or_default()
+                });
+                match list {
+                    Some(l) if !l.is_empty() => threads = l,
+                    _ => {
+                        eprintln!("--threads takes thread counts (≥ 1) separated by commas");
+                        std::process::exit(2);
+                    }
+                }
+            }
             "--docs" => {
                 let md = match onnxc_tests::load_manifest()
                     .and_then(|m| onnxc_tests::supported_ops_markdown(&suite_dir(), &m))
@@ -119,7 +139,7 @@ fn main() {
                     let Some(c) = selected.get(i) else { break };
                     let start = std::time::Instant::now();
                     let k = keep.as_ref().map(|k| k.join(&c.name));
-                    let out = run_case(&c.dir, &opts, c.rtol, c.atol, k.as_deref());
+                    let out = run_case(&c.dir, &opts, c.rtol, c.atol, k.as_deref(), &threads);
                     let dt = start.elapsed().as_secs_f64();
                     // A kept case's files stay only when it does not pass.
                     if let Some(k) = &k

@@ -166,7 +166,18 @@ fn run_with_timeout(exe: &Path, args: &[String], timeout: Duration) -> Result<()
 
 /// Compiles `dir/model.onnx`, links it and checks every `test_data_set_*` in `dir`.
 /// With `keep`, artifacts stay in that directory.
-pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&Path>) -> Outcome {
+/// Compiles, links and runs one backend-suite case and compares its outputs with the
+/// expected ones. The executable runs once per entry of `threads` (1: `NAME_run`, more:
+/// `NAME_run_threaded` on that many threads); the first run is compared with the expected
+/// outputs, every other one must give the same bytes.
+pub fn run_case(
+    dir: &Path,
+    opts: &Options,
+    rtol: f64,
+    atol: f64,
+    keep: Option<&Path>,
+    threads: &[usize],
+) -> Outcome {
     let mut tmp = match TempDir::new("case") {
         Ok(t) => t,
         Err(e) => return Outcome::RunFailed(e.to_string()),
@@ -229,10 +240,42 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
             argv.push(p.display().to_string());
         }
         argv.push("--out".into());
-        argv.push(tmp.path.display().to_string());
-        if let Err(e) = run_with_timeout(&exe, &argv, Duration::from_secs(120)) {
-            return Outcome::RunFailed(e);
+        let mut first: Option<Vec<Vec<u8>>> = None;
+        for &t in threads {
+            let out_dir = tmp.path.join(format!("threads{t}"));
+            if let Err(e) = std::fs::create_dir_all(&out_dir) {
+                return Outcome::RunFailed(e.to_string());
+            }
+            let mut argv = argv.clone();
+            argv.push(out_dir.display().to_string());
+            argv.push("--threads".into());
+            argv.push(t.to_string());
+            if let Err(e) = run_with_timeout(&exe, &argv, Duration::from_secs(120)) {
+                return Outcome::RunFailed(format!("{t} threads: {e}"));
+            }
+            let mut outs = Vec::new();
+            for k in 0..c.program.outputs.len() {
+                let p = out_dir.join(format!("output_{k}.bin"));
+                match std::fs::read(&p) {
+                    Ok(d) => outs.push(d),
+                    Err(e) => return Outcome::RunFailed(format!("{}: {e}", p.display())),
+                }
+            }
+            match &first {
+                None => first = Some(outs),
+                Some(f) => {
+                    if let Some(k) = (0..outs.len()).find(|&k| outs[k] != f[k]) {
+                        return Outcome::Mismatch(format!(
+                            "output {k} with {t} threads differs from {} thread(s)",
+                            threads[0]
+                        ));
+                    }
+                }
+            }
         }
+        let Some(first) = first else {
+            return Outcome::RunFailed("no thread count to run".into());
+        };
         if expected.len() != c.program.outputs.len() {
             return Outcome::Mismatch(format!(
                 "{} outputs, expected {}",
@@ -240,12 +283,7 @@ pub fn run_case(dir: &Path, opts: &Options, rtol: f64, atol: f64, keep: Option<&
                 expected.len()
             ));
         }
-        for (k, (d, e)) in c.program.outputs.iter().zip(&expected).enumerate() {
-            let p = tmp.path.join(format!("output_{k}.bin"));
-            let data = match std::fs::read(&p) {
-                Ok(d) => d,
-                Err(e) => return Outcome::RunFailed(format!("{}: {e}", p.display())),
-            };
+        for (k, ((d, e), data)) in c.program.outputs.iter().zip(&expected).zip(first).enumerate() {
             let actual = driver::output_tensor(d, data);
             let exp = match read_pb(e) {
                 Ok(t) => t,

@@ -88,7 +88,8 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataI
     Ok(id)
 }
 
-/// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size}.
+/// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size,
+/// workspace_per_worker}.
 pub fn define_info(
     module: &mut ObjectModule,
     prog: &Program,
@@ -99,10 +100,11 @@ pub fn define_info(
     let outs = tensor_table(module, &prog.outputs)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 40];
+    let mut bytes = vec![0u8; 48];
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
     bytes[12..16].copy_from_slice(&(prog.outputs.len() as u32).to_le_bytes());
     bytes[32..40].copy_from_slice(&prog.workspace_size.to_le_bytes());
+    bytes[40..48].copy_from_slice(&prog.scratch_per_worker.to_le_bytes());
     d.define(bytes.into_boxed_slice());
     d.set_align(8);
     for (off, target) in [(0u32, name), (16, ins), (24, outs)] {
@@ -128,8 +130,23 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         "#ifndef {guard}\n#define {guard}\n\n#include \"onnxc_runtime.h\"\n"
     );
     let _ = writeln!(h, "#ifdef __cplusplus\nextern \"C\" {{\n#endif\n");
-    let _ = writeln!(h, "/* Workspace bytes NAME_run needs (64-byte aligned). */");
-    let _ = writeln!(h, "#define {up}_WORKSPACE_SIZE {}u\n", prog.workspace_size);
+    let _ = writeln!(
+        h,
+        "/* Workspace bytes {prefix}_run needs (64-byte aligned), and what {prefix}_run_threaded needs\n   \
+         with `workers` threads: {up}_WORKSPACE_SIZE_THREADS(workers). */"
+    );
+    let _ = writeln!(h, "#define {up}_WORKSPACE_SIZE {}u", prog.workspace_size);
+    let _ = writeln!(
+        h,
+        "#define {up}_WORKSPACE_PER_WORKER {}u",
+        prog.scratch_per_worker
+    );
+    let _ = writeln!(
+        h,
+        "#define {up}_WORKSPACE_SIZE_THREADS(workers) \\\n    \
+         ((size_t){}u + (size_t)(workers) * {up}_WORKSPACE_PER_WORKER)\n",
+        prog.scratch_base
+    );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", prog.inputs.len());
     let _ = writeln!(h, "#define {up}_NUM_OUTPUTS {}\n", prog.outputs.len());
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {
@@ -195,6 +212,28 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     let _ = writeln!(
         h,
         "/* Bytes of workspace {prefix}_run needs. */\nsize_t {prefix}_workspace_size(void);\n"
+    );
+    let _ = writeln!(
+        h,
+        "/* Runs the model on the caller's threads (see onnxc_threads in onnxc_runtime.h: a pool of\n   \
+         the application's, or onnxc_pool_create's). Kernels and loops split their outputs over\n   \
+         threads->workers threads; every output element is computed by the same operations in the\n   \
+         same order whatever the thread count, so results are bit-identical to {prefix}_run's for any\n   \
+         number of threads. threads may be NULL (one thread). workspace: NULL (allocated and freed\n   \
+         here), or workspace_bytes >= {prefix}_workspace_size_threads(threads->workers) bytes, 64-byte\n   \
+         aligned (ONNXC_ERR_WORKSPACE otherwise). Nothing else is allocated. Reentrant: concurrent\n   \
+         calls need separate workspaces and may share one pool. */"
+    );
+    let _ = writeln!(
+        h,
+        "int {prefix}_run_threaded(const void *const *inputs, void *const *outputs, void *workspace,\n    \
+         size_t workspace_bytes, const onnxc_threads *threads);\n"
+    );
+    let _ = writeln!(
+        h,
+        "/* Bytes of workspace {prefix}_run_threaded needs with `workers` threads\n   \
+         (= {up}_WORKSPACE_SIZE_THREADS(workers) for 1 <= workers <= ONNXC_MAX_WORKERS). */\n\
+         size_t {prefix}_workspace_size_threads(size_t workers);\n"
     );
     let _ = writeln!(
         h,

@@ -1,11 +1,14 @@
 //! Loop IR → Cranelift → relocatable object, plus the C header.
 //!
-//! Emitted symbols (prefixed by the model name): `NAME_run`, `NAME_workspace_size`,
-//! `NAME_info`, and with `emit_main` a `main` that runs the driver. Per-step functions and
-//! constant data are local to the object.
+//! Emitted symbols (prefixed by the model name): `NAME_run`, `NAME_run_threaded`,
+//! `NAME_workspace_size`, `NAME_workspace_size_threads`, `NAME_info`, and with `emit_main`
+//! a `main` that runs the driver (`entry`). Per-step functions (`steps`) and constant data
+//! are local to the object.
 
+mod entry;
 pub mod func;
 pub mod header;
+mod steps;
 pub mod vmath;
 
 use crate::error::{Error, Result};
@@ -13,11 +16,11 @@ use crate::loops::{Loc, Program};
 use cranelift_codegen::ir::{self, AbiParam, InstBuilder, UserFuncName, types};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_codegen::{Context, ir::condcodes::IntCC};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use func::{FnCx, PTR, block_args, step_signature};
+use func::PTR;
 use std::collections::HashMap;
 use target_lexicon::Triple;
 
@@ -251,163 +254,23 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     let mut ctx = Context::new();
     let mut fctx = FunctionBuilderContext::new();
     let mut clif = String::new();
-    let mut step_ids = Vec::new();
-    for (k, f) in prog.funcs.iter().enumerate() {
-        let name = format!("{prefix}_{}", f.name);
-        let sig = step_signature(call_conv);
-        let id = st
-            .module
-            .declare_function(&name, Linkage::Local, &sig)
-            .map_err(merr)?;
-        ctx.func = ir::Function::with_name_signature(UserFuncName::user(0, k as u32), sig);
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let entry = b.create_block();
-            b.append_block_params_for_function_params(entry);
-            b.switch_to_block(entry);
-            let params = b.block_params(entry).to_vec();
-            let err = b.declare_var(types::I32);
-            let zero = b.ins().iconst(types::I32, 0);
-            b.def_var(err, zero);
-            let imports = Imports {
-                st: &mut st,
-                refs: HashMap::new(),
-                gvs: HashMap::new(),
-            };
-            let mut cx = FnCx::new(b, prog, imports, err, params[2]);
-            cx.fma = fma;
-            cx.setup_bases(&f.body, params[0], params[1]);
-            cx.stmts(&f.body);
-            let code = cx.b.use_var(cx.err);
-            cx.b.ins().return_(&[code]);
-            cx.b.seal_all_blocks();
-            cx.b.finalize(frontend_config);
-        }
-        if opts.keep_clif {
-            clif.push_str(&format!(
-                "; {} computes {}\n{}\n",
-                name,
-                f.origin,
-                ctx.func.display()
-            ));
-        }
-        st.module.define_function(id, &mut ctx).map_err(|e| {
-            Error::Internal(format!("cranelift rejected {name} ({}): {e:?}", f.origin))
-        })?;
-        ctx.clear();
-        step_ids.push(id);
-    }
-    // NAME_run(inputs, outputs, workspace) -> int
-    let run_sig = step_signature(call_conv);
-    let run_id = st
-        .module
-        .declare_function(&format!("{prefix}_run"), Linkage::Export, &run_sig)
-        .map_err(merr)?;
-    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 0), run_sig.clone());
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let p = b.block_params(entry).to_vec();
-        let alloc_b = b.create_block();
-        let run_b = b.create_block();
-        let ws_p = b.append_block_param(run_b, PTR);
-        let owned_p = b.append_block_param(run_b, types::I8);
-        let done = b.create_block();
-        let rc_p = b.append_block_param(done, types::I32);
-        let is_null = b.ins().icmp_imm_s(IntCC::Equal, p[2], 0);
-        let zero8 = b.ins().iconst(types::I8, 0);
-        b.ins()
-            .brif(is_null, alloc_b, &[], run_b, &block_args(&[p[2], zero8]));
-        // Allocate when the caller passed NULL.
-        b.switch_to_block(alloc_b);
-        let mut imports = Imports {
-            st: &mut st,
-            refs: HashMap::new(),
-            gvs: HashMap::new(),
-        };
-        let alloc = imports.func(&mut b, "onnxc_workspace_alloc", &[types::I64], &[PTR]);
-        let free = imports.func(&mut b, "onnxc_workspace_free", &[PTR], &[]);
-        let size = b.ins().iconst(types::I64, prog.workspace_size as i64);
-        let c = b.ins().call(alloc, &[size]);
-        let wsa = b.inst_results(c)[0];
-        let failed = b.ins().icmp_imm_s(IntCC::Equal, wsa, 0);
-        let oom = b
-            .ins()
-            .iconst(types::I32, onnxc_runtime::abi::ONNXC_ERR_ALLOC as i64);
-        let one8 = b.ins().iconst(types::I8, 1);
-        let cont = b.create_block();
-        b.ins().brif(failed, done, &block_args(&[oom]), cont, &[]);
-        b.switch_to_block(cont);
-        b.ins().jump(run_b, &block_args(&[wsa, one8]));
-        b.switch_to_block(run_b);
-        let cleanup = b.create_block();
-        let crc = b.append_block_param(cleanup, types::I32);
-        let prof = if opts.profile {
-            Some((
-                imports.func(&mut b, "onnxc_prof_now", &[], &[types::I64]),
-                imports.func(&mut b, "onnxc_prof_record", &[types::I64, types::I64], &[]),
-            ))
-        } else {
-            None
-        };
-        for (k, &sid) in step_ids.iter().enumerate() {
-            let f = imports.st.module.declare_func_in_func(sid, b.func);
-            let t0 = prof.map(|(now, _)| {
-                let c = b.ins().call(now, &[]);
-                b.inst_results(c)[0]
-            });
-            let c = b.ins().call(f, &[p[0], p[1], ws_p]);
-            let rc = b.inst_results(c)[0];
-            if let (Some((_, rec)), Some(t0)) = (prof, t0) {
-                let idx = b.ins().iconst(types::I64, k as i64);
-                b.ins().call(rec, &[idx, t0]);
-            }
-            let next = b.create_block();
-            b.ins().brif(rc, cleanup, &block_args(&[rc]), next, &[]);
-            b.switch_to_block(next);
-        }
-        let ok = b.ins().iconst(types::I32, 0);
-        b.ins().jump(cleanup, &block_args(&[ok]));
-        b.switch_to_block(cleanup);
-        let free_b = b.create_block();
-        b.ins()
-            .brif(owned_p, free_b, &[], done, &block_args(&[crc]));
-        b.switch_to_block(free_b);
-        b.ins().call(free, &[ws_p]);
-        b.ins().jump(done, &block_args(&[crc]));
-        b.switch_to_block(done);
-        b.ins().return_(&[rc_p]);
-        b.seal_all_blocks();
-        b.finalize(frontend_config);
-    }
-    if opts.keep_clif {
-        clif.push_str(&format!("; {prefix}_run\n{}\n", ctx.func.display()));
-    }
-    st.module
-        .define_function(run_id, &mut ctx)
-        .map_err(|e| Error::Internal(format!("cranelift rejected {prefix}_run: {e:?}")))?;
-    ctx.clear();
-    // NAME_workspace_size()
-    let mut sig = ir::Signature::new(call_conv);
-    sig.returns.push(AbiParam::new(types::I64));
-    let ws_id = st
-        .module
-        .declare_function(&format!("{prefix}_workspace_size"), Linkage::Export, &sig)
-        .map_err(merr)?;
-    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), sig);
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let e = b.create_block();
-        b.switch_to_block(e);
-        let v = b.ins().iconst(types::I64, prog.workspace_size as i64);
-        b.ins().return_(&[v]);
-        b.seal_all_blocks();
-        b.finalize(frontend_config);
-    }
-    st.module.define_function(ws_id, &mut ctx).map_err(merr)?;
-    ctx.clear();
+    let bd = steps::Build {
+        prog,
+        prefix,
+        fma,
+        frontend: frontend_config,
+        keep_clif: opts.keep_clif,
+    };
+    let step_ids = steps::define_steps(&bd, &mut st, &mut ctx, &mut fctx, &mut clif)?;
+    let entries = entry::define_entries(
+        &bd,
+        &mut st,
+        &mut ctx,
+        &mut fctx,
+        &step_ids,
+        opts.profile,
+        &mut clif,
+    )?;
     // NAME_info()
     let info_data = header::define_info(&mut st.module, prog, prefix).map_err(merr)?;
     let mut sig = ir::Signature::new(call_conv);
@@ -430,7 +293,8 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     st.module.define_function(info_id, &mut ctx).map_err(merr)?;
     ctx.clear();
     if opts.emit_main {
-        // int main(int argc, char **argv) { return onnxc_driver_main(argc, argv, NAME_run, NAME_info); }
+        // int main(int argc, char **argv) {
+        //     return onnxc_driver_main(argc, argv, NAME_run, NAME_info, NAME_run_threaded); }
         let mut sig = ir::Signature::new(call_conv);
         sig.params
             .extend([AbiParam::new(types::I32), AbiParam::new(PTR)]);
@@ -454,14 +318,19 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             let drv = imports.func(
                 &mut b,
                 "onnxc_driver_main",
-                &[types::I32, PTR, PTR, PTR],
+                &[types::I32, PTR, PTR, PTR, PTR],
                 &[types::I32],
             );
-            let run_ref = imports.st.module.declare_func_in_func(run_id, b.func);
+            let run_ref = imports.st.module.declare_func_in_func(entries.run, b.func);
             let info_ref = imports.st.module.declare_func_in_func(info_id, b.func);
+            let rt_ref = imports
+                .st
+                .module
+                .declare_func_in_func(entries.run_threaded, b.func);
             let ra = b.ins().func_addr(PTR, run_ref);
             let ia = b.ins().func_addr(PTR, info_ref);
-            let c = b.ins().call(drv, &[p[0], p[1], ra, ia]);
+            let rta = b.ins().func_addr(PTR, rt_ref);
+            let c = b.ins().call(drv, &[p[0], p[1], ra, ia, rta]);
             let r = b.inst_results(c)[0];
             b.ins().return_(&[r]);
             b.seal_all_blocks();

@@ -223,6 +223,8 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             buffers: vec![],
             funcs: vec![],
             workspace_size: 0,
+            scratch_base: 0,
+            scratch_per_worker: 0,
             inputs: vec![],
             outputs: vec![],
         },
@@ -394,12 +396,14 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
     Ok(out)
 }
 
-/// Compiles, links and runs a model once; returns the outputs in graph order.
+/// Compiles, links and runs a model once (on `threads` threads: `NAME_run_threaded` on the
+/// runtime's pool when more than one); returns the outputs in graph order.
 pub fn run(
     model: &Path,
     inputs: &[InputArg],
     opts: &Options,
     keep: Option<&Path>,
+    threads: usize,
 ) -> Result<Vec<(String, Tensor)>> {
     let mut tmp = TempDir::new("run")?;
     if let Some(k) = keep {
@@ -425,6 +429,7 @@ pub fn run(
         cmd.arg(p);
     }
     cmd.arg("--out").arg(&tmp.path);
+    cmd.arg("--threads").arg(threads.to_string());
     let out = cmd
         .output()
         .map_err(|e| Error::Tool(format!("cannot run the compiled model: {e}")))?;
@@ -486,6 +491,7 @@ pub fn bench(
     warmup: usize,
     inputs: &[InputArg],
     save_exe: Option<&Path>,
+    threads: usize,
 ) -> Result<BenchResult> {
     let tmp = TempDir::new("bench")?;
     let opts = Options {
@@ -508,7 +514,9 @@ pub fn bench(
     let mut cmd = Command::new(&exe);
     cmd.arg("bench")
         .arg(iterations.to_string())
-        .arg(warmup.to_string());
+        .arg(warmup.to_string())
+        .arg("--threads")
+        .arg(threads.to_string());
     for (k, t) in tensors.iter().enumerate() {
         let p = tmp.path.join(format!("input_{k}.bin"));
         std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;

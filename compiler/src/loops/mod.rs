@@ -6,6 +6,7 @@
 //! for all loop variable values (see `ir::expr`).
 
 pub mod lower;
+pub mod par;
 
 use crate::ir::DType;
 use crate::ir::expr::{self, E};
@@ -60,8 +61,11 @@ pub enum Arg {
     Floats(Vec<f32>),
     /// Address of a large read-only i64 array (an encoded table, dumped by its size).
     Blob(Arc<Vec<i64>>),
-    /// Address of a step-local scratch area in the workspace.
+    /// Address of the step's scratch area in the workspace: worker 0's slot, the other
+    /// workers' following it (`onnxc_runtime::par::worker_scratch`).
     Scratch { offset: u64 },
+    /// The run's threads (null in a single-threaded run).
+    Threads,
 }
 
 impl Arg {
@@ -76,6 +80,7 @@ impl Arg {
             Arg::Params(_) | Arg::Blob(_) => matches!(kind, Params | OptParams),
             Arg::Floats(_) => matches!(kind, Floats | OptFloats),
             Arg::Scratch { .. } => matches!(kind, Scratch | OptScratch),
+            Arg::Threads => kind == Threads,
         }
     }
 
@@ -151,6 +156,9 @@ pub struct Func {
     /// The ONNX nodes computed here, for comments.
     pub origin: String,
     pub body: Vec<Stmt>,
+    /// Every iteration of its top-level loops writes elements no other iteration reads or
+    /// writes, so they may run in parallel chunks (`par`).
+    pub parallel: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -158,7 +166,13 @@ pub struct Program {
     pub name: String,
     pub buffers: Vec<Buffer>,
     pub funcs: Vec<Func>,
+    /// Workspace bytes of a single-threaded run: the arena, then one worker's scratch.
     pub workspace_size: u64,
+    /// Where the per-worker scratch area starts (64-byte aligned, after the arena).
+    pub scratch_base: u64,
+    /// Bytes of one worker's scratch slot (a multiple of 64): a run with `w` workers needs
+    /// `scratch_base + w · scratch_per_worker` bytes.
+    pub scratch_per_worker: u64,
     pub inputs: Vec<IoDesc>,
     pub outputs: Vec<IoDesc>,
 }
@@ -168,8 +182,8 @@ impl Program {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "program \"{}\" (workspace {} bytes) {{",
-            self.name, self.workspace_size
+            "program \"{}\" (workspace {} bytes: scratch {} bytes per worker at +{}) {{",
+            self.name, self.workspace_size, self.scratch_per_worker, self.scratch_base
         );
         for (i, b) in self.buffers.iter().enumerate() {
             let loc = match &b.loc {
@@ -272,6 +286,7 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Floats(p) => format!("{p:?}f"),
                         Arg::Blob(b) => format!("blob[{} words]", b.len()),
                         Arg::Scratch { offset } => format!("scratch+{offset}"),
+                        Arg::Threads => "threads".to_string(),
                     })
                     .collect();
                 let _ = writeln!(s, "{pad}call {}({})", kernel.symbol, a.join(", "));

@@ -430,7 +430,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         steps: Vec::new(),
         inputs: Vec::new(),
         outputs: Vec::new(),
-        workspace_size: 0,
+        arena_size: 0,
     };
     let mut sv: HashMap<ValueId, SvId> = HashMap::new();
     let shape_of = |v: ValueId| known_dims(&g.value_type(v).shape).expect("checked above");

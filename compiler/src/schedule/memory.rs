@@ -10,9 +10,9 @@ fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// Assigns arena offsets and sets `workspace_size`. `extra` are step-local scratch requests
-/// (step index, bytes); their offsets are returned in the same order.
-pub fn plan(s: &mut Schedule, extra: &[(usize, u64)]) -> Vec<u64> {
+/// Assigns arena offsets and sets `arena_size` (kernels' scratch
+/// follows it, `loops::lower`).
+pub fn plan(s: &mut Schedule) {
     let n = s.values.len();
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
@@ -25,19 +25,16 @@ pub fn plan(s: &mut Schedule, extra: &[(usize, u64)]) -> Vec<u64> {
             last[r] = last[r].max(i);
         }
     }
-    // (size, first, last, slot): slot < n is a value, otherwise scratch request slot - n.
+    // (size, first, last, value)
     let mut items: Vec<(u64, usize, usize, usize)> = Vec::new();
     for v in 0..n {
         if matches!(s.values[v].storage, Storage::Arena(_)) && first[v] != usize::MAX {
             items.push((align(s.values[v].bytes().max(1)), first[v], last[v], v));
         }
     }
-    for (k, &(step, bytes)) in extra.iter().enumerate() {
-        items.push((align(bytes.max(1)), step, step, n + k));
-    }
     items.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
     let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // offset, size, first, last
-    let mut offsets = vec![0u64; n + extra.len()];
+    let mut offsets = vec![0u64; n];
     let mut total = 0u64;
     for (size, f, l, slot) in items {
         let mut conflicts: Vec<(u64, u64)> = placed
@@ -62,6 +59,5 @@ pub fn plan(s: &mut Schedule, extra: &[(usize, u64)]) -> Vec<u64> {
             *o = offsets[v];
         }
     }
-    s.workspace_size = total;
-    offsets[n..].to_vec()
+    s.arena_size = total;
 }

@@ -175,7 +175,8 @@ pub struct Schedule {
     pub steps: Vec<Step>,
     pub inputs: Vec<Io>,
     pub outputs: Vec<Io>,
-    pub workspace_size: u64,
+    /// Bytes of the arena the values live in (`memory::plan`).
+    pub arena_size: u64,
 }
 
 impl Schedule {
@@ -218,8 +219,8 @@ impl Schedule {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "schedule \"{}\" (workspace {} bytes) {{",
-            self.name, self.workspace_size
+            "schedule \"{}\" (arena {} bytes) {{",
+            self.name, self.arena_size
         );
         for (i, v) in self.values.iter().enumerate() {
             let loc = match &v.storage {

@@ -63,14 +63,27 @@ impl FnCx<'_, '_> {
     /// `memmove(dst + dst_off(var = 0), src + src_off(var = 0), extent · size)`.
     pub(super) fn copy_run(&mut self, v: Variable, extent: i64, run: CopyRun<'_>) {
         let z = self.b.ins().iconst(types::I64, 0);
-        self.b.def_var(v, z);
+        let n = self.b.ins().iconst(types::I64, extent);
+        self.copy_run_from(v, z, n, run);
+    }
+
+    /// `memmove(dst + dst_off(var = start), src + src_off(var = start), count · size)`,
+    /// `start` and `count` run-time values.
+    pub(super) fn copy_run_from(
+        &mut self,
+        v: Variable,
+        start: cranelift_codegen::ir::Value,
+        count: cranelift_codegen::ir::Value,
+        run: CopyRun<'_>,
+    ) {
+        self.b.def_var(v, start);
         let mut memo = HashMap::new();
         let doff = self.eval(run.dst_off, &mut memo);
         let soff = self.eval(run.src_off, &mut memo);
         let dst = self.addr(run.dst, doff);
         let src = self.addr(run.src, soff);
-        let bytes = extent * self.prog.buffers[run.dst as usize].dtype.size() as i64;
-        let n = self.b.ins().iconst(PTR, bytes);
+        let size = self.prog.buffers[run.dst as usize].dtype.size() as i64;
+        let n = self.b.ins().imul_imm_s(count, size);
         let f = self
             .imports
             .func(&mut self.b, "memmove", &[PTR, PTR, PTR], &[PTR]);

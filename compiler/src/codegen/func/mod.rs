@@ -78,6 +78,12 @@ pub struct FnCx<'a, 'b> {
     hoisted: HashMap<*const Expr, (ir::StackSlot, Type)>,
     pub err: Variable,
     pub ws: Value,
+    /// The run's `onnxc_threads` pointer (null in a single-threaded run), passed to kernels
+    /// that take one.
+    pub threads: Value,
+    /// The worker running this code (a parallel part's), whose scratch slot kernels get;
+    /// None: worker 0.
+    pub worker: Option<Value>,
     acc: Option<Value>,
     /// Whether the target has fused multiply-add (for the vector math polynomials).
     pub fma: super::vmath::Fma,
@@ -90,6 +96,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         imports: Imports<'a>,
         err: Variable,
         ws: Value,
+        threads: Value,
     ) -> Self {
         FnCx {
             b,
@@ -101,6 +108,8 @@ impl<'a, 'b> FnCx<'a, 'b> {
             hoisted: HashMap::new(),
             err,
             ws,
+            threads,
+            worker: None,
             acc: None,
             fma: super::vmath::Fma(false),
         }
@@ -188,6 +197,92 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.def_var(var, next);
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Emits `for var in start..end step`, `end` a run-time value; with `step` > 1 the loop
+    /// stops before passing `end` (the caller handles the rest).
+    fn counted_loop_to(
+        &mut self,
+        var: Variable,
+        start: Value,
+        end: Value,
+        step: i64,
+        body: impl FnOnce(&mut Self),
+    ) {
+        let header = self.b.create_block();
+        let body_b = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.def_var(var, start);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let i = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(i, step);
+        let cond = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedLessThanOrEqual, next, end);
+        self.b.ins().brif(cond, body_b, &[], exit, &[]);
+        self.b.switch_to_block(body_b);
+        body(self);
+        let i = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(i, step);
+        self.b.def_var(var, next);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// Iterations `[begin, end)` of the loop `s` (a `For`, possibly inside loops of one
+    /// iteration: `par::parallel_target`), as a chunk of `onnxc_parallel_loop`. Every
+    /// element gets the code the whole loop gives it (`stmt`): the same vector body, the
+    /// vector tail redone on the chunk's last four iterations (only the last chunk is not a
+    /// multiple of four long, and no chunk is shorter than four).
+    pub fn stmt_range(&mut self, s: &Stmt, begin: Value, end: Value) {
+        let Stmt::For {
+            var,
+            extent,
+            vector,
+            body,
+        } = s
+        else {
+            unreachable!("a parallel target is a loop")
+        };
+        let v = self.var(*var);
+        if *extent == 1 {
+            let z = self.b.ins().iconst(types::I64, 0);
+            self.b.def_var(v, z);
+            return self.stmt_range(&body[0], begin, end);
+        }
+        if *vector
+            && *extent >= MEMMOVE_MIN
+            && let Some(run) = self.contiguous_copy(*var, body)
+        {
+            let count = self.b.ins().isub(end, begin);
+            return self.copy_run_from(v, begin, count, run);
+        }
+        if *vector
+            && *extent >= 4
+            && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
+        {
+            let added = self.hoist_uniform(*var, body);
+            self.counted_loop_to(v, begin, end, 4, |cx| cx.vector_body(&vl));
+            // A length that is not a multiple of four: the last four again.
+            let len = self.b.ins().isub(end, begin);
+            let rem = self.b.ins().band_imm_s(len, 3);
+            let tail = self.b.create_block();
+            let done = self.b.create_block();
+            self.b.ins().brif(rem, tail, &[], done, &[]);
+            self.b.switch_to_block(tail);
+            let last = self.b.ins().iadd_imm_s(end, -4);
+            self.b.def_var(v, last);
+            self.vector_body(&vl);
+            self.b.ins().jump(done, &[]);
+            self.b.switch_to_block(done);
+            for k in added {
+                self.hoisted.remove(&k);
+            }
+            return;
+        }
+        self.counted_loop_to(v, begin, end, 1, |cx| cx.stmts(body));
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -310,7 +405,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             let gv = self.imports.rodata_gv(bytes, &mut self.b);
                             self.b.ins().symbol_value(PTR, gv)
                         }
-                        Arg::Scratch { offset } => self.b.ins().iadd_imm_s(self.ws, *offset as i64),
+                        Arg::Scratch { offset } => {
+                            let base = self.b.ins().iadd_imm_s(self.ws, *offset as i64);
+                            match self.worker {
+                                None => base,
+                                Some(w) => {
+                                    let per = self.prog.scratch_per_worker as i64;
+                                    let slot = self.b.ins().imul_imm_s(w, per);
+                                    self.b.ins().iadd(base, slot)
+                                }
+                            }
+                        }
+                        Arg::Threads => self.threads,
                     };
                     vals.push(v);
                 }
@@ -332,7 +438,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// Records a kernel's `status` (0: success) as the error code unless one was recorded
     /// before (first error wins): `err = err == 0 ? status : err`, no branch.
-    fn merge_status(&mut self, status: Value) {
+    pub fn merge_status(&mut self, status: Value) {
         let prev = self.b.use_var(self.err);
         let clean = self.b.ins().icmp_imm_s(IntCC::Equal, prev, 0);
         let next = self.b.ins().select(clean, status, prev);
@@ -488,7 +594,8 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                         | Arg::Params(_)
                         | Arg::Floats(_)
                         | Arg::Blob(_)
-                        | Arg::Scratch { .. } => {}
+                        | Arg::Scratch { .. }
+                        | Arg::Threads => {}
                     }
                 }
             }
@@ -519,10 +626,26 @@ fn collect_written(body: &[Stmt], out: &mut std::collections::HashSet<BufId>) {
     }
 }
 
+/// `int step(inputs, outputs, workspace, threads)`: a step, and the steps' runner.
 pub fn step_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signature {
     let mut sig = ir::Signature::new(call_conv);
-    sig.params
-        .extend([AbiParam::new(PTR), AbiParam::new(PTR), AbiParam::new(PTR)]);
+    sig.params.extend([AbiParam::new(PTR); 4]);
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+/// `int part(ctx, begin, end, threads, worker)`: iterations `[begin, end)` of a step's
+/// parallel loop (`onnxc_runtime::par::LoopFn`), `ctx` pointing to the step's inputs,
+/// outputs and workspace pointers.
+pub fn part_signature(call_conv: cranelift_codegen::isa::CallConv) -> ir::Signature {
+    let mut sig = ir::Signature::new(call_conv);
+    sig.params.extend([
+        AbiParam::new(PTR),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(PTR),
+        AbiParam::new(PTR),
+    ]);
     sig.returns.push(AbiParam::new(types::I32));
     sig
 }

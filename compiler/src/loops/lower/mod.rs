@@ -33,7 +33,9 @@ pub struct LowerOptions {
 
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
 pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
-    // Scratch needs are known before memory planning.
+    // The arena holds the values; after it, every kernel step's scratch is one per-worker
+    // area (`Program::scratch_base`): slots of the largest step's scratch, one per worker of
+    // a run (`onnxc_runtime::par::worker_scratch`).
     let mut scratch_req = Vec::new();
     for (i, st) in sched.steps.iter().enumerate() {
         let bytes = scratch_bytes(sched, st, opts);
@@ -41,7 +43,13 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             scratch_req.push((i, bytes));
         }
     }
-    let scratch_offsets = schedule::memory::plan(sched, &scratch_req);
+    schedule::memory::plan(sched);
+    let scratch_base = sched.arena_size.next_multiple_of(schedule::memory::ALIGN);
+    let scratch_per_worker = scratch_req
+        .iter()
+        .map(|&(_, b)| onnxc_runtime::par::slot_bytes(b as usize) as u64)
+        .max()
+        .unwrap_or(0);
     let s = &*sched;
     let mut buffers = Vec::new();
     let mut buf_of = vec![u32::MAX; s.values.len()];
@@ -89,10 +97,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     let packed_b = std::cell::RefCell::new(std::collections::HashMap::new());
     let first_extra = buffers.len() as u32;
     let mut funcs = Vec::new();
-    let mut scratch = scratch_req
-        .iter()
-        .zip(&scratch_offsets)
-        .map(|(&(i, bytes), &o)| (i, bytes, o));
+    let mut scratch = scratch_req.iter().map(|&(i, bytes)| (i, bytes, scratch_base));
     let mut next_scratch = scratch.next();
     for (i, st) in s.steps.iter().enumerate() {
         let cx = StepCx {
@@ -119,10 +124,22 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             .collect();
         check_calls(&body, planned)
             .map_err(|e| Error::Internal(format!("step {i} ({}): {e}", origin.join(", "))))?;
+        // Maps, reductions, copies and batched matmuls write each output element in one
+        // iteration of their top-level loops; a scatter may write one element twice.
+        let parallel = matches!(
+            st.kind,
+            StepKind::Map { .. }
+                | StepKind::Reduce { .. }
+                | StepKind::MatMul { .. }
+                | StepKind::Concat { .. }
+                | StepKind::ConcatRest { .. }
+                | StepKind::Copy
+        );
         funcs.push(Func {
             name: format!("step{i}"),
             origin: origin.join(", "),
             body,
+            parallel,
         });
     }
     buffers.extend(extra.into_inner());
@@ -143,7 +160,9 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         name: s.name.clone(),
         buffers,
         funcs,
-        workspace_size: s.workspace_size,
+        workspace_size: scratch_base + scratch_per_worker,
+        scratch_base,
+        scratch_per_worker,
         inputs: io(&s.inputs),
         outputs: io(&s.outputs),
     })

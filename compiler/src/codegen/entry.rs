@@ -1,0 +1,261 @@
+//! The model's exported entry points around its steps: `NAME_run`, `NAME_run_threaded`,
+//! `NAME_workspace_size`, `NAME_workspace_size_threads`, and an optional driver `main`.
+//!
+//! Both run functions share one local `NAME_steps(inputs, outputs, workspace, threads)`
+//! that calls the steps in order and stops at the first error; `NAME_run` passes no
+//! threads, so a single-threaded run executes what it always did.
+
+use super::func::{PTR, block_args, step_signature};
+use super::steps::Build;
+use super::{Imports, ModState};
+use crate::error::{Error, Result};
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::{self, AbiParam, InstBuilder, UserFuncName, Value, condcodes::IntCC, types};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{FuncId, Linkage, Module};
+use onnxc_runtime::abi::{ONNXC_ERR_ALLOC, ONNXC_ERR_WORKSPACE};
+use onnxc_runtime::par::MAX_WORKERS;
+use std::collections::HashMap;
+
+fn merr(e: cranelift_module::ModuleError) -> Error {
+    Error::Internal(format!("cranelift module: {e:?}"))
+}
+
+/// The exported entry points' ids, for `main` and the info table.
+pub struct Entries {
+    pub run: FuncId,
+    pub run_threaded: FuncId,
+}
+
+pub fn define_entries(
+    bd: &Build,
+    st: &mut ModState,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    steps: &[FuncId],
+    profile: bool,
+    clif: &mut String,
+) -> Result<Entries> {
+    let prefix = bd.prefix;
+    let cc = st.call_conv;
+    let declare = |st: &mut ModState, name: &str, linkage, sig: &ir::Signature| {
+        st.module.declare_function(name, linkage, sig).map_err(merr)
+    };
+    let finish = |st: &mut ModState, ctx: &mut Context, id, name: &str, clif: &mut String| {
+        if bd.keep_clif {
+            clif.push_str(&format!("; {name}\n{}\n", ctx.func.display()));
+        }
+        st.module
+            .define_function(id, ctx)
+            .map_err(|e| Error::Internal(format!("cranelift rejected {name}: {e:?}")))?;
+        ctx.clear();
+        Ok::<(), Error>(())
+    };
+
+    // NAME_steps(inputs, outputs, workspace, threads) -> int
+    let steps_name = format!("{prefix}_steps");
+    let steps_id = declare(st, &steps_name, Linkage::Local, &step_signature(cc))?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 0), step_signature(cc));
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let done = b.create_block();
+        let rc_p = b.append_block_param(done, types::I32);
+        let mut imports = Imports {
+            st,
+            refs: HashMap::new(),
+            gvs: HashMap::new(),
+        };
+        let prof = profile.then(|| {
+            (
+                imports.func(&mut b, "onnxc_prof_now", &[], &[types::I64]),
+                imports.func(&mut b, "onnxc_prof_record", &[types::I64, types::I64], &[]),
+            )
+        });
+        for (k, &sid) in steps.iter().enumerate() {
+            let f = imports.st.module.declare_func_in_func(sid, b.func);
+            let t0 = prof.map(|(now, _)| {
+                let c = b.ins().call(now, &[]);
+                b.inst_results(c)[0]
+            });
+            let c = b.ins().call(f, &p);
+            let rc = b.inst_results(c)[0];
+            if let (Some((_, rec)), Some(t0)) = (prof, t0) {
+                let idx = b.ins().iconst(types::I64, k as i64);
+                b.ins().call(rec, &[idx, t0]);
+            }
+            let next = b.create_block();
+            b.ins().brif(rc, done, &block_args(&[rc]), next, &[]);
+            b.switch_to_block(next);
+        }
+        let ok = b.ins().iconst(types::I32, 0);
+        b.ins().jump(done, &block_args(&[ok]));
+        b.switch_to_block(done);
+        b.ins().return_(&[rc_p]);
+        b.seal_all_blocks();
+        b.finalize(bd.frontend);
+    }
+    finish(st, ctx, steps_id, &steps_name, clif)?;
+
+    // NAME_run(inputs, outputs, workspace) -> int
+    let mut run_sig = ir::Signature::new(cc);
+    run_sig.params.extend([AbiParam::new(PTR); 3]);
+    run_sig.returns.push(AbiParam::new(types::I32));
+    let run_name = format!("{prefix}_run");
+    let run = declare(st, &run_name, Linkage::Export, &run_sig)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), run_sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let size = b.ins().iconst(types::I64, bd.prog.workspace_size as i64);
+        let null = b.ins().iconst(PTR, 0);
+        run_with_workspace(st, &mut b, steps_id, [p[0], p[1], p[2], null], size);
+        b.seal_all_blocks();
+        b.finalize(bd.frontend);
+    }
+    finish(st, ctx, run, &run_name, clif)?;
+
+    // NAME_workspace_size_threads(workers) -> size_t
+    let mut sig = ir::Signature::new(cc);
+    sig.params.push(AbiParam::new(types::I64));
+    sig.returns.push(AbiParam::new(types::I64));
+    let wst_name = format!("{prefix}_workspace_size_threads");
+    let wst = declare(st, &wst_name, Linkage::Export, &sig)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 2), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let e = b.create_block();
+        b.append_block_params_for_function_params(e);
+        b.switch_to_block(e);
+        let w = b.block_params(e)[0];
+        // clamp(workers, 1, MAX_WORKERS), unsigned.
+        let one = b.ins().iconst(types::I64, 1);
+        let max = b.ins().iconst(types::I64, MAX_WORKERS as i64);
+        let w = b.ins().umax(w, one);
+        let w = b.ins().umin(w, max);
+        let v = workspace_for(bd, &mut b, w);
+        b.ins().return_(&[v]);
+        b.seal_all_blocks();
+        b.finalize(bd.frontend);
+    }
+    finish(st, ctx, wst, &wst_name, clif)?;
+
+    // NAME_run_threaded(inputs, outputs, workspace, workspace_bytes, threads) -> int
+    let mut sig = ir::Signature::new(cc);
+    sig.params.extend([AbiParam::new(PTR); 5]);
+    sig.returns.push(AbiParam::new(types::I32));
+    let rt_name = format!("{prefix}_run_threaded");
+    let run_threaded = declare(st, &rt_name, Linkage::Export, &sig)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 3), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let mut imports = Imports {
+            st,
+            refs: HashMap::new(),
+            gvs: HashMap::new(),
+        };
+        let workers = imports.func(&mut b, "onnxc_threads_workers", &[PTR], &[PTR]);
+        let c = b.ins().call(workers, &[p[4]]);
+        let w = b.inst_results(c)[0];
+        let need = workspace_for(bd, &mut b, w);
+        // A caller's workspace must hold what the workers need.
+        let small = b.ins().icmp(IntCC::UnsignedLessThan, p[3], need);
+        let given = b.ins().icmp_imm_s(IntCC::NotEqual, p[2], 0);
+        let bad = b.ins().band(small, given);
+        let refuse = b.create_block();
+        let go = b.create_block();
+        b.ins().brif(bad, refuse, &[], go, &[]);
+        b.switch_to_block(refuse);
+        let code = b.ins().iconst(types::I32, ONNXC_ERR_WORKSPACE as i64);
+        b.ins().return_(&[code]);
+        b.switch_to_block(go);
+        run_with_workspace(st, &mut b, steps_id, [p[0], p[1], p[2], p[4]], need);
+        b.seal_all_blocks();
+        b.finalize(bd.frontend);
+    }
+    finish(st, ctx, run_threaded, &rt_name, clif)?;
+
+    // NAME_workspace_size() -> size_t
+    let mut sig = ir::Signature::new(cc);
+    sig.returns.push(AbiParam::new(types::I64));
+    let ws_name = format!("{prefix}_workspace_size");
+    let ws_id = declare(st, &ws_name, Linkage::Export, &sig)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 4), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let e = b.create_block();
+        b.switch_to_block(e);
+        let v = b.ins().iconst(types::I64, bd.prog.workspace_size as i64);
+        b.ins().return_(&[v]);
+        b.seal_all_blocks();
+        b.finalize(bd.frontend);
+    }
+    finish(st, ctx, ws_id, &ws_name, clif)?;
+    Ok(Entries { run, run_threaded })
+}
+
+/// Workspace bytes for `w` workers: the arena, then a scratch slot per worker.
+fn workspace_for(bd: &Build, b: &mut FunctionBuilder, w: Value) -> Value {
+    let per = b.ins().imul_imm_s(w, bd.prog.scratch_per_worker as i64);
+    b.ins().iadd_imm_s(per, bd.prog.scratch_base as i64)
+}
+
+/// `rc = NAME_steps(args)` with `args[2]`, the workspace, allocated (`size` bytes) and freed
+/// around the call when it is null; returns `rc` (or `ONNXC_ERR_ALLOC`).
+fn run_with_workspace(
+    st: &mut ModState,
+    b: &mut FunctionBuilder,
+    steps: FuncId,
+    args: [Value; 4],
+    size: Value,
+) {
+    let mut imports = Imports {
+        st,
+        refs: HashMap::new(),
+        gvs: HashMap::new(),
+    };
+    let alloc = imports.func(b, "onnxc_workspace_alloc", &[types::I64], &[PTR]);
+    let free = imports.func(b, "onnxc_workspace_free", &[PTR], &[]);
+    let steps = imports.st.module.declare_func_in_func(steps, b.func);
+    let alloc_b = b.create_block();
+    let run_b = b.create_block();
+    let ws_p = b.append_block_param(run_b, PTR);
+    let owned_p = b.append_block_param(run_b, types::I8);
+    let done = b.create_block();
+    let rc_p = b.append_block_param(done, types::I32);
+    let is_null = b.ins().icmp_imm_s(IntCC::Equal, args[2], 0);
+    let zero8 = b.ins().iconst(types::I8, 0);
+    b.ins()
+        .brif(is_null, alloc_b, &[], run_b, &block_args(&[args[2], zero8]));
+    b.switch_to_block(alloc_b);
+    let c = b.ins().call(alloc, &[size]);
+    let wsa = b.inst_results(c)[0];
+    let failed = b.ins().icmp_imm_s(IntCC::Equal, wsa, 0);
+    let oom = b.ins().iconst(types::I32, ONNXC_ERR_ALLOC as i64);
+    let one8 = b.ins().iconst(types::I8, 1);
+    let cont = b.create_block();
+    b.ins().brif(failed, done, &block_args(&[oom]), cont, &[]);
+    b.switch_to_block(cont);
+    b.ins().jump(run_b, &block_args(&[wsa, one8]));
+    b.switch_to_block(run_b);
+    let c = b.ins().call(steps, &[args[0], args[1], ws_p, args[3]]);
+    let rc = b.inst_results(c)[0];
+    let free_b = b.create_block();
+    b.ins()
+        .brif(owned_p, free_b, &[], done, &block_args(&[rc]));
+    b.switch_to_block(free_b);
+    b.ins().call(free, &[ws_p]);
+    b.ins().jump(done, &block_args(&[rc]));
+    b.switch_to_block(done);
+    b.ins().return_(&[rc_p]);
+}

@@ -1,0 +1,482 @@
+//! Intra-op parallelism: the caller's thread pool as a `parallel_for` callback table
+//! (`onnxc_threads`), the kernels' view of it (`Par`), the runtime's own pool for callers
+//! that have none (`onnxc_pool_*`), and the parallel loop generated code calls
+//! (`onnxc_parallel_loop`).
+//!
+//! **Contract of a pool** (`onnxc_threads`): `parallel_for(pool, n, fn, ctx)` runs
+//! `fn(ctx, task, worker)` once for every `task < n` and returns when all have returned;
+//! `worker < workers` names the thread running the task, and two tasks of one call that run
+//! at the same time never share a `worker`. Tasks may run in any order, on any thread,
+//! including the caller's. That is what an OpenMP `parallel for` with
+//! `omp_get_thread_num()`, rayon's `current_thread_index()` or a platform dispatcher gives.
+//!
+//! **Determinism:** kernels partition their *outputs* only: every output element is computed
+//! by one task, with the same operations in the same order whatever the partition, so the
+//! results are bit-identical for every thread count (and equal to the single-threaded entry
+//! point's). Per-worker scratch comes from the caller's workspace (`worker_scratch`): a
+//! threaded run allocates nothing.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+/// A task: `fn(ctx, task, worker)`.
+pub type TaskFn = unsafe extern "C" fn(ctx: *mut c_void, task: usize, worker: usize);
+/// Runs `fn(ctx, task, worker)` for every `task < n` (the module's contract).
+pub type ParallelFor = unsafe extern "C" fn(pool: *mut c_void, n: usize, f: TaskFn, ctx: *mut c_void);
+
+/// The C struct `onnxc_threads`: a pool as the generated code and kernels see it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Threads {
+    pub parallel_for: Option<ParallelFor>,
+    pub pool: *mut c_void,
+    /// The most tasks that run at once (worker indices are below it); at least 1.
+    pub workers: usize,
+}
+
+/// Most workers a run takes (a bound on the workspace's per-worker scratch arithmetic).
+pub const MAX_WORKERS: usize = 1024;
+/// Most tasks of one `parallel_for` call; `Par::run` splits larger counts into rounds.
+const MAX_TASKS: usize = 0xffff;
+
+/// The threads a kernel may use: a pool, or none (sequential).
+#[derive(Clone, Copy)]
+pub struct Par<'a> {
+    t: Option<&'a Threads>,
+}
+
+impl Par<'static> {
+    /// No threads: tasks run in order on the calling thread, as worker 0.
+    pub const SEQ: Par<'static> = Par { t: None };
+}
+
+impl<'a> Par<'a> {
+    /// The pool `t` points to; sequential when `t` is null, has no `parallel_for` or one
+    /// worker.
+    ///
+    /// # Safety
+    /// `t` is null or points to a `Threads` that outlives `'a` and keeps the module's
+    /// contract.
+    pub unsafe fn from_raw(t: *const Threads) -> Par<'a> {
+        // SAFETY: caller contract.
+        let t = unsafe { t.as_ref() };
+        Par {
+            t: t.filter(|t| t.parallel_for.is_some() && t.workers > 1),
+        }
+    }
+
+    /// Threads that may run tasks at once (1: sequential).
+    pub fn workers(&self) -> usize {
+        self.t.map_or(1, |t| t.workers.min(MAX_WORKERS))
+    }
+
+    /// Tasks worth making of `work` units when a task should have at least `min` of them:
+    /// 1 when the pool has one worker or the work is small, otherwise up to `per_worker`
+    /// tasks per worker (more tasks than workers balance uneven ones), at most `max`.
+    pub fn tasks(&self, work: usize, min: usize, per_worker: usize, max: usize) -> usize {
+        let w = self.workers();
+        if w == 1 {
+            return 1;
+        }
+        (work / min.max(1)).min(w * per_worker).min(max).max(1)
+    }
+
+    /// Runs `f(task, worker)` for every `task < n` and returns when all have returned.
+    pub fn run(&self, n: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+        let Some(t) = self.t.filter(|_| n > 1) else {
+            for task in 0..n {
+                f(task, 0);
+            }
+            return;
+        };
+        unsafe extern "C" fn tramp(ctx: *mut c_void, task: usize, worker: usize) {
+            // SAFETY: ctx is the `Round` below, alive for the whole `parallel_for` call.
+            let r = unsafe { &*(ctx as *const Round) };
+            (r.f)(r.base + task, worker);
+        }
+        struct Round<'f> {
+            f: &'f (dyn Fn(usize, usize) + Sync),
+            base: usize,
+        }
+        let pf = t.parallel_for.expect("Par holds only pools with parallel_for");
+        let mut base = 0;
+        while base < n {
+            let count = (n - base).min(MAX_TASKS);
+            let r = Round { f, base };
+            // SAFETY: the pool's contract; `r` outlives the call, which returns when every
+            // task has returned.
+            unsafe { pf(t.pool, count, tramp, &r as *const Round as *mut c_void) };
+            base += count;
+        }
+    }
+}
+
+/// Worker `worker`'s slot of a per-worker scratch area whose slots hold `len` elements: the
+/// slots are `len` elements rounded up to 64 bytes apart, from `base` (64-byte aligned).
+/// The compiler sizes the area as `workers × slot_bytes(len · size_of::<T>())`.
+pub fn worker_scratch<T>(base: *mut T, worker: usize, len: usize) -> *mut T {
+    let stride = slot_bytes(len * size_of::<T>());
+    base.wrapping_byte_add(worker * stride)
+}
+
+/// Bytes of one worker's slot for a scratch of `bytes`.
+pub const fn slot_bytes(bytes: usize) -> usize {
+    bytes.next_multiple_of(64)
+}
+
+/// A loop body generated code hands `onnxc_parallel_loop`: iterations `[begin, end)` of the
+/// step's outer loop, run as `worker` (its scratch slot), passing `threads` (null when the
+/// loop is split) to the kernels it calls; returns the step's error code for them (0: none).
+pub type LoopFn = unsafe extern "C" fn(
+    ctx: *const c_void,
+    begin: i64,
+    end: i64,
+    threads: *const Threads,
+    worker: usize,
+) -> i32;
+
+/// Runs iterations `0..extent` of a generated step's outer loop, split into chunks of at
+/// least `grain` iterations over the pool's workers, or whole (on the calling thread, as
+/// worker 0) when `threads` is null or the loop is short. A loop whose iterations call
+/// kernels (`calls` ≠ 0) is split only when it has at least two iterations per worker;
+/// otherwise it runs whole and passes `threads` on to its kernels. Chunk boundaries are
+/// multiples of `align` and no chunk but a whole loop is shorter than `align`: a vector
+/// loop's tail (its last `align` iterations, redone) stays inside its chunk. Returns the
+/// error of the first chunk (in loop order) that failed.
+///
+/// # Safety
+/// `threads` as `Par::from_raw`; `body` runs concurrently for disjoint ranges as distinct
+/// workers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_parallel_loop(
+    threads: *const Threads,
+    extent: i64,
+    grain: i64,
+    align: i64,
+    calls: i64,
+    body: LoopFn,
+    ctx: *const c_void,
+) -> i32 {
+    // SAFETY: caller contract.
+    let par = unsafe { Par::from_raw(threads) };
+    let (extent, grain, align) = (extent.max(0), grain.max(1), align.max(1));
+    let mut tasks = par.tasks(extent as usize, grain as usize, 4, MAX_TASKS) as i64;
+    if calls != 0 && extent < 2 * par.workers() as i64 {
+        tasks = 1;
+    }
+    if tasks <= 1 {
+        // SAFETY: caller contract.
+        return unsafe { body(ctx, 0, extent, threads, 0) };
+    }
+    let (extent, align) = (extent as u64, align as u64);
+    let chunk = extent.div_ceil(tasks as u64).next_multiple_of(align);
+    // Whole chunks, the last one taking the rest (at least `chunk` long).
+    let tasks = (extent / chunk).max(1) as usize;
+    // The first failing chunk's (index, code), as `index << 32 | code`: u64::MAX if none.
+    let first = AtomicU64::new(u64::MAX);
+    let ctx = ctx as usize;
+    par.run(tasks, &|t, worker| {
+        let b = t as u64 * chunk;
+        let e = if t + 1 == tasks { extent } else { b + chunk };
+        // SAFETY: caller contract; chunks are disjoint, each run by one worker at a time.
+        let rc = unsafe {
+            body(
+                ctx as *const c_void,
+                b as i64,
+                e as i64,
+                std::ptr::null(),
+                worker,
+            )
+        };
+        if rc != 0 {
+            first.fetch_min((t as u64) << 32 | rc as u32 as u64, Ordering::Relaxed);
+        }
+    });
+    match first.into_inner() {
+        u64::MAX => 0,
+        v => v as u32 as i32,
+    }
+}
+
+/// The workers a run with `threads` uses (1 for null, no `parallel_for` or one worker; at
+/// most `MAX_WORKERS`): its workspace holds that many scratch slots.
+///
+/// # Safety
+/// As `Par::from_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_threads_workers(threads: *const Threads) -> usize {
+    // SAFETY: caller contract.
+    unsafe { Par::from_raw(threads) }.workers()
+}
+
+// ---------------------------------------------------------------------------------------
+// The runtime's pool.
+
+/// Spin iterations a worker waits for the next task before sleeping (about 50-100 µs):
+/// a model's steps follow each other closely, and waking a sleeping thread costs more
+/// than most steps' tasks.
+const SPIN: u32 = 1 << 15;
+
+/// The ticket: `generation << 32 | tasks << 16 | next task`. A worker claims a task by
+/// incrementing it while `next < tasks`; the generation changes with every call, so a
+/// claim never succeeds against a call that has ended (its tasks are all claimed) or one
+/// that has not been published.
+fn ticket(generation: u64, tasks: usize, next: usize) -> u64 {
+    generation << 32 | (tasks as u64) << 16 | next as u64
+}
+
+struct Shared {
+    ticket: AtomicU64,
+    /// The current call's `TaskFn` and context; written before its ticket is published,
+    /// read only by a thread that has claimed one of its tasks (so the call is still
+    /// running: it returns when `done` reaches its task count).
+    f: AtomicUsize,
+    ctx: AtomicUsize,
+    done: AtomicUsize,
+    stop: AtomicBool,
+    /// Workers asleep (or about to be) on `wake`.
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
+    /// Held by the thread whose call the pool runs; a second caller meanwhile runs its
+    /// tasks itself.
+    busy: Mutex<()>,
+    workers: usize,
+}
+
+impl Shared {
+    /// Claims and runs tasks of the published call until none is left; returns whether it
+    /// ran any.
+    fn work(&self, worker: usize) -> bool {
+        let mut ran = false;
+        let mut t = self.ticket.load(Ordering::Acquire);
+        loop {
+            let (tasks, next) = ((t >> 16 & 0xffff) as usize, (t & 0xffff) as usize);
+            if next >= tasks {
+                return ran;
+            }
+            match self
+                .ticket
+                .compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // The call that published this ticket is running until this task is
+                    // done: its function and context are the ones stored.
+                    let f = self.f.load(Ordering::Acquire);
+                    let ctx = self.ctx.load(Ordering::Acquire);
+                    // SAFETY: `f` was stored from a `TaskFn` by `parallel_for`; the task
+                    // index and worker are the contract's.
+                    unsafe {
+                        let f: TaskFn = std::mem::transmute::<usize, TaskFn>(f);
+                        f(ctx as *mut c_void, next, worker);
+                    }
+                    self.done.fetch_add(1, Ordering::Release);
+                    ran = true;
+                    t = self.ticket.load(Ordering::Acquire);
+                }
+                Err(now) => t = now,
+            }
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        let t = self.ticket.load(Ordering::SeqCst);
+        (t & 0xffff) < (t >> 16 & 0xffff)
+    }
+
+    fn worker_loop(&self, worker: usize) {
+        loop {
+            let mut spins = 0;
+            while spins < SPIN {
+                if self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                if self.work(worker) {
+                    spins = 0;
+                } else {
+                    std::hint::spin_loop();
+                    spins += 1;
+                }
+            }
+            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            while !self.has_work() && !self.stop.load(Ordering::SeqCst) {
+                g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(g);
+        }
+    }
+}
+
+/// The runtime's thread pool (`onnxc_pool`): `workers - 1` threads plus the calling one.
+pub struct Pool {
+    shared: std::sync::Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    /// A pool of `workers` (≥ 1) threads counting the caller's: `workers - 1` are spawned.
+    pub fn new(workers: usize) -> std::io::Result<Pool> {
+        let workers = workers.clamp(1, MAX_WORKERS);
+        let shared = std::sync::Arc::new(Shared {
+            ticket: AtomicU64::new(0),
+            f: AtomicUsize::new(0),
+            ctx: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            busy: Mutex::new(()),
+            workers,
+        });
+        let mut pool = Pool {
+            shared: shared.clone(),
+            threads: Vec::new(),
+        };
+        for w in 1..workers {
+            let s = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("onnxc-worker-{w}"))
+                .spawn(move || s.worker_loop(w))?;
+            pool.threads.push(h);
+        }
+        Ok(pool)
+    }
+
+    /// The callback table of this pool.
+    pub fn threads(&self) -> Threads {
+        Threads {
+            parallel_for: Some(pool_parallel_for),
+            pool: std::sync::Arc::as_ptr(&self.shared) as *mut c_void,
+            workers: self.shared.workers,
+        }
+    }
+
+    /// Runs `f(task, worker)` for every `task < n` on this pool.
+    pub fn run(&self, n: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+        let t = self.threads();
+        // SAFETY: `t` describes this pool, alive for the call.
+        unsafe { Par::from_raw(&t) }.run(n, f);
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.wake.notify_all();
+        }
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// `parallel_for` of the runtime's pool.
+///
+/// # Safety
+/// `pool` is a `Pool`'s `threads().pool`, alive for the call.
+unsafe extern "C" fn pool_parallel_for(pool: *mut c_void, n: usize, f: TaskFn, ctx: *mut c_void) {
+    // SAFETY: caller contract.
+    let s = unsafe { &*(pool as *const Shared) };
+    let guard = match s.busy.try_lock() {
+        Ok(g) => g,
+        // Another thread's call (or this thread's, from inside a task) holds the pool:
+        // these tasks run here, in order, as worker 0.
+        Err(_) => {
+            for task in 0..n {
+                // SAFETY: the contract, with one worker.
+                unsafe { f(ctx, task, 0) };
+            }
+            return;
+        }
+    };
+    let mut task = 0;
+    while task < n {
+        let count = (n - task).min(MAX_TASKS);
+        let generation = (s.ticket.load(Ordering::Relaxed) >> 32).wrapping_add(1) & 0xffff_ffff;
+        // A task of this round runs `f(ctx, task0 + i)`: offset through a small context.
+        struct Off {
+            f: TaskFn,
+            ctx: *mut c_void,
+            base: usize,
+        }
+        unsafe extern "C" fn off(ctx: *mut c_void, i: usize, w: usize) {
+            // SAFETY: ctx is the round's `Off`, alive until every task has returned.
+            let o = unsafe { &*(ctx as *const Off) };
+            // SAFETY: the caller's task function and context.
+            unsafe { (o.f)(o.ctx, o.base + i, w) };
+        }
+        let o = Off { f, ctx, base: task };
+        let (rf, rctx): (TaskFn, *mut c_void) = if task == 0 {
+            (f, ctx)
+        } else {
+            (off, &o as *const Off as *mut c_void)
+        };
+        s.done.store(0, Ordering::Relaxed);
+        s.f.store(rf as usize, Ordering::Relaxed);
+        s.ctx.store(rctx as usize, Ordering::Relaxed);
+        s.ticket
+            .store(ticket(generation, count, 0), Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
+        }
+        s.work(0);
+        while s.done.load(Ordering::Acquire) < count {
+            std::hint::spin_loop();
+        }
+        task += count;
+    }
+    drop(guard);
+}
+
+/// `onnxc_pool_create`: a pool of `threads` threads counting the caller's (`threads - 1`
+/// are started); null when `threads` is 0 or a thread cannot be started.
+#[unsafe(no_mangle)]
+pub extern "C" fn onnxc_pool_create(threads: usize) -> *mut Pool {
+    if threads == 0 {
+        return std::ptr::null_mut();
+    }
+    match Pool::new(threads) {
+        Ok(p) => Box::into_raw(Box::new(p)),
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// `onnxc_pool_destroy`: stops and joins the pool's threads (null: nothing).
+///
+/// # Safety
+/// `pool` is null or from `onnxc_pool_create`, not destroyed before, and no call runs on it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_pool_destroy(pool: *mut Pool) {
+    if !pool.is_null() {
+        // SAFETY: caller contract.
+        drop(unsafe { Box::from_raw(pool) });
+    }
+}
+
+/// `onnxc_pool_threads`: the pool's callback table, for `NAME_run_threaded`; valid while
+/// the pool lives. A null pool gives a table with one worker (sequential runs).
+///
+/// # Safety
+/// `pool` is null or a live pool from `onnxc_pool_create`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_pool_threads(pool: *const Pool) -> Threads {
+    // SAFETY: caller contract.
+    match unsafe { pool.as_ref() } {
+        Some(p) => p.threads(),
+        None => Threads {
+            parallel_for: None,
+            pool: std::ptr::null_mut(),
+            workers: 1,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
