@@ -155,6 +155,7 @@ fn packed_a_gemm(
     // SAFETY: the buffers hold what the dims need (checked above).
     unsafe {
         gemm::gemm_packed_a(
+            onnxc_runtime::par::Par::SEQ,
             m,
             n,
             k,
@@ -163,7 +164,7 @@ fn packed_a_gemm(
             c.as_mut_ptr(),
             n,
             &Epilogue::NONE,
-            scratch.as_mut_ptr(),
+            onnxc_runtime::par::Slots::single(scratch.as_mut_ptr()),
         )
     };
     black_box(c[0]);
@@ -367,6 +368,7 @@ fn conv_layers(peak: f64) {
             // g.scratch_floats(true).
             unsafe {
                 conv_f32(
+            onnxc_runtime::par::Par::SEQ,
                     &g,
                     xs[rep % xcopies].as_ptr(),
                     wps[rep % copies].as_ptr(),
@@ -485,6 +487,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
             // g.scratch_floats(true).
             unsafe {
                 conv_f32(
+            onnxc_runtime::par::Par::SEQ,
                     &g,
                     x.as_ptr(),
                     wpa.as_ptr(),
@@ -881,6 +884,7 @@ fn orientation_experiment(peak: f64) {
         // SAFETY: wa is w packed, xb x packed; c holds ch·pos floats.
         let cm = time(&mut || unsafe {
             gemm::gemm_packed_a(
+            onnxc_runtime::par::Par::SEQ,
                 ch,
                 pos,
                 k,
@@ -889,7 +893,7 @@ fn orientation_experiment(peak: f64) {
                 c.as_mut_ptr(),
                 pos,
                 &Epilogue::NONE,
-                std::ptr::null_mut(),
+                onnxc_runtime::par::Slots::single(std::ptr::null_mut()),
             );
             black_box(c[0]);
         });
@@ -955,6 +959,7 @@ fn orientation_experiment(peak: f64) {
             // g.scratch_floats(true).
             let conv = time(&mut || unsafe {
                 conv_f32(
+            onnxc_runtime::par::Par::SEQ,
                     &g,
                     x.as_ptr(),
                     wp.as_ptr(),
@@ -1039,6 +1044,7 @@ fn experiment() {
                     // scratch holds g.scratch_floats(true).
                     unsafe {
                         conv_f32(
+            onnxc_runtime::par::Par::SEQ,
                             &g,
                             x.as_ptr(),
                             wp.as_ptr(),
@@ -1088,6 +1094,7 @@ fn experiment() {
                 // scratch_len(n, false).
                 unsafe {
                     gemm::gemm_packed_a(
+            onnxc_runtime::par::Par::SEQ,
                         m,
                         n,
                         k,
@@ -1096,7 +1103,7 @@ fn experiment() {
                         cbuf.as_mut_ptr(),
                         n,
                         ep,
-                        scratch.as_mut_ptr(),
+                        onnxc_runtime::par::Slots::single(scratch.as_mut_ptr()),
                     )
                 };
                 black_box(cbuf[0]);

@@ -13,6 +13,7 @@
 //! validation (`params`), before any buffer is touched. Generated code merges it into the
 //! run's error code, first error winning.
 
+use crate::par::ScratchNeed;
 use crate::params::{self, ParamError};
 
 /// How generated code produces an argument. Every argument is one machine word.
@@ -97,7 +98,7 @@ kernels! {
         c: Out = *mut f32, ldc: Int = i64,
         bias_row: OptIn = *const f32, bias_col: OptIn = *const f32,
         residual: OptIn = *const f32, clamp: OptFloats = *const f32,
-        scratch: Scratch = *mut f32,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     );
     /// `SGEMM` with B packed at compile time (`gemm::pack`).
     SGEMM_PB = onnxc_sgemm_pb in gemm(
@@ -107,7 +108,7 @@ kernels! {
         c: Out = *mut f32, ldc: Int = i64,
         bias_row: OptIn = *const f32, bias_col: OptIn = *const f32,
         residual: OptIn = *const f32, clamp: OptFloats = *const f32,
-        scratch: Scratch = *mut f32,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     );
     /// Convolution, N-d, grouped, NC[spatial] (`conv::ConvGeometry` in `params`), weights
     /// packed at compile time (`w_packed` 1) or raw, with the epilogue.
@@ -115,6 +116,7 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, w: In = *const f32,
         w_packed: Int = i64, bias: OptIn = *const f32, residual: OptIn = *const f32,
         clamp: OptFloats = *const f32, y: Out = *mut f32, scratch: Scratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// Convolution over channel-blocked tensors (`nchwc`).
     CONV_NCHWC_F32 = onnxc_conv_nchwc_f32 in nchwc(
@@ -202,13 +204,21 @@ kernels! {
 /// what the decoded geometry needs. The tables checked per call only in their headers are
 /// checked in full here (`tree::check`, `strings::check`). `blob`: the call's
 /// `Params`/`OptParams` argument (None: null); `ints`: its `Int` arguments, in order.
-/// Returns the scratch bytes of a status-returning kernel (0 where it needs none), None for
-/// the others.
+/// Returns the scratch of a status-returning kernel (rounded, as laid out; zero where it needs
+/// none), None for the others.
 pub fn planned_scratch(
     kernel: &KernelAbi,
     blob: Option<&[i64]>,
     ints: &[i64],
-) -> Result<Option<u64>, ParamError> {
+) -> Result<Option<ScratchNeed>, ParamError> {
+    Ok(scratch_of(kernel, blob, ints)?.map(|s| s.rounded()))
+}
+
+fn scratch_of(
+    kernel: &KernelAbi,
+    blob: Option<&[i64]>,
+    ints: &[i64],
+) -> Result<Option<ScratchNeed>, ParamError> {
     use crate::{conv, nchwc, pool, resize, strings, svm, topk, tree};
     if !kernel.status {
         return Ok(None);
@@ -227,14 +237,15 @@ pub fn planned_scratch(
         if let Some(b) = blob {
             nchwc::reorder::decode_planes(b, c as usize, hw as usize)?;
         }
-        return Ok(Some(0));
+        return Ok(Some(ScratchNeed::default()));
     }
     let b = blob.ok_or(ParamError("no parameter blob"))?;
-    let floats = |n: usize| Some(n as u64 * 4);
+    let floats = |n: usize| Some(ScratchNeed::shared(n * 4));
+    let bytes = |n: usize| Some(ScratchNeed::shared(n));
     Ok(if *kernel == CONV_F32 {
-        floats(conv::ConvGeometry::decode(b)?.scratch_floats(int(0)? != 0))
+        Some(conv::ConvGeometry::decode(b)?.scratch(int(0)? != 0))
     } else if *kernel == CONV_NCHWC_F32 {
-        floats(nchwc::BlockedConv::decode(b)?.scratch_floats())
+        Some(nchwc::BlockedConv::decode(b)?.scratch())
     } else if *kernel == CONV_TRANSPOSE_F32 {
         floats(conv::transpose::ConvTransposeGeometry::decode(b)?.scratch_floats(int(0)? != 0))
     } else if *kernel == POOL2D_F32 {
@@ -250,20 +261,20 @@ pub fn planned_scratch(
             [g.planes, g.output[0], g.output[1], cb],
             "a tensor is too large",
         )?;
-        Some(0)
+        bytes(0)
     } else if *kernel == RESIZE_F32 {
         floats(resize::ResizeParams::decode(b)?.scratch_floats())
     } else if *kernel == TOPK {
-        Some(topk::TopkParams::decode(b)?.n as u64 * 8)
+        bytes(topk::TopkParams::decode(b)?.n * 8)
     } else if *kernel == GATHER_SUM_F32 {
         crate::gather::GatherParams::decode(b)?;
-        Some(0)
+        bytes(0)
     } else if *kernel == TREE_ENSEMBLE {
         tree::check(b).map_err(|_| ParamError("the forest fails tree::check"))?;
-        Some(tree::scratch_bytes(b) as u64)
+        bytes(tree::scratch_bytes(b))
     } else if *kernel == STR_LOOKUP || *kernel == STR_GATHER {
         strings::check(b)?;
-        Some(0)
+        bytes(0)
     } else if *kernel == SVM_PROBABILITY {
         floats(svm::scratch_floats(svm::decode(b)?.0))
     } else {

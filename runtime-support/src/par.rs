@@ -13,7 +13,7 @@
 //! **Determinism:** kernels partition their *outputs* only: every output element is computed
 //! by one task, with the same operations in the same order whatever the partition, so the
 //! results are bit-identical for every thread count (and equal to the single-threaded entry
-//! point's). Per-worker scratch comes from the caller's workspace (`worker_scratch`): a
+//! point's). Per-worker scratch comes from the caller's workspace (`ScratchNeed`): a
 //! threaded run allocates nothing.
 
 use std::ffi::c_void;
@@ -83,7 +83,12 @@ impl<'a> Par<'a> {
     }
 
     /// Runs `f(task, worker)` for every `task < n` and returns when all have returned.
-    pub fn run(&self, n: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    ///
+    /// # Safety
+    /// `f` may run on several threads at once (for distinct tasks and workers): whatever it
+    /// reaches must be safe to use so — kernels share read-only inputs and raw pointers to
+    /// the disjoint parts of their outputs each task writes.
+    pub unsafe fn run(&self, n: usize, f: &dyn Fn(usize, usize)) {
         let Some(t) = self.t.filter(|_| n > 1) else {
             for task in 0..n {
                 f(task, 0);
@@ -96,7 +101,7 @@ impl<'a> Par<'a> {
             (r.f)(r.base + task, worker);
         }
         struct Round<'f> {
-            f: &'f (dyn Fn(usize, usize) + Sync),
+            f: &'f dyn Fn(usize, usize),
             base: usize,
         }
         let pf = t.parallel_for.expect("Par holds only pools with parallel_for");
@@ -112,17 +117,92 @@ impl<'a> Par<'a> {
     }
 }
 
-/// Worker `worker`'s slot of a per-worker scratch area whose slots hold `len` elements: the
-/// slots are `len` elements rounded up to 64 bytes apart, from `base` (64-byte aligned).
-/// The compiler sizes the area as `workers × slot_bytes(len · size_of::<T>())`.
-pub fn worker_scratch<T>(base: *mut T, worker: usize, len: usize) -> *mut T {
-    let stride = slot_bytes(len * size_of::<T>());
-    base.wrapping_byte_add(worker * stride)
+/// What a kernel call asks of its scratch (bytes): a `shared` area all its workers use
+/// (filled before they start, e.g. a zero-padded input), then a slot of `per_worker` bytes
+/// for each worker. Laid out from the call's scratch pointer (64-byte aligned): the shared
+/// area, then the slots, each rounded up to 64 bytes. A program's workspace holds
+/// `max shared + workers · max per_worker` after its arena.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScratchNeed {
+    pub shared: usize,
+    pub per_worker: usize,
 }
 
-/// Bytes of one worker's slot for a scratch of `bytes`.
+impl ScratchNeed {
+    /// Only a shared area (a kernel whose workers need no scratch of their own).
+    pub fn shared(bytes: usize) -> ScratchNeed {
+        ScratchNeed {
+            shared: bytes,
+            per_worker: 0,
+        }
+    }
+
+    /// Bytes a call with one worker (a sequential one) needs.
+    pub fn single(&self) -> usize {
+        let r = self.rounded();
+        r.shared + r.per_worker
+    }
+
+    /// The larger of each part.
+    pub fn max(self, o: ScratchNeed) -> ScratchNeed {
+        ScratchNeed {
+            shared: self.shared.max(o.shared),
+            per_worker: self.per_worker.max(o.per_worker),
+        }
+    }
+
+    /// Both parts rounded up to whole 64-byte lines, as they are laid out.
+    pub fn rounded(&self) -> ScratchNeed {
+        ScratchNeed {
+            shared: slot_bytes(self.shared),
+            per_worker: slot_bytes(self.per_worker),
+        }
+    }
+
+    /// The shared area and the workers' slots of a call's scratch at `base`.
+    pub fn layout(&self, base: *mut f32) -> (*mut f32, Slots) {
+        let r = self.rounded();
+        (
+            base,
+            Slots {
+                base: base.wrapping_byte_add(r.shared),
+                stride: r.per_worker / 4,
+            },
+        )
+    }
+}
+
+/// Bytes of one 64-byte aligned piece of scratch holding `bytes`.
 pub const fn slot_bytes(bytes: usize) -> usize {
     bytes.next_multiple_of(64)
+}
+
+/// The workers' slots of a kernel's scratch (`ScratchNeed::layout`), or a part of each.
+#[derive(Clone, Copy, Debug)]
+pub struct Slots {
+    base: *mut f32,
+    /// Floats from one worker's slot to the next.
+    stride: usize,
+}
+
+impl Slots {
+    /// One area for worker 0 only (a sequential caller's scratch).
+    pub fn single(base: *mut f32) -> Slots {
+        Slots { base, stride: 0 }
+    }
+
+    /// Worker `w`'s slot.
+    pub fn at(&self, w: usize) -> *mut f32 {
+        self.base.wrapping_add(w * self.stride)
+    }
+
+    /// The part of every slot from `floats` on.
+    pub fn offset(&self, floats: usize) -> Slots {
+        Slots {
+            base: self.base.wrapping_add(floats),
+            stride: self.stride,
+        }
+    }
 }
 
 /// A loop body generated code hands `onnxc_parallel_loop`: iterations `[begin, end)` of the
@@ -175,8 +255,7 @@ pub unsafe extern "C" fn onnxc_parallel_loop(
     let tasks = (extent / chunk).max(1) as usize;
     // The first failing chunk's (index, code), as `index << 32 | code`: u64::MAX if none.
     let first = AtomicU64::new(u64::MAX);
-    let ctx = ctx as usize;
-    par.run(tasks, &|t, worker| {
+    let run = |t: usize, worker: usize| {
         let b = t as u64 * chunk;
         let e = if t + 1 == tasks { extent } else { b + chunk };
         // SAFETY: caller contract; chunks are disjoint, each run by one worker at a time.
@@ -192,7 +271,9 @@ pub unsafe extern "C" fn onnxc_parallel_loop(
         if rc != 0 {
             first.fetch_min((t as u64) << 32 | rc as u32 as u64, Ordering::Relaxed);
         }
-    });
+    };
+    // SAFETY: the caller's contract: chunks may run concurrently.
+    unsafe { par.run(tasks, &run) };
     match first.into_inner() {
         u64::MAX => 0,
         v => v as u32 as i32,
@@ -358,8 +439,8 @@ impl Pool {
     /// Runs `f(task, worker)` for every `task < n` on this pool.
     pub fn run(&self, n: usize, f: &(dyn Fn(usize, usize) + Sync)) {
         let t = self.threads();
-        // SAFETY: `t` describes this pool, alive for the call.
-        unsafe { Par::from_raw(&t) }.run(n, f);
+        // SAFETY: `t` describes this pool, alive for the call; `f` is Sync.
+        unsafe { Par::from_raw(&t).run(n, f) };
     }
 }
 
@@ -476,6 +557,34 @@ pub unsafe extern "C" fn onnxc_pool_threads(pool: *const Pool) -> Threads {
             workers: 1,
         },
     }
+}
+
+/// Thread tables for kernel tests: none (sequential), then pools of 2, 3 and 5 workers
+/// (created once per test process). A kernel's test runs it with each and requires the same
+/// bits.
+#[cfg(test)]
+pub(crate) fn test_threads() -> Vec<(usize, *const Threads)> {
+    struct Pools(Vec<(Pool, Threads)>);
+    // SAFETY: the pools and their tables are only read after creation.
+    unsafe impl Sync for Pools {}
+    // SAFETY: as above.
+    unsafe impl Send for Pools {}
+    static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
+    let pools = POOLS.get_or_init(|| {
+        Pools(
+            [2, 3, 5]
+                .into_iter()
+                .map(|w| {
+                    let p = Pool::new(w).expect("test pool");
+                    let t = p.threads();
+                    (p, t)
+                })
+                .collect(),
+        )
+    });
+    std::iter::once((1, std::ptr::null()))
+        .chain(pools.0.iter().map(|(_, t)| (t.workers, t as *const Threads)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -204,10 +204,12 @@ pub fn define_entries(
     Ok(Entries { run, run_threaded })
 }
 
-/// Workspace bytes for `w` workers: the arena, then a scratch slot per worker.
+/// Workspace bytes for `w` workers: the arena, the shared scratch, a slot per worker.
 fn workspace_for(bd: &Build, b: &mut FunctionBuilder, w: Value) -> Value {
-    let per = b.ins().imul_imm_s(w, bd.prog.scratch_per_worker as i64);
-    b.ins().iadd_imm_s(per, bd.prog.scratch_base as i64)
+    let p = bd.prog;
+    let per = b.ins().imul_imm_s(w, p.scratch_per_worker as i64);
+    b.ins()
+        .iadd_imm_s(per, (p.scratch_base + p.scratch_shared) as i64)
 }
 
 /// `rc = NAME_steps(args)` with `args[2]`, the workspace, allocated (`size` bytes) and freed

@@ -145,7 +145,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         h,
         "#define {up}_WORKSPACE_SIZE_THREADS(workers) \\\n    \
          ((size_t){}u + (size_t)(workers) * {up}_WORKSPACE_PER_WORKER)\n",
-        prog.scratch_base
+        prog.scratch_base + prog.scratch_shared
     );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", prog.inputs.len());
     let _ = writeln!(h, "#define {up}_NUM_OUTPUTS {}\n", prog.outputs.len());

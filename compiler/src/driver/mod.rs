@@ -224,6 +224,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             funcs: vec![],
             workspace_size: 0,
             scratch_base: 0,
+            scratch_shared: 0,
             scratch_per_worker: 0,
             inputs: vec![],
             outputs: vec![],

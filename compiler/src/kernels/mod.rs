@@ -35,6 +35,7 @@ pub use tree_ensemble::TreeEnsemble;
 use crate::ir::interp::EvalError;
 use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
+use onnxc_runtime::par::ScratchNeed;
 use std::any::Any;
 use std::fmt;
 
@@ -68,7 +69,7 @@ pub trait LowerCx {
     fn constant_f32(&self, k: usize) -> Option<Vec<f32>>;
     /// A float32 constant emitted with the object (packed weights), as an argument.
     fn new_constant_f32(&self, data: &[f32]) -> Arg;
-    /// The step's scratch area, if [`KernelOp::scratch_bytes`] asked for one.
+    /// The step's scratch area, if [`KernelOp::scratch`] asked for one.
     fn scratch(&self) -> Option<Arg>;
 }
 
@@ -89,9 +90,14 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
         result: Operand<'_>,
         limit: usize,
     ) -> Option<Result<Tensor, EvalError>>;
-    /// Workspace bytes the kernel needs while it runs.
+    /// Workspace bytes the kernel needs while it runs (a sequential kernel's).
     fn scratch_bytes(&self, _operands: &[Operand<'_>], _result: Operand<'_>) -> u64 {
         0
+    }
+    /// The scratch a call needs: shared, and per worker for a kernel that takes the run's
+    /// threads (`onnxc_runtime::par::ScratchNeed`); by default `scratch_bytes`, shared.
+    fn scratch(&self, operands: &[Operand<'_>], result: Operand<'_>) -> ScratchNeed {
+        ScratchNeed::shared(self.scratch_bytes(operands, result) as usize)
     }
     /// The kernel call(s) computing the result, checked against their C signatures.
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;

@@ -61,8 +61,8 @@ pub enum Arg {
     Floats(Vec<f32>),
     /// Address of a large read-only i64 array (an encoded table, dumped by its size).
     Blob(Arc<Vec<i64>>),
-    /// Address of the step's scratch area in the workspace: worker 0's slot, the other
-    /// workers' following it (`onnxc_runtime::par::worker_scratch`).
+    /// Address of the step's scratch in the workspace (`Program::scratch_base`): its shared
+    /// area, then its workers' slots (`onnxc_runtime::par::ScratchNeed::layout`).
     Scratch { offset: u64 },
     /// The run's threads (null in a single-threaded run).
     Threads,
@@ -168,10 +168,15 @@ pub struct Program {
     pub funcs: Vec<Func>,
     /// Workspace bytes of a single-threaded run: the arena, then one worker's scratch.
     pub workspace_size: u64,
-    /// Where the per-worker scratch area starts (64-byte aligned, after the arena).
+    /// Where the kernels' scratch starts (64-byte aligned, after the arena): every kernel
+    /// call's scratch pointer (`onnxc_runtime::par::ScratchNeed::layout`).
     pub scratch_base: u64,
-    /// Bytes of one worker's scratch slot (a multiple of 64): a run with `w` workers needs
-    /// `scratch_base + w · scratch_per_worker` bytes.
+    /// The largest shared scratch of a call (a multiple of 64).
+    pub scratch_shared: u64,
+    /// The largest per-worker slot (a multiple of 64): a run with `w` workers needs
+    /// `scratch_base + scratch_shared + w · scratch_per_worker` bytes. A parallel loop's
+    /// worker `w` finds its calls' scratch at slot `w` (`scratch_base + scratch_shared + w ·
+    /// scratch_per_worker`).
     pub scratch_per_worker: u64,
     pub inputs: Vec<IoDesc>,
     pub outputs: Vec<IoDesc>,
@@ -182,8 +187,12 @@ impl Program {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "program \"{}\" (workspace {} bytes: scratch {} bytes per worker at +{}) {{",
-            self.name, self.workspace_size, self.scratch_per_worker, self.scratch_base
+            "program \"{}\" (workspace {} bytes: scratch at +{}, {} shared, {} per worker) {{",
+            self.name,
+            self.workspace_size,
+            self.scratch_base,
+            self.scratch_shared,
+            self.scratch_per_worker
         );
         for (i, b) in self.buffers.iter().enumerate() {
             let loc = match &b.loc {

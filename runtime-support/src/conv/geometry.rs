@@ -6,6 +6,7 @@
 use super::depthwise::DW_BLOCK;
 use super::indirect::INDIRECT_MAX_RESULT;
 use crate::gemm::{self, MR, NR, pack};
+use crate::par::ScratchNeed;
 use crate::params;
 
 /// Most spatial dims a convolution may have (the generic im2col packer takes any number;
@@ -531,25 +532,34 @@ impl ConvGeometry {
         out
     }
 
-    /// Scratch floats `onnxc_conv_f32` needs (plus the packed weights when they are packed at
-    /// run time).
-    pub fn scratch_floats(&self, weights_packed: bool) -> usize {
+    /// The scratch `onnxc_conv_f32` needs (`ScratchNeed`, bytes): shared, the weights when
+    /// they are packed at run time, then what the path shares; per worker, what each of the
+    /// path's workers packs.
+    pub fn scratch(&self, weights_packed: bool) -> ScratchNeed {
         let w = if weights_packed {
             0
         } else {
             self.packed_weights_len()
         };
-        let b = if self.use_winograd() {
-            self.winograd_scratch()
+        let (shared, per_worker) = if self.use_winograd() {
+            (self.winograd_scratch(), 0)
         } else if self.is_depthwise() {
-            self.depthwise_scratch()
+            (self.depthwise_scratch(), 0)
         } else if self.pixel_major() {
-            self.pm_scratch()
+            (self.pm_scratch(), 0)
         } else {
             // The run-time CPU decides between the indirect and the packing path.
-            (gemm::scratch_len(self.osize(), false) + self.osize() * 2).max(self.indirect_scratch())
+            (self.indirect_scratch(), gemm::scratch_len(self.osize(), false))
         };
-        w + b
+        ScratchNeed {
+            shared: (w + shared) * 4,
+            per_worker: per_worker * 4,
+        }
+    }
+
+    /// Floats of scratch a call with one worker needs (`scratch(..).single()`).
+    pub fn scratch_floats(&self, weights_packed: bool) -> usize {
+        self.scratch(weights_packed).single() / 4
     }
 }
 

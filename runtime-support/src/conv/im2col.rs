@@ -6,25 +6,27 @@
 
 use super::ConvGeometry;
 use crate::gemm::{self, BSource, Epilogue, MR, NR};
+use crate::par::{Par, Slots};
 use crate::simd::{self, Simd};
 
 /// Most leading spatial dims (all but the last) the row-wise im2col packers take: 2-D and
 /// 3-D convolutions (1-D ones are compiled as 2-D ones over a single row); more go through
 /// the element-wise `pack_im2col`.
 /// One group's convolution as a GEMM of its packed weights `a` with the im2col matrix packed
-/// block by block (`base`: the element-wise packer's position scratch).
+/// block by block, the blocks of output positions split over `par`'s workers (the
+/// element-wise packer of convolutions past 3-D runs on one thread).
 ///
 /// # Safety
 /// As `conv_f32` for one group: `xg` the group's input planes, `a` its packed weights, `yg`
-/// its output planes, `rest` the GEMM's scratch.
+/// its output planes, `slots` the GEMM's per-worker scratch.
 pub(super) unsafe fn conv_group(
+    par: Par,
     g: &ConvGeometry,
     xg: *const f32,
     a: *const f32,
     yg: *mut f32,
     ep: &Epilogue,
-    rest: *mut f32,
-    base: &mut Vec<i64>,
+    slots: Slots,
 ) {
     let (mg, osz, kd) = (g.mg(), g.osize(), g.kdim());
     // SAFETY: (both) the packers write the GEMM's B blocks from the group's planes.
@@ -42,13 +44,24 @@ pub(super) unsafe fn conv_group(
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
                 pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
             };
-            gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, rest);
+            gemm::gemm_packed_a(par, mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, slots);
         } else {
-            let base_ref = std::cell::RefCell::new(base);
+            let base = std::cell::RefCell::new(Vec::new());
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
-                pack_im2col(block(k0, kc, n0, nc, dst), &mut base_ref.borrow_mut())
+                pack_im2col(block(k0, kc, n0, nc, dst), &mut base.borrow_mut())
             };
-            gemm::gemm_packed_a(mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, rest);
+            gemm::gemm_packed_a(
+                Par::SEQ,
+                mg,
+                osz,
+                kd,
+                a,
+                BSource::Custom(&packer),
+                yg,
+                osz,
+                ep,
+                slots,
+            );
         }
     }
 }

@@ -7,6 +7,7 @@
 use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue};
 use crate::kernels::Status;
+use crate::par::{Par, Threads};
 use crate::params;
 
 mod depthwise;
@@ -36,9 +37,11 @@ pub(crate) struct Call {
 
 /// # Safety
 /// Buffers valid for the geometry; `w` packed by `pack_weights` (or raw `[M, C/g, k…]` weights
-/// when `!weights_packed`); `scratch` holds `scratch_floats(weights_packed)` floats.
+/// when `!weights_packed`); `scratch` holds `scratch(weights_packed)` for `par`'s workers
+/// (`ScratchNeed::layout`).
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe fn conv_f32(
+    par: Par,
     g: &ConvGeometry,
     x: *const f32,
     w: *const f32,
@@ -50,6 +53,7 @@ pub unsafe fn conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) {
+    let (shared, slots) = g.scratch(weights_packed).layout(scratch);
     let c = Call {
         x,
         w,
@@ -58,7 +62,7 @@ pub unsafe fn conv_f32(
         lo,
         hi,
         y,
-        scratch,
+        scratch: shared,
     };
     if g.is_depthwise() {
         // SAFETY: forwarded contract.
@@ -72,12 +76,12 @@ pub unsafe fn conv_f32(
         // SAFETY: forwarded; run-time weights are transformed into scratch first.
         unsafe {
             let (wp, rest) = if weights_packed {
-                (w, scratch)
+                (w, shared)
             } else {
                 let raw = std::slice::from_raw_parts(w, g.m as usize * kd);
                 let packed = g.pack_weights(raw);
-                std::ptr::copy_nonoverlapping(packed.as_ptr(), scratch, packed.len());
-                (scratch as *const f32, scratch.add(packed.len()))
+                std::ptr::copy_nonoverlapping(packed.as_ptr(), shared, packed.len());
+                (shared as *const f32, shared.add(packed.len()))
             };
             let c = Call {
                 w: wp,
@@ -89,15 +93,14 @@ pub unsafe fn conv_f32(
         return;
     }
     let (wp, rest) = if weights_packed {
-        (w, scratch)
+        (w, shared)
     } else {
         // SAFETY: the first packed_weights_len floats of scratch hold the packed weights.
         unsafe {
-            g.pack_gemm_weights(w, scratch);
-            (scratch as *const f32, scratch.add(g.packed_weights_len()))
+            g.pack_gemm_weights(w, shared);
+            (shared as *const f32, shared.add(g.packed_weights_len()))
         }
     };
-    let mut base = Vec::with_capacity(gemm::NC * g.input.len());
     for b in 0..g.n as usize {
         for grp in 0..g.group as usize {
             // SAFETY: offsets inside the tensors described by the geometry.
@@ -126,6 +129,7 @@ pub unsafe fn conv_f32(
                     indirect::conv_indirect(g, dims, xg, a, yg, &ep, rest);
                 } else if g.is_pointwise() {
                     gemm::gemm_packed_a(
+                        par,
                         mg,
                         osz,
                         kd,
@@ -138,10 +142,10 @@ pub unsafe fn conv_f32(
                         yg,
                         osz,
                         &ep,
-                        rest,
+                        slots,
                     );
                 } else {
-                    im2col::conv_group(g, xg, a, yg, &ep, rest, &mut base);
+                    im2col::conv_group(par, g, xg, a, yg, &ep, slots);
                 }
             }
         }
@@ -153,7 +157,8 @@ pub unsafe fn conv_f32(
 /// when `params` is not a valid `ConvGeometry::encode` blob.
 ///
 /// # Safety
-/// `params` points to a sealed blob (`params::blob`); otherwise as `conv_f32`.
+/// `params` points to a sealed blob (`params::blob`); `threads` as `Par::from_raw`;
+/// otherwise as `conv_f32`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe extern "C" fn onnxc_conv_f32(
@@ -166,12 +171,14 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     clamp: *const f32,
     y: *mut f32,
     scratch: *mut f32,
+    threads: *const Threads,
 ) -> Status {
     let g = params::decode_blob!(params, ConvGeometry::decode);
     // SAFETY: forwarded contract, the geometry validated.
     unsafe {
         let (lo, hi) = crate::clamp_bounds(clamp);
         conv_f32(
+            Par::from_raw(threads),
             &g,
             x,
             w,

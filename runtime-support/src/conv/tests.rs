@@ -106,28 +106,47 @@ fn run(
     len: usize,
 ) -> Vec<f32> {
     assert!(scratch.len() >= g.scratch_floats(packed));
-    let mut y = vec![f32::NAN; len];
     // Through the C entry point, the geometry encoded and decoded.
     let p = g.encode();
     assert_eq!(ConvGeometry::decode(&p).as_ref(), Ok(g));
     let clamp = [lo, hi];
-    // SAFETY: p is a sealed blob; x, the weights, bias, y (and residual) are sized from the
-    // geometry by the callers; scratch holds scratch_floats(packed) floats (checked).
-    let status = unsafe {
-        onnxc_conv_f32(
-            p.as_ptr(),
-            x.as_ptr(),
-            w.as_ptr(),
-            packed as i64,
-            bias.as_ptr(),
-            resid,
-            clamp.as_ptr(),
-            y.as_mut_ptr(),
-            scratch.as_mut_ptr(),
-        )
-    };
-    assert_eq!(status, crate::abi::ONNXC_OK);
-    y
+    let need = g.scratch(packed).rounded();
+    let mut first: Option<Vec<f32>> = None;
+    // Sequentially in the caller's scratch, then on 2, 3 and 5 threads: the same bits.
+    for (workers, threads) in crate::par::test_threads() {
+        let mut y = vec![f32::NAN; len];
+        let mut own = vec![0f32; (need.shared + workers * need.per_worker) / 4];
+        let s = if threads.is_null() {
+            scratch.as_mut_ptr()
+        } else {
+            own.as_mut_ptr()
+        };
+        // SAFETY: p is a sealed blob; x, the weights, bias, y (and residual) are sized from
+        // the geometry by the callers; the scratch holds what the workers need (checked).
+        let status = unsafe {
+            onnxc_conv_f32(
+                p.as_ptr(),
+                x.as_ptr(),
+                w.as_ptr(),
+                packed as i64,
+                bias.as_ptr(),
+                resid,
+                clamp.as_ptr(),
+                y.as_mut_ptr(),
+                s,
+                threads,
+            )
+        };
+        assert_eq!(status, crate::abi::ONNXC_OK);
+        match &first {
+            None => first = Some(y),
+            Some(f) => assert!(
+                f.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{g:?}: {workers} threads differ from one"
+            ),
+        }
+    }
+    first.expect("a sequential run")
 }
 
 const NO_CLAMP: (f32, f32) = (f32::NEG_INFINITY, f32::INFINITY);
@@ -522,6 +541,7 @@ fn refuses_corrupt_blobs() {
                 std::ptr::null(),
                 y.as_mut_ptr(),
                 scratch.as_mut_ptr(),
+                std::ptr::null(),
             )
         };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");

@@ -331,6 +331,7 @@ pub unsafe fn conv_transpose_f32(
                     let rows = rows_per_chunk.min(nrows - r0);
                     let np = rows * iw;
                     gemm::gemm_packed_a(
+                        crate::par::Par::SEQ,
                         mk,
                         np,
                         cg,
@@ -343,7 +344,7 @@ pub unsafe fn conv_transpose_f32(
                         cols,
                         np,
                         &Epilogue::NONE,
-                        gemm_scratch,
+                        crate::par::Slots::single(gemm_scratch),
                     );
                     col2im(g, cols, np, r0, rows, yg);
                     r0 += rows;

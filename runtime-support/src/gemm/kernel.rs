@@ -1303,12 +1303,14 @@ impl Walk for GemvPanel<'_> {
     }
 }
 
-/// y = op(A)·B_packed for m ≤ 2 (matrix-vector products): one pass over the packed weights.
+/// y = op(A)·B_packed for m ≤ 2 (matrix-vector products): one pass over the packed weights,
+/// its panels split over `par`'s workers.
 ///
 /// # Safety
 /// Operands valid for their dims.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemv_packed_b(
+    par: crate::par::Par,
     m: usize,
     n: usize,
     k: usize,
@@ -1319,6 +1321,37 @@ pub unsafe fn gemv_packed_b(
     c: *mut f32,
     ldc: usize,
     ep: &Epilogue,
+) {
+    let panels = n.div_ceil(NR);
+    let macs = m.max(1).saturating_mul(n).saturating_mul(k);
+    let tasks = par.tasks(macs, super::MIN_TASK_MACS, 2, panels);
+    let per = panels.div_ceil(tasks.max(1)).max(1);
+    // SAFETY: each task writes the columns of its own panels.
+    unsafe {
+        par.run(panels.div_ceil(per), &|t, _| {
+            let p0 = t * per;
+            gemv_panels(m, n, k, a, lda, ta, bp, c, ldc, ep, p0..(p0 + per).min(panels));
+        })
+    };
+}
+
+/// The columns of panels `panels` of `gemv_packed_b`.
+///
+/// # Safety
+/// As `gemv_packed_b`.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+unsafe fn gemv_panels(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    ta: bool,
+    bp: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    panels: std::ops::Range<usize>,
 ) {
     // Row r of op(A): element kx at a + r*lda + kx (or a + kx*lda + r when transposed).
     let (xstride, xs): (usize, [*const f32; 2]) = if ta {
@@ -1332,10 +1365,11 @@ pub unsafe fn gemv_packed_b(
     // its panels; the column block's sums live in `acc`.
     let mut acc = [[[0f32; NR]; 2]; super::NC / NR];
     let kb = super::k_block(k);
-    let mut jc = 0;
-    while jc < n {
-        let panels = super::NC.min(n - jc).div_ceil(NR);
-        for a in acc.iter_mut().take(panels) {
+    let mut p0 = panels.start;
+    while p0 < panels.end {
+        // Panels up to the end of the range or of p0's column block.
+        let count = (panels.end - p0).min(super::NC / NR - p0 % (super::NC / NR));
+        for a in acc.iter_mut().take(count) {
             *a = [[0f32; NR]; 2];
         }
         let mut pc = 0;
@@ -1343,9 +1377,9 @@ pub unsafe fn gemv_packed_b(
             let kc = kb.min(k - pc);
             // SAFETY: depth pc of each row of op(A).
             let xk = xs.map(|x| unsafe { x.add(pc * xstride) });
-            for (q, accq) in acc.iter_mut().enumerate().take(panels) {
-                // SAFETY: panel jc/NR + q of the packed B at depth pc.
-                let panel = unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, jc / NR + q)) };
+            for (q, accq) in acc.iter_mut().enumerate().take(count) {
+                // SAFETY: panel p0 + q of the packed B at depth pc.
+                let panel = unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, p0 + q)) };
                 let mut out = [[0f32; NR]; 2];
                 let w = GemvPanel {
                     m,
@@ -1366,8 +1400,8 @@ pub unsafe fn gemv_packed_b(
             }
             pc += kc;
         }
-        for (q, accq) in acc.iter().enumerate().take(panels) {
-            let p = jc / NR + q;
+        for (q, accq) in acc.iter().enumerate().take(count) {
+            let p = p0 + q;
             for (r, ar) in accq.iter().enumerate().take(m) {
                 for (j, a) in ar.iter().enumerate().take(n - p * NR) {
                     let col = p * NR + j;
@@ -1376,6 +1410,6 @@ pub unsafe fn gemv_packed_b(
                 }
             }
         }
-        jc += super::NC;
+        p0 += count;
     }
 }

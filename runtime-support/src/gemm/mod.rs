@@ -12,6 +12,9 @@
 mod kernel;
 pub mod pack;
 
+use crate::par::{Par, ScratchNeed, Slots, Threads};
+use std::ops::Range;
+
 pub use kernel::apply_ep;
 pub use pack::{MR, NR, packed_a_len, packed_b_len};
 
@@ -150,13 +153,82 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
     }
 }
 
-/// C = A_packed · B (+ epilogue). `a` holds `packed_a_len(m, k)` floats.
+/// How a GEMM's C is split over workers: `rows` × `cols` blocks of `row_size` rows (a
+/// multiple of `MC_A`, so row blocks start where a sequential run's do) and `col_size`
+/// columns (a multiple of 32, whole tiles of every kernel), task `t` taking row block
+/// `t / cols` and column block `t % cols`. Columns first: every block of rows packs its own
+/// B, so rows are split only when there are too few columns for the workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    pub rows: usize,
+    pub cols: usize,
+    pub row_size: usize,
+    pub col_size: usize,
+}
+
+/// Multiply-adds below which a GEMM (or a convolution's) task is not worth a thread.
+pub const MIN_TASK_MACS: usize = 1 << 17;
+
+impl Split {
+    /// One block: the whole C.
+    pub fn whole(m: usize, n: usize) -> Split {
+        Split {
+            rows: 1,
+            cols: 1,
+            row_size: m.max(1),
+            col_size: n.max(1),
+        }
+    }
+
+    /// The split of an m × n × k product over `par`'s workers, about two tasks per worker
+    /// when the work allows.
+    pub fn of(par: &Par, m: usize, n: usize, k: usize) -> Split {
+        let (row_unit, col_unit) = (MC_A, 2 * NR);
+        let (tr, tc) = (m.div_ceil(row_unit), n.div_ceil(col_unit));
+        let macs = m.saturating_mul(n).saturating_mul(k.max(1));
+        let t = par.tasks(macs, MIN_TASK_MACS, 2, tr.saturating_mul(tc));
+        if t <= 1 {
+            return Split::whole(m, n);
+        }
+        let cols = tc.min(t);
+        let rows = tr.min(t.div_ceil(cols));
+        let col_size = tc.div_ceil(cols) * col_unit;
+        let row_size = tr.div_ceil(rows) * row_unit;
+        Split {
+            rows: m.div_ceil(row_size),
+            cols: n.div_ceil(col_size),
+            row_size,
+            col_size,
+        }
+    }
+
+    pub fn tasks(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// Task `t`'s rows and columns of an m × n C.
+    pub fn block(&self, t: usize, m: usize, n: usize) -> (Range<usize>, Range<usize>) {
+        let (r, c) = (t / self.cols, t % self.cols);
+        let r0 = (r * self.row_size).min(m);
+        let c0 = (c * self.col_size).min(n);
+        (
+            r0..(r0 + self.row_size).min(m),
+            c0..(c0 + self.col_size).min(n),
+        )
+    }
+}
+
+/// C = A_packed · B (+ epilogue), split over `par`'s workers (`Split::of`). `a` holds
+/// `packed_a_len(m, k)` floats.
 ///
 /// # Safety
-/// All pointers valid for their dims; `scratch` holds `scratch_len(n, matches!(b, Packed))`
-/// floats; C does not alias A, B or scratch.
+/// All pointers valid for their dims; every slot of `scratch` holds
+/// `scratch_len(n, matches!(b, Packed))` floats (one slot per worker); C does not alias A,
+/// B or scratch; a `Custom` packer may run on several threads at once (for distinct blocks
+/// of columns).
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemm_packed_a(
+    par: Par,
     m: usize,
     n: usize,
     k: usize,
@@ -165,15 +237,45 @@ pub unsafe fn gemm_packed_a(
     c: *mut f32,
     ldc: usize,
     ep: &Epilogue,
-    scratch: *mut f32,
+    scratch: Slots,
 ) {
     if m == 0 || n == 0 {
         return;
     }
+    let split = Split::of(&par, m, n, k);
+    // SAFETY: the blocks partition C; each task packs into its worker's slot.
+    unsafe {
+        par.run(split.tasks(), &|t, w| {
+            let (rows, cols) = split.block(t, m, n);
+            packed_a_block(m, n, k, a, &b, c, ldc, ep, scratch.at(w), rows, cols);
+        })
+    };
+}
+
+/// Rows `rows` × columns `cols` of `gemm_packed_a`'s C (both from the start of a block of
+/// `Split`: rows at a multiple of `MC_A`, columns of 32), B packed into `scratch`.
+///
+/// # Safety
+/// As `gemm_packed_a`, `scratch` one slot.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+unsafe fn packed_a_block(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &BSource,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    scratch: *mut f32,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) {
     let kern = kernel::select();
-    let mut jc = 0;
-    while jc < n {
-        let nc = NC.min(n - jc);
+    let mut jc = cols.start;
+    while jc < cols.end {
+        // Column blocks on the NC grid of the whole C, which a packed B's layout follows.
+        let nc = (jc / NC * NC + NC).min(cols.end) - jc;
         let mut pc = 0;
         loop {
             let kc = k_block(k).min(k - pc);
@@ -182,7 +284,7 @@ pub unsafe fn gemm_packed_a(
             // B block: panels of NR columns, each kc deep. A row-major B may instead be read
             // in place by the wide kernels for its whole 32-column tiles (`direct` columns);
             // only the rest is packed.
-            let direct = match &b {
+            let direct = match b {
                 BSource::Matrix {
                     trans: false, ldb, ..
                 } if read_b_in_place(kern, *ldb, m, k) => {
@@ -190,7 +292,7 @@ pub unsafe fn gemm_packed_a(
                 }
                 _ => 0,
             };
-            let (bp, b_panel_stride) = match &b {
+            let (bp, b_panel_stride) = match b {
                 BSource::Packed(p) => {
                     // SAFETY: the block's first panel in the full packed B.
                     (
@@ -225,7 +327,7 @@ pub unsafe fn gemm_packed_a(
             #[cfg(target_arch = "x86_64")]
             let wide_b = |jr: usize, width: usize| -> kernel::BPanels {
                 if jr < direct {
-                    let BSource::Matrix { b, ldb, .. } = &b else {
+                    let BSource::Matrix { b, ldb, .. } = b else {
                         unreachable!("direct columns come from a matrix")
                     };
                     // SAFETY: rows pc..pc+kc, columns jc+jr..jc+jr+32 lie inside B.
@@ -263,9 +365,9 @@ pub unsafe fn gemm_packed_a(
             let mut jr0 = 0;
             while jr0 < nc {
                 let jr1 = (jr0 + sub).min(nc);
-                let mut ic = 0;
-                while ic < m {
-                    let rem = m - ic;
+                let mut ic = rows.start;
+                while ic < rows.end {
+                    let rem = rows.end - ic;
                     let mc = if rem == 16 { 16 } else { MC_A.min(rem) };
                     let step = kernel::wide(kern);
                     // A 16-row block goes in two 8-row tiles (a 12-row tile would leave a 4-row
@@ -396,7 +498,7 @@ pub unsafe fn gemm_packed_a(
                                 let nr = NR.min(width - off);
                                 #[cfg(target_arch = "x86_64")]
                                 if jr + off < direct {
-                                    let BSource::Matrix { b, ldb, .. } = &b else {
+                                    let BSource::Matrix { b, ldb, .. } = b else {
                                         unreachable!("direct columns come from a matrix")
                                     };
                                     // SAFETY: rows pc..pc+kc, columns jc+jr+off..+16 lie inside B;
@@ -453,7 +555,7 @@ pub unsafe fn gemm_packed_a(
         }
         // k == 0: C = epilogue(0).
         if k == 0 {
-            for i in 0..m {
+            for i in rows.clone() {
                 for j in jc..jc + nc {
                     // SAFETY: inside C.
                     unsafe { *c.add(i * ldc + j) = kernel::apply_ep(0.0, ep, i, j, ldc) };
@@ -778,12 +880,14 @@ pub unsafe fn gemm_indirect_b(
     }
 }
 
-/// General C = op(A) · op(B): packs A (and B unless packed) into `scratch`.
+/// General C = op(A) · op(B), split over `par`'s workers: packs A into the shared scratch,
+/// and B (unless packed) block by block into each worker's slot.
 ///
 /// # Safety
-/// As `gemm_packed_a`; `scratch` holds `gemm_scratch_len(m, n, k, b_packed)` floats.
+/// As `gemm_packed_a`; `scratch` holds `gemm_scratch(m, n, k, b_packed)` for `par`'s workers.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemm(
+    par: Par,
     m: usize,
     n: usize,
     k: usize,
@@ -800,26 +904,21 @@ pub unsafe fn gemm(
         return;
     }
     let b_packed = matches!(b, BSource::Packed(_));
-    // SAFETY: scratch layout: packed A first, then the B block.
+    let (shared, slots) = gemm_scratch(m, n, k, b_packed).layout(scratch);
+    // SAFETY: the shared area holds the packed A, the slots the B blocks.
     unsafe {
-        pack::pack_a(a, lda, ta, m, k, scratch);
-        let rest = scratch.add(packed_a_len(m, k));
-        gemm_packed_a(
-            m,
-            n,
-            k,
-            scratch,
-            b,
-            c,
-            ldc,
-            ep,
-            if b_packed { std::ptr::null_mut() } else { rest },
-        );
+        pack::pack_a(a, lda, ta, m, k, shared);
+        gemm_packed_a(par, m, n, k, shared, b, c, ldc, ep, slots);
     }
 }
 
-pub fn gemm_scratch_len(m: usize, n: usize, k: usize, b_packed: bool) -> usize {
-    packed_a_len(m, k) + scratch_len(n, b_packed)
+/// The scratch `gemm` needs (bytes): A packed, shared; a B block per worker unless B is
+/// packed.
+pub fn gemm_scratch(m: usize, n: usize, k: usize, b_packed: bool) -> ScratchNeed {
+    ScratchNeed {
+        shared: packed_a_len(m, k) * 4,
+        per_worker: scratch_len(n, b_packed) * 4,
+    }
 }
 
 /// Reference implementation (the oracle in tests): C = op(A)·op(B), then the epilogue.
@@ -866,10 +965,10 @@ pub unsafe fn sgemm_ref(
 }
 
 /// C ABI: general GEMM, both operands packed per call into `scratch`
-/// (`gemm_scratch_len(m, n, k, false)` floats).
+/// (`gemm_scratch(m, n, k, false)`), on the run's `threads` (null: one).
 ///
 /// # Safety
-/// As `gemm`.
+/// As `gemm`; `threads` as `Par::from_raw`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe extern "C" fn onnxc_sgemm(
@@ -889,9 +988,12 @@ pub unsafe extern "C" fn onnxc_sgemm(
     residual: *const f32,
     clamp: *const f32,
     scratch: *mut f32,
+    threads: *const Threads,
 ) {
     // SAFETY: clamp is null or two floats.
     let ep = unsafe { Epilogue::from_parts(bias_row, bias_col, residual, clamp) };
+    // SAFETY: caller contract.
+    let par = unsafe { Par::from_raw(threads) };
     let bs = BSource::Matrix {
         b,
         ldb: ldb as usize,
@@ -900,6 +1002,7 @@ pub unsafe extern "C" fn onnxc_sgemm(
     // SAFETY: forwarded contract.
     unsafe {
         gemm(
+            par,
             m as usize,
             n as usize,
             k as usize,
@@ -915,10 +1018,10 @@ pub unsafe extern "C" fn onnxc_sgemm(
     }
 }
 
-/// C ABI: GEMM with B packed at compile time (`pack::pack_b`).
+/// C ABI: GEMM with B packed at compile time (`pack::pack_b`), on the run's `threads`.
 ///
 /// # Safety
-/// As `gemm`.
+/// As `gemm`; `threads` as `Par::from_raw`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe extern "C" fn onnxc_sgemm_pb(
@@ -936,15 +1039,19 @@ pub unsafe extern "C" fn onnxc_sgemm_pb(
     residual: *const f32,
     clamp: *const f32,
     scratch: *mut f32,
+    threads: *const Threads,
 ) {
     // SAFETY: clamp is null or two floats.
     let ep = unsafe { Epilogue::from_parts(bias_row, bias_col, residual, clamp) };
+    // SAFETY: caller contract.
+    let par = unsafe { Par::from_raw(threads) };
     let (m, n, k) = (m as usize, n as usize, k as usize);
     if m <= 2 {
         // Matrix-vector products stream the weights once.
         // SAFETY: forwarded contract.
         unsafe {
             kernel::gemv_packed_b(
+                par,
                 m,
                 n,
                 k,
@@ -962,6 +1069,7 @@ pub unsafe extern "C" fn onnxc_sgemm_pb(
     // SAFETY: forwarded contract.
     unsafe {
         gemm(
+            par,
             m,
             n,
             k,

@@ -21,40 +21,54 @@ fn run(
 ) -> Vec<f32> {
     let (lda, ldb) = (if ta { m } else { k }, if tb { k } else { n });
     let clamp = [ep.lo, ep.hi];
-    let mut got = vec![f32::NAN; m * n];
-    let mut scratch = vec![0f32; gemm_scratch_len(m, n, k, packed_b)];
     let mut bp = vec![0f32; packed_b_len(k, n)];
-    // The operands both entry points take, around B's.
-    macro_rules! sgemm {
-        ($f:ident($($b:expr),*)) => {
-            $f(
-                m as i64,
-                n as i64,
-                k as i64,
-                a.as_ptr(),
-                lda as i64,
-                ta as i64,
-                $($b,)*
-                got.as_mut_ptr(),
-                n as i64,
-                ep.bias_row,
-                ep.bias_col,
-                ep.residual,
-                clamp.as_ptr(),
-                scratch.as_mut_ptr(),
-            )
-        };
-    }
-    // SAFETY: a, b, got, bp and scratch are sized from m, n, k (scratch by gemm_scratch_len).
-    unsafe {
-        if packed_b {
-            pack::pack_b(b.as_ptr(), ldb, tb, k, n, bp.as_mut_ptr());
-            sgemm!(onnxc_sgemm_pb(bp.as_ptr()));
-        } else {
-            sgemm!(onnxc_sgemm(b.as_ptr(), ldb as i64, tb as i64));
+    let need = gemm_scratch(m, n, k, packed_b).rounded();
+    let mut first: Option<Vec<f32>> = None;
+    // Sequentially and on 2, 3 and 5 threads: the same bits.
+    for (workers, threads) in crate::par::test_threads() {
+        let mut got = vec![f32::NAN; m * n];
+        let mut scratch = vec![0f32; (need.shared + workers * need.per_worker) / 4];
+        // The operands both entry points take, around B's.
+        macro_rules! sgemm {
+            ($f:ident($($b:expr),*)) => {
+                $f(
+                    m as i64,
+                    n as i64,
+                    k as i64,
+                    a.as_ptr(),
+                    lda as i64,
+                    ta as i64,
+                    $($b,)*
+                    got.as_mut_ptr(),
+                    n as i64,
+                    ep.bias_row,
+                    ep.bias_col,
+                    ep.residual,
+                    clamp.as_ptr(),
+                    scratch.as_mut_ptr(),
+                    threads,
+                )
+            };
+        }
+        // SAFETY: a, b, got, bp and scratch are sized from m, n, k (scratch by gemm_scratch
+        // for the workers); threads is a test pool's table or null.
+        unsafe {
+            if packed_b {
+                pack::pack_b(b.as_ptr(), ldb, tb, k, n, bp.as_mut_ptr());
+                sgemm!(onnxc_sgemm_pb(bp.as_ptr()));
+            } else {
+                sgemm!(onnxc_sgemm(b.as_ptr(), ldb as i64, tb as i64));
+            }
+        }
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert!(
+                f.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "m={m} n={n} k={k}: {workers} threads differ from one"
+            ),
         }
     }
-    got
+    first.expect("a sequential run")
 }
 
 fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_ep: bool) {
@@ -249,3 +263,4 @@ fn gemv_panels_on_every_implementation() {
         }
     }
 }
+

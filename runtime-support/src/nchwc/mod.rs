@@ -23,6 +23,7 @@ pub mod reorder;
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
+use crate::par::ScratchNeed;
 use crate::params;
 use crate::simd::Dispatch8;
 use depthwise::depthwise;
@@ -274,6 +275,11 @@ impl BlockedConv {
             }
         }
         out
+    }
+
+    /// The scratch `onnxc_conv_nchwc_f32` needs (bytes).
+    pub fn scratch(&self) -> ScratchNeed {
+        ScratchNeed::shared(self.scratch_floats() * 4)
     }
 
     /// Scratch floats: a zero-padded copy of one image's input when the taps leave the

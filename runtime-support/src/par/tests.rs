@@ -167,12 +167,19 @@ fn a_parallel_loop_reports_the_first_failing_chunk() {
 }
 
 #[test]
-fn worker_scratch_slots_are_64_byte_apart_multiples() {
+fn scratch_lays_out_the_shared_area_then_64_byte_slots() {
     let base = 0x1000 as *mut f32;
-    assert_eq!(worker_scratch(base, 0, 10), base);
-    assert_eq!(worker_scratch(base, 1, 10) as usize, 0x1000 + 64);
-    assert_eq!(worker_scratch(base, 2, 16) as usize, 0x1000 + 128);
-    assert_eq!(worker_scratch(base, 3, 17) as usize, 0x1000 + 3 * 128);
+    let need = ScratchNeed {
+        shared: 100,
+        per_worker: 40,
+    };
+    assert_eq!(need.rounded(), ScratchNeed { shared: 128, per_worker: 64 });
+    let (shared, slots) = need.layout(base);
+    assert_eq!(shared, base);
+    assert_eq!(slots.at(0) as usize, 0x1000 + 128);
+    assert_eq!(slots.at(3) as usize, 0x1000 + 128 + 3 * 64);
+    assert_eq!(slots.offset(2).at(1) as usize, 0x1000 + 128 + 64 + 8);
+    assert_eq!(Slots::single(base).at(5), base);
 }
 
 unsafe extern "C" fn call_loop_body(

@@ -729,6 +729,7 @@ unsafe fn conv_with(r: &impl Runner, g: &ConvGeometry, c: Call) {
                     unsafe {
                         let a = w.add((grp * pts + xi) * per);
                         gemm::gemm_packed_a(
+                            crate::par::Par::SEQ,
                             mg,
                             nt,
                             cg,
@@ -737,7 +738,7 @@ unsafe fn conv_with(r: &impl Runner, g: &ConvGeometry, c: Call) {
                             mbuf.add(xi * mg * tb),
                             tb,
                             &Epilogue::NONE,
-                            std::ptr::null_mut(),
+                            crate::par::Slots::single(std::ptr::null_mut()),
                         );
                     }
                 }

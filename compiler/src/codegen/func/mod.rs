@@ -409,9 +409,14 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             let base = self.b.ins().iadd_imm_s(self.ws, *offset as i64);
                             match self.worker {
                                 None => base,
+                                // A parallel loop's calls: the worker's slot.
                                 Some(w) => {
                                     let per = self.prog.scratch_per_worker as i64;
                                     let slot = self.b.ins().imul_imm_s(w, per);
+                                    let slot = self
+                                        .b
+                                        .ins()
+                                        .iadd_imm_s(slot, self.prog.scratch_shared as i64);
                                     self.b.ins().iadd(base, slot)
                                 }
                             }

@@ -53,49 +53,47 @@ fn pack_b_at_compile_time(
     single && views[1].is_none() && is_const(s, st.inputs[1])
 }
 
-/// Workspace bytes a step's kernel needs while it runs.
-pub(super) fn scratch_bytes(s: &Schedule, st: &Step, opts: &LowerOptions) -> u64 {
+/// The scratch a step's kernel call needs while it runs (bytes): shared, and per worker for
+/// kernels that take the run's threads.
+pub(super) fn scratch_need(s: &Schedule, st: &Step, opts: &LowerOptions) -> ScratchNeed {
     if let StepKind::Kernel(k) = &st.kind {
         let operands: Vec<Operand> = st.inputs.iter().map(|&v| operand(s, v)).collect();
-        return k.scratch_bytes(&operands, operand(s, st.output));
+        return k.scratch(&operands, operand(s, st.output));
     }
     if s.values[st.output].dtype != DType::F32 {
-        return 0;
+        return ScratchNeed::default();
     }
+    let floats = |n: usize| ScratchNeed::shared(n * 4);
     match &st.kind {
         StepKind::Conv { op, input_planes } => {
-            geometry(s, st, op, input_planes, opts).scratch_floats(is_const(s, st.inputs[1])) as u64
-                * 4
+            geometry(s, st, op, input_planes, opts).scratch(is_const(s, st.inputs[1]))
         }
         StepKind::ConvBlocked { conv, plain_input } => {
-            blocked_conv_geometry(s, st, conv, *plain_input)
-                .map_or(0, |g| g.scratch_floats() as u64 * 4)
+            blocked_conv_geometry(s, st, conv, *plain_input).map_or(ScratchNeed::default(), |g| g.scratch())
         }
         StepKind::MatMul { op: m, views } => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m, views);
-            onnxc_runtime::gemm::gemm_scratch_len(
+            onnxc_runtime::gemm::gemm_scratch(
                 mm as usize,
                 n as usize,
                 k as usize,
                 pack_b_at_compile_time(s, st, m, views),
-            ) as u64
-                * 4
+            )
         }
-        StepKind::Pool(p) => {
+        StepKind::Pool(p) => floats(
             p.geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape)
-                .scratch_floats() as u64
-                * 4
-        }
-        _ => 0,
+                .scratch_floats(),
+        ),
+        _ => ScratchNeed::default(),
     }
 }
 
 /// Checks every call in a lowered step against the runtime's decoders: a kernel that
 /// decodes a parameter blob must accept the blob compiled for it (it would return
 /// `ONNXC_ERR_PARAMS` at run time), and the scratch its decoded geometry needs
-/// (`kernels::planned_scratch`) must be what the step planned (`planned` bytes; none when
-/// the call passes no scratch). An error is a compiler bug.
-pub(super) fn check_calls(body: &[Stmt], planned: u64) -> std::result::Result<(), String> {
+/// (`kernels::planned_scratch`) must be what the step planned (none when the call passes
+/// no scratch). An error is a compiler bug.
+pub(super) fn check_calls(body: &[Stmt], planned: ScratchNeed) -> std::result::Result<(), String> {
     for st in body {
         match st {
             Stmt::For { body, .. } => check_calls(body, planned)?,
@@ -115,11 +113,11 @@ pub(super) fn check_calls(body: &[Stmt], planned: u64) -> std::result::Result<()
                 }
                 let need = kernels::planned_scratch(kernel, blob, &ints)
                     .map_err(|e| format!("{} refuses its parameters: {e}", kernel.symbol))?
-                    .unwrap_or(0);
-                let have = if scratch { planned } else { 0 };
+                    .unwrap_or_default();
+                let have = if scratch { planned } else { ScratchNeed::default() };
                 if need != have {
                     return Err(format!(
-                        "{} needs {need} bytes of scratch for its parameters, the step has {have}",
+                        "{} needs scratch {need:?} for its parameters, the step has {have:?}",
                         kernel.symbol
                     ));
                 }
@@ -277,6 +275,7 @@ impl StepCx<'_> {
                 residual,
                 clamp,
                 Arg::Scratch { offset: scratch },
+                Arg::Threads,
             ];
             let call = if pack_b_at_compile_time(self.s, self.st, m, views) {
                 let ldb = sb[sb.len() - 1];
@@ -441,6 +440,7 @@ impl StepCx<'_> {
                     clamp,
                     Arg::start(self.buf(out)),
                     scratch,
+                    Arg::Threads,
                 ],
             )?]);
         }

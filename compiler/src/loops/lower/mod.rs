@@ -12,7 +12,8 @@ use crate::ir::interp::strides_of;
 use crate::ir::tensor::Scalar;
 use crate::kernels::{LowerCx, Operand};
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
-use calls::{KernelStep, check_calls, scratch_bytes};
+use calls::{KernelStep, check_calls, scratch_need};
+use onnxc_runtime::par::ScratchNeed;
 use onnxc_runtime::conv::ConvGeometry;
 use onnxc_runtime::kernels;
 use onnxc_runtime::nchwc::BlockedConv;
@@ -33,23 +34,10 @@ pub struct LowerOptions {
 
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
 pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
-    // The arena holds the values; after it, every kernel step's scratch is one per-worker
-    // area (`Program::scratch_base`): slots of the largest step's scratch, one per worker of
-    // a run (`onnxc_runtime::par::worker_scratch`).
-    let mut scratch_req = Vec::new();
-    for (i, st) in sched.steps.iter().enumerate() {
-        let bytes = scratch_bytes(sched, st, opts);
-        if bytes > 0 {
-            scratch_req.push((i, bytes));
-        }
-    }
+    // The arena holds the values. After it comes the kernels' scratch (`Program`): a step's
+    // call finds its shared area at `scratch_base`, its workers' slots after it.
     schedule::memory::plan(sched);
     let scratch_base = sched.arena_size.next_multiple_of(schedule::memory::ALIGN);
-    let scratch_per_worker = scratch_req
-        .iter()
-        .map(|&(_, b)| onnxc_runtime::par::slot_bytes(b as usize) as u64)
-        .max()
-        .unwrap_or(0);
     let s = &*sched;
     let mut buffers = Vec::new();
     let mut buf_of = vec![u32::MAX; s.values.len()];
@@ -97,8 +85,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     let packed_b = std::cell::RefCell::new(std::collections::HashMap::new());
     let first_extra = buffers.len() as u32;
     let mut funcs = Vec::new();
-    let mut scratch = scratch_req.iter().map(|&(i, bytes)| (i, bytes, scratch_base));
-    let mut next_scratch = scratch.next();
+    let mut scratch = ScratchNeed::default();
     for (i, st) in s.steps.iter().enumerate() {
         let cx = StepCx {
             s,
@@ -109,20 +96,15 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             packed_b: &packed_b,
             first_extra,
         };
-        let (scratch_off, planned) = match next_scratch {
-            Some((si, bytes, off)) if si == i => {
-                next_scratch = scratch.next();
-                (Some(off), bytes)
-            }
-            _ => (None, 0),
-        };
+        let need = scratch_need(s, st, opts).rounded();
+        let scratch_off = (need != ScratchNeed::default()).then_some(scratch_base);
         let body = cx.lower(scratch_off)?;
         let origin: Vec<String> = st
             .origins
             .iter()
             .map(|o| format!("'{}' ({})", o.name, o.op_type))
             .collect();
-        check_calls(&body, planned)
+        check_calls(&body, need)
             .map_err(|e| Error::Internal(format!("step {i} ({}): {e}", origin.join(", "))))?;
         // Maps, reductions, copies and batched matmuls write each output element in one
         // iteration of their top-level loops; a scatter may write one element twice.
@@ -135,12 +117,30 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                 | StepKind::ConcatRest { .. }
                 | StepKind::Copy
         );
-        funcs.push(Func {
+        let func = Func {
             name: format!("step{i}"),
             origin: origin.join(", "),
             body,
             parallel,
-        });
+        };
+        // A loop of kernel calls split over the workers gives each worker's calls a whole
+        // scratch of their own (a slot); run whole, its calls take the shared area and as
+        // many slots as there are workers, which fits in as many of these slots.
+        let need = if func
+            .body
+            .iter()
+            .any(|s| super::par::parallel_loop(&func, s).is_some_and(|p| p.calls))
+        {
+            ScratchNeed {
+                shared: 0,
+                per_worker: need.shared + need.per_worker,
+            }
+        } else {
+            need
+        };
+        scratch.shared = scratch.shared.max(need.shared);
+        scratch.per_worker = scratch.per_worker.max(need.per_worker);
+        funcs.push(func);
     }
     buffers.extend(extra.into_inner());
     let io = |ios: &[schedule::Io]| -> Vec<IoDesc> {
@@ -160,9 +160,10 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         name: s.name.clone(),
         buffers,
         funcs,
-        workspace_size: scratch_base + scratch_per_worker,
+        workspace_size: scratch_base + (scratch.shared + scratch.per_worker) as u64,
         scratch_base,
-        scratch_per_worker,
+        scratch_shared: scratch.shared as u64,
+        scratch_per_worker: scratch.per_worker as u64,
         inputs: io(&s.inputs),
         outputs: io(&s.outputs),
     })

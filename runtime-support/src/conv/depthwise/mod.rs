@@ -149,6 +149,7 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
                 // scratch holds what the 2-D geometry needs (`depthwise_scratch`).
                 unsafe {
                     conv_f32(
+                        crate::par::Par::SEQ,
                         g2,
                         xp.add(i * islice),
                         wp.add(k * kslice),
