@@ -123,6 +123,7 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, w_packed: In = *const f32,
         bias: OptIn = *const f32, residual: OptIn = *const f32, clamp: OptFloats = *const f32,
         y: Out = *mut f32, scratch: OptScratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// Transposed convolution, 1-D to 3-D, as a GEMM and a col2im.
     CONV_TRANSPOSE_F32 = onnxc_conv_transpose_f32 in conv::transpose(

@@ -1,7 +1,7 @@
 //! The blocked depthwise convolution, written once over the SIMD layer with 8-lane vectors,
 //! a block of channels each (`simd::dispatch8`: AVX2, else the portable `Lanes<8>`).
 
-use super::{BlockedConv, CB, Epilogue, padded_input, valid_taps};
+use super::{BlockedConv, CB, Epilogue, pad_planes, valid_taps};
 use crate::simd::{Runner, Simd, Walk};
 
 /// Depthwise convolution of one image, block by block, reading only the taps inside the
@@ -12,6 +12,7 @@ use crate::simd::{Runner, Simd, Walk};
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub(super) unsafe fn depthwise(
     g: &BlockedConv,
+    blocks: std::ops::Range<usize>,
     x: *const f32,
     iplane: usize,
     w: *const f32,
@@ -36,6 +37,7 @@ pub(super) unsafe fn depthwise(
     };
     let image = Image {
         g,
+        blocks: (blocks.start, blocks.end),
         gp: &gp,
         plan: &DwPlan::new(&gp),
         padded,
@@ -91,6 +93,8 @@ impl DwPlan {
 #[derive(Clone, Copy)]
 struct Image<'a> {
     g: &'a BlockedConv,
+    /// The channel blocks to compute, `[start, end)`.
+    blocks: (usize, usize),
     gp: &'a BlockedConv,
     plan: &'a DwPlan,
     padded: bool,
@@ -109,7 +113,7 @@ impl Walk for Image<'_> {
     unsafe fn run<S: Simd>(self, s: S) {
         assert_eq!(S::LANES, CB, "a vector per block");
         let (g, ep, ks) = (self.g, self.ep, self.g.ksize());
-        for b in 0..g.c / CB {
+        for b in self.blocks.0..self.blocks.1 {
             // SAFETY: block b of input, weights, bias, residual and output.
             unsafe {
                 let ep = EpVec {
@@ -128,7 +132,8 @@ impl Walk for Image<'_> {
                 };
                 let x = self.x.add(b * self.iplane);
                 let src = if self.padded {
-                    padded_input(g, x, 1, CB, self.scratch).0
+                    pad_planes(g, x, 0..1, CB, self.scratch);
+                    self.scratch
                 } else {
                     x
                 };

@@ -23,7 +23,9 @@ pub mod reorder;
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
-use crate::par::ScratchNeed;
+use crate::gemm::MIN_TASK_MACS;
+use crate::par::{Par, ScratchNeed, Threads};
+use std::ops::Range;
 use crate::params;
 use crate::simd::Dispatch8;
 use depthwise::depthwise;
@@ -45,6 +47,10 @@ const KC: usize = 256;
 const A_CHUNK_BYTES: usize = 128 << 10;
 /// Most positions per chunk (its window origins live on the stack).
 const MAX_CHUNK: usize = 2048;
+/// Most entries of a depth pass (`pass_k` / run ≤ `KC`; their offsets live on the stack).
+const MAX_PASS_ENTRIES: usize = KC;
+/// Floats copied below which a copy task is not worth a thread.
+const MIN_TASK_COPY: usize = 1 << 15;
 
 /// Geometry of one 2-D convolution over blocked tensors.
 #[derive(Clone, Debug, PartialEq)]
@@ -277,22 +283,34 @@ impl BlockedConv {
         out
     }
 
-    /// The scratch `onnxc_conv_nchwc_f32` needs (bytes).
+    /// The scratch `onnxc_conv_nchwc_f32` needs (bytes): a zero-padded (or subsampled)
+    /// copy of one image's input, shared, when the taps leave the plane; depthwise, a padded
+    /// block per worker for small planes.
     pub fn scratch(&self) -> ScratchNeed {
-        ScratchNeed::shared(self.scratch_floats() * 4)
-    }
-
-    /// Scratch floats: a zero-padded copy of one image's input when the taps leave the
-    /// plane (depthwise: of one block, for small planes only).
-    pub fn scratch_floats(&self) -> usize {
         let [ph, pw] = self.padded_plane();
         if self.is_depthwise() {
-            if self.depthwise_pads() {
-                CB * ph * pw
-            } else {
-                0
+            ScratchNeed {
+                shared: 0,
+                per_worker: if self.depthwise_pads() {
+                    CB * ph * pw * 4
+                } else {
+                    0
+                },
             }
-        } else if self.subsamples() {
+        } else {
+            ScratchNeed::shared(self.shared_floats() * 4)
+        }
+    }
+
+    /// Floats of scratch a call with one worker needs.
+    pub fn scratch_floats(&self) -> usize {
+        self.scratch().single() / 4
+    }
+
+    /// Floats of the shared copy of one image's input a non-depthwise convolution makes.
+    fn shared_floats(&self) -> usize {
+        let [ph, pw] = self.padded_plane();
+        if self.subsamples() {
             self.c * self.output[0] * self.output[1]
         } else if self.reads_in_place() {
             0
@@ -357,13 +375,19 @@ struct Run<'a> {
     ep: Option<Epilogue>,
 }
 
-/// Runs the convolution. `w` is `pack_weights`' layout.
+/// Runs the convolution over `par`'s workers. `w` is `pack_weights`' layout.
+///
+/// Per image: the input planes are copied (zero-padded, or subsampled) in parallel by plane,
+/// then the GEMM's tasks each take a chunk of output positions and a range of weight
+/// panels (`gemm_image`); depthwise convolutions split their channel blocks.
 ///
 /// # Safety
 /// `g.supported()`; `x` holds the blocked input (`n × c/8 × ih × iw × 8`), `y` the blocked
 /// output, `ep.residual` (if not null) is laid out like `y`, `ep.bias` (if not null) holds
-/// `m` floats, `scratch` holds `scratch_floats()`; y does not alias x, w or scratch.
+/// `m` floats, `scratch` holds `scratch()` for `par`'s workers; y does not alias x, w or
+/// scratch.
 pub unsafe fn conv(
+    par: Par,
     g: &BlockedConv,
     x: *const f32,
     w: *const f32,
@@ -375,6 +399,7 @@ pub unsafe fn conv(
     let [oh, ow] = g.output;
     let iplane = ih * iw * CB;
     let oplane = oh * ow * CB;
+    let (shared, slots) = g.scratch().layout(scratch);
     for img in 0..g.n {
         // SAFETY: image img of each tensor.
         unsafe {
@@ -390,60 +415,83 @@ pub unsafe fn conv(
                 ..*ep
             };
             if g.is_depthwise() {
-                depthwise(g, xi, iplane, w, &epi, yi, oplane, scratch, &Dispatch8);
+                let blocks = g.c / CB;
+                let t = par.tasks(g.c * oh * ow * g.ksize(), MIN_TASK_MACS, 2, blocks);
+                let per = blocks.div_ceil(t);
+                par.run(blocks.div_ceil(per), &|t, wk| {
+                    let b0 = t * per;
+                    depthwise(
+                        g,
+                        b0..(b0 + per).min(blocks),
+                        xi,
+                        iplane,
+                        w,
+                        &epi,
+                        yi,
+                        oplane,
+                        slots.at(wk),
+                        &Dispatch8,
+                    )
+                });
             } else if g.subsamples() {
-                subsample(g, xi, scratch);
+                subsample(&par, g, xi, shared);
                 let dense = BlockedConv {
                     input: g.output,
                     strides: [1, 1],
                     ..g.clone()
                 };
-                gemm_image(&dense, scratch, g.output, w, &epi, yi);
+                gemm_image(&par, &dense, shared, g.output, w, &epi, yi);
             } else {
                 let (src, plane) = if g.plain_input {
-                    padded_input(g, xi, g.c, 1, scratch)
+                    padded_input(&par, g, xi, g.c, 1, shared)
                 } else {
-                    padded_input(g, xi, g.c / CB, CB, scratch)
+                    padded_input(&par, g, xi, g.c / CB, CB, shared)
                 };
-                gemm_image(g, src, plane, w, &epi, yi);
+                gemm_image(&par, g, src, plane, w, &epi, yi);
             }
         }
     }
 }
 
-/// The positions a strided 1×1 convolution reads, `[c/8][oh][ow][8]` in `scratch`.
+/// The positions a strided 1×1 convolution reads, `[c/8][oh][ow][8]` in `scratch`, a block
+/// per task.
 ///
 /// # Safety
-/// `x` holds the image's blocked input; scratch as `scratch_floats`.
-unsafe fn subsample(g: &BlockedConv, x: *const f32, scratch: *mut f32) {
+/// `x` holds the image's blocked input; scratch as `scratch`'s shared area.
+unsafe fn subsample(par: &Par, g: &BlockedConv, x: *const f32, scratch: *mut f32) {
     let [ih, iw] = g.input;
     let [oh, ow] = g.output;
     let [sh, sw] = g.strides;
+    let blocks = g.c / CB;
+    let per = blocks.div_ceil(par.tasks(g.c * oh * ow, MIN_TASK_COPY, 1, blocks));
     // SAFETY: (oy·sh, ox·sw) lies inside the input plane for every output position
     // (`subsamples` requires `reads_in_place`, a 1×1 kernel); the destination is block b's
-    // oh × ow plane of scratch.
+    // oh × ow plane of scratch, each written by one task.
     unsafe {
-        for b in 0..g.c / CB {
-            let src = x.add(b * ih * iw * CB);
-            let dst = scratch.add(b * oh * ow * CB);
-            for oy in 0..oh {
-                let row = src.add(oy * sh * iw * CB);
-                let out = dst.add(oy * ow * CB);
-                for ox in 0..ow {
-                    std::ptr::copy_nonoverlapping(row.add(ox * sw * CB), out.add(ox * CB), CB);
+        par.run(blocks.div_ceil(per), &|t, _| {
+            for b in t * per..((t + 1) * per).min(blocks) {
+                let src = x.add(b * ih * iw * CB);
+                let dst = scratch.add(b * oh * ow * CB);
+                for oy in 0..oh {
+                    let row = src.add(oy * sh * iw * CB);
+                    let out = dst.add(oy * ow * CB);
+                    for ox in 0..ow {
+                        std::ptr::copy_nonoverlapping(row.add(ox * sw * CB), out.add(ox * CB), CB);
+                    }
                 }
             }
-        }
-    }
+        })
+    };
 }
 
-/// The input of one image as the taps read it: in place, or zero-padded into `scratch`.
-/// `planes` planes of `lane` floats per position (blocked: blocks × 8; plain: channels × 1).
-/// Returns the planes and their (rows, columns).
+/// The input of one image as the taps read it: in place, or zero-padded into `scratch`
+/// (a range of planes per task). `planes` planes of `lane` floats per position (blocked:
+/// blocks × 8; plain: channels × 1). Returns the planes and their (rows, columns).
 ///
 /// # Safety
-/// `x` holds the planes; scratch as `scratch_floats`.
+/// `x` holds the planes; scratch as `scratch`'s shared area.
 unsafe fn padded_input(
+    par: &Par,
     g: &BlockedConv,
     x: *const f32,
     planes: usize,
@@ -453,13 +501,35 @@ unsafe fn padded_input(
     if g.reads_in_place() {
         return (x, g.input);
     }
+    let [ph, pw] = g.padded_plane();
+    let per = planes.div_ceil(par.tasks(planes * ph * pw * lane, MIN_TASK_COPY, 1, planes));
+    // SAFETY: forwarded; each task writes its own planes.
+    unsafe {
+        par.run(planes.div_ceil(per), &|t, _| {
+            pad_planes(g, x, t * per..((t + 1) * per).min(planes), lane, scratch)
+        })
+    };
+    (scratch, [ph, pw])
+}
+
+/// Planes `planes` of `padded_input`.
+///
+/// # Safety
+/// As `padded_input`.
+unsafe fn pad_planes(
+    g: &BlockedConv,
+    x: *const f32,
+    planes: Range<usize>,
+    lane: usize,
+    scratch: *mut f32,
+) {
     let [ih, iw] = g.input;
     let [ph, pw] = g.padded_plane();
     let [pt, pl] = g.pads;
     // SAFETY: scratch holds planes × ph × pw × lane floats; rows pt..pt+ih, columns
     // pl..pl+iw of each padded plane receive the input; the rest is zeroed.
     unsafe {
-        for b in 0..planes {
+        for b in planes {
             let dst = scratch.add(b * ph * pw * lane);
             std::ptr::write_bytes(dst, 0, pt * pw * lane);
             for r in 0..ih {
@@ -479,7 +549,6 @@ unsafe fn padded_input(
             );
         }
     }
-    (scratch, [ph, pw])
 }
 
 /// The grouped GEMM of one image over its (padded) input planes.
@@ -488,9 +557,15 @@ unsafe fn padded_input(
 /// blocked input — one entry per (input block, ky, kx), its 8 channels at stride 1; plain
 /// input — one entry per (channel, ky), its kx taps at stride `dilation`.
 ///
+/// Work is cut into *chunks* of output positions whose A rows (positions × a depth pass)
+/// stay in L2 while every weight panel passes over them with its weights in L1; a task
+/// takes one chunk of one group and a range of its panels, and walks the depth passes in
+/// order, so each output element sums its passes in the same order whatever the split.
+///
 /// # Safety
 /// As `conv`, with `src` the image's input planes of `plane` rows × columns.
 unsafe fn gemm_image(
+    par: &Par,
     g: &BlockedConv,
     src: *const f32,
     plane: [usize; 2],
@@ -498,102 +573,133 @@ unsafe fn gemm_image(
     ep: &Epilogue,
     y: *mut f32,
 ) {
-    let [ph, pw] = plane;
     let [oh, ow] = g.output;
-    let oplane = oh * ow * CB;
-    let [kh, kw] = g.kernel;
-    let [dh, dw] = g.dilations;
-    let (mg, kd) = (g.mg(), g.kdim());
-    let panels = g.panels();
-    // Floats per input position (the plain layout has one channel per plane).
-    let (lane, run, step) = if g.plain_input {
-        (1, kw, dw)
-    } else {
-        (CB, CB, 1)
-    };
-    let offsets = |e: usize| -> isize {
-        if g.plain_input {
-            let (c, ky) = (e / kh, e % kh);
-            ((c * ph + ky * dh) * pw) as isize
-        } else {
-            let (cb, t) = (e / (kh * kw), e % (kh * kw));
-            (((cb * ph + t / kw * dh) * pw + t % kw * dw) * CB) as isize
-        }
-    };
-    let entries = kd / run;
-    // Entries per depth pass.
-    let chunk = g.pass_k() / run;
-    // Window origin of every output position, in tiles of ROWS consecutive positions (a
-    // tile may span output rows, so narrow outputs do not leave short tiles at row ends).
     let npos = oh * ow;
-    let origin =
-        |(oy, ox): (usize, usize)| ((oy * g.strides[0] * pw + ox * g.strides[1]) * lane) as isize;
-    let advance = |(oy, ox): (usize, usize)| {
-        if ox + 1 == ow {
-            (oy + 1, 0)
-        } else {
-            (oy, ox + 1)
-        }
+    let (mg, kd, panels) = (g.mg(), g.kdim(), g.panels());
+    let pass_k = g.pass_k();
+    let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
+    let chunks = npos.div_ceil(chunk_pos);
+    // Tasks: every (group, chunk), with the panels split further when that is too few.
+    let units = g.group * chunks;
+    let macs = npos * kd * mg * g.group;
+    let t = par.tasks(macs, MIN_TASK_MACS, 2, units * panels);
+    let splits = t.div_ceil(units).min(panels);
+    let per = panels.div_ceil(splits);
+    let splits = panels.div_ceil(per);
+    let tile = ImageTile {
+        g,
+        src,
+        plane,
+        w,
+        ep,
+        y,
+        chunk_pos,
     };
-    let mut offs = Vec::with_capacity(chunk);
-    for gi in 0..g.group {
+    // SAFETY: each task writes its chunk's positions of its panels' output blocks.
+    unsafe {
+        par.run(units * splits, &|t, _| {
+            let (u, sp) = (t / splits, t % splits);
+            let (gi, chunk) = (u / chunks, u % chunks);
+            tile.run(gi, chunk, sp * per..((sp + 1) * per).min(panels));
+        })
+    };
+}
+
+/// One image's convolution as `gemm_image` cuts it.
+struct ImageTile<'a> {
+    g: &'a BlockedConv,
+    src: *const f32,
+    plane: [usize; 2],
+    w: *const f32,
+    ep: &'a Epilogue,
+    y: *mut f32,
+    chunk_pos: usize,
+}
+
+impl ImageTile<'_> {
+    /// Chunk `chunk` of group `gi`'s output positions for the panels `panels`, every depth
+    /// pass in order.
+    ///
+    /// # Safety
+    /// As `gemm_image`.
+    unsafe fn run(&self, gi: usize, chunk: usize, panels: Range<usize>) {
+        let g = self.g;
+        let [ph, pw] = self.plane;
+        let [oh, ow] = g.output;
+        let oplane = oh * ow * CB;
+        let [kh, kw] = g.kernel;
+        let [dh, dw] = g.dilations;
+        let (mg, kd) = (g.mg(), g.kdim());
+        // Floats per input position (the plain layout has one channel per plane).
+        let (lane, run, step) = if g.plain_input {
+            (1, kw, dw)
+        } else {
+            (CB, CB, 1)
+        };
+        let offsets = |e: usize| -> isize {
+            if g.plain_input {
+                let (c, ky) = (e / kh, e % kh);
+                ((c * ph + ky * dh) * pw) as isize
+            } else {
+                let (cb, t) = (e / (kh * kw), e % (kh * kw));
+                (((cb * ph + t / kw * dh) * pw + t % kw * dw) * CB) as isize
+            }
+        };
+        let entries = kd / run;
+        // Entries per depth pass.
+        let pass = g.pass_k() / run;
+        let q0 = chunk * self.chunk_pos;
+        let q1 = (q0 + self.chunk_pos).min(oh * ow);
+        // Window origin of every position of the chunk, in tiles of ROWS consecutive
+        // positions (a tile may span output rows, so narrow outputs do not leave short tiles
+        // at row ends).
+        let mut origins = [0isize; MAX_CHUNK];
+        for (q, o) in (q0..q1).zip(origins.iter_mut()) {
+            let (oy, ox) = (q / ow, q % ow);
+            *o = ((oy * g.strides[0] * pw + ox * g.strides[1]) * lane) as isize;
+        }
+        let origins = &origins[..q1 - q0];
+        let mut offs = [0isize; MAX_PASS_ENTRIES];
         let mut e0 = 0;
         while e0 < entries {
-            let e1 = (e0 + chunk).min(entries);
-            offs.clear();
-            offs.extend((gi * entries + e0..gi * entries + e1).map(offsets));
+            let e1 = (e0 + pass).min(entries);
+            for (o, e) in offs.iter_mut().zip(gi * entries + e0..gi * entries + e1) {
+                *o = offsets(e);
+            }
             let (first, last) = (e0 == 0, e1 == entries);
-            // Positions per chunk: the chunk's A rows (positions × the pass's depth) stay in
-            // L2 while every panel passes over them with its weights in L1; each panel then
-            // writes (and reads the residual of) only its two output blocks, sequentially.
-            let pass_k = (e1 - e0) * run;
-            let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
-            let mut origins = [0isize; MAX_CHUNK];
-            // Output position q0 as (row, column), walked without divisions.
-            let mut at = (0, 0);
-            let mut q0 = 0;
-            while q0 < npos {
-                let q1 = (q0 + chunk_pos).min(npos);
-                for o in origins.iter_mut().take(q1 - q0) {
-                    *o = origin(at);
-                    at = advance(at);
+            for p in panels.clone() {
+                let chan = gi * mg + p * PANEL;
+                let yoff = (chan / CB) * oplane + q0 * CB;
+                // SAFETY: the run's positions and blocks lie inside the output; its taps
+                // inside the padded input; the pass's rows inside the panel.
+                unsafe {
+                    let r = Run {
+                        blocks: (mg - p * PANEL).min(PANEL) / CB,
+                        offs: &offs[..e1 - e0],
+                        run,
+                        step,
+                        x: self.src,
+                        origins,
+                        w: self.w.add(g.panel_at(gi, e0 * run, p)),
+                        y: self.y.add(yoff),
+                        oplane,
+                        accumulate: !first,
+                        ep: last.then(|| Epilogue {
+                            bias: if self.ep.bias.is_null() {
+                                self.ep.bias
+                            } else {
+                                self.ep.bias.add(chan)
+                            },
+                            residual: if self.ep.residual.is_null() {
+                                self.ep.residual
+                            } else {
+                                self.ep.residual.add(yoff)
+                            },
+                            ..*self.ep
+                        }),
+                    };
+                    positions(&r);
                 }
-                let origins = &origins[..q1 - q0];
-                for p in 0..panels {
-                    let chan = gi * mg + p * PANEL;
-                    let yoff = (chan / CB) * oplane + q0 * CB;
-                    // SAFETY: the run's positions and blocks lie inside the output; its taps
-                    // inside the padded input; the pass's rows inside the panel.
-                    unsafe {
-                        let r = Run {
-                            blocks: (mg - p * PANEL).min(PANEL) / CB,
-                            offs: &offs,
-                            run,
-                            step,
-                            x: src,
-                            origins,
-                            w: w.add(g.panel_at(gi, e0 * run, p)),
-                            y: y.add(yoff),
-                            oplane,
-                            accumulate: !first,
-                            ep: last.then(|| Epilogue {
-                                bias: if ep.bias.is_null() {
-                                    ep.bias
-                                } else {
-                                    ep.bias.add(chan)
-                                },
-                                residual: if ep.residual.is_null() {
-                                    ep.residual
-                                } else {
-                                    ep.residual.add(yoff)
-                                },
-                                ..*ep
-                            }),
-                        };
-                        positions(&r);
-                    }
-                }
-                q0 = q1;
             }
             e0 = e1;
         }
@@ -674,7 +780,8 @@ pub(crate) fn valid_taps(start: i64, k: usize, dil: usize, n: usize) -> (usize, 
 /// is not a valid `BlockedConv::encode` blob.
 ///
 /// # Safety
-/// `params` points to a sealed blob (`params::blob`); otherwise as `conv`.
+/// `params` points to a sealed blob (`params::blob`); `threads` as `Par::from_raw`;
+/// otherwise as `conv`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
@@ -686,12 +793,14 @@ pub unsafe extern "C" fn onnxc_conv_nchwc_f32(
     clamp: *const f32,
     y: *mut f32,
     scratch: *mut f32,
+    threads: *const Threads,
 ) -> Status {
     let g = params::decode_blob!(params, BlockedConv::decode);
     // SAFETY: forwarded contract, the geometry validated.
     unsafe {
         let (lo, hi) = crate::clamp_bounds(clamp);
         conv(
+            Par::from_raw(threads),
             &g,
             x,
             w,

@@ -102,28 +102,42 @@ fn check(g: &BlockedConv) {
     let mut yb = vec![f32::NAN; res.len()];
     let wp = g.pack_weights(&w);
     assert_eq!(wp.len(), g.packed_weights_len());
-    let mut scratch = vec![f32::NAN; g.scratch_floats()];
+    let need = g.scratch().rounded();
     // SAFETY: every buffer is sized from the geometry (blocked ones rounded up to CB channels);
-    // scratch holds scratch_floats(); p is a sealed blob.
+    // scratch holds what the workers need; p is a sealed blob.
     unsafe {
         if !g.plain_input {
             to_blocked(x.as_ptr(), g.n, g.c, ih * iw, xb.as_mut_ptr());
         }
         to_blocked(res.as_ptr(), g.n, g.m, oh * ow, rb.as_mut_ptr());
-        // Through the C entry point, the geometry encoded and decoded.
+        // Through the C entry point, the geometry encoded and decoded, sequentially and on
+        // 2, 3 and 5 threads: the same bits.
         let p = g.encode();
         assert_eq!(BlockedConv::decode(&p).as_ref(), Ok(g));
-        let status = onnxc_conv_nchwc_f32(
-            p.as_ptr(),
-            xb.as_ptr(),
-            wp.as_ptr(),
-            bias.as_ptr(),
-            rb.as_ptr(),
-            [-0.5f32, 3.0].as_ptr(),
-            yb.as_mut_ptr(),
-            scratch.as_mut_ptr(),
-        );
-        assert_eq!(status, crate::abi::ONNXC_OK);
+        for (workers, threads) in crate::par::test_threads() {
+            let mut scratch = vec![f32::NAN; (need.shared + workers * need.per_worker) / 4];
+            let mut y = vec![f32::NAN; res.len()];
+            let status = onnxc_conv_nchwc_f32(
+                p.as_ptr(),
+                xb.as_ptr(),
+                wp.as_ptr(),
+                bias.as_ptr(),
+                rb.as_ptr(),
+                [-0.5f32, 3.0].as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                threads,
+            );
+            assert_eq!(status, crate::abi::ONNXC_OK);
+            if threads.is_null() {
+                yb = y;
+            } else {
+                assert!(
+                    yb.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{g:?}: {workers} threads differ from one"
+                );
+            }
+        }
     }
     let compare = |isa: &str, yb: &[f32]| {
         let mut y = vec![0f32; yb.len()];
@@ -179,6 +193,7 @@ impl Walk for Images<'_> {
             unsafe {
                 depthwise(
                     g,
+                    0..g.c / CB,
                     self.x[img * g.c / CB * iplane..].as_ptr(),
                     iplane,
                     self.w.as_ptr(),
@@ -317,6 +332,7 @@ fn refuses_corrupt_blobs() {
                 std::ptr::null(),
                 y.as_mut_ptr(),
                 scratch.as_mut_ptr(),
+                std::ptr::null(),
             )
         };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "case {i}");

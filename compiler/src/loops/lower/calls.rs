@@ -399,6 +399,7 @@ impl StepCx<'_> {
                 clamp,
                 Arg::start(self.buf(out)),
                 scratch,
+                Arg::Threads,
             ],
         )?])
     }
