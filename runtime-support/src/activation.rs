@@ -8,6 +8,7 @@
 //! NaN propagates, ±∞ give the limits the formulas give (`x·sigmoid(x)` at −∞ is −∞·0 = NaN,
 //! as written).
 
+use crate::par::{Par, Threads};
 use crate::simd::{self, Simd, Walk, math};
 
 /// `y = sigmoid(α·x) = 1 / (1 + e^{−αx})`.
@@ -34,10 +35,27 @@ pub unsafe fn activation_f32(kind: i64, p: [f32; 2], x: *const f32, y: *mut f32,
     unsafe { simd::dispatch(Activation { kind, p, x, y, n }) }
 }
 
+/// `activation_f32` over `par`'s workers, in chunks of whole 64-byte lines (so every chunk
+/// but the last is whole vectors, and the last ends where the whole buffer does).
+///
+/// # Safety
+/// As `activation_f32`.
+pub unsafe fn activation_par(par: Par, kind: i64, p: [f32; 2], x: *const f32, y: *mut f32, n: usize) {
+    const LINE: usize = 16;
+    // SAFETY: each task reads and writes its own elements.
+    unsafe {
+        par.for_ranges(n.div_ceil(LINE), LINE * 8, &|r, _| {
+            let (a, b) = (r.start * LINE, (r.end * LINE).min(n));
+            activation_f32(kind, p, x.add(a), y.add(a), b - a)
+        })
+    }
+}
+
 /// C ABI entry point (`kernels::ACTIVATION_F32`): `params` points to `[α, β]`.
 ///
 /// # Safety
-/// As `activation_f32`; `params` points to two floats; `n ≥ 0`.
+/// As `activation_f32`; `params` points to two floats; `n ≥ 0`; `threads` as
+/// `Par::from_raw`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_activation_f32(
     kind: i64,
@@ -45,9 +63,19 @@ pub unsafe extern "C" fn onnxc_activation_f32(
     x: *const f32,
     y: *mut f32,
     n: i64,
+    threads: *const Threads,
 ) {
     // SAFETY: forwarded.
-    unsafe { activation_f32(kind, [*params, *params.add(1)], x, y, n.max(0) as usize) }
+    unsafe {
+        activation_par(
+            Par::from_raw(threads),
+            kind,
+            [*params, *params.add(1)],
+            x,
+            y,
+            n.max(0) as usize,
+        )
+    }
 }
 
 /// The walk: one loop per kind, each over `simd::unary`.
@@ -220,6 +248,33 @@ mod tests {
         unsafe { activation_f32(SILU, [1.0, 0.0], p, p, v.len()) };
         for (g, w) in v.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
+        }
+    }
+
+    /// The entry point on 2, 3 and 5 threads gives the sequential run's bits, for every kind
+    /// and lengths around the 64-byte chunk boundaries.
+    #[test]
+    fn threads_give_the_same_bits() {
+        for n in [1usize, 15, 16, 17, 100, 1000, 4099] {
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
+            for kind in [SIGMOID, SILU, TANH, HARDSIGMOID, HARDSWISH] {
+                let p = [1.3f32, 0.5];
+                let mut first: Option<Vec<f32>> = None;
+                for (workers, threads) in crate::par::test_threads() {
+                    let mut y = vec![f32::NAN; n];
+                    // SAFETY: x and y hold n floats, p two.
+                    unsafe {
+                        onnxc_activation_f32(kind, p.as_ptr(), x.as_ptr(), y.as_mut_ptr(), n as i64, threads)
+                    };
+                    match &first {
+                        None => first = Some(y),
+                        Some(f) => assert!(
+                            f.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "kind {kind} n {n}: {workers} threads"
+                        ),
+                    }
+                }
+            }
         }
     }
 }

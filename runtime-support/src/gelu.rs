@@ -16,14 +16,28 @@ pub unsafe fn gelu_f32(x: *const f32, y: *mut f32, n: usize) {
     unsafe { activation_f32(GELU, [0.0; 2], x, y, n) }
 }
 
-/// C ABI entry point (`kernels::GELU_F32`).
+/// C ABI entry point (`kernels::GELU_F32`), over the run's `threads`.
 ///
 /// # Safety
-/// As `gelu_f32`; `n ≥ 0`.
+/// As `gelu_f32`; `n ≥ 0`; `threads` as `Par::from_raw`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_gelu_f32(x: *const f32, y: *mut f32, n: i64) {
+pub unsafe extern "C" fn onnxc_gelu_f32(
+    x: *const f32,
+    y: *mut f32,
+    n: i64,
+    threads: *const crate::par::Threads,
+) {
     // SAFETY: forwarded.
-    unsafe { gelu_f32(x, y, n.max(0) as usize) }
+    unsafe {
+        crate::activation::activation_par(
+            crate::par::Par::from_raw(threads),
+            GELU,
+            [0.0; 2],
+            x,
+            y,
+            n.max(0) as usize,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -134,33 +134,37 @@ kernels! {
     /// 2-D max/average/Lp pooling of NCHW planes (`pool::PoolGeometry`).
     POOL2D_F32 = onnxc_pool2d_f32 in pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
-        scratch: Scratch = *mut f32,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
+        threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// `[n, c, hw]` to `[n, c/8, hw, 8]`; `planes`: null, or the input plane of every channel.
     NCHW_TO_NCHWC = onnxc_nchw_to_nchwc in nchwc::reorder(
         x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
-        planes: OptParams = *const i64,
+        planes: OptParams = *const i64, threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// `[n, c/8, hw, 8]` to `[n, c, hw]`.
     NCHWC_TO_NCHW = onnxc_nchwc_to_nchw in nchwc::reorder(
         x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
+        threads: Threads = *const crate::par::Threads,
     );
     /// Softmax of `scale`·x (null: 1) over `rows` rows of `n` floats.
     SOFTMAX_F32 = onnxc_softmax_f32 in softmax(
         x: In = *const f32, y: Out = *mut f32, rows: Int = i64, n: Int = i64,
-        scale: OptFloats = *const f32,
+        scale: OptFloats = *const f32, threads: Threads = *const crate::par::Threads,
     );
     /// Exact GELU of `n` floats.
-    GELU_F32 = onnxc_gelu_f32 in gelu(x: In = *const f32, y: Out = *mut f32, n: Int = i64);
+    GELU_F32 = onnxc_gelu_f32 in gelu(
+        x: In = *const f32, y: Out = *mut f32, n: Int = i64, threads: Threads = *const crate::par::Threads,
+    );
     /// Sigmoid, SiLU, tanh, HardSigmoid or HardSwish (`activation::SIGMOID`…) of `n` floats;
     /// `params` is `[α, β]`.
     ACTIVATION_F32 = onnxc_activation_f32 in activation(
         kind: Int = i64, params: Floats = *const f32, x: In = *const f32, y: Out = *mut f32,
-        n: Int = i64,
+        n: Int = i64, threads: Threads = *const crate::par::Threads,
     );
     /// Separable resize of the last two axes with compile-time taps (`resize::ResizeGeometry`).
     RESIZE_F32 = onnxc_resize_f32 in resize(
@@ -250,7 +254,7 @@ fn scratch_of(
     } else if *kernel == CONV_TRANSPOSE_F32 {
         floats(conv::transpose::ConvTransposeGeometry::decode(b)?.scratch_floats(int(0)? != 0))
     } else if *kernel == POOL2D_F32 {
-        floats(pool::PoolGeometry::decode(b)?.scratch_floats())
+        Some(pool::PoolGeometry::decode(b)?.scratch())
     } else if *kernel == POOL_NCHWC_F32 {
         let g = pool::PoolGeometry::decode(b)?;
         let cb = nchwc::CB as i64;

@@ -17,6 +17,7 @@
 //! threaded run allocates nothing.
 
 use std::ffi::c_void;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -37,6 +38,9 @@ pub struct Threads {
 
 /// Most workers a run takes (a bound on the workspace's per-worker scratch arithmetic).
 pub const MAX_WORKERS: usize = 1024;
+/// Least work of a task split by `for_ranges` (elements touched, or multiply-adds): a few
+/// microseconds, several times the cost of handing a task to a spinning worker.
+pub const MIN_TASK_WORK: usize = 1 << 15;
 /// Most tasks of one `parallel_for` call; `Par::run` splits larger counts into rounds.
 const MAX_TASKS: usize = 0xffff;
 
@@ -82,6 +86,23 @@ impl<'a> Par<'a> {
         // The kernels' unit tests split even their small cases, to test every split.
         let min = if cfg!(test) { 1 } else { min.max(1) };
         (work / min).min(w * per_worker).min(max).max(1)
+    }
+
+    /// Runs `f(items, worker)` over consecutive ranges that partition `0..count`, as tasks
+    /// of at least `MIN_TASK_WORK` units when each item costs `cost` (about two per worker;
+    /// one range when the pool has one worker or the work is small).
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn for_ranges(&self, count: usize, cost: usize, f: &dyn Fn(Range<usize>, usize)) {
+        let t = self.tasks(count.saturating_mul(cost.max(1)), MIN_TASK_WORK, 2, count);
+        let per = count.div_ceil(t.max(1)).max(1);
+        // SAFETY: forwarded.
+        unsafe {
+            self.run(count.div_ceil(per), &|t, w| {
+                f(t * per..((t + 1) * per).min(count), w)
+            })
+        };
     }
 
     /// Runs `f(task, worker)` for every `task < n` and returns when all have returned.

@@ -136,10 +136,12 @@ unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
     }
 }
 
-/// C ABI entry point: softmax of `scale`·x (`scale` null: 1) over `rows` rows of `n` floats.
+/// C ABI entry point: softmax of `scale`·x (`scale` null: 1) over `rows` rows of `n` floats,
+/// the rows split over the run's `threads`.
 ///
 /// # Safety
-/// As `softmax_f32`; `rows` and `n` non-negative, `scale` null or one positive finite float.
+/// As `softmax_f32`; `rows` and `n` non-negative, `scale` null or one positive finite float;
+/// `threads` as `Par::from_raw`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_softmax_f32(
     x: *const f32,
@@ -147,6 +149,7 @@ pub unsafe extern "C" fn onnxc_softmax_f32(
     rows: i64,
     n: i64,
     scale: *const f32,
+    threads: *const crate::par::Threads,
 ) {
     let s = if scale.is_null() {
         1.0
@@ -154,8 +157,13 @@ pub unsafe extern "C" fn onnxc_softmax_f32(
         // SAFETY: scale is non-null here, and then points to one float (the contract).
         unsafe { *scale }
     };
-    // SAFETY: forwarded contract.
-    unsafe { softmax_f32(x, y, rows.max(0) as usize, n.max(0) as usize, s) }
+    let (rows, n) = (rows.max(0) as usize, n.max(0) as usize);
+    // SAFETY: forwarded contract; each task computes its own rows.
+    unsafe {
+        crate::par::Par::from_raw(threads).for_ranges(rows, n * 4, &|r, _| {
+            softmax_f32(x.add(r.start * n), y.add(r.start * n), r.len(), n, s)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +283,29 @@ mod tests {
             x[16 + 3] = f32::INFINITY;
             x[32] = f32::NEG_INFINITY;
             check_scaled(&x, 16, scale);
+        }
+    }
+
+    /// The entry point on 2, 3 and 5 threads gives the sequential run's bits.
+    #[test]
+    fn threads_give_the_same_bits() {
+        for (rows, n) in [(1usize, 7usize), (37, 16), (200, 33), (5, 1000)] {
+            let x: Vec<f32> = (0..rows * n).map(|i| (i as f32 * 0.11).cos() * 4.0).collect();
+            let mut first: Option<Vec<f32>> = None;
+            for (workers, threads) in crate::par::test_threads() {
+                let mut y = vec![f32::NAN; rows * n];
+                // SAFETY: x and y hold rows·n floats; the scale is one float.
+                unsafe {
+                    onnxc_softmax_f32(x.as_ptr(), y.as_mut_ptr(), rows as i64, n as i64, &0.5, threads)
+                };
+                match &first {
+                    None => first = Some(y),
+                    Some(f) => assert!(
+                        f.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{rows}x{n}: {workers} threads"
+                    ),
+                }
+            }
         }
     }
 }

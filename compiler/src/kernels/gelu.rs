@@ -39,6 +39,7 @@ impl KernelOp for Gelu {
                 cx.operand_arg(0),
                 cx.result_arg(),
                 Arg::Int(expr::i(cx.result().len())),
+                Arg::Threads,
             ],
         )?])
     }

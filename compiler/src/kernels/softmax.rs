@@ -72,6 +72,7 @@ impl KernelOp for Softmax {
                 } else {
                     Arg::Floats(vec![self.scale])
                 },
+                Arg::Threads,
             ],
         )?])
     }

@@ -92,6 +92,7 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
                     // SAFETY: x and y hold the geometry's planes, scratch what the kernel asks for.
                     unsafe {
                         onnxc_runtime::pool::pool2d_f32(
+                            onnxc_runtime::par::Par::SEQ,
                             &g,
                             x.as_ptr(),
                             y.as_mut_ptr(),

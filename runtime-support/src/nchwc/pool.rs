@@ -126,13 +126,17 @@ unsafe fn portable_plane(g: &PoolGeometry, rows: &Axis, cols: &Axis, xp: *const 
 /// C ABI entry point (`planes` in the geometry counts blocks). Returns `ONNXC_ERR_PARAMS`,
 /// touching nothing, when `params` is not a valid `PoolGeometry::encode` blob.
 ///
+/// The planes are split over the run's `threads`.
+///
 /// # Safety
-/// `params` points to a sealed blob (`params::blob`); otherwise as `pool`.
+/// `params` points to a sealed blob (`params::blob`); `threads` as `Par::from_raw`;
+/// otherwise as `pool`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_pool_nchwc_f32(
     params: *const i64,
     x: *const f32,
     y: *mut f32,
+    threads: *const crate::par::Threads,
 ) -> Status {
     let g = params::decode_blob!(params, PoolGeometry::decode);
     // The blocked planes: 8 floats per position.
@@ -144,8 +148,19 @@ pub unsafe extern "C" fn onnxc_pool_nchwc_f32(
         [g.planes, g.output[0], g.output[1], CB as i64],
         "too large"
     ));
-    // SAFETY: forwarded contract, the geometry validated.
-    unsafe { pool(&g, x, y) };
+    let isz = (g.input[0] * g.input[1]) as usize * CB;
+    let osz = (g.output[0] * g.output[1]) as usize * CB;
+    let cost = osz * (g.kernel[0] * g.kernel[1]).max(1) as usize + isz;
+    // SAFETY: forwarded contract, the geometry validated; each task pools its own planes.
+    unsafe {
+        crate::par::Par::from_raw(threads).for_ranges(g.planes as usize, cost, &|p, _| {
+            let gp = PoolGeometry {
+                planes: p.len() as i64,
+                ..g.clone()
+            };
+            pool(&gp, x.add(p.start * isz), y.add(p.start * osz))
+        })
+    };
     ONNXC_OK
 }
 

@@ -4,7 +4,9 @@
 use super::CB;
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
+use crate::par::{Par, Threads};
 use crate::params::{self, decoded};
+use std::ops::Range;
 
 /// NCHW → blocked, for `n` images of `c` channels × `hw` positions.
 ///
@@ -29,10 +31,26 @@ pub unsafe fn to_blocked_gather(
     y: *mut f32,
     planes: Option<&[i64]>,
 ) {
+    // SAFETY: forwarded.
+    unsafe { to_blocked_blocks(x, c, hw, y, planes, 0..n * c.div_ceil(CB)) }
+}
+
+/// The (image, block) pairs `pairs` (numbered image-major) of `to_blocked_gather`.
+///
+/// # Safety
+/// As `to_blocked_gather`.
+unsafe fn to_blocked_blocks(
+    x: *const f32,
+    c: usize,
+    hw: usize,
+    y: *mut f32,
+    planes: Option<&[i64]>,
+    pairs: Range<usize>,
+) {
     let cb = c.div_ceil(CB);
     let plane = |ci: usize| planes.map_or(ci * hw, |p| p[ci] as usize);
-    for img in 0..n {
-        for b in 0..cb {
+    for (img, b) in pairs.map(|p| (p / cb, p % cb)) {
+        {
             // SAFETY: block b of image img in both layouts; the planes lie in the image.
             unsafe {
                 let src = x.add(img * c * hw);
@@ -60,9 +78,18 @@ pub unsafe fn to_blocked_gather(
 /// # Safety
 /// As `to_blocked`, with the roles of x and y swapped.
 pub unsafe fn from_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut f32) {
+    // SAFETY: forwarded.
+    unsafe { from_blocked_blocks(x, c, hw, y, 0..n * c.div_ceil(CB)) }
+}
+
+/// The (image, block) pairs `pairs` (numbered image-major) of `from_blocked`.
+///
+/// # Safety
+/// As `from_blocked`.
+unsafe fn from_blocked_blocks(x: *const f32, c: usize, hw: usize, y: *mut f32, pairs: Range<usize>) {
     let cb = c.div_ceil(CB);
-    for img in 0..n {
-        for b in 0..cb {
+    for (img, b) in pairs.map(|p| (p / cb, p % cb)) {
+        {
             // SAFETY: block b of image img in both layouts.
             unsafe {
                 let src = x.add((img * cb + b) * hw * CB);
@@ -109,9 +136,11 @@ pub fn decode_planes(blob: &[i64], c: usize, hw: usize) -> params::Result<&[i64]
 /// offsets. Returns `ONNXC_ERR_PARAMS`, touching nothing, when a count is negative or too
 /// large or the planes are not valid (`decode_planes`: the walk is O(c), the copy O(c·hw)).
 ///
+/// The blocks are split over the run's `threads`.
+///
 /// # Safety
-/// `planes` is null or points to a sealed blob (`params::blob`); otherwise as
-/// `to_blocked_gather`.
+/// `planes` is null or points to a sealed blob (`params::blob`); `threads` as
+/// `Par::from_raw`; otherwise as `to_blocked_gather`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     x: *const f32,
@@ -120,6 +149,7 @@ pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     hw: i64,
     y: *mut f32,
     planes: *const i64,
+    threads: *const Threads,
 ) -> Status {
     let too_big = "a tensor is too large";
     decoded!(params::product([n, c, hw], too_big));
@@ -133,19 +163,35 @@ pub unsafe extern "C" fn onnxc_nchw_to_nchwc(
     } else {
         Some(params::decode_blob!(planes, |b| decode_planes(b, c, hw)))
     };
-    // SAFETY: forwarded contract, the planes checked.
-    unsafe { to_blocked_gather(x, n, c, hw, y, planes) };
+    // SAFETY: forwarded contract, the planes checked; each task writes its own blocks.
+    unsafe {
+        Par::from_raw(threads).for_ranges(n * c.div_ceil(CB), hw * CB, &|r, _| {
+            to_blocked_blocks(x, c, hw, y, planes, r)
+        })
+    };
     ONNXC_OK
 }
 
-/// C ABI: `from_blocked`.
+/// C ABI: `from_blocked`, the blocks split over the run's `threads`.
 ///
 /// # Safety
-/// As `from_blocked`.
+/// As `from_blocked`; `threads` as `Par::from_raw`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_nchwc_to_nchw(x: *const f32, n: i64, c: i64, hw: i64, y: *mut f32) {
-    // SAFETY: forwarded contract.
-    unsafe { from_blocked(x, n as usize, c as usize, hw as usize, y) }
+pub unsafe extern "C" fn onnxc_nchwc_to_nchw(
+    x: *const f32,
+    n: i64,
+    c: i64,
+    hw: i64,
+    y: *mut f32,
+    threads: *const Threads,
+) {
+    let (n, c, hw) = (n.max(0) as usize, c.max(0) as usize, hw.max(0) as usize);
+    // SAFETY: forwarded contract; each task writes its own blocks.
+    unsafe {
+        Par::from_raw(threads).for_ranges(n * c.div_ceil(CB), hw * CB, &|r, _| {
+            from_blocked_blocks(x, c, hw, y, r)
+        })
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

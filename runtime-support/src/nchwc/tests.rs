@@ -365,7 +365,9 @@ fn refuses_corrupt_blobs() {
         too_many.encode(),
     ] {
         // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
-        let status = unsafe { pool::onnxc_pool_nchwc_f32(b.as_ptr(), x.as_ptr(), y.as_mut_ptr()) };
+        let status = unsafe {
+            pool::onnxc_pool_nchwc_f32(b.as_ptr(), x.as_ptr(), y.as_mut_ptr(), std::ptr::null())
+        };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS);
     }
     // The reorder's planes: one per channel, each inside the image; counts not negative.
@@ -384,8 +386,9 @@ fn refuses_corrupt_blobs() {
     ] {
         let b = reorder::encode_planes(p);
         // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
-        let status =
-            unsafe { onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, y.as_mut_ptr(), b.as_ptr()) };
+        let status = unsafe {
+            onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, y.as_mut_ptr(), b.as_ptr(), std::ptr::null())
+        };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "{p:?} {n} {c} {hw}");
     }
     assert!(y.iter().all(|&v| v == 6.0), "the output was written");
@@ -434,8 +437,13 @@ fn gathering_reorder_permutes_channels() {
         // the sealed blob of c planes inside the image.
         unsafe {
             let (n, c, hw) = (n as i64, c as i64, hw as i64);
-            let status = onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, got.as_mut_ptr(), blob.as_ptr());
-            assert_eq!(status, crate::abi::ONNXC_OK);
+            // Sequentially and on 2, 3 and 5 threads.
+            for (_, threads) in crate::par::test_threads() {
+                got.fill(f32::NAN);
+                let status =
+                    onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, got.as_mut_ptr(), blob.as_ptr(), threads);
+                assert_eq!(status, crate::abi::ONNXC_OK);
+            }
             to_blocked(
                 permuted.as_ptr(),
                 n as usize,
@@ -511,7 +519,13 @@ fn pooling_matches_the_plain_kernel() {
         let mut scratch = vec![0f32; plain.scratch_floats()];
         // SAFETY: x and want are sized from plain, scratch holds plain.scratch_floats().
         unsafe {
-            crate::pool::pool2d_f32(&plain, x.as_ptr(), want.as_mut_ptr(), scratch.as_mut_ptr())
+            crate::pool::pool2d_f32(
+                crate::par::Par::SEQ,
+                &plain,
+                x.as_ptr(),
+                want.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
         };
         let mut xb = vec![0f32; x.len()];
         let mut yb = vec![f32::NAN; want.len()];
@@ -521,8 +535,21 @@ fn pooling_matches_the_plain_kernel() {
         unsafe {
             to_blocked(x.as_ptr(), n, c, ihw, xb.as_mut_ptr());
             let p = blocked.encode();
-            let status = pool::onnxc_pool_nchwc_f32(p.as_ptr(), xb.as_ptr(), yb.as_mut_ptr());
-            assert_eq!(status, crate::abi::ONNXC_OK);
+            // Sequentially and on 2, 3 and 5 threads: the same bits.
+            for (workers, threads) in crate::par::test_threads() {
+                let mut yt = vec![f32::NAN; want.len()];
+                let status =
+                    pool::onnxc_pool_nchwc_f32(p.as_ptr(), xb.as_ptr(), yt.as_mut_ptr(), threads);
+                assert_eq!(status, crate::abi::ONNXC_OK);
+                if threads.is_null() {
+                    yb = yt;
+                } else {
+                    assert!(
+                        yb.iter().zip(&yt).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{blocked:?}: {workers} threads differ from one"
+                    );
+                }
+            }
             from_blocked(yb.as_ptr(), n, c, ohw, y.as_mut_ptr());
         }
         // Max: a window with a NaN tap is NaN, in both kernels; checked here independently.

@@ -8,6 +8,7 @@
 
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
+use crate::par::{Par, ScratchNeed, Threads};
 use crate::params;
 use crate::simd::{self, Simd, Walk};
 
@@ -214,12 +215,45 @@ impl PoolGeometry {
     }
 }
 
+/// The scratch `onnxc_pool2d_f32` needs (bytes): `scratch_floats` per worker.
+impl PoolGeometry {
+    pub fn scratch(&self) -> ScratchNeed {
+        ScratchNeed {
+            shared: 0,
+            per_worker: self.scratch_floats() * 4,
+        }
+    }
+}
+
+/// The pool over `par`'s workers, a range of planes each.
+///
 /// # Safety
-/// `x` holds `planes · IH · IW` floats, `y` `planes · OH · OW`, `scratch`
-/// `g.scratch_floats()` floats; the geometry is consistent (as `Pool` lowering builds it:
-/// positive kernel, strides and dilations, non-negative pads, output extents from the ONNX
-/// shape rules).
-pub unsafe fn pool2d_f32(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+/// `x` holds `planes · IH · IW` floats, `y` `planes · OH · OW`, `scratch` `g.scratch()`
+/// for `par`'s workers; the geometry is consistent (as `Pool` lowering builds it: positive
+/// kernel, strides and dilations, non-negative pads, output extents from the ONNX shape
+/// rules).
+pub unsafe fn pool2d_f32(par: Par, g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+    let (_, slots) = g.scratch().layout(scratch);
+    let isz = (g.input[0] * g.input[1]).max(0) as usize;
+    let osz = (g.output[0] * g.output[1]).max(0) as usize;
+    let cost = osz * (g.kernel[0] * g.kernel[1]).max(1) as usize + isz;
+    // SAFETY: each task reads and writes its own planes, in its worker's scratch.
+    unsafe {
+        par.for_ranges(g.planes.max(0) as usize, cost, &|p, w| {
+            let gp = PoolGeometry {
+                planes: p.len() as i64,
+                ..g.clone()
+            };
+            pool2d_planes_of(&gp, x.add(p.start * isz), y.add(p.start * osz), slots.at(w))
+        })
+    };
+}
+
+/// `pool2d_f32` on one thread, `scratch` holding `scratch_floats()`.
+///
+/// # Safety
+/// As `pool2d_f32`.
+unsafe fn pool2d_planes_of(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
     // The row kernels specialized for 2×2 and 3×3 windows (constant tap loops, unrolled),
     // and for any window up to the limits of `rows_kernel_applies`; native vectors only.
     if g.rows_kernel_applies() {
@@ -782,17 +816,19 @@ fn pool2d_planes(g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32
 /// valid `PoolGeometry::encode` blob.
 ///
 /// # Safety
-/// `params` points to a sealed blob (`params::blob`); otherwise as `pool2d_f32`.
+/// `params` points to a sealed blob (`params::blob`); `threads` as `Par::from_raw`;
+/// otherwise as `pool2d_f32`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_pool2d_f32(
     params: *const i64,
     x: *const f32,
     y: *mut f32,
     scratch: *mut f32,
+    threads: *const Threads,
 ) -> Status {
     let g = params::decode_blob!(params, PoolGeometry::decode);
     // SAFETY: forwarded contract, the geometry validated.
-    unsafe { pool2d_f32(&g, x, y, scratch) };
+    unsafe { pool2d_f32(Par::from_raw(threads), &g, x, y, scratch) };
     ONNXC_OK
 }
 

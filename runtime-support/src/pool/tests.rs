@@ -201,10 +201,31 @@ fn matches_direct_pooling() {
         assert_eq!(PoolGeometry::decode(&p), Ok(g.clone()));
         // SAFETY: p is a sealed blob; x, y and scratch are sized from g (scratch_floats()).
         let status = unsafe {
-            onnxc_pool2d_f32(p.as_ptr(), x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr())
+            onnxc_pool2d_f32(
+                p.as_ptr(),
+                x.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                std::ptr::null(),
+            )
         };
         assert_eq!(status, ONNXC_OK);
         check("dispatched", &y);
+        // On 2, 3 and 5 threads: the same bits.
+        let need = g.scratch().rounded();
+        for (workers, threads) in crate::par::test_threads().into_iter().skip(1) {
+            let mut yt = vec![f32::NAN; want.len()];
+            let mut st = vec![f32::NAN; (need.shared + workers * need.per_worker) / 4];
+            // SAFETY: as above, the scratch sized for the workers.
+            let status = unsafe {
+                onnxc_pool2d_f32(p.as_ptr(), x.as_ptr(), yt.as_mut_ptr(), st.as_mut_ptr(), threads)
+            };
+            assert_eq!(status, ONNXC_OK);
+            assert!(
+                y.iter().zip(&yt).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{g:?}: {workers} threads differ from one"
+            );
+        }
         // The row walk on every implementation of 8 lanes or more.
         if g.rows_kernel_applies() {
             let (yp, sp) = (y.as_mut_ptr(), scratch.as_mut_ptr());
@@ -276,7 +297,13 @@ fn refuses_corrupt_blobs() {
     for b in &bad {
         // SAFETY: b is a sealed blob; the buffers are never touched (the blob is refused).
         let status = unsafe {
-            onnxc_pool2d_f32(b.as_ptr(), x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr())
+            onnxc_pool2d_f32(
+                b.as_ptr(),
+                x.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                std::ptr::null(),
+            )
         };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS);
     }

@@ -63,7 +63,6 @@ pub(super) fn scratch_need(s: &Schedule, st: &Step, opts: &LowerOptions) -> Scra
     if s.values[st.output].dtype != DType::F32 {
         return ScratchNeed::default();
     }
-    let floats = |n: usize| ScratchNeed::shared(n * 4);
     match &st.kind {
         StepKind::Conv { op, input_planes } => {
             geometry(s, st, op, input_planes, opts).scratch(is_const(s, st.inputs[1]))
@@ -80,10 +79,9 @@ pub(super) fn scratch_need(s: &Schedule, st: &Step, opts: &LowerOptions) -> Scra
                 pack_b_at_compile_time(s, st, m, views),
             )
         }
-        StepKind::Pool(p) => floats(
-            p.geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape)
-                .scratch_floats(),
-        ),
+        StepKind::Pool(p) => p
+            .geometry(&s.values[st.inputs[0]].shape, &s.values[st.output].shape)
+            .scratch(),
         _ => ScratchNeed::default(),
     }
 }

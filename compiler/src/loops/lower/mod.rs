@@ -544,6 +544,7 @@ impl StepCx<'_> {
                                 Arg::start(src),
                                 Arg::start(obuf),
                                 Arg::Int(expr::i(n)),
+                                Arg::Threads,
                             ],
                         )?]);
                     }
@@ -603,6 +604,7 @@ impl StepCx<'_> {
                         Arg::Params(g.encode()),
                         Arg::start(self.buf(x)),
                         Arg::start(obuf),
+                        Arg::Threads,
                     ],
                 )?])
             }
@@ -632,6 +634,7 @@ impl StepCx<'_> {
                         None => Arg::Null,
                     });
                 }
+                args.push(Arg::Threads);
                 Ok(vec![Stmt::call(
                     if *to_blocked {
                         &kernels::NCHW_TO_NCHWC
@@ -719,6 +722,7 @@ impl StepCx<'_> {
                             offset: scratch
                                 .ok_or_else(|| Error::Internal("pool without scratch".into()))?,
                         },
+                        Arg::Threads,
                     ],
                 )?])
             }
