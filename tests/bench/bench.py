@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Side-by-side single-thread batch-1 latency of onnxc-compiled models and onnxruntime.
+"""Side-by-side batch-1 latency of onnxc-compiled models and onnxruntime.
 
 For each model: compile with onnxc (timed), link it, then alternate calls of onnxc and
-onnxruntime (intra_op_num_threads=1, inter_op_num_threads=1, sequential) on the same inputs
+onnxruntime (intra_op_num_threads=N, inter_op_num_threads=1, sequential) on the same inputs
 and report medians. Also checks that both produce the same outputs and measures each one's
 peak RSS in a process of its own. Writes a markdown table.
 
     .cache/venv/bin/python tests/bench/bench.py --onnxc target/release/onnxc --out docs/performance.md
+
+`--threads 1,2` measures every thread count in the same run: onnxc through `NAME_run` (1)
+and `NAME_run_threaded` on the runtime's pool (`onnxc_pool_create(N)`), onnxruntime with
+`intra_op_num_threads=N`, all four alternating; the outputs of every thread count must be
+bit-identical to one thread's. The first count fills the main table, the others a table
+of speedups and ratios.
 
 Both engines are timed in this process, alternating batches of about 2 ms of calls: the
 compiled model through ctypes (its object file linked with the runtime as a shared library),
@@ -83,9 +89,9 @@ def with_varied_weights(path: str, out: str) -> str:
     return out
 
 
-def ort_session(path: str) -> ort.InferenceSession:
+def ort_session(path: str, threads: int = 1) -> ort.InferenceSession:
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -142,6 +148,11 @@ def model_work(path: str, feeds: dict) -> dict:
     return {"gflop": 2 * total / 1e9, "gflop_wino": 2 * wino / 1e9, "weight_mb": weight_bytes / 2**20}
 
 
+class OnnxcThreads(ctypes.Structure):
+    """`onnxc_threads` of onnxc_runtime.h."""
+    _fields_ = [("parallel_for", ctypes.c_void_p), ("pool", ctypes.c_void_p), ("workers", ctypes.c_size_t)]
+
+
 class CompiledModel:
     """An onnxc-compiled model linked as a shared library and called through ctypes: the
     same object file and runtime a C program links, timed call by call from Python."""
@@ -152,25 +163,68 @@ class CompiledModel:
         subprocess.run([onnxc, path, "-o", obj, "--name", name], check=True, capture_output=True)
         runtime = subprocess.run([onnxc, "--print-runtime-lib"], check=True, capture_output=True, text=True).stdout.strip()
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-shared", "-o", so, obj, runtime, "-lm", "-lpthread", "-ldl"], check=True, capture_output=True)
+        # The pool's entry points are not referenced by the model: keep them in the library.
+        keep = [f"-Wl,--undefined={f}" for f in ("onnxc_pool_create", "onnxc_pool_destroy", "onnxc_pool_threads")]
+        subprocess.run([cc, "-shared", "-o", so, obj, *keep, runtime, "-lm", "-lpthread", "-ldl"], check=True, capture_output=True)
         self.lib = ctypes.CDLL(so)
+        self.name = name
         self.run_fn = getattr(self.lib, f"{name}_run")
         self.run_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.run_fn.restype = ctypes.c_int
-        size_fn = getattr(self.lib, f"{name}_workspace_size")
-        size_fn.restype = ctypes.c_size_t
-        ws = size_fn()
-        self.ws_buf = np.empty(ws + 64, dtype=np.uint8)
-        self.ws = self.ws_buf.ctypes.data + (-self.ws_buf.ctypes.data) % 64
+        self.lib.onnxc_pool_create.restype = ctypes.c_void_p
+        self.lib.onnxc_pool_create.argtypes = [ctypes.c_size_t]
+        self.lib.onnxc_pool_destroy.argtypes = [ctypes.c_void_p]
+        self.lib.onnxc_pool_threads.restype = OnnxcThreads
+        self.lib.onnxc_pool_threads.argtypes = [ctypes.c_void_p]
         self.inputs = [np.ascontiguousarray(v) for v in feeds.values()]
-        self.outputs = [np.empty_like(o) for o in outputs]
+        self.ref_outputs = outputs
         self.in_ptrs = (ctypes.c_void_p * max(1, len(self.inputs)))(*[a.ctypes.data for a in self.inputs])
-        self.out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
+        self.pools = []
 
-    def __call__(self) -> None:
-        rc = self.run_fn(self.in_ptrs, self.out_ptrs, self.ws)
-        if rc != 0:
-            raise RuntimeError(f"model run returned {rc}")
+    def caller(self, threads: int):
+        """A call of the model on `threads` threads (1: `NAME_run`), with its own outputs
+        and workspace; `call.outputs` holds the outputs."""
+        outputs = [np.empty_like(o) for o in self.ref_outputs]
+        out_ptrs = (ctypes.c_void_p * max(1, len(outputs)))(*[a.ctypes.data for a in outputs])
+        size_fn = getattr(self.lib, f"{self.name}_workspace_size_threads")
+        size_fn.restype = ctypes.c_size_t
+        size_fn.argtypes = [ctypes.c_size_t]
+        ws_bytes = size_fn(threads)
+        ws_buf = np.empty(ws_bytes + 64, dtype=np.uint8)
+        ws = ws_buf.ctypes.data + (-ws_buf.ctypes.data) % 64
+        in_ptrs = self.in_ptrs
+        if threads == 1:
+            run = self.run_fn
+
+            def call() -> None:
+                rc = run(in_ptrs, out_ptrs, ws)
+                if rc != 0:
+                    raise RuntimeError(f"model run returned {rc}")
+        else:
+            pool = self.lib.onnxc_pool_create(threads)
+            if not pool:
+                raise RuntimeError(f"onnxc_pool_create({threads}) failed")
+            self.pools.append(pool)
+            t = self.lib.onnxc_pool_threads(pool)
+            run = getattr(self.lib, f"{self.name}_run_threaded")
+            run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                            ctypes.POINTER(OnnxcThreads)]
+            run.restype = ctypes.c_int
+            tp = ctypes.pointer(t)
+
+            def call() -> None:
+                rc = run(in_ptrs, out_ptrs, ws, ws_bytes, tp)
+                if rc != 0:
+                    raise RuntimeError(f"model run on {threads} threads returned {rc}")
+            call.keep = (t, tp)
+        call.outputs = outputs
+        call.ws = ws_buf
+        return call
+
+    def close(self) -> None:
+        for p in self.pools:
+            self.lib.onnxc_pool_destroy(p)
+        self.pools = []
 
 
 def ort_bound(sess: ort.InferenceSession, feeds: dict, outputs: list):
@@ -192,44 +246,60 @@ def ort_bound(sess: ort.InferenceSession, feeds: dict, outputs: list):
     return call
 
 
-def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, work: str) -> dict:
+def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, work: str,
+                threads: list) -> dict:
     feeds = model_inputs(path, light)
     # Compile time: the plain compile command, wall clock.
     t0 = time.perf_counter()
     subprocess.run([onnxc, path, "-o", os.path.join(work, f"{name}_timed.o")], check=True, capture_output=True)
     compile_ms = (time.perf_counter() - t0) * 1e3
-    sess = ort_session(path)
-    ref = sess.run(None, feeds)
+    sess = {t: ort_session(path, t) for t in threads}
+    ref = sess[threads[0]].run(None, feeds)
     model = CompiledModel(onnxc, path, f"m_{name}", work, feeds, ref)
-    ort_call = ort_bound(sess, feeds, ref)
-    # Outputs agree?
-    model()
+    engines = []  # (kind, threads, call)
+    for t in threads:
+        engines.append(("onnxc", t, model.caller(t)))
+        engines.append(("ort", t, ort_bound(sess[t], feeds, ref)))
+    # Outputs agree with onnxruntime, and bit for bit across thread counts?
+    calls = {(k, t): f for k, t, f in engines}
+    first = calls[("onnxc", threads[0])]
+    first()
     diff = 0.0
-    for got, r in zip(model.outputs, ref):
+    for got, r in zip(first.outputs, ref):
         if r.size:
             diff = max(diff, float(np.max(np.abs(got.astype(np.float64) - r.astype(np.float64)))))
-    # Warm up both, then alternate batches of calls (order flipped every batch) so that the
-    # machine's slow and fast spells fall on both alike; a batch lasts about 2 ms of the
-    # slower engine, so small models run warm within it as they would in a loop. Medians of
-    # all calls.
+    for t in threads[1:]:
+        other = calls[("onnxc", t)]
+        other()
+        for a, b in zip(first.outputs, other.outputs):
+            if a.tobytes() != b.tobytes():
+                raise RuntimeError(f"{name}: the outputs on {t} threads differ from {threads[0]} thread(s)'")
+    # Warm up every engine, then alternate batches of calls (order rotated every batch) so
+    # that the machine's slow and fast spells fall on all alike; a batch lasts about 2 ms of
+    # the slowest engine, so small models run warm within it as they would in a loop.
+    # Medians of all calls.
     for _ in range(3):
-        model()
-        ort_call()
-    t0 = time.perf_counter()
-    model()
-    ort_call()
-    one = time.perf_counter() - t0
-    batch = int(min(50, max(1, 0.002 / max(one, 1e-7))))
-    batches = int(min(2000, max(20, seconds / max(one * batch, 1e-6))))
-    ox, ot = [], []
+        for _, _, f in engines:
+            f()
+    slowest = 0.0
+    for _, _, f in engines:
+        t0 = time.perf_counter()
+        f()
+        slowest = max(slowest, time.perf_counter() - t0)
+    one = slowest * 2
+    batch = int(min(50, max(1, 0.002 / max(one / 2, 1e-7))))
+    batches = int(min(2000, max(20, seconds / max(one * batch * len(threads), 1e-6))))
+    times = {(k, t): [] for k, t, _ in engines}
     clock = time.perf_counter_ns
     for i in range(batches):
-        order = ((model, ox), (ort_call, ot)) if i % 2 == 0 else ((ort_call, ot), (model, ox))
-        for f, acc in order:
+        r = i % len(engines)
+        for k, t, f in engines[r:] + engines[:r]:
+            acc = times[(k, t)]
             for _ in range(batch):
-                t = clock()
+                t0 = clock()
                 f()
-                acc.append((clock() - t) / 1e6)
+                acc.append((clock() - t0) / 1e6)
+    model.close()
     iters = batches * batch
     # Peak RSS of each in a process of its own: the linked benchmark executable, and
     # onnxruntime's Python session.
@@ -248,8 +318,9 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
     return {
         **model_work(path, feeds),
         "model": name,
-        "onnxc_ms": statistics.median(ox),
-        "ort_ms": statistics.median(ot),
+        "onnxc_ms": statistics.median(times[("onnxc", threads[0])]),
+        "ort_ms": statistics.median(times[("ort", threads[0])]),
+        "threads": {t: (statistics.median(times[("onnxc", t)]), statistics.median(times[("ort", t)])) for t in threads},
         "compile_ms": compile_ms,
         "onnxc_rss_kb": rss,
         "ort_rss_kb": ort_rss,
@@ -304,7 +375,14 @@ def main() -> int:
     ap.add_argument("--gemm", action="store_true",
                     help="also run the GEMM kernel table (cargo bench -p onnxc-runtime --bench gemm, "
                          "ONNXC_GEMM_TABLE=1) and include it in the report")
+    ap.add_argument("--threads", default="1",
+                    help="comma-separated thread counts measured side by side (onnxc's NAME_run_threaded "
+                         "on the runtime's pool against onnxruntime's intra_op_num_threads); the first "
+                         "fills the main table")
     a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    if not threads or min(threads) < 1:
+        ap.error("--threads takes thread counts (at least 1) separated by commas")
     light_dir = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
     gen_dir = os.path.join(ROOT, ".cache", "bench-models")
     subprocess.run([sys.executable, os.path.join(HERE, "gen_models.py"), "--out", gen_dir], check=True, capture_output=True)
@@ -317,26 +395,39 @@ def main() -> int:
                 path, name = name, os.path.splitext(os.path.basename(name))[0]
             if light:
                 path = with_varied_weights(path, os.path.join(work, f"{name}.onnx"))
-            r = bench_model(name, path, light, a.onnxc, a.seconds, work)
+            r = bench_model(name, path, light, a.onnxc, a.seconds, work, threads)
             r["light"] = light
             rows.append(r)
             print(f"{name:14s} onnxc {r['onnxc_ms']:9.3f} ms  ort {r['ort_ms']:9.3f} ms  ratio {r['onnxc_ms'] / r['ort_ms']:5.2f}  "
                   f"compile {r['compile_ms']:7.0f} ms  rss {r['onnxc_rss_kb'] // 1024}/{r['ort_rss_kb'] // 1024} MB  diff {r['max_abs_diff']:.2e}", flush=True)
+            for t in threads[1:]:
+                o, e = r["threads"][t]
+                print(f"{'':14s} {t} threads: onnxc {o:9.3f} ms ({r['onnxc_ms'] / o:4.2f}x)  ort {e:9.3f} ms ({r['ort_ms'] / e:4.2f}x)  "
+                      f"ratio {o / e:5.2f}", flush=True)
     light_ratios = [r["onnxc_ms"] / r["ort_ms"] for r in rows if r["light"]]
     geo = float(np.exp(np.mean(np.log(light_ratios)))) if light_ratios else float("nan")
     print(f"geometric mean of onnxc/onnxruntime over the light models: {geo:.3f}")
+
+    def light_geo(f) -> float:
+        v = [f(r) for r in rows if r["light"]]
+        return float(np.exp(np.mean(np.log(v)))) if v else float("nan")
+
+    for t in threads[1:]:
+        print(f"{t} threads, light models: onnxc speedup over {threads[0]} thread(s) "
+              f"{light_geo(lambda r: r['onnxc_ms'] / r['threads'][t][0]):.2f}x, "
+              f"onnxc/onnxruntime {light_geo(lambda r: r['threads'][t][0] / r['threads'][t][1]):.3f}")
     if a.out:
         lines = [
             "# Performance: onnxc vs onnxruntime",
             "",
-            "Single thread, batch 1, same inputs. Both engines run in one Python process and are called "
+            f"{'Single thread' if threads[0] == 1 else f'{threads[0]} threads'}, batch 1, same inputs. Both engines run in one Python process and are called "
             "alternately, in batches of calls lasting about 2 ms (one call for the large models), for "
             f"about {a.seconds:g} s per model; the table gives the median call (so a slow spell of this "
             "shared VM falls on both alike). onnxc: the model's object file and libonnxc_runtime.a linked "
             "as a shared library, `NAME_run` called through ctypes; onnxruntime: inputs and outputs "
             "bound once (IOBinding), `run_with_iobinding`. "
             f"CPU: {cpu_model()}. onnxruntime {ort.__version__} (CPUExecutionProvider, "
-            "intra_op_num_threads=1, inter_op_num_threads=1, ORT_ENABLE_ALL).",
+            f"intra_op_num_threads={threads[0]}, inter_op_num_threads=1, ORT_ENABLE_ALL).",
             "",
             f"Produced by `.cache/venv/bin/python tests/bench/bench.py {' '.join(sys.argv[1:])}` "
             "(after `make venv` and `cargo build --release`). Light models use onnx's arange(n)/n inputs, and their "
@@ -357,6 +448,33 @@ def main() -> int:
                 f"{r['compile_ms']:.0f} | {r['onnxc_rss_kb'] / 1024:.0f} / {r['ort_rss_kb'] / 1024:.0f} | {r['max_abs_diff']:.1e} |"
             )
         lines += ["", f"Geometric mean of the onnxc/onnxruntime ratio over the nine light models: **{geo:.3f}**.", ""]
+        if len(threads) > 1:
+            lines += [
+                "## Threads",
+                "",
+                f"The same run, every engine at {', '.join(map(str, threads))} threads, all alternating: onnxc's "
+                "`NAME_run_threaded` on the runtime's pool (`onnxc_pool_create(N)`), onnxruntime with "
+                "`intra_op_num_threads=N`. Speedup: the engine's time at "
+                f"{threads[0]} thread(s) over its time at N; ratio: onnxc over onnxruntime at N threads. "
+                "Every thread count's outputs were checked bit-identical to the first's.",
+                "",
+                "| model | " + " | ".join(f"onnxc {t}t ms | speedup | onnxruntime {t}t ms | speedup | ratio" for t in threads[1:]) + " |",
+                "|---|" + "---:|" * (5 * len(threads[1:])),
+            ]
+            for r in rows:
+                cells = []
+                for t in threads[1:]:
+                    o, e = r["threads"][t]
+                    cells += [f"{o:.3f}", f"{r['onnxc_ms'] / o:.2f}", f"{e:.3f}", f"{r['ort_ms'] / e:.2f}", f"{o / e:.2f}"]
+                lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
+            lines.append("")
+            for t in threads[1:]:
+                lines.append(
+                    f"Light models at {t} threads: onnxc's speedup (geometric mean) "
+                    f"**{light_geo(lambda r: r['onnxc_ms'] / r['threads'][t][0]):.2f}x**, onnxruntime's "
+                    f"{light_geo(lambda r: r['ort_ms'] / r['threads'][t][1]):.2f}x; onnxc/onnxruntime "
+                    f"**{light_geo(lambda r: r['threads'][t][0] / r['threads'][t][1]):.3f}**.")
+            lines.append("")
         if a.gemm:
             env = dict(os.environ, ONNXC_GEMM_TABLE="1")
             out = subprocess.run(["cargo", "bench", "-p", "onnxc-runtime", "--bench", "gemm"], cwd=ROOT, env=env,
