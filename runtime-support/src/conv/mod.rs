@@ -88,7 +88,7 @@ pub unsafe fn conv_f32(
                 scratch: rest,
                 ..c
             };
-            crate::winograd::conv_winograd(g, c);
+            crate::winograd::conv_winograd(par, g, c);
         }
         return;
     }

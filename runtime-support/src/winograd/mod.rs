@@ -9,6 +9,7 @@
 
 use crate::conv::{Call, ConvGeometry};
 use crate::gemm::{self, BSource, Epilogue, NR, pack};
+use crate::par::Par;
 use crate::simd::{Dispatch, Runner, Simd, Walk};
 
 mod f4;
@@ -651,17 +652,21 @@ impl Walk for Output {
 
 /// # Safety
 /// As `conv::conv_f32` for a geometry with `use_winograd()`; `c.w` from `winograd_pack`;
-/// `c.scratch` holds `winograd_scratch()` floats.
-pub(crate) unsafe fn conv_winograd(g: &ConvGeometry, c: Call) {
+/// `c.scratch` holds `winograd_scratch()` floats (shared by `par`'s workers).
+pub(crate) unsafe fn conv_winograd(par: Par, g: &ConvGeometry, c: Call) {
     // SAFETY: forwarded.
-    unsafe { conv_with(&Dispatch, g, c) }
+    unsafe { conv_with(par, &Dispatch, g, c) }
 }
 
-/// `conv_winograd` with the transforms run by `r`.
+/// `conv_winograd` with the transforms run by `r`. Each block of tiles runs in three
+/// phases, each split over `par`'s workers and joined before the next: the input transform
+/// by input channels, the products by transformed point ξ (one whole GEMM each), the output
+/// transform by output channels. Every value is computed by the same operations whatever
+/// the split, so the result does not depend on the thread count.
 ///
 /// # Safety
 /// As `conv_winograd`.
-unsafe fn conv_with(r: &impl Runner, g: &ConvGeometry, c: Call) {
+unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
     let (x, w, bias, residual) = (c.x, c.w, c.bias, c.residual);
     let (lo, hi, y, scratch) = (c.lo, c.hi, c.y, c.scratch);
     let (cg, mg) = ((g.c / g.group) as usize, (g.m / g.group) as usize);
@@ -698,82 +703,97 @@ unsafe fn conv_with(r: &impl Runner, g: &ConvGeometry, c: Call) {
             let mut t0 = 0;
             while t0 < tiles {
                 let nt = tb.min(tiles - t0);
-                // 1. Input transform, a panel (16 tiles of one tile row) at a time.
-                for c in 0..cg {
-                    // SAFETY: channel plane c of the group.
-                    let plane = unsafe { xg.add(c * isz) };
-                    for p in 0..nt / NR {
-                        let t = t0 + p * NR;
-                        // SAFETY: panel p of every B matrix of the block.
-                        unsafe {
-                            let off = pack::b_row_at(nt, cg, c, p);
-                            let panel = InputPanel {
-                                plane,
-                                ih,
-                                iw,
-                                ph,
-                                pw,
-                                t0: t,
-                                tw,
-                                vbuf,
-                                bsz,
-                                off,
+                // 1. Input transform, a panel (16 tiles of one tile row) at a time; each task
+                //    writes its channels' rows of every B matrix.
+                let input = |cs: std::ops::Range<usize>, _| {
+                    for c in cs {
+                        // SAFETY: channel plane c of the group.
+                        let plane = unsafe { xg.add(c * isz) };
+                        for p in 0..nt / NR {
+                            let t = t0 + p * NR;
+                            // SAFETY: panel p of every B matrix of the block.
+                            unsafe {
+                                let off = pack::b_row_at(nt, cg, c, p);
+                                let panel = InputPanel {
+                                    plane,
+                                    ih,
+                                    iw,
+                                    ph,
+                                    pw,
+                                    t0: t,
+                                    tw,
+                                    vbuf,
+                                    bsz,
+                                    off,
+                                };
+                                r.run(Input(panel, variant));
                             };
-                            r.run(Input(panel, variant));
-                        };
-                    }
-                }
-                // 2. The products, each a GEMM through the packed kernel.
-                for xi in 0..pts {
-                    // SAFETY: U_ξ of this group; product block ξ in scratch.
-                    unsafe {
-                        let a = w.add((grp * pts + xi) * per);
-                        gemm::gemm_packed_a(
-                            crate::par::Par::SEQ,
-                            mg,
-                            nt,
-                            cg,
-                            a,
-                            BSource::Packed(vbuf.add(xi * bsz)),
-                            mbuf.add(xi * mg * tb),
-                            tb,
-                            &Epilogue::NONE,
-                            crate::par::Slots::single(std::ptr::null_mut()),
-                        );
-                    }
-                }
-                // 3. Output transform with the epilogue, a panel at a time.
-                for m in 0..mg {
-                    let ch = grp * mg + m;
-                    let bv = if bias.is_null() {
-                        0.0
-                    } else {
-                        // SAFETY: a non-null bias holds m floats; ch < m.
-                        unsafe { *bias.add(ch) }
-                    };
-                    for p in 0..nt / NR {
-                        let t = t0 + p * NR;
-                        // SAFETY: products (m, panel p) of each ξ; output channel plane m.
-                        unsafe {
-                            let rm = if rg.is_null() { rg } else { rg.add(m * osz) };
-                            let (mrow, ym) = (mbuf.add(m * tb + p * NR), yg.add(m * osz));
-                            let panel = OutputPanel {
-                                mrow,
-                                stride: mg * tb,
-                                t0: t,
-                                tw,
-                                oh,
-                                ow,
-                                out: ym,
-                                resid: rm,
-                                bias: bv,
-                                lo,
-                                hi,
-                            };
-                            r.run(Output(panel, variant));
                         }
                     }
-                }
+                };
+                // SAFETY: the tasks write disjoint rows of the B matrices.
+                unsafe { par.for_ranges(cg, nt * pts * 4, &input) };
+                // 2. The products, each a GEMM through the packed kernel; a task computes
+                //    whole products.
+                let products = |xs: std::ops::Range<usize>, _| {
+                    for xi in xs {
+                        // SAFETY: U_ξ of this group; product block ξ in scratch.
+                        unsafe {
+                            let a = w.add((grp * pts + xi) * per);
+                            gemm::gemm_packed_a(
+                                Par::SEQ,
+                                mg,
+                                nt,
+                                cg,
+                                a,
+                                BSource::Packed(vbuf.add(xi * bsz)),
+                                mbuf.add(xi * mg * tb),
+                                tb,
+                                &Epilogue::NONE,
+                                crate::par::Slots::single(std::ptr::null_mut()),
+                            );
+                        }
+                    }
+                };
+                // SAFETY: each task writes its own product blocks.
+                unsafe { par.for_ranges(pts, mg * nt * cg, &products) };
+                // 3. Output transform with the epilogue, a panel at a time; each task writes
+                //    its output channels' planes.
+                let output = |ms: std::ops::Range<usize>, _| {
+                    for m in ms {
+                        let ch = grp * mg + m;
+                        let bv = if bias.is_null() {
+                            0.0
+                        } else {
+                            // SAFETY: a non-null bias holds m floats; ch < m.
+                            unsafe { *bias.add(ch) }
+                        };
+                        for p in 0..nt / NR {
+                            let t = t0 + p * NR;
+                            // SAFETY: products (m, panel p) of each ξ; output channel plane m.
+                            unsafe {
+                                let rm = if rg.is_null() { rg } else { rg.add(m * osz) };
+                                let (mrow, ym) = (mbuf.add(m * tb + p * NR), yg.add(m * osz));
+                                let panel = OutputPanel {
+                                    mrow,
+                                    stride: mg * tb,
+                                    t0: t,
+                                    tw,
+                                    oh,
+                                    ow,
+                                    out: ym,
+                                    resid: rm,
+                                    bias: bv,
+                                    lo,
+                                    hi,
+                                };
+                                r.run(Output(panel, variant));
+                            }
+                        }
+                    }
+                };
+                // SAFETY: the tasks write disjoint output planes.
+                unsafe { par.for_ranges(mg, nt * pts * 2, &output) };
                 t0 += nt;
             }
         }
