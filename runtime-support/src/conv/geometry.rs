@@ -546,7 +546,7 @@ impl ConvGeometry {
         } else if self.is_depthwise() {
             (self.depthwise_scratch(), 0)
         } else if self.pixel_major() {
-            (self.pm_scratch(), 0)
+            (self.pm_scratch(), self.pm_worker_scratch())
         } else {
             // The run-time CPU decides between the indirect and the packing path.
             (self.indirect_scratch(), gemm::scratch_len(self.osize(), false))

@@ -124,9 +124,9 @@ pub unsafe fn conv_f32(
                 };
                 let a = wp.add(grp * per);
                 if g.pixel_major() {
-                    pixel_major::conv_pixel_major(g, xg, a, yg, &ep, rest);
+                    pixel_major::conv_pixel_major(par, g, xg, a, yg, &ep, rest, slots);
                 } else if let Some(dims) = g.run_indirect_dims() {
-                    indirect::conv_indirect(g, dims, xg, a, yg, &ep, rest);
+                    indirect::conv_indirect(par, g, dims, xg, a, yg, &ep, rest);
                 } else if g.is_pointwise() {
                     gemm::gemm_packed_a(
                         par,

@@ -12,6 +12,7 @@
 
 use super::ConvGeometry;
 use crate::gemm::{self, Epilogue, MR};
+use crate::par::{Par, Slots};
 use crate::simd::{self, Simd, Walk};
 
 /// Where `pack_block` reads: `base` holds `cg` planes of `plane` floats; `pos` has
@@ -36,16 +37,21 @@ impl ConvGeometry {
         if inside { None } else { Some((ext(0), ext(1))) }
     }
 
-    /// Scratch floats of the pixel-major path: C^T of one group, one packed A block (with
-    /// slack), the padded planes when needed, the two offset tables.
+    /// Scratch floats of the pixel-major path, shared: C^T of one group, the padded planes
+    /// when needed, the two offset tables.
     pub(super) fn pm_scratch(&self) -> usize {
         let ct = (self.osize() * self.mg()).next_multiple_of(16);
-        let ablock = gemm::packed_b_scratch_len() + 16;
         let pin = self
             .pm_padded_dims()
             .map_or(0, |(hp, wp)| (self.cg() * hp * wp).next_multiple_of(16));
         let tables = (self.osize() + MR + self.ksize()).next_multiple_of(16);
-        ct + ablock + pin + tables
+        ct + pin + tables
+    }
+
+    /// Scratch floats of the pixel-major path for each worker: one packed A block (with
+    /// slack).
+    pub(super) fn pm_worker_scratch(&self) -> usize {
+        gemm::packed_b_scratch_len() + 16
     }
 
     /// Whether the offsets of the pixel-major packer fit its 32-bit gather indices.
@@ -63,14 +69,17 @@ impl ConvGeometry {
 /// # Safety
 /// As `conv_f32` for one group of a geometry with `pixel_major()`: `xg` the group's input
 /// planes, `b` its packed weights (`pack_b` of W^T), `yg` its output planes, `scratch` at
-/// least `pm_scratch()` floats.
+/// least `pm_scratch()` floats, each of `par`'s workers' `slots` `pm_worker_scratch()`.
+#[allow(clippy::too_many_arguments, reason = "a kernel with an epilogue")]
 pub(super) unsafe fn conv_pixel_major(
+    par: Par,
     g: &ConvGeometry,
     xg: *const f32,
     b: *const f32,
     yg: *mut f32,
     ep: &Epilogue,
     scratch: *mut f32,
+    slots: Slots,
 ) {
     let (cg, mg, kd, osz) = (g.cg(), g.mg(), g.kdim(), g.osize());
     let (ih, iw) = (g.input[0] as usize, g.input[1] as usize);
@@ -78,17 +87,15 @@ pub(super) unsafe fn conv_pixel_major(
     let (sh, sw) = (g.strides[0] as usize, g.strides[1] as usize);
     let (dh, dw) = (g.dilations[0] as usize, g.dilations[1] as usize);
     let ct_len = (osz * mg).next_multiple_of(16);
-    let ablock_len = gemm::packed_b_scratch_len() + 16;
     let padded = g.pm_padded_dims();
     let pin_len = padded.map_or(0, |(hp, wp)| (cg * hp * wp).next_multiple_of(16));
     // SAFETY: the regions are disjoint parts of scratch (`pm_scratch`).
-    let (ct, ablock, pin, tables) = unsafe {
+    let (ct, pin, tables) = unsafe {
         (
             scratch,
             scratch.add(ct_len),
-            scratch.add(ct_len + ablock_len),
             std::slice::from_raw_parts_mut(
-                scratch.add(ct_len + ablock_len + pin_len).cast::<i32>(),
+                scratch.add(ct_len + pin_len).cast::<i32>(),
                 osz + MR + ks,
             ),
         )
@@ -136,9 +143,9 @@ pub(super) unsafe fn conv_pixel_major(
         // SAFETY: the block lies inside the geometry's cols^T; dst is the A block.
         unsafe { pack_block(&src, osz, i0, mc, k0, kc, dst) }
     };
-    // SAFETY: forwarded; ct holds osz × mg floats, ablock one packed A block.
+    // SAFETY: forwarded; ct holds osz × mg floats, each worker's slot one packed A block.
     unsafe {
-        gemm::gemm_packed_b(osz, mg, kd, &packer, b, ct, mg, ablock);
+        gemm::gemm_packed_b(par, osz, mg, kd, &packer, b, ct, mg, slots);
         store_transposed(ct, osz, mg, yg, ep);
     }
 }

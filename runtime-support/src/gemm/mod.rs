@@ -580,11 +580,17 @@ pub fn packed_b_scratch_len() -> usize {
 /// products with few rows of A streaming many columns of weights (convolutions with small
 /// outputs computed pixel-major): the weights stream once, in long contiguous panels.
 ///
+/// Split over `par`'s workers by columns, in whole wide tiles: each task packs its own A
+/// blocks into its worker's slot and runs the whole K loop over its columns, so every C
+/// element is summed in the same order whatever the split.
+///
 /// # Safety
-/// `b` holds `packed_b_len(k, n)` floats; C (row stride `ldc`) holds the m × n result;
-/// `scratch` holds `packed_b_scratch_len()` floats; `pack_a` writes only its block; k > 0.
+/// `b` holds `packed_b_len(k, n)` floats; C (row stride `ldc`) holds the m × n result; each
+/// of `par`'s workers' `slots` holds `packed_b_scratch_len()` floats; `pack_a` writes only
+/// its block (and may run on several threads at once); k > 0.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemm_packed_b(
+    par: Par,
     m: usize,
     n: usize,
     k: usize,
@@ -592,45 +598,55 @@ pub unsafe fn gemm_packed_b(
     b: *const f32,
     c: *mut f32,
     ldc: usize,
-    scratch: *mut f32,
+    slots: Slots,
 ) {
     if m == 0 || n == 0 || k == 0 {
         return;
     }
     let kern = kernel::select();
     let step = kernel::wide(kern);
-    // Column blocks as the packed layout has them (`pack::b_panel_at`), so the weights
-    // stream sequentially; A is packed once per column block.
-    let mut jc = 0;
-    while jc < n {
-        let nc = NC.min(n - jc);
-        let mut pc = 0;
-        while pc < k {
-            let kc = k_block(k).min(k - pc);
-            let first = pc == 0;
-            let mut ic = 0;
-            while ic < m {
-                let mc = MC.min(m - ic);
-                pack_a(ic, mc, pc, kc, scratch);
-                let mut jr = 0;
-                while jr < nc {
-                    let width = step.min(nc - jr);
-                    // SAFETY: panel (jc + jr)/NR of the packed B at depth pc.
-                    let bpan = unsafe { b.add(pack::b_panel_at(n, k, pc, kc, (jc + jr) / NR)) };
-                    // SAFETY: the C column block.
-                    let cb = unsafe { c.add(jc + jr) };
-                    // SAFETY: forwarded; the row block's tiles lie inside C.
-                    unsafe {
-                        packed_b_row_block(kern, kc, mc, width, scratch, bpan, cb, ic, ldc, first)
-                    };
-                    jr += width;
+    let cols = |u: Range<usize>, w: usize| {
+        let (j0, j1) = (u.start * step, (u.end * step).min(n));
+        let scratch = slots.at(w);
+        // Column blocks as the packed layout has them (`pack::b_panel_at`), so the weights
+        // stream sequentially; A is packed once per column block. NC is a multiple of
+        // `step`, so the task's tiles are the sequential walk's.
+        let mut jc = j0 / NC * NC;
+        while jc < j1 {
+            let nc = NC.min(n - jc);
+            let (lo, hi) = (j0.max(jc), j1.min(jc + nc));
+            let mut pc = 0;
+            while pc < k {
+                let kc = k_block(k).min(k - pc);
+                let first = pc == 0;
+                let mut ic = 0;
+                while ic < m {
+                    let mc = MC.min(m - ic);
+                    pack_a(ic, mc, pc, kc, scratch);
+                    let mut jr = lo;
+                    while jr < hi {
+                        let width = step.min(hi - jr);
+                        // SAFETY: panel jr/NR of the packed B at depth pc.
+                        let bpan = unsafe { b.add(pack::b_panel_at(n, k, pc, kc, jr / NR)) };
+                        // SAFETY: the C column block.
+                        let cb = unsafe { c.add(jr) };
+                        // SAFETY: forwarded; the row block's tiles lie inside C.
+                        unsafe {
+                            packed_b_row_block(
+                                kern, kc, mc, width, scratch, bpan, cb, ic, ldc, first,
+                            )
+                        };
+                        jr += width;
+                    }
+                    ic += mc;
                 }
-                ic += mc;
+                pc += kc;
             }
-            pc += kc;
+            jc += nc;
         }
-        jc += nc;
-    }
+    };
+    // SAFETY: the tasks write disjoint column ranges of C, each in its worker's slot.
+    unsafe { par.for_ranges(n.div_ceil(step), m * k * step, &cols) };
 }
 
 /// The tiles of rows `ic..ic + mc` × `width` columns of `gemm_packed_b`: A from the packed
@@ -789,6 +805,7 @@ pub fn indirect_cols(n: usize) -> usize {
 /// holds ⌈m/MR⌉·MR rows.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 pub unsafe fn gemm_indirect_b(
+    par: Par,
     m: usize,
     n: usize,
     k: usize,
@@ -814,70 +831,78 @@ pub unsafe fn gemm_indirect_b(
     } else {
         (m.div_ceil(MR) * MR, 2 * NR)
     };
-    let mut pc = 0;
-    while pc < k {
-        let kc = k_block(k).min(k - pc);
-        let first = pc == 0;
-        let mut ic = 0;
-        while ic < rows {
-            // MC is a multiple of 8 and of MR.
-            let mc = MC.min(rows - ic);
-            let mut jr = 0;
-            while jr < n {
-                let mut ir = 0;
-                while ir < mc {
-                    let row = ic + ir;
-                    let wide = !narrow && ir + 2 * MR <= mc;
-                    // SAFETY: 8-row tiles: rows row..row+8 exist (m is a multiple of 8), B
-                    // rows are valid for 48 columns. Otherwise: A panels row/MR (and the next
-                    // when `wide`) exist up to `rows`, B rows are valid for 32 columns (16
-                    // with the narrow layout). The tile lies inside C.
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        let apan = a.add(pack::a_panel_at(m, pc, kc, row / MR));
-                        let (b, o, ct) =
-                            (base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr));
-                        if narrow {
-                            kernel::tile_indirect_6x16(kc, apan, b, o, ct, ldc, !first);
-                        } else if rows8 {
-                            kernel::tile_indirect_8x48(
-                                kc,
-                                a.add(pack::a_panel_at(m, pc, kc, 0)),
-                                row,
-                                b,
-                                o,
-                                ct,
-                                ldc,
-                                !first,
-                            );
-                        } else {
-                            kernel::tile_indirect(
-                                wide,
-                                kc,
-                                apan,
-                                apan.add(kc * MR),
-                                b,
-                                o,
-                                ct,
-                                ldc,
-                                !first,
-                            );
+    // Columns split over the workers in whole tiles, each task running the whole K loop over
+    // its columns: every C element is summed in the same order whatever the split.
+    let tile_work = rows * k * col_step;
+    let cols = |u: std::ops::Range<usize>, _| {
+        let (j0, j1) = (u.start * col_step, (u.end * col_step).min(n));
+        let mut pc = 0;
+        while pc < k {
+            let kc = k_block(k).min(k - pc);
+            let first = pc == 0;
+            let mut ic = 0;
+            while ic < rows {
+                // MC is a multiple of 8 and of MR.
+                let mc = MC.min(rows - ic);
+                let mut jr = j0;
+                while jr < j1 {
+                    let mut ir = 0;
+                    while ir < mc {
+                        let row = ic + ir;
+                        let wide = !narrow && ir + 2 * MR <= mc;
+                        // SAFETY: 8-row tiles: rows row..row+8 exist (m is a multiple of 8), B
+                        // rows are valid for 48 columns. Otherwise: A panels row/MR (and the next
+                        // when `wide`) exist up to `rows`, B rows are valid for 32 columns (16
+                        // with the narrow layout). The tile lies inside C.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            let apan = a.add(pack::a_panel_at(m, pc, kc, row / MR));
+                            let (b, o, ct) =
+                                (base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr));
+                            if narrow {
+                                kernel::tile_indirect_6x16(kc, apan, b, o, ct, ldc, !first);
+                            } else if rows8 {
+                                kernel::tile_indirect_8x48(
+                                    kc,
+                                    a.add(pack::a_panel_at(m, pc, kc, 0)),
+                                    row,
+                                    b,
+                                    o,
+                                    ct,
+                                    ldc,
+                                    !first,
+                                );
+                            } else {
+                                kernel::tile_indirect(
+                                    wide,
+                                    kc,
+                                    apan,
+                                    apan.add(kc * MR),
+                                    b,
+                                    o,
+                                    ct,
+                                    ldc,
+                                    !first,
+                                );
+                            }
                         }
+                        ir += if rows8 {
+                            8
+                        } else if wide {
+                            2 * MR
+                        } else {
+                            MR
+                        };
                     }
-                    ir += if rows8 {
-                        8
-                    } else if wide {
-                        2 * MR
-                    } else {
-                        MR
-                    };
+                    jr += col_step;
                 }
-                jr += col_step;
+                ic += mc;
             }
-            ic += mc;
+            pc += kc;
         }
-        pc += kc;
-    }
+    };
+    // SAFETY: the tasks write disjoint column ranges of C.
+    unsafe { par.for_ranges(n.div_ceil(col_step), tile_work, &cols) };
 }
 
 /// General C = op(A) · op(B), split over `par`'s workers: packs A into the shared scratch,
