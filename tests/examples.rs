@@ -1,4 +1,5 @@
-//! The C and Rust examples build and run, and several models link into one program.
+//! The C and Rust examples build and run (the C one's threaded calls also under helgrind),
+//! and several models link into one program.
 
 use onnxc_tests::{onnxc_bin, root};
 use std::process::Command;
@@ -29,6 +30,22 @@ fn c_example_builds_and_prints_top5() {
     );
     assert!(out.contains("top-5:"), "{out}");
     assert!(out.contains(TOP1), "{out}");
+    // The threaded call on the runtime's pool and three application threads sharing it give
+    // the single-thread call's bits.
+    assert!(out.contains("2 threads: bit-identical"), "{out}");
+    assert!(out.contains("3 concurrent callers on one pool: bit-identical"), "{out}");
+    // The same program under valgrind's race detector: no data race in the pool, the
+    // kernels' splits or the concurrent calls.
+    let o = Command::new("valgrind")
+        .args(["--tool=helgrind", "--error-exitcode=99"])
+        .arg(build.join("classify"))
+        .output()
+        .expect("valgrind (helgrind) runs the C example");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("ERROR SUMMARY: 0 errors"),
+        "helgrind reports races in the C example:\n{err}"
+    );
     let _ = std::fs::remove_dir_all(build);
 }
 
@@ -43,6 +60,7 @@ fn rust_example_builds_and_prints_top5() {
             .env("CARGO_TARGET_DIR", &target),
     );
     assert!(out.contains(TOP1), "{out}");
+    assert!(out.contains("2 threads: bit-identical"), "{out}");
     let _ = std::fs::remove_dir_all(target);
 }
 

@@ -315,6 +315,62 @@ pub unsafe extern "C" fn onnxc_threads_workers(threads: *const Threads) -> usize
 }
 
 // ---------------------------------------------------------------------------------------
+// Valgrind's race detectors (helgrind, DRD) see only pthread primitives; the pool hands
+// tasks over through atomics. These client requests tell them where the hand-overs are:
+// everything a thread did before `happens_before(tag)` is visible after another's
+// `happens_after(tag)` (helgrind's ANNOTATE_HAPPENS_BEFORE/AFTER). Outside valgrind the
+// magic sequence is a few no-op instructions.
+
+mod annotate {
+    /// helgrind.h's `_VG_USERREQ__HG_USERSO_SEND_PRE` and `_RECV_POST`
+    /// (`VG_USERREQ_TOOL_BASE('H','G') + 256 + 33` and `+ 34`), which DRD also honours.
+    const SEND_PRE: u64 = 0x4847_0121;
+    const RECV_POST: u64 = 0x4847_0122;
+    /// `_VG_USERREQ__HG_ARANGE_MAKE_UNTRACKED` (helgrind) and
+    /// `VG_USERREQ__DRD_START_SUPPRESSION` (DRD): accesses to a range are not checked.
+    const HG_UNTRACKED: u64 = 0x4847_0127;
+    const DRD_SUPPRESS: u64 = 0x4452_0002;
+
+    #[inline(always)]
+    fn request(code: u64, a: usize, b: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let args: [u64; 6] = [code, a as u64, b as u64, 0, 0, 0];
+            // SAFETY: valgrind's amd64 client-request sequence: rdi rotated by 128 bits in
+            // all (unchanged), `xchg rbx, rbx` a no-op, the flags clobbered; under valgrind
+            // it reads `args` and writes rdx. No memory is written.
+            unsafe {
+                std::arch::asm!(
+                    "rol rdi, 3", "rol rdi, 13", "rol rdi, 61", "rol rdi, 51", "xchg rbx, rbx",
+                    inout("rdx") 0u64 => _,
+                    in("rax") args.as_ptr(),
+                    options(nostack),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (code, a, b);
+    }
+
+    #[inline(always)]
+    pub(super) fn happens_before<T>(tag: &T) {
+        request(SEND_PRE, tag as *const T as usize, 0);
+    }
+
+    #[inline(always)]
+    pub(super) fn happens_after<T>(tag: &T) {
+        request(RECV_POST, tag as *const T as usize, 0);
+    }
+
+    /// `v` is an atomic the pool synchronizes through (its races are the protocol's).
+    pub(super) fn atomic<T>(v: &T) {
+        let (a, n) = (v as *const T as usize, std::mem::size_of::<T>());
+        request(HG_UNTRACKED, a, n);
+        request(DRD_SUPPRESS, a, n);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // The runtime's pool.
 
 /// Spin iterations a worker waits for the next task before sleeping (about 50-100 µs):
@@ -365,6 +421,7 @@ impl Shared {
                 .compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
+                    annotate::happens_after(&self.ticket);
                     // The call that published this ticket is running until this task is
                     // done: its function and context are the ones stored.
                     let f = self.f.load(Ordering::Acquire);
@@ -375,6 +432,7 @@ impl Shared {
                         let f: TaskFn = std::mem::transmute::<usize, TaskFn>(f);
                         f(ctx as *mut c_void, next, worker);
                     }
+                    annotate::happens_before(&self.done);
                     self.done.fetch_add(1, Ordering::Release);
                     ran = true;
                     t = self.ticket.load(Ordering::Acquire);
@@ -436,6 +494,12 @@ impl Pool {
             busy: Mutex::new(()),
             workers,
         });
+        annotate::atomic(&shared.ticket);
+        annotate::atomic(&shared.f);
+        annotate::atomic(&shared.ctx);
+        annotate::atomic(&shared.done);
+        annotate::atomic(&shared.stop);
+        annotate::atomic(&shared.sleepers);
         let mut pool = Pool {
             shared: shared.clone(),
             threads: Vec::new(),
@@ -524,6 +588,7 @@ unsafe extern "C" fn pool_parallel_for(pool: *mut c_void, n: usize, f: TaskFn, c
         s.done.store(0, Ordering::Relaxed);
         s.f.store(rf as usize, Ordering::Relaxed);
         s.ctx.store(rctx as usize, Ordering::Relaxed);
+        annotate::happens_before(&s.ticket);
         s.ticket
             .store(ticket(generation, count, 0), Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
@@ -534,6 +599,7 @@ unsafe extern "C" fn pool_parallel_for(pool: *mut c_void, n: usize, f: TaskFn, c
         while s.done.load(Ordering::Acquire) < count {
             std::hint::spin_loop();
         }
+        annotate::happens_after(&s.done);
         task += count;
     }
     drop(guard);

@@ -295,6 +295,11 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
         r = i % len(engines)
         for k, t, f in engines[r:] + engines[:r]:
             acc = times[(k, t)]
+            if len(threads) > 1:
+                # On a machine with few cores the previous engine's threads may still be
+                # spinning (onnxruntime's and the runtime's pool both spin before sleeping):
+                # one untimed call lets them settle, so each engine is timed warm and alone.
+                f()
             for _ in range(batch):
                 t0 = clock()
                 f()
