@@ -506,6 +506,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
             // SAFETY: the blocked buffers are sized from bg, as conv_blocked requires.
             unsafe {
                 conv_blocked(
+                    onnxc_runtime::par::Par::SEQ,
                     &bg,
                     x.as_ptr(),
                     wpb.as_ptr(),
@@ -574,6 +575,7 @@ fn pool_layers() {
             // SAFETY: each x copy holds c·hw·hw floats, y c·o·o; scratch holds g.scratch_floats().
             unsafe {
                 pool2d_f32(
+                    onnxc_runtime::par::Par::SEQ,
                     &g,
                     xs[rep % copies].as_ptr(),
                     y.as_mut_ptr(),
@@ -908,6 +910,7 @@ fn orientation_experiment(peak: f64) {
         // SAFETY: wb is w packed, c holds pos·ch floats, ablock packed_b_scratch_len().
         let pm = time(&mut || unsafe {
             gemm::gemm_packed_b(
+                onnxc_runtime::par::Par::SEQ,
                 pos,
                 ch,
                 k,
@@ -915,7 +918,7 @@ fn orientation_experiment(peak: f64) {
                 wb.as_ptr(),
                 c.as_mut_ptr(),
                 ch,
-                ablock.as_mut_ptr(),
+                onnxc_runtime::par::Slots::single(ablock.as_mut_ptr()),
             );
             black_box(c[0]);
         });
@@ -933,6 +936,7 @@ fn orientation_experiment(peak: f64) {
                 }
             };
             gemm::gemm_packed_b(
+                onnxc_runtime::par::Par::SEQ,
                 pos,
                 ch,
                 k,
@@ -940,7 +944,7 @@ fn orientation_experiment(peak: f64) {
                 wb.as_ptr(),
                 c.as_mut_ptr(),
                 ch,
-                ablock.as_mut_ptr(),
+                onnxc_runtime::par::Slots::single(ablock.as_mut_ptr()),
             );
             black_box(c[0]);
         });

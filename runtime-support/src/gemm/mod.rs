@@ -645,8 +645,17 @@ pub unsafe fn gemm_packed_b(
             jc += nc;
         }
     };
+    // One task per worker: every task packs all of A (an im2col gather for pixel-major
+    // convolutions), so more tasks would repeat that work.
+    let units = n.div_ceil(step);
+    let tasks = par.tasks(m * k * n, crate::par::MIN_TASK_WORK, 1, units);
+    let per = units.div_ceil(tasks);
     // SAFETY: the tasks write disjoint column ranges of C, each in its worker's slot.
-    unsafe { par.for_ranges(n.div_ceil(step), m * k * step, &cols) };
+    unsafe {
+        par.run(units.div_ceil(per), &|t, w| {
+            cols(t * per..((t + 1) * per).min(units), w)
+        })
+    };
 }
 
 /// The tiles of rows `ic..ic + mc` × `width` columns of `gemm_packed_b`: A from the packed
