@@ -544,7 +544,7 @@ impl ConvGeometry {
         let (shared, per_worker) = if self.use_winograd() {
             (self.winograd_scratch(), 0)
         } else if self.is_depthwise() {
-            (self.depthwise_scratch(), 0)
+            (0, self.depthwise_scratch())
         } else if self.pixel_major() {
             (self.pm_scratch(), self.pm_worker_scratch())
         } else {

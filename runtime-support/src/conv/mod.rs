@@ -66,7 +66,7 @@ pub unsafe fn conv_f32(
     };
     if g.is_depthwise() {
         // SAFETY: forwarded contract.
-        unsafe { depthwise::depthwise(g, c) };
+        unsafe { depthwise::depthwise_par(par, g, c, slots) };
         return;
     }
     let (cg, mg, isz, osz) = (g.cg(), g.mg(), g.isize(), g.osize());

@@ -3,6 +3,7 @@
 //! split into stride phases (`depthwise_2d`); 3-D depthwise as 2-D slices (`depthwise_3d`).
 
 use super::{Call, ConvGeometry, conv_f32};
+use crate::par::{Par, Slots};
 
 mod blocked;
 #[cfg(target_arch = "x86_64")]
@@ -11,6 +12,83 @@ pub(super) mod in_place;
 use blocked::depthwise_blocked;
 #[cfg(target_arch = "x86_64")]
 pub(super) use blocked::transpose16;
+
+/// A depthwise convolution split over `par`'s workers: 2-D ones by (image, channel chunk),
+/// the chunks whole blocks of `DW_BLOCK` channels (the last of an image taking the rest), so
+/// every chunk takes the path the whole convolution would and computes each channel in the
+/// same block position. Each task works in its worker's scratch slot.
+///
+/// # Safety
+/// As `conv_f32` for a depthwise geometry; each of `par`'s workers' `slots` holds
+/// `depthwise_scratch()` floats.
+pub(super) unsafe fn depthwise_par(par: Par, g: &ConvGeometry, c: Call, slots: Slots) {
+    let (n, ch) = (g.n as usize, g.c as usize);
+    let per_image = (ch / DW_BLOCK).max(1);
+    let units = n * per_image;
+    if par.workers() == 1 || units == 1 || g.input.len() != 2 {
+        // SAFETY: forwarded; worker 0's slot holds the scratch.
+        unsafe {
+            depthwise(
+                g,
+                Call {
+                    scratch: slots.at(0),
+                    ..c
+                },
+            )
+        };
+        return;
+    }
+    let (isz, osz, ks) = (g.isize(), g.osize(), g.ksize());
+    let chunks = |r: std::ops::Range<usize>, w: usize| {
+        let mut u = r.start;
+        while u < r.end {
+            let img = u / per_image;
+            let u1 = r.end.min((img + 1) * per_image);
+            let (k0, k1) = (u - img * per_image, u1 - img * per_image);
+            let c0 = k0 * DW_BLOCK;
+            let c1 = if k1 == per_image { ch } else { k1 * DW_BLOCK };
+            let len = (c1 - c0) as i64;
+            let gc = ConvGeometry {
+                n: 1,
+                c: len,
+                m: len,
+                group: len,
+                input_planes: if g.input_planes.is_empty() {
+                    Vec::new()
+                } else {
+                    g.input_planes[c0..c1].to_vec()
+                },
+                ..g.clone()
+            };
+            // SAFETY: the chunk's planes of x (its image, from channel c0 unless the planes
+            // are given relative to the image), weights, bias, residual and y.
+            let cc = unsafe {
+                Call {
+                    x: if g.input_planes.is_empty() {
+                        c.x.add((img * ch + c0) * isz)
+                    } else {
+                        c.x.add(img * ch * isz)
+                    },
+                    w: c.w.add(c0 * ks),
+                    bias: if c.bias.is_null() { c.bias } else { c.bias.add(c0) },
+                    residual: if c.residual.is_null() {
+                        c.residual
+                    } else {
+                        c.residual.add((img * ch + c0) * osz)
+                    },
+                    y: c.y.add((img * ch + c0) * osz),
+                    scratch: slots.at(w),
+                    ..c
+                }
+            };
+            // SAFETY: a depthwise geometry of the chunk's planes, its buffers.
+            unsafe { depthwise(&gc, cc) };
+            u = u1;
+        }
+    };
+    // SAFETY: each task writes its own chunks' output planes, in its worker's slot.
+    unsafe { par.for_ranges(units, DW_BLOCK * osz * ks, &chunks) };
+}
 
 /// Runs a depthwise convolution on the best path for its geometry and the CPU.
 ///
