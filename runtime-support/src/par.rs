@@ -676,5 +676,28 @@ pub(crate) fn test_threads() -> Vec<(usize, *const Threads)> {
         .collect()
 }
 
+/// Runs `f(workers, threads)` sequentially and on each test pool (`test_threads`) and
+/// requires every run's result to have the sequential run's bits; returns that result.
+/// `what` names the case in a failure.
+#[cfg(test)]
+pub(crate) fn same_bits_on_every_pool(
+    what: &dyn std::fmt::Display,
+    mut f: impl FnMut(usize, *const Threads) -> Vec<f32>,
+) -> Vec<f32> {
+    let mut first: Option<Vec<f32>> = None;
+    for (workers, threads) in test_threads() {
+        let y = f(workers, threads);
+        match &first {
+            None => first = Some(y),
+            Some(want) => assert!(
+                want.len() == y.len()
+                    && want.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: {workers} threads differ from one"
+            ),
+        }
+    }
+    first.expect("the sequential run")
+}
+
 #[cfg(test)]
 mod tests;

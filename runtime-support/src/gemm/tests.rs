@@ -23,9 +23,8 @@ fn run(
     let clamp = [ep.lo, ep.hi];
     let mut bp = vec![0f32; packed_b_len(k, n)];
     let need = gemm_scratch(m, n, k, packed_b).rounded();
-    let mut first: Option<Vec<f32>> = None;
     // Sequentially and on 2, 3 and 5 threads: the same bits.
-    for (workers, threads) in crate::par::test_threads() {
+    crate::par::same_bits_on_every_pool(&format!("m={m} n={n} k={k}"), |workers, threads| {
         let mut got = vec![f32::NAN; m * n];
         let mut scratch = vec![0f32; (need.shared + workers * need.per_worker) / 4];
         // The operands both entry points take, around B's.
@@ -60,15 +59,8 @@ fn run(
                 sgemm!(onnxc_sgemm(b.as_ptr(), ldb as i64, tb as i64));
             }
         }
-        match &first {
-            None => first = Some(got),
-            Some(f) => assert!(
-                f.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
-                "m={m} n={n} k={k}: {workers} threads differ from one"
-            ),
-        }
-    }
-    first.expect("a sequential run")
+        got
+    })
 }
 
 fn check(m: usize, n: usize, k: usize, ta: bool, tb: bool, packed_b: bool, with_ep: bool) {
