@@ -33,7 +33,10 @@ fn c_example_builds_and_prints_top5() {
     // The threaded call on the runtime's pool and three application threads sharing it give
     // the single-thread call's bits.
     assert!(out.contains("2 threads: bit-identical"), "{out}");
-    assert!(out.contains("3 concurrent callers on one pool: bit-identical"), "{out}");
+    assert!(
+        out.contains("3 concurrent callers on one pool: bit-identical"),
+        "{out}"
+    );
     // The same program under valgrind's race detector: no data race in the pool, the
     // kernels' splits or the concurrent calls.
     let o = Command::new("valgrind")

@@ -368,7 +368,7 @@ fn conv_layers(peak: f64) {
             // g.scratch_floats(true).
             unsafe {
                 conv_f32(
-            onnxc_runtime::par::Par::SEQ,
+                    onnxc_runtime::par::Par::SEQ,
                     &g,
                     xs[rep % xcopies].as_ptr(),
                     wps[rep % copies].as_ptr(),
@@ -487,7 +487,7 @@ fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) {
             // g.scratch_floats(true).
             unsafe {
                 conv_f32(
-            onnxc_runtime::par::Par::SEQ,
+                    onnxc_runtime::par::Par::SEQ,
                     &g,
                     x.as_ptr(),
                     wpa.as_ptr(),
@@ -886,7 +886,7 @@ fn orientation_experiment(peak: f64) {
         // SAFETY: wa is w packed, xb x packed; c holds ch·pos floats.
         let cm = time(&mut || unsafe {
             gemm::gemm_packed_a(
-            onnxc_runtime::par::Par::SEQ,
+                onnxc_runtime::par::Par::SEQ,
                 ch,
                 pos,
                 k,
@@ -963,7 +963,7 @@ fn orientation_experiment(peak: f64) {
             // g.scratch_floats(true).
             let conv = time(&mut || unsafe {
                 conv_f32(
-            onnxc_runtime::par::Par::SEQ,
+                    onnxc_runtime::par::Par::SEQ,
                     &g,
                     x.as_ptr(),
                     wp.as_ptr(),
@@ -1048,7 +1048,7 @@ fn experiment() {
                     // scratch holds g.scratch_floats(true).
                     unsafe {
                         conv_f32(
-            onnxc_runtime::par::Par::SEQ,
+                            onnxc_runtime::par::Par::SEQ,
                             &g,
                             x.as_ptr(),
                             wp.as_ptr(),
@@ -1098,7 +1098,7 @@ fn experiment() {
                 // scratch_len(n, false).
                 unsafe {
                     gemm::gemm_packed_a(
-            onnxc_runtime::par::Par::SEQ,
+                        onnxc_runtime::par::Par::SEQ,
                         m,
                         n,
                         k,

@@ -40,7 +40,14 @@ pub unsafe fn activation_f32(kind: i64, p: [f32; 2], x: *const f32, y: *mut f32,
 ///
 /// # Safety
 /// As `activation_f32`.
-pub unsafe fn activation_par(par: Par, kind: i64, p: [f32; 2], x: *const f32, y: *mut f32, n: usize) {
+pub unsafe fn activation_par(
+    par: Par,
+    kind: i64,
+    p: [f32; 2],
+    x: *const f32,
+    y: *mut f32,
+    n: usize,
+) {
     const LINE: usize = 16;
     // SAFETY: each task reads and writes its own elements.
     unsafe {
@@ -263,7 +270,14 @@ mod tests {
                     let mut y = vec![f32::NAN; n];
                     // SAFETY: x and y hold n floats, p two.
                     unsafe {
-                        onnxc_activation_f32(kind, p.as_ptr(), x.as_ptr(), y.as_mut_ptr(), n as i64, threads)
+                        onnxc_activation_f32(
+                            kind,
+                            p.as_ptr(),
+                            x.as_ptr(),
+                            y.as_mut_ptr(),
+                            n as i64,
+                            threads,
+                        )
                     };
                     y
                 });

@@ -281,13 +281,9 @@ pub unsafe extern "C" fn onnxc_driver_main(
         // threads need.
         rc = unsafe {
             match &table {
-                Some(t) => run_threaded(
-                    in_ptrs.as_ptr(),
-                    out_ptrs.as_ptr(),
-                    ws,
-                    ws_size as usize,
-                    t,
-                ),
+                Some(t) => {
+                    run_threaded(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws, ws_size as usize, t)
+                }
                 None => run(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws),
             }
         };

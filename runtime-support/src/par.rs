@@ -24,7 +24,8 @@ use std::sync::{Condvar, Mutex};
 /// A task: `fn(ctx, task, worker)`.
 pub type TaskFn = unsafe extern "C" fn(ctx: *mut c_void, task: usize, worker: usize);
 /// Runs `fn(ctx, task, worker)` for every `task < n` (the module's contract).
-pub type ParallelFor = unsafe extern "C" fn(pool: *mut c_void, n: usize, f: TaskFn, ctx: *mut c_void);
+pub type ParallelFor =
+    unsafe extern "C" fn(pool: *mut c_void, n: usize, f: TaskFn, ctx: *mut c_void);
 
 /// The C struct `onnxc_threads`: a pool as the generated code and kernels see it.
 #[repr(C)]
@@ -127,7 +128,9 @@ impl<'a> Par<'a> {
             f: &'f dyn Fn(usize, usize),
             base: usize,
         }
-        let pf = t.parallel_for.expect("Par holds only pools with parallel_for");
+        let pf = t
+            .parallel_for
+            .expect("Par holds only pools with parallel_for");
         let mut base = 0;
         while base < n {
             let count = (n - base).min(MAX_TASKS);
@@ -672,7 +675,12 @@ pub(crate) fn test_threads() -> Vec<(usize, *const Threads)> {
         )
     });
     std::iter::once((1, std::ptr::null()))
-        .chain(pools.0.iter().map(|(_, t)| (t.workers, t as *const Threads)))
+        .chain(
+            pools
+                .0
+                .iter()
+                .map(|(_, t)| (t.workers, t as *const Threads)),
+        )
         .collect()
 }
 

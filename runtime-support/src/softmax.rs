@@ -290,12 +290,21 @@ mod tests {
     #[test]
     fn threads_give_the_same_bits() {
         for (rows, n) in [(1usize, 7usize), (37, 16), (200, 33), (5, 1000)] {
-            let x: Vec<f32> = (0..rows * n).map(|i| (i as f32 * 0.11).cos() * 4.0).collect();
+            let x: Vec<f32> = (0..rows * n)
+                .map(|i| (i as f32 * 0.11).cos() * 4.0)
+                .collect();
             crate::par::same_bits_on_every_pool(&format!("{rows}x{n}"), |_, threads| {
                 let mut y = vec![f32::NAN; rows * n];
                 // SAFETY: x and y hold rows·n floats; the scale is one float.
                 unsafe {
-                    onnxc_softmax_f32(x.as_ptr(), y.as_mut_ptr(), rows as i64, n as i64, &0.5, threads)
+                    onnxc_softmax_f32(
+                        x.as_ptr(),
+                        y.as_mut_ptr(),
+                        rows as i64,
+                        n as i64,
+                        &0.5,
+                        threads,
+                    )
                 };
                 y
             });

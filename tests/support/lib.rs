@@ -283,7 +283,14 @@ pub fn run_case(
                 expected.len()
             ));
         }
-        for (k, ((d, e), data)) in c.program.outputs.iter().zip(&expected).zip(first).enumerate() {
+        for (k, ((d, e), data)) in c
+            .program
+            .outputs
+            .iter()
+            .zip(&expected)
+            .zip(first)
+            .enumerate()
+        {
             let actual = driver::output_tensor(d, data);
             let exp = match read_pb(e) {
                 Ok(t) => t,

@@ -10,7 +10,9 @@ use super::steps::Build;
 use super::{Imports, ModState};
 use crate::error::{Error, Result};
 use cranelift_codegen::Context;
-use cranelift_codegen::ir::{self, AbiParam, InstBuilder, UserFuncName, Value, condcodes::IntCC, types};
+use cranelift_codegen::ir::{
+    self, AbiParam, InstBuilder, UserFuncName, Value, condcodes::IntCC, types,
+};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use onnxc_runtime::abi::{ONNXC_ERR_ALLOC, ONNXC_ERR_WORKSPACE};
@@ -253,8 +255,7 @@ fn run_with_workspace(
     let c = b.ins().call(steps, &[args[0], args[1], ws_p, args[3]]);
     let rc = b.inst_results(c)[0];
     let free_b = b.create_block();
-    b.ins()
-        .brif(owned_p, free_b, &[], done, &block_args(&[rc]));
+    b.ins().brif(owned_p, free_b, &[], done, &block_args(&[rc]));
     b.switch_to_block(free_b);
     b.ins().call(free, &[ws_p]);
     b.ins().jump(done, &block_args(&[rc]));

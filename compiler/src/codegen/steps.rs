@@ -37,11 +37,14 @@ impl Build<'_> {
         clif: &mut String,
     ) -> Result<()> {
         if self.keep_clif {
-            clif.push_str(&format!("; {name} computes {origin}\n{}\n", ctx.func.display()));
+            clif.push_str(&format!(
+                "; {name} computes {origin}\n{}\n",
+                ctx.func.display()
+            ));
         }
-        st.module.define_function(id, ctx).map_err(|e| {
-            Error::Internal(format!("cranelift rejected {name} ({origin}): {e:?}"))
-        })?;
+        st.module
+            .define_function(id, ctx)
+            .map_err(|e| Error::Internal(format!("cranelift rejected {name} ({origin}): {e:?}")))?;
         ctx.clear();
         Ok(())
     }
@@ -145,7 +148,15 @@ fn step_body(
                 let run = cx.imports.func(
                     &mut cx.b,
                     "onnxc_parallel_loop",
-                    &[PTR, types::I64, types::I64, types::I64, types::I64, PTR, PTR],
+                    &[
+                        PTR,
+                        types::I64,
+                        types::I64,
+                        types::I64,
+                        types::I64,
+                        PTR,
+                        PTR,
+                    ],
                     &[types::I32],
                 );
                 let pref = cx.imports.st.module.declare_func_in_func(pid, cx.b.func);

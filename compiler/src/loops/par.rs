@@ -150,7 +150,17 @@ mod tests {
             })
         );
         // An outer loop over rows of 1000: chunks of whole rows.
-        let s = for_(1, 1, false, vec![for_(0, 100, false, vec![for_(2, 1000, true, vec![store()])])]);
+        let s = for_(
+            1,
+            1,
+            false,
+            vec![for_(
+                0,
+                100,
+                false,
+                vec![for_(2, 1000, true, vec![store()])],
+            )],
+        );
         assert_eq!(
             parallel_loop(&f, &s),
             Some(ParLoop {

@@ -549,7 +549,10 @@ impl ConvGeometry {
             (self.pm_scratch(), self.pm_worker_scratch())
         } else {
             // The run-time CPU decides between the indirect and the packing path.
-            (self.indirect_scratch(), gemm::scratch_len(self.osize(), false))
+            (
+                self.indirect_scratch(),
+                gemm::scratch_len(self.osize(), false),
+            )
         };
         ScratchNeed {
             shared: (w + shared) * 4,

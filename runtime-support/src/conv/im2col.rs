@@ -44,7 +44,18 @@ pub(super) unsafe fn conv_group(
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
                 pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
             };
-            gemm::gemm_packed_a(par, mg, osz, kd, a, BSource::Custom(&packer), yg, osz, ep, slots);
+            gemm::gemm_packed_a(
+                par,
+                mg,
+                osz,
+                kd,
+                a,
+                BSource::Custom(&packer),
+                yg,
+                osz,
+                ep,
+                slots,
+            );
         } else {
             let base = std::cell::RefCell::new(Vec::new());
             let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {

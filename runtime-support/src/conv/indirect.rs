@@ -135,7 +135,8 @@ pub(super) unsafe fn conv_indirect(
                             *d = crate::clamp_ep(*v + bias, ep.lo, ep.hi);
                         }
                     } else {
-                        let res = std::slice::from_raw_parts(ep.residual.add(co * osz + oy * ow), ow);
+                        let res =
+                            std::slice::from_raw_parts(ep.residual.add(co * osz + oy * ow), ow);
                         for ((d, v), r) in dst.iter_mut().zip(src).zip(res) {
                             *d = crate::clamp_ep(*v + bias + r, ep.lo, ep.hi);
                         }

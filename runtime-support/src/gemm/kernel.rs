@@ -1330,7 +1330,19 @@ pub unsafe fn gemv_packed_b(
     unsafe {
         par.run(panels.div_ceil(per), &|t, _| {
             let p0 = t * per;
-            gemv_panels(m, n, k, a, lda, ta, bp, c, ldc, ep, p0..(p0 + per).min(panels));
+            gemv_panels(
+                m,
+                n,
+                k,
+                a,
+                lda,
+                ta,
+                bp,
+                c,
+                ldc,
+                ep,
+                p0..(p0 + per).min(panels),
+            );
         })
     };
 }

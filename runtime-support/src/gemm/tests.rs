@@ -255,4 +255,3 @@ fn gemv_panels_on_every_implementation() {
         }
     }
 }
-

@@ -22,16 +22,16 @@ pub mod pool;
 pub mod reorder;
 
 use crate::abi::ONNXC_OK;
-use crate::kernels::Status;
 use crate::gemm::MIN_TASK_MACS;
+use crate::kernels::Status;
 use crate::par::{Par, ScratchNeed, Threads};
-use std::ops::Range;
 use crate::params;
 use crate::simd::Dispatch8;
 use depthwise::depthwise;
 pub use reorder::{
     from_blocked, onnxc_nchw_to_nchwc, onnxc_nchwc_to_nchw, to_blocked, to_blocked_gather,
 };
+use std::ops::Range;
 
 /// Channels per block.
 pub const CB: usize = 8;

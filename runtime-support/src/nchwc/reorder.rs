@@ -86,7 +86,13 @@ pub unsafe fn from_blocked(x: *const f32, n: usize, c: usize, hw: usize, y: *mut
 ///
 /// # Safety
 /// As `from_blocked`.
-unsafe fn from_blocked_blocks(x: *const f32, c: usize, hw: usize, y: *mut f32, pairs: Range<usize>) {
+unsafe fn from_blocked_blocks(
+    x: *const f32,
+    c: usize,
+    hw: usize,
+    y: *mut f32,
+    pairs: Range<usize>,
+) {
     let cb = c.div_ceil(CB);
     for (img, b) in pairs.map(|p| (p / cb, p % cb)) {
         {

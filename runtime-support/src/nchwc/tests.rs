@@ -387,7 +387,15 @@ fn refuses_corrupt_blobs() {
         let b = reorder::encode_planes(p);
         // SAFETY: b is a sealed blob; the buffers are never touched (it is refused).
         let status = unsafe {
-            onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, y.as_mut_ptr(), b.as_ptr(), std::ptr::null())
+            onnxc_nchw_to_nchwc(
+                x.as_ptr(),
+                n,
+                c,
+                hw,
+                y.as_mut_ptr(),
+                b.as_ptr(),
+                std::ptr::null(),
+            )
         };
         assert_eq!(status, crate::abi::ONNXC_ERR_PARAMS, "{p:?} {n} {c} {hw}");
     }
@@ -440,8 +448,15 @@ fn gathering_reorder_permutes_channels() {
             // Sequentially and on 2, 3 and 5 threads.
             for (_, threads) in crate::par::test_threads() {
                 got.fill(f32::NAN);
-                let status =
-                    onnxc_nchw_to_nchwc(x.as_ptr(), n, c, hw, got.as_mut_ptr(), blob.as_ptr(), threads);
+                let status = onnxc_nchw_to_nchwc(
+                    x.as_ptr(),
+                    n,
+                    c,
+                    hw,
+                    got.as_mut_ptr(),
+                    blob.as_ptr(),
+                    threads,
+                );
                 assert_eq!(status, crate::abi::ONNXC_OK);
             }
             to_blocked(

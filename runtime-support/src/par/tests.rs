@@ -52,7 +52,10 @@ fn a_pool_wakes_its_sleeping_workers() {
             std::hint::spin_loop();
         }
     });
-    assert!(seen.load(Ordering::SeqCst), "the sleeping worker never woke");
+    assert!(
+        seen.load(Ordering::SeqCst),
+        "the sleeping worker never woke"
+    );
 }
 
 #[test]
@@ -134,7 +137,15 @@ fn a_parallel_loop_covers_every_iteration_once_in_aligned_chunks() {
                 };
                 // SAFETY: the body reads the log, disjoint ranges.
                 let rc = unsafe {
-                    onnxc_parallel_loop(threads, extent, grain, 4, 0, loop_body, &log as *const LoopLog as _)
+                    onnxc_parallel_loop(
+                        threads,
+                        extent,
+                        grain,
+                        4,
+                        0,
+                        loop_body,
+                        &log as *const LoopLog as _,
+                    )
                 };
                 assert_eq!(rc, 0, "extent {extent} grain {grain}");
                 assert!(log.hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
@@ -156,7 +167,15 @@ fn a_parallel_loop_reports_the_first_failing_chunk() {
         let (par, seq) = unsafe {
             (
                 onnxc_parallel_loop(&t, 10_000, 8, 4, 0, loop_body, &log as *const LoopLog as _),
-                onnxc_parallel_loop(std::ptr::null(), 10_000, 8, 4, 0, loop_body, &log as *const LoopLog as _),
+                onnxc_parallel_loop(
+                    std::ptr::null(),
+                    10_000,
+                    8,
+                    4,
+                    0,
+                    loop_body,
+                    &log as *const LoopLog as _,
+                ),
             )
         };
         // The first chunk that fails does so at its first iteration at or past fail_at,
@@ -173,7 +192,13 @@ fn scratch_lays_out_the_shared_area_then_64_byte_slots() {
         shared: 100,
         per_worker: 40,
     };
-    assert_eq!(need.rounded(), ScratchNeed { shared: 128, per_worker: 64 });
+    assert_eq!(
+        need.rounded(),
+        ScratchNeed {
+            shared: 128,
+            per_worker: 64
+        }
+    );
     let (shared, slots) = need.layout(base);
     assert_eq!(shared, base);
     assert_eq!(slots.at(0) as usize, 0x1000 + 128);
@@ -209,10 +234,25 @@ fn a_loop_of_kernel_calls_splits_only_with_two_iterations_per_worker() {
         let counts = (AtomicU32::new(0), AtomicU32::new(0));
         // SAFETY: the body reads the counters.
         let rc = unsafe {
-            onnxc_parallel_loop(&t, extent, 1, 1, 1, call_loop_body, &counts as *const _ as _)
+            onnxc_parallel_loop(
+                &t,
+                extent,
+                1,
+                1,
+                1,
+                call_loop_body,
+                &counts as *const _ as _,
+            )
         };
         assert_eq!(rc, 0);
         let (s, w) = (counts.0.into_inner(), counts.1.into_inner());
-        assert_eq!((s, w), if split { (extent as u32, 0) } else { (0, extent as u32) });
+        assert_eq!(
+            (s, w),
+            if split {
+                (extent as u32, 0)
+            } else {
+                (0, extent as u32)
+            }
+        );
     }
 }

@@ -232,7 +232,13 @@ impl PoolGeometry {
 /// for `par`'s workers; the geometry is consistent (as `Pool` lowering builds it: positive
 /// kernel, strides and dilations, non-negative pads, output extents from the ONNX shape
 /// rules).
-pub unsafe fn pool2d_f32(par: Par, g: &PoolGeometry, x: *const f32, y: *mut f32, scratch: *mut f32) {
+pub unsafe fn pool2d_f32(
+    par: Par,
+    g: &PoolGeometry,
+    x: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     let (_, slots) = g.scratch().layout(scratch);
     let isz = (g.input[0] * g.input[1]).max(0) as usize;
     let osz = (g.output[0] * g.output[1]).max(0) as usize;

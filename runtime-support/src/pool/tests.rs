@@ -218,7 +218,13 @@ fn matches_direct_pooling() {
             let mut st = vec![f32::NAN; (need.shared + workers * need.per_worker) / 4];
             // SAFETY: as above, the scratch sized for the workers.
             let status = unsafe {
-                onnxc_pool2d_f32(p.as_ptr(), x.as_ptr(), yt.as_mut_ptr(), st.as_mut_ptr(), threads)
+                onnxc_pool2d_f32(
+                    p.as_ptr(),
+                    x.as_ptr(),
+                    yt.as_mut_ptr(),
+                    st.as_mut_ptr(),
+                    threads,
+                )
             };
             assert_eq!(status, ONNXC_OK);
             assert!(

@@ -129,12 +129,12 @@ pub struct Forest {
 pub struct Invalid(pub String);
 
 mod encode;
-mod walk;
 #[cfg(test)]
 mod tests;
+mod walk;
 
-pub use encode::{check, encode};
 use encode::*;
+pub use encode::{check, encode};
 use walk::*;
 
 /// A one-line summary of an encoded forest, for dumps.

@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed | 1;
     move || {
@@ -81,14 +80,7 @@ fn random_forest(seed: u64, trees: usize, depth: u32, nf: u32, nt: u32, multi: b
 /// Trees whose nodes are shared: each branch's children are any later nodes of its
 /// tree (as the frontend's equality and set tests share their false branch), and the
 /// last tree's root is a node of the first.
-fn random_dag(
-    seed: u64,
-    trees: usize,
-    branches: usize,
-    nf: u32,
-    nt: u32,
-    multi: bool,
-) -> Forest {
+fn random_dag(seed: u64, trees: usize, branches: usize, nf: u32, nt: u32, multi: bool) -> Forest {
     let mut next = xorshift(seed);
     let mut f = empty(nf, nt);
     for _ in 0..trees {
@@ -156,18 +148,16 @@ fn run_kernel(f: &Forest, enc: &[i64], x: &[f64], rows: usize) -> Vec<f64> {
         let mut y = vec![0f64; n];
         // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
         // scratch at least `scratch_bytes(&enc)` bytes.
-        let status = unsafe {
-            onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
-        };
+        let status =
+            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
         assert_eq!(status, ONNXC_OK);
         y
     } else {
         let mut y = vec![0f32; n];
         // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
         // scratch at least `scratch_bytes(&enc)` bytes.
-        let status = unsafe {
-            onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
-        };
+        let status =
+            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
         assert_eq!(status, ONNXC_OK);
         y.iter().map(|&v| v as f64).collect()
     };
@@ -194,9 +184,7 @@ fn verify(f: &Forest, rows: usize, seed: u64) {
 
 fn every_variant(f: &mut Forest, seed: u64) {
     for agg in [Aggregate::Sum, Aggregate::Min, Aggregate::Max] {
-        for (input_f64, value_f64) in
-            [(false, false), (false, true), (true, false), (true, true)]
-        {
+        for (input_f64, value_f64) in [(false, false), (false, true), (true, false), (true, true)] {
             f.aggregate = agg;
             f.input_f64 = input_f64;
             f.value_f64 = value_f64;

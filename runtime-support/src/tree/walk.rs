@@ -358,7 +358,13 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
 /// # Safety
 /// `x` holds n·nf floats (n ≥ 1), `keys` 2·BLOCK·nf keys, n ≤ padded ≤ BLOCK.
 #[inline(always)]
-pub(super) unsafe fn keyed<K: Key>(x: *const K::F, n: usize, padded: usize, nf: usize, keys: *mut K) {
+pub(super) unsafe fn keyed<K: Key>(
+    x: *const K::F,
+    n: usize,
+    padded: usize,
+    nf: usize,
+    keys: *mut K,
+) {
     for r in 0..padded {
         let src = r.min(n - 1);
         for f in 0..nf {

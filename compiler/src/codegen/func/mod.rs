@@ -217,10 +217,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.switch_to_block(header);
         let i = self.b.use_var(var);
         let next = self.b.ins().iadd_imm_s(i, step);
-        let cond = self
-            .b
-            .ins()
-            .icmp(IntCC::SignedLessThanOrEqual, next, end);
+        let cond = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, end);
         self.b.ins().brif(cond, body_b, &[], exit, &[]);
         self.b.switch_to_block(body_b);
         body(self);

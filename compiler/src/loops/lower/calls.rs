@@ -68,7 +68,8 @@ pub(super) fn scratch_need(s: &Schedule, st: &Step, opts: &LowerOptions) -> Scra
             geometry(s, st, op, input_planes, opts).scratch(is_const(s, st.inputs[1]))
         }
         StepKind::ConvBlocked { conv, plain_input } => {
-            blocked_conv_geometry(s, st, conv, *plain_input).map_or(ScratchNeed::default(), |g| g.scratch())
+            blocked_conv_geometry(s, st, conv, *plain_input)
+                .map_or(ScratchNeed::default(), |g| g.scratch())
         }
         StepKind::MatMul { op: m, views } => {
             let (_, mm, n, k, _) = matmul_dims(s, st, m, views);
@@ -112,7 +113,11 @@ pub(super) fn check_calls(body: &[Stmt], planned: ScratchNeed) -> std::result::R
                 let need = kernels::planned_scratch(kernel, blob, &ints)
                     .map_err(|e| format!("{} refuses its parameters: {e}", kernel.symbol))?
                     .unwrap_or_default();
-                let have = if scratch { planned } else { ScratchNeed::default() };
+                let have = if scratch {
+                    planned
+                } else {
+                    ScratchNeed::default()
+                };
                 if need != have {
                     return Err(format!(
                         "{} needs scratch {need:?} for its parameters, the step has {have:?}",

@@ -13,10 +13,10 @@ use crate::ir::tensor::Scalar;
 use crate::kernels::{LowerCx, Operand};
 use crate::schedule::{self, EPILOGUE_ACC, Schedule, Step, StepKind, Storage, SvId};
 use calls::{KernelStep, check_calls, scratch_need};
-use onnxc_runtime::par::ScratchNeed;
 use onnxc_runtime::conv::ConvGeometry;
 use onnxc_runtime::kernels;
 use onnxc_runtime::nchwc::BlockedConv;
+use onnxc_runtime::par::ScratchNeed;
 
 /// What lowering needs to know of the target.
 #[derive(Clone, Copy, Debug, Default)]

@@ -70,7 +70,11 @@ pub(super) unsafe fn depthwise_par(par: Par, g: &ConvGeometry, c: Call, slots: S
                         c.x.add(img * ch * isz)
                     },
                     w: c.w.add(c0 * ks),
-                    bias: if c.bias.is_null() { c.bias } else { c.bias.add(c0) },
+                    bias: if c.bias.is_null() {
+                        c.bias
+                    } else {
+                        c.bias.add(c0)
+                    },
                     residual: if c.residual.is_null() {
                         c.residual
                     } else {
