@@ -103,21 +103,25 @@ pub(super) unsafe fn conv_pixel_major(
     let (base, pitch, plane) = match padded {
         Some((hp, wp)) => {
             let (ph, pw) = (g.pads[0] as usize, g.pads[1] as usize);
-            // SAFETY: pin holds cg planes of hp × wp floats.
-            let pin_s = unsafe { std::slice::from_raw_parts_mut(pin, cg * hp * wp) };
-            pin_s.fill(0.0);
             // Padded columns [pw, pw + iw) ∩ [0, wp) hold input columns from 0.
             let cols = iw.min(wp.saturating_sub(pw));
-            for c in 0..cg {
-                for r in ph..hp.min(ph + ih) {
-                    let iy = r - ph;
-                    // SAFETY: row iy of input channel c, its first `cols` floats.
-                    let src =
-                        unsafe { std::slice::from_raw_parts(xg.add((c * ih + iy) * iw), cols) };
-                    let d = (c * hp + r) * wp + pw;
-                    pin_s[d..d + cols].copy_from_slice(src);
+            let pad = |cs: std::ops::Range<usize>, _| {
+                for c in cs {
+                    // SAFETY: pin holds cg planes of hp × wp floats; plane c is this task's.
+                    let pin_s = unsafe { std::slice::from_raw_parts_mut(pin.add(c * hp * wp), hp * wp) };
+                    pin_s.fill(0.0);
+                    for r in ph..hp.min(ph + ih) {
+                        let iy = r - ph;
+                        // SAFETY: row iy of input channel c, its first `cols` floats.
+                        let src =
+                            unsafe { std::slice::from_raw_parts(xg.add((c * ih + iy) * iw), cols) };
+                        let d = r * wp + pw;
+                        pin_s[d..d + cols].copy_from_slice(src);
+                    }
                 }
-            }
+            };
+            // SAFETY: each task writes its own channels' padded planes.
+            unsafe { par.for_ranges(cg, hp * wp, &pad) };
             (pin as *const f32, wp, hp * wp)
         }
         None => (xg, iw, ih * iw),
@@ -146,7 +150,22 @@ pub(super) unsafe fn conv_pixel_major(
     // SAFETY: forwarded; ct holds osz × mg floats, each worker's slot one packed A block.
     unsafe {
         gemm::gemm_packed_b(par, osz, mg, kd, &packer, b, ct, mg, slots);
-        store_transposed(ct, osz, mg, yg, ep);
+        // The transposition by blocks of 16 output channels (the AVX-512 kernel's), split
+        // over the workers.
+        let store = |r: std::ops::Range<usize>, _| {
+            let (c0, c1) = (r.start * 16, (r.end * 16).min(mg));
+            let epc = Epilogue {
+                bias_row: if ep.bias_row.is_null() { ep.bias_row } else { ep.bias_row.add(c0) },
+                residual: if ep.residual.is_null() {
+                    ep.residual
+                } else {
+                    ep.residual.add(c0 * osz)
+                },
+                ..*ep
+            };
+            store_transposed(ct.add(c0), osz, c1 - c0, mg, yg.add(c0 * osz), &epc);
+        };
+        par.for_ranges(mg.div_ceil(16), 16 * osz, &store);
     }
 }
 
@@ -225,14 +244,15 @@ impl Walk for PackBlock<'_> {
     }
 }
 
-/// y[co, p] = epilogue(ct[p, co]) for the `n` × `m` pixel-major result `ct`.
+/// y[co, p] = epilogue(ct[p, co]) for the `n` × `m` pixel-major result `ct` (row stride `ld`).
 ///
 /// # Safety
-/// `ct` holds n·m floats, `y` (and the epilogue's operands) an m × n matrix.
+/// `ct` holds n rows of `ld` ≥ m floats, `y` (and the epilogue's operands) an m × n matrix.
 pub(super) unsafe fn store_transposed(
     ct: *const f32,
     n: usize,
     m: usize,
+    ld: usize,
     y: *mut f32,
     ep: &Epilogue,
 ) {
@@ -240,7 +260,7 @@ pub(super) unsafe fn store_transposed(
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx512() {
         // SAFETY: AVX-512 detected; forwarded.
-        unsafe { store_transposed_avx512(ct, n, m, y, ep) };
+        unsafe { store_transposed_avx512(ct, n, m, ld, y, ep) };
         return;
     }
     // Transpose in 8×8 blocks (full blocks through a register-sized local), then apply the
@@ -257,7 +277,7 @@ pub(super) unsafe fn store_transposed(
                 for (i, row) in blk.iter_mut().enumerate() {
                     // SAFETY: row p0+i, columns c0..c0+8 of ct.
                     *row = unsafe {
-                        ct.add((p0 + i) * m + c0)
+                        ct.add((p0 + i) * ld + c0)
                             .cast::<[f32; B]>()
                             .read_unaligned()
                     };
@@ -276,7 +296,7 @@ pub(super) unsafe fn store_transposed(
                 for j in 0..w {
                     for i in 0..h {
                         // SAFETY: (p0+i, c0+j) inside ct; (c0+j, p0+i) inside y.
-                        unsafe { *y.add((c0 + j) * n + p0 + i) = *ct.add((p0 + i) * m + c0 + j) };
+                        unsafe { *y.add((c0 + j) * n + p0 + i) = *ct.add((p0 + i) * ld + c0 + j) };
                     }
                 }
             }
@@ -314,7 +334,14 @@ pub(super) unsafe fn store_transposed(
 /// As `store_transposed`; AVX-512 present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn store_transposed_avx512(ct: *const f32, n: usize, m: usize, y: *mut f32, ep: &Epilogue) {
+unsafe fn store_transposed_avx512(
+    ct: *const f32,
+    n: usize,
+    m: usize,
+    ld: usize,
+    y: *mut f32,
+    ep: &Epilogue,
+) {
     use std::arch::x86_64::*;
     let (lo, hi) = (_mm512_set1_ps(ep.lo), _mm512_set1_ps(ep.hi));
     let mask = |k: usize| -> __mmask16 { if k >= 16 { 0xFFFF } else { (1u16 << k) - 1 } };
@@ -329,7 +356,7 @@ unsafe fn store_transposed_avx512(ct: *const f32, n: usize, m: usize, y: *mut f3
             let mut r = [_mm512_setzero_ps(); 16];
             for (i, ri) in r.iter_mut().enumerate().take(h) {
                 // SAFETY: row p0+i of ct, columns c0..c0+w.
-                *ri = unsafe { _mm512_maskz_loadu_ps(cmask, ct.add((p0 + i) * m + c0)) };
+                *ri = unsafe { _mm512_maskz_loadu_ps(cmask, ct.add((p0 + i) * ld + c0)) };
             }
             super::depthwise::transpose16(&mut r);
             for (j, rj) in r.iter().enumerate().take(w) {

@@ -153,17 +153,22 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
     }
 }
 
-/// How a GEMM's C is split over workers: `rows` × `cols` blocks of `row_size` rows (a
-/// multiple of `MC_A`, so row blocks start where a sequential run's do) and `col_size`
-/// columns (a multiple of 32, whole tiles of every kernel), task `t` taking row block
-/// `t / cols` and column block `t % cols`. Columns first: every block of rows packs its own
-/// B, so rows are split only when there are too few columns for the workers.
+/// How a GEMM's C is split over workers: `rows` × `cols` blocks, task `t` taking row block
+/// `t / cols` and column block `t % cols`. Blocks are whole units — `MC_A` rows (so row
+/// blocks start where a sequential run's do) and 32 columns (whole tiles of every kernel) —
+/// dealt out evenly: block `i` of `b` over `u` units takes units `i·u/b .. (i+1)·u/b` (a
+/// uniform block size left the last block a sliver: ResNet-50's 14×14 pointwise layers
+/// split 196 columns as 64, 64, 64, 4). Columns first: every block of rows packs its own B,
+/// so rows are split only when there are too few columns for the workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split {
     pub rows: usize,
     pub cols: usize,
-    pub row_size: usize,
-    pub col_size: usize,
+    /// Row and column units of the whole C.
+    row_units: usize,
+    col_units: usize,
+    row_unit: usize,
+    col_unit: usize,
 }
 
 /// Multiply-adds below which a GEMM (or a convolution's) task is not worth a thread.
@@ -175,8 +180,10 @@ impl Split {
         Split {
             rows: 1,
             cols: 1,
-            row_size: m.max(1),
-            col_size: n.max(1),
+            row_units: 1,
+            col_units: 1,
+            row_unit: m.max(1),
+            col_unit: n.max(1),
         }
     }
 
@@ -192,13 +199,13 @@ impl Split {
         }
         let cols = tc.min(t);
         let rows = tr.min(t.div_ceil(cols));
-        let col_size = tc.div_ceil(cols) * col_unit;
-        let row_size = tr.div_ceil(rows) * row_unit;
         Split {
-            rows: m.div_ceil(row_size),
-            cols: n.div_ceil(col_size),
-            row_size,
-            col_size,
+            rows,
+            cols,
+            row_units: tr,
+            col_units: tc,
+            row_unit,
+            col_unit,
         }
     }
 
@@ -209,11 +216,12 @@ impl Split {
     /// Task `t`'s rows and columns of an m × n C.
     pub fn block(&self, t: usize, m: usize, n: usize) -> (Range<usize>, Range<usize>) {
         let (r, c) = (t / self.cols, t % self.cols);
-        let r0 = (r * self.row_size).min(m);
-        let c0 = (c * self.col_size).min(n);
+        let part = |i: usize, blocks: usize, units: usize, unit: usize, len: usize| {
+            ((i * units / blocks * unit).min(len))..(((i + 1) * units / blocks * unit).min(len))
+        };
         (
-            r0..(r0 + self.row_size).min(m),
-            c0..(c0 + self.col_size).min(n),
+            part(r, self.rows, self.row_units, self.row_unit, m),
+            part(c, self.cols, self.col_units, self.col_unit, n),
         )
     }
 }
