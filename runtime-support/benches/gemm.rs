@@ -907,24 +907,29 @@ fn orientation_experiment(peak: f64) {
             let src = (xap as *const f32).add(pack::a_panel_at(pos, k0, kc, i0 / MR));
             std::ptr::copy_nonoverlapping(src, dst, mc.div_ceil(MR) * MR * kc);
         };
-        // SAFETY: wb is w packed, c holds pos·ch floats, ablock packed_b_scratch_len().
-        let pm = time(&mut || unsafe {
-            gemm::gemm_packed_b(
-                onnxc_runtime::par::Par::SEQ,
-                pos,
-                ch,
-                k,
-                &packer,
-                wb.as_ptr(),
-                c.as_mut_ptr(),
-                ch,
-                onnxc_runtime::par::Slots::single(ablock.as_mut_ptr()),
-            );
-            black_box(c[0]);
-        });
-        // SAFETY: as above; the packer writes ⌈mc/MR⌉ panels inside dst.
-        let pm_pack = time(&mut || unsafe {
-            let packer = |i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| {
+        // The pixel-major product C^T = A · W^T with A packed block by block by `packer`.
+        let mut pixel_major = |packer: gemm::APacker<'_>| {
+            // SAFETY: wb is w packed, c holds pos·ch floats, ablock packed_b_scratch_len();
+            // the packers write ⌈mc/MR⌉ panels inside dst.
+            time(&mut || unsafe {
+                gemm::gemm_packed_b(
+                    onnxc_runtime::par::Par::SEQ,
+                    pos,
+                    ch,
+                    k,
+                    packer,
+                    wb.as_ptr(),
+                    c.as_mut_ptr(),
+                    ch,
+                    onnxc_runtime::par::Slots::single(ablock.as_mut_ptr()),
+                );
+                black_box(c[0]);
+            })
+        };
+        let pm = pixel_major(&packer);
+        // SAFETY: the block's panels of x^T, zero past the last position.
+        let pm_pack = pixel_major(
+            &|i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32| unsafe {
                 for p in 0..mc.div_ceil(MR) {
                     for kx in 0..kc {
                         for r in 0..MR {
@@ -934,20 +939,8 @@ fn orientation_experiment(peak: f64) {
                         }
                     }
                 }
-            };
-            gemm::gemm_packed_b(
-                onnxc_runtime::par::Par::SEQ,
-                pos,
-                ch,
-                k,
-                &packer,
-                wb.as_ptr(),
-                c.as_mut_ptr(),
-                ch,
-                onnxc_runtime::par::Slots::single(ablock.as_mut_ptr()),
-            );
-            black_box(c[0]);
-        });
+            },
+        );
         println!("  pixel-major packing from x: {pm_pack:6.1} GF");
         if pos == 49 {
             use onnxc_runtime::conv::{ConvGeometry, conv_f32};

@@ -221,8 +221,9 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          same order whatever the thread count, so results are bit-identical to {prefix}_run's for any\n   \
          number of threads. threads may be NULL (one thread). workspace: NULL (allocated and freed\n   \
          here), or workspace_bytes >= {prefix}_workspace_size_threads(threads->workers) bytes, 64-byte\n   \
-         aligned (ONNXC_ERR_WORKSPACE otherwise). Nothing else is allocated. Reentrant: concurrent\n   \
-         calls need separate workspaces and may share one pool. */"
+         aligned (ONNXC_ERR_WORKSPACE otherwise). Tensors and scratch live in the workspace; the\n   \
+         convolution and resize kernels still allocate a few bytes for their decoded parameters per\n   \
+         call. Reentrant: concurrent calls need separate workspaces and may share one pool. */"
     );
     let _ = writeln!(
         h,

@@ -108,7 +108,8 @@ pub(super) unsafe fn conv_pixel_major(
             let pad = |cs: std::ops::Range<usize>, _| {
                 for c in cs {
                     // SAFETY: pin holds cg planes of hp × wp floats; plane c is this task's.
-                    let pin_s = unsafe { std::slice::from_raw_parts_mut(pin.add(c * hp * wp), hp * wp) };
+                    let pin_s =
+                        unsafe { std::slice::from_raw_parts_mut(pin.add(c * hp * wp), hp * wp) };
                     pin_s.fill(0.0);
                     for r in ph..hp.min(ph + ih) {
                         let iy = r - ph;
@@ -155,7 +156,11 @@ pub(super) unsafe fn conv_pixel_major(
         let store = |r: std::ops::Range<usize>, _| {
             let (c0, c1) = (r.start * 16, (r.end * 16).min(mg));
             let epc = Epilogue {
-                bias_row: if ep.bias_row.is_null() { ep.bias_row } else { ep.bias_row.add(c0) },
+                bias_row: if ep.bias_row.is_null() {
+                    ep.bias_row
+                } else {
+                    ep.bias_row.add(c0)
+                },
                 residual: if ep.residual.is_null() {
                     ep.residual
                 } else {
