@@ -1323,26 +1323,10 @@ pub unsafe fn gemv_packed_b(
     ep: &Epilogue,
 ) {
     let panels = n.div_ceil(NR);
-    let macs = m.max(1).saturating_mul(n).saturating_mul(k);
-    let tasks = par.tasks(macs, super::MIN_TASK_MACS, 2, panels);
-    let per = panels.div_ceil(tasks.max(1)).max(1);
     // SAFETY: each task writes the columns of its own panels.
     unsafe {
-        par.run(panels.div_ceil(per), &|t, _| {
-            let p0 = t * per;
-            gemv_panels(
-                m,
-                n,
-                k,
-                a,
-                lda,
-                ta,
-                bp,
-                c,
-                ldc,
-                ep,
-                p0..(p0 + per).min(panels),
-            );
+        par.for_ranges(panels, m.max(1) * k * NR, &|ps, _| {
+            gemv_panels(m, n, k, a, lda, ta, bp, c, ldc, ep, ps)
         })
     };
 }
