@@ -131,6 +131,59 @@ pub(crate) fn test_rand(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The test binary's allocator: the system's, counting each thread's allocations, so a test
+/// can check that a kernel call allocates nothing (`allocations_during`).
+#[cfg(test)]
+mod counting_alloc {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static COUNT: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn count() {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    }
+
+    struct Counting;
+
+    // SAFETY: every method forwards to the system allocator with the caller's arguments.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            count();
+            // SAFETY: forwarded.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            count();
+            // SAFETY: forwarded.
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            count();
+            // SAFETY: forwarded.
+            unsafe { System.realloc(p, l, new) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: forwarded.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Counting = Counting;
+
+    /// `f()`'s result and the allocations the calling thread made while it ran.
+    pub(crate) fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
+        let before = COUNT.with(Cell::get);
+        let r = f();
+        (r, COUNT.with(Cell::get) - before)
+    }
+}
+#[cfg(test)]
+pub(crate) use counting_alloc::allocations_during;
+
 /// erf in f64: Taylor series below 3, erfc's continued fraction above.
 #[cfg(test)]
 pub(crate) fn erf_f64(x: f64) -> f64 {

@@ -222,8 +222,8 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          number of threads. threads may be NULL (one thread). workspace: NULL (allocated and freed\n   \
          here), or workspace_bytes >= {prefix}_workspace_size_threads(threads->workers) bytes, 64-byte\n   \
          aligned (ONNXC_ERR_WORKSPACE otherwise). Tensors and scratch live in the workspace; the\n   \
-         convolution and resize kernels still allocate a few bytes for their decoded parameters per\n   \
-         call. Reentrant: concurrent calls need separate workspaces and may share one pool. */"
+         resize, tree-ensemble and 3-D (and higher) convolution kernels still allocate small\n   \
+         tables per call. Reentrant: concurrent calls need separate workspaces and may share one pool. */"
     );
     let _ = writeln!(
         h,

@@ -486,6 +486,15 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn conv(&mut self, c: ConvOp, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        // Float convolutions run in the runtime's kernels, whose geometry holds at most
+        // MAX_SPATIAL spatial dims inline.
+        let max = onnxc_runtime::conv::MAX_SPATIAL;
+        if out.dtype == DType::F32 && c.strides.len() > max {
+            return Err(self.err(format!(
+                "a convolution over {} spatial dims; onnxc supports 1 to {max}",
+                c.strides.len()
+            )));
+        }
         for (k, &v) in inputs.iter().enumerate().skip(1) {
             if self.dtype(v) != out.dtype {
                 return Err(self.err(format!(

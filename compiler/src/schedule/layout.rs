@@ -233,17 +233,18 @@ impl Pass<'_> {
         let plain_input = !self.blocked.contains_key(&x) && !blockable(&self.s.values[x]);
         let g = blocked_geometry(self.s, st, c, &xs, &ys, plain_input)?;
         // Where Winograd applies, the plain kernels are faster even with the conversions.
+        use onnxc_runtime::conv::Dims;
         let plain = onnxc_runtime::conv::ConvGeometry {
             n: xs[0],
             c: xs[1],
             m: g.m as i64,
             group: c.group,
-            input: xs[2..].to_vec(),
-            kernel: g.kernel.iter().map(|&k| k as i64).collect(),
-            output: ys[2..].to_vec(),
-            strides: c.strides.clone(),
-            dilations: c.dilations.clone(),
-            pads: c.pads_begin.clone(),
+            input: xs[2..].into(),
+            kernel: Dims::new(&g.kernel.map(|k| k as i64)),
+            output: ys[2..].into(),
+            strides: c.strides[..].into(),
+            dilations: c.dilations[..].into(),
+            pads: c.pads_begin[..].into(),
             wide_simd: self.opts.wide_simd,
             no_winograd: self.opts.no_winograd || c.exact,
             input_planes: Vec::new(),

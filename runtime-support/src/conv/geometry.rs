@@ -13,6 +13,89 @@ use crate::params;
 /// ONNX models have 1 to 3).
 pub const MAX_SPATIAL: usize = 8;
 
+/// Per-spatial-dim values of a convolution (1 to `MAX_SPATIAL` of them), held inline so that
+/// decoding a geometry on every kernel call allocates nothing. Reads as a slice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Dims {
+    len: u8,
+    /// The values, then zeros.
+    v: [i64; MAX_SPATIAL],
+}
+
+impl Dims {
+    /// # Panics
+    /// With more than `MAX_SPATIAL` values (decoders check the rank first).
+    pub fn new(values: &[i64]) -> Dims {
+        assert!(
+            values.len() <= MAX_SPATIAL,
+            "more than {MAX_SPATIAL} spatial dims"
+        );
+        let mut v = [0; MAX_SPATIAL];
+        v[..values.len()].copy_from_slice(values);
+        Dims {
+            len: values.len() as u8,
+            v,
+        }
+    }
+}
+
+impl std::ops::Deref for Dims {
+    type Target = [i64];
+    fn deref(&self) -> &[i64] {
+        &self.v[..self.len as usize]
+    }
+}
+
+impl std::ops::DerefMut for Dims {
+    fn deref_mut(&mut self) -> &mut [i64] {
+        &mut self.v[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl From<Vec<i64>> for Dims {
+    fn from(v: Vec<i64>) -> Dims {
+        Dims::new(&v)
+    }
+}
+
+impl From<&[i64]> for Dims {
+    fn from(v: &[i64]) -> Dims {
+        Dims::new(v)
+    }
+}
+
+impl<const N: usize> From<[i64; N]> for Dims {
+    fn from(v: [i64; N]) -> Dims {
+        Dims::new(&v)
+    }
+}
+
+impl<'a> IntoIterator for &'a Dims {
+    type Item = &'a i64;
+    type IntoIter = std::slice::Iter<'a, i64>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<const N: usize> PartialEq<[i64; N]> for Dims {
+    fn eq(&self, o: &[i64; N]) -> bool {
+        **self == o[..]
+    }
+}
+
+impl PartialEq<[i64]> for Dims {
+    fn eq(&self, o: &[i64]) -> bool {
+        **self == *o
+    }
+}
+
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvGeometry {
@@ -20,13 +103,13 @@ pub struct ConvGeometry {
     pub c: i64,
     pub m: i64,
     pub group: i64,
-    pub input: Vec<i64>,
-    pub kernel: Vec<i64>,
-    pub output: Vec<i64>,
-    pub strides: Vec<i64>,
-    pub dilations: Vec<i64>,
+    pub input: Dims,
+    pub kernel: Dims,
+    pub output: Dims,
+    pub strides: Dims,
+    pub dilations: Dims,
     /// Padding at the start of each spatial dim.
-    pub pads: Vec<i64>,
+    pub pads: Dims,
     /// The weights are laid out for a target with 512-bit vectors (AVX-512). Layout choices
     /// made where the model is compiled whose best answer depends on the vector width
     /// follow it (`use_winograd` for 32-63 output channels); the kernels run correctly on
@@ -81,7 +164,7 @@ impl ConvGeometry {
         )? as usize;
         let [n, c, m, group, flags] = r.array()?;
         params::ensure(flags & !7 == 0, "unknown flag bits")?;
-        let mut part = || r.words(nsp).map(<[i64]>::to_vec);
+        let mut part = || r.words(nsp).map(Dims::new);
         let (input, kernel, output) = (part()?, part()?, part()?);
         let (strides, dilations, pads) = (part()?, part()?, part()?);
         let input_planes = if flags & 4 != 0 {
@@ -288,12 +371,12 @@ impl ConvGeometry {
             c: 1,
             m: 1,
             group: 1,
-            input: self.input[1..].to_vec(),
-            kernel: self.kernel[1..].to_vec(),
-            output: self.output[1..].to_vec(),
-            strides: self.strides[1..].to_vec(),
-            dilations: self.dilations[1..].to_vec(),
-            pads: self.pads[1..].to_vec(),
+            input: Dims::new(&self.input[1..]),
+            kernel: Dims::new(&self.kernel[1..]),
+            output: Dims::new(&self.output[1..]),
+            strides: Dims::new(&self.strides[1..]),
+            dilations: Dims::new(&self.dilations[1..]),
+            pads: Dims::new(&self.pads[1..]),
             wide_simd: self.wide_simd,
             no_winograd: self.no_winograd,
             input_planes: Vec::new(),

@@ -53,12 +53,8 @@ pub(super) unsafe fn conv_indirect(
     let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let (dh, dw) = (g.dilations[0] as usize, g.dilations[1] as usize);
     // Phases no tap reads (a 1×1 kernel at stride 2 reads one of four) are left zero.
-    let row_used: Vec<bool> = (0..sh)
-        .map(|pa| (0..kh).any(|t| t * dh % sh == pa))
-        .collect();
-    let col_used: Vec<bool> = (0..sw)
-        .map(|pb| (0..kw).any(|t| t * dw % sw == pb))
-        .collect();
+    let row_used = |pa: usize| (0..kh).any(|t| t * dh % sh == pa);
+    let col_used = |pb: usize| (0..kw).any(|t| t * dw % sw == pb);
     let pad = |cs: std::ops::Range<usize>, _| {
         for c in cs {
             // SAFETY: channel c's phases, a part of pin no other task touches.
@@ -66,8 +62,8 @@ pub(super) unsafe fn conv_indirect(
                 std::slice::from_raw_parts_mut(pin_ptr.add(c * per_channel), per_channel)
             };
             pin.fill(0.0);
-            for pa in (0..sh).filter(|&pa| row_used[pa]) {
-                for pb in (0..sw).filter(|&pb| col_used[pb]) {
+            for pa in (0..sh).filter(|&pa| row_used(pa)) {
+                for pb in (0..sw).filter(|&pb| col_used(pb)) {
                     let dst = (pa * sw + pb) * plane;
                     // Phase columns j whose input column j·sw + pb - pw lies in [0, iw).
                     let j0 = pw.saturating_sub(pb).div_ceil(sw);

@@ -72,7 +72,7 @@ pub(crate) fn geom(
         group,
         input: input.into(),
         kernel: kernel.into(),
-        output,
+        output: output.into(),
         strides: strides.into(),
         dilations: dil.into(),
         pads: pads.into(),
@@ -122,7 +122,7 @@ fn run(
         };
         // SAFETY: p is a sealed blob; x, the weights, bias, y (and residual) are sized from
         // the geometry by the callers; the scratch holds what the workers need (checked).
-        let status = unsafe {
+        let (status, allocations) = crate::allocations_during(|| unsafe {
             onnxc_conv_f32(
                 p.as_ptr(),
                 x.as_ptr(),
@@ -135,8 +135,16 @@ fn run(
                 s,
                 threads,
             )
-        };
+        });
         assert_eq!(status, crate::abi::ONNXC_OK);
+        // A 2-D convolution with compiled (packed) weights allocates nothing on the calling
+        // thread: decoding, scratch and the kernels' tables live in the blob and the
+        // workspace. (Run-time weights are packed into a fresh buffer, channel-permuted
+        // depthwise geometries copy their plane table, and the generic N-D paths keep
+        // per-call tap tables on the heap.)
+        if packed && g.input_planes.is_empty() && g.input.len() == 2 {
+            assert_eq!(allocations, 0, "{g:?}: the call allocated");
+        }
         y
     })
 }
@@ -236,7 +244,7 @@ fn matches_direct_convolution() {
         geom(1, 20, 64, 1, &[8, 9], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
         // Padding at the end only (SAME_UPPER at stride 2: outputs 4 = ⌈8/2⌉).
         ConvGeometry {
-            output: vec![4, 4],
+            output: [4, 4].into(),
             ..geom(1, 24, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[0, 0])
         },
         // More output channels than one column block of the packed weights.
