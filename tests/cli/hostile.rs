@@ -189,3 +189,24 @@ fn nodes_out_of_order_import_in_linear_time_and_cycles_are_errors() {
         &["node 'r' (Relu) reads [\"nowhere\"]"],
     );
 }
+
+#[test]
+fn a_convolution_over_nine_spatial_dims_is_refused_by_name() {
+    let d = scratch("hostile-conv9");
+    // The runtime's convolution geometry holds at most 8 spatial dims inline.
+    let dims: Vec<D> = [1, 1].into_iter().chain([2; 9]).map(D::N).collect();
+    let w_dims: Vec<i64> = [1, 1].into_iter().chain([1; 9]).collect();
+    let m = model(
+        vec![node("Conv", "c9", &["x", "w"], &["y"])],
+        vec![value_info("x", 1, &dims)],
+        vec![value_info("y", 1, &[])],
+        vec![f32_tensor("w", &w_dims, &[1.0])],
+        17,
+    );
+    refused(
+        &d,
+        "conv9",
+        &m,
+        &["node 'c9' (Conv, opset 17)", "9 spatial dims", "1 to 8"],
+    );
+}
