@@ -13,8 +13,8 @@
 //! **Determinism:** kernels partition their *outputs* only: every output element is computed
 //! by one task, with the same operations in the same order whatever the partition, so the
 //! results are bit-identical for every thread count (and equal to the single-threaded entry
-//! point's). Per-worker scratch comes from the caller's workspace (`ScratchNeed`): a
-//! threaded run allocates nothing.
+//! point's). Per-worker scratch comes from the caller's workspace (`ScratchNeed`), and the
+//! pool hands tasks over without allocating: threading adds no allocation to a run.
 
 use std::ffi::c_void;
 use std::ops::Range;
