@@ -187,15 +187,13 @@ impl Split {
         }
     }
 
-    /// The split of an m × n × k product over `par`'s workers: one task per worker when the
-    /// work allows (as `Par::for_ranges`: with units dealt out evenly, more tasks than
-    /// workers only add rounds; SqueezeNet's last layer split its 6 column tiles 1, 2, 1, 2
-    /// instead of 3, 3).
+    /// The split of an m × n × k product over `par`'s workers, about two tasks per worker
+    /// when the work allows.
     pub fn of(par: &Par, m: usize, n: usize, k: usize) -> Split {
         let (row_unit, col_unit) = (MC_A, 2 * NR);
         let (tr, tc) = (m.div_ceil(row_unit), n.div_ceil(col_unit));
         let macs = m.saturating_mul(n).saturating_mul(k.max(1));
-        let t = par.tasks(macs, MIN_TASK_MACS, 1, tr.saturating_mul(tc));
+        let t = par.tasks(macs, MIN_TASK_MACS, 2, tr.saturating_mul(tc));
         if t <= 1 {
             return Split::whole(m, n);
         }
