@@ -288,7 +288,7 @@ pub unsafe extern "C" fn onnxc_parallel_loop(
         // SAFETY: caller contract; chunks are disjoint, each run by one worker at a time.
         let rc = unsafe {
             body(
-                ctx as *const c_void,
+                ctx,
                 b as i64,
                 e as i64,
                 std::ptr::null(),

@@ -40,39 +40,31 @@ pub(super) unsafe fn conv_group(
             nc,
             dst,
         };
-        if row_packable(g) {
-            let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
-                pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
-            };
+        // The product with B packed block by block by `packer`.
+        let product = |par: Par, packer: &dyn Fn(usize, usize, usize, usize, *mut f32)| {
             gemm::gemm_packed_a(
                 par,
                 mg,
                 osz,
                 kd,
                 a,
-                BSource::Custom(&packer),
+                BSource::Custom(packer),
                 yg,
                 osz,
                 ep,
                 slots,
-            );
+            )
+        };
+        if row_packable(g) {
+            product(par, &|k0, kc, n0, nc, dst| {
+                pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
+            });
         } else {
+            // One thread: the packer reuses one buffer of origins between blocks.
             let base = std::cell::RefCell::new(Vec::new());
-            let packer = |k0: usize, kc: usize, n0: usize, nc: usize, dst: *mut f32| {
+            product(Par::SEQ, &|k0, kc, n0, nc, dst| {
                 pack_im2col(block(k0, kc, n0, nc, dst), &mut base.borrow_mut())
-            };
-            gemm::gemm_packed_a(
-                Par::SEQ,
-                mg,
-                osz,
-                kd,
-                a,
-                BSource::Custom(&packer),
-                yg,
-                osz,
-                ep,
-                slots,
-            );
+            });
         }
     }
 }
