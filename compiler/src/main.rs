@@ -316,6 +316,64 @@ fn real_main() -> Result<()> {
     }
 }
 
+/// The process's allocator: the system's, with an allocation failure turned into an error
+/// exit (#27). Rust's default reaction is an abort (SIGABRT, no message a user can act on);
+/// a hostile model whose sizes pass every check can still ask for more memory than the
+/// process may have (`ulimit -v`, a small container). Nothing in onnxc recovers from a
+/// failed allocation (no `try_reserve`), so exiting is the same outcome with a message.
+struct Allocator;
+
+// SAFETY: every method forwards to `System` with the same arguments; a null result ends
+// the process instead of being returned.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        or_exit(unsafe { std::alloc::System.alloc(layout) }, layout.size())
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: as above.
+        or_exit(unsafe { std::alloc::System.alloc_zeroed(layout) }, layout.size())
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        // SAFETY: as above.
+        or_exit(unsafe { std::alloc::System.realloc(ptr, layout, new) }, new)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Allocator = Allocator;
+
+fn or_exit(p: *mut u8, bytes: usize) -> *mut u8 {
+    if p.is_null() {
+        out_of_memory(bytes)
+    }
+    p
+}
+
+/// Reports a failed allocation of `bytes` and exits with status 1. Allocates nothing: the
+/// message is formatted on the stack and written unbuffered.
+#[cold]
+fn out_of_memory(bytes: usize) -> ! {
+    use std::io::Write;
+    let mut buf = [0u8; 320];
+    let len = {
+        let mut w = &mut buf[..];
+        let _ = write!(
+            w,
+            "onnxc: error: out of memory: an allocation of {bytes} bytes failed. The model \
+             needs more memory than this process may use; check its declared shapes and \
+             initializers, or raise the memory limit (ulimit -v)\n"
+        );
+        320 - w.len()
+    };
+    let _ = std::io::stderr().write_all(&buf[..len]);
+    std::process::exit(1)
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Mutation fuzzing of onnxc against hostile models: ONNX backend-suite models with a random
-mutation each (of the graph or of a subgraph: If branches, Loop and Scan bodies) — attribute values (0, -1, huge, NaN, inf), input dims (0, huge), element
-types (unknown codes too), dropped or extra node inputs, truncated or resized initializers,
-other opsets, dropped attributes, flipped or truncated bytes — compiled with `onnxc`, and a
-third of those that compile run on the case's own input data. onnxc must exit with 0 or
-with 1 and an error message: never panic (an internal compiler error counts: it is a bug),
-crash, or hang. Failures are kept under --keep.
+mutation each (of the graph or of a subgraph: If branches, Loop and Scan bodies) — attribute
+values (0, -1, extreme integers up to 2^63-1, NaN, inf), input dims (0, 2^31, 2^40, 2^62,
+2^63-1), element types (unknown codes too), dropped or extra node inputs, a node's inputs
+repeated up to 100,000 times, truncated or resized initializers, other opsets, dropped
+attributes, flipped or truncated bytes — compiled with `onnxc`, and a third of those that
+compile run on the case's own input data. Each command runs under the hardening limits
+(#27): 2 GiB of address space and 20 s. onnxc must exit with 0 or with 1 and an error
+message: never panic (an internal compiler error counts: it is a bug), abort, crash, or run
+out of time. Failures are kept under --keep; each one found becomes a regression case in
+tests/cli/hostile.rs.
 
     .cache/venv/bin/python tests/fuzz/mutate_fuzz.py --cases 500 [--seed 1]
 
@@ -17,14 +21,25 @@ import argparse
 import glob
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-HUGE = [0, -1, 1, 2, 3, -2, 7, 64, 1 << 20, 1 << 31, 1 << 62, -(1 << 62), 2**63 - 1]
+HUGE = [0, -1, 1, 2, 3, -2, 7, 64, 1 << 20, 1 << 31, 1 << 40, 1 << 62, -(1 << 62), 2**63 - 1, -(2**63)]
+DIMS = [0, 1, 2, 5, 1 << 20, 1 << 31, 1 << 40, 1 << 62, 2**63 - 1]
+# The acceptance limits of #27: every hostile model ends within 20 s and 2 GiB.
+SECONDS = 20
+ADDRESS_SPACE = 2 << 30
+
+
+def limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
 def all_nodes(g: onnx.GraphProto) -> list:
@@ -43,7 +58,7 @@ def all_nodes(g: onnx.GraphProto) -> list:
 def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
     g = m.graph
     nodes = all_nodes(g)
-    kind = rng.randrange(8)
+    kind = rng.randrange(10)
     if kind == 0 and nodes:
         n = rng.choice(nodes)
         for a in n.attribute:
@@ -51,13 +66,15 @@ def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
                 a.i = rng.choice(HUGE)
             elif a.type == onnx.AttributeProto.INTS and len(a.ints):
                 a.ints[rng.randrange(len(a.ints))] = rng.choice(HUGE)
+            elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == onnx.TensorProto.INT64 and len(a.t.int64_data):
+                a.t.int64_data[rng.randrange(len(a.t.int64_data))] = rng.choice(HUGE)
             elif a.type == onnx.AttributeProto.FLOAT:
                 a.f = rng.choice([0.0, -1.0, float("nan"), float("inf"), 1e30])
         return "attr"
     if kind == 1 and len(g.input):
         dims = rng.choice(list(g.input)).type.tensor_type.shape.dim
         if len(dims):
-            rng.choice(dims).dim_value = rng.choice([0, 1, 2, 5, 1 << 40])
+            rng.choice(dims).dim_value = rng.choice(DIMS)
         return "dims"
     if kind == 2 and len(g.input) + len(g.output):
         v = rng.choice(list(g.input) + list(g.output))
@@ -85,6 +102,24 @@ def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
         if len(n.attribute):
             del n.attribute[rng.randrange(len(n.attribute))]
         return "dropattr"
+    if kind == 7 and nodes:
+        # Arity multiplied: the node's inputs repeated (variadic ops must take them in
+        # linear time; others must refuse them by name).
+        n = rng.choice(nodes)
+        if len(n.input):
+            n.input.extend(list(n.input) * rng.choice([2, 100, 10_000, 100_000 // len(n.input)]))
+        return "arity"
+    if kind == 8:
+        # An int64 initializer (shapes, pads, repeats, axes, indices) set to extreme values.
+        ints = [t for t in g.initializer if t.data_type == onnx.TensorProto.INT64]
+        if ints:
+            t = rng.choice(ints)
+            vals = list(onnx.numpy_helper.to_array(t).reshape(-1))
+            if vals:
+                vals[rng.randrange(len(vals))] = rng.choice(HUGE)
+                new = onnx.numpy_helper.from_array(np.array(vals, dtype=np.int64).reshape(tuple(t.dims)), t.name)
+                t.CopyFrom(new)
+        return "intdata"
     return "bytes"
 
 
@@ -125,11 +160,13 @@ def main() -> int:
             problem = None
             for cmd in cmds:
                 try:
-                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=SECONDS,
+                                       preexec_fn=limited)
                 except subprocess.TimeoutExpired:
                     problem = "timeout"
                     break
-                if r.returncode not in (0, 1) or "panicked" in r.stderr or "internal compiler error" in r.stderr:
+                if (r.returncode not in (0, 1) or "panicked" in r.stderr or "internal compiler error" in r.stderr
+                        or "memory allocation" in r.stderr or (r.returncode == 1 and not r.stderr.strip())):
                     problem = f"{cmd[1]} exit {r.returncode}: {r.stderr.strip()[-300:]}"
                     break
                 if r.returncode != 0:

@@ -342,3 +342,14 @@ pub fn int_range(dt: DType) -> Option<(f64, f64)> {
         _ => return None,
     })
 }
+
+/// Checks that window values (`what`) are within ±`MAX_DIM`, the extents onnxc takes.
+pub fn extents(ctx: &Ctx, what: &str, v: &[i64]) -> Result<()> {
+    let most = crate::ir::dim::MAX_DIM;
+    match v.iter().find(|x| x.unsigned_abs() > most as u64) {
+        Some(x) => Err(ctx.err(format!(
+            "{what} {v:?}: {x} is beyond ±{most} (2^31 - 1), the window extents onnxc takes"
+        ))),
+        None => Ok(()),
+    }
+}

@@ -403,8 +403,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Adds a node with one output and folds it if its operands are constant.
+    /// Adds a node with one output and folds it if its operands are constant. Its shape is
+    /// held to the limits (`ir::dim::check_shape`) first: every shape a builder infers
+    /// comes through here.
     pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
+        crate::ir::dim::check_shape(&out.shape).map_err(|m| self.err(m))?;
         self.check_types(&op, &inputs, &out)?;
         let name = self.next_name();
         let id = self

@@ -347,6 +347,8 @@ impl Importer<'_> {
         }
         for (name, dtype, shape) in runtime_inputs {
             let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
+            crate::ir::dim::check_shape(&shape)
+                .map_err(|m| Error::Model(format!("graph input '{name}': {m}")))?;
             let id = self.g.add_node(
                 name.clone(),
                 Op::Input,

@@ -39,13 +39,8 @@ pub fn tensor_from_proto_with(
             t.dims
         )));
     }
-    let n = t
-        .dims
-        .iter()
-        .try_fold(1i64, |a, &d| a.checked_mul(d))
-        .filter(|&n| n <= (1i64 << 40))
-        .ok_or_else(|| Error::Model(format!("{what}: dimensions {:?} are too large", t.dims)))?
-        as usize;
+    crate::ir::dim::check_size(&t.dims).map_err(|m| Error::Model(format!("{what}: {m}")))?;
+    let n = t.dims.iter().product::<i64>() as usize;
     let shape = t.dims.clone();
     if dtype == DType::Str {
         if t.string_data.len() != n {
@@ -65,13 +60,21 @@ pub fn tensor_from_proto_with(
     let size = dtype.size();
     let is_external = t.data_location == Some(1);
     let bytes: Vec<u8> = if is_external {
-        read_external(t, dir, what)?
+        read_external(t, dir, what, n * size)?
     } else if let Some(raw) = raw {
         raw
     } else if let Some(raw) = &t.raw_data {
         raw.clone()
     } else {
-        let mut out = Vec::with_capacity(n * size);
+        // Sized by the values present, not by the dims (which may claim far more).
+        let present = match dtype {
+            DType::F32 => t.float_data.len(),
+            DType::F64 => t.double_data.len(),
+            DType::I64 => t.int64_data.len(),
+            DType::U32 | DType::U64 => t.uint64_data.len(),
+            _ => t.int32_data.len(),
+        };
+        let mut out = Vec::with_capacity(present * size);
         match dtype {
             DType::F32 => t
                 .float_data
@@ -125,7 +128,9 @@ pub fn tensor_from_proto_with(
     Ok(Tensor::new(dtype, shape, bytes))
 }
 
-fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> {
+/// The `expect` bytes of an external tensor's data (a range of another length is an error,
+/// reported before anything is read).
+fn read_external(t: &TensorProto, dir: &DataDir, what: &str, expect: usize) -> Result<Vec<u8>> {
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
@@ -162,23 +167,39 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Vec<u8>> 
         Error::Model(format!("{what}: tensor data is in external file '{location}' but the model was not loaded from a file"))
     })?;
     let path = base.join(rel);
-    let data = std::fs::read(&path).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         Error::Model(format!(
             "{what}: cannot read external data file '{}': {e} (it must sit next to the model)",
             path.display()
         ))
-    })?;
-    let start = offset as usize;
+    };
+    // Only the tensor's range is read: the file may hold every weight of the model.
+    let mut file = std::fs::File::open(&path).map_err(cannot)?;
+    let file_len = file.metadata().map_err(cannot)?.len();
     let end = match length {
-        Some(l) => start.checked_add(l as usize),
-        None => Some(data.len()),
+        Some(l) => offset.checked_add(l),
+        None => Some(file_len),
     };
     match end {
-        Some(end) if start <= end && end <= data.len() => Ok(data[start..end].to_vec()),
+        Some(end) if offset <= end && end <= file_len => {
+            use std::io::{Read, Seek, SeekFrom};
+            if end - offset != expect as u64 {
+                return Err(Error::Model(format!(
+                    "{what}: external data bytes {offset}..{end} are {} bytes but dims {:?} of \
+                     {} need {expect}",
+                    end - offset,
+                    t.dims,
+                    DType::from_onnx(t.data_type.unwrap_or(0)).map_or("?", |d| d.name()),
+                )));
+            }
+            file.seek(SeekFrom::Start(offset)).map_err(cannot)?;
+            let mut data = vec![0u8; (end - offset) as usize];
+            file.read_exact(&mut data).map_err(cannot)?;
+            Ok(data)
+        }
         _ => Err(Error::Model(format!(
-            "{what}: external data range offset {offset} length {length:?} exceeds file '{}' of {} bytes",
+            "{what}: external data range offset {offset} length {length:?} exceeds file '{}' of {file_len} bytes",
             path.display(),
-            data.len()
         ))),
     }
 }

@@ -3,6 +3,11 @@
 //! Symbols come from the model (`dim_param` such as `batch`) or are invented for
 //! dimensions the model leaves unnamed. Arithmetic folds constants eagerly, so a
 //! shape whose symbols are all bound by `--shape` ends up fully `Known`.
+//!
+//! Arithmetic never wraps: a constant result that would overflow `i64` stays an
+//! expression over its constant operands, which [`check_shape`] reports. Every shape the
+//! frontend declares or infers goes through [`check_shape`] (the limits below), so later
+//! stages compute offsets, sizes and strides in `i64` without overflow.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -121,7 +126,7 @@ impl Dim {
         }
         self.bin(
             other,
-            |a, b| (b > 0).then(|| (a + b - 1).div_euclid(b)),
+            |a, b| (b > 0).then(|| a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)),
             SymExpr::CeilDiv,
         )
     }
@@ -215,28 +220,89 @@ pub fn known_dims(shape: &[Dim]) -> Option<Vec<i64>> {
     shape.iter().map(Dim::known).collect()
 }
 
-/// Largest tensor onnxc compiles, in bytes: 2^48 (256 TiB), beyond any process's address
-/// space on the 64-bit targets; it keeps every element count and byte offset far from i64
-/// overflow.
-pub const MAX_TENSOR_BYTES: u64 = 1 << 48;
+/// Longest axis a tensor may have: the runtime kernels' largest extent
+/// (`onnxc_runtime::params::MAX_EXTENT`, 2^31 - 1). Window arithmetic over such values (a
+/// sum of a few, a product of two) stays far inside `i64`.
+pub const MAX_DIM: i64 = onnxc_runtime::params::MAX_EXTENT;
 
-/// Checks that a tensor of `dims` with `elem_bytes`-byte elements is at most
-/// `MAX_TENSOR_BYTES` (no overflow on the way); the error says how large it would be.
-pub fn check_size(dims: &[i64], elem_bytes: usize) -> Result<(), String> {
-    let elems = dims
-        .iter()
-        .try_fold(1u128, |n, &d| n.checked_mul(u128::try_from(d).ok()?));
-    match elems {
-        Some(n) if n * (elem_bytes.max(1) as u128) <= MAX_TENSOR_BYTES as u128 => Ok(()),
-        _ => Err(format!(
-            "a tensor of shape {dims:?} would take {} bytes, more than the {} a process can \
-             address (2^48); check the shapes (and shape inputs) that lead to it",
-            match elems {
-                Some(n) => (n * elem_bytes.max(1) as u128).to_string(),
-                None => "more than 2^128".to_string(),
-            },
-            MAX_TENSOR_BYTES
-        )),
+/// Most elements a tensor may have: the runtime kernels' largest count
+/// (`onnxc_runtime::params::MAX_WORDS`, 2^32; 16 GiB of float32), so every count a kernel's
+/// parameters hold is in range.
+pub const MAX_ELEMENTS: i64 = onnxc_runtime::params::MAX_WORDS;
+
+/// Checks a tensor's known dims against the limits: no dim negative or above [`MAX_DIM`],
+/// at most [`MAX_ELEMENTS`] elements (no overflow on the way). The error names the
+/// offending value and the limit.
+pub fn check_size(dims: &[i64]) -> Result<(), String> {
+    for (k, &d) in dims.iter().enumerate() {
+        if d < 0 {
+            return Err(format!("shape {dims:?}: dim {k} is negative ({d})"));
+        }
+        if d > MAX_DIM {
+            return Err(format!(
+                "shape {dims:?}: dim {k} is {d}, longer than the {MAX_DIM} (2^31 - 1) onnxc \
+                 takes per axis; check the shapes (and shape inputs) that lead to it"
+            ));
+        }
+    }
+    // Every factor is at most 2^31, so the running product stays in u128 far from overflow
+    // until it passes the limit, where the fold stops.
+    let mut n: u128 = 1;
+    for &d in dims {
+        n *= d as u128;
+        if n > MAX_ELEMENTS as u128 {
+            break;
+        }
+    }
+    if n > MAX_ELEMENTS as u128 {
+        let shown = if dims.iter().any(|&d| d == 0) {
+            "0".to_string()
+        } else {
+            dims.iter()
+                .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+                .map_or("more than 2^128".to_string(), |t| t.to_string())
+        };
+        return Err(format!(
+            "a tensor of shape {dims:?} would have {shown} elements, more than the {MAX_ELEMENTS} \
+             (2^32) onnxc compiles in one tensor; check the shapes (and shape inputs) that lead \
+             to it"
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_size`] for a shape with symbolic dims: known dims are checked as there; a dim
+/// whose expression has no symbol is arithmetic that overflowed `i64`.
+pub fn check_shape(shape: &[Dim]) -> Result<(), String> {
+    for (k, d) in shape.iter().enumerate() {
+        if let Dim::Sym(_) = d {
+            let mut syms = Vec::new();
+            d.symbols(&mut syms);
+            if syms.is_empty() {
+                return Err(format!(
+                    "shape {}: dim {k} overflows 64-bit integers ({d}); check the shapes \
+                     (and shape inputs and attributes) that lead to it",
+                    fmt_shape(shape)
+                ));
+            }
+        }
+    }
+    match known_dims(shape) {
+        Some(dims) => check_size(&dims),
+        None => {
+            for (k, d) in shape.iter().enumerate() {
+                if let Some(v) = d.known()
+                    && !(0..=MAX_DIM).contains(&v)
+                {
+                    return Err(format!(
+                        "shape {}: dim {k} is {v}, outside 0..={MAX_DIM} (2^31 - 1), the \
+                         lengths onnxc takes per axis",
+                        fmt_shape(shape)
+                    ));
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -6,6 +6,10 @@ use crate::ir::dim::known_dims;
 use crate::ir::interp::{self, EvalError};
 use crate::ir::{Graph, NodeId, Op, Tensor};
 
+/// Largest constant folding may create (256 MiB): a hostile fill or concatenation of a
+/// declared size must not exhaust the compiler's memory (#27).
+const MAX_FOLD_BYTES: u64 = 1 << 28;
+
 /// Folds node `id` in place if possible. Returns whether it folded. An error means the
 /// node can never run successfully (e.g. a constant index out of range).
 pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String> {
@@ -21,7 +25,7 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     if dtype == crate::ir::DType::Str {
         return Ok(false);
     }
-    crate::ir::dim::check_size(&shape, dtype.size())?;
+    crate::ir::dim::check_size(&shape)?;
     let n: i64 = shape.iter().product();
     let inputs: Option<Vec<&Tensor>> = node.inputs.iter().map(|&v| g.const_value(v)).collect();
     let Some(inputs) = inputs else {
@@ -32,10 +36,13 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
         Op::Reshape | Op::Concat { .. } => true,
         _ => false,
     };
-    // Fills and reshapes of constants fold at any size a model's weights have (the light
-    // models build theirs with ConstantOfShape), up to 2^28 elements; a larger tensor is
-    // filled when the model runs.
-    if (!trivially_cheap && n as usize > limit) || n > 1 << 28 {
+    // Fills, concatenations and reshapes of constants fold at the sizes a model's weights
+    // have (the light models build theirs with ConstantOfShape), up to MAX_FOLD_BYTES; a
+    // larger tensor is made when the model runs. A reshape shares its operand's bytes.
+    let new_bytes = n as u64 * dtype.size() as u64;
+    if (!trivially_cheap && n as usize > limit)
+        || (!matches!(node.op, Op::Reshape) && new_bytes > MAX_FOLD_BYTES)
+    {
         return Ok(false);
     }
     let result: Result<Tensor, EvalError> = match &node.op {

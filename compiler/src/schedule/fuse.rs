@@ -335,7 +335,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         let n = g.node(*id);
         for t in &n.outputs {
             if let Some(dims) = known_dims(&t.shape)
-                && let Err(e) = crate::ir::dim::check_size(&dims, t.dtype.size())
+                && let Err(e) = crate::ir::dim::check_size(&dims)
             {
                 return Err(Error::Model(if n.origin.op_type.is_empty() {
                     format!("value '{}': {e}", n.name)

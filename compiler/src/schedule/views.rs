@@ -230,7 +230,9 @@ pub fn absorb_channel_gathers(s: &mut Schedule, outputs: &[SvId]) {
     let producer = s.producers();
     let mut changed = false;
     for i in 0..s.steps.len() {
-        let v = s.steps[i].inputs[0];
+        let Some(&v) = s.steps[i].inputs.first() else {
+            continue;
+        };
         match &s.steps[i].kind {
             StepKind::Reorder {
                 to_blocked: true,

@@ -51,7 +51,7 @@ const ROW_LANES: usize = 16;
 /// of 30 float32 features, two copies, are 15 KB).
 const BLOCK: usize = 64;
 /// Most features a forest may test (key offsets are 32-bit).
-const MAX_FEATURES: u32 = 1 << 20;
+pub const MAX_FEATURES: u32 = 1 << 20;
 
 const MAGIC: i64 = 0x6f6e_6e78_7472_6565; // "onnxtree"
 const HEADER: usize = 18;

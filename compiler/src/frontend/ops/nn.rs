@@ -31,10 +31,16 @@ impl Window {
     }
 }
 
+/// An `n`-value window attribute (strides, dilations, pads, output padding or shape),
+/// each value within ±`MAX_DIM` so window arithmetic (sums of a few, products of two)
+/// cannot overflow.
 fn list_attr(ctx: &Ctx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
     match ctx.attr_ints(name) {
         None => Ok(vec![default; n]),
-        Some(v) if v.len() == n => Ok(v),
+        Some(v) if v.len() == n => {
+            build::extents(ctx, &format!("attribute '{name}'"), &v)?;
+            Ok(v)
+        }
         Some(v) => Err(ctx.err(format!(
             "attribute '{name}' has {} values, expected {n}",
             v.len()
@@ -44,6 +50,7 @@ fn list_attr(ctx: &Ctx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> 
 
 pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Result<Window> {
     let n = kernel.len();
+    build::extents(ctx, "the kernel shape", kernel)?;
     let strides = list_attr(ctx, "strides", n, 1)?;
     let dilations = list_attr(ctx, "dilations", n, 1)?;
     if strides
@@ -283,6 +290,11 @@ fn pool_kernel(
     win: &Window,
 ) -> Result<Option<ValueId>> {
     if dt != DType::F32 || xs.iter().any(|&d| d <= 0) || win.out.iter().any(|&d| d <= 0) {
+        return Ok(None);
+    }
+    // The kernel's Lp exponents are bounded; larger ones (all but |x| <= 1 overflow to
+    // infinity) go through the generated reduction.
+    if matches!(kind, PoolKind::Lp { p } if p > onnxc_runtime::pool::MAX_LP) {
         return Ok(None);
     }
     // The 2-D pool of `x` viewed as `[n, c, h, w]` over window dims `dims` of `win`
@@ -798,6 +810,10 @@ pub fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let mut pb = vec![0i64; nsp];
     let mut out = vec![0i64; nsp];
     let explicit_out = ctx.attr_ints("output_shape");
+    if let Some(o) = &explicit_out {
+        build::extents(ctx, "attribute 'output_shape'", o)?;
+    }
+    build::extents(ctx, "W's kernel dims", &kernel)?;
     for i in 0..nsp {
         let dk = (kernel[i] - 1) * dil[i] + 1;
         let full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + dk;

@@ -18,7 +18,7 @@ use crate::frontend::ops::activation as act;
 use crate::ir::dim::Dim;
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::MatMulOp;
-use crate::ir::{DType, Op, Tensor, TypeInfo, ValueId};
+use crate::ir::{DType, Op, TypeInfo, ValueId};
 
 /// Most steps (sequence length × directions) unrolled: compile time grows linearly, ~3 ms
 /// per step.
@@ -307,13 +307,8 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
         );
         ctx.map(dt, known(&[rows, cols]), vec![v], body)
     };
-    let zeros = |ctx: &mut Ctx| {
-        ctx.constant(Tensor::filled(
-            dt,
-            vec![batch, hidden],
-            crate::ir::Scalar::zero(dt),
-        ))
-    };
+    // A fill map: folded into a constant where small enough (`passes::fold`).
+    let zeros = |ctx: &mut Ctx| ctx.map(dt, known(&[batch, hidden]), vec![], expr::f(dt, 0.0));
     let lens_dt = lens_in.map(|l| ctx.dtype(l));
     // An entry's sequence length (operand `k`, clamped into [0, seq]).
     let length = |k: u32, b: E| {
@@ -345,11 +340,11 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
         };
         let mut h = match h0 {
             Some(v) => slice(ctx, v, d, 0, batch, hidden)?,
-            None => zeros(ctx),
+            None => zeros(ctx)?,
         };
         let mut c = match (cell, c0) {
             (Cell::Lstm { .. }, Some(v)) => Some(slice(ctx, v, d, 0, batch, hidden)?),
-            (Cell::Lstm { .. }, None) => Some(zeros(ctx)),
+            (Cell::Lstm { .. }, None) => Some(zeros(ctx)?),
             _ => None,
         };
         let mut steps = Vec::new();

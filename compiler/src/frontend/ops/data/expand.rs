@@ -111,7 +111,7 @@ pub fn tile(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let shape: Shape = xs
         .iter()
         .zip(&reps)
-        .map(|(d, r)| Dim::Known(d * r))
+        .map(|(&d, &r)| Dim::Known(d).mul(r))
         .collect();
     let index: Vec<E> = (0..xs.len())
         .map(|k| {

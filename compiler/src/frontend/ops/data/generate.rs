@@ -48,7 +48,8 @@ pub fn range(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         } else {
             (-span + (-c) - 1).div_euclid(-c)
         };
-        q.max(0) as i64
+        // Beyond i64 only for spans past the limits, which the shape check reports.
+        i64::try_from(q.max(0)).unwrap_or(i64::MAX)
     };
     let body = expr::binary(
         BinOp::Add,

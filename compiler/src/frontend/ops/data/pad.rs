@@ -65,11 +65,12 @@ pub fn pad(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let mut shape = Vec::new();
     for k in 0..r {
-        let d = dims[k] + before[k] + after[k];
-        if d < 0 {
+        // Dim arithmetic: an overflow is reported by the shape check, not wrapped.
+        let d = Dim::Known(dims[k]).add(before[k]).add(after[k]);
+        if d.known().is_some_and(|d| d < 0) {
             return Err(ctx.err(format!("negative pads make dim {k} negative")));
         }
-        shape.push(Dim::Known(d));
+        shape.push(d);
     }
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
     let mut index = Vec::new();

@@ -130,6 +130,9 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if strides.len() != sp || pads.len() != 2 * sp {
         return Err(ctx.err("attributes 'strides' and 'pads' must match the spatial rank"));
     }
+    build::extents(ctx, "attribute 'kernel_shape'", &kernel)?;
+    build::extents(ctx, "attribute 'strides'", &strides)?;
+    build::extents(ctx, "attribute 'pads'", &pads)?;
     let mut inferred: Vec<i64> = xs[..2].to_vec();
     for d in 0..sp {
         inferred.push((xs[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[sp + d]);
@@ -144,6 +147,7 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         } else {
             ctx.const_ints(os, "input output_shape")?
         };
+        crate::ir::dim::check_size(&given).map_err(|m| ctx.err(m))?;
         if given.len() != xs.len()
             || given[..2] != xs[..2]
             || given.iter().zip(&inferred).any(|(g, i)| g < i)
@@ -160,6 +164,7 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             "the unpooled shape {inferred:?} has a negative dim"
         )));
     }
+    crate::ir::dim::check_size(&inferred).map_err(|m| ctx.err(m))?;
     let dt = ctx.dtype(x);
     let total: i64 = inferred.iter().product();
     let shape: Vec<Dim> = crate::ir::dim::shape_from(&inferred);

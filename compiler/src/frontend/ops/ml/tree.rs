@@ -130,6 +130,13 @@ fn forest(
     n_features: i64,
     n_targets: i64,
 ) -> Result<Forest> {
+    let most = onnxc_runtime::tree::MAX_FEATURES;
+    if n_features > i64::from(most) {
+        return Err(ctx.unsupported(format!(
+            "X has {n_features} features; the compiled forest reads at most {most} \
+             (its key offsets are 32-bit)"
+        )));
+    }
     // Canonical ids: every ONNX node gets a block; leaves follow.
     let mut start = Vec::with_capacity(srcs.len());
     let mut next = 0usize;

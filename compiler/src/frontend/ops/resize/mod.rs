@@ -406,7 +406,7 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
             .expect("checks");
         ctx.assert_expr(vec![], table_inputs.clone(), cond, ONNXC_ERR_SHAPE)?;
     }
-    check_size(&out, dt.size()).map_err(|m| ctx.err(m))?;
+    check_size(&out).map_err(|m| ctx.err(m))?;
     for (a, (&n, &m)) in dims.iter().zip(&out).enumerate() {
         if n == 0 && m > 0 {
             return Err(ctx.err(format!("axis {a} is empty and cannot be resized to {m}")));
