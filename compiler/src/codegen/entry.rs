@@ -54,53 +54,43 @@ pub fn define_entries(
         Ok::<(), Error>(())
     };
 
-    // NAME_steps(inputs, outputs, workspace, threads) -> int
-    let steps_name = format!("{prefix}_steps");
-    let steps_id = declare(st, &steps_name, Linkage::Local, &step_signature(cc))?;
-    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 0), step_signature(cc));
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let p = b.block_params(entry).to_vec();
-        let done = b.create_block();
-        let rc_p = b.append_block_param(done, types::I32);
-        let mut imports = Imports {
-            st,
-            refs: HashMap::new(),
-            gvs: HashMap::new(),
+    // NAME_steps(inputs, outputs, workspace, threads) -> int: the steps in order, in groups
+    // of at most CHAIN_CALLS calls per function (a 200,000-step model in one function
+    // made register allocation superlinear: 20,000 steps took 3 s).
+    let mut chain: Vec<FuncId> = steps.to_vec();
+    let mut level = 0;
+    loop {
+        // A model without steps still gets its (empty) NAME_steps.
+        let groups: Vec<&[FuncId]> = if chain.is_empty() {
+            vec![&[]]
+        } else {
+            chain.chunks(CHAIN_CALLS).collect()
         };
-        let prof = profile.then(|| {
-            (
-                imports.func(&mut b, "onnxc_prof_now", &[], &[types::I64]),
-                imports.func(&mut b, "onnxc_prof_record", &[types::I64, types::I64], &[]),
-            )
-        });
-        for (k, &sid) in steps.iter().enumerate() {
-            let f = imports.st.module.declare_func_in_func(sid, b.func);
-            let t0 = prof.map(|(now, _)| {
-                let c = b.ins().call(now, &[]);
-                b.inst_results(c)[0]
-            });
-            let c = b.ins().call(f, &p);
-            let rc = b.inst_results(c)[0];
-            if let (Some((_, rec)), Some(t0)) = (prof, t0) {
-                let idx = b.ins().iconst(types::I64, k as i64);
-                b.ins().call(rec, &[idx, t0]);
-            }
-            let next = b.create_block();
-            b.ins().brif(rc, done, &block_args(&[rc]), next, &[]);
-            b.switch_to_block(next);
+        let top = groups.len() == 1;
+        let mut next = Vec::with_capacity(groups.len());
+        for (g, calls) in groups.iter().enumerate() {
+            let name = if top {
+                format!("{prefix}_steps")
+            } else {
+                format!("{prefix}_steps_{level}_{g}")
+            };
+            let id = declare(st, &name, Linkage::Local, &step_signature(cc))?;
+            let user = if top { 0 } else { 1 + (level << 24 | g) as u32 };
+            ctx.func =
+                ir::Function::with_name_signature(UserFuncName::user(2, user), step_signature(cc));
+            // Profiled runs record each step by its index in `steps`.
+            let first = (level == 0 && profile).then_some(g * CHAIN_CALLS);
+            call_chain(&mut ctx.func, fctx, st, calls, first, bd);
+            finish(st, ctx, id, &name, clif)?;
+            next.push(id);
         }
-        let ok = b.ins().iconst(types::I32, 0);
-        b.ins().jump(done, &block_args(&[ok]));
-        b.switch_to_block(done);
-        b.ins().return_(&[rc_p]);
-        b.seal_all_blocks();
-        b.finalize(bd.frontend);
+        chain = next;
+        if top {
+            break;
+        }
+        level += 1;
     }
-    finish(st, ctx, steps_id, &steps_name, clif)?;
+    let steps_id = chain[0];
 
     // NAME_run(inputs, outputs, workspace) -> int
     let mut run_sig = ir::Signature::new(cc);
@@ -204,6 +194,62 @@ pub fn define_entries(
     }
     finish(st, ctx, ws_id, &ws_name, clif)?;
     Ok(Entries { run, run_threaded })
+}
+
+/// Most calls in one function of the `NAME_steps` chain.
+const CHAIN_CALLS: usize = 1024;
+
+/// Fills `func` (of the step signature) with calls of `calls` in order, each passed the
+/// function's own arguments, returning the first nonzero status (0 if none). With
+/// `profile_from`, each call is timed and recorded as step `profile_from + k`.
+fn call_chain(
+    func: &mut ir::Function,
+    fctx: &mut FunctionBuilderContext,
+    st: &mut ModState,
+    calls: &[FuncId],
+    profile_from: Option<usize>,
+    bd: &Build,
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let p = b.block_params(entry).to_vec();
+    let done = b.create_block();
+    let rc_p = b.append_block_param(done, types::I32);
+    let mut imports = Imports {
+        st,
+        refs: HashMap::new(),
+        gvs: HashMap::new(),
+    };
+    let prof = profile_from.map(|_| {
+        (
+            imports.func(&mut b, "onnxc_prof_now", &[], &[types::I64]),
+            imports.func(&mut b, "onnxc_prof_record", &[types::I64, types::I64], &[]),
+        )
+    });
+    for (k, &sid) in calls.iter().enumerate() {
+        let f = imports.st.module.declare_func_in_func(sid, b.func);
+        let t0 = prof.map(|(now, _)| {
+            let c = b.ins().call(now, &[]);
+            b.inst_results(c)[0]
+        });
+        let c = b.ins().call(f, &p);
+        let rc = b.inst_results(c)[0];
+        if let (Some((_, rec)), Some(t0), Some(from)) = (prof, t0, profile_from) {
+            let idx = b.ins().iconst(types::I64, (from + k) as i64);
+            b.ins().call(rec, &[idx, t0]);
+        }
+        let next = b.create_block();
+        b.ins().brif(rc, done, &block_args(&[rc]), next, &[]);
+        b.switch_to_block(next);
+    }
+    let ok = b.ins().iconst(types::I32, 0);
+    b.ins().jump(done, &block_args(&[ok]));
+    b.switch_to_block(done);
+    b.ins().return_(&[rc_p]);
+    b.seal_all_blocks();
+    b.finalize(bd.frontend);
 }
 
 /// Workspace bytes for `w` workers: the arena, the shared scratch, a slot per worker.

@@ -10,18 +10,23 @@ fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN
 }
 
+/// Steps per block of the conflict index.
+const BUCKET: usize = 64;
+
 /// Assigns arena offsets and sets `arena_size` (kernels' scratch
 /// follows it, `loops::lower`).
+
 pub fn plan(s: &mut Schedule) {
     let n = s.values.len();
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
+    let places = s.places();
     for (i, st) in s.steps.iter().enumerate() {
-        let out = s.root(st.output);
+        let out = places[st.output].0;
         first[out] = first[out].min(i);
         last[out] = last[out].max(i);
         for &v in &st.inputs {
-            let r = s.root(v);
+            let r = places[v].0;
             last[r] = last[r].max(i);
         }
     }
@@ -34,21 +39,35 @@ pub fn plan(s: &mut Schedule) {
     }
     items.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
     let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // offset, size, first, last
+    // Placed values indexed by the blocks of BUCKET steps their lifetimes touch: the
+    // conflicts of a value are found among those of its own blocks, not among all placed
+    // values (quadratic for models of 100,000 steps).
+    let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); s.steps.len() / BUCKET + 1];
     let mut offsets = vec![0u64; n];
     let mut total = 0u64;
+    let mut conflicts: Vec<(u64, u64)> = Vec::new();
     for (size, f, l, slot) in items {
-        let mut conflicts: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|p| p.2 <= l && f <= p.3)
-            .map(|p| (p.0, p.0 + p.1))
-            .collect();
-        conflicts.sort();
+        conflicts.clear();
+        for b in &buckets[f / BUCKET..=l / BUCKET] {
+            conflicts.extend(
+                b.iter()
+                    .map(|&k| placed[k])
+                    .filter(|p| p.2 <= l && f <= p.3)
+                    .map(|p| (p.0, p.0 + p.1)),
+            );
+        }
+        // A value registered in several blocks is found once per block.
+        conflicts.sort_unstable();
+        conflicts.dedup();
         let mut off = 0u64;
-        for (a, b) in conflicts {
+        for &(a, b) in &conflicts {
             if off + size <= a {
                 break;
             }
             off = off.max(b);
+        }
+        for b in &mut buckets[f / BUCKET..=l / BUCKET] {
+            b.push(placed.len());
         }
         placed.push((off, size, f, l));
         offsets[slot] = off;

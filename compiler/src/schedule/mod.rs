@@ -200,6 +200,42 @@ impl Schedule {
         }
     }
 
+    /// [`Schedule::place`] of every value, in time linear in the number of values (a chain
+    /// of in-place concatenations makes slices of slices as deep as the chain).
+    pub fn places(&self) -> Vec<(SvId, u64)> {
+        const UNKNOWN: SvId = SvId::MAX;
+        let mut out = vec![(UNKNOWN, 0u64); self.values.len()];
+        let mut path: Vec<(SvId, u64)> = Vec::new();
+        for start in 0..self.values.len() {
+            let mut v = start;
+            let (owner, mut off) = loop {
+                if out[v].0 != UNKNOWN {
+                    break out[v];
+                }
+                match self.values[v].storage {
+                    Storage::View(of) => {
+                        path.push((v, 0));
+                        v = of;
+                    }
+                    Storage::Slice { of, offset } => {
+                        path.push((v, offset * self.values[v].dtype.size() as u64));
+                        v = of;
+                    }
+                    _ => {
+                        out[v] = (v, 0);
+                        break (v, 0);
+                    }
+                }
+            };
+            // The value nearest the owner first: each adds its offset to its parent's.
+            while let Some((u, step)) = path.pop() {
+                off += step;
+                out[u] = (owner, off);
+            }
+        }
+        out
+    }
+
     /// The owning value and the byte offset of `v` inside it.
     pub fn place(&self, mut v: SvId) -> (SvId, u64) {
         let mut off = 0;

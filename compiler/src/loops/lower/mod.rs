@@ -62,11 +62,12 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         }
     }
     // Slices (and views of slices) are buffers of their own at an offset in their owner.
+    let places = s.places();
     for v in 0..s.values.len() {
         if buf_of[v] != u32::MAX {
             continue;
         }
-        let (owner, off) = s.place(v);
+        let (owner, off) = places[v];
         if off == 0 && matches!(s.values[v].storage, Storage::View(_)) {
             buf_of[v] = buf_of[owner];
             continue;
