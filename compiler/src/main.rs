@@ -332,7 +332,10 @@ unsafe impl std::alloc::GlobalAlloc for Allocator {
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         // SAFETY: as above.
-        or_exit(unsafe { std::alloc::System.alloc_zeroed(layout) }, layout.size())
+        or_exit(
+            unsafe { std::alloc::System.alloc_zeroed(layout) },
+            layout.size(),
+        )
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         // SAFETY: as above.

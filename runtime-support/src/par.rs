@@ -286,15 +286,7 @@ pub unsafe extern "C" fn onnxc_parallel_loop(
         let b = t as u64 * chunk;
         let e = if t + 1 == tasks { extent } else { b + chunk };
         // SAFETY: caller contract; chunks are disjoint, each run by one worker at a time.
-        let rc = unsafe {
-            body(
-                ctx,
-                b as i64,
-                e as i64,
-                std::ptr::null(),
-                worker,
-            )
-        };
+        let rc = unsafe { body(ctx, b as i64, e as i64, std::ptr::null(), worker) };
         if rc != 0 {
             first.fetch_min((t as u64) << 32 | rc as u32 as u64, Ordering::Relaxed);
         }

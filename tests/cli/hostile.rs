@@ -17,10 +17,7 @@ fn compile_limited(dir: &Path, name: &str, m: &onnxc_proto::ModelProto) -> Outpu
     let p = dir.join(format!("{name}.onnx"));
     save(m, &p);
     let t0 = Instant::now();
-    let o = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
-        .arg(onnxc_tests::onnxc_bin())
+    let o = super::onnxc()
         .arg(&p)
         .arg("-o")
         .arg(dir.join(format!("{name}.o")))
@@ -34,7 +31,10 @@ fn compile_limited(dir: &Path, name: &str, m: &onnxc_proto::ModelProto) -> Outpu
         stderr(&o)
     );
     assert!(!stderr(&o).contains("panicked"), "{name}: {}", stderr(&o));
-    assert!(took < Duration::from_secs(20), "{name}: {took:?}");
+    assert!(
+        took < Duration::from_secs(super::SECONDS),
+        "{name}: {took:?}"
+    );
     o
 }
 
@@ -84,7 +84,10 @@ fn a_huge_declared_axis_is_refused_before_anything_is_allocated() {
             ),
             node("SequenceAt", "at", &["s", "i"], &["y"]),
         ],
-        vec![value_info("x", 1, &[D::N(100_000)]), value_info("i", 7, &[])],
+        vec![
+            value_info("x", 1, &[D::N(100_000)]),
+            value_info("i", 7, &[]),
+        ],
         vec![value_info("y", 1, &[])],
         vec![],
         18,
@@ -120,7 +123,11 @@ fn a_huge_declared_axis_is_refused_before_anything_is_allocated() {
         &d,
         "elements",
         &m,
-        &["graph input 'x'", "1099511627776 elements", "4294967296 (2^32)"],
+        &[
+            "graph input 'x'",
+            "1099511627776 elements",
+            "4294967296 (2^32)",
+        ],
     );
     // An initializer whose dims claim 2^62 elements it does not hold.
     let m = model(
@@ -196,7 +203,11 @@ fn shape_arithmetic_never_wraps() {
         &d,
         "unpool",
         &m,
-        &["node 'unpool' (MaxUnpool", "attribute 'strides'", "window extents"],
+        &[
+            "node 'unpool' (MaxUnpool",
+            "attribute 'strides'",
+            "window extents",
+        ],
     );
     let conv = |op: &str, attr: &str| {
         model(
@@ -250,7 +261,10 @@ fn running_out_of_memory_is_an_error_not_an_abort() {
         .unwrap();
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{:?}: {e}", o.status);
-    assert!(e.contains("out of memory") && e.contains("ulimit -v"), "{e}");
+    assert!(
+        e.contains("out of memory") && e.contains("ulimit -v"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -260,7 +274,12 @@ fn subgraphs_nested_past_the_decoder_limit_are_refused() {
     // recursion the stack could not hold otherwise).
     let leaf = |k: usize| {
         onnxc_tests::model::graph(
-            vec![node("Identity", &format!("id{k}"), &["x"], &[&format!("r{k}")])],
+            vec![node(
+                "Identity",
+                &format!("id{k}"),
+                &["x"],
+                &[&format!("r{k}")],
+            )],
             vec![],
             vec![value_info(&format!("r{k}"), 1, &[D::N(4)])],
         )
@@ -436,5 +455,80 @@ fn a_convolution_over_nine_spatial_dims_is_refused_by_name() {
         "conv9",
         &m,
         &["node 'c9' (Conv, opset 17)", "9 spatial dims", "1 to 8"],
+    );
+}
+
+#[test]
+fn arity_and_graph_size_past_the_caps_are_refused_by_name() {
+    let d = scratch("hostile-caps");
+    // A Concat of 140,000 inputs: past the 2^17 a node may have.
+    let m = model(
+        vec![with_int(
+            node("Concat", "cat", &vec!["x"; 140_000], &["y"]),
+            "axis",
+            0,
+        )],
+        vec![value_info("x", 1, &[D::N(1)])],
+        vec![value_info("y", 1, &[])],
+        vec![],
+        18,
+    );
+    refused(
+        &d,
+        "arity",
+        &m,
+        &[
+            "node 'cat' (Concat, opset 18)",
+            "140000 inputs",
+            "at most 131072",
+        ],
+    );
+    // A Loop of 4096 iterations over a body of 300 nodes would unroll to 1.2 million nodes;
+    // unrolling stops at 200,000 (behind it, no model may build more than 2^20 nodes).
+    let mut body_nodes = vec![node("Identity", "keep", &["c"], &["c_out"])];
+    let name = |k: usize| match k {
+        0 => "v".to_string(),
+        300 => "v_out".to_string(),
+        k => format!("b{k}"),
+    };
+    for k in 0..300 {
+        body_nodes.push(node(
+            if k % 2 == 0 { "Neg" } else { "Relu" },
+            &format!("op{k}"),
+            &[name(k).as_str()],
+            &[name(k + 1).as_str()],
+        ));
+    }
+    let body = onnxc_tests::model::graph(
+        body_nodes,
+        vec![
+            value_info("i", 7, &[]),
+            value_info("c", 9, &[]),
+            value_info("v", 1, &[D::N(4)]),
+        ],
+        vec![
+            value_info("c_out", 9, &[]),
+            value_info("v_out", 1, &[D::N(4)]),
+        ],
+    );
+    let m = model(
+        vec![with_graph(
+            node("Loop", "loop", &["n", "go", "x"], &["y"]),
+            "body",
+            body,
+        )],
+        vec![value_info("x", 1, &[D::N(4)])],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![
+            int_tensor("n", 7, &[], &[4096]),
+            int_tensor("go", 9, &[], &[1]),
+        ],
+        18,
+    );
+    refused(
+        &d,
+        "unrolled",
+        &m,
+        &["node 'loop'", "past 200000 nodes, the most onnxc unrolls"],
     );
 }

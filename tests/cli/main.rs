@@ -13,18 +13,34 @@ use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The onnxc command under the hardening limits (#27): every CLI test, hostile or not, runs
+/// it in 2 GiB of address space.
 fn onnxc() -> Command {
-    Command::new(onnxc_tests::onnxc_bin())
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
+        ))
+        .arg(onnxc_tests::onnxc_bin());
+    c
 }
+
+/// The limits every error case must end within: 2 GiB of address space, 20 s.
+const ADDRESS_SPACE_KIB: u64 = 2 << 20;
+const SECONDS: u64 = 20;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Runs and checks the exit code is 1 with an `onnxc: error:` message and no panic.
+/// Runs and checks the exit code is 1 with an `onnxc: error:` message and no panic,
+/// within `SECONDS`.
 fn fails(cmd: &mut Command) -> String {
+    let t0 = std::time::Instant::now();
     let o = cmd.output().unwrap();
+    let took = t0.elapsed();
     let e = stderr(&o);
+    assert!(took.as_secs() < SECONDS, "took {took:?}; stderr:\n{e}");
     assert_eq!(
         o.status.code(),
         Some(1),

@@ -98,18 +98,22 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
             &[tag, "supports opsets 1 to"],
         );
     }
-    // A graph input of 2^62 floats, and a Reshape/Expand/ConstantOfShape asked for more
-    // than 2^48 bytes (the fill would have been folded at compile time).
+    // A graph input of about 2^62 floats (each axis within the 2^31 - 1 limit), and a
+    // Reshape/Expand/ConstantOfShape asked for more than 2^32 elements (the fill would
+    // have been folded at compile time).
     check(
         "huge_input",
         &model(
             vec![node("Relu", "r", &["x"], &["y"])],
-            vec![f("x", &[1 << 31, 1 << 31])],
-            vec![f("y", &[1 << 31, 1 << 31])],
+            vec![f("x", &[(1 << 31) - 1, (1 << 31) - 1])],
+            vec![f("y", &[(1 << 31) - 1, (1 << 31) - 1])],
             vec![],
             17,
         ),
-        &["would take 18446744073709551616 bytes"],
+        &[
+            "graph input 'x'",
+            "would have 4611686014132420609 elements, more than the 4294967296 (2^32)",
+        ],
     );
     let i64s = |name: &str, v: &[i64]| onnxc_proto::TensorProto {
         name: Some(name.into()),
@@ -130,7 +134,7 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
             ),
             &[
                 &format!("node '{node_name}' ({op}, opset 17)"),
-                "more than the",
+                "4611686018427387904, longer than the 2147483647 (2^31 - 1) onnxc takes per axis",
             ],
         );
     }

@@ -24,6 +24,10 @@ pub struct Ctx<'a> {
     counter: usize,
 }
 
+/// Most nodes the imported graph may hold: a model past it (a 4096-iteration loop over a
+/// large body) would take minutes to compile; 200,000 nodes take seconds.
+pub const MAX_GRAPH_NODES: usize = 1 << 20;
+
 impl<'a> Ctx<'a> {
     pub fn new(
         g: &'a mut Graph,
@@ -408,6 +412,13 @@ impl<'a> Ctx<'a> {
     /// comes through here.
     pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, out: TypeInfo) -> Result<ValueId> {
         crate::ir::dim::check_shape(&out.shape).map_err(|m| self.err(m))?;
+        if self.g.node_count() >= MAX_GRAPH_NODES {
+            return Err(self.err(format!(
+                "the model builds more than {MAX_GRAPH_NODES} (2^20) graph nodes (unrolled \
+                 loops and recurrent layers count once per iteration), more than onnxc \
+                 compiles in one model"
+            )));
+        }
         self.check_types(&op, &inputs, &out)?;
         let name = self.next_name();
         let id = self

@@ -176,6 +176,10 @@ struct Importer<'a> {
     local: std::collections::HashSet<String>,
 }
 
+/// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
+/// seconds; far larger ones would take minutes.
+const MAX_NODE_ARITY: usize = 1 << 17;
+
 /// The tensor type of a value_info, or an error naming it.
 fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
     let name = v.name.clone().unwrap_or_default();
@@ -629,6 +633,14 @@ impl Importer<'_> {
 
     fn node(&mut self, n: &NodeProto) -> Result<()> {
         let (origin, domain, opset) = self.node_origin(n);
+        if n.input.len().max(n.output.len()) > MAX_NODE_ARITY {
+            return Err(Error::Model(format!(
+                "{origin} has {} inputs and {} outputs; onnxc takes at most {MAX_NODE_ARITY} \
+                 (2^17) of each per node",
+                n.input.len(),
+                n.output.len()
+            )));
+        }
         if domain.is_empty() {
             match origin.op_type.as_str() {
                 "If" if self.if_condition(n).is_some() => return self.inline_if(n, &origin),

@@ -318,6 +318,11 @@ impl Graph {
         }
     }
 
+    /// Nodes in the graph (removed ones not counted).
+    pub fn node_count(&self) -> usize {
+        self.dag.node_count()
+    }
+
     pub fn add_node(
         &mut self,
         name: String,

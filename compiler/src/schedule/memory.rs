@@ -15,7 +15,6 @@ const BUCKET: usize = 64;
 
 /// Assigns arena offsets and sets `arena_size` (kernels' scratch
 /// follows it, `loops::lower`).
-
 pub fn plan(s: &mut Schedule) {
     let n = s.values.len();
     let mut first = vec![usize::MAX; n];
