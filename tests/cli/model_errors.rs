@@ -84,6 +84,20 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
         ),
         &["node 'second' (Neg, opset 17) writes 'y'", "assigned once"],
     );
+    // IR version 8 without opset_import (the IR spec requires one).
+    let mut m = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![f("x", &[2])],
+        vec![f("y", &[2])],
+        vec![],
+        17,
+    );
+    m.opset_import.clear();
+    check(
+        "no_opset",
+        &m,
+        &["IR version 8 but no opset_import", "make_opsetid"],
+    );
     // Opsets that do not exist.
     for (opset, tag) in [(0, "opset 0"), (99, "opset 99")] {
         check(

@@ -56,6 +56,18 @@ pub fn load(bytes: &[u8]) -> Result<ModelProto> {
             "no ir_version and no opset_import: this is not an ONNX model".into(),
         ));
     }
+    // The IR spec: a model MUST import at least one opset (IR versions 1 and 2 predate
+    // opset_import and mean opset 1).
+    if let Some(v) = m.ir_version
+        && v >= 3
+        && m.opset_import.is_empty()
+    {
+        return Err(Error::Model(format!(
+            "the model has IR version {v} but no opset_import; the ONNX IR requires one (add \
+             the default domain's opset, e.g. onnx.helper.make_opsetid(\"\", 17), to \
+             model.opset_import)"
+        )));
+    }
     Ok(m)
 }
 
