@@ -247,48 +247,20 @@ pub(super) fn body(blob: &[i64]) -> &[i64] {
 /// tree's depth at least its longest path, every leaf slot, entry and target in range.
 pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     let bad = |s: &str| Err(Invalid(s.into()));
-    // The per-call checks (a subset of those below), then the tables' contents.
-    if let Err(e) = checked_header(blob) {
-        return Err(Invalid(e.0.into()));
-    }
-    let enc = body(blob);
-    let Some(h) = enc.get(..HEADER) else {
-        return bad("shorter than the header");
-    };
-    if h[0] != MAGIC {
-        return bad("no magic");
-    }
-    if ![h[H_INPUT_F64], h[H_VALUE_F64]]
-        .iter()
-        .all(|&b| b == 0 || b == 1)
-        || !(0..=2).contains(&h[H_AGGREGATE])
-    {
-        return bad("a flag is out of range");
-    }
-    let count = |i: usize| -> Result<usize, Invalid> {
-        if (0..1 << 32).contains(&h[i]) {
-            Ok(h[i] as usize)
-        } else {
-            Err(Invalid(format!("header word {i} is out of range")))
-        }
-    };
-    let (nf, nt, trees, n_recs, single, slots) = (
-        count(H_FEATURES)?,
-        count(H_TARGETS)?,
-        count(H_TREES)?,
-        count(H_N_RECORDS)?,
-        count(H_SINGLE)?,
-        count(H_SLOTS)?,
-    );
-    let input_f64 = h[H_INPUT_F64] != 0;
+    // The per-call checks (the header, the tables' bounds), then the tables' contents.
+    let enc = checked_header(blob).map_err(|e| Invalid(e.0.into()))?;
+    let Header {
+        nf,
+        nt,
+        trees,
+        n_recs,
+        single,
+        slots,
+        input_f64,
+        value_size,
+    } = header(enc).map_err(|e| Invalid(e.0.into()))?;
     let (rec_size, key_size) = sizes(input_f64);
-    let value_size = if h[H_VALUE_F64] != 0 { 8 } else { 4 };
-    if nf > MAX_FEATURES as usize || single > nt {
-        return bad("features or the single target out of range");
-    }
-    if n_recs > (u32::MAX as usize - rec_size) / rec_size {
-        return bad("too many records");
-    }
+    let count = |i: usize| header_count(enc, i).map_err(|e| Invalid(e.0.into()));
     let bytes = enc.len() * 8;
     // A table: its bytes, if inside the array and 8-byte aligned.
     let table = |at: usize, len: usize, size: usize| -> Result<Vec<u8>, Invalid> {
@@ -421,15 +393,29 @@ pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// The header of the forest blob `blob` checked for the kernel's per-call use, O(1): the
-/// length word, the magic, flags and counts in range, every table inside the blob for the
-/// lengths the header gives (values and target ids for the entries `starts` ends with),
-/// 8-byte aligned. The tables' contents (records' keys and pairs, roots, order, depths,
-/// entries) are `check`ed in full when the forest is encoded (O(records)), not per call.
-/// Returns the body.
-pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
+/// The counts and flags of a forest's header.
+struct Header {
+    nf: usize,
+    nt: usize,
+    trees: usize,
+    n_recs: usize,
+    single: usize,
+    slots: usize,
+    input_f64: bool,
+    value_size: usize,
+}
+
+/// Header word `i` of `body` as a count: in `0..2^32`.
+fn header_count(body: &[i64], i: usize) -> params::Result<usize> {
+    let w = body.get(i).copied().unwrap_or(-1);
+    Ok(params::in_range(w, 0, u32::MAX as i64, "a header count is out of range")? as usize)
+}
+
+/// Reads and checks the header at the start of `body`: the magic, flags 0 or 1, the
+/// aggregate 0..=2, counts in range, the features and single target within bounds, the
+/// records' bytes within 32 bits.
+fn header(body: &[i64]) -> params::Result<Header> {
     use params::{ParamError, ensure};
-    let body = params::Reader::new(blob)?.body();
     let h = body
         .get(..HEADER)
         .ok_or(ParamError("shorter than the header"))?;
@@ -441,24 +427,49 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
             && (0..=2).contains(&h[H_AGGREGATE]),
         "a flag is out of range",
     )?;
-    let count = |i: usize| -> params::Result<usize> {
-        Ok(params::in_range(h[i], 0, u32::MAX as i64, "a header count is out of range")? as usize)
+    let count = |i: usize| header_count(body, i);
+    let hd = Header {
+        nf: count(H_FEATURES)?,
+        nt: count(H_TARGETS)?,
+        trees: count(H_TREES)?,
+        n_recs: count(H_N_RECORDS)?,
+        single: count(H_SINGLE)?,
+        slots: count(H_SLOTS)?,
+        input_f64: h[H_INPUT_F64] != 0,
+        value_size: if h[H_VALUE_F64] != 0 { 8 } else { 4 },
     };
-    let (nf, nt, trees, n_recs, single, slots) = (
-        count(H_FEATURES)?,
-        count(H_TARGETS)?,
-        count(H_TREES)?,
-        count(H_N_RECORDS)?,
-        count(H_SINGLE)?,
-        count(H_SLOTS)?,
-    );
     ensure(
-        nf <= MAX_FEATURES as usize && single <= nt,
+        hd.nf <= MAX_FEATURES as usize && hd.single <= hd.nt,
         "features or the single target out of range",
     )?;
-    let input_f64 = h[H_INPUT_F64] != 0;
+    let rec_size = sizes(hd.input_f64).0;
+    ensure(
+        hd.n_recs <= (u32::MAX as usize - rec_size) / rec_size,
+        "too many records",
+    )?;
+    Ok(hd)
+}
+
+/// The header of the forest blob `blob` checked for the kernel's per-call use, O(1): the
+/// length word, the magic, flags and counts in range, every table inside the blob for the
+/// lengths the header gives (values and target ids for the entries `starts` ends with),
+/// 8-byte aligned. The tables' contents (records' keys and pairs, roots, order, depths,
+/// entries) are `check`ed in full when the forest is encoded (O(records)), not per call.
+/// Returns the body.
+pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
+    use params::ensure;
+    let body = params::Reader::new(blob)?.body();
+    let Header {
+        trees,
+        n_recs,
+        single,
+        slots,
+        input_f64,
+        value_size,
+        ..
+    } = header(body)?;
     let rec_size = sizes(input_f64).0;
-    let value_size = if h[H_VALUE_F64] != 0 { 8 } else { 4 };
+    let count = |i: usize| header_count(body, i);
     let bytes = body.len() * 8;
     // Table `at` of `len` entries of `size` bytes inside the body (counts are below 2³², so
     // the products fit).
