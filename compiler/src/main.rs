@@ -28,14 +28,16 @@ struct CompileArgs {
     /// The ONNX model to compile.
     #[arg(required_unless_present = "print_runtime_lib")]
     model: Option<PathBuf>,
-    /// Output object file; the header is written beside it with extension .h.
+    /// Output object file; the header is written beside it with extension .h. Not needed
+    /// with --emit, which prints.
     #[arg(
         short = 'o',
         long = "output",
-        required_unless_present = "print_runtime_lib"
+        required_unless_present_any = ["print_runtime_lib", "emit"]
     )]
     output: Option<PathBuf>,
-    /// Symbol prefix of the generated functions (default: the output file stem).
+    /// Symbol prefix of the generated functions (default: the output file stem, or the
+    /// model's with --emit and no -o).
     #[arg(long)]
     name: Option<String>,
     /// Print the stage's dump instead of writing an object.
@@ -192,11 +194,17 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
         println!("{}", driver::runtime_lib()?.display());
         return Ok(());
     }
-    let (Some(model), Some(output)) = (&a.model, &a.output) else {
+    let Some(model) = &a.model else {
         return Err(Error::Usage("usage: onnxc MODEL.onnx -o OUT.o".into()));
+    };
+    let output = match (&a.output, a.emit) {
+        (Some(o), _) => Some(o),
+        (None, Some(_)) => None,
+        (None, None) => return Err(Error::Usage("usage: onnxc MODEL.onnx -o OUT.o".into())),
     };
     let opts = options(&a.common)?;
     let stem = output
+        .unwrap_or(model)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
@@ -212,6 +220,9 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
         print!("{d}");
         return Ok(());
     }
+    let Some(output) = output else {
+        return Err(Error::Internal("no dump and no output path".into()));
+    };
     write(output, &c.object)?;
     let header = output.with_extension("h");
     write(&header, c.header.as_bytes())?;

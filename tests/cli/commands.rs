@@ -78,7 +78,16 @@ fn emit_every_stage() {
         assert!(o.status.success(), "{stage}: {}", stderr(&o));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains(marker), "{stage}: {out}");
+        // --emit prints: no -o needed, the same dump.
+        let o2 = onnxc().arg(&m).args(["--emit", stage]).output().unwrap();
+        assert!(o2.status.success(), "{stage}: {}", stderr(&o2));
+        if stage != "clif" {
+            assert_eq!(o.stdout, o2.stdout, "{stage}");
+        }
     }
+    // Without --emit, -o is required.
+    let e = stderr(&onnxc().arg(&m).output().unwrap());
+    assert!(e.contains("--output"), "{e}");
 }
 
 #[test]
