@@ -84,6 +84,18 @@ enum EmitArg {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Describe a model without compiling it: inputs and outputs with their symbolic dims,
+    /// opsets, the operator histogram, parameters, multiply-adds and what onnxc cannot
+    /// compile (give --shape/--dim to check a model with symbolic dims).
+    Inspect {
+        /// The ONNX model.
+        model: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Compile through the AOT path, link, run once and write the outputs as TensorProto files.
     Run {
         /// The ONNX model.
@@ -189,6 +201,215 @@ fn write(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::write(path, data).map_err(|e| Error::io(path, e))
 }
 
+/// `s` as a JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `onnxc inspect --json`: one object (schema in the README).
+fn inspect_json(model: &Path, i: &driver::Inspection) -> String {
+    let s = &i.summary;
+    let list = |v: Vec<String>| format!("[{}]", v.join(", "));
+    let strs = |v: &[String]| list(v.iter().map(|x| json_str(x)).collect());
+    let io = |v: &[onnxc::frontend::inspect::Declared]| {
+        list(
+            v.iter()
+                .map(|d| {
+                    let dims = d.dims.as_ref().map_or("null".to_string(), |dims| {
+                        list(
+                            dims.iter()
+                                .map(|x| match x.parse::<i64>() {
+                                    Ok(n) => n.to_string(),
+                                    Err(_) if x == "?" => "null".into(),
+                                    Err(_) => json_str(x),
+                                })
+                                .collect(),
+                        )
+                    });
+                    format!(
+                        "{{\"name\": {}, \"type\": {}, \"dims\": {dims}}}",
+                        json_str(&d.name),
+                        json_str(&d.ty)
+                    )
+                })
+                .collect(),
+        )
+    };
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let fields = [
+        ("model", json_str(&model.display().to_string())),
+        ("ir_version", opt(s.ir_version.map(|v| v.to_string()))),
+        ("producer", json_str(&s.producer)),
+        (
+            "opsets",
+            format!(
+                "{{{}}}",
+                s.opsets
+                    .iter()
+                    .map(|(d, v)| format!("{}: {v}", json_str(d)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        ("inputs", io(&s.inputs)),
+        ("outputs", io(&s.outputs)),
+        ("symbols", strs(&s.symbols)),
+        ("nodes", s.nodes.to_string()),
+        (
+            "ops",
+            list(
+                s.ops
+                    .iter()
+                    .map(|((d, op), n)| {
+                        format!(
+                            "{{\"domain\": {}, \"op_type\": {}, \"count\": {n}}}",
+                            json_str(d),
+                            json_str(op)
+                        )
+                    })
+                    .collect(),
+            ),
+        ),
+        ("initializers", s.initializers.to_string()),
+        ("parameters", s.parameters.to_string()),
+        ("parameter_bytes", s.parameter_bytes.to_string()),
+        ("multiply_adds", opt(i.multiply_adds.map(|n| n.to_string()))),
+        (
+            "no_builder",
+            list(
+                s.unknown_ops
+                    .iter()
+                    .map(|(d, op)| {
+                        format!(
+                            "{{\"domain\": {}, \"op_type\": {}}}",
+                            json_str(d),
+                            json_str(op)
+                        )
+                    })
+                    .collect(),
+            ),
+        ),
+        ("imports", i.import_error.is_none().to_string()),
+        (
+            "import_error",
+            opt(i.import_error.as_ref().map(|e| json_str(&e.to_string()))),
+        ),
+        ("warnings", strs(&i.warnings)),
+    ];
+    format!(
+        "{{{}}}",
+        fields
+            .iter()
+            .map(|(k, v)| format!("{}: {v}", json_str(k)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
+    let opts = options(common)?;
+    let i = driver::inspect(model, &opts)?;
+    if json {
+        println!("{}", inspect_json(model, &i));
+        return Ok(());
+    }
+    let s = &i.summary;
+    let io = |d: &onnxc::frontend::inspect::Declared| match &d.dims {
+        Some(dims) => format!("{}  {}[{}]", d.name, d.ty, dims.join(", ")),
+        None => format!("{}  {} (no shape)", d.name, d.ty),
+    };
+    let mut head = format!("{}", model.display());
+    let mut about = Vec::new();
+    if let Some(v) = s.ir_version {
+        about.push(format!("IR version {v}"));
+    }
+    if !s.producer.is_empty() {
+        about.push(format!("producer {}", s.producer));
+    }
+    if !about.is_empty() {
+        head += &format!(" ({})", about.join(", "));
+    }
+    println!("model:          {head}");
+    let opsets: Vec<String> = s.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect();
+    println!("opsets:         {}", opsets.join(", "));
+    for (what, list) in [("inputs:", &s.inputs), ("outputs:", &s.outputs)] {
+        for (k, d) in list.iter().enumerate() {
+            println!("{:<16}{}", if k == 0 { what } else { "" }, io(d));
+        }
+        if list.is_empty() {
+            println!("{what:<16}none");
+        }
+    }
+    if !s.symbols.is_empty() {
+        println!(
+            "symbols:        {} (fix with --dim SYMBOL=N or --shape INPUT=D0,D1,…)",
+            s.symbols.join(", ")
+        );
+    }
+    let mut ops: Vec<(&(String, String), &usize)> = s.ops.iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let hist: Vec<String> = ops
+        .iter()
+        .map(|((d, op), n)| {
+            if d.is_empty() {
+                format!("{op} {n}")
+            } else {
+                format!("{d}.{op} {n}")
+            }
+        })
+        .collect();
+    println!("nodes:          {} ({})", s.nodes, hist.join(", "));
+    println!(
+        "parameters:     {} in {} initializers ({:.1} MB)",
+        s.parameters,
+        s.initializers,
+        s.parameter_bytes as f64 / 1e6
+    );
+    match i.multiply_adds {
+        Some(n) => println!(
+            "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions)",
+            n as f64 / 1e9
+        ),
+        None => println!("multiply-adds:  unknown until every dim is bound"),
+    }
+    for w in &i.warnings {
+        println!("warning:        {w}");
+    }
+    if !s.unknown_ops.is_empty() {
+        let list: Vec<String> = s
+            .unknown_ops
+            .iter()
+            .map(|(d, op)| {
+                if d.is_empty() {
+                    op.clone()
+                } else {
+                    format!("{d}.{op}")
+                }
+            })
+            .collect();
+        println!("no builder for: {}", list.join(", "));
+    }
+    match &i.import_error {
+        None => println!("imports:        yes (every node builds with these shapes)"),
+        Some(e) => println!("imports:        no: {e}"),
+    }
+    Ok(())
+}
+
 fn compile_cmd(a: &CompileArgs) -> Result<()> {
     if a.print_runtime_lib {
         println!("{}", driver::runtime_lib()?.display());
@@ -245,6 +466,11 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         None => compile_cmd(&cli.compile),
+        Some(Cmd::Inspect {
+            model,
+            json,
+            common,
+        }) => inspect_cmd(&model, json, &common),
         Some(Cmd::Run {
             model,
             inputs,

@@ -1,6 +1,6 @@
 //! The commands and their flags: help, compile (object, headers, `--name`, `--emit`),
-//! `run`, `bench --json`, files that are not models, external data, symbolic dims that need
-//! `--shape`/`--dim`, and warnings.
+//! `run`, `bench --json`, `inspect`, files that are not models, external data, symbolic dims
+//! that need `--shape`/`--dim`, and warnings.
 
 use super::{fails, onnxc, small_model, stderr};
 use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info, with_ints};
@@ -12,6 +12,7 @@ fn help_for_every_subcommand() {
         vec!["--help"],
         vec!["run", "--help"],
         vec!["bench", "--help"],
+        vec!["inspect", "--help"],
     ] {
         let o = onnxc().args(&args).output().unwrap();
         assert!(o.status.success(), "{args:?}");
@@ -311,5 +312,110 @@ fn a_wrongly_declared_output_shape_is_a_warning() {
         std::fs::read_to_string(d.join("m.h"))
             .unwrap()
             .contains("float32 [1, 4]")
+    );
+}
+
+#[test]
+fn inspect_describes_a_model_without_compiling_it() {
+    let d = scratch("inspect");
+    // y = Relu(Conv(x, w)) over x [batch, 3, 8, 8], w [4, 3, 3, 3]: 4·6·6 outputs per image,
+    // 27 products each.
+    let m = model(
+        vec![
+            node("Conv", "conv", &["x", "w"], &["c"]),
+            node("Relu", "relu", &["c"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::S("batch"), D::N(3), D::N(8), D::N(8)],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::S("batch"), D::N(4), D::N(6), D::N(6)],
+        )],
+        vec![f32_tensor("w", &[4, 3, 3, 3], &[0.5; 108])],
+        17,
+    );
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let text = |args: &[&str]| {
+        let o = onnxc().arg("inspect").arg(&p).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = text(&[]);
+    for want in [
+        "opsets:         ai.onnx 17",
+        "inputs:         x  float32[batch, 3, 8, 8]",
+        "outputs:        y  float32[batch, 4, 6, 6]",
+        "symbols:        batch",
+        "nodes:          2 (Conv 1, Relu 1)",
+        "parameters:     108 in 1 initializers",
+        "multiply-adds:  unknown",
+        "imports:        no",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    let out = text(&["--dim", "batch=2"]);
+    for want in ["multiply-adds:  7776 ", "imports:        yes"] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    // --json: one object with every field, of the documented types.
+    let j: serde_json::Value = serde_json::from_str(&text(&["--json"])).expect("valid JSON");
+    assert_eq!(j["ir_version"], 8);
+    assert_eq!(j["opsets"]["ai.onnx"], 17);
+    assert_eq!(
+        j["inputs"],
+        serde_json::json!([{"name": "x", "type": "float32", "dims": ["batch", 3, 8, 8]}])
+    );
+    assert_eq!(
+        j["outputs"][0]["dims"],
+        serde_json::json!(["batch", 4, 6, 6])
+    );
+    assert_eq!(j["symbols"], serde_json::json!(["batch"]));
+    assert_eq!(j["nodes"], 2);
+    assert_eq!(
+        j["ops"],
+        serde_json::json!([
+            {"domain": "", "op_type": "Conv", "count": 1},
+            {"domain": "", "op_type": "Relu", "count": 1}
+        ])
+    );
+    assert_eq!(j["initializers"], 1);
+    assert_eq!(j["parameters"], 108);
+    assert_eq!(j["parameter_bytes"], 432);
+    assert!(j["multiply_adds"].is_null());
+    assert_eq!(j["no_builder"], serde_json::json!([]));
+    assert_eq!(j["imports"], false);
+    assert!(
+        j["import_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("batch"))
+    );
+    assert!(j["warnings"].is_array());
+    assert!(j["model"].is_string() && j["producer"].is_string());
+    let j: serde_json::Value =
+        serde_json::from_str(&text(&["--json", "--dim", "batch=2"])).expect("valid JSON");
+    assert_eq!(j["multiply_adds"], 7776);
+    assert_eq!(j["imports"], true);
+    assert!(j["import_error"].is_null());
+    // An op type without a builder is named (and nothing is compiled).
+    let m = model(
+        vec![node("NoSuchOp", "n", &["x"], &["y"])],
+        vec![value_info("x", 1, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![],
+        17,
+    );
+    save(&m, &p);
+    let out = text(&[]);
+    assert!(out.contains("no builder for: NoSuchOp"), "{out}");
+    assert!(out.contains("imports:        no:"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&text(&["--json"])).expect("valid JSON");
+    assert_eq!(
+        j["no_builder"],
+        serde_json::json!([{"domain": "", "op_type": "NoSuchOp"}])
     );
 }

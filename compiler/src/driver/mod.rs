@@ -93,6 +93,54 @@ pub fn compile_file(
     compile_source(Source::Owned(bytes), &dir, &source, prefix, opts, emit)
 }
 
+/// What `onnxc inspect` reports: the model's summary and, where it imports (every op
+/// supported, every dim bound), the multiply-adds of its products and convolutions.
+pub struct Inspection {
+    pub summary: frontend::inspect::Summary,
+    pub multiply_adds: Option<u64>,
+    /// Why the model does not import as given, if it does not (unsupported ops with their
+    /// reasons, a symbolic dim to fix, a model error).
+    pub import_error: Option<Error>,
+    pub warnings: Vec<String>,
+}
+
+/// Reads the model at `path` and imports it with `opts`' shapes (nothing is compiled).
+pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let dir = DataDir(Some(
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    ));
+    let model = frontend::load(&bytes)?;
+    drop(bytes);
+    let summary = frontend::inspect::summarize(&model);
+    let import = ImportOptions {
+        input_shapes: opts.shapes.clone(),
+        dim_values: opts.dims.clone(),
+        ..ImportOptions::default()
+    };
+    // A panic is a compiler bug; reported as the import's error, not an abort.
+    let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        frontend::import_owned(model, &dir, &import)
+    }))
+    .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
+    Ok(match imported {
+        Ok(g) => Inspection {
+            summary,
+            multiply_adds: crate::ir::cost::multiply_adds(&g),
+            import_error: None,
+            warnings: g.warnings.clone(),
+        },
+        Err(e) => Inspection {
+            summary,
+            multiply_adds: None,
+            import_error: Some(e),
+            warnings: Vec::new(),
+        },
+    })
+}
+
 pub fn compile_bytes(
     bytes: &[u8],
     dir: &DataDir,

@@ -6,6 +6,7 @@
 
 pub mod build;
 pub mod ctx;
+pub mod inspect;
 pub mod ops;
 pub mod registry;
 mod sequence;

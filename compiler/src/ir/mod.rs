@@ -1,6 +1,7 @@
 //! The compiler's intermediate representations above the loop level: element types,
 //! symbolic dims, constant tensors, scalar expressions and the op graph.
 
+pub mod cost;
 pub mod dim;
 pub mod dtype;
 pub mod eval;
