@@ -278,6 +278,36 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
             .args(["--dim", "batch=-1"]),
     );
     assert!(e.contains("non-negative"), "{e}");
+    // run and bench take the symbolic dims from the input files (no --shape).
+    let x = d.join("x.pb");
+    save_tensor(
+        &f32_tensor(
+            "x",
+            &[4, 3],
+            &[1., 2., 3., 4., 5., 6., 7., 8., 9., 1., 1., 1.],
+        ),
+        &x,
+    );
+    let y = &run_model(&[&p, &x], &d.join("out"))[0];
+    assert_eq!(y.shape, vec![4, 1]);
+    assert_eq!(y.to_f64s(), vec![6.0, 15.0, 24.0, 3.0]);
+    let o = onnxc()
+        .arg("bench")
+        .arg(&p)
+        .arg(&x)
+        .args(["--iterations", "2", "--warmup", "1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A --dim the file disagrees with is the error it was.
+    let mut cmd = onnxc();
+    cmd.arg("run")
+        .arg(&p)
+        .arg(&x)
+        .args(["--dim", "batch=5", "--output-dir"])
+        .arg(d.join("out"));
+    let e = fails(&mut cmd);
+    assert!(e.contains("bound to both 5 and 4"), "{e}");
 }
 
 /// A graph output declared with another shape than its operators compute compiles (as

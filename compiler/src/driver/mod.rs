@@ -445,6 +445,67 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
     Ok(out)
 }
 
+/// `opts` with a `--shape` for every runtime input whose declared shape has symbolic (or
+/// unnamed) dims and that neither `--shape` nor the input files fix otherwise: the shape of
+/// the file bound to it. `onnxc run` and `bench` then need no `--shape` for a model
+/// exported with dynamic axes; a file that disagrees with a `--dim` is the import's error.
+fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Result<Options> {
+    if inputs.is_empty() {
+        return Ok(opts.clone());
+    }
+    let bytes = std::fs::read(model).map_err(|e| Error::io(model, e))?;
+    let declared = frontend::inspect::summarize(&frontend::load(&bytes)?).inputs;
+    let mut opts = opts.clone();
+    let mut next = 0;
+    let mut taken = vec![false; declared.len()];
+    for a in inputs {
+        if let InputArg::Named(n, _) = a
+            && let Some(k) = declared.iter().position(|d| &d.name == n)
+        {
+            taken[k] = true;
+        }
+    }
+    for a in inputs {
+        let (k, path) = match a {
+            InputArg::Named(n, p) => match declared.iter().position(|d| &d.name == n) {
+                Some(k) => (k, p),
+                None => continue,
+            },
+            InputArg::Positional(p) => {
+                while next < taken.len() && taken[next] {
+                    next += 1;
+                }
+                if next >= declared.len() {
+                    break;
+                }
+                next += 1;
+                (next - 1, p)
+            }
+        };
+        let d = &declared[k];
+        let symbolic = d
+            .dims
+            .as_ref()
+            .is_none_or(|dims| dims.iter().any(|x| x.parse::<i64>().is_err()));
+        if symbolic && !opts.shapes.iter().any(|(n, _)| n == &d.name) {
+            let (_, t) = read_tensor(path)?;
+            // Only a shape of the declared rank agreeing with its fixed dims: any other is
+            // reported against the model's shape when the inputs are bound.
+            let fits = d.dims.as_ref().is_none_or(|dims| {
+                dims.len() == t.shape.len()
+                    && dims
+                        .iter()
+                        .zip(&t.shape)
+                        .all(|(x, &v)| x.parse::<i64>().map_or(true, |x| x == v))
+            });
+            if fits {
+                opts.shapes.push((d.name.clone(), t.shape.clone()));
+            }
+        }
+    }
+    Ok(opts)
+}
+
 /// Compiles, links and runs a model once (on `threads` threads: `NAME_run_threaded` on the
 /// runtime's pool when more than one); returns the outputs in graph order.
 pub fn run(
@@ -462,7 +523,7 @@ pub fn run(
     }
     let opts = Options {
         emit_main: true,
-        ..opts.clone()
+        ..shapes_from_inputs(model, inputs, opts)?
     };
     let c = compile_file(model, "model", &opts, None)?;
     let tensors = bind_inputs(&c.program.inputs, inputs)?;
@@ -545,7 +606,7 @@ pub fn bench(
     let tmp = TempDir::new("bench")?;
     let opts = Options {
         emit_main: true,
-        ..opts.clone()
+        ..shapes_from_inputs(model, inputs, opts)?
     };
     let c = compile_file(model, "model", &opts, None)?;
     let tensors = if inputs.is_empty() {
