@@ -59,7 +59,6 @@ fn rust_example_builds_and_prints_top5() {
         Command::new(env!("CARGO"))
             .current_dir(root().join("examples/rust"))
             .args(["run", "--release", "--quiet"])
-            .env("ONNXC", onnxc_bin())
             .env("CARGO_TARGET_DIR", &target),
     );
     assert!(out.contains(TOP1), "{out}");
