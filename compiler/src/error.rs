@@ -105,3 +105,76 @@ impl Error {
 macro_rules! model_err {
     ($($arg:tt)*) => { $crate::error::Error::Model(format!($($arg)*)) };
 }
+
+/// `s` as a JSON string literal.
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A warning as one line of JSON (`--error-format json`).
+pub fn warning_json(message: &str) -> String {
+    format!(
+        "{{\"level\": \"warning\", \"message\": {}}}",
+        json_str(message)
+    )
+}
+
+impl Error {
+    /// The kind of error, as `--error-format json` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Parse(_) => "parse",
+            Error::Unsupported(_) => "unsupported",
+            Error::Model(_) => "model",
+            Error::NeedShape(_) => "need_shape",
+            Error::Usage(_) => "usage",
+            Error::Tool(_) => "tool",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    /// The error as one line of JSON (`--error-format json`): `level`, `kind`, `message`
+    /// (the text a person reads) and, for unsupported ops, every node with its op type,
+    /// domain, opset and reason.
+    pub fn to_json(&self) -> String {
+        let nodes = match self {
+            Error::Unsupported(list) => {
+                let items: Vec<String> = list
+                    .iter()
+                    .map(|u| {
+                        format!(
+                            "{{\"node\": {}, \"op_type\": {}, \"domain\": {}, \"opset\": {}, \"reason\": {}}}",
+                            json_str(&u.node),
+                            json_str(&u.op_type),
+                            json_str(&u.domain),
+                            u.opset,
+                            json_str(&u.reason)
+                        )
+                    })
+                    .collect();
+                format!(", \"nodes\": [{}]", items.join(", "))
+            }
+            _ => String::new(),
+        };
+        format!(
+            "{{\"level\": \"error\", \"kind\": \"{}\", \"message\": {}{nodes}}}",
+            self.kind(),
+            json_str(&self.to_string())
+        )
+    }
+}

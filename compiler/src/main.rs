@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use onnxc::driver::{self, Emit, InputArg, OptLevel, Options};
-use onnxc::error::{Error, Result};
+use onnxc::error::{Error, Result, json_str};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -17,6 +17,10 @@ use std::process::ExitCode;
     subcommand_negates_reqs = true
 )]
 struct Cli {
+    /// How errors and warnings are printed: `human` (`onnxc: error: …`) or `json` (one
+    /// object per line on stderr: level, kind, message, and the nodes of unsupported ops).
+    #[arg(long, value_enum, global = true, default_value_t = ErrorFormat::Human)]
+    error_format: ErrorFormat,
     #[command(subcommand)]
     command: Option<Cmd>,
     #[command(flatten)]
@@ -82,6 +86,15 @@ enum EmitArg {
     Clif,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ErrorFormat {
+    Human,
+    Json,
+}
+
+/// `--error-format json`, for the options every command builds.
+static JSON_DIAGNOSTICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Describe a model without compiling it: inputs and outputs with their symbolic dims,
@@ -143,6 +156,7 @@ enum Cmd {
 }
 
 fn options(c: &CommonArgs) -> Result<Options> {
+    let json_diagnostics = JSON_DIAGNOSTICS.load(std::sync::atomic::Ordering::Relaxed);
     let mut shapes = Vec::new();
     for s in &c.shapes {
         let (name, dims) = s
@@ -183,6 +197,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         emit_main: false,
         profile: false,
         no_winograd: c.no_winograd,
+        json_diagnostics,
     })
 }
 
@@ -199,25 +214,6 @@ fn input_args(list: &[String]) -> Vec<InputArg> {
 
 fn write(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::write(path, data).map_err(|e| Error::io(path, e))
-}
-
-/// `s` as a JSON string literal.
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `onnxc inspect --json`: one object (schema in the README).
@@ -462,8 +458,7 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
     Ok(())
 }
 
-fn real_main() -> Result<()> {
-    let cli = Cli::parse();
+fn real_main(cli: Cli) -> Result<()> {
     match cli.command {
         None => compile_cmd(&cli.compile),
         Some(Cmd::Inspect {
@@ -615,8 +610,15 @@ fn out_of_memory(bytes: usize) -> ! {
 }
 
 fn main() -> ExitCode {
-    match real_main() {
+    let cli = Cli::parse();
+    let json = cli.error_format == ErrorFormat::Json;
+    JSON_DIAGNOSTICS.store(json, std::sync::atomic::Ordering::Relaxed);
+    match real_main(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if json => {
+            eprintln!("{}", e.to_json());
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("onnxc: error: {e}");
             ExitCode::FAILURE

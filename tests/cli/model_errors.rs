@@ -35,6 +35,55 @@ fn unsupported_ops_are_all_reported_at_once() {
         "{e}"
     );
     assert!(e.contains("2 node(s)"), "{e}");
+    // --error-format json: one object on stderr, every node listed.
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .args(["--error-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(j["level"], "error");
+    assert_eq!(j["kind"], "unsupported");
+    assert!(j["message"].as_str().unwrap().contains("2 node(s)"));
+    assert_eq!(
+        j["nodes"],
+        serde_json::json!([
+            {"node": "first_bad", "op_type": "FancyOp", "domain": "", "opset": 17,
+             "reason": "no implementation of this op"},
+            {"node": "second_bad", "op_type": "OtherMissingOp", "domain": "", "opset": 17,
+             "reason": "no implementation of this op"}
+        ])
+    );
+    // A warning is a JSON line too (an output declared with another shape), on success.
+    let m = model(
+        vec![node("Relu", "act", &["x"], &["y"])],
+        vec![value_info("x", 1, &[D::N(1), D::N(4)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(5)])],
+        vec![],
+        13,
+    );
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .args(["--error-format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warning = stderr(&o)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .expect("a JSON warning line");
+    assert_eq!(warning["level"], "warning");
+    assert!(
+        warning["message"].as_str().unwrap().contains("'y'"),
+        "{warning}"
+    );
 }
 
 #[test]

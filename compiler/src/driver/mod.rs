@@ -44,6 +44,8 @@ pub struct Options {
     pub profile: bool,
     /// Compute 3×3 convolutions without Winograd transforms (`--no-winograd`).
     pub no_winograd: bool,
+    /// Print warnings as JSON lines (`--error-format json`).
+    pub json_diagnostics: bool,
 }
 
 impl Default for Options {
@@ -57,6 +59,7 @@ impl Default for Options {
             emit_main: false,
             profile: false,
             no_winograd: false,
+            json_diagnostics: false,
         }
     }
 }
@@ -201,7 +204,11 @@ fn compile_bytes_inner(
     };
     let mut graph = frontend::import_owned(model, dir, &import)?;
     for w in &graph.warnings {
-        eprintln!("onnxc: warning: {w}");
+        if opts.json_diagnostics {
+            eprintln!("{}", crate::error::warning_json(w));
+        } else {
+            eprintln!("onnxc: warning: {w}");
+        }
     }
     let optimize = opts.opt == OptLevel::O2;
     passes::optimize(
