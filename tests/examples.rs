@@ -117,3 +117,65 @@ int main(void) {
     );
     let _ = std::fs::remove_dir_all(d);
 }
+
+#[test]
+fn cmake_example_builds_with_onnxc_add_model() {
+    // CMake from the project's venv (tests/conformance/requirements.txt pins it).
+    let cmake = root().join(".cache/venv/bin/cmake");
+    assert!(cmake.is_file(), "{} missing: run `make venv`", cmake.display());
+    let build = std::env::temp_dir().join(format!("onnxc-cmake-example-{}", std::process::id()));
+    check(
+        Command::new(&cmake)
+            .arg("-S")
+            .arg(root().join("examples/cmake"))
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DONNXC_EXECUTABLE={}", onnxc_bin().display())),
+    );
+    check(Command::new(&cmake).arg("--build").arg(&build));
+    let out = check(&mut Command::new(build.join("classify")));
+    assert!(out.contains(TOP1), "{out}");
+    assert!(out.contains("3 concurrent callers on one pool: bit-identical"), "{out}");
+    let _ = std::fs::remove_dir_all(build);
+}
+
+#[test]
+fn link_flags_and_pkg_config_link_the_c_example() {
+    let d = std::env::temp_dir().join(format!("onnxc-link-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    check(
+        Command::new(onnxc_bin())
+            .arg(root().join("examples/models/tiny_cnn.onnx"))
+            .arg("-o")
+            .arg(d.join("tiny_cnn.o")),
+    );
+    let flags = check(Command::new(onnxc_bin()).arg("--print-link-flags"));
+    // The pkg-config file's Libs, with its libdir substituted.
+    let pc = check(Command::new(onnxc_bin()).arg("--print-pkg-config"));
+    let libdir = pc
+        .lines()
+        .find_map(|l| l.strip_prefix("libdir="))
+        .expect("a libdir line");
+    let libs = pc
+        .lines()
+        .find_map(|l| l.strip_prefix("Libs: "))
+        .expect("a Libs line")
+        .replace("${libdir}", libdir);
+    assert!(pc.contains("Name: onnxc-runtime"), "{pc}");
+    for (k, link) in [flags.trim(), libs.trim()].into_iter().enumerate() {
+        let exe = d.join(format!("classify{k}"));
+        check(
+            Command::new("cc")
+                .arg("-O2")
+                .arg(format!("-I{}", d.display()))
+                .arg(root().join("examples/c/main.c"))
+                .arg(d.join("tiny_cnn.o"))
+                .args(link.split_whitespace())
+                .arg("-o")
+                .arg(&exe),
+        );
+        let out = check(&mut Command::new(&exe));
+        assert!(out.contains(TOP1), "{link}: {out}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -30,14 +30,14 @@ struct Cli {
 #[derive(Args)]
 struct CompileArgs {
     /// The ONNX model to compile.
-    #[arg(required_unless_present = "print_runtime_lib")]
+    #[arg(required_unless_present_any = ["print_runtime_lib", "print_link_flags", "print_pkg_config"])]
     model: Option<PathBuf>,
     /// Output object file; the header is written beside it with extension .h. Not needed
     /// with --emit, which prints.
     #[arg(
         short = 'o',
         long = "output",
-        required_unless_present_any = ["print_runtime_lib", "emit"]
+        required_unless_present_any = ["print_runtime_lib", "print_link_flags", "print_pkg_config", "emit"]
     )]
     output: Option<PathBuf>,
     /// Symbol prefix of the generated functions (default: the output file stem, or the
@@ -50,6 +50,12 @@ struct CompileArgs {
     /// Print the path of libonnxc_runtime.a and exit.
     #[arg(long)]
     print_runtime_lib: bool,
+    /// Print what to link a model with (the runtime, system libraries, --gc-sections).
+    #[arg(long)]
+    print_link_flags: bool,
+    /// Print a pkg-config file for the runtime (save it as onnxc-runtime.pc).
+    #[arg(long)]
+    print_pkg_config: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -409,6 +415,14 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
 fn compile_cmd(a: &CompileArgs) -> Result<()> {
     if a.print_runtime_lib {
         println!("{}", driver::runtime_lib()?.display());
+        return Ok(());
+    }
+    if a.print_link_flags {
+        println!("{}", driver::link_flags()?.join(" "));
+        return Ok(());
+    }
+    if a.print_pkg_config {
+        print!("{}", driver::pkg_config()?);
         return Ok(());
     }
     let Some(model) = &a.model else {

@@ -5,7 +5,7 @@
  *
  * or by hand:
  *   onnxc ../models/tiny_cnn.onnx -o build/tiny_cnn.o
- *   cc -O2 -Ibuild main.c build/tiny_cnn.o $(onnxc --print-runtime-lib) -lm -lpthread -ldl -o build/classify
+ *   cc -O2 -Ibuild main.c build/tiny_cnn.o $(onnxc --print-link-flags) -o build/classify
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -325,6 +325,32 @@ pub fn runtime_lib() -> Result<PathBuf> {
     )))
 }
 
+/// The system libraries the runtime needs.
+pub const SYSTEM_LIBS: [&str; 3] = ["-lm", "-lpthread", "-ldl"];
+
+/// What a program links a compiled model with: the runtime library, the system libraries,
+/// and `--gc-sections` so only the kernels the model calls stay in the executable (the C
+/// example's text: 2.2 MB without, 0.87 MB with).
+pub fn link_flags() -> Result<Vec<String>> {
+    let mut flags = vec![runtime_lib()?.display().to_string()];
+    flags.extend(SYSTEM_LIBS.iter().map(|s| s.to_string()));
+    flags.push("-Wl,--gc-sections".into());
+    Ok(flags)
+}
+
+/// A pkg-config file (`onnxc-runtime.pc`) describing the runtime library.
+pub fn pkg_config() -> Result<String> {
+    let lib = runtime_lib()?;
+    let dir = lib.parent().unwrap_or(Path::new(".")).display().to_string();
+    Ok(format!(
+        "libdir={dir}\n\nName: onnxc-runtime\nDescription: The runtime library of \
+         onnxc-compiled models (each model's header comes with its object)\nVersion: {}\n\
+         Libs: ${{libdir}}/libonnxc_runtime.a {} -Wl,--gc-sections\n",
+        env!("CARGO_PKG_VERSION"),
+        SYSTEM_LIBS.join(" ")
+    ))
+}
+
 /// Links objects with the runtime into an executable using `$CC` (default `cc`).
 pub fn link(objects: &[PathBuf], exe: &Path) -> Result<()> {
     let lib = runtime_lib()?;
@@ -332,7 +358,8 @@ pub fn link(objects: &[PathBuf], exe: &Path) -> Result<()> {
     let out = Command::new(&cc)
         .args(objects)
         .arg(&lib)
-        .args(["-lm", "-lpthread", "-ldl", "-o"])
+        .args(SYSTEM_LIBS)
+        .arg("-o")
         .arg(exe)
         .output()
         .map_err(|e| {
