@@ -122,7 +122,11 @@ int main(void) {
 fn cmake_example_builds_with_onnxc_add_model() {
     // CMake from the project's venv (tests/conformance/requirements.txt pins it).
     let cmake = root().join(".cache/venv/bin/cmake");
-    assert!(cmake.is_file(), "{} missing: run `make venv`", cmake.display());
+    assert!(
+        cmake.is_file(),
+        "{} missing: run `make venv`",
+        cmake.display()
+    );
     let build = std::env::temp_dir().join(format!("onnxc-cmake-example-{}", std::process::id()));
     check(
         Command::new(&cmake)
@@ -135,7 +139,10 @@ fn cmake_example_builds_with_onnxc_add_model() {
     check(Command::new(&cmake).arg("--build").arg(&build));
     let out = check(&mut Command::new(build.join("classify")));
     assert!(out.contains(TOP1), "{out}");
-    assert!(out.contains("3 concurrent callers on one pool: bit-identical"), "{out}");
+    assert!(
+        out.contains("3 concurrent callers on one pool: bit-identical"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(build);
 }
 

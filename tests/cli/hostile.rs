@@ -52,50 +52,36 @@ const HUGE: i64 = 1 << 40;
 #[test]
 fn a_huge_declared_axis_is_refused_before_anything_is_allocated() {
     let d = scratch("hostile-huge-axis");
+    // SplitToSequence into one piece per element of an axis declared `len` long.
+    let split = |len: i64| {
+        model(
+            vec![
+                with_int(
+                    node("SplitToSequence", "s2s", &["x"], &["s"]),
+                    "keepdims",
+                    0,
+                ),
+                node("SequenceAt", "at", &["s", "i"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[D::N(len)]), value_info("i", 7, &[])],
+            vec![value_info("y", 1, &[])],
+            vec![],
+            18,
+        )
+    };
     // Every declared dim goes through the limits at import: 2^40 is past the 2^31 - 1 an
-    // axis may have, so SplitToSequence never allocates one piece per element.
-    let m = model(
-        vec![
-            with_int(
-                node("SplitToSequence", "s2s", &["x"], &["s"]),
-                "keepdims",
-                0,
-            ),
-            node("SequenceAt", "at", &["s", "i"], &["y"]),
-        ],
-        vec![value_info("x", 1, &[D::N(HUGE)]), value_info("i", 7, &[])],
-        vec![value_info("y", 1, &[])],
-        vec![],
-        18,
-    );
+    // axis may have, so nothing allocates one piece per element.
     refused(
         &d,
         "split",
-        &m,
+        &split(HUGE),
         &["graph input 'x'", "1099511627776", "2147483647 (2^31 - 1)"],
     );
     // Within the limits, the op's own cap on pieces.
-    let m = model(
-        vec![
-            with_int(
-                node("SplitToSequence", "s2s", &["x"], &["s"]),
-                "keepdims",
-                0,
-            ),
-            node("SequenceAt", "at", &["s", "i"], &["y"]),
-        ],
-        vec![
-            value_info("x", 1, &[D::N(100_000)]),
-            value_info("i", 7, &[]),
-        ],
-        vec![value_info("y", 1, &[])],
-        vec![],
-        18,
-    );
     refused(
         &d,
         "split-pieces",
-        &m,
+        &split(100_000),
         &["node 's2s'", "100000 pieces", "at most 4096"],
     );
     // Slice whose run-time starts are declared 2^40 long.

@@ -36,13 +36,16 @@ fn unsupported_ops_are_all_reported_at_once() {
     );
     assert!(e.contains("2 node(s)"), "{e}");
     // --error-format json: one object on stderr, every node listed.
-    let o = onnxc()
-        .arg(&p)
-        .arg("-o")
-        .arg(d.join("m.o"))
-        .args(["--error-format", "json"])
-        .output()
-        .unwrap();
+    let compile_json = || {
+        onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("m.o"))
+            .args(["--error-format", "json"])
+            .output()
+            .unwrap()
+    };
+    let o = compile_json();
     assert_eq!(o.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
     assert_eq!(j["level"], "error");
@@ -66,13 +69,7 @@ fn unsupported_ops_are_all_reported_at_once() {
         13,
     );
     save(&m, &p);
-    let o = onnxc()
-        .arg(&p)
-        .arg("-o")
-        .arg(d.join("m.o"))
-        .args(["--error-format", "json"])
-        .output()
-        .unwrap();
+    let o = compile_json();
     assert!(o.status.success(), "{}", stderr(&o));
     let warning = stderr(&o)
         .lines()
