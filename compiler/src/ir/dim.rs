@@ -235,75 +235,70 @@ pub const MAX_ELEMENTS: i64 = onnxc_runtime::params::MAX_WORDS;
 /// offending value and the limit.
 pub fn check_size(dims: &[i64]) -> Result<(), String> {
     for (k, &d) in dims.iter().enumerate() {
-        if d < 0 {
-            return Err(format!("shape {dims:?}: dim {k} is negative ({d})"));
-        }
-        if d > MAX_DIM {
-            return Err(format!(
-                "shape {dims:?}: dim {k} is {d}, longer than the {MAX_DIM} (2^31 - 1) onnxc \
-                 takes per axis; check the shapes (and shape inputs) that lead to it"
-            ));
-        }
+        check_dim(k, d, || format!("{dims:?}"))?;
     }
-    // Every factor is at most 2^31, so the running product stays in u128 far from overflow
-    // until it passes the limit, where the fold stops.
+    if dims.contains(&0) {
+        return Ok(());
+    }
+    // Every factor is at most 2^31, so the running product stays far from u128 overflow
+    // until it passes the limit, where the loop stops.
     let mut n: u128 = 1;
     for &d in dims {
         n *= d as u128;
         if n > MAX_ELEMENTS as u128 {
-            break;
+            let total = dims
+                .iter()
+                .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+                .map_or("more than 2^128".to_string(), |t| t.to_string());
+            return Err(format!(
+                "a tensor of shape {dims:?} would have {total} elements, more than the \
+                 {MAX_ELEMENTS} (2^32) onnxc compiles in one tensor; check the shapes (and \
+                 shape inputs) that lead to it"
+            ));
         }
     }
-    if n > MAX_ELEMENTS as u128 {
-        let shown = if dims.iter().any(|&d| d == 0) {
-            "0".to_string()
-        } else {
-            dims.iter()
-                .try_fold(1u128, |a, &d| a.checked_mul(d as u128))
-                .map_or("more than 2^128".to_string(), |t| t.to_string())
-        };
+    Ok(())
+}
+
+/// Dim `k` of a shape (`shape` prints it) within `0..=MAX_DIM`.
+fn check_dim(k: usize, d: i64, shape: impl Fn() -> String) -> Result<(), String> {
+    if d < 0 {
+        return Err(format!("shape {}: dim {k} is negative ({d})", shape()));
+    }
+    if d > MAX_DIM {
         return Err(format!(
-            "a tensor of shape {dims:?} would have {shown} elements, more than the {MAX_ELEMENTS} \
-             (2^32) onnxc compiles in one tensor; check the shapes (and shape inputs) that lead \
-             to it"
+            "shape {}: dim {k} is {d}, longer than the {MAX_DIM} (2^31 - 1) onnxc takes per \
+             axis; check the shapes (and shape inputs) that lead to it",
+            shape()
         ));
     }
     Ok(())
 }
 
-/// [`check_size`] for a shape with symbolic dims: known dims are checked as there; a dim
-/// whose expression has no symbol is arithmetic that overflowed `i64`.
+/// [`check_size`] for a shape with symbolic dims: known dims are checked as there (the
+/// element count once every dim is known); a dim whose expression has no symbol is
+/// arithmetic that overflowed `i64`.
 pub fn check_shape(shape: &[Dim]) -> Result<(), String> {
-    for (k, d) in shape.iter().enumerate() {
-        if let Dim::Sym(_) = d {
-            let mut syms = Vec::new();
-            d.symbols(&mut syms);
-            if syms.is_empty() {
-                return Err(format!(
-                    "shape {}: dim {k} overflows 64-bit integers ({d}); check the shapes \
-                     (and shape inputs and attributes) that lead to it",
-                    fmt_shape(shape)
-                ));
-            }
-        }
+    if let Some(dims) = known_dims(shape) {
+        return check_size(&dims);
     }
-    match known_dims(shape) {
-        Some(dims) => check_size(&dims),
-        None => {
-            for (k, d) in shape.iter().enumerate() {
-                if let Some(v) = d.known()
-                    && !(0..=MAX_DIM).contains(&v)
-                {
+    for (k, d) in shape.iter().enumerate() {
+        match d {
+            Dim::Known(v) => check_dim(k, *v, || fmt_shape(shape))?,
+            Dim::Sym(_) => {
+                let mut syms = Vec::new();
+                d.symbols(&mut syms);
+                if syms.is_empty() {
                     return Err(format!(
-                        "shape {}: dim {k} is {v}, outside 0..={MAX_DIM} (2^31 - 1), the \
-                         lengths onnxc takes per axis",
+                        "shape {}: dim {k} overflows 64-bit integers ({d}); check the shapes \
+                         (and shape inputs and attributes) that lead to it",
                         fmt_shape(shape)
                     ));
                 }
             }
-            Ok(())
         }
     }
+    Ok(())
 }
 
 pub fn num_elements(shape: &[Dim]) -> Dim {
@@ -313,4 +308,32 @@ pub fn num_elements(shape: &[Dim]) -> Dim {
 pub fn fmt_shape(shape: &[Dim]) -> String {
     let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits() {
+        assert!(check_size(&[MAX_DIM, 2]).is_ok());
+        assert!(check_size(&[1 << 16, 1 << 16]).is_ok());
+        // An empty tensor holds nothing, whatever its other dims.
+        assert!(check_size(&[MAX_DIM, MAX_DIM, 0]).is_ok());
+        let e = check_size(&[MAX_DIM + 1]).unwrap_err();
+        assert!(e.contains("dim 0 is 2147483648"), "{e}");
+        let e = check_size(&[1 << 20, 1 << 20, 4]).unwrap_err();
+        assert!(e.contains("4398046511104 elements"), "{e}");
+        assert!(check_size(&[3, -1]).unwrap_err().contains("negative"));
+        // Symbolic dims pass; known ones are checked; overflowed arithmetic is reported.
+        assert!(check_shape(&[Dim::sym("n"), Dim::Known(3)]).is_ok());
+        assert!(check_shape(&[Dim::sym("n"), Dim::Known(-3)]).is_err());
+        let wrapped = Dim::Known(i64::MAX).add(1);
+        assert!(!wrapped.is_known());
+        let e = check_shape(&[wrapped]).unwrap_err();
+        assert!(e.contains("overflows 64-bit integers"), "{e}");
+        assert_eq!(Dim::Known(i64::MAX).ceil_div(2), Dim::Known(1 << 62));
+        assert_eq!(Dim::Known(7).ceil_div(2), Dim::Known(4));
+        assert_eq!(Dim::Known(-7).ceil_div(2), Dim::Known(-3));
+    }
 }
