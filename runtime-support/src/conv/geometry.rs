@@ -3,7 +3,7 @@
 //! choice of path (`conv_f32` dispatches on it): indirect, pixel-major, depthwise variants,
 //! Winograd, packed weights.
 
-use super::depthwise::DW_BLOCK;
+use super::depthwise::{DW_BLOCK, DW_INLINE_TAPS};
 use super::indirect::INDIRECT_MAX_RESULT;
 use crate::gemm::{self, MR, NR, pack};
 use crate::par::ScratchNeed;
@@ -399,7 +399,14 @@ impl ConvGeometry {
                 let (s0, s1) = (self.strides[0] as usize, self.strides[1] as usize);
                 let padded = qh * s0 * qw * s1;
                 let phases = s0 * s1 * (qh * qw + slack);
-                padded + phases
+                // A kernel of more taps than the stack table holds keeps its (offset,
+                // weight) table here, 16 bytes a tap, 8-byte aligned.
+                let taps = if self.ksize() > DW_INLINE_TAPS {
+                    (padded + phases) % 2 + 4 * self.ksize()
+                } else {
+                    0
+                };
+                padded + phases + taps
             }
             None => 0,
         };

@@ -60,10 +60,8 @@ pub(super) unsafe fn conv_group(
                 pack_im2col_2d(block(k0, kc, n0, nc, dst), NR)
             });
         } else {
-            // One thread: the packer reuses one buffer of origins between blocks.
-            let base = std::cell::RefCell::new(Vec::new());
-            product(Par::SEQ, &|k0, kc, n0, nc, dst| {
-                pack_im2col(block(k0, kc, n0, nc, dst), &mut base.borrow_mut())
+            product(par, &|k0, kc, n0, nc, dst| {
+                pack_im2col(block(k0, kc, n0, nc, dst))
             });
         }
     }
@@ -445,39 +443,25 @@ pub(super) fn im2col_taps(g: &ConvGeometry, k0: usize, kc: usize) -> [Tap; gemm:
 }
 
 /// Packs block `b` (rows `k0..k0+kc` × columns `n0..n0+nc` of one group's im2col matrix)
-/// into B panels.
+/// into B panels. Allocates nothing: each row walks the block's output positions with an
+/// odometer over the spatial dims (inline `Dims`).
 ///
 /// # Safety
-/// `xg` holds the group's `cg` input channel planes; `dst` has room for the block;
-/// `base` is scratch for the spatial origin (per dim) of every output position of the block.
+/// `xg` holds the group's `cg` input channel planes; `dst` has room for the block.
 /// Any number of spatial dims (`pack_im2col_2d` is the fast path for 1 to 3).
-pub(super) unsafe fn pack_im2col(b: Im2colPanels, base: &mut Vec<i64>) {
+pub(super) unsafe fn pack_im2col(b: Im2colPanels) {
     let (g, xg, k0, kc, n0, nc, dst) = (b.g, b.xg, b.k0, b.kc, b.n0, b.nc, b.dst);
     let nsp = g.input.len();
     let ks = g.ksize();
     let isz = g.isize();
-    // Spatial origin (before adding the kernel tap) of each output position in the block,
-    // nsp values per position.
-    base.clear();
-    let mut pos = vec![0i64; nsp];
+    // Output coordinates of the block's first column.
+    let mut first = g.output;
     let mut rem = n0 as i64;
     for d in (0..nsp).rev() {
-        pos[d] = rem % g.output[d];
+        first[d] = rem % g.output[d];
         rem /= g.output[d];
     }
-    for _ in 0..nc {
-        for ((p, s), pad) in pos.iter().zip(&g.strides).zip(&g.pads) {
-            base.push(p * s - pad);
-        }
-        for d in (0..nsp).rev() {
-            pos[d] += 1;
-            if pos[d] < g.output[d] {
-                break;
-            }
-            pos[d] = 0;
-        }
-    }
-    let mut tap = vec![0i64; nsp];
+    let mut tap = g.kernel;
     for kx in 0..kc {
         let kk = k0 + kx;
         let c = kk / ks;
@@ -488,24 +472,22 @@ pub(super) unsafe fn pack_im2col(b: Im2colPanels, base: &mut Vec<i64>) {
         }
         // SAFETY: channel plane c of the group.
         let plane = unsafe { xg.add(c * isz) };
+        let mut pos = first;
         for p in 0..nc.div_ceil(NR) {
             // SAFETY: panel p, row kx of the block.
             let out = unsafe { std::slice::from_raw_parts_mut(dst.add((p * kc + kx) * NR), NR) };
             for (j, o) in out.iter_mut().enumerate() {
-                let col = p * NR + j;
-                if col >= nc {
+                if p * NR + j >= nc {
                     *o = 0.0;
                     continue;
                 }
-                let b = &base[col * nsp..(col + 1) * nsp];
                 let mut off = 0i64;
                 let mut inside = true;
                 for d in 0..nsp {
-                    let q = b[d] + tap[d];
+                    let q = pos[d] * g.strides[d] - g.pads[d] + tap[d];
                     inside &= q >= 0 && q < g.input[d];
                     off = off * g.input[d] + q;
                 }
-                // SAFETY: inside means the tap lies in the channel plane.
                 *o = if inside {
                     // SAFETY: inside means 0 ≤ q < input[d] in every dim, so off indexes the
                     // channel plane.
@@ -513,6 +495,14 @@ pub(super) unsafe fn pack_im2col(b: Im2colPanels, base: &mut Vec<i64>) {
                 } else {
                     0.0
                 };
+                // The next output position.
+                for d in (0..nsp).rev() {
+                    pos[d] += 1;
+                    if pos[d] < g.output[d] {
+                        break;
+                    }
+                    pos[d] = 0;
+                }
             }
         }
     }
@@ -597,7 +587,6 @@ mod tests {
                 }
                 let len = nc.div_ceil(NR) * kc * NR;
                 let mut want = vec![f32::NAN; len];
-                let mut base = Vec::new();
                 let mut got = vec![f32::NAN; len];
                 let block = |dst| Im2colPanels {
                     g: &g,
@@ -610,7 +599,7 @@ mod tests {
                 };
                 // SAFETY: x holds the geometry's input and want the len floats of ⌈nc/NR⌉ panels of
                 // kc·NR.
-                unsafe { pack_im2col(block(want.as_mut_ptr()), &mut base) };
+                unsafe { pack_im2col(block(want.as_mut_ptr())) };
                 let w = block(got.as_mut_ptr());
                 let gp = got.as_ptr();
                 // SAFETY: the walk writes got's len floats from x; gp points to got, read after

@@ -137,12 +137,11 @@ fn run(
             )
         });
         assert_eq!(status, crate::abi::ONNXC_OK);
-        // A 2-D convolution with compiled (packed) weights allocates nothing on the calling
-        // thread: decoding, scratch and the kernels' tables live in the blob and the
-        // workspace. (Run-time weights are packed into a fresh buffer, channel-permuted
-        // depthwise geometries copy their plane table, and the generic N-D paths keep
-        // per-call tap tables on the heap.)
-        if packed && g.input_planes.is_empty() && g.input.len() == 2 {
+        // A convolution of any rank with compiled (packed) weights allocates nothing on the
+        // calling thread: decoding, scratch and the kernels' tables live in the blob and the
+        // workspace. (Run-time weights are packed into a fresh buffer, and channel-permuted
+        // depthwise geometries copy their plane table.)
+        if packed && g.input_planes.is_empty() {
             assert_eq!(allocations, 0, "{g:?}: the call allocated");
         }
         y
@@ -184,6 +183,10 @@ fn matches_direct_convolution() {
         geom(1, 4, 4, 4, &[30, 40], &[7, 7], &[2, 2], &[1, 1], &[3, 3]),
         // 7×7/1 (blocked, ConvNeXt): partial strips, a last block of 1-3 rows.
         geom(1, 5, 5, 5, &[13, 21], &[7, 7], &[1, 1], &[1, 1], &[3, 3]),
+        // Past the stack's 7×7 tap table (large-kernel nets): 9×9/1, 13×13/2 (its table in
+        // the scratch).
+        geom(1, 4, 4, 4, &[20, 24], &[9, 9], &[1, 1], &[1, 1], &[4, 4]),
+        geom(1, 3, 3, 3, &[31, 29], &[13, 13], &[2, 2], &[1, 1], &[6, 6]),
         // 5×5/2 (blocked, EfficientNet): partial strips, odd sizes, no padding.
         geom(2, 6, 6, 6, &[23, 41], &[5, 5], &[2, 2], &[1, 1], &[2, 2]),
         geom(1, 3, 3, 3, &[12, 35], &[5, 5], &[2, 2], &[1, 1], &[0, 0]),

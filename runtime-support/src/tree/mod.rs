@@ -163,13 +163,18 @@ pub fn describe(f: &[i64]) -> String {
     }
 }
 
-/// Workspace bytes `onnxc_tree_ensemble` needs for an encoded forest: a keyed block of rows
-/// and a leaf slot per tree.
+/// Workspace bytes `onnxc_tree_ensemble` needs for an encoded forest: a keyed block of rows,
+/// and with trees a leaf slot per tree and a flag per target (the run allocates nothing).
 pub fn scratch_bytes(forest: &[i64]) -> usize {
     match body(forest).get(..HEADER) {
         Some(h) => {
-            key_bytes(h[H_FEATURES].max(0) as usize, h[H_INPUT_F64] != 0)
-                + 4 * h[H_TREES].max(0) as usize
+            let trees = h[H_TREES].max(0) as usize;
+            let flags = if trees > 0 {
+                h[H_TARGETS].max(0) as usize
+            } else {
+                0
+            };
+            key_bytes(h[H_FEATURES].max(0) as usize, h[H_INPUT_F64] != 0) + 4 * trees + flags
         }
         None => 0,
     }

@@ -148,17 +148,21 @@ fn run_kernel(f: &Forest, enc: &[i64], x: &[f64], rows: usize) -> Vec<f64> {
         let mut y = vec![0f64; n];
         // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
         // scratch at least `scratch_bytes(&enc)` bytes.
-        let status =
-            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
+        let (status, allocations) = crate::allocations_during(|| unsafe {
+            onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
+        });
         assert_eq!(status, ONNXC_OK);
+        assert_eq!(allocations, 0, "the call allocated");
         y
     } else {
         let mut y = vec![0f32; n];
         // SAFETY: enc was encoded for this input and value type; x and y hold `rows` rows,
         // scratch at least `scratch_bytes(&enc)` bytes.
-        let status =
-            unsafe { onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s) };
+        let (status, allocations) = crate::allocations_during(|| unsafe {
+            onnxc_tree_ensemble(enc.as_ptr(), xp, y.as_mut_ptr() as _, rows as i64, s)
+        });
         assert_eq!(status, ONNXC_OK);
+        assert_eq!(allocations, 0, "the call allocated");
         y.iter().map(|&v| v as f64).collect()
     };
     assert!(
@@ -204,6 +208,9 @@ fn kernel_matches_reference_walk() {
             every_variant(&mut random_forest(seed, trees, 6, 5, nt, multi), seed);
         }
     }
+    // More targets than a classifier's usual few (the per-target flags of min/max live in
+    // the scratch too).
+    every_variant(&mut random_forest(7, 12, 5, 5, 100, true), 7);
     // Every leaf one entry, for target 1 of 3.
     let mut f = random_forest(6, 20, 5, 4, 3, false);
     for l in &mut f.leaves {
@@ -513,7 +520,7 @@ fn check_refuses_corrupt_arrays() {
 }
 
 /// `scratch_bytes` reads the header `check` validated against: the keyed block covers
-/// every key offset for every row of a block, and the slots every tree.
+/// every key offset for every row of a block, the slots every tree, the flags every target.
 #[test]
 fn scratch_covers_the_walk() {
     for input_f64 in [false, true] {
@@ -523,7 +530,7 @@ fn scratch_covers_the_walk() {
         let enc = &sealed[1..];
         let (rs, ks) = sizes(input_f64);
         let keys = key_bytes(7, input_f64);
-        assert_eq!(scratch_bytes(&sealed), keys + 4 * 12);
+        assert_eq!(scratch_bytes(&sealed), keys + 4 * 12 + f.n_targets as usize);
         for i in 0..enc[H_N_RECORDS] as usize {
             let key = get_u32(enc, enc[H_RECORDS] as usize + i * rs + ks) as usize;
             assert!(key + BLOCK * ks <= keys);

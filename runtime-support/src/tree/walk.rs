@@ -404,24 +404,23 @@ pub(super) fn run<N: Rec, V: Acc>(
         }
         return;
     }
-    let mut small = [false; 64];
-    let mut large = Vec::new();
-    let has: &mut [bool] = if nt <= small.len() {
-        &mut small[..nt]
-    } else {
-        large.resize(nt, false);
-        &mut large
-    };
+    let slots_at = key_bytes(nf, std::mem::size_of::<N::K>() == 8);
     let slots: &mut [u32] = if v.roots.is_empty() {
         &mut []
     } else {
         // SAFETY: scratch holds a slot per tree after the keyed block (`scratch_bytes`),
         // 4-byte aligned.
+        unsafe { std::slice::from_raw_parts_mut(scratch.add(slots_at) as *mut u32, v.roots.len()) }
+    };
+    let has: &mut [bool] = if v.roots.is_empty() {
+        &mut []
+    } else {
+        // SAFETY: scratch holds a flag per target after the slots (`scratch_bytes`),
+        // zeroed here before the slice is made (every byte then a valid `bool`).
         unsafe {
-            std::slice::from_raw_parts_mut(
-                scratch.add(key_bytes(nf, std::mem::size_of::<N::K>() == 8)) as *mut u32,
-                v.roots.len(),
-            )
+            let p = scratch.add(slots_at + 4 * v.roots.len());
+            std::ptr::write_bytes(p, 0, nt);
+            std::slice::from_raw_parts_mut(p as *mut bool, nt)
         }
     };
     for r in 0..rows {

@@ -137,6 +137,9 @@ pub(super) unsafe fn depthwise(g: &ConvGeometry, c: Call) {
 
 /// Channels per block of the channel-blocked depthwise kernel (one AVX-512 vector).
 pub(super) const DW_BLOCK: usize = 16;
+/// Taps of a depthwise kernel whose table the plane-by-plane path keeps on the stack (7×7);
+/// larger kernels keep it in the scratch after the phases (`depthwise_scratch`).
+pub(super) const DW_INLINE_TAPS: usize = 49;
 /// Largest output plane that goes channel-blocked. Its scalar transposes cost about what
 /// plane-by-plane setup costs at 14×14, so only smaller planes gain (measured: 7×7 outputs
 /// 1.8× faster, 14×14 equal, 28×28 2× slower).
@@ -197,12 +200,14 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
             resid: r,
         } = depthwise_plane_ptrs(g, c, plane);
         for o in 0..od {
-            let taps: Vec<(usize, usize)> = (0..kd)
-                .filter_map(|k| {
-                    let i = o * g.strides[0] + k as i64 * g.dilations[0] - g.pads[0];
-                    (0..id).contains(&i).then_some((k, i as usize))
-                })
-                .collect();
+            // The depth taps whose input slice lies inside: a contiguous run of k, as the
+            // input slice o·stride + k·dilation − pad grows with k.
+            let slice = |k: usize| o * g.strides[0] + k as i64 * g.dilations[0] - g.pads[0];
+            let inside = |k: &usize| (0..id).contains(&slice(*k));
+            let (k0, k1) = match ((0..kd).find(inside), (0..kd).rev().find(inside)) {
+                (Some(a), Some(b)) => (a, b + 1),
+                _ => (0, 0),
+            };
             // SAFETY: slice `o` of the output plane (and of the residual plane).
             let (ys, rs) = unsafe {
                 let ys = yp.add(o as usize * oslice);
@@ -215,7 +220,7 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
                     },
                 )
             };
-            if taps.is_empty() {
+            if k0 == k1 {
                 for j in 0..oslice {
                     // SAFETY: inside the output slice (and the residual slice).
                     unsafe {
@@ -225,8 +230,9 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
                 }
                 continue;
             }
-            for (t, &(k, i)) in taps.iter().enumerate() {
-                let (first, last) = (t == 0, t + 1 == taps.len());
+            for k in k0..k1 {
+                let i = slice(k) as usize;
+                let (first, last) = (k == k0, k + 1 == k1);
                 // SAFETY: input slice i, kernel slice k and output slice o of the plane;
                 // scratch holds what the 2-D geometry needs (`depthwise_scratch`).
                 unsafe {
@@ -354,14 +360,18 @@ pub(super) fn depthwise_body(
     }
     // Taps: (phase offset, weight), the phase offset already shifted by the tap's row and
     // column inside its phase.
-    let mut taps = [(0usize, 0f32); 49];
-    let mut tap_vec = Vec::new();
+    let mut inline = [(0usize, 0f32); DW_INLINE_TAPS];
     let ntaps = kh * kw;
-    let taps: &mut [(usize, f32)] = if ntaps <= taps.len() {
-        &mut taps[..ntaps]
+    let taps: &mut [(usize, f32)] = if ntaps <= DW_INLINE_TAPS {
+        &mut inline[..ntaps]
     } else {
-        tap_vec.resize(ntaps, (0usize, 0f32));
-        &mut tap_vec
+        // SAFETY: depthwise_scratch() reserves 16 bytes per tap after the phases, 8-byte
+        // aligned, for kernels of more than DW_INLINE_TAPS taps; any bits are a valid
+        // (usize, f32), and every entry is written below before it is read.
+        unsafe {
+            let at = (qh * s0 * qw * s1 + s0 * s1 * phase_len).next_multiple_of(2);
+            std::slice::from_raw_parts_mut(scratch.add(at) as *mut (usize, f32), ntaps)
+        }
     };
     for ky in 0..kh {
         let (py, dy) = ((ky * d0) % s0, (ky * d0) / s0);
@@ -563,23 +573,20 @@ pub(super) unsafe fn depthwise_plane(g: &ConvGeometry, p: Plane, lo: f32, hi: f3
             i /= e as usize;
         }
     };
-    // Every tap's offset from the window origin, per dim (dilation applied), computed once.
-    let mut taps = vec![0i64; g.ksize() * nsp];
-    for (t, tap) in taps.chunks_exact_mut(nsp).enumerate() {
-        unravel(t, &g.kernel, tap);
-        tap.iter_mut().zip(&g.dilations).for_each(|(k, d)| *k *= d);
-    }
-    let mut origin = vec![0i64; nsp];
+    // The window origin and a tap's offset from it, per dim (inline: no allocation).
+    let mut origin = g.output;
+    let mut tap = g.kernel;
     for o in 0..g.osize() {
         unravel(o, &g.output, &mut origin);
         for (d, q) in origin.iter_mut().enumerate() {
             *q = *q * g.strides[d] - g.pads[d];
         }
         let mut acc = p.bias;
-        for (t, tap) in taps.chunks_exact(nsp).enumerate() {
+        for t in 0..g.ksize() {
+            unravel(t, &g.kernel, &mut tap);
             let mut off = 0i64;
             let inside = (0..nsp).all(|d| {
-                let q = origin[d] + tap[d];
+                let q = origin[d] + tap[d] * g.dilations[d];
                 off = off * g.input[d] + q;
                 (0..g.input[d]).contains(&q)
             });
