@@ -518,3 +518,39 @@ fn arity_and_graph_size_past_the_caps_are_refused_by_name() {
         &["node 'loop'", "past 200000 nodes, the most onnxc unrolls"],
     );
 }
+
+#[test]
+fn a_symbolic_dim_grown_by_200000_nodes_stays_shallow() {
+    let d = scratch("hostile-symbolic-depth");
+    // Each Concat adds the symbolic n to the axis: the dim's expression grew as deep as the
+    // chain, and dropping or printing it overflowed the stack (SIGABRT). Past 64 operations
+    // a dim becomes a symbol of its own, which the compile then asks to have bound.
+    let n = 200_000;
+    let name = |k: usize| match k {
+        0 => "x".to_string(),
+        k if k == n => "y".to_string(),
+        k => format!("t{k}"),
+    };
+    let nodes = (0..n)
+        .map(|k| {
+            with_int(
+                node(
+                    "Concat",
+                    "",
+                    &[name(k).as_str(), "x"],
+                    &[name(k + 1).as_str()],
+                ),
+                "axis",
+                0,
+            )
+        })
+        .collect();
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::S("n")])],
+        vec![value_info("y", 1, &[])],
+        vec![],
+        18,
+    );
+    refused(&d, "concat", &m, &["not known at compile time", "--shape"]);
+}

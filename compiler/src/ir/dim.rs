@@ -16,8 +16,21 @@ use std::sync::Arc;
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum Dim {
     Known(i64),
-    Sym(Arc<SymExpr>),
+    Sym(Arc<SymNode>),
 }
+
+/// A symbolic dim's expression and its depth (operations on the longest path to a symbol),
+/// which is capped: walkers over dims recurse, and a chain of 200,000 ops on a symbolic dim
+/// overflowed the stack.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct SymNode {
+    depth: u32,
+    expr: SymExpr,
+}
+
+/// Deepest expression a dim keeps; a deeper one becomes a fresh symbol of its own (a dim
+/// the compiled code would need bound: the import reports it as such).
+const MAX_SYM_DEPTH: u32 = 64;
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum SymExpr {
@@ -39,7 +52,17 @@ impl From<i64> for Dim {
 
 impl Dim {
     pub fn sym(name: impl Into<String>) -> Dim {
-        Dim::Sym(Arc::new(SymExpr::Var(name.into())))
+        Dim::Sym(Arc::new(SymNode {
+            depth: 1,
+            expr: SymExpr::Var(name.into()),
+        }))
+    }
+
+    fn depth(&self) -> u32 {
+        match self {
+            Dim::Known(_) => 0,
+            Dim::Sym(s) => s.depth,
+        }
     }
 
     pub fn known(&self) -> Option<i64> {
@@ -68,7 +91,16 @@ impl Dim {
         {
             return Dim::Known(v);
         }
-        Dim::Sym(Arc::new(mk(self, other)))
+        let depth = 1 + self.depth().max(other.depth());
+        if depth > MAX_SYM_DEPTH {
+            static DEEP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let k = DEEP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Dim::sym(format!("dim{k}_of_over_{MAX_SYM_DEPTH}_operations"));
+        }
+        Dim::Sym(Arc::new(SymNode {
+            depth,
+            expr: mk(self, other),
+        }))
     }
 
     pub fn add(self, other: impl Into<Dim>) -> Dim {
@@ -151,7 +183,7 @@ impl Dim {
     pub fn substitute(&self, binding: &HashMap<String, i64>) -> Dim {
         match self {
             Dim::Known(_) => self.clone(),
-            Dim::Sym(e) => match &**e {
+            Dim::Sym(e) => match &e.expr {
                 SymExpr::Var(name) => binding
                     .get(name)
                     .map_or_else(|| self.clone(), |v| Dim::Known(*v)),
@@ -169,7 +201,7 @@ impl Dim {
     /// Names of the symbols this dim depends on.
     pub fn symbols(&self, out: &mut Vec<String>) {
         if let Dim::Sym(e) = self {
-            match &**e {
+            match &e.expr {
                 SymExpr::Var(name) => {
                     if !out.contains(name) {
                         out.push(name.clone())
@@ -194,7 +226,7 @@ impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dim::Known(v) => write!(f, "{v}"),
-            Dim::Sym(e) => match &**e {
+            Dim::Sym(e) => match &e.expr {
                 SymExpr::Var(n) => write!(f, "{n}"),
                 SymExpr::Add(a, b) => write!(f, "({a} + {b})"),
                 SymExpr::Sub(a, b) => write!(f, "({a} - {b})"),
@@ -335,5 +367,20 @@ mod tests {
         assert_eq!(Dim::Known(i64::MAX).ceil_div(2), Dim::Known(1 << 62));
         assert_eq!(Dim::Known(7).ceil_div(2), Dim::Known(4));
         assert_eq!(Dim::Known(-7).ceil_div(2), Dim::Known(-3));
+    }
+
+    #[test]
+    fn expressions_stay_shallow() {
+        let n = Dim::sym("n");
+        let mut d = n.clone();
+        for _ in 0..100_000 {
+            d = d.add(n.clone());
+        }
+        assert!(d.depth() <= MAX_SYM_DEPTH);
+        let mut syms = Vec::new();
+        d.symbols(&mut syms);
+        assert!(!syms.is_empty() && !d.to_string().is_empty());
+        // Shallow expressions keep their form.
+        assert_eq!(n.clone().add(n.clone()).add(2).to_string(), "((n + n) + 2)");
     }
 }
