@@ -247,7 +247,7 @@ impl Pass<'_> {
             pads: c.pads_begin[..].into(),
             wide_simd: self.opts.wide_simd,
             no_winograd: self.opts.no_winograd || c.exact,
-            input_planes: Vec::new(),
+            input_planes: std::borrow::Cow::Borrowed(&[]),
         };
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;

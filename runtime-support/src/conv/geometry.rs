@@ -98,7 +98,7 @@ impl PartialEq<[i64]> for Dims {
 
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ConvGeometry {
+pub struct ConvGeometry<'a> {
     pub n: i64,
     pub c: i64,
     pub m: i64,
@@ -120,11 +120,12 @@ pub struct ConvGeometry {
     pub no_winograd: bool,
     /// Depthwise only: channel `ch` of every image reads the input plane at element offset
     /// `input_planes[ch]` of the image (a channel permutation — ShuffleNet's shuffle —
-    /// absorbed by the compiler). Empty: plane `ch`, as usual.
-    pub input_planes: Vec<i64>,
+    /// absorbed by the compiler). Empty: plane `ch`, as usual. Borrowed from the parameter
+    /// blob when decoded for a call (which then allocates nothing), owned by the compiler.
+    pub input_planes: std::borrow::Cow<'a, [i64]>,
 }
 
-impl ConvGeometry {
+impl<'a> ConvGeometry<'a> {
     /// The sealed blob (`params::seal`) `[len, nsp, n, c, m, group, flags, input..,
     /// kernel.., output.., strides.., dilations.., pads.., input_planes..]`; flags: bit 0
     /// `wide_simd`, bit 1 `no_winograd`, bit 2 `input_planes` present (`c` of them).
@@ -154,7 +155,7 @@ impl ConvGeometry {
     }
 
     /// The geometry `encode` wrote into `blob`, validated (`validate`).
-    pub fn decode(blob: &[i64]) -> params::Result<ConvGeometry> {
+    pub fn decode(blob: &'a [i64]) -> params::Result<ConvGeometry<'a>> {
         let mut r = params::Reader::new(blob)?;
         let nsp = params::in_range(
             r.word()?,
@@ -169,9 +170,9 @@ impl ConvGeometry {
         let (strides, dilations, pads) = (part()?, part()?, part()?);
         let input_planes = if flags & 4 != 0 {
             let c = params::in_range(c, 0, params::MAX_WORDS, "channels out of range")?;
-            r.words(c as usize)?.to_vec()
+            std::borrow::Cow::Borrowed(r.words(c as usize)?)
         } else {
-            Vec::new()
+            std::borrow::Cow::Borrowed(&[][..])
         };
         r.finish()?;
         let g = ConvGeometry {
@@ -362,7 +363,7 @@ impl ConvGeometry {
 
     /// The 2-D depthwise convolution of one depth slice of one plane, through which a 3-D
     /// depthwise convolution runs (`depthwise_3d`); None for other geometries.
-    pub(super) fn depthwise_slice(&self) -> Option<ConvGeometry> {
+    pub(super) fn depthwise_slice(&self) -> Option<ConvGeometry<'static>> {
         if self.input.len() != 3 || !self.is_depthwise() {
             return None;
         }
@@ -379,7 +380,7 @@ impl ConvGeometry {
             pads: Dims::new(&self.pads[1..]),
             wide_simd: self.wide_simd,
             no_winograd: self.no_winograd,
-            input_planes: Vec::new(),
+            input_planes: std::borrow::Cow::Borrowed(&[]),
         })
     }
 

@@ -237,7 +237,7 @@ pub(super) unsafe fn pack_im2col_2d(b: Im2colPanels, width: usize) {
 /// matrix of the group whose input planes start at `xg`, packed into panels at `dst`.
 #[derive(Clone, Copy)]
 pub(super) struct Im2colPanels<'a> {
-    g: &'a ConvGeometry,
+    g: &'a ConvGeometry<'a>,
     xg: *const f32,
     k0: usize,
     kc: usize,

@@ -24,7 +24,7 @@ pub(super) struct PmSource<'a> {
     tap: &'a [i32],
 }
 
-impl ConvGeometry {
+impl ConvGeometry<'_> {
     /// (rows, columns) of the zero-padded planes the pixel-major packer reads, or None when
     /// every tap of every output lies inside the input (the input is read in place).
     pub(super) fn pm_padded_dims(&self) -> Option<(usize, usize)> {

@@ -102,7 +102,7 @@ fn sandwich<T: Copy, const N: usize, const K: usize>(
     }
 }
 
-impl ConvGeometry {
+impl ConvGeometry<'_> {
     /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off
     /// (and not `no_winograd`).
     pub fn use_winograd(&self) -> bool {

@@ -270,7 +270,7 @@ fn output_panels_match_scalar_transform() {
 /// A whole convolution (its buffers but the output and scratch) whose transforms run on the
 /// walk's implementation (the GEMMs on the CPU's).
 #[derive(Clone)]
-struct Whole<'a>(&'a ConvGeometry, Call);
+struct Whole<'a>(&'a ConvGeometry<'a>, Call);
 
 impl Walk for Whole<'_> {
     type Out = Vec<f32>;

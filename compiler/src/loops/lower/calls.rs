@@ -137,7 +137,7 @@ fn geometry(
     c: &ConvOp,
     input_planes: &Option<Vec<i64>>,
     opts: &LowerOptions,
-) -> ConvGeometry {
+) -> ConvGeometry<'static> {
     let x = &s.values[st.inputs[0]].shape;
     let w = &s.values[st.inputs[1]].shape;
     let y = &s.values[st.output].shape;
@@ -158,7 +158,7 @@ fn geometry(
             pads: [0, c.pads_begin[0]].into(),
             wide_simd: opts.wide_simd,
             no_winograd: opts.no_winograd || c.exact,
-            input_planes: input_planes.clone().unwrap_or_default(),
+            input_planes: input_planes.clone().unwrap_or_default().into(),
         };
     }
     ConvGeometry {
@@ -174,7 +174,7 @@ fn geometry(
         pads: c.pads_begin[..].into(),
         wide_simd: opts.wide_simd,
         no_winograd: opts.no_winograd || c.exact,
-        input_planes: input_planes.clone().unwrap_or_default(),
+        input_planes: input_planes.clone().unwrap_or_default().into(),
     }
 }
 

@@ -53,11 +53,12 @@ pub(super) unsafe fn depthwise_par(par: Par, g: &ConvGeometry, c: Call, slots: S
                 c: len,
                 m: len,
                 group: len,
-                input_planes: if g.input_planes.is_empty() {
-                    Vec::new()
+                // Borrowed: the chunk allocates nothing.
+                input_planes: std::borrow::Cow::Borrowed(if g.input_planes.is_empty() {
+                    &[]
                 } else {
-                    g.input_planes[c0..c1].to_vec()
-                },
+                    &g.input_planes[c0..c1]
+                }),
                 ..g.clone()
             };
             // SAFETY: the chunk's planes of x (its image, from channel c0 unless the planes
