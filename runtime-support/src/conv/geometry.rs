@@ -629,6 +629,9 @@ impl<'a> ConvGeometry<'a> {
     pub fn scratch(&self, weights_packed: bool) -> ScratchNeed {
         let w = if weights_packed {
             0
+        } else if self.use_winograd() {
+            // The packed weights, and the transformed kernels on the way.
+            self.packed_weights_len() + self.winograd_pack_temp()
         } else {
             self.packed_weights_len()
         };

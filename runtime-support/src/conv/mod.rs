@@ -78,10 +78,14 @@ pub unsafe fn conv_f32(
             let (wp, rest) = if weights_packed {
                 (w, shared)
             } else {
-                let raw = std::slice::from_raw_parts(w, g.m as usize * kd);
-                let packed = g.pack_weights(raw);
-                std::ptr::copy_nonoverlapping(packed.as_ptr(), shared, packed.len());
-                (shared as *const f32, shared.add(packed.len()))
+                // Packed into the scratch, through the transformed kernels after them
+                // (`scratch(false)` holds both).
+                let len = g.packed_weights_len();
+                g.winograd_pack_into(w, shared, shared.add(len));
+                (
+                    shared as *const f32,
+                    shared.add(len + g.winograd_pack_temp()),
+                )
             };
             let c = Call {
                 w: wp,

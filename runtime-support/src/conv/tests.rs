@@ -137,13 +137,13 @@ fn run(
             )
         });
         assert_eq!(status, crate::abi::ONNXC_OK);
-        // A convolution of any rank with compiled (packed) weights allocates nothing on the
-        // calling thread: decoding, scratch and the kernels' tables (a channel-permuted
-        // depthwise geometry's plane table too) live in the blob and the workspace.
-        // (Run-time weights are packed into a fresh buffer.)
-        if packed {
-            assert_eq!(allocations, 0, "{g:?}: the call allocated");
-        }
+        // A convolution of any rank allocates nothing on the calling thread: decoding,
+        // scratch, the kernels' tables (a channel-permuted depthwise geometry's plane table
+        // too) and weights packed at run time live in the blob and the workspace.
+        assert_eq!(
+            allocations, 0,
+            "{g:?} (packed {packed}): the call allocated"
+        );
         y
     })
 }

@@ -205,6 +205,35 @@ impl ConvGeometry<'_> {
 
     /// `[group][ξ][packed A of U_ξ (M/g × C/g)]` from weights `[M, C/g, 3, 3]`.
     pub(crate) fn winograd_pack(&self, w: &[f32]) -> Vec<f32> {
+        let cg = (self.c / self.group) as usize;
+        assert_eq!(
+            w.len(),
+            self.m as usize * cg * 9,
+            "3×3 weights of the wrong size"
+        );
+        let mut out = vec![0f32; self.winograd_weights_len()];
+        let mut u = vec![0f32; self.winograd_pack_temp()];
+        // SAFETY: w holds the weights (checked); out and u are sized as the packer needs.
+        unsafe { self.winograd_pack_into(w.as_ptr(), out.as_mut_ptr(), u.as_mut_ptr()) };
+        out
+    }
+
+    /// Floats of the transformed kernels of one group, before packing (`winograd_pack_into`'s
+    /// `u`).
+    pub(crate) fn winograd_pack_temp(&self) -> usize {
+        let (cg, mg) = (
+            (self.c / self.group) as usize,
+            (self.m / self.group) as usize,
+        );
+        self.winograd_variant().points() * mg * cg
+    }
+
+    /// `winograd_pack` into `dst` (`winograd_weights_len()` floats), with `u`
+    /// (`winograd_pack_temp()` floats) for the transformed kernels: allocates nothing.
+    ///
+    /// # Safety
+    /// `w` holds the `[M, C/g, 3, 3]` weights; `dst` and `u` the floats above, disjoint.
+    pub(crate) unsafe fn winograd_pack_into(&self, w: *const f32, dst: *mut f32, u: *mut f32) {
         let (cg, mg) = (
             (self.c / self.group) as usize,
             (self.m / self.group) as usize,
@@ -212,37 +241,42 @@ impl ConvGeometry<'_> {
         let per = pack::packed_a_len(mg, cg);
         let variant = self.winograd_variant();
         let pts = variant.points();
-        let mut out = vec![0f32; self.group as usize * pts * per];
-        let mut u = vec![0f32; pts * mg * cg];
         for grp in 0..self.group as usize {
             for m in 0..mg {
                 for c in 0..cg {
                     let base = ((grp * mg + m) * cg + c) * 9;
-                    let k: [f32; 9] = w[base..base + 9].try_into().expect("3×3 kernel");
-                    let t = match variant {
-                        Variant::F2 => transform_kernel(&k).to_vec(),
-                        Variant::F4 => f4::transform_kernel(&k).to_vec(),
+                    // SAFETY: kernel (grp·mg + m, c) of the weights.
+                    let k: [f32; 9] = unsafe { w.add(base).cast::<[f32; 9]>().read_unaligned() };
+                    let put = |xi: usize, v: f32| {
+                        // SAFETY: xi < pts, m < mg, c < cg: inside u.
+                        unsafe { *u.add((xi * mg + m) * cg + c) = v };
                     };
-                    for (xi, v) in t.iter().enumerate() {
-                        u[(xi * mg + m) * cg + c] = *v;
+                    match variant {
+                        Variant::F2 => transform_kernel(&k)
+                            .iter()
+                            .enumerate()
+                            .for_each(|(xi, &v)| put(xi, v)),
+                        Variant::F4 => f4::transform_kernel(&k)
+                            .iter()
+                            .enumerate()
+                            .for_each(|(xi, &v)| put(xi, v)),
                     }
                 }
             }
             for xi in 0..pts {
-                // SAFETY: u holds 16 mg×cg matrices; out holds their packed forms.
+                // SAFETY: u holds pts mg×cg matrices; dst their packed forms, per group.
                 unsafe {
                     pack::pack_a(
-                        u.as_ptr().add(xi * mg * cg),
+                        u.add(xi * mg * cg),
                         cg,
                         false,
                         mg,
                         cg,
-                        out.as_mut_ptr().add((grp * pts + xi) * per),
+                        dst.add((grp * pts + xi) * per),
                     )
                 };
             }
         }
-        out
     }
 
     pub(crate) fn winograd_scratch(&self) -> usize {
