@@ -160,6 +160,7 @@ fn importer<'a>(
         seqs: HashMap::new(),
         poisoned: std::collections::HashSet::new(),
         local: std::collections::HashSet::new(),
+        position: 0,
     }
 }
 
@@ -187,6 +188,8 @@ struct Importer<'a> {
     /// Names defined in the graph being imported (not its enclosing scopes): a name may be
     /// assigned once per graph, and a subgraph may shadow an outer name.
     local: std::collections::HashSet<String>,
+    /// Position in its graph of the node being imported (errors name unnamed nodes by it).
+    position: usize,
 }
 
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
@@ -510,6 +513,7 @@ impl Importer<'_> {
                 continue;
             }
             done[k] = true;
+            self.position = k;
             self.import_ready(n)?;
             for &r in &readers[k] {
                 waiting[r] -= 1;
@@ -531,9 +535,17 @@ impl Importer<'_> {
                     && !self.poisoned.contains(*i)
             })
             .collect();
+        let position = nodes.iter().zip(&done).position(|(_, d)| !*d).unwrap_or(0);
+        let label = match n.name.as_deref() {
+            Some(s) if !s.is_empty() => format!("'{s}'"),
+            _ => format!(
+                "#{position} '{}_{}'",
+                n.op_type.as_deref().unwrap_or_default(),
+                n.output.first().map_or("", String::as_str)
+            ),
+        };
         Err(Error::Model(format!(
-            "node '{}' ({}) reads {:?}, which no node, initializer or graph input defines",
-            n.name.clone().unwrap_or_default(),
+            "node {label} ({}) reads {:?}, which no node, initializer or graph input defines",
             n.op_type.clone().unwrap_or_default(),
             missing
         )))
@@ -579,12 +591,15 @@ impl Importer<'_> {
         };
         let opset = self.opsets.get(&domain).copied().unwrap_or(0);
         let op_type = n.op_type.clone().unwrap_or_default();
-        let name = match &n.name {
-            Some(s) if !s.is_empty() => s.clone(),
-            _ => format!(
-                "{}_{}",
-                op_type,
-                n.output.first().cloned().unwrap_or_default()
+        let (name, position) = match &n.name {
+            Some(s) if !s.is_empty() => (s.clone(), None),
+            _ => (
+                format!(
+                    "{}_{}",
+                    op_type,
+                    n.output.first().cloned().unwrap_or_default()
+                ),
+                Some(self.position),
             ),
         };
         (
@@ -592,6 +607,7 @@ impl Importer<'_> {
                 name,
                 op_type,
                 opset,
+                position,
             },
             domain,
             opset,

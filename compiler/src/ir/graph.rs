@@ -55,17 +55,32 @@ impl std::fmt::Display for TypeInfo {
 /// Where a node came from in the ONNX model, for error messages and dumps.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Origin {
+    /// The node's name, or for a node without one `OP_OUTPUT` (its op type and first output).
     pub name: String,
     pub op_type: String,
     pub opset: i64,
+    /// For a node without a name: its position in its graph's node list, which errors give.
+    pub position: Option<usize>,
+}
+
+impl Origin {
+    /// How errors name the node: `'NAME'`, or `#POSITION 'OP_OUTPUT'` when it has no name.
+    pub fn label(&self) -> String {
+        match self.position {
+            Some(k) => format!("#{k} '{}'", self.name),
+            None => format!("'{}'", self.name),
+        }
+    }
 }
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "node '{}' ({}, opset {})",
-            self.name, self.op_type, self.opset
+            "node {} ({}, opset {})",
+            self.label(),
+            self.op_type,
+            self.opset
         )
     }
 }

@@ -473,6 +473,7 @@ fn reorder_origin(value: &str, op: &str) -> crate::ir::Origin {
         name: value.to_string(),
         op_type: op.to_string(),
         opset: 0,
+        position: None,
     }
 }
 
