@@ -554,3 +554,49 @@ fn a_symbolic_dim_grown_by_200000_nodes_stays_shallow() {
     );
     refused(&d, "concat", &m, &["not known at compile time", "--shape"]);
 }
+
+#[test]
+fn fuzzer_findings_stay_fixed() {
+    let d = scratch("hostile-fuzz-findings");
+    // mutate_fuzz: an RNN over a sequence axis declared 2^40 long allocated its zero state
+    // from the declared dims (SIGABRT); the limits refuse the input.
+    let m = model(
+        vec![with_int(
+            node("RNN", "rnn", &["x", "w", "r"], &["y"]),
+            "hidden_size",
+            2,
+        )],
+        vec![value_info("x", 1, &[D::N(2), D::N(HUGE), D::N(3)])],
+        vec![value_info("y", 1, &[])],
+        vec![
+            f32_tensor("w", &[1, 2, 3], &[0.1; 6]),
+            f32_tensor("r", &[1, 2, 2], &[0.1; 4]),
+        ],
+        14,
+    );
+    refused(&d, "rnn", &m, &["graph input 'x'", "1099511627776"]);
+    // An Lp pool with p = 2^62 went to the pool kernel, which takes p up to 2^16 (an
+    // internal error); it compiles through the generated reduction, and runs.
+    let m = model(
+        vec![with_int(
+            with_ints(
+                node("LpPool", "lp", &["x"], &["y"]),
+                "kernel_shape",
+                &[2, 2],
+            ),
+            "p",
+            1 << 62,
+        )],
+        vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(3), D::N(3)])],
+        vec![],
+        18,
+    );
+    let o = compile_limited(&d, "lppool", &m);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 4, 4], &[0.5; 16]), &x);
+    let y = run_model(&[&d.join("lppool.onnx"), &x], &d.join("out"))[0].to_f64s();
+    // Σ 0.5^p underflows to 0 and its p-th root is 0: what the formula gives in float32.
+    assert_eq!(y, vec![0.0; 9]);
+}
