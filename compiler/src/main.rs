@@ -624,7 +624,23 @@ fn out_of_memory(bytes: usize) -> ! {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A usage error comes before the flags are known: JSON if they ask for it.
+            let args: Vec<String> = std::env::args().collect();
+            let wants_json = args.iter().any(|a| a == "--error-format=json")
+                || args
+                    .windows(2)
+                    .any(|w| w[0] == "--error-format" && w[1] == "json");
+            if wants_json && e.use_stderr() {
+                let message = e.render().to_string();
+                eprintln!("{}", Error::Usage(message.trim().to_string()).to_json());
+                return ExitCode::from(e.exit_code() as u8);
+            }
+            e.exit()
+        }
+    };
     let json = cli.error_format == ErrorFormat::Json;
     JSON_DIAGNOSTICS.store(json, std::sync::atomic::Ordering::Relaxed);
     match real_main(cli) {

@@ -77,6 +77,18 @@ fn unsupported_ops_are_all_reported_at_once() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
         .expect("a JSON warning line");
     assert_eq!(warning["level"], "warning");
+    // A command-line error too (found before the flags are known).
+    let o = onnxc()
+        .args(["--error-format", "json", "--no-such-flag"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let j: serde_json::Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(j["kind"], "usage");
+    assert!(
+        j["message"].as_str().unwrap().contains("--no-such-flag"),
+        "{j}"
+    );
     assert!(
         warning["message"].as_str().unwrap().contains("'y'"),
         "{warning}"
