@@ -141,6 +141,20 @@ fn bad_attributes_name_the_node() {
     save(&m, &p);
     let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
     assert!(e.contains("node #0 'Relu_y' (Relu) reads"), "{e}");
+    // The list of unsupported nodes names them by position too.
+    let m = model(
+        vec![
+            node("Relu", "", &["x"], &["r"]),
+            node("NoSuchOp", "", &["r"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![],
+        17,
+    );
+    save(&m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
+    assert!(e.contains("node '#1 NoSuchOp_y': NoSuchOp"), "{e}");
 }
 
 /// Models that are not valid ONNX in ways the checker would catch, or that ask for tensors

@@ -61,7 +61,7 @@ impl<'a> Ctx<'a> {
     /// This node uses a feature onnxc does not implement.
     pub fn unsupported(&self, reason: impl Into<String>) -> Error {
         Error::Unsupported(vec![crate::error::Unsupported {
-            node: self.origin.name.clone(),
+            node: self.origin.node_id(),
             op_type: self.origin.op_type.clone(),
             domain: self.node.domain.clone().unwrap_or_default(),
             opset: self.opset,

@@ -651,7 +651,7 @@ impl Importer<'_> {
         let (origin, domain, opset) = self.node_origin(n);
         if registry::lookup(&domain, &origin.op_type).is_none() {
             self.unsupported.push(Unsupported {
-                node: origin.name,
+                node: origin.node_id(),
                 op_type: origin.op_type,
                 domain,
                 opset,
@@ -692,7 +692,7 @@ impl Importer<'_> {
                 "no implementation of this op".to_string()
             };
             return Err(Error::Unsupported(vec![Unsupported {
-                node: origin.name,
+                node: origin.node_id(),
                 op_type: origin.op_type,
                 domain,
                 opset,
@@ -715,7 +715,7 @@ impl Importer<'_> {
             .position(|v| v.is_some_and(|v| self.g.zipmaps.contains_key(&v)))
         {
             return Err(Error::Unsupported(vec![Unsupported {
-                node: origin.name,
+                node: origin.node_id(),
                 op_type: origin.op_type,
                 domain,
                 opset,
@@ -760,7 +760,7 @@ impl Importer<'_> {
                     self.unbuilt.insert(
                         name.clone(),
                         Unsupported {
-                            node: origin.name.clone(),
+                            node: origin.node_id(),
                             op_type: origin.op_type.clone(),
                             domain: domain.clone(),
                             opset,

@@ -64,6 +64,15 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// The node as lists of unsupported nodes name it: `NAME`, or `#POSITION OP_OUTPUT`
+    /// when it has no name.
+    pub fn node_id(&self) -> String {
+        match self.position {
+            Some(k) => format!("#{k} {}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     /// How errors name the node: `'NAME'`, or `#POSITION 'OP_OUTPUT'` when it has no name.
     pub fn label(&self) -> String {
         match self.position {

@@ -47,7 +47,7 @@ impl Importer<'_> {
         reason: impl Into<String>,
     ) -> Error {
         Error::Unsupported(vec![Unsupported {
-            node: origin.name.clone(),
+            node: origin.node_id(),
             op_type: origin.op_type.clone(),
             domain: n.domain.clone().unwrap_or_default(),
             opset: origin.opset,
@@ -158,7 +158,7 @@ impl Importer<'_> {
                 None => {}
                 Some(_) => {
                     return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.name.clone(),
+                        node: origin.node_id(),
                         op_type: origin.op_type.clone(),
                         domain: String::new(),
                         opset: origin.opset,
@@ -204,7 +204,7 @@ impl Importer<'_> {
                 }
                 if self.seqs.contains_key(name) {
                     return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.name.clone(),
+                        node: origin.node_id(),
                         op_type: origin.op_type.clone(),
                         domain: String::new(),
                         opset: origin.opset,
