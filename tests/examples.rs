@@ -193,7 +193,10 @@ fn link_flags_and_pkg_config_link_the_c_example() {
             .and_then(|r| r.split_whitespace().next())
             .and_then(|v| v.parse().ok())
             .expect("a .text line");
-        assert!(text < 1 << 20, "{link}: .text is {text} bytes, over the 1 MiB budget");
+        assert!(
+            text < 1 << 20,
+            "{link}: .text is {text} bytes, over the 1 MiB budget"
+        );
     }
     let _ = std::fs::remove_dir_all(d);
 }

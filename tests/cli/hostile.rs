@@ -49,6 +49,16 @@ fn refused(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, wants: &[&str]) 
 
 const HUGE: i64 = 1 << 40;
 
+/// Value `k` of a chain of `n` nodes from input `x` to output `y`: node `k` reads value `k`
+/// and writes value `k + 1`.
+fn chain_value(k: usize, n: usize) -> String {
+    match k {
+        0 => "x".to_string(),
+        k if k == n => "y".to_string(),
+        k => format!("t{k}"),
+    }
+}
+
 #[test]
 fn a_huge_declared_axis_is_refused_before_anything_is_allocated() {
     let d = scratch("hostile-huge-axis");
@@ -304,11 +314,7 @@ fn a_graph_of_200000_steps_compiles_in_seconds() {
     // Memory planning compared every value with every other, and the step chain was one
     // function: 200,000 steps took 14 s, 20,000 in-place concatenations 3 s.
     let n = 200_000;
-    let name = |k: usize| match k {
-        0 => "x".to_string(),
-        k if k == n => "y".to_string(),
-        k => format!("t{k}"),
-    };
+    let name = |k: usize| chain_value(k, n);
     let nodes = (0..n)
         .map(|k| node("Softmax", "", &[name(k).as_str()], &[name(k + 1).as_str()]))
         .collect();
@@ -362,15 +368,7 @@ fn nodes_out_of_order_import_in_linear_time_and_cycles_are_errors() {
     // A 20,000-node chain listed last node first (retrying pending nodes pass after pass
     // took 12 s; the import order is now a topological sort).
     let n = 20_000;
-    let name = |k: usize| {
-        if k == 0 {
-            "x".to_string()
-        } else if k == n {
-            "y".to_string()
-        } else {
-            format!("t{k}")
-        }
-    };
+    let name = |k: usize| chain_value(k, n);
     let nodes = (0..n)
         .rev()
         .map(|k| {
@@ -526,11 +524,7 @@ fn a_symbolic_dim_grown_by_200000_nodes_stays_shallow() {
     // chain, and dropping or printing it overflowed the stack (SIGABRT). Past 64 operations
     // a dim becomes a symbol of its own, which the compile then asks to have bound.
     let n = 200_000;
-    let name = |k: usize| match k {
-        0 => "x".to_string(),
-        k if k == n => "y".to_string(),
-        k => format!("t{k}"),
-    };
+    let name = |k: usize| chain_value(k, n);
     let nodes = (0..n)
         .map(|k| {
             with_int(
