@@ -115,46 +115,33 @@ fn bad_attributes_name_the_node() {
     assert!(e.contains("node 'tp' (Transpose, opset 17)"), "{e}");
     assert!(e.contains("not a permutation"), "{e}");
     // A node without a name is named by its position in the graph, op type and output.
-    let m = model(
-        vec![
-            node("Relu", "", &["x"], &["r"]),
-            with_ints(node("Transpose", "", &["r"], &["y"]), "perm", &[0, 0]),
-        ],
-        vec![value_info("x", 1, &[D::N(2), D::N(3)])],
-        vec![value_info("y", 1, &[D::N(3), D::N(2)])],
-        vec![],
-        17,
+    let unnamed = |nodes| {
+        model(
+            nodes,
+            vec![value_info("x", 1, &[D::N(2), D::N(3)])],
+            vec![value_info("y", 1, &[D::N(3), D::N(2)])],
+            vec![],
+            17,
+        )
+    };
+    let m = unnamed(vec![
+        node("Relu", "", &["x"], &["r"]),
+        with_ints(node("Transpose", "", &["r"], &["y"]), "perm", &[0, 0]),
+    ]);
+    compile_error(
+        &d,
+        "unnamed-attr",
+        &m,
+        &["node #1 'Transpose_y' (Transpose, opset 17)"],
     );
-    save(&m, &p);
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
-    assert!(
-        e.contains("node #1 'Transpose_y' (Transpose, opset 17)"),
-        "{e}"
-    );
-    let m = model(
-        vec![node("Relu", "", &["nowhere"], &["y"])],
-        vec![value_info("x", 1, &[D::N(2)])],
-        vec![value_info("y", 1, &[D::N(2)])],
-        vec![],
-        17,
-    );
-    save(&m, &p);
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
-    assert!(e.contains("node #0 'Relu_y' (Relu) reads"), "{e}");
+    let m = unnamed(vec![node("Relu", "", &["nowhere"], &["y"])]);
+    compile_error(&d, "unnamed-input", &m, &["node #0 'Relu_y' (Relu) reads"]);
     // The list of unsupported nodes names them by position too.
-    let m = model(
-        vec![
-            node("Relu", "", &["x"], &["r"]),
-            node("NoSuchOp", "", &["r"], &["y"]),
-        ],
-        vec![value_info("x", 1, &[D::N(2)])],
-        vec![value_info("y", 1, &[D::N(2)])],
-        vec![],
-        17,
-    );
-    save(&m, &p);
-    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("m.o")));
-    assert!(e.contains("node '#1 NoSuchOp_y': NoSuchOp"), "{e}");
+    let m = unnamed(vec![
+        node("Relu", "", &["x"], &["r"]),
+        node("NoSuchOp", "", &["r"], &["y"]),
+    ]);
+    compile_error(&d, "unnamed-op", &m, &["node '#1 NoSuchOp_y': NoSuchOp"]);
 }
 
 /// Models that are not valid ONNX in ways the checker would catch, or that ask for tensors
