@@ -181,6 +181,12 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, off: In = *const i64,
         w: OptIn = *const f32, y: Out = *mut f32,
     ) -> Status;
+    /// Integer convolution of uint8/int8 activations with packed int8 weights
+    /// (`qconv::QConvParams`), int32, float32 or requantized output.
+    QCONV = onnxc_qconv in qconv(
+        params: Params = *const i64, x: In = *const u8, y: Out = *mut u8,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).
     TREE_ENSEMBLE = onnxc_tree_ensemble in tree(
         forest: Params = *const i64, x: In = *const u8, y: Out = *mut u8, rows: Int = i64,
@@ -274,6 +280,8 @@ fn scratch_of(
     } else if *kernel == GATHER_SUM_F32 {
         crate::gather::GatherParams::decode(b)?;
         bytes(0)
+    } else if *kernel == QCONV {
+        Some(crate::qconv::QConvParams::decode(b)?.scratch())
     } else if *kernel == TREE_ENSEMBLE {
         tree::check(b).map_err(|_| ParamError("the forest fails tree::check"))?;
         bytes(tree::scratch_bytes(b))

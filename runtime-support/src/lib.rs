@@ -254,6 +254,7 @@ pub mod nchwc;
 pub mod par;
 pub mod params;
 pub mod pool;
+pub mod qconv;
 pub mod resize;
 pub mod simd;
 pub mod softmax;

@@ -1,0 +1,260 @@
+//! The `MR × NR` int32 tile of one weight block times one activation panel, per instruction
+//! set, and the epilogue that turns a row of the tile into outputs. Every tier computes the
+//! same integers and the same floating-point operations in the same order (no fused
+//! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51), so
+//! the outputs are bit-identical across CPUs.
+
+use super::{MR, NR, QConvParams, QOut, Tier};
+
+/// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32).
+///
+/// # Safety
+/// The CPU runs `tier`; `w` holds `k4·MR·4` bytes, `panel` `k4·NR·4`.
+pub(super) unsafe fn tile(
+    tier: Tier,
+    k4: usize,
+    w: &[i8],
+    panel: &[u8],
+    tile: &mut [[i32; NR]; MR],
+) {
+    assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * NR * 4);
+    match tier {
+        // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
+        #[cfg(target_arch = "x86_64")]
+        Tier::Vnni512 => unsafe { tile_vnni512(k4, w.as_ptr(), panel.as_ptr(), tile) },
+        // SAFETY: the CPU has AVX2 (caller); the sizes are checked above.
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => unsafe { tile_avx2(k4, w.as_ptr(), panel.as_ptr(), tile) },
+        Tier::Portable => tile_portable(k4, w, panel, tile),
+    }
+}
+
+fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32; NR]; MR]) {
+    *tile = [[0; NR]; MR];
+    for g in 0..k4 {
+        let wg = &w[g * MR * 4..(g + 1) * MR * 4];
+        let pg = &panel[g * NR * 4..(g + 1) * NR * 4];
+        for (r, row) in tile.iter_mut().enumerate() {
+            let wr = &wg[r * 4..r * 4 + 4];
+            for (l, acc) in row.iter_mut().enumerate() {
+                let x = &pg[l * 4..l * 4 + 4];
+                let dot: i32 = (0..4).map(|j| wr[j] as i32 * x[j] as i32).sum();
+                *acc = acc.wrapping_add(dot);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile_vnni512(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..k4 {
+        // SAFETY: group g of the panel and of the block lie inside them (caller).
+        unsafe {
+            let v0 = _mm512_loadu_si512(panel.add(g * NR * 4) as *const _);
+            let v1 = _mm512_loadu_si512(panel.add(g * NR * 4 + 64) as *const _);
+            let wg = w.add(g * MR * 4) as *const i32;
+            for (r, a) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_epi32(wg.add(r).read_unaligned());
+                a[0] = _mm512_dpbusd_epi32(a[0], v0, b);
+                a[1] = _mm512_dpbusd_epi32(a[1], v1, b);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        // SAFETY: each row of the tile holds 32 i32.
+        unsafe {
+            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut _, a[0]);
+            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut _, a[1]);
+        }
+    }
+}
+
+/// AVX2 without VNNI: the panel's bytes zero-extended and the weights sign-extended to
+/// int16 (even and odd bytes of each 32-bit group apart), `vpmaddwd` sums each pair into
+/// int32 exactly. Four rows by sixteen lanes at a time (12 accumulators and operands in
+/// the 16 registers).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    let low = _mm256_set1_epi32(0x00ff_00ff);
+    for r0 in (0..MR).step_by(4) {
+        for l0 in (0..NR).step_by(16) {
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                // SAFETY: group g of the panel and of the block lie inside them (caller).
+                unsafe {
+                    let pv = panel.add(g * NR * 4 + l0 * 4);
+                    let v0 = _mm256_loadu_si256(pv as *const __m256i);
+                    let v1 = _mm256_loadu_si256(pv.add(32) as *const __m256i);
+                    let (e0, o0) = (
+                        _mm256_and_si256(v0, low),
+                        _mm256_and_si256(_mm256_srli_epi16(v0, 8), low),
+                    );
+                    let (e1, o1) = (
+                        _mm256_and_si256(v1, low),
+                        _mm256_and_si256(_mm256_srli_epi16(v1, 8), low),
+                    );
+                    let wg = w.add(g * MR * 4 + r0 * 4) as *const i32;
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let b = _mm256_set1_epi32(wg.add(r).read_unaligned());
+                        let we = _mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8);
+                        let wo = _mm256_srai_epi16(b, 8);
+                        a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(e0, we));
+                        a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(o0, wo));
+                        a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(e1, we));
+                        a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(o1, wo));
+                    }
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                // SAFETY: lanes l0 .. l0 + 16 of row r0 + r lie in the tile.
+                unsafe {
+                    let t = tile[r0 + r].as_mut_ptr().add(l0);
+                    _mm256_storeu_si256(t as *mut __m256i, a[0]);
+                    _mm256_storeu_si256(t.add(8) as *mut __m256i, a[1]);
+                }
+            }
+        }
+    }
+}
+
+/// 1.5·2^52: adding and subtracting it rounds a float64 below 2^51 in magnitude to an
+/// integer, ties to even (the default rounding mode), in every tier alike.
+const ROUND: f64 = 6_755_399_441_055_744.0;
+
+/// The corrected sum of lane `l`: the tile's plus the channel's constant, minus `zw·Σx`.
+#[inline(always)]
+fn corrected(p: &QConvParams, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l: usize) -> i32 {
+    let mut v = acc.wrapping_add(p.corr[ch]);
+    if let Some(cs) = colsum {
+        v = v.wrapping_sub(p.wzp[ch].wrapping_mul(cs[l]));
+    }
+    v
+}
+
+/// Writes the first `lanes` outputs of channel `ch` from its tile row.
+///
+/// # Safety
+/// The CPU runs `tier`; `dst` holds `lanes` outputs of `p.q.out`'s type.
+pub(super) unsafe fn epilogue(
+    tier: Tier,
+    p: &QConvParams,
+    ch: usize,
+    row: &[i32; NR],
+    colsum: Option<&[i32; NR]>,
+    lanes: usize,
+    dst: *mut u8,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if tier == Tier::Vnni512 {
+        // SAFETY: the CPU has AVX-512 (caller); `dst` as the caller says.
+        unsafe { epilogue_avx512(p, ch, row, colsum, lanes, dst) };
+        return;
+    }
+    let _ = tier;
+    // SAFETY: `dst` holds `lanes` outputs (caller).
+    unsafe { epilogue_scalar(p, ch, row, colsum, 0, lanes, dst) }
+}
+
+/// Lanes `from .. lanes` of the epilogue, one at a time.
+///
+/// # Safety
+/// `dst` holds `lanes` outputs of `p.q.out`'s type.
+unsafe fn epilogue_scalar(
+    p: &QConvParams,
+    ch: usize,
+    row: &[i32; NR],
+    colsum: Option<&[i32; NR]>,
+    from: usize,
+    lanes: usize,
+    dst: *mut u8,
+) {
+    let (scale, fbias) = (p.scale[ch], p.fbias[ch]);
+    let q = &p.q;
+    let (lo, hi) = ((q.lo - q.y_zp) as f64, (q.hi - q.y_zp) as f64);
+    for (l, &acc) in row.iter().enumerate().take(lanes).skip(from) {
+        let v = corrected(p, ch, acc, colsum, l);
+        // SAFETY: lane l < lanes of `dst` (caller).
+        unsafe {
+            match q.out {
+                QOut::I32 => (dst as *mut i32).add(l).write_unaligned(v),
+                QOut::F32 => (dst as *mut f32)
+                    .add(l)
+                    .write_unaligned(v as f32 * scale + fbias),
+                QOut::U8 | QOut::I8 => {
+                    let f = (v as f64 * scale as f64).max(lo).min(hi);
+                    let r = (f + ROUND) - ROUND;
+                    *dst.add(l) = (r as i32 + q.y_zp) as u8;
+                }
+            }
+        }
+    }
+}
+
+/// The epilogue on sixteen lanes at a time; the float64 requantization eight at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn epilogue_avx512(
+    p: &QConvParams,
+    ch: usize,
+    row: &[i32; NR],
+    colsum: Option<&[i32; NR]>,
+    lanes: usize,
+    dst: *mut u8,
+) {
+    use std::arch::x86_64::*;
+    let q = &p.q;
+    let corr = _mm512_set1_epi32(p.corr[ch]);
+    let wzp = _mm512_set1_epi32(p.wzp[ch]);
+    let full = lanes / 16 * 16;
+    for l0 in (0..full).step_by(16) {
+        // SAFETY: lanes l0 .. l0 + 16 lie in the row, the column sums and `dst` (l0 + 16 ≤
+        // lanes).
+        unsafe {
+            let mut v = _mm512_add_epi32(
+                _mm512_loadu_si512(row.as_ptr().add(l0) as *const _),
+                corr,
+            );
+            if let Some(cs) = colsum {
+                let s = _mm512_loadu_si512(cs.as_ptr().add(l0) as *const _);
+                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, s));
+            }
+            match q.out {
+                QOut::I32 => _mm512_storeu_si512((dst as *mut i32).add(l0) as *mut _, v),
+                QOut::F32 => {
+                    let f = _mm512_add_ps(
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
+                        _mm512_set1_ps(p.fbias[ch]),
+                    );
+                    _mm512_storeu_ps((dst as *mut f32).add(l0), f);
+                }
+                QOut::U8 | QOut::I8 => {
+                    let s = _mm512_set1_pd(p.scale[ch] as f64);
+                    let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
+                    let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
+                    let rnd = _mm512_set1_pd(ROUND);
+                    let half = |h: __m256i| {
+                        let f = _mm512_mul_pd(_mm512_cvtepi32_pd(h), s);
+                        let f = _mm512_min_pd(_mm512_max_pd(f, lo), hi);
+                        let r = _mm512_sub_pd(_mm512_add_pd(f, rnd), rnd);
+                        _mm512_cvtpd_epi32(r)
+                    };
+                    let a = half(_mm512_castsi512_si256(v));
+                    let b = half(_mm512_extracti64x4_epi64::<1>(v));
+                    let i = _mm512_add_epi32(
+                        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
+                        _mm512_set1_epi32(q.y_zp),
+                    );
+                    // In [lo, hi] already: truncation to bytes keeps the value.
+                    _mm_storeu_si128(dst.add(l0) as *mut __m128i, _mm512_cvtepi32_epi8(i));
+                }
+            }
+        }
+    }
+    // SAFETY: the remaining lanes of `dst` (caller).
+    unsafe { epilogue_scalar(p, ch, row, colsum, full, lanes, dst) }
+}

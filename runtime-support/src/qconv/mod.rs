@@ -1,0 +1,453 @@
+//! Integer convolution: uint8 activations × int8 weights with exact int32 accumulation,
+//! the output requantized (or dequantized) in the epilogue. Runs QLinearConv, ConvInteger
+//! and the DequantizeLinear → Conv → QuantizeLinear groups of QDQ models.
+//!
+//! Per group, the convolution is the GEMM `acc[m, p] = Σ_k w[m, k] · x̂[k, p]` over
+//! `k = (channel, tap)` and the output positions `p`, with `x̂` the im2col matrix of the
+//! input (padding reads the input's zero point). The weights are packed when the model is
+//! compiled (`QConvParams::encode`): blocks of `MR` output channels, `k` in groups of four
+//! bytes (`[block][k/4][MR][4]`, zero-padded), so one 32-bit broadcast feeds a four-way
+//! dot product. The activations are packed per panel of `NR` output positions at run time
+//! (`pack.rs`, `[k/4][NR][4]`). `kernel.rs` multiplies a block by a panel into an `MR × NR`
+//! int32 tile: AVX-512 VNNI (`vpdpbusd`), AVX2 (both operands widened to int16 and
+//! `vpmaddwd`, so no pairwise int16 sum saturates, unlike `vpmaddubsw`) or portable code.
+//! The three give the same integers, so every CPU computes the same bits.
+//!
+//! Zero points (`x_zp`, per-channel `w_zp`) are folded in exactly:
+//! `Σ (w − zw)(x − zx) = Σ w·x − zx·Σ_k w − zw·Σ_k x + K·zx·zw`; the terms without `x` are one
+//! constant per channel (`corr`, with the int32 bias), the `zw·Σ_k x` term is computed per
+//! panel only when some `zw` is not zero. int8 activations are flipped to uint8 (`x + 128`,
+//! the zero point with them) while they are packed. All integer arithmetic wraps as int32,
+//! which is exact whenever the true sum fits in int32.
+//!
+//! The epilogue (`QOut`): the int32 sum; float32 `acc · scale[m] + fbias[m]` (a QDQ
+//! convolution whose result is not quantized again); or the reference's requantization
+//! `clamp(round_half_even(acc · f64(scale[m])) + y_zp, lo, hi)` in float64, bit for bit what
+//! onnx's reference evaluator computes for QLinearConv (onnxruntime rounds the product in
+//! float32, which can differ by one step at a tie).
+//!
+//! Work is split over output panels (`par`); each worker packs its own panels into its
+//! scratch slot. Depthwise convolutions are not run here (a block of `MR` channels would
+//! hold one).
+
+mod kernel;
+mod pack;
+#[cfg(test)]
+mod tests;
+
+use crate::abi::ONNXC_OK;
+use crate::conv::ConvGeometry;
+use crate::kernels::Status;
+use crate::par::{Par, ScratchNeed, Slots};
+use crate::params;
+
+/// Output channels per packed weight block (rows of a tile).
+pub const MR: usize = 8;
+/// Output positions per activation panel (columns of a tile).
+pub const NR: usize = 32;
+
+/// What the epilogue writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum QOut {
+    /// The int32 sum (ConvInteger).
+    I32 = 0,
+    /// float32 `acc · scale[m] + fbias[m]`.
+    F32 = 1,
+    /// uint8 `clamp(round(acc · scale[m]) + y_zp, lo, hi)`.
+    U8 = 2,
+    /// int8, as `U8`.
+    I8 = 3,
+}
+
+impl QOut {
+    fn from_code(v: i64) -> params::Result<QOut> {
+        Ok(match v {
+            0 => QOut::I32,
+            1 => QOut::F32,
+            2 => QOut::U8,
+            3 => QOut::I8,
+            _ => return Err(params::ParamError("unknown output kind")),
+        })
+    }
+
+    /// Bytes per output element.
+    pub fn size(self) -> usize {
+        match self {
+            QOut::I32 | QOut::F32 => 4,
+            QOut::U8 | QOut::I8 => 1,
+        }
+    }
+}
+
+/// The scalar quantization parameters of a call.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct QScalars {
+    pub out: QOut,
+    /// The activations are int8 (flipped to uint8 while packed).
+    pub x_signed: bool,
+    /// The activations' zero point, in their type.
+    pub x_zp: i32,
+    /// The output's zero point (quantized outputs).
+    pub y_zp: i32,
+    /// Bounds of the quantized output (its type's range, narrowed by a fused Relu).
+    pub lo: i32,
+    pub hi: i32,
+}
+
+/// One integer convolution: its geometry, scalars, per-channel constants and packed
+/// weights, as decoded from a parameter blob (borrowing it) or built by `encode`.
+#[derive(Debug)]
+pub struct QConvParams<'a> {
+    pub conv: ConvGeometry<'a>,
+    pub q: QScalars,
+    /// Some weight zero point is not zero (the `zw·Σ_k x` term is needed).
+    pub has_wzp: bool,
+    /// Per output channel: the constant part of the sum (bias, zero-point terms).
+    pub corr: &'a [i32],
+    /// Per output channel: the weights' zero point.
+    pub wzp: &'a [i32],
+    /// Per output channel: the scale of the epilogue.
+    pub scale: &'a [f32],
+    /// Per output channel: the float32 epilogue's bias.
+    pub fbias: &'a [f32],
+    /// `[group][block][k/4][MR][4]` int8 weights.
+    pub weights: &'a [i8],
+}
+
+/// Words after the seal before the geometry: out, flags, x_zp, y_zp, lo, hi, geometry length.
+const HEADER: usize = 7;
+
+fn words_for(bytes: usize) -> usize {
+    bytes.div_ceil(8)
+}
+
+/// Little-endian words holding `bytes`, zero-padded.
+fn pack_words(bytes: &[u8], out: &mut Vec<i64>) {
+    for c in bytes.chunks(8) {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        out.push(i64::from_le_bytes(b));
+    }
+}
+
+/// The first `n` elements of type `T` (4 bytes, any bit pattern valid) stored in `w`.
+fn view<T: Copy>(w: &[i64], n: usize) -> &[T] {
+    const { assert!(std::mem::size_of::<T>() <= 8 && 8 % std::mem::align_of::<T>() == 0) };
+    assert!(n * std::mem::size_of::<T>() <= w.len() * 8);
+    // SAFETY: `w` holds at least `n` elements of `T` (checked), is aligned for `T` (8-byte
+    // words), and `T` is only instantiated with plain integer and float types.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const T, n) }
+}
+
+impl QConvParams<'_> {
+    /// Geometry facts the kernel loops use.
+    fn dims(&self) -> Dims {
+        let g = &self.conv;
+        let group = g.group as usize;
+        let cg = g.c as usize / group;
+        let mg = g.m as usize / group;
+        let taps: usize = g.kernel.iter().product::<i64>() as usize;
+        let k = cg * taps;
+        let k4 = k.div_ceil(4);
+        Dims {
+            group,
+            cg,
+            mg,
+            taps,
+            k,
+            k4,
+            blocks: mg.div_ceil(MR),
+            isize: g.input.iter().product::<i64>() as usize,
+            osize: g.output.iter().product::<i64>() as usize,
+        }
+    }
+
+    /// Scratch of a call: one packed panel and its column sums per worker.
+    pub fn scratch(&self) -> ScratchNeed {
+        let d = self.dims();
+        ScratchNeed {
+            shared: 0,
+            per_worker: d.k4 * 4 * NR + NR * 4,
+        }
+    }
+
+    /// The sealed blob of a convolution: `w` holds the `[m, c/group, taps…]` weights (int8;
+    /// the caller maps uint8 weights to int8 by subtracting 128 from them and their zero
+    /// points), `w_zp` one zero point per output channel, `bias` the int32 bias (or none),
+    /// `scale`/`fbias` one per output channel (ignored by `QOut::I32`). The constant parts
+    /// of the zero-point terms are folded into the bias here.
+    #[allow(clippy::too_many_arguments, reason = "every constant of the op")]
+    pub fn encode(
+        conv: &ConvGeometry,
+        q: QScalars,
+        w: &[i8],
+        w_zp: &[i32],
+        bias: Option<&[i32]>,
+        scale: &[f32],
+        fbias: &[f32],
+    ) -> Vec<i64> {
+        let m = conv.m as usize;
+        let group = conv.group as usize;
+        let (cg, mg) = (conv.c as usize / group, m / group);
+        let taps: usize = conv.kernel.iter().product::<i64>() as usize;
+        let k = cg * taps;
+        let k4 = k.div_ceil(4);
+        let blocks = mg.div_ceil(MR);
+        assert_eq!(w.len(), m * k, "weights of the geometry");
+        assert!(w_zp.len() == m && scale.len() == m && fbias.len() == m);
+        let zx = q.x_zp as i64 + if q.x_signed { 128 } else { 0 };
+        let corr: Vec<i32> = (0..m)
+            .map(|ch| {
+                let row = &w[ch * k..(ch + 1) * k];
+                let rowsum: i64 = row.iter().map(|&v| v as i64).sum();
+                let b = bias.map_or(0, |b| b[ch] as i64);
+                (b - zx * rowsum + k as i64 * zx * w_zp[ch] as i64) as i32
+            })
+            .collect();
+        let mut packed = vec![0u8; group * blocks * k4 * MR * 4];
+        for gi in 0..group {
+            for ml in 0..mg {
+                let ch = gi * mg + ml;
+                let (blk, r) = (ml / MR, ml % MR);
+                let base = (gi * blocks + blk) * k4 * MR * 4;
+                for kk in 0..k {
+                    packed[base + (kk / 4) * MR * 4 + r * 4 + kk % 4] = w[ch * k + kk] as u8;
+                }
+            }
+        }
+        let mut p = vec![
+            q.out as i64,
+            q.x_signed as i64 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1),
+            q.x_zp as i64,
+            q.y_zp as i64,
+            q.lo as i64,
+            q.hi as i64,
+        ];
+        let geo = conv.encode();
+        p.push(geo.len() as i64);
+        p.extend_from_slice(&geo);
+        let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        pack_words(&le(&corr.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
+        pack_words(&le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
+        pack_words(&le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        pack_words(&le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        pack_words(&packed, &mut p);
+        params::seal(p)
+    }
+
+    /// The convolution `encode` wrote into `blob`, validated.
+    pub fn decode(blob: &[i64]) -> params::Result<QConvParams<'_>> {
+        use params::{ensure, in_range};
+        let mut r = params::Reader::new(blob)?;
+        let h: [i64; HEADER] = r.array()?;
+        let out = QOut::from_code(h[0])?;
+        ensure(h[1] & !3 == 0, "unknown flag bits")?;
+        let x_signed = h[1] & 1 != 0;
+        let x_zp = if x_signed {
+            in_range(h[2], -128, 127, "x zero point out of range")?
+        } else {
+            in_range(h[2], 0, 255, "x zero point out of range")?
+        };
+        let y_zp = in_range(h[3], -128, 255, "y zero point out of range")?;
+        let (lo, hi) = match out {
+            QOut::U8 => (0, 255),
+            QOut::I8 => (-128, 127),
+            _ => (i64::MIN, i64::MAX),
+        };
+        let qlo = in_range(h[4], lo.max(-128), hi.min(255), "bounds out of range")?;
+        let qhi = in_range(h[5], qlo, hi.min(255), "bounds out of range")?;
+        let glen = in_range(h[6], 1, r.remaining() as i64, "geometry length out of range")?;
+        let conv = ConvGeometry::decode(r.words(glen as usize)?)?;
+        ensure(
+            conv.input_planes.is_empty(),
+            "integer convolutions read planes in order",
+        )?;
+        let m = conv.m as usize;
+        let mut p = QConvParams {
+            conv,
+            q: QScalars {
+                out,
+                x_signed,
+                x_zp: x_zp as i32,
+                y_zp: y_zp as i32,
+                lo: qlo as i32,
+                hi: qhi as i32,
+            },
+            has_wzp: h[1] & 2 != 0,
+            corr: &[],
+            wzp: &[],
+            scale: &[],
+            fbias: &[],
+            weights: &[],
+        };
+        let d = p.dims();
+        let row_words = words_for(m * 4);
+        p.corr = view(r.words(row_words)?, m);
+        p.wzp = view(r.words(row_words)?, m);
+        p.scale = view(r.words(row_words)?, m);
+        p.fbias = view(r.words(row_words)?, m);
+        let wbytes = params::product(
+            [
+                d.group as i64,
+                d.blocks as i64,
+                d.k4 as i64,
+                (MR * 4) as i64,
+            ],
+            "the weights are too large",
+        )? as usize;
+        p.weights = view(r.words(words_for(wbytes))?, wbytes);
+        r.finish()?;
+        Ok(p)
+    }
+}
+
+/// Derived extents of a call.
+#[derive(Copy, Clone, Debug)]
+struct Dims {
+    group: usize,
+    cg: usize,
+    mg: usize,
+    taps: usize,
+    k: usize,
+    k4: usize,
+    blocks: usize,
+    isize: usize,
+    osize: usize,
+}
+
+/// The tile kernels, one per instruction set; all give the same integers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Tier {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Vnni512,
+}
+
+impl Tier {
+    /// The best tier this CPU runs (capped by `ONNXC_RUNTIME_ISA`).
+    pub(crate) fn detect() -> Tier {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if crate::isa::avx512() && std::is_x86_feature_detected!("avx512vnni") {
+                return Tier::Vnni512;
+            }
+            if crate::isa::avx2() {
+                return Tier::Avx2;
+            }
+        }
+        Tier::Portable
+    }
+}
+
+/// Runs the convolution of `x` (`[n, c, input…]`, uint8 or int8) into `y` (`[n, m,
+/// output…]` of `p.q.out`'s type).
+///
+/// # Safety
+/// `x` and `y` hold the tensors the geometry describes; `scratch` holds `p.scratch()` for
+/// every worker of `par`.
+pub unsafe fn qconv(p: &QConvParams, x: *const u8, y: *mut u8, scratch: Slots, par: Par) {
+    // SAFETY: forwarded.
+    unsafe { qconv_on(Tier::detect(), p, x, y, scratch, par) }
+}
+
+/// `qconv` on the given tier (tests run every tier the CPU has).
+///
+/// # Safety
+/// As `qconv`; the CPU runs `tier`.
+pub(crate) unsafe fn qconv_on(
+    tier: Tier,
+    p: &QConvParams,
+    x: *const u8,
+    y: *mut u8,
+    scratch: Slots,
+    par: Par,
+) {
+    let d = p.dims();
+    let n = p.conv.n as usize;
+    let panels = d.osize.div_ceil(NR);
+    let units = n * d.group * panels;
+    if units == 0 || d.mg == 0 {
+        return;
+    }
+    let x_addr = x as usize;
+    let y_addr = y as usize;
+    let cost = (d.k * d.mg * NR / 4).max(1);
+    let job = |range: std::ops::Range<usize>, worker: usize| {
+        let slot = scratch.at(worker) as *mut u8;
+        // SAFETY: the worker's slot holds `p.scratch().per_worker` bytes: the panel, then
+        // its column sums (4-byte aligned: the panel's size is a multiple of 128).
+        let panel = unsafe { std::slice::from_raw_parts_mut(slot, d.k4 * 4 * NR) };
+        // SAFETY: as above.
+        let colsum =
+            unsafe { &mut *(slot.add(d.k4 * 4 * NR) as *mut [i32; NR]) };
+        let mut tile = [[0i32; NR]; MR];
+        for u in range {
+            let img = u / (d.group * panels);
+            let gi = (u / panels) % d.group;
+            let p0 = (u % panels) * NR;
+            let lanes = NR.min(d.osize - p0);
+            let xg = x_addr + (img * p.conv.c as usize + gi * d.cg) * d.isize;
+            // SAFETY: the group's planes of image `img` lie in `x`.
+            unsafe { pack::pack_panel(p, &d, xg as *const u8, p0, lanes, panel) };
+            if p.has_wzp {
+                pack::column_sums(panel, d.k4, colsum);
+            }
+            for blk in 0..d.blocks {
+                let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
+                // SAFETY: the CPU runs `tier` (caller); `w` and `panel` hold `k4` groups.
+                unsafe { kernel::tile(tier, d.k4, w, panel, &mut tile) };
+                let m0 = gi * d.mg + blk * MR;
+                let rows = MR.min(d.mg - blk * MR);
+                for r in 0..rows {
+                    let ch = m0 + r;
+                    let off = (img * p.conv.m as usize + ch) * d.osize + p0;
+                    let dst = y_addr + off * p.q.out.size();
+                    // SAFETY: the `lanes` outputs of channel `ch` from `p0` lie in `y`; each
+                    // (image, group, panel) is written by one task only.
+                    unsafe {
+                        kernel::epilogue(
+                            tier,
+                            p,
+                            ch,
+                            &tile[r],
+                            p.has_wzp.then_some(&*colsum),
+                            lanes,
+                            dst as *mut u8,
+                        )
+                    };
+                }
+            }
+        }
+    };
+    // SAFETY: tasks write disjoint outputs and use their worker's scratch slot.
+    unsafe { par.for_ranges(units, cost, &job) };
+}
+
+/// C entry point: `params` is a `QConvParams` blob; `x` the uint8/int8 input, `y` the output
+/// of the blob's type.
+///
+/// # Safety
+/// `params` is null or a sealed blob; `x`, `y` hold the tensors it describes, `scratch` its
+/// `scratch()` for every worker of `threads`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_qconv(
+    params: *const i64,
+    x: *const u8,
+    y: *mut u8,
+    scratch: *mut f32,
+    threads: *const crate::par::Threads,
+) -> Status {
+    // SAFETY: caller contract.
+    let p = match unsafe { params::blob(params) }.and_then(QConvParams::decode) {
+        Ok(p) => p,
+        Err(_) => return crate::abi::ONNXC_ERR_PARAMS,
+    };
+    // SAFETY: caller contract.
+    let par = unsafe { Par::from_raw(threads) };
+    let (_, slots) = p.scratch().layout(scratch);
+    // SAFETY: caller contract.
+    unsafe { qconv(&p, x, y, slots, par) };
+    ONNXC_OK
+}

@@ -1,0 +1,335 @@
+//! The integer convolution against a direct reference (int64 sums, the reference's float64
+//! requantization), on every tier the CPU has and every test pool, bit for bit.
+
+use super::*;
+use crate::par::test_threads;
+
+struct Case {
+    n: i64,
+    c: i64,
+    m: i64,
+    group: i64,
+    input: Vec<i64>,
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    pads: Vec<i64>,
+}
+
+impl Case {
+    fn geometry(&self) -> ConvGeometry<'static> {
+        let output: Vec<i64> = (0..self.input.len())
+            .map(|d| {
+                let span = (self.kernel[d] - 1) * self.dilations[d] + 1;
+                (self.input[d] + 2 * self.pads[d] - span) / self.strides[d] + 1
+            })
+            .collect();
+        ConvGeometry {
+            n: self.n,
+            c: self.c,
+            m: self.m,
+            group: self.group,
+            input: self.input.as_slice().into(),
+            kernel: self.kernel.as_slice().into(),
+            output: output.as_slice().into(),
+            strides: self.strides.as_slice().into(),
+            dilations: self.dilations.as_slice().into(),
+            pads: self.pads.as_slice().into(),
+            wide_simd: false,
+            no_winograd: true,
+            input_planes: Default::default(),
+        }
+    }
+}
+
+/// A small deterministic generator.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+}
+
+/// The exact sums `Σ (w − zw)(x − zx) + bias` of every output, by direct convolution.
+#[allow(clippy::too_many_arguments)]
+fn reference_sums(
+    g: &ConvGeometry,
+    x: &[i64],
+    zx: i64,
+    w: &[i64],
+    wzp: &[i64],
+    bias: &[i64],
+) -> Vec<i64> {
+    let nsp = g.input.len();
+    let (group, c, m) = (g.group as usize, g.c as usize, g.m as usize);
+    let (cg, mg) = (c / group, m / group);
+    let taps: usize = g.kernel.iter().product::<i64>() as usize;
+    let isize: usize = g.input.iter().product::<i64>() as usize;
+    let osize: usize = g.output.iter().product::<i64>() as usize;
+    let mut y = vec![0i64; g.n as usize * m * osize];
+    for b in 0..g.n as usize {
+        for ch in 0..m {
+            let gi = ch / mg;
+            for o in 0..osize {
+                let mut oc = vec![0i64; nsp];
+                let mut r = o;
+                for d in (0..nsp).rev() {
+                    oc[d] = (r % g.output[d] as usize) as i64;
+                    r /= g.output[d] as usize;
+                }
+                let mut s = bias[ch];
+                for ci in 0..cg {
+                    for t in 0..taps {
+                        let mut tc = vec![0i64; nsp];
+                        let mut r = t;
+                        for d in (0..nsp).rev() {
+                            tc[d] = (r % g.kernel[d] as usize) as i64;
+                            r /= g.kernel[d] as usize;
+                        }
+                        let mut off = 0i64;
+                        let mut inside = true;
+                        for d in 0..nsp {
+                            let i = oc[d] * g.strides[d] + tc[d] * g.dilations[d] - g.pads[d];
+                            inside &= (0..g.input[d]).contains(&i);
+                            off = off * g.input[d] + i;
+                        }
+                        let xv = if inside {
+                            x[(b * c + gi * cg + ci) * isize + off as usize]
+                        } else {
+                            zx
+                        };
+                        let wv = w[(ch * cg + ci) * taps + t];
+                        s += (wv - wzp[ch]) * (xv - zx);
+                    }
+                }
+                y[(b * m + ch) * osize + o] = s;
+            }
+        }
+    }
+    y
+}
+
+fn tiers() -> Vec<Tier> {
+    let mut t = vec![Tier::Portable];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            t.push(Tier::Avx2);
+        }
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512vnni")
+        {
+            t.push(Tier::Vnni512);
+        }
+    }
+    t
+}
+
+/// Runs `case` with every output kind, on every tier and pool, against the reference.
+fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
+    let g = case.geometry();
+    let mut rng = Lcg(seed);
+    let (m, c) = (case.m as usize, case.c as usize);
+    let taps: usize = case.kernel.iter().product::<i64>() as usize;
+    let isize: usize = case.input.iter().product::<i64>() as usize;
+    let osize: usize = g.output.iter().product::<i64>() as usize;
+    let klen = (c / case.group as usize) * taps;
+    let xs: Vec<i64> = (0..case.n as usize * c * isize)
+        .map(|_| {
+            let v = (rng.next() % 256) as i64;
+            if x_signed { v - 128 } else { v }
+        })
+        .collect();
+    let zx: i64 = if x_signed { -5 } else { 131 };
+    let w: Vec<i8> = (0..m * klen).map(|_| (rng.next() % 256) as u8 as i8).collect();
+    let wzp: Vec<i32> = (0..m)
+        .map(|ch| if with_wzp { (ch as i32 % 7) - 3 } else { 0 })
+        .collect();
+    let bias: Vec<i32> = (0..m).map(|_| (rng.next() % 20001) as i32 - 10000).collect();
+    let scale: Vec<f32> = (0..m).map(|ch| 0.0007 * (1.0 + ch as f32 * 0.13)).collect();
+    let fbias: Vec<f32> = (0..m).map(|ch| ch as f32 * 0.25 - 1.0).collect();
+    let sums = reference_sums(
+        &g,
+        &xs,
+        zx,
+        &w.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+        &wzp.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+        &bias.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+    );
+    let xb: Vec<u8> = xs.iter().map(|&v| v as u8).collect();
+    let count = case.n as usize * m * osize;
+    for out in [QOut::I32, QOut::F32, QOut::U8, QOut::I8] {
+        let (lo, hi, y_zp) = match out {
+            QOut::U8 => (3, 250, 7),
+            QOut::I8 => (-128, 127, -2),
+            _ => (0, 0, 0),
+        };
+        let q = QScalars {
+            out,
+            x_signed,
+            x_zp: zx as i32,
+            y_zp,
+            lo,
+            hi,
+        };
+        let blob = QConvParams::encode(&g, q, &w, &wzp, Some(&bias), &scale, &fbias);
+        let p = QConvParams::decode(&blob).expect("the blob decodes");
+        let want: Vec<u8> = sums
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &s)| {
+                let ch = (i / osize) % m;
+                match out {
+                    QOut::I32 => (s as i32).to_le_bytes().to_vec(),
+                    QOut::F32 => ((s as i32) as f32 * scale[ch] + fbias[ch])
+                        .to_le_bytes()
+                        .to_vec(),
+                    _ => {
+                        let v = (s as f64 * scale[ch] as f64).round_ties_even() + y_zp as f64;
+                        vec![v.clamp(lo as f64, hi as f64) as i32 as u8]
+                    }
+                }
+            })
+            .collect();
+        for tier in tiers() {
+            for (workers, threads) in test_threads() {
+                let mut y = vec![0xa5u8; count * out.size()];
+                let need = p.scratch();
+                let mut scratch = vec![0f32; (need.single() + workers * need.rounded().per_worker) / 4 + 16];
+                let (_, slots) = need.layout(scratch.as_mut_ptr());
+                // SAFETY: x, y and the scratch hold what the geometry asks for.
+                unsafe {
+                    qconv_on(
+                        tier,
+                        &p,
+                        xb.as_ptr(),
+                        y.as_mut_ptr(),
+                        slots,
+                        Par::from_raw(threads),
+                    )
+                };
+                assert!(
+                    y == want,
+                    "{out:?} {tier:?} on {workers} workers: x_signed {x_signed}, wzp \
+                     {with_wzp}, geometry {g:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matches_the_reference_on_every_tier() {
+    let cases = [
+        // Pointwise, more lanes than a panel, channels not a multiple of the block.
+        Case {
+            n: 2,
+            c: 13,
+            m: 11,
+            group: 1,
+            input: vec![5, 9],
+            kernel: vec![1, 1],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![0, 0],
+        },
+        // 3×3 padded, K not a multiple of 4.
+        Case {
+            n: 1,
+            c: 3,
+            m: 17,
+            group: 1,
+            input: vec![7, 6],
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![1, 1],
+        },
+        // Strided, dilated, grouped.
+        Case {
+            n: 1,
+            c: 8,
+            m: 12,
+            group: 2,
+            input: vec![11, 10],
+            kernel: vec![3, 2],
+            strides: vec![2, 3],
+            dilations: vec![2, 1],
+            pads: vec![2, 1],
+        },
+        // 1-D and 3-D.
+        Case {
+            n: 1,
+            c: 5,
+            m: 9,
+            group: 1,
+            input: vec![40],
+            kernel: vec![4],
+            strides: vec![1],
+            dilations: vec![1],
+            pads: vec![2],
+        },
+        Case {
+            n: 1,
+            c: 4,
+            m: 8,
+            group: 1,
+            input: vec![3, 4, 5],
+            kernel: vec![2, 3, 2],
+            strides: vec![1, 1, 2],
+            dilations: vec![1, 1, 1],
+            pads: vec![1, 0, 1],
+        },
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        for (x_signed, with_wzp) in [(false, false), (true, false), (false, true), (true, true)] {
+            check(case, x_signed, with_wzp, i as u64 * 31 + 7);
+        }
+    }
+}
+
+#[test]
+fn blobs_are_validated() {
+    let case = Case {
+        n: 1,
+        c: 4,
+        m: 8,
+        group: 1,
+        input: vec![4, 4],
+        kernel: vec![3, 3],
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![1, 1],
+    };
+    let g = case.geometry();
+    let q = QScalars {
+        out: QOut::U8,
+        x_signed: false,
+        x_zp: 0,
+        y_zp: 0,
+        lo: 0,
+        hi: 255,
+    };
+    let w = vec![1i8; 8 * 4 * 9];
+    let z = vec![0i32; 8];
+    let f = vec![1f32; 8];
+    let blob = QConvParams::encode(&g, q, &w, &z, None, &f, &f);
+    assert!(QConvParams::decode(&blob).is_ok());
+    // Truncated, extended, or with a bad header word: refused.
+    let mut short = blob[..blob.len() - 1].to_vec();
+    short[0] -= 1;
+    assert!(QConvParams::decode(&short).is_err());
+    let mut long = blob.clone();
+    long.push(0);
+    long[0] += 1;
+    assert!(QConvParams::decode(&long).is_err());
+    for (at, v) in [(1, 9), (2, 4), (3, 300), (5, -1), (6, 999), (7, -1)] {
+        let mut b = blob.clone();
+        b[at] = v;
+        assert!(QConvParams::decode(&b).is_err(), "word {at} = {v}");
+    }
+}
