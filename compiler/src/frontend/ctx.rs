@@ -21,6 +21,9 @@ pub struct Ctx<'a> {
     pub fold_limit: usize,
     /// Static types the model declares for this node's outputs, when it does.
     pub declared: Vec<Option<(DType, Vec<i64>)>>,
+    /// The import's notes on quantized values (QDQ groups, `ops::qconv`); none in helper
+    /// contexts and subgraphs, which then build every node on its own.
+    pub qdq: Option<&'a mut crate::frontend::ops::qconv::Notes>,
     counter: usize,
 }
 
@@ -47,6 +50,7 @@ impl<'a> Ctx<'a> {
             dir,
             fold_limit,
             declared: Vec::new(),
+            qdq: None,
             counter: 0,
         }
     }

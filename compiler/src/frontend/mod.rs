@@ -161,6 +161,7 @@ fn importer<'a>(
         poisoned: std::collections::HashSet::new(),
         local: std::collections::HashSet::new(),
         position: 0,
+        qdq: Default::default(),
     }
 }
 
@@ -190,6 +191,8 @@ struct Importer<'a> {
     local: std::collections::HashSet<String>,
     /// Position in its graph of the node being imported (errors name unnamed nodes by it).
     position: usize,
+    /// Quantized values seen so far (`ops::qconv`).
+    qdq: ops::qconv::Notes,
 }
 
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
@@ -741,6 +744,7 @@ impl Importer<'_> {
             self.opts.fold_limit,
         );
         ctx.declared = declared;
+        ctx.qdq = Some(&mut self.qdq);
         let outs = builder(&mut ctx)?;
         for (k, name) in n.output.iter().enumerate() {
             if name.is_empty() {

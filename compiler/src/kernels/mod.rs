@@ -15,6 +15,7 @@
 mod conv_transpose;
 mod gather_sum;
 mod gelu;
+mod qconv;
 mod resize;
 mod softmax;
 mod strings;
@@ -25,6 +26,7 @@ mod tree_ensemble;
 pub use conv_transpose::ConvTranspose;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;
+pub use qconv::QConv;
 pub use resize::Resize;
 pub use softmax::Softmax;
 pub use strings::{StrLookup, StrTable};

@@ -176,8 +176,8 @@ unsafe fn epilogue_scalar(
     let (scale, fbias) = (p.scale[ch], p.fbias[ch]);
     let q = &p.q;
     let (lo, hi) = ((q.lo - q.y_zp) as f64, (q.hi - q.y_zp) as f64);
-    for (l, &acc) in row.iter().enumerate().take(lanes).skip(from) {
-        let v = corrected(p, ch, acc, colsum, l);
+    for l in from..lanes {
+        let v = corrected(p, ch, row[l], colsum, l);
         // SAFETY: lane l < lanes of `dst` (caller).
         unsafe {
             match q.out {
@@ -236,12 +236,11 @@ unsafe fn epilogue_avx512(
                     let s = _mm512_set1_pd(p.scale[ch] as f64);
                     let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
                     let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
-                    let rnd = _mm512_set1_pd(ROUND);
+                    // The conversion rounds to nearest, ties to even (the default mode),
+                    // as the scalar ROUND addition does.
                     let half = |h: __m256i| {
                         let f = _mm512_mul_pd(_mm512_cvtepi32_pd(h), s);
-                        let f = _mm512_min_pd(_mm512_max_pd(f, lo), hi);
-                        let r = _mm512_sub_pd(_mm512_add_pd(f, rnd), rnd);
-                        _mm512_cvtpd_epi32(r)
+                        _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
                     };
                     let a = half(_mm512_castsi512_si256(v));
                     let b = half(_mm512_extracti64x4_epi64::<1>(v));
@@ -255,6 +254,8 @@ unsafe fn epilogue_avx512(
             }
         }
     }
-    // SAFETY: the remaining lanes of `dst` (caller).
-    unsafe { epilogue_scalar(p, ch, row, colsum, full, lanes, dst) }
+    if full < lanes {
+        // SAFETY: the remaining lanes of `dst` (caller).
+        unsafe { epilogue_scalar(p, ch, row, colsum, full, lanes, dst) }
+    }
 }

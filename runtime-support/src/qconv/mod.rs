@@ -400,7 +400,7 @@ pub(crate) unsafe fn qconv_on(
                 unsafe { kernel::tile(tier, d.k4, w, panel, &mut tile) };
                 let m0 = gi * d.mg + blk * MR;
                 let rows = MR.min(d.mg - blk * MR);
-                for r in 0..rows {
+                for (r, trow) in tile.iter().enumerate().take(rows) {
                     let ch = m0 + r;
                     let off = (img * p.conv.m as usize + ch) * d.osize + p0;
                     let dst = y_addr + off * p.q.out.size();
@@ -411,7 +411,7 @@ pub(crate) unsafe fn qconv_on(
                             tier,
                             p,
                             ch,
-                            &tile[r],
+                            trow,
                             p.has_wzp.then_some(&*colsum),
                             lanes,
                             dst as *mut u8,

@@ -22,6 +22,32 @@ pub(super) unsafe fn pack_panel(
     let nsp = g.input.len();
     let zx = p.q.x_zp as u8;
     let flip = if p.q.x_signed { 0x80u8 } else { 0 };
+    // Pointwise, unit strides, no padding, a whole panel: row k is channel k's input at
+    // the panel's positions, read in place.
+    if lanes == NR
+        && g.kernel.iter().all(|&v| v == 1)
+        && g.strides.iter().all(|&v| v == 1)
+        && g.pads.iter().all(|&v| v == 0)
+    {
+        let zero = [0u8; NR];
+        for k4 in 0..d.k4 {
+            let src: [*const u8; 4] = std::array::from_fn(|j| {
+                let k = k4 * 4 + j;
+                if k < d.k {
+                    // SAFETY: channel k's plane holds the panel's positions (the output
+                    // positions are the input's).
+                    unsafe { x.add(k * d.isize + p0) }
+                } else {
+                    zero.as_ptr()
+                }
+            });
+            // Rows past K must stay zero: flip only real rows.
+            let flips: [u8; 4] = std::array::from_fn(|j| if k4 * 4 + j < d.k { flip } else { 0 });
+            // SAFETY: each source holds NR bytes.
+            unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
+        }
+        return;
+    }
     // The output coordinates of each lane, in runs along the last dim: (first lane, lanes,
     // outer output coordinates, last-dim output coordinate of the first lane).
     let last = nsp - 1;
@@ -40,12 +66,20 @@ pub(super) unsafe fn pack_panel(
             rest /= e;
         }
         let len = (ow - coord[last] as usize).min(lanes - lane);
+        // From here on: the input coordinate of tap 0 (before dilation), per dim.
+        for dd in 0..nsp {
+            coord[dd] = coord[dd] * g.strides[dd] - g.pads[dd];
+        }
         runs[nruns] = (lane, len, coord);
         nruns += 1;
         lane += len;
     }
     let mut rows = [[0u8; NR]; 4];
+    // Row k's channel and tap (its offset from tap 0 per dim, dilated), advanced as an
+    // odometer from k = 0.
+    let mut c = 0usize;
     let mut tapc = [0i64; crate::conv::MAX_SPATIAL];
+    let mut toff = [0i64; crate::conv::MAX_SPATIAL];
     for k4 in 0..d.k4 {
         for (j, row) in rows.iter_mut().enumerate() {
             let k = k4 * 4 + j;
@@ -53,13 +87,24 @@ pub(super) unsafe fn pack_panel(
                 *row = [0; NR];
                 continue;
             }
-            row.fill(zx);
-            let (c, mut tap) = (k / d.taps, k % d.taps);
-            for dd in (0..nsp).rev() {
-                let e = g.kernel[dd] as usize;
-                tapc[dd] = (tap % e) as i64;
-                tap /= e;
+            if k > 0 {
+                let mut dd = nsp;
+                loop {
+                    if dd == 0 {
+                        c += 1;
+                        break;
+                    }
+                    dd -= 1;
+                    tapc[dd] += 1;
+                    if tapc[dd] < g.kernel[dd] {
+                        toff[dd] = tapc[dd] * g.dilations[dd];
+                        break;
+                    }
+                    tapc[dd] = 0;
+                    toff[dd] = 0;
+                }
             }
+            row.fill(zx);
             // SAFETY: plane `c` of the group lies at `x`.
             let plane = unsafe { x.add(c * d.isize) };
             for &(l0, len, ref oc) in &runs[..nruns] {
@@ -67,7 +112,7 @@ pub(super) unsafe fn pack_panel(
                 let mut off = 0usize;
                 let mut inside = true;
                 for dd in 0..last {
-                    let i = oc[dd] * g.strides[dd] + tapc[dd] * g.dilations[dd] - g.pads[dd];
+                    let i = oc[dd] + toff[dd];
                     if i < 0 || i >= g.input[dd] {
                         inside = false;
                         break;
@@ -80,7 +125,7 @@ pub(super) unsafe fn pack_panel(
                 let iw = g.input[last];
                 let (s, start) = (
                     g.strides[last],
-                    oc[last] * g.strides[last] + tapc[last] * g.dilations[last] - g.pads[last],
+                    oc[last] + toff[last],
                 );
                 // Lanes whose input column is inside: start + s·t in [0, iw).
                 let t0 = if start < 0 { (-start + s - 1) / s } else { 0 };
@@ -98,7 +143,7 @@ pub(super) unsafe fn pack_panel(
                     let from = (base as i64 + start + t0) as usize;
                     // SAFETY: columns start + t0 .. start + t1 lie inside the input row.
                     let src = unsafe { std::slice::from_raw_parts(plane.add(from), dst.len()) };
-                    dst.copy_from_slice(src);
+                    copy_short(dst, src);
                 } else {
                     for (t, v) in dst.iter_mut().enumerate() {
                         let col = start + (t0 + t as i64) * s;
@@ -107,33 +152,33 @@ pub(super) unsafe fn pack_panel(
                     }
                 }
             }
-            if flip != 0 {
-                for v in row.iter_mut() {
-                    *v ^= flip;
-                }
-            }
         }
-        // Rows past K are zero, and stay zero after the flip.
-        for j in 0..4 {
-            if k4 * 4 + j >= d.k {
-                rows[j] = [0; NR];
-            }
-        }
-        interleave(&rows, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]);
+        let flips: [u8; 4] = std::array::from_fn(|j| if k4 * 4 + j < d.k { flip } else { 0 });
+        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
+        // SAFETY: each row holds NR bytes.
+        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
     }
 }
 
-/// `out[l·4 + j] = rows[j][l]`.
-fn interleave(rows: &[[u8; NR]; 4], out: &mut [u8]) {
+/// `out[l·4 + j] = rows[j][l] ^ flips[j]`.
+///
+/// # Safety
+/// Each of `rows` points to `NR` readable bytes.
+unsafe fn interleave(rows: [*const u8; 4], flips: [u8; 4], out: &mut [u8]) {
+    assert!(out.len() == 4 * NR);
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
-        assert!(out.len() == 4 * NR);
-        // SAFETY: SSE2 is part of x86-64; every load and store is inside `rows` and `out`
-        // (NR = 32: two 16-byte halves, four 16-byte stores each).
+        // SAFETY: SSE2 is part of x86-64; the loads read the rows' NR bytes (caller), the
+        // stores write inside `out` (NR = 32: two 16-byte halves, four 16-byte stores each).
         unsafe {
             for h in 0..NR / 16 {
-                let ld = |j: usize| _mm_loadu_si128(rows[j].as_ptr().add(h * 16) as *const __m128i);
+                let ld = |j: usize| {
+                    _mm_xor_si128(
+                        _mm_loadu_si128(rows[j].add(h * 16) as *const __m128i),
+                        _mm_set1_epi8(flips[j] as i8),
+                    )
+                };
                 let (a, b, c, e) = (ld(0), ld(1), ld(2), ld(3));
                 let ab_lo = _mm_unpacklo_epi8(a, b);
                 let ab_hi = _mm_unpackhi_epi8(a, b);
@@ -150,8 +195,24 @@ fn interleave(rows: &[[u8; NR]; 4], out: &mut [u8]) {
     #[cfg(not(target_arch = "x86_64"))]
     for l in 0..NR {
         for j in 0..4 {
-            out[l * 4 + j] = rows[j][l];
+            // SAFETY: l < NR bytes of row j (caller).
+            out[l * 4 + j] = unsafe { *rows[j].add(l) } ^ flips[j];
         }
+    }
+}
+
+/// `dst.copy_from_slice(src)` for at most `NR` bytes, without a call to `memmove`.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    let (mut i, dst, src) = (0, &mut dst[..n], &src[..n]);
+    while i + 8 <= n {
+        dst[i..i + 8].copy_from_slice(&src[i..i + 8]);
+        i += 8;
+    }
+    while i < n {
+        dst[i] = src[i];
+        i += 1;
     }
 }
 

@@ -15,6 +15,7 @@ pub mod loss;
 pub mod ml;
 pub mod ms_attention;
 pub mod nn;
+pub mod qconv;
 pub mod norm;
 pub mod norm_more;
 pub mod quant;

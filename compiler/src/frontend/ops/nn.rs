@@ -140,6 +140,9 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
 pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let b = ctx.opt_input(2);
+    if let Some(y) = crate::frontend::ops::qconv::qdq_conv(ctx, x, w, b)? {
+        return Ok(vec![y]);
+    }
     Ok(vec![conv_values(ctx, x, w, b, false)?])
 }
 

@@ -149,6 +149,13 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let axis = ctx.attr_i_or("axis", 1)?;
     let block = opt_block_size(ctx)?;
+    let precision = ctx.attr_i("precision")?.filter(|&p| ctx.opset >= 23 && p != 0);
+    if block == 0
+        && precision.is_none()
+        && let Some(y) = crate::frontend::ops::qconv::qdq_requantize(ctx, x, scale, zp, odt)?
+    {
+        return Ok(vec![y]);
+    }
     // The division's precision: the `precision` attribute (opset 23), else the scale's type
     // (numpy's promotion for an int32 input: float64).
     let pdt = match ctx.attr_i("precision")? {
@@ -247,7 +254,12 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::cast(expr::load(sdt, 1, si), DType::F32),
     );
     let shape = ctx.shape(x);
-    Ok(vec![ctx.map(odt, shape, inputs, expr::cast(y, odt))?])
+    let y = ctx.map(odt, shape, inputs, expr::cast(y, odt))?;
+    if block == 0 {
+        let axis = if axis < 0 { axis + dims.len() as i64 } else { axis };
+        crate::frontend::ops::qconv::note_dequantized(ctx, y, x, scale, zp, axis);
+    }
+    Ok(vec![y])
 }
 
 /// DynamicQuantizeLinear: uint8 quantization with a scale and zero point from the input's
@@ -836,6 +848,9 @@ fn centered_conv(
 
 /// ConvInteger: int32 convolution of the centered operands (exact; see `centered_conv`).
 pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if let Some(y) = crate::frontend::ops::qconv::conv_integer(ctx)? {
+        return Ok(vec![y]);
+    }
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let acc = centered_conv(ctx, x, ctx.opt_input(2), w, ctx.opt_input(3), None)?;
     let r = ctx.rank(acc);
@@ -848,6 +863,9 @@ pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// `centered_conv`, the bias added in float64), requantized by `x_scale · w_scale / y_scale` (w's scale per tensor or per output
 /// channel).
 pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if let Some(y) = crate::frontend::ops::qconv::qlinear_conv(ctx)? {
+        return Ok(vec![y]);
+    }
     let (x, x_s, x_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     let (w, w_s, w_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
     let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));

@@ -1,0 +1,460 @@
+//! Integer convolutions on the int8 kernel (`kernels::QConv`, exact int32 sums): QLinearConv
+//! and ConvInteger with constant weights, and the DequantizeLinear → Conv → QuantizeLinear
+//! groups of QDQ models. The groups are recognized while the nodes are imported, as
+//! onnxruntime's QDQ selectors do: DequantizeLinear notes its operands (`Notes`); a Conv of
+//! two dequantized operands (constant weights) becomes an integer convolution with a float32
+//! result; a QuantizeLinear of that result becomes a second one that requantizes in its
+//! epilogue (the float one is then dead, unless something else reads it).
+//!
+//! Where the kernel does not apply (weights computed at run time, depthwise convolutions,
+//! half-precision scales, zero points or scales that are not per tensor or per channel),
+//! the builders fall back to the float paths of `quant.rs` and `nn.rs`, which compute the
+//! same values.
+
+use crate::error::Result;
+use crate::frontend::ctx::Ctx;
+use crate::frontend::ops::nn::window;
+use crate::ir::dim::Dim;
+use crate::ir::graph::TypeInfo;
+use crate::ir::{DType, Tensor, ValueId};
+use onnxc_runtime::conv::ConvGeometry;
+use onnxc_runtime::qconv::{MR, QConvParams, QOut, QScalars};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What the import has seen of the quantized values so far.
+#[derive(Default)]
+pub struct Notes {
+    /// Results of DequantizeLinear: the quantized value and its parameters.
+    dequantized: HashMap<ValueId, Dequantized>,
+    /// Float32 results of integer convolutions built from a QDQ Conv.
+    convs: HashMap<ValueId, FloatConv>,
+}
+
+/// A DequantizeLinear's operands (per tensor, or per channel along `axis`).
+#[derive(Clone)]
+struct Dequantized {
+    q: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    axis: i64,
+}
+
+/// An integer convolution with a float32 result, as a QuantizeLinear of it rebuilds it.
+#[derive(Clone)]
+struct FloatConv {
+    x: ValueId,
+    conv: ConvGeometry<'static>,
+    x_signed: bool,
+    x_zp: i32,
+    w: Arc<Vec<i8>>,
+    w_zp: Vec<i32>,
+    bias: Option<Vec<i32>>,
+    /// `x_scale · w_scale` per output channel.
+    sxw: Vec<f32>,
+}
+
+/// Most K (channels per group × taps) of the kernel: below it every int32 sum of 8-bit
+/// products (|w − zw|, |x − zx| ≤ 255) is exact.
+const MAX_K: usize = 1 << 15;
+
+/// Least output channels per group: a depthwise convolution would fill one row of the
+/// kernel's `MR`-channel tiles.
+const MIN_CHANNELS_PER_GROUP: usize = MR / 2;
+
+/// Records the result `y` of a DequantizeLinear of `q` (no blocks).
+pub fn note_dequantized(
+    ctx: &mut Ctx,
+    y: ValueId,
+    q: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    axis: i64,
+) {
+    if let Some(n) = ctx.qdq.as_deref_mut() {
+        n.dequantized.insert(
+            y,
+            Dequantized {
+                q,
+                scale,
+                zp,
+                axis,
+            },
+        );
+    }
+}
+
+/// A constant's values, when it is one.
+fn values(ctx: &Ctx, v: Option<ValueId>) -> Option<Option<Tensor>> {
+    match v {
+        None => Some(None),
+        Some(v) => ctx.konst(v).map(Some),
+    }
+}
+
+/// A constant scalar (one element) as i64, 0 when absent.
+fn scalar_int(t: &Option<Tensor>) -> Option<i64> {
+    match t {
+        None => Some(0),
+        Some(t) if t.len() == 1 && t.dtype.is_int() => Some(t.to_i64s()[0]),
+        _ => None,
+    }
+}
+
+/// A float32 scalar constant.
+fn scalar_f32(t: &Tensor) -> Option<f32> {
+    (t.dtype == DType::F32 && t.len() == 1).then(|| t.to_f64s()[0] as f32)
+}
+
+/// One value per output channel from a scalar or an `[m]` tensor.
+fn per_channel(t: &Tensor, m: usize) -> Option<Vec<f64>> {
+    let v = t.to_f64s();
+    match v.len() {
+        1 => Some(vec![v[0]; m]),
+        n if n == m && t.shape.len() == 1 => Some(v),
+        _ => None,
+    }
+}
+
+/// The geometry of the node's convolution of `x` by `w` (the Conv attributes), if the
+/// kernel takes it.
+fn geometry(ctx: &Ctx, xs: &[i64], ws: &[i64]) -> Result<Option<ConvGeometry<'static>>> {
+    if xs.len() < 3 || ws.len() != xs.len() || xs.len() - 2 > onnxc_runtime::conv::MAX_SPATIAL {
+        return Ok(None);
+    }
+    let group = ctx.attr_i_or("group", 1)?;
+    if group < 1 || xs[1] % group != 0 || ws[0] % group != 0 || ws[1] * group != xs[1] {
+        return Ok(None);
+    }
+    if let Some(k) = ctx.attr_ints("kernel_shape")
+        && k != ws[2..]
+    {
+        return Ok(None);
+    }
+    let win = window(ctx, &xs[2..], &ws[2..], false)?;
+    let g = ConvGeometry {
+        n: xs[0],
+        c: xs[1],
+        m: ws[0],
+        group,
+        input: xs[2..].into(),
+        kernel: ws[2..].into(),
+        output: win.out.as_slice().into(),
+        strides: win.strides.as_slice().into(),
+        dilations: win.dilations.as_slice().into(),
+        pads: win.pads_begin.as_slice().into(),
+        wide_simd: false,
+        no_winograd: true,
+        input_planes: Default::default(),
+    };
+    let mg = (g.m / group) as usize;
+    let k = (g.c / group) as usize * ws[2..].iter().product::<i64>() as usize;
+    if mg < MIN_CHANNELS_PER_GROUP || k > MAX_K || g.validate().is_err() {
+        return Ok(None);
+    }
+    Ok(Some(g))
+}
+
+/// Constant weights as int8 with their per-channel zero points (uint8 ones shifted by −128,
+/// which changes neither the products of the centered values nor anything else).
+fn weights_i8(w: &Tensor, zp: &[f64]) -> Option<(Vec<i8>, Vec<i32>)> {
+    let shift = match w.dtype {
+        DType::I8 => 0,
+        DType::U8 => 128,
+        _ => return None,
+    };
+    let wv = w.to_i64s().iter().map(|&v| (v - shift) as i8).collect();
+    Some((wv, zp.iter().map(|&z| z as i32 - shift as i32).collect()))
+}
+
+/// The op for the convolution of `x` (its type's zero point `x_zp`), with `out`'s epilogue.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    ctx: &mut Ctx,
+    x: ValueId,
+    conv: &ConvGeometry,
+    q: QScalars,
+    w: &[i8],
+    w_zp: &[i32],
+    bias: Option<&[i32]>,
+    scale: &[f32],
+    fbias: &[f32],
+) -> Result<ValueId> {
+    let dt = match q.out {
+        QOut::I32 => DType::I32,
+        QOut::F32 => DType::F32,
+        QOut::U8 => DType::U8,
+        QOut::I8 => DType::I8,
+    };
+    let mut shape = vec![Dim::Known(conv.n), Dim::Known(conv.m)];
+    shape.extend(conv.output.iter().map(|&d| Dim::Known(d)));
+    let blob = QConvParams::encode(conv, q, w, w_zp, bias, scale, fbias);
+    ctx.add(
+        crate::ir::Op::kernel(crate::kernels::QConv(Arc::new(blob))),
+        vec![x],
+        TypeInfo::new(dt, shape),
+    )
+}
+
+/// The activations' scalars: their signedness and constant per-tensor zero point.
+fn activations(ctx: &Ctx, x: ValueId, zp: Option<ValueId>) -> Option<(bool, i32)> {
+    let signed = match ctx.dtype(x) {
+        DType::U8 => false,
+        DType::I8 => true,
+        _ => return None,
+    };
+    if zp.is_some_and(|z| ctx.dtype(z) != ctx.dtype(x)) {
+        return None;
+    }
+    Some((signed, scalar_int(&values(ctx, zp)?)? as i32))
+}
+
+/// The weights' int8 values and per-channel zero points, when constant.
+fn weights(
+    ctx: &Ctx,
+    w: ValueId,
+    zp: Option<ValueId>,
+    m: usize,
+) -> Option<(Vec<i8>, Vec<i32>)> {
+    let wt = ctx.konst(w)?;
+    if zp.is_some_and(|z| ctx.dtype(z) != wt.dtype) {
+        return None;
+    }
+    let zps = match values(ctx, zp)? {
+        None => vec![0.0; m],
+        Some(t) => per_channel(&t, m)?,
+    };
+    weights_i8(&wt, &zps)
+}
+
+/// QLinearConv on the kernel, requantizing as the reference does, or None where it does not
+/// apply.
+pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Option<ValueId>> {
+    let (x, x_s, x_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let (w, w_s, w_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
+    let (y_s, y_zp, b) = (ctx.input(6)?, ctx.opt_input(7), ctx.opt_input(8));
+    let (xs, ws) = (ctx.known_shape(x)?, ctx.known_shape(w)?);
+    let Some(conv) = geometry(ctx, &xs, &ws)? else {
+        return Ok(None);
+    };
+    let m = conv.m as usize;
+    let Some((x_signed, xz)) = activations(ctx, x, x_zp) else {
+        return Ok(None);
+    };
+    let Some((wv, wz)) = weights(ctx, w, w_zp, m) else {
+        return Ok(None);
+    };
+    let out = match y_zp.map_or(ctx.dtype(x), |z| ctx.dtype(z)) {
+        DType::U8 => QOut::U8,
+        DType::I8 => QOut::I8,
+        _ => return Ok(None),
+    };
+    let (Some(Some(yz)), Some(sx), Some(sw), Some(sy)) = (
+        values(ctx, y_zp).map(|t| scalar_int(&t)),
+        ctx.konst(x_s).as_ref().and_then(scalar_f32),
+        ctx.konst(w_s)
+            .filter(|t| t.dtype == DType::F32)
+            .and_then(|t| per_channel(&t, m)),
+        ctx.konst(y_s).as_ref().and_then(scalar_f32),
+    ) else {
+        return Ok(None);
+    };
+    let bias = match b {
+        None => None,
+        Some(b) => match ctx.konst(b) {
+            Some(t) if t.dtype == DType::I32 && t.shape == [m as i64] => {
+                Some(t.to_i64s().iter().map(|&v| v as i32).collect::<Vec<_>>())
+            }
+            _ => return Ok(None),
+        },
+    };
+    // The reference's factor: `x_scale · w_scale / y_scale` in float32.
+    let scale: Vec<f32> = sw.iter().map(|&s| sx * s as f32 / sy).collect();
+    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
+    let q = QScalars {
+        out,
+        x_signed,
+        x_zp: xz,
+        y_zp: yz as i32,
+        lo,
+        hi,
+    };
+    let zeros = vec![0f32; m];
+    build(ctx, x, &conv, q, &wv, &wz, bias.as_deref(), &scale, &zeros).map(Some)
+}
+
+/// ConvInteger on the kernel (int32 result), or None where it does not apply.
+pub fn conv_integer(ctx: &mut Ctx) -> Result<Option<ValueId>> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let (x_zp, w_zp) = (ctx.opt_input(2), ctx.opt_input(3));
+    let (xs, ws) = (ctx.known_shape(x)?, ctx.known_shape(w)?);
+    let Some(conv) = geometry(ctx, &xs, &ws)? else {
+        return Ok(None);
+    };
+    let m = conv.m as usize;
+    let (Some((x_signed, xz)), Some((wv, wz))) =
+        (activations(ctx, x, x_zp), weights(ctx, w, w_zp, m))
+    else {
+        return Ok(None);
+    };
+    let q = QScalars {
+        out: QOut::I32,
+        x_signed,
+        x_zp: xz,
+        y_zp: 0,
+        lo: 0,
+        hi: 0,
+    };
+    let ones = vec![1f32; m];
+    let zeros = vec![0f32; m];
+    build(ctx, x, &conv, q, &wv, &wz, None, &ones, &zeros).map(Some)
+}
+
+/// A Conv of dequantized operands (QDQ), as an integer convolution with a float32 result,
+/// or None where the kernel does not apply.
+pub fn qdq_conv(
+    ctx: &mut Ctx,
+    x: ValueId,
+    w: ValueId,
+    b: Option<ValueId>,
+) -> Result<Option<ValueId>> {
+    let Some(notes) = ctx.qdq.as_deref() else {
+        return Ok(None);
+    };
+    let (Some(dx), Some(dw)) = (
+        notes.dequantized.get(&x).cloned(),
+        notes.dequantized.get(&w).cloned(),
+    ) else {
+        return Ok(None);
+    };
+    let (xs, ws) = (ctx.known_shape(x)?, ctx.known_shape(w)?);
+    let Some(conv) = geometry(ctx, &xs, &ws)? else {
+        return Ok(None);
+    };
+    let m = conv.m as usize;
+    let per_tensor = |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
+    if ctx.dtype(x) != DType::F32
+        || ctx.dtype(w) != DType::F32
+        || (dw.axis != 0 && !(per_tensor(Some(dw.scale)) && per_tensor(dw.zp)))
+    {
+        return Ok(None);
+    }
+    let Some((x_signed, xz)) = activations(ctx, dx.q, dx.zp) else {
+        return Ok(None);
+    };
+    let Some((wv, wz)) = weights(ctx, dw.q, dw.zp, m) else {
+        return Ok(None);
+    };
+    let (Some(sx), Some(sw)) = (
+        ctx.konst(dx.scale).as_ref().and_then(scalar_f32),
+        ctx.konst(dw.scale)
+            .filter(|t| t.dtype == DType::F32)
+            .and_then(|t| per_channel(&t, m)),
+    ) else {
+        return Ok(None);
+    };
+    let sxw: Vec<f32> = sw.iter().map(|&s| sx * s as f32).collect();
+    // The bias: an int32 one dequantized by exactly `x_scale · w_scale` joins the sums;
+    // another constant float32 one is added to the float32 result.
+    let mut ibias = None;
+    let mut fbias = vec![0f32; m];
+    if let Some(b) = b {
+        let db = ctx.qdq.as_deref().and_then(|n| n.dequantized.get(&b).cloned());
+        let int_bias = db.and_then(|db| {
+            let q = ctx.konst(db.q).filter(|t| t.dtype == DType::I32)?;
+            let s = ctx.konst(db.scale).filter(|t| t.dtype == DType::F32)?;
+            let s = per_channel(&s, m)?;
+            let zero = values(ctx, db.zp)?.is_none_or(|t| t.to_i64s().iter().all(|&z| z == 0));
+            let same = s.iter().zip(&sxw).all(|(a, b)| *a as f32 == *b);
+            (zero && same && q.len() == m).then(|| q.to_i64s().iter().map(|&v| v as i32).collect())
+        });
+        match int_bias {
+            Some(v) => ibias = Some(v),
+            None => match ctx.konst(b) {
+                Some(t) if t.dtype == DType::F32 && t.len() == m => {
+                    fbias = t.to_f64s().iter().map(|&v| v as f32).collect();
+                }
+                _ => return Ok(None),
+            },
+        }
+    }
+    let q = QScalars {
+        out: QOut::F32,
+        x_signed,
+        x_zp: xz,
+        y_zp: 0,
+        lo: 0,
+        hi: 0,
+    };
+    let y = build(ctx, dx.q, &conv, q, &wv, &wz, ibias.as_deref(), &sxw, &fbias)?;
+    // Requantizable only without a float bias (the requantizing epilogue has none).
+    if fbias.iter().all(|&v| v == 0.0)
+        && let Some(n) = ctx.qdq.as_deref_mut()
+    {
+        n.convs.insert(
+            y,
+            FloatConv {
+                x: dx.q,
+                conv,
+                x_signed,
+                x_zp: xz,
+                w: Arc::new(wv),
+                w_zp: wz,
+                bias: ibias,
+                sxw,
+            },
+        );
+    }
+    Ok(Some(y))
+}
+
+/// A QuantizeLinear (per tensor, constant float32 scale, 8-bit result `odt`) of an integer
+/// convolution's float32 result: the convolution again, requantizing in its epilogue.
+pub fn qdq_requantize(
+    ctx: &mut Ctx,
+    y: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<Option<ValueId>> {
+    let Some(fc) = ctx.qdq.as_deref().and_then(|n| n.convs.get(&y).cloned()) else {
+        return Ok(None);
+    };
+    let out = match odt {
+        DType::U8 => QOut::U8,
+        DType::I8 => QOut::I8,
+        _ => return Ok(None),
+    };
+    let (Some(sy), Some(Some(yz))) = (
+        ctx.konst(scale).as_ref().and_then(scalar_f32),
+        values(ctx, zp).map(|t| scalar_int(&t)),
+    ) else {
+        return Ok(None);
+    };
+    let scale: Vec<f32> = fc.sxw.iter().map(|&s| s / sy).collect();
+    if scale.iter().any(|s| !s.is_finite()) {
+        return Ok(None);
+    }
+    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
+    let q = QScalars {
+        out,
+        x_signed: fc.x_signed,
+        x_zp: fc.x_zp,
+        y_zp: yz as i32,
+        lo,
+        hi,
+    };
+    let zeros = vec![0f32; fc.conv.m as usize];
+    build(
+        ctx,
+        fc.x,
+        &fc.conv,
+        q,
+        &fc.w,
+        &fc.w_zp,
+        fc.bias.as_deref(),
+        &scale,
+        &zeros,
+    )
+    .map(Some)
+}

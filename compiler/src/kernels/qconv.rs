@@ -1,0 +1,89 @@
+//! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations; the
+//! weights, zero points, bias and scales are packed into the parameter blob when the
+//! frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
+//! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qconv`.
+
+use super::{KernelOp, LowerCx, Operand, kernel_status};
+use crate::ir::Tensor;
+use crate::ir::interp::EvalError;
+use crate::loops::{Arg, Stmt};
+use onnxc_runtime::kernels;
+use onnxc_runtime::par::{Par, ScratchNeed, Slots};
+use onnxc_runtime::qconv::QConvParams;
+use std::sync::Arc;
+
+/// The op: its sealed `QConvParams` blob (compared by content).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QConv(pub Arc<Vec<i64>>);
+
+impl QConv {
+    fn params(&self) -> QConvParams<'_> {
+        QConvParams::decode(&self.0).expect("the frontend encodes a valid blob")
+    }
+}
+
+impl KernelOp for QConv {
+    fn name(&self) -> &'static str {
+        "qconv"
+    }
+
+    fn attrs(&self) -> String {
+        let p = self.params();
+        let g = &p.conv;
+        format!(
+            "out={:?} group={} kernel={:?} strides={:?} dilations={:?} pads={:?} x_zp={}",
+            p.q.out, g.group, g.kernel, g.strides, g.dilations, g.pads, p.q.x_zp
+        )
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        limit: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let p = self.params();
+        let macs = (result.len() as usize)
+            .saturating_mul(p.weights.len() / (p.conv.m.max(1) as usize));
+        if macs > limit.saturating_mul(16) {
+            return None;
+        }
+        let need = p.scratch();
+        let mut scratch = vec![0f32; need.single().div_ceil(4) + 16];
+        let mut y = vec![0u8; result.len() as usize * p.q.out.size()];
+        // SAFETY: the operand and result hold the tensors the geometry describes (the
+        // builder checked their shapes), the scratch what it asks for.
+        unsafe {
+            onnxc_runtime::qconv::qconv(
+                &p,
+                x[0].data.as_ptr(),
+                y.as_mut_ptr(),
+                Slots::single(scratch.as_mut_ptr()),
+                Par::SEQ,
+            )
+        };
+        Some(kernel_status(
+            &kernels::QCONV,
+            onnxc_runtime::abi::ONNXC_OK,
+            Tensor::new(result.dtype, result.shape.to_vec(), y),
+        ))
+    }
+
+    fn scratch(&self, _: &[Operand<'_>], _: Operand<'_>) -> ScratchNeed {
+        self.params().scratch()
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        let scratch = super::required_scratch(cx, self)?;
+        Ok(vec![Stmt::call(
+            &kernels::QCONV,
+            vec![
+                Arg::Blob(self.0.clone()),
+                cx.operand_arg(0),
+                cx.result_arg(),
+                scratch,
+                Arg::Threads,
+            ],
+        )?])
+    }
+}
