@@ -281,7 +281,7 @@ fn square_conv(
     k: i64,
     st: i64,
     group: i64,
-) -> onnxc_runtime::conv::ConvGeometry {
+) -> onnxc_runtime::conv::ConvGeometry<'static> {
     let pad = k / 2;
     let o = (hw + 2 * pad - k) / st + 1;
     onnxc_runtime::conv::ConvGeometry {

@@ -176,8 +176,8 @@ unsafe fn epilogue_scalar(
     let (scale, fbias) = (p.scale[ch], p.fbias[ch]);
     let q = &p.q;
     let (lo, hi) = ((q.lo - q.y_zp) as f64, (q.hi - q.y_zp) as f64);
-    for l in from..lanes {
-        let v = corrected(p, ch, row[l], colsum, l);
+    for (l, &acc) in row.iter().enumerate().take(lanes).skip(from) {
+        let v = corrected(p, ch, acc, colsum, l);
         // SAFETY: lane l < lanes of `dst` (caller).
         unsafe {
             match q.out {

@@ -67,8 +67,8 @@ pub(super) unsafe fn pack_panel(
         }
         let len = (ow - coord[last] as usize).min(lanes - lane);
         // From here on: the input coordinate of tap 0 (before dilation), per dim.
-        for dd in 0..nsp {
-            coord[dd] = coord[dd] * g.strides[dd] - g.pads[dd];
+        for (dd, v) in coord.iter_mut().enumerate().take(nsp) {
+            *v = *v * g.strides[dd] - g.pads[dd];
         }
         runs[nruns] = (lane, len, coord);
         nruns += 1;
