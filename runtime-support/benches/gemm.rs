@@ -297,7 +297,7 @@ fn square_conv(
         pads: [pad, pad].into(),
         wide_simd: onnxc_runtime::isa::wide_simd(),
         no_winograd: false,
-        input_planes: Vec::new(),
+        input_planes: Default::default(),
     }
 }
 
