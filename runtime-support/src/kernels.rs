@@ -136,6 +136,11 @@ kernels! {
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// 2-D max pooling of uint8 (`signed` 0) or int8 planes (`pool::int8`).
+    MAX_POOL_I8 = onnxc_max_pool_i8 in pool::int8(
+        params: Params = *const i64, x: In = *const u8, y: Out = *mut u8, signed: Int = i64,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,
@@ -261,6 +266,9 @@ fn scratch_of(
         floats(conv::transpose::ConvTransposeGeometry::decode(b)?.scratch_floats(int(0)? != 0))
     } else if *kernel == POOL2D_F32 {
         Some(pool::PoolGeometry::decode(b)?.scratch())
+    } else if *kernel == MAX_POOL_I8 {
+        pool::PoolGeometry::decode(b)?;
+        bytes(0)
     } else if *kernel == POOL_NCHWC_F32 {
         let g = pool::PoolGeometry::decode(b)?;
         let cb = nchwc::CB as i64;

@@ -21,9 +21,9 @@ pub struct Ctx<'a> {
     pub fold_limit: usize,
     /// Static types the model declares for this node's outputs, when it does.
     pub declared: Vec<Option<(DType, Vec<i64>)>>,
-    /// The import's notes on quantized values (QDQ groups, `ops::qconv`); none in helper
+    /// The import's notes on quantized values (QDQ groups, `ops::qdq`); none in helper
     /// contexts and subgraphs, which then build every node on its own.
-    pub qdq: Option<&'a mut crate::frontend::ops::qconv::Notes>,
+    pub qdq: Option<&'a mut crate::frontend::ops::qdq::Notes>,
     counter: usize,
 }
 

@@ -191,8 +191,8 @@ struct Importer<'a> {
     local: std::collections::HashSet<String>,
     /// Position in its graph of the node being imported (errors name unnamed nodes by it).
     position: usize,
-    /// Quantized values seen so far (`ops::qconv`).
-    qdq: ops::qconv::Notes,
+    /// Quantized values seen so far (`ops::qdq`).
+    qdq: ops::qdq::Notes,
 }
 
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in

@@ -15,6 +15,7 @@
 mod conv_transpose;
 mod gather_sum;
 mod gelu;
+mod max_pool_int;
 mod qconv;
 mod resize;
 mod softmax;
@@ -26,6 +27,7 @@ mod tree_ensemble;
 pub use conv_transpose::ConvTranspose;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;
+pub use max_pool_int::MaxPoolInt;
 pub use qconv::QConv;
 pub use resize::Resize;
 pub use softmax::Softmax;

@@ -1,7 +1,7 @@
 //! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations; the
 //! weights, zero points, bias and scales are packed into the parameter blob when the
 //! frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
-//! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qconv`.
+//! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qdq`.
 
 use super::{KernelOp, LowerCx, Operand, kernel_status};
 use crate::ir::Tensor;

@@ -12,6 +12,8 @@ use crate::par::{Par, ScratchNeed, Threads};
 use crate::params;
 use crate::simd::{self, Simd, Walk};
 
+pub mod int8;
+
 /// Largest exponent of an Lp pool (`powi` takes an i32; ONNX models use 1 to 3).
 pub const MAX_LP: i64 = 1 << 16;
 

@@ -387,8 +387,18 @@ pub(crate) unsafe fn qconv_on(
             let p0 = (u % panels) * NR;
             let lanes = NR.min(d.osize - p0);
             let xg = x_addr + (img * p.conv.c as usize + gi * d.cg) * d.isize;
-            // SAFETY: the group's planes of image `img` lie in `x`.
-            unsafe { pack::pack_panel(p, &d, xg as *const u8, p0, lanes, panel) };
+            // SAFETY: the group's planes of image `img` lie in `x`; the AVX-512 packer runs
+            // on a CPU with the VNNI tier's features.
+            unsafe {
+                #[cfg(target_arch = "x86_64")]
+                let done = tier == Tier::Vnni512
+                    && pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel);
+                #[cfg(not(target_arch = "x86_64"))]
+                let done = false;
+                if !done {
+                    pack::pack_panel(p, &d, xg as *const u8, p0, lanes, panel);
+                }
+            }
             if p.has_wzp {
                 pack::column_sums(panel, d.k4, colsum);
             }

@@ -48,32 +48,8 @@ pub(super) unsafe fn pack_panel(
         }
         return;
     }
-    // The output coordinates of each lane, in runs along the last dim: (first lane, lanes,
-    // outer output coordinates, last-dim output coordinate of the first lane).
     let last = nsp - 1;
-    let ow = g.output[last] as usize;
-    let mut runs: [(usize, usize, [i64; crate::conv::MAX_SPATIAL]); NR] =
-        [(0, 0, [0; crate::conv::MAX_SPATIAL]); NR];
-    let mut nruns = 0;
-    let mut lane = 0;
-    while lane < lanes {
-        let pos = p0 + lane;
-        let mut coord = [0i64; crate::conv::MAX_SPATIAL];
-        let mut rest = pos;
-        for dd in (0..nsp).rev() {
-            let e = g.output[dd] as usize;
-            coord[dd] = (rest % e) as i64;
-            rest /= e;
-        }
-        let len = (ow - coord[last] as usize).min(lanes - lane);
-        // From here on: the input coordinate of tap 0 (before dilation), per dim.
-        for (dd, v) in coord.iter_mut().enumerate().take(nsp) {
-            *v = *v * g.strides[dd] - g.pads[dd];
-        }
-        runs[nruns] = (lane, len, coord);
-        nruns += 1;
-        lane += len;
-    }
+    let (runs, nruns) = runs(p, p0, lanes);
     let mut rows = [[0u8; NR]; 4];
     // Row k's channel and tap (its offset from tap 0 per dim, dilated), advanced as an
     // odometer from k = 0.
@@ -199,6 +175,156 @@ unsafe fn interleave(rows: [*const u8; 4], flips: [u8; 4], out: &mut [u8]) {
             out[l * 4 + j] = unsafe { *rows[j].add(l) } ^ flips[j];
         }
     }
+}
+
+/// Most (tap, run) pairs `pack_panel_avx512` tabulates per panel.
+#[cfg(target_arch = "x86_64")]
+const MAX_TAP_RUNS: usize = 1024;
+
+/// `pack_panel` with AVX-512 masked loads, for convolutions with unit stride along the
+/// last dim: each (tap, run along the last dim) reads one contiguous span of a plane, so a
+/// row is the zero point with one masked 32-byte load per run over it (masked-off bytes are
+/// not read). The spans' offsets and lane masks are tabulated per panel. Returns false
+/// (nothing written) for other convolutions.
+///
+/// # Safety
+/// As `pack_panel`; the CPU has AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn pack_panel_avx512(
+    p: &QConvParams,
+    d: &Dims,
+    x: *const u8,
+    p0: usize,
+    lanes: usize,
+    panel: &mut [u8],
+) -> bool {
+    use std::arch::x86_64::*;
+    let g = &p.conv;
+    let nsp = g.input.len();
+    let last = nsp - 1;
+    let taps = d.k / d.cg.max(1);
+    if g.strides[last] != 1 || d.cg == 0 {
+        return false;
+    }
+    let (runs, nruns) = runs(p, p0, lanes);
+    if taps * nruns > MAX_TAP_RUNS {
+        return false;
+    }
+    // table[t · nruns + r]: the lanes run r reads for tap t, and the plane offset of lane 0.
+    let mut table = [(0u32, 0isize); MAX_TAP_RUNS];
+    let mut tapc = [0i64; crate::conv::MAX_SPATIAL];
+    for t in 0..taps {
+        if t > 0 {
+            let mut dd = nsp;
+            while dd > 0 {
+                dd -= 1;
+                tapc[dd] += 1;
+                if tapc[dd] < g.kernel[dd] {
+                    break;
+                }
+                tapc[dd] = 0;
+            }
+        }
+        for (r, &(l0, len, ref oc)) in runs[..nruns].iter().enumerate() {
+            let mut off = 0i64;
+            let mut inside = true;
+            for dd in 0..last {
+                let i = oc[dd] + tapc[dd] * g.dilations[dd];
+                if i < 0 || i >= g.input[dd] {
+                    inside = false;
+                    break;
+                }
+                off = off * g.input[dd] + i;
+            }
+            let iw = g.input[last];
+            let start = oc[last] + tapc[last] * g.dilations[last];
+            // Lanes t0 .. t1 of the run read columns start + t0 .. start + t1, inside [0, iw).
+            let t0 = (-start).clamp(0, len as i64);
+            let t1 = (iw - start).clamp(t0, len as i64);
+            let mask = if inside && t0 < t1 {
+                let bits = (1u64 << (t1 - t0)) - 1;
+                (bits << (l0 as i64 + t0)) as u32
+            } else {
+                0
+            };
+            table[t * nruns + r] = (mask, (off * iw + start - l0 as i64) as isize);
+        }
+    }
+    let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
+    let flip = _mm256_set1_epi8(if p.q.x_signed { -128 } else { 0 });
+    let mut rows = [[0u8; NR]; 4];
+    let (mut c, mut t) = (0usize, 0usize);
+    for k4 in 0..d.k4 {
+        let mut flips = [0u8; 4];
+        for (j, row) in rows.iter_mut().enumerate() {
+            if k4 * 4 + j >= d.k {
+                *row = [0; NR];
+                continue;
+            }
+            flips[j] = 0;
+            // The plane of channel c; spans are addressed from it with wrapping arithmetic
+            // (an address may lie before the plane; only the masked lanes are read, and
+            // those lie inside it).
+            let plane = x.wrapping_add(c * d.isize);
+            let mut v = zxv;
+            for &(mask, off) in &table[t * nruns..(t + 1) * nruns] {
+                if mask != 0 {
+                    // SAFETY: the unmasked lanes read columns inside the input row of an
+                    // input plane (tabulated above).
+                    v = unsafe {
+                        _mm256_mask_loadu_epi8(v, mask, plane.wrapping_offset(off) as *const i8)
+                    };
+                }
+            }
+            v = _mm256_xor_si256(v, flip);
+            // SAFETY: the row holds 32 bytes.
+            unsafe { _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v) };
+            t += 1;
+            if t == taps {
+                t = 0;
+                c += 1;
+            }
+        }
+        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
+        // SAFETY: each row holds NR bytes (already flipped).
+        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
+    }
+    true
+}
+
+/// The runs of a panel: (first lane, lanes, input coordinate of tap 0 per dim) for each
+/// stretch of consecutive outputs along the last dim.
+#[allow(clippy::type_complexity)]
+fn runs(
+    p: &QConvParams,
+    p0: usize,
+    lanes: usize,
+) -> ([(usize, usize, [i64; crate::conv::MAX_SPATIAL]); NR], usize) {
+    let g = &p.conv;
+    let nsp = g.input.len();
+    let last = nsp - 1;
+    let ow = g.output[last] as usize;
+    let mut runs = [(0, 0, [0; crate::conv::MAX_SPATIAL]); NR];
+    let mut nruns = 0;
+    let mut lane = 0;
+    while lane < lanes {
+        let mut coord = [0i64; crate::conv::MAX_SPATIAL];
+        let mut rest = p0 + lane;
+        for dd in (0..nsp).rev() {
+            let e = g.output[dd] as usize;
+            coord[dd] = (rest % e) as i64;
+            rest /= e;
+        }
+        let len = (ow - coord[last] as usize).min(lanes - lane);
+        for (dd, v) in coord.iter_mut().enumerate().take(nsp) {
+            *v = *v * g.strides[dd] - g.pads[dd];
+        }
+        runs[nruns] = (lane, len, coord);
+        nruns += 1;
+        lane += len;
+    }
+    (runs, nruns)
 }
 
 /// `dst.copy_from_slice(src)` for at most `NR` bytes, without a call to `memmove`.

@@ -15,7 +15,7 @@ pub mod loss;
 pub mod ml;
 pub mod ms_attention;
 pub mod nn;
-pub mod qconv;
+pub mod qdq;
 pub mod norm;
 pub mod norm_more;
 pub mod quant;

@@ -140,7 +140,7 @@ pub fn window(ctx: &Ctx, input: &[i64], kernel: &[i64], ceil_mode: bool) -> Resu
 pub fn conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let b = ctx.opt_input(2);
-    if let Some(y) = crate::frontend::ops::qconv::qdq_conv(ctx, x, w, b)? {
+    if let Some(y) = crate::frontend::ops::qdq::qdq_conv(ctx, x, w, b)? {
         return Ok(vec![y]);
     }
     Ok(vec![conv_values(ctx, x, w, b, false)?])
@@ -359,6 +359,36 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     if let Some(y) = pool_kernel(ctx, PoolKind::Max, x, dt, &xs, &win)? {
         return Ok(vec![y]);
+    }
+    if matches!(dt, DType::U8 | DType::I8)
+        && xs.len() == 4
+        && xs.iter().chain(&win.out).all(|&d| d > 0)
+    {
+        let geometry = onnxc_runtime::pool::PoolGeometry {
+            kind: 0,
+            count_include_pad: false,
+            p: 0,
+            planes: xs[0] * xs[1],
+            input: [xs[2], xs[3]],
+            output: [win.out[0], win.out[1]],
+            kernel: [win.kernel[0], win.kernel[1]],
+            strides: [win.strides[0], win.strides[1]],
+            dilations: [win.dilations[0], win.dilations[1]],
+            pads_begin: [win.pads_begin[0], win.pads_begin[1]],
+            pads_end: [win.pads_end[0], win.pads_end[1]],
+        };
+        if geometry.validate().is_ok() {
+            let op = crate::kernels::MaxPoolInt {
+                geometry,
+                signed: dt == DType::I8,
+            };
+            let shape = pool_shape(&xs, &win);
+            return Ok(vec![ctx.add(
+                crate::ir::Op::kernel(op),
+                vec![x],
+                TypeInfo::new(dt, shape),
+            )?]);
+        }
     }
     let rank = xs.len() as u32;
     let (v, inside) = window_load(dt, &win, &xs[2..], rank);

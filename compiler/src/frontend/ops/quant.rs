@@ -152,7 +152,7 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let precision = ctx.attr_i("precision")?.filter(|&p| ctx.opset >= 23 && p != 0);
     if block == 0
         && precision.is_none()
-        && let Some(y) = crate::frontend::ops::qconv::qdq_requantize(ctx, x, scale, zp, odt)?
+        && let Some(y) = crate::frontend::ops::qdq::qdq_requantize(ctx, x, scale, zp, odt)?
     {
         return Ok(vec![y]);
     }
@@ -257,7 +257,7 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let y = ctx.map(odt, shape, inputs, expr::cast(y, odt))?;
     if block == 0 {
         let axis = if axis < 0 { axis + dims.len() as i64 } else { axis };
-        crate::frontend::ops::qconv::note_dequantized(ctx, y, x, scale, zp, axis);
+        crate::frontend::ops::qdq::note_dequantized(ctx, y, x, scale, zp, axis);
     }
     Ok(vec![y])
 }
@@ -848,7 +848,7 @@ fn centered_conv(
 
 /// ConvInteger: int32 convolution of the centered operands (exact; see `centered_conv`).
 pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    if let Some(y) = crate::frontend::ops::qconv::conv_integer(ctx)? {
+    if let Some(y) = crate::frontend::ops::qdq::conv_integer(ctx)? {
         return Ok(vec![y]);
     }
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
@@ -863,7 +863,7 @@ pub fn conv_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// `centered_conv`, the bias added in float64), requantized by `x_scale · w_scale / y_scale` (w's scale per tensor or per output
 /// channel).
 pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    if let Some(y) = crate::frontend::ops::qconv::qlinear_conv(ctx)? {
+    if let Some(y) = crate::frontend::ops::qdq::qlinear_conv(ctx)? {
         return Ok(vec![y]);
     }
     let (x, x_s, x_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));

@@ -1,0 +1,185 @@
+//! Max pooling of uint8 and int8 planes (MaxPool of QOperator models and of the quantized
+//! values of QDQ models): 2-D windows of a `PoolGeometry` of kind max, planes split over the
+//! run's threads. Padding never wins a window (ONNX pads are smaller than the kernel), so
+//! it is skipped rather than materialized; each tap's valid output columns are computed
+//! once per row, and unit-stride taps are an elementwise maximum of two byte runs, which
+//! vectorizes.
+
+use super::PoolGeometry;
+use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK};
+use crate::kernels::Status;
+use crate::par::{Par, Threads};
+use crate::params;
+
+/// One plane of `T` (`u8` or `i8`).
+fn pool_plane<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) {
+    let [ih, iw] = g.input.map(|v| v as i64);
+    let [oh, ow] = g.output.map(|v| v as usize);
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let [ph, pw] = g.pads_begin;
+    for oy in 0..oh {
+        let out = &mut y[oy * ow..(oy + 1) * ow];
+        out.fill(lowest);
+        for ky in 0..kh {
+            let iy = oy as i64 * sh + ky * dh - ph;
+            if iy < 0 || iy >= ih {
+                continue;
+            }
+            let row = &x[(iy * iw) as usize..((iy + 1) * iw) as usize];
+            for kx in 0..kw {
+                // Column of output ox: ox·sw + off, inside [0, iw) for ox in ox0..ox1.
+                let off = kx * dw - pw;
+                let ox0 = if off < 0 { (-off + sw - 1) / sw } else { 0 };
+                let ox1 = if iw - 1 - off < 0 {
+                    0
+                } else {
+                    ((iw - 1 - off) / sw + 1).min(ow as i64)
+                };
+                if ox0 >= ox1 {
+                    continue;
+                }
+                let (ox0, ox1) = (ox0 as usize, ox1 as usize);
+                if sw == 1 {
+                    let src = &row[(ox0 as i64 + off) as usize..][..ox1 - ox0];
+                    for (o, &v) in out[ox0..ox1].iter_mut().zip(src) {
+                        *o = (*o).max(v);
+                    }
+                } else {
+                    for (ox, o) in out.iter_mut().enumerate().take(ox1).skip(ox0) {
+                        *o = (*o).max(row[(ox as i64 * sw + off) as usize]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Max pooling of `planes` planes of bytes, int8 (`signed`) or uint8.
+///
+/// # Safety
+/// `x` and `y` hold the planes the geometry describes (`planes · input` and `planes ·
+/// output` bytes); `par` as `Par::for_ranges`.
+pub unsafe fn max_pool_i8(g: &PoolGeometry, signed: bool, x: *const u8, y: *mut u8, par: Par) {
+    let isz = (g.input[0] * g.input[1]) as usize;
+    let osz = (g.output[0] * g.output[1]) as usize;
+    let (xa, ya) = (x as usize, y as usize);
+    let cost = osz * (g.kernel[0] * g.kernel[1]) as usize;
+    let job = |planes: std::ops::Range<usize>, _: usize| {
+        for p in planes {
+            // SAFETY: plane p of x and y lies inside them (caller); each plane is written
+            // by one task.
+            unsafe {
+                let xs = std::slice::from_raw_parts((xa as *const u8).add(p * isz), isz);
+                let ys = std::slice::from_raw_parts_mut((ya as *mut u8).add(p * osz), osz);
+                if signed {
+                    let xs = std::slice::from_raw_parts(xs.as_ptr() as *const i8, isz);
+                    let ys = std::slice::from_raw_parts_mut(ys.as_mut_ptr() as *mut i8, osz);
+                    pool_plane(g, xs, ys, i8::MIN);
+                } else {
+                    pool_plane(g, xs, ys, 0u8);
+                }
+            }
+        }
+    };
+    // SAFETY: tasks write disjoint planes.
+    unsafe { par.for_ranges(g.planes as usize, cost, &job) };
+}
+
+/// C ABI entry point: max pooling of bytes; `signed` 1 for int8, 0 for uint8. Returns
+/// `ONNXC_ERR_PARAMS`, touching nothing, for a blob that is not a valid max-pool
+/// `PoolGeometry`.
+///
+/// # Safety
+/// `params` points to a sealed blob; `x`, `y` as `max_pool_i8`; `threads` as
+/// `Par::from_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_max_pool_i8(
+    params: *const i64,
+    x: *const u8,
+    y: *mut u8,
+    signed: i64,
+    threads: *const Threads,
+) -> Status {
+    let g = params::decode_blob!(params, PoolGeometry::decode);
+    if g.kind != 0 {
+        return ONNXC_ERR_PARAMS;
+    }
+    // SAFETY: forwarded contract, the geometry validated.
+    unsafe { max_pool_i8(&g, signed != 0, x, y, Par::from_raw(threads)) };
+    ONNXC_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::par::same_bits_on_every_pool;
+
+    /// Against a direct reference (padding skipped, as ONNX's -inf padding never wins).
+    #[test]
+    fn matches_a_direct_reference() {
+        for (kernel, strides, dilations, pads) in [
+            ([3, 3], [2, 2], [1, 1], [1, 1]),
+            ([2, 2], [2, 2], [1, 1], [0, 0]),
+            ([3, 2], [1, 3], [2, 1], [2, 1]),
+            ([1, 1], [1, 1], [1, 1], [0, 0]),
+        ] {
+            let (ih, iw) = (9i64, 11i64);
+            let out = |d: usize, i: i64| {
+                (i + 2 * pads[d] - ((kernel[d] - 1) * dilations[d] + 1)) / strides[d] + 1
+            };
+            let g = PoolGeometry {
+                kind: 0,
+                count_include_pad: false,
+                p: 0,
+                planes: 5,
+                input: [ih, iw],
+                output: [out(0, ih), out(1, iw)],
+                kernel,
+                strides,
+                dilations,
+                pads_begin: pads,
+                pads_end: pads,
+            };
+            g.validate().expect("valid geometry");
+            let n = (5 * ih * iw) as usize;
+            let x: Vec<u8> = (0..n).map(|i| (i * 7919 % 251) as u8).collect();
+            let [oh, ow] = g.output;
+            for signed in [false, true] {
+                let key = |v: u8| if signed { v as i8 as i32 } else { v as i32 };
+                let mut want = vec![0u8; (5 * oh * ow) as usize];
+                for p in 0..5 {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let mut best: Option<u8> = None;
+                            for ky in 0..kernel[0] {
+                                for kx in 0..kernel[1] {
+                                    let iy = oy * strides[0] + ky * dilations[0] - pads[0];
+                                    let ix = ox * strides[1] + kx * dilations[1] - pads[1];
+                                    if (0..ih).contains(&iy) && (0..iw).contains(&ix) {
+                                        let v = x[(p * ih * iw + iy * iw + ix) as usize];
+                                        if best.is_none_or(|b| key(v) > key(b)) {
+                                            best = Some(v);
+                                        }
+                                    }
+                                }
+                            }
+                            want[(p * oh * ow + oy * ow + ox) as usize] = best.expect("a tap");
+                        }
+                    }
+                }
+                let got = same_bits_on_every_pool(&"max_pool_i8", |_, threads| {
+                    let mut y = vec![0u8; want.len()];
+                    // SAFETY: x and y hold the planes; the pool is a test pool.
+                    unsafe {
+                        max_pool_i8(&g, signed, x.as_ptr(), y.as_mut_ptr(), Par::from_raw(threads))
+                    };
+                    y.iter().map(|&v| v as f32).collect()
+                });
+                let got: Vec<u8> = got.iter().map(|&v| v as u8).collect();
+                assert_eq!(got, want, "{g:?} signed {signed}");
+            }
+        }
+    }
+}
