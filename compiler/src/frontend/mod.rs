@@ -745,7 +745,10 @@ impl Importer<'_> {
         );
         ctx.declared = declared;
         ctx.qdq = Some(&mut self.qdq);
-        let outs = builder(&mut ctx)?;
+        let outs = match ops::qdq::on_quantized_values(&mut ctx, &domain, builder)? {
+            Some(outs) => outs,
+            None => builder(&mut ctx)?,
+        };
         for (k, name) in n.output.iter().enumerate() {
             if name.is_empty() {
                 continue;

@@ -11,8 +11,62 @@ use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params;
 
+/// Longest padded row `pool_plane_separable` keeps on the stack.
+const ROW: usize = 4096;
+
+/// One plane, separably: per output row, the maximum over the window's rows (contiguous
+/// passes), padded with `lowest` on both sides; the maximum over the window's columns at
+/// every position (contiguous passes); then every stride-th of those. Padding holds the
+/// type's lowest value, which never changes a maximum of real values. False (nothing
+/// written) when a padded row does not fit in `ROW`.
+fn pool_plane_separable<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) -> bool {
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output.map(|v| v as usize);
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let [ph, pw] = g.pads_begin;
+    // Columns the windows reach, from -pw: positions 0 .. (ow-1)·sw + (kw-1)·dw + 1.
+    let span = (ow as i64 - 1) * sw + (kw - 1) * dw + 1;
+    let width = span.max(pw + iw) as usize;
+    if width > ROW {
+        return false;
+    }
+    let mut vrow = [lowest; ROW];
+    let mut hrow = [lowest; ROW];
+    let hn = ((ow as i64 - 1) * sw + 1) as usize;
+    for oy in 0..oh {
+        vrow[..width].fill(lowest);
+        for ky in 0..kh {
+            let iy = oy as i64 * sh + ky * dh - ph;
+            if iy < 0 || iy >= ih {
+                continue;
+            }
+            let row = &x[(iy * iw) as usize..((iy + 1) * iw) as usize];
+            for (v, &r) in vrow[pw as usize..(pw + iw) as usize].iter_mut().zip(row) {
+                *v = (*v).max(r);
+            }
+        }
+        hrow[..hn].fill(lowest);
+        for kx in 0..kw {
+            let off = (kx * dw) as usize;
+            for (h, &v) in hrow[..hn].iter_mut().zip(&vrow[off..off + hn]) {
+                *h = (*h).max(v);
+            }
+        }
+        let out = &mut y[oy * ow..(oy + 1) * ow];
+        for (ox, o) in out.iter_mut().enumerate() {
+            *o = hrow[ox * sw as usize];
+        }
+    }
+    true
+}
+
 /// One plane of `T` (`u8` or `i8`).
 fn pool_plane<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) {
+    if pool_plane_separable(g, x, y, lowest) {
+        return;
+    }
     let [ih, iw] = g.input.map(|v| v as i64);
     let [oh, ow] = g.output.map(|v| v as usize);
     let [kh, kw] = g.kernel;
@@ -119,13 +173,14 @@ mod tests {
     /// Against a direct reference (padding skipped, as ONNX's -inf padding never wins).
     #[test]
     fn matches_a_direct_reference() {
-        for (kernel, strides, dilations, pads) in [
-            ([3, 3], [2, 2], [1, 1], [1, 1]),
-            ([2, 2], [2, 2], [1, 1], [0, 0]),
-            ([3, 2], [1, 3], [2, 1], [2, 1]),
-            ([1, 1], [1, 1], [1, 1], [0, 0]),
+        // The last row is wider than a stack row: the direct path.
+        for ((ih, iw), kernel, strides, dilations, pads) in [
+            ((9i64, 11i64), [3, 3], [2, 2], [1, 1], [1, 1]),
+            ((9, 11), [2, 2], [2, 2], [1, 1], [0, 0]),
+            ((9, 11), [3, 2], [1, 3], [2, 1], [2, 1]),
+            ((9, 11), [1, 1], [1, 1], [1, 1], [0, 0]),
+            ((3, ROW as i64 + 7), [2, 3], [1, 2], [1, 1], [1, 1]),
         ] {
-            let (ih, iw) = (9i64, 11i64);
             let out = |d: usize, i: i64| {
                 (i + 2 * pads[d] - ((kernel[d] - 1) * dilations[d] + 1)) / strides[d] + 1
             };

@@ -84,6 +84,146 @@ pub fn note_dequantized(
     }
 }
 
+/// The data inputs of ops whose result on dequantized values is the dequantization of
+/// their result on the quantized values: ops that move or select elements, and MaxPool
+/// (dequantization with a positive scale keeps the order). `count` is the node's inputs.
+fn transparent_inputs(op: &str, count: usize, outputs: usize) -> Option<Vec<usize>> {
+    Some(match op {
+        "MaxPool" if outputs == 1 => vec![0],
+        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Identity"
+        | "DepthToSpace" | "SpaceToDepth" => vec![0],
+        "Concat" => (0..count).collect(),
+        _ => return None,
+    })
+}
+
+/// A per-tensor quantization's constants: scale, zero point (0 when absent) and type.
+#[derive(Clone, Debug, PartialEq)]
+struct PerTensor {
+    scale: f32,
+    zp: i64,
+    dtype: DType,
+}
+
+/// The per-tensor float32 parameters a DequantizeLinear used, with a normal scale (so that
+/// quantizing its result again gives the quantized value back).
+fn per_tensor(ctx: &Ctx, d: &Dequantized) -> Option<PerTensor> {
+    let scale = ctx.konst(d.scale).as_ref().and_then(scalar_f32)?;
+    let zp = scalar_int(&values(ctx, d.zp)?)?;
+    (scale.is_normal() && (scale.abs() * 65536.0).is_finite()).then_some(PerTensor {
+        scale,
+        zp,
+        dtype: ctx.dtype(d.q),
+    })
+}
+
+/// A node of a transparent op (`transparent_inputs`) whose data inputs are all dequantized
+/// with the same per-tensor parameters: built on the quantized values, its outputs
+/// dequantized (and noted), so that the QuantizeLinear after it gives the quantized values
+/// back (`quantize_identity`) and the data stays 8-bit. None where that does not apply, or
+/// where the builder refuses the quantized type (then the node is built as usual).
+pub fn on_quantized_values(
+    ctx: &mut Ctx,
+    domain: &str,
+    builder: crate::frontend::registry::Builder,
+) -> Result<Option<Vec<ValueId>>> {
+    if !domain.is_empty() {
+        return Ok(None);
+    }
+    let Some(notes) = ctx.qdq.as_deref() else {
+        return Ok(None);
+    };
+    let Some(data) = transparent_inputs(ctx.node.op_type.as_deref().unwrap_or_default(), ctx.num_inputs(), ctx.node.output.len())
+    else {
+        return Ok(None);
+    };
+    let mut quantized = Vec::new();
+    let mut params: Option<(Dequantized, PerTensor)> = None;
+    for &i in &data {
+        let Some(d) = ctx.inputs.get(i).copied().flatten().and_then(|v| notes.dequantized.get(&v))
+        else {
+            return Ok(None);
+        };
+        let Some(pt) = per_tensor(ctx, d) else {
+            return Ok(None);
+        };
+        match &params {
+            Some((_, first)) if *first != pt => return Ok(None),
+            Some(_) => {}
+            None => params = Some((d.clone(), pt)),
+        }
+        quantized.push((i, d.q));
+    }
+    let Some((dq, pt)) = params else {
+        return Ok(None);
+    };
+    if pt.scale <= 0.0 {
+        return Ok(None);
+    }
+    let saved = ctx.inputs.clone();
+    let declared = std::mem::take(&mut ctx.declared);
+    for &(i, q) in &quantized {
+        ctx.inputs[i] = Some(q);
+    }
+    let built = builder(ctx);
+    ctx.inputs = saved;
+    ctx.declared = declared;
+    let Ok(outs) = built else {
+        return Ok(None);
+    };
+    let mut ys = Vec::new();
+    for q in outs {
+        if ctx.dtype(q) != pt.dtype {
+            return Ok(None);
+        }
+        ys.push(dequantize(ctx, q, &dq)?);
+    }
+    Ok(Some(ys))
+}
+
+/// `(q − zp) · scale` as float32, as DequantizeLinear computes it (per tensor), noted.
+fn dequantize(ctx: &mut Ctx, q: ValueId, d: &Dequantized) -> Result<ValueId> {
+    use crate::ir::expr::{self, BinOp};
+    let dt = ctx.dtype(q);
+    let r = ctx.rank(q) as u32;
+    let at = |v: ValueId, ctx: &Ctx| vec![expr::i(0); ctx.rank(v)];
+    let mut inputs = vec![q, d.scale];
+    let mut v = expr::cast(expr::load(dt, 0, (0..r).map(expr::var).collect()), DType::F32);
+    if let Some(z) = d.zp {
+        inputs.push(z);
+        v = expr::binary(BinOp::Sub, v, expr::cast(expr::load(dt, 2, at(z, ctx)), DType::F32));
+    }
+    let s = expr::cast(expr::load(ctx.dtype(d.scale), 1, at(d.scale, ctx)), DType::F32);
+    let shape = ctx.shape(q);
+    let y = ctx.map(DType::F32, shape, inputs, expr::binary(BinOp::Mul, v, s))?;
+    note_dequantized(ctx, y, q, d.scale, d.zp, 0);
+    Ok(y)
+}
+
+/// A QuantizeLinear of a value dequantized with the same per-tensor parameters (to `odt`):
+/// the quantized value itself (`round((q − z)·s / s) + z = q` for a normal `s` and 8- or
+/// 16-bit `q`).
+pub fn quantize_identity(
+    ctx: &mut Ctx,
+    x: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Option<ValueId> {
+    let d = ctx.qdq.as_deref()?.dequantized.get(&x)?.clone();
+    let pt = per_tensor(ctx, &d)?;
+    let q = per_tensor(
+        ctx,
+        &Dequantized {
+            q: d.q,
+            scale,
+            zp,
+            axis: 0,
+        },
+    )?;
+    (pt == q && pt.dtype == odt && zp.is_none_or(|z| ctx.dtype(z) == odt)).then_some(d.q)
+}
+
 /// A constant's values, when it is one.
 fn values(ctx: &Ctx, v: Option<ValueId>) -> Option<Option<Tensor>> {
     match v {
