@@ -19,7 +19,6 @@
 use super::{SValue, Schedule, Step, StepKind, Storage};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
-use crate::ir::tensor::Scalar;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -53,17 +52,20 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     if expr::dag_size(&body) > MAX_BODY || !expensive(&body) {
         return None;
     }
-    let (key, lo, hi, rest) = best_cut(&body)?;
+    let shape = s.values[st.output].shape.clone();
+    let (key, lo, hi, rest, outer_vars) = best_cut(&body, &shape, n)?;
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
     let len = entries + nan as i64;
+    let outer: i64 = outer_vars.iter().map(|&v| shape[v as usize]).product();
     // Pays when the table is small next to the map and the part tabulated costs more than
     // the read (a transcendental function, a division).
-    if n < 4 * len || !expensive(&rest) {
+    if n < 4 * len * outer || !expensive(&rest) {
         return None;
     }
-    // The table: g over the key's values, the NaN entry last.
-    let v0 = expr::var(0);
+    // The table: g over the key's values (the NaN entry last), one row per combination of
+    // the outer variables g reads (none, or the channel of a per-channel quantization).
+    let v0 = expr::var(KEY_VAR);
     let key_value = if key.dtype.is_float() {
         let k = expr::binary(
             BinOp::Add,
@@ -83,7 +85,16 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
         expr::cast(expr::add(v0, expr::i(lo as i64)), key.dtype)
     };
     let g = replace(&body, &key, &key_value);
-    // The table reads only the (uniform) operands g uses.
+    // Table variables: the outer variables in order, then the key's position.
+    let g = expr::rewrite(&g, &mut |x| match x.kind {
+        ExprKind::Var(KEY_VAR) => Some(expr::var(outer_vars.len() as u32)),
+        ExprKind::Var(k) => outer_vars
+            .iter()
+            .position(|&o| o == k)
+            .map(|p| expr::var(p as u32)),
+        _ => None,
+    });
+    // The table reads only the operands g uses.
     let mut used = Vec::new();
     expr::used_inputs(&g, &mut used);
     used.sort_unstable();
@@ -97,7 +108,11 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     s.values.push(SValue {
         name: format!("{}_table", out.name),
         dtype: out.dtype,
-        shape: vec![len],
+        shape: outer_vars
+            .iter()
+            .map(|&v| shape[v as usize])
+            .chain([len])
+            .collect(),
         storage: Storage::Arena(0),
     });
     let table = s.values.len() - 1;
@@ -129,8 +144,10 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     let dtype = s.values[st.output].dtype;
     let st = &mut s.steps[i];
     st.inputs.push(table);
+    let mut at: Vec<E> = outer_vars.iter().map(|&v| expr::var(v)).collect();
+    at.push(index);
     st.kind = StepKind::Map {
-        body: expr::load(dtype, (st.inputs.len() - 1) as u32, vec![index]),
+        body: expr::load(dtype, (st.inputs.len() - 1) as u32, at),
     };
     Some(Step {
         kind: StepKind::Map { body: g },
@@ -141,14 +158,21 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     })
 }
 
-/// The innermost subexpression through which alone the body reads anything that varies
-/// (its variables), integral with at most `MAX_ENTRIES` values: (key, lo, hi, the body with
-/// the key replaced by a zero of its type).
-fn best_cut(body: &E) -> Option<(E, f64, f64, E)> {
+/// The variable a table's body reads the key's position from, before renumbering (above
+/// any loop variable).
+const KEY_VAR: u32 = u32::MAX;
+
+/// The subexpression through which alone the body reads anything that varies over the
+/// innermost variables, integral with at most `MAX_ENTRIES` values, whose table is the
+/// smallest (the rest of the body may vary with outer variables: one table row per
+/// combination of them), then the innermost: (key, lo, hi, the body with the key replaced
+/// by an opaque placeholder, the loop variables the rest reads).
+#[allow(clippy::type_complexity)]
+fn best_cut(body: &E, shape: &[i64], n: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
     let mut varies = HashMap::new();
-    let mut best: Option<(usize, E, f64, f64, E)> = None;
+    let mut best: Option<((i64, usize), E, f64, f64, E, Vec<u32>)> = None;
     for c in nodes {
         if !has_var(&c, &mut varies) {
             continue;
@@ -157,17 +181,26 @@ fn best_cut(body: &E) -> Option<(E, f64, f64, E)> {
             continue;
         };
         let size = expr::dag_size(&c);
-        if best.as_ref().is_some_and(|b| b.0 <= size) {
-            continue;
-        }
-        let placeholder = expr::konst(c.dtype, Scalar::zero(c.dtype));
+        // An opaque placeholder: a constant would let the rewrite simplify away the very
+        // branches that still read the variables (`select(key, …)`).
+        let placeholder = expr::cast(expr::var(KEY_VAR), c.dtype);
         let rest = replace(body, &c, &placeholder);
-        if has_var(&rest, &mut HashMap::new()) {
+        let outer: Vec<u32> = (0..shape.len() as u32)
+            .filter(|&v| expr::depends_on(&rest, v))
+            .collect();
+        let rows: i64 = outer.iter().map(|&v| shape[v as usize]).product();
+        let cost = (rows.saturating_mul((hi - lo) as i64 + 2), size);
+        // Only a table a quarter of the map's size or less, of a part that costs more than
+        // a read, can pay.
+        if best.as_ref().is_some_and(|b| b.0 <= cost)
+            || cost.0.saturating_mul(4) > n
+            || !expensive(&rest)
+        {
             continue;
         }
-        best = Some((size, c, lo, hi, rest));
+        best = Some((cost, c, lo, hi, rest, outer));
     }
-    best.map(|(_, c, lo, hi, rest)| (c, lo, hi, rest))
+    best.map(|(_, c, lo, hi, rest, outer)| (c, lo, hi, rest, outer))
 }
 
 /// The integer values a key candidate takes: an integral float expression whose clamps bound
