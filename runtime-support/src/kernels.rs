@@ -192,6 +192,13 @@ kernels! {
         params: Params = *const i64, x: In = *const u8, y: Out = *mut u8,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// Integer matrix product of uint8/int8 activations with packed int8 weights
+    /// (`qconv::matmul::QMatMulParams`); `a_zp` null for the blob's zero point.
+    QMATMUL = onnxc_qmatmul in qconv::matmul(
+        params: Params = *const i64, a: In = *const u8, a_zp: OptIn = *const u8,
+        y: Out = *mut u8, scratch: Scratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).
     TREE_ENSEMBLE = onnxc_tree_ensemble in tree(
         forest: Params = *const i64, x: In = *const u8, y: Out = *mut u8, rows: Int = i64,
@@ -290,6 +297,8 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == QCONV {
         Some(crate::qconv::QConvParams::decode(b)?.scratch())
+    } else if *kernel == QMATMUL {
+        Some(crate::qconv::matmul::QMatMulParams::decode(b)?.scratch())
     } else if *kernel == TREE_ENSEMBLE {
         tree::check(b).map_err(|_| ParamError("the forest fails tree::check"))?;
         bytes(tree::scratch_bytes(b))

@@ -4,7 +4,7 @@
 //! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51), so
 //! the outputs are bit-identical across CPUs.
 
-use super::{MR, NR, QConvParams, QOut, Tier};
+use super::{Epi, MR, NR, QOut, Tier};
 
 /// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32).
 ///
@@ -128,7 +128,7 @@ const ROUND: f64 = 6_755_399_441_055_744.0;
 
 /// The corrected sum of lane `l`: the tile's plus the channel's constant, minus `zw·Σx`.
 #[inline(always)]
-fn corrected(p: &QConvParams, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l: usize) -> i32 {
+fn corrected(p: &Epi, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l: usize) -> i32 {
     let mut v = acc.wrapping_add(p.corr[ch]);
     if let Some(cs) = colsum {
         v = v.wrapping_sub(p.wzp[ch].wrapping_mul(cs[l]));
@@ -142,7 +142,7 @@ fn corrected(p: &QConvParams, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l
 /// The CPU runs `tier`; `dst` holds `lanes` outputs of `p.q.out`'s type.
 pub(super) unsafe fn epilogue(
     tier: Tier,
-    p: &QConvParams,
+    p: &Epi,
     ch: usize,
     row: &[i32; NR],
     colsum: Option<&[i32; NR]>,
@@ -165,7 +165,7 @@ pub(super) unsafe fn epilogue(
 /// # Safety
 /// `dst` holds `lanes` outputs of `p.q.out`'s type.
 unsafe fn epilogue_scalar(
-    p: &QConvParams,
+    p: &Epi,
     ch: usize,
     row: &[i32; NR],
     colsum: Option<&[i32; NR]>,
@@ -199,7 +199,7 @@ unsafe fn epilogue_scalar(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn epilogue_avx512(
-    p: &QConvParams,
+    p: &Epi,
     ch: usize,
     row: &[i32; NR],
     colsum: Option<&[i32; NR]>,

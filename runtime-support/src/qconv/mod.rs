@@ -31,6 +31,7 @@
 //! hold one).
 
 mod kernel;
+pub mod matmul;
 mod pack;
 #[cfg(test)]
 mod tests;
@@ -114,6 +115,18 @@ pub struct QConvParams<'a> {
     pub weights: &'a [i8],
 }
 
+/// What the epilogue reads: the scalars, and per output row (a convolution's channel, a
+/// matrix product's column) the constant part of the sum, the weights' zero point, the
+/// scale and the float32 bias.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Epi<'a> {
+    pub q: QScalars,
+    pub corr: &'a [i32],
+    pub wzp: &'a [i32],
+    pub scale: &'a [f32],
+    pub fbias: &'a [f32],
+}
+
 /// Words after the seal before the geometry: out, flags, x_zp, y_zp, lo, hi, geometry length.
 const HEADER: usize = 7;
 
@@ -140,6 +153,16 @@ fn view<T: Copy>(w: &[i64], n: usize) -> &[T] {
 }
 
 impl QConvParams<'_> {
+    fn epi(&self) -> Epi<'_> {
+        Epi {
+            q: self.q,
+            corr: self.corr,
+            wzp: self.wzp,
+            scale: self.scale,
+            fbias: self.fbias,
+        }
+    }
+
     /// Geometry facts the kernel loops use.
     fn dims(&self) -> Dims {
         let g = &self.conv;
@@ -239,22 +262,8 @@ impl QConvParams<'_> {
         use params::{ensure, in_range};
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
-        let out = QOut::from_code(h[0])?;
+        let q = decode_scalars(&h[..6])?;
         ensure(h[1] & !3 == 0, "unknown flag bits")?;
-        let x_signed = h[1] & 1 != 0;
-        let x_zp = if x_signed {
-            in_range(h[2], -128, 127, "x zero point out of range")?
-        } else {
-            in_range(h[2], 0, 255, "x zero point out of range")?
-        };
-        let y_zp = in_range(h[3], -128, 255, "y zero point out of range")?;
-        let (lo, hi) = match out {
-            QOut::U8 => (0, 255),
-            QOut::I8 => (-128, 127),
-            _ => (i64::MIN, i64::MAX),
-        };
-        let qlo = in_range(h[4], lo.max(-128), hi.min(255), "bounds out of range")?;
-        let qhi = in_range(h[5], qlo, hi.min(255), "bounds out of range")?;
         let glen = in_range(h[6], 1, r.remaining() as i64, "geometry length out of range")?;
         let conv = ConvGeometry::decode(r.words(glen as usize)?)?;
         ensure(
@@ -264,14 +273,7 @@ impl QConvParams<'_> {
         let m = conv.m as usize;
         let mut p = QConvParams {
             conv,
-            q: QScalars {
-                out,
-                x_signed,
-                x_zp: x_zp as i32,
-                y_zp: y_zp as i32,
-                lo: qlo as i32,
-                hi: qhi as i32,
-            },
+            q,
             has_wzp: h[1] & 2 != 0,
             corr: &[],
             wzp: &[],
@@ -298,6 +300,35 @@ impl QConvParams<'_> {
         r.finish()?;
         Ok(p)
     }
+}
+
+/// The scalars of a blob's header `[out, flags, x_zp, y_zp, lo, hi]` (flag bit 0: int8
+/// activations), validated.
+fn decode_scalars(h: &[i64]) -> params::Result<QScalars> {
+    use params::in_range;
+    let out = QOut::from_code(h[0])?;
+    let x_signed = h[1] & 1 != 0;
+    let x_zp = if x_signed {
+        in_range(h[2], -128, 127, "x zero point out of range")?
+    } else {
+        in_range(h[2], 0, 255, "x zero point out of range")?
+    };
+    let y_zp = in_range(h[3], -128, 255, "y zero point out of range")?;
+    let (lo, hi) = match out {
+        QOut::U8 => (0, 255),
+        QOut::I8 => (-128, 127),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let qlo = in_range(h[4], lo.max(-128), hi.min(255), "bounds out of range")?;
+    let qhi = in_range(h[5], qlo, hi.min(255), "bounds out of range")?;
+    Ok(QScalars {
+        out,
+        x_signed,
+        x_zp: x_zp as i32,
+        y_zp: y_zp as i32,
+        lo: qlo as i32,
+        hi: qhi as i32,
+    })
 }
 
 /// Derived extents of a call.
@@ -372,6 +403,7 @@ pub(crate) unsafe fn qconv_on(
     let x_addr = x as usize;
     let y_addr = y as usize;
     let cost = (d.k * d.mg * NR / 4).max(1);
+    let epi = p.epi();
     let job = |range: std::ops::Range<usize>, worker: usize| {
         let slot = scratch.at(worker) as *mut u8;
         // SAFETY: the worker's slot holds `p.scratch().per_worker` bytes: the panel, then
@@ -417,7 +449,7 @@ pub(crate) unsafe fn qconv_on(
                     unsafe {
                         kernel::epilogue(
                             tier,
-                            p,
+                            &epi,
                             ch,
                             trow,
                             p.has_wzp.then_some(&*colsum),

@@ -333,3 +333,88 @@ fn blobs_are_validated() {
         assert!(QConvParams::decode(&b).is_err(), "word {at} = {v}");
     }
 }
+
+/// The matrix product against int64 sums, every output kind, tier and pool, with the
+/// activations' zero point from the blob and from the call.
+#[test]
+fn matmul_matches_the_reference_on_every_tier() {
+    use super::matmul::{QMatMulParams, qmatmul_on};
+    for (batch, m, k, n, x_signed, with_wzp) in [
+        (1, 1, 7, 5, false, false),
+        (2, 37, 70, 19, true, false),
+        (1, 64, 33, 16, false, true),
+        (3, 5, 4, 9, true, true),
+    ] {
+        let mut rng = Lcg((m * 131 + k * 7 + n) as u64);
+        let a: Vec<u8> = (0..batch * m * k).map(|_| (rng.next() % 256) as u8).collect();
+        let w: Vec<i8> = (0..k * n).map(|_| (rng.next() % 256) as u8 as i8).collect();
+        let wzp: Vec<i32> = (0..n).map(|j| if with_wzp { (j as i32 % 5) - 2 } else { 0 }).collect();
+        let bias: Vec<i32> = (0..n).map(|_| (rng.next() % 2001) as i32 - 1000).collect();
+        let scale: Vec<f32> = (0..n).map(|j| 0.001 * (1.0 + j as f32 * 0.2)).collect();
+        let fbias: Vec<f32> = (0..n).map(|j| j as f32 * 0.5 - 2.0).collect();
+        let xv = |v: u8| if x_signed { v as i8 as i64 } else { v as i64 };
+        for (blob_zp, call_zp) in [(3i32, None), (0, Some(if x_signed { -7i32 } else { 200 }))] {
+            let zx = call_zp.unwrap_or(blob_zp) as i64;
+            let sums: Vec<i64> = (0..batch * m * n)
+                .map(|i| {
+                    let (row, j) = (i / n, i % n);
+                    bias[j] as i64
+                        + (0..k)
+                            .map(|t| (w[t * n + j] as i64 - wzp[j] as i64) * (xv(a[row * k + t]) - zx))
+                            .sum::<i64>()
+                })
+                .collect();
+            for out in [QOut::I32, QOut::F32, QOut::U8, QOut::I8] {
+                let (lo, hi, y_zp) = match out {
+                    QOut::U8 => (0, 255, 9),
+                    QOut::I8 => (-100, 127, 3),
+                    _ => (0, 0, 0),
+                };
+                let q = QScalars { out, x_signed, x_zp: blob_zp, y_zp, lo, hi };
+                let blob = QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
+                let p = QMatMulParams::decode(&blob).expect("the blob decodes");
+                let want: Vec<u8> = sums
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, &s)| {
+                        let j = i % n;
+                        match out {
+                            QOut::I32 => (s as i32).to_le_bytes().to_vec(),
+                            QOut::F32 => ((s as i32) as f32 * scale[j] + fbias[j]).to_le_bytes().to_vec(),
+                            _ => {
+                                let v = (s as f64 * scale[j] as f64).round_ties_even() + y_zp as f64;
+                                vec![v.clamp(lo as f64, hi as f64) as i32 as u8]
+                            }
+                        }
+                    })
+                    .collect();
+                for tier in tiers() {
+                    for (workers, threads) in test_threads() {
+                        let mut y = vec![0x5au8; batch * m * n * out.size()];
+                        let need = p.scratch();
+                        let mut scratch =
+                            vec![0f32; (need.single() + workers * need.rounded().per_worker) / 4 + 16];
+                        let (shared, slots) = need.layout(scratch.as_mut_ptr());
+                        // SAFETY: a, y and the scratch hold what the blob asks for.
+                        unsafe {
+                            qmatmul_on(
+                                tier,
+                                &p,
+                                zx as i32,
+                                a.as_ptr(),
+                                y.as_mut_ptr(),
+                                shared as *mut i32,
+                                slots,
+                                Par::from_raw(threads),
+                            )
+                        };
+                        assert!(
+                            y == want,
+                            "{out:?} {tier:?} on {workers} workers: {batch}x{m}x{k}x{n} signed {x_signed} wzp {with_wzp}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Integer matrix products `Y[b] = A[b] · W` of uint8/int8 activations `A` (`[batch, m,
+//! k]`) and constant int8 weights `W` (`[k, n]`, packed when the model is compiled), with
+//! exact int32 sums and the convolution's epilogues (`QOut`): MatMulInteger, QLinearMatMul
+//! and the MatMul/Gemm of QDQ models.
+//!
+//! The product runs transposed on the convolution's tiles: the weights' columns are the
+//! tile rows (`MR` of them per packed block, `[block][k/4][MR][4]`) and `NR` rows of `A` the
+//! tile lanes, packed per call (`pack_rows`: each lane's four bytes of a group are
+//! contiguous in `A`'s row, so packing is a copy of 32-bit words). A tile's outputs are
+//! written back transposed, a row of `Y` at a time. The activations' zero point may be a
+//! run-time value (DynamicQuantizeLinear's): the constant part of each column's sum is then
+//! computed per call from the column sums of the weights.
+
+use super::{Epi, MR, NR, QScalars, Tier, kernel, pack};
+use crate::abi::ONNXC_OK;
+use crate::kernels::Status;
+use crate::par::{Par, ScratchNeed, Slots};
+use crate::params;
+
+/// One integer matrix product, decoded from its blob (borrowing it) or built by `encode`.
+#[derive(Debug)]
+pub struct QMatMulParams<'a> {
+    pub q: QScalars,
+    pub batch: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub has_wzp: bool,
+    /// Per column: the int32 bias, the sum of the weights, their zero point, the epilogue's
+    /// scale and float32 bias.
+    pub bias: &'a [i32],
+    pub colsum: &'a [i32],
+    pub wzp: &'a [i32],
+    pub scale: &'a [f32],
+    pub fbias: &'a [f32],
+    /// `[n/MR][k/4][MR][4]` int8 weights.
+    pub weights: &'a [i8],
+}
+
+/// Words after the seal: out, flags, x_zp, y_zp, lo, hi, batch, m, k, n.
+const HEADER: usize = 10;
+
+impl QMatMulParams<'_> {
+    fn k4(&self) -> usize {
+        self.k.div_ceil(4)
+    }
+
+    /// Scratch of a call: the per-column constants (shared), one packed panel, its lane sums
+    /// and a tile's outputs per worker.
+    pub fn scratch(&self) -> ScratchNeed {
+        ScratchNeed {
+            shared: self.n * 4,
+            per_worker: self.k4() * 4 * NR + NR * 4 + MR * NR * 4,
+        }
+    }
+
+    /// The sealed blob: `w` is `[k, n]` int8 (uint8 weights shifted by −128 with their zero
+    /// points), `w_zp` one zero point per column, `bias` the int32 bias per column (or
+    /// none), `scale`/`fbias` one per column. `q.x_zp` is the activations' zero point when
+    /// the call passes none.
+    #[allow(clippy::too_many_arguments, reason = "every constant of the op")]
+    pub fn encode(
+        q: QScalars,
+        batch: usize,
+        m: usize,
+        k: usize,
+        n: usize,
+        w: &[i8],
+        w_zp: &[i32],
+        bias: Option<&[i32]>,
+        scale: &[f32],
+        fbias: &[f32],
+    ) -> Vec<i64> {
+        assert_eq!(w.len(), k * n, "weights of the product");
+        assert!(w_zp.len() == n && scale.len() == n && fbias.len() == n);
+        let k4 = k.div_ceil(4);
+        let blocks = n.div_ceil(MR);
+        let colsum: Vec<u32> = (0..n)
+            .map(|j| (0..k).map(|i| w[i * n + j] as i32).sum::<i32>() as u32)
+            .collect();
+        let mut packed = vec![0u8; blocks * k4 * MR * 4];
+        for j in 0..n {
+            let (blk, r) = (j / MR, j % MR);
+            for i in 0..k {
+                packed[blk * k4 * MR * 4 + (i / 4) * MR * 4 + r * 4 + i % 4] = w[i * n + j] as u8;
+            }
+        }
+        let mut p = vec![
+            q.out as i64,
+            q.x_signed as i64 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1),
+            q.x_zp as i64,
+            q.y_zp as i64,
+            q.lo as i64,
+            q.hi as i64,
+            batch as i64,
+            m as i64,
+            k as i64,
+            n as i64,
+        ];
+        let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let zeros = vec![0u32; n];
+        let b: Vec<u32> = bias.map_or(zeros, |b| b.iter().map(|&v| v as u32).collect());
+        super::pack_words(&le(&b), &mut p);
+        super::pack_words(&le(&colsum), &mut p);
+        super::pack_words(&le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
+        super::pack_words(&le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        super::pack_words(&le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        super::pack_words(&packed, &mut p);
+        params::seal(p)
+    }
+
+    /// The product `encode` wrote into `blob`, validated.
+    pub fn decode(blob: &[i64]) -> params::Result<QMatMulParams<'_>> {
+        use params::{ensure, in_range, product};
+        let mut r = params::Reader::new(blob)?;
+        let h: [i64; HEADER] = r.array()?;
+        let q = super::decode_scalars(&h[..6])?;
+        ensure(h[1] & !3 == 0, "unknown flag bits")?;
+        let dims = "a dimension is out of range";
+        let batch = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
+        let m = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
+        let k = in_range(h[8], 0, params::MAX_EXTENT, dims)? as usize;
+        let n = in_range(h[9], 0, params::MAX_EXTENT, dims)? as usize;
+        let big = "the product is too large";
+        product([batch as i64, m as i64, k.max(n) as i64], big)?;
+        let row_words = super::words_for(n * 4);
+        let mut arr = || r.words(row_words);
+        let (bias, colsum, wzp, scale, fbias) = (arr()?, arr()?, arr()?, arr()?, arr()?);
+        let wbytes = product(
+            [n.div_ceil(MR) as i64, k.div_ceil(4) as i64, (MR * 4) as i64],
+            big,
+        )? as usize;
+        let weights = super::view(r.words(super::words_for(wbytes))?, wbytes);
+        r.finish()?;
+        Ok(QMatMulParams {
+            q,
+            batch,
+            m,
+            k,
+            n,
+            has_wzp: h[1] & 2 != 0,
+            bias: super::view(bias, n),
+            colsum: super::view(colsum, n),
+            wzp: super::view(wzp, n),
+            scale: super::view(scale, n),
+            fbias: super::view(fbias, n),
+            weights,
+        })
+    }
+}
+
+/// Packs rows `m0 .. m0 + lanes` of `a` (`[m, k]`) as a panel `[k/4][NR][4]`, flipping int8
+/// to uint8; lanes past the rows and groups past `k` are zero.
+///
+/// # Safety
+/// `a` holds the rows.
+unsafe fn pack_rows(a: *const u8, k: usize, m0: usize, lanes: usize, flip: bool, panel: &mut [u8]) {
+    let k4 = k.div_ceil(4);
+    let full = k / 4;
+    let x = if flip { 0x8080_8080u32 } else { 0 };
+    panel[..k4 * 4 * NR].fill(0);
+    for l in 0..lanes {
+        // SAFETY: row m0 + l of `a` holds k bytes (caller).
+        let row = unsafe { std::slice::from_raw_parts(a.add((m0 + l) * k), k) };
+        for g in 0..full {
+            let w = u32::from_ne_bytes([row[4 * g], row[4 * g + 1], row[4 * g + 2], row[4 * g + 3]]);
+            panel[g * 4 * NR + l * 4..][..4].copy_from_slice(&(w ^ x).to_ne_bytes());
+        }
+        for i in full * 4..k {
+            panel[full * 4 * NR + l * 4 + i % 4] = row[i] ^ (x as u8);
+        }
+    }
+}
+
+/// Runs the product of `a` into `y`; `x_zp` is the activations' zero point for this call.
+///
+/// # Safety
+/// `a` and `y` hold the tensors the blob describes; `scratch` holds `p.scratch()` (its
+/// shared part at `shared`, every worker's slot in `slots`).
+pub(crate) unsafe fn qmatmul_on(
+    tier: Tier,
+    p: &QMatMulParams,
+    x_zp: i32,
+    a: *const u8,
+    y: *mut u8,
+    shared: *mut i32,
+    slots: Slots,
+    par: Par,
+) {
+    let (m, k, n) = (p.m, p.k, p.n);
+    if p.batch == 0 || m == 0 || n == 0 {
+        return;
+    }
+    let zx = x_zp as i64 + if p.q.x_signed { 128 } else { 0 };
+    // SAFETY: the shared scratch holds n i32 (caller).
+    let corr = unsafe { std::slice::from_raw_parts_mut(shared, n) };
+    for (j, c) in corr.iter_mut().enumerate() {
+        *c = (p.bias[j] as i64 - zx * p.colsum[j] as i64 + k as i64 * zx * p.wzp[j] as i64) as i32;
+    }
+    let epi = Epi {
+        q: p.q,
+        corr,
+        wzp: p.wzp,
+        scale: p.scale,
+        fbias: p.fbias,
+    };
+    let k4 = p.k4();
+    let blocks = n.div_ceil(MR);
+    let panels = m.div_ceil(NR);
+    let es = p.q.out.size();
+    let (a_addr, y_addr) = (a as usize, y as usize);
+    let cost = (k * n * NR / 4).max(1);
+    let job = |range: std::ops::Range<usize>, worker: usize| {
+        let slot = slots.at(worker) as *mut u8;
+        // SAFETY: the worker's slot holds the panel, the lane sums and a tile's outputs
+        // (`scratch`), each part 4-byte aligned.
+        let panel = unsafe { std::slice::from_raw_parts_mut(slot, k4 * 4 * NR) };
+        // SAFETY: as above.
+        let lanesum = unsafe { &mut *(slot.add(k4 * 4 * NR) as *mut [i32; NR]) };
+        // SAFETY: as above.
+        let out = unsafe { std::slice::from_raw_parts_mut(slot.add(k4 * 4 * NR + NR * 4), MR * NR * 4) };
+        let mut tile = [[0i32; NR]; MR];
+        for u in range {
+            let (b, pn) = (u / panels, u % panels);
+            let m0 = pn * NR;
+            let lanes = NR.min(m - m0);
+            let ab = a_addr + b * m * k;
+            // SAFETY: batch b's rows lie in `a`.
+            unsafe { pack_rows(ab as *const u8, k, m0, lanes, p.q.x_signed, panel) };
+            if p.has_wzp {
+                pack::column_sums(panel, k4, lanesum);
+            }
+            for blk in 0..blocks {
+                let w = &p.weights[blk * k4 * MR * 4..][..k4 * MR * 4];
+                // SAFETY: the CPU runs `tier`; `w` and `panel` hold k4 groups.
+                unsafe { kernel::tile(tier, k4, w, panel, &mut tile) };
+                let cols = MR.min(n - blk * MR);
+                for (r, trow) in tile.iter().enumerate().take(cols) {
+                    // SAFETY: `out` holds NR outputs per tile row.
+                    unsafe {
+                        kernel::epilogue(
+                            tier,
+                            &epi,
+                            blk * MR + r,
+                            trow,
+                            p.has_wzp.then_some(&*lanesum),
+                            lanes,
+                            out.as_mut_ptr().add(r * NR * es),
+                        )
+                    };
+                }
+                // The tile's outputs back to rows of Y: row m0 + l, columns blk·MR + r.
+                for l in 0..lanes {
+                    let dst = y_addr + ((b * m + m0 + l) * n + blk * MR) * es;
+                    for r in 0..cols {
+                        // SAFETY: element (m0 + l, blk·MR + r) of batch b lies in `y`; each
+                        // (batch, panel) is written by one task only.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                out.as_ptr().add((r * NR + l) * es),
+                                (dst as *mut u8).add(r * es),
+                                es,
+                            )
+                        };
+                    }
+                }
+            }
+        }
+    };
+    // SAFETY: tasks write disjoint rows and use their worker's slot.
+    unsafe { par.for_ranges(p.batch * panels, cost, &job) };
+}
+
+/// C entry point: `params` a `QMatMulParams` blob; `a` the activations, `a_zp` their zero
+/// point (one byte; null: the blob's), `y` the output of the blob's type.
+///
+/// # Safety
+/// `params` is null or a sealed blob; `a`, `y` hold the tensors it describes, `a_zp` is null
+/// or one readable byte, `scratch` its `scratch()` for every worker of `threads`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_qmatmul(
+    params: *const i64,
+    a: *const u8,
+    a_zp: *const u8,
+    y: *mut u8,
+    scratch: *mut f32,
+    threads: *const crate::par::Threads,
+) -> Status {
+    // SAFETY: caller contract.
+    let p = match unsafe { params::blob(params) }.and_then(QMatMulParams::decode) {
+        Ok(p) => p,
+        Err(_) => return crate::abi::ONNXC_ERR_PARAMS,
+    };
+    let x_zp = if a_zp.is_null() {
+        p.q.x_zp
+    } else if p.q.x_signed {
+        // SAFETY: a_zp points to one byte (caller).
+        unsafe { *a_zp as i8 as i32 }
+    } else {
+        // SAFETY: as above.
+        unsafe { *a_zp as i32 }
+    };
+    // SAFETY: caller contract.
+    let par = unsafe { Par::from_raw(threads) };
+    let (shared, slots) = p.scratch().layout(scratch);
+    // SAFETY: caller contract.
+    unsafe { qmatmul_on(Tier::detect(), &p, x_zp, a, y, shared as *mut i32, slots, par) };
+    ONNXC_OK
+}
