@@ -67,7 +67,7 @@ fn pool_plane<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) 
     if pool_plane_separable(g, x, y, lowest) {
         return;
     }
-    let [ih, iw] = g.input.map(|v| v as i64);
+    let [ih, iw] = g.input;
     let [oh, ow] = g.output.map(|v| v as usize);
     let [kh, kw] = g.kernel;
     let [sh, sw] = g.strides;

@@ -177,6 +177,7 @@ unsafe fn pack_rows(a: *const u8, k: usize, m0: usize, lanes: usize, flip: bool,
 /// # Safety
 /// `a` and `y` hold the tensors the blob describes; `scratch` holds `p.scratch()` (its
 /// shared part at `shared`, every worker's slot in `slots`).
+#[allow(clippy::too_many_arguments, reason = "the C entry point's arguments, decoded")]
 pub(crate) unsafe fn qmatmul_on(
     tier: Tier,
     p: &QMatMulParams,
@@ -250,18 +251,25 @@ pub(crate) unsafe fn qmatmul_on(
                     };
                 }
                 // The tile's outputs back to rows of Y: row m0 + l, columns blk·MR + r.
-                for l in 0..lanes {
-                    let dst = y_addr + ((b * m + m0 + l) * n + blk * MR) * es;
-                    for r in 0..cols {
-                        // SAFETY: element (m0 + l, blk·MR + r) of batch b lies in `y`; each
-                        // (batch, panel) is written by one task only.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                out.as_ptr().add((r * NR + l) * es),
-                                (dst as *mut u8).add(r * es),
-                                es,
-                            )
-                        };
+                let row0 = y_addr + ((b * m + m0) * n + blk * MR) * es;
+                // SAFETY: elements (m0 + l, blk·MR + r) of batch b lie in `y`; each (batch,
+                // panel) is written by one task only; `out` holds the tile's outputs.
+                unsafe {
+                    if es == 4 {
+                        let src = out.as_ptr() as *const u32;
+                        for l in 0..lanes {
+                            let dst = (row0 as *mut u32).add(l * n);
+                            for r in 0..cols {
+                                dst.add(r).write_unaligned(src.add(r * NR + l).read_unaligned());
+                            }
+                        }
+                    } else {
+                        for l in 0..lanes {
+                            let dst = (row0 as *mut u8).add(l * n);
+                            for r in 0..cols {
+                                *dst.add(r) = out[r * NR + l];
+                            }
+                        }
                     }
                 }
             }
@@ -269,6 +277,23 @@ pub(crate) unsafe fn qmatmul_on(
     };
     // SAFETY: tasks write disjoint rows and use their worker's slot.
     unsafe { par.for_ranges(p.batch * panels, cost, &job) };
+}
+
+/// Runs the product on this CPU's best tier (`qmatmul_on`).
+///
+/// # Safety
+/// As `qmatmul_on`.
+pub unsafe fn qmatmul(
+    p: &QMatMulParams,
+    x_zp: i32,
+    a: *const u8,
+    y: *mut u8,
+    shared: *mut i32,
+    slots: Slots,
+    par: Par,
+) {
+    // SAFETY: forwarded.
+    unsafe { qmatmul_on(Tier::detect(), p, x_zp, a, y, shared, slots, par) }
 }
 
 /// C entry point: `params` a `QMatMulParams` blob; `a` the activations, `a_zp` their zero
@@ -304,6 +329,6 @@ pub unsafe extern "C" fn onnxc_qmatmul(
     let par = unsafe { Par::from_raw(threads) };
     let (shared, slots) = p.scratch().layout(scratch);
     // SAFETY: caller contract.
-    unsafe { qmatmul_on(Tier::detect(), &p, x_zp, a, y, shared as *mut i32, slots, par) };
+    unsafe { qmatmul(&p, x_zp, a, y, shared as *mut i32, slots, par) };
     ONNXC_OK
 }

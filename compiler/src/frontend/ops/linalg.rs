@@ -94,6 +94,9 @@ pub fn matmul_values(
 
 pub fn matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    if let Some(y) = crate::frontend::ops::qdq::qdq_matmul(ctx, a, b)? {
+        return Ok(vec![y]);
+    }
     Ok(vec![matmul_values(ctx, a, b, false, false)?])
 }
 

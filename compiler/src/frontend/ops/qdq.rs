@@ -40,11 +40,35 @@ struct Dequantized {
     axis: i64,
 }
 
-/// An integer convolution with a float32 result, as a QuantizeLinear of it rebuilds it.
+/// The shape of an integer product: a convolution, or a matrix product of `[batch, m, k]`
+/// activations by `[k, n]` weights (result shape `shape`).
+#[derive(Clone)]
+enum Product {
+    Conv(Box<ConvGeometry<'static>>),
+    MatMul {
+        batch: usize,
+        m: usize,
+        k: usize,
+        n: usize,
+        shape: Vec<i64>,
+    },
+}
+
+impl Product {
+    /// Output channels (columns of a matrix product).
+    fn channels(&self) -> usize {
+        match self {
+            Product::Conv(g) => g.m as usize,
+            Product::MatMul { n, .. } => *n,
+        }
+    }
+}
+
+/// An integer product with a float32 result, as a QuantizeLinear of it rebuilds it.
 #[derive(Clone)]
 struct FloatConv {
     x: ValueId,
-    conv: ConvGeometry<'static>,
+    conv: Product,
     x_signed: bool,
     x_zp: i32,
     w: Arc<Vec<i8>>,
@@ -535,7 +559,7 @@ pub fn qdq_conv(
             y,
             FloatConv {
                 x: dx.q,
-                conv,
+                conv: Product::Conv(Box::new(conv)),
                 x_signed,
                 x_zp: xz,
                 w: Arc::new(wv),
@@ -584,17 +608,251 @@ pub fn qdq_requantize(
         lo,
         hi,
     };
-    let zeros = vec![0f32; fc.conv.m as usize];
-    build(
-        ctx,
-        fc.x,
-        &fc.conv,
-        q,
-        &fc.w,
-        &fc.w_zp,
-        fc.bias.as_deref(),
-        &scale,
-        &zeros,
-    )
+    let zeros = vec![0f32; fc.conv.channels()];
+    match &fc.conv {
+        Product::Conv(g) => build(
+            ctx,
+            fc.x,
+            g,
+            q,
+            &fc.w,
+            &fc.w_zp,
+            fc.bias.as_deref(),
+            &scale,
+            &zeros,
+        ),
+        Product::MatMul {
+            batch,
+            m,
+            k,
+            n,
+            shape,
+        } => build_matmul(
+            ctx,
+            fc.x,
+            None,
+            q,
+            [*batch, *m, *k, *n],
+            shape,
+            &fc.w,
+            &fc.w_zp,
+            fc.bias.as_deref(),
+            &scale,
+            &zeros,
+        ),
+    }
     .map(Some)
+}
+
+/// The op for the matrix product of `x` (`[batch, m, k]`, its zero point `x_zp` a run-time
+/// operand or `q.x_zp`) by constant `[k, n]` weights, result shape `shape`.
+#[allow(clippy::too_many_arguments)]
+fn build_matmul(
+    ctx: &mut Ctx,
+    x: ValueId,
+    x_zp: Option<ValueId>,
+    q: QScalars,
+    [batch, m, k, n]: [usize; 4],
+    shape: &[i64],
+    w: &[i8],
+    w_zp: &[i32],
+    bias: Option<&[i32]>,
+    scale: &[f32],
+    fbias: &[f32],
+) -> Result<ValueId> {
+    let dt = match q.out {
+        QOut::I32 => DType::I32,
+        QOut::F32 => DType::F32,
+        QOut::U8 => DType::U8,
+        QOut::I8 => DType::I8,
+    };
+    let blob = onnxc_runtime::qconv::matmul::QMatMulParams::encode(
+        q, batch, m, k, n, w, w_zp, bias, scale, fbias,
+    );
+    let mut inputs = vec![x];
+    inputs.extend(x_zp);
+    ctx.add(
+        crate::ir::Op::kernel(crate::kernels::QMatMul(Arc::new(blob))),
+        inputs,
+        TypeInfo::new(dt, shape.iter().map(|&d| Dim::Known(d)).collect()),
+    )
+}
+
+/// The extents of `a · b` for activations `a` (`[…, m, k]`) and 2-D weights `b` (`[k,
+/// n]`): batch, m, k, n and the result's shape; None for other shapes or a K past `MAX_K`.
+fn matmul_dims(ctx: &Ctx, a: ValueId, b: ValueId) -> Result<Option<([usize; 4], Vec<i64>)>> {
+    let (as_, bs) = (ctx.known_shape(a)?, ctx.known_shape(b)?);
+    if as_.len() < 2 || bs.len() != 2 || as_[as_.len() - 1] != bs[0] {
+        return Ok(None);
+    }
+    let (m, k, n) = (as_[as_.len() - 2], bs[0], bs[1]);
+    let batch: i64 = as_[..as_.len() - 2].iter().product();
+    if k as usize > MAX_K || [m, k, n, batch].iter().any(|&d| d <= 0) {
+        return Ok(None);
+    }
+    let mut shape = as_[..as_.len() - 1].to_vec();
+    shape.push(n);
+    Ok(Some(([batch as usize, m as usize, k as usize, n as usize], shape)))
+}
+
+/// Constant 2-D weights `[k, n]` as int8, with a zero point per column.
+fn matmul_weights(ctx: &Ctx, b: ValueId, zp: Option<ValueId>, n: usize) -> Option<(Vec<i8>, Vec<i32>)> {
+    weights(ctx, b, zp, n)
+}
+
+/// MatMulInteger on the kernel (int32 result), A's zero point constant or computed at run
+/// time; None where it does not apply.
+pub fn matmul_integer(ctx: &mut Ctx) -> Result<Option<ValueId>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let (a_zp, b_zp) = (ctx.opt_input(2), ctx.opt_input(3));
+    let Some((dims, shape)) = matmul_dims(ctx, a, b)? else {
+        return Ok(None);
+    };
+    let x_signed = match ctx.dtype(a) {
+        DType::U8 => false,
+        DType::I8 => true,
+        _ => return Ok(None),
+    };
+    // The zero point: a constant in the blob, or one run-time element of A's type.
+    let (xz, run_time) = match a_zp {
+        None => (0, None),
+        Some(z) if ctx.dtype(z) != ctx.dtype(a) => return Ok(None),
+        Some(z) => match ctx.konst(z) {
+            Some(t) if t.len() == 1 => (t.to_i64s()[0] as i32, None),
+            Some(_) => return Ok(None),
+            None if ctx.known_shape(z)?.iter().product::<i64>() == 1 => (0, Some(z)),
+            None => return Ok(None),
+        },
+    };
+    let Some((wv, wz)) = matmul_weights(ctx, b, b_zp, dims[3]) else {
+        return Ok(None);
+    };
+    let q = QScalars {
+        out: QOut::I32,
+        x_signed,
+        x_zp: xz,
+        y_zp: 0,
+        lo: 0,
+        hi: 0,
+    };
+    let n = dims[3];
+    let (ones, zeros) = (vec![1f32; n], vec![0f32; n]);
+    build_matmul(ctx, a, run_time, q, dims, &shape, &wv, &wz, None, &ones, &zeros).map(Some)
+}
+
+/// QLinearMatMul on the kernel, requantizing as the reference does; None where it does not
+/// apply.
+pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Option<ValueId>> {
+    let (a, a_s, a_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let (b, b_s, b_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
+    let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
+    let Some((dims, shape)) = matmul_dims(ctx, a, b)? else {
+        return Ok(None);
+    };
+    let n = dims[3];
+    let Some((x_signed, xz)) = activations(ctx, a, a_zp) else {
+        return Ok(None);
+    };
+    let Some((wv, wz)) = matmul_weights(ctx, b, b_zp, n) else {
+        return Ok(None);
+    };
+    let out = match y_zp.map_or(ctx.dtype(a), |z| ctx.dtype(z)) {
+        DType::U8 => QOut::U8,
+        DType::I8 => QOut::I8,
+        _ => return Ok(None),
+    };
+    let (Some(Some(yz)), Some(sa), Some(sb), Some(sy)) = (
+        values(ctx, y_zp).map(|t| scalar_int(&t)),
+        ctx.konst(a_s).as_ref().and_then(scalar_f32),
+        ctx.konst(b_s)
+            .filter(|t| t.dtype == DType::F32)
+            .and_then(|t| per_channel(&t, n)),
+        ctx.konst(y_s).as_ref().and_then(scalar_f32),
+    ) else {
+        return Ok(None);
+    };
+    let scale: Vec<f32> = sb.iter().map(|&s| sa * s as f32 / sy).collect();
+    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
+    let q = QScalars {
+        out,
+        x_signed,
+        x_zp: xz,
+        y_zp: yz as i32,
+        lo,
+        hi,
+    };
+    let zeros = vec![0f32; n];
+    build_matmul(ctx, a, None, q, dims, &shape, &wv, &wz, None, &scale, &zeros).map(Some)
+}
+
+/// A MatMul of dequantized operands (QDQ; constant 2-D weights, per tensor or per column)
+/// as an integer product with a float32 result; None where the kernel does not apply.
+pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueId>> {
+    let Some(notes) = ctx.qdq.as_deref() else {
+        return Ok(None);
+    };
+    let (Some(da), Some(db)) = (
+        notes.dequantized.get(&a).cloned(),
+        notes.dequantized.get(&b).cloned(),
+    ) else {
+        return Ok(None);
+    };
+    if ctx.dtype(a) != DType::F32 || ctx.dtype(b) != DType::F32 {
+        return Ok(None);
+    }
+    let Some((dims, shape)) = matmul_dims(ctx, a, b)? else {
+        return Ok(None);
+    };
+    let n = dims[3];
+    let per_tensor = |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
+    if db.axis != 1 && !(per_tensor(Some(db.scale)) && per_tensor(db.zp)) {
+        return Ok(None);
+    }
+    let Some((x_signed, xz)) = activations(ctx, da.q, da.zp) else {
+        return Ok(None);
+    };
+    let Some((wv, wz)) = matmul_weights(ctx, db.q, db.zp, n) else {
+        return Ok(None);
+    };
+    let (Some(sa), Some(sb)) = (
+        ctx.konst(da.scale).as_ref().and_then(scalar_f32),
+        ctx.konst(db.scale)
+            .filter(|t| t.dtype == DType::F32)
+            .and_then(|t| per_channel(&t, n)),
+    ) else {
+        return Ok(None);
+    };
+    let sxw: Vec<f32> = sb.iter().map(|&s| sa * s as f32).collect();
+    let q = QScalars {
+        out: QOut::F32,
+        x_signed,
+        x_zp: xz,
+        y_zp: 0,
+        lo: 0,
+        hi: 0,
+    };
+    let zeros = vec![0f32; n];
+    let y = build_matmul(ctx, da.q, None, q, dims, &shape, &wv, &wz, None, &sxw, &zeros)?;
+    if let Some(notes) = ctx.qdq.as_deref_mut() {
+        notes.convs.insert(
+            y,
+            FloatConv {
+                x: da.q,
+                conv: Product::MatMul {
+                    batch: dims[0],
+                    m: dims[1],
+                    k: dims[2],
+                    n,
+                    shape,
+                },
+                x_signed,
+                x_zp: xz,
+                w: Arc::new(wv),
+                w_zp: wz,
+                bias: None,
+                sxw,
+            },
+        );
+    }
+    Ok(Some(y))
 }

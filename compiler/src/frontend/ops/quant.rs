@@ -697,6 +697,9 @@ fn plus_bias(ctx: &mut Ctx, acc: ValueId, bias: Option<ValueId>) -> Result<Value
 /// MatMulInteger: int32 `(A − a_zp)·(B − b_zp)`, zero points per tensor, per row of A or
 /// per column of B.
 pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if let Some(y) = crate::frontend::ops::qdq::matmul_integer(ctx)? {
+        return Ok(vec![y]);
+    }
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let acc = centered_matmul(ctx, a, ctx.opt_input(2), b, ctx.opt_input(3), ["A", "B"])?;
     let r = ctx.rank(acc);
@@ -759,6 +762,9 @@ pub(crate) fn centered_matmul(
 /// QLinearMatMul: the int32 product of the centered operands, requantized by
 /// `a_scale · b_scale / y_scale` (b's scale per tensor or per column).
 pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if let Some(y) = crate::frontend::ops::qdq::qlinear_matmul(ctx)? {
+        return Ok(vec![y]);
+    }
     let (a, a_s, a_zp) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     let (b, b_s, b_zp) = (ctx.input(3)?, ctx.input(4)?, ctx.opt_input(5));
     let (y_s, y_zp) = (ctx.input(6)?, ctx.opt_input(7));
