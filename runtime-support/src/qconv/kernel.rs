@@ -72,6 +72,105 @@ unsafe fn tile_vnni512(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i
     }
 }
 
+/// The VNNI tile with its epilogue applied in registers: rows `0 .. rows` of the block are
+/// channels `ch0 ..`, written to `dst + r · row_bytes` (the first `lanes` lanes, by masked
+/// stores). The same operations as `tile_vnni512` then `epilogue_avx512`, so the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, DQ, VL and VNNI; `w` holds `k4·MR·4` bytes, `panel`
+/// `k4·NR·4`; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s type.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments, reason = "a tile, its epilogue and its destination")]
+pub(super) unsafe fn tile_epilogue_vnni512(
+    k4: usize,
+    w: &[i8],
+    panel: &[u8],
+    p: &Epi,
+    ch0: usize,
+    rows: usize,
+    colsum: Option<&[i32; NR]>,
+    lanes: usize,
+    dst: *mut u8,
+    row_bytes: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * NR * 4 && rows <= MR);
+    let (w, panel) = (w.as_ptr(), panel.as_ptr());
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..k4 {
+        // SAFETY: group g of the panel and of the block lie inside them (checked above).
+        unsafe {
+            let v0 = _mm512_loadu_si512(panel.add(g * NR * 4) as *const _);
+            let v1 = _mm512_loadu_si512(panel.add(g * NR * 4 + 64) as *const _);
+            let wg = w.add(g * MR * 4) as *const i32;
+            for (r, a) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_epi32(wg.add(r).read_unaligned());
+                a[0] = _mm512_dpbusd_epi32(a[0], v0, b);
+                a[1] = _mm512_dpbusd_epi32(a[1], v1, b);
+            }
+        }
+    }
+    let q = &p.q;
+    let masks: [u16; 2] = std::array::from_fn(|h| {
+        let n = lanes.saturating_sub(16 * h).min(16);
+        ((1u32 << n) - 1) as u16
+    });
+    // SAFETY: the column sums hold NR lanes.
+    let cs = colsum.map(|c| unsafe {
+        [
+            _mm512_loadu_si512(c.as_ptr() as *const _),
+            _mm512_loadu_si512(c.as_ptr().add(16) as *const _),
+        ]
+    });
+    for (r, a) in acc.iter().enumerate().take(rows) {
+        let ch = ch0 + r;
+        let corr = _mm512_set1_epi32(p.corr[ch]);
+        let wzp = _mm512_set1_epi32(p.wzp[ch]);
+        // SAFETY: row r's destination holds `lanes` outputs (caller).
+        let d = unsafe { dst.add(r * row_bytes) };
+        for h in 0..2 {
+            let mask = masks[h];
+            if mask == 0 {
+                continue;
+            }
+            let mut v = _mm512_add_epi32(a[h], corr);
+            if let Some(cs) = &cs {
+                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, cs[h]));
+            }
+            // SAFETY: lanes 16h .. 16h + popcount(mask) of the row lie in its destination.
+            unsafe {
+                match q.out {
+                    QOut::I32 => _mm512_mask_storeu_epi32((d as *mut i32).add(16 * h) as *mut _, mask, v),
+                    QOut::F32 => {
+                        let f = _mm512_add_ps(
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
+                            _mm512_set1_ps(p.fbias[ch]),
+                        );
+                        _mm512_mask_storeu_ps((d as *mut f32).add(16 * h), mask, f);
+                    }
+                    QOut::U8 | QOut::I8 => {
+                        let s = _mm512_set1_pd(p.scale[ch] as f64);
+                        let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
+                        let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
+                        let half = |x: __m256i| {
+                            let f = _mm512_mul_pd(_mm512_cvtepi32_pd(x), s);
+                            _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
+                        };
+                        let a0 = half(_mm512_castsi512_si256(v));
+                        let a1 = half(_mm512_extracti64x4_epi64::<1>(v));
+                        let i = _mm512_add_epi32(
+                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a0), a1),
+                            _mm512_set1_epi32(q.y_zp),
+                        );
+                        _mm_mask_storeu_epi8(d.add(16 * h) as *mut i8, mask, _mm512_cvtepi32_epi8(i));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// AVX2 without VNNI: the panel's bytes zero-extended and the weights sign-extended to
 /// int16 (even and odd bytes of each 32-bit group apart), `vpmaddwd` sums each pair into
 /// int32 exactly. Four rows by sixteen lanes at a time (12 accumulators and operands in

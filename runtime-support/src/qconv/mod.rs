@@ -436,10 +436,33 @@ pub(crate) unsafe fn qconv_on(
             }
             for blk in 0..d.blocks {
                 let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
-                // SAFETY: the CPU runs `tier` (caller); `w` and `panel` hold `k4` groups.
-                unsafe { kernel::tile(tier, d.k4, w, panel, &mut tile) };
                 let m0 = gi * d.mg + blk * MR;
                 let rows = MR.min(d.mg - blk * MR);
+                #[cfg(target_arch = "x86_64")]
+                if tier == Tier::Vnni512 {
+                    let es = p.q.out.size();
+                    let dst = y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es;
+                    // SAFETY: the CPU has the VNNI tier's features (caller); the `lanes`
+                    // outputs of channels m0 .. m0 + rows from `p0` lie in `y`, one plane
+                    // apart; each (image, group, panel) is written by one task only.
+                    unsafe {
+                        kernel::tile_epilogue_vnni512(
+                            d.k4,
+                            w,
+                            panel,
+                            &epi,
+                            m0,
+                            rows,
+                            p.has_wzp.then_some(&*colsum),
+                            lanes,
+                            dst as *mut u8,
+                            d.osize * es,
+                        )
+                    };
+                    continue;
+                }
+                // SAFETY: the CPU runs `tier` (caller); `w` and `panel` hold `k4` groups.
+                unsafe { kernel::tile(tier, d.k4, w, panel, &mut tile) };
                 for (r, trow) in tile.iter().enumerate().take(rows) {
                     let ch = m0 + r;
                     let off = (img * p.conv.m as usize + ch) * d.osize + p0;
