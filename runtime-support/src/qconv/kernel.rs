@@ -294,7 +294,8 @@ unsafe fn epilogue_scalar(
     }
 }
 
-/// The epilogue on sixteen lanes at a time; the float64 requantization eight at a time.
+/// The epilogue on sixteen lanes at a time (the last ones by masked stores); the float64
+/// requantization eight at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn epilogue_avx512(
@@ -309,10 +310,10 @@ unsafe fn epilogue_avx512(
     let q = &p.q;
     let corr = _mm512_set1_epi32(p.corr[ch]);
     let wzp = _mm512_set1_epi32(p.wzp[ch]);
-    let full = lanes / 16 * 16;
-    for l0 in (0..full).step_by(16) {
-        // SAFETY: lanes l0 .. l0 + 16 lie in the row, the column sums and `dst` (l0 + 16 ≤
-        // lanes).
+    for l0 in (0..lanes.min(NR)).step_by(16) {
+        let mask = ((1u32 << (lanes - l0).min(16)) - 1) as u16;
+        // SAFETY: lanes l0 .. l0 + 16 lie in the row and the column sums (NR of them); the
+        // stores write the masked lanes, below `lanes`, of `dst`.
         unsafe {
             let mut v = _mm512_add_epi32(
                 _mm512_loadu_si512(row.as_ptr().add(l0) as *const _),
@@ -323,13 +324,13 @@ unsafe fn epilogue_avx512(
                 v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, s));
             }
             match q.out {
-                QOut::I32 => _mm512_storeu_si512((dst as *mut i32).add(l0) as *mut _, v),
+                QOut::I32 => _mm512_mask_storeu_epi32((dst as *mut i32).add(l0) as *mut _, mask, v),
                 QOut::F32 => {
                     let f = _mm512_add_ps(
                         _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
                         _mm512_set1_ps(p.fbias[ch]),
                     );
-                    _mm512_storeu_ps((dst as *mut f32).add(l0), f);
+                    _mm512_mask_storeu_ps((dst as *mut f32).add(l0), mask, f);
                 }
                 QOut::U8 | QOut::I8 => {
                     let s = _mm512_set1_pd(p.scale[ch] as f64);
@@ -348,13 +349,9 @@ unsafe fn epilogue_avx512(
                         _mm512_set1_epi32(q.y_zp),
                     );
                     // In [lo, hi] already: truncation to bytes keeps the value.
-                    _mm_storeu_si128(dst.add(l0) as *mut __m128i, _mm512_cvtepi32_epi8(i));
+                    _mm_mask_storeu_epi8(dst.add(l0) as *mut i8, mask, _mm512_cvtepi32_epi8(i));
                 }
             }
         }
-    }
-    if full < lanes {
-        // SAFETY: the remaining lanes of `dst` (caller).
-        unsafe { epilogue_scalar(p, ch, row, colsum, full, lanes, dst) }
     }
 }

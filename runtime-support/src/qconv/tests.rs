@@ -261,6 +261,29 @@ fn matches_the_reference_on_every_tier() {
             dilations: vec![2, 1],
             pads: vec![2, 1],
         },
+        // Depthwise: unit stride with padding, then strided (rows wider than a panel).
+        Case {
+            n: 2,
+            c: 5,
+            m: 5,
+            group: 5,
+            input: vec![9, 40],
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![1, 1],
+        },
+        Case {
+            n: 1,
+            c: 3,
+            m: 3,
+            group: 3,
+            input: vec![10, 11],
+            kernel: vec![5, 3],
+            strides: vec![2, 2],
+            dilations: vec![1, 2],
+            pads: vec![2, 2],
+        },
         // 1-D and 3-D.
         Case {
             n: 1,
