@@ -1,15 +1,18 @@
-//! Integer convolutions on the int8 kernel (`kernels::QConv`, exact int32 sums): QLinearConv
-//! and ConvInteger with constant weights, and the DequantizeLinear → Conv → QuantizeLinear
-//! groups of QDQ models. The groups are recognized while the nodes are imported, as
-//! onnxruntime's QDQ selectors do: DequantizeLinear notes its operands (`Notes`); a Conv of
-//! two dequantized operands (constant weights) becomes an integer convolution with a float32
-//! result; a QuantizeLinear of that result becomes a second one that requantizes in its
-//! epilogue (the float one is then dead, unless something else reads it).
+//! Quantized products on the integer kernels (`kernels::QConv`, `kernels::QMatMul`: exact
+//! int32 sums): QLinearConv, ConvInteger, QLinearMatMul and MatMulInteger with constant
+//! weights, and the QDQ groups of QDQ models. The groups are recognized while the nodes are
+//! imported, as onnxruntime's QDQ selectors do: DequantizeLinear notes its operands
+//! (`Notes`); a Conv or MatMul of dequantized operands (constant weights) becomes an integer
+//! product with a float32 result; a QuantizeLinear of that result a second one that
+//! requantizes in its epilogue (the float one is then dead, unless something else reads
+//! it). Data movement and MaxPool whose inputs are dequantized alike run on the quantized
+//! values (`on_quantized_values`), and a QuantizeLinear of a value dequantized with its own
+//! parameters is that value (`quantize_identity`), so QDQ data stays 8-bit between them.
 //!
-//! Where the kernel does not apply (weights computed at run time, depthwise convolutions,
-//! half-precision scales, zero points or scales that are not per tensor or per channel),
-//! the builders fall back to the float paths of `quant.rs` and `nn.rs`, which compute the
-//! same values.
+//! Where the kernels do not apply (weights computed at run time, grouped convolutions of few
+//! channels per group, half-precision scales, zero points or scales that are not per tensor
+//! or per channel), the builders fall back to the float paths of `quant.rs`, `nn.rs` and
+//! `linalg.rs`, which compute the same values.
 
 use crate::error::Result;
 use crate::frontend::ctx::Ctx;
@@ -27,8 +30,8 @@ use std::sync::Arc;
 pub struct Notes {
     /// Results of DequantizeLinear: the quantized value and its parameters.
     dequantized: HashMap<ValueId, Dequantized>,
-    /// Float32 results of integer convolutions built from a QDQ Conv.
-    convs: HashMap<ValueId, FloatConv>,
+    /// Float32 results of integer products built from a QDQ Conv or MatMul.
+    products: HashMap<ValueId, FloatProduct>,
 }
 
 /// A DequantizeLinear's operands (per tensor, or per channel along `axis`).
@@ -66,9 +69,9 @@ impl Product {
 
 /// An integer product with a float32 result, as a QuantizeLinear of it rebuilds it.
 #[derive(Clone)]
-struct FloatConv {
+struct FloatProduct {
     x: ValueId,
-    conv: Product,
+    product: Product,
     x_signed: bool,
     x_zp: i32,
     w: Arc<Vec<i8>>,
@@ -555,11 +558,11 @@ pub fn qdq_conv(
     if fbias.iter().all(|&v| v == 0.0)
         && let Some(n) = ctx.qdq.as_deref_mut()
     {
-        n.convs.insert(
+        n.products.insert(
             y,
-            FloatConv {
+            FloatProduct {
                 x: dx.q,
-                conv: Product::Conv(Box::new(conv)),
+                product: Product::Conv(Box::new(conv)),
                 x_signed,
                 x_zp: xz,
                 w: Arc::new(wv),
@@ -581,7 +584,7 @@ pub fn qdq_requantize(
     zp: Option<ValueId>,
     odt: DType,
 ) -> Result<Option<ValueId>> {
-    let Some(fc) = ctx.qdq.as_deref().and_then(|n| n.convs.get(&y).cloned()) else {
+    let Some(fc) = ctx.qdq.as_deref().and_then(|n| n.products.get(&y).cloned()) else {
         return Ok(None);
     };
     let out = match odt {
@@ -608,8 +611,8 @@ pub fn qdq_requantize(
         lo,
         hi,
     };
-    let zeros = vec![0f32; fc.conv.channels()];
-    match &fc.conv {
+    let zeros = vec![0f32; fc.product.channels()];
+    match &fc.product {
         Product::Conv(g) => build(
             ctx,
             fc.x,
@@ -834,11 +837,11 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
     let zeros = vec![0f32; n];
     let y = build_matmul(ctx, da.q, None, q, dims, &shape, &wv, &wz, None, &sxw, &zeros)?;
     if let Some(notes) = ctx.qdq.as_deref_mut() {
-        notes.convs.insert(
+        notes.products.insert(
             y,
-            FloatConv {
+            FloatProduct {
                 x: da.q,
-                conv: Product::MatMul {
+                product: Product::MatMul {
                     batch: dims[0],
                     m: dims[1],
                     k: dims[2],
