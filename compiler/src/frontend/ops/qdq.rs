@@ -708,6 +708,18 @@ fn matmul_weights(ctx: &Ctx, b: ValueId, zp: Option<ValueId>, n: usize) -> Optio
 pub fn matmul_integer(ctx: &mut Ctx) -> Result<Option<ValueId>> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let (a_zp, b_zp) = (ctx.opt_input(2), ctx.opt_input(3));
+    integer_matmul(ctx, a, a_zp, b, b_zp)
+}
+
+/// The int32 product `(a − a_zp)·(b − b_zp)` on the kernel (b constant 2-D, a_zp one
+/// element, constant or computed at run time); None where it does not apply.
+pub fn integer_matmul(
+    ctx: &mut Ctx,
+    a: ValueId,
+    a_zp: Option<ValueId>,
+    b: ValueId,
+    b_zp: Option<ValueId>,
+) -> Result<Option<ValueId>> {
     let Some((dims, shape)) = matmul_dims(ctx, a, b)? else {
         return Ok(None);
     };

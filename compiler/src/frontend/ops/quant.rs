@@ -708,8 +708,9 @@ pub fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![ctx.map(DType::I32, shape, vec![acc], body)?])
 }
 
-/// `(A − a_zp)·(B − b_zp)` with integer values: through the float32 GEMM when that is exact
-/// (`f32_plan`, B constant; float32 or float64 result), in int32 otherwise.
+/// `(A − a_zp)·(B − b_zp)` with integer values: on the integer kernel where it applies
+/// (`qdq::integer_matmul`: B constant 2-D; int32 result), else through the float32 GEMM when
+/// that is exact (`f32_plan`, B constant; float32 or float64 result), in int32 otherwise.
 pub(crate) fn centered_matmul(
     ctx: &mut Ctx,
     a: ValueId,
@@ -718,6 +719,9 @@ pub(crate) fn centered_matmul(
     b_zp: Option<ValueId>,
     names: [&str; 2],
 ) -> Result<ValueId> {
+    if let Some(y) = crate::frontend::ops::qdq::integer_matmul(ctx, a, a_zp, b, b_zp)? {
+        return Ok(y);
+    }
     let (ra, rb) = (ctx.rank(a), ctx.rank(b));
     let bs = ctx.known_shape(b)?;
     let plan = if rb >= 1 {
