@@ -14,7 +14,9 @@ For each model: onnxc's build of the quantized model, onnxruntime's session of i
 called alternately on the same input (as in bench.py) and their medians reported; the
 outputs are compared with onnxruntime's in steps of the output's quantization scale.
 
-    .cache/venv/bin/python tests/bench/quantized.py --out docs/quantized.md
+    .cache/venv/bin/python tests/bench/quantized.py --out docs/performance.md
+
+writes its table between the `quantized` markers of docs/performance.md (or prints it).
 """
 from __future__ import annotations
 
@@ -152,14 +154,20 @@ def run(onnxc: str, models: list, seconds: float, work: str) -> list:
     return rows
 
 
+BEGIN = "<!-- quantized:begin -->"
+END = "<!-- quantized:end -->"
+
+
 def report(rows: list, cmd: str) -> str:
     def geo(v):
         return float(np.exp(np.mean(np.log(v))))
     lines = [
-        "# Quantized models",
+        BEGIN,
+        "## Quantized models",
         "",
         f"Measured on {bench.cpu_model()}, single thread, onnxruntime {ort.__version__}, "
-        f"one run of `{cmd}` ({__doc__.splitlines()[0].lower()}). Times are medians of alternating calls.",
+        f"one run of `{cmd}`: quantized models as users make them, onnxc against onnxruntime and onnxc's "
+        "float32 build of the same network. Times are medians of alternating calls.",
         "",
         "| model | format | onnxc ms | onnxruntime ms | onnxc / onnxruntime | onnxc float32 ms | float32 / int8 | max diff (steps) | compile ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -176,6 +184,7 @@ def report(rows: list, cmd: str) -> str:
         "Differences are in steps of the output's quantization scale (the last DequantizeLinear's); "
         "for float outputs (dynamic quantization) the largest difference and the output's largest magnitude.",
         "",
+        END,
     ]
     return "\n".join(lines)
 
@@ -195,8 +204,13 @@ def main() -> int:
         rows = run(a.onnxc, models, a.seconds, work)
     text = report(rows, "tests/bench/quantized.py" + (f" --models {a.models}" if a.models else ""))
     if a.out:
+        old = open(a.out).read() if os.path.exists(a.out) else ""
+        if BEGIN in old and END in old:
+            old = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+        else:
+            old = old.rstrip("\n") + "\n\n" + text + "\n"
         with open(a.out, "w") as f:
-            f.write(text)
+            f.write(old)
     print(text)
     return 0
 

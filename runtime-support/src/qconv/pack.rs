@@ -181,10 +181,10 @@ unsafe fn interleave(rows: [*const u8; 4], flips: [u8; 4], out: &mut [u8]) {
 #[cfg(target_arch = "x86_64")]
 const MAX_TAP_RUNS: usize = 1024;
 
-/// `pack_panel` with AVX-512 masked loads, for convolutions with unit stride along the
-/// last dim: each (tap, run along the last dim) reads one contiguous span of a plane, so a
-/// row is the zero point with one masked 32-byte load per run over it (masked-off bytes are
-/// not read). The spans' offsets and lane masks are tabulated per panel. Returns false
+/// `pack_panel` with AVX-512 masked loads, for convolutions with stride 1 or 2 along the
+/// last dim: each (tap, run along the last dim) reads one span of a plane, so a row is the
+/// zero point with one masked load per run over it (masked-off bytes are not read; at
+/// stride 2 a 64-byte load whose even bytes are kept). The spans' offsets and lane masks are tabulated per panel. Returns false
 /// (nothing written) for other convolutions.
 ///
 /// # Safety
@@ -204,15 +204,18 @@ pub(super) unsafe fn pack_panel_avx512(
     let nsp = g.input.len();
     let last = nsp - 1;
     let taps = d.k / d.cg.max(1);
-    if g.strides[last] != 1 || d.cg == 0 {
+    let sw = g.strides[last];
+    if !(sw == 1 || sw == 2) || d.cg == 0 {
         return false;
     }
     let (runs, nruns) = runs(p, p0, lanes);
     if taps * nruns > MAX_TAP_RUNS {
         return false;
     }
-    // table[t · nruns + r]: the lanes run r reads for tap t, and the plane offset of lane 0.
-    let mut table = [(0u32, 0isize); MAX_TAP_RUNS];
+    // table[t · nruns + r]: the lanes run r reads for tap t, the bytes of a load from the
+    // plane offset of lane 0 (at stride 2, lane l is byte 2l of a 64-byte load), and that
+    // offset.
+    let mut table = [(0u32, 0u64, 0isize); MAX_TAP_RUNS];
     let mut tapc = [0i64; crate::conv::MAX_SPATIAL];
     for t in 0..taps {
         if t > 0 {
@@ -239,16 +242,27 @@ pub(super) unsafe fn pack_panel_avx512(
             }
             let iw = g.input[last];
             let start = oc[last] + tapc[last] * g.dilations[last];
-            // Lanes t0 .. t1 of the run read columns start + t0 .. start + t1, inside [0, iw).
-            let t0 = (-start).clamp(0, len as i64);
-            let t1 = (iw - start).clamp(t0, len as i64);
-            let mask = if inside && t0 < t1 {
-                let bits = (1u64 << (t1 - t0)) - 1;
-                (bits << (l0 as i64 + t0)) as u32
-            } else {
+            // Lanes t0 .. t1 of the run read columns start + sw·t, inside [0, iw).
+            let t0 = if start < 0 { (-start + sw - 1) / sw } else { 0 }.min(len as i64);
+            let t1 = if iw - 1 - start < 0 {
                 0
+            } else {
+                (iw - 1 - start) / sw + 1
+            }
+            .clamp(t0, len as i64);
+            let (lane_mask, load_mask) = if inside && t0 < t1 {
+                let lanes = ((1u64 << (t1 - t0)) - 1) << (l0 as i64 + t0);
+                let bytes = if sw == 1 {
+                    lanes
+                } else {
+                    (0..NR).filter(|l| lanes >> l & 1 != 0).fold(0u64, |m, l| m | 1 << (2 * l))
+                };
+                (lanes as u32, bytes)
+            } else {
+                (0, 0)
             };
-            table[t * nruns + r] = (mask, (off * iw + start - l0 as i64) as isize);
+            let off = off * iw + start - sw * l0 as i64;
+            table[t * nruns + r] = (lane_mask, load_mask, off as isize);
         }
     }
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
@@ -268,14 +282,21 @@ pub(super) unsafe fn pack_panel_avx512(
             // those lie inside it).
             let plane = x.wrapping_add(c * d.isize);
             let mut v = zxv;
-            for &(mask, off) in &table[t * nruns..(t + 1) * nruns] {
-                if mask != 0 {
-                    // SAFETY: the unmasked lanes read columns inside the input row of an
-                    // input plane (tabulated above).
-                    v = unsafe {
-                        _mm256_mask_loadu_epi8(v, mask, plane.wrapping_offset(off) as *const i8)
-                    };
+            for &(mask, bytes, off) in &table[t * nruns..(t + 1) * nruns] {
+                if mask == 0 {
+                    continue;
                 }
+                let at = plane.wrapping_offset(off) as *const i8;
+                // SAFETY: the unmasked bytes are columns inside the input row of an input
+                // plane (tabulated above).
+                v = unsafe {
+                    if sw == 1 {
+                        _mm256_mask_loadu_epi8(v, mask, at)
+                    } else {
+                        let even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(bytes, at));
+                        _mm256_mask_blend_epi8(mask, v, even)
+                    }
+                };
             }
             v = _mm256_xor_si256(v, flip);
             // SAFETY: the row holds 32 bytes.
