@@ -4,7 +4,7 @@
 //! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
 //! `cargo bench -p onnxc-runtime --bench gemm` (`ONNXC_GEMM_TABLE=1`: the quick GEMM table
-//! only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer;
+//! only; `ONNXC_QGEMM=1`: the integer product against the measured VNNI peak only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer;
 //! with `ONNXC_CONV_COLD=1` the weights, with `ONNXC_CONV_COLD_INPUT=1` the input and residual
 //! come from beyond L2 as in a model; `ONNXC_CONV_RESIDUAL=1` adds a residual epilogue).
 
@@ -736,7 +736,79 @@ fn read_bandwidth(bytes: usize) -> f64 {
     (n * 4) as f64 / best / 1e9
 }
 
+/// Peak uint8 × int8 multiply-accumulates of one core (GMAC/s): 12 independent `vpdpbusd`
+/// chains (64 per instruction), no memory traffic; 0 without AVX-512 VNNI.
+fn measured_int8_peak() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        unsafe fn chains(n: usize) {
+            let (a, b) = (_mm512_set1_epi8(3), _mm512_set1_epi8(-2));
+            let mut v = [_mm512_setzero_si512(); 12];
+            for _ in 0..n {
+                for x in v.iter_mut() {
+                    *x = _mm512_dpbusd_epi32(*x, a, b);
+                }
+            }
+            black_box(v);
+        }
+        if !std::is_x86_feature_detected!("avx512vnni") || !std::is_x86_feature_detected!("avx512bw") {
+            return 0.0;
+        }
+        let n = 2_000_000;
+        let mut best = 0f64;
+        for _ in 0..15 {
+            let t = Instant::now();
+            // SAFETY: AVX-512 F, BW and VNNI were detected above.
+            unsafe { chains(n) };
+            best = best.max(n as f64 * 12.0 * 64.0 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        best
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0.0
+    }
+}
+
+/// `ONNXC_QGEMM=1`: the integer matrix product (`onnxc_qmatmul`'s kernel, int32 output) at
+/// 512×512×512 and a few model shapes, single thread, against the measured VNNI peak.
+fn qgemm_table() {
+    use onnxc_runtime::par::Par;
+    use onnxc_runtime::qconv::matmul::{QMatMulParams, qmatmul};
+    use onnxc_runtime::qconv::{QOut, QScalars};
+    let peak = measured_int8_peak();
+    println!("measured single-core int8 peak (vpdpbusd): {peak:.1} GMAC/s");
+    println!("{:>6} {:>6} {:>6} {:>10} {:>6}", "M", "N", "K", "GMAC/s", "%peak");
+    for (m, n, k) in [(512, 512, 512), (128, 768, 768), (128, 3072, 768), (1, 1000, 2048)] {
+        let q = QScalars { out: QOut::I32, x_signed: false, x_zp: 7, y_zp: 0, lo: 0, hi: 0 };
+        let w: Vec<i8> = (0..k * n).map(|i| ((i * 7919) % 255) as i8).collect();
+        let blob = QMatMulParams::encode(q, 1, m, k, n, &w, &vec![0; n], None, &vec![1.0; n], &vec![0.0; n]);
+        let p = QMatMulParams::decode(&blob).expect("valid");
+        let a: Vec<u8> = (0..m * k).map(|i| (i * 31 % 251) as u8).collect();
+        let mut y = vec![0u8; m * n * 4];
+        let need = p.scratch();
+        let mut scratch = Buf::zeros(need.single() / 4 + 16);
+        let (shared, slots) = need.layout(scratch.as_mut_ptr());
+        let reps = (2e8 / (m * n * k) as f64).ceil() as usize;
+        let secs = best_per_call(10, reps, |_| {
+            // SAFETY: a, y and the scratch hold what the blob describes.
+            unsafe {
+                qmatmul(&p, 7, a.as_ptr(), y.as_mut_ptr(), shared as *mut i32, slots, Par::SEQ)
+            }
+        });
+        let g = (m * n * k) as f64 / secs / 1e9;
+        let pct = if peak > 0.0 { 100.0 * g / peak } else { 0.0 };
+        println!("{m:>6} {n:>6} {k:>6} {g:>10.1} {pct:>5.0}%");
+    }
+}
+
 fn main() {
+    if std::env::var_os("ONNXC_QGEMM").is_some() {
+        qgemm_table();
+        return;
+    }
     let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS")
         .ok()
         .and_then(|v| v.parse().ok())
