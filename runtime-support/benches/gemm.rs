@@ -753,7 +753,9 @@ fn measured_int8_peak() -> f64 {
             }
             black_box(v);
         }
-        if !std::is_x86_feature_detected!("avx512vnni") || !std::is_x86_feature_detected!("avx512bw") {
+        if !std::is_x86_feature_detected!("avx512vnni")
+            || !std::is_x86_feature_detected!("avx512bw")
+        {
             return 0.0;
         }
         let n = 2_000_000;
@@ -780,11 +782,37 @@ fn qgemm_table() {
     use onnxc_runtime::qconv::{QOut, QScalars};
     let peak = measured_int8_peak();
     println!("measured single-core int8 peak (vpdpbusd): {peak:.1} GMAC/s");
-    println!("{:>6} {:>6} {:>6} {:>10} {:>6}", "M", "N", "K", "GMAC/s", "%peak");
-    for (m, n, k) in [(512, 512, 512), (128, 768, 768), (128, 3072, 768), (1, 1000, 2048)] {
-        let q = QScalars { out: QOut::I32, x_signed: false, x_zp: 7, y_zp: 0, lo: 0, hi: 0 };
+    println!(
+        "{:>6} {:>6} {:>6} {:>10} {:>6}",
+        "M", "N", "K", "GMAC/s", "%peak"
+    );
+    for (m, n, k) in [
+        (512, 512, 512),
+        (128, 768, 768),
+        (128, 3072, 768),
+        (1, 1000, 2048),
+    ] {
+        let q = QScalars {
+            out: QOut::I32,
+            x_signed: false,
+            x_zp: 7,
+            y_zp: 0,
+            lo: 0,
+            hi: 0,
+        };
         let w: Vec<i8> = (0..k * n).map(|i| ((i * 7919) % 255) as i8).collect();
-        let blob = QMatMulParams::encode(q, 1, m, k, n, &w, &vec![0; n], None, &vec![1.0; n], &vec![0.0; n]);
+        let blob = QMatMulParams::encode(
+            q,
+            1,
+            m,
+            k,
+            n,
+            &w,
+            &vec![0; n],
+            None,
+            &vec![1.0; n],
+            &vec![0.0; n],
+        );
         let p = QMatMulParams::decode(&blob).expect("valid");
         let a: Vec<u8> = (0..m * k).map(|i| (i * 31 % 251) as u8).collect();
         let mut y = vec![0u8; m * n * 4];
@@ -795,7 +823,15 @@ fn qgemm_table() {
         let secs = best_per_call(10, reps, |_| {
             // SAFETY: a, y and the scratch hold what the blob describes.
             unsafe {
-                qmatmul(&p, 7, a.as_ptr(), y.as_mut_ptr(), shared as *mut i32, slots, Par::SEQ)
+                qmatmul(
+                    &p,
+                    7,
+                    a.as_ptr(),
+                    y.as_mut_ptr(),
+                    shared as *mut i32,
+                    slots,
+                    Par::SEQ,
+                )
             }
         });
         let g = (m * n * k) as f64 / secs / 1e9;

@@ -43,8 +43,8 @@ impl KernelOp for QConv {
         limit: usize,
     ) -> Option<Result<Tensor, EvalError>> {
         let p = self.params();
-        let macs = (result.len() as usize)
-            .saturating_mul(p.weights.len() / (p.conv.m.max(1) as usize));
+        let macs =
+            (result.len() as usize).saturating_mul(p.weights.len() / (p.conv.m.max(1) as usize));
         if macs > limit.saturating_mul(16) {
             return None;
         }

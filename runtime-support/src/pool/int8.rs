@@ -228,7 +228,13 @@ mod tests {
                     let mut y = vec![0u8; want.len()];
                     // SAFETY: x and y hold the planes; the pool is a test pool.
                     unsafe {
-                        max_pool_i8(&g, signed, x.as_ptr(), y.as_mut_ptr(), Par::from_raw(threads))
+                        max_pool_i8(
+                            &g,
+                            signed,
+                            x.as_ptr(),
+                            y.as_mut_ptr(),
+                            Par::from_raw(threads),
+                        )
                     };
                     y.iter().map(|&v| v as f32).collect()
                 });

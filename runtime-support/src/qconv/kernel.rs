@@ -81,7 +81,10 @@ unsafe fn tile_vnni512(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i
 /// `k4·NR·4`; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s type.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments, reason = "a tile, its epilogue and its destination")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a tile, its epilogue and its destination"
+)]
 pub(super) unsafe fn tile_epilogue_vnni512(
     k4: usize,
     w: &[i8],
@@ -111,7 +114,6 @@ pub(super) unsafe fn tile_epilogue_vnni512(
             }
         }
     }
-    let q = &p.q;
     let masks: [u16; 2] = std::array::from_fn(|h| {
         let n = lanes.saturating_sub(16 * h).min(16);
         ((1u32 << n) - 1) as u16
@@ -124,48 +126,20 @@ pub(super) unsafe fn tile_epilogue_vnni512(
         ]
     });
     for (r, a) in acc.iter().enumerate().take(rows) {
-        let ch = ch0 + r;
-        let corr = _mm512_set1_epi32(p.corr[ch]);
-        let wzp = _mm512_set1_epi32(p.wzp[ch]);
-        // SAFETY: row r's destination holds `lanes` outputs (caller).
-        let d = unsafe { dst.add(r * row_bytes) };
         for h in 0..2 {
-            let mask = masks[h];
-            if mask == 0 {
-                continue;
-            }
-            let mut v = _mm512_add_epi32(a[h], corr);
-            if let Some(cs) = &cs {
-                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, cs[h]));
-            }
-            // SAFETY: lanes 16h .. 16h + popcount(mask) of the row lie in its destination.
-            unsafe {
-                match q.out {
-                    QOut::I32 => _mm512_mask_storeu_epi32((d as *mut i32).add(16 * h) as *mut _, mask, v),
-                    QOut::F32 => {
-                        let f = _mm512_add_ps(
-                            _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
-                            _mm512_set1_ps(p.fbias[ch]),
-                        );
-                        _mm512_mask_storeu_ps((d as *mut f32).add(16 * h), mask, f);
-                    }
-                    QOut::U8 | QOut::I8 => {
-                        let s = _mm512_set1_pd(p.scale[ch] as f64);
-                        let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
-                        let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
-                        let half = |x: __m256i| {
-                            let f = _mm512_mul_pd(_mm512_cvtepi32_pd(x), s);
-                            _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
-                        };
-                        let a0 = half(_mm512_castsi512_si256(v));
-                        let a1 = half(_mm512_extracti64x4_epi64::<1>(v));
-                        let i = _mm512_add_epi32(
-                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a0), a1),
-                            _mm512_set1_epi32(q.y_zp),
-                        );
-                        _mm_mask_storeu_epi8(d.add(16 * h) as *mut i8, mask, _mm512_cvtepi32_epi8(i));
-                    }
-                }
+            if masks[h] != 0 {
+                // SAFETY: row r's destination holds `lanes` outputs (caller), lanes 16h on
+                // at `16h` outputs in.
+                unsafe {
+                    store16(
+                        p,
+                        ch0 + r,
+                        a[h],
+                        cs.map(|c| c[h]),
+                        masks[h],
+                        dst.add(r * row_bytes + 16 * h * p.q.out.size()),
+                    )
+                };
             }
         }
     }
@@ -307,50 +281,70 @@ unsafe fn epilogue_avx512(
     dst: *mut u8,
 ) {
     use std::arch::x86_64::*;
-    let q = &p.q;
-    let corr = _mm512_set1_epi32(p.corr[ch]);
-    let wzp = _mm512_set1_epi32(p.wzp[ch]);
     for l0 in (0..lanes.min(NR)).step_by(16) {
         let mask = ((1u32 << (lanes - l0).min(16)) - 1) as u16;
         // SAFETY: lanes l0 .. l0 + 16 lie in the row and the column sums (NR of them); the
-        // stores write the masked lanes, below `lanes`, of `dst`.
+        // stores write the masked lanes, below `lanes`, of `dst` from lane l0.
         unsafe {
-            let mut v = _mm512_add_epi32(
-                _mm512_loadu_si512(row.as_ptr().add(l0) as *const _),
-                corr,
-            );
-            if let Some(cs) = colsum {
-                let s = _mm512_loadu_si512(cs.as_ptr().add(l0) as *const _);
-                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, s));
+            let acc = _mm512_loadu_si512(row.as_ptr().add(l0) as *const _);
+            let cs = colsum.map(|c| _mm512_loadu_si512(c.as_ptr().add(l0) as *const _));
+            store16(p, ch, acc, cs, mask, dst.add(l0 * p.q.out.size()))
+        }
+    }
+}
+
+/// Sixteen lanes of channel `ch`'s epilogue: the tile's sums `acc` (the lanes' column sums
+/// `cs` when some weight zero point is not zero) to the outputs at `dst`, the lanes of
+/// `mask` only (masked stores).
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, DQ and VL; `dst` holds the masked lanes' outputs.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn store16(
+    p: &Epi,
+    ch: usize,
+    acc: std::arch::x86_64::__m512i,
+    cs: Option<std::arch::x86_64::__m512i>,
+    mask: u16,
+    dst: *mut u8,
+) {
+    use std::arch::x86_64::*;
+    let q = &p.q;
+    let mut v = _mm512_add_epi32(acc, _mm512_set1_epi32(p.corr[ch]));
+    if let Some(cs) = cs {
+        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p.wzp[ch]), cs));
+    }
+    // SAFETY: the masked lanes of `dst` (caller).
+    unsafe {
+        match q.out {
+            QOut::I32 => _mm512_mask_storeu_epi32(dst as *mut i32, mask, v),
+            QOut::F32 => {
+                let f = _mm512_add_ps(
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
+                    _mm512_set1_ps(p.fbias[ch]),
+                );
+                _mm512_mask_storeu_ps(dst as *mut f32, mask, f);
             }
-            match q.out {
-                QOut::I32 => _mm512_mask_storeu_epi32((dst as *mut i32).add(l0) as *mut _, mask, v),
-                QOut::F32 => {
-                    let f = _mm512_add_ps(
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p.scale[ch])),
-                        _mm512_set1_ps(p.fbias[ch]),
-                    );
-                    _mm512_mask_storeu_ps((dst as *mut f32).add(l0), mask, f);
-                }
-                QOut::U8 | QOut::I8 => {
-                    let s = _mm512_set1_pd(p.scale[ch] as f64);
-                    let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
-                    let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
-                    // The conversion rounds to nearest, ties to even (the default mode),
-                    // as the scalar ROUND addition does.
-                    let half = |h: __m256i| {
-                        let f = _mm512_mul_pd(_mm512_cvtepi32_pd(h), s);
-                        _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
-                    };
-                    let a = half(_mm512_castsi512_si256(v));
-                    let b = half(_mm512_extracti64x4_epi64::<1>(v));
-                    let i = _mm512_add_epi32(
-                        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
-                        _mm512_set1_epi32(q.y_zp),
-                    );
-                    // In [lo, hi] already: truncation to bytes keeps the value.
-                    _mm_mask_storeu_epi8(dst.add(l0) as *mut i8, mask, _mm512_cvtepi32_epi8(i));
-                }
+            QOut::U8 | QOut::I8 => {
+                let s = _mm512_set1_pd(p.scale[ch] as f64);
+                let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
+                let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
+                // The conversion rounds to nearest, ties to even (the default mode), as the
+                // scalar ROUND addition does.
+                let half = |h: __m256i| {
+                    let f = _mm512_mul_pd(_mm512_cvtepi32_pd(h), s);
+                    _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
+                };
+                let a = half(_mm512_castsi512_si256(v));
+                let b = half(_mm512_extracti64x4_epi64::<1>(v));
+                let i = _mm512_add_epi32(
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
+                    _mm512_set1_epi32(q.y_zp),
+                );
+                // In [lo, hi] already: truncation to bytes keeps the value.
+                _mm_mask_storeu_epi8(dst as *mut i8, mask, _mm512_cvtepi32_epi8(i));
             }
         }
     }

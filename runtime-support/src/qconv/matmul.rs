@@ -102,9 +102,18 @@ impl QMatMulParams<'_> {
         let b: Vec<u32> = bias.map_or(zeros, |b| b.iter().map(|&v| v as u32).collect());
         super::pack_words(&le(&b), &mut p);
         super::pack_words(&le(&colsum), &mut p);
-        super::pack_words(&le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
-        super::pack_words(&le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
-        super::pack_words(&le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        super::pack_words(
+            &le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()),
+            &mut p,
+        );
+        super::pack_words(
+            &le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
+            &mut p,
+        );
+        super::pack_words(
+            &le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
+            &mut p,
+        );
         super::pack_words(&packed, &mut p);
         params::seal(p)
     }
@@ -163,7 +172,8 @@ unsafe fn pack_rows(a: *const u8, k: usize, m0: usize, lanes: usize, flip: bool,
         // SAFETY: row m0 + l of `a` holds k bytes (caller).
         let row = unsafe { std::slice::from_raw_parts(a.add((m0 + l) * k), k) };
         for g in 0..full {
-            let w = u32::from_ne_bytes([row[4 * g], row[4 * g + 1], row[4 * g + 2], row[4 * g + 3]]);
+            let w =
+                u32::from_ne_bytes([row[4 * g], row[4 * g + 1], row[4 * g + 2], row[4 * g + 3]]);
             panel[g * 4 * NR + l * 4..][..4].copy_from_slice(&(w ^ x).to_ne_bytes());
         }
         for i in full * 4..k {
@@ -177,7 +187,10 @@ unsafe fn pack_rows(a: *const u8, k: usize, m0: usize, lanes: usize, flip: bool,
 /// # Safety
 /// `a` and `y` hold the tensors the blob describes; `scratch` holds `p.scratch()` (its
 /// shared part at `shared`, every worker's slot in `slots`).
-#[allow(clippy::too_many_arguments, reason = "the C entry point's arguments, decoded")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the C entry point's arguments, decoded"
+)]
 pub(crate) unsafe fn qmatmul_on(
     tier: Tier,
     p: &QMatMulParams,
@@ -219,7 +232,8 @@ pub(crate) unsafe fn qmatmul_on(
         // SAFETY: as above.
         let lanesum = unsafe { &mut *(slot.add(k4 * 4 * NR) as *mut [i32; NR]) };
         // SAFETY: as above.
-        let out = unsafe { std::slice::from_raw_parts_mut(slot.add(k4 * 4 * NR + NR * 4), MR * NR * 4) };
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(slot.add(k4 * 4 * NR + NR * 4), MR * NR * 4) };
         let mut tile = [[0i32; NR]; MR];
         for u in range {
             let (b, pn) = (u / panels, u % panels);
@@ -260,7 +274,8 @@ pub(crate) unsafe fn qmatmul_on(
                         for l in 0..lanes {
                             let dst = (row0 as *mut u32).add(l * n);
                             for r in 0..cols {
-                                dst.add(r).write_unaligned(src.add(r * NR + l).read_unaligned());
+                                dst.add(r)
+                                    .write_unaligned(src.add(r * NR + l).read_unaligned());
                             }
                         }
                     } else {

@@ -249,10 +249,22 @@ impl QConvParams<'_> {
         p.push(geo.len() as i64);
         p.extend_from_slice(&geo);
         let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        pack_words(&le(&corr.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
-        pack_words(&le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()), &mut p);
-        pack_words(&le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
-        pack_words(&le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), &mut p);
+        pack_words(
+            &le(&corr.iter().map(|&v| v as u32).collect::<Vec<_>>()),
+            &mut p,
+        );
+        pack_words(
+            &le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()),
+            &mut p,
+        );
+        pack_words(
+            &le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
+            &mut p,
+        );
+        pack_words(
+            &le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
+            &mut p,
+        );
         pack_words(&packed, &mut p);
         params::seal(p)
     }
@@ -264,7 +276,12 @@ impl QConvParams<'_> {
         let h: [i64; HEADER] = r.array()?;
         let q = decode_scalars(&h[..6])?;
         ensure(h[1] & !3 == 0, "unknown flag bits")?;
-        let glen = in_range(h[6], 1, r.remaining() as i64, "geometry length out of range")?;
+        let glen = in_range(
+            h[6],
+            1,
+            r.remaining() as i64,
+            "geometry length out of range",
+        )?;
         let conv = ConvGeometry::decode(r.words(glen as usize)?)?;
         ensure(
             conv.input_planes.is_empty(),
@@ -410,8 +427,7 @@ pub(crate) unsafe fn qconv_on(
         // its column sums (4-byte aligned: the panel's size is a multiple of 128).
         let panel = unsafe { std::slice::from_raw_parts_mut(slot, d.k4 * 4 * NR) };
         // SAFETY: as above.
-        let colsum =
-            unsafe { &mut *(slot.add(d.k4 * 4 * NR) as *mut [i32; NR]) };
+        let colsum = unsafe { &mut *(slot.add(d.k4 * 4 * NR) as *mut [i32; NR]) };
         let mut tile = [[0i32; NR]; MR];
         for u in range {
             let img = u / (d.group * panels);

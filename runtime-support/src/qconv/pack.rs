@@ -99,10 +99,7 @@ pub(super) unsafe fn pack_panel(
                     continue;
                 }
                 let iw = g.input[last];
-                let (s, start) = (
-                    g.strides[last],
-                    oc[last] + toff[last],
-                );
+                let (s, start) = (g.strides[last], oc[last] + toff[last]);
                 // Lanes whose input column is inside: start + s·t in [0, iw).
                 let t0 = if start < 0 { (-start + s - 1) / s } else { 0 };
                 let t1 = if start >= iw {
@@ -255,7 +252,9 @@ pub(super) unsafe fn pack_panel_avx512(
                 let bytes = if sw == 1 {
                     lanes
                 } else {
-                    (0..NR).filter(|l| lanes >> l & 1 != 0).fold(0u64, |m, l| m | 1 << (2 * l))
+                    (0..NR)
+                        .filter(|l| lanes >> l & 1 != 0)
+                        .fold(0u64, |m, l| m | 1 << (2 * l))
                 };
                 (lanes as u32, bytes)
             } else {

@@ -46,7 +46,10 @@ impl Case {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) as u32
     }
 }
@@ -129,6 +132,29 @@ fn tiers() -> Vec<Tier> {
     t
 }
 
+/// Runs `run(tier, y, shared scratch, worker slots, threads)` on every tier the CPU has and
+/// every test pool, each time into a fresh output of `want`'s size, and requires `want`.
+fn on_every_tier_and_pool(
+    what: &str,
+    need: crate::par::ScratchNeed,
+    want: &[u8],
+    run: impl Fn(Tier, *mut u8, *mut f32, crate::par::Slots, Par),
+) {
+    for tier in tiers() {
+        for (workers, threads) in test_threads() {
+            let mut y = vec![0xa5u8; want.len()];
+            let mut scratch =
+                vec![0f32; (need.single() + workers * need.rounded().per_worker) / 4 + 16];
+            let (shared, slots) = need.layout(scratch.as_mut_ptr());
+            // SAFETY: the pool is a test pool.
+            run(tier, y.as_mut_ptr(), shared, slots, unsafe {
+                Par::from_raw(threads)
+            });
+            assert!(y == want, "{what}: {tier:?} on {workers} workers");
+        }
+    }
+}
+
 /// Runs `case` with every output kind, on every tier and pool, against the reference.
 fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
     let g = case.geometry();
@@ -145,11 +171,15 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
         })
         .collect();
     let zx: i64 = if x_signed { -5 } else { 131 };
-    let w: Vec<i8> = (0..m * klen).map(|_| (rng.next() % 256) as u8 as i8).collect();
+    let w: Vec<i8> = (0..m * klen)
+        .map(|_| (rng.next() % 256) as u8 as i8)
+        .collect();
     let wzp: Vec<i32> = (0..m)
         .map(|ch| if with_wzp { (ch as i32 % 7) - 3 } else { 0 })
         .collect();
-    let bias: Vec<i32> = (0..m).map(|_| (rng.next() % 20001) as i32 - 10000).collect();
+    let bias: Vec<i32> = (0..m)
+        .map(|_| (rng.next() % 20001) as i32 - 10000)
+        .collect();
     let scale: Vec<f32> = (0..m).map(|ch| 0.0007 * (1.0 + ch as f32 * 0.13)).collect();
     let fbias: Vec<f32> = (0..m).map(|ch| ch as f32 * 0.25 - 1.0).collect();
     let sums = reference_sums(
@@ -161,7 +191,6 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
         &bias.iter().map(|&v| v as i64).collect::<Vec<_>>(),
     );
     let xb: Vec<u8> = xs.iter().map(|&v| v as u8).collect();
-    let count = case.n as usize * m * osize;
     for out in [QOut::I32, QOut::F32, QOut::U8, QOut::I8] {
         let (lo, hi, y_zp) = match out {
             QOut::U8 => (3, 250, 7),
@@ -195,30 +224,11 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
                 }
             })
             .collect();
-        for tier in tiers() {
-            for (workers, threads) in test_threads() {
-                let mut y = vec![0xa5u8; count * out.size()];
-                let need = p.scratch();
-                let mut scratch = vec![0f32; (need.single() + workers * need.rounded().per_worker) / 4 + 16];
-                let (_, slots) = need.layout(scratch.as_mut_ptr());
-                // SAFETY: x, y and the scratch hold what the geometry asks for.
-                unsafe {
-                    qconv_on(
-                        tier,
-                        &p,
-                        xb.as_ptr(),
-                        y.as_mut_ptr(),
-                        slots,
-                        Par::from_raw(threads),
-                    )
-                };
-                assert!(
-                    y == want,
-                    "{out:?} {tier:?} on {workers} workers: x_signed {x_signed}, wzp \
-                     {with_wzp}, geometry {g:?}"
-                );
-            }
-        }
+        let what = format!("{out:?}: x_signed {x_signed}, wzp {with_wzp}, geometry {g:?}");
+        on_every_tier_and_pool(&what, p.scratch(), &want, |tier, y, _, slots, par| {
+            // SAFETY: x, y and the scratch hold what the geometry asks for.
+            unsafe { qconv_on(tier, &p, xb.as_ptr(), y, slots, par) }
+        });
     }
 }
 
@@ -369,9 +379,13 @@ fn matmul_matches_the_reference_on_every_tier() {
         (3, 5, 4, 9, true, true),
     ] {
         let mut rng = Lcg((m * 131 + k * 7 + n) as u64);
-        let a: Vec<u8> = (0..batch * m * k).map(|_| (rng.next() % 256) as u8).collect();
+        let a: Vec<u8> = (0..batch * m * k)
+            .map(|_| (rng.next() % 256) as u8)
+            .collect();
         let w: Vec<i8> = (0..k * n).map(|_| (rng.next() % 256) as u8 as i8).collect();
-        let wzp: Vec<i32> = (0..n).map(|j| if with_wzp { (j as i32 % 5) - 2 } else { 0 }).collect();
+        let wzp: Vec<i32> = (0..n)
+            .map(|j| if with_wzp { (j as i32 % 5) - 2 } else { 0 })
+            .collect();
         let bias: Vec<i32> = (0..n).map(|_| (rng.next() % 2001) as i32 - 1000).collect();
         let scale: Vec<f32> = (0..n).map(|j| 0.001 * (1.0 + j as f32 * 0.2)).collect();
         let fbias: Vec<f32> = (0..n).map(|j| j as f32 * 0.5 - 2.0).collect();
@@ -383,7 +397,9 @@ fn matmul_matches_the_reference_on_every_tier() {
                     let (row, j) = (i / n, i % n);
                     bias[j] as i64
                         + (0..k)
-                            .map(|t| (w[t * n + j] as i64 - wzp[j] as i64) * (xv(a[row * k + t]) - zx))
+                            .map(|t| {
+                                (w[t * n + j] as i64 - wzp[j] as i64) * (xv(a[row * k + t]) - zx)
+                            })
                             .sum::<i64>()
                 })
                 .collect();
@@ -393,8 +409,16 @@ fn matmul_matches_the_reference_on_every_tier() {
                     QOut::I8 => (-100, 127, 3),
                     _ => (0, 0, 0),
                 };
-                let q = QScalars { out, x_signed, x_zp: blob_zp, y_zp, lo, hi };
-                let blob = QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
+                let q = QScalars {
+                    out,
+                    x_signed,
+                    x_zp: blob_zp,
+                    y_zp,
+                    lo,
+                    hi,
+                };
+                let blob =
+                    QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
                 let p = QMatMulParams::decode(&blob).expect("the blob decodes");
                 let want: Vec<u8> = sums
                     .iter()
@@ -403,40 +427,33 @@ fn matmul_matches_the_reference_on_every_tier() {
                         let j = i % n;
                         match out {
                             QOut::I32 => (s as i32).to_le_bytes().to_vec(),
-                            QOut::F32 => ((s as i32) as f32 * scale[j] + fbias[j]).to_le_bytes().to_vec(),
+                            QOut::F32 => ((s as i32) as f32 * scale[j] + fbias[j])
+                                .to_le_bytes()
+                                .to_vec(),
                             _ => {
-                                let v = (s as f64 * scale[j] as f64).round_ties_even() + y_zp as f64;
+                                let v =
+                                    (s as f64 * scale[j] as f64).round_ties_even() + y_zp as f64;
                                 vec![v.clamp(lo as f64, hi as f64) as i32 as u8]
                             }
                         }
                     })
                     .collect();
-                for tier in tiers() {
-                    for (workers, threads) in test_threads() {
-                        let mut y = vec![0x5au8; batch * m * n * out.size()];
-                        let need = p.scratch();
-                        let mut scratch =
-                            vec![0f32; (need.single() + workers * need.rounded().per_worker) / 4 + 16];
-                        let (shared, slots) = need.layout(scratch.as_mut_ptr());
-                        // SAFETY: a, y and the scratch hold what the blob asks for.
-                        unsafe {
-                            qmatmul_on(
-                                tier,
-                                &p,
-                                zx as i32,
-                                a.as_ptr(),
-                                y.as_mut_ptr(),
-                                shared as *mut i32,
-                                slots,
-                                Par::from_raw(threads),
-                            )
-                        };
-                        assert!(
-                            y == want,
-                            "{out:?} {tier:?} on {workers} workers: {batch}x{m}x{k}x{n} signed {x_signed} wzp {with_wzp}"
-                        );
+                let what = format!("{out:?}: {batch}x{m}x{k}x{n} signed {x_signed} wzp {with_wzp}");
+                on_every_tier_and_pool(&what, p.scratch(), &want, |tier, y, shared, slots, par| {
+                    // SAFETY: a, y and the scratch hold what the blob asks for.
+                    unsafe {
+                        qmatmul_on(
+                            tier,
+                            &p,
+                            zx as i32,
+                            a.as_ptr(),
+                            y,
+                            shared as *mut i32,
+                            slots,
+                            par,
+                        )
                     }
-                }
+                });
             }
         }
     }

@@ -99,15 +99,7 @@ pub fn note_dequantized(
     axis: i64,
 ) {
     if let Some(n) = ctx.qdq.as_deref_mut() {
-        n.dequantized.insert(
-            y,
-            Dequantized {
-                q,
-                scale,
-                zp,
-                axis,
-            },
-        );
+        n.dequantized.insert(y, Dequantized { q, scale, zp, axis });
     }
 }
 
@@ -160,14 +152,22 @@ pub fn on_quantized_values(
     let Some(notes) = ctx.qdq.as_deref() else {
         return Ok(None);
     };
-    let Some(data) = transparent_inputs(ctx.node.op_type.as_deref().unwrap_or_default(), ctx.num_inputs(), ctx.node.output.len())
-    else {
+    let Some(data) = transparent_inputs(
+        ctx.node.op_type.as_deref().unwrap_or_default(),
+        ctx.num_inputs(),
+        ctx.node.output.len(),
+    ) else {
         return Ok(None);
     };
     let mut quantized = Vec::new();
     let mut params: Option<(Dequantized, PerTensor)> = None;
     for &i in &data {
-        let Some(d) = ctx.inputs.get(i).copied().flatten().and_then(|v| notes.dequantized.get(&v))
+        let Some(d) = ctx
+            .inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|v| notes.dequantized.get(&v))
         else {
             return Ok(None);
         };
@@ -215,12 +215,22 @@ fn dequantize(ctx: &mut Ctx, q: ValueId, d: &Dequantized) -> Result<ValueId> {
     let r = ctx.rank(q) as u32;
     let at = |v: ValueId, ctx: &Ctx| vec![expr::i(0); ctx.rank(v)];
     let mut inputs = vec![q, d.scale];
-    let mut v = expr::cast(expr::load(dt, 0, (0..r).map(expr::var).collect()), DType::F32);
+    let mut v = expr::cast(
+        expr::load(dt, 0, (0..r).map(expr::var).collect()),
+        DType::F32,
+    );
     if let Some(z) = d.zp {
         inputs.push(z);
-        v = expr::binary(BinOp::Sub, v, expr::cast(expr::load(dt, 2, at(z, ctx)), DType::F32));
+        v = expr::binary(
+            BinOp::Sub,
+            v,
+            expr::cast(expr::load(dt, 2, at(z, ctx)), DType::F32),
+        );
     }
-    let s = expr::cast(expr::load(ctx.dtype(d.scale), 1, at(d.scale, ctx)), DType::F32);
+    let s = expr::cast(
+        expr::load(ctx.dtype(d.scale), 1, at(d.scale, ctx)),
+        DType::F32,
+    );
     let shape = ctx.shape(q);
     let y = ctx.map(DType::F32, shape, inputs, expr::binary(BinOp::Mul, v, s))?;
     note_dequantized(ctx, y, q, d.scale, d.zp, 0);
@@ -363,6 +373,45 @@ fn build(
     )
 }
 
+/// The scalars of a product requantized to `odt` (uint8 or int8, its full range).
+fn requantizing(odt: DType, x_signed: bool, x_zp: i32, y_zp: i64) -> Option<QScalars> {
+    let (out, lo, hi) = match odt {
+        DType::U8 => (QOut::U8, 0, 255),
+        DType::I8 => (QOut::I8, -128, 127),
+        _ => return None,
+    };
+    Some(QScalars {
+        out,
+        x_signed,
+        x_zp,
+        y_zp: y_zp as i32,
+        lo,
+        hi,
+    })
+}
+
+/// A QLinear product's constant float32 scales — the activations' and the result's per
+/// tensor, the weights' per tensor or one per channel (`channels`) — and the result's zero
+/// point: the requantization factor `x_scale · w_scale / y_scale` per channel, in float32
+/// as the reference computes it, and the zero point.
+fn qlinear_scales(
+    ctx: &Ctx,
+    x_s: ValueId,
+    w_s: ValueId,
+    y_s: ValueId,
+    y_zp: Option<ValueId>,
+    channels: usize,
+) -> Option<(Vec<f32>, i64)> {
+    let yz = scalar_int(&values(ctx, y_zp)?)?;
+    let sx = ctx.konst(x_s).as_ref().and_then(scalar_f32)?;
+    let sy = ctx.konst(y_s).as_ref().and_then(scalar_f32)?;
+    let sw = ctx
+        .konst(w_s)
+        .filter(|t| t.dtype == DType::F32)
+        .and_then(|t| per_channel(&t, channels))?;
+    Some((sw.iter().map(|&s| sx * s as f32 / sy).collect(), yz))
+}
+
 /// The activations' scalars: their signedness and constant per-tensor zero point.
 fn activations(ctx: &Ctx, x: ValueId, zp: Option<ValueId>) -> Option<(bool, i32)> {
     let signed = match ctx.dtype(x) {
@@ -377,12 +426,7 @@ fn activations(ctx: &Ctx, x: ValueId, zp: Option<ValueId>) -> Option<(bool, i32)
 }
 
 /// The weights' int8 values and per-channel zero points, when constant.
-fn weights(
-    ctx: &Ctx,
-    w: ValueId,
-    zp: Option<ValueId>,
-    m: usize,
-) -> Option<(Vec<i8>, Vec<i32>)> {
+fn weights(ctx: &Ctx, w: ValueId, zp: Option<ValueId>, m: usize) -> Option<(Vec<i8>, Vec<i32>)> {
     let wt = ctx.konst(w)?;
     if zp.is_some_and(|z| ctx.dtype(z) != wt.dtype) {
         return None;
@@ -411,19 +455,11 @@ pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Option<ValueId>> {
     let Some((wv, wz)) = weights(ctx, w, w_zp, m) else {
         return Ok(None);
     };
-    let out = match y_zp.map_or(ctx.dtype(x), |z| ctx.dtype(z)) {
-        DType::U8 => QOut::U8,
-        DType::I8 => QOut::I8,
-        _ => return Ok(None),
+    let odt = y_zp.map_or(ctx.dtype(x), |z| ctx.dtype(z));
+    let Some((scale, yz)) = qlinear_scales(ctx, x_s, w_s, y_s, y_zp, m) else {
+        return Ok(None);
     };
-    let (Some(Some(yz)), Some(sx), Some(sw), Some(sy)) = (
-        values(ctx, y_zp).map(|t| scalar_int(&t)),
-        ctx.konst(x_s).as_ref().and_then(scalar_f32),
-        ctx.konst(w_s)
-            .filter(|t| t.dtype == DType::F32)
-            .and_then(|t| per_channel(&t, m)),
-        ctx.konst(y_s).as_ref().and_then(scalar_f32),
-    ) else {
+    let Some(q) = requantizing(odt, x_signed, xz, yz) else {
         return Ok(None);
     };
     let bias = match b {
@@ -434,17 +470,6 @@ pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Option<ValueId>> {
             }
             _ => return Ok(None),
         },
-    };
-    // The reference's factor: `x_scale · w_scale / y_scale` in float32.
-    let scale: Vec<f32> = sw.iter().map(|&s| sx * s as f32 / sy).collect();
-    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
-    let q = QScalars {
-        out,
-        x_signed,
-        x_zp: xz,
-        y_zp: yz as i32,
-        lo,
-        hi,
     };
     let zeros = vec![0f32; m];
     build(ctx, x, &conv, q, &wv, &wz, bias.as_deref(), &scale, &zeros).map(Some)
@@ -499,7 +524,8 @@ pub fn qdq_conv(
         return Ok(None);
     };
     let m = conv.m as usize;
-    let per_tensor = |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
+    let per_tensor =
+        |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
     if ctx.dtype(x) != DType::F32
         || ctx.dtype(w) != DType::F32
         || (dw.axis != 0 && !(per_tensor(Some(dw.scale)) && per_tensor(dw.zp)))
@@ -526,7 +552,10 @@ pub fn qdq_conv(
     let mut ibias = None;
     let mut fbias = vec![0f32; m];
     if let Some(b) = b {
-        let db = ctx.qdq.as_deref().and_then(|n| n.dequantized.get(&b).cloned());
+        let db = ctx
+            .qdq
+            .as_deref()
+            .and_then(|n| n.dequantized.get(&b).cloned());
         let int_bias = db.and_then(|db| {
             let q = ctx.konst(db.q).filter(|t| t.dtype == DType::I32)?;
             let s = ctx.konst(db.scale).filter(|t| t.dtype == DType::F32)?;
@@ -553,7 +582,17 @@ pub fn qdq_conv(
         lo: 0,
         hi: 0,
     };
-    let y = build(ctx, dx.q, &conv, q, &wv, &wz, ibias.as_deref(), &sxw, &fbias)?;
+    let y = build(
+        ctx,
+        dx.q,
+        &conv,
+        q,
+        &wv,
+        &wz,
+        ibias.as_deref(),
+        &sxw,
+        &fbias,
+    )?;
     // Requantizable only without a float bias (the requantizing epilogue has none).
     if fbias.iter().all(|&v| v == 0.0)
         && let Some(n) = ctx.qdq.as_deref_mut()
@@ -587,11 +626,6 @@ pub fn qdq_requantize(
     let Some(fc) = ctx.qdq.as_deref().and_then(|n| n.products.get(&y).cloned()) else {
         return Ok(None);
     };
-    let out = match odt {
-        DType::U8 => QOut::U8,
-        DType::I8 => QOut::I8,
-        _ => return Ok(None),
-    };
     let (Some(sy), Some(Some(yz))) = (
         ctx.konst(scale).as_ref().and_then(scalar_f32),
         values(ctx, zp).map(|t| scalar_int(&t)),
@@ -602,14 +636,8 @@ pub fn qdq_requantize(
     if scale.iter().any(|s| !s.is_finite()) {
         return Ok(None);
     }
-    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
-    let q = QScalars {
-        out,
-        x_signed: fc.x_signed,
-        x_zp: fc.x_zp,
-        y_zp: yz as i32,
-        lo,
-        hi,
+    let Some(q) = requantizing(odt, fc.x_signed, fc.x_zp, yz) else {
+        return Ok(None);
     };
     let zeros = vec![0f32; fc.product.channels()];
     match &fc.product {
@@ -695,12 +723,10 @@ fn matmul_dims(ctx: &Ctx, a: ValueId, b: ValueId) -> Result<Option<([usize; 4], 
     }
     let mut shape = as_[..as_.len() - 1].to_vec();
     shape.push(n);
-    Ok(Some(([batch as usize, m as usize, k as usize, n as usize], shape)))
-}
-
-/// Constant 2-D weights `[k, n]` as int8, with a zero point per column.
-fn matmul_weights(ctx: &Ctx, b: ValueId, zp: Option<ValueId>, n: usize) -> Option<(Vec<i8>, Vec<i32>)> {
-    weights(ctx, b, zp, n)
+    Ok(Some((
+        [batch as usize, m as usize, k as usize, n as usize],
+        shape,
+    )))
 }
 
 /// MatMulInteger on the kernel (int32 result), A's zero point constant or computed at run
@@ -739,7 +765,7 @@ pub fn integer_matmul(
             None => return Ok(None),
         },
     };
-    let Some((wv, wz)) = matmul_weights(ctx, b, b_zp, dims[3]) else {
+    let Some((wv, wz)) = weights(ctx, b, b_zp, dims[3]) else {
         return Ok(None);
     };
     let q = QScalars {
@@ -752,7 +778,10 @@ pub fn integer_matmul(
     };
     let n = dims[3];
     let (ones, zeros) = (vec![1f32; n], vec![0f32; n]);
-    build_matmul(ctx, a, run_time, q, dims, &shape, &wv, &wz, None, &ones, &zeros).map(Some)
+    build_matmul(
+        ctx, a, run_time, q, dims, &shape, &wv, &wz, None, &ones, &zeros,
+    )
+    .map(Some)
 }
 
 /// QLinearMatMul on the kernel, requantizing as the reference does; None where it does not
@@ -768,36 +797,21 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Option<ValueId>> {
     let Some((x_signed, xz)) = activations(ctx, a, a_zp) else {
         return Ok(None);
     };
-    let Some((wv, wz)) = matmul_weights(ctx, b, b_zp, n) else {
+    let Some((wv, wz)) = weights(ctx, b, b_zp, n) else {
         return Ok(None);
     };
-    let out = match y_zp.map_or(ctx.dtype(a), |z| ctx.dtype(z)) {
-        DType::U8 => QOut::U8,
-        DType::I8 => QOut::I8,
-        _ => return Ok(None),
-    };
-    let (Some(Some(yz)), Some(sa), Some(sb), Some(sy)) = (
-        values(ctx, y_zp).map(|t| scalar_int(&t)),
-        ctx.konst(a_s).as_ref().and_then(scalar_f32),
-        ctx.konst(b_s)
-            .filter(|t| t.dtype == DType::F32)
-            .and_then(|t| per_channel(&t, n)),
-        ctx.konst(y_s).as_ref().and_then(scalar_f32),
-    ) else {
+    let odt = y_zp.map_or(ctx.dtype(a), |z| ctx.dtype(z));
+    let Some((scale, yz)) = qlinear_scales(ctx, a_s, b_s, y_s, y_zp, n) else {
         return Ok(None);
     };
-    let scale: Vec<f32> = sb.iter().map(|&s| sa * s as f32 / sy).collect();
-    let (lo, hi) = if out == QOut::U8 { (0, 255) } else { (-128, 127) };
-    let q = QScalars {
-        out,
-        x_signed,
-        x_zp: xz,
-        y_zp: yz as i32,
-        lo,
-        hi,
+    let Some(q) = requantizing(odt, x_signed, xz, yz) else {
+        return Ok(None);
     };
     let zeros = vec![0f32; n];
-    build_matmul(ctx, a, None, q, dims, &shape, &wv, &wz, None, &scale, &zeros).map(Some)
+    build_matmul(
+        ctx, a, None, q, dims, &shape, &wv, &wz, None, &scale, &zeros,
+    )
+    .map(Some)
 }
 
 /// A MatMul of dequantized operands (QDQ; constant 2-D weights, per tensor or per column)
@@ -819,14 +833,15 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
         return Ok(None);
     };
     let n = dims[3];
-    let per_tensor = |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
+    let per_tensor =
+        |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
     if db.axis != 1 && !(per_tensor(Some(db.scale)) && per_tensor(db.zp)) {
         return Ok(None);
     }
     let Some((x_signed, xz)) = activations(ctx, da.q, da.zp) else {
         return Ok(None);
     };
-    let Some((wv, wz)) = matmul_weights(ctx, db.q, db.zp, n) else {
+    let Some((wv, wz)) = weights(ctx, db.q, db.zp, n) else {
         return Ok(None);
     };
     let (Some(sa), Some(sb)) = (
@@ -847,7 +862,9 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
         hi: 0,
     };
     let zeros = vec![0f32; n];
-    let y = build_matmul(ctx, da.q, None, q, dims, &shape, &wv, &wz, None, &sxw, &zeros)?;
+    let y = build_matmul(
+        ctx, da.q, None, q, dims, &shape, &wv, &wz, None, &sxw, &zeros,
+    )?;
     if let Some(notes) = ctx.qdq.as_deref_mut() {
         notes.products.insert(
             y,

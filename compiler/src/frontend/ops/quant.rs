@@ -149,7 +149,9 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let axis = ctx.attr_i_or("axis", 1)?;
     let block = opt_block_size(ctx)?;
-    let precision = ctx.attr_i("precision")?.filter(|&p| ctx.opset >= 23 && p != 0);
+    let precision = ctx
+        .attr_i("precision")?
+        .filter(|&p| ctx.opset >= 23 && p != 0);
     if block == 0 && precision.is_none() {
         if let Some(q) = crate::frontend::ops::qdq::quantize_identity(ctx, x, scale, zp, odt) {
             return Ok(vec![q]);
@@ -258,7 +260,11 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let shape = ctx.shape(x);
     let y = ctx.map(odt, shape, inputs, expr::cast(y, odt))?;
     if block == 0 {
-        let axis = if axis < 0 { axis + dims.len() as i64 } else { axis };
+        let axis = if axis < 0 {
+            axis + dims.len() as i64
+        } else {
+            axis
+        };
         crate::frontend::ops::qdq::note_dequantized(ctx, y, x, scale, zp, axis);
     }
     Ok(vec![y])
