@@ -1,17 +1,15 @@
 //! Integer matrix products `Y[b] = A[b] · W` of uint8/int8 activations `A` (`[batch, m,
 //! k]`) and constant int8 weights `W` (`[k, n]`, packed when the model is compiled), with
 //! exact int32 sums and the convolution's epilogues (`QOut`): MatMulInteger, QLinearMatMul
-//! and the MatMul/Gemm of QDQ models.
+//! and the MatMul of QDQ models.
 //!
-//! The product runs transposed on the convolution's tiles: the weights' columns are the
-//! tile rows (`MR` of them per packed block, `[block][k/4][MR][4]`) and `NR` rows of `A` the
-//! tile lanes, packed per call (`pack_rows`: each lane's four bytes of a group are
-//! contiguous in `A`'s row, so packing is a copy of 32-bit words). A tile's outputs are
-//! written back transposed, a row of `Y` at a time. The activations' zero point may be a
-//! run-time value (DynamicQuantizeLinear's): the constant part of each column's sum is then
-//! computed per call from the column sums of the weights.
+//! A tile is `MR` rows of `A` (packed per call, `[k/4][MR][4]`, four bytes broadcast per
+//! dot product) by `NR` weight columns (packed at compile time, `[n/NR][k/4][NR][4]`, the
+//! lanes), so a tile's rows are rows of `Y`, written as they are (`matmul_kernel.rs`). The
+//! activations' zero point may be a run-time value (DynamicQuantizeLinear's): the constant
+//! part of each column's sum is then computed per call from the column sums of the weights.
 
-use super::{Epi, MR, NR, QScalars, Tier, kernel, pack};
+use super::{Epi, MR, NR, QScalars, Tier, matmul_kernel};
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::par::{Par, ScratchNeed, Slots};
@@ -45,12 +43,12 @@ impl QMatMulParams<'_> {
         self.k.div_ceil(4)
     }
 
-    /// Scratch of a call: the per-column constants (shared), one packed panel, its lane sums
-    /// and a tile's outputs per worker.
+    /// Scratch of a call: the per-column constants (shared), one block of packed rows per
+    /// worker.
     pub fn scratch(&self) -> ScratchNeed {
         ScratchNeed {
             shared: self.n * 4,
-            per_worker: self.k4() * 4 * NR + NR * 4 + MR * NR * 4,
+            per_worker: self.k4() * 4 * MR,
         }
     }
 
@@ -74,15 +72,15 @@ impl QMatMulParams<'_> {
         assert_eq!(w.len(), k * n, "weights of the product");
         assert!(w_zp.len() == n && scale.len() == n && fbias.len() == n);
         let k4 = k.div_ceil(4);
-        let blocks = n.div_ceil(MR);
+        let panels = n.div_ceil(NR);
         let colsum: Vec<u32> = (0..n)
             .map(|j| (0..k).map(|i| w[i * n + j] as i32).sum::<i32>() as u32)
             .collect();
-        let mut packed = vec![0u8; blocks * k4 * MR * 4];
+        let mut packed = vec![0u8; panels * k4 * NR * 4];
         for j in 0..n {
-            let (blk, r) = (j / MR, j % MR);
+            let (pn, l) = (j / NR, j % NR);
             for i in 0..k {
-                packed[blk * k4 * MR * 4 + (i / 4) * MR * 4 + r * 4 + i % 4] = w[i * n + j] as u8;
+                packed[pn * k4 * NR * 4 + (i / 4) * NR * 4 + l * 4 + i % 4] = w[i * n + j] as u8;
             }
         }
         let mut p = vec![
@@ -136,7 +134,7 @@ impl QMatMulParams<'_> {
         let mut arr = || r.words(row_words);
         let (bias, colsum, wzp, scale, fbias) = (arr()?, arr()?, arr()?, arr()?, arr()?);
         let wbytes = product(
-            [n.div_ceil(MR) as i64, k.div_ceil(4) as i64, (MR * 4) as i64],
+            [n.div_ceil(NR) as i64, k.div_ceil(4) as i64, (NR * 4) as i64],
             big,
         )? as usize;
         let weights = super::view(r.words(super::words_for(wbytes))?, wbytes);
@@ -158,28 +156,44 @@ impl QMatMulParams<'_> {
     }
 }
 
-/// Packs rows `m0 .. m0 + lanes` of `a` (`[m, k]`) as a panel `[k/4][NR][4]`, flipping int8
-/// to uint8; lanes past the rows and groups past `k` are zero.
+/// Packs rows `m0 .. m0 + rows` of `a` (`[m, k]`) as a block `[k/4][MR][4]`, flipping int8
+/// to uint8 (groups past `k` and rows past `rows` zero), by 32-bit words; returns each row's
+/// sum when `sums` is asked for (some weight zero point is not zero).
 ///
 /// # Safety
 /// `a` holds the rows.
-unsafe fn pack_rows(a: *const u8, k: usize, m0: usize, lanes: usize, flip: bool, panel: &mut [u8]) {
+unsafe fn pack_rows(
+    a: *const u8,
+    k: usize,
+    m0: usize,
+    rows: usize,
+    flip: bool,
+    sums: bool,
+    block: &mut [u8],
+) -> [i32; MR] {
     let k4 = k.div_ceil(4);
     let full = k / 4;
-    let x = if flip { 0x8080_8080u32 } else { 0 };
-    panel[..k4 * 4 * NR].fill(0);
-    for l in 0..lanes {
-        // SAFETY: row m0 + l of `a` holds k bytes (caller).
-        let row = unsafe { std::slice::from_raw_parts(a.add((m0 + l) * k), k) };
-        for g in 0..full {
-            let w =
-                u32::from_ne_bytes([row[4 * g], row[4 * g + 1], row[4 * g + 2], row[4 * g + 3]]);
-            panel[g * 4 * NR + l * 4..][..4].copy_from_slice(&(w ^ x).to_ne_bytes());
+    let xw = if flip { 0x8080_8080u32 } else { 0 };
+    let xb = xw as u8;
+    if rows < MR || full < k4 {
+        block[..k4 * 4 * MR].fill(0);
+    }
+    let mut out = [0i32; MR];
+    for (r, sum) in out.iter_mut().enumerate().take(rows) {
+        // SAFETY: row m0 + r of `a` holds k bytes (caller).
+        let row = unsafe { std::slice::from_raw_parts(a.add((m0 + r) * k), k) };
+        for (g, c) in row.chunks_exact(4).enumerate() {
+            let w = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) ^ xw;
+            block[(g * MR + r) * 4..][..4].copy_from_slice(&w.to_ne_bytes());
         }
         for i in full * 4..k {
-            panel[full * 4 * NR + l * 4 + i % 4] = row[i] ^ (x as u8);
+            block[(full * MR + r) * 4 + i % 4] = row[i] ^ xb;
+        }
+        if sums {
+            *sum = row.iter().map(|&v| (v ^ xb) as i32).sum();
         }
     }
+    out
 }
 
 /// Runs the product of `a` into `y`; `x_zp` is the activations' zero point for this call.
@@ -219,79 +233,79 @@ pub(crate) unsafe fn qmatmul_on(
         fbias: p.fbias,
     };
     let k4 = p.k4();
-    let blocks = n.div_ceil(MR);
-    let panels = m.div_ceil(NR);
+    let blocks = m.div_ceil(MR);
+    let panels = n.div_ceil(NR);
     let es = p.q.out.size();
     let (a_addr, y_addr) = (a as usize, y as usize);
-    let cost = (k * n * NR / 4).max(1);
+    let cost = (k * n * MR / 4).max(1);
     let job = |range: std::ops::Range<usize>, worker: usize| {
-        let slot = slots.at(worker) as *mut u8;
-        // SAFETY: the worker's slot holds the panel, the lane sums and a tile's outputs
-        // (`scratch`), each part 4-byte aligned.
-        let panel = unsafe { std::slice::from_raw_parts_mut(slot, k4 * 4 * NR) };
-        // SAFETY: as above.
-        let lanesum = unsafe { &mut *(slot.add(k4 * 4 * NR) as *mut [i32; NR]) };
-        // SAFETY: as above.
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(slot.add(k4 * 4 * NR + NR * 4), MR * NR * 4) };
+        // SAFETY: the worker's slot holds one block of packed rows (`scratch`).
+        let block =
+            unsafe { std::slice::from_raw_parts_mut(slots.at(worker) as *mut u8, k4 * 4 * MR) };
         let mut tile = [[0i32; NR]; MR];
         for u in range {
-            let (b, pn) = (u / panels, u % panels);
-            let m0 = pn * NR;
-            let lanes = NR.min(m - m0);
-            let ab = a_addr + b * m * k;
+            let (b, blk) = (u / blocks, u % blocks);
+            let m0 = blk * MR;
+            let rows = MR.min(m - m0);
             // SAFETY: batch b's rows lie in `a`.
-            unsafe { pack_rows(ab as *const u8, k, m0, lanes, p.q.x_signed, panel) };
-            if p.has_wzp {
-                pack::column_sums(panel, k4, lanesum);
-            }
-            for blk in 0..blocks {
-                let w = &p.weights[blk * k4 * MR * 4..][..k4 * MR * 4];
-                // SAFETY: the CPU runs `tier`; `w` and `panel` hold k4 groups.
-                unsafe { kernel::tile(tier, k4, w, panel, &mut tile) };
-                let cols = MR.min(n - blk * MR);
-                for (r, trow) in tile.iter().enumerate().take(cols) {
-                    // SAFETY: `out` holds NR outputs per tile row.
+            let sums = unsafe {
+                pack_rows(
+                    (a_addr + b * m * k) as *const u8,
+                    k,
+                    m0,
+                    rows,
+                    p.q.x_signed,
+                    p.has_wzp,
+                    block,
+                )
+            };
+            let rowsums = p.has_wzp.then_some(&sums);
+            for pn in 0..panels {
+                let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
+                let n0 = pn * NR;
+                let lanes = NR.min(n - n0);
+                let dst = y_addr + ((b * m + m0) * n + n0) * es;
+                #[cfg(target_arch = "x86_64")]
+                if tier == Tier::Vnni512 {
+                    // SAFETY: the CPU has the VNNI tier's features (caller); rows m0 .. m0 +
+                    // rows of batch b, columns n0 .. n0 + lanes, lie in `y`, one row of n
+                    // apart; each (batch, block) is written by one task only.
                     unsafe {
-                        kernel::epilogue(
-                            tier,
+                        matmul_kernel::tile_epilogue_vnni512(
+                            k4,
+                            block,
+                            w,
                             &epi,
-                            blk * MR + r,
-                            trow,
-                            p.has_wzp.then_some(&*lanesum),
+                            n0,
+                            rows,
+                            rowsums,
                             lanes,
-                            out.as_mut_ptr().add(r * NR * es),
+                            dst as *mut u8,
+                            n * es,
                         )
                     };
+                    continue;
                 }
-                // The tile's outputs back to rows of Y: row m0 + l, columns blk·MR + r.
-                let row0 = y_addr + ((b * m + m0) * n + blk * MR) * es;
-                // SAFETY: elements (m0 + l, blk·MR + r) of batch b lie in `y`; each (batch,
-                // panel) is written by one task only; `out` holds the tile's outputs.
-                unsafe {
-                    if es == 4 {
-                        let src = out.as_ptr() as *const u32;
-                        for l in 0..lanes {
-                            let dst = (row0 as *mut u32).add(l * n);
-                            for r in 0..cols {
-                                dst.add(r)
-                                    .write_unaligned(src.add(r * NR + l).read_unaligned());
-                            }
-                        }
-                    } else {
-                        for l in 0..lanes {
-                            let dst = (row0 as *mut u8).add(l * n);
-                            for r in 0..cols {
-                                *dst.add(r) = out[r * NR + l];
-                            }
-                        }
-                    }
+                // SAFETY: the CPU runs `tier` (caller); the block and panel hold k4 groups.
+                unsafe { matmul_kernel::tile(tier, k4, block, w, &mut tile) };
+                for (r, trow) in tile.iter().enumerate().take(rows) {
+                    // SAFETY: as above.
+                    unsafe {
+                        matmul_kernel::epilogue_scalar(
+                            &epi,
+                            n0,
+                            trow,
+                            sums[r],
+                            lanes,
+                            (dst + r * n * es) as *mut u8,
+                        )
+                    };
                 }
             }
         }
     };
     // SAFETY: tasks write disjoint rows and use their worker's slot.
-    unsafe { par.for_ranges(p.batch * panels, cost, &job) };
+    unsafe { par.for_ranges(p.batch * blocks, cost, &job) };
 }
 
 /// Runs the product on this CPU's best tier (`qmatmul_on`).

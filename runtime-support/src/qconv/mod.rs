@@ -32,6 +32,7 @@
 
 mod kernel;
 pub mod matmul;
+mod matmul_kernel;
 mod pack;
 #[cfg(test)]
 mod tests;

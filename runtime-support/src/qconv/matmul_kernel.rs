@@ -1,0 +1,264 @@
+//! The matrix product's `MR × NR` tile: `MR` rows of the activations (uint8, broadcast four
+//! bytes at a time) by a panel of `NR` weight columns (int8 lanes), per instruction set, and
+//! its epilogue, whose constants vary along the lanes (one per column). All tiers compute
+//! the same integers and the same floating-point operations, as the convolution's.
+
+use super::{Epi, MR, NR, QOut, Tier};
+
+/// `tile[r][l] = Σ_k a[k/4][r][k%4] · w[k/4][l][k%4]` (uint8 × int8, exact int32).
+///
+/// # Safety
+/// The CPU runs `tier`; `a` holds `k4·MR·4` bytes, `w` `k4·NR·4`.
+pub(super) unsafe fn tile(tier: Tier, k4: usize, a: &[u8], w: &[i8], tile: &mut [[i32; NR]; MR]) {
+    assert!(a.len() >= k4 * MR * 4 && w.len() >= k4 * NR * 4);
+    match tier {
+        // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
+        #[cfg(target_arch = "x86_64")]
+        Tier::Vnni512 => unsafe { tile_vnni512(k4, a.as_ptr(), w.as_ptr(), tile) },
+        // SAFETY: the CPU has AVX2 (caller); the sizes are checked above.
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => unsafe { tile_avx2(k4, a.as_ptr(), w.as_ptr(), tile) },
+        Tier::Portable => tile_portable(k4, a, w, tile),
+    }
+}
+
+fn tile_portable(k4: usize, a: &[u8], w: &[i8], tile: &mut [[i32; NR]; MR]) {
+    *tile = [[0; NR]; MR];
+    for g in 0..k4 {
+        let ag = &a[g * MR * 4..(g + 1) * MR * 4];
+        let wg = &w[g * NR * 4..(g + 1) * NR * 4];
+        for (r, row) in tile.iter_mut().enumerate() {
+            let ar = &ag[r * 4..r * 4 + 4];
+            for (l, acc) in row.iter_mut().enumerate() {
+                let wl = &wg[l * 4..l * 4 + 4];
+                let dot: i32 = (0..4).map(|j| ar[j] as i32 * wl[j] as i32).sum();
+                *acc = acc.wrapping_add(dot);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile_vnni512(k4: usize, a: *const u8, w: *const i8, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    // SAFETY: forwarded (caller).
+    let acc = unsafe { accumulate_vnni512(k4, a, w) };
+    for (r, v) in acc.iter().enumerate() {
+        // SAFETY: each row of the tile holds 32 i32.
+        unsafe {
+            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut _, v[0]);
+            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut _, v[1]);
+        }
+    }
+}
+
+/// The VNNI tile's accumulators: row r's lanes 0-15 and 16-31.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW and VNNI; `a` holds `k4·MR·4` bytes, `w` `k4·NR·4`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn accumulate_vnni512(
+    k4: usize,
+    a: *const u8,
+    w: *const i8,
+) -> [[std::arch::x86_64::__m512i; 2]; MR] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..k4 {
+        // SAFETY: group g of the rows and of the panel lie inside them (caller).
+        unsafe {
+            let w0 = _mm512_loadu_si512(w.add(g * NR * 4) as *const _);
+            let w1 = _mm512_loadu_si512(w.add(g * NR * 4 + 64) as *const _);
+            let ag = a.add(g * MR * 4) as *const i32;
+            for (r, v) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_epi32(ag.add(r).read_unaligned());
+                v[0] = _mm512_dpbusd_epi32(v[0], b, w0);
+                v[1] = _mm512_dpbusd_epi32(v[1], b, w1);
+            }
+        }
+    }
+    acc
+}
+
+/// AVX2 without VNNI: the activations zero-extended and the weights sign-extended to int16
+/// (even and odd bytes of each 32-bit group apart), `vpmaddwd` sums each pair exactly.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2(k4: usize, a: *const u8, w: *const i8, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    for r0 in (0..MR).step_by(4) {
+        for l0 in (0..NR).step_by(16) {
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                // SAFETY: group g of the rows and of the panel lie inside them (caller).
+                unsafe {
+                    let pw = w.add(g * NR * 4 + l0 * 4);
+                    let v0 = _mm256_loadu_si256(pw as *const __m256i);
+                    let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
+                    let (e0, o0) = (
+                        _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
+                        _mm256_srai_epi16(v0, 8),
+                    );
+                    let (e1, o1) = (
+                        _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
+                        _mm256_srai_epi16(v1, 8),
+                    );
+                    let ag = a.add(g * MR * 4 + r0 * 4) as *const i32;
+                    let low = _mm256_set1_epi32(0x00ff_00ff);
+                    for (r, acc_r) in acc.iter_mut().enumerate() {
+                        let b = _mm256_set1_epi32(ag.add(r).read_unaligned());
+                        let be = _mm256_and_si256(b, low);
+                        let bo = _mm256_and_si256(_mm256_srli_epi16(b, 8), low);
+                        acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(be, e0));
+                        acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(bo, o0));
+                        acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(be, e1));
+                        acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(bo, o1));
+                    }
+                }
+            }
+            for (r, v) in acc.iter().enumerate() {
+                // SAFETY: lanes l0 .. l0 + 16 of row r0 + r lie in the tile.
+                unsafe {
+                    let t = tile[r0 + r].as_mut_ptr().add(l0);
+                    _mm256_storeu_si256(t as *mut __m256i, v[0]);
+                    _mm256_storeu_si256(t.add(8) as *mut __m256i, v[1]);
+                }
+            }
+        }
+    }
+}
+
+/// 1.5·2^52 (see the convolution's epilogue).
+const ROUND: f64 = 6_755_399_441_055_744.0;
+
+/// Writes the first `lanes` outputs (columns `n0 ..`) of a row whose activations sum to
+/// `rowsum` (used when some weight zero point is not zero), lane by lane.
+///
+/// # Safety
+/// `dst` holds `lanes` outputs of `p.q.out`'s type; the columns lie in `p`'s arrays.
+pub(super) unsafe fn epilogue_scalar(
+    p: &Epi,
+    n0: usize,
+    row: &[i32; NR],
+    rowsum: i32,
+    lanes: usize,
+    dst: *mut u8,
+) {
+    let q = &p.q;
+    let (lo, hi) = ((q.lo - q.y_zp) as f64, (q.hi - q.y_zp) as f64);
+    for (l, &acc) in row.iter().enumerate().take(lanes) {
+        let j = n0 + l;
+        let v = acc
+            .wrapping_add(p.corr[j])
+            .wrapping_sub(p.wzp[j].wrapping_mul(rowsum));
+        // SAFETY: lane l < lanes of `dst` (caller).
+        unsafe {
+            match q.out {
+                QOut::I32 => (dst as *mut i32).add(l).write_unaligned(v),
+                QOut::F32 => (dst as *mut f32)
+                    .add(l)
+                    .write_unaligned(v as f32 * p.scale[j] + p.fbias[j]),
+                QOut::U8 | QOut::I8 => {
+                    let f = (v as f64 * p.scale[j] as f64).max(lo).min(hi);
+                    let r = (f + ROUND) - ROUND;
+                    *dst.add(l) = (r as i32 + q.y_zp) as u8;
+                }
+            }
+        }
+    }
+}
+
+/// The VNNI tile with its epilogue in registers: rows `0 .. rows` of the block (their
+/// activation sums in `rowsums`) to `dst + r · row_bytes`, columns `n0 ..`, the first
+/// `lanes` by masked stores.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, DQ, VL and VNNI; `a` holds `k4·MR·4` bytes, `w` `k4·NR·4`;
+/// each row's destination holds `lanes` outputs; `p`'s arrays hold `n0 + NR` columns or
+/// more, or `lanes` is their end (masked loads).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a tile, its epilogue and its destination"
+)]
+pub(super) unsafe fn tile_epilogue_vnni512(
+    k4: usize,
+    a: &[u8],
+    w: &[i8],
+    p: &Epi,
+    n0: usize,
+    rows: usize,
+    rowsums: Option<&[i32; MR]>,
+    lanes: usize,
+    dst: *mut u8,
+    row_bytes: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(a.len() >= k4 * MR * 4 && w.len() >= k4 * NR * 4 && rows <= MR);
+    assert!(n0 + lanes <= p.corr.len() && lanes <= NR);
+    // SAFETY: the sizes are checked above.
+    let acc = unsafe { accumulate_vnni512(k4, a.as_ptr(), w.as_ptr()) };
+    let q = &p.q;
+    let es = q.out.size();
+    for h in 0..2 {
+        let n = lanes.saturating_sub(16 * h).min(16);
+        if n == 0 {
+            continue;
+        }
+        let mask = ((1u32 << n) - 1) as u16;
+        let j = n0 + 16 * h;
+        // SAFETY: columns j .. j + n lie in the arrays (checked above); masked loads.
+        let (corr, wzp, scale, fbias) = unsafe {
+            (
+                _mm512_maskz_loadu_epi32(mask, p.corr.as_ptr().add(j)),
+                _mm512_maskz_loadu_epi32(mask, p.wzp.as_ptr().add(j)),
+                _mm512_maskz_loadu_ps(mask, p.scale.as_ptr().add(j)),
+                _mm512_maskz_loadu_ps(mask, p.fbias.as_ptr().add(j)),
+            )
+        };
+        let (s_lo, s_hi) = (
+            _mm512_cvtps_pd(_mm512_castps512_ps256(scale)),
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                _mm512_castps_pd(scale),
+            ))),
+        );
+        let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
+        let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
+        for (r, av) in acc.iter().enumerate().take(rows) {
+            let mut v = _mm512_add_epi32(av[h], corr);
+            if let Some(rs) = rowsums {
+                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, _mm512_set1_epi32(rs[r])));
+            }
+            // SAFETY: row r's lanes 16h .. 16h + n lie in its destination (caller).
+            unsafe {
+                let d = dst.add(r * row_bytes + 16 * h * es);
+                match q.out {
+                    QOut::I32 => _mm512_mask_storeu_epi32(d as *mut i32, mask, v),
+                    QOut::F32 => _mm512_mask_storeu_ps(
+                        d as *mut f32,
+                        mask,
+                        _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), scale), fbias),
+                    ),
+                    QOut::U8 | QOut::I8 => {
+                        // Rounds to nearest, ties to even, as the scalar ROUND addition.
+                        let half = |x: __m256i, s: __m512d| {
+                            let f = _mm512_mul_pd(_mm512_cvtepi32_pd(x), s);
+                            _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
+                        };
+                        let a0 = half(_mm512_castsi512_si256(v), s_lo);
+                        let a1 = half(_mm512_extracti64x4_epi64::<1>(v), s_hi);
+                        let i = _mm512_add_epi32(
+                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a0), a1),
+                            _mm512_set1_epi32(q.y_zp),
+                        );
+                        _mm_mask_storeu_epi8(d as *mut i8, mask, _mm512_cvtepi32_epi8(i));
+                    }
+                }
+            }
+        }
+    }
+}
