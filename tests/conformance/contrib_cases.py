@@ -576,6 +576,44 @@ def bert_static(tmp: str):
     return out
 
 
+def gemm_mlp_static(tmp: str):
+    """(name, model, feeds) of a two-layer Gemm MLP (transB=1 with a bias, then transB=0
+    with a bias) quantized by `quantize_static` in QDQ and QOperator form: its Gemms run as
+    integer products with the bias in the int32 sums."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    rng = np.random.default_rng(31)
+    w1 = rng.standard_normal((48, 20)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(48).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((48, 10)).astype(np.float32) * 0.3
+    b2 = rng.standard_normal(10).astype(np.float32) * 0.1
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["y"])],
+        "gemm_mlp", [helper.make_tensor_value_info("x", F, [6, 20])],
+        [helper.make_tensor_value_info("y", F, [6, 10])],
+        [numpy_helper.from_array(v, n) for v, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))])
+    src = os.path.join(tmp, "gemm_mlp.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), src)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            r = np.random.default_rng(32)
+            self.data = iter([{"x": r.standard_normal((6, 20)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    feeds = {"x": np.random.default_rng(33).standard_normal((6, 20)).astype(np.float32)}
+    out = []
+    for fmt, qf in (("qdq", QuantFormat.QDQ), ("qop", QuantFormat.QOperator)):
+        dst = os.path.join(tmp, f"gemm_mlp_{fmt}.onnx")
+        quantize_static(src, dst, Reader(), per_channel=True, quant_format=qf,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        out.append((f"test_gemm_mlp_static_{fmt}", onnx.load(dst), feeds))
+    return out
+
+
 # The statically quantized encoder's float outputs, compared to 0.1% of their range:
 # measured, onnxc lands within 1.2e-7 of the range (float32 rounding after the last
 # dequantization); an intermediate value at a rounding tie would move a step, which the
@@ -656,6 +694,9 @@ def write(out_dir: str, light_dir: str) -> list:
     with tempfile.TemporaryDirectory() as tmp:
         for name, m, feeds, atol in pipelines(tmp):
             entries.append(write_case(out_dir, name, m, feeds, "ort", atol=atol))
+        for name, m, feeds in gemm_mlp_static(tmp):
+            entries.append(write_case(out_dir, name, m, feeds, "ort", rtol=1e-3,
+                                      range_atol=STATIC_RANGE))
         for name, m in bert_static(tmp):
             entries.append(write_case(out_dir, name, m, bert_feeds(11), "ort", rtol=1e-3,
                                       range_atol=STATIC_RANGE))

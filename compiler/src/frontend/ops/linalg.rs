@@ -114,13 +114,20 @@ pub fn gemm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             ctx.rank(b)
         )));
     }
-    let y = matmul_values(ctx, a, b, trans_a, trans_b)?;
-    let dt = ctx.dtype(y);
-    let shape = ctx.shape(y);
     let c = match c {
         Some(c) if beta != 0.0 => Some(c),
         _ => None,
     };
+    if !trans_a
+        && alpha == 1.0
+        && beta == 1.0
+        && let Some(y) = crate::frontend::ops::qdq::qdq_gemm(ctx, a, b, trans_b, c)?
+    {
+        return Ok(vec![y]);
+    }
+    let y = matmul_values(ctx, a, b, trans_a, trans_b)?;
+    let dt = ctx.dtype(y);
+    let shape = ctx.shape(y);
     if alpha == 1.0 && c.is_none() {
         return Ok(vec![y]);
     }

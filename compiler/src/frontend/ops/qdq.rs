@@ -15,6 +15,7 @@
 //! `linalg.rs`, which compute the same values.
 
 use crate::error::Result;
+use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::frontend::ops::nn::window;
 use crate::ir::dim::Dim;
@@ -549,31 +550,9 @@ pub fn qdq_conv(
     let sxw: Vec<f32> = sw.iter().map(|&s| sx * s as f32).collect();
     // The bias: an int32 one dequantized by exactly `x_scale · w_scale` joins the sums;
     // another constant float32 one is added to the float32 result.
-    let mut ibias = None;
-    let mut fbias = vec![0f32; m];
-    if let Some(b) = b {
-        let db = ctx
-            .qdq
-            .as_deref()
-            .and_then(|n| n.dequantized.get(&b).cloned());
-        let int_bias = db.and_then(|db| {
-            let q = ctx.konst(db.q).filter(|t| t.dtype == DType::I32)?;
-            let s = ctx.konst(db.scale).filter(|t| t.dtype == DType::F32)?;
-            let s = per_channel(&s, m)?;
-            let zero = values(ctx, db.zp)?.is_none_or(|t| t.to_i64s().iter().all(|&z| z == 0));
-            let same = s.iter().zip(&sxw).all(|(a, b)| *a as f32 == *b);
-            (zero && same && q.len() == m).then(|| q.to_i64s().iter().map(|&v| v as i32).collect())
-        });
-        match int_bias {
-            Some(v) => ibias = Some(v),
-            None => match ctx.konst(b) {
-                Some(t) if t.dtype == DType::F32 && t.len() == m => {
-                    fbias = t.to_f64s().iter().map(|&v| v as f32).collect();
-                }
-                _ => return Ok(None),
-            },
-        }
-    }
+    let Some((ibias, fbias)) = bias_of(ctx, b, &sxw) else {
+        return Ok(None);
+    };
     let q = QScalars {
         out: QOut::F32,
         x_signed,
@@ -612,6 +591,38 @@ pub fn qdq_conv(
         );
     }
     Ok(Some(y))
+}
+
+/// A product's bias `b` (one per channel of `sxw`): an int32 one dequantized by exactly
+/// `x_scale · w_scale` (zero point 0) joins the int32 sums; another constant float32 one is
+/// added to the float32 result. `(int32 bias, float32 bias)`; None for other biases.
+#[allow(clippy::type_complexity)]
+fn bias_of(ctx: &Ctx, b: Option<ValueId>, sxw: &[f32]) -> Option<(Option<Vec<i32>>, Vec<f32>)> {
+    let m = sxw.len();
+    let Some(b) = b else {
+        return Some((None, vec![0.0; m]));
+    };
+    let db = ctx
+        .qdq
+        .as_deref()
+        .and_then(|n| n.dequantized.get(&b).cloned());
+    let int_bias = db.and_then(|db| {
+        let q = ctx.konst(db.q).filter(|t| t.dtype == DType::I32)?;
+        let s = ctx.konst(db.scale).filter(|t| t.dtype == DType::F32)?;
+        let s = per_channel(&s, m)?;
+        let zero = values(ctx, db.zp)?.is_none_or(|t| t.to_i64s().iter().all(|&z| z == 0));
+        let same = s.iter().zip(sxw).all(|(a, b)| *a as f32 == *b);
+        (zero && same && q.len() == m).then(|| q.to_i64s().iter().map(|&v| v as i32).collect())
+    });
+    match int_bias {
+        Some(v) => Some((Some(v), vec![0.0; m])),
+        None => match ctx.konst(b) {
+            Some(t) if t.dtype == DType::F32 && t.len() == m => {
+                Some((None, t.to_f64s().iter().map(|&v| v as f32).collect()))
+            }
+            _ => None,
+        },
+    }
 }
 
 /// A QuantizeLinear (per tensor, constant float32 scale, 8-bit result `odt`) of an integer
@@ -817,6 +828,29 @@ pub fn qlinear_matmul(ctx: &mut Ctx) -> Result<Option<ValueId>> {
 /// A MatMul of dequantized operands (QDQ; constant 2-D weights, per tensor or per column)
 /// as an integer product with a float32 result; None where the kernel does not apply.
 pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueId>> {
+    qdq_product(ctx, a, b, false, None)
+}
+
+/// A Gemm of dequantized operands (QDQ; A not transposed, alpha and beta 1, constant 2-D B
+/// and a bias per column), as `qdq_matmul`; None where the kernel does not apply.
+pub fn qdq_gemm(
+    ctx: &mut Ctx,
+    a: ValueId,
+    b: ValueId,
+    trans_b: bool,
+    c: Option<ValueId>,
+) -> Result<Option<ValueId>> {
+    qdq_product(ctx, a, b, trans_b, c)
+}
+
+/// `a · b` (`b` transposed when `trans_b`) plus a bias per column, of dequantized operands.
+fn qdq_product(
+    ctx: &mut Ctx,
+    a: ValueId,
+    b: ValueId,
+    trans_b: bool,
+    bias: Option<ValueId>,
+) -> Result<Option<ValueId>> {
     let Some(notes) = ctx.qdq.as_deref() else {
         return Ok(None);
     };
@@ -829,19 +863,37 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
     if ctx.dtype(a) != DType::F32 || ctx.dtype(b) != DType::F32 {
         return Ok(None);
     }
-    let Some((dims, shape)) = matmul_dims(ctx, a, b)? else {
+    // B as `[k, n]`: a transposed B is `[n, k]`, its columns (the output channels) along
+    // axis 0.
+    let bt = if trans_b {
+        if ctx.konst(db.q).is_none_or(|t| t.shape.len() != 2) {
+            return Ok(None);
+        }
+        build::transpose(ctx, db.q, &[1, 0])?
+    } else {
+        db.q
+    };
+    let Some((dims, shape)) = matmul_dims(ctx, a, bt)? else {
         return Ok(None);
     };
     let n = dims[3];
+    // A bias per column: `[n]` or `[1, n]` (not one that broadcasts along the rows).
+    if let Some(c) = bias {
+        let cs = ctx.known_shape(c)?;
+        if cs != [n as i64] && cs != [1, n as i64] {
+            return Ok(None);
+        }
+    }
     let per_tensor =
         |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
-    if db.axis != 1 && !(per_tensor(Some(db.scale)) && per_tensor(db.zp)) {
+    let channel_axis = if trans_b { 0 } else { 1 };
+    if db.axis != channel_axis && !(per_tensor(Some(db.scale)) && per_tensor(db.zp)) {
         return Ok(None);
     }
     let Some((x_signed, xz)) = activations(ctx, da.q, da.zp) else {
         return Ok(None);
     };
-    let Some((wv, wz)) = weights(ctx, db.q, db.zp, n) else {
+    let Some((wv, wz)) = weights(ctx, bt, db.zp, n) else {
         return Ok(None);
     };
     let (Some(sa), Some(sb)) = (
@@ -853,6 +905,9 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
         return Ok(None);
     };
     let sxw: Vec<f32> = sb.iter().map(|&s| sa * s as f32).collect();
+    let Some((ibias, fbias)) = bias_of(ctx, bias, &sxw) else {
+        return Ok(None);
+    };
     let q = QScalars {
         out: QOut::F32,
         x_signed,
@@ -861,10 +916,23 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
         lo: 0,
         hi: 0,
     };
-    let zeros = vec![0f32; n];
     let y = build_matmul(
-        ctx, da.q, None, q, dims, &shape, &wv, &wz, None, &sxw, &zeros,
+        ctx,
+        da.q,
+        None,
+        q,
+        dims,
+        &shape,
+        &wv,
+        &wz,
+        ibias.as_deref(),
+        &sxw,
+        &fbias,
     )?;
+    // Requantizable only without a float bias (the requantizing epilogue has none).
+    if fbias.iter().any(|&v| v != 0.0) {
+        return Ok(Some(y));
+    }
     if let Some(notes) = ctx.qdq.as_deref_mut() {
         notes.products.insert(
             y,
@@ -881,7 +949,7 @@ pub fn qdq_matmul(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<Option<ValueI
                 x_zp: xz,
                 w: Arc::new(wv),
                 w_zp: wz,
-                bias: None,
+                bias: ibias,
                 sxw,
             },
         );
