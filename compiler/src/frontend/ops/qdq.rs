@@ -524,73 +524,119 @@ pub fn qdq_conv(
     let Some(conv) = geometry(ctx, &xs, &ws)? else {
         return Ok(None);
     };
-    let m = conv.m as usize;
-    let per_tensor =
-        |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
-    if ctx.dtype(x) != DType::F32
-        || ctx.dtype(w) != DType::F32
-        || (dw.axis != 0 && !(per_tensor(Some(dw.scale)) && per_tensor(dw.zp)))
-    {
+    if ctx.dtype(x) != DType::F32 || ctx.dtype(w) != DType::F32 {
         return Ok(None);
     }
-    let Some((x_signed, xz)) = activations(ctx, dx.q, dx.zp) else {
+    float_product(ctx, &dx, &dw, dw.q, 0, Product::Conv(Box::new(conv)), b)
+}
+
+/// The integer product of dequantized operands — activations `dx`, constant weights `wq`
+/// (`dw`'s quantized value, as `[k, n]` for a matrix product) per tensor or per channel
+/// along `channel_axis` of `dw`, a bias per channel — with a float32 result, noted for a
+/// QuantizeLinear that follows (`qdq_requantize`) when it has no float bias; None where the
+/// kernel does not apply.
+fn float_product(
+    ctx: &mut Ctx,
+    dx: &Dequantized,
+    dw: &Dequantized,
+    wq: ValueId,
+    channel_axis: i64,
+    product: Product,
+    bias: Option<ValueId>,
+) -> Result<Option<ValueId>> {
+    let channels = product.channels();
+    let per_tensor =
+        |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
+    if dw.axis != channel_axis && !(per_tensor(Some(dw.scale)) && per_tensor(dw.zp)) {
+        return Ok(None);
+    }
+    let Some((x_signed, x_zp)) = activations(ctx, dx.q, dx.zp) else {
         return Ok(None);
     };
-    let Some((wv, wz)) = weights(ctx, dw.q, dw.zp, m) else {
+    let Some((w, w_zp)) = weights(ctx, wq, dw.zp, channels) else {
         return Ok(None);
     };
     let (Some(sx), Some(sw)) = (
         ctx.konst(dx.scale).as_ref().and_then(scalar_f32),
         ctx.konst(dw.scale)
             .filter(|t| t.dtype == DType::F32)
-            .and_then(|t| per_channel(&t, m)),
+            .and_then(|t| per_channel(&t, channels)),
     ) else {
         return Ok(None);
     };
     let sxw: Vec<f32> = sw.iter().map(|&s| sx * s as f32).collect();
-    // The bias: an int32 one dequantized by exactly `x_scale · w_scale` joins the sums;
-    // another constant float32 one is added to the float32 result.
-    let Some((ibias, fbias)) = bias_of(ctx, b, &sxw) else {
+    let Some((ibias, fbias)) = bias_of(ctx, bias, &sxw) else {
         return Ok(None);
+    };
+    let fp = FloatProduct {
+        x: dx.q,
+        product,
+        x_signed,
+        x_zp,
+        w: Arc::new(w),
+        w_zp,
+        bias: ibias,
+        sxw,
     };
     let q = QScalars {
         out: QOut::F32,
         x_signed,
-        x_zp: xz,
+        x_zp,
         y_zp: 0,
         lo: 0,
         hi: 0,
     };
-    let y = build(
-        ctx,
-        dx.q,
-        &conv,
-        q,
-        &wv,
-        &wz,
-        ibias.as_deref(),
-        &sxw,
-        &fbias,
-    )?;
+    let y = build_product(ctx, &fp, q, &fp.sxw, &fbias)?;
     // Requantizable only without a float bias (the requantizing epilogue has none).
     if fbias.iter().all(|&v| v == 0.0)
         && let Some(n) = ctx.qdq.as_deref_mut()
     {
-        n.products.insert(
-            y,
-            FloatProduct {
-                x: dx.q,
-                product: Product::Conv(Box::new(conv)),
-                x_signed,
-                x_zp: xz,
-                w: Arc::new(wv),
-                w_zp: wz,
-                bias: ibias,
-                sxw,
-            },
-        );
+        n.products.insert(y, fp);
     }
     Ok(Some(y))
+}
+
+/// The op for the integer product `fp` with the epilogue `q`, and `scale` and `fbias` per
+/// channel.
+fn build_product(
+    ctx: &mut Ctx,
+    fp: &FloatProduct,
+    q: QScalars,
+    scale: &[f32],
+    fbias: &[f32],
+) -> Result<ValueId> {
+    match &fp.product {
+        Product::Conv(g) => build(
+            ctx,
+            fp.x,
+            g,
+            q,
+            &fp.w,
+            &fp.w_zp,
+            fp.bias.as_deref(),
+            scale,
+            fbias,
+        ),
+        Product::MatMul {
+            batch,
+            m,
+            k,
+            n,
+            shape,
+        } => build_matmul(
+            ctx,
+            fp.x,
+            None,
+            q,
+            [*batch, *m, *k, *n],
+            shape,
+            &fp.w,
+            &fp.w_zp,
+            fp.bias.as_deref(),
+            scale,
+            fbias,
+        ),
+    }
 }
 
 /// A product's bias `b` (one per channel of `sxw`): an int32 one dequantized by exactly
@@ -651,39 +697,7 @@ pub fn qdq_requantize(
         return Ok(None);
     };
     let zeros = vec![0f32; fc.product.channels()];
-    match &fc.product {
-        Product::Conv(g) => build(
-            ctx,
-            fc.x,
-            g,
-            q,
-            &fc.w,
-            &fc.w_zp,
-            fc.bias.as_deref(),
-            &scale,
-            &zeros,
-        ),
-        Product::MatMul {
-            batch,
-            m,
-            k,
-            n,
-            shape,
-        } => build_matmul(
-            ctx,
-            fc.x,
-            None,
-            q,
-            [*batch, *m, *k, *n],
-            shape,
-            &fc.w,
-            &fc.w_zp,
-            fc.bias.as_deref(),
-            &scale,
-            &zeros,
-        ),
-    }
-    .map(Some)
+    build_product(ctx, &fc, q, &scale, &zeros).map(Some)
 }
 
 /// The op for the matrix product of `x` (`[batch, m, k]`, its zero point `x_zp` a run-time
@@ -884,75 +898,20 @@ fn qdq_product(
             return Ok(None);
         }
     }
-    let per_tensor =
-        |v: Option<ValueId>| v.is_none_or(|v| ctx.konst(v).is_some_and(|t| t.len() == 1));
-    let channel_axis = if trans_b { 0 } else { 1 };
-    if db.axis != channel_axis && !(per_tensor(Some(db.scale)) && per_tensor(db.zp)) {
-        return Ok(None);
-    }
-    let Some((x_signed, xz)) = activations(ctx, da.q, da.zp) else {
-        return Ok(None);
+    let product = Product::MatMul {
+        batch: dims[0],
+        m: dims[1],
+        k: dims[2],
+        n,
+        shape,
     };
-    let Some((wv, wz)) = weights(ctx, bt, db.zp, n) else {
-        return Ok(None);
-    };
-    let (Some(sa), Some(sb)) = (
-        ctx.konst(da.scale).as_ref().and_then(scalar_f32),
-        ctx.konst(db.scale)
-            .filter(|t| t.dtype == DType::F32)
-            .and_then(|t| per_channel(&t, n)),
-    ) else {
-        return Ok(None);
-    };
-    let sxw: Vec<f32> = sb.iter().map(|&s| sa * s as f32).collect();
-    let Some((ibias, fbias)) = bias_of(ctx, bias, &sxw) else {
-        return Ok(None);
-    };
-    let q = QScalars {
-        out: QOut::F32,
-        x_signed,
-        x_zp: xz,
-        y_zp: 0,
-        lo: 0,
-        hi: 0,
-    };
-    let y = build_matmul(
+    float_product(
         ctx,
-        da.q,
-        None,
-        q,
-        dims,
-        &shape,
-        &wv,
-        &wz,
-        ibias.as_deref(),
-        &sxw,
-        &fbias,
-    )?;
-    // Requantizable only without a float bias (the requantizing epilogue has none).
-    if fbias.iter().any(|&v| v != 0.0) {
-        return Ok(Some(y));
-    }
-    if let Some(notes) = ctx.qdq.as_deref_mut() {
-        notes.products.insert(
-            y,
-            FloatProduct {
-                x: da.q,
-                product: Product::MatMul {
-                    batch: dims[0],
-                    m: dims[1],
-                    k: dims[2],
-                    n,
-                    shape,
-                },
-                x_signed,
-                x_zp: xz,
-                w: Arc::new(wv),
-                w_zp: wz,
-                bias: ibias,
-                sxw,
-            },
-        );
-    }
-    Ok(Some(y))
+        &da,
+        &db,
+        bt,
+        if trans_b { 0 } else { 1 },
+        product,
+        bias,
+    )
 }
