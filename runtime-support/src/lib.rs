@@ -249,6 +249,7 @@ pub mod gather;
 pub mod gelu;
 pub mod gemm;
 pub mod kernels;
+pub mod lowp;
 pub mod model;
 pub mod nchwc;
 pub mod par;
