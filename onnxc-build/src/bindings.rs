@@ -182,7 +182,8 @@ fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, 
                 onnx: d.name.clone(),
                 konst: ident.trim_start_matches("r#").to_uppercase(),
                 what: format!("{}{:?}", d.dtype.name(), shape),
-                len: shape.iter().product(),
+                // The sub-byte types are packed: their bytes, not their elements.
+                len: d.dtype.abi_bytes(shape.iter().product::<usize>() as i64) as usize,
                 shape,
                 ident,
                 rust,
@@ -192,7 +193,8 @@ fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, 
         .collect()
 }
 
-/// The Rust element type of `dt` and its zero literal (half-precision types as their bits).
+/// The Rust element type of `dt` and its zero literal (half-precision types as their bits,
+/// float8 and float4 as their codes, the 4- and 2-bit types as their packed bytes).
 fn rust_type(dt: DType) -> Option<(&'static str, &'static str)> {
     Some(match dt {
         DType::F32 => ("f32", "0.0"),
@@ -206,6 +208,16 @@ fn rust_type(dt: DType) -> Option<(&'static str, &'static str)> {
         DType::U32 => ("u32", "0"),
         DType::U64 => ("u64", "0"),
         DType::Bool => ("bool", "false"),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => ("u8", "0"),
         DType::Str => return None,
     })
 }

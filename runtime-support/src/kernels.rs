@@ -161,6 +161,15 @@ kernels! {
         x: In = *const f32, y: Out = *mut f32, rows: Int = i64, n: Int = i64,
         scale: OptFloats = *const f32, threads: Threads = *const crate::par::Threads,
     );
+    /// `n` elements of a 4- or 2-bit type (`bits`), one per byte, packed (`subbyte`).
+    PACK_BITS = onnxc_pack_bits in subbyte(
+        x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64,
+    );
+    /// `n` packed elements of a 4- or 2-bit type unpacked to one per byte, sign-extended
+    /// when `signed` is not 0 (`subbyte`).
+    UNPACK_BITS = onnxc_unpack_bits in subbyte(
+        x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,
+    );
     /// Exact GELU of `n` floats.
     GELU_F32 = onnxc_gelu_f32 in gelu(
         x: In = *const f32, y: Out = *mut f32, n: Int = i64, threads: Threads = *const crate::par::Threads,

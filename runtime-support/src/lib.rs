@@ -260,6 +260,7 @@ pub mod resize;
 pub mod simd;
 pub mod softmax;
 pub mod strings;
+pub mod subbyte;
 pub mod svm;
 pub mod topk;
 pub mod tree;

@@ -142,10 +142,10 @@ pub fn decode(fmt: u32, bits: u8) -> f32 {
 
 /// The code of `x` rounded to nearest even, without saturation: a value beyond the largest
 /// finite one becomes infinity (E5M2) or NaN (E4M3FN, the UZ formats); E2M1 saturates (it has
-/// neither). E8M0 rounds up (saturating at 2^127).
+/// neither). E8M0 rounds up, past 2^127 to NaN.
 pub fn encode(fmt: u32, x: f32) -> u8 {
     if fmt == FLOAT8E8M0 {
-        return encode_e8m0(x, true);
+        return encode_e8m0(x, false);
     }
     let Some(l) = layout(fmt) else {
         return 0;
@@ -238,39 +238,19 @@ pub fn encode_e8m0(x: f32, saturate: bool) -> u8 {
     (exp + up as u32) as u8
 }
 
-/// `x` converted to the format and back, saturating (ONNX `Cast`'s default `saturate=1`, and
-/// `QuantizeLinear`): clamped to the largest finite value, then rounded to nearest even.
-pub fn round_saturating(fmt: u32, x: f32) -> f32 {
-    if fmt == FLOAT8E8M0 {
-        return decode(fmt, encode_e8m0(x, true));
-    }
-    let Some(l) = layout(fmt) else {
-        return f32::NAN;
-    };
-    let m = l.max as f32;
-    let c = if x.is_nan() { x } else { x.clamp(-m, m) };
-    decode(fmt, encode(fmt, c))
+/// `x` converted to the format and back (`decode(encode(x))`): rounded to nearest even,
+/// overflowing to infinity or NaN. ONNX's saturating conversions (`Cast`'s default,
+/// `QuantizeLinear`) clamp to `[-max_finite, max_finite]` first, NaN left as it is.
+pub fn round(fmt: u32, x: f32) -> f32 {
+    decode(fmt, encode(fmt, x))
 }
 
-/// The largest magnitude a non-saturating conversion keeps finite: values beyond it become
-/// infinity or NaN. The midpoint between the largest finite value and the next step up when
-/// the largest value's mantissa is even (the tie rounds down to it), just below it otherwise.
-pub fn finite_limit(fmt: u32) -> f32 {
+/// The largest finite value of the format (NaN for an unknown code).
+pub fn max_finite(fmt: u32) -> f32 {
     if fmt == FLOAT8E8M0 {
         return (2f32).powi(127);
     }
-    let Some(l) = layout(fmt) else {
-        return f32::NAN;
-    };
-    let e = l.max.log2().floor() as i32;
-    let half_step = (2f64).powi(e - l.man_bits as i32 - 1);
-    let mid = (l.max + half_step) as f32;
-    let max_code = encode(fmt, l.max as f32);
-    if max_code & 1 == 0 {
-        mid
-    } else {
-        f32::from_bits(mid.to_bits() - 1)
-    }
+    layout(fmt).map_or(f32::NAN, |l| l.max as f32)
 }
 
 // The entry points generated code calls.
@@ -287,10 +267,11 @@ pub extern "C" fn onnxc_lowp_from_f32(x: f32, fmt: u32) -> u32 {
     encode(fmt, x) as u32
 }
 
-/// A float32 rounded to the format, saturating (`round_saturating`).
+/// A float32 rounded to the format (`round`: not saturating; the compiler clamps first
+/// where ONNX saturates).
 #[unsafe(no_mangle)]
 pub extern "C" fn onnxc_lowp_round(x: f32, fmt: u32) -> f32 {
-    round_saturating(fmt, x)
+    round(fmt, x)
 }
 
 #[cfg(test)]
@@ -375,32 +356,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn saturating_rounding() {
-        assert_eq!(round_saturating(FLOAT8E4M3FN, 1e6), 448.0);
-        assert_eq!(round_saturating(FLOAT8E4M3FN, -f32::INFINITY), -448.0);
-        assert!(round_saturating(FLOAT8E4M3FN, f32::NAN).is_nan());
-        assert_eq!(round_saturating(FLOAT8E5M2, f32::INFINITY), 57344.0);
-        assert_eq!(round_saturating(FLOAT8E4M3FNUZ, 250.0), 240.0);
-        // E8M0 rounds up, 0 is its smallest code.
-        assert_eq!(round_saturating(FLOAT8E8M0, 1.1), 2.0);
-        assert_eq!(round_saturating(FLOAT8E8M0, 0.124), 0.125);
-        assert_eq!(round_saturating(FLOAT8E8M0, 0.0), (2f32).powi(-127));
-        assert_eq!(encode_e8m0(f32::MAX, true), 0xFE);
-        assert_eq!(encode_e8m0(f32::MAX, false), 0xFF);
+    /// ONNX's saturating conversion: clamp to the largest finite value, then round.
+    fn saturating(fmt: u32, x: f32) -> f32 {
+        let m = max_finite(fmt);
+        round(fmt, if x.is_nan() { x } else { x.clamp(-m, m) })
     }
 
     #[test]
-    fn finite_limits() {
-        assert_eq!(finite_limit(FLOAT8E4M3FN), 464.0);
-        assert!(finite_limit(FLOAT8E5M2) < 61440.0);
-        assert_eq!(encode(FLOAT8E5M2, finite_limit(FLOAT8E5M2)), 0x7B);
-        assert_eq!(encode(FLOAT8E4M3FNUZ, finite_limit(FLOAT8E4M3FNUZ)), 0x7F);
-        for fmt in [FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ] {
-            let l = finite_limit(fmt);
-            assert!(decode(fmt, encode(fmt, l)).is_finite(), "fmt {fmt}");
-            let above = f32::from_bits(l.to_bits() + 1);
-            assert!(!decode(fmt, encode(fmt, above)).is_finite(), "fmt {fmt}");
-        }
+    fn saturating_rounding() {
+        assert_eq!(saturating(FLOAT8E4M3FN, 1e6), 448.0);
+        assert_eq!(saturating(FLOAT8E4M3FN, 460.0), 448.0);
+        assert_eq!(saturating(FLOAT8E4M3FN, -f32::INFINITY), -448.0);
+        assert!(saturating(FLOAT8E4M3FN, f32::NAN).is_nan());
+        assert_eq!(saturating(FLOAT8E5M2, f32::INFINITY), 57344.0);
+        assert_eq!(saturating(FLOAT8E4M3FNUZ, 250.0), 240.0);
+        // E8M0 rounds up, 0 is its smallest code; it saturates at 2^127.
+        assert_eq!(saturating(FLOAT8E8M0, 1.1), 2.0);
+        assert_eq!(saturating(FLOAT8E8M0, 0.124), 0.125);
+        assert_eq!(saturating(FLOAT8E8M0, 0.0), (2f32).powi(-127));
+        assert_eq!(saturating(FLOAT8E8M0, f32::MAX), (2f32).powi(127));
+        assert!(round(FLOAT8E8M0, f32::MAX).is_nan());
+        // Not saturating: infinity or NaN.
+        assert_eq!(round(FLOAT8E5M2, 1e6), f32::INFINITY);
+        assert!(round(FLOAT8E4M3FN, 465.0).is_nan());
+        assert_eq!(round(FLOAT8E4M3FN, 464.0), 448.0);
+        // E2M1 has neither: it saturates, NaN becomes -0.
+        assert_eq!(round(FLOAT4E2M1, 100.0), 6.0);
+        let z = round(FLOAT4E2M1, f32::NAN);
+        assert!(z == 0.0 && z.is_sign_negative());
     }
 }

@@ -234,7 +234,7 @@ pub fn run_case(
         let mut argv = vec!["run".to_string()];
         for (k, t) in tensors.iter().enumerate() {
             let p = tmp.path.join(format!("input_{k}.bin"));
-            if let Err(e) = std::fs::write(&p, t.data.as_slice()) {
+            if let Err(e) = std::fs::write(&p, t.abi_bytes()) {
                 return Outcome::RunFailed(e.to_string());
             }
             argv.push(p.display().to_string());

@@ -73,7 +73,7 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataI
         }
         bytes[base + 8..base + 12].copy_from_slice(&io.dtype.onnx_code().to_le_bytes());
         bytes[base + 12..base + 16].copy_from_slice(&(io.shape.len() as i32).to_le_bytes());
-        let size: i64 = io.shape.iter().product::<i64>() * io.dtype.size() as i64;
+        let size: i64 = io.bytes();
         bytes[base + 24..base + 32].copy_from_slice(&(size as u64).to_le_bytes());
         relocs.push((base, name));
         relocs.push((base + 16, shape));
@@ -161,9 +161,25 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 dims.join(", "),
                 n,
                 t.dtype.c_type(),
-                n * t.dtype.size() as i64
+                t.bytes()
             );
             let _ = writeln!(h, "#define {up}_{}_{k}_SIZE {}u", kind.to_uppercase(), n);
+            if let Some(bits) = t.dtype.packed_bits() {
+                let _ = writeln!(
+                    h,
+                    "/*   packed: {} elements per byte, the first in the lowest bits (ONNX's \
+                     layout); {} bytes */",
+                    8 / bits,
+                    t.bytes()
+                );
+            } else if t.dtype.is_lowp_float() {
+                let _ = writeln!(
+                    h,
+                    "/*   one {} code per byte (ONNX's {}) */",
+                    t.dtype,
+                    crate::ir::DType::onnx_code_name(t.dtype.onnx_code())
+                );
+            }
             if t.dtype == crate::ir::DType::Str {
                 let _ = writeln!(
                     h,

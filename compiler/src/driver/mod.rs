@@ -569,7 +569,7 @@ pub fn run(
     cmd.arg("run");
     for (k, t) in tensors.iter().enumerate() {
         let p = tmp.path.join(format!("input_{k}.bin"));
-        std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
+        std::fs::write(&p, t.abi_bytes()).map_err(|e| Error::io(&p, e))?;
         cmd.arg(p);
     }
     cmd.arg("--out").arg(&tmp.path);
@@ -604,6 +604,11 @@ pub fn output_tensor(d: &IoDesc, data: Vec<u8>) -> Tensor {
         let n: i64 = d.shape.iter().product();
         return Tensor::from_strings(d.shape.clone(), &strings[..(n as usize).min(strings.len())]);
     }
+    // The 4- and 2-bit types arrive packed (the driver wrote exactly `d.bytes()`).
+    let data = match d.dtype.unpack(&data, d.len() as usize) {
+        Some(unpacked) => unpacked,
+        None => data,
+    };
     Tensor::new(d.dtype, d.shape.clone(), data)
 }
 
@@ -663,7 +668,7 @@ pub fn bench(
         .arg(threads.to_string());
     for (k, t) in tensors.iter().enumerate() {
         let p = tmp.path.join(format!("input_{k}.bin"));
-        std::fs::write(&p, t.data.as_slice()).map_err(|e| Error::io(&p, e))?;
+        std::fs::write(&p, t.abi_bytes()).map_err(|e| Error::io(&p, e))?;
         cmd.arg(p);
     }
     if opts.profile {

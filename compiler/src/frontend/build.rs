@@ -191,12 +191,37 @@ pub fn reduce(
     ctx.reduce(kind, extents, out_dtype, out_shape, vec![v], body)
 }
 
-/// Casts `v` to `dtype` (no-op if equal).
+/// Casts `v` to `dtype` (no-op if equal) as ONNX `Cast` does by default: a float8 or float4
+/// target saturates (`cast_expr`).
 pub fn cast(ctx: &mut Ctx, v: ValueId, dtype: DType) -> Result<ValueId> {
+    cast_with(ctx, v, dtype, true)
+}
+
+/// `cast`, with `Cast`'s `saturate` attribute (it applies to float8 targets only).
+pub fn cast_with(ctx: &mut Ctx, v: ValueId, dtype: DType, saturate: bool) -> Result<ValueId> {
     if ctx.dtype(v) == dtype {
         return Ok(v);
     }
-    unary(ctx, v, dtype, |x| expr::cast(x, dtype))
+    unary(ctx, v, dtype, |x| cast_expr(x, dtype, saturate))
+}
+
+/// `x` converted to `to`. To a float8 or float4 type, `saturate` clamps to the type's largest
+/// finite value first (NaN stays NaN); without it values beyond overflow to infinity or NaN
+/// (`onnxc_runtime::lowp`).
+pub fn cast_expr(x: E, to: DType, saturate: bool) -> E {
+    if !saturate || !to.is_lowp_float() || x.dtype == to {
+        return expr::cast(x, to);
+    }
+    let m = onnxc_runtime::lowp::max_finite(to.onnx_code() as u32) as f64;
+    let from = x.dtype;
+    let clamped = if from.is_float() {
+        expr::max(expr::min(x, expr::f(from, m)), expr::f(from, -m))
+    } else if m < i64::MAX as f64 {
+        expr::clamp(expr::cast(x, DType::I64), -(m as i64), m as i64)
+    } else {
+        x
+    };
+    expr::cast(clamped, to)
 }
 
 /// A scalar constant of `dtype`.

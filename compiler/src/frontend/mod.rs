@@ -372,19 +372,45 @@ impl Importer<'_> {
             let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
             crate::ir::dim::check_shape(&shape)
                 .map_err(|m| Error::Model(format!("graph input '{name}': {m}")))?;
+            // A 4- or 2-bit input arrives packed: its bytes, unpacked on entry.
+            let packed = match dtype.packed_bits() {
+                None => None,
+                Some(_) => Some((dtype, packed_dims(&name, "input", &shape)?)),
+            };
+            let abi_type = match &packed {
+                None => TypeInfo::new(dtype, shape.clone()),
+                Some((_, dims)) => TypeInfo::new(
+                    DType::U8,
+                    vec![Dim::Known(dtype.abi_bytes(dims.iter().product()))],
+                ),
+            };
             let id = self.g.add_node(
                 name.clone(),
                 Op::Input,
                 vec![],
-                vec![TypeInfo::new(dtype, shape)],
+                vec![abi_type],
                 Origin::default(),
             );
+            let value = if packed.is_some() {
+                self.g
+                    .add_node(
+                        name.clone(),
+                        Op::kernel(crate::kernels::Unpack { dtype }),
+                        vec![id.out(0)],
+                        vec![TypeInfo::new(dtype, shape)],
+                        Origin::default(),
+                    )
+                    .out(0)
+            } else {
+                id.out(0)
+            };
             self.g.inputs.push(crate::ir::graph::GraphIo {
                 name: name.clone(),
                 value: id.out(0),
                 keys: None,
+                packed,
             });
-            self.define(name, id.out(0));
+            self.define(name, value);
         }
         self.nodes(&gp.node)?;
         for vo in &gp.output {
@@ -463,10 +489,28 @@ impl Importer<'_> {
                     }
                 }
             }
+            // A 4- or 2-bit output leaves packed.
+            let ty = self.g.value_type(v).clone();
+            let (v, packed) = match ty.dtype.packed_bits() {
+                None => (v, None),
+                Some(_) => {
+                    let dims = packed_dims(&name, "output", &ty.shape)?;
+                    let bytes = ty.dtype.abi_bytes(dims.iter().product());
+                    let p = self.g.add_node(
+                        name.clone(),
+                        Op::kernel(crate::kernels::Pack { dtype: ty.dtype }),
+                        vec![v],
+                        vec![TypeInfo::new(DType::U8, vec![Dim::Known(bytes)])],
+                        Origin::default(),
+                    );
+                    (p.out(0), Some((ty.dtype, dims)))
+                }
+            };
             self.g.outputs.push(crate::ir::graph::GraphIo {
                 name,
                 value: v,
                 keys,
+                packed,
             });
         }
         Ok(())
@@ -779,4 +823,16 @@ impl Importer<'_> {
         }
         Ok(())
     }
+}
+
+/// The fixed dims of a graph input or output of a 4- or 2-bit type, which the ABI passes
+/// packed (its byte count must be known when the model is compiled).
+fn packed_dims(name: &str, what: &str, shape: &[Dim]) -> Result<Vec<i64>> {
+    crate::ir::dim::known_dims(shape).ok_or_else(|| {
+        Error::Model(format!(
+            "graph {what} '{name}' of a 4- or 2-bit type has symbolic dims {}: its packed \
+             bytes need fixed dims (fix the inputs' symbolic dims with --shape or --dim)",
+            crate::ir::dim::fmt_shape(shape)
+        ))
+    })
 }

@@ -58,9 +58,11 @@ pub fn tensor_from_proto_with(
         return Ok(Tensor::from_strings(shape, &t.string_data));
     }
     let size = dtype.size();
+    // Bytes the data takes in the proto: packed for the sub-byte types.
+    let stored = dtype.abi_bytes(n as i64) as usize;
     let is_external = t.data_location == Some(1);
     let bytes: Vec<u8> = if is_external {
-        read_external(t, dir, what, n * size)?
+        read_external(t, dir, what, stored)?
     } else if let Some(raw) = raw {
         raw
     } else if let Some(raw) = &t.raw_data {
@@ -104,23 +106,36 @@ pub fn tensor_from_proto_with(
                 .int32_data
                 .iter()
                 .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            DType::I8 | DType::U8 | DType::Bool => {
-                t.int32_data.iter().for_each(|v| out.push(*v as u8))
-            }
+            // The low-precision types keep one code per int32, the sub-byte ones one
+            // packed byte.
+            DType::I8
+            | DType::U8
+            | DType::Bool
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
             DType::Str => unreachable!("string tensors return above"),
         }
         out
     };
-    if bytes.len() != n * size {
+    if bytes.len() != stored {
         return Err(Error::Model(format!(
-            "{what}: holds {} bytes of data but dims {:?} of {} need {}",
+            "{what}: holds {} bytes of data but dims {:?} of {} need {stored}",
             bytes.len(),
             t.dims,
             dtype,
-            n * size
         )));
     }
-    let mut bytes = bytes;
+    let mut bytes = dtype.unpack(&bytes, n).ok_or_else(|| {
+        Error::Internal(format!("{what}: unpacking {stored} bytes of {dtype}"))
+    })?;
     if dtype == DType::Bool {
         // Normalize to 0/1 so generated code may rely on it.
         bytes.iter_mut().for_each(|b| *b = (*b != 0) as u8);
@@ -219,7 +234,7 @@ pub fn tensor_to_proto(t: &Tensor, name: &str) -> TensorProto {
         dims: t.shape.clone(),
         data_type: Some(t.dtype.onnx_code()),
         name: Some(name.to_string()),
-        raw_data: Some(t.data.to_vec()),
+        raw_data: Some(t.abi_bytes()),
         ..Default::default()
     }
 }

@@ -10,7 +10,7 @@ use super::expr::{BinOp, UnOp};
 use super::tensor::Scalar;
 
 fn is_f32(dt: DType) -> bool {
-    matches!(dt, DType::F32 | DType::F16 | DType::BF16)
+    dt.compute_type() == DType::F32
 }
 
 /// Rounds a float result to the precision its type computes in.

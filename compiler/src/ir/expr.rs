@@ -339,10 +339,12 @@ pub fn is_integral(e: &E) -> bool {
     }
 }
 
-/// Rounds a value computed in f32 to its narrow storage type (f16/bf16), as materializing it
-/// would; identity for other types. Used where fusion removes a store/load pair.
+/// Rounds a value computed in f32 to its narrow storage type (f16/bf16, float8/float4), as
+/// materializing it would; identity for other types. Used where fusion removes a store/load
+/// pair.
 pub fn round_to_storage(e: E) -> E {
     match e.dtype {
+        dt if dt.is_lowp_float() => cast(cast(e, DType::F32), dt),
         DType::F16 | DType::BF16 => {
             let dt = e.dtype;
             cast(cast(e, DType::F32), dt)

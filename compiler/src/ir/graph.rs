@@ -290,6 +290,10 @@ pub struct GraphIo {
     /// For an output ONNX-ML's ZipMap makes (a sequence of maps): the maps' keys; the value
     /// is the `[n, keys]` float32 tensor, row i being the map {keys[j]: value[i, j]}.
     pub keys: Option<std::sync::Arc<MapKeys>>,
+    /// For a tensor of a 4- or 2-bit type (`DType::packed_bits`): its type and shape, the
+    /// value being its packed bytes (`uint8 [abi_bytes]`), as the ABI passes them
+    /// (`kernels::Unpack`/`Pack` convert).
+    pub packed: Option<(DType, Vec<i64>)>,
 }
 
 /// The keys of the maps a ZipMap output holds.

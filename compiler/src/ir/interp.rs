@@ -224,7 +224,18 @@ pub fn reduce_init(kind: ReduceKind, dt: DType) -> Scalar {
 
 pub fn lowest(dt: DType) -> Scalar {
     match dt {
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => Scalar::F(f64::NEG_INFINITY),
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => Scalar::F(f64::NEG_INFINITY),
+        DType::I4 | DType::I2 => Scalar::I(dt.int_range().map_or(0, |r| r.0)),
+        DType::U4 | DType::U2 => Scalar::U(0),
         DType::Bool => Scalar::B(false),
         DType::I8 => Scalar::I(i8::MIN as i64),
         DType::I16 => Scalar::I(i16::MIN as i64),
@@ -236,7 +247,19 @@ pub fn lowest(dt: DType) -> Scalar {
 
 pub fn highest(dt: DType) -> Scalar {
     match dt {
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => Scalar::F(f64::INFINITY),
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => Scalar::F(f64::INFINITY),
+        DType::I4 | DType::I2 | DType::U4 | DType::U2 => {
+            Scalar::I(dt.int_range().map_or(0, |r| r.1)).cast(dt)
+        }
         DType::Bool => Scalar::B(true),
         DType::I8 => Scalar::I(i8::MAX as i64),
         DType::I16 => Scalar::I(i16::MAX as i64),

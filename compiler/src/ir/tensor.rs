@@ -91,6 +91,20 @@ impl Scalar {
             DType::U32 => Scalar::U(self.wrap_unsigned(32)),
             // A string element is its pointer bits (values the generated code moves).
             DType::U64 | DType::Str => Scalar::U(self.wrap_unsigned(64)),
+            DType::I4 => Scalar::I(self.wrap_signed(4)),
+            DType::I2 => Scalar::I(self.wrap_signed(2)),
+            DType::U4 => Scalar::U(self.wrap_unsigned(4)),
+            DType::U2 => Scalar::U(self.wrap_unsigned(2)),
+            // Rounded, not saturating (`onnxc_runtime::lowp::round`).
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => Scalar::F(onnxc_runtime::lowp::round(
+                dt.onnx_code() as u32,
+                self.as_f64() as f32,
+            ) as f64),
         }
     }
 
@@ -138,7 +152,24 @@ impl Scalar {
     /// Writes the value in `dt`'s storage layout.
     pub fn write(self, dt: DType, out: &mut Vec<u8>) {
         let v = self.cast(dt);
+        Scalar::write_exact(dt, v, out)
+    }
+
+    /// Writes `v` (already of `dt`'s values) in `dt`'s storage layout; low-precision floats
+    /// are encoded without saturating, so an infinity stays one where the format has it.
+    fn write_exact(dt: DType, v: Scalar, out: &mut Vec<u8>) {
         match dt {
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => out.push(onnxc_runtime::lowp::encode(
+                dt.onnx_code() as u32,
+                v.as_f64() as f32,
+            )),
+            DType::I4 | DType::I2 => out.push(v.as_i64() as i8 as u8),
+            DType::U4 | DType::U2 => out.push(v.as_u64() as u8),
             DType::F32 => out.extend_from_slice(&(v.as_f64() as f32).to_le_bytes()),
             DType::F64 => out.extend_from_slice(&v.as_f64().to_le_bytes()),
             DType::F16 => out.extend_from_slice(&f16::from_f64(v.as_f64()).to_bits().to_le_bytes()),
@@ -188,6 +219,16 @@ impl Scalar {
             }
             DType::I64 => Scalar::I(i64::from_le_bytes(b(8))),
             DType::U64 | DType::Str => Scalar::U(u64::from_le_bytes(b(8))),
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => Scalar::F(
+                onnxc_runtime::lowp::decode(dt.onnx_code() as u32, bytes[0]) as f64,
+            ),
+            DType::I4 | DType::I2 => Scalar::I(bytes[0] as i8 as i64),
+            DType::U4 | DType::U2 => Scalar::U(bytes[0] as u64),
         }
     }
 }
@@ -222,6 +263,11 @@ impl Tensor {
             shape,
             data: Arc::new(data),
         }
+    }
+
+    /// The bytes the ABI passes for this tensor: its data, packed for the 4- and 2-bit types.
+    pub fn abi_bytes(&self) -> Vec<u8> {
+        self.dtype.pack(&self.data)
     }
 
     /// A string tensor as the host side holds one (inputs and outputs of `onnxc run`, test

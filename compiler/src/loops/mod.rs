@@ -43,6 +43,17 @@ pub struct IoDesc {
     pub keys: Option<Arc<crate::ir::graph::MapKeys>>,
 }
 
+impl IoDesc {
+    pub fn len(&self) -> i64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes the caller passes (packed for the 4- and 2-bit types).
+    pub fn bytes(&self) -> i64 {
+        self.dtype.abi_bytes(self.len())
+    }
+}
+
 /// A runtime kernel's C signature (`onnxc_runtime::kernels`: symbol and argument kinds,
 /// declared once beside the runtime's definitions).
 pub type Kernel = &'static KernelAbi;

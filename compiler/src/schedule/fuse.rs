@@ -451,6 +451,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             name: io.name.clone(),
             value: id,
             keys: None,
+            packed: io.packed.clone(),
         });
     }
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
@@ -669,6 +670,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             name: o.name.clone(),
             value: target,
             keys: o.keys.clone(),
+            packed: o.packed.clone(),
         });
     }
     Ok(s)

@@ -166,6 +166,8 @@ pub struct Io {
     pub value: SvId,
     /// A ZipMap output's keys (`ir::graph::GraphIo::keys`).
     pub keys: Option<std::sync::Arc<crate::ir::graph::MapKeys>>,
+    /// The type and shape of a packed 4- or 2-bit tensor (`ir::graph::GraphIo::packed`).
+    pub packed: Option<(crate::ir::DType, Vec<i64>)>,
 }
 
 #[derive(Clone, Debug)]

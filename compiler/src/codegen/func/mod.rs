@@ -41,9 +41,23 @@ const SHORT_VECTOR_LOOP: i64 = 16;
 /// The Cranelift type a value of `dt` is computed in.
 pub fn clif_ty(dt: DType) -> Type {
     match dt {
-        DType::F32 | DType::F16 | DType::BF16 => types::F32,
+        DType::F32
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => types::F32,
         DType::F64 => types::F64,
-        DType::I8 | DType::U8 | DType::Bool => types::I8,
+        DType::I8
+        | DType::U8
+        | DType::Bool
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => types::I8,
         DType::I16 | DType::U16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
         // Strings are pointers the generated code only moves.
@@ -506,6 +520,18 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let s = self.b.ins().ishl_imm_s(w, 16);
                 self.b.ins().bitcast(types::F32, MemFlagsData::new(), s)
             }
+            dt if dt.is_lowp_float() => {
+                let bits = self.b.ins().uload8(types::I32, fl, p, 0);
+                let fmt = self.b.ins().iconst(types::I32, dt.onnx_code() as i64);
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_lowp_to_f32",
+                    &[types::I32, types::I32],
+                    &[types::F32],
+                );
+                let c = self.b.ins().call(f, &[bits, fmt]);
+                self.b.inst_results(c)[0]
+            }
             _ => self.b.ins().load(clif_ty(dt), fl, p, 0),
         }
     }
@@ -513,7 +539,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
         let dt = self.prog.buffers[buf as usize].dtype;
         let val = if val_dt.compute_type() != dt.compute_type()
-            || (val_dt != dt && matches!(dt, DType::F16 | DType::BF16))
+            || (val_dt != dt && dt.is_narrow())
         {
             self.convert(val, val_dt, dt)
         } else {
@@ -535,6 +561,19 @@ impl<'a, 'b> FnCx<'a, 'b> {
             DType::BF16 => {
                 let bits = self.f32_to_bf16_bits(val);
                 self.b.ins().store(flags(), bits, p, 0);
+            }
+            dt if dt.is_lowp_float() => {
+                // `val` is already rounded to the format (`convert`): the encoding is exact.
+                let fmt = self.b.ins().iconst(types::I32, dt.onnx_code() as i64);
+                let f = self.imports.func(
+                    &mut self.b,
+                    "onnxc_lowp_from_f32",
+                    &[types::F32, types::I32],
+                    &[types::I32],
+                );
+                let c = self.b.ins().call(f, &[val, fmt]);
+                let bits = self.b.inst_results(c)[0];
+                self.b.ins().istore8(flags(), bits, p, 0);
             }
             _ => {
                 self.b.ins().store(flags(), val, p, 0);

@@ -442,6 +442,22 @@ impl FnCx<'_, '_> {
         if from == to {
             return x;
         }
+        let v = self.convert_computed(x, from, to);
+        // 4- and 2-bit integers wrap as ONNX's reference does (`ml_dtypes`): the low bits,
+        // sign-extended for the signed ones.
+        match (to, to.packed_bits()) {
+            (DType::I4 | DType::I2, Some(bits)) => {
+                let sh = 8 - bits as i64;
+                let l = self.b.ins().ishl_imm_s(v, sh);
+                self.b.ins().sshr_imm_s(l, sh)
+            }
+            (DType::U4 | DType::U2, Some(bits)) => self.b.ins().band_imm_s(v, (1 << bits) - 1),
+            _ => v,
+        }
+    }
+
+    /// `convert` into `to`'s compute type (`clif_ty`), rounding narrow floats.
+    fn convert_computed(&mut self, x: Value, from: DType, to: DType) -> Value {
         let (ft, tt) = (clif_ty(from), clif_ty(to));
         if to == DType::Bool {
             return if from.is_float() {
@@ -486,6 +502,18 @@ impl FnCx<'_, '_> {
                     let w = self.b.ins().uextend(types::I32, bits);
                     let s = self.b.ins().ishl_imm_s(w, 16);
                     self.b.ins().bitcast(types::F32, MemFlagsData::new(), s)
+                }
+                // Saturating, as `Cast` by default (`onnxc_runtime::lowp`).
+                dt if dt.is_lowp_float() => {
+                    let fmt = self.b.ins().iconst(types::I32, dt.onnx_code() as i64);
+                    let f = self.imports.func(
+                        &mut self.b,
+                        "onnxc_lowp_round",
+                        &[types::F32, types::I32],
+                        &[types::F32],
+                    );
+                    let c = self.b.ins().call(f, &[v, fmt]);
+                    self.b.inst_results(c)[0]
                 }
                 _ => v,
             };

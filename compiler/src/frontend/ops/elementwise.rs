@@ -293,13 +293,31 @@ fn cast_target(ctx: &Ctx) -> Result<DType> {
 pub fn cast(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let to = cast_target(ctx)?;
-    Ok(vec![build::cast(ctx, x, to)?])
+    let saturate = cast_saturate(ctx, to)?;
+    Ok(vec![build::cast_with(ctx, x, to, saturate)?])
 }
 
 pub fn cast_like(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, like) = (ctx.input(0)?, ctx.input(1)?);
     let to = ctx.dtype(like);
-    Ok(vec![build::cast(ctx, x, to)?])
+    let saturate = cast_saturate(ctx, to)?;
+    Ok(vec![build::cast_with(ctx, x, to, saturate)?])
+}
+
+/// Cast's and CastLike's `saturate` (opset 19, float8 targets only) and `round_mode`
+/// (opset 24, FLOAT8E8M0 targets only: onnxc rounds up, the default).
+fn cast_saturate(ctx: &Ctx, to: DType) -> Result<bool> {
+    let saturate = ctx.attr_i_or("saturate", 1)? != 0;
+    if to == DType::F8E8M0 {
+        let mode = ctx.attr_s_or("round_mode", "up")?;
+        if mode != "up" {
+            return Err(ctx.unsupported(format!(
+                "round_mode '{mode}' to FLOAT8E8M0: onnxc rounds up (the default, \
+                 round_mode='up'); drop the attribute or round the values before the cast"
+            )));
+        }
+    }
+    Ok(saturate)
 }
 
 fn float_unary(ctx: &mut Ctx, op: UnOp) -> Result<Vec<ValueId>> {

@@ -148,10 +148,11 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         ios.iter()
             .map(|o| {
                 let v = &s.values[o.value];
+                let (dtype, shape) = o.packed.clone().unwrap_or((v.dtype, v.shape.clone()));
                 IoDesc {
                     name: o.name.clone(),
-                    dtype: v.dtype,
-                    shape: v.shape.clone(),
+                    dtype,
+                    shape,
                     keys: o.keys.clone(),
                 }
             })

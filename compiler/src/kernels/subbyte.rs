@@ -1,0 +1,95 @@
+//! The ABI form of the 4- and 2-bit element types (int4, uint4, float4, int2, uint2): graph
+//! inputs of those types arrive packed and are unpacked to one element per byte on entry
+//! (`Unpack`, `onnxc_unpack_bits`); outputs are packed on exit (`Pack`, `onnxc_pack_bits`).
+//! The frontend adds them around the graph (`ir::graph::GraphIo::packed`).
+
+use super::{KernelOp, LowerCx, Operand};
+use crate::ir::expr;
+use crate::ir::interp::EvalError;
+use crate::ir::{DType, Tensor};
+use crate::loops::{Arg, Stmt};
+use onnxc_runtime::kernels;
+
+/// Packed bytes (`uint8 [abi_bytes]`) → the elements of `dtype`, one per byte.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unpack {
+    pub dtype: DType,
+}
+
+/// The elements of `dtype`, one per byte → their packed bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pack {
+    pub dtype: DType,
+}
+
+fn bits(dtype: DType) -> crate::Result<i64> {
+    dtype
+        .packed_bits()
+        .map(i64::from)
+        .ok_or_else(|| crate::Error::Internal(format!("{dtype} is not a packed type")))
+}
+
+impl KernelOp for Unpack {
+    fn name(&self) -> &'static str {
+        "unpack_bits"
+    }
+
+    fn attrs(&self) -> String {
+        format!("dtype={}", self.dtype)
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let data = self.dtype.unpack(&x[0].data, result.len() as usize)?;
+        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), data)))
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::UNPACK_BITS,
+            vec![
+                cx.operand_arg(0),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.result().len())),
+                Arg::Int(expr::i(bits(self.dtype)?)),
+                Arg::Int(expr::i(self.dtype.is_signed_int() as i64)),
+            ],
+        )?])
+    }
+}
+
+impl KernelOp for Pack {
+    fn name(&self) -> &'static str {
+        "pack_bits"
+    }
+
+    fn attrs(&self) -> String {
+        format!("dtype={}", self.dtype)
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let data = self.dtype.pack(&x[0].data);
+        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), data)))
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::PACK_BITS,
+            vec![
+                cx.operand_arg(0),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.operand(0).len())),
+                Arg::Int(expr::i(bits(self.dtype)?)),
+            ],
+        )?])
+    }
+}
