@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); onnxruntime's QOperator contrib ops.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); onnxruntime's QOperator contrib ops; float8, float4, int4 and int2 values.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -1016,6 +1016,47 @@ def qoperator_contrib():
     return m
 
 
+def low_precision_values():
+    """Float8, float4, int4 and int2 values moved by the ops whose schemas allow them
+    (Reshape, Transpose, Pad, Flatten, Unsqueeze, Squeeze, Identity, Shape, Size, IsNaN,
+    IsInf, ConstantOfShape, DequantizeLinear), with graph outputs of each type (packed at the
+    ABI for the 4- and 2-bit ones: 15 elements, an odd count) and the values cast back to
+    float; saturating and not saturating casts of values beyond float8's range. Opset 25;
+    compared with the reference evaluator."""
+    g = G(53)
+    i64 = lambda v: g.const(np.array(v, np.int64), np.int64)  # noqa: E731
+    outs = []
+    x = g.op("Mul", ["x", g.const(np.float32(3.0))])
+    for t in (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2FNUZ, TensorProto.FLOAT4E2M1,
+              TensorProto.INT4, TensorProto.UINT2):
+        q = g.op("Cast", [x], to=t)
+        r = g.op("Reshape", [q, i64([5, 3])])
+        tr = g.op("Transpose", [r], perm=[1, 0])
+        p = g.op("Pad", [tr, i64([0, 1, 0, 0])])
+        f = g.op("Flatten", [p], axis=1)
+        u = g.op("Unsqueeze", [f, i64([0])])
+        s = g.op("Identity", [g.op("Squeeze", [u, i64([0])])])
+        outs += [(s, t, [3, 6]), (g.op("Cast", [s], to=TensorProto.FLOAT), TensorProto.FLOAT, [3, 6])]
+    outs += [(g.op("Shape", [q]), TensorProto.INT64, [2]), (g.op("Size", [q]), TensorProto.INT64, [])]
+    # Beyond the range: saturated, else infinity (E5M2) or NaN (E4M3FN).
+    big = g.op("Mul", ["x", g.const(np.float32(1e5))])
+    e5 = g.op("Cast", [big], to=TensorProto.FLOAT8E5M2, saturate=0)
+    e4 = g.op("Cast", [big], to=TensorProto.FLOAT8E4M3FN, saturate=0)
+    sat = g.op("Cast", [big], to=TensorProto.FLOAT8E4M3FN)
+    outs += [(e5, TensorProto.FLOAT8E5M2, [3, 5]), (g.op("IsInf", [e5]), TensorProto.BOOL, [3, 5]),
+             (g.op("IsNaN", [e4]), TensorProto.BOOL, [3, 5]), (sat, TensorProto.FLOAT8E4M3FN, [3, 5])]
+    fill = helper.make_tensor("v", TensorProto.FLOAT8E4M3FN, [1], [2.5])
+    outs.append((g.op("ConstantOfShape", [i64([2, 3])], value=fill), TensorProto.FLOAT8E4M3FN, [2, 3]))
+    # Blocked int4 weights, as 4-bit weight quantizers write them.
+    w = helper.make_tensor("w4", TensorProto.INT4, [4, 6], np.arange(-8, 16).astype(np.int8) % 16 - 8)
+    g.inits.append(w)
+    scales = g.const((0.1 + 0.05 * np.arange(8)).reshape(4, 2).astype(np.float32))
+    outs.append((g.op("DequantizeLinear", ["w4", scales], axis=1, block_size=3), TensorProto.FLOAT, [4, 6]))
+    graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                              [helper.make_tensor_value_info(n, t, sh) for n, t, sh in outs], g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)], producer_name="onnxc-tests")
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -1024,7 +1065,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
-         qdq_activations, qoperator_contrib]
+         qdq_activations, qoperator_contrib, low_precision_values]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -1053,7 +1094,8 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # whose x86 kernels approximate the documented formulas in fixed point (QLinearAdd: off by
 # one in 2% of elements): contrib_reference.py implements the formulas for the reference.
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
-                    "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib"}
+                    "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
+                    "test_low_precision_values"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

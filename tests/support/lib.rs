@@ -408,7 +408,8 @@ pub fn onnxc_bin() -> PathBuf {
 /// Element types onnxc stores, by their ONNX schema names.
 const STORABLE: &[&str] = &[
     "float", "double", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
-    "uint32", "uint64", "bool",
+    "uint32", "uint64", "bool", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+    "float8e8m0", "float4e2m1", "int4", "uint4", "int2", "uint2",
 ];
 
 /// Renders `docs/supported-ops.md` from the onnx schemas and case/op tables of the generated
@@ -517,7 +518,7 @@ pub fn supported_ops_markdown(
     let _ = writeln!(
         md,
         "- *Opsets*: every version of the operator is accepted; semantics follow the model's `opset_import`.\n\
-         - *Element types*: those the operator allows that onnxc can store (no string, float8, 4-bit or complex types yet).\n\
+         - *Element types*: those the operator allows that onnxc can store, strings left out (the string and ONNX-ML operators that take them say so in their notes); no complex types.\n\
          - *Cases*: suite cases using the operator that pass / all suite cases using it.\n"
     );
     // Ops onnxc builds that the pinned onnx no longer describes: the experimental ops of

@@ -357,15 +357,7 @@ pub fn assert_equals(ctx: &mut Ctx, v: ValueId, expected: &[i64]) -> Result<()> 
 
 /// The range of an integer type of up to 32 bits (wider ones saturate in the cast itself).
 pub fn int_range(dt: DType) -> Option<(f64, f64)> {
-    Some(match dt {
-        DType::U8 => (0.0, u8::MAX as f64),
-        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
-        DType::U16 => (0.0, u16::MAX as f64),
-        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
-        DType::U32 => (0.0, u32::MAX as f64),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => return None,
-    })
+    dt.int_range().map(|(lo, hi)| (lo as f64, hi as f64))
 }
 
 /// Checks that window values (`what`) are within ±`MAX_DIM`, the extents onnxc takes.

@@ -217,7 +217,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Cast",
-        "to and from the element types onnxc stores; no string, float8 or 4-bit types yet",
+        "to and from every element type but string and complex: float8 and float4 with `saturate` (E8M0 rounds up only, the default round_mode), 4- and 2-bit integers wrapping as the reference does",
     ),
     ("Dropout", "inference mode: identity, all-true mask"),
     (
@@ -251,11 +251,11 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "QuantizeLinear",
-        "to int8/uint8/int16/uint16, per tensor, axis or block; float8, 4-bit and 2-bit types are not stored by onnxc",
+        "to 2- to 16-bit integers, float8 (with `saturate`) and float4; per tensor, axis or block",
     ),
     (
         "DequantizeLinear",
-        "from int8/uint8/int16/uint16/int32, per tensor, axis or block; float8, 4-bit and 2-bit types are not stored by onnxc",
+        "from 2- to 16-bit integers, int32, float8 and float4; per tensor, axis or block",
     ),
     (
         "If",
@@ -356,11 +356,11 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "QLinearConv",
-        "exact integer arithmetic, requantized as the reference evaluator does: the float32 convolution kernels where constant weights bound every partial sum below 2^24 (exact), float64 loops otherwise; no int8 kernel yet",
+        "exact integer arithmetic, requantized as the reference evaluator does: constant 8-bit weights on the integer convolution kernel (AVX-512 VNNI, AVX2, portable), else the float32 convolution kernels where every partial sum is bounded below 2^24 (exact), float64 loops otherwise",
     ),
     (
         "QLinearMatMul",
-        "exact integer product, requantized as the reference evaluator does: the float32 GEMM where a constant B bounds every partial sum below 2^24 (exact), int32 loops otherwise; no int8 kernel yet",
+        "exact integer product, requantized as the reference evaluator does: a constant 8-bit B on the integer matrix-product kernel (AVX-512 VNNI, AVX2, portable), else the float32 GEMM where every partial sum is bounded below 2^24 (exact), int32 loops otherwise",
     ),
     (
         "Einsum",

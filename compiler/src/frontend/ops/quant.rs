@@ -3,15 +3,16 @@
 //! `onnx/reference/ops/op_{de,}quantize_linear.py`); and the QOperator ops MatMulInteger,
 //! QLinearMatMul (int32 products of the centered operands), ConvInteger and QLinearConv
 //! (convolutions of the centered operands in float64, exact for 8-bit data), requantized in
-//! float64 by the scales' product as the reference does. Where a bound proves every partial
-//! sum an exact float32 integer, the products run on the float32 GEMM and convolution
-//! kernels (`F32Plan`); otherwise in generic loops. No int8 kernels yet.
+//! float64 by the scales' product as the reference does. Constant 8-bit weights put the
+//! products on the integer kernels (`qdq`); otherwise, where a bound proves every partial
+//! sum an exact float32 integer, on the float32 GEMM and convolution kernels (`F32Plan`),
+//! else in generic loops.
 //!
 //! Scale and zero point apply per tensor (a scalar or one element), per axis (1-D along
 //! `axis`) or per block (opset 21: the input's shape with `axis` divided into blocks of
-//! `block_size`). Quantized types are the 8- and 16-bit integers (and int32 input to
-//! DequantizeLinear); float8, 4-bit and 2-bit types are not stored by onnxc and are reported
-//! as unsupported.
+//! `block_size`). Quantized types are the 2-, 4-, 8- and 16-bit integers (and int32 input
+//! to DequantizeLinear), rounded and saturated to their range, and float8 and float4, the
+//! quotient cast to them (saturating unless `saturate=0`; float4 always saturates).
 
 use crate::error::Result;
 use crate::frontend::build;
@@ -20,9 +21,14 @@ use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::ReduceKind;
 use crate::ir::{DType, ValueId};
 
-/// Types QuantizeLinear may produce here (the 8- and 16-bit integers), with their ranges.
+/// The integer types QuantizeLinear may produce here (2 to 16 bits), with their ranges.
 fn quant_range(dt: DType) -> Option<(f64, f64)> {
     build::int_range(dt).filter(|_| dt.size() <= 2)
+}
+
+/// The types quantized values may have: `quant_range`'s, float8 and float4.
+fn quantized_type(dt: DType) -> bool {
+    quant_range(dt).is_some() || dt.is_lowp_float()
 }
 
 /// The index of a parameter of shape `ps` that is per tensor (one element) or, with
@@ -84,9 +90,10 @@ fn param_index(
 }
 
 fn check_storable(ctx: &Ctx, dt: DType, what: &str) -> Result<()> {
-    if quant_range(dt).is_none() && dt != DType::I32 {
+    if !quantized_type(dt) && dt != DType::I32 {
         return Err(ctx.unsupported(format!(
-            "{what} of type {dt}: onnxc quantizes to and from 8- and 16-bit integers (and int32 for DequantizeLinear)"
+            "{what} of type {dt}: onnxc quantizes to and from 2- to 16-bit integers, float8 \
+             and float4 (and int32 for DequantizeLinear)"
         )));
     }
     Ok(())
@@ -142,17 +149,17 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         (None, Some(d)) => d,
         (None, None) => DType::U8,
     };
-    let Some((lo, hi)) = quant_range(odt) else {
+    if !quantized_type(odt) {
         return Err(ctx.unsupported(format!(
-            "quantizing to {odt}: onnxc quantizes to 8- and 16-bit integers"
+            "quantizing to {odt}: onnxc quantizes to 2- to 16-bit integers, float8 and float4"
         )));
-    };
+    }
     let axis = ctx.attr_i_or("axis", 1)?;
     let block = opt_block_size(ctx)?;
     let precision = ctx
         .attr_i("precision")?
         .filter(|&p| ctx.opset >= 23 && p != 0);
-    if block == 0 && precision.is_none() {
+    if block == 0 && precision.is_none() && odt.is_int() {
         if let Some(q) = crate::frontend::ops::qdq::quantize_identity(ctx, x, scale, zp, odt) {
             return Ok(vec![q]);
         }
@@ -186,6 +193,27 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::cast(expr::cast(q, pdt), cdt)
     } else {
         q
+    };
+    // Float8 and float4: the quotient plus the zero point (0 for float8, as the spec requires),
+    // cast to the type.
+    if odt.is_lowp_float() {
+        let mut v = q;
+        if let Some(z) = zp {
+            let zi = param_index(ctx, "y_zero_point", z, &dims, axis, block)?;
+            inputs.push(z);
+            v = expr::binary(BinOp::Add, v, expr::cast(expr::load(odt, 2, zi), cdt));
+        }
+        let saturate = ctx.attr_i_or("saturate", 1)? != 0;
+        let shape = ctx.shape(x);
+        return Ok(vec![ctx.map(
+            odt,
+            shape,
+            inputs,
+            build::cast_expr(v, odt, saturate),
+        )?]);
+    }
+    let Some((lo, hi)) = quant_range(odt) else {
+        return Err(ctx.unsupported(format!("quantizing to {odt}")));
     };
     // The rounded quotient plus the zero point, saturated: in float32 when the division is
     // (the zero point, below 2^16, adds exactly to every rounded quotient below 2^24 in
@@ -259,7 +287,8 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     );
     let shape = ctx.shape(x);
     let y = ctx.map(odt, shape, inputs, expr::cast(y, odt))?;
-    if block == 0 {
+    // The integer kernels and the QDQ rewrites (`qdq`) take integer quantized values.
+    if block == 0 && xdt.is_int() {
         let axis = if axis < 0 {
             axis + dims.len() as i64
         } else {
