@@ -37,7 +37,21 @@ typedef enum onnxc_dtype {
     ONNXC_DOUBLE = 11,
     ONNXC_UINT32 = 12,
     ONNXC_UINT64 = 13,
-    ONNXC_BFLOAT16 = 16 /* as uint16_t bits */
+    ONNXC_BFLOAT16 = 16, /* as uint16_t bits */
+    /* float8 and float4: one code per byte (float4 in the low 4 bits) */
+    ONNXC_FLOAT8E4M3FN = 17,
+    ONNXC_FLOAT8E4M3FNUZ = 18,
+    ONNXC_FLOAT8E5M2 = 19,
+    ONNXC_FLOAT8E5M2FNUZ = 20,
+    /* 4- and 2-bit types: packed (2 or 4 per byte, the first element in the lowest bits,
+       the unused high bits of the last byte 0), as ONNX and onnxruntime store them;
+       size_bytes counts the packed bytes */
+    ONNXC_UINT4 = 21,
+    ONNXC_INT4 = 22,
+    ONNXC_FLOAT4E2M1 = 23, /* packed like UINT4 */
+    ONNXC_FLOAT8E8M0 = 24, /* one code per byte: 2^(code - 127), 0xFF NaN */
+    ONNXC_UINT2 = 25,
+    ONNXC_INT2 = 26
 } onnxc_dtype;
 
 typedef struct onnxc_tensor_info {

@@ -71,7 +71,8 @@ fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
         }
         _ => {
             let es = match t.dtype {
-                2 | 3 | 9 => 1,
+                // The low-precision types: a byte (a code, or packed elements).
+                2 | 3 | 9 | 17..=26 => 1,
                 4 | 5 => 2,
                 6 | 12 => 4,
                 _ => 8,

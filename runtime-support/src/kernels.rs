@@ -339,18 +339,12 @@ pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
         "generated code: bfloat16 stores from float64",
     ),
     ("onnxc_ipow", "generated code: integer Pow"),
-    (
-        "onnxc_lowp_to_f32",
-        "generated code: float8/float4 loads",
-    ),
+    ("onnxc_lowp_to_f32", "generated code: float8/float4 loads"),
     (
         "onnxc_lowp_from_f32",
         "generated code: float8/float4 stores",
     ),
-    (
-        "onnxc_lowp_round",
-        "generated code: casts to float8/float4",
-    ),
+    ("onnxc_lowp_round", "generated code: casts to float8/float4"),
     (
         "onnxc_driver_main",
         "`onnxc run`/`bench`: the linked driver",

@@ -136,7 +136,11 @@ pub fn decode(fmt: u32, bits: u8) -> f32 {
     } else {
         (1.0 + man as f64 / (1 << l.man_bits) as f64) * (2f64).powi(exp as i32 - l.bias)
     };
-    let v = if bits & sign_bit != 0 { -magnitude } else { magnitude };
+    let v = if bits & sign_bit != 0 {
+        -magnitude
+    } else {
+        magnitude
+    };
     v as f32
 }
 
@@ -300,7 +304,10 @@ mod tests {
                     continue;
                 }
                 if v.is_nan() {
-                    assert!(decode(fmt, encode(fmt, v)).is_nan(), "fmt {fmt} code {b:#x}");
+                    assert!(
+                        decode(fmt, encode(fmt, v)).is_nan(),
+                        "fmt {fmt} code {b:#x}"
+                    );
                     continue;
                 }
                 assert_eq!(encode(fmt, v), b as u8, "fmt {fmt} code {b:#x} value {v}");
@@ -331,7 +338,9 @@ mod tests {
     /// Values `ml_dtypes` gives (onnx's reference evaluator), non-saturating (`astype`).
     #[test]
     fn matches_ml_dtypes() {
-        let x = [448.0, 464.0, 465.0, 480.0, 500.0, 57344.0, 61440.0, 61441.0, 1e6];
+        let x = [
+            448.0, 464.0, 465.0, 480.0, 500.0, 57344.0, 61440.0, 61441.0, 1e6,
+        ];
         let cases: [(u32, [u8; 9]); 4] = [
             (FLOAT8E4M3FN, [126, 126, 127, 127, 127, 127, 127, 127, 127]),
             (FLOAT8E4M3FNUZ, [128; 9]),
@@ -349,7 +358,18 @@ mod tests {
         assert_eq!(encode(FLOAT8E4M3FNUZ, -0.0), 0);
         assert_eq!(encode(FLOAT8E4M3FN, 1e-9), 0);
         // E2M1: ties to even, saturation, NaN → -0.
-        let f4 = [0.4, 0.5, 1.5, 2.5, 7.6, 8.0, -9.0, f32::NAN, f32::INFINITY, -0.25];
+        let f4 = [
+            0.4,
+            0.5,
+            1.5,
+            2.5,
+            7.6,
+            8.0,
+            -9.0,
+            f32::NAN,
+            f32::INFINITY,
+            -0.25,
+        ];
         let want = [1, 1, 3, 4, 7, 7, 15, 8, 7, 8];
         for (v, w) in f4.iter().zip(want) {
             assert_eq!(encode(FLOAT4E2M1, *v), w, "E2M1 value {v}");

@@ -3,7 +3,9 @@
 //! that need `--shape`/`--dim`, and warnings.
 
 use super::{fails, onnxc, small_model, stderr};
-use onnxc_tests::model::{D, f32_tensor, model, node, save, save_tensor, value_info, with_ints};
+use onnxc_tests::model::{
+    D, f32_tensor, model, node, save, save_tensor, value_info, with_int, with_ints,
+};
 use onnxc_tests::{run_model, scratch};
 
 #[test]
@@ -448,4 +450,67 @@ fn inspect_describes_a_model_without_compiling_it() {
         j["no_builder"],
         serde_json::json!([{"domain": "", "op_type": "NoSuchOp"}])
     );
+}
+
+/// A 4-bit input and output travel packed (two per byte, the first in the low nibble), a
+/// float8 output as one code per byte: the header says so, and `run` reads and writes
+/// ONNX tensor files of those types.
+#[test]
+fn low_precision_inputs_and_outputs() {
+    let d = scratch("lowp_io");
+    // y = x (int4 [5], packed into 3 bytes); f = Cast<float8e4m3fn>(Cast<float>(x) * 2).
+    let two = f32_tensor("two", &[], &[2.0]);
+    let nodes = vec![
+        node("Identity", "id", &["x"], &["y"]),
+        with_int(node("Cast", "tofloat", &["x"], &["xf"]), "to", 1),
+        node("Mul", "twice", &["xf", "two"], &["x2"]),
+        with_int(node("Cast", "tof8", &["x2"], &["f"]), "to", 17),
+    ];
+    let m = model(
+        nodes,
+        vec![value_info("x", 22, &[D::N(5)])],
+        vec![
+            value_info("y", 22, &[D::N(5)]),
+            value_info("f", 17, &[D::N(5)]),
+        ],
+        vec![two],
+        21,
+    );
+    let path = d.join("lowp.onnx");
+    save(&m, &path);
+    let o = onnxc()
+        .arg(&path)
+        .arg("-o")
+        .arg(d.join("lowp.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("lowp.h")).unwrap();
+    assert!(
+        h.contains("input 0: \"x\", int4 [5] = 5 elements of uint8_t (3 bytes)"),
+        "{h}"
+    );
+    assert!(h.contains("packed: 2 elements per byte"), "{h}");
+    assert!(h.contains("one float8e4m3fn code per byte"), "{h}");
+    // x = [-8, 7, -1, 3, 5]: packed low nibble first, the last high nibble 0.
+    let x = onnxc_proto::TensorProto {
+        name: Some("x".into()),
+        dims: vec![5],
+        data_type: Some(22),
+        raw_data: Some(vec![0x78, 0x3F, 0x05]),
+        ..Default::default()
+    };
+    let xp = d.join("x.pb");
+    save_tensor(&x, &xp);
+    let out = run_model(&[path.as_os_str(), xp.as_os_str()], &d.join("out"));
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].dtype.name(), "int4");
+    let y: Vec<i64> = (0..5).map(|i| out[0].get(i).as_i64()).collect();
+    assert_eq!(y, [-8, 7, -1, 3, 5]);
+    let f: Vec<f64> = (0..5).map(|i| out[1].get(i).as_f64()).collect();
+    assert_eq!(f, [-16.0, 14.0, -2.0, 6.0, 10.0]);
+    // The output file holds the packed bytes, as ONNX stores int4.
+    let raw = std::fs::read(d.join("out/output_0.pb")).unwrap();
+    let t = <onnxc_proto::TensorProto as prost::Message>::decode(raw.as_slice()).unwrap();
+    assert_eq!(t.raw_data.as_deref(), Some(&[0x78u8, 0x3F, 0x05][..]));
 }

@@ -407,9 +407,29 @@ pub fn onnxc_bin() -> PathBuf {
 
 /// Element types onnxc stores, by their ONNX schema names.
 const STORABLE: &[&str] = &[
-    "float", "double", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
-    "uint32", "uint64", "bool", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
-    "float8e8m0", "float4e2m1", "int4", "uint4", "int2", "uint2",
+    "float",
+    "double",
+    "float16",
+    "bfloat16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "float8e4m3fn",
+    "float8e4m3fnuz",
+    "float8e5m2",
+    "float8e5m2fnuz",
+    "float8e8m0",
+    "float4e2m1",
+    "int4",
+    "uint4",
+    "int2",
+    "uint2",
 ];
 
 /// Renders `docs/supported-ops.md` from the onnx schemas and case/op tables of the generated

@@ -133,9 +133,9 @@ pub fn tensor_from_proto_with(
             dtype,
         )));
     }
-    let mut bytes = dtype.unpack(&bytes, n).ok_or_else(|| {
-        Error::Internal(format!("{what}: unpacking {stored} bytes of {dtype}"))
-    })?;
+    let mut bytes = dtype
+        .unpack(&bytes, n)
+        .ok_or_else(|| Error::Internal(format!("{what}: unpacking {stored} bytes of {dtype}")))?;
     if dtype == DType::Bool {
         // Normalize to 0/1 so generated code may rely on it.
         bytes.iter_mut().for_each(|b| *b = (*b != 0) as u8);

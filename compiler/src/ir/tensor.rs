@@ -224,9 +224,9 @@ impl Scalar {
             | DType::F8E5M2
             | DType::F8E5M2FNUZ
             | DType::F8E8M0
-            | DType::F4E2M1 => Scalar::F(
-                onnxc_runtime::lowp::decode(dt.onnx_code() as u32, bytes[0]) as f64,
-            ),
+            | DType::F4E2M1 => {
+                Scalar::F(onnxc_runtime::lowp::decode(dt.onnx_code() as u32, bytes[0]) as f64)
+            }
             DType::I4 | DType::I2 => Scalar::I(bytes[0] as i8 as i64),
             DType::U4 | DType::U2 => Scalar::U(bytes[0] as u64),
         }

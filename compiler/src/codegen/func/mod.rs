@@ -51,13 +51,9 @@ pub fn clif_ty(dt: DType) -> Type {
         | DType::F8E8M0
         | DType::F4E2M1 => types::F32,
         DType::F64 => types::F64,
-        DType::I8
-        | DType::U8
-        | DType::Bool
-        | DType::I4
-        | DType::U4
-        | DType::I2
-        | DType::U2 => types::I8,
+        DType::I8 | DType::U8 | DType::Bool | DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            types::I8
+        }
         DType::I16 | DType::U16 => types::I16,
         DType::I32 | DType::U32 => types::I32,
         // Strings are pointers the generated code only moves.
@@ -538,8 +534,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     fn store(&mut self, buf: BufId, off: Value, val: Value, val_dt: DType) {
         let dt = self.prog.buffers[buf as usize].dtype;
-        let val = if val_dt.compute_type() != dt.compute_type()
-            || (val_dt != dt && dt.is_narrow())
+        let val = if val_dt.compute_type() != dt.compute_type() || (val_dt != dt && dt.is_narrow())
         {
             self.convert(val, val_dt, dt)
         } else {
