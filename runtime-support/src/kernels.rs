@@ -170,6 +170,11 @@ kernels! {
     UNPACK_BITS = onnxc_unpack_bits in subbyte(
         x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,
     );
+    /// BitCast: `n` bytes reinterpreted (`subbyte::bit_cast`).
+    BIT_CAST = onnxc_bit_cast in subbyte(
+        x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,
+        to_bool: Int = i64,
+    );
     /// Exact GELU of `n` floats.
     GELU_F32 = onnxc_gelu_f32 in gelu(
         x: In = *const f32, y: Out = *mut f32, n: Int = i64, threads: Threads = *const crate::par::Threads,

@@ -2,7 +2,8 @@
 //! first element in the low bits of the first byte, the unused high bits of the last byte 0
 //! (ONNX's `TensorProto` layout and onnxruntime's). Inside a model each element takes one
 //! byte (the integers sign- or zero-extended, float4 its code), so models unpack such inputs
-//! on entry and pack such outputs on exit, with these kernels.
+//! on entry and pack such outputs on exit, with these kernels; BitCast's reinterpretation of
+//! those bytes is here too.
 
 /// Elements per byte for a width of `bits` (4 or 2; anything else is read as 4).
 fn per_byte(bits: u32) -> usize {
@@ -118,9 +119,62 @@ mod tests {
                 assert_eq!(packed[packed.len() - 1] >> used, 0);
             }
         }
+        // BitCast between 4-bit types: the low nibble, sign-extended for int4.
+        let mut y = [0u8; 2];
+        bit_cast(&[0xF, 0x7], &mut y, 4, true, false);
+        assert_eq!(y, [0xFF, 0x07]);
+        bit_cast(&[0xFF, 0x07], &mut y, 4, false, false);
+        assert_eq!(y, [0x0F, 0x07]);
+        bit_cast(&[2, 0], &mut y, 0, false, true);
+        assert_eq!(y, [1, 0]);
         // ONNX's layout: the first element in the low nibble.
         let mut p = [0u8; 1];
         pack_bits(&[0x1, 0x2], &mut p, 4);
         assert_eq!(p[0], 0x21);
     }
+}
+
+/// BitCast's bytes: `x` (`y.len()` bytes, the source's internal form) reinterpreted as the
+/// target's internal form: a 4- or 2-bit target (`bits` 4 or 2; 0 for others) keeps the low
+/// `bits` bits, sign-extended when `signed`; a bool target is normalized to 0/1 (the form
+/// generated code relies on).
+pub fn bit_cast(x: &[u8], y: &mut [u8], bits: u32, signed: bool, to_bool: bool) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = if to_bool {
+            (v != 0) as u8
+        } else if bits == 4 || bits == 2 {
+            let m = v & ((1u8 << bits) - 1);
+            if signed {
+                (((m << (8 - bits)) as i8) >> (8 - bits)) as u8
+            } else {
+                m
+            }
+        } else {
+            v
+        };
+    }
+}
+
+/// C ABI entry point (`kernels::BIT_CAST`).
+///
+/// # Safety
+/// `x` and `y` hold `n` bytes each; `n ≥ 0`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_bit_cast(
+    x: *const u8,
+    y: *mut u8,
+    n: i64,
+    bits: i64,
+    signed: i64,
+    to_bool: i64,
+) {
+    let n = n.max(0) as usize;
+    // SAFETY: the caller passes buffers of n bytes.
+    let (x, y) = unsafe {
+        (
+            std::slice::from_raw_parts(x, n),
+            std::slice::from_raw_parts_mut(y, n),
+        )
+    };
+    bit_cast(x, y, bits as u32, signed != 0, to_bool != 0)
 }

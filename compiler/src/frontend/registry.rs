@@ -42,6 +42,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Where", elementwise::where_),
     ("Cast", elementwise::cast),
     ("CastLike", elementwise::cast_like),
+    ("BitCast", elementwise::bit_cast),
     ("Abs", elementwise::abs),
     ("Neg", elementwise::neg),
     ("Sqrt", elementwise::sqrt),

@@ -35,7 +35,7 @@ pub use qmatmul::QMatMul;
 pub use resize::Resize;
 pub use softmax::Softmax;
 pub use strings::{StrLookup, StrTable};
-pub use subbyte::{Pack, Unpack};
+pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
 pub use topk::TopK;
 pub use tree_ensemble::TreeEnsemble;

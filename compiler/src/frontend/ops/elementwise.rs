@@ -304,6 +304,33 @@ pub fn cast_like(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![build::cast_with(ctx, x, to, saturate)?])
 }
 
+/// BitCast (opset 26): the bits of each element as `to`, a type of the same width.
+pub fn bit_cast(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let to = cast_target(ctx)?;
+    let from = ctx.dtype(x);
+    let bits = |d: DType| d.packed_bits().unwrap_or(8 * d.size() as u32);
+    if from == DType::Str || to == DType::Str {
+        return Err(ctx.err("BitCast does not take strings"));
+    }
+    if bits(from) != bits(to) {
+        return Err(ctx.err(format!(
+            "BitCast from {from} ({} bits) to {to} ({} bits): the types must have the same width",
+            bits(from),
+            bits(to)
+        )));
+    }
+    if from == to {
+        return Ok(vec![x]);
+    }
+    let shape = ctx.shape(x);
+    Ok(vec![ctx.add(
+        crate::ir::Op::kernel(crate::kernels::BitCast { to }),
+        vec![x],
+        crate::ir::TypeInfo::new(to, shape),
+    )?])
+}
+
 /// Cast's and CastLike's `saturate` (opset 19, float8 targets only) and `round_mode`
 /// (opset 24, FLOAT8E8M0 targets only: onnxc rounds up, the default).
 fn cast_saturate(ctx: &Ctx, to: DType) -> Result<bool> {
