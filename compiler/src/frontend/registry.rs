@@ -88,6 +88,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Mish", activation::mish),
     ("Gelu", activation::gelu),
     ("Swish", activation::swish),
+    ("SwiGLU", activation::swiglu),
     // linear algebra
     ("MatMul", linalg::matmul),
     ("Gemm", linalg::gemm),

@@ -292,6 +292,29 @@ pub fn gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     })
 }
 
+/// SwiGLU (opset 28): `Swish_alpha(A) · B`, A and B of one shape (no broadcasting).
+pub fn swiglu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let alpha = ctx.attr_f_or("alpha", 1.0)?;
+    let dt = build::expect_types(ctx, a, "A", FLOATS)?;
+    if ctx.dtype(b) != dt {
+        return Err(ctx.err(format!("B has type {}, A {dt}", ctx.dtype(b))));
+    }
+    let (sa, sb) = (ctx.shape(a), ctx.shape(b));
+    if sa != sb {
+        return Err(ctx.err(format!(
+            "A has shape {} and B {}: SwiGLU takes inputs of one shape (no broadcasting)",
+            crate::ir::dim::fmt_shape(&sa),
+            crate::ir::dim::fmt_shape(&sb)
+        )));
+    }
+    Ok(vec![ew(ctx, &[a, b], dt, |l| {
+        let x = l[0].clone();
+        let swish = mul(x.clone(), expr::unary(UnOp::Sigmoid, mul(c(dt, alpha), x)));
+        mul(swish, l[1].clone())
+    })?])
+}
+
 pub fn swish(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let alpha = ctx.attr_f_or("alpha", 1.0)?;
     float_act(ctx, |dt, x| {
