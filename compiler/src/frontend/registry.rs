@@ -194,6 +194,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("ScatterND", data::scatter_nd),
     ("ScatterElements", data::scatter_elements),
     ("Scatter", data::scatter_elements),
+    ("TensorScatter", data::tensor_scatter),
     ("LayerNormalization", norm_more::layer_norm),
     ("RMSNormalization", norm_more::rms_norm),
     ("InstanceNormalization", norm_more::instance_norm),

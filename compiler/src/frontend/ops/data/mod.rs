@@ -20,7 +20,7 @@ pub use gather::{gather, gather_elements, gather_nd};
 pub use generate::{eye_like, one_hot, range, trilu};
 pub use pad::{center_crop_pad, pad};
 pub use rearrange::{depth_to_space, reverse_sequence, space_to_depth};
-pub use scatter::{max_unpool, scatter_elements, scatter_nd};
+pub use scatter::{max_unpool, scatter_elements, scatter_nd, tensor_scatter};
 pub use slice::{slice, slice_params};
 pub use split::split;
 

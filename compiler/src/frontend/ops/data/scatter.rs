@@ -229,3 +229,73 @@ pub fn max_unpool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let oshape: Vec<Dim> = crate::ir::dim::shape_from(&out);
     Ok(vec![ctx.map(dt, oshape, vec![y], body)?])
 }
+
+/// TensorScatter (opset 24): the cache `past` with `update` written along `axis` (not the
+/// batch axis) from each batch row's `write_indices` entry (0 when absent); `mode="circular"`
+/// wraps positions modulo the cache length, `"linear"` checks them (`ONNXC_ERR_INDEX`).
+pub fn tensor_scatter(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (past, update) = (ctx.input(0)?, ctx.input(1)?);
+    let write = ctx.opt_input(2);
+    let ps = ctx.known_shape(past)?;
+    let us = ctx.known_shape(update)?;
+    let r = ps.len();
+    let axis = build::axis(ctx, ctx.attr_i_or("axis", -2)?, r)?;
+    if axis == 0 {
+        return Err(ctx.err("axis must not be 0, the batch axis"));
+    }
+    let same_but_axis = us.len() == r && (0..r).all(|k| k == axis || us[k] == ps[k]);
+    if !same_but_axis || us[axis] > ps[axis] {
+        return Err(ctx.err(format!(
+            "update has shape {us:?}; it must match past_cache {ps:?} but along axis {axis}, \
+             where it may be shorter"
+        )));
+    }
+    let dt = ctx.dtype(past);
+    if ctx.dtype(update) != dt {
+        return Err(ctx.err(format!(
+            "update has type {}, past_cache {dt}",
+            ctx.dtype(update)
+        )));
+    }
+    let circular = match ctx.attr_s_or("mode", "linear")?.as_str() {
+        "linear" => false,
+        "circular" => true,
+        other => return Err(ctx.err(format!("unknown mode '{other}' (linear or circular)"))),
+    };
+    let mut inputs = vec![past, update];
+    let mut index = vars(r);
+    if let Some(w) = write {
+        build::expect_types(ctx, w, "write_indices", &[DType::I64])?;
+        let ws = ctx.known_shape(w)?;
+        if ws != [ps[0]] {
+            return Err(ctx.err(format!(
+                "write_indices has shape {ws:?}, expected [{}] (one per batch row)",
+                ps[0]
+            )));
+        }
+        inputs.push(w);
+        let at = expr::binary(
+            expr::BinOp::Add,
+            expr::load(DType::I64, 2, vec![expr::var(0)]),
+            expr::var(axis as u32),
+        );
+        index[axis] = if circular {
+            expr::binary(expr::BinOp::FloorMod, at, expr::i(ps[axis]))
+        } else {
+            expr::check_index(at, ps[axis])
+        };
+    }
+    let value = expr::load(dt, 1, vars(r));
+    let shape = ctx.shape(past);
+    let sc = crate::ir::graph::ScatterOp {
+        kind: None,
+        extents: us,
+        index,
+        value,
+    };
+    Ok(vec![ctx.add(
+        crate::ir::Op::Scatter(sc),
+        inputs,
+        crate::ir::TypeInfo::new(dt, shape),
+    )?])
+}
