@@ -170,6 +170,11 @@ kernels! {
     UNPACK_BITS = onnxc_unpack_bits in subbyte(
         x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,
     );
+    /// Determinants of `batch` `n × n` float64 matrices (`det`); scratch of `n²` doubles.
+    DET_F64 = onnxc_det_f64 in det(
+        x: In = *const f64, y: Out = *mut f64, batch: Int = i64, n: Int = i64,
+        scratch: Scratch = *mut f64,
+    );
     /// BitCast: `n` bytes reinterpreted (`subbyte::bit_cast`).
     BIT_CAST = onnxc_bit_cast in subbyte(
         x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,

@@ -244,6 +244,7 @@ pub mod activation;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 pub mod conv;
+pub mod det;
 pub mod driver;
 pub mod gather;
 pub mod gelu;

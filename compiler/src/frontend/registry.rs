@@ -202,6 +202,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("LpNormalization", norm_more::lp_norm),
     ("MeanVarianceNormalization", norm_more::mean_variance_norm),
     ("Einsum", linalg::einsum),
+    ("Det", linalg::det),
     ("Attention", attention::attention),
     ("ConvTranspose", nn::conv_transpose),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),

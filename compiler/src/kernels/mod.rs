@@ -13,6 +13,7 @@
 //! as the fusion and layout passes rewrite them.
 
 mod conv_transpose;
+mod det;
 mod gather_sum;
 mod gelu;
 mod max_pool_int;
@@ -27,6 +28,7 @@ mod topk;
 mod tree_ensemble;
 
 pub use conv_transpose::ConvTranspose;
+pub use det::Det;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;
 pub use max_pool_int::MaxPoolInt;

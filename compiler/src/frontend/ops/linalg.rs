@@ -478,3 +478,26 @@ fn einsum_as_matmul(
         .collect();
     Ok(Some(build::transpose(ctx, y, &perm)?))
 }
+
+/// Det (opset 11): the determinant of each `[n, n]` matrix of `[*, n, n]` (`kernels::Det`,
+/// in float64, cast back to the input's type).
+pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = build::expect_types(ctx, x, "X", build::FLOATS)?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    if r < 2 || dims[r - 1] != dims[r - 2] {
+        return Err(ctx.err(format!(
+            "X has shape {dims:?}; Det takes square matrices [*, M, M]"
+        )));
+    }
+    let n = dims[r - 1];
+    let batch: Shape = dims[..r - 2].iter().map(|&d| Dim::Known(d)).collect();
+    let x64 = build::cast(ctx, x, DType::F64)?;
+    let d = ctx.add(
+        crate::ir::Op::kernel(crate::kernels::Det { n }),
+        vec![x64],
+        TypeInfo::new(DType::F64, batch),
+    )?;
+    Ok(vec![build::cast(ctx, d, dt)?])
+}
