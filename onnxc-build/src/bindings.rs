@@ -182,8 +182,11 @@ fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, 
                 onnx: d.name.clone(),
                 konst: ident.trim_start_matches("r#").to_uppercase(),
                 what: format!("{}{:?}", d.dtype.name(), shape),
-                // The sub-byte types are packed: their bytes, not their elements.
-                len: d.dtype.abi_bytes(shape.iter().product::<usize>() as i64) as usize,
+                // The 4- and 2-bit types are passed as their packed bytes.
+                len: match d.dtype.packed_bits() {
+                    Some(_) => d.bytes() as usize,
+                    None => shape.iter().product(),
+                },
                 shape,
                 ident,
                 rust,

@@ -315,8 +315,8 @@ fn a_graph_of_200000_steps_compiles_in_seconds() {
     // Softmax nodes do not fuse: each is a step of its own, with a value in the arena.
     // Memory planning compared every value with every other, and the step chain was one
     // function: 200,000 steps took 14 s, 20,000 in-place concatenations 3 s. Compiling the
-    // 200,000 step functions is Cranelift's work: 12-19 s on Zen 4/5, 27 s on Zen 3 (30 s
-    // beside the other tests), hence a limit of its own, still far from a hang.
+    // 200,000 step functions is Cranelift's work, 27 s on a Zen 3 (30 s beside the other
+    // tests): a limit of its own, still far from a hang.
     let n = 200_000;
     let name = |k: usize| chain_value(k, n);
     let nodes = (0..n)

@@ -503,7 +503,8 @@ impl FnCx<'_, '_> {
                     let s = self.b.ins().ishl_imm_s(w, 16);
                     self.b.ins().bitcast(types::F32, MemFlagsData::new(), s)
                 }
-                // Saturating, as `Cast` by default (`onnxc_runtime::lowp`).
+                // Rounded, not saturating (`onnxc_runtime::lowp::round`): the frontend
+                // clamps first where ONNX saturates (`build::cast_expr`).
                 dt if dt.is_lowp_float() => {
                     let fmt = self.b.ins().iconst(types::I32, dt.onnx_code() as i64);
                     let f = self.imports.func(
