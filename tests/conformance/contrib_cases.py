@@ -570,7 +570,10 @@ def bert_static(tmp: str):
     out = []
     for fmt, qf in (("qdq", QuantFormat.QDQ), ("qop", QuantFormat.QOperator)):
         dst = os.path.join(tmp, f"bert_static_{fmt}.onnx")
-        quantize_static(src, dst, Reader(), per_channel=True, quant_format=qf,
+        # reduce_range (7-bit weights), as for the zoo: onnxruntime's AVX2 uint8 x int8
+        # kernels (vpmaddubsw) saturate pairs of full-range products, so without it the
+        # oracle is exact only on VNNI machines.
+        quantize_static(src, dst, Reader(), per_channel=True, reduce_range=True, quant_format=qf,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
         out.append((f"test_bert_static_{fmt}", onnx.load(dst)))
     return out
