@@ -181,15 +181,7 @@ pub fn encode(fmt: u32, x: f32) -> u8 {
     let e = if a == 0.0 {
         emin
     } else {
-        (a.log2().floor() as i32).max(emin)
-    };
-    // log2 may land one off near a power of two: fix the binade exactly.
-    let e = if a >= (2f64).powi(e + 1) {
-        e + 1
-    } else if e > emin && a < (2f64).powi(e) {
-        e - 1
-    } else {
-        e
+        exponent(a).max(emin)
     };
     let q = (2f64).powi(e - l.man_bits as i32);
     let r = round_half_even(a / q) * q;
@@ -206,18 +198,17 @@ pub fn encode(fmt: u32, x: f32) -> u8 {
     let (exp, man) = if r < (2f64).powi(emin) {
         (0u32, (r / (2f64).powi(emin - l.man_bits as i32)) as u32)
     } else {
-        let e = r.log2().floor() as i32;
-        let e = if r >= (2f64).powi(e + 1) {
-            e + 1
-        } else if r < (2f64).powi(e) {
-            e - 1
-        } else {
-            e
-        };
+        let e = exponent(r);
         let m = (r / (2f64).powi(e - l.man_bits as i32)) as u32 - (1 << l.man_bits);
         ((e + l.bias) as u32, m)
     };
     (sign | (exp << l.man_bits) | man) as u8
+}
+
+/// `floor(log2(a))` of a positive normal float64, exactly: its biased exponent field (every
+/// value here comes from a float32 or is a rounding of one, so none is subnormal in float64).
+fn exponent(a: f64) -> i32 {
+    ((a.to_bits() >> 52) & 0x7FF) as i32 - 1023
 }
 
 fn round_half_even(v: f64) -> f64 {

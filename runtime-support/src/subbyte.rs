@@ -34,12 +34,16 @@ pub fn unpack_bits(x: &[u8], y: &mut [u8], bits: u32, signed: bool) {
         let Some(&byte) = x.get(i / per) else {
             return;
         };
-        let v = (byte >> ((i % per) as u32 * bits)) & mask;
-        *out = if signed {
-            (((v << (8 - bits)) as i8) >> (8 - bits)) as u8
-        } else {
-            v
-        };
+        *out = extend((byte >> ((i % per) as u32 * bits)) & mask, bits, signed);
+    }
+}
+
+/// A `bits`-bit value `v` (its high bits 0) as one byte: sign-extended when `signed`.
+fn extend(v: u8, bits: u32, signed: bool) -> u8 {
+    if signed {
+        (((v << (8 - bits)) as i8) >> (8 - bits)) as u8
+    } else {
+        v
     }
 }
 
@@ -143,12 +147,7 @@ pub fn bit_cast(x: &[u8], y: &mut [u8], bits: u32, signed: bool, to_bool: bool) 
         *o = if to_bool {
             (v != 0) as u8
         } else if bits == 4 || bits == 2 {
-            let m = v & ((1u8 << bits) - 1);
-            if signed {
-                (((m << (8 - bits)) as i8) >> (8 - bits)) as u8
-            } else {
-                m
-            }
+            extend(v & ((1u8 << bits) - 1), bits, signed)
         } else {
             v
         };

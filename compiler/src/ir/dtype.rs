@@ -212,12 +212,14 @@ impl DType {
         }
     }
 
+    /// Bits per element at the ABI: `packed_bits` for the sub-byte types, else `8 · size`.
+    pub fn bits(self) -> u32 {
+        self.packed_bits().unwrap_or(8 * self.size() as u32)
+    }
+
     /// Bytes `n` elements take at the ABI (packed for the sub-byte types).
     pub fn abi_bytes(self, n: i64) -> i64 {
-        match self.packed_bits() {
-            Some(b) => (n * b as i64 + 7) / 8,
-            None => n * self.size() as i64,
-        }
+        (n * self.bits() as i64 + 7) / 8
     }
 
     /// Stored in fewer bits than it is computed in: a value computed in the compute type is

@@ -105,10 +105,9 @@ pub struct BitCast {
 
 impl BitCast {
     fn args(&self) -> (i64, i64, i64) {
-        let bits = match self.to {
-            DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
-                self.to.packed_bits().unwrap_or(0) as i64
-            }
+        // The 4- and 2-bit integers (float4 keeps its code's byte as it is).
+        let bits = match self.to.packed_bits() {
+            Some(b) if self.to.is_int() => b as i64,
             _ => 0,
         };
         (

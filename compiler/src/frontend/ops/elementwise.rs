@@ -309,15 +309,14 @@ pub fn bit_cast(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let to = cast_target(ctx)?;
     let from = ctx.dtype(x);
-    let bits = |d: DType| d.packed_bits().unwrap_or(8 * d.size() as u32);
     if from == DType::Str || to == DType::Str {
         return Err(ctx.err("BitCast does not take strings"));
     }
-    if bits(from) != bits(to) {
+    if from.bits() != to.bits() {
         return Err(ctx.err(format!(
             "BitCast from {from} ({} bits) to {to} ({} bits): the types must have the same width",
-            bits(from),
-            bits(to)
+            from.bits(),
+            to.bits()
         )));
     }
     if from == to {
