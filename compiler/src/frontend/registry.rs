@@ -5,7 +5,7 @@ use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
     linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
-    sort, spectral, transformer,
+    sort, spectral, stateful, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -195,6 +195,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("ScatterElements", data::scatter_elements),
     ("Scatter", data::scatter_elements),
     ("TensorScatter", data::tensor_scatter),
+    ("CausalConvWithState", stateful::causal_conv_with_state),
     ("LayerNormalization", norm_more::layer_norm),
     ("RMSNormalization", norm_more::rms_norm),
     ("InstanceNormalization", norm_more::instance_norm),

@@ -26,4 +26,5 @@ pub mod rotary;
 pub mod shape;
 pub mod sort;
 pub mod spectral;
+pub mod stateful;
 pub mod transformer;
