@@ -1100,3 +1100,59 @@ fn embedding_ids_outside_the_tables_fail_the_run() {
         assert!(e.contains("index"), "{e}");
     }
 }
+
+#[test]
+fn flex_attention_modifiers_must_keep_type_and_shape() {
+    let d = scratch("flex_attention");
+    let qkv: Vec<_> = ["q", "k", "v"]
+        .iter()
+        .map(|n| value_info(n, 1, &[D::N(1), D::N(2), D::N(3), D::N(4)]))
+        .collect();
+    let y = value_info("y", 1, &[D::N(1), D::N(2), D::N(3), D::N(4)]);
+    let flex = |attr: &str, g| {
+        let mut n = with_graph(
+            node("FlexAttention", "fa", &["q", "k", "v"], &["y"]),
+            attr,
+            g,
+        );
+        n.domain = Some("ai.onnx.preview".into());
+        let mut m = model(vec![n], qkv.clone(), vec![y.clone()], vec![], 26);
+        m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+            domain: Some("ai.onnx.preview".into()),
+            version: Some(1),
+        });
+        m
+    };
+    // A score_mod that drops the key axis: the softmax would see another shape.
+    let reduce = graph(
+        vec![with_int(
+            node("ReduceMax", "r", &["s"], &["t"]),
+            "keepdims",
+            0,
+        )],
+        vec![value_info("s", 1, &[])],
+        vec![value_info("t", 1, &[])],
+    );
+    compile_error(
+        &d,
+        "shape",
+        &flex("score_mod", reduce),
+        &[
+            "node 'fa'",
+            "score_mod gives",
+            "must keep its input's type and shape",
+        ],
+    );
+    // A prob_mod with two inputs.
+    let two = graph(
+        vec![node("Add", "a", &["p", "p2"], &["o"])],
+        vec![value_info("p", 1, &[]), value_info("p2", 1, &[])],
+        vec![value_info("o", 1, &[])],
+    );
+    compile_error(
+        &d,
+        "arity",
+        &flex("prob_mod", two),
+        &["prob_mod declares 2 inputs"],
+    );
+}

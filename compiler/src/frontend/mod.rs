@@ -727,6 +727,9 @@ impl Importer<'_> {
                 _ => {}
             }
         }
+        if domain == "ai.onnx.preview" && origin.op_type == "FlexAttention" {
+            return self.flex_attention(n, &origin);
+        }
         if let Some(name) = n.input.iter().find(|i| self.seqs.contains_key(*i)) {
             return Err(Error::Model(format!(
                 "{origin}: input '{name}' is a sequence; this op takes tensors"

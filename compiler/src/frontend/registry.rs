@@ -584,11 +584,18 @@ pub const ML_OPS: &[(&str, Builder)] = &[
     ("ZipMap", ml::zipmap::zipmap),
 ];
 
+/// `(op_type, builder)` for the `ai.onnx.preview` domain (ops ONNX is still trying out).
+pub const PREVIEW_OPS: &[(&str, Builder)] = &[
+    // The importer builds it, inlining its score_mod/prob_mod subgraphs.
+    ("FlexAttention", control::imported),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let tables: &[&[(&str, Builder)]] = match domain {
         "" => &[ONNX_OPS, ORT_DEFAULT_DOMAIN_OPS],
         "com.microsoft" => &[MICROSOFT_OPS],
         "ai.onnx.ml" => &[ML_OPS],
+        "ai.onnx.preview" => &[PREVIEW_OPS],
         _ => return None,
     };
     tables

@@ -8,6 +8,7 @@ pub mod contrib_quant;
 pub mod control;
 pub mod data;
 pub mod elementwise;
+pub mod flex_attention;
 pub mod grid_sample;
 pub mod legacy;
 pub mod linalg;

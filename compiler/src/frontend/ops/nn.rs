@@ -807,6 +807,17 @@ pub fn softmax_f32(ctx: &mut Ctx, x: ValueId, axis: i64, opset: i64) -> Result<V
     let axis = build::axis(ctx, axis, rank)?;
     softmax_along(ctx, x, axis, SoftmaxKind::Softmax, DType::F32)
 }
+/// Softmax of `x` along its last axis, computed in `x`'s own float type (FlexAttention's
+/// probabilities).
+pub fn softmax_last(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
+    let dt = ctx.dtype(x);
+    let rank = ctx.rank(x);
+    if rank == 0 {
+        return Err(ctx.err("softmax of a scalar"));
+    }
+    softmax_along(ctx, x, rank - 1, SoftmaxKind::Softmax, dt)
+}
+
 pub fn log_softmax(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     softmax_family(ctx, SoftmaxKind::LogSoftmax)
 }

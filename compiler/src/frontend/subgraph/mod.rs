@@ -24,6 +24,7 @@
 //! `MAX_ITERATIONS` per node and `MAX_UNROLLED_NODES` over the model.
 
 mod branch;
+mod flex;
 mod unroll;
 
 use super::Importer;
