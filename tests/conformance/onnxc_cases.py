@@ -655,6 +655,20 @@ def grid_samples():
                    outs, opset=20)
 
 
+def deform_convs():
+    """DeformConv (opset 22) beyond the backend's one-channel cases: two groups and two
+    offset groups, strides, dilations and asymmetric pads, a sigmoid mask and a bias, with
+    offsets of N(0, 4²) that move many taps partly or wholly outside the input; and a
+    plain one (no mask, no bias, one group)."""
+    g = G(41)
+    off = g.op("Mul", ["off", g.const(np.float32(4.0))])
+    mask = g.op("Sigmoid", ["mask"])
+    y = g.op("DeformConv", ["x", g.w(6, 2, 3, 3), off, g.w(6, scale=0.1), mask], kernel_shape=[3, 3],
+             group=2, offset_group=2, strides=[2, 1], pads=[1, 2, 1, 0], dilations=[1, 2])
+    y2 = g.op("DeformConv", ["x", g.w(3, 4, 2, 2), "off2"])
+    return g.model([("x", [2, 4, 7, 6]), ("off", [2, 36, 4, 4]), ("mask", [2, 18, 4, 4]),
+                    ("off2", [2, 8, 6, 5])], [y, y2], opset=22)
+
 def loops_run_time_condition():
     """Loops whose condition is computed from the input's values, up to a constant trip
     count, which onnxc if-converts iteration by iteration: one grows y until max|y| ≥ 8
@@ -1061,7 +1075,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
-         topk_heads, topk_opset1, grid_samples,
+         topk_heads, topk_opset1, grid_samples, deform_convs,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
@@ -1095,7 +1109,7 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # one in 2% of elements): contrib_reference.py implements the formulas for the reference.
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
-                    "test_low_precision_values"}
+                    "test_low_precision_values", "test_deform_convs"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -3,9 +3,9 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, contrib, contrib_quant, control, data, elementwise, grid_sample, legacy,
-    linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce, resize, rnn, rotary, shape,
-    sort, spectral, stateful, transformer,
+    activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce,
+    resize, rnn, rotary, shape, sort, spectral, stateful, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -206,6 +206,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Det", linalg::det),
     ("Attention", attention::attention),
     ("ConvTranspose", nn::conv_transpose),
+    ("DeformConv", deform_conv::deform_conv),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];

@@ -7,6 +7,7 @@ pub mod contrib;
 pub mod contrib_quant;
 pub mod control;
 pub mod data;
+pub mod deform_conv;
 pub mod elementwise;
 pub mod flex_attention;
 pub mod grid_sample;
