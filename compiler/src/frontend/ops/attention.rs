@@ -137,7 +137,7 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let md = ctx.dtype(m);
         let ms = ctx.known_shape(m)?;
         let mr = ms.len();
-        if mr < 2 || mr > 4 {
+        if mr < 1 || mr > 4 {
             return Err(ctx.err(format!("attn_mask of rank {mr} is not supported")));
         }
         let mlen = ms[mr - 1];
@@ -281,14 +281,15 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         dt,
         row.clone(),
         vec![with_bias, m],
-        expr::unary(
+        // Each step rounded to the storage type as the reference's 16-bit numpy does.
+        expr::round_to_storage(expr::unary(
             UnOp::Exp,
-            expr::binary(
+            expr::round_to_storage(expr::binary(
                 BinOp::Sub,
                 expr::load(dt, 0, vec![v(0), v(1), v(2), v(4)]),
                 safe(expr::load(dt, 1, vec![v(0), v(1), v(2), expr::i(0)])),
-            ),
-        ),
+            )),
+        )),
     )?;
     let ssum = expr::load(dt, 2, at_row.clone());
     let ssum = expr::select(
@@ -298,14 +299,14 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     );
     let p = expr::binary(
         BinOp::Div,
-        expr::unary(
+        expr::round_to_storage(expr::unary(
             UnOp::Exp,
-            expr::binary(
+            expr::round_to_storage(expr::binary(
                 BinOp::Sub,
                 build::load_same(dt, 0, 4),
                 safe(expr::load(dt, 1, at_row.clone())),
-            ),
-        ),
+            )),
+        )),
         ssum,
     );
     let masked_row = expr::unary(UnOp::IsNegInf, expr::load(dt, 3, at_row));

@@ -739,11 +739,13 @@ fn softmax_along(
     if kind == SoftmaxKind::Softmax {
         // e = exp(x - max) once (the fuser keeps a map with exp that feeds a reduction
         // materialized), s = sum(e), y = e / s: one exponential per element, not two.
+        // In 16-bit types x - max is rounded before the exponential, as the reference's
+        // numpy computes it.
         let e = ctx.map(
             dt,
             shape.clone(),
             vec![x, m],
-            expr::unary(UnOp::Exp, shifted(xl)),
+            expr::unary(UnOp::Exp, expr::round_to_storage(shifted(xl))),
         )?;
         let s = build::reduce(ctx, e, ReduceKind::Sum, &[axis], true, |v| v)?;
         let body = expr::binary(

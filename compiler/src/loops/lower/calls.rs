@@ -363,12 +363,19 @@ impl StepCx<'_> {
             expr::cast(expr::load(dt, self.buf(a), vec![a_off]), ct),
             expr::cast(expr::load(dt, self.buf(b), vec![b_off]), ct),
         );
+        // Floats sum their products in the compute type and round once when stored (16-bit
+        // floats as numpy's matmul does); integers wrap each product to their type.
+        let body = if dt.is_float() {
+            body
+        } else {
+            expr::cast(body, dt)
+        };
         let red = Stmt::Reduce {
             buf: self.buf(out),
             offset: flat(&out_index(rank), &so),
             kind: ReduceKind::Sum,
             loops: vec![(rank as u32, k)],
-            body: expr::cast(body, dt),
+            body,
             epilogue: None,
         };
         Ok(self.nest(&so, 0, vec![red], false))
