@@ -10,8 +10,9 @@
 //!
 //! A kernel that decodes a parameter blob (`ArgKind::Params`/`OptParams`) returns a
 //! `Status` (`-> Status` in its entry): 0, or `abi::ONNXC_ERR_PARAMS` when the blob fails
-//! validation (`params`), before any buffer is touched. Generated code merges it into the
-//! run's error code, first error winning.
+//! validation (`params`), before any buffer is touched; a kernel whose data can be invalid
+//! returns that error too (`ROI_ALIGN_F32`: `abi::ONNXC_ERR_INDEX`). Generated code merges it
+//! into the run's error code, first error winning.
 
 use crate::par::ScratchNeed;
 use crate::params::{self, ParamError};
@@ -46,8 +47,9 @@ pub enum ArgKind {
     Threads,
 }
 
-/// What a status-returning kernel returns: `abi::ONNXC_OK`, or `abi::ONNXC_ERR_PARAMS` when
-/// it refused its parameter blob.
+/// What a status-returning kernel returns: `abi::ONNXC_OK`, `abi::ONNXC_ERR_PARAMS` when
+/// it refused its parameter blob, or an error its data caused (`ROI_ALIGN_F32`'s
+/// `abi::ONNXC_ERR_INDEX`).
 pub type Status = i32;
 
 /// One kernel's C signature: `symbol(args…)`, returning nothing or a `Status`.
@@ -238,6 +240,22 @@ kernels! {
         params: Params = *const i64, ab: Floats = *const f32, scores: In = *const f32,
         p: Out = *mut f32, scratch: Scratch = *mut f32,
     ) -> Status;
+    /// LinearAttention's recurrence (`linear_attention::LinearAttentionParams`): the output
+    /// `[b, t, hq·dv]` then the final state `[b, hkv, dk, dv]`, both into `y`.
+    LINEAR_ATTENTION_F32 = onnxc_linear_attention_f32 in linear_attention(
+        params: Params = *const i64, scale: Floats = *const f32, q: In = *const f32,
+        k: In = *const f32, v: In = *const f32, past: OptIn = *const f32,
+        decay: OptIn = *const f32, beta: OptIn = *const f32, y: Out = *mut f32,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
+    /// RoiAlign (`roi_align::RoiAlignParams`): `x` `[n, c, h, w]`, `rois` `[r, 4]`
+    /// (x1, y1, x2, y2), `batch` `[r]` int64 → `y` `[r, c, oh, ow]`; `ONNXC_ERR_INDEX` (those
+    /// rois' outputs zero) for a batch index outside `[0, n)`.
+    ROI_ALIGN_F32 = onnxc_roi_align_f32 in roi_align(
+        params: Params = *const i64, spatial_scale: Floats = *const f32, x: In = *const f32,
+        rois: In = *const f32, batch: In = *const i64, y: Out = *mut f32,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
 }
 
 /// What a call of `kernel` asks of its scratch, from its compiled parameter blob decoded as
@@ -326,6 +344,12 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == SVM_PROBABILITY {
         floats(svm::scratch_floats(svm::decode(b)?.0))
+    } else if *kernel == LINEAR_ATTENTION_F32 {
+        crate::linear_attention::LinearAttentionParams::decode(b)?;
+        bytes(0)
+    } else if *kernel == ROI_ALIGN_F32 {
+        crate::roi_align::RoiAlignParams::decode(b)?;
+        bytes(0)
     } else {
         return Err(ParamError(
             "a status-returning kernel planned_scratch does not know",

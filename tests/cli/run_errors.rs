@@ -156,6 +156,73 @@ fn rotary_positions_outside_the_cache_fail_the_run() {
     assert!(e.contains("index"), "{e}");
 }
 
+/// RoiAlign reads the image each region's batch index names: an index outside the batch
+/// fails the run with ONNXC_ERR_INDEX instead of reading past the input, and NaN or huge
+/// region corners finish (no out-of-bounds read, no endless sampling grid).
+#[test]
+fn roi_align_batch_indices_outside_the_batch_fail_the_run() {
+    let d = scratch("roi_align");
+    let m = model(
+        vec![node("RoiAlign", "roi", &["x", "rois", "idx"], &["y"])],
+        vec![
+            value_info("x", 1, &[D::N(2), D::N(1), D::N(4), D::N(4)]),
+            value_info("rois", 1, &[D::N(2), D::N(4)]),
+            value_info("idx", 7, &[D::N(2)]),
+        ],
+        vec![value_info("y", 1, &[D::N(2), D::N(1), D::N(1), D::N(1)])],
+        vec![],
+        16,
+    );
+    let p = d.join("roi.onnx");
+    save(&m, &p);
+    let xin = d.join("x.pb");
+    let x: Vec<f32> = (0..32).map(|v| v as f32).collect();
+    save_tensor(&f32_tensor("x", &[2, 1, 4, 4], &x), &xin);
+    let rin = d.join("rois.pb");
+    let iin = d.join("idx.pb");
+    // The whole of each 4 × 4 map (the reference evaluator's values: samples past the last
+    // row and column read it, so the averages lean high).
+    save_tensor(
+        &f32_tensor("rois", &[2, 4], &[0.5, 0.5, 4.5, 4.5, 0.5, 0.5, 4.5, 4.5]),
+        &rin,
+    );
+    save_tensor(&int_tensor("idx", 7, &[2], &[0, 1]), &iin);
+    let out = run_model(
+        &[
+            p.as_os_str(),
+            xin.as_os_str(),
+            rin.as_os_str(),
+            iin.as_os_str(),
+        ],
+        &d.join("ok"),
+    );
+    assert_eq!(out[0].to_f64s(), [9.375, 25.375]);
+    for bad in [2, -1, i64::MAX] {
+        save_tensor(&int_tensor("idx", 7, &[2], &[0, bad]), &iin);
+        let e = run_fails(&p, &[&xin, &rin, &iin], &d.join("bad"));
+        assert!(e.contains("index"), "{bad}: {e}");
+    }
+    save_tensor(&int_tensor("idx", 7, &[2], &[0, 1]), &iin);
+    save_tensor(
+        &f32_tensor(
+            "rois",
+            &[2, 4],
+            &[f32::NAN, 0.0, 1e30, 2.0, -1e30, -1e30, 1e30, 1e30],
+        ),
+        &rin,
+    );
+    let out = run_model(
+        &[
+            p.as_os_str(),
+            xin.as_os_str(),
+            rin.as_os_str(),
+            iin.as_os_str(),
+        ],
+        &d.join("hostile"),
+    );
+    assert_eq!(out[0].to_f64s().len(), 2);
+}
+
 /// A kernel that refuses the parameter blob compiled for it (here: an object corrupted after
 /// compilation) returns ONNXC_ERR_PARAMS, which the generated code merges into the run's
 /// error code; the intact object runs.

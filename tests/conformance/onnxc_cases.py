@@ -669,6 +669,45 @@ def deform_convs():
     return g.model([("x", [2, 4, 7, 6]), ("off", [2, 36, 4, 4]), ("mask", [2, 18, 4, 4]),
                     ("off2", [2, 8, 6, 5])], [y, y2], opset=22)
 
+def recurrent_state_ops():
+    """The opset-27 ops of Mamba/DeltaNet-style models at sizes beyond the backend cases: a
+    causal depthwise convolution with past state, bias and SiLU feeding LinearAttention's
+    gated delta rule with grouped heads (4 query heads on 2 key/value heads), per-key decay
+    (log-space, negative) and per-head β from sigmoids, a past state, 9 time steps; and the
+    plain linear rule with one key/value head (multi-query) and an explicit scale."""
+    g = G(42)
+    conv, conv_state = g.op("CausalConvWithState", ["x", g.w(24, 1, 4), g.w(24, scale=0.1), "conv_past"],
+                            outputs=2, activation="silu")
+    qkv = g.op("Transpose", [conv], perm=[0, 2, 1])  # [B, T, 24]
+    q, k, v = g.op("Split", [qkv, g.const(np.array([12, 6, 6], np.int64), np.int64)], outputs=3, axis=2)
+    decay = g.op("Neg", [g.op("Softplus", ["g"])])
+    beta = g.op("Sigmoid", ["b"])
+    y, state = g.op("LinearAttention", [q, k, v, "past", decay, beta], outputs=2, q_num_heads=4,
+                    kv_num_heads=2, update_rule="gated_delta")
+    first3 = [g.const(np.array([0], np.int64), np.int64), g.const(np.array([3], np.int64), np.int64),
+              g.const(np.array([2], np.int64), np.int64)]
+    k1, v1 = g.op("Slice", [k] + first3), g.op("Slice", [v] + first3)
+    y2, state2 = g.op("LinearAttention", [q, k1, v1], outputs=2, q_num_heads=4, kv_num_heads=1,
+                      update_rule="linear", scale=0.3)
+    return g.model([("x", [2, 24, 9]), ("conv_past", [2, 24, 3]), ("past", [2, 2, 3, 3]), ("g", [2, 9, 6]),
+                    ("b", [2, 9, 2])], [y, state, conv_state, y2, state2], opset=27)
+
+
+def roi_aligns():
+    """RoiAlign (opset 16) on two 10 × 12 maps of 3 channels: regions of random corners
+    (some reversed, some partly outside), average and max pooling, both coordinate modes,
+    adaptive and fixed sampling, a spatial scale of 0.5."""
+    g = G(43)
+    rois = g.op("Mul", [g.op("Abs", ["r"]), g.const(np.float32(9.0))])
+    idx = g.const(np.array([0, 1, 1, 0, 1], np.int64), np.int64)
+    outs = []
+    for mode in ("avg", "max"):
+        for ctm in ("half_pixel", "output_half_pixel"):
+            for ratio in (0, 2):
+                outs.append(g.op("RoiAlign", ["x", rois, idx], mode=mode, coordinate_transformation_mode=ctm,
+                                 sampling_ratio=ratio, output_height=3, output_width=4, spatial_scale=0.5))
+    return g.model([("x", [2, 3, 10, 12]), ("r", [5, 4])], outs, opset=16)
+
 def loops_run_time_condition():
     """Loops whose condition is computed from the input's values, up to a constant trip
     count, which onnxc if-converts iteration by iteration: one grows y until max|y| ≥ 8
@@ -1075,7 +1114,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
-         topk_heads, topk_opset1, grid_samples, deform_convs,
+         topk_heads, topk_opset1, grid_samples, deform_convs, recurrent_state_ops, roi_aligns,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
@@ -1109,7 +1148,8 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 # one in 2% of elements): contrib_reference.py implements the formulas for the reference.
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
-                    "test_low_precision_values", "test_deform_convs"}
+                    "test_low_precision_values", "test_deform_convs",
+                    "test_recurrent_state_ops", "test_roi_aligns"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

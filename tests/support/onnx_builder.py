@@ -39,11 +39,12 @@ class GraphBuilder:
         self.inits.append(numpy_helper.from_array(np.array(value, dtype), name))
         return name
 
-    def op(self, op_type, inputs, **attrs):
+    def op(self, op_type, inputs, outputs=1, **attrs):
+        """A node of `op_type`; its output's name, or a list of `outputs` names."""
         self.n += 1
-        out = f"t{self.n}"
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{op_type.lower()}_{self.n}", **attrs))
-        return out
+        outs = [f"t{self.n}"] if outputs == 1 else [f"t{self.n}_{k}" for k in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=f"{op_type.lower()}_{self.n}", **attrs))
+        return outs[0] if outputs == 1 else outs
 
 
 def with_varied_weights(m: onnx.ModelProto, seed: int = 1) -> onnx.ModelProto:

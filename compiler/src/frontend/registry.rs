@@ -5,7 +5,7 @@ use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
     grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce,
-    resize, rnn, rotary, shape, sort, spectral, stateful, transformer,
+    resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -196,6 +196,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Scatter", data::scatter_elements),
     ("TensorScatter", data::tensor_scatter),
     ("CausalConvWithState", stateful::causal_conv_with_state),
+    ("LinearAttention", stateful::linear_attention),
     ("LayerNormalization", norm_more::layer_norm),
     ("RMSNormalization", norm_more::rms_norm),
     ("InstanceNormalization", norm_more::instance_norm),
@@ -207,6 +208,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Attention", attention::attention),
     ("ConvTranspose", nn::conv_transpose),
     ("DeformConv", deform_conv::deform_conv),
+    ("RoiAlign", roi_align::roi_align),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];

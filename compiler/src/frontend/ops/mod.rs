@@ -24,6 +24,7 @@ pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod rnn;
+pub mod roi_align;
 pub mod rotary;
 pub mod shape;
 pub mod sort;
