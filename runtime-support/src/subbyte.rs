@@ -94,6 +94,46 @@ pub unsafe extern "C" fn onnxc_unpack_bits(
     unpack_bits(x, y, bits, signed != 0)
 }
 
+/// BitCast's bytes: `x` (`y.len()` bytes, the source's internal form) reinterpreted as the
+/// target's internal form: a 4- or 2-bit target (`bits` 4 or 2; 0 for others) keeps the low
+/// `bits` bits, sign-extended when `signed`; a bool target is normalized to 0/1 (the form
+/// generated code relies on).
+pub fn bit_cast(x: &[u8], y: &mut [u8], bits: u32, signed: bool, to_bool: bool) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = if to_bool {
+            (v != 0) as u8
+        } else if bits == 4 || bits == 2 {
+            extend(v & ((1u8 << bits) - 1), bits, signed)
+        } else {
+            v
+        };
+    }
+}
+
+/// C ABI entry point (`kernels::BIT_CAST`).
+///
+/// # Safety
+/// `x` and `y` hold `n` bytes each; `n ≥ 0`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_bit_cast(
+    x: *const u8,
+    y: *mut u8,
+    n: i64,
+    bits: i64,
+    signed: i64,
+    to_bool: i64,
+) {
+    let n = n.max(0) as usize;
+    // SAFETY: the caller passes buffers of n bytes.
+    let (x, y) = unsafe {
+        (
+            std::slice::from_raw_parts(x, n),
+            std::slice::from_raw_parts_mut(y, n),
+        )
+    };
+    bit_cast(x, y, bits as u32, signed != 0, to_bool != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,44 +176,4 @@ mod tests {
         pack_bits(&[0x1, 0x2], &mut p, 4);
         assert_eq!(p[0], 0x21);
     }
-}
-
-/// BitCast's bytes: `x` (`y.len()` bytes, the source's internal form) reinterpreted as the
-/// target's internal form: a 4- or 2-bit target (`bits` 4 or 2; 0 for others) keeps the low
-/// `bits` bits, sign-extended when `signed`; a bool target is normalized to 0/1 (the form
-/// generated code relies on).
-pub fn bit_cast(x: &[u8], y: &mut [u8], bits: u32, signed: bool, to_bool: bool) {
-    for (o, &v) in y.iter_mut().zip(x) {
-        *o = if to_bool {
-            (v != 0) as u8
-        } else if bits == 4 || bits == 2 {
-            extend(v & ((1u8 << bits) - 1), bits, signed)
-        } else {
-            v
-        };
-    }
-}
-
-/// C ABI entry point (`kernels::BIT_CAST`).
-///
-/// # Safety
-/// `x` and `y` hold `n` bytes each; `n ≥ 0`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn onnxc_bit_cast(
-    x: *const u8,
-    y: *mut u8,
-    n: i64,
-    bits: i64,
-    signed: i64,
-    to_bool: i64,
-) {
-    let n = n.max(0) as usize;
-    // SAFETY: the caller passes buffers of n bytes.
-    let (x, y) = unsafe {
-        (
-            std::slice::from_raw_parts(x, n),
-            std::slice::from_raw_parts_mut(y, n),
-        )
-    };
-    bit_cast(x, y, bits as u32, signed != 0, to_bool != 0)
 }

@@ -137,7 +137,7 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let md = ctx.dtype(m);
         let ms = ctx.known_shape(m)?;
         let mr = ms.len();
-        if mr < 1 || mr > 4 {
+        if !(1..=4).contains(&mr) {
             return Err(ctx.err(format!("attn_mask of rank {mr} is not supported")));
         }
         let mlen = ms[mr - 1];
