@@ -172,6 +172,12 @@ kernels! {
     UNPACK_BITS = onnxc_unpack_bits in subbyte(
         x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,
     );
+    /// TfIdfVectorizer's n-gram counts of int64 token rows, weighted (`tfidf::TfIdfParams`);
+    /// `weights` null or one float per column.
+    TFIDF_F32 = onnxc_tfidf_f32 in tfidf(
+        params: Params = *const i64, weights: OptFloats = *const f32, x: In = *const i64,
+        y: Out = *mut f32, threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// Determinants of `batch` `n × n` float64 matrices (`det`); scratch of `n²` doubles.
     DET_F64 = onnxc_det_f64 in det(
         x: In = *const f64, y: Out = *mut f64, batch: Int = i64, n: Int = i64,
@@ -349,6 +355,9 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == ROI_ALIGN_F32 {
         crate::roi_align::RoiAlignParams::decode(b)?;
+        bytes(0)
+    } else if *kernel == TFIDF_F32 {
+        crate::tfidf::TfIdfParams::decode(b)?;
         bytes(0)
     } else {
         return Err(ParamError(

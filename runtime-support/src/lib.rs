@@ -265,6 +265,7 @@ pub mod softmax;
 pub mod strings;
 pub mod subbyte;
 pub mod svm;
+pub mod tfidf;
 pub mod topk;
 pub mod tree;
 pub mod winograd;

@@ -258,6 +258,40 @@ def linear_and_pipelines(out_dir: str) -> list:
     return entries
 
 
+def text_features(out_dir: str) -> list:
+    """TfIdfVectorizer as text pipelines use it, against onnxruntime: string tokens (with
+    words the pool lacks) counted as unigrams to trigrams with one skip, TF-IDF weighted;
+    int64 tokens in IDF mode with a repeated n-gram and lengths left out of the count."""
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "a"]
+    pool = ["the", "cat", "dog", "mat", "a",            # unigrams
+            "the", "cat", "cat", "sat", "on", "the",      # bigrams
+            "the", "cat", "sat", "sat", "on", "the"]      # trigrams
+    grams = 5 + 3 + 2
+    rng = np.random.default_rng(11)
+    cols = rng.permutation(grams).astype(np.int64)
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=3,
+                            max_skip_count=1, ngram_counts=[0, 5, 11], ngram_indexes=cols.tolist(),
+                            pool_strings=pool, weights=(0.5 + rng.random(grams)).astype(np.float32).tolist())
+    m = helper.make_model(helper.make_graph([node], "tfidf", [helper.make_tensor_value_info("x", TensorProto.STRING, [4, 16])],
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, grams])]),
+                          opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 8
+    x = np.array(words + ["zebra"], dtype=object)[rng.integers(0, len(words) + 1, (4, 16))]
+    entries = [write_ml_case(out_dir, "test_text_tfidf_strings", m, {"x": x})]
+    ipool = [3, 5, 9, 3, 5, 5, 9, 9, 3, 3, 5, 9, 1, 2, 3]   # 3 unigrams, 3 bigrams (one repeated), 3 trigrams
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="IDF", min_gram_length=2, max_gram_length=2,
+                            max_skip_count=2, ngram_counts=[0, 3, 9], ngram_indexes=[0, 1, 2, 3, 4, 3, 5, 6, 7],
+                            pool_int64s=ipool, weights=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    m = helper.make_model(helper.make_graph([node], "tfidf", [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 20])],
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])]),
+                          opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 8
+    x = np.array([3, 5, 9, 1, 2])[rng.integers(0, 5, (3, 20))].astype(np.int64)
+    entries.append(write_ml_case(out_dir, "test_text_tfidf_ints", m, {"x": x}))
+    return entries
+
+
 def write(out_dir: str) -> list:
-    """Writes every ai.onnx.ml case; returns their cases.tsv entries."""
-    return trees(out_dir) + linear_and_pipelines(out_dir)
+    """Writes every ai.onnx.ml case and the text-feature cases; returns their cases.tsv
+    entries."""
+    return trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir)

@@ -5,7 +5,7 @@ use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
     grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce,
-    resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, transformer,
+    resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, text, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -209,6 +209,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("ConvTranspose", nn::conv_transpose),
     ("DeformConv", deform_conv::deform_conv),
     ("RoiAlign", roi_align::roi_align),
+    ("TfIdfVectorizer", text::tfidf_vectorizer),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];
@@ -228,6 +229,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "to and from every element type but string and complex: float8 and float4 with `saturate` (E8M0 rounds up only, the default round_mode), 4- and 2-bit integers wrapping as the reference does",
     ),
     ("Dropout", "inference mode: identity, all-true mask"),
+    (
+        "TfIdfVectorizer",
+        "int32, int64 and string tokens; weights belong to the pool's n-grams as the spec and onnxruntime read them (onnx's reference evaluator reads them by output column)",
+    ),
     (
         "MaxPool",
         "Indices output supported (storage_order 0 and 1)",

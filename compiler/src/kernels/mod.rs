@@ -26,6 +26,7 @@ mod softmax;
 mod strings;
 mod subbyte;
 mod svm_probability;
+mod tfidf;
 mod topk;
 mod tree_ensemble;
 
@@ -43,6 +44,7 @@ pub use softmax::Softmax;
 pub use strings::{StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
+pub use tfidf::TfIdf;
 pub use topk::TopK;
 pub use tree_ensemble::TreeEnsemble;
 

@@ -30,4 +30,5 @@ pub mod shape;
 pub mod sort;
 pub mod spectral;
 pub mod stateful;
+pub mod text;
 pub mod transformer;
