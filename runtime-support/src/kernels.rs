@@ -236,6 +236,11 @@ kernels! {
         table: Params = *const i64, x: In = *const *const std::ffi::c_char, y: Out = *mut i64,
         n: Int = i64,
     ) -> Status;
+    /// Whether two arrays of `n` strings hold equal strings, element by element (bool).
+    STR_EQUAL = onnxc_str_equal in strings(
+        a: In = *const *const std::ffi::c_char, b: In = *const *const std::ffi::c_char,
+        y: Out = *mut u8, n: Int = i64,
+    );
     /// A table's strings at positions.
     STR_GATHER = onnxc_str_gather in strings(
         table: Params = *const i64, idx: In = *const i64, y: Out = *mut *const std::ffi::c_char,

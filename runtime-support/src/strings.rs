@@ -227,6 +227,34 @@ pub unsafe extern "C" fn onnxc_str_lookup(
     ONNXC_OK
 }
 
+/// `y[i]` = 1 when strings `a[i]` and `b[i]` hold the same bytes, else 0 (ONNX Equal on
+/// strings); a null string reads as the empty string.
+///
+/// # Safety
+/// `a` and `b` hold `n` null or NUL-terminated strings each, `y` `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_str_equal(
+    a: *const *const c_char,
+    b: *const *const c_char,
+    y: *mut u8,
+    n: i64,
+) {
+    let bytes = |p: *const c_char| -> &[u8] {
+        if p.is_null() {
+            b""
+        } else {
+            // SAFETY: the caller's contract: a non-null string is NUL-terminated.
+            unsafe { CStr::from_ptr(p) }.to_bytes()
+        }
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        for i in 0..n.max(0) as usize {
+            *y.add(i) = u8::from(bytes(*a.add(i)) == bytes(*b.add(i)));
+        }
+    }
+}
+
 /// `y[i]` = `table`'s string at position `idx[i]` (the empty string for a position out of
 /// range, which the compiler never passes). Returns `ONNXC_ERR_PARAMS`, touching nothing,
 /// when `table`'s header or bounds are not valid (`Table::new`).
@@ -261,6 +289,24 @@ pub unsafe extern "C" fn onnxc_str_gather(
 mod tests {
     use super::*;
     use crate::abi::ONNXC_ERR_PARAMS;
+
+    #[test]
+    fn equality_compares_bytes() {
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let (a, b) = (
+            [c("cat"), c("été"), c(""), c("cat"), c("a")],
+            [c("cat"), c("été"), c(""), c("cats"), c("A")],
+        );
+        let mut pa: Vec<*const c_char> = a.iter().map(|s| s.as_ptr()).collect();
+        let mut pb: Vec<*const c_char> = b.iter().map(|s| s.as_ptr()).collect();
+        // A null string reads as the empty string.
+        pa.push(std::ptr::null());
+        pb.push(b[2].as_ptr());
+        let mut y = [7u8; 6];
+        // SAFETY: six strings (or nulls) each, six outputs.
+        unsafe { onnxc_str_equal(pa.as_ptr(), pb.as_ptr(), y.as_mut_ptr(), 6) };
+        assert_eq!(y, [1, 1, 1, 0, 0, 1]);
+    }
 
     #[test]
     fn lookup_and_gather_round_trip() {

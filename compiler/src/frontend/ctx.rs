@@ -391,9 +391,10 @@ impl<'a> Ctx<'a> {
                 }
             }
             Some(TypeError::Str) => Err(self.unsupported(
-                "it computes on strings (compares, converts or combines them); onnxc moves \
-                 string elements (Identity, Reshape, Gather, Concat, …) and maps them through \
-                 the ai.onnx.ml operators' tables, nothing else",
+                "it computes on strings (orders, converts or combines them); onnxc moves \
+                 string elements (Identity, Reshape, Gather, Concat, …), compares them for \
+                 equality and maps them through the ai.onnx.ml operators' and \
+                 TfIdfVectorizer's tables, nothing else",
             )),
             Some(TypeError::Other(m)) => Err(Error::Internal(format!(
                 "{}: mistyped expression ({m})",

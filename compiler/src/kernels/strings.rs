@@ -1,5 +1,6 @@
-//! String elements (ai.onnx.ml): positions of strings in a table of keys (`StrLookup`,
-//! `onnxc_str_lookup`) and a table's strings at positions (`StrTable`, `onnxc_str_gather`).
+//! String elements: positions of strings in a table of keys (`StrLookup`,
+//! `onnxc_str_lookup`), a table's strings at positions (`StrTable`, `onnxc_str_gather`) and
+//! the equality of two arrays of strings (`StrEqual`, `onnxc_str_equal`).
 //! Tables are `onnxc_runtime::strings::encode`'s arrays in the object's read-only data, so
 //! an output string points there. Never folded: a string is a pointer at run time.
 
@@ -75,5 +76,36 @@ impl KernelOp for StrTable {
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         call(&kernels::STR_GATHER, &self.0, cx)
+    }
+}
+
+/// Whether operands 0 and 1 (strings of the result's shape) are equal, element by element;
+/// a bool result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrEqual;
+
+impl KernelOp for StrEqual {
+    fn name(&self) -> &'static str {
+        "str_equal"
+    }
+
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::STR_EQUAL,
+            vec![
+                cx.operand_arg(0),
+                cx.operand_arg(1),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.result().len())),
+            ],
+        )?])
     }
 }

@@ -5,7 +5,7 @@ use crate::frontend::build::{self, FLOATS, elementwise as ew, unary as un};
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::Dim;
 use crate::ir::expr::{self, BinOp, E, UnOp};
-use crate::ir::{DType, Scalar, ValueId};
+use crate::ir::{DType, Op, Scalar, TypeInfo, ValueId};
 
 /// Before opset 7, binary ops broadcast only with `broadcast=1`, aligning B to A at `axis`.
 fn legacy_operands(ctx: &mut Ctx) -> Result<(ValueId, ValueId)> {
@@ -65,7 +65,32 @@ pub fn div(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     binary(ctx, BinOp::Div)
 }
 pub fn equal(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    if ctx.dtype(a) == DType::Str && ctx.dtype(b) == DType::Str {
+        return Ok(vec![string_equal(ctx, a, b)?]);
+    }
     binary(ctx, BinOp::Eq)
+}
+
+/// Equal on strings (opset 19): both operands broadcast by moving their pointers, then
+/// compared by the runtime (`kernels::StrEqual`).
+fn string_equal(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<ValueId> {
+    let shapes = [ctx.shape(a), ctx.shape(b)];
+    let out = build::broadcast_shapes(ctx, &shapes)?;
+    let mut operands = Vec::new();
+    for (v, s) in [a, b].into_iter().zip(&shapes) {
+        operands.push(if *s == out {
+            v
+        } else {
+            let body = build::bload(DType::Str, 0, s, &out);
+            ctx.map(DType::Str, out.clone(), vec![v], body)?
+        });
+    }
+    ctx.add(
+        Op::kernel(crate::kernels::StrEqual),
+        operands,
+        TypeInfo::new(DType::Bool, out),
+    )
 }
 pub fn less(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     binary(ctx, BinOp::Lt)
