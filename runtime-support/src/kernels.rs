@@ -241,6 +241,12 @@ kernels! {
         a: In = *const *const std::ffi::c_char, b: In = *const *const std::ffi::c_char,
         y: Out = *mut u8, n: Int = i64,
     );
+    /// Whether each of `n` strings matches a compiled pattern as a whole (bool;
+    /// `regex::Automaton`).
+    REGEX_FULL_MATCH = onnxc_regex_full_match in regex(
+        table: Params = *const i64, x: In = *const *const std::ffi::c_char, y: Out = *mut u8,
+        n: Int = i64,
+    ) -> Status;
     /// A table's strings at positions.
     STR_GATHER = onnxc_str_gather in strings(
         table: Params = *const i64, idx: In = *const i64, y: Out = *mut *const std::ffi::c_char,
@@ -360,6 +366,9 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == ROI_ALIGN_F32 {
         crate::roi_align::RoiAlignParams::decode(b)?;
+        bytes(0)
+    } else if *kernel == REGEX_FULL_MATCH {
+        crate::regex::Automaton::decode(b)?;
         bytes(0)
     } else if *kernel == TFIDF_F32 {
         crate::tfidf::TfIdfParams::decode(b)?;

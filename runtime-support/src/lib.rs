@@ -258,6 +258,7 @@ pub mod par;
 pub mod params;
 pub mod pool;
 pub mod qconv;
+pub mod regex;
 pub mod resize;
 pub mod roi_align;
 pub mod simd;

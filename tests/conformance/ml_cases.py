@@ -261,7 +261,8 @@ def linear_and_pipelines(out_dir: str) -> list:
 def text_features(out_dir: str) -> list:
     """TfIdfVectorizer as text pipelines use it, against onnxruntime: string tokens (with
     words the pool lacks) counted as unigrams to trigrams with one skip, TF-IDF weighted;
-    int64 tokens in IDF mode with a repeated n-gram and lengths left out of the count."""
+    int64 tokens in IDF mode with a repeated n-gram and lengths left out of the count.
+    RegexFullMatch against onnxruntime's RE2."""
     words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "a"]
     pool = ["the", "cat", "dog", "mat", "a",            # unigrams
             "the", "cat", "cat", "sat", "on", "the",      # bigrams
@@ -288,6 +289,22 @@ def text_features(out_dir: str) -> list:
     m.ir_version = 8
     x = np.array([3, 5, 9, 1, 2])[rng.integers(0, 5, (3, 20))].astype(np.int64)
     entries.append(write_ml_case(out_dir, "test_text_tfidf_ints", m, {"x": x}))
+    # RegexFullMatch (RE2 in onnxruntime): ASCII perl classes and word boundaries, UTF-8
+    # characters under `.` and negated classes, case folding, counted repetition.
+    patterns = [r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)", r"\d{3}-\d{4}", r"(?i)h[eé]llo.*",
+                r"[^a-z]+", r"\bcat\b.*", r".{2,3}", r"\w+\s\w+"]
+    texts = ["bob@gmail.com", " ann.lee@yahoo.com!", "x@hotmail.com", "555-1234", "5551234", "Héllo wörld",
+             "HELLO", "ÉTÉ", "été", "cat nap", "concat", "日本", "日本語x", "ab", "foo bar", "foo  bar", "", "é é"]
+    outs = []
+    nodes = []
+    for k, pat in enumerate(patterns):
+        nodes.append(helper.make_node("RegexFullMatch", ["x"], [f"y{k}"], pattern=pat))
+        outs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.BOOL, [len(texts)]))
+    m = helper.make_model(helper.make_graph(nodes, "regex", [helper.make_tensor_value_info("x", TensorProto.STRING,
+                                                                                          [len(texts)])], outs),
+                          opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 9
+    entries.append(write_ml_case(out_dir, "test_text_regex_full_match", m, {"x": np.array(texts, dtype=object)}))
     return entries
 
 

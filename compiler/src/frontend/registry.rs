@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce, regex,
     resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, text, transformer,
 };
 use crate::error::Result;
@@ -210,6 +210,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("DeformConv", deform_conv::deform_conv),
     ("RoiAlign", roi_align::roi_align),
     ("TfIdfVectorizer", text::tfidf_vectorizer),
+    ("RegexFullMatch", regex::regex_full_match),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];
@@ -229,6 +230,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "to and from every element type but string and complex: float8 and float4 with `saturate` (E8M0 rounds up only, the default round_mode), 4- and 2-bit integers wrapping as the reference does",
     ),
     ("Dropout", "inference mode: identity, all-true mask"),
+    (
+        "RegexFullMatch",
+        "RE2 syntax compiled to a byte automaton at compile time (\\w, \\d, \\s, \\b ASCII as in RE2); no backreferences or lookaround (RE2 has none either)",
+    ),
     (
         "TfIdfVectorizer",
         "int32, int64 and string tokens; weights belong to the pool's n-grams as the spec and onnxruntime read them (onnx's reference evaluator reads them by output column)",

@@ -41,7 +41,7 @@ pub use qmatmul::QMatMul;
 pub use resize::Resize;
 pub use roi_align::RoiAlign;
 pub use softmax::Softmax;
-pub use strings::{StrEqual, StrLookup, StrTable};
+pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
 pub use tfidf::TfIdf;

@@ -1,6 +1,7 @@
 //! String elements: positions of strings in a table of keys (`StrLookup`,
 //! `onnxc_str_lookup`), a table's strings at positions (`StrTable`, `onnxc_str_gather`) and
-//! the equality of two arrays of strings (`StrEqual`, `onnxc_str_equal`).
+//! the equality of two arrays of strings (`StrEqual`, `onnxc_str_equal`) and whether
+//! strings match a pattern's automaton (`RegexFullMatch`, `onnxc_regex_full_match`).
 //! Tables are `onnxc_runtime::strings::encode`'s arrays in the object's read-only data, so
 //! an output string points there. Never folded: a string is a pointer at run time.
 
@@ -103,6 +104,37 @@ impl KernelOp for StrEqual {
             vec![
                 cx.operand_arg(0),
                 cx.operand_arg(1),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.result().len())),
+            ],
+        )?])
+    }
+}
+
+/// Whether each string of operand 0 matches, as a whole, the automaton of
+/// `onnxc_runtime::regex::encode`'s blob; a bool result of the same shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegexFullMatch(pub Arc<Vec<i64>>);
+
+impl KernelOp for RegexFullMatch {
+    fn name(&self) -> &'static str {
+        "regex_full_match"
+    }
+
+    fn attrs(&self) -> String {
+        format!("table={} words", self.0.len())
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::REGEX_FULL_MATCH,
+            vec![
+                Arg::Params(self.0.to_vec()),
+                cx.operand_arg(0),
                 cx.result_arg(),
                 Arg::Int(expr::i(cx.result().len())),
             ],

@@ -22,6 +22,7 @@ pub mod norm_more;
 pub mod qdq;
 pub mod quant;
 pub mod reduce;
+pub mod regex;
 pub mod resize;
 pub mod rnn;
 pub mod roi_align;

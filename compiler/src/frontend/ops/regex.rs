@@ -1,0 +1,203 @@
+//! RegexFullMatch (opset 20): whether each string matches an RE2 pattern as a whole. The
+//! pattern becomes a deterministic automaton over bytes here, at compile time
+//! (`regex-automata`: all matches kept, anchored at the start, so the end-of-input state
+//! says whether some match spans the string), flattened into a table the runtime walks
+//! (`onnxc_runtime::regex`, `kernels::RegexFullMatch`).
+//!
+//! Syntax: RE2's and `regex`'s agree on what models use (classes, repetition, alternation,
+//! anchors, groups). Where they differ, RE2's meaning is kept: `\w`, `\d`, `\s` and the word
+//! boundaries `\b`, `\B` are ASCII (`regex` makes them Unicode), while `.` and negated
+//! classes still match whole UTF-8 characters. A pattern `regex-automata` cannot compile
+//! (backreferences and lookaround, which RE2 rejects too) is refused with its message.
+
+use crate::error::Result;
+use crate::frontend::build;
+use crate::frontend::ctx::Ctx;
+use crate::ir::{DType, Op, TypeInfo, ValueId};
+use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::util::{start, syntax};
+use regex_automata::{Anchored, MatchKind};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Largest automaton onnxc builds while determinizing (bytes).
+const SIZE_LIMIT: usize = 64 << 20;
+
+pub fn regex_full_match(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    build::expect_types(ctx, x, "X", &[DType::Str])?;
+    let pattern = ctx
+        .attr_s("pattern")?
+        .ok_or_else(|| ctx.err("attribute pattern is required"))?;
+    let table = compile(&ascii_perl_classes(&pattern))
+        .map_err(|e| ctx.unsupported(format!("its pattern {pattern:?} does not compile: {e}")))?;
+    let shape = ctx.shape(x);
+    Ok(vec![ctx.add(
+        Op::kernel(crate::kernels::RegexFullMatch(Arc::new(table))),
+        vec![x],
+        TypeInfo::new(DType::Bool, shape),
+    )?])
+}
+
+/// `pattern` with RE2's ASCII meaning of `\w \W \d \D \s \S \b \B` spelled out for `regex`,
+/// inside and outside bracketed classes.
+fn ascii_perl_classes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    // Nesting of bracketed classes, and whether the next char opens a class body (where a
+    // `]` is literal).
+    let mut depth = 0usize;
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        let at_start = std::mem::take(&mut class_start);
+        match c {
+            '\\' => {
+                let Some(e) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                let inside = depth > 0;
+                let spelled = match (e, inside) {
+                    ('w', false) => "[0-9A-Za-z_]",
+                    ('W', false) => "[^0-9A-Za-z_]",
+                    ('d', false) => "[0-9]",
+                    ('D', false) => "[^0-9]",
+                    ('s', false) => "[\\t\\n\\f\\r ]",
+                    ('S', false) => "[^\\t\\n\\f\\r ]",
+                    ('b', false) => "(?-u:\\b)",
+                    ('B', false) => "(?-u:\\B)",
+                    ('w', true) => "0-9A-Za-z_",
+                    ('W', true) => "[:^word:]",
+                    ('d', true) => "0-9",
+                    ('D', true) => "[:^digit:]",
+                    ('s', true) => "\\t\\n\\f\\r ",
+                    ('S', true) => "[:^space:]",
+                    _ => {
+                        out.push('\\');
+                        out.push(e);
+                        continue;
+                    }
+                };
+                out.push_str(spelled);
+            }
+            '[' => {
+                out.push('[');
+                if depth > 0 && chars.peek() == Some(&':') {
+                    // A POSIX class `[:name:]` inside a bracket: copied whole.
+                    for d in chars.by_ref() {
+                        out.push(d);
+                        if d == ']' {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                depth += 1;
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+                class_start = true;
+            }
+            ']' if depth > 0 && !at_start => {
+                depth -= 1;
+                out.push(']');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The automaton of `pattern` as `onnxc_runtime::regex::encode`'s blob.
+fn compile(pattern: &str) -> std::result::Result<Vec<i64>, String> {
+    let dfa = dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(SIZE_LIMIT))
+                .determinize_size_limit(Some(SIZE_LIMIT)),
+        )
+        .syntax(syntax::Config::new().unicode(true).utf8(true))
+        .build(pattern)
+        .map_err(|e| e.to_string())?;
+    let start = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .map_err(|e| e.to_string())?;
+    // Renumber the reachable states from 1 (0 is dead), breadth first.
+    let mut index: HashMap<_, u32> = HashMap::new();
+    let mut order = Vec::new();
+    let mut number = |sid, order: &mut Vec<_>| -> std::result::Result<u32, String> {
+        if dfa.is_dead_state(sid) {
+            return Ok(0);
+        }
+        if dfa.is_quit_state(sid) {
+            return Err("it needs Unicode word boundaries".into());
+        }
+        if let Some(&k) = index.get(&sid) {
+            return Ok(k);
+        }
+        let k = order.len() as u32 + 1;
+        if k as usize >= onnxc_runtime::regex::MAX_STATES {
+            return Err(format!(
+                "its automaton has more than {} states",
+                onnxc_runtime::regex::MAX_STATES
+            ));
+        }
+        index.insert(sid, k);
+        order.push(sid);
+        Ok(k)
+    };
+    let first = number(start, &mut order)?;
+    let mut next = vec![[0u32; 256]];
+    let mut accept = vec![false];
+    let mut at = 0;
+    while at < order.len() {
+        let sid = order[at];
+        let mut row = [0u32; 256];
+        for b in 0..=255u8 {
+            row[b as usize] = number(dfa.next_state(sid, b), &mut order)?;
+        }
+        next.push(row);
+        accept.push(dfa.is_match_state(dfa.next_eoi_state(sid)));
+        at += 1;
+    }
+    Ok(onnxc_runtime::regex::encode(first, &accept, &next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_match(pattern: &str, s: &str) -> bool {
+        let blob = compile(&ascii_perl_classes(pattern)).unwrap();
+        onnxc_runtime::regex::Automaton::decode(&blob)
+            .unwrap()
+            .full_match(s.as_bytes())
+    }
+
+    #[test]
+    fn re2_meanings() {
+        assert_eq!(ascii_perl_classes(r"[\w.-]+\b"), r"[0-9A-Za-z_.-]+(?-u:\b)");
+        assert_eq!(ascii_perl_classes(r"[]\d][^\S]"), r"[]0-9][^[:^space:]]");
+        assert_eq!(
+            ascii_perl_classes(r"[[:alpha:]\W]\\w"),
+            r"[[:alpha:][:^word:]]\\w"
+        );
+        let email = r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)";
+        assert!(full_match(email, "john.doe@yahoo.com"));
+        assert!(!full_match(email, "john.doe@hotmail.com"));
+        assert!(full_match(r"www\.[\w.-]+\.\bcom\b", "www.example.com"));
+        assert!(!full_match(r"www\.[\w.-]+\.\bcom\b", "www.example.co"));
+        // Whole strings only; alternation keeps every match (not leftmost-first).
+        assert!(!full_match("a+", "aab"));
+        assert!(full_match("a|ab", "ab"));
+        assert!(full_match("", ""));
+        // `\w` is ASCII as in RE2; `.` takes a whole UTF-8 character.
+        assert!(!full_match(r"\w", "é"));
+        assert!(full_match(".", "é"));
+        assert!(full_match(r"[^a]", "é"));
+        assert!(compile(r"(a)\1").is_err());
+    }
+}
