@@ -1156,3 +1156,31 @@ fn flex_attention_modifiers_must_keep_type_and_shape() {
         &["prob_mod declares 2 inputs"],
     );
 }
+
+/// RegexFullMatch compiles its pattern into an automaton: one whose automaton would be huge
+/// is refused quickly with the reason, not after minutes or gigabytes.
+#[test]
+fn regex_patterns_with_huge_automata_are_refused() {
+    let d = scratch("regex");
+    for (name, pattern, why) in [
+        ("blowup", "(a|b)*a(a|b){24}", "exceeded size limit"),
+        ("states", "((a{100}){100}){100}", "more than 65536 states"),
+        ("backref", "(a)\\1", "does not compile"),
+    ] {
+        let mut n = node("RegexFullMatch", "re", &["x"], &["y"]);
+        n.attribute.push(onnxc_proto::AttributeProto {
+            name: Some("pattern".into()),
+            r#type: Some(3),
+            s: Some(pattern.as_bytes().to_vec()),
+            ..Default::default()
+        });
+        let m = model(
+            vec![n],
+            vec![value_info("x", 8, &[D::N(2)])],
+            vec![value_info("y", 9, &[D::N(2)])],
+            vec![],
+            20,
+        );
+        compile_error(&d, name, &m, &["node 're'", "RegexFullMatch", why]);
+    }
+}
