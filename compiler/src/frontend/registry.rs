@@ -223,7 +223,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "BatchNormalization",
-        "inference mode only (training_mode=1 is rejected)",
+        "training_mode=1 (opsets 14+) normalizes by the batch's statistics and outputs the updated running mean and variance; the statistics outputs of opsets 1–6's training form are rejected",
     ),
     (
         "Cast",

@@ -1,4 +1,5 @@
-//! Normalization: BatchNormalization, LRN.
+//! Normalization: BatchNormalization (inference, and training mode's batch statistics),
+//! LRN.
 
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
@@ -17,9 +18,7 @@ fn channel_load(dt: DType, input: u32, prank: usize) -> E {
 pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "input X", FLOATS)?;
-    if ctx.opset >= 14 && ctx.attr_i_or("training_mode", 0)? != 0 {
-        return Err(ctx.unsupported("training_mode=1 (batch statistics) is not supported"));
-    }
+    let training = ctx.opset >= 14 && ctx.attr_i_or("training_mode", 0)? != 0;
     if ctx.opset < 7 && ctx.attr_i_or("is_test", 0)? == 0 && ctx.node.output.len() > 1 {
         return Err(ctx.unsupported(
             "training-mode BatchNormalization (is_test=0 with statistics outputs) is not supported",
@@ -51,6 +50,27 @@ pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
     }
     let same = |k: u32| expr::load(dt, k, (0..prank as u32).map(expr::var).collect());
+    // Training mode (opset 14+): normalized by the batch's statistics, which also update
+    // the running ones: mean·momentum + batch·(1 − momentum).
+    let mut running = Vec::new();
+    let (mean, var) = if training {
+        if prank != 1 {
+            return Err(ctx.err("training mode takes per-channel parameters of shape [C]"));
+        }
+        let (batch_mean, batch_var) = batch_statistics(ctx, x)?;
+        let momentum = ctx.attr_f_or("momentum", 0.9)?;
+        for (run, batch) in [(mean, batch_mean), (var, batch_var)] {
+            let body = expr::binary(
+                BinOp::Add,
+                expr::binary(BinOp::Mul, same(0), expr::f(dt, momentum)),
+                expr::binary(BinOp::Mul, same(1), expr::f(dt, 1.0 - momentum)),
+            );
+            running.push(ctx.map(dt, pshape.clone(), vec![run, batch], body)?);
+        }
+        (batch_mean, batch_var)
+    } else {
+        (mean, var)
+    };
     // a = scale / sqrt(var + eps); b = B - mean * a. Constants fold here.
     let a = ctx.map(
         dt,
@@ -85,7 +105,43 @@ pub fn batch_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         ),
         channel_load(dt, 2, prank),
     );
-    Ok(vec![ctx.map(dt, xshape, vec![x, a, b], body)?])
+    let mut outs = vec![ctx.map(dt, xshape, vec![x, a, b], body)?];
+    outs.extend(running);
+    Ok(outs)
+}
+
+/// The mean and (population) variance of each channel of `x` `[N, C, …]`, as `[C]`.
+fn batch_statistics(ctx: &mut Ctx, x: ValueId) -> Result<(ValueId, ValueId)> {
+    let dt = ctx.dtype(x);
+    let xs = ctx.known_shape(x)?;
+    let rank = xs.len();
+    let axes: Vec<usize> = (0..rank).filter(|&a| a != 1).collect();
+    let count: i64 = axes.iter().map(|&a| xs[a]).product();
+    let inv = expr::f(dt, 1.0 / count.max(1) as f64);
+    let sum = build::reduce(ctx, x, ReduceKind::Sum, &axes, false, |v| v)?;
+    let per_channel = |k: u32| expr::load(dt, k, vec![expr::var(0)]);
+    let mean = ctx.map(
+        dt,
+        ctx.shape(sum),
+        vec![sum],
+        expr::binary(BinOp::Mul, per_channel(0), inv.clone()),
+    )?;
+    let centered = ctx.map(dt, ctx.shape(x), vec![x, mean], {
+        let d = expr::binary(
+            BinOp::Sub,
+            build::load_same(dt, 0, rank),
+            expr::load(dt, 1, vec![expr::var(1)]),
+        );
+        expr::binary(BinOp::Mul, d.clone(), d)
+    })?;
+    let squares = build::reduce(ctx, centered, ReduceKind::Sum, &axes, false, |v| v)?;
+    let var = ctx.map(
+        dt,
+        ctx.shape(squares),
+        vec![squares],
+        expr::binary(BinOp::Mul, per_channel(0), inv),
+    )?;
+    Ok((mean, var))
 }
 
 pub fn lrn(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
