@@ -283,3 +283,96 @@ fn quantized_products_round_like_the_exact_product() {
         }
     }
 }
+
+/// The random ops' counter-based generator (`frontend::ops::random`): uniform and normal
+/// draws have the moments they should, Bernoulli hits at its probability, training-mode
+/// Dropout keeps 1 − ratio of the elements scaled by 1 / (1 − ratio); the values folded at
+/// compile time (constant shapes) equal the ones the generated code draws (`*Like` of a
+/// run-time input), and -O0 gives the -O2 bits.
+#[test]
+fn random_ops_draw_what_they_should() {
+    let n = 20_000i64;
+    let float = |name: &str, v: f32| onnxc_proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(1),
+        f: Some(v),
+        ..Default::default()
+    };
+    let with = |mut nd: onnxc_proto::NodeProto, attrs: Vec<onnxc_proto::AttributeProto>| {
+        nd.attribute.extend(attrs);
+        nd
+    };
+    let mdl = model(
+        vec![
+            with(
+                with_ints(node("RandomUniform", "u", &[], &["u"]), "shape", &[n]),
+                vec![float("seed", 3.0)],
+            ),
+            with(
+                node("RandomUniformLike", "ul", &["x"], &["ul"]),
+                vec![float("seed", 3.0)],
+            ),
+            with(
+                node("RandomNormalLike", "z", &["x"], &["z"]),
+                vec![float("mean", 2.0), float("scale", 3.0), float("seed", 1.0)],
+            ),
+            node("Bernoulli", "b", &["p"], &["b"]),
+            node("Dropout", "d", &["x", "r", "t"], &["dy", "dm"]),
+        ],
+        vec![
+            value_info("x", 1, &[D::N(n)]),
+            value_info("p", 1, &[D::N(n)]),
+        ],
+        ["u", "ul", "z", "b", "dy"]
+            .iter()
+            .map(|o| value_info(o, 1, &[D::N(n)]))
+            .chain([value_info("dm", 9, &[D::N(n)])])
+            .collect(),
+        vec![f32_tensor("r", &[], &[0.25]), int_tensor("t", 9, &[], &[1])],
+        22,
+    );
+    let d = scratch("random");
+    let p = d.join("random.onnx");
+    save(&mdl, &p);
+    let (xp, pp) = (d.join("x.pb"), d.join("p.pb"));
+    save_tensor(&f32_tensor("x", &[n], &vec![1.0; n as usize]), &xp);
+    save_tensor(&f32_tensor("p", &[n], &vec![0.3; n as usize]), &pp);
+    let run = |flags: &[&str], out: &str| {
+        let mut args = vec![p.as_os_str(), xp.as_os_str(), pp.as_os_str()];
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        run_model(&args, &d.join(out))
+    };
+    let outs = run(&[], "o2");
+    let v: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64s()).collect();
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+    let var = |x: &[f64]| {
+        let m = mean(x);
+        x.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / x.len() as f64
+    };
+    // Uniform on [0, 1): mean 1/2, variance 1/12 (standard errors ~0.002 and ~0.0006).
+    assert!(v[0].iter().all(|&u| (0.0..1.0).contains(&u)));
+    assert!((mean(&v[0]) - 0.5).abs() < 0.01, "{}", mean(&v[0]));
+    assert!((var(&v[0]) - 1.0 / 12.0).abs() < 0.003, "{}", var(&v[0]));
+    // Folded at compile time and drawn at run time: the same bits.
+    assert_eq!(v[0], v[1]);
+    // Normal(2, 3²).
+    assert!((mean(&v[2]) - 2.0).abs() < 0.1, "{}", mean(&v[2]));
+    assert!(
+        (var(&v[2]).sqrt() - 3.0).abs() < 0.1,
+        "{}",
+        var(&v[2]).sqrt()
+    );
+    // Bernoulli(0.3).
+    assert!(v[3].iter().all(|&b| b == 0.0 || b == 1.0));
+    assert!((mean(&v[3]) - 0.3).abs() < 0.015, "{}", mean(&v[3]));
+    // Dropout(0.25) in training mode: kept elements are 1 / 0.75, the rest 0, mask agrees.
+    let kept: Vec<bool> = v[5].iter().map(|&m| m != 0.0).collect();
+    for (y, k) in v[4].iter().zip(&kept) {
+        assert_eq!(*y, if *k { (1.0f32 / 0.75) as f64 } else { 0.0 });
+    }
+    let rate = kept.iter().filter(|&&k| k).count() as f64 / n as f64;
+    assert!((rate - 0.75).abs() < 0.015, "{rate}");
+    // Deterministic: -O0 draws the same values.
+    let o0: Vec<Vec<f64>> = run(&["--O0"], "o0").iter().map(|t| t.to_f64s()).collect();
+    assert_eq!(o0, v);
+}

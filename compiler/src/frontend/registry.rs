@@ -4,8 +4,9 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, reduce, regex,
-    resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, text, transformer,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, random,
+    reduce, regex, resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, text,
+    transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -211,6 +212,11 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("RoiAlign", roi_align::roi_align),
     ("TfIdfVectorizer", text::tfidf_vectorizer),
     ("RegexFullMatch", regex::regex_full_match),
+    ("RandomUniform", random::random_uniform),
+    ("RandomUniformLike", random::random_uniform_like),
+    ("RandomNormal", random::random_normal),
+    ("RandomNormalLike", random::random_normal_like),
+    ("Bernoulli", random::bernoulli),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];
@@ -229,7 +235,14 @@ pub const NOTES: &[(&str, &str)] = &[
         "Cast",
         "to and from every element type but string and complex: float8 and float4 with `saturate` (E8M0 rounds up only, the default round_mode), 4- and 2-bit integers wrapping as the reference does",
     ),
-    ("Dropout", "inference mode: identity, all-true mask"),
+    (
+        "Dropout",
+        "inference: identity, all-true mask; training mode (a constant or run-time flag) draws the mask from the seeded generator of the Random ops",
+    ),
+    (
+        "RandomUniform",
+        "counter-based: element i draws SplitMix64 of the seed's stream (the seed's float64 bits; a fixed default without one), so every run gives the same values (also RandomUniformLike, RandomNormal(Like) by Box–Muller, Bernoulli); values differ from numpy's generator, which the backend cases' outputs come from",
+    ),
     (
         "RegexFullMatch",
         "RE2 syntax compiled to a byte automaton at compile time (\\w, \\d, \\s, \\b ASCII as in RE2); no backreferences or lookaround (RE2 has none either)",

@@ -578,14 +578,21 @@ pub fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if ctx.opset >= 12
         && let Some(t) = ctx.opt_input(2)
     {
-        match ctx.konst(t) {
-            Some(c) if c.len() == 1 && !c.get(0).as_bool() => {}
-            Some(_) => {
-                return Err(ctx.unsupported("training_mode=true (random dropout) is not supported"));
-            }
-            None => {
-                return Err(ctx.unsupported("training_mode computed at run time is not supported"));
-            }
+        let inference = matches!(ctx.konst(t), Some(c) if c.len() == 1 && !c.get(0).as_bool());
+        if !inference {
+            // Training mode, or a run-time flag: random dropout (`random::dropout_training`).
+            let ratio = match ctx.opt_input(1) {
+                Some(r) => r,
+                None => build::scalar(ctx, ctx.dtype(x), 0.5),
+            };
+            let training = if ctx.konst(t).is_some() {
+                None
+            } else {
+                Some(t)
+            };
+            let (y, mask) =
+                crate::frontend::ops::random::dropout_training(ctx, x, ratio, training)?;
+            return Ok(vec![y, mask]);
         }
     }
     if ctx.opset < 7 && ctx.attr_i_or("is_test", 0)? == 0 {

@@ -21,6 +21,7 @@ pub mod norm;
 pub mod norm_more;
 pub mod qdq;
 pub mod quant;
+pub mod random;
 pub mod reduce;
 pub mod regex;
 pub mod resize;
