@@ -289,7 +289,7 @@ pub fn linear_attention_f32(
             crate::multiversion!(update(s, out, &step));
         }
     };
-    let cost = p.t * size * (group + 3);
+    let cost = p.t.saturating_mul(size).saturating_mul(group + 3);
     // SAFETY: each task runs its own pairs, which write only their own state and outputs.
     unsafe { par.for_ranges(p.b * p.hkv, cost, &|pairs, _| pairs.for_each(&pair)) };
     Ok(())

@@ -360,7 +360,7 @@ pub fn roi_align_f32(
     let ohw = p.oh * p.ow;
     let ya = y.as_mut_ptr();
     let ratio = p.sampling_ratio.clamp(1, 2);
-    let cost = ohw * 4 * ratio * ratio;
+    let cost = ohw.saturating_mul(4 * ratio * ratio);
     let job = |planes: std::ops::Range<usize>, _: usize| {
         // SAFETY: these planes' outputs lie inside `y` (`planes.end ≤ r·c`) and are this
         // task's alone.

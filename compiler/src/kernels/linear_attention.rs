@@ -55,7 +55,9 @@ impl KernelOp for LinearAttention {
         limit: usize,
     ) -> Option<Result<Tensor, EvalError>> {
         let p = &self.params;
-        let work = p.b * p.t * p.hkv * p.dk * p.dv * (p.group() + 3);
+        let work = [p.b, p.t, p.hkv, p.dk, p.dv, p.group() + 3]
+            .iter()
+            .fold(1usize, |w, &f| w.saturating_mul(f));
         if work > limit {
             return None;
         }
