@@ -13,7 +13,7 @@
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::params;
-use std::ffi::{CStr, c_char};
+use std::ffi::c_char;
 
 const MAGIC: i64 = 0x6f6e_6e78_7265_6765; // "onnxrege"
 /// Words of transitions per state (256 `u32`s).
@@ -71,7 +71,7 @@ impl<'a> Automaton<'a> {
 
     fn step(&self, s: u32, byte: u8) -> u32 {
         let w = self.next[s as usize * ROW + byte as usize / 2] as u64;
-        let t = if byte % 2 == 0 {
+        let t = if byte.is_multiple_of(2) {
             w as u32
         } else {
             (w >> 32) as u32
@@ -110,13 +110,7 @@ pub unsafe extern "C" fn onnxc_regex_full_match(
     // SAFETY: the caller's contract.
     unsafe {
         for i in 0..n.max(0) as usize {
-            let p = *x.add(i);
-            let s: &[u8] = if p.is_null() {
-                b""
-            } else {
-                CStr::from_ptr(p).to_bytes()
-            };
-            *y.add(i) = u8::from(a.full_match(s));
+            *y.add(i) = u8::from(a.full_match(crate::strings::c_str(*x.add(i))));
         }
     }
     ONNXC_OK

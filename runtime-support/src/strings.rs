@@ -197,6 +197,19 @@ impl Table {
     }
 }
 
+/// The bytes of a C string, a null pointer reading as the empty string.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string that outlives `'a`.
+pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        b""
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { CStr::from_ptr(p) }.to_bytes()
+    }
+}
+
 /// `y[i]` = the position of string `x[i]` in `table` (its first occurrence), −1 if absent;
 /// a null `x[i]` reads as the empty string. Returns `ONNXC_ERR_PARAMS`, touching nothing,
 /// when `table`'s header or bounds are not valid (`Table::new`).
@@ -215,13 +228,7 @@ pub unsafe extern "C" fn onnxc_str_lookup(
     // SAFETY: the caller's contract.
     unsafe {
         for i in 0..n.max(0) as usize {
-            let p = *x.add(i);
-            let s: &[u8] = if p.is_null() {
-                b""
-            } else {
-                CStr::from_ptr(p).to_bytes()
-            };
-            *y.add(i) = t.find(s);
+            *y.add(i) = t.find(c_str(*x.add(i)));
         }
     }
     ONNXC_OK
@@ -239,18 +246,10 @@ pub unsafe extern "C" fn onnxc_str_equal(
     y: *mut u8,
     n: i64,
 ) {
-    let bytes = |p: *const c_char| -> &[u8] {
-        if p.is_null() {
-            b""
-        } else {
-            // SAFETY: the caller's contract: a non-null string is NUL-terminated.
-            unsafe { CStr::from_ptr(p) }.to_bytes()
-        }
-    };
     // SAFETY: the caller's contract.
     unsafe {
         for i in 0..n.max(0) as usize {
-            *y.add(i) = u8::from(bytes(*a.add(i)) == bytes(*b.add(i)));
+            *y.add(i) = u8::from(c_str(*a.add(i)) == c_str(*b.add(i)));
         }
     }
 }

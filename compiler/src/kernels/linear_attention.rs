@@ -3,9 +3,9 @@
 //! result holding the output `[b, t, hq·dv]` then the final state `[b, hkv, dk, dv]`; the
 //! builder (`frontend::ops::stateful`) slices the two apart and casts them.
 
-use super::{KernelOp, LowerCx, Operand};
+use super::{KernelOp, LowerCx, Operand, f32_result, f32s};
+use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
-use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::linear_attention::LinearAttentionParams;
@@ -61,12 +61,6 @@ impl KernelOp for LinearAttention {
         if work > limit {
             return None;
         }
-        let f32s = |t: &Tensor| -> Vec<f32> {
-            t.data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
-        };
         let [past, decay, beta] = self.optional().map(|k| k.map(|k| f32s(x[k])));
         let mut y = vec![0f32; result.len() as usize];
         let r = onnxc_runtime::linear_attention::linear_attention_f32(
@@ -82,11 +76,7 @@ impl KernelOp for LinearAttention {
             Par::SEQ,
         );
         Some(match r {
-            Ok(()) => Ok(Tensor::new(
-                DType::F32,
-                result.shape.to_vec(),
-                y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )),
+            Ok(()) => Ok(f32_result(result, &y)),
             Err(e) => Err(EvalError::KernelParams {
                 kernel: kernels::LINEAR_ATTENTION_F32.symbol,
                 reason: e.0,

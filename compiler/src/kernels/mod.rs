@@ -161,13 +161,21 @@ pub(crate) fn f32_kernel(
     result: Operand<'_>,
     f: impl FnOnce(&[f32], &mut [f32]),
 ) -> Tensor {
-    let x: Vec<f32> = x
-        .data
+    let mut y = vec![0f32; result.len() as usize];
+    f(&f32s(x), &mut y);
+    f32_result(result, &y)
+}
+
+/// The elements of a float32 constant.
+pub(crate) fn f32s(t: &Tensor) -> Vec<f32> {
+    t.data
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let mut y = vec![0f32; result.len() as usize];
-    f(&x, &mut y);
+        .collect()
+}
+
+/// The float32 result `y` of a folded kernel op (`result` is float32).
+pub(crate) fn f32_result(result: Operand<'_>, y: &[f32]) -> Tensor {
     Tensor::new(
         result.dtype,
         result.shape.to_vec(),

@@ -3,9 +3,9 @@
 //! checks them and returns `ONNXC_ERR_INDEX` (zeros for those regions) for one outside
 //! the batch.
 
-use super::{KernelOp, LowerCx, Operand, kernel_status};
+use super::{KernelOp, LowerCx, Operand, f32_result, f32s, kernel_status};
+use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
-use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::par::Par;
@@ -52,12 +52,6 @@ impl KernelOp for RoiAlign {
         if (result.len() as usize).saturating_mul(samples) > limit {
             return None;
         }
-        let f32s = |t: &Tensor| -> Vec<f32> {
-            t.data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
-        };
         let mut y = vec![0f32; result.len() as usize];
         let status = onnxc_runtime::roi_align::roi_align_f32(
             p,
@@ -68,11 +62,7 @@ impl KernelOp for RoiAlign {
             &mut y,
             Par::SEQ,
         );
-        let t = Tensor::new(
-            DType::F32,
-            result.shape.to_vec(),
-            y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        );
+        let t = f32_result(result, &y);
         Some(kernel_status(&kernels::ROI_ALIGN_F32, status, t))
     }
 

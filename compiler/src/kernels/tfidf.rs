@@ -2,9 +2,9 @@
 //! flattened into the parameter blob (a trie, `onnxc_runtime::tfidf`), weighted by the
 //! mode; float32 `[rows, columns]`.
 
-use super::{KernelOp, LowerCx, Operand};
+use super::{KernelOp, LowerCx, Operand, f32_result};
+use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
-use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::par::Par;
@@ -67,11 +67,7 @@ impl KernelOp for TfIdf {
             &mut y,
             Par::SEQ,
         );
-        Some(Ok(Tensor::new(
-            DType::F32,
-            result.shape.to_vec(),
-            y.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        )))
+        Some(Ok(f32_result(result, &y)))
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -19,7 +19,7 @@ use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::{DType, Scalar, ValueId};
 
 /// The stream of a node without a `seed` ("onnxc" in ASCII).
-const DEFAULT_SEED: u64 = 0x6f6e_6e78_63;
+const DEFAULT_SEED: u64 = 0x6f_6e6e_7863;
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 fn u64c(v: u64) -> E {

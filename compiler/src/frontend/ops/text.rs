@@ -20,9 +20,9 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "X", &[DType::I32, DType::I64, DType::Str])?;
     let xs = ctx.known_shape(x)?;
-    let (rows, n, batched) = match xs.as_slice() {
-        &[n] => (1, n, false),
-        &[b, n] => (b, n, true),
+    let (rows, n, batched) = match *xs.as_slice() {
+        [n] => (1, n, false),
+        [b, n] => (b, n, true),
         _ => {
             return Err(ctx.err(format!("X has shape {xs:?}; it must be [N] or [B, N]")));
         }
