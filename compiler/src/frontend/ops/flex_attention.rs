@@ -110,11 +110,7 @@ pub fn scores(ctx: &mut Ctx) -> Result<(ValueId, Flex)> {
         vec![q, k],
         body,
     )?;
-    let scores = if cdt == dt {
-        raw
-    } else {
-        build::cast(ctx, raw, cdt)?
-    };
+    let scores = build::cast(ctx, raw, cdt)?;
     let plan = Flex {
         value: val,
         scores_shape: shape,
@@ -135,11 +131,7 @@ pub fn softmax(ctx: &mut Ctx, scores: ValueId) -> Result<ValueId> {
 pub fn output(ctx: &mut Ctx, plan: &Flex, probs: ValueId) -> Result<ValueId> {
     let [b, hq, l, s] = plan.scores_shape;
     let cdt = plan.dtype;
-    let val = if ctx.dtype(plan.value) == cdt {
-        plan.value
-    } else {
-        build::cast(ctx, plan.value, cdt)?
-    };
+    let val = build::cast(ctx, plan.value, cdt)?;
     let body = expr::binary(
         BinOp::Mul,
         expr::load(cdt, 0, vec![v(0), v(1), v(2), v(4)]),
@@ -153,9 +145,5 @@ pub fn output(ctx: &mut Ctx, plan: &Flex, probs: ValueId) -> Result<ValueId> {
         vec![probs, val],
         body,
     )?;
-    if cdt == plan.out_dtype {
-        Ok(y)
-    } else {
-        build::cast(ctx, y, plan.out_dtype)
-    }
+    build::cast(ctx, y, plan.out_dtype)
 }

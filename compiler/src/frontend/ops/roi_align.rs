@@ -90,14 +90,10 @@ pub fn roi_align(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         max,
         half_pixel,
     };
-    let (x32, rois32) = if dt == DType::F32 {
-        (x, rois)
-    } else {
-        (
-            build::cast(ctx, x, DType::F32)?,
-            build::cast(ctx, rois, DType::F32)?,
-        )
-    };
+    let (x32, rois32) = (
+        build::cast(ctx, x, DType::F32)?,
+        build::cast(ctx, rois, DType::F32)?,
+    );
     let y = ctx.add(
         Op::kernel(crate::kernels::RoiAlign {
             params,
@@ -106,9 +102,5 @@ pub fn roi_align(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         vec![x32, rois32, batch],
         TypeInfo::new(DType::F32, shape_from(&[r, c, oh, ow])),
     )?;
-    if dt == DType::F32 {
-        Ok(vec![y])
-    } else {
-        Ok(vec![build::cast(ctx, y, dt)?])
-    }
+    Ok(vec![build::cast(ctx, y, dt)?])
 }

@@ -117,15 +117,6 @@ pub fn causal_conv_with_state(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![output, present])
 }
 
-/// `v` as float32 (a cast unless it is already).
-fn f32_of(ctx: &mut Ctx, v: ValueId) -> Result<ValueId> {
-    if ctx.dtype(v) == DType::F32 {
-        Ok(v)
-    } else {
-        build::cast(ctx, v, DType::F32)
-    }
-}
-
 pub fn linear_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
     let (past, decay, beta) = (ctx.opt_input(3), ctx.opt_input(4), ctx.opt_input(5));
@@ -253,7 +244,7 @@ pub fn linear_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         .into_iter()
         .flatten()
     {
-        operands.push(f32_of(ctx, x)?);
+        operands.push(build::cast(ctx, x, DType::F32)?);
     }
     let out_len = b * t * hq * dv;
     let state_len = b * hkv * dk * dv;
@@ -272,11 +263,7 @@ pub fn linear_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             expr::load(DType::F32, 0, vec![expr::add(expr::var(0), expr::i(at))]),
         )?;
         let shaped = ctx.reshape(flat, shape_from(shape))?;
-        if to == DType::F32 {
-            Ok(shaped)
-        } else {
-            build::cast(ctx, shaped, to)
-        }
+        build::cast(ctx, shaped, to)
     };
     let output = part(ctx, 0, &[b, t, hq * dv], dt)?;
     let present = part(ctx, out_len, &[b, hkv, dk, dv], state_dt)?;

@@ -142,7 +142,6 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     }
     let tokens = match dt {
         DType::Str => encode::lookup(ctx, x, strings.as_deref().unwrap_or_default())?,
-        DType::I64 => x,
         _ => build::cast(ctx, x, DType::I64)?,
     };
     let y = ctx.add(
