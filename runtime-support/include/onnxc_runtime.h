@@ -20,6 +20,8 @@ extern "C" {
                               was compiled by a mismatched onnxc */
 #define ONNXC_ERR_WORKSPACE 6 /* NAME_run_threaded: workspace_bytes is below
                                  NAME_workspace_size_threads(workers) */
+#define ONNXC_ERR_CAPACITY 7 /* NAME_run_shaped: an output's capacity is below its size (every
+                                output's dims were written; nothing ran) */
 
 /* Element types: the ONNX TensorProto.DataType codes. */
 typedef enum onnxc_dtype {
@@ -67,7 +69,21 @@ typedef struct onnxc_tensor_info {
     int32_t key_type;
     int32_t num_keys;
     const void *keys;
+    uint32_t flags; /* ONNXC_TENSOR_* bits */
+    uint32_t reserved;
 } onnxc_tensor_info;
+
+/* onnxc_tensor_info.flags: dim 0 is a run-time batch. shape[0] and size_bytes are one item's
+   (shape[0] is 1); NAME_run_shaped takes any number of items. */
+#define ONNXC_TENSOR_BATCHED 1u
+
+/* A tensor with its dims, as NAME_run_shaped takes them. */
+typedef struct onnxc_tensor {
+    void *data;       /* row-major elements: read for inputs, written for outputs */
+    int64_t *dims;    /* rank dims: read for inputs, written for outputs (may be NULL there) */
+    size_t rank;      /* must equal the model's rank for the tensor */
+    size_t capacity;  /* outputs: bytes available at data; ignored for inputs */
+} onnxc_tensor;
 
 typedef struct onnxc_model_info {
     const char *name;

@@ -14,6 +14,11 @@ pub const ONNXC_ERR_VALUE: i32 = 4;
 pub const ONNXC_ERR_PARAMS: i32 = 5;
 /// `NAME_run_threaded` was given a workspace smaller than the thread count needs.
 pub const ONNXC_ERR_WORKSPACE: i32 = 6;
+/// `NAME_run_shaped`: an output's buffer is smaller than the output (its dims were written).
+pub const ONNXC_ERR_CAPACITY: i32 = 7;
+
+/// `TensorInfo::flags`: dim 0 is a run-time batch (`shape[0]` is 1, one item's).
+pub const ONNXC_TENSOR_BATCHED: u32 = 1;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -29,6 +34,9 @@ pub struct TensorInfo {
     pub num_keys: i32,
     /// `num_keys` int64 values or `const char *` strings.
     pub keys: *const std::ffi::c_void,
+    /// `ONNXC_TENSOR_*` bits.
+    pub flags: u32,
+    pub reserved: u32,
 }
 
 #[repr(C)]
@@ -138,6 +146,7 @@ fn description(code: i32) -> &'static str {
         ONNXC_ERR_WORKSPACE => {
             "the workspace is smaller than NAME_workspace_size_threads(workers)\0"
         }
+        ONNXC_ERR_CAPACITY => "an output buffer is smaller than the output\0",
         _ => "unknown error\0",
     }
 }

@@ -27,6 +27,7 @@ fn merr(e: cranelift_module::ModuleError) -> Error {
 pub struct Entries {
     pub run: FuncId,
     pub run_threaded: FuncId,
+    pub workspace_size_threads: FuncId,
 }
 
 pub fn define_entries(
@@ -193,7 +194,11 @@ pub fn define_entries(
         b.finalize(bd.frontend);
     }
     finish(st, ctx, ws_id, &ws_name, clif)?;
-    Ok(Entries { run, run_threaded })
+    Ok(Entries {
+        run,
+        run_threaded,
+        workspace_size_threads: wst,
+    })
 }
 
 /// Most calls in one function of the `NAME_steps` chain.

@@ -50,9 +50,10 @@ fn cstrings(module: &mut ObjectModule, v: &[String]) -> ModuleResult<DataId> {
 }
 
 /// Bytes of one `onnxc_tensor_info`.
-const TENSOR_INFO: usize = 48;
+const TENSOR_INFO: usize = 56;
 
-/// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes, key_type, num_keys, keys}.
+/// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes, key_type, num_keys, keys,
+/// flags, reserved}.
 fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataId> {
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
@@ -73,6 +74,10 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataI
         }
         bytes[base + 8..base + 12].copy_from_slice(&io.dtype.onnx_code().to_le_bytes());
         bytes[base + 12..base + 16].copy_from_slice(&(io.shape.len() as i32).to_le_bytes());
+        if io.batched {
+            let flags = onnxc_runtime::abi::ONNXC_TENSOR_BATCHED;
+            bytes[base + 48..base + 52].copy_from_slice(&flags.to_le_bytes());
+        }
         let size: i64 = io.bytes();
         bytes[base + 24..base + 32].copy_from_slice(&(size as u64).to_le_bytes());
         relocs.push((base, name));
@@ -153,16 +158,33 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         for (k, t) in list.iter().enumerate() {
             let n: i64 = t.shape.iter().product();
             let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-            let _ = writeln!(
-                h,
-                "/* {kind} {k}: \"{}\", {} [{}] = {} elements of {} ({} bytes) */",
-                t.name,
-                t.dtype,
-                dims.join(", "),
-                n,
-                t.dtype.c_type(),
-                t.bytes()
-            );
+            if t.batched {
+                let mut all = dims.clone();
+                all[0] = "n".into();
+                let _ = writeln!(
+                    h,
+                    "/* {kind} {k}: \"{}\", {} [{}], n the run-time batch: {prefix}_run takes one item\n   \
+                     [{}] = {} elements of {} ({} bytes), {prefix}_run_shaped n of them */",
+                    t.name,
+                    t.dtype,
+                    all.join(", "),
+                    dims.join(", "),
+                    n,
+                    t.dtype.c_type(),
+                    t.bytes()
+                );
+            } else {
+                let _ = writeln!(
+                    h,
+                    "/* {kind} {k}: \"{}\", {} [{}] = {} elements of {} ({} bytes) */",
+                    t.name,
+                    t.dtype,
+                    dims.join(", "),
+                    n,
+                    t.dtype.c_type(),
+                    t.bytes()
+                );
+            }
             let _ = writeln!(h, "#define {up}_{}_{k}_SIZE {}u", kind.to_uppercase(), n);
             if let Some(bits) = t.dtype.packed_bits() {
                 let _ = writeln!(
@@ -251,6 +273,31 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         "/* Bytes of workspace {prefix}_run_threaded needs with `workers` threads\n   \
          (= {up}_WORKSPACE_SIZE_THREADS(workers) for 1 <= workers <= ONNXC_MAX_WORKERS). */\n\
          size_t {prefix}_workspace_size_threads(size_t workers);\n"
+    );
+    let batched = prog.inputs.iter().any(|t| t.batched);
+    let _ = writeln!(
+        h,
+        "/* Runs the model on tensors given with their dims (onnxc_tensor in onnxc_runtime.h), on\n   \
+         threads as {prefix}_run_threaded (threads may be NULL) and with its workspace (NULL, or\n   \
+         workspace_bytes >= {prefix}_workspace_size_threads(workers)). Each input's rank and dims\n   \
+         must be the model's (ONNXC_ERR_SHAPE otherwise, before anything is read){}.\n   \
+         Every output's dims are written (where dims is not NULL); if an\n   \
+         output's capacity is below its size, nothing runs and the call returns ONNXC_ERR_CAPACITY,\n   \
+         so a caller can size its buffers from the dims and call again. */",
+        if batched {
+            ", but for dim 0 of the\n   \
+             batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \
+             The program runs once per item: each item's results are bit-identical to {prefix}_run's\n   \
+             on that item alone"
+                .replace("{prefix}", prefix)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        h,
+        "int {prefix}_run_shaped(const onnxc_tensor *inputs, const onnxc_tensor *outputs,\n    \
+         void *workspace, size_t workspace_bytes, const onnxc_threads *threads);\n"
     );
     let _ = writeln!(
         h,

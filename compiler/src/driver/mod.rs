@@ -3,6 +3,7 @@
 //! `compile` runs the pipeline; `run` and `bench` link the object into an executable with
 //! the runtime library and the system C compiler and execute it.
 
+mod batch;
 pub mod npy;
 
 use crate::codegen::{self, CodegenOptions};
@@ -202,7 +203,14 @@ fn compile_bytes_inner(
         dim_values: opts.dims.clone(),
         ..ImportOptions::default()
     };
-    let mut graph = frontend::import_owned(model, dir, &import)?;
+    // Symbolic leading input dims the options leave unbound become a run-time batch.
+    let unbound = batch::unbound_dims(&model, &opts.shapes, &opts.dims);
+    let (mut graph, batched) = if unbound.is_empty() {
+        (frontend::import_owned(model, dir, &import)?, None)
+    } else {
+        let (g, b) = batch::import(model, dir, &import, &unbound)?;
+        (g, Some(b))
+    };
     for w in &graph.warnings {
         if opts.json_diagnostics {
             eprintln!("{}", crate::error::warning_json(w));
@@ -240,7 +248,15 @@ fn compile_bytes_inner(
         no_winograd: opts.no_winograd,
         activation_kernels: optimize,
     };
-    let program = loops::lower::lower(&mut sched, &lower)?;
+    let mut program = loops::lower::lower(&mut sched, &lower)?;
+    if let Some(b) = &batched {
+        for (io, &c) in program.inputs.iter_mut().zip(&b.inputs) {
+            io.batched = c;
+        }
+        for (io, &c) in program.outputs.iter_mut().zip(&b.outputs) {
+            io.batched = c;
+        }
+    }
     if emit == Some(Emit::Schedule) {
         return Ok(dump_only(prefix, sched.dump()));
     }

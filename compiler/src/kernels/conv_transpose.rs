@@ -75,6 +75,15 @@ impl KernelOp for ConvTranspose {
         self.0.scratch_floats(operands[1].constant) as u64 * 4
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         // Constant weights packed now; a model input's at run time.
         let (w, packed) = match cx.constant_f32(1) {

@@ -32,6 +32,15 @@ impl KernelOp for Gelu {
         })))
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_element(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
             &kernels::GELU_F32,

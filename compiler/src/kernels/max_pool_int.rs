@@ -59,6 +59,15 @@ impl KernelOp for MaxPoolInt {
         ))
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
             &kernels::MAX_POOL_I8,

@@ -117,6 +117,55 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     }
     /// The kernel call(s) computing the result, checked against their C signatures.
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;
+    /// Whether the kernel computes each item of a run-time batch on its own
+    /// (`passes::batch`): `operands` and `results` give the axis that carries the batch in
+    /// each (None: shared by every item; at least one is Some), `ranks` the operands' ranks.
+    /// True only if item `i` of every result depends on item `i` of the batch-carrying
+    /// operands alone. By default false, which makes the batch a compile-time dim.
+    fn per_item(
+        &self,
+        _operands: &[Option<usize>],
+        _ranks: &[usize],
+        _results: &[Option<usize>],
+    ) -> bool {
+        false
+    }
+}
+
+/// `per_item` for a kernel over rows: operand 0 and every result carry the batch as their
+/// first dim, the other operands (weights, tables, zero points) are shared.
+pub(crate) fn per_row(operands: &[Option<usize>], results: &[Option<usize>]) -> bool {
+    operands.first() == Some(&Some(0))
+        && operands[1..].iter().all(Option::is_none)
+        && results.iter().all(|r| *r == Some(0))
+}
+
+/// `per_item` for an elementwise kernel: every result carries the batch in the same dim,
+/// and every operand in that dim too or not at all (broadcast to every item).
+pub(crate) fn per_element(operands: &[Option<usize>], results: &[Option<usize>]) -> bool {
+    let axis = results.first().copied().flatten();
+    axis.is_some()
+        && results.iter().all(|a| *a == axis)
+        && operands.iter().all(|a| a.is_none() || *a == axis)
+}
+
+/// `per_item` for a kernel over the trailing `trailing` dims of operand 0 (rows of a
+/// softmax, planes of a resize, matrices of a determinant): the batch is one of the
+/// leading dims, the same in the result, and no other operand carries it.
+pub(crate) fn per_leading(
+    operands: &[Option<usize>],
+    ranks: &[usize],
+    results: &[Option<usize>],
+    trailing: usize,
+) -> bool {
+    match (operands.first(), ranks.first()) {
+        (Some(&Some(a)), Some(&r)) => {
+            a + trailing < r
+                && operands[1..].iter().all(Option::is_none)
+                && results.iter().all(|x| *x == Some(a))
+        }
+        _ => false,
+    }
 }
 
 /// Comparison and downcasting of `dyn KernelOp`, implemented for every `KernelOp` that is

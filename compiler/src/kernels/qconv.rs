@@ -73,6 +73,15 @@ impl KernelOp for QConv {
         self.params().scratch()
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let scratch = super::required_scratch(cx, self)?;
         Ok(vec![Stmt::call(

@@ -78,6 +78,15 @@ impl KernelOp for QMatMul {
         self.params().scratch()
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        ranks.first().is_some_and(|&r| r >= 2) && super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let scratch = super::required_scratch(cx, self)?;
         let zp = if cx.has_operand(1) {

@@ -58,6 +58,15 @@ impl KernelOp for Softmax {
         })))
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_leading(operands, ranks, results, 1)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let (rows, n) = Self::rows(cx.result().shape);
         Ok(vec![Stmt::call(

@@ -57,6 +57,10 @@ impl KernelOp for StrLookup {
         None
     }
 
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         call(&kernels::STR_LOOKUP, &self.0, cx)
     }
@@ -73,6 +77,10 @@ impl KernelOp for StrTable {
 
     fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
         None
+    }
+
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -96,6 +104,10 @@ impl KernelOp for StrEqual {
 
     fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
         None
+    }
+
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -127,6 +139,10 @@ impl KernelOp for RegexFullMatch {
 
     fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
         None
+    }
+
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -61,6 +61,15 @@ impl KernelOp for SvmProbability {
         (2 * k * k + k) * 4
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
             &kernels::SVM_PROBABILITY,

@@ -70,6 +70,15 @@ impl KernelOp for TfIdf {
         Some(Ok(f32_result(result, &y)))
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        ranks.first() == Some(&2) && super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
             &kernels::TFIDF_F32,

@@ -79,6 +79,20 @@ impl KernelOp for TopK {
         operands[0].shape[self.axis] as u64 * 8
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        operands
+            .first()
+            .copied()
+            .flatten()
+            .is_some_and(|a| a != self.axis)
+            && super::per_leading(operands, ranks, results, 0)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let x = cx.operand(0);
         let (params, _) = self.params(x.dtype, x.shape);

@@ -57,6 +57,15 @@ impl KernelOp for TreeEnsemble {
         onnxc_runtime::tree::scratch_bytes(&self.0) as u64
     }
 
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_row(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let rows = cx.operand(0).shape.first().copied().unwrap_or(1);
         Ok(vec![Stmt::call(

@@ -41,6 +41,9 @@ pub struct IoDesc {
     pub shape: Vec<i64>,
     /// A ZipMap output's keys: the tensor `[n, keys]` holds the maps' values.
     pub keys: Option<Arc<crate::ir::graph::MapKeys>>,
+    /// Its dim 0 is a run-time batch (`passes::batch`): `shape` is one item's (dim 0 is 1),
+    /// and `NAME_run_shaped` runs the program once per item.
+    pub batched: bool,
 }
 
 impl IoDesc {

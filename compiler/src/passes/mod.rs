@@ -1,5 +1,6 @@
 //! Graph-to-graph passes. `optimize` is the literal pass list.
 
+pub mod batch;
 pub mod cse;
 pub mod dce;
 pub mod fold;

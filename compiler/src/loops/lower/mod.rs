@@ -154,6 +154,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     dtype,
                     shape,
                     keys: o.keys.clone(),
+                    batched: false,
                 }
             })
             .collect()
