@@ -24,6 +24,18 @@ pub type RunThreadedFn = unsafe extern "C" fn(
     *const crate::par::Threads,
 ) -> i32;
 pub type InfoFn = unsafe extern "C" fn() -> *const ModelInfo;
+/// `NAME_run_shaped`.
+pub type RunShapedFn = unsafe extern "C" fn(
+    *const crate::shaped::Tensor,
+    *const crate::shaped::Tensor,
+    *mut u8,
+    usize,
+    *const crate::par::Threads,
+) -> i32;
+
+fn batched(t: &TensorInfo) -> bool {
+    t.flags & crate::abi::ONNXC_TENSOR_BATCHED != 0
+}
 
 fn tensors(p: *const TensorInfo, n: u32) -> &'static [TensorInfo] {
     if n == 0 {
@@ -112,7 +124,10 @@ fn fail(msg: String) -> i32 {
 }
 
 /// `PROG run IN.bin… --out DIR` or `PROG bench ITERATIONS WARMUP [IN.bin…]`, either with
-/// `--threads N` (N > 1: `run_threaded` on the runtime's pool of N threads).
+/// `--threads N` (N > 1: `run_threaded` on the runtime's pool of N threads). A model with a
+/// run-time batch (`ONNXC_TENSOR_BATCHED` inputs) takes files of any number of items (one
+/// when synthetic; `--items N` says how many, needed when an item has no bytes), all the
+/// same, and runs through `run_shaped`.
 ///
 /// # Safety
 /// `argv` holds `argc` C strings; `run`/`info`/`run_threaded` are a compiled model's entry
@@ -124,6 +139,7 @@ pub unsafe extern "C" fn onnxc_driver_main(
     run: RunFn,
     info: InfoFn,
     run_threaded: RunThreadedFn,
+    run_shaped: RunShapedFn,
 ) -> i32 {
     let mut args: Vec<String> = (0..argc as usize)
         // SAFETY: argv has argc valid C strings.
@@ -139,6 +155,15 @@ pub unsafe extern "C" fn onnxc_driver_main(
         match args.get(i + 1).and_then(|s| s.parse::<usize>().ok()) {
             Some(n) if n >= 1 => threads = n,
             _ => return fail("--threads takes a thread count of at least 1".into()),
+        }
+        args.drain(i..i + 2);
+    }
+    // `--items N`: the run-time batch (else what the first batched input's file holds).
+    let mut given_items = None;
+    if let Some(i) = args.iter().position(|a| a == "--items") {
+        match args.get(i + 1).and_then(|s| s.parse::<usize>().ok()) {
+            Some(n) => given_items = Some(n),
+            None => return fail("--items takes a count of batch items".into()),
         }
         args.drain(i..i + 2);
     }
@@ -177,6 +202,26 @@ pub unsafe extern "C" fn onnxc_driver_main(
             );
         }
     };
+    // Items of the run-time batch: given, or what the first batched input's file holds.
+    let mut items = given_items.unwrap_or(1);
+    if given_items.is_none()
+        && let Some((t, f)) = ins.iter().zip(&files).find(|(t, _)| batched(t))
+    {
+        let len = match std::fs::read(f) {
+            Ok(d) if t.dtype == STRING => d.iter().filter(|&&b| b == 0).count() * 8,
+            Ok(d) => d.len(),
+            Err(e) => return fail(format!("{f}: {e}")),
+        };
+        if t.size_bytes == 0 || len % t.size_bytes as usize != 0 {
+            return fail(format!(
+                "{f}: {len} bytes, not a whole number of items of input '{}' ({} bytes each)",
+                name(t),
+                t.size_bytes
+            ));
+        }
+        items = len / t.size_bytes as usize;
+    }
+    let size = |t: &TensorInfo| t.size_bytes * if batched(t) { items as u64 } else { 1 };
     let mut inputs: Vec<Vec<u8>> = Vec::new();
     // The bytes string inputs point into (one NUL-terminated run per element).
     let mut string_data: Vec<Vec<u8>> = Vec::new();
@@ -209,7 +254,7 @@ pub unsafe extern "C" fn onnxc_driver_main(
                     Ok(d) => d,
                     Err(e) => return fail(format!("{f}: {e}")),
                 };
-                let n = (t.size_bytes / 8) as usize;
+                let n = (size(t) / 8) as usize;
                 let mut starts = Vec::with_capacity(n);
                 let mut at = 0usize;
                 for (k, &b) in d.iter().enumerate() {
@@ -237,23 +282,20 @@ pub unsafe extern "C" fn onnxc_driver_main(
                 continue;
             }
             match std::fs::read(f) {
-                Ok(d) if d.len() as u64 == t.size_bytes => inputs.push(d),
+                Ok(d) if d.len() as u64 == size(t) => inputs.push(d),
                 Ok(d) => {
                     return fail(format!(
                         "{f}: {} bytes, input '{}' needs {}",
                         d.len(),
                         name(t),
-                        t.size_bytes
+                        size(t)
                     ));
                 }
                 Err(e) => return fail(format!("{f}: {e}")),
             }
         }
     }
-    let mut outputs: Vec<Vec<u8>> = outs
-        .iter()
-        .map(|t| vec![0u8; t.size_bytes as usize])
-        .collect();
+    let mut outputs: Vec<Vec<u8>> = outs.iter().map(|t| vec![0u8; size(t) as usize]).collect();
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|v| v.as_ptr()).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(|v| v.as_mut_ptr()).collect();
     let pool = if threads > 1 {
@@ -271,6 +313,37 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if ws.is_null() {
         return fail(format!("cannot allocate a workspace of {ws_size} bytes"));
     }
+    // NAME_run_shaped's tensors, for a model with a run-time batch.
+    let shaped = ins.iter().chain(outs).any(batched);
+    let mut dims: Vec<Vec<i64>> = ins
+        .iter()
+        .chain(outs)
+        .map(|t| {
+            // SAFETY: the info table's shape holds `rank` dims.
+            let mut d = unsafe { std::slice::from_raw_parts(t.shape, t.rank as usize) }.to_vec();
+            if batched(t) {
+                d[0] = items as i64;
+            }
+            d
+        })
+        .collect();
+    let tensors: Vec<crate::shaped::Tensor> = in_ptrs
+        .iter()
+        .map(|&p| p as *mut u8)
+        .chain(out_ptrs.iter().copied())
+        .zip(&mut dims)
+        .enumerate()
+        .map(|(k, (p, d))| crate::shaped::Tensor {
+            data: p.cast(),
+            rank: d.len(),
+            dims: d.as_mut_ptr(),
+            // Inputs have no capacity; outputs their buffer's length.
+            capacity: k
+                .checked_sub(ins.len())
+                .and_then(|o| outputs.get(o))
+                .map_or(0, Vec::len),
+        })
+        .collect();
     let mut times = Vec::with_capacity(iters);
     let mut rc = 0;
     for i in 0..warmup + iters {
@@ -282,6 +355,13 @@ pub unsafe extern "C" fn onnxc_driver_main(
         // threads need.
         rc = unsafe {
             match &table {
+                _ if shaped => run_shaped(
+                    tensors.as_ptr(),
+                    tensors[ins.len()..].as_ptr(),
+                    ws,
+                    ws_size as usize,
+                    table.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                ),
                 Some(t) => {
                     run_threaded(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws, ws_size as usize, t)
                 }

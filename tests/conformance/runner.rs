@@ -16,9 +16,14 @@
 //! because it is no longer in the suite;
 //! `--update` rewrites the manifest with the passing cases (and `docs/supported-ops.md`);
 //! `--docs` only regenerates `docs/supported-ops.md`.
+//! `--symbolic-batch` compiles each model with its leading input dims made symbolic (as
+//! exporters' dynamic batch axes do): a model that computes its items independently must
+//! then pass through `NAME_run_shaped` on the test data's batch, one that does not may be
+//! refused (its batch must be fixed at compile time); with `--check`, a manifest case that
+//! is accepted but does not pass fails. Results go to `conformance-<opt>-batch.tsv`.
 
 use onnxc::driver::{OptLevel, Options};
-use onnxc_tests::{Case, Outcome, load_cases, root, run_case, suite_dir};
+use onnxc_tests::{Case, Outcome, load_cases, root, run_case_as, suite_dir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +40,7 @@ fn main() {
     let mut update = false;
     let mut only_manifest = false;
     let mut threads = vec![1usize];
+    let mut symbolic_batch = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -51,6 +57,7 @@ fn main() {
             "--check" => check = true,
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
+            "--symbolic-batch" => symbolic_batch = true,
             "--threads" => {
                 let list: Option<Vec<usize>> = it.next().map(|s| {
                     s.split(',')
@@ -84,7 +91,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--docs]"
+                    "usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--symbolic-batch] [--docs]"
                 );
                 return;
             }
@@ -139,7 +146,15 @@ fn main() {
                     let Some(c) = selected.get(i) else { break };
                     let start = std::time::Instant::now();
                     let k = keep.as_ref().map(|k| k.join(&c.name));
-                    let out = run_case(&c.dir, &opts, c.rtol, c.atol, k.as_deref(), &threads);
+                    let out = run_case_as(
+                        &c.dir,
+                        &opts,
+                        c.rtol,
+                        c.atol,
+                        k.as_deref(),
+                        &threads,
+                        symbolic_batch,
+                    );
                     let dt = start.elapsed().as_secs_f64();
                     // A kept case's files stay only when it does not pass.
                     if let Some(k) = &k
@@ -157,7 +172,12 @@ fn main() {
     });
     let mut results = results.into_inner().expect("results lock");
     results.sort_by_key(|a| a.0.id());
-    let tag = if opt == OptLevel::O0 { "O0" } else { "O2" };
+    let tag = match (opt, symbolic_batch) {
+        (OptLevel::O0, false) => "O0",
+        (OptLevel::O2, false) => "O2",
+        (OptLevel::O0, true) => "O0-batch",
+        (OptLevel::O2, true) => "O2-batch",
+    };
     let mut tsv = String::new();
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut passing = BTreeSet::new();
@@ -201,9 +221,22 @@ fn main() {
         .iter()
         .filter(|m| filter.as_ref().is_none_or(|f| m.contains(f.as_str())) && !ran.contains(*m))
         .collect();
+    // With symbolic batch dims, a model may be refused (its batch is not independent), but
+    // one that compiles must pass.
+    let refused: BTreeSet<String> = results
+        .iter()
+        .filter(|r| symbolic_batch && matches!(r.1, Outcome::Rejected(_)))
+        .map(|r| r.0.id())
+        .collect();
+    if symbolic_batch {
+        println!(
+            "symbolic batch: {} case(s) refused (the model does not compute its items independently)",
+            refused.len()
+        );
+    }
     let regressions: Vec<&String> = manifest
         .iter()
-        .filter(|m| ran.contains(*m) && !passing.contains(*m))
+        .filter(|m| ran.contains(*m) && !passing.contains(*m) && !refused.contains(*m))
         .collect();
     let new: Vec<&String> = passing.iter().filter(|p| !manifest.contains(*p)).collect();
     if !new.is_empty() {
@@ -214,6 +247,10 @@ fn main() {
         for n in new.iter().take(50) {
             println!("  + {n}");
         }
+    }
+    if update && symbolic_batch {
+        eprintln!("--update does not combine with --symbolic-batch");
+        std::process::exit(2);
     }
     if update {
         let mut m: BTreeSet<String> = manifest

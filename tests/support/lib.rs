@@ -178,6 +178,64 @@ pub fn run_case(
     keep: Option<&Path>,
     threads: &[usize],
 ) -> Outcome {
+    run_case_as(dir, opts, rtol, atol, keep, threads, false)
+}
+
+/// The model of `dir` with a symbolic batch dim, as exporters' dynamic batch axes leave it:
+/// the leading dim of every runtime input whose test data (`test_data_set_0`) has the same
+/// leading dim as the first input's, and of every output declared with that dim; no
+/// intermediate shapes declared.
+pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
+    use onnxc_proto::tensor_shape_proto::dimension::Value;
+    use prost::Message;
+    let model = dir.join("model.onnx");
+    let leading: Vec<Option<i64>> = sorted_files(&dir.join("test_data_set_0"), "input_")
+        .iter()
+        .map(|p| read_pb(p).map(|t| t.shape.first().copied()))
+        .collect::<Result<_, _>>()?;
+    let batch = leading.first().copied().flatten();
+    let bytes = std::fs::read(&model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let mut m = onnxc_proto::ModelProto::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+    let g = m.graph.as_mut().ok_or("no graph")?;
+    let inits: std::collections::HashSet<String> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
+    g.value_info.clear();
+    let inputs = g
+        .input
+        .iter_mut()
+        .filter(|v| !inits.contains(v.name.as_deref().unwrap_or_default()));
+    let from_data = inputs.zip(leading.iter().map(|&l| l.is_some() && l == batch));
+    let declared = g.output.iter_mut().map(|v| (v, true));
+    for (vi, make) in from_data.chain(declared) {
+        if let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+            && let Some(d) = tt.shape.as_mut().and_then(|s| s.dim.first_mut())
+            && make
+            && (batch.is_some() && d.value == batch.map(Value::DimValue)
+                || d.value.is_none()
+                || matches!(d.value, Some(Value::DimParam(_))))
+        {
+            d.value = Some(Value::DimParam("N".into()));
+        }
+    }
+    Ok(m.encode_to_vec())
+}
+
+/// `run_case`; with `symbolic_batch`, the model is compiled once with its leading input
+/// dims symbolic (`with_symbolic_batch`), so that a model computing its items independently
+/// runs through `NAME_run_shaped` on the test data's batch.
+pub fn run_case_as(
+    dir: &Path,
+    opts: &Options,
+    rtol: f64,
+    atol: f64,
+    keep: Option<&Path>,
+    threads: &[usize],
+    symbolic_batch: bool,
+) -> Outcome {
     let mut tmp = match TempDir::new("case") {
         Ok(t) => t,
         Err(e) => return Outcome::RunFailed(e.to_string()),
@@ -191,7 +249,22 @@ pub fn run_case(
         emit_main: true,
         ..opts.clone()
     };
-    let c = match driver::compile_file(&dir.join("model.onnx"), "model", &opts, None) {
+    let compiled = if symbolic_batch {
+        match with_symbolic_batch(dir) {
+            Ok(bytes) => driver::compile_bytes(
+                &bytes,
+                &onnxc::frontend::tensor::DataDir(Some(dir.to_path_buf())),
+                "model.onnx",
+                "model",
+                &opts,
+                None,
+            ),
+            Err(e) => return Outcome::Rejected(format!("cannot rewrite the model: {e}")),
+        }
+    } else {
+        driver::compile_file(&dir.join("model.onnx"), "model", &opts, None)
+    };
+    let c = match compiled {
         Ok(c) => c,
         Err(e) => {
             return Outcome::Rejected(
@@ -231,7 +304,8 @@ pub fn run_case(
             Ok(t) => t,
             Err(e) => return Outcome::Rejected(format!("inputs: {e}")),
         };
-        let mut argv = vec!["run".to_string()];
+        let items = driver::batch_items(&c.program.inputs, &tensors);
+        let mut argv = vec!["run".to_string(), "--items".into(), items.to_string()];
         for (k, t) in tensors.iter().enumerate() {
             let p = tmp.path.join(format!("input_{k}.bin"));
             if let Err(e) = std::fs::write(&p, t.abi_bytes()) {
@@ -291,7 +365,7 @@ pub fn run_case(
             .zip(first)
             .enumerate()
         {
-            let actual = driver::output_tensor(d, data);
+            let actual = driver::output_tensor(d, data, items);
             let exp = match read_pb(e) {
                 Ok(t) => t,
                 Err(m) => return Outcome::Rejected(format!("expected output: {m}")),

@@ -336,7 +336,8 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     ctx.clear();
     if opts.emit_main {
         // int main(int argc, char **argv) {
-        //     return onnxc_driver_main(argc, argv, NAME_run, NAME_info, NAME_run_threaded); }
+        //     return onnxc_driver_main(argc, argv, NAME_run, NAME_info, NAME_run_threaded,
+        //                              NAME_run_shaped); }
         let mut sig = ir::Signature::new(call_conv);
         sig.params
             .extend([AbiParam::new(types::I32), AbiParam::new(PTR)]);
@@ -360,7 +361,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             let drv = imports.func(
                 &mut b,
                 "onnxc_driver_main",
-                &[types::I32, PTR, PTR, PTR, PTR],
+                &[types::I32, PTR, PTR, PTR, PTR, PTR],
                 &[types::I32],
             );
             let run_ref = imports.st.module.declare_func_in_func(entries.run, b.func);
@@ -372,7 +373,9 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
             let ra = b.ins().func_addr(PTR, run_ref);
             let ia = b.ins().func_addr(PTR, info_ref);
             let rta = b.ins().func_addr(PTR, rt_ref);
-            let c = b.ins().call(drv, &[p[0], p[1], ra, ia, rta]);
+            let sh_ref = imports.st.module.declare_func_in_func(shaped_id, b.func);
+            let sha = b.ins().func_addr(PTR, sh_ref);
+            let c = b.ins().call(drv, &[p[0], p[1], ra, ia, rta, sha]);
             let r = b.inst_results(c)[0];
             b.ins().return_(&[r]);
             b.seal_all_blocks();

@@ -3,80 +3,37 @@
 
 use crate::error::{Error, Result};
 use crate::frontend::{self, ImportOptions, tensor::DataDir};
+use crate::frontend::{Model, Unbound};
 use crate::ir::Graph;
 use crate::passes::{self, PassOptions, batch::Batched};
-use onnxc_proto::ModelProto;
-use onnxc_proto::tensor_shape_proto::dimension::Value as DimValue;
-
-/// A symbolic dim of a runtime input that no `--shape`/`--dim` binds.
-pub struct Unbound {
-    pub symbol: String,
-    pub input: String,
-    pub axis: usize,
-}
-
-/// The input dims the options leave symbolic, named as the importer names them
-/// (`dim_param`, or `INPUT:AXIS` for an unnamed one).
-pub fn unbound_dims(
-    m: &ModelProto,
-    shapes: &[(String, Vec<i64>)],
-    dims: &[(String, i64)],
-) -> Vec<Unbound> {
-    let Some(g) = m.graph.as_ref() else {
-        return vec![];
-    };
-    let inits: std::collections::HashSet<&str> = g
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
-    let mut out = Vec::new();
-    for vi in &g.input {
-        let name = vi.name.clone().unwrap_or_default();
-        if inits.contains(name.as_str()) || shapes.iter().any(|(n, _)| *n == name) {
-            continue;
-        }
-        let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            continue;
-        };
-        let Some(shape) = &tt.shape else { continue };
-        for (k, d) in shape.dim.iter().enumerate() {
-            let symbol = match &d.value {
-                Some(DimValue::DimValue(v)) if *v >= 0 => continue,
-                Some(DimValue::DimParam(p)) if !p.is_empty() => p.clone(),
-                _ => format!("{name}:{k}"),
-            };
-            if dims.iter().any(|(s, _)| *s == symbol) {
-                continue;
-            }
-            out.push(Unbound {
-                symbol,
-                input: name.clone(),
-                axis: k,
-            });
-        }
-    }
-    out
-}
 
 /// Imports `model` as the program for one item of a run-time batch: every symbol of
 /// `unbound` (all leading dims) is the batch size. Fails, saying why and what to fix, when
 /// a symbol is not a leading dim or the model does not compute its items independently.
 pub fn import(
-    model: ModelProto,
+    model: Model,
     dir: &DataDir,
     base: &ImportOptions,
     unbound: &[Unbound],
 ) -> Result<(Graph, Batched)> {
+    // "'N' (dim 0 of inputs 'x', 'y'), 'M' (dim 0 of input 'z')".
     let list = || {
-        let mut v: Vec<String> = unbound
+        let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+        for u in unbound {
+            match groups.iter_mut().find(|g| g.0 == u.symbol) {
+                Some(g) => g.1.push(&u.input),
+                None => groups.push((&u.symbol, vec![&u.input])),
+            }
+        }
+        let text: Vec<String> = groups
             .iter()
-            .map(|u| format!("'{}' (dim {} of input '{}')", u.symbol, u.axis, u.input))
+            .map(|(s, ins)| {
+                let names: Vec<String> = ins.iter().map(|n| format!("'{n}'")).collect();
+                let plural = if ins.len() > 1 { "s" } else { "" };
+                format!("'{s}' (dim 0 of input{plural} {})", names.join(", "))
+            })
             .collect();
-        v.dedup();
-        v.join(", ")
+        text.join(", ")
     };
     let fix = "fix them at compile time with --dim SYMBOL=N or --shape INPUT=D0,D1,…";
     if let Some(u) = unbound.iter().find(|u| u.axis != 0) {

@@ -204,7 +204,7 @@ fn compile_bytes_inner(
         ..ImportOptions::default()
     };
     // Symbolic leading input dims the options leave unbound become a run-time batch.
-    let unbound = batch::unbound_dims(&model, &opts.shapes, &opts.dims);
+    let unbound = frontend::unbound_dims(&model, &opts.shapes, &opts.dims);
     let (mut graph, batched) = if unbound.is_empty() {
         (frontend::import_owned(model, dir, &import)?, None)
     } else {
@@ -484,7 +484,13 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
                 d.name, t.dtype, d.dtype
             )));
         }
-        if t.shape != d.shape {
+        // A run-time batch takes any number of items.
+        let same = if d.batched {
+            t.shape.len() == d.shape.len() && t.shape[1..] == d.shape[1..]
+        } else {
+            t.shape == d.shape
+        };
+        if !same {
             return Err(Error::Usage(format!(
                 "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
                 d.name, t.shape, d.shape, " (compile with --shape to choose other symbolic dims)"
@@ -588,6 +594,8 @@ pub fn run(
         std::fs::write(&p, t.abi_bytes()).map_err(|e| Error::io(&p, e))?;
         cmd.arg(p);
     }
+    let items = batch_items(&c.program.inputs, &tensors);
+    cmd.arg("--items").arg(items.to_string());
     cmd.arg("--out").arg(&tmp.path);
     cmd.arg("--threads").arg(threads.to_string());
     let out = cmd
@@ -607,19 +615,36 @@ pub fn run(
     for (k, d) in c.program.outputs.iter().enumerate() {
         let p = tmp.path.join(format!("output_{k}.bin"));
         let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-        results.push((d.name.clone(), output_tensor(d, data)));
+        results.push((d.name.clone(), output_tensor(d, data, items)));
     }
     Ok(results)
 }
 
+/// The run-time batch of a run with these inputs: the leading dim of the first batched one
+/// (1 when none is batched).
+pub fn batch_items(descs: &[IoDesc], tensors: &[Tensor]) -> i64 {
+    descs
+        .iter()
+        .zip(tensors)
+        .find(|(d, _)| d.batched)
+        .and_then(|(_, t)| t.shape.first().copied())
+        .unwrap_or(1)
+}
+
 /// An output file the linked program wrote (`onnxc_driver_main`): raw elements, or for a
 /// string output every string followed by a NUL.
-pub fn output_tensor(d: &IoDesc, data: Vec<u8>) -> Tensor {
+/// `items`: the run-time batch of the run (`batch_items`), for a batched output.
+pub fn output_tensor(d: &IoDesc, data: Vec<u8>, items: i64) -> Tensor {
+    let mut shape = d.shape.clone();
+    if d.batched {
+        shape[0] = items;
+    }
     if d.dtype == crate::ir::DType::Str {
         let strings: Vec<Vec<u8>> = data.split(|&b| b == 0).map(|s| s.to_vec()).collect();
-        let n: i64 = d.shape.iter().product();
-        return Tensor::from_strings(d.shape.clone(), &strings[..(n as usize).min(strings.len())]);
+        let n: i64 = shape.iter().product();
+        return Tensor::from_strings(shape, &strings[..(n as usize).min(strings.len())]);
     }
+    let d = &IoDesc { shape, ..d.clone() };
     // The 4- and 2-bit types arrive packed (the driver wrote exactly `d.bytes()`).
     let data = match d.dtype.unpack(&data, d.len() as usize) {
         Some(unpacked) => unpacked,

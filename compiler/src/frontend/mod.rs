@@ -43,6 +43,9 @@ impl Default for ImportOptions {
     }
 }
 
+/// A decoded model, as `load` returns it (other stages pass it on without looking inside).
+pub type Model = ModelProto;
+
 /// Decodes an ONNX model; `path` (if any) locates external data files.
 pub fn load(bytes: &[u8]) -> Result<ModelProto> {
     let m = ModelProto::decode(bytes)
@@ -198,6 +201,65 @@ struct Importer<'a> {
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
 /// seconds; far larger ones would take minutes.
 const MAX_NODE_ARITY: usize = 1 << 17;
+
+/// A symbolic dim of a runtime input that no `--shape`/`--dim` binds.
+pub struct Unbound {
+    pub symbol: String,
+    pub input: String,
+    pub axis: usize,
+}
+
+/// The input dims the options leave symbolic, named as the importer names them
+/// (`dim_param`, or `INPUT:AXIS` for an unnamed one).
+pub fn unbound_dims(
+    m: &ModelProto,
+    shapes: &[(String, Vec<i64>)],
+    dims: &[(String, i64)],
+) -> Vec<Unbound> {
+    let Some(g) = m.graph.as_ref() else {
+        return vec![];
+    };
+    let inits: std::collections::HashSet<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let mut out = Vec::new();
+    for vi in &g.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if inits.contains(name.as_str()) || shapes.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            continue;
+        };
+        let Some(shape) = &tt.shape else { continue };
+        for (k, d) in shape.dim.iter().enumerate() {
+            let symbol = match &d.value {
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
+                    continue;
+                }
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
+                    if !p.is_empty() =>
+                {
+                    p.clone()
+                }
+                _ => format!("{name}:{k}"),
+            };
+            if dims.iter().any(|(s, _)| *s == symbol) {
+                continue;
+            }
+            out.push(Unbound {
+                symbol,
+                input: name.clone(),
+                axis: k,
+            });
+        }
+    }
+    out
+}
 
 /// The tensor type of a value_info, or an error naming it.
 fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
