@@ -53,6 +53,41 @@ fn c_example_builds_and_prints_top5() {
 }
 
 #[test]
+fn c_batch_example_runs_two_batch_sizes_from_one_object() {
+    let build = std::env::temp_dir().join(format!("onnxc-c-batch-{}", std::process::id()));
+    check(
+        Command::new("make")
+            .current_dir(root().join("examples/c"))
+            .arg("batch")
+            .arg(format!("ONNXC={}", onnxc_bin().display()))
+            .arg(format!("BUILD={}", build.display())),
+    );
+    // The program checks each case itself and exits nonzero on any difference.
+    let out = check(&mut Command::new(build.join("batch")));
+    assert!(
+        out.contains("input 'image': dim 0 is a run-time batch"),
+        "{out}"
+    );
+    for n in [1, 4] {
+        let line = format!("batch of {n}: output [{n}, 10], each item bit-identical");
+        assert!(out.contains(&line), "{out}");
+    }
+    assert!(out.contains("needs [4, 10]"), "{out}");
+    // Under memcheck: no read or write outside the caller's buffers, whatever the dims.
+    let o = Command::new("valgrind")
+        .args(["--error-exitcode=99", "--leak-check=no"])
+        .arg(build.join("batch"))
+        .output()
+        .expect("valgrind runs the batch example");
+    assert!(
+        o.status.success(),
+        "memcheck reports errors in the batch example:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(build);
+}
+
+#[test]
 fn rust_example_builds_and_prints_top5() {
     let target = std::env::temp_dir().join(format!("onnxc-rust-example-{}", std::process::id()));
     let out = check(

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tiny_cnn.onnx: a small image classifier (3x32x32 -> 10 classes) with fixed
-pseudo-random weights, used by the C and Rust examples. Regenerate with
+pseudo-random weights, used by the C and Rust examples, and tiny_cnn_batch.onnx, the same
+model with a dynamic batch axis (the C example's batch.c). Regenerate with
 `python3 examples/models/make_tiny_cnn.py` (needs onnx and numpy)."""
 import os
 
@@ -34,13 +35,17 @@ nodes = [
     helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], name="fc", transB=1),
     helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
 ]
-graph = helper.make_graph(
-    nodes, "tiny_cnn",
-    [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])],
-    [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])],
-    inits,
-)
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnxc-examples")
-model.ir_version = 8
-onnx.checker.check_model(model)
-onnx.save(model, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_cnn.onnx"))
+here = os.path.dirname(os.path.abspath(__file__))
+# tiny_cnn.onnx takes one image; tiny_cnn_batch.onnx (same weights) a dynamic batch axis, as
+# exporters write it (torch.onnx.export(..., dynamic_axes={"image": {0: "batch"}})).
+for file, batch in [("tiny_cnn.onnx", 1), ("tiny_cnn_batch.onnx", "batch")]:
+    graph = helper.make_graph(
+        nodes, "tiny_cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, 3, 32, 32])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnxc-examples")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(here, file))

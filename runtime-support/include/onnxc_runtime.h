@@ -14,7 +14,8 @@ extern "C" {
 #define ONNXC_OK 0
 #define ONNXC_ERR_INDEX 1 /* an index input (Gather, Scatter, ...) is out of range */
 #define ONNXC_ERR_ALLOC 2 /* workspace was NULL and allocating one failed */
-#define ONNXC_ERR_SHAPE 3 /* input values imply a shape the model does not allow */
+#define ONNXC_ERR_SHAPE 3 /* input values (or NAME_run_shaped's dims) imply a shape the model
+                           does not allow */
 #define ONNXC_ERR_VALUE 4 /* an input value is invalid for the model */
 #define ONNXC_ERR_PARAMS 5 /* a kernel's compiled parameters are invalid: the object is corrupt or
                               was compiled by a mismatched onnxc */

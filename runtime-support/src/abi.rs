@@ -138,7 +138,7 @@ fn description(code: i32) -> &'static str {
         ONNXC_OK => "success\0",
         ONNXC_ERR_INDEX => "an index input is out of range\0",
         ONNXC_ERR_ALLOC => "workspace allocation failed\0",
-        ONNXC_ERR_SHAPE => "an input's values imply a shape the model does not allow\0",
+        ONNXC_ERR_SHAPE => "an input's dims or values imply a shape the model does not allow\0",
         ONNXC_ERR_VALUE => "an input value is invalid for the model\0",
         ONNXC_ERR_PARAMS => {
             "a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)\0"
