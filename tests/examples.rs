@@ -98,6 +98,10 @@ fn rust_example_builds_and_prints_top5() {
     );
     assert!(out.contains(TOP1), "{out}");
     assert!(out.contains("2 threads: bit-identical"), "{out}");
+    for n in [1, 3] {
+        let line = format!("batch of {n}: each item bit-identical to its one-image run");
+        assert!(out.contains(&line), "{out}");
+    }
     let _ = std::fs::remove_dir_all(target);
 }
 

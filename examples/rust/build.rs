@@ -1,7 +1,10 @@
-//! Compiles `../models/tiny_cnn.onnx` into `OUT_DIR` and generates its Rust module
-//! (`tiny_cnn.rs`): one call of onnxc-build, which also links the model.
+//! Compiles `../models/tiny_cnn.onnx` and `../models/tiny_cnn_batch.onnx` (the same model
+//! with a dynamic batch axis) into `OUT_DIR` and generates their Rust modules
+//! (`tiny_cnn.rs`, `tiny_cnn_batch.rs`): one call of onnxc-build each, which also links them.
 fn main() {
-    onnxc_build::Model::new("../models/tiny_cnn.onnx")
-        .compile()
-        .unwrap_or_else(|e| panic!("{e}"));
+    for model in ["../models/tiny_cnn.onnx", "../models/tiny_cnn_batch.onnx"] {
+        onnxc_build::Model::new(model)
+            .compile()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }

@@ -66,6 +66,27 @@ pub fn check_len(tensor: &'static str, shape: &'static [usize], given: usize) ->
     }
 }
 
+/// Checks that `tensor`, `items` items of the model's one-item `shape` (a run-time batch),
+/// is given `given` elements.
+pub fn check_items(
+    tensor: &'static str,
+    shape: &'static [usize],
+    items: usize,
+    given: usize,
+) -> Result<(), Error> {
+    let expected = shape.iter().product::<usize>().saturating_mul(items);
+    if given == expected {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            tensor,
+            shape,
+            expected,
+            given,
+        })
+    }
+}
+
 /// A 64-byte aligned workspace a model instance owns (`onnxc_workspace_alloc`), freed on
 /// drop.
 pub struct Workspace {

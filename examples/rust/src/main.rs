@@ -1,9 +1,14 @@
 //! Runs the onnxc-compiled `tiny_cnn` model through the module onnxc-build generated and
-//! prints the top-5 classes, then runs it again on two threads of the runtime's pool.
-//! `cargo run --release`.
+//! prints the top-5 classes, then runs it again on two threads of the runtime's pool, and
+//! runs batches of 1 and 3 images through one object of `tiny_cnn_batch` (a dynamic batch
+//! axis). `cargo run --release`.
 
 mod tiny_cnn {
     include!(concat!(env!("OUT_DIR"), "/tiny_cnn.rs"));
+}
+
+mod tiny_cnn_batch {
+    include!(concat!(env!("OUT_DIR"), "/tiny_cnn_batch.rs"));
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,6 +26,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         return Err("2 threads: the outputs differ from one thread's".into());
     }
+
+    // One object, any batch size: each item's results are those of a one-image call.
+    let mut batched = tiny_cnn_batch::TinyCnnBatch::new()?;
+    let images: Vec<f32> = (0..3 * len).map(|i| (i % 997) as f32 / 997.0).collect();
+    for items in [1, 3] {
+        let all = batched.run_batch(items, &images[..items * len])?.probs;
+        for (i, image) in images[..items * len].chunks(len).enumerate() {
+            let one = batched.run(image)?.probs;
+            let item = &all[i * probs.len()..(i + 1) * probs.len()];
+            if item.iter().zip(&one).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                return Err(format!("batch of {items}: item {i} differs from its own run").into());
+            }
+        }
+        println!("batch of {items}: each item bit-identical to its one-image run");
+    }
+    // Inputs that are not a whole number of items are an error.
+    assert!(batched.run_batch(2, &images[..len]).is_err());
+
     let mut order: Vec<usize> = (0..probs.len()).collect();
     order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
     println!("top-5:");
