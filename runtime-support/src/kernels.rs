@@ -385,6 +385,10 @@ pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
     ("onnxc_workspace_alloc", "NAME_run with a null workspace"),
     ("onnxc_workspace_free", "NAME_run with a null workspace"),
     ("onnxc_strerror", "the C API: error messages"),
+    (
+        "onnxc_run_shaped",
+        "NAME_run_shaped: dims checked, one run per batch item",
+    ),
     ("onnxc_f16_to_f32", "generated code: half-precision loads"),
     ("onnxc_f32_to_f16", "generated code: half-precision stores"),
     (

@@ -213,3 +213,163 @@ unsafe fn table<'a, T>(p: *const T, n: usize) -> &'a [T] {
         unsafe { std::slice::from_raw_parts(p, n) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::ffi::c_char;
+
+    thread_local! {
+        static CALLS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// A model computing y = 2x item by item: input x [n, 2] f32 (batched), a shared input
+    /// s [1] f32 added to every element, output y [n, 2] f32 (batched).
+    unsafe extern "C" fn fake_run(
+        ins: *const *const c_void,
+        outs: *const *mut c_void,
+        _ws: *mut c_void,
+        _bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        CALLS.with(|c| c.set(c.get() + 1));
+        // SAFETY: onnxc_run_shaped passes one item of x and y and the whole of s.
+        unsafe {
+            let x = (*ins).cast::<f32>();
+            let s = *(*ins.add(1)).cast::<f32>();
+            let y = (*outs).cast::<f32>();
+            for k in 0..2 {
+                *y.add(k) = 2.0 * *x.add(k) + s;
+            }
+        }
+        ONNXC_OK
+    }
+
+    unsafe extern "C" fn fake_size(workers: usize) -> usize {
+        64 * workers
+    }
+
+    const X_SHAPE: [i64; 2] = [1, 2];
+    const S_SHAPE: [i64; 1] = [1];
+
+    fn info(ins: &[TensorInfo], outs: &[TensorInfo]) -> ModelInfo {
+        ModelInfo {
+            name: c"fake".as_ptr(),
+            num_inputs: ins.len() as u32,
+            num_outputs: outs.len() as u32,
+            inputs: ins.as_ptr(),
+            outputs: outs.as_ptr(),
+            workspace_size: 64,
+            workspace_per_worker: 64,
+        }
+    }
+
+    fn tensor_info(name: &'static std::ffi::CStr, shape: &'static [i64], flags: u32) -> TensorInfo {
+        TensorInfo {
+            name: name.as_ptr() as *const c_char,
+            dtype: 1,
+            rank: shape.len() as i32,
+            shape: shape.as_ptr(),
+            size_bytes: 4 * shape.iter().product::<i64>() as u64,
+            key_type: 0,
+            num_keys: 0,
+            keys: std::ptr::null(),
+            flags,
+            reserved: 0,
+        }
+    }
+
+    /// Runs the fake model on `n` items with the given dims and output capacity; returns
+    /// the status, the output's dims and values, and how many item runs there were.
+    fn call(
+        x_dims: &[i64],
+        s_dims: &[i64],
+        n: usize,
+        capacity: usize,
+        ws: usize,
+    ) -> (i32, [i64; 2], Vec<f32>, usize) {
+        let ins = [
+            tensor_info(c"x", &X_SHAPE, ONNXC_TENSOR_BATCHED),
+            tensor_info(c"s", &S_SHAPE, 0),
+        ];
+        let outs = [tensor_info(c"y", &X_SHAPE, ONNXC_TENSOR_BATCHED)];
+        let info = info(&ins, &outs);
+        let mut x: Vec<f32> = (0..2 * n).map(|v| v as f32).collect();
+        let mut s = [0.5f32];
+        let mut y = vec![0f32; 2 * n + 2];
+        let (mut xd, mut sd, mut yd) = (x_dims.to_vec(), s_dims.to_vec(), [-1i64; 2]);
+        let tin = [
+            Tensor {
+                data: x.as_mut_ptr().cast(),
+                dims: xd.as_mut_ptr(),
+                rank: xd.len(),
+                capacity: 0,
+            },
+            Tensor {
+                data: s.as_mut_ptr().cast(),
+                dims: sd.as_mut_ptr(),
+                rank: sd.len(),
+                capacity: 0,
+            },
+        ];
+        let tout = [Tensor {
+            data: y.as_mut_ptr().cast(),
+            dims: yd.as_mut_ptr(),
+            rank: 2,
+            capacity,
+        }];
+        let mut workspace = vec![0u8; 256];
+        CALLS.with(|c| c.set(0));
+        // SAFETY: every pointer covers what its dims say (or the call refuses it).
+        let rc = unsafe {
+            onnxc_run_shaped(
+                &info,
+                fake_run,
+                fake_size,
+                tin.as_ptr(),
+                tout.as_ptr(),
+                workspace.as_mut_ptr().cast(),
+                ws,
+                std::ptr::null(),
+            )
+        };
+        (rc, yd, y, CALLS.with(Cell::get))
+    }
+
+    #[test]
+    fn runs_once_per_item_and_writes_the_dims() {
+        let (rc, dims, y, calls) = call(&[3, 2], &[1], 3, 24, 64);
+        assert_eq!((rc, dims, calls), (ONNXC_OK, [3, 2], 3));
+        assert_eq!(y[..6], [0.5, 2.5, 4.5, 6.5, 8.5, 10.5]);
+        assert_eq!(y[6..], [0.0, 0.0], "nothing written past the items");
+    }
+
+    #[test]
+    fn refuses_dims_the_model_does_not_take() {
+        for (x, s) in [
+            (&[3i64, 3][..], &[1i64][..]),
+            (&[3, 2, 1], &[1]),
+            (&[-1, 2], &[1]),
+            (&[3, 2], &[2]),
+        ] {
+            let (rc, _, y, calls) = call(x, s, 3, 24, 64);
+            assert_eq!((rc, calls), (ONNXC_ERR_SHAPE, 0), "{x:?} {s:?}");
+            assert!(y.iter().all(|&v| v == 0.0));
+        }
+    }
+
+    #[test]
+    fn too_small_outputs_get_their_dims_and_nothing_runs() {
+        let (rc, dims, _, calls) = call(&[3, 2], &[1], 3, 23, 64);
+        assert_eq!((rc, dims, calls), (ONNXC_ERR_CAPACITY, [3, 2], 0));
+        let (rc, _, _, calls) = call(&[3, 2], &[1], 3, 24, 63);
+        assert_eq!((rc, calls), (ONNXC_ERR_WORKSPACE, 0));
+    }
+
+    #[test]
+    fn an_empty_batch_runs_nothing() {
+        let (rc, dims, _, calls) = call(&[0, 2], &[1], 0, 0, 64);
+        assert_eq!((rc, dims, calls), (ONNXC_OK, [0, 2], 0));
+    }
+}

@@ -194,17 +194,34 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
 #[test]
 fn symbolic_dims_need_shape_and_the_error_says_so() {
     let d = scratch("symbolic");
-    let m = model(
-        vec![with_ints(
-            node("ReduceSum", "sum", &["x"], &["y"]),
-            "axes",
-            &[1],
-        )],
-        vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
-        vec![value_info("y", 1, &[D::S("batch"), D::N(1)])],
-        vec![],
-        11,
-    );
+    let sum = |axis: i64, y: &[D]| {
+        model(
+            vec![with_ints(
+                node("ReduceSum", "sum", &["x"], &["y"]),
+                "axes",
+                &[axis],
+            )],
+            vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
+            vec![value_info("y", 1, y)],
+            vec![],
+            11,
+        )
+    };
+    // Summing each row: the batch is a run-time dim, no flag needed.
+    let p = d.join("rows.onnx");
+    save(&sum(1, &[D::S("batch"), D::N(1)]), &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("r.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("r.h")).unwrap();
+    assert!(h.contains("float32 [n, 3], n the run-time batch"), "{h}");
+    assert!(h.contains("int r_run_shaped("), "{h}");
+    // Summing over the batch: it must be fixed.
+    let m = sum(0, &[D::N(1), D::N(3)]);
     let p = d.join("sym.onnx");
     save(&m, &p);
     let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("s.o")));
@@ -220,7 +237,7 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
     assert!(
         std::fs::read_to_string(d.join("s.h"))
             .unwrap()
-            .contains("float32 [2, 1]")
+            .contains("float32 [1, 3]")
     );
     // A bad --shape is a usage error.
     let e = fails(
@@ -251,7 +268,7 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
     assert!(
         std::fs::read_to_string(d.join("s.h"))
             .unwrap()
-            .contains("float32 [5, 1]")
+            .contains("\"x\", float32 [5, 3]")
     );
     let e = fails(
         onnxc()
@@ -291,8 +308,8 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
         &x,
     );
     let y = &run_model(&[&p, &x], &d.join("out"))[0];
-    assert_eq!(y.shape, vec![4, 1]);
-    assert_eq!(y.to_f64s(), vec![6.0, 15.0, 24.0, 3.0]);
+    assert_eq!(y.shape, vec![1, 3]);
+    assert_eq!(y.to_f64s(), vec![13.0, 16.0, 19.0]);
     let o = onnxc()
         .arg("bench")
         .arg(&p)

@@ -1184,3 +1184,69 @@ fn regex_patterns_with_huge_automata_are_refused() {
         compile_error(&d, name, &m, &["node 're'", "RegexFullMatch", why]);
     }
 }
+
+/// A symbolic leading input dim compiles as a run-time batch only where the model computes
+/// each item on its own; otherwise the error names the dim, the node that mixes the items and
+/// the flag that fixes it. Any other symbolic dim must be fixed.
+#[test]
+fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
+    let d = scratch("batch_dims");
+    let x = value_info("x", 1, &[D::S("batch"), D::N(4)]);
+    let y = |dims: &[D]| vec![value_info("y", 1, dims)];
+    // A sum over the batch.
+    let sum = with_ints(node("ReduceSum", "total", &["x"], &["y"]), "axes", &[0]);
+    let m = model(
+        vec![sum],
+        vec![x.clone()],
+        y(&[D::N(1), D::N(4)]),
+        vec![],
+        11,
+    );
+    compile_error(
+        &d,
+        "sum",
+        &m,
+        &[
+            "'batch' (dim 0 of input 'x')",
+            "'total' (ReduceSum, opset 11)",
+            "reduces over",
+            "--dim",
+        ],
+    );
+    // A row picked from the batch.
+    let pick = node("Gather", "first", &["x", "i"], &["y"]);
+    let i = int_tensor("i", 7, &[1], &[0]);
+    let m = model(
+        vec![pick],
+        vec![x.clone()],
+        y(&[D::N(1), D::N(4)]),
+        vec![i],
+        13,
+    );
+    compile_error(&d, "gather", &m, &["'first' (Gather, opset 13)", "--dim"]);
+    // A shape that hard-codes one item.
+    let flat = node("Reshape", "flatten", &["x", "s"], &["y"]);
+    let s = int_tensor("s", 7, &[1], &[4]);
+    let m = model(vec![flat], vec![x], y(&[D::N(4)]), vec![s], 13);
+    compile_error(
+        &d,
+        "reshape",
+        &m,
+        &["at batch size 2", "'flatten' (Reshape, opset 13)", "--dim"],
+    );
+    // A symbolic dim that is not the leading one.
+    let seq = value_info("x", 1, &[D::N(1), D::S("seq")]);
+    let m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![seq],
+        y(&[D::N(1), D::S("seq")]),
+        vec![],
+        13,
+    );
+    compile_error(
+        &d,
+        "seq",
+        &m,
+        &["'seq' (dim 1 of input 'x') must be fixed", "--dim"],
+    );
+}

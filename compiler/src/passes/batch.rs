@@ -116,7 +116,11 @@ fn node_per_item(
         if na.op == nb.op {
             Ok(())
         } else {
-            Err("its attributes change with the batch size".to_string())
+            Err(
+                "what it computes changes with the batch size (it reduces over, indexes or \
+                 counts the batch)"
+                    .to_string(),
+            )
         }
     };
     match &nb.op {
