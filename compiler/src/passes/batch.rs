@@ -32,9 +32,14 @@ pub struct Batched {
     pub outputs: Vec<bool>,
 }
 
-/// The batch axis of a value: the one axis whose length is `SIZES[0]` in `a` and
-/// `SIZES[1]` in `b`, None when the shapes are equal; an error when they differ otherwise.
-fn axis_of(a: &[crate::ir::Dim], b: &[crate::ir::Dim]) -> Result<Option<usize>, String> {
+/// Where a value carries the batch: its axis, and how many slices of that axis each item
+/// has (1 for a batch dim; `s` where a reshape merged the batch with a dim of `s`, as
+/// `[batch, seq, d]` flattened to `[batch·seq, d]`: item `i` is slices `i·s .. (i+1)·s`).
+type Carry = Option<(usize, i64)>;
+
+/// The batch axis of a value: the one axis whose length is `SIZES[0]·s` in `a` and
+/// `SIZES[1]·s` in `b`, None when the shapes are equal; an error when they differ otherwise.
+fn axis_of(a: &[crate::ir::Dim], b: &[crate::ir::Dim]) -> Result<Carry, String> {
     if a.len() != b.len() {
         return Err("its rank depends on the batch size".into());
     }
@@ -44,16 +49,36 @@ fn axis_of(a: &[crate::ir::Dim], b: &[crate::ir::Dim]) -> Result<Option<usize>, 
             continue;
         }
         match (x.known(), y.known()) {
-            (Some(p), Some(q)) if [p, q] == SIZES && axis.is_none() => axis = Some(k),
+            (Some(p), Some(q))
+                if axis.is_none() && p > 0 && p % SIZES[0] == 0 && p / SIZES[0] * SIZES[1] == q =>
+            {
+                axis = Some((k, p / SIZES[0]))
+            }
             _ => {
                 return Err(format!(
-                    "its dim {k} ({x} at batch {}, {y} at batch {}) is not the batch size",
+                    "its dim {k} ({x} at batch {}, {y} at batch {}) is not a multiple of the \
+                     batch size",
                     SIZES[0], SIZES[1]
                 ));
             }
         }
     }
     Ok(axis)
+}
+
+/// The slices per item of the batch-carrying operands and results of a node other than a
+/// reshape: every op but a reshape maps slices of the batch axis one to one, so they must
+/// all agree, and the model's own inputs and constants have one per item.
+fn same_slices(op: &Op, ins: &[Carry], out: &[Carry]) -> Result<(), String> {
+    let mut per = ins.iter().chain(out).flatten().map(|c| c.1);
+    let first = per.next();
+    let one = matches!(op, Op::Input | Op::Const(_));
+    match first {
+        Some(s) if per.any(|t| t != s) || (one && s != 1) => {
+            Err("it mixes tensors whose items have different lengths".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks that `a` and `b` (the model imported at batch sizes `SIZES`) are one separable
@@ -64,7 +89,7 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
     if ids != b.node_ids() {
         return Err("the model's graph changes with the batch size".into());
     }
-    let mut axes: HashMap<(NodeId, u32), Option<usize>> = HashMap::new();
+    let mut axes: HashMap<(NodeId, u32), Carry> = HashMap::new();
     for id in b.topo_order() {
         let (na, nb) = (a.node(id), b.node(id));
         let at = |msg: String| format!("{}: {msg}", nb.origin);
@@ -78,8 +103,14 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
             }
             out.push(axis_of(&ta.shape, &tb.shape).map_err(|e| at(format!("its result: {e}")))?);
         }
-        let ins: Vec<Option<usize>> = nb.inputs.iter().map(|v| axes[&(v.node, v.slot)]).collect();
-        node_per_item(na, nb, &ins, &out, b).map_err(at)?;
+        let ins: Vec<Carry> = nb.inputs.iter().map(|v| axes[&(v.node, v.slot)]).collect();
+        if let Op::Reshape = nb.op {
+            reshape_per_item(nb, ins[0], out[0], b).map_err(at)?;
+        } else {
+            same_slices(&nb.op, &ins, &out).map_err(at)?;
+            let axis = |c: &[Carry]| c.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>();
+            node_per_item(na, nb, &axis(&ins), &axis(&out), b).map_err(at)?;
+        }
         for (slot, ax) in out.into_iter().enumerate() {
             axes.insert((id, slot as u32), ax);
         }
@@ -88,9 +119,9 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
         list.iter()
             .map(|g| match axes[&(g.value.node, g.value.slot)] {
                 None => Ok(false),
-                Some(0) => Ok(true),
-                Some(k) => Err(format!(
-                    "{what} '{}' carries the batch in its dim {k}, not its first",
+                Some((0, 1)) => Ok(true),
+                Some((k, _)) => Err(format!(
+                    "{what} '{}' carries the batch in its dim {k}, not as its first",
                     g.name
                 )),
             })
@@ -156,19 +187,7 @@ fn node_per_item(
             same_op()?;
             body_per_item(&r.body, out[0], ins)
         }
-        Op::Reshape => {
-            let (Some(i), Some(o)) = (ins[0], out[0]) else {
-                return Err("it moves the batch into another dim".into());
-            };
-            let from = known(&b.value_type(nb.inputs[0]).shape)?;
-            let to = known(&nb.outputs[0].shape)?;
-            let p = |s: &[i64]| s.iter().product::<i64>();
-            if p(&from[..i]) == p(&to[..o]) && p(&from[i + 1..]) == p(&to[o + 1..]) {
-                Ok(())
-            } else {
-                Err("it moves the batch into another dim".into())
-            }
-        }
+        Op::Reshape => unreachable!("reshapes are checked by reshape_per_item"),
         Op::MatMul(mm) => {
             same_op()?;
             if ins.len() < 2 || !shared(&ins[2..]) {
@@ -237,6 +256,25 @@ fn node_per_item(
                 ))
             }
         }
+    }
+}
+
+/// A reshape keeps the items apart when each item's elements stay one run of the same
+/// length behind the same outer dims: the dims before the batch axis multiply to the same
+/// count, and slices per item times the dims after it do too.
+fn reshape_per_item(nb: &Node, from: Carry, to: Carry, b: &Graph) -> Result<(), String> {
+    let ((i, si), (o, so)) = match (from, to) {
+        (None, None) => return Ok(()),
+        (Some(x), Some(y)) => (x, y),
+        _ => return Err("it moves the batch into another dim".into()),
+    };
+    let src = known(&b.value_type(nb.inputs[0]).shape)?;
+    let dst = known(&nb.outputs[0].shape)?;
+    let p = |s: &[i64]| s.iter().product::<i64>();
+    if p(&src[..i]) == p(&dst[..o]) && si * p(&src[i + 1..]) == so * p(&dst[o + 1..]) {
+        Ok(())
+    } else {
+        Err("it moves the batch into another dim".into())
     }
 }
 
