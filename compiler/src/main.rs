@@ -306,6 +306,7 @@ fn inspect_json(model: &Path, i: &driver::Inspection) -> String {
             ),
         ),
         ("imports", i.import_error.is_none().to_string()),
+        ("run_time_batch", i.run_time_batch.to_string()),
         (
             "import_error",
             opt(i.import_error.as_ref().map(|e| json_str(&e.to_string()))),
@@ -356,9 +357,14 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
             println!("{what:<16}none");
         }
     }
-    if !s.symbols.is_empty() {
+    if !s.symbols.is_empty() && !i.run_time_batch {
         println!(
             "symbols:        {} (fix with --dim SYMBOL=N or --shape INPUT=D0,D1,…)",
+            s.symbols.join(", ")
+        );
+    } else if !s.symbols.is_empty() {
+        println!(
+            "symbols:        {} (the leading ones a run-time batch; --dim SYMBOL=N fixes them)",
             s.symbols.join(", ")
         );
     }
@@ -383,8 +389,9 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
     );
     match i.multiply_adds {
         Some(n) => println!(
-            "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions)",
-            n as f64 / 1e9
+            "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions{})",
+            n as f64 / 1e9,
+            if i.run_time_batch { ", per item" } else { "" }
         ),
         None => println!("multiply-adds:  unknown until every dim is bound"),
     }
@@ -406,6 +413,10 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
         println!("no builder for: {}", list.join(", "));
     }
     match &i.import_error {
+        None if i.run_time_batch => println!(
+            "imports:        yes, its symbolic leading input dims as a run-time batch \
+             (every item computed on its own)"
+        ),
         None => println!("imports:        yes (every node builds with these shapes)"),
         Some(e) => println!("imports:        no: {e}"),
     }

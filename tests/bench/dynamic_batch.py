@@ -45,6 +45,8 @@ def with_batch(path: str, out: str, batch) -> str:
     m = onnx.load(path)
     inits = {i.name for i in m.graph.initializer}
     for vi in [x for x in m.graph.input if x.name not in inits] + list(m.graph.output):
+        if not vi.type.tensor_type.shape.dim:
+            continue
         d = vi.type.tensor_type.shape.dim[0]
         d.Clear()
         if isinstance(batch, str):

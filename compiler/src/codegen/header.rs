@@ -259,9 +259,9 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          same order whatever the thread count, so results are bit-identical to {prefix}_run's for any\n   \
          number of threads. threads may be NULL (one thread). workspace: NULL (allocated and freed\n   \
          here), or workspace_bytes >= {prefix}_workspace_size_threads(threads->workers) bytes, 64-byte\n   \
-         aligned (ONNXC_ERR_WORKSPACE otherwise). Tensors and scratch live in the workspace; the\n   \
-         resize, tree-ensemble and 3-D (and higher) convolution kernels still allocate small\n   \
-         tables per call. Reentrant: concurrent calls need separate workspaces and may share one pool. */"
+         aligned (ONNXC_ERR_WORKSPACE otherwise). Tensors and scratch live in the workspace: a\n   \
+         call given one makes no heap allocation. Reentrant: concurrent calls need separate\n   \
+         workspaces and may share one pool. */"
     );
     let _ = writeln!(
         h,
@@ -283,7 +283,8 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          must be the model's (ONNXC_ERR_SHAPE otherwise, before anything is read){}.\n   \
          Every output's dims are written (where dims is not NULL); if an\n   \
          output's capacity is below its size, nothing runs and the call returns ONNXC_ERR_CAPACITY,\n   \
-         so a caller can size its buffers from the dims and call again. */",
+         so a caller can size its buffers from the dims and call again. Given a workspace, it\n   \
+         allocates nothing (but per-item pointer tables for more than 64 inputs and outputs). */",
         if batched {
             ", but for dim 0 of the\n   \
              batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \

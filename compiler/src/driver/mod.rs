@@ -101,7 +101,10 @@ pub fn compile_file(
 /// supported, every dim bound), the multiply-adds of its products and convolutions.
 pub struct Inspection {
     pub summary: frontend::inspect::Summary,
+    /// Per item of the run-time batch when `run_time_batch`.
     pub multiply_adds: Option<u64>,
+    /// The model's symbolic leading input dims compile as a run-time batch.
+    pub run_time_batch: bool,
     /// Why the model does not import as given, if it does not (unsupported ops with their
     /// reasons, a symbolic dim to fix, a model error).
     pub import_error: Option<Error>,
@@ -126,23 +129,41 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     };
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        frontend::import_owned(model, &dir, &import)
+        import_model(model, &dir, &import)
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
     Ok(match imported {
-        Ok(g) => Inspection {
+        Ok((g, batched)) => Inspection {
             summary,
             multiply_adds: crate::ir::cost::multiply_adds(&g),
+            run_time_batch: batched.is_some(),
             import_error: None,
             warnings: g.warnings.clone(),
         },
         Err(e) => Inspection {
             summary,
             multiply_adds: None,
+            run_time_batch: false,
             import_error: Some(e),
             warnings: Vec::new(),
         },
     })
+}
+
+/// Imports `model`: as given, or, where its inputs leave leading dims symbolic that the
+/// options do not bind, as the one-item program of a run-time batch (`batch::import`).
+fn import_model(
+    model: frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+) -> Result<(crate::ir::Graph, Option<crate::passes::batch::Batched>)> {
+    let unbound = frontend::unbound_dims(&model, &import.input_shapes, &import.dim_values);
+    if unbound.is_empty() {
+        Ok((frontend::import_owned(model, dir, import)?, None))
+    } else {
+        let (g, b) = batch::import(model, dir, import, &unbound)?;
+        Ok((g, Some(b)))
+    }
 }
 
 pub fn compile_bytes(
@@ -204,13 +225,7 @@ fn compile_bytes_inner(
         ..ImportOptions::default()
     };
     // Symbolic leading input dims the options leave unbound become a run-time batch.
-    let unbound = frontend::unbound_dims(&model, &opts.shapes, &opts.dims);
-    let (mut graph, batched) = if unbound.is_empty() {
-        (frontend::import_owned(model, dir, &import)?, None)
-    } else {
-        let (g, b) = batch::import(model, dir, &import, &unbound)?;
-        (g, Some(b))
-    };
+    let (mut graph, batched) = import_model(model, dir, &import)?;
     for w in &graph.warnings {
         if opts.json_diagnostics {
             eprintln!("{}", crate::error::warning_json(w));
