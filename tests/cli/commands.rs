@@ -529,3 +529,45 @@ fn low_precision_inputs_and_outputs() {
     let t = <onnxc_proto::TensorProto as prost::Message>::decode(raw.as_slice()).unwrap();
     assert_eq!(t.raw_data.as_deref(), Some(&[0x78u8, 0x3F, 0x05][..]));
 }
+
+/// A --shape binds its input's symbols in every input (so no dim stays symbolic), while a
+/// --dim for the sequence leaves the batch to run time.
+#[test]
+fn shapes_and_dims_bind_symbols_before_the_run_time_batch() {
+    let d = scratch("batch_binding");
+    let m = model(
+        vec![node("Add", "add", &["a", "b"], &["y"])],
+        vec![
+            value_info("a", 1, &[D::S("batch"), D::S("seq")]),
+            value_info("b", 1, &[D::S("batch"), D::S("seq")]),
+        ],
+        vec![value_info("y", 1, &[D::S("batch"), D::S("seq")])],
+        vec![],
+        17,
+    );
+    let p = d.join("add.onnx");
+    save(&m, &p);
+    let header = |args: &[&str]| {
+        let o = onnxc()
+            .arg(&p)
+            .arg("-o")
+            .arg(d.join("add.o"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        std::fs::read_to_string(d.join("add.h")).unwrap()
+    };
+    let h = header(&["--shape", "a=2,5"]);
+    assert!(h.contains("\"b\", float32 [2, 5] ="), "{h}");
+    let h = header(&["--dim", "seq=5"]);
+    assert!(
+        h.contains("\"b\", float32 [n, 5], n the run-time batch"),
+        "{h}"
+    );
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("add.o")));
+    assert!(
+        e.contains("'seq' (dim 1 of input 'a') must be fixed"),
+        "{e}"
+    );
+}

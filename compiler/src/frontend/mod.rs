@@ -224,10 +224,11 @@ pub fn unbound_dims(
         .iter()
         .filter_map(|t| t.name.as_deref())
         .collect();
-    let mut out = Vec::new();
+    // Every runtime input's symbolic dims, as the importer names them.
+    let mut all: Vec<(String, Unbound)> = Vec::new();
     for vi in &g.input {
         let name = vi.name.clone().unwrap_or_default();
-        if inits.contains(name.as_str()) || shapes.iter().any(|(n, _)| *n == name) {
+        if inits.contains(name.as_str()) {
             continue;
         }
         let Some(type_proto::Value::TensorType(tt)) =
@@ -248,17 +249,30 @@ pub fn unbound_dims(
                 }
                 _ => format!("{name}:{k}"),
             };
-            if dims.iter().any(|(s, _)| *s == symbol) {
-                continue;
-            }
-            out.push(Unbound {
-                symbol,
-                input: name.clone(),
-                axis: k,
-            });
+            all.push((
+                name.clone(),
+                Unbound {
+                    symbol,
+                    input: name.clone(),
+                    axis: k,
+                },
+            ));
         }
     }
-    out
+    // Bound: by --dim, and by a --shape of an input that uses the symbol.
+    let shaped = |input: &str| shapes.iter().any(|(n, _)| n == input);
+    let bound = |u: &Unbound| {
+        dims.iter().any(|(s, _)| *s == u.symbol)
+            || all.iter().any(|(i, v)| shaped(i) && v.symbol == u.symbol)
+    };
+    all.iter()
+        .filter(|(input, u)| !shaped(input) && !bound(u))
+        .map(|(_, u)| Unbound {
+            symbol: u.symbol.clone(),
+            input: u.input.clone(),
+            axis: u.axis,
+        })
+        .collect()
 }
 
 /// The tensor type of a value_info, or an error naming it.
