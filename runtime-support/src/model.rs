@@ -53,17 +53,7 @@ pub fn status(code: i32) -> Result<(), Error> {
 
 /// Checks that `tensor`, of the model's `shape`, is given `given` elements.
 pub fn check_len(tensor: &'static str, shape: &'static [usize], given: usize) -> Result<(), Error> {
-    let expected = shape.iter().product();
-    if given == expected {
-        Ok(())
-    } else {
-        Err(Error::Shape {
-            tensor,
-            shape,
-            expected,
-            given,
-        })
-    }
+    check_items(tensor, shape, 1, given)
 }
 
 /// Checks that `tensor`, `items` items of the model's one-item `shape` (a run-time batch),

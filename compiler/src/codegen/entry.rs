@@ -1,5 +1,6 @@
 //! The model's exported entry points around its steps: `NAME_run`, `NAME_run_threaded`,
-//! `NAME_workspace_size`, `NAME_workspace_size_threads`, and an optional driver `main`.
+//! `NAME_workspace_size`, `NAME_workspace_size_threads`, `NAME_run_shaped` (a call of the
+//! runtime's `onnxc_run_shaped`); the optional driver `main` is in `codegen::compile`.
 //!
 //! Both run functions share one local `NAME_steps(inputs, outputs, workspace, threads)`
 //! that calls the steps in order and stops at the first error; `NAME_run` passes no
@@ -199,6 +200,58 @@ pub fn define_entries(
         run_threaded,
         workspace_size_threads: wst,
     })
+}
+
+/// `NAME_run_shaped(inputs, outputs, workspace, workspace_bytes, threads) -> int`:
+/// `onnxc_run_shaped(NAME_info(), NAME_run_threaded, NAME_workspace_size_threads, …)`.
+pub fn define_run_shaped(
+    st: &mut ModState,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    prefix: &str,
+    info: cranelift_module::DataId,
+    entries: &Entries,
+    frontend: cranelift_codegen::isa::TargetFrontendConfig,
+) -> Result<FuncId> {
+    let mut sig = ir::Signature::new(st.call_conv);
+    sig.params.extend([AbiParam::new(PTR); 5]);
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = st
+        .module
+        .declare_function(&format!("{prefix}_run_shaped"), Linkage::Export, &sig)
+        .map_err(merr)?;
+    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 5), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let e = b.create_block();
+        b.append_block_params_for_function_params(e);
+        b.switch_to_block(e);
+        let p = b.block_params(e).to_vec();
+        let mut imports = Imports {
+            st,
+            refs: HashMap::new(),
+            gvs: HashMap::new(),
+        };
+        let shaped = imports.func(&mut b, "onnxc_run_shaped", &[PTR; 8], &[types::I32]);
+        let gv = imports.st.module.declare_data_in_func(info, b.func);
+        let info = b.ins().symbol_value(PTR, gv);
+        let mut fn_addr = |id| {
+            let r = imports.st.module.declare_func_in_func(id, b.func);
+            b.ins().func_addr(PTR, r)
+        };
+        let run = fn_addr(entries.run_threaded);
+        let wst = fn_addr(entries.workspace_size_threads);
+        let c = b
+            .ins()
+            .call(shaped, &[info, run, wst, p[0], p[1], p[2], p[3], p[4]]);
+        let r = b.inst_results(c)[0];
+        b.ins().return_(&[r]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+    }
+    st.module.define_function(id, ctx).map_err(merr)?;
+    ctx.clear();
+    Ok(id)
 }
 
 /// Most calls in one function of the `NAME_steps` chain.

@@ -292,48 +292,15 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     }
     st.module.define_function(info_id, &mut ctx).map_err(merr)?;
     ctx.clear();
-    // NAME_run_shaped(inputs, outputs, workspace, workspace_bytes, threads) -> int:
-    // onnxc_run_shaped(NAME_info(), NAME_run_threaded, NAME_workspace_size_threads, ...).
-    let mut sig = ir::Signature::new(call_conv);
-    sig.params.extend([AbiParam::new(PTR); 5]);
-    sig.returns.push(AbiParam::new(types::I32));
-    let shaped_id = st
-        .module
-        .declare_function(&format!("{prefix}_run_shaped"), Linkage::Export, &sig)
-        .map_err(merr)?;
-    ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 5), sig);
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let e = b.create_block();
-        b.append_block_params_for_function_params(e);
-        b.switch_to_block(e);
-        let p = b.block_params(e).to_vec();
-        let mut imports = Imports {
-            st: &mut st,
-            refs: HashMap::new(),
-            gvs: HashMap::new(),
-        };
-        let shaped = imports.func(&mut b, "onnxc_run_shaped", &[PTR; 8], &[types::I32]);
-        let gv = imports.st.module.declare_data_in_func(info_data, b.func);
-        let info = b.ins().symbol_value(PTR, gv);
-        let mut fn_addr = |id| {
-            let r = imports.st.module.declare_func_in_func(id, b.func);
-            b.ins().func_addr(PTR, r)
-        };
-        let run = fn_addr(entries.run_threaded);
-        let wst = fn_addr(entries.workspace_size_threads);
-        let c = b
-            .ins()
-            .call(shaped, &[info, run, wst, p[0], p[1], p[2], p[3], p[4]]);
-        let r = b.inst_results(c)[0];
-        b.ins().return_(&[r]);
-        b.seal_all_blocks();
-        b.finalize(frontend_config);
-    }
-    st.module
-        .define_function(shaped_id, &mut ctx)
-        .map_err(merr)?;
-    ctx.clear();
+    let shaped_id = entry::define_run_shaped(
+        &mut st,
+        &mut ctx,
+        &mut fctx,
+        prefix,
+        info_data,
+        &entries,
+        frontend_config,
+    )?;
     if opts.emit_main {
         // int main(int argc, char **argv) {
         //     return onnxc_driver_main(argc, argv, NAME_run, NAME_info, NAME_run_threaded,
