@@ -551,7 +551,7 @@ fn a_symbolic_dim_grown_by_200000_nodes_stays_shallow() {
         vec![],
         18,
     );
-    refused(&d, "concat", &m, &["is not the batch size", "--dim"]);
+    refused(&d, "concat", &m, &["concatenates along the batch", "--dim"]);
     // `inspect` imports the model with n symbolic: the deep dims are built and dropped.
     let t0 = Instant::now();
     let o = super::onnxc()

@@ -107,9 +107,9 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
         if let Op::Reshape = nb.op {
             reshape_per_item(nb, ins[0], out[0], b).map_err(at)?;
         } else {
-            same_slices(&nb.op, &ins, &out).map_err(at)?;
             let axis = |c: &[Carry]| c.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>();
             node_per_item(na, nb, &axis(&ins), &axis(&out), b).map_err(at)?;
+            same_slices(&nb.op, &ins, &out).map_err(at)?;
         }
         for (slot, ax) in out.into_iter().enumerate() {
             axes.insert((id, slot as u32), ax);
