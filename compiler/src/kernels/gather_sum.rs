@@ -72,6 +72,11 @@ impl KernelOp for GatherSum {
         Some(kernel_status(&kernels::GATHER_SUM_F32, status, t))
     }
 
+    /// Item `n` of the result reads item `n` of x, the offsets and the weights only.
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        operands.iter().chain(results).all(|a| *a == Some(0))
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
             &kernels::GATHER_SUM_F32,
