@@ -150,31 +150,33 @@ fn random_uniform_of(ctx: &mut Ctx, like: bool) -> Result<Vec<ValueId>> {
     let (shape, dt) = target(ctx, like)?;
     let (low, high) = (ctx.attr_f_or("low", 0.0)?, ctx.attr_f_or("high", 1.0)?);
     let u = uniform_at(ctx, &shape)?;
-    let body = expr::binary(
-        BinOp::Add,
-        expr::f(DType::F64, low),
-        expr::binary(BinOp::Mul, expr::f(DType::F64, high - low), u),
-    );
-    Ok(vec![ctx.map(
-        dt,
-        shape_from(&shape),
-        vec![],
-        expr::cast(body, dt),
-    )?])
+    scaled(ctx, &shape, dt, low, high - low, u)
 }
 
 fn random_normal_of(ctx: &mut Ctx, like: bool) -> Result<Vec<ValueId>> {
     let (shape, dt) = target(ctx, like)?;
     let (mean, scale) = (ctx.attr_f_or("mean", 0.0)?, ctx.attr_f_or("scale", 1.0)?);
     let z = normal_at(ctx, &shape)?;
+    scaled(ctx, &shape, dt, mean, scale, z)
+}
+
+/// The tensor `offset + scale · draw` (computed in float64) of type `dt`.
+fn scaled(
+    ctx: &mut Ctx,
+    shape: &[i64],
+    dt: DType,
+    offset: f64,
+    scale: f64,
+    draw: E,
+) -> Result<Vec<ValueId>> {
     let body = expr::binary(
         BinOp::Add,
-        expr::f(DType::F64, mean),
-        expr::binary(BinOp::Mul, expr::f(DType::F64, scale), z),
+        expr::f(DType::F64, offset),
+        expr::binary(BinOp::Mul, expr::f(DType::F64, scale), draw),
     );
     Ok(vec![ctx.map(
         dt,
-        shape_from(&shape),
+        shape_from(shape),
         vec![],
         expr::cast(body, dt),
     )?])
