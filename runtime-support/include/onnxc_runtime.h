@@ -22,7 +22,10 @@ extern "C" {
 #define ONNXC_ERR_WORKSPACE 6 /* NAME_run_threaded: workspace_bytes is below
                                  NAME_workspace_size_threads(workers) */
 #define ONNXC_ERR_CAPACITY 7 /* NAME_run_shaped: an output's capacity is below its size (every
-                                output's dims were written; nothing ran) */
+                                output's dims were written; nothing ran, unless an output is
+                                ONNXC_TENSOR_DYNAMIC: then the run's outputs are unspecified) */
+#define ONNXC_ERR_DYNAMIC 8 /* NAME_run / NAME_run_threaded of a model with ONNXC_TENSOR_DYNAMIC
+                               outputs: call NAME_run_shaped, which returns their dims */
 
 /* Element types: the ONNX TensorProto.DataType codes. */
 typedef enum onnxc_dtype {
@@ -77,6 +80,11 @@ typedef struct onnxc_tensor_info {
 /* onnxc_tensor_info.flags: dim 0 is a run-time batch. shape[0] and size_bytes are one item's
    (shape[0] is 1); NAME_run_shaped takes any number of items. */
 #define ONNXC_TENSOR_BATCHED 1u
+/* onnxc_tensor_info.flags: an output whose dims depend on the values the run computes (the
+   rows NonZero, Compress or NonMaxSuppression select). shape and size_bytes are upper bounds;
+   NAME_run_shaped writes the actual dims, and returns ONNXC_ERR_CAPACITY (the dims written)
+   after the run when the output's capacity is below its actual size. */
+#define ONNXC_TENSOR_DYNAMIC 2u
 
 /* A tensor with its dims, as NAME_run_shaped takes them. */
 typedef struct onnxc_tensor {

@@ -16,9 +16,16 @@ pub const ONNXC_ERR_PARAMS: i32 = 5;
 pub const ONNXC_ERR_WORKSPACE: i32 = 6;
 /// `NAME_run_shaped`: an output's buffer is smaller than the output (its dims were written).
 pub const ONNXC_ERR_CAPACITY: i32 = 7;
+/// `NAME_run`/`NAME_run_threaded` of a model with outputs whose dims depend on the data
+/// (`ONNXC_TENSOR_DYNAMIC`): only `NAME_run_shaped` can return them.
+pub const ONNXC_ERR_DYNAMIC: i32 = 8;
 
 /// `TensorInfo::flags`: dim 0 is a run-time batch (`shape[0]` is 1, one item's).
 pub const ONNXC_TENSOR_BATCHED: u32 = 1;
+/// `TensorInfo::flags`: an output whose dims depend on the values the run computes (the
+/// rows NonZero or NonMaxSuppression select): `shape` and `size_bytes` are upper bounds,
+/// `NAME_run_shaped` writes the actual dims.
+pub const ONNXC_TENSOR_DYNAMIC: u32 = 2;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -147,6 +154,7 @@ fn description(code: i32) -> &'static str {
             "the workspace is smaller than NAME_workspace_size_threads(workers)\0"
         }
         ONNXC_ERR_CAPACITY => "an output buffer is smaller than the output\0",
+        ONNXC_ERR_DYNAMIC => "the model's output dims depend on the data: call NAME_run_shaped\0",
         _ => "unknown error\0",
     }
 }

@@ -208,6 +208,16 @@ kernels! {
         params: Params = *const i64, x: In = *const u8, idx: Out = *mut i64,
         scratch: Scratch = *mut i64,
     ) -> Status;
+    /// Positions of the non-zero elements, any element type (`select`): a count, then rows.
+    NONZERO = onnxc_nonzero in select(
+        params: Params = *const i64, x: In = *const u8, y: Out = *mut i64,
+    ) -> Status;
+    /// Boxes NonMaxSuppression selects (`select`): a count, then `[batch, class, box]` rows.
+    NMS = onnxc_nms in select(
+        params: Params = *const i64, boxes: In = *const f32, scores: In = *const f32,
+        max_per_class: In = *const i64, iou: In = *const f32, score: In = *const f32,
+        y: Out = *mut i64, scratch: Scratch = *mut i64,
+    ) -> Status;
     /// Weighted gathers from float32 planes (GridSample's per-channel half).
     GATHER_SUM_F32 = onnxc_gather_sum_f32 in gather(
         params: Params = *const i64, x: In = *const f32, off: In = *const i64,
@@ -346,6 +356,11 @@ fn scratch_of(
         floats(resize::ResizeParams::decode(b)?.scratch_floats())
     } else if *kernel == TOPK {
         bytes(topk::TopkParams::decode(b)?.n * 8)
+    } else if *kernel == NONZERO {
+        crate::select::NonZeroParams::decode(b)?;
+        bytes(0)
+    } else if *kernel == NMS {
+        bytes(crate::select::NmsParams::decode(b)?.boxes * 16)
     } else if *kernel == GATHER_SUM_F32 {
         crate::gather::GatherParams::decode(b)?;
         bytes(0)

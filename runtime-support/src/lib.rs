@@ -261,6 +261,7 @@ pub mod qconv;
 pub mod regex;
 pub mod resize;
 pub mod roi_align;
+pub mod select;
 pub mod shaped;
 pub mod simd;
 pub mod softmax;

@@ -7,10 +7,18 @@
 //! before anything runs (snprintf's convention: the caller learns the size and retries).
 //! Tensors whose dim 0 is a run-time batch (`ONNXC_TENSOR_BATCHED`) hold `n` items; the
 //! compiled program computes one, so it runs once per item, on the same workspace.
+//!
+//! Outputs whose dims depend on the data (`ONNXC_TENSOR_DYNAMIC`: the rows NonZero selects)
+//! are written by the program into staging space at the end of the workspace, at their
+//! upper-bound dims, each followed by another program output holding its actual dims
+//! (`staging_bytes` lays that space out). The run then checks those dims against the
+//! bounds, writes them, and copies each output's elements into the caller's buffer when it
+//! has room (else `ONNXC_ERR_CAPACITY`, the dims written).
 
 use crate::abi::{
     self, ModelInfo, ONNXC_ERR_ALLOC, ONNXC_ERR_CAPACITY, ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE,
-    ONNXC_ERR_WORKSPACE, ONNXC_OK, ONNXC_TENSOR_BATCHED, TensorInfo,
+    ONNXC_ERR_WORKSPACE, ONNXC_OK, ONNXC_TENSOR_BATCHED, ONNXC_TENSOR_DYNAMIC, TensorInfo,
+    WORKSPACE_ALIGN,
 };
 use crate::par::{MAX_WORKERS, Par, Threads};
 use std::ffi::c_void;
@@ -42,6 +50,21 @@ pub type WorkspaceSize = unsafe extern "C" fn(usize) -> usize;
 /// Most inputs plus outputs whose per-item pointers live on the stack; a model with more
 /// allocates them per call.
 const STACK_IO: usize = 64;
+
+/// Staging bytes for outputs whose dims depend on the data, given each one's upper-bound
+/// bytes and rank in order: per output, its elements and then its `rank` int64 dims, each
+/// rounded up to 64 bytes. A model's workspace sizes include them, after the program's own.
+pub fn staging_bytes(outputs: impl IntoIterator<Item = (u64, usize)>) -> u64 {
+    let up = |b: u64| b.div_ceil(WORKSPACE_ALIGN as u64) * WORKSPACE_ALIGN as u64;
+    outputs
+        .into_iter()
+        .map(|(bytes, rank)| up(bytes) + up(rank as u64 * 8))
+        .sum()
+}
+
+fn dynamic(t: &TensorInfo) -> bool {
+    t.flags & ONNXC_TENSOR_DYNAMIC != 0
+}
 
 /// Runs a model on shaped tensors (the body of every `NAME_run_shaped`).
 ///
@@ -112,7 +135,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         }
     }
     let n = batch.unwrap_or(1);
-    // Outputs: their dims, and room for them.
+    // Outputs: their dims, and room for them (dynamic ones: their bounds until the run).
     let mut short = false;
     for (t, ti) in outs.iter().zip(out_info) {
         // SAFETY: as above.
@@ -132,12 +155,30 @@ pub unsafe extern "C" fn onnxc_run_shaped(
                 unsafe { *t.dims.add(k) = d };
             }
         }
-        if t.capacity < need || (need > 0 && t.data.is_null()) {
+        if !dynamic(ti) && (t.capacity < need || (need > 0 && t.data.is_null())) {
             short = true;
         }
     }
     if short {
         return ONNXC_ERR_CAPACITY;
+    }
+    if out_info.iter().any(dynamic) {
+        if batch.is_some() {
+            // The compiler gives a model with dynamic outputs no run-time batch.
+            return ONNXC_ERR_VALUE;
+        }
+        // SAFETY: the caller's contract, passed on.
+        return unsafe {
+            run_dynamic(
+                (ins, outs),
+                out_info,
+                run,
+                workspace_size,
+                workspace,
+                workspace_bytes,
+                threads,
+            )
+        };
     }
     if n == 0 {
         // No item to run: outputs without the batch would stay unwritten.
@@ -199,6 +240,160 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         unsafe { abi::onnxc_workspace_free(ws.cast()) };
     }
     rc
+}
+
+/// One run of a model with outputs whose dims depend on the data (see the module doc): the
+/// inputs are checked, static outputs have room.
+///
+/// # Safety
+/// As `onnxc_run_shaped`.
+unsafe fn run_dynamic(
+    (ins, outs): (&[Tensor], &[Tensor]),
+    out_info: &[TensorInfo],
+    run: RunThreaded,
+    workspace_size: WorkspaceSize,
+    workspace: *mut c_void,
+    workspace_bytes: usize,
+    threads: *const Threads,
+) -> i32 {
+    let staged = || {
+        out_info
+            .iter()
+            .filter(|t| dynamic(t))
+            .map(|t| (t.size_bytes, t.rank as usize))
+    };
+    let staging = staging_bytes(staged()) as usize;
+    // SAFETY: caller contract on `threads`.
+    let workers = unsafe { Par::from_raw(threads) }
+        .workers()
+        .clamp(1, MAX_WORKERS);
+    // SAFETY: the model's own entry point; its sizes include the staging.
+    let need = unsafe { workspace_size(workers) };
+    let Some(program) = need.checked_sub(staging) else {
+        return ONNXC_ERR_VALUE;
+    };
+    let (ws, owned) = if workspace.is_null() {
+        // SAFETY: any size; null on failure.
+        let w = unsafe { abi::onnxc_workspace_alloc(need as u64) }.cast::<c_void>();
+        if w.is_null() {
+            return ONNXC_ERR_ALLOC;
+        }
+        (w, true)
+    } else if workspace_bytes < need {
+        return ONNXC_ERR_WORKSPACE;
+    } else {
+        (workspace, false)
+    };
+    // Where dynamic output `k` and its dims are staged.
+    let stage = ws.cast::<u8>().wrapping_add(program);
+    let place = |k: usize| {
+        let before = staging_bytes(staged().take(k)) as usize;
+        let (bytes, _) = staged().nth(k).unwrap_or((0, 0));
+        let data = stage.wrapping_add(before);
+        let dims = data.wrapping_add(staging_bytes([(bytes, 0)]) as usize);
+        (data, dims.cast::<i64>())
+    };
+    let n_dyn = staged().count();
+    // The program's outputs: the caller's static ones, staging for the dynamic ones, then
+    // each dynamic one's dims.
+    let total = ins.len() + outs.len() + n_dyn;
+    let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
+    let mut heap = Vec::new();
+    let ptrs: &mut [*mut c_void] = if total <= STACK_IO {
+        &mut stack[..total]
+    } else {
+        heap.resize(total, std::ptr::null_mut());
+        &mut heap
+    };
+    let mut k = 0;
+    for (slot, t) in ptrs.iter_mut().zip(ins) {
+        *slot = t.data;
+    }
+    for ((slot, t), ti) in ptrs[ins.len()..].iter_mut().zip(outs).zip(out_info) {
+        *slot = if dynamic(ti) {
+            k += 1;
+            place(k - 1).0.cast()
+        } else {
+            t.data
+        };
+    }
+    for (k, slot) in ptrs[ins.len() + outs.len()..].iter_mut().enumerate() {
+        *slot = place(k).1.cast();
+    }
+    let (pi, po) = ptrs.split_at(ins.len());
+    // SAFETY: inputs and static outputs were checked by the caller; the staging holds each
+    // dynamic output at its bounds and its dims; the workspace before it what the program
+    // needs.
+    let mut rc = unsafe { run(pi.as_ptr().cast(), po.as_ptr(), ws, program, threads) };
+    if rc == ONNXC_OK {
+        let dyn_outs = outs.iter().zip(out_info).filter(|(_, ti)| dynamic(ti));
+        for (k, (t, ti)) in dyn_outs.enumerate() {
+            let (data, dims) = place(k);
+            // SAFETY: the info table's shape holds `rank` dims; the program wrote `rank`
+            // dims into the staging.
+            let (bound, dims) = unsafe {
+                (
+                    table(ti.shape, ti.rank as usize),
+                    table(dims.cast_const(), ti.rank as usize),
+                )
+            };
+            if dims.iter().zip(bound).any(|(&d, &b)| d < 0 || d > b) {
+                rc = ONNXC_ERR_SHAPE;
+                break;
+            }
+            if !t.dims.is_null() {
+                // SAFETY: caller contract: an output's non-null dims hold `rank` values.
+                unsafe { std::ptr::copy_nonoverlapping(dims.as_ptr(), t.dims, dims.len()) };
+            }
+            let cap: usize = bound.iter().map(|&b| b as usize).product();
+            let elem = if cap == 0 {
+                0
+            } else {
+                ti.size_bytes as usize / cap
+            };
+            let len: usize = dims.iter().map(|&d| d as usize).product();
+            if t.capacity < len * elem || (len > 0 && t.data.is_null()) {
+                rc = ONNXC_ERR_CAPACITY;
+                continue;
+            }
+            if len > 0 {
+                // SAFETY: the staging holds the output at its bounds, the caller's buffer
+                // `len·elem` bytes.
+                unsafe { compact(data, t.data.cast(), bound, dims, elem) };
+            }
+        }
+    }
+    if owned {
+        // SAFETY: allocated above with this size.
+        unsafe { abi::onnxc_workspace_free(ws.cast()) };
+    }
+    rc
+}
+
+/// Copies the row-major tensor of dims `dims` held at `from` inside a row-major tensor of
+/// dims `bound` (each at least its dim) into `to`, densely.
+///
+/// # Safety
+/// `from` holds the `bound` tensor and `to` the `dims` one, of `elem`-byte elements.
+unsafe fn compact(from: *const u8, to: *mut u8, bound: &[i64], dims: &[i64], elem: usize) {
+    let Some((&last, outer)) = dims.split_last() else {
+        // SAFETY: one element each.
+        unsafe { std::ptr::copy_nonoverlapping(from, to, elem) };
+        return;
+    };
+    let row = last as usize * elem;
+    let rows: usize = outer.iter().map(|&d| d as usize).product();
+    for r in 0..rows {
+        // The row's offset in the bounded tensor, from its coordinates (last fastest).
+        let (mut rest, mut off, mut stride) = (r, 0usize, bound[outer.len()] as usize);
+        for (k, &d) in outer.iter().enumerate().rev() {
+            off += (rest % d as usize) * stride;
+            rest /= d as usize;
+            stride *= bound[k] as usize;
+        }
+        // SAFETY: the row lies inside both tensors.
+        unsafe { std::ptr::copy_nonoverlapping(from.add(off * elem), to.add(r * row), row) };
+    }
 }
 
 /// `n` elements at `p` (empty when `n` is 0, whatever `p`).
@@ -371,5 +566,100 @@ mod tests {
     fn an_empty_batch_runs_nothing() {
         let (rc, dims, _, calls) = call(&[0, 2], &[1], 0, 0, 64);
         assert_eq!((rc, dims, calls), (ONNXC_OK, [0, 2], 0));
+    }
+
+    /// A model selecting the positive elements of x [2, 3] f32, each row's in order, as a
+    /// [2, k] output (k the most positives in a row) padded with zeros: a dynamic output
+    /// bound [2, 3], its dims a hidden third output.
+    unsafe extern "C" fn fake_select(
+        ins: *const *const c_void,
+        outs: *const *mut c_void,
+        _ws: *mut c_void,
+        bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        assert_eq!(
+            bytes, 64,
+            "the program is given its workspace without the staging"
+        );
+        // SAFETY: one input [2, 3], a staged output [2, 3] and its dims [2].
+        unsafe {
+            let x = std::slice::from_raw_parts((*ins).cast::<f32>(), 6);
+            let y = std::slice::from_raw_parts_mut((*outs).cast::<f32>(), 6);
+            let dims = std::slice::from_raw_parts_mut((*outs.add(1)).cast::<i64>(), 2);
+            y.fill(0.0);
+            let mut k = 0;
+            for r in 0..2 {
+                let mut j = 0;
+                for &v in x[3 * r..3 * r + 3].iter().filter(|v| **v > 0.0) {
+                    y[3 * r + j] = v;
+                    j += 1;
+                }
+                k = k.max(j);
+            }
+            dims.copy_from_slice(&[2, k as i64]);
+        }
+        ONNXC_OK
+    }
+
+    unsafe extern "C" fn fake_select_size(workers: usize) -> usize {
+        64 * workers + staging_bytes([(24, 2)]) as usize
+    }
+
+    /// Runs `fake_select` on x with an output buffer of `capacity` floats.
+    fn select(x: [f32; 6], capacity: usize) -> (i32, [i64; 2], Vec<f32>) {
+        const Y_BOUND: [i64; 2] = [2, 3];
+        const X_DIMS: [i64; 2] = [2, 3];
+        let ins = [tensor_info(c"x", &X_DIMS, 0)];
+        let outs = [tensor_info(c"y", &Y_BOUND, ONNXC_TENSOR_DYNAMIC)];
+        let info = info(&ins, &outs);
+        let mut x = x;
+        let mut xd = X_DIMS;
+        let mut y = vec![-1f32; capacity];
+        let mut yd = [-1i64; 2];
+        let tin = [Tensor {
+            data: x.as_mut_ptr().cast(),
+            dims: xd.as_mut_ptr(),
+            rank: 2,
+            capacity: 0,
+        }];
+        let tout = [Tensor {
+            data: y.as_mut_ptr().cast(),
+            dims: yd.as_mut_ptr(),
+            rank: 2,
+            capacity: capacity * 4,
+        }];
+        // SAFETY: every pointer covers what its dims say; a null workspace is allocated.
+        let rc = unsafe {
+            onnxc_run_shaped(
+                &info,
+                fake_select,
+                fake_select_size,
+                tin.as_ptr(),
+                tout.as_ptr(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        (rc, yd, y)
+    }
+
+    #[test]
+    fn dynamic_outputs_get_their_dims_and_dense_elements() {
+        let (rc, dims, y) = select([1.0, -1.0, 2.0, -3.0, 4.0, -5.0], 6);
+        assert_eq!((rc, dims), (ONNXC_OK, [2, 2]));
+        assert_eq!(
+            y,
+            [1.0, 2.0, 4.0, 0.0, -1.0, -1.0],
+            "rows compacted, nothing past"
+        );
+        // Too small a buffer: the dims, an error, nothing written.
+        let (rc, dims, y) = select([1.0, 1.0, 1.0, -3.0, 4.0, -5.0], 5);
+        assert_eq!((rc, dims), (ONNXC_ERR_CAPACITY, [2, 3]));
+        assert!(y.iter().all(|&v| v == -1.0));
+        // No row selected: [2, 0], no element.
+        let (rc, dims, _) = select([0.0; 6], 0);
+        assert_eq!((rc, dims), (ONNXC_OK, [2, 0]));
     }
 }
