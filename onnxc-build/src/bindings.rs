@@ -8,9 +8,17 @@ use std::fmt::Write;
 
 /// The module's text for the model compiled with symbol prefix `prefix` from `source`.
 pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, String> {
+    if prog.dynamic() {
+        return Err(
+            "some outputs have as many rows as the data selects (NonZero, Compress, \
+             NonMaxSuppression); onnxc-build does not generate bindings for them yet: link the \
+             object and call NAME_run_shaped through the C ABI"
+                .into(),
+        );
+    }
     let mut used = HashSet::new();
     let ins = tensors(&prog.inputs, &mut used)?;
-    let outs = tensors(&prog.outputs, &mut used)?;
+    let outs = tensors(prog.public_outputs(), &mut used)?;
     let ty = type_name(prefix);
     let mut s = String::new();
     let w = &mut s;

@@ -37,6 +37,10 @@ fn batched(t: &TensorInfo) -> bool {
     t.flags & crate::abi::ONNXC_TENSOR_BATCHED != 0
 }
 
+fn dynamic(t: &TensorInfo) -> bool {
+    t.flags & crate::abi::ONNXC_TENSOR_DYNAMIC != 0
+}
+
 fn tensors(p: *const TensorInfo, n: u32) -> &'static [TensorInfo] {
     if n == 0 {
         return &[];
@@ -313,8 +317,9 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if ws.is_null() {
         return fail(format!("cannot allocate a workspace of {ws_size} bytes"));
     }
-    // NAME_run_shaped's tensors, for a model with a run-time batch.
-    let shaped = ins.iter().chain(outs).any(batched);
+    // NAME_run_shaped's tensors, for a model with a run-time batch or outputs whose dims
+    // depend on the data.
+    let shaped = ins.iter().chain(outs).any(|t| batched(t) || dynamic(t));
     let mut dims: Vec<Vec<i64>> = ins
         .iter()
         .chain(outs)
@@ -388,6 +393,30 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if let Some(dir) = out_dir {
         for (k, o) in outputs.iter().enumerate() {
             let path = format!("{dir}/output_{k}.bin");
+            let o = if dynamic(&outs[k]) {
+                // The dims the run wrote, beside the output (little-endian int64s), and as
+                // many bytes as they hold.
+                let d = &dims[ins.len() + k];
+                let dims_path = format!("{dir}/output_{k}.dims");
+                let bytes: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
+                if let Err(e) = std::fs::write(&dims_path, bytes) {
+                    return fail(format!("{dims_path}: {e}"));
+                }
+                // SAFETY: the info table's shape holds `rank` dims.
+                let bound: u64 = unsafe { std::slice::from_raw_parts(outs[k].shape, d.len()) }
+                    .iter()
+                    .map(|&b| b as u64)
+                    .product();
+                let elem = if bound == 0 {
+                    0
+                } else {
+                    outs[k].size_bytes / bound
+                };
+                let len = d.iter().map(|&x| x as u64).product::<u64>() * elem;
+                &o[..(len as usize).min(o.len())]
+            } else {
+                &o[..]
+            };
             let strings;
             let o = if outs[k].dtype == STRING {
                 strings = string_pack(o);

@@ -1250,3 +1250,82 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
         &["'seq' (dim 1 of input 'x') must be fixed", "--dim"],
     );
 }
+
+/// Rows a NonZero selects: `onnxc run` returns as many as the data has; an op that counts
+/// them, takes their Shape or mixes them with another selection's rows is refused by name.
+#[test]
+fn data_dependent_rows_run_and_their_misuse_is_refused_by_name() {
+    let d = scratch("data_dependent_rows");
+    let x = value_info("x", 1, &[D::N(2), D::N(3)]);
+    let zero = f32_tensor("zero", &[], &[0.0]);
+    let positions = |tail: Vec<onnxc_proto::NodeProto>, out: &str, ty: i32| {
+        let mut nodes = vec![
+            node("Greater", "gt", &["x", "zero"], &["mask"]),
+            node("NonZero", "nz", &["mask"], &["pos"]),
+        ];
+        nodes.extend(tail);
+        model(
+            nodes,
+            vec![x.clone()],
+            vec![value_info(out, ty, &[])],
+            vec![zero.clone()],
+            17,
+        )
+    };
+    // The positions themselves: [2, count], count from the data.
+    let p = d.join("pos.onnx");
+    save(&positions(vec![], "pos", 7), &p);
+    let input = d.join("x.pb");
+    save_tensor(
+        &f32_tensor("x", &[2, 3], &[1.0, -1.0, 2.0, 0.0, 0.0, 3.0]),
+        &input,
+    );
+    let out = run_model(&[&p, &input], &d.join("out"));
+    assert_eq!(out[0].shape, [2, 3]);
+    assert_eq!(out[0].to_i64s(), [0, 0, 1, 0, 2, 2]);
+    // A sum over the rows counts them.
+    let m = positions(
+        vec![node("ReduceSum", "sum_rows", &["pos"], &["total"])],
+        "total",
+        7,
+    );
+    compile_error(
+        &d,
+        "sum",
+        &m,
+        &[
+            "sum_rows",
+            "ReduceSum",
+            "rows depend on the data",
+            "each row on its own",
+        ],
+    );
+    // Shape would read their bound as their count.
+    let m = positions(
+        vec![node("Shape", "dims_of", &["pos"], &["dims"])],
+        "dims",
+        7,
+    );
+    compile_error(
+        &d,
+        "shape",
+        &m,
+        &["dims_of", "Shape", "depends on the data"],
+    );
+    // Two selections' rows may differ in number.
+    let m = positions(
+        vec![
+            node("Less", "lt", &["x", "zero"], &["neg"]),
+            node("NonZero", "nz2", &["neg"], &["pos2"]),
+            node("Add", "mix", &["pos", "pos2"], &["both"]),
+        ],
+        "both",
+        7,
+    );
+    compile_error(
+        &d,
+        "mix",
+        &m,
+        &["mix", "Add", "two results whose row counts"],
+    );
+}

@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); onnxruntime's QOperator contrib ops; float8, float4, int4 and int2 values.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); NonZero, Compress and NonMaxSuppression read on by other ops; onnxruntime's QOperator contrib ops; float8, float4, int4 and int2 values.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -1110,10 +1110,34 @@ def low_precision_values():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)], producer_name="onnxc-tests")
 
 
+def data_dependent_rows():
+    """Outputs with as many rows as the data selects, read on as exporters write it:
+    `x[x > 0.5] * 2` (NonZero, Transpose, GatherND), the columns of positive mean
+    (Compress along axis 1, then Relu), the raw NonZero positions, and a detector's tail:
+    NonMaxSuppression over sigmoid scores, the kept boxes gathered by index and their
+    classes."""
+    g = G(61)
+    pos = g.op("NonZero", [g.op("Greater", ["x", g.const(np.float32(0.5))])])
+    picked = g.op("GatherND", ["x", g.op("Transpose", [pos], perm=[1, 0])])
+    doubled = g.op("Mul", [picked, g.const(np.float32(2))])
+    cond = g.op("Greater", [g.op("ReduceMean", ["x"], axes=[0], keepdims=0), g.const(np.float32(0))])
+    cols = g.op("Relu", [g.op("Compress", ["x", cond], axis=1)])
+    scores = g.op("Sigmoid", ["s"])
+    sel = g.op("NonMaxSuppression", ["boxes", scores, g.const(np.array([8], np.int64), np.int64),
+                                     g.const(np.array([0.4], np.float32)), g.const(np.array([0.6], np.float32))])
+    box_idx = g.op("Gather", [sel, g.const(np.int64(2), np.int64)], axis=1)
+    flat = g.op("Reshape", ["boxes", g.const(np.array([20, 4], np.int64), np.int64)])
+    kept = g.op("Gather", [flat, box_idx], axis=0)
+    cls = g.op("Gather", [sel, g.const(np.int64(1), np.int64)], axis=1)
+    return g.model([("x", [4, 6]), ("boxes", [1, 20, 4]), ("s", [1, 3, 20])],
+                   [doubled, cols, pos, sel, kept, cls])
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
+         data_dependent_rows,
          topk_heads, topk_opset1, grid_samples, deform_convs, recurrent_state_ops, roi_aligns,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,

@@ -314,7 +314,7 @@ pub fn run_case_as(
             argv.push(p.display().to_string());
         }
         argv.push("--out".into());
-        let mut first: Option<Vec<Vec<u8>>> = None;
+        let mut first: Option<Vec<onnxc::ir::Tensor>> = None;
         for &t in threads {
             let out_dir = tmp.path.join(format!("threads{t}"));
             if let Err(e) = std::fs::create_dir_all(&out_dir) {
@@ -328,17 +328,19 @@ pub fn run_case_as(
                 return Outcome::RunFailed(format!("{t} threads: {e}"));
             }
             let mut outs = Vec::new();
-            for k in 0..c.program.outputs.len() {
-                let p = out_dir.join(format!("output_{k}.bin"));
-                match std::fs::read(&p) {
-                    Ok(d) => outs.push(d),
-                    Err(e) => return Outcome::RunFailed(format!("{}: {e}", p.display())),
+            for (k, d) in c.program.public_outputs().iter().enumerate() {
+                match driver::read_output(&out_dir, k, d, items) {
+                    Ok(t) => outs.push(t),
+                    Err(e) => return Outcome::RunFailed(e.to_string()),
                 }
             }
             match &first {
                 None => first = Some(outs),
                 Some(f) => {
-                    if let Some(k) = (0..outs.len()).find(|&k| outs[k] != f[k]) {
+                    let same = |a: &onnxc::ir::Tensor, b: &onnxc::ir::Tensor| {
+                        a.shape == b.shape && a.data == b.data
+                    };
+                    if let Some(k) = (0..outs.len()).find(|&k| !same(&outs[k], &f[k])) {
                         return Outcome::Mismatch(format!(
                             "output {k} with {t} threads differs from {} thread(s)",
                             threads[0]
@@ -350,22 +352,15 @@ pub fn run_case_as(
         let Some(first) = first else {
             return Outcome::RunFailed("no thread count to run".into());
         };
-        if expected.len() != c.program.outputs.len() {
+        let outputs = c.program.public_outputs();
+        if expected.len() != outputs.len() {
             return Outcome::Mismatch(format!(
                 "{} outputs, expected {}",
-                c.program.outputs.len(),
+                outputs.len(),
                 expected.len()
             ));
         }
-        for (k, ((d, e), data)) in c
-            .program
-            .outputs
-            .iter()
-            .zip(&expected)
-            .zip(first)
-            .enumerate()
-        {
-            let actual = driver::output_tensor(d, data, items);
+        for (k, ((d, e), actual)) in outputs.iter().zip(&expected).zip(first).enumerate() {
             let exp = match read_pb(e) {
                 Ok(t) => t,
                 Err(m) => return Outcome::Rejected(format!("expected output: {m}")),

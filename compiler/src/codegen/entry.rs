@@ -16,7 +16,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
-use onnxc_runtime::abi::{ONNXC_ERR_ALLOC, ONNXC_ERR_WORKSPACE};
+use onnxc_runtime::abi::{ONNXC_ERR_ALLOC, ONNXC_ERR_DYNAMIC, ONNXC_ERR_WORKSPACE};
 use onnxc_runtime::par::MAX_WORKERS;
 use std::collections::HashMap;
 
@@ -94,6 +94,12 @@ pub fn define_entries(
     }
     let steps_id = chain[0];
 
+    // A model whose outputs' dims depend on the data runs only through NAME_run_shaped,
+    // which calls the program as NAME_run_program (local) with the staged outputs and their
+    // dims; its NAME_run and NAME_run_threaded return ONNXC_ERR_DYNAMIC.
+    let dynamic = bd.prog.dynamic();
+    let staging = bd.prog.staging_bytes() as i64;
+
     // NAME_run(inputs, outputs, workspace) -> int
     let mut run_sig = ir::Signature::new(cc);
     run_sig.params.extend([AbiParam::new(PTR); 3]);
@@ -101,7 +107,9 @@ pub fn define_entries(
     let run_name = format!("{prefix}_run");
     let run = declare(st, &run_name, Linkage::Export, &run_sig)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), run_sig);
-    {
+    if dynamic {
+        refuse(&mut ctx.func, fctx, bd);
+    } else {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -134,6 +142,7 @@ pub fn define_entries(
         let w = b.ins().umax(w, one);
         let w = b.ins().umin(w, max);
         let v = workspace_for(bd, &mut b, w);
+        let v = b.ins().iadd_imm_s(v, staging);
         b.ins().return_(&[v]);
         b.seal_all_blocks();
         b.finalize(bd.frontend);
@@ -145,7 +154,16 @@ pub fn define_entries(
     sig.params.extend([AbiParam::new(PTR); 5]);
     sig.returns.push(AbiParam::new(types::I32));
     let rt_name = format!("{prefix}_run_threaded");
-    let run_threaded = declare(st, &rt_name, Linkage::Export, &sig)?;
+    let exported = declare(st, &rt_name, Linkage::Export, &sig)?;
+    let (run_threaded, rt_name) = if dynamic {
+        ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 6), sig.clone());
+        refuse(&mut ctx.func, fctx, bd);
+        finish(st, ctx, exported, &rt_name, clif)?;
+        let name = format!("{prefix}_run_program");
+        (declare(st, &name, Linkage::Local, &sig)?, name)
+    } else {
+        (exported, rt_name)
+    };
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 3), sig);
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
@@ -189,7 +207,9 @@ pub fn define_entries(
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let e = b.create_block();
         b.switch_to_block(e);
-        let v = b.ins().iconst(types::I64, bd.prog.workspace_size as i64);
+        let v = b
+            .ins()
+            .iconst(types::I64, bd.prog.workspace_size as i64 + staging);
         b.ins().return_(&[v]);
         b.seal_all_blocks();
         b.finalize(bd.frontend);
@@ -252,6 +272,19 @@ pub fn define_run_shaped(
     st.module.define_function(id, ctx).map_err(merr)?;
     ctx.clear();
     Ok(id)
+}
+
+/// Fills `func` with a body that returns `ONNXC_ERR_DYNAMIC` (the fixed-shape entry points
+/// of a model whose outputs' dims depend on the data).
+fn refuse(func: &mut ir::Function, fctx: &mut FunctionBuilderContext, bd: &Build) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let e = b.create_block();
+    b.append_block_params_for_function_params(e);
+    b.switch_to_block(e);
+    let code = b.ins().iconst(types::I32, ONNXC_ERR_DYNAMIC as i64);
+    b.ins().return_(&[code]);
+    b.seal_all_blocks();
+    b.finalize(bd.frontend);
 }
 
 /// Most calls in one function of the `NAME_steps` chain.

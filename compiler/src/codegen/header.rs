@@ -74,10 +74,14 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataI
         }
         bytes[base + 8..base + 12].copy_from_slice(&io.dtype.onnx_code().to_le_bytes());
         bytes[base + 12..base + 16].copy_from_slice(&(io.shape.len() as i32).to_le_bytes());
+        let mut flags = 0;
         if io.batched {
-            let flags = onnxc_runtime::abi::ONNXC_TENSOR_BATCHED;
-            bytes[base + 48..base + 52].copy_from_slice(&flags.to_le_bytes());
+            flags |= onnxc_runtime::abi::ONNXC_TENSOR_BATCHED;
         }
+        if io.dims_at.is_some() {
+            flags |= onnxc_runtime::abi::ONNXC_TENSOR_DYNAMIC;
+        }
+        bytes[base + 48..base + 52].copy_from_slice(&flags.to_le_bytes());
         let size: i64 = io.bytes();
         bytes[base + 24..base + 32].copy_from_slice(&(size as u64).to_le_bytes());
         relocs.push((base, name));
@@ -102,13 +106,14 @@ pub fn define_info(
 ) -> ModuleResult<DataId> {
     let name = cstring(module, prefix)?;
     let ins = tensor_table(module, &prog.inputs)?;
-    let outs = tensor_table(module, &prog.outputs)?;
+    let outs = tensor_table(module, prog.public_outputs())?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
     let mut bytes = vec![0u8; 48];
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
-    bytes[12..16].copy_from_slice(&(prog.outputs.len() as u32).to_le_bytes());
-    bytes[32..40].copy_from_slice(&prog.workspace_size.to_le_bytes());
+    bytes[12..16].copy_from_slice(&(prog.public_outputs().len() as u32).to_le_bytes());
+    let workspace = prog.workspace_size + prog.staging_bytes();
+    bytes[32..40].copy_from_slice(&workspace.to_le_bytes());
     bytes[40..48].copy_from_slice(&prog.scratch_per_worker.to_le_bytes());
     d.define(bytes.into_boxed_slice());
     d.set_align(8);
@@ -140,7 +145,12 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         "/* Workspace bytes {prefix}_run needs (64-byte aligned), and what {prefix}_run_threaded needs\n   \
          with `workers` threads: {up}_WORKSPACE_SIZE_THREADS(workers). */"
     );
-    let _ = writeln!(h, "#define {up}_WORKSPACE_SIZE {}u", prog.workspace_size);
+    let staging = prog.staging_bytes();
+    let _ = writeln!(
+        h,
+        "#define {up}_WORKSPACE_SIZE {}u",
+        prog.workspace_size + staging
+    );
     let _ = writeln!(
         h,
         "#define {up}_WORKSPACE_PER_WORKER {}u",
@@ -150,15 +160,31 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         h,
         "#define {up}_WORKSPACE_SIZE_THREADS(workers) \\\n    \
          ((size_t){}u + (size_t)(workers) * {up}_WORKSPACE_PER_WORKER)\n",
-        prog.scratch_base + prog.scratch_shared
+        prog.scratch_base + prog.scratch_shared + staging
     );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", prog.inputs.len());
-    let _ = writeln!(h, "#define {up}_NUM_OUTPUTS {}\n", prog.outputs.len());
+    let _ = writeln!(
+        h,
+        "#define {up}_NUM_OUTPUTS {}\n",
+        prog.public_outputs().len()
+    );
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {
         for (k, t) in list.iter().enumerate() {
             let n: i64 = t.shape.iter().product();
             let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-            if t.batched {
+            if t.dims_at.is_some() {
+                let _ = writeln!(
+                    h,
+                    "/* {kind} {k}: \"{}\", {} with dims that depend on the data, at most [{}] = {} elements\n   \
+                     of {} ({} bytes); {prefix}_run_shaped writes its dims (ONNXC_TENSOR_DYNAMIC) */",
+                    t.name,
+                    t.dtype,
+                    dims.join(", "),
+                    n,
+                    t.dtype.c_type(),
+                    t.bytes()
+                );
+            } else if t.batched {
                 let mut all = dims.clone();
                 all[0] = "n".into();
                 let _ = writeln!(
@@ -234,7 +260,15 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         }
     };
     io(&mut h, "input", &prog.inputs);
-    io(&mut h, "output", &prog.outputs);
+    io(&mut h, "output", prog.public_outputs());
+    if prog.dynamic() {
+        let _ = writeln!(
+            h,
+            "\n/* Some outputs have as many rows as the data selects (NonZero, Compress,\n   \
+             NonMaxSuppression): only {prefix}_run_shaped runs this model; {prefix}_run and\n   \
+             {prefix}_run_threaded return ONNXC_ERR_DYNAMIC. */"
+        );
+    }
     let _ = writeln!(
         h,
         "\n/* Runs the model. inputs[i] and outputs[i] point to row-major buffers as listed above\n   \
@@ -284,7 +318,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          Every output's dims are written (where dims is not NULL); if an\n   \
          output's capacity is below its size, nothing runs and the call returns ONNXC_ERR_CAPACITY,\n   \
          so a caller can size its buffers from the dims and call again. Given a workspace, it\n   \
-         allocates nothing (but per-item pointer tables for more than 64 inputs and outputs). */",
+         allocates nothing (but per-item pointer tables for more than 64 inputs and outputs).{} */",
         if batched {
             ", but for dim 0 of the\n   \
              batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \
@@ -293,6 +327,13 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 .replace("{prefix}", prefix)
         } else {
             String::new()
+        },
+        if prog.dynamic() {
+            "\n   An output whose dims depend on the data is known only after the run: its dims are written\n   \
+             then, and ONNXC_ERR_CAPACITY returned if its capacity is below its size (the other\n   \
+             outputs' contents are then unspecified); a capacity of its bound always suffices."
+        } else {
+            ""
         }
     );
     let _ = writeln!(

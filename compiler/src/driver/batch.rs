@@ -73,6 +73,14 @@ pub fn import(
     };
     let [p, q] = passes::batch::SIZES;
     let (a, b) = (probe(p)?, probe(q)?);
+    if b.outputs.iter().any(|o| o.dims_at.is_some()) {
+        return Err(Error::NeedShape(format!(
+            "the model's leading input dims {} are symbolic, but some of its outputs have \
+             as many rows as the data selects (NonZero, Compress, NonMaxSuppression), and \
+             onnxc runs such a model on one batch size only; {fix}",
+            list()
+        )));
+    }
     let batched = passes::batch::check(&a, &b).map_err(|why| {
         Error::NeedShape(format!(
             "the model's leading input dims {} are symbolic, and onnxc runs them as a \

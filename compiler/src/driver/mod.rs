@@ -257,6 +257,11 @@ fn compile_bytes_inner(
         },
     };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
+    let data_dims: Vec<(Option<usize>, bool)> = graph
+        .outputs
+        .iter()
+        .map(|o| (o.dims_at, o.hidden))
+        .collect();
     drop(graph);
     let lower = loops::lower::LowerOptions {
         wide_simd,
@@ -271,6 +276,10 @@ fn compile_bytes_inner(
         for (io, &c) in program.outputs.iter_mut().zip(&b.outputs) {
             io.batched = c;
         }
+    }
+    for (io, &(dims_at, hidden)) in program.outputs.iter_mut().zip(&data_dims) {
+        io.dims_at = dims_at;
+        io.hidden = hidden;
     }
     if emit == Some(Emit::Schedule) {
         return Ok(dump_only(prefix, sched.dump()));
@@ -627,12 +636,37 @@ pub fn run(
         }));
     }
     let mut results = Vec::new();
-    for (k, d) in c.program.outputs.iter().enumerate() {
-        let p = tmp.path.join(format!("output_{k}.bin"));
-        let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-        results.push((d.name.clone(), output_tensor(d, data, items)));
+    for (k, d) in c.program.public_outputs().iter().enumerate() {
+        results.push((d.name.clone(), read_output(&tmp.path, k, d, items)?));
     }
     Ok(results)
+}
+
+/// Output `k` as the linked program wrote it into `dir` (`onnxc_driver_main`):
+/// `output_k.bin`, and for an output whose dims depend on the data, its dims in
+/// `output_k.dims` (little-endian int64s).
+pub fn read_output(dir: &Path, k: usize, d: &IoDesc, items: i64) -> Result<Tensor> {
+    let p = dir.join(format!("output_{k}.bin"));
+    let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+    if d.dims_at.is_none() {
+        return Ok(output_tensor(d, data, items));
+    }
+    let p = dir.join(format!("output_{k}.dims"));
+    let dims = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+    let shape: Vec<i64> = dims
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    if shape.len() != d.shape.len() {
+        return Err(Error::Tool(format!(
+            "{}: {} dims, output '{}' has rank {}",
+            p.display(),
+            shape.len(),
+            d.name,
+            d.shape.len()
+        )));
+    }
+    Ok(output_tensor(&IoDesc { shape, ..d.clone() }, data, 1))
 }
 
 /// The run-time batch of a run with these inputs: the leading dim of the first batched one

@@ -165,6 +165,7 @@ fn importer<'a>(
         local: std::collections::HashSet::new(),
         position: 0,
         qdq: Default::default(),
+        data_dependent: std::collections::HashSet::new(),
     }
 }
 
@@ -196,6 +197,10 @@ struct Importer<'a> {
     position: usize,
     /// Quantized values seen so far (`ops::qdq`).
     qdq: ops::qdq::Notes,
+    /// Values computed from values whose rows depend on the data (`Graph::data_dims`) or
+    /// registered as such: a node reading one must not fold to a constant (it would have
+    /// read the rows' bound as their count, as Shape does).
+    data_dependent: std::collections::HashSet<ValueId>,
 }
 
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
@@ -485,6 +490,8 @@ impl Importer<'_> {
                 value: id.out(0),
                 keys: None,
                 packed,
+                dims_at: None,
+                hidden: false,
             });
             self.define(name, value);
         }
@@ -520,6 +527,7 @@ impl Importer<'_> {
             let keys = self.g.zipmaps.get(&v).cloned();
             // Check the declared type against what we inferred, when the model declares one.
             if keys.is_none()
+                && !self.data_dependent.contains(&v)
                 && let Ok((dtype, declared)) = tensor_type(vo, "graph output")
             {
                 let ty = self.g.value_type(v);
@@ -587,7 +595,12 @@ impl Importer<'_> {
                 value: v,
                 keys,
                 packed,
+                dims_at: None,
+                hidden: false,
             });
+        }
+        if !self.g.data_dims.is_empty() {
+            crate::passes::data_dims::expose(&mut self.g).map_err(Error::Model)?;
         }
         Ok(())
     }
@@ -688,8 +701,15 @@ impl Importer<'_> {
             self.poisoned.extend(n.output.iter().cloned());
             return Ok(());
         }
+        let reads_data_dependent = n.input.iter().find(|i| {
+            self.env
+                .get(*i)
+                .is_some_and(|v| self.data_dependent.contains(v))
+        });
+        let reads_data_dependent = reads_data_dependent.cloned();
+        let mark = self.g.added_count();
         match self.node(n) {
-            Ok(()) => {}
+            Ok(()) => self.note_data_dependent(n, reads_data_dependent, mark)?,
             Err(Error::Unsupported(mut u)) => {
                 self.unsupported.append(&mut u);
                 self.poisoned.extend(n.output.iter().cloned());
@@ -702,6 +722,51 @@ impl Importer<'_> {
                 .filter(|o| self.unbuilt.contains_key(*o))
                 .cloned(),
         );
+        Ok(())
+    }
+
+    /// Marks the outputs of `n`, just imported (its graph nodes added after `mark`), that
+    /// depend on values whose rows depend on the data (`read`: the input that does, else
+    /// such values the node made itself); refuses one that folded to a constant.
+    fn note_data_dependent(
+        &mut self,
+        n: &NodeProto,
+        read: Option<String>,
+        mark: usize,
+    ) -> Result<()> {
+        let made = || {
+            self.g.added_since(mark).iter().any(|id| {
+                (0..self.g.node(*id).outputs.len())
+                    .any(|k| self.g.data_dims.contains_key(&id.out(k as u32)))
+            })
+        };
+        if read.is_none() && !made() {
+            return Ok(());
+        }
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            let Some(&v) = self.env.get(o) else { continue };
+            if self.g.data_dims.contains_key(&v) {
+                self.data_dependent.insert(v);
+                continue;
+            }
+            let Some(input) = &read else {
+                if !matches!(self.g.node(v.node).op, Op::Const(_)) {
+                    self.data_dependent.insert(v);
+                }
+                continue;
+            };
+            if matches!(self.g.node(v.node).op, Op::Const(_)) {
+                let (origin, _, _) = self.node_origin(n);
+                return Err(Error::Model(format!(
+                    "{origin} computes '{o}' from the dims of '{input}', whose row count \
+                     depends on the data (rows a NonZero, Compress or NonMaxSuppression \
+                     selects); onnxc knows only their bound when it compiles, so it cannot \
+                     compute Shape, Size or other dims of such values: return the rows as an \
+                     output and compute their dims in the application"
+                )));
+            }
+            self.data_dependent.insert(v);
+        }
         Ok(())
     }
 

@@ -5,7 +5,7 @@ use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
     grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, random,
-    reduce, regex, resize, rnn, roi_align, rotary, shape, sort, spectral, stateful, text,
+    reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful, text,
     transformer,
 };
 use crate::error::Result;
@@ -147,6 +147,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("DepthToSpace", data::depth_to_space),
     ("Resize", resize::resize),
     ("TopK", sort::topk),
+    ("NonZero", select::nonzero),
+    ("Compress", select::compress),
+    ("NonMaxSuppression", select::non_max_suppression),
     ("GridSample", grid_sample::grid_sample),
     // Experimental ops of opsets 1-9 (no schema in current onnx).
     ("ImageScaler", legacy::image_scaler),
@@ -223,6 +226,18 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
+    (
+        "NonZero",
+        "constant input: folded; otherwise a runtime kernel writes the positions at their bound (one per element) and the output's dims come from NAME_run_shaped (ONNXC_TENSOR_DYNAMIC); what reads the positions must compute each on its own (no Shape or reduction of them)",
+    ),
+    (
+        "Compress",
+        "constant condition: a gather; otherwise NonZero's positions gathered, with NonZero's limits",
+    ),
+    (
+        "NonMaxSuppression",
+        "float32; a runtime kernel (onnx's reference order and IoU in float32); the rows' bound is batches·classes·min(boxes, max_output_boxes_per_class) for a constant maximum, with NonZero's limits on what reads them",
+    ),
     (
         "Attention",
         "opsets 23–25; softmax_precision is computed in float32",

@@ -294,6 +294,28 @@ pub struct GraphIo {
     /// value being its packed bytes (`uint8 [abi_bytes]`), as the ABI passes them
     /// (`kernels::Unpack`/`Pack` convert).
     pub packed: Option<(DType, Vec<i64>)>,
+    /// For an output whose dims depend on the data (`DataDim`): the index in
+    /// `Graph::outputs` of the int64 `[rank]` output holding its dims; its own shape gives
+    /// upper bounds.
+    pub dims_at: Option<usize>,
+    /// A graph output the ABI does not expose: another output's dims (they come last).
+    pub hidden: bool,
+}
+
+/// An axis of a value whose extent depends on the data: only `count · per` of its `bound ·
+/// per` slices are the value, the rest padding (computed, but no output exposes it). A
+/// data-dependent kernel (`kernels::NonZero`, `kernels::Nms`) writes the count, a scalar
+/// int64 value; the builders register the rows they slice from its result
+/// (`Graph::data_dims`), and `passes::data_dims` follows the axis to the outputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DataDim {
+    /// The scalar int64 count of rows.
+    pub count: ValueId,
+    /// The most rows there can be.
+    pub bound: i64,
+    pub axis: usize,
+    /// Slices of `axis` per row (a reshape may merge a row with a dim of `per`).
+    pub per: i64,
 }
 
 /// The keys of the maps a ZipMap output holds.
@@ -334,6 +356,9 @@ pub struct Graph {
     pub warnings: Vec<String>,
     /// Values ZipMap made, with their maps' keys: they may only be graph outputs.
     pub zipmaps: std::collections::HashMap<ValueId, std::sync::Arc<MapKeys>>,
+    /// Values whose extent along an axis depends on the data, as the builders of
+    /// data-dependent ops registered them (`DataDim`).
+    pub data_dims: std::collections::HashMap<ValueId, DataDim>,
     /// Every node in the order it was added (`added_since`).
     added: Vec<NodeId>,
 }

@@ -44,6 +44,11 @@ pub struct IoDesc {
     /// Its dim 0 is a run-time batch (`passes::batch`): `shape` is one item's (dim 0 is 1),
     /// and `NAME_run_shaped` runs the program once per item.
     pub batched: bool,
+    /// An output whose dims depend on the data (`ir::graph::GraphIo::dims_at`): `shape` is
+    /// their bound, and program output `k` holds the actual dims (int64 `[rank]`).
+    pub dims_at: Option<usize>,
+    /// A program output the ABI does not expose: another output's dims (they come last).
+    pub hidden: bool,
 }
 
 impl IoDesc {
@@ -197,6 +202,29 @@ pub struct Program {
 }
 
 impl Program {
+    /// The outputs the ABI exposes (hidden ones, another output's dims, come after them).
+    pub fn public_outputs(&self) -> &[IoDesc] {
+        let n = self.outputs.iter().take_while(|o| !o.hidden).count();
+        &self.outputs[..n]
+    }
+
+    /// Whether some output's dims depend on the data: `NAME_run_shaped` is then the only
+    /// entry point that runs the model.
+    pub fn dynamic(&self) -> bool {
+        self.outputs.iter().any(|o| o.dims_at.is_some())
+    }
+
+    /// Workspace bytes after the program's own where `NAME_run_shaped` stages the outputs
+    /// whose dims depend on the data (`onnxc_runtime::shaped::staging_bytes`).
+    pub fn staging_bytes(&self) -> u64 {
+        onnxc_runtime::shaped::staging_bytes(
+            self.outputs
+                .iter()
+                .filter(|o| o.dims_at.is_some())
+                .map(|o| (o.bytes() as u64, o.shape.len())),
+        )
+    }
+
     pub fn dump(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(

@@ -35,7 +35,7 @@ pub struct Batched {
 /// Where a value carries the batch: its axis, and how many slices of that axis each item
 /// has (1 for a batch dim; `s` where a reshape merged the batch with a dim of `s`, as
 /// `[batch, seq, d]` flattened to `[batch·seq, d]`: item `i` is slices `i·s .. (i+1)·s`).
-type Carry = Option<(usize, i64)>;
+pub(crate) type Carry = Option<(usize, i64)>;
 
 /// The batch axis of a value: the one axis whose length is `SIZES[0]·s` in `a` and
 /// `SIZES[1]·s` in `b`, None when the shapes are equal; an error when they differ otherwise.
@@ -69,7 +69,7 @@ fn axis_of(a: &[crate::ir::Dim], b: &[crate::ir::Dim]) -> Result<Carry, String> 
 /// The slices per item of the batch-carrying operands and results of a node other than a
 /// reshape: every op but a reshape maps slices of the batch axis one to one, so they must
 /// all agree, and the model's own inputs and constants have one per item.
-fn same_slices(op: &Op, ins: &[Carry], out: &[Carry]) -> Result<(), String> {
+pub(crate) fn same_slices(op: &Op, ins: &[Carry], out: &[Carry]) -> Result<(), String> {
     let mut per = ins.iter().chain(out).flatten().map(|c| c.1);
     let first = per.next();
     let one = matches!(op, Op::Input | Op::Const(_));
@@ -135,7 +135,7 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
 
 /// Whether node `nb` (and its twin `na` at the other batch size) computes each item of its
 /// results from the same item of its batch-carrying operands (`ins`, `out`: batch axes).
-fn node_per_item(
+pub(crate) fn node_per_item(
     na: &Node,
     nb: &Node,
     ins: &[Option<usize>],
@@ -262,7 +262,7 @@ fn node_per_item(
 /// A reshape keeps the items apart when each item's elements stay one run of the same
 /// length behind the same outer dims: the dims before the batch axis multiply to the same
 /// count, and slices per item times the dims after it do too.
-fn reshape_per_item(nb: &Node, from: Carry, to: Carry, b: &Graph) -> Result<(), String> {
+pub(crate) fn reshape_per_item(nb: &Node, from: Carry, to: Carry, b: &Graph) -> Result<(), String> {
     let ((i, si), (o, so)) = match (from, to) {
         (None, None) => return Ok(()),
         (Some(x), Some(y)) => (x, y),

@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod cse;
+pub mod data_dims;
 pub mod dce;
 pub mod fold;
 pub mod gelu;

@@ -28,6 +28,7 @@ pub mod resize;
 pub mod rnn;
 pub mod roi_align;
 pub mod rotary;
+pub mod select;
 pub mod shape;
 pub mod sort;
 pub mod spectral;

@@ -155,6 +155,8 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     shape,
                     keys: o.keys.clone(),
                     batched: false,
+                    dims_at: None,
+                    hidden: false,
                 }
             })
             .collect()
