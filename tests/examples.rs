@@ -88,6 +88,43 @@ fn c_batch_example_runs_two_batch_sizes_from_one_object() {
 }
 
 #[test]
+fn c_detect_example_returns_the_rows_nms_keeps() {
+    let build = std::env::temp_dir().join(format!("onnxc-c-detect-{}", std::process::id()));
+    check(
+        Command::new("make")
+            .current_dir(root().join("examples/c"))
+            .arg("detect")
+            .arg(format!("ONNXC={}", onnxc_bin().display()))
+            .arg(format!("BUILD={}", build.display())),
+    );
+    // The program checks each detection itself and exits nonzero on any error; the counts
+    // are onnxruntime's for the two images (20 and 36).
+    let out = check(&mut Command::new(build.join("detect")));
+    for line in [
+        "output 'boxes': at most 60 rows, as many as the data selects",
+        "tiny_detector_run: the model's output dims depend on the data",
+        "image a: room for 8 detections, the model found 20: ONNXC_ERR_CAPACITY",
+        "image a: 20 detections",
+        "image b: 36 detections",
+        "class 2, score 0.746, box center (2.3, 31.7) size 2.5 x 12.2",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+    // Under memcheck: nothing read or written outside the buffers, whatever the rows found.
+    let o = Command::new("valgrind")
+        .args(["--error-exitcode=99", "--leak-check=full"])
+        .arg(build.join("detect"))
+        .output()
+        .expect("valgrind runs the detect example");
+    assert!(
+        o.status.success(),
+        "memcheck reports errors in the detect example:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(build);
+}
+
+#[test]
 fn rust_example_builds_and_prints_top5() {
     let target = std::env::temp_dir().join(format!("onnxc-rust-example-{}", std::process::id()));
     let out = check(

@@ -472,12 +472,18 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
     if std::fs::read_to_string(&rt).ok().as_deref() != Some(driver::RUNTIME_HEADER) {
         write(&rt, driver::RUNTIME_HEADER.as_bytes())?;
     }
+    // A model whose outputs' dims depend on the data runs through NAME_run_shaped only.
+    let entry = if c.program.dynamic() {
+        "run_shaped"
+    } else {
+        "run"
+    };
     eprintln!(
-        "onnxc: wrote {} and {} ({}_run, workspace {} bytes, {:.0} ms)",
+        "onnxc: wrote {} and {} ({}_{entry}, workspace {} bytes, {:.0} ms)",
         output.display(),
         header.display(),
         prefix,
-        c.program.workspace_size,
+        c.program.workspace_size + c.program.staging_bytes(),
         c.compile_ms
     );
     Ok(())

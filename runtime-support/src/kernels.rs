@@ -218,6 +218,11 @@ kernels! {
         max_per_class: In = *const i64, iou: In = *const f32, score: In = *const f32,
         y: Out = *mut i64, scratch: Scratch = *mut i64,
     ) -> Status;
+    /// Distinct slices along an axis, any element type (`select`): a count, then positions.
+    UNIQUE = onnxc_unique in select(
+        params: Params = *const i64, x: In = *const u8, y: Out = *mut i64,
+        scratch: Scratch = *mut i64,
+    ) -> Status;
     /// Weighted gathers from float32 planes (GridSample's per-channel half).
     GATHER_SUM_F32 = onnxc_gather_sum_f32 in gather(
         params: Params = *const i64, x: In = *const f32, off: In = *const i64,
@@ -359,6 +364,8 @@ fn scratch_of(
     } else if *kernel == NONZERO {
         crate::select::NonZeroParams::decode(b)?;
         bytes(0)
+    } else if *kernel == UNIQUE {
+        bytes(crate::select::UniqueParams::decode(b)?.n * 24)
     } else if *kernel == NMS {
         bytes(crate::select::NmsParams::decode(b)?.boxes * 16)
     } else if *kernel == GATHER_SUM_F32 {

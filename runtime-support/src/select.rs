@@ -1,5 +1,6 @@
 //! Data-dependent selections: kernels whose result has as many rows as the data selects —
-//! ONNX `NonZero` (and `Compress`, which gathers its positions) and `NonMaxSuppression`.
+//! ONNX `NonZero` (and `Compress`, which gathers its positions), `NonMaxSuppression` and
+//! `Unique`.
 //!
 //! Each writes an int64 result of fixed capacity, sized for the most rows the operands'
 //! shapes allow: word 0 is the count of rows found, then the rows, then zeros up to the
@@ -279,6 +280,179 @@ pub unsafe extern "C" fn onnxc_nms(
     ONNXC_OK
 }
 
+/// Words of `onnxc_unique`'s parameters.
+pub const UNIQUE_PARAMS: usize = 5;
+
+/// The ONNX element types `onnxc_unique` compares (bool as uint8).
+pub const UNIQUE_DTYPES: [i64; 13] = [1, 11, 10, 16, 3, 2, 5, 4, 6, 12, 7, 13, 9];
+
+/// `onnxc_unique`'s parameters, decoded and validated: the input seen as `[outer, n,
+/// inner]`, its slices along `n` compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UniqueParams {
+    pub dtype: i64,
+    pub outer: usize,
+    pub n: usize,
+    pub inner: usize,
+    /// Unique slices in ascending order (else by first occurrence).
+    pub sorted: bool,
+}
+
+impl UniqueParams {
+    /// The sealed blob of `[dtype, outer, n, inner, sorted]`.
+    pub fn encode(p: [i64; UNIQUE_PARAMS]) -> Vec<i64> {
+        params::seal(p)
+    }
+
+    pub fn decode(blob: &[i64]) -> params::Result<UniqueParams> {
+        use params::{ensure, flag, in_range, product};
+        let mut r = params::Reader::new(blob)?;
+        let [dtype, outer, n, inner, sorted] = r.array()?;
+        r.finish()?;
+        ensure(UNIQUE_DTYPES.contains(&dtype), "unknown element type")?;
+        for v in [outer, n, inner] {
+            in_range(v, 0, params::MAX_WORDS, "a count is out of range")?;
+        }
+        let too_big = "a tensor is too large";
+        product([outer, n, inner, 8], too_big)?;
+        product([n, 3, 8], too_big)?;
+        Ok(UniqueParams {
+            dtype,
+            outer: outer as usize,
+            n: n as usize,
+            inner: inner as usize,
+            sorted: flag(sorted, "sorted is not 0 or 1")?,
+        })
+    }
+
+    /// Words of the result: the count `u`, then `n` slots each of the unique slices' first
+    /// positions, every slice's unique index (the inverse) and the unique slices' counts.
+    pub fn result_words(&self) -> usize {
+        1 + 3 * self.n
+    }
+}
+
+/// A comparable element: floats by value with NaN last (all NaNs equal, `-0.0 == 0.0`, as
+/// numpy's unique), integers exactly.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Elem {
+    Int(i128),
+    Float(bool, f64),
+}
+
+/// `params`: `UniqueParams::encode`'s blob; `x` the `[outer, n, inner]` elements. `y`:
+/// `result_words()` words — the count `u` of distinct slices `x[:, i, :]`, then (each in
+/// `n` slots, zero past `u`) the position of each distinct slice's first occurrence, the
+/// distinct slice each position holds, and how often each occurs; distinct slices ordered
+/// ascending (lexicographically, elements row-major) with `sorted`, else by first
+/// occurrence. `scratch`: `3·n` words. Returns `ONNXC_ERR_PARAMS`, touching nothing, when
+/// the blob is not valid.
+///
+/// # Safety
+/// `params` points to a sealed blob; `x` holds the elements it describes, aligned for their
+/// type, `y` and `scratch` their words.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_unique(
+    params: *const i64,
+    x: *const u8,
+    y: *mut i64,
+    scratch: *mut i64,
+) -> Status {
+    let p = params::decode_blob!(params, UniqueParams::decode);
+    let (outer, n, inner) = (p.outer, p.n, p.inner);
+    // SAFETY: the caller's contract: y and scratch hold their words.
+    let (y, scratch) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(y, p.result_words()),
+            std::slice::from_raw_parts_mut(scratch, 3 * n),
+        )
+    };
+    // Element k (row-major) of slice i.
+    let at = |i: usize, k: usize| (k / inner * n + i) * inner + k % inner;
+    let len = outer * inner;
+    // SAFETY: (each arm) x holds outer·n·inner aligned elements of the type.
+    let elem = |j: usize| -> Elem {
+        unsafe {
+            let f = |v: f64| Elem::Float(v.is_nan(), if v.is_nan() || v == 0.0 { 0.0 } else { v });
+            match p.dtype {
+                1 => f(*(x as *const f32).add(j) as f64),
+                11 => f(*(x as *const f64).add(j)),
+                10 => f(crate::abi::onnxc_f16_to_f32(*(x as *const u16).add(j)) as f64),
+                16 => f(f32::from_bits((*(x as *const u16).add(j) as u32) << 16) as f64),
+                3 => Elem::Int(*(x as *const i8).add(j) as i128),
+                2 | 9 => Elem::Int(*x.add(j) as i128),
+                5 => Elem::Int(*(x as *const i16).add(j) as i128),
+                4 => Elem::Int(*(x as *const u16).add(j) as i128),
+                6 => Elem::Int(*(x as *const i32).add(j) as i128),
+                12 => Elem::Int(*(x as *const u32).add(j) as i128),
+                7 => Elem::Int(*(x as *const i64).add(j) as i128),
+                _ => Elem::Int(*(x as *const u64).add(j) as i128),
+            }
+        }
+    };
+    let compare = |a: usize, b: usize| {
+        (0..len)
+            .map(|k| {
+                elem(at(a, k))
+                    .partial_cmp(&elem(at(b, k)))
+                    .unwrap_or(Ordering::Equal)
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    };
+    y.fill(0);
+    let (order, rest) = scratch.split_at_mut(n);
+    let (group, first) = rest.split_at_mut(n);
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i as i64;
+    }
+    // Ascending slices, equal ones by position: each run of equal slices is one distinct
+    // slice, first occurring at the run's first position.
+    order.sort_unstable_by(|&a, &b| compare(a as usize, b as usize).then(a.cmp(&b)));
+    let mut u = 0usize;
+    for k in 0..n {
+        let i = order[k] as usize;
+        if k == 0 || compare(order[k - 1] as usize, i).is_ne() {
+            first[u] = i as i64;
+            u += 1;
+        }
+        group[i] = (u - 1) as i64;
+    }
+    // `rank[g]`: distinct slice g's place in the result (g itself when sorted).
+    let (firsts, inverse, counts) = {
+        let (a, b) = y[1..].split_at_mut(n);
+        let (b, c) = b.split_at_mut(n);
+        (a, b, c)
+    };
+    if p.sorted {
+        firsts[..u].copy_from_slice(&first[..u]);
+        for i in 0..n {
+            inverse[i] = group[i];
+        }
+    } else {
+        // Order the distinct slices by first occurrence: `order` now holds, per place, the
+        // sorted index g; `first` is reused for g → place.
+        for (g, o) in order[..u].iter_mut().enumerate() {
+            *o = g as i64;
+        }
+        order[..u].sort_unstable_by_key(|&g| first[g as usize]);
+        for (place, &g) in order[..u].iter().enumerate() {
+            firsts[place] = first[g as usize];
+        }
+        for (place, &g) in order[..u].iter().enumerate() {
+            first[g as usize] = place as i64;
+        }
+        for i in 0..n {
+            inverse[i] = first[group[i] as usize];
+        }
+    }
+    for i in 0..n {
+        counts[inverse[i] as usize] += 1;
+    }
+    y[0] = u as i64;
+    ONNXC_OK
+}
+
 /// A box as `[x_min, x_max, y_min, y_max]`.
 fn corners(b: &[f32], center: bool) -> [f32; 4] {
     if center {
@@ -388,5 +562,39 @@ mod tests {
             [3, 0, 0, 1, 0, 0, 0, 0, 0, 2]
         );
         assert_eq!(nms(&boxes, &scores, [1, 1, 4], 1, 0.5), [1, 0, 0, 1]);
+    }
+
+    fn unique(x: &[i64], sorted: bool) -> Vec<i64> {
+        let n = x.len() as i64;
+        let blob = UniqueParams::encode([7, 1, n, 1, sorted as i64]);
+        let p = UniqueParams::decode(&blob).unwrap();
+        let mut y = vec![-1i64; p.result_words()];
+        let mut scratch = vec![0i64; 3 * x.len()];
+        // SAFETY: the buffers hold what the blob describes.
+        let rc = unsafe {
+            onnxc_unique(
+                blob.as_ptr(),
+                x.as_ptr().cast(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, ONNXC_OK);
+        y
+    }
+
+    #[test]
+    fn unique_finds_first_positions_inverse_and_counts() {
+        // [2, 1, 1, 3, 4, 3] as onnx's example: sorted 1 2 3 4.
+        let y = unique(&[2, 1, 1, 3, 4, 3], true);
+        assert_eq!(y[0], 4);
+        assert_eq!(y[1..5], [1, 0, 3, 4], "first positions");
+        assert_eq!(y[7..13], [1, 0, 0, 2, 3, 2], "inverse");
+        assert_eq!(y[13..17], [2, 1, 2, 1], "counts");
+        // By first occurrence: 2 1 3 4.
+        let y = unique(&[2, 1, 1, 3, 4, 3], false);
+        assert_eq!(y[1..5], [0, 1, 3, 4]);
+        assert_eq!(y[7..13], [0, 1, 1, 2, 3, 2]);
+        assert_eq!(y[13..17], [1, 2, 2, 1]);
     }
 }

@@ -1115,7 +1115,8 @@ def data_dependent_rows():
     `x[x > 0.5] * 2` (NonZero, Transpose, GatherND), the columns of positive mean
     (Compress along axis 1, then Relu), the raw NonZero positions, and a detector's tail:
     NonMaxSuppression over sigmoid scores, the kept boxes gathered by index and their
-    classes."""
+    classes; Unique of quantized values, sorted, and of integer columns by first
+    occurrence."""
     g = G(61)
     pos = g.op("NonZero", [g.op("Greater", ["x", g.const(np.float32(0.5))])])
     picked = g.op("GatherND", ["x", g.op("Transpose", [pos], perm=[1, 0])])
@@ -1129,8 +1130,12 @@ def data_dependent_rows():
     flat = g.op("Reshape", ["boxes", g.const(np.array([20, 4], np.int64), np.int64)])
     kept = g.op("Gather", [flat, box_idx], axis=0)
     cls = g.op("Gather", [sel, g.const(np.int64(1), np.int64)], axis=1)
+    levels = g.op("Floor", [g.op("Mul", ["x", g.const(np.float32(2))])])
+    uniq = g.op("Unique", [levels], outputs=4)
+    uniq_cols = g.op("Unique", [g.op("Cast", [g.op("Floor", ["x"])], to=TensorProto.INT64)], outputs=4,
+                     axis=1, sorted=0)
     return g.model([("x", [4, 6]), ("boxes", [1, 20, 4]), ("s", [1, 3, 20])],
-                   [doubled, cols, pos, sel, kept, cls])
+                   [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols)
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,

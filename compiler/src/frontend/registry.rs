@@ -150,6 +150,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("NonZero", select::nonzero),
     ("Compress", select::compress),
     ("NonMaxSuppression", select::non_max_suppression),
+    ("Unique", select::unique),
     ("GridSample", grid_sample::grid_sample),
     // Experimental ops of opsets 1-9 (no schema in current onnx).
     ("ImageScaler", legacy::image_scaler),
@@ -233,6 +234,10 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "Compress",
         "constant condition: a gather; otherwise NonZero's positions gathered, with NonZero's limits",
+    ),
+    (
+        "Unique",
+        "numbers and booleans; constant input: folded; otherwise a runtime kernel (numpy's order: NaN last, -0 equal to 0) with NonZero's limits on what reads Y, indices and counts",
     ),
     (
         "NonMaxSuppression",

@@ -41,7 +41,7 @@ pub use qconv::QConv;
 pub use qmatmul::QMatMul;
 pub use resize::Resize;
 pub use roi_align::RoiAlign;
-pub use select::{Nms, NonZero};
+pub use select::{Nms, NonZero, Unique};
 pub use softmax::Softmax;
 pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};

@@ -1,7 +1,7 @@
 //! Data-dependent selections (`onnxc_runtime::select`): the positions of the non-zero
-//! elements (ONNX NonZero, and Compress through it) and the boxes NonMaxSuppression keeps.
-//! Each result is int64 `[1 + rows·width]`: the count of rows found, then the rows at their
-//! capacity, zero-padded. The builders (`frontend::ops::select`) slice the count and the
+//! elements (ONNX NonZero, and Compress through it), the boxes NonMaxSuppression keeps and
+//! the distinct slices Unique finds. Each result is int64 `[1 + …]`: the count of rows
+//! found, then the rows at their capacity, zero-padded. The builders (`frontend::ops::select`) slice the count and the
 //! rows apart and declare the rows' extent data-dependent (`ir::graph::DataDim`).
 
 use super::{KernelOp, LowerCx, Operand, aligned_words, kernel_status, required_scratch};
@@ -9,7 +9,7 @@ use crate::ir::interp::EvalError;
 use crate::ir::{DType, Tensor};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
-use onnxc_runtime::select::{NmsParams, NonZeroParams};
+use onnxc_runtime::select::{NmsParams, NonZeroParams, UniqueParams};
 
 /// NonZero's positions of an operand of `dims`.
 #[derive(Clone, Debug, PartialEq)]
@@ -149,5 +149,87 @@ impl KernelOp for Nms {
         args.push(cx.result_arg());
         args.push(required_scratch(cx, self)?);
         Ok(vec![Stmt::call(&kernels::NMS, args)?])
+    }
+}
+
+/// Unique's distinct slices along the middle axis of an operand seen as `[outer, n, inner]`:
+/// the count, then `n` slots each of first positions, inverse indices and counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unique {
+    pub outer: i64,
+    pub n: i64,
+    pub inner: i64,
+    pub sorted: bool,
+}
+
+impl Unique {
+    fn params(&self, dtype: DType) -> Vec<i64> {
+        UniqueParams::encode([
+            dtype.onnx_code() as i64,
+            self.outer,
+            self.n,
+            self.inner,
+            self.sorted as i64,
+        ])
+    }
+
+    /// The element types the kernel compares.
+    pub fn supports(dtype: DType) -> bool {
+        onnxc_runtime::select::UNIQUE_DTYPES.contains(&(dtype.onnx_code() as i64))
+    }
+}
+
+impl KernelOp for Unique {
+    fn name(&self) -> &'static str {
+        "unique"
+    }
+
+    fn attrs(&self) -> String {
+        format!(
+            "outer={} n={} inner={} sorted={}",
+            self.outer, self.n, self.inner, self.sorted
+        )
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let x = x[0];
+        let params = self.params(x.dtype);
+        let mut y = vec![0i64; result.len() as usize];
+        let mut scratch = vec![0i64; 3 * self.n as usize];
+        let aligned = aligned_words(&x.data);
+        // SAFETY: params is a sealed blob; `aligned` holds the elements it describes,
+        // aligned for their type; y the result's words, scratch 3·n words.
+        let status = unsafe {
+            onnxc_runtime::select::onnxc_unique(
+                params.as_ptr(),
+                aligned.as_ptr() as *const u8,
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        let t = Tensor::from_i64s(result.shape.to_vec(), &y);
+        Some(kernel_status(&kernels::UNIQUE, status, t))
+    }
+
+    fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {
+        self.n as u64 * 24
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        let x = cx.operand(0);
+        Ok(vec![Stmt::call(
+            &kernels::UNIQUE,
+            vec![
+                Arg::Params(self.params(x.dtype)),
+                cx.operand_arg(0),
+                cx.result_arg(),
+                required_scratch(cx, self)?,
+            ],
+        )?])
     }
 }

@@ -1,5 +1,5 @@
 //! Ops whose result has as many rows as the data selects: NonZero, Compress,
-//! NonMaxSuppression. On constant operands they fold to their exact result. Otherwise a
+//! NonMaxSuppression, Unique. On constant operands they fold to their exact result. Otherwise a
 //! runtime kernel (`kernels::NonZero`, `kernels::Nms`) writes the count and the rows at
 //! their bound, and the builder registers the rows as data-dependent (`ir::graph::DataDim`):
 //! what reads them must keep rows apart (`passes::data_dims`), and the outputs they reach
@@ -253,4 +253,111 @@ pub fn non_max_suppression(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         ))]);
     }
     Ok(vec![rows_of(ctx, result, capacity, 3, false)?])
+}
+
+pub fn unique(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = ctx.dtype(x);
+    if !kernels::Unique::supports(dt) {
+        return Err(ctx.unsupported(format!(
+            "element type {dt}: Unique compares numbers and booleans"
+        )));
+    }
+    let sorted = ctx.attr_i_or("sorted", 1)? != 0;
+    // Without an axis, the flattened input's elements.
+    let (x, axis) = match ctx.attr_i("axis")? {
+        Some(a) => {
+            let r = ctx.rank(x);
+            if r == 0 {
+                return Err(
+                    ctx.err("input X is a scalar; Unique along an axis needs rank 1 or more")
+                );
+            }
+            (x, build::axis(ctx, a, r)?)
+        }
+        None => {
+            let n: i64 = ctx.known_shape(x)?.iter().product();
+            (ctx.reshape(x, vec![Dim::Known(n)])?, 0)
+        }
+    };
+    let ds = ctx.known_shape(x)?;
+    let r = ds.len();
+    let n = ds[axis];
+    let op = kernels::Unique {
+        outer: ds[..axis].iter().product(),
+        n,
+        inner: ds[axis + 1..].iter().product(),
+        sorted,
+    };
+    let words = 1 + 3 * n;
+    let result = ctx.add(
+        Op::kernel(op),
+        vec![x],
+        TypeInfo::new(DType::I64, vec![Dim::Known(words)]),
+    )?;
+    // Slots `from..from + len` of the result, as an int64 [len].
+    let slots = |ctx: &mut Ctx, from: i64, len: i64| -> Result<ValueId> {
+        if let Some(t) = ctx.konst(result) {
+            let w = t.to_i64s();
+            return Ok(ctx.constant(Tensor::from_i64s(
+                vec![len],
+                &w[from as usize..(from + len) as usize],
+            )));
+        }
+        let at = expr::add(expr::var(0), expr::i(from));
+        ctx.map(
+            DType::I64,
+            vec![Dim::Known(len)],
+            vec![result],
+            expr::load(DType::I64, 0, vec![at]),
+        )
+    };
+    let (firsts, inverse, counts) = match ctx.konst(result).map(|t| t.to_i64s()[0]) {
+        // Constant input: the exact distinct slices.
+        Some(u) => (
+            slots(ctx, 1, u)?,
+            slots(ctx, 1 + n, n)?,
+            slots(ctx, 1 + 2 * n, u)?,
+        ),
+        None => {
+            let count = ctx.map(
+                DType::I64,
+                vec![],
+                vec![result],
+                expr::load(DType::I64, 0, vec![expr::i(0)]),
+            )?;
+            let firsts = slots(ctx, 1, n)?;
+            let inverse = slots(ctx, 1 + n, n)?;
+            let counts = slots(ctx, 1 + 2 * n, n)?;
+            for v in [firsts, counts] {
+                ctx.g.data_dims.insert(
+                    v,
+                    DataDim {
+                        count,
+                        bound: n,
+                        axis: 0,
+                        per: 1,
+                    },
+                );
+            }
+            (firsts, inverse, counts)
+        }
+    };
+    // Y: the distinct slices, gathered at their first positions (valid by construction).
+    let u = ctx.known_shape(firsts)?[0];
+    let mut shape = ds.clone();
+    shape[axis] = u;
+    let index: Vec<E> = (0..r)
+        .map(|k| {
+            let v = expr::var(k as u32);
+            if k == axis {
+                expr::clamp(expr::load(DType::I64, 1, vec![v]), 0, (n - 1).max(0))
+            } else {
+                v
+            }
+        })
+        .collect();
+    let shape: Shape = shape.into_iter().map(Dim::Known).collect();
+    let y = ctx.map(dt, shape, vec![x, firsts], expr::load(dt, 0, index))?;
+    Ok(vec![y, firsts, inverse, counts])
 }
