@@ -229,7 +229,16 @@ pub fn non_max_suppression(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Some(t) => t.to_i64s()[0].clamp(0, ns),
         None => ns,
     };
-    let capacity = nb * nc * per_class;
+    let capacity = nb
+        .checked_mul(nc)
+        .and_then(|c| c.checked_mul(per_class))
+        .filter(|&c| c <= crate::ir::dim::MAX_ELEMENTS / 3)
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "{nb} batches x {nc} classes x {per_class} boxes per class are more rows than \
+                 onnxc compiles (a constant max_output_boxes_per_class bounds them)"
+            ))
+        })?;
     if capacity == 0 {
         return Ok(vec![ctx.constant(Tensor::from_i64s(vec![0, 3], &[]))]);
     }
