@@ -139,6 +139,9 @@ fn rust_example_builds_and_prints_top5() {
         let line = format!("batch of {n}: each item bit-identical to its one-image run");
         assert!(out.contains(&line), "{out}");
     }
+    // The detector's rows, as many as onnxruntime finds (the C example's images).
+    assert!(out.contains("image a: 20 detections"), "{out}");
+    assert!(out.contains("image b: 36 detections"), "{out}");
     let _ = std::fs::remove_dir_all(target);
 }
 

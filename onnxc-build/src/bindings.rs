@@ -8,17 +8,22 @@ use std::fmt::Write;
 
 /// The module's text for the model compiled with symbol prefix `prefix` from `source`.
 pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, String> {
-    if prog.dynamic() {
-        return Err(
-            "some outputs have as many rows as the data selects (NonZero, Compress, \
-             NonMaxSuppression); onnxc-build does not generate bindings for them yet: link the \
-             object and call NAME_run_shaped through the C ABI"
-                .into(),
-        );
-    }
     let mut used = HashSet::new();
     let ins = tensors(&prog.inputs, &mut used)?;
     let outs = tensors(prog.public_outputs(), &mut used)?;
+    // An output whose dims depend on the data also gets a field for its dims.
+    let dims_fields: Vec<Option<String>> = outs
+        .iter()
+        .map(|t| {
+            t.dynamic.then(|| {
+                let mut f = format!("{}_dims", t.ident.trim_start_matches("r#"));
+                while !used.insert(f.clone()) {
+                    f.push('_');
+                }
+                f
+            })
+        })
+        .collect();
     let ty = type_name(prefix);
     let mut s = String::new();
     let w = &mut s;
@@ -52,12 +57,24 @@ pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, Stri
         w,
         "/// The outputs of one run.\n#[derive(Debug, Clone, PartialEq)]\npub struct Outputs {{"
     );
-    for t in &outs {
-        let _ = writeln!(
-            w,
-            "    /// `{}`: {}.\n    pub {}: Vec<{}>,",
-            t.onnx, t.what, t.ident, t.rust
-        );
+    for (t, dims) in outs.iter().zip(&dims_fields) {
+        match dims {
+            Some(d) => {
+                let _ = writeln!(
+                    w,
+                    "    /// `{}`: {}, dims depending on the data (at most {:?}): the rows found.\n    \
+                     pub {}: Vec<{}>,\n    /// The dims of `{}` in this run.\n    pub {d}: Vec<usize>,",
+                    t.onnx, t.what, t.shape, t.ident, t.rust, t.ident
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    w,
+                    "    /// `{}`: {}.\n    pub {}: Vec<{}>,",
+                    t.onnx, t.what, t.ident, t.rust
+                );
+            }
+        }
     }
     let _ = writeln!(w, "}}\n");
     let _ = writeln!(
@@ -71,6 +88,17 @@ pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, Stri
         .iter()
         .map(|t| format!("{}: &[{}]", t.ident, t.rust))
         .collect();
+    if prog.dynamic() {
+        s.push_str(&run_dynamic(
+            prefix,
+            &ty,
+            &ins,
+            &outs,
+            &dims_fields,
+            &in_params.join(", "),
+        ));
+        return Ok(s);
+    }
     let out_params: Vec<String> = outs
         .iter()
         .map(|t| format!("{}: &mut [{}]", t.ident, t.rust))
@@ -250,6 +278,124 @@ fn run_batch(prefix: &str, ty: &str, ins: &[Tensor], outs: &[Tensor], sig_in: &s
     )
 }
 
+/// The methods of a model whose outputs' dims depend on the data (`Program::dynamic`):
+/// `run` and `run_threaded` through `NAME_run_shaped`, each output's buffer at its bound,
+/// truncated to the rows found (`dims_fields`: the dims field of each such output).
+fn run_dynamic(
+    prefix: &str,
+    ty: &str,
+    ins: &[Tensor],
+    outs: &[Tensor],
+    dims_fields: &[Option<String>],
+    sig_in: &str,
+) -> String {
+    let mut body = String::new();
+    let b = &mut body;
+    for t in ins {
+        let _ = writeln!(
+            b,
+            "        check_len({:?}, shapes::{}, {}.len())?;",
+            t.onnx, t.konst, t.ident
+        );
+    }
+    let fields: Vec<String> = outs
+        .iter()
+        .zip(dims_fields)
+        .map(|(t, d)| {
+            let data = format!("{}: vec![{}; {}]", t.ident, t.zero, t.len);
+            match d {
+                Some(d) => format!("{data}, {d}: Vec::new()"),
+                None => data,
+            }
+        })
+        .collect();
+    let _ = writeln!(
+        b,
+        "        let mut out = Outputs {{ {} }};",
+        fields.join(", ")
+    );
+    let all: Vec<&Tensor> = ins.iter().chain(outs).collect();
+    for (k, t) in all.iter().enumerate() {
+        let dims: Vec<String> = t.shape.iter().map(|d| format!("{d}")).collect();
+        let _ = writeln!(
+            b,
+            "        let mut dims{k}: [i64; {}] = [{}];",
+            t.shape.len(),
+            dims.join(", ")
+        );
+    }
+    let tensor = |k: usize, t: &Tensor, input: bool| {
+        let (data, cap) = if input {
+            (
+                format!("{}.as_ptr() as *mut c_void", t.ident),
+                "0".to_string(),
+            )
+        } else {
+            (
+                format!("out.{}.as_mut_ptr() as *mut c_void", t.ident),
+                format!("std::mem::size_of_val(out.{}.as_slice())", t.ident),
+            )
+        };
+        format!(
+            "onnxc_runtime::shaped::Tensor {{ data: {data}, dims: dims{k}.as_mut_ptr(), rank: {}, capacity: {cap} }}",
+            t.shape.len()
+        )
+    };
+    let tin: Vec<String> = ins
+        .iter()
+        .enumerate()
+        .map(|(k, t)| tensor(k, t, true))
+        .collect();
+    let tout: Vec<String> = outs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| tensor(ins.len() + k, t, false))
+        .collect();
+    let _ = writeln!(b, "        let inputs = [{}];", tin.join(", "));
+    let _ = writeln!(b, "        let outputs = [{}];", tout.join(", "));
+    let _ = writeln!(
+        b,
+        "        let bytes = self.workspace.len();\n        \
+         // SAFETY: every slice holds its tensor (inputs checked above, outputs at their bounds),\n        \
+         // the dims arrays their ranks; the workspace is this instance's.\n        \
+         status(unsafe {{\n            {prefix}_run_shaped(inputs.as_ptr(), outputs.as_ptr(), self.workspace.as_mut_ptr(), bytes, threads)\n        }})?;"
+    );
+    for ((k, t), d) in outs.iter().enumerate().zip(dims_fields) {
+        if let Some(d) = d {
+            let k = ins.len() + k;
+            let _ = writeln!(
+                b,
+                "        out.{d} = dims{k}.iter().map(|&d| d as usize).collect();\n        \
+                 out.{}.truncate(out.{d}.iter().product());",
+                t.ident
+            );
+        }
+    }
+    let args: Vec<&str> = ins.iter().map(|t| t.ident.as_str()).collect();
+    let args = args.join(", ");
+    format!(
+        "#[allow(dead_code)]\nimpl {ty} {{\n    \
+         /// An instance for single-threaded runs (`run`).\n    \
+         pub fn new() -> Result<{ty}, Error> {{\n        {ty}::with_workers(1)\n    }}\n\n    \
+         /// An instance whose workspace holds runs on up to `workers` threads.\n    \
+         pub fn with_workers(workers: usize) -> Result<{ty}, Error> {{\n        \
+         let workers = workers.clamp(1, MAX_WORKERS);\n        \
+         // SAFETY: a pure function of the compiled model.\n        \
+         let bytes = unsafe {{ {prefix}_workspace_size_threads(workers) }};\n        \
+         Ok({ty} {{ workspace: Workspace::new(bytes)?, workers }})\n    }}\n\n    \
+         /// Runs the model. Outputs whose dims depend on the data hold the rows found, their\n    \
+         /// dims in the matching `_dims` field.\n    \
+         pub fn run(&mut self, {sig_in}) -> Result<Outputs, Error> {{\n        \
+         self.run_on(std::ptr::null(), {args})\n    }}\n\n    \
+         /// As `run`, on the threads of `threads`; the same bits as `run`.\n    \
+         pub fn run_threaded(&mut self, threads: &Threads, {sig_in}) -> Result<Outputs, Error> {{\n        \
+         if threads.workers > self.workers {{\n            *self = {ty}::with_workers(threads.workers)?;\n        }}\n        \
+         self.run_on(threads, {args})\n    }}\n\n    \
+         fn run_on(&mut self, threads: *const Threads, {sig_in}) -> Result<Outputs, Error> {{\n\
+         {body}        Ok(out)\n    }}\n}}\n"
+    )
+}
+
 /// One input or output as the module names and types it.
 struct Tensor {
     onnx: String,
@@ -262,6 +408,8 @@ struct Tensor {
     what: String,
     /// Dim 0 is the run-time batch (`shape` is one item's).
     batched: bool,
+    /// Its dims depend on the data (`shape` is their bound).
+    dynamic: bool,
 }
 
 fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, String> {
@@ -295,6 +443,7 @@ fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, 
                 rust,
                 zero,
                 batched: d.batched,
+                dynamic: d.dims_at.is_some(),
             })
         })
         .collect()

@@ -31,7 +31,10 @@
 //! caller's output slices; `run_threaded` takes `onnxc_runtime::par::Threads` (the
 //! runtime's `Pool` or the application's own) and gives the same bits as `run`. Errors are
 //! `onnxc_runtime::model::Error`: a slice of the wrong length, or the run's status with
-//! the runtime's message. String tensors are refused (use the C ABI).
+//! the runtime's message. String tensors are refused (use the C ABI). A model with a
+//! run-time batch also gets `run_batch(items, …)`; one whose outputs have as many rows as
+//! the data selects (NonZero, NonMaxSuppression, …) gets `run` and `run_threaded` only,
+//! each such output truncated to the rows found and its dims in a `NAME_dims` field.
 
 #![allow(
     clippy::needless_doctest_main,

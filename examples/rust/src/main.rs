@@ -1,7 +1,8 @@
 //! Runs the onnxc-compiled `tiny_cnn` model through the module onnxc-build generated and
 //! prints the top-5 classes, then runs it again on two threads of the runtime's pool, and
 //! runs batches of 1 and 3 images through one object of `tiny_cnn_batch` (a dynamic batch
-//! axis). `cargo run --release`.
+//! axis), and runs `tiny_detector`, whose outputs have as many rows as boxes survive its
+//! NonMaxSuppression. `cargo run --release`.
 
 mod tiny_cnn {
     include!(concat!(env!("OUT_DIR"), "/tiny_cnn.rs"));
@@ -9,6 +10,10 @@ mod tiny_cnn {
 
 mod tiny_cnn_batch {
     include!(concat!(env!("OUT_DIR"), "/tiny_cnn_batch.rs"));
+}
+
+mod tiny_detector {
+    include!(concat!(env!("OUT_DIR"), "/tiny_detector.rs"));
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,6 +48,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Inputs that are not a whole number of items are an error.
     assert!(batched.run_batch(2, &images[..len]).is_err());
+
+    // Rows as many as the data selects: the kept boxes, with their dims.
+    let mut detector = tiny_detector::TinyDetector::new()?;
+    let pixels: usize = tiny_detector::shapes::IMAGE.iter().product();
+    for (name, image) in [
+        ("a", (0..pixels).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect::<Vec<f32>>()),
+        ("b", (0..pixels).map(|i| (i as f32 * 0.37).sin()).collect()),
+    ] {
+        let found = detector.run(&image)?;
+        let n = found.boxes_dims[0];
+        if found.boxes_dims != [n, 4] || found.boxes.len() != 4 * n || found.scores.len() != n {
+            return Err(format!("image {name}: inconsistent detections").into());
+        }
+        println!("image {name}: {n} detections");
+    }
 
     let mut order: Vec<usize> = (0..probs.len()).collect();
     order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
