@@ -1116,7 +1116,7 @@ def data_dependent_rows():
     (Compress along axis 1, then Relu), the raw NonZero positions, and a detector's tail:
     NonMaxSuppression over sigmoid scores, the kept boxes gathered by index and their
     classes; Unique of quantized values, sorted, and of integer columns by first
-    occurrence."""
+    occurrence; TopK whose K the data gives (no declared output shape)."""
     g = G(61)
     pos = g.op("NonZero", [g.op("Greater", ["x", g.const(np.float32(0.5))])])
     picked = g.op("GatherND", ["x", g.op("Transpose", [pos], perm=[1, 0])])
@@ -1134,8 +1134,12 @@ def data_dependent_rows():
     uniq = g.op("Unique", [levels], outputs=4)
     uniq_cols = g.op("Unique", [g.op("Cast", [g.op("Floor", ["x"])], to=TensorProto.INT64)], outputs=4,
                      axis=1, sorted=0)
+    row0 = g.op("Gather", ["x", g.const(np.int64(0), np.int64)], axis=0)
+    k = g.op("ReduceSum", [g.op("Cast", [g.op("Greater", [row0, g.const(np.float32(0))])], to=TensorProto.INT64)],
+             keepdims=1)
+    top = g.op("TopK", ["x", k], outputs=2, axis=1)
     return g.model([("x", [4, 6]), ("boxes", [1, 20, 4]), ("s", [1, 3, 20])],
-                   [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols)
+                   [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols + top)
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,

@@ -334,7 +334,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "TopK",
-        "K a constant, or a run-time input with the output shape declared (checked at run time); the result is sorted whatever `sorted` says (equal values by position, NaN last); a runtime kernel finds the positions",
+        "K a constant; or a run-time input with the output shape declared (checked at run time), or without one the first K of the sorted axis, K a data-dependent dim (NAME_run_shaped, NonZero's limits on what reads them); the result is sorted whatever `sorted` says (equal values by position, NaN last); a runtime kernel finds the positions",
     ),
     (
         "SequenceEmpty",

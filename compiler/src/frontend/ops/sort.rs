@@ -1,7 +1,9 @@
 //! TopK (opsets 1, 10, 11+): a runtime kernel finds the positions (`kernels::TopK`), a map
-//! gathers their values. K is a constant, or a run-time input that must equal what the
-//! declared output shape says (checked when the model runs, `ONNXC_ERR_SHAPE`). `sorted=0` leaves the order to the implementation; onnxc returns
-//! it sorted either way.
+//! gathers their values. K is a constant; or a run-time input that must equal what the
+//! declared output shape says (checked when the model runs, `ONNXC_ERR_SHAPE`); or, without
+//! a declared shape, a run-time count of the whole sorted axis' first lines (`DataDim`,
+//! returned through `NAME_run_shaped`). `sorted=0` leaves the order to the implementation;
+//! onnxc returns it sorted either way.
 
 use crate::error::Result;
 use crate::frontend::build;
@@ -40,6 +42,10 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             .ok_or_else(|| ctx.err("attribute 'k' (an int) is required"))?
     } else {
         let kv = ctx.input(1)?;
+        if ctx.is_runtime(kv) && ctx.declared.first().cloned().flatten().is_none() {
+            let largest = ctx.opset < 11 || ctx.attr_i_or("largest", 1)? != 0;
+            return topk_rows(ctx, x, kv, &shape, axis, largest);
+        }
         if ctx.is_runtime(kv) {
             // A run-time K: the declared output shape fixes it, checked when the model runs.
             let declared = ctx.declared_shape(0, "input K")?;
@@ -102,5 +108,70 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         })
         .collect();
     let values = ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))?;
+    Ok(vec![values, indices])
+}
+
+/// TopK whose K is computed at run time and whose output shape the model does not declare:
+/// the whole axis in order, of which the first K lines are the result, K (checked to be in
+/// `0..=n`, `ONNXC_ERR_SHAPE`) their data-dependent count (`ir::graph::DataDim`).
+fn topk_rows(
+    ctx: &mut Ctx,
+    x: ValueId,
+    kv: ValueId,
+    shape: &[i64],
+    axis: usize,
+    largest: bool,
+) -> Result<Vec<ValueId>> {
+    if ctx.known_shape(kv)?.iter().product::<i64>() != 1 {
+        return Err(ctx.err("input K must hold one value"));
+    }
+    let n = shape[axis];
+    let k = build::flat_i64(ctx, kv)?;
+    let kk = expr::load(DType::I64, 0, vec![expr::i(0)]);
+    let valid = expr::and(
+        expr::ge(kk.clone(), expr::i(0)),
+        expr::lt(kk.clone(), expr::i(n + 1)),
+    );
+    ctx.assert_expr(vec![], vec![k], valid, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+    let count = ctx.map(DType::I64, vec![], vec![k], kk)?;
+    let dt = ctx.dtype(x);
+    if n == 0 {
+        let values = ctx.constant(Tensor::new(dt, shape.to_vec(), vec![]));
+        let indices = ctx.constant(Tensor::new(DType::I64, shape.to_vec(), vec![]));
+        return Ok(vec![values, indices]);
+    }
+    let dims: Vec<Dim> = shape_from(shape);
+    let rank = shape.len();
+    let indices = ctx.add(
+        Op::kernel(crate::kernels::TopK {
+            axis,
+            k: n,
+            largest,
+        }),
+        vec![x],
+        TypeInfo::new(DType::I64, dims.clone()),
+    )?;
+    let vars: Vec<E> = (0..rank as u32).map(expr::var).collect();
+    let index: Vec<E> = (0..rank)
+        .map(|d| {
+            if d == axis {
+                expr::clamp(expr::load(DType::I64, 1, vars.clone()), 0, n - 1)
+            } else {
+                vars[d].clone()
+            }
+        })
+        .collect();
+    let values = ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))?;
+    for v in [values, indices] {
+        ctx.g.data_dims.insert(
+            v,
+            crate::ir::graph::DataDim {
+                count,
+                bound: n,
+                axis,
+                per: 1,
+            },
+        );
+    }
     Ok(vec![values, indices])
 }
