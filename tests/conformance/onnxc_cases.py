@@ -1116,7 +1116,8 @@ def data_dependent_rows():
     (Compress along axis 1, then Relu), the raw NonZero positions, and a detector's tail:
     NonMaxSuppression over sigmoid scores, the kept boxes gathered by index and their
     classes; Unique of quantized values, sorted, and of integer columns by first
-    occurrence; TopK whose K the data gives (no declared output shape)."""
+    occurrence; TopK whose K the data gives and Slices to and from it (no declared output
+    shapes)."""
     g = G(61)
     pos = g.op("NonZero", [g.op("Greater", ["x", g.const(np.float32(0.5))])])
     picked = g.op("GatherND", ["x", g.op("Transpose", [pos], perm=[1, 0])])
@@ -1138,8 +1139,11 @@ def data_dependent_rows():
     k = g.op("ReduceSum", [g.op("Cast", [g.op("Greater", [row0, g.const(np.float32(0))])], to=TensorProto.INT64)],
              keepdims=1)
     top = g.op("TopK", ["x", k], outputs=2, axis=1)
+    axis1 = g.const(np.array([1], np.int64), np.int64)
+    head = g.op("Slice", ["x", g.const(np.array([0], np.int64), np.int64), k, axis1])
+    tail = g.op("Exp", [g.op("Slice", ["x", k, g.const(np.array([6], np.int64), np.int64), axis1])])
     return g.model([("x", [4, 6]), ("boxes", [1, 20, 4]), ("s", [1, 3, 20])],
-                   [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols + top)
+                   [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols + top + [head, tail])
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,

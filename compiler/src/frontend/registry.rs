@@ -286,7 +286,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Slice",
-        "run-time starts/ends/axes/steps need the declared output shape; checked at run time",
+        "run-time starts/ends/axes/steps need the declared output shape (checked at run time), or slice one constant axis, whose length is then a data-dependent dim (NAME_run_shaped, NonZero's limits on what reads the result)",
     ),
     (
         "ConvTranspose",

@@ -1,5 +1,7 @@
 //! Slice: constant parameters become one affine map; run-time starts/ends/axes/steps a
-//! small parameter computation read by the data map, checked against the declared shape.
+//! small parameter computation read by the data map, checked against the declared shape —
+//! or, without one, along a single constant axis whose length becomes a data-dependent dim
+//! (`ir::graph::DataDim`, returned through `NAME_run_shaped`).
 
 use crate::error::Result;
 use crate::frontend::build;
@@ -108,9 +110,33 @@ pub fn slice(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// data map, whose indices are clamped in bounds), and the lengths are checked at run time.
 fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
     use onnxc_runtime::abi::{ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE};
-    let out = ctx.declared_shape(0, "the slice parameters")?;
     let dims = ctx.known_shape(x)?;
     let r = dims.len() as i64;
+    // Without a declared shape: one constant axis, its length at most the input's.
+    let (out, rows) = match ctx.declared.first().cloned().flatten() {
+        Some((_, out)) => (out, None),
+        None => {
+            let n = ctx.known_shape(ctx.input(1)?)?.iter().product::<i64>();
+            let axes = match ctx.opt_input(3) {
+                Some(a) => ctx.konst(a).map(|t| t.to_i64s()),
+                None => Some((0..n).collect()),
+            };
+            match axes.as_deref() {
+                Some(&[a]) if (-r..r).contains(&a) => {
+                    let a = a.rem_euclid(r) as usize;
+                    (dims.clone(), Some(a))
+                }
+                _ => {
+                    return Err(ctx.unsupported(
+                        "the slice parameters are computed at run time and the model declares \
+                         no static output shape; onnxc computes such a slice along one \
+                         constant axis only (declare the output shape in value_info, or make \
+                         the parameters constants)",
+                    ));
+                }
+            }
+        }
+    };
     if out.len() != dims.len() {
         return Err(ctx.err("declared output rank differs from the input rank"));
     }
@@ -263,12 +289,14 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
             expr::binary(BinOp::Eq, l, o),
         ),
     );
-    ctx.assert_expr(
-        vec![r],
-        vec![hits, lens, dimc, outc],
-        len_ok,
-        ONNXC_ERR_SHAPE,
-    )?;
+    if rows.is_none() {
+        ctx.assert_expr(
+            vec![r],
+            vec![hits, lens, dimc, outc],
+            len_ok,
+            ONNXC_ERR_SHAPE,
+        )?;
+    }
     // Data: out[i] = x[first[d] + i_d * step[d]], clamped in bounds.
     let rr = dims.len();
     let index: Vec<E> = (0..rr)
@@ -294,10 +322,29 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
             expr::konst(dt, Scalar::zero(dt)),
         )?]);
     }
-    Ok(vec![ctx.map(
+    let y = ctx.map(
         dt,
         shape,
         vec![x, first, step_sum, hits],
         expr::load(dt, 0, index),
-    )?])
+    )?;
+    if let Some(axis) = rows {
+        // Its first `lens[axis]` slices are the result; the others read clamped positions.
+        let count = ctx.map(
+            DType::I64,
+            vec![],
+            vec![lens],
+            expr::load(DType::I64, 0, vec![expr::i(axis as i64)]),
+        )?;
+        ctx.g.data_dims.insert(
+            y,
+            crate::ir::graph::DataDim {
+                count,
+                bound: dims[axis],
+                axis,
+                per: 1,
+            },
+        );
+    }
+    Ok(vec![y])
 }
