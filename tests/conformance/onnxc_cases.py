@@ -7,7 +7,7 @@ outputs taken in the middle of a blocked chain — plus plain fallbacks next to 
 attention written as exporters emit it, whose head transposes the matmuls read in place;
 and six of onnx's light_* zoo models with varied weights in place of their constant fills;
 SiLU, QuickGELU, Sigmoid and Tanh after convs over their tails; transposed convolutions of decoders; Resize and Upsample with constant scales/sizes/roi, opsets 7 to 13; QDQ- and QOperator-quantized CNNs; If nodes on shape checks;
-LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); NonZero, Compress and NonMaxSuppression read on by other ops; onnxruntime's QOperator contrib ops; float8, float4, int4 and int2 values.
+LSTM/GRU/RNN with the attributes the reference evaluator ignores; Loop and Scan nodes that onnxc unrolls, a Loop with scan outputs that stops on a run-time condition; If nodes on run-time conditions; TopK; GridSample and AffineGrid; RotaryEmbedding; DFT, STFT and windows; the experimental ops of opsets 1-9; sequences kept at compile time; MaxUnpool; 1-D and 3-D convolutions and pools; Einsum products; activations between QDQ pairs (table lookups); NonZero, Compress and NonMaxSuppression read on by other ops; onnxruntime's QOperator contrib ops; float8, float4, int4 and int2 values.
 Expected outputs come from onnxruntime with its graph optimizations off (onnx's reference
 evaluator for the cases in REFERENCE_ORACLE)."""
 from __future__ import annotations
@@ -753,6 +753,40 @@ def loops_run_time_condition():
     return m
 
 
+def loop_scan_until():
+    """A Loop that stops on a condition computed from the data, with scan outputs, as greedy
+    decoders are exported: y grows until max|y| >= 8 (at most 10 iterations), and each
+    iteration's y and step number are stacked, so the scan outputs have as many rows as
+    iterations ran; then the rows are read on (scaled)."""
+    g = G(62)
+    one = g.const(np.int64(1), np.int64)
+    limit = g.const(np.float32(8.0))
+    grow = helper.make_graph(
+        [helper.make_node("Mul", ["y", "g15"], ["y15"]),
+         helper.make_node("Add", ["y15", "g1"], ["y_out"]),
+         helper.make_node("Add", ["it", one], ["step"]),
+         helper.make_node("Abs", ["y_out"], ["ay"]),
+         helper.make_node("ReduceMax", ["ay"], ["m"], keepdims=0),
+         helper.make_node("Less", ["m", limit], ["go"]),
+         helper.make_node("Identity", ["y_out"], ["y_scan"])],
+        "grow", [_vi("it", TensorProto.INT64, []), _vi("c", TensorProto.BOOL, []), _vi("y", shape=[4])],
+        [_vi("go", TensorProto.BOOL, []), _vi("y_out", shape=[4]), _vi("y_scan", shape=[4]),
+         _vi("step", TensorProto.INT64, [])],
+        [numpy_helper.from_array(np.float32(1.5), "g15"), numpy_helper.from_array(np.float32(1.0), "g1")])
+    m10 = g.const(np.int64(10), np.int64)
+    start = g.op("Greater", [g.op("ReduceSum", ["x"], keepdims=0), g.const(np.float32(-1e6))])
+    g.nodes.append(helper.make_node("Loop", [m10, start, "x"], ["y_last", "ys", "steps"], name="grow_until",
+                                    body=grow))
+    g.nodes.append(helper.make_node("Mul", ["ys", g.const(np.float32(0.5))], ["half"], name="half"))
+    graph = helper.make_graph(g.nodes, "g", [_vi("x", shape=[4])],
+                              [_vi("y_last", shape=[4]), _vi("half", shape=["iterations", 4]),
+                               _vi("steps", TensorProto.INT64, ["iterations"])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="onnxc-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
 def spatial_transformer():
     """A spatial transformer as exported: theta regressed from the image (Gemm, reshape to
     (N, 2, 3)), AffineGrid with a constant size, GridSample of the image (bilinear, zeros
@@ -1150,7 +1184,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
-         data_dependent_rows,
+         data_dependent_rows, loop_scan_until,
          topk_heads, topk_opset1, grid_samples, deform_convs, recurrent_state_ops, roi_aligns,
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,

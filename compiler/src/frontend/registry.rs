@@ -387,7 +387,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ("OptionalGetElement", "tensors only (no sequences)"),
     (
         "Loop",
-        "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (the body's checks guarded by it; no scan outputs); at most 4096 iterations; no sequence values",
+        "unrolled: the trip count known at compile time, or a condition that folds to false (constants, or computable from shapes; the body's condition is folded per iteration); a run-time condition is if-converted up to the trip count (the body's checks guarded by it; scan outputs then have a data-dependent row count, the iterations that ran: NAME_run_shaped, NonZero's limits on what reads them); at most 4096 iterations; no sequence values",
     ),
     (
         "Scan",

@@ -12,8 +12,8 @@
 //!   completely. Once the condition is a run-time value, the remaining iterations up to the
 //!   trip count are if-converted: each carried value keeps its old value unless the loop
 //!   is still running, its checks failing the run only while it runs — exact when the body
-//!   keeps its carried shapes and the loop has no scan outputs (their length would be
-//!   data-dependent).
+//!   keeps its carried shapes. Scan outputs then have as many rows as iterations ran, a
+//!   data-dependent dim (`ir::graph::DataDim`) counted by the if-converted conditions.
 //! - `Scan` over inputs whose scanned length is known at compile time (opset 8's batched
 //!   form and opset 9's): the body once per element, each copy reading its slice
 //!   (`unroll_scan`).

@@ -1,6 +1,7 @@
 //! `Loop` and `Scan` unrolled: one copy of the body per iteration, carried values threaded
-//! through, iterations past a run-time condition if-converted (`unroll_loop`), scanned
-//! slices read per copy (`unroll_scan`); bounded by `MAX_ITERATIONS` and `MAX_UNROLLED_NODES`.
+//! through, iterations past a run-time condition if-converted (`unroll_loop`: scan outputs
+//! then have as many rows as iterations ran, a data-dependent dim), scanned slices read per
+//! copy (`unroll_scan`); bounded by `MAX_ITERATIONS` and `MAX_UNROLLED_NODES`.
 
 use super::{MAX_ITERATIONS, MAX_UNROLLED_NODES, select_on, take};
 use crate::error::{Error, Result};
@@ -159,8 +160,10 @@ impl Importer<'_> {
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
         // Nodes that existed before the first if-converted iteration.
         let mut i: i64 = 0;
+        // How many iterations ran, once an iteration is if-converted (int64 scalar).
+        let mut iterations: Option<ValueId> = None;
         while running != Running::Known(false) && trip_count.is_none_or(|m| i < m) {
-            if let Running::RunTime(_) = running {
+            if let Running::RunTime(active) = running {
                 if trip_count.is_none() {
                     return Err(self.unsupported_node(
                         n,
@@ -170,14 +173,19 @@ impl Importer<'_> {
                          compile time",
                     ));
                 }
-                if n_scan > 0 {
-                    return Err(self.unsupported_node(
-                        n,
-                        origin,
-                        "its condition is computed at run time, so the length of its scan \
-                         outputs is only known when it runs; onnxc needs static shapes",
-                    ));
-                }
+                // The iterations that run: those before, and each if-converted one whose
+                // condition still holds. Scan outputs have that many rows (`DataDim`).
+                let mut ctx = self.helper_ctx(n, origin);
+                let ran =
+                    iterations.unwrap_or_else(|| ctx.constant(Tensor::from_i64s(vec![], &[i])));
+                let body = expr::add(
+                    expr::load(DType::I64, 0, vec![]),
+                    expr::cast(
+                        expr::load(DType::Bool, 1, vec![expr::i(0); ctx.rank(active)]),
+                        DType::I64,
+                    ),
+                );
+                iterations = Some(ctx.map(DType::I64, vec![], vec![ran, active], body)?);
             }
             self.count_iteration(n, origin, body, i as usize + 1)?;
             let shape = |r: usize| vec![1i64; r];
@@ -253,7 +261,21 @@ impl Importer<'_> {
                 ));
             }
             let mut ctx = self.helper_ctx(n, origin);
-            results.push(stack(&mut ctx, &elems, 0, &format!("scan output {k}"))?);
+            let rows = elems.len() as i64;
+            let stacked = stack(&mut ctx, &elems, 0, &format!("scan output {k}"))?;
+            if let Some(count) = iterations {
+                // Rows past the iterations that ran hold if-converted iterations' values.
+                self.g.data_dims.insert(
+                    stacked,
+                    crate::ir::graph::DataDim {
+                        count,
+                        bound: rows,
+                        axis: 0,
+                        per: 1,
+                    },
+                );
+            }
+            results.push(stacked);
         }
         self.bind_outputs(n, origin, &results)
     }
