@@ -307,6 +307,7 @@ fn inspect_json(model: &Path, i: &driver::Inspection) -> String {
         ),
         ("imports", i.import_error.is_none().to_string()),
         ("run_time_batch", i.run_time_batch.to_string()),
+        ("data_dependent_outputs", strs(&i.data_dependent)),
         (
             "import_error",
             opt(i.import_error.as_ref().map(|e| json_str(&e.to_string()))),
@@ -419,6 +420,13 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
         ),
         None => println!("imports:        yes (every node builds with these shapes)"),
         Some(e) => println!("imports:        no: {e}"),
+    }
+    if !i.data_dependent.is_empty() {
+        println!(
+            "data-dependent: {} (as many rows as the data selects: NAME_run_shaped returns \
+             their dims)",
+            i.data_dependent.join(", ")
+        );
     }
     Ok(())
 }

@@ -1283,6 +1283,15 @@ fn data_dependent_rows_run_and_their_misuse_is_refused_by_name() {
     let out = run_model(&[&p, &input], &d.join("out"));
     assert_eq!(out[0].shape, [2, 3]);
     assert_eq!(out[0].to_i64s(), [0, 0, 1, 0, 2, 2]);
+    // `inspect` names such outputs.
+    let o = onnxc()
+        .arg("inspect")
+        .arg(&p)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(j["data_dependent_outputs"], serde_json::json!(["pos"]));
     // A sum over the rows counts them.
     let m = positions(
         vec![node("ReduceSum", "sum_rows", &["pos"], &["total"])],

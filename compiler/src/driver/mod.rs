@@ -105,6 +105,8 @@ pub struct Inspection {
     pub multiply_adds: Option<u64>,
     /// The model's symbolic leading input dims compile as a run-time batch.
     pub run_time_batch: bool,
+    /// The outputs whose dims depend on the data (`NAME_run_shaped` returns them).
+    pub data_dependent: Vec<String>,
     /// Why the model does not import as given, if it does not (unsupported ops with their
     /// reasons, a symbolic dim to fix, a model error).
     pub import_error: Option<Error>,
@@ -137,6 +139,12 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
             summary,
             multiply_adds: crate::ir::cost::multiply_adds(&g),
             run_time_batch: batched.is_some(),
+            data_dependent: g
+                .outputs
+                .iter()
+                .filter(|o| o.dims_at.is_some())
+                .map(|o| o.name.clone())
+                .collect(),
             import_error: None,
             warnings: g.warnings.clone(),
         },
@@ -144,6 +152,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
             summary,
             multiply_adds: None,
             run_time_batch: false,
+            data_dependent: Vec::new(),
             import_error: Some(e),
             warnings: Vec::new(),
         },
