@@ -791,8 +791,9 @@ fn run_time_ifs_that_cannot_be_if_converted_are_reported() {
     );
 }
 
-/// TopK: a k beyond the axis is a model error naming the node; a run-time K needs the
-/// declared output shape, and a K that disagrees with it fails the run with ONNXC_ERR_SHAPE.
+/// TopK: a k beyond the axis is a model error naming the node; a run-time K without a
+/// declared output shape gives the first K rows (K beyond the axis fails the run with
+/// ONNXC_ERR_SHAPE), and a K that disagrees with a declared shape fails it too.
 #[test]
 fn topk_k_is_checked_at_compile_and_run_time() {
     let d = scratch("topk");
@@ -812,19 +813,9 @@ fn topk_k_is_checked_at_compile_and_run_time() {
     let m = topk(vec![], vec![int_tensor("k", 7, &[1], &[6])], y_any.clone());
     compile_error(&d, "too_big", &m, &["'best'", "TopK", "k is 6", "(5)"]);
     let k_in = || vec![value_info("k", 7, &[D::N(1)])];
-    let m = topk(k_in(), vec![], y_any);
-    compile_error(
-        &d,
-        "undeclared",
-        &m,
-        &["'best'", "input K is computed at run time", "declare"],
-    );
-    // Declared [2, 3]: K must be 3 when the model runs.
-    let p = d.join("runtime.onnx");
-    save(
-        &topk(k_in(), vec![], value_info("y", 1, &[D::N(2), D::N(3)])),
-        &p,
-    );
+    // Undeclared: the first K of the sorted rows, K a data-dependent dim in 0..=5.
+    let undeclared = d.join("undeclared.onnx");
+    save(&topk(k_in(), vec![], y_any), &undeclared);
     let xin = d.join("x.pb");
     save_tensor(
         &f32_tensor(
@@ -835,6 +826,26 @@ fn topk_k_is_checked_at_compile_and_run_time() {
         &xin,
     );
     let kin = d.join("k.pb");
+    save_tensor(&int_tensor("k", 7, &[1], &[2]), &kin);
+    let out = run_model(
+        &[undeclared.as_os_str(), xin.as_os_str(), kin.as_os_str()],
+        &d.join("rows"),
+    );
+    assert_eq!(out[0].shape, [2, 2]);
+    assert_eq!(out[0].to_f64s(), [5.0, 5.0, 7.0, 7.0]);
+    assert_eq!(out[1].to_f64s(), [1.0, 3.0, 3.0, 4.0]);
+    save_tensor(&int_tensor("k", 7, &[1], &[6]), &kin);
+    let e = run_fails(&undeclared, &[&xin, &kin], &d.join("too_many"));
+    assert!(
+        e.contains("an input's dims or values imply a shape the model does not allow"),
+        "{e}"
+    );
+    // Declared [2, 3]: K must be 3 when the model runs.
+    let p = d.join("runtime.onnx");
+    save(
+        &topk(k_in(), vec![], value_info("y", 1, &[D::N(2), D::N(3)])),
+        &p,
+    );
     save_tensor(&int_tensor("k", 7, &[1], &[3]), &kin);
     let out = run_model(
         &[p.as_os_str(), xin.as_os_str(), kin.as_os_str()],
