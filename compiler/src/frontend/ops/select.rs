@@ -188,10 +188,16 @@ pub fn non_max_suppression(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         1 => true,
         c => return Err(ctx.err(format!("center_point_box is {c}; it must be 0 or 1"))),
     };
-    // One value each, or absent (max_output_boxes_per_class 0, iou_threshold 0, no score
-    // threshold).
-    let scalar = |ctx: &mut Ctx, k: usize, dt: DType, default: Tensor| -> Result<ValueId> {
+    // One value each, or absent or empty (max_output_boxes_per_class 0, iou_threshold 0, no
+    // score threshold).
+    let given = |ctx: &Ctx, k: usize| -> Result<Option<ValueId>> {
         match ctx.opt_input(k) {
+            Some(v) if ctx.known_shape(v)?.contains(&0) => Ok(None),
+            v => Ok(v),
+        }
+    };
+    let scalar = |ctx: &mut Ctx, k: usize, dt: DType, default: Tensor| -> Result<ValueId> {
+        match given(ctx, k)? {
             None => Ok(ctx.constant(default)),
             Some(v) => {
                 let what = [
@@ -216,7 +222,7 @@ pub fn non_max_suppression(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         DType::F32,
         Tensor::filled(DType::F32, vec![1], Scalar::zero(DType::F32)),
     )?;
-    let has_score = ctx.opt_input(4).is_some();
+    let has_score = given(ctx, 4)?.is_some();
     let score = scalar(
         ctx,
         4,
