@@ -210,7 +210,7 @@ fn run_batch(prefix: &str, ty: &str, ins: &[Tensor], outs: &[Tensor], sig_in: &s
         .map(|t| (t, true))
         .chain(outs.iter().map(|t| (t, false)))
         .collect();
-    for (k, (t, input)) in all.iter().enumerate() {
+    for (t, input) in &all {
         let data = if *input {
             t.ident.clone()
         } else {
@@ -223,6 +223,30 @@ fn run_batch(prefix: &str, ty: &str, ins: &[Tensor], outs: &[Tensor], sig_in: &s
             t.konst,
             items(t)
         );
+    }
+    b.push_str(&shaped_tensors(ins, outs, true));
+    format!(
+        "\n#[allow(dead_code)]\nimpl {ty} {{\n    \
+         /// Runs `items` items of the model's run-time batch at once: each batched input holds\n    \
+         /// `items` times its one-item length (`shapes` gives one item's), as does each batched\n    \
+         /// output. Every item's results are the bits `run` gives for that item alone.\n    \
+         pub fn run_batch(&mut self, items: usize, {sig_in}) -> Result<Outputs, Error> {{\n\
+         {body}        \
+         let bytes = self.workspace.len();\n        \
+         // SAFETY: every slice holds its tensor's items (checked above), the dims arrays their\n        \
+         // ranks; the workspace is this instance's.\n        \
+         status(unsafe {{\n            {prefix}_run_shaped(inputs.as_ptr(), outputs.as_ptr(), self.workspace.as_mut_ptr(), bytes, std::ptr::null())\n        }})?;\n        \
+         Ok(out)\n    }}\n}}\n"
+    )
+}
+
+/// The statements that describe the model's tensors to `NAME_run_shaped`: a dims array per
+/// tensor (`dims{k}`, the batched ones' dim 0 the `items` in scope when `batch`), then
+/// `inputs` and `outputs`, the arrays of `onnxc_runtime::shaped::Tensor` (inputs from their
+/// slices, outputs from the `out` fields, each with its bytes as capacity).
+fn shaped_tensors(ins: &[Tensor], outs: &[Tensor], batch: bool) -> String {
+    let mut b = String::new();
+    for (k, t) in ins.iter().chain(outs).enumerate() {
         let dims: Vec<String> = t.shape.iter().map(|d| format!("{d}")).collect();
         let _ = writeln!(
             b,
@@ -230,7 +254,7 @@ fn run_batch(prefix: &str, ty: &str, ins: &[Tensor], outs: &[Tensor], sig_in: &s
             t.shape.len(),
             dims.join(", ")
         );
-        if t.batched {
+        if batch && t.batched {
             let _ = writeln!(b, "        dims{k}[0] = items as i64;");
         }
     }
@@ -263,19 +287,7 @@ fn run_batch(prefix: &str, ty: &str, ins: &[Tensor], outs: &[Tensor], sig_in: &s
         .collect();
     let _ = writeln!(b, "        let inputs = [{}];", tin.join(", "));
     let _ = writeln!(b, "        let outputs = [{}];", tout.join(", "));
-    format!(
-        "\n#[allow(dead_code)]\nimpl {ty} {{\n    \
-         /// Runs `items` items of the model's run-time batch at once: each batched input holds\n    \
-         /// `items` times its one-item length (`shapes` gives one item's), as does each batched\n    \
-         /// output. Every item's results are the bits `run` gives for that item alone.\n    \
-         pub fn run_batch(&mut self, items: usize, {sig_in}) -> Result<Outputs, Error> {{\n\
-         {body}        \
-         let bytes = self.workspace.len();\n        \
-         // SAFETY: every slice holds its tensor's items (checked above), the dims arrays their\n        \
-         // ranks; the workspace is this instance's.\n        \
-         status(unsafe {{\n            {prefix}_run_shaped(inputs.as_ptr(), outputs.as_ptr(), self.workspace.as_mut_ptr(), bytes, std::ptr::null())\n        }})?;\n        \
-         Ok(out)\n    }}\n}}\n"
-    )
+    b
 }
 
 /// The methods of a model whose outputs' dims depend on the data (`Program::dynamic`):
@@ -314,45 +326,7 @@ fn run_dynamic(
         "        let mut out = Outputs {{ {} }};",
         fields.join(", ")
     );
-    let all: Vec<&Tensor> = ins.iter().chain(outs).collect();
-    for (k, t) in all.iter().enumerate() {
-        let dims: Vec<String> = t.shape.iter().map(|d| format!("{d}")).collect();
-        let _ = writeln!(
-            b,
-            "        let mut dims{k}: [i64; {}] = [{}];",
-            t.shape.len(),
-            dims.join(", ")
-        );
-    }
-    let tensor = |k: usize, t: &Tensor, input: bool| {
-        let (data, cap) = if input {
-            (
-                format!("{}.as_ptr() as *mut c_void", t.ident),
-                "0".to_string(),
-            )
-        } else {
-            (
-                format!("out.{}.as_mut_ptr() as *mut c_void", t.ident),
-                format!("std::mem::size_of_val(out.{}.as_slice())", t.ident),
-            )
-        };
-        format!(
-            "onnxc_runtime::shaped::Tensor {{ data: {data}, dims: dims{k}.as_mut_ptr(), rank: {}, capacity: {cap} }}",
-            t.shape.len()
-        )
-    };
-    let tin: Vec<String> = ins
-        .iter()
-        .enumerate()
-        .map(|(k, t)| tensor(k, t, true))
-        .collect();
-    let tout: Vec<String> = outs
-        .iter()
-        .enumerate()
-        .map(|(k, t)| tensor(ins.len() + k, t, false))
-        .collect();
-    let _ = writeln!(b, "        let inputs = [{}];", tin.join(", "));
-    let _ = writeln!(b, "        let outputs = [{}];", tout.join(", "));
+    b.push_str(&shaped_tensors(ins, outs, false));
     let _ = writeln!(
         b,
         "        let bytes = self.workspace.len();\n        \

@@ -190,32 +190,15 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         };
     }
     // One workspace for every item.
-    // SAFETY: caller contract on `threads`.
-    let workers = unsafe { Par::from_raw(threads) }
-        .workers()
-        .clamp(1, MAX_WORKERS);
-    // SAFETY: the model's own entry point.
-    let need = unsafe { workspace_size(workers) };
-    let (ws, owned) = if workspace.is_null() {
-        // SAFETY: any size; null on failure.
-        let w = unsafe { abi::onnxc_workspace_alloc(need as u64) }.cast::<c_void>();
-        if w.is_null() {
-            return ONNXC_ERR_ALLOC;
-        }
-        (w, true)
-    } else if workspace_bytes < need {
-        return ONNXC_ERR_WORKSPACE;
-    } else {
-        (workspace, false)
-    };
+    // SAFETY: the caller's contract, passed on.
+    let (ws, need, owned) =
+        match unsafe { workspace_for(threads, workspace_size, workspace, workspace_bytes) } {
+            Ok(w) => w,
+            Err(code) => return code,
+        };
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
-    let ptrs: &mut [*mut c_void] = if n_in + n_out <= STACK_IO {
-        &mut stack[..n_in + n_out]
-    } else {
-        heap.resize(n_in + n_out, std::ptr::null_mut());
-        &mut heap
-    };
+    let ptrs = pointer_table(&mut stack, &mut heap, n_in + n_out);
     let mut rc = ONNXC_OK;
     for item in 0..n {
         let io = ins.iter().zip(in_info).chain(outs.iter().zip(out_info));
@@ -242,6 +225,53 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     rc
 }
 
+/// The run's workspace for the workers of `threads`: the caller's, which must hold what
+/// `workspace_size` says (`ONNXC_ERR_WORKSPACE`), or one allocated here (`ONNXC_ERR_ALLOC`);
+/// with its size and whether the caller of this frees it.
+///
+/// # Safety
+/// As `onnxc_run_shaped`'s `threads`, `workspace_size`, `workspace` and `workspace_bytes`.
+unsafe fn workspace_for(
+    threads: *const Threads,
+    workspace_size: WorkspaceSize,
+    workspace: *mut c_void,
+    workspace_bytes: usize,
+) -> Result<(*mut c_void, usize, bool), i32> {
+    // SAFETY: caller contract on `threads`.
+    let workers = unsafe { Par::from_raw(threads) }
+        .workers()
+        .clamp(1, MAX_WORKERS);
+    // SAFETY: the model's own entry point.
+    let need = unsafe { workspace_size(workers) };
+    if workspace.is_null() {
+        // SAFETY: any size; null on failure.
+        let w = unsafe { abi::onnxc_workspace_alloc(need as u64) }.cast::<c_void>();
+        if w.is_null() {
+            return Err(ONNXC_ERR_ALLOC);
+        }
+        Ok((w, need, true))
+    } else if workspace_bytes < need {
+        Err(ONNXC_ERR_WORKSPACE)
+    } else {
+        Ok((workspace, need, false))
+    }
+}
+
+/// `n` null pointers: in `stack` when they fit, else in `heap` (a model with more than
+/// `STACK_IO` inputs and outputs).
+fn pointer_table<'a>(
+    stack: &'a mut [*mut c_void; STACK_IO],
+    heap: &'a mut Vec<*mut c_void>,
+    n: usize,
+) -> &'a mut [*mut c_void] {
+    if n <= STACK_IO {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, std::ptr::null_mut());
+        heap
+    }
+}
+
 /// One run of a model with outputs whose dims depend on the data (see the module doc): the
 /// inputs are checked, static outputs have room.
 ///
@@ -263,26 +293,18 @@ unsafe fn run_dynamic(
             .map(|t| (t.size_bytes, t.rank as usize))
     };
     let staging = staging_bytes(staged()) as usize;
-    // SAFETY: caller contract on `threads`.
-    let workers = unsafe { Par::from_raw(threads) }
-        .workers()
-        .clamp(1, MAX_WORKERS);
-    // SAFETY: the model's own entry point; its sizes include the staging.
-    let need = unsafe { workspace_size(workers) };
+    // SAFETY: the caller's contract, passed on; the model's sizes include the staging.
+    let (ws, need, owned) =
+        match unsafe { workspace_for(threads, workspace_size, workspace, workspace_bytes) } {
+            Ok(w) => w,
+            Err(code) => return code,
+        };
     let Some(program) = need.checked_sub(staging) else {
-        return ONNXC_ERR_VALUE;
-    };
-    let (ws, owned) = if workspace.is_null() {
-        // SAFETY: any size; null on failure.
-        let w = unsafe { abi::onnxc_workspace_alloc(need as u64) }.cast::<c_void>();
-        if w.is_null() {
-            return ONNXC_ERR_ALLOC;
+        if owned {
+            // SAFETY: allocated by workspace_for with this size.
+            unsafe { abi::onnxc_workspace_free(ws.cast()) };
         }
-        (w, true)
-    } else if workspace_bytes < need {
-        return ONNXC_ERR_WORKSPACE;
-    } else {
-        (workspace, false)
+        return ONNXC_ERR_VALUE;
     };
     // Where dynamic output `k` and its dims are staged.
     let stage = ws.cast::<u8>().wrapping_add(program);
@@ -296,15 +318,9 @@ unsafe fn run_dynamic(
     let n_dyn = staged().count();
     // The program's outputs: the caller's static ones, staging for the dynamic ones, then
     // each dynamic one's dims.
-    let total = ins.len() + outs.len() + n_dyn;
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
-    let ptrs: &mut [*mut c_void] = if total <= STACK_IO {
-        &mut stack[..total]
-    } else {
-        heap.resize(total, std::ptr::null_mut());
-        &mut heap
-    };
+    let ptrs = pointer_table(&mut stack, &mut heap, ins.len() + outs.len() + n_dyn);
     let mut k = 0;
     for (slot, t) in ptrs.iter_mut().zip(ins) {
         *slot = t.data;

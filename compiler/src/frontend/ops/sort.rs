@@ -96,6 +96,22 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         vec![x],
         TypeInfo::new(DType::I64, dims.clone()),
     )?;
+    let values = gather_values(ctx, x, indices, axis, n)?;
+    Ok(vec![values, indices])
+}
+
+/// The elements of `x` at the positions `indices` (TopK's kernel result) holds along `axis`,
+/// of length `n` in `x`.
+fn gather_values(
+    ctx: &mut Ctx,
+    x: ValueId,
+    indices: ValueId,
+    axis: usize,
+    n: i64,
+) -> Result<ValueId> {
+    let dt = ctx.dtype(x);
+    let dims = ctx.shape(indices);
+    let rank = dims.len();
     // The positions are in [0, n) by construction; the clamp states it for the load.
     let vars: Vec<E> = (0..rank as u32).map(expr::var).collect();
     let index: Vec<E> = (0..rank)
@@ -107,8 +123,7 @@ pub fn topk(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             }
         })
         .collect();
-    let values = ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))?;
-    Ok(vec![values, indices])
+    ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))
 }
 
 /// TopK whose K is computed at run time and whose output shape the model does not declare:
@@ -140,8 +155,6 @@ fn topk_rows(
         let indices = ctx.constant(Tensor::new(DType::I64, shape.to_vec(), vec![]));
         return Ok(vec![values, indices]);
     }
-    let dims: Vec<Dim> = shape_from(shape);
-    let rank = shape.len();
     let indices = ctx.add(
         Op::kernel(crate::kernels::TopK {
             axis,
@@ -149,19 +162,9 @@ fn topk_rows(
             largest,
         }),
         vec![x],
-        TypeInfo::new(DType::I64, dims.clone()),
+        TypeInfo::new(DType::I64, shape_from(shape)),
     )?;
-    let vars: Vec<E> = (0..rank as u32).map(expr::var).collect();
-    let index: Vec<E> = (0..rank)
-        .map(|d| {
-            if d == axis {
-                expr::clamp(expr::load(DType::I64, 1, vars.clone()), 0, n - 1)
-            } else {
-                vars[d].clone()
-            }
-        })
-        .collect();
-    let values = ctx.map(dt, dims, vec![x, indices], expr::load(dt, 0, index))?;
+    let values = gather_values(ctx, x, indices, axis, n)?;
     for v in [values, indices] {
         ctx.g.data_dims.insert(
             v,
