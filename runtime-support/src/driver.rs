@@ -407,11 +407,7 @@ pub unsafe extern "C" fn onnxc_driver_main(
                     .iter()
                     .map(|&b| b as u64)
                     .product();
-                let elem = if bound == 0 {
-                    0
-                } else {
-                    outs[k].size_bytes / bound
-                };
+                let elem = outs[k].size_bytes.checked_div(bound).unwrap_or(0);
                 let len = d.iter().map(|&x| x as u64).product::<u64>() * elem;
                 &o[..(len as usize).min(o.len())]
             } else {

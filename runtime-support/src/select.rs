@@ -370,8 +370,8 @@ pub unsafe extern "C" fn onnxc_unique(
     // Element k (row-major) of slice i.
     let at = |i: usize, k: usize| (k / inner * n + i) * inner + k % inner;
     let len = outer * inner;
-    // SAFETY: (each arm) x holds outer·n·inner aligned elements of the type.
     let elem = |j: usize| -> Elem {
+        // SAFETY: (each arm) x holds outer·n·inner aligned elements of the type, j < that.
         unsafe {
             let f = |v: f64| Elem::Float(v.is_nan(), if v.is_nan() || v == 0.0 { 0.0 } else { v });
             match p.dtype {
@@ -426,9 +426,7 @@ pub unsafe extern "C" fn onnxc_unique(
     };
     if p.sorted {
         firsts[..u].copy_from_slice(&first[..u]);
-        for i in 0..n {
-            inverse[i] = group[i];
-        }
+        inverse.copy_from_slice(group);
     } else {
         // Order the distinct slices by first occurrence: `order` now holds, per place, the
         // sorted index g; `first` is reused for g → place.

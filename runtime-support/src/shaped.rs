@@ -362,11 +362,7 @@ unsafe fn run_dynamic(
                 unsafe { std::ptr::copy_nonoverlapping(dims.as_ptr(), t.dims, dims.len()) };
             }
             let cap: usize = bound.iter().map(|&b| b as usize).product();
-            let elem = if cap == 0 {
-                0
-            } else {
-                ti.size_bytes as usize / cap
-            };
+            let elem = (ti.size_bytes as usize).checked_div(cap).unwrap_or(0);
             let len: usize = dims.iter().map(|&d| d as usize).product();
             if t.capacity < len * elem || (len > 0 && t.data.is_null()) {
                 rc = ONNXC_ERR_CAPACITY;
