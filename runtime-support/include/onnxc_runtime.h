@@ -81,7 +81,8 @@ typedef struct onnxc_tensor_info {
    (shape[0] is 1); NAME_run_shaped takes any number of items. */
 #define ONNXC_TENSOR_BATCHED 1u
 /* onnxc_tensor_info.flags: an output whose dims depend on the values the run computes (the
-   rows NonZero, Compress or NonMaxSuppression select). shape and size_bytes are upper bounds;
+   rows NonZero, Compress, NonMaxSuppression or Unique select, a TopK, Slice or Loop sized at
+   run time). shape and size_bytes are upper bounds;
    NAME_run_shaped writes the actual dims, and returns ONNXC_ERR_CAPACITY (the dims written)
    after the run when the output's capacity is below its actual size. */
 #define ONNXC_TENSOR_DYNAMIC 2u

@@ -23,7 +23,8 @@ pub const ONNXC_ERR_DYNAMIC: i32 = 8;
 /// `TensorInfo::flags`: dim 0 is a run-time batch (`shape[0]` is 1, one item's).
 pub const ONNXC_TENSOR_BATCHED: u32 = 1;
 /// `TensorInfo::flags`: an output whose dims depend on the values the run computes (the
-/// rows NonZero or NonMaxSuppression select): `shape` and `size_bytes` are upper bounds,
+/// rows NonZero, NonMaxSuppression or Unique select, a TopK, Slice or Loop sized at run
+/// time): `shape` and `size_bytes` are upper bounds,
 /// `NAME_run_shaped` writes the actual dims.
 pub const ONNXC_TENSOR_DYNAMIC: u32 = 2;
 

@@ -264,8 +264,8 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     if prog.dynamic() {
         let _ = writeln!(
             h,
-            "\n/* Some outputs have as many rows as the data selects (NonZero, Compress,\n   \
-             NonMaxSuppression): only {prefix}_run_shaped runs this model; {prefix}_run and\n   \
+            "\n/* Some outputs have as many rows as the data selects (NonZero, NonMaxSuppression,\n   \
+             Unique, a TopK, Slice or Loop sized at run time): only {prefix}_run_shaped runs this model; {prefix}_run and\n   \
              {prefix}_run_threaded return ONNXC_ERR_DYNAMIC. */"
         );
     }

@@ -76,7 +76,8 @@ pub fn import(
     if b.outputs.iter().any(|o| o.dims_at.is_some()) {
         return Err(Error::NeedShape(format!(
             "the model's leading input dims {} are symbolic, but some of its outputs have \
-             as many rows as the data selects (NonZero, Compress, NonMaxSuppression), and \
+             as many rows as the data selects (NonZero, NonMaxSuppression, Unique, a TopK, \
+             Slice or Loop sized at run time), and \
              onnxc runs such a model on one batch size only; {fix}",
             list()
         )));

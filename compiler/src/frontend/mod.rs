@@ -759,8 +759,8 @@ impl Importer<'_> {
                 let (origin, _, _) = self.node_origin(n);
                 return Err(Error::Model(format!(
                     "{origin} computes '{o}' from the dims of '{input}', whose row count \
-                     depends on the data (rows a NonZero, Compress or NonMaxSuppression \
-                     selects); onnxc knows only their bound when it compiles, so it cannot \
+                     depends on the data (rows a NonZero, NonMaxSuppression or Unique \
+                     selects, a TopK, Slice or Loop sized at run time); onnxc knows only their bound when it compiles, so it cannot \
                      compute Shape, Size or other dims of such values: return the rows as an \
                      output and compute their dims in the application"
                 )));

@@ -43,8 +43,11 @@ impl KernelOp for NonZero {
         &self,
         x: &[&Tensor],
         result: Operand<'_>,
-        _: usize,
+        limit: usize,
     ) -> Option<Result<Tensor, EvalError>> {
+        if result.len() as usize > limit {
+            return None;
+        }
         let x = x[0];
         let params = self.params(x.dtype);
         let mut y = vec![0i64; result.len() as usize];
@@ -112,8 +115,14 @@ impl KernelOp for Nms {
         &self,
         x: &[&Tensor],
         result: Operand<'_>,
-        _: usize,
+        limit: usize,
     ) -> Option<Result<Tensor, EvalError>> {
+        // Per batch and class, a sort and up to boxes² overlap tests.
+        let s = x[1].shape[2] as usize;
+        let cost = (x[1].len()).saturating_mul(s.max(1));
+        if cost > limit {
+            return None;
+        }
         let params = self.params(&x[1].shape);
         let f32s = |t: &Tensor| super::f32s(t);
         let (boxes, scores, iou, score) = (f32s(x[0]), f32s(x[1]), f32s(x[3]), f32s(x[4]));
@@ -195,8 +204,17 @@ impl KernelOp for Unique {
         &self,
         x: &[&Tensor],
         result: Operand<'_>,
-        _: usize,
+        limit: usize,
     ) -> Option<Result<Tensor, EvalError>> {
+        // A sort of n slices, each comparison reading up to a slice.
+        let n = self.n.max(1) as usize;
+        let cost = x[0]
+            .len()
+            .saturating_mul(n.ilog2() as usize + 1)
+            .max(result.len() as usize);
+        if cost > limit {
+            return None;
+        }
         let x = x[0];
         let params = self.params(x.dtype);
         let mut y = vec![0i64; result.len() as usize];

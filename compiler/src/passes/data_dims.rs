@@ -1,5 +1,6 @@
 //! Data-dependent dims: values with as many rows as the data selects (NonZero, Compress,
-//! NonMaxSuppression), followed from the ops that make them to the graph outputs.
+//! NonMaxSuppression, Unique; TopK, Slice and Loop scan outputs sized at run time), followed
+//! from the ops that make them to the graph outputs.
 //!
 //! The compiled code computes such a value at its bound, the most rows the op can select:
 //! the kernel writes the count it found and zero-pads the rest (`kernels::NonZero`), the
@@ -57,7 +58,8 @@ pub fn expose(g: &mut Graph) -> Result<(), String> {
         let outs = follow(g, node, &ins, first.bound).map_err(|e| {
             at(format!(
                 "{e}: it reads a value whose rows depend on the data (the rows a NonZero, \
-                 Compress or NonMaxSuppression selects), and onnxc compiles such rows only \
+                 NonMaxSuppression or Unique selects, a TopK, Slice or Loop sized at run \
+                 time), and onnxc compiles such rows only \
                  through ops that compute each row on its own (no reduction over the rows, \
                  no Shape of them); return the rows as an output and do this step in the \
                  application"

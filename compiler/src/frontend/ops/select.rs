@@ -88,8 +88,8 @@ fn nonzero_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
     let n: i64 = dims.iter().product();
     let op = kernels::NonZero { dims: dims.clone() };
     let len = kernels::NonZero::result_len(&dims);
-    if let Some(t) = ctx.konst(x) {
-        // Constant: the exact positions.
+    if let Some(t) = ctx.konst(x).filter(|_| len as usize <= ctx.fold_limit) {
+        // Constant (within the fold limit): the exact positions.
         let shape = [len];
         let result = Operand {
             dtype: DType::I64,
