@@ -305,8 +305,8 @@ pub struct GraphIo {
 /// An axis of a value whose extent depends on the data: only `count · per` of its `bound ·
 /// per` slices are the value, the rest padding (computed, but no output exposes it). A
 /// data-dependent kernel (`kernels::NonZero`, `kernels::Nms`) writes the count, a scalar
-/// int64 value; the builders register the rows they slice from its result
-/// (`Graph::data_dims`), and `passes::data_dims` follows the axis to the outputs.
+/// int64 value; the builders register the rows they slice from its result (`Graph::mark_rows`,
+/// into `Graph::data_dims`), and `passes::data_dims` follows the axis to the outputs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DataDim {
     /// The scalar int64 count of rows.
@@ -369,6 +369,21 @@ impl Graph {
             name: name.into(),
             ..Default::default()
         }
+    }
+
+    /// Registers `v` as rows of a data-dependent op: along `axis`, only the first `count`
+    /// (a scalar int64 value) of its `bound` slices are the result (`DataDim`, one slice
+    /// per row).
+    pub fn mark_rows(&mut self, v: ValueId, count: ValueId, bound: i64, axis: usize) {
+        self.data_dims.insert(
+            v,
+            DataDim {
+                count,
+                bound,
+                axis,
+                per: 1,
+            },
+        );
     }
 
     /// Nodes in the graph (removed ones not counted).

@@ -10,9 +10,18 @@ use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::ir::dim::Shape;
 use crate::ir::expr::{self, E};
-use crate::ir::graph::DataDim;
 use crate::ir::{DType, Dim, Op, Scalar, Tensor, TypeInfo, ValueId};
 use crate::kernels::{self, KernelOp, Operand};
+
+/// The count of rows a data-dependent kernel found: word 0 of its int64 result, a scalar.
+fn count_of(ctx: &mut Ctx, result: ValueId) -> Result<ValueId> {
+    ctx.map(
+        DType::I64,
+        vec![],
+        vec![result],
+        expr::load(DType::I64, 0, vec![expr::i(0)]),
+    )
+}
 
 /// Splits a data-dependent kernel's int64 result `[1 + rows·width]` into its count (a
 /// scalar) and its `rows` rows of `width` (`[rows, width]`, or `[width, rows]` with
@@ -24,12 +33,7 @@ fn rows_of(
     width: i64,
     transposed: bool,
 ) -> Result<ValueId> {
-    let count = ctx.map(
-        DType::I64,
-        vec![],
-        vec![result],
-        expr::load(DType::I64, 0, vec![expr::i(0)]),
-    )?;
+    let count = count_of(ctx, result)?;
     let (shape, at) = if transposed {
         // [width, rows]: element (w, r) at 1 + w·rows + r.
         let at = expr::add(
@@ -51,15 +55,8 @@ fn rows_of(
         vec![result],
         expr::load(DType::I64, 0, vec![at]),
     )?;
-    ctx.g.data_dims.insert(
-        rows_v,
-        DataDim {
-            count,
-            bound: rows,
-            axis: usize::from(transposed),
-            per: 1,
-        },
-    );
+    ctx.g
+        .mark_rows(rows_v, count, rows, usize::from(transposed));
     Ok(rows_v)
 }
 
@@ -335,25 +332,12 @@ pub fn unique(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             slots(ctx, 1 + 2 * n, u)?,
         ),
         None => {
-            let count = ctx.map(
-                DType::I64,
-                vec![],
-                vec![result],
-                expr::load(DType::I64, 0, vec![expr::i(0)]),
-            )?;
+            let count = count_of(ctx, result)?;
             let firsts = slots(ctx, 1, n)?;
             let inverse = slots(ctx, 1 + n, n)?;
             let counts = slots(ctx, 1 + 2 * n, n)?;
             for v in [firsts, counts] {
-                ctx.g.data_dims.insert(
-                    v,
-                    DataDim {
-                        count,
-                        bound: n,
-                        axis: 0,
-                        per: 1,
-                    },
-                );
+                ctx.g.mark_rows(v, count, n, 0);
             }
             (firsts, inverse, counts)
         }

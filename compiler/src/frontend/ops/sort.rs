@@ -166,15 +166,7 @@ fn topk_rows(
     )?;
     let values = gather_values(ctx, x, indices, axis, n)?;
     for v in [values, indices] {
-        ctx.g.data_dims.insert(
-            v,
-            crate::ir::graph::DataDim {
-                count,
-                bound: n,
-                axis,
-                per: 1,
-            },
-        );
+        ctx.g.mark_rows(v, count, n, axis);
     }
     Ok(vec![values, indices])
 }

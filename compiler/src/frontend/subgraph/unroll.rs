@@ -265,15 +265,7 @@ impl Importer<'_> {
             let stacked = stack(&mut ctx, &elems, 0, &format!("scan output {k}"))?;
             if let Some(count) = iterations {
                 // Rows past the iterations that ran hold if-converted iterations' values.
-                self.g.data_dims.insert(
-                    stacked,
-                    crate::ir::graph::DataDim {
-                        count,
-                        bound: rows,
-                        axis: 0,
-                        per: 1,
-                    },
-                );
+                self.g.mark_rows(stacked, count, rows, 0);
             }
             results.push(stacked);
         }

@@ -336,15 +336,7 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
             vec![lens],
             expr::load(DType::I64, 0, vec![expr::i(axis as i64)]),
         )?;
-        ctx.g.data_dims.insert(
-            y,
-            crate::ir::graph::DataDim {
-                count,
-                bound: dims[axis],
-                axis,
-                per: 1,
-            },
-        );
+        ctx.g.mark_rows(y, count, dims[axis], axis);
     }
     Ok(vec![y])
 }
