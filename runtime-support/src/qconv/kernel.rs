@@ -22,9 +22,9 @@ pub(super) unsafe fn tile(
         // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
         #[cfg(target_arch = "x86_64")]
         Tier::Vnni512 => unsafe { tile_vnni512(k4, w.as_ptr(), panel.as_ptr(), tile) },
-        // SAFETY: the CPU has AVX2 (caller); the sizes are checked above.
+        // The AVX2 tier widens its operands first (`avx2.rs`); the same integers.
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => unsafe { tile_avx2(k4, w.as_ptr(), panel.as_ptr(), tile) },
+        Tier::Avx2 => tile_portable(k4, w, panel, tile),
         Tier::Portable => tile_portable(k4, w, panel, tile),
     }
 }
@@ -140,56 +140,6 @@ pub(super) unsafe fn tile_epilogue_vnni512(
                         dst.add(r * row_bytes + 16 * h * p.q.out.size()),
                     )
                 };
-            }
-        }
-    }
-}
-
-/// AVX2 without VNNI: the panel's bytes zero-extended and the weights sign-extended to
-/// int16 (even and odd bytes of each 32-bit group apart), `vpmaddwd` sums each pair into
-/// int32 exactly. Four rows by sixteen lanes at a time (12 accumulators and operands in
-/// the 16 registers).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn tile_avx2(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i32; NR]; MR]) {
-    use std::arch::x86_64::*;
-    let low = _mm256_set1_epi32(0x00ff_00ff);
-    for r0 in (0..MR).step_by(4) {
-        for l0 in (0..NR).step_by(16) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..k4 {
-                // SAFETY: group g of the panel and of the block lie inside them (caller).
-                unsafe {
-                    let pv = panel.add(g * NR * 4 + l0 * 4);
-                    let v0 = _mm256_loadu_si256(pv as *const __m256i);
-                    let v1 = _mm256_loadu_si256(pv.add(32) as *const __m256i);
-                    let (e0, o0) = (
-                        _mm256_and_si256(v0, low),
-                        _mm256_and_si256(_mm256_srli_epi16(v0, 8), low),
-                    );
-                    let (e1, o1) = (
-                        _mm256_and_si256(v1, low),
-                        _mm256_and_si256(_mm256_srli_epi16(v1, 8), low),
-                    );
-                    let wg = w.add(g * MR * 4 + r0 * 4) as *const i32;
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let b = _mm256_set1_epi32(wg.add(r).read_unaligned());
-                        let we = _mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8);
-                        let wo = _mm256_srai_epi16(b, 8);
-                        a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(e0, we));
-                        a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(o0, wo));
-                        a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(e1, we));
-                        a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(o1, wo));
-                    }
-                }
-            }
-            for (r, a) in acc.iter().enumerate() {
-                // SAFETY: lanes l0 .. l0 + 16 of row r0 + r lie in the tile.
-                unsafe {
-                    let t = tile[r0 + r].as_mut_ptr().add(l0);
-                    _mm256_storeu_si256(t as *mut __m256i, a[0]);
-                    _mm256_storeu_si256(t.add(8) as *mut __m256i, a[1]);
-                }
             }
         }
     }

@@ -30,6 +30,8 @@
 //! scratch slot. Depthwise convolutions are not run here (a block of `MR` channels would
 //! hold one).
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod kernel;
 pub mod matmul;
 mod matmul_kernel;
@@ -185,12 +187,13 @@ impl QConvParams<'_> {
         }
     }
 
-    /// Scratch of a call: one packed panel and its column sums per worker.
+    /// Scratch of a call, per worker (`Slot`): one panel with room to widen it, its column
+    /// sums, and one widened weight block (the AVX2 tier's; the tier is chosen at run time).
     pub fn scratch(&self) -> ScratchNeed {
         let d = self.dims();
         ScratchNeed {
             shared: 0,
-            per_worker: d.k4 * 4 * NR + NR * 4,
+            per_worker: Slot::bytes(d.k4),
         }
     }
 
@@ -362,6 +365,20 @@ struct Dims {
     osize: usize,
 }
 
+/// A worker's scratch: the panel (`k4 · 4 · NR` bytes packed, twice that widened), its
+/// column sums (`NR` i32), a widened weight block (`k4 · 2 · MR` u32).
+struct Slot;
+
+impl Slot {
+    fn panel_bytes(k4: usize) -> usize {
+        2 * k4 * 4 * NR
+    }
+
+    fn bytes(k4: usize) -> usize {
+        Self::panel_bytes(k4) + NR * 4 + k4 * 2 * MR * 4
+    }
+}
+
 /// The tile kernels, one per instruction set; all give the same integers.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Tier {
@@ -424,11 +441,16 @@ pub(crate) unsafe fn qconv_on(
     let epi = p.epi();
     let job = |range: std::ops::Range<usize>, worker: usize| {
         let slot = scratch.at(worker) as *mut u8;
-        // SAFETY: the worker's slot holds `p.scratch().per_worker` bytes: the panel, then
-        // its column sums (4-byte aligned: the panel's size is a multiple of 128).
-        let panel = unsafe { std::slice::from_raw_parts_mut(slot, d.k4 * 4 * NR) };
-        // SAFETY: as above.
-        let colsum = unsafe { &mut *(slot.add(d.k4 * 4 * NR) as *mut [i32; NR]) };
+        // SAFETY: the worker's slot holds `Slot::bytes(k4)`: the panel, its column sums and
+        // a weight block, each 4-byte aligned (the panel's size is a multiple of 256).
+        let (wide, colsum, wblock) = unsafe {
+            let pb = Slot::panel_bytes(d.k4);
+            (
+                std::slice::from_raw_parts_mut(slot, pb),
+                &mut *(slot.add(pb) as *mut [i32; NR]),
+                std::slice::from_raw_parts_mut(slot.add(pb + NR * 4) as *mut u32, d.k4 * 2 * MR),
+            )
+        };
         let mut tile = [[0i32; NR]; MR];
         for u in range {
             let img = u / (d.group * panels);
@@ -436,6 +458,7 @@ pub(crate) unsafe fn qconv_on(
             let p0 = (u % panels) * NR;
             let lanes = NR.min(d.osize - p0);
             let xg = x_addr + (img * p.conv.c as usize + gi * d.cg) * d.isize;
+            let panel = &mut wide[..d.k4 * 4 * NR];
             // SAFETY: the group's planes of image `img` lie in `x`; the AVX-512 packer runs
             // on a CPU with the VNNI tier's features.
             unsafe {
@@ -451,6 +474,37 @@ pub(crate) unsafe fn qconv_on(
             if p.has_wzp {
                 pack::column_sums(panel, d.k4, colsum);
             }
+            #[cfg(target_arch = "x86_64")]
+            if tier == Tier::Avx2 {
+                // SAFETY: the CPU has AVX2 (caller).
+                unsafe { avx2::widen_panel(d.k4, wide) };
+                for blk in 0..d.blocks {
+                    let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
+                    let m0 = gi * d.mg + blk * MR;
+                    let es = p.q.out.size();
+                    let dst = y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es;
+                    // SAFETY: the CPU has AVX2 (caller); the `lanes` outputs of channels
+                    // m0 .. m0 + rows from `p0` lie in `y`, one plane apart; each (image,
+                    // group, panel) is written by one task only.
+                    unsafe {
+                        avx2::widen_weights(d.k4, w, wblock);
+                        avx2::tile_epilogue(
+                            d.k4,
+                            wblock,
+                            wide,
+                            &epi,
+                            m0,
+                            MR.min(d.mg - blk * MR),
+                            p.has_wzp.then_some(&*colsum),
+                            lanes,
+                            dst as *mut u8,
+                            d.osize * es,
+                        )
+                    };
+                }
+                continue;
+            }
+            let panel = &wide[..d.k4 * 4 * NR];
             for blk in 0..d.blocks {
                 let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
                 let m0 = gi * d.mg + blk * MR;

@@ -48,6 +48,10 @@ pub(super) unsafe fn pack_panel(
         }
         return;
     }
+    // SAFETY: forwarded (caller).
+    if unsafe { pack_panel_spans(p, d, x, p0, lanes, panel) } {
+        return;
+    }
     let last = nsp - 1;
     let (runs, nruns) = runs(p, p0, lanes);
     let mut rows = [[0u8; NR]; 4];
@@ -174,45 +178,38 @@ unsafe fn interleave(rows: [*const u8; 4], flips: [u8; 4], out: &mut [u8]) {
     }
 }
 
-/// Most (tap, run) pairs `pack_panel_avx512` tabulates per panel.
-#[cfg(target_arch = "x86_64")]
+/// Most (tap, run) pairs the span packers tabulate per panel.
 const MAX_TAP_RUNS: usize = 1024;
 
-/// `pack_panel` with AVX-512 masked loads, for convolutions with stride 1 or 2 along the
-/// last dim: each (tap, run along the last dim) reads one span of a plane, so a row is the
-/// zero point with one masked load per run over it (masked-off bytes are not read; at
-/// stride 2 a 64-byte load whose even bytes are kept). The spans' offsets and lane masks are tabulated per panel. Returns false
-/// (nothing written) for other convolutions.
-///
-/// # Safety
-/// As `pack_panel`; the CPU has AVX-512 F, BW and VL.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn pack_panel_avx512(
+/// What one tap reads for one run of a panel: lanes `first .. first + count` read the
+/// plane at `base + sw · lane` (`sw` the last dim's stride); the other lanes of the run are
+/// padding. `base` is a plane offset taken with wrapping arithmetic: only the span's lanes
+/// address the plane.
+#[derive(Copy, Clone, Default)]
+struct Span {
+    first: usize,
+    count: usize,
+    base: isize,
+}
+
+/// The spans of every tap (tap-major, `nruns` per tap) of the panel `p0 .. p0 + lanes`,
+/// into `table`; the number of runs, or `None` when there are more than `MAX_TAP_RUNS`.
+fn spans(
     p: &QConvParams,
     d: &Dims,
-    x: *const u8,
     p0: usize,
     lanes: usize,
-    panel: &mut [u8],
-) -> bool {
-    use std::arch::x86_64::*;
+    table: &mut [Span; MAX_TAP_RUNS],
+) -> Option<usize> {
     let g = &p.conv;
     let nsp = g.input.len();
     let last = nsp - 1;
     let taps = d.k / d.cg.max(1);
     let sw = g.strides[last];
-    if !(sw == 1 || sw == 2) || d.cg == 0 {
-        return false;
-    }
     let (runs, nruns) = runs(p, p0, lanes);
-    if taps * nruns > MAX_TAP_RUNS {
-        return false;
+    if d.cg == 0 || taps * nruns > MAX_TAP_RUNS {
+        return None;
     }
-    // table[t · nruns + r]: the lanes run r reads for tap t, the bytes of a load from the
-    // plane offset of lane 0 (at stride 2, lane l is byte 2l of a 64-byte load), and that
-    // offset.
-    let mut table = [(0u32, 0u64, 0isize); MAX_TAP_RUNS];
     let mut tapc = [0i64; crate::conv::MAX_SPATIAL];
     for t in 0..taps {
         if t > 0 {
@@ -247,22 +244,122 @@ pub(super) unsafe fn pack_panel_avx512(
                 (iw - 1 - start) / sw + 1
             }
             .clamp(t0, len as i64);
-            let (lane_mask, load_mask) = if inside && t0 < t1 {
-                let lanes = ((1u64 << (t1 - t0)) - 1) << (l0 as i64 + t0);
-                let bytes = if sw == 1 {
-                    lanes
-                } else {
-                    (0..NR)
-                        .filter(|l| lanes >> l & 1 != 0)
-                        .fold(0u64, |m, l| m | 1 << (2 * l))
-                };
-                (lanes as u32, bytes)
-            } else {
-                (0, 0)
+            table[t * nruns + r] = Span {
+                first: l0 + t0 as usize,
+                count: if inside { (t1 - t0) as usize } else { 0 },
+                base: (off * iw + start - sw * l0 as i64) as isize,
             };
-            let off = off * iw + start - sw * l0 as i64;
-            table[t * nruns + r] = (lane_mask, load_mask, off as isize);
         }
+    }
+    Some(nruns)
+}
+
+/// `pack_panel` from the panel's span table: each row is the zero point with one copy per
+/// span over it. Returns false (nothing written) when the table does not fit.
+///
+/// # Safety
+/// As `pack_panel`.
+unsafe fn pack_panel_spans(
+    p: &QConvParams,
+    d: &Dims,
+    x: *const u8,
+    p0: usize,
+    lanes: usize,
+    panel: &mut [u8],
+) -> bool {
+    let mut table = [Span::default(); MAX_TAP_RUNS];
+    let Some(nruns) = spans(p, d, p0, lanes, &mut table) else {
+        return false;
+    };
+    let taps = d.k / d.cg;
+    let sw = p.conv.strides[p.conv.input.len() - 1] as isize;
+    let zx = p.q.x_zp as u8;
+    let flip = if p.q.x_signed { 0x80u8 } else { 0 };
+    let mut rows = [[0u8; NR]; 4];
+    let (mut c, mut t) = (0usize, 0usize);
+    for k4 in 0..d.k4 {
+        for (j, row) in rows.iter_mut().enumerate() {
+            if k4 * 4 + j >= d.k {
+                *row = [0; NR];
+                continue;
+            }
+            row.fill(zx);
+            let plane = x.wrapping_add(c * d.isize);
+            for s in &table[t * nruns..(t + 1) * nruns] {
+                if s.count == 0 {
+                    continue;
+                }
+                let dst = &mut row[s.first..s.first + s.count];
+                let at = plane.wrapping_offset(s.base + sw * s.first as isize);
+                if sw == 1 {
+                    // SAFETY: the span's columns lie inside an input row of the plane
+                    // (tabulated by `spans`).
+                    copy_short(dst, unsafe { std::slice::from_raw_parts(at, s.count) });
+                } else {
+                    for (i, v) in dst.iter_mut().enumerate() {
+                        // SAFETY: as above, lane by lane.
+                        *v = unsafe { *at.wrapping_offset(sw * i as isize) };
+                    }
+                }
+            }
+            t += 1;
+            if t == taps {
+                t = 0;
+                c += 1;
+            }
+        }
+        let flips: [u8; 4] = std::array::from_fn(|j| if k4 * 4 + j < d.k { flip } else { 0 });
+        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
+        // SAFETY: each row holds NR bytes.
+        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
+    }
+    true
+}
+
+/// `pack_panel` with AVX-512 masked loads, for convolutions with stride 1 or 2 along the
+/// last dim: each span is one masked load (masked-off bytes are not read; at stride 2 a
+/// 64-byte load whose even bytes are kept). Returns false (nothing written) for other
+/// convolutions.
+///
+/// # Safety
+/// As `pack_panel`; the CPU has AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn pack_panel_avx512(
+    p: &QConvParams,
+    d: &Dims,
+    x: *const u8,
+    p0: usize,
+    lanes: usize,
+    panel: &mut [u8],
+) -> bool {
+    use std::arch::x86_64::*;
+    let sw = p.conv.strides[p.conv.input.len() - 1];
+    if !(sw == 1 || sw == 2) {
+        return false;
+    }
+    let mut spans_of = [Span::default(); MAX_TAP_RUNS];
+    let Some(nruns) = spans(p, d, p0, lanes, &mut spans_of) else {
+        return false;
+    };
+    let taps = d.k / d.cg;
+    // table[t · nruns + r]: the lanes of span (t, r), the bytes of a load from the plane
+    // offset of lane 0 (at stride 2, lane l is byte 2l of a 64-byte load), and that offset.
+    let mut table = [(0u32, 0u64, 0isize); MAX_TAP_RUNS];
+    for (e, s) in table.iter_mut().zip(&spans_of[..taps * nruns]) {
+        let lanes = if s.count == 0 {
+            0
+        } else {
+            ((1u64 << s.count) - 1) << s.first
+        };
+        let bytes = if sw == 1 {
+            lanes
+        } else {
+            (0..NR)
+                .filter(|l| lanes >> l & 1 != 0)
+                .fold(0u64, |m, l| m | 1 << (2 * l))
+        };
+        *e = (lanes as u32, bytes, s.base);
     }
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
     let flip = _mm256_set1_epi8(if p.q.x_signed { -128 } else { 0 });

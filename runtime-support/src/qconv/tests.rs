@@ -317,6 +317,19 @@ fn matches_the_reference_on_every_tier() {
             dilations: vec![1, 1, 1],
             pads: vec![1, 0, 1],
         },
+        // One output column: a run per lane, more (tap, run) spans than the span table
+        // holds (the packers' general path).
+        Case {
+            n: 1,
+            c: 2,
+            m: 5,
+            group: 1,
+            input: vec![40, 11],
+            kernel: vec![9, 11],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![0, 0],
+        },
     ];
     for (i, case) in cases.iter().enumerate() {
         for (x_signed, with_wzp) in [(false, false), (true, false), (false, true), (true, true)] {
