@@ -1,8 +1,10 @@
-//! The AVX2 tier of the integer convolution, for CPUs without VNNI. `vpmaddubsw` would
+//! The AVX2 tier of the integer convolution and matrix product, for CPUs without VNNI. `vpmaddubsw` would
 //! saturate pairs of full-range uint8 × int8 products, so both operands are widened to
 //! int16 and `vpmaddwd` sums each pair into int32 exactly. The widening is paid once per
-//! operand, not per product: a panel is widened in place after it is packed (every weight
-//! block reads it), a block's weights once per panel (all `NR` lanes read them).
+//! operand, not per product. Convolution: a panel is widened in place after it is packed
+//! (every weight block reads it), a block's weights once per panel (all `NR` lanes read
+//! them). Matrix product: a block of rows of `A` in place after it is packed (every weight
+//! panel reads it); the weight lanes, constant and packed once, are widened in the loop.
 //!
 //! A widened operand keeps the four-byte groups of the packed layouts, split into two
 //! dwords: the int16 pair (byte 0, byte 2) and the pair (byte 1, byte 3) — `[k/4][2][NR]`
@@ -11,7 +13,7 @@
 //! registers and computes the same operations as `kernel::epilogue_scalar`, so the same
 //! bits.
 
-use super::{Epi, MR, NR, QOut};
+use super::{Epi, MR, NR, QOut, QScalars};
 use std::arch::x86_64::*;
 
 /// Bytes of a widened panel of `k4` groups (twice the packed panel).
@@ -31,21 +33,46 @@ pub(super) const fn block_words(k4: usize) -> usize {
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn widen_panel(k4: usize, panel: &mut [u8]) {
-    assert!(panel.len() >= panel_bytes(k4));
+    // SAFETY: forwarded (caller).
+    unsafe { widen_unsigned::<NR>(k4, panel) }
+}
+
+/// Widens the packed rows `[k4][MR][4]` (uint8) at the start of `block` into `[k4][2][MR]`
+/// dwords, in place.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn widen_rows(k4: usize, block: &mut [u8]) {
+    // SAFETY: forwarded (caller).
+    unsafe { widen_unsigned::<MR>(k4, block) }
+}
+
+/// `[k4][L][4]` uint8 at the start of `buf` to `[k4][2][L]` dwords of zero-extended int16
+/// pairs (bytes 0 and 2, bytes 1 and 3), in place.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn widen_unsigned<const L: usize>(k4: usize, buf: &mut [u8]) {
+    const { assert!(L.is_multiple_of(8) && L <= 32) };
+    assert!(buf.len() >= k4 * 8 * L);
     let low = _mm256_set1_epi32(0x00ff_00ff);
-    let p = panel.as_mut_ptr();
+    let p = buf.as_mut_ptr();
     // Descending: group g's wide form covers packed groups 2g and 2g + 1, which are read
     // already (g ≥ 1) or are g itself, read into registers before the stores (g = 0).
     for g in (0..k4).rev() {
-        // SAFETY: packed group g is bytes g·4·NR .. (g + 1)·4·NR of the panel, its wide form
-        // g·8·NR .. (g + 1)·8·NR (checked above); NR = 32, four vectors of eight lanes.
+        // SAFETY: packed group g is bytes g·4·L .. (g + 1)·4·L of the buffer, its wide form
+        // g·8·L .. (g + 1)·8·L (checked above); L / 8 vectors of eight lanes.
         unsafe {
-            let v: [__m256i; 4] = std::array::from_fn(|i| {
-                _mm256_loadu_si256(p.add(g * 4 * NR + i * 32) as *const __m256i)
-            });
-            for (i, v) in v.into_iter().enumerate() {
-                let even = p.add(g * 8 * NR + i * 32) as *mut __m256i;
-                let odd = p.add(g * 8 * NR + 4 * NR + i * 32) as *mut __m256i;
+            let mut v = [_mm256_setzero_si256(); 4];
+            for (i, v) in v.iter_mut().enumerate().take(L / 8) {
+                *v = _mm256_loadu_si256(p.add(g * 4 * L + i * 32) as *const __m256i);
+            }
+            for (i, &v) in v.iter().enumerate().take(L / 8) {
+                let even = p.add(g * 8 * L + i * 32) as *mut __m256i;
+                let odd = p.add(g * 8 * L + 4 * L + i * 32) as *mut __m256i;
                 _mm256_storeu_si256(even, _mm256_and_si256(v, low));
                 _mm256_storeu_si256(odd, _mm256_srli_epi16(v, 8));
             }
@@ -162,19 +189,55 @@ pub(super) unsafe fn tile_epilogue(
 /// The CPU has AVX2; `dst` holds `n ≤ 8` outputs of `p.q.out`'s type.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn store8(
-    p: &Epi,
-    ch: usize,
-    acc: __m256i,
-    cs: Option<__m256i>,
-    n: usize,
-    dst: *mut u8,
-) {
-    let q = &p.q;
+unsafe fn store8(p: &Epi, ch: usize, acc: __m256i, cs: Option<__m256i>, n: usize, dst: *mut u8) {
     let mut v = _mm256_add_epi32(acc, _mm256_set1_epi32(p.corr[ch]));
     if let Some(cs) = cs {
         v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(p.wzp[ch]), cs));
     }
+    let (scale, fbias) = (_mm256_set1_ps(p.scale[ch]), _mm256_set1_ps(p.fbias[ch]));
+    // SAFETY: forwarded (caller).
+    unsafe { finish8(&p.q, v, scale, fbias, n, dst) }
+}
+
+/// Eight lanes of a row of the matrix product's epilogue, columns `j0 ..` (their constants
+/// vary along the lanes): the sums `acc`, the row's sum `rowsum` (for the weights' zero
+/// points), to the first `n` outputs at `dst`.
+///
+/// # Safety
+/// The CPU has AVX2; columns `j0 .. j0 + n` have constants in `p`; `dst` holds `n ≤ 8`
+/// outputs of `p.q.out`'s type.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn store8_columns(p: &Epi, j0: usize, acc: __m256i, rowsum: i32, n: usize, dst: *mut u8) {
+    // The constants of lanes past `n` are zero (they are not stored).
+    let bits = |v: &[f32]| -> [u32; 8] {
+        std::array::from_fn(|l| if l < n { v[j0 + l].to_bits() } else { 0 })
+    };
+    let load = |a: [u32; 8]| {
+        // SAFETY: `a` holds eight dwords.
+        unsafe { _mm256_loadu_si256(a.as_ptr() as *const __m256i) }
+    };
+    let corr: [u32; 8] = std::array::from_fn(|l| if l < n { p.corr[j0 + l] as u32 } else { 0 });
+    let wzp: [u32; 8] = std::array::from_fn(|l| if l < n { p.wzp[j0 + l] as u32 } else { 0 });
+    let v = _mm256_sub_epi32(
+        _mm256_add_epi32(acc, load(corr)),
+        _mm256_mullo_epi32(load(wzp), _mm256_set1_epi32(rowsum)),
+    );
+    let scale = _mm256_castsi256_ps(load(bits(p.scale)));
+    let fbias = _mm256_castsi256_ps(load(bits(p.fbias)));
+    // SAFETY: forwarded (caller).
+    unsafe { finish8(&p.q, v, scale, fbias, n, dst) }
+}
+
+/// The epilogue's output step for eight lanes of corrected sums `v`, with per-lane `scale`
+/// and `fbias`: the first `n` outputs at `dst`. The same operations as
+/// `kernel::epilogue_scalar`, so the same bits.
+///
+/// # Safety
+/// The CPU has AVX2; `dst` holds `n ≤ 8` outputs of `q.out`'s type.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usize, dst: *mut u8) {
     // A full vector is stored in place; a partial one through `out`, then its `n` outputs.
     let mut out = [0u8; 32];
     let at = if n == 8 { dst } else { out.as_mut_ptr() };
@@ -184,26 +247,25 @@ pub(super) unsafe fn store8(
         match q.out {
             QOut::I32 => _mm256_storeu_si256(at as *mut __m256i, v),
             QOut::F32 => {
-                let f = _mm256_add_ps(
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(p.scale[ch])),
-                    _mm256_set1_ps(p.fbias[ch]),
-                );
+                let f = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale), fbias);
                 _mm256_storeu_ps(at as *mut f32, f);
             }
             QOut::U8 | QOut::I8 => {
-                let s = _mm256_set1_pd(p.scale[ch] as f64);
                 let lo = _mm256_set1_pd((q.lo - q.y_zp) as f64);
                 let hi = _mm256_set1_pd((q.hi - q.y_zp) as f64);
                 let zp = _mm_set1_epi32(q.y_zp);
-                // The conversion rounds to nearest, ties to even (the default mode), as the
-                // scalar epilogue's ROUND addition does.
-                let half = |h: __m128i| {
-                    let f = _mm256_mul_pd(_mm256_cvtepi32_pd(h), s);
+                // float32 scales widen exactly; the conversion to int32 rounds to nearest,
+                // ties to even (the default mode), as the scalar epilogue's ROUND addition.
+                let half = |h: __m128i, s: __m128| {
+                    let f = _mm256_mul_pd(_mm256_cvtepi32_pd(h), _mm256_cvtps_pd(s));
                     let i = _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(f, lo), hi));
                     _mm_add_epi32(i, zp)
                 };
-                let a = half(_mm256_castsi256_si128(v));
-                let b = half(_mm256_extracti128_si256::<1>(v));
+                let a = half(_mm256_castsi256_si128(v), _mm256_castps256_ps128(scale));
+                let b = half(
+                    _mm256_extracti128_si256::<1>(v),
+                    _mm256_extractf128_ps::<1>(scale),
+                );
                 // In [lo, hi] ⊂ [-128, 255] already: the packs saturate nothing.
                 let w = _mm_packs_epi32(a, b);
                 let b8 = if q.out == QOut::U8 {
@@ -216,6 +278,93 @@ pub(super) unsafe fn store8(
         }
         if n < 8 {
             std::ptr::copy_nonoverlapping(out.as_ptr(), dst, n * q.out.size());
+        }
+    }
+}
+
+/// The matrix product's block of `rows` rows of `A` (widened by `widen_rows`) times the
+/// weight panel `w` (`[k4][NR][4]` int8 lanes, widened here), four rows by sixteen lanes at
+/// a time, each sub-tile's epilogue applied in registers: row r's first `lanes` outputs
+/// (columns `n0 ..`) go to `dst + r · row_bytes`. `rowsums` are the rows' sums (for the
+/// weights' zero points; zero when they are all zero).
+///
+/// # Safety
+/// The CPU has AVX2; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s
+/// type; columns `n0 .. n0 + lanes` have constants in `p`.
+#[target_feature(enable = "avx2")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a tile, its epilogue and its destination"
+)]
+pub(super) unsafe fn matmul_tile_epilogue(
+    k4: usize,
+    a: &[u8],
+    w: &[i8],
+    p: &Epi,
+    n0: usize,
+    rows: usize,
+    rowsums: &[i32; MR],
+    lanes: usize,
+    dst: *mut u8,
+    row_bytes: usize,
+) {
+    assert!(a.len() >= k4 * 8 * MR && w.len() >= k4 * NR * 4);
+    assert!(rows <= MR && lanes <= NR);
+    let (ap, wp) = (a.as_ptr() as *const u32, w.as_ptr());
+    let es = p.q.out.size();
+    for r0 in (0..rows).step_by(4) {
+        for l0 in (0..lanes).step_by(16) {
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
+                // of both halves of group g in the block (checked above; r0 + 4 ≤ MR,
+                // l0 + 16 ≤ NR).
+                unsafe {
+                    let pw = wp.add(g * NR * 4 + l0 * 4);
+                    let v0 = _mm256_loadu_si256(pw as *const __m256i);
+                    let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
+                    let (e0, o0) = (
+                        _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
+                        _mm256_srai_epi16(v0, 8),
+                    );
+                    let (e1, o1) = (
+                        _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
+                        _mm256_srai_epi16(v1, 8),
+                    );
+                    let ag = ap.add(g * 2 * MR + r0);
+                    for (r, acc_r) in acc.iter_mut().enumerate() {
+                        let ae = _mm256_set1_epi32(*ag.add(r) as i32);
+                        let ao = _mm256_set1_epi32(*ag.add(MR + r) as i32);
+                        let s0 =
+                            _mm256_add_epi32(_mm256_madd_epi16(e0, ae), _mm256_madd_epi16(o0, ao));
+                        let s1 =
+                            _mm256_add_epi32(_mm256_madd_epi16(e1, ae), _mm256_madd_epi16(o1, ao));
+                        acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
+                        acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
+                    }
+                }
+            }
+            for (r, acc_r) in acc.iter().enumerate().take(rows - r0) {
+                for (h, &v) in acc_r.iter().enumerate() {
+                    let l = l0 + 8 * h;
+                    if l >= lanes {
+                        break;
+                    }
+                    // SAFETY: row r0 + r's destination holds `lanes` outputs, columns
+                    // n0 .. n0 + lanes have constants (caller); store8_columns writes lanes
+                    // l .. min(l + 8, lanes).
+                    unsafe {
+                        store8_columns(
+                            p,
+                            n0 + l,
+                            v,
+                            rowsums[r0 + r],
+                            (lanes - l).min(8),
+                            dst.add((r0 + r) * row_bytes + l * es),
+                        )
+                    };
+                }
+            }
         }
     }
 }

@@ -48,7 +48,8 @@ impl QMatMulParams<'_> {
     pub fn scratch(&self) -> ScratchNeed {
         ScratchNeed {
             shared: self.n * 4,
-            per_worker: self.k4() * 4 * MR,
+            // One packed block of rows, with room to widen it (the AVX2 tier).
+            per_worker: self.k4() * 8 * MR,
         }
     }
 
@@ -239,14 +240,16 @@ pub(crate) unsafe fn qmatmul_on(
     let (a_addr, y_addr) = (a as usize, y as usize);
     let cost = (k * n * MR / 4).max(1);
     let job = |range: std::ops::Range<usize>, worker: usize| {
-        // SAFETY: the worker's slot holds one block of packed rows (`scratch`).
-        let block =
-            unsafe { std::slice::from_raw_parts_mut(slots.at(worker) as *mut u8, k4 * 4 * MR) };
+        // SAFETY: the worker's slot holds one block of packed rows, widened or not
+        // (`scratch`).
+        let wide =
+            unsafe { std::slice::from_raw_parts_mut(slots.at(worker) as *mut u8, k4 * 8 * MR) };
         let mut tile = [[0i32; NR]; MR];
         for u in range {
             let (b, blk) = (u / blocks, u % blocks);
             let m0 = blk * MR;
             let rows = MR.min(m - m0);
+            let block = &mut wide[..k4 * 4 * MR];
             // SAFETY: batch b's rows lie in `a`.
             let sums = unsafe {
                 pack_rows(
@@ -260,6 +263,36 @@ pub(crate) unsafe fn qmatmul_on(
                 )
             };
             let rowsums = p.has_wzp.then_some(&sums);
+            #[cfg(target_arch = "x86_64")]
+            if tier == Tier::Avx2 {
+                // SAFETY: the CPU has AVX2 (caller).
+                unsafe { super::avx2::widen_rows(k4, wide) };
+                for pn in 0..panels {
+                    let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
+                    let n0 = pn * NR;
+                    let lanes = NR.min(n - n0);
+                    let dst = y_addr + ((b * m + m0) * n + n0) * es;
+                    // SAFETY: the CPU has AVX2 (caller); rows m0 .. m0 + rows of batch b,
+                    // columns n0 .. n0 + lanes, lie in `y`, one row of n apart; each (batch,
+                    // block) is written by one task only.
+                    unsafe {
+                        super::avx2::matmul_tile_epilogue(
+                            k4,
+                            wide,
+                            w,
+                            &epi,
+                            n0,
+                            rows,
+                            &sums,
+                            lanes,
+                            dst as *mut u8,
+                            n * es,
+                        )
+                    };
+                }
+                continue;
+            }
+            let block = &wide[..k4 * 4 * MR];
             for pn in 0..panels {
                 let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
                 let n0 = pn * NR;

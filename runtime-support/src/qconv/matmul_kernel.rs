@@ -15,9 +15,9 @@ pub(super) unsafe fn tile(tier: Tier, k4: usize, a: &[u8], w: &[i8], tile: &mut 
         // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
         #[cfg(target_arch = "x86_64")]
         Tier::Vnni512 => unsafe { tile_vnni512(k4, a.as_ptr(), w.as_ptr(), tile) },
-        // SAFETY: the CPU has AVX2 (caller); the sizes are checked above.
+        // The AVX2 tier widens its operands first (`avx2.rs`); the same integers.
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => unsafe { tile_avx2(k4, a.as_ptr(), w.as_ptr(), tile) },
+        Tier::Avx2 => tile_portable(k4, a, w, tile),
         Tier::Portable => tile_portable(k4, a, w, tile),
     }
 }
@@ -81,54 +81,6 @@ unsafe fn accumulate_vnni512(
         }
     }
     acc
-}
-
-/// AVX2 without VNNI: the activations zero-extended and the weights sign-extended to int16
-/// (even and odd bytes of each 32-bit group apart), `vpmaddwd` sums each pair exactly.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn tile_avx2(k4: usize, a: *const u8, w: *const i8, tile: &mut [[i32; NR]; MR]) {
-    use std::arch::x86_64::*;
-    for r0 in (0..MR).step_by(4) {
-        for l0 in (0..NR).step_by(16) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..k4 {
-                // SAFETY: group g of the rows and of the panel lie inside them (caller).
-                unsafe {
-                    let pw = w.add(g * NR * 4 + l0 * 4);
-                    let v0 = _mm256_loadu_si256(pw as *const __m256i);
-                    let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
-                    let (e0, o0) = (
-                        _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
-                        _mm256_srai_epi16(v0, 8),
-                    );
-                    let (e1, o1) = (
-                        _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
-                        _mm256_srai_epi16(v1, 8),
-                    );
-                    let ag = a.add(g * MR * 4 + r0 * 4) as *const i32;
-                    let low = _mm256_set1_epi32(0x00ff_00ff);
-                    for (r, acc_r) in acc.iter_mut().enumerate() {
-                        let b = _mm256_set1_epi32(ag.add(r).read_unaligned());
-                        let be = _mm256_and_si256(b, low);
-                        let bo = _mm256_and_si256(_mm256_srli_epi16(b, 8), low);
-                        acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(be, e0));
-                        acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(bo, o0));
-                        acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(be, e1));
-                        acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(bo, o1));
-                    }
-                }
-            }
-            for (r, v) in acc.iter().enumerate() {
-                // SAFETY: lanes l0 .. l0 + 16 of row r0 + r lie in the tile.
-                unsafe {
-                    let t = tile[r0 + r].as_mut_ptr().add(l0);
-                    _mm256_storeu_si256(t as *mut __m256i, v[0]);
-                    _mm256_storeu_si256(t.add(8) as *mut __m256i, v[1]);
-                }
-            }
-        }
-    }
 }
 
 /// 1.5·2^52 (see the convolution's epilogue).

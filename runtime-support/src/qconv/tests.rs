@@ -390,6 +390,8 @@ fn matmul_matches_the_reference_on_every_tier() {
         (2, 37, 70, 19, true, false),
         (1, 64, 33, 16, false, true),
         (3, 5, 4, 9, true, true),
+        // Several weight panels, the last one partial.
+        (1, 9, 40, 70, false, true),
     ] {
         let mut rng = Lcg((m * 131 + k * 7 + n) as u64);
         let a: Vec<u8> = (0..batch * m * k)
