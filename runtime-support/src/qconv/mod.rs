@@ -437,6 +437,8 @@ pub(crate) unsafe fn qconv_on(
     }
     let x_addr = x as usize;
     let y_addr = y as usize;
+    // The input tensor's bytes, which the AVX2 packer may read beyond a span's lanes.
+    let x_all = x_addr..x_addr + n * p.conv.c as usize * d.isize;
     let cost = (d.k * d.mg * NR / 4).max(1);
     let epi = p.epi();
     let job = |range: std::ops::Range<usize>, worker: usize| {
@@ -459,12 +461,26 @@ pub(crate) unsafe fn qconv_on(
             let lanes = NR.min(d.osize - p0);
             let xg = x_addr + (img * p.conv.c as usize + gi * d.cg) * d.isize;
             let panel = &mut wide[..d.k4 * 4 * NR];
-            // SAFETY: the group's planes of image `img` lie in `x`; the AVX-512 packer runs
-            // on a CPU with the VNNI tier's features.
+            // SAFETY: the group's planes of image `img` lie in `x`, inside the input tensor
+            // `x_all`; the AVX-512 packer runs on a CPU with the VNNI tier's features, the
+            // AVX2 packer on one with AVX2.
             unsafe {
                 #[cfg(target_arch = "x86_64")]
-                let done = tier == Tier::Vnni512
-                    && pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel);
+                let done = match tier {
+                    Tier::Vnni512 => {
+                        pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel)
+                    }
+                    Tier::Avx2 => pack::pack_panel_avx2(
+                        p,
+                        &d,
+                        xg as *const u8,
+                        p0,
+                        lanes,
+                        panel,
+                        x_all.clone(),
+                    ),
+                    Tier::Portable => false,
+                };
                 #[cfg(not(target_arch = "x86_64"))]
                 let done = false;
                 if !done {

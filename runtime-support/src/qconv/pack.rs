@@ -22,13 +22,7 @@ pub(super) unsafe fn pack_panel(
     let nsp = g.input.len();
     let zx = p.q.x_zp as u8;
     let flip = if p.q.x_signed { 0x80u8 } else { 0 };
-    // Pointwise, unit strides, no padding, a whole panel: row k is channel k's input at
-    // the panel's positions, read in place.
-    if lanes == NR
-        && g.kernel.iter().all(|&v| v == 1)
-        && g.strides.iter().all(|&v| v == 1)
-        && g.pads.iter().all(|&v| v == 0)
-    {
+    if in_place(p, lanes) {
         let zero = [0u8; NR];
         for k4 in 0..d.k4 {
             let src: [*const u8; 4] = std::array::from_fn(|j| {
@@ -135,6 +129,16 @@ pub(super) unsafe fn pack_panel(
         // SAFETY: each row holds NR bytes.
         unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
     }
+}
+
+/// Pointwise, unit strides, no padding, a whole panel: row k is channel k's input at the
+/// panel's positions, read in place.
+fn in_place(p: &QConvParams, lanes: usize) -> bool {
+    let g = &p.conv;
+    lanes == NR
+        && g.kernel.iter().all(|&v| v == 1)
+        && g.strides.iter().all(|&v| v == 1)
+        && g.pads.iter().all(|&v| v == 0)
 }
 
 /// `out[l·4 + j] = rows[j][l] ^ flips[j]`.
@@ -254,6 +258,40 @@ fn spans(
     Some(nruns)
 }
 
+/// Builds the panel row by row: `row(buf, c, t)` writes the unflipped row of channel `c`
+/// and tap `t` of the group into `buf`; rows are flipped (int8 activations) and
+/// interleaved here, rows past K are zero.
+#[inline(always)]
+fn build_rows(
+    p: &QConvParams,
+    d: &Dims,
+    panel: &mut [u8],
+    mut row: impl FnMut(&mut [u8; NR], usize, usize),
+) {
+    let taps = d.k / d.cg;
+    let flip = if p.q.x_signed { 0x80u8 } else { 0 };
+    let mut rows = [[0u8; NR]; 4];
+    let (mut c, mut t) = (0usize, 0usize);
+    for k4 in 0..d.k4 {
+        for (j, buf) in rows.iter_mut().enumerate() {
+            if k4 * 4 + j >= d.k {
+                *buf = [0; NR];
+                continue;
+            }
+            row(buf, c, t);
+            t += 1;
+            if t == taps {
+                t = 0;
+                c += 1;
+            }
+        }
+        let flips: [u8; 4] = std::array::from_fn(|j| if k4 * 4 + j < d.k { flip } else { 0 });
+        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
+        // SAFETY: each row holds NR bytes.
+        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
+    }
+}
+
 /// `pack_panel` from the panel's span table: each row is the zero point with one copy per
 /// span over it. Returns false (nothing written) when the table does not fit.
 ///
@@ -271,48 +309,96 @@ unsafe fn pack_panel_spans(
     let Some(nruns) = spans(p, d, p0, lanes, &mut table) else {
         return false;
     };
-    let taps = d.k / d.cg;
     let sw = p.conv.strides[p.conv.input.len() - 1] as isize;
     let zx = p.q.x_zp as u8;
-    let flip = if p.q.x_signed { 0x80u8 } else { 0 };
-    let mut rows = [[0u8; NR]; 4];
-    let (mut c, mut t) = (0usize, 0usize);
-    for k4 in 0..d.k4 {
-        for (j, row) in rows.iter_mut().enumerate() {
-            if k4 * 4 + j >= d.k {
-                *row = [0; NR];
+    build_rows(p, d, panel, |row, c, t| {
+        row.fill(zx);
+        let plane = x.wrapping_add(c * d.isize);
+        for s in &table[t * nruns..(t + 1) * nruns] {
+            if s.count == 0 {
                 continue;
             }
-            row.fill(zx);
-            let plane = x.wrapping_add(c * d.isize);
-            for s in &table[t * nruns..(t + 1) * nruns] {
-                if s.count == 0 {
-                    continue;
+            let dst = &mut row[s.first..s.first + s.count];
+            let at = plane.wrapping_offset(s.base + sw * s.first as isize);
+            if sw == 1 {
+                // SAFETY: the span's columns lie inside an input row of the plane
+                // (tabulated by `spans`).
+                copy_short(dst, unsafe { std::slice::from_raw_parts(at, s.count) });
+            } else {
+                for (i, v) in dst.iter_mut().enumerate() {
+                    // SAFETY: as above, lane by lane.
+                    *v = unsafe { *at.wrapping_offset(sw * i as isize) };
                 }
-                let dst = &mut row[s.first..s.first + s.count];
-                let at = plane.wrapping_offset(s.base + sw * s.first as isize);
-                if sw == 1 {
-                    // SAFETY: the span's columns lie inside an input row of the plane
-                    // (tabulated by `spans`).
-                    copy_short(dst, unsafe { std::slice::from_raw_parts(at, s.count) });
-                } else {
-                    for (i, v) in dst.iter_mut().enumerate() {
-                        // SAFETY: as above, lane by lane.
-                        *v = unsafe { *at.wrapping_offset(sw * i as isize) };
-                    }
-                }
-            }
-            t += 1;
-            if t == taps {
-                t = 0;
-                c += 1;
             }
         }
-        let flips: [u8; 4] = std::array::from_fn(|j| if k4 * 4 + j < d.k { flip } else { 0 });
-        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
-        // SAFETY: each row holds NR bytes.
-        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
+    });
+    true
+}
+
+/// `pack_panel` with AVX2, for convolutions with unit stride along the last dim: a span is
+/// one 32-byte load from its lane 0's address, blended into the row over the span's lanes,
+/// when those 32 bytes lie inside the input tensor `tensor` (an address range); spans at
+/// the tensor's ends are copied. Returns false (nothing written) for other convolutions,
+/// and for panels `pack_panel` reads in place.
+///
+/// # Safety
+/// As `pack_panel`; the CPU has AVX2; `tensor` lies inside the input tensor's allocation.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn pack_panel_avx2(
+    p: &QConvParams,
+    d: &Dims,
+    x: *const u8,
+    p0: usize,
+    lanes: usize,
+    panel: &mut [u8],
+    tensor: std::ops::Range<usize>,
+) -> bool {
+    use std::arch::x86_64::*;
+    if p.conv.strides[p.conv.input.len() - 1] != 1 || in_place(p, lanes) {
+        return false;
     }
+    let mut table = [Span::default(); MAX_TAP_RUNS];
+    let Some(nruns) = spans(p, d, p0, lanes, &mut table) else {
+        return false;
+    };
+    let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
+    let lane = _mm256_setr_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+        25, 26, 27, 28, 29, 30, 31,
+    );
+    build_rows(p, d, panel, |row, c, t| {
+        let plane = x.wrapping_add(c * d.isize);
+        let mut v = zxv;
+        for s in &table[t * nruns..(t + 1) * nruns] {
+            if s.count == 0 {
+                continue;
+            }
+            let at = plane.wrapping_offset(s.base);
+            let addr = at as usize;
+            if addr >= tensor.start && addr.wrapping_add(32) <= tensor.end {
+                // Lanes first .. first + count (≤ 32, so the byte compares are exact).
+                let inside = _mm256_andnot_si256(
+                    _mm256_cmpgt_epi8(_mm256_set1_epi8(s.first as i8), lane),
+                    _mm256_cmpgt_epi8(_mm256_set1_epi8((s.first + s.count) as i8), lane),
+                );
+                // SAFETY: the 32 bytes from `at` lie inside the input tensor (checked).
+                let ld = unsafe { _mm256_loadu_si256(at as *const __m256i) };
+                v = _mm256_blendv_epi8(v, ld, inside);
+            } else {
+                // SAFETY: the row holds 32 bytes; the span's columns lie inside an input row
+                // of the plane (tabulated by `spans`).
+                unsafe {
+                    _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v);
+                    let src = std::slice::from_raw_parts(at.wrapping_add(s.first), s.count);
+                    copy_short(&mut row[s.first..s.first + s.count], src);
+                    v = _mm256_loadu_si256(row.as_ptr() as *const __m256i);
+                }
+            }
+        }
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v) };
+    });
     true
 }
 
@@ -362,51 +448,31 @@ pub(super) unsafe fn pack_panel_avx512(
         *e = (lanes as u32, bytes, s.base);
     }
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
-    let flip = _mm256_set1_epi8(if p.q.x_signed { -128 } else { 0 });
-    let mut rows = [[0u8; NR]; 4];
-    let (mut c, mut t) = (0usize, 0usize);
-    for k4 in 0..d.k4 {
-        let mut flips = [0u8; 4];
-        for (j, row) in rows.iter_mut().enumerate() {
-            if k4 * 4 + j >= d.k {
-                *row = [0; NR];
+    build_rows(p, d, panel, |row, c, t| {
+        // The plane of channel c; spans are addressed from it with wrapping arithmetic (an
+        // address may lie before the plane; only the masked lanes are read, and those lie
+        // inside it).
+        let plane = x.wrapping_add(c * d.isize);
+        let mut v = zxv;
+        for &(mask, bytes, off) in &table[t * nruns..(t + 1) * nruns] {
+            if mask == 0 {
                 continue;
             }
-            flips[j] = 0;
-            // The plane of channel c; spans are addressed from it with wrapping arithmetic
-            // (an address may lie before the plane; only the masked lanes are read, and
-            // those lie inside it).
-            let plane = x.wrapping_add(c * d.isize);
-            let mut v = zxv;
-            for &(mask, bytes, off) in &table[t * nruns..(t + 1) * nruns] {
-                if mask == 0 {
-                    continue;
+            let at = plane.wrapping_offset(off) as *const i8;
+            // SAFETY: the unmasked bytes are columns inside the input row of an input plane
+            // (tabulated above).
+            v = unsafe {
+                if sw == 1 {
+                    _mm256_mask_loadu_epi8(v, mask, at)
+                } else {
+                    let even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(bytes, at));
+                    _mm256_mask_blend_epi8(mask, v, even)
                 }
-                let at = plane.wrapping_offset(off) as *const i8;
-                // SAFETY: the unmasked bytes are columns inside the input row of an input
-                // plane (tabulated above).
-                v = unsafe {
-                    if sw == 1 {
-                        _mm256_mask_loadu_epi8(v, mask, at)
-                    } else {
-                        let even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(bytes, at));
-                        _mm256_mask_blend_epi8(mask, v, even)
-                    }
-                };
-            }
-            v = _mm256_xor_si256(v, flip);
-            // SAFETY: the row holds 32 bytes.
-            unsafe { _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v) };
-            t += 1;
-            if t == taps {
-                t = 0;
-                c += 1;
-            }
+            };
         }
-        let src: [*const u8; 4] = std::array::from_fn(|j| rows[j].as_ptr());
-        // SAFETY: each row holds NR bytes (already flipped).
-        unsafe { interleave(src, flips, &mut panel[k4 * 4 * NR..(k4 + 1) * 4 * NR]) };
-    }
+        // SAFETY: the row holds 32 bytes.
+        unsafe { _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v) };
+    });
     true
 }
 
