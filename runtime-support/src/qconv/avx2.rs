@@ -127,7 +127,6 @@ pub(super) unsafe fn tile_epilogue(
     assert!(w.len() >= block_words(k4) && panel.len() >= panel_bytes(k4));
     assert!(rows <= MR && lanes <= NR);
     let (wp, pp) = (w.as_ptr(), panel.as_ptr());
-    let es = p.q.out.size();
     for r0 in (0..rows).step_by(4) {
         for l0 in (0..lanes).step_by(16) {
             let mut acc = [[_mm256_setzero_si256(); 2]; 4];
@@ -155,29 +154,114 @@ pub(super) unsafe fn tile_epilogue(
                     }
                 }
             }
-            for (r, a) in acc.iter().enumerate().take(rows - r0) {
-                for (h, &v) in a.iter().enumerate() {
-                    let l = l0 + 8 * h;
-                    if l >= lanes {
-                        break;
+            // SAFETY: forwarded (caller).
+            unsafe { store_sub_tile(&acc, p, ch0, r0, rows, l0, colsum, lanes, dst, row_bytes) };
+        }
+    }
+}
+
+/// `tile_epilogue` for blocks whose weight pairs keep `vpmaddubsw` exact (each pair of
+/// bytes (0, 1) and (2, 3) of a four-byte group has `|w0| + |w1| ≤ 128`, so no pair of
+/// uint8 × int8 products leaves int16: 255 · 128 < 2^15), as the weights of models quantized
+/// with a reduced (7-bit) range are: the packed panel and block as they are, a group's
+/// four-way dot product by `vpmaddubsw` and `vpmaddwd` with ones (three operations per 32
+/// products, where widening takes four). The same integers.
+///
+/// # Safety
+/// As `tile_epilogue`; `w` holds `k4 · MR · 4` bytes whose pairs are as above, `panel`
+/// `k4 · 4 · NR`.
+#[target_feature(enable = "avx2")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a tile, its epilogue and its destination"
+)]
+pub(super) unsafe fn tile_epilogue_bytes(
+    k4: usize,
+    w: &[i8],
+    panel: &[u8],
+    p: &Epi,
+    ch0: usize,
+    rows: usize,
+    colsum: Option<&[i32; NR]>,
+    lanes: usize,
+    dst: *mut u8,
+    row_bytes: usize,
+) {
+    assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * 4 * NR);
+    assert!(rows <= MR && lanes <= NR);
+    let (wp, pp) = (w.as_ptr(), panel.as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    for r0 in (0..rows).step_by(4) {
+        for l0 in (0..lanes).step_by(16) {
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
+                // of group g in the block (checked above; r0 + 4 ≤ MR, l0 + 16 ≤ NR).
+                unsafe {
+                    let pv = pp.add(g * NR * 4 + l0 * 4);
+                    let v0 = _mm256_loadu_si256(pv as *const __m256i);
+                    let v1 = _mm256_loadu_si256(pv.add(32) as *const __m256i);
+                    let wg = wp.add(g * MR * 4 + r0 * 4) as *const i32;
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let b = _mm256_set1_epi32(wg.add(r).read_unaligned());
+                        let s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v0, b), ones);
+                        let s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v1, b), ones);
+                        a[0] = _mm256_add_epi32(a[0], s0);
+                        a[1] = _mm256_add_epi32(a[1], s1);
                     }
-                    // SAFETY: the column sums hold NR lanes, l + 8 ≤ NR; row r0 + r's
-                    // destination holds `lanes` outputs (caller), of which store8 writes
-                    // lanes l .. min(l + 8, lanes).
-                    unsafe {
-                        let cs =
-                            colsum.map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
-                        store8(
-                            p,
-                            ch0 + r0 + r,
-                            v,
-                            cs,
-                            (lanes - l).min(8),
-                            dst.add((r0 + r) * row_bytes + l * es),
-                        )
-                    };
                 }
             }
+            // SAFETY: forwarded (caller).
+            unsafe { store_sub_tile(&acc, p, ch0, r0, rows, l0, colsum, lanes, dst, row_bytes) };
+        }
+    }
+}
+
+/// The epilogue of the sub-tile at rows `r0 ..` (of `rows`) and lanes `l0 ..` (of `lanes`)
+/// of a block whose first channel is `ch0`: row r's outputs go to `dst + r · row_bytes`.
+///
+/// # Safety
+/// The CPU has AVX2; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s
+/// type.
+#[inline]
+#[target_feature(enable = "avx2")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a sub-tile, its epilogue and its destination"
+)]
+unsafe fn store_sub_tile(
+    acc: &[[__m256i; 2]; 4],
+    p: &Epi,
+    ch0: usize,
+    r0: usize,
+    rows: usize,
+    l0: usize,
+    colsum: Option<&[i32; NR]>,
+    lanes: usize,
+    dst: *mut u8,
+    row_bytes: usize,
+) {
+    let es = p.q.out.size();
+    for (r, a) in acc.iter().enumerate().take(rows - r0) {
+        for (h, &v) in a.iter().enumerate() {
+            let l = l0 + 8 * h;
+            if l >= lanes {
+                break;
+            }
+            // SAFETY: the column sums hold NR lanes, l + 8 ≤ NR; row r0 + r's destination
+            // holds `lanes` outputs (caller), of which store8 writes lanes l .. min(l + 8,
+            // lanes).
+            unsafe {
+                let cs = colsum.map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
+                store8(
+                    p,
+                    ch0 + r0 + r,
+                    v,
+                    cs,
+                    (lanes - l).min(8),
+                    dst.add((r0 + r) * row_bytes + l * es),
+                )
+            };
         }
     }
 }

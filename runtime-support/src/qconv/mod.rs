@@ -106,6 +106,9 @@ pub struct QConvParams<'a> {
     pub q: QScalars,
     /// Some weight zero point is not zero (the `zw·Σ_k x` term is needed).
     pub has_wzp: bool,
+    /// Every pair of weights that a four-byte group's dot product adds first (bytes 0 and
+    /// 1, bytes 2 and 3) has `|w0| + |w1| ≤ 128` (`short_pairs`).
+    pub short_pairs: bool,
     /// Per output channel: the constant part of the sum (bias, zero-point terms).
     pub corr: &'a [i32],
     /// Per output channel: the weights' zero point.
@@ -243,7 +246,9 @@ impl QConvParams<'_> {
         }
         let mut p = vec![
             q.out as i64,
-            q.x_signed as i64 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1),
+            q.x_signed as i64
+                | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
+                | ((short_pairs(&packed) as i64) << 2),
             q.x_zp as i64,
             q.y_zp as i64,
             q.lo as i64,
@@ -279,7 +284,7 @@ impl QConvParams<'_> {
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
         let q = decode_scalars(&h[..6])?;
-        ensure(h[1] & !3 == 0, "unknown flag bits")?;
+        ensure(h[1] & !7 == 0, "unknown flag bits")?;
         let glen = in_range(
             h[6],
             1,
@@ -296,6 +301,7 @@ impl QConvParams<'_> {
             conv,
             q,
             has_wzp: h[1] & 2 != 0,
+            short_pairs: h[1] & 4 != 0,
             corr: &[],
             wzp: &[],
             scale: &[],
@@ -321,6 +327,16 @@ impl QConvParams<'_> {
         r.finish()?;
         Ok(p)
     }
+}
+
+/// Whether every pair of int8 weights at bytes (0, 1) and (2, 3) of the packed four-byte
+/// groups has `|w0| + |w1| ≤ 128`: then no pair of products with uint8 activations leaves
+/// int16 (255 · 128 < 2^15), and `vpmaddubsw` sums them exactly. Weights quantized to a
+/// reduced (7-bit) range are.
+fn short_pairs(packed: &[u8]) -> bool {
+    packed
+        .chunks_exact(2)
+        .all(|p| (p[0] as i8).unsigned_abs() as u32 + (p[1] as i8).unsigned_abs() as u32 <= 128)
 }
 
 /// The scalars of a blob's header `[out, flags, x_zp, y_zp, lo, hi]` (flag bit 0: int8
@@ -492,30 +508,52 @@ pub(crate) unsafe fn qconv_on(
             }
             #[cfg(target_arch = "x86_64")]
             if tier == Tier::Avx2 {
-                // SAFETY: the CPU has AVX2 (caller).
-                unsafe { avx2::widen_panel(d.k4, wide) };
+                if !p.short_pairs {
+                    // SAFETY: the CPU has AVX2 (caller).
+                    unsafe { avx2::widen_panel(d.k4, wide) };
+                }
                 for blk in 0..d.blocks {
                     let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
                     let m0 = gi * d.mg + blk * MR;
+                    let rows = MR.min(d.mg - blk * MR);
                     let es = p.q.out.size();
-                    let dst = y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es;
+                    let dst =
+                        (y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es) as *mut u8;
+                    let colsum = p.has_wzp.then_some(&*colsum);
                     // SAFETY: the CPU has AVX2 (caller); the `lanes` outputs of channels
                     // m0 .. m0 + rows from `p0` lie in `y`, one plane apart; each (image,
-                    // group, panel) is written by one task only.
+                    // group, panel) is written by one task only; with short pairs (flagged by
+                    // `encode`), the packed panel and weights are multiplied as they are.
                     unsafe {
-                        avx2::widen_weights(d.k4, w, wblock);
-                        avx2::tile_epilogue(
-                            d.k4,
-                            wblock,
-                            wide,
-                            &epi,
-                            m0,
-                            MR.min(d.mg - blk * MR),
-                            p.has_wzp.then_some(&*colsum),
-                            lanes,
-                            dst as *mut u8,
-                            d.osize * es,
-                        )
+                        if p.short_pairs {
+                            let panel = &wide[..d.k4 * 4 * NR];
+                            avx2::tile_epilogue_bytes(
+                                d.k4,
+                                w,
+                                panel,
+                                &epi,
+                                m0,
+                                rows,
+                                colsum,
+                                lanes,
+                                dst,
+                                d.osize * es,
+                            )
+                        } else {
+                            avx2::widen_weights(d.k4, w, wblock);
+                            avx2::tile_epilogue(
+                                d.k4,
+                                wblock,
+                                wide,
+                                &epi,
+                                m0,
+                                rows,
+                                colsum,
+                                lanes,
+                                dst,
+                                d.osize * es,
+                            )
+                        }
                     };
                 }
                 continue;

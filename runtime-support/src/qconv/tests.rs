@@ -156,7 +156,7 @@ fn on_every_tier_and_pool(
 }
 
 /// Runs `case` with every output kind, on every tier and pool, against the reference.
-fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
+fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64) {
     let g = case.geometry();
     let mut rng = Lcg(seed);
     let (m, c) = (case.m as usize, case.c as usize);
@@ -171,8 +171,15 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
         })
         .collect();
     let zx: i64 = if x_signed { -5 } else { 131 };
+    // Full-range weights, or a reduced range ([-64, 63]) whose pairs keep `vpmaddubsw` exact.
     let w: Vec<i8> = (0..m * klen)
-        .map(|_| (rng.next() % 256) as u8 as i8)
+        .map(|_| {
+            if seven_bit {
+                (rng.next() % 128) as i8 - 64
+            } else {
+                (rng.next() % 256) as u8 as i8
+            }
+        })
         .collect();
     let wzp: Vec<i32> = (0..m)
         .map(|ch| if with_wzp { (ch as i32 % 7) - 3 } else { 0 })
@@ -207,6 +214,10 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
         };
         let blob = QConvParams::encode(&g, q, &w, &wzp, Some(&bias), &scale, &fbias);
         let p = QConvParams::decode(&blob).expect("the blob decodes");
+        assert_eq!(
+            p.short_pairs, seven_bit,
+            "pairs flagged by the weights' range"
+        );
         let want: Vec<u8> = sums
             .iter()
             .enumerate()
@@ -224,7 +235,9 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seed: u64) {
                 }
             })
             .collect();
-        let what = format!("{out:?}: x_signed {x_signed}, wzp {with_wzp}, geometry {g:?}");
+        let what = format!(
+            "{out:?}: x_signed {x_signed}, wzp {with_wzp}, 7-bit {seven_bit}, geometry {g:?}"
+        );
         on_every_tier_and_pool(&what, p.scratch(), &want, |tier, y, _, slots, par| {
             // SAFETY: x, y and the scratch hold what the geometry asks for.
             unsafe { qconv_on(tier, &p, xb.as_ptr(), y, slots, par) }
@@ -333,7 +346,9 @@ fn matches_the_reference_on_every_tier() {
     ];
     for (i, case) in cases.iter().enumerate() {
         for (x_signed, with_wzp) in [(false, false), (true, false), (false, true), (true, true)] {
-            check(case, x_signed, with_wzp, i as u64 * 31 + 7);
+            for seven_bit in [false, true] {
+                check(case, x_signed, with_wzp, seven_bit, i as u64 * 31 + 7);
+            }
         }
     }
 }
@@ -373,7 +388,7 @@ fn blobs_are_validated() {
     long.push(0);
     long[0] += 1;
     assert!(QConvParams::decode(&long).is_err());
-    for (at, v) in [(1, 9), (2, 4), (3, 300), (5, -1), (6, 999), (7, -1)] {
+    for (at, v) in [(1, 9), (2, 8), (3, 300), (5, -1), (6, 999), (7, -1)] {
         let mut b = blob.clone();
         b[at] = v;
         assert!(QConvParams::decode(&b).is_err(), "word {at} = {v}");
