@@ -366,15 +366,19 @@ unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usi
     }
 }
 
-/// The matrix product's block of `rows` rows of `A` (widened by `widen_rows`) times the
-/// weight panel `w` (`[k4][NR][4]` int8 lanes, widened here), four rows by sixteen lanes at
-/// a time, each sub-tile's epilogue applied in registers: row r's first `lanes` outputs
-/// (columns `n0 ..`) go to `dst + r · row_bytes`. `rowsums` are the rows' sums (for the
-/// weights' zero points; zero when they are all zero).
+/// The matrix product's block of `rows` rows of `A` times the weight panel `w`
+/// (`[k4][NR][4]` int8 lanes), four rows by sixteen lanes at a time, each sub-tile's
+/// epilogue applied in registers: row r's first `lanes` outputs (columns `n0 ..`) go to
+/// `dst + r · row_bytes`. `rowsums` are the rows' sums (for the weights' zero points; zero
+/// when they are all zero). With `short_pairs` (the weights' byte pairs keep `vpmaddubsw`
+/// exact) the block is as packed and a group's dot product is `vpmaddubsw` and `vpmaddwd`
+/// with ones; otherwise the block is widened (`widen_rows`) and the weights are widened
+/// here.
 ///
 /// # Safety
 /// The CPU has AVX2; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s
-/// type; columns `n0 .. n0 + lanes` have constants in `p`.
+/// type; columns `n0 .. n0 + lanes` have constants in `p`; with `short_pairs`, the
+/// weights' pairs are as above.
 #[target_feature(enable = "avx2")]
 #[allow(
     clippy::too_many_arguments,
@@ -382,6 +386,7 @@ unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usi
 )]
 pub(super) unsafe fn matmul_tile_epilogue(
     k4: usize,
+    short_pairs: bool,
     a: &[u8],
     w: &[i8],
     p: &Epi,
@@ -399,32 +404,57 @@ pub(super) unsafe fn matmul_tile_epilogue(
     for r0 in (0..rows).step_by(4) {
         for l0 in (0..lanes).step_by(16) {
             let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..k4 {
-                // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
-                // of both halves of group g in the block (checked above; r0 + 4 ≤ MR,
-                // l0 + 16 ≤ NR).
-                unsafe {
-                    let pw = wp.add(g * NR * 4 + l0 * 4);
-                    let v0 = _mm256_loadu_si256(pw as *const __m256i);
-                    let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
-                    let (e0, o0) = (
-                        _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
-                        _mm256_srai_epi16(v0, 8),
-                    );
-                    let (e1, o1) = (
-                        _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
-                        _mm256_srai_epi16(v1, 8),
-                    );
-                    let ag = ap.add(g * 2 * MR + r0);
-                    for (r, acc_r) in acc.iter_mut().enumerate() {
-                        let ae = _mm256_set1_epi32(*ag.add(r) as i32);
-                        let ao = _mm256_set1_epi32(*ag.add(MR + r) as i32);
-                        let s0 =
-                            _mm256_add_epi32(_mm256_madd_epi16(e0, ae), _mm256_madd_epi16(o0, ao));
-                        let s1 =
-                            _mm256_add_epi32(_mm256_madd_epi16(e1, ae), _mm256_madd_epi16(o1, ao));
-                        acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
-                        acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
+            if short_pairs {
+                let ones = _mm256_set1_epi16(1);
+                for g in 0..k4 {
+                    // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 ..
+                    // r0 + 4 of group g in the packed block (its first k4 · 4 · MR bytes).
+                    unsafe {
+                        let pw = wp.add(g * NR * 4 + l0 * 4);
+                        let v0 = _mm256_loadu_si256(pw as *const __m256i);
+                        let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
+                        let ag = (a.as_ptr() as *const i32).add(g * MR + r0);
+                        for (r, acc_r) in acc.iter_mut().enumerate() {
+                            let b = _mm256_set1_epi32(ag.add(r).read_unaligned());
+                            let s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(b, v0), ones);
+                            let s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(b, v1), ones);
+                            acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
+                            acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
+                        }
+                    }
+                }
+            } else {
+                for g in 0..k4 {
+                    // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
+                    // of both halves of group g in the block (checked above; r0 + 4 ≤ MR,
+                    // l0 + 16 ≤ NR).
+                    unsafe {
+                        let pw = wp.add(g * NR * 4 + l0 * 4);
+                        let v0 = _mm256_loadu_si256(pw as *const __m256i);
+                        let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
+                        let (e0, o0) = (
+                            _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
+                            _mm256_srai_epi16(v0, 8),
+                        );
+                        let (e1, o1) = (
+                            _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
+                            _mm256_srai_epi16(v1, 8),
+                        );
+                        let ag = ap.add(g * 2 * MR + r0);
+                        for (r, acc_r) in acc.iter_mut().enumerate() {
+                            let ae = _mm256_set1_epi32(*ag.add(r) as i32);
+                            let ao = _mm256_set1_epi32(*ag.add(MR + r) as i32);
+                            let s0 = _mm256_add_epi32(
+                                _mm256_madd_epi16(e0, ae),
+                                _mm256_madd_epi16(o0, ao),
+                            );
+                            let s1 = _mm256_add_epi32(
+                                _mm256_madd_epi16(e1, ae),
+                                _mm256_madd_epi16(o1, ao),
+                            );
+                            acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
+                            acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
+                        }
                     }
                 }
             }

@@ -24,6 +24,8 @@ pub struct QMatMulParams<'a> {
     pub k: usize,
     pub n: usize,
     pub has_wzp: bool,
+    /// The weights' byte pairs keep `vpmaddubsw` exact (`super::short_pairs`).
+    pub short_pairs: bool,
     /// Per column: the int32 bias, the sum of the weights, their zero point, the epilogue's
     /// scale and float32 bias.
     pub bias: &'a [i32],
@@ -86,7 +88,9 @@ impl QMatMulParams<'_> {
         }
         let mut p = vec![
             q.out as i64,
-            q.x_signed as i64 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1),
+            q.x_signed as i64
+                | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
+                | ((super::short_pairs(&packed) as i64) << 2),
             q.x_zp as i64,
             q.y_zp as i64,
             q.lo as i64,
@@ -123,7 +127,7 @@ impl QMatMulParams<'_> {
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
         let q = super::decode_scalars(&h[..6])?;
-        ensure(h[1] & !3 == 0, "unknown flag bits")?;
+        ensure(h[1] & !7 == 0, "unknown flag bits")?;
         let dims = "a dimension is out of range";
         let batch = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
         let m = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
@@ -147,6 +151,7 @@ impl QMatMulParams<'_> {
             k,
             n,
             has_wzp: h[1] & 2 != 0,
+            short_pairs: h[1] & 4 != 0,
             bias: super::view(bias, n),
             colsum: super::view(colsum, n),
             wzp: super::view(wzp, n),
@@ -265,8 +270,10 @@ pub(crate) unsafe fn qmatmul_on(
             let rowsums = p.has_wzp.then_some(&sums);
             #[cfg(target_arch = "x86_64")]
             if tier == Tier::Avx2 {
-                // SAFETY: the CPU has AVX2 (caller).
-                unsafe { super::avx2::widen_rows(k4, wide) };
+                if !p.short_pairs {
+                    // SAFETY: the CPU has AVX2 (caller).
+                    unsafe { super::avx2::widen_rows(k4, wide) };
+                }
                 for pn in 0..panels {
                     let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
                     let n0 = pn * NR;
@@ -278,6 +285,7 @@ pub(crate) unsafe fn qmatmul_on(
                     unsafe {
                         super::avx2::matmul_tile_epilogue(
                             k4,
+                            p.short_pairs,
                             wide,
                             w,
                             &epi,

@@ -333,7 +333,7 @@ impl QConvParams<'_> {
 /// groups has `|w0| + |w1| ≤ 128`: then no pair of products with uint8 activations leaves
 /// int16 (255 · 128 < 2^15), and `vpmaddubsw` sums them exactly. Weights quantized to a
 /// reduced (7-bit) range are.
-fn short_pairs(packed: &[u8]) -> bool {
+pub(super) fn short_pairs(packed: &[u8]) -> bool {
     packed
         .chunks_exact(2)
         .all(|p| (p[0] as i8).unsigned_abs() as u32 + (p[1] as i8).unsigned_abs() as u32 <= 128)

@@ -400,19 +400,31 @@ fn blobs_are_validated() {
 #[test]
 fn matmul_matches_the_reference_on_every_tier() {
     use super::matmul::{QMatMulParams, qmatmul_on};
-    for (batch, m, k, n, x_signed, with_wzp) in [
-        (1, 1, 7, 5, false, false),
-        (2, 37, 70, 19, true, false),
-        (1, 64, 33, 16, false, true),
-        (3, 5, 4, 9, true, true),
+    // The last flag: weights in a reduced range ([-64, 63]), whose pairs keep `vpmaddubsw`
+    // exact.
+    for (batch, m, k, n, x_signed, with_wzp, seven_bit) in [
+        (1, 1, 7, 5, false, false, false),
+        (2, 37, 70, 19, true, false, false),
+        (1, 64, 33, 16, false, true, false),
+        (3, 5, 4, 9, true, true, false),
         // Several weight panels, the last one partial.
-        (1, 9, 40, 70, false, true),
+        (1, 9, 40, 70, false, true, false),
+        (2, 37, 70, 19, true, false, true),
+        (1, 9, 40, 70, false, true, true),
     ] {
         let mut rng = Lcg((m * 131 + k * 7 + n) as u64);
         let a: Vec<u8> = (0..batch * m * k)
             .map(|_| (rng.next() % 256) as u8)
             .collect();
-        let w: Vec<i8> = (0..k * n).map(|_| (rng.next() % 256) as u8 as i8).collect();
+        let w: Vec<i8> = (0..k * n)
+            .map(|_| {
+                if seven_bit {
+                    (rng.next() % 128) as i8 - 64
+                } else {
+                    (rng.next() % 256) as u8 as i8
+                }
+            })
+            .collect();
         let wzp: Vec<i32> = (0..n)
             .map(|j| if with_wzp { (j as i32 % 5) - 2 } else { 0 })
             .collect();
@@ -450,6 +462,7 @@ fn matmul_matches_the_reference_on_every_tier() {
                 let blob =
                     QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
                 let p = QMatMulParams::decode(&blob).expect("the blob decodes");
+                assert_eq!(p.short_pairs, seven_bit, "pairs flagged by the weights' range");
                 let want: Vec<u8> = sums
                     .iter()
                     .enumerate()
