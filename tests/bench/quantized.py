@@ -6,8 +6,10 @@ MobileNet-style network, each pre-processed as onnxruntime's quantizer recommend
 (`quant_pre_process`: shape inference and onnxruntime's graph optimizations, which fold
 BatchNormalization into convolutions) and quantized by `quantize_static` (per-channel int8
 weights, uint8 activations, 8 seeded calibration inputs) in QDQ and QOperator formats; the
-project's transformer encoder quantized by `quantize_dynamic`. Models go to
-`.cache/bench-models/quantized/`.
+project's transformer encoder quantized by `quantize_dynamic`. Each also with
+`reduce_range=True` (formats `qdq7`, `dyn7`: 7-bit weights, which onnxruntime's documentation
+recommends on x86 without VNNI, where its uint8 × int8 kernels saturate full-range pairs).
+Models go to `.cache/bench-models/quantized/`.
 
 For each model: onnxc's build of the quantized model, onnxruntime's session of it
 (ORT_ENABLE_ALL, single thread) and onnxc's build of the float32 model it came from are
@@ -78,7 +80,7 @@ def generate(out: str) -> list:
             m = zoo_float(light_dir, name) if name in ZOO else onnx.load(os.path.join(gen_dir, f"{name}.onnx"))
             onnx.save(m, src)
             quant_pre_process(src, pre, skip_symbolic_shape=True)
-        formats = ["dyn"] if name in GENERATED_DYNAMIC else ["qdq", "qop"]
+        formats = ["dyn", "dyn7"] if name in GENERATED_DYNAMIC else ["qdq", "qop", "qdq7"]
         for fmt in formats:
             dst = os.path.join(out, f"{name}_{fmt}.onnx")
             if not os.path.exists(dst):
@@ -86,11 +88,13 @@ def generate(out: str) -> list:
                 inits = {i.name for i in m.graph.initializer}
                 x = next(i for i in m.graph.input if i.name not in inits)
                 shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
-                if fmt == "dyn":
-                    quantize_dynamic(pre, dst, weight_type=QuantType.QInt8)
+                reduce = fmt.endswith("7")
+                if fmt.startswith("dyn"):
+                    quantize_dynamic(pre, dst, weight_type=QuantType.QInt8, reduce_range=reduce)
                 else:
                     quantize_static(pre, dst, calibration(x.name, shape), per_channel=True,
-                                    quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                                    reduce_range=reduce,
+                                    quant_format=QuantFormat.QOperator if fmt == "qop" else QuantFormat.QDQ,
                                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
             models.append((name, pre, dst, fmt))
     return models
@@ -176,10 +180,15 @@ def report(rows: list, cmd: str) -> str:
         d = f"{r['diff'] / r['step']:.1f}" if r["step"] else f"{r['diff']:.3g} of {r['range']:.3g}"
         lines.append(f"| {r['model']} | {r['format']} | {r['onnxc']:.3f} | {r['ort']:.3f} | {r['onnxc'] / r['ort']:.2f} | "
                      f"{r['float']:.3f} | {r['float'] / r['onnxc']:.2f} | {d} | {r['compile_ms']:.0f} |")
+    full = [r for r in rows if not r["format"].endswith("7")]
+    seven = [r for r in rows if r["format"].endswith("7")]
+    lines.append("")
+    for what, rs in [("full-range weights (qdq, qop, dyn)", full), ("7-bit weights (qdq7, dyn7)", seven)]:
+        if rs:
+            lines.append(f"Geomean over the {len(rs)} models with {what}: onnxc / onnxruntime "
+                         f"{geo([r['onnxc'] / r['ort'] for r in rs]):.2f}; speedup over onnxc's float32 build "
+                         f"{geo([r['float'] / r['onnxc'] for r in rs]):.2f}.")
     lines += [
-        "",
-        f"Geomean onnxc / onnxruntime: {geo([r['onnxc'] / r['ort'] for r in rows]):.2f}; "
-        f"geomean speedup over onnxc's float32 build: {geo([r['float'] / r['onnxc'] for r in rows]):.2f}.",
         "",
         "Differences are in steps of the output's quantization scale (the last DequantizeLinear's); "
         "for float outputs (dynamic quantization) the largest difference and the output's largest magnitude.",

@@ -242,26 +242,34 @@ unsafe fn store_sub_tile(
     row_bytes: usize,
 ) {
     let es = p.q.out.size();
+    for_each_vector(acc, r0, rows, l0, lanes, |r, l, n, v| {
+        // SAFETY: the column sums hold NR lanes, l + 8 ≤ NR; row r's destination holds
+        // `lanes` outputs (caller), of which store8 writes lanes l .. l + n.
+        unsafe {
+            let cs = colsum.map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
+            store8(p, ch0 + r, v, cs, n, dst.add(r * row_bytes + l * es))
+        }
+    });
+}
+
+/// Calls `f(r, l, n, v)` for each vector `v` of a sub-tile at rows `r0 ..` and lanes
+/// `l0 ..` holding outputs: row `r` (of `rows`), lanes `l .. l + n` (of `lanes`).
+#[inline(always)]
+fn for_each_vector(
+    acc: &[[__m256i; 2]; 4],
+    r0: usize,
+    rows: usize,
+    l0: usize,
+    lanes: usize,
+    mut f: impl FnMut(usize, usize, usize, __m256i),
+) {
     for (r, a) in acc.iter().enumerate().take(rows - r0) {
         for (h, &v) in a.iter().enumerate() {
             let l = l0 + 8 * h;
             if l >= lanes {
                 break;
             }
-            // SAFETY: the column sums hold NR lanes, l + 8 ≤ NR; row r0 + r's destination
-            // holds `lanes` outputs (caller), of which store8 writes lanes l .. min(l + 8,
-            // lanes).
-            unsafe {
-                let cs = colsum.map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
-                store8(
-                    p,
-                    ch0 + r0 + r,
-                    v,
-                    cs,
-                    (lanes - l).min(8),
-                    dst.add((r0 + r) * row_bytes + l * es),
-                )
-            };
+            f(r0 + r, l, (lanes - l).min(8), v);
         }
     }
 }
@@ -293,22 +301,26 @@ unsafe fn store8(p: &Epi, ch: usize, acc: __m256i, cs: Option<__m256i>, n: usize
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn store8_columns(p: &Epi, j0: usize, acc: __m256i, rowsum: i32, n: usize, dst: *mut u8) {
-    // The constants of lanes past `n` are zero (they are not stored).
-    let bits = |v: &[f32]| -> [u32; 8] {
-        std::array::from_fn(|l| if l < n { v[j0 + l].to_bits() } else { 0 })
-    };
-    let load = |a: [u32; 8]| {
+    // Eight columns' constants; past `n` (not stored) zero.
+    let cols = |v: &[u32]| -> __m256i {
+        let mut a = [0u32; 8];
+        a[..n].copy_from_slice(&v[j0..j0 + n]);
         // SAFETY: `a` holds eight dwords.
         unsafe { _mm256_loadu_si256(a.as_ptr() as *const __m256i) }
     };
-    let corr: [u32; 8] = std::array::from_fn(|l| if l < n { p.corr[j0 + l] as u32 } else { 0 });
-    let wzp: [u32; 8] = std::array::from_fn(|l| if l < n { p.wzp[j0 + l] as u32 } else { 0 });
+    // SAFETY: i32 and f32 have the size and alignment of u32, any bits are a u32.
+    let words =
+        |v: &[i32]| unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) };
+    // SAFETY: as above.
+    let fwords =
+        |v: &[f32]| unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) };
+    let (corr, wzp) = (cols(words(p.corr)), cols(words(p.wzp)));
+    let (scale, fbias) = (cols(fwords(p.scale)), cols(fwords(p.fbias)));
     let v = _mm256_sub_epi32(
-        _mm256_add_epi32(acc, load(corr)),
-        _mm256_mullo_epi32(load(wzp), _mm256_set1_epi32(rowsum)),
+        _mm256_add_epi32(acc, corr),
+        _mm256_mullo_epi32(wzp, _mm256_set1_epi32(rowsum)),
     );
-    let scale = _mm256_castsi256_ps(load(bits(p.scale)));
-    let fbias = _mm256_castsi256_ps(load(bits(p.fbias)));
+    let (scale, fbias) = (_mm256_castsi256_ps(scale), _mm256_castsi256_ps(fbias));
     // SAFETY: forwarded (caller).
     unsafe { finish8(&p.q, v, scale, fbias, n, dst) }
 }
@@ -458,27 +470,13 @@ pub(super) unsafe fn matmul_tile_epilogue(
                     }
                 }
             }
-            for (r, acc_r) in acc.iter().enumerate().take(rows - r0) {
-                for (h, &v) in acc_r.iter().enumerate() {
-                    let l = l0 + 8 * h;
-                    if l >= lanes {
-                        break;
-                    }
-                    // SAFETY: row r0 + r's destination holds `lanes` outputs, columns
-                    // n0 .. n0 + lanes have constants (caller); store8_columns writes lanes
-                    // l .. min(l + 8, lanes).
-                    unsafe {
-                        store8_columns(
-                            p,
-                            n0 + l,
-                            v,
-                            rowsums[r0 + r],
-                            (lanes - l).min(8),
-                            dst.add((r0 + r) * row_bytes + l * es),
-                        )
-                    };
+            for_each_vector(&acc, r0, rows, l0, lanes, |r, l, n, v| {
+                // SAFETY: row r's destination holds `lanes` outputs, columns n0 .. n0 +
+                // lanes have constants (caller); store8_columns writes lanes l .. l + n.
+                unsafe {
+                    store8_columns(p, n0 + l, v, rowsums[r], n, dst.add(r * row_bytes + l * es))
                 }
-            }
+            });
         }
     }
 }

@@ -462,7 +462,10 @@ fn matmul_matches_the_reference_on_every_tier() {
                 let blob =
                     QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
                 let p = QMatMulParams::decode(&blob).expect("the blob decodes");
-                assert_eq!(p.short_pairs, seven_bit, "pairs flagged by the weights' range");
+                assert_eq!(
+                    p.short_pairs, seven_bit,
+                    "pairs flagged by the weights' range"
+                );
                 let want: Vec<u8> = sums
                     .iter()
                     .enumerate()
