@@ -61,15 +61,21 @@ fn requantize_mean(
 
 /// `x − z_x` as float64 (exact), a map over x's shape.
 fn centered_f64(ctx: &mut Ctx, x: ValueId, zx: Option<ValueId>) -> Result<ValueId> {
+    centered(ctx, x, zx, DType::F64)
+}
+
+/// `x − z_x` (8-bit values, an integer of at most 255 in magnitude) as the float type `dt`,
+/// exactly; a map over x's shape.
+fn centered(ctx: &mut Ctx, x: ValueId, zx: Option<ValueId>, dt: DType) -> Result<ValueId> {
     let mut inputs = vec![x];
     let z = zero_point(ctx, zx, &mut inputs);
     let body = expr::binary(
         BinOp::Sub,
-        expr::cast(build::load_same(ctx.dtype(x), 0, ctx.rank(x)), DType::F64),
-        expr::cast(z, DType::F64),
+        expr::cast(build::load_same(ctx.dtype(x), 0, ctx.rank(x)), dt),
+        expr::cast(z, dt),
     );
     let shape = ctx.shape(x);
-    ctx.map(DType::F64, shape, inputs, body)
+    ctx.map(dt, shape, inputs, body)
 }
 
 /// QLinearAveragePool (X, x_scale, x_zero_point?, y_scale, y_zero_point?): AveragePool's
@@ -84,12 +90,48 @@ pub fn qlinear_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         )));
     }
     let channels_last = ctx.attr_i_or("channels_last", 0)? != 0;
-    let mut c = centered_f64(ctx, x.x, x.zp)?;
-    if channels_last {
+    // A window's sum of centered 8-bit values (|v| ≤ 255) is an integer. Below 2^20 in
+    // magnitude (windows of up to 4,112 taps) float32 holds it exactly and the pool
+    // kernel's mean (a few float32 ulps from sum / count) times the count rounds back to
+    // it: the sum is recovered and divided in float64, the mean of the generic float64
+    // path, bit for bit.
+    let taps: i64 = ctx.attr_ints("kernel_shape").map_or(i64::MAX, |k| {
+        k.iter()
+            .try_fold(1i64, |a, &v| a.checked_mul(v))
+            .unwrap_or(i64::MAX)
+    });
+    let small = (0..=(1 << 20) / 255).contains(&taps);
+    let to_nchw = |ctx: &mut Ctx, c: ValueId| -> Result<ValueId> {
+        if !channels_last {
+            return Ok(c);
+        }
         let perm: Vec<usize> = [0, r - 1].into_iter().chain(1..r - 1).collect();
-        c = build::transpose(ctx, c, &perm)?;
-    }
-    let mut mean = nn::average_pool_of(ctx, c)?;
+        build::transpose(ctx, c, &perm)
+    };
+    let c = centered(ctx, x.x, x.zp, if small { DType::F32 } else { DType::F64 })?;
+    let c = to_nchw(ctx, c)?;
+    let kernel = if small {
+        nn::average_pool_kernel_of(ctx, c)?
+    } else {
+        None
+    };
+    let mut mean = match kernel {
+        Some((avg, counts)) => {
+            let shape = ctx.shape(avg);
+            let cnt = expr::load(DType::F64, 1, (2..r as u32).map(expr::var).collect());
+            let sum = expr::unary(
+                UnOp::Round,
+                expr::binary(
+                    BinOp::Mul,
+                    expr::cast(build::load_same(DType::F32, 0, r), DType::F64),
+                    cnt.clone(),
+                ),
+            );
+            let body = expr::binary(BinOp::Div, sum, cnt);
+            ctx.map(DType::F64, shape, vec![avg, counts], body)?
+        }
+        None => nn::average_pool_f64_of(ctx, c)?,
+    };
     if channels_last {
         let perm: Vec<usize> = [0].into_iter().chain(2..r).chain([1]).collect();
         mean = build::transpose(ctx, mean, &perm)?;

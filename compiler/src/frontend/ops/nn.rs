@@ -533,9 +533,63 @@ pub fn average_pool_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
     )? {
         return Ok(y);
     }
+    window_mean(ctx, x, dt, dt, &xs, &win, include_pad)
+}
+
+/// AveragePool of `x` with the node's pool attributes as float64, each window's sum taken
+/// in `x`'s type and divided by its tap count in float64: exactly the float64 mean when the
+/// sums are exact in that type (integers of a bounded range in float32, as a quantized
+/// pool's centered values are).
+pub fn average_pool_f64_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
+    let (x, dt, xs, win) = pool_setup_of(ctx, x, false)?;
+    let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
+    window_mean(ctx, x, dt, DType::F64, &xs, &win, include_pad)
+}
+
+/// AveragePool of the float32 operand `x` through the runtime's pool kernel (None when the
+/// kernel does not take the pool), with each output's tap count: float64, shaped as the
+/// output's spatial dims. The kernel's mean is within a few float32 ulps of sum / count.
+pub fn average_pool_kernel_of(ctx: &mut Ctx, x: ValueId) -> Result<Option<(ValueId, ValueId)>> {
+    let (x, dt, xs, win) = pool_setup_of(ctx, x, false)?;
+    let include_pad = ctx.attr_i_or("count_include_pad", 0)? != 0;
+    let kind = PoolKind::Avg {
+        count_include_pad: include_pad,
+    };
+    let Some(y) = pool_kernel(ctx, kind, x, dt, &xs, &win)? else {
+        return Ok(None);
+    };
+    let (lo, hi) = count_bounds(&xs, &win, include_pad);
+    let counts = tap_counts(ctx, DType::F64, &win, &lo, &hi)?;
+    Ok(Some((y, counts)))
+}
+
+/// The positions a window's taps count within, per spatial dim: the input, or with
+/// `include_pad` the padded input.
+fn count_bounds(xs: &[i64], win: &Window, include_pad: bool) -> (Vec<i64>, Vec<i64>) {
+    let nsp = win.kernel.len();
+    if include_pad {
+        (
+            (0..nsp).map(|i| -win.pads_begin[i]).collect(),
+            (0..nsp).map(|i| xs[2 + i] + win.pads_end[i]).collect(),
+        )
+    } else {
+        (vec![0; nsp], xs[2..].to_vec())
+    }
+}
+
+/// The windows' sums of `x` (type `dt`) over their tap counts, in type `out`.
+fn window_mean(
+    ctx: &mut Ctx,
+    x: ValueId,
+    dt: DType,
+    out: DType,
+    xs: &[i64],
+    win: &Window,
+    include_pad: bool,
+) -> Result<ValueId> {
     let rank = xs.len() as u32;
-    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
-    let shape = pool_shape(&xs, &win);
+    let (v, inside) = window_load(dt, win, &xs[2..], rank);
+    let shape = pool_shape(xs, win);
     let all_inside = win.always_inside(&xs[2..]);
     let body = if all_inside {
         v
@@ -550,29 +604,24 @@ pub fn average_pool_of(ctx: &mut Ctx, x: ValueId) -> Result<ValueId> {
         vec![x],
         body,
     )?;
-    let nsp = win.kernel.len();
-    let load_sum = build::load_same(dt, 0, rank as usize);
+    let mut load_sum = build::load_same(dt, 0, rank as usize);
+    if out != dt {
+        load_sum = expr::cast(load_sum, out);
+    }
     if all_inside {
         let n: i64 = win.kernel.iter().product();
         return ctx.map(
-            dt,
+            out,
             shape,
             vec![sum],
-            expr::binary(BinOp::Div, load_sum, expr::f(dt, n as f64)),
+            expr::binary(BinOp::Div, load_sum, expr::f(out, n as f64)),
         );
     }
-    let (lo, hi): (Vec<i64>, Vec<i64>) = if include_pad {
-        (
-            (0..nsp).map(|i| -win.pads_begin[i]).collect(),
-            (0..nsp).map(|i| xs[2 + i] + win.pads_end[i]).collect(),
-        )
-    } else {
-        (vec![0; nsp], xs[2..].to_vec())
-    };
-    let counts = tap_counts(ctx, dt, &win, &lo, &hi)?;
-    let cl = expr::load(dt, 1, (2..rank).map(expr::var).collect());
+    let (lo, hi) = count_bounds(xs, win, include_pad);
+    let counts = tap_counts(ctx, out, win, &lo, &hi)?;
+    let cl = expr::load(out, 1, (2..rank).map(expr::var).collect());
     ctx.map(
-        dt,
+        out,
         shape,
         vec![sum, counts],
         expr::binary(BinOp::Div, load_sum, cl),
