@@ -4,9 +4,9 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, quant, random,
-    reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful, text,
-    transformer,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, qlinear, quant,
+    random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful,
+    text, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -186,10 +186,10 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
     ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
-    ("MatMulInteger", quant::matmul_integer),
-    ("QLinearMatMul", quant::qlinear_matmul),
-    ("ConvInteger", quant::conv_integer),
-    ("QLinearConv", quant::qlinear_conv),
+    ("MatMulInteger", qlinear::matmul_integer),
+    ("QLinearMatMul", qlinear::qlinear_matmul),
+    ("ConvInteger", qlinear::conv_integer),
+    ("QLinearConv", qlinear::qlinear_conv),
     ("Upsample", resize::upsample),
     ("SpaceToDepth", data::space_to_depth),
     ("EyeLike", data::eye_like),
@@ -435,7 +435,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("QLinearSigmoid", contrib::qlinear_sigmoid),
     ("QLinearLeakyRelu", contrib::qlinear_leaky_relu),
     ("QLinearSoftmax", contrib::qlinear_softmax),
-    ("QGemm", quant::qgemm),
+    ("QGemm", qlinear::qgemm),
     (
         "QLinearGlobalAveragePool",
         contrib::qlinear_global_average_pool,

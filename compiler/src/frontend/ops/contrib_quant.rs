@@ -9,7 +9,7 @@
 //! saturated) — "dequantize, average in float, quantize" of onnxruntime's documentation
 //! without the float32 rounding of each dequantized value, which onnxruntime's kernels have
 //! (and so can differ by one step where a value falls near a rounding tie). The integer
-//! products go through `quant::centered_matmul` (the exact float32 plans where the constant
+//! products go through `qlinear::centered_matmul` (the exact float32 plans where the constant
 //! weights allow). MatMulNBits dequantizes its constant weights at compile time into a
 //! float32 `[K, N]` matrix (4·K·N bytes in the object file: 8× the packed 4-bit size) and runs
 //! the float32 GEMM.
@@ -18,7 +18,7 @@ use super::contrib::{param, qout, qtensor, saturate, zero_point};
 use crate::error::Result;
 use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
-use crate::frontend::ops::{linalg, nn, quant};
+use crate::frontend::ops::{linalg, nn, qlinear, quant};
 use crate::ir::dim::Shape;
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::ReduceKind;
@@ -262,7 +262,7 @@ pub(crate) fn integer_to_float(
     {
         return Err(ctx.unsupported("a per-row a_zero_point; onnxc takes one element (per tensor)"));
     }
-    let acc = quant::centered_matmul(ctx, a, a_zp, b, b_zp, ["A", "B"])?;
+    let acc = qlinear::centered_matmul(ctx, a, a_zp, b, b_zp, ["A", "B"])?;
     let r = ctx.rank(acc);
     let n = ctx.known_shape(b)?.last().copied().unwrap_or(1);
     let col = expr::var(r as u32 - 1);

@@ -20,6 +20,7 @@ pub mod nn;
 pub mod norm;
 pub mod norm_more;
 pub mod qdq;
+pub mod qlinear;
 pub mod quant;
 pub mod random;
 pub mod reduce;
