@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, qlinear, quant,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, pool, qlinear, quant,
     random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful,
     text, transformer,
 };
@@ -95,12 +95,12 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Gemm", linalg::gemm),
     // neural network
     ("Conv", nn::conv),
-    ("MaxPool", nn::max_pool),
-    ("AveragePool", nn::average_pool),
-    ("LpPool", nn::lp_pool),
-    ("GlobalAveragePool", nn::global_average_pool),
-    ("GlobalMaxPool", nn::global_max_pool),
-    ("GlobalLpPool", nn::global_lp_pool),
+    ("MaxPool", pool::max_pool),
+    ("AveragePool", pool::average_pool),
+    ("LpPool", pool::lp_pool),
+    ("GlobalAveragePool", pool::global_average_pool),
+    ("GlobalMaxPool", pool::global_max_pool),
+    ("GlobalLpPool", pool::global_lp_pool),
     ("Softmax", nn::softmax),
     ("LogSoftmax", nn::log_softmax),
     ("Hardmax", nn::hardmax),

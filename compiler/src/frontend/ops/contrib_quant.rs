@@ -18,7 +18,7 @@ use super::contrib::{param, qout, qtensor, saturate, zero_point};
 use crate::error::Result;
 use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
-use crate::frontend::ops::{linalg, nn, qlinear, quant};
+use crate::frontend::ops::{linalg, pool, qlinear, quant};
 use crate::ir::dim::Shape;
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::ReduceKind;
@@ -111,7 +111,7 @@ pub fn qlinear_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let c = centered(ctx, x.x, x.zp, if small { DType::F32 } else { DType::F64 })?;
     let c = to_nchw(ctx, c)?;
     let kernel = if small {
-        nn::average_pool_kernel_of(ctx, c)?
+        pool::average_pool_kernel_of(ctx, c)?
     } else {
         None
     };
@@ -130,7 +130,7 @@ pub fn qlinear_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             let body = expr::binary(BinOp::Div, sum, cnt);
             ctx.map(DType::F64, shape, vec![avg, counts], body)?
         }
-        None => nn::average_pool_f64_of(ctx, c)?,
+        None => pool::average_pool_f64_of(ctx, c)?,
     };
     if channels_last {
         let perm: Vec<usize> = [0].into_iter().chain(2..r).chain([1]).collect();
