@@ -13,7 +13,7 @@
 //! registers and computes the same operations as `kernel::epilogue_scalar`, so the same
 //! bits.
 
-use super::{Epi, MR, NR, QOut, QScalars};
+use super::{Epi, MR, NR, QOut, QScalars, TileOut};
 use std::arch::x86_64::*;
 
 /// Bytes of a widened panel of `k4` groups (twice the packed panel).
@@ -99,31 +99,15 @@ pub(super) unsafe fn widen_weights(k4: usize, w: &[i8], out: &mut [u32]) {
     }
 }
 
-/// The block (`rows` channels from `ch0`) times the panel, four rows by sixteen lanes at a
-/// time (eight accumulators, four panel vectors and two weight broadcasts in the sixteen
-/// registers; three rows by all lanes spill), each sub-tile's epilogue applied in
-/// registers: row r's first `lanes` outputs go to `dst + r · row_bytes`.
+/// The block times the panel into `out`, four rows by sixteen lanes at a time (eight
+/// accumulators, four panel vectors and two weight broadcasts in the sixteen registers;
+/// three rows by all lanes spill), each sub-tile's epilogue applied in registers.
 ///
 /// # Safety
-/// The CPU has AVX2; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s
-/// type.
+/// The CPU has AVX2; each of `out`'s rows holds `lanes` outputs of its epilogue's type.
 #[target_feature(enable = "avx2")]
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a tile, its epilogue and its destination"
-)]
-pub(super) unsafe fn tile_epilogue(
-    k4: usize,
-    w: &[u32],
-    panel: &[u8],
-    p: &Epi,
-    ch0: usize,
-    rows: usize,
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-    row_bytes: usize,
-) {
+pub(super) unsafe fn tile_epilogue(k4: usize, w: &[u32], panel: &[u8], out: &TileOut) {
+    let (rows, lanes) = (out.rows, out.lanes);
     assert!(w.len() >= block_words(k4) && panel.len() >= panel_bytes(k4));
     assert!(rows <= MR && lanes <= NR);
     let (wp, pp) = (w.as_ptr(), panel.as_ptr());
@@ -155,7 +139,7 @@ pub(super) unsafe fn tile_epilogue(
                 }
             }
             // SAFETY: forwarded (caller).
-            unsafe { store_sub_tile(&acc, p, ch0, r0, rows, l0, colsum, lanes, dst, row_bytes) };
+            unsafe { store_sub_tile(&acc, r0, l0, out) };
         }
     }
 }
@@ -171,22 +155,8 @@ pub(super) unsafe fn tile_epilogue(
 /// As `tile_epilogue`; `w` holds `k4 · MR · 4` bytes whose pairs are as above, `panel`
 /// `k4 · 4 · NR`.
 #[target_feature(enable = "avx2")]
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a tile, its epilogue and its destination"
-)]
-pub(super) unsafe fn tile_epilogue_bytes(
-    k4: usize,
-    w: &[i8],
-    panel: &[u8],
-    p: &Epi,
-    ch0: usize,
-    rows: usize,
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-    row_bytes: usize,
-) {
+pub(super) unsafe fn tile_epilogue_bytes(k4: usize, w: &[i8], panel: &[u8], out: &TileOut) {
+    let (rows, lanes) = (out.rows, out.lanes);
     assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * 4 * NR);
     assert!(rows <= MR && lanes <= NR);
     let (wp, pp) = (w.as_ptr(), panel.as_ptr());
@@ -212,42 +182,35 @@ pub(super) unsafe fn tile_epilogue_bytes(
                 }
             }
             // SAFETY: forwarded (caller).
-            unsafe { store_sub_tile(&acc, p, ch0, r0, rows, l0, colsum, lanes, dst, row_bytes) };
+            unsafe { store_sub_tile(&acc, r0, l0, out) };
         }
     }
 }
 
-/// The epilogue of the sub-tile at rows `r0 ..` (of `rows`) and lanes `l0 ..` (of `lanes`)
-/// of a block whose first channel is `ch0`: row r's outputs go to `dst + r · row_bytes`.
+/// The epilogue of the sub-tile at rows `r0 ..` and lanes `l0 ..` of `out`'s block.
 ///
 /// # Safety
-/// The CPU has AVX2; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s
-/// type.
+/// The CPU has AVX2; each of `out`'s rows holds `lanes` outputs of its epilogue's type.
 #[inline]
 #[target_feature(enable = "avx2")]
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a sub-tile, its epilogue and its destination"
-)]
-unsafe fn store_sub_tile(
-    acc: &[[__m256i; 2]; 4],
-    p: &Epi,
-    ch0: usize,
-    r0: usize,
-    rows: usize,
-    l0: usize,
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-    row_bytes: usize,
-) {
+unsafe fn store_sub_tile(acc: &[[__m256i; 2]; 4], r0: usize, l0: usize, out: &TileOut) {
+    let p = out.epi;
     let es = p.q.out.size();
-    for_each_vector(acc, r0, rows, l0, lanes, |r, l, n, v| {
+    for_each_vector(acc, r0, out.rows, l0, out.lanes, |r, l, n, v| {
         // SAFETY: the column sums hold NR lanes, l + 8 ≤ NR; row r's destination holds
         // `lanes` outputs (caller), of which store8 writes lanes l .. l + n.
         unsafe {
-            let cs = colsum.map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
-            store8(p, ch0 + r, v, cs, n, dst.add(r * row_bytes + l * es))
+            let cs = out
+                .colsum
+                .map(|c| _mm256_loadu_si256(c.as_ptr().add(l) as *const __m256i));
+            store8(
+                p,
+                out.ch0 + r,
+                v,
+                cs,
+                n,
+                out.dst.add(r * out.row_bytes + l * es),
+            )
         }
     });
 }

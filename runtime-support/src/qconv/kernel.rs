@@ -1,35 +1,15 @@
-//! The `MR × NR` int32 tile of one weight block times one activation panel, per instruction
-//! set, and the epilogue that turns a row of the tile into outputs. Every tier computes the
+//! The `MR × NR` int32 tile of one weight block times one activation panel — portable, and
+//! AVX-512 VNNI with its epilogue in registers (the AVX2 tier is `avx2.rs`) — and the scalar
+//! epilogue that turns a row of the tile into outputs. Every tier computes the
 //! same integers and the same floating-point operations in the same order (no fused
 //! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51), so
 //! the outputs are bit-identical across CPUs.
 
-use super::{Epi, MR, NR, QOut, Tier};
+use super::{Epi, MR, NR, QOut, TileOut};
 
-/// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32).
-///
-/// # Safety
-/// The CPU runs `tier`; `w` holds `k4·MR·4` bytes, `panel` `k4·NR·4`.
-pub(super) unsafe fn tile(
-    tier: Tier,
-    k4: usize,
-    w: &[i8],
-    panel: &[u8],
-    tile: &mut [[i32; NR]; MR],
-) {
-    assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * NR * 4);
-    match tier {
-        // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
-        #[cfg(target_arch = "x86_64")]
-        Tier::Vnni512 => unsafe { tile_vnni512(k4, w.as_ptr(), panel.as_ptr(), tile) },
-        // The AVX2 tier widens its operands first (`avx2.rs`); the same integers.
-        #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => tile_portable(k4, w, panel, tile),
-        Tier::Portable => tile_portable(k4, w, panel, tile),
-    }
-}
-
-fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32; NR]; MR]) {
+/// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32): the
+/// portable tier (the others apply their epilogue in registers).
+pub(super) fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32; NR]; MR]) {
     *tile = [[0; NR]; MR];
     for g in 0..k4 {
         let wg = &w[g * MR * 4..(g + 1) * MR * 4];
@@ -45,59 +25,26 @@ fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32; NR]; MR]) 
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni512(k4: usize, w: *const i8, panel: *const u8, tile: &mut [[i32; NR]; MR]) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-    for g in 0..k4 {
-        // SAFETY: group g of the panel and of the block lie inside them (caller).
-        unsafe {
-            let v0 = _mm512_loadu_si512(panel.add(g * NR * 4) as *const _);
-            let v1 = _mm512_loadu_si512(panel.add(g * NR * 4 + 64) as *const _);
-            let wg = w.add(g * MR * 4) as *const i32;
-            for (r, a) in acc.iter_mut().enumerate() {
-                let b = _mm512_set1_epi32(wg.add(r).read_unaligned());
-                a[0] = _mm512_dpbusd_epi32(a[0], v0, b);
-                a[1] = _mm512_dpbusd_epi32(a[1], v1, b);
-            }
-        }
-    }
-    for (r, a) in acc.iter().enumerate() {
-        // SAFETY: each row of the tile holds 32 i32.
-        unsafe {
-            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut _, a[0]);
-            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut _, a[1]);
-        }
-    }
-}
-
-/// The VNNI tile with its epilogue applied in registers: rows `0 .. rows` of the block are
-/// channels `ch0 ..`, written to `dst + r · row_bytes` (the first `lanes` lanes, by masked
-/// stores). The same operations as `tile_vnni512` then `epilogue_avx512`, so the same bits.
+/// The VNNI tile with its epilogue applied in registers, into `out` (the first `lanes` lanes
+/// of each row by masked stores). The same operations as `tile_portable` then
+/// `epilogue_scalar`, so the same bits.
 ///
 /// # Safety
 /// The CPU has AVX-512 F, BW, DQ, VL and VNNI; `w` holds `k4·MR·4` bytes, `panel`
-/// `k4·NR·4`; each of the `rows` destinations holds `lanes` outputs of `p.q.out`'s type.
+/// `k4·NR·4`; each of `out`'s rows holds `lanes` outputs of its epilogue's type.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a tile, its epilogue and its destination"
-)]
-pub(super) unsafe fn tile_epilogue_vnni512(
-    k4: usize,
-    w: &[i8],
-    panel: &[u8],
-    p: &Epi,
-    ch0: usize,
-    rows: usize,
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-    row_bytes: usize,
-) {
+pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], out: &TileOut) {
     use std::arch::x86_64::*;
+    let TileOut {
+        epi: p,
+        ch0,
+        rows,
+        colsum,
+        lanes,
+        dst,
+        row_bytes,
+    } = *out;
     assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * NR * 4 && rows <= MR);
     let (w, panel) = (w.as_ptr(), panel.as_ptr());
     let mut acc = [[_mm512_setzero_si512(); 2]; MR];
@@ -159,35 +106,11 @@ fn corrected(p: &Epi, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l: usize)
     v
 }
 
-/// Writes the first `lanes` outputs of channel `ch` from its tile row.
-///
-/// # Safety
-/// The CPU runs `tier`; `dst` holds `lanes` outputs of `p.q.out`'s type.
-pub(super) unsafe fn epilogue(
-    tier: Tier,
-    p: &Epi,
-    ch: usize,
-    row: &[i32; NR],
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if tier == Tier::Vnni512 {
-        // SAFETY: the CPU has AVX-512 (caller); `dst` as the caller says.
-        unsafe { epilogue_avx512(p, ch, row, colsum, lanes, dst) };
-        return;
-    }
-    let _ = tier;
-    // SAFETY: `dst` holds `lanes` outputs (caller).
-    unsafe { epilogue_scalar(p, ch, row, colsum, 0, lanes, dst) }
-}
-
 /// Lanes `from .. lanes` of the epilogue, one at a time.
 ///
 /// # Safety
 /// `dst` holds `lanes` outputs of `p.q.out`'s type.
-unsafe fn epilogue_scalar(
+pub(super) unsafe fn epilogue_scalar(
     p: &Epi,
     ch: usize,
     row: &[i32; NR],
@@ -214,31 +137,6 @@ unsafe fn epilogue_scalar(
                     *dst.add(l) = (r as i32 + q.y_zp) as u8;
                 }
             }
-        }
-    }
-}
-
-/// The epilogue on sixteen lanes at a time (the last ones by masked stores); the float64
-/// requantization eight at a time.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn epilogue_avx512(
-    p: &Epi,
-    ch: usize,
-    row: &[i32; NR],
-    colsum: Option<&[i32; NR]>,
-    lanes: usize,
-    dst: *mut u8,
-) {
-    use std::arch::x86_64::*;
-    for l0 in (0..lanes.min(NR)).step_by(16) {
-        let mask = ((1u32 << (lanes - l0).min(16)) - 1) as u16;
-        // SAFETY: lanes l0 .. l0 + 16 lie in the row and the column sums (NR of them); the
-        // stores write the masked lanes, below `lanes`, of `dst` from lane l0.
-        unsafe {
-            let acc = _mm512_loadu_si512(row.as_ptr().add(l0) as *const _);
-            let cs = colsum.map(|c| _mm512_loadu_si512(c.as_ptr().add(l0) as *const _));
-            store16(p, ch, acc, cs, mask, dst.add(l0 * p.q.out.size()))
         }
     }
 }

@@ -133,6 +133,20 @@ pub(crate) struct Epi<'a> {
     pub fbias: &'a [f32],
 }
 
+/// Where a convolution block's tile goes: its epilogue, its first channel and row count,
+/// the panel's column sums (when some weight zero point is not zero) and lane count, and
+/// the outputs: row r's first `lanes` at `dst + r · row_bytes`.
+#[derive(Copy, Clone)]
+pub(crate) struct TileOut<'a> {
+    pub epi: &'a Epi<'a>,
+    pub ch0: usize,
+    pub rows: usize,
+    pub colsum: Option<&'a [i32; NR]>,
+    pub lanes: usize,
+    pub dst: *mut u8,
+    pub row_bytes: usize,
+}
+
 /// Words after the seal before the geometry: out, flags, x_zp, y_zp, lo, hi, geometry length.
 const HEADER: usize = 7;
 
@@ -507,104 +521,59 @@ pub(crate) unsafe fn qconv_on(
                 pack::column_sums(panel, d.k4, colsum);
             }
             #[cfg(target_arch = "x86_64")]
-            if tier == Tier::Avx2 {
-                if !p.short_pairs {
-                    // SAFETY: the CPU has AVX2 (caller).
-                    unsafe { avx2::widen_panel(d.k4, wide) };
-                }
-                for blk in 0..d.blocks {
-                    let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
-                    let m0 = gi * d.mg + blk * MR;
-                    let rows = MR.min(d.mg - blk * MR);
-                    let es = p.q.out.size();
-                    let dst =
-                        (y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es) as *mut u8;
-                    let colsum = p.has_wzp.then_some(&*colsum);
-                    // SAFETY: the CPU has AVX2 (caller); the `lanes` outputs of channels
-                    // m0 .. m0 + rows from `p0` lie in `y`, one plane apart; each (image,
-                    // group, panel) is written by one task only; with short pairs (flagged by
-                    // `encode`), the packed panel and weights are multiplied as they are.
-                    unsafe {
-                        if p.short_pairs {
-                            let panel = &wide[..d.k4 * 4 * NR];
-                            avx2::tile_epilogue_bytes(
-                                d.k4,
-                                w,
-                                panel,
-                                &epi,
-                                m0,
-                                rows,
-                                colsum,
-                                lanes,
-                                dst,
-                                d.osize * es,
-                            )
-                        } else {
-                            avx2::widen_weights(d.k4, w, wblock);
-                            avx2::tile_epilogue(
-                                d.k4,
-                                wblock,
-                                wide,
-                                &epi,
-                                m0,
-                                rows,
-                                colsum,
-                                lanes,
-                                dst,
-                                d.osize * es,
-                            )
-                        }
-                    };
-                }
-                continue;
+            if tier == Tier::Avx2 && !p.short_pairs {
+                // SAFETY: the CPU has AVX2 (caller).
+                unsafe { avx2::widen_panel(d.k4, wide) };
             }
-            let panel = &wide[..d.k4 * 4 * NR];
+            let es = p.q.out.size();
             for blk in 0..d.blocks {
                 let w = &p.weights[(gi * d.blocks + blk) * d.k4 * MR * 4..][..d.k4 * MR * 4];
                 let m0 = gi * d.mg + blk * MR;
-                let rows = MR.min(d.mg - blk * MR);
-                #[cfg(target_arch = "x86_64")]
-                if tier == Tier::Vnni512 {
-                    let es = p.q.out.size();
-                    let dst = y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es;
-                    // SAFETY: the CPU has the VNNI tier's features (caller); the `lanes`
-                    // outputs of channels m0 .. m0 + rows from `p0` lie in `y`, one plane
-                    // apart; each (image, group, panel) is written by one task only.
-                    unsafe {
-                        kernel::tile_epilogue_vnni512(
-                            d.k4,
-                            w,
-                            panel,
-                            &epi,
-                            m0,
-                            rows,
-                            p.has_wzp.then_some(&*colsum),
-                            lanes,
-                            dst as *mut u8,
-                            d.osize * es,
-                        )
-                    };
-                    continue;
-                }
-                // SAFETY: the CPU runs `tier` (caller); `w` and `panel` hold `k4` groups.
-                unsafe { kernel::tile(tier, d.k4, w, panel, &mut tile) };
-                for (r, trow) in tile.iter().enumerate().take(rows) {
-                    let ch = m0 + r;
-                    let off = (img * p.conv.m as usize + ch) * d.osize + p0;
-                    let dst = y_addr + off * p.q.out.size();
-                    // SAFETY: the `lanes` outputs of channel `ch` from `p0` lie in `y`; each
-                    // (image, group, panel) is written by one task only.
-                    unsafe {
-                        kernel::epilogue(
-                            tier,
-                            &epi,
-                            ch,
-                            trow,
-                            p.has_wzp.then_some(&*colsum),
-                            lanes,
-                            dst as *mut u8,
-                        )
-                    };
+                let out = TileOut {
+                    epi: &epi,
+                    ch0: m0,
+                    rows: MR.min(d.mg - blk * MR),
+                    colsum: p.has_wzp.then_some(&*colsum),
+                    lanes,
+                    dst: (y_addr + ((img * p.conv.m as usize + m0) * d.osize + p0) * es) as *mut u8,
+                    row_bytes: d.osize * es,
+                };
+                // SAFETY: the CPU runs `tier` (caller); the `lanes` outputs of channels m0 ..
+                // m0 + rows from `p0` lie in `y`, one plane apart; each (image, group, panel)
+                // is written by one task only; `w` and the panel hold `k4` groups (widened for
+                // AVX2 unless the weights have short pairs, as `encode` flags them, when the
+                // packed operands are multiplied as they are).
+                unsafe {
+                    match tier {
+                        #[cfg(target_arch = "x86_64")]
+                        Tier::Avx2 if p.short_pairs => {
+                            avx2::tile_epilogue_bytes(d.k4, w, &wide[..d.k4 * 4 * NR], &out)
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        Tier::Avx2 => {
+                            avx2::widen_weights(d.k4, w, wblock);
+                            avx2::tile_epilogue(d.k4, wblock, wide, &out)
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        Tier::Vnni512 => {
+                            kernel::tile_epilogue_vnni512(d.k4, w, &wide[..d.k4 * 4 * NR], &out)
+                        }
+                        Tier::Portable => {
+                            kernel::tile_portable(d.k4, w, &wide[..d.k4 * 4 * NR], &mut tile);
+                            for (r, trow) in tile.iter().enumerate().take(out.rows) {
+                                let dst = out.dst.add(r * out.row_bytes);
+                                kernel::epilogue_scalar(
+                                    &epi,
+                                    m0 + r,
+                                    trow,
+                                    out.colsum,
+                                    0,
+                                    lanes,
+                                    dst,
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }
