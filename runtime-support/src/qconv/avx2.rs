@@ -160,31 +160,59 @@ pub(super) unsafe fn tile_epilogue_bytes(k4: usize, w: &[i8], panel: &[u8], out:
     assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * 4 * NR);
     assert!(rows <= MR && lanes <= NR);
     let (wp, pp) = (w.as_ptr(), panel.as_ptr());
-    let ones = _mm256_set1_epi16(1);
     for r0 in (0..rows).step_by(4) {
         for l0 in (0..lanes).step_by(16) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..k4 {
-                // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
-                // of group g in the block (checked above; r0 + 4 ≤ MR, l0 + 16 ≤ NR).
-                unsafe {
-                    let pv = pp.add(g * NR * 4 + l0 * 4);
-                    let v0 = _mm256_loadu_si256(pv as *const __m256i);
-                    let v1 = _mm256_loadu_si256(pv.add(32) as *const __m256i);
-                    let wg = wp.add(g * MR * 4 + r0 * 4) as *const i32;
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let b = _mm256_set1_epi32(wg.add(r).read_unaligned());
-                        let s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v0, b), ones);
-                        let s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v1, b), ones);
-                        a[0] = _mm256_add_epi32(a[0], s0);
-                        a[1] = _mm256_add_epi32(a[1], s1);
-                    }
-                }
-            }
+            // SAFETY: lanes l0 .. l0 + 16 of every group lie in the panel, rows r0 .. r0 + 4
+            // in the block (checked above; r0 + 4 ≤ MR, l0 + 16 ≤ NR).
+            let acc =
+                unsafe { sums_bytes::<true>(k4, pp.add(l0 * 4), wp.add(r0 * 4) as *const u8) };
             // SAFETY: forwarded (caller).
             unsafe { store_sub_tile(&acc, r0, l0, out) };
         }
     }
+}
+
+/// A 4 × 16 sub-tile of byte operands whose weight pairs keep `vpmaddubsw` exact: over `k4`
+/// groups, sixteen lanes at `lanes` (`[k4][NR][4]`, offset to the sub-tile's first lane)
+/// times four broadcast rows at `rows` (`[k4][MR][4]`, offset to its first row). With
+/// `UNSIGNED_LANES` the lanes are the uint8 activations and the rows int8 weights (the
+/// convolution), else the other way round (the matrix product).
+///
+/// # Safety
+/// The CPU has AVX2; both operands hold `k4` groups from the given offsets.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn sums_bytes<const UNSIGNED_LANES: bool>(
+    k4: usize,
+    lanes: *const u8,
+    rows: *const u8,
+) -> [[__m256i; 2]; 4] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+    for g in 0..k4 {
+        // SAFETY: group g of both operands (caller).
+        unsafe {
+            let lv = lanes.add(g * NR * 4);
+            let v = [
+                _mm256_loadu_si256(lv as *const __m256i),
+                _mm256_loadu_si256(lv.add(32) as *const __m256i),
+            ];
+            let rg = rows.add(g * MR * 4) as *const i32;
+            for (r, a) in acc.iter_mut().enumerate() {
+                let b = _mm256_set1_epi32(rg.add(r).read_unaligned());
+                for (h, a) in a.iter_mut().enumerate() {
+                    // The first operand is the unsigned one.
+                    let pairs = if UNSIGNED_LANES {
+                        _mm256_maddubs_epi16(v[h], b)
+                    } else {
+                        _mm256_maddubs_epi16(b, v[h])
+                    };
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
+                }
+            }
+        }
+    }
+    acc
 }
 
 /// The epilogue of the sub-tile at rows `r0 ..` and lanes `l0 ..` of `out`'s block.
@@ -380,24 +408,11 @@ pub(super) unsafe fn matmul_tile_epilogue(
         for l0 in (0..lanes).step_by(16) {
             let mut acc = [[_mm256_setzero_si256(); 2]; 4];
             if short_pairs {
-                let ones = _mm256_set1_epi16(1);
-                for g in 0..k4 {
-                    // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 ..
-                    // r0 + 4 of group g in the packed block (its first k4 · 4 · MR bytes).
-                    unsafe {
-                        let pw = wp.add(g * NR * 4 + l0 * 4);
-                        let v0 = _mm256_loadu_si256(pw as *const __m256i);
-                        let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
-                        let ag = (a.as_ptr() as *const i32).add(g * MR + r0);
-                        for (r, acc_r) in acc.iter_mut().enumerate() {
-                            let b = _mm256_set1_epi32(ag.add(r).read_unaligned());
-                            let s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(b, v0), ones);
-                            let s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(b, v1), ones);
-                            acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
-                            acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
-                        }
-                    }
-                }
+                // SAFETY: lanes l0 .. l0 + 16 of every group lie in the panel, rows r0 ..
+                // r0 + 4 in the packed block (its first k4 · 4 · MR bytes).
+                acc = unsafe {
+                    sums_bytes::<false>(k4, wp.add(l0 * 4) as *const u8, a.as_ptr().add(r0 * 4))
+                };
             } else {
                 for g in 0..k4 {
                     // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
