@@ -13,18 +13,11 @@
 //! registers and computes the same operations as `kernel::epilogue_scalar`, so the same
 //! bits.
 
-use super::{Epi, MR, NR, QOut, QScalars, TileOut};
+use super::{
+    Epi, MR, NR, QOut, QScalars, TileOut, wide_block_words as block_words,
+    wide_panel_bytes as panel_bytes,
+};
 use std::arch::x86_64::*;
-
-/// Bytes of a widened panel of `k4` groups (twice the packed panel).
-pub(super) const fn panel_bytes(k4: usize) -> usize {
-    k4 * 8 * NR
-}
-
-/// Dwords of a widened weight block of `k4` groups.
-pub(super) const fn block_words(k4: usize) -> usize {
-    k4 * 2 * MR
-}
 
 /// Widens the packed panel `[k4][NR][4]` (uint8) at the start of `panel` into
 /// `[k4][2][NR]` dwords of zero-extended int16 pairs, in place.

@@ -106,7 +106,7 @@ fn corrected(p: &Epi, ch: usize, acc: i32, colsum: Option<&[i32; NR]>, l: usize)
     v
 }
 
-/// Lanes `from .. lanes` of the epilogue, one at a time.
+/// The first `lanes` outputs of channel `ch` from its tile row, one at a time.
 ///
 /// # Safety
 /// `dst` holds `lanes` outputs of `p.q.out`'s type.
@@ -115,14 +115,13 @@ pub(super) unsafe fn epilogue_scalar(
     ch: usize,
     row: &[i32; NR],
     colsum: Option<&[i32; NR]>,
-    from: usize,
     lanes: usize,
     dst: *mut u8,
 ) {
     let (scale, fbias) = (p.scale[ch], p.fbias[ch]);
     let q = &p.q;
     let (lo, hi) = ((q.lo - q.y_zp) as f64, (q.hi - q.y_zp) as f64);
-    for (l, &acc) in row.iter().enumerate().take(lanes).skip(from) {
+    for (l, &acc) in row.iter().enumerate().take(lanes) {
         let v = corrected(p, ch, acc, colsum, l);
         // SAFETY: lane l < lanes of `dst` (caller).
         unsafe {

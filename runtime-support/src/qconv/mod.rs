@@ -395,17 +395,24 @@ struct Dims {
     osize: usize,
 }
 
-/// A worker's scratch: the panel (`k4 · 4 · NR` bytes packed, twice that widened), its
-/// column sums (`NR` i32), a widened weight block (`k4 · 2 · MR` u32).
+/// Bytes of a panel of `k4` groups widened to int16 pairs (`[k4][2][NR]` dwords, twice the
+/// packed panel; the AVX2 tier).
+const fn wide_panel_bytes(k4: usize) -> usize {
+    k4 * 8 * NR
+}
+
+/// Dwords of a weight block of `k4` groups widened to int16 pairs (`[k4][2][MR]`).
+const fn wide_block_words(k4: usize) -> usize {
+    k4 * 2 * MR
+}
+
+/// A worker's scratch: the panel (room to widen it), its column sums (`NR` i32), a widened
+/// weight block.
 struct Slot;
 
 impl Slot {
-    fn panel_bytes(k4: usize) -> usize {
-        2 * k4 * 4 * NR
-    }
-
     fn bytes(k4: usize) -> usize {
-        Self::panel_bytes(k4) + NR * 4 + k4 * 2 * MR * 4
+        wide_panel_bytes(k4) + NR * 4 + wide_block_words(k4) * 4
     }
 }
 
@@ -476,11 +483,14 @@ pub(crate) unsafe fn qconv_on(
         // SAFETY: the worker's slot holds `Slot::bytes(k4)`: the panel, its column sums and
         // a weight block, each 4-byte aligned (the panel's size is a multiple of 256).
         let (wide, colsum, wblock) = unsafe {
-            let pb = Slot::panel_bytes(d.k4);
+            let pb = wide_panel_bytes(d.k4);
             (
                 std::slice::from_raw_parts_mut(slot, pb),
                 &mut *(slot.add(pb) as *mut [i32; NR]),
-                std::slice::from_raw_parts_mut(slot.add(pb + NR * 4) as *mut u32, d.k4 * 2 * MR),
+                std::slice::from_raw_parts_mut(
+                    slot.add(pb + NR * 4) as *mut u32,
+                    wide_block_words(d.k4),
+                ),
             )
         };
         let mut tile = [[0i32; NR]; MR];
@@ -562,15 +572,7 @@ pub(crate) unsafe fn qconv_on(
                             kernel::tile_portable(d.k4, w, &wide[..d.k4 * 4 * NR], &mut tile);
                             for (r, trow) in tile.iter().enumerate().take(out.rows) {
                                 let dst = out.dst.add(r * out.row_bytes);
-                                kernel::epilogue_scalar(
-                                    &epi,
-                                    m0 + r,
-                                    trow,
-                                    out.colsum,
-                                    0,
-                                    lanes,
-                                    dst,
-                                );
+                                kernel::epilogue_scalar(&epi, m0 + r, trow, out.colsum, lanes, dst);
                             }
                         }
                     }
