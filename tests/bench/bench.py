@@ -89,9 +89,20 @@ def with_varied_weights(path: str, out: str) -> str:
     return out
 
 
+# How long (µs) onnxruntime's pool threads spin for work after a run before they block, in
+# the threaded comparison. Its default is 2^20 pause instructions, 32 ms on a Zen 3 (30 ns a
+# pause): alternating with onnxc, its idle worker then held a core through onnxc's next
+# batch of calls (the transformer ran at 0.98x its one-thread speed on 2 threads). 1 ms is
+# about what the runtime's own pool spins, it covers the gaps between operators and
+# between back-to-back runs, and onnxruntime measured alone ran no slower with it.
+ORT_SPIN_US = "1000"
+
+
 def ort_session(path: str, threads: int = 1) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
+    if threads > 1:
+        so.add_session_config_entry("session.intra_op.spin_duration_us", ORT_SPIN_US)
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -193,6 +204,10 @@ class CompiledModel:
         ws_buf = np.empty(ws_bytes + 64, dtype=np.uint8)
         ws = ws_buf.ctypes.data + (-ws_buf.ctypes.data) % 64
         in_ptrs = self.in_ptrs
+        # Arguments are ctypes objects of the declared types, made once: converting Python
+        # values on every call costs microseconds, more for the threaded entry's five than for
+        # `NAME_run`'s three (small_ops measured 7% slower on 2 threads from that alone).
+        ws = ctypes.c_void_p(ws)
         if threads == 1:
             run = self.run_fn
 
@@ -208,12 +223,13 @@ class CompiledModel:
             t = self.lib.onnxc_pool_threads(pool)
             run = getattr(self.lib, f"{self.name}_run_threaded")
             run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                            ctypes.POINTER(OnnxcThreads)]
+                            ctypes.c_void_p]
             run.restype = ctypes.c_int
-            tp = ctypes.pointer(t)
+            tp = ctypes.c_void_p(ctypes.addressof(t))
+            nbytes = ctypes.c_size_t(ws_bytes)
 
             def call() -> None:
-                rc = run(in_ptrs, out_ptrs, ws, ws_bytes, tp)
+                rc = run(in_ptrs, out_ptrs, ws, nbytes, tp)
                 if rc != 0:
                     raise RuntimeError(f"model run on {threads} threads returned {rc}")
             call.keep = (t, tp)
@@ -287,7 +303,10 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
         f()
         slowest = max(slowest, time.perf_counter() - t0)
     one = slowest * 2
-    batch = int(min(50, max(1, 0.002 / max(one / 2, 1e-7))))
+    # With threads, engines switch after a pause (below), and the first calls after it run
+    # on cold caches and waking cores: batches of 20 ms keep that to a few percent of them.
+    span = 0.002 if len(threads) == 1 else 0.02
+    batch = int(min(500, max(1, span / max(one / 2, 1e-7))))
     batches = int(min(2000, max(20, seconds / max(one * batch * len(threads), 1e-6))))
     times = {(k, t): [] for k, t, _ in engines}
     clock = time.perf_counter_ns
@@ -297,8 +316,10 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
             acc = times[(k, t)]
             if len(threads) > 1:
                 # On a machine with few cores the previous engine's threads may still be
-                # spinning (onnxruntime's and the runtime's pool both spin before sleeping):
-                # one untimed call lets them settle, so each engine is timed warm and alone.
+                # spinning (onnxruntime's and the runtime's pool both spin about 1 ms before
+                # they block): a pause lets them stop, and one untimed call wakes this
+                # engine's own, so each engine is timed warm and alone.
+                time.sleep(0.002)
                 f()
             for _ in range(batch):
                 t0 = clock()
@@ -459,7 +480,9 @@ def main() -> int:
                 "",
                 f"The same run, every engine at {', '.join(map(str, threads))} threads, all alternating: onnxc's "
                 "`NAME_run_threaded` on the runtime's pool (`onnxc_pool_create(N)`), onnxruntime with "
-                "`intra_op_num_threads=N`. Speedup: the engine's time at "
+                "`intra_op_num_threads=N` and its idle threads spinning at most 1 ms "
+                f"(`session.intra_op.spin_duration_us={ORT_SPIN_US}`; its default spin held a core through onnxc's "
+                "calls); between engines a 2 ms pause and an untimed call. Speedup: the engine's time at "
                 f"{threads[0]} thread(s) over its time at N; ratio: onnxc over onnxruntime at N threads. "
                 "Every thread count's outputs were checked bit-identical to the first's.",
                 "",

@@ -17,6 +17,28 @@ struct Case {
 }
 
 impl Case {
+    /// `[n, c, m, group]`, then the spatial input, kernel, strides, dilations and pads.
+    fn new(
+        [n, c, m, group]: [i64; 4],
+        input: &[i64],
+        kernel: &[i64],
+        strides: &[i64],
+        dilations: &[i64],
+        pads: &[i64],
+    ) -> Case {
+        Case {
+            n,
+            c,
+            m,
+            group,
+            input: input.to_vec(),
+            kernel: kernel.to_vec(),
+            strides: strides.to_vec(),
+            dilations: dilations.to_vec(),
+            pads: pads.to_vec(),
+        }
+    }
+
     fn geometry(&self) -> ConvGeometry<'static> {
         let output: Vec<i64> = (0..self.input.len())
             .map(|d| {
@@ -249,100 +271,27 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64
 fn matches_the_reference_on_every_tier() {
     let cases = [
         // Pointwise, more lanes than a panel, channels not a multiple of the block.
-        Case {
-            n: 2,
-            c: 13,
-            m: 11,
-            group: 1,
-            input: vec![5, 9],
-            kernel: vec![1, 1],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![0, 0],
-        },
+        Case::new([2, 13, 11, 1], &[5, 9], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
         // 3×3 padded, K not a multiple of 4.
-        Case {
-            n: 1,
-            c: 3,
-            m: 17,
-            group: 1,
-            input: vec![7, 6],
-            kernel: vec![3, 3],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![1, 1],
-        },
+        Case::new([1, 3, 17, 1], &[7, 6], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
         // Strided, dilated, grouped.
-        Case {
-            n: 1,
-            c: 8,
-            m: 12,
-            group: 2,
-            input: vec![11, 10],
-            kernel: vec![3, 2],
-            strides: vec![2, 3],
-            dilations: vec![2, 1],
-            pads: vec![2, 1],
-        },
+        Case::new([1, 8, 12, 2], &[11, 10], &[3, 2], &[2, 3], &[2, 1], &[2, 1]),
         // Depthwise: unit stride with padding, then strided (rows wider than a panel).
-        Case {
-            n: 2,
-            c: 5,
-            m: 5,
-            group: 5,
-            input: vec![9, 40],
-            kernel: vec![3, 3],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![1, 1],
-        },
-        Case {
-            n: 1,
-            c: 3,
-            m: 3,
-            group: 3,
-            input: vec![10, 11],
-            kernel: vec![5, 3],
-            strides: vec![2, 2],
-            dilations: vec![1, 2],
-            pads: vec![2, 2],
-        },
+        Case::new([2, 5, 5, 5], &[9, 40], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        Case::new([1, 3, 3, 3], &[10, 11], &[5, 3], &[2, 2], &[1, 2], &[2, 2]),
         // 1-D and 3-D.
-        Case {
-            n: 1,
-            c: 5,
-            m: 9,
-            group: 1,
-            input: vec![40],
-            kernel: vec![4],
-            strides: vec![1],
-            dilations: vec![1],
-            pads: vec![2],
-        },
-        Case {
-            n: 1,
-            c: 4,
-            m: 8,
-            group: 1,
-            input: vec![3, 4, 5],
-            kernel: vec![2, 3, 2],
-            strides: vec![1, 1, 2],
-            dilations: vec![1, 1, 1],
-            pads: vec![1, 0, 1],
-        },
+        Case::new([1, 5, 9, 1], &[40], &[4], &[1], &[1], &[2]),
+        Case::new(
+            [1, 4, 8, 1],
+            &[3, 4, 5],
+            &[2, 3, 2],
+            &[1, 1, 2],
+            &[1, 1, 1],
+            &[1, 0, 1],
+        ),
         // One output column: a run per lane, more (tap, run) spans than the span table
         // holds (the packers' general path).
-        Case {
-            n: 1,
-            c: 2,
-            m: 5,
-            group: 1,
-            input: vec![40, 11],
-            kernel: vec![9, 11],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![0, 0],
-        },
+        Case::new([1, 2, 5, 1], &[40, 11], &[9, 11], &[1, 1], &[1, 1], &[0, 0]),
     ];
     for (i, case) in cases.iter().enumerate() {
         for (x_signed, with_wzp) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -355,17 +304,7 @@ fn matches_the_reference_on_every_tier() {
 
 #[test]
 fn blobs_are_validated() {
-    let case = Case {
-        n: 1,
-        c: 4,
-        m: 8,
-        group: 1,
-        input: vec![4, 4],
-        kernel: vec![3, 3],
-        strides: vec![1, 1],
-        dilations: vec![1, 1],
-        pads: vec![1, 1],
-    };
+    let case = Case::new([1, 4, 8, 1], &[4, 4], &[3, 3], &[1, 1], &[1, 1], &[1, 1]);
     let g = case.geometry();
     let q = QScalars {
         out: QOut::U8,
