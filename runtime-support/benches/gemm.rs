@@ -611,8 +611,10 @@ fn pool_layers() {
     }
 }
 
-/// Peak FMA throughput of one core: 24 independent accumulator chains, no memory traffic.
-fn measured_peak() -> f64 {
+/// Runs `n` steps of an FMA loop at the widest vector the CPU has (12 independent
+/// accumulator chains, no memory traffic) and returns the floating-point operations done
+/// (0 without FMA).
+fn fma_loop(n: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -661,31 +663,68 @@ fn measured_peak() -> f64 {
         unsafe fn fma256(n: usize) {
             chains!(_mm256_set1_ps, _mm256_fmadd_ps, n)
         }
-        // Best of 15 runs of ~8 ms: this VM's slow spells last longer than a run.
-        let n = 4_000_000;
-        let mut best = 0f64;
-        for _ in 0..15 {
-            let t = Instant::now();
-            let flops = if std::is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F was detected just above.
-                unsafe { fma512(n) };
-                n as f64 * 12.0 * 16.0 * 2.0
-            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: AVX2 and FMA were detected just above.
-                unsafe { fma256(n) };
-                n as f64 * 12.0 * 8.0 * 2.0
-            } else {
-                return 0.0;
-            };
-            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was detected just above.
+            unsafe { fma512(n) };
+            n as f64 * 12.0 * 16.0 * 2.0
+        } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: AVX2 and FMA were detected just above.
+            unsafe { fma256(n) };
+            n as f64 * 12.0 * 8.0 * 2.0
+        } else {
+            0.0
         }
-        best
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = n;
         0.0
     }
+}
+
+/// Steps of one `fma_loop` run: about 8 ms.
+const PEAK_STEPS: usize = 4_000_000;
+
+/// Peak FMA throughput of one core (GFLOP/s): best of 15 runs (this VM's slow spells last
+/// longer than a run).
+fn measured_peak() -> f64 {
+    peak_runs(1).into_iter().fold(0.0, f64::max)
+}
+
+/// 15 runs of the FMA loop on `threads` threads at once, each the GFLOP/s of them all: what
+/// a compute-bound kernel split over that many workers can reach on this machine. On a VM,
+/// two vCPUs may share a physical core's FMA units or a neighbour's load.
+fn peak_runs(threads: usize) -> Vec<f64> {
+    (0..15)
+        .map(|_| {
+            // Each thread times itself from the common start (a timing thread of its own
+            // would compete with them for the cores).
+            let start = std::sync::Barrier::new(threads);
+            let runs: Vec<(f64, f64)> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            let t = Instant::now();
+                            let flops = fma_loop(PEAK_STEPS);
+                            (flops, t.elapsed().as_secs_f64())
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().unwrap_or((0.0, 1.0)))
+                    .collect()
+            });
+            let flops: f64 = runs.iter().map(|r| r.0).sum();
+            flops / runs.iter().map(|r| r.1).fold(0.0, f64::max) / 1e9
+        })
+        .collect()
+}
+
+/// The median of `v`.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Best read bandwidth (GB/s) of one core summing a buffer of `bytes` over and over: the
@@ -850,6 +889,20 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(measured_peak);
     println!("measured single-core peak: {peak:.1} GFLOP/s");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 {
+        // Alternating, so that both see the same spells of the machine.
+        let (mut one, mut all) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            one.extend(peak_runs(1));
+            all.extend(peak_runs(cores));
+        }
+        let (one, all) = (median(one), median(all));
+        println!(
+            "measured peak of {cores} threads at once (median run): {all:.1} GFLOP/s, {:.2}x one core's {one:.1}",
+            all / one
+        );
+    }
     // What a memory-bound model (batch-1 MLP layers stream their weights) can reach.
     let bw: Vec<String> = [1.0f64, 3.2, 8.0, 64.0]
         .iter()

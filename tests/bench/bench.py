@@ -27,6 +27,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -360,7 +361,6 @@ def bounds_section(rows: list, gemm_out: str) -> list:
     read bandwidth (the GEMM benchmark's first lines): compute, with 3x3 stride-1 convs
     counted at a quarter of their multiply-adds (Winograd F(4x4, 3x3), the most any onnxc
     kernel saves), and weights streamed once from the cache level (or DRAM) they fit in."""
-    import re
     peak = float(re.search(r"measured single-core peak: ([\d.]+)", gemm_out).group(1))
     bw = [(float(a), float(b)) for a, b in re.findall(r"([\d.]+) MB ([\d.]+) GB/s", gemm_out)]
     if not bw:
@@ -434,6 +434,12 @@ def main() -> int:
     geo = float(np.exp(np.mean(np.log(light_ratios)))) if light_ratios else float("nan")
     print(f"geometric mean of onnxc/onnxruntime over the light models: {geo:.3f}")
 
+    gemm_out = ""
+    if a.gemm:
+        env = dict(os.environ, ONNXC_GEMM_TABLE="1")
+        gemm_out = subprocess.run(["cargo", "bench", "-p", "onnxc-runtime", "--bench", "gemm"], cwd=ROOT, env=env,
+                                  check=True, capture_output=True, text=True).stdout
+
     def light_geo(f) -> float:
         v = [f(r) for r in rows if r["light"]]
         return float(np.exp(np.mean(np.log(v)))) if v else float("nan")
@@ -502,13 +508,14 @@ def main() -> int:
                     f"**{light_geo(lambda r: r['onnxc_ms'] / r['threads'][t][0]):.2f}x**, onnxruntime's "
                     f"{light_geo(lambda r: r['ort_ms'] / r['threads'][t][1]):.2f}x; onnxc/onnxruntime "
                     f"**{light_geo(lambda r: r['threads'][t][0] / r['threads'][t][1]):.3f}**.")
+            ceiling = re.search(r"measured peak of (\d+) threads at once \(median run\): [\d.]+ GFLOP/s, ([\d.]+)x", gemm_out)
+            if ceiling:
+                lines += ["", f"This machine's ceiling for a compute-bound split: an FMA loop on {ceiling.group(1)} threads "
+                          f"at once ran at {ceiling.group(2)}x one core's rate (median run; GEMM section below)."]
             lines.append("")
         if a.gemm:
-            env = dict(os.environ, ONNXC_GEMM_TABLE="1")
-            out = subprocess.run(["cargo", "bench", "-p", "onnxc-runtime", "--bench", "gemm"], cwd=ROOT, env=env,
-                                 check=True, capture_output=True, text=True).stdout
-            table = [l for l in out.splitlines() if l.strip() and not l.startswith(("Running", "Finished"))]
-            lines += bounds_section(rows, out)
+            table = [l for l in gemm_out.splitlines() if l.strip() and not l.startswith(("Running", "Finished"))]
+            lines += bounds_section(rows, gemm_out)
             lines += [
                 "## GEMM kernel",
                 "",
