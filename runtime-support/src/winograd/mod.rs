@@ -684,6 +684,36 @@ impl Walk for Output {
     }
 }
 
+/// Tiles `t0 .. t0 + nt` (`nt` a multiple of NR) of a block and where their data lies in
+/// scratch: transformed inputs as `points` packed B matrices `bsz` floats apart, products as
+/// `points` matrices of `mg` rows of `ld` floats, `mg·ld` apart.
+#[derive(Clone, Copy)]
+struct Span {
+    t0: usize,
+    nt: usize,
+    vbuf: *mut f32,
+    bsz: usize,
+    mbuf: *mut f32,
+    ld: usize,
+}
+
+impl Span {
+    /// Panels `ps` of this block as a span of their own, packed into the part of the block's
+    /// scratch their tiles take (the parts of disjoint panel ranges are disjoint: a packed B
+    /// matrix of n columns takes n·cg floats, a product matrix n·mg).
+    fn part(self, ps: std::ops::Range<usize>, cg: usize, mg: usize, pts: usize) -> Span {
+        let (start, nt) = (ps.start * NR, ps.len() * NR);
+        Span {
+            t0: self.t0 + start,
+            nt,
+            vbuf: self.vbuf.wrapping_add(pts * pack::packed_b_len(cg, start)),
+            bsz: pack::packed_b_len(cg, nt),
+            mbuf: self.mbuf.wrapping_add(pts * mg * start),
+            ld: nt,
+        }
+    }
+}
+
 /// # Safety
 /// As `conv::conv_f32` for a geometry with `use_winograd()`; `c.w` from `winograd_pack`;
 /// `c.scratch` holds `winograd_scratch()` floats (shared by `par`'s workers).
@@ -693,10 +723,12 @@ pub(crate) unsafe fn conv_winograd(par: Par, g: &ConvGeometry, c: Call) {
 }
 
 /// `conv_winograd` with the transforms run by `r`. Each block of tiles runs in three
-/// phases, each split over `par`'s workers and joined before the next: the input transform
-/// by input channels, the products by transformed point ξ (one whole GEMM each), the output
-/// transform by output channels. Every value is computed by the same operations whatever
-/// the split, so the result does not depend on the thread count.
+/// phases: the input transform, the products (one GEMM per transformed point ξ), the output
+/// transform. With several workers, either each takes whole panels of tiles through all
+/// three (when the transformed weights, which each then reads, are the smaller traffic), or
+/// each phase is split (by input channels, by ξ, by output channels) and joined before the
+/// next. Every value is computed by the same operations whatever the split (a GEMM's column
+/// does not depend on the others), so the result does not depend on the thread count.
 ///
 /// # Safety
 /// As `conv_winograd`.
@@ -737,63 +769,56 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
             let mut t0 = 0;
             while t0 < tiles {
                 let nt = tb.min(tiles - t0);
-                // 1. Input transform, a panel (16 tiles of one tile row) at a time; each task
-                //    writes its channels' rows of every B matrix.
-                let input = |cs: std::ops::Range<usize>, _| {
+                // 1. Input transform, a panel (16 tiles of one tile row) at a time: channels
+                //    `cs` of every B matrix of the span.
+                let input = |cs: std::ops::Range<usize>, sp: Span| {
                     for c in cs {
                         // SAFETY: channel plane c of the group.
                         let plane = unsafe { xg.add(c * isz) };
-                        for p in 0..nt / NR {
-                            let t = t0 + p * NR;
-                            // SAFETY: panel p of every B matrix of the block.
+                        for p in 0..sp.nt / NR {
+                            // SAFETY: panel p of every B matrix of the span.
                             unsafe {
-                                let off = pack::b_row_at(nt, cg, c, p);
                                 let panel = InputPanel {
                                     plane,
                                     ih,
                                     iw,
                                     ph,
                                     pw,
-                                    t0: t,
+                                    t0: sp.t0 + p * NR,
                                     tw,
-                                    vbuf,
-                                    bsz,
-                                    off,
+                                    vbuf: sp.vbuf,
+                                    bsz: sp.bsz,
+                                    off: pack::b_row_at(sp.nt, cg, c, p),
                                 };
                                 r.run(Input(panel, variant));
                             };
                         }
                     }
                 };
-                // SAFETY: the tasks write disjoint rows of the B matrices.
-                unsafe { par.for_ranges(cg, nt * pts * 4, &input) };
-                // 2. The products, each a GEMM through the packed kernel; a task computes
-                //    whole products.
-                let products = |xs: std::ops::Range<usize>, _| {
+                // 2. The products `xs`, each a GEMM through the packed kernel.
+                let products = |xs: std::ops::Range<usize>, sp: Span| {
                     for xi in xs {
-                        // SAFETY: U_ξ of this group; product block ξ in scratch.
+                        // SAFETY: U_ξ of this group; product ξ of the span.
                         unsafe {
                             let a = w.add((grp * pts + xi) * per);
                             gemm::gemm_packed_a(
                                 Par::SEQ,
                                 mg,
-                                nt,
+                                sp.nt,
                                 cg,
                                 a,
-                                BSource::Packed(vbuf.add(xi * bsz)),
-                                mbuf.add(xi * mg * tb),
-                                tb,
+                                BSource::Packed(sp.vbuf.add(xi * sp.bsz)),
+                                sp.mbuf.add(xi * mg * sp.ld),
+                                sp.ld,
                                 &Epilogue::NONE,
                                 crate::par::Slots::single(std::ptr::null_mut()),
                             );
                         }
                     }
                 };
-                // SAFETY: each task writes its own product blocks.
-                unsafe { par.for_ranges(pts, mg * nt * cg, &products) };
-                // 3. Output transform with the epilogue, a panel at a time; each task writes
-                //    its output channels' planes.
-                let output = |ms: std::ops::Range<usize>, _| {
+                // 3. Output transform with the epilogue, a panel at a time: the planes of
+                //    output channels `ms`.
+                let output = |ms: std::ops::Range<usize>, sp: Span| {
                     for m in ms {
                         let ch = grp * mg + m;
                         let bv = if bias.is_null() {
@@ -802,20 +827,18 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
                             // SAFETY: a non-null bias holds m floats; ch < m.
                             unsafe { *bias.add(ch) }
                         };
-                        for p in 0..nt / NR {
-                            let t = t0 + p * NR;
+                        for p in 0..sp.nt / NR {
                             // SAFETY: products (m, panel p) of each ξ; output channel plane m.
                             unsafe {
                                 let rm = if rg.is_null() { rg } else { rg.add(m * osz) };
-                                let (mrow, ym) = (mbuf.add(m * tb + p * NR), yg.add(m * osz));
                                 let panel = OutputPanel {
-                                    mrow,
-                                    stride: mg * tb,
-                                    t0: t,
+                                    mrow: sp.mbuf.add(m * sp.ld + p * NR),
+                                    stride: mg * sp.ld,
+                                    t0: sp.t0 + p * NR,
                                     tw,
                                     oh,
                                     ow,
-                                    out: ym,
+                                    out: yg.add(m * osz),
                                     resid: rm,
                                     bias: bv,
                                     lo,
@@ -826,8 +849,43 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
                         }
                     }
                 };
-                // SAFETY: the tasks write disjoint output planes.
-                unsafe { par.for_ranges(mg, nt * pts * 2, &output) };
+                let block = Span {
+                    t0,
+                    nt,
+                    vbuf,
+                    bsz,
+                    mbuf,
+                    ld: tb,
+                };
+                let (panels, workers) = (nt / NR, par.workers());
+                if workers > 1
+                    && (panels >= 2 * workers || panels % workers == 0)
+                    && (workers - 1) * pts * mg * cg < pts * nt * (cg + mg)
+                {
+                    // Each task runs the three phases on its own panels, in its own part of
+                    // the block's scratch: no join between phases and no transformed data
+                    // crossing cores, for each worker reading all the transformed weights
+                    // (hence only where they are smaller than the data they spare).
+                    let job = |ps: std::ops::Range<usize>, _| {
+                        let sp = block.part(ps, cg, mg, pts);
+                        input(0..cg, sp);
+                        products(0..pts, sp);
+                        output(0..mg, sp);
+                    };
+                    // SAFETY: the tasks' parts of the scratch and their output tiles are
+                    // disjoint.
+                    unsafe { par.for_ranges(panels, NR * pts * mg * cg, &job) };
+                } else {
+                    // Each phase split over the workers and joined before the next: by input
+                    // channels, by transformed point (whole GEMMs), by output channels.
+                    // SAFETY: the tasks write disjoint rows of the B matrices, their own
+                    // product matrices, disjoint output planes.
+                    unsafe {
+                        par.for_ranges(cg, nt * pts * 4, &|cs, _| input(cs, block));
+                        par.for_ranges(pts, mg * nt * cg, &|xs, _| products(xs, block));
+                        par.for_ranges(mg, nt * pts * 2, &|ms, _| output(ms, block));
+                    }
+                }
                 t0 += nt;
             }
         }
