@@ -8,7 +8,7 @@
 //! slots the scalar code of its uniform parts reloads.
 
 use super::vectorize::{EpiloguePlan, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary};
-use super::{FnCx, PTR, vflags};
+use super::{FnCx, PTR, flags, vflags};
 use crate::codegen::vmath;
 use crate::ir::expr::{BinOp, E, Expr, ExprKind};
 use crate::loops::{BufId, Stmt};
@@ -144,6 +144,43 @@ impl FnCx<'_, '_> {
                 let off = self.eval(offset, &mut smemo);
                 let p = self.addr(*buf, off);
                 self.b.ins().store(vflags(), bytes, p, 0);
+            }
+            VLoop::ByteGather {
+                buf,
+                offset,
+                table,
+                base,
+                index,
+            } => {
+                // The four table offsets converted at once (small and non-negative), four
+                // byte loads gathered into one little-endian word, one 4-byte store.
+                let f = self.emit_value(index, &mut smemo);
+                let f = self.vector_of(f, types::F32X4);
+                let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, f);
+                let row = base.map(|e| self.eval(e, &mut smemo));
+                let fl = self.load_flags(*table, flags());
+                let mut word = None;
+                for lane in 0..4u8 {
+                    let x = self.b.ins().extractlane(iv, lane);
+                    let o = self.b.ins().uextend(PTR, x);
+                    let o = match row {
+                        Some(r) => self.b.ins().iadd(r, o),
+                        None => o,
+                    };
+                    let p = self.addr(*table, o);
+                    let byte = self.b.ins().uload8(types::I32, fl, p, 0);
+                    word = Some(match word {
+                        None => byte,
+                        Some(w) => {
+                            let b = self.b.ins().ishl_imm_s(byte, 8 * lane as i64);
+                            self.b.ins().bor(w, b)
+                        }
+                    });
+                }
+                let word = word.expect("four lanes");
+                let off = self.eval(offset, &mut smemo);
+                let p = self.addr(*buf, off);
+                self.b.ins().store(vflags(), word, p, 0);
             }
             VLoop::Reduce {
                 buf,
@@ -290,14 +327,19 @@ impl FnCx<'_, '_> {
                     }))
                 }
             }
-            VForm::Gather { buf, at } => {
+            VForm::Gather { buf, base, at } => {
                 let fv = self.vector_of(vals[at], types::F32X4);
                 // One vector conversion (the offsets are small and non-negative), then lane
                 // by lane.
                 let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, fv);
+                let row = base.map(|e| self.eval(e, smemo));
                 VV::V(self.lanes(|cx, lane| {
                     let x = cx.b.ins().extractlane(iv, lane);
                     let o = cx.b.ins().uextend(PTR, x);
+                    let o = match row {
+                        Some(r) => cx.b.ins().iadd(r, o),
+                        None => o,
+                    };
                     cx.load(buf, o)
                 }))
             }

@@ -42,10 +42,12 @@ pub(super) enum VForm<'e> {
         index: &'e E,
         stride: i64,
     },
-    /// A float32 load at `cast<int64>(f)` (a table read, `schedule::lut`): `f` per lane, one
-    /// vector conversion, four scalar loads.
+    /// A float32 load at `base + cast<int64>(f)` (a table read, `schedule::lut`; `base`, the
+    /// row of a per-channel table, does not vary along the loop): `f` per lane, one vector
+    /// conversion, four scalar loads.
     Gather {
         buf: BufId,
+        base: Option<&'e E>,
         at: VIx,
     },
     /// `cast<float32>` of a uint8/int8 load contiguous along the loop (a quantized tensor):
@@ -141,6 +143,16 @@ pub(super) enum VLoop<'s> {
         offset: &'s E,
         value: VPlan<'s>,
     },
+    /// `buf[offset] = table[base + cast<int64>(f)]` with `buf` and `table` of one 8-bit type
+    /// (a quantized tensor mapped through a `schedule::lut` table): `f` four lanes at a time
+    /// (`index`), four byte loads, one 4-byte store.
+    ByteGather {
+        buf: BufId,
+        offset: &'s E,
+        table: BufId,
+        base: Option<&'s E>,
+        index: VPlan<'s>,
+    },
     /// Four adjacent outputs of a float32 reduction, one accumulator per lane.
     Reduce {
         buf: BufId,
@@ -195,6 +207,21 @@ pub(super) fn vector_loop<'s>(bufs: &[Buffer], var: u32, body: &'s [Stmt]) -> Op
                 return None;
             }
             let bdt = dtype(*buf);
+            if let ExprKind::Load { input, index } = &value.kind
+                && matches!(bdt, DType::U8 | DType::I8)
+                && dtype(*input) == bdt
+                && value.dtype == bdt
+                && !mentions_acc(&index[0])
+            {
+                let (base, f) = gather_index(&index[0], var)?;
+                return Some(VLoop::ByteGather {
+                    buf: *buf,
+                    offset,
+                    table: *input,
+                    base,
+                    index: plan(bufs, var, f, Mode::Body)?,
+                });
+            }
             if let Some(inner) = narrow_store(bdt, value) {
                 return Some(VLoop::NarrowStore {
                     buf: *buf,
@@ -329,9 +356,13 @@ impl<'e> Planner<'_, 'e> {
                         stride,
                     });
                 }
-                let f = gather_index(&index[0])?;
+                let (base, f) = gather_index(&index[0], self.var)?;
                 let at = self.node(f, Mode::Body)?;
-                Some(VForm::Gather { buf: *input, at })
+                Some(VForm::Gather {
+                    buf: *input,
+                    base,
+                    at,
+                })
             }
             ExprKind::Cast(_) => {
                 let (buf, signed, index) = byte_load(self.bufs, e, self.var)?;
@@ -457,13 +488,27 @@ fn byte_load<'e>(bufs: &[Buffer], e: &'e E, var: u32) -> Option<(BufId, bool, &'
     }
 }
 
-/// The float32 operand of an offset `cast<int64>(f)`: a data-dependent read the vector loop
-/// makes lane by lane.
-fn gather_index(offset: &E) -> Option<&E> {
-    match &offset.kind {
-        ExprKind::Cast(f) if offset.dtype == DType::I64 && f.dtype == DType::F32 => Some(f),
-        _ => None,
+/// An offset `cast<int64>(f)` or `base + cast<int64>(f)` with `base` constant along the loop
+/// over `var`: a data-dependent read the vector loop makes lane by lane. Returns `base` and
+/// the float32 `f`.
+fn gather_index(offset: &E, var: u32) -> Option<(Option<&E>, &E)> {
+    /// The float32 operand of `cast<int64>(f)`.
+    fn float_of(e: &E) -> Option<&E> {
+        match &e.kind {
+            ExprKind::Cast(f) if e.dtype == DType::I64 && f.dtype == DType::F32 => Some(f),
+            _ => None,
+        }
     }
+    if let Some(f) = float_of(offset) {
+        return Some((None, f));
+    }
+    let ExprKind::Binary(BinOp::Add, a, b) = &offset.kind else {
+        return None;
+    };
+    [(a, b), (b, a)].into_iter().find_map(|(cast, base)| {
+        let f = float_of(cast)?;
+        (linear_coeff(base, var) == Some(0)).then_some((Some(base), f))
+    })
 }
 
 /// The float32 operand of a store `cast<u8|i8>(x)` into an 8-bit buffer where `x`'s clamps
@@ -528,18 +573,25 @@ mod tests {
     use crate::ir::expr::{self as x, var};
     use crate::loops::Loc;
 
-    /// Buffers 0..: float32, int64, uint8, float32, int8 (all inputs but the last two).
+    /// Buffers 0..: float32, int64, uint8, float32, int8, uint8.
     fn bufs() -> Vec<Buffer> {
-        [DType::F32, DType::I64, DType::U8, DType::F32, DType::I8]
-            .iter()
-            .enumerate()
-            .map(|(k, &dtype)| Buffer {
-                dtype,
-                len: 1 << 20,
-                loc: Loc::Input(k),
-                offset: 0,
-            })
-            .collect()
+        [
+            DType::F32,
+            DType::I64,
+            DType::U8,
+            DType::F32,
+            DType::I8,
+            DType::U8,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(k, &dtype)| Buffer {
+            dtype,
+            len: 1 << 20,
+            loc: Loc::Input(k),
+            offset: 0,
+        })
+        .collect()
     }
 
     /// `buf0[v1·64 + v0]`, contiguous along v0 (the vector loop), v1 an outer loop.
@@ -555,7 +607,10 @@ mod tests {
                 VForm::Uniform => "uniform".into(),
                 VForm::Acc => "acc".into(),
                 VForm::Load { buf, stride, .. } => format!("load{buf}/{stride}"),
-                VForm::Gather { buf, at } => format!("gather{buf}[#{at}]"),
+                VForm::Gather { buf, base, at } => match base {
+                    Some(_) => format!("gather{buf}[row + #{at}]"),
+                    None => format!("gather{buf}[#{at}]"),
+                },
                 VForm::Bytes { buf, signed, .. } => format!("bytes{buf}/{signed}"),
                 VForm::Unary(op, a) => format!("{op:?}(#{a})"),
                 VForm::PowConst(a, y) => format!("pow(#{a}, {y})"),
@@ -584,6 +639,14 @@ mod tests {
             Some(VLoop::NarrowStore { value, signed, .. }) => {
                 format!("narrow/{signed}: {}", describe(&value))
             }
+            Some(VLoop::ByteGather {
+                table, base, index, ..
+            }) => format!(
+                "bytes of {table}[{}#{}]: {}",
+                if base.is_some() { "row + " } else { "" },
+                index.root,
+                describe(&index)
+            ),
             Some(VLoop::Reduce { .. }) => unreachable!("a store"),
         }
     }
@@ -644,6 +707,13 @@ mod tests {
         // A read at a computed float index is a gather; bytes are widened.
         let table = x::load(f32, 0, vec![x::cast(at(3, f32), DType::I64)]);
         assert_eq!(store(3, table), "load3/1 gather0[#0]");
+        // A per-channel table: its row does not vary along the loop.
+        let row = x::mul(var(1), x::i(257));
+        let index = x::add(row.clone(), x::cast(at(3, f32), DType::I64));
+        let table = x::load(f32, 0, vec![index.clone()]);
+        assert_eq!(store(3, table), "load3/1 gather0[row + #0]");
+        let moving = x::add(var(0), x::cast(at(3, f32), DType::I64));
+        assert_eq!(store(3, x::load(f32, 0, vec![moving])), "scalar");
         assert_eq!(store(3, x::cast(at(2, DType::U8), f32)), "bytes2/false");
     }
 
@@ -675,6 +745,26 @@ mod tests {
             "narrow/true: load0/1 Round(#0) clampMin(#1, 127) clampMax(#2, -128)"
         );
         assert_eq!(store(4, x::cast(v, DType::I8)), "scalar");
+    }
+
+    #[test]
+    fn byte_tables_map_bytes_to_bytes_four_at_a_time() {
+        let (f32, u8) = (DType::F32, DType::U8);
+        // A quantized tensor through a per-channel table: uint8 out of a uint8 table.
+        let key = x::cast(x::unary(UnOp::Round, at(0, f32)), DType::I64);
+        let index = x::add(x::mul(var(1), x::i(257)), key.clone());
+        assert_eq!(
+            store(5, x::load(u8, 2, vec![index])),
+            "bytes of 2[row + #1]: load0/1 Round(#0)"
+        );
+        assert_eq!(
+            store(5, x::load(u8, 2, vec![key])),
+            "bytes of 2[#1]: load0/1 Round(#0)"
+        );
+        // Not a table read (a copy), or a table of another type: scalar.
+        assert_eq!(store(5, at(2, u8)), "scalar");
+        let other = x::cast(x::unary(UnOp::Round, at(0, f32)), DType::I64);
+        assert_eq!(store(4, x::load(u8, 2, vec![other])), "scalar");
     }
 
     #[test]
