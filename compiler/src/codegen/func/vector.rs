@@ -161,12 +161,7 @@ impl FnCx<'_, '_> {
                 let fl = self.load_flags(*table, flags());
                 let mut word = None;
                 for lane in 0..4u8 {
-                    let x = self.b.ins().extractlane(iv, lane);
-                    let o = self.b.ins().uextend(PTR, x);
-                    let o = match row {
-                        Some(r) => self.b.ins().iadd(r, o),
-                        None => o,
-                    };
+                    let o = self.gather_offset(iv, lane, row);
                     let p = self.addr(*table, o);
                     let byte = self.b.ins().uload8(types::I32, fl, p, 0);
                     word = Some(match word {
@@ -334,12 +329,7 @@ impl FnCx<'_, '_> {
                 let iv = self.b.ins().fcvt_to_sint_sat(types::I32X4, fv);
                 let row = base.map(|e| self.eval(e, smemo));
                 VV::V(self.lanes(|cx, lane| {
-                    let x = cx.b.ins().extractlane(iv, lane);
-                    let o = cx.b.ins().uextend(PTR, x);
-                    let o = match row {
-                        Some(r) => cx.b.ins().iadd(r, o),
-                        None => o,
-                    };
+                    let o = cx.gather_offset(iv, lane, row);
                     cx.load(buf, o)
                 }))
             }
@@ -434,6 +424,17 @@ impl FnCx<'_, '_> {
     }
 
     /// A float32x4 of four scalars, each inserted as soon as `lane` computes it.
+    /// The element offset of a table read in `lane`: that lane of the converted keys `iv`
+    /// (non-negative), plus the table's row when it has one.
+    fn gather_offset(&mut self, iv: Value, lane: u8, row: Option<Value>) -> Value {
+        let x = self.b.ins().extractlane(iv, lane);
+        let o = self.b.ins().uextend(PTR, x);
+        match row {
+            Some(r) => self.b.ins().iadd(r, o),
+            None => o,
+        }
+    }
+
     fn lanes(&mut self, mut lane: impl FnMut(&mut Self, u8) -> Value) -> Value {
         let s = lane(self, 0);
         let mut v = self.b.ins().splat(types::F32X4, s);
