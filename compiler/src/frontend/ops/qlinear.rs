@@ -140,12 +140,7 @@ fn requantize(
     );
     let mut v = expr::unary(UnOp::Round, prod);
     if let Some(z) = zp {
-        let zs = ctx.known_shape(z)?;
-        if zs.iter().product::<i64>() != 1 {
-            return Err(ctx.unsupported("a y_zero_point that is not a scalar"));
-        }
-        inputs.push(z);
-        let zl = expr::load(odt, inputs.len() as u32 - 1, vec![expr::i(0); zs.len()]);
+        let zl = scalar_zero_point(ctx, z, odt, &mut inputs)?;
         v = expr::binary(BinOp::Add, v, expr::cast(zl, DType::F64));
     }
     let v = expr::binary(
@@ -155,6 +150,21 @@ fn requantize(
     );
     let shape = ctx.shape(acc);
     ctx.map(odt, shape, inputs, expr::cast(v, odt))
+}
+
+/// The output zero point `z` (of type `odt`) as a load of the map's next operand, which it
+/// appends to `inputs`; only a scalar one (one element, any rank) is supported.
+fn scalar_zero_point(ctx: &Ctx, z: ValueId, odt: DType, inputs: &mut Vec<ValueId>) -> Result<E> {
+    let zs = ctx.known_shape(z)?;
+    if zs.iter().product::<i64>() != 1 {
+        return Err(ctx.unsupported("a y_zero_point that is not a scalar"));
+    }
+    inputs.push(z);
+    Ok(expr::load(
+        odt,
+        inputs.len() as u32 - 1,
+        vec![expr::i(0); zs.len()],
+    ))
 }
 
 /// Whether the three scales are float32 constants whose factor `a·b/c` (each combination,
@@ -237,12 +247,7 @@ fn requantize_f32(
     );
     let mut v = expr::select(tie, broken, rounded);
     if let Some(z) = zp {
-        let zs = ctx.known_shape(z)?;
-        if zs.iter().product::<i64>() != 1 {
-            return Err(ctx.unsupported("a y_zero_point that is not a scalar"));
-        }
-        inputs.push(z);
-        let zl = expr::load(odt, inputs.len() as u32 - 1, vec![expr::i(0); zs.len()]);
+        let zl = scalar_zero_point(ctx, z, odt, &mut inputs)?;
         v = add(v, expr::cast(zl, DType::F32));
     }
     let v = expr::binary(BinOp::Max, expr::binary(BinOp::Min, v, f(hi)), f(lo));
