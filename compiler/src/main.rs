@@ -82,6 +82,12 @@ struct CommonArgs {
     /// rounding error (~2e-6 of the output's RMS instead of ~3e-5), slower 3×3 layers.
     #[arg(long = "no-winograd")]
     no_winograd: bool,
+    /// Workspace bytes per string that the model makes at run time (StringNormalizer,
+    /// StringConcat, StringSplit): the strings' average length plus one. A run whose strings
+    /// need more returns ONNXC_ERR_STRINGS.
+    #[arg(long = "string-bytes", default_value_t = onnxc::frontend::DEFAULT_STRING_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    string_bytes: u64,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -204,6 +210,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         profile: false,
         no_winograd: c.no_winograd,
         json_diagnostics,
+        string_bytes: c.string_bytes,
     })
 }
 

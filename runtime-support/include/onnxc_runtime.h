@@ -20,12 +20,16 @@ extern "C" {
 #define ONNXC_ERR_PARAMS 5 /* a kernel's compiled parameters are invalid: the object is corrupt or
                               was compiled by a mismatched onnxc */
 #define ONNXC_ERR_WORKSPACE 6 /* NAME_run_threaded: workspace_bytes is below
-                                 NAME_workspace_size_threads(workers) */
+                                 NAME_workspace_size_threads(workers); or a NULL workspace for a
+                                 model whose string outputs live in it (ONNXC_TENSOR_WORKSPACE) */
 #define ONNXC_ERR_CAPACITY 7 /* NAME_run_shaped: an output's capacity is below its size (every
                                 output's dims were written; nothing ran, unless an output is
                                 ONNXC_TENSOR_DYNAMIC: then the run's outputs are unspecified) */
 #define ONNXC_ERR_DYNAMIC 8 /* NAME_run / NAME_run_threaded of a model with ONNXC_TENSOR_DYNAMIC
                                outputs: call NAME_run_shaped, which returns their dims */
+#define ONNXC_ERR_STRINGS 9 /* the strings the run makes (StringNormalizer, StringConcat,
+                               StringSplit) exceed the space compiled for them: compile with a
+                               larger onnxc --string-bytes */
 
 /* Element types: the ONNX TensorProto.DataType codes. */
 typedef enum onnxc_dtype {
@@ -86,6 +90,10 @@ typedef struct onnxc_tensor_info {
    NAME_run_shaped writes the actual dims, and returns ONNXC_ERR_CAPACITY (the dims written)
    after the run when the output's capacity is below its actual size. */
 #define ONNXC_TENSOR_DYNAMIC 2u
+/* onnxc_tensor_info.flags: a string output whose strings the run may make (StringNormalizer,
+   StringConcat, StringSplit) in the workspace: they stay valid until the workspace is used
+   again or freed, so the model needs the caller's workspace (NULL: ONNXC_ERR_WORKSPACE). */
+#define ONNXC_TENSOR_WORKSPACE 4u
 
 /* A tensor with its dims, as NAME_run_shaped takes them. */
 typedef struct onnxc_tensor {

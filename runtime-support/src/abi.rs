@@ -19,6 +19,9 @@ pub const ONNXC_ERR_CAPACITY: i32 = 7;
 /// `NAME_run`/`NAME_run_threaded` of a model with outputs whose dims depend on the data
 /// (`ONNXC_TENSOR_DYNAMIC`): only `NAME_run_shaped` can return them.
 pub const ONNXC_ERR_DYNAMIC: i32 = 8;
+/// The strings a run makes (StringNormalizer, StringConcat, StringSplit) do not fit in the
+/// string space compiled for them (`onnxc --string-bytes`).
+pub const ONNXC_ERR_STRINGS: i32 = 9;
 
 /// `TensorInfo::flags`: dim 0 is a run-time batch (`shape[0]` is 1, one item's).
 pub const ONNXC_TENSOR_BATCHED: u32 = 1;
@@ -27,6 +30,10 @@ pub const ONNXC_TENSOR_BATCHED: u32 = 1;
 /// time): `shape` and `size_bytes` are upper bounds,
 /// `NAME_run_shaped` writes the actual dims.
 pub const ONNXC_TENSOR_DYNAMIC: u32 = 2;
+/// `TensorInfo::flags`: a string output whose strings may be made by the run, in the
+/// workspace (StringNormalizer, StringConcat, StringSplit): they stay valid until the
+/// workspace is reused, and a run with a null workspace returns `ONNXC_ERR_WORKSPACE`.
+pub const ONNXC_TENSOR_WORKSPACE: u32 = 4;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -152,10 +159,14 @@ fn description(code: i32) -> &'static str {
             "a kernel's compiled parameters are invalid (corrupt object or mismatched onnxc)\0"
         }
         ONNXC_ERR_WORKSPACE => {
-            "the workspace is smaller than NAME_workspace_size_threads(workers)\0"
+            "the workspace is smaller than NAME_workspace_size_threads(workers), or null where \
+             the model's string outputs live in it\0"
         }
         ONNXC_ERR_CAPACITY => "an output buffer is smaller than the output\0",
         ONNXC_ERR_DYNAMIC => "the model's output dims depend on the data: call NAME_run_shaped\0",
+        ONNXC_ERR_STRINGS => {
+            "the strings the run makes exceed the space compiled for them (onnxc --string-bytes)\0"
+        }
         _ => "unknown error\0",
     }
 }

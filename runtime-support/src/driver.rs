@@ -317,6 +317,8 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if ws.is_null() {
         return fail(format!("cannot allocate a workspace of {ws_size} bytes"));
     }
+    // Freed when the driver returns: string outputs made at run time point into it.
+    let _ws = OwnedWorkspace(ws);
     // NAME_run_shaped's tensors, for a model with a run-time batch or outputs whose dims
     // depend on the data.
     let shaped = ins.iter().chain(outs).any(|t| batched(t) || dynamic(t));
@@ -381,8 +383,6 @@ pub unsafe extern "C" fn onnxc_driver_main(
             times.push(dt);
         }
     }
-    // SAFETY: ws came from onnxc_workspace_alloc.
-    unsafe { onnxc_workspace_free(ws) };
     if rc != 0 {
         eprintln!(
             "onnxc driver: the model returned error {rc}: {}",
@@ -444,6 +444,16 @@ pub unsafe extern "C" fn onnxc_driver_main(
         peak_rss_kb()
     );
     0
+}
+
+/// A workspace from `onnxc_workspace_alloc`, freed on drop.
+struct OwnedWorkspace(*mut u8);
+
+impl Drop for OwnedWorkspace {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from onnxc_workspace_alloc and is freed once.
+        unsafe { onnxc_workspace_free(self.0) };
+    }
 }
 
 /// Peak resident set size of this process (Linux `VmHWM`), 0 where unknown.

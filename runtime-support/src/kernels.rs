@@ -12,7 +12,8 @@
 //! `Status` (`-> Status` in its entry): 0, or `abi::ONNXC_ERR_PARAMS` when the blob fails
 //! validation (`params`), before any buffer is touched; a kernel whose data can be invalid
 //! returns that error too (`ROI_ALIGN_F32`: `abi::ONNXC_ERR_INDEX`). Generated code merges it
-//! into the run's error code, first error winning.
+//! into the run's error code, first error winning. The kernels that make strings return one
+//! too, blob or not (`abi::ONNXC_ERR_STRINGS`).
 
 use crate::par::ScratchNeed;
 use crate::params::{self, ParamError};
@@ -267,6 +268,30 @@ kernels! {
         table: Params = *const i64, idx: In = *const i64, y: Out = *mut *const std::ffi::c_char,
         n: Int = i64,
     ) -> Status;
+    /// Strings in lower or upper case (`string_make::LOWER`/`UPPER`), made in the step's
+    /// string space (`space`, `cap` bytes).
+    STR_CASE = onnxc_str_case in string_make(
+        x: In = *const *const std::ffi::c_char, y: Out = *mut *const std::ffi::c_char,
+        n: Int = i64, upper: Int = i64, space: Out = *mut u8, cap: Int = i64,
+    ) -> Status;
+    /// Pairs of strings joined, made in the step's string space.
+    STR_CONCAT = onnxc_str_concat in string_make(
+        a: In = *const *const std::ffi::c_char, b: In = *const *const std::ffi::c_char,
+        y: Out = *mut *const std::ffi::c_char, n: Int = i64, space: Out = *mut u8,
+        cap: Int = i64,
+    ) -> Status;
+    /// How many pieces StringSplit makes of each string (`string_make::SplitParams`).
+    STR_SPLIT_COUNT = onnxc_str_split_count in string_make(
+        params: Params = *const i64, x: In = *const *const std::ffi::c_char,
+        z: Out = *mut i64, n: Int = i64,
+    ) -> Status;
+    /// StringSplit's pieces, `cols` a string (empty strings after the last), made in the
+    /// step's string space.
+    STR_SPLIT = onnxc_str_split in string_make(
+        params: Params = *const i64, x: In = *const *const std::ffi::c_char,
+        y: Out = *mut *const std::ffi::c_char, n: Int = i64, cols: Int = i64,
+        space: Out = *mut u8, cap: Int = i64,
+    ) -> Status;
     /// An SVM's class probabilities from its pairwise decision values (`[k, rows]`).
     SVM_PROBABILITY = onnxc_svm_probability in svm(
         params: Params = *const i64, ab: Floats = *const f32, scores: In = *const f32,
@@ -331,6 +356,10 @@ fn scratch_of(
         }
         return Ok(Some(ScratchNeed::default()));
     }
+    if *kernel == STR_CASE || *kernel == STR_CONCAT {
+        // No parameters: their status is the string space's (`abi::ONNXC_ERR_STRINGS`).
+        return Ok(Some(ScratchNeed::default()));
+    }
     let b = blob.ok_or(ParamError("no parameter blob"))?;
     let floats = |n: usize| Some(ScratchNeed::shared(n * 4));
     let bytes = |n: usize| Some(ScratchNeed::shared(n));
@@ -392,6 +421,9 @@ fn scratch_of(
     } else if *kernel == REGEX_FULL_MATCH {
         crate::regex::Automaton::decode(b)?;
         bytes(0)
+    } else if *kernel == STR_SPLIT || *kernel == STR_SPLIT_COUNT {
+        crate::string_make::check_split(b)?;
+        bytes(0)
     } else if *kernel == TFIDF_F32 {
         crate::tfidf::TfIdfParams::decode(b)?;
         bytes(0)
@@ -451,8 +483,8 @@ pub const OTHER_ENTRY_POINTS: &[(&str, &str)] = &[
 mod tests {
     use super::*;
 
-    /// The kernels that decode a parameter blob are exactly those that return a status, and
-    /// `planned_scratch` knows each of them.
+    /// The kernels that decode a parameter blob, and those that make strings, are exactly
+    /// those that return a status, and `planned_scratch` knows each of them.
     #[test]
     fn parameter_kernels_return_a_status() {
         for k in ALL {
@@ -460,7 +492,8 @@ mod tests {
                 .args
                 .iter()
                 .any(|(_, a)| matches!(a, ArgKind::Params | ArgKind::OptParams));
-            assert_eq!(params, k.status, "{}", k.symbol);
+            let strings = [&STR_CASE, &STR_CONCAT].contains(k);
+            assert_eq!(params || strings, k.status, "{}", k.symbol);
             let known = planned_scratch(k, Some(&[1]), &[0; 3]);
             assert_ne!(
                 known,

@@ -265,6 +265,7 @@ pub mod select;
 pub mod shaped;
 pub mod simd;
 pub mod softmax;
+pub mod string_make;
 pub mod strings;
 pub mod subbyte;
 pub mod svm;

@@ -17,8 +17,8 @@
 
 use crate::abi::{
     self, ModelInfo, ONNXC_ERR_ALLOC, ONNXC_ERR_CAPACITY, ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE,
-    ONNXC_ERR_WORKSPACE, ONNXC_OK, ONNXC_TENSOR_BATCHED, ONNXC_TENSOR_DYNAMIC, TensorInfo,
-    WORKSPACE_ALIGN,
+    ONNXC_ERR_WORKSPACE, ONNXC_OK, ONNXC_TENSOR_BATCHED, ONNXC_TENSOR_DYNAMIC,
+    ONNXC_TENSOR_WORKSPACE, TensorInfo, WORKSPACE_ALIGN,
 };
 use crate::par::{MAX_WORKERS, Par, Threads};
 use std::ffi::c_void;
@@ -135,6 +135,14 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         }
     }
     let n = batch.unwrap_or(1);
+    // Strings the run makes live in the workspace, which must outlive the call.
+    if workspace.is_null()
+        && out_info
+            .iter()
+            .any(|t| t.flags & ONNXC_TENSOR_WORKSPACE != 0)
+    {
+        return ONNXC_ERR_WORKSPACE;
+    }
     // Outputs: their dims, and room for them (dynamic ones: their bounds until the run).
     let mut short = false;
     for (t, ti) in outs.iter().zip(out_info) {
@@ -542,6 +550,62 @@ mod tests {
             )
         };
         (rc, yd, y, CALLS.with(Cell::get))
+    }
+
+    /// A model whose string outputs live in the workspace needs the caller's: with a null
+    /// one the call refuses before running.
+    #[test]
+    fn strings_in_the_workspace_need_the_callers_workspace() {
+        let ins = [
+            tensor_info(c"x", &X_SHAPE, 0),
+            tensor_info(c"s", &S_SHAPE, 0),
+        ];
+        let outs = [tensor_info(c"y", &X_SHAPE, ONNXC_TENSOR_WORKSPACE)];
+        let info = info(&ins, &outs);
+        let (mut x, mut sv, mut y) = ([1f32, 2.0], [0f32], [0f32; 2]);
+        let (mut xd, mut sd, mut yd) = (X_SHAPE, S_SHAPE, [0i64; 2]);
+        let tin = [
+            Tensor {
+                data: x.as_mut_ptr().cast(),
+                dims: xd.as_mut_ptr(),
+                rank: 2,
+                capacity: 0,
+            },
+            Tensor {
+                data: sv.as_mut_ptr().cast(),
+                dims: sd.as_mut_ptr(),
+                rank: 1,
+                capacity: 0,
+            },
+        ];
+        let tout = [Tensor {
+            data: y.as_mut_ptr().cast(),
+            dims: yd.as_mut_ptr(),
+            rank: 2,
+            capacity: 8,
+        }];
+        let mut workspace = vec![0u8; 64];
+        CALLS.with(|c| c.set(0));
+        for (ws, want, calls) in [
+            (std::ptr::null_mut(), ONNXC_ERR_WORKSPACE, 0),
+            (workspace.as_mut_ptr().cast(), ONNXC_OK, 1),
+        ] {
+            // SAFETY: every pointer covers what its dims say.
+            let rc = unsafe {
+                onnxc_run_shaped(
+                    &info,
+                    fake_run,
+                    fake_size,
+                    tin.as_ptr(),
+                    tout.as_ptr(),
+                    ws,
+                    64,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!((rc, CALLS.with(Cell::get)), (want, calls));
+        }
+        assert_eq!(y, [2.0, 4.0]);
     }
 
     #[test]

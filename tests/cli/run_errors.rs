@@ -3,7 +3,7 @@
 
 use super::{fails, onnxc, run_fails, small_model};
 use onnxc_tests::model::{
-    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_ints,
+    D, f32_tensor, int_tensor, model, node, save, save_tensor, str_tensor, value_info, with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -322,4 +322,50 @@ fn a_corrupt_kernel_parameter_blob_fails_the_run() {
         e.contains("error 5") && e.contains("compiled parameters are invalid"),
         "{e}"
     );
+}
+
+/// Strings made at run time (StringConcat) go to the workspace's string space, sized by
+/// `--string-bytes` per string: strings that need more fail the run with ONNXC_ERR_STRINGS
+/// instead of writing past it.
+#[test]
+fn strings_made_past_their_space_fail_the_run() {
+    let d = scratch("strspace");
+    let m = model(
+        vec![node("StringConcat", "cat", &["a", "b"], &["y"])],
+        vec![
+            value_info("a", 8, &[D::N(2)]),
+            value_info("b", 8, &[D::N(2)]),
+        ],
+        vec![value_info("y", 8, &[D::N(2)])],
+        vec![],
+        20,
+    );
+    let p = d.join("cat.onnx");
+    save(&m, &p);
+    let (ain, bin) = (d.join("a.pb"), d.join("b.pb"));
+    save_tensor(&str_tensor("a", &[2], &["abc", "été"]), &ain);
+    save_tensor(&str_tensor("b", &[2], &[".com", "!"]), &bin);
+    let out = run_model(
+        &[p.as_os_str(), ain.as_os_str(), bin.as_os_str()],
+        &d.join("ok"),
+    );
+    assert_eq!(
+        out[0].to_strings(),
+        [b"abc.com".to_vec(), "été!".as_bytes().to_vec()]
+    );
+    // 8 + 7 bytes with their NULs: 2 strings of 8 bytes fit them, of 7 do not.
+    let with = |bytes: &str, dir: &str| {
+        let mut cmd = onnxc();
+        cmd.args(["run", "--string-bytes", bytes])
+            .arg(&p)
+            .arg(&ain)
+            .arg(&bin)
+            .arg("--output-dir")
+            .arg(d.join(dir));
+        cmd
+    };
+    let o = with("8", "fits").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let e = fails(&mut with("7", "short"));
+    assert!(e.contains("error 9") && e.contains("--string-bytes"), "{e}");
 }

@@ -126,6 +126,16 @@ pub fn f32_tensor(name: &str, dims: &[i64], vals: &[f32]) -> TensorProto {
     }
 }
 
+pub fn str_tensor(name: &str, dims: &[i64], vals: &[&str]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(8),
+        string_data: vals.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        ..Default::default()
+    }
+}
+
 pub fn model(
     nodes: Vec<NodeProto>,
     inputs: Vec<ValueInfoProto>,

@@ -99,6 +99,8 @@ pub fn define_entries(
     // dims; its NAME_run and NAME_run_threaded return ONNXC_ERR_DYNAMIC.
     let dynamic = bd.prog.dynamic();
     let staging = bd.prog.staging_bytes() as i64;
+    // Strings made at run time live in the workspace, and outputs may point there.
+    let strings = bd.prog.string_bytes > 0;
 
     // NAME_run(inputs, outputs, workspace) -> int
     let mut run_sig = ir::Signature::new(cc);
@@ -117,7 +119,14 @@ pub fn define_entries(
         let p = b.block_params(entry).to_vec();
         let size = b.ins().iconst(types::I64, bd.prog.workspace_size as i64);
         let null = b.ins().iconst(PTR, 0);
-        run_with_workspace(st, &mut b, steps_id, [p[0], p[1], p[2], null], size);
+        run_with_workspace(
+            st,
+            &mut b,
+            steps_id,
+            [p[0], p[1], p[2], null],
+            size,
+            strings,
+        );
         b.seal_all_blocks();
         b.finalize(bd.frontend);
     }
@@ -191,7 +200,14 @@ pub fn define_entries(
         let code = b.ins().iconst(types::I32, ONNXC_ERR_WORKSPACE as i64);
         b.ins().return_(&[code]);
         b.switch_to_block(go);
-        run_with_workspace(st, &mut b, steps_id, [p[0], p[1], p[2], p[4]], need);
+        run_with_workspace(
+            st,
+            &mut b,
+            steps_id,
+            [p[0], p[1], p[2], p[4]],
+            need,
+            strings,
+        );
         b.seal_all_blocks();
         b.finalize(bd.frontend);
     }
@@ -352,13 +368,16 @@ fn workspace_for(bd: &Build, b: &mut FunctionBuilder, w: Value) -> Value {
 }
 
 /// `rc = NAME_steps(args)` with `args[2]`, the workspace, allocated (`size` bytes) and freed
-/// around the call when it is null; returns `rc` (or `ONNXC_ERR_ALLOC`).
+/// around the call when it is null; returns `rc` (or `ONNXC_ERR_ALLOC`). A program that makes
+/// strings (`strings`) returns `ONNXC_ERR_WORKSPACE` for a null workspace instead: its
+/// outputs may point into the workspace, which must outlive the call.
 fn run_with_workspace(
     st: &mut ModState,
     b: &mut FunctionBuilder,
     steps: FuncId,
     args: [Value; 4],
     size: Value,
+    strings: bool,
 ) {
     let mut imports = Imports {
         st,
@@ -379,6 +398,17 @@ fn run_with_workspace(
     b.ins()
         .brif(is_null, alloc_b, &[], run_b, &block_args(&[args[2], zero8]));
     b.switch_to_block(alloc_b);
+    if strings {
+        let code = b.ins().iconst(types::I32, ONNXC_ERR_WORKSPACE as i64);
+        b.ins().jump(done, &block_args(&[code]));
+        b.switch_to_block(run_b);
+        let c = b.ins().call(steps, &[args[0], args[1], ws_p, args[3]]);
+        let rc = b.inst_results(c)[0];
+        b.ins().jump(done, &block_args(&[rc]));
+        b.switch_to_block(done);
+        b.ins().return_(&[rc_p]);
+        return;
+    }
     let c = b.ins().call(alloc, &[size]);
     let wsa = b.inst_results(c)[0];
     let failed = b.ins().icmp_imm_s(IntCC::Equal, wsa, 0);

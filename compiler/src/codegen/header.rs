@@ -54,7 +54,9 @@ const TENSOR_INFO: usize = 56;
 
 /// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes, key_type, num_keys, keys,
 /// flags, reserved}.
-fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataId> {
+/// `strings`: the program makes strings in the workspace, which its string outputs may
+/// point into (`ONNXC_TENSOR_WORKSPACE`).
+fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> ModuleResult<DataId> {
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
     let mut bytes = vec![0u8; TENSOR_INFO * ios.len().max(1)];
@@ -81,6 +83,9 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc]) -> ModuleResult<DataI
         if io.dims_at.is_some() {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_DYNAMIC;
         }
+        if strings && io.dtype == crate::ir::DType::Str {
+            flags |= onnxc_runtime::abi::ONNXC_TENSOR_WORKSPACE;
+        }
         bytes[base + 48..base + 52].copy_from_slice(&flags.to_le_bytes());
         let size: i64 = io.bytes();
         bytes[base + 24..base + 32].copy_from_slice(&(size as u64).to_le_bytes());
@@ -105,8 +110,9 @@ pub fn define_info(
     prefix: &str,
 ) -> ModuleResult<DataId> {
     let name = cstring(module, prefix)?;
-    let ins = tensor_table(module, &prog.inputs)?;
-    let outs = tensor_table(module, prog.public_outputs())?;
+    let strings = prog.string_bytes > 0;
+    let ins = tensor_table(module, &prog.inputs, false)?;
+    let outs = tensor_table(module, prog.public_outputs(), strings)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
     let mut bytes = vec![0u8; 48];
@@ -168,6 +174,16 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         "#define {up}_NUM_OUTPUTS {}\n",
         prog.public_outputs().len()
     );
+    if prog.string_bytes > 0 {
+        let _ = writeln!(
+            h,
+            "/* The model makes strings at run time, in {} bytes of the workspace (onnxc\n   \
+             --string-bytes; more is ONNXC_ERR_STRINGS): its string outputs point there, valid\n   \
+             until the workspace is used again or freed, and a NULL workspace is\n   \
+             ONNXC_ERR_WORKSPACE (ONNXC_TENSOR_WORKSPACE). */\n",
+            prog.string_bytes
+        );
+    }
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {
         for (k, t) in list.iter().enumerate() {
             let n: i64 = t.shape.iter().product();

@@ -47,6 +47,8 @@ pub struct Options {
     pub no_winograd: bool,
     /// Print warnings as JSON lines (`--error-format json`).
     pub json_diagnostics: bool,
+    /// Bytes of string space per string a model makes at run time (`--string-bytes`).
+    pub string_bytes: u64,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
             profile: false,
             no_winograd: false,
             json_diagnostics: false,
+            string_bytes: frontend::DEFAULT_STRING_BYTES,
         }
     }
 }
@@ -127,6 +130,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let import = ImportOptions {
         input_shapes: opts.shapes.clone(),
         dim_values: opts.dims.clone(),
+        string_bytes: opts.string_bytes,
         ..ImportOptions::default()
     };
     // A panic is a compiler bug; reported as the import's error, not an abort.
@@ -231,6 +235,7 @@ fn compile_bytes_inner(
     let import = ImportOptions {
         input_shapes: opts.shapes.clone(),
         dim_values: opts.dims.clone(),
+        string_bytes: opts.string_bytes,
         ..ImportOptions::default()
     };
     // Symbolic leading input dims the options leave unbound become a run-time batch.
@@ -328,6 +333,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             funcs: vec![],
             workspace_size: 0,
             scratch_base: 0,
+            string_bytes: 0,
             scratch_shared: 0,
             scratch_per_worker: 0,
             inputs: vec![],

@@ -24,6 +24,8 @@ pub struct Ctx<'a> {
     /// The import's notes on quantized values (QDQ groups, `ops::qdq`); none in helper
     /// contexts and subgraphs, which then build every node on its own.
     pub qdq: Option<&'a mut crate::frontend::ops::qdq::Notes>,
+    /// String space per string made at run time (`ImportOptions::string_bytes`).
+    pub string_bytes: u64,
     counter: usize,
 }
 
@@ -51,6 +53,7 @@ impl<'a> Ctx<'a> {
             fold_limit,
             declared: Vec::new(),
             qdq: None,
+            string_bytes: crate::frontend::DEFAULT_STRING_BYTES,
             counter: 0,
         }
     }

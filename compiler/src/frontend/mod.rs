@@ -31,7 +31,13 @@ pub struct ImportOptions {
     pub dim_values: Vec<(String, i64)>,
     /// Constant-fold nodes whose output has at most this many elements.
     pub fold_limit: usize,
+    /// `--string-bytes N`: bytes of string space per string that an op makes at run time
+    /// (StringNormalizer, StringConcat, StringSplit; `onnxc_runtime::string_make`).
+    pub string_bytes: u64,
 }
+
+/// The string space of an op that makes strings, per string, unless `--string-bytes` says.
+pub const DEFAULT_STRING_BYTES: u64 = 256;
 
 impl Default for ImportOptions {
     fn default() -> Self {
@@ -39,6 +45,7 @@ impl Default for ImportOptions {
             input_shapes: Vec::new(),
             dim_values: Vec::new(),
             fold_limit: 1 << 22,
+            string_bytes: DEFAULT_STRING_BYTES,
         }
     }
 }
@@ -933,6 +940,7 @@ impl Importer<'_> {
         );
         ctx.declared = declared;
         ctx.qdq = Some(&mut self.qdq);
+        ctx.string_bytes = self.opts.string_bytes;
         let outs = match ops::qdq::on_quantized_values(&mut ctx, &domain, builder)? {
             Some(outs) => outs,
             None => builder(&mut ctx)?,

@@ -6,7 +6,7 @@ use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
     grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, pool, qlinear, quant,
     random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful,
-    text, transformer,
+    strings, text, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -216,6 +216,9 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("RoiAlign", roi_align::roi_align),
     ("TfIdfVectorizer", text::tfidf_vectorizer),
     ("RegexFullMatch", regex::regex_full_match),
+    ("StringNormalizer", strings::string_normalizer),
+    ("StringConcat", strings::string_concat),
+    ("StringSplit", strings::string_split),
     ("RandomUniform", random::random_uniform),
     ("RandomUniformLike", random::random_uniform_like),
     ("RandomNormal", random::random_normal),
@@ -266,6 +269,18 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "RegexFullMatch",
         "RE2 syntax compiled to a byte automaton at compile time (\\w, \\d, \\s, \\b ASCII as in RE2); no backreferences or lookaround (RE2 has none either)",
+    ),
+    (
+        "StringNormalizer",
+        "onnxruntime's semantics: stopwords remove whole strings (compared lower-cased when is_case_sensitive is 0), an all-removed input gives one empty string (its length is a data-dependent dim, NAME_run_shaped); case changes map code points one to one (Unicode's simple mapping) whatever the locale; the strings are made in the workspace (--string-bytes per string, else ONNXC_ERR_STRINGS), so the run needs the caller's workspace and its output strings live until the workspace is reused",
+    ),
+    (
+        "StringConcat",
+        "made in the workspace, as StringNormalizer's strings",
+    ),
+    (
+        "StringSplit",
+        "Python's str.split (an empty delimiter splits at runs of ASCII white space); the pieces' axis is a data-dependent dim bounded by maxsplit + 1 and by --string-bytes (more pieces in one string: ONNXC_ERR_STRINGS); made in the workspace, as StringNormalizer's strings",
     ),
     (
         "TfIdfVectorizer",

@@ -24,6 +24,7 @@ mod resize;
 mod roi_align;
 mod select;
 mod softmax;
+mod string_make;
 mod strings;
 mod subbyte;
 mod svm_probability;
@@ -43,6 +44,7 @@ pub use resize::Resize;
 pub use roi_align::RoiAlign;
 pub use select::{Nms, NonZero, Unique};
 pub use softmax::Softmax;
+pub use string_make::{StrCase, StrConcat, StrSplit, StrSplitCount};
 pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
@@ -89,6 +91,8 @@ pub trait LowerCx {
     fn new_constant_f32(&self, data: &[f32]) -> Arg;
     /// The step's scratch area, if [`KernelOp::scratch`] asked for one.
     fn scratch(&self) -> Option<Arg>;
+    /// The step's string space and its bytes, if [`KernelOp::string_bytes`] asked for one.
+    fn string_space(&self) -> Option<(Arg, i64)>;
 }
 
 /// A graph op run by one runtime kernel. Implementations are plain values compared by
@@ -116,6 +120,12 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     /// threads (`onnxc_runtime::par::ScratchNeed`); by default `scratch_bytes`, shared.
     fn scratch(&self, operands: &[Operand<'_>], result: Operand<'_>) -> ScratchNeed {
         ScratchNeed::shared(self.scratch_bytes(operands, result) as usize)
+    }
+    /// Bytes of the strings the kernel makes at run time (`onnxc_runtime::string_make`):
+    /// the step gets a region of the workspace that lives to the end of the run, its
+    /// [`LowerCx::string_space`].
+    fn string_bytes(&self, _operands: &[Operand<'_>], _result: Operand<'_>) -> u64 {
+        0
     }
     /// The kernel call(s) computing the result, checked against their C signatures.
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;

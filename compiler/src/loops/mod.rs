@@ -190,6 +190,9 @@ pub struct Program {
     /// Where the kernels' scratch starts (64-byte aligned, after the arena): every kernel
     /// call's scratch pointer (`onnxc_runtime::par::ScratchNeed::layout`).
     pub scratch_base: u64,
+    /// Bytes of string space before `scratch_base` (after the arena): the strings the run
+    /// makes, which outputs may point into, so a run needs the caller's workspace.
+    pub string_bytes: u64,
     /// The largest shared scratch of a call (a multiple of 64).
     pub scratch_shared: u64,
     /// The largest per-worker slot (a multiple of 64): a run with `w` workers needs

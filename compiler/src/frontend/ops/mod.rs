@@ -35,5 +35,6 @@ pub mod shape;
 pub mod sort;
 pub mod spectral;
 pub mod stateful;
+pub mod strings;
 pub mod text;
 pub mod transformer;

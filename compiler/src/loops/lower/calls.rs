@@ -553,4 +553,9 @@ impl LowerCx for KernelStep<'_, '_> {
     fn scratch(&self) -> Option<Arg> {
         self.scratch.map(|offset| Arg::Scratch { offset })
     }
+    fn string_space(&self) -> Option<(Arg, i64)> {
+        self.cx
+            .string_space()
+            .map(|(buf, bytes)| (Arg::start(buf), bytes as i64))
+    }
 }

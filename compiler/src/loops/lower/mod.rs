@@ -37,7 +37,22 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     // The arena holds the values. After it comes the kernels' scratch (`Program`): a step's
     // call finds its shared area at `scratch_base`, its workers' slots after it.
     schedule::memory::plan(sched);
-    let scratch_base = sched.arena_size.next_multiple_of(schedule::memory::ALIGN);
+    // Then the string space of the steps that make strings (`KernelOp::string_bytes`): one
+    // region each, which no other step reuses, so the strings live to the end of the run.
+    let strings_base = sched.arena_size.next_multiple_of(schedule::memory::ALIGN);
+    let mut string_at = vec![None; sched.steps.len()];
+    let mut strings_end = strings_base;
+    for (i, st) in sched.steps.iter().enumerate() {
+        if let StepKind::Kernel(k) = &st.kind {
+            let operands: Vec<Operand> = st.inputs.iter().map(|&v| operand(sched, v)).collect();
+            let bytes = k.string_bytes(&operands, operand(sched, st.output));
+            if bytes > 0 {
+                string_at[i] = Some((strings_end, bytes));
+                strings_end = (strings_end + bytes).next_multiple_of(schedule::memory::ALIGN);
+            }
+        }
+    }
+    let scratch_base = strings_end;
     let s = &*sched;
     let mut buffers = Vec::new();
     let mut buf_of = vec![u32::MAX; s.values.len()];
@@ -96,6 +111,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             extra: &extra,
             packed_b: &packed_b,
             first_extra,
+            strings: string_at[i],
         };
         let need = scratch_need(s, st, opts).rounded();
         let scratch_off = (need != ScratchNeed::default()).then_some(scratch_base);
@@ -167,6 +183,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         funcs,
         workspace_size: scratch_base + (scratch.shared + scratch.per_worker) as u64,
         scratch_base,
+        string_bytes: strings_end - strings_base,
         scratch_shared: scratch.shared as u64,
         scratch_per_worker: scratch.per_worker as u64,
         inputs: io(&s.inputs),
@@ -405,6 +422,8 @@ struct StepCx<'a> {
     /// each).
     packed_b: &'a std::cell::RefCell<std::collections::HashMap<(SvId, bool, i64, i64, i64), BufId>>,
     first_extra: u32,
+    /// The step's string space (workspace offset, bytes), if it makes strings.
+    strings: Option<(u64, u64)>,
 }
 
 impl StepCx<'_> {
@@ -419,6 +438,19 @@ impl StepCx<'_> {
             offset: 0,
         });
         self.first_extra + e.len() as u32 - 1
+    }
+
+    /// The step's string space as a byte buffer, and its size.
+    fn string_space(&self) -> Option<(BufId, u64)> {
+        let (offset, bytes) = self.strings?;
+        let mut e = self.extra.borrow_mut();
+        e.push(Buffer {
+            dtype: DType::U8,
+            len: bytes as i64,
+            loc: Loc::Arena(offset),
+            offset: 0,
+        });
+        Some((self.first_extra + e.len() as u32 - 1, bytes))
     }
 
     fn buf(&self, v: SvId) -> BufId {
