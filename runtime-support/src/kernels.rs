@@ -292,6 +292,18 @@ kernels! {
         y: Out = *mut *const std::ffi::c_char, n: Int = i64, cols: Int = i64,
         space: Out = *mut u8, cap: Int = i64,
     ) -> Status;
+    /// How many tokens the Tokenizer finds in each string (`tokenize::Tokenizer`).
+    TOKENIZE_COUNT = onnxc_tokenize_count in tokenize(
+        params: Params = *const i64, x: In = *const *const std::ffi::c_char,
+        z: Out = *mut i64, n: Int = i64,
+    ) -> Status;
+    /// The Tokenizer's rows of `cols` tokens (marks and pad to the length the most tokens of
+    /// a row give, null after), made in the step's string space.
+    TOKENIZE = onnxc_tokenize in tokenize(
+        params: Params = *const i64, x: In = *const *const std::ffi::c_char,
+        most: In = *const i64, y: Out = *mut *const std::ffi::c_char, n: Int = i64,
+        cols: Int = i64, space: Out = *mut u8, cap: Int = i64,
+    ) -> Status;
     /// An SVM's class probabilities from its pairwise decision values (`[k, rows]`).
     SVM_PROBABILITY = onnxc_svm_probability in svm(
         params: Params = *const i64, ab: Floats = *const f32, scores: In = *const f32,
@@ -420,6 +432,9 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == REGEX_FULL_MATCH {
         crate::regex::Automaton::decode(b)?;
+        bytes(0)
+    } else if *kernel == TOKENIZE || *kernel == TOKENIZE_COUNT {
+        crate::tokenize::Tokenizer::decode(b)?;
         bytes(0)
     } else if *kernel == STR_SPLIT || *kernel == STR_SPLIT_COUNT {
         crate::string_make::check_split(b)?;

@@ -270,6 +270,7 @@ pub mod strings;
 pub mod subbyte;
 pub mod svm;
 pub mod tfidf;
+pub mod tokenize;
 pub mod topk;
 pub mod tree;
 pub mod winograd;

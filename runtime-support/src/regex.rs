@@ -92,6 +92,115 @@ impl<'a> Automaton<'a> {
     }
 }
 
+/// A searching automaton: the matches of a pattern that start at a given position
+/// (`Searcher::match_at`), for the Tokenizer (`tokenize`). Its words (not sealed: they end a
+/// tokenizer's blob) are `[SEARCH_MAGIC, states, starts, match words, end words,
+/// transitions]`: 257 start states (`u32`, two per word), one per byte before the start
+/// position and the last for the start of the text (so that `\b` sees what precedes); state
+/// 0 dead; a bit per state where a match ends one byte before (the automaton reports matches
+/// a byte late) and a bit where one ends at the end of the text; 256 transitions per state.
+pub fn encode_search(starts: &[u32; 257], matches: &[bool], ends: &[bool], next: &[[u32; 256]]) -> Vec<i64> {
+    let bits = |v: &[bool]| -> Vec<i64> {
+        v.chunks(64)
+            .map(|b| {
+                b.iter()
+                    .enumerate()
+                    .fold(0u64, |w, (i, &x)| w | (u64::from(x) << i)) as i64
+            })
+            .collect()
+    };
+    let pairs = |row: &[u32]| -> Vec<i64> {
+        row.chunks(2)
+            .map(|p| (u64::from(p[0]) | (u64::from(*p.get(1).unwrap_or(&0)) << 32)) as i64)
+            .collect()
+    };
+    let mut words = vec![SEARCH_MAGIC, next.len() as i64];
+    words.extend(pairs(starts));
+    words.extend(bits(matches));
+    words.extend(bits(ends));
+    for row in next {
+        words.extend(pairs(row));
+    }
+    words
+}
+
+const SEARCH_MAGIC: i64 = 0x6f6e_6e78_7365_6172; // "onnxsear"
+/// Words of the start states (257 `u32`s).
+const STARTS: usize = 129;
+
+/// A decoded searching automaton (`encode_search`), borrowing its words.
+#[derive(Clone, Copy, Debug)]
+pub struct Searcher<'a> {
+    states: usize,
+    starts: &'a [i64],
+    matches: &'a [i64],
+    ends: &'a [i64],
+    next: &'a [i64],
+}
+
+impl<'a> Searcher<'a> {
+    /// Checks the header and that the tables fill `words` exactly.
+    pub fn decode(words: &'a [i64]) -> params::Result<Searcher<'a>> {
+        let bad = params::ParamError;
+        let [magic, states, rest @ ..] = words else {
+            return Err(bad("a search automaton is too short"));
+        };
+        params::ensure(*magic == SEARCH_MAGIC, "not a search automaton")?;
+        let states =
+            params::in_range(*states, 1, MAX_STATES as i64, "state count out of range")? as usize;
+        let bits = states.div_ceil(64);
+        params::ensure(
+            rest.len() == STARTS + 2 * bits + states * ROW,
+            "a search automaton's tables do not fill it",
+        )?;
+        let (starts, rest) = rest.split_at(STARTS);
+        let (matches, rest) = rest.split_at(bits);
+        let (ends, next) = rest.split_at(bits);
+        Ok(Searcher {
+            states,
+            starts,
+            matches,
+            ends,
+            next,
+        })
+    }
+
+    fn half(words: &[i64], k: usize) -> u32 {
+        let w = words[k / 2] as u64;
+        if k.is_multiple_of(2) { w as u32 } else { (w >> 32) as u32 }
+    }
+
+    fn state(&self, t: u32) -> u32 {
+        if (t as usize) < self.states { t } else { 0 }
+    }
+
+    fn bit(words: &[i64], s: u32) -> bool {
+        (words[s as usize / 64] >> (s % 64)) & 1 == 1
+    }
+
+    /// The end of the match the automaton prefers among those starting at `i` in `s` (its
+    /// last: the longest one for an automaton of all matches, the first alternative's for a
+    /// leftmost-first one), if any.
+    pub fn match_at(&self, s: &[u8], i: usize) -> Option<usize> {
+        let before = if i == 0 { 256 } else { s[i - 1] as usize };
+        let mut state = self.state(Self::half(self.starts, before));
+        let mut last = None;
+        for (j, &b) in s.iter().enumerate().skip(i) {
+            if state == 0 {
+                return last;
+            }
+            state = self.state(Self::half(&self.next[state as usize * ROW..], b as usize));
+            if state != 0 && Self::bit(self.matches, state) {
+                last = Some(j);
+            }
+        }
+        if state != 0 && Self::bit(self.ends, state) {
+            last = Some(s.len());
+        }
+        last
+    }
+}
+
 /// `y[i]` = 1 when string `x[i]` matches the automaton in `table` as a whole, else 0; a
 /// null string reads as the empty string. Returns `ONNXC_ERR_PARAMS`, touching nothing,
 /// when the blob is not an automaton `encode` made.

@@ -87,14 +87,14 @@ fn for_case(s: &[u8], upper: bool, mut put: impl FnMut(&[u8]) -> bool) -> bool {
 }
 
 /// A call's string space: `cap` bytes from `base`, `used` of them written.
-struct Space {
+pub(crate) struct Space {
     base: *mut u8,
     cap: usize,
     used: usize,
 }
 
 impl Space {
-    fn new(base: *mut u8, cap: i64) -> Space {
+    pub(crate) fn new(base: *mut u8, cap: i64) -> Space {
         Space {
             base,
             cap: if base.is_null() {
@@ -137,7 +137,7 @@ impl Space {
     }
 
     /// `pieces` written one after the other as one string.
-    fn string<'a>(&mut self, pieces: impl IntoIterator<Item = &'a [u8]>) -> Option<*const c_char> {
+    pub(crate) fn string<'a>(&mut self, pieces: impl IntoIterator<Item = &'a [u8]>) -> Option<*const c_char> {
         let start = self.used;
         for p in pieces {
             if !self.put(p) {

@@ -496,11 +496,16 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("GroupQueryAttention", ms_attention::group_query_attention),
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
+    ("Tokenizer", strings::tokenizer),
 ];
 
 /// What onnxc implements of each `com.microsoft` op (and of `ORT_DEFAULT_DOMAIN_OPS`), for
 /// `docs/supported-ops.md`.
 pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
+    (
+        "Tokenizer",
+        "onnxruntime's semantics: tokenexp's longest match at the leftmost position, separators' first alternative, a single empty separator for characters, RE2 syntax compiled to automata at compile time (as RegexFullMatch); the tokens' axis is a data-dependent dim bounded by --string-bytes / mincharnum + the marks (more tokens in one string: ONNXC_ERR_STRINGS); made in the workspace, as StringNormalizer's strings; TfIdfVectorizer reads the padded rows directly when its pool holds no empty string",
+    ),
     (
         "QLinearAdd",
         "per-tensor scales and zero points, broadcasting; the documented formula in float32",

@@ -44,7 +44,7 @@ pub use resize::Resize;
 pub use roi_align::RoiAlign;
 pub use select::{Nms, NonZero, Unique};
 pub use softmax::Softmax;
-pub use string_make::{StrCase, StrConcat, StrSplit, StrSplitCount};
+pub use string_make::{StrCase, StrConcat, StrSplit, StrSplitCount, Tokenize, TokenizeCount};
 pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
@@ -129,6 +129,12 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     }
     /// The kernel call(s) computing the result, checked against their C signatures.
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;
+    /// Whether the result is exact when the operands' data-dependent axes (`operands`: the
+    /// axis of each that has one, `passes::data_dims`) are read at their bound, padding
+    /// included, so that the result has no data-dependent dim. By default false.
+    fn reads_padded_rows(&self, _operands: &[Option<usize>], _ranks: &[usize]) -> bool {
+        false
+    }
     /// Whether the kernel computes each item of a run-time batch on its own
     /// (`passes::batch`): `operands` and `results` give the axis that carries the batch in
     /// each (None: shared by every item; at least one is Some), `ranks` the operands' ranks.

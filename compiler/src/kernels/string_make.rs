@@ -1,6 +1,7 @@
-//! Kernel ops that make strings at run time (`onnxc_runtime::string_make`): case changes
-//! (`StrCase`), concatenation (`StrConcat`) and StringSplit's pieces (`StrSplit`) and counts
-//! (`StrSplitCount`). Those that make strings ask for a string space of `bytes_per_string`
+//! Kernel ops that make strings at run time (`onnxc_runtime::string_make`,
+//! `onnxc_runtime::tokenize`): case changes (`StrCase`), concatenation (`StrConcat`),
+//! StringSplit's pieces (`StrSplit`) and counts (`StrSplitCount`), the Tokenizer's tokens
+//! (`Tokenize`) and counts (`TokenizeCount`). Those that make strings ask for a string space of `bytes_per_string`
 //! bytes per string they make (`--string-bytes`); a run whose strings need more returns
 //! `ONNXC_ERR_STRINGS`. Never folded: a string is a pointer at run time.
 
@@ -11,6 +12,7 @@ use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::string_make::{LOWER, SplitParams, UPPER};
+use std::sync::Arc;
 
 /// Each string of operand 0 in upper (or lower) case; same shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +40,20 @@ pub struct StrSplit {
 /// How many pieces StringSplit makes of each string of operand 0 (int64, same shape).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StrSplitCount(pub SplitParams);
+
+/// The Tokenizer's rows of `cols` tokens of each string of operand 0 (`[..., cols]`), given
+/// operand 1, the most tokens of a string (an int64 scalar).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tokenize {
+    /// `onnxc_runtime::tokenize::encode`'s blob.
+    pub blob: Arc<Vec<i64>>,
+    pub cols: i64,
+    pub bytes_per_string: u64,
+}
+
+/// How many tokens the Tokenizer finds in each string of operand 0 (int64, same shape).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenizeCount(pub Arc<Vec<i64>>);
 
 /// The step's string space, which `string_bytes` asked for.
 fn space(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<(Arg, Arg)> {
@@ -187,6 +203,84 @@ impl KernelOp for StrSplitCount {
             &kernels::STR_SPLIT_COUNT,
             vec![
                 Arg::Params(self.0.encode()),
+                cx.operand_arg(0),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.operand(0).len())),
+            ],
+        )?])
+    }
+}
+
+/// `"N words"`: a tokenizer's blob as dumps print it.
+fn describe(blob: &[i64]) -> String {
+    format!("{} words", blob.len())
+}
+
+impl KernelOp for Tokenize {
+    fn name(&self) -> &'static str {
+        "tokenize"
+    }
+
+    fn attrs(&self) -> String {
+        format!(
+            "{} cols={} bytes={}",
+            describe(&self.blob),
+            self.cols,
+            self.bytes_per_string
+        )
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    /// The tokens of a string are at most its bytes, plus a NUL each; then the pad value
+    /// and the two marks, once.
+    fn string_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
+        let pad = onnxc_runtime::tokenize::Tokenizer::decode(&self.blob).map_or(0, |t| t.pad.len());
+        operands[0].len() as u64 * (self.bytes_per_string + self.cols as u64) + pad as u64 + 5
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        let (space, cap) = space(cx, self)?;
+        Ok(vec![Stmt::call(
+            &kernels::TOKENIZE,
+            vec![
+                Arg::Blob(self.blob.clone()),
+                cx.operand_arg(0),
+                cx.operand_arg(1),
+                cx.result_arg(),
+                Arg::Int(expr::i(cx.operand(0).len())),
+                Arg::Int(expr::i(self.cols)),
+                space,
+                cap,
+            ],
+        )?])
+    }
+}
+
+impl KernelOp for TokenizeCount {
+    fn name(&self) -> &'static str {
+        "tokenize_count"
+    }
+
+    fn attrs(&self) -> String {
+        describe(&self.0)
+    }
+
+    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
+
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::TOKENIZE_COUNT,
+            vec![
+                Arg::Blob(self.0.clone()),
                 cx.operand_arg(0),
                 cx.result_arg(),
                 Arg::Int(expr::i(cx.operand(0).len())),

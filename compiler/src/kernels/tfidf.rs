@@ -19,6 +19,10 @@ pub struct TfIdf {
     /// One weight per n-gram id (per `ngram_indexes` entry), read by the IDF and TFIDF
     /// modes.
     pub weights: Option<Arc<Vec<f32>>>,
+    /// The tokens are string positions in a pool without the empty string: the null
+    /// strings that pad a Tokenizer's rows past their run-time length are absent from it
+    /// (−1), so they count in no n-gram.
+    pub pad_neutral: bool,
 }
 
 impl KernelOp for TfIdf {
@@ -68,6 +72,11 @@ impl KernelOp for TfIdf {
             Par::SEQ,
         );
         Some(Ok(f32_result(result, &y)))
+    }
+
+    /// Padding tokens past a row's run-time length count in no n-gram.
+    fn reads_padded_rows(&self, operands: &[Option<usize>], ranks: &[usize]) -> bool {
+        self.pad_neutral && operands.first() == Some(&Some(ranks[0].saturating_sub(1)))
     }
 
     fn per_item(

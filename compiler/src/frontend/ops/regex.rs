@@ -15,6 +15,7 @@ use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::ir::{DType, Op, TypeInfo, ValueId};
 use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
@@ -109,61 +110,128 @@ fn ascii_perl_classes(pattern: &str) -> String {
     out
 }
 
-/// The automaton of `pattern` as `onnxc_runtime::regex::encode`'s blob.
-fn compile(pattern: &str) -> std::result::Result<Vec<i64>, String> {
-    let dfa = dense::Builder::new()
+/// The anchored DFA of `pattern` (RE2's meanings already spelled out) with matches of
+/// `kind`.
+fn dfa(pattern: &str, kind: MatchKind) -> std::result::Result<dense::DFA<Vec<u32>>, String> {
+    dense::Builder::new()
         .configure(
             dense::Config::new()
-                .match_kind(MatchKind::All)
+                .match_kind(kind)
                 .start_kind(StartKind::Anchored)
                 .dfa_size_limit(Some(SIZE_LIMIT))
                 .determinize_size_limit(Some(SIZE_LIMIT)),
         )
         .syntax(syntax::Config::new().unicode(true).utf8(true))
         .build(pattern)
-        .map_err(|e| e.to_string())?;
-    let start = dfa
-        .start_state(&start::Config::new().anchored(Anchored::Yes))
-        .map_err(|e| e.to_string())?;
-    // Renumber the reachable states from 1 (0 is dead), breadth first.
-    let mut index: HashMap<_, u32> = HashMap::new();
-    let mut order = Vec::new();
-    let mut number = |sid, order: &mut Vec<_>| -> std::result::Result<u32, String> {
-        if dfa.is_dead_state(sid) {
+        .map_err(|e| e.to_string())
+}
+
+/// A DFA's states reachable from some start states, numbered for the runtime's tables
+/// (0 dead), with their transitions.
+struct Flat<'d> {
+    dfa: &'d dense::DFA<Vec<u32>>,
+    index: HashMap<StateID, u32>,
+    order: Vec<StateID>,
+}
+
+impl<'d> Flat<'d> {
+    fn new(dfa: &'d dense::DFA<Vec<u32>>) -> Flat<'d> {
+        Flat {
+            dfa,
+            index: HashMap::new(),
+            order: Vec::new(),
+        }
+    }
+
+    /// The number of state `sid`, numbering it if new.
+    fn number(&mut self, sid: StateID) -> std::result::Result<u32, String> {
+        if self.dfa.is_dead_state(sid) {
             return Ok(0);
         }
-        if dfa.is_quit_state(sid) {
+        if self.dfa.is_quit_state(sid) {
             return Err("it needs Unicode word boundaries".into());
         }
-        if let Some(&k) = index.get(&sid) {
+        if let Some(&k) = self.index.get(&sid) {
             return Ok(k);
         }
-        let k = order.len() as u32 + 1;
+        let k = self.order.len() as u32 + 1;
         if k as usize >= onnxc_runtime::regex::MAX_STATES {
             return Err(format!(
                 "its automaton has more than {} states",
                 onnxc_runtime::regex::MAX_STATES
             ));
         }
-        index.insert(sid, k);
-        order.push(sid);
+        self.index.insert(sid, k);
+        self.order.push(sid);
         Ok(k)
-    };
-    let first = number(start, &mut order)?;
-    let mut next = vec![[0u32; 256]];
-    let mut accept = vec![false];
-    let mut at = 0;
-    while at < order.len() {
-        let sid = order[at];
-        let mut row = [0u32; 256];
-        for b in 0..=255u8 {
-            row[b as usize] = number(dfa.next_state(sid, b), &mut order)?;
-        }
-        next.push(row);
-        accept.push(dfa.is_match_state(dfa.next_eoi_state(sid)));
-        at += 1;
     }
-    Ok(onnxc_runtime::regex::encode(first, &accept, &next))
+
+    /// Numbers every state reachable from those numbered so far; returns the transitions
+    /// and, per state (the dead one first), whether `bit` holds of it.
+    fn close(
+        mut self,
+        bits: &[&dyn Fn(&dense::DFA<Vec<u32>>, StateID) -> bool],
+    ) -> std::result::Result<(Vec<[u32; 256]>, Vec<Vec<bool>>), String> {
+        let mut next = vec![[0u32; 256]];
+        let mut flags = vec![vec![false]; bits.len()];
+        let mut at = 0;
+        while at < self.order.len() {
+            let sid = self.order[at];
+            let mut row = [0u32; 256];
+            for b in 0..=255u8 {
+                row[b as usize] = self.number(self.dfa.next_state(sid, b))?;
+            }
+            next.push(row);
+            for (f, bit) in flags.iter_mut().zip(bits) {
+                f.push(bit(self.dfa, sid));
+            }
+            at += 1;
+        }
+        Ok((next, flags))
+    }
+}
+
+/// Whether the text may end in `sid`: its end-of-input transition reaches a match.
+fn ends_in(dfa: &dense::DFA<Vec<u32>>, sid: StateID) -> bool {
+    dfa.is_match_state(dfa.next_eoi_state(sid))
+}
+
+/// The automaton of `pattern` as `onnxc_runtime::regex::encode`'s blob.
+fn compile(pattern: &str) -> std::result::Result<Vec<i64>, String> {
+    let dfa = dfa(pattern, MatchKind::All)?;
+    let start = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .map_err(|e| e.to_string())?;
+    let mut flat = Flat::new(&dfa);
+    let first = flat.number(start)?;
+    let (next, flags) = flat.close(&[&ends_in])?;
+    Ok(onnxc_runtime::regex::encode(first, &flags[0], &next))
+}
+
+/// The searching automaton of `pattern` (RE2 syntax) as `onnxc_runtime::regex::encode_search`'s
+/// words: the longest match at a position with `longest`, else the first alternative's
+/// (leftmost-first).
+pub fn compile_search(pattern: &str, longest: bool) -> std::result::Result<Vec<i64>, String> {
+    let kind = if longest {
+        MatchKind::All
+    } else {
+        MatchKind::LeftmostFirst
+    };
+    let dfa = dfa(&ascii_perl_classes(pattern), kind)?;
+    let mut flat = Flat::new(&dfa);
+    let mut starts = [0u32; 257];
+    for (k, s) in starts.iter_mut().enumerate() {
+        let before = u8::try_from(k).ok();
+        let sid = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes).look_behind(before))
+            .map_err(|e| e.to_string())?;
+        *s = flat.number(sid)?;
+    }
+    let is_match = |d: &dense::DFA<Vec<u32>>, sid| d.is_match_state(sid);
+    let (next, flags) = flat.close(&[&is_match, &ends_in])?;
+    Ok(onnxc_runtime::regex::encode_search(
+        &starts, &flags[0], &flags[1], &next,
+    ))
 }
 
 #[cfg(test)]
@@ -199,5 +267,29 @@ mod tests {
         assert!(full_match(".", "é"));
         assert!(full_match(r"[^a]", "é"));
         assert!(compile(r"(a)\1").is_err());
+    }
+
+    /// The matches starting at each position where one does, as (start, text).
+    fn search(pattern: &str, longest: bool, s: &str) -> Vec<(usize, String)> {
+        let words = compile_search(pattern, longest).unwrap();
+        let a = onnxc_runtime::regex::Searcher::decode(&words).unwrap();
+        (0..=s.len())
+            .filter_map(|i| a.match_at(s.as_bytes(), i).map(|e| (i, s[i..e].to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn searches_take_the_longest_or_the_first_alternative() {
+        assert_eq!(search("a|ab", true, "ab"), [(0, "ab".to_string())]);
+        assert_eq!(search("a|ab", false, "ab"), [(0, "a".to_string())]);
+        // \b sees the byte before the start.
+        let words = search(r"\b\w\w+\b", true, "hi there, ab c");
+        assert_eq!(
+            words,
+            [(0, "hi".into()), (3, "there".into()), (10, "ab".into())]
+        );
+        // Empty matches are matches; a dead start is none.
+        assert_eq!(search("a*", true, "ba")[..2], [(0, String::new()), (1, "a".into())]);
+        assert!(search("x", true, "ab").is_empty());
     }
 }

@@ -1,5 +1,5 @@
 //! Ops that make strings at run time: StringNormalizer (opset 10), StringConcat and
-//! StringSplit (opset 20). The strings are made by runtime kernels (`kernels::StrCase`,
+//! StringSplit (opset 20), and onnxruntime's Tokenizer (com.microsoft). The strings are made by runtime kernels (`kernels::StrCase`,
 //! `StrConcat`, `StrSplit`) in string space of the workspace (`--string-bytes` per string);
 //! what only moves strings (stopword removal, padding, broadcasting) is generated code.
 //!
@@ -18,6 +18,8 @@ use crate::ir::graph::ReduceKind;
 use crate::ir::{DType, Dim, Op, Tensor, TypeInfo, ValueId};
 use crate::kernels;
 use onnxc_runtime::string_make::{SplitParams, change_case};
+use onnxc_runtime::tokenize::{self, Mode};
+use std::sync::Arc;
 
 /// Each string of `x` in upper (or lower) case.
 fn case(ctx: &mut Ctx, x: ValueId, upper: bool) -> Result<ValueId> {
@@ -209,4 +211,100 @@ pub fn string_split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let most = build::reduce(ctx, z, ReduceKind::Max, &axes, false, |v| v)?;
     ctx.g.mark_rows(y, most, cols, rank);
     Ok(vec![y, z])
+}
+
+/// com.microsoft Tokenizer (onnxruntime's semantics, `onnxc_runtime::tokenize`): `[C]` or
+/// `[N, C]` strings to `[..., D]` tokens, D the most tokens of a string (with the marks),
+/// a data-dependent dim bounded by what `--string-bytes` holds.
+pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    build::expect_types(ctx, x, "X", &[DType::Str])?;
+    let dims = ctx.known_shape(x)?;
+    if !(1..=2).contains(&dims.len()) {
+        return Err(ctx.err(format!(
+            "X must have shape [C] or [N, C], its shape is {dims:?}"
+        )));
+    }
+    let required = |ctx: &Ctx, name: &str| -> Result<i64> {
+        ctx.attr_i(name)?
+            .ok_or_else(|| ctx.err(format!("attribute {name} is required")))
+    };
+    let mark = required(ctx, "mark")? != 0;
+    let mincharnum = required(ctx, "mincharnum")?;
+    if mincharnum < 1 {
+        return Err(ctx.err(format!("mincharnum is {mincharnum}; it must be at least 1")));
+    }
+    let pad = ctx
+        .attr_s("pad_value")?
+        .ok_or_else(|| ctx.err("attribute pad_value is required"))?;
+    if pad.contains('\0') {
+        return Err(ctx.err("pad_value holds a NUL byte, which a C string cannot"));
+    }
+    let separators = ctx.attr_strings("separators").unwrap_or_default();
+    let tokenexp = ctx.attr_s("tokenexp")?.filter(|t| !t.is_empty());
+    let (mode, automaton) = match (tokenexp, separators.is_empty()) {
+        (Some(_), false) => {
+            return Err(ctx.err("separators and tokenexp are both set; give one of them"));
+        }
+        (Some(t), true) => (Mode::Matches, search(ctx, &t, true)?),
+        (None, false) if separators.len() == 1 && separators[0].is_empty() => (Mode::Chars, vec![]),
+        (None, false) => {
+            let alternation: Vec<String> = separators.iter().map(|s| format!("(?:{s})")).collect();
+            (Mode::Separators, search(ctx, &alternation.join("|"), false)?)
+        }
+        (None, true) => return Err(ctx.err("one of separators and tokenexp is required")),
+    };
+    let blob = Arc::new(tokenize::encode(
+        mode,
+        mark,
+        mincharnum as usize,
+        pad.as_bytes(),
+        &automaton,
+    ));
+    let rank = dims.len();
+    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+    // Tokens a string may have: one per `mincharnum` characters of a string of the space's
+    // bytes, and the marks.
+    let marks = 2 * i64::from(mark);
+    let cols = (ctx.string_bytes.min(1 << 20) as i64 / mincharnum).max(1) + marks;
+    let mut yshape = shape.clone();
+    if dims.iter().product::<i64>() == 0 {
+        // No strings: no tokens.
+        yshape.push(Dim::Known(0));
+        let vars = (0..rank as u32).map(expr::var).collect();
+        return Ok(vec![ctx.map(DType::Str, yshape, vec![x], expr::load(DType::Str, 0, vars))?]);
+    }
+    let counts = ctx.add(
+        Op::kernel(kernels::TokenizeCount(blob.clone())),
+        vec![x],
+        TypeInfo::new(DType::I64, shape),
+    )?;
+    let axes: Vec<usize> = (0..rank).collect();
+    let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
+    yshape.push(Dim::Known(cols));
+    let y = ctx.add(
+        Op::kernel(kernels::Tokenize {
+            blob,
+            cols,
+            bytes_per_string: ctx.string_bytes,
+        }),
+        vec![x, most],
+        TypeInfo::new(DType::Str, yshape),
+    )?;
+    // The row length: none without tokens, else the most tokens and the marks.
+    let m = expr::load(DType::I64, 0, vec![]);
+    let len = ctx.map(
+        DType::I64,
+        vec![],
+        vec![most],
+        expr::select(expr::lt(m.clone(), expr::i(1)), expr::i(0), expr::add(m, expr::i(marks))),
+    )?;
+    ctx.g.mark_rows(y, len, cols, rank);
+    Ok(vec![y])
+}
+
+/// `pattern`'s searching automaton, or the error naming it.
+fn search(ctx: &Ctx, pattern: &str, longest: bool) -> Result<Vec<i64>> {
+    super::regex::compile_search(pattern, longest)
+        .map_err(|e| ctx.unsupported(format!("the pattern {pattern:?} does not compile: {e}")))
 }
