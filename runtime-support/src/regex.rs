@@ -99,7 +99,12 @@ impl<'a> Automaton<'a> {
 /// position and the last for the start of the text (so that `\b` sees what precedes); state
 /// 0 dead; a bit per state where a match ends one byte before (the automaton reports matches
 /// a byte late) and a bit where one ends at the end of the text; 256 transitions per state.
-pub fn encode_search(starts: &[u32; 257], matches: &[bool], ends: &[bool], next: &[[u32; 256]]) -> Vec<i64> {
+pub fn encode_search(
+    starts: &[u32; 257],
+    matches: &[bool],
+    ends: &[bool],
+    next: &[[u32; 256]],
+) -> Vec<i64> {
     let bits = |v: &[bool]| -> Vec<i64> {
         v.chunks(64)
             .map(|b| {
@@ -167,7 +172,11 @@ impl<'a> Searcher<'a> {
 
     fn half(words: &[i64], k: usize) -> u32 {
         let w = words[k / 2] as u64;
-        if k.is_multiple_of(2) { w as u32 } else { (w >> 32) as u32 }
+        if k.is_multiple_of(2) {
+            w as u32
+        } else {
+            (w >> 32) as u32
+        }
     }
 
     fn state(&self, t: u32) -> u32 {

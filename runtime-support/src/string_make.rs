@@ -137,7 +137,10 @@ impl Space {
     }
 
     /// `pieces` written one after the other as one string.
-    pub(crate) fn string<'a>(&mut self, pieces: impl IntoIterator<Item = &'a [u8]>) -> Option<*const c_char> {
+    pub(crate) fn string<'a>(
+        &mut self,
+        pieces: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Option<*const c_char> {
         let start = self.used;
         for p in pieces {
             if !self.put(p) {

@@ -43,17 +43,28 @@ pub struct Tokenizer<'a> {
 
 /// The sealed blob of a Tokenizer; `automaton` is `regex::encode_search`'s words, empty for
 /// `Mode::Chars`.
-pub fn encode(mode: Mode, mark: bool, mincharnum: usize, pad: &[u8], automaton: &[i64]) -> Vec<i64> {
+pub fn encode(
+    mode: Mode,
+    mark: bool,
+    mincharnum: usize,
+    pad: &[u8],
+    automaton: &[i64],
+) -> Vec<i64> {
     let words = pad.chunks(8).map(|c| {
         let mut w = [0u8; 8];
         w[..c.len()].copy_from_slice(c);
         i64::from_le_bytes(w)
     });
     params::seal(
-        [mode as i64, i64::from(mark), mincharnum as i64, pad.len() as i64]
-            .into_iter()
-            .chain(words)
-            .chain(automaton.iter().copied()),
+        [
+            mode as i64,
+            i64::from(mark),
+            mincharnum as i64,
+            pad.len() as i64,
+        ]
+        .into_iter()
+        .chain(words)
+        .chain(automaton.iter().copied()),
     )
 }
 
@@ -219,7 +230,10 @@ pub unsafe extern "C" fn onnxc_tokenize_count(
 /// As `onnxc_tokenize_count`, with `most` pointing to one int64, `y` holding `n · cols`
 /// slots and `space` null or `cap` writable bytes that outlive the pointers written.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments, reason = "the kernel ABI: one word an argument")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the kernel ABI: one word an argument"
+)]
 pub unsafe extern "C" fn onnxc_tokenize(
     params: *const i64,
     x: *const *const c_char,
@@ -239,9 +253,11 @@ pub unsafe extern "C" fn onnxc_tokenize(
     }
     let len = len as usize;
     let mut sp = crate::string_make::Space::new(space, cap);
-    let (Some(pad), Some(start), Some(end)) =
-        (sp.string([&t.pad[..]]), sp.string([&b"\x02"[..]]), sp.string([&b"\x03"[..]]))
-    else {
+    let (Some(pad), Some(start), Some(end)) = (
+        sp.string([&t.pad[..]]),
+        sp.string([&b"\x02"[..]]),
+        sp.string([&b"\x03"[..]]),
+    ) else {
         return ONNXC_ERR_STRINGS;
     };
     for i in 0..n {
@@ -305,17 +321,32 @@ mod tests {
 
     #[test]
     fn modes_follow_onnxruntime() {
-        let words = encode(Mode::Matches, false, 1, b"#", &runs(|b| b.is_ascii_alphanumeric()));
+        let words = encode(
+            Mode::Matches,
+            false,
+            1,
+            b"#",
+            &runs(|b| b.is_ascii_alphanumeric()),
+        );
         let t = Tokenizer::decode(&words).unwrap();
         assert_eq!(tokens(&t, "hello, world 42!"), ["hello", "world", "42"]);
         assert_eq!(tokens(&t, ""), Vec::<String>::new());
-        let seps = encode(Mode::Separators, false, 2, b"#", &runs(|b| b == b' ' || b == b';'));
+        let seps = encode(
+            Mode::Separators,
+            false,
+            2,
+            b"#",
+            &runs(|b| b == b' ' || b == b';'),
+        );
         let t = Tokenizer::decode(&seps).unwrap();
         assert_eq!(tokens(&t, "a;;bc  def ;g"), ["bc", "def"]);
         let chars = encode(Mode::Chars, true, 1, b"<pad>", &[]);
         let t = Tokenizer::decode(&chars).unwrap();
         assert_eq!(tokens(&t, "héllo"), ["h", "é", "l", "l", "o"]);
-        assert_eq!((t.row_len(0), t.row_len(5), t.pad.as_slice()), (0, 7, &b"<pad>"[..]));
+        assert_eq!(
+            (t.row_len(0), t.row_len(5), t.pad.as_slice()),
+            (0, 7, &b"<pad>"[..])
+        );
         let mut bad = chars.clone();
         bad[1] = 7;
         assert!(Tokenizer::decode(&bad).is_err());
@@ -323,7 +354,13 @@ mod tests {
 
     #[test]
     fn rows_are_marked_padded_and_bounded() {
-        let words = encode(Mode::Matches, true, 1, b"#", &runs(|b| b.is_ascii_lowercase()));
+        let words = encode(
+            Mode::Matches,
+            true,
+            1,
+            b"#",
+            &runs(|b| b.is_ascii_lowercase()),
+        );
         let x: Vec<std::ffi::CString> = ["ab cd", "", "e"]
             .iter()
             .map(|s| std::ffi::CString::new(*s).unwrap())
@@ -354,16 +391,32 @@ mod tests {
             .iter()
             .map(|&p| {
                 // SAFETY: non-null pointers are NUL-terminated strings in `space`.
-                (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
+                (!p.is_null()).then(|| {
+                    unsafe { std::ffi::CStr::from_ptr(p) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
             })
             .collect();
         let s = |v: &str| Some(v.to_string());
         assert_eq!(
             read,
             [
-                s("\x02"), s("ab"), s("cd"), s("\x03"), None,
-                s("\x02"), s("\x03"), s("#"), s("#"), None,
-                s("\x02"), s("e"), s("\x03"), s("#"), None,
+                s("\x02"),
+                s("ab"),
+                s("cd"),
+                s("\x03"),
+                None,
+                s("\x02"),
+                s("\x03"),
+                s("#"),
+                s("#"),
+                None,
+                s("\x02"),
+                s("e"),
+                s("\x03"),
+                s("#"),
+                None,
             ]
         );
         // Rows of three slots cannot hold four tokens.

@@ -810,8 +810,36 @@ impl Importer<'_> {
     }
 
     /// Adds an initializer's tensor as a constant named `name` in scope. A string tensor
-    /// cannot be a constant of the generated code: it is an error if a node reads it.
+    /// becomes its table's strings taken at constant positions (`ops::ml::encode`): pointers
+    /// into the object's read-only data, made when the model runs; one holding a NUL byte
+    /// is an error if a node reads it.
     fn bind_constant(&mut self, name: String, t: crate::ir::Tensor, origin: Origin) {
+        let strings = (t.dtype == DType::Str).then(|| t.to_strings());
+        if let Some(table) = strings
+            .as_deref()
+            .and_then(|s| ops::ml::encode::string_table(s).ok())
+        {
+            let shape: Vec<Dim> = t.shape.iter().map(|&d| Dim::Known(d)).collect();
+            let n: i64 = t.shape.iter().product();
+            let positions =
+                crate::ir::Tensor::from_i64s(t.shape.clone(), &(0..n).collect::<Vec<_>>());
+            let pos = self.g.add_node(
+                format!("{name}.positions"),
+                Op::Const(positions),
+                vec![],
+                vec![TypeInfo::new(DType::I64, shape.clone())],
+                origin.clone(),
+            );
+            let id = self.g.add_node(
+                name.clone(),
+                Op::kernel(crate::kernels::StrTable(table)),
+                vec![pos.out(0)],
+                vec![TypeInfo::new(DType::Str, shape)],
+                origin,
+            );
+            self.define(name, id.out(0));
+            return;
+        }
         if t.dtype == DType::Str {
             self.poisoned.insert(name.clone());
             self.unbuilt.insert(
@@ -821,9 +849,7 @@ impl Importer<'_> {
                     op_type: "initializer of type STRING".into(),
                     domain: String::new(),
                     opset: 0,
-                    reason: "onnxc has no string constants (strings are run-time inputs and \
-                             outputs, and the class labels and keys of ai.onnx.ml operators)"
-                        .into(),
+                    reason: "one of its strings holds a NUL byte, which a C string cannot".into(),
                 },
             );
             return;

@@ -13,6 +13,10 @@
 //! its dims, `count · per` along the row axis (`GraphIo::dims_at`), from which
 //! `NAME_run_shaped` returns the rows found.
 //!
+//! A kernel whose result is exact with its operands' rows read at their bound, padding
+//! included, ends the rows there (`KernelOp::reads_padded_rows`: TfIdfVectorizer over a
+//! Tokenizer's padded rows).
+//!
 //! `expose` runs once, on the imported graph (the values registered are the builders'),
 //! before the passes that rewrite it.
 
@@ -34,7 +38,24 @@ pub fn expose(g: &mut Graph) -> Result<(), String> {
             .enumerate()
             .any(|(k, _)| dims.contains_key(&id.out(k as u32)))
         {
-            // Made by a builder of a data-dependent op.
+            // Made by a builder of a data-dependent op, whose operands must not have rows of
+            // another selection: a value holds one data-dependent dim.
+            let own: Vec<ValueId> = (0..node.outputs.len())
+                .filter_map(|k| dims.get(&id.out(k as u32)).map(|d| d.count))
+                .collect();
+            if node
+                .inputs
+                .iter()
+                .any(|v| dims.get(v).is_some_and(|d| !own.contains(&d.count)))
+            {
+                return Err(format!(
+                    "{}: its result's size depends on the data, and so does that of an \
+                     operand (the rows a NonZero, StringNormalizer with stopwords or similar \
+                     op selects); onnxc keeps one data-dependent dim per value: return the \
+                     operand as an output and do this step in the application",
+                    node.origin
+                ));
+            }
             continue;
         }
         let ins: Vec<Option<DataDim>> = node.inputs.iter().map(|v| dims.get(v).copied()).collect();

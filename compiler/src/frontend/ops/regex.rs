@@ -223,7 +223,11 @@ pub fn compile_search(pattern: &str, longest: bool) -> std::result::Result<Vec<i
     for (k, s) in starts.iter_mut().enumerate() {
         let before = u8::try_from(k).ok();
         let sid = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes).look_behind(before))
+            .start_state(
+                &start::Config::new()
+                    .anchored(Anchored::Yes)
+                    .look_behind(before),
+            )
             .map_err(|e| e.to_string())?;
         *s = flat.number(sid)?;
     }
@@ -274,7 +278,10 @@ mod tests {
         let words = compile_search(pattern, longest).unwrap();
         let a = onnxc_runtime::regex::Searcher::decode(&words).unwrap();
         (0..=s.len())
-            .filter_map(|i| a.match_at(s.as_bytes(), i).map(|e| (i, s[i..e].to_string())))
+            .filter_map(|i| {
+                a.match_at(s.as_bytes(), i)
+                    .map(|e| (i, s[i..e].to_string()))
+            })
             .collect()
     }
 
@@ -289,7 +296,10 @@ mod tests {
             [(0, "hi".into()), (3, "there".into()), (10, "ab".into())]
         );
         // Empty matches are matches; a dead start is none.
-        assert_eq!(search("a*", true, "ba")[..2], [(0, String::new()), (1, "a".into())]);
+        assert_eq!(
+            search("a*", true, "ba")[..2],
+            [(0, String::new()), (1, "a".into())]
+        );
         assert!(search("x", true, "ab").is_empty());
     }
 }

@@ -361,6 +361,22 @@ pub fn size(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 pub fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if let Some(strings) = ctx.attr_string_tensor("value")? {
+        let dims = ctx
+            .attr("value")
+            .and_then(|a| a.t.as_ref())
+            .map_or(vec![], |t| t.dims.clone());
+        return Ok(vec![super::ml::encode::string_constant(
+            ctx, dims, &strings,
+        )?]);
+    }
+    if let Some(s) = ctx.attr_s("value_string")? {
+        return Ok(vec![super::ml::encode::string_constant(ctx, vec![], &[s])?]);
+    }
+    if let Some(v) = ctx.attr_strings("value_strings") {
+        let n = v.len() as i64;
+        return Ok(vec![super::ml::encode::string_constant(ctx, vec![n], &v)?]);
+    }
     let t = if let Some(t) = ctx.attr_t("value")? {
         t
     } else if let Some(v) = ctx.attr_f("value_float")? {
@@ -372,8 +388,6 @@ pub fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Tensor::from_i64s(vec![], &[v])
     } else if let Some(v) = ctx.attr_ints("value_ints") {
         Tensor::from_i64s(vec![v.len() as i64], &v)
-    } else if ctx.attr("value_string").is_some() || ctx.attr("value_strings").is_some() {
-        return Err(ctx.unsupported("string constants are not supported"));
     } else if ctx.attr("sparse_value").is_some() {
         return Err(ctx.unsupported("sparse constants are not supported"));
     } else {

@@ -250,7 +250,10 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         (None, false) if separators.len() == 1 && separators[0].is_empty() => (Mode::Chars, vec![]),
         (None, false) => {
             let alternation: Vec<String> = separators.iter().map(|s| format!("(?:{s})")).collect();
-            (Mode::Separators, search(ctx, &alternation.join("|"), false)?)
+            (
+                Mode::Separators,
+                search(ctx, &alternation.join("|"), false)?,
+            )
         }
         (None, true) => return Err(ctx.err("one of separators and tokenexp is required")),
     };
@@ -272,7 +275,12 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         // No strings: no tokens.
         yshape.push(Dim::Known(0));
         let vars = (0..rank as u32).map(expr::var).collect();
-        return Ok(vec![ctx.map(DType::Str, yshape, vec![x], expr::load(DType::Str, 0, vars))?]);
+        return Ok(vec![ctx.map(
+            DType::Str,
+            yshape,
+            vec![x],
+            expr::load(DType::Str, 0, vars),
+        )?]);
     }
     let counts = ctx.add(
         Op::kernel(kernels::TokenizeCount(blob.clone())),
@@ -297,7 +305,11 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         DType::I64,
         vec![],
         vec![most],
-        expr::select(expr::lt(m.clone(), expr::i(1)), expr::i(0), expr::add(m, expr::i(marks))),
+        expr::select(
+            expr::lt(m.clone(), expr::i(1)),
+            expr::i(0),
+            expr::add(m, expr::i(marks)),
+        ),
     )?;
     ctx.g.mark_rows(y, len, cols, rank);
     Ok(vec![y])

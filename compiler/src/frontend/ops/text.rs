@@ -148,7 +148,9 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Op::kernel(crate::kernels::TfIdf {
             blob: Arc::new(blob),
             weights,
-            pad_neutral: strings.as_ref().is_some_and(|s| !s.iter().any(String::is_empty)),
+            pad_neutral: strings
+                .as_ref()
+                .is_some_and(|s| !s.iter().any(String::is_empty)),
         }),
         vec![tokens],
         TypeInfo::new(DType::F32, shape_from(&[rows, out])),

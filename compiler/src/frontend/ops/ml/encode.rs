@@ -8,13 +8,38 @@ use crate::ir::{DType, Op, TypeInfo, ValueId};
 use std::sync::Arc;
 
 fn table(ctx: &Ctx, strings: &[String]) -> Result<Arc<Vec<i64>>> {
-    if let Some(s) = strings.iter().find(|s| s.contains('\0')) {
+    let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_bytes()).collect();
+    string_table(&bytes).map_err(|s| {
+        ctx.err(format!(
+            "the string {:?} holds a NUL byte, which a C string cannot",
+            String::from_utf8_lossy(&s)
+        ))
+    })
+}
+
+/// The runtime's table of `strings` (`onnxc_runtime::strings::encode`), or the first string
+/// that holds a NUL byte.
+pub fn string_table<S: AsRef<[u8]>>(strings: &[S]) -> std::result::Result<Arc<Vec<i64>>, Vec<u8>> {
+    if let Some(s) = strings.iter().find(|s| s.as_ref().contains(&0)) {
+        return Err(s.as_ref().to_vec());
+    }
+    let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_ref()).collect();
+    Ok(Arc::new(onnxc_runtime::strings::encode(&bytes)))
+}
+
+/// A string constant of shape `shape`: the strings taken from their table at run time.
+pub fn string_constant(ctx: &mut Ctx, shape: Vec<i64>, strings: &[String]) -> Result<ValueId> {
+    let n = strings.len() as i64;
+    if shape.iter().product::<i64>() != n {
         return Err(ctx.err(format!(
-            "the string {s:?} holds a NUL byte, which a C string cannot"
+            "a string tensor of shape {shape:?} holds {n} strings"
         )));
     }
-    let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_bytes()).collect();
-    Ok(Arc::new(onnxc_runtime::strings::encode(&bytes)))
+    let pos = ctx.constant(crate::ir::Tensor::from_i64s(
+        shape,
+        &(0..n).collect::<Vec<_>>(),
+    ));
+    strings_at(ctx, pos, strings)
 }
 
 /// The strings `strings[pos]` of an int64 value `pos` whose elements are in range.
