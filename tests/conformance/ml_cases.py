@@ -63,6 +63,18 @@ def _to_proto(value, name: str) -> TensorProto:
     return numpy_helper.from_array(a, name)
 
 
+def _oracle_model(m: onnx.ModelProto) -> onnx.ModelProto:
+    """`m` as onnxruntime runs it here: a StringNormalizer without a locale gets C.UTF-8,
+    since onnxruntime's default (en_US.UTF-8) is missing on minimal Linux installs (its case
+    mapping of these cases' text is the same); the saved model keeps none."""
+    o = onnx.ModelProto()
+    o.CopyFrom(m)
+    for n in o.graph.node:
+        if n.op_type == "StringNormalizer" and not any(a.name == "locale" for a in n.attribute):
+            n.attribute.append(helper.make_attribute("locale", "C.UTF-8"))
+    return o
+
+
 def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds: dict, rtol=1e-4, atol=1e-5) -> dict:
     """Writes OUT/onnxc/<name> with onnxruntime's outputs for `feeds`."""
     d = os.path.join(out_dir, "onnxc", name)
@@ -79,7 +91,7 @@ def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds: dict, rtol
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(_oracle_model(m).SerializeToString(), so, providers=["CPUExecutionProvider"])
     outs = sess.run(None, feeds)
     for i, (o, v) in enumerate(zip(m.graph.output, outs)):
         if isinstance(v, list):
@@ -308,7 +320,73 @@ def text_features(out_dir: str) -> list:
     return entries
 
 
+def text_pipelines(out_dir: str) -> list:
+    """scikit-learn text classifiers through skl2onnx (StringNormalizer, com.microsoft
+    Tokenizer, TfIdfVectorizer, then a linear or naive Bayes classifier), on sentences of
+    a small vocabulary with words the vocabulary lacks, punctuation, case, an empty
+    document and accents; and the Tokenizer's modes on their own."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import MultinomialNB
+    from sklearn.pipeline import make_pipeline
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import StringTensorType
+
+    rng = np.random.default_rng(21)
+    vocab = ("the quick brown fox jumps over lazy dog cat sat on mat hello world good bad great awful "
+             "movie film plot acting café naïve").split()
+
+    def sentences(n, seed):
+        r = np.random.default_rng(seed)
+        out = [" ".join(r.choice(vocab + ["zebra", "QUIRKY"], r.integers(2, 12))) for _ in range(n)]
+        return [d.capitalize() + ("!" if i % 3 else ", really.") for i, d in enumerate(out)]
+
+    docs = sentences(240, 22)
+    score = np.array([("good" in d) + ("great" in d) - ("bad" in d) - ("awful" in d) for d in docs])
+    labels = np.array(["neg", "neu", "pos"])[np.clip(score, -1, 1) + 1]
+    test = sentences(BATCH - 2, 23) + ["", "Good GOOD movie café!"]
+    feeds = {"text": np.array(test, dtype=object).reshape(-1, 1)}
+    entries = []
+
+    def add(name, pipe, y):
+        pipe.fit(docs, y)
+        m = to_onnx(pipe, initial_types=[("text", StringTensorType([None, 1]))])
+        entries.append(write_ml_case(out_dir, name, _fixed_batch(m, BATCH), feeds))
+
+    add("test_ml_text_tfidf_logistic", make_pipeline(TfidfVectorizer(), LogisticRegression(max_iter=500)), labels)
+    add("test_ml_text_tfidf_bigrams_binary", make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                                                           LogisticRegression(max_iter=500)), score > 0)
+    add("test_ml_text_count_stopwords_nb", make_pipeline(CountVectorizer(stop_words=["the", "on", "over"]),
+                                                         MultinomialNB()), labels)
+    add("test_ml_text_char_ngrams", make_pipeline(TfidfVectorizer(analyzer="char", ngram_range=(2, 3)),
+                                                  LogisticRegression(max_iter=500)), labels)
+    add("test_ml_text_count_cased_binary", make_pipeline(CountVectorizer(binary=True, lowercase=False),
+                                                         LogisticRegression(max_iter=500)), labels)
+
+    # The Tokenizer's modes on their own (onnxruntime's outputs; the token axis's length
+    # depends on the data).
+    def tokenizer(name, x, **attrs):
+        node = helper.make_node("Tokenizer", ["x"], ["y"], domain="com.microsoft", **attrs)
+        x = np.array(x, dtype=object)
+        g = helper.make_graph([node], "tokenizer", [helper.make_tensor_value_info("x", TensorProto.STRING, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+        m.ir_version = 8
+        entries.append(write_ml_case(out_dir, name, m, {"x": x}))
+
+    texts = ["Hello world, hi!", "a bc  d", "", "héllo wörld 42", "x;;y;z w"]
+    tokenizer("test_ms_tokenizer_tokenexp_marks", texts, mark=1, mincharnum=1, pad_value="#",
+              tokenexp=r"\b\w\w+\b")
+    tokenizer("test_ms_tokenizer_longest_match", [["ab abc", "a"], ["abcab", ""]], mark=0, mincharnum=1,
+              pad_value="<pad>", tokenexp="a|ab|abc")
+    tokenizer("test_ms_tokenizer_separators", texts, mark=0, mincharnum=2, pad_value="#",
+              separators=[" ", ";", "a", "ab"])
+    tokenizer("test_ms_tokenizer_characters", texts, mark=1, mincharnum=1, pad_value="#", separators=[""])
+    tokenizer("test_ms_tokenizer_no_tokens", ["", "!?"], mark=1, mincharnum=1, pad_value="#", tokenexp="[a-z]+")
+    return entries
+
+
 def write(out_dir: str) -> list:
     """Writes every ai.onnx.ml case and the text-feature cases; returns their cases.tsv
     entries."""
-    return trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir)
+    return trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir) + text_pipelines(out_dir)
