@@ -347,27 +347,49 @@ pub unsafe extern "C" fn onnxc_str_split(
     let p = params::decode_blob!(params, SplitParams::decode);
     let (n, cols) = (n.max(0) as usize, cols.max(0) as usize);
     let mut sp = Space::new(space, cap);
+    let row = |s: &[u8], put: &mut dyn FnMut(*const c_char) -> bool| {
+        p.split(s, |piece| sp.string([piece]).is_some_and(&mut *put))
+    };
+    // SAFETY: the caller's contract.
+    unsafe { write_rows(x, y, n, cols, cols, row, |_| empty()) }
+}
+
+/// Row `i` of `y` (`cols` slots) for each of the `n` strings `x[i]`: `row(x[i], put)` puts
+/// at most `limit ≤ cols` strings (`put` refuses more) and returns false when one does not
+/// fit; slot `j` after them gets `fill(j)`. A row that does not fit is
+/// `ONNXC_ERR_STRINGS`.
+///
+/// # Safety
+/// `x` holds `n` null or NUL-terminated strings, `y` `n · cols` slots.
+pub(crate) unsafe fn write_rows(
+    x: *const *const c_char,
+    y: *mut *const c_char,
+    n: usize,
+    cols: usize,
+    limit: usize,
+    mut row: impl FnMut(&[u8], &mut dyn FnMut(*const c_char) -> bool) -> bool,
+    fill: impl Fn(usize) -> *const c_char,
+) -> Status {
+    let limit = limit.min(cols);
     for i in 0..n {
         // SAFETY: the caller's contract.
-        let s = unsafe { c_str(*x.add(i)) };
-        // SAFETY: y holds n · cols slots.
-        let row = unsafe { y.add(i * cols) };
+        let (s, out) = unsafe { (c_str(*x.add(i)), y.add(i * cols)) };
         let mut k = 0;
-        let fits = p.split(s, |piece| {
-            let Some(ptr) = (k < cols).then(|| sp.string([piece])).flatten() else {
+        let mut put = |q: *const c_char| {
+            if k >= limit {
                 return false;
-            };
-            // SAFETY: k < cols.
-            unsafe { *row.add(k) = ptr };
+            }
+            // SAFETY: k < limit ≤ cols.
+            unsafe { *out.add(k) = q };
             k += 1;
             true
-        });
-        if !fits {
+        };
+        if !row(s, &mut put) {
             return ONNXC_ERR_STRINGS;
         }
         for j in k..cols {
             // SAFETY: j < cols.
-            unsafe { *row.add(j) = empty() };
+            unsafe { *out.add(j) = fill(j) };
         }
     }
     ONNXC_OK
@@ -545,32 +567,23 @@ mod tests {
         assert_eq!(z, [3, 1]);
         let mut y = vec![std::ptr::null(); 8];
         let mut space = [0u8; 32];
-        // SAFETY: two rows of four slots, 32 bytes of space.
-        let rc = unsafe {
-            onnxc_str_split(
-                p.as_ptr(),
-                px.as_ptr(),
-                y.as_mut_ptr(),
-                2,
-                4,
-                space.as_mut_ptr(),
-                32,
-            )
+        let mut call = |cols: i64| {
+            // SAFETY: two rows of at most four slots, 32 bytes of space.
+            unsafe {
+                onnxc_str_split(
+                    p.as_ptr(),
+                    px.as_ptr(),
+                    y.as_mut_ptr(),
+                    2,
+                    cols,
+                    space.as_mut_ptr(),
+                    32,
+                )
+            }
         };
-        assert_eq!(rc, ONNXC_OK);
+        // Rows of two slots: the first string has three pieces.
+        assert_eq!(call(2), ONNXC_ERR_STRINGS);
+        assert_eq!(call(4), ONNXC_OK);
         assert_eq!(read(&y), ["a", "b", "c", "", "d", "", "", ""]);
-        // SAFETY: two rows of two slots: the first string has three pieces.
-        let rc = unsafe {
-            onnxc_str_split(
-                p.as_ptr(),
-                px.as_ptr(),
-                y.as_mut_ptr(),
-                2,
-                2,
-                space.as_mut_ptr(),
-                32,
-            )
-        };
-        assert_eq!(rc, ONNXC_ERR_STRINGS);
     }
 }

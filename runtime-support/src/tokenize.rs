@@ -260,34 +260,15 @@ pub unsafe extern "C" fn onnxc_tokenize(
     ) else {
         return ONNXC_ERR_STRINGS;
     };
-    for i in 0..n {
-        // SAFETY: the caller's contract: x holds n strings, y n · cols slots.
-        let (s, row) = unsafe { (c_str(*x.add(i)), y.add(i * cols)) };
-        let mut k = 0;
-        let mut put = |p: *const c_char| {
-            if k >= len {
-                return false;
-            }
-            // SAFETY: k < len ≤ cols.
-            unsafe { *row.add(k) = p };
-            k += 1;
-            true
-        };
-        if len > 0 {
-            let fits = (!t.mark || put(start))
-                && t.tokens(s, |tok| sp.string([tok]).is_some_and(&mut put))
-                && (!t.mark || put(end));
-            if !fits {
-                return ONNXC_ERR_STRINGS;
-            }
-        }
-        for j in k..cols {
-            let p = if j < len { pad } else { std::ptr::null() };
-            // SAFETY: j < cols.
-            unsafe { *row.add(j) = p };
-        }
-    }
-    ONNXC_OK
+    let row = |s: &[u8], put: &mut dyn FnMut(*const c_char) -> bool| {
+        len == 0
+            || ((!t.mark || put(start))
+                && t.tokens(s, |tok| sp.string([tok]).is_some_and(&mut *put))
+                && (!t.mark || put(end)))
+    };
+    let fill = |j: usize| if j < len { pad } else { std::ptr::null() };
+    // SAFETY: the caller's contract.
+    unsafe { crate::string_make::write_rows(x, y, n, cols, len, row, fill) }
 }
 
 #[cfg(test)]
@@ -373,19 +354,24 @@ mod tests {
         let most = 2i64;
         let mut y = vec![std::ptr::null(); 15];
         let mut space = [0u8; 64];
-        // SAFETY: three rows of five slots, 64 bytes of space.
-        let rc = unsafe {
-            onnxc_tokenize(
-                words.as_ptr(),
-                px.as_ptr(),
-                &most,
-                y.as_mut_ptr(),
-                3,
-                5,
-                space.as_mut_ptr(),
-                64,
-            )
+        let mut call = |cols: i64| {
+            // SAFETY: three rows of at most five slots, 64 bytes of space.
+            unsafe {
+                onnxc_tokenize(
+                    words.as_ptr(),
+                    px.as_ptr(),
+                    &most,
+                    y.as_mut_ptr(),
+                    3,
+                    cols,
+                    space.as_mut_ptr(),
+                    64,
+                )
+            }
         };
+        // Rows of three slots cannot hold four tokens.
+        assert_eq!(call(3), ONNXC_ERR_STRINGS);
+        let rc = call(5);
         assert_eq!(rc, ONNXC_OK);
         let read: Vec<Option<String>> = y
             .iter()
@@ -419,20 +405,5 @@ mod tests {
                 None,
             ]
         );
-        // Rows of three slots cannot hold four tokens.
-        // SAFETY: as above, with rows of three.
-        let rc = unsafe {
-            onnxc_tokenize(
-                words.as_ptr(),
-                px.as_ptr(),
-                &most,
-                y.as_mut_ptr(),
-                3,
-                3,
-                space.as_mut_ptr(),
-                64,
-            )
-        };
-        assert_eq!(rc, ONNXC_ERR_STRINGS);
     }
 }

@@ -46,6 +46,24 @@ pub fn broadcast_shapes(ctx: &Ctx, shapes: &[Shape]) -> Result<Shape> {
     Ok(out)
 }
 
+/// `values` broadcast to their common shape by copying elements (strings: pointers), those
+/// already of that shape as they are; with the shape.
+pub fn broadcast_all(ctx: &mut Ctx, values: &[ValueId]) -> Result<(Vec<ValueId>, Shape)> {
+    let shapes: Vec<Shape> = values.iter().map(|&v| ctx.shape(v)).collect();
+    let out = broadcast_shapes(ctx, &shapes)?;
+    let mut operands = Vec::new();
+    for (&v, s) in values.iter().zip(&shapes) {
+        operands.push(if *s == out {
+            v
+        } else {
+            let dt = ctx.dtype(v);
+            let body = bload(dt, 0, s, &out);
+            ctx.map(dt, out.clone(), vec![v], body)?
+        });
+    }
+    Ok((operands, out))
+}
+
 /// Loads operand `input` (of shape `in_shape`) at the output position, broadcasting from the
 /// right: size-1 dims read index 0.
 pub fn bload(dtype: DType, input: u32, in_shape: &[Dim], out_shape: &[Dim]) -> E {

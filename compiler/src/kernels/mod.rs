@@ -44,7 +44,7 @@ pub use resize::Resize;
 pub use roi_align::RoiAlign;
 pub use select::{Nms, NonZero, Unique};
 pub use softmax::Softmax;
-pub use string_make::{StrCase, StrConcat, StrSplit, StrSplitCount, Tokenize, TokenizeCount};
+pub use string_make::{StrCase, StrConcat, StrCount, StrPieces};
 pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};
 pub use subbyte::{BitCast, Pack, Unpack};
 pub use svm_probability::SvmProbability;
@@ -105,13 +105,16 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     fn attrs(&self) -> String;
     /// The result for constant operands (constant folding), or None where folding would
     /// cost more than about `limit` element operations (the op is then run by the model).
-    /// `result` is the result's type; the operands hold the types the builder checked.
+    /// `result` is the result's type; the operands hold the types the builder checked. By
+    /// default None: ops on strings, whose elements are pointers at run time, never fold.
     fn eval(
         &self,
-        operands: &[&Tensor],
-        result: Operand<'_>,
-        limit: usize,
-    ) -> Option<Result<Tensor, EvalError>>;
+        _operands: &[&Tensor],
+        _result: Operand<'_>,
+        _limit: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        None
+    }
     /// Workspace bytes the kernel needs while it runs (a sequential kernel's).
     fn scratch_bytes(&self, _operands: &[Operand<'_>], _result: Operand<'_>) -> u64 {
         0

@@ -1,17 +1,15 @@
 //! Kernel ops that make strings at run time (`onnxc_runtime::string_make`,
-//! `onnxc_runtime::tokenize`): case changes (`StrCase`), concatenation (`StrConcat`),
-//! StringSplit's pieces (`StrSplit`) and counts (`StrSplitCount`), the Tokenizer's tokens
-//! (`Tokenize`) and counts (`TokenizeCount`). Those that make strings ask for a string space of `bytes_per_string`
-//! bytes per string they make (`--string-bytes`); a run whose strings need more returns
-//! `ONNXC_ERR_STRINGS`. Never folded: a string is a pointer at run time.
+//! `onnxc_runtime::tokenize`): case changes (`StrCase`), concatenation (`StrConcat`), the
+//! pieces StringSplit and the Tokenizer cut strings into (`StrPieces`) and how many each
+//! string gives (`StrCount`). Those that make strings ask for a string space of
+//! `bytes_per_string` bytes per string (`--string-bytes`); a run whose strings need more
+//! returns `ONNXC_ERR_STRINGS`.
 
 use super::{KernelOp, LowerCx, Operand};
-use crate::ir::Tensor;
 use crate::ir::expr;
-use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
-use onnxc_runtime::kernels;
-use onnxc_runtime::string_make::{LOWER, SplitParams, UPPER};
+use onnxc_runtime::kernels::{self, KernelAbi};
+use onnxc_runtime::string_make::{LOWER, UPPER};
 use std::sync::Arc;
 
 /// Each string of operand 0 in upper (or lower) case; same shape.
@@ -28,47 +26,38 @@ pub struct StrConcat {
     pub bytes_per_string: u64,
 }
 
-/// StringSplit's pieces of each string of operand 0: the result is `[..., cols]`, the
-/// pieces of each string, then empty strings.
+/// The pieces `kernel` cuts each string of operand 0 into, `cols` a string (`[..., cols]`):
+/// StringSplit's (`STR_SPLIT`, `SplitParams`' blob) or the Tokenizer's (`TOKENIZE`,
+/// `tokenize::encode`'s blob, with operand 1 the most tokens of a string).
 #[derive(Clone, Debug, PartialEq)]
-pub struct StrSplit {
-    pub split: SplitParams,
-    pub cols: i64,
-    pub bytes_per_string: u64,
-}
-
-/// How many pieces StringSplit makes of each string of operand 0 (int64, same shape).
-#[derive(Clone, Debug, PartialEq)]
-pub struct StrSplitCount(pub SplitParams);
-
-/// The Tokenizer's rows of `cols` tokens of each string of operand 0 (`[..., cols]`), given
-/// operand 1, the most tokens of a string (an int64 scalar).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tokenize {
-    /// `onnxc_runtime::tokenize::encode`'s blob.
+pub struct StrPieces {
+    pub kernel: &'static KernelAbi,
     pub blob: Arc<Vec<i64>>,
     pub cols: i64,
     pub bytes_per_string: u64,
+    /// Bytes made once a call (the Tokenizer's pad value and marks).
+    pub once: u64,
 }
 
-/// How many tokens the Tokenizer finds in each string of operand 0 (int64, same shape).
+/// How many pieces `kernel` finds in each string of operand 0 (int64, same shape):
+/// `STR_SPLIT_COUNT` or `TOKENIZE_COUNT` with `StrPieces`' blob.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TokenizeCount(pub Arc<Vec<i64>>);
+pub struct StrCount {
+    pub kernel: &'static KernelAbi,
+    pub blob: Arc<Vec<i64>>,
+}
 
-/// The step's string space, which `string_bytes` asked for.
-fn space(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<(Arg, Arg)> {
+/// The step's string space and its size, which `string_bytes` asked for.
+fn space(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<[Arg; 2]> {
     let (arg, bytes) = cx.string_space().ok_or_else(|| {
         crate::Error::Internal(format!("{} lowered without string space", op.name()))
     })?;
-    Ok((arg, Arg::Int(expr::i(bytes))))
+    Ok([arg, Arg::Int(expr::i(bytes))])
 }
 
-fn split_attrs(p: &SplitParams) -> String {
-    format!(
-        "delimiter={:?} maxsplit={}",
-        String::from_utf8_lossy(&p.delimiter),
-        p.maxsplit
-    )
+/// The string space of `per` bytes for each of `n` strings.
+fn bytes(n: i64, per: u64) -> u64 {
+    n as u64 * per
 }
 
 impl KernelOp for StrCase {
@@ -77,34 +66,24 @@ impl KernelOp for StrCase {
     }
 
     fn attrs(&self) -> String {
-        format!(
-            "{} bytes={}",
-            if self.upper { "upper" } else { "lower" },
-            self.bytes_per_string
-        )
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
+        let case = if self.upper { "upper" } else { "lower" };
+        format!("{case} bytes={}", self.bytes_per_string)
     }
 
     fn string_bytes(&self, _: &[Operand<'_>], result: Operand<'_>) -> u64 {
-        result.len() as u64 * self.bytes_per_string
+        bytes(result.len(), self.bytes_per_string)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        let (space, cap) = space(cx, self)?;
-        Ok(vec![Stmt::call(
-            &kernels::STR_CASE,
-            vec![
-                cx.operand_arg(0),
-                cx.result_arg(),
-                Arg::Int(expr::i(cx.result().len())),
-                Arg::Int(expr::i(if self.upper { UPPER } else { LOWER })),
-                space,
-                cap,
-            ],
-        )?])
+        let case = if self.upper { UPPER } else { LOWER };
+        let mut args = vec![
+            cx.operand_arg(0),
+            cx.result_arg(),
+            Arg::Int(expr::i(cx.result().len())),
+            Arg::Int(expr::i(case)),
+        ];
+        args.extend(space(cx, self)?);
+        Ok(vec![Stmt::call(&kernels::STR_CASE, args)?])
     }
 }
 
@@ -117,81 +96,64 @@ impl KernelOp for StrConcat {
         format!("bytes={}", self.bytes_per_string)
     }
 
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
-    }
-
     fn string_bytes(&self, _: &[Operand<'_>], result: Operand<'_>) -> u64 {
-        result.len() as u64 * self.bytes_per_string
+        bytes(result.len(), self.bytes_per_string)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        let (space, cap) = space(cx, self)?;
-        Ok(vec![Stmt::call(
-            &kernels::STR_CONCAT,
-            vec![
-                cx.operand_arg(0),
-                cx.operand_arg(1),
-                cx.result_arg(),
-                Arg::Int(expr::i(cx.result().len())),
-                space,
-                cap,
-            ],
-        )?])
+        let mut args = vec![
+            cx.operand_arg(0),
+            cx.operand_arg(1),
+            cx.result_arg(),
+            Arg::Int(expr::i(cx.result().len())),
+        ];
+        args.extend(space(cx, self)?);
+        Ok(vec![Stmt::call(&kernels::STR_CONCAT, args)?])
     }
 }
 
-impl KernelOp for StrSplit {
+impl KernelOp for StrPieces {
     fn name(&self) -> &'static str {
-        "str_split"
+        "str_pieces"
     }
 
     fn attrs(&self) -> String {
         format!(
-            "{} cols={} bytes={}",
-            split_attrs(&self.split),
+            "{} blob={} words cols={} bytes={}",
+            self.kernel.symbol,
+            self.blob.len(),
             self.cols,
             self.bytes_per_string
         )
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
     }
 
     /// The pieces of a string are at most its bytes, plus a NUL each.
     fn string_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
-        operands[0].len() as u64 * (self.bytes_per_string + self.cols as u64)
+        bytes(operands[0].len(), self.bytes_per_string + self.cols as u64) + self.once
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        let (space, cap) = space(cx, self)?;
-        Ok(vec![Stmt::call(
-            &kernels::STR_SPLIT,
-            vec![
-                Arg::Params(self.split.encode()),
-                cx.operand_arg(0),
-                cx.result_arg(),
-                Arg::Int(expr::i(cx.operand(0).len())),
-                Arg::Int(expr::i(self.cols)),
-                space,
-                cap,
-            ],
-        )?])
+        let mut args = vec![Arg::Blob(self.blob.clone()), cx.operand_arg(0)];
+        if cx.has_operand(1) {
+            args.push(cx.operand_arg(1));
+        }
+        args.extend([
+            cx.result_arg(),
+            Arg::Int(expr::i(cx.operand(0).len())),
+            Arg::Int(expr::i(self.cols)),
+        ]);
+        args.extend(space(cx, self)?);
+        Ok(vec![Stmt::call(self.kernel, args)?])
     }
 }
 
-impl KernelOp for StrSplitCount {
+impl KernelOp for StrCount {
     fn name(&self) -> &'static str {
-        "str_split_count"
+        "str_count"
     }
 
     fn attrs(&self) -> String {
-        split_attrs(&self.0)
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
+        format!("{} blob={} words", self.kernel.symbol, self.blob.len())
     }
 
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
@@ -200,87 +162,9 @@ impl KernelOp for StrSplitCount {
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         Ok(vec![Stmt::call(
-            &kernels::STR_SPLIT_COUNT,
-            vec![
-                Arg::Params(self.0.encode()),
-                cx.operand_arg(0),
-                cx.result_arg(),
-                Arg::Int(expr::i(cx.operand(0).len())),
-            ],
-        )?])
-    }
-}
-
-/// `"N words"`: a tokenizer's blob as dumps print it.
-fn describe(blob: &[i64]) -> String {
-    format!("{} words", blob.len())
-}
-
-impl KernelOp for Tokenize {
-    fn name(&self) -> &'static str {
-        "tokenize"
-    }
-
-    fn attrs(&self) -> String {
-        format!(
-            "{} cols={} bytes={}",
-            describe(&self.blob),
-            self.cols,
-            self.bytes_per_string
-        )
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
-    }
-
-    /// The tokens of a string are at most its bytes, plus a NUL each; then the pad value
-    /// and the two marks, once.
-    fn string_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
-        let pad = onnxc_runtime::tokenize::Tokenizer::decode(&self.blob).map_or(0, |t| t.pad.len());
-        operands[0].len() as u64 * (self.bytes_per_string + self.cols as u64) + pad as u64 + 5
-    }
-
-    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        let (space, cap) = space(cx, self)?;
-        Ok(vec![Stmt::call(
-            &kernels::TOKENIZE,
+            self.kernel,
             vec![
                 Arg::Blob(self.blob.clone()),
-                cx.operand_arg(0),
-                cx.operand_arg(1),
-                cx.result_arg(),
-                Arg::Int(expr::i(cx.operand(0).len())),
-                Arg::Int(expr::i(self.cols)),
-                space,
-                cap,
-            ],
-        )?])
-    }
-}
-
-impl KernelOp for TokenizeCount {
-    fn name(&self) -> &'static str {
-        "tokenize_count"
-    }
-
-    fn attrs(&self) -> String {
-        describe(&self.0)
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
-    }
-
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
-    }
-
-    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        Ok(vec![Stmt::call(
-            &kernels::TOKENIZE_COUNT,
-            vec![
-                Arg::Blob(self.0.clone()),
                 cx.operand_arg(0),
                 cx.result_arg(),
                 Arg::Int(expr::i(cx.operand(0).len())),

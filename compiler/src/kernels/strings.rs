@@ -5,10 +5,8 @@
 //! Tables are `onnxc_runtime::strings::encode`'s arrays in the object's read-only data, so
 //! an output string points there. Never folded: a string is a pointer at run time.
 
-use super::{KernelOp, LowerCx, Operand};
-use crate::ir::Tensor;
+use super::{KernelOp, LowerCx};
 use crate::ir::expr;
-use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use std::sync::Arc;
@@ -53,10 +51,6 @@ impl KernelOp for StrLookup {
         describe(&self.0)
     }
 
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
-    }
-
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
         super::per_element(operands, results)
     }
@@ -73,10 +67,6 @@ impl KernelOp for StrTable {
 
     fn attrs(&self) -> String {
         describe(&self.0)
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
     }
 
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
@@ -100,10 +90,6 @@ impl KernelOp for StrEqual {
 
     fn attrs(&self) -> String {
         String::new()
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
     }
 
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
@@ -135,10 +121,6 @@ impl KernelOp for RegexFullMatch {
 
     fn attrs(&self) -> String {
         format!("table={} words", self.0.len())
-    }
-
-    fn eval(&self, _: &[&Tensor], _: Operand<'_>, _: usize) -> Option<Result<Tensor, EvalError>> {
-        None
     }
 
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {

@@ -75,17 +75,7 @@ pub fn equal(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// Equal on strings (opset 19): both operands broadcast by moving their pointers, then
 /// compared by the runtime (`kernels::StrEqual`).
 fn string_equal(ctx: &mut Ctx, a: ValueId, b: ValueId) -> Result<ValueId> {
-    let shapes = [ctx.shape(a), ctx.shape(b)];
-    let out = build::broadcast_shapes(ctx, &shapes)?;
-    let mut operands = Vec::new();
-    for (v, s) in [a, b].into_iter().zip(&shapes) {
-        operands.push(if *s == out {
-            v
-        } else {
-            let body = build::bload(DType::Str, 0, s, &out);
-            ctx.map(DType::Str, out.clone(), vec![v], body)?
-        });
-    }
+    let (operands, out) = build::broadcast_all(ctx, &[a, b])?;
     ctx.add(
         Op::kernel(crate::kernels::StrEqual),
         operands,

@@ -134,17 +134,7 @@ pub fn string_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     build::expect_types(ctx, a, "X", &[DType::Str])?;
     build::expect_types(ctx, b, "Y", &[DType::Str])?;
-    let shapes = [ctx.shape(a), ctx.shape(b)];
-    let out = build::broadcast_shapes(ctx, &shapes)?;
-    let mut operands = Vec::new();
-    for (v, s) in [a, b].into_iter().zip(&shapes) {
-        operands.push(if *s == out {
-            v
-        } else {
-            let body = build::bload(DType::Str, 0, s, &out);
-            ctx.map(DType::Str, out.clone(), vec![v], body)?
-        });
-    }
+    let (operands, out) = build::broadcast_all(ctx, &[a, b])?;
     Ok(vec![ctx.add(
         Op::kernel(kernels::StrConcat {
             bytes_per_string: ctx.string_bytes,
@@ -180,37 +170,78 @@ pub fn string_split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     } else {
         by_bytes
     };
-    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+    let blob = Arc::new(split.encode());
+    let (counts, y) = pieces(
+        ctx,
+        x,
+        &dims,
+        &onnxc_runtime::kernels::STR_SPLIT_COUNT,
+        blob,
+        cols,
+        0,
+    )?;
+    if let Some(counts) = counts {
+        let rank = dims.len();
+        let axes: Vec<usize> = (0..rank).collect();
+        let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
+        ctx.g.mark_rows(y, most, cols, rank);
+        return Ok(vec![y, counts]);
+    }
+    Ok(vec![y, ctx.constant(Tensor::from_i64s(dims, &[]))])
+}
+
+/// The pieces a splitting kernel (StringSplit's, the Tokenizer's) cuts the strings of `x`
+/// into, `cols` a string, and how many each gives (None when `x` has no string: then the
+/// pieces are an empty `[..., 0]`). The kernel that counts is `count`; the one that cuts
+/// follows it in `onnxc_runtime::kernels`, and takes the most pieces of a string as an
+/// operand when `with_most` (the Tokenizer's pad).
+fn pieces(
+    ctx: &mut Ctx,
+    x: ValueId,
+    dims: &[i64],
+    count: &'static onnxc_runtime::kernels::KernelAbi,
+    blob: Arc<Vec<i64>>,
+    cols: i64,
+    once: u64,
+) -> Result<(Option<ValueId>, ValueId)> {
+    use onnxc_runtime::kernels::{STR_SPLIT, STR_SPLIT_COUNT, TOKENIZE};
     let rank = dims.len();
-    let n: i64 = dims.iter().product();
+    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
     let mut yshape = shape.clone();
-    if n == 0 {
-        // No strings: no pieces.
+    if dims.iter().product::<i64>() == 0 {
         yshape.push(Dim::Known(0));
         let vars = (0..rank as u32).map(expr::var).collect();
         let y = ctx.map(DType::Str, yshape, vec![x], expr::load(DType::Str, 0, vars))?;
-        let z = ctx.constant(Tensor::from_i64s(dims, &[]));
-        return Ok(vec![y, z]);
+        return Ok((None, y));
     }
-    let z = ctx.add(
-        Op::kernel(kernels::StrSplitCount(split.clone())),
+    let counts = ctx.add(
+        Op::kernel(kernels::StrCount {
+            kernel: count,
+            blob: blob.clone(),
+        }),
         vec![x],
         TypeInfo::new(DType::I64, shape),
     )?;
+    let (kernel, operands) = if *count == STR_SPLIT_COUNT {
+        (&STR_SPLIT, vec![x])
+    } else {
+        let axes: Vec<usize> = (0..rank).collect();
+        let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
+        (&TOKENIZE, vec![x, most])
+    };
     yshape.push(Dim::Known(cols));
     let y = ctx.add(
-        Op::kernel(kernels::StrSplit {
-            split,
+        Op::kernel(kernels::StrPieces {
+            kernel,
+            blob,
             cols,
             bytes_per_string: ctx.string_bytes,
+            once,
         }),
-        vec![x],
+        operands,
         TypeInfo::new(DType::Str, yshape),
     )?;
-    let axes: Vec<usize> = (0..rank).collect();
-    let most = build::reduce(ctx, z, ReduceKind::Max, &axes, false, |v| v)?;
-    ctx.g.mark_rows(y, most, cols, rank);
-    Ok(vec![y, z])
+    Ok((Some(counts), y))
 }
 
 /// com.microsoft Tokenizer (onnxruntime's semantics, `onnxc_runtime::tokenize`): `[C]` or
@@ -264,42 +295,28 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         pad.as_bytes(),
         &automaton,
     ));
-    let rank = dims.len();
-    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
     // Tokens a string may have: one per `mincharnum` characters of a string of the space's
     // bytes, and the marks.
     let marks = 2 * i64::from(mark);
     let cols = (ctx.string_bytes.min(1 << 20) as i64 / mincharnum).max(1) + marks;
-    let mut yshape = shape.clone();
-    if dims.iter().product::<i64>() == 0 {
-        // No strings: no tokens.
-        yshape.push(Dim::Known(0));
-        let vars = (0..rank as u32).map(expr::var).collect();
-        return Ok(vec![ctx.map(
-            DType::Str,
-            yshape,
-            vec![x],
-            expr::load(DType::Str, 0, vars),
-        )?]);
-    }
-    let counts = ctx.add(
-        Op::kernel(kernels::TokenizeCount(blob.clone())),
-        vec![x],
-        TypeInfo::new(DType::I64, shape),
+    // The pad value and the marks, with their NULs.
+    let once = pad.len() as u64 + 5;
+    let (counts, y) = pieces(
+        ctx,
+        x,
+        &dims,
+        &onnxc_runtime::kernels::TOKENIZE_COUNT,
+        blob,
+        cols,
+        once,
     )?;
-    let axes: Vec<usize> = (0..rank).collect();
+    let Some(counts) = counts else {
+        return Ok(vec![y]);
+    };
+    // The row length: none without tokens, else the most tokens and the marks (the same
+    // reduction the kernel's operand is, shared by common-subexpression elimination).
+    let axes: Vec<usize> = (0..dims.len()).collect();
     let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
-    yshape.push(Dim::Known(cols));
-    let y = ctx.add(
-        Op::kernel(kernels::Tokenize {
-            blob,
-            cols,
-            bytes_per_string: ctx.string_bytes,
-        }),
-        vec![x, most],
-        TypeInfo::new(DType::Str, yshape),
-    )?;
-    // The row length: none without tokens, else the most tokens and the marks.
     let m = expr::load(DType::I64, 0, vec![]);
     let len = ctx.map(
         DType::I64,
@@ -311,7 +328,7 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             expr::add(m, expr::i(marks)),
         ),
     )?;
-    ctx.g.mark_rows(y, len, cols, rank);
+    ctx.g.mark_rows(y, len, cols, dims.len());
     Ok(vec![y])
 }
 
