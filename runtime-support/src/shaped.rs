@@ -504,11 +504,23 @@ mod tests {
         capacity: usize,
         ws: usize,
     ) -> (i32, [i64; 2], Vec<f32>, usize) {
+        call_with(x_dims, s_dims, n, capacity, Some(ws), 0)
+    }
+
+    /// `call` with no workspace for `ws` None, and `y_flags` more flags on y.
+    fn call_with(
+        x_dims: &[i64],
+        s_dims: &[i64],
+        n: usize,
+        capacity: usize,
+        ws: Option<usize>,
+        y_flags: u32,
+    ) -> (i32, [i64; 2], Vec<f32>, usize) {
         let ins = [
             tensor_info(c"x", &X_SHAPE, ONNXC_TENSOR_BATCHED),
             tensor_info(c"s", &S_SHAPE, 0),
         ];
-        let outs = [tensor_info(c"y", &X_SHAPE, ONNXC_TENSOR_BATCHED)];
+        let outs = [tensor_info(c"y", &X_SHAPE, ONNXC_TENSOR_BATCHED | y_flags)];
         let info = info(&ins, &outs);
         let mut x: Vec<f32> = (0..2 * n).map(|v| v as f32).collect();
         let mut s = [0.5f32];
@@ -544,8 +556,8 @@ mod tests {
                 fake_size,
                 tin.as_ptr(),
                 tout.as_ptr(),
-                workspace.as_mut_ptr().cast(),
-                ws,
+                ws.map_or(std::ptr::null_mut(), |_| workspace.as_mut_ptr().cast()),
+                ws.unwrap_or(0),
                 std::ptr::null(),
             )
         };
@@ -556,56 +568,10 @@ mod tests {
     /// one the call refuses before running.
     #[test]
     fn strings_in_the_workspace_need_the_callers_workspace() {
-        let ins = [
-            tensor_info(c"x", &X_SHAPE, 0),
-            tensor_info(c"s", &S_SHAPE, 0),
-        ];
-        let outs = [tensor_info(c"y", &X_SHAPE, ONNXC_TENSOR_WORKSPACE)];
-        let info = info(&ins, &outs);
-        let (mut x, mut sv, mut y) = ([1f32, 2.0], [0f32], [0f32; 2]);
-        let (mut xd, mut sd, mut yd) = (X_SHAPE, S_SHAPE, [0i64; 2]);
-        let tin = [
-            Tensor {
-                data: x.as_mut_ptr().cast(),
-                dims: xd.as_mut_ptr(),
-                rank: 2,
-                capacity: 0,
-            },
-            Tensor {
-                data: sv.as_mut_ptr().cast(),
-                dims: sd.as_mut_ptr(),
-                rank: 1,
-                capacity: 0,
-            },
-        ];
-        let tout = [Tensor {
-            data: y.as_mut_ptr().cast(),
-            dims: yd.as_mut_ptr(),
-            rank: 2,
-            capacity: 8,
-        }];
-        let mut workspace = vec![0u8; 64];
-        CALLS.with(|c| c.set(0));
-        for (ws, want, calls) in [
-            (std::ptr::null_mut(), ONNXC_ERR_WORKSPACE, 0),
-            (workspace.as_mut_ptr().cast(), ONNXC_OK, 1),
-        ] {
-            // SAFETY: every pointer covers what its dims say.
-            let rc = unsafe {
-                onnxc_run_shaped(
-                    &info,
-                    fake_run,
-                    fake_size,
-                    tin.as_ptr(),
-                    tout.as_ptr(),
-                    ws,
-                    64,
-                    std::ptr::null(),
-                )
-            };
-            assert_eq!((rc, CALLS.with(Cell::get)), (want, calls));
-        }
-        assert_eq!(y, [2.0, 4.0]);
+        let (rc, _, _, calls) = call_with(&[1, 2], &[1], 1, 8, None, ONNXC_TENSOR_WORKSPACE);
+        assert_eq!((rc, calls), (ONNXC_ERR_WORKSPACE, 0));
+        let (rc, _, y, calls) = call_with(&[1, 2], &[1], 1, 8, Some(64), ONNXC_TENSOR_WORKSPACE);
+        assert_eq!((rc, calls, &y[..2]), (ONNXC_OK, 1, &[0.5f32, 2.5][..]));
     }
 
     #[test]

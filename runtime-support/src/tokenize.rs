@@ -16,7 +16,6 @@ use crate::abi::{ONNXC_ERR_STRINGS, ONNXC_OK};
 use crate::kernels::Status;
 use crate::params;
 use crate::regex::Searcher;
-use crate::strings::c_str;
 use std::ffi::c_char;
 
 /// How a Tokenizer finds tokens.
@@ -215,11 +214,8 @@ pub unsafe extern "C" fn onnxc_tokenize_count(
     n: i64,
 ) -> Status {
     let t = params::decode_blob!(params, Tokenizer::decode);
-    for i in 0..n.max(0) as usize {
-        // SAFETY: the caller's contract.
-        unsafe { *z.add(i) = t.count(c_str(*x.add(i))) };
-    }
-    ONNXC_OK
+    // SAFETY: the caller's contract.
+    unsafe { crate::string_make::count_each(x, z, n, |s| t.count(s)) }
 }
 
 /// Row `i` of `y` (`cols` slots) = the tokens of string `x[i]` (with the marks), then the
