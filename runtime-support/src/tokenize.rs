@@ -12,7 +12,7 @@
 //! (`string_make`): `pad_value` up to the row length the counts give, null pointers past
 //! it (columns that do not exist at run time, which `NAME_run_shaped` drops).
 
-use crate::abi::{ONNXC_ERR_STRINGS, ONNXC_OK};
+use crate::abi::ONNXC_ERR_STRINGS;
 use crate::kernels::Status;
 use crate::params;
 use crate::regex::Searcher;
@@ -270,6 +270,7 @@ pub unsafe extern "C" fn onnxc_tokenize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::ONNXC_OK;
 
     /// A searcher for runs of `class` bytes: 1 starts, 2 is one byte in, 3 two or more (a
     /// match ended before the byte), 4 the byte after a run (a match ended before it), then
