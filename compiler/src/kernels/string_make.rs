@@ -57,7 +57,7 @@ fn space(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<[Arg; 2]> {
 
 /// The string space of `per` bytes for each of `n` strings.
 fn bytes(n: i64, per: u64) -> u64 {
-    n as u64 * per
+    (n as u64).saturating_mul(per)
 }
 
 impl KernelOp for StrCase {
@@ -129,7 +129,11 @@ impl KernelOp for StrPieces {
 
     /// The pieces of a string are at most its bytes, plus a NUL each.
     fn string_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
-        bytes(operands[0].len(), self.bytes_per_string + self.cols as u64) + self.once
+        bytes(
+            operands[0].len(),
+            self.bytes_per_string.saturating_add(self.cols as u64),
+        )
+        .saturating_add(self.once)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -32,6 +32,9 @@ pub struct LowerOptions {
     pub activation_kernels: bool,
 }
 
+/// Most workspace bytes the strings a model makes may take (`KernelOp::string_bytes`).
+const MAX_STRING_SPACE: u64 = 1 << 40;
+
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
 pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
     // The arena holds the values. After it comes the kernels' scratch (`Program`): a step's
@@ -48,7 +51,23 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             let bytes = k.string_bytes(&operands, operand(sched, st.output));
             if bytes > 0 {
                 string_at[i] = Some((strings_end, bytes));
-                strings_end = (strings_end + bytes).next_multiple_of(schedule::memory::ALIGN);
+                strings_end = strings_end
+                    .checked_add(bytes)
+                    .filter(|&e| e <= MAX_STRING_SPACE)
+                    .ok_or_else(|| {
+                        Error::Model(format!(
+                            "the strings the model makes ({} {}, {}) need more than \
+                             {MAX_STRING_SPACE} bytes of workspace; give a smaller \
+                             --string-bytes",
+                            k.name(),
+                            k.attrs(),
+                            st.origins.first().map_or(String::new(), |o| format!(
+                                "node '{}' ({})",
+                                o.name, o.op_type
+                            ))
+                        ))
+                    })?
+                    .next_multiple_of(schedule::memory::ALIGN);
             }
         }
     }
