@@ -1,7 +1,8 @@
 //! Ops that make strings at run time: StringNormalizer (opset 10), StringConcat and
-//! StringSplit (opset 20), and onnxruntime's Tokenizer (com.microsoft). The strings are made by runtime kernels (`kernels::StrCase`,
-//! `StrConcat`, `StrSplit`) in string space of the workspace (`--string-bytes` per string);
-//! what only moves strings (stopword removal, padding, broadcasting) is generated code.
+//! StringSplit (opset 20), and onnxruntime's Tokenizer (com.microsoft). The strings are made
+//! by runtime kernels (`kernels::StrCase`, `StrConcat`, `StrPieces`) in string space of the
+//! workspace (`--string-bytes` per string); what only moves strings (stopword removal,
+//! padding, broadcasting) is generated code.
 //!
 //! StringNormalizer follows onnxruntime: stopwords remove whole strings (compared after
 //! lower-casing when `is_case_sensitive` is 0), the others take the case change, and when
@@ -180,21 +181,17 @@ pub fn string_split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         cols,
         0,
     )?;
-    if let Some(counts) = counts {
-        let rank = dims.len();
-        let axes: Vec<usize> = (0..rank).collect();
-        let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
-        ctx.g.mark_rows(y, most, cols, rank);
+    if let Some((counts, most)) = counts {
+        ctx.g.mark_rows(y, most, cols, dims.len());
         return Ok(vec![y, counts]);
     }
     Ok(vec![y, ctx.constant(Tensor::from_i64s(dims, &[]))])
 }
 
-/// The pieces a splitting kernel (StringSplit's, the Tokenizer's) cuts the strings of `x`
-/// into, `cols` a string, and how many each gives (None when `x` has no string: then the
-/// pieces are an empty `[..., 0]`). The kernel that counts is `count`; the one that cuts
-/// follows it in `onnxc_runtime::kernels`, and takes the most pieces of a string as an
-/// operand when `with_most` (the Tokenizer's pad).
+/// The pieces a splitting kernel cuts the strings of `x` into, `cols` a string, with how
+/// many each gives and the most of any (None when `x` has no string: then the pieces are an
+/// empty `[..., 0]`). `count` is StringSplit's counting kernel (`STR_SPLIT`'s pieces) or the
+/// Tokenizer's (`TOKENIZE`'s, which takes the most as an operand for its pad).
 fn pieces(
     ctx: &mut Ctx,
     x: ValueId,
@@ -203,7 +200,7 @@ fn pieces(
     blob: Arc<Vec<i64>>,
     cols: i64,
     once: u64,
-) -> Result<(Option<ValueId>, ValueId)> {
+) -> Result<(Option<(ValueId, ValueId)>, ValueId)> {
     use onnxc_runtime::kernels::{STR_SPLIT, STR_SPLIT_COUNT, TOKENIZE};
     let rank = dims.len();
     let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
@@ -222,11 +219,11 @@ fn pieces(
         vec![x],
         TypeInfo::new(DType::I64, shape),
     )?;
+    let axes: Vec<usize> = (0..rank).collect();
+    let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
     let (kernel, operands) = if *count == STR_SPLIT_COUNT {
         (&STR_SPLIT, vec![x])
     } else {
-        let axes: Vec<usize> = (0..rank).collect();
-        let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
         (&TOKENIZE, vec![x, most])
     };
     yshape.push(Dim::Known(cols));
@@ -241,7 +238,7 @@ fn pieces(
         operands,
         TypeInfo::new(DType::Str, yshape),
     )?;
-    Ok((Some(counts), y))
+    Ok((Some((counts, most)), y))
 }
 
 /// com.microsoft Tokenizer (onnxruntime's semantics, `onnxc_runtime::tokenize`): `[C]` or
@@ -310,13 +307,10 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         cols,
         once,
     )?;
-    let Some(counts) = counts else {
+    let Some((_, most)) = counts else {
         return Ok(vec![y]);
     };
-    // The row length: none without tokens, else the most tokens and the marks (the same
-    // reduction the kernel's operand is, shared by common-subexpression elimination).
-    let axes: Vec<usize> = (0..dims.len()).collect();
-    let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
+    // The row length: none without tokens, else the most tokens and the marks.
     let m = expr::load(DType::I64, 0, vec![]);
     let len = ctx.map(
         DType::I64,
