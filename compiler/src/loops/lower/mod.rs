@@ -35,42 +35,48 @@ pub struct LowerOptions {
 /// Most workspace bytes the strings a model makes may take (`KernelOp::string_bytes`).
 const MAX_STRING_SPACE: u64 = 1 << 40;
 
+/// The string space of each step that makes strings (`KernelOp::string_bytes`): (workspace
+/// offset, bytes), one region each from `base`, which no other step reuses, so the strings
+/// live to the end of the run; and where the regions end.
+fn plan_strings(sched: &Schedule, base: u64) -> Result<(Vec<Option<(u64, u64)>>, u64)> {
+    let mut at = vec![None; sched.steps.len()];
+    let mut end = base;
+    for (i, st) in sched.steps.iter().enumerate() {
+        let StepKind::Kernel(k) = &st.kind else {
+            continue;
+        };
+        let operands: Vec<Operand> = st.inputs.iter().map(|&v| operand(sched, v)).collect();
+        let bytes = k.string_bytes(&operands, operand(sched, st.output));
+        if bytes == 0 {
+            continue;
+        }
+        at[i] = Some((end, bytes));
+        end = match end.checked_add(bytes).filter(|&e| e <= MAX_STRING_SPACE) {
+            Some(e) => e.next_multiple_of(schedule::memory::ALIGN),
+            None => {
+                let node = st.origins.first().map_or(String::new(), |o| {
+                    format!(" of node '{}' ({})", o.name, o.op_type)
+                });
+                return Err(Error::Model(format!(
+                    "the strings the model makes ({} {}{node}) need more than \
+                     {MAX_STRING_SPACE} bytes of workspace; give a smaller --string-bytes",
+                    k.name(),
+                    k.attrs()
+                )));
+            }
+        };
+    }
+    Ok((at, end))
+}
+
 /// Plans the arena (in place, so dumps of `s` show offsets) and lowers every step.
 pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
-    // The arena holds the values. After it comes the kernels' scratch (`Program`): a step's
-    // call finds its shared area at `scratch_base`, its workers' slots after it.
+    // The arena holds the values; after it come the string space of the steps that make
+    // strings, then the kernels' scratch (`Program`): a step's call finds its shared area at
+    // `scratch_base`, its workers' slots after it.
     schedule::memory::plan(sched);
-    // Then the string space of the steps that make strings (`KernelOp::string_bytes`): one
-    // region each, which no other step reuses, so the strings live to the end of the run.
     let strings_base = sched.arena_size.next_multiple_of(schedule::memory::ALIGN);
-    let mut string_at = vec![None; sched.steps.len()];
-    let mut strings_end = strings_base;
-    for (i, st) in sched.steps.iter().enumerate() {
-        if let StepKind::Kernel(k) = &st.kind {
-            let operands: Vec<Operand> = st.inputs.iter().map(|&v| operand(sched, v)).collect();
-            let bytes = k.string_bytes(&operands, operand(sched, st.output));
-            if bytes > 0 {
-                string_at[i] = Some((strings_end, bytes));
-                strings_end = strings_end
-                    .checked_add(bytes)
-                    .filter(|&e| e <= MAX_STRING_SPACE)
-                    .ok_or_else(|| {
-                        Error::Model(format!(
-                            "the strings the model makes ({} {}, {}) need more than \
-                             {MAX_STRING_SPACE} bytes of workspace; give a smaller \
-                             --string-bytes",
-                            k.name(),
-                            k.attrs(),
-                            st.origins.first().map_or(String::new(), |o| format!(
-                                "node '{}' ({})",
-                                o.name, o.op_type
-                            ))
-                        ))
-                    })?
-                    .next_multiple_of(schedule::memory::ALIGN);
-            }
-        }
-    }
+    let (string_at, strings_end) = plan_strings(sched, strings_base)?;
     let scratch_base = strings_end;
     let s = &*sched;
     let mut buffers = Vec::new();
