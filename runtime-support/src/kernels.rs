@@ -298,11 +298,11 @@ kernels! {
         z: Out = *mut i64, n: Int = i64,
     ) -> Status;
     /// The Tokenizer's rows of `cols` tokens (marks and pad to the length the most tokens of
-    /// a row give, null after), made in the step's string space.
+    /// a string give, null after), made in the step's string space.
     TOKENIZE = onnxc_tokenize in tokenize(
         params: Params = *const i64, x: In = *const *const std::ffi::c_char,
-        most: In = *const i64, y: Out = *mut *const std::ffi::c_char, n: Int = i64,
-        cols: Int = i64, space: Out = *mut u8, cap: Int = i64,
+        y: Out = *mut *const std::ffi::c_char, n: Int = i64, cols: Int = i64,
+        space: Out = *mut u8, cap: Int = i64,
     ) -> Status;
     /// An SVM's class probabilities from its pairwise decision values (`[k, rows]`).
     SVM_PROBABILITY = onnxc_svm_probability in svm(

@@ -9,13 +9,14 @@
 //! The patterns are compiled to automata at compile time (`regex::Searcher`); the kernels
 //! walk them. `onnxc_tokenize_count` counts each string's tokens; `onnxc_tokenize` writes
 //! them into rows of `cols` (the compile-time bound), in the step's string space
-//! (`string_make`): `pad_value` up to the row length the counts give, null pointers past
+//! (`string_make`): `pad_value` up to the row length its strings give, null pointers past
 //! it (columns that do not exist at run time, which `NAME_run_shaped` drops).
 
 use crate::abi::ONNXC_ERR_STRINGS;
 use crate::kernels::Status;
 use crate::params;
 use crate::regex::Searcher;
+use crate::strings::c_str;
 use std::ffi::c_char;
 
 /// How a Tokenizer finds tokens.
@@ -219,12 +220,13 @@ pub unsafe extern "C" fn onnxc_tokenize_count(
 }
 
 /// Row `i` of `y` (`cols` slots) = the tokens of string `x[i]` (with the marks), then the
-/// pad value up to `row_len(*most)` slots, then null pointers; the strings made in `space`.
-/// A row longer than `cols` is `ONNXC_ERR_STRINGS`.
+/// pad value up to the row length (`row_len` of the most tokens of a string), then null
+/// pointers; the strings made in `space`. A row longer than `cols` is
+/// `ONNXC_ERR_STRINGS`.
 ///
 /// # Safety
-/// As `onnxc_tokenize_count`, with `most` pointing to one int64, `y` holding `n · cols`
-/// slots and `space` null or `cap` writable bytes that outlive the pointers written.
+/// As `onnxc_tokenize_count`, with `y` holding `n · cols` slots and `space` null or `cap`
+/// writable bytes that outlive the pointers written.
 #[unsafe(no_mangle)]
 #[allow(
     clippy::too_many_arguments,
@@ -233,7 +235,6 @@ pub unsafe extern "C" fn onnxc_tokenize_count(
 pub unsafe extern "C" fn onnxc_tokenize(
     params: *const i64,
     x: *const *const c_char,
-    most: *const i64,
     y: *mut *const c_char,
     n: i64,
     cols: i64,
@@ -242,8 +243,14 @@ pub unsafe extern "C" fn onnxc_tokenize(
 ) -> Status {
     let t = params::decode_blob!(params, Tokenizer::decode);
     let (n, cols) = (n.max(0) as usize, cols.max(0) as usize);
+    // The most tokens of a string, over this call's strings (one item's in a run-time
+    // batch: the row length then follows the item, which only the padding shows).
     // SAFETY: the caller's contract.
-    let len = t.row_len(unsafe { *most });
+    let most = (0..n)
+        .map(|i| t.count(unsafe { c_str(*x.add(i)) }))
+        .max()
+        .unwrap_or(0);
+    let len = t.row_len(most);
     if len as u64 > cols as u64 {
         return ONNXC_ERR_STRINGS;
     }
@@ -348,7 +355,6 @@ mod tests {
         // SAFETY: a tokenizer blob, three strings, three slots.
         let rc = unsafe { onnxc_tokenize_count(words.as_ptr(), px.as_ptr(), z.as_mut_ptr(), 3) };
         assert_eq!((rc, z), (ONNXC_OK, [2, 0, 1]));
-        let most = 2i64;
         let mut y = vec![std::ptr::null(); 15];
         let mut space = [0u8; 64];
         let mut call = |cols: i64| {
@@ -357,7 +363,6 @@ mod tests {
                 onnxc_tokenize(
                     words.as_ptr(),
                     px.as_ptr(),
-                    &most,
                     y.as_mut_ptr(),
                     3,
                     cols,
@@ -373,8 +378,8 @@ mod tests {
         let read: Vec<Option<String>> = y
             .iter()
             .map(|&p| {
-                // SAFETY: non-null pointers are NUL-terminated strings in `space`.
                 (!p.is_null()).then(|| {
+                    // SAFETY: non-null pointers are NUL-terminated strings in `space`.
                     unsafe { std::ffi::CStr::from_ptr(p) }
                         .to_string_lossy()
                         .into_owned()

@@ -89,6 +89,21 @@ pub fn import(
             list()
         ))
     })?;
+    if let Some(o) = b
+        .outputs
+        .iter()
+        .zip(&batched.outputs)
+        .find(|(o, c)| **c && made_strings(&b, o.value))
+    {
+        return Err(Error::NeedShape(format!(
+            "the model's leading input dims {} are symbolic, and output '{}' holds strings \
+             the model makes (StringNormalizer, StringConcat, StringSplit, Tokenizer), which \
+             a run-time batch would make item by item in one workspace, each over the last; \
+             {fix}",
+            list(),
+            o.0.name
+        )));
+    }
     if batched.outputs.contains(&true) && !batched.inputs.contains(&true) {
         return Err(Error::NeedShape(format!(
             "the model's leading input dims {} are symbolic, but no input carries them as a \
@@ -127,4 +142,52 @@ pub fn import(
         )));
     }
     Ok((one, batched))
+}
+
+/// Whether string value `v` may hold strings made while the model runs: made by a kernel
+/// that asks for string space (`KernelOp::string_bytes`), or moved (mapped, reshaped,
+/// gathered, concatenated) from such strings; a table's strings live in the object.
+fn made_strings(g: &Graph, v: crate::ir::ValueId) -> bool {
+    use crate::ir::graph::Op;
+    use crate::kernels::Operand;
+    let mut stack = vec![v];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) || g.value_type(v).dtype != crate::ir::DType::Str {
+            continue;
+        }
+        let node = g.node(v.node);
+        if let Op::Kernel(k) = &node.op {
+            let known = |v: &crate::ir::ValueId| {
+                let t = g.value_type(*v);
+                crate::ir::dim::known_dims(&t.shape).map(|s| (t.dtype, s))
+            };
+            let types: Option<Vec<_>> = node.inputs.iter().map(known).collect();
+            let made = match (types, known(&v)) {
+                (Some(ins), Some(out)) => {
+                    let ops: Vec<Operand> = ins
+                        .iter()
+                        .map(|(dtype, shape)| Operand {
+                            dtype: *dtype,
+                            shape,
+                            constant: false,
+                        })
+                        .collect();
+                    let result = Operand {
+                        dtype: out.0,
+                        shape: &out.1,
+                        constant: false,
+                    };
+                    k.string_bytes(&ops, result) > 0
+                }
+                _ => true,
+            };
+            if made {
+                return true;
+            }
+            continue;
+        }
+        stack.extend(node.inputs.iter().copied());
+    }
+    false
 }

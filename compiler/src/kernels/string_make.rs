@@ -28,7 +28,7 @@ pub struct StrConcat {
 
 /// The pieces `kernel` cuts each string of operand 0 into, `cols` a string (`[..., cols]`):
 /// StringSplit's (`STR_SPLIT`, `SplitParams`' blob) or the Tokenizer's (`TOKENIZE`,
-/// `tokenize::encode`'s blob, with operand 1 the most tokens of a string).
+/// `tokenize::encode`'s blob).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StrPieces {
     pub kernel: &'static KernelAbi,
@@ -74,6 +74,12 @@ impl KernelOp for StrCase {
         bytes(result.len(), self.bytes_per_string)
     }
 
+    /// Each item's strings are made in the same space, after the previous item's run:
+    /// `driver` refuses the batch where a made string reaches an output.
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let case = if self.upper { UPPER } else { LOWER };
         let mut args = vec![
@@ -98,6 +104,12 @@ impl KernelOp for StrConcat {
 
     fn string_bytes(&self, _: &[Operand<'_>], result: Operand<'_>) -> u64 {
         bytes(result.len(), self.bytes_per_string)
+    }
+
+    /// Each item's strings are made in the same space, after the previous item's run:
+    /// `driver` refuses the batch where a made string reaches an output.
+    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
+        super::per_element(operands, results)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -136,11 +148,19 @@ impl KernelOp for StrPieces {
         .saturating_add(self.once)
     }
 
+    /// As `StrCase`'s; the Tokenizer's row length then follows each item's strings, which
+    /// only its padding shows (`passes::data_dims` lets that reach no output).
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_leading(operands, ranks, results, 0)
+    }
+
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let mut args = vec![Arg::Blob(self.blob.clone()), cx.operand_arg(0)];
-        if cx.has_operand(1) {
-            args.push(cx.operand_arg(1));
-        }
         args.extend([
             cx.result_arg(),
             Arg::Int(expr::i(cx.operand(0).len())),

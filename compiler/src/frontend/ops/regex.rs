@@ -126,6 +126,12 @@ fn dfa(pattern: &str, kind: MatchKind) -> std::result::Result<dense::DFA<Vec<u32
         .map_err(|e| e.to_string())
 }
 
+/// A property of a DFA's state (a bit of the runtime's tables).
+type StateBit = dyn Fn(&dense::DFA<Vec<u32>>, StateID) -> bool;
+
+/// The transitions of the numbered states and, per property asked for, its bit per state.
+type Closed = (Vec<[u32; 256]>, Vec<Vec<bool>>);
+
 /// A DFA's states reachable from some start states, numbered for the runtime's tables
 /// (0 dead), with their transitions.
 struct Flat<'d> {
@@ -168,10 +174,7 @@ impl<'d> Flat<'d> {
 
     /// Numbers every state reachable from those numbered so far; returns the transitions
     /// and, per state (the dead one first), whether `bit` holds of it.
-    fn close(
-        mut self,
-        bits: &[&dyn Fn(&dense::DFA<Vec<u32>>, StateID) -> bool],
-    ) -> std::result::Result<(Vec<[u32; 256]>, Vec<Vec<bool>>), String> {
+    fn close(mut self, bits: &[&StateBit]) -> std::result::Result<Closed, String> {
         let mut next = vec![[0u32; 256]];
         let mut flags = vec![vec![false]; bits.len()];
         let mut at = 0;

@@ -191,7 +191,7 @@ pub fn string_split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// The pieces a splitting kernel cuts the strings of `x` into, `cols` a string, with how
 /// many each gives and the most of any (None when `x` has no string: then the pieces are an
 /// empty `[..., 0]`). `count` is StringSplit's counting kernel (`STR_SPLIT`'s pieces) or the
-/// Tokenizer's (`TOKENIZE`'s, which takes the most as an operand for its pad).
+/// Tokenizer's (`TOKENIZE`'s).
 fn pieces(
     ctx: &mut Ctx,
     x: ValueId,
@@ -221,10 +221,10 @@ fn pieces(
     )?;
     let axes: Vec<usize> = (0..rank).collect();
     let most = build::reduce(ctx, counts, ReduceKind::Max, &axes, false, |v| v)?;
-    let (kernel, operands) = if *count == STR_SPLIT_COUNT {
-        (&STR_SPLIT, vec![x])
+    let kernel = if *count == STR_SPLIT_COUNT {
+        &STR_SPLIT
     } else {
-        (&TOKENIZE, vec![x, most])
+        &TOKENIZE
     };
     yshape.push(Dim::Known(cols));
     let y = ctx.add(
@@ -235,7 +235,7 @@ fn pieces(
             bytes_per_string: ctx.string_bytes,
             once,
         }),
-        operands,
+        vec![x],
         TypeInfo::new(DType::Str, yshape),
     )?;
     Ok((Some((counts, most)), y))
