@@ -1180,6 +1180,41 @@ def data_dependent_rows():
                    [doubled, cols, pos, sel, kept, cls] + uniq + uniq_cols + top + [head, tail])
 
 
+def training_optimizers():
+    """The ai.onnx.preview.training optimizers on float64 variables (their float32 form is in
+    the backend suite): Adagrad over two variables, Adam and Nesterov momentum, with a
+    float32 learning rate and an update count computed at run time (0 on the first update,
+    where Adam skips its bias correction and momentum takes the whole gradient); compared
+    with the reference evaluator."""
+    g = G(71)
+    D = TensorProto.DOUBLE
+    tr = dict(domain="ai.onnx.preview.training")
+    d = lambda v: g.op("Cast", [v], to=D)  # noqa: E731
+    pos = lambda v: g.op("Abs", [d(v)])  # noqa: E731
+    # T = floor(|t| * 2): 0, 1, 2 or more, whatever t's draw.
+    t = g.op("Cast", [g.op("Floor", [g.op("Mul", [g.op("Abs", ["t"]), g.const(np.float32(2))])])],
+             to=TensorProto.INT64)
+    r = g.const(np.float32(0.1))
+    x, gr, v, h = d("x"), d("g"), d("v"), pos("h")
+    x2, g2, h2 = d("x2"), d("g2"), pos("h2")
+    ada = g.op("Adagrad", [r, t, x, x2, gr, g2, h, h2], outputs=4, decay_factor=0.1, epsilon=1e-6,
+               norm_coefficient=0.01, **tr)
+    adam = g.op("Adam", [r, t, x, gr, v, h], outputs=3, alpha=0.9, beta=0.95, epsilon=1e-7, norm_coefficient=0.02,
+                norm_coefficient_post=0.1, **tr)
+    nest = g.op("Momentum", [r, t, x, gr, v], outputs=2, alpha=0.8, beta=0.5, mode="nesterov",
+                norm_coefficient=0.01, **tr)
+    std = g.op("Momentum", [r, t, x2, g2, v], outputs=2, alpha=0.8, beta=0.5, mode="standard",
+               norm_coefficient=0.0, **tr)
+    outs = [(o, D, [3, 4]) for o in list(ada) + list(adam) + list(nest) + list(std)]
+    ins = [helper.make_tensor_value_info("t", TensorProto.FLOAT, [])] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("x", "g", "v", "h", "x2", "g2", "h2")]
+    graph = helper.make_graph(g.nodes, "g", ins, [helper.make_tensor_value_info(n, ty, sh) for n, ty, sh in outs],
+                              g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("ai.onnx.preview.training", 1)],
+                             producer_name="onnxc-tests")
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -1189,7 +1224,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
-         qdq_activations, qoperator_contrib, low_precision_values]
+         qdq_activations, qoperator_contrib, low_precision_values, training_optimizers]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -1220,7 +1255,7 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
                     "test_low_precision_values", "test_deform_convs",
-                    "test_recurrent_state_ops", "test_roi_aligns"}
+                    "test_recurrent_state_ops", "test_roi_aligns", "test_training_optimizers"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

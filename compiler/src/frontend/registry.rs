@@ -4,9 +4,9 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, pool, qlinear, quant,
-    random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort, spectral, stateful,
-    strings, text, transformer,
+    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, optimizer, pool,
+    qlinear, quant, random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort,
+    spectral, stateful, strings, text, transformer,
 };
 use crate::error::Result;
 use crate::ir::ValueId;
@@ -230,6 +230,22 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
+    (
+        "Adagrad",
+        "one update step, as elementwise maps in the variables' type (onnx's reference formulas)",
+    ),
+    (
+        "Adam",
+        "one update step, as elementwise maps in the variables' type (onnx's reference formulas)",
+    ),
+    (
+        "Momentum",
+        "one update step, standard or Nesterov, as elementwise maps in the variables' type",
+    ),
+    (
+        "Gradient",
+        "not supported: it stands for the derivative of a subgraph, which needs automatic differentiation of the graph; differentiate before exporting",
+    ),
     (
         "NonZero",
         "constant input: folded; otherwise a runtime kernel writes the positions at their bound (one per element) and the output's dims come from NAME_run_shaped (ONNXC_TENSOR_DYNAMIC); what reads the positions must compute each on its own (no Shape or reduction of them)",
@@ -656,12 +672,21 @@ pub const PREVIEW_OPS: &[(&str, Builder)] = &[
     ("FlexAttention", control::imported),
 ];
 
+/// `(op_type, builder)` for the `ai.onnx.preview.training` domain: the optimizers, which
+/// are pure functions of their inputs (`Gradient` needs differentiation and is refused).
+pub const TRAINING_OPS: &[(&str, Builder)] = &[
+    ("Adagrad", optimizer::adagrad),
+    ("Adam", optimizer::adam),
+    ("Momentum", optimizer::momentum),
+];
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let tables: &[&[(&str, Builder)]] = match domain {
         "" => &[ONNX_OPS, ORT_DEFAULT_DOMAIN_OPS],
         "com.microsoft" => &[MICROSOFT_OPS],
         "ai.onnx.ml" => &[ML_OPS],
         "ai.onnx.preview" => &[PREVIEW_OPS],
+        "ai.onnx.preview.training" => &[TRAINING_OPS],
         _ => return None,
     };
     tables

@@ -19,6 +19,7 @@ pub mod ms_attention;
 pub mod nn;
 pub mod norm;
 pub mod norm_more;
+pub mod optimizer;
 pub mod pool;
 pub mod qdq;
 pub mod qlinear;
