@@ -1215,6 +1215,23 @@ def training_optimizers():
                              producer_name="onnxc-tests")
 
 
+def col2im_fold():
+    """Col2Im as PyTorch's nn.Fold exports it: constant image_shape and block_shape, 2-D with
+    asymmetric pads, strides and dilations, and 3-D over a batch of 2, each after a Relu
+    (the block columns computed at run time); compared with the reference evaluator."""
+    g = G(73)
+    i64 = lambda v: g.const(np.array(v, np.int64), np.int64)  # noqa: E731
+    two = g.op("Col2Im", [g.op("Relu", ["x"]), i64([7, 9]), i64([3, 3])], pads=[1, 0, 1, 2], strides=[2, 1],
+               dilations=[1, 2])
+    three = g.op("Col2Im", ["y", i64([4, 5, 3]), i64([2, 2, 1])])
+    F = TensorProto.FLOAT
+    graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", F, [1, 72, 28]),
+                                             helper.make_tensor_value_info("y", F, [2, 12, 36])],
+                              [helper.make_tensor_value_info(two, F, [1, 8, 7, 9]),
+                               helper.make_tensor_value_info(three, F, [2, 3, 4, 5, 3])], g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="onnxc-tests")
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -1224,7 +1241,8 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          loops_run_time_condition, spatial_transformer, rotary_attention,
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
-         qdq_activations, qoperator_contrib, low_precision_values, training_optimizers]
+         qdq_activations, qoperator_contrib, low_precision_values, training_optimizers,
+         col2im_fold]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -1255,7 +1273,8 @@ VARIED_LIGHT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "den
 REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_samples", "test_integer_products_exact",
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
                     "test_low_precision_values", "test_deform_convs",
-                    "test_recurrent_state_ops", "test_roi_aligns", "test_training_optimizers"}
+                    "test_recurrent_state_ops", "test_roi_aligns", "test_training_optimizers",
+                    "test_col2im_fold"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

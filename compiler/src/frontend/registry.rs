@@ -3,7 +3,7 @@
 
 use super::ctx::Ctx;
 use super::ops::{
-    activation, attention, contrib, contrib_quant, control, data, deform_conv, elementwise,
+    activation, attention, col2im, contrib, contrib_quant, control, data, deform_conv, elementwise,
     grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, optimizer, pool,
     qlinear, quant, random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort,
     spectral, stateful, strings, text, transformer,
@@ -212,6 +212,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("Det", linalg::det),
     ("Attention", attention::attention),
     ("ConvTranspose", nn::conv_transpose),
+    ("Col2Im", col2im::col2im),
     ("DeformConv", deform_conv::deform_conv),
     ("RoiAlign", roi_align::roi_align),
     ("TfIdfVectorizer", text::tfidf_vectorizer),
@@ -230,6 +231,10 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
+    (
+        "Col2Im",
+        "a gather (each image element sums the block columns covering it); run-time image_shape/block_shape need the output's declared shape and are checked against it (ONNXC_ERR_SHAPE); floats of 16 bits or more and integers of 8 bits or more (no bool, float8, 4- or 2-bit values)",
+    ),
     (
         "Adagrad",
         "one update step, as elementwise maps in the variables' type (onnx's reference formulas)",

@@ -3,6 +3,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod col2im;
 pub mod contrib;
 pub mod contrib_quant;
 pub mod control;

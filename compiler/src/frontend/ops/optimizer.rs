@@ -37,7 +37,7 @@ fn step(ctx: &mut Ctx, per_var: usize, names: &[&str]) -> Result<Step> {
         }
     }
     let rest = ctx.num_inputs().saturating_sub(2);
-    if rest == 0 || rest % per_var != 0 {
+    if rest == 0 || !rest.is_multiple_of(per_var) {
         return Err(ctx.err(format!(
             "{rest} tensors after R and T; this optimizer takes {} per variable ({}), grouped by kind",
             per_var,
