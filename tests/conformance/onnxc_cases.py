@@ -1232,6 +1232,25 @@ def col2im_fold():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="onnxc-tests")
 
 
+def mel_filterbank():
+    """A log-mel front end as speech models write it: MelWeightMatrix with constant
+    parameters (folded into a constant table) applied to a power spectrum, then Log; and the
+    matrix itself in float64 for other parameters; compared with the reference evaluator."""
+    g = G(79)
+    i64 = lambda v: g.const(np.array(v, np.int64), np.int64)  # noqa: E731
+    f32 = lambda v: g.const(np.array(v, np.float32))  # noqa: E731
+    mel = g.op("MelWeightMatrix", [i64(40), i64(512), i64(16000), f32(20.0), f32(7600.0)])
+    power = g.op("Mul", ["x", "x"])
+    logmel = g.op("Log", [g.op("Add", [g.op("MatMul", [power, mel]), f32(1e-6)])])
+    raw = g.op("MelWeightMatrix", [i64(24), i64(400), g.const(np.array(22050, np.int32), np.int32), f32(0.0),
+                                   f32(11025.0)], output_datatype=TensorProto.DOUBLE)
+    F = TensorProto.FLOAT
+    graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", F, [3, 257])],
+                              [helper.make_tensor_value_info(logmel, F, [3, 40]),
+                               helper.make_tensor_value_info(raw, TensorProto.DOUBLE, [201, 24])], g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnxc-tests")
+
+
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
@@ -1242,7 +1261,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
          qdq_activations, qoperator_contrib, low_precision_values, training_optimizers,
-         col2im_fold]
+         col2im_fold, mel_filterbank]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -1274,7 +1293,7 @@ REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_sam
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
                     "test_low_precision_values", "test_deform_convs",
                     "test_recurrent_state_ops", "test_roi_aligns", "test_training_optimizers",
-                    "test_col2im_fold"}
+                    "test_col2im_fold", "test_mel_filterbank"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

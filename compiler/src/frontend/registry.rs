@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::ops::{
     activation, attention, col2im, contrib, contrib_quant, control, data, deform_conv, elementwise,
-    grid_sample, legacy, linalg, loss, ml, ms_attention, nn, norm, norm_more, optimizer, pool,
+    grid_sample, legacy, linalg, loss, mel, ml, ms_attention, nn, norm, norm_more, optimizer, pool,
     qlinear, quant, random, reduce, regex, resize, rnn, roi_align, rotary, select, shape, sort,
     spectral, stateful, strings, text, transformer,
 };
@@ -164,6 +164,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("DFT", spectral::dft),
     ("STFT", spectral::stft),
     ("HannWindow", spectral::hann_window),
+    ("MelWeightMatrix", mel::mel_weight_matrix),
     ("HammingWindow", spectral::hamming_window),
     ("BlackmanWindow", spectral::blackman_window),
     ("If", control::imported),
@@ -231,6 +232,10 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
+    (
+        "MelWeightMatrix",
+        "onnx's reference formulas, in float64; constant parameters fold into a constant table; run-time ones need the output's declared shape, checked against them (ONNXC_ERR_SHAPE)",
+    ),
     (
         "Col2Im",
         "a gather (each image element sums the block columns covering it); run-time image_shape/block_shape need the output's declared shape and are checked against it (ONNXC_ERR_SHAPE); floats of 16 bits or more and integers of 8 bits or more (no bool, float8, 4- or 2-bit values)",

@@ -15,6 +15,7 @@ pub mod grid_sample;
 pub mod legacy;
 pub mod linalg;
 pub mod loss;
+pub mod mel;
 pub mod ml;
 pub mod ms_attention;
 pub mod nn;
