@@ -73,7 +73,8 @@ typedef struct onnxc_tensor_info {
     /* 0 for a tensor. An output ai.onnx.ml ZipMap makes (a sequence of maps, one per row)
        is passed as its [rows, num_keys] float tensor; key_type is the ONNX type of the maps'
        keys (ONNXC_INT64 or ONNXC_STRING) and keys points to num_keys int64_t or const char *:
-       row i is the map { keys[j]: value[i][j] }. */
+       row i is the map { keys[j]: value[i][j] }. A map input (ONNXC_TENSOR_MAP): the type of
+       its keys, num_keys 0 and keys NULL. */
     int32_t key_type;
     int32_t num_keys;
     const void *keys;
@@ -94,6 +95,21 @@ typedef struct onnxc_tensor_info {
    StringConcat, StringSplit) in the workspace: they stay valid until the workspace is used
    again or freed, so the model needs the caller's workspace (NULL: ONNXC_ERR_WORKSPACE). */
 #define ONNXC_TENSOR_WORKSPACE 4u
+/* onnxc_tensor_info.flags: an input of type map(key_type, dtype), which the ai.onnx.ml
+   DictVectorizer and CastMap read: its data pointer points to an onnxc_map (rank 0,
+   size_bytes sizeof(onnxc_map)). */
+#define ONNXC_TENSOR_MAP 8u
+
+/* A map input: size entries, keys[i] mapping to values[i]. keys: int64_t or const char *
+   (NUL-terminated UTF-8, NULL reads as ""), values: float, double, int64_t or const char *,
+   as the input's key_type and dtype say; the caller's, read during the call. A negative
+   size, or NULL arrays with entries, is ONNXC_ERR_VALUE. Of keys given twice, the last
+   counts. */
+typedef struct onnxc_map {
+    int64_t size;
+    const void *keys;
+    const void *values;
+} onnxc_map;
 
 /* A tensor with its dims, as NAME_run_shaped takes them. */
 typedef struct onnxc_tensor {

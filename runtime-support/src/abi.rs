@@ -34,6 +34,9 @@ pub const ONNXC_TENSOR_DYNAMIC: u32 = 2;
 /// workspace (StringNormalizer, StringConcat, StringSplit): they stay valid until the
 /// workspace is reused, and a run with a null workspace returns `ONNXC_ERR_WORKSPACE`.
 pub const ONNXC_TENSOR_WORKSPACE: u32 = 4;
+/// `TensorInfo::flags`: an input of type map(`key_type`, `dtype`), passed as a pointer to
+/// an `onnxc_map` (`map::Map`), which only the map kernels read (`map`).
+pub const ONNXC_TENSOR_MAP: u32 = 8;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -44,7 +47,8 @@ pub struct TensorInfo {
     pub size_bytes: u64,
     /// 0 for a tensor; for an output ONNX-ML's ZipMap makes (a sequence of maps), the
     /// ONNX type of the maps' keys (7 int64, 8 string): row i of the `[n, num_keys]`
-    /// float32 tensor is the map {keys[j]: value[i, j]}.
+    /// float32 tensor is the map {keys[j]: value[i, j]}; for a map input
+    /// (`ONNXC_TENSOR_MAP`), the type of its keys.
     pub key_type: i32,
     pub num_keys: i32,
     /// `num_keys` int64 values or `const char *` strings.

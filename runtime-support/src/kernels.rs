@@ -252,6 +252,15 @@ kernels! {
         table: Params = *const i64, x: In = *const *const std::ffi::c_char, y: Out = *mut i64,
         n: Int = i64,
     ) -> Status;
+    /// DictVectorizer: a map's values at their keys' vocabulary positions (`map`).
+    DICT_VECTORIZE = onnxc_dict_vectorize in map(
+        table: Params = *const i64, map: In = *const i64, y: Out = *mut u8,
+        value_bytes: Int = i64, string_keys: Int = i64,
+    ) -> Status;
+    /// CastMap (SPARSE): a map's values at the positions their int64 keys give (`map`).
+    CAST_MAP_SPARSE = onnxc_cast_map_sparse in map(
+        map: In = *const i64, y: Out = *mut u8, max: Int = i64, value_bytes: Int = i64,
+    ) -> Status;
     /// Whether two arrays of `n` strings hold equal strings, element by element (bool).
     STR_EQUAL = onnxc_str_equal in strings(
         a: In = *const *const std::ffi::c_char, b: In = *const *const std::ffi::c_char,
@@ -372,6 +381,10 @@ fn scratch_of(
         // No parameters: their status is the string space's (`abi::ONNXC_ERR_STRINGS`).
         return Ok(Some(ScratchNeed::default()));
     }
+    if *kernel == CAST_MAP_SPARSE {
+        // No parameters: its status is the caller's map's (`abi::ONNXC_ERR_VALUE`).
+        return Ok(Some(ScratchNeed::default()));
+    }
     let b = blob.ok_or(ParamError("no parameter blob"))?;
     let floats = |n: usize| Some(ScratchNeed::shared(n * 4));
     let bytes = |n: usize| Some(ScratchNeed::shared(n));
@@ -419,6 +432,13 @@ fn scratch_of(
     } else if *kernel == TREE_ENSEMBLE {
         tree::check(b).map_err(|_| ParamError("the forest fails tree::check"))?;
         bytes(tree::scratch_bytes(b))
+    } else if *kernel == DICT_VECTORIZE {
+        if int(1)? != 0 {
+            strings::check(b)?;
+        } else {
+            crate::map::check_ints(b)?;
+        }
+        bytes(0)
     } else if *kernel == STR_LOOKUP || *kernel == STR_GATHER {
         strings::check(b)?;
         bytes(0)

@@ -252,6 +252,7 @@ pub mod gemm;
 pub mod kernels;
 pub mod linear_attention;
 pub mod lowp;
+pub mod map;
 pub mod model;
 pub mod nchwc;
 pub mod par;

@@ -107,7 +107,7 @@ pub fn check(blob: &[i64]) -> params::Result<()> {
 /// Words of a table's header (after the length word): magic, count, offset of the bytes.
 const HEADER: usize = 3;
 
-struct Table {
+pub(crate) struct Table {
     n: usize,
     offsets: *const u32,
     order: *const u32,
@@ -121,7 +121,7 @@ impl Table {
     /// the offsets and positions inside the blob, the bytes after them and the last
     /// (empty) string's NUL inside the blob. The strings' own offsets are `check`ed when
     /// the table is made (O(n)), not here (the kernels' per-call check is O(1)).
-    fn new(blob: &[i64]) -> params::Result<Table> {
+    pub(crate) fn new(blob: &[i64]) -> params::Result<Table> {
         use params::ensure;
         let mut r = params::Reader::new(blob)?;
         let [magic, n, bytes_offset] = r.array()?;
@@ -173,7 +173,13 @@ impl Table {
         unsafe { self.bytes.add(*self.offsets.add(k) as usize) as *const c_char }
     }
 
-    fn find(&self, s: &[u8]) -> i64 {
+    /// Strings in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// The position of `s` (its first occurrence), −1 if absent.
+    pub(crate) fn find(&self, s: &[u8]) -> i64 {
         let (mut lo, mut hi) = (0usize, self.n);
         while lo < hi {
             let mid = (lo + hi) / 2;

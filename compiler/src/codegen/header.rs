@@ -74,6 +74,9 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
             };
             relocs.push((base + 40, table));
         }
+        if let Some(key) = io.map_key {
+            bytes[base + 32..base + 36].copy_from_slice(&key.onnx_code().to_le_bytes());
+        }
         bytes[base + 8..base + 12].copy_from_slice(&io.dtype.onnx_code().to_le_bytes());
         bytes[base + 12..base + 16].copy_from_slice(&(io.shape.len() as i32).to_le_bytes());
         let mut flags = 0;
@@ -82,6 +85,9 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
         }
         if io.dims_at.is_some() {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_DYNAMIC;
+        }
+        if io.map_key.is_some() {
+            flags |= onnxc_runtime::abi::ONNXC_TENSOR_MAP;
         }
         if strings && io.dtype == crate::ir::DType::Str {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_WORKSPACE;
@@ -188,6 +194,19 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         for (k, t) in list.iter().enumerate() {
             let n: i64 = t.shape.iter().product();
             let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+            if let Some(key) = t.map_key {
+                let _ = writeln!(
+                    h,
+                    "/* {kind} {k}: \"{}\", a map of {} keys to {} values: pass a pointer to an onnxc_map\n   \
+                     (onnxc_runtime.h) of {} and {} arrays (ONNXC_TENSOR_MAP) */",
+                    t.name,
+                    key,
+                    t.dtype,
+                    key.c_type(),
+                    t.dtype.c_type()
+                );
+                continue;
+            }
             if t.dims_at.is_some() {
                 let _ = writeln!(
                     h,

@@ -87,6 +87,17 @@ impl<'a> Ctx<'a> {
             .ok_or_else(|| self.err(format!("input {i} is required but missing")))
     }
 
+    /// Input `i`, a map input's descriptor (`ir::graph::MapInput`), with its types.
+    pub fn map_input(&self, i: usize) -> Result<(ValueId, crate::ir::graph::MapInput)> {
+        let v = self.input(i)?;
+        match self.g.map_inputs.get(&v) {
+            Some(m) => Ok((v, *m)),
+            None => Err(self.err(format!(
+                "input {i} is a tensor; this op takes a map (a graph input of type map)"
+            ))),
+        }
+    }
+
     pub fn opt_input(&self, i: usize) -> Option<ValueId> {
         self.inputs.get(i).copied().flatten()
     }

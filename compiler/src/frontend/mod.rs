@@ -287,6 +287,44 @@ pub fn unbound_dims(
         .collect()
 }
 
+/// The key and value types of a graph input of type map(K, V), None for other types.
+/// onnxc takes int64 or string keys and float, double, int64 or string values (the maps
+/// DictVectorizer and CastMap read).
+fn map_type(v: &ValueInfoProto) -> Result<Option<crate::ir::graph::MapInput>> {
+    let Some(type_proto::Value::MapType(m)) = v.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Ok(None);
+    };
+    let name = v.name.clone().unwrap_or_default();
+    let value = match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(tt)) => DType::from_onnx(tt.elem_type.unwrap_or(0)),
+        _ => None,
+    };
+    let key = DType::from_onnx(m.key_type.unwrap_or(0));
+    match (key, value) {
+        (
+            Some(key @ (DType::I64 | DType::Str)),
+            Some(value @ (DType::F32 | DType::F64 | DType::I64 | DType::Str)),
+        ) => Ok(Some(crate::ir::graph::MapInput { key, value })),
+        _ => Err(Error::Unsupported(vec![Unsupported {
+            node: name.clone(),
+            op_type: "graph input of type a map".into(),
+            domain: String::new(),
+            opset: 0,
+            reason: format!(
+                "graph input '{name}' is a map of key type {} to {}; onnxc takes maps of int64 or \
+                 string keys to float, double, int64 or string values",
+                DType::onnx_code_name(m.key_type.unwrap_or(0)),
+                match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+                    Some(type_proto::Value::TensorType(tt)) =>
+                        DType::onnx_code_name(tt.elem_type.unwrap_or(0)).to_string(),
+                    _ => "a non-tensor type".to_string(),
+                }
+            ),
+        }])),
+    }
+}
+
 /// The tensor type of a value_info, or an error naming it.
 fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
     let name = v.name.clone().unwrap_or_default();
@@ -391,6 +429,10 @@ impl Importer<'_> {
             if self.env.contains_key(&name) {
                 continue;
             }
+            if let Some(m) = map_type(vi)? {
+                runtime_inputs.push((name, DType::I64, vec![Dim::Known(3)], Some(m)));
+                continue;
+            }
             let (dtype, mut shape) = tensor_type(vi, "graph input")?;
             for d in &shape {
                 d.symbols(&mut symbols);
@@ -430,11 +472,11 @@ impl Importer<'_> {
                 }
                 shape = dims.iter().map(|&d| Dim::Known(d)).collect();
             }
-            runtime_inputs.push((name, dtype, shape));
+            runtime_inputs.push((name, dtype, shape, None));
         }
         for (name, _) in &self.opts.input_shapes {
-            if !runtime_inputs.iter().any(|(n, _, _)| n == name) {
-                let names: Vec<&str> = runtime_inputs.iter().map(|(n, _, _)| n.as_str()).collect();
+            if !runtime_inputs.iter().any(|(n, ..)| n == name) {
+                let names: Vec<&str> = runtime_inputs.iter().map(|(n, ..)| n.as_str()).collect();
                 return Err(Error::Usage(format!(
                     "--shape {name}: the model has no runtime input of that name (inputs: {})",
                     names.join(", ")
@@ -456,7 +498,28 @@ impl Importer<'_> {
                 )));
             }
         }
-        for (name, dtype, shape) in runtime_inputs {
+        for (name, dtype, shape, map) in runtime_inputs {
+            if let Some(m) = map {
+                let id = self.g.add_node(
+                    name.clone(),
+                    Op::Input,
+                    vec![],
+                    vec![TypeInfo::new(DType::I64, shape)],
+                    Origin::default(),
+                );
+                self.g.map_inputs.insert(id.out(0), m);
+                self.g.inputs.push(crate::ir::graph::GraphIo {
+                    name: name.clone(),
+                    value: id.out(0),
+                    keys: None,
+                    packed: None,
+                    dims_at: None,
+                    hidden: false,
+                    map: Some(m),
+                });
+                self.define(name, id.out(0));
+                continue;
+            }
             let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
             crate::ir::dim::check_shape(&shape)
                 .map_err(|m| Error::Model(format!("graph input '{name}': {m}")))?;
@@ -499,6 +562,7 @@ impl Importer<'_> {
                 packed,
                 dims_at: None,
                 hidden: false,
+                map: None,
             });
             self.define(name, value);
         }
@@ -530,6 +594,18 @@ impl Importer<'_> {
                     "graph output '{name}' is not produced by any node, initializer or input"
                 ))
             })?;
+            if self.g.map_inputs.contains_key(&v) {
+                return Err(Error::Unsupported(vec![Unsupported {
+                    node: name.clone(),
+                    op_type: "graph output of type a map".into(),
+                    domain: String::new(),
+                    opset: 0,
+                    reason: format!(
+                        "graph output '{name}' is a map input passed through; onnxc's outputs \
+                         are tensors"
+                    ),
+                }]));
+            }
             // A ZipMap's output is declared a sequence of maps; it is exposed as its tensor.
             let keys = self.g.zipmaps.get(&v).cloned();
             // Check the declared type against what we inferred, when the model declares one.
@@ -604,6 +680,7 @@ impl Importer<'_> {
                 packed,
                 dims_at: None,
                 hidden: false,
+                map: None,
             });
         }
         if !self.g.data_dims.is_empty() {
@@ -946,6 +1023,25 @@ impl Importer<'_> {
                 reason: format!(
                     "input {k} ('{}') is a ZipMap's sequence of maps; onnxc exposes such a \
                      sequence only as a graph output (its [N, C] tensor and keys)",
+                    n.input[k]
+                ),
+            }]));
+        }
+        let reads_maps = domain == "ai.onnx.ml"
+            && matches!(origin.op_type.as_str(), "DictVectorizer" | "CastMap");
+        if !reads_maps
+            && let Some(k) = inputs
+                .iter()
+                .position(|v| v.is_some_and(|v| self.g.map_inputs.contains_key(&v)))
+        {
+            return Err(Error::Unsupported(vec![Unsupported {
+                node: origin.node_id(),
+                op_type: origin.op_type,
+                domain,
+                opset,
+                reason: format!(
+                    "input {k} ('{}') is a map (a graph input of type map); onnxc reads maps \
+                     only with ai.onnx.ml's DictVectorizer and CastMap",
                     n.input[k]
                 ),
             }]));

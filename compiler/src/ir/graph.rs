@@ -300,6 +300,19 @@ pub struct GraphIo {
     pub dims_at: Option<usize>,
     /// A graph output the ABI does not expose: another output's dims (they come last).
     pub hidden: bool,
+    /// For a map input: the types of its keys and values (`MapInput`); the value is the
+    /// int64 `[3]` descriptor the caller passes (`onnxc_runtime::map::Map`).
+    pub map: Option<MapInput>,
+}
+
+/// A graph input of type map(key, value), which only DictVectorizer and CastMap read
+/// (`frontend::Ctx::map_input`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MapInput {
+    /// `DType::I64` or `DType::Str`.
+    pub key: DType,
+    /// `DType::F32`, `F64`, `I64` or `Str`.
+    pub value: DType,
 }
 
 /// An axis of a value whose extent depends on the data: only `count · per` of its `bound ·
@@ -354,6 +367,8 @@ pub struct Graph {
     pub asserts: Vec<NodeId>,
     /// What the import noticed but compiled anyway (the driver prints them).
     pub warnings: Vec<String>,
+    /// Map inputs' descriptors, with their types: only map readers may take them.
+    pub map_inputs: std::collections::HashMap<ValueId, MapInput>,
     /// Values ZipMap made, with their maps' keys: they may only be graph outputs.
     pub zipmaps: std::collections::HashMap<ValueId, std::sync::Arc<MapKeys>>,
     /// Values whose extent along an axis depends on the data, as the builders of

@@ -49,15 +49,25 @@ pub struct IoDesc {
     pub dims_at: Option<usize>,
     /// A program output the ABI does not expose: another output's dims (they come last).
     pub hidden: bool,
+    /// A map input (`ir::graph::MapInput`): the caller passes an `onnxc_map`; `dtype` is
+    /// the values' type, this the keys', and `shape` is empty.
+    pub map_key: Option<DType>,
 }
+
+/// Bytes of the C `onnxc_map` (`onnxc_runtime::map::Map`).
+pub const MAP_BYTES: i64 = std::mem::size_of::<onnxc_runtime::map::Map>() as i64;
 
 impl IoDesc {
     pub fn len(&self) -> i64 {
         self.shape.iter().product()
     }
 
-    /// Bytes the caller passes (packed for the 4- and 2-bit types).
+    /// Bytes the caller passes (packed for the 4- and 2-bit types; an `onnxc_map` for a
+    /// map).
     pub fn bytes(&self) -> i64 {
+        if self.map_key.is_some() {
+            return MAP_BYTES;
+        }
         self.dtype.abi_bytes(self.len())
     }
 }

@@ -134,6 +134,7 @@ pub fn expose(g: &mut Graph) -> Result<(), String> {
             packed: None,
             dims_at: None,
             hidden: true,
+            map: None,
         });
     }
     Ok(())

@@ -452,6 +452,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             value: id,
             keys: None,
             packed: io.packed.clone(),
+            map: io.map,
         });
     }
     let mut absorbed: HashMap<NodeId, NodeId> = HashMap::new(); // epilogue map node -> reduce node
@@ -671,6 +672,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
             value: target,
             keys: o.keys.clone(),
             packed: o.packed.clone(),
+            map: None,
         });
     }
     Ok(s)

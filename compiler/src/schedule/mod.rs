@@ -168,6 +168,8 @@ pub struct Io {
     pub keys: Option<std::sync::Arc<crate::ir::graph::MapKeys>>,
     /// The type and shape of a packed 4- or 2-bit tensor (`ir::graph::GraphIo::packed`).
     pub packed: Option<(crate::ir::DType, Vec<i64>)>,
+    /// A map input's types (`ir::graph::GraphIo::map`).
+    pub map: Option<crate::ir::graph::MapInput>,
 }
 
 #[derive(Clone, Debug)]

@@ -189,7 +189,11 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         ios.iter()
             .map(|o| {
                 let v = &s.values[o.value];
-                let (dtype, shape) = o.packed.clone().unwrap_or((v.dtype, v.shape.clone()));
+                let (dtype, shape) = match (&o.packed, o.map) {
+                    (Some(p), _) => p.clone(),
+                    (None, Some(m)) => (m.value, vec![]),
+                    (None, None) => (v.dtype, v.shape.clone()),
+                };
                 IoDesc {
                     name: o.name.clone(),
                     dtype,
@@ -198,6 +202,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     batched: false,
                     dims_at: None,
                     hidden: false,
+                    map_key: o.map.map(|m| m.key),
                 }
             })
             .collect()

@@ -11,6 +11,7 @@
 pub mod classify;
 pub mod encode;
 pub mod linear;
+pub mod maps;
 pub mod preprocess;
 pub mod svm;
 pub mod tree;
