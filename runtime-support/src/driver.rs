@@ -8,7 +8,9 @@
 //!
 //! String tensors (ONNX type 8) cross the files as every element's bytes followed by a NUL;
 //! the driver hands the model an array of pointers into them, and writes an output's
-//! strings back the same way.
+//! strings back the same way. A map input (`ONNXC_TENSOR_MAP`) crosses as its entry count
+//! (u64), then its keys, then its values, numbers little-endian and strings NUL-terminated
+//! (`map_file`); the driver hands the model an `onnxc_map` of arrays it builds from them.
 
 use crate::abi::{ModelInfo, TensorInfo, onnxc_workspace_alloc, onnxc_workspace_free, strerror};
 use std::ffi::{CStr, c_char};
@@ -106,6 +108,69 @@ fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
 
 /// ONNX's code for string elements.
 const STRING: i32 = 8;
+
+fn is_map(t: &TensorInfo) -> bool {
+    t.flags & crate::abi::ONNXC_TENSOR_MAP != 0
+}
+
+/// The `onnxc_map` (its bytes) of a map input's file: `u64` count, keys, values (module
+/// doc). The arrays it points to, and the strings they point to, are pushed on `store`,
+/// whose buffers outlive the run.
+fn map_file(t: &TensorInfo, d: &[u8], store: &mut Vec<Vec<u8>>) -> Result<Vec<u8>, String> {
+    let count = d
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        .ok_or("shorter than its entry count")?;
+    let n = usize::try_from(count)
+        .ok()
+        .filter(|&n| n <= d.len())
+        .ok_or("its entry count exceeds its bytes")?;
+    let mut at = 8usize;
+    // One array of `n` elements of type `ty`: numbers copied, strings as pointers.
+    let mut array = |ty: i32, store: &mut Vec<Vec<u8>>| -> Result<*const u8, String> {
+        if n == 0 {
+            return Ok(std::ptr::null());
+        }
+        let bytes = if ty == STRING {
+            let mut starts = Vec::with_capacity(n);
+            let mut end = at;
+            for _ in 0..n {
+                let len = d[end..]
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or("a string has no NUL")?;
+                starts.push(end - at);
+                end += len + 1;
+            }
+            store.push(d[at..end].to_vec());
+            let base = store.last().map_or(std::ptr::null(), |v| v.as_ptr());
+            at = end;
+            // SAFETY: every start lies inside the bytes just stored.
+            starts
+                .iter()
+                .flat_map(|&s| (unsafe { base.add(s) } as u64).to_ne_bytes())
+                .collect()
+        } else {
+            let width = if ty == 1 { 4 } else { 8 };
+            let end = at + n * width;
+            let v = d.get(at..end).ok_or("shorter than its entries")?.to_vec();
+            at = end;
+            v
+        };
+        store.push(bytes);
+        Ok(store.last().map_or(std::ptr::null(), |v| v.as_ptr()))
+    };
+    let keys = array(t.key_type, store)?;
+    let values = array(t.dtype, store)?;
+    if at != d.len() {
+        return Err("longer than its entries".into());
+    }
+    let mut m = Vec::with_capacity(24);
+    m.extend_from_slice(&(n as i64).to_ne_bytes());
+    m.extend_from_slice(&(keys as u64).to_ne_bytes());
+    m.extend_from_slice(&(values as u64).to_ne_bytes());
+    Ok(m)
+}
 
 /// An output array of string pointers as NUL-terminated runs (a null pointer: empty).
 fn string_pack(ptrs: &[u8]) -> Vec<u8> {
@@ -231,6 +296,11 @@ pub unsafe extern "C" fn onnxc_driver_main(
     let mut string_data: Vec<Vec<u8>> = Vec::new();
     if files.is_empty() && mode == "bench" {
         for (k, t) in ins.iter().enumerate() {
+            if is_map(t) {
+                // An empty map.
+                inputs.push(vec![0u8; 24]);
+                continue;
+            }
             if t.dtype == STRING {
                 // Empty strings.
                 string_data.push(vec![0u8]);
@@ -253,6 +323,16 @@ pub unsafe extern "C" fn onnxc_driver_main(
             ));
         }
         for (t, f) in ins.iter().zip(&files) {
+            if is_map(t) {
+                let m = std::fs::read(f)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| map_file(t, &d, &mut string_data));
+                match m {
+                    Ok(m) => inputs.push(m),
+                    Err(e) => return fail(format!("{f}: map input '{}': {e}", name(t))),
+                }
+                continue;
+            }
             if t.dtype == STRING {
                 let d = match std::fs::read(f) {
                     Ok(d) => d,

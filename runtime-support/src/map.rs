@@ -158,9 +158,9 @@ pub unsafe extern "C" fn onnxc_dict_vectorize(
 }
 
 /// CastMap with `map_form` SPARSE: `y[k]` = the value of int64 key `k` for `0 <= k < max`,
-/// all-zero bytes where the map has none; keys out of that range are ignored, and of keys
-/// given twice the last counts. `value_bytes` is 4 or 8 (the compiler casts the values
-/// after).
+/// all-zero bytes where the map has none; keys from `max` on are ignored, and of keys given
+/// twice the last counts. A negative key is `ONNXC_ERR_VALUE` (as onnxruntime refuses it),
+/// found before any write. `value_bytes` is 4 or 8 (the compiler casts the values after).
 ///
 /// # Safety
 /// `map` points to an `onnxc_map` with int64 keys whose arrays hold `size` entries when
@@ -179,10 +179,14 @@ pub unsafe extern "C" fn onnxc_cast_map_sparse(
     };
     let vb = if value_bytes == 4 { 4 } else { 8 };
     let max = max.max(0);
+    let keys = m.keys as *const i64;
+    // SAFETY: the map holds `n` keys.
+    if (0..n).any(|i| unsafe { *keys.add(i) } < 0) {
+        return ONNXC_ERR_VALUE;
+    }
     // SAFETY: `y` holds `max` slots; keys are range-checked before they index it.
     unsafe {
         std::ptr::write_bytes(y, 0, max as usize * vb);
-        let keys = m.keys as *const i64;
         for i in 0..n {
             let k = *keys.add(i);
             if (0..max).contains(&k) {
@@ -283,10 +287,10 @@ mod tests {
 
     #[test]
     fn sparse_cast_keeps_keys_below_the_maximum() {
-        let keys = [3i64, -1, 0, 7];
-        let values = [1.5f64, 2.0, 4.0, 8.0];
+        let keys = [3i64, 0, 7];
+        let values = [1.5f64, 4.0, 8.0];
         let m = Map {
-            size: 4,
+            size: 3,
             keys: keys.as_ptr() as *const c_void,
             values: values.as_ptr() as *const c_void,
         };
@@ -302,6 +306,27 @@ mod tests {
         };
         assert_eq!(s, ONNXC_OK);
         assert_eq!(y, [4.0, 0.0, 0.0, 1.5, 0.0]);
+        let negative = [2i64, -1];
+        let m = Map {
+            keys: negative.as_ptr() as *const c_void,
+            size: 2,
+            ..m
+        };
+        let mut y = [9.0f64; 5];
+        // SAFETY: as above, 2 entries.
+        let s = unsafe {
+            onnxc_cast_map_sparse(
+                &m as *const Map as *const i64,
+                y.as_mut_ptr() as *mut u8,
+                5,
+                8,
+            )
+        };
+        assert_eq!(
+            (s, y[2]),
+            (ONNXC_ERR_VALUE, 9.0),
+            "refused before any write"
+        );
     }
 
     #[test]

@@ -1349,3 +1349,98 @@ fn data_dependent_rows_run_and_their_misuse_is_refused_by_name() {
         &["mix", "Add", "two results whose row counts"],
     );
 }
+
+/// Maps: only DictVectorizer and CastMap may read a map input, CastMap's DENSE form and
+/// unsupported key or value types are refused by name, and a map input compiles to an
+/// `onnxc_map` parameter the header documents.
+#[test]
+fn map_inputs_are_read_only_by_the_map_operators() {
+    use onnxc_proto::{OperatorSetIdProto, TypeProto, ValueInfoProto, type_proto};
+    let d = scratch("map_inputs");
+    let map_input = |key: i32, value: i32| ValueInfoProto {
+        name: Some("m".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                key_type: Some(key),
+                value_type: Some(Box::new(TypeProto {
+                    value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                        elem_type: Some(value),
+                        shape: None,
+                    })),
+                    ..Default::default()
+                })),
+            }))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ml = |mut n: onnxc_proto::NodeProto| {
+        n.domain = Some("ai.onnx.ml".into());
+        n
+    };
+    let build = |nodes, key, value| {
+        let mut m = model(
+            nodes,
+            vec![map_input(key, value)],
+            vec![value_info("y", 1, &[])],
+            vec![],
+            17,
+        );
+        m.opset_import.push(OperatorSetIdProto {
+            domain: Some("ai.onnx.ml".into()),
+            version: Some(1),
+        });
+        m
+    };
+    // A DictVectorizer over string keys compiles; the header says how to pass the map.
+    let mut dv = ml(node("DictVectorizer", "dv", &["m"], &["y"]));
+    dv.attribute.push(onnxc_proto::AttributeProto {
+        name: Some("string_vocabulary".into()),
+        r#type: Some(onnxc_proto::attribute_proto::AttributeType::Strings as i32),
+        strings: vec![b"a".to_vec(), b"b".to_vec()],
+        ..Default::default()
+    });
+    let ok = build(vec![dv.clone()], 8, 1);
+    let p = d.join("dv.onnx");
+    save(&ok, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("dv.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("dv.h")).unwrap();
+    assert!(
+        h.contains("a map of string keys to float32 values: pass a pointer to an onnxc_map"),
+        "{h}"
+    );
+    // The same node over int64 keys: the vocabulary's kind must match the map's keys.
+    compile_error(
+        &d,
+        "dv_keys",
+        &build(vec![dv], 7, 1),
+        &["'dv' (DictVectorizer, opset 1)", "map(int64, float32)"],
+    );
+    // Any other reader of the map is refused by name.
+    compile_error(
+        &d,
+        "identity",
+        &build(vec![node("Identity", "id", &["m"], &["y"])], 8, 1),
+        &["node 'id'", "is a map", "DictVectorizer and CastMap"],
+    );
+    // CastMap's DENSE form (the default) has a width only the call knows.
+    compile_error(
+        &d,
+        "dense",
+        &build(vec![ml(node("CastMap", "cm", &["m"], &["y"]))], 7, 1),
+        &["node 'cm': CastMap (domain ai.onnx.ml, opset 1)", "DENSE"],
+    );
+    // Keys of another integer type are not an onnxc_map.
+    compile_error(
+        &d,
+        "int32_keys",
+        &build(vec![ml(node("CastMap", "cm", &["m"], &["y"]))], 6, 1),
+        &["graph input 'm' is a map of key type INT32"],
+    );
+}

@@ -3,14 +3,15 @@ real converters: scikit-learn models through skl2onnx, LightGBM and XGBoost mode
 onnxmltools — tree ensembles (random forests, gradient boosting, LightGBM, XGBoost;
 regressors and binary/multiclass classifiers with integer and string labels, with and
 without ZipMap), linear models and SVMs, and pipelines with scalers, normalizers, imputers
-and one-hot encoders — plus a few models written by hand for what the converters do not
+and one-hot encoders, DictVectorizer pipelines over map inputs — plus a few models written by hand for what the converters do not
 emit (float64 thresholds compared against float32 inputs, TreeEnsemble of ai.onnx.ml opset
 5, every node rule). Trained on small seeded synthetic data, so generation is deterministic
 and takes seconds.
 
 Expected outputs come from onnxruntime (graph optimizations off); a ZipMap output (a
 sequence of maps) is written as the [N, C] tensor onnxc exposes, its columns in key order.
-Inputs get a concrete batch dimension (onnxc compiles static shapes)."""
+Inputs get a concrete batch dimension (onnxc compiles static shapes); a map input is
+written as an ONNX MapProto file."""
 from __future__ import annotations
 
 import os
@@ -63,6 +64,23 @@ def _to_proto(value, name: str) -> TensorProto:
     return numpy_helper.from_array(a, name)
 
 
+def _map_proto(d: dict, x: onnx.ValueInfoProto) -> onnx.MapProto:
+    """A map input's value as an ONNX MapProto of the input's key and value types: its keys,
+    then one scalar tensor per value (numpy_helper.from_dict's layout, which that function
+    cannot make for string keys)."""
+    mt = x.type.map_type
+    m = onnx.MapProto(name=x.name, key_type=mt.key_type)
+    if mt.key_type == TensorProto.STRING:
+        m.string_keys.extend(str(k).encode() for k in d)
+    else:
+        m.keys.extend(int(k) for k in d)
+    m.values.elem_type = onnx.SequenceProto.TENSOR
+    dtype = helper.tensor_dtype_to_np_dtype(mt.value_type.tensor_type.elem_type)
+    for v in d.values():
+        m.values.tensor_values.append(_to_proto(np.array(v, dtype=dtype), ""))
+    return m
+
+
 def _oracle_model(m: onnx.ModelProto) -> onnx.ModelProto:
     """`m` as onnxruntime runs it here: a StringNormalizer without a locale gets C.UTF-8,
     since onnxruntime's default (en_US.UTF-8) is missing on minimal Linux installs (its case
@@ -75,30 +93,35 @@ def _oracle_model(m: onnx.ModelProto) -> onnx.ModelProto:
     return o
 
 
-def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds: dict, rtol=1e-4, atol=1e-5) -> dict:
-    """Writes OUT/onnxc/<name> with onnxruntime's outputs for `feeds`."""
+def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds, rtol=1e-4, atol=1e-5) -> dict:
+    """Writes OUT/onnxc/<name> with onnxruntime's outputs for `feeds` (a dict of inputs, or a
+    list of them: one test data set each). A map input's feed is a dict (a MapProto file)."""
     d = os.path.join(out_dir, "onnxc", name)
     shutil.rmtree(d, ignore_errors=True)
-    ds = os.path.join(d, "test_data_set_0")
-    os.makedirs(ds, exist_ok=True)
+    os.makedirs(d, exist_ok=True)
     onnx.save(m, os.path.join(d, "model.onnx"))
     inits = {i.name for i in m.graph.initializer}
     runtime_inputs = [x for x in m.graph.input if x.name not in inits]
-    for i, x in enumerate(runtime_inputs):
-        with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
-            f.write(_to_proto(feeds[x.name], x.name).SerializeToString())
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(_oracle_model(m).SerializeToString(), so, providers=["CPUExecutionProvider"])
-    outs = sess.run(None, feeds)
-    for i, (o, v) in enumerate(zip(m.graph.output, outs)):
-        if isinstance(v, list):
-            keys = _zipmap_keys(m, o.name)
-            v = np.array([[row[k] for k in keys] for row in v], np.float32).reshape(len(v), len(keys))
-        with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
-            f.write(_to_proto(v, o.name).SerializeToString())
+    for k, feed in enumerate(feeds if isinstance(feeds, list) else [feeds]):
+        ds = os.path.join(d, f"test_data_set_{k}")
+        os.makedirs(ds, exist_ok=True)
+        for i, x in enumerate(runtime_inputs):
+            value = feed[x.name]
+            proto = _map_proto(value, x) if x.type.HasField("map_type") else _to_proto(value, x.name)
+            with open(os.path.join(ds, f"input_{i}.pb"), "wb") as f:
+                f.write(proto.SerializeToString())
+        outs = sess.run(None, feed)
+        for i, (o, v) in enumerate(zip(m.graph.output, outs)):
+            if isinstance(v, list):
+                keys = _zipmap_keys(m, o.name)
+                v = np.array([[row[k] for k in keys] for row in v], np.float32).reshape(len(v), len(keys))
+            with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
+                f.write(_to_proto(v, o.name).SerializeToString())
     return {"kind": "onnxc", "name": name, "dir": d, "rtol": rtol, "atol": atol}
 
 
@@ -386,7 +409,64 @@ def text_pipelines(out_dir: str) -> list:
     return entries
 
 
+def map_inputs(out_dir: str) -> list:
+    """Map inputs (passed as onnxc_map): scikit-learn's DictVectorizer before a logistic
+    regression and a random forest, as skl2onnx converts them (map(string, float)); a
+    hand-written DictVectorizer over int64 keys (onnxruntime's Python binding feeds maps of
+    float values only, so double and int64 values are covered by the runtime's unit tests); CastMap's SPARSE form to
+    float and to int64. Each has maps with keys outside the vocabulary (ignored) and keys
+    missing from it (zero)."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import DictionaryType, FloatTensorType, StringTensorType
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng(91)
+    words = ["red", "green", "blue", "size", "weight", "age", "price"]
+
+    def record():
+        picked = rng.choice(words, size=rng.integers(2, 6), replace=False)
+        return {str(w): float(np.float32(rng.standard_normal())) for w in picked}
+
+    x = [record() for _ in range(200)]
+    y = [int(r.get("red", 0) + r.get("size", 0) > 0) for r in x]
+    tests = [record() for _ in range(4)] + [{"unseen": 3.0, "red": -1.5}]
+    entries = []
+    for name, clf in [("logistic", LogisticRegression()),
+                      ("forest", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0))]:
+        pipe = make_pipeline(DictVectorizer(sparse=False), clf).fit(x, y)
+        m = convert_sklearn(pipe, initial_types=[("input", DictionaryType(StringTensorType([1]), FloatTensorType([1])))],
+                            options={id(clf): {"zipmap": False}}, target_opset={"": 17, "ai.onnx.ml": 3})
+        entries.append(write_ml_case(out_dir, f"test_ml_dict_vectorizer_{name}", m, [{"input": t} for t in tests]))
+
+    def graph(nodes, key, value, outputs):
+        g = helper.make_graph(nodes, "g", [helper.make_value_info(
+            "m", helper.make_map_type_proto(key, helper.make_tensor_type_proto(value, None)))],
+            [helper.make_tensor_value_info(o, t, None) for o, t in outputs])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                                 ir_version=8)
+
+    dv = helper.make_node("DictVectorizer", ["m"], ["v"], domain="ai.onnx.ml", int64_vocabulary=[40, 7, -3, 12])
+    scaled = helper.make_node("Mul", ["v", "two"], ["y"])
+    two = helper.make_node("Constant", [], ["two"], value=numpy_helper.from_array(np.array(2.0, np.float32)))
+    m = graph([two, dv, scaled], TensorProto.INT64, TensorProto.FLOAT, [("y", TensorProto.FLOAT)])
+    entries.append(write_ml_case(out_dir, "test_ml_dict_vectorizer_int64_keys", m,
+                                 [{"m": {7: 1.5, 12: -2.25, 99: 4.0}}, {"m": {-3: 0.5}}]))
+    to_float = helper.make_node("CastMap", ["m"], ["f"], domain="ai.onnx.ml", cast_to="TO_FLOAT", map_form="SPARSE",
+                                max_map=6)
+    to_int = helper.make_node("CastMap", ["m"], ["i"], domain="ai.onnx.ml", cast_to="TO_INT64", map_form="SPARSE",
+                              max_map=4)
+    m = graph([to_float, to_int], TensorProto.INT64, TensorProto.FLOAT, [("f", TensorProto.FLOAT),
+                                                                          ("i", TensorProto.INT64)])
+    entries.append(write_ml_case(out_dir, "test_ml_cast_map_sparse", m,
+                                 [{"m": {0: 1.5, 3: -2.75, 5: 7.25, 9: 1.0}}, {"m": {2: 3.0}}]))
+    return entries
+
+
 def write(out_dir: str) -> list:
     """Writes every ai.onnx.ml case and the text-feature cases; returns their cases.tsv
     entries."""
-    return trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir) + text_pipelines(out_dir)
+    return (trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir) + text_pipelines(out_dir)
+            + map_inputs(out_dir))

@@ -189,11 +189,6 @@ pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
     use onnxc_proto::tensor_shape_proto::dimension::Value;
     use prost::Message;
     let model = dir.join("model.onnx");
-    let leading: Vec<Option<i64>> = sorted_files(&dir.join("test_data_set_0"), "input_")
-        .iter()
-        .map(|p| read_pb(p).map(|t| t.shape.first().copied()))
-        .collect::<Result<_, _>>()?;
-    let batch = leading.first().copied().flatten();
     let bytes = std::fs::read(&model).map_err(|e| format!("{}: {e}", model.display()))?;
     let mut m = onnxc_proto::ModelProto::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
     let g = m.graph.as_mut().ok_or("no graph")?;
@@ -202,6 +197,27 @@ pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
         .iter()
         .filter_map(|t| t.name.clone())
         .collect();
+    // Map inputs (MapProto files) have no leading dim.
+    let tensor_inputs: Vec<bool> = g
+        .input
+        .iter()
+        .filter(|v| !inits.contains(v.name.as_deref().unwrap_or_default()))
+        .map(|v| {
+            !matches!(
+                v.r#type.as_ref().and_then(|t| t.value.as_ref()),
+                Some(onnxc_proto::type_proto::Value::MapType(_))
+            )
+        })
+        .collect();
+    let leading: Vec<Option<i64>> = sorted_files(&dir.join("test_data_set_0"), "input_")
+        .iter()
+        .zip(tensor_inputs.iter().chain(std::iter::repeat(&true)))
+        .map(|(p, &tensor)| match tensor {
+            true => read_pb(p).map(|t| t.shape.first().copied()),
+            false => Ok(None),
+        })
+        .collect::<Result<_, _>>()?;
+    let batch = leading.first().copied().flatten();
     g.value_info.clear();
     let inputs = g
         .input

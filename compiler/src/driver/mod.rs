@@ -4,6 +4,7 @@
 //! the runtime library and the system C compiler and execute it.
 
 mod batch;
+mod maps;
 pub mod npy;
 
 use crate::codegen::{self, CodegenOptions};
@@ -506,7 +507,10 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
                 (next - 1, p)
             }
         };
-        let (_, t) = read_tensor(path)?;
+        let t = match descs[k].map_key {
+            Some(key) => maps::read_map(path, key, descs[k].dtype)?,
+            None => read_tensor(path)?.1,
+        };
         slots[k] = Some((t, path.display().to_string()));
     }
     let mut out = Vec::new();
@@ -517,6 +521,11 @@ pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
                 d.name, d.dtype, d.shape
             ))
         })?;
+        // A map input's bytes are checked as they are read (`maps::read_map`).
+        if d.map_key.is_some() {
+            out.push(t);
+            continue;
+        }
         if t.dtype != d.dtype {
             return Err(Error::Usage(format!(
                 "input '{}' ({file}) is {} but the model expects {}",
@@ -578,6 +587,9 @@ fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Resu
             }
         };
         let d = &declared[k];
+        if d.ty == "map" {
+            continue;
+        }
         let symbolic = d
             .dims
             .as_ref()

@@ -233,6 +233,14 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
     (
+        "CastMap",
+        "the SPARSE form, [1, max_map], float values to TO_FLOAT/TO_INT64 and string values to TO_STRING; DENSE (one column per map entry, a count known at run time) and string/number conversions are refused; the map is an onnxc_map input",
+    ),
+    (
+        "DictVectorizer",
+        "[1, vocabulary] as onnxruntime; the map is an onnxc_map input (README: Maps); keys outside the vocabulary are ignored",
+    ),
+    (
         "MelWeightMatrix",
         "onnx's reference formulas, in float64; constant parameters fold into a constant table; run-time ones need the output's declared shape, checked against them (ONNXC_ERR_SHAPE)",
     ),

@@ -66,8 +66,9 @@ pub fn dict_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 /// CastMap: a map(int64, string|float) as a tensor. The SPARSE form, `[1, max_map]` with
-/// each key's value at the position the key gives (keys outside `0..max_map` ignored, zero
-/// or an empty string elsewhere), cast to `cast_to`: float values to TO_FLOAT or TO_INT64
+/// each key's value at the position the key gives (keys from `max_map` on ignored, a
+/// negative key `ONNXC_ERR_VALUE` as onnxruntime refuses it; zero or an empty string
+/// elsewhere), cast to `cast_to`: float values to TO_FLOAT or TO_INT64
 /// (truncated), string values to TO_STRING. The DENSE form (the default) has one column per
 /// entry, a count only the call knows, and is refused, as are conversions between strings
 /// and numbers.
