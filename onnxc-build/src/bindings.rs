@@ -390,6 +390,13 @@ fn tensors(descs: &[IoDesc], used: &mut HashSet<String>) -> Result<Vec<Tensor>, 
     descs
         .iter()
         .map(|d| {
+            if d.map_key.is_some() {
+                return Err(format!(
+                    "'{}' is a map input; the generated Rust API takes tensors (use the C ABI, \
+                     which takes a map as an onnxc_map)",
+                    d.name
+                ));
+            }
             let (rust, zero) = rust_type(d.dtype).ok_or_else(|| {
                 format!(
                     "'{}' is a {} tensor; the generated Rust API takes numeric and bool \
