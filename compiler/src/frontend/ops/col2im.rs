@@ -19,11 +19,15 @@ use crate::ir::graph::ReduceKind;
 use crate::ir::{DType, Scalar, ValueId};
 use onnxc_runtime::abi::ONNXC_ERR_SHAPE;
 
+/// Largest image dim, block dim, pad, stride or dilation: sums and two-factor products of
+/// such values stay well inside `i64`.
+const MAX: i64 = i32::MAX as i64;
+
 fn ints(ctx: &Ctx, name: &str, d: usize, default: i64, min: i64) -> Result<Vec<i64>> {
     let v = ctx.attr_ints(name).unwrap_or_else(|| vec![default; d]);
-    if v.len() != d || v.iter().any(|&x| x < min) {
+    if v.len() != d || v.iter().any(|&x| !(min..=MAX).contains(&x)) {
         return Err(ctx.err(format!(
-            "attribute '{name}' is {v:?}; it needs {d} values, each at least {min}"
+            "attribute '{name}' is {v:?}; it needs {d} values, each from {min} to 2^31 - 1"
         )));
     }
     Ok(v)
@@ -67,10 +71,10 @@ pub fn col2im(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if let Some(v) = image_c
         .iter()
         .chain(&block_c)
-        .find(|v| v.iter().any(|&x| x < 1))
+        .find(|v| v.iter().any(|&x| !(1..=MAX).contains(&x)))
     {
         return Err(ctx.err(format!(
-            "image_shape and block_shape must be positive; one is {v:?}"
+            "image_shape and block_shape must be from 1 to 2^31 - 1; one is {v:?}"
         )));
     }
 
@@ -127,13 +131,20 @@ pub fn col2im(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
     // The block must tile the padded image into the input's L positions of K elements:
     // checked here for constants, at run time (operands: block_shape, image_shape) else.
+    // Each block dim and each partial product is at most K (so no product overflows while
+    // the checks before it hold), each dim's positions at most L.
     let at = 0;
     let mut ok = expr::konst(DType::Bool, Scalar::B(true));
     let (mut positions, mut elements) = (expr::i(1), expr::i(1));
     for (i, q) in blocks(at).into_iter().enumerate() {
+        let bi = bdim(i, at);
+        ok = expr::and(ok, expr::binary(BinOp::Le, bi.clone(), expr::i(k)));
         ok = expr::and(ok, expr::ge(room(i, at), expr::i(0)));
+        ok = expr::and(ok, expr::binary(BinOp::Le, q.clone(), expr::i(l)));
         positions = expr::mul(positions, q);
-        elements = expr::mul(elements, bdim(i, at));
+        elements = expr::mul(elements, bi);
+        ok = expr::and(ok, expr::binary(BinOp::Le, positions.clone(), expr::i(l)));
+        ok = expr::and(ok, expr::binary(BinOp::Le, elements.clone(), expr::i(k)));
     }
     ok = expr::and(ok, expr::binary(BinOp::Eq, positions, expr::i(l)));
     ok = expr::and(ok, expr::binary(BinOp::Eq, elements, expr::i(k)));
