@@ -389,6 +389,78 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
     Ok((dtype, shape))
 }
 
+/// Default-domain ops whose first input has the shape of their output (elementwise unary
+/// ops, casts, activations).
+const SHAPE_PRESERVING: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "Cast",
+    "CastLike",
+    "Ceil",
+    "Celu",
+    "Cos",
+    "Cosh",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "IsInf",
+    "IsNaN",
+    "LeakyRelu",
+    "Log",
+    "Mish",
+    "Neg",
+    "Not",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu",
+];
+
+/// Extends the shapes a graph declares (`Importer::declared`) backwards through
+/// shape-preserving ops: the operand of such an op has its result's shape. Functions
+/// expanded into nodes (ReduceL2 as ReduceSum then Sqrt, the windows as Range then Cos)
+/// declare only their final output, which the op computing a run-time shape needs. Only
+/// builders whose output shape depends on run-time values read a declared shape, and
+/// they check it when the model runs; the element type is unused.
+fn declare_through_unary_ops(gp: &GraphProto, declared: &mut HashMap<String, (DType, Vec<i64>)>) {
+    for n in gp.node.iter().rev() {
+        let default_domain = n
+            .domain
+            .as_deref()
+            .is_none_or(|d| d.is_empty() || d == "ai.onnx");
+        if !default_domain || !SHAPE_PRESERVING.contains(&n.op_type.as_deref().unwrap_or_default())
+        {
+            continue;
+        }
+        if let (Some(out), Some(x)) = (n.output.first(), n.input.first())
+            && !x.is_empty()
+            && let Some(d) = declared.get(out).cloned()
+        {
+            declared.entry(x.clone()).or_insert(d);
+        }
+    }
+}
+
 impl Importer<'_> {
     fn graph(&mut self, gp: &GraphProto) -> Result<()> {
         for vi in gp.value_info.iter().chain(&gp.output) {
@@ -399,6 +471,7 @@ impl Importer<'_> {
                     .insert(vi.name.clone().unwrap_or_default(), (dt, dims));
             }
         }
+        declare_through_unary_ops(gp, &mut self.declared);
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
         // are not runtime inputs.
         for (i, init) in gp.initializer.iter().enumerate() {
