@@ -1084,39 +1084,35 @@ impl Importer<'_> {
                 }
             })
             .collect();
-        if let Some(k) = inputs
-            .iter()
-            .position(|v| v.is_some_and(|v| self.g.zipmaps.contains_key(&v)))
-        {
-            return Err(Error::Unsupported(vec![Unsupported {
-                node: origin.node_id(),
-                op_type: origin.op_type,
-                domain,
-                opset,
-                reason: format!(
-                    "input {k} ('{}') is a ZipMap's sequence of maps; onnxc exposes such a \
-                     sequence only as a graph output (its [N, C] tensor and keys)",
-                    n.input[k]
-                ),
-            }]));
-        }
+        // Values only some ops may read: ZipMap's sequences of maps (graph outputs only) and
+        // map inputs (DictVectorizer and CastMap).
         let reads_maps = domain == "ai.onnx.ml"
             && matches!(origin.op_type.as_str(), "DictVectorizer" | "CastMap");
-        if !reads_maps
-            && let Some(k) = inputs
-                .iter()
-                .position(|v| v.is_some_and(|v| self.g.map_inputs.contains_key(&v)))
-        {
+        let misread = inputs.iter().enumerate().find_map(|(k, v)| {
+            let v = (*v)?;
+            if self.g.zipmaps.contains_key(&v) {
+                Some((
+                    k,
+                    "is a ZipMap's sequence of maps; onnxc exposes such a sequence only as a \
+                     graph output (its [N, C] tensor and keys)",
+                ))
+            } else if !reads_maps && self.g.map_inputs.contains_key(&v) {
+                Some((
+                    k,
+                    "is a map (a graph input of type map); onnxc reads maps only with \
+                     ai.onnx.ml's DictVectorizer and CastMap",
+                ))
+            } else {
+                None
+            }
+        });
+        if let Some((k, why)) = misread {
             return Err(Error::Unsupported(vec![Unsupported {
                 node: origin.node_id(),
                 op_type: origin.op_type,
                 domain,
                 opset,
-                reason: format!(
-                    "input {k} ('{}') is a map (a graph input of type map); onnxc reads maps \
-                     only with ai.onnx.ml's DictVectorizer and CastMap",
-                    n.input[k]
-                ),
+                reason: format!("input {k} ('{}') {why}", n.input[k]),
             }]));
         }
         let declared: Vec<Option<(DType, Vec<i64>)>> = n

@@ -10,7 +10,7 @@
 use crate::error::Result;
 use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
-use crate::ir::expr::{self, BinOp, E, UnOp};
+use crate::ir::expr::{self, BinOp, E, UnOp, add, f as c, mul, sub};
 use crate::ir::{DType, ValueId};
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64];
@@ -105,22 +105,6 @@ fn per_variable(
         }
     }
     Ok(outs)
-}
-
-fn c(dt: DType, v: f64) -> E {
-    expr::f(dt, v)
-}
-
-fn mul(a: E, b: E) -> E {
-    expr::binary(BinOp::Mul, a, b)
-}
-
-fn add(a: E, b: E) -> E {
-    expr::binary(BinOp::Add, a, b)
-}
-
-fn sub(a: E, b: E) -> E {
-    expr::binary(BinOp::Sub, a, b)
 }
 
 fn div(a: E, b: E) -> E {
