@@ -84,10 +84,21 @@ impl<'a> Ints<'a> {
     }
 }
 
-/// The map's entry count, or `None` when its arrays cannot be read.
-fn entries(m: &Map) -> Option<usize> {
+/// The caller's map and its entry count, or `None` when its arrays cannot be read (a
+/// negative count, or a null array with entries).
+///
+/// # Safety
+/// `map` points to a readable `onnxc_map`.
+unsafe fn read(map: *const i64) -> Option<(Map, usize)> {
+    // SAFETY: the caller's contract.
+    let m = unsafe { *(map as *const Map) };
     let n = usize::try_from(m.size).ok()?;
-    (n == 0 || (!m.keys.is_null() && !m.values.is_null())).then_some(n)
+    (n == 0 || (!m.keys.is_null() && !m.values.is_null())).then_some((m, n))
+}
+
+/// Bytes of one value: `value_bytes` is 4 or 8.
+fn width(value_bytes: i64) -> usize {
+    if value_bytes == 4 { 4 } else { 8 }
 }
 
 /// Copies value `i` of the map (`bytes` wide) to slot `at` of `y`.
@@ -123,11 +134,10 @@ pub unsafe extern "C" fn onnxc_dict_vectorize(
     string_keys: i64,
 ) -> Status {
     // SAFETY: the caller's contract: a readable onnxc_map.
-    let m = unsafe { *(map as *const Map) };
-    let Some(n) = entries(&m) else {
+    let Some((m, n)) = (unsafe { read(map) }) else {
         return ONNXC_ERR_VALUE;
     };
-    let vb = if value_bytes == 4 { 4 } else { 8 };
+    let vb = width(value_bytes);
     if string_keys != 0 {
         let t = params::decode_blob!(table, strings::Table::new);
         // SAFETY: `y` has one slot per vocabulary entry; positions are below that count.
@@ -173,11 +183,10 @@ pub unsafe extern "C" fn onnxc_cast_map_sparse(
     value_bytes: i64,
 ) -> Status {
     // SAFETY: the caller's contract: a readable onnxc_map.
-    let m = unsafe { *(map as *const Map) };
-    let Some(n) = entries(&m) else {
+    let Some((m, n)) = (unsafe { read(map) }) else {
         return ONNXC_ERR_VALUE;
     };
-    let vb = if value_bytes == 4 { 4 } else { 8 };
+    let vb = width(value_bytes);
     let max = max.max(0);
     let keys = m.keys as *const i64;
     // SAFETY: the map holds `n` keys.
