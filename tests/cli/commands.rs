@@ -281,6 +281,8 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
         e.contains("no graph input has a symbolic dim of that name (symbols: batch)"),
         "{e}"
     );
+    // A misspelt --dim is the command line's fault, not the run-time batch's.
+    assert!(!e.contains("run-time batch"), "{e}");
     let e = fails(
         onnxc()
             .arg(&p)

@@ -60,8 +60,9 @@ pub fn import(
         let g = frontend::import_owned(model.clone(), dir, &at(n))
             .and_then(|mut g| passes::optimize(&mut g, &passes).map(|()| g))
             .map_err(|e| match e {
-                // What is wrong with the model whatever its batch size is reported as is.
-                Error::Unsupported(_) | Error::Parse(_) => e,
+                // What is wrong with the model or the command line whatever the batch size
+                // is reported as is.
+                Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
                 e => Error::NeedShape(format!(
                     "the model's leading input dims {} are symbolic; onnxc runs them as a \
                      run-time batch when the model computes each item on its own, but at batch \
