@@ -861,6 +861,49 @@ fn topk_k_is_checked_at_compile_and_run_time() {
     );
 }
 
+/// A run-time Range whose result reaches a declared output only through broadcasting ops
+/// (an expanded window function's shape) takes that shape as a guess, checked when the
+/// model runs: the right length computes, another fails the run with ONNXC_ERR_SHAPE.
+#[test]
+fn a_shape_guessed_through_broadcasting_ops_is_checked_at_run_time() {
+    let d = scratch("guessed");
+    let m = model(
+        vec![
+            node("Range", "steps", &["zero", "n", "one"], &["r"]),
+            node("Mul", "twice", &["r", "two"], &["m"]),
+            node("Add", "shifted", &["m", "b"], &["y"]),
+        ],
+        vec![
+            value_info("n", 1, &[]),
+            value_info("b", 1, &[D::N(4)]),
+        ],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![
+            f32_tensor("zero", &[], &[0.0]),
+            f32_tensor("one", &[], &[1.0]),
+            f32_tensor("two", &[], &[2.0]),
+        ],
+        13,
+    );
+    let p = d.join("range.onnx");
+    save(&m, &p);
+    let (nin, bin) = (d.join("n.pb"), d.join("b.pb"));
+    save_tensor(&f32_tensor("b", &[4], &[0.5, 0.25, 0.0, -1.0]), &bin);
+    save_tensor(&f32_tensor("n", &[], &[4.0]), &nin);
+    let out = run_model(
+        &[p.as_os_str(), nin.as_os_str(), bin.as_os_str()],
+        &d.join("ok"),
+    );
+    assert_eq!(out[0].shape, [4]);
+    assert_eq!(out[0].to_f64s(), [0.5, 2.25, 4.0, 5.0]);
+    save_tensor(&f32_tensor("n", &[], &[3.0]), &nin);
+    let e = run_fails(&p, &[&nin, &bin], &d.join("short"));
+    assert!(
+        e.contains("an input's dims or values imply a shape the model does not allow"),
+        "{e}"
+    );
+}
+
 /// Sequences exist only at compile time: a position computed at run time, a sequence as a
 /// graph output and a sequence read by an op that takes tensors are reported clearly.
 #[test]

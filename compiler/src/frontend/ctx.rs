@@ -21,6 +21,9 @@ pub struct Ctx<'a> {
     pub fold_limit: usize,
     /// Static types the model declares for this node's outputs, when it does.
     pub declared: Vec<Option<(DType, Vec<i64>)>>,
+    /// Shapes guessed for this node's outputs from the declared result of a broadcasting
+    /// op they feed (`frontend::declare_backwards`); read only by `declared_shape`.
+    pub guessed: Vec<Option<Vec<i64>>>,
     /// The import's notes on quantized values (QDQ groups, `ops::qdq`); none in helper
     /// contexts and subgraphs, which then build every node on its own.
     pub qdq: Option<&'a mut crate::frontend::ops::qdq::Notes>,
@@ -52,6 +55,7 @@ impl<'a> Ctx<'a> {
             dir,
             fold_limit,
             declared: Vec::new(),
+            guessed: Vec::new(),
             qdq: None,
             string_bytes: crate::frontend::DEFAULT_STRING_BYTES,
             counter: 0,
@@ -273,11 +277,13 @@ impl<'a> Ctx<'a> {
         self.attr(name).and_then(|a| a.g.as_ref())
     }
 
-    /// The statically declared shape of output `k`, needed when the output shape depends on
-    /// run-time values (checked at run time by an assertion).
+    /// The statically declared shape of output `k`, or failing that a guessed one, needed
+    /// when the output shape depends on run-time values (checked at run time by an
+    /// assertion).
     pub fn declared_shape(&self, k: usize, why: &str) -> Result<Vec<i64>> {
-        match self.declared.get(k).cloned().flatten() {
-            Some((_, s)) => Ok(s),
+        let declared = self.declared.get(k).cloned().flatten().map(|(_, s)| s);
+        match declared.or_else(|| self.guessed.get(k).cloned().flatten()) {
+            Some(s) => Ok(s),
             None => Err(self.unsupported(format!(
                 "{why} is computed at run time and the model declares no static shape for output {k}; \
                  make it a constant (or declare the output shape in value_info)"

@@ -165,6 +165,7 @@ fn importer<'a>(
         unsupported: Vec::new(),
         unbuilt: HashMap::new(),
         declared: HashMap::new(),
+        guessed: HashMap::new(),
         taken: HashMap::new(),
         unrolled: 0,
         seqs: HashMap::new(),
@@ -185,8 +186,12 @@ struct Importer<'a> {
     unsupported: Vec<Unsupported>,
     /// Optional node outputs the builder did not produce; an error only if something reads them.
     unbuilt: HashMap<String, Unsupported>,
-    /// Static types the model declares for values (graph outputs, value_info).
+    /// Static types the model declares for values (graph outputs, value_info), and those
+    /// that follow from them through shape-preserving ops (`declare_backwards`).
     declared: HashMap<String, (DType, Vec<i64>)>,
+    /// Shapes guessed for values from a broadcasting op's declared result
+    /// (`declare_backwards`), for builders that would refuse the node without one.
+    guessed: HashMap<String, Vec<i64>>,
     /// Raw bytes moved out of the top-level initializers (by index), for `import_owned`.
     taken: HashMap<usize, Vec<u8>>,
     /// Nodes imported by unrolling Loop and Scan bodies so far (`subgraph::MAX_UNROLLED_NODES`
@@ -436,27 +441,82 @@ const SHAPE_PRESERVING: &[&str] = &[
     "ThresholdedRelu",
 ];
 
-/// Extends the shapes a graph declares (`Importer::declared`) backwards through
-/// shape-preserving ops: the operand of such an op has its result's shape. Functions
-/// expanded into nodes (ReduceL2 as ReduceSum then Sqrt, the windows as Range then Cos)
-/// declare only their final output, which the op computing a run-time shape needs. Only
-/// builders whose output shape depends on run-time values read a declared shape, and
-/// they check it when the model runs; the element type is unused.
-fn declare_through_unary_ops(gp: &GraphProto, declared: &mut HashMap<String, (DType, Vec<i64>)>) {
+/// Default-domain elementwise ops whose output has the broadcast shape of their inputs.
+const BROADCASTING: &[&str] = &[
+    "Add",
+    "And",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Div",
+    "Equal",
+    "Greater",
+    "GreaterOrEqual",
+    "Less",
+    "LessOrEqual",
+    "Max",
+    "Mean",
+    "Min",
+    "Mod",
+    "Mul",
+    "Or",
+    "Pow",
+    "PRelu",
+    "Sub",
+    "Sum",
+    "Where",
+    "Xor",
+];
+
+/// Extends the shapes a graph declares (`Importer::declared`) backwards. The operand of a
+/// shape-preserving op has its result's shape (`declared`). Each operand of a broadcasting
+/// op is guessed to have its result's shape (`guessed`: a broadcast operand is smaller).
+/// Functions expanded into nodes (ReduceL2 as ReduceSum then Sqrt, the windows as Range then
+/// Mul, Cos and Add) declare only their final output, which the op computing a run-time
+/// shape needs. Builders whose output shape depends on run-time values read these shapes,
+/// and check them when the model runs (`ONNXC_ERR_SHAPE`); a guess is read only where
+/// the builder would otherwise refuse the node (`Ctx::declared_shape`), so it never
+/// changes how a model that compiles without it is built. The element type is unused. A
+/// shape the graph declares itself wins.
+fn declare_backwards(
+    gp: &GraphProto,
+    declared: &mut HashMap<String, (DType, Vec<i64>)>,
+    guessed: &mut HashMap<String, Vec<i64>>,
+) {
     for n in gp.node.iter().rev() {
         let default_domain = n
             .domain
             .as_deref()
             .is_none_or(|d| d.is_empty() || d == "ai.onnx");
-        if !default_domain || !SHAPE_PRESERVING.contains(&n.op_type.as_deref().unwrap_or_default())
-        {
+        let op = n.op_type.as_deref().unwrap_or_default();
+        let (operands, exact) = if !default_domain {
             continue;
-        }
-        if let (Some(out), Some(x)) = (n.output.first(), n.input.first())
-            && !x.is_empty()
-            && let Some(d) = declared.get(out).cloned()
-        {
-            declared.entry(x.clone()).or_insert(d);
+        } else if SHAPE_PRESERVING.contains(&op) {
+            (1, true)
+        } else if BROADCASTING.contains(&op) {
+            (n.input.len(), false)
+        } else {
+            continue;
+        };
+        let Some(out) = n.output.first() else {
+            continue;
+        };
+        let (known, shape) = match (declared.get(out), guessed.get(out)) {
+            (Some(d), _) => (Some(d.clone()), d.1.clone()),
+            (None, Some(g)) => (None, g.clone()),
+            (None, None) => continue,
+        };
+        for x in n.input.iter().take(operands).filter(|x| !x.is_empty()) {
+            match &known {
+                Some(d) if exact => {
+                    declared.entry(x.clone()).or_insert_with(|| d.clone());
+                }
+                _ if !declared.contains_key(x) => {
+                    guessed.entry(x.clone()).or_insert_with(|| shape.clone());
+                }
+                _ => {}
+            }
         }
     }
 }
@@ -471,7 +531,7 @@ impl Importer<'_> {
                     .insert(vi.name.clone().unwrap_or_default(), (dt, dims));
             }
         }
-        declare_through_unary_ops(gp, &mut self.declared);
+        declare_backwards(gp, &mut self.declared, &mut self.guessed);
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
         // are not runtime inputs.
         for (i, init) in gp.initializer.iter().enumerate() {
@@ -1130,6 +1190,7 @@ impl Importer<'_> {
             self.opts.fold_limit,
         );
         ctx.declared = declared;
+        ctx.guessed = n.output.iter().map(|o| self.guessed.get(o).cloned()).collect();
         ctx.qdq = Some(&mut self.qdq);
         ctx.string_bytes = self.opts.string_bytes;
         let outs = match ops::qdq::on_quantized_values(&mut ctx, &domain, builder)? {

@@ -190,12 +190,14 @@ pub fn on_quantized_values(
     }
     let saved = ctx.inputs.clone();
     let declared = std::mem::take(&mut ctx.declared);
+    let guessed = std::mem::take(&mut ctx.guessed);
     for &(i, q) in &quantized {
         ctx.inputs[i] = Some(q);
     }
     let built = builder(ctx);
     ctx.inputs = saved;
     ctx.declared = declared;
+    ctx.guessed = guessed;
     let Ok(outs) = built else {
         return Ok(None);
     };
