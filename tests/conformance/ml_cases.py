@@ -3,9 +3,11 @@ real converters: scikit-learn models through skl2onnx, LightGBM and XGBoost mode
 onnxmltools — tree ensembles (random forests, gradient boosting, LightGBM, XGBoost;
 regressors and binary/multiclass classifiers with integer and string labels, with and
 without ZipMap), linear models and SVMs, and pipelines with scalers, normalizers, imputers
-and one-hot encoders, DictVectorizer pipelines over map inputs — plus a few models written by hand for what the converters do not
-emit (float64 thresholds compared against float32 inputs, TreeEnsemble of ai.onnx.ml opset
-5, every node rule). Trained on small seeded synthetic data, so generation is deterministic
+and one-hot encoders, DictVectorizer pipelines over map inputs, and the other estimators
+skl2onnx converts (neighbours, k-means, PCA, naive Bayes, MLPs, isolation forests, voting,
+stacking, calibration, Gaussian mixtures and processes) — plus a few models written by hand
+for what the converters do not emit (float64 thresholds compared against float32 inputs,
+TreeEnsemble of ai.onnx.ml opset 5, every node rule). Trained on small seeded synthetic data, so generation is deterministic
 and takes seconds.
 
 Expected outputs come from onnxruntime (graph optimizations off); a ZipMap output (a
@@ -465,8 +467,68 @@ def map_inputs(out_dir: str) -> list:
     return entries
 
 
+# ---- the other estimators skl2onnx converts -----------------------------------------------
+
+def estimators(out_dir: str) -> list:
+    """Neighbours, clustering, decompositions, naive Bayes, neural networks, isolation forests,
+    ensembles of other models, calibration, Gaussian processes (float64) and the power and
+    quantile transforms: each converted by skl2onnx as a user would."""
+    from skl2onnx import to_onnx
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+    from sklearn.ensemble import AdaBoostClassifier, IsolationForest, StackingClassifier, VotingClassifier
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.mixture import GaussianMixture
+    from sklearn.naive_bayes import BernoulliNB, GaussianNB
+    from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+    from sklearn.neural_network import MLPClassifier, MLPRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PowerTransformer, QuantileTransformer
+
+    entries = []
+
+    def skl(name, model, x, xt, **kw):
+        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
+        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+
+    rng, x, s = _data(4)
+    xt = _test_rows(4)
+    yb = (s > 0).astype(np.int64)
+    y3 = _classes(s, 3)
+    skl("test_ml_knn_classifier", KNeighborsClassifier(5).fit(x, np.array(["a", "b", "c"])[y3]), x, xt)
+    skl("test_ml_knn_regressor", KNeighborsRegressor(4, weights="distance").fit(x, s), x, xt)
+    skl("test_ml_kmeans", KMeans(4, n_init=3, random_state=0).fit(x), x, xt)
+    skl("test_ml_pca_logistic", make_pipeline(PCA(3), LogisticRegression()).fit(x, yb), x, xt)
+    skl("test_ml_gaussian_nb", GaussianNB().fit(x, y3), x, xt)
+    skl("test_ml_bernoulli_nb", BernoulliNB().fit(x, yb), x, xt)
+    skl("test_ml_mlp_classifier", MLPClassifier((16,), max_iter=300, random_state=0).fit(x, y3), x, xt)
+    skl("test_ml_mlp_regressor", MLPRegressor(hidden_layer_sizes=(16, 8), max_iter=300, random_state=0).fit(x, s),
+        x, xt)
+    # skl2onnx writes the isolation forest's trees in ai.onnx.ml opset 3 only.
+    skl("test_ml_isolation_forest", IsolationForest(n_estimators=20, random_state=0).fit(x), x, xt,
+        target_opset={"": 17, "ai.onnx.ml": 3})
+    skl("test_ml_adaboost", AdaBoostClassifier(n_estimators=10, random_state=0).fit(x, yb), x, xt)
+    skl("test_ml_voting_soft", VotingClassifier([("lr", LogisticRegression()), ("nb", GaussianNB())], voting="soft",
+                                                flatten_transform=False).fit(x, y3), x, xt)
+    skl("test_ml_stacking", StackingClassifier([("lr", LogisticRegression()), ("nb", GaussianNB())]).fit(x, y3), x, xt)
+    skl("test_ml_calibrated_logistic", CalibratedClassifierCV(LogisticRegression(), cv=3).fit(x, yb), x, xt)
+    skl("test_ml_lda", LinearDiscriminantAnalysis().fit(x, y3), x, xt)
+    skl("test_ml_gaussian_mixture", GaussianMixture(3, random_state=0).fit(x), x, xt)
+    skl("test_ml_quantile_power_logistic", make_pipeline(QuantileTransformer(n_quantiles=50), PowerTransformer(),
+                                                         LogisticRegression()).fit(x, yb), x, xt)
+    # float64 end to end: a float32 Gaussian process cancels catastrophically.
+    xd, xtd = x[:60].astype(np.float64), xt.astype(np.float64)
+    gp = GaussianProcessRegressor(ConstantKernel(1.0) * RBF(1.0) + WhiteKernel(0.1), random_state=0).fit(xd, s[:60])
+    skl("test_ml_gaussian_process_f64", gp, xd, xtd)
+    return entries
+
+
 def write(out_dir: str) -> list:
     """Writes every ai.onnx.ml case and the text-feature cases; returns their cases.tsv
     entries."""
-    return (trees(out_dir) + linear_and_pipelines(out_dir) + text_features(out_dir) + text_pipelines(out_dir)
-            + map_inputs(out_dir))
+    return (trees(out_dir) + linear_and_pipelines(out_dir) + estimators(out_dir) + text_features(out_dir)
+            + text_pipelines(out_dir) + map_inputs(out_dir))
