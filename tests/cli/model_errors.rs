@@ -873,10 +873,7 @@ fn a_shape_guessed_through_broadcasting_ops_is_checked_at_run_time() {
             node("Mul", "twice", &["r", "two"], &["m"]),
             node("Add", "shifted", &["m", "b"], &["y"]),
         ],
-        vec![
-            value_info("n", 1, &[]),
-            value_info("b", 1, &[D::N(4)]),
-        ],
+        vec![value_info("n", 1, &[]), value_info("b", 1, &[D::N(4)])],
         vec![value_info("y", 1, &[D::N(4)])],
         vec![
             f32_tensor("zero", &[], &[0.0]),

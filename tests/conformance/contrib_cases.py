@@ -11,7 +11,8 @@ two ways:
   (`onnxruntime.transformers.optimizer.optimize_model`, Python fusions after onnxruntime's
   basic graph optimizations), also with MultiHeadAttention, dynamically quantized
   (`quantize_dynamic`) and saved after onnxruntime's extended optimizations (FusedMatMul,
-  FusedGemm, DynamicQuantizeMatMul); and light zoo CNNs with varied weights (final softmax
+  FusedGemm, DynamicQuantizeMatMul); LSTM stacks quantized by `quantize_dynamic`
+  (DynamicQuantizeLSTM); and light zoo CNNs with varied weights (final softmax
   removed, so the outputs are logits) quantized by `quantize_static` (QOperator and QDQ,
   per-channel 7-bit int8 weights, uint8 activations, seeded calibration data) and
   `quantize_dynamic`.
@@ -492,6 +493,53 @@ def pipelines(tmp: str):
     return out
 
 
+# ---- dynamically quantized LSTMs ----------------------------------------------------------
+
+def quantized_lstms(tmp: str):
+    """(name, model, feeds) of LSTM stacks quantized by `quantize_dynamic` into
+    DynamicQuantizeLSTM: per-tensor and per-channel int8 weights, forward, reverse and
+    bidirectional, stacked, with initial states as inputs. 7-bit weights (`reduce_range`):
+    onnxruntime's AVX2 kernel saturates pairs of full-range uint8 x int8 products to int16
+    (`vpmaddubsw`), where onnxc sums them exactly."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(23)
+    out = []
+    for name, seq, batch, inp, hid, direction, layers, per_channel, states in (
+            ("test_lstm_dynamic_quantized", 6, 2, 5, 8, "forward", 1, False, True),
+            ("test_lstm_dynamic_quantized_reverse", 4, 3, 3, 5, "reverse", 1, True, False),
+            ("test_lstm_dynamic_quantized_bidirectional", 5, 2, 4, 6, "bidirectional", 2, True, False)):
+        dirs = 2 if direction == "bidirectional" else 1
+        nodes, inits, inputs = [], [], [helper.make_tensor_value_info("X", TP.FLOAT, [seq, batch, inp])]
+        x, width = "X", inp
+        feeds = {"X": rng.standard_normal((seq, batch, inp)).astype(np.float32)}
+        for k in range(layers):
+            inits += [numpy_helper.from_array((rng.standard_normal((dirs, 4 * hid, width)) * 0.3).astype(np.float32),
+                                              f"W{k}"),
+                      numpy_helper.from_array((rng.standard_normal((dirs, 4 * hid, hid)) * 0.3).astype(np.float32),
+                                              f"R{k}"),
+                      numpy_helper.from_array((rng.standard_normal((dirs, 8 * hid)) * 0.1).astype(np.float32), f"B{k}"),
+                      numpy_helper.from_array(np.array([0, 0, -1], np.int64), f"shape{k}")]
+            ins = [x, f"W{k}", f"R{k}", f"B{k}"]
+            if states:
+                ins += ["", "h0", "c0"]
+                for s_name in ("h0", "c0"):
+                    inputs.append(helper.make_tensor_value_info(s_name, TP.FLOAT, [dirs, batch, hid]))
+                    feeds[s_name] = (rng.standard_normal((dirs, batch, hid)) * 0.5).astype(np.float32)
+            nodes += [helper.make_node("LSTM", ins, [f"Y{k}", f"H{k}", f"C{k}"], hidden_size=hid, direction=direction),
+                      # [seq, dirs, batch, hidden] -> [seq, batch, dirs * hidden]
+                      helper.make_node("Transpose", [f"Y{k}"], [f"T{k}"], perm=[0, 2, 1, 3]),
+                      helper.make_node("Reshape", [f"T{k}", f"shape{k}"], [f"X{k + 1}"])]
+            x, width = f"X{k + 1}", dirs * hid
+        outputs = [helper.make_tensor_value_info(v, TP.FLOAT, None) for v in (x, f"H{layers - 1}", f"C{layers - 1}")]
+        g = helper.make_graph(nodes, name, inputs, outputs, inits)
+        fp, qp = os.path.join(tmp, f"{name}.onnx"), os.path.join(tmp, f"{name}_q.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), fp)
+        quantize_dynamic(fp, qp, weight_type=QuantType.QInt8, per_channel=per_channel, reduce_range=True,
+                         op_types_to_quantize=["LSTM"])
+        out.append((name, onnx.load(qp), feeds))
+    return out
+
+
 # ---- quantized zoo CNNs ------------------------------------------------------------------
 
 ZOO = ["squeezenet", "shufflenet", "inception_v1", "resnet50", "densenet121"]
@@ -654,10 +702,10 @@ ZOO_STEPS = {"qop": 1, "qdq": 2}
 DYN_RANGE = 0.01
 
 
-def write_case(out_dir, name, m, feeds, oracle, atol=1e-5, rtol=1e-4, range_atol=None):
+def write_case(out_dir, name, m, feeds, oracle, atol=1e-5, rtol=1e-4, range_atol=None, threads=0):
     """Writes OUT/onnxc/<name> (model, inputs, expected outputs) and returns its cases.tsv
     entry; with `range_atol` the absolute tolerance is that fraction of the largest expected
-    output magnitude."""
+    output magnitude; `threads` sets onnxruntime's (0: its default)."""
     d = os.path.join(out_dir, "onnxc", name)
     shutil.rmtree(d, ignore_errors=True)
     ds = os.path.join(d, "test_data_set_0")
@@ -674,6 +722,7 @@ def write_case(out_dir, name, m, feeds, oracle, atol=1e-5, rtol=1e-4, range_atol
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.log_severity_level = 3
+        so.intra_op_num_threads = threads
         outs = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
     for i, (o, v) in enumerate(zip(m.graph.output, outs)):
         with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
@@ -697,6 +746,9 @@ def write(out_dir: str, light_dir: str) -> list:
     with tempfile.TemporaryDirectory() as tmp:
         for name, m, feeds, atol in pipelines(tmp):
             entries.append(write_case(out_dir, name, m, feeds, "ort", atol=atol))
+        for name, m, feeds in quantized_lstms(tmp):
+            # One thread: onnxruntime's threads quantize the hidden state by blocks of rows.
+            entries.append(write_case(out_dir, name, m, feeds, "ort", atol=1e-5, threads=1))
         for name, m, feeds in gemm_mlp_static(tmp):
             entries.append(write_case(out_dir, name, m, feeds, "ort", rtol=1e-3,
                                       range_atol=STATIC_RANGE))

@@ -1190,7 +1190,11 @@ impl Importer<'_> {
             self.opts.fold_limit,
         );
         ctx.declared = declared;
-        ctx.guessed = n.output.iter().map(|o| self.guessed.get(o).cloned()).collect();
+        ctx.guessed = n
+            .output
+            .iter()
+            .map(|o| self.guessed.get(o).cloned())
+            .collect();
         ctx.qdq = Some(&mut self.qdq);
         ctx.string_bytes = self.opts.string_bytes;
         let outs = match ops::qdq::on_quantized_values(&mut ctx, &domain, builder)? {

@@ -497,6 +497,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         "MatMulIntegerToFloat",
         contrib_quant::matmul_integer_to_float,
     ),
+    ("DynamicQuantizeLSTM", rnn::dynamic_quantize_lstm),
     (
         "DynamicQuantizeMatMul",
         contrib_quant::dynamic_quantize_matmul,
@@ -580,6 +581,10 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     (
         "QLinearWhere",
         "broadcasting; X and Y requantized to Z's scale and zero point",
+    ),
+    (
+        "DynamicQuantizeLSTM",
+        "int8 or uint8 weights with scales and zero points per direction or per column; as onnxruntime at one thread, the input sequence and each step's hidden state are quantized to uint8 as DynamicQuantizeLinear does, the products summed exactly in integers and scaled to float32; unrolled as LSTM; sequence_lens not supported",
     ),
     (
         "MatMulIntegerToFloat",

@@ -95,7 +95,7 @@ impl Act {
 }
 
 pub fn rnn(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    recurrent(ctx, Cell::Rnn)
+    recurrent(ctx, Cell::Rnn, Weights::Float)
 }
 
 pub fn gru(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -105,12 +105,95 @@ pub fn gru(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Cell::Gru {
             linear_before_reset,
         },
+        Weights::Float,
     )
 }
 
 pub fn lstm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let input_forget = ctx.attr_i_or("input_forget", 0)? != 0;
-    recurrent(ctx, Cell::Lstm { input_forget })
+    recurrent(ctx, Cell::Lstm { input_forget }, Weights::Float)
+}
+
+/// com.microsoft DynamicQuantizeLSTM (X, W, R, B?, sequence_lens?, initial_h?, initial_c?,
+/// P?, W_scale, W_zero_point, R_scale, R_zero_point): an LSTM whose weights are int8 or
+/// uint8, transposed (`W` is `[dirs, input, 4·hidden]`, `R` `[dirs, hidden, 4·hidden]`),
+/// with a scale and zero point per direction or per direction and column. As onnxruntime
+/// computes it, each product quantizes its float operand to uint8 as DynamicQuantizeLinear
+/// does (the whole input sequence at once, the hidden state at every step), multiplies
+/// exactly in integers and scales the sums back to float32.
+pub fn dynamic_quantize_lstm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let input_forget = ctx.attr_i_or("input_forget", 0)? != 0;
+    let weights = Weights::Quantized {
+        w_scale: ctx.input(8)?,
+        w_zero_point: ctx.input(9)?,
+        r_scale: ctx.input(10)?,
+        r_zero_point: ctx.input(11)?,
+    };
+    recurrent(ctx, Cell::Lstm { input_forget }, weights)
+}
+
+/// How a recurrent layer's weights multiply its input and hidden state.
+#[derive(Clone, Copy)]
+enum Weights {
+    /// `W` `[dirs, gates·hidden, input]` and `R` `[dirs, gates·hidden, hidden]` in X's type.
+    Float,
+    /// Integer `W` `[dirs, input, gates·hidden]` and `R` `[dirs, hidden, gates·hidden]`, each
+    /// with a float32 scale and a zero point of `[dirs]` or `[dirs, gates·hidden]`; the float
+    /// operand of each product is quantized dynamically (`quantized_product`).
+    Quantized {
+        w_scale: ValueId,
+        w_zero_point: ValueId,
+        r_scale: ValueId,
+        r_zero_point: ValueId,
+    },
+}
+
+/// `A · B` for a float32 `A` `[rows, k]` and an integer `B` `[k, n]` with `scale` and
+/// `zero_point` of one element or `n`: A quantized to uint8 over all its elements, the
+/// product summed exactly, then scaled by A's scale times B's (onnxruntime's quantized
+/// recurrent GEMM).
+fn quantized_product(
+    ctx: &mut Ctx,
+    a: ValueId,
+    b: ValueId,
+    scale: ValueId,
+    zero_point: ValueId,
+) -> Result<ValueId> {
+    let [aq, sa, za] = crate::frontend::ops::quant::dynamic_quantize(ctx, a)?;
+    crate::frontend::ops::contrib_quant::integer_to_float(
+        ctx,
+        aq,
+        sa,
+        Some(za),
+        b,
+        scale,
+        Some(zero_point),
+        None,
+    )
+}
+
+/// Direction `d`'s part of a quantized weight's scale or zero point: `[dirs]` gives one
+/// element (`[1]`), `[dirs, n]` a vector of `n`.
+fn per_direction(
+    ctx: &mut Ctx,
+    v: ValueId,
+    d: i64,
+    dirs: i64,
+    n: i64,
+    what: &str,
+) -> Result<ValueId> {
+    let dt = ctx.dtype(v);
+    let shape = ctx.known_shape(v)?;
+    let (out, index) = if shape == [dirs] {
+        (1, vec![expr::i(d)])
+    } else if shape == [dirs, n] {
+        (n, vec![expr::i(d), expr::var(0)])
+    } else {
+        return Err(ctx.err(format!(
+            "{what} has shape {shape:?}; expected [{dirs}] (per direction) or [{dirs}, {n}] (per column)"
+        )));
+    };
+    ctx.map(dt, vec![Dim::Known(out)], vec![v], expr::load(dt, 0, index))
 }
 
 /// The activations per direction, with alpha/beta consumed in order by the functions that
@@ -163,12 +246,19 @@ fn activations(ctx: &Ctx, cell: Cell, dirs: usize) -> Result<Vec<Vec<Act>>> {
     Ok(acts.chunks(n).map(|c| c.to_vec()).collect())
 }
 
-fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
+fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>> {
     use BinOp::*;
     let (x, w, r) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-    let dt = build::expect_types(ctx, x, "X", FLOATS)?;
+    let quantized = matches!(weights, Weights::Quantized { .. });
+    let dt = if quantized {
+        build::expect_types(ctx, x, "X", &[DType::F32])?
+    } else {
+        build::expect_types(ctx, x, "X", FLOATS)?
+    };
     for (v, what) in [(w, "W"), (r, "R")] {
-        if ctx.dtype(v) != dt {
+        if quantized {
+            build::expect_types(ctx, v, what, &[DType::I8, DType::U8])?;
+        } else if ctx.dtype(v) != dt {
             return Err(ctx.err(format!("{what} is {} but X is {dt}", ctx.dtype(v))));
         }
     }
@@ -218,12 +308,17 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
     }
     let g = cell.gates();
     let rd = ctx.known_shape(r)?;
-    if rd.len() != 3 || rd[0] != dirs || rd[2] < 1 || rd[1] != g * rd[2] {
-        return Err(ctx.err(format!(
-            "R has shape {rd:?}; expected [{dirs}, {g}·hidden, hidden]"
-        )));
+    // Quantized weights are stored transposed: [dirs, hidden, gates·hidden].
+    let (rows, cols) = if quantized { (2, 1) } else { (1, 2) };
+    if rd.len() != 3 || rd[0] != dirs || rd[cols] < 1 || rd[rows] != g * rd[cols] {
+        let want = if quantized {
+            format!("[{dirs}, hidden, {g}·hidden]")
+        } else {
+            format!("[{dirs}, {g}·hidden, hidden]")
+        };
+        return Err(ctx.err(format!("R has shape {rd:?}; expected {want}")));
     }
-    let hidden = rd[2];
+    let hidden = rd[cols];
     if let Some(hs) = ctx.attr_i("hidden_size")?
         && hs != hidden
     {
@@ -231,10 +326,13 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
     }
     let gh = g * hidden;
     let wd = ctx.known_shape(w)?;
-    if wd != [dirs, gh, input] {
-        return Err(ctx.err(format!(
-            "W has shape {wd:?}; expected [{dirs}, {gh}, {input}]"
-        )));
+    let want_w = if quantized {
+        [dirs, input, gh]
+    } else {
+        [dirs, gh, input]
+    };
+    if wd != want_w {
+        return Err(ctx.err(format!("W has shape {wd:?}; expected {want_w:?}")));
     }
     let check_shape = |ctx: &Ctx, v: Option<ValueId>, what: &str, want: &[i64]| -> Result<()> {
         if let Some(v) = v {
@@ -266,6 +364,13 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
         Some(t) => t.to_i64s().iter().any(|&v| v != seq),
         None => true,
     });
+    if quantized && lens_in.is_some() {
+        return Err(ctx.unsupported(
+            "sequence_lens with quantized weights: onnxruntime quantizes the input over the \
+             steps up to the longest sequence only, which depends on the lengths; pad the \
+             sequences and drop sequence_lens, or dequantize the weights into an LSTM",
+        ));
+    }
     let acts = activations(ctx, cell, dirs as usize)?;
     let clip = ctx.attr_f("clip")?;
     if let Some(c) = clip
@@ -296,6 +401,7 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
     let known = |d: &[i64]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
     // Row block `d` of a [dirs, rows, cols] tensor, as [rows, cols] (from `row0`, `rows` long).
     let slice = |ctx: &mut Ctx, v: ValueId, d: i64, row0: i64, rows: i64, cols: i64| {
+        let dt = ctx.dtype(v);
         let body = expr::load(
             dt,
             0,
@@ -321,17 +427,37 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
     for d in 0..dirs {
         let reverse = reverse_only || d == 1;
         let act = &acts[d as usize];
-        let w_d = slice(ctx, w, d, 0, gh, input)?;
-        let xw = ctx.matmul(
-            MatMulOp {
-                trans_a: false,
-                trans_b: true,
-            },
-            x2,
-            w_d,
-            TypeInfo::new(dt, known(&[seq * batch, gh])),
-        )?;
-        let r_d = slice(ctx, r, d, 0, gh, hidden)?;
+        // The products with W and R: X·Wᵀ (every step at once) and H·Rᵀ.
+        let (xw, r_d, r_q) = match weights {
+            Weights::Float => {
+                let w_d = slice(ctx, w, d, 0, gh, input)?;
+                let xw = ctx.matmul(
+                    MatMulOp {
+                        trans_a: false,
+                        trans_b: true,
+                    },
+                    x2,
+                    w_d,
+                    TypeInfo::new(dt, known(&[seq * batch, gh])),
+                )?;
+                (xw, slice(ctx, r, d, 0, gh, hidden)?, None)
+            }
+            Weights::Quantized {
+                w_scale,
+                w_zero_point,
+                r_scale,
+                r_zero_point,
+            } => {
+                let w_d = slice(ctx, w, d, 0, input, gh)?;
+                let ws = per_direction(ctx, w_scale, d, dirs, gh, "W_scale")?;
+                let wz = per_direction(ctx, w_zero_point, d, dirs, gh, "W_zero_point")?;
+                let xw = quantized_product(ctx, x2, w_d, ws, wz)?;
+                let r_d = slice(ctx, r, d, 0, hidden, gh)?;
+                let rs = per_direction(ctx, r_scale, d, dirs, gh, "R_scale")?;
+                let rz = per_direction(ctx, r_zero_point, d, dirs, gh, "R_zero_point")?;
+                (xw, r_d, Some((rs, rz)))
+            }
+        };
         let r_h = match cell {
             Cell::Gru {
                 linear_before_reset: false,
@@ -351,15 +477,18 @@ fn recurrent(ctx: &mut Ctx, cell: Cell) -> Result<Vec<ValueId>> {
         for s in 0..seq {
             // Operands of the step maps: 0 xw, 1 hr, 2 h_prev, 3 B, 4 lens, 5 c_prev, 6 P,
             // 7 extra (GRU's r·H·Rhᵀ, LSTM's new C). Absent ones are never loaded.
-            let hr = ctx.matmul(
-                MatMulOp {
-                    trans_a: false,
-                    trans_b: true,
-                },
-                h,
-                r_d,
-                TypeInfo::new(dt, known(&[batch, gh])),
-            )?;
+            let hr = match r_q {
+                None => ctx.matmul(
+                    MatMulOp {
+                        trans_a: false,
+                        trans_b: true,
+                    },
+                    h,
+                    r_d,
+                    TypeInfo::new(dt, known(&[batch, gh])),
+                )?,
+                Some((rs, rz)) => quantized_product(ctx, h, r_d, rs, rz)?,
+            };
             let (b, k) = (expr::var(0), expr::var(1));
             let len = length(4, b.clone());
             // The input row this step reads: forward step s reads time s; reverse reads
