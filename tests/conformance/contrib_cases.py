@@ -481,6 +481,15 @@ def pipelines(tmp: str):
     quantize_dynamic(fp, qp, weight_type=QuantType.QInt8, reduce_range=True,
                      extra_options={"DefaultTensorType": TP.FLOAT})
     out.append(("test_bert_dynamic_quantized", onnx.load(qp), feeds, 1e-5))
+    # The fused embedding (EmbedLayerNormalization) quantized too: QEmbedLayerNormalization.
+    emb = optimize_model(p13, model_type="bert", num_heads=4, hidden_size=32, opt_level=0).model
+    if not any(o.domain == "com.microsoft" for o in emb.opset_import):
+        emb.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    ep, eq = os.path.join(tmp, "bert_emb.onnx"), os.path.join(tmp, "bert_emb_dyn.onnx")
+    onnx.save(emb, ep)
+    quantize_dynamic(ep, eq, weight_type=QuantType.QInt8, reduce_range=True,
+                     extra_options={"DefaultTensorType": TP.FLOAT})
+    out.append(("test_bert_dynamic_quantized_embedding", onnx.load(eq), feeds, 1e-5))
     out.append(("test_bert_dynamic_quantized_ort", ort_optimized(onnx.load(qp), tmp,
                                                                  ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
                 feeds, 1e-5))

@@ -498,6 +498,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         contrib_quant::matmul_integer_to_float,
     ),
     ("DynamicQuantizeLSTM", rnn::dynamic_quantize_lstm),
+    ("QEmbedLayerNormalization", contrib_quant::qembed_layer_norm),
     (
         "DynamicQuantizeMatMul",
         contrib_quant::dynamic_quantize_matmul,
@@ -581,6 +582,10 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     (
         "QLinearWhere",
         "broadcasting; X and Y requantized to Z's scale and zero point",
+    ),
+    (
+        "QEmbedLayerNormalization",
+        "uint8 or int8 tables, gamma and beta with one scale and zero point each, dequantized to float32 at compile time ((q − zero point) · scale, as onnxruntime), then EmbedLayerNormalization",
     ),
     (
         "DynamicQuantizeLSTM",

@@ -1,8 +1,8 @@
 //! onnxruntime's quantized contrib ops (domain `com.microsoft`) beyond the QOperator
 //! elementwise ones of `contrib.rs`: QLinearAveragePool, QLinearReduceMean and QLinearWhere
 //! (which its static quantizer writes), MatMulIntegerToFloat and DynamicQuantizeMatMul (its
-//! dynamic quantizer and graph optimizer), and MatMulNBits (block-quantized 2/4/8-bit weights
-//! of LLM exports).
+//! dynamic quantizer and graph optimizer), QEmbedLayerNormalization (its dynamic quantizer on
+//! a fused BERT), and MatMulNBits (block-quantized 2/4/8-bit weights of LLM exports).
 //!
 //! The averages are exact: the window or axis sum of `x − z_x` is an integer (float64), the
 //! mean is rounded once, then `round(mean · s_x / s_y) + z_y` in float64 (half to even,
@@ -312,6 +312,78 @@ pub fn dynamic_quantize_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         zb,
         bias,
     )?])
+}
+
+/// `(q − zero_point) · scale` in float32 for an integer `q` and one-element `scale` and
+/// `zero_point`: the difference exact in int32, then one float32 product (onnxruntime's
+/// dequantization of its quantized embedding tables).
+fn dequantize_per_tensor(
+    ctx: &mut Ctx,
+    q: ValueId,
+    scale: ValueId,
+    zero_point: ValueId,
+    what: &str,
+) -> Result<ValueId> {
+    let qt = build::expect_types(ctx, q, what, &[DType::U8, DType::I8])?;
+    build::expect_types(ctx, scale, &format!("{what}'s scale"), &[DType::F32])?;
+    build::expect_types(ctx, zero_point, &format!("{what}'s zero point"), &[qt])?;
+    for (v, part) in [(scale, "scale"), (zero_point, "zero point")] {
+        let shape = ctx.known_shape(v)?;
+        if shape.iter().product::<i64>() != 1 {
+            return Err(ctx.unsupported(format!(
+                "{what}'s {part} has shape {shape:?}; onnxc takes one element (per tensor)"
+            )));
+        }
+    }
+    let shape = ctx.shape(q);
+    let r = shape.len();
+    let (rs, rz) = (ctx.rank(scale), ctx.rank(zero_point));
+    // Operand k's one element.
+    let at = |k: u32, dt: DType, rank: usize| expr::load(dt, k, vec![expr::i(0); rank]);
+    let centered = expr::binary(
+        BinOp::Sub,
+        expr::cast(build::load_same(qt, 0, r), DType::I32),
+        expr::cast(at(2, qt, rz), DType::I32),
+    );
+    let body = expr::binary(
+        BinOp::Mul,
+        expr::cast(centered, DType::F32),
+        at(1, DType::F32, rs),
+    );
+    ctx.map(DType::F32, shape, vec![q, scale, zero_point], body)
+}
+
+/// QEmbedLayerNormalization (input_ids, segment_ids?, word, position and segment? embeddings,
+/// gamma and beta, all quantized; mask?; their scales; their zero points): the tables
+/// dequantized (per tensor), then EmbedLayerNormalization. Outputs the normalized sum and
+/// the mask index.
+pub fn qembed_layer_norm(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let tables = [
+        (2, 8, 13, "word_embedding_quant"),
+        (3, 9, 14, "position_embedding_quant"),
+        (4, 10, 15, "segment_embedding"),
+        (5, 11, 16, "gamma_quant"),
+        (6, 12, 17, "beta_quant"),
+    ];
+    let saved = ctx.inputs.clone();
+    for (q, scale, zero_point, what) in tables {
+        let Some(qv) = ctx.opt_input(q) else {
+            if q == 4 {
+                continue;
+            }
+            return Err(ctx.err(format!("input {q} ({what}) is required")));
+        };
+        let (sv, zv) = (ctx.input(scale)?, ctx.input(zero_point)?);
+        let table = dequantize_per_tensor(ctx, qv, sv, zv, what)?;
+        ctx.inputs[q] = Some(table);
+    }
+    // EmbedLayerNormalization's inputs: the ids, the float tables, the mask; no position ids.
+    ctx.inputs.truncate(8);
+    let built = super::transformer::embed_layer_norm(ctx);
+    ctx.inputs = saved;
+    let mut outs = built?;
+    outs.truncate(2);
+    Ok(outs)
 }
 
 /// Unpacks the `bits`-wide unsigned values of `bytes`, least significant first.
