@@ -589,7 +589,7 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     ),
     (
         "DynamicQuantizeLSTM",
-        "int8 or uint8 weights with scales and zero points per direction or per column; as onnxruntime at one thread, the input sequence and each step's hidden state are quantized to uint8 as DynamicQuantizeLinear does, the products summed exactly in integers and scaled to float32; unrolled as LSTM; sequence_lens not supported",
+        "int8 or uint8 weights with scales and zero points per direction or per column; as onnxruntime at one thread, the input sequence and each step's hidden state are quantized to uint8 as DynamicQuantizeLinear does, the products summed exactly in integers and scaled to float32 (onnxruntime's uint8×int8 x86 kernels without VNNI saturate with full-range int8 weights; its quantizer's reduce_range avoids it); unrolled as LSTM; sequence_lens not supported",
     ),
     (
         "MatMulIntegerToFloat",
