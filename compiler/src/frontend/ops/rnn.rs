@@ -1,5 +1,6 @@
-//! Recurrent layers: RNN, GRU and LSTM (every opset; `layout` from 14), unrolled over the
-//! sequence, whose length must be known at compile time (`--shape` fixes a symbolic one).
+//! Recurrent layers: RNN, GRU and LSTM (every opset; `layout` from 14), and onnxruntime's
+//! DynamicQuantizeLSTM (integer weights, `Weights::Quantized`), unrolled over the sequence,
+//! whose length must be known at compile time (`--shape` fixes a symbolic one).
 //!
 //! Per direction, the input projection of every step is one matrix product
 //! (`X·Wᵀ`, `[seq·batch, gates·hidden]`, weights packed at compile time when constant); each
