@@ -127,6 +127,14 @@ def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds, rtol=1e-4,
     return {"kind": "onnxc", "name": name, "dir": d, "rtol": rtol, "atol": atol}
 
 
+def _skl_case(out_dir: str, name: str, model, x, xt, **kw) -> dict:
+    """A fitted scikit-learn model converted by skl2onnx (`kw`: its options) at the cases'
+    batch, written with onnxruntime's outputs for the rows `xt`."""
+    from skl2onnx import to_onnx
+    m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
+    return write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt})
+
+
 # ---- data ------------------------------------------------------------------------------
 
 def _data(seed: int, n: int = 300, f: int = 6):
@@ -155,7 +163,6 @@ def trees(out_dir: str) -> list:
     from lightgbm import LGBMClassifier, LGBMRegressor
     from onnxmltools import convert_lightgbm, convert_xgboost
     from onnxmltools.convert.common.data_types import FloatTensorType
-    from skl2onnx import to_onnx
     from sklearn.ensemble import (
         ExtraTreesRegressor,
         GradientBoostingClassifier,
@@ -169,8 +176,7 @@ def trees(out_dir: str) -> list:
     entries = []
 
     def skl(name, model, x, xt, **kw):
-        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
-        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+        entries.append(_skl_case(out_dir, name, model, x, xt, **kw))
 
     def mltools(name, convert, model, f, xt):
         m = convert(model, initial_types=[("X", FloatTensorType([None, f]))], target_opset=15)
@@ -237,8 +243,7 @@ def linear_and_pipelines(out_dir: str) -> list:
     entries = []
 
     def skl(name, model, x, xt, **kw):
-        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
-        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+        entries.append(_skl_case(out_dir, name, model, x, xt, **kw))
 
     rng, x, s = _data(2)
     xt = _test_rows(2)
@@ -473,7 +478,6 @@ def estimators(out_dir: str) -> list:
     """Neighbours, clustering, decompositions, naive Bayes, neural networks, isolation forests,
     ensembles of other models, calibration, Gaussian processes (float64) and the power and
     quantile transforms: each converted by skl2onnx as a user would."""
-    from skl2onnx import to_onnx
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
@@ -492,8 +496,7 @@ def estimators(out_dir: str) -> list:
     entries = []
 
     def skl(name, model, x, xt, **kw):
-        m = _fixed_batch(to_onnx(model, x[:1], **kw), BATCH)
-        entries.append(write_ml_case(out_dir, name, m, {m.graph.input[0].name: xt}))
+        entries.append(_skl_case(out_dir, name, model, x, xt, **kw))
 
     rng, x, s = _data(4)
     xt = _test_rows(4)
