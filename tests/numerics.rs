@@ -376,3 +376,86 @@ fn random_ops_draw_what_they_should() {
     let o0: Vec<Vec<f64>> = run(&["--O0"], "o0").iter().map(|t| t.to_f64s()).collect();
     assert_eq!(o0, v);
 }
+
+/// Multinomial (`frontend::ops::random::multinomial`): samples fall in every class at its
+/// probability (softmax of the logits), the int32 and int64 forms draw the same indices,
+/// the values folded at compile time (constant logits) equal the ones drawn at run time, and
+/// -O0 gives the -O2 indices.
+#[test]
+fn multinomial_samples_at_the_softmax_probabilities() {
+    let (rows, samples) = (2usize, 20_000i64);
+    let probs = [[0.2f32, 0.5, 0.3], [0.7, 0.1, 0.2]];
+    let logits: Vec<f32> = probs.iter().flatten().map(|p| p.ln()).collect();
+    let attrs = |dtype: Option<i64>| {
+        let mut a = vec![
+            onnxc_proto::AttributeProto {
+                name: Some("sample_size".into()),
+                r#type: Some(2),
+                i: Some(samples),
+                ..Default::default()
+            },
+            onnxc_proto::AttributeProto {
+                name: Some("seed".into()),
+                r#type: Some(1),
+                f: Some(5.0),
+                ..Default::default()
+            },
+        ];
+        if let Some(t) = dtype {
+            a.push(onnxc_proto::AttributeProto {
+                name: Some("dtype".into()),
+                r#type: Some(2),
+                i: Some(t),
+                ..Default::default()
+            });
+        }
+        a
+    };
+    let sample = |name: &str, input: &str, dtype: Option<i64>| {
+        let mut n = node("Multinomial", name, &[input], &[name]);
+        n.attribute.extend(attrs(dtype));
+        n
+    };
+    let mdl = model(
+        vec![
+            sample("i32", "x", None),
+            sample("i64", "x", Some(7)),
+            sample("folded", "c", None),
+        ],
+        vec![value_info("x", 1, &[D::N(rows as i64), D::N(3)])],
+        vec![
+            value_info("i32", 6, &[D::N(rows as i64), D::N(samples)]),
+            value_info("i64", 7, &[D::N(rows as i64), D::N(samples)]),
+            value_info("folded", 6, &[D::N(rows as i64), D::N(samples)]),
+        ],
+        vec![f32_tensor("c", &[rows as i64, 3], &logits)],
+        7,
+    );
+    let d = scratch("multinomial");
+    let p = d.join("multinomial.onnx");
+    save(&mdl, &p);
+    let xp = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[rows as i64, 3], &logits), &xp);
+    let run = |opt: &str| -> Vec<Vec<f64>> {
+        let args = [p.as_os_str(), xp.as_os_str(), std::ffi::OsStr::new(opt)];
+        run_model(&args, &d.join(opt))
+            .iter()
+            .map(|t| t.to_f64s())
+            .collect()
+    };
+    let v = run("--O2");
+    assert_eq!(v[0], v[1], "int32 and int64 draw the same indices");
+    assert_eq!(v[0], v[2], "folded at compile time and drawn at run time");
+    for (r, want) in probs.iter().enumerate() {
+        let row = &v[0][r * samples as usize..(r + 1) * samples as usize];
+        for (class, &p) in want.iter().enumerate() {
+            let freq = row.iter().filter(|&&c| c == class as f64).count() as f64 / samples as f64;
+            // Standard error at most 0.0036.
+            assert!(
+                (freq - p as f64).abs() < 0.015,
+                "row {r} class {class}: {freq}"
+            );
+        }
+    }
+    assert_eq!(run("--O0"), v);
+}

@@ -226,6 +226,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("RandomNormal", random::random_normal),
     ("RandomNormalLike", random::random_normal_like),
     ("Bernoulli", random::bernoulli),
+    ("Multinomial", random::multinomial),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy_loss),
 ];
@@ -298,7 +299,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "RandomUniform",
-        "counter-based: element i draws SplitMix64 of the seed's stream (the seed's float64 bits; a fixed default without one), so every run gives the same values (also RandomUniformLike, RandomNormal(Like) by Box–Muller, Bernoulli); values differ from numpy's generator, which the backend cases' outputs come from",
+        "counter-based: element i draws SplitMix64 of the seed's stream (the seed's float64 bits; a fixed default without one), so every run gives the same values (also RandomUniformLike, RandomNormal(Like) by Box–Muller, Bernoulli, Multinomial by inverse CDF in float64, whose running sums take classes² steps a row, as CumSum's do); values differ from numpy's generator, which the backend cases' outputs come from",
     ),
     (
         "RegexFullMatch",

@@ -1,5 +1,5 @@
 //! Random values: RandomUniform, RandomUniformLike, RandomNormal, RandomNormalLike,
-//! Bernoulli, and Dropout in training mode.
+//! Bernoulli, Multinomial, and Dropout in training mode.
 //!
 //! The generator is counter-based, so a compiled model needs no state: element `i` (row-major)
 //! of a node's output draws `splitmix64(s + (i + 1)·γ)`, SplitMix64's finalizer of the
@@ -217,6 +217,110 @@ pub fn bernoulli(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::konst(dt, Scalar::zero(dt)),
     );
     Ok(vec![ctx.map(dt, shape_from(&shape), vec![p], body)?])
+}
+
+/// Multinomial: `sample_size` class indices per row of the input's unnormalized
+/// log-probabilities `[batch, classes]`. As onnxruntime samples them, by inverse CDF: sample
+/// `s` of row `b` is the first class whose cumulative `exp(x − max x)` exceeds a uniform
+/// draw (element `b·sample_size + s` of the node's stream) times the row's total, all in
+/// float64. int32 indices, or int64 with `dtype` 7.
+pub fn multinomial(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    use crate::ir::graph::ReduceKind;
+    let x = ctx.input(0)?;
+    let xt = build::expect_types(ctx, x, "input", FLOATS)?;
+    let shape = ctx.known_shape(x)?;
+    let [rows, classes] = shape[..] else {
+        return Err(ctx.err(format!(
+            "input has shape {shape:?}; it must be [batch_size, class_size]"
+        )));
+    };
+    if classes < 1 {
+        return Err(ctx.err("the input has no classes to sample"));
+    }
+    let samples = ctx.attr_i_or("sample_size", 1)?;
+    if samples < 1 {
+        return Err(ctx.err(format!("sample_size is {samples}; it must be at least 1")));
+    }
+    build::extents(ctx, "the output", &[rows, samples])?;
+    let dt = match ctx.attr_i_or("dtype", 6)? {
+        6 => DType::I32,
+        7 => DType::I64,
+        code => {
+            return Err(ctx.err(format!(
+                "dtype is {code}; it must be 6 (int32) or 7 (int64)"
+            )));
+        }
+    };
+    let f64 = DType::F64;
+    let (b, k, j) = (expr::var(0), expr::var(1), expr::var(2));
+    let logit = |row: E, class: E| expr::cast(expr::load(xt, 0, vec![row, class]), f64);
+    // Each row's largest logit, then exp(x − max) and its running sums along the row.
+    let max = ctx.reduce(
+        ReduceKind::Max,
+        vec![classes],
+        f64,
+        shape_from(&[rows]),
+        vec![x],
+        logit(b.clone(), k.clone()),
+    )?;
+    let weight = expr::unary(
+        UnOp::Exp,
+        expr::binary(
+            BinOp::Sub,
+            logit(b.clone(), k.clone()),
+            expr::load(f64, 1, vec![b.clone()]),
+        ),
+    );
+    let weights = ctx.map(f64, shape_from(&[rows, classes]), vec![x, max], weight)?;
+    let cdf = ctx.reduce(
+        ReduceKind::Sum,
+        vec![classes],
+        f64,
+        shape_from(&[rows, classes]),
+        vec![weights],
+        expr::select(
+            expr::binary(BinOp::Le, j.clone(), k.clone()),
+            expr::load(f64, 0, vec![b.clone(), j.clone()]),
+            expr::f(f64, 0.0),
+        ),
+    )?;
+    // The draw scaled to the row's total.
+    let target = expr::binary(
+        BinOp::Mul,
+        uniform01(seed(ctx)?, position(&[rows, samples])),
+        expr::load(f64, 0, vec![b.clone(), expr::i(classes - 1)]),
+    );
+    let targets = ctx.map(f64, shape_from(&[rows, samples]), vec![cdf], target)?;
+    // The first class whose running sum exceeds the target: the count of those that do not
+    // (the sums never decrease), the last class where rounding leaves none.
+    let below = expr::select(
+        expr::binary(
+            BinOp::Le,
+            expr::load(f64, 0, vec![b.clone(), j]),
+            expr::load(f64, 1, vec![b.clone(), k.clone()]),
+        ),
+        expr::i(1),
+        expr::i(0),
+    );
+    let count = ctx.reduce(
+        ReduceKind::Sum,
+        vec![classes],
+        DType::I64,
+        shape_from(&[rows, samples]),
+        vec![cdf, targets],
+        below,
+    )?;
+    let index = expr::binary(
+        BinOp::Min,
+        expr::load(DType::I64, 0, vec![b, k]),
+        expr::i(classes - 1),
+    );
+    Ok(vec![ctx.map(
+        dt,
+        shape_from(&[rows, samples]),
+        vec![count],
+        expr::cast(index, dt),
+    )?])
 }
 
 /// Dropout in training mode with a ratio (a one-element float value) and a run-time or
