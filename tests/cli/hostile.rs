@@ -232,6 +232,45 @@ fn shape_arithmetic_never_wraps() {
         &conv("ConvTranspose", "strides"),
         &["node 'c' (ConvTranspose", "attribute 'strides'"],
     );
+    // Block sizes whose square overflows (found by tests/fuzz/mutate_fuzz.py): DepthToSpace
+    // by 2^40, SpaceToDepth by 2^32 of an empty input (which any block size divides).
+    let rearrange = |op: &str, dims: &[D], b: i64| {
+        model(
+            vec![with_int(node(op, "r", &["x"], &["y"]), "blocksize", b)],
+            vec![value_info("x", 1, dims)],
+            vec![value_info("y", 1, &[])],
+            vec![],
+            13,
+        )
+    };
+    refused(
+        &d,
+        "depth_to_space",
+        &rearrange(
+            "DepthToSpace",
+            &[D::N(1), D::N(8), D::N(2), D::N(3)],
+            1 << 40,
+        ),
+        &[
+            "node 'r' (DepthToSpace",
+            "blocksize 1099511627776",
+            "blocksize² must divide",
+        ],
+    );
+    refused(
+        &d,
+        "space_to_depth",
+        &rearrange(
+            "SpaceToDepth",
+            &[D::N(1), D::N(3), D::N(0), D::N(0)],
+            1 << 32,
+        ),
+        &[
+            "node 'r' (SpaceToDepth",
+            "blocksize 4294967296",
+            "fit in 64 bits",
+        ],
+    );
 }
 
 #[test]

@@ -14,20 +14,26 @@ pub fn depth_to_space(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let b = ctx
         .attr_i("blocksize")?
         .ok_or_else(|| ctx.err("attribute 'blocksize' is required"))?;
-    if d.len() != 4 || b < 1 || d[1] % (b * b) != 0 {
+    // blocksize² must divide the channels: no larger than them, so the output's dims (each
+    // input dim times at most blocksize) stay within the input's element count.
+    let squared = b
+        .checked_mul(b)
+        .filter(|&bb| b >= 1 && bb <= d.get(1).copied().unwrap_or(0));
+    let Some(squared) = squared.filter(|&bb| d.len() == 4 && d[1] % bb == 0) else {
         return Err(ctx.err(format!(
-            "input {d:?} cannot be rearranged with blocksize {b}"
+            "input {d:?} cannot be rearranged with blocksize {b}: the input must be 4-D and \
+             blocksize² must divide its channels"
         )));
-    }
+    };
     let crd = ctx.attr_s_or("mode", "DCR")? == "CRD";
     let (n, c, h, w) = (d[0], d[1], d[2], d[3]);
-    let c2 = c / (b * b);
+    let c2 = c / squared;
     // out[n, c', h*b + i, w*b + j] = in[n, channel, h, w]
     let (oc, oh, ow) = (expr::var(1), expr::var(2), expr::var(3));
     let (i, j) = (expr::imod(oh.clone(), b), expr::imod(ow.clone(), b));
     let ch = if crd {
         expr::add(
-            expr::mul(oc, expr::i(b * b)),
+            expr::mul(oc, expr::i(squared)),
             expr::add(expr::mul(i, expr::i(b)), j),
         )
     } else {
@@ -56,18 +62,25 @@ pub fn space_to_depth(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let b = ctx
         .attr_i("blocksize")?
         .ok_or_else(|| ctx.err("attribute 'blocksize' is required"))?;
-    if d.len() != 4 || b < 1 || d[2] % b != 0 || d[3] % b != 0 {
+    // blocksize must divide the height and width, and the channels times blocksize² (the
+    // output's channels) must not overflow (an empty input divides by anything).
+    let squared = b.checked_mul(b);
+    let channels = squared.zip(d.get(1)).and_then(|(bb, &c)| c.checked_mul(bb));
+    let fits = d.len() == 4 && b >= 1 && d[2] % b == 0 && d[3] % b == 0;
+    let (Some(squared), Some(channels), true) = (squared, channels, fits) else {
         return Err(ctx.err(format!(
-            "input {d:?} cannot be rearranged with blocksize {b}"
+            "input {d:?} cannot be rearranged with blocksize {b}: the input must be 4-D, \
+             blocksize must divide its height and width, and its channels times blocksize² \
+             must fit in 64 bits"
         )));
-    }
+    };
     let (n, c, h, w) = (d[0], d[1], d[2], d[3]);
     // DCR: out[n, (i*b + j)*c + ch, y, x] = in[n, ch, y*b + i, x*b + j]; CRD (opset 28):
     // out[n, ch*b*b + i*b + j, …].
     let crd = ctx.attr_s_or("mode", "DCR")? == "CRD";
     let oc = expr::var(1);
     let (ch, blk) = if crd {
-        (expr::idiv(oc.clone(), b * b), expr::imod(oc, b * b))
+        (expr::idiv(oc.clone(), squared), expr::imod(oc, squared))
     } else {
         (expr::imod(oc.clone(), c), expr::idiv(oc, c))
     };
@@ -79,7 +92,7 @@ pub fn space_to_depth(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         expr::add(expr::mul(expr::var(3), expr::i(b)), j),
     ];
     let dt = ctx.dtype(x);
-    let shape: Shape = [n, c * b * b, h / b, w / b]
+    let shape: Shape = [n, channels, h / b, w / b]
         .iter()
         .map(|&v| Dim::Known(v))
         .collect();
