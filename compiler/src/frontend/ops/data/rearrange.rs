@@ -14,15 +14,16 @@ pub fn depth_to_space(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let b = ctx
         .attr_i("blocksize")?
         .ok_or_else(|| ctx.err("attribute 'blocksize' is required"))?;
-    // blocksize² must divide the channels: no larger than them, so the output's dims (each
-    // input dim times at most blocksize) stay within the input's element count.
-    let squared = b
-        .checked_mul(b)
-        .filter(|&bb| b >= 1 && bb <= d.get(1).copied().unwrap_or(0));
-    let Some(squared) = squared.filter(|&bb| d.len() == 4 && d[1] % bb == 0) else {
+    // blocksize² must divide the channels, and the output's height and width (the input's
+    // times blocksize) must not overflow (empty channels divide by anything).
+    let squared = b.checked_mul(b);
+    let grown = |k: usize| d.get(k).and_then(|&v| v.checked_mul(b));
+    let fits = d.len() == 4 && b >= 1 && squared.is_some_and(|bb| d[1] % bb == 0);
+    let (Some(squared), Some(_), Some(_), true) = (squared, grown(2), grown(3), fits) else {
         return Err(ctx.err(format!(
-            "input {d:?} cannot be rearranged with blocksize {b}: the input must be 4-D and \
-             blocksize² must divide its channels"
+            "input {d:?} cannot be rearranged with blocksize {b}: the input must be 4-D, \
+             blocksize² must divide its channels, and its height and width times blocksize \
+             must fit in 64 bits"
         )));
     };
     let crd = ctx.attr_s_or("mode", "DCR")? == "CRD";
