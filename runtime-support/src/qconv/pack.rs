@@ -4,6 +4,7 @@
 //! zero). int8 activations are flipped to uint8 (`x ^ 0x80 = x + 128`).
 
 use super::{Dims, NR, QConvParams};
+use std::mem::MaybeUninit;
 
 /// Fills `panel` (`k4 · 4 · NR` bytes) with the positions `p0 .. p0 + lanes` of the group
 /// whose first input plane is at `x`.
@@ -189,7 +190,7 @@ const MAX_TAP_RUNS: usize = 1024;
 /// plane at `base + sw · lane` (`sw` the last dim's stride); the other lanes of the run are
 /// padding. `base` is a plane offset taken with wrapping arithmetic: only the span's lanes
 /// address the plane.
-#[derive(Copy, Clone, Default)]
+#[derive(Copy, Clone)]
 struct Span {
     first: usize,
     count: usize,
@@ -198,13 +199,13 @@ struct Span {
 
 /// The spans of every tap (tap-major, `nruns` per tap) of the panel `p0 .. p0 + lanes`,
 /// into `table`; the number of runs, or `None` when there are more than `MAX_TAP_RUNS`.
-fn spans(
+fn spans<'t>(
     p: &QConvParams,
     d: &Dims,
     p0: usize,
     lanes: usize,
-    table: &mut [Span; MAX_TAP_RUNS],
-) -> Option<usize> {
+    table: &'t mut SpanTable,
+) -> Option<(usize, &'t [Span])> {
     let g = &p.conv;
     let nsp = g.input.len();
     let last = nsp - 1;
@@ -248,14 +249,34 @@ fn spans(
                 (iw - 1 - start) / sw + 1
             }
             .clamp(t0, len as i64);
-            table[t * nruns + r] = Span {
+            table[t * nruns + r].write(Span {
                 first: l0 + t0 as usize,
                 count: if inside { (t1 - t0) as usize } else { 0 },
                 base: (off * iw + start - sw * l0 as i64) as isize,
-            };
+            });
         }
     }
-    Some(nruns)
+    // SAFETY: the loops above wrote entries t · nruns + r for every t < taps, r < nruns:
+    // the first taps · nruns.
+    let written = unsafe { assume_init(&table[..taps * nruns]) };
+    Some((nruns, written))
+}
+
+/// The span table of one panel, left uninitialized (`spans` writes the entries it returns;
+/// zeroing all `MAX_TAP_RUNS` of them cost more than packing a pointwise panel).
+type SpanTable = [MaybeUninit<Span>; MAX_TAP_RUNS];
+
+const fn span_table() -> SpanTable {
+    [const { MaybeUninit::uninit() }; MAX_TAP_RUNS]
+}
+
+/// `slice` as initialized values.
+///
+/// # Safety
+/// Every element of `slice` was written.
+unsafe fn assume_init<T>(slice: &[MaybeUninit<T>]) -> &[T] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout; the elements are initialized (caller).
+    unsafe { std::slice::from_raw_parts(slice.as_ptr() as *const T, slice.len()) }
 }
 
 /// Builds the panel row by row: `row(buf, c, t)` writes the unflipped row of channel `c`
@@ -305,8 +326,8 @@ unsafe fn pack_panel_spans(
     lanes: usize,
     panel: &mut [u8],
 ) -> bool {
-    let mut table = [Span::default(); MAX_TAP_RUNS];
-    let Some(nruns) = spans(p, d, p0, lanes, &mut table) else {
+    let mut spans_of = span_table();
+    let Some((nruns, table)) = spans(p, d, p0, lanes, &mut spans_of) else {
         return false;
     };
     let sw = p.conv.strides[p.conv.input.len() - 1] as isize;
@@ -358,8 +379,8 @@ pub(super) unsafe fn pack_panel_avx2(
     if p.conv.strides[p.conv.input.len() - 1] != 1 || in_place(p, lanes) {
         return false;
     }
-    let mut table = [Span::default(); MAX_TAP_RUNS];
-    let Some(nruns) = spans(p, d, p0, lanes, &mut table) else {
+    let mut spans_of = span_table();
+    let Some((nruns, table)) = spans(p, d, p0, lanes, &mut spans_of) else {
         return false;
     };
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
@@ -405,7 +426,7 @@ pub(super) unsafe fn pack_panel_avx2(
 /// `pack_panel` with AVX-512 masked loads, for convolutions with stride 1 or 2 along the
 /// last dim: each span is one masked load (masked-off bytes are not read; at stride 2 a
 /// 64-byte load whose even bytes are kept). Returns false (nothing written) for other
-/// convolutions.
+/// convolutions, and for panels `pack_panel` reads in place.
 ///
 /// # Safety
 /// As `pack_panel`; the CPU has AVX-512 F, BW and VL.
@@ -421,18 +442,17 @@ pub(super) unsafe fn pack_panel_avx512(
 ) -> bool {
     use std::arch::x86_64::*;
     let sw = p.conv.strides[p.conv.input.len() - 1];
-    if !(sw == 1 || sw == 2) {
+    if !(sw == 1 || sw == 2) || in_place(p, lanes) {
         return false;
     }
-    let mut spans_of = [Span::default(); MAX_TAP_RUNS];
-    let Some(nruns) = spans(p, d, p0, lanes, &mut spans_of) else {
+    let mut spans_of = span_table();
+    let Some((nruns, spans_of)) = spans(p, d, p0, lanes, &mut spans_of) else {
         return false;
     };
-    let taps = d.k / d.cg;
     // table[t · nruns + r]: the lanes of span (t, r), the bytes of a load from the plane
     // offset of lane 0 (at stride 2, lane l is byte 2l of a 64-byte load), and that offset.
-    let mut table = [(0u32, 0u64, 0isize); MAX_TAP_RUNS];
-    for (e, s) in table.iter_mut().zip(&spans_of[..taps * nruns]) {
+    let mut table = [const { MaybeUninit::<(u32, u64, isize)>::uninit() }; MAX_TAP_RUNS];
+    for (e, s) in table.iter_mut().zip(spans_of) {
         let lanes = if s.count == 0 {
             0
         } else {
@@ -445,8 +465,10 @@ pub(super) unsafe fn pack_panel_avx512(
                 .filter(|l| lanes >> l & 1 != 0)
                 .fold(0u64, |m, l| m | 1 << (2 * l))
         };
-        *e = (lanes as u32, bytes, s.base);
+        e.write((lanes as u32, bytes, s.base));
     }
+    // SAFETY: the loop wrote as many entries as `spans` returned.
+    let table = unsafe { assume_init(&table[..spans_of.len()]) };
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
     build_rows(p, d, panel, |row, c, t| {
         // The plane of channel c; spans are addressed from it with wrapping arithmetic (an
