@@ -33,6 +33,10 @@ pub struct Notes {
     dequantized: HashMap<ValueId, Dequantized>,
     /// Float32 results of integer products built from a QDQ Conv or MatMul.
     products: HashMap<ValueId, FloatProduct>,
+    /// Float32 results of Concats of values dequantized per tensor with different
+    /// parameters: the parts and the axis, for a QuantizeLinear of the result
+    /// (`quantize_concat`).
+    concats: HashMap<ValueId, (Vec<Dequantized>, usize)>,
 }
 
 /// A DequantizeLinear's operands (per tensor, or per channel along `axis`).
@@ -160,6 +164,28 @@ pub fn on_quantized_values(
     ) else {
         return Ok(None);
     };
+    let op = ctx.node.op_type.as_deref().unwrap_or_default();
+    if op == "Concat"
+        && let Some(parts) = dequantized_parts(ctx, notes, &data)
+    {
+        let differ = parts.windows(2).any(|w| w[0].1 != w[1].1);
+        if differ {
+            // Built in float32 as usual; a QuantizeLinear of it concatenates the parts
+            // requantized instead (`quantize_concat`).
+            let outs = builder(ctx)?;
+            if let &[y] = &outs[..]
+                && let crate::ir::graph::Op::Concat { axis } = ctx.g.node(y.node).op
+                && let Some(n) = ctx.qdq.as_deref_mut()
+            {
+                n.concats
+                    .insert(y, (parts.into_iter().map(|(d, _)| d).collect(), axis));
+            }
+            return Ok(Some(outs));
+        }
+    }
+    let Some(notes) = ctx.qdq.as_deref() else {
+        return Ok(None);
+    };
     let mut quantized = Vec::new();
     let mut params: Option<(Dequantized, PerTensor)> = None;
     for &i in &data {
@@ -209,6 +235,112 @@ pub fn on_quantized_values(
         ys.push(dequantize(ctx, q, &dq)?);
     }
     Ok(Some(ys))
+}
+
+/// The node's data inputs `data`, each dequantized per tensor with a positive normal scale:
+/// their DequantizeLinear operands and parameters (None if some input is not).
+fn dequantized_parts(
+    ctx: &Ctx,
+    notes: &Notes,
+    data: &[usize],
+) -> Option<Vec<(Dequantized, PerTensor)>> {
+    data.iter()
+        .map(|&i| {
+            let v = ctx.inputs.get(i).copied().flatten()?;
+            let d = notes.dequantized.get(&v)?;
+            let pt = per_tensor(ctx, d).filter(|pt| pt.scale > 0.0)?;
+            Some((d.clone(), pt))
+        })
+        .collect()
+}
+
+/// A QuantizeLinear (per tensor, to `odt`) of a Concat of values dequantized per tensor
+/// with different parameters (`Notes::concats`): the Concat of the parts quantized, each
+/// `quantize(dequantize(q))` computed element by element as the float32 path computes it
+/// (the quantized part itself where the parameters agree, `quantize_identity`), so the
+/// result is the same bits and the data stays 8-bit. Each part's requantization is a map
+/// of one 8-bit operand, which the schedule turns into a table (`schedule::lut`).
+pub fn quantize_concat(
+    ctx: &mut Ctx,
+    x: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<Option<ValueId>> {
+    use crate::ir::expr::{self, BinOp, UnOp};
+    let Some((parts, axis)) = ctx.qdq.as_deref().and_then(|n| n.concats.get(&x).cloned()) else {
+        return Ok(None);
+    };
+    let out = Dequantized {
+        q: x,
+        scale,
+        zp,
+        axis: 0,
+    };
+    let Some(mut pt) = per_tensor(ctx, &out).filter(|pt| pt.scale > 0.0) else {
+        return Ok(None);
+    };
+    pt.dtype = odt;
+    let Some((lo, hi)) = build::int_range(odt).filter(|_| odt.size() == 1) else {
+        return Ok(None);
+    };
+    if zp.is_some_and(|z| ctx.dtype(z) != odt) {
+        return Ok(None);
+    }
+    let mut qs = Vec::with_capacity(parts.len());
+    for d in &parts {
+        let Some(ptd) = per_tensor(ctx, d) else {
+            return Ok(None);
+        };
+        if ptd == pt {
+            qs.push(d.q);
+            continue;
+        }
+        // DequantizeLinear's `(q − zp) · scale`, then QuantizeLinear's
+        // `saturate(round(v / scale) + zp)`, in float32 as both builders compute them.
+        let dt = ctx.dtype(d.q);
+        let r = ctx.rank(d.q);
+        let scalar = |v: ValueId, ctx: &Ctx| vec![expr::i(0); ctx.rank(v)];
+        let mut inputs = vec![d.q, d.scale, scale];
+        let mut v = expr::cast(
+            expr::load(dt, 0, (0..r as u32).map(expr::var).collect()),
+            DType::F32,
+        );
+        if let Some(z) = d.zp {
+            let at = scalar(z, ctx);
+            inputs.push(z);
+            v = expr::binary(
+                BinOp::Sub,
+                v,
+                expr::cast(expr::load(dt, (inputs.len() - 1) as u32, at), DType::F32),
+            );
+        }
+        let s_in = expr::cast(expr::load(DType::F32, 1, scalar(d.scale, ctx)), DType::F32);
+        v = expr::binary(BinOp::Mul, v, s_in);
+        let s_out = expr::cast(expr::load(DType::F32, 2, scalar(scale, ctx)), DType::F32);
+        let mut q = expr::cast(
+            expr::unary(UnOp::Round, expr::binary(BinOp::Div, v, s_out)),
+            DType::F32,
+        );
+        if let Some(z) = zp {
+            let at = scalar(z, ctx);
+            inputs.push(z);
+            q = expr::binary(
+                BinOp::Add,
+                q,
+                expr::cast(expr::load(odt, (inputs.len() - 1) as u32, at), DType::F32),
+            );
+        }
+        let q = expr::binary(
+            BinOp::Max,
+            expr::binary(BinOp::Min, q, expr::f(DType::F32, hi)),
+            expr::f(DType::F32, lo),
+        );
+        let shape = ctx.shape(d.q);
+        qs.push(ctx.map(odt, shape, inputs, expr::cast(q, odt))?);
+    }
+    let shape = ctx.shape(x);
+    crate::frontend::ops::shape::concat_parts(ctx, qs, axis, odt, shape).map(Some)
 }
 
 /// `(q − zp) · scale` as float32, as DequantizeLinear computes it (per tensor), noted.
