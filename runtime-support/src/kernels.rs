@@ -144,6 +144,13 @@ kernels! {
         params: Params = *const i64, x: In = *const u8, y: Out = *mut u8, signed: Int = i64,
         threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// Byte table lookup, a 256-entry row per channel (`lookup`): tabulated maps of one
+    /// 8-bit operand.
+    LOOKUP_U8 = onnxc_lookup_u8 in lookup(
+        x: In = *const u8, table: In = *const u8, y: Out = *mut u8, planes: Int = i64,
+        rows: Int = i64, inner: Int = i64, flip: Int = i64,
+        threads: Threads = *const crate::par::Threads,
+    );
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,

@@ -251,6 +251,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod kernels;
 pub mod linear_attention;
+pub mod lookup;
 pub mod lowp;
 pub mod map;
 pub mod model;

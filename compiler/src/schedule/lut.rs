@@ -16,7 +16,7 @@
 //! table index is clamped into the table in the key's own (float) type before its integer
 //! conversion, so no input value can read outside it.
 
-use super::{SValue, Schedule, Step, StepKind, Storage};
+use super::{SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind, UnOp};
 use std::collections::{HashMap, HashSet};
@@ -32,10 +32,99 @@ pub fn tabulate(s: &mut Schedule) {
     let mut i = 0;
     while i < s.steps.len() {
         if let Some(table) = plan(s, i) {
-            s.steps.insert(i, table);
-            i += 1;
+            if !fold(s, &table) {
+                s.steps.insert(i, table);
+                i += 1;
+            }
         }
         i += 1;
+    }
+}
+
+/// Makes the table of step `table` a constant when it reads only constants and its body
+/// only operations the interpreter computes bit for bit as generated code does (IEEE
+/// arithmetic, rounding, comparisons, casts; not the polynomial transcendental functions):
+/// a quantized model's per-channel tables (BatchNorm between a dequantization and a
+/// quantization, a requantization) are otherwise recomputed on every run, 256 entries per
+/// channel. Returns whether it did.
+fn fold(s: &mut Schedule, table: &Step) -> bool {
+    let StepKind::Map { body } = &table.kind else {
+        return false;
+    };
+    if !foldable(s, body, &table.inputs) {
+        return false;
+    }
+    let inputs: Vec<&crate::ir::Tensor> = table
+        .inputs
+        .iter()
+        .filter_map(|&v| match &s.values[v].storage {
+            Storage::Const(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let out = &s.values[table.output];
+    let Ok(t) = crate::ir::interp::eval_map(body, &inputs, out.dtype, &out.shape) else {
+        return false;
+    };
+    s.values[table.output].storage = Storage::Const(t);
+    true
+}
+
+/// Whether a table of body `g` over `inputs` is computed when the model is compiled.
+fn foldable(s: &Schedule, g: &E, inputs: &[SvId]) -> bool {
+    inputs
+        .iter()
+        .all(|&v| matches!(s.values[v].storage, Storage::Const(_)))
+        && exact(g, &mut HashSet::new())
+}
+
+/// Whether every operation of `e` is one the interpreter and generated code compute alike.
+fn exact(e: &E, seen: &mut HashSet<*const Expr>) -> bool {
+    if !seen.insert(Arc::as_ptr(e)) {
+        return true;
+    }
+    match &e.kind {
+        ExprKind::Var(_) | ExprKind::Const(_) => true,
+        ExprKind::Load { index, .. } => index.iter().all(|x| exact(x, seen)),
+        ExprKind::Unary(op, x) => {
+            matches!(
+                op,
+                UnOp::Neg
+                    | UnOp::Abs
+                    | UnOp::Sqrt
+                    | UnOp::Floor
+                    | UnOp::Ceil
+                    | UnOp::Round
+                    | UnOp::Trunc
+                    | UnOp::Sign
+                    | UnOp::Not
+                    | UnOp::IsNan
+                    | UnOp::IsPosInf
+                    | UnOp::IsNegInf
+            ) && exact(x, seen)
+        }
+        ExprKind::Binary(op, a, b) => {
+            matches!(
+                op,
+                BinOp::Add
+                    | BinOp::Sub
+                    | BinOp::Mul
+                    | BinOp::Div
+                    | BinOp::Max
+                    | BinOp::Min
+                    | BinOp::And
+                    | BinOp::Or
+                    | BinOp::Eq
+                    | BinOp::Lt
+                    | BinOp::Le
+                    | BinOp::Gt
+                    | BinOp::Ge
+            ) && exact(a, seen)
+                && exact(b, seen)
+        }
+        ExprKind::Select(c, a, b) => exact(c, seen) && exact(a, seen) && exact(b, seen),
+        ExprKind::Cast(x) => exact(x, seen),
+        ExprKind::CheckIndex { .. } => false,
     }
 }
 
@@ -53,14 +142,18 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
         return None;
     }
     let shape = s.values[st.output].shape.clone();
-    let (key, lo, hi, rest, outer_vars) = best_cut(&body, &shape, n)?;
+    // A table a quarter of the map's size, or, failing one, as large as the map (which pays
+    // only when computed at compile time, checked below).
+    let (key, lo, hi, rest, outer_vars) =
+        best_cut(&body, &shape, n, 4).or_else(|| best_cut(&body, &shape, n, 1))?;
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
     let len = entries + nan as i64;
     let outer: i64 = outer_vars.iter().map(|&v| shape[v as usize]).product();
-    // Pays when the table is small next to the map and the part tabulated costs more than
-    // the read (a transcendental function, a division).
-    if n < 4 * len * outer || !expensive(&rest) {
+    // Pays when the part tabulated costs more than the read (a transcendental function, a
+    // division) and the table is small next to the map, or, for a table computed when the
+    // model is compiled (`fold`), no larger than it.
+    if n < len * outer || !expensive(&rest) {
         return None;
     }
     // The table: g over the key's values (the NaN entry last), one row per combination of
@@ -103,7 +196,10 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
         map[u as usize] = j as u32;
     }
     let g = expr::remap_inputs(&g, &map);
-    let table_inputs = used.iter().map(|&u| st.inputs[u as usize]).collect();
+    let table_inputs: Vec<SvId> = used.iter().map(|&u| st.inputs[u as usize]).collect();
+    if n < 4 * len * outer && !foldable(s, &g, &table_inputs) {
+        return None;
+    }
     let out = &s.values[st.output];
     s.values.push(SValue {
         name: format!("{}_table", out.name),
@@ -142,13 +238,20 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     };
     let origins = st.origins.clone();
     let dtype = s.values[st.output].dtype;
+    let lookup = byte_lookup(s, i, &key, entries, nan, &outer_vars);
     let st = &mut s.steps[i];
-    st.inputs.push(table);
-    let mut at: Vec<E> = outer_vars.iter().map(|&v| expr::var(v)).collect();
-    at.push(index);
-    st.kind = StepKind::Map {
-        body: expr::load(dtype, (st.inputs.len() - 1) as u32, at),
-    };
+    if let Some((x, op)) = lookup {
+        // The kernel reads the table in place of the map.
+        st.inputs = vec![x, table];
+        st.kind = StepKind::Kernel(Arc::new(op));
+    } else {
+        st.inputs.push(table);
+        let mut at: Vec<E> = outer_vars.iter().map(|&v| expr::var(v)).collect();
+        at.push(index);
+        st.kind = StepKind::Map {
+            body: expr::load(dtype, (st.inputs.len() - 1) as u32, at),
+        };
+    }
     Some(Step {
         kind: StepKind::Map { body: g },
         inputs: table_inputs,
@@ -156,6 +259,58 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
         epilogue: None,
         origins,
     })
+}
+
+/// The byte lookup kernel for map step `i` whose table has `entries` entries per row over
+/// the outer variables `outer`, when it applies: an 8-bit result whose key is an 8-bit
+/// operand read element for element (its whole range tabulated, no NaN entry) and a table
+/// of one row or one per value of one variable. Then the operand and the kernel op.
+fn byte_lookup(
+    s: &Schedule,
+    i: usize,
+    key: &E,
+    entries: i64,
+    nan: bool,
+    outer: &[u32],
+) -> Option<(SvId, crate::kernels::Lookup8)> {
+    let st = &s.steps[i];
+    let out = &s.values[st.output];
+    let ExprKind::Load { input, index } = &key.kind else {
+        return None;
+    };
+    let x = *st.inputs.get(*input as usize)?;
+    let identity = index.len() == out.shape.len()
+        && index
+            .iter()
+            .enumerate()
+            .all(|(d, e)| matches!(e.kind, ExprKind::Var(v) if v as usize == d));
+    if out.dtype.size() != 1
+        || !matches!(key.dtype, DType::U8 | DType::I8)
+        || s.values[x].dtype != key.dtype
+        || s.values[x].shape != out.shape
+        || !identity
+        || entries != 256
+        || nan
+        || outer.len() > 1
+    {
+        return None;
+    }
+    let n: i64 = out.shape.iter().product();
+    let (rows, inner) = match outer.first() {
+        None => (1, n),
+        Some(&v) => (
+            out.shape[v as usize],
+            out.shape[v as usize + 1..].iter().product(),
+        ),
+    };
+    Some((
+        x,
+        crate::kernels::Lookup8 {
+            rows,
+            inner,
+            signed: key.dtype == DType::I8,
+        },
+    ))
 }
 
 /// The variable a table's body reads the key's position from, before renumbering (above
@@ -168,7 +323,7 @@ const KEY_VAR: u32 = u32::MAX;
 /// combination of them), then the innermost: (key, lo, hi, the body with the key replaced
 /// by an opaque placeholder, the loop variables the rest reads).
 #[allow(clippy::type_complexity)]
-fn best_cut(body: &E, shape: &[i64], n: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
+fn best_cut(body: &E, shape: &[i64], n: i64, ratio: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
     let mut varies = HashMap::new();
@@ -190,10 +345,10 @@ fn best_cut(body: &E, shape: &[i64], n: i64) -> Option<(E, f64, f64, E, Vec<u32>
             .collect();
         let rows: i64 = outer.iter().map(|&v| shape[v as usize]).product();
         let cost = (rows.saturating_mul((hi - lo) as i64 + 2), size);
-        // Only a table a quarter of the map's size or less, of a part that costs more than
-        // a read, can pay.
+        // Only a table `1 / ratio` of the map's size or less, of a part that costs more
+        // than a read, can pay.
         if best.as_ref().is_some_and(|b| b.0 <= cost)
-            || cost.0.saturating_mul(4) > n
+            || cost.0.saturating_mul(ratio) > n
             || !expensive(&rest)
         {
             continue;
