@@ -19,7 +19,13 @@ const ROW: usize = 4096;
 /// every position (contiguous passes); then every stride-th of those. Padding holds the
 /// type's lowest value, which never changes a maximum of real values. False (nothing
 /// written) when a padded row does not fit in `ROW`.
-fn pool_plane_separable<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) -> bool {
+fn pool_plane_separable<T: Copy + Ord>(
+    g: &PoolGeometry,
+    x: &[T],
+    y: &mut [T],
+    lowest: T,
+    rows: &mut Rows<T>,
+) -> bool {
     let [ih, iw] = g.input;
     let [oh, ow] = g.output.map(|v| v as usize);
     let [kh, kw] = g.kernel;
@@ -32,8 +38,7 @@ fn pool_plane_separable<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], l
     if width > ROW {
         return false;
     }
-    let mut vrow = [lowest; ROW];
-    let mut hrow = [lowest; ROW];
+    let Rows(vrow, hrow) = rows;
     let hn = ((ow as i64 - 1) * sw + 1) as usize;
     for oy in 0..oh {
         vrow[..width].fill(lowest);
@@ -62,9 +67,19 @@ fn pool_plane_separable<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], l
     true
 }
 
+/// The separable pass's two padded rows, made once per task (every row is filled before
+/// it is read: making them per plane cost more than pooling a small plane).
+struct Rows<T>([T; ROW], [T; ROW]);
+
 /// One plane of `T` (`u8` or `i8`).
-fn pool_plane<T: Copy + Ord>(g: &PoolGeometry, x: &[T], y: &mut [T], lowest: T) {
-    if pool_plane_separable(g, x, y, lowest) {
+fn pool_plane<T: Copy + Ord>(
+    g: &PoolGeometry,
+    x: &[T],
+    y: &mut [T],
+    lowest: T,
+    rows: &mut Rows<T>,
+) {
+    if pool_plane_separable(g, x, y, lowest, rows) {
         return;
     }
     let [ih, iw] = g.input;
@@ -121,6 +136,8 @@ pub unsafe fn max_pool_i8(g: &PoolGeometry, signed: bool, x: *const u8, y: *mut 
     let (xa, ya) = (x as usize, y as usize);
     let cost = osz * (g.kernel[0] * g.kernel[1]) as usize;
     let job = |planes: std::ops::Range<usize>, _: usize| {
+        let mut rows_u8 = Rows([0u8; ROW], [0u8; ROW]);
+        let mut rows_i8 = Rows([i8::MIN; ROW], [i8::MIN; ROW]);
         for p in planes {
             // SAFETY: plane p of x and y lies inside them (caller); each plane is written
             // by one task.
@@ -130,9 +147,9 @@ pub unsafe fn max_pool_i8(g: &PoolGeometry, signed: bool, x: *const u8, y: *mut 
                 if signed {
                     let xs = std::slice::from_raw_parts(xs.as_ptr() as *const i8, isz);
                     let ys = std::slice::from_raw_parts_mut(ys.as_mut_ptr() as *mut i8, osz);
-                    pool_plane(g, xs, ys, i8::MIN);
+                    pool_plane(g, xs, ys, i8::MIN, &mut rows_i8);
                 } else {
-                    pool_plane(g, xs, ys, 0u8);
+                    pool_plane(g, xs, ys, 0u8, &mut rows_u8);
                 }
             }
         }
