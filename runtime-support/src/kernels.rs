@@ -151,6 +151,13 @@ kernels! {
         rows: Int = i64, inner: Int = i64, flip: Int = i64,
         threads: Threads = *const crate::par::Threads,
     );
+    /// Requantized sum of two 8-bit tensors of one shape (`qadd`): QLinearAdd and QDQ
+    /// residual connections.
+    QADD_U8 = onnxc_qadd_u8 in qadd(
+        a: In = *const u8, b: In = *const u8, y: Out = *mut u8, n: Int = i64,
+        scales: Floats = *const f32, za: Int = i64, zb: Int = i64, zy: Int = i64,
+        flags: Int = i64, threads: Threads = *const crate::par::Threads,
+    );
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,

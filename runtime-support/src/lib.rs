@@ -259,6 +259,7 @@ pub mod nchwc;
 pub mod par;
 pub mod params;
 pub mod pool;
+pub mod qadd;
 pub mod qconv;
 pub mod regex;
 pub mod resize;

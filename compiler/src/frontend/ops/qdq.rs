@@ -37,6 +37,18 @@ pub struct Notes {
     /// parameters: the parts and the axis, for a QuantizeLinear of the result
     /// (`quantize_concat`).
     concats: HashMap<ValueId, (Vec<Dequantized>, usize)>,
+    /// Float32 results of an Add of two values of one shape dequantized per tensor, and of
+    /// a Relu of such a sum, for a QuantizeLinear of the result (`quantize_sum`).
+    sums: HashMap<ValueId, Sum>,
+}
+
+/// A sum of two dequantized values: their operands and parameters, and whether a Relu
+/// followed it.
+#[derive(Clone)]
+struct Sum {
+    a: (Dequantized, PerTensor),
+    b: (Dequantized, PerTensor),
+    relu: bool,
 }
 
 /// A DequantizeLinear's operands (per tensor, or per channel along `axis`).
@@ -157,6 +169,17 @@ pub fn on_quantized_values(
     let Some(notes) = ctx.qdq.as_deref() else {
         return Ok(None);
     };
+    if let Some(sum) = sum_of(ctx, notes) {
+        // Built in float32 as usual; a QuantizeLinear of it runs the integer sum instead
+        // (`quantize_sum`).
+        let outs = builder(ctx)?;
+        if let &[y] = &outs[..]
+            && let Some(n) = ctx.qdq.as_deref_mut()
+        {
+            n.sums.insert(y, sum);
+        }
+        return Ok(Some(outs));
+    }
     let Some(data) = transparent_inputs(
         ctx.node.op_type.as_deref().unwrap_or_default(),
         ctx.num_inputs(),
@@ -235,6 +258,78 @@ pub fn on_quantized_values(
         ys.push(dequantize(ctx, q, &dq)?);
     }
     Ok(Some(ys))
+}
+
+/// The sum this node makes of dequantized values: an Add (or a Sum of two) of two values of one shape
+/// dequantized per tensor from one 8-bit type, or a Relu of such a sum.
+fn sum_of(ctx: &Ctx, notes: &Notes) -> Option<Sum> {
+    let input = |i: usize| ctx.inputs.get(i).copied().flatten();
+    match ctx.node.op_type.as_deref()? {
+        "Add" | "Sum" if ctx.num_inputs() == 2 && ctx.node.output.len() == 1 => {
+            let mut parts = dequantized_parts(ctx, notes, &[0, 1])?;
+            let (a, b) = (input(0)?, input(1)?);
+            let same = ctx.shape(a) == ctx.shape(b)
+                && crate::ir::dim::known_dims(&ctx.shape(a)).is_some()
+                && parts[0].1.dtype == parts[1].1.dtype
+                && parts[0].1.dtype.size() == 1;
+            let b = parts.pop()?;
+            let a = parts.pop()?;
+            same.then_some(Sum { a, b, relu: false })
+        }
+        "Relu" if ctx.node.output.len() == 1 => {
+            let s = notes.sums.get(&input(0)?)?;
+            (!s.relu).then(|| Sum {
+                relu: true,
+                ..s.clone()
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A QuantizeLinear (per tensor, to the operands' 8-bit type `odt`) of a sum of dequantized
+/// values (`Notes::sums`): the integer sum kernel (`kernels::QAdd`), which computes the
+/// float32 operations of the dequantizations, the Add, the Relu and the quantization in
+/// their order, so the same bits, without the float32 tensors between them.
+pub fn quantize_sum(
+    ctx: &mut Ctx,
+    x: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<Option<ValueId>> {
+    let Some(sum) = ctx.qdq.as_deref().and_then(|n| n.sums.get(&x).cloned()) else {
+        return Ok(None);
+    };
+    let out = Dequantized {
+        q: x,
+        scale,
+        zp,
+        axis: 0,
+    };
+    let Some(y) = per_tensor(ctx, &out).filter(|pt| pt.scale > 0.0) else {
+        return Ok(None);
+    };
+    if odt != sum.a.1.dtype || zp.is_some_and(|z| ctx.dtype(z) != odt) {
+        return Ok(None);
+    }
+    let p = onnxc_runtime::qadd::QAddParams {
+        sa: sum.a.1.scale,
+        sb: sum.b.1.scale,
+        sy: y.scale,
+        za: sum.a.1.zp as f32,
+        zb: sum.b.1.zp as f32,
+        zy: y.zp as f32,
+        signed: odt == DType::I8,
+        relu: sum.relu,
+    };
+    let shape = ctx.shape(sum.a.0.q);
+    ctx.add(
+        crate::ir::graph::Op::kernel(crate::kernels::QAdd(p)),
+        vec![sum.a.0.q, sum.b.0.q],
+        TypeInfo::new(odt, shape),
+    )
+    .map(Some)
 }
 
 /// The node's data inputs `data`, each dequantized per tensor with a positive normal scale:

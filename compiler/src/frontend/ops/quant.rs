@@ -164,6 +164,9 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         if let Some(y) = crate::frontend::ops::qdq::quantize_concat(ctx, x, scale, zp, odt)? {
             return Ok(vec![y]);
         }
+        if let Some(y) = crate::frontend::ops::qdq::quantize_sum(ctx, x, scale, zp, odt)? {
+            return Ok(vec![y]);
+        }
     }
     // The division's precision: the `precision` attribute (opset 23), else the scale's type
     // (numpy's promotion for an int32 input: float64).
