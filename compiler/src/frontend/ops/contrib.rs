@@ -135,6 +135,38 @@ fn binary(ctx: &mut Ctx, mul: bool) -> Result<Vec<ValueId>> {
     let (sc, zc, odt) = qout(ctx, 6, 7, ctx.dtype(a.x))?;
     let shapes = [ctx.shape(a.x), ctx.shape(b.x)];
     let out = build::broadcast_shapes(ctx, &shapes)?;
+    // Operands of one shape and constant parameters: the integer sum kernel, which computes
+    // the same float32 operations.
+    if !mul && shapes[0] == shapes[1] && odt == ctx.dtype(a.x) {
+        let konst = |v: Option<ValueId>| match v {
+            None => Some(0.0),
+            Some(v) => ctx.konst(v).map(|t| t.to_f64s()[0]),
+        };
+        if let (Some(sa), Some(sb), Some(sy), Some(za), Some(zb), Some(zy)) = (
+            konst(Some(a.scale)),
+            konst(Some(b.scale)),
+            konst(Some(sc)),
+            konst(a.zp),
+            konst(b.zp),
+            konst(zc),
+        ) {
+            let p = onnxc_runtime::qadd::QAddParams {
+                sa: sa as f32,
+                sb: sb as f32,
+                sy: sy as f32,
+                za: za as f32,
+                zb: zb as f32,
+                zy: zy as f32,
+                signed: odt == DType::I8,
+                relu: false,
+            };
+            return Ok(vec![ctx.add(
+                crate::ir::graph::Op::kernel(crate::kernels::QAdd(p)),
+                vec![a.x, b.x],
+                crate::ir::graph::TypeInfo::new(odt, out),
+            )?]);
+        }
+    }
     let la = build::bload(ctx.dtype(a.x), 0, &shapes[0], &out);
     let lb = build::bload(ctx.dtype(b.x), 1, &shapes[1], &out);
     let mut inputs = vec![a.x, b.x, a.scale, b.scale, sc];
