@@ -289,7 +289,11 @@ impl<'a, 'b> FnCx<'a, 'b> {
             }
             return;
         }
+        let added = self.hoist_uniform(*var, body);
         self.counted_loop_to(v, begin, end, 1, |cx| cx.stmts(body));
+        for k in added {
+            self.hoisted.remove(&k);
+        }
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -345,8 +349,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     }
                     return;
                 }
+                let added = self.hoist_uniform(*var, body);
                 let z = self.b.ins().iconst(types::I64, 0);
                 self.counted_loop(v, z, *extent, 1, |cx| cx.stmts(body));
+                for k in added {
+                    self.hoisted.remove(&k);
+                }
             }
             Stmt::Store { buf, offset, value } => {
                 let mut memo = HashMap::new();

@@ -24,7 +24,7 @@ pub(super) enum VV {
 }
 
 impl FnCx<'_, '_> {
-    /// Computes, ahead of a vector loop over `var` whose body is a store, the maximal
+    /// Computes, ahead of a loop over `var` (vector or scalar) whose body is a store, the maximal
     /// subexpressions that do not vary with `var`, read only buffers the function does not
     /// write and cost more than a load (divisions, square roots, transcendental functions:
     /// per-row statistics of a normalization and the arithmetic on them); the loop's body
@@ -78,6 +78,17 @@ impl FnCx<'_, '_> {
         found
     }
 
+    /// Whether `e` checks an index: evaluated ahead of a loop that may run no iteration, it
+    /// could report an error the loop never makes.
+    fn checks_index(e: &E) -> bool {
+        let mut found = false;
+        crate::ir::expr::rewrite(e, &mut |x| {
+            found |= matches!(x.kind, ExprKind::CheckIndex { .. });
+            None
+        });
+        found
+    }
+
     fn uniform_roots(
         &self,
         e: &E,
@@ -90,7 +101,7 @@ impl FnCx<'_, '_> {
             return;
         }
         if !super::vectorize::varies(e, var, varies) {
-            if Self::expensive(e) && self.reads_only_inputs(e) {
+            if Self::expensive(e) && self.reads_only_inputs(e) && !Self::checks_index(e) {
                 out.push(e.clone());
             }
             return;
@@ -351,6 +362,13 @@ impl FnCx<'_, '_> {
                     let h = self.b.ins().uwiden_low(v);
                     self.b.ins().uwiden_low(h)
                 };
+                VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
+            }
+            VForm::Words { buf, index } => {
+                let off = self.eval(index, smemo);
+                let p = self.addr(buf, off);
+                let fl = self.load_flags(buf, vflags());
+                let w = self.b.ins().load(types::I32X4, fl, p, 0);
                 VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
             }
             VForm::Unary(op, a) => {

@@ -57,6 +57,12 @@ pub(super) enum VForm<'e> {
         signed: bool,
         index: &'e E,
     },
+    /// `cast<float32>` of an int32 load contiguous along the loop (an integer product's
+    /// sums): one 16-byte load converted to four float32 lanes.
+    Words {
+        buf: BufId,
+        index: &'e E,
+    },
     Unary(VUnary, VIx),
     /// `x^y` for a constant `y` (`vmath::pow_const`).
     PowConst(VIx, f32),
@@ -365,6 +371,9 @@ impl<'e> Planner<'_, 'e> {
                 })
             }
             ExprKind::Cast(_) => {
+                if let Some((buf, index)) = word_load(self.bufs, e, self.var) {
+                    return Some(VForm::Words { buf, index });
+                }
                 let (buf, signed, index) = byte_load(self.bufs, e, self.var)?;
                 Some(VForm::Bytes { buf, signed, index })
             }
@@ -486,6 +495,22 @@ fn byte_load<'e>(bufs: &[Buffer], e: &'e E, var: u32) -> Option<(BufId, bool, &'
         DType::I8 if x.dtype == DType::I8 => Some((*input, true, &index[0])),
         _ => None,
     }
+}
+
+/// `(buffer, index)` when `e` is `cast<float32>` of an int32 load contiguous along `var`.
+fn word_load<'e>(bufs: &[Buffer], e: &'e E, var: u32) -> Option<(BufId, &'e E)> {
+    let ExprKind::Cast(x) = &e.kind else {
+        return None;
+    };
+    let ExprKind::Load { input, index } = &x.kind else {
+        return None;
+    };
+    (e.dtype == DType::F32
+        && x.dtype == DType::I32
+        && *input != EPILOGUE_ACC
+        && bufs[*input as usize].dtype == DType::I32
+        && linear_coeff(&index[0], var) == Some(1))
+    .then_some((*input, &index[0]))
 }
 
 /// An offset `cast<int64>(f)` or `base + cast<int64>(f)` with `base` constant along the loop
@@ -612,6 +637,7 @@ mod tests {
                     None => format!("gather{buf}[#{at}]"),
                 },
                 VForm::Bytes { buf, signed, .. } => format!("bytes{buf}/{signed}"),
+                VForm::Words { buf, .. } => format!("words{buf}"),
                 VForm::Unary(op, a) => format!("{op:?}(#{a})"),
                 VForm::PowConst(a, y) => format!("pow(#{a}, {y})"),
                 VForm::Clamp(op, a, c) => format!("clamp{op:?}(#{a}, {c})"),
