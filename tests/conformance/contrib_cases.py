@@ -674,6 +674,54 @@ def gemm_mlp_static(tmp: str):
     return out
 
 
+def residual_static(tmp: str):
+    """(name, model, feeds) of a small CNN with a residual connection (Add then Relu) and a
+    Concat of two convolutions, quantized by `quantize_static` in QDQ form with int8 and
+    with uint8 activations (per-channel 7-bit weights): the sum runs as the integer sum
+    kernel (signed and unsigned), the Concat's parts are requantized to its scale and the
+    requantizations looked up in tables."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    rng = np.random.default_rng(41)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * (2.0 / np.prod(shape[1:])) ** 0.5).astype(np.float32)
+
+    inits = {"w1": w(16, 8, 3, 3), "b1": w(16) * 0.1, "w2": w(16, 16, 3, 3), "b2": w(16) * 0.1,
+             "w3": w(8, 16, 1, 1), "w4": w(8, 16, 1, 1), "w5": w(4, 16, 1, 1)}
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["a0"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["a0"], ["a"]),
+         helper.make_node("Conv", ["a", "w2", "b2"], ["b"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["a", "b"], ["s"]),
+         helper.make_node("Relu", ["s"], ["c"]),
+         helper.make_node("Conv", ["c", "w3"], ["d"]),
+         helper.make_node("Conv", ["c", "w4"], ["e"]),
+         helper.make_node("Concat", ["d", "e"], ["f"], axis=1),
+         helper.make_node("Conv", ["f", "w5"], ["y"])],
+        "residual", [helper.make_tensor_value_info("x", F, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", F, [1, 4, 12, 12])],
+        [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    src = os.path.join(tmp, "residual.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), src)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            r = np.random.default_rng(42)
+            self.data = iter([{"x": r.standard_normal((1, 8, 12, 12)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    feeds = {"x": np.random.default_rng(43).standard_normal((1, 8, 12, 12)).astype(np.float32)}
+    out = []
+    for name, act in (("s8", QuantType.QInt8), ("u8", QuantType.QUInt8)):
+        dst = os.path.join(tmp, f"residual_{name}.onnx")
+        quantize_static(src, dst, Reader(), per_channel=True, reduce_range=True, quant_format=QuantFormat.QDQ,
+                        activation_type=act, weight_type=QuantType.QInt8)
+        out.append((f"test_qdq_residual_concat_{name}", onnx.load(dst), feeds))
+    return out
+
+
 # The statically quantized encoder's float outputs, compared to 0.1% of their range:
 # measured, onnxc lands within 1.2e-7 of the range (float32 rounding after the last
 # dequantization); an intermediate value at a rounding tie would move a step, which the
@@ -761,6 +809,9 @@ def write(out_dir: str, light_dir: str) -> list:
         for name, m, feeds in gemm_mlp_static(tmp):
             entries.append(write_case(out_dir, name, m, feeds, "ort", rtol=1e-3,
                                       range_atol=STATIC_RANGE))
+        for name, m, feeds in residual_static(tmp):
+            atol = max(ZOO_STEPS["qdq"] * output_step(m), 1e-4)
+            entries.append(write_case(out_dir, name, m, feeds, "ort", atol=atol, rtol=1e-3))
         for name, m in bert_static(tmp):
             entries.append(write_case(out_dir, name, m, bert_feeds(11), "ort", rtol=1e-3,
                                       range_atol=STATIC_RANGE))
