@@ -24,6 +24,11 @@ use std::sync::Arc;
 
 /// Largest key range tabulated (8-bit quantization's 256 values; 4-bit ones fit too).
 const MAX_ENTRIES: f64 = 256.0;
+/// Largest table computed at compile time, in entries per element of the map: a per-channel
+/// table of a map over small planes (DenseNet's 14×14 and 7×7 BatchNorms between
+/// quantizations, 196 and 49 elements a channel against 256 entries) costs less to read than
+/// the map's divisions cost to compute.
+const FOLDED_RATIO: i64 = 2;
 /// Bodies larger than this are left alone (the cut search is quadratic in the body's size).
 const MAX_BODY: usize = 2000;
 
@@ -142,18 +147,18 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
         return None;
     }
     let shape = s.values[st.output].shape.clone();
-    // A table a quarter of the map's size, or, failing one, as large as the map (which pays
-    // only when computed at compile time, checked below).
-    let (key, lo, hi, rest, outer_vars) =
-        best_cut(&body, &shape, n, 4).or_else(|| best_cut(&body, &shape, n, 1))?;
+    // A table a quarter of the map's size, or, failing one, up to `FOLDED_RATIO` times the
+    // map's size (which pays only when computed at compile time, checked below).
+    let (key, lo, hi, rest, outer_vars) = best_cut(&body, &shape, n / 4)
+        .or_else(|| best_cut(&body, &shape, n.saturating_mul(FOLDED_RATIO)))?;
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
     let len = entries + nan as i64;
     let outer: i64 = outer_vars.iter().map(|&v| shape[v as usize]).product();
     // Pays when the part tabulated costs more than the read (a transcendental function, a
     // division) and the table is small next to the map, or, for a table computed when the
-    // model is compiled (`fold`), no larger than it.
-    if n < len * outer || !expensive(&rest) {
+    // model is compiled (`fold`), at most `FOLDED_RATIO` times its size.
+    if n.saturating_mul(FOLDED_RATIO) < len * outer || !expensive(&rest) {
         return None;
     }
     // The table: g over the key's values (the NaN entry last), one row per combination of
@@ -323,7 +328,7 @@ const KEY_VAR: u32 = u32::MAX;
 /// combination of them), then the innermost: (key, lo, hi, the body with the key replaced
 /// by an opaque placeholder, the loop variables the rest reads).
 #[allow(clippy::type_complexity)]
-fn best_cut(body: &E, shape: &[i64], n: i64, ratio: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
+fn best_cut(body: &E, shape: &[i64], max_table: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
     let mut varies = HashMap::new();
@@ -345,12 +350,9 @@ fn best_cut(body: &E, shape: &[i64], n: i64, ratio: i64) -> Option<(E, f64, f64,
             .collect();
         let rows: i64 = outer.iter().map(|&v| shape[v as usize]).product();
         let cost = (rows.saturating_mul((hi - lo) as i64 + 2), size);
-        // Only a table `1 / ratio` of the map's size or less, of a part that costs more
-        // than a read, can pay.
-        if best.as_ref().is_some_and(|b| b.0 <= cost)
-            || cost.0.saturating_mul(ratio) > n
-            || !expensive(&rest)
-        {
+        // Only a table of at most `max_table` entries, of a part that costs more than a
+        // read, can pay.
+        if best.as_ref().is_some_and(|b| b.0 <= cost) || cost.0 > max_table || !expensive(&rest) {
             continue;
         }
         best = Some((cost, c, lo, hi, rest, outer));
