@@ -144,13 +144,20 @@ struct PerTensor {
 /// The per-tensor float32 parameters a DequantizeLinear used, with a normal scale (so that
 /// quantizing its result again gives the quantized value back).
 fn per_tensor(ctx: &Ctx, d: &Dequantized) -> Option<PerTensor> {
-    let scale = ctx.konst(d.scale).as_ref().and_then(scalar_f32)?;
-    let zp = scalar_int(&values(ctx, d.zp)?)?;
-    (scale.is_normal() && (scale.abs() * 65536.0).is_finite()).then_some(PerTensor {
+    let (scale, zp) = scalar_params(ctx, d.scale, d.zp)?;
+    Some(PerTensor {
         scale,
         zp,
         dtype: ctx.dtype(d.q),
     })
+}
+
+/// A constant float32 scale (normal, so that quantizing a dequantized value gives it back)
+/// and a constant scalar zero point (0 when absent).
+fn scalar_params(ctx: &Ctx, scale: ValueId, zp: Option<ValueId>) -> Option<(f32, i64)> {
+    let scale = ctx.konst(scale).as_ref().and_then(scalar_f32)?;
+    let zp = scalar_int(&values(ctx, zp)?)?;
+    (scale.is_normal() && (scale.abs() * 65536.0).is_finite()).then_some((scale, zp))
 }
 
 /// A node of a transparent op (`transparent_inputs`) whose data inputs are all dequantized
@@ -260,6 +267,20 @@ pub fn on_quantized_values(
     Ok(Some(ys))
 }
 
+/// The parameters of a QuantizeLinear to `odt` by `scale` and `zp`: per tensor, constant,
+/// a positive normal scale and a zero point of type `odt` (None otherwise).
+fn quantized_to(ctx: &Ctx, scale: ValueId, zp: Option<ValueId>, odt: DType) -> Option<PerTensor> {
+    if zp.is_some_and(|z| ctx.dtype(z) != odt) {
+        return None;
+    }
+    let (scale, zp) = scalar_params(ctx, scale, zp)?;
+    (scale > 0.0).then_some(PerTensor {
+        scale,
+        zp,
+        dtype: odt,
+    })
+}
+
 /// The sum this node makes of dequantized values: an Add (or a Sum of two) of two values of one shape
 /// dequantized per tensor from one 8-bit type, or a Relu of such a sum.
 fn sum_of(ctx: &Ctx, notes: &Notes) -> Option<Sum> {
@@ -301,16 +322,10 @@ pub fn quantize_sum(
     let Some(sum) = ctx.qdq.as_deref().and_then(|n| n.sums.get(&x).cloned()) else {
         return Ok(None);
     };
-    let out = Dequantized {
-        q: x,
-        scale,
-        zp,
-        axis: 0,
-    };
-    let Some(y) = per_tensor(ctx, &out).filter(|pt| pt.scale > 0.0) else {
+    let Some(y) = quantized_to(ctx, scale, zp, odt) else {
         return Ok(None);
     };
-    if odt != sum.a.1.dtype || zp.is_some_and(|z| ctx.dtype(z) != odt) {
+    if odt != sum.a.1.dtype {
         return Ok(None);
     }
     let p = onnxc_runtime::qadd::QAddParams {
@@ -366,22 +381,12 @@ pub fn quantize_concat(
     let Some((parts, axis)) = ctx.qdq.as_deref().and_then(|n| n.concats.get(&x).cloned()) else {
         return Ok(None);
     };
-    let out = Dequantized {
-        q: x,
-        scale,
-        zp,
-        axis: 0,
-    };
-    let Some(mut pt) = per_tensor(ctx, &out).filter(|pt| pt.scale > 0.0) else {
+    let Some(pt) = quantized_to(ctx, scale, zp, odt) else {
         return Ok(None);
     };
-    pt.dtype = odt;
     let Some((lo, hi)) = build::int_range(odt).filter(|_| odt.size() == 1) else {
         return Ok(None);
     };
-    if zp.is_some_and(|z| ctx.dtype(z) != odt) {
-        return Ok(None);
-    }
     let mut qs = Vec::with_capacity(parts.len());
     for d in &parts {
         let Some(ptd) = per_tensor(ctx, d) else {
