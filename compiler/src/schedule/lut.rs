@@ -29,6 +29,10 @@ const MAX_ENTRIES: f64 = 256.0;
 /// quantizations, 196 and 49 elements a channel against 256 entries) costs less to read than
 /// the map's divisions cost to compute.
 const FOLDED_RATIO: i64 = 2;
+/// Most operations the interpreter runs to compute one table when the model is compiled
+/// (entries × body size; about 0.3 s): DenseNet-121's largest table, 1024 channels × 256
+/// entries of a 150-node body, takes 39 million.
+const MAX_FOLD_WORK: i64 = 1 << 26;
 /// Bodies larger than this are left alone (the cut search is quadratic in the body's size).
 const MAX_BODY: usize = 2000;
 
@@ -56,7 +60,7 @@ fn fold(s: &mut Schedule, table: &Step) -> bool {
     let StepKind::Map { body } = &table.kind else {
         return false;
     };
-    if !foldable(s, body, &table.inputs) {
+    if !foldable(s, body, &table.inputs, s.values[table.output].len()) {
         return false;
     }
     let inputs: Vec<&crate::ir::Tensor> = table
@@ -75,11 +79,14 @@ fn fold(s: &mut Schedule, table: &Step) -> bool {
     true
 }
 
-/// Whether a table of body `g` over `inputs` is computed when the model is compiled.
-fn foldable(s: &Schedule, g: &E, inputs: &[SvId]) -> bool {
+/// Whether a table of `entries` entries of body `g` over `inputs` is computed when the model
+/// is compiled: constant inputs, exact operations, and at most `MAX_FOLD_WORK` operations
+/// for the interpreter (so that no model makes the compiler evaluate for long).
+fn foldable(s: &Schedule, g: &E, inputs: &[SvId], entries: i64) -> bool {
     inputs
         .iter()
         .all(|&v| matches!(s.values[v].storage, Storage::Const(_)))
+        && entries.saturating_mul(expr::dag_size(g) as i64) <= MAX_FOLD_WORK
         && exact(g, &mut HashSet::new())
 }
 
@@ -202,7 +209,7 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     }
     let g = expr::remap_inputs(&g, &map);
     let table_inputs: Vec<SvId> = used.iter().map(|&u| st.inputs[u as usize]).collect();
-    if n < 4 * len * outer && !foldable(s, &g, &table_inputs) {
+    if n < 4 * len * outer && !foldable(s, &g, &table_inputs, len * outer) {
         return None;
     }
     let out = &s.values[st.output];
