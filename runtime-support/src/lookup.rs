@@ -19,6 +19,7 @@ pub const ROW: usize = 256;
 ///
 /// # Safety
 /// `x` and `y` hold `planes · inner` bytes, `table` `rows · 256` (`rows ≥ 1`).
+#[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
 pub unsafe fn lookup_u8(
     x: *const u8,
     table: *const u8,

@@ -40,11 +40,11 @@ const MAX_BODY: usize = 2000;
 pub fn tabulate(s: &mut Schedule) {
     let mut i = 0;
     while i < s.steps.len() {
-        if let Some(table) = plan(s, i) {
-            if !fold(s, &table) {
-                s.steps.insert(i, table);
-                i += 1;
-            }
+        if let Some(table) = plan(s, i)
+            && !fold(s, &table)
+        {
+            s.steps.insert(i, table);
+            i += 1;
         }
         i += 1;
     }

@@ -281,6 +281,31 @@ fn quantized_to(ctx: &Ctx, scale: ValueId, zp: Option<ValueId>, odt: DType) -> O
     })
 }
 
+/// A QuantizeLinear (per tensor, to the 8-bit or 16-bit integer type `odt`) of a value the
+/// import noted, rebuilt on the quantized values: the value itself where it was dequantized
+/// with the same parameters (`quantize_identity`), an integer product requantizing in its
+/// epilogue (`qdq_requantize`), a Concat of the parts requantized (`quantize_concat`) or the
+/// integer sum kernel (`quantize_sum`). None where none applies (the float32 path then
+/// quantizes).
+pub fn quantize_noted(
+    ctx: &mut Ctx,
+    x: ValueId,
+    scale: ValueId,
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<Option<ValueId>> {
+    if let Some(q) = quantize_identity(ctx, x, scale, zp, odt) {
+        return Ok(Some(q));
+    }
+    if let Some(y) = qdq_requantize(ctx, x, scale, zp, odt)? {
+        return Ok(Some(y));
+    }
+    if let Some(y) = quantize_concat(ctx, x, scale, zp, odt)? {
+        return Ok(Some(y));
+    }
+    quantize_sum(ctx, x, scale, zp, odt)
+}
+
 /// The sum this node makes of dequantized values: an Add (or a Sum of two) of two values of one shape
 /// dequantized per tensor from one 8-bit type, or a Relu of such a sum.
 fn sum_of(ctx: &Ctx, notes: &Notes) -> Option<Sum> {
@@ -312,7 +337,7 @@ fn sum_of(ctx: &Ctx, notes: &Notes) -> Option<Sum> {
 /// values (`Notes::sums`): the integer sum kernel (`kernels::QAdd`), which computes the
 /// float32 operations of the dequantizations, the Add, the Relu and the quantization in
 /// their order, so the same bits, without the float32 tensors between them.
-pub fn quantize_sum(
+fn quantize_sum(
     ctx: &mut Ctx,
     x: ValueId,
     scale: ValueId,
@@ -370,7 +395,7 @@ fn dequantized_parts(
 /// (the quantized part itself where the parameters agree, `quantize_identity`), so the
 /// result is the same bits and the data stays 8-bit. Each part's requantization is a map
 /// of one 8-bit operand, which the schedule turns into a table (`schedule::lut`).
-pub fn quantize_concat(
+fn quantize_concat(
     ctx: &mut Ctx,
     x: ValueId,
     scale: ValueId,
@@ -475,7 +500,7 @@ fn dequantize(ctx: &mut Ctx, q: ValueId, d: &Dequantized) -> Result<ValueId> {
 /// A QuantizeLinear of a value dequantized with the same per-tensor parameters (to `odt`):
 /// the quantized value itself (`round((q − z)·s / s) + z = q` for a normal `s` and 8- or
 /// 16-bit `q`).
-pub fn quantize_identity(
+fn quantize_identity(
     ctx: &mut Ctx,
     x: ValueId,
     scale: ValueId,
@@ -907,7 +932,7 @@ fn bias_of(ctx: &Ctx, b: Option<ValueId>, sxw: &[f32]) -> Option<(Option<Vec<i32
 
 /// A QuantizeLinear (per tensor, constant float32 scale, 8-bit result `odt`) of an integer
 /// convolution's float32 result: the convolution again, requantizing in its epilogue.
-pub fn qdq_requantize(
+fn qdq_requantize(
     ctx: &mut Ctx,
     y: ValueId,
     scale: ValueId,

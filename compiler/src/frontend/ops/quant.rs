@@ -154,19 +154,12 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let precision = ctx
         .attr_i("precision")?
         .filter(|&p| ctx.opset >= 23 && p != 0);
-    if block == 0 && precision.is_none() && odt.is_int() {
-        if let Some(q) = crate::frontend::ops::qdq::quantize_identity(ctx, x, scale, zp, odt) {
-            return Ok(vec![q]);
-        }
-        if let Some(y) = crate::frontend::ops::qdq::qdq_requantize(ctx, x, scale, zp, odt)? {
-            return Ok(vec![y]);
-        }
-        if let Some(y) = crate::frontend::ops::qdq::quantize_concat(ctx, x, scale, zp, odt)? {
-            return Ok(vec![y]);
-        }
-        if let Some(y) = crate::frontend::ops::qdq::quantize_sum(ctx, x, scale, zp, odt)? {
-            return Ok(vec![y]);
-        }
+    if block == 0
+        && precision.is_none()
+        && odt.is_int()
+        && let Some(y) = crate::frontend::ops::qdq::quantize_noted(ctx, x, scale, zp, odt)?
+    {
+        return Ok(vec![y]);
     }
     // The division's precision: the `precision` attribute (opset 23), else the scale's type
     // (numpy's promotion for an int32 input: float64).
