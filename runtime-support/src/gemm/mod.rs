@@ -158,8 +158,13 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
 /// blocks start where a sequential run's do) and 32 columns (whole tiles of every kernel) —
 /// dealt out evenly: block `i` of `b` over `u` units takes units `i·u/b .. (i+1)·u/b` (a
 /// uniform block size left the last block a sliver: ResNet-50's 14×14 pointwise layers
-/// split 196 columns as 64, 64, 64, 4). Columns first: every block of rows packs its own B,
-/// so rows are split only when there are too few columns for the workers.
+/// split 196 columns as 64, 64, 64, 4). The shape of the split is chosen by its cost
+/// (`Split::cost`): the largest block's multiply-adds plus what it reads of A and B (every
+/// block of rows reads all of its columns of B, packing them when B is not read in place;
+/// every block of columns reads all of its rows of A), times the rounds the tasks take on
+/// the workers. Wide products split columns; tall ones with few columns split rows
+/// (SqueezeNet's 512→1000 classifier at 13×13: 169 columns made 4 blocks of 32, 64, 32 and
+/// 41 columns, each streaming all 2 MB of A; rows give 4 equal blocks of a quarter of A).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split {
     pub rows: usize,
@@ -188,8 +193,9 @@ impl Split {
     }
 
     /// The split of an m × n × k product over `par`'s workers, about two tasks per worker
-    /// when the work allows.
-    pub fn of(par: &Par, m: usize, n: usize, k: usize) -> Split {
+    /// when the work allows, shaped for the least `cost`. `packs_b`: every task packs the
+    /// columns of B it reads (B neither pre-packed nor read in place).
+    pub fn of(par: &Par, m: usize, n: usize, k: usize, packs_b: bool) -> Split {
         let (row_unit, col_unit) = (MC_A, 2 * NR);
         let (tr, tc) = (m.div_ceil(row_unit), n.div_ceil(col_unit));
         let macs = m.saturating_mul(n).saturating_mul(k.max(1));
@@ -197,16 +203,42 @@ impl Split {
         if t <= 1 {
             return Split::whole(m, n);
         }
-        let cols = tc.min(t);
-        let rows = tr.min(t.div_ceil(cols));
-        Split {
-            rows,
-            cols,
-            row_units: tr,
-            col_units: tc,
-            row_unit,
-            col_unit,
+        let w = par.workers();
+        let mut best: Option<(usize, Split)> = None;
+        // Most columns first: a tie keeps them (rows split only where that costs less).
+        for cols in (1..=tc.min(t)).rev() {
+            let rows = tr.min(t.div_ceil(cols));
+            let s = Split {
+                rows,
+                cols,
+                row_units: tr,
+                col_units: tc,
+                row_unit,
+                col_unit,
+            };
+            let c = s.cost(m, n, k, w, packs_b);
+            if best.as_ref().is_none_or(|(b, _)| c < *b) {
+                best = Some((c, s));
+            }
         }
+        best.map_or(Split::whole(m, n), |(_, s)| s)
+    }
+
+    /// The time the split takes, in multiply-adds: its largest block's multiply-adds and
+    /// reads (`READ_COST` each float of A and of B, twice that for B a task packs), times
+    /// the rounds its tasks take on `w` workers.
+    fn cost(&self, m: usize, n: usize, k: usize, w: usize, packs_b: bool) -> usize {
+        /// Multiply-adds a core does in the time it reads one float from L2 or L3 (Zen 4:
+        /// 32 a cycle against 32 bytes a cycle from L2).
+        const READ_COST: usize = 4;
+        let rows = (self.row_units.div_ceil(self.rows) * self.row_unit).min(m);
+        let cols = (self.col_units.div_ceil(self.cols) * self.col_unit).min(n);
+        let b_cost = if packs_b { 2 * READ_COST } else { READ_COST };
+        let block = (rows.saturating_mul(cols))
+            .saturating_add(rows * READ_COST)
+            .saturating_add(cols.saturating_mul(b_cost))
+            .saturating_mul(k);
+        block.saturating_mul((self.rows * self.cols).div_ceil(w.max(1)))
     }
 
     pub fn tasks(&self) -> usize {
@@ -250,7 +282,14 @@ pub unsafe fn gemm_packed_a(
     if m == 0 || n == 0 {
         return;
     }
-    let split = Split::of(&par, m, n, k);
+    let packs_b = match b {
+        BSource::Packed(_) => false,
+        BSource::Matrix {
+            trans: false, ldb, ..
+        } => !read_b_in_place(kernel::select(), ldb, m, k),
+        _ => true,
+    };
+    let split = Split::of(&par, m, n, k, packs_b);
     // SAFETY: the blocks partition C; each task packs into its worker's slot.
     unsafe {
         par.run(split.tasks(), &|t, w| {
