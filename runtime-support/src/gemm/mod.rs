@@ -158,13 +158,13 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
 /// blocks start where a sequential run's do) and 32 columns (whole tiles of every kernel) —
 /// dealt out evenly: block `i` of `b` over `u` units takes units `i·u/b .. (i+1)·u/b` (a
 /// uniform block size left the last block a sliver: ResNet-50's 14×14 pointwise layers
-/// split 196 columns as 64, 64, 64, 4). The shape of the split is chosen by its cost
-/// (`Split::cost`): the largest block's multiply-adds plus what it reads of A and B (every
-/// block of rows reads all of its columns of B, packing them when B is not read in place;
-/// every block of columns reads all of its rows of A), times the rounds the tasks take on
-/// the workers. Wide products split columns; tall ones with few columns split rows
-/// (SqueezeNet's 512→1000 classifier at 13×13: 169 columns made 4 blocks of 32, 64, 32 and
-/// 41 columns, each streaming all 2 MB of A; rows give 4 equal blocks of a quarter of A).
+/// split 196 columns as 64, 64, 64, 4). Columns first, as every block of rows reads all of
+/// B; another shape where its modelled time (`Split::cost`: each block's multiply-adds and
+/// reads of A and B, the tasks claimed in order by the first free worker) is at least an
+/// eighth shorter. So a tall product with few columns splits rows: SqueezeNet's 512→1000
+/// classifier at 13×13 (169 columns) made 4 blocks of 32, 64, 32 and 41 columns, each
+/// streaming all 2 MB of A, 62% of the work on one of 2 workers; rows give 4 equal blocks
+/// of a quarter of A.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split {
     pub rows: usize,
@@ -204,41 +204,67 @@ impl Split {
             return Split::whole(m, n);
         }
         let w = par.workers();
-        let mut best: Option<(usize, Split)> = None;
-        // Most columns first: a tie keeps them (rows split only where that costs less).
-        for cols in (1..=tc.min(t)).rev() {
-            let rows = tr.min(t.div_ceil(cols));
-            let s = Split {
-                rows,
-                cols,
-                row_units: tr,
-                col_units: tc,
-                row_unit,
-                col_unit,
-            };
+        let split = |cols: usize| Split {
+            rows: tr.min(t.div_ceil(cols)),
+            cols,
+            row_units: tr,
+            col_units: tc,
+            row_unit,
+            col_unit,
+        };
+        // Columns first (every block of rows reads all of B); another shape only where it
+        // is clearly cheaper, since the cost is a model.
+        let first = split(tc.min(t));
+        let mut best = (first.cost(m, n, k, w, packs_b), first);
+        let bar = best.0 - best.0 / 8;
+        for cols in (1..tc.min(t)).rev() {
+            let s = split(cols);
             let c = s.cost(m, n, k, w, packs_b);
-            if best.as_ref().is_none_or(|(b, _)| c < *b) {
-                best = Some((c, s));
+            if c < bar && c < best.0 {
+                best = (c, s);
             }
         }
-        best.map_or(Split::whole(m, n), |(_, s)| s)
+        best.1
     }
 
-    /// The time the split takes, in multiply-adds: its largest block's multiply-adds and
-    /// reads (`READ_COST` each float of A and of B, twice that for B a task packs), times
-    /// the rounds its tasks take on `w` workers.
+    /// The time the split takes, in multiply-adds: its blocks' multiply-adds and reads
+    /// (`READ_COST` each float of A and of B, twice that for B a task packs), the tasks
+    /// claimed in order by whichever of the `w` workers is free first, as the pools do.
     fn cost(&self, m: usize, n: usize, k: usize, w: usize, packs_b: bool) -> usize {
         /// Multiply-adds a core does in the time it reads one float from L2 or L3 (Zen 4:
         /// 32 a cycle against 32 bytes a cycle from L2).
         const READ_COST: usize = 4;
-        let rows = (self.row_units.div_ceil(self.rows) * self.row_unit).min(m);
-        let cols = (self.col_units.div_ceil(self.cols) * self.col_unit).min(n);
+        /// Workers simulated; past them, the bound max(largest block, total / workers).
+        const SIMULATED: usize = 64;
         let b_cost = if packs_b { 2 * READ_COST } else { READ_COST };
-        let block = (rows.saturating_mul(cols))
-            .saturating_add(rows * READ_COST)
-            .saturating_add(cols.saturating_mul(b_cost))
-            .saturating_mul(k);
-        block.saturating_mul((self.rows * self.cols).div_ceil(w.max(1)))
+        let task = |t: usize| {
+            let (r, c) = self.block(t, m, n);
+            (r.len().saturating_mul(c.len()))
+                .saturating_add(r.len() * READ_COST)
+                .saturating_add(c.len().saturating_mul(b_cost))
+                .saturating_mul(k)
+        };
+        let tasks = self.tasks();
+        if w <= SIMULATED {
+            let mut free = [0usize; SIMULATED];
+            for t in 0..tasks {
+                let (i, _) = free[..w]
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|&(_, f)| *f)
+                    .expect("at least one worker");
+                free[i] = free[i].saturating_add(task(t));
+            }
+            free[..w].iter().copied().max().unwrap_or(0)
+        } else {
+            let (mut total, mut largest) = (0usize, 0usize);
+            for t in 0..tasks {
+                let c = task(t);
+                total = total.saturating_add(c);
+                largest = largest.max(c);
+            }
+            largest.max(total / w)
+        }
     }
 
     pub fn tasks(&self) -> usize {
@@ -627,9 +653,10 @@ pub fn packed_b_scratch_len() -> usize {
 /// products with few rows of A streaming many columns of weights (convolutions with small
 /// outputs computed pixel-major): the weights stream once, in long contiguous panels.
 ///
-/// Split over `par`'s workers by columns, in whole wide tiles: each task packs its own A
-/// blocks into its worker's slot and runs the whole K loop over its columns, so every C
-/// element is summed in the same order whatever the split.
+/// Split over `par`'s workers by columns, in whole wide tiles, and by rows where there are
+/// fewer column tiles than tasks: each task packs its own A blocks into its worker's slot
+/// and runs the whole K loop over its block, so every C element is summed in the same order
+/// whatever the split.
 ///
 /// # Safety
 /// `b` holds `packed_b_len(k, n)` floats; C (row stride `ldc`) holds the m × n result; each
@@ -652,7 +679,7 @@ pub unsafe fn gemm_packed_b(
     }
     let kern = kernel::select();
     let step = kernel::wide(kern);
-    let cols = |u: Range<usize>, w: usize| {
+    let cols = |u: Range<usize>, rows: Range<usize>, w: usize| {
         let (j0, j1) = (u.start * step, (u.end * step).min(n));
         let scratch = slots.at(w);
         // Column blocks as the packed layout has them (`pack::b_panel_at`), so the weights
@@ -666,9 +693,9 @@ pub unsafe fn gemm_packed_b(
             while pc < k {
                 let kc = k_block(k).min(k - pc);
                 let first = pc == 0;
-                let mut ic = 0;
-                while ic < m {
-                    let mc = MC.min(m - ic);
+                let mut ic = rows.start;
+                while ic < rows.end {
+                    let mc = MC.min(rows.end - ic);
                     pack_a(ic, mc, pc, kc, scratch);
                     let mut jr = lo;
                     while jr < hi {
@@ -692,15 +719,33 @@ pub unsafe fn gemm_packed_b(
             jc += nc;
         }
     };
-    // One task per worker: every task packs all of A (an im2col gather for pixel-major
-    // convolutions), so more tasks would repeat that work.
+    // One task per worker: every task packs all of A's rows it computes (an im2col gather
+    // for pixel-major convolutions) for its columns, so more tasks would repeat that work.
+    // Columns first; rows (in whole 12-row tiles, where a sequential run's tiles start)
+    // when there are fewer column tiles than tasks: a 3×3 128→32 convolution at 7×7
+    // (DenseNet-121's last block, one 32-column tile) ran on one thread.
+    const ROW_UNIT: usize = 2 * MR;
     let units = n.div_ceil(step);
-    let tasks = par.tasks(m * k * n, crate::par::MIN_TASK_WORK, 1, units);
-    let per = units.div_ceil(tasks);
-    // SAFETY: the tasks write disjoint column ranges of C, each in its worker's slot.
+    let row_units = m.div_ceil(ROW_UNIT);
+    let tasks = par.tasks(
+        m.saturating_mul(k).saturating_mul(n),
+        crate::par::MIN_TASK_WORK,
+        1,
+        units.saturating_mul(row_units),
+    );
+    let per = units.div_ceil(tasks.min(units));
+    let col_tasks = units.div_ceil(per);
+    let row_tasks = (tasks / col_tasks).clamp(1, row_units);
+    // SAFETY: the tasks write disjoint blocks of C, each in its worker's slot.
     unsafe {
-        par.run(units.div_ceil(per), &|t, w| {
-            cols(t * per..((t + 1) * per).min(units), w)
+        par.run(col_tasks * row_tasks, &|t, w| {
+            let (cu, ru) = (t % col_tasks, t / col_tasks);
+            let row = |i: usize| (i * row_units / row_tasks * ROW_UNIT).min(m);
+            cols(
+                cu * per..((cu + 1) * per).min(units),
+                row(ru)..row(ru + 1),
+                w,
+            )
         })
     };
 }
