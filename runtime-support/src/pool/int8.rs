@@ -125,6 +125,113 @@ fn pool_plane<T: Copy + Ord>(
     }
 }
 
+/// `pool_plane_separable` on AVX-512 BW, for bytes of either signedness (`SIGNED`: int8):
+/// 64 bytes a step, each input row's tail by masked loads and stores (no scalar remainder:
+/// the generic loops, compiled for SSE2, spent most of QDQ SqueezeNet's pools in their
+/// remainders), the stride-2 subsampling by narrowing 16-bit lanes to their low bytes.
+/// False (nothing written) when the padded rows and their 64 bytes of slack do not fit in
+/// `ROW`.
+///
+/// # Safety
+/// AVX-512 F, BW and VL are present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn separable_avx512<const SIGNED: bool>(
+    g: &PoolGeometry,
+    x: &[u8],
+    y: &mut [u8],
+    rows: &mut Rows<u8>,
+) -> bool {
+    use std::arch::x86_64::*;
+    let [ih, iw] = g.input.map(|v| v as usize);
+    let [oh, ow] = g.output.map(|v| v as usize);
+    let [kh, kw] = g.kernel.map(|v| v as usize);
+    let [sh, sw] = g.strides.map(|v| v as usize);
+    let [dh, dw] = g.dilations.map(|v| v as usize);
+    let [ph, pw] = g.pads_begin.map(|v| v as usize);
+    let span = (ow - 1) * sw + (kw - 1) * dw + 1;
+    let width = span.max(pw + iw);
+    let hn = (ow - 1) * sw + 1;
+    // The column pass reads vrow to width + 63 and writes hrow to hn + 63; the stride-2
+    // narrowing reads hrow to 2·ow + 62 < hn + 64.
+    if width + 64 > ROW || x.len() < ih * iw || y.len() < oh * ow {
+        return false;
+    }
+    let lowest: u8 = if SIGNED { i8::MIN as u8 } else { 0 };
+    let max = |a: __m512i, b: __m512i| {
+        if SIGNED {
+            _mm512_max_epi8(a, b)
+        } else {
+            _mm512_max_epu8(a, b)
+        }
+    };
+    let lo = _mm512_set1_epi8(lowest as i8);
+    let Rows(vrow, hrow) = rows;
+    // Outside [pw, pw + iw) the padded row holds `lowest` for the whole plane.
+    vrow[..width + 64].fill(lowest);
+    let (vp, hp) = (vrow.as_mut_ptr(), hrow.as_mut_ptr());
+    for oy in 0..oh {
+        let mut c = 0;
+        while c < iw {
+            let n = (iw - c).min(64);
+            let m: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+            let mut acc = lo;
+            for ky in 0..kh {
+                let iy = (oy * sh + ky * dh).wrapping_sub(ph);
+                if iy >= ih {
+                    continue;
+                }
+                // SAFETY: the masked bytes are row iy's columns c..c+n, inside x (checked
+                // above); masked-off bytes are not read.
+                let v = unsafe { _mm512_maskz_loadu_epi8(m, x.as_ptr().add(iy * iw + c).cast()) };
+                acc = max(acc, v);
+            }
+            // SAFETY: pw + c + n ≤ pw + iw ≤ width, inside vrow.
+            unsafe { _mm512_mask_storeu_epi8(vp.add(pw + c).cast(), m, acc) };
+            c += 64;
+        }
+        let mut i = 0;
+        while i < hn {
+            let mut acc = lo;
+            for kx in 0..kw {
+                // SAFETY: i + kx·dw + 64 ≤ hn + 63 + (kw - 1)·dw < width + 64 ≤ ROW.
+                acc = max(acc, unsafe { _mm512_loadu_si512(vp.add(i + kx * dw).cast()) });
+            }
+            // SAFETY: i + 64 < hn + 64 ≤ width + 64 ≤ ROW.
+            unsafe { _mm512_storeu_si512(hp.add(i).cast(), acc) };
+            i += 64;
+        }
+        let out = &mut y[oy * ow..(oy + 1) * ow];
+        match sw {
+            1 => out.copy_from_slice(&hrow[..ow]),
+            2 => {
+                let mut ox = 0;
+                while ox < ow {
+                    let n = (ow - ox).min(32);
+                    // SAFETY: 2·ox + 64 ≤ 2·ow + 62 < hn + 64 ≤ ROW (hn = 2·ow - 1).
+                    let v = unsafe { _mm512_loadu_si512(hp.add(2 * ox).cast()) };
+                    let m: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
+                    // SAFETY: outputs ox..ox+n of the row.
+                    unsafe {
+                        _mm256_mask_storeu_epi8(
+                            out.as_mut_ptr().add(ox).cast(),
+                            m,
+                            _mm512_cvtepi16_epi8(v),
+                        )
+                    };
+                    ox += 32;
+                }
+            }
+            _ => {
+                for (ox, o) in out.iter_mut().enumerate() {
+                    *o = hrow[ox * sw];
+                }
+            }
+        }
+    }
+    true
+}
+
 /// Max pooling of `planes` planes of bytes, int8 (`signed`) or uint8.
 ///
 /// # Safety
@@ -144,6 +251,16 @@ pub unsafe fn max_pool_i8(g: &PoolGeometry, signed: bool, x: *const u8, y: *mut 
             unsafe {
                 let xs = std::slice::from_raw_parts((xa as *const u8).add(p * isz), isz);
                 let ys = std::slice::from_raw_parts_mut((ya as *mut u8).add(p * osz), osz);
+                #[cfg(target_arch = "x86_64")]
+                if crate::isa::avx512()
+                    && if signed {
+                        separable_avx512::<true>(g, xs, ys, &mut rows_u8)
+                    } else {
+                        separable_avx512::<false>(g, xs, ys, &mut rows_u8)
+                    }
+                {
+                    continue;
+                }
                 if signed {
                     let xs = std::slice::from_raw_parts(xs.as_ptr() as *const i8, isz);
                     let ys = std::slice::from_raw_parts_mut(ys.as_mut_ptr() as *mut i8, osz);
@@ -196,6 +313,12 @@ mod tests {
             ((9, 11), [2, 2], [2, 2], [1, 1], [0, 0]),
             ((9, 11), [3, 2], [1, 3], [2, 1], [2, 1]),
             ((9, 11), [1, 1], [1, 1], [1, 1], [0, 0]),
+            // Rows of several 64-byte steps and a partial one (AVX-512): stride 2, stride 1,
+            // stride 3 with dilation, an output row of more than 32 at stride 2.
+            ((20, 150), [3, 3], [2, 2], [1, 1], [1, 1]),
+            ((7, 130), [3, 3], [1, 1], [1, 1], [1, 1]),
+            ((11, 200), [2, 3], [2, 3], [1, 2], [0, 1]),
+            ((5, 64), [3, 3], [2, 2], [1, 1], [0, 0]),
             ((3, ROW as i64 + 7), [2, 3], [1, 2], [1, 1], [1, 1]),
         ] {
             let out = |d: usize, i: i64| {
