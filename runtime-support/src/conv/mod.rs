@@ -172,11 +172,12 @@ pub unsafe fn conv_f32(
     }
 }
 
-/// Whether a grouped convolution runs its `units` (images × groups) as tasks: when there
-/// are at least two per worker and each is worth a task (ShuffleNet's 4-group pointwise
-/// layers split each group's 0.9 M multiply-adds four ways, a fork and join per group, and
-/// ran 1.45× faster on 2 threads). Paths whose workers share the call's scratch (indirect,
-/// pixel-major) keep the split inside each group.
+/// Whether a convolution runs its `units` (images × groups) as tasks, each computed
+/// sequentially: when there are at least two per worker and each is worth a task.
+/// Otherwise each unit is split over the workers in turn, a fork and join per unit
+/// (ShuffleNet's 4-group pointwise layers split each group's 0.9 M multiply-adds four ways
+/// and scaled 1.45× on 2 threads). Paths whose workers share the call's scratch (indirect,
+/// pixel-major) keep the split inside each unit.
 fn group_tasks(par: &Par, g: &ConvGeometry, units: usize) -> bool {
     let w = par.workers();
     if w == 1 || units < 2 * w || g.pixel_major() || g.run_indirect_dims().is_some() {

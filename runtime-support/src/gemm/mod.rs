@@ -217,7 +217,10 @@ impl Split {
         let first = split(tc.min(t));
         let mut best = (first.cost(m, n, k, w, packs_b), first);
         let bar = best.0 - best.0 / 8;
-        for cols in (1..tc.min(t)).rev() {
+        // Fewer columns by halves (a few shapes: this runs on every call).
+        let mut cols = tc.min(t);
+        while cols > 1 {
+            cols /= 2;
             let s = split(cols);
             let c = s.cost(m, n, k, w, packs_b);
             if c < bar && c < best.0 {
@@ -229,42 +232,41 @@ impl Split {
 
     /// The time the split takes, in multiply-adds: its blocks' multiply-adds and reads
     /// (`READ_COST` each float of A and of B, twice that for B a task packs), the tasks
-    /// claimed in order by whichever of the `w` workers is free first, as the pools do.
+    /// claimed in order by whichever of the `w` workers is free first, as the pools do; for
+    /// many workers, the bound max(largest block, total / workers).
     fn cost(&self, m: usize, n: usize, k: usize, w: usize, packs_b: bool) -> usize {
         /// Multiply-adds a core does in the time it reads one float from L2 or L3 (Zen 4:
         /// 32 a cycle against 32 bytes a cycle from L2).
         const READ_COST: usize = 4;
-        /// Workers simulated; past them, the bound max(largest block, total / workers).
-        const SIMULATED: usize = 64;
+        /// Workers simulated (their tasks at most twice as many).
+        const SIMULATED: usize = 8;
         let b_cost = if packs_b { 2 * READ_COST } else { READ_COST };
-        let task = |t: usize| {
-            let (r, c) = self.block(t, m, n);
-            (r.len().saturating_mul(c.len()))
-                .saturating_add(r.len() * READ_COST)
-                .saturating_add(c.len().saturating_mul(b_cost))
+        let block = |rows: usize, cols: usize| {
+            (rows.saturating_mul(cols))
+                .saturating_add(rows.saturating_mul(READ_COST))
+                .saturating_add(cols.saturating_mul(b_cost))
                 .saturating_mul(k)
         };
-        let tasks = self.tasks();
-        if w <= SIMULATED {
+        let w = w.max(1);
+        if w <= SIMULATED && self.tasks() <= 2 * SIMULATED {
             let mut free = [0usize; SIMULATED];
-            for t in 0..tasks {
-                let (i, _) = free[..w]
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|&(_, f)| *f)
-                    .expect("at least one worker");
-                free[i] = free[i].saturating_add(task(t));
+            for t in 0..self.tasks() {
+                let (r, c) = self.block(t, m, n);
+                let i = (0..w).min_by_key(|&i| free[i]).unwrap_or(0);
+                free[i] = free[i].saturating_add(block(r.len(), c.len()));
             }
-            free[..w].iter().copied().max().unwrap_or(0)
-        } else {
-            let (mut total, mut largest) = (0usize, 0usize);
-            for t in 0..tasks {
-                let c = task(t);
-                total = total.saturating_add(c);
-                largest = largest.max(c);
-            }
-            largest.max(total / w)
+            return free[..w].iter().copied().max().unwrap_or(0);
         }
+        // Every column block covers all m rows and every row block all n columns.
+        let largest = block(
+            (self.row_units.div_ceil(self.rows) * self.row_unit).min(m),
+            (self.col_units.div_ceil(self.cols) * self.col_unit).min(n),
+        );
+        let total = (m.saturating_mul(n))
+            .saturating_add(m.saturating_mul(self.cols).saturating_mul(READ_COST))
+            .saturating_add(n.saturating_mul(self.rows).saturating_mul(b_cost))
+            .saturating_mul(k);
+        largest.max(total / w)
     }
 
     pub fn tasks(&self) -> usize {
