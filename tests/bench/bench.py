@@ -317,10 +317,11 @@ def bench_model(name: str, path: str, light: bool, onnxc: str, seconds: float, w
             acc = times[(k, t)]
             if len(threads) > 1:
                 # On a machine with few cores the previous engine's threads may still be
-                # spinning (onnxruntime's and the runtime's pool both spin about 1 ms before
-                # they block): a pause lets them stop, and one untimed call wakes this
-                # engine's own, so each engine is timed warm and alone.
-                time.sleep(0.002)
+                # spinning (the runtime's pool about 1 ms before it blocks; onnxruntime's
+                # idle worker, with the 1 ms spin set above, measured 3.3 ms of CPU time
+                # after a run on Zen 4): a pause lets them stop, and one untimed call wakes
+                # this engine's own, so each engine is timed warm and alone.
+                time.sleep(0.005)
                 f()
             for _ in range(batch):
                 t0 = clock()
@@ -488,7 +489,7 @@ def main() -> int:
                 "`NAME_run_threaded` on the runtime's pool (`onnxc_pool_create(N)`), onnxruntime with "
                 "`intra_op_num_threads=N` and its idle threads spinning at most 1 ms "
                 f"(`session.intra_op.spin_duration_us={ORT_SPIN_US}`; its default spin held a core through onnxc's "
-                "calls); between engines a 2 ms pause and an untimed call. Speedup: the engine's time at "
+                "calls); between engines a 5 ms pause and an untimed call. Speedup: the engine's time at "
                 f"{threads[0]} thread(s) over its time at N; ratio: onnxc over onnxruntime at N threads. "
                 "Every thread count's outputs were checked bit-identical to the first's.",
                 "",
