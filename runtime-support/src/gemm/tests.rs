@@ -207,6 +207,7 @@ struct Gemv<'a> {
     k: usize,
     x: &'a [f32],
     b: &'a [f32],
+    stream: bool,
 }
 
 impl crate::simd::Walk for Gemv<'_> {
@@ -221,6 +222,7 @@ impl crate::simd::Walk for Gemv<'_> {
             xstride: 2,
             bp: self.b.as_ptr(),
             out: &mut out,
+            stream: self.stream,
         };
         // SAFETY: x holds 2k + 1 floats, b k rows of NR.
         unsafe { w.run(s) };
@@ -249,9 +251,17 @@ fn gemv_panels_on_every_implementation() {
                     }
                 }
             };
-            let w = Gemv { m, k, x: &x, b: &b };
-            // SAFETY: the walk's buffers are its own.
-            unsafe { crate::simd::for_each_isa(w, check) };
+            for stream in [false, true] {
+                let w = Gemv {
+                    m,
+                    k,
+                    x: &x,
+                    b: &b,
+                    stream,
+                };
+                // SAFETY: the walk's buffers are its own.
+                unsafe { crate::simd::for_each_isa(w, check) };
+            }
         }
     }
 }
