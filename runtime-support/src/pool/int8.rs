@@ -149,12 +149,16 @@ unsafe fn separable_avx512<const SIGNED: bool>(
     let [sh, sw] = g.strides.map(|v| v as usize);
     let [dh, dw] = g.dilations.map(|v| v as usize);
     let [ph, pw] = g.pads_begin.map(|v| v as usize);
-    let span = (ow - 1) * sw + (kw - 1) * dw + 1;
-    let width = span.max(pw + iw);
-    let hn = (ow - 1) * sw + 1;
+    if oh == 0 || ow == 0 || kw == 0 {
+        // Nothing to pool here; the generic path handles empty planes.
+        return false;
+    }
+    let hn = (ow - 1).saturating_mul(sw).saturating_add(1);
+    let span = ((kw - 1).saturating_mul(dw)).saturating_add(hn);
+    let width = span.max(pw.saturating_add(iw));
     // The column pass reads vrow to width + 63 and writes hrow to hn + 63; the stride-2
     // narrowing reads hrow to 2·ow + 62 < hn + 64.
-    if width + 64 > ROW || x.len() < ih * iw || y.len() < oh * ow {
+    if width.saturating_add(64) > ROW || x.len() < ih * iw || y.len() < oh * ow {
         return false;
     }
     let lowest: u8 = if SIGNED { i8::MIN as u8 } else { 0 };
