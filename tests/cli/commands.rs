@@ -283,14 +283,21 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
     );
     // A misspelt --dim is the command line's fault, not the run-time batch's.
     assert!(!e.contains("run-time batch"), "{e}");
-    let e = fails(
-        onnxc()
-            .arg(&p)
-            .arg("-o")
-            .arg(d.join("s.o"))
-            .args(["--dim", "batch=5", "--shape", "x=2,3"]),
+    // A --shape binds its input's dims whatever their names: one that contradicts a --dim
+    // is a warning, and the input takes the --shape.
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("s.o"))
+        .args(["--dim", "batch=5", "--shape", "x=2,3"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--shape x: dim 0 is 2, but symbol 'batch' is 5"),
+        "{}",
+        stderr(&o)
     );
-    assert!(e.contains("bound to both 5 and 2"), "{e}");
     let e = fails(
         onnxc()
             .arg(&p)
@@ -328,7 +335,48 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
         .args(["--dim", "batch=5", "--output-dir"])
         .arg(d.join("out"));
     let e = fails(&mut cmd);
-    assert!(e.contains("bound to both 5 and 4"), "{e}");
+    assert!(e.contains("has 4 in dim 0, but --dim batch=5"), "{e}");
+}
+
+/// Unnamed dims (`?` as PaddlePaddle writes them, an empty name, -1, no value) are each an
+/// unknown of their own: a --shape binds them to different values, and the error for an
+/// unbound one names its input and axis.
+#[test]
+fn unnamed_dims_are_unknowns_of_their_own() {
+    use onnxc_proto::tensor_shape_proto::{Dimension, dimension::Value};
+    let d = scratch("unnamed_dims");
+    let mut m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![value_info("x", 1, &[D::N(1), D::N(3), D::S("?"), D::S("?")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(3), D::S("?"), D::S("?")])],
+        vec![],
+        13,
+    );
+    // The batch as -1, as PaddlePaddle declares it.
+    let x = &mut m.graph.as_mut().unwrap().input[0];
+    if let Some(onnxc_proto::type_proto::Value::TensorType(t)) =
+        x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape.as_mut().unwrap().dim[0] = Dimension {
+            value: Some(Value::DimValue(-1)),
+            ..Default::default()
+        };
+    }
+    let p = d.join("paddle.onnx");
+    save(&m, &p);
+    let e = fails(onnxc().arg(&p).arg("-o").arg(d.join("p.o")));
+    assert!(e.contains("symbolic dim 'x:2' (dim 2 of input 'x')"), "{e}");
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("p.o"))
+        .args(["--shape", "x=1,3,48,192"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("p.h")).unwrap();
+    assert!(h.contains("float32 [1, 3, 48, 192]"), "{h}");
 }
 
 /// A graph output declared with another shape than its operators compute compiles (as

@@ -156,6 +156,70 @@ fn rotary_positions_outside_the_cache_fail_the_run() {
     assert!(e.contains("index"), "{e}");
 }
 
+/// An If on a run-time condition whose else_branch has no valid shapes at the compiled
+/// input shape (a Reshape of 4 elements to 3, as a branch written for another input length
+/// has) compiles to its then_branch with a warning; a run whose condition selects the
+/// else_branch fails with ONNXC_ERR_SHAPE, as onnxruntime's run of it fails.
+#[test]
+fn an_if_branch_invalid_at_the_input_shape_fails_the_run_that_takes_it() {
+    use onnxc_tests::model::{graph, with_graph};
+    let d = scratch("ifshape");
+    let then_g = graph(
+        vec![node("Neg", "neg", &["x"], &["t"])],
+        vec![],
+        vec![value_info("t", 1, &[D::N(4)])],
+    );
+    let else_g = graph(
+        vec![node("Reshape", "reshape3", &["x", "three"], &["e"])],
+        vec![],
+        vec![value_info("e", 1, &[D::N(4)])],
+    );
+    let iff = with_graph(
+        with_graph(
+            node("If", "switch", &["pos"], &["y"]),
+            "then_branch",
+            then_g,
+        ),
+        "else_branch",
+        else_g,
+    );
+    let mut rs = node("ReduceSum", "sum", &["x"], &["s"]);
+    rs = onnxc_tests::model::with_int(rs, "keepdims", 0);
+    let m = model(
+        vec![rs, node("Greater", "gt", &["s", "zero"], &["pos"]), iff],
+        vec![value_info("x", 1, &[D::N(4)])],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![
+            f32_tensor("zero", &[], &[0.0]),
+            int_tensor("three", 7, &[1], &[3]),
+        ],
+        13,
+    );
+    let p = d.join("ifshape.onnx");
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    let w = super::stderr(&o);
+    assert!(
+        w.contains("node 'switch' (If, opset 13): the else_branch cannot be computed")
+            && w.contains("'reshape3' (Reshape")
+            && w.contains("ONNXC_ERR_SHAPE"),
+        "{w}"
+    );
+    let xin = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[4], &[1.0, 2.0, -0.5, 0.25]), &xin);
+    let out = run_model(&[p.as_os_str(), xin.as_os_str()], &d.join("ok"));
+    assert_eq!(out[0].to_f64s(), [-1.0, -2.0, 0.5, -0.25]);
+    save_tensor(&f32_tensor("x", &[4], &[-1.0, 2.0, -3.0, 0.25]), &xin);
+    let e = run_fails(&p, &[&xin], &d.join("bad"));
+    assert!(e.contains("error 3"), "{e}");
+}
+
 /// RoiAlign reads the image each region's batch index names: an index outside the batch
 /// fails the run with ONNXC_ERR_INDEX instead of reading past the input, and NaN or huge
 /// region corners finish (no out-of-bounds read, no endless sampling grid).

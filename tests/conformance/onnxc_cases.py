@@ -612,6 +612,91 @@ def if_runtime():
     return g.model([("x", [1, 8, 6, 6])], outs, opset=13)
 
 
+def if_branch_shapes():
+    """The structure of a voice-activity detector exported from PyTorch (Silero VAD): an If
+    on a run-time condition (the sample rate there) whose branches each run a strided conv
+    encoder and an LSTM decoder, with nested Ifs on shape checks (squeeze the time axis when
+    it is 1, unsqueeze a 2-D input). At the compiled input length only one branch has valid
+    shapes: the other reaches its LSTM with a 5-D input. onnxc leaves that branch out (the
+    run fails with ONNXC_ERR_SHAPE where the condition selects it); the first If takes its
+    then_branch, the second, on the negated condition, its else_branch."""
+    g = G(79)
+    hidden, ch = 8, 16
+    # The condition the inputs decide at run time: onnxruntime takes the valid branch.
+    peak = g.op("ReduceMax", [g.op("Abs", ["x"])], keepdims=0)
+    live = g.op("Greater", [peak, g.const(np.float32(0))])
+    dead = g.op("Not", [live])
+    h0 = g.op("Gather", ["state", g.const(0, np.int64)], axis=0)  # [1, 8]
+    c0 = g.op("Gather", ["state", g.const(1, np.int64)], axis=0)
+    h0 = g.op("Unsqueeze", [h0, g.const([0], np.int64)])  # [1, 1, 8]
+    c0 = g.op("Unsqueeze", [c0, g.const([0], np.int64)])
+
+    def branch(tag, stride):
+        """Encoder convs of strides `stride` and 8 over the 512 samples, the shape checks,
+        and the LSTM decoder; valid only where the encoder ends with one time step."""
+        nodes, inits = [], []
+
+        def const(name, a):
+            inits.append(numpy_helper.from_array(a, f"{name}_{tag}"))
+            return f"{name}_{tag}"
+
+        w1 = const("w1", (g.rng.standard_normal((ch, 1, stride)) * 0.2).astype(np.float32))
+        w2 = const("w2", (g.rng.standard_normal((ch, ch, 8)) * 0.2).astype(np.float32))
+        wi = const("wi", (g.rng.standard_normal((1, 4 * hidden, ch)) * 0.3).astype(np.float32))
+        wr = const("wr", (g.rng.standard_normal((1, 4 * hidden, hidden)) * 0.3).astype(np.float32))
+        axis0 = const("axis0", np.array([0], np.int64))
+        zero = const("zero", np.array([0], np.int64))
+        two1 = const("two1", np.array([2], np.int64))
+        last = const("last", np.array(-1, np.int64))
+        one = const("one", np.array(1, np.int64))
+        two = const("two", np.array(2, np.int64))
+        nodes += [
+            helper.make_node("Unsqueeze", ["x", axis0], [f"x3_{tag}"]),  # [1, 1, 512]
+            helper.make_node("Conv", [f"x3_{tag}", w1], [f"e1_{tag}"], kernel_shape=[stride], strides=[stride]),
+            helper.make_node("Relu", [f"e1_{tag}"], [f"r1_{tag}"]),
+            helper.make_node("Conv", [f"r1_{tag}", w2], [f"e2_{tag}"], kernel_shape=[8], strides=[8]),
+            helper.make_node("Relu", [f"e2_{tag}"], [f"r2_{tag}"]),  # [1, 16, 512 / stride / 8]
+            # Drop the time axis when it is 1 (an If on a shape check).
+            helper.make_node("Shape", [f"r2_{tag}"], [f"s_{tag}"]),
+            helper.make_node("Gather", [f"s_{tag}", last], [f"t_{tag}"], axis=0),
+            helper.make_node("Equal", [f"t_{tag}", one], [f"t1_{tag}"]),
+            helper.make_node("If", [f"t1_{tag}"], [f"sq_{tag}"],
+                             then_branch=helper.make_graph(
+                                 [helper.make_node("Slice", [f"s_{tag}", zero, two1], [f"s01_{tag}"]),
+                                  helper.make_node("Reshape", [f"r2_{tag}", f"s01_{tag}"], [f"sqt_{tag}"])],
+                                 f"sq_then_{tag}", [], [_vi(f"sqt_{tag}")]),
+                             else_branch=helper.make_graph(
+                                 [helper.make_node("Identity", [f"r2_{tag}"], [f"sqe_{tag}"])],
+                                 f"sq_else_{tag}", [], [_vi(f"sqe_{tag}")])),
+            # Unsqueeze a 2-D result (another If on a shape check), then add the sequence axis.
+            helper.make_node("Shape", [f"sq_{tag}"], [f"s2_{tag}"]),
+            helper.make_node("Size", [f"s2_{tag}"], [f"rank_{tag}"]),
+            helper.make_node("Equal", [f"rank_{tag}", two], [f"is2_{tag}"]),
+            helper.make_node("Not", [f"is2_{tag}"], [f"not2_{tag}"]),
+            helper.make_node("If", [f"not2_{tag}"], [f"u_{tag}"],
+                             then_branch=helper.make_graph(
+                                 [helper.make_node("Unsqueeze", [f"sq_{tag}", axis0], [f"ut_{tag}"])],
+                                 f"u_then_{tag}", [], [_vi(f"ut_{tag}")]),
+                             else_branch=helper.make_graph(
+                                 [helper.make_node("Identity", [f"sq_{tag}"], [f"ue_{tag}"])],
+                                 f"u_else_{tag}", [], [_vi(f"ue_{tag}")])),
+            helper.make_node("Unsqueeze", [f"u_{tag}", axis0], [f"seq_{tag}"]),  # [1, 1, 16] when valid
+            helper.make_node("LSTM", [f"seq_{tag}", wi, wr, "", "", h0, c0],
+                             ["", f"yh_{tag}", f"yc_{tag}"], hidden_size=hidden),
+            helper.make_node("Squeeze", [f"yh_{tag}", axis0], [f"h_{tag}"]),  # [1, 8]
+            helper.make_node("Squeeze", [f"yc_{tag}", axis0], [f"c_{tag}"]),
+            helper.make_node("Concat", [f"h_{tag}", f"c_{tag}"], [f"out_{tag}"], axis=0),  # [2, 8]
+        ]
+        return helper.make_graph(nodes, f"branch_{tag}", [], [_vi(f"out_{tag}", shape=[2, hidden])], inits)
+
+    # 512 samples: stride 64 ends with one time step (valid), stride 32 with two (invalid).
+    g.nodes.append(helper.make_node("If", [live], ["y_live"], name="if_live",
+                                    then_branch=branch("a", 64), else_branch=branch("b", 32)))
+    g.nodes.append(helper.make_node("If", [dead], ["y_dead"], name="if_dead",
+                                    then_branch=branch("c", 32), else_branch=branch("d", 64)))
+    return g.model([("x", [1, 512]), ("state", [2, 1, hidden])], ["y_live", "y_dead"], opset=16)
+
+
 def topk_heads():
     """TopK (opset 11) as models use it: the best 5 of a softmax over 1000 classes, the
     smallest 3 along axis 0 of a 3-D tensor (strided lines), k equal to the axis length,
@@ -1255,6 +1340,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
+         if_branch_shapes,
          data_dependent_rows, loop_scan_until,
          topk_heads, topk_opset1, grid_samples, deform_convs, recurrent_state_ops, roi_aligns,
          loops_run_time_condition, spatial_transformer, rotary_attention,

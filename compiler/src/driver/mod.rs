@@ -606,6 +606,19 @@ fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Resu
                         .all(|(x, &v)| x.parse::<i64>().map_or(true, |x| x == v))
             });
             if fits {
+                // The file's dims are the data's: a --dim that names one of them otherwise
+                // is an error (a --shape would only warn).
+                for (k, (x, &v)) in d.dims.iter().flatten().zip(&t.shape).enumerate() {
+                    if let Some(&(_, b)) = opts.dims.iter().find(|(s, _)| s == x)
+                        && b != v
+                    {
+                        return Err(Error::Usage(format!(
+                            "input '{}' ({}) has {v} in dim {k}, but --dim {x}={b}",
+                            d.name,
+                            path.display()
+                        )));
+                    }
+                }
                 opts.shapes.push((d.name.clone(), t.shape.clone()));
             }
         }

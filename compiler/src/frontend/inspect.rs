@@ -146,7 +146,7 @@ fn declared(vi: &onnxc_proto::ValueInfoProto, symbols: &mut Vec<String>) -> Decl
             .iter()
             .map(|d| match &d.value {
                 Some(Value::DimValue(v)) if *v >= 0 => v.to_string(),
-                Some(Value::DimParam(p)) if !p.is_empty() => {
+                Some(Value::DimParam(p)) if super::is_named_dim(p) => {
                     if !symbols.contains(p) {
                         symbols.push(p.clone());
                     }

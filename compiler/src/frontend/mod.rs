@@ -260,7 +260,7 @@ pub fn unbound_dims(
                     continue;
                 }
                 Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
-                    if !p.is_empty() =>
+                    if is_named_dim(p) =>
                 {
                     p.clone()
                 }
@@ -290,6 +290,13 @@ pub fn unbound_dims(
             axis: u.axis,
         })
         .collect()
+}
+
+/// Whether a `dim_param` names a symbol. An empty name or `?` (as PaddlePaddle writes an
+/// unknown dim) is an unknown of its own, like a dim with no value: two of them need not
+/// agree.
+pub(crate) fn is_named_dim(p: &str) -> bool {
+    !p.is_empty() && p != "?"
 }
 
 /// The key and value types of a graph input of type map(K, V), None for other types.
@@ -383,7 +390,7 @@ fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
                     Dim::Known(*v)
                 }
                 Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
-                    if !p.is_empty() =>
+                    if is_named_dim(p) =>
                 {
                     Dim::sym(p.clone())
                 }
@@ -589,14 +596,21 @@ impl Importer<'_> {
                         Dim::Sym(_) => {
                             let mut syms = Vec::new();
                             d.symbols(&mut syms);
+                            // The --shape binds this input's dim whatever its name; other
+                            // inputs that use the name keep the value bound first.
                             if let [s] = syms.as_slice() {
-                                if let Some(prev) = binding.insert(s.clone(), v)
-                                    && prev != v
-                                {
-                                    return Err(Error::Usage(format!(
-                                        "--shape: symbol '{s}' bound to both {prev} and {v} \
-                                         (by --dim or another --shape)"
-                                    )));
+                                match binding.get(s) {
+                                    Some(&prev) if prev != v => {
+                                        self.g.warnings.push(format!(
+                                            "--shape {name}: dim {k} is {v}, but symbol '{s}' \
+                                             is {prev} (by --dim or another --shape); '{name}' \
+                                             takes {v}, other inputs that use '{s}' take {prev}"
+                                        ));
+                                    }
+                                    Some(_) => {}
+                                    None => {
+                                        binding.insert(s.clone(), v);
+                                    }
                                 }
                             }
                         }

@@ -360,7 +360,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "If",
-        "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, a branch's run-time checks failing the run only where it is taken (not for checked indices inside reductions or scatters); one type and shape per output; no sequence values",
+        "inlined when the condition is a constant (an initializer, or computable from shapes); on a run-time condition both branches are computed and the outputs selected, a branch's run-time checks failing the run only where it is taken (not for checked indices inside reductions or scatters); a branch that cannot be built at the compiled shapes is left out (a warning; the run returns ONNXC_ERR_SHAPE where the condition selects it); one type and shape per output; no sequence values",
     ),
     (
         "DFT",

@@ -133,7 +133,9 @@ impl Importer<'_> {
     /// are guarded by the condition (`guard_failures`: an untaken branch never fails the run)
     /// and both branches must give each output one type and shape; a checked index inside a
     /// reduction or scatter, which is not guarded, is reported as unsupported. The untaken
-    /// branch's time is the price.
+    /// branch's time is the price. A branch whose import fails with a model error (shapes
+    /// valid only for inputs that take the other branch) is left out: the run fails with
+    /// `ONNXC_ERR_SHAPE` where the condition selects it.
     pub(in crate::frontend) fn if_convert(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
         let cond = self.operand(n, origin, 0)?.ok_or_else(|| {
             Error::Model(format!("{origin}: the condition (input 0) is required"))
@@ -174,13 +176,29 @@ impl Importer<'_> {
             self.helper_ctx(n, origin)
                 .map(DType::Bool, vec![], vec![cond], body)?
         };
+        // A branch that cannot be built at these shapes (its shapes hold only for inputs
+        // that take the other branch, as in models that switch on a sample rate) is left
+        // out: the If is the other branch, and the run fails with ONNXC_ERR_SHAPE where the
+        // condition selects the branch left out, as the model's own run fails there.
         let mut outs_of = Vec::with_capacity(2);
+        let mut invalid: Vec<(&str, String)> = Vec::new();
         for (g, attr, guard) in [
             (then_g, "then_branch", cond),
             (else_g, "else_branch", not_cond),
         ] {
             let before = self.snapshot();
-            outs_of.push(self.inline_body(g, &[], origin, attr)?);
+            let (unsupported, warnings) = (self.unsupported.len(), self.g.warnings.len());
+            match self.inline_body(g, &[], origin, attr) {
+                Ok(outs) => outs_of.push(Some(outs)),
+                Err(Error::Model(msg)) if self.unsupported.len() == unsupported => {
+                    self.discard_checks_since(&before);
+                    self.g.warnings.truncate(warnings);
+                    invalid.push((attr, msg));
+                    outs_of.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             if let Some(what) = self.guard_failures(n, origin, &before, guard)? {
                 return Err(self.unsupported_node(
                     n,
@@ -196,6 +214,29 @@ impl Importer<'_> {
         }
         let else_outs = outs_of.pop().expect("else");
         let then_outs = outs_of.pop().expect("then");
+        let (then_outs, else_outs) = match (then_outs, else_outs) {
+            (Some(t), Some(e)) => (t, e),
+            (Some(outs), None) | (None, Some(outs)) => {
+                let (attr, msg) = invalid.pop().expect("the branch left out");
+                let selects_valid = if attr == "else_branch" {
+                    cond
+                } else {
+                    not_cond
+                };
+                self.helper_ctx(n, origin)
+                    .assert(selects_valid, onnxc_runtime::abi::ONNXC_ERR_SHAPE)?;
+                self.g.warnings.push(format!(
+                    "{origin}: the {attr} cannot be computed at these input shapes ({msg}); \
+                     it is left out, and the run returns ONNXC_ERR_SHAPE where the condition \
+                     selects it"
+                ));
+                return self.bind_outputs(n, origin, &outs);
+            }
+            (None, None) => {
+                let (_, msg) = invalid.swap_remove(0);
+                return Err(Error::Model(msg));
+            }
+        };
         let mut outs = Vec::with_capacity(then_outs.len());
         for (k, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
             let (ta, tb) = (self.g.value_type(a).clone(), self.g.value_type(b).clone());
@@ -218,5 +259,15 @@ impl Importer<'_> {
             outs.push(select_on(&mut ctx, cond, a, b)?);
         }
         self.bind_outputs(n, origin, &outs)
+    }
+
+    /// Drops the run-time checks and data-dependent marks of the nodes added since `before`
+    /// (a branch whose import failed): its nodes stay unread until dead-code elimination.
+    fn discard_checks_since(&mut self, before: &Snapshot) {
+        let new: std::collections::HashSet<_> =
+            self.g.added_since(before.mark).into_iter().collect();
+        self.g.asserts.retain(|a| !new.contains(a));
+        self.g.data_dims.retain(|v, _| !new.contains(&v.node));
+        self.data_dependent.retain(|v| !new.contains(&v.node));
     }
 }
