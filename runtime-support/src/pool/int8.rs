@@ -199,7 +199,9 @@ unsafe fn separable_avx512<const SIGNED: bool>(
             let mut acc = lo;
             for kx in 0..kw {
                 // SAFETY: i + kx·dw + 64 ≤ hn + 63 + (kw - 1)·dw < width + 64 ≤ ROW.
-                acc = max(acc, unsafe { _mm512_loadu_si512(vp.add(i + kx * dw).cast()) });
+                acc = max(acc, unsafe {
+                    _mm512_loadu_si512(vp.add(i + kx * dw).cast())
+                });
             }
             // SAFETY: i + 64 < hn + 64 ≤ width + 64 ≤ ROW.
             unsafe { _mm512_storeu_si512(hp.add(i).cast(), acc) };
