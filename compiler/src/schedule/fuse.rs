@@ -35,7 +35,7 @@ impl Default for FuseOptions {
 
 /// Whether a map body is cheap enough to recompute in several places.
 fn cheap(body: &E) -> bool {
-    if expr::dag_size(body) > 24 {
+    if expr::dag_size(body) > MAX_RECOMPUTED_NODES {
         return false;
     }
     let mut ok = true;
@@ -75,6 +75,10 @@ fn feeds_expensive(g: &Graph, id: NodeId, depth: usize) -> bool {
         users == [id] && (!cheap(&pm.body) || feeds_expensive(g, p, depth - 1))
     })
 }
+
+/// Largest expression (in nodes, its inlined producers included) that a map inlined into
+/// several consumers may carry: each of them computes it again (`cheap`'s own bound).
+const MAX_RECOMPUTED_NODES: usize = 24;
 
 /// Largest expression (in nodes) a fused map or reduction is allowed to grow to by inlining.
 /// Real chains stay far below it (a GELU or a LayerNorm is a few dozen); a chain of thousands
@@ -133,6 +137,16 @@ fn bound_fused_size(g: &Graph, order: &[NodeId], inline: &mut HashSet<NodeId>) {
             }
             inline.remove(&p);
             total -= n;
+        }
+        // A map recomputed by several consumers must stay cheap with its own inlined
+        // producers: a chain of such maps (residual sums kept in float32 between quantized
+        // convolutions) would otherwise recompute the whole chain in every consumer.
+        if total > MAX_RECOMPUTED_NODES && inline.contains(&id) && {
+            let mut users: Vec<NodeId> = g.users(id).iter().map(|u| u.0).collect();
+            users.dedup();
+            users.len() > 1
+        } {
+            inline.remove(&id);
         }
         est.insert(id, total);
     }
