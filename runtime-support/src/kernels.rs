@@ -158,6 +158,13 @@ kernels! {
         scales: Floats = *const f32, za: Int = i64, zb: Int = i64, zy: Int = i64,
         flags: Int = i64, threads: Threads = *const crate::par::Threads,
     );
+    /// Exact float32 accumulators requantized to 8 bits (`requantize`): QLinearConv and
+    /// QLinearMatMul computed through the float32 kernels.
+    REQUANTIZE_F32_8 = onnxc_requantize_f32_8 in requantize(
+        x: In = *const f32, factors: Floats = *const f32, n_factors: Int = i64,
+        outer: Int = i64, channels: Int = i64, inner: Int = i64, zp: Int = i64,
+        flags: Int = i64, y: Out = *mut u8, threads: Threads = *const crate::par::Threads,
+    );
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,

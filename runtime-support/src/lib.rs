@@ -260,6 +260,7 @@ pub mod par;
 pub mod params;
 pub mod pool;
 pub mod qadd;
+pub mod requantize;
 pub mod qconv;
 pub mod regex;
 pub mod resize;

@@ -107,6 +107,14 @@ fn requantize(
     let odt = zp.map(|z| ctx.dtype(z)).unwrap_or(fallback);
     let mut inputs = vec![acc];
     let mut factors = Vec::new();
+    // The axis each scale runs along (a per-vector scale's `along` is a loop variable).
+    let axes: Vec<Option<usize>> = scales
+        .iter()
+        .map(|(_, along, _)| match along.as_ref().map(|(e, _)| &e.kind) {
+            Some(expr::ExprKind::Var(v)) => Some(*v as usize),
+            _ => None,
+        })
+        .collect();
     for (k, (s, along, what)) in scales.into_iter().enumerate() {
         factors.push(scale_expr(ctx, s, k as u32 + 1, along, what)?);
         inputs.push(s);
@@ -122,6 +130,9 @@ fn requantize(
         inputs[1..4].iter().map(|&s| ctx.konst(s)).collect();
     let exact_f32 = adt == DType::F32 && factors_in_range(&scale_values);
     if exact_f32 {
+        if let Some(y) = requantize_kernel(ctx, acc, &scale_values, &axes, zp, odt)? {
+            return Ok(y);
+        }
         return requantize_f32(
             ctx,
             inputs,
@@ -150,6 +161,76 @@ fn requantize(
     );
     let shape = ctx.shape(acc);
     ctx.map(odt, shape, inputs, expr::cast(v, odt))
+}
+
+/// `requantize` of an exact float32 accumulator through the runtime's kernel
+/// (`kernels::Requantize`), when the three scales are float32 constants (scalars, or vectors
+/// along one axis of the accumulator: `axes`) and the zero point a constant 8-bit scalar:
+/// the factor `a · b / c` of each channel computed now in float32, as the map would.
+/// None where that does not apply (then the map is built).
+fn requantize_kernel(
+    ctx: &mut Ctx,
+    acc: ValueId,
+    scales: &[Option<crate::ir::Tensor>],
+    axes: &[Option<usize>],
+    zp: Option<ValueId>,
+    odt: DType,
+) -> Result<Option<ValueId>> {
+    if !matches!(odt, DType::U8 | DType::I8) {
+        return Ok(None);
+    }
+    let mut vals = Vec::with_capacity(3);
+    for s in scales {
+        match s {
+            Some(t) if t.dtype == DType::F32 => {
+                vals.push(t.to_f64s().into_iter().map(|v| v as f32).collect::<Vec<f32>>())
+            }
+            _ => return Ok(None),
+        }
+    }
+    let n = vals.iter().map(Vec::len).max().unwrap_or(1);
+    let mut axis = None;
+    for (v, a) in vals.iter().zip(axes) {
+        if v.len() != 1 {
+            match (a, axis) {
+                (Some(a), None) => axis = Some(*a),
+                (Some(a), Some(b)) if *a == b => {}
+                _ => return Ok(None),
+            }
+            if v.len() != n {
+                return Ok(None);
+            }
+        }
+    }
+    let shape = ctx.known_shape(acc)?;
+    let axis = axis.unwrap_or(0);
+    if n != 1 && shape.get(axis) != Some(&(n as i64)) {
+        return Ok(None);
+    }
+    let at = |v: &Vec<f32>, k: usize| if v.len() == 1 { v[0] } else { v[k] };
+    let factors: Vec<f32> = (0..n)
+        .map(|k| at(&vals[0], k) * at(&vals[1], k) / at(&vals[2], k))
+        .collect();
+    let zp = match zp {
+        None => 0,
+        Some(z) => match ctx.konst(z) {
+            Some(t) if t.len() == 1 => t.to_f64s()[0] as i64,
+            _ => return Ok(None),
+        },
+    };
+    let op = crate::kernels::Requantize {
+        factors,
+        axis,
+        zp,
+        signed: odt == DType::I8,
+    };
+    let dims = ctx.shape(acc);
+    ctx.add(
+        crate::ir::graph::Op::kernel(op),
+        vec![acc],
+        crate::ir::TypeInfo::new(odt, dims),
+    )
+    .map(Some)
 }
 
 /// The output zero point `z` (of type `odt`) as a load of the map's next operand, which it

@@ -1,0 +1,248 @@
+//! Requantization of exact accumulators to 8 bits: the QLinearConv and QLinearMatMul
+//! results onnxc computes through the float32 convolution and GEMM kernels
+//! (`frontend::ops::qlinear`, whose accumulators are integers below 2^24). Per element,
+//!
+//! `y = max(min(round_half_even(acc · f) + zp, hi), lo)`,
+//!
+//! with `f` the float32 factor `x_scale · w_scale / y_scale` of the element's channel (or
+//! one for the tensor) and the product exact: 24 by 24 significant bits fit float64's 53,
+//! so the rounding is the real product's, as the reference evaluator computes it in
+//! float64. The walk is scalar float64 code over contiguous runs that share a factor,
+//! compiled once per instruction set by `simd::dispatch` (the compiler vectorizes it to the
+//! CPU's widest float64 vectors); runs are split over the run's threads.
+
+use crate::par::{Par, Threads};
+use crate::simd::{self, Simd, Walk};
+
+/// Flag bit of the C entry point's `flags`: int8 results (else uint8).
+pub const SIGNED: i64 = 1;
+
+/// The layout `[outer, channels, inner]` of the accumulators and results; `factors` holds
+/// one factor per channel, or one for every element.
+#[derive(Copy, Clone, Debug)]
+pub struct Layout {
+    pub outer: usize,
+    pub channels: usize,
+    pub inner: usize,
+}
+
+/// One run of `n` elements sharing the factor `f`.
+#[derive(Copy, Clone)]
+struct Run {
+    x: *const f32,
+    y: *mut u8,
+    n: usize,
+    f: f64,
+    zp: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Walk for Run {
+    type Out = ();
+
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, _: S) {
+        // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts(self.x, self.n),
+                std::slice::from_raw_parts_mut(self.y, self.n),
+            )
+        };
+        let (f, zp, lo, hi) = (self.f, self.zp, self.lo, self.hi);
+        for (o, &a) in y.iter_mut().zip(x) {
+            let v = ((a as f64 * f).round_ties_even() + zp).min(hi).max(lo);
+            // An integral value in the type's range: adding 1.5·2^52 puts it in the low
+            // bits of the mantissa, whose low byte is the value's two's-complement byte
+            // (bit operations, which vectorize; `as` saturates and does not).
+            *o = (v + 6_755_399_441_055_744.0).to_bits() as u8;
+        }
+    }
+}
+
+/// Requantizes `l.outer · l.channels · l.inner` accumulators.
+///
+/// # Safety
+/// `x` holds that many floats, `y` that many bytes; `factors` one float per channel, or one
+/// when `per_tensor`; `par` as `Par::for_ranges`.
+#[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
+pub unsafe fn requantize(
+    x: *const f32,
+    factors: *const f32,
+    per_tensor: bool,
+    l: Layout,
+    zp: i64,
+    signed: bool,
+    y: *mut u8,
+    par: Par,
+) {
+    let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+    let (xa, ya, fa) = (x as usize, y as usize, factors as usize);
+    let zp = zp as f64;
+    let run = |start: usize, n: usize, f: f32| Run {
+        x: (xa as *const f32).wrapping_add(start),
+        y: (ya as *mut u8).wrapping_add(start),
+        n,
+        f: f as f64,
+        zp,
+        lo,
+        hi,
+    };
+    if per_tensor {
+        // SAFETY: one factor (caller).
+        let f = unsafe { *(fa as *const f32) };
+        let job = |r: std::ops::Range<usize>, _worker: usize| {
+            // SAFETY: the range's elements lie in x and y (caller).
+            unsafe { simd::dispatch(run(r.start, r.len(), f)) }
+        };
+        // SAFETY: each range of elements is written by one task.
+        unsafe { par.for_ranges(l.outer * l.channels * l.inner, 4, &job) };
+    } else {
+        let job = |r: std::ops::Range<usize>, _worker: usize| {
+            for k in r {
+                // SAFETY: channel k % channels has a factor; its run lies in x and y.
+                unsafe {
+                    let f = *(fa as *const f32).add(k % l.channels);
+                    simd::dispatch(run(k * l.inner, l.inner, f));
+                }
+            }
+        };
+        // SAFETY: each run is written by one task.
+        unsafe { par.for_ranges(l.outer * l.channels, 4 * l.inner.max(1), &job) };
+    }
+}
+
+/// C entry point: `y = requantize(x)` over `[outer, channels, inner]` accumulators, with
+/// `factors` per channel (`n_factors` = `channels`) or per tensor (`n_factors` = 1), the
+/// result's zero point `zp` and `flags` `SIGNED` (int8 results, else uint8).
+///
+/// # Safety
+/// `x` holds `outer · channels · inner` floats, `y` as many bytes, `factors` `n_factors`
+/// floats; `threads` as `Par::from_raw`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
+pub unsafe extern "C" fn onnxc_requantize_f32_8(
+    x: *const f32,
+    factors: *const f32,
+    n_factors: i64,
+    outer: i64,
+    channels: i64,
+    inner: i64,
+    zp: i64,
+    flags: i64,
+    y: *mut u8,
+    threads: *const Threads,
+) {
+    let l = Layout {
+        outer: outer.max(0) as usize,
+        channels: channels.max(0) as usize,
+        inner: inner.max(0) as usize,
+    };
+    // SAFETY: caller contract.
+    unsafe {
+        requantize(
+            x,
+            factors,
+            n_factors == 1,
+            l,
+            zp,
+            flags & SIGNED != 0,
+            y,
+            Par::from_raw(threads),
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::par::test_threads;
+
+    /// The reference's arithmetic: the product in float64, rounded half to even.
+    fn reference(a: f32, f: f32, zp: i64, signed: bool) -> u8 {
+        let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+        let q = ((a as f64 * f as f64).round_ties_even() + zp as f64).clamp(lo, hi);
+        if signed { q as i8 as u8 } else { q as u8 }
+    }
+
+    /// Accumulators at ties, near ties, at the float32-exact bound and past the range, per
+    /// tensor and per channel, on every instruction set and pool size.
+    #[test]
+    fn matches_the_float64_product() {
+        let (outer, channels, inner) = (3usize, 5usize, 37usize);
+        let n = outer * channels * inner;
+        let mut x = Vec::with_capacity(n);
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..n {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let v = match i % 5 {
+                0 => (s % 2001) as f32 - 1000.0,
+                1 => ((s % (1 << 24)) as f32) - 8_388_608.0,
+                2 => 16_777_215.0 * if s & 1 == 0 { 1.0 } else { -1.0 },
+                _ => ((s % 40_001) as f32) - 20_000.0,
+            };
+            x.push(v);
+        }
+        // Factors that make ties: 0.5 (k + ½ for odd accumulators), 0.25, and factors
+        // whose float32 product with some accumulator rounds to a tie the exact product
+        // is not.
+        let factors = [0.5f32, 0.25, 1.0 / 3.0, 0.007_812_5 * 1.000_000_1, 3.0e-5];
+        for (signed, zp) in [(false, 128), (false, 3), (true, -7)] {
+            // Every instruction set's walk (and the portable one at 4, 8 and 16 lanes), one
+            // factor at a time over the whole buffer.
+            for &f in &factors {
+                let want: Vec<u8> = x.iter().map(|&a| reference(a, f, zp, signed)).collect();
+                let mut y = vec![0xa5u8; n];
+                let yp = y.as_mut_ptr();
+                let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+                let w = Run {
+                    x: x.as_ptr(),
+                    y: yp,
+                    n,
+                    f: f as f64,
+                    zp: zp as f64,
+                    lo,
+                    hi,
+                };
+                // SAFETY: x holds n floats and y n bytes; each check reads y after its walk.
+                unsafe {
+                    simd::for_each_isa(w, |isa, ()| {
+                        let got = std::slice::from_raw_parts_mut(yp, n);
+                        assert!(got == &want[..], "{isa}: factor {f}, signed {signed}");
+                        got.fill(0xa5);
+                    })
+                };
+            }
+            // Per tensor and per channel, split over every test pool.
+            for per_tensor in [true, false] {
+                let want: Vec<u8> = (0..n)
+                    .map(|i| {
+                        let f = if per_tensor { factors[0] } else { factors[(i / inner) % channels] };
+                        reference(x[i], f, zp, signed)
+                    })
+                    .collect();
+                for (workers, threads) in test_threads() {
+                    let mut y = vec![0xa5u8; n];
+                    // SAFETY: x holds n floats, y n bytes, factors one per channel; the pool
+                    // is a test pool.
+                    unsafe {
+                        requantize(
+                            x.as_ptr(),
+                            factors.as_ptr(),
+                            per_tensor,
+                            Layout { outer, channels, inner },
+                            zp,
+                            signed,
+                            y.as_mut_ptr(),
+                            Par::from_raw(threads),
+                        )
+                    };
+                    assert_eq!(y, want, "{workers} workers, per tensor {per_tensor}");
+                }
+            }
+        }
+    }
+}
