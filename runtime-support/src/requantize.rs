@@ -77,7 +77,11 @@ pub unsafe fn requantize(
     y: *mut u8,
     par: Par,
 ) {
-    let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+    let (lo, hi) = if signed {
+        (-128.0, 127.0)
+    } else {
+        (0.0, 255.0)
+    };
     let (xa, ya, fa) = (x as usize, y as usize, factors as usize);
     let zp = zp as f64;
     let run = |start: usize, n: usize, f: f32| Run {
@@ -161,7 +165,11 @@ mod tests {
 
     /// The reference's arithmetic: the product in float64, rounded half to even.
     fn reference(a: f32, f: f32, zp: i64, signed: bool) -> u8 {
-        let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+        let (lo, hi) = if signed {
+            (-128.0, 127.0)
+        } else {
+            (0.0, 255.0)
+        };
         let q = ((a as f64 * f as f64).round_ties_even() + zp as f64).clamp(lo, hi);
         if signed { q as i8 as u8 } else { q as u8 }
     }
@@ -197,7 +205,11 @@ mod tests {
                 let want: Vec<u8> = x.iter().map(|&a| reference(a, f, zp, signed)).collect();
                 let mut y = vec![0xa5u8; n];
                 let yp = y.as_mut_ptr();
-                let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+                let (lo, hi) = if signed {
+                    (-128.0, 127.0)
+                } else {
+                    (0.0, 255.0)
+                };
                 let w = Run {
                     x: x.as_ptr(),
                     y: yp,
@@ -220,7 +232,11 @@ mod tests {
             for per_tensor in [true, false] {
                 let want: Vec<u8> = (0..n)
                     .map(|i| {
-                        let f = if per_tensor { factors[0] } else { factors[(i / inner) % channels] };
+                        let f = if per_tensor {
+                            factors[0]
+                        } else {
+                            factors[(i / inner) % channels]
+                        };
                         reference(x[i], f, zp, signed)
                     })
                     .collect();
@@ -233,7 +249,11 @@ mod tests {
                             x.as_ptr(),
                             factors.as_ptr(),
                             per_tensor,
-                            Layout { outer, channels, inner },
+                            Layout {
+                                outer,
+                                channels,
+                                inner,
+                            },
                             zp,
                             signed,
                             y.as_mut_ptr(),

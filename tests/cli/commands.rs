@@ -347,8 +347,16 @@ fn unnamed_dims_are_unknowns_of_their_own() {
     let d = scratch("unnamed_dims");
     let mut m = model(
         vec![node("Relu", "relu", &["x"], &["y"])],
-        vec![value_info("x", 1, &[D::N(1), D::N(3), D::S("?"), D::S("?")])],
-        vec![value_info("y", 1, &[D::N(1), D::N(3), D::S("?"), D::S("?")])],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("?"), D::S("?")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(3), D::S("?"), D::S("?")],
+        )],
         vec![],
         13,
     );

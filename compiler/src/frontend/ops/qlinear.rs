@@ -182,9 +182,12 @@ fn requantize_kernel(
     let mut vals = Vec::with_capacity(3);
     for s in scales {
         match s {
-            Some(t) if t.dtype == DType::F32 => {
-                vals.push(t.to_f64s().into_iter().map(|v| v as f32).collect::<Vec<f32>>())
-            }
+            Some(t) if t.dtype == DType::F32 => vals.push(
+                t.to_f64s()
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect::<Vec<f32>>(),
+            ),
             _ => return Ok(None),
         }
     }
