@@ -165,6 +165,17 @@ kernels! {
         outer: Int = i64, channels: Int = i64, inner: Int = i64, zp: Int = i64,
         flags: Int = i64, y: Out = *mut u8, threads: Threads = *const crate::par::Threads,
     );
+    /// QuantizeLinear of a float32 tensor to 8 bits with one scale and zero point
+    /// (`quantize`): the schedule's bare quantizing maps.
+    QUANTIZE_F32_8 = onnxc_quantize_f32_8 in quantize(
+        x: In = *const f32, n: Int = i64, scale: Floats = *const f32, zp: Int = i64,
+        flags: Int = i64, y: Out = *mut u8, threads: Threads = *const crate::par::Threads,
+    );
+    /// DequantizeLinear of an 8-bit tensor with one scale and zero point (`quantize`).
+    DEQUANTIZE_8_F32 = onnxc_dequantize_8_f32 in quantize(
+        x: In = *const u8, n: Int = i64, scale: Floats = *const f32, zp: Int = i64,
+        flags: Int = i64, y: Out = *mut f32, threads: Threads = *const crate::par::Threads,
+    );
     /// Pooling of channel-blocked planes.
     POOL_NCHWC_F32 = onnxc_pool_nchwc_f32 in nchwc::pool(
         params: Params = *const i64, x: In = *const f32, y: Out = *mut f32,

@@ -1,0 +1,173 @@
+//! QuantizeLinear and DequantizeLinear of a whole tensor with one constant scale and zero
+//! point (`onnxc_quantize_f32_8`, `onnxc_dequantize_8_f32`): the schedule's bare
+//! quantizing and dequantizing map steps (`schedule::quant_maps`), computed by the runtime
+//! at the CPU's widest vectors with the map's float32 operations, bit for bit.
+
+use super::{KernelOp, LowerCx, Operand};
+use crate::ir::expr;
+use crate::ir::interp::EvalError;
+use crate::ir::{DType, Tensor};
+use crate::loops::{Arg, Stmt};
+use onnxc_runtime::kernels;
+use onnxc_runtime::par::Par;
+use onnxc_runtime::quantize::SIGNED;
+
+/// `y = clamp(round_half_even(x / scale) + zp)` to uint8 or int8 (`signed`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantize8 {
+    pub scale: f32,
+    pub zp: i64,
+    pub signed: bool,
+}
+
+/// `y = (x − zp) · scale` from uint8 or int8 (`signed`) to float32.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dequantize8 {
+    pub scale: f32,
+    pub zp: i64,
+    pub signed: bool,
+}
+
+fn flags(signed: bool) -> i64 {
+    if signed { SIGNED } else { 0 }
+}
+
+fn out_type(signed: bool) -> &'static str {
+    if signed { "I8" } else { "U8" }
+}
+
+impl KernelOp for Quantize8 {
+    fn name(&self) -> &'static str {
+        "quantize8"
+    }
+
+    fn attrs(&self) -> String {
+        format!(
+            "scale={} zero_point={} out={}",
+            self.scale,
+            self.zp,
+            out_type(self.signed)
+        )
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let n = result.len() as usize;
+        if x[0].dtype != DType::F32 || x[0].data.len() != 4 * n {
+            return None;
+        }
+        let v: Vec<f32> = x[0]
+            .data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let mut y = vec![0u8; n];
+        // SAFETY: v holds n floats, y n bytes.
+        unsafe {
+            onnxc_runtime::quantize::quantize(
+                v.as_ptr(),
+                n,
+                self.scale,
+                self.zp,
+                self.signed,
+                y.as_mut_ptr(),
+                Par::SEQ,
+            )
+        };
+        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), y)))
+    }
+
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_element(operands, results)
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::QUANTIZE_F32_8,
+            vec![
+                cx.operand_arg(0),
+                Arg::Int(expr::i(cx.result().len())),
+                Arg::Floats(vec![self.scale]),
+                Arg::Int(expr::i(self.zp)),
+                Arg::Int(expr::i(flags(self.signed))),
+                cx.result_arg(),
+                Arg::Threads,
+            ],
+        )?])
+    }
+}
+
+impl KernelOp for Dequantize8 {
+    fn name(&self) -> &'static str {
+        "dequantize8"
+    }
+
+    fn attrs(&self) -> String {
+        format!(
+            "scale={} zero_point={} in={}",
+            self.scale,
+            self.zp,
+            out_type(self.signed)
+        )
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let n = result.len() as usize;
+        if x[0].data.len() != n {
+            return None;
+        }
+        let mut y = vec![0f32; n];
+        // SAFETY: the operand holds n bytes, y n floats.
+        unsafe {
+            onnxc_runtime::quantize::dequantize(
+                x[0].data.as_ptr(),
+                n,
+                self.scale,
+                self.zp,
+                self.signed,
+                y.as_mut_ptr(),
+                Par::SEQ,
+            )
+        };
+        let bytes = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), bytes)))
+    }
+
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_element(operands, results)
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::DEQUANTIZE_8_F32,
+            vec![
+                cx.operand_arg(0),
+                Arg::Int(expr::i(cx.result().len())),
+                Arg::Floats(vec![self.scale]),
+                Arg::Int(expr::i(self.zp)),
+                Arg::Int(expr::i(flags(self.signed))),
+                cx.result_arg(),
+                Arg::Threads,
+            ],
+        )?])
+    }
+}

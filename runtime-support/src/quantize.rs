@@ -1,0 +1,372 @@
+//! QuantizeLinear and DequantizeLinear of a whole tensor with one scale and zero point, the
+//! maps a QDQ model leaves between its integer kernels (around depthwise convolutions, at
+//! its inputs and outputs). The schedule hands a map step whose body is exactly one of them
+//! to these kernels (`schedule::quant_maps`), so each computes the map's float32
+//! operations in its order, bit for bit:
+//!
+//! * quantize: `y = cast(max(min(round_half_even(x / s) + z, hi), lo))`, where a NaN stays
+//!   NaN through the clamps and converts to 0, as the generated code's saturating
+//!   conversion does;
+//! * dequantize: `y = (x − z) · s`, the byte and the zero point widened to float32 first.
+//!
+//! Scalar code per element, compiled once per instruction set by `simd::dispatch` (the
+//! compiler vectorizes it to the CPU's widest vectors); elements are split over the threads.
+
+use crate::par::{Par, Threads};
+use crate::simd::{self, Simd, Walk};
+
+/// Flag bit of the C entry points' `flags`: int8 bytes (else uint8).
+pub const SIGNED: i64 = 1;
+
+/// `n` floats quantized to bytes.
+#[derive(Copy, Clone)]
+struct Quantize {
+    x: *const f32,
+    y: *mut u8,
+    n: usize,
+    scale: f32,
+    zp: f32,
+    signed: bool,
+}
+
+impl Walk for Quantize {
+    type Out = ();
+
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, _: S) {
+        // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts(self.x, self.n),
+                std::slice::from_raw_parts_mut(self.y, self.n),
+            )
+        };
+        let (s, z) = (self.scale, self.zp);
+        let (lo, hi) = if self.signed {
+            (-128.0f32, 127.0f32)
+        } else {
+            (0.0, 255.0)
+        };
+        for (o, &a) in y.iter_mut().zip(x) {
+            let v = (a / s).round_ties_even() + z;
+            // The generated clamps: `c < v ? c : v` and `v < c ? c : v` (a NaN passes).
+            let v = if hi < v { hi } else { v };
+            let v = if v < lo { lo } else { v };
+            let v = if v.is_nan() { 0.0 } else { v };
+            // An integral value in the type's range: adding 1.5·2^23 puts it in the low bits
+            // of the mantissa, whose low byte is the value's two's-complement byte.
+            *o = (v + 12_582_912.0).to_bits() as u8;
+        }
+    }
+}
+
+/// `n` bytes dequantized to floats.
+#[derive(Copy, Clone)]
+struct Dequantize {
+    x: *const u8,
+    y: *mut f32,
+    n: usize,
+    scale: f32,
+    zp: f32,
+    signed: bool,
+}
+
+impl Walk for Dequantize {
+    type Out = ();
+
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, _: S) {
+        // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts(self.x, self.n),
+                std::slice::from_raw_parts_mut(self.y, self.n),
+            )
+        };
+        let (s, z) = (self.scale, self.zp);
+        if self.signed {
+            for (o, &b) in y.iter_mut().zip(x) {
+                *o = (b as i8 as f32 - z) * s;
+            }
+        } else {
+            for (o, &b) in y.iter_mut().zip(x) {
+                *o = (b as f32 - z) * s;
+            }
+        }
+    }
+}
+
+/// Quantizes `n` floats of `x` into `y`.
+///
+/// # Safety
+/// `x` holds `n` floats, `y` `n` bytes; `par` as `Par::for_ranges`.
+pub unsafe fn quantize(
+    x: *const f32,
+    n: usize,
+    scale: f32,
+    zp: i64,
+    signed: bool,
+    y: *mut u8,
+    par: Par,
+) {
+    let (xa, ya) = (x as usize, y as usize);
+    let job = |r: std::ops::Range<usize>, _worker: usize| {
+        let w = Quantize {
+            x: (xa as *const f32).wrapping_add(r.start),
+            y: (ya as *mut u8).wrapping_add(r.start),
+            n: r.len(),
+            scale,
+            zp: zp as f32,
+            signed,
+        };
+        // SAFETY: the range's elements lie in x and y (caller).
+        unsafe { simd::dispatch(w) }
+    };
+    // SAFETY: each range of elements is written by one task.
+    unsafe { par.for_ranges(n, 4, &job) };
+}
+
+/// Dequantizes `n` bytes of `x` into `y`.
+///
+/// # Safety
+/// `x` holds `n` bytes, `y` `n` floats; `par` as `Par::for_ranges`.
+pub unsafe fn dequantize(
+    x: *const u8,
+    n: usize,
+    scale: f32,
+    zp: i64,
+    signed: bool,
+    y: *mut f32,
+    par: Par,
+) {
+    let (xa, ya) = (x as usize, y as usize);
+    let job = |r: std::ops::Range<usize>, _worker: usize| {
+        let w = Dequantize {
+            x: (xa as *const u8).wrapping_add(r.start),
+            y: (ya as *mut f32).wrapping_add(r.start),
+            n: r.len(),
+            scale,
+            zp: zp as f32,
+            signed,
+        };
+        // SAFETY: the range's elements lie in x and y (caller).
+        unsafe { simd::dispatch(w) }
+    };
+    // SAFETY: each range of elements is written by one task.
+    unsafe { par.for_ranges(n, 2, &job) };
+}
+
+/// C entry point: `y = quantize(x)` over `n` elements, `scale` pointing at the scale;
+/// `flags` `SIGNED` (int8 results).
+///
+/// # Safety
+/// `x` holds `n` floats, `y` `n` bytes, `scale` one float; `threads` as `Par::from_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_quantize_f32_8(
+    x: *const f32,
+    n: i64,
+    scale: *const f32,
+    zp: i64,
+    flags: i64,
+    y: *mut u8,
+    threads: *const Threads,
+) {
+    // SAFETY: caller contract (`scale` holds one float).
+    unsafe {
+        quantize(
+            x,
+            n.max(0) as usize,
+            *scale,
+            zp,
+            flags & SIGNED != 0,
+            y,
+            Par::from_raw(threads),
+        )
+    };
+}
+
+/// C entry point: `y = dequantize(x)` over `n` elements, `scale` pointing at the scale;
+/// `flags` `SIGNED` (int8 bytes).
+///
+/// # Safety
+/// `x` holds `n` bytes, `y` `n` floats, `scale` one float; `threads` as `Par::from_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_dequantize_8_f32(
+    x: *const u8,
+    n: i64,
+    scale: *const f32,
+    zp: i64,
+    flags: i64,
+    y: *mut f32,
+    threads: *const Threads,
+) {
+    // SAFETY: caller contract (`scale` holds one float).
+    unsafe {
+        dequantize(
+            x,
+            n.max(0) as usize,
+            *scale,
+            zp,
+            flags & SIGNED != 0,
+            y,
+            Par::from_raw(threads),
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::par::test_threads;
+
+    /// The generated map's arithmetic, element by element.
+    fn quantize_reference(a: f32, s: f32, zp: i64, signed: bool) -> u8 {
+        let (lo, hi) = if signed {
+            (-128.0f32, 127.0)
+        } else {
+            (0.0, 255.0)
+        };
+        let v = (a / s).round_ties_even() + zp as f32;
+        let v = if hi < v { hi } else { v };
+        let v = if v < lo { lo } else { v };
+        // The saturating conversion: NaN to 0.
+        if signed { v as i8 as u8 } else { v as u8 }
+    }
+
+    fn inputs() -> Vec<f32> {
+        let mut x = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f32::MAX,
+            f32::MIN,
+            1e-30,
+        ];
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..5000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Ties at half steps, values around the range's ends, and arbitrary floats.
+            x.push(match i % 4 {
+                0 => ((s % 801) as f32 - 400.0) * 0.5 * 0.031_25,
+                1 => (s % 100_000) as f32 * 1e-3 - 50.0,
+                2 => {
+                    f32::from_bits((s as u32 & 0x7fff_ffff) % 0x4700_0000)
+                        * if s & 1 == 0 { 1.0 } else { -1.0 }
+                }
+                _ => ((s % 600) as f32 - 300.0) * 0.031_25,
+            });
+        }
+        x
+    }
+
+    #[test]
+    fn quantize_matches_the_map_on_every_isa_and_pool() {
+        let x = inputs();
+        let n = x.len();
+        for (scale, zp, signed) in [
+            (0.031_25f32, 128i64, false),
+            (0.017_3, 3, false),
+            (0.042_1, -7, true),
+        ] {
+            let want: Vec<u8> = x
+                .iter()
+                .map(|&a| quantize_reference(a, scale, zp, signed))
+                .collect();
+            let mut y = vec![0xa5u8; n];
+            let yp = y.as_mut_ptr();
+            let w = Quantize {
+                x: x.as_ptr(),
+                y: yp,
+                n,
+                scale,
+                zp: zp as f32,
+                signed,
+            };
+            // SAFETY: x holds n floats and y n bytes; each check reads y after its walk.
+            unsafe {
+                simd::for_each_isa(w, |isa, ()| {
+                    let got = std::slice::from_raw_parts_mut(yp, n);
+                    for i in 0..n {
+                        assert_eq!(
+                            got[i], want[i],
+                            "{isa}: x = {} ({scale}, {zp}, {signed})",
+                            x[i]
+                        );
+                    }
+                    got.fill(0xa5);
+                })
+            };
+            for (workers, threads) in test_threads() {
+                let mut y = vec![0xa5u8; n];
+                // SAFETY: as above; the pool is a test pool.
+                unsafe {
+                    quantize(
+                        x.as_ptr(),
+                        n,
+                        scale,
+                        zp,
+                        signed,
+                        y.as_mut_ptr(),
+                        Par::from_raw(threads),
+                    )
+                };
+                assert_eq!(y, want, "{workers} workers");
+            }
+        }
+    }
+
+    #[test]
+    fn dequantize_matches_the_map_on_every_isa_and_pool() {
+        let x: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
+        let n = x.len();
+        for (scale, zp, signed) in [(0.031_25f32, 128i64, false), (0.017_3, -7, true)] {
+            let want: Vec<u32> = x
+                .iter()
+                .map(|&b| {
+                    let v = if signed { b as i8 as f32 } else { b as f32 };
+                    ((v - zp as f32) * scale).to_bits()
+                })
+                .collect();
+            let mut y = vec![0f32; n];
+            let yp = y.as_mut_ptr();
+            let w = Dequantize {
+                x: x.as_ptr(),
+                y: yp,
+                n,
+                scale,
+                zp: zp as f32,
+                signed,
+            };
+            // SAFETY: x holds n bytes and y n floats; each check reads y after its walk.
+            unsafe {
+                simd::for_each_isa(w, |isa, ()| {
+                    let got = std::slice::from_raw_parts_mut(yp, n);
+                    let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                    assert!(bits == want, "{isa}: ({scale}, {zp}, {signed})");
+                    got.fill(0.0);
+                })
+            };
+            for (workers, threads) in test_threads() {
+                let mut y = vec![0f32; n];
+                // SAFETY: as above; the pool is a test pool.
+                unsafe {
+                    dequantize(
+                        x.as_ptr(),
+                        n,
+                        scale,
+                        zp,
+                        signed,
+                        y.as_mut_ptr(),
+                        Par::from_raw(threads),
+                    )
+                };
+                let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert!(bits == want, "{workers} workers");
+            }
+        }
+    }
+}
