@@ -78,17 +78,19 @@ fn quantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Q
 }
 
 /// `mul(sub(cast<f32>(x), zp), s)` (either order of the product; the subtraction absent for
-/// a zero point of 0), `x` uint8 or int8: the tensor read and the kernel.
+/// a zero point of 0), `x` uint8 or int8, or `sub(cast<f32>(x), zp)` alone (QLinearConv's
+/// centered operand: a scale of 1, exact): the tensor read and the kernel.
 fn dequantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Dequantize8)> {
-    let ExprKind::Binary(BinOp::Mul, a, b) = &body.kind else {
-        return None;
-    };
     if body.dtype != DType::F32 {
         return None;
     }
-    let (centered, scale) = match (scalar(s, i, b), scalar(s, i, a)) {
-        (Some(c), _) => (a, c),
-        (None, Some(c)) => (b, c),
+    let (centered, scale) = match &body.kind {
+        ExprKind::Binary(BinOp::Mul, a, b) => match (scalar(s, i, b), scalar(s, i, a)) {
+            (Some(c), _) => (a, c),
+            (None, Some(c)) => (b, c),
+            _ => return None,
+        },
+        ExprKind::Binary(BinOp::Sub, ..) => (body, 1.0),
         _ => return None,
     };
     let (widened, zp) = match &centered.kind {
