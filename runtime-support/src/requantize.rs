@@ -26,6 +26,16 @@ pub struct Layout {
     pub inner: usize,
 }
 
+/// One accumulator requantized by the factor `f`.
+#[inline(always)]
+fn requantize_one(a: f32, f: f64, zp: f64, lo: f64, hi: f64) -> u8 {
+    let v = ((a as f64 * f).round_ties_even() + zp).min(hi).max(lo);
+    // An integral value in the type's range: adding 1.5·2^52 puts it in the low bits of the
+    // mantissa, whose low byte is the value's two's-complement byte (bit operations, which
+    // vectorize; `as` saturates and does not).
+    (v + 6_755_399_441_055_744.0).to_bits() as u8
+}
+
 /// One run of `n` elements sharing the factor `f`.
 #[derive(Copy, Clone)]
 struct Run {
@@ -50,13 +60,69 @@ impl Walk for Run {
                 std::slice::from_raw_parts_mut(self.y, self.n),
             )
         };
-        let (f, zp, lo, hi) = (self.f, self.zp, self.lo, self.hi);
         for (o, &a) in y.iter_mut().zip(x) {
-            let v = ((a as f64 * f).round_ties_even() + zp).min(hi).max(lo);
-            // An integral value in the type's range: adding 1.5·2^52 puts it in the low
-            // bits of the mantissa, whose low byte is the value's two's-complement byte
-            // (bit operations, which vectorize; `as` saturates and does not).
-            *o = (v + 6_755_399_441_055_744.0).to_bits() as u8;
+            *o = requantize_one(a, self.f, self.zp, self.lo, self.hi);
+        }
+    }
+}
+
+/// The channel runs `k0 .. k1` of a `[outer, channels, inner]` layout (run `k`: channel
+/// `k % channels`, the `inner` elements from `k · inner`), each by its channel's factor.
+#[derive(Copy, Clone)]
+struct Runs {
+    x: *const f32,
+    y: *mut u8,
+    factors: *const f32,
+    channels: usize,
+    inner: usize,
+    k0: usize,
+    k1: usize,
+    zp: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Walk for Runs {
+    type Out = ();
+
+    #[inline(always)]
+    unsafe fn run<S: Simd>(self, _: S) {
+        let (zp, lo, hi) = (self.zp, self.lo, self.hi);
+        if self.inner == 1 {
+            // One element a channel (factors along the last axis): a row's elements meet
+            // its factors in order, so the loop is over both.
+            let mut k = self.k0;
+            while k < self.k1 {
+                let c0 = k % self.channels;
+                let len = (self.channels - c0).min(self.k1 - k);
+                // SAFETY: elements k .. k + len lie in x and y, factors c0 .. c0 + len in
+                // `factors` (the walk's contract).
+                let (x, y, f) = unsafe {
+                    (
+                        std::slice::from_raw_parts(self.x.add(k), len),
+                        std::slice::from_raw_parts_mut(self.y.add(k), len),
+                        std::slice::from_raw_parts(self.factors.add(c0), len),
+                    )
+                };
+                for ((o, &a), &f) in y.iter_mut().zip(x).zip(f) {
+                    *o = requantize_one(a, f as f64, zp, lo, hi);
+                }
+                k += len;
+            }
+        } else {
+            for k in self.k0..self.k1 {
+                // SAFETY: run k lies in x and y, its channel's factor in `factors`.
+                let (x, y, f) = unsafe {
+                    (
+                        std::slice::from_raw_parts(self.x.add(k * self.inner), self.inner),
+                        std::slice::from_raw_parts_mut(self.y.add(k * self.inner), self.inner),
+                        *self.factors.add(k % self.channels) as f64,
+                    )
+                };
+                for (o, &a) in y.iter_mut().zip(x) {
+                    *o = requantize_one(a, f, zp, lo, hi);
+                }
+            }
         }
     }
 }
@@ -104,13 +170,21 @@ pub unsafe fn requantize(
         unsafe { par.for_ranges(l.outer * l.channels * l.inner, 4, &job) };
     } else {
         let job = |r: std::ops::Range<usize>, _worker: usize| {
-            for k in r {
-                // SAFETY: channel k % channels has a factor; its run lies in x and y.
-                unsafe {
-                    let f = *(fa as *const f32).add(k % l.channels);
-                    simd::dispatch(run(k * l.inner, l.inner, f));
-                }
-            }
+            let w = Runs {
+                x: xa as *const f32,
+                y: ya as *mut u8,
+                factors: fa as *const f32,
+                channels: l.channels,
+                inner: l.inner,
+                k0: r.start,
+                k1: r.end,
+                zp,
+                lo,
+                hi,
+            };
+            // SAFETY: the range's runs lie in x and y, their channels' factors in
+            // `factors` (caller).
+            unsafe { simd::dispatch(w) }
         };
         // SAFETY: each run is written by one task.
         unsafe { par.for_ranges(l.outer * l.channels, 4 * l.inner.max(1), &job) };
@@ -228,8 +302,13 @@ mod tests {
                     })
                 };
             }
-            // Per tensor and per channel, split over every test pool.
-            for per_tensor in [true, false] {
+            // Per tensor and per channel (runs of a channel, and factors along the last axis:
+            // one element a channel), split over every test pool.
+            for (per_tensor, (outer, channels, inner)) in [
+                (true, (outer, channels, inner)),
+                (false, (outer, channels, inner)),
+                (false, (n / channels, channels, 1)),
+            ] {
                 let want: Vec<u8> = (0..n)
                     .map(|i| {
                         let f = if per_tensor {
@@ -260,7 +339,10 @@ mod tests {
                             Par::from_raw(threads),
                         )
                     };
-                    assert_eq!(y, want, "{workers} workers, per tensor {per_tensor}");
+                    assert_eq!(
+                        y, want,
+                        "{workers} workers, per tensor {per_tensor}, inner {inner}"
+                    );
                 }
             }
         }
