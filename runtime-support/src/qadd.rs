@@ -128,19 +128,17 @@ fn widen(x: &[u8], out: &mut [f32], signed: bool) {
 pub unsafe fn qadd(p: &QAddParams, a: *const u8, b: *const u8, y: *mut u8, n: usize, par: Par) {
     let (aa, ba, ya) = (a as usize, b as usize, y as usize);
     let p = *p;
-    let job = |r: std::ops::Range<usize>, _worker: usize| {
-        let w = Sum {
+    // SAFETY: each range's elements lie in a, b and y (caller), and only its walk writes
+    // them.
+    unsafe {
+        simd::dispatch_ranges(par, n, 16, |r| Sum {
             a: (aa + r.start) as *const u8,
             b: (ba + r.start) as *const u8,
             y: (ya + r.start) as *mut u8,
             n: r.len(),
             p,
-        };
-        // SAFETY: the range's elements lie in a, b and y (caller).
-        unsafe { simd::dispatch(w) }
+        })
     };
-    // SAFETY: each range of elements is written by one task.
-    unsafe { par.for_ranges(n, 16, &job) };
 }
 
 /// C entry point: `y = requantize((a − z_a)·s_a + (b − z_b)·s_b)` over `n` elements;

@@ -110,20 +110,17 @@ pub unsafe fn quantize(
     par: Par,
 ) {
     let (xa, ya) = (x as usize, y as usize);
-    let job = |r: std::ops::Range<usize>, _worker: usize| {
-        let w = Quantize {
+    // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
+    unsafe {
+        simd::dispatch_ranges(par, n, 4, |r| Quantize {
             x: (xa as *const f32).wrapping_add(r.start),
             y: (ya as *mut u8).wrapping_add(r.start),
             n: r.len(),
             scale,
             zp: zp as f32,
             signed,
-        };
-        // SAFETY: the range's elements lie in x and y (caller).
-        unsafe { simd::dispatch(w) }
+        })
     };
-    // SAFETY: each range of elements is written by one task.
-    unsafe { par.for_ranges(n, 4, &job) };
 }
 
 /// Dequantizes `n` bytes of `x` into `y`.
@@ -140,20 +137,17 @@ pub unsafe fn dequantize(
     par: Par,
 ) {
     let (xa, ya) = (x as usize, y as usize);
-    let job = |r: std::ops::Range<usize>, _worker: usize| {
-        let w = Dequantize {
+    // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
+    unsafe {
+        simd::dispatch_ranges(par, n, 2, |r| Dequantize {
             x: (xa as *const u8).wrapping_add(r.start),
             y: (ya as *mut f32).wrapping_add(r.start),
             n: r.len(),
             scale,
             zp: zp as f32,
             signed,
-        };
-        // SAFETY: the range's elements lie in x and y (caller).
-        unsafe { simd::dispatch(w) }
+        })
     };
-    // SAFETY: each range of elements is written by one task.
-    unsafe { par.for_ranges(n, 2, &job) };
 }
 
 /// C entry point: `y = quantize(x)` over `n` elements, `scale` pointing at the scale;

@@ -150,27 +150,27 @@ pub unsafe fn requantize(
     };
     let (xa, ya, fa) = (x as usize, y as usize, factors as usize);
     let zp = zp as f64;
-    let run = |start: usize, n: usize, f: f32| Run {
-        x: (xa as *const f32).wrapping_add(start),
-        y: (ya as *mut u8).wrapping_add(start),
-        n,
-        f: f as f64,
-        zp,
-        lo,
-        hi,
-    };
     if per_tensor {
         // SAFETY: one factor (caller).
-        let f = unsafe { *(fa as *const f32) };
-        let job = |r: std::ops::Range<usize>, _worker: usize| {
-            // SAFETY: the range's elements lie in x and y (caller).
-            unsafe { simd::dispatch(run(r.start, r.len(), f)) }
+        let f = unsafe { *(fa as *const f32) } as f64;
+        // SAFETY: each range's elements lie in x and y (caller), and only its walk writes
+        // them.
+        unsafe {
+            simd::dispatch_ranges(par, l.outer * l.channels * l.inner, 4, |r| Run {
+                x: (xa as *const f32).wrapping_add(r.start),
+                y: (ya as *mut u8).wrapping_add(r.start),
+                n: r.len(),
+                f,
+                zp,
+                lo,
+                hi,
+            })
         };
-        // SAFETY: each range of elements is written by one task.
-        unsafe { par.for_ranges(l.outer * l.channels * l.inner, 4, &job) };
     } else {
-        let job = |r: std::ops::Range<usize>, _worker: usize| {
-            let w = Runs {
+        // SAFETY: each range's runs lie in x and y and their channels' factors in
+        // `factors` (caller), and only its walk writes them.
+        unsafe {
+            simd::dispatch_ranges(par, l.outer * l.channels, 4 * l.inner.max(1), |r| Runs {
                 x: xa as *const f32,
                 y: ya as *mut u8,
                 factors: fa as *const f32,
@@ -181,13 +181,8 @@ pub unsafe fn requantize(
                 zp,
                 lo,
                 hi,
-            };
-            // SAFETY: the range's runs lie in x and y, their channels' factors in
-            // `factors` (caller).
-            unsafe { simd::dispatch(w) }
+            })
         };
-        // SAFETY: each run is written by one task.
-        unsafe { par.for_ranges(l.outer * l.channels, 4 * l.inner.max(1), &job) };
     }
 }
 

@@ -313,6 +313,25 @@ pub unsafe fn dispatch<W: Walk>(w: W) -> W::Out {
     unsafe { w.run(Portable::new()) }
 }
 
+/// Runs `walk(range)` for ranges that partition `0..count`, split over `par`'s threads
+/// (`Par::for_ranges`, `cost` units an item), each with the best instruction set: the
+/// elementwise kernels' walk over a whole tensor.
+///
+/// # Safety
+/// Each range's walk's contract; the walks of different ranges write disjoint memory.
+#[inline(always)]
+pub unsafe fn dispatch_ranges<W: Walk<Out = ()>>(
+    par: crate::par::Par,
+    count: usize,
+    cost: usize,
+    walk: impl Fn(std::ops::Range<usize>) -> W,
+) {
+    // SAFETY: each walk's contract (caller).
+    let job = |r: std::ops::Range<usize>, _worker: usize| unsafe { dispatch(walk(r)) };
+    // SAFETY: the ranges' walks write disjoint memory (caller).
+    unsafe { par.for_ranges(count, cost, &job) };
+}
+
 /// Runs `w` with the best native instruction set this CPU has, None where there is none
 /// (for walks that assume native vector widths, with a scalar path of their own).
 ///
