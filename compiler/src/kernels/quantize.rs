@@ -28,8 +28,26 @@ pub struct Dequantize8 {
     pub signed: bool,
 }
 
-fn flags(signed: bool) -> i64 {
-    if signed { SIGNED } else { 0 }
+/// The call of either kernel: they share their signature's shape.
+fn call(
+    kernel: crate::loops::Kernel,
+    cx: &dyn LowerCx,
+    scale: f32,
+    zp: i64,
+    signed: bool,
+) -> crate::Result<Vec<Stmt>> {
+    Ok(vec![Stmt::call(
+        kernel,
+        vec![
+            cx.operand_arg(0),
+            Arg::Int(expr::i(cx.result().len())),
+            Arg::Floats(vec![scale]),
+            Arg::Int(expr::i(zp)),
+            Arg::Int(expr::i(if signed { SIGNED } else { 0 })),
+            cx.result_arg(),
+            Arg::Threads,
+        ],
+    )?])
 }
 
 fn out_type(signed: bool) -> &'static str {
@@ -91,18 +109,13 @@ impl KernelOp for Quantize8 {
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        Ok(vec![Stmt::call(
+        call(
             &kernels::QUANTIZE_F32_8,
-            vec![
-                cx.operand_arg(0),
-                Arg::Int(expr::i(cx.result().len())),
-                Arg::Floats(vec![self.scale]),
-                Arg::Int(expr::i(self.zp)),
-                Arg::Int(expr::i(flags(self.signed))),
-                cx.result_arg(),
-                Arg::Threads,
-            ],
-        )?])
+            cx,
+            self.scale,
+            self.zp,
+            self.signed,
+        )
     }
 }
 
@@ -157,17 +170,12 @@ impl KernelOp for Dequantize8 {
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        Ok(vec![Stmt::call(
+        call(
             &kernels::DEQUANTIZE_8_F32,
-            vec![
-                cx.operand_arg(0),
-                Arg::Int(expr::i(cx.result().len())),
-                Arg::Floats(vec![self.scale]),
-                Arg::Int(expr::i(self.zp)),
-                Arg::Int(expr::i(flags(self.signed))),
-                cx.result_arg(),
-                Arg::Threads,
-            ],
-        )?])
+            cx,
+            self.scale,
+            self.zp,
+            self.signed,
+        )
     }
 }
