@@ -22,7 +22,7 @@ pub struct Ctx<'a> {
     /// Static types the model declares for this node's outputs, when it does.
     pub declared: Vec<Option<(DType, Vec<i64>)>>,
     /// Shapes guessed for this node's outputs from the declared result of a broadcasting
-    /// op they feed (`frontend::declare_backwards`); read only by `declared_shape`.
+    /// op they feed (`frontend::declared`); read only by `declared_shape`.
     pub guessed: Vec<Option<Vec<i64>>>,
     /// The import's notes on quantized values (QDQ groups, `ops::qdq`); none in helper
     /// contexts and subgraphs, which then build every node on its own.

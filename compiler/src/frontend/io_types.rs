@@ -1,0 +1,202 @@
+//! The types of graph inputs and outputs as the model declares them: tensor types with
+//! their dims (symbolic ones named by `dim_param`, or `INPUT:AXIS` when unnamed), map
+//! inputs, the packed dims of 4- and 2-bit values, and the dims the options leave unbound.
+
+use crate::error::{Error, Result, Unsupported};
+use crate::ir::DType;
+use crate::ir::dim::Dim;
+use onnxc_proto::{ModelProto, ValueInfoProto, type_proto};
+
+/// A symbolic dim of a runtime input that no `--shape`/`--dim` binds.
+pub struct Unbound {
+    pub symbol: String,
+    pub input: String,
+    pub axis: usize,
+}
+
+/// The input dims the options leave symbolic, named as the importer names them
+/// (`dim_param`, or `INPUT:AXIS` for an unnamed one).
+pub fn unbound_dims(
+    m: &ModelProto,
+    shapes: &[(String, Vec<i64>)],
+    dims: &[(String, i64)],
+) -> Vec<Unbound> {
+    let Some(g) = m.graph.as_ref() else {
+        return vec![];
+    };
+    let inits: std::collections::HashSet<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    // Every runtime input's symbolic dims, as the importer names them.
+    let mut all: Vec<(String, Unbound)> = Vec::new();
+    for vi in &g.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if inits.contains(name.as_str()) {
+            continue;
+        }
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            continue;
+        };
+        let Some(shape) = &tt.shape else { continue };
+        for (k, d) in shape.dim.iter().enumerate() {
+            let symbol = match &d.value {
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
+                    continue;
+                }
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
+                    if is_named_dim(p) =>
+                {
+                    p.clone()
+                }
+                _ => format!("{name}:{k}"),
+            };
+            all.push((
+                name.clone(),
+                Unbound {
+                    symbol,
+                    input: name.clone(),
+                    axis: k,
+                },
+            ));
+        }
+    }
+    // Bound: by --dim, and by a --shape of an input that uses the symbol.
+    let shaped = |input: &str| shapes.iter().any(|(n, _)| n == input);
+    let bound = |u: &Unbound| {
+        dims.iter().any(|(s, _)| *s == u.symbol)
+            || all.iter().any(|(i, v)| shaped(i) && v.symbol == u.symbol)
+    };
+    all.iter()
+        .filter(|(input, u)| !shaped(input) && !bound(u))
+        .map(|(_, u)| Unbound {
+            symbol: u.symbol.clone(),
+            input: u.input.clone(),
+            axis: u.axis,
+        })
+        .collect()
+}
+
+/// Whether a `dim_param` names a symbol. An empty name or `?` (as PaddlePaddle writes an
+/// unknown dim) is an unknown of its own, like a dim with no value: two of them need not
+/// agree.
+pub(crate) fn is_named_dim(p: &str) -> bool {
+    !p.is_empty() && p != "?"
+}
+
+/// The key and value types of a graph input of type map(K, V), None for other types.
+/// onnxc takes int64 or string keys and float, double, int64 or string values (the maps
+/// DictVectorizer and CastMap read).
+pub(super) fn map_type(v: &ValueInfoProto) -> Result<Option<crate::ir::graph::MapInput>> {
+    let Some(type_proto::Value::MapType(m)) = v.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Ok(None);
+    };
+    let name = v.name.clone().unwrap_or_default();
+    let value = match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(tt)) => DType::from_onnx(tt.elem_type.unwrap_or(0)),
+        _ => None,
+    };
+    let key = DType::from_onnx(m.key_type.unwrap_or(0));
+    match (key, value) {
+        (
+            Some(key @ (DType::I64 | DType::Str)),
+            Some(value @ (DType::F32 | DType::F64 | DType::I64 | DType::Str)),
+        ) => Ok(Some(crate::ir::graph::MapInput { key, value })),
+        _ => Err(Error::Unsupported(vec![Unsupported {
+            node: name.clone(),
+            op_type: "graph input of type a map".into(),
+            domain: String::new(),
+            opset: 0,
+            reason: format!(
+                "graph input '{name}' is a map of key type {} to {}; onnxc takes maps of int64 or \
+                 string keys to float, double, int64 or string values",
+                DType::onnx_code_name(m.key_type.unwrap_or(0)),
+                match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+                    Some(type_proto::Value::TensorType(tt)) =>
+                        DType::onnx_code_name(tt.elem_type.unwrap_or(0)).to_string(),
+                    _ => "a non-tensor type".to_string(),
+                }
+            ),
+        }])),
+    }
+}
+
+/// The tensor type of a value_info, or an error naming it.
+pub(super) fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
+    let name = v.name.clone().unwrap_or_default();
+    let tt = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(tt)) => tt,
+        Some(other) => {
+            let kind = match other {
+                type_proto::Value::SequenceType(_) => "a sequence",
+                type_proto::Value::MapType(_) => "a map",
+                type_proto::Value::OptionalType(_) => "an optional",
+                type_proto::Value::SparseTensorType(_) => "a sparse tensor",
+                _ => "a non-tensor type",
+            };
+            return Err(Error::Unsupported(vec![Unsupported {
+                node: name.clone(),
+                op_type: format!("{what} of type {kind}"),
+                domain: String::new(),
+                opset: 0,
+                reason: format!(
+                    "{what} '{name}' is {kind}; onnxc compiles tensor inputs and outputs only"
+                ),
+            }]));
+        }
+        None => return Err(Error::Model(format!("{what} '{name}' has no type"))),
+    };
+    let code = tt.elem_type.unwrap_or(0);
+    let dtype = DType::from_onnx(code).ok_or_else(|| {
+        Error::Unsupported(vec![Unsupported {
+            node: name.clone(),
+            op_type: format!("{what} of type {}", DType::onnx_code_name(code)),
+            domain: String::new(),
+            opset: 0,
+            reason: format!(
+                "element type {} is not supported",
+                DType::onnx_code_name(code)
+            ),
+        }])
+    })?;
+    let shape = match &tt.shape {
+        None => {
+            return Err(Error::NeedShape(format!(
+                "{what} '{name}' has no shape (not even a rank); give it one with --shape {name}=D0,D1,…"
+            )));
+        }
+        Some(s) => s
+            .dim
+            .iter()
+            .enumerate()
+            .map(|(k, d)| match &d.value {
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
+                    Dim::Known(*v)
+                }
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
+                    if is_named_dim(p) =>
+                {
+                    Dim::sym(p.clone())
+                }
+                _ => Dim::sym(format!("{name}:{k}")),
+            })
+            .collect(),
+    };
+    Ok((dtype, shape))
+}
+
+/// The fixed dims of a graph input or output of a 4- or 2-bit type, which the ABI passes
+/// packed (its byte count must be known when the model is compiled).
+pub(super) fn packed_dims(name: &str, what: &str, shape: &[Dim]) -> Result<Vec<i64>> {
+    crate::ir::dim::known_dims(shape).ok_or_else(|| {
+        Error::Model(format!(
+            "graph {what} '{name}' of a 4- or 2-bit type has symbolic dims {}: its packed \
+             bytes need fixed dims (fix the inputs' symbolic dims with --shape or --dim)",
+            crate::ir::dim::fmt_shape(shape)
+        ))
+    })
+}
