@@ -78,11 +78,7 @@ impl KernelOp for Quantize8 {
         if x[0].dtype != DType::F32 || x[0].data.len() != 4 * n {
             return None;
         }
-        let v: Vec<f32> = x[0]
-            .data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let v: Vec<f32> = super::f32s(x[0]);
         let mut y = vec![0u8; n];
         // SAFETY: v holds n floats, y n bytes.
         unsafe {
@@ -156,8 +152,7 @@ impl KernelOp for Dequantize8 {
                 Par::SEQ,
             )
         };
-        let bytes = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), bytes)))
+        Some(Ok(super::f32_result(result, &y)))
     }
 
     fn per_item(

@@ -78,11 +78,7 @@ impl KernelOp for Requantize {
         if self.factors.len() != 1 && self.factors.len() != l.channels {
             return None;
         }
-        let acc: Vec<f32> = x[0]
-            .data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let acc: Vec<f32> = super::f32s(x[0]);
         let mut y = vec![0u8; n];
         // SAFETY: acc holds n floats, y n bytes, factors one per channel or one.
         unsafe {
