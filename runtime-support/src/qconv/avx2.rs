@@ -10,9 +10,9 @@
 //! dwords: the int16 pair (byte 0, byte 2) and the pair (byte 1, byte 3) — `[k/4][2][NR]`
 //! for a panel, `[k/4][2][MR]` for a block — so `vpmaddwd` of the matching dwords gives
 //! half of a lane's four-way dot product. The epilogue runs on the accumulators in
-//! registers and computes the same operations as `kernel::epilogue_scalar`, so the same
-//! bits.
+//! registers and gives the same bits as `kernel::epilogue_scalar`.
 
+use super::requant;
 use super::{
     Epi, MR, NR, QOut, QScalars, TileOut, wide_block_words as block_words,
     wide_panel_bytes as panel_bytes,
@@ -310,8 +310,8 @@ unsafe fn store8_columns(p: &Epi, j0: usize, acc: __m256i, rowsum: i32, n: usize
 }
 
 /// The epilogue's output step for eight lanes of corrected sums `v`, with per-lane `scale`
-/// and `fbias`: the first `n` outputs at `dst`. The same operations as
-/// `kernel::epilogue_scalar`, so the same bits.
+/// and `fbias`: the first `n` outputs at `dst`. The same bits as `kernel::epilogue_scalar`
+/// (the requantization by `requant::requantize8`).
 ///
 /// # Safety
 /// The CPU has AVX2; `dst` holds `n ≤ 8` outputs of `q.out`'s type.
@@ -331,23 +331,10 @@ unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usi
                 _mm256_storeu_ps(at as *mut f32, f);
             }
             QOut::U8 | QOut::I8 => {
-                let lo = _mm256_set1_pd((q.lo - q.y_zp) as f64);
-                let hi = _mm256_set1_pd((q.hi - q.y_zp) as f64);
-                let zp = _mm_set1_epi32(q.y_zp);
-                // float32 scales widen exactly; the conversion to int32 rounds to nearest,
-                // ties to even (the default mode), as the scalar epilogue's ROUND addition.
-                let half = |h: __m128i, s: __m128| {
-                    let f = _mm256_mul_pd(_mm256_cvtepi32_pd(h), _mm256_cvtps_pd(s));
-                    let i = _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(f, lo), hi));
-                    _mm_add_epi32(i, zp)
-                };
-                let a = half(_mm256_castsi256_si128(v), _mm256_castps256_ps128(scale));
-                let b = half(
-                    _mm256_extracti128_si256::<1>(v),
-                    _mm256_extractf128_ps::<1>(scale),
-                );
+                let i = requant::requantize8(v, scale, q.lo, q.hi, q.y_zp);
                 // In [lo, hi] ⊂ [-128, 255] already: the packs saturate nothing.
-                let w = _mm_packs_epi32(a, b);
+                let w =
+                    _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
                 let b8 = if q.out == QOut::U8 {
                     _mm_packus_epi16(w, w)
                 } else {

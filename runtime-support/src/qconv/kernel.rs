@@ -1,10 +1,13 @@
 //! The `MR × NR` int32 tile of one weight block times one activation panel — portable, and
 //! AVX-512 VNNI with its epilogue in registers (the AVX2 tier is `avx2.rs`) — and the scalar
 //! epilogue that turns a row of the tile into outputs. Every tier computes the
-//! same integers and the same floating-point operations in the same order (no fused
-//! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51), so
-//! the outputs are bit-identical across CPUs.
+//! same integers, and its epilogue the same outputs: the scalar one in float64 (no fused
+//! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51),
+//! the vector ones' requantization in float32 lanes where that gives the same bits
+//! (`requant.rs`), so the outputs are bit-identical across CPUs.
 
+#[cfg(target_arch = "x86_64")]
+use super::requant;
 use super::{Epi, MR, NR, QOut, TileOut};
 
 /// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32): the
@@ -26,8 +29,8 @@ pub(super) fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32;
 }
 
 /// The VNNI tile with its epilogue applied in registers, into `out` (the first `lanes` lanes
-/// of each row by masked stores). The same operations as `tile_portable` then
-/// `epilogue_scalar`, so the same bits.
+/// of each row by masked stores). The same bits as `tile_portable` then
+/// `epilogue_scalar`.
 ///
 /// # Safety
 /// The CPU has AVX-512 F, BW, DQ, VL and VNNI; `w` holds `k4·MR·4` bytes, `panel`
@@ -61,10 +64,6 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
             }
         }
     }
-    let masks: [u16; 2] = std::array::from_fn(|h| {
-        let n = lanes.saturating_sub(16 * h).min(16);
-        ((1u32 << n) - 1) as u16
-    });
     // SAFETY: the column sums hold NR lanes.
     let cs = colsum.map(|c| unsafe {
         [
@@ -72,17 +71,52 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
             _mm512_loadu_si512(c.as_ptr().add(16) as *const _),
         ]
     });
+    let corrected = |r: usize, a: &[__m512i; 2], h: usize| {
+        let ch = ch0 + r;
+        let v = _mm512_add_epi32(a[h], _mm512_set1_epi32(p.corr[ch]));
+        match cs {
+            Some(c) => _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p.wzp[ch]), c[h])),
+            None => v,
+        }
+    };
+    if let QOut::U8 | QOut::I8 = p.q.out {
+        // A row's 32 outputs in one store (masked when the panel is partial).
+        let mask = ((1u64 << lanes) - 1) as u32;
+        // SAFETY: the CPU has AVX-512 F (this function's features).
+        let b = unsafe { requant::Bounds512::new(p.q.lo, p.q.hi, p.q.y_zp) };
+        for (r, a) in acc.iter().enumerate().take(rows) {
+            let s = _mm512_set1_ps(p.scale[ch0 + r]);
+            // SAFETY: this function's features.
+            let bytes = |h| unsafe {
+                _mm512_cvtepi32_epi8(requant::requantize16(corrected(r, a, h), s, &b))
+            };
+            let row = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(bytes(0)), bytes(1));
+            // SAFETY: row r's destination holds `lanes` outputs (caller).
+            unsafe {
+                let d = dst.add(r * row_bytes) as *mut __m256i;
+                if lanes == NR {
+                    _mm256_storeu_si256(d, row);
+                } else {
+                    _mm256_mask_storeu_epi8(d as *mut i8, mask, row);
+                }
+            }
+        }
+        return;
+    }
+    let masks: [u16; 2] = std::array::from_fn(|h| {
+        let n = lanes.saturating_sub(16 * h).min(16);
+        ((1u32 << n) - 1) as u16
+    });
     for (r, a) in acc.iter().enumerate().take(rows) {
         for h in 0..2 {
             if masks[h] != 0 {
                 // SAFETY: row r's destination holds `lanes` outputs (caller), lanes 16h on
                 // at `16h` outputs in.
                 unsafe {
-                    store16(
+                    store16_wide(
                         p,
                         ch0 + r,
-                        a[h],
-                        cs.map(|c| c[h]),
+                        corrected(r, a, h),
                         masks[h],
                         dst.add(r * row_bytes + 16 * h * p.q.out.size()),
                     )
@@ -140,32 +174,20 @@ pub(super) unsafe fn epilogue_scalar(
     }
 }
 
-/// Sixteen lanes of channel `ch`'s epilogue: the tile's sums `acc` (the lanes' column sums
-/// `cs` when some weight zero point is not zero) to the outputs at `dst`, the lanes of
-/// `mask` only (masked stores).
+/// Sixteen lanes of channel `ch`'s int32 or float32 epilogue: the corrected sums `v` to the
+/// outputs at `dst`, the lanes of `mask` only (masked stores).
 ///
 /// # Safety
-/// The CPU has AVX-512 F, BW, DQ and VL; `dst` holds the masked lanes' outputs.
+/// The CPU has AVX-512 F, BW, DQ and VL; `dst` holds the masked lanes' outputs; the output
+/// type is int32 or float32.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn store16(
-    p: &Epi,
-    ch: usize,
-    acc: std::arch::x86_64::__m512i,
-    cs: Option<std::arch::x86_64::__m512i>,
-    mask: u16,
-    dst: *mut u8,
-) {
+unsafe fn store16_wide(p: &Epi, ch: usize, v: std::arch::x86_64::__m512i, mask: u16, dst: *mut u8) {
     use std::arch::x86_64::*;
-    let q = &p.q;
-    let mut v = _mm512_add_epi32(acc, _mm512_set1_epi32(p.corr[ch]));
-    if let Some(cs) = cs {
-        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p.wzp[ch]), cs));
-    }
     // SAFETY: the masked lanes of `dst` (caller).
     unsafe {
-        match q.out {
+        match p.q.out {
             QOut::I32 => _mm512_mask_storeu_epi32(dst as *mut i32, mask, v),
             QOut::F32 => {
                 let f = _mm512_add_ps(
@@ -174,25 +196,7 @@ unsafe fn store16(
                 );
                 _mm512_mask_storeu_ps(dst as *mut f32, mask, f);
             }
-            QOut::U8 | QOut::I8 => {
-                let s = _mm512_set1_pd(p.scale[ch] as f64);
-                let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
-                let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
-                // The conversion rounds to nearest, ties to even (the default mode), as the
-                // scalar ROUND addition does.
-                let half = |h: __m256i| {
-                    let f = _mm512_mul_pd(_mm512_cvtepi32_pd(h), s);
-                    _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
-                };
-                let a = half(_mm512_castsi512_si256(v));
-                let b = half(_mm512_extracti64x4_epi64::<1>(v));
-                let i = _mm512_add_epi32(
-                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
-                    _mm512_set1_epi32(q.y_zp),
-                );
-                // In [lo, hi] already: truncation to bytes keeps the value.
-                _mm_mask_storeu_epi8(dst as *mut i8, mask, _mm512_cvtepi32_epi8(i));
-            }
+            QOut::U8 | QOut::I8 => unreachable!("quantized outputs are stored a row at a time"),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! The matrix product's `MR × NR` tile: `MR` rows of the activations (uint8, broadcast four
 //! bytes at a time) by a panel of `NR` weight columns (int8 lanes), per instruction set, and
 //! its epilogue, whose constants vary along the lanes (one per column). All tiers compute
-//! the same integers and the same floating-point operations, as the convolution's.
+//! the same integers and the same outputs, as the convolution's.
 
+#[cfg(target_arch = "x86_64")]
+use super::requant;
 use super::{Epi, MR, NR, QOut, Tier};
 
 /// `tile[r][l] = Σ_k a[k/4][r][k%4] · w[k/4][l][k%4]` (uint8 × int8, exact int32).
@@ -172,14 +174,8 @@ pub(super) unsafe fn tile_epilogue_vnni512(
                 _mm512_maskz_loadu_ps(mask, p.fbias.as_ptr().add(j)),
             )
         };
-        let (s_lo, s_hi) = (
-            _mm512_cvtps_pd(_mm512_castps512_ps256(scale)),
-            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                _mm512_castps_pd(scale),
-            ))),
-        );
-        let lo = _mm512_set1_pd((q.lo - q.y_zp) as f64);
-        let hi = _mm512_set1_pd((q.hi - q.y_zp) as f64);
+        // SAFETY: the CPU has AVX-512 F (this function's features).
+        let bounds = unsafe { requant::Bounds512::new(q.lo, q.hi, q.y_zp) };
         for (r, av) in acc.iter().enumerate().take(rows) {
             let mut v = _mm512_add_epi32(av[h], corr);
             if let Some(rs) = rowsums {
@@ -195,20 +191,11 @@ pub(super) unsafe fn tile_epilogue_vnni512(
                         mask,
                         _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), scale), fbias),
                     ),
-                    QOut::U8 | QOut::I8 => {
-                        // Rounds to nearest, ties to even, as the scalar ROUND addition.
-                        let half = |x: __m256i, s: __m512d| {
-                            let f = _mm512_mul_pd(_mm512_cvtepi32_pd(x), s);
-                            _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(f, lo), hi))
-                        };
-                        let a0 = half(_mm512_castsi512_si256(v), s_lo);
-                        let a1 = half(_mm512_extracti64x4_epi64::<1>(v), s_hi);
-                        let i = _mm512_add_epi32(
-                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a0), a1),
-                            _mm512_set1_epi32(q.y_zp),
-                        );
-                        _mm_mask_storeu_epi8(d as *mut i8, mask, _mm512_cvtepi32_epi8(i));
-                    }
+                    QOut::U8 | QOut::I8 => _mm_mask_storeu_epi8(
+                        d as *mut i8,
+                        mask,
+                        _mm512_cvtepi32_epi8(requant::requantize16(v, scale, &bounds)),
+                    ),
                 }
             }
         }

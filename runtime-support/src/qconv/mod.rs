@@ -22,9 +22,10 @@
 //!
 //! The epilogue (`QOut`): the int32 sum; float32 `acc · scale[m] + fbias[m]` (a QDQ
 //! convolution whose result is not quantized again); or the reference's requantization
-//! `clamp(round_half_even(acc · f64(scale[m])) + y_zp, lo, hi)` in float64, bit for bit what
-//! onnx's reference evaluator computes for QLinearConv (onnxruntime rounds the product in
-//! float32, which can differ by one step at a tie).
+//! `clamp(round_half_even(acc · f64(scale[m])) + y_zp, lo, hi)`, bit for bit what onnx's
+//! reference evaluator computes for QLinearConv in float64 (onnxruntime rounds the product in
+//! float32, which can differ by one step at a tie). The vector tiers compute it in float32
+//! lanes and redo in float64 the rare lanes where that could differ (`requant.rs`).
 //!
 //! Work is split over output panels (`par`); each worker packs its own panels into its
 //! scratch slot. Depthwise convolutions are not run here (a block of `MR` channels would
@@ -36,6 +37,7 @@ mod kernel;
 pub mod matmul;
 mod matmul_kernel;
 mod pack;
+mod requant;
 #[cfg(test)]
 mod tests;
 
