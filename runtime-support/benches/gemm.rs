@@ -4,7 +4,7 @@
 //! width the CPU has (override with `ONNXC_PEAK_GFLOPS`).
 //!
 //! `cargo bench -p onnxc-runtime --bench gemm` (`ONNXC_GEMM_TABLE=1`: the quick GEMM table
-//! only; `ONNXC_QGEMM=1`: the integer product against the measured VNNI peak only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer;
+//! only; `ONNXC_QGEMM=1`: the integer product against the measured VNNI peak, and integer convolutions with uint8 outputs, only; `ONNXC_CONV_FILTER=cin,cout,hw[,k]`: chosen conv layers only, `all`: every listed layer;
 //! with `ONNXC_CONV_COLD=1` the weights, with `ONNXC_CONV_COLD_INPUT=1` the input and residual
 //! come from beyond L2 as in a model; `ONNXC_CONV_RESIDUAL=1` adds a residual epilogue).
 
@@ -879,9 +879,81 @@ fn qgemm_table() {
     }
 }
 
+/// `ONNXC_QGEMM=1`, second table: integer convolutions with uint8 outputs (the epilogue's
+/// requantization) at the shapes of the quantized CNNs' cheap, output-bound layers.
+fn qconv_table() {
+    use onnxc_runtime::conv::ConvGeometry;
+    use onnxc_runtime::par::Par;
+    use onnxc_runtime::qconv::{QConvParams, QOut, QScalars, qconv};
+    println!(
+        "{:>5} {:>5} {:>5} {:>3} {:>3} {:>10} {:>9}",
+        "C", "M", "HW", "k", "s", "GMAC/s", "ns/out"
+    );
+    for (c, m, hw, k, s) in [
+        (32, 64, 112, 1, 1),
+        (64, 128, 56, 1, 1),
+        (256, 256, 14, 1, 1),
+        (16, 64, 55, 1, 1),
+        (16, 64, 55, 3, 1),
+        (3, 64, 224, 3, 2),
+    ] {
+        let pad = k / 2;
+        let out = (hw + 2 * pad - k) / s + 1;
+        let geo = ConvGeometry {
+            n: 1,
+            c,
+            m,
+            group: 1,
+            input: [hw, hw].as_slice().into(),
+            kernel: [k, k].as_slice().into(),
+            output: [out, out].as_slice().into(),
+            strides: [s, s].as_slice().into(),
+            dilations: [1, 1].as_slice().into(),
+            pads: [pad, pad].as_slice().into(),
+            wide_simd: true,
+            no_winograd: false,
+            input_planes: Vec::new().into(),
+        };
+        let q = QScalars {
+            out: QOut::U8,
+            x_signed: false,
+            x_zp: 128,
+            y_zp: 128,
+            lo: 0,
+            hi: 255,
+        };
+        let (mu, kk) = (m as usize, (c * k * k) as usize);
+        let w: Vec<i8> = (0..mu * kk).map(|i| ((i * 7919) % 255) as i8).collect();
+        let scale: Vec<f32> = (0..mu).map(|i| 1.0e-4 * (1.0 + i as f32 / 97.0)).collect();
+        let blob = QConvParams::encode(&geo, q, &w, &vec![0; mu], None, &scale, &vec![0.0; mu]);
+        let p = QConvParams::decode(&blob).expect("valid");
+        let x: Vec<u8> = (0..(c * hw * hw) as usize)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        let outs = mu * (out * out) as usize;
+        let mut y = vec![0u8; outs];
+        let need = p.scratch();
+        let mut scratch = Buf::zeros(need.single() / 4 + 16);
+        let (_, slots) = need.layout(scratch.as_mut_ptr());
+        let macs = outs * kk;
+        let reps = (1e8 / macs as f64).ceil() as usize;
+        let secs = best_per_call(10, reps, |_| {
+            // SAFETY: x, y and the scratch hold what the blob describes.
+            unsafe { qconv(&p, x.as_ptr(), y.as_mut_ptr(), slots, Par::SEQ) }
+        });
+        black_box(y[0]);
+        println!(
+            "{c:>5} {m:>5} {hw:>5} {k:>3} {s:>3} {:>10.1} {:>9.3}",
+            macs as f64 / secs / 1e9,
+            secs * 1e9 / outs as f64
+        );
+    }
+}
+
 fn main() {
     if std::env::var_os("ONNXC_QGEMM").is_some() {
         qgemm_table();
+        qconv_table();
         return;
     }
     let peak: f64 = std::env::var("ONNXC_PEAK_GFLOPS")

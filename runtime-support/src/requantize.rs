@@ -7,9 +7,11 @@
 //! with `f` the float32 factor `x_scale · w_scale / y_scale` of the element's channel (or
 //! one for the tensor) and the product exact: 24 by 24 significant bits fit float64's 53,
 //! so the rounding is the real product's, as the reference evaluator computes it in
-//! float64. The walk is scalar float64 code over contiguous runs that share a factor,
-//! compiled once per instruction set by `simd::dispatch` (the compiler vectorizes it to the
-//! CPU's widest float64 vectors); runs are split over the run's threads.
+//! float64. The walk computes sixteen elements at a time in float32, which gives the same
+//! result unless the clamped float32 product is a tie (see `qconv/requant.rs`); a chunk
+//! with a tie is redone in float64. It is scalar code over contiguous runs that share a
+//! factor, compiled once per instruction set by `simd::dispatch` (the compiler vectorizes
+//! it to the CPU's widest vectors); runs are split over the run's threads.
 
 use crate::par::{Par, Threads};
 use crate::simd::{self, Simd, Walk};
@@ -36,13 +38,90 @@ fn requantize_one(a: f32, f: f64, zp: f64, lo: f64, hi: f64) -> u8 {
     (v + 6_755_399_441_055_744.0).to_bits() as u8
 }
 
+/// The float32 bounds of `round(acc · f)` (the type's range less the zero point) and the
+/// zero point.
+#[derive(Copy, Clone)]
+struct Bounds32 {
+    lo: f32,
+    hi: f32,
+    zp: f32,
+}
+
+impl Bounds32 {
+    fn new(zp: f64, lo: f64, hi: f64) -> Bounds32 {
+        // Integers below 2^9 in magnitude: exact.
+        Bounds32 {
+            lo: (lo - zp) as f32,
+            hi: (hi - zp) as f32,
+            zp: zp as f32,
+        }
+    }
+}
+
+/// Elements computed in float32 before the chunk's ties are looked at.
+const CHUNK: usize = 64;
+
+/// One output in float32 (`requantize_slice`): its byte, and whether the clamped product
+/// was a tie (then the byte may not be the exact product's).
+#[inline(always)]
+fn requantize_f32(a: f32, f: f32, b: Bounds32) -> (u8, bool) {
+    let p = a * f;
+    // min then max, with the bound chosen when the product is NaN: as `requantize_one`.
+    let p = if p < b.hi { p } else { b.hi };
+    let p = if p > b.lo { p } else { b.lo };
+    let r = p.round_ties_even();
+    // An integer in [-128, 255] plus 1.5·2^23: its two's-complement byte is the low byte of
+    // the mantissa.
+    ((r + b.zp + 12_582_912.0).to_bits() as u8, (p - r).abs() == 0.5)
+}
+
+/// The factors of a run: one for all its elements, or one each.
+#[derive(Copy, Clone)]
+enum Factors<'a> {
+    One(f32),
+    Each(&'a [f32]),
+}
+
+/// `y[i] = requantize_one(x[i], f[i], …)`, `CHUNK` elements at a time in float32: the
+/// clamped product rounded to nearest, ties to even, is the exact product's rounding unless
+/// it is a tie, and a chunk with a tie is redone in float64.
+#[inline(always)]
+fn requantize_slice(x: &[f32], y: &mut [u8], f: Factors, b: Bounds32, zp: f64, lo: f64, hi: f64) {
+    for (c, (xc, yc)) in x.chunks(CHUNK).zip(y.chunks_mut(CHUNK)).enumerate() {
+        let mut tie = false;
+        match f {
+            Factors::One(f) => {
+                for (o, &a) in yc.iter_mut().zip(xc) {
+                    let (v, t) = requantize_f32(a, f, b);
+                    (*o, tie) = (v, tie | t);
+                }
+            }
+            Factors::Each(fs) => {
+                for ((o, &a), &f) in yc.iter_mut().zip(xc).zip(&fs[c * CHUNK..]) {
+                    let (v, t) = requantize_f32(a, f, b);
+                    (*o, tie) = (v, tie | t);
+                }
+            }
+        }
+        if tie {
+            for (i, (o, &a)) in yc.iter_mut().zip(xc).enumerate() {
+                let f = match f {
+                    Factors::One(f) => f,
+                    Factors::Each(fs) => fs[c * CHUNK + i],
+                };
+                *o = requantize_one(a, f as f64, zp, lo, hi);
+            }
+        }
+    }
+}
+
 /// One run of `n` elements sharing the factor `f`.
 #[derive(Copy, Clone)]
 struct Run {
     x: *const f32,
     y: *mut u8,
     n: usize,
-    f: f64,
+    f: f32,
     zp: f64,
     lo: f64,
     hi: f64,
@@ -60,9 +139,8 @@ impl Walk for Run {
                 std::slice::from_raw_parts_mut(self.y, self.n),
             )
         };
-        for (o, &a) in y.iter_mut().zip(x) {
-            *o = requantize_one(a, self.f, self.zp, self.lo, self.hi);
-        }
+        let b = Bounds32::new(self.zp, self.lo, self.hi);
+        requantize_slice(x, y, Factors::One(self.f), b, self.zp, self.lo, self.hi);
     }
 }
 
@@ -88,6 +166,7 @@ impl Walk for Runs {
     #[inline(always)]
     unsafe fn run<S: Simd>(self, _: S) {
         let (zp, lo, hi) = (self.zp, self.lo, self.hi);
+        let b = Bounds32::new(zp, lo, hi);
         if self.inner == 1 {
             // One element a channel (factors along the last axis): a row's elements meet
             // its factors in order, so the loop is over both.
@@ -104,9 +183,7 @@ impl Walk for Runs {
                         std::slice::from_raw_parts(self.factors.add(c0), len),
                     )
                 };
-                for ((o, &a), &f) in y.iter_mut().zip(x).zip(f) {
-                    *o = requantize_one(a, f as f64, zp, lo, hi);
-                }
+                requantize_slice(x, y, Factors::Each(f), b, zp, lo, hi);
                 k += len;
             }
         } else {
@@ -116,12 +193,10 @@ impl Walk for Runs {
                     (
                         std::slice::from_raw_parts(self.x.add(k * self.inner), self.inner),
                         std::slice::from_raw_parts_mut(self.y.add(k * self.inner), self.inner),
-                        *self.factors.add(k % self.channels) as f64,
+                        *self.factors.add(k % self.channels),
                     )
                 };
-                for (o, &a) in y.iter_mut().zip(x) {
-                    *o = requantize_one(a, f, zp, lo, hi);
-                }
+                requantize_slice(x, y, Factors::One(f), b, zp, lo, hi);
             }
         }
     }
@@ -152,7 +227,7 @@ pub unsafe fn requantize(
     let zp = zp as f64;
     if per_tensor {
         // SAFETY: one factor (caller).
-        let f = unsafe { *(fa as *const f32) } as f64;
+        let f = unsafe { *(fa as *const f32) };
         // SAFETY: each range's elements lie in x and y (caller), and only its walk writes
         // them.
         unsafe {
@@ -259,6 +334,9 @@ mod tests {
                 0 => (s % 2001) as f32 - 1000.0,
                 1 => ((s % (1 << 24)) as f32) - 8_388_608.0,
                 2 => 16_777_215.0 * if s & 1 == 0 { 1.0 } else { -1.0 },
+                // Odd multiples of 7: times fl32(2.5 / 7) they are near half-integers, and
+                // the float32 product of some rounds onto one (a tie the exact product is not).
+                3 => (7 * (2 * (s % 64) as i64 + 1) * if s & 64 == 0 { 1 } else { -1 }) as f32,
                 _ => ((s % 40_001) as f32) - 20_000.0,
             };
             x.push(v);
@@ -266,7 +344,14 @@ mod tests {
         // Factors that make ties: 0.5 (k + ½ for odd accumulators), 0.25, and factors
         // whose float32 product with some accumulator rounds to a tie the exact product
         // is not.
-        let factors = [0.5f32, 0.25, 1.0 / 3.0, 0.007_812_5 * 1.000_000_1, 3.0e-5];
+        let factors = [
+            0.5f32,
+            0.25,
+            1.0 / 3.0,
+            0.007_812_5 * 1.000_000_1,
+            3.0e-5,
+            2.5 / 7.0,
+        ];
         for (signed, zp) in [(false, 128), (false, 3), (true, -7)] {
             // Every instruction set's walk (and the portable one at 4, 8 and 16 lanes), one
             // factor at a time over the whole buffer.
@@ -283,7 +368,7 @@ mod tests {
                     x: x.as_ptr(),
                     y: yp,
                     n,
-                    f: f as f64,
+                    f,
                     zp: zp as f64,
                     lo,
                     hi,

@@ -272,7 +272,7 @@ unsafe fn store8(p: &Epi, ch: usize, acc: __m256i, cs: Option<__m256i>, n: usize
     }
     let (scale, fbias) = (_mm256_set1_ps(p.scale[ch]), _mm256_set1_ps(p.fbias[ch]));
     // SAFETY: forwarded (caller).
-    unsafe { finish8(&p.q, v, scale, fbias, n, dst) }
+    unsafe { finish8(&p.q, p.small_sums, v, scale, fbias, n, dst) }
 }
 
 /// Eight lanes of a row of the matrix product's epilogue, columns `j0 ..` (their constants
@@ -306,7 +306,7 @@ unsafe fn store8_columns(p: &Epi, j0: usize, acc: __m256i, rowsum: i32, n: usize
     );
     let (scale, fbias) = (_mm256_castsi256_ps(scale), _mm256_castsi256_ps(fbias));
     // SAFETY: forwarded (caller).
-    unsafe { finish8(&p.q, v, scale, fbias, n, dst) }
+    unsafe { finish8(&p.q, p.small_sums, v, scale, fbias, n, dst) }
 }
 
 /// The epilogue's output step for eight lanes of corrected sums `v`, with per-lane `scale`
@@ -317,7 +317,15 @@ unsafe fn store8_columns(p: &Epi, j0: usize, acc: __m256i, rowsum: i32, n: usize
 /// The CPU has AVX2; `dst` holds `n ≤ 8` outputs of `q.out`'s type.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usize, dst: *mut u8) {
+unsafe fn finish8(
+    q: &QScalars,
+    small_sums: bool,
+    v: __m256i,
+    scale: __m256,
+    fbias: __m256,
+    n: usize,
+    dst: *mut u8,
+) {
     // A full vector is stored in place; a partial one through `out`, then its `n` outputs.
     let mut out = [0u8; 32];
     let at = if n == 8 { dst } else { out.as_mut_ptr() };
@@ -331,7 +339,7 @@ unsafe fn finish8(q: &QScalars, v: __m256i, scale: __m256, fbias: __m256, n: usi
                 _mm256_storeu_ps(at as *mut f32, f);
             }
             QOut::U8 | QOut::I8 => {
-                let i = requant::requantize8(v, scale, q.lo, q.hi, q.y_zp);
+                let i = requant::requantize8(v, scale, q.lo, q.hi, q.y_zp, small_sums);
                 // In [lo, hi] ⊂ [-128, 255] already: the packs saturate nothing.
                 let w =
                     _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));

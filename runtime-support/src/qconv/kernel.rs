@@ -72,10 +72,12 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
         ]
     });
     let corrected = |r: usize, a: &[__m512i; 2], h: usize| {
-        let ch = ch0 + r;
-        let v = _mm512_add_epi32(a[h], _mm512_set1_epi32(p.corr[ch]));
+        let v = _mm512_add_epi32(a[h], _mm512_set1_epi32(p.corr[ch0 + r]));
         match cs {
-            Some(c) => _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p.wzp[ch]), c[h])),
+            Some(c) => _mm512_sub_epi32(
+                v,
+                _mm512_mullo_epi32(_mm512_set1_epi32(p.wzp[ch0 + r]), c[h]),
+            ),
             None => v,
         }
     };
@@ -83,7 +85,7 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
         // A row's 32 outputs in one store (masked when the panel is partial).
         let mask = ((1u64 << lanes) - 1) as u32;
         // SAFETY: the CPU has AVX-512 F (this function's features).
-        let b = unsafe { requant::Bounds512::new(p.q.lo, p.q.hi, p.q.y_zp) };
+        let b = unsafe { requant::Bounds512::new(p.q.lo, p.q.hi, p.q.y_zp, p.small_sums) };
         for (r, a) in acc.iter().enumerate().take(rows) {
             let s = _mm512_set1_ps(p.scale[ch0 + r]);
             // SAFETY: this function's features.

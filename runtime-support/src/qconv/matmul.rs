@@ -26,6 +26,8 @@ pub struct QMatMulParams<'a> {
     pub has_wzp: bool,
     /// The weights' byte pairs keep `vpmaddubsw` exact (`super::short_pairs`).
     pub short_pairs: bool,
+    /// Every output's exact sum stays below 2^24 in magnitude (`super::small_sums`).
+    pub small_sums: bool,
     /// Per column: the int32 bias, the sum of the weights, their zero point, the epilogue's
     /// scale and float32 bias.
     pub bias: &'a [i32],
@@ -90,7 +92,14 @@ impl QMatMulParams<'_> {
             q.out as i64,
             q.x_signed as i64
                 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
-                | ((super::short_pairs(&packed) as i64) << 2),
+                | ((super::short_pairs(&packed) as i64) << 2)
+                | ((super::small_sums((0..n).map(|j| {
+                    let abs: i64 = (0..k)
+                        .map(|i| (w[i * n + j] as i64 - w_zp[j] as i64).abs())
+                        .sum();
+                    (abs, bias.map_or(0, |b| b[j]))
+                })) as i64)
+                    << 3),
             q.x_zp as i64,
             q.y_zp as i64,
             q.lo as i64,
@@ -127,7 +136,7 @@ impl QMatMulParams<'_> {
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
         let q = super::decode_scalars(&h[..6])?;
-        ensure(h[1] & !7 == 0, "unknown flag bits")?;
+        ensure(h[1] & !15 == 0, "unknown flag bits")?;
         let dims = "a dimension is out of range";
         let batch = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
         let m = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
@@ -152,6 +161,7 @@ impl QMatMulParams<'_> {
             n,
             has_wzp: h[1] & 2 != 0,
             short_pairs: h[1] & 4 != 0,
+            small_sums: h[1] & 8 != 0,
             bias: super::view(bias, n),
             colsum: super::view(colsum, n),
             wzp: super::view(wzp, n),
@@ -233,6 +243,7 @@ pub(crate) unsafe fn qmatmul_on(
     }
     let epi = Epi {
         q: p.q,
+        small_sums: p.small_sums,
         corr,
         wzp: p.wzp,
         scale: p.scale,

@@ -175,7 +175,7 @@ pub(super) unsafe fn tile_epilogue_vnni512(
             )
         };
         // SAFETY: the CPU has AVX-512 F (this function's features).
-        let bounds = unsafe { requant::Bounds512::new(q.lo, q.hi, q.y_zp) };
+        let bounds = unsafe { requant::Bounds512::new(q.lo, q.hi, q.y_zp, p.small_sums) };
         for (r, av) in acc.iter().enumerate().take(rows) {
             let mut v = _mm512_add_epi32(av[h], corr);
             if let Some(rs) = rowsums {

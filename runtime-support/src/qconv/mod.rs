@@ -111,6 +111,9 @@ pub struct QConvParams<'a> {
     /// Every pair of weights that a four-byte group's dot product adds first (bytes 0 and
     /// 1, bytes 2 and 3) has `|w0| + |w1| ≤ 128` (`short_pairs`).
     pub short_pairs: bool,
+    /// Every output's exact sum (zero points and bias included) stays below 2^24 in
+    /// magnitude, whatever the activations (`small_sums`).
+    pub small_sums: bool,
     /// Per output channel: the constant part of the sum (bias, zero-point terms).
     pub corr: &'a [i32],
     /// Per output channel: the weights' zero point.
@@ -129,6 +132,8 @@ pub struct QConvParams<'a> {
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Epi<'a> {
     pub q: QScalars,
+    /// The sums stay below 2^24 in magnitude (`small_sums`).
+    pub small_sums: bool,
     pub corr: &'a [i32],
     pub wzp: &'a [i32],
     pub scale: &'a [f32],
@@ -178,6 +183,7 @@ impl QConvParams<'_> {
     fn epi(&self) -> Epi<'_> {
         Epi {
             q: self.q,
+            small_sums: self.small_sums,
             corr: self.corr,
             wzp: self.wzp,
             scale: self.scale,
@@ -264,7 +270,17 @@ impl QConvParams<'_> {
             q.out as i64,
             q.x_signed as i64
                 | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
-                | ((short_pairs(&packed) as i64) << 2),
+                | ((short_pairs(&packed) as i64) << 2)
+                | ((small_sums((0..m).map(|ch| {
+                    let row = &w[ch * k..(ch + 1) * k];
+                    (
+                        row.iter()
+                            .map(|&v| (v as i64 - w_zp[ch] as i64).abs())
+                            .sum(),
+                        bias.map_or(0, |b| b[ch]),
+                    )
+                })) as i64)
+                    << 3),
             q.x_zp as i64,
             q.y_zp as i64,
             q.lo as i64,
@@ -300,7 +316,7 @@ impl QConvParams<'_> {
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
         let q = decode_scalars(&h[..6])?;
-        ensure(h[1] & !7 == 0, "unknown flag bits")?;
+        ensure(h[1] & !15 == 0, "unknown flag bits")?;
         let glen = in_range(
             h[6],
             1,
@@ -318,6 +334,7 @@ impl QConvParams<'_> {
             q,
             has_wzp: h[1] & 2 != 0,
             short_pairs: h[1] & 4 != 0,
+            small_sums: h[1] & 8 != 0,
             corr: &[],
             wzp: &[],
             scale: &[],
@@ -353,6 +370,22 @@ pub(super) fn short_pairs(packed: &[u8]) -> bool {
     packed
         .chunks_exact(2)
         .all(|p| (p[0] as i8).unsigned_abs() as u32 + (p[1] as i8).unsigned_abs() as u32 <= 128)
+}
+
+/// Whether every output's exact sum `Σ_k (w − zw)(x − zx) + bias` stays below 2^24 in
+/// magnitude for any uint8 activations and zero point (`|x − zx| ≤ 255`), given each
+/// output's `Σ_k |w − zw|` and bias: then the sums convert to float32 exactly, which the
+/// vector epilogues' requantization relies on (`requant.rs`; it checks each vector
+/// otherwise).
+pub(super) fn small_sums(rows: impl Iterator<Item = (i64, i32)>) -> bool {
+    let mut fit = true;
+    for (abs_weights, bias) in rows {
+        fit &= abs_weights
+            .saturating_mul(255)
+            .saturating_add((bias as i64).abs())
+            < 1 << 24;
+    }
+    fit
 }
 
 /// The scalars of a blob's header `[out, flags, x_zp, y_zp, lo, hi]` (flag bit 0: int8

@@ -14,8 +14,9 @@
 //! a half-integer unless `p` lands on it; then both round to the same integer. The
 //! clamp bounds are integers, so clamping before or after rounding is the same, and `p`
 //! beyond a bound means `x` is beyond it too. Lanes that break either condition, which
-//! real data rarely has, are redone in float64 as the reference does. The checks are two
-//! compares per vector and one branch that is almost never taken.
+//! real data rarely has, are redone in float64 as the reference does. The sums' bound is
+//! usually known when the weights are packed (`small_sums`), so the check per vector is one
+//! compare for ties and a branch that is almost never taken.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -32,17 +33,20 @@ pub(super) struct Bounds512 {
     lo_d: __m512d,
     hi_d: __m512d,
     zp: __m512i,
+    /// Some sum may reach 2^24 in magnitude: check each vector.
+    check_sums: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Bounds512 {
-    /// The bounds of outputs in `[lo, hi]` with zero point `zp` (as `QScalars` holds them).
+    /// The bounds of outputs in `[lo, hi]` with zero point `zp` (as `QScalars` holds them);
+    /// `small_sums`: every sum is known to stay below 2^24 in magnitude.
     ///
     /// # Safety
     /// The CPU has AVX-512 F.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn new(lo: i32, hi: i32, zp: i32) -> Bounds512 {
+    pub(super) unsafe fn new(lo: i32, hi: i32, zp: i32, small_sums: bool) -> Bounds512 {
         // Integers in [-383, 383]: exact in both types.
         Bounds512 {
             lo: _mm512_set1_ps((lo - zp) as f32),
@@ -50,6 +54,7 @@ impl Bounds512 {
             lo_d: _mm512_set1_pd((lo - zp) as f64),
             hi_d: _mm512_set1_pd((hi - zp) as f64),
             zp: _mm512_set1_epi32(zp),
+            check_sums: !small_sums,
         }
     }
 }
@@ -66,13 +71,17 @@ pub(super) unsafe fn requantize16(v: __m512i, s: __m512, b: &Bounds512) -> __m51
     let p = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
     // max then min with the bound second: a NaN product clamps to `lo`, as in float64.
     let p = _mm512_min_ps(_mm512_max_ps(p, b.lo), b.hi);
-    let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(p);
-    let tie =
-        _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_abs_ps(_mm512_sub_ps(p, r)), _mm512_set1_ps(0.5));
+    // p − round(p) (vreduceps, rounding to nearest, no fraction bits kept).
+    let frac = _mm512_reduce_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(p);
+    let tie = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_abs_ps(frac), _mm512_set1_ps(0.5));
     // |i32::MIN| wraps to itself, which is at least 2^24 unsigned.
-    let wide = _mm512_cmpge_epu32_mask(_mm512_abs_epi32(v), _mm512_set1_epi32(EXACT_F32));
+    let wide = if b.check_sums {
+        _mm512_cmpge_epu32_mask(_mm512_abs_epi32(v), _mm512_set1_epi32(EXACT_F32))
+    } else {
+        0
+    };
     let r = if tie | wide == 0 {
-        _mm512_cvtps_epi32(r)
+        _mm512_cvtps_epi32(p)
     } else {
         // SAFETY: the CPU has the features of this function.
         unsafe { requantize16_f64(v, s, b) }
@@ -110,7 +119,14 @@ unsafe fn requantize16_f64(v: __m512i, s: __m512, b: &Bounds512) -> __m512i {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn requantize8(v: __m256i, s: __m256, lo: i32, hi: i32, zp: i32) -> __m256i {
+pub(super) unsafe fn requantize8(
+    v: __m256i,
+    s: __m256,
+    lo: i32,
+    hi: i32,
+    zp: i32,
+    small_sums: bool,
+) -> __m256i {
     let (lo_f, hi_f) = (
         _mm256_set1_ps((lo - zp) as f32),
         _mm256_set1_ps((hi - zp) as f32),
@@ -121,7 +137,11 @@ pub(super) unsafe fn requantize8(v: __m256i, s: __m256, lo: i32, hi: i32, zp: i3
     let d = _mm256_andnot_ps(_mm256_set1_ps(-0.0), _mm256_sub_ps(p, r));
     let tie = _mm256_cmp_ps::<_CMP_EQ_OQ>(d, _mm256_set1_ps(0.5));
     // |i32::MIN| stays negative, but -2^31 converts exactly.
-    let wide = _mm256_cmpgt_epi32(_mm256_abs_epi32(v), _mm256_set1_epi32(EXACT_F32 - 1));
+    let wide = if small_sums {
+        _mm256_setzero_si256()
+    } else {
+        _mm256_cmpgt_epi32(_mm256_abs_epi32(v), _mm256_set1_epi32(EXACT_F32 - 1))
+    };
     let r = if _mm256_movemask_ps(_mm256_or_ps(tie, _mm256_castsi256_ps(wide))) == 0 {
         _mm256_cvtps_epi32(r)
     } else {
@@ -243,10 +263,12 @@ mod tests {
                 for (l, &(cv, cs)) in chunk.iter().enumerate() {
                     (v[l], s[l]) = (cv, cs);
                 }
+                // Bounded sums may skip their check (as `small_sums` blobs do).
+                let small = v.iter().all(|x| x.unsigned_abs() < EXACT_F32 as u32);
                 let mut got = [0i32; 16];
                 // SAFETY: the CPU has AVX-512 (checked); the arrays hold 16 lanes.
                 unsafe {
-                    let b = Bounds512::new(lo, hi, zp);
+                    let b = Bounds512::new(lo, hi, zp, small);
                     let r = requantize16(
                         _mm512_loadu_si512(v.as_ptr() as *const _),
                         _mm512_loadu_ps(s.as_ptr()),
@@ -280,6 +302,7 @@ mod tests {
                 for (l, &(cv, cs)) in chunk.iter().enumerate() {
                     (v[l], s[l]) = (cv, cs);
                 }
+                let small = v.iter().all(|x| x.unsigned_abs() < EXACT_F32 as u32);
                 let mut got = [0i32; 8];
                 // SAFETY: the CPU has AVX2 (checked); the arrays hold 8 lanes.
                 unsafe {
@@ -289,6 +312,7 @@ mod tests {
                         lo,
                         hi,
                         zp,
+                        small,
                     );
                     _mm256_storeu_si256(got.as_mut_ptr() as *mut _, r);
                 }

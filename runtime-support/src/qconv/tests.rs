@@ -327,7 +327,7 @@ fn blobs_are_validated() {
     long.push(0);
     long[0] += 1;
     assert!(QConvParams::decode(&long).is_err());
-    for (at, v) in [(1, 9), (2, 8), (3, 300), (5, -1), (6, 999), (7, -1)] {
+    for (at, v) in [(1, 9), (2, 16), (3, 300), (5, -1), (6, 999), (7, -1)] {
         let mut b = blob.clone();
         b[at] = v;
         assert!(QConvParams::decode(&b).is_err(), "word {at} = {v}");
