@@ -72,7 +72,10 @@ fn requantize_f32(a: f32, f: f32, b: Bounds32) -> (u8, bool) {
     let r = p.round_ties_even();
     // An integer in [-128, 255] plus 1.5·2^23: its two's-complement byte is the low byte of
     // the mantissa.
-    ((r + b.zp + 12_582_912.0).to_bits() as u8, (p - r).abs() == 0.5)
+    (
+        (r + b.zp + 12_582_912.0).to_bits() as u8,
+        (p - r).abs() == 0.5,
+    )
 }
 
 /// The factors of a run: one for all its elements, or one each.
