@@ -291,10 +291,10 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         (2..r).collect()
     };
     let n: i64 = axes.iter().map(|&a| dims[a]).product();
-    // The integer sum, exact in float64 (at most 2^8 · n).
-    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| {
-        expr::cast(l, DType::F64)
-    })?;
+    // The integer sum (at most 2^8 · n), exact in float32 while every partial sum stays
+    // below 2^24 (float32 reductions vectorize wider), else in float64.
+    let acc = if n <= 1 << 16 { DType::F32 } else { DType::F64 };
+    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| expr::cast(l, acc))?;
     let mut inputs = vec![sum, x.scale, sy];
     let zx = zero_point(ctx, x.zp, &mut inputs);
     let zyv = zero_point(ctx, zy, &mut inputs);
@@ -302,7 +302,7 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let centered = expr::cast(
         expr::binary(
             BinOp::Sub,
-            build::load_same(DType::F64, 0, r),
+            expr::cast(build::load_same(acc, 0, r), DType::F64),
             expr::binary(
                 BinOp::Mul,
                 expr::cast(zx, DType::F64),
