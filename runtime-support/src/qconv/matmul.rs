@@ -318,7 +318,7 @@ pub(crate) unsafe fn qmatmul_on(
                 let lanes = NR.min(n - n0);
                 let dst = y_addr + ((b * m + m0) * n + n0) * es;
                 #[cfg(target_arch = "x86_64")]
-                if tier == Tier::Vnni512 {
+                if matches!(tier, Tier::Vnni512 { .. }) {
                     // SAFETY: the CPU has the VNNI tier's features (caller); rows m0 .. m0 +
                     // rows of batch b, columns n0 .. n0 + lanes, lie in `y`, one row of n
                     // apart; each (batch, block) is written by one task only.

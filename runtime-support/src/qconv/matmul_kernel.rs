@@ -16,7 +16,7 @@ pub(super) unsafe fn tile(tier: Tier, k4: usize, a: &[u8], w: &[i8], tile: &mut 
     match tier {
         // SAFETY: the CPU has AVX-512 VNNI (caller); the sizes are checked above.
         #[cfg(target_arch = "x86_64")]
-        Tier::Vnni512 => unsafe { tile_vnni512(k4, a.as_ptr(), w.as_ptr(), tile) },
+        Tier::Vnni512 { .. } => unsafe { tile_vnni512(k4, a.as_ptr(), w.as_ptr(), tile) },
         // The AVX2 tier widens its operands first (`avx2.rs`); the same integers.
         #[cfg(target_arch = "x86_64")]
         Tier::Avx2 => tile_portable(k4, a, w, tile),

@@ -457,8 +457,11 @@ pub(crate) enum Tier {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX-512 VNNI; `vbmi`: panels are interleaved by byte permutes (AVX-512 VBMI).
     #[cfg(target_arch = "x86_64")]
-    Vnni512,
+    Vnni512 {
+        vbmi: bool,
+    },
 }
 
 impl Tier {
@@ -467,7 +470,9 @@ impl Tier {
         #[cfg(target_arch = "x86_64")]
         {
             if crate::isa::avx512() && std::is_x86_feature_detected!("avx512vnni") {
-                return Tier::Vnni512;
+                return Tier::Vnni512 {
+                    vbmi: std::is_x86_feature_detected!("avx512vbmi"),
+                };
             }
             if crate::isa::avx2() {
                 return Tier::Avx2;
@@ -542,8 +547,8 @@ pub(crate) unsafe fn qconv_on(
             unsafe {
                 #[cfg(target_arch = "x86_64")]
                 let done = match tier {
-                    Tier::Vnni512 => {
-                        pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel)
+                    Tier::Vnni512 { vbmi } => {
+                        pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel, vbmi)
                     }
                     Tier::Avx2 => pack::pack_panel_avx2(
                         p,
@@ -600,7 +605,7 @@ pub(crate) unsafe fn qconv_on(
                             avx2::tile_epilogue(d.k4, wblock, wide, &out)
                         }
                         #[cfg(target_arch = "x86_64")]
-                        Tier::Vnni512 => {
+                        Tier::Vnni512 { .. } => {
                             kernel::tile_epilogue_vnni512(d.k4, w, &wide[..d.k4 * 4 * NR], &out)
                         }
                         Tier::Portable => {

@@ -425,11 +425,13 @@ pub(super) unsafe fn pack_panel_avx2(
 
 /// `pack_panel` with AVX-512 masked loads, for convolutions with stride 1 or 2 along the
 /// last dim: each span is one masked load (masked-off bytes are not read; at stride 2 a
-/// 64-byte load whose even bytes are kept). Returns false (nothing written) for other
-/// convolutions, and for panels `pack_panel` reads in place.
+/// 64-byte load whose even bytes are kept). With `vbmi` (the CPU has AVX-512 VBMI) the rows
+/// stay in registers and four at a time are interleaved by two byte permutes, and panels
+/// read in place are packed that way too. Returns false (nothing written) for other
+/// convolutions, and without `vbmi` for panels `pack_panel` reads in place.
 ///
 /// # Safety
-/// As `pack_panel`; the CPU has AVX-512 F, BW and VL.
+/// As `pack_panel`; the CPU has AVX-512 F, BW and VL, and VBMI if `vbmi`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn pack_panel_avx512(
@@ -439,9 +441,21 @@ pub(super) unsafe fn pack_panel_avx512(
     p0: usize,
     lanes: usize,
     panel: &mut [u8],
+    vbmi: bool,
 ) -> bool {
     use std::arch::x86_64::*;
     let sw = p.conv.strides[p.conv.input.len() - 1];
+    if in_place(p, lanes) && vbmi {
+        // SAFETY: each real row k is channel k's plane from the panel's first position,
+        // which holds NR more bytes (the output positions are the input's); the CPU has
+        // VBMI (caller).
+        unsafe {
+            build_rows_vbmi(p, d, panel, |c, _| {
+                _mm256_loadu_si256(x.add(c * d.isize + p0) as *const __m256i)
+            })
+        };
+        return true;
+    }
     if !(sw == 1 || sw == 2) || in_place(p, lanes) {
         return false;
     }
@@ -470,7 +484,7 @@ pub(super) unsafe fn pack_panel_avx512(
     // SAFETY: the loop wrote as many entries as `spans` returned.
     let table = unsafe { assume_init(&table[..spans_of.len()]) };
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
-    build_rows(p, d, panel, |row, c, t| {
+    let row = |c: usize, t: usize| {
         // The plane of channel c; spans are addressed from it with wrapping arithmetic (an
         // address may lie before the plane; only the masked lanes are read, and those lie
         // inside it).
@@ -492,10 +506,83 @@ pub(super) unsafe fn pack_panel_avx512(
                 }
             };
         }
-        // SAFETY: the row holds 32 bytes.
-        unsafe { _mm256_storeu_si256(row.as_mut_ptr() as *mut __m256i, v) };
-    });
+        v
+    };
+    if vbmi {
+        // SAFETY: the CPU has VBMI (caller).
+        unsafe { build_rows_vbmi(p, d, panel, row) };
+    } else {
+        build_rows(p, d, panel, |buf, c, t| {
+            // SAFETY: the row holds 32 bytes.
+            unsafe { _mm256_storeu_si256(buf.as_mut_ptr() as *mut __m256i, row(c, t)) };
+        });
+    }
     true
+}
+
+/// `build_rows` with the rows in registers: `row(c, t)` is the unflipped row of channel `c`
+/// and tap `t`; four rows at a time are flipped and interleaved into the panel by two
+/// two-source byte permutes (`out[l·4 + j] = rows[j][l]`).
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, VL and VBMI; `panel` holds `k4 · 4 · NR` bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi")]
+unsafe fn build_rows_vbmi(
+    p: &QConvParams,
+    d: &Dims,
+    panel: &mut [u8],
+    mut row: impl FnMut(usize, usize) -> std::arch::x86_64::__m256i,
+) {
+    use std::arch::x86_64::*;
+    assert!(panel.len() >= d.k4 * 4 * NR && NR == 32);
+    // Byte b of output half h is row b % 4's lane 16h + b / 4: byte (b % 4)·32 + 16h + b / 4
+    // of the rows laid end to end (rows 0 and 1 in the first source, 2 and 3 in the second).
+    const IDX: [[u8; 64]; 2] = {
+        let mut t = [[0u8; 64]; 2];
+        let mut h = 0;
+        while h < 2 {
+            let mut b = 0;
+            while b < 64 {
+                t[h][b] = ((b % 4) * 32 + 16 * h + b / 4) as u8;
+                b += 1;
+            }
+            h += 1;
+        }
+        t
+    };
+    // SAFETY: the tables hold 64 bytes each.
+    let idx = unsafe { IDX.map(|t| _mm512_loadu_si512(t.as_ptr() as *const _)) };
+    let taps = d.k / d.cg;
+    let flip = _mm256_set1_epi8(if p.q.x_signed { 0x80u8 as i8 } else { 0 });
+    let (mut c, mut t) = (0usize, 0usize);
+    for k4 in 0..d.k4 {
+        let rows: [__m256i; 4] = std::array::from_fn(|j| {
+            if k4 * 4 + j >= d.k {
+                // Rows past K are zero (their weights are zero).
+                return _mm256_setzero_si256();
+            }
+            let v = _mm256_xor_si256(row(c, t), flip);
+            t += 1;
+            if t == taps {
+                t = 0;
+                c += 1;
+            }
+            v
+        });
+        let a = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(rows[0]), rows[1]);
+        let b = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(rows[2]), rows[3]);
+        // SAFETY: group k4 of the panel holds 4 · NR = 128 bytes (checked above).
+        unsafe {
+            let out = panel.as_mut_ptr().add(k4 * 4 * NR);
+            _mm512_storeu_si512(out as *mut _, _mm512_permutex2var_epi8(a, idx[0], b));
+            _mm512_storeu_si512(
+                out.add(64) as *mut _,
+                _mm512_permutex2var_epi8(a, idx[1], b),
+            );
+        }
+    }
 }
 
 /// The runs of a panel: (first lane, lanes, input coordinate of tap 0 per dim) for each

@@ -148,7 +148,10 @@ fn tiers() -> Vec<Tier> {
             && std::is_x86_feature_detected!("avx512vl")
             && std::is_x86_feature_detected!("avx512vnni")
         {
-            t.push(Tier::Vnni512);
+            t.push(Tier::Vnni512 { vbmi: false });
+            if std::is_x86_feature_detected!("avx512vbmi") {
+                t.push(Tier::Vnni512 { vbmi: true });
+            }
         }
     }
     t
