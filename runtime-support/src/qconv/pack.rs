@@ -48,7 +48,8 @@ pub(super) unsafe fn pack_panel(
         return;
     }
     let last = nsp - 1;
-    let (runs, nruns) = runs(p, p0, lanes);
+    let mut run_table = run_table();
+    let runs = runs(p, p0, lanes, &mut run_table);
     let mut rows = [[0u8; NR]; 4];
     // Row k's channel and tap (its offset from tap 0 per dim, dilated), advanced as an
     // odometer from k = 0.
@@ -82,7 +83,7 @@ pub(super) unsafe fn pack_panel(
             row.fill(zx);
             // SAFETY: plane `c` of the group lies at `x`.
             let plane = unsafe { x.add(c * d.isize) };
-            for &(l0, len, ref oc) in &runs[..nruns] {
+            for &(l0, len, ref oc) in runs {
                 // The input row this run reads: every dim but the last, inside the input.
                 let mut off = 0usize;
                 let mut inside = true;
@@ -211,7 +212,9 @@ fn spans<'t>(
     let last = nsp - 1;
     let taps = d.k / d.cg.max(1);
     let sw = g.strides[last];
-    let (runs, nruns) = runs(p, p0, lanes);
+    let mut run_table = run_table();
+    let runs = runs(p, p0, lanes, &mut run_table);
+    let nruns = runs.len();
     if d.cg == 0 || taps * nruns > MAX_TAP_RUNS {
         return None;
     }
@@ -228,7 +231,7 @@ fn spans<'t>(
                 tapc[dd] = 0;
             }
         }
-        for (r, &(l0, len, ref oc)) in runs[..nruns].iter().enumerate() {
+        for (r, &(l0, len, ref oc)) in runs.iter().enumerate() {
             let mut off = 0i64;
             let mut inside = true;
             for dd in 0..last {
@@ -585,19 +588,24 @@ unsafe fn build_rows_vbmi(
     }
 }
 
-/// The runs of a panel: (first lane, lanes, input coordinate of tap 0 per dim) for each
-/// stretch of consecutive outputs along the last dim.
-#[allow(clippy::type_complexity)]
-fn runs(
-    p: &QConvParams,
-    p0: usize,
-    lanes: usize,
-) -> ([(usize, usize, [i64; crate::conv::MAX_SPATIAL]); NR], usize) {
+/// A run of a panel: first lane, lanes, input coordinate of tap 0 per dim.
+type Run = (usize, usize, [i64; crate::conv::MAX_SPATIAL]);
+
+/// Room for a panel's runs, left uninitialized (`runs` writes those it returns; zeroing
+/// and moving the 2.5 KB table cost a few percent of a convolution with small panels).
+type RunTable = [MaybeUninit<Run>; NR];
+
+const fn run_table() -> RunTable {
+    [const { MaybeUninit::uninit() }; NR]
+}
+
+/// The runs of a panel, one for each stretch of consecutive outputs along the last dim,
+/// written into `table`.
+fn runs<'t>(p: &QConvParams, p0: usize, lanes: usize, table: &'t mut RunTable) -> &'t [Run] {
     let g = &p.conv;
     let nsp = g.input.len();
     let last = nsp - 1;
     let ow = g.output[last] as usize;
-    let mut runs = [(0, 0, [0; crate::conv::MAX_SPATIAL]); NR];
     let mut nruns = 0;
     let mut lane = 0;
     while lane < lanes {
@@ -612,11 +620,12 @@ fn runs(
         for (dd, v) in coord.iter_mut().enumerate().take(nsp) {
             *v = *v * g.strides[dd] - g.pads[dd];
         }
-        runs[nruns] = (lane, len, coord);
+        table[nruns].write((lane, len, coord));
         nruns += 1;
         lane += len;
     }
-    (runs, nruns)
+    // SAFETY: the loop wrote the first `nruns` entries (at most one per lane, so at most NR).
+    unsafe { assume_init(&table[..nruns]) }
 }
 
 /// `dst.copy_from_slice(src)` for at most `NR` bytes, without a call to `memmove`.
