@@ -267,6 +267,14 @@ kernels! {
         params: Params = *const i64, x: In = *const u8, y: Out = *mut u8,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// Depthwise convolution between 8-bit tensors through float32
+    /// (`conv::qdepthwise::QDepthwiseParams`): dequantization, convolution and quantization
+    /// a chunk of channels at a time.
+    QDEPTHWISE_8 = onnxc_qdepthwise_8 in conv::qdepthwise(
+        params: Params = *const i64, x: In = *const u8, w: In = *const f32,
+        bias: OptIn = *const f32, y: Out = *mut u8, scratch: Scratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// Integer matrix product of uint8/int8 activations with packed int8 weights
     /// (`qconv::matmul::QMatMulParams`); `a_zp` null for the blob's zero point.
     QMATMUL = onnxc_qmatmul in qconv::matmul(
@@ -459,6 +467,8 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == QCONV {
         Some(crate::qconv::QConvParams::decode(b)?.scratch())
+    } else if *kernel == QDEPTHWISE_8 {
+        Some(crate::conv::qdepthwise::QDepthwiseParams::decode(b)?.scratch())
     } else if *kernel == QMATMUL {
         Some(crate::qconv::matmul::QMatMulParams::decode(b)?.scratch())
     } else if *kernel == TREE_ENSEMBLE {

@@ -363,6 +363,74 @@ def qdq_cnn():
     return g.model([("x", [1, 8, 12, 12])], [y, "dq_y", "dq_scale", "dq_zp"], opset=13)
 
 
+def quantized_depthwise():
+    """Depthwise convolutions between 8-bit tensors, which onnxc runs as one kernel
+    (dequantization, float32 convolution, quantization a chunk of channels at a time): QDQ
+    blocks with uint8 and with int8 activations (per-channel int8 weights, int32 bias),
+    stride 1 and 2, a 5×5 kernel, channel counts past whole blocks of 16 on small planes and
+    planes too large to block; QLinearConv depthwise with per-channel weights and zero
+    points, uint8 and int8 activations, and without bias. Compared with the reference
+    evaluator."""
+    g = G(46)
+    rng = np.random.default_rng(46)
+
+    def qdq(t, scale, zp, dt=np.uint8):
+        sc, z = g.const(np.float32(scale)), g.const(dt(zp), dt)
+        return g.op("DequantizeLinear", [g.op("QuantizeLinear", [t, sc, z]), sc, z])
+
+    def dw(x, x_scale, c, k, stride=1):
+        wq = rng.integers(-127, 128, size=(c, 1, k, k)).astype(np.int8)
+        w_scale = (0.02 + 0.02 * rng.random(c)).astype(np.float32)
+        w = g.op("DequantizeLinear", [g.const(wq, np.int8), g.const(w_scale), g.const(np.zeros(c, np.int8), np.int8)],
+                 axis=0)
+        b = rng.integers(-300, 300, size=c).astype(np.int32)
+        bias = g.op("DequantizeLinear", [g.const(b, np.int32), g.const((x_scale * w_scale).astype(np.float32))], axis=0)
+        return g.op("Conv", [x, w, bias], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=c)
+
+    def pw(x, x_scale, cin, cout):
+        wq = rng.integers(-127, 128, size=(cout, cin, 1, 1)).astype(np.int8)
+        w_scale = (0.01 + 0.01 * rng.random(cout)).astype(np.float32)
+        w = g.op("DequantizeLinear", [g.const(wq, np.int8), g.const(w_scale), g.const(np.zeros(cout, np.int8), np.int8)],
+                 axis=0)
+        return g.op("Conv", [x, w], kernel_shape=[1, 1])
+
+    # QDQ, uint8, MobileNet's blocks (integer pointwise convolutions between the depthwise
+    # ones): a large plane (plane by plane), then small planes with 40 channels.
+    a = qdq(pw(qdq("a", 0.04, 128), 0.04, 8, 40), 0.05, 128)
+    a = qdq(dw(a, 0.05, 40, 3), 0.06, 120)
+    a = qdq(pw(a, 0.06, 40, 40), 0.05, 125)
+    a = qdq(dw(a, 0.05, 40, 3, stride=2), 0.05, 130)
+    a = qdq(pw(a, 0.05, 40, 40), 0.06, 128)
+    a = qdq(dw(a, 0.06, 40, 5), 0.07, 125)
+    a1 = qdq(pw(a, 0.07, 40, 8), 0.1, 128)
+    # QDQ, int8 activations.
+    b = qdq(pw(qdq("b", 0.03, -3, np.int8), 0.03, 6, 21), 0.04, 2, np.int8)
+    b = qdq(dw(b, 0.04, 21, 3), 0.05, 4, np.int8)
+    b1 = qdq(pw(b, 0.05, 21, 6), 0.08, 0, np.int8)
+
+    # QLinearConv: per-channel weights with nonzero zero points, uint8 and int8.
+    def qlinear(x_q, x_scale, x_zp, cin, cout, k, y_scale, y_zp, dt, stride=1, bias=True):
+        group = cout if cin == cout and k > 1 else 1
+        wq = rng.integers(-100, 101, size=(cout, cin // group, k, k)).astype(np.int8)
+        w_scale = (0.01 + 0.02 * rng.random(cout)).astype(np.float32)
+        w_zp = rng.integers(-3, 4, size=cout).astype(np.int8)
+        ins = [x_q, g.const(np.float32(x_scale)), g.const(dt(x_zp), dt), g.const(wq, np.int8), g.const(w_scale),
+               g.const(w_zp, np.int8), g.const(np.float32(y_scale)), g.const(dt(y_zp), dt)]
+        if bias:
+            ins.append(g.const(rng.integers(-2000, 2000, size=cout).astype(np.int32), np.int32))
+        return g.op("QLinearConv", ins, kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group)
+
+    cq = g.op("QuantizeLinear", ["c", g.const(np.float32(0.02)), g.const(np.uint8(128), np.uint8)])
+    c = qlinear(cq, 0.02, 128, 4, 24, 1, 0.03, 110, np.uint8)
+    c = qlinear(c, 0.03, 110, 24, 24, 3, 0.04, 100, np.uint8)
+    c1 = qlinear(c, 0.04, 100, 24, 24, 3, 0.05, 90, np.uint8, stride=2, bias=False)
+    dq = g.op("QuantizeLinear", ["d", g.const(np.float32(0.02)), g.const(np.int8(5), np.int8)])
+    d = qlinear(dq, 0.02, 5, 3, 17, 1, 0.03, -2, np.int8)
+    d1 = qlinear(d, 0.03, -2, 17, 17, 3, 0.04, -7, np.int8)
+    return g.model([("a", [1, 8, 33, 35]), ("b", [2, 6, 9, 11]), ("c", [1, 4, 30, 31]), ("d", [1, 3, 8, 8])],
+                   [a1, b1, c1, d1], opset=21)
+
+
 def if_shape_checks():
     """If nodes whose conditions fold to constants from shapes, as exporters write shape
     checks: the taken branch (then or else) is inlined. Branches read outer values, hold
@@ -1347,7 +1415,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
          qdq_activations, qoperator_contrib, low_precision_values, training_optimizers,
-         col2im_fold, mel_filterbank]
+         col2im_fold, mel_filterbank, quantized_depthwise]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied
@@ -1379,7 +1447,7 @@ REFERENCE_ORACLE = {"test_resize_constant", "test_qoperator_cnn", "test_grid_sam
                     "test_audio_frontend", "test_segnet_unpool", "test_qoperator_contrib",
                     "test_low_precision_values", "test_deform_convs",
                     "test_recurrent_state_ops", "test_roi_aligns", "test_training_optimizers",
-                    "test_col2im_fold", "test_mel_filterbank"}
+                    "test_col2im_fold", "test_mel_filterbank", "test_quantized_depthwise"}
 
 
 def write_case(out_dir: str, name: str, m: onnx.ModelProto) -> dict:

@@ -636,6 +636,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
         super::views::absorb_channel_gathers(&mut s, &out_svs);
         super::lut::tabulate(&mut s);
         super::quant_maps::to_kernels(&mut s);
+        super::quant_depthwise::fuse(&mut s);
     }
     place_concat_inputs(&mut s);
     // 4. Graph outputs live in caller memory: place the producing buffer there, or copy.

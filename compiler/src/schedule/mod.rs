@@ -10,6 +10,7 @@ pub mod fuse;
 pub mod layout;
 pub mod lut;
 pub mod memory;
+pub mod quant_depthwise;
 pub mod quant_maps;
 pub mod softmax_scale;
 pub mod views;

@@ -15,6 +15,7 @@ mod geometry;
 mod im2col;
 mod indirect;
 mod pixel_major;
+pub mod qdepthwise;
 pub mod transpose;
 
 pub use geometry::{ConvGeometry, Dims, MAX_SPATIAL};

@@ -126,8 +126,8 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
         ((1u32 << n) - 1) as u16
     });
     each_row!(|r, a| {
-        for h in 0..2 {
-            if masks[h] != 0 {
+        for (h, &mask) in masks.iter().enumerate() {
+            if mask != 0 {
                 // SAFETY: row r's destination holds `lanes` outputs (caller), lanes 16h on
                 // at `16h` outputs in.
                 unsafe {
@@ -135,7 +135,7 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
                         p,
                         ch0 + r,
                         corrected(r, a, h),
-                        masks[h],
+                        mask,
                         dst.add(r * row_bytes + 16 * h * p.q.out.size()),
                     )
                 };
