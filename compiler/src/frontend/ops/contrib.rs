@@ -294,7 +294,9 @@ pub fn qlinear_global_average_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // The integer sum (at most 2^8 · n), exact in float32 while every partial sum stays
     // below 2^24 (float32 reductions vectorize wider), else in float64.
     let acc = if n <= 1 << 16 { DType::F32 } else { DType::F64 };
-    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| expr::cast(l, acc))?;
+    let sum = build::reduce(ctx, x.x, ReduceKind::Sum, &axes, true, |l| {
+        expr::cast(l, acc)
+    })?;
     let mut inputs = vec![sum, x.scale, sy];
     let zx = zero_point(ctx, x.zp, &mut inputs);
     let zyv = zero_point(ctx, zy, &mut inputs);
