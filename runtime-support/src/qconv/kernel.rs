@@ -81,28 +81,12 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
             None => v,
         }
     };
-    // Each row by a constant index, so that the accumulators stay in registers (a loop over
-    // the array spills the tile to the stack and reads it back).
-    macro_rules! each_row {
-        (|$r:ident, $a:ident| $body:block) => {
-            each_row!(@ $r, $a, $body, 0 1 2 3 4 5 6 7)
-        };
-        (@ $r:ident, $a:ident, $body:block, $($i:literal)*) => {
-            const { assert!(MR == 8) };
-            $(
-                if $i < rows {
-                    let ($r, $a) = ($i, &acc[$i]);
-                    $body
-                }
-            )*
-        };
-    }
     if let QOut::U8 | QOut::I8 = p.q.out {
         // A row's 32 outputs in one store (masked when the panel is partial).
         let mask = ((1u64 << lanes) - 1) as u32;
         // SAFETY: the CPU has AVX-512 F (this function's features).
         let b = unsafe { requant::Bounds512::new(p.q.lo, p.q.hi, p.q.y_zp, p.small_sums) };
-        each_row!(|r, a| {
+        each_row!(acc, rows, |r, a| {
             let s = _mm512_set1_ps(p.scale[ch0 + r]);
             // SAFETY: this function's features.
             let bytes = |h| unsafe {
@@ -125,7 +109,7 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
         let n = lanes.saturating_sub(16 * h).min(16);
         ((1u32 << n) - 1) as u16
     });
-    each_row!(|r, a| {
+    each_row!(acc, rows, |r, a| {
         for (h, &mask) in masks.iter().enumerate() {
             if mask != 0 {
                 // SAFETY: row r's destination holds `lanes` outputs (caller), lanes 16h on

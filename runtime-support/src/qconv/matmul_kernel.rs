@@ -176,7 +176,7 @@ pub(super) unsafe fn tile_epilogue_vnni512(
         };
         // SAFETY: the CPU has AVX-512 F (this function's features).
         let bounds = unsafe { requant::Bounds512::new(q.lo, q.hi, q.y_zp, p.small_sums) };
-        for (r, av) in acc.iter().enumerate().take(rows) {
+        each_row!(acc, rows, |r, av| {
             let mut v = _mm512_add_epi32(av[h], corr);
             if let Some(rs) = rowsums {
                 v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wzp, _mm512_set1_epi32(rs[r])));
@@ -198,6 +198,6 @@ pub(super) unsafe fn tile_epilogue_vnni512(
                     ),
                 }
             }
-        }
+        });
     }
 }

@@ -31,6 +31,25 @@
 //! scratch slot. Depthwise convolutions are not run here (a block of `MR` channels would
 //! hold one).
 
+/// Runs `body` for each of a tile's first `rows` rows (of `MR` = 8), with `r` the row and
+/// `a` its accumulators taken from `acc` by a constant index, so that the tile's
+/// accumulators stay in registers (a loop over the array spills them to the stack and
+/// reads them back).
+macro_rules! each_row {
+    ($acc:ident, $rows:expr, |$r:ident, $a:ident| $body:block) => {
+        each_row!(@ $acc, $rows, $r, $a, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@ $acc:ident, $rows:expr, $r:ident, $a:ident, $body:block, $($i:literal)*) => {
+        const { assert!($crate::qconv::MR == 8) };
+        $(
+            if $i < $rows {
+                let ($r, $a) = ($i, &$acc[$i]);
+                $body
+            }
+        )*
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod kernel;
