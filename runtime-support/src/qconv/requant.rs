@@ -250,37 +250,27 @@ mod tests {
 
     const BOUNDS: [(i32, i32, i32); 4] = [(0, 255, 128), (-128, 127, 0), (0, 255, 0), (3, 200, 7)];
 
-    #[test]
-    fn avx512_lanes_are_the_float64_reference() {
-        if !crate::isa::avx512() {
-            return;
-        }
+    /// Runs `lanes(v, s, lo, hi, zp, small)` on every case, `N` lanes at a time, against the
+    /// reference; `small`: every sum of the vector is below 2^24, so the magnitude check may
+    /// be skipped (as `small_sums` blobs do).
+    fn check_lanes<const N: usize>(
+        lanes: impl Fn(&[i32; N], &[f32; N], i32, i32, i32, bool) -> [i32; N],
+    ) {
         let cases = cases();
         for (lo, hi, zp) in BOUNDS {
-            for chunk in cases.chunks(16) {
-                let mut v = [0i32; 16];
-                let mut s = [1.0f32; 16];
+            for chunk in cases.chunks(N) {
+                let mut v = [0i32; N];
+                let mut s = [1.0f32; N];
                 for (l, &(cv, cs)) in chunk.iter().enumerate() {
                     (v[l], s[l]) = (cv, cs);
                 }
-                // Bounded sums may skip their check (as `small_sums` blobs do).
                 let small = v.iter().all(|x| x.unsigned_abs() < EXACT_F32 as u32);
-                let mut got = [0i32; 16];
-                // SAFETY: the CPU has AVX-512 (checked); the arrays hold 16 lanes.
-                unsafe {
-                    let b = Bounds512::new(lo, hi, zp, small);
-                    let r = requantize16(
-                        _mm512_loadu_si512(v.as_ptr() as *const _),
-                        _mm512_loadu_ps(s.as_ptr()),
-                        &b,
-                    );
-                    _mm512_storeu_si512(got.as_mut_ptr() as *mut _, r);
-                }
-                for l in 0..16 {
+                let got = lanes(&v, &s, lo, hi, zp, small);
+                for l in 0..N {
                     assert_eq!(
                         got[l],
                         reference(v[l], s[l], lo, hi, zp),
-                        "v = {}, s = {:e}, bounds {lo}..{hi}, zp {zp}",
+                        "{N} lanes: v = {}, s = {:e}, bounds {lo}..{hi}, zp {zp}",
                         v[l],
                         s[l]
                     );
@@ -290,42 +280,46 @@ mod tests {
     }
 
     #[test]
+    fn avx512_lanes_are_the_float64_reference() {
+        if !crate::isa::avx512() {
+            return;
+        }
+        check_lanes::<16>(|v, s, lo, hi, zp, small| {
+            let mut got = [0i32; 16];
+            // SAFETY: the CPU has AVX-512 (checked); the arrays hold 16 lanes.
+            unsafe {
+                let b = Bounds512::new(lo, hi, zp, small);
+                let r = requantize16(
+                    _mm512_loadu_si512(v.as_ptr() as *const _),
+                    _mm512_loadu_ps(s.as_ptr()),
+                    &b,
+                );
+                _mm512_storeu_si512(got.as_mut_ptr() as *mut _, r);
+            }
+            got
+        });
+    }
+
+    #[test]
     fn avx2_lanes_are_the_float64_reference() {
         if !crate::isa::avx2() {
             return;
         }
-        let cases = cases();
-        for (lo, hi, zp) in BOUNDS {
-            for chunk in cases.chunks(8) {
-                let mut v = [0i32; 8];
-                let mut s = [1.0f32; 8];
-                for (l, &(cv, cs)) in chunk.iter().enumerate() {
-                    (v[l], s[l]) = (cv, cs);
-                }
-                let small = v.iter().all(|x| x.unsigned_abs() < EXACT_F32 as u32);
-                let mut got = [0i32; 8];
-                // SAFETY: the CPU has AVX2 (checked); the arrays hold 8 lanes.
-                unsafe {
-                    let r = requantize8(
-                        _mm256_loadu_si256(v.as_ptr() as *const _),
-                        _mm256_loadu_ps(s.as_ptr()),
-                        lo,
-                        hi,
-                        zp,
-                        small,
-                    );
-                    _mm256_storeu_si256(got.as_mut_ptr() as *mut _, r);
-                }
-                for l in 0..8 {
-                    assert_eq!(
-                        got[l],
-                        reference(v[l], s[l], lo, hi, zp),
-                        "v = {}, s = {:e}, bounds {lo}..{hi}, zp {zp}",
-                        v[l],
-                        s[l]
-                    );
-                }
+        check_lanes::<8>(|v, s, lo, hi, zp, small| {
+            let mut got = [0i32; 8];
+            // SAFETY: the CPU has AVX2 (checked); the arrays hold 8 lanes.
+            unsafe {
+                let r = requantize8(
+                    _mm256_loadu_si256(v.as_ptr() as *const _),
+                    _mm256_loadu_ps(s.as_ptr()),
+                    lo,
+                    hi,
+                    zp,
+                    small,
+                );
+                _mm256_storeu_si256(got.as_mut_ptr() as *mut _, r);
             }
-        }
+            got
+        });
     }
 }
