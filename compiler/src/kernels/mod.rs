@@ -283,6 +283,26 @@ fn kernel_status(
     }
 }
 
+/// Folds through a kernel with one worker: `run(y, shared, slots)` writes the `bytes` bytes
+/// of the result at `y`, with the scratch `need` laid out at `shared` and `slots`.
+fn fold_with_scratch(
+    kernel: &onnxc_runtime::kernels::KernelAbi,
+    need: onnxc_runtime::par::ScratchNeed,
+    result: Operand<'_>,
+    bytes: usize,
+    run: impl FnOnce(*mut u8, *mut f32, onnxc_runtime::par::Slots),
+) -> Option<Result<Tensor, EvalError>> {
+    let mut scratch = vec![0f32; need.single().div_ceil(4) + 16];
+    let (shared, slots) = need.layout(scratch.as_mut_ptr());
+    let mut y = vec![0u8; bytes];
+    run(y.as_mut_ptr(), shared, slots);
+    Some(kernel_status(
+        kernel,
+        onnxc_runtime::abi::ONNXC_OK,
+        Tensor::new(result.dtype, result.shape.to_vec(), y),
+    ))
+}
+
 /// A geometry's `validate` result as a folding error.
 fn valid(
     kernel: &onnxc_runtime::kernels::KernelAbi,

@@ -3,12 +3,12 @@
 //! frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
 //! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qdq`.
 
-use super::{KernelOp, LowerCx, Operand, kernel_status};
+use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
 use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
-use onnxc_runtime::par::{Par, ScratchNeed, Slots};
+use onnxc_runtime::par::{Par, ScratchNeed};
 use onnxc_runtime::qconv::QConvParams;
 use std::sync::Arc;
 
@@ -48,25 +48,18 @@ impl KernelOp for QConv {
         if macs > limit.saturating_mul(16) {
             return None;
         }
-        let need = p.scratch();
-        let mut scratch = vec![0f32; need.single().div_ceil(4) + 16];
-        let mut y = vec![0u8; result.len() as usize * p.q.out.size()];
-        // SAFETY: the operand and result hold the tensors the geometry describes (the
-        // builder checked their shapes), the scratch what it asks for.
-        unsafe {
-            onnxc_runtime::qconv::qconv(
-                &p,
-                x[0].data.as_ptr(),
-                y.as_mut_ptr(),
-                Slots::single(scratch.as_mut_ptr()),
-                Par::SEQ,
-            )
-        };
-        Some(kernel_status(
+        let bytes = result.len() as usize * p.q.out.size();
+        fold_with_scratch(
             &kernels::QCONV,
-            onnxc_runtime::abi::ONNXC_OK,
-            Tensor::new(result.dtype, result.shape.to_vec(), y),
-        ))
+            p.scratch(),
+            result,
+            bytes,
+            |y, _, slots| {
+                // SAFETY: the operand and result hold the tensors the geometry describes (the
+                // builder checked their shapes), the slots the scratch it asks for.
+                unsafe { onnxc_runtime::qconv::qconv(&p, x[0].data.as_ptr(), y, slots, Par::SEQ) }
+            },
+        )
     }
 
     fn scratch(&self, _: &[Operand<'_>], _: Operand<'_>) -> ScratchNeed {

@@ -4,13 +4,13 @@
 //! kernel…]` and, optionally, the float32 bias. Built by `schedule::quant_depthwise` from
 //! the three steps it replaces, whose bits it computes.
 
-use super::{KernelOp, LowerCx, Operand, kernel_status};
+use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
 use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::conv::qdepthwise::{Narrow, QDepthwiseParams, qdepthwise};
 use onnxc_runtime::kernels;
-use onnxc_runtime::par::{Par, ScratchNeed, Slots};
+use onnxc_runtime::par::{Par, ScratchNeed};
 use std::sync::Arc;
 
 /// The op: its sealed `QDepthwiseParams` blob (compared by content).
@@ -64,27 +64,20 @@ impl KernelOp for QDepthwise {
         }
         let w = super::f32s(x[1]);
         let bias = x.get(2).map(|b| super::f32s(b));
-        let need = p.scratch();
-        let mut scratch = vec![0f32; need.single().div_ceil(4) + 16];
-        let mut y = vec![0u8; result.len() as usize];
-        // SAFETY: the operands and result hold the tensors the geometry describes (the
-        // schedule took them from the steps it replaced), the scratch what it asks for.
-        unsafe {
-            qdepthwise(
-                &p,
-                x[0].data.as_ptr(),
-                w.as_ptr(),
-                bias.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
-                y.as_mut_ptr(),
-                Slots::single(scratch.as_mut_ptr()),
-                Par::SEQ,
-            )
-        };
-        Some(kernel_status(
+        let bytes = result.len() as usize;
+        fold_with_scratch(
             &kernels::QDEPTHWISE_8,
-            onnxc_runtime::abi::ONNXC_OK,
-            Tensor::new(result.dtype, result.shape.to_vec(), y),
-        ))
+            p.scratch(),
+            result,
+            bytes,
+            |y, _, slots| {
+                let b = bias.as_ref().map_or(std::ptr::null(), |b| b.as_ptr());
+                // SAFETY: the operands and result hold the tensors the geometry describes (the
+                // schedule took them from the steps it replaced), the slots the scratch it asks
+                // for.
+                unsafe { qdepthwise(&p, x[0].data.as_ptr(), w.as_ptr(), b, y, slots, Par::SEQ) }
+            },
+        )
     }
 
     fn scratch(&self, _: &[Operand<'_>], _: Operand<'_>) -> ScratchNeed {

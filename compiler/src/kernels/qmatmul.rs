@@ -4,7 +4,7 @@
 //! frontend builds the op (`onnxc_runtime::qconv::matmul::QMatMulParams::encode`). Built by
 //! `frontend::ops::qdq`.
 
-use super::{KernelOp, LowerCx, Operand, kernel_status};
+use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
 use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
 use crate::loops::{Arg, Stmt};
@@ -50,28 +50,28 @@ impl KernelOp for QMatMul {
             Some(z) => z.to_i64s()[0] as i32,
             None => p.q.x_zp,
         };
-        let need = p.scratch();
-        let mut scratch = vec![0f32; need.single().div_ceil(4) + 16];
-        let (shared, slots) = need.layout(scratch.as_mut_ptr());
-        let mut y = vec![0u8; result.len() as usize * p.q.out.size()];
-        // SAFETY: the operand and result hold the tensors the blob describes (the builder
-        // checked their shapes), the scratch what it asks for.
-        unsafe {
-            onnxc_runtime::qconv::matmul::qmatmul(
-                &p,
-                x_zp,
-                x[0].data.as_ptr(),
-                y.as_mut_ptr(),
-                shared as *mut i32,
-                slots,
-                Par::SEQ,
-            )
-        };
-        Some(kernel_status(
+        let bytes = result.len() as usize * p.q.out.size();
+        fold_with_scratch(
             &kernels::QMATMUL,
-            onnxc_runtime::abi::ONNXC_OK,
-            Tensor::new(result.dtype, result.shape.to_vec(), y),
-        ))
+            p.scratch(),
+            result,
+            bytes,
+            |y, shared, slots| {
+                // SAFETY: the operand and result hold the tensors the blob describes (the builder
+                // checked their shapes), the scratch what it asks for.
+                unsafe {
+                    onnxc_runtime::qconv::matmul::qmatmul(
+                        &p,
+                        x_zp,
+                        x[0].data.as_ptr(),
+                        y,
+                        shared as *mut i32,
+                        slots,
+                        Par::SEQ,
+                    )
+                }
+            },
+        )
     }
 
     fn scratch(&self, _: &[Operand<'_>], _: Operand<'_>) -> ScratchNeed {
