@@ -171,6 +171,12 @@ kernels! {
         x: In = *const f32, n: Int = i64, scale: Floats = *const f32, zp: Int = i64,
         flags: Int = i64, y: Out = *mut u8, threads: Threads = *const crate::par::Threads,
     );
+    /// QuantizeLinear to 8 bits with a scale and zero point the run computed (`quantize`):
+    /// DynamicQuantizeLinear's quantizing map.
+    QUANTIZE_F32_8_DYN = onnxc_quantize_f32_8_dyn in quantize(
+        x: In = *const f32, n: Int = i64, sz: In = *const f32, flags: Int = i64,
+        y: Out = *mut u8, threads: Threads = *const crate::par::Threads,
+    );
     /// DequantizeLinear of an 8-bit tensor with one scale and zero point (`quantize`).
     DEQUANTIZE_8_F32 = onnxc_dequantize_8_f32 in quantize(
         x: In = *const u8, n: Int = i64, scale: Floats = *const f32, zp: Int = i64,

@@ -109,6 +109,24 @@ pub unsafe fn quantize(
     y: *mut u8,
     par: Par,
 ) {
+    // SAFETY: forwarded.
+    unsafe { quantize_f32_zp(x, n, scale, zp as f32, signed, y, par) }
+}
+
+/// `quantize` with the zero point as the float32 the map adds (DynamicQuantizeLinear's
+/// computed one, which may be NaN: the result is then 0, as the map's conversion gives).
+///
+/// # Safety
+/// As `quantize`.
+unsafe fn quantize_f32_zp(
+    x: *const f32,
+    n: usize,
+    scale: f32,
+    zp: f32,
+    signed: bool,
+    y: *mut u8,
+    par: Par,
+) {
     let (xa, ya) = (x as usize, y as usize);
     // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
     unsafe {
@@ -117,7 +135,7 @@ pub unsafe fn quantize(
             y: (ya as *mut u8).wrapping_add(r.start),
             n: r.len(),
             scale,
-            zp: zp as f32,
+            zp,
             signed,
         })
     };
@@ -172,6 +190,35 @@ pub unsafe extern "C" fn onnxc_quantize_f32_8(
             n.max(0) as usize,
             *scale,
             zp,
+            flags & SIGNED != 0,
+            y,
+            Par::from_raw(threads),
+        )
+    };
+}
+
+/// C entry point: `y = quantize(x)` over `n` elements with a scale and zero point computed
+/// by the run: `sz` points at them (two floats, the zero point integral or NaN); `flags`
+/// `SIGNED` (int8 results).
+///
+/// # Safety
+/// `x` holds `n` floats, `y` `n` bytes, `sz` two floats; `threads` as `Par::from_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_quantize_f32_8_dyn(
+    x: *const f32,
+    n: i64,
+    sz: *const f32,
+    flags: i64,
+    y: *mut u8,
+    threads: *const Threads,
+) {
+    // SAFETY: caller contract (`sz` holds two floats).
+    unsafe {
+        quantize_f32_zp(
+            x,
+            n.max(0) as usize,
+            *sz,
+            *sz.add(1),
             flags & SIGNED != 0,
             y,
             Par::from_raw(threads),
@@ -309,6 +356,41 @@ mod tests {
                     )
                 };
                 assert_eq!(y, want, "{workers} workers");
+            }
+        }
+    }
+
+    /// The entry point with a computed scale and zero point: the map's bytes, and zeros for a
+    /// NaN zero point (the map's conversion of NaN), on every test pool.
+    #[test]
+    fn quantize_with_computed_parameters() {
+        let x = inputs();
+        for (sz, signed) in [
+            ([0.037f32, 131.0], false),
+            ([0.05, -3.0], true),
+            ([0.1, f32::NAN], false),
+        ] {
+            let want: Vec<u8> = if sz[1].is_nan() {
+                vec![0; x.len()]
+            } else {
+                x.iter()
+                    .map(|&a| quantize_reference(a, sz[0], sz[1] as i64, signed))
+                    .collect()
+            };
+            for (workers, threads) in test_threads() {
+                let mut y = vec![0xa5u8; x.len()];
+                // SAFETY: x holds n floats, y n bytes, sz two floats; a test pool.
+                unsafe {
+                    onnxc_quantize_f32_8_dyn(
+                        x.as_ptr(),
+                        x.len() as i64,
+                        sz.as_ptr(),
+                        if signed { SIGNED } else { 0 },
+                        y.as_mut_ptr(),
+                        threads,
+                    )
+                };
+                assert_eq!(y, want, "{sz:?}, {workers} workers");
             }
         }
     }

@@ -50,7 +50,7 @@ pub use qadd::QAdd;
 pub use qconv::QConv;
 pub use qdepthwise::QDepthwise;
 pub use qmatmul::QMatMul;
-pub use quantize::{Dequantize8, Quantize8};
+pub use quantize::{Dequantize8, Quantize8, Quantize8Dyn};
 pub use requantize::Requantize;
 pub use resize::Resize;
 pub use roi_align::RoiAlign;

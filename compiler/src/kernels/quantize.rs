@@ -28,6 +28,73 @@ pub struct Dequantize8 {
     pub signed: bool,
 }
 
+/// QuantizeLinear with a scale and zero point the run computed (DynamicQuantizeLinear):
+/// operand 0 the floats, operand 1 `[scale, zero point]` (float32, the zero point integral
+/// or NaN). The same float32 operations as `Quantize8`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantize8Dyn {
+    pub signed: bool,
+}
+
+impl KernelOp for Quantize8Dyn {
+    fn name(&self) -> &'static str {
+        "quantize8_dyn"
+    }
+
+    fn attrs(&self) -> String {
+        format!("out={}", out_type(self.signed))
+    }
+
+    fn eval(
+        &self,
+        x: &[&Tensor],
+        result: Operand<'_>,
+        _: usize,
+    ) -> Option<Result<Tensor, EvalError>> {
+        let n = result.len() as usize;
+        if x[0].dtype != DType::F32 || x[0].data.len() != 4 * n || x[1].data.len() != 8 {
+            return None;
+        }
+        let (v, sz) = (super::f32s(x[0]), super::f32s(x[1]));
+        let mut y = vec![0u8; n];
+        // SAFETY: v holds n floats, sz two, y n bytes; no threads.
+        unsafe {
+            onnxc_runtime::quantize::onnxc_quantize_f32_8_dyn(
+                v.as_ptr(),
+                n as i64,
+                sz.as_ptr(),
+                if self.signed { SIGNED } else { 0 },
+                y.as_mut_ptr(),
+                std::ptr::null(),
+            )
+        };
+        Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), y)))
+    }
+
+    fn per_item(
+        &self,
+        operands: &[Option<usize>],
+        _ranks: &[usize],
+        results: &[Option<usize>],
+    ) -> bool {
+        super::per_element(operands, results)
+    }
+
+    fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
+        Ok(vec![Stmt::call(
+            &kernels::QUANTIZE_F32_8_DYN,
+            vec![
+                cx.operand_arg(0),
+                Arg::Int(expr::i(cx.result().len())),
+                cx.operand_arg(1),
+                Arg::Int(expr::i(if self.signed { SIGNED } else { 0 })),
+                cx.result_arg(),
+                Arg::Threads,
+            ],
+        )?])
+    }
+}
+
 /// The call of either kernel: they share their signature's shape.
 fn call(
     kernel: crate::loops::Kernel,

@@ -8,14 +8,19 @@
 //! CPU's widest vectors. A map step becomes the kernel only when its body is exactly one of
 //! them: an element-for-element read of a whole tensor, a constant scalar scale and zero
 //! point, the type's full clamp; anything fused into it keeps the map.
+//!
+//! DynamicQuantizeLinear's quantizing map computes its scale and zero point from the
+//! tensor's minimum and maximum, the same scalar expressions for every element: they move
+//! to a two-element map step of their own, which the `Quantize8Dyn` kernel reads.
 
-use super::{Schedule, StepKind, Storage, SvId};
+use super::{SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::ir::DType;
-use crate::ir::expr::{BinOp, E, ExprKind, UnOp};
+use crate::ir::expr::{self, BinOp, E, ExprKind, UnOp};
 use std::sync::Arc;
 
 /// Turns every bare quantizing or dequantizing map step into its kernel.
 pub fn to_kernels(s: &mut Schedule) {
+    let mut dynamic = Vec::new();
     for i in 0..s.steps.len() {
         let st = &s.steps[i];
         let StepKind::Map { body } = &st.kind else {
@@ -34,7 +39,83 @@ pub fn to_kernels(s: &mut Schedule) {
             let st = &mut s.steps[i];
             st.inputs = vec![x];
             st.kind = StepKind::Kernel(op);
+        } else if let Some(d) = quantize_dynamic(s, i, body) {
+            dynamic.push((i, d));
         }
+    }
+    // From the last, so that each insertion leaves the earlier indices as they are.
+    for (i, (x, scale, zp, signed)) in dynamic.into_iter().rev() {
+        let sz = s.values.len();
+        s.values.push(SValue {
+            name: format!("{}/scale_zero_point", s.values[s.steps[i].output].name),
+            dtype: DType::F32,
+            shape: vec![2],
+            storage: Storage::Arena(0),
+        });
+        let first = expr::binary(BinOp::Eq, expr::var(0), expr::i(0));
+        let scalars = Step {
+            kind: StepKind::Map {
+                body: expr::select(first, scale, zp),
+            },
+            inputs: s.steps[i].inputs.clone(),
+            output: sz,
+            epilogue: None,
+            origins: s.steps[i].origins.clone(),
+        };
+        let st = &mut s.steps[i];
+        st.inputs = vec![x, sz];
+        st.kind = StepKind::Kernel(Arc::new(crate::kernels::Quantize8Dyn { signed }));
+        s.steps.insert(i, scalars);
+    }
+}
+
+/// `cast<u8|i8>(max(min(add(round(div(x, s)), z), hi), lo))` whose scale `s` and zero point
+/// `z` are float32 expressions of scalars alone (read at index 0 of one-element operands):
+/// the tensor read, the two expressions and whether the result is int8.
+fn quantize_dynamic(s: &Schedule, i: usize, body: &E) -> Option<(SvId, E, E, bool)> {
+    let out = s.values[s.steps[i].output].dtype;
+    let (lo, hi) = match out {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        _ => return None,
+    };
+    let ExprKind::Cast(v) = &body.kind else {
+        return None;
+    };
+    let v = clamp(v, BinOp::Max, lo)?;
+    let v = clamp(v, BinOp::Min, hi)?;
+    let ExprKind::Binary(BinOp::Add, rounded, zp) = &v.kind else {
+        return None;
+    };
+    let ExprKind::Unary(UnOp::Round, q) = &rounded.kind else {
+        return None;
+    };
+    let ExprKind::Binary(BinOp::Div, x, scale) = &q.kind else {
+        return None;
+    };
+    let scalar = |e: &E| e.dtype == DType::F32 && of_scalars(s, i, e);
+    if !scalar(scale) || !scalar(zp) {
+        return None;
+    }
+    let x = whole(s, i, x, DType::F32)?;
+    Some((x, scale.clone(), zp.clone(), out == DType::I8))
+}
+
+/// Whether `e` reads nothing but one-element operands at index 0 and constants.
+fn of_scalars(s: &Schedule, i: usize, e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Var(_) | ExprKind::CheckIndex { .. } => false,
+        ExprKind::Const(_) => true,
+        ExprKind::Load { input, index } => {
+            index
+                .iter()
+                .all(|x| x.as_const().is_some_and(|k| k.as_f64() == 0.0))
+                && s.steps[i]
+                    .inputs
+                    .get(*input as usize)
+                    .is_some_and(|&v| s.values[v].len() == 1)
+        }
+        _ => e.children().into_iter().all(|c| of_scalars(s, i, c)),
     }
 }
 
