@@ -69,36 +69,14 @@ pub fn to_kernels(s: &mut Schedule) {
     }
 }
 
-/// `cast<u8|i8>(max(min(add(round(div(x, s)), z), hi), lo))` whose scale `s` and zero point
-/// `z` are float32 expressions of scalars alone (read at index 0 of one-element operands):
-/// the tensor read, the two expressions and whether the result is int8.
+/// A quantizing map whose scale and zero point are float32 expressions of scalars alone
+/// (read at index 0 of one-element operands): the tensor read, the two expressions and
+/// whether the result is int8.
 fn quantize_dynamic(s: &Schedule, i: usize, body: &E) -> Option<(SvId, E, E, bool)> {
-    let out = s.values[s.steps[i].output].dtype;
-    let (lo, hi) = match out {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        _ => return None,
-    };
-    let ExprKind::Cast(v) = &body.kind else {
-        return None;
-    };
-    let v = clamp(v, BinOp::Max, lo)?;
-    let v = clamp(v, BinOp::Min, hi)?;
-    let ExprKind::Binary(BinOp::Add, rounded, zp) = &v.kind else {
-        return None;
-    };
-    let ExprKind::Unary(UnOp::Round, q) = &rounded.kind else {
-        return None;
-    };
-    let ExprKind::Binary(BinOp::Div, x, scale) = &q.kind else {
-        return None;
-    };
+    let (x, scale, zp, signed) = quantize_parts(s, i, body)?;
+    let zp = zp?;
     let scalar = |e: &E| e.dtype == DType::F32 && of_scalars(s, i, e);
-    if !scalar(scale) || !scalar(zp) {
-        return None;
-    }
-    let x = whole(s, i, x, DType::F32)?;
-    Some((x, scale.clone(), zp.clone(), out == DType::I8))
+    (scalar(scale) && scalar(zp)).then(|| (x, scale.clone(), zp.clone(), signed))
 }
 
 /// Whether `e` reads nothing but one-element operands at index 0 and constants.
@@ -106,22 +84,31 @@ fn of_scalars(s: &Schedule, i: usize, e: &E) -> bool {
     match &e.kind {
         ExprKind::Var(_) | ExprKind::CheckIndex { .. } => false,
         ExprKind::Const(_) => true,
-        ExprKind::Load { input, index } => {
-            index
-                .iter()
-                .all(|x| x.as_const().is_some_and(|k| k.as_f64() == 0.0))
-                && s.steps[i]
-                    .inputs
-                    .get(*input as usize)
-                    .is_some_and(|&v| s.values[v].len() == 1)
-        }
+        ExprKind::Load { .. } => scalar_operand(s, i, e).is_some(),
         _ => e.children().into_iter().all(|c| of_scalars(s, i, c)),
     }
 }
 
-/// `cast<u8|i8>(max(min(add(round(div(x, s)), zp), hi), lo))` (the add absent for a zero
-/// point of 0): the tensor read and the kernel.
-fn quantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Quantize8)> {
+/// The one-element operand that `e` reads at index 0 (all its indices constant zeros).
+fn scalar_operand(s: &Schedule, i: usize, e: &E) -> Option<SvId> {
+    let ExprKind::Load { input, index } = &e.kind else {
+        return None;
+    };
+    let at_zero = index
+        .iter()
+        .all(|x| x.as_const().is_some_and(|k| k.as_f64() == 0.0));
+    let v = *s.steps[i].inputs.get(*input as usize)?;
+    (at_zero && s.values[v].len() == 1).then_some(v)
+}
+
+/// The parts of a quantizing map `cast<u8|i8>(max(min(add(round(div(x, s)), zp), hi), lo))`
+/// (the add absent for a zero point of 0), `x` read whole and `s` float32: the tensor read,
+/// the scale and zero point expressions, and whether the result is int8.
+fn quantize_parts<'e>(
+    s: &Schedule,
+    i: usize,
+    body: &'e E,
+) -> Option<(SvId, &'e E, Option<&'e E>, bool)> {
     let out = s.values[s.steps[i].output].dtype;
     let (lo, hi) = match out {
         DType::U8 => (0.0, 255.0),
@@ -134,8 +121,8 @@ fn quantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Q
     let v = clamp(v, BinOp::Max, lo)?;
     let v = clamp(v, BinOp::Min, hi)?;
     let (rounded, zp) = match &v.kind {
-        ExprKind::Binary(BinOp::Add, a, b) => (a, integral(s, i, b)?),
-        _ => (v, 0),
+        ExprKind::Binary(BinOp::Add, a, b) => (a, Some(b)),
+        _ => (v, None),
     };
     let ExprKind::Unary(UnOp::Round, q) = &rounded.kind else {
         return None;
@@ -146,16 +133,19 @@ fn quantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Q
     if scale.dtype != DType::F32 {
         return None;
     }
+    Some((whole(s, i, x, DType::F32)?, scale, zp, out == DType::I8))
+}
+
+/// A quantizing map with a constant scalar scale and zero point: the tensor read and the
+/// kernel.
+fn quantize(s: &Schedule, i: usize, body: &E) -> Option<(SvId, crate::kernels::Quantize8)> {
+    let (x, scale, zp, signed) = quantize_parts(s, i, body)?;
+    let zp = match zp {
+        Some(z) => integral(s, i, z)?,
+        None => 0,
+    };
     let scale = scalar(s, i, scale)? as f32;
-    let x = whole(s, i, x, DType::F32)?;
-    Some((
-        x,
-        crate::kernels::Quantize8 {
-            scale,
-            zp,
-            signed: out == DType::I8,
-        },
-    ))
+    Some((x, crate::kernels::Quantize8 { scale, zp, signed }))
 }
 
 /// `mul(sub(cast<f32>(x), zp), s)` (either order of the product; the subtraction absent for
@@ -238,18 +228,8 @@ fn scalar(s: &Schedule, i: usize, e: &E) -> Option<f64> {
     if let Some(c) = e.as_const() {
         return Some(c.as_f64());
     }
-    let ExprKind::Load { input, index } = &e.kind else {
-        return None;
-    };
-    if !index
-        .iter()
-        .all(|x| x.as_const().is_some_and(|k| k.as_f64() == 0.0))
-    {
-        return None;
-    }
-    let v = &s.values[*s.steps[i].inputs.get(*input as usize)?];
-    match &v.storage {
-        Storage::Const(t) if t.len() == 1 && t.dtype == e.dtype => Some(t.get(0).as_f64()),
+    match &s.values[scalar_operand(s, i, e)?].storage {
+        Storage::Const(t) if t.dtype == e.dtype => Some(t.get(0).as_f64()),
         _ => None,
     }
 }
