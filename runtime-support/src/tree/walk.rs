@@ -93,12 +93,25 @@ macro_rules! impl_rec {
             unsafe fn next(recs: *const u8, at: u32, keys: *const u8) -> u32 {
                 // SAFETY: `check`: `at` is a record, its key offset inside the block.
                 unsafe {
-                    let r = &*(recs.add(at as usize) as *const $r);
-                    let x = *(keys.add(r.key as usize) as *const $k);
+                    let r = recs.add(at as usize);
+                    // The key offset and the pair, adjacent, in one load: the walk is bound
+                    // by its loads.
+                    let kp = (r.add(std::mem::offset_of!($r, key)) as *const u64).read_unaligned();
+                    const {
+                        assert!(std::mem::offset_of!($r, pair) == std::mem::offset_of!($r, key) + 4)
+                    };
+                    let (lo, hi) = (kp as u32, (kp >> 32) as u32);
+                    let (key, pair) = if cfg!(target_endian = "little") {
+                        (lo, hi)
+                    } else {
+                        (hi, lo)
+                    };
+                    let x = *(keys.add(key as usize) as *const $k);
+                    let thr = (*(r as *const $r)).thr;
                     // Both addresses are ready before the compare: a select, not a branch
                     // (which would be mispredicted every other step).
-                    let after = r.pair.wrapping_add(size_of::<$r>() as u32);
-                    select_unpredictable(x <= r.thr, r.pair, after)
+                    let after = pair.wrapping_add(size_of::<$r>() as u32);
+                    select_unpredictable(x <= thr, pair, after)
                 }
             }
             #[inline(always)]
