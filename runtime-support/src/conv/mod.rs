@@ -7,7 +7,7 @@
 use crate::abi::ONNXC_OK;
 use crate::gemm::{self, BSource, Epilogue};
 use crate::kernels::Status;
-use crate::par::{Par, Slots, Threads};
+use crate::par::{Par, Slots, Threads, slot_bytes};
 use crate::params;
 
 mod depthwise;
@@ -54,6 +54,28 @@ pub unsafe fn conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) {
+    if let Some(v) = g.subsampled() {
+        // SAFETY: forwarded; the scratch holds the subsampled input, then `v`'s scratch
+        // (`ConvGeometry::scratch`).
+        unsafe {
+            subsample(par, g, x, scratch);
+            let rest = scratch.byte_add(slot_bytes(g.subsampled_len() * 4));
+            conv_f32(
+                par,
+                &v,
+                scratch,
+                w,
+                weights_packed,
+                bias,
+                residual,
+                lo,
+                hi,
+                y,
+                rest,
+            );
+        }
+        return;
+    }
     let (shared, slots) = g.scratch(weights_packed).layout(scratch);
     let c = Call {
         x,
@@ -171,6 +193,50 @@ pub unsafe fn conv_f32(
             group(par, slots, u / gs, u % gs);
         }
     }
+}
+
+/// Copies the input elements a strided 1×1 convolution reads (`ConvGeometry::subsampled`)
+/// into `xs`, as its pointwise convolution's input `[n, c, output…]`, output rows split
+/// over `par`'s workers.
+///
+/// # Safety
+/// `x` holds the geometry's input, `xs` `subsampled_len()` floats; `g.subsampled()` is
+/// Some (so every element read lies inside its plane).
+unsafe fn subsample(par: Par, g: &ConvGeometry, x: *const f32, xs: *mut f32) {
+    let last = g.input.len() - 1;
+    let (ow, sw) = (g.output[last] as usize, g.strides[last] as usize);
+    let plane_rows = g.osize() / ow;
+    let (rows, isz) = (g.n as usize * g.c as usize * plane_rows, g.isize());
+    // SAFETY: every row is copied by one task, into its own part of `xs`.
+    unsafe {
+        par.for_ranges(rows, ow, &|range, _| {
+            for row in range {
+                // The input row under output row `row`: its leading output coordinates times
+                // their strides.
+                let (plane, mut rest) = (row / plane_rows, row % plane_rows);
+                let (mut off, mut pitch) = (0, g.input[last] as usize);
+                for d in (0..last).rev() {
+                    let od = g.output[d] as usize;
+                    off += rest % od * g.strides[d] as usize * pitch;
+                    rest /= od;
+                    pitch *= g.input[d] as usize;
+                }
+                // SAFETY: output coordinate o reads input o·stride < the input's extent
+                // (`subsampled`), so the row's reads stay in its plane; `xs` row `row` holds
+                // `ow` floats.
+                let (src, dst) = (x.add(plane * isz + off), xs.add(row * ow));
+                if sw == 2 {
+                    for j in 0..ow {
+                        *dst.add(j) = *src.add(2 * j);
+                    }
+                } else {
+                    for j in 0..ow {
+                        *dst.add(j) = *src.add(sw * j);
+                    }
+                }
+            }
+        })
+    };
 }
 
 /// Whether a convolution runs its `units` (images × groups) as tasks, each computed

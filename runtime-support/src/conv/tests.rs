@@ -253,6 +253,20 @@ fn matches_direct_convolution() {
             output: [4, 4].into(),
             ..geom(1, 24, 64, 1, &[8, 8], &[3, 3], &[2, 2], &[1, 1], &[0, 0])
         },
+        // Strided 1×1 as the pointwise convolution of the subsampled input
+        // (`ConvGeometry::subsampled`): batch and groups with odd sizes, stride 3 and
+        // (2, 1), 1-D and 3-D, a 7×7 output (pixel-major); then an end padding the last
+        // output reads (the packing path).
+        geom(2, 24, 40, 2, &[15, 13], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 16, 24, 1, &[17, 20], &[1, 1], &[3, 2], &[1, 1], &[0, 0]),
+        geom(1, 8, 12, 1, &[9, 11], &[1, 1], &[2, 1], &[1, 1], &[0, 0]),
+        geom(1, 12, 20, 1, &[41], &[1], &[2], &[1], &[0]),
+        geom(2, 6, 10, 1, &[5, 9, 11], &[1, 1, 1], &[2, 3, 2], &[1, 1, 1], &[0, 0, 0]),
+        geom(1, 64, 96, 1, &[13, 14], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+        ConvGeometry {
+            output: [5, 5].into(),
+            ..geom(1, 8, 16, 1, &[8, 8], &[1, 1], &[2, 2], &[1, 1], &[0, 0])
+        },
         // More output channels than one column block of the packed weights.
         geom(1, 8, 1100, 1, &[6, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
         // Indirect (padded-pitch implicit GEMM): dilation, 5×5, asymmetric padding via
