@@ -652,4 +652,18 @@ fn fuzzer_findings_stay_fixed() {
     let y = run_model(&[&d.join("lppool.onnx"), &x], &d.join("out"))[0].to_f64s();
     // Σ 0.5^p underflows to 0 and its p-th root is 0: what the formula gives in float32.
     assert_eq!(y, vec![0.0; 9]);
+    // A Dropout whose training_mode is a float tensor (its ratio rewired there) reached the
+    // random dropout, which reads the flag as bool: an internal error; the types are now
+    // checked against the schema's.
+    let m = model(
+        vec![node("Dropout", "drop", &["x", "r", "r"], &["y", "z"])],
+        vec![
+            value_info("x", 1, &[D::N(3), D::N(4)]),
+            value_info("r", 1, &[]),
+        ],
+        vec![value_info("y", 1, &[]), value_info("z", 9, &[])],
+        vec![],
+        22,
+    );
+    refused(&d, "dropout", &m, &["'drop' (Dropout", "training_mode has type float32"]);
 }

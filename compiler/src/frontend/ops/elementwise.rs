@@ -565,9 +565,13 @@ pub fn identity(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// Inference-mode dropout: identity, with an all-true mask.
 pub fn dropout(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
+    if let Some(r) = ctx.opt_input(1).filter(|_| ctx.opset >= 12) {
+        build::expect_types(ctx, r, "input ratio", FLOATS)?;
+    }
     if ctx.opset >= 12
         && let Some(t) = ctx.opt_input(2)
     {
+        build::expect_types(ctx, t, "input training_mode", &[DType::Bool])?;
         let inference = matches!(ctx.konst(t), Some(c) if c.len() == 1 && !c.get(0).as_bool());
         if !inference {
             // Training mode, or a run-time flag: random dropout (`random::dropout_training`).
