@@ -12,7 +12,8 @@ Generators:
            depthwise (channel gathers into the blocked layout, plane tables of depthwise convs)
   pool     max/average pools of random kernel, stride, dilation, padding, ceil_mode and
            count_include_pad, after a conv (blocked) on 8-24 channels
-  conv     convs of random geometry, groups, padding and fused activation or residual;
+  conv     convs of random geometry (strided 1x1 ones among them), groups, padding and
+           fused activation or residual;
            `winograd` draws 3x3 stride-1 ones with enough channels for Winograd
   softmax  scaled softmaxes (Mul/Div by special scalars) after attention-style matmuls
            (schedule/softmax_scale.rs)
@@ -180,6 +181,10 @@ def conv(rng, winograd=False):
         nsp, dims = 2, [h, w]
     b = int(rng.integers(1, 3))
     p = [int(rng.integers(0, k[i % nsp] + 1)) for i in range(2 * nsp)]
+    if not winograd and rng.random() < 0.15:
+        # Strided 1×1 without padding: the pointwise product of the subsampled input
+        # (`ConvGeometry::subsampled`).
+        k, p = [1] * nsp, [0] * (2 * nsp)
     inits = [init("w0", (rng.standard_normal((c, c) + (1,) * nsp) * 0.5).astype(np.float32)),
              init("w1", (rng.standard_normal((m, c // grp, *k)) * 0.3).astype(np.float32)),
              init("b1", rng.standard_normal(m).astype(np.float32))]
