@@ -9,6 +9,7 @@
 //! packed per call into caller-provided scratch. The packed layout does not depend on the CPU:
 //! the AVX2+FMA micro-kernel and the portable one read the same panels.
 
+mod gemv;
 mod kernel;
 pub mod pack;
 
@@ -1178,7 +1179,7 @@ pub unsafe extern "C" fn onnxc_sgemm_pb(
         // Matrix-vector products stream the weights once.
         // SAFETY: forwarded contract.
         unsafe {
-            kernel::gemv_packed_b(
+            gemv::gemv_packed_b(
                 par,
                 m,
                 n,

@@ -200,7 +200,7 @@ fn nan_goes_through_the_clamp() {
     }
 }
 
-/// The GEMV panel walk (`kernel::GemvPanel`) with the given rows: the panel's sums.
+/// The GEMV panel walk (`gemv::GemvPanel`) with the given rows: the panel's sums.
 #[derive(Clone)]
 struct Gemv<'a> {
     m: usize,
@@ -215,7 +215,7 @@ impl crate::simd::Walk for Gemv<'_> {
     unsafe fn run<S: crate::simd::Simd>(self, s: S) -> Self::Out {
         let mut out = [[f32::NAN; NR]; 2];
         // Row r of x at stride 2 from x[r].
-        let w = kernel::GemvPanel {
+        let w = gemv::GemvPanel {
             m: self.m,
             k: self.k,
             xs: [self.x.as_ptr(), self.x[1..].as_ptr()],
