@@ -184,11 +184,10 @@ def main() -> int:
         "distinct rows taken in turn (copied into both engines' bound input buffers before each "
         "timed call). onnxruntime walks a tree with a branch per node, which the CPU's branch "
         "predictor learns for a row seen over and over; a deployed model sees new rows, so the pool "
-        "is the latency a user gets. onnxc's walk has no data-dependent branch, but its time rises "
-        "too: one row touches only its paths' records (about 130 KB for the regressor), which stay "
-        "in L2 between calls, while new rows read the whole forest (488 KB of records), which the "
-        "interpreter's work between calls partly evicts; from a C driver with nothing between "
-        "calls, 4,096 rows in turn cost 4.6 µs a call against 4.4 µs for one row (Zen 4). "
+        "is the latency a user gets. onnxc's walk has no data-dependent branch: on AVX-512 every "
+        "row compares all the branches of a tree at once against bit-vector tables (trees of at "
+        "most 32 leaves over at most 32 features; QuickScorer's representation), reading the whole "
+        "forest's tables (208 KB here) whatever the row. "
         f"CPU: {bench.cpu_model()}. Produced by "
         f"`.cache/venv/bin/python tests/bench/bench_trees.py {' '.join(sys.argv[1:])}`.",
         "",

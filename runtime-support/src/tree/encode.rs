@@ -173,6 +173,10 @@ pub fn encode(f: &Forest) -> Result<Vec<i64>, Invalid> {
             v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect()
         }
     };
+    let vectors_at = match vectors(f) {
+        Some(v) => push_bytes(&mut out, &u32s(&v)),
+        None => 0,
+    };
     let roots_at = push_bytes(&mut out, &u32s(&roots));
     let recs_at = push_bytes(&mut out, &rec_bytes);
     let order_at = push_bytes(&mut out, &u32s(&order));
@@ -223,6 +227,7 @@ pub fn encode(f: &Forest) -> Result<Vec<i64>, Invalid> {
     header[H_STARTS] = starts as i64;
     header[H_TARGET_IDS] = targets as i64;
     header[H_SLOTS] = f.leaves.len() as i64;
+    header[H_VECTORS] = vectors_at as i64;
     for (k, h) in header.iter().enumerate() {
         out[8 * k..8 * k + 8].copy_from_slice(&h.to_le_bytes());
     }
@@ -233,6 +238,101 @@ pub fn encode(f: &Forest) -> Result<Vec<i64>, Invalid> {
     // The walk's safety rests on this array; check it as the kernel will read it.
     check(&enc).map_err(|e| Invalid(format!("encoded forest: {}", e.0)))?;
     Ok(enc)
+}
+
+/// Words of one tree's bit-vector table: `VECTOR_LANES` thresholds, masks and leaf slots
+/// (u32), then key indices (u8).
+pub(super) const VECTOR_TREE_WORDS: usize = 3 * VECTOR_LANES + VECTOR_LANES / 4;
+
+/// Per tree, in tree order, the table of a bit-vector walk (QuickScorer's, for one row).
+/// The tree's branches are lanes: the threshold of a branch's test, a mask clearing the
+/// leaves of its left subtree (leaves numbered left to right), and the index of the key
+/// the test reads among the row's `2 · features` keys (`2f` NaN largest, `2f + 1` NaN 0);
+/// then the leaves' slots. A row's leaf is the lowest bit left in the AND of the masks of
+/// the branches it fails (x > threshold: the walk would go right there): a leaf left of
+/// the exit lies in the left subtree of a branch on the path that went right, and the exit
+/// leaf in the left subtree of no failed branch (any branch above it on its left side
+/// passed). Unused lanes fail against threshold 0 (no key is 0 in the NaN-largest copy of
+/// feature 0 they read) with a mask of the tree's leaves, so the AND never holds a bit past
+/// them. Only for float32 inputs of 1 to `VECTOR_FEATURES` features (the row's keys held in
+/// four registers), every tree (its shared nodes counted as often as they are reached) at
+/// most `VECTOR_LANES` leaves; None otherwise.
+pub(super) fn vectors(f: &Forest) -> Option<Vec<u32>> {
+    const L: usize = VECTOR_LANES;
+    if f.input_f64 || f.n_features == 0 || f.n_features as usize > VECTOR_FEATURES {
+        return None;
+    }
+    enum Step {
+        Visit(u32),
+        /// The left subtree of branch lane `b`, whose first leaf is `first`, is done.
+        LeftDone {
+            b: usize,
+            first: usize,
+        },
+    }
+    let mut out = Vec::with_capacity(f.roots.len() * VECTOR_TREE_WORDS);
+    let mut stack = Vec::new();
+    for &root in &f.roots {
+        let (mut thr, mut masks, mut slots, mut key) = ([0u32; L], [0u32; L], [0u32; L], [0u8; L]);
+        let (mut branches, mut leaves) = (0, 0);
+        stack.clear();
+        stack.push(Step::Visit(root));
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Visit(k) => match f.nodes[k as usize] {
+                    Node::Leaf { slot } => {
+                        if leaves == L {
+                            return None;
+                        }
+                        slots[leaves] = slot;
+                        leaves += 1;
+                    }
+                    Node::Branch {
+                        feature,
+                        threshold,
+                        nan_left,
+                        left,
+                        right,
+                    } => {
+                        // A binary tree of at most L leaves has fewer than L branches.
+                        if branches + 1 >= L {
+                            return None;
+                        }
+                        let b = branches;
+                        branches += 1;
+                        // Below 2 · VECTOR_FEATURES = 64.
+                        key[b] = (2 * feature + nan_left as u32) as u8;
+                        thr[b] = if threshold.is_nan() {
+                            u32::below_all()
+                        } else {
+                            u32::key(threshold as f32)
+                        };
+                        stack.push(Step::Visit(right));
+                        stack.push(Step::LeftDone { b, first: leaves });
+                        stack.push(Step::Visit(left));
+                    }
+                },
+                Step::LeftDone { b, first } => {
+                    masks[b] = !(((1u64 << leaves) - (1u64 << first)) as u32);
+                }
+            }
+        }
+        let all = ((1u64 << leaves) - 1) as u32;
+        for b in branches..L {
+            (key[b], thr[b], masks[b]) = (0, 0, all);
+        }
+        for s in leaves..L {
+            slots[s] = slots[0];
+        }
+        for t in [thr, masks, slots] {
+            out.extend_from_slice(&t);
+        }
+        out.extend(
+            key.chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4"))),
+        );
+    }
+    Some(out)
 }
 
 /// The body of a sealed forest blob (after its length word; offsets are counted from its
@@ -368,6 +468,26 @@ pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     if nf == 0 && kids.iter().any(|k| k.is_some()) {
         return bad("branches over zero features");
     }
+    // The bit-vector tables: key indices among the row's keys, slots in range; only where
+    // `vectors` makes them.
+    if count(H_VECTORS)? != 0 {
+        if input_f64 || nf == 0 || nf > VECTOR_FEATURES {
+            return bad("bit-vector tables of a forest without 1 to 32 float32 features");
+        }
+        let v = u32s(table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?);
+        for (t, w) in v.chunks(VECTOR_TREE_WORDS).enumerate() {
+            let keys = w[3 * VECTOR_LANES..].iter().flat_map(|x| x.to_le_bytes());
+            if keys.clone().any(|i| i as usize >= 2 * nf)
+                || w[2 * VECTOR_LANES..3 * VECTOR_LANES]
+                    .iter()
+                    .any(|&s| s as usize >= slots)
+            {
+                return Err(Invalid(format!(
+                    "tree {t}: a bit-vector key index or slot out of range"
+                )));
+            }
+        }
+    }
     let mut seen = vec![false; trees];
     for &t in &order {
         if t as usize >= trees || std::mem::replace(&mut seen[t as usize], true) {
@@ -460,6 +580,7 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
     use params::ensure;
     let body = params::Reader::new(blob)?.body();
     let Header {
+        nf,
         trees,
         n_recs,
         single,
@@ -485,6 +606,13 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
     table(H_ORDER, trees, 4)?;
     table(H_DEPTHS, trees, 4)?;
     table(H_RECORDS, n_recs, rec_size)?;
+    if count(H_VECTORS)? != 0 {
+        ensure(
+            !input_f64 && (1..=VECTOR_FEATURES).contains(&nf),
+            "bit-vector tables of a forest without 1 to 32 float32 features",
+        )?;
+        table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?;
+    }
     ensure(trees == 0 || n_recs > 0, "trees without records")?;
     if single != 0 {
         table(H_VALUES, slots, value_size)?;

@@ -219,6 +219,80 @@ fn kernel_matches_reference_walk() {
     every_variant(&mut f, 6);
 }
 
+/// A forest of full binary trees of `depth` (2^depth leaves each), random tests.
+fn full_forest(seed: u64, trees: usize, depth: u32, nf: u32) -> Forest {
+    let mut next = xorshift(seed);
+    let mut f = empty(nf, 1);
+    fn grow(f: &mut Forest, next: &mut dyn FnMut() -> u64, d: u32, nf: u32) -> u32 {
+        let k = f.nodes.len() as u32;
+        if d == 0 {
+            let slot = f.leaves.len() as u32;
+            f.leaves
+                .push(vec![(0, (next() % 1000) as f64 / 100.0 - 5.0)]);
+            f.nodes.push(Node::Leaf { slot });
+            return k;
+        }
+        f.nodes.push(Node::Leaf { slot: 0 });
+        let left = grow(f, next, d - 1, nf);
+        let right = grow(f, next, d - 1, nf);
+        f.nodes[k as usize] = Node::Branch {
+            feature: (next() % nf as u64) as u32,
+            threshold: ((next() % 2001) as f64 / 1000.0 - 1.0) as f32 as f64,
+            nan_left: next().is_multiple_of(2),
+            left,
+            right,
+        };
+        k
+    }
+    for _ in 0..trees {
+        let r = grow(&mut f, &mut next, depth, nf);
+        f.roots.push(r);
+    }
+    f
+}
+
+/// Single rows of a float32 forest whose trees have at most 32 leaves are walked by the
+/// bit-vector tables on AVX-512 (the record walk under an ISA cap): full trees of 32
+/// leaves (31 branches, one unused lane), of 2 and of 1 leaf, mixed; a tree of 64 leaves
+/// leaves the forest to the record walk. Both give the reference's values.
+#[test]
+fn bit_vector_tables_cover_trees_of_up_to_32_leaves() {
+    for (depths, has) in [
+        (&[5u32, 5, 5][..], true),
+        (&[5, 1, 0, 3, 5][..], true),
+        (&[5, 6][..], false),
+    ] {
+        let mut f = empty(7, 1);
+        for (i, &d) in depths.iter().enumerate() {
+            let t = full_forest(40 + i as u64, 1, d, 7);
+            let (base, slots) = (f.nodes.len() as u32, f.leaves.len() as u32);
+            f.nodes.extend(t.nodes.iter().map(|n| match *n {
+                Node::Leaf { slot } => Node::Leaf { slot: slot + slots },
+                Node::Branch {
+                    feature,
+                    threshold,
+                    nan_left,
+                    left,
+                    right,
+                } => Node::Branch {
+                    feature,
+                    threshold,
+                    nan_left,
+                    left: left + base,
+                    right: right + base,
+                },
+            }));
+            f.leaves.extend(t.leaves);
+            f.roots.push(t.roots[0] + base);
+        }
+        assert_eq!(vectors(&f).is_some(), has, "trees of depths {depths:?}");
+        for rows in 1..=7 {
+            verify(&f, rows, rows as u64);
+        }
+        every_variant(&mut f, 3);
+    }
+}
+
 #[test]
 fn shared_nodes_are_walked_like_trees() {
     for (seed, trees) in [(11u64, 3usize), (12, 9), (13, 20)] {
@@ -464,6 +538,23 @@ fn check_refuses_corrupt_arrays() {
             edit("header only", &|c| c.truncate(HEADER - 1));
             edit("flag", &|c| c[H_INPUT_F64] = 2);
             edit("aggregate", &|c| c[H_AGGREGATE] = 3);
+            if input_f64 {
+                edit("bit-vector tables of a float64 forest", &|c| {
+                    c[H_VECTORS] = c[H_ROOTS]
+                });
+            } else {
+                let v = h(H_VECTORS);
+                assert_ne!(v, 0, "trees of at most 16 leaves have bit-vector tables");
+                edit("bit-vector key past the row", &|c| {
+                    set_u32(c, v + 4 * 3 * VECTOR_LANES + 4, 2 * 3)
+                });
+                edit("bit-vector leaf slot", &|c| {
+                    set_u32(c, v + 4 * (2 * VECTOR_LANES + 7), f.leaves.len() as u32)
+                });
+                edit("bit-vector tables past the end", &|c| {
+                    c[H_VECTORS] = (c.len() * 8 - 8) as i64
+                });
+            }
             if multi {
                 edit("target id", &|c| set_u32(c, h(H_TARGET_IDS), 2));
                 edit("entries out of order", &|c| {

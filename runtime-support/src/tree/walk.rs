@@ -167,6 +167,8 @@ pub(super) struct View<'a, N, V> {
     values: &'a [V],
     starts: &'a [u32],
     targets: &'a [u32],
+    /// The trees' bit-vector tables (`encode::vectors`), or null.
+    vectors: *const u32,
     _rec: std::marker::PhantomData<N>,
 }
 
@@ -220,6 +222,11 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
                 } else {
                     table(p, h[H_TARGET_IDS], n_values)
                 },
+                vectors: if h[H_VECTORS] == 0 {
+                    std::ptr::null()
+                } else {
+                    (p as *const u8).add(h[H_VECTORS] as usize) as *const u32
+                },
                 _rec: std::marker::PhantomData,
             }
         }
@@ -270,9 +277,29 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
         }
     }
 
-    /// One row: `ROW_LANES` trees at a time in depth order, each tree's leaf slot into `slots`,
-    /// then the aggregation in tree order.
+    /// Whether rows take the bit-vector walk: the forest has its tables and the CPU
+    /// AVX-512.
+    fn vector_walk(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            !self.vectors.is_null() && crate::isa::avx512()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// One row: each tree's leaf slot into `slots` (by the bit-vector tables where the CPU
+    /// has AVX-512, else `ROW_LANES` trees at a time in depth order), then the aggregation
+    /// in tree order.
     fn row(&self, keys: *const u8, out: &mut [V], has: &mut [bool], slots: &mut [u32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.vector_walk() {
+            // SAFETY: `check`ed tables, one per tree; `keys` holds the keyed row; AVX-512F
+            // is present.
+            unsafe { vector_slots(self.vectors, keys as *const u32, self.n_features, slots) };
+            self.aggregate(out, has, slots);
+            return;
+        }
         for group in self.order.chunks(ROW_LANES) {
             let mut at = [self.roots[group[0] as usize]; ROW_LANES];
             let mut steps = 0;
@@ -286,6 +313,11 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
                 slots[t as usize] = unsafe { N::slot(self.recs, e) };
             }
         }
+        self.aggregate(out, has, slots);
+    }
+
+    /// A row's aggregation of its trees' leaves (`slots`, in tree order) into `out`.
+    fn aggregate(&self, out: &mut [V], has: &mut [bool], slots: &[u32]) {
         out.fill(V::zero());
         if self.aggregate == 0 && self.single != 0 {
             // One running sum, in a register.
@@ -364,6 +396,63 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
     }
 }
 
+/// Each tree's leaf slot for the keyed row at `keys` (row 0 of a keyed block of `nf` ≤
+/// `VECTOR_FEATURES` features), by its bit-vector table (`encode::vectors`): the row's keys
+/// held in four registers, a tree's 32 branch keys permuted out of them and compared at
+/// once, the masks of the failed branches ANDed, the lowest bit left the leaf. No branch and
+/// no load that waits on another. A LightGBM forest of 500 trees of 31 leaves on 30
+/// features (Zen 4): one row 2.56 µs against 4.12 for the interleaved record walk, which
+/// takes as many steps as the deepest tree of each group of 16 (2.5 times a row's paths);
+/// 1000 rows 2.52 ms against 3.68 for the blocked walk. Gathering the keys from memory
+/// instead of permuting them took 6.7 µs; 32-bit key indices 2.86 µs (the tables stream
+/// from L2: bytes count).
+///
+/// # Safety
+/// `vectors` holds `slots.len()` `check`ed tables; `keys` a keyed block of `nf` features;
+/// the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn vector_slots(vectors: *const u32, keys: *const u32, nf: usize, slots: &mut [u32]) {
+    use std::arch::x86_64::*;
+    const L: usize = VECTOR_LANES;
+    // The row's keys, key 2f + c at index 2f + c (`keyed` strides them by BLOCK).
+    let mut row = [0u32; 2 * VECTOR_FEATURES];
+    for (i, k) in row.iter_mut().enumerate().take(2 * nf.min(VECTOR_FEATURES)) {
+        // SAFETY: key i of row 0 of the keyed block (i < 2·nf).
+        *k = unsafe { *keys.add(i * BLOCK) };
+    }
+    // SAFETY: `row` holds 64 u32s.
+    let [r0, r1, r2, r3] =
+        [0, 1, 2, 3].map(|q| unsafe { _mm512_loadu_si512(row.as_ptr().add(16 * q) as *const _) });
+    let (ones, bit5) = (_mm512_set1_epi32(-1), _mm512_set1_epi32(32));
+    // Key `idx` of each lane: bits 0-4 pick one of 32 in a register pair, bit 5 the pair.
+    let pick = |idx: __m512i| {
+        let lo = _mm512_permutex2var_epi32(r0, idx, r1);
+        let hi = _mm512_permutex2var_epi32(r2, idx, r3);
+        _mm512_mask_mov_epi32(lo, _mm512_test_epi32_mask(idx, bit5), hi)
+    };
+    for (t, slot) in slots.iter_mut().enumerate() {
+        // SAFETY: table t's rows (`check`).
+        unsafe {
+            let w = vectors.add(t * VECTOR_TREE_WORDS);
+            let keys = w.add(3 * L) as *const u8;
+            let word =
+                |r: usize, half: usize| _mm512_loadu_si512(w.add(r * L + 16 * half) as *const _);
+            // Lanes that pass (go left) take all ones, the others their mask.
+            let lanes = |half: usize| {
+                let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(keys.add(16 * half) as *const _));
+                let pass = _mm512_cmple_epu32_mask(pick(idx), word(0, half));
+                _mm512_mask_mov_epi32(word(1, half), pass, ones)
+            };
+            let bits = _mm512_reduce_and_epi32(_mm512_and_si512(lanes(0), lanes(1))) as u32;
+            // The exit leaf's bit is always left (see `encode::vectors`); the top bit bounds
+            // the index whatever the table holds.
+            let leaf = (bits | 1 << (L - 1)).trailing_zeros() as usize;
+            *slot = *w.add(2 * L + leaf);
+        }
+    }
+}
+
 /// Keys `n` rows of `nf` floats into a block, feature-major, each feature twice (NaN
 /// largest, then NaN 0): `keys[(2f + c)·BLOCK + r]`. Rows `n` up to `padded` repeat the
 /// last one.
@@ -402,7 +491,8 @@ pub(super) fn run<N: Rec, V: Acc>(
     let v: View<N, V> = unsafe { View::new(forest) };
     let (nf, nt) = (v.n_features, v.n_targets);
     let keys = scratch as *mut N::K;
-    if v.aggregate == 0 && rows >= LANES && nf > 0 {
+    // The bit-vector walk, where it applies, beats the blocked walk at every row count.
+    if !v.vector_walk() && v.aggregate == 0 && rows >= LANES && nf > 0 {
         let mut r = 0;
         while r < rows {
             let n = (rows - r).min(BLOCK);
