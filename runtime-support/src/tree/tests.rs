@@ -39,30 +39,39 @@ fn leaf_entries(next: &mut dyn FnMut() -> u64, nt: u32, multi: bool) -> Vec<(u32
 
 /// A seeded random forest: `trees` trees of up to `depth` levels over `nf` features.
 fn random_forest(seed: u64, trees: usize, depth: u32, nf: u32, nt: u32, multi: bool) -> Forest {
+    grown(seed, trees, depth, nf, nt, multi, false)
+}
+
+/// A forest of full binary trees of `depth` (2^depth leaves each), random tests.
+fn full_forest(seed: u64, trees: usize, depth: u32, nf: u32) -> Forest {
+    grown(seed, trees, depth, nf, 1, false, true)
+}
+
+/// Seeded random trees of up to `depth` levels (exactly, when `full`).
+fn grown(seed: u64, trees: usize, depth: u32, nf: u32, nt: u32, multi: bool, full: bool) -> Forest {
     let mut next = xorshift(seed);
     let mut f = empty(nf, nt);
-    fn grow(
-        f: &mut Forest,
-        next: &mut dyn FnMut() -> u64,
-        d: u32,
+    struct Shape {
         nf: u32,
         nt: u32,
         multi: bool,
-    ) -> u32 {
+        full: bool,
+    }
+    fn grow(f: &mut Forest, next: &mut dyn FnMut() -> u64, d: u32, s: &Shape) -> u32 {
         let k = f.nodes.len() as u32;
-        if d == 0 || next().is_multiple_of(5) {
+        if d == 0 || (!s.full && next().is_multiple_of(5)) {
             let slot = f.leaves.len() as u32;
-            let entries = leaf_entries(next, nt, multi);
+            let entries = leaf_entries(next, s.nt, s.multi);
             f.leaves.push(entries);
             f.nodes.push(Node::Leaf { slot });
             return k;
         }
         f.nodes.push(Node::Leaf { slot: 0 });
-        let left = grow(f, next, d - 1, nf, nt, multi);
-        let right = grow(f, next, d - 1, nf, nt, multi);
+        let left = grow(f, next, d - 1, s);
+        let right = grow(f, next, d - 1, s);
         let threshold = ((next() % 2001) as f64 / 1000.0 - 1.0) as f32 as f64;
         f.nodes[k as usize] = Node::Branch {
-            feature: (next() % nf as u64) as u32,
+            feature: (next() % s.nf as u64) as u32,
             threshold,
             nan_left: next().is_multiple_of(2),
             left,
@@ -70,8 +79,14 @@ fn random_forest(seed: u64, trees: usize, depth: u32, nf: u32, nt: u32, multi: b
         };
         k
     }
+    let shape = Shape {
+        nf,
+        nt,
+        multi,
+        full,
+    };
     for _ in 0..trees {
-        let r = grow(&mut f, &mut next, depth, nf, nt, multi);
+        let r = grow(&mut f, &mut next, depth, &shape);
         f.roots.push(r);
     }
     f
@@ -217,38 +232,6 @@ fn kernel_matches_reference_walk() {
         l[0].0 = 1;
     }
     every_variant(&mut f, 6);
-}
-
-/// A forest of full binary trees of `depth` (2^depth leaves each), random tests.
-fn full_forest(seed: u64, trees: usize, depth: u32, nf: u32) -> Forest {
-    let mut next = xorshift(seed);
-    let mut f = empty(nf, 1);
-    fn grow(f: &mut Forest, next: &mut dyn FnMut() -> u64, d: u32, nf: u32) -> u32 {
-        let k = f.nodes.len() as u32;
-        if d == 0 {
-            let slot = f.leaves.len() as u32;
-            f.leaves
-                .push(vec![(0, (next() % 1000) as f64 / 100.0 - 5.0)]);
-            f.nodes.push(Node::Leaf { slot });
-            return k;
-        }
-        f.nodes.push(Node::Leaf { slot: 0 });
-        let left = grow(f, next, d - 1, nf);
-        let right = grow(f, next, d - 1, nf);
-        f.nodes[k as usize] = Node::Branch {
-            feature: (next() % nf as u64) as u32,
-            threshold: ((next() % 2001) as f64 / 1000.0 - 1.0) as f32 as f64,
-            nan_left: next().is_multiple_of(2),
-            left,
-            right,
-        };
-        k
-    }
-    for _ in 0..trees {
-        let r = grow(&mut f, &mut next, depth, nf);
-        f.roots.push(r);
-    }
-    f
 }
 
 /// Single rows of a float32 forest whose trees have at most 32 leaves are walked by the
