@@ -186,7 +186,7 @@ def main() -> int:
         "predictor learns for a row seen over and over; a deployed model sees new rows, so the pool "
         "is the latency a user gets. onnxc's walk has no data-dependent branch: on AVX-512 every "
         "row compares all the branches of a tree at once against bit-vector tables (trees of at "
-        "most 32 leaves over at most 32 features; QuickScorer's representation), reading the whole "
+        "most 32 leaves over at most 64 features; QuickScorer's representation), reading the whole "
         "forest's tables (208 KB here) whatever the row. "
         f"CPU: {bench.cpu_model()}. Produced by "
         f"`.cache/venv/bin/python tests/bench/bench_trees.py {' '.join(sys.argv[1:])}`.",

@@ -255,7 +255,7 @@ pub(super) const VECTOR_TREE_WORDS: usize = 3 * VECTOR_LANES + VECTOR_LANES / 4;
 /// passed). Unused lanes fail against threshold 0 (no key is 0 in the NaN-largest copy of
 /// feature 0 they read) with a mask of the tree's leaves, so the AND never holds a bit past
 /// them. Only for float32 inputs of 1 to `VECTOR_FEATURES` features (the row's keys held in
-/// four registers), every tree (its shared nodes counted as often as they are reached) at
+/// registers), every tree (its shared nodes counted as often as they are reached) at
 /// most `VECTOR_LANES` leaves; None otherwise.
 pub(super) fn vectors(f: &Forest) -> Option<Vec<u32>> {
     const L: usize = VECTOR_LANES;
@@ -300,7 +300,7 @@ pub(super) fn vectors(f: &Forest) -> Option<Vec<u32>> {
                         }
                         let b = branches;
                         branches += 1;
-                        // Below 2 · VECTOR_FEATURES = 64.
+                        // Below 2 · VECTOR_FEATURES = 128.
                         key[b] = (2 * feature + nan_left as u32) as u8;
                         thr[b] = if threshold.is_nan() {
                             u32::below_all()
@@ -472,7 +472,7 @@ pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     // `vectors` makes them.
     if count(H_VECTORS)? != 0 {
         if input_f64 || nf == 0 || nf > VECTOR_FEATURES {
-            return bad("bit-vector tables of a forest without 1 to 32 float32 features");
+            return bad("bit-vector tables of a forest without 1 to 64 float32 features");
         }
         let v = u32s(table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?);
         for (t, w) in v.chunks(VECTOR_TREE_WORDS).enumerate() {
@@ -609,7 +609,7 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
     if count(H_VECTORS)? != 0 {
         ensure(
             !input_f64 && (1..=VECTOR_FEATURES).contains(&nf),
-            "bit-vector tables of a forest without 1 to 32 float32 features",
+            "bit-vector tables of a forest without 1 to 64 float32 features",
         )?;
         table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?;
     }

@@ -23,7 +23,7 @@
 //! * Records and keys are addressed by byte offsets, so a step is: load the key offset,
 //!   load the key, compare it with the threshold, pick one of two record addresses.
 //!
-//! Float32 forests of at most 32 features whose trees have at most 32 leaves also get
+//! Float32 forests of at most 64 features whose trees have at most 32 leaves also get
 //! bit-vector tables (`encode::vectors`, QuickScorer's representation): on AVX-512 every
 //! row is walked by them, a tree's branches compared at once (`walk::vector_slots`).
 //! Otherwise, one row at a time (few rows), `ROW_LANES` trees are walked at once, trees
@@ -56,9 +56,9 @@ const ROW_LANES: usize = 16;
 /// branches, a 32-bit mask of leaves.
 const VECTOR_LANES: usize = 32;
 /// Most features of a forest with bit-vector tables: the row's two keys per feature fill
-/// four AVX-512 registers, from which a tree's lanes are permuted (gathering them from
-/// memory took longer than the record walk: 6.7 against 4.1 µs for 500 trees, Zen 4).
-const VECTOR_FEATURES: usize = 32;
+/// up to eight AVX-512 registers, from which a tree's lanes are permuted (gathering them
+/// from memory took longer than the record walk: 6.7 against 4.1 µs for 500 trees, Zen 4).
+const VECTOR_FEATURES: usize = 64;
 /// Rows keyed and walked together by sums over many rows (their keys stay in L1: 64 rows
 /// of 30 float32 features, two copies, are 15 KB).
 const BLOCK: usize = 64;

@@ -234,20 +234,25 @@ fn kernel_matches_reference_walk() {
     every_variant(&mut f, 6);
 }
 
-/// Single rows of a float32 forest whose trees have at most 32 leaves are walked by the
-/// bit-vector tables on AVX-512 (the record walk under an ISA cap): full trees of 32
-/// leaves (31 branches, one unused lane), of 2 and of 1 leaf, mixed; a tree of 64 leaves
-/// leaves the forest to the record walk. Both give the reference's values.
+/// Rows of a float32 forest of at most 64 features whose trees have at most 32 leaves are
+/// walked by the bit-vector tables on AVX-512 (the record walks under an ISA cap): full
+/// trees of 32 leaves (31 branches, one unused lane), of 2 and of 1 leaf, mixed, over 7
+/// features (keys permuted from two register pairs), 33 and 64 (four pairs); a tree of 64
+/// leaves, or 65 features, leave the forest to the record walks. All give the reference's
+/// values.
 #[test]
 fn bit_vector_tables_cover_trees_of_up_to_32_leaves() {
-    for (depths, has) in [
-        (&[5u32, 5, 5][..], true),
-        (&[5, 1, 0, 3, 5][..], true),
-        (&[5, 6][..], false),
+    for (depths, nf, has) in [
+        (&[5u32, 5, 5][..], 7, true),
+        (&[5, 1, 0, 3, 5][..], 7, true),
+        (&[5, 4, 5][..], 33, true),
+        (&[5, 5, 2][..], 64, true),
+        (&[5, 6][..], 7, false),
+        (&[5, 3][..], 65, false),
     ] {
-        let mut f = empty(7, 1);
+        let mut f = empty(nf, 1);
         for (i, &d) in depths.iter().enumerate() {
-            let t = full_forest(40 + i as u64, 1, d, 7);
+            let t = full_forest(40 + i as u64, 1, d, nf);
             let (base, slots) = (f.nodes.len() as u32, f.leaves.len() as u32);
             f.nodes.extend(t.nodes.iter().map(|n| match *n {
                 Node::Leaf { slot } => Node::Leaf { slot: slot + slots },
@@ -268,7 +273,11 @@ fn bit_vector_tables_cover_trees_of_up_to_32_leaves() {
             f.leaves.extend(t.leaves);
             f.roots.push(t.roots[0] + base);
         }
-        assert_eq!(vectors(&f).is_some(), has, "trees of depths {depths:?}");
+        assert_eq!(
+            vectors(&f).is_some(),
+            has,
+            "trees of depths {depths:?}, {nf} features"
+        );
         for rows in 1..=7 {
             verify(&f, rows, rows as u64);
         }

@@ -398,7 +398,7 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
 
 /// Each tree's leaf slot for the keyed row at `keys` (row 0 of a keyed block of `nf` ≤
 /// `VECTOR_FEATURES` features), by its bit-vector table (`encode::vectors`): the row's keys
-/// held in four registers, a tree's 32 branch keys permuted out of them and compared at
+/// held in registers, a tree's 32 branch keys permuted out of them and compared at
 /// once, the masks of the failed branches ANDed, the lowest bit left the leaf. No branch and
 /// no load that waits on another. A LightGBM forest of 500 trees of 31 leaves on 30
 /// features (Zen 4): one row 2.56 µs against 4.12 for the interleaved record walk, which
@@ -414,23 +414,55 @@ impl<'a, N: Rec, V: Acc> View<'a, N, V> {
 #[target_feature(enable = "avx512f")]
 unsafe fn vector_slots(vectors: *const u32, keys: *const u32, nf: usize, slots: &mut [u32]) {
     use std::arch::x86_64::*;
-    const L: usize = VECTOR_LANES;
     // The row's keys, key 2f + c at index 2f + c (`keyed` strides them by BLOCK).
     let mut row = [0u32; 2 * VECTOR_FEATURES];
-    for (i, k) in row.iter_mut().enumerate().take(2 * nf.min(VECTOR_FEATURES)) {
+    let n = 2 * nf.min(VECTOR_FEATURES);
+    for (i, k) in row.iter_mut().enumerate().take(n) {
         // SAFETY: key i of row 0 of the keyed block (i < 2·nf).
         *k = unsafe { *keys.add(i * BLOCK) };
     }
-    // SAFETY: `row` holds 64 u32s.
-    let [r0, r1, r2, r3] =
-        [0, 1, 2, 3].map(|q| unsafe { _mm512_loadu_si512(row.as_ptr().add(16 * q) as *const _) });
-    let (ones, bit5) = (_mm512_set1_epi32(-1), _mm512_set1_epi32(32));
-    // Key `idx` of each lane: bits 0-4 pick one of 32 in a register pair, bit 5 the pair.
-    let pick = |idx: __m512i| {
-        let lo = _mm512_permutex2var_epi32(r0, idx, r1);
-        let hi = _mm512_permutex2var_epi32(r2, idx, r3);
-        _mm512_mask_mov_epi32(lo, _mm512_test_epi32_mask(idx, bit5), hi)
+    // SAFETY: `row` holds 2 · VECTOR_FEATURES = 128 u32s.
+    let r: [__m512i; 8] = std::array::from_fn(|q| unsafe {
+        _mm512_loadu_si512(row.as_ptr().add(16 * q) as *const _)
+    });
+    // Key `idx` of each lane: bits 0-4 pick one of 32 in a register pair, bits 5 and 6 the
+    // pair. Up to 32 features (64 keys) two pairs do.
+    let (bit5, bit6) = (_mm512_set1_epi32(32), _mm512_set1_epi32(64));
+    let pair = |p: usize, idx: __m512i| _mm512_permutex2var_epi32(r[2 * p], idx, r[2 * p + 1]);
+    let upper = |idx: __m512i, bit: __m512i, lo: __m512i, hi: __m512i| {
+        _mm512_mask_mov_epi32(lo, _mm512_test_epi32_mask(idx, bit), hi)
     };
+    // SAFETY: forwarded.
+    unsafe {
+        if n <= 64 {
+            walk_vectors(vectors, slots, |idx| {
+                upper(idx, bit5, pair(0, idx), pair(1, idx))
+            });
+        } else {
+            walk_vectors(vectors, slots, |idx| {
+                let lo = upper(idx, bit5, pair(0, idx), pair(1, idx));
+                let hi = upper(idx, bit5, pair(2, idx), pair(3, idx));
+                upper(idx, bit6, lo, hi)
+            });
+        }
+    }
+}
+
+/// `vector_slots`' loop over the trees, `pick` taking each lane's key by its index.
+///
+/// # Safety
+/// As `vector_slots`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn walk_vectors(
+    vectors: *const u32,
+    slots: &mut [u32],
+    pick: impl Fn(std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i,
+) {
+    use std::arch::x86_64::*;
+    const L: usize = VECTOR_LANES;
+    let ones = _mm512_set1_epi32(-1);
     for (t, slot) in slots.iter_mut().enumerate() {
         // SAFETY: table t's rows (`check`).
         unsafe {
