@@ -468,12 +468,9 @@ pub fn check(blob: &[i64]) -> Result<(), Invalid> {
     if nf == 0 && kids.iter().any(|k| k.is_some()) {
         return bad("branches over zero features");
     }
-    // The bit-vector tables: key indices among the row's keys, slots in range; only where
-    // `vectors` makes them.
+    // The bit-vector tables (their forest's type and features checked with the header):
+    // key indices among the row's keys, slots in range.
     if count(H_VECTORS)? != 0 {
-        if input_f64 || nf == 0 || nf > VECTOR_FEATURES {
-            return bad("bit-vector tables of a forest without 1 to 64 float32 features");
-        }
         let v = u32s(table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?);
         for (t, w) in v.chunks(VECTOR_TREE_WORDS).enumerate() {
             let keys = w[3 * VECTOR_LANES..].iter().flat_map(|x| x.to_le_bytes());
@@ -579,17 +576,9 @@ fn header(body: &[i64]) -> params::Result<Header> {
 pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
     use params::ensure;
     let body = params::Reader::new(blob)?.body();
-    let Header {
-        nf,
-        trees,
-        n_recs,
-        single,
-        slots,
-        input_f64,
-        value_size,
-        ..
-    } = header(body)?;
-    let rec_size = sizes(input_f64).0;
+    let h = header(body)?;
+    let (trees, n_recs, slots) = (h.trees, h.n_recs, h.slots);
+    let rec_size = sizes(h.input_f64).0;
     let count = |i: usize| header_count(body, i);
     let bytes = body.len() * 8;
     // Table `at` of `len` entries of `size` bytes inside the body (counts are below 2³², so
@@ -608,14 +597,14 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
     table(H_RECORDS, n_recs, rec_size)?;
     if count(H_VECTORS)? != 0 {
         ensure(
-            !input_f64 && (1..=VECTOR_FEATURES).contains(&nf),
+            !h.input_f64 && (1..=VECTOR_FEATURES).contains(&h.nf),
             "bit-vector tables of a forest without 1 to 64 float32 features",
         )?;
         table(H_VECTORS, trees * VECTOR_TREE_WORDS, 4)?;
     }
     ensure(trees == 0 || n_recs > 0, "trees without records")?;
-    if single != 0 {
-        table(H_VALUES, slots, value_size)?;
+    if h.single != 0 {
+        table(H_VALUES, slots, h.value_size)?;
     } else {
         let starts = table(H_STARTS, slots + 1, 4)?;
         let at = starts + 4 * slots;
@@ -624,7 +613,7 @@ pub(super) fn checked_header(blob: &[i64]) -> params::Result<&[i64]> {
                 .try_into()
                 .expect("4"),
         );
-        table(H_VALUES, last as usize, value_size)?;
+        table(H_VALUES, last as usize, h.value_size)?;
         table(H_TARGET_IDS, last as usize, 4)?;
     }
     Ok(body)

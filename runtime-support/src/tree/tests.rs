@@ -254,21 +254,15 @@ fn bit_vector_tables_cover_trees_of_up_to_32_leaves() {
         for (i, &d) in depths.iter().enumerate() {
             let t = full_forest(40 + i as u64, 1, d, nf);
             let (base, slots) = (f.nodes.len() as u32, f.leaves.len() as u32);
-            f.nodes.extend(t.nodes.iter().map(|n| match *n {
-                Node::Leaf { slot } => Node::Leaf { slot: slot + slots },
-                Node::Branch {
-                    feature,
-                    threshold,
-                    nan_left,
-                    left,
-                    right,
-                } => Node::Branch {
-                    feature,
-                    threshold,
-                    nan_left,
-                    left: left + base,
-                    right: right + base,
-                },
+            // The tree's nodes renumbered after the forest's.
+            f.nodes.extend(t.nodes.into_iter().map(|mut n| {
+                match &mut n {
+                    Node::Leaf { slot } => *slot += slots,
+                    Node::Branch { left, right, .. } => {
+                        (*left, *right) = (*left + base, *right + base)
+                    }
+                }
+                n
             }));
             f.leaves.extend(t.leaves);
             f.roots.push(t.roots[0] + base);
