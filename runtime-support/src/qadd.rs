@@ -12,6 +12,7 @@
 //! vectors. Elements are split over the run's threads.
 
 use crate::par::{Par, Threads};
+use crate::quantize::byte_range;
 use crate::simd::{self, Simd, Walk};
 
 /// The constants of one sum.
@@ -52,11 +53,7 @@ impl Walk for Sum {
     #[inline(always)]
     unsafe fn run<S: Simd>(self, s: S) {
         let p = self.p;
-        let (lo, hi) = if p.signed {
-            (-128.0, 127.0)
-        } else {
-            (0.0, 255.0)
-        };
+        let (lo, hi) = byte_range(p.signed);
         let (sa, sb, sy) = (s.splat(p.sa), s.splat(p.sb), s.splat(p.sy));
         let (za, zb, zy) = (s.splat(p.za), s.splat(p.zb), s.splat(p.zy));
         let (lo, hi, zero) = (s.splat(lo), s.splat(hi), s.zero());
@@ -188,11 +185,7 @@ mod tests {
         if p.relu && v < 0.0 {
             v = 0.0;
         }
-        let (lo, hi) = if p.signed {
-            (-128.0, 127.0)
-        } else {
-            (0.0, 255.0)
-        };
+        let (lo, hi) = byte_range(p.signed);
         let q = ((v / p.sy).round_ties_even() + p.zy).min(hi).max(lo);
         if p.signed { q as i8 as u8 } else { q as u8 }
     }

@@ -18,15 +18,65 @@ use crate::simd::{self, Simd, Walk};
 /// Flag bit of the C entry points' `flags`: int8 bytes (else uint8).
 pub const SIGNED: i64 = 1;
 
-/// `n` floats quantized to bytes.
+/// `n` elements of `x` mapped into `y` with one scale and zero point (`Quantize`,
+/// `Dequantize`).
 #[derive(Copy, Clone)]
-struct Quantize {
-    x: *const f32,
-    y: *mut u8,
+struct Map<A, B> {
+    x: *const A,
+    y: *mut B,
     n: usize,
     scale: f32,
     zp: f32,
     signed: bool,
+}
+
+impl<A, B> Map<A, B> {
+    /// The map of `x[..n]` into `y[..n]`.
+    fn new(x: *const A, y: *mut B, n: usize, scale: f32, zp: f32, signed: bool) -> Self {
+        Map {
+            x,
+            y,
+            n,
+            scale,
+            zp,
+            signed,
+        }
+    }
+}
+
+/// `n` floats quantized to bytes.
+type Quantize = Map<f32, u8>;
+
+/// `n` bytes dequantized to floats.
+type Dequantize = Map<u8, f32>;
+
+/// The range of an int8 (`signed`) or uint8 value, as floats.
+#[inline(always)]
+pub(crate) fn byte_range(signed: bool) -> (f32, f32) {
+    if signed {
+        (-128.0, 127.0)
+    } else {
+        (0.0, 255.0)
+    }
+}
+
+/// An elementwise walk's `n` inputs at `x` and outputs at `y` as slices.
+///
+/// # Safety
+/// `x` and `y` hold `n` elements each, and `y`'s are not otherwise accessed during `'a`.
+#[inline(always)]
+pub(crate) unsafe fn walk_slices<'a, A, B>(
+    x: *const A,
+    y: *mut B,
+    n: usize,
+) -> (&'a [A], &'a mut [B]) {
+    // SAFETY: caller contract.
+    unsafe {
+        (
+            std::slice::from_raw_parts(x, n),
+            std::slice::from_raw_parts_mut(y, n),
+        )
+    }
 }
 
 impl Walk for Quantize {
@@ -35,18 +85,9 @@ impl Walk for Quantize {
     #[inline(always)]
     unsafe fn run<S: Simd>(self, _: S) {
         // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
-        let (x, y) = unsafe {
-            (
-                std::slice::from_raw_parts(self.x, self.n),
-                std::slice::from_raw_parts_mut(self.y, self.n),
-            )
-        };
+        let (x, y) = unsafe { walk_slices(self.x, self.y, self.n) };
         let (s, z) = (self.scale, self.zp);
-        let (lo, hi) = if self.signed {
-            (-128.0f32, 127.0f32)
-        } else {
-            (0.0, 255.0)
-        };
+        let (lo, hi) = byte_range(self.signed);
         for (o, &a) in y.iter_mut().zip(x) {
             let v = (a / s).round_ties_even() + z;
             // The generated clamps: `c < v ? c : v` and `v < c ? c : v` (a NaN passes).
@@ -60,29 +101,13 @@ impl Walk for Quantize {
     }
 }
 
-/// `n` bytes dequantized to floats.
-#[derive(Copy, Clone)]
-struct Dequantize {
-    x: *const u8,
-    y: *mut f32,
-    n: usize,
-    scale: f32,
-    zp: f32,
-    signed: bool,
-}
-
 impl Walk for Dequantize {
     type Out = ();
 
     #[inline(always)]
     unsafe fn run<S: Simd>(self, _: S) {
         // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
-        let (x, y) = unsafe {
-            (
-                std::slice::from_raw_parts(self.x, self.n),
-                std::slice::from_raw_parts_mut(self.y, self.n),
-            )
-        };
+        let (x, y) = unsafe { walk_slices(self.x, self.y, self.n) };
         let (s, z) = (self.scale, self.zp);
         if self.signed {
             for (o, &b) in y.iter_mut().zip(x) {
@@ -94,6 +119,38 @@ impl Walk for Dequantize {
             }
         }
     }
+}
+
+/// `Par::for_ranges` cost units of a quantized element (a division and a rounding) and of a
+/// dequantized one.
+const QUANTIZE_COST: usize = 4;
+const DEQUANTIZE_COST: usize = 2;
+
+/// Elements of `x` mapped into `y` (`Quantize` or `Dequantize`), split over `par`'s threads
+/// at `cost` units an element.
+///
+/// # Safety
+/// `map.x` and `map.y` hold `map.n` elements; `par` as `Par::for_ranges`.
+unsafe fn map_ranges<A, B>(map: Map<A, B>, par: Par, cost: usize)
+where
+    Map<A, B>: Walk<Out = ()>,
+{
+    let Map {
+        n,
+        scale,
+        zp,
+        signed,
+        ..
+    } = map;
+    let (xa, ya) = (map.x as usize, map.y as usize);
+    // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
+    unsafe {
+        simd::dispatch_ranges(par, n, cost, |r| {
+            let (x, y) = (xa as *const A, ya as *mut B);
+            let (x, y) = (x.wrapping_add(r.start), y.wrapping_add(r.start));
+            Map::new(x, y, r.len(), scale, zp, signed)
+        })
+    };
 }
 
 /// Quantizes `n` floats of `x` into `y`.
@@ -109,36 +166,9 @@ pub unsafe fn quantize(
     y: *mut u8,
     par: Par,
 ) {
+    let map = Quantize::new(x, y, n, scale, zp as f32, signed);
     // SAFETY: forwarded.
-    unsafe { quantize_f32_zp(x, n, scale, zp as f32, signed, y, par) }
-}
-
-/// `quantize` with the zero point as the float32 the map adds (DynamicQuantizeLinear's
-/// computed one, which may be NaN: the result is then 0, as the map's conversion gives).
-///
-/// # Safety
-/// As `quantize`.
-unsafe fn quantize_f32_zp(
-    x: *const f32,
-    n: usize,
-    scale: f32,
-    zp: f32,
-    signed: bool,
-    y: *mut u8,
-    par: Par,
-) {
-    let (xa, ya) = (x as usize, y as usize);
-    // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
-    unsafe {
-        simd::dispatch_ranges(par, n, 4, |r| Quantize {
-            x: (xa as *const f32).wrapping_add(r.start),
-            y: (ya as *mut u8).wrapping_add(r.start),
-            n: r.len(),
-            scale,
-            zp,
-            signed,
-        })
-    };
+    unsafe { map_ranges(map, par, QUANTIZE_COST) }
 }
 
 /// Dequantizes `n` bytes of `x` into `y`.
@@ -154,18 +184,14 @@ pub unsafe fn dequantize(
     y: *mut f32,
     par: Par,
 ) {
-    let (xa, ya) = (x as usize, y as usize);
-    // SAFETY: each range's elements lie in x and y (caller), and only its walk writes them.
-    unsafe {
-        simd::dispatch_ranges(par, n, 2, |r| Dequantize {
-            x: (xa as *const u8).wrapping_add(r.start),
-            y: (ya as *mut f32).wrapping_add(r.start),
-            n: r.len(),
-            scale,
-            zp: zp as f32,
-            signed,
-        })
-    };
+    let map = Dequantize::new(x, y, n, scale, zp as f32, signed);
+    // SAFETY: forwarded.
+    unsafe { map_ranges(map, par, DEQUANTIZE_COST) }
+}
+
+/// A C entry point's element count (none when negative) and `SIGNED` flag.
+fn c_operands(n: i64, flags: i64) -> (usize, bool) {
+    (n.max(0) as usize, flags & SIGNED != 0)
 }
 
 /// C entry point: `y = quantize(x)` over `n` elements, `scale` pointing at the scale;
@@ -183,23 +209,14 @@ pub unsafe extern "C" fn onnxc_quantize_f32_8(
     y: *mut u8,
     threads: *const Threads,
 ) {
+    let (n, signed) = c_operands(n, flags);
     // SAFETY: caller contract (`scale` holds one float).
-    unsafe {
-        quantize(
-            x,
-            n.max(0) as usize,
-            *scale,
-            zp,
-            flags & SIGNED != 0,
-            y,
-            Par::from_raw(threads),
-        )
-    };
+    unsafe { quantize(x, n, *scale, zp, signed, y, Par::from_raw(threads)) };
 }
 
 /// C entry point: `y = quantize(x)` over `n` elements with a scale and zero point computed
-/// by the run: `sz` points at them (two floats, the zero point integral or NaN); `flags`
-/// `SIGNED` (int8 results).
+/// by the run: `sz` points at them (two floats, the zero point integral or NaN: the result
+/// is then 0, as the map's conversion gives); `flags` `SIGNED` (int8 results).
 ///
 /// # Safety
 /// `x` holds `n` floats, `y` `n` bytes, `sz` two floats; `threads` as `Par::from_raw`.
@@ -212,18 +229,12 @@ pub unsafe extern "C" fn onnxc_quantize_f32_8_dyn(
     y: *mut u8,
     threads: *const Threads,
 ) {
+    let (n, signed) = c_operands(n, flags);
     // SAFETY: caller contract (`sz` holds two floats).
-    unsafe {
-        quantize_f32_zp(
-            x,
-            n.max(0) as usize,
-            *sz,
-            *sz.add(1),
-            flags & SIGNED != 0,
-            y,
-            Par::from_raw(threads),
-        )
-    };
+    let (scale, zp) = unsafe { (*sz, *sz.add(1)) };
+    let q = Quantize::new(x, y, n, scale, zp, signed);
+    // SAFETY: caller contract.
+    unsafe { map_ranges(q, Par::from_raw(threads), QUANTIZE_COST) };
 }
 
 /// C entry point: `y = dequantize(x)` over `n` elements, `scale` pointing at the scale;
@@ -241,18 +252,9 @@ pub unsafe extern "C" fn onnxc_dequantize_8_f32(
     y: *mut f32,
     threads: *const Threads,
 ) {
+    let (n, signed) = c_operands(n, flags);
     // SAFETY: caller contract (`scale` holds one float).
-    unsafe {
-        dequantize(
-            x,
-            n.max(0) as usize,
-            *scale,
-            zp,
-            flags & SIGNED != 0,
-            y,
-            Par::from_raw(threads),
-        )
-    };
+    unsafe { dequantize(x, n, *scale, zp, signed, y, Par::from_raw(threads)) };
 }
 
 #[cfg(test)]
@@ -262,11 +264,7 @@ mod tests {
 
     /// The generated map's arithmetic, element by element.
     fn quantize_reference(a: f32, s: f32, zp: i64, signed: bool) -> u8 {
-        let (lo, hi) = if signed {
-            (-128.0f32, 127.0)
-        } else {
-            (0.0, 255.0)
-        };
+        let (lo, hi) = byte_range(signed);
         let v = (a / s).round_ties_even() + zp as f32;
         let v = if hi < v { hi } else { v };
         let v = if v < lo { lo } else { v };
@@ -304,6 +302,38 @@ mod tests {
         x
     }
 
+    /// `Map`'s walk over `x` into a buffer of `fill`s on every instruction set, and `run` (its
+    /// kernel) on every test pool, each result checked by `check(result, where)`.
+    fn on_every_isa_and_pool<A: Copy, B: Copy>(
+        x: &[A],
+        (scale, zp, signed): (f32, i64, bool),
+        fill: B,
+        run: unsafe fn(*const A, usize, f32, i64, bool, *mut B, Par),
+        check: impl Fn(&[B], &str),
+    ) where
+        Map<A, B>: Walk<Out = ()>,
+    {
+        let n = x.len();
+        let mut y = vec![fill; n];
+        let yp = y.as_mut_ptr();
+        let w = Map::new(x.as_ptr(), yp, n, scale, zp as f32, signed);
+        // SAFETY: x holds n elements and y as many; each check reads y after its walk.
+        unsafe {
+            simd::for_each_isa(w, |isa, ()| {
+                let got = std::slice::from_raw_parts_mut(yp, n);
+                check(got, isa);
+                got.fill(fill);
+            })
+        };
+        for (workers, threads) in test_threads() {
+            let mut y = vec![fill; n];
+            let yp = y.as_mut_ptr();
+            // SAFETY: as above; the pool is a test pool.
+            unsafe { run(x.as_ptr(), n, scale, zp, signed, yp, Par::from_raw(threads)) };
+            check(&y, &format!("{workers} workers"));
+        }
+    }
+
     #[test]
     fn quantize_matches_the_map_on_every_isa_and_pool() {
         let x = inputs();
@@ -317,46 +347,16 @@ mod tests {
                 .iter()
                 .map(|&a| quantize_reference(a, scale, zp, signed))
                 .collect();
-            let mut y = vec![0xa5u8; n];
-            let yp = y.as_mut_ptr();
-            let w = Quantize {
-                x: x.as_ptr(),
-                y: yp,
-                n,
-                scale,
-                zp: zp as f32,
-                signed,
-            };
-            // SAFETY: x holds n floats and y n bytes; each check reads y after its walk.
-            unsafe {
-                simd::for_each_isa(w, |isa, ()| {
-                    let got = std::slice::from_raw_parts_mut(yp, n);
-                    for i in 0..n {
-                        assert_eq!(
-                            got[i], want[i],
-                            "{isa}: x = {} ({scale}, {zp}, {signed})",
-                            x[i]
-                        );
-                    }
-                    got.fill(0xa5);
-                })
-            };
-            for (workers, threads) in test_threads() {
-                let mut y = vec![0xa5u8; n];
-                // SAFETY: as above; the pool is a test pool.
-                unsafe {
-                    quantize(
-                        x.as_ptr(),
-                        n,
-                        scale,
-                        zp,
-                        signed,
-                        y.as_mut_ptr(),
-                        Par::from_raw(threads),
-                    )
-                };
-                assert_eq!(y, want, "{workers} workers");
-            }
+            let params = (scale, zp, signed);
+            on_every_isa_and_pool(&x, params, 0xa5, quantize, |got, what| {
+                for i in 0..n {
+                    assert_eq!(
+                        got[i], want[i],
+                        "{what}: x = {} ({scale}, {zp}, {signed})",
+                        x[i]
+                    );
+                }
+            });
         }
     }
 
@@ -398,7 +398,6 @@ mod tests {
     #[test]
     fn dequantize_matches_the_map_on_every_isa_and_pool() {
         let x: Vec<u8> = (0..1000).map(|i| (i * 7 % 256) as u8).collect();
-        let n = x.len();
         for (scale, zp, signed) in [(0.031_25f32, 128i64, false), (0.017_3, -7, true)] {
             let want: Vec<u32> = x
                 .iter()
@@ -407,42 +406,11 @@ mod tests {
                     ((v - zp as f32) * scale).to_bits()
                 })
                 .collect();
-            let mut y = vec![0f32; n];
-            let yp = y.as_mut_ptr();
-            let w = Dequantize {
-                x: x.as_ptr(),
-                y: yp,
-                n,
-                scale,
-                zp: zp as f32,
-                signed,
-            };
-            // SAFETY: x holds n bytes and y n floats; each check reads y after its walk.
-            unsafe {
-                simd::for_each_isa(w, |isa, ()| {
-                    let got = std::slice::from_raw_parts_mut(yp, n);
-                    let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
-                    assert!(bits == want, "{isa}: ({scale}, {zp}, {signed})");
-                    got.fill(0.0);
-                })
-            };
-            for (workers, threads) in test_threads() {
-                let mut y = vec![0f32; n];
-                // SAFETY: as above; the pool is a test pool.
-                unsafe {
-                    dequantize(
-                        x.as_ptr(),
-                        n,
-                        scale,
-                        zp,
-                        signed,
-                        y.as_mut_ptr(),
-                        Par::from_raw(threads),
-                    )
-                };
-                let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-                assert!(bits == want, "{workers} workers");
-            }
+            let params = (scale, zp, signed);
+            on_every_isa_and_pool(&x, params, 0.0, dequantize, |got, what| {
+                let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                assert!(bits == want, "{what}: ({scale}, {zp}, {signed})");
+            });
         }
     }
 }

@@ -14,6 +14,7 @@
 //! it to the CPU's widest vectors); runs are split over the run's threads.
 
 use crate::par::{Par, Threads};
+use crate::quantize::{byte_range, walk_slices};
 use crate::simd::{self, Simd, Walk};
 
 /// Flag bit of the C entry point's `flags`: int8 results (else uint8).
@@ -136,12 +137,7 @@ impl Walk for Run {
     #[inline(always)]
     unsafe fn run<S: Simd>(self, _: S) {
         // SAFETY: `x` and `y` hold `n` elements (the walk's contract).
-        let (x, y) = unsafe {
-            (
-                std::slice::from_raw_parts(self.x, self.n),
-                std::slice::from_raw_parts_mut(self.y, self.n),
-            )
-        };
+        let (x, y) = unsafe { walk_slices(self.x, self.y, self.n) };
         let b = Bounds32::new(self.zp, self.lo, self.hi);
         requantize_slice(x, y, Factors::One(self.f), b, self.zp, self.lo, self.hi);
     }
@@ -221,11 +217,8 @@ pub unsafe fn requantize(
     y: *mut u8,
     par: Par,
 ) {
-    let (lo, hi) = if signed {
-        (-128.0, 127.0)
-    } else {
-        (0.0, 255.0)
-    };
+    let (lo, hi) = byte_range(signed);
+    let (lo, hi) = (f64::from(lo), f64::from(hi));
     let (xa, ya, fa) = (x as usize, y as usize, factors as usize);
     let zp = zp as f64;
     if per_tensor {
@@ -290,6 +283,7 @@ pub unsafe extern "C" fn onnxc_requantize_f32_8(
         channels: channels.max(0) as usize,
         inner: inner.max(0) as usize,
     };
+    let signed = flags & SIGNED != 0;
     // SAFETY: caller contract.
     unsafe {
         requantize(
@@ -298,7 +292,7 @@ pub unsafe extern "C" fn onnxc_requantize_f32_8(
             n_factors == 1,
             l,
             zp,
-            flags & SIGNED != 0,
+            signed,
             y,
             Par::from_raw(threads),
         )
@@ -312,12 +306,8 @@ mod tests {
 
     /// The reference's arithmetic: the product in float64, rounded half to even.
     fn reference(a: f32, f: f32, zp: i64, signed: bool) -> u8 {
-        let (lo, hi) = if signed {
-            (-128.0, 127.0)
-        } else {
-            (0.0, 255.0)
-        };
-        let q = ((a as f64 * f as f64).round_ties_even() + zp as f64).clamp(lo, hi);
+        let (lo, hi) = byte_range(signed);
+        let q = ((a as f64 * f as f64).round_ties_even() + zp as f64).clamp(lo.into(), hi.into());
         if signed { q as i8 as u8 } else { q as u8 }
     }
 
@@ -362,19 +352,15 @@ mod tests {
                 let want: Vec<u8> = x.iter().map(|&a| reference(a, f, zp, signed)).collect();
                 let mut y = vec![0xa5u8; n];
                 let yp = y.as_mut_ptr();
-                let (lo, hi) = if signed {
-                    (-128.0, 127.0)
-                } else {
-                    (0.0, 255.0)
-                };
+                let (lo, hi) = byte_range(signed);
                 let w = Run {
                     x: x.as_ptr(),
                     y: yp,
                     n,
                     f,
                     zp: zp as f64,
-                    lo,
-                    hi,
+                    lo: lo.into(),
+                    hi: hi.into(),
                 };
                 // SAFETY: x holds n floats and y n bytes; each check reads y after its walk.
                 unsafe {
