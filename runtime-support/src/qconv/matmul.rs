@@ -9,7 +9,10 @@
 //! activations' zero point may be a run-time value (DynamicQuantizeLinear's): the constant
 //! part of each column's sum is then computed per call from the column sums of the weights.
 
-use super::{Epi, MR, NR, QScalars, Tier, matmul_kernel};
+use super::{
+    Epi, Flags, MR, NR, QScalars, Tier, constant_part, decode_header, encode_header, matmul_kernel,
+    pack_u32s, read_u32s, read_weights, seal_with_tail,
+};
 use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::par::{Par, ScratchNeed, Slots};
@@ -88,55 +91,30 @@ impl QMatMulParams<'_> {
                 packed[pn * k4 * NR * 4 + (i / 4) * NR * 4 + l * 4 + i % 4] = w[i * n + j] as u8;
             }
         }
-        let mut p = vec![
-            q.out as i64,
-            q.x_signed as i64
-                | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
-                | ((super::short_pairs(&packed) as i64) << 2)
-                | ((super::small_sums((0..n).map(|j| {
-                    let abs: i64 = (0..k)
-                        .map(|i| (w[i * n + j] as i64 - w_zp[j] as i64).abs())
-                        .sum();
-                    (abs, bias.map_or(0, |b| b[j]))
-                })) as i64)
-                    << 3),
-            q.x_zp as i64,
-            q.y_zp as i64,
-            q.lo as i64,
-            q.hi as i64,
-            batch as i64,
-            m as i64,
-            k as i64,
-            n as i64,
-        ];
-        let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        let zeros = vec![0u32; n];
-        let b: Vec<u32> = bias.map_or(zeros, |b| b.iter().map(|&v| v as u32).collect());
-        super::pack_words(&le(&b), &mut p);
-        super::pack_words(&le(&colsum), &mut p);
-        super::pack_words(
-            &le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()),
-            &mut p,
-        );
-        super::pack_words(
-            &le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
-            &mut p,
-        );
-        super::pack_words(
-            &le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
-            &mut p,
-        );
-        super::pack_words(&packed, &mut p);
-        params::seal(p)
+        let flags = Flags {
+            has_wzp: w_zp.iter().any(|&z| z != 0),
+            short_pairs: super::short_pairs(&packed),
+            small_sums: super::small_sums((0..n).map(|j| {
+                let abs: i64 = (0..k)
+                    .map(|i| (w[i * n + j] as i64 - w_zp[j] as i64).abs())
+                    .sum();
+                (abs, bias.map_or(0, |b| b[j]))
+            })),
+        };
+        let mut p = encode_header(q, flags).to_vec();
+        p.extend([batch, m, k, n].map(|d| d as i64));
+        let b: Vec<u32> = bias.map_or(vec![0; n], |b| b.iter().map(|&v| v as u32).collect());
+        pack_u32s(b, &mut p);
+        pack_u32s(colsum, &mut p);
+        seal_with_tail(p, w_zp, scale, fbias, &packed)
     }
 
     /// The product `encode` wrote into `blob`, validated.
     pub fn decode(blob: &[i64]) -> params::Result<QMatMulParams<'_>> {
-        use params::{ensure, in_range, product};
+        use params::{in_range, product};
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
-        let q = super::decode_scalars(&h[..6])?;
-        ensure(h[1] & !15 == 0, "unknown flag bits")?;
+        let (q, flags) = decode_header(&h[..6])?;
         let dims = "a dimension is out of range";
         let batch = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
         let m = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
@@ -144,14 +122,12 @@ impl QMatMulParams<'_> {
         let n = in_range(h[9], 0, params::MAX_EXTENT, dims)? as usize;
         let big = "the product is too large";
         product([batch as i64, m as i64, k.max(n) as i64], big)?;
-        let row_words = super::words_for(n * 4);
-        let mut arr = || r.words(row_words);
-        let (bias, colsum, wzp, scale, fbias) = (arr()?, arr()?, arr()?, arr()?, arr()?);
-        let wbytes = product(
-            [n.div_ceil(NR) as i64, k.div_ceil(4) as i64, (NR * 4) as i64],
-            big,
-        )? as usize;
-        let weights = super::view(r.words(super::words_for(wbytes))?, wbytes);
+        let bias = read_u32s(&mut r, n)?;
+        let colsum = read_u32s(&mut r, n)?;
+        let wzp = read_u32s(&mut r, n)?;
+        let scale = read_u32s(&mut r, n)?;
+        let fbias = read_u32s(&mut r, n)?;
+        let weights = read_weights(&mut r, [n.div_ceil(NR), k.div_ceil(4), NR * 4], big)?;
         r.finish()?;
         Ok(QMatMulParams {
             q,
@@ -159,14 +135,14 @@ impl QMatMulParams<'_> {
             m,
             k,
             n,
-            has_wzp: h[1] & 2 != 0,
-            short_pairs: h[1] & 4 != 0,
-            small_sums: h[1] & 8 != 0,
-            bias: super::view(bias, n),
-            colsum: super::view(colsum, n),
-            wzp: super::view(wzp, n),
-            scale: super::view(scale, n),
-            fbias: super::view(fbias, n),
+            has_wzp: flags.has_wzp,
+            short_pairs: flags.short_pairs,
+            small_sums: flags.small_sums,
+            bias,
+            colsum,
+            wzp,
+            scale,
+            fbias,
             weights,
         })
     }
@@ -235,11 +211,11 @@ pub(crate) unsafe fn qmatmul_on(
     if p.batch == 0 || m == 0 || n == 0 {
         return;
     }
-    let zx = x_zp as i64 + if p.q.x_signed { 128 } else { 0 };
+    let zx = p.q.packed_zp(x_zp);
     // SAFETY: the shared scratch holds n i32 (caller).
     let corr = unsafe { std::slice::from_raw_parts_mut(shared, n) };
     for (j, c) in corr.iter_mut().enumerate() {
-        *c = (p.bias[j] as i64 - zx * p.colsum[j] as i64 + k as i64 * zx * p.wzp[j] as i64) as i32;
+        *c = constant_part(p.bias[j] as i64, zx, p.colsum[j] as i64, k, p.wzp[j]);
     }
     let epi = Epi {
         q: p.q,
@@ -392,11 +368,7 @@ pub unsafe extern "C" fn onnxc_qmatmul(
     scratch: *mut f32,
     threads: *const crate::par::Threads,
 ) -> Status {
-    // SAFETY: caller contract.
-    let p = match unsafe { params::blob(params) }.and_then(QMatMulParams::decode) {
-        Ok(p) => p,
-        Err(_) => return crate::abi::ONNXC_ERR_PARAMS,
-    };
+    let p = params::decode_blob!(params, QMatMulParams::decode);
     let x_zp = if a_zp.is_null() {
         p.q.x_zp
     } else if p.q.x_signed {

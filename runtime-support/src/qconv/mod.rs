@@ -198,6 +198,97 @@ fn view<T: Copy>(w: &[i64], n: usize) -> &[T] {
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const T, n) }
 }
 
+/// Little-endian words holding the 32-bit values `v`, zero-padded.
+fn pack_u32s(v: impl IntoIterator<Item = u32>, out: &mut Vec<i64>) {
+    let bytes: Vec<u8> = v.into_iter().flat_map(u32::to_le_bytes).collect();
+    pack_words(&bytes, out);
+}
+
+/// The blob `p` (header and per-output constants so far) with the tail every integer
+/// product's blob ends with — per output the weights' zero point, the epilogue's scale and
+/// float32 bias, then the packed weights — sealed.
+fn seal_with_tail(
+    mut p: Vec<i64>,
+    w_zp: &[i32],
+    scale: &[f32],
+    fbias: &[f32],
+    packed: &[u8],
+) -> Vec<i64> {
+    pack_u32s(w_zp.iter().map(|&v| v as u32), &mut p);
+    pack_u32s(scale.iter().map(|v| v.to_bits()), &mut p);
+    pack_u32s(fbias.iter().map(|v| v.to_bits()), &mut p);
+    pack_words(packed, &mut p);
+    params::seal(p)
+}
+
+/// The next `n` 32-bit values of a blob (`pack_u32s`'s words).
+fn read_u32s<'a, T: Copy>(r: &mut params::Reader<'a>, n: usize) -> params::Result<&'a [T]> {
+    Ok(view(r.words(words_for(n * 4))?, n))
+}
+
+/// The packed weights of a blob, `dims`' product of bytes (`msg` when that is too large).
+fn read_weights<'a>(
+    r: &mut params::Reader<'a>,
+    dims: impl IntoIterator<Item = usize>,
+    msg: &'static str,
+) -> params::Result<&'a [i8]> {
+    let wbytes = params::product(dims.into_iter().map(|d| d as i64), msg)? as usize;
+    Ok(view(r.words(words_for(wbytes))?, wbytes))
+}
+
+/// The flags of a blob's header word 1 beyond the activations' sign (bit 0).
+#[derive(Copy, Clone)]
+struct Flags {
+    /// Bit 1: some weight zero point is not zero.
+    has_wzp: bool,
+    /// Bit 2: the packed weights have `short_pairs`.
+    short_pairs: bool,
+    /// Bit 3: every output's sum has `small_sums`.
+    small_sums: bool,
+}
+
+/// A blob's header `[out, flags, x_zp, y_zp, lo, hi]` (`decode_header`'s).
+fn encode_header(q: QScalars, f: Flags) -> [i64; 6] {
+    [
+        q.out as i64,
+        q.x_signed as i64
+            | (f.has_wzp as i64) << 1
+            | (f.short_pairs as i64) << 2
+            | (f.small_sums as i64) << 3,
+        q.x_zp as i64,
+        q.y_zp as i64,
+        q.lo as i64,
+        q.hi as i64,
+    ]
+}
+
+/// The scalars and flags of a blob's header (`encode_header`'s), validated.
+fn decode_header(h: &[i64]) -> params::Result<(QScalars, Flags)> {
+    let q = decode_scalars(h)?;
+    params::ensure(h[1] & !15 == 0, "unknown flag bits")?;
+    let flags = Flags {
+        has_wzp: h[1] & 2 != 0,
+        short_pairs: h[1] & 4 != 0,
+        small_sums: h[1] & 8 != 0,
+    };
+    Ok((q, flags))
+}
+
+impl QScalars {
+    /// The activations' zero point `x_zp` as they are packed (int8 flipped to uint8).
+    fn packed_zp(&self, x_zp: i32) -> i64 {
+        x_zp as i64 + if self.x_signed { 128 } else { 0 }
+    }
+}
+
+/// The constant part of an output's sum `Σ_k (w − zw)(x − zx) + bias`, given the bias, the
+/// packed activations' zero point `zx` (`QScalars::packed_zp`), `Σ_k w` over the output's
+/// `k` weights and their zero point `zw`: `bias − zx·Σ_k w + k·zx·zw`, wrapped to int32.
+#[inline(always)]
+fn constant_part(bias: i64, zx: i64, wsum: i64, k: usize, zw: i32) -> i32 {
+    (bias - zx * wsum + k as i64 * zx * zw as i64) as i32
+}
+
 impl QConvParams<'_> {
     fn epi(&self) -> Epi<'_> {
         Epi {
@@ -265,13 +356,13 @@ impl QConvParams<'_> {
         let blocks = mg.div_ceil(MR);
         assert_eq!(w.len(), m * k, "weights of the geometry");
         assert!(w_zp.len() == m && scale.len() == m && fbias.len() == m);
-        let zx = q.x_zp as i64 + if q.x_signed { 128 } else { 0 };
+        let zx = q.packed_zp(q.x_zp);
         let corr: Vec<i32> = (0..m)
             .map(|ch| {
                 let row = &w[ch * k..(ch + 1) * k];
                 let rowsum: i64 = row.iter().map(|&v| v as i64).sum();
                 let b = bias.map_or(0, |b| b[ch] as i64);
-                (b - zx * rowsum + k as i64 * zx * w_zp[ch] as i64) as i32
+                constant_part(b, zx, rowsum, k, w_zp[ch])
             })
             .collect();
         let mut packed = vec![0u8; group * blocks * k4 * MR * 4];
@@ -285,48 +376,25 @@ impl QConvParams<'_> {
                 }
             }
         }
-        let mut p = vec![
-            q.out as i64,
-            q.x_signed as i64
-                | ((w_zp.iter().any(|&z| z != 0) as i64) << 1)
-                | ((short_pairs(&packed) as i64) << 2)
-                | ((small_sums((0..m).map(|ch| {
-                    let row = &w[ch * k..(ch + 1) * k];
-                    (
-                        row.iter()
-                            .map(|&v| (v as i64 - w_zp[ch] as i64).abs())
-                            .sum(),
-                        bias.map_or(0, |b| b[ch]),
-                    )
-                })) as i64)
-                    << 3),
-            q.x_zp as i64,
-            q.y_zp as i64,
-            q.lo as i64,
-            q.hi as i64,
-        ];
+        let flags = Flags {
+            has_wzp: w_zp.iter().any(|&z| z != 0),
+            short_pairs: short_pairs(&packed),
+            small_sums: small_sums((0..m).map(|ch| {
+                let row = &w[ch * k..(ch + 1) * k];
+                (
+                    row.iter()
+                        .map(|&v| (v as i64 - w_zp[ch] as i64).abs())
+                        .sum(),
+                    bias.map_or(0, |b| b[ch]),
+                )
+            })),
+        };
+        let mut p = encode_header(q, flags).to_vec();
         let geo = conv.encode();
         p.push(geo.len() as i64);
         p.extend_from_slice(&geo);
-        let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        pack_words(
-            &le(&corr.iter().map(|&v| v as u32).collect::<Vec<_>>()),
-            &mut p,
-        );
-        pack_words(
-            &le(&w_zp.iter().map(|&v| v as u32).collect::<Vec<_>>()),
-            &mut p,
-        );
-        pack_words(
-            &le(&scale.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
-            &mut p,
-        );
-        pack_words(
-            &le(&fbias.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
-            &mut p,
-        );
-        pack_words(&packed, &mut p);
-        params::seal(p)
+        pack_u32s(corr.iter().map(|&v| v as u32), &mut p);
+        seal_with_tail(p, w_zp, scale, fbias, &packed)
     }
 
     /// The convolution `encode` wrote into `blob`, validated.
@@ -334,8 +402,7 @@ impl QConvParams<'_> {
         use params::{ensure, in_range};
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
-        let q = decode_scalars(&h[..6])?;
-        ensure(h[1] & !15 == 0, "unknown flag bits")?;
+        let (q, flags) = decode_header(&h[..6])?;
         let glen = in_range(
             h[6],
             1,
@@ -351,9 +418,9 @@ impl QConvParams<'_> {
         let mut p = QConvParams {
             conv,
             q,
-            has_wzp: h[1] & 2 != 0,
-            short_pairs: h[1] & 4 != 0,
-            small_sums: h[1] & 8 != 0,
+            has_wzp: flags.has_wzp,
+            short_pairs: flags.short_pairs,
+            small_sums: flags.small_sums,
             corr: &[],
             wzp: &[],
             scale: &[],
@@ -361,21 +428,12 @@ impl QConvParams<'_> {
             weights: &[],
         };
         let d = p.dims();
-        let row_words = words_for(m * 4);
-        p.corr = view(r.words(row_words)?, m);
-        p.wzp = view(r.words(row_words)?, m);
-        p.scale = view(r.words(row_words)?, m);
-        p.fbias = view(r.words(row_words)?, m);
-        let wbytes = params::product(
-            [
-                d.group as i64,
-                d.blocks as i64,
-                d.k4 as i64,
-                (MR * 4) as i64,
-            ],
-            "the weights are too large",
-        )? as usize;
-        p.weights = view(r.words(words_for(wbytes))?, wbytes);
+        p.corr = read_u32s(&mut r, m)?;
+        p.wzp = read_u32s(&mut r, m)?;
+        p.scale = read_u32s(&mut r, m)?;
+        p.fbias = read_u32s(&mut r, m)?;
+        let dims = [d.group, d.blocks, d.k4, MR * 4];
+        p.weights = read_weights(&mut r, dims, "the weights are too large")?;
         r.finish()?;
         Ok(p)
     }
@@ -560,30 +618,28 @@ pub(crate) unsafe fn qconv_on(
             let lanes = NR.min(d.osize - p0);
             let xg = x_addr + (img * p.conv.c as usize + gi * d.cg) * d.isize;
             let panel = &mut wide[..d.k4 * 4 * NR];
+            let x = xg as *const u8;
+            let q = pack::Panel {
+                p,
+                d: &d,
+                x,
+                p0,
+                lanes,
+            };
             // SAFETY: the group's planes of image `img` lie in `x`, inside the input tensor
             // `x_all`; the AVX-512 packer runs on a CPU with the VNNI tier's features, the
             // AVX2 packer on one with AVX2.
             unsafe {
                 #[cfg(target_arch = "x86_64")]
                 let done = match tier {
-                    Tier::Vnni512 { vbmi } => {
-                        pack::pack_panel_avx512(p, &d, xg as *const u8, p0, lanes, panel, vbmi)
-                    }
-                    Tier::Avx2 => pack::pack_panel_avx2(
-                        p,
-                        &d,
-                        xg as *const u8,
-                        p0,
-                        lanes,
-                        panel,
-                        x_all.clone(),
-                    ),
+                    Tier::Vnni512 { vbmi } => pack::pack_panel_avx512(q, panel, vbmi),
+                    Tier::Avx2 => pack::pack_panel_avx2(q, panel, x_all.clone()),
                     Tier::Portable => false,
                 };
                 #[cfg(not(target_arch = "x86_64"))]
                 let done = false;
                 if !done {
-                    pack::pack_panel(p, &d, xg as *const u8, p0, lanes, panel);
+                    pack::pack_panel(q, panel);
                 }
             }
             if p.has_wzp {
@@ -657,11 +713,7 @@ pub unsafe extern "C" fn onnxc_qconv(
     scratch: *mut f32,
     threads: *const crate::par::Threads,
 ) -> Status {
-    // SAFETY: caller contract.
-    let p = match unsafe { params::blob(params) }.and_then(QConvParams::decode) {
-        Ok(p) => p,
-        Err(_) => return crate::abi::ONNXC_ERR_PARAMS,
-    };
+    let p = params::decode_blob!(params, QConvParams::decode);
     // SAFETY: caller contract.
     let par = unsafe { Par::from_raw(threads) };
     let (_, slots) = p.scratch().layout(scratch);

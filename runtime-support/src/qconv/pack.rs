@@ -6,19 +6,23 @@
 use super::{Dims, NR, QConvParams};
 use std::mem::MaybeUninit;
 
-/// Fills `panel` (`k4 · 4 · NR` bytes) with the positions `p0 .. p0 + lanes` of the group
-/// whose first input plane is at `x`.
+/// What a packer packs: the positions `p0 .. p0 + lanes` of the group whose first input
+/// plane is at `x`, of the convolution `p` (its extents `d`).
+#[derive(Copy, Clone)]
+pub(super) struct Panel<'a> {
+    pub p: &'a QConvParams<'a>,
+    pub d: &'a Dims,
+    pub x: *const u8,
+    pub p0: usize,
+    pub lanes: usize,
+}
+
+/// Fills `panel` (`k4 · 4 · NR` bytes) with the positions of `q`.
 ///
 /// # Safety
-/// `x` points to the group's `cg` input planes.
-pub(super) unsafe fn pack_panel(
-    p: &QConvParams,
-    d: &Dims,
-    x: *const u8,
-    p0: usize,
-    lanes: usize,
-    panel: &mut [u8],
-) {
+/// `q.x` points to the group's `cg` input planes.
+pub(super) unsafe fn pack_panel(q: Panel, panel: &mut [u8]) {
+    let Panel { p, d, x, p0, lanes } = q;
     let g = &p.conv;
     let nsp = g.input.len();
     let zx = p.q.x_zp as u8;
@@ -44,7 +48,7 @@ pub(super) unsafe fn pack_panel(
         return;
     }
     // SAFETY: forwarded (caller).
-    if unsafe { pack_panel_spans(p, d, x, p0, lanes, panel) } {
+    if unsafe { pack_panel_spans(q, panel) } {
         return;
     }
     let last = nsp - 1;
@@ -269,6 +273,14 @@ fn spans<'t>(
 /// zeroing all `MAX_TAP_RUNS` of them cost more than packing a pointwise panel).
 type SpanTable = [MaybeUninit<Span>; MAX_TAP_RUNS];
 
+impl Panel<'_> {
+    /// The panel's spans (`spans`), written into `table`.
+    #[inline(always)]
+    fn spans<'t>(&self, table: &'t mut SpanTable) -> Option<(usize, &'t [Span])> {
+        spans(self.p, self.d, self.p0, self.lanes, table)
+    }
+}
+
 const fn span_table() -> SpanTable {
     [const { MaybeUninit::uninit() }; MAX_TAP_RUNS]
 }
@@ -321,16 +333,10 @@ fn build_rows(
 ///
 /// # Safety
 /// As `pack_panel`.
-unsafe fn pack_panel_spans(
-    p: &QConvParams,
-    d: &Dims,
-    x: *const u8,
-    p0: usize,
-    lanes: usize,
-    panel: &mut [u8],
-) -> bool {
+unsafe fn pack_panel_spans(q: Panel, panel: &mut [u8]) -> bool {
+    let Panel { p, d, x, .. } = q;
     let mut spans_of = span_table();
-    let Some((nruns, table)) = spans(p, d, p0, lanes, &mut spans_of) else {
+    let Some((nruns, table)) = q.spans(&mut spans_of) else {
         return false;
     };
     let sw = p.conv.strides[p.conv.input.len() - 1] as isize;
@@ -370,20 +376,17 @@ unsafe fn pack_panel_spans(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn pack_panel_avx2(
-    p: &QConvParams,
-    d: &Dims,
-    x: *const u8,
-    p0: usize,
-    lanes: usize,
+    q: Panel,
     panel: &mut [u8],
     tensor: std::ops::Range<usize>,
 ) -> bool {
     use std::arch::x86_64::*;
+    let Panel { p, d, x, lanes, .. } = q;
     if p.conv.strides[p.conv.input.len() - 1] != 1 || in_place(p, lanes) {
         return false;
     }
     let mut spans_of = span_table();
-    let Some((nruns, table)) = spans(p, d, p0, lanes, &mut spans_of) else {
+    let Some((nruns, table)) = q.spans(&mut spans_of) else {
         return false;
     };
     let zxv = _mm256_set1_epi8(p.q.x_zp as u8 as i8);
@@ -437,16 +440,9 @@ pub(super) unsafe fn pack_panel_avx2(
 /// As `pack_panel`; the CPU has AVX-512 F, BW and VL, and VBMI if `vbmi`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn pack_panel_avx512(
-    p: &QConvParams,
-    d: &Dims,
-    x: *const u8,
-    p0: usize,
-    lanes: usize,
-    panel: &mut [u8],
-    vbmi: bool,
-) -> bool {
+pub(super) unsafe fn pack_panel_avx512(q: Panel, panel: &mut [u8], vbmi: bool) -> bool {
     use std::arch::x86_64::*;
+    let Panel { p, d, x, p0, lanes } = q;
     let sw = p.conv.strides[p.conv.input.len() - 1];
     if in_place(p, lanes) && vbmi {
         // SAFETY: each real row k is channel k's plane from the panel's first position,
@@ -463,7 +459,7 @@ pub(super) unsafe fn pack_panel_avx512(
         return false;
     }
     let mut spans_of = span_table();
-    let Some((nruns, spans_of)) = spans(p, d, p0, lanes, &mut spans_of) else {
+    let Some((nruns, spans_of)) = q.spans(&mut spans_of) else {
         return false;
     };
     // table[t · nruns + r]: the lanes of span (t, r), the bytes of a load from the plane

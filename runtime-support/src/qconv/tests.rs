@@ -76,6 +76,16 @@ impl Lcg {
     }
 }
 
+/// The coordinates of row-major index `i` in an array of extents `dims`.
+fn coords(mut i: usize, dims: &[i64]) -> Vec<i64> {
+    let mut c = vec![0i64; dims.len()];
+    for d in (0..dims.len()).rev() {
+        c[d] = (i % dims[d] as usize) as i64;
+        i /= dims[d] as usize;
+    }
+    c
+}
+
 /// The exact sums `Σ (w − zw)(x − zx) + bias` of every output, by direct convolution.
 #[allow(clippy::too_many_arguments)]
 fn reference_sums(
@@ -97,21 +107,11 @@ fn reference_sums(
         for ch in 0..m {
             let gi = ch / mg;
             for o in 0..osize {
-                let mut oc = vec![0i64; nsp];
-                let mut r = o;
-                for d in (0..nsp).rev() {
-                    oc[d] = (r % g.output[d] as usize) as i64;
-                    r /= g.output[d] as usize;
-                }
+                let oc = coords(o, &g.output);
                 let mut s = bias[ch];
                 for ci in 0..cg {
                     for t in 0..taps {
-                        let mut tc = vec![0i64; nsp];
-                        let mut r = t;
-                        for d in (0..nsp).rev() {
-                            tc[d] = (r % g.kernel[d] as usize) as i64;
-                            r /= g.kernel[d] as usize;
-                        }
+                        let tc = coords(t, &g.kernel);
                         let mut off = 0i64;
                         let mut inside = true;
                         for d in 0..nsp {
@@ -180,6 +180,48 @@ fn on_every_tier_and_pool(
     }
 }
 
+/// `len` weights: full-range, or in a reduced range ([-64, 63]) whose pairs keep
+/// `vpmaddubsw` exact (`seven_bit`).
+fn weights(rng: &mut Lcg, len: usize, seven_bit: bool) -> Vec<i8> {
+    (0..len)
+        .map(|_| {
+            if seven_bit {
+                (rng.next() % 128) as i8 - 64
+            } else {
+                (rng.next() % 256) as u8 as i8
+            }
+        })
+        .collect()
+}
+
+/// The output bytes of `q.out` for the exact `sums`, sum `i` in row `row(i)` (its scale and
+/// float32 bias): the int32 sum, the float32 epilogue, or the reference's requantization.
+fn expected(
+    q: &QScalars,
+    sums: &[i64],
+    row: impl Fn(usize) -> usize,
+    scale: &[f32],
+    fbias: &[f32],
+) -> Vec<u8> {
+    let (lo, hi, y_zp) = (q.lo as f64, q.hi as f64, q.y_zp as f64);
+    sums.iter()
+        .enumerate()
+        .flat_map(|(i, &s)| {
+            let r = row(i);
+            match q.out {
+                QOut::I32 => (s as i32).to_le_bytes().to_vec(),
+                QOut::F32 => ((s as i32) as f32 * scale[r] + fbias[r])
+                    .to_le_bytes()
+                    .to_vec(),
+                _ => {
+                    let v = (s as f64 * scale[r] as f64).round_ties_even() + y_zp;
+                    vec![v.clamp(lo, hi) as i32 as u8]
+                }
+            }
+        })
+        .collect()
+}
+
 /// Runs `case` with every output kind, on every tier and pool, against the reference.
 fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64) {
     let g = case.geometry();
@@ -196,16 +238,7 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64
         })
         .collect();
     let zx: i64 = if x_signed { -5 } else { 131 };
-    // Full-range weights, or a reduced range ([-64, 63]) whose pairs keep `vpmaddubsw` exact.
-    let w: Vec<i8> = (0..m * klen)
-        .map(|_| {
-            if seven_bit {
-                (rng.next() % 128) as i8 - 64
-            } else {
-                (rng.next() % 256) as u8 as i8
-            }
-        })
-        .collect();
+    let w = weights(&mut rng, m * klen, seven_bit);
     let wzp: Vec<i32> = (0..m)
         .map(|ch| if with_wzp { (ch as i32 % 7) - 3 } else { 0 })
         .collect();
@@ -243,23 +276,7 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64
             p.short_pairs, seven_bit,
             "pairs flagged by the weights' range"
         );
-        let want: Vec<u8> = sums
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &s)| {
-                let ch = (i / osize) % m;
-                match out {
-                    QOut::I32 => (s as i32).to_le_bytes().to_vec(),
-                    QOut::F32 => ((s as i32) as f32 * scale[ch] + fbias[ch])
-                        .to_le_bytes()
-                        .to_vec(),
-                    _ => {
-                        let v = (s as f64 * scale[ch] as f64).round_ties_even() + y_zp as f64;
-                        vec![v.clamp(lo as f64, hi as f64) as i32 as u8]
-                    }
-                }
-            })
-            .collect();
+        let want = expected(&q, &sums, |i| (i / osize) % m, &scale, &fbias);
         let what = format!(
             "{out:?}: x_signed {x_signed}, wzp {with_wzp}, 7-bit {seven_bit}, geometry {g:?}"
         );
@@ -358,15 +375,7 @@ fn matmul_matches_the_reference_on_every_tier() {
         let a: Vec<u8> = (0..batch * m * k)
             .map(|_| (rng.next() % 256) as u8)
             .collect();
-        let w: Vec<i8> = (0..k * n)
-            .map(|_| {
-                if seven_bit {
-                    (rng.next() % 128) as i8 - 64
-                } else {
-                    (rng.next() % 256) as u8 as i8
-                }
-            })
-            .collect();
+        let w = weights(&mut rng, k * n, seven_bit);
         let wzp: Vec<i32> = (0..n)
             .map(|j| if with_wzp { (j as i32 % 5) - 2 } else { 0 })
             .collect();
@@ -408,24 +417,7 @@ fn matmul_matches_the_reference_on_every_tier() {
                     p.short_pairs, seven_bit,
                     "pairs flagged by the weights' range"
                 );
-                let want: Vec<u8> = sums
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, &s)| {
-                        let j = i % n;
-                        match out {
-                            QOut::I32 => (s as i32).to_le_bytes().to_vec(),
-                            QOut::F32 => ((s as i32) as f32 * scale[j] + fbias[j])
-                                .to_le_bytes()
-                                .to_vec(),
-                            _ => {
-                                let v =
-                                    (s as f64 * scale[j] as f64).round_ties_even() + y_zp as f64;
-                                vec![v.clamp(lo as f64, hi as f64) as i32 as u8]
-                            }
-                        }
-                    })
-                    .collect();
+                let want = expected(&q, &sums, |i| i % n, &scale, &fbias);
                 let what = format!("{out:?}: {batch}x{m}x{k}x{n} signed {x_signed} wzp {with_wzp}");
                 on_every_tier_and_pool(&what, p.scratch(), &want, |tier, y, shared, slots, par| {
                     // SAFETY: a, y and the scratch hold what the blob asks for.
