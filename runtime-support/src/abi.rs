@@ -71,6 +71,33 @@ pub struct ModelInfo {
     pub workspace_per_worker: u64,
 }
 
+/// A kernel entry point's tensor argument: the `len` elements at `ptr`, empty when `len` is
+/// 0 (an empty tensor's address may be anything), None when `ptr` is null otherwise.
+///
+/// # Safety
+/// `ptr` is null or holds `len` elements.
+pub(crate) unsafe fn elements<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
+    match (ptr.is_null(), len) {
+        (_, 0) => Some(&[]),
+        (true, _) => None,
+        // SAFETY: the contract.
+        (false, _) => Some(unsafe { std::slice::from_raw_parts(ptr, len) }),
+    }
+}
+
+/// `elements` of an output argument.
+///
+/// # Safety
+/// `ptr` is null or holds `len` elements that nothing else accesses during `'a`.
+pub(crate) unsafe fn elements_mut<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
+    match (ptr.is_null(), len) {
+        (_, 0) => Some(&mut []),
+        (true, _) => None,
+        // SAFETY: the contract.
+        (false, _) => Some(unsafe { std::slice::from_raw_parts_mut(ptr, len) }),
+    }
+}
+
 pub const WORKSPACE_ALIGN: usize = 64;
 
 /// Workspaces of at least this size are aligned to it and, on Linux, advised to use

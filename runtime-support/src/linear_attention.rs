@@ -23,7 +23,7 @@
 //! element-wise (no reassociation), compiled per ISA with `multiversion!`: every ISA
 //! gives the same bits.
 
-use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK};
+use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK, elements, elements_mut};
 use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params::{self, ParamError};
@@ -395,10 +395,10 @@ pub unsafe extern "C" fn onnxc_linear_attention_f32(
     // SAFETY: (each) a non-null pointer holds the floats the parameters give it (contract).
     let (scale, q, k, v) = unsafe {
         (
-            floats(scale, 1),
-            floats(q, p.q_len()),
-            floats(k, p.k_len()),
-            floats(v, p.v_len()),
+            elements(scale, 1),
+            elements(q, p.q_len()),
+            elements(k, p.k_len()),
+            elements(v, p.v_len()),
         )
     };
     let (Some(scale), Some(q), Some(k), Some(v)) = (scale, q, k, v) else {
@@ -407,40 +407,27 @@ pub unsafe extern "C" fn onnxc_linear_attention_f32(
     // SAFETY: as above; an input the rule does not read is not touched.
     let (past, decay, beta) = unsafe {
         (
-            p.has_past.then(|| floats(past, p.state_len())).flatten(),
+            p.has_past.then(|| elements(past, p.state_len())).flatten(),
             p.rule
                 .gated()
-                .then(|| floats(decay, p.decay_len()))
+                .then(|| elements(decay, p.decay_len()))
                 .flatten(),
-            p.rule.delta().then(|| floats(beta, p.beta_len())).flatten(),
+            p.rule
+                .delta()
+                .then(|| elements(beta, p.beta_len()))
+                .flatten(),
         )
     };
     let len = p.output_len() + p.state_len();
-    let y: &mut [f32] = match (y.is_null(), len) {
-        (_, 0) => &mut [],
-        (true, _) => return ONNXC_ERR_PARAMS,
-        // SAFETY: y holds the output and the state (contract).
-        (false, _) => unsafe { std::slice::from_raw_parts_mut(y, len) },
+    // SAFETY: a non-null y holds the output and the state (contract).
+    let Some(y) = (unsafe { elements_mut(y, len) }) else {
+        return ONNXC_ERR_PARAMS;
     };
     // SAFETY: the caller's contract.
     let par = unsafe { Par::from_raw(threads) };
     match linear_attention_f32(&p, scale[0], q, k, v, past, decay, beta, y, par) {
         Ok(()) => ONNXC_OK,
         Err(_) => ONNXC_ERR_PARAMS,
-    }
-}
-
-/// The `len` floats at `ptr`: empty when `len` is 0 (an empty tensor's address may be
-/// anything), None when `ptr` is null otherwise.
-///
-/// # Safety
-/// `ptr` is null or holds `len` floats.
-unsafe fn floats<'a>(ptr: *const f32, len: usize) -> Option<&'a [f32]> {
-    match (ptr.is_null(), len) {
-        (_, 0) => Some(&[]),
-        (true, _) => None,
-        // SAFETY: the contract.
-        (false, _) => Some(unsafe { std::slice::from_raw_parts(ptr, len) }),
     }
 }
 
@@ -786,14 +773,10 @@ mod tests {
         };
         assert_eq!(LinearAttentionParams::decode(&good.encode()), Ok(good));
         let words = good.encode();
-        let with = |k: usize, v: i64| {
-            let mut b = words.clone();
-            b[1 + k] = v;
-            b
-        };
+        let with = |k: usize, v: i64| params::with_word(&words, k, v);
         let bad = [
-            params::seal(words[1..PARAMS].iter().copied()),
-            params::seal(words[1..].iter().copied().chain([0])),
+            params::short_blob(&words),
+            params::long_blob(&words),
             with(0, -1),
             with(1, -1),
             with(2, 0),

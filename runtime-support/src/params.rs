@@ -258,6 +258,26 @@ macro_rules! decode_blob {
 }
 pub(crate) use decode_blob;
 
+/// Test blobs: the sealed blob `good` with body word `k` (after the length word) set to `v`.
+#[cfg(test)]
+pub(crate) fn with_word(good: &[i64], k: usize, v: i64) -> Vec<i64> {
+    let mut b = good.to_vec();
+    b[1 + k] = v;
+    b
+}
+
+/// Test blobs: the sealed blob `good`'s body less its last word, sealed.
+#[cfg(test)]
+pub(crate) fn short_blob(good: &[i64]) -> Vec<i64> {
+    seal(good[1..good.len() - 1].iter().copied())
+}
+
+/// Test blobs: the sealed blob `good`'s body with a zero word more, sealed.
+#[cfg(test)]
+pub(crate) fn long_blob(good: &[i64]) -> Vec<i64> {
+    seal(good[1..].iter().copied().chain([0]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

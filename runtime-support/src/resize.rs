@@ -610,16 +610,12 @@ mod tests {
         };
         let (good, f) = g.encode();
         assert!(ResizeParams::decode(&good).is_ok());
-        let with = |k: usize, v: i64| {
-            let mut b = good.clone();
-            b[1 + k] = v;
-            b
-        };
+        let with = |k: usize, v: i64| params::with_word(&good, k, v);
         // Body: planes, h_in, w_in, h_out, w_out, taps_h, taps_w, kind_h, kind_w, then the
         // 5 × 2 row indices (the first output extrapolated).
         let bad = [
-            params::seal(good[1..good.len() - 1].iter().copied()),
-            params::seal(good[1..].iter().copied().chain([0])),
+            params::short_blob(&good),
+            params::long_blob(&good),
             with(0, -1),
             with(1, 0),
             with(2, 5),

@@ -29,7 +29,7 @@
 //! block. Every output is one plane's fold in sample order, so results are bit-identical
 //! for any worker count.
 
-use crate::abi::{ONNXC_ERR_INDEX, ONNXC_ERR_PARAMS, ONNXC_OK};
+use crate::abi::{ONNXC_ERR_INDEX, ONNXC_ERR_PARAMS, ONNXC_OK, elements, elements_mut};
 use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params;
@@ -410,29 +410,13 @@ pub unsafe extern "C" fn onnxc_roi_align_f32(
     }) else {
         return ONNXC_ERR_PARAMS;
     };
-    let y: &mut [f32] = match (y.is_null(), p.y_len()) {
-        (_, 0) => &mut [],
-        (true, _) => return ONNXC_ERR_PARAMS,
-        // SAFETY: y holds the output (contract).
-        (false, len) => unsafe { std::slice::from_raw_parts_mut(y, len) },
+    // SAFETY: a non-null y holds the output (contract).
+    let Some(y) = (unsafe { elements_mut(y, p.y_len()) }) else {
+        return ONNXC_ERR_PARAMS;
     };
     // SAFETY: the caller's contract.
     let par = unsafe { Par::from_raw(threads) };
     roi_align_f32(&p, scale[0], x, rois, batch, y, par)
-}
-
-/// The `len` elements at `ptr`: empty when `len` is 0 (an empty tensor's address may be
-/// anything), None when `ptr` is null otherwise.
-///
-/// # Safety
-/// `ptr` is null or holds `len` elements.
-unsafe fn elements<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
-    match (ptr.is_null(), len) {
-        (_, 0) => Some(&[]),
-        (true, _) => None,
-        // SAFETY: the contract.
-        (false, _) => Some(unsafe { std::slice::from_raw_parts(ptr, len) }),
-    }
 }
 
 #[cfg(test)]
@@ -869,14 +853,10 @@ mod tests {
         let good = params(1, 1, [3, 3], 1, [1, 1]);
         assert_eq!(RoiAlignParams::decode(&good.encode()), Ok(good));
         let words = good.encode();
-        let with = |k: usize, v: i64| {
-            let mut b = words.clone();
-            b[1 + k] = v;
-            b
-        };
+        let with = |k: usize, v: i64| params::with_word(&words, k, v);
         let bad = [
-            params::seal(words[1..PARAMS].iter().copied()),
-            params::seal(words[1..].iter().copied().chain([0])),
+            params::short_blob(&words),
+            params::long_blob(&words),
             with(0, -1),
             with(1, -1),
             with(2, 0),

@@ -371,15 +371,11 @@ mod tests {
         let words: [&[u8]; 3] = [b"b", b"a", b"cc"];
         let t = encode(&words);
         assert_eq!((len(&t), check(&t)), (3, Ok(())));
-        let with = |k: usize, v: i64| {
-            let mut b = t.clone();
-            b[1 + k] = v;
-            b
-        };
+        let with = |k: usize, v: i64| params::with_word(&t, k, v);
         // Body: magic, n, bytes_offset, then offsets (4 u32) and positions (3 u32) in 4
         // words, then the bytes.
         let headers = [
-            params::seal(t[1..t.len() - 1].iter().copied()),
+            params::short_blob(&t),
             params::seal(t[1..4].iter().copied()),
             with(0, 7),
             with(1, -1),

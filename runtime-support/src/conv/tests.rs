@@ -473,11 +473,7 @@ fn refuses_corrupt_blobs() {
     assert_eq!(ConvGeometry::decode(&good), Ok(g.clone()));
     // Word k of the body (after the length word) set to v. Body: nsp, n, c, m, group, flags,
     // then input, kernel, output, strides, dilations, pads (2 words each).
-    let with = |k: usize, v: i64| {
-        let mut b = good.clone();
-        b[1 + k] = v;
-        b
-    };
+    let with = |k: usize, v: i64| crate::params::with_word(&good, k, v);
     let (input, kernel, output, strides, dilations, pads) = (6, 8, 10, 12, 14, 16);
     // Depthwise with channel planes: the planes must lie inside the image.
     let dw = ConvGeometry {
@@ -492,8 +488,8 @@ fn refuses_corrupt_blobs() {
         b
     };
     let bad = [
-        crate::params::seal(good[1..good.len() - 1].iter().copied()),
-        crate::params::seal(good[1..].iter().copied().chain([0])),
+        crate::params::short_blob(&good),
+        crate::params::long_blob(&good),
         with(0, 0),
         with(0, 9),
         with(0, -1),
@@ -532,7 +528,7 @@ fn refuses_corrupt_blobs() {
         },
         dw_with(6 + 12, 36 * 4),
         dw_with(6 + 12 + 3, -1),
-        crate::params::seal(dw_good[1..dw_good.len() - 1].iter().copied()),
+        crate::params::short_blob(&dw_good),
         {
             let mut b = good.clone();
             b[1 + 5] = 4;

@@ -611,15 +611,11 @@ mod tests {
         let good = g.encode();
         assert_eq!(ConvTransposeGeometry::decode(&good), Ok(g.clone()));
         // Word k of the body (after the length word) set to v.
-        let with = |k: usize, v: i64| {
-            let mut b = good.clone();
-            b[1 + k] = v;
-            b
-        };
+        let with = |k: usize, v: i64| params::with_word(&good, k, v);
         let input = 4;
         let bad = [
             good[..good.len() - 1].to_vec(),
-            params::seal(good[1..good.len() - 1].iter().copied()),
+            params::short_blob(&good),
             with(0, -1),
             with(3, 0),
             with(3, 4),

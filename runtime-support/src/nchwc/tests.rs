@@ -284,15 +284,11 @@ fn refuses_corrupt_blobs() {
     let g = geom([1, 16, 16, 1], [9, 9], [3, 3], 2, 1, 1);
     let good = g.encode();
     // Body: n, c, m, group, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw, plain_input.
-    let with = |k: usize, v: i64| {
-        let mut b = good.clone();
-        b[1 + k] = v;
-        b
-    };
+    let with = |k: usize, v: i64| crate::params::with_word(&good, k, v);
     let max = crate::params::MAX_EXTENT;
     let bad = [
-        crate::params::seal(good[1..good.len() - 1].iter().copied()),
-        crate::params::seal(good[1..].iter().copied().chain([0])),
+        crate::params::short_blob(&good),
+        crate::params::long_blob(&good),
         with(0, -1),
         with(1, 12),
         with(3, 0),

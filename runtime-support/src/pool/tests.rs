@@ -261,16 +261,12 @@ fn refuses_corrupt_blobs() {
     let good = g.encode();
     assert_eq!(PoolGeometry::decode(&good), Ok(g.clone()));
     // Word k of the body (after the length word) set to v.
-    let with = |k: usize, v: i64| {
-        let mut b = good.clone();
-        b[1 + k] = v;
-        b
-    };
+    let with = |k: usize, v: i64| crate::params::with_word(&good, k, v);
     // Body words: kind, count_include_pad, p, planes, input 4-5, output 6-7, kernel 8-9,
     // strides 10-11, dilations 12-13, pads_begin 14-15, pads_end 16-17.
     let bad = [
-        crate::params::seal(good[1..good.len() - 1].iter().copied()),
-        crate::params::seal(good[1..].iter().copied().chain([0])),
+        crate::params::short_blob(&good),
+        crate::params::long_blob(&good),
         with(0, 3),
         with(0, -1),
         with(1, 2),
