@@ -104,6 +104,21 @@ pub(crate) fn clamp_ep(v: f32, lo: f32, hi: f32) -> f32 {
     if t > hi { hi } else { t }
 }
 
+/// The optional operand `p` (null: none, as a kernel's bias or residual) advanced by `n`
+/// elements; null stays null.
+///
+/// # Safety
+/// As `p.add(n)` when `p` is not null.
+#[inline(always)]
+pub(crate) unsafe fn opt_add<T>(p: *const T, n: usize) -> *const T {
+    if p.is_null() {
+        p
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { p.add(n) }
+    }
+}
+
 /// The `[lo, hi]` a kernel entry point's `clamp` argument points to; null: no clamp.
 ///
 /// # Safety

@@ -135,17 +135,9 @@ pub unsafe fn conv_f32(
             let xg = x.add((b * g.c as usize + grp * cg) * isz);
             let yg = y.add((b * g.m as usize + grp * mg) * osz);
             let ep = Epilogue {
-                bias_row: if bias.is_null() {
-                    bias
-                } else {
-                    bias.add(grp * mg)
-                },
+                bias_row: crate::opt_add(bias, grp * mg),
                 bias_col: std::ptr::null(),
-                residual: if residual.is_null() {
-                    residual
-                } else {
-                    residual.add((b * g.m as usize + grp * mg) * osz)
-                },
+                residual: crate::opt_add(residual, (b * g.m as usize + grp * mg) * osz),
                 lo,
                 hi,
             };

@@ -156,16 +156,8 @@ pub(super) unsafe fn conv_pixel_major(
         let store = |r: std::ops::Range<usize>, _| {
             let (c0, c1) = (r.start * 16, (r.end * 16).min(mg));
             let epc = Epilogue {
-                bias_row: if ep.bias_row.is_null() {
-                    ep.bias_row
-                } else {
-                    ep.bias_row.add(c0)
-                },
-                residual: if ep.residual.is_null() {
-                    ep.residual
-                } else {
-                    ep.residual.add(c0 * osz)
-                },
+                bias_row: crate::opt_add(ep.bias_row, c0),
+                residual: crate::opt_add(ep.residual, c0 * osz),
                 ..*ep
             };
             store_transposed(ct.add(c0), osz, c1 - c0, mg, yg.add(c0 * osz), &epc);

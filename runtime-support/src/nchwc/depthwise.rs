@@ -124,11 +124,7 @@ impl Walk for Image<'_> {
                     },
                     lo: s.splat(ep.lo),
                     hi: s.splat(ep.hi),
-                    residual: if ep.residual.is_null() {
-                        ep.residual
-                    } else {
-                        ep.residual.add(b * self.oplane)
-                    },
+                    residual: crate::opt_add(ep.residual, b * self.oplane),
                 };
                 let x = self.x.add(b * self.iplane);
                 let src = if self.padded {

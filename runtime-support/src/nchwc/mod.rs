@@ -405,11 +405,7 @@ pub unsafe fn conv(
         unsafe {
             let xi = x.add(img * g.c * ih * iw);
             let yi = y.add(img * g.m * oh * ow);
-            let ri = if ep.residual.is_null() {
-                ep.residual
-            } else {
-                ep.residual.add(img * g.m * oh * ow)
-            };
+            let ri = crate::opt_add(ep.residual, img * g.m * oh * ow);
             let epi = Epilogue {
                 residual: ri,
                 ..*ep
@@ -685,16 +681,8 @@ impl ImageTile<'_> {
                         oplane,
                         accumulate: !first,
                         ep: last.then(|| Epilogue {
-                            bias: if self.ep.bias.is_null() {
-                                self.ep.bias
-                            } else {
-                                self.ep.bias.add(chan)
-                            },
-                            residual: if self.ep.residual.is_null() {
-                                self.ep.residual
-                            } else {
-                                self.ep.residual.add(yoff)
-                            },
+                            bias: crate::opt_add(self.ep.bias, chan),
+                            residual: crate::opt_add(self.ep.residual, yoff),
                             ..*self.ep
                         }),
                     };

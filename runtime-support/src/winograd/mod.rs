@@ -760,12 +760,8 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
                     y.add((b * g.m as usize + grp * mg) * osz),
                 )
             };
-            let rg = if residual.is_null() {
-                residual
-            } else {
-                // SAFETY: a non-null residual is laid out like y; as above.
-                unsafe { residual.add((b * g.m as usize + grp * mg) * osz) }
-            };
+            // SAFETY: a non-null residual is laid out like y; as above.
+            let rg = unsafe { crate::opt_add(residual, (b * g.m as usize + grp * mg) * osz) };
             let mut t0 = 0;
             while t0 < tiles {
                 let nt = tb.min(tiles - t0);

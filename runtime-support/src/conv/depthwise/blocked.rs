@@ -336,11 +336,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
                 // 3. Channel-last → planes with the epilogue, 8 positions × 8 channels at a
                 //    time.
                 let yb = y.add((b * chans + c0) * osz);
-                let rb = if residual.is_null() {
-                    residual
-                } else {
-                    residual.add((b * chans + c0) * osz)
-                };
+                let rb = crate::opt_add(residual, (b * chans + c0) * osz);
                 let mut p = 0;
                 while p < osz {
                     let n = (osz - p).min(8);

@@ -71,16 +71,8 @@ pub(super) unsafe fn depthwise_par(par: Par, g: &ConvGeometry, c: Call, slots: S
                         c.x.add(img * ch * isz)
                     },
                     w: c.w.add(c0 * ks),
-                    bias: if c.bias.is_null() {
-                        c.bias
-                    } else {
-                        c.bias.add(c0)
-                    },
-                    residual: if c.residual.is_null() {
-                        c.residual
-                    } else {
-                        c.residual.add((img * ch + c0) * osz)
-                    },
+                    bias: crate::opt_add(c.bias, c0),
+                    residual: crate::opt_add(c.residual, (img * ch + c0) * osz),
                     y: c.y.add((img * ch + c0) * osz),
                     scratch: slots.at(w),
                     ..c
@@ -212,14 +204,7 @@ pub(super) unsafe fn depthwise_3d(g: &ConvGeometry, g2: &ConvGeometry, c: Call) 
             // SAFETY: slice `o` of the output plane (and of the residual plane).
             let (ys, rs) = unsafe {
                 let ys = yp.add(o as usize * oslice);
-                (
-                    ys,
-                    if r.is_null() {
-                        r
-                    } else {
-                        r.add(o as usize * oslice)
-                    },
-                )
+                (ys, crate::opt_add(r, o as usize * oslice))
             };
             if k0 == k1 {
                 for j in 0..oslice {
@@ -282,11 +267,7 @@ pub(super) fn depthwise_plane_ptrs(g: &ConvGeometry, c: Call, plane: usize) -> P
     // SAFETY: plane offsets inside x, y, the residual and the weights.
     unsafe {
         let bv = if bias.is_null() { 0.0 } else { *bias.add(ch) };
-        let r = if residual.is_null() {
-            residual
-        } else {
-            residual.add(plane * osz)
-        };
+        let r = crate::opt_add(residual, plane * osz);
         Plane {
             x: x.add(g.depthwise_input_plane(b, ch)),
             w: w.add(ch * g.ksize()),
