@@ -98,11 +98,7 @@ pub(super) unsafe fn depthwise(g: &ConvGeometry, c: super::Call) {
                     bias: _mm512_set1_ps(if bias.is_null() { 0.0 } else { *bias.add(ch) }),
                     lo: _mm512_set1_ps(lo),
                     hi: _mm512_set1_ps(hi),
-                    resid: if residual.is_null() {
-                        residual
-                    } else {
-                        residual.add(plane * osz)
-                    },
+                    resid: crate::opt_add(residual, plane * osz),
                 };
                 let xp = x.add(g.depthwise_input_plane(b, ch));
                 let wp = w.add(ch * ks);
@@ -420,10 +416,7 @@ unsafe fn block_s2<const K: usize, const RR: usize, const CHECK: bool>(
     wv: &[[__m512; K]; K],
     ep: &Ep,
 ) {
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    let shift: [__m512i; 3] =
-        std::array::from_fn(|j| _mm512_add_epi32(_mm512_set1_epi32(j as i32), lane_ids()));
+    let split = Split2::<3>::new();
     let mut acc = [ep.bias; RR];
     // Input row i of the block feeds output row r through kernel row i − 2r.
     for i in 0..2 * RR + K - 2 {
@@ -432,35 +425,16 @@ unsafe fn block_s2<const K: usize, const RR: usize, const CHECK: bool>(
             continue;
         }
         // SAFETY: row iy of the plane; lanes outside it are masked off.
-        let (v0, v1, v2) = unsafe {
-            let row = b.x.wrapping_offset(iy * b.iw as isize + b.c0);
-            (
-                _mm512_maskz_loadu_ps(m[0], row),
-                _mm512_maskz_loadu_ps(m[1], row.wrapping_add(L)),
-                _mm512_maskz_loadu_ps(m[2], row.wrapping_add(2 * L)),
-            )
-        };
-        let e = _mm512_permutex2var_ps(v0, even, v1);
-        let o = _mm512_permutex2var_ps(v0, odd, v1);
+        let [v0, v1, v2] = unsafe { load3(b.x.wrapping_offset(iy * b.iw as isize + b.c0), m) };
+        let (e, o) = split.split(v0, v1);
         // The third vector's even and odd columns continue the runs (v2 itself for 3×3,
         // whose shifted tap needs only its first column).
         let (e_hi, o_hi) = if K > 3 {
-            let z = _mm512_setzero_ps();
-            (
-                _mm512_permutex2var_ps(v2, even, z),
-                _mm512_permutex2var_ps(v2, odd, z),
-            )
+            split.split(v2, _mm512_setzero_ps())
         } else {
             (v2, v2)
         };
-        let taps: [__m512; K] = std::array::from_fn(|kx| {
-            let (lo, hi) = if kx % 2 == 0 { (e, e_hi) } else { (o, o_hi) };
-            if kx / 2 == 0 {
-                lo
-            } else {
-                _mm512_permutex2var_ps(lo, shift[kx / 2], hi)
-            }
-        });
+        let taps: [__m512; K] = std::array::from_fn(|kx| split.tap(kx, (e, e_hi), (o, o_hi)));
         for (r, a) in acc.iter_mut().enumerate() {
             if i >= 2 * r && i - 2 * r < K {
                 for (kx, t) in taps.iter().enumerate() {
@@ -485,6 +459,44 @@ fn tap_row(g: &ConvGeometry, oy: usize, ky: usize) -> Option<usize> {
         .then_some(iy as usize)
 }
 
+/// One output vector of the one-row kernels at output row `oy`: `bias` plus, for every
+/// kernel row inside the plane (input row `iy`), each tap `tap(&row(iy), kx)` times its
+/// weight, alternate taps summed in two accumulators (so no FMA waits on the previous
+/// one's result).
+///
+/// # Safety
+/// AVX-512F and FMA (the callers' target features); `w` holds the channel's kernel.
+#[inline(always)]
+unsafe fn row_taps<R>(
+    g: &ConvGeometry,
+    w: *const f32,
+    oy: usize,
+    bias: __m512,
+    row: impl Fn(usize) -> R,
+    tap: impl Fn(&R, usize) -> __m512,
+) -> __m512 {
+    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
+    // SAFETY: the caller's contract (tap (ky, kx) of the channel's kernel).
+    unsafe {
+        let (mut acc0, mut acc1) = (bias, _mm512_setzero_ps());
+        for ky in 0..kh {
+            let Some(iy) = tap_row(g, oy, ky) else {
+                continue;
+            };
+            let r = row(iy);
+            for kx in 0..kw {
+                let (wt, v) = (_mm512_set1_ps(*w.add(ky * kw + kx)), tap(&r, kx));
+                if kx % 2 == 0 {
+                    acc0 = _mm512_fmadd_ps(wt, v, acc0);
+                } else {
+                    acc1 = _mm512_fmadd_ps(wt, v, acc1);
+                }
+            }
+        }
+        _mm512_add_ps(acc0, acc1)
+    }
+}
+
 /// `Rows` at horizontal stride 1: per output row, 16 outputs per vector, one masked load
 /// per tap.
 #[inline(never)]
@@ -499,7 +511,6 @@ unsafe fn rows_s1_plane(
 ) {
     let iw = g.input[1] as usize;
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let d1 = g.dilations[1] as isize;
     let p1 = g.pads[1] as isize;
     let per_row = ow.div_ceil(L);
@@ -509,32 +520,23 @@ unsafe fn rows_s1_plane(
             let ox = c * L;
             let out_m = lanes(ow - ox);
             pf.issue();
-            let (mut acc0, mut acc1) = (ep.bias, _mm512_setzero_ps());
-            for ky in 0..kh {
-                let Some(iy) = tap_row(g, oy, ky) else {
-                    continue;
-                };
-                // SAFETY: row iy of the plane; lanes outside [0, iw) are masked off.
-                let row = unsafe { x.add(iy * iw) };
-                for kx in 0..kw {
-                    let c0 = ox as isize + kx as isize * d1 - p1;
-                    let m = col_mask(c0, iw as isize) & out_m;
-                    // SAFETY: tap (ky, kx) of the channel's kernel; masked load.
-                    let (wt, v) = unsafe {
-                        (
-                            _mm512_set1_ps(*w.add(ky * kw + kx)),
-                            _mm512_maskz_loadu_ps(m, row.wrapping_offset(c0)),
-                        )
-                    };
-                    if kx % 2 == 0 {
-                        acc0 = _mm512_fmadd_ps(wt, v, acc0);
-                    } else {
-                        acc1 = _mm512_fmadd_ps(wt, v, acc1);
-                    }
-                }
-            }
-            // SAFETY: lanes of out_m are inside the output row.
-            unsafe { ep.store(y, oy * ow + ox, out_m, _mm512_add_ps(acc0, acc1)) };
+            // SAFETY: row iy of the plane, tap kx's lanes outside [0, iw) masked off; the
+            // channel's kernel; lanes of out_m are inside the output row.
+            unsafe {
+                let v = row_taps(
+                    g,
+                    w,
+                    oy,
+                    ep.bias,
+                    |iy| x.add(iy * iw),
+                    |row, kx| {
+                        let c0 = ox as isize + kx as isize * d1 - p1;
+                        let m = col_mask(c0, iw as isize) & out_m;
+                        _mm512_maskz_loadu_ps(m, row.wrapping_offset(c0))
+                    },
+                );
+                ep.store(y, oy * ow + ox, out_m, v)
+            };
         }
     }
 }
@@ -554,13 +556,8 @@ unsafe fn rows_s2_plane(
 ) {
     let iw = g.input[1] as isize;
     let (oh, ow) = (g.output[0] as usize, g.output[1] as usize);
-    let (kh, kw) = (g.kernel[0] as usize, g.kernel[1] as usize);
     let p1 = g.pads[1] as isize;
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    // Shift by j lanes across (lo, hi): lanes j..j+16 of their concatenation.
-    let shift: [__m512i; MAX_KW_S2 / 2 + 1] =
-        std::array::from_fn(|j| _mm512_add_epi32(_mm512_set1_epi32(j as i32), lane_ids()));
+    let split = Split2::<{ MAX_KW_S2 / 2 + 1 }>::new();
     let per_row = ow.div_ceil(L);
     let mut pf = ahead.per_block(oh * per_row);
     for c in 0..per_row {
@@ -571,48 +568,92 @@ unsafe fn rows_s2_plane(
         let m: [__mmask16; 3] = std::array::from_fn(|k| col_mask(c0 + (k * L) as isize, iw));
         for oy in 0..oh {
             pf.issue();
-            let (mut acc0, mut acc1) = (ep.bias, _mm512_setzero_ps());
-            for ky in 0..kh {
-                let Some(iy) = tap_row(g, oy, ky) else {
-                    continue;
-                };
-                // SAFETY: row iy; lanes outside the row are masked off.
-                let (v0, v1, v2) = unsafe {
-                    let r = x.add(iy * iw as usize).wrapping_offset(c0);
-                    (
-                        _mm512_maskz_loadu_ps(m[0], r),
-                        _mm512_maskz_loadu_ps(m[1], r.wrapping_add(L)),
-                        _mm512_maskz_loadu_ps(m[2], r.wrapping_add(2 * L)),
-                    )
-                };
-                let zero = _mm512_setzero_ps();
-                let e_lo = _mm512_permutex2var_ps(v0, even, v1);
-                let o_lo = _mm512_permutex2var_ps(v0, odd, v1);
-                let e_hi = _mm512_permutex2var_ps(v2, even, zero);
-                let o_hi = _mm512_permutex2var_ps(v2, odd, zero);
-                for kx in 0..kw {
-                    let (lo, hi) = if kx % 2 == 0 {
-                        (e_lo, e_hi)
-                    } else {
-                        (o_lo, o_hi)
-                    };
-                    let j = kx / 2;
-                    let v = if j == 0 {
-                        lo
-                    } else {
-                        _mm512_permutex2var_ps(lo, shift[j], hi)
-                    };
-                    // SAFETY: tap (ky, kx) of the channel's kernel.
-                    let wt = _mm512_set1_ps(unsafe { *w.add(ky * kw + kx) });
-                    if kx % 2 == 0 {
-                        acc0 = _mm512_fmadd_ps(wt, v, acc0);
-                    } else {
-                        acc1 = _mm512_fmadd_ps(wt, v, acc1);
-                    }
-                }
+            // SAFETY: row iy, lanes outside it masked off; the channel's kernel; lanes of
+            // out_m are inside the output row.
+            unsafe {
+                let v = row_taps(
+                    g,
+                    w,
+                    oy,
+                    ep.bias,
+                    |iy| {
+                        let [v0, v1, v2] = load3(x.add(iy * iw as usize).wrapping_offset(c0), &m);
+                        let (e_lo, o_lo) = split.split(v0, v1);
+                        let (e_hi, o_hi) = split.split(v2, _mm512_setzero_ps());
+                        ((e_lo, e_hi), (o_lo, o_hi))
+                    },
+                    |&(even, odd), kx| split.tap(kx, even, odd),
+                );
+                ep.store(y, oy * ow + ox, out_m, v)
+            };
+        }
+    }
+}
+
+/// The three vectors of 16 columns from `row` that a stride-2 strip reads, each masked by
+/// its `m` (masked-off lanes are not read).
+///
+/// # Safety
+/// AVX-512F (the callers' target features); the lanes of `m` lie inside the input.
+#[inline(always)]
+unsafe fn load3(row: *const f32, m: &[__mmask16; 3]) -> [__m512; 3] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        [
+            _mm512_maskz_loadu_ps(m[0], row),
+            _mm512_maskz_loadu_ps(m[1], row.wrapping_add(L)),
+            _mm512_maskz_loadu_ps(m[2], row.wrapping_add(2 * L)),
+        ]
+    }
+}
+
+/// The lane permutes of the stride-2 kernels: the even and odd columns of two vectors, and
+/// a run shifted by `j < J` lanes into the next.
+struct Split2<const J: usize> {
+    even: __m512i,
+    odd: __m512i,
+    /// Shift by j lanes across (lo, hi): lanes j..j+16 of their concatenation.
+    shift: [__m512i; J],
+}
+
+impl<const J: usize> Split2<J> {
+    #[inline(always)]
+    fn new() -> Self {
+        // SAFETY: AVX-512F (the callers' target features).
+        unsafe {
+            Split2 {
+                even: _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                odd: _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+                shift: std::array::from_fn(|j| {
+                    _mm512_add_epi32(_mm512_set1_epi32(j as i32), lane_ids())
+                }),
             }
-            // SAFETY: lanes of out_m are inside the output row.
-            unsafe { ep.store(y, oy * ow + ox, out_m, _mm512_add_ps(acc0, acc1)) };
+        }
+    }
+
+    /// The even and odd columns of the 32 columns `(a, b)`.
+    #[inline(always)]
+    fn split(&self, a: __m512, b: __m512) -> (__m512, __m512) {
+        // SAFETY: AVX-512F (the callers' target features).
+        unsafe {
+            (
+                _mm512_permutex2var_ps(a, self.even, b),
+                _mm512_permutex2var_ps(a, self.odd, b),
+            )
+        }
+    }
+
+    /// Tap `kx`'s columns: the even (kx even) or odd run, each given as its first vector and
+    /// the next, shifted by ⌊kx/2⌋ lanes.
+    #[inline(always)]
+    fn tap(&self, kx: usize, even: (__m512, __m512), odd: (__m512, __m512)) -> __m512 {
+        let (lo, hi) = if kx.is_multiple_of(2) { even } else { odd };
+        let j = kx / 2;
+        if j == 0 {
+            lo
+        } else {
+            // SAFETY: AVX-512F (the callers' target features).
+            unsafe { _mm512_permutex2var_ps(lo, self.shift[j], hi) }
         }
     }
 }
