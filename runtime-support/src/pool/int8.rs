@@ -11,67 +11,18 @@ use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params;
 
-/// Longest padded row `pool_plane_separable` keeps on the stack.
+/// Longest padded row `pool_plane`'s separable pass keeps on the stack.
 const ROW: usize = 4096;
-
-/// One plane, separably: per output row, the maximum over the window's rows (contiguous
-/// passes), padded with `lowest` on both sides; the maximum over the window's columns at
-/// every position (contiguous passes); then every stride-th of those. Padding holds the
-/// type's lowest value, which never changes a maximum of real values. False (nothing
-/// written) when a padded row does not fit in `ROW`.
-fn pool_plane_separable<T: Copy + Ord>(
-    g: &PoolGeometry,
-    x: &[T],
-    y: &mut [T],
-    lowest: T,
-    rows: &mut Rows<T>,
-) -> bool {
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output.map(|v| v as usize);
-    let [kh, kw] = g.kernel;
-    let [sh, sw] = g.strides;
-    let [dh, dw] = g.dilations;
-    let [ph, pw] = g.pads_begin;
-    // Columns the windows reach, from -pw: positions 0 .. (ow-1)·sw + (kw-1)·dw + 1.
-    let span = (ow as i64 - 1) * sw + (kw - 1) * dw + 1;
-    let width = span.max(pw + iw) as usize;
-    if width > ROW {
-        return false;
-    }
-    let Rows(vrow, hrow) = rows;
-    let hn = ((ow as i64 - 1) * sw + 1) as usize;
-    for oy in 0..oh {
-        vrow[..width].fill(lowest);
-        for ky in 0..kh {
-            let iy = oy as i64 * sh + ky * dh - ph;
-            if iy < 0 || iy >= ih {
-                continue;
-            }
-            let row = &x[(iy * iw) as usize..((iy + 1) * iw) as usize];
-            for (v, &r) in vrow[pw as usize..(pw + iw) as usize].iter_mut().zip(row) {
-                *v = (*v).max(r);
-            }
-        }
-        hrow[..hn].fill(lowest);
-        for kx in 0..kw {
-            let off = (kx * dw) as usize;
-            for (h, &v) in hrow[..hn].iter_mut().zip(&vrow[off..off + hn]) {
-                *h = (*h).max(v);
-            }
-        }
-        let out = &mut y[oy * ow..(oy + 1) * ow];
-        for (ox, o) in out.iter_mut().enumerate() {
-            *o = hrow[ox * sw as usize];
-        }
-    }
-    true
-}
 
 /// The separable pass's two padded rows, made once per task (every row is filled before
 /// it is read: making them per plane cost more than pooling a small plane).
 struct Rows<T>([T; ROW], [T; ROW]);
 
-/// One plane of `T` (`u8` or `i8`).
+/// One plane of `T` (`u8` or `i8`). Separably when a padded row fits in `ROW`: per output
+/// row, the maximum over the window's rows (contiguous passes), padded with `lowest` on
+/// both sides; the maximum over the window's columns at every position (contiguous
+/// passes); then every stride-th of those. Padding holds the type's lowest value, which
+/// never changes a maximum of real values. Otherwise tap by tap.
 fn pool_plane<T: Copy + Ord>(
     g: &PoolGeometry,
     x: &[T],
@@ -79,15 +30,40 @@ fn pool_plane<T: Copy + Ord>(
     lowest: T,
     rows: &mut Rows<T>,
 ) {
-    if pool_plane_separable(g, x, y, lowest, rows) {
+    let [[ih, iw], [oh, ow], [kh, kw], [sh, sw], [dh, dw], [ph, pw]] = g.window();
+    let (oh, ow) = (oh as usize, ow as usize);
+    // Columns the windows reach, from -pw: positions 0 .. (ow-1)·sw + (kw-1)·dw + 1.
+    let span = (ow as i64 - 1) * sw + (kw - 1) * dw + 1;
+    let width = span.max(pw + iw) as usize;
+    if width <= ROW {
+        let Rows(vrow, hrow) = rows;
+        let hn = ((ow as i64 - 1) * sw + 1) as usize;
+        for oy in 0..oh {
+            vrow[..width].fill(lowest);
+            for ky in 0..kh {
+                let iy = oy as i64 * sh + ky * dh - ph;
+                if iy < 0 || iy >= ih {
+                    continue;
+                }
+                let row = &x[(iy * iw) as usize..((iy + 1) * iw) as usize];
+                for (v, &r) in vrow[pw as usize..(pw + iw) as usize].iter_mut().zip(row) {
+                    *v = (*v).max(r);
+                }
+            }
+            hrow[..hn].fill(lowest);
+            for kx in 0..kw {
+                let off = (kx * dw) as usize;
+                for (h, &v) in hrow[..hn].iter_mut().zip(&vrow[off..off + hn]) {
+                    *h = (*h).max(v);
+                }
+            }
+            let out = &mut y[oy * ow..(oy + 1) * ow];
+            for (ox, o) in out.iter_mut().enumerate() {
+                *o = hrow[ox * sw as usize];
+            }
+        }
         return;
     }
-    let [ih, iw] = g.input;
-    let [oh, ow] = g.output.map(|v| v as usize);
-    let [kh, kw] = g.kernel;
-    let [sh, sw] = g.strides;
-    let [dh, dw] = g.dilations;
-    let [ph, pw] = g.pads_begin;
     for oy in 0..oh {
         let out = &mut y[oy * ow..(oy + 1) * ow];
         out.fill(lowest);
@@ -125,12 +101,12 @@ fn pool_plane<T: Copy + Ord>(
     }
 }
 
-/// `pool_plane_separable` on AVX-512 BW, for bytes of either signedness (`SIGNED`: int8):
-/// 64 bytes a step, each input row's tail by masked loads and stores (no scalar remainder:
-/// the generic loops, compiled for SSE2, spent most of QDQ SqueezeNet's pools in their
-/// remainders), the stride-2 subsampling by narrowing 16-bit lanes to their low bytes.
-/// False (nothing written) when the padded rows and their 64 bytes of slack do not fit in
-/// `ROW`.
+/// `pool_plane`'s separable pass on AVX-512 BW, for bytes of either signedness (`SIGNED`:
+/// int8): 64 bytes a step, each input row's tail by masked loads and stores (no scalar
+/// remainder: the generic loops, compiled for SSE2, spent most of QDQ SqueezeNet's pools in
+/// their remainders), the stride-2 subsampling by narrowing 16-bit lanes to their low
+/// bytes. False (nothing written) when the padded rows and their 64 bytes of slack do not
+/// fit in `ROW`.
 ///
 /// # Safety
 /// AVX-512 F, BW and VL are present.
@@ -143,12 +119,8 @@ unsafe fn separable_avx512<const SIGNED: bool>(
     rows: &mut Rows<u8>,
 ) -> bool {
     use std::arch::x86_64::*;
-    let [ih, iw] = g.input.map(|v| v as usize);
-    let [oh, ow] = g.output.map(|v| v as usize);
-    let [kh, kw] = g.kernel.map(|v| v as usize);
-    let [sh, sw] = g.strides.map(|v| v as usize);
-    let [dh, dw] = g.dilations.map(|v| v as usize);
-    let [ph, pw] = g.pads_begin.map(|v| v as usize);
+    let [[ih, iw], [oh, ow], [kh, kw], [sh, sw], [dh, dw], [ph, pw]] =
+        g.window().map(|d| d.map(|v| v as usize));
     if oh == 0 || ow == 0 || kw == 0 {
         // Nothing to pool here; the generic path handles empty planes.
         return false;

@@ -45,15 +45,7 @@ impl PoolGeometry {
             self.p,
             self.planes,
         ];
-        for a in [
-            self.input,
-            self.output,
-            self.kernel,
-            self.strides,
-            self.dilations,
-            self.pads_begin,
-            self.pads_end,
-        ] {
+        for a in self.window().into_iter().chain([self.pads_end]) {
             v.extend_from_slice(&a);
         }
         params::seal(v)
@@ -128,6 +120,19 @@ impl PoolGeometry {
 }
 
 impl PoolGeometry {
+    /// The window's 2-D extents, each `[h, w]`: input, output, kernel, strides, dilations
+    /// and pads at the start.
+    pub(crate) fn window(&self) -> [[i64; 2]; 6] {
+        [
+            self.input,
+            self.output,
+            self.kernel,
+            self.strides,
+            self.dilations,
+            self.pads_begin,
+        ]
+    }
+
     /// Padded plane extents (rows, pitch): every tap of every output lies inside.
     fn padded_dims(&self) -> (usize, usize) {
         let span = |d: usize| {
