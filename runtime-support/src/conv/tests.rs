@@ -6,7 +6,7 @@ use super::*;
 use crate::test_rand as rand;
 
 /// Element `i` of a row-major array of extents `dims` as one index per dim.
-fn index(i: usize, dims: &[i64]) -> Vec<i64> {
+pub(crate) fn index(i: usize, dims: &[i64]) -> Vec<i64> {
     let mut r = i as i64;
     let mut at = vec![0; dims.len()];
     for (a, &e) in at.iter_mut().zip(dims).rev() {
@@ -16,9 +16,22 @@ fn index(i: usize, dims: &[i64]) -> Vec<i64> {
     at
 }
 
+/// The offset in an input plane of the element that tap `t` of the output at `op` (one
+/// index per dim) reads; None in the padding.
+pub(crate) fn tap_offset(g: &ConvGeometry, op: &[i64], t: usize) -> Option<usize> {
+    let tp = index(t, &g.kernel);
+    let mut off = 0i64;
+    let mut inside = true;
+    for d in 0..g.input.len() {
+        let q = op[d] * g.strides[d] + tp[d] * g.dilations[d] - g.pads[d];
+        inside &= q >= 0 && q < g.input[d];
+        off = off * g.input[d] + q;
+    }
+    inside.then_some(off as usize)
+}
+
 /// Direct convolution: the oracle.
 pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
-    let nsp = g.input.len();
     let (cg, mg, ks, osz, isz) = (g.cg(), g.mg(), g.ksize(), g.osize(), g.isize());
     let mut y = vec![0f32; g.n as usize * g.m as usize * osz];
     for b in 0..g.n as usize {
@@ -29,16 +42,8 @@ pub(crate) fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) ->
                 let mut acc = bias[m] as f64;
                 for c in 0..cg {
                     for t in 0..ks {
-                        let tp = index(t, &g.kernel);
-                        let mut off = 0i64;
-                        let mut inside = true;
-                        for d in 0..nsp {
-                            let q = op[d] * g.strides[d] + tp[d] * g.dilations[d] - g.pads[d];
-                            inside &= q >= 0 && q < g.input[d];
-                            off = off * g.input[d] + q;
-                        }
-                        if inside {
-                            acc += x[(b * g.c as usize + grp * cg + c) * isz + off as usize] as f64
+                        if let Some(off) = tap_offset(g, &op, t) {
+                            acc += x[(b * g.c as usize + grp * cg + c) * isz + off] as f64
                                 * w[(m * cg + c) * ks + t] as f64;
                         }
                     }

@@ -10,18 +10,27 @@
 use super::requant;
 use super::{Epi, MR, NR, QOut, TileOut};
 
-/// `tile[r][l] = Σ_k w[k/4][r][k%4] · panel[k/4][l][k%4]` (int8 × uint8, exact int32): the
-/// portable tier (the others apply their epilogue in registers).
-pub(super) fn tile_portable(k4: usize, w: &[i8], panel: &[u8], tile: &mut [[i32; NR]; MR]) {
+/// `tile[r][l] = Σ_k rows[k/4][r][k%4] · cols[k/4][l][k%4]` (bytes, exact int32): the
+/// portable tier of the convolution (int8 weight rows × uint8 panel columns; the others
+/// apply their epilogue in registers) and of the matrix product (uint8 activation rows ×
+/// int8 weight columns).
+pub(super) fn tile_portable<A: Copy + Into<i32>, B: Copy + Into<i32>>(
+    k4: usize,
+    rows: &[A],
+    cols: &[B],
+    tile: &mut [[i32; NR]; MR],
+) {
     *tile = [[0; NR]; MR];
     for g in 0..k4 {
-        let wg = &w[g * MR * 4..(g + 1) * MR * 4];
-        let pg = &panel[g * NR * 4..(g + 1) * NR * 4];
+        let rg = &rows[g * MR * 4..(g + 1) * MR * 4];
+        let cg = &cols[g * NR * 4..(g + 1) * NR * 4];
         for (r, row) in tile.iter_mut().enumerate() {
-            let wr = &wg[r * 4..r * 4 + 4];
+            let rr = &rg[r * 4..r * 4 + 4];
             for (l, acc) in row.iter_mut().enumerate() {
-                let x = &pg[l * 4..l * 4 + 4];
-                let dot: i32 = (0..4).map(|j| wr[j] as i32 * x[j] as i32).sum();
+                let cl = &cg[l * 4..l * 4 + 4];
+                let dot: i32 = (0..4)
+                    .map(|j| Into::<i32>::into(rr[j]) * Into::<i32>::into(cl[j]))
+                    .sum();
                 *acc = acc.wrapping_add(dot);
             }
         }

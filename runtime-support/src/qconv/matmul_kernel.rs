@@ -3,6 +3,7 @@
 //! its epilogue, whose constants vary along the lanes (one per column). All tiers compute
 //! the same integers and the same outputs, as the convolution's.
 
+use super::kernel::tile_portable;
 #[cfg(target_arch = "x86_64")]
 use super::requant;
 use super::{Epi, MR, NR, QOut, Tier};
@@ -21,22 +22,6 @@ pub(super) unsafe fn tile(tier: Tier, k4: usize, a: &[u8], w: &[i8], tile: &mut 
         #[cfg(target_arch = "x86_64")]
         Tier::Avx2 => tile_portable(k4, a, w, tile),
         Tier::Portable => tile_portable(k4, a, w, tile),
-    }
-}
-
-fn tile_portable(k4: usize, a: &[u8], w: &[i8], tile: &mut [[i32; NR]; MR]) {
-    *tile = [[0; NR]; MR];
-    for g in 0..k4 {
-        let ag = &a[g * MR * 4..(g + 1) * MR * 4];
-        let wg = &w[g * NR * 4..(g + 1) * NR * 4];
-        for (r, row) in tile.iter_mut().enumerate() {
-            let ar = &ag[r * 4..r * 4 + 4];
-            for (l, acc) in row.iter_mut().enumerate() {
-                let wl = &wg[l * 4..l * 4 + 4];
-                let dot: i32 = (0..4).map(|j| ar[j] as i32 * wl[j] as i32).sum();
-                *acc = acc.wrapping_add(dot);
-            }
-        }
     }
 }
 

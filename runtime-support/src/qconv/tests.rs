@@ -2,6 +2,7 @@
 //! requantization), on every tier the CPU has and every test pool, bit for bit.
 
 use super::*;
+use crate::conv::tests::{index, tap_offset};
 use crate::par::test_threads;
 
 struct Case {
@@ -76,16 +77,6 @@ impl Lcg {
     }
 }
 
-/// The coordinates of row-major index `i` in an array of extents `dims`.
-fn coords(mut i: usize, dims: &[i64]) -> Vec<i64> {
-    let mut c = vec![0i64; dims.len()];
-    for d in (0..dims.len()).rev() {
-        c[d] = (i % dims[d] as usize) as i64;
-        i /= dims[d] as usize;
-    }
-    c
-}
-
 /// The exact sums `Σ (w − zw)(x − zx) + bias` of every output, by direct convolution.
 #[allow(clippy::too_many_arguments)]
 fn reference_sums(
@@ -96,7 +87,6 @@ fn reference_sums(
     wzp: &[i64],
     bias: &[i64],
 ) -> Vec<i64> {
-    let nsp = g.input.len();
     let (group, c, m) = (g.group as usize, g.c as usize, g.m as usize);
     let (cg, mg) = (c / group, m / group);
     let taps: usize = g.kernel.iter().product::<i64>() as usize;
@@ -107,22 +97,13 @@ fn reference_sums(
         for ch in 0..m {
             let gi = ch / mg;
             for o in 0..osize {
-                let oc = coords(o, &g.output);
+                let oc = index(o, &g.output);
                 let mut s = bias[ch];
                 for ci in 0..cg {
                     for t in 0..taps {
-                        let tc = coords(t, &g.kernel);
-                        let mut off = 0i64;
-                        let mut inside = true;
-                        for d in 0..nsp {
-                            let i = oc[d] * g.strides[d] + tc[d] * g.dilations[d] - g.pads[d];
-                            inside &= (0..g.input[d]).contains(&i);
-                            off = off * g.input[d] + i;
-                        }
-                        let xv = if inside {
-                            x[(b * c + gi * cg + ci) * isize + off as usize]
-                        } else {
-                            zx
+                        let xv = match tap_offset(g, &oc, t) {
+                            Some(off) => x[(b * c + gi * cg + ci) * isize + off],
+                            None => zx,
                         };
                         let wv = w[(ch * cg + ci) * taps + t];
                         s += (wv - wzp[ch]) * (xv - zx);
