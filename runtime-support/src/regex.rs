@@ -10,7 +10,6 @@
 //! packed two per word. A transition past the last state reads as the dead state, so a
 //! corrupt table can give wrong answers but never read outside the blob.
 
-use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::params;
 use std::ffi::c_char;
@@ -226,18 +225,13 @@ pub unsafe extern "C" fn onnxc_regex_full_match(
 ) -> Status {
     let a = params::decode_blob!(table, Automaton::decode);
     // SAFETY: the caller's contract.
-    unsafe {
-        for i in 0..n.max(0) as usize {
-            *y.add(i) = u8::from(a.full_match(crate::strings::c_str(*x.add(i))));
-        }
-    }
-    ONNXC_OK
+    unsafe { crate::strings::map_strings(x, y, n, |s| u8::from(a.full_match(s))) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::ONNXC_ERR_PARAMS;
+    use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK};
 
     /// `ab*c` by hand: 1 start, 2 after a / b's, 3 after c (accepting).
     fn abc() -> Vec<i64> {

@@ -322,24 +322,7 @@ pub unsafe extern "C" fn onnxc_str_split_count(
 ) -> Status {
     let p = params::decode_blob!(params, SplitParams::decode);
     // SAFETY: the caller's contract.
-    unsafe { count_each(x, z, n, |s| p.count(s)) }
-}
-
-/// `z[i]` = `count(x[i])` for the `n` strings of `x`.
-///
-/// # Safety
-/// `x` holds `n` null or NUL-terminated strings, `z` `n` slots.
-pub(crate) unsafe fn count_each(
-    x: *const *const c_char,
-    z: *mut i64,
-    n: i64,
-    count: impl Fn(&[u8]) -> i64,
-) -> Status {
-    for i in 0..n.max(0) as usize {
-        // SAFETY: the caller's contract.
-        unsafe { *z.add(i) = count(c_str(*x.add(i))) };
-    }
-    ONNXC_OK
+    unsafe { crate::strings::map_strings(x, z, n, |s| p.count(s)) }
 }
 
 /// Row `i` of `y` (`cols` slots) = the pieces of string `x[i]`, made in `space`, then empty

@@ -216,6 +216,24 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> &'a [u8] {
     }
 }
 
+/// `y[i]` = `f(x[i])` for the `n` strings of `x` (a null one reads as the empty string);
+/// `ONNXC_OK`.
+///
+/// # Safety
+/// `x` holds `n` null or NUL-terminated strings, `y` `n` slots.
+pub(crate) unsafe fn map_strings<T>(
+    x: *const *const c_char,
+    y: *mut T,
+    n: i64,
+    f: impl Fn(&[u8]) -> T,
+) -> Status {
+    for i in 0..n.max(0) as usize {
+        // SAFETY: the caller's contract.
+        unsafe { *y.add(i) = f(c_str(*x.add(i))) };
+    }
+    ONNXC_OK
+}
+
 /// `y[i]` = the position of string `x[i]` in `table` (its first occurrence), −1 if absent;
 /// a null `x[i]` reads as the empty string. Returns `ONNXC_ERR_PARAMS`, touching nothing,
 /// when `table`'s header or bounds are not valid (`Table::new`).
@@ -232,12 +250,7 @@ pub unsafe extern "C" fn onnxc_str_lookup(
 ) -> Status {
     let t = params::decode_blob!(table, Table::new);
     // SAFETY: the caller's contract.
-    unsafe {
-        for i in 0..n.max(0) as usize {
-            *y.add(i) = t.find(c_str(*x.add(i)));
-        }
-    }
-    ONNXC_OK
+    unsafe { map_strings(x, y, n, |s| t.find(s)) }
 }
 
 /// `y[i]` = 1 when strings `a[i]` and `b[i]` hold the same bytes, else 0 (ONNX Equal on

@@ -216,7 +216,7 @@ pub unsafe extern "C" fn onnxc_tokenize_count(
 ) -> Status {
     let t = params::decode_blob!(params, Tokenizer::decode);
     // SAFETY: the caller's contract.
-    unsafe { crate::string_make::count_each(x, z, n, |s| t.count(s)) }
+    unsafe { crate::strings::map_strings(x, z, n, |s| t.count(s)) }
 }
 
 /// Row `i` of `y` (`cols` slots) = the tokens of string `x[i]` (with the marks), then the
