@@ -505,16 +505,8 @@ fn pooling_matches_the_plain_kernel() {
             planes: (n * c / CB) as i64,
             ..plain.clone()
         };
-        let PoolGeometry {
-            kind,
-            input,
-            output,
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            ..
-        } = plain;
+        let kind = plain.kind;
+        let [input, output, kernel, strides, dilations, pads_begin] = plain.window();
         let (ihw, ohw) = (
             (input[0] * input[1]) as usize,
             (output[0] * output[1]) as usize,
