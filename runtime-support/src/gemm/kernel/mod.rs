@@ -1,6 +1,7 @@
-//! Micro-kernels: an MR×NR tile of C from a packed A panel and a packed B panel. On x86-64
-//! the AVX-512 (`avx512.rs`) or AVX2+FMA (`avx2.rs`) kernels when the CPU has them (checked
-//! at run time, `select`), portable Rust otherwise (here); the tile functions dispatch.
+//! Micro-kernels: a tile of C from packed A panels and B panels (packed, read in place or
+//! through an offset table). The tile functions here pick the shape and the instruction set
+//! (AVX-512 or AVX2+FMA when the CPU has them, checked at run time by `select`; portable
+//! otherwise); the tile itself is written once, in `walk.rs`.
 
 use super::Epilogue;
 use super::pack::{MR, NR};
@@ -50,20 +51,20 @@ pub struct BPanels {
 
 /// Software prefetch distance in k steps for packed B panels (one 64-byte row per step).
 /// Packed panels are usually weights (the pixel-major conv) streamed from DRAM once per
-/// run; 8 steps ahead left the kernel waiting on memory (a 7×7 pixel-major layer with cold
-/// weights: 126-130 GFLOP/s at 8, 142 at 32, 156-158 at 64; warm: equal).
+/// run (measurements: docs/performance.md, "GEMM prefetch distances").
 const PF_PACKED: usize = 64;
 
-/// Where a wide kernel finds the two 16-float halves of B's row at each k step. Pointer
-/// arithmetic only, so it inlines into the AVX-512 kernels whatever their target features.
-pub trait BRows {
-    /// The current step's halves.
+/// Where a tile finds B's row at each k step: `V` vectors of `lanes` floats, the row's
+/// columns `v·lanes..(v + 1)·lanes`. Pointer arithmetic only, so it inlines into the tiles
+/// whatever their target features.
+pub trait BRows: Copy {
+    /// The current step's vectors.
     ///
     /// # Safety
     /// The source is valid for the current step.
-    unsafe fn row(&self) -> (*const f32, *const f32);
-    /// A row `steps` ahead to prefetch, or None when rows are not known ahead cheaply.
-    fn ahead(&self, steps: usize) -> Option<(*const f32, *const f32)>;
+    unsafe fn row<const V: usize>(&self, lanes: usize) -> [*const f32; V];
+    /// The vectors `steps` ahead to prefetch, or None when rows are not known ahead cheaply.
+    fn ahead<const V: usize>(&self, steps: usize, lanes: usize) -> Option<[*const f32; V]>;
     /// Moves to the next k step.
     ///
     /// # Safety
@@ -71,19 +72,38 @@ pub trait BRows {
     unsafe fn advance(&mut self);
 }
 
+impl BPanels {
+    /// The vectors of the row `d` floats past the current one: columns below NR in the
+    /// first panel, the next NR in the second (`V·lanes ≤ 2·NR`).
+    #[inline(always)]
+    fn at<const V: usize>(&self, lanes: usize, d: usize) -> [*const f32; V] {
+        debug_assert!(V * lanes <= 2 * NR);
+        let mut p = [self.b0; V];
+        for (v, p) in p.iter_mut().enumerate() {
+            let c = v * lanes;
+            *p = if c < NR {
+                self.b0.wrapping_add(c + d)
+            } else {
+                self.b1.wrapping_add(c - NR + d)
+            };
+        }
+        p
+    }
+}
+
 impl BRows for BPanels {
     #[inline(always)]
-    unsafe fn row(&self) -> (*const f32, *const f32) {
-        (self.b0, self.b1)
+    unsafe fn row<const V: usize>(&self, lanes: usize) -> [*const f32; V] {
+        self.at(lanes, 0)
     }
     #[inline(always)]
-    fn ahead(&self, steps: usize) -> Option<(*const f32, *const f32)> {
+    fn ahead<const V: usize>(&self, steps: usize, lanes: usize) -> Option<[*const f32; V]> {
         let d = if self.step == NR {
             PF_PACKED * NR
         } else {
             steps * self.step
         };
-        Some((self.b0.wrapping_add(d), self.b1.wrapping_add(d)))
+        Some(self.at(lanes, d))
     }
     #[inline(always)]
     unsafe fn advance(&mut self) {
@@ -92,7 +112,7 @@ impl BRows for BPanels {
     }
 }
 
-/// B row k at `base + offs[k]` (32 contiguous floats): an implicit-GEMM convolution reading
+/// B row k at `base + offs[k]` (contiguous floats): an implicit-GEMM convolution reading
 /// shifted views of its padded input.
 #[derive(Copy, Clone, Debug)]
 pub struct BOffsets {
@@ -102,13 +122,17 @@ pub struct BOffsets {
 
 impl BRows for BOffsets {
     #[inline(always)]
-    unsafe fn row(&self) -> (*const f32, *const f32) {
+    unsafe fn row<const V: usize>(&self, lanes: usize) -> [*const f32; V] {
         // SAFETY: caller contract (offs has the current step's entry).
         let p = unsafe { self.base.offset(*self.offs) };
-        (p, p.wrapping_add(16))
+        let mut r = [p; V];
+        for (v, r) in r.iter_mut().enumerate() {
+            *r = p.wrapping_add(v * lanes);
+        }
+        r
     }
     #[inline(always)]
-    fn ahead(&self, _steps: usize) -> Option<(*const f32, *const f32)> {
+    fn ahead<const V: usize>(&self, _steps: usize, _lanes: usize) -> Option<[*const f32; V]> {
         None
     }
     #[inline(always)]
@@ -138,28 +162,38 @@ pub unsafe fn tile_wide_partial(
 ) {
     // Only the rows that exist are computed: a 1-row rest (49 = 4·12 + 1 positions of a
     // 7×7 map in the pixel-major conv) costs a twelfth of a 12-row tile, not half.
-    // SAFETY: forwarded; select() checked AVX-512F.
+    macro_rules! rows {
+        ($r:literal) => {
+            walk::avx512::partial::<_, $r, 0>(
+                kc,
+                [a, a],
+                b,
+                c,
+                ldc,
+                mr,
+                nr,
+                accumulate,
+                ep,
+                row,
+                col,
+            )
+        };
+    }
+    // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         match mr {
-            1 => avx512::kernel_rows_partial::<1, 0>(
-                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            ),
-            2 => avx512::kernel_rows_partial::<2, 0>(
-                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            ),
-            3 | 4 => avx512::kernel_rows_partial::<4, 0>(
-                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            ),
-            _ => avx512::kernel_rows_partial::<MR, 0>(
-                kc, a, a, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            ),
+            1 => rows!(1),
+            2 => rows!(2),
+            3 | 4 => rows!(4),
+            _ => rows!(6),
         }
     }
 }
 
 /// An mr × nr tile (7 ≤ mr ≤ 12, nr ≤ 2·NR) from two consecutive A panels and zero-padded
 /// B panels (or a row-major B read in place when nr = 2·NR), with masked stores: 8 rows
-/// computed for mr ≤ 8, 12 otherwise.
+/// computed for mr ≤ 8, 12 otherwise (12 rather than 6 broadcasts per B load, and one tile
+/// instead of a 6-row tile and a partial one).
 ///
 /// # Safety
 /// As `tile_wide_partial`, with two A panels (rows row..row+12, zero-padded past the
@@ -181,22 +215,20 @@ pub unsafe fn tile_wide12_partial(
     col: usize,
 ) {
     debug_assert!(mr > MR && mr <= 2 * MR);
-    // SAFETY: forwarded; select() checked AVX-512F.
+    let a = [a0, a1];
+    // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         if mr <= 8 {
-            avx512::kernel_rows_partial::<8, 0>(
-                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            )
+            walk::avx512::partial::<_, 8, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
         } else {
-            avx512::kernel_rows_partial::<12, 0>(
-                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, mr, nr, accumulate, ep, row, col,
-            )
+            walk::avx512::partial::<_, 12, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
         }
     }
 }
 
 /// An 8 × nr tile (nr ≤ 2·NR) whose rows start `row % MR` rows into the A panel `a0` and
-/// continue in `a1`, with masked stores.
+/// continue in `a1`, with masked stores: the last 16 rows of a block of 12·i + 16 rows (64
+/// rows as 12+12+12+12+8+8 rather than five 12-row tiles and a 4-row one).
 ///
 /// # Safety
 /// As `tile_wide_partial`; `row % MR` is 0 or 2; the 8 rows exist in the packed A; the
@@ -216,15 +248,16 @@ pub unsafe fn tile8_offset(
     row: usize,
     col: usize,
 ) {
-    // SAFETY: forwarded; select() checked AVX-512F.
+    let a = [a0, a1];
+    // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         match row % MR {
-            0 => avx512::kernel_rows_partial::<8, 0>(
-                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, 8, nr, accumulate, ep, row, col,
-            ),
-            2 => avx512::kernel_rows_partial::<8, 2>(
-                kc, a0, a1, b.b0, b.b1, b.step, c, ldc, 8, nr, accumulate, ep, row, col,
-            ),
+            0 => {
+                walk::avx512::partial::<_, 8, 0>(kc, a, b, c, ldc, 8, nr, accumulate, ep, row, col)
+            }
+            2 => {
+                walk::avx512::partial::<_, 8, 2>(kc, a, b, c, ldc, 8, nr, accumulate, ep, row, col)
+            }
             _ => unreachable!("8-row tiles start 0 or 2 rows into a panel"),
         }
     }
@@ -248,8 +281,10 @@ pub unsafe fn tile_wide12(
     row: usize,
     col: usize,
 ) {
-    // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_12x32(kc, a0, a1, b, c, ldc, accumulate, ep, row, col) }
+    // SAFETY: forwarded; select() checked AVX-512.
+    unsafe {
+        walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, c, ldc, accumulate, ep, row, col)
+    }
 }
 
 /// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
@@ -272,20 +307,23 @@ pub unsafe fn tile_indirect(
     ldc: usize,
     accumulate: bool,
 ) {
+    let b = BOffsets { base, offs };
     // SAFETY: forwarded.
     unsafe {
-        let b = BOffsets { base, offs };
         if rows12 {
-            avx512::kernel_12x32(kc, a0, a1, b, c, ldc, accumulate, None, 0, 0)
+            walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, c, ldc, accumulate, None, 0, 0)
         } else {
-            avx512::kernel_6x32(kc, a0, b, c, ldc, accumulate, None, 0, 0)
+            walk::avx512::full::<_, 6, 0, 2, true>(kc, [a0, a0], b, c, ldc, accumulate, None, 0, 0)
         }
     }
 }
 
 /// An 8 × 48 tile of an implicit-GEMM convolution (`gemm_indirect_b`'s 8-row layout): rows
 /// `row0..row0+8` of the A matrix whose K block (6-row panels of `kc` steps each, see
-/// `pack::a_panel_at`) starts at `a`, B row k at `base + offs[k]`.
+/// `pack::a_panel_at`) starts at `a`, B row k the 48 floats at `base + offs[k]`. Per k step
+/// three B loads and eight broadcasts feed 24 FMAs — fewer loads per FMA than 12×32, and
+/// whole tiles for 8·i output channels (32 channels take 4 tiles instead of three 12-row
+/// tiles with 4 rows wasted).
 ///
 /// # Safety
 /// `select()` returned `Kern::Avx512`; `row0` is a multiple of 8 and rows row0..row0+8
@@ -305,13 +343,18 @@ pub unsafe fn tile_indirect_8x48(
 ) {
     let b = BOffsets { base, offs };
     let q0 = a.wrapping_add((row0 / MR) * kc * MR);
-    let q1 = q0.wrapping_add(kc * MR);
+    let q = [q0, q0.wrapping_add(kc * MR)];
+    macro_rules! from {
+        ($o:literal) => {
+            walk::avx512::full::<_, 8, $o, 3, false>(kc, q, b, c, ldc, accumulate, None, 0, 0)
+        };
+    }
     // SAFETY: forwarded; rows row0%6.. of the first panel and the rest from the next.
     unsafe {
         match row0 % MR {
-            0 => avx512::kernel_8x48_ind::<6>(kc, q0, q1, b, c, ldc, accumulate),
-            2 => avx512::kernel_8x48_ind::<4>(kc, q0, q1, b, c, ldc, accumulate),
-            4 => avx512::kernel_8x48_ind::<2>(kc, q0, q1, b, c, ldc, accumulate),
+            0 => from!(0),
+            2 => from!(2),
+            4 => from!(4),
             _ => unreachable!("8-row tiles start at multiples of 8"),
         }
     }
@@ -334,8 +377,9 @@ pub unsafe fn tile_indirect_6x16(
     ldc: usize,
     accumulate: bool,
 ) {
+    let b = BOffsets { base, offs };
     // SAFETY: forwarded.
-    unsafe { avx2::kernel_6x16_ind(kc, a, BOffsets { base, offs }, c, ldc, accumulate) }
+    unsafe { walk::avx2::full::<_, 6, 0, 2, false>(kc, [a, a], b, c, ldc, accumulate, None, 0, 0) }
 }
 
 /// A full 6 × 2·NR tile from one A panel and 32 B columns.
@@ -355,8 +399,10 @@ pub unsafe fn tile_wide(
     row: usize,
     col: usize,
 ) {
-    // SAFETY: forwarded; select() checked AVX-512F.
-    unsafe { avx512::kernel_6x32(kc, a, b, c, ldc, accumulate, ep, row, col) }
+    // SAFETY: forwarded; select() checked AVX-512.
+    unsafe {
+        walk::avx512::full::<_, 6, 0, 2, true>(kc, [a, a], b, c, ldc, accumulate, ep, row, col)
+    }
 }
 
 #[inline]
@@ -376,10 +422,13 @@ pub fn apply_ep(mut v: f32, ep: &Epilogue, row: usize, col: usize, ldc: usize) -
     crate::clamp_ep(v, ep.lo, ep.hi)
 }
 
-/// Computes one tile: C[row.., col..][mr × nr] (+)= A_panel · B_panel, then the epilogue.
+/// Computes one tile from packed panels: C[row.., col..][mr × nr] (+)= A_panel · B_panel,
+/// then the epilogue; 6 × 16 (AVX2's tile, which AVX-512 CPUs also run here, and the
+/// portable one), masked to mr × nr.
 ///
 /// # Safety
-/// Panels hold `kc` steps; the tile lies inside C.
+/// Panels hold `kc` steps; the tile lies inside C. With an epilogue, `row`/`col` locate the
+/// tile in C (and `c` is C itself, so `ldc` also indexes the residual).
 #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile(
     kern: Kern,
@@ -395,40 +444,31 @@ pub unsafe fn tile(
     row: usize,
     col: usize,
 ) {
+    let (a, b) = (
+        [a, a],
+        BPanels {
+            b0: b,
+            b1: b.wrapping_add(NR),
+            step: NR,
+        },
+    );
     let full = mr == MR && nr == NR;
-    if full {
-        // SAFETY: forwarded.
-        unsafe { run(kern, kc, a, b, c, ldc, accumulate, ep, row, col) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if kern == Kern::Avx2Fma || kern == Kern::Avx512 {
-        // SAFETY: the kernel stores (and loads) only the mr × nr part of the tile.
-        unsafe {
-            avx2::kernel_6x16_partial(kc, a, b, NR, c, ldc, mr, nr, accumulate, ep, row, col)
+    macro_rules! on {
+        ($isa:ident) => {
+            if full {
+                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, c, ldc, accumulate, ep, row, col)
+            } else {
+                walk::$isa::partial::<_, MR, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+            }
         };
-        return;
     }
-    // Partial tile: compute a full tile into a local buffer, then copy the valid part.
-    let mut buf = [0f32; MR * NR];
-    if accumulate {
-        for r in 0..mr {
-            for j in 0..nr {
-                // SAFETY: inside the tile.
-                buf[r * NR + j] = unsafe { *c.add(r * ldc + j) };
-            }
-        }
-    }
-    // SAFETY: buf is a full MR×NR tile with ldc NR.
-    unsafe { run(kern, kc, a, b, buf.as_mut_ptr(), NR, accumulate, None, 0, 0) };
-    for r in 0..mr {
-        for j in 0..nr {
-            let mut v = buf[r * NR + j];
-            if let Some(ep) = ep {
-                v = apply_ep(v, ep, row + r, col + j, ldc);
-            }
-            // SAFETY: inside the tile.
-            unsafe { *c.add(r * ldc + j) = v };
+    // SAFETY: forwarded; select() checked the CPU features of the x86 tiers (AVX-512
+    // implies AVX2 here).
+    unsafe {
+        match kern {
+            Kern::Portable => on!(portable),
+            #[cfg(target_arch = "x86_64")]
+            Kern::Avx2Fma | Kern::Avx512 => on!(avx2),
         }
     }
 }
@@ -454,86 +494,22 @@ pub unsafe fn tile_b_in_place(
     row: usize,
     col: usize,
 ) {
+    let (a, b) = (
+        [a, a],
+        BPanels {
+            b0: b,
+            b1: b.wrapping_add(NR),
+            step: ldb,
+        },
+    );
     // SAFETY: forwarded.
     unsafe {
         if mr == MR {
-            avx2::kernel_6x16(kc, a, b, ldb, c, ldc, accumulate, ep, row, col)
+            walk::avx2::full::<_, MR, 0, 2, false>(kc, a, b, c, ldc, accumulate, ep, row, col)
         } else {
-            avx2::kernel_6x16_partial(kc, a, b, ldb, c, ldc, mr, NR, accumulate, ep, row, col)
+            walk::avx2::partial::<_, MR, 0>(kc, a, b, c, ldc, mr, NR, accumulate, ep, row, col)
         }
     }
 }
 
-/// # Safety
-/// As `tile`, for a full tile. With an epilogue, `row`/`col` locate the tile in C (and `c`
-/// is C itself, so `ldc` also indexes the residual).
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn run(
-    kern: Kern,
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
-) {
-    match kern {
-        // SAFETY: forwarded.
-        Kern::Portable => unsafe { portable(kc, a, b, c, ldc, accumulate, ep, row, col) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: select() checked the CPU features (AVX-512 implies AVX2 here).
-        Kern::Avx2Fma | Kern::Avx512 => unsafe {
-            avx2::kernel_6x16(kc, a, b, NR, c, ldc, accumulate, ep, row, col)
-        },
-    }
-}
-
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn portable(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
-) {
-    let mut acc = [[0f32; NR]; MR];
-    for k in 0..kc {
-        // SAFETY: panels hold kc steps.
-        let (ak, bk) = unsafe {
-            (
-                std::slice::from_raw_parts(a.add(k * MR), MR),
-                std::slice::from_raw_parts(b.add(k * NR), NR),
-            )
-        };
-        for (accr, x) in acc.iter_mut().zip(ak) {
-            for (a, b) in accr.iter_mut().zip(bk) {
-                *a += x * b;
-            }
-        }
-    }
-    for (r, accr) in acc.iter().enumerate() {
-        for (j, a) in accr.iter().enumerate() {
-            // SAFETY: inside the tile.
-            unsafe {
-                let p = c.add(r * ldc + j);
-                let mut v = if accumulate { *p + a } else { *a };
-                if let Some(ep) = ep {
-                    v = apply_ep(v, ep, row + r, col + j, ldc);
-                }
-                *p = v;
-            }
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx2;
-#[cfg(target_arch = "x86_64")]
-mod avx512;
+mod walk;

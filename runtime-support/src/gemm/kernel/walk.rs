@@ -1,0 +1,408 @@
+//! The register tile, written once over the SIMD layer: per k step `R` rows of A broadcast
+//! against `V` vectors of one B row into `R × V` accumulators; then C added (when
+//! accumulating), the epilogue applied and the tile stored, whole or masked to its `mr × nr`
+//! part. `tiles!` instantiates it per instruction set inside `#[target_feature]` functions
+//! (`avx512`, `avx2`; `portable` is `Lanes<8>`'s): the walk, the token's methods and the
+//! intrinsics under them inline into one function compiled for that set.
+
+use super::{BRows, Epilogue, MR};
+use crate::simd::Simd;
+
+/// Software prefetch distances of the prefetching tiles (AVX-512's): `PF_B` in k steps of a
+/// B read in place (rows a row stride apart, which the hardware prefetchers do not follow
+/// across pages; packed panels use `PF_PACKED`), `PF_A` in floats of an A panel (64 k steps,
+/// 1.5 KB ahead). A is usually the weights, packed to stream sequentially
+/// (`pack::a_panel_at`), and in a real model they come from DRAM. Measurements behind the
+/// distances: docs/performance.md, "GEMM prefetch distances".
+const PF_B: usize = 16;
+const PF_A: usize = 384;
+
+/// Accumulates `kc` steps into `acc`: tile row r is row `O + r` of the 6-row A panels
+/// `a[0]`, `a[1]` taken together (so `R + O ≤ MR` reads one panel), the `V` vectors of B's
+/// current row come from `b`. `PF`: prefetch B rows `PF_B` steps ahead (where `b` knows
+/// them), the A panels `PF_A` floats ahead.
+///
+/// # Safety
+/// `s`'s instruction set runs here; the A panels hold kc steps (the second read only when
+/// `R + O > MR`); `b` yields kc readable rows of `V` vectors.
+#[inline(always)]
+pub(super) unsafe fn fma_steps<
+    S: Simd,
+    B: BRows,
+    const R: usize,
+    const O: usize,
+    const V: usize,
+    const PF: bool,
+>(
+    s: S,
+    kc: usize,
+    a: [*const f32; 2],
+    mut b: B,
+    acc: &mut [[S::F; V]; R],
+) {
+    let mut q = a;
+    for _ in 0..kc {
+        // SAFETY: the A panels hold kc steps and `b` a readable row for each (contract);
+        // prefetches do not fault.
+        unsafe {
+            if PF {
+                if let Some(f) = b.ahead::<V>(PF_B, S::LANES) {
+                    for p in f {
+                        s.prefetch(p);
+                    }
+                }
+                s.prefetch(q[0].wrapping_add(PF_A));
+                if R + O > MR {
+                    s.prefetch(q[1].wrapping_add(PF_A));
+                }
+            }
+            let rows = b.row::<V>(S::LANES);
+            let mut x = [s.zero(); V];
+            for v in 0..V {
+                x[v] = s.load(rows[v]);
+            }
+            for (r, accr) in acc.iter_mut().enumerate() {
+                let av = s.splat(*q[(O + r) / MR].add((O + r) % MR));
+                for v in 0..V {
+                    accr[v] = s.mul_add(av, x[v], accr[v]);
+                }
+            }
+            q = q.map(|p| p.wrapping_add(MR));
+            b.advance();
+        }
+    }
+}
+
+/// `p[..LANES]`, or its lanes in `m` (0 elsewhere, the others not accessed).
+///
+/// # Safety
+/// As `Simd::load` / `Simd::load_or_zero`.
+#[inline(always)]
+unsafe fn load<S: Simd>(s: S, p: *const f32, m: Option<S::M>) -> S::F {
+    // SAFETY: forwarded.
+    unsafe {
+        match m {
+            None => s.load(p),
+            Some(m) => s.load_or_zero(p, m),
+        }
+    }
+}
+
+/// Stores `x` to `p[..LANES]`, or its lanes in `m`.
+///
+/// # Safety
+/// As `Simd::store` / `Simd::store_masked`.
+#[inline(always)]
+unsafe fn store<S: Simd>(s: S, p: *mut f32, m: Option<S::M>, x: S::F) {
+    // SAFETY: forwarded.
+    unsafe {
+        match m {
+            None => s.store(p, x),
+            Some(m) => s.store_masked(p, m, x),
+        }
+    }
+}
+
+/// Adds C to rows `..rows` of `acc` (when accumulating), applies the epilogue and stores
+/// them at `c`: every column of the `V` vectors when `cols` is None, else the first `cols`
+/// (masked accesses). With an epilogue, `row`/`col` locate the tile in C (and `c` is C
+/// itself, so `ldc` also indexes the residual).
+///
+/// # Safety
+/// `s`'s instruction set runs here; the stored part of the tile, and the epilogue's operands
+/// for it, lie inside their buffers.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub(super) unsafe fn store_tile<S: Simd, const R: usize, const V: usize>(
+    s: S,
+    acc: &[[S::F; V]; R],
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: Option<usize>,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    let mut m: [Option<S::M>; V] = [None; V];
+    if let Some(n) = cols {
+        for (v, m) in m.iter_mut().enumerate() {
+            *m = Some(s.lanes(0, n.saturating_sub(v * S::LANES)));
+        }
+    }
+    // One loop per case, so no row tests what the tile's case already decides.
+    // SAFETY: forwarded.
+    unsafe {
+        match (accumulate, ep) {
+            (false, None) => store_rows::<S, R, V, false>(s, acc, c, ldc, rows, m, None, 0, 0),
+            (true, None) => store_rows::<S, R, V, true>(s, acc, c, ldc, rows, m, None, 0, 0),
+            (false, Some(e)) => {
+                store_rows::<S, R, V, false>(s, acc, c, ldc, rows, m, Some(e), row, col)
+            }
+            (true, Some(e)) => {
+                store_rows::<S, R, V, true>(s, acc, c, ldc, rows, m, Some(e), row, col)
+            }
+        }
+    }
+}
+
+/// `store_tile` for one case: `ACC` adds C, `ep` is applied; `m` masks each vector's
+/// columns (None: all of them).
+///
+/// # Safety
+/// As `store_tile`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+unsafe fn store_rows<S: Simd, const R: usize, const V: usize, const ACC: bool>(
+    s: S,
+    acc: &[[S::F; V]; R],
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    m: [Option<S::M>; V],
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    let l = S::LANES;
+    // SAFETY: (whole body) accesses stay inside the stored part of the tile and its epilogue
+    // operands (contract), masked to the columns stored.
+    unsafe {
+        let (lo, hi) = match ep {
+            Some(e) => (s.splat(e.lo), s.splat(e.hi)),
+            None => (s.zero(), s.zero()),
+        };
+        let bias_col: Option<[S::F; V]> = match ep {
+            Some(e) if !e.bias_col.is_null() => {
+                let mut bc = [s.zero(); V];
+                for v in 0..V {
+                    bc[v] = load(s, e.bias_col.add(col + v * l), m[v]);
+                }
+                Some(bc)
+            }
+            _ => None,
+        };
+        // One block per row, by literal index: every accumulator access is a constant, so
+        // the accumulators stay in registers (a row loop the compiler does not unroll, as
+        // with 12 rows, spills them to the stack first, which costs as much as the k loop
+        // itself when K is small).
+        const { assert!(R <= 12, "tiles have at most 12 rows") };
+        macro_rules! rows {
+            ($($r:literal)*) => {$(
+                if $r < R && $r < rows {
+                    let p = c.add($r * ldc);
+                    for v in 0..V {
+                        let mut x = acc[$r][v];
+                        if ACC {
+                            x = s.add(x, load(s, p.add(v * l), m[v]));
+                        }
+                        if let Some(e) = ep {
+                            if !e.bias_row.is_null() {
+                                x = s.add(x, s.splat(*e.bias_row.add(row + $r)));
+                            }
+                            if let Some(bc) = bias_col {
+                                x = s.add(x, bc[v]);
+                            }
+                            if !e.residual.is_null() {
+                                let rp = e.residual.add((row + $r) * ldc + col + v * l);
+                                x = s.add(x, load(s, rp, m[v]));
+                            }
+                            x = s.min(hi, s.max(lo, x));
+                        }
+                        store(s, p.add(v * l), m[v], x);
+                    }
+                }
+            )*};
+        }
+        rows!(0 1 2 3 4 5 6 7 8 9 10 11);
+    }
+}
+
+/// Prefetches the residual rows an epilogue will add (`R` rows of `V` vectors from `col`),
+/// so their loads at the store do not wait on L3 or DRAM: a residual is a tensor written
+/// layers earlier, its rows `ldc` apart (a stream per row, which the hardware prefetchers
+/// do not follow).
+#[inline(always)]
+fn prefetch_residual<S: Simd, const R: usize, const V: usize>(
+    s: S,
+    ep: Option<&Epilogue>,
+    ldc: usize,
+    row: usize,
+    col: usize,
+) {
+    if let Some(e) = ep
+        && !e.residual.is_null()
+    {
+        for r in 0..R {
+            let p = e.residual.wrapping_add((row + r) * ldc + col);
+            for v in 0..V {
+                s.prefetch(p.wrapping_add(v * S::LANES));
+            }
+        }
+    }
+}
+
+/// A whole `R × V·LANES` tile (rows `O..O + R` of the A panels, see `fma_steps`).
+///
+/// # Safety
+/// As `fma_steps` and `store_tile` for the whole tile.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub(super) unsafe fn full<
+    S: Simd,
+    B: BRows,
+    const R: usize,
+    const O: usize,
+    const V: usize,
+    const PF: bool,
+>(
+    s: S,
+    kc: usize,
+    a: [*const f32; 2],
+    b: B,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    if PF {
+        prefetch_residual::<S, R, V>(s, ep, ldc, row, col);
+    }
+    let mut acc = [[s.zero(); V]; R];
+    // SAFETY: forwarded.
+    unsafe {
+        fma_steps::<S, B, R, O, V, PF>(s, kc, a, b, &mut acc);
+        store_tile(s, &acc, c, ldc, R, None, accumulate, ep, row, col);
+    }
+}
+
+/// The `mr × nr` part (`mr ≤ R`, `nr ≤ 2·LANES`) of an `R`-row tile: rows ≥ mr are computed
+/// but not stored, columns ≥ nr masked; one vector of B a step when `nr ≤ LANES` (the
+/// second's FMAs would multiply padding, and its B is not read).
+///
+/// # Safety
+/// As `fma_steps` (B panels zero-padded to the vectors read) and `store_tile` for the
+/// `mr × nr` part.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+pub(super) unsafe fn partial<S: Simd, B: BRows, const R: usize, const O: usize>(
+    s: S,
+    kc: usize,
+    a: [*const f32; 2],
+    b: B,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+    ep: Option<&Epilogue>,
+    row: usize,
+    col: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        if nr <= S::LANES {
+            let mut acc = [[s.zero(); 1]; R];
+            fma_steps::<S, B, R, O, 1, false>(s, kc, a, b, &mut acc);
+            store_tile(s, &acc, c, ldc, mr, Some(nr), accumulate, ep, row, col);
+        } else {
+            let mut acc = [[s.zero(); 2]; R];
+            fma_steps::<S, B, R, O, 2, false>(s, kc, a, b, &mut acc);
+            store_tile(s, &acc, c, ldc, mr, Some(nr), accumulate, ep, row, col);
+        }
+    }
+}
+
+/// The tiles of one instruction set: `full` and `partial` inside functions compiled for
+/// its features, each making the token its features prove.
+macro_rules! tiles {
+    ($(#[$attr:meta])* $name:ident: $S:ty = $new:expr $(, features $f:literal)?) => {
+        $(#[$attr])*
+        pub mod $name {
+            use super::super::{BRows, Epilogue};
+            #[allow(unused_imports, reason = "the token's type")]
+            use crate::simd::*;
+
+            /// `walk::full` with this instruction set (`PF`: prefetching, see `fma_steps`).
+            ///
+            /// # Safety
+            /// The CPU has the features (`select()` chose this set); `walk::full`'s contract.
+            #[inline(never)]
+            $(#[target_feature(enable = $f)])?
+            #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+            pub unsafe fn full<
+                B: BRows,
+                const R: usize,
+                const O: usize,
+                const V: usize,
+                const PF: bool,
+            >(
+                kc: usize,
+                a: [*const f32; 2],
+                b: B,
+                c: *mut f32,
+                ldc: usize,
+                accumulate: bool,
+                ep: Option<&Epilogue>,
+                row: usize,
+                col: usize,
+            ) {
+                // SAFETY: the features are present and the rest forwarded (contract).
+                unsafe {
+                    let s: $S = $new;
+                    super::full::<_, B, R, O, V, PF>(s, kc, a, b, c, ldc, accumulate, ep, row, col)
+                }
+            }
+
+            /// `walk::partial` with this instruction set.
+            ///
+            /// # Safety
+            /// The CPU has the features (`select()` chose this set); `walk::partial`'s
+            /// contract.
+            #[inline(never)]
+            $(#[target_feature(enable = $f)])?
+            #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+            pub unsafe fn partial<B: BRows, const R: usize, const O: usize>(
+                kc: usize,
+                a: [*const f32; 2],
+                b: B,
+                c: *mut f32,
+                ldc: usize,
+                mr: usize,
+                nr: usize,
+                accumulate: bool,
+                ep: Option<&Epilogue>,
+                row: usize,
+                col: usize,
+            ) {
+                // SAFETY: the features are present and the rest forwarded (contract).
+                unsafe {
+                    let s: $S = $new;
+                    super::partial::<_, B, R, O>(
+                        s, kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col,
+                    )
+                }
+            }
+        }
+    };
+}
+
+tiles!(
+    /// AVX-512: 16-lane vectors (a 12 × 32 tile is 24 zmm accumulators; per k step two B
+    /// loads and twelve broadcasts feed 24 FMAs).
+    #[cfg(target_arch = "x86_64")]
+    avx512: Avx512 = Avx512::new(),
+    features "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"
+);
+tiles!(
+    /// AVX2 + FMA: 8-lane vectors (a 6 × 16 tile is 12 ymm accumulators).
+    #[cfg(target_arch = "x86_64")]
+    avx2: Avx2 = Avx2::new(), features "avx2,fma"
+);
+tiles!(
+    /// Portable: 8-lane arrays, for targets without a native tier.
+    portable: Lanes<8> = Lanes::<8>::new()
+);
