@@ -119,8 +119,12 @@ unsafe fn separable_avx512<const SIGNED: bool>(
     rows: &mut Rows<u8>,
 ) -> bool {
     use std::arch::x86_64::*;
-    let [[ih, iw], [oh, ow], [kh, kw], [sh, sw], [dh, dw], [ph, pw]] =
-        g.window().map(|d| d.map(|v| v as usize));
+    let [ih, iw] = g.input.map(|v| v as usize);
+    let [oh, ow] = g.output.map(|v| v as usize);
+    let [kh, kw] = g.kernel.map(|v| v as usize);
+    let [sh, sw] = g.strides.map(|v| v as usize);
+    let [dh, dw] = g.dilations.map(|v| v as usize);
+    let [ph, pw] = g.pads_begin.map(|v| v as usize);
     if oh == 0 || ow == 0 || kw == 0 {
         // Nothing to pool here; the generic path handles empty planes.
         return false;
