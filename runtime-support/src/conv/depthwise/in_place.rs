@@ -617,6 +617,7 @@ struct Split2<const J: usize> {
 }
 
 impl<const J: usize> Split2<J> {
+    /// The permute indices (made once per kernel call, kept in registers).
     #[inline(always)]
     fn new() -> Self {
         // SAFETY: AVX-512F (the callers' target features).
