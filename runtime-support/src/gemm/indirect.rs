@@ -116,31 +116,14 @@ pub unsafe fn gemm_indirect_b(
                             let apan = a.add(pack::a_panel_at(m, pc, kc, row / MR));
                             let (b, o, ct) =
                                 (base.add(jr), offs.as_ptr().add(pc), c.add(row * ldc + jr));
+                            let d = kernel::Dst::plain(ct, ldc, !first);
                             if narrow {
-                                kernel::tile_indirect_6x16(kc, apan, b, o, ct, ldc, !first);
+                                kernel::tile_indirect_6x16(kc, apan, b, o, d);
                             } else if rows8 {
-                                kernel::tile_indirect_8x48(
-                                    kc,
-                                    a.add(pack::a_panel_at(m, pc, kc, 0)),
-                                    row,
-                                    b,
-                                    o,
-                                    ct,
-                                    ldc,
-                                    !first,
-                                );
+                                let a0 = a.add(pack::a_panel_at(m, pc, kc, 0));
+                                kernel::tile_indirect_8x48(kc, a0, row, b, o, d);
                             } else {
-                                kernel::tile_indirect(
-                                    wide,
-                                    kc,
-                                    apan,
-                                    apan.add(kc * MR),
-                                    b,
-                                    o,
-                                    ct,
-                                    ldc,
-                                    !first,
-                                );
+                                kernel::tile_indirect(wide, kc, apan, apan.add(kc * MR), b, o, d);
                             }
                         }
                         ir += if rows8 {

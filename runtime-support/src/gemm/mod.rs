@@ -398,27 +398,15 @@ pub unsafe fn microkernel_only(
         };
         // SAFETY: AVX-512 was selected (kernel::select checked the CPU); a holds 12·kc = 2·MR·kc
         // floats, b two NR·kc panels and c 12 rows of ldc ≥ 32 (the contract).
-        unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, c, ldc, true, None, 0, 0) };
+        unsafe { kernel::tile_wide12(kc, a, a.add(MR * kc), bp, kernel::Dst::plain(c, ldc, true)) };
         return (2 * MR, 2 * NR);
     }
     #[cfg(target_arch = "x86_64")]
     if kernel::select() == kernel::Kern::Avx2Fma {
         // SAFETY: caller contract (a 6 × 16 tile of the 12 × 32 C).
         unsafe {
-            kernel::tile(
-                kernel::Kern::Avx2Fma,
-                kc,
-                a,
-                b,
-                c,
-                ldc,
-                MR,
-                NR,
-                true,
-                None,
-                0,
-                0,
-            )
+            let d = kernel::Dst::plain(c, ldc, true);
+            kernel::tile(kernel::Kern::Avx2Fma, kc, a, b, MR, NR, d)
         };
         return (MR, NR);
     }

@@ -178,7 +178,14 @@ unsafe fn packed_a_block(
                             let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
                             // SAFETY: C tile within bounds.
                             let ct = unsafe { c.add(row * ldc + jc + jr) };
-                            let tile_ep = if last { Some(ep) } else { None };
+                            let d = kernel::Dst {
+                                c: ct,
+                                ldc,
+                                accumulate: !first,
+                                ep: if last { Some(ep) } else { None },
+                                row,
+                                col: jc + jr,
+                            };
                             #[cfg(target_arch = "x86_64")]
                             if ir >= split {
                                 // SAFETY: rows row..row+8 lie in this panel (from row % MR) and the
@@ -189,13 +196,8 @@ unsafe fn packed_a_block(
                                         apan,
                                         apan.add(kc * MR),
                                         wide_b(jr, width),
-                                        ct,
-                                        ldc,
                                         width,
-                                        !first,
-                                        tile_ep,
-                                        row,
-                                        jc + jr,
+                                        d,
                                     );
                                 }
                                 ir += 8;
@@ -210,12 +212,7 @@ unsafe fn packed_a_block(
                                         apan,
                                         apan.add(kc * MR),
                                         wide_b(jr, width),
-                                        ct,
-                                        ldc,
-                                        !first,
-                                        tile_ep,
-                                        row,
-                                        jc + jr,
+                                        d,
                                     );
                                 }
                                 ir += 2 * MR;
@@ -235,14 +232,9 @@ unsafe fn packed_a_block(
                                         apan,
                                         apan.add(kc * MR),
                                         wide_b(jr, width),
-                                        ct,
-                                        ldc,
                                         rows,
                                         width,
-                                        !first,
-                                        tile_ep,
-                                        row,
-                                        jc + jr,
+                                        d,
                                     );
                                 }
                                 ir += rows;
@@ -253,30 +245,15 @@ unsafe fn packed_a_block(
                                 // SAFETY: up to 32 B columns; a 6×32 tile (partial at edges).
                                 unsafe {
                                     if width == 2 * NR && mr == MR {
-                                        kernel::tile_wide(
-                                            kc,
-                                            apan,
-                                            wide_b(jr, width),
-                                            ct,
-                                            ldc,
-                                            !first,
-                                            tile_ep,
-                                            row,
-                                            jc + jr,
-                                        );
+                                        kernel::tile_wide(kc, apan, wide_b(jr, width), d);
                                     } else {
                                         kernel::tile_wide_partial(
                                             kc,
                                             apan,
                                             wide_b(jr, width),
-                                            ct,
-                                            ldc,
                                             mr,
                                             width,
-                                            !first,
-                                            tile_ep,
-                                            row,
-                                            jc + jr,
+                                            d,
                                         );
                                     }
                                 }
@@ -300,13 +277,8 @@ unsafe fn packed_a_block(
                                             apan,
                                             b.add(pc * ldb + jc + jr + off),
                                             *ldb,
-                                            ct.add(off),
-                                            ldc,
                                             mr,
-                                            !first,
-                                            tile_ep,
-                                            row,
-                                            jc + jr + off,
+                                            d.right(off),
                                         )
                                     };
                                     off += NR;
@@ -319,14 +291,9 @@ unsafe fn packed_a_block(
                                         kc,
                                         apan,
                                         bpan.add((off / NR) * b_panel_stride),
-                                        ct.add(off),
-                                        ldc,
                                         mr,
                                         nr,
-                                        !first,
-                                        tile_ep,
-                                        row,
-                                        jc + jr + off,
+                                        d.right(off),
                                     )
                                 };
                                 off += NR;

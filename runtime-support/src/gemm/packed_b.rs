@@ -140,6 +140,7 @@ unsafe fn packed_b_row_block(
         let apan = unsafe { apack.add((ir / MR) * kc * MR) };
         // SAFETY: the tile lies inside C.
         let ct = unsafe { cb.add((ic + ir) * ldc) };
+        let d = kernel::Dst::plain(ct, ldc, !first);
         #[cfg(target_arch = "x86_64")]
         if step == 2 * NR {
             // SAFETY: the second panel exists when the tile is wider than one.
@@ -157,26 +158,13 @@ unsafe fn packed_b_row_block(
             // SAFETY: panels hold kc steps; tiles inside C.
             unsafe {
                 if width == 2 * NR && ir + 2 * MR <= mc {
-                    kernel::tile_wide12(
-                        kc,
-                        apan,
-                        apan.add(kc * MR),
-                        panels,
-                        ct,
-                        ldc,
-                        !first,
-                        None,
-                        0,
-                        0,
-                    );
+                    kernel::tile_wide12(kc, apan, apan.add(kc * MR), panels, d);
                     ir += 2 * MR;
                 } else {
                     if width == 2 * NR && mr == MR {
-                        kernel::tile_wide(kc, apan, panels, ct, ldc, !first, None, 0, 0);
+                        kernel::tile_wide(kc, apan, panels, d);
                     } else {
-                        kernel::tile_wide_partial(
-                            kc, apan, panels, ct, ldc, mr, width, !first, None, 0, 0,
-                        );
+                        kernel::tile_wide_partial(kc, apan, panels, mr, width, d);
                     }
                     ir += MR;
                 }
@@ -193,14 +181,9 @@ unsafe fn packed_b_row_block(
                     kc,
                     apan,
                     bpan.add((off / NR) * kc * NR),
-                    ct.add(off),
-                    ldc,
                     mr,
                     nr,
-                    !first,
-                    None,
-                    0,
-                    0,
+                    d.right(off),
                 )
             };
             off += NR;

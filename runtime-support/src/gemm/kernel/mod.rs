@@ -141,42 +141,60 @@ impl BRows for BOffsets {
     }
 }
 
+/// Where a tile goes: its first element at `c`, rows `ldc` apart, added to what is there
+/// when `accumulate`; then the epilogue `ep`, with the tile at row `row`, column `col` of C
+/// (`c` is then C itself at that place, so `ldc` also indexes the residual).
+#[derive(Copy, Clone)]
+pub struct Dst<'a> {
+    pub c: *mut f32,
+    pub ldc: usize,
+    pub accumulate: bool,
+    pub ep: Option<&'a Epilogue>,
+    pub row: usize,
+    pub col: usize,
+}
+
+impl Dst<'_> {
+    /// A tile with no epilogue.
+    pub fn plain(c: *mut f32, ldc: usize, accumulate: bool) -> Self {
+        Dst {
+            c,
+            ldc,
+            accumulate,
+            ep: None,
+            row: 0,
+            col: 0,
+        }
+    }
+
+    /// The tile `off` columns to the right.
+    pub fn right(self, off: usize) -> Self {
+        Dst {
+            c: self.c.wrapping_add(off),
+            col: self.col + off,
+            ..self
+        }
+    }
+}
+
 /// A partial tile of up to 6 × 2·NR (mr rows, nr columns) with masked memory access.
 ///
 /// # Safety
 /// As `tile_wide`, with only the mr × nr part inside C; `b.b1` is read only when nr > NR.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_wide_partial(
     kc: usize,
     a: *const f32,
     b: BPanels,
-    c: *mut f32,
-    ldc: usize,
     mr: usize,
     nr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     // Only the rows that exist are computed: a 1-row rest (49 = 4·12 + 1 positions of a
     // 7×7 map in the pixel-major conv) costs a twelfth of a 12-row tile, not half.
     macro_rules! rows {
         ($r:literal) => {
-            walk::avx512::partial::<_, $r, 0>(
-                kc,
-                [a, a],
-                b,
-                c,
-                ldc,
-                mr,
-                nr,
-                accumulate,
-                ep,
-                row,
-                col,
-            )
+            walk::avx512::partial::<_, $r, 0>(kc, [a, a], b, mr, nr, d)
         };
     }
     // SAFETY: forwarded; select() checked AVX-512.
@@ -199,65 +217,49 @@ pub unsafe fn tile_wide_partial(
 /// As `tile_wide_partial`, with two A panels (rows row..row+12, zero-padded past the
 /// matrix) and the mr × nr part inside C.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_wide12_partial(
     kc: usize,
     a0: *const f32,
     a1: *const f32,
     b: BPanels,
-    c: *mut f32,
-    ldc: usize,
     mr: usize,
     nr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     debug_assert!(mr > MR && mr <= 2 * MR);
     let a = [a0, a1];
     // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         if mr <= 8 {
-            walk::avx512::partial::<_, 8, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+            walk::avx512::partial::<_, 8, 0>(kc, a, b, mr, nr, d)
         } else {
-            walk::avx512::partial::<_, 12, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+            walk::avx512::partial::<_, 12, 0>(kc, a, b, mr, nr, d)
         }
     }
 }
 
-/// An 8 × nr tile (nr ≤ 2·NR) whose rows start `row % MR` rows into the A panel `a0` and
+/// An 8 × nr tile (nr ≤ 2·NR) whose rows start `d.row % MR` rows into the A panel `a0` and
 /// continue in `a1`, with masked stores: the last 16 rows of a block of 12·i + 16 rows (64
 /// rows as 12+12+12+12+8+8 rather than five 12-row tiles and a 4-row one).
 ///
 /// # Safety
-/// As `tile_wide_partial`; `row % MR` is 0 or 2; the 8 rows exist in the packed A; the
+/// As `tile_wide_partial`; `d.row % MR` is 0 or 2; the 8 rows exist in the packed A; the
 /// 8 × nr part lies inside C.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile8_offset(
     kc: usize,
     a0: *const f32,
     a1: *const f32,
     b: BPanels,
-    c: *mut f32,
-    ldc: usize,
     nr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     let a = [a0, a1];
     // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
-        match row % MR {
-            0 => {
-                walk::avx512::partial::<_, 8, 0>(kc, a, b, c, ldc, 8, nr, accumulate, ep, row, col)
-            }
-            2 => {
-                walk::avx512::partial::<_, 8, 2>(kc, a, b, c, ldc, 8, nr, accumulate, ep, row, col)
-            }
+        match d.row % MR {
+            0 => walk::avx512::partial::<_, 8, 0>(kc, a, b, 8, nr, d),
+            2 => walk::avx512::partial::<_, 8, 2>(kc, a, b, 8, nr, d),
             _ => unreachable!("8-row tiles start 0 or 2 rows into a panel"),
         }
     }
@@ -268,28 +270,13 @@ pub unsafe fn tile8_offset(
 /// # Safety
 /// As `tile_wide`, for a full 12 × 32 tile.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide12(
-    kc: usize,
-    a0: *const f32,
-    a1: *const f32,
-    b: BPanels,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
-) {
+pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels, d: Dst) {
     // SAFETY: forwarded; select() checked AVX-512.
-    unsafe {
-        walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, c, ldc, accumulate, ep, row, col)
-    }
+    unsafe { walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, d) }
 }
 
 /// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
-/// `base + offs[k]` (an implicit-GEMM convolution reading shifted views of its padded input);
-/// no epilogue.
+/// `base + offs[k]` (an implicit-GEMM convolution reading shifted views of its padded input).
 ///
 /// # Safety
 /// `select()` returned `Kern::Avx512`; A panels hold kc steps; every `base + offs[k]` is
@@ -303,17 +290,15 @@ pub unsafe fn tile_indirect(
     a1: *const f32,
     base: *const f32,
     offs: *const isize,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
+    d: Dst,
 ) {
     let b = BOffsets { base, offs };
     // SAFETY: forwarded.
     unsafe {
         if rows12 {
-            walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, c, ldc, accumulate, None, 0, 0)
+            walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, d)
         } else {
-            walk::avx512::full::<_, 6, 0, 2, true>(kc, [a0, a0], b, c, ldc, accumulate, None, 0, 0)
+            walk::avx512::full::<_, 6, 0, 2, true>(kc, [a0, a0], b, d)
         }
     }
 }
@@ -330,56 +315,45 @@ pub unsafe fn tile_indirect(
 /// exist in the packed A; every `base + offs[k]` is readable for 48 floats; the tile lies
 /// inside C.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_indirect_8x48(
     kc: usize,
     a: *const f32,
     row0: usize,
     base: *const f32,
     offs: *const isize,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
+    d: Dst,
 ) {
     let b = BOffsets { base, offs };
     let q0 = a.wrapping_add((row0 / MR) * kc * MR);
     let q = [q0, q0.wrapping_add(kc * MR)];
-    macro_rules! from {
-        ($o:literal) => {
-            walk::avx512::full::<_, 8, $o, 3, false>(kc, q, b, c, ldc, accumulate, None, 0, 0)
-        };
-    }
     // SAFETY: forwarded; rows row0%6.. of the first panel and the rest from the next.
     unsafe {
         match row0 % MR {
-            0 => from!(0),
-            2 => from!(2),
-            4 => from!(4),
+            0 => walk::avx512::full::<_, 8, 0, 3, false>(kc, q, b, d),
+            2 => walk::avx512::full::<_, 8, 2, 3, false>(kc, q, b, d),
+            4 => walk::avx512::full::<_, 8, 4, 3, false>(kc, q, b, d),
             _ => unreachable!("8-row tiles start at multiples of 8"),
         }
     }
 }
 
 /// A full 6 × 16 tile of an implicit-GEMM convolution with 256-bit vectors: B row k is
-/// the 16 floats at `base + offs[k]`; no epilogue.
+/// the 16 floats at `base + offs[k]`.
 ///
 /// # Safety
 /// `select()` returned `Kern::Avx2Fma` or `Kern::Avx512`; the A panel holds kc steps; every
 /// `base + offs[k]` is readable for 16 floats; the 6 × 16 tile lies inside C.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_indirect_6x16(
     kc: usize,
     a: *const f32,
     base: *const f32,
     offs: *const isize,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
+    d: Dst,
 ) {
     let b = BOffsets { base, offs };
     // SAFETY: forwarded.
-    unsafe { walk::avx2::full::<_, 6, 0, 2, false>(kc, [a, a], b, c, ldc, accumulate, None, 0, 0) }
+    unsafe { walk::avx2::full::<_, 6, 0, 2, false>(kc, [a, a], b, d) }
 }
 
 /// A full 6 × 2·NR tile from one A panel and 32 B columns.
@@ -387,22 +361,9 @@ pub unsafe fn tile_indirect_6x16(
 /// # Safety
 /// As `tile`, for a full 6 × 32 tile; only for `Kern::Avx512`.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-pub unsafe fn tile_wide(
-    kc: usize,
-    a: *const f32,
-    b: BPanels,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
-) {
+pub unsafe fn tile_wide(kc: usize, a: *const f32, b: BPanels, d: Dst) {
     // SAFETY: forwarded; select() checked AVX-512.
-    unsafe {
-        walk::avx512::full::<_, 6, 0, 2, true>(kc, [a, a], b, c, ldc, accumulate, ep, row, col)
-    }
+    unsafe { walk::avx512::full::<_, 6, 0, 2, true>(kc, [a, a], b, d) }
 }
 
 #[inline]
@@ -422,27 +383,20 @@ pub fn apply_ep(mut v: f32, ep: &Epilogue, row: usize, col: usize, ldc: usize) -
     crate::clamp_ep(v, ep.lo, ep.hi)
 }
 
-/// Computes one tile from packed panels: C[row.., col..][mr × nr] (+)= A_panel · B_panel,
-/// then the epilogue; 6 × 16 (AVX2's tile, which AVX-512 CPUs also run here, and the
-/// portable one), masked to mr × nr.
+/// Computes one tile from packed panels: C[mr × nr] (+)= A_panel · B_panel, then the
+/// epilogue; 6 × 16 (AVX2's tile, which AVX-512 CPUs also run here, and the portable one),
+/// masked to mr × nr.
 ///
 /// # Safety
-/// Panels hold `kc` steps; the tile lies inside C. With an epilogue, `row`/`col` locate the
-/// tile in C (and `c` is C itself, so `ldc` also indexes the residual).
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
+/// Panels hold `kc` steps; the mr × nr tile lies inside C.
 pub unsafe fn tile(
     kern: Kern,
     kc: usize,
     a: *const f32,
     b: *const f32,
-    c: *mut f32,
-    ldc: usize,
     mr: usize,
     nr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     let (a, b) = (
         [a, a],
@@ -456,9 +410,9 @@ pub unsafe fn tile(
     macro_rules! on {
         ($isa:ident) => {
             if full {
-                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, c, ldc, accumulate, ep, row, col)
+                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, d)
             } else {
-                walk::$isa::partial::<_, MR, 0>(kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col)
+                walk::$isa::partial::<_, MR, 0>(kc, a, b, mr, nr, d)
             }
         };
     }
@@ -480,19 +434,13 @@ pub unsafe fn tile(
 /// `select()` returned `Kern::Avx2Fma`; the A panel holds kc steps; B rows are readable for
 /// 16 floats; the mr × 16 tile lies inside C.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_b_in_place(
     kc: usize,
     a: *const f32,
     b: *const f32,
     ldb: usize,
-    c: *mut f32,
-    ldc: usize,
     mr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     let (a, b) = (
         [a, a],
@@ -505,9 +453,9 @@ pub unsafe fn tile_b_in_place(
     // SAFETY: forwarded.
     unsafe {
         if mr == MR {
-            walk::avx2::full::<_, MR, 0, 2, false>(kc, a, b, c, ldc, accumulate, ep, row, col)
+            walk::avx2::full::<_, MR, 0, 2, false>(kc, a, b, d)
         } else {
-            walk::avx2::partial::<_, MR, 0>(kc, a, b, c, ldc, mr, NR, accumulate, ep, row, col)
+            walk::avx2::partial::<_, MR, 0>(kc, a, b, mr, NR, d)
         }
     }
 }

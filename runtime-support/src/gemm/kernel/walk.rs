@@ -5,7 +5,7 @@
 //! (`avx512`, `avx2`; `portable` is `Lanes<8>`'s): the walk, the token's methods and the
 //! intrinsics under them inline into one function compiled for that set.
 
-use super::{BRows, Epilogue, MR};
+use super::{BRows, Dst, MR};
 use crate::simd::Simd;
 
 /// Software prefetch distances of the prefetching tiles (AVX-512's): `PF_B` in k steps of a
@@ -103,27 +103,20 @@ unsafe fn store<S: Simd>(s: S, p: *mut f32, m: Option<S::M>, x: S::F) {
     }
 }
 
-/// Adds C to rows `..rows` of `acc` (when accumulating), applies the epilogue and stores
-/// them at `c`: every column of the `V` vectors when `cols` is None, else the first `cols`
-/// (masked accesses). With an epilogue, `row`/`col` locate the tile in C (and `c` is C
-/// itself, so `ldc` also indexes the residual).
+/// Adds C to rows `..rows` of `acc` (when `d.accumulate`), applies the epilogue and stores
+/// them at `d`: every column of the `V` vectors when `cols` is None, else the first `cols`
+/// (masked accesses).
 ///
 /// # Safety
 /// `s`'s instruction set runs here; the stored part of the tile, and the epilogue's operands
 /// for it, lie inside their buffers.
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub(super) unsafe fn store_tile<S: Simd, const R: usize, const V: usize>(
     s: S,
     acc: &[[S::F; V]; R],
-    c: *mut f32,
-    ldc: usize,
     rows: usize,
     cols: Option<usize>,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     let mut m: [Option<S::M>; V] = [None; V];
     if let Some(n) = cols {
@@ -134,37 +127,32 @@ pub(super) unsafe fn store_tile<S: Simd, const R: usize, const V: usize>(
     // One loop per case, so no row tests what the tile's case already decides.
     // SAFETY: forwarded.
     unsafe {
-        match (accumulate, ep) {
-            (false, None) => store_rows::<S, R, V, false>(s, acc, c, ldc, rows, m, None, 0, 0),
-            (true, None) => store_rows::<S, R, V, true>(s, acc, c, ldc, rows, m, None, 0, 0),
-            (false, Some(e)) => {
-                store_rows::<S, R, V, false>(s, acc, c, ldc, rows, m, Some(e), row, col)
-            }
-            (true, Some(e)) => {
-                store_rows::<S, R, V, true>(s, acc, c, ldc, rows, m, Some(e), row, col)
-            }
+        match (d.accumulate, d.ep.is_some()) {
+            (false, false) => store_rows::<S, R, V, false, false>(s, acc, rows, m, d),
+            (true, false) => store_rows::<S, R, V, true, false>(s, acc, rows, m, d),
+            (false, true) => store_rows::<S, R, V, false, true>(s, acc, rows, m, d),
+            (true, true) => store_rows::<S, R, V, true, true>(s, acc, rows, m, d),
         }
     }
 }
 
-/// `store_tile` for one case: `ACC` adds C, `ep` is applied; `m` masks each vector's
+/// `store_tile` for one case: `ACC` adds C, `EP` applies `d.ep`; `m` masks each vector's
 /// columns (None: all of them).
 ///
 /// # Safety
 /// As `store_tile`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
-unsafe fn store_rows<S: Simd, const R: usize, const V: usize, const ACC: bool>(
+unsafe fn store_rows<S: Simd, const R: usize, const V: usize, const ACC: bool, const EP: bool>(
     s: S,
     acc: &[[S::F; V]; R],
-    c: *mut f32,
-    ldc: usize,
     rows: usize,
     m: [Option<S::M>; V],
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
+    let Dst {
+        c, ldc, row, col, ..
+    } = d;
+    let ep = if EP { d.ep } else { None };
     let l = S::LANES;
     // SAFETY: (whole body) accesses stay inside the stored part of the tile and its epilogue
     // operands (contract), masked to the columns stored.
@@ -224,18 +212,12 @@ unsafe fn store_rows<S: Simd, const R: usize, const V: usize, const ACC: bool>(
 /// layers earlier, its rows `ldc` apart (a stream per row, which the hardware prefetchers
 /// do not follow).
 #[inline(always)]
-fn prefetch_residual<S: Simd, const R: usize, const V: usize>(
-    s: S,
-    ep: Option<&Epilogue>,
-    ldc: usize,
-    row: usize,
-    col: usize,
-) {
-    if let Some(e) = ep
+fn prefetch_residual<S: Simd, const R: usize, const V: usize>(s: S, d: Dst) {
+    if let Some(e) = d.ep
         && !e.residual.is_null()
     {
         for r in 0..R {
-            let p = e.residual.wrapping_add((row + r) * ldc + col);
+            let p = e.residual.wrapping_add((d.row + r) * d.ldc + d.col);
             for v in 0..V {
                 s.prefetch(p.wrapping_add(v * S::LANES));
             }
@@ -248,7 +230,6 @@ fn prefetch_residual<S: Simd, const R: usize, const V: usize>(
 /// # Safety
 /// As `fma_steps` and `store_tile` for the whole tile.
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub(super) unsafe fn full<
     S: Simd,
     B: BRows,
@@ -261,21 +242,16 @@ pub(super) unsafe fn full<
     kc: usize,
     a: [*const f32; 2],
     b: B,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     if PF {
-        prefetch_residual::<S, R, V>(s, ep, ldc, row, col);
+        prefetch_residual::<S, R, V>(s, d);
     }
     let mut acc = [[s.zero(); V]; R];
     // SAFETY: forwarded.
     unsafe {
         fma_steps::<S, B, R, O, V, PF>(s, kc, a, b, &mut acc);
-        store_tile(s, &acc, c, ldc, R, None, accumulate, ep, row, col);
+        store_tile(s, &acc, R, None, d);
     }
 }
 
@@ -287,31 +263,25 @@ pub(super) unsafe fn full<
 /// As `fma_steps` (B panels zero-padded to the vectors read) and `store_tile` for the
 /// `mr × nr` part.
 #[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub(super) unsafe fn partial<S: Simd, B: BRows, const R: usize, const O: usize>(
     s: S,
     kc: usize,
     a: [*const f32; 2],
     b: B,
-    c: *mut f32,
-    ldc: usize,
     mr: usize,
     nr: usize,
-    accumulate: bool,
-    ep: Option<&Epilogue>,
-    row: usize,
-    col: usize,
+    d: Dst,
 ) {
     // SAFETY: forwarded.
     unsafe {
         if nr <= S::LANES {
             let mut acc = [[s.zero(); 1]; R];
             fma_steps::<S, B, R, O, 1, false>(s, kc, a, b, &mut acc);
-            store_tile(s, &acc, c, ldc, mr, Some(nr), accumulate, ep, row, col);
+            store_tile(s, &acc, mr, Some(nr), d);
         } else {
             let mut acc = [[s.zero(); 2]; R];
             fma_steps::<S, B, R, O, 2, false>(s, kc, a, b, &mut acc);
-            store_tile(s, &acc, c, ldc, mr, Some(nr), accumulate, ep, row, col);
+            store_tile(s, &acc, mr, Some(nr), d);
         }
     }
 }
@@ -322,7 +292,7 @@ macro_rules! tiles {
     ($(#[$attr:meta])* $name:ident: $S:ty = $new:expr $(, features $f:literal)?) => {
         $(#[$attr])*
         pub mod $name {
-            use super::super::{BRows, Epilogue};
+            use super::super::{BRows, Dst};
             #[allow(unused_imports, reason = "the token's type")]
             use crate::simd::*;
 
@@ -332,7 +302,6 @@ macro_rules! tiles {
             /// The CPU has the features (`select()` chose this set); `walk::full`'s contract.
             #[inline(never)]
             $(#[target_feature(enable = $f)])?
-            #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
             pub unsafe fn full<
                 B: BRows,
                 const R: usize,
@@ -343,17 +312,12 @@ macro_rules! tiles {
                 kc: usize,
                 a: [*const f32; 2],
                 b: B,
-                c: *mut f32,
-                ldc: usize,
-                accumulate: bool,
-                ep: Option<&Epilogue>,
-                row: usize,
-                col: usize,
+                d: Dst,
             ) {
                 // SAFETY: the features are present and the rest forwarded (contract).
                 unsafe {
                     let s: $S = $new;
-                    super::full::<_, B, R, O, V, PF>(s, kc, a, b, c, ldc, accumulate, ep, row, col)
+                    super::full::<_, B, R, O, V, PF>(s, kc, a, b, d)
                 }
             }
 
@@ -364,26 +328,18 @@ macro_rules! tiles {
             /// contract.
             #[inline(never)]
             $(#[target_feature(enable = $f)])?
-            #[allow(clippy::too_many_arguments, reason = "tile coordinates")]
             pub unsafe fn partial<B: BRows, const R: usize, const O: usize>(
                 kc: usize,
                 a: [*const f32; 2],
                 b: B,
-                c: *mut f32,
-                ldc: usize,
                 mr: usize,
                 nr: usize,
-                accumulate: bool,
-                ep: Option<&Epilogue>,
-                row: usize,
-                col: usize,
+                d: Dst,
             ) {
                 // SAFETY: the features are present and the rest forwarded (contract).
                 unsafe {
                     let s: $S = $new;
-                    super::partial::<_, B, R, O>(
-                        s, kc, a, b, c, ldc, mr, nr, accumulate, ep, row, col,
-                    )
+                    super::partial::<_, B, R, O>(s, kc, a, b, mr, nr, d)
                 }
             }
         }
