@@ -398,33 +398,13 @@ pub unsafe fn tile(
     nr: usize,
     d: Dst,
 ) {
-    let (a, b) = (
-        [a, a],
-        BPanels {
-            b0: b,
-            b1: b.wrapping_add(NR),
-            step: NR,
-        },
-    );
-    let full = mr == MR && nr == NR;
-    macro_rules! on {
-        ($isa:ident) => {
-            if full {
-                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, d)
-            } else {
-                walk::$isa::partial::<_, MR, 0>(kc, a, b, mr, nr, d)
-            }
-        };
-    }
-    // SAFETY: forwarded; select() checked the CPU features of the x86 tiers (AVX-512
-    // implies AVX2 here).
-    unsafe {
-        match kern {
-            Kern::Portable => on!(portable),
-            #[cfg(target_arch = "x86_64")]
-            Kern::Avx2Fma | Kern::Avx512 => on!(avx2),
-        }
-    }
+    let b = BPanels {
+        b0: b,
+        b1: b.wrapping_add(NR),
+        step: NR,
+    };
+    // SAFETY: forwarded.
+    unsafe { tile16(kern, kc, a, b, mr, nr, d) }
 }
 
 /// An mr × 16 tile (mr ≤ 6) with AVX2 whose B is a row-major matrix read in place: row k
@@ -442,20 +422,40 @@ pub unsafe fn tile_b_in_place(
     mr: usize,
     d: Dst,
 ) {
-    let (a, b) = (
-        [a, a],
-        BPanels {
-            b0: b,
-            b1: b.wrapping_add(NR),
-            step: ldb,
-        },
-    );
+    let b = BPanels {
+        b0: b,
+        b1: b.wrapping_add(NR),
+        step: ldb,
+    };
     // SAFETY: forwarded.
+    unsafe { tile16(Kern::Avx2Fma, kc, a, b, mr, NR, d) }
+}
+
+/// The mr × nr part of a 6 × 16 tile from one A panel, with `kern`'s 16-column tile (AVX2's
+/// on either x86 tier).
+///
+/// # Safety
+/// `kern` came from `select()`; the A panel holds kc steps and `b` kc rows of 16 floats; the
+/// mr × nr tile lies inside C.
+unsafe fn tile16(kern: Kern, kc: usize, a: *const f32, b: BPanels, mr: usize, nr: usize, d: Dst) {
+    let a = [a, a];
+    let full = mr == MR && nr == NR;
+    macro_rules! on {
+        ($isa:ident) => {
+            if full {
+                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, d)
+            } else {
+                walk::$isa::partial::<_, MR, 0>(kc, a, b, mr, nr, d)
+            }
+        };
+    }
+    // SAFETY: forwarded; select() checked the CPU features of the x86 tiers (AVX-512
+    // implies AVX2 here).
     unsafe {
-        if mr == MR {
-            walk::avx2::full::<_, MR, 0, 2, false>(kc, a, b, d)
-        } else {
-            walk::avx2::partial::<_, MR, 0>(kc, a, b, mr, NR, d)
+        match kern {
+            Kern::Portable => on!(portable),
+            #[cfg(target_arch = "x86_64")]
+            Kern::Avx2Fma | Kern::Avx512 => on!(avx2),
         }
     }
 }
