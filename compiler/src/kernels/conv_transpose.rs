@@ -75,13 +75,8 @@ impl KernelOp for ConvTranspose {
         self.0.scratch_floats(operands[1].constant) as u64 * 4
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_row(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Rows
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

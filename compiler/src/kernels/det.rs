@@ -49,13 +49,8 @@ impl KernelOp for Det {
         (self.n * self.n) as u64 * 8
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_leading(operands, ranks, results, 2)
+    fn items(&self) -> super::Items {
+        super::Items::Leading(2)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -32,13 +32,8 @@ impl KernelOp for Gelu {
         })))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

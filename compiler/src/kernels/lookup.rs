@@ -71,13 +71,8 @@ impl KernelOp for Lookup8 {
         Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), y)))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -150,19 +150,42 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     fn reads_padded_rows(&self, _operands: &[Option<usize>], _ranks: &[usize]) -> bool {
         false
     }
+    /// How the kernel treats the items of a run-time batch, where one of the common answers
+    /// fits; `per_item` follows it unless overridden. By default `Items::Mixed`.
+    fn items(&self) -> Items {
+        Items::Mixed
+    }
     /// Whether the kernel computes each item of a run-time batch on its own
     /// (`passes::batch`): `operands` and `results` give the axis that carries the batch in
     /// each (None: shared by every item; at least one is Some), `ranks` the operands' ranks.
     /// True only if item `i` of every result depends on item `i` of the batch-carrying
-    /// operands alone. By default false, which makes the batch a compile-time dim.
+    /// operands alone. By default what `items` declares.
     fn per_item(
         &self,
-        _operands: &[Option<usize>],
-        _ranks: &[usize],
-        _results: &[Option<usize>],
+        operands: &[Option<usize>],
+        ranks: &[usize],
+        results: &[Option<usize>],
     ) -> bool {
-        false
+        match self.items() {
+            Items::Mixed => false,
+            Items::Rows => per_row(operands, results),
+            Items::Elements => per_element(operands, results),
+            Items::Leading(trailing) => per_leading(operands, ranks, results, trailing),
+        }
     }
+}
+
+/// The common answers to `KernelOp::per_item`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Items {
+    /// Items may mix (the default): the batch becomes a compile-time dim.
+    Mixed,
+    /// A kernel over rows: `per_row`.
+    Rows,
+    /// An elementwise kernel: `per_element`.
+    Elements,
+    /// A kernel over the trailing `n` dims of operand 0: `per_leading`.
+    Leading(usize),
 }
 
 /// `per_item` for a kernel over rows: operand 0 and every result carry the batch as their

@@ -71,13 +71,8 @@ impl KernelOp for Quantize8Dyn {
         Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), y)))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -162,13 +157,8 @@ impl KernelOp for Quantize8 {
         Some(Ok(Tensor::new(result.dtype, result.shape.to_vec(), y)))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -222,13 +212,8 @@ impl KernelOp for Dequantize8 {
         Some(Ok(super::f32_result(result, &y)))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -54,13 +54,8 @@ impl KernelOp for Resize {
         self.0.scratch_floats() as u64 * 4
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_leading(operands, ranks, results, 2)
+    fn items(&self) -> super::Items {
+        super::Items::Leading(2)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

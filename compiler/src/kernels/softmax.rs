@@ -58,13 +58,8 @@ impl KernelOp for Softmax {
         })))
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_leading(operands, ranks, results, 1)
+    fn items(&self) -> super::Items {
+        super::Items::Leading(1)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

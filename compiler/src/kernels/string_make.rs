@@ -76,8 +76,8 @@ impl KernelOp for StrCase {
 
     /// Each item's strings are made in the same space, after the previous item's run:
     /// `driver` refuses the batch where a made string reaches an output.
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -108,8 +108,8 @@ impl KernelOp for StrConcat {
 
     /// Each item's strings are made in the same space, after the previous item's run:
     /// `driver` refuses the batch where a made string reaches an output.
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -150,13 +150,8 @@ impl KernelOp for StrPieces {
 
     /// As `StrCase`'s; the Tokenizer's row length then follows each item's strings, which
     /// only its padding shows (`passes::data_dims` lets that reach no output).
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_leading(operands, ranks, results, 0)
+    fn items(&self) -> super::Items {
+        super::Items::Leading(0)
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -180,8 +175,8 @@ impl KernelOp for StrCount {
         format!("{} blob={} words", self.kernel.symbol, self.blob.len())
     }
 
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

@@ -51,8 +51,8 @@ impl KernelOp for StrLookup {
         describe(&self.0)
     }
 
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -69,8 +69,8 @@ impl KernelOp for StrTable {
         describe(&self.0)
     }
 
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -92,8 +92,8 @@ impl KernelOp for StrEqual {
         String::new()
     }
 
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
@@ -123,8 +123,8 @@ impl KernelOp for RegexFullMatch {
         format!("table={} words", self.0.len())
     }
 
-    fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
-        super::per_element(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Elements
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {

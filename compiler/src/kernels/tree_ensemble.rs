@@ -57,13 +57,8 @@ impl KernelOp for TreeEnsemble {
         onnxc_runtime::tree::scratch_bytes(&self.0) as u64
     }
 
-    fn per_item(
-        &self,
-        operands: &[Option<usize>],
-        _ranks: &[usize],
-        results: &[Option<usize>],
-    ) -> bool {
-        super::per_row(operands, results)
+    fn items(&self) -> super::Items {
+        super::Items::Rows
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
