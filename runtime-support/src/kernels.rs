@@ -434,6 +434,7 @@ fn scratch_of(
     let b = blob.ok_or(ParamError("no parameter blob"))?;
     let floats = |n: usize| Some(ScratchNeed::shared(n * 4));
     let bytes = |n: usize| Some(ScratchNeed::shared(n));
+    let some = |n: usize| bytes(some_scratch(n));
     Ok(if *kernel == CONV_F32 {
         Some(conv::ConvGeometry::decode(b)?.scratch(int(0)? != 0))
     } else if *kernel == CONV_NCHWC_F32 {
@@ -458,16 +459,16 @@ fn scratch_of(
         )?;
         bytes(0)
     } else if *kernel == RESIZE_F32 {
-        floats(resize::ResizeParams::decode(b)?.scratch_floats())
+        some(resize::ResizeParams::decode(b)?.scratch_floats() * 4)
     } else if *kernel == TOPK {
-        bytes(topk::TopkParams::decode(b)?.n * 8)
+        some(topk::TopkParams::decode(b)?.n * 8)
     } else if *kernel == NONZERO {
         crate::select::NonZeroParams::decode(b)?;
         bytes(0)
     } else if *kernel == UNIQUE {
-        bytes(crate::select::UniqueParams::decode(b)?.n * 24)
+        some(crate::select::UniqueParams::decode(b)?.n * 24)
     } else if *kernel == NMS {
-        bytes(crate::select::NmsParams::decode(b)?.boxes * 16)
+        some(crate::select::NmsParams::decode(b)?.boxes * 16)
     } else if *kernel == GATHER_SUM_F32 {
         crate::gather::GatherParams::decode(b)?;
         bytes(0)
@@ -491,7 +492,7 @@ fn scratch_of(
         strings::check(b)?;
         bytes(0)
     } else if *kernel == SVM_PROBABILITY {
-        floats(svm::scratch_floats(svm::decode(b)?.0))
+        some(svm::scratch_floats(svm::decode(b)?.0) * 4)
     } else if *kernel == LINEAR_ATTENTION_F32 {
         crate::linear_attention::LinearAttentionParams::decode(b)?;
         bytes(0)
@@ -515,6 +516,13 @@ fn scratch_of(
             "a status-returning kernel planned_scratch does not know",
         ));
     })
+}
+
+/// Scratch bytes of a kernel whose signature takes scratch sized by an operand: at least
+/// one word, so that the call gets a valid address when an empty operand needs no bytes
+/// (the compiler plans the same, `KernelOp::scratch_bytes`).
+pub fn some_scratch(bytes: usize) -> usize {
+    bytes.max(8)
 }
 
 /// The runtime's exported functions that are not kernels, with the reason each exists.

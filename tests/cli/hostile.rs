@@ -665,5 +665,60 @@ fn fuzzer_findings_stay_fixed() {
         vec![],
         22,
     );
-    refused(&d, "dropout", &m, &["'drop' (Dropout", "training_mode has type float32"]);
+    refused(
+        &d,
+        "dropout",
+        &m,
+        &["'drop' (Dropout", "training_mode has type float32"],
+    );
+    // A Unique over an empty input planned no scratch, and its lowering found none (an
+    // internal error); kernels whose scratch an operand sizes get at least a word.
+    let m = model(
+        vec![with_int(
+            node("Unique", "u", &["x"], &["y", "i", "inv", "n"]),
+            "sorted",
+            0,
+        )],
+        vec![value_info("x", 1, &[D::N(0)])],
+        vec![
+            value_info("y", 1, &[D::S("a")]),
+            value_info("i", 7, &[D::S("b")]),
+            value_info("inv", 7, &[D::S("c")]),
+            value_info("n", 7, &[D::S("d")]),
+        ],
+        vec![],
+        11,
+    );
+    let o = compile_limited(&d, "unique_empty", &m);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let x = d.join("x0.pb");
+    save_tensor(&f32_tensor("x", &[0], &[]), &x);
+    let out = run_model(&[&d.join("unique_empty.onnx"), &x], &d.join("out_unique"));
+    assert_eq!(out.len(), 4);
+    assert!(out.iter().all(|t| t.to_f64s().is_empty()));
+    // A Tokenizer's mincharnum of 2^40 passed the builder (which checked only ≥ 1) and the
+    // runtime's parameter check refused it: an internal error; the builder now says so.
+    let mut tok = with_int(
+        with_int(node("Tokenizer", "tok", &["s"], &["t"]), "mark", 0),
+        "mincharnum",
+        1 << 40,
+    );
+    tok.domain = Some("com.microsoft".into());
+    let mut m = model(
+        vec![tok],
+        vec![value_info("s", 8, &[D::N(2)])],
+        vec![value_info("t", 8, &[])],
+        vec![],
+        18,
+    );
+    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+        domain: Some("com.microsoft".into()),
+        version: Some(1),
+    });
+    refused(
+        &d,
+        "tokenizer",
+        &m,
+        &["'tok' (Tokenizer", "mincharnum is 1099511627776"],
+    );
 }

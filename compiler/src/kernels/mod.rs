@@ -254,6 +254,13 @@ impl dyn KernelOp {
     }
 }
 
+/// Scratch bytes of a kernel whose signature takes scratch: at least one word, so that the
+/// call gets an address even when an empty operand needs no bytes (`required_scratch`; the
+/// runtime's `planned_scratch` plans the same).
+pub(crate) fn some_scratch(bytes: u64) -> u64 {
+    onnxc_runtime::kernels::some_scratch(bytes as usize) as u64
+}
+
 /// The step's scratch argument, which a kernel that declared scratch must have been given.
 fn required_scratch(cx: &dyn LowerCx, op: &dyn KernelOp) -> crate::Result<Arg> {
     cx.scratch()

@@ -51,7 +51,7 @@ impl KernelOp for Resize {
     }
 
     fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {
-        self.0.scratch_floats() as u64 * 4
+        super::some_scratch(self.0.scratch_floats() as u64 * 4)
     }
 
     fn items(&self) -> super::Items {

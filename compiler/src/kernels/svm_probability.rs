@@ -58,7 +58,7 @@ impl KernelOp for SvmProbability {
 
     fn scratch_bytes(&self, _: &[Operand<'_>], _: Operand<'_>) -> u64 {
         let k = self.classes as u64;
-        (2 * k * k + k) * 4
+        super::some_scratch((2 * k * k + k) * 4)
     }
 
     fn items(&self) -> super::Items {

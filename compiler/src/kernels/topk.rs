@@ -76,7 +76,7 @@ impl KernelOp for TopK {
 
     fn scratch_bytes(&self, operands: &[Operand<'_>], _: Operand<'_>) -> u64 {
         // int64 positions along the axis, whatever the operand's type.
-        operands[0].shape[self.axis] as u64 * 8
+        super::some_scratch(operands[0].shape[self.axis] as u64 * 8)
     }
 
     fn per_item(

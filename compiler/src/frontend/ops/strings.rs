@@ -259,8 +259,11 @@ pub fn tokenizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let mark = required(ctx, "mark")? != 0;
     let mincharnum = required(ctx, "mincharnum")?;
-    if mincharnum < 1 {
-        return Err(ctx.err(format!("mincharnum is {mincharnum}; it must be at least 1")));
+    if !(1..=i32::MAX as i64).contains(&mincharnum) {
+        return Err(ctx.err(format!(
+            "mincharnum is {mincharnum}; it must be between 1 and {}",
+            i32::MAX
+        )));
     }
     let pad = ctx
         .attr_s("pad_value")?
