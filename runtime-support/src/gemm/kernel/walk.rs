@@ -67,7 +67,7 @@ pub(super) unsafe fn fma_steps<
                     accr[v] = s.mul_add(av, x[v], accr[v]);
                 }
             }
-            q = q.map(|p| p.wrapping_add(MR));
+            q = [q[0].wrapping_add(MR), q[1].wrapping_add(MR)];
             b.advance();
         }
     }
