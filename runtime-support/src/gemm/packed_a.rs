@@ -176,6 +176,8 @@ unsafe fn packed_a_block(
                             let row = ic + ir;
                             // SAFETY: panel row/MR of packed A in the K block at pc.
                             let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
+                            // The next panel, which the 8- and 12-row tiles read.
+                            let apan1 = apan.wrapping_add(kc * MR);
                             // SAFETY: C tile within bounds.
                             let ct = unsafe { c.add(row * ldc + jc + jr) };
                             let d = kernel::Dst {
@@ -194,7 +196,7 @@ unsafe fn packed_a_block(
                                     kernel::tile8_offset(
                                         kc,
                                         apan,
-                                        apan.add(kc * MR),
+                                        apan1,
                                         wide_b(jr, width),
                                         width,
                                         d,
@@ -207,13 +209,7 @@ unsafe fn packed_a_block(
                             if step == 2 * NR && width == 2 * NR && ir + 2 * MR <= mc {
                                 // SAFETY: two A panels (rows row..row+12) and 32 B columns.
                                 unsafe {
-                                    kernel::tile_wide12(
-                                        kc,
-                                        apan,
-                                        apan.add(kc * MR),
-                                        wide_b(jr, width),
-                                        d,
-                                    );
+                                    kernel::tile_wide12(kc, apan, apan1, wide_b(jr, width), d);
                                 }
                                 ir += 2 * MR;
                                 continue;
@@ -230,7 +226,7 @@ unsafe fn packed_a_block(
                                     kernel::tile_wide12_partial(
                                         kc,
                                         apan,
-                                        apan.add(kc * MR),
+                                        apan1,
                                         wide_b(jr, width),
                                         rows,
                                         width,
