@@ -12,11 +12,13 @@
 //! half of a lane's four-way dot product. The epilogue runs on the accumulators in
 //! registers and gives the same bits as `kernel::epilogue_scalar`.
 
+use super::kernel::sums;
 use super::requant;
 use super::{
     Epi, MR, NR, QOut, QScalars, TileOut, wide_block_words as block_words,
     wide_panel_bytes as panel_bytes,
 };
+use crate::simd::dot::{Avx2Bytes, Avx2Wide};
 use std::arch::x86_64::*;
 
 /// Widens the packed panel `[k4][NR][4]` (uint8) at the start of `panel` into
@@ -103,34 +105,17 @@ pub(super) unsafe fn tile_epilogue(k4: usize, w: &[u32], panel: &[u8], out: &Til
     let (rows, lanes) = (out.rows, out.lanes);
     assert!(w.len() >= block_words(k4) && panel.len() >= panel_bytes(k4));
     assert!(rows <= MR && lanes <= NR);
-    let (wp, pp) = (w.as_ptr(), panel.as_ptr());
+    let (wp, pp) = (w.as_ptr() as *const u8, panel.as_ptr());
+    // SAFETY: this function's features. The second halves of the widened panel's and
+    // block's groups.
+    let d = unsafe { Avx2Wide::<false>::new(4 * NR, 4 * MR) };
     for r0 in (0..rows).step_by(4) {
         for l0 in (0..lanes).step_by(16) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for g in 0..k4 {
-                // SAFETY: lanes l0 .. l0 + 16 of both halves of group g lie in the panel,
-                // rows r0 .. r0 + 4 of both halves of group g in the block (checked above;
-                // r0 + 4 ≤ MR, l0 + 16 ≤ NR).
-                unsafe {
-                    let even = pp.add(g * 8 * NR + l0 * 4);
-                    let odd = even.add(4 * NR);
-                    let e0 = _mm256_loadu_si256(even as *const __m256i);
-                    let e1 = _mm256_loadu_si256(even.add(32) as *const __m256i);
-                    let o0 = _mm256_loadu_si256(odd as *const __m256i);
-                    let o1 = _mm256_loadu_si256(odd.add(32) as *const __m256i);
-                    let wg = wp.add(g * 2 * MR + r0);
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let we = _mm256_set1_epi32(*wg.add(r) as i32);
-                        let wo = _mm256_set1_epi32(*wg.add(MR + r) as i32);
-                        let s0 =
-                            _mm256_add_epi32(_mm256_madd_epi16(e0, we), _mm256_madd_epi16(o0, wo));
-                        let s1 =
-                            _mm256_add_epi32(_mm256_madd_epi16(e1, we), _mm256_madd_epi16(o1, wo));
-                        a[0] = _mm256_add_epi32(a[0], s0);
-                        a[1] = _mm256_add_epi32(a[1], s1);
-                    }
-                }
-            }
+            // SAFETY: lanes l0 .. l0 + 16 of both halves of every group lie in the panel,
+            // rows r0 .. r0 + 4 of both halves in the block (checked above; r0 + 4 ≤ MR,
+            // l0 + 16 ≤ NR).
+            let acc =
+                unsafe { sums::<_, 4, 2>(d, k4, pp.add(l0 * 4), 8 * NR, wp.add(r0 * 4), 8 * MR) };
             // SAFETY: forwarded (caller).
             unsafe { store_sub_tile(&acc, r0, l0, out) };
         }
@@ -157,55 +142,21 @@ pub(super) unsafe fn tile_epilogue_bytes(k4: usize, w: &[i8], panel: &[u8], out:
         for l0 in (0..lanes).step_by(16) {
             // SAFETY: lanes l0 .. l0 + 16 of every group lie in the panel, rows r0 .. r0 + 4
             // in the block (checked above; r0 + 4 ≤ MR, l0 + 16 ≤ NR).
-            let acc =
-                unsafe { sums_bytes::<true>(k4, pp.add(l0 * 4), wp.add(r0 * 4) as *const u8) };
+            let acc = unsafe {
+                let d = Avx2Bytes::<true>::new();
+                sums::<_, 4, 2>(
+                    d,
+                    k4,
+                    pp.add(l0 * 4),
+                    NR * 4,
+                    wp.add(r0 * 4) as *const u8,
+                    MR * 4,
+                )
+            };
             // SAFETY: forwarded (caller).
             unsafe { store_sub_tile(&acc, r0, l0, out) };
         }
     }
-}
-
-/// A 4 × 16 sub-tile of byte operands whose weight pairs keep `vpmaddubsw` exact: over `k4`
-/// groups, sixteen lanes at `lanes` (`[k4][NR][4]`, offset to the sub-tile's first lane)
-/// times four broadcast rows at `rows` (`[k4][MR][4]`, offset to its first row). With
-/// `UNSIGNED_LANES` the lanes are the uint8 activations and the rows int8 weights (the
-/// convolution), else the other way round (the matrix product).
-///
-/// # Safety
-/// The CPU has AVX2; both operands hold `k4` groups from the given offsets.
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn sums_bytes<const UNSIGNED_LANES: bool>(
-    k4: usize,
-    lanes: *const u8,
-    rows: *const u8,
-) -> [[__m256i; 2]; 4] {
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-    for g in 0..k4 {
-        // SAFETY: group g of both operands (caller).
-        unsafe {
-            let lv = lanes.add(g * NR * 4);
-            let v = [
-                _mm256_loadu_si256(lv as *const __m256i),
-                _mm256_loadu_si256(lv.add(32) as *const __m256i),
-            ];
-            let rg = rows.add(g * MR * 4) as *const i32;
-            for (r, a) in acc.iter_mut().enumerate() {
-                let b = _mm256_set1_epi32(rg.add(r).read_unaligned());
-                for (h, a) in a.iter_mut().enumerate() {
-                    // The first operand is the unsigned one.
-                    let pairs = if UNSIGNED_LANES {
-                        _mm256_maddubs_epi16(v[h], b)
-                    } else {
-                        _mm256_maddubs_epi16(b, v[h])
-                    };
-                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
-                }
-            }
-        }
-    }
-    acc
 }
 
 /// The epilogue of the sub-tile at rows `r0 ..` and lanes `l0 ..` of `out`'s block.
@@ -390,52 +341,23 @@ pub(super) unsafe fn matmul_tile_epilogue(
 ) {
     assert!(a.len() >= k4 * 8 * MR && w.len() >= k4 * NR * 4);
     assert!(rows <= MR && lanes <= NR);
-    let (ap, wp) = (a.as_ptr() as *const u32, w.as_ptr());
+    let (ap, wp) = (a.as_ptr(), w.as_ptr() as *const u8);
     let es = p.q.out.size();
     for r0 in (0..rows).step_by(4) {
         for l0 in (0..lanes).step_by(16) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            if short_pairs {
-                // SAFETY: lanes l0 .. l0 + 16 of every group lie in the panel, rows r0 ..
-                // r0 + 4 in the packed block (its first k4 · 4 · MR bytes).
-                acc = unsafe {
-                    sums_bytes::<false>(k4, wp.add(l0 * 4) as *const u8, a.as_ptr().add(r0 * 4))
-                };
-            } else {
-                for g in 0..k4 {
-                    // SAFETY: lanes l0 .. l0 + 16 of group g lie in the panel, rows r0 .. r0 + 4
-                    // of both halves of group g in the block (checked above; r0 + 4 ≤ MR,
-                    // l0 + 16 ≤ NR).
-                    unsafe {
-                        let pw = wp.add(g * NR * 4 + l0 * 4);
-                        let v0 = _mm256_loadu_si256(pw as *const __m256i);
-                        let v1 = _mm256_loadu_si256(pw.add(32) as *const __m256i);
-                        let (e0, o0) = (
-                            _mm256_srai_epi16(_mm256_slli_epi16(v0, 8), 8),
-                            _mm256_srai_epi16(v0, 8),
-                        );
-                        let (e1, o1) = (
-                            _mm256_srai_epi16(_mm256_slli_epi16(v1, 8), 8),
-                            _mm256_srai_epi16(v1, 8),
-                        );
-                        let ag = ap.add(g * 2 * MR + r0);
-                        for (r, acc_r) in acc.iter_mut().enumerate() {
-                            let ae = _mm256_set1_epi32(*ag.add(r) as i32);
-                            let ao = _mm256_set1_epi32(*ag.add(MR + r) as i32);
-                            let s0 = _mm256_add_epi32(
-                                _mm256_madd_epi16(e0, ae),
-                                _mm256_madd_epi16(o0, ao),
-                            );
-                            let s1 = _mm256_add_epi32(
-                                _mm256_madd_epi16(e1, ae),
-                                _mm256_madd_epi16(o1, ao),
-                            );
-                            acc_r[0] = _mm256_add_epi32(acc_r[0], s0);
-                            acc_r[1] = _mm256_add_epi32(acc_r[1], s1);
-                        }
-                    }
+            // SAFETY: lanes l0 .. l0 + 16 of every group lie in the weight panel, rows r0 ..
+            // r0 + 4 in the block, packed (its first k4 · 4 · MR bytes) or in both halves of
+            // its widened groups (checked above; r0 + 4 ≤ MR, l0 + 16 ≤ NR).
+            let acc = unsafe {
+                let (wl, ar) = (wp.add(l0 * 4), ap.add(r0 * 4));
+                if short_pairs {
+                    sums::<_, 4, 2>(Avx2Bytes::<false>::new(), k4, wl, NR * 4, ar, MR * 4)
+                } else {
+                    // The weight lanes are widened as they are loaded.
+                    let d = Avx2Wide::<true>::new(0, 4 * MR);
+                    sums::<_, 4, 2>(d, k4, wl, NR * 4, ar, 8 * MR)
                 }
-            }
+            };
             for_each_vector(&acc, r0, rows, l0, lanes, |r, l, n, v| {
                 // SAFETY: row r's destination holds `lanes` outputs, columns n0 .. n0 +
                 // lanes have constants (caller); store8_columns writes lanes l .. l + n.

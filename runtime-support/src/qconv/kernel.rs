@@ -1,6 +1,8 @@
-//! The `MR × NR` int32 tile of one weight block times one activation panel — portable, and
-//! AVX-512 VNNI with its epilogue in registers (the AVX2 tier is `avx2.rs`) — and the scalar
-//! epilogue that turns a row of the tile into outputs. Every tier computes the
+//! The integer products' register tile, written once over the integer layer
+//! (`simd::dot`): `sums`, which every tier of the convolution and the matrix product runs;
+//! the portable tile and the convolution's VNNI tile with its epilogue in registers (the
+//! AVX2 tier's epilogues are `avx2.rs`, the matrix product's `matmul_kernel.rs`); and the
+//! scalar epilogue that turns a row of the tile into outputs. Every tier computes the
 //! same integers, and its epilogue the same outputs: the scalar one in float64 (no fused
 //! multiply-add; round half to even by the 1.5·2^52 addition, which is exact below 2^51),
 //! the vector ones' requantization in float32 lanes where that gives the same bits
@@ -9,32 +11,74 @@
 #[cfg(target_arch = "x86_64")]
 use super::requant;
 use super::{Epi, MR, NR, QOut, TileOut};
+#[cfg(target_arch = "x86_64")]
+use crate::simd::dot::Vnni512;
+use crate::simd::dot::{Bytes, Dot};
 
-/// `tile[r][l] = Σ_k rows[k/4][r][k%4] · cols[k/4][l][k%4]` (bytes, exact int32): the
-/// portable tier of the convolution (int8 weight rows × uint8 panel columns; the others
-/// apply their epilogue in registers) and of the matrix product (uint8 activation rows ×
-/// int8 weight columns).
-pub(super) fn tile_portable<A: Copy + Into<i32>, B: Copy + Into<i32>>(
+/// The int32 sums of an `R × V·WIDTH` tile, written once over the integer layer for every
+/// instruction set: `acc[r][v]` holds lanes `v·WIDTH ..` of row `r`, summed over `k4`
+/// groups; group `g`'s lanes lie at `lanes + g·lane_group`, its rows at
+/// `rows + g·row_group`, in the layouts `D` reads (`simd::dot`).
+///
+/// # Safety
+/// `D`'s instructions run on this CPU (its token exists); each of the `k4` groups holds `V`
+/// vectors of lanes and `R` rows as `D` reads them.
+#[inline(always)]
+pub(super) unsafe fn sums<D: Dot, const R: usize, const V: usize>(
+    d: D,
     k4: usize,
-    rows: &[A],
-    cols: &[B],
-    tile: &mut [[i32; NR]; MR],
-) {
-    *tile = [[0; NR]; MR];
+    lanes: *const u8,
+    lane_group: usize,
+    rows: *const u8,
+    row_group: usize,
+) -> [[D::Acc; V]; R] {
+    let mut acc = [[d.zero(); V]; R];
     for g in 0..k4 {
-        let rg = &rows[g * MR * 4..(g + 1) * MR * 4];
-        let cg = &cols[g * NR * 4..(g + 1) * NR * 4];
-        for (r, row) in tile.iter_mut().enumerate() {
-            let rr = &rg[r * 4..r * 4 + 4];
-            for (l, acc) in row.iter_mut().enumerate() {
-                let cl = &cg[l * 4..l * 4 + 4];
-                let dot: i32 = (0..4)
-                    .map(|j| Into::<i32>::into(rr[j]) * Into::<i32>::into(cl[j]))
-                    .sum();
-                *acc = acc.wrapping_add(dot);
+        // SAFETY: group g holds the vectors and rows read (caller).
+        unsafe {
+            let (lp, rp) = (lanes.add(g * lane_group), rows.add(g * row_group));
+            let mut l = [d.lanes(lp, 0); V];
+            for (v, l) in l.iter_mut().enumerate().skip(1) {
+                *l = d.lanes(lp, v);
+            }
+            for (r, a) in acc.iter_mut().enumerate() {
+                let b = d.row(rp, r);
+                for (a, &l) in a.iter_mut().zip(&l) {
+                    *a = d.dot(*a, l, b);
+                }
             }
         }
     }
+    acc
+}
+
+/// `tile[r][l] = Σ_k rows[k/4][r][k%4] · cols[k/4][l][k%4]` (bytes, exact int32) by the
+/// portable layer: the portable tier of the convolution (`U`: uint8 panel columns × int8
+/// weight rows; the other tiers apply their epilogue in registers) and of the matrix
+/// product (uint8 activation rows × int8 weight columns).
+pub(super) fn tile_portable<const U: bool>(
+    k4: usize,
+    rows: &[u8],
+    cols: &[u8],
+    tile: &mut [[i32; NR]; MR],
+) {
+    assert!(rows.len() >= k4 * MR * 4 && cols.len() >= k4 * NR * 4);
+    let d = Bytes::<U>;
+    // SAFETY: portable code; the k4 groups of both operands lie in them (checked above).
+    let acc =
+        unsafe { sums::<_, MR, { NR / 8 }>(d, k4, cols.as_ptr(), NR * 4, rows.as_ptr(), MR * 4) };
+    for (t, a) in tile.iter_mut().zip(&acc) {
+        for (v, &a) in a.iter().enumerate() {
+            // SAFETY: lanes 8v .. 8v + 8 of the row (v < NR / 8).
+            unsafe { d.store(t.as_mut_ptr().add(v * 8), a) };
+        }
+    }
+}
+
+/// Signed bytes as bytes (the integer layer reads both as bytes).
+pub(super) fn as_bytes(v: &[i8]) -> &[u8] {
+    // SAFETY: i8 and u8 have one size and alignment, and every bit pattern is both.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) }
 }
 
 /// The VNNI tile with its epilogue applied in registers, into `out` (the first `lanes` lanes
@@ -58,21 +102,19 @@ pub(super) unsafe fn tile_epilogue_vnni512(k4: usize, w: &[i8], panel: &[u8], ou
         row_bytes,
     } = *out;
     assert!(w.len() >= k4 * MR * 4 && panel.len() >= k4 * NR * 4 && rows <= MR);
-    let (w, panel) = (w.as_ptr(), panel.as_ptr());
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-    for g in 0..k4 {
-        // SAFETY: group g of the panel and of the block lie inside them (checked above).
-        unsafe {
-            let v0 = _mm512_loadu_si512(panel.add(g * NR * 4) as *const _);
-            let v1 = _mm512_loadu_si512(panel.add(g * NR * 4 + 64) as *const _);
-            let wg = w.add(g * MR * 4) as *const i32;
-            for (r, a) in acc.iter_mut().enumerate() {
-                let b = _mm512_set1_epi32(wg.add(r).read_unaligned());
-                a[0] = _mm512_dpbusd_epi32(a[0], v0, b);
-                a[1] = _mm512_dpbusd_epi32(a[1], v1, b);
-            }
-        }
-    }
+    // SAFETY: this function's features; the k4 groups of the panel and of the block lie
+    // inside them (checked above).
+    let acc = unsafe {
+        let d = Vnni512::<true>::new();
+        sums::<_, MR, 2>(
+            d,
+            k4,
+            panel.as_ptr(),
+            NR * 4,
+            w.as_ptr() as *const u8,
+            MR * 4,
+        )
+    };
     // SAFETY: the column sums hold NR lanes.
     let cs = colsum.map(|c| unsafe {
         [

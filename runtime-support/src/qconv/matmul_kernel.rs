@@ -3,10 +3,12 @@
 //! its epilogue, whose constants vary along the lanes (one per column). All tiers compute
 //! the same integers and the same outputs, as the convolution's.
 
-use super::kernel::tile_portable;
+use super::kernel::{as_bytes, sums, tile_portable};
 #[cfg(target_arch = "x86_64")]
 use super::requant;
 use super::{Epi, MR, NR, QOut, Tier};
+#[cfg(target_arch = "x86_64")]
+use crate::simd::dot::{Dot, Vnni512};
 
 /// `tile[r][l] = Σ_k a[k/4][r][k%4] · w[k/4][l][k%4]` (uint8 × int8, exact int32).
 ///
@@ -20,27 +22,28 @@ pub(super) unsafe fn tile(tier: Tier, k4: usize, a: &[u8], w: &[i8], tile: &mut 
         Tier::Vnni512 { .. } => unsafe { tile_vnni512(k4, a.as_ptr(), w.as_ptr(), tile) },
         // The AVX2 tier widens its operands first (`avx2.rs`); the same integers.
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => tile_portable(k4, a, w, tile),
-        Tier::Portable => tile_portable(k4, a, w, tile),
+        Tier::Avx2 => tile_portable::<false>(k4, a, as_bytes(w), tile),
+        Tier::Portable => tile_portable::<false>(k4, a, as_bytes(w), tile),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512(k4: usize, a: *const u8, w: *const i8, tile: &mut [[i32; NR]; MR]) {
-    use std::arch::x86_64::*;
     // SAFETY: forwarded (caller).
     let acc = unsafe { accumulate_vnni512(k4, a, w) };
-    for (r, v) in acc.iter().enumerate() {
+    // SAFETY: this function's features.
+    let d = unsafe { Vnni512::<false>::new() };
+    for (t, v) in tile.iter_mut().zip(&acc) {
         // SAFETY: each row of the tile holds 32 i32.
         unsafe {
-            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut _, v[0]);
-            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut _, v[1]);
+            d.store(t.as_mut_ptr(), v[0]);
+            d.store(t.as_mut_ptr().add(16), v[1]);
         }
     }
 }
 
-/// The VNNI tile's accumulators: row r's lanes 0-15 and 16-31.
+/// The VNNI tile's accumulators (`kernel::sums`): row r's lanes 0-15 and 16-31.
 ///
 /// # Safety
 /// The CPU has AVX-512 F, BW and VNNI; `a` holds `k4·MR·4` bytes, `w` `k4·NR·4`.
@@ -52,22 +55,17 @@ unsafe fn accumulate_vnni512(
     a: *const u8,
     w: *const i8,
 ) -> [[std::arch::x86_64::__m512i; 2]; MR] {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-    for g in 0..k4 {
-        // SAFETY: group g of the rows and of the panel lie inside them (caller).
-        unsafe {
-            let w0 = _mm512_loadu_si512(w.add(g * NR * 4) as *const _);
-            let w1 = _mm512_loadu_si512(w.add(g * NR * 4 + 64) as *const _);
-            let ag = a.add(g * MR * 4) as *const i32;
-            for (r, v) in acc.iter_mut().enumerate() {
-                let b = _mm512_set1_epi32(ag.add(r).read_unaligned());
-                v[0] = _mm512_dpbusd_epi32(v[0], b, w0);
-                v[1] = _mm512_dpbusd_epi32(v[1], b, w1);
-            }
-        }
+    // SAFETY: this function's features; the groups lie in the operands (caller).
+    unsafe {
+        sums::<_, MR, 2>(
+            Vnni512::<false>::new(),
+            k4,
+            w as *const u8,
+            NR * 4,
+            a,
+            MR * 4,
+        )
     }
-    acc
 }
 
 /// 1.5·2^52 (see the convolution's epilogue).

@@ -684,7 +684,13 @@ pub(crate) unsafe fn qconv_on(
                             kernel::tile_epilogue_vnni512(d.k4, w, &wide[..d.k4 * 4 * NR], &out)
                         }
                         Tier::Portable => {
-                            kernel::tile_portable(d.k4, w, &wide[..d.k4 * 4 * NR], &mut tile);
+                            let panel = &wide[..d.k4 * 4 * NR];
+                            kernel::tile_portable::<true>(
+                                d.k4,
+                                kernel::as_bytes(w),
+                                panel,
+                                &mut tile,
+                            );
                             for (r, trow) in tile.iter().enumerate().take(out.rows) {
                                 let dst = out.dst.add(r * out.row_bytes);
                                 kernel::epilogue_scalar(&epi, m0 + r, trow, out.colsum, lanes, dst);

@@ -6,8 +6,9 @@
 //! `ONNXC_RUNTIME_ISA`, see `crate::isa`): each implementation is instantiated inside a
 //! `#[target_feature]` function, so the walk, the token's methods and the intrinsics under
 //! them inline into one function compiled for that instruction set. A new instruction set
-//! (NEON, AVX-512 VNNI for the integer walks) is one more implementation of [`Simd`], not a
-//! copy of every kernel.
+//! (NEON) is one more implementation of [`Simd`], not a copy of every kernel. The integer
+//! products' four-way byte dot products have a layer of their own, [`dot::Dot`] (VNNI,
+//! AVX2 on bytes or on int16 pairs, portable).
 //!
 //! Implementations: [`Avx512`] (16 lanes), [`Avx2`] (8 lanes, with FMA), and the portable
 //! [`Lanes<N>`](Lanes) (arrays of `N` lanes, for targets without a native implementation and
@@ -57,6 +58,7 @@ macro_rules! intrinsics {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub mod dot;
 pub mod math;
 mod portable;
 
