@@ -6,6 +6,12 @@ use super::*;
 /// (arguments: i0, mc, k0, kc, dst).
 pub type APacker<'a> = &'a dyn Fn(usize, usize, usize, usize, *mut f32);
 
+/// What packing one float of A (a gather from the convolution's input) costs against the
+/// kernel's reading of one float of packed B (streamed, mostly hidden behind its
+/// multiply-adds): ResNet-50's 256→256 3×3/2 to 14×14 spends about a fifth of its
+/// single-thread time packing A (Zen 4).
+const A_PACK_COST: usize = 8;
+
 /// Scratch floats `gemm_packed_b` needs: one packed A block.
 pub fn packed_b_scratch_len() -> usize {
     MC.div_ceil(MR) * MR * KC
@@ -83,10 +89,15 @@ pub unsafe fn gemm_packed_b(
         }
     };
     // One task per worker: every task packs all of A's rows it computes (an im2col gather
-    // for pixel-major convolutions) for its columns, so more tasks would repeat that work.
-    // Columns first; rows (in whole 12-row tiles, where a sequential run's tiles start)
-    // when there are fewer column tiles than tasks: a 3×3 128→32 convolution at 7×7
-    // (DenseNet-121's last block, one 32-column tile) ran on one thread.
+    // for pixel-major convolutions) for its columns, and reads all of B's columns it
+    // computes for its rows, so more tasks would repeat that work. A split by columns
+    // repeats the packing of A (m·k gathered floats a task), one by rows the reading of B
+    // (n·k floats, streamed by the kernel): rows (in whole 12-row tiles, where a
+    // sequential run's tiles start) where A's packing costs more, as for a strided 3×3
+    // convolution to 14×14 (ResNet-50's 256→256: 196 rows against 256 columns), or where
+    // there are fewer column tiles than tasks (a 3×3 128→32 convolution at 7×7, DenseNet-121's
+    // last block, one 32-column tile, ran on one thread); columns otherwise (7×7 outputs of
+    // 512 channels and more: 49 rows).
     const ROW_UNIT: usize = 2 * MR;
     let units = n.div_ceil(step);
     let row_units = m.div_ceil(ROW_UNIT);
@@ -96,9 +107,13 @@ pub unsafe fn gemm_packed_b(
         1,
         units.saturating_mul(row_units),
     );
-    let per = units.div_ceil(tasks.min(units));
-    let col_tasks = units.div_ceil(per);
-    let row_tasks = (tasks / col_tasks).clamp(1, row_units);
+    let (col_tasks, per, row_tasks) = if m.saturating_mul(A_PACK_COST) >= n && row_units >= tasks {
+        (1, units, tasks)
+    } else {
+        let per = units.div_ceil(tasks.min(units));
+        let col_tasks = units.div_ceil(per);
+        (col_tasks, per, (tasks / col_tasks).clamp(1, row_units))
+    };
     // SAFETY: the tasks write disjoint blocks of C, each in its worker's slot.
     unsafe {
         par.run(col_tasks * row_tasks, &|t, w| {
