@@ -193,8 +193,9 @@ unsafe fn pack_block(
 }
 
 /// `pack_block`'s walk (8 lanes, MR of them stored): per panel row one masked load of the
-/// panel's positions when they are contiguous (every panel of a pointwise conv), else one
-/// masked gather through the position table.
+/// panel's positions when they are contiguous (every panel of a pointwise conv), two when
+/// they are two runs (a stride-1 panel across the end of an output row), else one masked
+/// gather through the position table.
 #[derive(Clone)]
 struct PackBlock<'a> {
     s: &'a PmSource<'a>,
@@ -215,8 +216,19 @@ impl Walk for PackBlock<'_> {
             let r0 = self.rows.start + p * MR;
             let valid = MR.min(self.osz - r0);
             let m = s.lanes(0, valid);
-            let contiguous = (1..valid).all(|j| src.pos[r0 + j] == src.pos[r0] + j as i32);
-            let first = src.pos[r0] as usize;
+            // The panel's positions as runs of consecutive offsets: one (every panel of a
+            // pointwise conv), two (a stride-1 panel across the end of an output row: lanes
+            // `a..` start the next row), or more (strided convs, rows narrower than a panel).
+            let pos = &src.pos[r0..r0 + valid];
+            let run_end = |from: usize| {
+                (from + 1..valid)
+                    .find(|&j| pos[j] != pos[from] + (j - from) as i32)
+                    .unwrap_or(valid)
+            };
+            let a = run_end(0);
+            let (contiguous, two_runs) = (a == valid, a < valid && run_end(a) == valid);
+            let (first, second) = (pos[0] as usize, pos[a.min(valid - 1)] as usize);
+            let (m1, m2) = (s.lanes(0, a), s.lanes(a, valid));
             let (mut c, mut t) = (self.cols.start / ks, self.cols.start % ks);
             // SAFETY: the valid lanes read in-bounds offsets (contract), the others are not
             // accessed; each panel row's MR floats lie inside the block.
@@ -226,6 +238,11 @@ impl Walk for PackBlock<'_> {
                     let rowp = src.base.add(c * src.plane + src.tap[t] as usize);
                     let v = if contiguous {
                         s.load_or_zero(rowp.add(first), m)
+                    } else if two_runs {
+                        // Two masked loads, the second's lanes `a..` from the next run
+                        // (lane l reads `second + l - a`): a gather costs several times more.
+                        let v = s.load_or_zero(rowp.add(first), m1);
+                        s.load_masked(rowp.wrapping_add(second).wrapping_sub(a), m2, v)
                     } else {
                         s.gather_index(rowp, src.pos.as_ptr().add(r0), m, s.zero())
                     };
