@@ -30,6 +30,30 @@ fn a_pool_runs_every_task_once_on_distinct_workers() {
 }
 
 #[test]
+fn blocks_partition_the_tasks_in_order_the_callers_first_and_largest() {
+    for workers in 1..=9 {
+        for n in 0..40 {
+            let blocks: Vec<_> = (0..workers).map(|w| block(w, n, workers)).collect();
+            assert_eq!(blocks[0].start, 0);
+            assert_eq!(blocks[workers - 1].end, n);
+            assert!(blocks.windows(2).all(|b| b[0].end == b[1].start));
+            assert!(blocks.iter().all(|b| b.len() <= blocks[0].len()));
+            assert!(blocks.iter().all(|b| b.len() + 1 >= blocks[0].len()));
+        }
+    }
+}
+
+#[test]
+fn many_calls_of_every_size_with_workers_oversubscribing_the_cores() {
+    // More workers than this machine's cores: some are descheduled mid-call, so the others
+    // take over their blocks and claims meet calls that have ended.
+    let pool = Pool::new(6).unwrap();
+    for i in 0..3000 {
+        check_pool(&pool, 6, i % 13);
+    }
+}
+
+#[test]
 fn calls_larger_than_one_round_run_every_task() {
     let pool = Pool::new(3).unwrap();
     check_pool(&pool, 3, MAX_TASKS * 2 + 5);
