@@ -81,7 +81,9 @@ impl Split {
 
     /// The time the split takes, in multiply-adds: its blocks' multiply-adds and reads
     /// (`READ_COST` each float of A and of B, twice that for B a task packs), the tasks
-    /// claimed in order by whichever of the `w` workers is free first, as the pools do; for
+    /// claimed in order by whichever of the `w` workers is free first (a list schedule: the
+    /// runtime's pool runs each worker's block of consecutive tasks first and then hands out
+    /// what is left, which takes as long when the tasks cost alike, as a split's do); for
     /// many workers, the bound max(largest block, total / workers).
     fn cost(&self, m: usize, n: usize, k: usize, w: usize, packs_b: bool) -> usize {
         /// Multiply-adds a core does in the time it reads one float from L2 or L3 (Zen 4:
