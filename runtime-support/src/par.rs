@@ -93,10 +93,11 @@ impl<'a> Par<'a> {
     /// of at least `MIN_TASK_WORK` units (each item costing `cost`) per worker at most, the
     /// items dealt out evenly (task `i` of `t` takes `⌈i·count/t⌉ .. ⌈(i+1)·count/t⌉`, so
     /// the earlier tasks are the larger ones: the runtime's pool runs task 0 on the caller,
-    /// which starts first); one range when the pool has one worker or the work is small. One even task per worker is the
-    /// shortest schedule of equal items: two per worker, rounded up, left one worker twice
-    /// the other's share (6 column tiles as 2, 2, 2 on 2 workers: AlexNet's 12×12
-    /// convolutions ran 1.25-1.40× faster on 2 threads, now 1.84-1.92×).
+    /// which starts first); one range when the pool has one worker or the work is small.
+    /// One even task per worker is the shortest schedule of equal items: two per worker,
+    /// rounded up, left one worker twice the other's share (6 column tiles as 2, 2, 2 on 2
+    /// workers: AlexNet's 12×12 convolutions ran 1.25-1.40× faster on 2 threads, now
+    /// 1.84-1.92×).
     ///
     /// # Safety
     /// As `run`.
