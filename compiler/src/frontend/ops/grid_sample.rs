@@ -65,6 +65,14 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             xs[0]
         )));
     }
+    if let Some(d) = (2..xs.len()).find(|&d| xs[d] == 0) {
+        // Nothing to sample from (onnxruntime refuses it the same way); the taps' flat
+        // offsets below divide by each spatial extent.
+        return Err(ctx.err(format!(
+            "input X has shape {xs:?}: its spatial dim {d} is empty, so there is nothing to \
+             sample; GridSample needs every spatial dim of X non-empty"
+        )));
+    }
     let mode = match (
         ctx.opset < 20,
         ctx.attr_s_or("mode", if ctx.opset < 20 { "bilinear" } else { "linear" })?
