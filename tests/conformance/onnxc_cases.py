@@ -225,6 +225,25 @@ def pool_ceil_edges():
     return g.model([("x", [2, 16, 1, 6]), ("y", [1, 3, 1, 1]), ("z", [1, 3, 3, 1])], [a, b, c, d, e])
 
 
+def pool_huge_windows():
+    """Pools whose windows are far wider than the input and the padding they need, so most
+    taps lie in the padding at every output position: onnxc trims those taps (a 2×1048576
+    window over 32×32 walked 2 M taps per output). Max, average without the padding counted,
+    Lp (p = 2 through the kernel's exponent, p = 3 as generated code), with auto_pad, explicit
+    pads and dilations, over 16 channels after a conv (blocked layout) and 3 plain ones."""
+    g = G(23)
+    t = g.conv("x", 16, 16, 1)
+    outs = [
+        g.op("MaxPool", [t], kernel_shape=[3, 301], auto_pad="SAME_LOWER"),
+        g.op("AveragePool", [t], kernel_shape=[5, 257], auto_pad="SAME_UPPER"),
+        g.op("LpPool", [t], kernel_shape=[2, 199], auto_pad="SAME_LOWER", p=2),
+        g.op("MaxPool", ["y"], kernel_shape=[2, 64], pads=[1, 63, 0, 62], dilations=[1, 2]),
+        g.op("AveragePool", ["y"], kernel_shape=[1, 96], pads=[0, 50, 0, 45], strides=[1, 3]),
+        g.op("LpPool", ["y"], kernel_shape=[3, 120], pads=[1, 60, 1, 59], p=3),
+    ]
+    return g.model([("x", [1, 16, 6, 9]), ("y", [2, 3, 4, 7])], outs, opset=18)
+
+
 def softplus_tails():
     """Softplus over its tails (-88 … 90, ±inf, NaN) (Mish builds on the same expression),
     and the log of Softplus,
@@ -1405,7 +1424,7 @@ def mel_filterbank():
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
-         softmax_scale_limits, pool_ceil_edges, softplus_tails, silu_convs, conv_transpose_decoder,
+         softmax_scale_limits, pool_ceil_edges, pool_huge_windows, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,
          if_branch_shapes,

@@ -46,6 +46,12 @@ fn window_load(dtype: DType, win: &Window, input: &[i64], rank_out: u32) -> (E, 
     (expr::load(dtype, 0, index), inside)
 }
 
+/// `win` without the taps that lie in the padding at every output position (`trimmed`): the
+/// window a reduction over the input's elements walks.
+fn input_taps(win: &Window, input: &[i64]) -> Window {
+    win.trimmed(&vec![0; input.len()], input)
+}
+
 fn pool_shape(xs: &[i64], win: &Window) -> Shape {
     let mut shape: Shape = vec![Dim::Known(xs[0]), Dim::Known(xs[1])];
     shape.extend(win.out.iter().map(|&d| Dim::Known(d)));
@@ -105,6 +111,20 @@ fn pool_kernel(
     // The kernel's Lp exponents are bounded; larger ones (all but |x| <= 1 overflow to
     // infinity) go through the generated reduction.
     if matches!(kind, PoolKind::Lp { p } if p > onnxc_runtime::pool::MAX_LP) {
+        return Ok(None);
+    }
+    // A window with taps in the padding at every output position (a kernel wider than the
+    // input and its padding need) goes through the generated reduction over its trimmed
+    // window (`input_taps`): the kernel would copy the whole padded input and walk every tap
+    // (a 2×1048576 MaxPool over 32×32 asked for a 415 MB workspace). An average counting
+    // the padding counts those taps and stays on the kernel.
+    if !matches!(
+        kind,
+        PoolKind::Avg {
+            count_include_pad: true
+        }
+    ) && input_taps(win, &xs[2..]).kernel != win.kernel
+    {
         return Ok(None);
     }
     // The 2-D pool of `x` viewed as `[n, c, h, w]` over window dims `dims` of `win`
@@ -198,7 +218,8 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         }
     }
     let rank = xs.len() as u32;
-    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
+    let taps = input_taps(&win, &xs[2..]);
+    let (v, inside) = window_load(dt, &taps, &xs[2..], rank);
     let body = if win.always_inside(&xs[2..]) {
         v
     } else {
@@ -207,7 +228,7 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let shape = pool_shape(&xs, &win);
     Ok(vec![ctx.reduce(
         ReduceKind::Max,
-        win.kernel.clone(),
+        taps.kernel,
         dt,
         shape,
         vec![x],
@@ -300,6 +321,7 @@ fn max_pool_with_indices(
 
 /// Per-output-position count of window taps inside `[lo, hi)` per spatial dim, as a constant.
 fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) -> Result<ValueId> {
+    let win = &win.trimmed(lo, hi);
     let nsp = win.kernel.len();
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
     for i in 0..nsp {
@@ -395,7 +417,8 @@ fn window_mean(
     include_pad: bool,
 ) -> Result<ValueId> {
     let rank = xs.len() as u32;
-    let (v, inside) = window_load(dt, win, &xs[2..], rank);
+    let taps = input_taps(win, &xs[2..]);
+    let (v, inside) = window_load(dt, &taps, &xs[2..], rank);
     let shape = pool_shape(xs, win);
     let all_inside = win.always_inside(&xs[2..]);
     let body = if all_inside {
@@ -405,7 +428,7 @@ fn window_mean(
     };
     let sum = ctx.reduce(
         ReduceKind::Sum,
-        win.kernel.clone(),
+        taps.kernel,
         dt,
         shape.clone(),
         vec![x],
@@ -461,12 +484,13 @@ pub fn lp_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         return Ok(vec![y]);
     }
     let rank = xs.len() as u32;
-    let (v, inside) = window_load(dt, &win, &xs[2..], rank);
+    let taps = input_taps(&win, &xs[2..]);
+    let (v, inside) = window_load(dt, &taps, &xs[2..], rank);
     let body = expr::select(inside, lp(dt, v, p), expr::f(dt, 0.0));
     let shape = pool_shape(&xs, &win);
     let s = ctx.reduce(
         ReduceKind::Sum,
-        win.kernel.clone(),
+        taps.kernel,
         dt,
         shape.clone(),
         vec![x],
