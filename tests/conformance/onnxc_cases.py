@@ -228,7 +228,8 @@ def pool_ceil_edges():
 def pool_huge_windows():
     """Pools whose windows are far wider than the input and the padding they need, so most
     taps lie in the padding at every output position: onnxc trims those taps (a 2×1048576
-    window over 32×32 walked 2 M taps per output). Max, average without the padding counted,
+    window over 32×32 walked 2 M taps per output) and counts an average's taps in closed
+    form. Max, average with and without the padding counted,
     Lp (p = 2 through the kernel's exponent, p = 3 as generated code), with auto_pad, explicit
     pads and dilations, over 16 channels after a conv (blocked layout) and 3 plain ones."""
     g = G(23)
@@ -239,6 +240,8 @@ def pool_huge_windows():
         g.op("LpPool", [t], kernel_shape=[2, 199], auto_pad="SAME_LOWER", p=2),
         g.op("MaxPool", ["y"], kernel_shape=[2, 64], pads=[1, 63, 0, 62], dilations=[1, 2]),
         g.op("AveragePool", ["y"], kernel_shape=[1, 96], pads=[0, 50, 0, 45], strides=[1, 3]),
+        g.op("AveragePool", ["y"], kernel_shape=[3, 90], pads=[1, 44, 1, 45], count_include_pad=1),
+        g.op("AveragePool", [t], kernel_shape=[2, 129], auto_pad="SAME_LOWER", count_include_pad=1),
         g.op("LpPool", ["y"], kernel_shape=[3, 120], pads=[1, 60, 1, 59], p=3),
     ]
     return g.model([("x", [1, 16, 6, 9]), ("y", [2, 3, 4, 7])], outs, opset=18)

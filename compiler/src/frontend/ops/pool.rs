@@ -8,7 +8,7 @@ use crate::ir::dim::{Dim, Shape};
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::{PoolKind, PoolOp, ReduceKind};
 use crate::ir::interp::lowest;
-use crate::ir::{DType, Scalar, TypeInfo, ValueId};
+use crate::ir::{DType, Scalar, Tensor, TypeInfo, ValueId};
 
 use super::nn::{Window, window};
 
@@ -115,16 +115,10 @@ fn pool_kernel(
     }
     // A window with taps in the padding at every output position (a kernel wider than the
     // input and its padding need) goes through the generated reduction over its trimmed
-    // window (`input_taps`): the kernel would copy the whole padded input and walk every tap
-    // (a 2×1048576 MaxPool over 32×32 asked for a 415 MB workspace). An average counting
-    // the padding counts those taps and stays on the kernel.
-    if !matches!(
-        kind,
-        PoolKind::Avg {
-            count_include_pad: true
-        }
-    ) && input_taps(win, &xs[2..]).kernel != win.kernel
-    {
+    // window (`input_taps`), an average's divisors counted in closed form (`tap_counts`):
+    // the kernel would copy the whole padded input and walk every tap (a 2×1048576 MaxPool
+    // over 32×32 asked for a 415 MB workspace).
+    if input_taps(win, &xs[2..]).kernel != win.kernel {
         return Ok(None);
     }
     // The 2-D pool of `x` viewed as `[n, c, h, w]` over window dims `dims` of `win`
@@ -319,8 +313,52 @@ fn max_pool_with_indices(
     Ok(vec![values, idx])
 }
 
-/// Per-output-position count of window taps inside `[lo, hi)` per spatial dim, as a constant.
+/// Per-output-position count of window taps inside `[lo, hi)` per spatial dim, as a constant:
+/// the product over dims of each dim's count, in closed form (the taps of a dim inside the
+/// range are one run), so a window of any size costs its outputs to count. Beyond
+/// `COUNTS_TABLE_MAX` outputs the counts are a reduction over the trimmed window instead.
 fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) -> Result<ValueId> {
+    const COUNTS_TABLE_MAX: i64 = 1 << 20;
+    let outputs = win
+        .out
+        .iter()
+        .try_fold(1i64, |a, &o| a.checked_mul(o.max(0)));
+    if let Some(n) = outputs.filter(|&n| n <= COUNTS_TABLE_MAX) {
+        // Per dim, per output position o: taps t in [0, k) with lo ≤ o·s + t·d − pb < hi.
+        let per_dim: Vec<Vec<i64>> = (0..win.kernel.len())
+            .map(|i| {
+                let (k, s, d, pb) = (
+                    win.kernel[i],
+                    win.strides[i],
+                    win.dilations[i],
+                    win.pads_begin[i],
+                );
+                let ceil = |x: i64| x.div_euclid(d) + i64::from(x.rem_euclid(d) != 0);
+                (0..win.out[i])
+                    .map(|o| {
+                        let t0 = ceil(lo[i] + pb - o * s).max(0);
+                        let t1 = ceil(hi[i] + pb - o * s).min(k);
+                        (t1 - t0).max(0)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut counts = Vec::with_capacity(n as usize);
+        let mut at = vec![0usize; per_dim.len()];
+        for _ in 0..n {
+            let c: i64 = per_dim.iter().zip(&at).map(|(dim, &o)| dim[o]).product();
+            counts.push(Scalar::F(c as f64));
+            // Row-major: the last dim fastest.
+            for (a, dim) in at.iter_mut().zip(&per_dim).rev() {
+                *a += 1;
+                if *a < dim.len() {
+                    break;
+                }
+                *a = 0;
+            }
+        }
+        return Ok(ctx.constant(Tensor::from_scalars(dt, win.out.clone(), &counts)));
+    }
     let win = &win.trimmed(lo, hi);
     let nsp = win.kernel.len();
     let mut inside = expr::konst(DType::Bool, Scalar::B(true));
