@@ -721,4 +721,75 @@ fn fuzzer_findings_stay_fixed() {
         &m,
         &["'tok' (Tokenizer", "mincharnum is 1099511627776"],
     );
+    // A GridSample whose input has an empty spatial dim divided by that extent (an
+    // internal error); nothing can be sampled, so it is refused by name.
+    let m = model(
+        vec![node("GridSample", "gs", &["x", "grid"], &["y"])],
+        vec![
+            value_info("x", 1, &[D::N(1), D::N(1), D::N(3), D::N(0), D::N(2)]),
+            value_info("grid", 1, &[D::N(1), D::N(2), D::N(4), D::N(2), D::N(3)]),
+        ],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(1), D::N(2), D::N(4), D::N(2)],
+        )],
+        vec![],
+        20,
+    );
+    refused(
+        &d,
+        "gridsample",
+        &m,
+        &["'gs' (GridSample, opset 20)", "spatial dim 3 is empty"],
+    );
+    // Pools over a 2×1048576 window (SAME_LOWER) of a 4×4 input: a reduction over every tap
+    // ran for minutes and the pool kernel asked for a padded copy of hundreds of MB; only the
+    // taps that can reach the input are walked now, and an average counting its padding
+    // divides by all 2·2^20 taps.
+    let x = d.join("x44.pb");
+    save_tensor(&f32_tensor("x", &[1, 1, 4, 4], &[0.5; 16]), &x);
+    for op in ["MaxPool", "AveragePool"] {
+        let mut pool = with_ints(
+            node(op, "pool", &["x"], &["y"]),
+            "kernel_shape",
+            &[2, 1 << 20],
+        );
+        if op == "AveragePool" {
+            pool = with_int(pool, "count_include_pad", 1);
+        }
+        pool.attribute.push(onnxc_proto::AttributeProto {
+            name: Some("auto_pad".into()),
+            r#type: Some(onnxc_proto::attribute_proto::AttributeType::String as i32),
+            s: Some(b"SAME_LOWER".to_vec()),
+            ..Default::default()
+        });
+        let m = model(
+            vec![pool],
+            vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)])],
+            vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)])],
+            vec![],
+            18,
+        );
+        let name = format!("huge_{op}");
+        let o = compile_limited(&d, &name, &m);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let t0 = Instant::now();
+        let y = run_model(&[&d.join(format!("{name}.onnx")), &x], &d.join(&name))[0].to_f64s();
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{name}: {:?}",
+            t0.elapsed()
+        );
+        // Output row 0's window holds input row 0 only (row -1 is padding), the others two
+        // rows; every window spans the whole width.
+        let want: Vec<f64> = (0..16)
+            .map(|i| match (op, i < 4) {
+                ("MaxPool", _) => 0.5,
+                (_, true) => 2.0 / (2 << 20) as f64,
+                (_, false) => 4.0 / (2 << 20) as f64,
+            })
+            .collect();
+        assert_eq!(y, want, "{name}");
+    }
 }

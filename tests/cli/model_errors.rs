@@ -144,33 +144,6 @@ fn bad_attributes_name_the_node() {
     compile_error(&d, "unnamed-op", &m, &["node '#1 NoSuchOp_y': NoSuchOp"]);
 }
 
-/// A GridSample whose input has an empty spatial dim has nothing to sample from: an error
-/// naming the node (mutation fuzzing found it dividing by that extent).
-#[test]
-fn grid_sample_from_an_empty_plane_is_an_error() {
-    let d = scratch("gridsample-empty");
-    let m = model(
-        vec![node("GridSample", "gs", &["x", "grid"], &["y"])],
-        vec![
-            value_info("x", 1, &[D::N(1), D::N(1), D::N(3), D::N(0), D::N(2)]),
-            value_info("grid", 1, &[D::N(1), D::N(2), D::N(4), D::N(2), D::N(3)]),
-        ],
-        vec![value_info(
-            "y",
-            1,
-            &[D::N(1), D::N(1), D::N(2), D::N(4), D::N(2)],
-        )],
-        vec![],
-        20,
-    );
-    compile_error(
-        &d,
-        "gridsample-empty",
-        &m,
-        &["node 'gs' (GridSample, opset 20)", "spatial dim 3 is empty"],
-    );
-}
-
 /// Models that are not valid ONNX in ways the checker would catch, or that ask for tensors
 /// no process can hold, get an error naming the node (and never a crash or an abort).
 #[test]
