@@ -4,7 +4,7 @@
 use super::stderr;
 use onnxc_tests::model::{
     D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_graph, with_int,
-    with_ints,
+    with_ints, with_str,
 };
 use onnxc_tests::{run_model, scratch};
 use std::path::Path;
@@ -750,20 +750,15 @@ fn fuzzer_findings_stay_fixed() {
     let x = d.join("x44.pb");
     save_tensor(&f32_tensor("x", &[1, 1, 4, 4], &[0.5; 16]), &x);
     for op in ["MaxPool", "AveragePool"] {
-        let mut pool = with_ints(
+        let pool = with_ints(
             node(op, "pool", &["x"], &["y"]),
             "kernel_shape",
             &[2, 1 << 20],
         );
+        let mut pool = with_str(pool, "auto_pad", "SAME_LOWER");
         if op == "AveragePool" {
             pool = with_int(pool, "count_include_pad", 1);
         }
-        pool.attribute.push(onnxc_proto::AttributeProto {
-            name: Some("auto_pad".into()),
-            r#type: Some(onnxc_proto::attribute_proto::AttributeType::String as i32),
-            s: Some(b"SAME_LOWER".to_vec()),
-            ..Default::default()
-        });
         let m = model(
             vec![pool],
             vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)])],

@@ -79,6 +79,17 @@ pub fn with_int(mut n: NodeProto, name: &str, v: i64) -> NodeProto {
     n
 }
 
+/// `n` with a string attribute.
+pub fn with_str(mut n: NodeProto, name: &str, v: &str) -> NodeProto {
+    n.attribute.push(AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::String as i32),
+        s: Some(v.as_bytes().to_vec()),
+        ..Default::default()
+    });
+    n
+}
+
 /// A subgraph (If branch, Loop or Scan body).
 pub fn graph(
     nodes: Vec<NodeProto>,
