@@ -38,18 +38,26 @@ impl Window {
     pub fn trimmed(&self, lo: &[i64], hi: &[i64]) -> Window {
         let mut w = self.clone();
         for i in 0..self.kernel.len() {
-            let (s, d, pb) = (self.strides[i], self.dilations[i], self.pads_begin[i]);
-            let reach = (self.out[i] - 1).max(0) * s;
-            // Tap t reads o·s + t·d − pb for o in [0, out): inside for some o only if
-            // t·d + reach ≥ lo + pb and t·d < hi + pb.
-            let ceil = |x: i64| (x.max(0) + d - 1) / d;
-            let t0 = ceil(lo[i] + pb - reach);
-            let t1 = ceil(hi[i] + pb).min(self.kernel[i]);
+            // The first taps start later as o grows, the last ones end earlier: their union
+            // runs from the last output's first tap to the first output's end.
+            let t0 = self
+                .taps_inside(i, (self.out[i] - 1).max(0), lo[i], hi[i])
+                .start;
+            let t1 = self.taps_inside(i, 0, lo[i], hi[i]).end;
             let (t0, t1) = if t1 > t0 { (t0, t1) } else { (0, 1) };
             w.kernel[i] = t1 - t0;
-            w.pads_begin[i] = pb - t0 * d;
+            w.pads_begin[i] -= t0 * self.dilations[i];
         }
         w
+    }
+
+    /// The taps `t` of dim `i` (a run, within `[0, kernel)`) whose position
+    /// `o·stride + t·dilation − pads_begin` at output `o` lies in `[lo, hi)`; empty when none.
+    pub fn taps_inside(&self, i: usize, o: i64, lo: i64, hi: i64) -> std::ops::Range<i64> {
+        let (k, d) = (self.kernel[i], self.dilations[i]);
+        let base = self.pads_begin[i] - o * self.strides[i];
+        let ceil = |x: i64| x.div_euclid(d) + i64::from(x.rem_euclid(d) != 0);
+        ceil(lo + base).clamp(0, k)..ceil(hi + base).clamp(0, k)
     }
 }
 

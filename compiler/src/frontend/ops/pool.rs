@@ -324,21 +324,13 @@ fn tap_counts(ctx: &mut Ctx, dt: DType, win: &Window, lo: &[i64], hi: &[i64]) ->
         .iter()
         .try_fold(1i64, |a, &o| a.checked_mul(o.max(0)));
     if let Some(n) = outputs.filter(|&n| n <= COUNTS_TABLE_MAX) {
-        // Per dim, per output position o: taps t in [0, k) with lo ≤ o·s + t·d − pb < hi.
+        // Per dim, per output position: its taps inside [lo, hi).
         let per_dim: Vec<Vec<i64>> = (0..win.kernel.len())
             .map(|i| {
-                let (k, s, d, pb) = (
-                    win.kernel[i],
-                    win.strides[i],
-                    win.dilations[i],
-                    win.pads_begin[i],
-                );
-                let ceil = |x: i64| x.div_euclid(d) + i64::from(x.rem_euclid(d) != 0);
                 (0..win.out[i])
                     .map(|o| {
-                        let t0 = ceil(lo[i] + pb - o * s).max(0);
-                        let t1 = ceil(hi[i] + pb - o * s).min(k);
-                        (t1 - t0).max(0)
+                        let t = win.taps_inside(i, o, lo[i], hi[i]);
+                        (t.end - t.start).max(0)
                     })
                     .collect()
             })
