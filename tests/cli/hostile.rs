@@ -787,4 +787,31 @@ fn fuzzer_findings_stay_fixed() {
             .collect();
         assert_eq!(y, want, "{name}");
     }
+    // MaxPool with Indices over a 2×2^22 window of a 16×16 input walked every tap twice
+    // (the values, then the arg-max): minutes; it walks the trimmed window too. Output row
+    // r's window holds input rows r-1 (padding for r = 0) and r whole, so x = 0, 1, … puts
+    // its maximum and that maximum's index at r·16 + 15.
+    let pool = with_ints(
+        node("MaxPool", "pool", &["x"], &["y", "i"]),
+        "kernel_shape",
+        &[2, 1 << 22],
+    );
+    let m = model(
+        vec![with_str(pool, "auto_pad", "SAME_LOWER")],
+        vec![value_info("x", 1, &[D::N(1), D::N(1), D::N(16), D::N(16)])],
+        vec![value_info("y", 1, &[]), value_info("i", 7, &[])],
+        vec![],
+        18,
+    );
+    let o = compile_limited(&d, "huge_indices", &m);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let x = d.join("x1616.pb");
+    let ramp: Vec<f32> = (0..256).map(|v| v as f32).collect();
+    save_tensor(&f32_tensor("x", &[1, 1, 16, 16], &ramp), &x);
+    let t0 = Instant::now();
+    let out = run_model(&[&d.join("huge_indices.onnx"), &x], &d.join("huge_indices"));
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let want: Vec<f64> = (0..256).map(|i| (i / 16 * 16 + 15) as f64).collect();
+    assert_eq!(out[0].to_f64s(), want);
+    assert_eq!(out[1].to_f64s(), want);
 }

@@ -181,9 +181,12 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if let Some(y) = pool_kernel(ctx, PoolKind::Max, x, dt, &xs, &win)? {
         return Ok(vec![y]);
     }
+    // As for float pools (`pool_kernel`), a window with taps that never reach the input
+    // goes through the reduction over its trimmed window instead of the kernel.
     if matches!(dt, DType::U8 | DType::I8)
         && xs.len() == 4
         && xs.iter().chain(&win.out).all(|&d| d > 0)
+        && input_taps(&win, &xs[2..]).kernel == win.kernel
     {
         let geometry = onnxc_runtime::pool::PoolGeometry {
             kind: 0,
@@ -231,7 +234,9 @@ pub fn max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 /// MaxPool with the Indices output: arg-max over the flattened window, then the flat input
-/// index (row-major, or column-major spatial order with `storage_order=1`).
+/// index (row-major, or column-major spatial order with `storage_order=1`). Both walk the
+/// trimmed window (`input_taps`): the taps it drops lie in the padding at every output and
+/// hold no input element, and a huge window costs what its taps over the input cost.
 fn max_pool_with_indices(
     ctx: &mut Ctx,
     x: ValueId,
@@ -239,6 +244,7 @@ fn max_pool_with_indices(
     xs: &[i64],
     win: &Window,
 ) -> Result<Vec<ValueId>> {
+    let win = &input_taps(win, &xs[2..]);
     let storage_order = ctx.attr_i_or("storage_order", 0)?;
     let rank = xs.len() as u32;
     let nsp = win.kernel.len();
