@@ -210,6 +210,26 @@ def ms_group_query_attention():
     return b, "ort"
 
 
+def ms_attention_fp16():
+    """Float16 Attention (a padding mask), MultiHeadAttention (bias, key lengths) and
+    GroupQueryAttention (a prompt), as onnxconverter's float16 conversion leaves an optimized
+    BERT or decoder: onnxc computes them in float32 and rounds the results to float16."""
+    b = B(111)
+    h = lambda *shape: b.input(b.rng.standard_normal(shape).astype(np.float16), TP.FLOAT16)  # noqa: E731
+    hw = lambda *shape, scale=0.3: b.const(b.rng.standard_normal(shape) * scale, np.float16)  # noqa: E731
+    x = h(2, 5, 16)
+    mask = b.input(np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int32), I32)
+    b.out(b.op("Attention", [x, hw(16, 48), hw(48, scale=0.1), mask], num_heads=4), TP.FLOAT16, [2, 5, 16])
+    lens = b.input(np.array([7, 4], np.int32), I32)
+    b.out(b.op("MultiHeadAttention", [x, h(2, 7, 16), h(2, 7, 16), hw(48, scale=0.1), lens], num_heads=4),
+          TP.FLOAT16, [2, 5, 16])
+    i32 = lambda v: b.input(np.array(v, np.int32), I32)  # noqa: E731
+    y, pk, pv = b.op("GroupQueryAttention", [h(1, 5, 64), h(1, 5, 32), h(1, 5, 32), "", "", i32([4]), i32(5)],
+                     [None, None, None], num_heads=4, kv_num_heads=2)
+    b.out(y, TP.FLOAT16, [1, 5, 64]), b.out(pk, TP.FLOAT16, [1, 2, 5, 16]), b.out(pv, TP.FLOAT16, [1, 2, 5, 16])
+    return b, "ort"
+
+
 def ms_rotary_embedding():
     """com.microsoft RotaryEmbedding: 3-D input with num_heads and [B, S] positions, 4-D
     interleaved, a partial rotary dim, and one position offset."""
@@ -800,6 +820,10 @@ def write(out_dir: str, light_dir: str) -> list:
         b, oracle = fn()
         m = b.model()  # not checked: onnx knows no schema of SimplifiedLayerNormalization
         entries.append(write_case(out_dir, f"test_{fn.__name__}", m, b.feeds, oracle))
+    # Float16 results: onnxruntime rounds its float32 intermediates to float16 at other
+    # points, a few float16 steps apart.
+    b, oracle = ms_attention_fp16()
+    entries.append(write_case(out_dir, "test_ms_attention_fp16", b.model(), b.feeds, oracle, atol=1e-2, rtol=1e-2))
     with tempfile.TemporaryDirectory() as tmp:
         for name, m, feeds, atol in pipelines(tmp):
             entries.append(write_case(out_dir, name, m, feeds, "ort", atol=atol))

@@ -198,6 +198,10 @@ def trees(out_dir: str) -> list:
         x, xt)
     skl("test_ml_random_forest_no_zipmap", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)
         .fit(x, _classes(s, 4) * 10 + 3), x, xt, options={"zipmap": False})
+    # decision_path and decision_leaf: each tree's leaf index as a single-target regressor whose
+    # leaves list that index once per class (onnxruntime counts one of the copies).
+    skl("test_ml_random_forest_decision_leaf", RandomForestClassifier(n_estimators=4, max_depth=3, random_state=0)
+        .fit(x, _classes(s, 3)), x, xt, options={"zipmap": False, "decision_leaf": True, "decision_path": True})
     skl("test_ml_gradient_boosting_multiclass", GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0)
         .fit(x, y3), x, xt)
     skl("test_ml_gradient_boosting_binary", GradientBoostingClassifier(n_estimators=8, max_depth=3, random_state=0)
@@ -504,6 +508,11 @@ def estimators(out_dir: str) -> list:
     y3 = _classes(s, 3)
     skl("test_ml_knn_classifier", KNeighborsClassifier(5).fit(x, np.array(["a", "b", "c"])[y3]), x, xt)
     skl("test_ml_knn_regressor", KNeighborsRegressor(4, weights="distance").fit(x, s), x, xt)
+    # optim='cdist': the distances as one com.microsoft CDist node.
+    skl("test_ml_knn_cdist_classifier", KNeighborsClassifier(3).fit(x, y3), x, xt,
+        options={"zipmap": False, "optim": "cdist"})
+    skl("test_ml_knn_cdist_regressor", KNeighborsRegressor(4, weights="distance").fit(x, s), x, xt,
+        options={"optim": "cdist"})
     skl("test_ml_kmeans", KMeans(4, n_init=3, random_state=0).fit(x), x, xt)
     skl("test_ml_pca_logistic", make_pipeline(PCA(3), LogisticRegression()).fit(x, yb), x, xt)
     skl("test_ml_gaussian_nb", GaussianNB().fit(x, y3), x, xt)

@@ -333,7 +333,14 @@ def resize_constant():
 
 def resize_legacy():
     """Resize-10 (asymmetric; nearest rounds down when upsampling, up when downsampling) and
-    its Upsample forerunners, scales as initializers."""
+    its Upsample forerunners, scales as initializers; and Resize-11's tf_half_pixel_for_nn
+    (dropped in opset 13; tf2onnx writes it for TensorFlow's half-pixel nearest resize)."""
+    g = G(24)
+    tf = [g.op("Resize", ["x", g.const(np.zeros(0, np.float32)), g.const(sc)], mode=mode,
+               coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode=nearest)
+          for sc in ([1.0, 1.0, 2.0, 1.5], [1.0, 1.0, 0.6, 0.75])
+          for mode, nearest in [("nearest", "round_prefer_ceil"), ("nearest", "floor"), ("linear", "floor")]]
+    m11 = g.model([("x", [1, 3, 5, 7])], tf, opset=11)
     outs = []
     g = G(21)
     for mode in ["nearest", "linear"]:
@@ -346,7 +353,7 @@ def resize_legacy():
     g = G(23)
     u7 = [g.op("Upsample", ["x"], mode=m, scales=[1.0, 1.0, 3.0, 2.0]) for m in ["nearest", "linear"]]
     m7 = g.model([("x", [1, 3, 5, 7])], u7, opset=7)
-    return m10, m9, m7
+    return m11, m10, m9, m7
 
 
 def qdq_cnn():
@@ -1506,7 +1513,7 @@ def write(out_dir: str, light_dir: str) -> list:
     """Writes every case under OUT/onnxc/<name>; returns their cases.tsv entries. `light_dir`
     is the onnx package's backend/test/data/light folder."""
     entries = [write_case(out_dir, f"test_{fn.__name__}", fn()) for fn in CASES]
-    for opset, m in zip((10, 9, 7), resize_legacy()):
+    for opset, m in zip((11, 10, 9, 7), resize_legacy()):
         entries.append(write_case(out_dir, f"test_resize_legacy_opset{opset}", m))
     for model in VARIED_LIGHT:
         m = onnx.load(os.path.join(light_dir, f"light_{model}.onnx"))

@@ -234,6 +234,10 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
 /// Limits of supported ops, for `docs/supported-ops.md`.
 pub const NOTES: &[(&str, &str)] = &[
     (
+        "TreeEnsembleRegressor",
+        "a leaf listed more than once for the single target counts its first weight, as onnxruntime (skl2onnx's decision_leaf output relies on it); the reference evaluator sums the copies",
+    ),
+    (
         "CastMap",
         "the SPARSE form, [1, max_map], float values to TO_FLOAT/TO_INT64 and string values to TO_STRING; DENSE (one column per map entry, a count known at run time) and string/number conversions are refused; the map is an onnxc_map input",
     ),
@@ -348,7 +352,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Resize",
-        "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel, others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling)",
+        "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel, others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling); opsets 11–12's tf_half_pixel_for_nn as onnxruntime computes it, in float32",
     ),
     (
         "QuantizeLinear",
@@ -522,6 +526,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("BiasAdd", transformer::bias_add),
     ("BiasSplitGelu", transformer::bias_split_gelu),
     ("FusedMatMul", transformer::fused_matmul),
+    ("CDist", linalg::cdist),
     ("FusedGemm", transformer::fused_gemm),
     ("FusedConv", transformer::fused_conv),
     ("TransposeMatMul", transformer::fused_matmul),
@@ -639,6 +644,10 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     ),
     ("TransposeMatMul", "as FusedMatMul"),
     (
+        "CDist",
+        "metric sqeuclidean or euclidean (the metrics of onnxruntime's CPU kernel); float or double; summed as squared differences (onnxruntime expands them into norms and a product, which can round differently)",
+    ),
+    (
         "FusedGemm",
         "Gemm then Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid or Clip",
     ),
@@ -656,15 +665,15 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     ),
     (
         "Attention",
-        "packed QKV weights and bias, qkv_hidden_sizes, every CPU mask form (raw [B, T] / [B, S, T], key lengths [B], end and start positions [2B]), unidirectional, past/present of a length fixed at compile time, attention_bias; float32; not do_rotary or past_present_share_buffer",
+        "packed QKV weights and bias, qkv_hidden_sizes, every CPU mask form (raw [B, T] / [B, S, T], key lengths [B], end and start positions [2B]), unidirectional, past/present of a length fixed at compile time, attention_bias; float32 (float16 and bfloat16 computed in float32); not do_rotary or past_present_share_buffer",
     ),
     (
         "MultiHeadAttention",
-        "3-D query with 3-D key/value (bias added) or projected 4-D key/value, key_padding_mask as Attention's masks, attention_bias, past/present key and value, unidirectional; float32; not packed QKV/KV (nor has onnxruntime's CPU kernel), not beam-search inputs",
+        "3-D query with 3-D key/value (bias added) or projected 4-D key/value, key_padding_mask as Attention's masks, attention_bias, past/present key and value, unidirectional; float32 (float16 and bfloat16 computed in float32); not packed QKV/KV (nor has onnxruntime's CPU kernel), not beam-search inputs",
     ),
     (
         "GroupQueryAttention",
-        "static past/present shapes (present = past + new tokens, or the declared length), per-row positions from seqlens_k checked at run time (ONNXC_ERR_INDEX), packed QKV, rotary embedding, local window, softcap, attention_bias; float32; not smooth softmax, head sinks, quantized KV caches or shared buffers",
+        "static past/present shapes (present = past + new tokens, or the declared length), per-row positions from seqlens_k checked at run time (ONNXC_ERR_INDEX), packed QKV, rotary embedding, local window, softcap, attention_bias; float32 (float16 and bfloat16 computed in float32); not smooth softmax, head sinks, quantized KV caches or shared buffers",
     ),
     ("QuantizeLinear", "as ONNX's QuantizeLinear"),
     ("DequantizeLinear", "as ONNX's DequantizeLinear"),

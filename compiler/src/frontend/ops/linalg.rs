@@ -501,3 +501,54 @@ pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     )?;
     Ok(vec![build::cast(ctx, d, dt)?])
 }
+
+/// CDist (`com.microsoft`, what skl2onnx writes for nearest neighbours with
+/// `optim='cdist'`): the distances `[N, M]` between the rows of A `[N, K]` and of B
+/// `[M, K]`, squared (`metric='sqeuclidean'`, the default) or not (`'euclidean'`): a sum of
+/// squared differences over K, the root taken after, in the operands' type (float or double).
+pub fn cdist(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let dt = build::expect_types(ctx, a, "A", &[DType::F32, DType::F64])?;
+    build::expect_types(ctx, b, "B", &[dt])?;
+    let root = match ctx.attr_s_or("metric", "sqeuclidean")?.as_str() {
+        "sqeuclidean" => false,
+        "euclidean" => true,
+        other => {
+            return Err(ctx.unsupported(format!(
+                "metric '{other}'; onnxc computes 'sqeuclidean' and 'euclidean' (as onnxruntime's \
+                 CPU kernel)"
+            )));
+        }
+    };
+    let (sa, sb) = (ctx.known_shape(a)?, ctx.known_shape(b)?);
+    let (&[n, k], &[m, kb]) = (&sa[..], &sb[..]) else {
+        return Err(ctx.err(format!(
+            "A has shape {sa:?} and B {sb:?}; CDist takes matrices [N, K] and [M, K]"
+        )));
+    };
+    if k != kb {
+        return Err(ctx.err(format!(
+            "A has {k} columns and B {kb}; their rows must have the same length"
+        )));
+    }
+    let diff = expr::sub(
+        expr::load(dt, 0, vec![expr::var(0), expr::var(2)]),
+        expr::load(dt, 1, vec![expr::var(1), expr::var(2)]),
+    );
+    let shape = vec![Dim::Known(n), Dim::Known(m)];
+    let body = expr::mul(diff.clone(), diff);
+    let y = ctx.reduce(
+        crate::ir::graph::ReduceKind::Sum,
+        vec![k],
+        dt,
+        shape,
+        vec![a, b],
+        body,
+    )?;
+    if !root {
+        return Ok(vec![y]);
+    }
+    Ok(vec![build::unary(ctx, y, dt, |v| {
+        expr::unary(expr::UnOp::Sqrt, v)
+    })?])
+}

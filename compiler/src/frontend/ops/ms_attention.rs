@@ -12,7 +12,8 @@
 //! causal mask (`unidirectional`) the lowest float over them (it wins); GroupQueryAttention
 //! excludes the keys past each query's position (and outside its local window) entirely.
 //! Past and present key/value states are concatenations along the sequence axis; the past
-//! length is fixed at compile time.
+//! length is fixed at compile time. Float16 and bfloat16 attention computes in float32
+//! (`in_f32`), as onnxruntime's CPU kernels accumulate.
 
 use crate::error::Result;
 use crate::frontend::build::{self, bload};
@@ -263,6 +264,30 @@ fn padding_mask(
     )?))
 }
 
+/// The attention op `op` of a float16 or bfloat16 input (input 0): its operands of that
+/// type cast to float32, `op` built over them, its float32 results cast back. A float32
+/// input builds `op` as it is.
+fn in_f32(ctx: &mut Ctx, op: fn(&mut Ctx) -> Result<Vec<ValueId>>) -> Result<Vec<ValueId>> {
+    let low = ctx.dtype(ctx.input(0)?);
+    if !matches!(low, DType::F16 | DType::BF16) {
+        return op(ctx);
+    }
+    for i in 0..ctx.inputs.len() {
+        if let Some(x) = ctx.inputs[i]
+            && ctx.dtype(x) == low
+        {
+            ctx.inputs[i] = Some(build::cast(ctx, x, DType::F32)?);
+        }
+    }
+    op(ctx)?
+        .into_iter()
+        .map(|y| match ctx.dtype(y) {
+            DType::F32 => build::cast(ctx, y, low),
+            _ => Ok(y),
+        })
+        .collect()
+}
+
 fn f32_only(ctx: &Ctx, x: ValueId, what: &str) -> Result<()> {
     build::expect_types(ctx, x, what, &[DType::F32])
         .map(|_| ())
@@ -355,6 +380,10 @@ fn packed_attention(
 /// Attention (input, weights, bias?, mask_index?, past?, attention_bias?,
 /// past_sequence_length?): outputs (output, present).
 pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    in_f32(ctx, attention_f32)
+}
+
+fn attention_f32(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let (bias, mask, past) = (ctx.opt_input(2), ctx.opt_input(3), ctx.opt_input(4));
     let attn_bias = ctx.opt_input(5);
@@ -432,6 +461,10 @@ pub fn qattention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// MultiHeadAttention (query, key?, value?, bias?, key_padding_mask?, attention_bias?,
 /// past_key?, past_value?): outputs (output, present_key, present_value).
 pub fn multi_head_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    in_f32(ctx, multi_head_attention_f32)
+}
+
+fn multi_head_attention_f32(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let q = ctx.input(0)?;
     let (key, value, bias) = (ctx.opt_input(1), ctx.opt_input(2), ctx.opt_input(3));
     let (mask, attn_bias) = (ctx.opt_input(4), ctx.opt_input(5));
@@ -518,6 +551,10 @@ pub fn multi_head_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 /// their own position (the last `local_window_size` of them with a window). A `seqlens_k` that
 /// puts the new tokens outside the state fails the run (`ONNXC_ERR_INDEX`).
 pub fn group_query_attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    in_f32(ctx, group_query_attention_f32)
+}
+
+fn group_query_attention_f32(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let q = ctx.input(0)?;
     let (key, value) = (ctx.opt_input(1), ctx.opt_input(2));
     let (past_k, past_v) = (ctx.opt_input(3), ctx.opt_input(4));

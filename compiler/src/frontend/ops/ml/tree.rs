@@ -533,7 +533,16 @@ pub fn tree_ensemble_regressor(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             "attribute 'n_targets' is {n_targets}; it must be positive"
         )));
     }
-    let t = legacy_trees(ctx, "target", n_targets as usize)?;
+    let mut t = legacy_trees(ctx, "target", n_targets as usize)?;
+    if n_targets == 1 {
+        // A single-target leaf listed more than once (skl2onnx's `decision_leaf` output
+        // lists each leaf once per class, all with the leaf's index) counts its first
+        // weight only, as onnxruntime reads it (the weight it keeps beside the node) and the
+        // converters expect; the reference evaluator would sum the copies.
+        for leaf in &mut t.leaves {
+            leaf.truncate(1);
+        }
+    }
     let (aggregate, average) = aggregate_of(ctx, &ctx.attr_s_or("aggregate_function", "SUM")?)?;
     let (base, base_f64) = float_list(ctx, "base_values")?.unwrap_or_default();
     let post = super::post_transform(ctx)?;

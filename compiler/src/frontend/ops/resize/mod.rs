@@ -86,12 +86,9 @@ fn parse_params(ctx: &Ctx, upsample: bool) -> Result<Params> {
             "align_corners" => Coord::AlignCorners,
             "asymmetric" => Coord::Asymmetric,
             "tf_crop_and_resize" => Coord::TfCropAndResize,
-            // Resize-11 lists it; no later opset does, and onnxruntime rejects it.
-            "tf_half_pixel_for_nn" => {
-                return Err(ctx.unsupported(
-                    "coordinate_transformation_mode 'tf_half_pixel_for_nn' (removed in opset 13)",
-                ));
-            }
+            // Resize-11 and -12 list it (tf2onnx writes it for TensorFlow's nearest resize
+            // with half-pixel centers); Resize-13 dropped it.
+            "tf_half_pixel_for_nn" if ctx.opset < 13 => Coord::TfHalfPixelForNn,
             other => {
                 return Err(ctx.err(format!(
                     "unknown coordinate_transformation_mode '{other}' for opset {}",

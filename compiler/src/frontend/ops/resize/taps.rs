@@ -31,6 +31,8 @@ pub(super) enum Coord {
     AlignCorners,
     Asymmetric,
     TfCropAndResize,
+    /// Resize-11/12's `(y + 0.5) / scale`: half-pixel centres without the final shift.
+    TfHalfPixelForNn,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -105,6 +107,13 @@ fn source_coord(coord: Coord, ax: &Axis, y: &E) -> (E, Option<E>) {
         }
         Coord::PytorchHalfPixel => (expr::select(ow_is_1, c64(-0.5), half_pixel()), None),
         Coord::HalfPixel => (half_pixel(), None),
+        // In float32, as onnxruntime (the one implementation) computes it: 1.5 / 0.6f is
+        // 2.5 there, a nearest tap apart from float64's 2.4999999.
+        Coord::TfHalfPixelForNn => {
+            let f32 = |e: &E| expr::cast(e.clone(), DType::F32);
+            let x = bin(Div, &f32(&bin(Add, y, &c64(0.5))), &f32(s));
+            (expr::cast(x, DType::F64), None)
+        }
         Coord::HalfPixelSymmetric => {
             let adjustment = bin(Div, &c64(ax.n_out as f64), &output_width);
             let center = c64(ax.n_in as f64 / 2.0);
