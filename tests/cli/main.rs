@@ -5,6 +5,7 @@
 //! the values of optimized code in tests/numerics.rs.
 
 mod commands;
+mod contrib_errors;
 mod hostile;
 mod model_errors;
 mod run_errors;
