@@ -4,7 +4,7 @@
 
 use super::{compile_error, run_fails};
 use onnxc_tests::model::{
-    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_int,
+    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_int, with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -189,4 +189,68 @@ fn embedding_ids_outside_the_tables_fail_the_run() {
         let e = run_fails(&p, &[&ids], &d.join("bad"));
         assert!(e.contains("index"), "{e}");
     }
+}
+
+/// Models onnxruntime saved at ORT_ENABLE_ALL: its NCHWc ops (weights in machine-dependent
+/// blocks) are refused, saying how to save the model instead; its channels-last QLinearConv
+/// and NhwcMaxPool compile and compute what the NCHW ops compute.
+#[test]
+fn ort_enable_all_layouts_are_built_or_refused_by_name() {
+    let d = scratch("contrib_layouts");
+    let mut reorder = with_int(
+        node("ReorderOutput", "out_reorder", &["x"], &["y"]),
+        "channels",
+        3,
+    );
+    reorder.domain = Some("com.microsoft.nchwc".into());
+    let mut m = model(
+        vec![reorder],
+        vec![value_info("x", 1, &[D::N(1), D::N(8), D::N(2), D::N(2)])],
+        vec![value_info("y", 1, &[D::N(1), D::N(3), D::N(2), D::N(2)])],
+        vec![],
+        13,
+    );
+    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+        domain: Some("com.microsoft.nchwc".into()),
+        version: Some(1),
+    });
+    compile_error(
+        &d,
+        "nchwc",
+        &m,
+        &["'out_reorder'", "NCHWc layout", "ORT_ENABLE_EXTENDED"],
+    );
+    // NhwcMaxPool of a 1×3×4×2 uint8 NHWC input (2 channels) with a 2×2 window, stride 2.
+    let mut pool = with_ints(
+        with_ints(
+            node("NhwcMaxPool", "pool", &["x"], &["y"]),
+            "kernel_shape",
+            &[2, 2],
+        ),
+        "strides",
+        &[2, 2],
+    );
+    pool.domain = Some("com.microsoft".into());
+    let mut m = model(
+        vec![pool],
+        vec![value_info("x", 2, &[D::N(1), D::N(3), D::N(4), D::N(2)])],
+        vec![value_info("y", 2, &[D::N(1), D::N(1), D::N(2), D::N(2)])],
+        vec![],
+        13,
+    );
+    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
+        domain: Some("com.microsoft".into()),
+        version: Some(1),
+    });
+    let p = d.join("nhwc_pool.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    // x[h, w, c] = 10·h + 3·w + c (h < 3, w < 4, c < 2).
+    let vals: Vec<i64> = (0..24)
+        .map(|i| 10 * (i / 8) + 3 * (i / 2 % 4) + i % 2)
+        .collect();
+    save_tensor(&int_tensor("x", 2, &[1, 3, 4, 2], &vals), &x);
+    let y = run_model(&[&p, &x], &d.join("out"))[0].to_f64s();
+    // Window (0..2, 2j..2j+2): its maximum is at h = 1, w = 2j + 1.
+    assert_eq!(y, vec![13.0, 14.0, 19.0, 20.0]);
 }

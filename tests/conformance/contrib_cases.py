@@ -574,7 +574,7 @@ def quantized_lstms(tmp: str):
 ZOO = ["squeezenet", "shufflenet", "inception_v1", "resnet50", "densenet121"]
 # The deep ones in QOperator form only: quantized ResNet-50 takes 20-30 s per case to compile
 # and run on a loaded 2-core machine (CI's budget).
-ZOO_FORMATS = {"resnet50": ["qop"], "densenet121": ["qop"]}
+ZOO_FORMATS = {"resnet50": ["qop"], "densenet121": ["qop"], "squeezenet": ["qop", "qdq", "dyn", "ortall"]}
 
 
 def zoo_float(light_dir: str, model: str) -> onnx.ModelProto:
@@ -620,6 +620,11 @@ def zoo_quantized(light_dir: str, tmp: str):
             dst = os.path.join(tmp, f"{model}_{fmt}.onnx")
             if fmt == "dyn":
                 quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+            elif fmt == "ortall":
+                # The QDQ model as onnxruntime saves it at ORT_ENABLE_ALL (its default level):
+                # channels-last QLinearConv, NhwcMaxPool and QLinearConcat between transposes.
+                qdq = onnx.load(os.path.join(tmp, f"{model}_qdq.onnx"))
+                onnx.save(ort_optimized(qdq, tmp, ort.GraphOptimizationLevel.ORT_ENABLE_ALL), dst)
             else:
                 quantize_static(src, dst, Reader(x.name, shape), per_channel=True, reduce_range=True,
                                 quant_format=QuantFormat.QOperator if fmt == "qop" else QuantFormat.QDQ,
@@ -775,7 +780,7 @@ def output_step(m: onnx.ModelProto) -> float:
 # session, which fuses the same groups into integer kernels, differs from its unoptimized
 # one by up to 2 steps on Inception v1 (measured), and so does onnxc where its float32
 # kernels round differently (the AVX2 and portable ones).
-ZOO_STEPS = {"qop": 1, "qdq": 2}
+ZOO_STEPS = {"qop": 1, "qdq": 2, "ortall": 2}
 DYN_RANGE = 0.01
 
 

@@ -138,11 +138,19 @@ pub fn axes(ctx: &Ctx, list: &[i64], rank: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// Transposes `v` by `perm` (output dim k is input dim perm[k]).
+/// Transposes `v` by `perm` (output dim k is input dim perm[k]). A transpose of a
+/// transpose is one transpose of the first one's operand, none where the two cancel (the
+/// NHWC↔NCHW pairs around channels-last contrib ops, Transpose pairs in exports).
 pub fn transpose(ctx: &mut Ctx, v: ValueId, perm: &[usize]) -> Result<ValueId> {
     let t = ctx.ty(v);
     if perm.iter().enumerate().all(|(k, &p)| k == p) {
         return Ok(v);
+    }
+    if let Some((src, inner)) = transpose_of(ctx, v)
+        && inner.len() == perm.len()
+    {
+        let composed: Vec<usize> = perm.iter().map(|&p| inner[p]).collect();
+        return transpose(ctx, src, &composed);
     }
     let shape: Shape = perm.iter().map(|&p| t.shape[p].clone()).collect();
     // If only size-1 dims move, the row-major order is unchanged: a reshape.
@@ -160,6 +168,40 @@ pub fn transpose(ctx: &mut Ctx, v: ValueId, perm: &[usize]) -> Result<ValueId> {
     }
     let body = expr::load(t.dtype, 0, index);
     ctx.map(t.dtype, shape, vec![v], body)
+}
+
+/// `(operand, perm)` when `v` is a transpose (`transpose`'s map: a load of its one operand
+/// at a permutation of the output's index variables).
+pub fn transpose_of(ctx: &Ctx, v: ValueId) -> Option<(ValueId, Vec<usize>)> {
+    let node = ctx.g.node(v.node);
+    let (crate::ir::Op::Map(m), [src]) = (&node.op, &node.inputs[..]) else {
+        return None;
+    };
+    let expr::ExprKind::Load { input: 0, index } = &m.body.kind else {
+        return None;
+    };
+    if v.slot != 0 || ctx.ty(*src).dtype != m.body.dtype || index.len() != ctx.rank(*src) {
+        return None;
+    }
+    // Input dim p is read at output var index[p]: output dim k is input dim perm[k].
+    let mut perm = vec![usize::MAX; index.len()];
+    for (p, e) in index.iter().enumerate() {
+        match e.kind {
+            expr::ExprKind::Var(k)
+                if (k as usize) < perm.len() && perm[k as usize] == usize::MAX =>
+            {
+                perm[k as usize] = p
+            }
+            _ => return None,
+        }
+    }
+    // The whole operand, not a corner of it (a map reading x[v1, v0] over a smaller
+    // shape is a slice too).
+    let (from, to) = (&ctx.ty(*src).shape, &ctx.ty(v).shape);
+    if perm.iter().enumerate().any(|(k, &p)| to[k] != from[p]) {
+        return None;
+    }
+    Some((*src, perm))
 }
 
 /// Reduces `v` over `axes` with `kind`, applying `pre` to each element first.

@@ -796,9 +796,9 @@ impl Importer<'_> {
             self.unsupported.push(Unsupported {
                 node: origin.node_id(),
                 op_type: origin.op_type,
+                reason: registry::missing_reason(&domain),
                 domain,
                 opset,
-                reason: "no implementation of this op".into(),
             });
         }
     }
@@ -835,7 +835,7 @@ impl Importer<'_> {
             let reason = if !domain.is_empty() && !self.opsets.contains_key(&domain) {
                 format!("domain '{domain}' is not imported by the model")
             } else {
-                "no implementation of this op".to_string()
+                registry::missing_reason(&domain)
             };
             return Err(Error::Unsupported(vec![Unsupported {
                 node: origin.node_id(),

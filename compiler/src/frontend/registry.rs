@@ -495,6 +495,8 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
         contrib::qlinear_global_average_pool,
     ),
     ("QLinearConcat", contrib::qlinear_concat),
+    ("QLinearConv", contrib::qlinear_conv),
+    ("NhwcMaxPool", contrib::nhwc_max_pool),
     ("QLinearAveragePool", contrib_quant::qlinear_average_pool),
     ("QLinearReduceMean", contrib_quant::qlinear_reduce_mean),
     ("QLinearWhere", contrib_quant::qlinear_where),
@@ -561,6 +563,14 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
         "dequantize, sigmoid, quantize (a 256-entry table per run)",
     ),
     ("QLinearLeakyRelu", "dequantize, LeakyRelu, quantize"),
+    (
+        "QLinearConv",
+        "as ONNX's QLinearConv; with channels_last=1 (onnxruntime's NHWC transformer) over NHWC activations, transposed around the convolution",
+    ),
+    (
+        "NhwcMaxPool",
+        "MaxPool of an 8-bit NHWC input, transposed around the pool",
+    ),
     (
         "QLinearSoftmax",
         "axis semantics of the `opset` attribute (before 13 the input is coerced to 2-D at axis 1; onnxruntime softmaxes a 4-D input's last axis there)",
@@ -719,6 +729,19 @@ pub const TRAINING_OPS: &[(&str, Builder)] = &[
     ("Adam", optimizer::adam),
     ("Momentum", optimizer::momentum),
 ];
+
+/// Why an op `lookup` does not find is refused: what to do instead where a domain is known
+/// to be out of reach.
+pub fn missing_reason(domain: &str) -> String {
+    match domain {
+        "com.microsoft.nchwc" => "onnxruntime's NCHWc layout, written when a model is saved at \
+             ORT_ENABLE_ALL: its weights are stored in blocks whose size depends on the machine \
+             that saved it (8 or 16 channels) and is not recorded in the model; save the \
+             optimized model at ORT_ENABLE_EXTENDED, or compile the model as exported"
+            .into(),
+        _ => "no implementation of this op".into(),
+    }
+}
 
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let tables: &[&[(&str, Builder)]] = match domain {

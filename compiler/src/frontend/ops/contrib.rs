@@ -1,7 +1,8 @@
 //! onnxruntime's quantized contrib ops (domain `com.microsoft`), which its quantizer writes
 //! in the QOperator format and the ONNX model zoo's int8 models use: QLinearAdd, QLinearMul,
 //! QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat, and that
-//! domain's QuantizeLinear/DequantizeLinear (the ONNX ops' semantics).
+//! domain's QuantizeLinear/DequantizeLinear (the ONNX ops' semantics); and the channels-last
+//! QLinearConv and NhwcMaxPool its NHWC transformer writes at ORT_ENABLE_ALL.
 //!
 //! Scales and zero points are per tensor (one element each, as the ops define them). Each op
 //! is a map (a reduction for the pool) computing the formula of onnxruntime's operator
@@ -346,21 +347,79 @@ pub fn qlinear_concat(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             )));
         }
         shape[axis] = shape[axis].clone().add(s[axis].clone());
-        let part = if q.scale == sy && q.zp == zy && ctx.dtype(q.x) == odt {
+        // An input quantized as the output (the quantizer gives a concat's inputs its scale
+        // and zero point) is its own part: round((x − z)·s / s + z) is x for 8-bit x.
+        let same = |a: ValueId, b: ValueId| {
+            a == b
+                || matches!((ctx.g.const_value(a), ctx.g.const_value(b)), (Some(x), Some(y)) if x == y)
+        };
+        let same_zp = match (q.zp, zy) {
+            (Some(a), Some(b)) => same(a, b),
+            (a, b) => a == b,
+        };
+        let part = if same(q.scale, sy) && same_zp && ctx.dtype(q.x) == odt {
             q.x
         } else {
-            let mut inputs = vec![q.x, q.scale, sy];
+            // Requantized before a transpose rather than after, so that the parts stay
+            // transposes `concat_parts` can concatenate untransposed.
+            let (x, perm) = build::transpose_of(ctx, q.x).unwrap_or((q.x, (0..rank).collect()));
+            let mut inputs = vec![x, q.scale, sy];
             let (sxv, syv) = (param(ctx, q.scale, 1), param(ctx, sy, 2));
             let zx = zero_point(ctx, q.zp, &mut inputs);
             let zyv = zero_point(ctx, zy, &mut inputs);
-            let xv = expr::cast(build::load_same(ctx.dtype(q.x), 0, rank), DType::F32);
+            let xv = expr::cast(build::load_same(ctx.dtype(x), 0, rank), DType::F32);
             let d = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, xv, zx), sxv);
             let v = expr::binary(BinOp::Div, d, syv);
-            ctx.map(odt, s, inputs, saturate(v, zyv, odt))?
+            let y = ctx.map(odt, ctx.shape(x), inputs, saturate(v, zyv, odt))?;
+            build::transpose(ctx, y, &perm)?
         };
         parts.push(part);
     }
     Ok(vec![crate::frontend::ops::shape::concat_parts(
         ctx, parts, axis, odt, shape,
     )?])
+}
+
+/// Builds the ONNX op `op` (its semantics at `opset`) of this node's NHWC input 0: the
+/// input transposed to NCHW, `op` built over it, its results transposed back to NHWC.
+fn channels_first(
+    ctx: &mut Ctx,
+    opset: i64,
+    op: fn(&mut Ctx) -> Result<Vec<ValueId>>,
+) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let r = ctx.rank(x);
+    if r < 3 {
+        return Err(ctx.err(format!(
+            "input 0 has rank {r}; a channels-last input needs a batch, spatial dims and channels"
+        )));
+    }
+    let to_first: Vec<usize> = [0, r - 1].into_iter().chain(1..r - 1).collect();
+    let to_last: Vec<usize> = [0].into_iter().chain(2..r).chain([1]).collect();
+    ctx.inputs[0] = Some(build::transpose(ctx, x, &to_first)?);
+    // The node's declared output types are NHWC: the NCHW builder must not read them.
+    let declared = std::mem::take(&mut ctx.declared);
+    let guessed = std::mem::take(&mut ctx.guessed);
+    let own = std::mem::replace(&mut ctx.opset, opset);
+    let ys = op(ctx);
+    (ctx.declared, ctx.guessed, ctx.opset) = (declared, guessed, own);
+    ys?.into_iter()
+        .map(|y| build::transpose(ctx, y, &to_last))
+        .collect()
+}
+
+/// com.microsoft QLinearConv: ONNX's QLinearConv, over NHWC activations with
+/// `channels_last=1` (the weights stay OIHW).
+pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    if ctx.attr_i_or("channels_last", 0)? == 0 {
+        return super::qlinear::qlinear_conv(ctx);
+    }
+    channels_first(ctx, 10, super::qlinear::qlinear_conv)
+}
+
+/// NhwcMaxPool (com.microsoft): MaxPool-12 of an 8-bit NHWC input.
+pub fn nhwc_max_pool(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    build::expect_types(ctx, x, "x", &[DType::U8, DType::I8])?;
+    channels_first(ctx, 12, super::pool::max_pool)
 }

@@ -187,6 +187,28 @@ pub fn concat_parts(
         .into_iter()
         .filter(|&v| ctx.shape(v)[axis] != Dim::Known(0))
         .collect();
+    // Parts that are all transposes by one perm: their operands concatenated along the
+    // axis that perm moves to `axis`, transposed once (so a channels-last concat between
+    // NCHW producers and consumers costs no transpose at all).
+    let sources: Option<Vec<(ValueId, Vec<usize>)>> =
+        parts.iter().map(|&v| build::transpose_of(ctx, v)).collect();
+    if let Some(sources) = sources
+        && parts.len() > 1
+        && sources.iter().all(|(_, p)| *p == sources[0].1)
+    {
+        let perm = sources[0].1.clone();
+        let mut inner = shape.clone();
+        for (k, &p) in perm.iter().enumerate() {
+            inner[p] = shape[k].clone();
+        }
+        let srcs = sources.into_iter().map(|(v, _)| v).collect();
+        let c = ctx.add(
+            Op::Concat { axis: perm[axis] },
+            srcs,
+            TypeInfo::new(dt, inner),
+        )?;
+        return build::transpose(ctx, c, &perm);
+    }
     match parts.len() {
         0 => ctx.map(dt, shape, vec![], expr::konst(dt, Scalar::zero(dt))),
         1 => Ok(parts[0]),
