@@ -6,6 +6,27 @@ use onnxc::error::{Error, Result, json_str};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `println!`, except that a closed stdout (`onnxc bench … | head`) ends the process quietly
+/// instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// `print!` as `outln!`.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if write!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "onnxc",
@@ -335,7 +356,7 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
     let opts = options(common)?;
     let i = driver::inspect(model, &opts)?;
     if json {
-        println!("{}", inspect_json(model, &i));
+        outln!("{}", inspect_json(model, &i));
         return Ok(());
     }
     let s = &i.summary;
@@ -354,24 +375,24 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
     if !about.is_empty() {
         head += &format!(" ({})", about.join(", "));
     }
-    println!("model:          {head}");
+    outln!("model:          {head}");
     let opsets: Vec<String> = s.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect();
-    println!("opsets:         {}", opsets.join(", "));
+    outln!("opsets:         {}", opsets.join(", "));
     for (what, list) in [("inputs:", &s.inputs), ("outputs:", &s.outputs)] {
         for (k, d) in list.iter().enumerate() {
-            println!("{:<16}{}", if k == 0 { what } else { "" }, io(d));
+            outln!("{:<16}{}", if k == 0 { what } else { "" }, io(d));
         }
         if list.is_empty() {
-            println!("{what:<16}none");
+            outln!("{what:<16}none");
         }
     }
     if !s.symbols.is_empty() && !i.run_time_batch {
-        println!(
+        outln!(
             "symbols:        {} (fix with --dim SYMBOL=N or --shape INPUT=D0,D1,…)",
             s.symbols.join(", ")
         );
     } else if !s.symbols.is_empty() {
-        println!(
+        outln!(
             "symbols:        {} (the leading ones a run-time batch; --dim SYMBOL=N fixes them)",
             s.symbols.join(", ")
         );
@@ -388,23 +409,23 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
             }
         })
         .collect();
-    println!("nodes:          {} ({})", s.nodes, hist.join(", "));
-    println!(
+    outln!("nodes:          {} ({})", s.nodes, hist.join(", "));
+    outln!(
         "parameters:     {} in {} initializers ({:.1} MB)",
         s.parameters,
         s.initializers,
         s.parameter_bytes as f64 / 1e6
     );
     match i.multiply_adds {
-        Some(n) => println!(
+        Some(n) => outln!(
             "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions{})",
             n as f64 / 1e9,
             if i.run_time_batch { ", per item" } else { "" }
         ),
-        None => println!("multiply-adds:  unknown until every dim is bound"),
+        None => outln!("multiply-adds:  unknown until every dim is bound"),
     }
     for w in &i.warnings {
-        println!("warning:        {w}");
+        outln!("warning:        {w}");
     }
     if !s.unknown_ops.is_empty() {
         let list: Vec<String> = s
@@ -418,18 +439,18 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
                 }
             })
             .collect();
-        println!("no builder for: {}", list.join(", "));
+        outln!("no builder for: {}", list.join(", "));
     }
     match &i.import_error {
-        None if i.run_time_batch => println!(
+        None if i.run_time_batch => outln!(
             "imports:        yes, its symbolic leading input dims as a run-time batch \
              (every item computed on its own)"
         ),
-        None => println!("imports:        yes (every node builds with these shapes)"),
-        Some(e) => println!("imports:        no: {e}"),
+        None => outln!("imports:        yes (every node builds with these shapes)"),
+        Some(e) => outln!("imports:        no: {e}"),
     }
     if !i.data_dependent.is_empty() {
-        println!(
+        outln!(
             "data-dependent: {} (as many rows as the data selects: NAME_run_shaped returns \
              their dims)",
             i.data_dependent.join(", ")
@@ -440,15 +461,15 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
 
 fn compile_cmd(a: &CompileArgs) -> Result<()> {
     if a.print_runtime_lib {
-        println!("{}", driver::runtime_lib()?.display());
+        outln!("{}", driver::runtime_lib()?.display());
         return Ok(());
     }
     if a.print_link_flags {
-        println!("{}", driver::link_flags()?.join(" "));
+        outln!("{}", driver::link_flags()?.join(" "));
         return Ok(());
     }
     if a.print_pkg_config {
-        print!("{}", driver::pkg_config()?);
+        out!("{}", driver::pkg_config()?);
         return Ok(());
     }
     let Some(model) = &a.model else {
@@ -474,7 +495,7 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
     });
     let c = driver::compile_file(model, &prefix, &opts, emit)?;
     if let Some(d) = c.dump {
-        print!("{d}");
+        out!("{d}");
         return Ok(());
     }
     let Some(output) = output else {
@@ -564,16 +585,18 @@ fn real_main(cli: Cli) -> Result<()> {
                 save_exe.as_deref(),
                 threads as usize,
             )?;
-            println!("model:        {}", model.display());
-            println!("compile:      {:.1} ms", r.compile_ms);
-            println!("iterations:   {} (+{} warm-up)", r.iterations, warmup);
-            println!(
+            outln!("model:        {}", model.display());
+            outln!("compile:      {:.1} ms", r.compile_ms);
+            outln!("iterations:   {} (+{} warm-up)", r.iterations, warmup);
+            outln!(
                 "latency:      median {:.3} ms, min {:.3} ms, p90 {:.3} ms",
-                r.median_ms, r.min_ms, r.p90_ms
+                r.median_ms,
+                r.min_ms,
+                r.p90_ms
             );
-            println!("peak RSS:     {} KiB", r.peak_rss_kb);
+            outln!("peak RSS:     {} KiB", r.peak_rss_kb);
             if json {
-                println!(
+                outln!(
                     "{{\"model\": \"{}\", \"median_ms\": {}, \"min_ms\": {}, \"p90_ms\": {}, \"mean_ms\": {}, \"compile_ms\": {}, \"peak_rss_kb\": {}, \"iterations\": {}}}",
                     model
                         .display()

@@ -91,6 +91,21 @@ fn emit_every_stage() {
     // Without --emit, -o is required.
     let e = stderr(&onnxc().arg(&m).output().unwrap());
     assert!(e.contains("--output"), "{e}");
+    // A reader that closes the pipe first (`onnxc --emit loops | head`) ends the command
+    // quietly; printing to the closed stdout panicked.
+    for stage in ["loops", "clif"] {
+        let mut child = onnxc()
+            .arg(&m)
+            .args(["--emit", stage])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{stage}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{stage}: {}", stderr(&o));
+    }
 }
 
 #[test]

@@ -818,8 +818,11 @@ pub fn bench(
     }
     let text = String::from_utf8_lossy(&out.stdout);
     if opts.profile {
+        // A closed stdout (`onnxc bench --profile | head`) is not an error of the benchmark.
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
         for l in text.lines().filter(|l| !l.starts_with('{')) {
-            println!("{l}");
+            let _ = writeln!(stdout, "{l}");
         }
     }
     let line = text.lines().last().unwrap_or_default();
