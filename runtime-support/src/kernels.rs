@@ -270,8 +270,9 @@ kernels! {
     /// Integer convolution of uint8/int8 activations with packed int8 weights
     /// (`qconv::QConvParams`), int32, float32 or requantized output.
     QCONV = onnxc_qconv in qconv(
-        params: Params = *const i64, x: In = *const u8, y: Out = *mut u8,
-        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
+        params: Params = *const i64, x: In = *const u8, x_zp: OptIn = *const u8,
+        y: Out = *mut u8, scratch: Scratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// Depthwise convolution between 8-bit tensors through float32
     /// (`conv::qdepthwise::QDepthwiseParams`): dequantization, convolution and quantization

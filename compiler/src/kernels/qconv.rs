@@ -1,6 +1,6 @@
-//! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations; the
-//! weights, zero points, bias and scales are packed into the parameter blob when the
-//! frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
+//! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations, and
+//! optionally a second, their zero point computed at run time; the weights, the other zero
+//! points, bias and scales are packed into the parameter blob when the frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
 //! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qdq`.
 
 use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
@@ -55,9 +55,18 @@ impl KernelOp for QConv {
             result,
             bytes,
             |y, _, slots| {
+                let mut corr = vec![0i32; p.conv.m as usize];
+                let run_time;
+                let p = match x.get(1) {
+                    Some(z) => {
+                        run_time = p.with_x_zp(z.to_i64s()[0] as i32, &mut corr);
+                        &run_time
+                    }
+                    None => &p,
+                };
                 // SAFETY: the operand and result hold the tensors the geometry describes (the
                 // builder checked their shapes), the slots the scratch it asks for.
-                unsafe { onnxc_runtime::qconv::qconv(&p, x[0].data.as_ptr(), y, slots, Par::SEQ) }
+                unsafe { onnxc_runtime::qconv::qconv(p, x[0].data.as_ptr(), y, slots, Par::SEQ) }
             },
         )
     }
@@ -72,11 +81,18 @@ impl KernelOp for QConv {
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
         let scratch = super::required_scratch(cx, self)?;
+        // Operand 1: the activations' zero point, when it is computed at run time.
+        let zp = if cx.has_operand(1) {
+            cx.operand_arg(1)
+        } else {
+            Arg::Null
+        };
         Ok(vec![Stmt::call(
             &kernels::QCONV,
             vec![
                 Arg::Blob(self.0.clone()),
                 cx.operand_arg(0),
+                zp,
                 cx.result_arg(),
                 scratch,
                 Arg::Threads,

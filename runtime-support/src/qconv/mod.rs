@@ -327,8 +327,42 @@ impl QConvParams<'_> {
     pub fn scratch(&self) -> ScratchNeed {
         let d = self.dims();
         ScratchNeed {
-            shared: 0,
+            // The constant parts for a zero point given at run time (`with_x_zp`).
+            shared: self.conv.m as usize * 4,
             per_worker: Slot::bytes(d.k4),
+        }
+    }
+
+    /// These parameters for activations whose zero point `x_zp` is given at run time (a
+    /// dynamically quantized input), the constant parts of the sums written to `corr` (one
+    /// per output channel): each shifts by `−(zx' − zx)·(Σ_k w − k·zw)` (`constant_part`),
+    /// the weights' sums taken over the packed weights (their padding is zero).
+    pub fn with_x_zp<'b>(&'b self, x_zp: i32, corr: &'b mut [i32]) -> QConvParams<'b> {
+        let d = self.dims();
+        let dz = self.q.packed_zp(x_zp) - self.q.packed_zp(self.q.x_zp);
+        let m = self.conv.m as usize;
+        for (ch, c) in corr[..m].iter_mut().enumerate() {
+            let (gi, ml) = (ch / d.mg, ch % d.mg);
+            let (blk, r) = (ml / MR, ml % MR);
+            let base = (gi * d.blocks + blk) * d.k4 * MR * 4 + r * 4;
+            let wsum: i64 = (0..d.k4)
+                .flat_map(|kq| &self.weights[base + kq * MR * 4..base + kq * MR * 4 + 4])
+                .map(|&w| w as i64)
+                .sum();
+            let shift = dz * (wsum - d.k as i64 * self.wzp[ch] as i64);
+            *c = (self.corr[ch] as i64 - shift) as i32;
+        }
+        QConvParams {
+            conv: self.conv.clone(),
+            q: QScalars { x_zp, ..self.q },
+            has_wzp: self.has_wzp,
+            short_pairs: self.short_pairs,
+            small_sums: self.small_sums,
+            corr: &corr[..m],
+            wzp: self.wzp,
+            scale: self.scale,
+            fbias: self.fbias,
+            weights: self.weights,
         }
     }
 
@@ -705,16 +739,18 @@ pub(crate) unsafe fn qconv_on(
     unsafe { par.for_ranges(units, cost, &job) };
 }
 
-/// C entry point: `params` is a `QConvParams` blob; `x` the uint8/int8 input, `y` the output
+/// C entry point: `params` is a `QConvParams` blob; `x` the uint8/int8 input, `x_zp` null
+/// (the blob's zero point) or the activations' zero point given at run time, `y` the output
 /// of the blob's type.
 ///
 /// # Safety
-/// `params` is null or a sealed blob; `x`, `y` hold the tensors it describes, `scratch` its
-/// `scratch()` for every worker of `threads`.
+/// `params` is null or a sealed blob; `x`, `y` hold the tensors it describes, `x_zp` is null
+/// or one readable byte, `scratch` its `scratch()` for every worker of `threads`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_qconv(
     params: *const i64,
     x: *const u8,
+    x_zp: *const u8,
     y: *mut u8,
     scratch: *mut f32,
     threads: *const crate::par::Threads,
@@ -722,8 +758,24 @@ pub unsafe extern "C" fn onnxc_qconv(
     let p = params::decode_blob!(params, QConvParams::decode);
     // SAFETY: caller contract.
     let par = unsafe { Par::from_raw(threads) };
-    let (_, slots) = p.scratch().layout(scratch);
-    // SAFETY: caller contract.
-    unsafe { qconv(&p, x, y, slots, par) };
+    let (shared, slots) = p.scratch().layout(scratch);
+    if x_zp.is_null() {
+        // SAFETY: caller contract.
+        unsafe { qconv(&p, x, y, slots, par) };
+    } else {
+        // SAFETY: x_zp points to one byte (caller).
+        let zp = unsafe {
+            if p.q.x_signed {
+                *x_zp as i8 as i32
+            } else {
+                *x_zp as i32
+            }
+        };
+        // SAFETY: the shared scratch holds one i32 per output channel (`scratch`).
+        let corr = unsafe { std::slice::from_raw_parts_mut(shared as *mut i32, p.conv.m as usize) };
+        let q = p.with_x_zp(zp, corr);
+        // SAFETY: caller contract.
+        unsafe { qconv(&q, x, y, slots, par) };
+    }
     ONNXC_OK
 }

@@ -265,6 +265,22 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64
             // SAFETY: x, y and the scratch hold what the geometry asks for.
             unsafe { qconv_on(tier, &p, xb.as_ptr(), y, slots, par) }
         });
+        // The zero point given at run time (`with_x_zp`, a dynamically quantized input) to a
+        // blob encoded with another one: the same outputs, padding included.
+        let other = QScalars {
+            x_zp: if x_signed { 60 } else { 3 },
+            ..q
+        };
+        let blob = QConvParams::encode(&g, other, &w, &wzp, Some(&bias), &scale, &fbias);
+        let p = QConvParams::decode(&blob).expect("the blob decodes");
+        let what = format!("{what}, zero point at run time");
+        on_every_tier_and_pool(&what, p.scratch(), &want, |tier, y, shared, slots, par| {
+            // SAFETY: the shared scratch holds one i32 per output channel (`scratch`).
+            let corr = unsafe { std::slice::from_raw_parts_mut(shared as *mut i32, m) };
+            let p = p.with_x_zp(zx as i32, corr);
+            // SAFETY: x, y and the scratch hold what the geometry asks for.
+            unsafe { qconv_on(tier, &p, xb.as_ptr(), y, slots, par) }
+        });
     }
 }
 

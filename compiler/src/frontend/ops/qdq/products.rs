@@ -118,11 +118,13 @@ fn weights_i8(w: &Tensor, zp: &[f64]) -> Option<(Vec<i8>, Vec<i32>)> {
     Some((wv, zp.iter().map(|&z| z as i32 - shift as i32).collect()))
 }
 
-/// The op for the convolution of `x` (its type's zero point `x_zp`), with `out`'s epilogue.
+/// The op for the convolution of `x` (its zero point `x_zp` given at run time, or
+/// `q.x_zp`), with `out`'s epilogue.
 #[allow(clippy::too_many_arguments)]
 fn build(
     ctx: &mut Ctx,
     x: ValueId,
+    x_zp: Option<ValueId>,
     conv: &ConvGeometry,
     q: QScalars,
     w: &[i8],
@@ -140,9 +142,11 @@ fn build(
     let mut shape = vec![Dim::Known(conv.n), Dim::Known(conv.m)];
     shape.extend(conv.output.iter().map(|&d| Dim::Known(d)));
     let blob = QConvParams::encode(conv, q, w, w_zp, bias, scale, fbias);
+    let mut inputs = vec![x];
+    inputs.extend(x_zp);
     ctx.add(
         crate::ir::Op::kernel(crate::kernels::QConv(Arc::new(blob))),
-        vec![x],
+        inputs,
         TypeInfo::new(dt, shape),
     )
 }
@@ -246,7 +250,19 @@ pub fn qlinear_conv(ctx: &mut Ctx) -> Result<Option<ValueId>> {
         },
     };
     let zeros = vec![0f32; m];
-    build(ctx, x, &conv, q, &wv, &wz, bias.as_deref(), &scale, &zeros).map(Some)
+    build(
+        ctx,
+        x,
+        None,
+        &conv,
+        q,
+        &wv,
+        &wz,
+        bias.as_deref(),
+        &scale,
+        &zeros,
+    )
+    .map(Some)
 }
 
 /// ConvInteger on the kernel (int32 result), or None where it does not apply.
@@ -258,8 +274,18 @@ pub fn conv_integer(ctx: &mut Ctx) -> Result<Option<ValueId>> {
         return Ok(None);
     };
     let m = conv.m as usize;
+    // A zero point computed at run time (DynamicQuantizeLinear's, as onnxruntime's dynamic
+    // quantizer writes for convolutions): one element of x's type, passed to the kernel.
+    let run_time = x_zp.filter(|&z| {
+        ctx.konst(z).is_none()
+            && ctx.dtype(z) == ctx.dtype(x)
+            && ctx
+                .known_shape(z)
+                .is_ok_and(|s| s.iter().product::<i64>() == 1)
+    });
+    let constant_zp = if run_time.is_some() { None } else { x_zp };
     let (Some((x_signed, xz)), Some((wv, wz))) =
-        (activations(ctx, x, x_zp), weights(ctx, w, w_zp, m))
+        (activations(ctx, x, constant_zp), weights(ctx, w, w_zp, m))
     else {
         return Ok(None);
     };
@@ -273,7 +299,7 @@ pub fn conv_integer(ctx: &mut Ctx) -> Result<Option<ValueId>> {
     };
     let ones = vec![1f32; m];
     let zeros = vec![0f32; m];
-    build(ctx, x, &conv, q, &wv, &wz, None, &ones, &zeros).map(Some)
+    build(ctx, x, run_time, &conv, q, &wv, &wz, None, &ones, &zeros).map(Some)
 }
 
 /// A Conv of dequantized operands (QDQ), as an integer convolution with a float32 result,
@@ -382,6 +408,7 @@ fn build_product(
         Product::Conv(g) => build(
             ctx,
             fp.x,
+            None,
             g,
             q,
             &fp.w,
