@@ -815,3 +815,61 @@ fn fuzzer_findings_stay_fixed() {
     assert_eq!(out[0].to_f64s(), want);
     assert_eq!(out[1].to_f64s(), want);
 }
+
+#[test]
+fn model_functions_that_never_end_are_refused() {
+    let d = scratch("hostile-functions");
+    let opsets = |custom: bool| {
+        let mut v = vec![onnxc_proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }];
+        if custom {
+            v.push(onnxc_proto::OperatorSetIdProto {
+                domain: Some("c".into()),
+                version: Some(1),
+            });
+        }
+        v
+    };
+    let call = |f: &str, x: &str, y: &str| {
+        let mut n = node(f, "", &[x], &[y]);
+        n.domain = Some("c".into());
+        n
+    };
+    let function = |name: &str, nodes: Vec<onnxc_proto::NodeProto>| onnxc_proto::FunctionProto {
+        name: Some(name.into()),
+        domain: Some("c".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        node: nodes,
+        opset_import: opsets(true),
+        ..Default::default()
+    };
+    let with = |functions: Vec<onnxc_proto::FunctionProto>, top: &str| {
+        let mut m = model(
+            vec![call(top, "x", "y")],
+            vec![value_info("x", 1, &[D::N(2)])],
+            vec![value_info("y", 1, &[D::N(2)])],
+            vec![],
+            17,
+        );
+        m.opset_import = opsets(true);
+        m.functions = functions;
+        m
+    };
+    // A function calling itself.
+    let m = with(vec![function("F", vec![call("F", "x", "y")])], "F");
+    refused(&d, "recursive", &m, &["call each other more than 64 deep"]);
+    // Forty functions, each calling the one before twice: 2^39 copies of the first.
+    let mut fs = vec![function("F0", vec![node("Relu", "", &["x"], &["y"])])];
+    for i in 1..40 {
+        let prev = format!("F{}", i - 1);
+        fs.push(function(
+            &format!("F{i}"),
+            vec![call(&prev, "x", "t"), call(&prev, "t", "y")],
+        ));
+    }
+    let m = with(fs, "F39");
+    refused(&d, "exponential", &m, &["import more than 1048576 nodes"]);
+}

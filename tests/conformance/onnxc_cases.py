@@ -331,6 +331,47 @@ def resize_constant():
     return g.model([("x", [1, 8, 5, 7])], outs, opset=13)
 
 
+def model_functions():
+    """Model-local functions (FunctionProto, as skl2onnx and onnxscript-based exporters
+    write them): attribute references with a default (attribute_proto), a function calling
+    another, a function importing a domain the model's graph does not use, an output the
+    caller leaves out."""
+    fa = helper.make_node("Constant", [], ["a"], value_float=0.0)
+    fa.attribute[0].ref_attr_name = "alpha"
+    fb = helper.make_node("Constant", [], ["c"], value_float=0.0)
+    fb.attribute[0].ref_attr_name = "beta"
+    scaled_add = helper.make_function(
+        "custom", "ScaledAdd", ["x", "b"], ["y", "bx"],
+        [fa, fb, helper.make_node("Mul", ["x", "a"], ["ax"]), helper.make_node("Mul", ["b", "c"], ["bx"]),
+         helper.make_node("Add", ["ax", "bx"], ["y"])],
+        [helper.make_opsetid("", 17)], ["alpha"],
+        attribute_protos=[helper.make_attribute("beta", 1.0)])
+    ta = helper.make_node("ScaledAdd", ["x", "b"], ["t", "t2"], domain="custom")
+    ta.attribute.add().CopyFrom(helper.make_attribute("alpha", 0.0))
+    ta.attribute[0].ref_attr_name = "alpha"
+    twice = helper.make_function(
+        "custom", "Twice", ["x", "b"], ["y"],
+        [ta, helper.make_node("ScaledAdd", ["t", "b"], ["y", "y2"], domain="custom", alpha=0.25, beta=-1.0)],
+        [helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)], ["alpha"])
+    norm = helper.make_function(
+        "custom", "Norm", ["x", "g"], ["y"], [helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=-1)],
+        [helper.make_opsetid("", 17)], [])
+    rng = np.random.default_rng(25)
+    g = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "g")
+    nodes = [helper.make_node("ScaledAdd", ["x", "z"], ["s", ""], domain="custom", alpha=2.0),
+             helper.make_node("ScaledAdd", ["x", "z"], ["u", "v"], domain="custom", alpha=0.5, beta=3.0),
+             helper.make_node("Twice", ["s", "u"], ["w"], domain="custom", alpha=-1.5),
+             helper.make_node("Norm", ["w", "g"], ["n"], domain="custom")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 6]) for n in ("x", "z")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 6]) for n in ("s", "v", "w", "n")], [g])
+    m = helper.make_model(graph, functions=[scaled_add, twice, norm], producer_name="onnxc-tests",
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 def resize_legacy():
     """Resize-10 (asymmetric; nearest rounds down when upsampling, up when downsampling) and
     its Upsample forerunners, scales as initializers; and Resize-11's tf_half_pixel_for_nn
@@ -1444,7 +1485,7 @@ CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_
          integer_products_exact, audio_frontend, experimental_ops,
          sequences_static, segnet_unpool, video_audio_convs, einsum_products,
          qdq_activations, qoperator_contrib, low_precision_values, training_optimizers,
-         col2im_fold, mel_filterbank, quantized_depthwise]
+         col2im_fold, mel_filterbank, quantized_depthwise, model_functions]
 
 
 # onnx's light_* models whose weights are all ConstantOfShape fills, rewritten with varied

@@ -181,6 +181,9 @@ fn importer<'a>(
         position: 0,
         qdq: Default::default(),
         data_dependent: std::collections::HashSet::new(),
+        functions: subgraph::function::functions(m),
+        call_depth: 0,
+        function_nodes: 0,
     }
 }
 
@@ -220,6 +223,12 @@ struct Importer<'a> {
     /// registered as such: a node reading one must not fold to a constant (it would have
     /// read the rows' bound as their count, as Shape does).
     data_dependent: std::collections::HashSet<ValueId>,
+    /// The model's local functions (`subgraph::function`).
+    functions: subgraph::function::Functions,
+    /// Model functions being imported, one inside the other.
+    call_depth: usize,
+    /// Body nodes imported for model function calls so far.
+    function_nodes: usize,
 }
 
 /// Most inputs (or outputs) a node may have: a variadic node of 100,000 inputs compiles in
@@ -792,7 +801,9 @@ impl Importer<'_> {
 
     fn check_known(&mut self, n: &NodeProto) {
         let (origin, domain, opset) = self.node_origin(n);
-        if registry::lookup(&domain, &origin.op_type).is_none() {
+        if registry::lookup(&domain, &origin.op_type).is_none()
+            && self.function_of(n, &domain).is_none()
+        {
             self.unsupported.push(Unsupported {
                 node: origin.node_id(),
                 op_type: origin.op_type,
@@ -822,6 +833,9 @@ impl Importer<'_> {
                 op if sequence::SEQUENCE_OPS.contains(&op) => return self.sequence_op(n, &origin),
                 _ => {}
             }
+        }
+        if let Some(f) = self.function_of(n, &domain) {
+            return self.call_function(n, &origin, &f);
         }
         if domain == "ai.onnx.preview" && origin.op_type == "FlexAttention" {
             return self.flex_attention(n, &origin);

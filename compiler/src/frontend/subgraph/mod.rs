@@ -25,6 +25,7 @@
 
 mod branch;
 mod flex;
+pub(super) mod function;
 mod unroll;
 
 use super::Importer;
