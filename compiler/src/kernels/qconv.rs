@@ -1,7 +1,8 @@
 //! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations, and
 //! optionally a second, their zero point computed at run time; the weights, the other zero
-//! points, bias and scales are packed into the parameter blob when the frontend builds the op (`onnxc_runtime::qconv::QConvParams::encode`). The result is
-//! int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qdq`.
+//! points, bias and scales are packed into the parameter blob when the frontend builds the
+//! op (`onnxc_runtime::qconv::QConvParams::encode`). The result is int32, float32, uint8 or
+//! int8 (`QOut`). Built by `frontend::ops::qdq`.
 
 use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
 use crate::ir::Tensor;
