@@ -4,7 +4,8 @@
 
 use super::{compile_error, run_fails};
 use onnxc_tests::model::{
-    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_int, with_ints,
+    D, f32_tensor, importing, int_tensor, model, node, save, save_tensor, value_info, with_int,
+    with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -18,13 +19,7 @@ fn contrib_quantized_ops_report_bad_parameters_and_unsupported_ops() {
         n.domain = Some("com.microsoft".into());
         n
     };
-    let with_ms = |mut m: onnxc_proto::ModelProto| {
-        m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-            domain: Some("com.microsoft".into()),
-            version: Some(1),
-        });
-        m
-    };
+    let with_ms = |m| importing(m, "com.microsoft", 1);
     let xq = value_info("xq", 2, &[D::N(1), D::N(4), D::N(2), D::N(2)]);
     let params = vec![
         f32_tensor("s", &[], &[0.1]),
@@ -167,10 +162,7 @@ fn embedding_ids_outside_the_tables_fail_the_run() {
         ],
         13,
     );
-    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-        domain: Some("com.microsoft".into()),
-        version: Some(1),
-    });
+    m = importing(m, "com.microsoft", 1);
     let p = d.join("embed.onnx");
     save(&m, &p);
     let ids = d.join("ids.pb");
@@ -210,10 +202,7 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
         vec![],
         13,
     );
-    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-        domain: Some("com.microsoft.nchwc".into()),
-        version: Some(1),
-    });
+    m = importing(m, "com.microsoft.nchwc", 1);
     compile_error(
         &d,
         "nchwc",
@@ -238,10 +227,7 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
         vec![],
         13,
     );
-    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-        domain: Some("com.microsoft".into()),
-        version: Some(1),
-    });
+    m = importing(m, "com.microsoft", 1);
     let p = d.join("nhwc_pool.onnx");
     save(&m, &p);
     let x = d.join("x.pb");

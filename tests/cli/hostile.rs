@@ -3,8 +3,8 @@
 
 use super::stderr;
 use onnxc_tests::model::{
-    D, f32_tensor, int_tensor, model, node, save, save_tensor, value_info, with_graph, with_int,
-    with_ints, with_str,
+    D, f32_tensor, importing, int_tensor, model, node, save, save_tensor, value_info, with_graph,
+    with_int, with_ints, with_str,
 };
 use onnxc_tests::{run_model, scratch};
 use std::path::Path;
@@ -711,10 +711,7 @@ fn fuzzer_findings_stay_fixed() {
         vec![],
         18,
     );
-    m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-        domain: Some("com.microsoft".into()),
-        version: Some(1),
-    });
+    m = importing(m, "com.microsoft", 1);
     refused(
         &d,
         "tokenizer",

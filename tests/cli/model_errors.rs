@@ -4,8 +4,8 @@
 
 use super::{compile_error, fails, onnxc, run_fails, stderr};
 use onnxc_tests::model::{
-    D, f32_tensor, graph, int_tensor, model, node, save, save_tensor, value_info, with_graph,
-    with_int, with_ints,
+    D, f32_tensor, graph, importing, int_tensor, model, node, save, save_tensor, value_info,
+    with_graph, with_int, with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -984,12 +984,11 @@ fn flex_attention_modifiers_must_keep_type_and_shape() {
             g,
         );
         n.domain = Some("ai.onnx.preview".into());
-        let mut m = model(vec![n], qkv.clone(), vec![y.clone()], vec![], 26);
-        m.opset_import.push(onnxc_proto::OperatorSetIdProto {
-            domain: Some("ai.onnx.preview".into()),
-            version: Some(1),
-        });
-        m
+        importing(
+            model(vec![n], qkv.clone(), vec![y.clone()], vec![], 26),
+            "ai.onnx.preview",
+            1,
+        )
     };
     // A score_mod that drops the key axis: the softmax would see another shape.
     let reduce = graph(

@@ -172,6 +172,15 @@ pub fn model(
     }
 }
 
+/// `m` also importing version `version` of `domain` (a contrib or preview op set).
+pub fn importing(mut m: ModelProto, domain: &str, version: i64) -> ModelProto {
+    m.opset_import.push(OperatorSetIdProto {
+        domain: Some(domain.into()),
+        version: Some(version),
+    });
+    m
+}
+
 pub fn save(m: &ModelProto, path: &std::path::Path) {
     std::fs::write(path, m.encode_to_vec()).expect("write model");
 }
