@@ -951,6 +951,20 @@ fn sequences_need_constant_positions_and_stay_inside_the_graph() {
         &m,
         &["'at'", "position 3 is outside a sequence of 1"],
     );
+    // A sequence as a graph output: what to do instead.
+    let m = model(
+        vec![node("SequenceConstruct", "mk", &["x", "x"], &["y"])],
+        vec![x.clone()],
+        vec![value_info("y", 1, &[])],
+        vec![],
+        13,
+    );
+    compile_error(
+        &d,
+        "seq_output",
+        &m,
+        &["graph output 'y' is a sequence", "SequenceAt"],
+    );
 }
 
 /// A run-time shape operand is checked against the declared shape element by element; one

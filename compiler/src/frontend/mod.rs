@@ -439,7 +439,8 @@ impl Importer<'_> {
                     opset: 0,
                     reason: format!(
                         "graph output '{name}' is a sequence; onnxc compiles tensor inputs and \
-                         outputs only"
+                         outputs only: make each of its tensors a graph output of its own \
+                         (SequenceAt), or concatenate them (ConcatFromSequence)"
                     ),
                 }]));
             }
