@@ -135,6 +135,9 @@ pub struct QConvParams<'a> {
     pub small_sums: bool,
     /// Per output channel: the constant part of the sum (bias, zero-point terms).
     pub corr: &'a [i32],
+    /// Per output channel: `Σ_k w − k·zw` (wrapped to int32), what the constant part
+    /// changes by per step of the activations' zero point (`with_x_zp`).
+    pub zx_coeff: &'a [i32],
     /// Per output channel: the weights' zero point.
     pub wzp: &'a [i32],
     /// Per output channel: the scale of the epilogue.
@@ -335,34 +338,19 @@ impl QConvParams<'_> {
 
     /// These parameters for activations whose zero point `x_zp` is given at run time (a
     /// dynamically quantized input), the constant parts of the sums written to `corr` (one
-    /// per output channel): each shifts by `−(zx' − zx)·(Σ_k w − k·zw)` (`constant_part`),
-    /// the weights' sums taken over the packed weights (their padding is zero).
+    /// per output channel): each shifts by `−(zx' − zx)·(Σ_k w − k·zw)` (`constant_part`,
+    /// wrapped to int32 as it is).
     pub fn with_x_zp<'b>(&'b self, x_zp: i32, corr: &'b mut [i32]) -> QConvParams<'b> {
-        let d = self.dims();
         let dz = self.q.packed_zp(x_zp) - self.q.packed_zp(self.q.x_zp);
         let m = self.conv.m as usize;
-        for (ch, c) in corr[..m].iter_mut().enumerate() {
-            let (gi, ml) = (ch / d.mg, ch % d.mg);
-            let (blk, r) = (ml / MR, ml % MR);
-            let base = (gi * d.blocks + blk) * d.k4 * MR * 4 + r * 4;
-            let wsum: i64 = (0..d.k4)
-                .flat_map(|kq| &self.weights[base + kq * MR * 4..base + kq * MR * 4 + 4])
-                .map(|&w| w as i64)
-                .sum();
-            let shift = dz * (wsum - d.k as i64 * self.wzp[ch] as i64);
-            *c = (self.corr[ch] as i64 - shift) as i32;
+        for ((c, &old), &coeff) in corr[..m].iter_mut().zip(self.corr).zip(self.zx_coeff) {
+            *c = (old as i64).wrapping_sub(dz.wrapping_mul(coeff as i64)) as i32;
         }
         QConvParams {
             conv: self.conv.clone(),
             q: QScalars { x_zp, ..self.q },
-            has_wzp: self.has_wzp,
-            short_pairs: self.short_pairs,
-            small_sums: self.small_sums,
             corr: &corr[..m],
-            wzp: self.wzp,
-            scale: self.scale,
-            fbias: self.fbias,
-            weights: self.weights,
+            ..*self
         }
     }
 
@@ -391,12 +379,19 @@ impl QConvParams<'_> {
         assert_eq!(w.len(), m * k, "weights of the geometry");
         assert!(w_zp.len() == m && scale.len() == m && fbias.len() == m);
         let zx = q.packed_zp(q.x_zp);
+        let rowsum = |ch: usize| {
+            w[ch * k..(ch + 1) * k]
+                .iter()
+                .map(|&v| v as i64)
+                .sum::<i64>()
+        };
+        let zx_coeff: Vec<i32> = (0..m)
+            .map(|ch| (rowsum(ch) - k as i64 * w_zp[ch] as i64) as i32)
+            .collect();
         let corr: Vec<i32> = (0..m)
             .map(|ch| {
-                let row = &w[ch * k..(ch + 1) * k];
-                let rowsum: i64 = row.iter().map(|&v| v as i64).sum();
                 let b = bias.map_or(0, |b| b[ch] as i64);
-                constant_part(b, zx, rowsum, k, w_zp[ch])
+                constant_part(b, zx, rowsum(ch), k, w_zp[ch])
             })
             .collect();
         let mut packed = vec![0u8; group * blocks * k4 * MR * 4];
@@ -428,6 +423,7 @@ impl QConvParams<'_> {
         p.push(geo.len() as i64);
         p.extend_from_slice(&geo);
         pack_u32s(corr.iter().map(|&v| v as u32), &mut p);
+        pack_u32s(zx_coeff.iter().map(|&v| v as u32), &mut p);
         seal_with_tail(p, w_zp, scale, fbias, &packed)
     }
 
@@ -456,6 +452,7 @@ impl QConvParams<'_> {
             short_pairs: flags.short_pairs,
             small_sums: flags.small_sums,
             corr: &[],
+            zx_coeff: &[],
             wzp: &[],
             scale: &[],
             fbias: &[],
@@ -463,6 +460,7 @@ impl QConvParams<'_> {
         };
         let d = p.dims();
         p.corr = read_u32s(&mut r, m)?;
+        p.zx_coeff = read_u32s(&mut r, m)?;
         p.wzp = read_u32s(&mut r, m)?;
         p.scale = read_u32s(&mut r, m)?;
         p.fbias = read_u32s(&mut r, m)?;
