@@ -150,19 +150,22 @@ fn embedding_ids_outside_the_tables_fail_the_run() {
         &["y"],
     );
     n.domain = Some("com.microsoft".into());
-    let mut m = model(
-        vec![n],
-        vec![value_info("ids", 6, &[D::N(1), D::N(2)])],
-        vec![value_info("y", 1, &[D::N(1), D::N(2), D::N(2)])],
-        vec![
-            f32_tensor("word", &[3, 2], &[1.0, 2.0, 3.0, 5.0, 4.0, 8.0]),
-            f32_tensor("pos", &[2, 2], &[0.0; 4]),
-            f32_tensor("g", &[2], &[1.0, 1.0]),
-            f32_tensor("b", &[2], &[0.0, 0.0]),
-        ],
-        13,
+    let m = importing(
+        model(
+            vec![n],
+            vec![value_info("ids", 6, &[D::N(1), D::N(2)])],
+            vec![value_info("y", 1, &[D::N(1), D::N(2), D::N(2)])],
+            vec![
+                f32_tensor("word", &[3, 2], &[1.0, 2.0, 3.0, 5.0, 4.0, 8.0]),
+                f32_tensor("pos", &[2, 2], &[0.0; 4]),
+                f32_tensor("g", &[2], &[1.0, 1.0]),
+                f32_tensor("b", &[2], &[0.0, 0.0]),
+            ],
+            13,
+        ),
+        "com.microsoft",
+        1,
     );
-    m = importing(m, "com.microsoft", 1);
     let p = d.join("embed.onnx");
     save(&m, &p);
     let ids = d.join("ids.pb");
@@ -195,14 +198,17 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
         3,
     );
     reorder.domain = Some("com.microsoft.nchwc".into());
-    let mut m = model(
-        vec![reorder],
-        vec![value_info("x", 1, &[D::N(1), D::N(8), D::N(2), D::N(2)])],
-        vec![value_info("y", 1, &[D::N(1), D::N(3), D::N(2), D::N(2)])],
-        vec![],
-        13,
+    let m = importing(
+        model(
+            vec![reorder],
+            vec![value_info("x", 1, &[D::N(1), D::N(8), D::N(2), D::N(2)])],
+            vec![value_info("y", 1, &[D::N(1), D::N(3), D::N(2), D::N(2)])],
+            vec![],
+            13,
+        ),
+        "com.microsoft.nchwc",
+        1,
     );
-    m = importing(m, "com.microsoft.nchwc", 1);
     compile_error(
         &d,
         "nchwc",
@@ -220,14 +226,17 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
         &[2, 2],
     );
     pool.domain = Some("com.microsoft".into());
-    let mut m = model(
-        vec![pool],
-        vec![value_info("x", 2, &[D::N(1), D::N(3), D::N(4), D::N(2)])],
-        vec![value_info("y", 2, &[D::N(1), D::N(1), D::N(2), D::N(2)])],
-        vec![],
-        13,
+    let m = importing(
+        model(
+            vec![pool],
+            vec![value_info("x", 2, &[D::N(1), D::N(3), D::N(4), D::N(2)])],
+            vec![value_info("y", 2, &[D::N(1), D::N(1), D::N(2), D::N(2)])],
+            vec![],
+            13,
+        ),
+        "com.microsoft",
+        1,
     );
-    m = importing(m, "com.microsoft", 1);
     let p = d.join("nhwc_pool.onnx");
     save(&m, &p);
     let x = d.join("x.pb");

@@ -704,14 +704,17 @@ fn fuzzer_findings_stay_fixed() {
         1 << 40,
     );
     tok.domain = Some("com.microsoft".into());
-    let mut m = model(
-        vec![tok],
-        vec![value_info("s", 8, &[D::N(2)])],
-        vec![value_info("t", 8, &[])],
-        vec![],
-        18,
+    let m = importing(
+        model(
+            vec![tok],
+            vec![value_info("s", 8, &[D::N(2)])],
+            vec![value_info("t", 8, &[])],
+            vec![],
+            18,
+        ),
+        "com.microsoft",
+        1,
     );
-    m = importing(m, "com.microsoft", 1);
     refused(
         &d,
         "tokenizer",
