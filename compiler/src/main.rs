@@ -90,6 +90,15 @@ struct CommonArgs {
     /// uses it: SYMBOL=N (repeatable), like onnxruntime's free dimension overrides.
     #[arg(long = "dim", value_name = "SYMBOL=N")]
     dims: Vec<String>,
+    /// The tensors of a sequence graph input, fixed at compile time: NAME=[D0,D1,…][D0,…]…,
+    /// one bracketed shape per tensor ([] a scalar; NAME= an empty sequence). Each tensor is
+    /// an input of its own in the ABI: NAME[0], NAME[1], …
+    #[arg(long = "sequence", value_name = "INPUT=[D0,…]…")]
+    sequences: Vec<String>,
+    /// An optional graph input compiled as empty (repeatable); other optional inputs are
+    /// compiled as holding their value.
+    #[arg(long = "absent", value_name = "INPUT")]
+    absent: Vec<String>,
     /// Target triple (default: the host, with its CPU features).
     #[arg(long)]
     target: Option<String>,
@@ -221,10 +230,16 @@ fn options(c: &CommonArgs) -> Result<Options> {
             .ok_or_else(|| Error::Usage(format!("--dim {s}: N must be a non-negative integer")))?;
         dims.push((name.to_string(), v));
     }
+    let mut sequences = Vec::new();
+    for s in &c.sequences {
+        sequences.push(parse_sequence(s)?);
+    }
     Ok(Options {
         name: None,
         shapes,
         dims,
+        sequences,
+        absent: c.absent.clone(),
         target: c.target.clone(),
         opt: if c.o0 { OptLevel::O0 } else { OptLevel::O2 },
         emit_main: false,
@@ -233,6 +248,43 @@ fn options(c: &CommonArgs) -> Result<Options> {
         json_diagnostics,
         string_bytes: c.string_bytes,
     })
+}
+
+/// `--sequence NAME=[D0,D1,…][…]…`: the name and its tensors' shapes.
+fn parse_sequence(s: &str) -> Result<(String, Vec<Vec<i64>>)> {
+    let bad = || {
+        Error::Usage(format!(
+            "--sequence {s}: expected NAME=[D0,D1,…][D0,…]… (one bracketed shape per tensor)"
+        ))
+    };
+    let (name, mut rest) = s
+        .split_once('=')
+        .filter(|(n, _)| !n.is_empty())
+        .ok_or_else(bad)?;
+    let mut shapes = Vec::new();
+    rest = rest.trim();
+    while !rest.is_empty() {
+        let (inner, after) = rest
+            .strip_prefix('[')
+            .and_then(|r| r.split_once(']'))
+            .ok_or_else(bad)?;
+        let dims: Vec<i64> = if inner.trim().is_empty() {
+            vec![]
+        } else {
+            inner
+                .split(',')
+                .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v >= 0))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--sequence {s}: dims must be non-negative integers"
+                    ))
+                })?
+        };
+        shapes.push(dims);
+        rest = after.trim_start();
+    }
+    Ok((name.to_string(), shapes))
 }
 
 fn input_args(list: &[String]) -> Vec<InputArg> {
@@ -360,9 +412,10 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
         return Ok(());
     }
     let s = &i.summary;
+    let opt = |d: &onnxc::frontend::inspect::Declared| if d.optional { "optional " } else { "" };
     let io = |d: &onnxc::frontend::inspect::Declared| match &d.dims {
-        Some(dims) => format!("{}  {}[{}]", d.name, d.ty, dims.join(", ")),
-        None => format!("{}  {} (no shape)", d.name, d.ty),
+        Some(dims) => format!("{}  {}{}[{}]", d.name, opt(d), d.ty, dims.join(", ")),
+        None => format!("{}  {}{} (no shape)", d.name, opt(d), d.ty),
     };
     let mut head = format!("{}", model.display());
     let mut about = Vec::new();
@@ -550,9 +603,9 @@ fn real_main(cli: Cli) -> Result<()> {
                 threads as usize,
             )?;
             std::fs::create_dir_all(&output_dir).map_err(|e| Error::io(&output_dir, e))?;
-            for (k, (name, t)) in outs.iter().enumerate() {
+            for (k, (name, v)) in outs.iter().enumerate() {
                 let p = output_dir.join(format!("output_{k}.pb"));
-                write(&p, &onnxc::frontend::tensor::encode_tensor_file(t, name))?;
+                write(&p, &onnxc::frontend::tensor::encode_value_file(v, name))?;
             }
             eprintln!(
                 "onnxc: wrote {} output(s) to {}",

@@ -9,6 +9,7 @@ mod contrib_errors;
 mod hostile;
 mod model_errors;
 mod run_errors;
+mod sequences;
 
 use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info};
 use std::path::{Path, PathBuf};

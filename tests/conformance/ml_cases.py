@@ -119,6 +119,12 @@ def write_ml_case(out_dir: str, name: str, m: onnx.ModelProto, feeds, rtol=1e-4,
                 f.write(proto.SerializeToString())
         outs = sess.run(None, feed)
         for i, (o, v) in enumerate(zip(m.graph.output, outs)):
+            if o.type.HasField("sequence_type") and o.type.sequence_type.elem_type.HasField("tensor_type"):
+                # A sequence of tensors (MultiOutputClassifier's probabilities).
+                seq = numpy_helper.from_list([np.asarray(t) for t in v], o.name)
+                with open(os.path.join(ds, f"output_{i}.pb"), "wb") as f:
+                    f.write(seq.SerializeToString())
+                continue
             if isinstance(v, list):
                 keys = _zipmap_keys(m, o.name)
                 v = np.array([[row[k] for k in keys] for row in v], np.float32).reshape(len(v), len(keys))
@@ -232,6 +238,7 @@ def linear_and_pipelines(out_dir: str) -> list:
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+    from sklearn.multioutput import MultiOutputClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import (
         Binarizer,
@@ -257,6 +264,14 @@ def linear_and_pipelines(out_dir: str) -> list:
     skl("test_ml_logistic_regression_multiclass", LogisticRegression(max_iter=500).fit(x, y3), x, xt)
     skl("test_ml_linear_regression", LinearRegression().fit(x, s), x, xt)
     skl("test_ml_ridge_two_targets", Ridge().fit(x, np.stack([s, x[:, 4]], 1)), x, xt)
+    # Its probabilities are a sequence graph output: one tensor per target.
+    skl(
+        "test_ml_multioutput_classifier",
+        MultiOutputClassifier(LogisticRegression()).fit(x, np.stack([yb, _classes(s, 3)], 1)),
+        x,
+        xt,
+        options={"zipmap": False},
+    )
     skl("test_ml_linear_svc_multiclass", LinearSVC().fit(x, _classes(s, 4)), x, xt)
     skl("test_ml_sgd_binary_no_zipmap", SGDClassifier(random_state=0).fit(x, yb), x, xt, options={"zipmap": False})
     skl("test_ml_pipeline_scaler_logistic", make_pipeline(StandardScaler(), LogisticRegression()).fit(x * 3 + 1, y3),

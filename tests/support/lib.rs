@@ -102,6 +102,39 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
     }
 }
 
+/// `compare` over values: sequences element by element, optionals by what they hold.
+pub fn compare_values(
+    actual: &onnxc::ir::Value,
+    expected: &onnxc::ir::Value,
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
+    use onnxc::ir::Value;
+    match (actual.content(), expected.content()) {
+        (None, None) => Ok(()),
+        (Some(Value::Tensor(a)), Some(Value::Tensor(e))) => compare(a, e, rtol, atol),
+        (Some(Value::Sequence { items: a, .. }), Some(Value::Sequence { items: e, .. })) => {
+            if a.len() != e.len() {
+                return Err(format!("{} tensors, expected {}", a.len(), e.len()));
+            }
+            for (k, (a, e)) in a.iter().zip(e).enumerate() {
+                compare(a, e, rtol, atol).map_err(|m| format!("tensor {k}: {m}"))?;
+            }
+            Ok(())
+        }
+        (a, e) => Err(format!("got {}, expected {}", kind(a), kind(e))),
+    }
+}
+
+fn kind(v: Option<&onnxc::ir::Value>) -> &'static str {
+    match v {
+        None => "an empty optional",
+        Some(onnxc::ir::Value::Tensor(_)) => "a tensor",
+        Some(onnxc::ir::Value::Sequence { .. }) => "a sequence",
+        Some(onnxc::ir::Value::Optional(_)) => "an optional",
+    }
+}
+
 fn read_pb(path: &Path) -> Result<Tensor, String> {
     driver::read_tensor(path)
         .map(|(_, t)| t)
@@ -278,7 +311,17 @@ pub fn run_case_as(
             Err(e) => return Outcome::Rejected(format!("cannot rewrite the model: {e}")),
         }
     } else {
-        driver::compile_file(&dir.join("model.onnx"), "model", &opts, None)
+        // Sequence and optional inputs (and symbolic dims) are fixed as the first data set's
+        // files have them, as `onnxc run` fixes them.
+        let model = dir.join("model.onnx");
+        let args: Vec<driver::InputArg> = sorted_files(&dir.join("test_data_set_0"), "input_")
+            .into_iter()
+            .map(driver::InputArg::Positional)
+            .collect();
+        match driver::shapes_from_inputs(&model, &args, &opts) {
+            Ok(opts) => driver::compile_file(&model, "model", &opts, None),
+            Err(e) => Err(e),
+        }
     };
     let c = match compiled {
         Ok(c) => c,
@@ -316,7 +359,7 @@ pub fn run_case_as(
             .iter()
             .map(|p| driver::InputArg::Positional(p.clone()))
             .collect();
-        let tensors = match driver::bind_inputs(&c.program.inputs, &args) {
+        let tensors = match driver::bind_inputs(&c.program, &args) {
             Ok(t) => t,
             Err(e) => return Outcome::Rejected(format!("inputs: {e}")),
         };
@@ -368,21 +411,23 @@ pub fn run_case_as(
         let Some(first) = first else {
             return Outcome::RunFailed("no thread count to run".into());
         };
-        let outputs = c.program.public_outputs();
-        if expected.len() != outputs.len() {
+        let groups = &c.program.output_groups;
+        if expected.len() != groups.len() {
             return Outcome::Mismatch(format!(
                 "{} outputs, expected {}",
-                outputs.len(),
+                groups.len(),
                 expected.len()
             ));
         }
-        for (k, ((d, e), actual)) in outputs.iter().zip(&expected).zip(first).enumerate() {
-            let exp = match read_pb(e) {
-                Ok(t) => t,
+        let actual = driver::group_outputs(&c.program, first);
+        for (k, ((g, e), (_, actual))) in groups.iter().zip(&expected).zip(actual).enumerate() {
+            let sequence = matches!(g.kind, onnxc::ir::graph::IoKind::Sequence(_));
+            let exp = match driver::read_value(e, g.optional, sequence) {
+                Ok(v) => v,
                 Err(m) => return Outcome::Rejected(format!("expected output: {m}")),
             };
-            if let Err(m) = compare(&actual, &exp, rtol, atol) {
-                return Outcome::Mismatch(format!("output {k} '{}': {m}", d.name));
+            if let Err(m) = compare_values(&actual, &exp, rtol, atol) {
+                return Outcome::Mismatch(format!("output {k} '{}': {m}", g.name));
             }
         }
     }

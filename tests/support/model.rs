@@ -189,3 +189,57 @@ pub fn save(m: &ModelProto, path: &std::path::Path) {
 pub fn save_tensor(t: &TensorProto, path: &std::path::Path) {
     std::fs::write(path, t.encode_to_vec()).expect("write tensor");
 }
+
+/// A value_info of type `sequence(tensor(elem))`, its tensors of shape `dims`.
+pub fn sequence_info(name: &str, elem: i32, dims: &[D]) -> ValueInfoProto {
+    let t = value_info(name, elem, dims).r#type;
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::SequenceType(Box::new(
+                type_proto::Sequence {
+                    elem_type: t.map(Box::new),
+                },
+            ))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `v` declared `optional(T)` instead of `T`.
+pub fn optional_info(v: ValueInfoProto) -> ValueInfoProto {
+    ValueInfoProto {
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::OptionalType(Box::new(
+                type_proto::Optional {
+                    elem_type: v.r#type.map(Box::new),
+                },
+            ))),
+            ..Default::default()
+        }),
+        ..v
+    }
+}
+
+/// Serializes a sequence of tensors (ONNX test-data format).
+pub fn save_sequence(name: &str, items: Vec<TensorProto>, path: &std::path::Path) {
+    let s = onnxc_proto::SequenceProto {
+        name: Some(name.into()),
+        elem_type: Some(1),
+        tensor_values: items,
+        ..Default::default()
+    };
+    std::fs::write(path, s.encode_to_vec()).expect("write sequence");
+}
+
+/// Serializes an optional tensor, empty when `t` is None (ONNX test-data format).
+pub fn save_optional(name: &str, t: Option<TensorProto>, path: &std::path::Path) {
+    let o = onnxc_proto::OptionalProto {
+        name: Some(name.into()),
+        elem_type: Some(if t.is_some() { 1 } else { 0 }),
+        tensor_value: t,
+        ..Default::default()
+    };
+    std::fs::write(path, o.encode_to_vec()).expect("write optional");
+}

@@ -5,7 +5,7 @@
     reason = "cranelift_module's own error type, returned once per model"
 )]
 
-use crate::ir::graph::MapKeys;
+use crate::ir::graph::{IoKind, MapKeys};
 use crate::loops::{IoDesc, Program};
 use cranelift_module::{DataDescription, DataId, Module, ModuleResult};
 use cranelift_object::ObjectModule;
@@ -296,6 +296,36 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     };
     io(&mut h, "input", &prog.inputs);
     io(&mut h, "output", prog.public_outputs());
+    for (kind, groups) in [
+        ("input", &prog.input_groups),
+        ("output", &prog.output_groups),
+    ] {
+        for g in groups
+            .iter()
+            .filter(|g| g.kind != IoKind::Tensor || g.optional)
+        {
+            let what = match g.kind {
+                IoKind::Sequence(elem) if g.len == 0 => {
+                    format!("an empty sequence of {elem} tensors: no {kind} in the ABI")
+                }
+                IoKind::Sequence(elem) => format!(
+                    "a sequence of {} {elem} tensors (its length fixed when the model was \
+                     compiled): {kind}s {}..{} in order",
+                    g.len,
+                    g.first,
+                    g.first + g.len - 1
+                ),
+                IoKind::Tensor => format!("its value: {kind} {}", g.first),
+                IoKind::Absent => format!("compiled as empty: no {kind} in the ABI"),
+            };
+            let _ = writeln!(
+                h,
+                "/* The model's {kind} \"{}\"{}: {what} */",
+                g.name.replace("*/", "*\\/"),
+                if g.optional { " (an optional)" } else { "" }
+            );
+        }
+    }
     if prog.dynamic() {
         let _ = writeln!(
             h,

@@ -10,7 +10,8 @@ pub mod npy;
 use crate::codegen::{self, CodegenOptions};
 use crate::error::{Error, Result};
 use crate::frontend::{self, ImportOptions, tensor::DataDir};
-use crate::ir::Tensor;
+use crate::ir::graph::{IoGroup, IoKind};
+use crate::ir::{Tensor, Value};
 use crate::loops::{self, IoDesc, Program};
 use crate::passes::{self, PassOptions};
 use crate::schedule::{self, fuse::FuseOptions};
@@ -39,6 +40,10 @@ pub struct Options {
     pub shapes: Vec<(String, Vec<i64>)>,
     /// `--dim SYMBOL=N`: values for named symbolic dims.
     pub dims: Vec<(String, i64)>,
+    /// `--sequence NAME=[D0,…]…`: a sequence input's element shapes (and so its length).
+    pub sequences: Vec<(String, Vec<Vec<i64>>)>,
+    /// `--absent NAME`: optional inputs compiled as empty.
+    pub absent: Vec<String>,
     pub target: Option<String>,
     pub opt: OptLevel,
     pub emit_main: bool,
@@ -52,12 +57,28 @@ pub struct Options {
     pub string_bytes: u64,
 }
 
+impl Options {
+    /// What the frontend takes of these options.
+    pub fn import_options(&self) -> ImportOptions {
+        ImportOptions {
+            input_shapes: self.shapes.clone(),
+            dim_values: self.dims.clone(),
+            sequences: self.sequences.clone(),
+            absent: self.absent.clone(),
+            string_bytes: self.string_bytes,
+            ..ImportOptions::default()
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
             name: None,
             shapes: vec![],
             dims: vec![],
+            sequences: vec![],
+            absent: vec![],
             target: None,
             opt: OptLevel::O2,
             emit_main: false,
@@ -128,12 +149,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let model = frontend::load(&bytes)?;
     drop(bytes);
     let summary = frontend::inspect::summarize(&model);
-    let import = ImportOptions {
-        input_shapes: opts.shapes.clone(),
-        dim_values: opts.dims.clone(),
-        string_bytes: opts.string_bytes,
-        ..ImportOptions::default()
-    };
+    let import = opts.import_options();
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         import_model(model, &dir, &import)
@@ -233,12 +249,7 @@ fn compile_bytes_inner(
         Source::Owned(b) => frontend::load(&b)?,
         Source::Borrowed(b) => frontend::load(b)?,
     };
-    let import = ImportOptions {
-        input_shapes: opts.shapes.clone(),
-        dim_values: opts.dims.clone(),
-        string_bytes: opts.string_bytes,
-        ..ImportOptions::default()
-    };
+    let import = opts.import_options();
     // Symbolic leading input dims the options leave unbound become a run-time batch.
     let (mut graph, batched) = import_model(model, dir, &import)?;
     for w in &graph.warnings {
@@ -277,6 +288,10 @@ fn compile_bytes_inner(
         .iter()
         .map(|o| (o.dims_at, o.hidden))
         .collect();
+    let groups = (
+        std::mem::take(&mut graph.input_groups),
+        std::mem::take(&mut graph.output_groups),
+    );
     drop(graph);
     let lower = loops::lower::LowerOptions {
         wide_simd,
@@ -296,6 +311,17 @@ fn compile_bytes_inner(
         io.dims_at = dims_at;
         io.hidden = hidden;
     }
+    // The frontend's grouping, where it made one (a graph built otherwise has tensors only).
+    program.input_groups = if groups.0.is_empty() {
+        IoGroup::tensors(program.inputs.iter().map(|d| d.name.clone()))
+    } else {
+        groups.0
+    };
+    program.output_groups = if groups.1.is_empty() {
+        IoGroup::tensors(program.public_outputs().iter().map(|d| d.name.clone()))
+    } else {
+        groups.1
+    };
     if emit == Some(Emit::Schedule) {
         return Ok(dump_only(prefix, sched.dump()));
     }
@@ -339,6 +365,8 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             scratch_per_worker: 0,
             inputs: vec![],
             outputs: vec![],
+            input_groups: vec![],
+            output_groups: vec![],
         },
         dump: Some(text),
         compile_ms: 0.0,
@@ -477,83 +505,155 @@ pub fn read_tensor(path: &Path) -> Result<(String, Tensor)> {
     }
 }
 
-/// Matches input files to the model's inputs and checks dtype and shape.
-pub fn bind_inputs(descs: &[IoDesc], args: &[InputArg]) -> Result<Vec<Tensor>> {
-    let mut slots: Vec<Option<(Tensor, String)>> = vec![None; descs.len()];
+/// Reads a data file of a graph input or output declared `optional` and/or a sequence
+/// (`.pb`: `OptionalProto`, `SequenceProto` or `TensorProto`; `.npy`: a tensor).
+pub fn read_value(path: &Path, optional: bool, sequence: bool) -> Result<Value> {
+    if !optional && !sequence {
+        return Ok(Value::Tensor(read_tensor(path)?.1));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let what = path.display().to_string();
+    Ok(frontend::tensor::decode_value_file(&bytes, &what, optional, sequence)?.1)
+}
+
+/// Matches input files to the model's inputs (one file per ONNX input: a sequence's is a
+/// `SequenceProto`, an optional's an `OptionalProto`) and checks dtype and shape; returns
+/// the ABI's input tensors.
+pub fn bind_inputs(p: &Program, args: &[InputArg]) -> Result<Vec<Tensor>> {
+    let groups = &p.input_groups;
+    let mut slots: Vec<Option<&PathBuf>> = vec![None; groups.len()];
     let mut next = 0;
     for a in args {
         let (k, path) = match a {
-            InputArg::Named(n, p) => {
-                let k = descs.iter().position(|d| &d.name == n).ok_or_else(|| {
-                    let names: Vec<&str> = descs.iter().map(|d| d.name.as_str()).collect();
+            InputArg::Named(n, path) => {
+                let k = groups.iter().position(|g| &g.name == n).ok_or_else(|| {
+                    let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
                     Error::Usage(format!(
                         "the model has no input named '{n}' (inputs: {})",
                         names.join(", ")
                     ))
                 })?;
-                (k, p)
+                (k, path)
             }
-            InputArg::Positional(p) => {
+            InputArg::Positional(path) => {
                 while next < slots.len() && slots[next].is_some() {
                     next += 1;
                 }
-                if next >= descs.len() {
+                if next >= groups.len() {
                     return Err(Error::Usage(format!(
                         "too many input files: the model has {} inputs",
-                        descs.len()
+                        groups.len()
                     )));
                 }
                 next += 1;
-                (next - 1, p)
+                (next - 1, path)
             }
         };
-        let t = match descs[k].map_key {
-            Some(key) => maps::read_map(path, key, descs[k].dtype)?,
-            None => read_tensor(path)?.1,
-        };
-        slots[k] = Some((t, path.display().to_string()));
+        slots[k] = Some(path);
     }
     let mut out = Vec::new();
-    for (d, s) in descs.iter().zip(slots) {
-        let (t, file) = s.ok_or_else(|| {
-            Error::Usage(format!(
-                "no data given for input '{}' ({} {:?})",
-                d.name, d.dtype, d.shape
-            ))
-        })?;
-        // A map input's bytes are checked as they are read (`maps::read_map`).
-        if d.map_key.is_some() {
-            out.push(t);
+    for (g, s) in groups.iter().zip(slots) {
+        let descs = &p.inputs[g.first..g.first + g.len];
+        let Some(path) = s else {
+            // An empty optional needs no data.
+            if g.kind == IoKind::Absent {
+                continue;
+            }
+            return Err(Error::Usage(match g.kind {
+                IoKind::Sequence(elem) => format!(
+                    "no data given for input '{}' (a sequence of {} {elem} tensors)",
+                    g.name, g.len
+                ),
+                _ => format!(
+                    "no data given for input '{}' ({} {:?})",
+                    g.name, descs[0].dtype, descs[0].shape
+                ),
+            }));
+        };
+        let file = path.display().to_string();
+        if g.kind == IoKind::Tensor
+            && let Some(key) = descs[0].map_key
+        {
+            // A map input's bytes are checked as they are read (`maps::read_map`).
+            out.push(maps::read_map(path, key, descs[0].dtype)?);
             continue;
         }
-        if t.dtype != d.dtype {
-            return Err(Error::Usage(format!(
-                "input '{}' ({file}) is {} but the model expects {}",
-                d.name, t.dtype, d.dtype
-            )));
-        }
-        // A run-time batch takes any number of items.
-        let same = if d.batched {
-            t.shape.len() == d.shape.len() && t.shape[1..] == d.shape[1..]
-        } else {
-            t.shape == d.shape
+        let sequence = matches!(g.kind, IoKind::Sequence(_));
+        let v = read_value(path, g.optional, sequence)?;
+        let tensors = match (v.content(), g.kind) {
+            (None, IoKind::Absent) => vec![],
+            (None, _) => {
+                return Err(Error::Usage(format!(
+                    "input '{}' ({file}) is an empty optional, but the model was compiled for \
+                     one that holds a value (compile with --absent {} for an empty one)",
+                    g.name, g.name
+                )));
+            }
+            (Some(_), IoKind::Absent) => {
+                return Err(Error::Usage(format!(
+                    "input '{}' ({file}) holds a value, but the model was compiled with --absent \
+                     {}",
+                    g.name, g.name
+                )));
+            }
+            (Some(Value::Tensor(t)), _) => vec![t.clone()],
+            (Some(Value::Sequence { items, .. }), _) => {
+                if items.len() != g.len {
+                    return Err(Error::Usage(format!(
+                        "input '{}' ({file}) is a sequence of {} tensors but the model was \
+                         compiled for {} (compile with --sequence to choose others)",
+                        g.name,
+                        items.len(),
+                        g.len
+                    )));
+                }
+                items.clone()
+            }
+            (Some(Value::Optional(_)), _) => {
+                return Err(Error::Usage(format!(
+                    "input '{}' ({file}) is an optional of an optional; onnxc takes optionals \
+                     of tensors and of sequences",
+                    g.name
+                )));
+            }
         };
-        if !same {
-            return Err(Error::Usage(format!(
-                "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
-                d.name, t.shape, d.shape, " (compile with --shape to choose other symbolic dims)"
-            )));
+        for (d, t) in descs.iter().zip(tensors) {
+            check_input(d, &t, &file)?;
+            out.push(t);
         }
-        out.push(t);
     }
     Ok(out)
 }
 
+/// Checks an input tensor against the ABI's description of it.
+fn check_input(d: &IoDesc, t: &Tensor, file: &str) -> Result<()> {
+    if t.dtype != d.dtype {
+        return Err(Error::Usage(format!(
+            "input '{}' ({file}) is {} but the model expects {}",
+            d.name, t.dtype, d.dtype
+        )));
+    }
+    // A run-time batch takes any number of items.
+    let same = if d.batched {
+        t.shape.len() == d.shape.len() && t.shape[1..] == d.shape[1..]
+    } else {
+        t.shape == d.shape
+    };
+    if !same {
+        return Err(Error::Usage(format!(
+            "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
+            d.name, t.shape, d.shape, " (compile with --shape to choose other symbolic dims)"
+        )));
+    }
+    Ok(())
+}
+
 /// `opts` with a `--shape` for every runtime input whose declared shape has symbolic (or
 /// unnamed) dims and that neither `--shape` nor the input files fix otherwise: the shape of
-/// the file bound to it. `onnxc run` and `bench` then need no `--shape` for a model
+/// the file bound to it; likewise a `--sequence` for a sequence input (its file's length and
+/// shapes) and an `--absent` for an optional input whose file holds nothing. `onnxc run` and `bench` then need no `--shape` for a model
 /// exported with dynamic axes; a file that disagrees with a `--dim` is the import's error.
-fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Result<Options> {
+pub fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Result<Options> {
     if inputs.is_empty() {
         return Ok(opts.clone());
     }
@@ -588,6 +688,35 @@ fn shapes_from_inputs(model: &Path, inputs: &[InputArg], opts: &Options) -> Resu
         };
         let d = &declared[k];
         if d.ty == "map" {
+            continue;
+        }
+        if d.optional || d.ty == "sequence" {
+            // The file says whether an optional is empty and a sequence's length and shapes.
+            let sequence = d.ty == "sequence";
+            let v = read_value(path, d.optional, sequence)?;
+            match v.content() {
+                None => {
+                    if !opts.absent.contains(&d.name) {
+                        opts.absent.push(d.name.clone());
+                    }
+                }
+                Some(Value::Sequence { items, .. }) => {
+                    if !opts.sequences.iter().any(|(n, _)| n == &d.name) {
+                        let shapes = items.iter().map(|t| t.shape.clone()).collect();
+                        opts.sequences.push((d.name.clone(), shapes));
+                    }
+                }
+                Some(Value::Tensor(t)) => {
+                    let symbolic = d
+                        .dims
+                        .as_ref()
+                        .is_none_or(|dims| dims.iter().any(|x| x.parse::<i64>().is_err()));
+                    if symbolic && !opts.shapes.iter().any(|(n, _)| n == &d.name) {
+                        opts.shapes.push((d.name.clone(), t.shape.clone()));
+                    }
+                }
+                Some(Value::Optional(_)) => {}
+            }
             continue;
         }
         let symbolic = d
@@ -634,7 +763,7 @@ pub fn run(
     opts: &Options,
     keep: Option<&Path>,
     threads: usize,
-) -> Result<Vec<(String, Tensor)>> {
+) -> Result<Vec<(String, Value)>> {
     let mut tmp = TempDir::new("run")?;
     if let Some(k) = keep {
         tmp.path = k.to_path_buf();
@@ -646,7 +775,7 @@ pub fn run(
         ..shapes_from_inputs(model, inputs, opts)?
     };
     let c = compile_file(model, "model", &opts, None)?;
-    let tensors = bind_inputs(&c.program.inputs, inputs)?;
+    let tensors = bind_inputs(&c.program, inputs)?;
     let obj = tmp.path.join("model.o");
     std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;
     let exe = tmp.path.join("model");
@@ -677,9 +806,36 @@ pub fn run(
     }
     let mut results = Vec::new();
     for (k, d) in c.program.public_outputs().iter().enumerate() {
-        results.push((d.name.clone(), read_output(&tmp.path, k, d, items)?));
+        results.push(read_output(&tmp.path, k, d, items)?);
     }
-    Ok(results)
+    Ok(group_outputs(&c.program, results))
+}
+
+/// The ABI's output tensors as the model's ONNX outputs (`Program::output_groups`): a
+/// sequence's tensors make one `Value::Sequence`, an optional is wrapped.
+pub fn group_outputs(p: &Program, tensors: Vec<Tensor>) -> Vec<(String, Value)> {
+    let mut tensors: Vec<Option<Tensor>> = tensors.into_iter().map(Some).collect();
+    p.output_groups
+        .iter()
+        .map(|g| {
+            let mut take = |k: usize| tensors.get_mut(k).and_then(Option::take);
+            let v = match g.kind {
+                IoKind::Tensor => take(g.first).map(Value::Tensor),
+                IoKind::Sequence(elem) => Some(Value::Sequence {
+                    elem,
+                    items: (g.first..g.first + g.len).filter_map(&mut take).collect(),
+                }),
+                IoKind::Absent => None,
+            };
+            let v = match (g.optional, v) {
+                (true, v) => Value::Optional(v.map(Box::new)),
+                (false, Some(v)) => v,
+                // A non-optional output always has its tensor.
+                (false, None) => Value::Optional(None),
+            };
+            (g.name.clone(), v)
+        })
+        .collect()
 }
 
 /// Output `k` as the linked program wrote it into `dir` (`onnxc_driver_main`):
@@ -781,7 +937,7 @@ pub fn bench(
     let tensors = if inputs.is_empty() {
         vec![]
     } else {
-        bind_inputs(&c.program.inputs, inputs)?
+        bind_inputs(&c.program, inputs)?
     };
     let obj = tmp.path.join("model.o");
     std::fs::write(&obj, &c.object).map_err(|e| Error::io(&obj, e))?;

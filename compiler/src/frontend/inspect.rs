@@ -16,6 +16,8 @@ pub struct Declared {
     /// Dims as written: a number, a `dim_param` name, or `?` for an unnamed one; `None`
     /// when the model gives no shape.
     pub dims: Option<Vec<String>>,
+    /// Declared `optional(T)`: `ty` and `dims` describe `T`.
+    pub optional: bool,
 }
 
 /// The model's summary.
@@ -129,7 +131,8 @@ fn count(g: &GraphProto, s: &mut Summary) {
 fn declared(vi: &onnxc_proto::ValueInfoProto, symbols: &mut Vec<String>) -> Declared {
     use onnxc_proto::tensor_shape_proto::dimension::Value;
     let name = vi.name.clone().unwrap_or_default();
-    let (ty, shape) = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+    let (optional, ty) = super::io_types::unwrap_optional(vi);
+    let (ty, shape) = match ty.and_then(|t| t.value.as_ref()) {
         Some(type_proto::Value::TensorType(t)) => {
             let code = t.elem_type.unwrap_or(0);
             let ty = DType::from_onnx(code).map_or(DType::onnx_code_name(code), |d| d.name());
@@ -156,5 +159,10 @@ fn declared(vi: &onnxc_proto::ValueInfoProto, symbols: &mut Vec<String>) -> Decl
             })
             .collect()
     });
-    Declared { name, ty, dims }
+    Declared {
+        name,
+        ty,
+        dims,
+        optional,
+    }
 }

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result, Unsupported};
 use crate::ir::DType;
 use crate::ir::dim::Dim;
-use onnxc_proto::{ModelProto, ValueInfoProto, type_proto};
+use onnxc_proto::{ModelProto, TypeProto, ValueInfoProto, type_proto};
 
 /// A symbolic dim of a runtime input that no `--shape`/`--dim` binds.
 pub struct Unbound {
@@ -125,10 +125,67 @@ pub(super) fn map_type(v: &ValueInfoProto) -> Result<Option<crate::ir::graph::Ma
     }
 }
 
+/// Whether a value_info declares an optional, and the type it holds (the declared type
+/// itself for any other).
+pub(super) fn unwrap_optional(v: &ValueInfoProto) -> (bool, Option<&TypeProto>) {
+    let ty = v.r#type.as_ref();
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::OptionalType(o)) => (true, o.elem_type.as_deref()),
+        _ => (false, ty),
+    }
+}
+
+/// For a sequence type: its elements' tensor type (dims as `tensor_type` gives them; none
+/// when the model declares no element shape). `None` for any other type.
+pub(super) fn sequence_type(
+    name: &str,
+    ty: Option<&TypeProto>,
+    what: &str,
+) -> Result<Option<(DType, Option<Vec<Dim>>)>> {
+    let Some(type_proto::Value::SequenceType(s)) = ty.and_then(|t| t.value.as_ref()) else {
+        return Ok(None);
+    };
+    let elem = s.elem_type.as_deref();
+    let Some(type_proto::Value::TensorType(tt)) = elem.and_then(|t| t.value.as_ref()) else {
+        return Err(Error::Unsupported(vec![Unsupported {
+            node: name.to_string(),
+            op_type: format!("{what} of type a sequence of non-tensors"),
+            domain: String::new(),
+            opset: 0,
+            reason: format!(
+                "{what} '{name}' is a sequence of sequences, maps or optionals; onnxc takes \
+                 sequences of tensors"
+            ),
+        }]));
+    };
+    if tt.shape.is_some() {
+        let (dtype, dims) = tensor_type_of(name, elem, what)?;
+        return Ok(Some((dtype, Some(dims))));
+    }
+    let code = tt.elem_type.unwrap_or(0);
+    let dtype = DType::from_onnx(code).ok_or_else(|| {
+        Error::Model(format!(
+            "{what} '{name}': sequence element type {} is not supported",
+            DType::onnx_code_name(code)
+        ))
+    })?;
+    Ok(Some((dtype, None)))
+}
+
 /// The tensor type of a value_info, or an error naming it.
 pub(super) fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<Dim>)> {
     let name = v.name.clone().unwrap_or_default();
-    let tt = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+    tensor_type_of(&name, v.r#type.as_ref(), what)
+}
+
+/// A declared type as a tensor type, or an error naming the value.
+pub(super) fn tensor_type_of(
+    name: &str,
+    ty: Option<&TypeProto>,
+    what: &str,
+) -> Result<(DType, Vec<Dim>)> {
+    let name = name.to_string();
+    let tt = match ty.and_then(|t| t.value.as_ref()) {
         Some(type_proto::Value::TensorType(tt)) => tt,
         Some(other) => {
             let kind = match other {

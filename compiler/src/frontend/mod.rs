@@ -17,6 +17,7 @@ pub mod tensor;
 
 use crate::error::{Error, Result, Unsupported};
 use crate::ir::dim::Dim;
+use crate::ir::graph::{IoGroup, IoKind};
 use crate::ir::{DType, Graph, Op, Origin, TypeInfo, ValueId};
 use ctx::Ctx;
 use onnxc_proto::{GraphProto, ModelProto, NodeProto};
@@ -36,6 +37,11 @@ pub struct ImportOptions {
     pub input_shapes: Vec<(String, Vec<i64>)>,
     /// `--dim SYMBOL=N`: values for named symbolic dims, in every input that uses them.
     pub dim_values: Vec<(String, i64)>,
+    /// `--sequence NAME=[D0,…][…]…`: the element shapes of a sequence graph input (its
+    /// length is their count).
+    pub sequences: Vec<(String, Vec<Vec<i64>>)>,
+    /// `--absent NAME`: optional graph inputs passed empty.
+    pub absent: Vec<String>,
     /// Constant-fold nodes whose output has at most this many elements.
     pub fold_limit: usize,
     /// `--string-bytes N`: bytes of string space per string that an op makes at run time
@@ -51,6 +57,8 @@ impl Default for ImportOptions {
         ImportOptions {
             input_shapes: Vec::new(),
             dim_values: Vec::new(),
+            sequences: Vec::new(),
+            absent: Vec::new(),
             fold_limit: 1 << 22,
             string_bytes: DEFAULT_STRING_BYTES,
         }
@@ -176,6 +184,7 @@ fn importer<'a>(
         taken: HashMap::new(),
         unrolled: 0,
         seqs: HashMap::new(),
+        absent: std::collections::HashSet::new(),
         poisoned: std::collections::HashSet::new(),
         local: std::collections::HashSet::new(),
         position: 0,
@@ -209,6 +218,8 @@ struct Importer<'a> {
     unrolled: usize,
     /// Sequence values in scope (`sequence.rs`): lists of tensor values known at compile time.
     seqs: HashMap<String, sequence::Seq>,
+    /// Optional graph inputs passed empty (`--absent`): read as omitted inputs.
+    absent: std::collections::HashSet<String>,
     /// Values of nodes that could not be built (reported once, at their node): what reads
     /// them is skipped, in subgraphs too.
     poisoned: std::collections::HashSet<String>,
@@ -271,16 +282,52 @@ impl Importer<'_> {
         let mut runtime_inputs = Vec::new();
         // The symbols the runtime inputs declare (before --shape replaces any).
         let mut symbols: Vec<String> = Vec::new();
+        let mut groups: Vec<IoGroup> = Vec::new();
         for vi in &gp.input {
             let name = vi.name.clone().unwrap_or_default();
             if self.env.contains_key(&name) {
                 continue;
             }
+            let first = runtime_inputs.len();
+            let (optional, ty) = io_types::unwrap_optional(vi);
+            if optional && self.opts.absent.contains(&name) {
+                self.absent.insert(name.clone());
+                groups.push(IoGroup {
+                    name,
+                    kind: IoKind::Absent,
+                    optional,
+                    first,
+                    len: 0,
+                });
+                continue;
+            }
+            if let Some((dtype, declared)) = io_types::sequence_type(&name, ty, "graph input")? {
+                let shapes = self.sequence_shapes(&name, &declared)?;
+                for (k, dims) in shapes.iter().enumerate() {
+                    let shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+                    runtime_inputs.push((IoGroup::element_name(&name, k), dtype, shape, None));
+                }
+                groups.push(IoGroup {
+                    name,
+                    kind: IoKind::Sequence(dtype),
+                    optional,
+                    first,
+                    len: shapes.len(),
+                });
+                continue;
+            }
+            groups.push(IoGroup {
+                name: name.clone(),
+                kind: IoKind::Tensor,
+                optional,
+                first,
+                len: 1,
+            });
             if let Some(m) = map_type(vi)? {
                 runtime_inputs.push((name, DType::I64, vec![Dim::Known(3)], Some(m)));
                 continue;
             }
-            let (dtype, mut shape) = tensor_type(vi, "graph input")?;
+            let (dtype, mut shape) = io_types::tensor_type_of(&name, ty, "graph input")?;
             for d in &shape {
                 d.symbols(&mut symbols);
             }
@@ -327,6 +374,23 @@ impl Importer<'_> {
                 shape = dims.iter().map(|&d| Dim::Known(d)).collect();
             }
             runtime_inputs.push((name, dtype, shape, None));
+        }
+        for (name, _) in &self.opts.sequences {
+            if !groups
+                .iter()
+                .any(|g| &g.name == name && matches!(g.kind, IoKind::Sequence(_)))
+            {
+                return Err(Error::Usage(format!(
+                    "--sequence {name}: the model has no sequence input of that name"
+                )));
+            }
+        }
+        for name in &self.opts.absent {
+            if !groups.iter().any(|g| &g.name == name && g.optional) {
+                return Err(Error::Usage(format!(
+                    "--absent {name}: the model has no optional input of that name"
+                )));
+            }
         }
         for (name, _) in &self.opts.input_shapes {
             if !runtime_inputs.iter().any(|(n, ..)| n == name) {
@@ -420,6 +484,16 @@ impl Importer<'_> {
             });
             self.define(name, value);
         }
+        for g in &groups {
+            if let IoKind::Sequence(elem) = g.kind {
+                let items = (0..g.len)
+                    .map(|k| self.env[&IoGroup::element_name(&g.name, k)])
+                    .collect();
+                self.seqs
+                    .insert(g.name.clone(), sequence::Seq { elem, items });
+            }
+        }
+        self.g.input_groups = groups;
         self.nodes(&gp.node)?;
         for vo in &gp.output {
             if let Some(u) = self.unbuilt.remove(vo.name.as_deref().unwrap_or_default()) {
@@ -429,21 +503,50 @@ impl Importer<'_> {
         if !self.unsupported.is_empty() {
             return Err(Error::Unsupported(std::mem::take(&mut self.unsupported)));
         }
+        let mut groups: Vec<IoGroup> = Vec::new();
         for vo in &gp.output {
             let name = vo.name.clone().unwrap_or_default();
-            if self.seqs.contains_key(&name) {
-                return Err(Error::Unsupported(vec![Unsupported {
-                    node: name.clone(),
-                    op_type: "graph output of type a sequence".into(),
-                    domain: String::new(),
-                    opset: 0,
-                    reason: format!(
-                        "graph output '{name}' is a sequence; onnxc compiles tensor inputs and \
-                         outputs only: make each of its tensors a graph output of its own \
-                         (SequenceAt), or concatenate them (ConcatFromSequence)"
-                    ),
-                }]));
+            let (optional, _) = io_types::unwrap_optional(vo);
+            let first = self.g.outputs.len();
+            if let Some(seq) = self.seqs.get(&name) {
+                // A sequence leaves as its tensors, each an output of its own.
+                for (k, &v) in seq.items.iter().enumerate() {
+                    self.g.outputs.push(crate::ir::graph::GraphIo {
+                        name: IoGroup::element_name(&name, k),
+                        value: v,
+                        keys: None,
+                        packed: None,
+                        dims_at: None,
+                        hidden: false,
+                        map: None,
+                    });
+                }
+                groups.push(IoGroup {
+                    kind: IoKind::Sequence(seq.elem),
+                    len: seq.items.len(),
+                    name,
+                    optional,
+                    first,
+                });
+                continue;
             }
+            if self.absent.contains(&name) && !self.env.contains_key(&name) {
+                groups.push(IoGroup {
+                    name,
+                    kind: IoKind::Absent,
+                    optional,
+                    first,
+                    len: 0,
+                });
+                continue;
+            }
+            groups.push(IoGroup {
+                name: name.clone(),
+                kind: IoKind::Tensor,
+                optional,
+                first,
+                len: 1,
+            });
             let v = *self.env.get(&name).ok_or_else(|| {
                 Error::Model(format!(
                     "graph output '{name}' is not produced by any node, initializer or input"
@@ -538,6 +641,7 @@ impl Importer<'_> {
                 map: None,
             });
         }
+        self.g.output_groups = groups;
         if !self.g.data_dims.is_empty() {
             crate::passes::data_dims::expose(&mut self.g).map_err(Error::Model)?;
         }
@@ -581,6 +685,7 @@ impl Importer<'_> {
                 i.is_empty()
                     || self.env.contains_key(i)
                     || self.seqs.contains_key(i)
+                    || self.absent.contains(i)
                     || self.poisoned.contains(i)
             });
             if !defined {
@@ -840,6 +945,15 @@ impl Importer<'_> {
         }
         if domain == "ai.onnx.preview" && origin.op_type == "FlexAttention" {
             return self.flex_attention(n, &origin);
+        }
+        if domain.is_empty()
+            && let Some(seq) = n.input.first().and_then(|i| self.seqs.get(i)).cloned()
+            && matches!(
+                origin.op_type.as_str(),
+                "Identity" | "Optional" | "OptionalGetElement" | "OptionalHasElement"
+            )
+        {
+            return self.sequence_passthrough(n, &origin, seq);
         }
         if let Some(name) = n.input.iter().find(|i| self.seqs.contains_key(*i)) {
             return Err(Error::Model(format!(

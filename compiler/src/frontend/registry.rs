@@ -178,6 +178,7 @@ pub const ONNX_OPS: &[(&str, Builder)] = &[
     ("SequenceLength", control::imported),
     ("SplitToSequence", control::imported),
     ("ConcatFromSequence", control::imported),
+    ("SequenceMap", control::imported),
     ("OptionalHasElement", control::optional_has_element),
     ("OptionalGetElement", control::optional_get_element),
     ("Scan", control::imported),
@@ -392,35 +393,39 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "SequenceEmpty",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SequenceConstruct",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SequenceInsert",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SequenceAt",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SequenceErase",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SequenceLength",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "SplitToSequence",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
     ),
     (
         "ConcatFromSequence",
-        "kept at compile time: constant positions, static shapes; not as graph input/output nor through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+    ),
+    (
+        "SequenceMap",
+        "the body is unrolled once per element (sequences of compile-time length), within Loop's unrolling limits",
     ),
     (
         "MaxUnpool",
@@ -432,7 +437,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Optional",
-        "an optional holding a tensor is the tensor; an empty Optional() is not supported",
+        "an optional holding a tensor or sequence is that value; an optional graph input may be compiled empty (`--absent`); an empty Optional() node is not supported",
     ),
     (
         "OptionalHasElement",

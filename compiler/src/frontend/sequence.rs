@@ -1,10 +1,11 @@
 //! Sequences at compile time. With static shapes and constant positions, an ONNX sequence is
 //! a list of tensor values the importer keeps next to its tensor scope (`Importer::seqs`):
 //! SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase and SplitToSequence build
-//! lists, SequenceAt and ConcatFromSequence read them back as ordinary values, and
-//! SequenceLength is a constant. Nothing of a sequence exists in the generated code; a
-//! sequence as a graph input or output (the C ABI passes tensors), a position computed at run
-//! time, or a sequence through Loop/Scan/If is reported as unsupported.
+//! lists, SequenceAt and ConcatFromSequence read them back as ordinary values, SequenceLength
+//! is a constant and SequenceMap unrolls its body per element. Nothing of a sequence exists
+//! in the generated code: a sequence graph input or output is one ABI tensor per element
+//! (`--sequence` fixes an input's; `ir::graph::IoGroup` records the grouping). A position
+//! computed at run time, or a sequence through Loop/Scan/If, is reported as unsupported.
 
 use super::Importer;
 use super::ctx::Ctx;
@@ -31,9 +32,62 @@ pub(super) const SEQUENCE_OPS: &[&str] = &[
     "SequenceLength",
     "SplitToSequence",
     "ConcatFromSequence",
+    "SequenceMap",
 ];
 
+/// Most elements a sequence graph input may have (each is an ABI input of its own).
+const MAX_SEQUENCE_INPUTS: usize = 1 << 16;
+
 impl Importer<'_> {
+    /// The element shapes `--sequence` gives a sequence graph input, checked against the
+    /// element type the model declares (`declared`: its dims, when it gives a shape).
+    pub(super) fn sequence_shapes(
+        &self,
+        name: &str,
+        declared: &Option<Vec<crate::ir::Dim>>,
+    ) -> Result<Vec<Vec<i64>>> {
+        let Some((_, shapes)) = self.opts.sequences.iter().find(|(n, _)| n == name) else {
+            return Err(Error::NeedShape(format!(
+                "graph input '{name}' is a sequence; onnxc fixes its length and its tensors' \
+                 shapes at compile time: give them with --sequence {name}=[D0,D1,…][D0,D1,…]… \
+                 (one bracket per tensor; --sequence {name}= for an empty sequence)"
+            )));
+        };
+        if shapes.len() > MAX_SEQUENCE_INPUTS {
+            return Err(Error::Usage(format!(
+                "--sequence {name}: {} tensors; onnxc takes at most {MAX_SEQUENCE_INPUTS}",
+                shapes.len()
+            )));
+        }
+        for (k, dims) in shapes.iter().enumerate() {
+            if let Some(d) = declared {
+                if d.len() != dims.len() {
+                    return Err(Error::Usage(format!(
+                        "--sequence {name}: tensor {k} has rank {}, the model declares its \
+                         tensors {}",
+                        dims.len(),
+                        crate::ir::dim::fmt_shape(d)
+                    )));
+                }
+                if let Some((a, (x, _))) = d
+                    .iter()
+                    .zip(dims)
+                    .enumerate()
+                    .find(|(_, (x, v))| x.known().is_some_and(|x| x != **v))
+                {
+                    return Err(Error::Usage(format!(
+                        "--sequence {name}: tensor {k} has {} in dim {a}, fixed to {} by the model",
+                        dims[a],
+                        x.known().unwrap_or_default()
+                    )));
+                }
+            }
+            crate::ir::dim::check_size(dims)
+                .map_err(|m| Error::Usage(format!("--sequence {name}: tensor {k}: {m}")))?;
+        }
+        Ok(shapes.clone())
+    }
+
     fn seq_err(&self, origin: &Origin, msg: impl std::fmt::Display) -> Error {
         Error::Model(format!("{origin}: {msg}"))
     }
@@ -101,6 +155,90 @@ impl Importer<'_> {
             ));
         }
         self.seqs.insert(name.clone(), s);
+        Ok(())
+    }
+
+    /// Identity, Optional and OptionalGetElement of a sequence: the sequence itself (an
+    /// optional is what it holds); OptionalHasElement of one: true.
+    pub(super) fn sequence_passthrough(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        seq: Seq,
+    ) -> Result<()> {
+        if origin.op_type == "OptionalHasElement" {
+            let t = Tensor::scalar(DType::Bool, crate::ir::Scalar::B(true));
+            let v = self.helper_ctx(n, origin).constant(t);
+            return self.bind_outputs(n, origin, &[v]);
+        }
+        self.define_seq(n, origin, 0, seq)
+    }
+
+    /// SequenceMap: `body` imported once per element (as Loop bodies are unrolled, within
+    /// the same limits), each sequence operand giving its element and each tensor operand
+    /// itself; output `j` is the sequence of the copies' outputs `j`.
+    fn sequence_map(&mut self, n: &NodeProto, origin: &Origin) -> Result<()> {
+        let body = Self::graph_attr(n, origin, "body")?;
+        let first = self.seq_input(n, origin, 0)?;
+        let len = first.items.len();
+        let mut operands: Vec<std::result::Result<Seq, Option<ValueId>>> = vec![Ok(first)];
+        for k in 1..n.input.len() {
+            let name = n.input[k].as_str();
+            if self.seqs.contains_key(name) {
+                let s = self.seq_input(n, origin, k)?;
+                if s.items.len() != len {
+                    return Err(self.seq_err(
+                        origin,
+                        format!(
+                            "input {k} ('{name}') has {} tensors, input 0 has {len}; the \
+                             sequences SequenceMap reads must have one length",
+                            s.items.len()
+                        ),
+                    ));
+                }
+                operands.push(Ok(s));
+            } else {
+                operands.push(Err(self.tensor_input(n, origin, k)?));
+            }
+        }
+        let mut outs: Vec<Vec<ValueId>> = vec![Vec::new(); n.output.len()];
+        for i in 0..len {
+            self.count_iteration(n, origin, body, i + 1)?;
+            let args = operands
+                .iter()
+                .map(|o| match o {
+                    Ok(s) => Ok(s.items[i]),
+                    Err(Some(v)) => Ok(*v),
+                    Err(None) => Err(self.seq_err(origin, "an omitted input has no value")),
+                })
+                .collect::<Result<Vec<ValueId>>>()?;
+            let res = self.inline_body(body, &args, origin, "body")?;
+            if res.len() != outs.len() {
+                return Err(self.seq_err(
+                    origin,
+                    format!(
+                        "the body has {} outputs, the node {}",
+                        res.len(),
+                        outs.len()
+                    ),
+                ));
+            }
+            for (o, v) in outs.iter_mut().zip(res) {
+                o.push(v);
+            }
+        }
+        for (j, items) in outs.into_iter().enumerate() {
+            // An empty sequence takes the element type its body output declares.
+            let elem = match items.first() {
+                Some(&v) => self.g.value_type(v).dtype,
+                None => body
+                    .output
+                    .get(j)
+                    .and_then(|o| super::io_types::tensor_type(o, "body output").ok())
+                    .map_or(DType::F32, |(d, _)| d),
+            };
+            self.define_seq(n, origin, j, Seq { elem, items })?;
+        }
         Ok(())
     }
 
@@ -279,6 +417,7 @@ impl Importer<'_> {
                 };
                 self.define_seq(n, origin, 0, Seq { elem, items })
             }
+            "SequenceMap" => self.sequence_map(n, origin),
             other => Err(Error::Internal(format!(
                 "{origin}: {other} is not a sequence op"
             ))),

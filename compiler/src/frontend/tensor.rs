@@ -1,7 +1,7 @@
 //! `TensorProto` → `Tensor`, including external data stored in files next to the model.
 
 use crate::error::{Error, Result};
-use crate::ir::{DType, Scalar, Tensor};
+use crate::ir::{DType, Scalar, Tensor, Value};
 use onnxc_proto::TensorProto;
 use std::path::{Component, Path};
 
@@ -257,4 +257,122 @@ pub fn decode_tensor_file(bytes: &[u8], what: &str) -> Result<(String, Tensor)> 
 pub fn encode_tensor_file(t: &Tensor, name: &str) -> Vec<u8> {
     use prost::Message;
     tensor_to_proto(t, name).encode_to_vec()
+}
+
+/// Decodes a test data file of a graph input or output declared `optional(...)` and/or a
+/// sequence: an `OptionalProto`, a `SequenceProto` of tensors, or a `TensorProto`.
+pub fn decode_value_file(
+    bytes: &[u8],
+    what: &str,
+    optional: bool,
+    sequence: bool,
+) -> Result<(String, Value)> {
+    use prost::Message;
+    if optional {
+        let o = onnxc_proto::OptionalProto::decode(bytes)
+            .map_err(|e| Error::Usage(format!("{what}: not an OptionalProto file: {e}")))?;
+        let name = o.name.clone().unwrap_or_default();
+        let inner = match (o.tensor_value, o.sequence_value) {
+            (None, None) if o.map_value.is_some() || o.optional_value.is_some() => {
+                return Err(Error::Usage(format!(
+                    "{what}: an optional of a map or of an optional; onnxc takes optionals of \
+                     tensors and of sequences"
+                )));
+            }
+            (None, None) => None,
+            (Some(t), None) if !sequence => Some(Value::Tensor(tensor_from_proto(
+                &t,
+                &DataDir::default(),
+                what,
+            )?)),
+            (None, Some(s)) if sequence => Some(sequence_value(&s, what)?),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{what}: the optional holds a {}, the model declares an optional {}",
+                    if sequence { "tensor" } else { "sequence" },
+                    if sequence { "sequence" } else { "tensor" }
+                )));
+            }
+        };
+        return Ok((name, Value::Optional(inner.map(Box::new))));
+    }
+    if sequence {
+        let s = onnxc_proto::SequenceProto::decode(bytes)
+            .map_err(|e| Error::Usage(format!("{what}: not a SequenceProto file: {e}")))?;
+        return Ok((
+            s.name.clone().unwrap_or_default(),
+            sequence_value(&s, what)?,
+        ));
+    }
+    let (name, t) = decode_tensor_file(bytes, what)?;
+    Ok((name, Value::Tensor(t)))
+}
+
+/// A `SequenceProto` of tensors as a `Value`.
+fn sequence_value(s: &onnxc_proto::SequenceProto, what: &str) -> Result<Value> {
+    if !s.sequence_values.is_empty() || !s.map_values.is_empty() {
+        return Err(Error::Usage(format!(
+            "{what}: a sequence of sequences or of maps; onnxc takes sequences of tensors"
+        )));
+    }
+    let items = s
+        .tensor_values
+        .iter()
+        .enumerate()
+        .map(|(k, t)| tensor_from_proto(t, &DataDir::default(), &format!("{what}[{k}]")))
+        .collect::<Result<Vec<Tensor>>>()?;
+    let elem = match items.first() {
+        Some(t) => t.dtype,
+        None => DType::F32,
+    };
+    if let Some((k, t)) = items.iter().enumerate().find(|(_, t)| t.dtype != elem) {
+        return Err(Error::Usage(format!(
+            "{what}: element {k} is {}, element 0 {elem}; a sequence's tensors share one type",
+            t.dtype
+        )));
+    }
+    Ok(Value::Sequence { elem, items })
+}
+
+/// Serializes a value as the file ONNX test data uses for it (`TensorProto`,
+/// `SequenceProto` or `OptionalProto`).
+pub fn encode_value_file(v: &Value, name: &str) -> Vec<u8> {
+    use prost::Message;
+    match v {
+        Value::Tensor(t) => encode_tensor_file(t, name),
+        Value::Sequence { .. } => sequence_proto(v, name).encode_to_vec(),
+        Value::Optional(inner) => {
+            let mut o = onnxc_proto::OptionalProto {
+                name: Some(name.to_string()),
+                elem_type: Some(0),
+                ..Default::default()
+            };
+            // A nested optional is written as what it holds (onnxc makes none).
+            match inner.as_deref().and_then(Value::content) {
+                None | Some(Value::Optional(_)) => {}
+                Some(Value::Tensor(t)) => {
+                    o.elem_type = Some(1);
+                    o.tensor_value = Some(tensor_to_proto(t, ""));
+                }
+                Some(s @ Value::Sequence { .. }) => {
+                    o.elem_type = Some(3);
+                    o.sequence_value = Some(sequence_proto(s, ""));
+                }
+            }
+            o.encode_to_vec()
+        }
+    }
+}
+
+fn sequence_proto(v: &Value, name: &str) -> onnxc_proto::SequenceProto {
+    let items = match v {
+        Value::Sequence { items, .. } => items.as_slice(),
+        _ => &[],
+    };
+    onnxc_proto::SequenceProto {
+        name: Some(name.to_string()),
+        elem_type: Some(1),
+        tensor_values: items.iter().map(|t| tensor_to_proto(t, "")).collect(),
+        ..Default::default()
+    }
 }

@@ -374,8 +374,57 @@ pub struct Graph {
     /// Values whose extent along an axis depends on the data, as the builders of
     /// data-dependent ops registered them (`DataDim`).
     pub data_dims: std::collections::HashMap<ValueId, DataDim>,
+    /// How `inputs` and `outputs` make up the model's ONNX inputs and outputs, when some
+    /// are sequences or optionals (`IoGroup`); empty when each is one tensor.
+    pub input_groups: Vec<IoGroup>,
+    pub output_groups: Vec<IoGroup>,
     /// Every node in the order it was added (`added_since`).
     added: Vec<NodeId>,
+}
+
+/// One ONNX graph input or output as the ABI passes it: a tensor is one ABI tensor, a
+/// sequence (its length fixed at compile time) one per element, in order, and an empty
+/// optional none. A present optional is passed as what it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoGroup {
+    pub name: String,
+    pub kind: IoKind,
+    /// Declared `optional(...)` in the model.
+    pub optional: bool,
+    /// Its ABI tensors: `first..first + len` of the inputs (or public outputs).
+    pub first: usize,
+    pub len: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoKind {
+    Tensor,
+    /// A sequence of tensors of this element type.
+    Sequence(DType),
+    /// An empty optional.
+    Absent,
+}
+
+impl IoGroup {
+    /// One tensor group per ABI tensor: the grouping of a model with tensor I/O only.
+    pub fn tensors(names: impl IntoIterator<Item = String>) -> Vec<IoGroup> {
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(k, name)| IoGroup {
+                name,
+                kind: IoKind::Tensor,
+                optional: false,
+                first: k,
+                len: 1,
+            })
+            .collect()
+    }
+
+    /// The ABI name of element `k` of a sequence `name`.
+    pub fn element_name(name: &str, k: usize) -> String {
+        format!("{name}[{k}]")
+    }
 }
 
 impl Graph {

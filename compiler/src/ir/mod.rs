@@ -14,4 +14,4 @@ pub use dim::{Dim, Shape};
 pub use dtype::DType;
 pub use expr::E;
 pub use graph::{Graph, Node, NodeId, Op, Origin, TypeInfo, ValueId};
-pub use tensor::{Scalar, Tensor};
+pub use tensor::{Scalar, Tensor, Value};

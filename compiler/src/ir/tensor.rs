@@ -244,6 +244,25 @@ impl std::fmt::Display for Scalar {
     }
 }
 
+/// An ONNX value as test data files and the driver carry one: a tensor, a sequence of
+/// tensors, or an optional (empty, or holding a tensor or a sequence).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Tensor(Tensor),
+    Sequence { elem: DType, items: Vec<Tensor> },
+    Optional(Option<Box<Value>>),
+}
+
+impl Value {
+    /// What an optional holds (itself for any other value); `None` for an empty optional.
+    pub fn content(&self) -> Option<&Value> {
+        match self {
+            Value::Optional(inner) => inner.as_deref().and_then(Value::content),
+            v => Some(v),
+        }
+    }
+}
+
 /// A constant tensor with known shape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {

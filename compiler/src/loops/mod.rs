@@ -10,7 +10,7 @@ pub mod par;
 
 use crate::ir::DType;
 use crate::ir::expr::{self, E};
-use crate::ir::graph::ReduceKind;
+use crate::ir::graph::{IoGroup, ReduceKind};
 use onnxc_runtime::kernels::{ArgKind, KernelAbi};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -212,6 +212,10 @@ pub struct Program {
     pub scratch_per_worker: u64,
     pub inputs: Vec<IoDesc>,
     pub outputs: Vec<IoDesc>,
+    /// The model's ONNX inputs and outputs over `inputs` and the public outputs: where a
+    /// sequence is several ABI tensors or an empty optional none (`IoGroup`).
+    pub input_groups: Vec<IoGroup>,
+    pub output_groups: Vec<IoGroup>,
 }
 
 impl Program {

@@ -99,6 +99,14 @@ impl Importer<'_> {
     ) -> Result<Option<ValueId>> {
         match n.input.get(k).filter(|s| !s.is_empty()) {
             None => Ok(None),
+            Some(name) if self.absent.contains(name) => Ok(None),
+            Some(name) if self.seqs.contains_key(name) => Err(self.unsupported_node(
+                n,
+                origin,
+                format!(
+                    "input '{name}' is a sequence; onnxc passes tensors through If, Loop and Scan"
+                ),
+            )),
             Some(name) => self
                 .env
                 .get(name)

@@ -218,6 +218,9 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         scratch_per_worker: scratch.per_worker as u64,
         inputs: io(&s.inputs),
         outputs: io(&s.outputs),
+        // The driver groups them (it knows which outputs are hidden).
+        input_groups: vec![],
+        output_groups: vec![],
     })
 }
 
