@@ -393,35 +393,35 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "SequenceEmpty",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceConstruct",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceInsert",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceAt",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceErase",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceLength",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SplitToSequence",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "ConcatFromSequence",
-        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); not through If/Loop/Scan",
+        "kept at compile time: constant positions, static shapes; as a graph input or output, one tensor per element (`--sequence`); through Loop (known trip), If and functions, not Scan",
     ),
     (
         "SequenceMap",

@@ -4,8 +4,10 @@
 //! lists, SequenceAt and ConcatFromSequence read them back as ordinary values, SequenceLength
 //! is a constant and SequenceMap unrolls its body per element. Nothing of a sequence exists
 //! in the generated code: a sequence graph input or output is one ABI tensor per element
-//! (`--sequence` fixes an input's; `ir::graph::IoGroup` records the grouping). A position
-//! computed at run time, or a sequence through Loop/Scan/If, is reported as unsupported.
+//! (`--sequence` fixes an input's; `ir::graph::IoGroup` records the grouping). Subgraphs
+//! take and give them as `subgraph::Val`: Loop-carried (while the trip is known at compile
+//! time), through model functions and If. A position computed at run time, or a sequence
+//! through Scan, is reported as unsupported.
 
 use super::Importer;
 use super::ctx::Ctx;
@@ -144,7 +146,13 @@ impl Importer<'_> {
     }
 
     /// Binds output `k` of `n` to a sequence.
-    fn define_seq(&mut self, n: &NodeProto, origin: &Origin, k: usize, s: Seq) -> Result<()> {
+    pub(super) fn define_seq(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        k: usize,
+        s: Seq,
+    ) -> Result<()> {
         let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
             return Ok(());
         };

@@ -2,9 +2,10 @@
 //! select on a run-time one (`if_convert`), their run-time checks guarded by the condition
 //! (`guard_failures`, which unrolled loops use too).
 
-use super::{Snapshot, select_on};
+use super::{Snapshot, Val, select_on};
 use crate::error::{Error, Result};
 use crate::frontend::Importer;
+use crate::frontend::sequence::Seq;
 use crate::ir::dim::known_dims;
 use crate::ir::expr::{self, E};
 use crate::ir::{DType, Op, Origin, Scalar, ValueId};
@@ -123,8 +124,8 @@ impl Importer<'_> {
                 n.output.len()
             )));
         }
-        let outs = self.inline_body(gp, &[], origin, attr)?;
-        self.bind_outputs(n, origin, &outs)
+        let outs = self.inline_body_values(gp, &[], origin, attr)?;
+        self.bind_values(n, origin, outs)
     }
 
     /// An If on a run-time condition, if-converted: both branches are imported and computed,
@@ -188,7 +189,7 @@ impl Importer<'_> {
         ] {
             let before = self.snapshot();
             let (unsupported, warnings) = (self.unsupported.len(), self.g.warnings.len());
-            match self.inline_body(g, &[], origin, attr) {
+            match self.inline_body_values(g, &[], origin, attr) {
                 Ok(outs) => outs_of.push(Some(outs)),
                 Err(Error::Model(msg)) if self.unsupported.len() == unsupported => {
                     self.discard_checks_since(&before);
@@ -230,7 +231,7 @@ impl Importer<'_> {
                      it is left out, and the run returns ONNXC_ERR_SHAPE where the condition \
                      selects it"
                 ));
-                return self.bind_outputs(n, origin, &outs);
+                return self.bind_values(n, origin, outs);
             }
             (None, None) => {
                 let (_, msg) = invalid.swap_remove(0);
@@ -238,7 +239,48 @@ impl Importer<'_> {
             }
         };
         let mut outs = Vec::with_capacity(then_outs.len());
-        for (k, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
+        for (k, (a, b)) in then_outs.iter().zip(&else_outs).enumerate() {
+            // Sequences: of one length in both branches, selected tensor by tensor.
+            let (a, b) = match (a, b) {
+                (Val::Tensor(a), Val::Tensor(b)) => (*a, *b),
+                (Val::Seq(sa), Val::Seq(sb))
+                    if sa.items.len() == sb.items.len() && sa.elem == sb.elem =>
+                {
+                    let mut items = Vec::with_capacity(sa.items.len());
+                    for (j, (&a, &b)) in sa.items.iter().zip(&sb.items).enumerate() {
+                        if self.g.value_type(a) != self.g.value_type(b) {
+                            return Err(self.unsupported_node(
+                                n,
+                                origin,
+                                format!(
+                                    "the condition is computed at run time and tensor {j} of \
+                                     output {k} (a sequence) has another shape in each branch; \
+                                     onnxc needs one shape for it"
+                                ),
+                            ));
+                        }
+                        let mut ctx = self.helper_ctx(n, origin);
+                        items.push(select_on(&mut ctx, cond, a, b)?);
+                    }
+                    outs.push(Val::Seq(Seq {
+                        elem: sa.elem,
+                        items,
+                    }));
+                    continue;
+                }
+                _ => {
+                    return Err(self.unsupported_node(
+                        n,
+                        origin,
+                        format!(
+                            "the condition is computed at run time and output {k} is a \
+                             sequence of another length or type, or not a sequence, in the \
+                             other branch; onnxc keeps sequences at compile time and needs one \
+                             length for it"
+                        ),
+                    ));
+                }
+            };
             let (ta, tb) = (self.g.value_type(a).clone(), self.g.value_type(b).clone());
             if ta != tb {
                 return Err(self.unsupported_node(
@@ -256,9 +298,9 @@ impl Importer<'_> {
                 ));
             }
             let mut ctx = self.helper_ctx(n, origin);
-            outs.push(select_on(&mut ctx, cond, a, b)?);
+            outs.push(Val::Tensor(select_on(&mut ctx, cond, a, b)?));
         }
-        self.bind_outputs(n, origin, &outs)
+        self.bind_values(n, origin, outs)
     }
 
     /// Drops the run-time checks and data-dependent marks of the nodes added since `before`

@@ -6,6 +6,7 @@
 //! function takes precedence over an op of the same name.
 
 use super::super::Importer;
+use super::Val;
 use crate::error::{Error, Result};
 use crate::ir::Origin;
 use onnxc_proto::{AttributeProto, FunctionProto, GraphProto, NodeProto, ValueInfoProto};
@@ -102,7 +103,12 @@ impl Importer<'_> {
         let mut inputs = Vec::new();
         let mut absent = HashSet::new();
         for (k, name) in f.input.iter().enumerate() {
-            match self.operand(n, origin, k)? {
+            // A sequence operand is passed as the sequence.
+            let arg = match n.input.get(k).and_then(|i| self.seqs.get(i)) {
+                Some(s) => Some(Val::Seq(s.clone())),
+                None => self.operand(n, origin, k)?.map(Val::Tensor),
+            };
+            match arg {
                 Some(v) => {
                     args.push(v);
                     inputs.push(ValueInfoProto {
@@ -141,10 +147,10 @@ impl Importer<'_> {
         }
         let outer = std::mem::replace(&mut self.opsets, opsets);
         self.call_depth += 1;
-        let outs = self.inline_body(&body, &args, origin, "model function");
+        let outs = self.inline_body_values(&body, &args, origin, "model function");
         self.call_depth -= 1;
         self.opsets = outer;
-        self.bind_outputs(n, origin, &outs?)
+        self.bind_values(n, origin, outs?)
     }
 }
 

@@ -41,6 +41,13 @@ pub const MAX_ITERATIONS: usize = 4096;
 /// Most body nodes all copies of one Loop or Scan add up to.
 pub const MAX_UNROLLED_NODES: usize = 200_000;
 
+/// A value a subgraph takes or gives: a tensor, or (a Loop-carried value) a sequence.
+#[derive(Clone, Debug)]
+pub(in crate::frontend) enum Val {
+    Tensor(ValueId),
+    Seq(super::sequence::Seq),
+}
+
 impl Importer<'_> {
     pub(in crate::frontend) fn unsupported_node(
         &self,
@@ -119,6 +126,7 @@ impl Importer<'_> {
     /// Imports `body` once, its formal inputs bound to `args`, the enclosing scopes visible;
     /// returns its outputs. Names the body defines (its inputs, initializers and node outputs)
     /// do not leak out, and a body input shadows an outer value of the same name only inside.
+    /// Tensors only: a sequence output is reported as unsupported.
     pub(in crate::frontend) fn inline_body(
         &mut self,
         body: &GraphProto,
@@ -126,6 +134,35 @@ impl Importer<'_> {
         origin: &Origin,
         what: &str,
     ) -> Result<Vec<ValueId>> {
+        let args: Vec<Val> = args.iter().map(|&v| Val::Tensor(v)).collect();
+        let outs = self.inline_body_values(body, &args, origin, what)?;
+        outs.into_iter()
+            .zip(&body.output)
+            .map(|(v, o)| match v {
+                Val::Tensor(v) => Ok(v),
+                Val::Seq(_) => Err(Error::Unsupported(vec![Unsupported {
+                    node: origin.node_id(),
+                    op_type: origin.op_type.clone(),
+                    domain: String::new(),
+                    opset: origin.opset,
+                    reason: format!(
+                        "the {what}'s output '{}' is a sequence; onnxc passes tensors through \
+                         If and Scan, and sequences only as Loop-carried values",
+                        o.name.as_deref().unwrap_or_default()
+                    ),
+                }])),
+            })
+            .collect()
+    }
+
+    /// `inline_body` over values that may be sequences (Loop-carried ones).
+    pub(in crate::frontend) fn inline_body_values(
+        &mut self,
+        body: &GraphProto,
+        args: &[Val],
+        origin: &Origin,
+        what: &str,
+    ) -> Result<Vec<Val>> {
         if body.input.len() != args.len() {
             return Err(Error::Model(format!(
                 "{origin}: the {what} declares {} inputs, the node gives it {}",
@@ -146,12 +183,34 @@ impl Importer<'_> {
     pub(in crate::frontend) fn inline_body_in_scope(
         &mut self,
         body: &GraphProto,
-        args: &[ValueId],
+        args: &[Val],
         origin: &Origin,
         what: &str,
-    ) -> Result<Vec<ValueId>> {
-        for (vi, &v) in body.input.iter().zip(args) {
+    ) -> Result<Vec<Val>> {
+        for (vi, arg) in body.input.iter().zip(args) {
             let name = vi.name.clone().unwrap_or_default();
+            let v = match arg {
+                Val::Tensor(v) => *v,
+                Val::Seq(s) => {
+                    if let Some(t) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+                        && !matches!(t, type_proto::Value::SequenceType(_))
+                    {
+                        return Err(Error::Model(format!(
+                            "{origin}: the {what}'s input '{name}' is given a sequence but \
+                             declares another type"
+                        )));
+                    }
+                    if !self.local.insert(name.clone()) {
+                        return Err(Error::Model(format!(
+                            "{origin}: the {what} declares input '{name}' twice"
+                        )));
+                    }
+                    self.env.remove(&name);
+                    self.seqs.insert(name, s.clone());
+                    continue;
+                }
+            };
+            self.seqs.remove(&name);
             let ty = self.g.value_type(v);
             match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
                 Some(type_proto::Value::TensorType(tt)) => {
@@ -212,19 +271,10 @@ impl Importer<'_> {
                     // Computed from a node already reported as unsupported.
                     return Err(Error::Unsupported(Vec::new()));
                 }
-                if self.seqs.contains_key(name) {
-                    return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.node_id(),
-                        op_type: origin.op_type.clone(),
-                        domain: String::new(),
-                        opset: origin.opset,
-                        reason: format!(
-                            "the {what}'s output '{name}' is a sequence; onnxc passes tensors \
-                             through If, Loop and Scan"
-                        ),
-                    }]));
+                if let Some(s) = self.seqs.get(name) {
+                    return Ok(Val::Seq(s.clone()));
                 }
-                self.env.get(name).copied().ok_or_else(|| {
+                self.env.get(name).copied().map(Val::Tensor).ok_or_else(|| {
                     Error::Model(format!(
                         "{origin}: the {what}'s output '{name}' is not computed by any of its \
                          nodes, initializers or inputs, nor an outer value"
@@ -241,16 +291,44 @@ impl Importer<'_> {
         origin: &Origin,
         outs: &[ValueId],
     ) -> Result<()> {
-        for (name, &v) in n.output.iter().zip(outs) {
-            if name.is_empty() {
-                continue;
+        for (k, &v) in outs.iter().enumerate() {
+            self.bind_output(n, origin, k, v)?;
+        }
+        Ok(())
+    }
+
+    /// Binds the node's outputs to values that may be sequences.
+    pub(in crate::frontend) fn bind_values(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        outs: Vec<Val>,
+    ) -> Result<()> {
+        for (k, v) in outs.into_iter().enumerate() {
+            match v {
+                Val::Tensor(v) => self.bind_output(n, origin, k, v)?,
+                Val::Seq(s) => self.define_seq(n, origin, k, s)?,
             }
-            if !self.define(name.clone(), v) {
-                return Err(Error::Model(format!(
-                    "{origin} writes '{name}', which an earlier node, an initializer or a graph \
-                     input already defines; every ONNX value is assigned once (rename one of them)"
-                )));
-            }
+        }
+        Ok(())
+    }
+
+    /// Binds output `k` of the node to `v` (skipped when the node leaves it out).
+    pub(in crate::frontend) fn bind_output(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        k: usize,
+        v: ValueId,
+    ) -> Result<()> {
+        let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        if !self.define(name.clone(), v) {
+            return Err(Error::Model(format!(
+                "{origin} writes '{name}', which an earlier node, an initializer or a graph \
+                 input already defines; every ONNX value is assigned once (rename one of them)"
+            )));
         }
         Ok(())
     }

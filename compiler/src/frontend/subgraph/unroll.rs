@@ -3,7 +3,7 @@
 //! then have as many rows as iterations ran, a data-dependent dim), scanned slices read per
 //! copy (`unroll_scan`); bounded by `MAX_ITERATIONS` and `MAX_UNROLLED_NODES`.
 
-use super::{MAX_ITERATIONS, MAX_UNROLLED_NODES, select_on, take};
+use super::{MAX_ITERATIONS, MAX_UNROLLED_NODES, Val, select_on, take};
 use crate::error::{Error, Result};
 use crate::frontend::Importer;
 use crate::frontend::ctx::Ctx;
@@ -57,9 +57,13 @@ impl Importer<'_> {
         let body = Self::graph_attr(n, origin, "body")?;
         let trip = self.operand(n, origin, 0)?;
         let cond = self.operand(n, origin, 1)?;
-        let carried: Vec<ValueId> = (2..n.input.len())
+        // Carried values may be sequences (lists kept at compile time, like every sequence).
+        let carried: Vec<Val> = (2..n.input.len())
             .map(|k| {
-                self.operand(n, origin, k)?.ok_or_else(|| {
+                if let Some(s) = self.seqs.get(&n.input[k]) {
+                    return Ok(Val::Seq(s.clone()));
+                }
+                self.operand(n, origin, k)?.map(Val::Tensor).ok_or_else(|| {
                     Error::Model(format!(
                         "{origin}: loop-carried input {} is empty; every carried value needs an \
                          initial value",
@@ -198,10 +202,25 @@ impl Importer<'_> {
                 let t = Tensor::filled(DType::Bool, shape(cond_rank), Scalar::one(DType::Bool));
                 self.helper_ctx(n, origin).constant(t)
             };
-            let mut args = vec![iter_v, cond_v];
-            args.extend(&values);
+            let mut args = vec![Val::Tensor(iter_v), Val::Tensor(cond_v)];
+            args.extend(values.iter().cloned());
             let before = self.snapshot();
-            let outs = self.inline_body(body, &args, origin, "body")?;
+            let outs = self.inline_body_values(body, &args, origin, "body")?;
+            let tensor = |this: &Self, k: usize, what: &str| match &outs[k] {
+                Val::Tensor(v) => Ok(*v),
+                Val::Seq(_) => Err(this.unsupported_node(
+                    n,
+                    origin,
+                    format!(
+                        "the body's {what} is a sequence; onnxc carries sequences through a Loop \
+                         but scans tensors only"
+                    ),
+                )),
+            };
+            let cond_out = tensor(self, 0, "condition")?;
+            let scanned = (n_carried + 1..outs.len())
+                .map(|k| tensor(self, k, &format!("scan output {}", k - n_carried - 1)))
+                .collect::<Result<Vec<ValueId>>>()?;
             // An if-converted iteration's checks fail the run only while the loop runs.
             if let Running::RunTime(active) = running
                 && let Some(what) = self.guard_failures(n, origin, &before, active)?
@@ -217,9 +236,9 @@ impl Importer<'_> {
                     ),
                 ));
             }
-            let next = match scalar_of(self, outs[0], "condition the body computes")? {
+            let next = match scalar_of(self, cond_out, "condition the body computes")? {
                 Some(s) => Running::Known(s.as_bool()),
-                None => Running::RunTime(outs[0]),
+                None => Running::RunTime(cond_out),
             };
             match running {
                 Running::Known(_) => {
@@ -229,9 +248,25 @@ impl Importer<'_> {
                 Running::RunTime(active) => {
                     // If-converted: each carried value takes the iteration's result only
                     // while the loop is still running.
+                    if values
+                        .iter()
+                        .chain(&outs[1..=n_carried])
+                        .any(|v| matches!(v, Val::Seq(_)))
+                    {
+                        return Err(self.unsupported_node(
+                            n,
+                            origin,
+                            "its condition is computed at run time and it carries a sequence; \
+                             onnxc keeps sequences at compile time, so their length cannot \
+                             depend on when the loop stops",
+                        ));
+                    }
                     let mut ctx = self.helper_ctx(n, origin);
                     for (k, v) in values.iter_mut().enumerate() {
-                        *v = select_scalar(&mut ctx, active, outs[1 + k], *v, k)?;
+                        // Both tensors: checked above.
+                        if let (Val::Tensor(old), Val::Tensor(new)) = (&*v, &outs[1 + k]) {
+                            *v = Val::Tensor(select_scalar(&mut ctx, active, *new, *old, k)?);
+                        }
                     }
                     running = match next {
                         Running::Known(true) => Running::RunTime(active),
@@ -243,12 +278,12 @@ impl Importer<'_> {
                     };
                 }
             }
-            for (k, &v) in outs[n_carried + 1..].iter().enumerate() {
+            for (k, v) in scanned.into_iter().enumerate() {
                 scans[k].push(v);
             }
             i += 1;
         }
-        let mut results = values;
+        let mut results = Vec::new();
         for (k, elems) in scans.into_iter().enumerate() {
             if elems.is_empty() {
                 return Err(self.unsupported_node(
@@ -269,7 +304,11 @@ impl Importer<'_> {
             }
             results.push(stacked);
         }
-        self.bind_outputs(n, origin, &results)
+        // Outputs: the carried values (tensors or sequences), then the scan outputs.
+        let outs = values
+            .into_iter()
+            .chain(results.into_iter().map(Val::Tensor));
+        self.bind_values(n, origin, outs.collect())
     }
 
     /// A Scan over inputs whose scanned length is known at compile time, unrolled.
