@@ -131,6 +131,19 @@ def ms_diffusion_ops():
     return b, "reference"
 
 
+def ms_grid_sample():
+    """com.microsoft GridSample, as PyTorch exports grid_sample below opset 16 (onnxruntime's
+    registration of the custom symbolic): each mode, padding mode and align_corners, with
+    grid positions reaching past the borders."""
+    b = B(109)
+    x = b.floats(2, 3, 5, 6)
+    grid = b.input((b.rng.uniform(-1.3, 1.3, (2, 4, 7, 2))).astype(np.float32), F)
+    for mode, pad, align in [("bilinear", "zeros", 0), ("nearest", "border", 1), ("bicubic", "reflection", 0),
+                             ("bilinear", "reflection", 1)]:
+        b.out(b.op("GridSample", [x, grid], mode=mode, padding_mode=pad, align_corners=align), F, [2, 3, 4, 7])
+    return b, "ort"
+
+
 def ms_embed_layer_norm():
     """EmbedLayerNormalization with segment embeddings, a mask (mask index output) and the
     embedding sum; and without them, with explicit [1, S] position ids."""
@@ -815,7 +828,7 @@ def write_case(out_dir, name, m, feeds, oracle, atol=1e-5, rtol=1e-4, range_atol
 
 
 HAND_BUILT = [ms_norms_activations, ms_diffusion_ops, ms_embed_layer_norm, ms_attention, ms_multihead_attention,
-              ms_group_query_attention, ms_rotary_embedding, ms_quant_matmuls, ms_qlinear_pools]
+              ms_group_query_attention, ms_rotary_embedding, ms_quant_matmuls, ms_qlinear_pools, ms_grid_sample]
 
 
 def write(out_dir: str, light_dir: str) -> list:

@@ -534,6 +534,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("BiasSplitGelu", transformer::bias_split_gelu),
     ("FusedMatMul", transformer::fused_matmul),
     ("CDist", linalg::cdist),
+    ("GridSample", grid_sample::ms_grid_sample),
     ("FusedGemm", transformer::fused_gemm),
     ("FusedConv", transformer::fused_conv),
     ("TransposeMatMul", transformer::fused_matmul),
@@ -551,6 +552,10 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
 /// What onnxc implements of each `com.microsoft` op (and of `ORT_DEFAULT_DOMAIN_OPS`), for
 /// `docs/supported-ops.md`.
 pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
+    (
+        "GridSample",
+        "as ai.onnx GridSample-16 (what PyTorch exports grid_sample as below opset 16): 4-D input, bilinear, nearest or bicubic, every padding mode",
+    ),
     (
         "Tokenizer",
         "onnxruntime's semantics: tokenexp's longest match at the leftmost position, separators' first alternative, a single empty separator for characters, RE2 syntax compiled to automata at compile time (as RegexFullMatch); the tokens' axis is a data-dependent dim bounded by --string-bytes / mincharnum + the marks (more tokens in one string: ONNXC_ERR_STRINGS); made in the workspace, as StringNormalizer's strings; TfIdfVectorizer reads the padded rows directly when its pool holds no empty string",

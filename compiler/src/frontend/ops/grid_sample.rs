@@ -41,6 +41,14 @@ enum Padding {
     Reflection,
 }
 
+/// com.microsoft GridSample: ai.onnx GridSample-16's semantics (4-D, `bilinear`/`bicubic`).
+pub fn ms_grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let opset = std::mem::replace(&mut ctx.opset, 16);
+    let r = grid_sample(ctx);
+    ctx.opset = opset;
+    r
+}
+
 pub fn grid_sample(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let grid = ctx.input(1)?;
