@@ -222,6 +222,11 @@ kernels! {
         x: In = *const f64, y: Out = *mut f64, batch: Int = i64, n: Int = i64,
         scratch: Scratch = *mut f64,
     );
+    /// Inverses of `batch` `n × n` float64 matrices (`inverse`); scratch of `n²` doubles.
+    INVERSE_F64 = onnxc_inverse_f64 in inverse(
+        x: In = *const f64, y: Out = *mut f64, batch: Int = i64, n: Int = i64,
+        scratch: Scratch = *mut f64,
+    );
     /// BitCast: `n` bytes reinterpreted (`subbyte::bit_cast`).
     BIT_CAST = onnxc_bit_cast in subbyte(
         x: In = *const u8, y: Out = *mut u8, n: Int = i64, bits: Int = i64, signed: Int = i64,

@@ -264,6 +264,7 @@ pub mod driver;
 pub mod gather;
 pub mod gelu;
 pub mod gemm;
+pub mod inverse;
 pub mod kernels;
 pub mod linear_attention;
 pub mod lookup;

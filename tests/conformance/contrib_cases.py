@@ -144,6 +144,17 @@ def ms_grid_sample():
     return b, "ort"
 
 
+def ms_inverse():
+    """com.microsoft Inverse (PyTorch's torch.inverse with onnxruntime's registered
+    symbolic) over a batch of well-conditioned matrices, float and double."""
+    b = B(110)
+    a = (b.rng.standard_normal((2, 3, 4, 4)) + 4 * np.eye(4)).astype(np.float32)
+    b.out(b.op("Inverse", [b.input(a, F)]), F, [2, 3, 4, 4])
+    d = (b.rng.standard_normal((5, 5)) + 5 * np.eye(5)).astype(np.float64)
+    b.out(b.op("Inverse", [b.input(d, TP.DOUBLE)]), TP.DOUBLE, [5, 5])
+    return b, "ort"
+
+
 def ms_embed_layer_norm():
     """EmbedLayerNormalization with segment embeddings, a mask (mask index output) and the
     embedding sum; and without them, with explicit [1, S] position ids."""
@@ -828,7 +839,8 @@ def write_case(out_dir, name, m, feeds, oracle, atol=1e-5, rtol=1e-4, range_atol
 
 
 HAND_BUILT = [ms_norms_activations, ms_diffusion_ops, ms_embed_layer_norm, ms_attention, ms_multihead_attention,
-              ms_group_query_attention, ms_rotary_embedding, ms_quant_matmuls, ms_qlinear_pools, ms_grid_sample]
+              ms_group_query_attention, ms_rotary_embedding, ms_quant_matmuls, ms_qlinear_pools, ms_grid_sample,
+              ms_inverse]
 
 
 def write(out_dir: str, light_dir: str) -> list:

@@ -535,6 +535,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("FusedMatMul", transformer::fused_matmul),
     ("CDist", linalg::cdist),
     ("GridSample", grid_sample::ms_grid_sample),
+    ("Inverse", linalg::inverse),
     ("FusedGemm", transformer::fused_gemm),
     ("FusedConv", transformer::fused_conv),
     ("TransposeMatMul", transformer::fused_matmul),
@@ -552,6 +553,10 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
 /// What onnxc implements of each `com.microsoft` op (and of `ORT_DEFAULT_DOMAIN_OPS`), for
 /// `docs/supported-ops.md`.
 pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
+    (
+        "Inverse",
+        "float16, float and double; Gauss-Jordan elimination with partial pivoting in float64, rounded to the input's type (a singular matrix gives infinities or NaN, as onnxruntime)",
+    ),
     (
         "GridSample",
         "as ai.onnx GridSample-16 (what PyTorch exports grid_sample as below opset 16): 4-D input, bilinear, nearest or bicubic, every padding mode",

@@ -502,6 +502,30 @@ pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     Ok(vec![build::cast(ctx, d, dt)?])
 }
 
+/// Inverse (`com.microsoft`, what PyTorch exports torch.inverse as with onnxruntime's
+/// registered symbolic): the inverse of each `[n, n]` matrix of `[*, n, n]`
+/// (`kernels::Inverse`, in float64, cast back to the input's type).
+pub fn inverse(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
+    let x = ctx.input(0)?;
+    let dt = build::expect_types(ctx, x, "X", &[DType::F16, DType::F32, DType::F64])?;
+    let dims = ctx.known_shape(x)?;
+    let r = dims.len();
+    if r < 2 || dims[r - 1] != dims[r - 2] {
+        return Err(ctx.err(format!(
+            "X has shape {dims:?}; Inverse takes square matrices [*, M, M]"
+        )));
+    }
+    let n = dims[r - 1];
+    let x64 = build::cast(ctx, x, DType::F64)?;
+    let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
+    let y = ctx.add(
+        crate::ir::Op::kernel(crate::kernels::Inverse { n }),
+        vec![x64],
+        TypeInfo::new(DType::F64, shape),
+    )?;
+    Ok(vec![build::cast(ctx, y, dt)?])
+}
+
 /// CDist (`com.microsoft`, what skl2onnx writes for nearest neighbours with
 /// `optim='cdist'`): the distances `[N, M]` between the rows of A `[N, K]` and of B
 /// `[M, K]`, squared (`metric='sqeuclidean'`, the default) or not (`'euclidean'`): a sum of
