@@ -145,13 +145,18 @@ def ms_grid_sample():
 
 
 def ms_inverse():
-    """com.microsoft Inverse (PyTorch's torch.inverse with onnxruntime's registered
-    symbolic) over a batch of well-conditioned matrices, float and double."""
+    """com.microsoft Inverse and Trilu (PyTorch's torch.inverse, triu and tril with
+    onnxruntime's registered symbolics): inverses of a batch of well-conditioned matrices,
+    float and double; upper and lower triangles with positive and negative diagonals."""
     b = B(110)
     a = (b.rng.standard_normal((2, 3, 4, 4)) + 4 * np.eye(4)).astype(np.float32)
     b.out(b.op("Inverse", [b.input(a, F)]), F, [2, 3, 4, 4])
     d = (b.rng.standard_normal((5, 5)) + 5 * np.eye(5)).astype(np.float64)
     b.out(b.op("Inverse", [b.input(d, TP.DOUBLE)]), TP.DOUBLE, [5, 5])
+    # torch.triu/tril through the same registration: com.microsoft Trilu.
+    t = b.floats(2, 4, 6)
+    b.out(b.op("Trilu", [t, b.const(1, np.int64)], upper=1), F, [2, 4, 6])
+    b.out(b.op("Trilu", [t, b.const(-1, np.int64)], upper=0), F, [2, 4, 6])
     return b, "ort"
 
 

@@ -536,6 +536,7 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
     ("CDist", linalg::cdist),
     ("GridSample", grid_sample::ms_grid_sample),
     ("Inverse", linalg::inverse),
+    ("Trilu", data::trilu),
     ("FusedGemm", transformer::fused_gemm),
     ("FusedConv", transformer::fused_conv),
     ("TransposeMatMul", transformer::fused_matmul),
@@ -553,6 +554,10 @@ pub const MICROSOFT_OPS: &[(&str, Builder)] = &[
 /// What onnxc implements of each `com.microsoft` op (and of `ORT_DEFAULT_DOMAIN_OPS`), for
 /// `docs/supported-ops.md`.
 pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
+    (
+        "Trilu",
+        "as ai.onnx Trilu-14 (what onnxruntime's registered symbolics export torch.triu/tril as)",
+    ),
     (
         "Inverse",
         "float16, float and double; Gauss-Jordan elimination with partial pivoting in float64, rounded to the input's type (a singular matrix gives infinities or NaN, as onnxruntime)",
