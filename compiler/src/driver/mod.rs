@@ -508,8 +508,15 @@ pub fn read_tensor(path: &Path) -> Result<(String, Tensor)> {
 /// Reads a data file of a graph input or output declared `optional` and/or a sequence
 /// (`.pb`: `OptionalProto`, `SequenceProto` or `TensorProto`; `.npy`: a tensor).
 pub fn read_value(path: &Path, optional: bool, sequence: bool) -> Result<Value> {
-    if !optional && !sequence {
-        return Ok(Value::Tensor(read_tensor(path)?.1));
+    let npy = path.extension().is_some_and(|e| e == "npy");
+    if !sequence && (!optional || npy) {
+        // A tensor file for an optional tensor: the optional holds it.
+        let t = Value::Tensor(read_tensor(path)?.1);
+        return Ok(if optional {
+            Value::Optional(Some(Box::new(t)))
+        } else {
+            t
+        });
     }
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let what = path.display().to_string();

@@ -304,8 +304,19 @@ impl Importer<'_> {
             if let Some((dtype, declared)) = io_types::sequence_type(&name, ty, "graph input")? {
                 let shapes = self.sequence_shapes(&name, &declared)?;
                 for (k, dims) in shapes.iter().enumerate() {
+                    let element = IoGroup::element_name(&name, k);
+                    // Its ABI name must not be a name the model gives another value.
+                    if self.env.contains_key(&element)
+                        || gp.input.iter().any(|i| i.name.as_deref() == Some(&element))
+                    {
+                        return Err(Error::Model(format!(
+                            "graph input '{name}' is a sequence, whose tensor {k} is the ABI \
+                             input '{element}', but the model names another value '{element}'; \
+                             rename that value"
+                        )));
+                    }
                     let shape = dims.iter().map(|&d| Dim::Known(d)).collect();
-                    runtime_inputs.push((IoGroup::element_name(&name, k), dtype, shape, None));
+                    runtime_inputs.push((element, dtype, shape, None));
                 }
                 groups.push(IoGroup {
                     name,
