@@ -165,6 +165,19 @@ fn sequence_inputs_need_their_tensors_at_compile_time() {
             .arg("xs=[2,2]"),
     );
     assert!(e.contains("tensor 0 has rank 2"), "{e}");
+    let many = format!("xs={}", "[1]".repeat(4097));
+    let e = fails(
+        onnxc()
+            .arg(&m)
+            .arg("-o")
+            .arg(&o)
+            .arg("--sequence")
+            .arg(&many),
+    );
+    assert!(
+        e.contains("has 4097 tensors; onnxc takes at most 4096"),
+        "{e}"
+    );
     let e =
         fails(
             onnxc()
