@@ -323,9 +323,10 @@ fn inspect_json(model: &Path, i: &driver::Inspection) -> String {
                         )
                     });
                     format!(
-                        "{{\"name\": {}, \"type\": {}, \"dims\": {dims}}}",
+                        "{{\"name\": {}, \"type\": {}, \"dims\": {dims}, \"optional\": {}}}",
                         json_str(&d.name),
-                        json_str(&d.ty)
+                        json_str(&d.ty),
+                        d.optional
                     )
                 })
                 .collect(),
