@@ -490,7 +490,7 @@ fn inspect_describes_a_model_without_compiling_it() {
     assert_eq!(j["opsets"]["ai.onnx"], 17);
     assert_eq!(
         j["inputs"],
-        serde_json::json!([{"name": "x", "type": "float32", "dims": ["batch", 3, 8, 8]}])
+        serde_json::json!([{"name": "x", "type": "float32", "dims": ["batch", 3, 8, 8], "optional": false}])
     );
     assert_eq!(
         j["outputs"][0]["dims"],
