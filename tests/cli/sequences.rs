@@ -107,8 +107,7 @@ fn a_sequence_input_and_output_run_from_sequence_files() {
             driver::InputArg::Positional(t.clone()),
         ],
     )
-    .err()
-    .expect("two tensors where one was compiled")
+    .expect_err("two tensors where one was compiled")
     .to_string();
     assert!(
         e.contains("is a sequence of 2 tensors but the model was compiled for 1"),
