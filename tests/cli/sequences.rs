@@ -249,3 +249,51 @@ fn an_optional_input_is_compiled_holding_its_tensor_or_empty() {
         c.header
     );
 }
+
+#[test]
+fn an_empty_optional_node_is_an_omitted_value() {
+    let d = scratch("opt_empty");
+    let m = model(
+        vec![
+            node("Optional", "none", &[], &["e"]),
+            node("Identity", "pass", &["e"], &["o"]),
+            node("OptionalHasElement", "has", &["e"], &["h"]),
+        ],
+        vec![],
+        vec![
+            optional_info(value_info("o", 1, &[D::N(2)])),
+            value_info("h", 9, &[]),
+        ],
+        vec![],
+        18,
+    );
+    let p = d.join("empty.onnx");
+    save(&m, &p);
+    let c = driver::compile_file(&p, "empty", &driver::Options::default(), None)
+        .expect("an empty optional compiles");
+    // The empty optional has no ABI output; OptionalHasElement is a constant false.
+    assert_eq!(c.program.public_outputs().len(), 1);
+    assert!(
+        c.header
+            .contains("The model's output \"o\" (an optional): compiled as empty"),
+        "{}",
+        c.header
+    );
+    let out = d.join("out");
+    let o = onnxc()
+        .arg("run")
+        .arg(&p)
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .expect("spawn onnxc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        read(&out.join("output_0.pb"), true, false),
+        Value::Optional(None)
+    );
+    match read(&out.join("output_1.pb"), false, false) {
+        Value::Tensor(h) => assert_eq!(*h.data, vec![0u8]),
+        other => panic!("{other:?}"),
+    }
+}

@@ -957,6 +957,27 @@ impl Importer<'_> {
         if domain == "ai.onnx.preview" && origin.op_type == "FlexAttention" {
             return self.flex_attention(n, &origin);
         }
+        // An empty optional (Optional without input, or of an empty one): its output reads
+        // as an omitted input, as an optional graph input compiled empty does.
+        let empty = match (origin.op_type.as_str(), n.input.first()) {
+            ("Optional", None) => true,
+            ("Optional", Some(i)) => i.is_empty() || self.absent.contains(i),
+            ("Identity", Some(i)) => self.absent.contains(i),
+            _ => false,
+        };
+        if domain.is_empty()
+            && empty
+            && let Some(out) = n.output.first().filter(|o| !o.is_empty())
+        {
+            if !self.local.insert(out.clone()) {
+                return Err(Error::Model(format!(
+                    "{origin} writes '{out}', which this graph already defines; every ONNX \
+                     value is assigned once"
+                )));
+            }
+            self.absent.insert(out.clone());
+            return Ok(());
+        }
         if domain.is_empty()
             && let Some(seq) = n.input.first().and_then(|i| self.seqs.get(i)).cloned()
             && matches!(

@@ -437,7 +437,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Optional",
-        "an optional holding a tensor or sequence is that value; an optional graph input may be compiled empty (`--absent`); an empty Optional() node is not supported",
+        "an optional holding a tensor or sequence is that value; an optional graph input may be compiled empty (`--absent`); an empty Optional() is an omitted value (OptionalHasElement false), but not a branch output of an If on a run-time condition",
     ),
     (
         "OptionalHasElement",

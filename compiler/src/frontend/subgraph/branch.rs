@@ -243,6 +243,10 @@ impl Importer<'_> {
             // Sequences: of one length in both branches, selected tensor by tensor.
             let (a, b) = match (a, b) {
                 (Val::Tensor(a), Val::Tensor(b)) => (*a, *b),
+                (Val::Absent, Val::Absent) => {
+                    outs.push(Val::Absent);
+                    continue;
+                }
                 (Val::Seq(sa), Val::Seq(sb))
                     if sa.items.len() == sb.items.len() && sa.elem == sb.elem =>
                 {
@@ -274,9 +278,9 @@ impl Importer<'_> {
                         origin,
                         format!(
                             "the condition is computed at run time and output {k} is a \
-                             sequence of another length or type, or not a sequence, in the \
-                             other branch; onnxc keeps sequences at compile time and needs one \
-                             length for it"
+                             sequence or an optional that is not one of one length and type in \
+                             both branches; onnxc keeps sequences and optionals at compile time \
+                             and needs one length (and presence) for it"
                         ),
                     ));
                 }

@@ -106,6 +106,7 @@ impl Importer<'_> {
             // A sequence operand is passed as the sequence.
             let arg = match n.input.get(k).and_then(|i| self.seqs.get(i)) {
                 Some(s) => Some(Val::Seq(s.clone())),
+                // An empty optional operand: the input is absent in the body.
                 None => self.operand(n, origin, k)?.map(Val::Tensor),
             };
             match arg {

@@ -41,11 +41,12 @@ pub const MAX_ITERATIONS: usize = 4096;
 /// Most body nodes all copies of one Loop or Scan add up to.
 pub const MAX_UNROLLED_NODES: usize = 200_000;
 
-/// A value a subgraph takes or gives: a tensor, or (a Loop-carried value) a sequence.
+/// A value a subgraph takes or gives: a tensor, a sequence, or an empty optional.
 #[derive(Clone, Debug)]
 pub(in crate::frontend) enum Val {
     Tensor(ValueId),
     Seq(super::sequence::Seq),
+    Absent,
 }
 
 impl Importer<'_> {
@@ -140,14 +141,14 @@ impl Importer<'_> {
             .zip(&body.output)
             .map(|(v, o)| match v {
                 Val::Tensor(v) => Ok(v),
-                Val::Seq(_) => Err(Error::Unsupported(vec![Unsupported {
+                Val::Seq(_) | Val::Absent => Err(Error::Unsupported(vec![Unsupported {
                     node: origin.node_id(),
                     op_type: origin.op_type.clone(),
                     domain: String::new(),
                     opset: origin.opset,
                     reason: format!(
-                        "the {what}'s output '{}' is a sequence; onnxc passes tensors through \
-                         If and Scan, and sequences only as Loop-carried values",
+                        "the {what}'s output '{}' is a sequence or an empty optional; onnxc \
+                         passes only tensors through Scan and FlexAttention's score functions",
                         o.name.as_deref().unwrap_or_default()
                     ),
                 }])),
@@ -172,10 +173,12 @@ impl Importer<'_> {
         }
         let saved = self.env.clone();
         let saved_seqs = self.seqs.clone();
+        let saved_absent = self.absent.clone();
         let saved_local = std::mem::take(&mut self.local);
         let result = self.inline_body_in_scope(body, args, origin, what);
         self.env = saved;
         self.seqs = saved_seqs;
+        self.absent = saved_absent;
         self.local = saved_local;
         result
     }
@@ -191,6 +194,17 @@ impl Importer<'_> {
             let name = vi.name.clone().unwrap_or_default();
             let v = match arg {
                 Val::Tensor(v) => *v,
+                Val::Absent => {
+                    if !self.local.insert(name.clone()) {
+                        return Err(Error::Model(format!(
+                            "{origin}: the {what} declares input '{name}' twice"
+                        )));
+                    }
+                    self.env.remove(&name);
+                    self.seqs.remove(&name);
+                    self.absent.insert(name);
+                    continue;
+                }
                 Val::Seq(s) => {
                     if let Some(t) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
                         && !matches!(t, type_proto::Value::SequenceType(_))
@@ -206,11 +220,13 @@ impl Importer<'_> {
                         )));
                     }
                     self.env.remove(&name);
+                    self.absent.remove(&name);
                     self.seqs.insert(name, s.clone());
                     continue;
                 }
             };
             self.seqs.remove(&name);
+            self.absent.remove(&name);
             let ty = self.g.value_type(v);
             match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
                 Some(type_proto::Value::TensorType(tt)) => {
@@ -274,6 +290,9 @@ impl Importer<'_> {
                 if let Some(s) = self.seqs.get(name) {
                     return Ok(Val::Seq(s.clone()));
                 }
+                if self.absent.contains(name) && !self.env.contains_key(name) {
+                    return Ok(Val::Absent);
+                }
                 self.env.get(name).copied().map(Val::Tensor).ok_or_else(|| {
                     Error::Model(format!(
                         "{origin}: the {what}'s output '{name}' is not computed by any of its \
@@ -308,6 +327,17 @@ impl Importer<'_> {
             match v {
                 Val::Tensor(v) => self.bind_output(n, origin, k, v)?,
                 Val::Seq(s) => self.define_seq(n, origin, k, s)?,
+                Val::Absent => {
+                    if let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) {
+                        if !self.local.insert(name.clone()) {
+                            return Err(Error::Model(format!(
+                                "{origin} writes '{name}', which this graph already defines; \
+                                 every ONNX value is assigned once"
+                            )));
+                        }
+                        self.absent.insert(name.clone());
+                    }
+                }
             }
         }
         Ok(())

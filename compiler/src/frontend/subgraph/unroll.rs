@@ -63,6 +63,9 @@ impl Importer<'_> {
                 if let Some(s) = self.seqs.get(&n.input[k]) {
                     return Ok(Val::Seq(s.clone()));
                 }
+                if self.absent.contains(&n.input[k]) {
+                    return Ok(Val::Absent);
+                }
                 self.operand(n, origin, k)?.map(Val::Tensor).ok_or_else(|| {
                     Error::Model(format!(
                         "{origin}: loop-carried input {} is empty; every carried value needs an \
@@ -208,12 +211,12 @@ impl Importer<'_> {
             let outs = self.inline_body_values(body, &args, origin, "body")?;
             let tensor = |this: &Self, k: usize, what: &str| match &outs[k] {
                 Val::Tensor(v) => Ok(*v),
-                Val::Seq(_) => Err(this.unsupported_node(
+                Val::Seq(_) | Val::Absent => Err(this.unsupported_node(
                     n,
                     origin,
                     format!(
-                        "the body's {what} is a sequence; onnxc carries sequences through a Loop \
-                         but scans tensors only"
+                        "the body's {what} is a sequence or an empty optional; onnxc carries \
+                         them through a Loop but scans tensors only"
                     ),
                 )),
             };
@@ -251,14 +254,14 @@ impl Importer<'_> {
                     if values
                         .iter()
                         .chain(&outs[1..=n_carried])
-                        .any(|v| matches!(v, Val::Seq(_)))
+                        .any(|v| !matches!(v, Val::Tensor(_)))
                     {
                         return Err(self.unsupported_node(
                             n,
                             origin,
-                            "its condition is computed at run time and it carries a sequence; \
-                             onnxc keeps sequences at compile time, so their length cannot \
-                             depend on when the loop stops",
+                            "its condition is computed at run time and it carries a sequence \
+                             (or an optional); onnxc keeps sequences at compile time, so their \
+                             length cannot depend on when the loop stops",
                         ));
                     }
                     let mut ctx = self.helper_ctx(n, origin);
