@@ -33,12 +33,10 @@ pub fn optional_get_element(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         .ok_or_else(|| ctx.err("the input is an empty optional; it has no element to get"))
 }
 
-/// Optional: wraps its tensor (the tensor itself); an empty optional is not supported.
+/// Optional: wraps its tensor (the tensor itself). An empty one never reaches here: the
+/// importer makes it an omitted value (`Importer::absent`).
 pub fn optional(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    match ctx.opt_input(0) {
-        Some(v) => Ok(vec![v]),
-        None => Err(ctx.unsupported(
-            "an empty optional (no input); onnxc represents optionals that hold a tensor",
-        )),
-    }
+    ctx.opt_input(0)
+        .map(|v| vec![v])
+        .ok_or_else(|| ctx.err("an empty optional reached the tensor builder (a compiler bug)"))
 }
