@@ -4,8 +4,9 @@ mutation each (of the graph or of a subgraph: If branches, Loop and Scan bodies)
 values (0, -1, extreme integers up to 2^63-1, NaN, inf), input dims (0, 2^31, 2^40, 2^62,
 2^63-1), element types (unknown codes too), dropped or extra node inputs, a node's inputs
 repeated up to 100,000 times, truncated or resized initializers, other opsets, dropped
-attributes, flipped or truncated bytes — compiled with `onnxc`, and a third of those that
-compile run on the case's own input data. Each command runs under the hardening limits
+attributes, flipped or truncated bytes — compiled with `onnxc` (with the --sequence, --absent
+and --shape flags the case's input data implies), and a third of those that compile run on
+the case's own input data. Each command runs under the hardening limits
 (#27): 2 GiB of address space and 20 s. onnxc must exit with 0 or with 1 and an error
 message: never panic (an internal compiler error counts: it is a bug), abort, crash, or run
 out of time. Failures are kept under --keep; each one found becomes a regression case in
@@ -123,6 +124,43 @@ def mutate(rng: random.Random, m: onnx.ModelProto) -> str:
     return "bytes"
 
 
+def compile_flags(src: str) -> list:
+    """The flags that fix what the case's first data set fixes for `onnxc run`: a sequence
+    input's tensors (--sequence), an empty optional (--absent), symbolic dims (--shape); so
+    that compiling a mutated model gets past its inputs."""
+    m = onnx.load(src)
+    inits = {i.name for i in m.graph.initializer}
+    inputs = [i for i in m.graph.input if i.name not in inits]
+    data = os.path.join(os.path.dirname(src), "test_data_set_0")
+    shape = lambda t: ",".join(str(d) for d in t.dims)  # noqa: E731
+    seq = lambda s: "".join(f"[{shape(t)}]" for t in s.tensor_values)  # noqa: E731
+    out = []
+    for k, vi in enumerate(inputs):
+        path = os.path.join(data, f"input_{k}.pb")
+        if not os.path.exists(path):
+            continue
+        raw = open(path, "rb").read()
+        kind = vi.type.WhichOneof("value")
+        if kind == "optional_type":
+            o = onnx.OptionalProto()
+            o.ParseFromString(raw)
+            if o.HasField("sequence_value"):
+                out += ["--sequence", f"{vi.name}={seq(o.sequence_value)}"]
+            elif o.HasField("tensor_value"):
+                out += ["--shape", f"{vi.name}={shape(o.tensor_value)}"]
+            else:
+                out += ["--absent", vi.name]
+        elif kind == "sequence_type":
+            s = onnx.SequenceProto()
+            s.ParseFromString(raw)
+            out += ["--sequence", f"{vi.name}={seq(s)}"]
+        elif kind == "tensor_type" and any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
+            t = onnx.TensorProto()
+            t.ParseFromString(raw)
+            out += ["--shape", f"{vi.name}={shape(t)}"]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=300)
@@ -139,6 +177,7 @@ def main() -> int:
         print(f"no models under {a.suite}/node; run `make suite`", file=sys.stderr)
         return 2
     bad = 0
+    flags = {}
     with tempfile.TemporaryDirectory(prefix="onnxc-mutate-") as work:
         path = os.path.join(work, "m.onnx")
         for k in range(a.cases):
@@ -153,7 +192,12 @@ def main() -> int:
                     data = data[: rng.randrange(len(data) + 1)]
             with open(path, "wb") as f:
                 f.write(data)
-            cmds = [[a.onnxc, path, "-o", os.path.join(work, "m.o")]]
+            if src not in flags:
+                try:
+                    flags[src] = compile_flags(src)
+                except Exception:  # noqa: BLE001 (a case whose data cannot be read: no flags)
+                    flags[src] = []
+            cmds = [[a.onnxc, path, *flags[src], "-o", os.path.join(work, "m.o")]]
             if rng.random() < 0.33:
                 inputs = sorted(glob.glob(os.path.join(os.path.dirname(src), "test_data_set_0", "input_*.pb")))
                 cmds.append([a.onnxc, "run", path, *inputs, "--output-dir", os.path.join(work, "out")])
