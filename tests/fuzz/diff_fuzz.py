@@ -942,9 +942,17 @@ def main() -> int:
                     np.save(os.path.join(work, f"{n}.npy"), v)
                     args.append(f"{n}={os.path.join(work, n + '.npy')}")
                 out = os.path.join(work, "out")
-                r = subprocess.run([a.onnxc, "run", path, *args, "--output-dir", out], capture_output=True, text=True)
                 problem = None
-                if r.returncode != 0:
+                try:
+                    # A hang is a failure too (the hardening limit: 20 s of compile and run).
+                    r = subprocess.run([a.onnxc, "run", path, *args, "--output-dir", out], capture_output=True,
+                                       text=True, timeout=20)
+                except subprocess.TimeoutExpired:
+                    r = None
+                    problem = "onnxc run took more than 20 s"
+                if r is None:
+                    pass
+                elif r.returncode != 0:
                     problem = "onnxc error: " + r.stderr.strip()[:300]
                 else:
                     got_all = [numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb")))
