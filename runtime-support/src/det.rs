@@ -12,14 +12,7 @@ pub fn det_f64(x: &[f64], y: &mut [f64], n: usize, lu: &mut [f64]) {
         lu[..nn].copy_from_slice(m);
         let mut det = 1.0f64;
         for k in 0..n {
-            // The pivot: the largest magnitude in column k at or below the diagonal (NaN
-            // never wins, so a NaN column keeps the diagonal and the product turns NaN).
-            let mut p = k;
-            for r in k + 1..n {
-                if lu[r * n + k].abs() > lu[p * n + k].abs() {
-                    p = r;
-                }
-            }
+            let p = pivot_row(lu, n, k);
             if p != k {
                 for c in 0..n {
                     lu.swap(k * n + c, p * n + c);
@@ -40,6 +33,18 @@ pub fn det_f64(x: &[f64], y: &mut [f64], n: usize, lu: &mut [f64]) {
         }
         *out = det;
     }
+}
+
+/// The pivot of column `k` of the row-major `n × n` matrix `a`: the row at or below the
+/// diagonal of largest magnitude (NaN never wins, so a NaN column keeps the diagonal).
+pub(crate) fn pivot_row(a: &[f64], n: usize, k: usize) -> usize {
+    let mut p = k;
+    for r in k + 1..n {
+        if a[r * n + k].abs() > a[p * n + k].abs() {
+            p = r;
+        }
+    }
+    p
 }
 
 /// C ABI entry point (`kernels::DET_F64`).

@@ -18,13 +18,7 @@ pub fn inverse_f64(x: &[f64], y: &mut [f64], n: usize, work: &mut [f64]) {
             inv[k * n + k] = 1.0;
         }
         for k in 0..n {
-            // The pivot: the largest magnitude in column k at or below the diagonal.
-            let mut p = k;
-            for r in k + 1..n {
-                if a[r * n + k].abs() > a[p * n + k].abs() {
-                    p = r;
-                }
-            }
+            let p = crate::det::pivot_row(a, n, k);
             if p != k {
                 for c in 0..n {
                     a.swap(k * n + c, p * n + c);

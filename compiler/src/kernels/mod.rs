@@ -13,10 +13,8 @@
 //! as the fusion and layout passes rewrite them.
 
 mod conv_transpose;
-mod det;
 mod gather_sum;
 mod gelu;
-mod inverse;
 mod linear_attention;
 mod lookup;
 mod map;
@@ -31,6 +29,7 @@ mod resize;
 mod roi_align;
 mod select;
 mod softmax;
+mod square;
 mod string_make;
 mod strings;
 mod subbyte;
@@ -40,10 +39,8 @@ mod topk;
 mod tree_ensemble;
 
 pub use conv_transpose::ConvTranspose;
-pub use det::Det;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;
-pub use inverse::Inverse;
 pub use linear_attention::LinearAttention;
 pub use lookup::Lookup8;
 pub use map::{CastMapSparse, DictVectorize};
@@ -57,6 +54,7 @@ pub use requantize::Requantize;
 pub use resize::Resize;
 pub use roi_align::RoiAlign;
 pub use select::{Nms, NonZero, Unique};
+pub use square::{MatrixOp, SquareMatrices};
 pub use softmax::Softmax;
 pub use string_make::{StrCase, StrConcat, StrCount, StrPieces};
 pub use strings::{RegexFullMatch, StrEqual, StrLookup, StrTable};

@@ -479,7 +479,7 @@ fn einsum_as_matmul(
     Ok(Some(build::transpose(ctx, y, &perm)?))
 }
 
-/// Det (opset 11): the determinant of each `[n, n]` matrix of `[*, n, n]` (`kernels::Det`,
+/// Det (opset 11): the determinant of each `[n, n]` matrix of `[*, n, n]` (`kernels::SquareMatrices`,
 /// in float64, cast back to the input's type).
 pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
@@ -495,7 +495,10 @@ pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let batch: Shape = dims[..r - 2].iter().map(|&d| Dim::Known(d)).collect();
     let x64 = build::cast(ctx, x, DType::F64)?;
     let d = ctx.add(
-        crate::ir::Op::kernel(crate::kernels::Det { n }),
+        crate::ir::Op::kernel(crate::kernels::SquareMatrices {
+            n,
+            op: crate::kernels::MatrixOp::Det,
+        }),
         vec![x64],
         TypeInfo::new(DType::F64, batch),
     )?;
@@ -504,7 +507,7 @@ pub fn det(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 
 /// Inverse (`com.microsoft`, what PyTorch exports torch.inverse as with onnxruntime's
 /// registered symbolic): the inverse of each `[n, n]` matrix of `[*, n, n]`
-/// (`kernels::Inverse`, in float64, cast back to the input's type).
+/// (`kernels::SquareMatrices`, in float64, cast back to the input's type).
 pub fn inverse(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x = ctx.input(0)?;
     let dt = build::expect_types(ctx, x, "X", &[DType::F16, DType::F32, DType::F64])?;
@@ -519,7 +522,10 @@ pub fn inverse(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let x64 = build::cast(ctx, x, DType::F64)?;
     let shape: Shape = dims.iter().map(|&d| Dim::Known(d)).collect();
     let y = ctx.add(
-        crate::ir::Op::kernel(crate::kernels::Inverse { n }),
+        crate::ir::Op::kernel(crate::kernels::SquareMatrices {
+            n,
+            op: crate::kernels::MatrixOp::Inverse,
+        }),
         vec![x64],
         TypeInfo::new(DType::F64, shape),
     )?;
