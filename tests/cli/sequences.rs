@@ -131,60 +131,29 @@ fn sequence_inputs_need_their_tensors_at_compile_time() {
     let d = scratch("seq_flags");
     let m = insert_model(&d);
     let o = d.join("m.o");
-    let e = fails(onnxc().arg(&m).arg("-o").arg(&o));
+    // `onnxc MODEL -o m.o ARGS…`, which must fail: its message.
+    let error = |args: &[&str]| fails(onnxc().arg(&m).arg("-o").arg(&o).args(args));
+    let e = error(&[]);
     assert!(
         e.contains("graph input 'xs' is a sequence") && e.contains("--sequence xs=[D0,D1,…]"),
         "{e}"
     );
-    let e = fails(
-        onnxc()
-            .arg(&m)
-            .arg("-o")
-            .arg(&o)
-            .arg("--sequence")
-            .arg("xs=[2"),
-    );
+    let e = error(&["--sequence", "xs=[2"]);
     assert!(e.contains("expected NAME=[D0,D1,…][D0,…]…"), "{e}");
-    let e = fails(onnxc().arg(&m).arg("-o").arg(&o).args([
-        "--sequence",
-        "xs=[2]",
-        "--sequence",
-        "t=[2]",
-    ]));
+    let e = error(&["--sequence", "xs=[2]", "--sequence", "t=[2]"]);
     assert!(
         e.contains("--sequence t: the model has no sequence input"),
         "{e}"
     );
-    let e = fails(
-        onnxc()
-            .arg(&m)
-            .arg("-o")
-            .arg(&o)
-            .arg("--sequence")
-            .arg("xs=[2,2]"),
-    );
+    let e = error(&["--sequence", "xs=[2,2]"]);
     assert!(e.contains("tensor 0 has rank 2"), "{e}");
     let many = format!("xs={}", "[1]".repeat(4097));
-    let e = fails(
-        onnxc()
-            .arg(&m)
-            .arg("-o")
-            .arg(&o)
-            .arg("--sequence")
-            .arg(&many),
-    );
+    let e = error(&["--sequence", &many]);
     assert!(
         e.contains("has 4097 tensors; onnxc takes at most 4096"),
         "{e}"
     );
-    let e =
-        fails(
-            onnxc()
-                .arg(&m)
-                .arg("-o")
-                .arg(&o)
-                .args(["--sequence", "xs=[2]", "--absent", "t"]),
-        );
+    let e = error(&["--sequence", "xs=[2]", "--absent", "t"]);
     assert!(
         e.contains("--absent t: the model has no optional input"),
         "{e}"
