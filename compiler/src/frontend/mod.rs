@@ -965,18 +965,8 @@ impl Importer<'_> {
             ("Identity", Some(i)) => self.absent.contains(i),
             _ => false,
         };
-        if domain.is_empty()
-            && empty
-            && let Some(out) = n.output.first().filter(|o| !o.is_empty())
-        {
-            if !self.local.insert(out.clone()) {
-                return Err(Error::Model(format!(
-                    "{origin} writes '{out}', which this graph already defines; every ONNX \
-                     value is assigned once"
-                )));
-            }
-            self.absent.insert(out.clone());
-            return Ok(());
+        if domain.is_empty() && empty && n.output.first().is_some_and(|o| !o.is_empty()) {
+            return self.define_absent(n, &origin, 0);
         }
         if domain.is_empty()
             && let Some(seq) = n.input.first().and_then(|i| self.seqs.get(i)).cloned()

@@ -34,7 +34,7 @@ use super::tensor::tensor_from_proto;
 use crate::error::{Error, Result, Unsupported};
 use crate::ir::expr::{self, E};
 use crate::ir::{DType, Origin, ValueId};
-use onnxc_proto::{GraphProto, NodeProto, type_proto};
+use onnxc_proto::{GraphProto, NodeProto, ValueInfoProto, type_proto};
 
 /// Most iterations a Loop or Scan is unrolled to.
 pub const MAX_ITERATIONS: usize = 4096;
@@ -192,20 +192,9 @@ impl Importer<'_> {
     ) -> Result<Vec<Val>> {
         for (vi, arg) in body.input.iter().zip(args) {
             let name = vi.name.clone().unwrap_or_default();
-            let v = match arg {
-                Val::Tensor(v) => *v,
-                Val::Absent => {
-                    if !self.local.insert(name.clone()) {
-                        return Err(Error::Model(format!(
-                            "{origin}: the {what} declares input '{name}' twice"
-                        )));
-                    }
-                    self.env.remove(&name);
-                    self.seqs.remove(&name);
-                    self.absent.insert(name);
-                    continue;
-                }
-                Val::Seq(s) => {
+            match arg {
+                Val::Tensor(v) => self.check_tensor_input(vi, *v, origin, what)?,
+                Val::Seq(_) => {
                     if let Some(t) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
                         && !matches!(t, type_proto::Value::SequenceType(_))
                     {
@@ -214,47 +203,10 @@ impl Importer<'_> {
                              declares another type"
                         )));
                     }
-                    if !self.local.insert(name.clone()) {
-                        return Err(Error::Model(format!(
-                            "{origin}: the {what} declares input '{name}' twice"
-                        )));
-                    }
-                    self.env.remove(&name);
-                    self.absent.remove(&name);
-                    self.seqs.insert(name, s.clone());
-                    continue;
                 }
-            };
-            self.seqs.remove(&name);
-            self.absent.remove(&name);
-            let ty = self.g.value_type(v);
-            match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-                Some(type_proto::Value::TensorType(tt)) => {
-                    if let Some(code) = tt.elem_type.filter(|&c| c != 0)
-                        && DType::from_onnx(code) != Some(ty.dtype)
-                    {
-                        return Err(Error::Model(format!(
-                            "{origin}: the {what}'s input '{name}' is declared {} but is given {}",
-                            DType::onnx_code_name(code),
-                            ty.dtype
-                        )));
-                    }
-                }
-                None => {}
-                Some(_) => {
-                    return Err(Error::Unsupported(vec![Unsupported {
-                        node: origin.node_id(),
-                        op_type: origin.op_type.clone(),
-                        domain: String::new(),
-                        opset: origin.opset,
-                        reason: format!(
-                            "the {what}'s input '{name}' is not a tensor (sequence and optional \
-                             types are not supported)"
-                        ),
-                    }]));
-                }
+                Val::Absent => {}
             }
-            if !self.define(name.clone(), v) {
+            if !self.bind_formal(name.clone(), arg) {
                 return Err(Error::Model(format!(
                     "{origin}: the {what} declares input '{name}' twice"
                 )));
@@ -327,19 +279,90 @@ impl Importer<'_> {
             match v {
                 Val::Tensor(v) => self.bind_output(n, origin, k, v)?,
                 Val::Seq(s) => self.define_seq(n, origin, k, s)?,
-                Val::Absent => {
-                    if let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) {
-                        if !self.local.insert(name.clone()) {
-                            return Err(Error::Model(format!(
-                                "{origin} writes '{name}', which this graph already defines; \
-                                 every ONNX value is assigned once"
-                            )));
-                        }
-                        self.absent.insert(name.clone());
-                    }
-                }
+                Val::Absent => self.define_absent(n, origin, k)?,
             }
         }
+        Ok(())
+    }
+
+    /// Checks a tensor given to body input `vi` against the type the body declares.
+    fn check_tensor_input(
+        &self,
+        vi: &ValueInfoProto,
+        v: ValueId,
+        origin: &Origin,
+        what: &str,
+    ) -> Result<()> {
+        let name = vi.name.as_deref().unwrap_or_default();
+        let ty = self.g.value_type(v);
+        match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(tt)) => {
+                if let Some(code) = tt.elem_type.filter(|&c| c != 0)
+                    && DType::from_onnx(code) != Some(ty.dtype)
+                {
+                    return Err(Error::Model(format!(
+                        "{origin}: the {what}'s input '{name}' is declared {} but is given {}",
+                        DType::onnx_code_name(code),
+                        ty.dtype
+                    )));
+                }
+            }
+            None => {}
+            Some(_) => {
+                return Err(Error::Unsupported(vec![Unsupported {
+                    node: origin.node_id(),
+                    op_type: origin.op_type.clone(),
+                    domain: String::new(),
+                    opset: origin.opset,
+                    reason: format!(
+                        "the {what}'s input '{name}' is not a tensor (sequence and optional \
+                         types are not supported)"
+                    ),
+                }]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds body input `name` to `arg` in the body's scope, shadowing any outer value of
+    /// that name; false when the body declares the name twice.
+    fn bind_formal(&mut self, name: String, arg: &Val) -> bool {
+        let fresh = self.local.insert(name.clone());
+        self.env.remove(&name);
+        self.seqs.remove(&name);
+        self.absent.remove(&name);
+        match arg {
+            Val::Tensor(v) => {
+                self.env.insert(name, *v);
+            }
+            Val::Seq(s) => {
+                self.seqs.insert(name, s.clone());
+            }
+            Val::Absent => {
+                self.absent.insert(name);
+            }
+        }
+        fresh
+    }
+
+    /// Binds output `k` of the node to an empty optional (skipped when the node leaves it
+    /// out): it reads as an omitted input.
+    pub(in crate::frontend) fn define_absent(
+        &mut self,
+        n: &NodeProto,
+        origin: &Origin,
+        k: usize,
+    ) -> Result<()> {
+        let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        if !self.local.insert(name.clone()) {
+            return Err(Error::Model(format!(
+                "{origin} writes '{name}', which this graph already defines; every ONNX value \
+                 is assigned once"
+            )));
+        }
+        self.absent.insert(name.clone());
         Ok(())
     }
 
