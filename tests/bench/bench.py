@@ -165,6 +165,37 @@ class OnnxcThreads(ctypes.Structure):
     _fields_ = [("parallel_for", ctypes.c_void_p), ("pool", ctypes.c_void_p), ("workers", ctypes.c_size_t)]
 
 
+# Both entry points are called through this one-argument shim, so that ctypes' per-argument
+# cost (about 50 ns an argument) is the same for `NAME_run`'s three arguments and
+# `NAME_run_threaded`'s five: small_ops (7 µs a call) measured 2% slower on 2 threads from
+# that difference alone.
+BENCH_CALL_C = r"""
+#include <stddef.h>
+typedef int (*run_fn)(const void *const *, void *const *, void *);
+typedef int (*run_threaded_fn)(const void *const *, void *const *, void *, size_t, const void *);
+struct bench_call {
+    void *fn;
+    const void *const *inputs;
+    void *const *outputs;
+    void *workspace;
+    size_t workspace_bytes;
+    const void *threads; /* NULL: fn is NAME_run */
+};
+int onnxc_bench_call(const struct bench_call *c) {
+    if (!c->threads)
+        return ((run_fn)c->fn)(c->inputs, c->outputs, c->workspace);
+    return ((run_threaded_fn)c->fn)(c->inputs, c->outputs, c->workspace, c->workspace_bytes, c->threads);
+}
+"""
+
+
+class BenchCall(ctypes.Structure):
+    """`struct bench_call` of `BENCH_CALL_C`."""
+    _fields_ = [("fn", ctypes.c_void_p), ("inputs", ctypes.c_void_p), ("outputs", ctypes.c_void_p),
+                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+                ("threads", ctypes.c_void_p)]
+
+
 class CompiledModel:
     """An onnxc-compiled model linked as a shared library and called through ctypes: the
     same object file and runtime a C program links, timed call by call from Python."""
@@ -177,7 +208,11 @@ class CompiledModel:
         cc = os.environ.get("CC", "cc")
         # The pool's entry points are not referenced by the model: keep them in the library.
         keep = [f"-Wl,--undefined={f}" for f in ("onnxc_pool_create", "onnxc_pool_destroy", "onnxc_pool_threads")]
-        subprocess.run([cc, "-shared", "-o", so, obj, *keep, runtime, "-lm", "-lpthread", "-ldl"], check=True, capture_output=True)
+        shim = os.path.join(work, "bench_call.c")
+        with open(shim, "w") as f:
+            f.write(BENCH_CALL_C)
+        subprocess.run([cc, "-shared", "-O2", "-fPIC", "-o", so, obj, shim, *keep, runtime, "-lm", "-lpthread", "-ldl"],
+                       check=True, capture_output=True)
         self.lib = ctypes.CDLL(so)
         self.name = name
         self.run_fn = getattr(self.lib, f"{name}_run")
@@ -205,35 +240,29 @@ class CompiledModel:
         ws_buf = np.empty(ws_bytes + 64, dtype=np.uint8)
         ws = ws_buf.ctypes.data + (-ws_buf.ctypes.data) % 64
         in_ptrs = self.in_ptrs
-        # Arguments are ctypes objects of the declared types, made once: converting Python
-        # values on every call costs microseconds, more for the threaded entry's five than for
-        # `NAME_run`'s three (small_ops measured 7% slower on 2 threads from that alone).
-        ws = ctypes.c_void_p(ws)
         if threads == 1:
-            run = self.run_fn
-
-            def call() -> None:
-                rc = run(in_ptrs, out_ptrs, ws)
-                if rc != 0:
-                    raise RuntimeError(f"model run returned {rc}")
+            fn, t, tp = ctypes.cast(self.run_fn, ctypes.c_void_p).value, None, None
         else:
             pool = self.lib.onnxc_pool_create(threads)
             if not pool:
                 raise RuntimeError(f"onnxc_pool_create({threads}) failed")
             self.pools.append(pool)
             t = self.lib.onnxc_pool_threads(pool)
-            run = getattr(self.lib, f"{self.name}_run_threaded")
-            run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                            ctypes.c_void_p]
-            run.restype = ctypes.c_int
-            tp = ctypes.c_void_p(ctypes.addressof(t))
-            nbytes = ctypes.c_size_t(ws_bytes)
+            fn = ctypes.cast(getattr(self.lib, f"{self.name}_run_threaded"), ctypes.c_void_p).value
+            tp = ctypes.addressof(t)
+        args = BenchCall(fn, ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ws, ws_bytes, tp)
+        # The argument is a ctypes object made once: converting Python values on every call
+        # costs microseconds.
+        arg = ctypes.pointer(args)
+        bench_call = self.lib.onnxc_bench_call
+        bench_call.argtypes = [ctypes.POINTER(BenchCall)]
+        bench_call.restype = ctypes.c_int
 
-            def call() -> None:
-                rc = run(in_ptrs, out_ptrs, ws, nbytes, tp)
-                if rc != 0:
-                    raise RuntimeError(f"model run on {threads} threads returned {rc}")
-            call.keep = (t, tp)
+        def call() -> None:
+            rc = bench_call(arg)
+            if rc != 0:
+                raise RuntimeError(f"model run on {threads} thread(s) returned {rc}")
+        call.keep = (t, args, in_ptrs, out_ptrs)
         call.outputs = outputs
         call.ws = ws_buf
         return call
