@@ -486,7 +486,8 @@ def main() -> int:
             "alternately, in batches of calls lasting about 2 ms (one call for the large models), for "
             f"about {a.seconds:g} s per model; the table gives the median call (so a slow spell of this "
             "shared VM falls on both alike). onnxc: the model's object file and libonnxc_runtime.a linked "
-            "as a shared library, `NAME_run` called through ctypes; onnxruntime: inputs and outputs "
+            "as a shared library, `NAME_run` called through ctypes (by a one-argument C shim, the same for "
+            "`NAME_run_threaded`); onnxruntime: inputs and outputs "
             "bound once (IOBinding), `run_with_iobinding`. "
             f"CPU: {cpu_model()}. onnxruntime {ort.__version__} (CPUExecutionProvider, "
             f"intra_op_num_threads={threads[0]}, inter_op_num_threads=1, ORT_ENABLE_ALL).",
