@@ -459,3 +459,88 @@ fn multinomial_samples_at_the_softmax_probabilities() {
     }
     assert_eq!(run("--O0"), v);
 }
+
+/// A run-time batch of a model whose items stream its weights (an MLP: one multiply-add
+/// per weight per item) gets chunk programs of 64 and 8 items; a run of 77 items (one chunk
+/// of 64, one of 8, five single items) computes every item as a float64 reference does, on
+/// one and two threads. A model whose items reuse each weight over many rows (a 128-row
+/// product per item) gets none.
+#[test]
+fn run_time_batch_chunks_compute_every_item() {
+    use onnxc::driver::{self, Options};
+    use onnxc_tests::{Outcome, run_case_as};
+    let (k, h, o, n) = (64usize, 96usize, 10usize, 77usize);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
+    let w1: Vec<f32> = (0..k * h).map(|_| next() * 0.2).collect();
+    let b1: Vec<f32> = (0..h).map(|_| next()).collect();
+    let w2: Vec<f32> = (0..h * o).map(|_| next() * 0.2).collect();
+    let x: Vec<f32> = (0..n * k).map(|_| next()).collect();
+    let mlp = |rows: i64| {
+        model(
+            vec![
+                node("MatMul", "fc1", &["x", "w1"], &["h"]),
+                node("Add", "bias", &["h", "b1"], &["hb"]),
+                node("Relu", "relu", &["hb"], &["r"]),
+                node("MatMul", "fc2", &["r", "w2"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[D::S("N"), D::N(rows), D::N(k as i64)])],
+            vec![value_info("y", 1, &[D::S("N"), D::N(rows), D::N(o as i64)])],
+            vec![
+                f32_tensor("w1", &[k as i64, h as i64], &w1),
+                f32_tensor("b1", &[h as i64], &b1),
+                f32_tensor("w2", &[h as i64, o as i64], &w2),
+            ],
+            17,
+        )
+    };
+    let d = scratch("batch-chunks");
+    save(&mlp(1), &d.join("model.onnx"));
+    let set = d.join("test_data_set_0");
+    std::fs::create_dir_all(&set).unwrap();
+    save_tensor(
+        &f32_tensor("x", &[n as i64, 1, k as i64], &x),
+        &set.join("input_0.pb"),
+    );
+    let mut want = vec![0f32; n * o];
+    for i in 0..n {
+        let r: Vec<f64> = (0..h)
+            .map(|j| {
+                let s: f64 = (0..k)
+                    .map(|c| x[i * k + c] as f64 * w1[c * h + j] as f64)
+                    .sum();
+                (s + b1[j] as f64).max(0.0)
+            })
+            .collect();
+        for c in 0..o {
+            want[i * o + c] = (0..h).map(|j| r[j] * w2[j * o + c] as f64).sum::<f64>() as f32;
+        }
+    }
+    save_tensor(
+        &f32_tensor("y", &[n as i64, 1, o as i64], &want),
+        &set.join("output_0.pb"),
+    );
+    let opts = Options::default();
+    let bytes = std::fs::read(d.join("model.onnx")).unwrap();
+    let dir = onnxc::frontend::tensor::DataDir(Some(d.clone()));
+    let c = driver::compile_bytes(&bytes, &dir, "model.onnx", "mlp", &opts, None).unwrap();
+    let chunks: Vec<i64> = c.program.chunks.iter().map(|c| c.items).collect();
+    assert_eq!(chunks, [64, 8], "an MLP's items share its weights' traffic");
+    let outcome = run_case_as(&d, &opts, 1e-5, 1e-5, None, &[1, 2], true);
+    assert!(matches!(outcome, Outcome::Pass), "{outcome:?}");
+
+    // 128 rows an item: each weight is used 128 times per item already.
+    let wide = mlp(128);
+    let mut bytes = Vec::new();
+    prost::Message::encode(&wide, &mut bytes).unwrap();
+    let c = driver::compile_bytes(&bytes, &dir, "model.onnx", "wide", &opts, None).unwrap();
+    assert!(
+        c.program.chunks.is_empty(),
+        "items that reuse their weights"
+    );
+}

@@ -6,7 +6,9 @@
 //! and an output whose buffer is too small makes the call return `ONNXC_ERR_CAPACITY`
 //! before anything runs (snprintf's convention: the caller learns the size and retries).
 //! Tensors whose dim 0 is a run-time batch (`ONNXC_TENSOR_BATCHED`) hold `n` items; the
-//! compiled program computes one, so it runs once per item, on the same workspace.
+//! compiled program computes one, so it runs once per item, on the same workspace. A model
+//! may also carry programs compiled for chunks of several items (`Chunk`, largest first):
+//! the run then takes the largest chunk that fits the items left, and single items last.
 //!
 //! Outputs whose dims depend on the data (`ONNXC_TENSOR_DYNAMIC`: the rows NonZero selects)
 //! are written by the program into staging space at the end of the workspace, at their
@@ -47,6 +49,16 @@ pub type RunThreaded = unsafe extern "C" fn(
 /// `NAME_workspace_size_threads`.
 pub type WorkspaceSize = unsafe extern "C" fn(usize) -> usize;
 
+/// `onnxc_chunk`: a model's program for `items` batch items at once, called as the one-item
+/// program is (with the pointers of the chunk's first item), on the same workspace: the
+/// model's workspace sizes cover every one of its programs.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Chunk {
+    pub items: usize,
+    pub run: RunThreaded,
+}
+
 /// Most inputs plus outputs whose per-item pointers live on the stack; a model with more
 /// allocates them per call.
 const STACK_IO: usize = 64;
@@ -69,7 +81,8 @@ fn dynamic(t: &TensorInfo) -> bool {
 /// Runs a model on shaped tensors (the body of every `NAME_run_shaped`).
 ///
 /// # Safety
-/// `info` is a model's info table and `run`/`workspace_size` its entry points; `inputs`
+/// `info` is a model's info table and `run`/`workspace_size` its entry points; `chunks`
+/// holds `num_chunks` of its chunk programs (null when none), largest first; `inputs`
 /// and `outputs` point to `num_inputs`/`num_outputs` tensors whose `dims` hold `rank`
 /// values (outputs' may be null) and whose `data` holds the elements their dims give
 /// (outputs: `capacity` bytes); `workspace` is null or `workspace_bytes` bytes, 64-byte
@@ -79,15 +92,19 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     info: *const ModelInfo,
     run: RunThreaded,
     workspace_size: WorkspaceSize,
+    chunks: *const Chunk,
+    num_chunks: usize,
     inputs: *const Tensor,
     outputs: *const Tensor,
     workspace: *mut c_void,
     workspace_bytes: usize,
     threads: *const Threads,
 ) -> i32 {
-    if info.is_null() {
+    if info.is_null() || (chunks.is_null() && num_chunks > 0) {
         return ONNXC_ERR_VALUE;
     }
+    // SAFETY: caller contract: `num_chunks` chunk programs.
+    let chunks = unsafe { table(chunks, num_chunks) };
     // SAFETY: caller contract: a model's info table.
     let info = unsafe { &*info };
     let (n_in, n_out) = (info.num_inputs as usize, info.num_outputs as usize);
@@ -208,7 +225,13 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     let mut heap = Vec::new();
     let ptrs = pointer_table(&mut stack, &mut heap, n_in + n_out);
     let mut rc = ONNXC_OK;
-    for item in 0..n {
+    let mut item = 0;
+    while item < n {
+        // The largest chunk program that fits the items left, else the one-item program.
+        let (items, program) = chunks
+            .iter()
+            .find(|c| c.items >= 1 && c.items <= n - item)
+            .map_or((1, run), |c| (c.items, c.run));
         let io = ins.iter().zip(in_info).chain(outs.iter().zip(out_info));
         for (slot, (t, ti)) in ptrs.iter_mut().zip(io) {
             let step = if ti.flags & ONNXC_TENSOR_BATCHED != 0 {
@@ -219,12 +242,14 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             *slot = t.data.cast::<u8>().wrapping_add(step).cast();
         }
         let (pi, po) = ptrs.split_at(n_in);
-        // SAFETY: every pointer is an item of a tensor whose dims and capacity were checked
-        // above; the workspace holds what `workers` threads need.
-        rc = unsafe { run(pi.as_ptr().cast(), po.as_ptr(), ws, need, threads) };
+        // SAFETY: every pointer is the first of `items` items of a tensor whose dims and
+        // capacity were checked above (`item + items ≤ n`); the workspace holds what
+        // `workers` threads need for every program of the model.
+        rc = unsafe { program(pi.as_ptr().cast(), po.as_ptr(), ws, need, threads) };
         if rc != ONNXC_OK {
             break;
         }
+        item += items;
     }
     if owned {
         // SAFETY: allocated above with this size.
@@ -461,6 +486,33 @@ mod tests {
         ONNXC_OK
     }
 
+    thread_local! {
+        static CHUNK_CALLS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The fake model's program for chunks of `CHUNK` items: y = 2x + s over all of them.
+    unsafe extern "C" fn fake_chunk(
+        ins: *const *const c_void,
+        outs: *const *mut c_void,
+        _ws: *mut c_void,
+        _bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        CHUNK_CALLS.with(|c| c.set(c.get() + 1));
+        // SAFETY: onnxc_run_shaped passes CHUNK items of x and y and the whole of s.
+        unsafe {
+            let x = (*ins).cast::<f32>();
+            let s = *(*ins.add(1)).cast::<f32>();
+            let y = (*outs).cast::<f32>();
+            for k in 0..2 * CHUNK {
+                *y.add(k) = 2.0 * *x.add(k) + s;
+            }
+        }
+        ONNXC_OK
+    }
+
+    const CHUNK: usize = 4;
+
     unsafe extern "C" fn fake_size(workers: usize) -> usize {
         64 * workers
     }
@@ -504,10 +556,11 @@ mod tests {
         capacity: usize,
         ws: usize,
     ) -> (i32, [i64; 2], Vec<f32>, usize) {
-        call_with(x_dims, s_dims, n, capacity, Some(ws), 0)
+        call_with(x_dims, s_dims, n, capacity, Some(ws), 0, &[])
     }
 
-    /// `call` with no workspace for `ws` None, and `y_flags` more flags on y.
+    /// `call` with no workspace for `ws` None, `y_flags` more flags on y, and the model's
+    /// chunk programs.
     fn call_with(
         x_dims: &[i64],
         s_dims: &[i64],
@@ -515,6 +568,7 @@ mod tests {
         capacity: usize,
         ws: Option<usize>,
         y_flags: u32,
+        chunks: &[Chunk],
     ) -> (i32, [i64; 2], Vec<f32>, usize) {
         let ins = [
             tensor_info(c"x", &X_SHAPE, ONNXC_TENSOR_BATCHED),
@@ -554,6 +608,8 @@ mod tests {
                 &info,
                 fake_run,
                 fake_size,
+                chunks.as_ptr(),
+                chunks.len(),
                 tin.as_ptr(),
                 tout.as_ptr(),
                 ws.map_or(std::ptr::null_mut(), |_| workspace.as_mut_ptr().cast()),
@@ -568,9 +624,10 @@ mod tests {
     /// one the call refuses before running.
     #[test]
     fn strings_in_the_workspace_need_the_callers_workspace() {
-        let (rc, _, _, calls) = call_with(&[1, 2], &[1], 1, 8, None, ONNXC_TENSOR_WORKSPACE);
+        let (rc, _, _, calls) = call_with(&[1, 2], &[1], 1, 8, None, ONNXC_TENSOR_WORKSPACE, &[]);
         assert_eq!((rc, calls), (ONNXC_ERR_WORKSPACE, 0));
-        let (rc, _, y, calls) = call_with(&[1, 2], &[1], 1, 8, Some(64), ONNXC_TENSOR_WORKSPACE);
+        let (rc, _, y, calls) =
+            call_with(&[1, 2], &[1], 1, 8, Some(64), ONNXC_TENSOR_WORKSPACE, &[]);
         assert_eq!((rc, calls, &y[..2]), (ONNXC_OK, 1, &[0.5f32, 2.5][..]));
     }
 
@@ -580,6 +637,50 @@ mod tests {
         assert_eq!((rc, dims, calls), (ONNXC_OK, [3, 2], 3));
         assert_eq!(y[..6], [0.5, 2.5, 4.5, 6.5, 8.5, 10.5]);
         assert_eq!(y[6..], [0.0, 0.0], "nothing written past the items");
+    }
+
+    /// With a chunk program, the items run in the largest chunks that fit, the rest one by
+    /// one, each at its own place in the tensors.
+    #[test]
+    fn runs_whole_chunks_then_single_items() {
+        let chunk = [Chunk {
+            items: CHUNK,
+            run: fake_chunk,
+        }];
+        for n in [0usize, 1, 3, 4, 5, 8, 11] {
+            CHUNK_CALLS.with(|c| c.set(0));
+            let x = [n as i64, 2];
+            let (rc, dims, y, calls) = call_with(&x, &[1], n, 8 * n, Some(64), 0, &chunk);
+            let chunks = CHUNK_CALLS.with(Cell::get);
+            assert_eq!((rc, dims), (ONNXC_OK, [n as i64, 2]), "{n} items");
+            assert_eq!((chunks, calls), (n / CHUNK, n % CHUNK), "{n} items");
+            let want: Vec<f32> = (0..2 * n).map(|v| 2.0 * v as f32 + 0.5).collect();
+            assert_eq!(y[..2 * n], want[..], "{n} items");
+            assert_eq!(y[2 * n..], [0.0, 0.0], "nothing written past the items");
+        }
+    }
+
+    /// A chunk table the model does not have is refused.
+    #[test]
+    fn a_null_chunk_table_with_chunks_is_refused() {
+        let mut y = [0f32; 2];
+        let info = info(&[], &[]);
+        // SAFETY: the call refuses before reading anything.
+        let rc = unsafe {
+            onnxc_run_shaped(
+                &info,
+                fake_run,
+                fake_size,
+                std::ptr::null(),
+                1,
+                std::ptr::null(),
+                std::ptr::null(),
+                y.as_mut_ptr().cast(),
+                64,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, ONNXC_ERR_VALUE);
     }
 
     #[test]
@@ -677,6 +778,8 @@ mod tests {
                 &info,
                 fake_select,
                 fake_select_size,
+                std::ptr::null(),
+                0,
                 tin.as_ptr(),
                 tout.as_ptr(),
                 std::ptr::null_mut(),

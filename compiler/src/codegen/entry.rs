@@ -98,7 +98,6 @@ pub fn define_entries(
     // which calls the program as NAME_run_program (local) with the staged outputs and their
     // dims; its NAME_run and NAME_run_threaded return ONNXC_ERR_DYNAMIC.
     let dynamic = bd.prog.dynamic();
-    let staging = bd.prog.staging_bytes() as i64;
     // Strings made at run time live in the workspace, and outputs may point there.
     let strings = bd.prog.string_bytes > 0;
 
@@ -107,7 +106,7 @@ pub fn define_entries(
     run_sig.params.extend([AbiParam::new(PTR); 3]);
     run_sig.returns.push(AbiParam::new(types::I32));
     let run_name = format!("{prefix}_run");
-    let run = declare(st, &run_name, Linkage::Export, &run_sig)?;
+    let run = declare(st, &run_name, bd.linkage(), &run_sig)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 1), run_sig);
     if dynamic {
         refuse(&mut ctx.func, fctx, bd);
@@ -137,7 +136,7 @@ pub fn define_entries(
     sig.params.push(AbiParam::new(types::I64));
     sig.returns.push(AbiParam::new(types::I64));
     let wst_name = format!("{prefix}_workspace_size_threads");
-    let wst = declare(st, &wst_name, Linkage::Export, &sig)?;
+    let wst = declare(st, &wst_name, bd.linkage(), &sig)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 2), sig);
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
@@ -150,8 +149,10 @@ pub fn define_entries(
         let max = b.ins().iconst(types::I64, MAX_WORKERS as i64);
         let w = b.ins().umax(w, one);
         let w = b.ins().umin(w, max);
-        let v = workspace_for(bd, &mut b, w);
-        let v = b.ins().iadd_imm_s(v, staging);
+        // What any of the model's programs needs (its chunks' too), staging included.
+        let p = bd.prog;
+        let per = b.ins().imul_imm_s(w, p.workspace_per_worker() as i64);
+        let v = b.ins().iadd_imm_s(per, p.workspace_base() as i64);
         b.ins().return_(&[v]);
         b.seal_all_blocks();
         b.finalize(bd.frontend);
@@ -163,7 +164,7 @@ pub fn define_entries(
     sig.params.extend([AbiParam::new(PTR); 5]);
     sig.returns.push(AbiParam::new(types::I32));
     let rt_name = format!("{prefix}_run_threaded");
-    let exported = declare(st, &rt_name, Linkage::Export, &sig)?;
+    let exported = declare(st, &rt_name, bd.linkage(), &sig)?;
     let (run_threaded, rt_name) = if dynamic {
         ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 6), sig.clone());
         refuse(&mut ctx.func, fctx, bd);
@@ -217,15 +218,13 @@ pub fn define_entries(
     let mut sig = ir::Signature::new(cc);
     sig.returns.push(AbiParam::new(types::I64));
     let ws_name = format!("{prefix}_workspace_size");
-    let ws_id = declare(st, &ws_name, Linkage::Export, &sig)?;
+    let ws_id = declare(st, &ws_name, bd.linkage(), &sig)?;
     ctx.func = ir::Function::with_name_signature(UserFuncName::user(1, 4), sig);
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let e = b.create_block();
         b.switch_to_block(e);
-        let v = b
-            .ins()
-            .iconst(types::I64, bd.prog.workspace_size as i64 + staging);
+        let v = b.ins().iconst(types::I64, bd.prog.workspace_bytes() as i64);
         b.ins().return_(&[v]);
         b.seal_all_blocks();
         b.finalize(bd.frontend);
@@ -239,7 +238,12 @@ pub fn define_entries(
 }
 
 /// `NAME_run_shaped(inputs, outputs, workspace, workspace_bytes, threads) -> int`:
-/// `onnxc_run_shaped(NAME_info(), NAME_run_threaded, NAME_workspace_size_threads, …)`.
+/// `onnxc_run_shaped(NAME_info(), NAME_run_threaded, NAME_workspace_size_threads, chunks,
+/// num_chunks, …)`, the chunk programs' (items, run_threaded) table on the stack.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the module state and the entry points"
+)]
 pub fn define_run_shaped(
     st: &mut ModState,
     ctx: &mut Context,
@@ -247,6 +251,7 @@ pub fn define_run_shaped(
     prefix: &str,
     info: cranelift_module::DataId,
     entries: &Entries,
+    chunks: &[(i64, Entries)],
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
 ) -> Result<FuncId> {
     let mut sig = ir::Signature::new(st.call_conv);
@@ -268,18 +273,42 @@ pub fn define_run_shaped(
             refs: HashMap::new(),
             gvs: HashMap::new(),
         };
-        let shaped = imports.func(&mut b, "onnxc_run_shaped", &[PTR; 8], &[types::I32]);
+        let shaped = imports.func(
+            &mut b,
+            "onnxc_run_shaped",
+            &[PTR, PTR, PTR, PTR, types::I64, PTR, PTR, PTR, PTR, PTR],
+            &[types::I32],
+        );
         let gv = imports.st.module.declare_data_in_func(info, b.func);
         let info = b.ins().symbol_value(PTR, gv);
-        let mut fn_addr = |id| {
+        let mut fn_addr = |b: &mut FunctionBuilder, id| {
             let r = imports.st.module.declare_func_in_func(id, b.func);
             b.ins().func_addr(PTR, r)
         };
-        let run = fn_addr(entries.run_threaded);
-        let wst = fn_addr(entries.workspace_size_threads);
-        let c = b
-            .ins()
-            .call(shaped, &[info, run, wst, p[0], p[1], p[2], p[3], p[4]]);
+        let run = fn_addr(&mut b, entries.run_threaded);
+        let wst = fn_addr(&mut b, entries.workspace_size_threads);
+        // `onnxc_chunk` {items: size_t, run: pointer} per chunk program, largest first.
+        let table = if chunks.is_empty() {
+            b.ins().iconst(PTR, 0)
+        } else {
+            let slot = b.create_sized_stack_slot(ir::StackSlotData::new(
+                ir::StackSlotKind::ExplicitSlot,
+                16 * chunks.len() as u32,
+                3,
+            ));
+            for (k, (items, e)) in chunks.iter().enumerate() {
+                let n = b.ins().iconst(types::I64, *items);
+                b.ins().stack_store(PTR, n, slot, 16 * k as i32);
+                let f = fn_addr(&mut b, e.run_threaded);
+                b.ins().stack_store(PTR, f, slot, 16 * k as i32 + 8);
+            }
+            b.ins().stack_addr(PTR, slot, 0)
+        };
+        let count = b.ins().iconst(types::I64, chunks.len() as i64);
+        let c = b.ins().call(
+            shaped,
+            &[info, run, wst, table, count, p[0], p[1], p[2], p[3], p[4]],
+        );
         let r = b.inst_results(c)[0];
         b.ins().return_(&[r]);
         b.seal_all_blocks();

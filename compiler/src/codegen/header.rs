@@ -124,9 +124,8 @@ pub fn define_info(
     let mut bytes = vec![0u8; 48];
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
     bytes[12..16].copy_from_slice(&(prog.public_outputs().len() as u32).to_le_bytes());
-    let workspace = prog.workspace_size + prog.staging_bytes();
-    bytes[32..40].copy_from_slice(&workspace.to_le_bytes());
-    bytes[40..48].copy_from_slice(&prog.scratch_per_worker.to_le_bytes());
+    bytes[32..40].copy_from_slice(&prog.workspace_bytes().to_le_bytes());
+    bytes[40..48].copy_from_slice(&prog.workspace_per_worker().to_le_bytes());
     d.define(bytes.into_boxed_slice());
     d.set_align(8);
     for (off, target) in [(0u32, name), (16, ins), (24, outs)] {
@@ -157,22 +156,17 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         "/* Workspace bytes {prefix}_run needs (64-byte aligned), and what {prefix}_run_threaded needs\n   \
          with `workers` threads: {up}_WORKSPACE_SIZE_THREADS(workers). */"
     );
-    let staging = prog.staging_bytes();
-    let _ = writeln!(
-        h,
-        "#define {up}_WORKSPACE_SIZE {}u",
-        prog.workspace_size + staging
-    );
+    let _ = writeln!(h, "#define {up}_WORKSPACE_SIZE {}u", prog.workspace_bytes());
     let _ = writeln!(
         h,
         "#define {up}_WORKSPACE_PER_WORKER {}u",
-        prog.scratch_per_worker
+        prog.workspace_per_worker()
     );
     let _ = writeln!(
         h,
         "#define {up}_WORKSPACE_SIZE_THREADS(workers) \\\n    \
          ((size_t){}u + (size_t)(workers) * {up}_WORKSPACE_PER_WORKER)\n",
-        prog.scratch_base + prog.scratch_shared + staging
+        prog.workspace_base()
     );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", prog.inputs.len());
     let _ = writeln!(
@@ -384,7 +378,18 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
          output's capacity is below its size, nothing runs and the call returns ONNXC_ERR_CAPACITY,\n   \
          so a caller can size its buffers from the dims and call again. Given a workspace, it\n   \
          allocates nothing (but per-item pointer tables for more than 64 inputs and outputs).{} */",
-        if batched {
+        if batched && !prog.chunks.is_empty() {
+            let sizes: Vec<String> = prog.chunks.iter().map(|c| c.items.to_string()).collect();
+            format!(
+                ", but for dim 0 of the\n   \
+                 batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \
+                 The items run in chunks of {} while as many are left (programs compiled for that many\n   \
+                 items, which share the weights' traffic), the rest one by one: an item's results are\n   \
+                 {prefix}_run's on that item alone up to rounding (a chunk's matrix products sum in another\n   \
+                 order), the same for every thread count",
+                sizes.join(" and ")
+            )
+        } else if batched {
             ", but for dim 0 of the\n   \
              batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \
              The program runs once per item: each item's results are bit-identical to {prefix}_run's\n   \

@@ -1,9 +1,11 @@
 //! Loop IR → Cranelift → relocatable object, plus the C header.
 //!
 //! Emitted symbols (prefixed by the model name): `NAME_run`, `NAME_run_threaded`,
-//! `NAME_workspace_size`, `NAME_workspace_size_threads`, `NAME_info`, and with `emit_main`
-//! a `main` that runs the driver (`entry`). Per-step functions (`steps`) and constant data
-//! are local to the object.
+//! `NAME_workspace_size`, `NAME_workspace_size_threads`, `NAME_info`, `NAME_run_shaped`,
+//! and with `emit_main` a `main` that runs the driver (`entry`). Per-step functions
+//! (`steps`), constant data and a run-time batch's chunk programs (`Program::chunks`, their
+//! entry points as `NAME_chunkN_*`, sharing constants with the model's) are local to the
+//! object.
 
 mod entry;
 pub mod func;
@@ -102,11 +104,18 @@ pub fn make_isa(opts: &CodegenOptions) -> Result<OwnedTargetIsa> {
         .map_err(|e| Error::Internal(format!("cranelift ISA: {e}")))
 }
 
+/// Constants' data objects by a hash of their bytes (with the bytes, for collisions).
+type SharedConsts = HashMap<u64, Vec<(std::sync::Arc<Vec<u8>>, DataId)>>;
+
 /// Module-level symbol state shared by all functions.
 pub struct ModState {
     module: ObjectModule,
     funcs: HashMap<String, FuncId>,
+    /// The constant buffers of the program being emitted.
     consts: HashMap<u32, DataId>,
+    /// With several programs (`Program::chunks`): every constant emitted so far, so that
+    /// programs share their weights.
+    shared_consts: Option<SharedConsts>,
     rodata: HashMap<Vec<u8>, DataId>,
     call_conv: CallConv,
 }
@@ -186,6 +195,74 @@ impl<'m> Imports<'m> {
     }
 }
 
+/// Defines one program's constants, steps and entry points.
+fn emit_program(
+    bd: &steps::Build,
+    st: &mut ModState,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    profile: bool,
+    clif: &mut String,
+) -> Result<entry::Entries> {
+    define_consts(st, bd.prog)?;
+    let step_ids = steps::define_steps(bd, st, ctx, fctx, clif)?;
+    entry::define_entries(bd, st, ctx, fctx, &step_ids, profile, clif)
+}
+
+/// Defines the constants some function of `prog` reads (unpacked originals of packed
+/// weights are dropped) as the program's `ModState::consts`.
+fn define_consts(st: &mut ModState, prog: &Program) -> Result<()> {
+    let merr =
+        |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
+    st.consts.clear();
+    let mut used = Vec::new();
+    for f in &prog.funcs {
+        func::collect_bufs(&f.body, &mut used);
+    }
+    let used: std::collections::HashSet<u32> = used.into_iter().collect();
+    for (i, b) in prog.buffers.iter().enumerate() {
+        if !used.contains(&(i as u32)) {
+            continue;
+        }
+        let Loc::Const(data) = &b.loc else {
+            continue;
+        };
+        let key = st.shared_consts.as_ref().map(|_| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            data.hash(&mut h);
+            h.finish()
+        });
+        let known = key.and_then(|k| {
+            let same = st.shared_consts.as_ref()?.get(&k)?;
+            same.iter().find(|(d, _)| **d == **data).map(|(_, id)| *id)
+        });
+        let id = match known {
+            Some(id) => id,
+            None => {
+                let id = st
+                    .module
+                    .declare_anonymous_data(false, false)
+                    .map_err(merr)?;
+                let mut d = DataDescription::new();
+                let mut bytes = data.as_ref().clone();
+                if bytes.is_empty() {
+                    bytes.push(0);
+                }
+                d.define(bytes.into_boxed_slice());
+                d.set_align(64);
+                st.module.define_data(id, &d).map_err(merr)?;
+                if let (Some(k), Some(shared)) = (key, st.shared_consts.as_mut()) {
+                    shared.entry(k).or_default().push((data.clone(), id));
+                }
+                id
+            }
+        };
+        st.consts.insert(i as u32, id);
+    }
+    Ok(())
+}
+
 /// A C identifier from a model name.
 pub fn c_ident(name: &str) -> String {
     let mut s: String = name
@@ -220,57 +297,35 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         module: ObjectModule::new(builder),
         funcs: HashMap::new(),
         consts: HashMap::new(),
+        shared_consts: (!prog.chunks.is_empty()).then(HashMap::new),
         rodata: HashMap::new(),
         call_conv,
     };
     let merr =
         |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
-    // Constants that some function reads (unpacked originals of packed weights are dropped).
-    let mut used = Vec::new();
-    for f in &prog.funcs {
-        func::collect_bufs(&f.body, &mut used);
-    }
-    let used: std::collections::HashSet<u32> = used.into_iter().collect();
-    for (i, b) in prog.buffers.iter().enumerate() {
-        if !used.contains(&(i as u32)) {
-            continue;
-        }
-        if let Loc::Const(data) = &b.loc {
-            let id = st
-                .module
-                .declare_anonymous_data(false, false)
-                .map_err(merr)?;
-            let mut d = DataDescription::new();
-            let mut bytes = data.as_ref().clone();
-            if bytes.is_empty() {
-                bytes.push(0);
-            }
-            d.define(bytes.into_boxed_slice());
-            d.set_align(64);
-            st.module.define_data(id, &d).map_err(merr)?;
-            st.consts.insert(i as u32, id);
-        }
-    }
     let mut ctx = Context::new();
     let mut fctx = FunctionBuilderContext::new();
     let mut clif = String::new();
-    let bd = steps::Build {
+    let build = |prog, prefix, export| steps::Build {
         prog,
         prefix,
+        export,
         fma,
         frontend: frontend_config,
         keep_clif: opts.keep_clif,
     };
-    let step_ids = steps::define_steps(&bd, &mut st, &mut ctx, &mut fctx, &mut clif)?;
-    let entries = entry::define_entries(
-        &bd,
-        &mut st,
-        &mut ctx,
-        &mut fctx,
-        &step_ids,
-        opts.profile,
-        &mut clif,
-    )?;
+    // The chunk programs, local to the object; NAME_run_shaped calls them.
+    let names: Vec<String> = (prog.chunks.iter())
+        .map(|c| format!("{prefix}_chunk{}", c.items))
+        .collect();
+    let mut chunks = Vec::new();
+    for (c, name) in prog.chunks.iter().zip(&names) {
+        let bd = build(&c.program, name, false);
+        let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
+        chunks.push((c.items, entries));
+    }
+    let bd = build(prog, prefix, true);
+    let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
     // NAME_info()
     let info_data = header::define_info(&mut st.module, prog, prefix).map_err(merr)?;
     let mut sig = ir::Signature::new(call_conv);
@@ -299,6 +354,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         prefix,
         info_data,
         &entries,
+        &chunks,
         frontend_config,
     )?;
     if opts.emit_main {

@@ -21,12 +21,24 @@ use std::collections::HashMap;
 pub struct Build<'p> {
     pub prog: &'p Program,
     pub prefix: &'p str,
+    /// Whether the program's entry points are exported (the model's) or local (a chunk
+    /// program's, which `NAME_run_shaped` calls).
+    pub export: bool,
     pub fma: vmath::Fma,
     pub frontend: TargetFrontendConfig,
     pub keep_clif: bool,
 }
 
 impl Build<'_> {
+    /// The linkage of the program's entry points.
+    pub fn linkage(&self) -> Linkage {
+        if self.export {
+            Linkage::Export
+        } else {
+            Linkage::Local
+        }
+    }
+
     fn define(
         &self,
         st: &mut ModState,

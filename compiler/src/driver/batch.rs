@@ -7,15 +7,39 @@ use crate::frontend::{Model, Unbound};
 use crate::ir::Graph;
 use crate::passes::{self, PassOptions, batch::Batched};
 
+/// Items of the chunk programs compiled beside the one-item program, largest first
+/// (`loops::Chunk`): a run of `n` items takes chunks of 64 and 8 while as many are left.
+pub const CHUNKS: [i64; 2] = [64, 8];
+
+/// Multiply-adds per byte of weights below which one item's run streams the weights more
+/// than it computes with them (a matrix-vector product does 1/4: one multiply-add per
+/// 4-byte weight), so that running items together pays: a chunk of items shares the
+/// weights' traffic. Convolutional networks and transformers do 35-90 per byte at batch 1
+/// (their activations have many rows; AlexNet and ZFNet, with their large fully connected
+/// layers, 2.8 and 4.5); MLPs, linear models and tree ensembles (whose forest counts as
+/// weights, `KernelOp::table_bytes`) 1/4 or less.
+const CHUNK_MACS_PER_BYTE: u64 = 4;
+
+/// A run-time batch's one-item program graph, which inputs and outputs carry the batch,
+/// and the graphs of its chunk programs (`CHUNKS` items each, largest first).
+pub struct Imported {
+    pub item: Graph,
+    pub batched: Batched,
+    pub chunks: Vec<(i64, Graph)>,
+}
+
 /// Imports `model` as the program for one item of a run-time batch: every symbol of
-/// `unbound` (all leading dims) is the batch size. Fails, saying why and what to fix, when
-/// a symbol is not a leading dim or the model does not compute its items independently.
+/// `unbound` (all leading dims) is the batch size; with `chunks`, also as the programs for
+/// chunks of items when the model's items share their weights' traffic (`wants_chunks`).
+/// Fails, saying why and what to fix, when a symbol is not a leading dim or the model does
+/// not compute its items independently.
 pub fn import(
     model: Model,
     dir: &DataDir,
     base: &ImportOptions,
     unbound: &[Unbound],
-) -> Result<(Graph, Batched)> {
+    chunks: bool,
+) -> Result<Imported> {
     // "'N' (dim 0 of inputs 'x', 'y'), 'M' (dim 0 of input 'z')".
     let list = || {
         let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -112,6 +136,18 @@ pub fn import(
             list()
         )));
     }
+    // Chunk programs, where they pay; a size the model cannot be built at is left out.
+    let chunk_graphs: Vec<(i64, Graph)> = if chunks && wants_chunks(&a, p) {
+        CHUNKS
+            .iter()
+            .filter_map(|&c| {
+                let g = frontend::import_owned(model.clone(), dir, &at(c)).ok()?;
+                Some((c, g))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let one = frontend::import_owned(model, dir, &at(1))?;
     // The one-item program must have the batch programs' inputs and outputs.
     let item = |io: &crate::ir::graph::GraphIo, g: &Graph, carries: bool| {
@@ -142,7 +178,49 @@ pub fn import(
             list()
         )));
     }
-    Ok((one, batched))
+    // A chunk program's inputs and outputs are `c` items of the one-item program's.
+    let chunks = chunk_graphs
+        .into_iter()
+        .filter(|(_, g)| {
+            consistent(&one.inputs, &g.inputs, &batched.inputs)
+                && consistent(&one.outputs, &g.outputs, &batched.outputs)
+        })
+        .collect();
+    Ok(Imported {
+        item: one,
+        batched,
+        chunks,
+    })
+}
+
+/// Whether a model's items share enough of their work that chunk programs pay: its
+/// multiply-adds per item (`g` computes `items` of them) against the bytes of constant
+/// weights its matrix products and convolutions read and of its kernels' tables, below
+/// `CHUNK_MACS_PER_BYTE`.
+fn wants_chunks(g: &Graph, items: i64) -> bool {
+    use crate::ir::graph::Op;
+    let weights: u64 = g
+        .node_ids()
+        .into_iter()
+        .map(|id| {
+            let n = g.node(id);
+            let operands: &[crate::ir::ValueId] = match &n.op {
+                Op::MatMul(_) => &n.inputs[..n.inputs.len().min(2)],
+                Op::Conv(_) => &n.inputs[1..n.inputs.len().min(2)],
+                Op::Kernel(k) => return k.table_bytes(),
+                _ => return 0,
+            };
+            operands
+                .iter()
+                .filter_map(|v| match &g.node(v.node).op {
+                    Op::Const(t) => Some(t.data.len() as u64),
+                    _ => None,
+                })
+                .sum()
+        })
+        .sum();
+    let macs = crate::ir::cost::multiply_adds(g).unwrap_or(u64::MAX) / items.max(1) as u64;
+    weights > 0 && macs < CHUNK_MACS_PER_BYTE.saturating_mul(weights)
 }
 
 /// Whether string value `v` may hold strings made while the model runs: made by a kernel

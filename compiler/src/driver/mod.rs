@@ -152,7 +152,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let import = opts.import_options();
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        import_model(model, &dir, &import)
+        import_model(model, &dir, &import, false)
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
     Ok(match imported {
@@ -182,17 +182,28 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
 
 /// Imports `model`: as given, or, where its inputs leave leading dims symbolic that the
 /// options do not bind, as the one-item program of a run-time batch (`batch::import`).
+/// A run-time batch: which inputs and outputs carry it, and the graphs of its chunk
+/// programs (`batch::Imported`).
+type Batch = (crate::passes::batch::Batched, Vec<(i64, crate::ir::Graph)>);
+
+/// With `chunks`, a run-time batch's chunk programs are imported too, where they pay
+/// (`batch::import`).
 fn import_model(
     model: frontend::Model,
     dir: &DataDir,
     import: &ImportOptions,
-) -> Result<(crate::ir::Graph, Option<crate::passes::batch::Batched>)> {
+    chunks: bool,
+) -> Result<(crate::ir::Graph, Option<Batch>)> {
     let unbound = frontend::unbound_dims(&model, &import.input_shapes, &import.dim_values);
     if unbound.is_empty() {
         Ok((frontend::import_owned(model, dir, import)?, None))
     } else {
-        let (g, b) = batch::import(model, dir, import, &unbound)?;
-        Ok((g, Some(b)))
+        let batch::Imported {
+            item,
+            batched,
+            chunks,
+        } = batch::import(model, dir, import, &unbound, chunks)?;
+        Ok((item, Some((batched, chunks))))
     }
 }
 
@@ -251,7 +262,9 @@ fn compile_bytes_inner(
     };
     let import = opts.import_options();
     // Symbolic leading input dims the options leave unbound become a run-time batch.
-    let (mut graph, batched) = import_model(model, dir, &import)?;
+    // Profiles time the one-item program's steps: no chunk programs then.
+    let (mut graph, batch) = import_model(model, dir, &import, !opts.profile)?;
+    let (batched, chunk_graphs) = batch.map_or((None, Vec::new()), |(b, c)| (Some(b), c));
     for w in &graph.warnings {
         if opts.json_diagnostics {
             eprintln!("{}", crate::error::warning_json(w));
@@ -260,13 +273,11 @@ fn compile_bytes_inner(
         }
     }
     let optimize = opts.opt == OptLevel::O2;
-    passes::optimize(
-        &mut graph,
-        &PassOptions {
-            optimize,
-            fold_limit: import.fold_limit,
-        },
-    )?;
+    let pass_options = PassOptions {
+        optimize,
+        fold_limit: import.fold_limit,
+    };
+    passes::optimize(&mut graph, &pass_options)?;
     if emit == Some(Emit::Graph) {
         return Ok(dump_only(prefix, graph.dump()));
     }
@@ -299,12 +310,26 @@ fn compile_bytes_inner(
         activation_kernels: optimize,
     };
     let mut program = loops::lower::lower(&mut sched, &lower)?;
-    if let Some(b) = &batched {
-        for (io, &c) in program.inputs.iter_mut().zip(&b.inputs) {
-            io.batched = c;
+    let mark_batched = |program: &mut Program| {
+        if let Some(b) = &batched {
+            for (io, &c) in program.inputs.iter_mut().zip(&b.inputs) {
+                io.batched = c;
+            }
+            for (io, &c) in program.outputs.iter_mut().zip(&b.outputs) {
+                io.batched = c;
+            }
         }
-        for (io, &c) in program.outputs.iter_mut().zip(&b.outputs) {
-            io.batched = c;
+    };
+    mark_batched(&mut program);
+    // The chunk programs, compiled as the one-item program is; one that fails to build is
+    // left out (the run then takes those items one by one).
+    for (items, mut g) in chunk_graphs {
+        let built = passes::optimize(&mut g, &pass_options)
+            .and_then(|()| schedule::fuse::schedule(&g, &fuse))
+            .and_then(|mut s| loops::lower::lower(&mut s, &lower));
+        if let Ok(mut p) = built {
+            mark_batched(&mut p);
+            program.chunks.push(loops::Chunk { items, program: p });
         }
     }
     for (io, &(dims_at, hidden)) in program.outputs.iter_mut().zip(&data_dims) {
@@ -367,6 +392,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             outputs: vec![],
             input_groups: vec![],
             output_groups: vec![],
+            chunks: vec![],
         },
         dump: Some(text),
         compile_ms: 0.0,

@@ -150,6 +150,12 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     fn reads_padded_rows(&self, _operands: &[Option<usize>], _ranks: &[usize]) -> bool {
         false
     }
+    /// Bytes of constant tables the kernel reads whole for every row or item it computes (a
+    /// tree ensemble's forest): weights whose traffic a batch of items shares, as a matrix
+    /// product's constant operand is (`driver::batch` weighs them). By default none.
+    fn table_bytes(&self) -> u64 {
+        0
+    }
     /// How the kernel treats the items of a run-time batch, where one of the common answers
     /// fits; `per_item` follows it unless overridden. By default `Items::Mixed`.
     fn items(&self) -> Items {

@@ -57,6 +57,10 @@ impl KernelOp for TreeEnsemble {
         onnxc_runtime::tree::scratch_bytes(&self.0) as u64
     }
 
+    fn table_bytes(&self) -> u64 {
+        8 * self.0.len() as u64
+    }
+
     fn items(&self) -> super::Items {
         super::Items::Rows
     }

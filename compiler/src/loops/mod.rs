@@ -216,9 +216,47 @@ pub struct Program {
     /// sequence is several ABI tensors or an empty optional none (`IoGroup`).
     pub input_groups: Vec<IoGroup>,
     pub output_groups: Vec<IoGroup>,
+    /// Programs for chunks of a run-time batch (largest first; `driver::batch`): each
+    /// computes `items` items at once, with this program's inputs and outputs at `items`
+    /// times their batched dims. `NAME_run_shaped` runs whole chunks, then single items.
+    pub chunks: Vec<Chunk>,
+}
+
+/// A program computing `items` items of a run-time batch at once (`Program::chunks`).
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    pub items: i64,
+    pub program: Program,
 }
 
 impl Program {
+    /// The programs sharing this one's workspace: itself and its chunks.
+    fn all(&self) -> impl Iterator<Item = &Program> {
+        std::iter::once(self).chain(self.chunks.iter().map(|c| &c.program))
+    }
+
+    /// Workspace bytes of a single-threaded run of any of the model's programs (the
+    /// exported `NAME_workspace_size`), staging included: `workspace_base() +
+    /// workspace_per_worker()`, which is `workspace_size` plus staging without chunks.
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace_base() + self.workspace_per_worker()
+    }
+
+    /// Workspace bytes of a run on `w` workers of any of the model's programs, as
+    /// `workspace_base() + w · workspace_per_worker()`, staging included.
+    pub fn workspace_base(&self) -> u64 {
+        self.all()
+            .map(|p| p.scratch_base + p.scratch_shared)
+            .max()
+            .unwrap_or(0)
+            + self.staging_bytes()
+    }
+
+    /// See `workspace_base`.
+    pub fn workspace_per_worker(&self) -> u64 {
+        self.all().map(|p| p.scratch_per_worker).max().unwrap_or(0)
+    }
+
     /// The outputs the ABI exposes (hidden ones, another output's dims, come after them).
     pub fn public_outputs(&self) -> &[IoDesc] {
         let n = self.outputs.iter().take_while(|o| !o.hidden).count();

@@ -221,6 +221,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         // The driver groups them (it knows which outputs are hidden).
         input_groups: vec![],
         output_groups: vec![],
+        chunks: vec![],
     })
 }
 
