@@ -16,8 +16,9 @@ pub const CHUNKS: [i64; 2] = [64, 8];
 /// 4-byte weight), so that running items together pays: a chunk of items shares the
 /// weights' traffic. Convolutional networks and transformers do 35-90 per byte at batch 1
 /// (their activations have many rows; AlexNet and ZFNet, with their large fully connected
-/// layers, 2.8 and 4.5); MLPs, linear models and tree ensembles (whose forest counts as
-/// weights, `KernelOp::table_bytes`) 1/4 or less.
+/// layers, 2.8 and 4.5); MLPs, linear models, nearest neighbours and SVMs (their stored
+/// points read by maps and reductions, which count no multiply-adds) and tree ensembles
+/// (whose forest counts as weights, `KernelOp::table_bytes`) 1/4 or less.
 const CHUNK_MACS_PER_BYTE: u64 = 4;
 
 /// A run-time batch's one-item program graph, which inputs and outputs carry the batch,
@@ -194,31 +195,28 @@ pub fn import(
 }
 
 /// Whether a model's items share enough of their work that chunk programs pay: its
-/// multiply-adds per item (`g` computes `items` of them) against the bytes of constant
-/// weights its matrix products and convolutions read and of its kernels' tables, below
+/// multiply-adds per item (`g` computes `items` of them) against the bytes of the constants
+/// its ops read (weights, tables, support vectors) and of its kernels' tables, below
 /// `CHUNK_MACS_PER_BYTE`.
 fn wants_chunks(g: &Graph, items: i64) -> bool {
     use crate::ir::graph::Op;
-    let weights: u64 = g
-        .node_ids()
-        .into_iter()
-        .map(|id| {
-            let n = g.node(id);
-            let operands: &[crate::ir::ValueId] = match &n.op {
-                Op::MatMul(_) => &n.inputs[..n.inputs.len().min(2)],
-                Op::Conv(_) => &n.inputs[1..n.inputs.len().min(2)],
-                Op::Kernel(k) => return k.table_bytes(),
-                _ => return 0,
-            };
-            operands
-                .iter()
-                .filter_map(|v| match &g.node(v.node).op {
-                    Op::Const(t) => Some(t.data.len() as u64),
-                    _ => None,
-                })
-                .sum()
-        })
-        .sum();
+    let mut consts = std::collections::HashSet::new();
+    let mut weights: u64 = 0;
+    for id in g.node_ids() {
+        let n = g.node(id);
+        match &n.op {
+            Op::Const(_) => continue,
+            Op::Kernel(k) => weights = weights.saturating_add(k.table_bytes()),
+            _ => {}
+        }
+        for v in &n.inputs {
+            if let Op::Const(t) = &g.node(v.node).op
+                && consts.insert(v.node)
+            {
+                weights = weights.saturating_add(t.data.len() as u64);
+            }
+        }
+    }
     let macs = crate::ir::cost::multiply_adds(g).unwrap_or(u64::MAX) / items.max(1) as u64;
     weights > 0 && macs < CHUNK_MACS_PER_BYTE.saturating_mul(weights)
 }
