@@ -80,34 +80,6 @@ pub mod isa {
         }
     }
 
-    /// Whether this CPU runs the 512-bit kernels with 512-bit datapaths: AVX-512 but for
-    /// AMD's Zen 4 (family 0x19), which splits each 512-bit operation into two 256-bit
-    /// halves, so that the 256-bit channel-blocked kernels compute as fast as the plain
-    /// layout's 512-bit ones (`schedule::layout` blocks convolutions where this is false).
-    pub fn full_width_512() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            avx512() && !(amd() && family() == 0x19)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    }
-
-    /// The CPU's family (CPUID leaf 1: the base family, plus the extended one when the
-    /// base is 0xF).
-    #[cfg(target_arch = "x86_64")]
-    fn family() -> u32 {
-        let eax = std::arch::x86_64::__cpuid(1).eax;
-        let base = (eax >> 8) & 0xF;
-        if base == 0xF {
-            base + ((eax >> 20) & 0xFF)
-        } else {
-            base
-        }
-    }
-
     /// The CPU is an AMD one (CPUID vendor "AuthenticAMD"); detected once. Some schedule
     /// choices that do not change any data layout were measured to go opposite ways on
     /// AMD (Zen 3/5) and Intel (Sapphire/Emerald Rapids) cores and follow the vendor, as

@@ -290,7 +290,6 @@ fn compile_bytes_inner(
         layout: schedule::layout::LayoutOptions {
             blocked: optimize,
             wide_simd,
-            full_width_512: opts.target.is_none() && onnxc_runtime::isa::full_width_512(),
             no_winograd: opts.no_winograd,
         },
     };

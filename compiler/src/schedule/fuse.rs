@@ -27,7 +27,6 @@ impl Default for FuseOptions {
             layout: super::layout::LayoutOptions {
                 blocked: true,
                 wide_simd: false,
-                full_width_512: false,
                 no_winograd: false,
             },
         }

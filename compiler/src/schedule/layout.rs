@@ -23,16 +23,9 @@ use std::collections::{HashMap, HashSet};
 pub struct LayoutOptions {
     /// Use blocked layouts at all (off at -O0).
     pub blocked: bool,
-    /// The target has 512-bit vectors (the plain geometry's kernel choices, `ConvGeometry`).
+    /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win there, and the
+    /// blocked kernels are 256-bit, so blocked layouts are not used.
     pub wide_simd: bool,
-    /// Its 512-bit operations run at full width (`onnxc_runtime::isa::full_width_512`): the
-    /// plain kernels' AVX-512 paths then outrun the 256-bit blocked kernels, and blocked
-    /// layouts are not used. Zen 4 splits 512-bit operations in two: there the blocked
-    /// kernels matched or beat the plain ones on 36 of 45 layers (strided 3×3 and small
-    /// layers most: 16→32 3×3/2 at 16×16 29 → 101 GFLOP/s; depthwise stride-1 layers lose),
-    /// and AlexNet ran 15% faster, ZFNet 13%, ResNet-50 3%, SqueezeNet and ShuffleNet 6-9%
-    /// slower.
-    pub full_width_512: bool,
     /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
     pub no_winograd: bool,
 }
@@ -508,7 +501,7 @@ fn mentions_var_below(e: &E, n: u32) -> bool {
 /// Rewrites `s.steps` for blocked layouts where the options allow; `outputs` are the
 /// values the caller reads in plain form afterwards (graph outputs).
 pub fn assign(s: &mut Schedule, outputs: &[SvId], opts: &LayoutOptions) {
-    if !opts.blocked || opts.full_width_512 {
+    if !opts.blocked || opts.wide_simd {
         return;
     }
     let old = std::mem::take(&mut s.steps);
