@@ -573,7 +573,7 @@ fn compile_cmd(a: &CompileArgs) -> Result<()> {
         output.display(),
         header.display(),
         prefix,
-        c.program.workspace_size + c.program.staging_bytes(),
+        c.program.workspace_bytes(),
         c.compile_ms
     );
     Ok(())

@@ -321,13 +321,17 @@ fn compile_bytes_inner(
         }
     };
     mark_batched(&mut program);
-    // The chunk programs, compiled as the one-item program is; one that fails to build is
-    // left out (the run then takes those items one by one).
+    // The chunk programs, compiled as the one-item program is; one that fails to build, or
+    // whose workspace would grow the model's past `batch::CHUNK_WORKSPACE`, is left out (the
+    // run then takes those items in smaller chunks or one by one).
+    let most = batch::CHUNK_WORKSPACE.max(program.workspace_size);
     for (items, mut g) in chunk_graphs {
         let built = passes::optimize(&mut g, &pass_options)
             .and_then(|()| schedule::fuse::schedule(&g, &fuse))
             .and_then(|mut s| loops::lower::lower(&mut s, &lower));
-        if let Ok(mut p) = built {
+        if let Ok(mut p) = built
+            && p.workspace_size <= most
+        {
             mark_batched(&mut p);
             program.chunks.push(loops::Chunk { items, program: p });
         }
