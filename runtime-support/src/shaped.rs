@@ -461,50 +461,30 @@ mod tests {
     use std::ffi::c_char;
 
     thread_local! {
+        /// Runs of the one-item program, and of the chunk program.
         static CALLS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// A model computing y = 2x item by item: input x [n, 2] f32 (batched), a shared input
-    /// s [1] f32 added to every element, output y [n, 2] f32 (batched).
-    unsafe extern "C" fn fake_run(
-        ins: *const *const c_void,
-        outs: *const *mut c_void,
-        _ws: *mut c_void,
-        _bytes: usize,
-        _threads: *const Threads,
-    ) -> i32 {
-        CALLS.with(|c| c.set(c.get() + 1));
-        // SAFETY: onnxc_run_shaped passes one item of x and y and the whole of s.
-        unsafe {
-            let x = (*ins).cast::<f32>();
-            let s = *(*ins.add(1)).cast::<f32>();
-            let y = (*outs).cast::<f32>();
-            for k in 0..2 {
-                *y.add(k) = 2.0 * *x.add(k) + s;
-            }
-        }
-        ONNXC_OK
-    }
-
-    thread_local! {
         static CHUNK_CALLS: Cell<usize> = const { Cell::new(0) };
     }
 
-    /// The fake model's program for chunks of `CHUNK` items: y = 2x + s over all of them.
-    unsafe extern "C" fn fake_chunk(
+    /// A model computing y = 2x + s: input x [n, 2] f32 (batched), a shared input s [1] f32
+    /// added to every element, output y [n, 2] f32 (batched). This is its program for `N`
+    /// items at once: the one-item program (`fake_items::<1>`, counted in CALLS) or the
+    /// chunk program (`fake_items::<CHUNK>`, counted in CHUNK_CALLS).
+    unsafe extern "C" fn fake_items<const N: usize>(
         ins: *const *const c_void,
         outs: *const *mut c_void,
         _ws: *mut c_void,
         _bytes: usize,
         _threads: *const Threads,
     ) -> i32 {
-        CHUNK_CALLS.with(|c| c.set(c.get() + 1));
-        // SAFETY: onnxc_run_shaped passes CHUNK items of x and y and the whole of s.
+        let calls = if N == 1 { &CALLS } else { &CHUNK_CALLS };
+        calls.with(|c| c.set(c.get() + 1));
+        // SAFETY: onnxc_run_shaped passes N items of x and y and the whole of s.
         unsafe {
             let x = (*ins).cast::<f32>();
             let s = *(*ins.add(1)).cast::<f32>();
             let y = (*outs).cast::<f32>();
-            for k in 0..2 * CHUNK {
+            for k in 0..2 * N {
                 *y.add(k) = 2.0 * *x.add(k) + s;
             }
         }
@@ -606,7 +586,7 @@ mod tests {
         let rc = unsafe {
             onnxc_run_shaped(
                 &info,
-                fake_run,
+                fake_items::<1>,
                 fake_size,
                 chunks.as_ptr(),
                 chunks.len(),
@@ -645,7 +625,7 @@ mod tests {
     fn runs_whole_chunks_then_single_items() {
         let chunk = [Chunk {
             items: CHUNK,
-            run: fake_chunk,
+            run: fake_items::<CHUNK>,
         }];
         for n in [0usize, 1, 3, 4, 5, 8, 11] {
             CHUNK_CALLS.with(|c| c.set(0));
@@ -669,7 +649,7 @@ mod tests {
         let rc = unsafe {
             onnxc_run_shaped(
                 &info,
-                fake_run,
+                fake_items::<1>,
                 fake_size,
                 std::ptr::null(),
                 1,
