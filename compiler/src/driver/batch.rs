@@ -11,10 +11,10 @@ use crate::passes::{self, PassOptions, batch::Batched};
 /// (`loops::Chunk`): a run of `n` items takes chunks of 64 and 8 while as many are left.
 pub const CHUNKS: [i64; 2] = [64, 8];
 
-/// The most workspace bytes a chunk program may take where the one-item program takes
-/// less: a chunk's activations are its items' together, and the model's workspace covers
-/// every program (an MLP's chunk of 64 needs about 0.5 MB; a network of AlexNet's size
-/// would need 200 MB).
+/// The most workspace bytes a chunk program may take (or the one-item program's, if that
+/// is more): a chunk's activations are its items' together, and the model's workspace
+/// covers every program (an MLP's chunk of 64 needs about 0.5 MB; a network of AlexNet's
+/// size would need 200 MB).
 pub const CHUNK_WORKSPACE: u64 = 16 << 20;
 
 /// Multiply-adds per byte of weights below which one item's run streams the weights more
