@@ -154,7 +154,15 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     let _ = writeln!(
         h,
         "/* Workspace bytes {prefix}_run needs (64-byte aligned), and what {prefix}_run_threaded needs\n   \
-         with `workers` threads: {up}_WORKSPACE_SIZE_THREADS(workers). */"
+         with `workers` threads: {up}_WORKSPACE_SIZE_THREADS(workers).{} */",
+        if prog.chunks.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Both cover the chunk\n   \
+                 programs {prefix}_run_shaped runs too (see below), so they exceed what one item needs."
+            )
+        }
     );
     let _ = writeln!(h, "#define {up}_WORKSPACE_SIZE {}u", prog.workspace_bytes());
     let _ = writeln!(
