@@ -230,9 +230,17 @@ const LAYERS: &[(i64, i64, i64, i64, i64)] = &[
     (1024, 2048, 14, 1, 2),
     (512, 1024, 28, 1, 2),
     (256, 512, 56, 1, 2),
-    // Small networks' layers (the C example's tiny_cnn: 32×32 images).
+    // Small networks' layers (the C example's tiny_cnn: 32×32 images; CIFAR- and
+    // MNIST-sized nets).
     (3, 16, 32, 3, 1),
     (16, 32, 16, 3, 2),
+    (32, 32, 16, 3, 1),
+    (32, 64, 16, 3, 2),
+    (64, 64, 8, 3, 1),
+    (64, 128, 8, 3, 2),
+    (128, 128, 4, 3, 1),
+    (8, 16, 28, 5, 1),
+    (16, 32, 14, 5, 1),
     // ResNet-50 v1.5's strided 3×3 convs.
     (128, 128, 56, 3, 2),
     (256, 256, 28, 3, 2),

@@ -24,7 +24,9 @@ pub struct LayoutOptions {
     /// Use blocked layouts at all (off at -O0).
     pub blocked: bool,
     /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win there, and the
-    /// blocked kernels are 256-bit, so blocked layouts are not used.
+    /// blocked kernels are 256-bit, so only the convolutions whose plain path is bound by
+    /// its packing rather than its products go blocked
+    /// (`ConvGeometry::im2col_short_rows`), with the steps after them that can follow.
     pub wide_simd: bool,
     /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
     pub no_winograd: bool,
@@ -250,6 +252,9 @@ impl Pass<'_> {
             input_planes: std::borrow::Cow::Borrowed(&[]),
         };
         if plain.use_winograd() && winograd_pays(&plain) {
+            return None;
+        }
+        if self.opts.wide_simd && !plain.im2col_short_rows() {
             return None;
         }
         let mut inputs = st.inputs.clone();
@@ -501,7 +506,7 @@ fn mentions_var_below(e: &E, n: u32) -> bool {
 /// Rewrites `s.steps` for blocked layouts where the options allow; `outputs` are the
 /// values the caller reads in plain form afterwards (graph outputs).
 pub fn assign(s: &mut Schedule, outputs: &[SvId], opts: &LayoutOptions) {
-    if !opts.blocked || opts.wide_simd {
+    if !opts.blocked {
         return;
     }
     let old = std::mem::take(&mut s.steps);

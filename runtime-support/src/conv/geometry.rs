@@ -476,6 +476,29 @@ impl<'a> ConvGeometry<'a> {
         Some((span(0), span(1)))
     }
 
+    /// Whether the running CPU computes this layer through the channel-major im2col packer
+    /// over output rows shorter than 16 positions (a 2-D k×k conv on a small map that no
+    /// other plain path takes). The packer then sets up each output row and kernel tap for
+    /// less than one 512-bit vector of positions, and that setup, not the product, bounds
+    /// the layer (Zen 4, `cargo bench --bench gemm`: 16→32 3×3/2 at 16×16 30 GFLOP/s,
+    /// 32→64 3×3/2 at 16×16 37, 64→64 3×3 at 8×8 48, against 101-112 for the blocked
+    /// kernel, whose packing is per block of channels). `schedule::layout` runs such layers
+    /// blocked on every CPU.
+    pub fn im2col_short_rows(&self) -> bool {
+        if self.input.len() != 2
+            || self.subsampled().is_some()
+            || self.is_depthwise()
+            || self.is_pointwise()
+            || self.use_winograd()
+            || self.kdim() == 0
+            || self.pixel_major()
+            || self.run_indirect_dims().is_some()
+        {
+            return false;
+        }
+        self.output[1] < 16
+    }
+
     /// Compute the product pixel-major (C^T = cols^T · W^T: output positions as the rows of the
     /// register tile, output channels as its columns) rather than channel-major. Pays when the
     /// output has few positions (7×7, 14×14 maps): a 12×32 tile then wastes fewer lanes along
