@@ -732,8 +732,21 @@ fn out_of_memory(bytes: usize) -> ! {
     std::process::exit(1)
 }
 
+/// The command line with the optimization levels spelled as compilers spell them (`-O0`,
+/// `-O2`: README, `--help`) turned into the long flags clap parses (it would read `-O0` as
+/// `-O` followed by a flag `-0`).
+fn args() -> Vec<std::ffi::OsString> {
+    std::env::args_os()
+        .map(|a| match a.to_str() {
+            Some("-O0") => "--O0".into(),
+            Some("-O2") => "--O2".into(),
+            _ => a,
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args()) {
         Ok(cli) => cli,
         Err(e) => {
             // A usage error comes before the flags are known: JSON if they ask for it.

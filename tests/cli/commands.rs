@@ -63,6 +63,30 @@ fn compile_writes_object_and_headers() {
     );
 }
 
+/// `-O0` and `-O2` as the README and compilers spell them, beside `--O0`/`--O2`, for
+/// compile and `run`; `-O0` really disables fusion.
+#[test]
+fn optimization_levels_as_compilers_spell_them() {
+    let d = scratch("opt_levels");
+    let m = small_model(&d);
+    let schedule = |flag: &str| {
+        let o = onnxc()
+            .arg(&m)
+            .args([flag, "--emit", "schedule"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{flag}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    assert_eq!(schedule("-O0"), schedule("--O0"));
+    assert_eq!(schedule("-O2"), schedule("--O2"));
+    assert_ne!(schedule("-O0"), schedule("-O2"));
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[1, 4], &[1.0, 1.0, -5.0, 4.0]), &x);
+    let y = &run_model(&[m.as_os_str(), x.as_os_str(), "-O0".as_ref()], &d.join("out"))[0];
+    assert_eq!(y.to_f64s(), vec![1.5, 0.0, 0.0, 1.0]);
+}
+
 #[test]
 fn emit_every_stage() {
     let d = scratch("emit");
