@@ -83,7 +83,10 @@ fn optimization_levels_as_compilers_spell_them() {
     assert_ne!(schedule("-O0"), schedule("-O2"));
     let x = d.join("x.pb");
     save_tensor(&f32_tensor("x", &[1, 4], &[1.0, 1.0, -5.0, 4.0]), &x);
-    let y = &run_model(&[m.as_os_str(), x.as_os_str(), "-O0".as_ref()], &d.join("out"))[0];
+    let y = &run_model(
+        &[m.as_os_str(), x.as_os_str(), "-O0".as_ref()],
+        &d.join("out"),
+    )[0];
     assert_eq!(y.to_f64s(), vec![1.5, 0.0, 0.0, 1.0]);
 }
 

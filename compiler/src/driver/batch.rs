@@ -87,21 +87,24 @@ pub fn import(
         optimize: false,
         fold_limit: base.fold_limit,
     };
-    let probe = |n: i64| -> Result<Graph> {
-        let g = frontend::import_owned(model.clone(), dir, &at(n))
+    let import_at = |n: i64| -> Result<Graph> {
+        frontend::import_owned(model.clone(), dir, &at(n))
             .and_then(|mut g| passes::optimize(&mut g, &passes).map(|()| g))
-            .map_err(|e| match e {
-                // What is wrong with the model or the command line whatever the batch size
-                // is reported as is.
-                Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
-                e => Error::NeedShape(format!(
-                    "the model's leading input dims {} are symbolic; onnxc runs them as a \
-                     run-time batch when the model computes each item on its own, but at batch \
-                     size {n} the model fails: {e}; {fix}",
-                    list()
-                )),
-            })?;
-        Ok(g)
+    };
+    let probe = |n: i64| -> Result<Graph> {
+        import_at(n).map_err(|e| match e {
+            // What is wrong with the model or the command line whatever the batch size
+            // is reported as is.
+            Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+            // So is what fails at batch size 1 as well: fixing the batch would not help.
+            e if import_at(1).is_err() => e,
+            e => Error::NeedShape(format!(
+                "the model's leading input dims {} are symbolic; onnxc runs them as a \
+                 run-time batch when the model computes each item on its own, but at batch \
+                 size {n} the model fails: {e}; {fix}",
+                list()
+            )),
+        })
     };
     let [p, q] = passes::batch::SIZES;
     let (a, b) = (probe(p)?, probe(q)?);

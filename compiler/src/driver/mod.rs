@@ -677,9 +677,21 @@ fn check_input(d: &IoDesc, t: &Tensor, file: &str) -> Result<()> {
         t.shape == d.shape
     };
     if !same {
+        // A run-time batch's dim 0 is any number of items: "[N, 30]".
+        let dims: Vec<String> = d.shape.iter().map(|x| x.to_string()).collect();
+        let expects = if d.batched {
+            let rest = dims[1..]
+                .iter()
+                .map(|x| format!(", {x}"))
+                .collect::<String>();
+            format!("[N{rest}] (N items: a run-time batch)")
+        } else {
+            format!("[{}]", dims.join(", "))
+        };
         return Err(Error::Usage(format!(
-            "input '{}' ({file}) has shape {:?} but the model expects {:?}{}",
-            d.name, t.shape, d.shape, " (compile with --shape to choose other symbolic dims)"
+            "input '{}' ({file}) has shape {:?} but the model expects {expects} (compile with \
+             --shape to choose other symbolic dims)",
+            d.name, t.shape
         )));
     }
     Ok(())

@@ -120,8 +120,13 @@ pub fn check(a: &Graph, b: &Graph) -> Result<Batched, String> {
             .map(|g| match axes[&(g.value.node, g.value.slot)] {
                 None => Ok(false),
                 Some((0, 1)) => Ok(true),
+                Some((0, s)) => Err(format!(
+                    "{what} '{}' has {s} rows per item in its dim 0 (a reshape merged the \
+                     batch with another dim), where a run-time batch needs one",
+                    g.name
+                )),
                 Some((k, _)) => Err(format!(
-                    "{what} '{}' carries the batch in its dim {k}, not as its first",
+                    "{what} '{}' carries the batch in its dim {k}, not in its first",
                     g.name
                 )),
             })
