@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use onnxc::driver::{self, Emit, InputArg, OptLevel, Options};
 use onnxc::error::{Error, Result, json_str};
+use onnxc::ir::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -604,9 +605,14 @@ fn real_main(cli: Cli) -> Result<()> {
                 threads as usize,
             )?;
             std::fs::create_dir_all(&output_dir).map_err(|e| Error::io(&output_dir, e))?;
-            for (k, (name, v)) in outs.iter().enumerate() {
+            use onnxc::frontend::tensor::{encode_map_sequence_file, encode_value_file};
+            for (k, o) in outs.iter().enumerate() {
                 let p = output_dir.join(format!("output_{k}.pb"));
-                write(&p, &onnxc::frontend::tensor::encode_value_file(v, name))?;
+                let bytes = match (&o.value, &o.keys) {
+                    (Value::Tensor(t), Some(keys)) => encode_map_sequence_file(t, keys, &o.name),
+                    (v, _) => encode_value_file(v, &o.name),
+                };
+                write(&p, &bytes)?;
             }
             eprintln!(
                 "onnxc: wrote {} output(s) to {}",

@@ -4,7 +4,8 @@
 
 use super::{fails, onnxc, small_model, stderr};
 use onnxc_tests::model::{
-    D, f32_tensor, model, node, save, save_tensor, value_info, with_int, with_ints,
+    D, f32_tensor, importing, map_sequence_info, model, node, save, save_tensor, value_info,
+    with_int, with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -149,6 +150,66 @@ fn run_writes_outputs_as_tensor_protos() {
     run_model(
         &[m.as_os_str(), format!("x={}", x.display()).as_ref()],
         &out,
+    );
+}
+
+/// A ZipMap output leaves `run` as ONNX test data holds it: a SequenceProto of maps from
+/// the class labels to each row's values (the ABI returns the tensor of their values).
+#[test]
+fn run_writes_zipmap_outputs_as_sequences_of_maps() {
+    use prost::Message;
+    let d = scratch("run_zipmap");
+    let m = importing(
+        model(
+            vec![onnxc_proto::NodeProto {
+                domain: Some("ai.onnx.ml".into()),
+                ..with_ints(
+                    node("ZipMap", "zip", &["x"], &["z"]),
+                    "classlabels_int64s",
+                    &[3, 7],
+                )
+            }],
+            vec![value_info("x", 1, &[D::N(2), D::N(2)])],
+            vec![map_sequence_info("z", 7)],
+            vec![],
+            17,
+        ),
+        "ai.onnx.ml",
+        1,
+    );
+    let p = d.join("zipmap.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[2, 2], &[0.25, 0.75, 1.0, 0.0]), &x);
+    let out = d.join("out");
+    let o = onnxc()
+        .arg("run")
+        .args([&p, &x])
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(out.join("output_0.pb")).unwrap();
+    let s = onnxc_proto::SequenceProto::decode(&bytes[..]).unwrap();
+    assert_eq!(s.name.as_deref(), Some("z"));
+    assert_eq!(s.elem_type, Some(4), "a sequence of maps");
+    let rows: Vec<(Vec<i64>, Vec<f32>)> = s
+        .map_values
+        .iter()
+        .map(|m| {
+            assert_eq!(m.key_type, Some(7));
+            let vals = m.values.as_ref().unwrap().tensor_values.iter();
+            let vals = vals.map(|t| {
+                assert!(t.dims.is_empty(), "scalar values");
+                f32::from_le_bytes(t.raw_data.as_ref().unwrap()[..4].try_into().unwrap())
+            });
+            (m.keys.clone(), vals.collect())
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(vec![3, 7], vec![0.25, 0.75]), (vec![3, 7], vec![1.0, 0.0])]
     );
 }
 

@@ -207,6 +207,29 @@ pub fn sequence_info(name: &str, elem: i32, dims: &[D]) -> ValueInfoProto {
     }
 }
 
+/// A value_info of type `sequence(map(key, tensor(float)))`: a ZipMap output.
+pub fn map_sequence_info(name: &str, key: i32) -> ValueInfoProto {
+    let float = value_info(name, 1, &[]).r#type.map(Box::new);
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::SequenceType(Box::new(
+                type_proto::Sequence {
+                    elem_type: Some(Box::new(TypeProto {
+                        value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                            key_type: Some(key),
+                            value_type: float,
+                        }))),
+                        ..Default::default()
+                    })),
+                },
+            ))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// `v` declared `optional(T)` instead of `T`.
 pub fn optional_info(v: ValueInfoProto) -> ValueInfoProto {
     ValueInfoProto {

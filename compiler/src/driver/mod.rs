@@ -812,7 +812,7 @@ pub fn run(
     opts: &Options,
     keep: Option<&Path>,
     threads: usize,
-) -> Result<Vec<(String, Value)>> {
+) -> Result<Vec<RunOutput>> {
     let mut tmp = TempDir::new("run")?;
     if let Some(k) = keep {
         tmp.path = k.to_path_buf();
@@ -854,10 +854,27 @@ pub fn run(
         }));
     }
     let mut results = Vec::new();
-    for (k, d) in c.program.public_outputs().iter().enumerate() {
+    let public = c.program.public_outputs();
+    for (k, d) in public.iter().enumerate() {
         results.push(read_output(&tmp.path, k, d, items)?);
     }
-    Ok(group_outputs(&c.program, results))
+    let keys = c.program.output_groups.iter().map(|g| match g.kind {
+        IoKind::Tensor => public.get(g.first).and_then(|d| d.keys.clone()),
+        _ => None,
+    });
+    Ok(group_outputs(&c.program, results)
+        .into_iter()
+        .zip(keys)
+        .map(|((name, value), keys)| RunOutput { name, value, keys })
+        .collect())
+}
+
+/// An output of `run`: its name, value, and for a ZipMap output (a sequence of maps, which
+/// the ABI returns as the tensor `[n, keys]` of their values) the maps' keys.
+pub struct RunOutput {
+    pub name: String,
+    pub value: Value,
+    pub keys: Option<std::sync::Arc<crate::ir::graph::MapKeys>>,
 }
 
 /// The ABI's output tensors as the model's ONNX outputs (`Program::output_groups`): a

@@ -364,6 +364,56 @@ pub fn encode_value_file(v: &Value, name: &str) -> Vec<u8> {
     }
 }
 
+/// A ZipMap output as ONNX test data and onnxruntime hold it: a `SequenceProto` of maps,
+/// one per row of the `[n, keys]` tensor `t` the ABI returns, each from `keys` to that row's
+/// values (a `SequenceProto` of scalar tensors, as `onnx.numpy_helper.from_dict` makes).
+pub fn encode_map_sequence_file(
+    t: &Tensor,
+    keys: &crate::ir::graph::MapKeys,
+    name: &str,
+) -> Vec<u8> {
+    use crate::ir::graph::MapKeys;
+    use prost::Message;
+    let width = keys.len();
+    let size = t.dtype.size();
+    let rows = if width == 0 { 0 } else { t.len() / width };
+    let map_values = (0..rows)
+        .map(|r| {
+            let tensor_values = (0..width)
+                .map(|c| {
+                    let at = (r * width + c) * size;
+                    let e = Tensor::new(t.dtype, vec![], t.data[at..at + size].to_vec());
+                    tensor_to_proto(&e, "")
+                })
+                .collect();
+            let mut m = onnxc_proto::MapProto {
+                key_type: Some(keys.onnx_code()),
+                values: Some(onnxc_proto::SequenceProto {
+                    elem_type: Some(1),
+                    tensor_values,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            match keys {
+                MapKeys::Ints(k) => m.keys = k.clone(),
+                MapKeys::Strings(k) => {
+                    m.string_keys = k.iter().map(|s| s.as_bytes().to_vec()).collect()
+                }
+            }
+            m
+        })
+        .collect();
+    onnxc_proto::SequenceProto {
+        name: Some(name.to_string()),
+        // SequenceProto.DataType.MAP
+        elem_type: Some(4),
+        map_values,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
 fn sequence_proto(v: &Value, name: &str) -> onnxc_proto::SequenceProto {
     let items = match v {
         Value::Sequence { items, .. } => items.as_slice(),
