@@ -5,7 +5,7 @@
 use super::{compile_error, fails, onnxc, run_fails, stderr};
 use onnxc_tests::model::{
     D, f32_tensor, graph, importing, int_tensor, model, node, save, save_tensor, sequence_info,
-    value_info, with_graph, with_int, with_ints,
+    value_info, with_graph, with_int, with_ints, with_str,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -133,6 +133,21 @@ fn bad_attributes_name_the_node() {
         "unnamed-attr",
         &m,
         &["node #1 'Transpose_y' (Transpose, opset 17)"],
+    );
+    // An Einsum output label given twice (numpy and the reference evaluator refuse it).
+    let m = unnamed(vec![with_str(
+        node("Einsum", "es", &["x"], &["y"]),
+        "equation",
+        "ij->jii",
+    )]);
+    compile_error(
+        &d,
+        "einsum-dup",
+        &m,
+        &[
+            "node 'es' (Einsum, opset 17)",
+            "output label 'i' appears more than once",
+        ],
     );
     let m = unnamed(vec![node("Relu", "", &["nowhere"], &["y"])]);
     compile_error(&d, "unnamed-input", &m, &["node #0 'Relu_y' (Relu) reads"]);

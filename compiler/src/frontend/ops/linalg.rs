@@ -281,9 +281,16 @@ pub fn einsum(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
             v
         }
     };
-    for c in out_labels.iter().flatten() {
+    for (k, c) in out_labels.iter().enumerate() {
+        let Some(c) = c else { continue };
         if !size.contains_key(c) {
             return Err(ctx.err(format!("output label '{c}' does not appear in the inputs")));
+        }
+        if out_labels[..k].contains(&Some(*c)) {
+            return Err(ctx.err(format!(
+                "output label '{c}' appears more than once in equation '{eq}'; each output \
+                 label names one dim (numpy.einsum refuses it too)"
+            )));
         }
     }
     let reduced: Vec<char> = size
