@@ -1358,3 +1358,105 @@ fn map_inputs_are_read_only_by_the_map_operators() {
         &["graph input 'm' is a map of key type INT32"],
     );
 }
+
+/// A tree ensemble whose branches loop, or whose weights sit on a branch, is an error
+/// naming the node and the attributes to check (the walk would never end, or would never
+/// reach the weight).
+#[test]
+fn malformed_tree_ensembles_are_errors() {
+    use onnxc_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
+    let d = scratch("trees");
+    let ints = |name: &str, v: &[i64]| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    };
+    let floats = |name: &str, v: &[f32]| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Floats as i32),
+        floats: v.to_vec(),
+        ..Default::default()
+    };
+    let modes = AttributeProto {
+        name: Some("nodes_modes".into()),
+        r#type: Some(AttributeType::Strings as i32),
+        strings: ["BRANCH_LEQ", "LEAF", "LEAF"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+        ..Default::default()
+    };
+    // One stump: node 0 splits feature 0 at 0.5 into leaves 1 and 2.
+    let build = |trues: &[i64], target_nodes: &[i64]| {
+        let n = NodeProto {
+            domain: Some("ai.onnx.ml".into()),
+            attribute: vec![
+                AttributeProto {
+                    name: Some("n_targets".into()),
+                    r#type: Some(AttributeType::Int as i32),
+                    i: Some(1),
+                    ..Default::default()
+                },
+                ints("nodes_treeids", &[0, 0, 0]),
+                ints("nodes_nodeids", &[0, 1, 2]),
+                ints("nodes_featureids", &[0, 0, 0]),
+                floats("nodes_values", &[0.5, 0.0, 0.0]),
+                modes.clone(),
+                ints("nodes_truenodeids", trues),
+                ints("nodes_falsenodeids", &[2, 0, 0]),
+                ints("target_treeids", &[0, 0]),
+                ints("target_nodeids", target_nodes),
+                ints("target_ids", &[0, 0]),
+                floats("target_weights", &[1.0, 2.0]),
+            ],
+            ..node("TreeEnsembleRegressor", "forest", &["x"], &["y"])
+        };
+        importing(
+            model(
+                vec![n],
+                vec![value_info("x", 1, &[D::N(3), D::N(2)])],
+                vec![value_info("y", 1, &[D::N(3), D::N(1)])],
+                vec![],
+                17,
+            ),
+            "ai.onnx.ml",
+            3,
+        )
+    };
+    // The stump as given compiles.
+    let ok = d.join("ok.onnx");
+    save(&build(&[1, 0, 0], &[1, 2]), &ok);
+    let o = onnxc()
+        .arg(&ok)
+        .arg("-o")
+        .arg(d.join("ok.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    compile_error(
+        &d,
+        "cycle",
+        &build(&[0, 0, 0], &[1, 2]),
+        &[
+            "'forest' (TreeEnsembleRegressor, opset 3)",
+            "node 0 is its own descendant",
+            "nodes_truenodeids",
+        ],
+    );
+    compile_error(
+        &d,
+        "branch_weight",
+        &build(&[1, 0, 0], &[0, 2]),
+        &[
+            "'forest'",
+            "(tree 0, node 0), a branch (BRANCH_LEQ), not a leaf",
+        ],
+    );
+    compile_error(
+        &d,
+        "missing_child",
+        &build(&[7, 0, 0], &[1, 2]),
+        &["'forest'", "true node 7, which tree 0 does not have"],
+    );
+}

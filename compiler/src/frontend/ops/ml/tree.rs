@@ -137,6 +137,7 @@ fn forest(
              (its key offsets are 32-bit)"
         )));
     }
+    check_acyclic(ctx, srcs, roots)?;
     // Canonical ids: every ONNX node gets a block; leaves follow.
     let mut start = Vec::with_capacity(srcs.len());
     let mut next = 0usize;
@@ -254,6 +255,50 @@ fn forest(
         nodes: cn.nodes,
         leaves,
     })
+}
+
+/// Fails when a branch reaches itself through its children (a hostile or corrupted model:
+/// the walk would never reach a leaf). Nodes reached from several parents are allowed.
+fn check_acyclic(ctx: &Ctx, srcs: &[Src], roots: &[usize]) -> Result<()> {
+    let children = |k: usize| match &srcs[k] {
+        Src::Branch { t, f, .. } => [*t, *f].map(|c| match c {
+            Child::Node(n) => Some(n),
+            Child::Leaf(_) => None,
+        }),
+        Src::Leaf(_) => [None, None],
+    };
+    // 0: not seen, 1: on the walk's path, 2: done.
+    let mut state = vec![0u8; srcs.len()];
+    for &root in roots {
+        if state[root] != 0 {
+            continue;
+        }
+        state[root] = 1;
+        let mut stack = vec![(root, 0usize)];
+        while let Some(&mut (k, ref mut next)) = stack.last_mut() {
+            if *next == 2 {
+                state[k] = 2;
+                stack.pop();
+                continue;
+            }
+            let c = children(k)[*next];
+            *next += 1;
+            match c.map(|c| (c, state[c])) {
+                Some((c, 0)) => {
+                    state[c] = 1;
+                    stack.push((c, 0));
+                }
+                Some((c, 1)) => {
+                    return Err(ctx.err(format!(
+                        "node {c} is its own descendant: a tree's branches must lead to \
+                         leaves (check nodes_truenodeids and nodes_falsenodeids)"
+                    )));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Adds the kernel node: `[n, targets]` aggregated values of the forest over `x`.
@@ -405,6 +450,14 @@ fn legacy_trees(ctx: &Ctx, prefix: &str, n_targets: usize) -> Result<Legacy> {
                 });
             }
         }
+    }
+    // Weights left over sit on branches, which no walk ends at.
+    if let Some(&k) = weights.keys().min() {
+        return Err(ctx.err(format!(
+            "{prefix} weights name (tree {}, node {}), a branch ({}), not a leaf; weights \
+             belong to LEAF nodes",
+            treeids[k], nodeids[k], modes[k]
+        )));
     }
     // Trees in ascending id order, each rooted at its first listed node (as the reference
     // evaluator does; converters list the root first).
