@@ -1091,6 +1091,8 @@ fn regex_patterns_with_huge_automata_are_refused() {
         ("blowup", "(a|b)*a(a|b){24}", "exceeded size limit"),
         ("states", "((a{100}){100}){100}", "more than 65536 states"),
         ("backref", "(a)\\1", "does not compile"),
+        // The NFA alone would take 10^10 states (24 GB before the limit).
+        ("nfa", "a{100000}{100000}", "NFA compilation exceeded limit"),
     ] {
         let mut n = node("RegexFullMatch", "re", &["x"], &["y"]);
         n.attribute.push(onnxc_proto::AttributeProto {

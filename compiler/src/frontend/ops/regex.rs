@@ -15,13 +15,14 @@ use crate::frontend::build;
 use crate::frontend::ctx::Ctx;
 use crate::ir::{DType, Op, TypeInfo, ValueId};
 use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Largest automaton onnxc builds while determinizing (bytes).
+/// Largest automaton onnxc builds (bytes): the NFA, and the DFA while determinizing.
 const SIZE_LIMIT: usize = 64 << 20;
 
 pub fn regex_full_match(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
@@ -122,8 +123,19 @@ fn dfa(pattern: &str, kind: MatchKind) -> std::result::Result<dense::DFA<Vec<u32
                 .determinize_size_limit(Some(SIZE_LIMIT)),
         )
         .syntax(syntax::Config::new().unicode(true).utf8(true))
+        // The NFA has no size limit by default: `a{100000}{100000}` took 24 GB.
+        .thompson(thompson::Config::new().nfa_size_limit(Some(SIZE_LIMIT)))
         .build(pattern)
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            // The build error's own text can be just "error building NFA": add its causes.
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text = format!("{text}: {c}");
+                cause = c.source();
+            }
+            text
+        })
 }
 
 /// A property of a DFA's state (a bit of the runtime's tables).
