@@ -43,11 +43,19 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<i64>().map_err(|_| bad("bad shape")))
+        .map(|s| {
+            s.parse::<i64>()
+                .ok()
+                .filter(|&d| d >= 0)
+                .ok_or_else(|| bad(&format!("bad shape ({shape_s})")))
+        })
         .collect::<Result<_>>()?;
-    let n: i64 = shape.iter().product();
+    // The limits every tensor file meets (as a TensorProto's dims); then the element count
+    // cannot overflow.
+    crate::ir::dim::check_size(&shape).map_err(|m| bad(&m))?;
+    let n = shape.iter().product::<i64>() as usize;
     let data = &bytes[start + hlen..];
-    if let Some(t) = read_strings(descr, &shape, data, &bad)? {
+    if let Some(t) = read_strings(descr, &shape, n, data, &bad)? {
         return Ok(t);
     }
     let dtype = match descr {
@@ -71,11 +79,12 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
         }
         other => return Err(bad(&format!("element type '{other}' is not supported"))),
     };
-    let need = n as usize * dtype.size();
-    if data.len() != need {
+    let need = n.checked_mul(dtype.size());
+    if need != Some(data.len()) {
         return Err(bad(&format!(
-            "holds {} data bytes, shape {shape:?} needs {need}",
-            data.len()
+            "holds {} data bytes, shape {shape:?} needs {}",
+            data.len(),
+            need.map_or("more".to_string(), |x| x.to_string())
         )));
     }
     Ok(Tensor::new(dtype, shape, data.to_vec()))
@@ -87,6 +96,7 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<Tensor> {
 fn read_strings(
     descr: &str,
     shape: &[i64],
+    n: usize,
     data: &[u8],
     bad: &dyn Fn(&str) -> Error,
 ) -> Result<Option<Tensor>> {
@@ -100,7 +110,6 @@ fn read_strings(
     let width: usize = width
         .parse()
         .map_err(|_| bad(&format!("element type '{descr}' has no width")))?;
-    let n = shape.iter().product::<i64>() as usize;
     let need = n.checked_mul(width).and_then(|x| x.checked_mul(unit));
     if need != Some(data.len()) {
         return Err(bad(&format!(
@@ -183,5 +192,22 @@ mod tests {
         assert!(e(npy("|S3", "(1,)", b"a\0b")).contains("NUL"));
         assert!(e(npy("<U1", "(1,)", &0xD800u32.to_le_bytes())).contains("not a character"));
         assert!(e(npy("|O", "(1,)", &[0; 8])).contains("dtype=str"));
+    }
+
+    /// A header may claim any dims: negative ones, and products past 64 bits, are errors
+    /// (they panicked on overflow).
+    #[test]
+    fn hostile_shapes_are_errors() {
+        let e = |shape: &str| {
+            read_npy(&npy("<f4", shape, &[]), "x")
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(e("(-4,)").contains("bad shape"));
+        assert!(e("(4294967296, 4294967296)").contains("longer than"));
+        assert!(e("(9223372036854775807, 2)").contains("longer than"));
+        assert!(e("(99999999999999999999999,)").contains("bad shape"));
+        assert!(e("(65536, 65536, 65536)").contains("elements"));
+        assert!(e("(3, 2)").contains("needs 24"));
     }
 }
