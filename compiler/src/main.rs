@@ -738,9 +738,9 @@ fn out_of_memory(bytes: usize) -> ! {
     std::process::exit(1)
 }
 
-/// The command line with the optimization levels spelled as compilers spell them (`-O0`,
-/// `-O2`: README, `--help`) turned into the long flags clap parses (it would read `-O0` as
-/// `-O` followed by a flag `-0`).
+/// The command line with the optimization levels spelled as C compilers and the README
+/// spell them (`-O0`, `-O2`) turned into the long flags clap parses (it would read `-O0`
+/// as `-O` followed by a flag `-0`).
 fn args() -> Vec<std::ffi::OsString> {
     std::env::args_os()
         .map(|a| match a.to_str() {
