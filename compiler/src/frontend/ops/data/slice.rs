@@ -23,10 +23,13 @@ pub fn slice_params(start: i64, end: i64, step: i64, dim: i64) -> (i64, i64) {
             clampi(norm(end), -1, dim - 1),
         )
     };
-    let len = if step > 0 {
-        (e - s + step - 1).div_euclid(step).max(0)
+    // Without overflow for any step (i64::MIN included): s and e lie within [-1, dim].
+    let len = if step > 0 && e > s {
+        (e - s - 1) / step + 1
+    } else if step < 0 && s > e {
+        ((s - e - 1) as u64 / step.unsigned_abs()) as i64 + 1
     } else {
-        (s - e + (-step) - 1).div_euclid(-step).max(0)
+        0
     };
     (s, len)
 }
@@ -83,7 +86,9 @@ pub fn slice(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         let a = axes[j];
         let (s, len) = slice_params(starts[j], ends[j], steps[j], dims[a]);
         first[a] = s;
-        stride[a] = steps[j];
+        // One element (or none) takes no step: a huge step would only overflow the index
+        // arithmetic's bounds.
+        stride[a] = if len > 1 { steps[j] } else { 1 };
         shape[a] = len;
     }
     let dt = ctx.dtype(x);
@@ -339,4 +344,52 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
         ctx.g.mark_rows(y, count, dims[axis], axis);
     }
     Ok(vec![y])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slice_params;
+
+    /// The indices ONNX's clamping gives (start in [0, dim] or [0, dim - 1], end in [0, dim]
+    /// or [-1, dim - 1] by the step's sign), walked one by one.
+    fn walk(start: i64, end: i64, step: i64, dim: i64) -> Vec<i64> {
+        let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+        let (mut i, e) = if step > 0 {
+            (norm(start).clamp(0, dim), norm(end).clamp(0, dim))
+        } else {
+            (
+                norm(start).max(0).min(dim - 1),
+                norm(end).clamp(-1, dim - 1),
+            )
+        };
+        let mut out = Vec::new();
+        while (step > 0 && i < e) || (step < 0 && i > e) {
+            out.push(i);
+            match i.checked_add(step) {
+                Some(n) => i = n,
+                None => break,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_an_element_walk_for_every_step_and_bound() {
+        let extremes = [i64::MIN, i64::MIN + 1, -9, -5, -1, 0, 1, 3, 5, 9, i64::MAX];
+        let steps = [i64::MIN, -7, -2, -1, 1, 2, 3, i64::MAX];
+        for dim in [0, 1, 5, 8] {
+            for &start in &extremes {
+                for &end in &extremes {
+                    for &step in &steps {
+                        let want = walk(start, end, step, dim);
+                        let (s, len) = slice_params(start, end, step, dim);
+                        assert_eq!(len as usize, want.len(), "{start} {end} {step} {dim}");
+                        if let Some(&first) = want.first() {
+                            assert_eq!(s, first, "{start} {end} {step} {dim}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
