@@ -663,14 +663,28 @@ pub(super) fn depths(f: &Forest) -> Vec<u32> {
 
 /// Every walk from a root must reach a leaf: no branch may lead back to itself.
 pub(super) fn acyclic(f: &Forest) -> Result<(), Invalid> {
-    // 0 unseen, 1 on the current path, 2 done.
-    let mut state = vec![0u8; f.nodes.len()];
     let children = |k: usize| match f.nodes[k] {
         Node::Branch { left, right, .. } => [Some(left as usize), Some(right as usize)],
         Node::Leaf { .. } => [None, None],
     };
-    for &root in &f.roots {
-        let root = root as usize;
+    let roots = f.roots.iter().map(|&r| r as usize);
+    match own_descendant(f.nodes.len(), roots, children) {
+        Some(c) => Err(Invalid(format!("node {c} is its own descendant"))),
+        None => Ok(()),
+    }
+}
+
+/// A node of a binary tree (or DAG) of `n` nodes that is its own descendant, walking from
+/// `roots` through `children` (each below `n`); None when the walks all end. Iterative: a
+/// hostile forest may be deep.
+pub fn own_descendant(
+    n: usize,
+    roots: impl IntoIterator<Item = usize>,
+    children: impl Fn(usize) -> [Option<usize>; 2],
+) -> Option<usize> {
+    // 0 unseen, 1 on the current path, 2 done.
+    let mut state = vec![0u8; n];
+    for root in roots {
         if state[root] != 0 {
             continue;
         }
@@ -690,11 +704,11 @@ pub(super) fn acyclic(f: &Forest) -> Result<(), Invalid> {
                         state[c] = 1;
                         stack.push((c, 0));
                     }
-                    1 => return Err(Invalid(format!("node {c} is its own descendant"))),
+                    1 => return Some(c),
                     _ => {}
                 }
             }
         }
     }
-    Ok(())
+    None
 }

@@ -148,7 +148,7 @@ mod tests;
 mod walk;
 
 use encode::*;
-pub use encode::{check, encode};
+pub use encode::{check, encode, own_descendant};
 use walk::*;
 
 /// A one-line summary of an encoded forest, for dumps.

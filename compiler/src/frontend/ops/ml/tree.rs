@@ -267,38 +267,13 @@ fn check_acyclic(ctx: &Ctx, srcs: &[Src], roots: &[usize]) -> Result<()> {
         }),
         Src::Leaf(_) => [None, None],
     };
-    // 0: not seen, 1: on the walk's path, 2: done.
-    let mut state = vec![0u8; srcs.len()];
-    for &root in roots {
-        if state[root] != 0 {
-            continue;
-        }
-        state[root] = 1;
-        let mut stack = vec![(root, 0usize)];
-        while let Some(&mut (k, ref mut next)) = stack.last_mut() {
-            if *next == 2 {
-                state[k] = 2;
-                stack.pop();
-                continue;
-            }
-            let c = children(k)[*next];
-            *next += 1;
-            match c.map(|c| (c, state[c])) {
-                Some((c, 0)) => {
-                    state[c] = 1;
-                    stack.push((c, 0));
-                }
-                Some((c, 1)) => {
-                    return Err(ctx.err(format!(
-                        "node {c} is its own descendant: a tree's branches must lead to \
-                         leaves (check nodes_truenodeids and nodes_falsenodeids)"
-                    )));
-                }
-                _ => {}
-            }
-        }
+    match onnxc_runtime::tree::own_descendant(srcs.len(), roots.iter().copied(), children) {
+        Some(c) => Err(ctx.err(format!(
+            "node {c} is its own descendant: a tree's branches must lead to leaves (check \
+             nodes_truenodeids and nodes_falsenodeids)"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Adds the kernel node: `[n, targets]` aggregated values of the forest over `x`.
