@@ -376,7 +376,7 @@ pub fn encode_map_sequence_file(
     use prost::Message;
     let width = keys.len();
     let size = t.dtype.size();
-    let rows = if width == 0 { 0 } else { t.len() / width };
+    let rows = t.len().checked_div(width).unwrap_or(0);
     let map_values = (0..rows)
         .map(|r| {
             let tensor_values = (0..width)
