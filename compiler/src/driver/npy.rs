@@ -118,6 +118,14 @@ fn read_strings(
             need.map_or("more".to_string(), |x| x.to_string())
         )));
     }
+    if width == 0 {
+        // NumPy writes at least `<U1` for empty strings; a zero-width header with elements
+        // would have them cost nothing in the file.
+        if n > 0 {
+            return Err(bad(&format!("element type '{descr}' has zero width")));
+        }
+        return Ok(Some(Tensor::from_strings(shape.to_vec(), &[])));
+    }
     let mut strings = Vec::with_capacity(n);
     for e in data.chunks(width * unit).take(n) {
         let text: Vec<u8> = if unit == 1 {
@@ -192,6 +200,12 @@ mod tests {
         assert!(e(npy("|S3", "(1,)", b"a\0b")).contains("NUL"));
         assert!(e(npy("<U1", "(1,)", &0xD800u32.to_le_bytes())).contains("not a character"));
         assert!(e(npy("|O", "(1,)", &[0; 8])).contains("dtype=str"));
+        // Zero-width elements: an error, not a panic (nor 2^32 strings from an empty file).
+        assert!(e(npy("<U0", "(65536, 65536)", &[])).contains("zero width"));
+        assert_eq!(
+            read_npy(&npy("<U0", "(0,)", &[]), "x").unwrap().shape,
+            vec![0]
+        );
     }
 
     /// A header may claim any dims: negative ones, and products past 64 bits, are errors
