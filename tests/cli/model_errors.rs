@@ -185,6 +185,48 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
         ),
         &["node 'second' (Neg, opset 17) writes 'y'", "assigned once"],
     );
+    // A graph input listed twice.
+    check(
+        "dup_input",
+        &model(
+            vec![node("Relu", "r", &["x"], &["y"])],
+            vec![f("x", &[2]), f("x", &[2])],
+            vec![f("y", &[2])],
+            vec![],
+            17,
+        ),
+        &["graph input 'x' is listed twice", "assigned once"],
+    );
+    // An initializer listed twice: a warning, and the last one is used (as onnxruntime).
+    let m = model(
+        vec![node("Add", "add", &["x", "w"], &["y"])],
+        vec![f("x", &[2])],
+        vec![f("y", &[2])],
+        vec![
+            f32_tensor("w", &[2], &[5.0, 5.0]),
+            f32_tensor("w", &[2], &[1.0, 2.0]),
+        ],
+        17,
+    );
+    let p = d.join("dup_init.onnx");
+    save(&m, &p);
+    let x = d.join("dup_init_x.pb");
+    save_tensor(&f32_tensor("x", &[2], &[10.0, 20.0]), &x);
+    let o = onnxc()
+        .arg("run")
+        .args([&p, &x])
+        .arg("--output-dir")
+        .arg(d.join("dup_init_out"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("initializer 'w' is listed more than once"),
+        "{}",
+        stderr(&o)
+    );
+    let y = run_model(&[p.as_os_str(), x.as_os_str()], &d.join("dup_init_out"));
+    assert_eq!(y[0].to_f64s(), vec![11.0, 22.0]);
     // IR version 8 without opset_import (the IR spec requires one).
     let mut m = model(
         vec![node("Relu", "r", &["x"], &["y"])],

@@ -257,10 +257,31 @@ impl Importer<'_> {
             }
         }
         declare_backwards(gp, &mut self.declared, &mut self.guessed);
+        // Every graph input is named once (the IR's single assignment; the checker and
+        // onnxruntime refuse a repeat).
+        let mut seen = std::collections::HashSet::new();
+        if let Some(name) = gp
+            .input
+            .iter()
+            .map(|vi| vi.name.as_deref().unwrap_or_default())
+            .find(|n| !seen.insert(*n))
+        {
+            return Err(Error::Model(format!(
+                "graph input '{name}' is listed twice; every ONNX value is assigned once"
+            )));
+        }
         // Initializers are constants; graph inputs that are also initializers (IR < 4 style)
-        // are not runtime inputs.
+        // are not runtime inputs. A repeated initializer name is invalid ONNX, which
+        // onnxruntime takes with a warning, the last one winning: so does onnxc.
+        let mut seen = std::collections::HashSet::new();
         for (i, init) in gp.initializer.iter().enumerate() {
             let name = init.name.clone().unwrap_or_default();
+            if !seen.insert(name.clone()) {
+                self.g.warnings.push(format!(
+                    "initializer '{name}' is listed more than once (invalid ONNX: every value \
+                     is assigned once); the last one is used, as onnxruntime does"
+                ));
+            }
             let what = format!("initializer '{name}'");
             let t = match self.taken.remove(&i) {
                 Some(raw) => tensor::tensor_from_proto_with(init, Some(raw), self.dir, &what)?,
