@@ -3,7 +3,8 @@
 
 use super::{fails, onnxc, run_fails, small_model};
 use onnxc_tests::model::{
-    D, f32_tensor, int_tensor, model, node, save, save_tensor, str_tensor, value_info, with_ints,
+    D, f32_tensor, int_tensor, model, node, save, save_tensor, str_tensor, value_info, with_int,
+    with_ints,
 };
 use onnxc_tests::{run_model, scratch};
 
@@ -432,4 +433,88 @@ fn strings_made_past_their_space_fail_the_run() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let e = fails(&mut with("7", "short"));
     assert!(e.contains("error 9") && e.contains("--string-bytes"), "{e}");
+}
+
+/// Gathers from an axis of length 0 (a model that declares an empty dim): every index is
+/// out of range, and the run says so instead of reading the empty input's buffer (whose
+/// pointer may be null: these runs crashed with SIGSEGV), through generated code for a
+/// constant index, run-time indices on either axis, GatherElements and GatherND, at -O2
+/// (vectorized) and -O0.
+#[test]
+fn gathers_from_an_empty_axis_fail_without_reading() {
+    let d = scratch("empty_gather");
+    let f = |name: &str, dims: &[i64]| {
+        value_info(name, 1, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
+    };
+    let i64s = |name: &str, dims: &[i64]| {
+        value_info(name, 7, &dims.iter().map(|&v| D::N(v)).collect::<Vec<_>>())
+    };
+    let cases = [
+        (
+            "const_index",
+            model(
+                vec![node("Gather", "g", &["x", "i"], &["y"])],
+                vec![f("x", &[0, 4])],
+                vec![f("y", &[1, 4])],
+                vec![int_tensor("i", 7, &[1], &[0])],
+                17,
+            ),
+            vec![0i64, 4],
+            None,
+        ),
+        (
+            "runtime_axis1",
+            model(
+                vec![with_int(
+                    node("Gather", "g", &["x", "i"], &["y"]),
+                    "axis",
+                    1,
+                )],
+                vec![f("x", &[4, 0]), i64s("i", &[3])],
+                vec![f("y", &[4, 3])],
+                vec![],
+                17,
+            ),
+            vec![4, 0],
+            Some(vec![3i64]),
+        ),
+        (
+            "gather_nd",
+            model(
+                vec![node("GatherND", "g", &["x", "i"], &["y"])],
+                vec![f("x", &[0, 4]), i64s("i", &[2, 1])],
+                vec![f("y", &[2, 4])],
+                vec![],
+                17,
+            ),
+            vec![0, 4],
+            Some(vec![2, 1]),
+        ),
+    ];
+    for (name, m, xdims, idims) in cases {
+        let p = d.join(format!("{name}.onnx"));
+        save(&m, &p);
+        let x = d.join(format!("{name}_x.pb"));
+        save_tensor(&f32_tensor("x", &xdims, &[]), &x);
+        let mut inputs = vec![x];
+        if let Some(idims) = idims {
+            let n: i64 = idims.iter().product();
+            let i = d.join(format!("{name}_i.pb"));
+            save_tensor(&int_tensor("i", 7, &idims, &vec![0; n as usize]), &i);
+            inputs.push(i);
+        }
+        let refs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+        for opt in [None, Some("-O0")] {
+            let mut cmd = onnxc();
+            cmd.arg("run").arg(&p).args(&refs);
+            cmd.args(opt)
+                .arg("--output-dir")
+                .arg(d.join(format!("{name}_out")));
+            let e = fails(&mut cmd);
+            assert!(
+                e.contains("an index input is out of range"),
+                "{name} {opt:?}: {e}"
+            );
+        }
+    }
 }

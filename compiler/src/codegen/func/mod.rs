@@ -499,6 +499,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     fn load(&mut self, buf: BufId, off: Value) -> Value {
         let dt = self.prog.buffers[buf as usize].dtype;
+        if self.prog.buffers[buf as usize].len == 0 {
+            // No element: the load runs only where a `CheckIndex` of bound 0 has already
+            // failed the run (`ir::expr`'s invariant), and its address may be null (an empty
+            // input). Its value is never used; no memory is touched.
+            return self.konst(dt, crate::ir::Scalar::zero(dt));
+        }
         let p = self.addr(buf, off);
         // A buffer this function does not write holds the same values throughout it
         // (memory planning keeps every value a step reads apart from what it writes), and

@@ -351,8 +351,10 @@ impl<'e> Planner<'_, 'e> {
         }
         match &e.kind {
             ExprKind::Load { input, index } => {
-                // An index computed from the accumulator would need it per lane.
-                if self.bufs[*input as usize].dtype != DType::F32 || mentions_acc(&index[0]) {
+                // An index computed from the accumulator would need it per lane. An empty
+                // buffer is never read (`FnCx::load`), which the scalar form keeps.
+                let b = &self.bufs[*input as usize];
+                if b.dtype != DType::F32 || b.len == 0 || mentions_acc(&index[0]) {
                     return None;
                 }
                 if let Some(stride) = linear_coeff(&index[0], self.var) {
@@ -371,11 +373,12 @@ impl<'e> Planner<'_, 'e> {
                 })
             }
             ExprKind::Cast(_) => {
+                let empty = |buf: BufId| self.bufs[buf as usize].len == 0;
                 if let Some((buf, index)) = word_load(self.bufs, e, self.var) {
-                    return Some(VForm::Words { buf, index });
+                    return (!empty(buf)).then_some(VForm::Words { buf, index });
                 }
                 let (buf, signed, index) = byte_load(self.bufs, e, self.var)?;
-                Some(VForm::Bytes { buf, signed, index })
+                (!empty(buf)).then_some(VForm::Bytes { buf, signed, index })
             }
             ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Select(..) => {
                 Some(match op_form(e)? {
