@@ -7,6 +7,7 @@
 mod commands;
 mod contrib_errors;
 mod hostile;
+mod ml_errors;
 mod model_errors;
 mod run_errors;
 mod sequences;
