@@ -185,6 +185,23 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
         ),
         &["node 'second' (Neg, opset 17) writes 'y'", "assigned once"],
     );
+    // A convolution over an empty spatial dim, padded: every output reads only padding
+    // (the runtime's geometry check refused it as an internal error before).
+    check(
+        "conv_empty",
+        &model(
+            vec![with_ints(
+                node("Conv", "c", &["x", "w"], &["y"]),
+                "pads",
+                &[1, 1, 1, 1],
+            )],
+            vec![f("x", &[1, 1, 0, 0])],
+            vec![f("y", &[1, 1, 2, 2])],
+            vec![f32_tensor("w", &[1, 1, 1, 1], &[1.0])],
+            17,
+        ),
+        &["node 'c' (Conv, opset 17)", "spatial dim 2 is empty"],
+    );
     // A graph input listed twice.
     check(
         "dup_input",

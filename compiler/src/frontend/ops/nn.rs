@@ -214,6 +214,16 @@ pub fn conv_values(
         )));
     }
     let win = window(ctx, &xs[2..], &kernel, false)?;
+    if let Some(d) = xs[2..].iter().position(|&d| d == 0)
+        && xs[0] > 0
+        && win.out.iter().all(|&o| o > 0)
+    {
+        return Err(ctx.err(format!(
+            "X has shape {xs:?}: its spatial dim {} is empty, so every output would read \
+             only padding; give the input at least one element along it",
+            d + 2
+        )));
+    }
     if let Some(b) = b {
         let bs = ctx.known_shape(b)?;
         if bs != [ws[0]] {
