@@ -88,7 +88,8 @@ struct CommonArgs {
     #[arg(long = "shape", value_name = "INPUT=D0,D1,…")]
     shapes: Vec<String>,
     /// Value for a named symbolic dim (a dim_param such as batch_size), in every input that
-    /// uses it: SYMBOL=N (repeatable), like onnxruntime's free dimension overrides.
+    /// uses it: SYMBOL=N (repeatable), like onnxruntime's free dimension overrides; or
+    /// SYMBOL=..N (also 1..N) to take it at run time up to N.
     #[arg(long = "dim", value_name = "SYMBOL=N")]
     dims: Vec<String>,
     /// The tensors of a sequence graph input, fixed at compile time: NAME=[D0,D1,…][D0,…]…,
@@ -218,11 +219,23 @@ fn options(c: &CommonArgs) -> Result<Options> {
         shapes.push((name.to_string(), dims));
     }
     let mut dims = Vec::new();
+    let mut dim_bounds = Vec::new();
     for s in &c.dims {
         let (name, v) = s
             .rsplit_once('=')
             .filter(|(n, _)| !n.is_empty())
             .ok_or_else(|| Error::Usage(format!("--dim {s}: expected SYMBOL=N")))?;
+        if let Some((lo, hi)) = v.split_once("..") {
+            let hi = hi.trim().parse::<i64>().ok().filter(|&v| v >= 1);
+            let (Some(hi), "" | "1") = (hi, lo.trim()) else {
+                return Err(Error::Usage(format!(
+                    "--dim {s}: expected SYMBOL=..N or SYMBOL=1..N (N ≥ 1), the largest value \
+                     the run-time dim takes"
+                )));
+            };
+            dim_bounds.push((name.to_string(), hi));
+            continue;
+        }
         let v = v
             .trim()
             .parse::<i64>()
@@ -239,6 +252,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         name: None,
         shapes,
         dims,
+        dim_bounds,
         sequences,
         absent: c.absent.clone(),
         target: c.target.clone(),

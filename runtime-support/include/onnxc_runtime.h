@@ -80,6 +80,10 @@ typedef struct onnxc_tensor_info {
     const void *keys;
     uint32_t flags; /* ONNXC_TENSOR_* bits */
     uint32_t reserved;
+    /* With ONNXC_TENSOR_RUN_DIMS: per dim three int64_t {dim, mul, add}: the dim is
+       mul * (run-time dim `dim`) + add, or shape's value where dim is -1. shape and
+       size_bytes are then the tensor's at the run-time dims' bounds. */
+    const int64_t *run_dims;
 } onnxc_tensor_info;
 
 /* onnxc_tensor_info.flags: dim 0 is a run-time batch. shape[0] and size_bytes are one item's
@@ -99,6 +103,9 @@ typedef struct onnxc_tensor_info {
    DictVectorizer and CastMap read: its data pointer points to an onnxc_map (rank 0,
    size_bytes sizeof(onnxc_map)). */
 #define ONNXC_TENSOR_MAP 8u
+/* onnxc_tensor_info.flags: some dims follow the dims the model takes at run time
+   (run_dims); only NAME_run_shaped runs such a model. */
+#define ONNXC_TENSOR_RUN_DIMS 16u
 
 /* A map input: size entries, keys[i] mapping to values[i]. keys: int64_t or const char *
    (NUL-terminated UTF-8, NULL reads as ""), values: float, double, int64_t or const char *,
@@ -127,6 +134,11 @@ typedef struct onnxc_model_info {
     const onnxc_tensor_info *outputs;
     uint64_t workspace_size;       /* bytes NAME_run needs */
     uint64_t workspace_per_worker; /* bytes each further worker of NAME_run_threaded adds */
+    /* Dims the model takes at run time (NAME_run_shaped finds them in the inputs' dims):
+       how many, their largest values and their names. */
+    uint64_t num_dims;
+    const int64_t *dim_bounds;
+    const char *const *dim_names;
 } onnxc_model_info;
 
 /* ---- Threads ------------------------------------------------------------------------------

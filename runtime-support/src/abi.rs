@@ -37,6 +37,8 @@ pub const ONNXC_TENSOR_WORKSPACE: u32 = 4;
 /// `TensorInfo::flags`: an input of type map(`key_type`, `dtype`), passed as a pointer to
 /// an `onnxc_map` (`map::Map`), which only the map kernels read (`map`).
 pub const ONNXC_TENSOR_MAP: u32 = 8;
+/// Some dims follow the model's run-time dims (`TensorInfo::run_dims`).
+pub const ONNXC_TENSOR_RUN_DIMS: u32 = 16;
 
 #[repr(C)]
 pub struct TensorInfo {
@@ -56,6 +58,10 @@ pub struct TensorInfo {
     /// `ONNXC_TENSOR_*` bits.
     pub flags: u32,
     pub reserved: u32,
+    /// With `ONNXC_TENSOR_RUN_DIMS`: per dim, three int64 values `dim, mul, add`: the dim is
+    /// `mul · dims[dim] + add` for the model's run-time dims `dims` (`dim` -1: `shape`'s
+    /// value). `shape` and `size_bytes` are then the tensor's at the dims' bounds.
+    pub run_dims: *const i64,
 }
 
 #[repr(C)]
@@ -69,6 +75,11 @@ pub struct ModelInfo {
     pub workspace_size: u64,
     /// Bytes each further worker of `NAME_run_threaded` adds to it.
     pub workspace_per_worker: u64,
+    /// Dims the model takes at run time (`NAME_run_shaped` finds their values in the
+    /// inputs' dims): how many, their largest values and their names.
+    pub num_dims: u64,
+    pub dim_bounds: *const i64,
+    pub dim_names: *const *const c_char,
 }
 
 /// A kernel entry point's tensor argument: the `len` elements at `ptr`, empty when `len` is

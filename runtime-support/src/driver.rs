@@ -236,10 +236,34 @@ pub unsafe extern "C" fn onnxc_driver_main(
         }
         args.drain(i..i + 2);
     }
+    // `--dims V0,V1,…`: the values of the dims the model takes at run time (else what the
+    // input files hold, or, with synthetic inputs, their bounds).
+    let mut given_dims: Option<Vec<i64>> = None;
+    if let Some(i) = args.iter().position(|a| a == "--dims") {
+        let v: Option<Vec<i64>> = args
+            .get(i + 1)
+            .and_then(|s| s.split(',').map(|d| d.trim().parse::<i64>().ok()).collect());
+        match v {
+            Some(v) => given_dims = Some(v),
+            None => return fail("--dims takes the run-time dims' values, D0,D1,…".into()),
+        }
+        args.drain(i..i + 2);
+    }
     // SAFETY: info() returns the model's static table.
     let info = unsafe { &*info() };
     let ins = tensors(info.inputs, info.num_inputs);
     let outs = tensors(info.outputs, info.num_outputs);
+    let n_dims = info.num_dims as usize;
+    let bounds: Vec<i64> = if n_dims == 0 {
+        vec![]
+    } else {
+        // SAFETY: the info table's bounds hold num_dims values.
+        unsafe { std::slice::from_raw_parts(info.dim_bounds, n_dims) }.to_vec()
+    };
+    let shape_of = |t: &'static TensorInfo| {
+        // SAFETY: `t` is an entry of the model's info table.
+        unsafe { crate::shaped::Dims::of(t) }
+    };
     let mode = args.get(1).map(String::as_str).unwrap_or("");
     let (files, out_dir, iters, warmup) = match mode {
         "run" => {
@@ -290,7 +314,46 @@ pub unsafe extern "C" fn onnxc_driver_main(
         }
         items = len / t.size_bytes as usize;
     }
-    let size = |t: &TensorInfo| t.size_bytes * if batched(t) { items as u64 } else { 1 };
+    // The run-time dims: given, found from the first input file that follows them, or the
+    // bounds.
+    let dim_values: Vec<i64> = match given_dims {
+        Some(d) if d.len() == n_dims => d,
+        Some(d) => {
+            return fail(format!(
+                "--dims: the model takes {n_dims} dims at run time, got {}",
+                d.len()
+            ));
+        }
+        None => {
+            let mut d = bounds.clone();
+            let from_file = ins
+                .iter()
+                .zip(&files)
+                .find(|(t, _)| !shape_of(t).run.is_empty() && !batched(t) && t.dtype != STRING);
+            if n_dims == 1
+                && let Some((t, f)) = from_file
+            {
+                let len = match std::fs::metadata(f) {
+                    Ok(m) => m.len(),
+                    Err(e) => return fail(format!("{f}: {e}")),
+                };
+                match (1..=bounds[0]).find(|&v| shape_of(t).bytes(t, &[v]) == len) {
+                    Some(v) => d[0] = v,
+                    None => {
+                        return fail(format!(
+                            "{f}: {len} bytes, input '{}' at no value of its run-time dim up to {}",
+                            name(t),
+                            bounds[0]
+                        ));
+                    }
+                }
+            }
+            d
+        }
+    };
+    let size = |t: &'static TensorInfo| {
+        shape_of(t).bytes(t, &dim_values) * if batched(t) { items as u64 } else { 1 }
+    };
     let mut inputs: Vec<Vec<u8>> = Vec::new();
     // The bytes string inputs point into (one NUL-terminated run per element).
     let mut string_data: Vec<Vec<u8>> = Vec::new();
@@ -401,13 +464,13 @@ pub unsafe extern "C" fn onnxc_driver_main(
     let _ws = OwnedWorkspace(ws);
     // NAME_run_shaped's tensors, for a model with a run-time batch or outputs whose dims
     // depend on the data.
-    let shaped = ins.iter().chain(outs).any(|t| batched(t) || dynamic(t));
+    let shaped = n_dims > 0 || ins.iter().chain(outs).any(|t| batched(t) || dynamic(t));
     let mut dims: Vec<Vec<i64>> = ins
         .iter()
         .chain(outs)
         .map(|t| {
-            // SAFETY: the info table's shape holds `rank` dims.
-            let mut d = unsafe { std::slice::from_raw_parts(t.shape, t.rank as usize) }.to_vec();
+            let s = shape_of(t);
+            let mut d: Vec<i64> = (0..t.rank as usize).map(|k| s.at(k, &dim_values)).collect();
             if batched(t) {
                 d[0] = items as i64;
             }

@@ -20,7 +20,7 @@
 use crate::abi::{
     self, ModelInfo, ONNXC_ERR_ALLOC, ONNXC_ERR_CAPACITY, ONNXC_ERR_SHAPE, ONNXC_ERR_VALUE,
     ONNXC_ERR_WORKSPACE, ONNXC_OK, ONNXC_TENSOR_BATCHED, ONNXC_TENSOR_DYNAMIC,
-    ONNXC_TENSOR_WORKSPACE, TensorInfo, WORKSPACE_ALIGN,
+    ONNXC_TENSOR_RUN_DIMS, ONNXC_TENSOR_WORKSPACE, TensorInfo, WORKSPACE_ALIGN,
 };
 use crate::par::{MAX_WORKERS, Par, Threads};
 use std::ffi::c_void;
@@ -78,6 +78,106 @@ fn dynamic(t: &TensorInfo) -> bool {
     t.flags & ONNXC_TENSOR_DYNAMIC != 0
 }
 
+/// Most dims a model takes at run time.
+const MAX_RUN_DIMS: usize = 8;
+
+/// A tensor's dims at the model's run-time dims `dims` (`TensorInfo::run_dims`).
+pub(crate) struct Dims<'a> {
+    shape: &'a [i64],
+    /// `dim, mul, add` per dim, or empty.
+    pub(crate) run: &'a [i64],
+}
+
+impl<'a> Dims<'a> {
+    /// # Safety
+    /// `t` is an entry of a model's info table.
+    pub(crate) unsafe fn of(t: &'a TensorInfo) -> Self {
+        let rank = t.rank.max(0) as usize;
+        // SAFETY: the info table's shape holds `rank` dims, its run_dims 3 · rank values.
+        unsafe {
+            Dims {
+                shape: table(t.shape, rank),
+                run: if t.flags & ONNXC_TENSOR_RUN_DIMS != 0 {
+                    table(t.run_dims, 3 * rank)
+                } else {
+                    &[]
+                },
+            }
+        }
+    }
+
+    /// Dim `k` at `dims`.
+    pub(crate) fn at(&self, k: usize, dims: &[i64]) -> i64 {
+        match self.run.get(3 * k..3 * k + 3) {
+            Some(&[d, mul, add]) if d >= 0 => dims
+                .get(d as usize)
+                .map_or(self.shape[k], |&v| mul * v + add),
+            _ => self.shape[k],
+        }
+    }
+
+    /// The tensor's bytes at `dims`, from its bytes at the bounds.
+    pub(crate) fn bytes(&self, t: &TensorInfo, dims: &[i64]) -> u64 {
+        if self.run.is_empty() {
+            return t.size_bytes;
+        }
+        let bound: i64 = self.shape.iter().product();
+        if bound <= 0 {
+            return 0;
+        }
+        let now: i64 = (0..self.shape.len()).map(|k| self.at(k, dims)).product();
+        t.size_bytes / bound as u64 * now as u64
+    }
+}
+
+/// The model's run-time dims, found in the inputs' dims: each input dim that follows one
+/// gives its value, which must be whole, within `1..=bound` and the same everywhere.
+fn run_dims(
+    ins: &[Tensor],
+    in_info: &[TensorInfo],
+    bounds: &[i64],
+) -> Result<[i64; MAX_RUN_DIMS], i32> {
+    let mut dims = [0i64; MAX_RUN_DIMS];
+    let mut known = [false; MAX_RUN_DIMS];
+    for (t, ti) in ins.iter().zip(in_info) {
+        // SAFETY: an entry of the model's info table.
+        let d = unsafe { Dims::of(ti) };
+        if d.run.is_empty() {
+            continue;
+        }
+        if t.rank != d.shape.len() || (t.rank > 0 && t.dims.is_null()) {
+            return Err(ONNXC_ERR_SHAPE);
+        }
+        // SAFETY: caller contract: `rank` dims.
+        let given = unsafe { table(t.dims, t.rank) };
+        for (k, &g) in given.iter().enumerate() {
+            let &[which, mul, add] = &d.run[3 * k..3 * k + 3] else {
+                unreachable!("three values per dim")
+            };
+            if which < 0 || mul <= 0 {
+                continue;
+            }
+            let j = which as usize;
+            let Some(&bound) = bounds.get(j) else {
+                return Err(ONNXC_ERR_VALUE);
+            };
+            let v = g.checked_sub(add).ok_or(ONNXC_ERR_SHAPE)?;
+            if v % mul != 0 || !(1..=bound).contains(&(v / mul)) {
+                return Err(ONNXC_ERR_SHAPE);
+            }
+            if known[j] && dims[j] != v / mul {
+                return Err(ONNXC_ERR_SHAPE);
+            }
+            dims[j] = v / mul;
+            known[j] = true;
+        }
+    }
+    if known[..bounds.len()].contains(&false) {
+        return Err(ONNXC_ERR_SHAPE);
+    }
+    Ok(dims)
+}
+
 /// Runs a model on shaped tensors (the body of every `NAME_run_shaped`).
 ///
 /// # Safety
@@ -123,18 +223,32 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     };
     // SAFETY: the info table's arrays hold num_inputs/num_outputs entries.
     let (in_info, out_info) = unsafe { (table(info.inputs, n_in), table(info.outputs, n_out)) };
+    // The dims the model takes at run time, from the inputs.
+    let n_dims = info.num_dims as usize;
+    if n_dims > MAX_RUN_DIMS || (n_dims > 0 && info.dim_bounds.is_null()) {
+        return ONNXC_ERR_VALUE;
+    }
+    // SAFETY: the info table's bounds hold num_dims values.
+    let bounds = unsafe { table(info.dim_bounds, n_dims) };
+    let dim_values = match run_dims(ins, in_info, bounds) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let dim_values = &dim_values[..n_dims];
     // The batch size, from the inputs that carry it.
     let mut batch: Option<usize> = None;
     for (t, ti) in ins.iter().zip(in_info) {
-        // SAFETY: the info table's shape holds `rank` dims.
-        let model = unsafe { table(ti.shape, ti.rank as usize) };
+        // SAFETY: an entry of the model's info table.
+        let shape = unsafe { Dims::of(ti) };
+        let model = shape.shape;
         if t.rank != model.len() || (t.rank > 0 && t.dims.is_null()) {
             return ONNXC_ERR_SHAPE;
         }
         // SAFETY: caller contract: `rank` dims.
         let dims = unsafe { table(t.dims, t.rank) };
         let batched = ti.flags & ONNXC_TENSOR_BATCHED != 0;
-        for (k, (&d, &m)) in dims.iter().zip(model).enumerate() {
+        for (k, &d) in dims.iter().enumerate() {
+            let m = shape.at(k, dim_values);
             if batched && k == 0 {
                 let Ok(n) = usize::try_from(d) else {
                     return ONNXC_ERR_SHAPE;
@@ -147,7 +261,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
                 return ONNXC_ERR_SHAPE;
             }
         }
-        if t.data.is_null() && ti.size_bytes > 0 && !(batched && dims[0] == 0) {
+        if t.data.is_null() && shape.bytes(ti, dim_values) > 0 && !(batched && dims[0] == 0) {
             return ONNXC_ERR_VALUE;
         }
     }
@@ -163,19 +277,24 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     // Outputs: their dims, and room for them (dynamic ones: their bounds until the run).
     let mut short = false;
     for (t, ti) in outs.iter().zip(out_info) {
-        // SAFETY: as above.
-        let model = unsafe { table(ti.shape, ti.rank as usize) };
+        // SAFETY: an entry of the model's info table.
+        let shape = unsafe { Dims::of(ti) };
+        let model = shape.shape;
         if t.rank != model.len() {
             return ONNXC_ERR_SHAPE;
         }
         let batched = ti.flags & ONNXC_TENSOR_BATCHED != 0;
         let items = if batched { n } else { 1 };
-        let Some(need) = (ti.size_bytes as usize).checked_mul(items) else {
+        let Some(need) = (shape.bytes(ti, dim_values) as usize).checked_mul(items) else {
             return ONNXC_ERR_SHAPE;
         };
         if !t.dims.is_null() {
-            for (k, &m) in model.iter().enumerate() {
-                let d = if batched && k == 0 { n as i64 } else { m };
+            for k in 0..model.len() {
+                let d = if batched && k == 0 {
+                    n as i64
+                } else {
+                    shape.at(k, dim_values)
+                };
                 // SAFETY: caller contract: an output's non-null dims hold `rank` values.
                 unsafe { *t.dims.add(k) = d };
             }
@@ -188,7 +307,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         return ONNXC_ERR_CAPACITY;
     }
     if out_info.iter().any(dynamic) {
-        if batch.is_some() {
+        if batch.is_some() || n_dims > 0 {
             // The compiler gives a model with dynamic outputs no run-time batch.
             return ONNXC_ERR_VALUE;
         }
@@ -221,9 +340,17 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             Ok(w) => w,
             Err(code) => return code,
         };
+    // The inputs' pointers, then (for a model taking dims at run time) the dims, then the
+    // outputs' pointers.
+    let extra = usize::from(n_dims > 0);
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
-    let ptrs = pointer_table(&mut stack, &mut heap, n_in + n_out);
+    let ptrs = pointer_table(&mut stack, &mut heap, n_in + extra + n_out);
+    // Each tensor's bytes per item.
+    let item_bytes = |ti: &TensorInfo| {
+        // SAFETY: an entry of the model's info table.
+        unsafe { Dims::of(ti) }.bytes(ti, dim_values) as usize
+    };
     let mut rc = ONNXC_OK;
     let mut item = 0;
     while item < n {
@@ -233,15 +360,19 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             .find(|c| c.items >= 1 && c.items <= n - item)
             .map_or((1, run), |c| (c.items, c.run));
         let io = ins.iter().zip(in_info).chain(outs.iter().zip(out_info));
-        for (slot, (t, ti)) in ptrs.iter_mut().zip(io) {
+        let (pi, po) = ptrs.split_at_mut(n_in + extra);
+        let slots = pi[..n_in].iter_mut().chain(po.iter_mut());
+        for (slot, (t, ti)) in slots.zip(io) {
             let step = if ti.flags & ONNXC_TENSOR_BATCHED != 0 {
-                item * ti.size_bytes as usize
+                item * item_bytes(ti)
             } else {
                 0
             };
             *slot = t.data.cast::<u8>().wrapping_add(step).cast();
         }
-        let (pi, po) = ptrs.split_at(n_in);
+        if extra > 0 {
+            pi[n_in] = dim_values.as_ptr().cast_mut().cast();
+        }
         // SAFETY: every pointer is the first of `items` items of a tensor whose dims and
         // capacity were checked above (`item + items ≤ n`); the workspace holds what
         // `workers` threads need for every program of the model.
@@ -509,7 +640,41 @@ mod tests {
             outputs: outs.as_ptr(),
             workspace_size: 64,
             workspace_per_worker: 64,
+            num_dims: 0,
+            dim_bounds: std::ptr::null(),
+            dim_names: std::ptr::null(),
         }
+    }
+
+    #[test]
+    fn run_time_dims_are_found_in_the_inputs_and_checked() {
+        // x: [1, 2·seq + 1, 4] with seq ≤ 10.
+        static SHAPE: [i64; 3] = [1, 21, 4];
+        static RUN: [i64; 9] = [-1, 0, 0, 0, 2, 1, -1, 0, 0];
+        let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
+        t.run_dims = RUN.as_ptr();
+        let infos = [t];
+        let find = |dims: &mut [i64; 3]| {
+            let x = [Tensor {
+                data: std::ptr::null_mut(),
+                dims: dims.as_mut_ptr(),
+                rank: 3,
+                capacity: 0,
+            }];
+            run_dims(&x, &infos, &[10]).map(|d| d[0])
+        };
+        assert_eq!(find(&mut [1, 7, 4]), Ok(3));
+        assert_eq!(find(&mut [1, 21, 4]), Ok(10));
+        // Not 2·seq + 1, past the bound, or zero.
+        assert_eq!(find(&mut [1, 8, 4]), Err(ONNXC_ERR_SHAPE));
+        assert_eq!(find(&mut [1, 23, 4]), Err(ONNXC_ERR_SHAPE));
+        assert_eq!(find(&mut [1, 1, 4]), Err(ONNXC_ERR_SHAPE));
+        assert_eq!(find(&mut [1, i64::MIN, 4]), Err(ONNXC_ERR_SHAPE));
+        // The tensor's bytes follow the dim.
+        // SAFETY: a table entry made above.
+        let d = unsafe { Dims::of(&infos[0]) };
+        assert_eq!(d.bytes(&infos[0], &[3]), 4 * 7 * 4);
+        assert_eq!(d.at(1, &[3]), 7);
     }
 
     fn tensor_info(name: &'static std::ffi::CStr, shape: &'static [i64], flags: u32) -> TensorInfo {
@@ -524,6 +689,7 @@ mod tests {
             keys: std::ptr::null(),
             flags,
             reserved: 0,
+            run_dims: std::ptr::null(),
         }
     }
 

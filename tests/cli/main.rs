@@ -10,6 +10,7 @@ mod hostile;
 mod ml_errors;
 mod model_errors;
 mod run_errors;
+mod run_time_dims;
 mod sequences;
 
 use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info};

@@ -1220,20 +1220,51 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
         &m,
         &["at batch size 2", "'flatten' (Reshape, opset 13)", "--dim"],
     );
-    // A symbolic dim that is not the leading one.
-    let seq = value_info("x", 1, &[D::N(1), D::S("seq")]);
+    // Two symbolic dims that are not leading ones: one may be taken at run time, not two.
+    let two = value_info("x", 1, &[D::N(1), D::S("seq"), D::S("width")]);
     let m = model(
         vec![node("Relu", "relu", &["x"], &["y"])],
-        vec![seq],
-        y(&[D::N(1), D::S("seq")]),
+        vec![two],
+        y(&[D::N(1), D::S("seq"), D::S("width")]),
         vec![],
+        13,
+    );
+    compile_error(
+        &d,
+        "two",
+        &m,
+        &[
+            "'seq', 'width' must be fixed",
+            "one dim at run time",
+            "--dim",
+        ],
+    );
+    // A run-time dim whose model is not one program for every value: a Slice to half of it.
+    let seq = value_info("x", 1, &[D::N(1), D::S("seq")]);
+    let half = node("Slice", "half", &["x", "zero", "mid", "one"], &["y"]);
+    let mid = node("Div", "mid_of", &["len", "two"], &["mid"]);
+    let len = node("Shape", "len_of", &["x"], &["shape"]);
+    let pick = node("Gather", "pick_len", &["shape", "one"], &["len"]);
+    let m = model(
+        vec![len, pick, mid, half],
+        vec![seq],
+        y(&[D::N(1), D::S("half")]),
+        vec![
+            int_tensor("zero", 7, &[1], &[0]),
+            int_tensor("one", 7, &[1], &[1]),
+            int_tensor("two", 7, &[1], &[2]),
+        ],
         13,
     );
     compile_error(
         &d,
         "seq",
         &m,
-        &["'seq' (dim 1 of input 'x') must be fixed", "--dim"],
+        &[
+            "dim 'seq'",
+            "not one program for all its values",
+            "--dim seq=N",
+        ],
     );
 }
 

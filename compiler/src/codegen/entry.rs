@@ -97,7 +97,8 @@ pub fn define_entries(
     // A model whose outputs' dims depend on the data runs only through NAME_run_shaped,
     // which calls the program as NAME_run_program (local) with the staged outputs and their
     // dims; its NAME_run and NAME_run_threaded return ONNXC_ERR_DYNAMIC.
-    let dynamic = bd.prog.dynamic();
+    // So does a model taking dims at run time: its steps read them after the input pointers.
+    let dynamic = bd.prog.dynamic() || !bd.prog.run_dims.is_empty();
     // Strings made at run time live in the workspace, and outputs may point there.
     let strings = bd.prog.string_bytes > 0;
 

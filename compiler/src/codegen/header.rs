@@ -50,10 +50,10 @@ fn cstrings(module: &mut ObjectModule, v: &[String]) -> ModuleResult<DataId> {
 }
 
 /// Bytes of one `onnxc_tensor_info`.
-const TENSOR_INFO: usize = 56;
+const TENSOR_INFO: usize = 64;
 
 /// `onnxc_tensor_info[]`: {name, dtype, rank, shape, size_bytes, key_type, num_keys, keys,
-/// flags, reserved}.
+/// flags, reserved, run_dims}.
 /// `strings`: the program makes strings in the workspace, which its string outputs may
 /// point into (`ONNXC_TENSOR_WORKSPACE`).
 fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> ModuleResult<DataId> {
@@ -92,6 +92,20 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
         if strings && io.dtype == crate::ir::DType::Str {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_WORKSPACE;
         }
+        if !io.run_dims.is_empty() {
+            flags |= onnxc_runtime::abi::ONNXC_TENSOR_RUN_DIMS;
+            // Per dim: the run-time dim it follows (-1: none), mul, add.
+            let table: Vec<i64> = io
+                .run_dims
+                .iter()
+                .flat_map(|r| match r {
+                    Some(r) => [i64::from(r.dim), r.mul, r.add],
+                    None => [-1, 0, 0],
+                })
+                .collect();
+            let t = i64s(module, &table)?;
+            relocs.push((base + 56, t));
+        }
         bytes[base + 48..base + 52].copy_from_slice(&flags.to_le_bytes());
         let size: i64 = io.bytes();
         bytes[base + 24..base + 32].copy_from_slice(&(size as u64).to_le_bytes());
@@ -109,7 +123,7 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
 }
 
 /// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size,
-/// workspace_per_worker}.
+/// workspace_per_worker, num_dims, dim_bounds, dim_names}.
 pub fn define_info(
     module: &mut ObjectModule,
     prog: &Program,
@@ -121,14 +135,25 @@ pub fn define_info(
     let outs = tensor_table(module, prog.public_outputs(), strings)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 48];
+    let mut bytes = vec![0u8; 72];
+    bytes[48..56].copy_from_slice(&(prog.run_dims.len() as u64).to_le_bytes());
+    let bounds: Vec<i64> = prog.run_dims.iter().map(|d| d.bound).collect();
+    let names: Vec<String> = prog.run_dims.iter().map(|d| d.name.clone()).collect();
+    let bounds = i64s(module, &bounds)?;
+    let names = cstrings(module, &names)?;
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
     bytes[12..16].copy_from_slice(&(prog.public_outputs().len() as u32).to_le_bytes());
     bytes[32..40].copy_from_slice(&prog.workspace_bytes().to_le_bytes());
     bytes[40..48].copy_from_slice(&prog.workspace_per_worker().to_le_bytes());
     d.define(bytes.into_boxed_slice());
     d.set_align(8);
-    for (off, target) in [(0u32, name), (16, ins), (24, outs)] {
+    for (off, target) in [
+        (0u32, name),
+        (16, ins),
+        (24, outs),
+        (56, bounds),
+        (64, names),
+    ] {
         let gv = module.declare_data_in_data(target, &mut d);
         d.write_data_addr(off, gv, 0);
     }
@@ -192,10 +217,46 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
             prog.string_bytes
         );
     }
+    if !prog.run_dims.is_empty() {
+        let list: Vec<String> = prog
+            .run_dims
+            .iter()
+            .map(|d| format!("{} (1 to {})", d.name, d.bound))
+            .collect();
+        let _ = writeln!(
+            h,
+            "/* Dims taken at run time: {}. Only {prefix}_run_shaped runs the model: it finds\n   \
+             their values in the inputs' dims (a value past its bound, or inputs that disagree,\n   \
+             is ONNXC_ERR_SHAPE) and writes the outputs' dims; {prefix}_run and\n   \
+             {prefix}_run_threaded return ONNXC_ERR_DYNAMIC. The workspace sizes cover the\n   \
+             bounds; the sizes below are at the bounds. */\n",
+            list.join(", ")
+        );
+    }
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {
         for (k, t) in list.iter().enumerate() {
             let n: i64 = t.shape.iter().product();
-            let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+            let dims: Vec<String> = t
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(k, d)| match t.run_dims.get(k).copied().flatten() {
+                    Some(r) => {
+                        let name = &prog.run_dims[r.dim as usize].name;
+                        let mul = if r.mul == 1 {
+                            name.clone()
+                        } else {
+                            format!("{}*{name}", r.mul)
+                        };
+                        match r.add {
+                            0 => mul,
+                            a if a > 0 => format!("{mul}+{a}"),
+                            a => format!("{mul}{a}"),
+                        }
+                    }
+                    None => d.to_string(),
+                })
+                .collect();
             if let Some(key) = t.map_key {
                 let _ = writeln!(
                     h,

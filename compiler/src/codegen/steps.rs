@@ -156,7 +156,8 @@ fn step_body(
     cx.setup_bases(&inline, p[0], p[1]);
     for (j, s) in f.body.iter().enumerate() {
         match (parts.get(&j), ctx_slot) {
-            (Some(&(pid, pl)), Some(slot)) => {
+            (Some((pid, pl)), Some(slot)) => {
+                let pid = *pid;
                 let run = cx.imports.func(
                     &mut cx.b,
                     "onnxc_parallel_loop",
@@ -174,9 +175,13 @@ fn step_body(
                 let pref = cx.imports.st.module.declare_func_in_func(pid, cx.b.func);
                 let fa = cx.b.ins().func_addr(PTR, pref);
                 let ca = cx.b.ins().stack_addr(PTR, slot, 0);
+                let extent = match pl.extent.fixed() {
+                    Some(n) => cx.b.ins().iconst(types::I64, n),
+                    None => cx.eval_int(&pl.extent.expr()),
+                };
                 let args = [
                     cx.threads,
-                    cx.b.ins().iconst(types::I64, pl.extent),
+                    extent,
                     cx.b.ins().iconst(types::I64, pl.grain),
                     cx.b.ins().iconst(types::I64, pl.align),
                     cx.b.ins().iconst(types::I64, pl.calls as i64),

@@ -40,6 +40,9 @@ pub struct Options {
     pub shapes: Vec<(String, Vec<i64>)>,
     /// `--dim SYMBOL=N`: values for named symbolic dims.
     pub dims: Vec<(String, i64)>,
+    /// `--dim SYMBOL=..N`: bounds of dims taken at run time (`loops::dims`; default
+    /// `DEFAULT_DIM_BOUND`).
+    pub dim_bounds: Vec<(String, i64)>,
     /// `--sequence NAME=[D0,…]…`: a sequence input's element shapes (and so its length).
     pub sequences: Vec<(String, Vec<Vec<i64>>)>,
     /// `--absent NAME`: optional inputs compiled as empty.
@@ -77,6 +80,7 @@ impl Default for Options {
             name: None,
             shapes: vec![],
             dims: vec![],
+            dim_bounds: vec![],
             sequences: vec![],
             absent: vec![],
             target: None,
@@ -261,11 +265,144 @@ fn compile_bytes_inner(
         Source::Borrowed(b) => frontend::load(b)?,
     };
     let import = opts.import_options();
+    let program = match run_time_dim(&model, &import, opts)? {
+        None => match lower_model(model, dir, &import, opts, emit, prefix, true, true)? {
+            Lowered::Program(p) => p,
+            Lowered::Dump(c) => return Ok(c),
+        },
+        Some((name, bound)) => {
+            // Lowered at each probe value, the bound last (`loops::dims`).
+            let sizes = loops::dims::probe_sizes(bound);
+            let mut programs = Vec::new();
+            for (j, &n) in sizes.iter().enumerate() {
+                let last = j + 1 == sizes.len();
+                let mut at = import.clone();
+                at.dim_values.push((name.clone(), n));
+                let dump = if last && emit != Some(Emit::Loops) {
+                    emit
+                } else {
+                    None
+                };
+                // No chunk programs: each would need its own probes.
+                let lowered = lower_model(model.clone(), dir, &at, opts, dump, prefix, last, false)
+                    .map_err(|e| match e {
+                        Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+                        e => Error::NeedShape(format!(
+                            "dim '{name}' is taken at run time up to {bound}, but at {n} the \
+                             model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
+                             it with --dim {name}=N"
+                        )),
+                    })?;
+                match lowered {
+                    Lowered::Program(p) => programs.push(p),
+                    Lowered::Dump(c) => return Ok(c),
+                }
+            }
+            loops::dims::generalize(&name, &sizes, programs).map_err(|why| {
+                Error::NeedShape(format!(
+                    "dim '{name}' would be taken at run time, but the compiled model is not one \
+                     program for all its values: {why}; fix it with --dim {name}=N"
+                ))
+            })?
+        }
+    };
+    if emit == Some(Emit::Loops) {
+        return Ok(dump_only(prefix, program.dump()));
+    }
+    let optimize = opts.opt == OptLevel::O2;
+    let cg = CodegenOptions {
+        target: opts.target.clone(),
+        opt_level: if optimize { "speed" } else { "none" },
+        emit_main: opts.emit_main,
+        keep_clif: emit == Some(Emit::Clif),
+        verify: cfg!(debug_assertions),
+        profile: opts.profile,
+    };
+    let art = codegen::compile(&program, prefix, &cg)?;
+    let header = codegen::header::header(&program, prefix, source);
+    let dump = (emit == Some(Emit::Clif)).then_some(art.clif);
+    Ok(Compiled {
+        prefix: prefix.to_string(),
+        object: art.object,
+        header,
+        program,
+        dump,
+        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// A model lowered to its program, or the text of an earlier `--emit` stage.
+enum Lowered {
+    Program(Program),
+    Dump(Compiled),
+}
+
+/// The symbolic dim the options leave to run time, with its bound: one not only at the
+/// front of the inputs (a leading one is a run-time batch, `batch`).
+fn run_time_dim(
+    model: &frontend::Model,
+    import: &ImportOptions,
+    opts: &Options,
+) -> Result<Option<(String, i64)>> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let mut names: Vec<&str> = unbound
+        .iter()
+        .filter(|u| u.axis != 0 || opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
+        .map(|u| u.symbol.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    match names[..] {
+        [] => Ok(None),
+        [name] => {
+            let bound = opts
+                .dim_bounds
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(DEFAULT_DIM_BOUND, |&(_, b)| b);
+            if bound < loops::dims::MIN_BOUND {
+                return Err(Error::NeedShape(format!(
+                    "dim '{name}' is bounded by {bound}; onnxc takes a dim at run time when its \
+                     bound is at least {}: fix it with --dim {name}=N",
+                    loops::dims::MIN_BOUND
+                )));
+            }
+            Ok(Some((name.to_string(), bound)))
+        }
+        _ => Err(Error::NeedShape(format!(
+            "symbolic dims {} must be fixed at compile time: onnxc takes one dim at run time \
+             besides a leading batch dim; fix the others with --dim SYMBOL=N or --shape \
+             INPUT=D0,D1,…",
+            names
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
+pub const DEFAULT_DIM_BOUND: i64 = 512;
+
+/// Imports, optimizes, schedules and lowers `model` (`warn`: prints the import's warnings;
+/// `chunks`: a run-time batch may carry chunk programs).
+#[allow(clippy::too_many_arguments)]
+fn lower_model(
+    model: frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
+    warn: bool,
+    chunks: bool,
+) -> Result<Lowered> {
     // Symbolic leading input dims the options leave unbound become a run-time batch.
     // Profiles time the one-item program's steps: no chunk programs then.
-    let (mut graph, batch) = import_model(model, dir, &import, !opts.profile)?;
+    let (mut graph, batch) = import_model(model, dir, import, chunks && !opts.profile)?;
     let (batched, chunk_graphs) = batch.map_or((None, Vec::new()), |(b, c)| (Some(b), c));
-    for w in &graph.warnings {
+    for w in graph.warnings.iter().filter(|_| warn) {
         if opts.json_diagnostics {
             eprintln!("{}", crate::error::warning_json(w));
         } else {
@@ -279,7 +416,7 @@ fn compile_bytes_inner(
     };
     passes::optimize(&mut graph, &pass_options)?;
     if emit == Some(Emit::Graph) {
-        return Ok(dump_only(prefix, graph.dump()));
+        return Ok(Lowered::Dump(dump_only(prefix, graph.dump())));
     }
     // The host runs what it compiles unless a target is named (then: a portable x86-64-v2
     // object, tuned like the AVX2 kernels).
@@ -352,30 +489,9 @@ fn compile_bytes_inner(
         groups.1
     };
     if emit == Some(Emit::Schedule) {
-        return Ok(dump_only(prefix, sched.dump()));
+        return Ok(Lowered::Dump(dump_only(prefix, sched.dump())));
     }
-    if emit == Some(Emit::Loops) {
-        return Ok(dump_only(prefix, program.dump()));
-    }
-    let cg = CodegenOptions {
-        target: opts.target.clone(),
-        opt_level: if optimize { "speed" } else { "none" },
-        emit_main: opts.emit_main,
-        keep_clif: emit == Some(Emit::Clif),
-        verify: cfg!(debug_assertions),
-        profile: opts.profile,
-    };
-    let art = codegen::compile(&program, prefix, &cg)?;
-    let header = codegen::header::header(&program, prefix, source);
-    let dump = (emit == Some(Emit::Clif)).then_some(art.clif);
-    Ok(Compiled {
-        prefix: prefix.to_string(),
-        object: art.object,
-        header,
-        program,
-        dump,
-        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
-    })
+    Ok(Lowered::Program(program))
 }
 
 fn dump_only(prefix: &str, text: String) -> Compiled {
@@ -389,6 +505,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             funcs: vec![],
             workspace_size: 0,
             scratch_base: 0,
+            run_dims: vec![],
             string_bytes: 0,
             scratch_shared: 0,
             scratch_per_worker: 0,

@@ -5,6 +5,7 @@
 //! *buffer* and carries one flat element offset. **Invariant:** every offset is in bounds
 //! for all loop variable values (see `ir::expr`).
 
+pub mod dims;
 pub mod lower;
 pub mod par;
 
@@ -16,6 +17,62 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 pub type BufId = u32;
+
+/// The index variable holding run-time dim `k` (`dims`): bound outside every loop, read
+/// from the dims array the run is given.
+pub const DIM_VAR: u32 = 1 << 30;
+
+/// Run-time dim `k` as an expression.
+pub fn dim(k: u32) -> E {
+    expr::var(DIM_VAR + k)
+}
+
+/// Whether `var` is a run-time dim rather than a loop variable.
+pub fn is_dim(var: u32) -> bool {
+    var >= DIM_VAR
+}
+
+/// A loop's trip count, a reduction's extent or a copy's length: a constant, or an i64
+/// expression over the run-time dims (`dims`), with its largest value within their bounds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Count {
+    Fixed(i64),
+    Dyn { e: E, max: i64 },
+}
+
+impl Count {
+    /// The count, when it is a constant.
+    pub fn fixed(&self) -> Option<i64> {
+        match self {
+            Count::Fixed(n) => Some(*n),
+            Count::Dyn { .. } => None,
+        }
+    }
+
+    /// The largest count of any run (the count itself when fixed).
+    pub fn max(&self) -> i64 {
+        match self {
+            Count::Fixed(n) | Count::Dyn { max: n, .. } => *n,
+        }
+    }
+
+    /// The count as an i64 expression.
+    pub fn expr(&self) -> E {
+        match self {
+            Count::Fixed(n) => expr::i(*n),
+            Count::Dyn { e, .. } => e.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Count::Fixed(n) => write!(f, "{n}"),
+            Count::Dyn { e, max } => write!(f, "{} (≤{max})", expr::display(e)),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub enum Loc {
@@ -52,6 +109,24 @@ pub struct IoDesc {
     /// A map input (`ir::graph::MapInput`): the caller passes an `onnxc_map`; `dtype` is
     /// the values' type, this the keys', and `shape` is empty.
     pub map_key: Option<DType>,
+    /// Per dim, the run-time dim it follows (`Program::run_dims`); empty when every dim is
+    /// fixed. `shape` then holds the dims at the run-time dims' bounds.
+    pub run_dims: Vec<Option<RunDim>>,
+}
+
+/// A dim of an input or output that follows a run-time dim: `mul · dim + add`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunDim {
+    pub dim: u32,
+    pub mul: i64,
+    pub add: i64,
+}
+
+/// A dim the program takes at run time (`dims`): its symbol and its largest value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunTimeDim {
+    pub name: String,
+    pub bound: i64,
 }
 
 /// Bytes of the C `onnxc_map` (`onnxc_runtime::map::Map`).
@@ -86,6 +161,8 @@ pub enum Arg {
     Int(E),
     /// Address of a read-only i64 array.
     Params(Vec<i64>),
+    /// Address of an i64 array computed at run time (parameters over the run-time dims).
+    DynParams(Vec<E>),
     /// Address of a read-only f32 array.
     Floats(Vec<f32>),
     /// Address of a large read-only i64 array (an encoded table, dumped by its size).
@@ -106,7 +183,9 @@ impl Arg {
             Arg::Ptr { .. } => matches!(kind, In | OptIn | Out),
             Arg::Null => matches!(kind, OptIn | OptParams | OptFloats | OptScratch),
             Arg::Int(_) => kind == Int,
-            Arg::Params(_) | Arg::Blob(_) => matches!(kind, Params | OptParams),
+            Arg::Params(_) | Arg::DynParams(_) | Arg::Blob(_) => {
+                matches!(kind, Params | OptParams)
+            }
             Arg::Floats(_) => matches!(kind, Floats | OptFloats),
             Arg::Scratch { .. } => matches!(kind, Scratch | OptScratch),
             Arg::Threads => kind == Threads,
@@ -126,7 +205,7 @@ impl Arg {
 pub enum Stmt {
     For {
         var: u32,
-        extent: i64,
+        extent: Count,
         vector: bool,
         body: Vec<Stmt>,
     },
@@ -140,7 +219,7 @@ pub enum Stmt {
         buf: BufId,
         offset: E,
         kind: ReduceKind,
-        loops: Vec<(u32, i64)>,
+        loops: Vec<(u32, Count)>,
         body: E,
         epilogue: Option<E>,
     },
@@ -150,7 +229,7 @@ pub enum Stmt {
         dst_offset: E,
         src: BufId,
         src_offset: E,
-        elems: i64,
+        elems: Count,
     },
     Call {
         kernel: Kernel,
@@ -220,6 +299,10 @@ pub struct Program {
     /// computes `items` items at once, with this program's inputs and outputs at `items`
     /// times their batched dims. `NAME_run_shaped` runs whole chunks, then single items.
     pub chunks: Vec<Chunk>,
+    /// The dims the program takes at run time (`dims`; `DIM_VAR`), in the order of the dims
+    /// array its functions read after the input pointers (`inputs[inputs.len()]`). Buffers,
+    /// arena and workspace are laid out for their bounds.
+    pub run_dims: Vec<RunTimeDim>,
 }
 
 /// A program computing `items` items of a run-time batch at once (`Program::chunks`).
@@ -389,6 +472,10 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                         Arg::Null => "null".into(),
                         Arg::Int(e) => expr::display(e),
                         Arg::Params(p) => format!("{p:?}"),
+                        Arg::DynParams(p) => {
+                            let p: Vec<String> = p.iter().map(expr::display).collect();
+                            format!("[{}]", p.join(", "))
+                        }
                         Arg::Floats(p) => format!("{p:?}f"),
                         Arg::Blob(b) => format!("blob[{} words]", b.len()),
                         Arg::Scratch { offset } => format!("scratch+{offset}"),

@@ -9,7 +9,7 @@
 //! split by whole iterations, each call single-threaded, when it has enough iterations for
 //! the workers; otherwise it runs whole and its calls partition their own work.
 
-use super::{Func, Stmt};
+use super::{Count, Func, Stmt};
 
 /// Least work (elements stored or reduced over) of a loop worth splitting: below it the
 /// fork and join of a parallel call (about 1-2 µs with spinning workers) costs more than
@@ -19,10 +19,11 @@ pub const MIN_WORK: i64 = 1 << 15;
 pub const CHUNK_WORK: i64 = 1 << 13;
 
 /// How a top-level statement runs in parallel chunks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParLoop {
-    /// Iterations of the split loop.
-    pub extent: i64,
+    /// Iterations of the split loop (a run-time count is split as it comes, its largest
+    /// value deciding whether to split).
+    pub extent: Count,
     /// Least iterations per chunk.
     pub grain: i64,
     /// Chunk boundaries are multiples of this (4 for a vector loop, whose tail redoes its
@@ -42,11 +43,11 @@ pub fn parallel_loop(f: &Func, s: &Stmt) -> Option<ParLoop> {
     }
     let (extent, vector, body) = target(s)?;
     let (inner, calls) = work(body);
-    if extent < 2 || inner.saturating_mul(extent) < MIN_WORK {
+    if extent.max() < 2 || inner.saturating_mul(extent.max()) < MIN_WORK {
         return None;
     }
     Some(ParLoop {
-        extent,
+        extent: extent.clone(),
         grain: if calls {
             1
         } else {
@@ -59,10 +60,12 @@ pub fn parallel_loop(f: &Func, s: &Stmt) -> Option<ParLoop> {
 
 /// The loop a parallel form splits: `s` itself, or the single statement inside loops of one
 /// iteration. Returns its extent, whether it is a vector loop, and its body.
-fn target(s: &Stmt) -> Option<(i64, bool, &[Stmt])> {
+fn target(s: &Stmt) -> Option<(&Count, bool, &[Stmt])> {
     match s {
         Stmt::For {
-            extent: 1, body, ..
+            extent: Count::Fixed(1),
+            body,
+            ..
         } => match &body[..] {
             [inner] => target(inner),
             _ => None,
@@ -72,7 +75,7 @@ fn target(s: &Stmt) -> Option<(i64, bool, &[Stmt])> {
             vector,
             body,
             ..
-        } => Some((*extent, *vector, body)),
+        } => Some((extent, *vector, body)),
         _ => None,
     }
 }
@@ -87,14 +90,14 @@ fn work(body: &[Stmt]) -> (i64, bool) {
             Stmt::For { extent, body, .. } => {
                 let (k, c) = work(body);
                 calls |= c;
-                k.saturating_mul(*extent)
+                k.saturating_mul(extent.max())
             }
             Stmt::Store { .. } | Stmt::Check { .. } => 1,
             Stmt::Reduce { loops, .. } => loops
                 .iter()
-                .fold(1i64, |a, &(_, e)| a.saturating_mul(e.max(1))),
+                .fold(1i64, |a, (_, e)| a.saturating_mul(e.max().max(1))),
             // A block copy moves about eight elements in the time a map computes one.
-            Stmt::Copy { elems, .. } => (elems / 8).max(1),
+            Stmt::Copy { elems, .. } => (elems.max() / 8).max(1),
             Stmt::Call { .. } => {
                 calls = true;
                 CALL_WORK
@@ -130,7 +133,7 @@ mod tests {
     fn for_(var: u32, extent: i64, vector: bool, body: Vec<Stmt>) -> Stmt {
         Stmt::For {
             var,
-            extent,
+            extent: Count::Fixed(extent),
             vector,
             body,
         }
@@ -143,7 +146,7 @@ mod tests {
         assert_eq!(
             parallel_loop(&f, &s),
             Some(ParLoop {
-                extent: 1 << 20,
+                extent: Count::Fixed(1 << 20),
                 grain: CHUNK_WORK,
                 align: 4,
                 calls: false,
@@ -164,7 +167,7 @@ mod tests {
         assert_eq!(
             parallel_loop(&f, &s),
             Some(ParLoop {
-                extent: 100,
+                extent: Count::Fixed(100),
                 grain: CHUNK_WORK / 1000,
                 align: 1,
                 calls: false,

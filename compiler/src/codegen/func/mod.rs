@@ -127,6 +127,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
 
     /// Computes base pointers of every buffer the body touches (in the current block).
     pub fn setup_bases(&mut self, body: &[Stmt], inputs: Value, outputs: Value) {
+        self.setup_dims(inputs);
         let mut bufs = Vec::new();
         collect_bufs(body, &mut bufs);
         collect_written(body, &mut self.written);
@@ -254,20 +255,21 @@ impl<'a, 'b> FnCx<'a, 'b> {
             unreachable!("a parallel target is a loop")
         };
         let v = self.var(*var);
-        if *extent == 1 {
+        if extent.fixed() == Some(1) {
             let z = self.b.ins().iconst(types::I64, 0);
             self.b.def_var(v, z);
             return self.stmt_range(&body[0], begin, end);
         }
         if *vector
-            && *extent >= MEMMOVE_MIN
+            && extent.max() >= MEMMOVE_MIN
             && let Some(run) = self.contiguous_copy(*var, body)
         {
             let count = self.b.ins().isub(end, begin);
             return self.copy_run_from(v, begin, count, run);
         }
+        // A run-time extent may give chunks shorter than four: no vector tail then.
         if *vector
-            && *extent >= 4
+            && extent.fixed().is_some_and(|n| n >= 4)
             && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
         {
             let added = self.hoist_uniform(*var, body);
@@ -290,9 +292,68 @@ impl<'a, 'b> FnCx<'a, 'b> {
             return;
         }
         let added = self.hoist_uniform(*var, body);
-        self.counted_loop_to(v, begin, end, 1, |cx| cx.stmts(body));
+        let mut from = begin;
+        if *vector
+            && extent.fixed().is_none()
+            && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
+        {
+            // Whole groups of four, then the rest one by one.
+            self.counted_loop_to(v, begin, end, 4, |cx| cx.vector_body(&vl));
+            from = self.b.use_var(v);
+        }
+        self.counted_loop_to(v, from, end, 1, |cx| cx.stmts(body));
         for k in added {
             self.hoisted.remove(&k);
+        }
+    }
+
+    /// A loop whose extent is known at run time only (`Count::Dyn`): a vector loop over
+    /// whole groups of four, then the scalar body for the rest (the extent may be below
+    /// four); otherwise the scalar loop.
+    fn dyn_loop(
+        &mut self,
+        v: Variable,
+        var: u32,
+        extent: &crate::loops::Count,
+        vector: bool,
+        body: &[Stmt],
+    ) {
+        let mut memo = HashMap::new();
+        let end = self.eval(&extent.expr(), &mut memo);
+        let z = self.b.ins().iconst(types::I64, 0);
+        let added = self.hoist_uniform(var, body);
+        if vector && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, var, body) {
+            self.counted_loop_to(v, z, end, 4, |cx| cx.vector_body(&vl));
+            let from = self.b.use_var(v);
+            self.counted_loop_to(v, from, end, 1, |cx| cx.stmts(body));
+        } else {
+            self.counted_loop_to(v, z, end, 1, |cx| cx.stmts(body));
+        }
+        for k in added {
+            self.hoisted.remove(&k);
+        }
+    }
+
+    /// The value of an i64 expression over the run-time dims (a parallel loop's extent).
+    pub fn eval_int(&mut self, e: &E) -> Value {
+        self.eval(e, &mut HashMap::new())
+    }
+
+    /// Defines the run-time dims' variables (`loops::DIM_VAR`) from the dims array that
+    /// follows the input pointers.
+    pub fn setup_dims(&mut self, inputs: Value) {
+        if self.prog.run_dims.is_empty() {
+            return;
+        }
+        let at = (self.prog.inputs.len() * 8) as i32;
+        let dims = self.b.ins().load(PTR, flags().with_readonly(), inputs, at);
+        for k in 0..self.prog.run_dims.len() {
+            let d = self
+                .b
+                .ins()
+                .load(types::I64, flags().with_readonly(), dims, (k * 8) as i32);
+            let var = self.var(crate::loops::DIM_VAR + k as u32);
+            self.b.def_var(var, d);
         }
     }
 
@@ -305,25 +366,28 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 body,
             } => {
                 let v = self.var(*var);
-                if *extent == 1 {
+                let Some(extent) = extent.fixed() else {
+                    return self.dyn_loop(v, *var, extent, *vector, body);
+                };
+                if extent == 1 {
                     let z = self.b.ins().iconst(types::I64, 0);
                     self.b.def_var(v, z);
                     self.stmts(body);
                     return;
                 }
                 if *vector
-                    && *extent >= MEMMOVE_MIN
+                    && extent >= MEMMOVE_MIN
                     && let Some(run) = self.contiguous_copy(*var, body)
                 {
-                    self.copy_run(v, *extent, run);
+                    self.copy_run(v, extent, run);
                     return;
                 }
                 if *vector
-                    && *extent >= 4
+                    && extent >= 4
                     && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
                 {
                     let added = self.hoist_uniform(*var, body);
-                    if *extent <= SHORT_VECTOR_LOOP && extent % 4 == 0 {
+                    if extent <= SHORT_VECTOR_LOOP && extent % 4 == 0 {
                         // A loop over a blocked layout's 8 lanes: unrolled, so the loads it
                         // indexes by lane alone (per-channel parameters) have constant
                         // offsets and no loop control runs per position.
@@ -334,7 +398,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                         }
                     } else {
                         let z = self.b.ins().iconst(types::I64, 0);
-                        self.counted_loop(v, z, *extent, 4, |cx| cx.vector_body(&vl));
+                        self.counted_loop(v, z, extent, 4, |cx| cx.vector_body(&vl));
                         if extent % 4 != 0 {
                             // The tail reuses the vector body on the last four elements: the
                             // stores are pure (no step reads the buffer it writes), so
@@ -351,7 +415,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 }
                 let added = self.hoist_uniform(*var, body);
                 let z = self.b.ins().iconst(types::I64, 0);
-                self.counted_loop(v, z, *extent, 1, |cx| cx.stmts(body));
+                self.counted_loop(v, z, extent, 1, |cx| cx.stmts(body));
                 for k in added {
                     self.hoisted.remove(&k);
                 }
@@ -383,7 +447,13 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let s = self.eval(src_offset, &mut memo);
                 let dp = self.addr(*dst, d);
                 let sp = self.addr(*src, s);
-                let size = self.b.ins().iconst(PTR, elems * es);
+                let size = match elems.fixed() {
+                    Some(n) => self.b.ins().iconst(PTR, n * es),
+                    None => {
+                        let n = self.eval(&elems.expr(), &mut memo);
+                        self.b.ins().imul_imm_s(n, es)
+                    }
+                };
                 let memcpy = self
                     .imports
                     .func(&mut self.b, "memcpy", &[PTR, PTR, PTR], &[PTR]);
@@ -409,6 +479,21 @@ impl<'a, 'b> FnCx<'a, 'b> {
                             let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
                             let gv = self.imports.rodata_gv(bytes, &mut self.b);
                             self.b.ins().symbol_value(PTR, gv)
+                        }
+                        Arg::DynParams(p) => {
+                            // Computed into a stack array for the call.
+                            let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+                                ir::StackSlotKind::ExplicitSlot,
+                                (p.len() * 8) as u32,
+                                3,
+                            ));
+                            for (k, e) in p.iter().enumerate() {
+                                let v = self.eval(e, &mut memo);
+                                self.b
+                                    .ins()
+                                    .stack_store(types::I64, v, slot, (k * 8) as i32);
+                            }
+                            self.b.ins().stack_addr(PTR, slot, 0)
                         }
                         Arg::Floats(p) => {
                             let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -640,6 +725,7 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
                             expr_bufs(offset, out);
                         }
                         Arg::Int(e) => expr_bufs(e, out),
+                        Arg::DynParams(p) => p.iter().for_each(|e| expr_bufs(e, out)),
                         Arg::Null
                         | Arg::Params(_)
                         | Arg::Floats(_)

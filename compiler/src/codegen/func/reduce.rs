@@ -11,7 +11,7 @@ use super::{FnCx, clif_ty};
 use crate::ir::DType;
 use crate::ir::expr::{BinOp, E};
 use crate::ir::graph::ReduceKind;
-use crate::loops::BufId;
+use crate::loops::{BufId, Count};
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use cranelift_frontend::Variable;
 use std::collections::HashMap;
@@ -22,14 +22,20 @@ impl FnCx<'_, '_> {
         buf: BufId,
         offset: &E,
         kind: ReduceKind,
-        loops: &[(u32, i64)],
+        loops: &[(u32, Count)],
         body: &E,
         epilogue: Option<&E>,
     ) {
-        if let Some((fold, plan)) =
-            vectorize::vector_reduction(&self.prog.buffers, kind, loops, body)
+        // Run-time extents: the scalar fold.
+        let fixed: Option<Vec<(u32, i64)>> = loops
+            .iter()
+            .map(|(v, c)| c.fixed().map(|n| (*v, n)))
+            .collect();
+        if let Some(fixed) = &fixed
+            && let Some((fold, plan)) =
+                vectorize::vector_reduction(&self.prog.buffers, kind, fixed, body)
         {
-            return self.reduce_vector(buf, offset, loops, (body, fold, &plan), epilogue);
+            return self.reduce_vector(buf, offset, fixed, (body, fold, &plan), epilogue);
         }
         let dt = body.dtype;
         let ty = clif_ty(dt);
@@ -121,7 +127,8 @@ impl FnCx<'_, '_> {
         self.b.def_var(acc_s, i);
         let (outer, last) = loops.split_at(loops.len() - 1);
         let (var, extent) = last[0];
-        self.reduce_loops(outer, &mut |cx| {
+        let outer: Vec<(u32, Count)> = outer.iter().map(|&(v, n)| (v, Count::Fixed(n))).collect();
+        self.reduce_loops(&outer, &mut |cx| {
             let v = cx.var(var);
             let z = cx.b.ins().iconst(types::I64, 0);
             cx.b.def_var(v, z);
@@ -181,19 +188,25 @@ impl FnCx<'_, '_> {
         self.store(buf, off, val, vdt);
     }
 
-    pub(super) fn reduce_loops(&mut self, loops: &[(u32, i64)], body: &mut dyn FnMut(&mut Self)) {
+    pub(super) fn reduce_loops(&mut self, loops: &[(u32, Count)], body: &mut dyn FnMut(&mut Self)) {
         match loops.split_first() {
             None => body(self),
-            Some((&(var, extent), rest)) => {
-                let v = self.var(var);
-                if extent == 1 {
-                    let z = self.b.ins().iconst(types::I64, 0);
-                    self.b.def_var(v, z);
-                    self.reduce_loops(rest, body);
-                    return;
-                }
+            Some(((var, extent), rest)) => {
+                let v = self.var(*var);
                 let z = self.b.ins().iconst(types::I64, 0);
-                self.counted_loop(v, z, extent, 1, |cx| cx.reduce_loops(rest, body));
+                match extent.fixed() {
+                    Some(1) => {
+                        self.b.def_var(v, z);
+                        self.reduce_loops(rest, body);
+                    }
+                    Some(n) => {
+                        self.counted_loop(v, z, n, 1, |cx| cx.reduce_loops(rest, body));
+                    }
+                    None => {
+                        let end = self.eval_int(&extent.expr());
+                        self.counted_loop_to(v, z, end, 1, |cx| cx.reduce_loops(rest, body));
+                    }
+                }
             }
         }
     }

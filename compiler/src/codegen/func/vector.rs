@@ -206,7 +206,7 @@ impl FnCx<'_, '_> {
         buf: BufId,
         offset: &E,
         fold: VFold,
-        loops: &[(u32, i64)],
+        loops: &[(u32, crate::loops::Count)],
         body: &VPlan<'_>,
         epilogue: Option<&EpiloguePlan<'_>>,
     ) {

@@ -164,7 +164,7 @@ pub(super) enum VLoop<'s> {
         buf: BufId,
         offset: &'s E,
         fold: VFold,
-        loops: &'s [(u32, i64)],
+        loops: &'s [(u32, crate::loops::Count)],
         body: VPlan<'s>,
         epilogue: Option<EpiloguePlan<'s>>,
     },
@@ -686,7 +686,7 @@ mod tests {
             buf: 3,
             offset: x::add(x::mul(var(1), x::i(64)), var(0)),
             kind: ReduceKind::Sum,
-            loops: vec![(2, 9)],
+            loops: vec![(2, crate::loops::Count::Fixed(9))],
             body,
             epilogue,
         }];

@@ -374,7 +374,7 @@ impl StepCx<'_> {
             buf: self.buf(out),
             offset: flat(&out_index(rank), &so),
             kind: ReduceKind::Sum,
-            loops: vec![(rank as u32, k)],
+            loops: vec![(rank as u32, Count::Fixed(k))],
             body,
             epilogue: None,
         };
@@ -513,7 +513,7 @@ impl StepCx<'_> {
             buf: self.buf(out),
             offset: flat(&out_index(rank), &ys),
             kind: ReduceKind::Sum,
-            loops,
+            loops: fixed_loops(loops),
             body: prod,
             epilogue,
         };

@@ -3,7 +3,7 @@
 
 mod calls;
 
-use super::{Arg, BufId, Buffer, Func, IoDesc, Loc, Program, Stmt};
+use super::{Arg, BufId, Buffer, Count, Func, IoDesc, Loc, Program, Stmt};
 use crate::error::{Error, Result};
 use crate::ir::DType;
 use crate::ir::expr::{self, E, ExprKind};
@@ -203,6 +203,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                     dims_at: None,
                     hidden: false,
                     map_key: o.map.map(|m| m.key),
+                    run_dims: vec![],
                 }
             })
             .collect()
@@ -222,7 +223,16 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         input_groups: vec![],
         output_groups: vec![],
         chunks: vec![],
+        run_dims: vec![],
     })
+}
+
+/// Loops of constant extents as a reduction's.
+fn fixed_loops(loops: Vec<(u32, i64)>) -> Vec<(u32, Count)> {
+    loops
+        .into_iter()
+        .map(|(v, n)| (v, Count::Fixed(n)))
+        .collect()
 }
 
 fn is_const(s: &Schedule, v: SvId) -> bool {
@@ -431,7 +441,7 @@ fn nest_loops(loops: &[(u32, i64)], inner: Vec<Stmt>, vectorize: bool) -> Vec<St
     for (d, &(var, extent)) in loops.iter().enumerate().rev() {
         body = vec![Stmt::For {
             var,
-            extent,
+            extent: Count::Fixed(extent),
             vector: vectorize && d == loops.len() - 1,
             body,
         }];
@@ -567,7 +577,7 @@ impl StepCx<'_> {
             let innermost = d == extents.len() - 1;
             body = vec![Stmt::For {
                 var: first_var + d as u32,
-                extent: e,
+                extent: Count::Fixed(e),
                 vector: vectorize && innermost,
                 body,
             }];
@@ -651,7 +661,7 @@ impl StepCx<'_> {
                     buf: obuf,
                     offset: flat(&out_index(rank), &oshape),
                     kind: *kind,
-                    loops,
+                    loops: fixed_loops(loops),
                     body,
                     epilogue: epilogue.as_ref().map(|e| self.flatten(e)),
                 };
@@ -733,11 +743,11 @@ impl StepCx<'_> {
                         ),
                         src: self.buf(v),
                         src_offset: expr::mul(expr::var(ov), expr::i(chunk)),
-                        elems: chunk,
+                        elems: Count::Fixed(chunk),
                     };
                     stmts.push(Stmt::For {
                         var: ov,
-                        extent: outer,
+                        extent: Count::Fixed(outer),
                         vector: false,
                         body: vec![copy],
                     });
@@ -752,7 +762,7 @@ impl StepCx<'_> {
                     dst_offset: expr::i(0),
                     src: self.buf(base),
                     src_offset: expr::i(0),
-                    elems: self.s.values[out].len(),
+                    elems: Count::Fixed(self.s.values[out].len()),
                 }];
                 if sc.extents.contains(&0) {
                     return Ok(stmts);
@@ -818,7 +828,7 @@ impl StepCx<'_> {
                     dst_offset: expr::i(off as i64),
                     src: self.buf(v),
                     src_offset: expr::i(0),
-                    elems: self.s.values[v].len(),
+                    elems: Count::Fixed(self.s.values[v].len()),
                 })
                 .collect()),
             StepKind::Copy => {
@@ -828,7 +838,7 @@ impl StepCx<'_> {
                     dst_offset: expr::i(0),
                     src: self.buf(v),
                     src_offset: expr::i(0),
-                    elems: self.s.values[out].len(),
+                    elems: Count::Fixed(self.s.values[out].len()),
                 }])
             }
         }

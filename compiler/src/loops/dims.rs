@@ -1,0 +1,759 @@
+//! One program for every value of a run-time dim, from programs lowered at several values.
+//!
+//! The stages before this one know dims as integers only. A model whose dim `seq` is to be
+//! taken at run time is lowered at a few values of it (`PROBES`, and its bound); if the
+//! programs differ only in integer constants (loop extents, strides and offsets inside
+//! index expressions, kernel arguments and parameters, buffer sizes) and each such constant
+//! is the same polynomial of degree two at most in `seq` at every value, the program with
+//! those polynomials over the run-time value (`DIM_VAR`) computes the model at any value.
+//! Layout is the bound's: every buffer, the arena and the workspace are planned at the bound,
+//! where each size is largest (checked), so a run at a smaller value uses a prefix of each.
+//!
+//! Anything else that differs — a decision taken by size (a kernel, a fusion, a layout), a
+//! constant table, a dim that is not a polynomial (`seq / 2`) — makes `generalize` fail,
+//! saying where; the caller then asks for the dim to be fixed at compile time.
+
+use super::{Arg, Buffer, Count, Func, IoDesc, Loc, Program, RunDim, RunTimeDim, Stmt};
+use crate::ir::DType;
+use crate::ir::expr::{self, E, Expr, ExprKind};
+use crate::ir::tensor::Scalar;
+use std::sync::Arc;
+
+/// Values of the run-time dim a model is lowered at besides its bound (those below it),
+/// three to fit each constant's polynomial and the rest to check it. Odd primes far from
+/// the powers of two and from one another, so that no size-based choice or coincidence of
+/// two dims is likely to hold at all of them and not in general.
+pub const PROBES: [i64; 11] = [37, 41, 53, 29, 23, 19, 17, 13, 11, 7, 5];
+
+/// The fewest values a program is checked at (three to fit, two to check).
+const MIN_PROBES: usize = 5;
+
+/// Smallest bound a run-time dim may have: below it there are too few probe values.
+pub const MIN_BOUND: i64 = 16;
+
+/// The values to lower a model at for a run-time dim bounded by `bound` (≥ `MIN_BOUND`):
+/// the probes below the bound, then the bound itself.
+pub fn probe_sizes(bound: i64) -> Vec<i64> {
+    let mut v: Vec<i64> = PROBES.iter().copied().filter(|&p| p < bound).collect();
+    v.truncate(MIN_PROBES - 1);
+    v.push(bound);
+    v
+}
+
+/// `a0 + a1·d + a2·d²`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Poly([i64; 3]);
+
+impl Poly {
+    fn at(self, d: i64) -> Option<i64> {
+        let [a0, a1, a2] = self.0.map(i128::from);
+        let d = i128::from(d);
+        i64::try_from(a0 + a1 * d + a2 * d * d).ok()
+    }
+
+    /// The polynomial through the first three points, if its coefficients are integers,
+    /// when it passes through every point.
+    fn fit(sizes: &[i64], vals: &[i64]) -> Option<Poly> {
+        let (x, y): (Vec<i128>, Vec<i128>) = (
+            sizes[..3].iter().map(|&v| v.into()).collect(),
+            vals[..3].iter().map(|&v| v.into()).collect(),
+        );
+        // Newton's divided differences.
+        let d01 = y[1] - y[0];
+        let (h01, h12, h02) = (x[1] - x[0], x[2] - x[1], x[2] - x[0]);
+        let d12 = y[2] - y[1];
+        // a2 = ((d12/h12) - (d01/h01)) / h02, in integers.
+        let num = d12 * h01 - d01 * h12;
+        let den = h01 * h12 * h02;
+        if num % den != 0 {
+            return None;
+        }
+        let a2 = num / den;
+        // a1 from the first two points: (y1 - y0) = a1 (x1 - x0) + a2 (x1² - x0²).
+        let r = d01 - a2 * (x[1] * x[1] - x[0] * x[0]);
+        if r % h01 != 0 {
+            return None;
+        }
+        let a1 = r / h01;
+        let a0 = y[0] - a1 * x[0] - a2 * x[0] * x[0];
+        let p = Poly([
+            i64::try_from(a0).ok()?,
+            i64::try_from(a1).ok()?,
+            i64::try_from(a2).ok()?,
+        ]);
+        sizes
+            .iter()
+            .zip(vals)
+            .all(|(&s, &v)| p.at(s) == Some(v))
+            .then_some(p)
+    }
+
+    /// The expression over run-time dim 0.
+    fn expr(self) -> E {
+        let d = super::dim(0);
+        let [a0, a1, a2] = self.0;
+        let mut e = expr::i(a0);
+        if a1 != 0 {
+            e = expr::add(e, expr::mul(expr::i(a1), d.clone()));
+        }
+        if a2 != 0 {
+            e = expr::add(e, expr::mul(expr::i(a2), expr::mul(d.clone(), d)));
+        }
+        e
+    }
+
+    /// Its least and largest values for dims in `1..=bound`, when it has no other extremum
+    /// there than at the ends (`a2 ≥ 0`: convex) and its least value is not negative.
+    fn range(self, bound: i64) -> Option<(i64, i64)> {
+        let [_, a1, a2] = self.0;
+        if a2 < 0 {
+            return None;
+        }
+        let hi = self.at(1)?.max(self.at(bound)?);
+        // A convex polynomial's least value is at its vertex or an end.
+        let mut lo = self.at(1)?.min(self.at(bound)?);
+        if a2 > 0 {
+            let v = (-a1) / (2 * a2);
+            for d in [v, v + 1] {
+                if (1..=bound).contains(&d) {
+                    lo = lo.min(self.at(d)?);
+                }
+            }
+        }
+        (lo >= 0).then_some((lo, hi))
+    }
+}
+
+/// The programs for each value of `sizes` (the last the bound), as one program taking run-time
+/// dim `name` (`Program::run_dims`), or why they are not one.
+pub fn generalize(name: &str, sizes: &[i64], programs: Vec<Program>) -> Result<Program, String> {
+    assert!(sizes.len() >= MIN_PROBES && sizes.len() == programs.len());
+    let u = Unify {
+        sizes,
+        bound: *sizes.last().expect("probes"),
+    };
+    let ps: Vec<&Program> = programs.iter().collect();
+    let last = *ps.last().expect("probes");
+    if ps.iter().any(|p| !p.chunks.is_empty()) {
+        return Err("the model also carries chunk programs".into());
+    }
+    if ps.iter().any(|p| p.dynamic()) {
+        return Err(
+            "some of its outputs have as many rows as the data selects (NonZero, \
+             NonMaxSuppression, …)"
+                .into(),
+        );
+    }
+    let same = |what: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("its {what} differ with '{name}'"))
+        }
+    };
+    same(
+        "steps",
+        ps.iter().all(|p| p.funcs.len() == last.funcs.len()),
+    )?;
+    same(
+        "buffers",
+        ps.iter().all(|p| p.buffers.len() == last.buffers.len()),
+    )?;
+    same(
+        "inputs and outputs",
+        ps.iter()
+            .all(|p| p.inputs.len() == last.inputs.len() && p.outputs.len() == last.outputs.len()),
+    )?;
+    // The bound's workspace layout serves every smaller value.
+    let fits = ps.iter().all(|p| {
+        p.workspace_size <= last.workspace_size
+            && p.scratch_base <= last.scratch_base
+            && p.scratch_shared <= last.scratch_shared
+            && p.scratch_per_worker <= last.scratch_per_worker
+            && p.string_bytes <= last.string_bytes
+    });
+    same("workspace layouts (not largest at the bound)", fits)?;
+    let buffers = (0..last.buffers.len())
+        .map(|k| {
+            u.buffer(&ps.iter().map(|p| &p.buffers[k]).collect::<Vec<_>>())
+                .map_err(|e| format!("{e} (buffer {k})"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut funcs = Vec::new();
+    for k in 0..last.funcs.len() {
+        let fs: Vec<&Func> = ps.iter().map(|p| &p.funcs[k]).collect();
+        let f = u
+            .func(&fs)
+            .map_err(|e| format!("{e}, in {} ({})", last.funcs[k].name, last.funcs[k].origin))?;
+        funcs.push(f);
+    }
+    let io = |get: &dyn Fn(&Program) -> &[IoDesc]| -> Result<Vec<IoDesc>, String> {
+        (0..get(last).len())
+            .map(|k| u.io(&ps.iter().map(|p| &get(p)[k]).collect::<Vec<_>>()))
+            .collect()
+    };
+    let inputs = io(&|p| &p.inputs)?;
+    let outputs = io(&|p| &p.outputs)?;
+    if !inputs
+        .iter()
+        .any(|d| d.run_dims.iter().any(|r| r.is_some_and(|r| r.mul != 0)))
+    {
+        return Err(format!("no input carries '{name}'"));
+    }
+    Ok(Program {
+        buffers,
+        funcs,
+        inputs,
+        outputs,
+        run_dims: vec![RunTimeDim {
+            name: name.to_string(),
+            bound: u.bound,
+        }],
+        ..last.clone()
+    })
+}
+
+struct Unify<'a> {
+    sizes: &'a [i64],
+    bound: i64,
+}
+
+/// A constant of the programs: the same everywhere, or a polynomial in the run-time dim.
+enum Int {
+    Same(i64),
+    Poly(Poly),
+}
+
+impl Unify<'_> {
+    fn int(&self, vals: &[i64]) -> Result<Int, String> {
+        if vals.iter().all(|&v| v == vals[0]) {
+            return Ok(Int::Same(vals[0]));
+        }
+        Poly::fit(self.sizes, vals)
+            .map(Int::Poly)
+            .ok_or_else(|| format!("a constant takes the values {vals:?}, not a polynomial"))
+    }
+
+    fn equal<T: PartialEq + std::fmt::Debug>(&self, what: &str, vals: &[T]) -> Result<(), String> {
+        if vals.iter().all(|v| *v == vals[0]) {
+            Ok(())
+        } else {
+            Err(format!(
+                "its {what} differ: {:?} and {:?}",
+                vals[0],
+                vals[vals.len() - 1]
+            ))
+        }
+    }
+
+    fn count(&self, cs: &[&Count]) -> Result<Count, String> {
+        let vals: Vec<i64> = cs
+            .iter()
+            .map(|c| c.fixed().ok_or("a count is already run-time"))
+            .collect::<Result<_, _>>()?;
+        Ok(match self.int(&vals)? {
+            Int::Same(n) => Count::Fixed(n),
+            Int::Poly(p) => {
+                let (_, max) = p.range(self.bound).ok_or_else(|| {
+                    format!("a count {vals:?} would be negative or not largest at the bound")
+                })?;
+                Count::Dyn { e: p.expr(), max }
+            }
+        })
+    }
+
+    fn buffer(&self, bs: &[&Buffer]) -> Result<Buffer, String> {
+        let last = bs[bs.len() - 1];
+        self.equal(
+            "buffer types",
+            &bs.iter().map(|b| b.dtype).collect::<Vec<_>>(),
+        )?;
+        // Lengths: the bound's, largest.
+        let lens: Vec<i64> = bs.iter().map(|b| b.len).collect();
+        if let Int::Poly(p) = self.int(&lens)? {
+            p.range(self.bound)
+                .filter(|&(_, hi)| hi == last.len)
+                .ok_or_else(|| format!("a buffer's length {lens:?} is not largest at the bound"))?;
+        }
+        self.equal(
+            "slice offsets",
+            &bs.iter().map(|b| b.offset).collect::<Vec<_>>(),
+        )?;
+        let loc = match &last.loc {
+            Loc::Input(_) | Loc::Output(_) => {
+                let locs: Vec<String> = bs.iter().map(|b| format!("{:?}", b.loc)).collect();
+                self.equal("buffer places", &locs)?;
+                last.loc.clone()
+            }
+            Loc::Const(d) => {
+                let same = bs.iter().all(|b| match &b.loc {
+                    Loc::Const(e) => Arc::ptr_eq(d, e) || d == e,
+                    _ => false,
+                });
+                if !same {
+                    return Err(
+                        "a constant it computes from the dims (a folded Range, Shape or \
+                                table) differs with them"
+                            .into(),
+                    );
+                }
+                last.loc.clone()
+            }
+            // The bound's arena plan: every buffer is largest there.
+            Loc::Arena(o) => {
+                if !bs.iter().all(|b| matches!(b.loc, Loc::Arena(_))) {
+                    return Err("a buffer's place differs".into());
+                }
+                Loc::Arena(*o)
+            }
+        };
+        Ok(Buffer {
+            dtype: last.dtype,
+            len: last.len,
+            loc,
+            offset: last.offset,
+        })
+    }
+
+    fn io(&self, ds: &[&IoDesc]) -> Result<IoDesc, String> {
+        let last = ds[ds.len() - 1];
+        self.equal(
+            "input or output names",
+            &ds.iter().map(|d| &d.name).collect::<Vec<_>>(),
+        )?;
+        self.equal(
+            "input or output types",
+            &ds.iter().map(|d| d.dtype).collect::<Vec<_>>(),
+        )?;
+        self.equal(
+            "input or output ranks",
+            &ds.iter().map(|d| d.shape.len()).collect::<Vec<_>>(),
+        )?;
+        if ds
+            .iter()
+            .any(|d| d.map_key.is_some() || d.keys.is_some() || d.dims_at.is_some())
+        {
+            return Err(format!(
+                "'{}' is a map or has data-dependent dims",
+                last.name
+            ));
+        }
+        let mut run_dims = Vec::new();
+        for k in 0..last.shape.len() {
+            let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
+            run_dims.push(match self.int(&vals)? {
+                Int::Same(_) => None,
+                Int::Poly(Poly([add, mul, 0])) if mul > 0 => Some(RunDim { dim: 0, mul, add }),
+                Int::Poly(_) => {
+                    return Err(format!(
+                        "dim {k} of '{}' takes the values {vals:?} (onnxc takes dims of the form \
+                         a·N + b)",
+                        last.name
+                    ));
+                }
+            });
+        }
+        let any = run_dims.iter().any(Option::is_some);
+        Ok(IoDesc {
+            run_dims: if any { run_dims } else { vec![] },
+            ..last.clone()
+        })
+    }
+
+    fn func(&self, fs: &[&Func]) -> Result<Func, String> {
+        let last = fs[fs.len() - 1];
+        self.equal(
+            "step names",
+            &fs.iter().map(|f| &f.name).collect::<Vec<_>>(),
+        )?;
+        self.equal(
+            "parallel flags",
+            &fs.iter().map(|f| f.parallel).collect::<Vec<_>>(),
+        )?;
+        let bodies: Vec<&[Stmt]> = fs.iter().map(|f| &f.body[..]).collect();
+        Ok(Func {
+            body: self.stmts(&bodies)?,
+            ..last.clone()
+        })
+    }
+
+    fn stmts(&self, bodies: &[&[Stmt]]) -> Result<Vec<Stmt>, String> {
+        let n = bodies[0].len();
+        if bodies.iter().any(|b| b.len() != n) {
+            return Err("its statements differ".into());
+        }
+        (0..n)
+            .map(|k| self.stmt(&bodies.iter().map(|b| &b[k]).collect::<Vec<_>>()))
+            .collect()
+    }
+
+    fn stmt(&self, ss: &[&Stmt]) -> Result<Stmt, String> {
+        let differ = || Err("its statements differ".to_string());
+        macro_rules! all {
+            ($pat:pat => $out:expr) => {
+                ss.iter()
+                    .map(|s| match s {
+                        $pat => Ok($out),
+                        _ => Err("its statements differ".to_string()),
+                    })
+                    .collect::<Result<Vec<_>, String>>()?
+            };
+        }
+        Ok(match ss[0] {
+            Stmt::For { .. } => {
+                let parts = all!(Stmt::For { var, extent, vector, body } => (*var, extent, *vector, &body[..]));
+                self.equal(
+                    "loops",
+                    &parts.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>(),
+                )?;
+                Stmt::For {
+                    var: parts[0].0,
+                    extent: self.count(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
+                    vector: parts[0].2,
+                    body: self.stmts(&parts.iter().map(|p| p.3).collect::<Vec<_>>())?,
+                }
+            }
+            Stmt::Store { .. } => {
+                let parts = all!(Stmt::Store { buf, offset, value } => (*buf, offset, value));
+                self.equal("stores", &parts.iter().map(|p| p.0).collect::<Vec<_>>())?;
+                Stmt::Store {
+                    buf: parts[0].0,
+                    offset: self.expr(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
+                    value: self.expr(&parts.iter().map(|p| p.2).collect::<Vec<_>>())?,
+                }
+            }
+            Stmt::Reduce { .. } => {
+                let parts = all!(Stmt::Reduce { buf, offset, kind, loops, body, epilogue } =>
+                    (*buf, offset, *kind, loops, body, epilogue));
+                self.equal(
+                    "reductions",
+                    &parts
+                        .iter()
+                        .map(|p| (p.0, format!("{:?}", p.2), p.3.len(), p.5.is_some()))
+                        .collect::<Vec<_>>(),
+                )?;
+                let mut loops = Vec::new();
+                for k in 0..parts[0].3.len() {
+                    let vars: Vec<u32> = parts.iter().map(|p| p.3[k].0).collect();
+                    self.equal("reduction loops", &vars)?;
+                    let c = self.count(&parts.iter().map(|p| &p.3[k].1).collect::<Vec<_>>())?;
+                    loops.push((vars[0], c));
+                }
+                let epilogue = match parts[0].5 {
+                    Some(_) => Some(
+                        self.expr(
+                            &parts
+                                .iter()
+                                .map(|p| p.5.as_ref().expect("checked"))
+                                .collect::<Vec<_>>(),
+                        )?,
+                    ),
+                    None => None,
+                };
+                Stmt::Reduce {
+                    buf: parts[0].0,
+                    offset: self.expr(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
+                    kind: parts[0].2,
+                    loops,
+                    body: self.expr(&parts.iter().map(|p| p.4).collect::<Vec<_>>())?,
+                    epilogue,
+                }
+            }
+            Stmt::Copy { .. } => {
+                let parts = all!(Stmt::Copy { dst, dst_offset, src, src_offset, elems } =>
+                    (*dst, dst_offset, *src, src_offset, elems));
+                self.equal(
+                    "copies",
+                    &parts.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>(),
+                )?;
+                Stmt::Copy {
+                    dst: parts[0].0,
+                    dst_offset: self.expr(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
+                    src: parts[0].2,
+                    src_offset: self.expr(&parts.iter().map(|p| p.3).collect::<Vec<_>>())?,
+                    elems: self.count(&parts.iter().map(|p| p.4).collect::<Vec<_>>())?,
+                }
+            }
+            Stmt::Check { .. } => {
+                let parts = all!(Stmt::Check { cond, code } => (cond, *code));
+                self.equal("checks", &parts.iter().map(|p| p.1).collect::<Vec<_>>())?;
+                Stmt::Check {
+                    cond: self.expr(&parts.iter().map(|p| p.0).collect::<Vec<_>>())?,
+                    code: parts[0].1,
+                }
+            }
+            Stmt::Call { kernel, .. } => {
+                let parts = all!(Stmt::Call { kernel, args } => (kernel.symbol, args));
+                self.equal("kernels", &parts.iter().map(|p| p.0).collect::<Vec<_>>())?;
+                let n = parts[0].1.len();
+                if parts.iter().any(|p| p.1.len() != n) {
+                    return differ();
+                }
+                let mut args = Vec::new();
+                for k in 0..n {
+                    let a: Vec<&Arg> = parts.iter().map(|p| &p.1[k]).collect();
+                    args.push(
+                        self.arg(&a)
+                            .map_err(|e| format!("{e} (argument {k} of {})", kernel.symbol))?,
+                    );
+                }
+                Stmt::Call { kernel, args }
+            }
+        })
+    }
+
+    fn arg(&self, args: &[&Arg]) -> Result<Arg, String> {
+        let last = args[args.len() - 1];
+        let differ = || Err("its kernel arguments differ".to_string());
+        Ok(match last {
+            Arg::Ptr { buf, .. } => {
+                let mut offs = Vec::new();
+                for a in args {
+                    match a {
+                        Arg::Ptr { buf: b, offset } if b == buf => offs.push(offset),
+                        _ => return differ(),
+                    }
+                }
+                Arg::Ptr {
+                    buf: *buf,
+                    offset: self.expr(&offs)?,
+                }
+            }
+            Arg::Int(_) => {
+                let mut es = Vec::new();
+                for a in args {
+                    match a {
+                        Arg::Int(e) => es.push(e),
+                        _ => return differ(),
+                    }
+                }
+                Arg::Int(self.expr(&es)?)
+            }
+            Arg::Params(p) => {
+                let mut ps = Vec::new();
+                for a in args {
+                    match a {
+                        Arg::Params(q) if q.len() == p.len() => ps.push(q),
+                        _ => return differ(),
+                    }
+                }
+                let mut dynamic = false;
+                let mut out = Vec::new();
+                for k in 0..p.len() {
+                    let vals: Vec<i64> = ps.iter().map(|q| q[k]).collect();
+                    out.push(match self.int(&vals)? {
+                        Int::Same(v) => expr::i(v),
+                        Int::Poly(poly) => {
+                            dynamic = true;
+                            poly.expr()
+                        }
+                    });
+                }
+                if dynamic {
+                    Arg::DynParams(out)
+                } else {
+                    last.clone()
+                }
+            }
+            // The bound's scratch layout.
+            Arg::Scratch { .. } => {
+                if !args.iter().all(|a| matches!(a, Arg::Scratch { .. })) {
+                    return differ();
+                }
+                last.clone()
+            }
+            Arg::Null | Arg::Threads | Arg::Floats(_) | Arg::Blob(_) | Arg::DynParams(_) => {
+                let texts: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+                if texts.iter().any(|t| *t != texts[0]) {
+                    return Err("a kernel's constant table differs with the dims".into());
+                }
+                last.clone()
+            }
+        })
+    }
+
+    fn expr(&self, es: &[&E]) -> Result<E, String> {
+        let first = es[0];
+        if es.iter().all(|e| Arc::ptr_eq(e, first) || ***e == **first) {
+            return Ok(first.clone());
+        }
+        let dtype = first.dtype;
+        if es.iter().any(|e| e.dtype != dtype) {
+            return Err("an expression's type differs".into());
+        }
+        let differ = || "its expressions differ".to_string();
+        let kids = |k: usize| -> Result<E, String> {
+            let cs: Vec<&E> = es.iter().map(|e| e.children()[k]).collect();
+            self.expr(&cs)
+        };
+        let same_shape = es.iter().all(|e| {
+            std::mem::discriminant(&e.kind) == std::mem::discriminant(&first.kind)
+                && e.children().len() == first.children().len()
+        });
+        if !same_shape {
+            return Err(differ());
+        }
+        let kind = match &first.kind {
+            ExprKind::Const(_) => return self.constant(es),
+            ExprKind::Var(_) => return Err(differ()),
+            ExprKind::Load { input, index } => {
+                let mut out = Vec::new();
+                for k in 0..index.len() {
+                    let mut cs = Vec::new();
+                    for e in es {
+                        match &e.kind {
+                            ExprKind::Load {
+                                input: i2,
+                                index: ix,
+                            } if i2 == input => cs.push(&ix[k]),
+                            _ => return Err(differ()),
+                        }
+                    }
+                    out.push(self.expr(&cs)?);
+                }
+                ExprKind::Load {
+                    input: *input,
+                    index: out,
+                }
+            }
+            ExprKind::Unary(op, _) => {
+                if es
+                    .iter()
+                    .any(|e| !matches!(&e.kind, ExprKind::Unary(o, _) if o == op))
+                {
+                    return Err(differ());
+                }
+                ExprKind::Unary(*op, kids(0)?)
+            }
+            ExprKind::Binary(op, _, _) => {
+                if es
+                    .iter()
+                    .any(|e| !matches!(&e.kind, ExprKind::Binary(o, _, _) if o == op))
+                {
+                    return Err(differ());
+                }
+                ExprKind::Binary(*op, kids(0)?, kids(1)?)
+            }
+            ExprKind::Select(..) => ExprKind::Select(kids(0)?, kids(1)?, kids(2)?),
+            ExprKind::Cast(_) => ExprKind::Cast(kids(0)?),
+            ExprKind::CheckIndex { bound, .. } => {
+                if es.iter().any(
+                    |e| !matches!(&e.kind, ExprKind::CheckIndex { bound: b, .. } if b == bound),
+                ) {
+                    return Err("a checked index's bound depends on the dims".into());
+                }
+                ExprKind::CheckIndex {
+                    index: kids(0)?,
+                    bound: *bound,
+                }
+            }
+        };
+        Ok(Arc::new(Expr { dtype, kind }))
+    }
+
+    /// A constant that differs: an integer polynomial, converted to the constant's type.
+    fn constant(&self, es: &[&E]) -> Result<E, String> {
+        let dtype = es[0].dtype;
+        let vals: Option<Vec<i64>> = es
+            .iter()
+            .map(|e| match e.as_const()? {
+                Scalar::I(v) => Some(v),
+                Scalar::U(v) => i64::try_from(v).ok(),
+                Scalar::F(v) if v.fract() == 0.0 && v.abs() < 2f64.powi(53) => Some(v as i64),
+                _ => None,
+            })
+            .collect();
+        let vals = vals.ok_or_else(|| {
+            "a constant that is not an integer (a mean's 1/N, a scale) depends on the dims"
+                .to_string()
+        })?;
+        let Int::Poly(p) = self.int(&vals)? else {
+            unreachable!("the constants differ")
+        };
+        let e = p.expr();
+        Ok(if dtype == DType::I64 {
+            e
+        } else {
+            expr::cast(e, dtype)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_integer_polynomials_and_refuses_the_rest() {
+        let sizes = probe_sizes(512);
+        assert_eq!(sizes, vec![37, 41, 53, 29, 512]);
+        let vals = |f: &dyn Fn(i64) -> i64| sizes.iter().map(|&s| f(s)).collect::<Vec<_>>();
+        assert_eq!(
+            Poly::fit(&sizes, &vals(&|s| 16 * s)),
+            Some(Poly([0, 16, 0]))
+        );
+        assert_eq!(
+            Poly::fit(&sizes, &vals(&|s| 4 * s * s + 3)),
+            Some(Poly([3, 0, 4]))
+        );
+        assert_eq!(
+            Poly::fit(&sizes, &vals(&|s| 2 * s - 1)),
+            Some(Poly([-1, 2, 0]))
+        );
+        // Not polynomials of degree 2 at most, or not with integer coefficients.
+        assert_eq!(Poly::fit(&sizes, &vals(&|s| s / 2)), None);
+        assert_eq!(Poly::fit(&sizes, &vals(&|s| s * s * s)), None);
+        assert_eq!(
+            Poly::fit(&sizes, &vals(&|s| if s < 500 { s } else { 7 })),
+            None
+        );
+    }
+
+    #[test]
+    fn ranges_are_checked_over_every_value() {
+        // s - 30 is negative for small s.
+        assert_eq!(Poly([-30, 1, 0]).range(512), None);
+        assert_eq!(Poly([0, 16, 0]).range(512), Some((16, 8192)));
+        // s² - 10 s + 30: least at s = 5 (5), largest at the bound.
+        assert_eq!(Poly([30, -10, 1]).range(100), Some((5, 9030)));
+        assert_eq!(Poly([0, 0, -1]).range(100), None);
+    }
+
+    #[test]
+    fn expressions_become_polynomials_of_the_run_time_dim() {
+        let sizes = probe_sizes(64);
+        let u = Unify {
+            sizes: &sizes,
+            bound: 64,
+        };
+        let es: Vec<E> = sizes
+            .iter()
+            .map(|&s| expr::add(expr::mul(expr::var(1), expr::i(s * s)), expr::var(2)))
+            .collect();
+        let refs: Vec<&E> = es.iter().collect();
+        let e = u.expr(&refs).unwrap();
+        for &s in &[1i64, 7, 64] {
+            let mut env = std::collections::HashMap::new();
+            env.insert(super::super::DIM_VAR, s);
+            env.insert(1, 3);
+            env.insert(2, 5);
+            assert_eq!(eval(&e, &env), 3 * s * s + 5);
+        }
+        // A float that is not an integer cannot follow the dim.
+        let fs: Vec<E> = sizes
+            .iter()
+            .map(|&s| expr::f(DType::F32, 1.0 / s as f64))
+            .collect();
+        assert!(u.expr(&fs.iter().collect::<Vec<_>>()).is_err());
+    }
+
+    fn eval(e: &E, env: &std::collections::HashMap<u32, i64>) -> i64 {
+        match &e.kind {
+            ExprKind::Var(v) => env[v],
+            ExprKind::Const(Scalar::I(v)) => *v,
+            ExprKind::Binary(expr::BinOp::Add, a, b) => eval(a, env) + eval(b, env),
+            ExprKind::Binary(expr::BinOp::Mul, a, b) => eval(a, env) * eval(b, env),
+            k => panic!("{k:?}"),
+        }
+    }
+}

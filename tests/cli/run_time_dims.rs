@@ -1,0 +1,129 @@
+//! Dims taken at run time (`loops::dims`): one object, compiled with no flag from a model
+//! whose sequence dim is symbolic, run at several sizes against the object specialized to
+//! each (`--dim seq=N`, itself checked against onnxruntime by the suite).
+
+use super::*;
+use onnxc::driver::{self, Options};
+use onnxc_tests::model::{int_tensor, with_int, with_ints};
+use onnxc_tests::scratch;
+
+/// Attention-like model over `[1, seq, 8]`: a product with constant weights, a softmax over
+/// the sequence, a weighted sum over it, a transposed copy and a scores matrix `[seq, seq]`.
+fn model_with_seq() -> onnxc_proto::ModelProto {
+    let w: Vec<f32> = (0..64)
+        .map(|k| ((k * 7 % 13) as f32 - 6.0) / 10.0)
+        .collect();
+    model(
+        vec![
+            node("MatMul", "proj", &["x", "w"], &["h"]),
+            with_int(node("Softmax", "over_seq", &["h"], &["p"]), "axis", 1),
+            node("Mul", "weigh", &["p", "x"], &["px"]),
+            with_int(
+                node("ReduceSum", "pool", &["px", "axes"], &["y"]),
+                "keepdims",
+                0,
+            ),
+            with_ints(
+                node("Transpose", "flip", &["h"], &["z"]),
+                "perm",
+                &[0, 2, 1],
+            ),
+            node("MatMul", "scores", &["h", "z"], &["s"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::S("seq"), D::N(8)])],
+        vec![
+            value_info("y", 1, &[D::N(1), D::N(8)]),
+            value_info("z", 1, &[D::N(1), D::N(8), D::S("seq")]),
+            value_info("s", 1, &[D::N(1), D::S("seq"), D::S("seq")]),
+        ],
+        vec![
+            f32_tensor("w", &[8, 8], &w),
+            int_tensor("axes", 7, &[1], &[1]),
+        ],
+        13,
+    )
+}
+
+/// Links `c`'s object into an executable with the driver's `main`.
+fn executable(c: &driver::Compiled, dir: &Path, name: &str) -> PathBuf {
+    let obj = dir.join(format!("{name}.o"));
+    std::fs::write(&obj, &c.object).unwrap();
+    let exe = dir.join(name);
+    driver::link(&[obj], &exe).unwrap();
+    exe
+}
+
+/// Runs `exe` on the raw input file and returns the raw outputs.
+fn outputs(exe: &Path, input: &Path, out: &Path, n: usize) -> Vec<Vec<u8>> {
+    std::fs::create_dir_all(out).unwrap();
+    let o = Command::new(exe)
+        .arg("run")
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    (0..n)
+        .map(|k| std::fs::read(out.join(format!("output_{k}.bin"))).unwrap())
+        .collect()
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn one_object_runs_every_sequence_length() {
+    let d = scratch("run_time_dims");
+    let p = d.join("seq.onnx");
+    save(&model_with_seq(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("seq".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(c.program.run_dims.len(), 1, "seq is taken at run time");
+    assert!(c.header.contains("seq"), "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for seq in [1usize, 2, 5, 16, 37, 63, 64] {
+        let x: Vec<f32> = (0..seq * 8)
+            .map(|k| ((k * 31 % 17) as f32 - 8.0) / 5.0)
+            .collect();
+        let input = d.join(format!("x{seq}.bin"));
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&input, bytes).unwrap();
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("seq".into(), seq as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let specialized = executable(&s, &d, &format!("fixed{seq}"));
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{seq}")), 3);
+        let want = outputs(&specialized, &input, &d.join(format!("fix{seq}")), 3);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len(), "seq {seq}, output {k}: sizes");
+            for (a, b) in floats(g).iter().zip(floats(w)) {
+                assert!(
+                    (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                    "seq {seq}, output {k}: {a} vs {b}"
+                );
+            }
+        }
+    }
+    // Past the bound: the run refuses the input.
+    let input = d.join("x65.bin");
+    std::fs::write(&input, vec![0u8; 65 * 8 * 4]).unwrap();
+    let o = Command::new(&dynamic)
+        .arg("run")
+        .arg(&input)
+        .arg("--out")
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+}
