@@ -291,25 +291,12 @@ impl<'a, 'b> FnCx<'a, 'b> {
             }
             return;
         }
-        let added = self.hoist_uniform(*var, body);
-        let mut from = begin;
-        if *vector
-            && extent.fixed().is_none()
-            && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, *var, body)
-        {
-            // Whole groups of four, then the rest one by one.
-            self.counted_loop_to(v, begin, end, 4, |cx| cx.vector_body(&vl));
-            from = self.b.use_var(v);
-        }
-        self.counted_loop_to(v, from, end, 1, |cx| cx.stmts(body));
-        for k in added {
-            self.hoisted.remove(&k);
-        }
+        // A run-time extent's chunks may be of any length: groups of four, then the rest.
+        let groups = *vector && extent.fixed().is_none();
+        self.range_loop(v, *var, (begin, end), groups, body);
     }
 
-    /// A loop whose extent is known at run time only (`Count::Dyn`): a vector loop over
-    /// whole groups of four, then the scalar body for the rest (the extent may be below
-    /// four); otherwise the scalar loop.
+    /// A loop whose extent is known at run time only (`Count::Dyn`).
     fn dyn_loop(
         &mut self,
         v: Variable,
@@ -318,17 +305,30 @@ impl<'a, 'b> FnCx<'a, 'b> {
         vector: bool,
         body: &[Stmt],
     ) {
-        let mut memo = HashMap::new();
-        let end = self.eval(&extent.expr(), &mut memo);
+        let end = self.eval_int(&extent.expr());
         let z = self.b.ins().iconst(types::I64, 0);
+        self.range_loop(v, var, (z, end), vector, body);
+    }
+
+    /// Iterations `[begin, end)` of a loop over `body`, the loop-invariant expressions
+    /// hoisted: with `groups` (and a body that vectorizes), a vector loop over whole groups
+    /// of four and the scalar body for the rest (the range may be shorter than four);
+    /// otherwise the scalar loop.
+    fn range_loop(
+        &mut self,
+        v: Variable,
+        var: u32,
+        (begin, end): (Value, Value),
+        groups: bool,
+        body: &[Stmt],
+    ) {
         let added = self.hoist_uniform(var, body);
-        if vector && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, var, body) {
-            self.counted_loop_to(v, z, end, 4, |cx| cx.vector_body(&vl));
-            let from = self.b.use_var(v);
-            self.counted_loop_to(v, from, end, 1, |cx| cx.stmts(body));
-        } else {
-            self.counted_loop_to(v, z, end, 1, |cx| cx.stmts(body));
+        let mut from = begin;
+        if groups && let Some(vl) = vectorize::vector_loop(&self.prog.buffers, var, body) {
+            self.counted_loop_to(v, begin, end, 4, |cx| cx.vector_body(&vl));
+            from = self.b.use_var(v);
         }
+        self.counted_loop_to(v, from, end, 1, |cx| cx.stmts(body));
         for k in added {
             self.hoisted.remove(&k);
         }
