@@ -7,17 +7,18 @@ use onnxc::driver::{self, Options};
 use onnxc_tests::model::{int_tensor, with_int, with_ints};
 use onnxc_tests::scratch;
 
-/// Attention-like model over `[1, seq, 8]`: a product with constant weights, a softmax over
-/// the sequence, a weighted sum over it, a transposed copy and a scores matrix `[seq, seq]`.
+/// Attention-like model over `[1, seq, 8]`: a product with constant weights to `[1, seq,
+/// 128]`, a softmax over the sequence, a weighted sum over it, a transposed copy and a
+/// scores matrix `[seq, seq]`.
 fn model_with_seq() -> onnxc_proto::ModelProto {
-    let w: Vec<f32> = (0..64)
+    let w: Vec<f32> = (0..8 * 128)
         .map(|k| ((k * 7 % 13) as f32 - 6.0) / 10.0)
         .collect();
     model(
         vec![
             node("MatMul", "proj", &["x", "w"], &["h"]),
             with_int(node("Softmax", "over_seq", &["h"], &["p"]), "axis", 1),
-            node("Mul", "weigh", &["p", "x"], &["px"]),
+            node("Mul", "weigh", &["p", "h"], &["px"]),
             with_int(
                 node("ReduceSum", "pool", &["px", "axes"], &["y"]),
                 "keepdims",
@@ -32,12 +33,12 @@ fn model_with_seq() -> onnxc_proto::ModelProto {
         ],
         vec![value_info("x", 1, &[D::N(1), D::S("seq"), D::N(8)])],
         vec![
-            value_info("y", 1, &[D::N(1), D::N(8)]),
-            value_info("z", 1, &[D::N(1), D::N(8), D::S("seq")]),
+            value_info("y", 1, &[D::N(1), D::N(128)]),
+            value_info("z", 1, &[D::N(1), D::N(128), D::S("seq")]),
             value_info("s", 1, &[D::N(1), D::S("seq"), D::S("seq")]),
         ],
         vec![
-            f32_tensor("w", &[8, 8], &w),
+            f32_tensor("w", &[8, 128], &w),
             int_tensor("axes", 7, &[1], &[1]),
         ],
         13,
@@ -53,14 +54,16 @@ fn executable(c: &driver::Compiled, dir: &Path, name: &str) -> PathBuf {
     exe
 }
 
-/// Runs `exe` on the raw input file and returns the raw outputs.
-fn outputs(exe: &Path, input: &Path, out: &Path, n: usize) -> Vec<Vec<u8>> {
+/// Runs `exe` on the raw input file with `threads` threads and returns the raw outputs.
+fn outputs(exe: &Path, input: &Path, out: &Path, n: usize, threads: usize) -> Vec<Vec<u8>> {
     std::fs::create_dir_all(out).unwrap();
     let o = Command::new(exe)
         .arg("run")
         .arg(input)
         .arg("--out")
         .arg(out)
+        .arg("--threads")
+        .arg(threads.to_string())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -82,14 +85,15 @@ fn one_object_runs_every_sequence_length() {
     save(&model_with_seq(), &p);
     let opts = Options {
         emit_main: true,
-        dim_bounds: vec![("seq".into(), 64)],
+        dim_bounds: vec![("seq".into(), 320)],
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
     assert_eq!(c.program.run_dims.len(), 1, "seq is taken at run time");
     assert!(c.header.contains("seq"), "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
-    for seq in [1usize, 2, 5, 16, 37, 63, 64] {
+    // 300: loops long enough to be split over threads at run time.
+    for seq in [1usize, 2, 5, 16, 37, 63, 300, 320] {
         let x: Vec<f32> = (0..seq * 8)
             .map(|k| ((k * 31 % 17) as f32 - 8.0) / 5.0)
             .collect();
@@ -103,8 +107,11 @@ fn one_object_runs_every_sequence_length() {
         };
         let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
         let specialized = executable(&s, &d, &format!("fixed{seq}"));
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{seq}")), 3);
-        let want = outputs(&specialized, &input, &d.join(format!("fix{seq}")), 3);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{seq}")), 3, 1);
+        let want = outputs(&specialized, &input, &d.join(format!("fix{seq}")), 3, 1);
+        // Bit-identical on any number of threads.
+        let two = outputs(&dynamic, &input, &d.join(format!("dyn{seq}t2")), 3, 2);
+        assert_eq!(got, two, "seq {seq}: 2 threads");
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.len(), w.len(), "seq {seq}, output {k}: sizes");
             for (a, b) in floats(g).iter().zip(floats(w)) {
@@ -116,8 +123,8 @@ fn one_object_runs_every_sequence_length() {
         }
     }
     // Past the bound: the run refuses the input.
-    let input = d.join("x65.bin");
-    std::fs::write(&input, vec![0u8; 65 * 8 * 4]).unwrap();
+    let input = d.join("x321.bin");
+    std::fs::write(&input, vec![0u8; 321 * 8 * 4]).unwrap();
     let o = Command::new(&dynamic)
         .arg("run")
         .arg(&input)
