@@ -1266,6 +1266,16 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
             "--dim seq=N",
         ],
     );
+    // A model that fails at every value of the dim: its own error, not the bound's advice.
+    let m = model(
+        vec![node("MatMul", "proj", &["x", "w"], &["y"])],
+        vec![value_info("x", 1, &[D::N(1), D::S("seq"), D::N(8)])],
+        y(&[D::N(1), D::S("seq"), D::N(4)]),
+        vec![f32_tensor("w", &[8, 4], &[0.5; 8])],
+        13,
+    );
+    let e = compile_error(&d, "bad_weights", &m, &["initializer 'w'"]);
+    assert!(!e.contains("taken at run time"), "{e}");
 }
 
 /// Rows a NonZero selects: `onnxc run` returns as many as the data has; an op that counts

@@ -287,6 +287,16 @@ fn compile_bytes_inner(
                 let lowered = lower_model(model.clone(), dir, &at, opts, dump, prefix, last, false)
                     .map_err(|e| match e {
                         Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+                        // What fails at the dim's least value too is not the bound's doing
+                        // (as `batch::import` reports it).
+                        e if {
+                            let mut one = import.clone();
+                            one.dim_values.push((name.clone(), 1));
+                            frontend::import_owned(model.clone(), dir, &one).is_err()
+                        } =>
+                        {
+                            e
+                        }
                         e => Error::NeedShape(format!(
                             "dim '{name}' is taken at run time up to {bound}, but at {n} the \
                              model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
