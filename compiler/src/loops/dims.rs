@@ -234,7 +234,13 @@ impl Unify<'_> {
             .ok_or_else(|| format!("a constant takes the values {vals:?}, not a polynomial"))
     }
 
-    fn equal<T: PartialEq + std::fmt::Debug>(&self, what: &str, vals: &[T]) -> Result<(), String> {
+    /// Ok when every program has the same `vals`.
+    fn equal<T: PartialEq + std::fmt::Debug>(
+        &self,
+        what: &str,
+        vals: impl IntoIterator<Item = T>,
+    ) -> Result<(), String> {
+        let vals: Vec<T> = vals.into_iter().collect();
         if vals.iter().all(|v| *v == vals[0]) {
             Ok(())
         } else {
@@ -264,10 +270,7 @@ impl Unify<'_> {
 
     fn buffer(&self, bs: &[&Buffer]) -> Result<Buffer, String> {
         let last = bs[bs.len() - 1];
-        self.equal(
-            "buffer types",
-            &bs.iter().map(|b| b.dtype).collect::<Vec<_>>(),
-        )?;
+        self.equal("buffer types", bs.iter().map(|b| b.dtype))?;
         // Lengths: the bound's, largest.
         let lens: Vec<i64> = bs.iter().map(|b| b.len).collect();
         if let Int::Poly(p) = self.int(&lens)? {
@@ -275,14 +278,10 @@ impl Unify<'_> {
                 .filter(|&(_, hi)| hi == last.len)
                 .ok_or_else(|| format!("a buffer's length {lens:?} is not largest at the bound"))?;
         }
-        self.equal(
-            "slice offsets",
-            &bs.iter().map(|b| b.offset).collect::<Vec<_>>(),
-        )?;
+        self.equal("slice offsets", bs.iter().map(|b| b.offset))?;
         let loc = match &last.loc {
             Loc::Input(_) | Loc::Output(_) => {
-                let locs: Vec<String> = bs.iter().map(|b| format!("{:?}", b.loc)).collect();
-                self.equal("buffer places", &locs)?;
+                self.equal("buffer places", bs.iter().map(|b| format!("{:?}", b.loc)))?;
                 last.loc.clone()
             }
             Loc::Const(d) => {
@@ -317,18 +316,9 @@ impl Unify<'_> {
 
     fn io(&self, ds: &[&IoDesc]) -> Result<IoDesc, String> {
         let last = ds[ds.len() - 1];
-        self.equal(
-            "input or output names",
-            &ds.iter().map(|d| &d.name).collect::<Vec<_>>(),
-        )?;
-        self.equal(
-            "input or output types",
-            &ds.iter().map(|d| d.dtype).collect::<Vec<_>>(),
-        )?;
-        self.equal(
-            "input or output ranks",
-            &ds.iter().map(|d| d.shape.len()).collect::<Vec<_>>(),
-        )?;
+        self.equal("input or output names", ds.iter().map(|d| &d.name))?;
+        self.equal("input or output types", ds.iter().map(|d| d.dtype))?;
+        self.equal("input or output ranks", ds.iter().map(|d| d.shape.len()))?;
         if ds
             .iter()
             .any(|d| d.map_key.is_some() || d.keys.is_some() || d.dims_at.is_some())
@@ -362,14 +352,8 @@ impl Unify<'_> {
 
     fn func(&self, fs: &[&Func]) -> Result<Func, String> {
         let last = fs[fs.len() - 1];
-        self.equal(
-            "step names",
-            &fs.iter().map(|f| &f.name).collect::<Vec<_>>(),
-        )?;
-        self.equal(
-            "parallel flags",
-            &fs.iter().map(|f| f.parallel).collect::<Vec<_>>(),
-        )?;
+        self.equal("step names", fs.iter().map(|f| &f.name))?;
+        self.equal("parallel flags", fs.iter().map(|f| f.parallel))?;
         let bodies: Vec<&[Stmt]> = fs.iter().map(|f| &f.body[..]).collect();
         Ok(Func {
             body: self.stmts(&bodies)?,
@@ -402,10 +386,7 @@ impl Unify<'_> {
         Ok(match ss[0] {
             Stmt::For { .. } => {
                 let parts = all!(Stmt::For { var, extent, vector, body } => (*var, extent, *vector, &body[..]));
-                self.equal(
-                    "loops",
-                    &parts.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>(),
-                )?;
+                self.equal("loops", parts.iter().map(|p| (p.0, p.2)))?;
                 Stmt::For {
                     var: parts[0].0,
                     extent: self.count(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
@@ -415,7 +396,7 @@ impl Unify<'_> {
             }
             Stmt::Store { .. } => {
                 let parts = all!(Stmt::Store { buf, offset, value } => (*buf, offset, value));
-                self.equal("stores", &parts.iter().map(|p| p.0).collect::<Vec<_>>())?;
+                self.equal("stores", parts.iter().map(|p| p.0))?;
                 Stmt::Store {
                     buf: parts[0].0,
                     offset: self.expr(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
@@ -427,10 +408,9 @@ impl Unify<'_> {
                     (*buf, offset, *kind, loops, body, epilogue));
                 self.equal(
                     "reductions",
-                    &parts
+                    parts
                         .iter()
-                        .map(|p| (p.0, format!("{:?}", p.2), p.3.len(), p.5.is_some()))
-                        .collect::<Vec<_>>(),
+                        .map(|p| (p.0, format!("{:?}", p.2), p.3.len(), p.5.is_some())),
                 )?;
                 let mut loops = Vec::new();
                 for k in 0..parts[0].3.len() {
@@ -462,10 +442,7 @@ impl Unify<'_> {
             Stmt::Copy { .. } => {
                 let parts = all!(Stmt::Copy { dst, dst_offset, src, src_offset, elems } =>
                     (*dst, dst_offset, *src, src_offset, elems));
-                self.equal(
-                    "copies",
-                    &parts.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>(),
-                )?;
+                self.equal("copies", parts.iter().map(|p| (p.0, p.2)))?;
                 Stmt::Copy {
                     dst: parts[0].0,
                     dst_offset: self.expr(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
@@ -476,7 +453,7 @@ impl Unify<'_> {
             }
             Stmt::Check { .. } => {
                 let parts = all!(Stmt::Check { cond, code } => (cond, *code));
-                self.equal("checks", &parts.iter().map(|p| p.1).collect::<Vec<_>>())?;
+                self.equal("checks", parts.iter().map(|p| p.1))?;
                 Stmt::Check {
                     cond: self.expr(&parts.iter().map(|p| p.0).collect::<Vec<_>>())?,
                     code: parts[0].1,
@@ -484,7 +461,7 @@ impl Unify<'_> {
             }
             Stmt::Call { kernel, .. } => {
                 let parts = all!(Stmt::Call { kernel, args } => (kernel.symbol, args));
-                self.equal("kernels", &parts.iter().map(|p| p.0).collect::<Vec<_>>())?;
+                self.equal("kernels", parts.iter().map(|p| p.0))?;
                 let n = parts[0].1.len();
                 if parts.iter().any(|p| p.1.len() != n) {
                     return differ();
