@@ -729,6 +729,7 @@ fn shapes_and_dims_bind_symbols_before_the_run_time_batch() {
     // Neither fixed: the batch and the sequence are both taken at run time.
     let h = header(&[]);
     assert!(h.contains("Dims taken at run time: seq (1 to 512)"), "{h}");
+    assert!(!h.contains("add_run takes one item"), "{h}");
     assert!(
         h.contains("\"b\", float32 [n, seq], n the run-time batch"),
         "{h}"

@@ -285,9 +285,15 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
             } else if t.batched {
                 let mut all = dims.clone();
                 all[0] = "n".into();
+                // A model with run-time dims runs through NAME_run_shaped only.
+                let one = if prog.run_dims.is_empty() {
+                    format!("{prefix}_run takes one item")
+                } else {
+                    "one item is".to_string()
+                };
                 let _ = writeln!(
                     h,
-                    "/* {kind} {k}: \"{}\", {} [{}], n the run-time batch: {prefix}_run takes one item\n   \
+                    "/* {kind} {k}: \"{}\", {} [{}], n the run-time batch: {one}\n   \
                      [{}] = {} elements of {} ({} bytes), {prefix}_run_shaped n of them */",
                     t.name,
                     t.dtype,
