@@ -27,7 +27,8 @@ suite: $(SUITE)/cases.tsv
 # Unit and integration tests, then every case of the conformance manifest at -O2 (each run
 # sequentially and on 2, 3 and 4 threads of the runtime's pool, the threaded outputs compared
 # bit for bit with the sequential ones), again with every model's leading input dims made
-# symbolic (a run-time batch: each model must pass or be refused, never differ) and, built
+# symbolic (a run-time batch: each model must pass or be refused, never differ), again with
+# one of each model's input dims taken at run time (same rule) and, built
 # with checks on (test-checked), at -O0. The runtime's AVX2+FMA and portable kernels are also
 # checked on AVX-512 machines by capping the instruction set (ONNXC_RUNTIME_ISA): unit tests,
 # and the light models and conv/pool/onnxc cases.
@@ -35,6 +36,7 @@ test: build suite
 	$(CARGO) test --release --workspace
 	./target/release/conformance --check --manifest-only --opt O2 --threads 1,2,3,4
 	./target/release/conformance --check --manifest-only --opt O2 --symbolic-batch
+	./target/release/conformance --check --manifest-only --opt O2 --symbolic-seq
 	$(MAKE) test-checked
 	ONNXC_RUNTIME_ISA=avx2 $(CARGO) test --release -p onnxc-runtime
 	ONNXC_RUNTIME_ISA=baseline $(CARGO) test --release -p onnxc-runtime

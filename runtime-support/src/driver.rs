@@ -295,27 +295,14 @@ pub unsafe extern "C" fn onnxc_driver_main(
             );
         }
     };
-    // Items of the run-time batch: given, or what the first batched input's file holds.
-    let mut items = given_items.unwrap_or(1);
-    if given_items.is_none()
-        && let Some((t, f)) = ins.iter().zip(&files).find(|(t, _)| batched(t))
-    {
-        let len = match std::fs::read(f) {
-            Ok(d) if t.dtype == STRING => d.iter().filter(|&&b| b == 0).count() * 8,
-            Ok(d) => d.len(),
-            Err(e) => return fail(format!("{f}: {e}")),
-        };
-        if t.size_bytes == 0 || len % t.size_bytes as usize != 0 {
-            return fail(format!(
-                "{f}: {len} bytes, not a whole number of items of input '{}' ({} bytes each)",
-                name(t),
-                t.size_bytes
-            ));
-        }
-        items = len / t.size_bytes as usize;
-    }
-    // The run-time dims: given, found from the first input file that follows them, or the
-    // bounds.
+    let file_len = |t: &TensorInfo, f: &str| match std::fs::read(f) {
+        // A string input's file holds NUL-terminated strings; the ABI passes pointers.
+        Ok(d) if t.dtype == STRING => Ok(d.iter().filter(|&&b| b == 0).count() as u64 * 8),
+        Ok(d) => Ok(d.len() as u64),
+        Err(e) => Err(format!("{f}: {e}")),
+    };
+    // The run-time dims: given, found from the first input file that follows them (a batched
+    // one when `--items` says how many items it holds), or the bounds.
     let dim_values: Vec<i64> = match given_dims {
         Some(d) if d.len() == n_dims => d,
         Some(d) => {
@@ -326,18 +313,24 @@ pub unsafe extern "C" fn onnxc_driver_main(
         }
         None => {
             let mut d = bounds.clone();
-            let from_file = ins
-                .iter()
-                .zip(&files)
-                .find(|(t, _)| !shape_of(t).run.is_empty() && !batched(t) && t.dtype != STRING);
+            let from_file = ins.iter().zip(&files).find(|(t, _)| {
+                !shape_of(t).run.is_empty()
+                    && (!batched(t) || given_items.is_some())
+                    && t.dtype != STRING
+            });
             if n_dims == 1
                 && let Some((t, f)) = from_file
             {
-                let len = match std::fs::metadata(f) {
-                    Ok(m) => m.len(),
-                    Err(e) => return fail(format!("{f}: {e}")),
+                let len = match file_len(t, f) {
+                    Ok(l) => l,
+                    Err(e) => return fail(e),
                 };
-                match (1..=bounds[0]).find(|&v| shape_of(t).bytes(t, &[v]) == len) {
+                let items = if batched(t) {
+                    given_items.unwrap_or(1) as u64
+                } else {
+                    1
+                };
+                match (1..=bounds[0]).find(|&v| shape_of(t).bytes(t, &[v]) * items == len) {
                     Some(v) => d[0] = v,
                     None => {
                         return fail(format!(
@@ -347,10 +340,33 @@ pub unsafe extern "C" fn onnxc_driver_main(
                         ));
                     }
                 }
+            } else if n_dims > 0 && !files.is_empty() {
+                return fail(format!(
+                    "the model takes {n_dims} dim(s) at run time that its input files do not \
+                     say alone: give --dims D0,… (and --items N for a run-time batch)"
+                ));
             }
             d
         }
     };
+    // Items of the run-time batch: given, or what the first batched input's file holds.
+    let mut items = given_items.unwrap_or(1);
+    if given_items.is_none()
+        && let Some((t, f)) = ins.iter().zip(&files).find(|(t, _)| batched(t))
+    {
+        let len = match file_len(t, f) {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
+        let item = shape_of(t).bytes(t, &dim_values);
+        if item == 0 || len % item != 0 {
+            return fail(format!(
+                "{f}: {len} bytes, not a whole number of items of input '{}' ({item} bytes each)",
+                name(t),
+            ));
+        }
+        items = (len / item) as usize;
+    }
     let size = |t: &'static TensorInfo| {
         shape_of(t).bytes(t, &dim_values) * if batched(t) { items as u64 } else { 1 }
     };
@@ -536,15 +552,19 @@ pub unsafe extern "C" fn onnxc_driver_main(
     if let Some(dir) = out_dir {
         for (k, o) in outputs.iter().enumerate() {
             let path = format!("{dir}/output_{k}.bin");
-            let o = if dynamic(&outs[k]) {
-                // The dims the run wrote, beside the output (little-endian int64s), and as
-                // many bytes as they hold.
+            // The dims of an output sized by the data or by the run-time dims, beside it
+            // (little-endian int64s).
+            if dynamic(&outs[k]) || !shape_of(&outs[k]).run.is_empty() {
                 let d = &dims[ins.len() + k];
                 let dims_path = format!("{dir}/output_{k}.dims");
                 let bytes: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
                 if let Err(e) = std::fs::write(&dims_path, bytes) {
                     return fail(format!("{dims_path}: {e}"));
                 }
+            }
+            let o = if dynamic(&outs[k]) {
+                // As many bytes as the dims the run wrote hold.
+                let d = &dims[ins.len() + k];
                 // SAFETY: the info table's shape holds `rank` dims.
                 let bound: u64 = unsafe { std::slice::from_raw_parts(outs[k].shape, d.len()) }
                     .iter()

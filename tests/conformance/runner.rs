@@ -21,9 +21,14 @@
 //! then pass through `NAME_run_shaped` on the test data's batch, one that does not may be
 //! refused (its batch must be fixed at compile time); with `--check`, a manifest case that
 //! is accepted but does not pass fails. Results go to `conformance-<opt>-batch.tsv`.
+//! `--symbolic-seq` also makes one non-leading input dim symbolic (the first input's last
+//! dim of at least 2, wherever the inputs' data has that value: a dynamic sequence or width
+//! axis), taken at run time up to 64 (`loops::dims`): each case runs at its data's value of
+//! it (as a rule not one the compiler probed); a model may be refused, an accepted one must
+//! pass. Results go to `conformance-<opt>-seq.tsv`.
 
 use onnxc::driver::{OptLevel, Options};
-use onnxc_tests::{Case, Outcome, load_cases, root, run_case_as, suite_dir};
+use onnxc_tests::{Case, Outcome, Symbolic, load_cases, root, run_case_as, suite_dir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +45,7 @@ fn main() {
     let mut update = false;
     let mut only_manifest = false;
     let mut threads = vec![1usize];
-    let mut symbolic_batch = false;
+    let mut symbolic = Symbolic::No;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -57,7 +62,8 @@ fn main() {
             "--check" => check = true,
             "--update" => update = true,
             "--manifest-only" => only_manifest = true,
-            "--symbolic-batch" => symbolic_batch = true,
+            "--symbolic-batch" => symbolic = Symbolic::Batch,
+            "--symbolic-seq" => symbolic = Symbolic::Seq,
             "--threads" => {
                 let list: Option<Vec<usize>> = it.next().map(|s| {
                     s.split(',')
@@ -91,7 +97,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--symbolic-batch] [--docs]"
+                    "usage: conformance [--opt O0|O2] [--jobs N] [--filter SUBSTR] [--keep DIR] [--check] [--update] [--manifest-only] [--symbolic-batch|--symbolic-seq] [--docs]"
                 );
                 return;
             }
@@ -153,7 +159,7 @@ fn main() {
                         c.atol,
                         k.as_deref(),
                         &threads,
-                        symbolic_batch,
+                        symbolic,
                     );
                     let dt = start.elapsed().as_secs_f64();
                     // A kept case's files stay only when it does not pass.
@@ -172,12 +178,18 @@ fn main() {
     });
     let mut results = results.into_inner().expect("results lock");
     results.sort_by_key(|a| a.0.id());
-    let tag = match (opt, symbolic_batch) {
-        (OptLevel::O0, false) => "O0",
-        (OptLevel::O2, false) => "O2",
-        (OptLevel::O0, true) => "O0-batch",
-        (OptLevel::O2, true) => "O2-batch",
-    };
+    let tag = format!(
+        "{}{}",
+        match opt {
+            OptLevel::O0 => "O0",
+            OptLevel::O2 => "O2",
+        },
+        match symbolic {
+            Symbolic::No => "",
+            Symbolic::Batch => "-batch",
+            Symbolic::Seq => "-seq",
+        }
+    );
     let mut tsv = String::new();
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut passing = BTreeSet::new();
@@ -221,18 +233,23 @@ fn main() {
         .iter()
         .filter(|m| filter.as_ref().is_none_or(|f| m.contains(f.as_str())) && !ran.contains(*m))
         .collect();
-    // With symbolic batch dims, a model may be refused (its batch is not independent), but
-    // one that compiles must pass.
+    // With symbolic dims, a model may be refused (its batch is not independent, its code
+    // differs with the dim taken at run time), but one that compiles must pass.
     let refused: BTreeSet<String> = results
         .iter()
-        .filter(|r| symbolic_batch && matches!(r.1, Outcome::Rejected(_)))
+        .filter(|r| symbolic != Symbolic::No && matches!(r.1, Outcome::Rejected(_)))
         .map(|r| r.0.id())
         .collect();
-    if symbolic_batch {
-        println!(
+    match symbolic {
+        Symbolic::No => {}
+        Symbolic::Batch => println!(
             "symbolic batch: {} case(s) refused (the model does not compute its items independently)",
             refused.len()
-        );
+        ),
+        Symbolic::Seq => println!(
+            "symbolic seq: {} case(s) refused (a dim the model needs fixed at compile time)",
+            refused.len()
+        ),
     }
     let regressions: Vec<&String> = manifest
         .iter()
@@ -248,8 +265,8 @@ fn main() {
             println!("  + {n}");
         }
     }
-    if update && symbolic_batch {
-        eprintln!("--update does not combine with --symbolic-batch");
+    if update && symbolic != Symbolic::No {
+        eprintln!("--update does not combine with --symbolic-batch or --symbolic-seq");
         std::process::exit(2);
     }
     if update {

@@ -211,14 +211,42 @@ pub fn run_case(
     keep: Option<&Path>,
     threads: &[usize],
 ) -> Outcome {
-    run_case_as(dir, opts, rtol, atol, keep, threads, false)
+    run_case_as(dir, opts, rtol, atol, keep, threads, Symbolic::No)
 }
 
-/// The model of `dir` with a symbolic batch dim, as exporters' dynamic batch axes leave it:
-/// the leading dim of every runtime input whose test data (`test_data_set_0`) has the same
-/// leading dim as the first input's, and of every output declared with that dim; no
+/// Which input dims a conformance run makes symbolic (`run_case_as`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Symbolic {
+    /// Every dim as the model declares it; symbolic ones fixed by the test data.
+    No,
+    /// The leading dims: a run-time batch (`with_symbolic_dims`).
+    Batch,
+    /// One dim (and each input dim of the same value), taken at run time up to `SEQ_BOUND`.
+    Seq,
+}
+
+/// The symbol `Symbolic::Seq` gives its dim, and that dim's least bound (else twice the
+/// data's value).
+pub const SEQ_SYMBOL: &str = "S";
+pub const SEQ_BOUND: i64 = 64;
+
+/// The model of `dir` with symbolic input dims, as exporters' dynamic axes leave it; no
 /// intermediate shapes declared.
-pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
+///
+/// `Symbolic::Batch`: the leading dim of every runtime input whose test data
+/// (`test_data_set_0`) has the same leading dim as the first input's, and of every output
+/// declared with that dim.
+///
+/// `Symbolic::Seq`: one dim, as a dynamic sequence or width axis. The last dim of at least
+/// 2 of the first input's data is `v`; every input dim that is `v` in its data becomes
+/// `SEQ_SYMBOL`, every other symbolic input dim takes its data's value, and outputs' dims
+/// declared `v` become unknown (the compiler infers them). Only the symbolic dims are fixed
+/// when the first input has no such dim. Returns the model and the bounds of the dims it
+/// takes at run time (`Options::dim_bounds`): `SEQ_BOUND`, or `2v` above it.
+pub fn with_symbolic_dims(
+    dir: &Path,
+    symbolic: Symbolic,
+) -> Result<(Vec<u8>, Vec<(String, i64)>), String> {
     use onnxc_proto::tensor_shape_proto::dimension::Value;
     use prost::Message;
     let model = dir.join("model.onnx");
@@ -230,7 +258,7 @@ pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
         .iter()
         .filter_map(|t| t.name.clone())
         .collect();
-    // Map inputs (MapProto files) have no leading dim.
+    // Map inputs (MapProto files) have no dims.
     let tensor_inputs: Vec<bool> = g
         .input
         .iter()
@@ -242,40 +270,94 @@ pub fn with_symbolic_batch(dir: &Path) -> Result<Vec<u8>, String> {
             )
         })
         .collect();
-    let leading: Vec<Option<i64>> = sorted_files(&dir.join("test_data_set_0"), "input_")
+    // Each runtime input's shape in the test data (None: a map).
+    let shapes: Vec<Option<Vec<i64>>> = sorted_files(&dir.join("test_data_set_0"), "input_")
         .iter()
         .zip(tensor_inputs.iter().chain(std::iter::repeat(&true)))
         .map(|(p, &tensor)| match tensor {
-            true => read_pb(p).map(|t| t.shape.first().copied()),
+            true => read_pb(p).map(|t| Some(t.shape)),
             false => Ok(None),
         })
         .collect::<Result<_, _>>()?;
-    let batch = leading.first().copied().flatten();
+    let first = shapes.first().cloned().flatten().unwrap_or_default();
+    let (batch, seq) = match symbolic {
+        Symbolic::No => (None, None),
+        Symbolic::Batch => (first.first().copied(), None),
+        Symbolic::Seq => (None, first.iter().rev().copied().find(|&d| d >= 2)),
+    };
+    let symbolic_leading = |d: &onnxc_proto::tensor_shape_proto::Dimension| {
+        batch.is_some() && d.value == batch.map(Value::DimValue)
+            || d.value.is_none()
+            || matches!(d.value, Some(Value::DimParam(_)))
+    };
     g.value_info.clear();
     let inputs = g
         .input
         .iter_mut()
         .filter(|v| !inits.contains(v.name.as_deref().unwrap_or_default()));
-    let from_data = inputs.zip(leading.iter().map(|&l| l.is_some() && l == batch));
-    let declared = g.output.iter_mut().map(|v| (v, true));
-    for (vi, make) in from_data.chain(declared) {
-        if let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
+    for (vi, data) in inputs.zip(shapes.iter().chain(std::iter::repeat(&None))) {
+        let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
             vi.r#type.as_mut().and_then(|t| t.value.as_mut())
-            && let Some(d) = tt.shape.as_mut().and_then(|s| s.dim.first_mut())
-            && make
-            && (batch.is_some() && d.value == batch.map(Value::DimValue)
-                || d.value.is_none()
-                || matches!(d.value, Some(Value::DimParam(_))))
-        {
-            d.value = Some(Value::DimParam("N".into()));
+        else {
+            continue;
+        };
+        let Some(shape) = tt.shape.as_mut() else {
+            continue;
+        };
+        match (symbolic, data) {
+            (Symbolic::Batch, Some(data)) => {
+                if let Some(d) = shape.dim.first_mut()
+                    && batch.is_some()
+                    && data.first().copied() == batch
+                    && symbolic_leading(d)
+                {
+                    d.value = Some(Value::DimParam("N".into()));
+                }
+            }
+            (Symbolic::Seq, Some(data)) if data.len() == shape.dim.len() => {
+                // One dim at run time: the others are fixed as the data has them.
+                for (d, &x) in shape.dim.iter_mut().zip(data) {
+                    if Some(x) == seq {
+                        d.value = Some(Value::DimParam(SEQ_SYMBOL.into()));
+                    } else if !matches!(d.value, Some(Value::DimValue(_))) {
+                        d.value = Some(Value::DimValue(x));
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    Ok(m.encode_to_vec())
+    for vi in g.output.iter_mut() {
+        if let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+            && let Some(shape) = tt.shape.as_mut()
+        {
+            if let Some(d) = shape.dim.first_mut()
+                && symbolic == Symbolic::Batch
+                && symbolic_leading(d)
+            {
+                d.value = Some(Value::DimParam("N".into()));
+            }
+            if let Some(v) = seq {
+                for d in shape.dim.iter_mut() {
+                    if d.value == Some(Value::DimValue(v)) {
+                        d.value = None;
+                    }
+                }
+            }
+        }
+    }
+    let bounds = seq
+        .map(|v| (SEQ_SYMBOL.to_string(), SEQ_BOUND.max(2 * v)))
+        .into_iter()
+        .collect();
+    Ok((m.encode_to_vec(), bounds))
 }
 
-/// `run_case`; with `symbolic_batch`, the model is compiled once with its leading input
-/// dims symbolic (`with_symbolic_batch`), so that a model computing its items independently
-/// runs through `NAME_run_shaped` on the test data's batch.
+/// `run_case`; with `symbolic`, the model is compiled once with input dims symbolic
+/// (`with_symbolic_dims`), so that it runs through `NAME_run_shaped` on the test data's
+/// batch (a model computing its items independently) and, with `Symbolic::Seq`, on the
+/// data's value of the dim taken at run time.
 pub fn run_case_as(
     dir: &Path,
     opts: &Options,
@@ -283,7 +365,7 @@ pub fn run_case_as(
     atol: f64,
     keep: Option<&Path>,
     threads: &[usize],
-    symbolic_batch: bool,
+    symbolic: Symbolic,
 ) -> Outcome {
     let mut tmp = match TempDir::new("case") {
         Ok(t) => t,
@@ -298,14 +380,17 @@ pub fn run_case_as(
         emit_main: true,
         ..opts.clone()
     };
-    let compiled = if symbolic_batch {
-        match with_symbolic_batch(dir) {
-            Ok(bytes) => driver::compile_bytes(
+    let compiled = if symbolic != Symbolic::No {
+        match with_symbolic_dims(dir, symbolic) {
+            Ok((bytes, dim_bounds)) => driver::compile_bytes(
                 &bytes,
                 &onnxc::frontend::tensor::DataDir(Some(dir.to_path_buf())),
                 "model.onnx",
                 "model",
-                &opts,
+                &Options {
+                    dim_bounds,
+                    ..opts.clone()
+                },
                 None,
             ),
             Err(e) => return Outcome::Rejected(format!("cannot rewrite the model: {e}")),
@@ -365,6 +450,11 @@ pub fn run_case_as(
         };
         let items = driver::batch_items(&c.program.inputs, &tensors);
         let mut argv = vec!["run".to_string(), "--items".into(), items.to_string()];
+        let dims = driver::run_dim_values(&c.program, &tensors);
+        if !dims.is_empty() {
+            let values: Vec<String> = dims.iter().map(i64::to_string).collect();
+            argv.extend(["--dims".to_string(), values.join(",")]);
+        }
         for (k, t) in tensors.iter().enumerate() {
             let p = tmp.path.join(format!("input_{k}.bin"));
             if let Err(e) = std::fs::write(&p, t.abi_bytes()) {

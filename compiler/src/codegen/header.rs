@@ -241,19 +241,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 .iter()
                 .enumerate()
                 .map(|(k, d)| match t.run_dims.get(k).copied().flatten() {
-                    Some(r) => {
-                        let name = &prog.run_dims[r.dim as usize].name;
-                        let mul = if r.mul == 1 {
-                            name.clone()
-                        } else {
-                            format!("{}*{name}", r.mul)
-                        };
-                        match r.add {
-                            0 => mul,
-                            a if a > 0 => format!("{mul}+{a}"),
-                            a => format!("{mul}{a}"),
-                        }
-                    }
+                    Some(r) => r.show(&prog.run_dims[r.dim as usize].name),
                     None => d.to_string(),
                 })
                 .collect();

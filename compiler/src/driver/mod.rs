@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::frontend::{self, ImportOptions, tensor::DataDir};
 use crate::ir::graph::{IoGroup, IoKind};
 use crate::ir::{Tensor, Value};
-use crate::loops::{self, IoDesc, Program};
+use crate::loops::{self, IoDesc, Program, RunTimeDim};
 use crate::passes::{self, PassOptions};
 use crate::schedule::{self, fuse::FuseOptions};
 use std::path::{Path, PathBuf};
@@ -782,7 +782,7 @@ pub fn bind_inputs(p: &Program, args: &[InputArg]) -> Result<Vec<Tensor>> {
             }
         };
         for (d, t) in descs.iter().zip(tensors) {
-            check_input(d, &t, &file)?;
+            check_input(d, &p.run_dims, &t, &file)?;
             out.push(t);
         }
     }
@@ -790,28 +790,43 @@ pub fn bind_inputs(p: &Program, args: &[InputArg]) -> Result<Vec<Tensor>> {
 }
 
 /// Checks an input tensor against the ABI's description of it.
-fn check_input(d: &IoDesc, t: &Tensor, file: &str) -> Result<()> {
+fn check_input(d: &IoDesc, run_dims: &[RunTimeDim], t: &Tensor, file: &str) -> Result<()> {
     if t.dtype != d.dtype {
         return Err(Error::Usage(format!(
             "input '{}' ({file}) is {} but the model expects {}",
             d.name, t.dtype, d.dtype
         )));
     }
-    // A run-time batch takes any number of items.
-    let same = if d.batched {
-        t.shape.len() == d.shape.len() && t.shape[1..] == d.shape[1..]
-    } else {
-        t.shape == d.shape
+    // A run-time batch takes any number of items; a dim that follows a run-time dim
+    // (`mul · dim + add`) any value of that form (the run checks the dims' bounds and that
+    // they agree).
+    let run_dim = |k: usize| d.run_dims.get(k).copied().flatten();
+    let fits = |k: usize, x: i64| match run_dim(k) {
+        _ if k == 0 && d.batched => true,
+        Some(r) if r.mul > 0 => x > r.add && (x - r.add) % r.mul == 0,
+        _ => x == d.shape[k],
     };
+    let same =
+        t.shape.len() == d.shape.len() && t.shape.iter().enumerate().all(|(k, &x)| fits(k, x));
     if !same {
-        // A run-time batch's dim 0 is any number of items: "[N, 30]".
-        let dims: Vec<String> = d.shape.iter().map(|x| x.to_string()).collect();
+        // "[N, 30]": a run-time batch's dim 0 is any number of items; "[seq, 30]": a
+        // run-time dim.
+        let dims: Vec<String> = d
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(k, x)| match run_dim(k) {
+                _ if k == 0 && d.batched => "N".to_string(),
+                Some(r) => r.show(
+                    run_dims
+                        .get(r.dim as usize)
+                        .map_or("?", |x| x.name.as_str()),
+                ),
+                None => x.to_string(),
+            })
+            .collect();
         let expects = if d.batched {
-            let rest = dims[1..]
-                .iter()
-                .map(|x| format!(", {x}"))
-                .collect::<String>();
-            format!("[N{rest}] (N items: a run-time batch)")
+            format!("[{}] (N items: a run-time batch)", dims.join(", "))
         } else {
             format!("[{}]", dims.join(", "))
         };
@@ -1037,7 +1052,8 @@ pub fn group_outputs(p: &Program, tensors: Vec<Tensor>) -> Vec<(String, Value)> 
 pub fn read_output(dir: &Path, k: usize, d: &IoDesc, items: i64) -> Result<Tensor> {
     let p = dir.join(format!("output_{k}.bin"));
     let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-    if d.dims_at.is_none() {
+    // The driver writes the dims of an output sized by the data or by run-time dims.
+    if d.dims_at.is_none() && d.run_dims.iter().all(Option::is_none) {
         return Ok(output_tensor(d, data, items));
     }
     let p = dir.join(format!("output_{k}.dims"));
@@ -1056,6 +1072,28 @@ pub fn read_output(dir: &Path, k: usize, d: &IoDesc, items: i64) -> Result<Tenso
         )));
     }
     Ok(output_tensor(&IoDesc { shape, ..d.clone() }, data, 1))
+}
+
+/// The values of the program's run-time dims (`Program::run_dims`) in a run with these
+/// inputs (`bind_inputs`'): each found from the first input dim that follows it (its bound
+/// when none does).
+pub fn run_dim_values(p: &Program, tensors: &[Tensor]) -> Vec<i64> {
+    let mut values: Vec<Option<i64>> = vec![None; p.run_dims.len()];
+    for (d, t) in p.inputs.iter().zip(tensors) {
+        for (r, &x) in d.run_dims.iter().zip(&t.shape) {
+            if let Some(r) = r
+                && r.mul != 0
+                && let Some(v) = values.get_mut(r.dim as usize)
+            {
+                v.get_or_insert((x - r.add) / r.mul);
+            }
+        }
+    }
+    values
+        .iter()
+        .zip(&p.run_dims)
+        .map(|(v, d)| v.unwrap_or(d.bound))
+        .collect()
 }
 
 /// The run-time batch of a run with these inputs: the leading dim of the first batched one

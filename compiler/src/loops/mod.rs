@@ -122,6 +122,22 @@ pub struct RunDim {
     pub add: i64,
 }
 
+impl RunDim {
+    /// The dim as C reads it, with the run-time dim's symbol `name`: "seq", "2*seq+1".
+    pub fn show(&self, name: &str) -> String {
+        let mul = if self.mul == 1 {
+            name.to_string()
+        } else {
+            format!("{}*{name}", self.mul)
+        };
+        match self.add {
+            0 => mul,
+            a if a > 0 => format!("{mul}+{a}"),
+            a => format!("{mul}{a}"),
+        }
+    }
+}
+
 /// A dim the program takes at run time (`dims`): its symbol and its largest value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunTimeDim {
