@@ -135,10 +135,12 @@ typedef struct onnxc_model_info {
     uint64_t workspace_size;       /* bytes NAME_run needs */
     uint64_t workspace_per_worker; /* bytes each further worker of NAME_run_threaded adds */
     /* Dims the model takes at run time (NAME_run_shaped finds them in the inputs' dims):
-       how many, their largest values and their names. */
+       how many, their largest values, their names and their least values (below them the
+       model is invalid, e.g. a window wider than the dim). */
     uint64_t num_dims;
     const int64_t *dim_bounds;
     const char *const *dim_names;
+    const int64_t *dim_least;
 } onnxc_model_info;
 
 /* ---- Threads ------------------------------------------------------------------------------

@@ -76,10 +76,12 @@ pub struct ModelInfo {
     /// Bytes each further worker of `NAME_run_threaded` adds to it.
     pub workspace_per_worker: u64,
     /// Dims the model takes at run time (`NAME_run_shaped` finds their values in the
-    /// inputs' dims): how many, their largest values and their names.
+    /// inputs' dims): how many, their largest values, their names and their least values
+    /// (below them the model is invalid: a window wider than the dim).
     pub num_dims: u64,
     pub dim_bounds: *const i64,
     pub dim_names: *const *const c_char,
+    pub dim_least: *const i64,
 }
 
 /// A kernel entry point's tensor argument: the `len` elements at `ptr`, empty when `len` is

@@ -254,11 +254,16 @@ pub unsafe extern "C" fn onnxc_driver_main(
     let ins = tensors(info.inputs, info.num_inputs);
     let outs = tensors(info.outputs, info.num_outputs);
     let n_dims = info.num_dims as usize;
-    let bounds: Vec<i64> = if n_dims == 0 {
-        vec![]
+    let (bounds, least): (Vec<i64>, Vec<i64>) = if n_dims == 0 {
+        (vec![], vec![])
     } else {
-        // SAFETY: the info table's bounds hold num_dims values.
-        unsafe { std::slice::from_raw_parts(info.dim_bounds, n_dims) }.to_vec()
+        // SAFETY: the info table's bounds and least values hold num_dims values each.
+        unsafe {
+            (
+                std::slice::from_raw_parts(info.dim_bounds, n_dims).to_vec(),
+                std::slice::from_raw_parts(info.dim_least, n_dims).to_vec(),
+            )
+        }
     };
     let shape_of = |t: &'static TensorInfo| {
         // SAFETY: `t` is an entry of the model's info table.
@@ -330,12 +335,14 @@ pub unsafe extern "C" fn onnxc_driver_main(
                 } else {
                     1
                 };
-                match (1..=bounds[0]).find(|&v| shape_of(t).bytes(t, &[v]) * items == len) {
+                match (least[0]..=bounds[0]).find(|&v| shape_of(t).bytes(t, &[v]) * items == len) {
                     Some(v) => d[0] = v,
                     None => {
                         return fail(format!(
-                            "{f}: {len} bytes, input '{}' at no value of its run-time dim up to {}",
+                            "{f}: {len} bytes, input '{}' at no value of its run-time dim from \
+                             {} to {}",
                             name(t),
+                            least[0],
                             bounds[0]
                         ));
                     }
@@ -349,6 +356,12 @@ pub unsafe extern "C" fn onnxc_driver_main(
             d
         }
     };
+    if let Some(k) = (0..n_dims).find(|&k| !(least[k]..=bounds[k]).contains(&dim_values[k])) {
+        return fail(format!(
+            "--dims: run-time dim {k} is {}; the model takes it from {} to {}",
+            dim_values[k], least[k], bounds[k]
+        ));
+    }
     // Items of the run-time batch: given, or what the first batched input's file holds.
     let mut items = given_items.unwrap_or(1);
     if given_items.is_none()

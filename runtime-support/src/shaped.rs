@@ -131,10 +131,11 @@ impl<'a> Dims<'a> {
 }
 
 /// The model's run-time dims, found in the inputs' dims: each input dim that follows one
-/// gives its value, which must be whole, within `1..=bound` and the same everywhere.
+/// gives its value, which must be whole, within `least..=bound` and the same everywhere.
 fn run_dims(
     ins: &[Tensor],
     in_info: &[TensorInfo],
+    least: &[i64],
     bounds: &[i64],
 ) -> Result<[i64; MAX_RUN_DIMS], i32> {
     let mut dims = [0i64; MAX_RUN_DIMS];
@@ -158,11 +159,11 @@ fn run_dims(
                 continue;
             }
             let j = which as usize;
-            let Some(&bound) = bounds.get(j) else {
+            let (Some(&bound), Some(&lo)) = (bounds.get(j), least.get(j)) else {
                 return Err(ONNXC_ERR_VALUE);
             };
             let v = g.checked_sub(add).ok_or(ONNXC_ERR_SHAPE)?;
-            if v % mul != 0 || !(1..=bound).contains(&(v / mul)) {
+            if v % mul != 0 || !(lo.max(1)..=bound).contains(&(v / mul)) {
                 return Err(ONNXC_ERR_SHAPE);
             }
             if known[j] && dims[j] != v / mul {
@@ -225,12 +226,19 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     let (in_info, out_info) = unsafe { (table(info.inputs, n_in), table(info.outputs, n_out)) };
     // The dims the model takes at run time, from the inputs.
     let n_dims = info.num_dims as usize;
-    if n_dims > MAX_RUN_DIMS || (n_dims > 0 && info.dim_bounds.is_null()) {
+    if n_dims > MAX_RUN_DIMS
+        || (n_dims > 0 && (info.dim_bounds.is_null() || info.dim_least.is_null()))
+    {
         return ONNXC_ERR_VALUE;
     }
-    // SAFETY: the info table's bounds hold num_dims values.
-    let bounds = unsafe { table(info.dim_bounds, n_dims) };
-    let dim_values = match run_dims(ins, in_info, bounds) {
+    // SAFETY: the info table's bounds and least values hold num_dims values each.
+    let (bounds, least) = unsafe {
+        (
+            table(info.dim_bounds, n_dims),
+            table(info.dim_least, n_dims),
+        )
+    };
+    let dim_values = match run_dims(ins, in_info, least, bounds) {
         Ok(d) => d,
         Err(code) => return code,
     };
@@ -643,6 +651,7 @@ mod tests {
             num_dims: 0,
             dim_bounds: std::ptr::null(),
             dim_names: std::ptr::null(),
+            dim_least: std::ptr::null(),
         }
     }
 
@@ -654,15 +663,16 @@ mod tests {
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
         t.run_dims = RUN.as_ptr();
         let infos = [t];
-        let find = |dims: &mut [i64; 3]| {
+        let find_from = |least: i64, dims: &mut [i64; 3]| {
             let x = [Tensor {
                 data: std::ptr::null_mut(),
                 dims: dims.as_mut_ptr(),
                 rank: 3,
                 capacity: 0,
             }];
-            run_dims(&x, &infos, &[10]).map(|d| d[0])
+            run_dims(&x, &infos, &[least], &[10]).map(|d| d[0])
         };
+        let find = |dims: &mut [i64; 3]| find_from(1, dims);
         assert_eq!(find(&mut [1, 7, 4]), Ok(3));
         assert_eq!(find(&mut [1, 21, 4]), Ok(10));
         // Not 2·seq + 1, past the bound, or zero.
@@ -670,6 +680,9 @@ mod tests {
         assert_eq!(find(&mut [1, 23, 4]), Err(ONNXC_ERR_SHAPE));
         assert_eq!(find(&mut [1, 1, 4]), Err(ONNXC_ERR_SHAPE));
         assert_eq!(find(&mut [1, i64::MIN, 4]), Err(ONNXC_ERR_SHAPE));
+        // Below the model's least value (a window wider than the dim).
+        assert_eq!(find_from(3, &mut [1, 5, 4]), Err(ONNXC_ERR_SHAPE));
+        assert_eq!(find_from(3, &mut [1, 7, 4]), Ok(3));
         // The tensor's bytes follow the dim.
         // SAFETY: a table entry made above.
         let d = unsafe { Dims::of(&infos[0]) };

@@ -134,3 +134,82 @@ fn one_object_runs_every_sequence_length() {
         .unwrap();
     assert!(!o.status.success());
 }
+
+/// Two 1-D convolutions of width 3 without padding over `[1, 2, w]`: valid from w = 5 on.
+fn model_with_windows() -> onnxc_proto::ModelProto {
+    let w1: Vec<f32> = (0..4 * 2 * 3).map(|k| (k % 5) as f32 / 4.0 - 0.5).collect();
+    let w2: Vec<f32> = (0..3 * 4 * 3).map(|k| (k % 7) as f32 / 6.0 - 0.5).collect();
+    model(
+        vec![
+            node("Conv", "c1", &["x", "w1"], &["h"]),
+            node("Relu", "r", &["h"], &["hr"]),
+            node("Conv", "c2", &["hr", "w2"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(2), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(3), D::S("w_out")])],
+        vec![
+            f32_tensor("w1", &[4, 2, 3], &w1),
+            f32_tensor("w2", &[3, 4, 3], &w2),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn values_below_the_models_least_are_refused() {
+    let d = scratch("run_time_dims_least");
+    let p = d.join("windows.onnx");
+    save(&model_with_windows(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("w".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(
+        c.program.run_dims[0].least, 5,
+        "two windows of 3 need w ≥ 5"
+    );
+    assert!(c.header.contains("w (5 to 64)"), "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [5usize, 6, 23, 64] {
+        let x: Vec<f32> = (0..2 * w)
+            .map(|k| ((k * 13 % 11) as f32 - 5.0) / 3.0)
+            .collect();
+        let input = d.join(format!("x{w}.bin"));
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&input, bytes).unwrap();
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("w".into(), w as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let specialized = executable(&s, &d, &format!("fixed{w}"));
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let want = outputs(&specialized, &input, &d.join(format!("fix{w}")), 1, 1);
+        assert_eq!(got[0].len(), 3 * (w - 4) * 4, "w {w}: output [1, 3, w - 4]");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
+        }
+    }
+    // Below 5 the model is invalid: the driver finds no value of w for the file, and given
+    // one, NAME_run_shaped refuses it.
+    for w in [1usize, 4] {
+        let input = d.join(format!("x{w}.bin"));
+        std::fs::write(&input, vec![0u8; 2 * w * 4]).unwrap();
+        let o = Command::new(&dynamic)
+            .arg("run")
+            .arg(&input)
+            .arg("--out")
+            .arg(d.join(format!("dyn{w}")))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "w {w} runs");
+        assert!(
+            stderr(&o).contains("at no value of its run-time dim from 5 to 64"),
+            "w {w}: {}",
+            stderr(&o)
+        );
+    }
+}

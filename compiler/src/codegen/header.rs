@@ -123,7 +123,7 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
 }
 
 /// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size,
-/// workspace_per_worker, num_dims, dim_bounds, dim_names}.
+/// workspace_per_worker, num_dims, dim_bounds, dim_names, dim_least}.
 pub fn define_info(
     module: &mut ObjectModule,
     prog: &Program,
@@ -135,11 +135,13 @@ pub fn define_info(
     let outs = tensor_table(module, prog.public_outputs(), strings)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 72];
+    let mut bytes = vec![0u8; 80];
     bytes[48..56].copy_from_slice(&(prog.run_dims.len() as u64).to_le_bytes());
     let bounds: Vec<i64> = prog.run_dims.iter().map(|d| d.bound).collect();
+    let least: Vec<i64> = prog.run_dims.iter().map(|d| d.least).collect();
     let names: Vec<String> = prog.run_dims.iter().map(|d| d.name.clone()).collect();
     let bounds = i64s(module, &bounds)?;
+    let least = i64s(module, &least)?;
     let names = cstrings(module, &names)?;
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
     bytes[12..16].copy_from_slice(&(prog.public_outputs().len() as u32).to_le_bytes());
@@ -153,6 +155,7 @@ pub fn define_info(
         (24, outs),
         (56, bounds),
         (64, names),
+        (72, least),
     ] {
         let gv = module.declare_data_in_data(target, &mut d);
         d.write_data_addr(off, gv, 0);
@@ -221,13 +224,13 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         let list: Vec<String> = prog
             .run_dims
             .iter()
-            .map(|d| format!("{} (1 to {})", d.name, d.bound))
+            .map(|d| format!("{} ({} to {})", d.name, d.least, d.bound))
             .collect();
         let _ = writeln!(
             h,
             "/* Dims taken at run time: {}. Only {prefix}_run_shaped runs the model: it finds\n   \
-             their values in the inputs' dims (a value past its bound, or inputs that disagree,\n   \
-             is ONNXC_ERR_SHAPE) and writes the outputs' dims; {prefix}_run and\n   \
+             their values in the inputs' dims (a value outside its range, or inputs that\n   \
+             disagree, is ONNXC_ERR_SHAPE) and writes the outputs' dims; {prefix}_run and\n   \
              {prefix}_run_threaded return ONNXC_ERR_DYNAMIC. The workspace sizes cover the\n   \
              bounds; the sizes below are at the bounds. */\n",
             list.join(", ")

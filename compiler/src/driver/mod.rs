@@ -271,8 +271,18 @@ fn compile_bytes_inner(
             Lowered::Dump(c) => return Ok(c),
         },
         Some((name, bound)) => {
-            // Lowered at each probe value, the bound last (`loops::dims`).
-            let sizes = loops::dims::probe_sizes(bound);
+            // Lowered at each probe value from the model's least valid value, the bound
+            // last (`loops::dims`).
+            let least = least_value(&model, dir, &import, &name, bound);
+            let sizes = match loops::dims::probe_sizes(least.unwrap_or(1), bound) {
+                Some(s) => s,
+                None => {
+                    return Err(Error::NeedShape(format!(
+                        "dim '{name}' would be taken at run time, but the model is valid only                          from {} to its bound {bound}: too few values to compile it for all                          of them; raise the bound with --dim {name}=..N or fix it with --dim                          {name}=N",
+                        least.unwrap_or(1)
+                    )));
+                }
+            };
             let mut programs = Vec::new();
             for (j, &n) in sizes.iter().enumerate() {
                 let last = j + 1 == sizes.len();
@@ -308,7 +318,7 @@ fn compile_bytes_inner(
                     Lowered::Dump(c) => return Ok(c),
                 }
             }
-            loops::dims::generalize(&name, &sizes, programs).map_err(|why| {
+            loops::dims::generalize(&name, least.unwrap_or(1), &sizes, programs).map_err(|why| {
                 Error::NeedShape(format!(
                     "dim '{name}' would be taken at run time, but the compiled model is not one \
                      program for all its values: {why}; fix it with --dim {name}=N"
@@ -390,6 +400,40 @@ fn run_time_dim(
                 .join(", ")
         ))),
     }
+}
+
+/// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
+/// smaller values a window or a kernel does not fit in it), taking the model to be valid
+/// from there to the bound; None when it does not import at the bound either.
+fn least_value(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    name: &str,
+    bound: i64,
+) -> Option<i64> {
+    let valid = |n: i64| {
+        let mut at = import.clone();
+        at.dim_values.push((name.to_string(), n));
+        frontend::import_owned(model.clone(), dir, &at).is_ok()
+    };
+    if valid(1) {
+        return Some(1);
+    }
+    if !valid(bound) {
+        return None;
+    }
+    // Invalid at `lo`, valid at `hi`.
+    let (mut lo, mut hi) = (1, bound);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if valid(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
 }
 
 /// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.

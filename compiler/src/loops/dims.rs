@@ -31,13 +31,29 @@ const MIN_PROBES: usize = 5;
 /// Smallest bound a run-time dim may have: below it there are too few probe values.
 pub const MIN_BOUND: i64 = 16;
 
-/// The values to lower a model at for a run-time dim bounded by `bound` (≥ `MIN_BOUND`):
-/// the probes below the bound, then the bound itself.
-pub fn probe_sizes(bound: i64) -> Vec<i64> {
-    let mut v: Vec<i64> = PROBES.iter().copied().filter(|&p| p < bound).collect();
+/// The values to lower a model at for a run-time dim in `least..=bound`: the probes in
+/// that range (the primes above the largest probe when too few are), then the bound
+/// itself; None when fewer than `MIN_PROBES - 1` values lie below the bound.
+pub fn probe_sizes(least: i64, bound: i64) -> Option<Vec<i64>> {
+    let mut v: Vec<i64> = PROBES
+        .iter()
+        .copied()
+        .filter(|&p| p >= least && p < bound)
+        .collect();
+    let prime = |n: i64| n > 1 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0);
+    let mut p = least.max(PROBES.iter().max().map_or(1, |m| m + 1));
+    while v.len() < MIN_PROBES - 1 && p < bound {
+        if prime(p) {
+            v.push(p);
+        }
+        p += 1;
+    }
+    if v.len() < MIN_PROBES - 1 {
+        return None;
+    }
     v.truncate(MIN_PROBES - 1);
     v.push(bound);
-    v
+    Some(v)
 }
 
 /// `a0 + a1·d + a2·d²`.
@@ -102,20 +118,21 @@ impl Poly {
         e
     }
 
-    /// Its least and largest values for dims in `1..=bound`, when it has no other extremum
-    /// there than at the ends (`a2 ≥ 0`: convex) and its least value is not negative.
-    fn range(self, bound: i64) -> Option<(i64, i64)> {
+    /// Its least and largest values for dims in `least..=bound`, when it has no other
+    /// extremum there than at the ends (`a2 ≥ 0`: convex) and its least value is not
+    /// negative.
+    fn range(self, least: i64, bound: i64) -> Option<(i64, i64)> {
         let [_, a1, a2] = self.0;
         if a2 < 0 {
             return None;
         }
-        let hi = self.at(1)?.max(self.at(bound)?);
+        let hi = self.at(least)?.max(self.at(bound)?);
         // A convex polynomial's least value is at its vertex or an end.
-        let mut lo = self.at(1)?.min(self.at(bound)?);
+        let mut lo = self.at(least)?.min(self.at(bound)?);
         if a2 > 0 {
             let v = (-a1) / (2 * a2);
             for d in [v, v + 1] {
-                if (1..=bound).contains(&d) {
+                if (least..=bound).contains(&d) {
                     lo = lo.min(self.at(d)?);
                 }
             }
@@ -125,11 +142,18 @@ impl Poly {
 }
 
 /// The programs for each value of `sizes` (the last the bound), as one program taking run-time
-/// dim `name` (`Program::run_dims`), or why they are not one.
-pub fn generalize(name: &str, sizes: &[i64], programs: Vec<Program>) -> Result<Program, String> {
+/// dim `name` (`Program::run_dims`) at any value from `least` (the model's least valid value)
+/// to the bound, or why they are not one.
+pub fn generalize(
+    name: &str,
+    least: i64,
+    sizes: &[i64],
+    programs: Vec<Program>,
+) -> Result<Program, String> {
     assert!(sizes.len() >= MIN_PROBES && sizes.len() == programs.len());
     let u = Unify {
         sizes,
+        least,
         bound: *sizes.last().expect("probes"),
     };
     let ps: Vec<&Program> = programs.iter().collect();
@@ -207,6 +231,7 @@ pub fn generalize(name: &str, sizes: &[i64], programs: Vec<Program>) -> Result<P
         outputs,
         run_dims: vec![RunTimeDim {
             name: name.to_string(),
+            least,
             bound: u.bound,
         }],
         ..last.clone()
@@ -215,6 +240,8 @@ pub fn generalize(name: &str, sizes: &[i64], programs: Vec<Program>) -> Result<P
 
 struct Unify<'a> {
     sizes: &'a [i64],
+    /// The run-time dim's range of values.
+    least: i64,
     bound: i64,
 }
 
@@ -260,7 +287,7 @@ impl Unify<'_> {
         Ok(match self.int(&vals)? {
             Int::Same(n) => Count::Fixed(n),
             Int::Poly(p) => {
-                let (_, max) = p.range(self.bound).ok_or_else(|| {
+                let (_, max) = p.range(self.least, self.bound).ok_or_else(|| {
                     format!("a count {vals:?} would be negative or not largest at the bound")
                 })?;
                 Count::Dyn { e: p.expr(), max }
@@ -274,7 +301,7 @@ impl Unify<'_> {
         // Lengths: the bound's, largest.
         let lens: Vec<i64> = bs.iter().map(|b| b.len).collect();
         if let Int::Poly(p) = self.int(&lens)? {
-            p.range(self.bound)
+            p.range(self.least, self.bound)
                 .filter(|&(_, hi)| hi == last.len)
                 .ok_or_else(|| format!("a buffer's length {lens:?} is not largest at the bound"))?;
         }
@@ -662,7 +689,7 @@ mod tests {
 
     #[test]
     fn fits_integer_polynomials_and_refuses_the_rest() {
-        let sizes = probe_sizes(512);
+        let sizes = probe_sizes(1, 512).unwrap();
         assert_eq!(sizes, vec![37, 41, 53, 29, 512]);
         let vals = |f: &dyn Fn(i64) -> i64| sizes.iter().map(|&s| f(s)).collect::<Vec<_>>();
         assert_eq!(
@@ -687,20 +714,33 @@ mod tests {
     }
 
     #[test]
+    fn probes_lie_in_the_dims_range() {
+        assert_eq!(probe_sizes(1, 512), Some(vec![37, 41, 53, 29, 512]));
+        assert_eq!(probe_sizes(1, 16), Some(vec![13, 11, 7, 5, 16]));
+        // Above the least valid value, primes past the probes when too few are left.
+        assert_eq!(probe_sizes(30, 512), Some(vec![37, 41, 53, 59, 512]));
+        assert_eq!(probe_sizes(100, 512), Some(vec![101, 103, 107, 109, 512]));
+        assert_eq!(probe_sizes(12, 16), None);
+        assert_eq!(probe_sizes(60, 64), None);
+    }
+
+    #[test]
     fn ranges_are_checked_over_every_value() {
         // s - 30 is negative for small s.
-        assert_eq!(Poly([-30, 1, 0]).range(512), None);
-        assert_eq!(Poly([0, 16, 0]).range(512), Some((16, 8192)));
+        assert_eq!(Poly([-30, 1, 0]).range(1, 512), None);
+        assert_eq!(Poly([-30, 1, 0]).range(30, 512), Some((0, 482)));
+        assert_eq!(Poly([0, 16, 0]).range(1, 512), Some((16, 8192)));
         // s² - 10 s + 30: least at s = 5 (5), largest at the bound.
-        assert_eq!(Poly([30, -10, 1]).range(100), Some((5, 9030)));
-        assert_eq!(Poly([0, 0, -1]).range(100), None);
+        assert_eq!(Poly([30, -10, 1]).range(1, 100), Some((5, 9030)));
+        assert_eq!(Poly([0, 0, -1]).range(1, 100), None);
     }
 
     #[test]
     fn expressions_become_polynomials_of_the_run_time_dim() {
-        let sizes = probe_sizes(64);
+        let sizes = probe_sizes(1, 64).unwrap();
         let u = Unify {
             sizes: &sizes,
+            least: 1,
             bound: 64,
         };
         let es: Vec<E> = sizes

@@ -138,10 +138,12 @@ impl RunDim {
     }
 }
 
-/// A dim the program takes at run time (`dims`): its symbol and its largest value.
+/// A dim the program takes at run time (`dims`): its symbol, its least value (below it the
+/// model is invalid: a window wider than the dim) and its largest value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunTimeDim {
     pub name: String,
+    pub least: i64,
     pub bound: i64,
 }
 
