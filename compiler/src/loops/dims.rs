@@ -19,39 +19,39 @@ use crate::ir::expr::{self, E, Expr, ExprKind};
 use crate::ir::tensor::Scalar;
 use std::sync::Arc;
 
-/// Values of the run-time dim a model is lowered at besides its bound (those below it),
-/// three to fit each constant's polynomial and the rest to check it. Odd primes far from
+/// Values of the run-time dim a model is lowered at besides its bound, when they lie in
+/// its range: three to fit each constant's polynomial and the rest to check it. Far from
 /// the powers of two and from one another, so that no size-based choice or coincidence of
-/// two dims is likely to hold at all of them and not in general.
-pub const PROBES: [i64; 11] = [37, 41, 53, 29, 23, 19, 17, 13, 11, 7, 5];
+/// two dims is likely to hold at all of them and not in general; and they take every
+/// remainder modulo 2, 3 and 4 (37, 42, 47, 28: 1, 2, 3, 0 modulo 4), so that a size that
+/// is a polynomial only on one remainder class (`4 · (seq / 4)` is `seq - 1` at 37, 41, 53
+/// and 29, all 1 modulo 4) is not taken for one.
+pub const PROBES: [i64; 4] = [37, 42, 47, 28];
 
 /// The fewest values a program is checked at (three to fit, two to check).
-const MIN_PROBES: usize = 5;
+const MIN_PROBES: usize = PROBES.len() + 1;
 
 /// Smallest bound a run-time dim may have: below it there are too few probe values.
 pub const MIN_BOUND: i64 = 16;
 
-/// The values to lower a model at for a run-time dim in `least..=bound`: the probes in
-/// that range (the primes above the largest probe when too few are), then the bound
-/// itself; None when fewer than `MIN_PROBES - 1` values lie below the bound.
+/// The values to lower a model at for a run-time dim in `least..=bound`: `PROBES` when
+/// they lie in the range, else four values spread over it (`b`, `b + 5`,
+/// `b + 10`, `b + 15`: each remainder modulo 2, 3 and 4 again), or in a range narrower
+/// than 16 the four values below the bound; then the bound itself. None when fewer than
+/// four values lie below the bound.
 pub fn probe_sizes(least: i64, bound: i64) -> Option<Vec<i64>> {
-    let mut v: Vec<i64> = PROBES
-        .iter()
-        .copied()
-        .filter(|&p| p >= least && p < bound)
-        .collect();
-    let prime = |n: i64| n > 1 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0);
-    let mut p = least.max(PROBES.iter().max().map_or(1, |m| m + 1));
-    while v.len() < MIN_PROBES - 1 && p < bound {
-        if prime(p) {
-            v.push(p);
-        }
-        p += 1;
-    }
-    if v.len() < MIN_PROBES - 1 {
+    let least = least.max(1);
+    let mut v = if PROBES.iter().all(|p| (least..bound).contains(p)) {
+        PROBES.to_vec()
+    } else if bound - least >= 16 {
+        // Near the least value (smaller programs), clear of it.
+        let b = least + ((bound - least - 16) / 2).min(9);
+        vec![b, b + 5, b + 10, b + 15]
+    } else if bound - least >= 4 {
+        (bound - 4..bound).collect()
+    } else {
         return None;
-    }
-    v.truncate(MIN_PROBES - 1);
+    };
     v.push(bound);
     Some(v)
 }
@@ -690,7 +690,7 @@ mod tests {
     #[test]
     fn fits_integer_polynomials_and_refuses_the_rest() {
         let sizes = probe_sizes(1, 512).unwrap();
-        assert_eq!(sizes, vec![37, 41, 53, 29, 512]);
+        assert_eq!(sizes, vec![37, 42, 47, 28, 512]);
         let vals = |f: &dyn Fn(i64) -> i64| sizes.iter().map(|&s| f(s)).collect::<Vec<_>>();
         assert_eq!(
             Poly::fit(&sizes, &vals(&|s| 16 * s)),
@@ -707,6 +707,15 @@ mod tests {
         // Not polynomials of degree 2 at most, or not with integer coefficients.
         assert_eq!(Poly::fit(&sizes, &vals(&|s| s / 2)), None);
         assert_eq!(Poly::fit(&sizes, &vals(&|s| s * s * s)), None);
+        // Polynomials on one remainder class only: the probes take every remainder.
+        for m in [2, 3, 4] {
+            assert_eq!(Poly::fit(&sizes, &vals(&|s| m * (s / m))), None, "{m}");
+            assert_eq!(
+                Poly::fit(&sizes, &vals(&|s| (s / m) * (s / m))),
+                None,
+                "{m}"
+            );
+        }
         assert_eq!(
             Poly::fit(&sizes, &vals(&|s| if s < 500 { s } else { 7 })),
             None
@@ -715,13 +724,34 @@ mod tests {
 
     #[test]
     fn probes_lie_in_the_dims_range() {
-        assert_eq!(probe_sizes(1, 512), Some(vec![37, 41, 53, 29, 512]));
-        assert_eq!(probe_sizes(1, 16), Some(vec![13, 11, 7, 5, 16]));
-        // Above the least valid value, primes past the probes when too few are left.
-        assert_eq!(probe_sizes(30, 512), Some(vec![37, 41, 53, 59, 512]));
-        assert_eq!(probe_sizes(100, 512), Some(vec![101, 103, 107, 109, 512]));
-        assert_eq!(probe_sizes(12, 16), None);
-        assert_eq!(probe_sizes(60, 64), None);
+        assert_eq!(probe_sizes(1, 512), Some(vec![37, 42, 47, 28, 512]));
+        assert_eq!(probe_sizes(1, 48), Some(vec![37, 42, 47, 28, 48]));
+        assert_eq!(probe_sizes(1, 40), Some(vec![10, 15, 20, 25, 40]));
+        assert_eq!(probe_sizes(1, 16), Some(vec![12, 13, 14, 15, 16]));
+        // From the least valid value on.
+        assert_eq!(probe_sizes(30, 512), Some(vec![39, 44, 49, 54, 512]));
+        assert_eq!(probe_sizes(100, 110), Some(vec![106, 107, 108, 109, 110]));
+        assert_eq!(probe_sizes(12, 16), Some(vec![12, 13, 14, 15, 16]));
+        assert_eq!(probe_sizes(13, 16), None);
+        assert_eq!(probe_sizes(61, 64), None);
+        // The probes take each remainder modulo 2, 3 and 4.
+        for (least, bound) in [
+            (1, 16),
+            (1, 24),
+            (1, 40),
+            (1, 64),
+            (1, 512),
+            (30, 512),
+            (7, 33),
+        ] {
+            let v = probe_sizes(least, bound).unwrap();
+            for m in [2, 3, 4] {
+                let mut seen: Vec<i64> = v[..4].iter().map(|p| p % m).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len() as i64, m, "{least}..{bound}, modulo {m}: {v:?}");
+            }
+        }
     }
 
     #[test]
