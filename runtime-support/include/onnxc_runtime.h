@@ -80,9 +80,10 @@ typedef struct onnxc_tensor_info {
     const void *keys;
     uint32_t flags; /* ONNXC_TENSOR_* bits */
     uint32_t reserved;
-    /* With ONNXC_TENSOR_RUN_DIMS: per dim three int64_t {dim, mul, add}: the dim is
-       mul * (run-time dim `dim`) + add, or shape's value where dim is -1. shape and
-       size_bytes are then the tensor's at the run-time dims' bounds. */
+    /* With ONNXC_TENSOR_RUN_DIMS: per dim five int64_t {dim, mul, add, pre, div}: the dim
+       is mul * ((run-time dim `dim` + pre) / div) + add, the division rounding down (a
+       strided window's output), or shape's value where dim is -1; inputs' have pre 0 and
+       div 1. shape and size_bytes are then the tensor's at the run-time dims' bounds. */
     const int64_t *run_dims;
 } onnxc_tensor_info;
 

@@ -81,10 +81,13 @@ fn dynamic(t: &TensorInfo) -> bool {
 /// Most dims a model takes at run time.
 const MAX_RUN_DIMS: usize = 8;
 
+/// Values per dim in `TensorInfo::run_dims`: `dim, mul, add, pre, div`.
+const RUN_DIM_VALUES: usize = 5;
+
 /// A tensor's dims at the model's run-time dims `dims` (`TensorInfo::run_dims`).
 pub(crate) struct Dims<'a> {
     shape: &'a [i64],
-    /// `dim, mul, add` per dim, or empty.
+    /// `dim, mul, add, pre, div` per dim, or empty.
     pub(crate) run: &'a [i64],
 }
 
@@ -93,12 +96,12 @@ impl<'a> Dims<'a> {
     /// `t` is an entry of a model's info table.
     pub(crate) unsafe fn of(t: &'a TensorInfo) -> Self {
         let rank = t.rank.max(0) as usize;
-        // SAFETY: the info table's shape holds `rank` dims, its run_dims 3 · rank values.
+        // SAFETY: the info table's shape holds `rank` dims, its run_dims 5 · rank values.
         unsafe {
             Dims {
                 shape: table(t.shape, rank),
                 run: if t.flags & ONNXC_TENSOR_RUN_DIMS != 0 {
-                    table(t.run_dims, 3 * rank)
+                    table(t.run_dims, RUN_DIM_VALUES * rank)
                 } else {
                     &[]
                 },
@@ -106,12 +109,21 @@ impl<'a> Dims<'a> {
         }
     }
 
-    /// Dim `k` at `dims`.
+    /// Dim `k`'s entry: `dim, mul, add, pre, div`.
+    fn entry(&self, k: usize) -> Option<[i64; RUN_DIM_VALUES]> {
+        self.run
+            .get(RUN_DIM_VALUES * k..RUN_DIM_VALUES * (k + 1))?
+            .try_into()
+            .ok()
+    }
+
+    /// Dim `k` at `dims`: `mul · ((dims[dim] + pre) / div) + add`, rounding down (the
+    /// values lie in the dims' ranges, where the compiler checked every dim).
     pub(crate) fn at(&self, k: usize, dims: &[i64]) -> i64 {
-        match self.run.get(3 * k..3 * k + 3) {
-            Some(&[d, mul, add]) if d >= 0 => dims
+        match self.entry(k) {
+            Some([d, mul, add, pre, div]) if d >= 0 && div > 0 => dims
                 .get(d as usize)
-                .map_or(self.shape[k], |&v| mul * v + add),
+                .map_or(self.shape[k], |&v| mul * (v + pre).div_euclid(div) + add),
             _ => self.shape[k],
         }
     }
@@ -152,11 +164,15 @@ fn run_dims(
         // SAFETY: caller contract: `rank` dims.
         let given = unsafe { table(t.dims, t.rank) };
         for (k, &g) in given.iter().enumerate() {
-            let &[which, mul, add] = &d.run[3 * k..3 * k + 3] else {
-                unreachable!("three values per dim")
+            let Some([which, mul, add, pre, div]) = d.entry(k) else {
+                return Err(ONNXC_ERR_VALUE);
             };
             if which < 0 || mul <= 0 {
                 continue;
+            }
+            // An input dim is `mul · dim + add` (the compiler writes no other).
+            if pre != 0 || div != 1 {
+                return Err(ONNXC_ERR_VALUE);
             }
             let j = which as usize;
             let (Some(&bound), Some(&lo)) = (bounds.get(j), least.get(j)) else {
@@ -659,7 +675,7 @@ mod tests {
     fn run_time_dims_are_found_in_the_inputs_and_checked() {
         // x: [1, 2·seq + 1, 4] with seq ≤ 10.
         static SHAPE: [i64; 3] = [1, 21, 4];
-        static RUN: [i64; 9] = [-1, 0, 0, 0, 2, 1, -1, 0, 0];
+        static RUN: [i64; 15] = [-1, 0, 0, 0, 1, 0, 2, 1, 0, 1, -1, 0, 0, 0, 1];
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
         t.run_dims = RUN.as_ptr();
         let infos = [t];

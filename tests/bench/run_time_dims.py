@@ -91,7 +91,7 @@ def feeds(seq: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--onnxc", default=os.path.join(bench.ROOT, "target/release/onnxc"))
-    ap.add_argument("--lengths", default="1,8,32,77,128,256,512")
+    ap.add_argument("--lengths", default="2,8,32,77,128,256,512")
     ap.add_argument("--seconds", type=float, default=2.0)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="onnxc-rtdims-")

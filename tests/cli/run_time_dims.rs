@@ -91,9 +91,12 @@ fn one_object_runs_every_sequence_length() {
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
     assert_eq!(c.program.run_dims.len(), 1, "seq is taken at run time");
     assert!(c.header.contains("seq"), "{}", c.header);
+    // At 1 the lowering drops the loops of extent 1 (another program): from 2 on.
+    let least = c.program.run_dims[0].least;
+    assert_eq!(least, 2, "the least value checked");
     let dynamic = executable(&c, &d, "dynamic");
     // 300: loops long enough to be split over threads at run time.
-    for seq in [1usize, 2, 5, 16, 37, 63, 300, 320] {
+    for seq in [2usize, 3, 5, 16, 27, 37, 63, 300, 320] {
         let x: Vec<f32> = (0..seq * 8)
             .map(|k| ((k * 31 % 17) as f32 - 8.0) / 5.0)
             .collect();
@@ -122,17 +125,78 @@ fn one_object_runs_every_sequence_length() {
             }
         }
     }
-    // Past the bound: the run refuses the input.
-    let input = d.join("x321.bin");
-    std::fs::write(&input, vec![0u8; 321 * 8 * 4]).unwrap();
-    let o = Command::new(&dynamic)
-        .arg("run")
-        .arg(&input)
-        .arg("--out")
-        .arg(&d)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
+    // Past the bound or below the least value: the run refuses the input.
+    for seq in [1usize, 321] {
+        let input = d.join(format!("x{seq}.bin"));
+        std::fs::write(&input, vec![0u8; seq * 8 * 4]).unwrap();
+        let o = Command::new(&dynamic)
+            .arg("run")
+            .arg(&input)
+            .arg("--out")
+            .arg(&d)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "seq {seq} runs");
+    }
+}
+
+/// `[1, s]` sliced to its first 10 elements: `min(s, 10)`, which is 10 at every probe.
+fn model_with_clamp() -> onnxc_proto::ModelProto {
+    model(
+        vec![node(
+            "Slice",
+            "first10",
+            &["x", "zero", "ten", "one"],
+            &["y"],
+        )],
+        vec![value_info("x", 1, &[D::N(1), D::S("s")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(10)])],
+        vec![
+            int_tensor("zero", 7, &[1], &[0]),
+            int_tensor("ten", 7, &[1], &[10]),
+            int_tensor("one", 7, &[1], &[1]),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn a_slice_that_clamps_below_the_probes_sets_the_least_value() {
+    let d = scratch("run_time_dims_clamp");
+    let p = d.join("clamp.onnx");
+    save(&model_with_clamp(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("s".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    // Below 10 the output would have s elements, not 10: those values are refused (10
+    // itself lowers to another program, a whole copy).
+    let least = c.program.run_dims[0].least;
+    assert!((10..=11).contains(&least), "least {least}");
+    let dynamic = executable(&c, &d, "dynamic");
+    for s in [5usize, 9, least as usize, 40] {
+        let x: Vec<f32> = (0..s).map(|k| k as f32).collect();
+        let input = d.join(format!("x{s}.bin"));
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&input, bytes).unwrap();
+        std::fs::create_dir_all(d.join(format!("out{s}"))).unwrap();
+        let o = Command::new(&dynamic)
+            .arg("run")
+            .arg(&input)
+            .arg("--out")
+            .arg(d.join(format!("out{s}")))
+            .output()
+            .unwrap();
+        if (s as i64) < least {
+            assert!(!o.status.success(), "s {s} runs");
+        } else {
+            assert!(o.status.success(), "s {s}: {}", stderr(&o));
+            let y = std::fs::read(d.join(format!("out{s}/output_0.bin"))).unwrap();
+            assert_eq!(floats(&y), (0..10).map(|k| k as f32).collect::<Vec<_>>());
+        }
+    }
 }
 
 /// Two 1-D convolutions of width 3 without padding over `[1, 2, w]`: valid from w = 5 on.
@@ -211,5 +275,71 @@ fn values_below_the_models_least_are_refused() {
             "w {w}: {}",
             stderr(&o)
         );
+    }
+}
+
+/// A 3-wide convolution of stride 2 (padding 1) and a 2-wide max pool of stride 2 over
+/// `[1, 4, w]`: the output `[1, 8, (w + 1) / 4]` follows the dim by a step of it.
+fn model_with_strides() -> onnxc_proto::ModelProto {
+    let w: Vec<f32> = (0..8 * 4 * 3)
+        .map(|k| ((k * 5 % 9) as f32 - 4.0) / 4.0)
+        .collect();
+    model(
+        vec![
+            with_ints(
+                with_ints(node("Conv", "c", &["x", "w"], &["a"]), "strides", &[2]),
+                "pads",
+                &[1, 1],
+            ),
+            node("Relu", "r", &["a"], &["b"]),
+            with_ints(
+                with_ints(node("MaxPool", "p", &["b"], &["y"]), "kernel_shape", &[2]),
+                "strides",
+                &[2],
+            ),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(4), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(8), D::S("w_out")])],
+        vec![f32_tensor("w", &[8, 4, 3], &w)],
+        13,
+    )
+}
+
+#[test]
+fn strided_windows_follow_a_step_of_the_dim() {
+    let d = scratch("run_time_dims_strides");
+    let p = d.join("strides.onnx");
+    save(&model_with_strides(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("w".into(), 256)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert!(c.header.contains("[1, 8, (w+1)/4]"), "{}", c.header);
+    let least = c.program.run_dims[0].least as usize;
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [least, least + 1, 50, 101, 255, 256] {
+        let x: Vec<f32> = (0..4 * w)
+            .map(|k| ((k * 7 % 13) as f32 - 6.0) / 4.0)
+            .collect();
+        let input = d.join(format!("x{w}.bin"));
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&input, bytes).unwrap();
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("w".into(), w as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let specialized = executable(&s, &d, &format!("fixed{w}"));
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let want = outputs(&specialized, &input, &d.join(format!("fix{w}")), 1, 1);
+        assert_eq!(
+            got[0].len(),
+            8 * ((w + 1) / 4) * 4,
+            "w {w}: [1, 8, (w + 1) / 4]"
+        );
+        assert_eq!(got, want, "w {w}");
     }
 }

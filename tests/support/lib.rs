@@ -451,6 +451,20 @@ pub fn run_case_as(
         let items = driver::batch_items(&c.program.inputs, &tensors);
         let mut argv = vec!["run".to_string(), "--items".into(), items.to_string()];
         let dims = driver::run_dim_values(&c.program, &tensors);
+        // A value below the dim's least (where the compiled program is not the model's) is
+        // refused by NAME_run_shaped: the model is not compiled for this data.
+        if let Some((d, v)) = c
+            .program
+            .run_dims
+            .iter()
+            .zip(&dims)
+            .find(|(d, v)| **v < d.least)
+        {
+            return Outcome::Rejected(format!(
+                "dim '{}' is taken at run time from {} to {}; the data has {v}",
+                d.name, d.least, d.bound
+            ));
+        }
         if !dims.is_empty() {
             let values: Vec<String> = dims.iter().map(i64::to_string).collect();
             argv.extend(["--dims".to_string(), values.join(",")]);

@@ -94,13 +94,13 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
         }
         if !io.run_dims.is_empty() {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_RUN_DIMS;
-            // Per dim: the run-time dim it follows (-1: none), mul, add.
+            // Per dim: the run-time dim it follows (-1: none), mul, add, pre, div.
             let table: Vec<i64> = io
                 .run_dims
                 .iter()
                 .flat_map(|r| match r {
-                    Some(r) => [i64::from(r.dim), r.mul, r.add],
-                    None => [-1, 0, 0],
+                    Some(r) => [i64::from(r.dim), r.mul, r.add, r.pre, r.div],
+                    None => [-1, 0, 0, 0, 1],
                 })
                 .collect();
             let t = i64s(module, &table)?;

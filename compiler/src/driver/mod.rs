@@ -274,51 +274,63 @@ fn compile_bytes_inner(
             // Lowered at each probe value from the model's least valid value, the bound
             // last (`loops::dims`).
             let least = least_value(&model, dir, &import, &name, bound);
-            let sizes = match loops::dims::probe_sizes(least.unwrap_or(1), bound) {
-                Some(s) => s,
-                None => {
-                    return Err(Error::NeedShape(format!(
-                        "dim '{name}' would be taken at run time, but the model is valid only                          from {} to its bound {bound}: too few values to compile it for all                          of them; raise the bound with --dim {name}=..N or fix it with --dim                          {name}=N",
-                        least.unwrap_or(1)
-                    )));
-                }
+            let Some(sizes) = loops::dims::probe_sizes(least.unwrap_or(1), bound) else {
+                return Err(Error::NeedShape(format!(
+                    "dim '{name}' would be taken at run time, but the model is valid only \
+                     from {} to its bound {bound}: too few values to compile it for all of \
+                     them; raise the bound with --dim {name}=..N or fix it with --dim {name}=N",
+                    least.unwrap_or(1)
+                )));
+            };
+            let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
+                let mut at = import.clone();
+                at.dim_values.push((name.clone(), n));
+                // No chunk programs: each would need its own probes.
+                lower_model(model.clone(), dir, &at, opts, dump, prefix, warn, false)
             };
             let mut programs = Vec::new();
             for (j, &n) in sizes.iter().enumerate() {
                 let last = j + 1 == sizes.len();
-                let mut at = import.clone();
-                at.dim_values.push((name.clone(), n));
                 let dump = if last && emit != Some(Emit::Loops) {
                     emit
                 } else {
                     None
                 };
-                // No chunk programs: each would need its own probes.
-                let lowered = lower_model(model.clone(), dir, &at, opts, dump, prefix, last, false)
-                    .map_err(|e| match e {
-                        Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
-                        // What fails at the dim's least value too is not the bound's doing
-                        // (as `batch::import` reports it).
-                        e if {
-                            let mut one = import.clone();
-                            one.dim_values.push((name.clone(), 1));
-                            frontend::import_owned(model.clone(), dir, &one).is_err()
-                        } =>
-                        {
-                            e
-                        }
-                        e => Error::NeedShape(format!(
-                            "dim '{name}' is taken at run time up to {bound}, but at {n} the \
-                             model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
-                             it with --dim {name}=N"
-                        )),
-                    })?;
+                let lowered = lower_at(n, dump, last).map_err(|e| match e {
+                    Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+                    // What fails at the dim's least value too is not the bound's doing
+                    // (as `batch::import` reports it).
+                    e if {
+                        let mut one = import.clone();
+                        one.dim_values.push((name.clone(), 1));
+                        frontend::import_owned(model.clone(), dir, &one).is_err()
+                    } =>
+                    {
+                        e
+                    }
+                    e => Error::NeedShape(format!(
+                        "dim '{name}' is taken at run time up to {bound}, but at {n} the \
+                         model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
+                         it with --dim {name}=N"
+                    )),
+                })?;
                 match lowered {
                     Lowered::Program(p) => programs.push(p),
                     Lowered::Dump(c) => return Ok(c),
                 }
             }
-            loops::dims::generalize(&name, least.unwrap_or(1), &sizes, programs).map_err(|why| {
+            let refs: Vec<&Program> = programs.iter().collect();
+            let least = verified_least(
+                &name,
+                least.unwrap_or(1),
+                &sizes,
+                &refs,
+                |n| match lower_at(n, None, false) {
+                    Ok(Lowered::Program(p)) => Some(p),
+                    _ => None,
+                },
+            );
+            loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
                 Error::NeedShape(format!(
                     "dim '{name}' would be taken at run time, but the compiled model is not one \
                      program for all its values: {why}; fix it with --dim {name}=N"
@@ -434,6 +446,36 @@ fn least_value(
         }
     }
     Some(hi)
+}
+
+/// The least value from which the program generalized from `programs` (lowered at `sizes`,
+/// `loops::dims`) is the model's program: each value below the least probe down to `least`
+/// is lowered (`lower_at`) and checked to give the generalized program, and the first that
+/// does not (a Slice that clamps to the dim, a crop that pads below its size) sets the
+/// least to the value above it. Values from the least probe up follow the polynomials,
+/// which a breakpoint between the probes would break.
+fn verified_least(
+    name: &str,
+    least: i64,
+    sizes: &[i64],
+    programs: &[&Program],
+    lower_at: impl Fn(i64) -> Option<Program>,
+) -> i64 {
+    let low = sizes.iter().copied().min().unwrap_or(least);
+    for n in (least..low).rev() {
+        let Some(p) = lower_at(n) else {
+            return n + 1;
+        };
+        // Checked at `n` besides the probes: the bound stays last.
+        let mut at = sizes.to_vec();
+        at.insert(at.len() - 1, n);
+        let mut ps = programs.to_vec();
+        ps.insert(ps.len() - 1, &p);
+        if loops::dims::generalize(name, n, &at, &ps).is_err() {
+            return n + 1;
+        }
+    }
+    least
 }
 
 /// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
@@ -847,7 +889,7 @@ fn check_input(d: &IoDesc, run_dims: &[RunTimeDim], t: &Tensor, file: &str) -> R
     let run_dim = |k: usize| d.run_dims.get(k).copied().flatten();
     let fits = |k: usize, x: i64| match run_dim(k) {
         _ if k == 0 && d.batched => true,
-        Some(r) if r.mul > 0 => x > r.add && (x - r.add) % r.mul == 0,
+        Some(r) => r.solve(x).is_some_and(|v| v >= 1),
         _ => x == d.shape[k],
     };
     let same =
@@ -1126,10 +1168,10 @@ pub fn run_dim_values(p: &Program, tensors: &[Tensor]) -> Vec<i64> {
     for (d, t) in p.inputs.iter().zip(tensors) {
         for (r, &x) in d.run_dims.iter().zip(&t.shape) {
             if let Some(r) = r
-                && r.mul != 0
+                && let Some(x) = r.solve(x)
                 && let Some(v) = values.get_mut(r.dim as usize)
             {
-                v.get_or_insert((x - r.add) / r.mul);
+                v.get_or_insert(x);
             }
         }
     }

@@ -77,6 +77,9 @@ impl Poly {
         // Newton's divided differences.
         let d01 = y[1] - y[0];
         let (h01, h12, h02) = (x[1] - x[0], x[2] - x[1], x[2] - x[0]);
+        if h01 == 0 || h12 == 0 || h02 == 0 {
+            return None;
+        }
         let d12 = y[2] - y[1];
         // a2 = ((d12/h12) - (d01/h01)) / h02, in integers.
         let num = d12 * h01 - d01 * h12;
@@ -104,9 +107,8 @@ impl Poly {
             .then_some(p)
     }
 
-    /// The expression over run-time dim 0.
-    fn expr(self) -> E {
-        let d = super::dim(0);
+    /// The expression over `d`.
+    fn expr(self, d: E) -> E {
         let [a0, a1, a2] = self.0;
         let mut e = expr::i(a0);
         if a1 != 0 {
@@ -141,6 +143,64 @@ impl Poly {
     }
 }
 
+/// The steps a constant may follow the dim by: `t = (d + pre) / div`, rounding down. A
+/// window of stride `s` makes `(d + pre) / s` of the dim (a 3-wide convolution of stride 2
+/// with padding 1 gives `(d - 1) / 2 + 1`, which is `(d + 1) / 2`); strides above 4 (and
+/// stacked strides) are not taken.
+const STEPS: [(i64, i64); 10] = [
+    (1, 0),
+    (2, 0),
+    (2, 1),
+    (3, 0),
+    (3, 1),
+    (3, 2),
+    (4, 0),
+    (4, 1),
+    (4, 2),
+    (4, 3),
+];
+
+/// A constant as a polynomial of a step of the dim: `poly((d + pre) / div)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fit {
+    poly: Poly,
+    pre: i64,
+    div: i64,
+}
+
+impl Fit {
+    fn step(&self, d: i64) -> i64 {
+        (d + self.pre).div_euclid(self.div)
+    }
+
+    /// The polynomial of the first step of `STEPS` that passes through every point: the
+    /// dim itself when one does.
+    fn through(sizes: &[i64], vals: &[i64]) -> Option<Fit> {
+        STEPS.iter().find_map(|&(div, pre)| {
+            let steps: Vec<i64> = sizes.iter().map(|&d| (d + pre).div_euclid(div)).collect();
+            Poly::fit(&steps, vals).map(|poly| Fit { poly, pre, div })
+        })
+    }
+
+    /// The expression over run-time dim 0 (`least ≥ 1`, so the division's dividend is
+    /// positive and truncation rounds down).
+    fn expr(self) -> E {
+        let d = super::dim(0);
+        let t = if self.pre == 0 {
+            d
+        } else {
+            expr::add(d, expr::i(self.pre))
+        };
+        self.poly.expr(expr::idiv(t, self.div))
+    }
+
+    /// Its least and largest values for dims in `least..=bound` (`Poly::range` over the
+    /// steps, which take every integer between theirs at the ends).
+    fn range(self, least: i64, bound: i64) -> Option<(i64, i64)> {
+        self.poly.range(self.step(least), self.step(bound))
+    }
+}
+
 /// The programs for each value of `sizes` (the last the bound), as one program taking run-time
 /// dim `name` (`Program::run_dims`) at any value from `least` (the model's least valid value)
 /// to the bound, or why they are not one.
@@ -148,7 +208,7 @@ pub fn generalize(
     name: &str,
     least: i64,
     sizes: &[i64],
-    programs: Vec<Program>,
+    programs: &[&Program],
 ) -> Result<Program, String> {
     assert!(sizes.len() >= MIN_PROBES && sizes.len() == programs.len());
     let u = Unify {
@@ -156,7 +216,7 @@ pub fn generalize(
         least,
         bound: *sizes.last().expect("probes"),
     };
-    let ps: Vec<&Program> = programs.iter().collect();
+    let ps: Vec<&Program> = programs.to_vec();
     let last = *ps.last().expect("probes");
     if ps.iter().any(|p| !p.chunks.is_empty()) {
         return Err("the model also carries chunk programs".into());
@@ -211,17 +271,18 @@ pub fn generalize(
             .map_err(|e| format!("{e}, in {} ({})", last.funcs[k].name, last.funcs[k].origin))?;
         funcs.push(f);
     }
-    let io = |get: &dyn Fn(&Program) -> &[IoDesc]| -> Result<Vec<IoDesc>, String> {
+    let io = |get: &dyn Fn(&Program) -> &[IoDesc], input: bool| {
         (0..get(last).len())
-            .map(|k| u.io(&ps.iter().map(|p| &get(p)[k]).collect::<Vec<_>>()))
-            .collect()
+            .map(|k| u.io(&ps.iter().map(|p| &get(p)[k]).collect::<Vec<_>>(), input))
+            .collect::<Result<Vec<IoDesc>, String>>()
     };
-    let inputs = io(&|p| &p.inputs)?;
-    let outputs = io(&|p| &p.outputs)?;
-    if !inputs
-        .iter()
-        .any(|d| d.run_dims.iter().any(|r| r.is_some_and(|r| r.mul != 0)))
-    {
+    let inputs = io(&|p| &p.inputs, true)?;
+    let outputs = io(&|p| &p.outputs, false)?;
+    if !inputs.iter().any(|d| {
+        d.run_dims
+            .iter()
+            .any(|r| r.is_some_and(|r| r.mul > 0 && r.div == 1))
+    }) {
         return Err(format!("no input carries '{name}'"));
     }
     Ok(Program {
@@ -245,10 +306,11 @@ struct Unify<'a> {
     bound: i64,
 }
 
-/// A constant of the programs: the same everywhere, or a polynomial in the run-time dim.
+/// A constant of the programs: the same everywhere, or a polynomial of a step of the
+/// run-time dim.
 enum Int {
     Same(i64),
-    Poly(Poly),
+    Poly(Fit),
 }
 
 impl Unify<'_> {
@@ -256,9 +318,13 @@ impl Unify<'_> {
         if vals.iter().all(|&v| v == vals[0]) {
             return Ok(Int::Same(vals[0]));
         }
-        Poly::fit(self.sizes, vals)
-            .map(Int::Poly)
-            .ok_or_else(|| format!("a constant takes the values {vals:?}, not a polynomial"))
+        Fit::through(self.sizes, vals).map(Int::Poly).ok_or_else(|| {
+            format!(
+                "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or \
+                 of its step by a stride up to 4",
+                self.sizes
+            )
+        })
     }
 
     /// Ok when every program has the same `vals`.
@@ -341,7 +407,8 @@ impl Unify<'_> {
         })
     }
 
-    fn io(&self, ds: &[&IoDesc]) -> Result<IoDesc, String> {
+    /// An input (`input`: its dims must give the run-time dim's value) or output.
+    fn io(&self, ds: &[&IoDesc], input: bool) -> Result<IoDesc, String> {
         let last = ds[ds.len() - 1];
         self.equal("input or output names", ds.iter().map(|d| &d.name))?;
         self.equal("input or output types", ds.iter().map(|d| d.dtype))?;
@@ -360,17 +427,34 @@ impl Unify<'_> {
             let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
             run_dims.push(match self.int(&vals)? {
                 Int::Same(_) => None,
-                Int::Poly(Poly([add, mul, 0])) if mul > 0 => Some(RunDim { dim: 0, mul, add }),
+                Int::Poly(Fit {
+                    poly: Poly([add, mul, 0]),
+                    pre,
+                    div,
+                }) if mul > 0 && (div == 1 || !input) => Some(RunDim {
+                    dim: 0,
+                    mul,
+                    add,
+                    pre,
+                    div,
+                }),
                 Int::Poly(_) => {
                     return Err(format!(
-                        "dim {k} of '{}' takes the values {vals:?} (onnxc takes dims of the form \
-                         a·N + b)",
+                        "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of \
+                         the form a·N + b and output dims of the form a·((N + c) / s) + b)",
                         last.name
                     ));
                 }
             });
         }
         let any = run_dims.iter().any(Option::is_some);
+        // The ABI sizes a tensor at the run-time dims from its bytes per element.
+        if any && last.dtype.packed_bits().is_some() {
+            return Err(format!(
+                "'{}' is {}, packed several elements to a byte, and its dims follow the dim",
+                last.name, last.dtype
+            ));
+        }
         Ok(IoDesc {
             run_dims: if any { run_dims } else { vec![] },
             ..last.clone()
@@ -413,11 +497,13 @@ impl Unify<'_> {
         Ok(match ss[0] {
             Stmt::For { .. } => {
                 let parts = all!(Stmt::For { var, extent, vector, body } => (*var, extent, *vector, &body[..]));
-                self.equal("loops", parts.iter().map(|p| (p.0, p.2)))?;
+                self.equal("loops", parts.iter().map(|p| p.0))?;
+                // Whether a loop is vectorized follows its length (short ones are not); the
+                // bound's choice serves every length (codegen runs the remainder scalar).
                 Stmt::For {
                     var: parts[0].0,
                     extent: self.count(&parts.iter().map(|p| p.1).collect::<Vec<_>>())?,
-                    vector: parts[0].2,
+                    vector: parts[parts.len() - 1].2,
                     body: self.stmts(&parts.iter().map(|p| p.3).collect::<Vec<_>>())?,
                 }
             }
@@ -723,6 +809,50 @@ mod tests {
     }
 
     #[test]
+    fn strided_sizes_fit_polynomials_of_a_step_of_the_dim() {
+        let sizes = probe_sizes(3, 512).unwrap();
+        let vals = |f: &dyn Fn(i64) -> i64| sizes.iter().map(|&s| f(s)).collect::<Vec<_>>();
+        // A 3-wide window of stride 2 with padding 1: (s - 1) / 2 + 1 = (s + 1) / 2.
+        let f = Fit::through(&sizes, &vals(&|s| (s - 1) / 2 + 1)).unwrap();
+        assert_eq!((f.pre, f.div), (1, 2));
+        // Two of them, squared (an output of h = w = s, 8 channels).
+        let g = Fit::through(&sizes, &vals(&|s| 8 * ((s + 3) / 4) * ((s + 3) / 4))).unwrap();
+        assert_eq!((g.pre, g.div), (3, 4));
+        // The dim itself is preferred to a step of it.
+        assert_eq!(Fit::through(&sizes, &vals(&|s| 2 * s)).unwrap().div, 1);
+        // Strides above 4 (stacked strides: s / 8) are not taken.
+        assert_eq!(Fit::through(&sizes, &vals(&|s| s / 8)), None);
+        for (fit, want) in [
+            (f, &(|s: i64| (s - 1) / 2 + 1) as &dyn Fn(i64) -> i64),
+            (g, &|s: i64| 8 * ((s + 3) / 4) * ((s + 3) / 4)),
+        ] {
+            for s in [3i64, 4, 5, 6, 7, 100, 511, 512] {
+                let mut env = std::collections::HashMap::new();
+                env.insert(super::super::DIM_VAR, s);
+                assert_eq!(eval(&fit.expr(), &env), want(s), "{fit:?} at {s}");
+            }
+        }
+        assert_eq!(f.range(3, 512), Some((2, 256)));
+        // An output dim follows it as mul · ((d + pre) / div) + add.
+        let r = RunDim {
+            dim: 0,
+            mul: 3,
+            add: 1,
+            pre: 1,
+            div: 2,
+        };
+        assert_eq!(
+            (r.at(7), r.show("w"), r.solve(13)),
+            (13, "3*(w+1)/2+1".into(), None)
+        );
+        let a = RunDim::affine(0, 2, 1);
+        assert_eq!(
+            (a.at(7), a.show("w"), a.solve(15)),
+            (15, "2*w+1".into(), Some(7))
+        );
+    }
+
+    #[test]
     fn probes_lie_in_the_dims_range() {
         assert_eq!(probe_sizes(1, 512), Some(vec![37, 42, 47, 28, 512]));
         assert_eq!(probe_sizes(1, 48), Some(vec![37, 42, 47, 28, 48]));
@@ -800,6 +930,8 @@ mod tests {
             ExprKind::Const(Scalar::I(v)) => *v,
             ExprKind::Binary(expr::BinOp::Add, a, b) => eval(a, env) + eval(b, env),
             ExprKind::Binary(expr::BinOp::Mul, a, b) => eval(a, env) * eval(b, env),
+            // Codegen's integer division truncates (the dividends here are positive).
+            ExprKind::Binary(expr::BinOp::Div, a, b) => eval(a, env) / eval(b, env),
             k => panic!("{k:?}"),
         }
     }

@@ -114,26 +114,58 @@ pub struct IoDesc {
     pub run_dims: Vec<Option<RunDim>>,
 }
 
-/// A dim of an input or output that follows a run-time dim: `mul · dim + add`.
+/// A dim of an input or output that follows a run-time dim `d`:
+/// `mul · ((d + pre) / div) + add`, the division rounding down (a strided window's output,
+/// `(w - 1) / 2 + 1`); `pre` is 0 and `div` 1 for inputs, whose dims give `d`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunDim {
     pub dim: u32,
     pub mul: i64,
     pub add: i64,
+    pub pre: i64,
+    pub div: i64,
 }
 
 impl RunDim {
-    /// The dim as C reads it, with the run-time dim's symbol `name`: "seq", "2*seq+1".
+    /// `mul · dim + add`.
+    pub fn affine(dim: u32, mul: i64, add: i64) -> RunDim {
+        RunDim {
+            dim,
+            mul,
+            add,
+            pre: 0,
+            div: 1,
+        }
+    }
+
+    /// The dim at value `d` of its run-time dim.
+    pub fn at(&self, d: i64) -> i64 {
+        self.mul * (d + self.pre).div_euclid(self.div.max(1)) + self.add
+    }
+
+    /// The value of the run-time dim that gives dim `x` (None when none does or many do:
+    /// a dim with `div` above 1).
+    pub fn solve(&self, x: i64) -> Option<i64> {
+        let v = x.checked_sub(self.add)?;
+        (self.div == 1 && self.mul > 0 && v % self.mul == 0).then(|| v / self.mul - self.pre)
+    }
+
+    /// The dim as C reads it, with the run-time dim's symbol `name`: "seq", "2*seq+1",
+    /// "(w+1)/2".
     pub fn show(&self, name: &str) -> String {
-        let mul = if self.mul == 1 {
-            name.to_string()
-        } else {
-            format!("{}*{name}", self.mul)
+        let t = match (self.pre, self.div) {
+            (0, 1) => name.to_string(),
+            (0, q) => format!("{name}/{q}"),
+            (p, 1) => format!("({name}{p:+})"),
+            (p, q) => format!("({name}{p:+})/{q}"),
+        };
+        let mul = match self.mul {
+            1 => t,
+            m => format!("{m}*{t}"),
         };
         match self.add {
             0 => mul,
-            a if a > 0 => format!("{mul}+{a}"),
-            a => format!("{mul}{a}"),
+            a => format!("{mul}{a:+}"),
         }
     }
 }
