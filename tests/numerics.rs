@@ -468,7 +468,7 @@ fn multinomial_samples_at_the_softmax_probabilities() {
 #[test]
 fn run_time_batch_chunks_compute_every_item() {
     use onnxc::driver::{self, Options};
-    use onnxc_tests::{Outcome, run_case_as};
+    use onnxc_tests::{Outcome, Symbolic, run_case_as};
     let (k, h, o, n) = (64usize, 96usize, 10usize, 77usize);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -531,7 +531,7 @@ fn run_time_batch_chunks_compute_every_item() {
     let c = driver::compile_bytes(&bytes, &dir, "model.onnx", "mlp", &opts, None).unwrap();
     let chunks: Vec<i64> = c.program.chunks.iter().map(|c| c.items).collect();
     assert_eq!(chunks, [64, 8], "an MLP's items share its weights' traffic");
-    let outcome = run_case_as(&d, &opts, 1e-5, 1e-5, None, &[1, 2], true);
+    let outcome = run_case_as(&d, &opts, 1e-5, 1e-5, None, &[1, 2], Symbolic::Batch);
     assert!(matches!(outcome, Outcome::Pass), "{outcome:?}");
 
     // 128 rows an item: each weight is used 128 times per item already.
