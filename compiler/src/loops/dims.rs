@@ -318,13 +318,15 @@ impl Unify<'_> {
         if vals.iter().all(|&v| v == vals[0]) {
             return Ok(Int::Same(vals[0]));
         }
-        Fit::through(self.sizes, vals).map(Int::Poly).ok_or_else(|| {
-            format!(
-                "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or \
+        Fit::through(self.sizes, vals)
+            .map(Int::Poly)
+            .ok_or_else(|| {
+                format!(
+                    "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or \
                  of its step by a stride up to 4",
-                self.sizes
-            )
-        })
+                    self.sizes
+                )
+            })
     }
 
     /// Ok when every program has the same `vals`.
