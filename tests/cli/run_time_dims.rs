@@ -78,17 +78,61 @@ fn floats(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// `p` compiled with its dim `symbol` taken at run time up to `bound`.
+fn compile_dynamic(p: &Path, symbol: &str, bound: i64) -> driver::Compiled {
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![(symbol.into(), bound)],
+        ..Options::default()
+    };
+    driver::compile_file(p, "model", &opts, None).unwrap()
+}
+
+/// Writes `x` as raw little-endian floats to `dir/x{n}.bin`.
+fn write_input(dir: &Path, n: usize, x: &[f32]) -> PathBuf {
+    let input = dir.join(format!("x{n}.bin"));
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    input
+}
+
+/// The `n` outputs of `p` compiled with `symbol` fixed at `value`, run on `input`.
+fn specialized(
+    p: &Path,
+    dir: &Path,
+    symbol: &str,
+    value: usize,
+    input: &Path,
+    n: usize,
+) -> Vec<Vec<u8>> {
+    let fixed = Options {
+        emit_main: true,
+        dims: vec![(symbol.into(), value as i64)],
+        ..Options::default()
+    };
+    let s = driver::compile_file(p, "model", &fixed, None).unwrap();
+    let exe = executable(&s, dir, &format!("fixed{value}"));
+    outputs(&exe, input, &dir.join(format!("fix{value}")), n, 1)
+}
+
+/// Runs `exe` on `input`, writing into `out`.
+fn run(exe: &Path, input: &Path, out: &Path) -> std::process::Output {
+    std::fs::create_dir_all(out).unwrap();
+    Command::new(exe)
+        .arg("run")
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn one_object_runs_every_sequence_length() {
     let d = scratch("run_time_dims");
     let p = d.join("seq.onnx");
     save(&model_with_seq(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("seq".into(), 320)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_dynamic(&p, "seq", 320);
     assert_eq!(c.program.run_dims.len(), 1, "seq is taken at run time");
     assert!(c.header.contains("seq"), "{}", c.header);
     // At 1 the lowering drops the loops of extent 1 (another program): from 2 on.
@@ -100,18 +144,9 @@ fn one_object_runs_every_sequence_length() {
         let x: Vec<f32> = (0..seq * 8)
             .map(|k| ((k * 31 % 17) as f32 - 8.0) / 5.0)
             .collect();
-        let input = d.join(format!("x{seq}.bin"));
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&input, bytes).unwrap();
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("seq".into(), seq as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let specialized = executable(&s, &d, &format!("fixed{seq}"));
+        let input = write_input(&d, seq, &x);
         let got = outputs(&dynamic, &input, &d.join(format!("dyn{seq}")), 3, 1);
-        let want = outputs(&specialized, &input, &d.join(format!("fix{seq}")), 3, 1);
+        let want = specialized(&p, &d, "seq", seq, &input, 3);
         // Bit-identical on any number of threads.
         let two = outputs(&dynamic, &input, &d.join(format!("dyn{seq}t2")), 3, 2);
         assert_eq!(got, two, "seq {seq}: 2 threads");
@@ -127,15 +162,8 @@ fn one_object_runs_every_sequence_length() {
     }
     // Past the bound or below the least value: the run refuses the input.
     for seq in [1usize, 321] {
-        let input = d.join(format!("x{seq}.bin"));
-        std::fs::write(&input, vec![0u8; seq * 8 * 4]).unwrap();
-        let o = Command::new(&dynamic)
-            .arg("run")
-            .arg(&input)
-            .arg("--out")
-            .arg(&d)
-            .output()
-            .unwrap();
+        let input = write_input(&d, seq, &vec![0.0; seq * 8]);
+        let o = run(&dynamic, &input, &d.join(format!("dyn{seq}")));
         assert!(!o.status.success(), "seq {seq} runs");
     }
 }
@@ -165,12 +193,7 @@ fn a_slice_that_clamps_below_the_probes_sets_the_least_value() {
     let d = scratch("run_time_dims_clamp");
     let p = d.join("clamp.onnx");
     save(&model_with_clamp(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("s".into(), 64)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_dynamic(&p, "s", 64);
     // Below 10 the output would have s elements, not 10: those values are refused (10
     // itself lowers to another program, a whole copy).
     let least = c.program.run_dims[0].least;
@@ -178,17 +201,8 @@ fn a_slice_that_clamps_below_the_probes_sets_the_least_value() {
     let dynamic = executable(&c, &d, "dynamic");
     for s in [5usize, 9, least as usize, 40] {
         let x: Vec<f32> = (0..s).map(|k| k as f32).collect();
-        let input = d.join(format!("x{s}.bin"));
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&input, bytes).unwrap();
-        std::fs::create_dir_all(d.join(format!("out{s}"))).unwrap();
-        let o = Command::new(&dynamic)
-            .arg("run")
-            .arg(&input)
-            .arg("--out")
-            .arg(d.join(format!("out{s}")))
-            .output()
-            .unwrap();
+        let input = write_input(&d, s, &x);
+        let o = run(&dynamic, &input, &d.join(format!("out{s}")));
         if (s as i64) < least {
             assert!(!o.status.success(), "s {s} runs");
         } else {
@@ -224,12 +238,7 @@ fn values_below_the_models_least_are_refused() {
     let d = scratch("run_time_dims_least");
     let p = d.join("windows.onnx");
     save(&model_with_windows(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("w".into(), 64)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_dynamic(&p, "w", 64);
     assert_eq!(
         c.program.run_dims[0].least, 5,
         "two windows of 3 need w ≥ 5"
@@ -240,18 +249,9 @@ fn values_below_the_models_least_are_refused() {
         let x: Vec<f32> = (0..2 * w)
             .map(|k| ((k * 13 % 11) as f32 - 5.0) / 3.0)
             .collect();
-        let input = d.join(format!("x{w}.bin"));
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&input, bytes).unwrap();
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("w".into(), w as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let specialized = executable(&s, &d, &format!("fixed{w}"));
+        let input = write_input(&d, w, &x);
         let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = outputs(&specialized, &input, &d.join(format!("fix{w}")), 1, 1);
+        let want = specialized(&p, &d, "w", w, &input, 1);
         assert_eq!(got[0].len(), 3 * (w - 4) * 4, "w {w}: output [1, 3, w - 4]");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
@@ -260,15 +260,8 @@ fn values_below_the_models_least_are_refused() {
     // Below 5 the model is invalid: the driver finds no value of w for the file, and given
     // one, NAME_run_shaped refuses it.
     for w in [1usize, 4] {
-        let input = d.join(format!("x{w}.bin"));
-        std::fs::write(&input, vec![0u8; 2 * w * 4]).unwrap();
-        let o = Command::new(&dynamic)
-            .arg("run")
-            .arg(&input)
-            .arg("--out")
-            .arg(d.join(format!("dyn{w}")))
-            .output()
-            .unwrap();
+        let input = write_input(&d, w, &vec![0.0; 2 * w]);
+        let o = run(&dynamic, &input, &d.join(format!("dyn{w}")));
         assert!(!o.status.success(), "w {w} runs");
         assert!(
             stderr(&o).contains("at no value of its run-time dim from 5 to 64"),
@@ -310,12 +303,7 @@ fn strided_windows_follow_a_step_of_the_dim() {
     let d = scratch("run_time_dims_strides");
     let p = d.join("strides.onnx");
     save(&model_with_strides(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("w".into(), 256)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_dynamic(&p, "w", 256);
     assert!(c.header.contains("[1, 8, (w+1)/4]"), "{}", c.header);
     let least = c.program.run_dims[0].least as usize;
     let dynamic = executable(&c, &d, "dynamic");
@@ -323,18 +311,9 @@ fn strided_windows_follow_a_step_of_the_dim() {
         let x: Vec<f32> = (0..4 * w)
             .map(|k| ((k * 7 % 13) as f32 - 6.0) / 4.0)
             .collect();
-        let input = d.join(format!("x{w}.bin"));
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(&input, bytes).unwrap();
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("w".into(), w as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let specialized = executable(&s, &d, &format!("fixed{w}"));
+        let input = write_input(&d, w, &x);
         let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = outputs(&specialized, &input, &d.join(format!("fix{w}")), 1, 1);
+        let want = specialized(&p, &d, "w", w, &input, 1);
         assert_eq!(
             got[0].len(),
             8 * ((w + 1) / 4) * 4,
