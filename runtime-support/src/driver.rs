@@ -300,11 +300,15 @@ pub unsafe extern "C" fn onnxc_driver_main(
             );
         }
     };
-    let file_len = |t: &TensorInfo, f: &str| match std::fs::read(f) {
-        // A string input's file holds NUL-terminated strings; the ABI passes pointers.
-        Ok(d) if t.dtype == STRING => Ok(d.iter().filter(|&&b| b == 0).count() as u64 * 8),
-        Ok(d) => Ok(d.len() as u64),
-        Err(e) => Err(format!("{f}: {e}")),
+    // The bytes an input file gives the ABI: a string input's file holds NUL-terminated
+    // strings, and the ABI passes a pointer for each.
+    let file_len = |t: &TensorInfo, f: &str| {
+        let len = if t.dtype == STRING {
+            std::fs::read(f).map(|d| d.iter().filter(|&&b| b == 0).count() as u64 * 8)
+        } else {
+            std::fs::metadata(f).map(|m| m.len())
+        };
+        len.map_err(|e| format!("{f}: {e}"))
     };
     // The run-time dims: given, found from the first input file that follows them (a batched
     // one when `--items` says how many items it holds), or the bounds.
