@@ -145,8 +145,8 @@ impl Poly {
 
 /// The steps a constant may follow the dim by: `t = (d + pre) / div`, rounding down. A
 /// window of stride `s` makes `(d + pre) / s` of the dim (a 3-wide convolution of stride 2
-/// with padding 1 gives `(d - 1) / 2 + 1`, which is `(d + 1) / 2`); strides above 4 (and
-/// stacked strides) are not taken.
+/// with padding 1 gives `(d - 1) / 2 + 1`, which is `(d + 1) / 2`; two of stride 2 give
+/// `(d + pre) / 4`); strides whose product is above 4 (`d / 8`) are not taken.
 const STEPS: [(i64, i64); 10] = [
     (1, 0),
     (2, 0),
@@ -216,7 +216,7 @@ pub fn generalize(
         least,
         bound: *sizes.last().expect("probes"),
     };
-    let ps: Vec<&Program> = programs.to_vec();
+    let ps = programs;
     let last = *ps.last().expect("probes");
     if ps.iter().any(|p| !p.chunks.is_empty()) {
         return Err("the model also carries chunk programs".into());
