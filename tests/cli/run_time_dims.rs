@@ -322,3 +322,71 @@ fn strided_windows_follow_a_step_of_the_dim() {
         assert_eq!(got, want, "w {w}");
     }
 }
+
+/// A text-line stem: `[1, 3, 32, w]` through a 3×3 convolution of stride 2, a 2×2 max pool
+/// of stride 2 and a 3×3 convolution to `[1, 8, 8, (w + 1) / 4]`.
+fn model_with_image_width() -> onnxc_proto::ModelProto {
+    let w1: Vec<f32> = (0..8 * 3 * 9)
+        .map(|k| ((k * 5 % 11) as f32 - 5.0) / 8.0)
+        .collect();
+    let w2: Vec<f32> = (0..8 * 8 * 9)
+        .map(|k| ((k * 7 % 13) as f32 - 6.0) / 16.0)
+        .collect();
+    let pads = |n| with_ints(n, "pads", &[1, 1, 1, 1]);
+    model(
+        vec![
+            pads(with_ints(
+                node("Conv", "c1", &["x", "w1"], &["a"]),
+                "strides",
+                &[2, 2],
+            )),
+            node("Relu", "r", &["a"], &["b"]),
+            with_ints(
+                with_ints(
+                    node("MaxPool", "p", &["b"], &["c"]),
+                    "kernel_shape",
+                    &[2, 2],
+                ),
+                "strides",
+                &[2, 2],
+            ),
+            pads(node("Conv", "c2", &["c", "w2"], &["y"])),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(3), D::N(32), D::S("w")])],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(8), D::N(8), D::S("w_out")],
+        )],
+        vec![
+            f32_tensor("w1", &[8, 3, 3, 3], &w1),
+            f32_tensor("w2", &[8, 8, 3, 3], &w2),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn an_image_width_runs_through_strided_convolutions() {
+    let d = scratch("run_time_dims_width");
+    let p = d.join("width.onnx");
+    save(&model_with_image_width(), &p);
+    let c = compile_dynamic(&p, "w", 256);
+    assert!(c.header.contains("[1, 8, 8, (w+1)/4]"), "{}", c.header);
+    let least = c.program.run_dims[0].least as usize;
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [least, 17, 28, 64, 101, 256] {
+        let x: Vec<f32> = (0..3 * 32 * w)
+            .map(|k| ((k * 7 % 19) as f32 - 9.0) / 9.0)
+            .collect();
+        let input = write_input(&d, w, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        // The specialized object may choose another layout (a blocked one for short rows
+        // on AVX-512): the same values up to rounding.
+        let want = specialized(&p, &d, "w", w, &input, 1);
+        assert_eq!(got[0].len(), 8 * 8 * ((w + 1) / 4) * 4, "w {w}");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
+        }
+    }
+}

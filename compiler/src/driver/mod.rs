@@ -266,7 +266,7 @@ fn compile_bytes_inner(
     };
     let import = opts.import_options();
     let program = match run_time_dim(&model, &import, opts)? {
-        None => match lower_model(model, dir, &import, opts, emit, prefix, true, true)? {
+        None => match lower_model(model, dir, &import, opts, emit, prefix, true, false)? {
             Lowered::Program(p) => p,
             Lowered::Dump(c) => return Ok(c),
         },
@@ -285,8 +285,7 @@ fn compile_bytes_inner(
             let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
                 let mut at = import.clone();
                 at.dim_values.push((name.clone(), n));
-                // No chunk programs: each would need its own probes.
-                lower_model(model.clone(), dir, &at, opts, dump, prefix, warn, false)
+                lower_model(model.clone(), dir, &at, opts, dump, prefix, warn, true)
             };
             let mut programs = Vec::new();
             for (j, &n) in sizes.iter().enumerate() {
@@ -482,7 +481,9 @@ fn verified_least(
 pub const DEFAULT_DIM_BOUND: i64 = 512;
 
 /// Imports, optimizes, schedules and lowers `model` (`warn`: prints the import's warnings;
-/// `chunks`: a run-time batch may carry chunk programs).
+/// `probe`: lowered at one value of a dim taken at run time (`loops::dims`), so with no
+/// chunk programs for a run-time batch, each of which would need its own probes, and no
+/// layout chosen by spatial size, which would differ between the values).
 #[allow(clippy::too_many_arguments)]
 fn lower_model(
     model: frontend::Model,
@@ -492,11 +493,11 @@ fn lower_model(
     emit: Option<Emit>,
     prefix: &str,
     warn: bool,
-    chunks: bool,
+    probe: bool,
 ) -> Result<Lowered> {
     // Symbolic leading input dims the options leave unbound become a run-time batch.
     // Profiles time the one-item program's steps: no chunk programs then.
-    let (mut graph, batch) = import_model(model, dir, import, chunks && !opts.profile)?;
+    let (mut graph, batch) = import_model(model, dir, import, !probe && !opts.profile)?;
     let (batched, chunk_graphs) = batch.map_or((None, Vec::new()), |(b, c)| (Some(b), c));
     for w in graph.warnings.iter().filter(|_| warn) {
         if opts.json_diagnostics {
@@ -524,6 +525,7 @@ fn lower_model(
             blocked: optimize,
             wide_simd,
             no_winograd: opts.no_winograd,
+            by_size: !probe,
         },
     };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;

@@ -28,6 +28,7 @@ impl Default for FuseOptions {
                 blocked: true,
                 wide_simd: false,
                 no_winograd: false,
+                by_size: true,
             },
         }
     }

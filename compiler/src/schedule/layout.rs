@@ -30,6 +30,10 @@ pub struct LayoutOptions {
     pub wide_simd: bool,
     /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
     pub no_winograd: bool,
+    /// Choices may follow the spatial sizes (`wide_simd`'s short rows). Off when a dim is
+    /// taken at run time: the choice would differ between the values it is lowered at
+    /// (`loops::dims`), so those convolutions stay plain.
+    pub by_size: bool,
 }
 
 /// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
@@ -254,7 +258,7 @@ impl Pass<'_> {
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;
         }
-        if self.opts.wide_simd && !plain.im2col_short_rows() {
+        if self.opts.wide_simd && !(self.opts.by_size && plain.im2col_short_rows()) {
             return None;
         }
         let mut inputs = st.inputs.clone();
