@@ -483,7 +483,7 @@ pub const DEFAULT_DIM_BOUND: i64 = 512;
 /// Imports, optimizes, schedules and lowers `model` (`warn`: prints the import's warnings;
 /// `probe`: lowered at one value of a dim taken at run time (`loops::dims`), so with no
 /// chunk programs for a run-time batch, each of which would need its own probes, and no
-/// layout chosen by spatial size, which would differ between the values).
+/// layout or kernel chosen by size, which would differ between the values).
 #[allow(clippy::too_many_arguments)]
 fn lower_model(
     model: frontend::Model,
@@ -543,6 +543,7 @@ fn lower_model(
         wide_simd,
         no_winograd: opts.no_winograd,
         activation_kernels: optimize,
+        by_size: !probe,
     };
     let mut program = loops::lower::lower(&mut sched, &lower)?;
     let mark_batched = |program: &mut Program| {

@@ -30,6 +30,10 @@ pub struct LowerOptions {
     /// the runtime's 16-lane kernel instead of 4-lane generated code (`activation_form`);
     /// off at -O0, so the conformance runs check both.
     pub activation_kernels: bool,
+    /// Choices may follow sizes (maps shorter than 16 stay generated code). Off when a dim
+    /// is taken at run time: the choice would differ between the values it is lowered at
+    /// (`loops::dims`).
+    pub by_size: bool,
 }
 
 /// Most workspace bytes the strings a model makes may take (`KernelOp::string_bytes`).
@@ -614,8 +618,12 @@ impl StepCx<'_> {
                                 .map(|c| c[0])
                         })
                     };
-                    if let Some((kind, params, src)) = activation_form(&value, var, &scalar)
-                        .filter(|_| self.opts.activation_kernels && contiguous && n >= 16)
+                    if let Some((kind, params, src)) =
+                        activation_form(&value, var, &scalar).filter(|_| {
+                            self.opts.activation_kernels
+                                && contiguous
+                                && (n >= 16 || !self.opts.by_size)
+                        })
                     {
                         return Ok(vec![Stmt::call(
                             &kernels::ACTIVATION_F32,
