@@ -9,6 +9,9 @@
 //! compiled program computes one, so it runs once per item, on the same workspace. A model
 //! may also carry programs compiled for chunks of several items (`Chunk`, largest first):
 //! the run then takes the largest chunk that fits the items left, and single items last.
+//! A model taking a dim at run time gets the dims' values after the input pointers, except
+//! at a value that has a program of its own (`Fixed`: below the values the model's formulas
+//! serve), which then runs instead.
 //!
 //! Outputs whose dims depend on the data (`ONNXC_TENSOR_DYNAMIC`: the rows NonZero selects)
 //! are written by the program into staging space at the end of the workspace, at their
@@ -56,6 +59,16 @@ pub type WorkspaceSize = unsafe extern "C" fn(usize) -> usize;
 #[derive(Clone, Copy)]
 pub struct Chunk {
     pub items: usize,
+    pub run: RunThreaded,
+}
+
+/// `onnxc_fixed`: a model's program for one value of its run-time dim (dim 0), below those
+/// its formulas serve (a model that drops loops of extent 1 at 1), called with the inputs'
+/// and outputs' pointers and no dims, on the same workspace.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Fixed {
+    pub value: i64,
     pub run: RunThreaded,
 }
 
@@ -199,7 +212,8 @@ fn run_dims(
 ///
 /// # Safety
 /// `info` is a model's info table and `run`/`workspace_size` its entry points; `chunks`
-/// holds `num_chunks` of its chunk programs (null when none), largest first; `inputs`
+/// holds `num_chunks` of its chunk programs (null when none), largest first, and `fixed`
+/// `num_fixed` programs for single values of its run-time dim (null when none); `inputs`
 /// and `outputs` point to `num_inputs`/`num_outputs` tensors whose `dims` hold `rank`
 /// values (outputs' may be null) and whose `data` holds the elements their dims give
 /// (outputs: `capacity` bytes); `workspace` is null or `workspace_bytes` bytes, 64-byte
@@ -211,17 +225,20 @@ pub unsafe extern "C" fn onnxc_run_shaped(
     workspace_size: WorkspaceSize,
     chunks: *const Chunk,
     num_chunks: usize,
+    fixed: *const Fixed,
+    num_fixed: usize,
     inputs: *const Tensor,
     outputs: *const Tensor,
     workspace: *mut c_void,
     workspace_bytes: usize,
     threads: *const Threads,
 ) -> i32 {
-    if info.is_null() || (chunks.is_null() && num_chunks > 0) {
+    if info.is_null() || (chunks.is_null() && num_chunks > 0) || (fixed.is_null() && num_fixed > 0)
+    {
         return ONNXC_ERR_VALUE;
     }
-    // SAFETY: caller contract: `num_chunks` chunk programs.
-    let chunks = unsafe { table(chunks, num_chunks) };
+    // SAFETY: caller contract: `num_chunks` chunk programs, `num_fixed` fixed ones.
+    let (chunks, fixed) = unsafe { (table(chunks, num_chunks), table(fixed, num_fixed)) };
     // SAFETY: caller contract: a model's info table.
     let info = unsafe { &*info };
     let (n_in, n_out) = (info.num_inputs as usize, info.num_outputs as usize);
@@ -364,9 +381,13 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             Ok(w) => w,
             Err(code) => return code,
         };
+    // A program compiled for this value of the run-time dim, if any: it takes no dims.
+    let at_value = (fixed.iter())
+        .find(|f| n_dims > 0 && f.value == dim_values[0])
+        .map(|f| f.run);
     // The inputs' pointers, then (for a model taking dims at run time) the dims, then the
     // outputs' pointers.
-    let extra = usize::from(n_dims > 0);
+    let extra = usize::from(n_dims > 0 && at_value.is_none());
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
     let ptrs = pointer_table(&mut stack, &mut heap, n_in + extra + n_out);
@@ -382,7 +403,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         let (items, program) = chunks
             .iter()
             .find(|c| c.items >= 1 && c.items <= n - item)
-            .map_or((1, run), |c| (c.items, c.run));
+            .map_or((1, at_value.unwrap_or(run)), |c| (c.items, c.run));
         let io = ins.iter().zip(in_info).chain(outs.iter().zip(out_info));
         let (pi, po) = ptrs.split_at_mut(n_in + extra);
         let slots = pi[..n_in].iter_mut().chain(po.iter_mut());
@@ -706,6 +727,117 @@ mod tests {
         assert_eq!(d.at(1, &[3]), 7);
     }
 
+    thread_local! {
+        /// The seq the general program ran at, and runs of the program for seq 1.
+        static GENERAL_SEQ: Cell<i64> = const { Cell::new(0) };
+        static AT_ONE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// y = x + 1 over `[seq]`: the program for any seq, which finds it after the input
+    /// pointer.
+    unsafe extern "C" fn plus_one(
+        ins: *const *const c_void,
+        outs: *const *mut c_void,
+        _ws: *mut c_void,
+        _bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        // SAFETY: onnxc_run_shaped passes x, the dims, then y, of seq elements each.
+        unsafe {
+            let seq = *(*ins.add(1)).cast::<i64>();
+            GENERAL_SEQ.with(|c| c.set(seq));
+            let (x, y) = ((*ins).cast::<f32>(), (*outs).cast::<f32>());
+            for k in 0..seq as usize {
+                *y.add(k) = *x.add(k) + 1.0;
+            }
+        }
+        ONNXC_OK
+    }
+
+    /// The same model's program for seq 1, which takes no dims.
+    unsafe extern "C" fn plus_one_at_one(
+        ins: *const *const c_void,
+        outs: *const *mut c_void,
+        _ws: *mut c_void,
+        _bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        AT_ONE.with(|c| c.set(c.get() + 1));
+        // SAFETY: onnxc_run_shaped passes x then y, one element each.
+        unsafe { *(*outs).cast::<f32>() = *(*ins).cast::<f32>() + 1.0 };
+        ONNXC_OK
+    }
+
+    #[test]
+    fn a_value_with_a_program_of_its_own_runs_it_without_dims() {
+        static SHAPE: [i64; 1] = [8];
+        static RUN: [i64; 5] = [0, 1, 0, 0, 1];
+        static BOUNDS: [i64; 1] = [8];
+        static LEAST: [i64; 1] = [1];
+        let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
+        t.run_dims = RUN.as_ptr();
+        let mut u = tensor_info(c"y", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
+        u.run_dims = RUN.as_ptr();
+        let (ins, outs) = ([t], [u]);
+        let mut model = info(&ins, &outs);
+        model.num_dims = 1;
+        model.dim_bounds = BOUNDS.as_ptr();
+        model.dim_least = LEAST.as_ptr();
+        let fixed = [Fixed {
+            value: 1,
+            run: plus_one_at_one,
+        }];
+        for seq in [1usize, 3] {
+            GENERAL_SEQ.with(|c| c.set(0));
+            AT_ONE.with(|c| c.set(0));
+            let mut x: Vec<f32> = (0..seq).map(|k| k as f32).collect();
+            let mut y = vec![0f32; seq];
+            let (mut xd, mut yd) = ([seq as i64], [0i64]);
+            let tin = [Tensor {
+                data: x.as_mut_ptr().cast(),
+                dims: xd.as_mut_ptr(),
+                rank: 1,
+                capacity: 0,
+            }];
+            let tout = [Tensor {
+                data: y.as_mut_ptr().cast(),
+                dims: yd.as_mut_ptr(),
+                rank: 1,
+                capacity: 4 * seq,
+            }];
+            // SAFETY: every pointer covers what its dims say; a null workspace is allocated.
+            let rc = unsafe {
+                onnxc_run_shaped(
+                    &model,
+                    plus_one,
+                    fake_size,
+                    std::ptr::null(),
+                    0,
+                    fixed.as_ptr(),
+                    fixed.len(),
+                    tin.as_ptr(),
+                    tout.as_ptr(),
+                    std::ptr::null_mut(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(rc, ONNXC_OK, "seq {seq}");
+            assert_eq!(yd, [seq as i64]);
+            assert_eq!(y, (1..=seq).map(|k| k as f32).collect::<Vec<_>>());
+            let (general, own) = (GENERAL_SEQ.with(Cell::get), AT_ONE.with(Cell::get));
+            if seq == 1 {
+                assert_eq!((general, own), (0, 1), "seq 1 runs its own program");
+            } else {
+                assert_eq!(
+                    (general, own),
+                    (seq as i64, 0),
+                    "seq {seq} runs the formulas"
+                );
+            }
+        }
+    }
+
     fn tensor_info(name: &'static std::ffi::CStr, shape: &'static [i64], flags: u32) -> TensorInfo {
         TensorInfo {
             name: name.as_ptr() as *const c_char,
@@ -785,6 +917,8 @@ mod tests {
                 fake_size,
                 chunks.as_ptr(),
                 chunks.len(),
+                std::ptr::null(),
+                0,
                 tin.as_ptr(),
                 tout.as_ptr(),
                 ws.map_or(std::ptr::null_mut(), |_| workspace.as_mut_ptr().cast()),
@@ -848,6 +982,8 @@ mod tests {
                 fake_size,
                 std::ptr::null(),
                 1,
+                std::ptr::null(),
+                0,
                 std::ptr::null(),
                 std::ptr::null(),
                 y.as_mut_ptr().cast(),
@@ -953,6 +1089,8 @@ mod tests {
                 &info,
                 fake_select,
                 fake_select_size,
+                std::ptr::null(),
+                0,
                 std::ptr::null(),
                 0,
                 tin.as_ptr(),

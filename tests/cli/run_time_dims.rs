@@ -135,12 +135,14 @@ fn one_object_runs_every_sequence_length() {
     let c = compile_dynamic(&p, "seq", 320);
     assert_eq!(c.program.run_dims.len(), 1, "seq is taken at run time");
     assert!(c.header.contains("seq"), "{}", c.header);
-    // At 1 the lowering drops the loops of extent 1 (another program): from 2 on.
-    let least = c.program.run_dims[0].least;
-    assert_eq!(least, 2, "the least value checked");
+    // At 1 the lowering drops the loops of extent 1: that value has a program of its own,
+    // the formulas serve the rest.
+    assert_eq!(c.program.run_dims[0].least, 1, "the least value");
+    let fixed: Vec<i64> = c.program.fixed.iter().map(|f| f.value).collect();
+    assert_eq!(fixed, [1], "values with programs of their own");
     let dynamic = executable(&c, &d, "dynamic");
     // 300: loops long enough to be split over threads at run time.
-    for seq in [2usize, 3, 5, 16, 27, 37, 63, 300, 320] {
+    for seq in [1usize, 2, 3, 5, 16, 27, 37, 63, 300, 320] {
         let x: Vec<f32> = (0..seq * 8)
             .map(|k| ((k * 31 % 17) as f32 - 8.0) / 5.0)
             .collect();
@@ -160,8 +162,8 @@ fn one_object_runs_every_sequence_length() {
             }
         }
     }
-    // Past the bound or below the least value: the run refuses the input.
-    for seq in [1usize, 321] {
+    // Past the bound or empty: the run refuses the input.
+    for seq in [0usize, 321] {
         let input = write_input(&d, seq, &vec![0.0; seq * 8]);
         let o = run(&dynamic, &input, &d.join(format!("dyn{seq}")));
         assert!(!o.status.success(), "seq {seq} runs");

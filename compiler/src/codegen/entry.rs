@@ -240,7 +240,8 @@ pub fn define_entries(
 
 /// `NAME_run_shaped(inputs, outputs, workspace, workspace_bytes, threads) -> int`:
 /// `onnxc_run_shaped(NAME_info(), NAME_run_threaded, NAME_workspace_size_threads, chunks,
-/// num_chunks, …)`, the chunk programs' (items, run_threaded) table on the stack.
+/// num_chunks, fixed, num_fixed, …)`, the chunk programs' (items, run_threaded) and the
+/// fixed-value programs' (value, run_threaded) tables on the stack.
 #[allow(
     clippy::too_many_arguments,
     reason = "the module state and the entry points"
@@ -253,6 +254,7 @@ pub fn define_run_shaped(
     info: cranelift_module::DataId,
     entries: &Entries,
     chunks: &[(i64, Entries)],
+    fixed: &[(i64, Entries)],
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
 ) -> Result<FuncId> {
     let mut sig = ir::Signature::new(st.call_conv);
@@ -277,7 +279,20 @@ pub fn define_run_shaped(
         let shaped = imports.func(
             &mut b,
             "onnxc_run_shaped",
-            &[PTR, PTR, PTR, PTR, types::I64, PTR, PTR, PTR, PTR, PTR],
+            &[
+                PTR,
+                PTR,
+                PTR,
+                PTR,
+                types::I64,
+                PTR,
+                types::I64,
+                PTR,
+                PTR,
+                PTR,
+                PTR,
+                PTR,
+            ],
             &[types::I32],
         );
         let gv = imports.st.module.declare_data_in_func(info, b.func);
@@ -288,27 +303,45 @@ pub fn define_run_shaped(
         };
         let run = fn_addr(&mut b, entries.run_threaded);
         let wst = fn_addr(&mut b, entries.workspace_size_threads);
-        // `onnxc_chunk` {items: size_t, run: pointer} per chunk program, largest first.
-        let table = if chunks.is_empty() {
-            b.ins().iconst(PTR, 0)
-        } else {
+        // A table of {i64, pointer} per program (`onnxc_chunk` {items, run} and
+        // `onnxc_fixed` {value, run}), on the stack; a null pointer when empty.
+        let mut table = |b: &mut FunctionBuilder, programs: &[(i64, Entries)]| {
+            if programs.is_empty() {
+                return b.ins().iconst(PTR, 0);
+            }
             let slot = b.create_sized_stack_slot(ir::StackSlotData::new(
                 ir::StackSlotKind::ExplicitSlot,
-                16 * chunks.len() as u32,
+                16 * programs.len() as u32,
                 3,
             ));
-            for (k, (items, e)) in chunks.iter().enumerate() {
-                let n = b.ins().iconst(types::I64, *items);
+            for (k, (key, e)) in programs.iter().enumerate() {
+                let n = b.ins().iconst(types::I64, *key);
                 b.ins().stack_store(PTR, n, slot, 16 * k as i32);
-                let f = fn_addr(&mut b, e.run_threaded);
+                let f = fn_addr(b, e.run_threaded);
                 b.ins().stack_store(PTR, f, slot, 16 * k as i32 + 8);
             }
             b.ins().stack_addr(PTR, slot, 0)
         };
-        let count = b.ins().iconst(types::I64, chunks.len() as i64);
+        let chunk_table = table(&mut b, chunks);
+        let fixed_table = table(&mut b, fixed);
+        let num_chunks = b.ins().iconst(types::I64, chunks.len() as i64);
+        let num_fixed = b.ins().iconst(types::I64, fixed.len() as i64);
         let c = b.ins().call(
             shaped,
-            &[info, run, wst, table, count, p[0], p[1], p[2], p[3], p[4]],
+            &[
+                info,
+                run,
+                wst,
+                chunk_table,
+                num_chunks,
+                fixed_table,
+                num_fixed,
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4],
+            ],
         );
         let r = b.inst_results(c)[0];
         b.ins().return_(&[r]);

@@ -232,8 +232,19 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
              their values in the inputs' dims (a value outside its range, or inputs that\n   \
              disagree, is ONNXC_ERR_SHAPE) and writes the outputs' dims; {prefix}_run and\n   \
              {prefix}_run_threaded return ONNXC_ERR_DYNAMIC. The workspace sizes cover the\n   \
-             bounds; the sizes below are at the bounds. */\n",
-            list.join(", ")
+             bounds; the sizes below are at the bounds.{} */\n",
+            list.join(", "),
+            if prog.fixed.is_empty() {
+                String::new()
+            } else {
+                let values: Vec<String> = prog.fixed.iter().map(|f| f.value.to_string()).collect();
+                format!(
+                    "\n   {} at {} runs a program compiled for that value (the formulas\n   \
+                     serve the others).",
+                    prog.run_dims[0].name,
+                    values.join(", ")
+                )
+            }
         );
     }
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {

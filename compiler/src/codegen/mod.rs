@@ -297,7 +297,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         module: ObjectModule::new(builder),
         funcs: HashMap::new(),
         consts: HashMap::new(),
-        shared_consts: (!prog.chunks.is_empty()).then(HashMap::new),
+        shared_consts: prog.has_others().then(HashMap::new),
         rodata: HashMap::new(),
         call_conv,
     };
@@ -323,6 +323,16 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         let bd = build(&c.program, name, false);
         let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
         chunks.push((c.items, entries));
+    }
+    // The programs for single values of the run-time dim, local too.
+    let fixed_names: Vec<String> = (prog.fixed.iter())
+        .map(|f| format!("{prefix}_at{}", f.value))
+        .collect();
+    let mut fixed = Vec::new();
+    for (f, name) in prog.fixed.iter().zip(&fixed_names) {
+        let bd = build(&f.program, name, false);
+        let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
+        fixed.push((f.value, entries));
     }
     let bd = build(prog, prefix, true);
     let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
@@ -355,6 +365,7 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
         info_data,
         &entries,
         &chunks,
+        &fixed,
         frontend_config,
     )?;
     if opts.emit_main {

@@ -319,22 +319,27 @@ fn compile_bytes_inner(
                 }
             }
             let refs: Vec<&Program> = programs.iter().collect();
-            let least = verified_least(
-                &name,
-                least.unwrap_or(1),
-                &sizes,
-                &refs,
-                |n| match lower_at(n, None, false) {
-                    Ok(Lowered::Program(p)) => Some(p),
-                    _ => None,
-                },
-            );
-            loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
-                Error::NeedShape(format!(
-                    "dim '{name}' would be taken at run time, but the compiled model is not one \
-                     program for all its values: {why}; fix it with --dim {name}=N"
-                ))
-            })?
+            let lower_probe = |n| match lower_at(n, None, false) {
+                Ok(Lowered::Program(p)) => Some(p),
+                _ => None,
+            };
+            let floor = least.unwrap_or(1);
+            let (least, below) = verified_least(&name, floor, &sizes, &refs, &lower_probe);
+            let mut general =
+                loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
+                    Error::NeedShape(format!(
+                        "dim '{name}' would be taken at run time, but the compiled model is not \
+                         one program for all its values: {why}; fix it with --dim {name}=N"
+                    ))
+                })?;
+            if let Some(p) = below {
+                let fixed = fixed_programs(&general, floor, p, &lower_probe);
+                if let Some(lo) = fixed.first() {
+                    general.run_dims[0].least = lo.value;
+                }
+                general.fixed = fixed;
+            }
+            general
         }
     };
     if emit == Some(Emit::Loops) {
@@ -450,20 +455,21 @@ fn least_value(
 /// The least value from which the program generalized from `programs` (lowered at `sizes`,
 /// `loops::dims`) is the model's program: each value below the least probe down to `least`
 /// is lowered (`lower_at`) and checked to give the generalized program, and the first that
-/// does not (a Slice that clamps to the dim, a crop that pads below its size) sets the
-/// least to the value above it. Values from the least probe up follow the polynomials,
-/// which a breakpoint between the probes would break.
+/// does not (a Slice that clamps to the dim, a crop that pads below its size, loops of
+/// extent 1 at 1) sets the least to the value above it; that value's program comes with it
+/// when it was lowered (`fixed_programs`). Values from the least probe up follow the
+/// polynomials, which a breakpoint between the probes would break.
 fn verified_least(
     name: &str,
     least: i64,
     sizes: &[i64],
     programs: &[&Program],
     lower_at: impl Fn(i64) -> Option<Program>,
-) -> i64 {
+) -> (i64, Option<Program>) {
     let low = sizes.iter().copied().min().unwrap_or(least);
     for n in (least..low).rev() {
         let Some(p) = lower_at(n) else {
-            return n + 1;
+            return (n + 1, None);
         };
         // Checked at `n` besides the probes: the bound stays last.
         let mut at = sizes.to_vec();
@@ -471,10 +477,44 @@ fn verified_least(
         let mut ps = programs.to_vec();
         ps.insert(ps.len() - 1, &p);
         if loops::dims::generalize(name, n, &at, &ps).is_err() {
-            return n + 1;
+            return (n + 1, Some(p));
         }
     }
-    least
+    (least, None)
+}
+
+/// Most values below a run-time dim's verified least that get programs of their own.
+const MAX_FIXED: i64 = 4;
+
+/// Programs of their own for the values from `floor` (where the model is valid) up to the
+/// one below `general`'s least, whose program is `next` (`Program::fixed`, in increasing
+/// order): all of them or, when there are more than `MAX_FIXED`, one fails to lower (`lower_at`)
+/// or one's inputs or outputs are not `general`'s at its value, none.
+fn fixed_programs(
+    general: &Program,
+    floor: i64,
+    next: Program,
+    lower_at: impl Fn(i64) -> Option<Program>,
+) -> Vec<loops::Fixed> {
+    let top = general.run_dims[0].least - 1;
+    if top < floor || top - floor >= MAX_FIXED {
+        return Vec::new();
+    }
+    let mut fixed = vec![loops::Fixed {
+        value: top,
+        program: next,
+    }];
+    for n in (floor..top).rev() {
+        let Some(program) = lower_at(n) else {
+            return Vec::new();
+        };
+        fixed.push(loops::Fixed { value: n, program });
+    }
+    if (fixed.iter()).any(|f| loops::dims::fixed_fits(general, f.value, &f.program).is_err()) {
+        return Vec::new();
+    }
+    fixed.reverse();
+    fixed
 }
 
 /// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
@@ -613,6 +653,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             input_groups: vec![],
             output_groups: vec![],
             chunks: vec![],
+            fixed: vec![],
         },
         dump: Some(text),
         compile_ms: 0.0,

@@ -299,6 +299,43 @@ pub fn generalize(
     })
 }
 
+/// Why `p`, the model's program lowered at `value` of the run-time dim, cannot run for
+/// that value in place of `general` (the generalized program; `Program::fixed`): it must
+/// take and give the same tensors, at the dims `general`'s formulas give at `value`.
+pub fn fixed_fits(general: &Program, value: i64, p: &Program) -> Result<(), String> {
+    if !p.chunks.is_empty() || !p.fixed.is_empty() || !p.run_dims.is_empty() || p.dynamic() {
+        return Err("it is not one plain program".into());
+    }
+    let same = |g: &[IoDesc], q: &[IoDesc], what: &str| {
+        if g.len() != q.len() {
+            return Err(format!("its {what} differ in number"));
+        }
+        for (a, b) in g.iter().zip(q) {
+            let dims: Vec<i64> = (a.shape.iter().enumerate())
+                .map(|(k, &d)| match a.run_dims.get(k) {
+                    Some(Some(r)) => r.at(value),
+                    _ => d,
+                })
+                .collect();
+            if a.dtype != b.dtype
+                || dims != b.shape
+                || a.batched != b.batched
+                || a.hidden != b.hidden
+                || a.map_key != b.map_key
+                || a.dims_at != b.dims_at
+            {
+                return Err(format!(
+                    "its {what} '{}' is {:?} there, where the formulas give {dims:?}",
+                    b.name, b.shape
+                ));
+            }
+        }
+        Ok(())
+    };
+    same(&general.inputs, &p.inputs, "input")?;
+    same(&general.outputs, &p.outputs, "output")
+}
+
 struct Unify<'a> {
     sizes: &'a [i64],
     /// The run-time dim's range of values.

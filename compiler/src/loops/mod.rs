@@ -349,6 +349,11 @@ pub struct Program {
     /// computes `items` items at once, with this program's inputs and outputs at `items`
     /// times their batched dims. `NAME_run_shaped` runs whole chunks, then single items.
     pub chunks: Vec<Chunk>,
+    /// Programs compiled for single values of run-time dim 0 below those the program's
+    /// formulas serve (`dims::Fixed`; `driver`): `NAME_run_shaped` runs the one for the
+    /// inputs' value where there is one. Their inputs and outputs are this program's at that
+    /// value.
+    pub fixed: Vec<Fixed>,
     /// The dims the program takes at run time (`dims`; `DIM_VAR`), in the order of the dims
     /// array its functions read after the input pointers (`inputs[inputs.len()]`). Buffers,
     /// arena and workspace are laid out for their bounds.
@@ -362,10 +367,25 @@ pub struct Chunk {
     pub program: Program,
 }
 
+/// A program for one value of a run-time dim (`Program::fixed`), with no dims of its own.
+#[derive(Clone, Debug)]
+pub struct Fixed {
+    pub value: i64,
+    pub program: Program,
+}
+
 impl Program {
-    /// The programs sharing this one's workspace: itself and its chunks.
+    /// The programs sharing this one's workspace: itself, its chunks and its fixed-value
+    /// programs.
     fn all(&self) -> impl Iterator<Item = &Program> {
-        std::iter::once(self).chain(self.chunks.iter().map(|c| &c.program))
+        std::iter::once(self)
+            .chain(self.chunks.iter().map(|c| &c.program))
+            .chain(self.fixed.iter().map(|f| &f.program))
+    }
+
+    /// Whether the object holds programs besides this one (whose constants they share).
+    pub fn has_others(&self) -> bool {
+        !self.chunks.is_empty() || !self.fixed.is_empty()
     }
 
     /// Workspace bytes of a single-threaded run of any of the model's programs (the

@@ -227,6 +227,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         input_groups: vec![],
         output_groups: vec![],
         chunks: vec![],
+        fixed: vec![],
         run_dims: vec![],
     })
 }
