@@ -108,10 +108,10 @@ def feeds_for(path: str, batch: int) -> dict:
 class Shaped:
     """The dynamic object, called through NAME_run_shaped on given feeds."""
 
-    def __init__(self, onnxc: str, path: str, name: str, work: str):
+    def __init__(self, onnxc: str, path: str, name: str, work: str, flags: tuple = ()):
         obj = os.path.join(work, f"{name}.o")
         so = os.path.join(work, f"lib{name}.so")
-        subprocess.run([onnxc, path, "-o", obj, "--name", name], check=True, capture_output=True)
+        subprocess.run([onnxc, path, "-o", obj, "--name", name, *flags], check=True, capture_output=True)
         runtime = subprocess.run([onnxc, "--print-runtime-lib"], check=True, capture_output=True, text=True).stdout.strip()
         shim = os.path.join(work, "shaped_call.c")
         with open(shim, "w") as f:

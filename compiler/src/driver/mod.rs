@@ -17,6 +17,7 @@ use crate::passes::{self, PassOptions};
 use crate::schedule::{self, fuse::FuseOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -266,7 +267,16 @@ fn compile_bytes_inner(
     };
     let import = opts.import_options();
     let program = match run_time_dim(&model, &import, opts)? {
-        None => match lower_model(model, dir, &import, opts, emit, prefix, true, false)? {
+        None => match lower_model(
+            model,
+            dir,
+            &import,
+            opts,
+            emit,
+            prefix,
+            true,
+            Lowering::Model,
+        )? {
             Lowered::Program(p) => p,
             Lowered::Dump(c) => return Ok(c),
         },
@@ -282,20 +292,27 @@ fn compile_bytes_inner(
                     least.unwrap_or(1)
                 )));
             };
+            // The bound is lowered first: its convolutions' sizes choose their layouts and
+            // kernel paths at every other value (`schedule::layout::ConvSizes`), so that all
+            // take the same ones.
+            let decide = std::cell::RefCell::new(None);
             let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
                 let mut at = import.clone();
                 at.dim_values.push((name.clone(), n));
-                lower_model(model.clone(), dir, &at, opts, dump, prefix, warn, true)
+                let decide_at = decide.borrow().clone();
+                lower_model(
+                    model.clone(),
+                    dir,
+                    &at,
+                    opts,
+                    dump,
+                    prefix,
+                    warn,
+                    Lowering::Probe(decide_at),
+                )
             };
-            let mut programs = Vec::new();
-            for (j, &n) in sizes.iter().enumerate() {
-                let last = j + 1 == sizes.len();
-                let dump = if last && emit != Some(Emit::Loops) {
-                    emit
-                } else {
-                    None
-                };
-                let lowered = lower_at(n, dump, last).map_err(|e| match e {
+            let lower_checked = |n: i64, dump: Option<Emit>, warn: bool| {
+                lower_at(n, dump, warn).map_err(|e| match e {
                     Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
                     // What fails at the dim's least value too is not the bound's doing
                     // (as `batch::import` reports it).
@@ -312,12 +329,23 @@ fn compile_bytes_inner(
                          model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
                          it with --dim {name}=N"
                     )),
-                })?;
-                match lowered {
+                })
+            };
+            let (&bound_value, probes) = sizes.split_last().expect("probes");
+            let at_bound =
+                match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), true)? {
+                    Lowered::Program(p) => p,
+                    Lowered::Dump(c) => return Ok(c),
+                };
+            *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+            let mut programs = Vec::new();
+            for &n in probes {
+                match lower_checked(n, None, false)? {
                     Lowered::Program(p) => programs.push(p),
                     Lowered::Dump(c) => return Ok(c),
                 }
             }
+            programs.push(at_bound);
             let refs: Vec<&Program> = programs.iter().collect();
             let lower_probe = |n| match lower_at(n, None, false) {
                 Ok(Lowered::Program(p)) => Some(p),
@@ -520,10 +548,19 @@ fn fixed_programs(
 /// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
 pub const DEFAULT_DIM_BOUND: i64 = 512;
 
-/// Imports, optimizes, schedules and lowers `model` (`warn`: prints the import's warnings;
-/// `probe`: lowered at one value of a dim taken at run time (`loops::dims`), so with no
-/// chunk programs for a run-time batch, each of which would need its own probes, and no
-/// layout or kernel chosen by size, which would differ between the values).
+/// What `lower_model` lowers a model for.
+enum Lowering {
+    /// The object's program.
+    Model,
+    /// One value of a dim taken at run time (`loops::dims`): no chunk programs for a
+    /// run-time batch, each of which would need its own probes, and no layout or kernel
+    /// chosen by size, which would differ between the values; the convolutions' choices
+    /// made at the given sizes (the bound's), if any.
+    Probe(Option<Arc<[schedule::layout::ConvSizes]>>),
+}
+
+/// Imports, optimizes, schedules and lowers `model` for `lowering` (`warn`: prints the
+/// import's warnings).
 #[allow(clippy::too_many_arguments)]
 fn lower_model(
     model: frontend::Model,
@@ -533,8 +570,12 @@ fn lower_model(
     emit: Option<Emit>,
     prefix: &str,
     warn: bool,
-    probe: bool,
+    lowering: Lowering,
 ) -> Result<Lowered> {
+    let (probe, decide_at) = match lowering {
+        Lowering::Model => (false, None),
+        Lowering::Probe(d) => (true, d),
+    };
     // Symbolic leading input dims the options leave unbound become a run-time batch.
     // Profiles time the one-item program's steps: no chunk programs then.
     let (mut graph, batch) = import_model(model, dir, import, !probe && !opts.profile)?;
@@ -566,6 +607,7 @@ fn lower_model(
             wide_simd,
             no_winograd: opts.no_winograd,
             by_size: !probe,
+            decide_at: decide_at.clone(),
         },
     };
     let mut sched = schedule::fuse::schedule(&graph, &fuse)?;
@@ -584,6 +626,7 @@ fn lower_model(
         no_winograd: opts.no_winograd,
         activation_kernels: optimize,
         by_size: !probe,
+        decide_at,
     };
     let mut program = loops::lower::lower(&mut sched, &lower)?;
     let mark_batched = |program: &mut Program| {
@@ -654,6 +697,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             output_groups: vec![],
             chunks: vec![],
             fixed: vec![],
+            conv_sizes: vec![],
         },
         dump: Some(text),
         compile_ms: 0.0,

@@ -358,6 +358,10 @@ pub struct Program {
     /// array its functions read after the input pointers (`inputs[inputs.len()]`). Buffers,
     /// arena and workspace are laid out for their bounds.
     pub run_dims: Vec<RunTimeDim>,
+    /// The sizes each convolution's layout and kernel path were chosen at
+    /// (`schedule::layout::ConvSizes`): compiling at a dim's bound gives those to replay at
+    /// its other values (`driver`). Not part of the object.
+    pub conv_sizes: Vec<crate::schedule::layout::ConvSizes>,
 }
 
 /// A program computing `items` items of a run-time batch at once (`Program::chunks`).

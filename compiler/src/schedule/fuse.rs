@@ -29,6 +29,7 @@ impl Default for FuseOptions {
                 wide_simd: false,
                 no_winograd: false,
                 by_size: true,
+                decide_at: None,
             },
         }
     }

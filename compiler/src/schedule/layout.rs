@@ -15,11 +15,55 @@ use super::{SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{self, E, ExprKind};
 use crate::ir::graph::ConvOp;
+use onnxc_runtime::conv::ConvGeometry;
 use onnxc_runtime::nchwc::{BlockedConv, CB};
 use std::collections::{HashMap, HashSet};
 
+/// The sizes at which a convolution's size-based choices are made (blocked or plain
+/// layout here, its kernel's path in lowering, `ConvGeometry::path`): its own, or where a
+/// dim is taken at run time the bound's, replayed at every value the model is lowered at
+/// (`loops::dims`), so that all take one path. The `k`-th applies to the schedule's `k`-th
+/// convolution (`Conv` and `ConvBlocked` steps, in order: `conv_index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvSizes {
+    pub n: i64,
+    /// Spatial dims of the input and output.
+    pub input: Vec<i64>,
+    pub output: Vec<i64>,
+}
+
+impl ConvSizes {
+    pub fn of(g: &ConvGeometry) -> ConvSizes {
+        ConvSizes {
+            n: g.n,
+            input: g.input.to_vec(),
+            output: g.output.to_vec(),
+        }
+    }
+
+    /// `g` at these sizes, where they have its rank (else `g` as it is): the geometry to
+    /// choose by.
+    pub fn apply<'a>(&self, g: &ConvGeometry<'a>) -> ConvGeometry<'a> {
+        let mut d = g.clone();
+        if self.input.len() == g.input.len() && self.output.len() == g.output.len() {
+            d.n = self.n;
+            d.input = self.input[..].into();
+            d.output = self.output[..].into();
+        }
+        d
+    }
+}
+
+/// The position of `st`, a convolution, among the schedule's convolutions (`ConvSizes`).
+pub fn conv_index(steps: &[Step], st: &Step) -> Option<usize> {
+    steps
+        .iter()
+        .filter(|x| matches!(x.kind, StepKind::Conv { .. } | StepKind::ConvBlocked { .. }))
+        .position(|x| x.output == st.output)
+}
+
 /// Whether and for which target blocked layouts are chosen.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LayoutOptions {
     /// Use blocked layouts at all (off at -O0).
     pub blocked: bool,
@@ -34,6 +78,8 @@ pub struct LayoutOptions {
     /// taken at run time: the choice would differ between the values it is lowered at
     /// (`loops::dims`), so those convolutions stay plain.
     pub by_size: bool,
+    /// The sizes to choose each convolution's layout at (`ConvSizes`), else its own.
+    pub decide_at: Option<std::sync::Arc<[ConvSizes]>>,
 }
 
 /// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
@@ -117,6 +163,8 @@ struct Pass<'a> {
     blocked: HashMap<SvId, SvId>,
     /// Plain values produced so far only in blocked form.
     blocked_only: HashSet<SvId>,
+    /// Convolutions seen so far (the next one's `ConvSizes` index).
+    convs: usize,
 }
 
 impl Pass<'_> {
@@ -187,11 +235,18 @@ impl Pass<'_> {
     }
 
     fn step(&mut self, st: Step) {
+        let conv = self.convs;
+        if matches!(
+            st.kind,
+            StepKind::Conv { .. } | StepKind::ConvBlocked { .. }
+        ) {
+            self.convs += 1;
+        }
         let converted = match &st.kind {
             StepKind::Conv {
                 op: c,
                 input_planes: None,
-            } => self.conv(&st, c),
+            } => self.conv(&st, c, conv),
             StepKind::Pool(p) => {
                 let x = st.inputs[0];
                 let ok = p.kernel.len() == 2
@@ -229,7 +284,8 @@ impl Pass<'_> {
         }
     }
 
-    fn conv(&mut self, st: &Step, c: &ConvOp) -> Option<Step> {
+    /// `st`, the `k`-th convolution, blocked where that pays.
+    fn conv(&mut self, st: &Step, c: &ConvOp, k: usize) -> Option<Step> {
         let x = st.inputs[0];
         let (xs, ys) = (
             self.s.values[x].shape.clone(),
@@ -254,6 +310,11 @@ impl Pass<'_> {
             wide_simd: self.opts.wide_simd,
             no_winograd: self.opts.no_winograd || c.exact,
             input_planes: std::borrow::Cow::Borrowed(&[]),
+            path: Default::default(),
+        };
+        let plain = match self.opts.decide_at.as_ref().and_then(|d| d.get(k)) {
+            Some(sizes) => sizes.apply(&plain),
+            None => plain,
         };
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;
@@ -516,10 +577,11 @@ pub fn assign(s: &mut Schedule, outputs: &[SvId], opts: &LayoutOptions) {
     let old = std::mem::take(&mut s.steps);
     let mut p = Pass {
         s,
-        opts: *opts,
+        opts: opts.clone(),
         steps: Vec::with_capacity(old.len()),
         blocked: HashMap::new(),
         blocked_only: HashSet::new(),
+        convs: 0,
     };
     for st in old {
         p.step(st);

@@ -142,6 +142,7 @@ fn chain(
         wide_simd: false,
         no_winograd: true,
         input_planes: Cow::Borrowed(&[]),
+        path: Default::default(),
     };
     let blob = QDepthwiseParams {
         conv: geometry,

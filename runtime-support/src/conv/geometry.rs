@@ -96,6 +96,32 @@ impl PartialEq<[i64]> for Dims {
     }
 }
 
+/// The path a convolution takes where its sizes would choose one (`ConvGeometry::path`).
+/// The compiler writes the one it chose at compile time, so that the weights it packed
+/// match and a program taking a dim at run time keeps the path at every value
+/// (`ConvGeometry::chosen_path`); 0 (`BySize`) lets the kernel choose from the geometry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConvPath {
+    #[default]
+    BySize = 0,
+    WinogradF2 = 1,
+    WinogradF4 = 2,
+    PixelMajor = 3,
+    /// The indirect product: stride 1, or strided where the running CPU takes it.
+    Indirect = 4,
+    /// None of those: packed weights through im2col, the pointwise product or a subsample.
+    Packed = 5,
+}
+
+impl ConvPath {
+    fn from_code(v: i64) -> Option<ConvPath> {
+        use ConvPath::*;
+        [BySize, WinogradF2, WinogradF4, PixelMajor, Indirect, Packed]
+            .get(usize::try_from(v).ok()?)
+            .copied()
+    }
+}
+
 /// Geometry of one convolution (NC[spatial] layout).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvGeometry<'a> {
@@ -123,12 +149,15 @@ pub struct ConvGeometry<'a> {
     /// absorbed by the compiler). Empty: plane `ch`, as usual. Borrowed from the parameter
     /// blob when decoded for a call (which then allocates nothing), owned by the compiler.
     pub input_planes: std::borrow::Cow<'a, [i64]>,
+    /// The path taken where the sizes would choose (`ConvPath`).
+    pub path: ConvPath,
 }
 
 impl<'a> ConvGeometry<'a> {
     /// The sealed blob (`params::seal`) `[len, nsp, n, c, m, group, flags, input..,
     /// kernel.., output.., strides.., dilations.., pads.., input_planes..]`; flags: bit 0
-    /// `wide_simd`, bit 1 `no_winograd`, bit 2 `input_planes` present (`c` of them).
+    /// `wide_simd`, bit 1 `no_winograd`, bit 2 `input_planes` present (`c` of them), bits
+    /// 3-5 `path`.
     pub fn encode(&self) -> Vec<i64> {
         let mut p = vec![
             self.input.len() as i64,
@@ -138,7 +167,8 @@ impl<'a> ConvGeometry<'a> {
             self.group,
             self.wide_simd as i64
                 | (self.no_winograd as i64) << 1
-                | (!self.input_planes.is_empty() as i64) << 2,
+                | (!self.input_planes.is_empty() as i64) << 2
+                | (self.path as i64) << 3,
         ];
         for v in [
             &self.input,
@@ -164,7 +194,9 @@ impl<'a> ConvGeometry<'a> {
             "spatial rank out of range",
         )? as usize;
         let [n, c, m, group, flags] = r.array()?;
-        params::ensure(flags & !7 == 0, "unknown flag bits")?;
+        params::ensure(flags & !63 == 0, "unknown flag bits")?;
+        let path = ConvPath::from_code(flags >> 3)
+            .ok_or(params::ParamError("unknown convolution path"))?;
         let mut part = || r.words(nsp).map(Dims::new);
         let (input, kernel, output) = (part()?, part()?, part()?);
         let (strides, dilations, pads) = (part()?, part()?, part()?);
@@ -189,6 +221,7 @@ impl<'a> ConvGeometry<'a> {
             wide_simd: flags & 1 != 0,
             no_winograd: flags & 2 != 0,
             input_planes,
+            path,
         };
         g.validate()?;
         Ok(g)
@@ -278,7 +311,40 @@ impl<'a> ConvGeometry<'a> {
                 "an input plane lies outside the image",
             )?;
         }
+        // A path chosen at compile time must apply: its weights were packed for it.
+        match self.path {
+            ConvPath::WinogradF2 | ConvPath::WinogradF4 => {
+                ensure(self.winograd_applies(), "Winograd does not apply")?
+            }
+            ConvPath::PixelMajor => ensure(
+                self.subsampled()
+                    .map_or_else(|| self.pixel_major_applies(), |v| v.pixel_major_applies()),
+                "the pixel-major product does not apply",
+            )?,
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// The path the kernel takes where the sizes would choose (`path` if set): what the
+    /// compiler writes into `path` for the weights it packs.
+    pub fn chosen_path(&self) -> ConvPath {
+        if self.use_winograd() {
+            match self.winograd_variant() {
+                crate::winograd::Variant::F2 => ConvPath::WinogradF2,
+                crate::winograd::Variant::F4 => ConvPath::WinogradF4,
+            }
+        } else if self.pixel_major() {
+            ConvPath::PixelMajor
+        } else if self
+            .indirect_dims()
+            .or(self.strided_indirect_dims())
+            .is_some()
+        {
+            ConvPath::Indirect
+        } else {
+            ConvPath::Packed
+        }
     }
 
     /// Element offset of the input plane that output channel `ch` of image `b` reads
@@ -371,6 +437,7 @@ impl<'a> ConvGeometry<'a> {
             wide_simd: self.wide_simd,
             no_winograd: self.no_winograd,
             input_planes: std::borrow::Cow::Borrowed(&[]),
+            path: self.path,
         })
     }
 
@@ -427,6 +494,7 @@ impl<'a> ConvGeometry<'a> {
             wide_simd: self.wide_simd,
             no_winograd: self.no_winograd,
             input_planes: std::borrow::Cow::Borrowed(&[]),
+            path: self.path,
         })
     }
 
@@ -509,13 +577,12 @@ impl<'a> ConvGeometry<'a> {
         if let Some(v) = self.subsampled() {
             return v.pixel_major();
         }
-        if self.input.len() != 2
-            || self.is_depthwise()
-            || self.use_winograd()
-            || self.kdim() == 0
-            || !self.pm_offsets_fit()
-        {
+        if !self.pixel_major_applies() {
             return false;
+        }
+        match self.path {
+            ConvPath::BySize => {}
+            p => return p == ConvPath::PixelMajor,
         }
         let (n, m) = (self.osize(), self.mg());
         if n > 512 {
@@ -539,6 +606,15 @@ impl<'a> ConvGeometry<'a> {
                 * (cols as f64 / cols.next_multiple_of(2 * NR) as f64)
         };
         eff(n, m) > 1.1 * eff(m, n)
+    }
+
+    /// Whether the pixel-major product can compute this geometry (not whether it pays).
+    fn pixel_major_applies(&self) -> bool {
+        self.input.len() == 2
+            && !self.is_depthwise()
+            && !self.use_winograd()
+            && self.kdim() > 0
+            && self.pm_offsets_fit()
     }
 
     /// Implicit GEMM over shifted views of a zero-padded input (stride-1 2-D convs with a
@@ -574,9 +650,12 @@ impl<'a> ConvGeometry<'a> {
             || self.use_winograd()
             || self.kdim() == 0
             || self.strides.iter().any(|&s| s < 1)
+            || !matches!(self.path, ConvPath::BySize | ConvPath::Indirect)
         {
             return None;
         }
+        // Chosen at compile time: taken whatever the sizes (the rules below are speed's).
+        let by_size = self.path == ConvPath::BySize;
         let ext = |d: usize| ((self.kernel[d] - 1) * self.dilations[d] + 1) as usize;
         let (oh, ow) = (self.output[0] as usize, self.output[1] as usize);
         let (sh, sw) = (self.strides[0] as usize, self.strides[1] as usize);
@@ -588,7 +667,9 @@ impl<'a> ConvGeometry<'a> {
         // 25% of the packing path's (which pays for im2col instead). Measured in SqueezeNet
         // on Zen 3: its 13×13 3×3 expands (17% more tiles) ran 0.60 → 0.30 and 1.00 → 0.68 ms
         // in the model, though equal in the warm layer benchmark.
-        if 100 * (oh * qw).next_multiple_of(2 * NR) > 125 * (oh * ow).next_multiple_of(2 * NR) {
+        if by_size
+            && 100 * (oh * qw).next_multiple_of(2 * NR) > 125 * (oh * ow).next_multiple_of(2 * NR)
+        {
             return None;
         }
         // The result's pitch: whole tiles of either GEMM layout (which one runs is decided
@@ -597,7 +678,7 @@ impl<'a> ConvGeometry<'a> {
         // The result goes through a buffer in the padded pitch and is compacted afterwards:
         // beyond L2 that extra pass costs what skipping im2col saves (measured: neutral at
         // 64×56×56, a loss for larger outputs).
-        if self.mg().next_multiple_of(MR) * cols > INDIRECT_MAX_RESULT {
+        if by_size && self.mg().next_multiple_of(MR) * cols > INDIRECT_MAX_RESULT {
             return None;
         }
         Some((qh, qw, cols))

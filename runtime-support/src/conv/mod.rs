@@ -18,7 +18,7 @@ mod pixel_major;
 pub mod qdepthwise;
 pub mod transpose;
 
-pub use geometry::{ConvGeometry, Dims, MAX_SPATIAL};
+pub use geometry::{ConvGeometry, ConvPath, Dims, MAX_SPATIAL};
 pub use im2col::bench_im2col;
 
 /// The buffers and epilogue of one convolution call (`conv_f32`'s arguments past the

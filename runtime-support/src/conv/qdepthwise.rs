@@ -344,6 +344,7 @@ mod tests {
             wide_simd: true,
             no_winograd: true,
             input_planes: Cow::Borrowed(&[]),
+            path: Default::default(),
         }
     }
 

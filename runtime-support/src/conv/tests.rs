@@ -84,6 +84,7 @@ pub(crate) fn geom(
         wide_simd: crate::isa::wide_simd(),
         no_winograd: false,
         input_planes: std::borrow::Cow::Borrowed(&[]),
+        path: Default::default(),
     }
 }
 
@@ -414,6 +415,95 @@ fn matches_direct_convolution() {
         for (i, v) in y.iter().enumerate() {
             assert_eq!(v.is_nan(), i % 7 == 3, "{g:?} NaN epilogue [{i}]: {v}");
         }
+    }
+}
+
+/// A path chosen at compile time (`ConvGeometry::path`: the bound's, for a dim taken at
+/// run time) is taken at any size where it applies, and computes the convolution there too:
+/// Winograd on maps of one row or a few columns, pixel-major on long rows, the indirect
+/// product where it pads many columns. Where it does not apply the blob is refused.
+#[test]
+fn every_path_a_compiler_may_choose_matches_direct_convolution() {
+    use super::ConvPath::*;
+    #[rustfmt::skip]
+    let cases = [
+        geom(1, 32, 64, 1, &[4, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 64, 128, 1, &[2, 7], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 32, 64, 1, &[1, 9], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 40, 64, 1, &[3, 150], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        geom(1, 16, 32, 1, &[8, 3], &[3, 3], &[2, 2], &[1, 1], &[1, 1]),
+        geom(1, 24, 40, 1, &[9, 13], &[1, 1], &[2, 2], &[1, 1], &[0, 0]),
+        geom(1, 40, 64, 1, &[6, 30], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+        geom(1, 8, 20, 1, &[12, 40], &[3, 3], &[1, 1], &[2, 2], &[2, 2]),
+    ];
+    let mut taken = std::collections::HashMap::new();
+    for g in &cases {
+        let x = rand((g.n * g.c) as usize * g.isize(), 1);
+        let w = rand(g.m as usize * g.kdim(), 2);
+        let bias = rand(g.m as usize, 3);
+        let want = reference(g, &x, &w, &bias);
+        for path in [WinogradF2, WinogradF4, PixelMajor, Indirect, Packed] {
+            let g = ConvGeometry { path, ..g.clone() };
+            if g.validate().is_err() {
+                assert!(
+                    matches!(path, WinogradF2 | WinogradF4 | PixelMajor),
+                    "{g:?}"
+                );
+                continue;
+            }
+            // The indirect product does not apply to every geometry; the packed path it
+            // falls back to reads the same weights.
+            let chosen = g.chosen_path();
+            assert!(
+                chosen == path || (path, chosen) == (Indirect, Packed),
+                "{g:?}"
+            );
+            *taken.entry(format!("{chosen:?}")).or_insert(0) += 1;
+            for packed in [true, false] {
+                let wp = if packed {
+                    g.pack_weights(&w)
+                } else {
+                    w.clone()
+                };
+                let mut scratch = vec![0f32; g.scratch_floats(packed) + 64];
+                let n = scratch.len();
+                scratch[n - 64..].fill(1234.5);
+                let y = run(
+                    &g,
+                    &x,
+                    &wp,
+                    packed,
+                    &bias,
+                    std::ptr::null(),
+                    NO_CLAMP,
+                    &mut scratch,
+                    want.len(),
+                );
+                assert!(
+                    scratch[n - 64..].iter().all(|&v| v == 1234.5),
+                    "{g:?} wrote past its scratch"
+                );
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() < 1e-3,
+                        "{g:?} packed={packed} [{i}]: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+    // Every path ran on several geometries (Winograd on a map of one row among them).
+    for (path, min) in [
+        ("WinogradF2", 4),
+        ("WinogradF4", 4),
+        ("PixelMajor", 4),
+        ("Indirect", 4),
+        ("Packed", 8),
+    ] {
+        assert!(
+            taken.get(path).copied().unwrap_or(0) >= min,
+            "{path}: {taken:?}"
+        );
     }
 }
 

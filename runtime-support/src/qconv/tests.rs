@@ -61,6 +61,7 @@ impl Case {
             wide_simd: false,
             no_winograd: true,
             input_planes: Default::default(),
+            path: Default::default(),
         }
     }
 }

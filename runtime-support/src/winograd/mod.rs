@@ -106,14 +106,13 @@ impl ConvGeometry<'_> {
     /// 3×3, stride 1, no dilation, 2-D, and enough channels for the transforms to pay off
     /// (and not `no_winograd`).
     pub fn use_winograd(&self) -> bool {
-        let applies = !self.no_winograd
-            && self.input.len() == 2
-            && self.kernel == [3, 3]
-            && self.strides == [1, 1]
-            && self.dilations == [1, 1]
-            && !self.is_depthwise()
-            && self.output[0] >= 2;
-        if !applies {
+        use crate::conv::ConvPath;
+        match self.path {
+            ConvPath::BySize => {}
+            ConvPath::WinogradF2 | ConvPath::WinogradF4 => return self.winograd_applies(),
+            _ => return false,
+        }
+        if !self.winograd_applies() || self.output[0] < 2 {
             return false;
         }
         let (cg, mg) = (self.c / self.group, self.m / self.group);
@@ -143,6 +142,17 @@ impl ConvGeometry<'_> {
         }
     }
 
+    /// Whether the Winograd kernels can compute this geometry (not whether they pay): 3×3,
+    /// stride 1, no dilation, 2-D, not depthwise (and not `no_winograd`).
+    pub(crate) fn winograd_applies(&self) -> bool {
+        !self.no_winograd
+            && self.input.len() == 2
+            && self.kernel == [3, 3]
+            && self.strides == [1, 1]
+            && self.dilations == [1, 1]
+            && !self.is_depthwise()
+    }
+
     /// Tile rows and columns; columns are padded to a multiple of 8 so that each half of a
     /// panel (8 tiles, the AVX2 transforms' width) lies in one tile row. A panel spans two
     /// tile rows when a row holds 8 (mod 16) tiles — 14×14 outputs keep 7 of 8 lanes busy
@@ -164,6 +174,12 @@ impl ConvGeometry<'_> {
     /// `ONNXC_RUNTIME_ISA=avx2`): 64→64 at 56×56 108 → 224, 128→128 at 28×28 145 → 246,
     /// 128→32 at 56×56 76 → 168.
     pub fn winograd_variant(&self) -> Variant {
+        use crate::conv::ConvPath;
+        match self.path {
+            ConvPath::WinogradF2 => return Variant::F2,
+            ConvPath::WinogradF4 => return Variant::F4,
+            _ => {}
+        }
         if self.output.len() == 2 && self.output[0] >= F4_MIN_SIDE && self.output[1] >= F4_MIN_SIDE
         {
             Variant::F4

@@ -3,6 +3,7 @@
 //! and what a kernel op (`crate::kernels`) sees of its step.
 
 use super::*;
+use onnxc_runtime::conv::ConvPath;
 
 /// The logical shape of a matmul step's operand `k` and the element strides of its dims in
 /// the value `st.inputs[k]` (contiguous unless a transpose was absorbed, `schedule::views`).
@@ -131,7 +132,32 @@ pub(super) fn check_calls(body: &[Stmt], planned: ScratchNeed) -> std::result::R
     Ok(())
 }
 
-fn geometry(
+/// A convolution step's geometry, with the path its kernel takes (`ConvGeometry::path`).
+pub(super) fn geometry(
+    s: &Schedule,
+    st: &Step,
+    c: &ConvOp,
+    input_planes: &Option<Vec<i64>>,
+    opts: &LowerOptions,
+) -> ConvGeometry<'static> {
+    let mut g = own_geometry(s, st, c, input_planes, opts);
+    // The path its sizes choose, or the sizes it is to choose at (the bound's, for a dim
+    // taken at run time) where that path applies to it.
+    let own = g.chosen_path();
+    g.path = match (opts.decide_at.as_ref())
+        .and_then(|d| d.get(schedule::layout::conv_index(&s.steps, st)?))
+    {
+        Some(sizes) => sizes.apply(&g).chosen_path(),
+        None => own,
+    };
+    if g.validate().is_err() {
+        g.path = own;
+    }
+    g
+}
+
+/// A convolution step's geometry at its own sizes, its path left to them.
+fn own_geometry(
     s: &Schedule,
     st: &Step,
     c: &ConvOp,
@@ -159,6 +185,7 @@ fn geometry(
             wide_simd: opts.wide_simd,
             no_winograd: opts.no_winograd || c.exact,
             input_planes: input_planes.clone().unwrap_or_default().into(),
+            path: ConvPath::BySize,
         };
     }
     ConvGeometry {
@@ -175,12 +202,13 @@ fn geometry(
         wide_simd: opts.wide_simd,
         no_winograd: opts.no_winograd || c.exact,
         input_planes: input_planes.clone().unwrap_or_default().into(),
+        path: ConvPath::BySize,
     }
 }
 
 /// The geometry of a blocked convolution step (blocked shapes `[n, c/8, h, w, 8]`; a plain
 /// input `[n, c, h, w]`).
-fn blocked_conv_geometry(
+pub(super) fn blocked_conv_geometry(
     s: &Schedule,
     st: &Step,
     c: &ConvOp,

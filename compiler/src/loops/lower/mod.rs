@@ -19,7 +19,7 @@ use onnxc_runtime::nchwc::BlockedConv;
 use onnxc_runtime::par::ScratchNeed;
 
 /// What lowering needs to know of the target.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LowerOptions {
     /// The target runs the 512-bit (AVX-512) kernels: weight layouts whose best choice
     /// depends on the vector width follow it (`ConvGeometry::wide_simd`).
@@ -34,6 +34,9 @@ pub struct LowerOptions {
     /// is taken at run time: the choice would differ between the values it is lowered at
     /// (`loops::dims`).
     pub by_size: bool,
+    /// The sizes to choose each convolution's kernel path at
+    /// (`schedule::layout::ConvSizes`), else its own.
+    pub decide_at: Option<std::sync::Arc<[schedule::layout::ConvSizes]>>,
 }
 
 /// Most workspace bytes the strings a model makes may take (`KernelOp::string_bytes`).
@@ -229,7 +232,38 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         chunks: vec![],
         fixed: vec![],
         run_dims: vec![],
+        conv_sizes: conv_sizes(s, opts),
     })
+}
+
+/// The sizes each convolution's choices were made at (`schedule::layout::ConvSizes`, in
+/// order): its own, or those `opts` gave.
+fn conv_sizes(s: &Schedule, opts: &LowerOptions) -> Vec<schedule::layout::ConvSizes> {
+    use schedule::layout::ConvSizes;
+    let convs = s.steps.iter().filter_map(|st| match &st.kind {
+        StepKind::Conv { op, input_planes } => Some(ConvSizes::of(&calls::geometry(
+            s,
+            st,
+            op,
+            input_planes,
+            opts,
+        ))),
+        StepKind::ConvBlocked { conv, plain_input } => {
+            let g = calls::blocked_conv_geometry(s, st, conv, *plain_input)?;
+            let v = |d: [usize; 2]| d.iter().map(|&x| x as i64).collect();
+            Some(ConvSizes {
+                n: g.n as i64,
+                input: v(g.input),
+                output: v(g.output),
+            })
+        }
+        _ => None,
+    });
+    let own: Vec<ConvSizes> = convs.collect();
+    match &opts.decide_at {
+        Some(d) if d.len() == own.len() => d.to_vec(),
+        _ => own,
+    }
 }
 
 /// Loops of constant extents as a reduction's.

@@ -97,6 +97,7 @@ fn geometry(ctx: &Ctx, xs: &[i64], ws: &[i64]) -> Result<Option<ConvGeometry<'st
         wide_simd: false,
         no_winograd: true,
         input_planes: Default::default(),
+        path: Default::default(),
     };
     let mg = (g.m / group) as usize;
     let k = (g.c / group) as usize * ws[2..].iter().product::<i64>() as usize;
