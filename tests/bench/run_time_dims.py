@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Run-time dims beyond the batch (#23): one object compiled with no flag from a BERT-style
-encoder exported with dynamic `batch` and `seq` axes (the sequence bounded by 512, the
-default), called through `NAME_run_shaped` at several sequence lengths, against the object
-specialized to each length (`--dim seq=S`) and onnxruntime at that length, single thread,
-in one run. Every dynamic call's outputs are checked against onnxruntime's.
+"""Run-time dims beyond the batch (#23): one object compiled from a model exported with a
+dynamic axis, called through `NAME_run_shaped` at several sizes, against the object
+specialized to each size (`--dim NAME=S`) and onnxruntime at that size, single thread, in
+one run. Every dynamic call's outputs are checked against onnxruntime's. Models: a
+BERT-style encoder with dynamic `batch` and `seq` axes (no flag: the sequence bounded by
+512, the default), or a text-line recognizer (CNN, self-attention, CTC head) over a
+dynamic width (`--dim w=..1000`).
 
-    .cache/venv/bin/python tests/bench/run_time_dims.py --onnxc target/release/onnxc
+    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer]
 
 Prints a markdown table (for docs/performance.md, "Run-time dims").
 """
@@ -81,6 +83,61 @@ def encoder(path: str, seq, d: int = 256, heads: int = 4, layers: int = 2) -> st
     return path
 
 
+def recognizer(path: str, w, classes: int = 37, d: int = 128, heads: int = 4) -> str:
+    """A text-line recognizer as exporters write them (SVTR/PP-OCR-like): a CNN over a
+    `[1, 1, 32, w]` line (four 3×3 conv + BatchNorm + ReLU stages; 2×2 pools then 2×1 pools,
+    so the sequence is w/4), a 2×1 conv to one row, a pre-LayerNorm self-attention block
+    over the sequence and a CTC head (LogSoftmax over `classes`). `w` is a name (a symbolic
+    dim) or a width."""
+    rng = np.random.default_rng(1)
+    nodes, inits = [], []
+
+    def wt(*shape, scale=None):
+        n = f"w{len(inits)}"
+        fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        s = scale if scale is not None else 1.0 / np.sqrt(fan)
+        inits.append(nh.from_array((rng.standard_normal(shape) * s).astype(np.float32), n))
+        return n
+
+    def c(v, dt=np.int64):
+        n = f"c{len(inits)}"
+        inits.append(nh.from_array(np.array(v, dtype=dt), n))
+        return n
+
+    def op(t, ins, **kw):
+        o = f"t{len(nodes)}"
+        nodes.append(h.make_node(t, ins, [o], **kw))
+        return o
+
+    x, cin = "image", 1
+    for cout, pool in [(32, (2, 2)), (64, (2, 2)), (128, (2, 1)), (128, (2, 1))]:
+        x = op("Conv", [x, wt(cout, cin, 3, 3), wt(cout, scale=0.1)], pads=[1, 1, 1, 1])
+        var = c(np.abs(rng.standard_normal(cout)) + 0.5, np.float32)
+        x = op("BatchNormalization", [x, wt(cout, scale=0.1), wt(cout, scale=0.1), wt(cout, scale=0.1), var])
+        x = op("MaxPool", [op("Relu", [x])], kernel_shape=list(pool), strides=list(pool))
+        cin = cout
+    x = op("Relu", [op("Conv", [x, wt(d, cin, 2, 1), wt(d, scale=0.1)])])  # [1, d, 1, w/4]
+    x = op("Transpose", [op("Squeeze", [x, c([2])])], perm=[0, 2, 1])     # [1, w/4, d]
+    dh = d // heads
+    ln = op("LayerNormalization", [x, wt(d, scale=1.0), wt(d, scale=0.1)], axis=-1, epsilon=1e-5)
+    hs = []
+    for _ in range(3):
+        p = op("Add", [op("MatMul", [ln, wt(d, d)]), wt(d, scale=0.1)])
+        hs.append(op("Transpose", [op("Reshape", [p, c([0, 0, heads, dh])])], perm=[0, 2, 1, 3]))
+    q, k, v = hs
+    sc = op("Div", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]), c(np.sqrt(dh), np.float32)])
+    a = op("MatMul", [op("Softmax", [sc], axis=-1), v])
+    a = op("Reshape", [op("Transpose", [a], perm=[0, 2, 1, 3]), c([0, -1, d])])
+    x = op("Add", [x, op("Add", [op("MatMul", [a, wt(d, d)]), wt(d, scale=0.1)])])
+    y = op("Add", [op("MatMul", [x, wt(d, classes)]), wt(classes, scale=0.1)])
+    nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=-1))
+    steps = "steps" if isinstance(w, str) else w // 4
+    g = h.make_graph(nodes, "recognizer", [h.make_tensor_value_info("image", T.FLOAT, [1, 1, 32, w])],
+                     [h.make_tensor_value_info("logits", T.FLOAT, [1, steps, classes])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
 def feeds(seq: int) -> dict:
     rng = np.random.default_rng(seq)
     mask = np.ones((1, seq), np.int64)
@@ -88,32 +145,46 @@ def feeds(seq: int) -> dict:
     return {"x": rng.standard_normal((1, seq, 256)).astype(np.float32), "mask": mask}
 
 
+def line_feeds(w: int) -> dict:
+    rng = np.random.default_rng(w)
+    return {"image": rng.standard_normal((1, 1, 32, w)).astype(np.float32)}
+
+
+# name: (builder, feeds, the dim's name in the table, compile flags, default sizes)
+MODELS = {
+    "encoder": (encoder, feeds, "seq", (), "1,2,8,32,128,512"),
+    "recognizer": (recognizer, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--onnxc", default=os.path.join(bench.ROOT, "target/release/onnxc"))
-    ap.add_argument("--lengths", default="2,8,32,77,128,256,512")
+    ap.add_argument("--model", choices=sorted(MODELS), default="encoder")
+    ap.add_argument("--lengths", help="sizes of the run-time dim (default: the model's)")
     ap.add_argument("--seconds", type=float, default=2.0)
     a = ap.parse_args()
+    build, make_feeds, dim, flags, sizes = MODELS[a.model]
     work = tempfile.mkdtemp(prefix="onnxc-rtdims-")
-    dyn_path = encoder(os.path.join(work, "encoder_dyn.onnx"), "seq")
-    dyn = dynamic_batch.Shaped(a.onnxc, dyn_path, "d_encoder", work)
+    dyn_path = build(os.path.join(work, f"{a.model}_dyn.onnx"), dim)
+    dyn = dynamic_batch.Shaped(a.onnxc, dyn_path, f"d_{a.model}", work, flags)
     sess = bench.ort_session(dyn_path, 1)
     print(f"CPU: {bench.cpu_model()}; single thread; onnxruntime {bench.ort.__version__}")
     print()
-    print("| seq | run-time dim ms | static ms | onnxruntime ms | dynamic / static | dynamic / onnxruntime |")
+    print(f"| {dim} | run-time dim ms | static ms | onnxruntime ms | dynamic / static | dynamic / onnxruntime |")
     print("|---:|---:|---:|---:|---:|---:|")
     rs_all, ro_all = [], []
-    for s in [int(v) for v in a.lengths.split(",")]:
-        f = feeds(s)
+    for s in [int(v) for v in (a.lengths or sizes).split(",")]:
+        f = make_feeds(s)
         ref = sess.run(None, f)
-        st_path = encoder(os.path.join(work, f"encoder_{s}.onnx"), s)
-        static = bench.CompiledModel(a.onnxc, st_path, f"s_encoder_{s}", work, f, ref)
+        st_path = build(os.path.join(work, f"{a.model}_{s}.onnx"), s)
+        static = bench.CompiledModel(a.onnxc, st_path, f"s_{a.model}_{s}", work, f, ref)
         engines = {"dyn": dyn.caller(f, ref), "static": static.caller(1), "ort": bench.ort_bound(sess, f, ref)}
         engines["dyn"]()
         for x, r in zip(engines["dyn"].outputs, ref):
             err = float(np.max(np.abs(x.astype(np.float64) - r)))
             if err > 1e-3 * max(1.0, float(np.max(np.abs(r)))):
-                raise RuntimeError(f"seq {s}: the run-time-dim object differs from onnxruntime by {err}")
+                raise RuntimeError(f"{dim} {s}: the run-time-dim object differs from onnxruntime by {err}")
         t = dynamic_batch.timed(engines, a.seconds)
         rs, ro = t["dyn"] / t["static"], t["dyn"] / t["ort"]
         rs_all.append(rs)

@@ -392,3 +392,53 @@ fn an_image_width_runs_through_strided_convolutions() {
         }
     }
 }
+
+/// A 3×3 convolution of 32 to 64 channels over a text line `[1, 32, 4, w]`: its kernel's
+/// path depends on the width (Winograd on long lines, other products on short ones).
+fn model_with_wide_conv() -> onnxc_proto::ModelProto {
+    let w: Vec<f32> = (0..64 * 32 * 9)
+        .map(|k| ((k * 13 % 29) as f32 - 14.0) / 64.0)
+        .collect();
+    model(
+        vec![with_ints(
+            node("Conv", "c", &["x", "w"], &["y"]),
+            "pads",
+            &[1, 1, 1, 1],
+        )],
+        vec![value_info("x", 1, &[D::N(1), D::N(32), D::N(4), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(64), D::N(4), D::S("w")])],
+        vec![f32_tensor("w", &[64, 32, 3, 3], &w)],
+        13,
+    )
+}
+
+#[test]
+fn a_convolution_keeps_the_path_its_bound_chose_at_every_width() {
+    let d = scratch("run_time_dims_conv_path");
+    let p = d.join("conv.onnx");
+    save(&model_with_wide_conv(), &p);
+    // Lowered at each probe by its own width, the program's weights differed between the
+    // probes and the model was refused; the bound's path now serves every width.
+    // Below 13 columns a width of its own would not choose Winograd: every width from 1
+    // takes the bound's.
+    let c = compile_dynamic(&p, "w", 512);
+    assert_eq!(c.program.run_dims[0].least, 1, "{}", c.header);
+    assert!(c.program.fixed.is_empty(), "one program for every width");
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [1usize, 2, 5, 12, 13, 40, 200, 512] {
+        let x: Vec<f32> = (0..32 * 4 * w)
+            .map(|k| ((k * 11 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, w, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
+        assert_eq!(got, two, "w {w}: 2 threads");
+        // The specialized object takes the path its own width chooses: the same values up
+        // to rounding (Winograd's transforms round differently).
+        let want = specialized(&p, &d, "w", w, &input, 1);
+        assert_eq!(got[0].len(), 64 * 4 * w * 4, "w {w}");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
+        }
+    }
+}
