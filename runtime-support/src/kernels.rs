@@ -378,6 +378,15 @@ kernels! {
         decay: OptIn = *const f32, beta: OptIn = *const f32, y: Out = *mut f32,
         threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// An RNN, GRU or LSTM recurrence over one direction (`recurrent::RecurrentParams`):
+    /// `xw` `[seq·batch, gates·hidden]` (X·Wᵀ), `r` `[gates·hidden, hidden]`, optional bias
+    /// `[Wb, Rb]`, initial h and c, peepholes; into `y` every step's h, the last h and c.
+    RECURRENT_F32 = onnxc_recurrent_f32 in recurrent(
+        params: Params = *const i64, clip: Floats = *const f32, xw: In = *const f32,
+        r: In = *const f32, bias: OptIn = *const f32, h0: OptIn = *const f32,
+        c0: OptIn = *const f32, peephole: OptIn = *const f32, y: Out = *mut f32,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// RoiAlign (`roi_align::RoiAlignParams`): `x` `[n, c, h, w]`, `rois` `[r, 4]`
     /// (x1, y1, x2, y2), `batch` `[r]` int64 → `y` `[r, c, oh, ow]`; `ONNXC_ERR_INDEX` (those
     /// rois' outputs zero) for a batch index outside `[0, n)`.
@@ -502,6 +511,8 @@ fn scratch_of(
     } else if *kernel == LINEAR_ATTENTION_F32 {
         crate::linear_attention::LinearAttentionParams::decode(b)?;
         bytes(0)
+    } else if *kernel == RECURRENT_F32 {
+        floats(crate::recurrent::RecurrentParams::decode(b)?.scratch_floats())
     } else if *kernel == ROI_ALIGN_F32 {
         crate::roi_align::RoiAlignParams::decode(b)?;
         bytes(0)

@@ -278,6 +278,7 @@ pub mod pool;
 pub mod qadd;
 pub mod qconv;
 pub mod quantize;
+pub mod recurrent;
 pub mod regex;
 pub mod requantize;
 pub mod resize;

@@ -4,7 +4,7 @@
 
 use super::*;
 use onnxc::driver::{self, Options};
-use onnxc_tests::model::{int_tensor, with_int, with_ints};
+use onnxc_tests::model::{int_tensor, with_int, with_ints, with_str};
 use onnxc_tests::scratch;
 
 /// Attention-like model over `[1, seq, 8]`: a product with constant weights to `[1, seq,
@@ -441,4 +441,74 @@ fn a_convolution_keeps_the_path_its_bound_chose_at_every_width() {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
         }
     }
+}
+
+/// A bidirectional LSTM (hidden 16, with bias and peepholes) over `[S, 1, 8]`, its outputs
+/// every step's h `[S, 2, 1, 16]` and the last ones `[2, 1, 16]`.
+fn model_with_lstm() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 17) as f32 - 8.0) / 24.0).collect()
+    };
+    model(
+        vec![with_int(
+            with_str(
+                node(
+                    "LSTM",
+                    "lstm",
+                    &["x", "w", "r", "b", "", "", "", "p"],
+                    &["y", "yh"],
+                ),
+                "direction",
+                "bidirectional",
+            ),
+            "hidden_size",
+            16,
+        )],
+        vec![value_info("x", 1, &[D::S("S"), D::N(1), D::N(8)])],
+        vec![
+            value_info("y", 1, &[D::S("S"), D::N(2), D::N(1), D::N(16)]),
+            value_info("yh", 1, &[D::N(2), D::N(1), D::N(16)]),
+        ],
+        vec![
+            f32_tensor("w", &[2, 64, 8], &v(2 * 64 * 8, 5)),
+            f32_tensor("r", &[2, 64, 16], &v(2 * 64 * 16, 7)),
+            f32_tensor("b", &[2, 128], &v(2 * 128, 3)),
+            f32_tensor("p", &[2, 48], &v(2 * 48, 11)),
+        ],
+        14,
+    )
+}
+
+#[test]
+fn an_lstm_runs_over_a_sequence_taken_at_run_time() {
+    let d = scratch("run_time_dims_lstm");
+    let p = d.join("lstm.onnx");
+    save(&model_with_lstm(), &p);
+    // The runtime's recurrence takes the length as a parameter: one program for every S.
+    let c = compile_dynamic(&p, "S", 256);
+    assert_eq!(c.program.run_dims[0].least, 1, "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for s in [1usize, 2, 3, 17, 64, 200, 256] {
+        let x: Vec<f32> = (0..s * 8)
+            .map(|k| ((k * 13 % 31) as f32 - 15.0) / 10.0)
+            .collect();
+        let input = write_input(&d, s, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{s}")), 2, 1);
+        let two = outputs(&dynamic, &input, &d.join(format!("dyn{s}t2")), 2, 2);
+        assert_eq!(got, two, "S {s}: 2 threads");
+        let want = specialized(&p, &d, "S", s, &input, 2);
+        assert_eq!(got[0].len(), s * 2 * 16 * 4, "S {s}");
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g, w,
+                "S {s}, output {k}: the same program at S as the specialized one"
+            );
+        }
+    }
+    // Longer than the 4096 steps onnxc unrolls: the recurrence takes any length.
+    let long = Options {
+        dims: vec![("S".into(), 6000)],
+        ..Options::default()
+    };
+    driver::compile_file(&p, "model", &long, None).unwrap();
 }

@@ -454,15 +454,15 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "LSTM",
-        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+        "float32 layers with the default activations and no sequence_lens run the runtime's recurrence kernel, at any length (also a length taken at run time); the others are unrolled over the sequence, whose length must be known at compile time (at most 4096 steps); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
     ),
     (
         "GRU",
-        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+        "float32 layers with the default activations and no sequence_lens run the runtime's recurrence kernel, at any length (also a length taken at run time); the others are unrolled over the sequence, whose length must be known at compile time (at most 4096 steps); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
     ),
     (
         "RNN",
-        "unrolled over the sequence, whose length must be known at compile time (--shape fixes a symbolic one); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
+        "float32 layers with the default activations and no sequence_lens run the runtime's recurrence kernel, at any length (also a length taken at run time); the others are unrolled over the sequence, whose length must be known at compile time (at most 4096 steps); activations, clip, sequence_lens (and input_forget) follow onnxruntime",
     ),
     (
         "QLinearConv",

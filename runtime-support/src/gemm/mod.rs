@@ -20,6 +20,7 @@ mod split;
 use crate::par::{Par, ScratchNeed, Slots, Threads};
 use std::ops::Range;
 
+pub use gemv::gemv_packed_b;
 pub use indirect::{
     gemm_indirect_b, indirect_b_available, indirect_cols, indirect_rows8, indirect_wide_tiles,
 };

@@ -301,12 +301,6 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
         }
     };
     let dirs: i64 = if direction == "bidirectional" { 2 } else { 1 };
-    if seq.saturating_mul(dirs) > MAX_STEPS {
-        return Err(ctx.unsupported(format!(
-            "a sequence of {seq} steps ({dirs} direction(s)): onnxc unrolls recurrent layers and \
-             unrolls at most {MAX_STEPS} steps"
-        )));
-    }
     let g = cell.gates();
     let rd = ctx.known_shape(r)?;
     // Quantized weights are stored transposed: [dirs, hidden, gates·hidden].
@@ -373,6 +367,24 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
         ));
     }
     let acts = activations(ctx, cell, dirs as usize)?;
+    // The runtime's recurrence kernel takes float32 layers with the default activations and
+    // no sequence_lens, at any length (one compiled call serves a length taken at run
+    // time); the others are unrolled.
+    let by_kernel = matches!(weights, Weights::Float)
+        && dt == DType::F32
+        && lens_in.is_none()
+        && acts.iter().all(|a| {
+            a.iter()
+                .map(|a| a.kind.as_str())
+                .eq(cell.default_activations().iter().copied())
+        });
+    if !by_kernel && seq.saturating_mul(dirs) > MAX_STEPS {
+        return Err(ctx.unsupported(format!(
+            "a sequence of {seq} steps ({dirs} direction(s)): onnxc unrolls recurrent layers \
+             with sequence_lens, activations of their own or quantized weights, and unrolls \
+             at most {MAX_STEPS} steps"
+        )));
+    }
     let clip = ctx.attr_f("clip")?;
     if let Some(c) = clip
         && !(c >= 0.0)
@@ -459,6 +471,23 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
                 (xw, r_d, Some((rs, rz)))
             }
         };
+        if by_kernel {
+            let (y_d, h_d, c_d) = by_recurrence_kernel(
+                ctx,
+                cell,
+                [seq, batch, hidden, d],
+                reverse,
+                clip,
+                [xw, r_d],
+                [b_in, h0, c0, p_in],
+            )?;
+            ys.push(ctx.reshape(y_d, known(&[seq, 1, batch, hidden]))?);
+            hs.push(ctx.reshape(h_d, known(&[1, batch, hidden]))?);
+            if let Some(c) = c_d {
+                cs.push(ctx.reshape(c, known(&[1, batch, hidden]))?);
+            }
+            continue;
+        }
         let r_h = match cell {
             Cell::Gru {
                 linear_before_reset: false,
@@ -723,4 +752,102 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
     let mut outs = vec![y, yh];
     outs.extend(yc);
     Ok(outs)
+}
+
+/// One direction (`d`) of a float32 layer through the runtime's recurrence
+/// (`kernels::Recurrent`): `xw` `[seq·batch, gates·hidden]` (X·Wᵀ) and `r` `[gates·hidden,
+/// hidden]` (the direction's R), with the layer's whole bias, initial states (in `[dirs,
+/// batch, hidden]` order) and peepholes where given. Returns the direction's outputs
+/// `[seq, batch, hidden]` at their times, its last h and (LSTM) its last c, `[batch,
+/// hidden]`.
+fn by_recurrence_kernel(
+    ctx: &mut Ctx,
+    cell: Cell,
+    [seq, batch, hidden, d]: [i64; 4],
+    reverse: bool,
+    clip: Option<f64>,
+    [xw, r_d]: [ValueId; 2],
+    [b_in, h0, c0, p_in]: [Option<ValueId>; 4],
+) -> Result<(ValueId, ValueId, Option<ValueId>)> {
+    use onnxc_runtime::recurrent::{self as rt, RecurrentParams};
+    let dt = DType::F32;
+    let known = |d: &[i64]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+    let gh = cell.gates() * hidden;
+    // Direction d's row of a [dirs, n] tensor, or block of a [dirs, batch, hidden] one.
+    let row = |ctx: &mut Ctx, v: ValueId, n: i64| {
+        ctx.map(
+            dt,
+            known(&[n]),
+            vec![v],
+            expr::load(dt, 0, vec![expr::i(d), expr::var(0)]),
+        )
+    };
+    let block = |ctx: &mut Ctx, v: ValueId| {
+        let body = expr::load(dt, 0, vec![expr::i(d), expr::var(0), expr::var(1)]);
+        ctx.map(dt, known(&[batch, hidden]), vec![v], body)
+    };
+    let lstm = matches!(cell, Cell::Lstm { .. });
+    let bias = b_in.map(|b| row(ctx, b, 2 * gh)).transpose()?;
+    let h = h0.map(|v| block(ctx, v)).transpose()?;
+    let c = c0.filter(|_| lstm).map(|v| block(ctx, v)).transpose()?;
+    let p = p_in
+        .filter(|_| lstm)
+        .map(|v| row(ctx, v, 3 * hidden))
+        .transpose()?;
+    let xw3 = ctx.reshape(xw, known(&[seq, batch, gh]))?;
+    let mut operands = vec![xw3, r_d];
+    operands.extend([bias, h, c, p].into_iter().flatten());
+    let to = |v: i64| v as usize;
+    let params = RecurrentParams {
+        cell: match cell {
+            Cell::Rnn => rt::Cell::Rnn,
+            Cell::Gru { .. } => rt::Cell::Gru,
+            Cell::Lstm { .. } => rt::Cell::Lstm,
+        },
+        seq: to(seq),
+        batch: to(batch),
+        hidden: to(hidden),
+        reverse,
+        linear_before_reset: matches!(
+            cell,
+            Cell::Gru {
+                linear_before_reset: true
+            }
+        ),
+        input_forget: matches!(cell, Cell::Lstm { input_forget: true }),
+        r_packed: false,
+    };
+    let states = if lstm { 2 } else { 1 };
+    let all = ctx.add(
+        Op::kernel(crate::kernels::Recurrent {
+            params,
+            clip: clip.map_or(f32::INFINITY, |c| c as f32),
+            present: [bias.is_some(), h.is_some(), c.is_some(), p.is_some()],
+        }),
+        operands,
+        TypeInfo::new(dt, known(&[seq + states, batch, hidden])),
+    )?;
+    // Rows `from..from + n` of the result.
+    let rows = |ctx: &mut Ctx, from: i64, n: i64| {
+        let body = expr::load(
+            dt,
+            0,
+            vec![
+                expr::add(expr::var(0), expr::i(from)),
+                expr::var(1),
+                expr::var(2),
+            ],
+        );
+        ctx.map(dt, known(&[n, batch, hidden]), vec![all], body)
+    };
+    let y = rows(ctx, 0, seq)?;
+    let last_h = rows(ctx, seq, 1)?;
+    let last_h = ctx.reshape(last_h, known(&[batch, hidden]))?;
+    let last_c = if lstm {
+        let c = rows(ctx, seq + 1, 1)?;
+        Some(ctx.reshape(c, known(&[batch, hidden]))?)
+    } else {
+        None
+    };
+    Ok((y, last_h, last_c))
 }

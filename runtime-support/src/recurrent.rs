@@ -1,0 +1,729 @@
+//! The recurrences of ONNX's RNN, GRU and LSTM (`onnxc_recurrent_f32`), float32, one
+//! direction per call, with their default activations (sigmoid and tanh), `clip`, LSTM's
+//! peepholes and `input_forget`, GRU's `linear_before_reset`. The sequence length is a
+//! parameter, so one compiled call serves a length taken at run time.
+//!
+//! The caller computes the input projection of every step at once (`xw = X·Wᵀ`,
+//! `[seq·batch, gates·hidden]`, a GEMM); each step then multiplies the previous hidden state
+//! by `Rᵀ` (packed once per call into the scratch, the product split over the run's threads
+//! by columns, so every element is summed by one task in one order: the same bits for any
+//! worker count) and applies the cell's gates (ONNX's orders: `z r h` for GRU, `i o f c` for
+//! LSTM; the bias `B` is `[Wb, Rb]`, peepholes `P` are `[i o f]`):
+//!
+//! - RNN: `h = tanh(xw + Wb + h·Rᵀ + Rb)`;
+//! - GRU: `z, r = σ(xw + Wb + h·Rᵀ + Rb)`, `ĥ = tanh(xw_h + Wb_h + r ⊙ (h·R_hᵀ + Rb_h))` with
+//!   `linear_before_reset`, else `tanh(xw_h + Wb_h + (r ⊙ h)·R_hᵀ + Rb_h)`;
+//!   `h = (1 − z) ⊙ ĥ + z ⊙ h`;
+//! - LSTM: `i, f = σ(… + P ⊙ c)` (`f = 1 − i` with `input_forget`), `ĉ = tanh(…)`,
+//!   `c = f ⊙ c + i ⊙ ĉ`, `o = σ(… + P_o ⊙ c)`, `h = o ⊙ tanh(c)`;
+//!
+//! every activation's input clamped to `±clip` (not the cell state's tanh, as onnxruntime).
+//! A reverse direction runs from the last step to the first; `y` holds each step's `h` at
+//! its time, then the last `h` (and for LSTM the last `c`). The activations are the
+//! runtime's vector ones (`activation`), as the generated code's maps would compute them.
+
+use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK, elements, elements_mut};
+use crate::activation::{self, SIGMOID, TANH};
+use crate::gemm::{self, BSource, Epilogue, pack};
+use crate::kernels::Status;
+use crate::par::{Par, Threads};
+use crate::params::{self, ParamError};
+
+/// Words of `onnxc_recurrent_f32`'s parameters (its blob's body).
+pub const PARAMS: usize = 8;
+
+/// The cell of a recurrence, with its code in the blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    Rnn = 0,
+    Gru = 1,
+    Lstm = 2,
+}
+
+impl Cell {
+    /// Gates per hidden unit.
+    pub fn gates(self) -> usize {
+        match self {
+            Cell::Rnn => 1,
+            Cell::Gru => 3,
+            Cell::Lstm => 4,
+        }
+    }
+}
+
+/// `onnxc_recurrent_f32`'s parameters, decoded and validated. Layouts (row-major): `xw`
+/// `[seq·batch, gates·hidden]`, `r` `[gates·hidden, hidden]`, `bias` `[2·gates·hidden]`,
+/// `h0` and `c0` `[batch, hidden]`, `peephole` `[3·hidden]`; `y` `[seq, batch, hidden]`, then
+/// the last `h` `[batch, hidden]`, then (LSTM) the last `c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecurrentParams {
+    pub cell: Cell,
+    pub seq: usize,
+    pub batch: usize,
+    pub hidden: usize,
+    /// Steps run from the last time to the first.
+    pub reverse: bool,
+    /// GRU: `r` multiplies `h·R_hᵀ + Rb_h` rather than `h`.
+    pub linear_before_reset: bool,
+    /// LSTM: `f = 1 − i`.
+    pub input_forget: bool,
+    /// `r` is packed for the products (`pack_r`), as the compiler packs constant weights;
+    /// else the raw `[gates·hidden, hidden]`, packed into the scratch by every call.
+    pub r_packed: bool,
+}
+
+impl RecurrentParams {
+    /// The sealed blob (`params::seal`) of `[cell, seq, batch, hidden, reverse,
+    /// linear_before_reset, input_forget, r_packed]`.
+    pub fn encode(&self) -> Vec<i64> {
+        params::seal([
+            self.cell as i64,
+            self.seq as i64,
+            self.batch as i64,
+            self.hidden as i64,
+            self.reverse as i64,
+            self.linear_before_reset as i64,
+            self.input_forget as i64,
+            self.r_packed as i64,
+        ])
+    }
+
+    /// Decodes and checks `blob`: a known cell, `seq` not negative, `batch` and `hidden`
+    /// positive, flags 0 or 1, and every tensor of a size that fits in memory.
+    pub fn decode(blob: &[i64]) -> params::Result<RecurrentParams> {
+        use params::{flag, in_range, product};
+        let mut r = params::Reader::new(blob)?;
+        let [cell, seq, batch, hidden, reverse, lbr, forget, packed] = r.array()?;
+        r.finish()?;
+        let cell = [Cell::Rnn, Cell::Gru, Cell::Lstm]
+            .into_iter()
+            .find(|c| *c as i64 == cell)
+            .ok_or(ParamError("unknown cell"))?;
+        in_range(seq, 0, params::MAX_WORDS, "seq is out of range")?;
+        for v in [batch, hidden] {
+            in_range(v, 1, params::MAX_WORDS, "batch or hidden is out of range")?;
+        }
+        let too_big = "a tensor is too large";
+        let gh = product([cell.gates() as i64, hidden], too_big)?;
+        product([seq, batch, gh, 4], too_big)?;
+        product([gh, hidden, 8], too_big)?;
+        product([seq.saturating_add(2), batch, hidden, 4], too_big)?;
+        let p = RecurrentParams {
+            cell,
+            seq: seq as usize,
+            batch: batch as usize,
+            hidden: hidden as usize,
+            reverse: flag(reverse, "reverse is not 0 or 1")?,
+            linear_before_reset: flag(lbr, "linear_before_reset is not 0 or 1")?,
+            input_forget: flag(forget, "input_forget is not 0 or 1")?,
+            r_packed: flag(packed, "r_packed is not 0 or 1")?,
+        };
+        product([p.scratch_floats() as i64, 4], too_big)?;
+        Ok(p)
+    }
+
+    /// `gates · hidden`.
+    pub fn gh(&self) -> usize {
+        self.cell.gates() * self.hidden
+    }
+
+    /// Floats of `xw`.
+    pub fn xw_len(&self) -> usize {
+        self.seq * self.batch * self.gh()
+    }
+
+    /// Floats of `r`: raw, or packed (`pack_r`).
+    pub fn r_len(&self) -> usize {
+        if self.r_packed {
+            self.packed_r_len()
+        } else {
+            self.gh() * self.hidden
+        }
+    }
+
+    /// Floats of `r` packed: `Rᵀ` as the B of a product (`pack::pack_b`), then for
+    /// `separate_h_product` `R_hᵀ` (its rows `2·hidden..`) likewise.
+    fn packed_r_len(&self) -> usize {
+        let h = self.hidden;
+        pack::packed_b_len(h, self.gh())
+            + if self.separate_h_product() {
+                pack::packed_b_len(h, h)
+            } else {
+                0
+            }
+    }
+
+    /// `r` (raw, `[gates·hidden, hidden]`) packed for the products, as `r_packed` reads it.
+    ///
+    /// # Panics
+    /// When `r` does not hold `gates·hidden·hidden` floats.
+    pub fn pack_r(&self, r: &[f32]) -> Vec<f32> {
+        let mut out = vec![0f32; self.packed_r_len()];
+        self.pack_r_into(r, &mut out);
+        out
+    }
+
+    fn pack_r_into(&self, r: &[f32], out: &mut [f32]) {
+        let (h, gh) = (self.hidden, self.gh());
+        assert_eq!(r.len(), gh * h, "r");
+        assert!(out.len() >= self.packed_r_len(), "packed r");
+        let (rp, rhp) = out.split_at_mut(pack::packed_b_len(h, gh));
+        // SAFETY: `r` is [gh, h]: as the B of a product, its transpose [h, gh] (and rows
+        // 2·h.. for R_h), packed into room `packed_b_len` gives.
+        unsafe {
+            pack::pack_b(r.as_ptr(), h, true, h, gh, rp.as_mut_ptr());
+            if self.separate_h_product() {
+                pack::pack_b(r.as_ptr().add(2 * h * h), h, true, h, h, rhp.as_mut_ptr());
+            }
+        }
+    }
+
+    /// Floats of a state, `[batch, hidden]`.
+    pub fn state_len(&self) -> usize {
+        self.batch * self.hidden
+    }
+
+    /// Floats of `y`: every step's `h`, the last `h`, and for LSTM the last `c`.
+    pub fn y_len(&self) -> usize {
+        let states = if self.cell == Cell::Lstm { 2 } else { 1 };
+        (self.seq + states) * self.state_len()
+    }
+
+    /// GRU without `linear_before_reset`: `(r ⊙ h)·R_hᵀ` is a product of its own.
+    fn separate_h_product(&self) -> bool {
+        self.cell == Cell::Gru && !self.linear_before_reset
+    }
+
+    /// Floats of the scratch: `r` packed unless it is (`pack_r`), the
+    /// gates, a state of zeros, the cell state and a temporary state (LSTM's `tanh(c)`,
+    /// GRU's `r ⊙ h`), and the GEMM's packed `h` for batches the matrix-vector product does
+    /// not take; each part rounded to 16 floats.
+    pub fn scratch_floats(&self) -> usize {
+        let up = |n: usize| n.next_multiple_of(16);
+        let (h, gh, s) = (self.hidden, self.gh(), self.state_len());
+        let r = if self.r_packed {
+            0
+        } else {
+            up(self.packed_r_len())
+        };
+        let a = if self.batch > GEMV_ROWS {
+            up(pack::packed_a_len(self.batch, h))
+        } else {
+            0
+        };
+        r + up(self.batch * gh) + 3 * up(s) + a
+    }
+}
+
+/// Most batch rows the matrix-vector product takes (`gemm::gemv_packed_b`).
+const GEMV_ROWS: usize = 2;
+
+/// The operands of one call (`onnxc_recurrent_f32`'s, as slices).
+pub struct Operands<'a> {
+    pub xw: &'a [f32],
+    pub r: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    pub h0: Option<&'a [f32]>,
+    pub c0: Option<&'a [f32]>,
+    pub peephole: Option<&'a [f32]>,
+}
+
+/// The recurrence of `p` (the module's definition) into `y` (`y_len()` floats), with
+/// `scratch` (`scratch_floats()`) and the products split over `par`. `clip` bounds every
+/// activation's input (∞ for none).
+///
+/// # Panics
+/// When a slice's length is not the one `p` gives it.
+#[allow(
+    clippy::needless_range_loop,
+    reason = "a unit's gates are read from several slices at once"
+)]
+pub fn recurrent_f32(
+    p: &RecurrentParams,
+    clip: f32,
+    x: &Operands,
+    y: &mut [f32],
+    scratch: &mut [f32],
+    par: Par,
+) {
+    let (hd, gh, sl) = (p.hidden, p.gh(), p.state_len());
+    assert_eq!(x.xw.len(), p.xw_len(), "xw");
+    assert_eq!(x.r.len(), p.r_len(), "r");
+    assert!(x.bias.is_none_or(|b| b.len() == 2 * gh), "bias");
+    assert!(x.h0.is_none_or(|s| s.len() == sl), "h0");
+    assert!(x.c0.is_none_or(|s| s.len() == sl), "c0");
+    assert!(x.peephole.is_none_or(|s| s.len() == 3 * hd), "peephole");
+    assert_eq!(y.len(), p.y_len(), "y");
+    assert!(scratch.len() >= p.scratch_floats(), "scratch");
+    let up = |n: usize| n.next_multiple_of(16);
+    let (packed, rest) = if p.r_packed {
+        (x.r, &mut scratch[..])
+    } else {
+        let (room, rest) = scratch.split_at_mut(up(p.packed_r_len()));
+        p.pack_r_into(x.r, room);
+        (&room[..], rest)
+    };
+    let (rp, rhp) = packed.split_at(pack::packed_b_len(hd, gh));
+    let (gates, rest) = rest.split_at_mut(up(p.batch * gh));
+    let (zeros, rest) = rest.split_at_mut(up(sl));
+    let (c, rest) = rest.split_at_mut(up(sl));
+    let (tmp, a_pack) = rest.split_at_mut(up(sl));
+    zeros.fill(0.0);
+    match x.c0 {
+        Some(c0) => c[..sl].copy_from_slice(c0),
+        None => c[..sl].fill(0.0),
+    }
+    let (wb, rb) = match x.bias {
+        Some(b) => (Some(&b[..gh]), Some(&b[gh..])),
+        None => (None, None),
+    };
+    let clamp = |v: f32| v.clamp(-clip, clip);
+    let act = |kind, v: &mut [f32]| {
+        // SAFETY: in place over the slice's floats.
+        unsafe { activation::activation_f32(kind, [1.0, 0.0], v.as_ptr(), v.as_mut_ptr(), v.len()) }
+    };
+    // `out = a · op(B)ᵀ + bias` for `a` [batch, k] and B packed [k, n].
+    let product = |a: &[f32],
+                   k: usize,
+                   bp: &[f32],
+                   n: usize,
+                   bias: Option<&[f32]>,
+                   out: &mut [f32],
+                   a_pack: &mut [f32]| {
+        let ep = Epilogue {
+            bias_col: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+            ..Epilogue::NONE
+        };
+        // SAFETY: a [batch, k], bp packed [k, n], out [batch, n], a_pack `packed_a_len`.
+        unsafe {
+            if p.batch <= GEMV_ROWS {
+                gemm::gemv_packed_b(
+                    par,
+                    p.batch,
+                    n,
+                    k,
+                    a.as_ptr(),
+                    k,
+                    false,
+                    bp.as_ptr(),
+                    out.as_mut_ptr(),
+                    n,
+                    &ep,
+                );
+            } else {
+                pack::pack_a(a.as_ptr(), k, false, p.batch, k, a_pack.as_mut_ptr());
+                gemm::gemm_packed_a(
+                    par,
+                    p.batch,
+                    n,
+                    k,
+                    a_pack.as_ptr(),
+                    BSource::Packed(bp.as_ptr()),
+                    out.as_mut_ptr(),
+                    n,
+                    &ep,
+                    crate::par::Slots::single(std::ptr::null_mut()),
+                );
+            }
+        }
+    };
+    let (steps, finals) = y.split_at_mut(p.seq * sl);
+    for s in 0..p.seq {
+        let t = if p.reverse { p.seq - 1 - s } else { s };
+        let prev_t = if p.reverse { t + 1 } else { t.wrapping_sub(1) };
+        // The previous h: the initial one, or the step before's in `y`.
+        let (before, at) = steps.split_at_mut(t * sl);
+        let (h_new, after) = at.split_at_mut(sl);
+        let h_prev: &[f32] = if s == 0 {
+            x.h0.unwrap_or(&zeros[..sl])
+        } else if p.reverse {
+            &after[..sl]
+        } else {
+            &before[prev_t * sl..][..sl]
+        };
+        product(h_prev, hd, rp, gh, rb, &mut gates[..p.batch * gh], a_pack);
+        let xw_t = &x.xw[t * p.batch * gh..][..p.batch * gh];
+        for b in 0..p.batch {
+            let g = &mut gates[b * gh..][..gh];
+            let xr = &xw_t[b * gh..][..gh];
+            let hp = &h_prev[b * hd..][..hd];
+            let hn = &mut h_new[b * hd..][..hd];
+            let cb = &mut c[b * hd..][..hd];
+            let tb = &mut tmp[b * hd..][..hd];
+            // The input side of gate `j`'s pre-activation: xw + Wb.
+            let input = |j: usize, k: usize| xr[j * hd + k] + wb.map_or(0.0, |w| w[j * hd + k]);
+            match p.cell {
+                Cell::Rnn => {
+                    for k in 0..hd {
+                        g[k] = clamp(input(0, k) + g[k]);
+                    }
+                    act(TANH, &mut g[..hd]);
+                    hn.copy_from_slice(&g[..hd]);
+                }
+                Cell::Gru => {
+                    for k in 0..2 * hd {
+                        g[k] = clamp(input(k / hd, k % hd) + g[k]);
+                    }
+                    act(SIGMOID, &mut g[..2 * hd]);
+                    let (zr, hg) = g.split_at_mut(2 * hd);
+                    let (z, r) = zr.split_at(hd);
+                    if p.linear_before_reset {
+                        for k in 0..hd {
+                            hg[k] = clamp(input(2, k) + r[k] * hg[k]);
+                        }
+                    } else {
+                        for k in 0..hd {
+                            tb[k] = r[k] * hp[k];
+                        }
+                        let rb_h = rb.map(|rb| &rb[2 * hd..]);
+                        // One batch row at a time: (r ⊙ h)·R_hᵀ + Rb_h.
+                        product_row(par, tb, hd, rhp, hd, rb_h, hg);
+                        for k in 0..hd {
+                            hg[k] = clamp(input(2, k) + hg[k]);
+                        }
+                    }
+                    act(TANH, hg);
+                    for k in 0..hd {
+                        hn[k] = (1.0 - z[k]) * hg[k] + z[k] * hp[k];
+                    }
+                }
+                Cell::Lstm => {
+                    let peep = |j: usize, k: usize, cv: f32| {
+                        x.peephole.map_or(0.0, |pp| pp[j * hd + k] * cv)
+                    };
+                    // i (0), f (2), ĉ (3) from the previous c.
+                    for k in 0..hd {
+                        g[k] = clamp(input(0, k) + g[k] + peep(0, k, cb[k]));
+                        g[2 * hd + k] = clamp(input(2, k) + g[2 * hd + k] + peep(2, k, cb[k]));
+                        g[3 * hd + k] = clamp(input(3, k) + g[3 * hd + k]);
+                    }
+                    act(SIGMOID, &mut g[..hd]);
+                    if p.input_forget {
+                        for k in 0..hd {
+                            g[2 * hd + k] = 1.0 - g[k];
+                        }
+                    } else {
+                        act(SIGMOID, &mut g[2 * hd..3 * hd]);
+                    }
+                    act(TANH, &mut g[3 * hd..]);
+                    for k in 0..hd {
+                        cb[k] = g[2 * hd + k] * cb[k] + g[k] * g[3 * hd + k];
+                    }
+                    // o (1) from the new c.
+                    for k in 0..hd {
+                        g[hd + k] = clamp(input(1, k) + g[hd + k] + peep(1, k, cb[k]));
+                    }
+                    act(SIGMOID, &mut g[hd..2 * hd]);
+                    tb.copy_from_slice(cb);
+                    act(TANH, tb);
+                    for k in 0..hd {
+                        hn[k] = g[hd + k] * tb[k];
+                    }
+                }
+            }
+        }
+    }
+    // The last h (the initial one for an empty sequence), then the last c.
+    let last = if p.seq == 0 {
+        None
+    } else if p.reverse {
+        Some(0)
+    } else {
+        Some(p.seq - 1)
+    };
+    let (fh, fc) = finals.split_at_mut(sl);
+    match last {
+        Some(t) => fh.copy_from_slice(&steps[t * sl..][..sl]),
+        None => fh.copy_from_slice(x.h0.unwrap_or(&zeros[..sl])),
+    }
+    if p.cell == Cell::Lstm {
+        fc.copy_from_slice(&c[..sl]);
+    }
+}
+
+/// `out = a · B + bias` for one row `a` `[k]` and B packed `[k, n]`.
+fn product_row(
+    par: Par,
+    a: &[f32],
+    k: usize,
+    bp: &[f32],
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let ep = Epilogue {
+        bias_col: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+        ..Epilogue::NONE
+    };
+    // SAFETY: a [1, k], bp packed [k, n], out [1, n].
+    unsafe {
+        gemm::gemv_packed_b(
+            par,
+            1,
+            n,
+            k,
+            a.as_ptr(),
+            k,
+            false,
+            bp.as_ptr(),
+            out.as_mut_ptr(),
+            n,
+            &ep,
+        )
+    };
+}
+
+/// C ABI entry point (`kernels::RECURRENT_F32`).
+///
+/// # Safety
+/// `params` is a sealed blob; `clip` points to one float; `xw`, `r` and `y` (and each
+/// non-null optional operand) hold the floats the parameters give them; `scratch` holds
+/// `scratch_floats()` floats; `threads` as `Par::from_raw`.
+#[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_recurrent_f32(
+    params: *const i64,
+    clip: *const f32,
+    xw: *const f32,
+    r: *const f32,
+    bias: *const f32,
+    h0: *const f32,
+    c0: *const f32,
+    peephole: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+    threads: *const Threads,
+) -> Status {
+    let p = params::decode_blob!(params, RecurrentParams::decode);
+    // SAFETY: (each) a non-null pointer holds the floats the parameters give it (contract).
+    let (clip, xw, r) = unsafe {
+        (
+            elements(clip, 1),
+            elements(xw, p.xw_len()),
+            elements(r, p.r_len()),
+        )
+    };
+    let (Some(clip), Some(xw), Some(r)) = (clip, xw, r) else {
+        return ONNXC_ERR_PARAMS;
+    };
+    // SAFETY: as above; a null optional operand is absent.
+    let ops = unsafe {
+        Operands {
+            xw,
+            r,
+            bias: elements(bias, 2 * p.gh()),
+            h0: elements(h0, p.state_len()),
+            c0: if p.cell == Cell::Lstm {
+                elements(c0, p.state_len())
+            } else {
+                None
+            },
+            peephole: if p.cell == Cell::Lstm {
+                elements(peephole, 3 * p.hidden)
+            } else {
+                None
+            },
+        }
+    };
+    // SAFETY: a non-null y and scratch hold what the parameters give them (contract).
+    let (Some(y), Some(scratch)) = (unsafe {
+        (
+            elements_mut(y, p.y_len()),
+            elements_mut(scratch, p.scratch_floats()),
+        )
+    }) else {
+        return ONNXC_ERR_PARAMS;
+    };
+    // SAFETY: the caller's contract.
+    let par = unsafe { Par::from_raw(threads) };
+    recurrent_f32(&p, clip[0], &ops, y, scratch, par);
+    ONNXC_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::par::same_bits_on_every_pool;
+
+    /// The recurrence in float64, straight from the formulas (the oracle).
+    fn reference(p: &RecurrentParams, clip: f32, x: &Operands) -> Vec<f32> {
+        let (hd, gh, b) = (p.hidden, p.gh(), p.batch);
+        let clip = clip as f64;
+        let cl = |v: f64| v.clamp(-clip, clip);
+        let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+        let at = |s: Option<&[f32]>, i: usize| s.map_or(0.0, |s| s[i] as f64);
+        let mut h: Vec<f64> = (0..b * hd).map(|i| at(x.h0, i)).collect();
+        let mut c: Vec<f64> = (0..b * hd).map(|i| at(x.c0, i)).collect();
+        let mut y = vec![0f32; p.y_len()];
+        for s in 0..p.seq {
+            let t = if p.reverse { p.seq - 1 - s } else { s };
+            let mut hn = vec![0f64; b * hd];
+            for bi in 0..b {
+                // Gate j, unit k: its input side and its recurrent side (h·Rᵀ + Rb).
+                let inp = |j: usize, k: usize| {
+                    x.xw[(t * b + bi) * gh + j * hd + k] as f64 + at(x.bias, j * hd + k)
+                };
+                let rec = |hv: &[f64], j: usize, k: usize| {
+                    let row = j * hd + k;
+                    (0..hd)
+                        .map(|q| hv[bi * hd + q] * x.r[row * hd + q] as f64)
+                        .sum::<f64>()
+                        + at(x.bias, gh + row)
+                };
+                for k in 0..hd {
+                    let i = bi * hd + k;
+                    hn[i] = match p.cell {
+                        Cell::Rnn => cl(inp(0, k) + rec(&h, 0, k)).tanh(),
+                        Cell::Gru => {
+                            let z = sig(cl(inp(0, k) + rec(&h, 0, k)));
+                            let hh = if p.linear_before_reset {
+                                let r = sig(cl(inp(1, k) + rec(&h, 1, k)));
+                                cl(inp(2, k) + r * rec(&h, 2, k)).tanh()
+                            } else {
+                                let rh: Vec<f64> = (0..b * hd)
+                                    .map(|q| {
+                                        let r = sig(cl(inp(1, q % hd) + rec(&h, 1, q % hd)));
+                                        r * h[q]
+                                    })
+                                    .collect();
+                                cl(inp(2, k) + rec(&rh, 2, k)).tanh()
+                            };
+                            (1.0 - z) * hh + z * h[i]
+                        }
+                        Cell::Lstm => {
+                            let pp = |j: usize| at(x.peephole, j * hd + k);
+                            let ig = sig(cl(inp(0, k) + rec(&h, 0, k) + pp(0) * c[i]));
+                            let fg = if p.input_forget {
+                                1.0 - ig
+                            } else {
+                                sig(cl(inp(2, k) + rec(&h, 2, k) + pp(2) * c[i]))
+                            };
+                            let cc = cl(inp(3, k) + rec(&h, 3, k)).tanh();
+                            c[i] = fg * c[i] + ig * cc;
+                            let o = sig(cl(inp(1, k) + rec(&h, 1, k) + pp(1) * c[i]));
+                            o * c[i].tanh()
+                        }
+                    };
+                }
+            }
+            h = hn;
+            for (o, v) in y[t * b * hd..][..b * hd].iter_mut().zip(&h) {
+                *o = *v as f32;
+            }
+        }
+        let sl = b * hd;
+        for (o, v) in y[p.seq * sl..][..sl].iter_mut().zip(&h) {
+            *o = *v as f32;
+        }
+        if p.cell == Cell::Lstm {
+            for (o, v) in y[(p.seq + 1) * sl..].iter_mut().zip(&c) {
+                *o = *v as f32;
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn every_cell_matches_the_formulas_on_every_pool() {
+        let cases = [
+            (Cell::Rnn, 5, 1, 7, false, false, false),
+            (Cell::Rnn, 3, 3, 16, true, false, false),
+            (Cell::Gru, 6, 1, 9, false, false, false),
+            (Cell::Gru, 4, 3, 20, true, true, false),
+            (Cell::Gru, 4, 2, 33, false, true, false),
+            (Cell::Lstm, 7, 1, 24, false, false, false),
+            (Cell::Lstm, 5, 4, 12, true, false, true),
+            (Cell::Lstm, 1, 2, 40, false, false, false),
+            (Cell::Lstm, 0, 2, 8, false, false, false),
+        ];
+        for (k, &(cell, seq, batch, hidden, reverse, lbr, forget)) in cases.iter().enumerate() {
+            let p = RecurrentParams {
+                cell,
+                seq,
+                batch,
+                hidden,
+                reverse,
+                linear_before_reset: lbr,
+                input_forget: forget,
+                r_packed: k % 3 == 2,
+            };
+            assert_eq!(RecurrentParams::decode(&p.encode()), Ok(p));
+            let rand = |n, s| crate::test_rand(n, 16 * k as u64 + s);
+            let raw = RecurrentParams {
+                r_packed: false,
+                ..p
+            };
+            let (xw, r, bias) = (
+                rand(p.xw_len(), 1),
+                rand(raw.r_len(), 2),
+                rand(2 * p.gh(), 3),
+            );
+            let (h0, c0, peep) = (
+                rand(p.state_len(), 4),
+                rand(p.state_len(), 5),
+                rand(3 * hidden, 6),
+            );
+            // Every other case with every optional operand, the others with none; the
+            // LSTMs with peepholes clipped.
+            let full = k % 2 == 1;
+            let clip = if cell == Cell::Lstm && full {
+                0.75
+            } else {
+                f32::INFINITY
+            };
+            let ops = Operands {
+                xw: &xw,
+                r: &r,
+                bias: full.then_some(&bias[..]),
+                h0: full.then_some(&h0[..]),
+                c0: full.then_some(&c0[..]),
+                peephole: full.then_some(&peep[..]),
+            };
+            let want = reference(&p, clip, &ops);
+            // Cases with `r_packed` get R packed as the compiler packs it.
+            let packed_r = p.pack_r(&r);
+            let ops = Operands {
+                r: if p.r_packed { &packed_r } else { &r },
+                ..ops
+            };
+            let got = same_bits_on_every_pool(&format!("{p:?}"), |_, threads| {
+                let mut y = vec![f32::NAN; p.y_len()];
+                let mut scratch = vec![f32::NAN; p.scratch_floats()];
+                // SAFETY: the caller's pool (or none).
+                let par = unsafe { Par::from_raw(threads) };
+                recurrent_f32(&p, clip, &ops, &mut y, &mut scratch, par);
+                y
+            });
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 2e-5 * (1.0 + b.abs()),
+                    "{p:?} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_corrupt_blobs() {
+        let good = RecurrentParams {
+            cell: Cell::Lstm,
+            seq: 3,
+            batch: 1,
+            hidden: 4,
+            reverse: false,
+            linear_before_reset: false,
+            input_forget: false,
+            r_packed: false,
+        };
+        for bad in [
+            RecurrentParams { hidden: 0, ..good },
+            RecurrentParams { batch: 0, ..good },
+        ] {
+            assert!(RecurrentParams::decode(&bad.encode()).is_err(), "{bad:?}");
+        }
+        let mut blob = good.encode();
+        let n = blob.len();
+        blob[n - PARAMS] = 9; // the cell
+        assert!(RecurrentParams::decode(&blob).is_err());
+    }
+}
