@@ -5,9 +5,9 @@ specialized to each size (`--dim NAME=S`) and onnxruntime at that size, single t
 one run. Every dynamic call's outputs are checked against onnxruntime's. Models: a
 BERT-style encoder with dynamic `batch` and `seq` axes (no flag: the sequence bounded by
 512, the default), or a text-line recognizer (CNN, self-attention, CTC head) over a
-dynamic width (`--dim w=..1000`).
+dynamic width (`--dim w=..1000`), or a CRNN (the same CNN, a bidirectional LSTM, CTC).
 
-    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer]
+    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn]
 
 Prints a markdown table (for docs/performance.md, "Run-time dims").
 """
@@ -138,6 +138,51 @@ def recognizer(path: str, w, classes: int = 37, d: int = 128, heads: int = 4) ->
     return path
 
 
+def crnn(path: str, w, classes: int = 37, hidden: int = 64) -> str:
+    """A CRNN text-line recognizer: the CNN of `recognizer`, then a bidirectional LSTM over
+    the w/4 steps (hidden 64) and a CTC head, `[steps, 1, classes]`."""
+    rng = np.random.default_rng(2)
+    nodes, inits = [], []
+
+    def wt(*shape, scale=None):
+        n = f"w{len(inits)}"
+        fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        s = scale if scale is not None else 1.0 / np.sqrt(fan)
+        inits.append(nh.from_array((rng.standard_normal(shape) * s).astype(np.float32), n))
+        return n
+
+    def c(v, dt=np.int64):
+        n = f"c{len(inits)}"
+        inits.append(nh.from_array(np.array(v, dtype=dt), n))
+        return n
+
+    def op(t, ins, **kw):
+        o = f"t{len(nodes)}"
+        nodes.append(h.make_node(t, ins, [o], **kw))
+        return o
+
+    x, cin = "image", 1
+    for cout, pool in [(32, (2, 2)), (64, (2, 2)), (128, (2, 1)), (128, (2, 1))]:
+        x = op("Conv", [x, wt(cout, cin, 3, 3), wt(cout, scale=0.1)], pads=[1, 1, 1, 1])
+        var = c(np.abs(rng.standard_normal(cout)) + 0.5, np.float32)
+        x = op("BatchNormalization", [x, wt(cout, scale=0.1), wt(cout, scale=0.1), wt(cout, scale=0.1), var])
+        x = op("MaxPool", [op("Relu", [x])], kernel_shape=list(pool), strides=list(pool))
+        cin = cout
+    x = op("Relu", [op("Conv", [x, wt(128, cin, 2, 1), wt(128, scale=0.1)])])  # [1, 128, 1, w/4]
+    x = op("Transpose", [op("Squeeze", [x, c([2])])], perm=[2, 0, 1])         # [w/4, 1, 128]
+    H = hidden
+    lstm = [x, wt(2, 4 * H, 128), wt(2, 4 * H, H), wt(2, 8 * H, scale=0.1)]
+    nodes.append(h.make_node("LSTM", lstm, ["ly"], hidden_size=H, direction="bidirectional"))
+    y = op("Reshape", [op("Transpose", ["ly"], perm=[0, 2, 1, 3]), c([0, 0, -1])])  # [w/4, 1, 2H]
+    y = op("Add", [op("MatMul", [y, wt(2 * H, classes)]), wt(classes, scale=0.1)])
+    nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=2))
+    steps = "steps" if isinstance(w, str) else w // 4
+    g = h.make_graph(nodes, "crnn", [h.make_tensor_value_info("image", T.FLOAT, [1, 1, 32, w])],
+                     [h.make_tensor_value_info("logits", T.FLOAT, [steps, 1, classes])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
 def feeds(seq: int) -> dict:
     rng = np.random.default_rng(seq)
     mask = np.ones((1, seq), np.int64)
@@ -154,6 +199,7 @@ def line_feeds(w: int) -> dict:
 MODELS = {
     "encoder": (encoder, feeds, "seq", (), "1,2,8,32,128,512"),
     "recognizer": (recognizer, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
+    "crnn": (crnn, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
 }
 
 
