@@ -780,6 +780,42 @@ impl Unify<'_> {
         Ok(Arc::new(Expr { dtype, kind }))
     }
 
+    /// A float constant that differs as `1/n` for an integer polynomial `n` of the dims,
+    /// positive at every value (a mean's 1/N): the division done in float64 and rounded to
+    /// the constant's type, as the compiler folded it, so every value gets the bits its own
+    /// compile would.
+    fn reciprocal(&self, es: &[&E]) -> Option<E> {
+        let dtype = es[0].dtype;
+        if !dtype.is_float() {
+            return None;
+        }
+        let ns: Vec<i64> = es
+            .iter()
+            .map(|e| match e.as_const()? {
+                Scalar::F(v) if v > 0.0 && v <= 1.0 => {
+                    let n = (1.0 / v).round();
+                    let same = Scalar::F(1.0 / n).cast(dtype) == Scalar::F(v);
+                    (same && n < 2f64.powi(53)).then_some(n as i64)
+                }
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let Ok(Int::Poly(p)) = self.int(&ns) else {
+            return None;
+        };
+        let (lo, _) = p.range(self.least, self.bound)?;
+        if lo < 1 {
+            return None;
+        }
+        let n = expr::cast(p.expr(), DType::F64);
+        let r = expr::binary(expr::BinOp::Div, expr::f(DType::F64, 1.0), n);
+        Some(if dtype == DType::F64 {
+            r
+        } else {
+            expr::cast(r, dtype)
+        })
+    }
+
     /// A constant that differs: an integer polynomial, converted to the constant's type.
     fn constant(&self, es: &[&E]) -> Result<E, String> {
         let dtype = es[0].dtype;
@@ -792,10 +828,13 @@ impl Unify<'_> {
                 _ => None,
             })
             .collect();
-        let vals = vals.ok_or_else(|| {
-            "a constant that is not an integer (a mean's 1/N, a scale) depends on the dims"
-                .to_string()
-        })?;
+        let Some(vals) = vals else {
+            return self.reciprocal(es).ok_or_else(|| {
+                "a constant that is neither an integer nor one over an integer (a scale) \
+                 depends on the dims"
+                    .to_string()
+            });
+        };
         let Int::Poly(p) = self.int(&vals)? else {
             unreachable!("the constants differ")
         };
@@ -955,10 +994,21 @@ mod tests {
             env.insert(2, 5);
             assert_eq!(eval(&e, &env), 3 * s * s + 5);
         }
-        // A float that is not an integer cannot follow the dim.
+        // One over a polynomial of the dim (a mean's 1/N) follows it, as a float64
+        // division rounded to the constant's type; other floats do not.
         let fs: Vec<E> = sizes
             .iter()
-            .map(|&s| expr::f(DType::F32, 1.0 / s as f64))
+            .map(|&s| expr::f(DType::F32, 1.0 / (3 * s) as f64))
+            .collect();
+        let e = u.expr(&fs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(e.dtype, DType::F32);
+        assert!(
+            matches!(&e.kind, ExprKind::Cast(d) if matches!(&d.kind, ExprKind::Binary(expr::BinOp::Div, ..))),
+            "{e:?}"
+        );
+        let fs: Vec<E> = sizes
+            .iter()
+            .map(|&s| expr::f(DType::F32, 0.3 * s as f64))
             .collect();
         assert!(u.expr(&fs.iter().collect::<Vec<_>>()).is_err());
     }
