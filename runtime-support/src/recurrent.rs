@@ -194,7 +194,7 @@ impl RecurrentParams {
         self.cell == Cell::Gru && !self.linear_before_reset
     }
 
-    /// Floats of the scratch: `r` packed unless it is (`pack_r`), the
+    /// Floats of the scratch: `r` packed unless it is (`pack_r`), the summed biases, the
     /// gates, a state of zeros, the cell state and a temporary state (LSTM's `tanh(c)`,
     /// GRU's `r ⊙ h`), and the GEMM's packed `h` for batches the matrix-vector product does
     /// not take; each part rounded to 16 floats.
@@ -211,7 +211,7 @@ impl RecurrentParams {
         } else {
             0
         };
-        r + up(self.batch * gh) + 3 * up(s) + a
+        r + up(gh) + up(self.batch * gh) + 3 * up(s) + a
     }
 }
 
@@ -264,6 +264,7 @@ pub fn recurrent_f32(
         (&room[..], rest)
     };
     let (rp, rhp) = packed.split_at(pack::packed_b_len(hd, gh));
+    let (bsum, rest) = rest.split_at_mut(up(gh));
     let (gates, rest) = rest.split_at_mut(up(p.batch * gh));
     let (zeros, rest) = rest.split_at_mut(up(sl));
     let (c, rest) = rest.split_at_mut(up(sl));
@@ -277,21 +278,37 @@ pub fn recurrent_f32(
         Some(b) => (Some(&b[..gh]), Some(&b[gh..])),
         None => (None, None),
     };
+    // Every gate's pre-activation but GRU's ĥ with linear_before_reset comes out of the
+    // product whole: h·Rᵀ + (Wb + Rb) + xw, the biases summed once.
+    let fused = !(p.cell == Cell::Gru && p.linear_before_reset);
+    let bsum: Option<&[f32]> = x.bias.map(|b| {
+        for (k, v) in bsum[..gh].iter_mut().enumerate() {
+            *v = b[k] + b[gh + k];
+        }
+        &bsum[..gh]
+    });
+    let clipped = clip.is_finite();
     let clamp = |v: f32| v.clamp(-clip, clip);
+    let clamp_all = |v: &mut [f32]| {
+        if clipped {
+            v.iter_mut().for_each(|x| *x = x.clamp(-clip, clip));
+        }
+    };
     let act = |kind, v: &mut [f32]| {
         // SAFETY: in place over the slice's floats.
         unsafe { activation::activation_f32(kind, [1.0, 0.0], v.as_ptr(), v.as_mut_ptr(), v.len()) }
     };
-    // `out = a · op(B)ᵀ + bias` for `a` [batch, k] and B packed [k, n].
+    // `out = a · B + bias + residual` for `a` [batch, k] and B packed [k, n].
     let product = |a: &[f32],
                    k: usize,
                    bp: &[f32],
                    n: usize,
-                   bias: Option<&[f32]>,
+                   (bias, residual): (Option<&[f32]>, Option<&[f32]>),
                    out: &mut [f32],
                    a_pack: &mut [f32]| {
         let ep = Epilogue {
             bias_col: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+            residual: residual.map_or(std::ptr::null(), |r| r.as_ptr()),
             ..Epilogue::NONE
         };
         // SAFETY: a [batch, k], bp packed [k, n], out [batch, n], a_pack `packed_a_len`.
@@ -341,8 +358,13 @@ pub fn recurrent_f32(
         } else {
             &before[prev_t * sl..][..sl]
         };
-        product(h_prev, hd, rp, gh, rb, &mut gates[..p.batch * gh], a_pack);
         let xw_t = &x.xw[t * p.batch * gh..][..p.batch * gh];
+        let ep = if fused {
+            (bsum, Some(xw_t))
+        } else {
+            (rb, None)
+        };
+        product(h_prev, hd, rp, gh, ep, &mut gates[..p.batch * gh], a_pack);
         for b in 0..p.batch {
             let g = &mut gates[b * gh..][..gh];
             let xr = &xw_t[b * gh..][..gh];
@@ -354,15 +376,25 @@ pub fn recurrent_f32(
             let input = |j: usize, k: usize| xr[j * hd + k] + wb.map_or(0.0, |w| w[j * hd + k]);
             match p.cell {
                 Cell::Rnn => {
-                    for k in 0..hd {
-                        g[k] = clamp(input(0, k) + g[k]);
-                    }
-                    act(TANH, &mut g[..hd]);
-                    hn.copy_from_slice(&g[..hd]);
+                    clamp_all(g);
+                    // SAFETY: hd floats each.
+                    unsafe {
+                        activation::activation_f32(
+                            TANH,
+                            [1.0, 0.0],
+                            g.as_ptr(),
+                            hn.as_mut_ptr(),
+                            hd,
+                        )
+                    };
                 }
                 Cell::Gru => {
-                    for k in 0..2 * hd {
-                        g[k] = clamp(input(k / hd, k % hd) + g[k]);
+                    if fused {
+                        clamp_all(&mut g[..2 * hd]);
+                    } else {
+                        for k in 0..2 * hd {
+                            g[k] = clamp(input(k / hd, k % hd) + g[k]);
+                        }
                     }
                     act(SIGMOID, &mut g[..2 * hd]);
                     let (zr, hg) = g.split_at_mut(2 * hd);
@@ -388,16 +420,22 @@ pub fn recurrent_f32(
                     }
                 }
                 Cell::Lstm => {
-                    let peep = |j: usize, k: usize, cv: f32| {
-                        x.peephole.map_or(0.0, |pp| pp[j * hd + k] * cv)
-                    };
-                    // i (0), f (2), ĉ (3) from the previous c.
-                    for k in 0..hd {
-                        g[k] = clamp(input(0, k) + g[k] + peep(0, k, cb[k]));
-                        g[2 * hd + k] = clamp(input(2, k) + g[2 * hd + k] + peep(2, k, cb[k]));
-                        g[3 * hd + k] = clamp(input(3, k) + g[3 * hd + k]);
+                    // i (0), f (2), ĉ (3) from the previous c; o (1) from the new one.
+                    match x.peephole {
+                        Some(pp) => {
+                            for k in 0..hd {
+                                g[k] += pp[k] * cb[k];
+                                g[2 * hd + k] += pp[2 * hd + k] * cb[k];
+                            }
+                            clamp_all(&mut g[..hd]);
+                            clamp_all(&mut g[2 * hd..]);
+                            act(SIGMOID, &mut g[..hd]);
+                        }
+                        None => {
+                            clamp_all(g);
+                            act(SIGMOID, &mut g[..2 * hd]);
+                        }
                     }
-                    act(SIGMOID, &mut g[..hd]);
                     if p.input_forget {
                         for k in 0..hd {
                             g[2 * hd + k] = 1.0 - g[k];
@@ -409,11 +447,13 @@ pub fn recurrent_f32(
                     for k in 0..hd {
                         cb[k] = g[2 * hd + k] * cb[k] + g[k] * g[3 * hd + k];
                     }
-                    // o (1) from the new c.
-                    for k in 0..hd {
-                        g[hd + k] = clamp(input(1, k) + g[hd + k] + peep(1, k, cb[k]));
+                    if let Some(pp) = x.peephole {
+                        for k in 0..hd {
+                            g[hd + k] += pp[hd + k] * cb[k];
+                        }
+                        clamp_all(&mut g[hd..2 * hd]);
+                        act(SIGMOID, &mut g[hd..2 * hd]);
                     }
-                    act(SIGMOID, &mut g[hd..2 * hd]);
                     tb.copy_from_slice(cb);
                     act(TANH, tb);
                     for k in 0..hd {
