@@ -88,6 +88,52 @@ fn c_batch_example_runs_two_batch_sizes_from_one_object() {
 }
 
 #[test]
+fn c_textline_example_runs_two_widths_from_one_object() {
+    let build = std::env::temp_dir().join(format!("onnxc-c-textline-{}", std::process::id()));
+    check(
+        Command::new("make")
+            .current_dir(root().join("examples/c"))
+            .arg("textline")
+            .arg(format!("ONNXC={}", onnxc_bin().display()))
+            .arg(format!("BUILD={}", build.display())),
+    );
+    // The program checks the dims and each step's probabilities itself; the checksums are
+    // onnxruntime's for the two lines (`make_tiny_textline.py` prints them).
+    let out = check(&mut Command::new(build.join("textline")));
+    assert!(out.contains("dim 'w' taken at run time: 4 to 256"), "{out}");
+    for (width, steps, want) in [(40, 10, 335.5423), (96, 24, 1848.7350)] {
+        let head = format!("width {width}: output [{steps}, 1, 11], checksum ");
+        let got: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix(&head))
+            .unwrap_or_else(|| panic!("no line '{head}…' in:\n{out}"))
+            .parse()
+            .unwrap();
+        assert!(
+            (got - want).abs() <= 1e-3,
+            "width {width}: checksum {got}, onnxruntime {want}"
+        );
+    }
+    assert!(
+        out.contains("width 96 into room for 10 steps: ONNXC_ERR_CAPACITY, needs [24, 1, 11]"),
+        "{out}"
+    );
+    assert!(out.contains("width 260: ONNXC_ERR_SHAPE"), "{out}");
+    // Under memcheck: no read or write outside the caller's buffers at either width.
+    let o = Command::new("valgrind")
+        .args(["--error-exitcode=99", "--leak-check=no"])
+        .arg(build.join("textline"))
+        .output()
+        .expect("valgrind runs the textline example");
+    assert!(
+        o.status.success(),
+        "memcheck reports errors in the textline example:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(build);
+}
+
+#[test]
 fn c_detect_example_returns_the_rows_nms_keeps() {
     let build = std::env::temp_dir().join(format!("onnxc-c-detect-{}", std::process::id()));
     check(
