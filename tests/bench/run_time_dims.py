@@ -5,9 +5,11 @@ specialized to each size (`--dim NAME=S`) and onnxruntime at that size, single t
 one run. Every dynamic call's outputs are checked against onnxruntime's. Models: a
 BERT-style encoder with dynamic `batch` and `seq` axes (no flag: the sequence bounded by
 512, the default), or a text-line recognizer (CNN, self-attention, CTC head) over a
-dynamic width (`--dim w=..1000`), or a CRNN (the same CNN, a bidirectional LSTM, CTC).
+dynamic width (`--dim w=..1000`), a CRNN (the same CNN, a bidirectional LSTM, CTC), or a
+text detector's convolutional head over a dynamic height and width (`--dim H=..640 --dim
+W=..640`; sizes given as HxW).
 
-    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn]
+    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn|detector]
 
 Prints a markdown table (for docs/performance.md, "Run-time dims").
 """
@@ -190,6 +192,41 @@ def feeds(seq: int) -> dict:
     return {"x": rng.standard_normal((1, seq, 256)).astype(np.float32), "mask": mask}
 
 
+def detector(path: str, hw) -> str:
+    """A text detector's fully convolutional head (DBNet-like, without its upsampling) over
+    `[1, 3, H, W]`: 3×3 convolutions of 16 and 32 channels at stride 2, then 32 and 64 at
+    stride 1, a 1×1 to one map and a sigmoid: a probability map `[1, 1, (H+3)/4, (W+3)/4]`.
+    `hw` is `(H, W)`: names (symbolic dims) or sizes."""
+    rng = np.random.default_rng(3)
+    inits, nodes = [], []
+
+    def wt(name, *shape, scale=None):
+        fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        s = scale if scale is not None else 1 / np.sqrt(fan)
+        inits.append(nh.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+
+    x, cin = "image", 3
+    for i, (cout, stride) in enumerate([(16, 2), (32, 2), (32, 1), (64, 1)]):
+        conv = [x, wt(f"w{i}", cout, cin, 3, 3), wt(f"b{i}", cout, scale=0.1)]
+        nodes.append(h.make_node("Conv", conv, [f"c{i}"], pads=[1, 1, 1, 1], strides=[stride, stride]))
+        nodes.append(h.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        x, cin = f"r{i}", cout
+    nodes.append(h.make_node("Conv", [x, wt("wo", 1, cin, 1, 1), wt("bo", 1, scale=0.1)], ["logit"]))
+    nodes.append(h.make_node("Sigmoid", ["logit"], ["prob"]))
+    H, W = hw
+    out = [1, 1, "h4" if isinstance(H, str) else (H + 3) // 4, "w4" if isinstance(W, str) else (W + 3) // 4]
+    g = h.make_graph(nodes, "detector", [h.make_tensor_value_info("image", T.FLOAT, [1, 3, H, W])],
+                     [h.make_tensor_value_info("prob", T.FLOAT, out)], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def image_feeds(hw) -> dict:
+    H, W = hw
+    return {"image": np.random.default_rng(H + W).standard_normal((1, 3, H, W)).astype(np.float32)}
+
+
 def line_feeds(w: int) -> dict:
     rng = np.random.default_rng(w)
     return {"image": rng.standard_normal((1, 1, 32, w)).astype(np.float32)}
@@ -200,6 +237,8 @@ MODELS = {
     "encoder": (encoder, feeds, "seq", (), "1,2,8,32,128,512"),
     "recognizer": (recognizer, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
     "crnn": (crnn, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
+    "detector": (detector, image_feeds, ("H", "W"), ("--dim", "H=..640", "--dim", "W=..640"),
+                 "64x64,100x333,320x320,480x640,640x640"),
 }
 
 
@@ -217,14 +256,17 @@ def main() -> int:
     sess = bench.ort_session(dyn_path, 1)
     print(f"CPU: {bench.cpu_model()}; single thread; onnxruntime {bench.ort.__version__}")
     print()
-    print(f"| {dim} | run-time dim ms | static ms | onnxruntime ms | dynamic / static | dynamic / onnxruntime |")
+    label = " × ".join(dim) if isinstance(dim, tuple) else dim
+    print(f"| {label} | run-time dim ms | static ms | onnxruntime ms | dynamic / static | dynamic / onnxruntime |")
     print("|---:|---:|---:|---:|---:|---:|")
     rs_all, ro_all = [], []
-    for s in [int(v) for v in (a.lengths or sizes).split(",")]:
+    parse = (lambda v: tuple(int(x) for x in v.split("x"))) if isinstance(dim, tuple) else int
+    for s in [parse(v) for v in (a.lengths or sizes).split(",")]:
         f = make_feeds(s)
         ref = sess.run(None, f)
-        st_path = build(os.path.join(work, f"{a.model}_{s}.onnx"), s)
-        static = bench.CompiledModel(a.onnxc, st_path, f"s_{a.model}_{s}", work, f, ref)
+        tag = "x".join(map(str, s)) if isinstance(s, tuple) else str(s)
+        st_path = build(os.path.join(work, f"{a.model}_{tag}.onnx"), s)
+        static = bench.CompiledModel(a.onnxc, st_path, f"s_{a.model}_{tag}", work, f, ref)
         engines = {"dyn": dyn.caller(f, ref), "static": static.caller(1), "ort": bench.ort_bound(sess, f, ref)}
         engines["dyn"]()
         for x, r in zip(engines["dyn"].outputs, ref):
@@ -235,7 +277,8 @@ def main() -> int:
         rs, ro = t["dyn"] / t["static"], t["dyn"] / t["ort"]
         rs_all.append(rs)
         ro_all.append(ro)
-        print(f"| {s} | {t['dyn']:.3f} | {t['static']:.3f} | {t['ort']:.3f} | {rs:.2f} | {ro:.2f} |")
+        shown = " × ".join(map(str, s)) if isinstance(s, tuple) else s
+        print(f"| {shown} | {t['dyn']:.3f} | {t['static']:.3f} | {t['ort']:.3f} | {rs:.2f} | {ro:.2f} |")
         static.close()
     geo = lambda v: float(np.exp(np.mean(np.log(v))))  # noqa: E731
     print(f"| geomean | | | | {geo(rs_all):.2f} | {geo(ro_all):.2f} |")

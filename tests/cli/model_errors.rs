@@ -1220,22 +1220,27 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
         &m,
         &["at batch size 2", "'flatten' (Reshape, opset 13)", "--dim"],
     );
-    // Two symbolic dims that are not leading ones: one may be taken at run time, not two.
-    let two = value_info("x", 1, &[D::N(1), D::S("seq"), D::S("width")]);
+    // Three symbolic dims that are not leading ones: two may be taken at run time, not
+    // three.
+    let three = value_info(
+        "x",
+        1,
+        &[D::N(1), D::S("depth"), D::S("height"), D::S("width")],
+    );
     let m = model(
         vec![node("Relu", "relu", &["x"], &["y"])],
-        vec![two],
-        y(&[D::N(1), D::S("seq"), D::S("width")]),
+        vec![three],
+        y(&[D::N(1), D::S("depth"), D::S("height"), D::S("width")]),
         vec![],
         13,
     );
     compile_error(
         &d,
-        "two",
+        "three",
         &m,
         &[
-            "'seq', 'width' must be fixed",
-            "one dim at run time",
+            "'depth', 'height', 'width' must be fixed",
+            "two dims at run time",
             "--dim",
         ],
     );

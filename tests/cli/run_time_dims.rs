@@ -56,16 +56,32 @@ fn executable(c: &driver::Compiled, dir: &Path, name: &str) -> PathBuf {
 
 /// Runs `exe` on the raw input file with `threads` threads and returns the raw outputs.
 fn outputs(exe: &Path, input: &Path, out: &Path, n: usize, threads: usize) -> Vec<Vec<u8>> {
+    outputs_at(exe, input, out, n, threads, &[])
+}
+
+/// `outputs` with the run-time dims' values given (`--dims`; needed where the input file's
+/// length does not give them alone).
+fn outputs_at(
+    exe: &Path,
+    input: &Path,
+    out: &Path,
+    n: usize,
+    threads: usize,
+    dims: &[usize],
+) -> Vec<Vec<u8>> {
     std::fs::create_dir_all(out).unwrap();
-    let o = Command::new(exe)
-        .arg("run")
+    let mut cmd = Command::new(exe);
+    cmd.arg("run")
         .arg(input)
         .arg("--out")
         .arg(out)
         .arg("--threads")
-        .arg(threads.to_string())
-        .output()
-        .unwrap();
+        .arg(threads.to_string());
+    if !dims.is_empty() {
+        let list: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        cmd.arg("--dims").arg(list.join(","));
+    }
+    let o = cmd.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     (0..n)
         .map(|k| std::fs::read(out.join(format!("output_{k}.bin"))).unwrap())
@@ -511,4 +527,136 @@ fn an_lstm_runs_over_a_sequence_taken_at_run_time() {
         ..Options::default()
     };
     driver::compile_file(&p, "model", &long, None).unwrap();
+}
+
+/// A detector's fully convolutional head over `[1, 3, H, W]`: two 3×3 convolutions of
+/// stride 2, one of stride 1 (all padded), a 1×1 to one map and a sigmoid, `[1, 1, (H + 3) /
+/// 4, (W + 3) / 4]`.
+fn model_with_image_plane() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 30.0).collect()
+    };
+    let conv = |name: &str, x: &str, w: &str, y: &str, stride: i64| {
+        with_ints(
+            with_ints(
+                node("Conv", name, &[x, w], &[y]),
+                "strides",
+                &[stride, stride],
+            ),
+            "pads",
+            &[1, 1, 1, 1],
+        )
+    };
+    model(
+        vec![
+            conv("c1", "x", "w1", "a1", 2),
+            node("Relu", "r1", &["a1"], &["b1"]),
+            conv("c2", "b1", "w2", "a2", 2),
+            node("Relu", "r2", &["a2"], &["b2"]),
+            conv("c3", "b2", "w3", "a3", 1),
+            node("Relu", "r3", &["a3"], &["b3"]),
+            node("Conv", "head", &["b3", "w4"], &["logit"]),
+            node("Sigmoid", "prob", &["logit"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(1), D::S("h"), D::S("w")],
+        )],
+        vec![
+            f32_tensor("w1", &[16, 3, 3, 3], &v(16 * 27, 5)),
+            f32_tensor("w2", &[32, 16, 3, 3], &v(32 * 144, 7)),
+            f32_tensor("w3", &[32, 32, 3, 3], &v(32 * 288, 11)),
+            f32_tensor("w4", &[1, 32, 1, 1], &v(32, 13)),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn an_image_height_and_width_are_both_taken_at_run_time() {
+    let d = scratch("run_time_dims_plane");
+    let p = d.join("plane.onnx");
+    save(&model_with_image_plane(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<(&str, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound))
+        .collect();
+    // Each from its least probe: values below the probes are not checked.
+    assert_eq!(dims, [("H", 28, 320), ("W", 28, 320)], "{}", c.header);
+    assert!(
+        c.header.contains("[1, 1, (H+3)/4, (W+3)/4]"),
+        "{}",
+        c.header
+    );
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [
+        (28usize, 28usize),
+        (28, 320),
+        (320, 28),
+        (29, 31),
+        (100, 257),
+        (320, 320),
+    ] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let got = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}")),
+            1,
+            1,
+            &[h, w],
+        );
+        let two = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}t2")),
+            1,
+            2,
+            &[h, w],
+        );
+        assert_eq!(got, two, "{h}x{w}: 2 threads");
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
+        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 1, 1);
+        assert_eq!(got[0].len(), (h + 3) / 4 * ((w + 3) / 4) * 4, "{h}x{w}");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
+        }
+    }
+    // Below the least probe of either dim, or past a bound: refused.
+    for (h, w) in [(27usize, 40usize), (40, 27), (321, 40)] {
+        let input = write_input(&d, h * 1000 + w, &vec![0.0; 3 * h * w]);
+        let out = d.join(format!("dyn{h}x{w}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&dynamic)
+            .arg("run")
+            .arg(&input)
+            .arg("--out")
+            .arg(&out)
+            .arg("--dims")
+            .arg(format!("{h},{w}"))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{h}x{w} runs");
+        assert!(stderr(&o).contains("28 to 320"), "{h}x{w}: {}", stderr(&o));
+    }
 }

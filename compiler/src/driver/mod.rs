@@ -266,8 +266,13 @@ fn compile_bytes_inner(
         Source::Borrowed(b) => frontend::load(b)?,
     };
     let import = opts.import_options();
-    let program = match run_time_dim(&model, &import, opts)? {
-        None => match lower_model(
+    let dims = run_time_dims(&model, &import, opts)?;
+    let program = match &dims[..] {
+        [a, b] => match two_dims(&model, dir, &import, opts, emit, prefix, a, b)? {
+            Lowered::Program(p) => p,
+            Lowered::Dump(c) => return Ok(c),
+        },
+        [] => match lower_model(
             model,
             dir,
             &import,
@@ -280,7 +285,8 @@ fn compile_bytes_inner(
             Lowered::Program(p) => p,
             Lowered::Dump(c) => return Ok(c),
         },
-        Some((name, bound)) => {
+        [(name, bound)] => {
+            let (name, bound) = (name.clone(), *bound);
             // Lowered at each probe value from the model's least valid value, the bound
             // last (`loops::dims`).
             let least = least_value(&model, dir, &import, &name, bound);
@@ -369,6 +375,7 @@ fn compile_bytes_inner(
             }
             general
         }
+        _ => unreachable!("at most two dims are taken at run time"),
     };
     if emit == Some(Emit::Loops) {
         return Ok(dump_only(prefix, program.dump()));
@@ -401,13 +408,13 @@ enum Lowered {
     Dump(Compiled),
 }
 
-/// The symbolic dim the options leave to run time, with its bound: one not only at the
-/// front of the inputs (a leading one is a run-time batch, `batch`).
-fn run_time_dim(
+/// The symbolic dims the options leave to run time, with their bounds (at most two): those
+/// not only at the front of the inputs (a leading one is a run-time batch, `batch`).
+fn run_time_dims(
     model: &frontend::Model,
     import: &ImportOptions,
     opts: &Options,
-) -> Result<Option<(String, i64)>> {
+) -> Result<Vec<(String, i64)>> {
     let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
     let mut names: Vec<&str> = unbound
         .iter()
@@ -416,9 +423,21 @@ fn run_time_dim(
         .collect();
     names.sort_unstable();
     names.dedup();
-    match names[..] {
-        [] => Ok(None),
-        [name] => {
+    if names.len() > 2 {
+        return Err(Error::NeedShape(format!(
+            "symbolic dims {} must be fixed at compile time: onnxc takes two dims at run time \
+             besides a leading batch dim; fix the others with --dim SYMBOL=N or --shape \
+             INPUT=D0,D1,…",
+            names
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    names
+        .iter()
+        .map(|&name| {
             let bound = opts
                 .dim_bounds
                 .iter()
@@ -431,19 +450,107 @@ fn run_time_dim(
                     loops::dims::MIN_BOUND
                 )));
             }
-            Ok(Some((name.to_string(), bound)))
+            Ok((name.to_string(), bound))
+        })
+        .collect()
+}
+
+/// Two dims taken at run time (an image's height and width, `loops::dims::generalize_dims`):
+/// the model lowered at their bounds, then at every pair of their probe values, each dim
+/// from its least probe (no value below the probes is checked, so none is taken).
+#[allow(clippy::too_many_arguments)]
+fn two_dims(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
+    (na, ba): &(String, i64),
+    (nb, bb): &(String, i64),
+) -> Result<Lowered> {
+    let (ba, bb) = (*ba, *bb);
+    let with = |name: &str, v: i64| {
+        let mut at = import.clone();
+        at.dim_values.push((name.to_string(), v));
+        at
+    };
+    // Each dim's probes from its least valid value, the other at its bound.
+    let probes = |name: &str, bound: i64, other: &str, other_bound: i64| {
+        let least = least_value(model, dir, &with(other, other_bound), name, bound);
+        loops::dims::probe_sizes(least.unwrap_or(1), bound).ok_or_else(|| {
+            Error::NeedShape(format!(
+                "dim '{name}' would be taken at run time, but the model is valid only from {} \
+                 to its bound {bound}: too few values to compile it for all of them; raise the \
+                 bound with --dim {name}=..N or fix it with --dim {name}=N",
+                least.unwrap_or(1)
+            ))
+        })
+    };
+    let pa = probes(na, ba, nb, bb)?;
+    let pb = probes(nb, bb, na, ba)?;
+    let (pa, pb) = (&pa[..pa.len() - 1], &pb[..pb.len() - 1]);
+    let mut points: Vec<Vec<i64>> = Vec::new();
+    for &a in pa {
+        for &b in pb {
+            points.push(vec![a, b]);
         }
-        _ => Err(Error::NeedShape(format!(
-            "symbolic dims {} must be fixed at compile time: onnxc takes one dim at run time \
-             besides a leading batch dim; fix the others with --dim SYMBOL=N or --shape \
-             INPUT=D0,D1,…",
-            names
-                .iter()
-                .map(|n| format!("'{n}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
     }
+    points.push(vec![ba, bb]);
+    let decide = std::cell::RefCell::new(None);
+    let lower_at = |p: &[i64], dump: Option<Emit>, warn: bool| {
+        let mut at = import.clone();
+        at.dim_values.push((na.clone(), p[0]));
+        at.dim_values.push((nb.clone(), p[1]));
+        let decide_at = decide.borrow().clone();
+        lower_model(
+            model.clone(),
+            dir,
+            &at,
+            opts,
+            dump,
+            prefix,
+            warn,
+            Lowering::Probe(decide_at),
+        )
+        .map_err(|e| match e {
+            Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+            e => Error::NeedShape(format!(
+                "dims '{na}' and '{nb}' are taken at run time up to {ba} and {bb}, but at {} \
+                 and {} the model fails: {e}; give smaller bounds with --dim NAME=..N, or fix \
+                 them with --dim NAME=N",
+                p[0], p[1]
+            )),
+        })
+    };
+    // The bounds first: their convolutions' sizes choose every point's layouts and paths.
+    let (bound_point, grid) = points.split_last().expect("points");
+    let at_bound = match lower_at(bound_point, emit.filter(|&e| e != Emit::Loops), true)? {
+        Lowered::Program(p) => p,
+        dump => return Ok(dump),
+    };
+    *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    let mut programs = Vec::new();
+    for p in grid {
+        match lower_at(p, None, false)? {
+            Lowered::Program(p) => programs.push(p),
+            dump => return Ok(dump),
+        }
+    }
+    programs.push(at_bound);
+    let refs: Vec<&Program> = programs.iter().collect();
+    let least = [
+        pa.iter().copied().min().expect("probes"),
+        pb.iter().copied().min().expect("probes"),
+    ];
+    loops::dims::generalize_dims(&[na, nb], &least, &points, &refs)
+        .map(Lowered::Program)
+        .map_err(|why| {
+            Error::NeedShape(format!(
+                "dims '{na}' and '{nb}' would be taken at run time, but the compiled model is \
+                 not one program for all their values: {why}; fix one with --dim NAME=N"
+            ))
+        })
 }
 
 /// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at

@@ -182,10 +182,10 @@ impl Fit {
         })
     }
 
-    /// The expression over run-time dim 0 (`least ≥ 1`, so the division's dividend is
+    /// The expression over run-time dim `dim` (`least ≥ 1`, so the division's dividend is
     /// positive and truncation rounds down).
-    fn expr(self) -> E {
-        let d = super::dim(0);
+    fn expr(self, dim: u32) -> E {
+        let d = super::dim(dim);
         let t = if self.pre == 0 {
             d
         } else {
@@ -201,6 +201,138 @@ impl Fit {
     }
 }
 
+/// A constant that follows the run-time dims: a polynomial of a step of one of them, or with
+/// two dims a bilinear form of a step of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    One(u32, Fit),
+    /// `c[0] + c[1]·s + c[2]·t + c[3]·s·t` for `s` the step `(d0 + pre) / div` of dim 0
+    /// (`sa`: `(div, pre)`) and `t` that of dim 1 (`sb`).
+    Two {
+        sa: (i64, i64),
+        sb: (i64, i64),
+        c: [i64; 4],
+    },
+}
+
+/// `(d + pre) / div` for a step `(div, pre)`.
+fn step_of((div, pre): (i64, i64), d: i64) -> i64 {
+    (d + pre).div_euclid(div)
+}
+
+/// The expression of `(dim + pre) / div`.
+fn step_expr((div, pre): (i64, i64), dim: u32) -> E {
+    let d = super::dim(dim);
+    let t = if pre == 0 {
+        d
+    } else {
+        expr::add(d, expr::i(pre))
+    };
+    if div == 1 { t } else { expr::idiv(t, div) }
+}
+
+impl Form {
+    fn at2(c: [i64; 4], s: i64, t: i64) -> Option<i64> {
+        let [c0, c1, c2, c3] = c.map(i128::from);
+        let (s, t) = (i128::from(s), i128::from(t));
+        i64::try_from(c0 + c1 * s + c2 * t + c3 * s * t).ok()
+    }
+
+    /// The bilinear form of a step of each of two dims through every point, if one is.
+    fn two(points: &[Vec<i64>], vals: &[i64]) -> Option<Form> {
+        for &sa in &STEPS {
+            for &sb in &STEPS {
+                let st: Vec<(i64, i64)> = points
+                    .iter()
+                    .map(|p| (step_of(sa, p[0]), step_of(sb, p[1])))
+                    .collect();
+                // A rectangle of points: (s0, t0), (s1, t0), (s0, t1), (s1, t1).
+                let (s0, t0) = st[0];
+                let Some(i1) = st.iter().position(|&(s, t)| t == t0 && s != s0) else {
+                    continue;
+                };
+                let Some(i2) = st.iter().position(|&(s, t)| s == s0 && t != t0) else {
+                    continue;
+                };
+                let (s1, t1) = (st[i1].0, st[i2].1);
+                let Some(i3) = st.iter().position(|&x| x == (s1, t1)) else {
+                    continue;
+                };
+                let v = |i: usize| i128::from(vals[i]);
+                let (ds, dt) = (i128::from(s1 - s0), i128::from(t1 - t0));
+                let num = v(i3) - v(i1) - v(i2) + v(0);
+                if num % (ds * dt) != 0 {
+                    continue;
+                }
+                let c3 = num / (ds * dt);
+                let (b1, b2) = (v(i1) - v(0), v(i2) - v(0));
+                // v(s, t0) − v(s0, t0) = (c1 + c3·t0)(s − s0); likewise in t.
+                if b1 % ds != 0 || b2 % dt != 0 {
+                    continue;
+                }
+                let c1 = b1 / ds - c3 * i128::from(t0);
+                let c2 = b2 / dt - c3 * i128::from(s0);
+                let (s0w, t0w) = (i128::from(s0), i128::from(t0));
+                let c0 = v(0) - c1 * s0w - c2 * t0w - c3 * s0w * t0w;
+                let c = [
+                    i64::try_from(c0).ok()?,
+                    i64::try_from(c1).ok()?,
+                    i64::try_from(c2).ok()?,
+                    i64::try_from(c3).ok()?,
+                ];
+                if st
+                    .iter()
+                    .zip(vals)
+                    .all(|(&(s, t), &v)| Form::at2(c, s, t) == Some(v))
+                {
+                    return Some(Form::Two { sa, sb, c });
+                }
+            }
+        }
+        None
+    }
+
+    fn expr(self) -> E {
+        match self {
+            Form::One(d, fit) => fit.expr(d),
+            Form::Two { sa, sb, c } => {
+                let (s, t) = (step_expr(sa, 0), step_expr(sb, 1));
+                let mut e = expr::i(c[0]);
+                for (k, term) in [
+                    (c[1], s.clone()),
+                    (c[2], t.clone()),
+                    (c[3], expr::mul(s, t)),
+                ] {
+                    if k != 0 {
+                        e = expr::add(e, expr::mul(expr::i(k), term));
+                    }
+                }
+                e
+            }
+        }
+    }
+
+    /// Its least and largest values for dims in `least..=bound` (each), when its least
+    /// value is not negative.
+    fn range(self, least: &[i64], bound: &[i64]) -> Option<(i64, i64)> {
+        match self {
+            Form::One(d, fit) => fit.range(least[d as usize], bound[d as usize]),
+            // Bilinear in steps that take every integer between their ends: its extremes
+            // lie at the corners.
+            Form::Two { sa, sb, c } => {
+                let mut vals = Vec::new();
+                for a in [least[0], bound[0]] {
+                    for b in [least[1], bound[1]] {
+                        vals.push(Form::at2(c, step_of(sa, a), step_of(sb, b))?);
+                    }
+                }
+                let (lo, hi) = (*vals.iter().min()?, *vals.iter().max()?);
+                (lo >= 0).then_some((lo, hi))
+            }
+        }
+    }
+}
+
 /// The programs for each value of `sizes` (the last the bound), as one program taking run-time
 /// dim `name` (`Program::run_dims`) at any value from `least` (the model's least valid value)
 /// to the bound, or why they are not one.
@@ -210,11 +342,27 @@ pub fn generalize(
     sizes: &[i64],
     programs: &[&Program],
 ) -> Result<Program, String> {
-    assert!(sizes.len() >= MIN_PROBES && sizes.len() == programs.len());
+    let points: Vec<Vec<i64>> = sizes.iter().map(|&s| vec![s]).collect();
+    generalize_dims(&[name], &[least], &points, programs)
+}
+
+/// `generalize` for one or two run-time dims `names`: the programs lowered at `points` (a
+/// value of each dim; the last the bounds), as one program taking the dims at any values
+/// from `least` to the bounds.
+pub fn generalize_dims(
+    names: &[&str],
+    least: &[i64],
+    points: &[Vec<i64>],
+    programs: &[&Program],
+) -> Result<Program, String> {
+    assert!(points.len() >= MIN_PROBES && points.len() == programs.len());
+    assert!((1..=2).contains(&names.len()) && least.len() == names.len());
+    let name = names.join("' and '");
+    let name = name.as_str();
     let u = Unify {
-        sizes,
+        points,
         least,
-        bound: *sizes.last().expect("probes"),
+        bound: points.last().expect("probes"),
     };
     let ps = programs;
     let last = *ps.last().expect("probes");
@@ -278,23 +426,27 @@ pub fn generalize(
     };
     let inputs = io(&|p| &p.inputs, true)?;
     let outputs = io(&|p| &p.outputs, false)?;
-    if !inputs.iter().any(|d| {
-        d.run_dims
-            .iter()
-            .any(|r| r.is_some_and(|r| r.mul > 0 && r.div == 1))
-    }) {
-        return Err(format!("no input carries '{name}'"));
+    for (k, n) in names.iter().enumerate() {
+        if !inputs.iter().any(|d| {
+            d.run_dims
+                .iter()
+                .any(|r| r.is_some_and(|r| r.dim as usize == k && r.mul > 0 && r.div == 1))
+        }) {
+            return Err(format!("no input carries '{n}'"));
+        }
     }
     Ok(Program {
         buffers,
         funcs,
         inputs,
         outputs,
-        run_dims: vec![RunTimeDim {
-            name: name.to_string(),
-            least,
-            bound: u.bound,
-        }],
+        run_dims: (names.iter().enumerate())
+            .map(|(k, n)| RunTimeDim {
+                name: n.to_string(),
+                least: least[k],
+                bound: u.bound[k],
+            })
+            .collect(),
         ..last.clone()
     })
 }
@@ -337,17 +489,17 @@ pub fn fixed_fits(general: &Program, value: i64, p: &Program) -> Result<(), Stri
 }
 
 struct Unify<'a> {
-    sizes: &'a [i64],
-    /// The run-time dim's range of values.
-    least: i64,
-    bound: i64,
+    /// Each program's values of the run-time dims.
+    points: &'a [Vec<i64>],
+    /// The run-time dims' ranges of values.
+    least: &'a [i64],
+    bound: &'a [i64],
 }
 
-/// A constant of the programs: the same everywhere, or a polynomial of a step of the
-/// run-time dim.
+/// A constant of the programs: the same everywhere, or a function of the run-time dims.
 enum Int {
     Same(i64),
-    Poly(Fit),
+    Poly(Form),
 }
 
 impl Unify<'_> {
@@ -355,15 +507,38 @@ impl Unify<'_> {
         if vals.iter().all(|&v| v == vals[0]) {
             return Ok(Int::Same(vals[0]));
         }
-        Fit::through(self.sizes, vals)
-            .map(Int::Poly)
-            .ok_or_else(|| {
-                format!(
-                    "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or \
-                 of its step by a stride up to 4",
-                    self.sizes
-                )
-            })
+        // A function of one dim: the same wherever that dim is, then a polynomial of a step
+        // of it through its values in the order they come.
+        for d in 0..self.least.len() {
+            let mut xs: Vec<i64> = Vec::new();
+            let mut ys: Vec<i64> = Vec::new();
+            let mut one = true;
+            for (p, &v) in self.points.iter().zip(vals) {
+                match xs.iter().position(|&x| x == p[d]) {
+                    Some(i) => one &= ys[i] == v,
+                    None => {
+                        xs.push(p[d]);
+                        ys.push(v);
+                    }
+                }
+            }
+            if one
+                && xs.len() >= 4
+                && let Some(fit) = Fit::through(&xs, &ys)
+            {
+                return Ok(Int::Poly(Form::One(d as u32, fit)));
+            }
+        }
+        if self.least.len() == 2
+            && let Some(f) = Form::two(self.points, vals)
+        {
+            return Ok(Int::Poly(f));
+        }
+        Err(format!(
+            "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or of \
+             its step by a stride up to 4",
+            self.points
+        ))
     }
 
     /// Ok when every program has the same `vals`.
@@ -466,12 +641,15 @@ impl Unify<'_> {
             let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
             run_dims.push(match self.int(&vals)? {
                 Int::Same(_) => None,
-                Int::Poly(Fit {
-                    poly: Poly([add, mul, 0]),
-                    pre,
-                    div,
-                }) if mul > 0 && (div == 1 || !input) => Some(RunDim {
-                    dim: 0,
+                Int::Poly(Form::One(
+                    dim,
+                    Fit {
+                        poly: Poly([add, mul, 0]),
+                        pre,
+                        div,
+                    },
+                )) if mul > 0 && (div == 1 || !input) => Some(RunDim {
+                    dim,
                     mul,
                     add,
                     pre,
@@ -480,7 +658,8 @@ impl Unify<'_> {
                 Int::Poly(_) => {
                     return Err(format!(
                         "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of \
-                         the form a·N + b and output dims of the form a·((N + c) / s) + b)",
+                         the form a·N + b and output dims of the form a·((N + c) / s) + b, each \
+                         of one run-time dim)",
                         last.name
                     ));
                 }
@@ -907,7 +1086,7 @@ mod tests {
             for s in [3i64, 4, 5, 6, 7, 100, 511, 512] {
                 let mut env = std::collections::HashMap::new();
                 env.insert(super::super::DIM_VAR, s);
-                assert_eq!(eval(&fit.expr(), &env), want(s), "{fit:?} at {s}");
+                assert_eq!(eval(&fit.expr(0), &env), want(s), "{fit:?} at {s}");
             }
         }
         assert_eq!(f.range(3, 512), Some((2, 256)));
@@ -976,10 +1155,11 @@ mod tests {
     #[test]
     fn expressions_become_polynomials_of_the_run_time_dim() {
         let sizes = probe_sizes(1, 64).unwrap();
+        let points: Vec<Vec<i64>> = sizes.iter().map(|&s| vec![s]).collect();
         let u = Unify {
-            sizes: &sizes,
-            least: 1,
-            bound: 64,
+            points: &points,
+            least: &[1],
+            bound: &[64],
         };
         let es: Vec<E> = sizes
             .iter()
@@ -1023,5 +1203,50 @@ mod tests {
             ExprKind::Binary(expr::BinOp::Div, a, b) => eval(a, env) / eval(b, env),
             k => panic!("{k:?}"),
         }
+    }
+
+    #[test]
+    fn two_dims_take_bilinear_forms_of_their_steps() {
+        // A grid of the probes of each dim, then the bounds.
+        let mut points: Vec<Vec<i64>> = Vec::new();
+        for &a in &PROBES {
+            for &b in &PROBES {
+                points.push(vec![a, b]);
+            }
+        }
+        points.push(vec![320, 640]);
+        let u = Unify {
+            points: &points,
+            least: &[28, 28],
+            bound: &[320, 640],
+        };
+        let check = |f: &dyn Fn(i64, i64) -> i64| {
+            let vals: Vec<i64> = points.iter().map(|p| f(p[0], p[1])).collect();
+            let Ok(Int::Poly(form)) = u.int(&vals) else {
+                panic!("no form for {vals:?}");
+            };
+            for (a, b) in [(28, 28), (29, 333), (100, 101), (319, 640), (320, 640)] {
+                let mut env = std::collections::HashMap::new();
+                env.insert(super::super::DIM_VAR, a);
+                env.insert(super::super::DIM_VAR + 1, b);
+                assert_eq!(eval(&form.expr(), &env), f(a, b), "{form:?} at {a}, {b}");
+            }
+            form
+        };
+        // A plane of a strided map: ((h + 1) / 2) · ((w + 1) / 2) · 16.
+        let plane = check(&|h, w| 16 * ((h + 1) / 2) * ((w + 1) / 2));
+        assert!(matches!(plane, Form::Two { .. }), "{plane:?}");
+        assert_eq!(
+            plane.range(&[28, 28], &[320, 640]),
+            Some((16 * 14 * 14, 16 * 160 * 320))
+        );
+        // A row of one dim: 3 · w + 2; a height: (h + 3) / 4.
+        assert!(matches!(check(&|_, w| 3 * w + 2), Form::One(1, _)));
+        assert!(matches!(check(&|h, _| (h + 3) / 4), Form::One(0, _)));
+        // Offsets that mix both: h · w + h.
+        check(&|h, w| h * w + h);
+        // Not bilinear: h² · w.
+        let vals: Vec<i64> = points.iter().map(|p| p[0] * p[0] * p[1]).collect();
+        assert!(u.int(&vals).is_err());
     }
 }
