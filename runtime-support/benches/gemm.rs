@@ -309,6 +309,7 @@ fn square_conv(
         wide_simd: onnxc_runtime::isa::wide_simd(),
         no_winograd: false,
         input_planes: Default::default(),
+        path: Default::default(),
     }
 }
 
@@ -924,6 +925,7 @@ fn qconv_table() {
             wide_simd: true,
             no_winograd: false,
             input_planes: Vec::new().into(),
+            path: Default::default(),
         };
         let q = QScalars {
             out: QOut::U8,

@@ -637,7 +637,7 @@ fn an_image_height_and_width_are_both_taken_at_run_time() {
         let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
         let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
         let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 1, 1);
-        assert_eq!(got[0].len(), (h + 3) / 4 * ((w + 3) / 4) * 4, "{h}x{w}");
+        assert_eq!(got[0].len(), h.div_ceil(4) * w.div_ceil(4) * 4, "{h}x{w}");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
         }

@@ -358,7 +358,7 @@ fn compile_bytes_inner(
                 _ => None,
             };
             let floor = least.unwrap_or(1);
-            let (least, below) = verified_least(&name, floor, &sizes, &refs, &lower_probe);
+            let (least, below) = verified_least(&name, floor, &sizes, &refs, lower_probe);
             let mut general =
                 loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
                     Error::NeedShape(format!(
@@ -367,7 +367,7 @@ fn compile_bytes_inner(
                     ))
                 })?;
             if let Some(p) = below {
-                let fixed = fixed_programs(&general, floor, p, &lower_probe);
+                let fixed = fixed_programs(&general, floor, p, lower_probe);
                 if let Some(lo) = fixed.first() {
                     general.run_dims[0].least = lo.value;
                 }

@@ -63,7 +63,10 @@ pub fn conv_index(steps: &[Step], st: &Step) -> Option<usize> {
 }
 
 /// Whether and for which target blocked layouts are chosen.
-#[derive(Clone, Debug, Default)]
+///
+/// No `Default`: `by_size` false is a probe's lowering, which a default must not pick
+/// silently; every field is set where the options are made.
+#[derive(Clone, Debug)]
 pub struct LayoutOptions {
     /// Use blocked layouts at all (off at -O0).
     pub blocked: bool,

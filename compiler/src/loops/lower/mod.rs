@@ -19,7 +19,10 @@ use onnxc_runtime::nchwc::BlockedConv;
 use onnxc_runtime::par::ScratchNeed;
 
 /// What lowering needs to know of the target.
-#[derive(Clone, Debug, Default)]
+///
+/// No `Default`: `by_size` false is a probe's lowering, which a default must not pick
+/// silently; every field is set where the options are made.
+#[derive(Clone, Debug)]
 pub struct LowerOptions {
     /// The target runs the 512-bit (AVX-512) kernels: weight layouts whose best choice
     /// depends on the vector width follow it (`ConvGeometry::wide_simd`).
