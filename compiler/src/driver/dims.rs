@@ -1,0 +1,371 @@
+//! Dims taken at run time (`loops::dims`): which symbolic dims the options leave to run
+//! time, the values the model is lowered at for one dim or two, the least value each takes
+//! and the programs of single values below it.
+
+use super::{Emit, Lowered, Lowering, Options, lower_model};
+use crate::error::{Error, Result};
+use crate::frontend::{self, ImportOptions, tensor::DataDir};
+use crate::loops::{self, Program};
+use crate::schedule::layout::ConvSizes;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// The sizes a model lowered at its bounds chose its convolutions by, replayed at every
+/// other value (`Lowering::Probe`); None until the bounds are lowered.
+type Decide = RefCell<Option<Arc<[ConvSizes]>>>;
+
+/// `model` lowered at the run-time dims' values `at` (names and values), its convolutions'
+/// choices made at `decide`'s sizes if set.
+#[allow(clippy::too_many_arguments)]
+fn lower_probe(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    prefix: &str,
+    at: &[(&str, i64)],
+    decide: &Decide,
+    dump: Option<Emit>,
+    warn: bool,
+) -> Result<Lowered> {
+    let mut with = import.clone();
+    with.dim_values
+        .extend(at.iter().map(|&(n, v)| (n.to_string(), v)));
+    let decide_at = decide.borrow().clone();
+    lower_model(
+        model.clone(),
+        dir,
+        &with,
+        opts,
+        dump,
+        prefix,
+        warn,
+        Lowering::Probe(decide_at),
+    )
+}
+
+/// The symbolic dims the options leave to run time, with their bounds (at most two): those
+/// not only at the front of the inputs (a leading one is a run-time batch, `batch`).
+pub(super) fn run_time_dims(
+    model: &frontend::Model,
+    import: &ImportOptions,
+    opts: &Options,
+) -> Result<Vec<(String, i64)>> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let mut names: Vec<&str> = unbound
+        .iter()
+        .filter(|u| u.axis != 0 || opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
+        .map(|u| u.symbol.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() > 2 {
+        return Err(Error::NeedShape(format!(
+            "symbolic dims {} must be fixed at compile time: onnxc takes two dims at run time \
+             besides a leading batch dim; fix the others with --dim SYMBOL=N or --shape \
+             INPUT=D0,D1,…",
+            names
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    names
+        .iter()
+        .map(|&name| {
+            let bound = opts
+                .dim_bounds
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(DEFAULT_DIM_BOUND, |&(_, b)| b);
+            if bound < loops::dims::MIN_BOUND {
+                return Err(Error::NeedShape(format!(
+                    "dim '{name}' is bounded by {bound}; onnxc takes a dim at run time when its \
+                     bound is at least {}: fix it with --dim {name}=N",
+                    loops::dims::MIN_BOUND
+                )));
+            }
+            Ok((name.to_string(), bound))
+        })
+        .collect()
+}
+
+/// Two dims taken at run time (an image's height and width, `loops::dims::generalize_dims`):
+/// the model lowered at their bounds, then at every pair of their probe values, each dim
+/// from its least probe (no value below the probes is checked, so none is taken).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn two_dims(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
+    (na, ba): &(String, i64),
+    (nb, bb): &(String, i64),
+) -> Result<Lowered> {
+    let (ba, bb) = (*ba, *bb);
+    let with = |name: &str, v: i64| {
+        let mut at = import.clone();
+        at.dim_values.push((name.to_string(), v));
+        at
+    };
+    // Each dim's probes from its least valid value, the other at its bound.
+    let probes = |name: &str, bound: i64, other: &str, other_bound: i64| {
+        let least = least_value(model, dir, &with(other, other_bound), name, bound);
+        loops::dims::probe_sizes(least.unwrap_or(1), bound).ok_or_else(|| {
+            Error::NeedShape(format!(
+                "dim '{name}' would be taken at run time, but the model is valid only from {} \
+                 to its bound {bound}: too few values to compile it for all of them; raise the \
+                 bound with --dim {name}=..N or fix it with --dim {name}=N",
+                least.unwrap_or(1)
+            ))
+        })
+    };
+    let pa = probes(na, ba, nb, bb)?;
+    let pb = probes(nb, bb, na, ba)?;
+    let (pa, pb) = (&pa[..pa.len() - 1], &pb[..pb.len() - 1]);
+    let mut points: Vec<Vec<i64>> = Vec::new();
+    for &a in pa {
+        for &b in pb {
+            points.push(vec![a, b]);
+        }
+    }
+    points.push(vec![ba, bb]);
+    let decide = Decide::default();
+    let lower_at = |p: &[i64], dump: Option<Emit>, warn: bool| {
+        let at = [(&na[..], p[0]), (&nb[..], p[1])];
+        lower_probe(model, dir, import, opts, prefix, &at, &decide, dump, warn).map_err(|e| match e
+        {
+            Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+            e => Error::NeedShape(format!(
+                "dims '{na}' and '{nb}' are taken at run time up to {ba} and {bb}, but at {} \
+                 and {} the model fails: {e}; give smaller bounds with --dim NAME=..N, or fix \
+                 them with --dim NAME=N",
+                p[0], p[1]
+            )),
+        })
+    };
+    // The bounds first: their convolutions' sizes choose every point's layouts and paths.
+    let (bound_point, grid) = points.split_last().expect("points");
+    let at_bound = match lower_at(bound_point, emit.filter(|&e| e != Emit::Loops), true)? {
+        Lowered::Program(p) => p,
+        dump => return Ok(dump),
+    };
+    *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    let mut programs = Vec::new();
+    for p in grid {
+        match lower_at(p, None, false)? {
+            Lowered::Program(p) => programs.push(p),
+            dump => return Ok(dump),
+        }
+    }
+    programs.push(at_bound);
+    let refs: Vec<&Program> = programs.iter().collect();
+    let least = [
+        pa.iter().copied().min().expect("probes"),
+        pb.iter().copied().min().expect("probes"),
+    ];
+    loops::dims::generalize_dims(&[na, nb], &least, &points, &refs)
+        .map(Lowered::Program)
+        .map_err(|why| {
+            Error::NeedShape(format!(
+                "dims '{na}' and '{nb}' would be taken at run time, but the compiled model is \
+                 not one program for all their values: {why}; fix one with --dim NAME=N"
+            ))
+        })
+}
+
+/// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
+/// smaller values a window or a kernel does not fit in it), taking the model to be valid
+/// from there to the bound; None when it does not import at the bound either.
+fn least_value(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    name: &str,
+    bound: i64,
+) -> Option<i64> {
+    let valid = |n: i64| {
+        let mut at = import.clone();
+        at.dim_values.push((name.to_string(), n));
+        frontend::import_owned(model.clone(), dir, &at).is_ok()
+    };
+    if valid(1) {
+        return Some(1);
+    }
+    if !valid(bound) {
+        return None;
+    }
+    // Invalid at `lo`, valid at `hi`.
+    let (mut lo, mut hi) = (1, bound);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if valid(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// The least value from which the program generalized from `programs` (lowered at `sizes`,
+/// `loops::dims`) is the model's program: each value below the least probe down to `least`
+/// is lowered (`lower_at`) and checked to give the generalized program, and the first that
+/// does not (a Slice that clamps to the dim, a crop that pads below its size, loops of
+/// extent 1 at 1) sets the least to the value above it; that value's program comes with it
+/// when it was lowered (`fixed_programs`). Values from the least probe up follow the
+/// polynomials, which a breakpoint between the probes would break.
+fn verified_least(
+    name: &str,
+    least: i64,
+    sizes: &[i64],
+    programs: &[&Program],
+    lower_at: impl Fn(i64) -> Option<Program>,
+) -> (i64, Option<Program>) {
+    let low = sizes.iter().copied().min().unwrap_or(least);
+    for n in (least..low).rev() {
+        let Some(p) = lower_at(n) else {
+            return (n + 1, None);
+        };
+        // Checked at `n` besides the probes: the bound stays last.
+        let mut at = sizes.to_vec();
+        at.insert(at.len() - 1, n);
+        let mut ps = programs.to_vec();
+        ps.insert(ps.len() - 1, &p);
+        if loops::dims::generalize(name, n, &at, &ps).is_err() {
+            return (n + 1, Some(p));
+        }
+    }
+    (least, None)
+}
+
+/// Most values below a run-time dim's verified least that get programs of their own.
+const MAX_FIXED: i64 = 4;
+
+/// Programs of their own for the values from `floor` (where the model is valid) up to the
+/// one below `general`'s least, whose program is `next` (`Program::fixed`, in increasing
+/// order): all of them or, when there are more than `MAX_FIXED`, one fails to lower (`lower_at`)
+/// or one's inputs or outputs are not `general`'s at its value, none.
+fn fixed_programs(
+    general: &Program,
+    floor: i64,
+    next: Program,
+    lower_at: impl Fn(i64) -> Option<Program>,
+) -> Vec<loops::Fixed> {
+    let top = general.run_dims[0].least - 1;
+    if top < floor || top - floor >= MAX_FIXED {
+        return Vec::new();
+    }
+    let mut fixed = vec![loops::Fixed {
+        value: top,
+        program: next,
+    }];
+    for n in (floor..top).rev() {
+        let Some(program) = lower_at(n) else {
+            return Vec::new();
+        };
+        fixed.push(loops::Fixed { value: n, program });
+    }
+    if (fixed.iter()).any(|f| loops::dims::fixed_fits(general, f.value, &f.program).is_err()) {
+        return Vec::new();
+    }
+    fixed.reverse();
+    fixed
+}
+
+/// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
+pub const DEFAULT_DIM_BOUND: i64 = 512;
+
+/// One dim taken at run time (`loops::dims::generalize`): the model lowered at its bound,
+/// then at its probes, then at every value below them down to the least it is valid at
+/// (`verified_least`), whose few failures get programs of their own (`fixed_programs`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn one_dim(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
+    name: &str,
+    bound: i64,
+) -> Result<Lowered> {
+    let name = name.to_string();
+    // Lowered at each probe value from the model's least valid value, the bound
+    // last (`loops::dims`).
+    let least = least_value(model, dir, import, &name, bound);
+    let Some(sizes) = loops::dims::probe_sizes(least.unwrap_or(1), bound) else {
+        return Err(Error::NeedShape(format!(
+            "dim '{name}' would be taken at run time, but the model is valid only \
+             from {} to its bound {bound}: too few values to compile it for all of \
+             them; raise the bound with --dim {name}=..N or fix it with --dim {name}=N",
+            least.unwrap_or(1)
+        )));
+    };
+    // The bound is lowered first: its convolutions' sizes choose their layouts and
+    // kernel paths at every other value (`schedule::layout::ConvSizes`), so that all
+    // take the same ones.
+    let decide = Decide::default();
+    let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
+        let at = [(&name[..], n)];
+        lower_probe(model, dir, import, opts, prefix, &at, &decide, dump, warn)
+    };
+    let lower_checked = |n: i64, dump: Option<Emit>, warn: bool| {
+        lower_at(n, dump, warn).map_err(|e| match e {
+            Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+            // What fails at the dim's least value too is not the bound's doing
+            // (as `batch::import` reports it).
+            e if {
+                let mut one = import.clone();
+                one.dim_values.push((name.clone(), 1));
+                frontend::import_owned(model.clone(), dir, &one).is_err()
+            } =>
+            {
+                e
+            }
+            e => Error::NeedShape(format!(
+                "dim '{name}' is taken at run time up to {bound}, but at {n} the \
+                 model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
+                 it with --dim {name}=N"
+            )),
+        })
+    };
+    let (&bound_value, probes) = sizes.split_last().expect("probes");
+    let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), true)? {
+        Lowered::Program(p) => p,
+        dump => return Ok(dump),
+    };
+    *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    let mut programs = Vec::new();
+    for &n in probes {
+        match lower_checked(n, None, false)? {
+            Lowered::Program(p) => programs.push(p),
+            dump => return Ok(dump),
+        }
+    }
+    programs.push(at_bound);
+    let refs: Vec<&Program> = programs.iter().collect();
+    let lower_probe = |n| match lower_at(n, None, false) {
+        Ok(Lowered::Program(p)) => Some(p),
+        _ => None,
+    };
+    let floor = least.unwrap_or(1);
+    let (least, below) = verified_least(&name, floor, &sizes, &refs, lower_probe);
+    let mut general = loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
+        Error::NeedShape(format!(
+            "dim '{name}' would be taken at run time, but the compiled model is not \
+                 one program for all its values: {why}; fix it with --dim {name}=N"
+        ))
+    })?;
+    if let Some(p) = below {
+        let fixed = fixed_programs(&general, floor, p, lower_probe);
+        if let Some(lo) = fixed.first() {
+            general.run_dims[0].least = lo.value;
+        }
+        general.fixed = fixed;
+    }
+    Ok(Lowered::Program(general))
+}
