@@ -85,104 +85,89 @@ def encoder(path: str, seq, d: int = 256, heads: int = 4, layers: int = 2) -> st
     return path
 
 
-def recognizer(path: str, w, classes: int = 37, d: int = 128, heads: int = 4) -> str:
-    """A text-line recognizer as exporters write them (SVTR/PP-OCR-like): a CNN over a
-    `[1, 1, 32, w]` line (four 3×3 conv + BatchNorm + ReLU stages; 2×2 pools then 2×1 pools,
-    so the sequence is w/4), a 2×1 conv to one row, a pre-LayerNorm self-attention block
-    over the sequence and a CTC head (LogSoftmax over `classes`). `w` is a name (a symbolic
-    dim) or a width."""
-    rng = np.random.default_rng(1)
-    nodes, inits = [], []
+class Graph:
+    """Nodes and seeded weights of a model being built."""
 
-    def wt(*shape, scale=None):
-        n = f"w{len(inits)}"
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+
+    def wt(self, *shape, scale=None):
+        n = f"w{len(self.inits)}"
         fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         s = scale if scale is not None else 1.0 / np.sqrt(fan)
-        inits.append(nh.from_array((rng.standard_normal(shape) * s).astype(np.float32), n))
+        self.inits.append(nh.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), n))
         return n
 
-    def c(v, dt=np.int64):
-        n = f"c{len(inits)}"
-        inits.append(nh.from_array(np.array(v, dtype=dt), n))
+    def c(self, v, dt=np.int64):
+        n = f"c{len(self.inits)}"
+        self.inits.append(nh.from_array(np.array(v, dtype=dt), n))
         return n
 
-    def op(t, ins, **kw):
-        o = f"t{len(nodes)}"
-        nodes.append(h.make_node(t, ins, [o], **kw))
+    def op(self, t, ins, **kw):
+        o = f"t{len(self.nodes)}"
+        self.nodes.append(h.make_node(t, ins, [o], **kw))
         return o
 
+
+def line_cnn(g: Graph, out: int) -> str:
+    """A text line's CNN over `[1, 1, 32, w]`: four 3×3 conv + BatchNorm + ReLU stages with
+    2×2 then 2×1 pools, and a 2×1 conv to one row of `out` channels, `[1, out, 1, w/4]`."""
     x, cin = "image", 1
     for cout, pool in [(32, (2, 2)), (64, (2, 2)), (128, (2, 1)), (128, (2, 1))]:
-        x = op("Conv", [x, wt(cout, cin, 3, 3), wt(cout, scale=0.1)], pads=[1, 1, 1, 1])
-        var = c(np.abs(rng.standard_normal(cout)) + 0.5, np.float32)
-        x = op("BatchNormalization", [x, wt(cout, scale=0.1), wt(cout, scale=0.1), wt(cout, scale=0.1), var])
-        x = op("MaxPool", [op("Relu", [x])], kernel_shape=list(pool), strides=list(pool))
+        x = g.op("Conv", [x, g.wt(cout, cin, 3, 3), g.wt(cout, scale=0.1)], pads=[1, 1, 1, 1])
+        var = g.c(np.abs(g.rng.standard_normal(cout)) + 0.5, np.float32)
+        x = g.op("BatchNormalization", [x, g.wt(cout, scale=0.1), g.wt(cout, scale=0.1), g.wt(cout, scale=0.1), var])
+        x = g.op("MaxPool", [g.op("Relu", [x])], kernel_shape=list(pool), strides=list(pool))
         cin = cout
-    x = op("Relu", [op("Conv", [x, wt(d, cin, 2, 1), wt(d, scale=0.1)])])  # [1, d, 1, w/4]
-    x = op("Transpose", [op("Squeeze", [x, c([2])])], perm=[0, 2, 1])     # [1, w/4, d]
+    return g.op("Relu", [g.op("Conv", [x, g.wt(out, cin, 2, 1), g.wt(out, scale=0.1)])])
+
+
+def save_line_model(g: Graph, path: str, name: str, w, out_shape) -> str:
+    graph = h.make_graph(g.nodes, name, [h.make_tensor_value_info("image", T.FLOAT, [1, 1, 32, w])],
+                         [h.make_tensor_value_info("logits", T.FLOAT, out_shape)], g.inits)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def recognizer(path: str, w, classes: int = 37, d: int = 128, heads: int = 4) -> str:
+    """A text-line recognizer as exporters write them (SVTR/PP-OCR-like): `line_cnn`, a
+    pre-LayerNorm self-attention block over its w/4 steps and a CTC head (LogSoftmax over
+    `classes`). `w` is a name (a symbolic dim) or a width."""
+    g = Graph(1)
+    x = line_cnn(g, d)                                                     # [1, d, 1, w/4]
+    x = g.op("Transpose", [g.op("Squeeze", [x, g.c([2])])], perm=[0, 2, 1])  # [1, w/4, d]
     dh = d // heads
-    ln = op("LayerNormalization", [x, wt(d, scale=1.0), wt(d, scale=0.1)], axis=-1, epsilon=1e-5)
+    ln = g.op("LayerNormalization", [x, g.wt(d, scale=1.0), g.wt(d, scale=0.1)], axis=-1, epsilon=1e-5)
     hs = []
     for _ in range(3):
-        p = op("Add", [op("MatMul", [ln, wt(d, d)]), wt(d, scale=0.1)])
-        hs.append(op("Transpose", [op("Reshape", [p, c([0, 0, heads, dh])])], perm=[0, 2, 1, 3]))
+        p = g.op("Add", [g.op("MatMul", [ln, g.wt(d, d)]), g.wt(d, scale=0.1)])
+        hs.append(g.op("Transpose", [g.op("Reshape", [p, g.c([0, 0, heads, dh])])], perm=[0, 2, 1, 3]))
     q, k, v = hs
-    sc = op("Div", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]), c(np.sqrt(dh), np.float32)])
-    a = op("MatMul", [op("Softmax", [sc], axis=-1), v])
-    a = op("Reshape", [op("Transpose", [a], perm=[0, 2, 1, 3]), c([0, -1, d])])
-    x = op("Add", [x, op("Add", [op("MatMul", [a, wt(d, d)]), wt(d, scale=0.1)])])
-    y = op("Add", [op("MatMul", [x, wt(d, classes)]), wt(classes, scale=0.1)])
-    nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=-1))
+    sc = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]), g.c(np.sqrt(dh), np.float32)])
+    a = g.op("MatMul", [g.op("Softmax", [sc], axis=-1), v])
+    a = g.op("Reshape", [g.op("Transpose", [a], perm=[0, 2, 1, 3]), g.c([0, -1, d])])
+    x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [a, g.wt(d, d)]), g.wt(d, scale=0.1)])])
+    y = g.op("Add", [g.op("MatMul", [x, g.wt(d, classes)]), g.wt(classes, scale=0.1)])
+    g.nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=-1))
     steps = "steps" if isinstance(w, str) else w // 4
-    g = h.make_graph(nodes, "recognizer", [h.make_tensor_value_info("image", T.FLOAT, [1, 1, 32, w])],
-                     [h.make_tensor_value_info("logits", T.FLOAT, [1, steps, classes])], inits)
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return save_line_model(g, path, "recognizer", w, [1, steps, classes])
 
 
 def crnn(path: str, w, classes: int = 37, hidden: int = 64) -> str:
-    """A CRNN text-line recognizer: the CNN of `recognizer`, then a bidirectional LSTM over
-    the w/4 steps (hidden 64) and a CTC head, `[steps, 1, classes]`."""
-    rng = np.random.default_rng(2)
-    nodes, inits = [], []
-
-    def wt(*shape, scale=None):
-        n = f"w{len(inits)}"
-        fan = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        s = scale if scale is not None else 1.0 / np.sqrt(fan)
-        inits.append(nh.from_array((rng.standard_normal(shape) * s).astype(np.float32), n))
-        return n
-
-    def c(v, dt=np.int64):
-        n = f"c{len(inits)}"
-        inits.append(nh.from_array(np.array(v, dtype=dt), n))
-        return n
-
-    def op(t, ins, **kw):
-        o = f"t{len(nodes)}"
-        nodes.append(h.make_node(t, ins, [o], **kw))
-        return o
-
-    x, cin = "image", 1
-    for cout, pool in [(32, (2, 2)), (64, (2, 2)), (128, (2, 1)), (128, (2, 1))]:
-        x = op("Conv", [x, wt(cout, cin, 3, 3), wt(cout, scale=0.1)], pads=[1, 1, 1, 1])
-        var = c(np.abs(rng.standard_normal(cout)) + 0.5, np.float32)
-        x = op("BatchNormalization", [x, wt(cout, scale=0.1), wt(cout, scale=0.1), wt(cout, scale=0.1), var])
-        x = op("MaxPool", [op("Relu", [x])], kernel_shape=list(pool), strides=list(pool))
-        cin = cout
-    x = op("Relu", [op("Conv", [x, wt(128, cin, 2, 1), wt(128, scale=0.1)])])  # [1, 128, 1, w/4]
-    x = op("Transpose", [op("Squeeze", [x, c([2])])], perm=[2, 0, 1])         # [w/4, 1, 128]
+    """A CRNN text-line recognizer: `line_cnn`, then a bidirectional LSTM over the w/4 steps
+    (hidden 64) and a CTC head, `[steps, 1, classes]`."""
+    g = Graph(2)
+    x = line_cnn(g, 128)                                                    # [1, 128, 1, w/4]
+    x = g.op("Transpose", [g.op("Squeeze", [x, g.c([2])])], perm=[2, 0, 1])  # [w/4, 1, 128]
     H = hidden
-    lstm = [x, wt(2, 4 * H, 128), wt(2, 4 * H, H), wt(2, 8 * H, scale=0.1)]
-    nodes.append(h.make_node("LSTM", lstm, ["ly"], hidden_size=H, direction="bidirectional"))
-    y = op("Reshape", [op("Transpose", ["ly"], perm=[0, 2, 1, 3]), c([0, 0, -1])])  # [w/4, 1, 2H]
-    y = op("Add", [op("MatMul", [y, wt(2 * H, classes)]), wt(classes, scale=0.1)])
-    nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=2))
+    lstm = [x, g.wt(2, 4 * H, 128), g.wt(2, 4 * H, H), g.wt(2, 8 * H, scale=0.1)]
+    g.nodes.append(h.make_node("LSTM", lstm, ["ly"], hidden_size=H, direction="bidirectional"))
+    y = g.op("Reshape", [g.op("Transpose", ["ly"], perm=[0, 2, 1, 3]), g.c([0, 0, -1])])  # [w/4, 1, 2H]
+    y = g.op("Add", [g.op("MatMul", [y, g.wt(2 * H, classes)]), g.wt(classes, scale=0.1)])
+    g.nodes.append(h.make_node("LogSoftmax", [y], ["logits"], axis=2))
     steps = "steps" if isinstance(w, str) else w // 4
-    g = h.make_graph(nodes, "crnn", [h.make_tensor_value_info("image", T.FLOAT, [1, 1, 32, w])],
-                     [h.make_tensor_value_info("logits", T.FLOAT, [steps, 1, classes])], inits)
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return save_line_model(g, path, "crnn", w, [steps, 1, classes])
 
 
 def feeds(seq: int) -> dict:
