@@ -298,52 +298,6 @@ pub fn recurrent_f32(
         // SAFETY: in place over the slice's floats.
         unsafe { activation::activation_f32(kind, [1.0, 0.0], v.as_ptr(), v.as_mut_ptr(), v.len()) }
     };
-    // `out = a · B + bias + residual` for `a` [batch, k] and B packed [k, n].
-    let product = |a: &[f32],
-                   k: usize,
-                   bp: &[f32],
-                   n: usize,
-                   (bias, residual): (Option<&[f32]>, Option<&[f32]>),
-                   out: &mut [f32],
-                   a_pack: &mut [f32]| {
-        let ep = Epilogue {
-            bias_col: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
-            residual: residual.map_or(std::ptr::null(), |r| r.as_ptr()),
-            ..Epilogue::NONE
-        };
-        // SAFETY: a [batch, k], bp packed [k, n], out [batch, n], a_pack `packed_a_len`.
-        unsafe {
-            if p.batch <= GEMV_ROWS {
-                gemm::gemv_packed_b(
-                    par,
-                    p.batch,
-                    n,
-                    k,
-                    a.as_ptr(),
-                    k,
-                    false,
-                    bp.as_ptr(),
-                    out.as_mut_ptr(),
-                    n,
-                    &ep,
-                );
-            } else {
-                pack::pack_a(a.as_ptr(), k, false, p.batch, k, a_pack.as_mut_ptr());
-                gemm::gemm_packed_a(
-                    par,
-                    p.batch,
-                    n,
-                    k,
-                    a_pack.as_ptr(),
-                    BSource::Packed(bp.as_ptr()),
-                    out.as_mut_ptr(),
-                    n,
-                    &ep,
-                    crate::par::Slots::single(std::ptr::null_mut()),
-                );
-            }
-        }
-    };
     let (steps, finals) = y.split_at_mut(p.seq * sl);
     for s in 0..p.seq {
         let t = if p.reverse { p.seq - 1 - s } else { s };
@@ -364,7 +318,17 @@ pub fn recurrent_f32(
         } else {
             (rb, None)
         };
-        product(h_prev, hd, rp, gh, ep, &mut gates[..p.batch * gh], a_pack);
+        product(
+            par,
+            p.batch,
+            h_prev,
+            hd,
+            rp,
+            gh,
+            ep,
+            &mut gates[..p.batch * gh],
+            a_pack,
+        );
         for b in 0..p.batch {
             let g = &mut gates[b * gh..][..gh];
             let xr = &xw_t[b * gh..][..gh];
@@ -409,7 +373,7 @@ pub fn recurrent_f32(
                         }
                         let rb_h = rb.map(|rb| &rb[2 * hd..]);
                         // One batch row at a time: (r ⊙ h)·R_hᵀ + Rb_h.
-                        product_row(par, tb, hd, rhp, hd, rb_h, hg);
+                        product(par, 1, tb, hd, rhp, hd, (rb_h, None), hg, &mut []);
                         for k in 0..hd {
                             hg[k] = clamp(input(2, k) + hg[k]);
                         }
@@ -481,36 +445,58 @@ pub fn recurrent_f32(
     }
 }
 
-/// `out = a · B + bias` for one row `a` `[k]` and B packed `[k, n]`.
-fn product_row(
+/// `out = a · B + bias + residual` for `a` `[rows, k]` and B packed `[k, n]`: the
+/// matrix-vector product for rows up to `GEMV_ROWS`, else the GEMM with `a` packed into
+/// `a_pack` (`packed_a_len(rows, k)` floats).
+#[allow(clippy::too_many_arguments, reason = "the product's operands")]
+fn product(
     par: Par,
+    rows: usize,
     a: &[f32],
     k: usize,
     bp: &[f32],
     n: usize,
-    bias: Option<&[f32]>,
+    (bias, residual): (Option<&[f32]>, Option<&[f32]>),
     out: &mut [f32],
+    a_pack: &mut [f32],
 ) {
     let ep = Epilogue {
         bias_col: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+        residual: residual.map_or(std::ptr::null(), |r| r.as_ptr()),
         ..Epilogue::NONE
     };
-    // SAFETY: a [1, k], bp packed [k, n], out [1, n].
+    // SAFETY: a [rows, k], bp packed [k, n], out [rows, n] (and residual), a_pack as above.
     unsafe {
-        gemm::gemv_packed_b(
-            par,
-            1,
-            n,
-            k,
-            a.as_ptr(),
-            k,
-            false,
-            bp.as_ptr(),
-            out.as_mut_ptr(),
-            n,
-            &ep,
-        )
-    };
+        if rows <= GEMV_ROWS {
+            gemm::gemv_packed_b(
+                par,
+                rows,
+                n,
+                k,
+                a.as_ptr(),
+                k,
+                false,
+                bp.as_ptr(),
+                out.as_mut_ptr(),
+                n,
+                &ep,
+            );
+        } else {
+            pack::pack_a(a.as_ptr(), k, false, rows, k, a_pack.as_mut_ptr());
+            gemm::gemm_packed_a(
+                par,
+                rows,
+                n,
+                k,
+                a_pack.as_ptr(),
+                BSource::Packed(bp.as_ptr()),
+                out.as_mut_ptr(),
+                n,
+                &ep,
+                crate::par::Slots::single(std::ptr::null_mut()),
+            );
+        }
+    }
 }
 
 /// C ABI entry point (`kernels::RECURRENT_F32`).
