@@ -46,6 +46,7 @@ const MAX_TAPS: usize = 256;
 
 mod taps;
 
+use onnxc_runtime::resize::{Rule, Scale};
 use taps::{Axis, Coord, Mode, Nearest, Params, bin, c64, nearest_index, tap_count, weighted_taps};
 
 fn parse_params(ctx: &Ctx, upsample: bool) -> Result<Params> {
@@ -246,9 +247,11 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
         }
     };
 
-    // Output dims and per-axis scales (f64 expressions; constants unless given at run time).
+    // Output dims and per-axis scales (f64 expressions; constants unless given at run time),
+    // and where the kernel that computes its taps finds each constant one (`rule_scales`).
     let mut out = dims.clone();
     let mut scales: Vec<E> = vec![c64(1.0); r];
+    let mut rule_scales: Vec<Option<Scale>> = vec![None; r];
     let mut table_inputs: Vec<ValueId> = Vec::new();
     let mut runtime_checks: Vec<E> = Vec::new();
     let declared = |ctx: &Ctx, why: &str| -> Result<Vec<i64>> {
@@ -292,6 +295,7 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
                 too_long(ctx, a, o)?;
                 out[a] = o as i64;
                 scales[a] = c64(v);
+                rule_scales[a] = Some(Scale::Given(v));
             }
         }
         Spec::Sizes(s) => {
@@ -328,6 +332,11 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
             }
             for &a in &axes {
                 scales[a] = c64(sv[a]);
+                // Without a policy the scale is `n_out / n_in`, as the kernel computes it.
+                rule_scales[a] = Some(match keep {
+                    None if dims[a] > 0 => Scale::Sizes,
+                    _ => Scale::Given(sv[a]),
+                });
             }
         }
         Spec::RtScales(v) => {
@@ -543,7 +552,11 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
             }
         });
     }
-    if let Some(g) = kernel_geometry(ctx, &dims, dt, &plan, &tables, extrap) {
+    let rules: Vec<Option<Rule>> = plan
+        .iter()
+        .map(|ax| rule(&p, rule_scales[ax.axis]?))
+        .collect();
+    if let Some(g) = kernel_geometry(ctx, &dims, dt, &plan, &tables, &rules, extrap) {
         let ty = crate::ir::TypeInfo::new(dt, shape);
         return Ok(vec![ctx.add(
             crate::ir::Op::kernel(crate::kernels::Resize(g)),
@@ -649,14 +662,53 @@ struct Table {
     taps: usize,
 }
 
+/// How the resize kernel computes an axis's taps with constant scale `scale`
+/// (`onnxc_runtime::resize::Rule`), when it can: not for `tf_crop_and_resize` (its roi) nor
+/// for a nearest mode with `exclude_outside` (an output the kernel would zero).
+fn rule(p: &Params, scale: Scale) -> Option<Rule> {
+    use onnxc_runtime::resize as rt;
+    let filter = match p.mode {
+        Mode::Nearest(_) if p.exclude_outside => return None,
+        Mode::Nearest(n) => rt::Filter::Nearest(match n {
+            Nearest::RoundPreferFloor => rt::Nearest::RoundPreferFloor,
+            Nearest::RoundPreferCeil => rt::Nearest::RoundPreferCeil,
+            Nearest::Floor => rt::Nearest::Floor,
+            Nearest::Ceil => rt::Nearest::Ceil,
+            Nearest::Simple => rt::Nearest::Simple,
+        }),
+        Mode::Linear => rt::Filter::Linear,
+        Mode::Cubic(a) => rt::Filter::Cubic(a),
+    };
+    let coord = match p.coord {
+        Coord::HalfPixel => rt::Coord::HalfPixel,
+        Coord::HalfPixelSymmetric => rt::Coord::HalfPixelSymmetric,
+        Coord::PytorchHalfPixel => rt::Coord::PytorchHalfPixel,
+        Coord::AlignCorners => rt::Coord::AlignCorners,
+        Coord::Asymmetric => rt::Coord::Asymmetric,
+        Coord::TfHalfPixelForNn => rt::Coord::TfHalfPixelForNn,
+        Coord::TfCropAndResize => return None,
+    };
+    Some(Rule {
+        filter,
+        coord,
+        exclude_outside: p.exclude_outside,
+        antialias: p.antialias,
+        scale,
+    })
+}
+
 /// The runtime kernel's geometry (`onnxc_resize_f32`) for a float32 resize of at most the
-/// last two axes whose tables are constants, or `None` (then maps compute it).
+/// last two axes whose tables the kernel computes (`rules`: what a model lowered at several
+/// values of a run-time dim needs, as the tables' lengths follow it) or are constants; or
+/// `None` (then maps compute it).
+#[allow(clippy::too_many_arguments)]
 fn kernel_geometry(
     ctx: &Ctx,
     dims: &[i64],
     dt: DType,
     plan: &[Axis],
     tables: &[Table],
+    rules: &[Option<Rule>],
     extrap: f64,
 ) -> Option<onnxc_runtime::resize::ResizeGeometry> {
     use onnxc_runtime::resize::{AxisTaps, ResizeGeometry};
@@ -668,7 +720,13 @@ fn kernel_geometry(
         AxisTaps::identity(dims[r - 2]),
         AxisTaps::identity(dims[r - 1]),
     ];
-    for (ax, t) in plan.iter().zip(tables) {
+    for ((ax, t), rule) in plan.iter().zip(tables).zip(rules) {
+        if let Some(rule) = rule
+            && let Some(taps) = AxisTaps::computed(ax.n_in, ax.n_out, *rule)
+        {
+            axes[ax.axis + 2 - r] = taps;
+            continue;
+        }
         let index = ctx.konst(t.index)?.to_i64s();
         // -2: a nearest tap `exclude_outside` dropped (the output is 0); maps handle it.
         if index.contains(&-2) {
@@ -736,6 +794,113 @@ mod tests {
         assert_eq!(expr::display(&ix), "mul(v0, 3)");
         assert!(affine_index(&[0, 1, 1, 2], expr::var(0)).is_none());
         assert!(affine_index(&[0, 0, 1, 1, 1], expr::var(0)).is_none());
+    }
+
+    /// The tables the kernel computes by a rule (`onnxc_runtime::resize::Rule::fill`) are the
+    /// table maps' constants, bit for bit, over every mode, coordinate transformation and
+    /// filter option, for up- and downscales and scales given or from sizes.
+    #[test]
+    fn computed_taps_are_the_table_maps() {
+        use crate::ir::interp::eval_map;
+        let nearest = [
+            Nearest::RoundPreferFloor,
+            Nearest::RoundPreferCeil,
+            Nearest::Floor,
+            Nearest::Ceil,
+            Nearest::Simple,
+        ];
+        let coords = [
+            Coord::HalfPixel,
+            Coord::HalfPixelSymmetric,
+            Coord::PytorchHalfPixel,
+            Coord::AlignCorners,
+            Coord::Asymmetric,
+            Coord::TfHalfPixelForNn,
+        ];
+        let mut modes: Vec<(Mode, bool, bool)> = nearest
+            .iter()
+            .map(|&n| (Mode::Nearest(n), false, false))
+            .collect();
+        for mode in [Mode::Linear, Mode::Cubic(-0.75), Mode::Cubic(-0.5)] {
+            for (exclude_outside, antialias) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
+                modes.push((mode, exclude_outside, antialias));
+            }
+        }
+        // (n_in, n_out, scale given; None: from the sizes)
+        let sizes: &[(i64, i64, Option<f64>)] = &[
+            (1, 1, None),
+            (1, 3, None),
+            (4, 8, Some(2.0)),
+            (5, 10, None),
+            (7, 3, None),
+            (20, 9, Some(0.45)),
+            (6, 15, Some(2.6)),
+            (10, 3, Some(1.0 / 3.0)),
+            (13, 29, None),
+            (31, 7, Some(0.25)),
+            (3, 8, Some(8.0 / 3.0)),
+            (40, 80, Some(2.0)),
+        ];
+        let mut checked = 0;
+        for &(mode, exclude_outside, antialias) in &modes {
+            for &coord in &coords {
+                for &(n_in, n_out, given) in sizes {
+                    let p = Params {
+                        mode,
+                        coord,
+                        exclude_outside,
+                        antialias,
+                    };
+                    let s = given.unwrap_or(n_out as f64 / n_in as f64);
+                    let scale = match given {
+                        Some(s) => Scale::Given(s),
+                        None => Scale::Sizes,
+                    };
+                    let Some(rule) = rule(&p, scale) else {
+                        continue;
+                    };
+                    let ax = Axis {
+                        axis: 0,
+                        n_in,
+                        n_out,
+                        scale: c64(s),
+                        roi: None,
+                    };
+                    let taps = rule.taps(n_in as usize, n_out as usize);
+                    let (ib, wb) = match mode {
+                        Mode::Nearest(n) => (nearest_index(&p, n, &ax), None),
+                        _ => {
+                            assert_eq!(taps, tap_count(&p, s), "{p:?} at {s}");
+                            let (i, w) = weighted_taps(&p, &ax, taps);
+                            (i, Some(expr::cast(w, DType::F32)))
+                        }
+                    };
+                    let shape = match wb {
+                        None => vec![n_out],
+                        Some(_) => vec![n_out, taps as i64],
+                    };
+                    let want_index = eval_map(&ib, &[], DType::I64, &shape).unwrap().to_i64s();
+                    let want_weight: Vec<f32> = match &wb {
+                        None => vec![1.0; want_index.len()],
+                        Some(w) => (eval_map(w, &[], DType::F32, &shape).unwrap().to_f64s())
+                            .iter()
+                            .map(|&v| v as f32)
+                            .collect(),
+                    };
+                    let len = n_out as usize * taps;
+                    let (mut index, mut weight) = (vec![-9; len], vec![f32::NAN; len]);
+                    rule.fill(n_in as usize, n_out as usize, &mut index, &mut weight);
+                    let what = format!("{p:?} {n_in} -> {n_out} at {s}");
+                    assert_eq!(index, want_index, "{what}");
+                    let bits = |w: &[f32]| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&weight), bits(&want_weight), "{what}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
     }
 
     #[test]

@@ -13,6 +13,10 @@ use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::params;
 
+mod taps;
+
+pub use taps::{Coord, Filter, Nearest, RULE_WORDS, Rule, Scale};
+
 /// How one axis's taps apply.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TapKind {
@@ -22,11 +26,15 @@ pub enum TapKind {
     Gather = 1,
     /// Output `i` is input `i`.
     Identity = 2,
+    /// Tables the kernel computes from the axis's lengths by a `Rule` (a model whose lengths
+    /// are taken at run time).
+    Computed = 3,
 }
 
 /// One axis's taps: for output `o`, inputs `index[o·taps + t]` (in `[0, n_in)`, or -1 for
 /// an extrapolated output: then every tap of `o` is -1) weighted by `weight[o·taps + t]`.
-/// The identity has no tables (`index` and `weight` empty).
+/// The identity has no tables (`index` and `weight` empty), nor has an axis whose tables
+/// the kernel computes (`rule`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AxisTaps {
     pub kind: TapKind,
@@ -35,6 +43,8 @@ pub struct AxisTaps {
     pub taps: i64,
     pub index: Vec<i64>,
     pub weight: Vec<f32>,
+    /// How the kernel computes the tables (`TapKind::Computed`).
+    pub rule: Option<Rule>,
 }
 
 impl AxisTaps {
@@ -47,7 +57,29 @@ impl AxisTaps {
             taps: 1,
             index: Vec::new(),
             weight: Vec::new(),
+            rule: None,
         }
+    }
+
+    /// An axis from `n_in` to `n_out` whose tables the kernel computes by `rule`; `None`
+    /// when they would be empty or too large.
+    pub fn computed(n_in: i64, n_out: i64, rule: Rule) -> Option<AxisTaps> {
+        if n_in < 1 || n_out < 1 {
+            return None;
+        }
+        let taps = rule.taps(n_in as usize, n_out as usize) as i64;
+        if taps < 1 || n_out.checked_mul(taps)? > params::MAX_EXTENT {
+            return None;
+        }
+        Some(AxisTaps {
+            kind: TapKind::Computed,
+            n_in,
+            n_out,
+            taps,
+            index: Vec::new(),
+            weight: Vec::new(),
+            rule: Some(rule),
+        })
     }
 
     /// Taps from tables (`index`/`weight` of `n_out · taps` entries), classified: one tap of
@@ -95,7 +127,16 @@ impl AxisTaps {
             taps,
             index,
             weight,
+            rule: None,
         })
+    }
+
+    /// Entries of the tables the kernel computes (none unless `Computed`).
+    fn computed_len(&self) -> usize {
+        match self.kind {
+            TapKind::Computed => (self.n_out * self.taps) as usize,
+            _ => 0,
+        }
     }
 }
 
@@ -127,22 +168,38 @@ impl ResizeGeometry {
             r.kind as i64,
             c.kind as i64,
         ];
-        p.extend_from_slice(&r.index);
-        p.extend_from_slice(&c.index);
+        for a in [r, c] {
+            match a.rule {
+                Some(rule) => p.extend_from_slice(&rule.encode()),
+                None => p.extend_from_slice(&a.index),
+            }
+        }
         let mut f = vec![self.extrapolation];
         f.extend_from_slice(&r.weight);
         f.extend_from_slice(&c.weight);
         (params::seal(p), f)
     }
 
-    /// Floats of scratch the kernel needs: one combined input row.
+    /// Floats of scratch the kernel needs (`scratch_floats`).
     pub fn scratch_floats(&self) -> usize {
-        self.cols.n_in as usize
+        scratch_floats(
+            self.cols.n_in as usize,
+            self.rows.computed_len() + self.cols.computed_len(),
+        )
     }
 }
 
+/// Floats of scratch for a resize of rows of `w_in` floats whose computed tables have
+/// `computed` entries: the indices (two floats each, after one float of slack to align
+/// them), the weights, one combined input row.
+fn scratch_floats(w_in: usize, computed: usize) -> usize {
+    let tables = if computed == 0 { 0 } else { 1 + 3 * computed };
+    tables + w_in
+}
+
 /// One axis of a decoded parameter blob: how its taps apply, its extents, taps per output,
-/// and the index table borrowed from the blob (empty for the identity).
+/// and the index table borrowed from the blob (empty for the identity and for computed
+/// tables, whose rule it has).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AxisParams<'a> {
     pub kind: TapKind,
@@ -150,6 +207,25 @@ pub struct AxisParams<'a> {
     pub n_out: usize,
     pub taps: usize,
     pub index: &'a [i64],
+    pub rule: Option<Rule>,
+}
+
+impl AxisParams<'_> {
+    /// Entries of the tables the kernel computes (none unless `Computed`).
+    fn computed_len(&self) -> usize {
+        match self.kind {
+            TapKind::Computed => self.n_out * self.taps,
+            _ => 0,
+        }
+    }
+
+    /// Entries of its weight table in the kernel's float array.
+    fn floats_len(&self) -> usize {
+        match self.kind {
+            TapKind::Computed => 0,
+            _ => self.index.len(),
+        }
+    }
 }
 
 /// `onnxc_resize_f32`'s integer parameters (`ResizeGeometry::encode`), decoded and validated.
@@ -183,8 +259,26 @@ impl<'a> ResizeParams<'a> {
                 0 => TapKind::Weighted,
                 1 => TapKind::Gather,
                 2 => TapKind::Identity,
+                3 => TapKind::Computed,
                 _ => return Err(params::ParamError("unknown tap kind")),
             };
+            if kind == TapKind::Computed {
+                let rule = Rule::decode(r.words(RULE_WORDS)?)?;
+                ensure(n_in > 0 || n_out == 0, "computed taps of an empty axis")?;
+                if n_in > 0 {
+                    let want = rule.taps(n_in as usize, n_out as usize);
+                    ensure(want as i64 == taps, "taps that are not the rule's")?;
+                }
+                product([n_out, taps], too_big)?;
+                return Ok(AxisParams {
+                    kind,
+                    n_in: n_in as usize,
+                    n_out: n_out as usize,
+                    taps: taps as usize,
+                    index: &[],
+                    rule: Some(rule),
+                });
+            }
             let len = match kind {
                 TapKind::Identity => {
                     ensure(taps == 1 && n_in == n_out, "an identity that is not one")?;
@@ -195,6 +289,7 @@ impl<'a> ResizeParams<'a> {
                     n_out
                 }
                 TapKind::Weighted => product([n_out, taps], too_big)?,
+                TapKind::Computed => unreachable!("decoded above"),
             };
             let index = r.words(len as usize)?;
             for out in index.chunks(taps as usize) {
@@ -211,6 +306,7 @@ impl<'a> ResizeParams<'a> {
                 n_out: n_out as usize,
                 taps: taps as usize,
                 index,
+                rule: None,
             })
         };
         let rows = axis(h_in, h_out, th, kh)?;
@@ -225,12 +321,15 @@ impl<'a> ResizeParams<'a> {
 
     /// Floats of the kernel's float array: the extrapolation value and the weights.
     pub fn floats_len(&self) -> usize {
-        1 + self.rows.index.len() + self.cols.index.len()
+        1 + self.rows.floats_len() + self.cols.floats_len()
     }
 
     /// Floats of scratch the kernel needs (`ResizeGeometry::scratch_floats`).
     pub fn scratch_floats(&self) -> usize {
-        self.cols.n_in
+        scratch_floats(
+            self.cols.n_in,
+            self.rows.computed_len() + self.cols.computed_len(),
+        )
     }
 }
 
@@ -252,30 +351,49 @@ pub unsafe extern "C" fn onnxc_resize_f32(
 ) -> Status {
     let p = params::decode_blob!(params, ResizeParams::decode);
     let (r, c) = (p.rows, p.cols);
+    let (lh, lw) = (r.computed_len(), c.computed_len());
     // SAFETY: the float array and the buffers hold what the validated parameters describe
-    // (the caller's contract).
-    let (x, y, row, extrapolation, wh, ww) = unsafe {
-        let (lh, lw) = (r.index.len(), c.index.len());
+    // (the caller's contract): scratch `scratch_floats()` floats, computed tables first (the
+    // indices 8-byte aligned within its slack float), then the combined row.
+    let (x, y, row, extrapolation, wh, ww, computed) = unsafe {
+        let (fh, fw) = (r.floats_len(), c.floats_len());
+        let mut tables = scratch;
+        let mut computed = None;
+        if lh + lw > 0 {
+            let skip = scratch.align_offset(2).min(1);
+            let index = scratch.add(skip) as *mut i64;
+            let weight = scratch.add(1 + 2 * (lh + lw));
+            computed = Some((
+                std::slice::from_raw_parts_mut(index, lh + lw),
+                std::slice::from_raw_parts_mut(weight, lh + lw),
+            ));
+            tables = weight.add(lh + lw);
+        }
         (
             std::slice::from_raw_parts(x, p.planes * r.n_in * c.n_in),
             std::slice::from_raw_parts_mut(y, p.planes * r.n_out * c.n_out),
-            std::slice::from_raw_parts_mut(scratch, c.n_in),
+            std::slice::from_raw_parts_mut(tables, c.n_in),
             *floats,
-            std::slice::from_raw_parts(floats.add(1), lh),
-            std::slice::from_raw_parts(floats.add(1 + lh), lw),
+            std::slice::from_raw_parts(floats.add(1), fh),
+            std::slice::from_raw_parts(floats.add(1 + fh), fw),
+            computed,
         )
     };
-    let rows = Taps {
-        kind: r.kind as usize,
-        taps: r.taps,
-        index: r.index,
-        weight: wh,
-    };
-    let cols = Taps {
-        kind: c.kind as usize,
-        taps: c.taps,
-        index: c.index,
-        weight: ww,
+    let (rows, cols) = match computed {
+        None => (Taps::of(&r, r.index, wh), Taps::of(&c, c.index, ww)),
+        Some((index, weight)) => {
+            let (ih, iw) = index.split_at_mut(lh);
+            let (wth, wtw) = weight.split_at_mut(lh);
+            for (a, i, w) in [(&r, &mut *ih, &mut *wth), (&c, &mut *iw, &mut *wtw)] {
+                if let Some(rule) = a.rule {
+                    rule.fill(a.n_in, a.n_out, i, w);
+                }
+            }
+            (
+                Taps::computed(&r, ih, wth, r.index, wh),
+                Taps::computed(&c, iw, wtw, c.index, ww),
+            )
+        }
     };
     let dims = (r.n_in, c.n_in, r.n_out, c.n_out);
     crate::multiversion!(resize(x, y, row, dims, &rows, &cols, extrapolation));
@@ -287,6 +405,42 @@ struct Taps<'a> {
     taps: usize,
     index: &'a [i64],
     weight: &'a [f32],
+}
+
+impl<'a> Taps<'a> {
+    /// Axis `a`'s taps from the blob's index table and the float array's weights.
+    fn of(a: &AxisParams, index: &'a [i64], weight: &'a [f32]) -> Taps<'a> {
+        Taps {
+            kind: a.kind as usize,
+            taps: a.taps,
+            index,
+            weight,
+        }
+    }
+
+    /// As `of`, but a computed axis takes the tables the kernel computed (`computed` and
+    /// `computed_weight`): a nearest rule's are a gather, the others weighted.
+    fn computed(
+        a: &AxisParams,
+        computed: &'a [i64],
+        computed_weight: &'a [f32],
+        index: &'a [i64],
+        weight: &'a [f32],
+    ) -> Taps<'a> {
+        let Some(rule) = a.rule else {
+            return Taps::of(a, index, weight);
+        };
+        let kind = match rule.filter {
+            Filter::Nearest(_) => TapKind::Gather,
+            _ => TapKind::Weighted,
+        };
+        Taps {
+            kind: kind as usize,
+            taps: a.taps,
+            index: computed,
+            weight: computed_weight,
+        }
+    }
 }
 
 #[inline(always)]
@@ -590,12 +744,111 @@ mod tests {
         }
     }
 
+    /// Axes whose tables the kernel computes resize as the same tables given in the blob.
+    #[test]
+    fn computed_taps_match_the_given_tables() {
+        let x: Vec<f32> = (0..2 * 6 * 9)
+            .map(|i| ((i * 29) % 31) as f32 - 15.0)
+            .collect();
+        let rule = |filter, coord, scale| Rule {
+            filter,
+            coord,
+            exclude_outside: false,
+            antialias: false,
+            scale,
+        };
+        let tables = |a: &AxisTaps| {
+            let rule = a.rule.unwrap();
+            let len = a.computed_len();
+            let (mut index, mut weight) = (vec![0; len], vec![0.0; len]);
+            rule.fill(a.n_in as usize, a.n_out as usize, &mut index, &mut weight);
+            AxisTaps::new(a.n_in, a.n_out, a.taps, index, weight).unwrap()
+        };
+        let near = Filter::Nearest(Nearest::Floor);
+        let cases = [
+            (
+                rule(near, Coord::Asymmetric, Scale::Given(2.0)),
+                rule(near, Coord::Asymmetric, Scale::Given(2.0)),
+            ),
+            (
+                rule(Filter::Linear, Coord::HalfPixel, Scale::Sizes),
+                rule(Filter::Cubic(-0.75), Coord::AlignCorners, Scale::Sizes),
+            ),
+            (
+                rule(Filter::Linear, Coord::PytorchHalfPixel, Scale::Given(0.5)),
+                Rule {
+                    antialias: true,
+                    exclude_outside: true,
+                    ..rule(Filter::Linear, Coord::HalfPixel, Scale::Given(0.45))
+                },
+            ),
+        ];
+        for (rh, rw) in cases {
+            let n_out = |r: &Rule, n: i64| match r.scale {
+                Scale::Given(s) => (s * n as f64).floor() as i64,
+                Scale::Sizes => 2 * n - 1,
+            };
+            let computed = ResizeGeometry {
+                planes: 2,
+                rows: AxisTaps::computed(6, n_out(&rh, 6), rh).unwrap(),
+                cols: AxisTaps::computed(9, n_out(&rw, 9), rw).unwrap(),
+                extrapolation: 0.0,
+            };
+            let given = ResizeGeometry {
+                rows: tables(&computed.rows),
+                cols: tables(&computed.cols),
+                ..computed.clone()
+            };
+            assert_eq!(run(&computed, &x), run(&given, &x), "{computed:?}");
+        }
+    }
+
     #[test]
     fn inconsistent_tables_are_rejected() {
         assert!(AxisTaps::new(4, 2, 1, vec![0, 4], vec![1.0, 1.0]).is_none());
         assert!(AxisTaps::new(4, 2, 2, vec![0, -1, 1, 2], vec![1.0; 4]).is_none());
         assert!(AxisTaps::new(4, 2, 1, vec![0], vec![1.0]).is_none());
         assert!(AxisTaps::new(4, 2, 0, vec![], vec![]).is_none());
+    }
+
+    /// Corrupt rules of computed taps are refused.
+    #[test]
+    fn refuses_corrupt_rules() {
+        let rule = Rule {
+            filter: Filter::Cubic(-0.5),
+            coord: Coord::HalfPixel,
+            exclude_outside: false,
+            antialias: true,
+            scale: Scale::Given(0.5),
+        };
+        let g = ResizeGeometry {
+            planes: 1,
+            rows: AxisTaps::identity(3),
+            cols: AxisTaps::computed(8, 4, rule).unwrap(),
+            extrapolation: 0.0,
+        };
+        let (good, _) = g.encode();
+        let d = ResizeParams::decode(&good).unwrap();
+        assert_eq!((d.cols.taps, d.cols.rule), (8, Some(rule)));
+        let with = |k: usize, v: i64| params::with_word(&good, k, v);
+        let bits = |v: f64| v.to_bits() as i64;
+        // Body: the 9 words, then the columns' rule (the rows have no table).
+        let bad = [
+            with(6, 4),
+            with(9, 3),
+            with(9 + 1, bits(f64::NAN)),
+            with(9 + 2, 6),
+            with(9 + 3, 2),
+            with(9 + 4, -1),
+            with(9 + 5, 2),
+            with(9 + 6, bits(0.0)),
+            with(9 + 6, bits(f64::INFINITY)),
+            with(9 + 6, bits(-0.5)),
+            with(9, 0),
+        ];
+        for (i, b) in bad.iter().enumerate() {
+            assert!(ResizeParams::decode(b).is_err(), "case {i}");
+        }
     }
 
     /// Corrupt blobs are refused by `decode` and by the entry point, which then writes
