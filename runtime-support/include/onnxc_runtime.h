@@ -136,12 +136,15 @@ typedef struct onnxc_model_info {
     uint64_t workspace_size;       /* bytes NAME_run needs */
     uint64_t workspace_per_worker; /* bytes each further worker of NAME_run_threaded adds */
     /* Dims the model takes at run time (NAME_run_shaped finds them in the inputs' dims):
-       how many, their largest values, their names and their least values (below them the
-       model is invalid, e.g. a window wider than the dim). */
+       how many, their largest values, their names, their least values (below them the
+       model is invalid, e.g. a window wider than the dim) and the multiples they are taken
+       in (a dim taken in multiples of 32, as an FPN that adds upsamplings to its laterals
+       needs, is 32 times its value: its least and largest values count multiples). */
     uint64_t num_dims;
     const int64_t *dim_bounds;
     const char *const *dim_names;
     const int64_t *dim_least;
+    const int64_t *dim_multiples;
 } onnxc_model_info;
 
 /* ---- Threads ------------------------------------------------------------------------------

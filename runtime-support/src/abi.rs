@@ -77,12 +77,15 @@ pub struct ModelInfo {
     /// Bytes each further worker of `NAME_run_threaded` adds to it.
     pub workspace_per_worker: u64,
     /// Dims the model takes at run time (`NAME_run_shaped` finds their values in the
-    /// inputs' dims): how many, their largest values, their names and their least values
-    /// (below them the model is invalid: a window wider than the dim).
+    /// inputs' dims): how many, their largest values, their names, their least values
+    /// (below them the model is invalid: a window wider than the dim) and the multiples
+    /// they are taken in (a dim taken in multiples of 32 is 32 × its value: its least and
+    /// largest values count multiples).
     pub num_dims: u64,
     pub dim_bounds: *const i64,
     pub dim_names: *const *const c_char,
     pub dim_least: *const i64,
+    pub dim_multiples: *const i64,
 }
 
 /// A kernel entry point's tensor argument: the `len` elements at `ptr`, empty when `len` is

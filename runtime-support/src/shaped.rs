@@ -689,6 +689,7 @@ mod tests {
             dim_bounds: std::ptr::null(),
             dim_names: std::ptr::null(),
             dim_least: std::ptr::null(),
+            dim_multiples: std::ptr::null(),
         }
     }
 

@@ -660,3 +660,145 @@ fn an_image_height_and_width_are_both_taken_at_run_time() {
         assert!(stderr(&o).contains("28 to 320"), "{h}x{w}: {}", stderr(&o));
     }
 }
+
+/// An FPN over `[1, 3, H, W]`: two stride-2 convolutions, the second's map upsampled ×2 and
+/// added to the first's, then resized (linear) to the input's size read from its Shape, and
+/// a 1×1 convolution to one map `[1, 1, H, W]`. The inner upsampling takes constant scales
+/// (as PaddleOCR exports it: valid when H and W are multiples of 4) or, with `to_lateral`,
+/// the lateral's size from its Shape (as `F.interpolate(size=…)` exports: valid anywhere).
+fn model_with_fpn(to_lateral: bool) -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 30.0).collect()
+    };
+    let conv = |name: &str, x: &str, w: &str, y: &str| {
+        with_ints(
+            with_ints(node("Conv", name, &[x, w], &[y]), "strides", &[2, 2]),
+            "pads",
+            &[1, 1, 1, 1],
+        )
+    };
+    let up = if to_lateral {
+        vec![
+            node("Shape", "lateral_shape", &["b1"], &["s1"]),
+            with_str(
+                node("Resize", "up", &["b2", "", "", "s1"], &["u2"]),
+                "mode",
+                "nearest",
+            ),
+        ]
+    } else {
+        vec![with_str(
+            with_str(
+                node("Resize", "up", &["b2", "", "scales"], &["u2"]),
+                "coordinate_transformation_mode",
+                "asymmetric",
+            ),
+            "nearest_mode",
+            "floor",
+        )]
+    };
+    let mut nodes = vec![
+        conv("c1", "x", "w1", "a1"),
+        node("Relu", "r1", &["a1"], &["b1"]),
+        conv("c2", "b1", "w2", "a2"),
+        node("Relu", "r2", &["a2"], &["b2"]),
+    ];
+    nodes.extend(up);
+    nodes.extend([
+        node("Add", "merge", &["b1", "u2"], &["m"]),
+        node("Shape", "input_shape", &["x"], &["sx"]),
+        node("Slice", "hw", &["sx", "from", "to"], &["hw"]),
+        node("Shape", "merged_shape", &["m"], &["sm"]),
+        node("Slice", "nc", &["sm", "zero", "from"], &["nc"]),
+        with_int(node("Concat", "size", &["nc", "hw"], &["size"]), "axis", 0),
+        with_str(
+            node("Resize", "to_input", &["m", "", "", "size"], &["full"]),
+            "mode",
+            "linear",
+        ),
+        node("Conv", "head", &["full", "w3"], &["y"]),
+    ]);
+    model(
+        nodes,
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(1), D::S("H"), D::S("W")],
+        )],
+        vec![
+            f32_tensor("w1", &[8, 3, 3, 3], &v(8 * 27, 5)),
+            f32_tensor("w2", &[8, 8, 3, 3], &v(8 * 72, 7)),
+            f32_tensor("w3", &[1, 8, 1, 1], &v(8, 13)),
+            f32_tensor("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+            int_tensor("from", 7, &[1], &[2]),
+            int_tensor("to", 7, &[1], &[4]),
+            int_tensor("zero", 7, &[1], &[0]),
+        ],
+        13,
+    )
+}
+
+/// An FPN's upsamplings resize over the run-time dims (the kernel computes its taps when it
+/// runs); one whose ×2 upsampling is added to its lateral is valid at multiples of 4 only,
+/// and is taken at those (`NAME_run_shaped` refuses other dims: `shaped`'s tests); one
+/// resized to its lateral's shape at any size. Each is checked against the object
+/// specialized to each size.
+#[test]
+fn an_fpn_resizes_over_the_run_time_dims() {
+    for to_lateral in [false, true] {
+        let d = scratch(&format!("run_time_dims_fpn{}", to_lateral as u8));
+        let p = d.join("fpn.onnx");
+        save(&model_with_fpn(to_lateral), &p);
+        let opts = Options {
+            emit_main: true,
+            dim_bounds: vec![("H".into(), 160), ("W".into(), 160)],
+            ..Options::default()
+        };
+        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let dims: Vec<(&str, i64, i64, i64)> = (c.program.run_dims.iter())
+            .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
+            .collect();
+        let sizes: &[(usize, usize)] = if to_lateral {
+            assert_eq!(dims, [("H", 28, 160, 1), ("W", 28, 160, 1)], "{}", c.header);
+            &[(28, 28), (29, 31), (100, 57), (160, 160)]
+        } else {
+            // Counted in multiples of 4, from 2 (8 rows or columns).
+            assert_eq!(dims, [("H", 2, 40, 4), ("W", 2, 40, 4)], "{}", c.header);
+            assert!(
+                c.header.contains("H (8 to 160, a multiple of 4)")
+                    && c.header.contains("[1, 3, H, W]"),
+                "{}",
+                c.header
+            );
+            &[(8, 8), (8, 160), (12, 36), (100, 64), (160, 160)]
+        };
+        let dynamic = executable(&c, &d, "dynamic");
+        for &(h, w) in sizes {
+            let x: Vec<f32> = (0..3 * h * w)
+                .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+                .collect();
+            let input = write_input(&d, h * 1000 + w, &x);
+            let m = if to_lateral { 1 } else { 4 };
+            let dir = d.join(format!("dyn{h}x{w}"));
+            let got = outputs_at(&dynamic, &input, &dir, 1, 1, &[h / m, w / m]);
+            let fixed = Options {
+                emit_main: true,
+                dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
+                ..Options::default()
+            };
+            let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+            let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
+            let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 1, 1);
+            assert_eq!(got[0].len(), h * w * 4, "{h}x{w}");
+            // Within rounding: the specialized object may take another convolution path.
+            for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+                assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
+            }
+        }
+    }
+}

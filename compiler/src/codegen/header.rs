@@ -123,7 +123,7 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
 }
 
 /// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size,
-/// workspace_per_worker, num_dims, dim_bounds, dim_names, dim_least}.
+/// workspace_per_worker, num_dims, dim_bounds, dim_names, dim_least, dim_multiples}.
 pub fn define_info(
     module: &mut ObjectModule,
     prog: &Program,
@@ -135,13 +135,15 @@ pub fn define_info(
     let outs = tensor_table(module, prog.public_outputs(), strings)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 80];
+    let mut bytes = vec![0u8; 88];
     bytes[48..56].copy_from_slice(&(prog.run_dims.len() as u64).to_le_bytes());
     let bounds: Vec<i64> = prog.run_dims.iter().map(|d| d.bound).collect();
     let least: Vec<i64> = prog.run_dims.iter().map(|d| d.least).collect();
     let names: Vec<String> = prog.run_dims.iter().map(|d| d.name.clone()).collect();
     let bounds = i64s(module, &bounds)?;
     let least = i64s(module, &least)?;
+    let multiples: Vec<i64> = prog.run_dims.iter().map(|d| d.multiple).collect();
+    let multiples = i64s(module, &multiples)?;
     let names = cstrings(module, &names)?;
     bytes[8..12].copy_from_slice(&(prog.inputs.len() as u32).to_le_bytes());
     bytes[12..16].copy_from_slice(&(prog.public_outputs().len() as u32).to_le_bytes());
@@ -156,6 +158,7 @@ pub fn define_info(
         (56, bounds),
         (64, names),
         (72, least),
+        (80, multiples),
     ] {
         let gv = module.declare_data_in_data(target, &mut d);
         d.write_data_addr(off, gv, 0);
@@ -221,11 +224,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         );
     }
     if !prog.run_dims.is_empty() {
-        let list: Vec<String> = prog
-            .run_dims
-            .iter()
-            .map(|d| format!("{} ({} to {})", d.name, d.least, d.bound))
-            .collect();
+        let list: Vec<String> = prog.run_dims.iter().map(|d| d.describe()).collect();
         let _ = writeln!(
             h,
             "/* Dims taken at run time: {}. Only {prefix}_run_shaped runs the model: it finds\n   \
@@ -237,7 +236,10 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
             if prog.fixed.is_empty() {
                 String::new()
             } else {
-                let values: Vec<String> = prog.fixed.iter().map(|f| f.value.to_string()).collect();
+                let m = prog.run_dims[0].multiple;
+                let values: Vec<String> = (prog.fixed.iter())
+                    .map(|f| (m * f.value).to_string())
+                    .collect();
                 format!(
                     "\n   {} at {} runs a program compiled for that value (the formulas\n   \
                      serve the others).",
@@ -255,7 +257,10 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 .iter()
                 .enumerate()
                 .map(|(k, d)| match t.run_dims.get(k).copied().flatten() {
-                    Some(r) => r.show(&prog.run_dims[r.dim as usize].name),
+                    Some(r) => {
+                        let d = &prog.run_dims[r.dim as usize];
+                        r.show_in(&d.name, d.multiple)
+                    }
                     None => d.to_string(),
                 })
                 .collect();

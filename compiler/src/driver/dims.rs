@@ -106,15 +106,26 @@ pub(super) fn two_dims(
     (nb, bb): &(String, i64),
 ) -> Result<Lowered> {
     let (ba, bb) = (*ba, *bb);
-    let with = |name: &str, v: i64| {
-        let mut at = import.clone();
-        at.dim_values.push((name.to_string(), v));
-        at
+    // The other dim at a value the model is valid at: its bound, or the largest multiple
+    // of one of `MULTIPLES` below it.
+    let valid_near = |other: &str, other_bound: i64| {
+        let candidates = MULTIPLES.iter().map(|&m| other_bound / m * m);
+        candidates
+            .filter(|&v| v > 0)
+            .find(|&v| {
+                let mut at = import.clone();
+                at.dim_values.push((other.to_string(), v));
+                frontend::import_owned(model.clone(), dir, &at).is_ok()
+            })
+            .unwrap_or(other_bound)
     };
-    // Each dim's probes from its least valid value, the other at its bound.
+    // Each dim's grid from its least valid value, the other at (near) its bound.
     let probes = |name: &str, bound: i64, other: &str, other_bound: i64| {
-        let least = least_value(model, dir, &with(other, other_bound), name, bound);
-        loops::dims::probe_sizes(least.unwrap_or(1), bound).ok_or_else(|| {
+        let mut at = import.clone();
+        at.dim_values
+            .push((other.to_string(), valid_near(other, other_bound)));
+        grid(model, dir, &at, name, bound).ok_or_else(|| {
+            let least = least_value(model, dir, &at, name, bound);
             Error::NeedShape(format!(
                 "dim '{name}' would be taken at run time, but the model is valid only from {} \
                  to its bound {bound}: too few values to compile it for all of them; raise the \
@@ -123,8 +134,11 @@ pub(super) fn two_dims(
             ))
         })
     };
-    let pa = probes(na, ba, nb, bb)?;
-    let pb = probes(nb, bb, na, ba)?;
+    let ga = probes(na, ba, nb, bb)?;
+    let gb = probes(nb, bb, na, ba)?;
+    let (ma, mb) = (ga.multiple, gb.multiple);
+    let (pa, pb) = (&ga.probes, &gb.probes);
+    let (ba, bb) = (pa[pa.len() - 1], pb[pb.len() - 1]);
     let (pa, pb) = (&pa[..pa.len() - 1], &pb[..pb.len() - 1]);
     let mut points: Vec<Vec<i64>> = Vec::new();
     for &a in pa {
@@ -135,15 +149,18 @@ pub(super) fn two_dims(
     points.push(vec![ba, bb]);
     let decide = Decide::default();
     let lower_at = |p: &[i64], dump: Option<Emit>, warn: bool| {
-        let at = [(&na[..], p[0]), (&nb[..], p[1])];
+        let at = [(&na[..], ma * p[0]), (&nb[..], mb * p[1])];
         lower_probe(model, dir, import, opts, prefix, &at, &decide, dump, warn).map_err(|e| match e
         {
             Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
             e => Error::NeedShape(format!(
-                "dims '{na}' and '{nb}' are taken at run time up to {ba} and {bb}, but at {} \
+                "dims '{na}' and '{nb}' are taken at run time up to {} and {}, but at {} \
                  and {} the model fails: {e}; give smaller bounds with --dim NAME=..N, or fix \
                  them with --dim NAME=N",
-                p[0], p[1]
+                ma * ba,
+                mb * bb,
+                ma * p[0],
+                mb * p[1]
             )),
         })
     };
@@ -168,7 +185,11 @@ pub(super) fn two_dims(
         pb.iter().copied().min().expect("probes"),
     ];
     loops::dims::generalize_dims(&[na, nb], &least, &points, &refs)
-        .map(Lowered::Program)
+        .map(|mut p| {
+            p.run_dims[0].multiple = ma;
+            p.run_dims[1].multiple = mb;
+            Lowered::Program(p)
+        })
         .map_err(|why| {
             Error::NeedShape(format!(
                 "dims '{na}' and '{nb}' would be taken at run time, but the compiled model is \
@@ -209,6 +230,68 @@ fn least_value(
         }
     }
     Some(hi)
+}
+
+/// The multiples a run-time dim may be taken in, smallest first: a model valid only at
+/// multiples of its strides' product (an FPN adding ×2 upsamplings to its laterals, valid
+/// at multiples of 32) is lowered at multiples of the least that serves.
+const MULTIPLES: [i64; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// How a run-time dim is taken: the dim is `multiple ×` a value from `least` (None: the
+/// model was not found valid at the bound) to `bound`, and the model is lowered at the
+/// values `probes` (the bound last).
+struct Grid {
+    multiple: i64,
+    least: Option<i64>,
+    probes: Vec<i64>,
+}
+
+/// The grid of run-time dim `name` up to `bound`: every value from the least the model is
+/// valid at, when it is valid at each probe; else multiples of the least of `MULTIPLES`
+/// at whose probes (and least) it is; else (to fail at the probe where it is not valid) the
+/// first. None when too few values lie below the bound.
+fn grid(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    name: &str,
+    bound: i64,
+) -> Option<Grid> {
+    let valid = |n: i64| {
+        let mut at = import.clone();
+        at.dim_values.push((name.to_string(), n));
+        frontend::import_owned(model.clone(), dir, &at).is_ok()
+    };
+    let least = least_value(model, dir, import, name, bound);
+    let every = Grid {
+        multiple: 1,
+        least,
+        probes: loops::dims::probe_sizes(least.unwrap_or(1), bound)?,
+    };
+    if every.probes.iter().all(|&n| valid(n)) {
+        return Some(every);
+    }
+    for m in MULTIPLES[1..].iter().copied() {
+        let top = bound / m;
+        let Some(low) = (1..=top.min(8)).find(|&k| valid(m * k)) else {
+            continue;
+        };
+        // Four values above the least, which take every remainder modulo 2, 3 and 4 (the
+        // dims inside are multiples of the values: the strides are in the multiple), and
+        // leave the least itself, where loops of extent 1 fall away, to be checked below.
+        if top - low < 5 {
+            continue;
+        }
+        let probes = vec![low + 1, low + 2, low + 3, low + 4, top];
+        if probes.iter().all(|&k| valid(m * k)) {
+            return Some(Grid {
+                multiple: m,
+                least: Some(low),
+                probes,
+            });
+        }
+    }
+    Some(every)
 }
 
 /// The least value from which the program generalized from `programs` (lowered at `sizes`,
@@ -295,9 +378,14 @@ pub(super) fn one_dim(
 ) -> Result<Lowered> {
     let name = name.to_string();
     // Lowered at each probe value from the model's least valid value, the bound
-    // last (`loops::dims`).
-    let least = least_value(model, dir, import, &name, bound);
-    let Some(sizes) = loops::dims::probe_sizes(least.unwrap_or(1), bound) else {
+    // last (`loops::dims`); values count the dim's multiples (`Grid`).
+    let Some(Grid {
+        multiple,
+        least,
+        probes: sizes,
+    }) = grid(model, dir, import, &name, bound)
+    else {
+        let least = least_value(model, dir, import, &name, bound);
         return Err(Error::NeedShape(format!(
             "dim '{name}' would be taken at run time, but the model is valid only \
              from {} to its bound {bound}: too few values to compile it for all of \
@@ -305,12 +393,13 @@ pub(super) fn one_dim(
             least.unwrap_or(1)
         )));
     };
+    let bound = bound / multiple * multiple;
     // The bound is lowered first: its convolutions' sizes choose their layouts and
     // kernel paths at every other value (`schedule::layout::ConvSizes`), so that all
     // take the same ones.
     let decide = Decide::default();
     let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
-        let at = [(&name[..], n)];
+        let at = [(&name[..], multiple * n)];
         lower_probe(model, dir, import, opts, prefix, &at, &decide, dump, warn)
     };
     let lower_checked = |n: i64, dump: Option<Emit>, warn: bool| {
@@ -327,9 +416,10 @@ pub(super) fn one_dim(
                 e
             }
             e => Error::NeedShape(format!(
-                "dim '{name}' is taken at run time up to {bound}, but at {n} the \
+                "dim '{name}' is taken at run time up to {bound}, but at {} the \
                  model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \
-                 it with --dim {name}=N"
+                 it with --dim {name}=N",
+                multiple * n
             )),
         })
     };
@@ -367,5 +457,6 @@ pub(super) fn one_dim(
         }
         general.fixed = fixed;
     }
+    general.run_dims[0].multiple = multiple;
     Ok(Lowered::Program(general))
 }

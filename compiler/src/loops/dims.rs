@@ -445,6 +445,7 @@ pub fn generalize_dims(
                 name: n.to_string(),
                 least: least[k],
                 bound: u.bound[k],
+                multiple: 1,
             })
             .collect(),
         ..last.clone()

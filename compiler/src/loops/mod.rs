@@ -153,6 +153,25 @@ impl RunDim {
     /// The dim as C reads it, with the run-time dim's symbol `name`: "seq", "2*seq+1",
     /// "(w+1)/2".
     pub fn show(&self, name: &str) -> String {
+        self.show_in(name, 1)
+    }
+
+    /// As `show`, for a run-time dim taken in multiples of `multiple` (whose value is
+    /// `name / multiple`): `mul · value` with `mul` a multiple of it is shown over `name`.
+    pub fn show_in(&self, name: &str, multiple: i64) -> String {
+        if multiple > 1 && self.pre == 0 && self.div == 1 && self.mul % multiple == 0 {
+            let t = RunDim {
+                mul: self.mul / multiple,
+                ..*self
+            };
+            return t.show_in(name, 1);
+        }
+        let name = if multiple > 1 {
+            format!("{name}/{multiple}")
+        } else {
+            name.to_string()
+        };
+        let name = name.as_str();
         let t = match (self.pre, self.div) {
             (0, 1) => name.to_string(),
             (0, q) => format!("{name}/{q}"),
@@ -171,12 +190,33 @@ impl RunDim {
 }
 
 /// A dim the program takes at run time (`dims`): its symbol, its least value (below it the
-/// model is invalid: a window wider than the dim) and its largest value.
+/// model is invalid: a window wider than the dim), its largest value, and the multiple the
+/// model takes it in. The program's value of the dim counts multiples: with `multiple` 32
+/// (an FPN that adds ×2 upsamplings to their laterals is valid at multiples of its strides'
+/// product only), the inputs' dim is 32 × the value, which runs from `least` to `bound`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunTimeDim {
     pub name: String,
     pub least: i64,
     pub bound: i64,
+    pub multiple: i64,
+}
+
+impl RunTimeDim {
+    /// `name (least to bound)`, in the dim's own units.
+    pub fn describe(&self) -> String {
+        let m = self.multiple;
+        if m == 1 {
+            format!("{} ({} to {})", self.name, self.least, self.bound)
+        } else {
+            format!(
+                "{} ({} to {}, a multiple of {m})",
+                self.name,
+                m * self.least,
+                m * self.bound
+            )
+        }
+    }
 }
 
 /// Bytes of the C `onnxc_map` (`onnxc_runtime::map::Map`).
