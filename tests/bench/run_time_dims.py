@@ -9,7 +9,7 @@ dynamic width (`--dim w=..1000`), a CRNN (the same CNN, a bidirectional LSTM, CT
 text detector's convolutional head over a dynamic height and width (`--dim H=..640 --dim
 W=..640`; sizes given as HxW).
 
-    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn|detector]
+    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn|detector|dbnet]
 
 Prints a markdown table (for docs/performance.md, "Run-time dims").
 """
@@ -207,6 +207,46 @@ def detector(path: str, hw) -> str:
     return path
 
 
+def dbnet(path: str, hw) -> str:
+    """A DBNet text detector as PaddleOCR exports it, over `[1, 3, H, W]`: a backbone of 3×3
+    convolutions to strides 4, 8, 16 and 32, an FPN whose ×2 nearest upsamplings (constant
+    scales) are added to their laterals, each level upsampled to stride 4 and concatenated,
+    and a head of a 3×3 convolution and two ×2 transposed convolutions to a probability map
+    `[1, 1, H, W]`. Valid where H and W are multiples of 32. `hw` is `(H, W)`: names or
+    sizes."""
+    g = Graph(4)
+
+    def conv(x, cin, cout, k=3, stride=1):
+        return g.op("Relu", [g.op("Conv", [x, g.wt(cout, cin, k, k), g.wt(cout, scale=0.1)],
+                                  pads=[k // 2] * 4, strides=[stride, stride])])
+
+    def up(x, s):
+        return g.op("Resize", [x, "", g.c([1, 1, s, s], np.float32)], mode="nearest")
+
+    x = conv("image", 3, 16, stride=2)
+    feats, cin = [], 16
+    for cout in [24, 40, 64, 96]:                          # strides 4, 8, 16, 32
+        x = conv(conv(x, cin, cout, stride=2), cout, cout)
+        feats.append((x, cout))
+        cin = cout
+    inner = [g.op("Conv", [f, g.wt(64, c, 1, 1)]) for f, c in feats]
+    out = [None, None, None, inner[3]]
+    for i in (2, 1, 0):
+        out[i] = g.op("Add", [inner[i], up(out[i + 1], 2)])
+    levels = [conv(o, 64, 16) for o in out]
+    levels = [levels[0]] + [up(p, 2 ** i) for i, p in enumerate(levels[1:], 1)]
+    fuse = g.op("Concat", levels, axis=1)                  # [1, 64, H/4, W/4]
+    x = conv(fuse, 64, 16)
+    x = g.op("Relu", [g.op("ConvTranspose", [x, g.wt(16, 16, 2, 2), g.wt(16, scale=0.1)], strides=[2, 2])])
+    x = g.op("ConvTranspose", [x, g.wt(16, 1, 2, 2), g.wt(1, scale=0.1)], strides=[2, 2])
+    g.nodes.append(h.make_node("Sigmoid", [x], ["prob"]))
+    H, W = hw
+    graph = h.make_graph(g.nodes, "dbnet", [h.make_tensor_value_info("image", T.FLOAT, [1, 3, H, W])],
+                         [h.make_tensor_value_info("prob", T.FLOAT, [1, 1, H, W])], g.inits)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
 def image_feeds(hw) -> dict:
     H, W = hw
     return {"image": np.random.default_rng(H + W).standard_normal((1, 3, H, W)).astype(np.float32)}
@@ -224,6 +264,8 @@ MODELS = {
     "crnn": (crnn, line_feeds, "w", ("--dim", "w=..1000"), "100,250,500,1000"),
     "detector": (detector, image_feeds, ("H", "W"), ("--dim", "H=..640", "--dim", "W=..640"),
                  "64x64,100x333,320x320,480x640,640x640"),
+    "dbnet": (dbnet, image_feeds, ("H", "W"), ("--dim", "H=..640", "--dim", "W=..640"),
+              "64x64,96x320,320x320,480x640,640x640"),
 }
 
 

@@ -164,13 +164,24 @@ pub(super) fn two_dims(
             )),
         })
     };
-    // The bounds first: their convolutions' sizes choose every point's layouts and paths.
+    // The decision point's convolution sizes choose every point's layouts and paths, the
+    // bounds' included (when it fails to lower, the bounds' choose).
     let (bound_point, grid) = points.split_last().expect("points");
+    let low = |p: &[i64]| p.iter().copied().min().expect("probes");
+    let decision = [
+        decision_value(low(pa), bound_point[0]),
+        decision_value(low(pb), bound_point[1]),
+    ];
+    if let Ok(Lowered::Program(p)) = lower_at(&decision, None, false) {
+        *decide.borrow_mut() = Some(p.conv_sizes.clone().into());
+    }
     let at_bound = match lower_at(bound_point, emit.filter(|&e| e != Emit::Loops), true)? {
         Lowered::Program(p) => p,
         dump => return Ok(dump),
     };
-    *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    if decide.borrow().is_none() {
+        *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    }
     let mut programs = Vec::new();
     for p in grid {
         match lower_at(p, None, false)? {
@@ -196,6 +207,16 @@ pub(super) fn two_dims(
                  not one program for all their values: {why}; fix one with --dim NAME=N"
             ))
         })
+}
+
+/// The value a run-time dim's size-based choices are made at (its convolutions' layouts and
+/// kernel paths, `schedule::layout::ConvSizes`), between its least probe `low` and its
+/// bound: their geometric mean, as the sizes a model runs at span orders of magnitude. The
+/// bound's own choices serve small sizes badly (a DBNet detector compiled up to 640 × 640
+/// ran 2.2× its specialized object at 64 × 64) and large ones no better than the middle's.
+fn decision_value(low: i64, bound: i64) -> i64 {
+    let mid = ((low.max(1) as f64) * (bound as f64)).sqrt().round() as i64;
+    mid.clamp(low.max(1), bound)
 }
 
 /// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
@@ -394,9 +415,10 @@ pub(super) fn one_dim(
         )));
     };
     let bound = bound / multiple * multiple;
-    // The bound is lowered first: its convolutions' sizes choose their layouts and
-    // kernel paths at every other value (`schedule::layout::ConvSizes`), so that all
-    // take the same ones.
+    // The decision value is lowered first: its convolutions' sizes choose their layouts
+    // and kernel paths at every other value (`schedule::layout::ConvSizes`), the bound's
+    // included, so that all take the same ones (when it fails to lower, the bound's
+    // choose).
     let decide = Decide::default();
     let lower_at = |n: i64, dump: Option<Emit>, warn: bool| {
         let at = [(&name[..], multiple * n)];
@@ -424,11 +446,17 @@ pub(super) fn one_dim(
         })
     };
     let (&bound_value, probes) = sizes.split_last().expect("probes");
+    let low = probes.iter().copied().min().expect("probes");
+    if let Ok(Lowered::Program(p)) = lower_at(decision_value(low, bound_value), None, false) {
+        *decide.borrow_mut() = Some(p.conv_sizes.clone().into());
+    }
     let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), true)? {
         Lowered::Program(p) => p,
         dump => return Ok(dump),
     };
-    *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    if decide.borrow().is_none() {
+        *decide.borrow_mut() = Some(at_bound.conv_sizes.clone().into());
+    }
     let mut programs = Vec::new();
     for &n in probes {
         match lower_checked(n, None, false)? {

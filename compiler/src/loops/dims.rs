@@ -586,7 +586,22 @@ impl Unify<'_> {
                 .filter(|&(_, hi)| hi == last.len)
                 .ok_or_else(|| format!("a buffer's length {lens:?} is not largest at the bound"))?;
         }
-        self.equal("slice offsets", bs.iter().map(|b| b.offset))?;
+        // A slice's offset: the same everywhere, or a function of the dims (a slice past
+        // channels whose planes they size), not negative.
+        let offsets: Vec<i64> = (bs.iter())
+            .map(|b| i64::try_from(b.offset).map_err(|_| "a slice offset is too large"))
+            .collect::<Result<_, _>>()?;
+        let offset_at = match self
+            .int(&offsets)
+            .map_err(|e| format!("{e} (a slice offset)"))?
+        {
+            Int::Same(_) => None,
+            Int::Poly(p) => {
+                p.range(self.least, self.bound)
+                    .ok_or_else(|| format!("a slice offset {offsets:?} would be negative"))?;
+                Some(p.expr())
+            }
+        };
         let loc = match &last.loc {
             Loc::Input(_) | Loc::Output(_) => {
                 self.equal("buffer places", bs.iter().map(|b| format!("{:?}", b.loc)))?;
@@ -619,6 +634,7 @@ impl Unify<'_> {
             len: last.len,
             loc,
             offset: last.offset,
+            offset_at,
         })
     }
 

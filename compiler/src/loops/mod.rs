@@ -89,6 +89,10 @@ pub struct Buffer {
     pub loc: Loc,
     /// Byte offset from the start of `loc` (slices of concat outputs).
     pub offset: u64,
+    /// The offset as a function of the run-time dims (`dims`; a slice past channels whose
+    /// planes they size), which `offset` is at their bounds; None when it is `offset`
+    /// everywhere.
+    pub offset_at: Option<E>,
 }
 
 #[derive(Clone, Debug)]
@@ -495,7 +499,9 @@ impl Program {
                 Loc::Const(d) => format!("const ({} bytes)", d.len()),
                 Loc::Arena(o) => format!("arena +{o}"),
             };
-            let at = if b.offset > 0 {
+            let at = if let Some(e) = &b.offset_at {
+                format!(" +{} bytes", expr::display(e))
+            } else if b.offset > 0 {
                 format!(" +{} bytes", b.offset)
             } else {
                 String::new()

@@ -152,7 +152,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
                     self.b.ins().symbol_value(PTR, gv)
                 }
             };
-            let base = if buf.offset > 0 {
+            let base = if let Some(e) = &buf.offset_at {
+                let off = self.eval_int(e);
+                self.b.ins().iadd(base, off)
+            } else if buf.offset > 0 {
                 self.b.ins().iadd_imm_s(base, buf.offset as i64)
             } else {
                 base

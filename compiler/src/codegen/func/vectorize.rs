@@ -618,6 +618,7 @@ mod tests {
             len: 1 << 20,
             loc: Loc::Input(k),
             offset: 0,
+            offset_at: None,
         })
         .collect()
     }

@@ -108,6 +108,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
                 len: val.len(),
                 loc,
                 offset: 0,
+                offset_at: None,
             });
         }
     }
@@ -130,6 +131,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
             len: val.len(),
             loc,
             offset: off,
+            offset_at: None,
         });
     }
     let extra = std::cell::RefCell::new(Vec::new());
@@ -522,6 +524,7 @@ impl StepCx<'_> {
             len: data.len() as i64,
             loc: Loc::Const(std::sync::Arc::new(bytes)),
             offset: 0,
+            offset_at: None,
         });
         self.first_extra + e.len() as u32 - 1
     }
@@ -535,6 +538,7 @@ impl StepCx<'_> {
             len: bytes as i64,
             loc: Loc::Arena(offset),
             offset: 0,
+            offset_at: None,
         });
         Some((self.first_extra + e.len() as u32 - 1, bytes))
     }
