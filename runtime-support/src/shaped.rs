@@ -348,16 +348,22 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         return ONNXC_ERR_CAPACITY;
     }
     if out_info.iter().any(dynamic) {
-        if batch.is_some() || n_dims > 0 {
+        if batch.is_some() {
             // The compiler gives a model with dynamic outputs no run-time batch.
             return ONNXC_ERR_VALUE;
         }
+        // A program compiled for this value of the run-time dim takes no dims.
+        let at_value = (fixed.iter())
+            .find(|f| n_dims > 0 && f.value == dim_values[0])
+            .map(|f| f.run);
+        let dims = (n_dims > 0 && at_value.is_none()).then_some(&dim_values[..n_dims]);
         // SAFETY: the caller's contract, passed on.
         return unsafe {
             run_dynamic(
                 (ins, outs),
+                dims,
                 out_info,
-                run,
+                at_value.unwrap_or(run),
                 workspace_size,
                 workspace,
                 workspace_bytes,
@@ -488,6 +494,7 @@ fn pointer_table<'a>(
 /// As `onnxc_run_shaped`.
 unsafe fn run_dynamic(
     (ins, outs): (&[Tensor], &[Tensor]),
+    dims: Option<&[i64]>,
     out_info: &[TensorInfo],
     run: RunThreaded,
     workspace_size: WorkspaceSize,
@@ -525,16 +532,21 @@ unsafe fn run_dynamic(
         (data, dims.cast::<i64>())
     };
     let n_dyn = staged().count();
-    // The program's outputs: the caller's static ones, staging for the dynamic ones, then
-    // each dynamic one's dims.
+    // The program's inputs, then (for a model taking dims at run time) the dims; its
+    // outputs: the caller's static ones, staging for the dynamic ones, then each dynamic
+    // one's dims.
+    let n_in = ins.len() + usize::from(dims.is_some());
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
-    let ptrs = pointer_table(&mut stack, &mut heap, ins.len() + outs.len() + n_dyn);
+    let ptrs = pointer_table(&mut stack, &mut heap, n_in + outs.len() + n_dyn);
     let mut k = 0;
     for (slot, t) in ptrs.iter_mut().zip(ins) {
         *slot = t.data;
     }
-    for ((slot, t), ti) in ptrs[ins.len()..].iter_mut().zip(outs).zip(out_info) {
+    if let Some(d) = dims {
+        ptrs[ins.len()] = d.as_ptr().cast_mut().cast();
+    }
+    for ((slot, t), ti) in ptrs[n_in..].iter_mut().zip(outs).zip(out_info) {
         *slot = if dynamic(ti) {
             k += 1;
             place(k - 1).0.cast()
@@ -542,10 +554,10 @@ unsafe fn run_dynamic(
             t.data
         };
     }
-    for (k, slot) in ptrs[ins.len() + outs.len()..].iter_mut().enumerate() {
+    for (k, slot) in ptrs[n_in + outs.len()..].iter_mut().enumerate() {
         *slot = place(k).1.cast();
     }
-    let (pi, po) = ptrs.split_at(ins.len());
+    let (pi, po) = ptrs.split_at(n_in);
     // SAFETY: inputs and static outputs were checked by the caller; the staging holds each
     // dynamic output at its bounds and its dims; the workspace before it what the program
     // needs.

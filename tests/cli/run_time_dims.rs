@@ -802,3 +802,224 @@ fn an_fpn_resizes_over_the_run_time_dims() {
         }
     }
 }
+
+/// A single-shot detector over `[1, 3, H, W]` ending in NonMaxSuppression: a stride-2
+/// convolution and a 2×2 pool to an `(H/4)·(W/4)` grid of boxes (4 channels) and scores
+/// (3 classes), NonMaxSuppression over them and gathers of the kept boxes and classes: its
+/// outputs have as many rows as boxes survive, and its box count follows the dims.
+fn model_with_nms() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 20.0).collect()
+    };
+    model(
+        vec![
+            with_ints(
+                with_ints(
+                    node("Conv", "c1", &["x", "w1"], &["a1"]),
+                    "strides",
+                    &[2, 2],
+                ),
+                "pads",
+                &[1, 1, 1, 1],
+            ),
+            node("Relu", "r1", &["a1"], &["b1"]),
+            with_ints(
+                with_ints(
+                    node("MaxPool", "p1", &["b1"], &["p1"]),
+                    "kernel_shape",
+                    &[2, 2],
+                ),
+                "strides",
+                &[2, 2],
+            ),
+            node("Conv", "box_head", &["p1", "wb"], &["box_raw"]),
+            node(
+                "Reshape",
+                "box_flat",
+                &["box_raw", "box_shape"],
+                &["box_flat"],
+            ),
+            with_ints(
+                node("Transpose", "box_t", &["box_flat"], &["box_t"]),
+                "perm",
+                &[0, 2, 1],
+            ),
+            node("Mul", "boxes_all", &["box_t", "cell"], &["boxes_all"]),
+            node("Conv", "cls_head", &["p1", "wc"], &["cls_raw"]),
+            node(
+                "Reshape",
+                "cls_flat",
+                &["cls_raw", "cls_shape"],
+                &["cls_flat"],
+            ),
+            node("Sigmoid", "scores_all", &["cls_flat"], &["scores_all"]),
+            with_int(
+                node(
+                    "NonMaxSuppression",
+                    "nms",
+                    &["boxes_all", "scores_all", "max_boxes", "iou", "min_score"],
+                    &["selected"],
+                ),
+                "center_point_box",
+                1,
+            ),
+            with_int(
+                node("Gather", "box_idx", &["selected", "box_col"], &["box_idx"]),
+                "axis",
+                1,
+            ),
+            node("Squeeze", "boxes_2d", &["boxes_all", "zero"], &["boxes_2d"]),
+            node("Gather", "boxes", &["boxes_2d", "box_idx"], &["boxes"]),
+            with_int(
+                node(
+                    "Gather",
+                    "classes",
+                    &["selected", "class_col"],
+                    &["classes"],
+                ),
+                "axis",
+                1,
+            ),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![
+            value_info("boxes", 1, &[D::S("n"), D::N(4)]),
+            value_info("classes", 7, &[D::S("n")]),
+        ],
+        vec![
+            f32_tensor("w1", &[16, 3, 3, 3], &v(16 * 27, 5)),
+            f32_tensor("wb", &[4, 16, 1, 1], &v(64, 7)),
+            f32_tensor("wc", &[3, 16, 1, 1], &v(48, 11)),
+            int_tensor("box_shape", 7, &[3], &[1, 4, -1]),
+            int_tensor("cls_shape", 7, &[3], &[1, 3, -1]),
+            f32_tensor("cell", &[], &[16.0]),
+            int_tensor("max_boxes", 7, &[1], &[20]),
+            f32_tensor("iou", &[1], &[0.45]),
+            f32_tensor("min_score", &[1], &[0.55]),
+            int_tensor("box_col", 7, &[], &[2]),
+            int_tensor("class_col", 7, &[], &[1]),
+            int_tensor("zero", 7, &[1], &[0]),
+        ],
+        17,
+    )
+}
+
+/// A detector ending in NonMaxSuppression takes its image's height and width at run time:
+/// the boxes it keeps at each size are the object specialized to that size's, row for row
+/// (the gather's index into the `(H/4)·(W/4)` boxes is checked against that count).
+#[test]
+fn a_detector_ending_in_nms_runs_at_every_size() {
+    let d = scratch("run_time_dims_nms");
+    let p = d.join("detector.onnx");
+    save(&model_with_nms(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 256), ("W".into(), 256)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(c.program.run_dims.len(), 2, "{}", c.header);
+    assert!(c.header.contains("at most [60, 4]"), "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    let mut kept = Vec::new();
+    for (h, w) in [(28usize, 28usize), (32, 64), (100, 57), (256, 256)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let got = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}")),
+            2,
+            1,
+            &[h, w],
+        );
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
+        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 2, 1);
+        assert_eq!(got[1], want[1], "{h}x{w}: classes");
+        assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{h}x{w}: {a} vs {b}"
+            );
+        }
+        kept.push(got[1].len() / 8);
+    }
+    assert!(kept.iter().all(|&n| n > 0), "no box kept: {kept:?}");
+}
+
+/// Gathers of `x: [1, seq]` at run-time indices `i: [3]`.
+fn model_with_gather() -> onnxc_proto::ModelProto {
+    model(
+        vec![with_int(
+            node("Gather", "pick", &["x", "i"], &["y"]),
+            "axis",
+            1,
+        )],
+        vec![
+            value_info("x", 1, &[D::N(1), D::S("seq")]),
+            value_info("i", 7, &[D::N(3)]),
+        ],
+        vec![value_info("y", 1, &[D::N(1), D::N(3)])],
+        vec![],
+        13,
+    )
+}
+
+/// An index checked against a dim taken at run time is checked against its value, not its
+/// bound: negative indices wrap by it, and one past it fails the run as the specialized
+/// object's does.
+#[test]
+fn gather_indices_are_checked_against_the_run_time_dim() {
+    let d = scratch("run_time_dims_gather");
+    let p = d.join("gather.onnx");
+    save(&model_with_gather(), &p);
+    let c = compile_dynamic(&p, "seq", 64);
+    let dynamic = executable(&c, &d, "dynamic");
+    let seq = 30usize;
+    let x: Vec<f32> = (0..seq).map(|k| k as f32).collect();
+    let xs = write_input(&d, 0, &x);
+    let indices = |name: &str, i: [i64; 3]| {
+        let f = d.join(name);
+        std::fs::write(
+            &f,
+            i.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        f
+    };
+    let run_with = |i: &Path, out: &str| {
+        let out = d.join(out);
+        std::fs::create_dir_all(&out).unwrap();
+        Command::new(&dynamic)
+            .arg("run")
+            .arg(&xs)
+            .arg(i)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run_with(&indices("i_ok.bin", [29, -30, -1]), "ok");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let y = floats(&std::fs::read(d.join("ok/output_0.bin")).unwrap());
+    assert_eq!(y, [29.0, 0.0, 29.0]);
+    // Inside the bound (64) but past seq: an index error, as at a fixed seq of 30.
+    for (k, bad) in [[30, 0, 0], [0, -31, 0]].into_iter().enumerate() {
+        let o = run_with(&indices(&format!("i_bad{k}.bin"), bad), &format!("bad{k}"));
+        assert!(!o.status.success(), "{bad:?} runs");
+        assert!(stderr(&o).contains("index"), "{bad:?}: {}", stderr(&o));
+    }
+}

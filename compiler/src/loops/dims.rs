@@ -369,13 +369,6 @@ pub fn generalize_dims(
     if ps.iter().any(|p| !p.chunks.is_empty()) {
         return Err("the model also carries chunk programs".into());
     }
-    if ps.iter().any(|p| p.dynamic()) {
-        return Err(
-            "some of its outputs have as many rows as the data selects (NonZero, \
-             NonMaxSuppression, …)"
-                .into(),
-        );
-    }
     let same = |what: &str, ok: bool| {
         if ok {
             Ok(())
@@ -644,14 +637,11 @@ impl Unify<'_> {
         self.equal("input or output names", ds.iter().map(|d| &d.name))?;
         self.equal("input or output types", ds.iter().map(|d| d.dtype))?;
         self.equal("input or output ranks", ds.iter().map(|d| d.shape.len()))?;
-        if ds
-            .iter()
-            .any(|d| d.map_key.is_some() || d.keys.is_some() || d.dims_at.is_some())
-        {
-            return Err(format!(
-                "'{}' is a map or has data-dependent dims",
-                last.name
-            ));
+        if ds.iter().any(|d| d.map_key.is_some() || d.keys.is_some()) {
+            return Err(format!("'{}' is a map", last.name));
+        }
+        if ds.iter().any(|d| d.dims_at.is_some()) {
+            return self.data_dependent(ds);
         }
         let mut run_dims = Vec::new();
         for k in 0..last.shape.len() {
@@ -694,6 +684,31 @@ impl Unify<'_> {
             run_dims: if any { run_dims } else { vec![] },
             ..last.clone()
         })
+    }
+
+    /// An output whose dims depend on the data (`IoDesc::dims_at`): its bound is the one at
+    /// the run-time dims' bounds, where it is largest, and only its leading dim may follow
+    /// them (`NAME_run_shaped` stages it at that bound and takes its rows from the front:
+    /// a trailing dim's bound would set every row's place).
+    fn data_dependent(&self, ds: &[&IoDesc]) -> Result<IoDesc, String> {
+        let last = ds[ds.len() - 1];
+        self.equal("dims' places", ds.iter().map(|d| d.dims_at))?;
+        self.equal(
+            "trailing dims",
+            ds.iter().map(|d| d.shape.get(1..).map(<[i64]>::to_vec)),
+        )?;
+        let rows: Vec<i64> = ds
+            .iter()
+            .map(|d| d.shape.first().copied().unwrap_or(1))
+            .collect();
+        if rows.iter().any(|&r| r > rows[rows.len() - 1]) {
+            return Err(format!(
+                "'{}' has as many rows as the data selects, at most {rows:?}: not most at \
+                 the bound",
+                last.name
+            ));
+        }
+        Ok(last.clone())
     }
 
     fn func(&self, fs: &[&Func]) -> Result<Func, String> {
@@ -962,18 +977,52 @@ impl Unify<'_> {
             ExprKind::Select(..) => ExprKind::Select(kids(0)?, kids(1)?, kids(2)?),
             ExprKind::Cast(_) => ExprKind::Cast(kids(0)?),
             ExprKind::CheckIndex { bound, .. } => {
-                if es.iter().any(
-                    |e| !matches!(&e.kind, ExprKind::CheckIndex { bound: b, .. } if b == bound),
-                ) {
-                    return Err("a checked index's bound depends on the dims".into());
-                }
-                ExprKind::CheckIndex {
-                    index: kids(0)?,
-                    bound: *bound,
+                let bounds: Vec<i64> = (es.iter())
+                    .map(|e| match &e.kind {
+                        ExprKind::CheckIndex { bound, .. } => Ok(*bound),
+                        _ => Err(differ()),
+                    })
+                    .collect::<Result<_, _>>()?;
+                let index = kids(0)?;
+                match self.int(&bounds) {
+                    Ok(Int::Same(_)) => ExprKind::CheckIndex {
+                        index,
+                        bound: *bound,
+                    },
+                    Ok(Int::Poly(p)) => return self.checked_index(index, p, &bounds),
+                    Err(_) => return Err("a checked index's bound depends on the dims".into()),
                 }
             }
         };
         Ok(Arc::new(Expr { dtype, kind }))
+    }
+
+    /// An index checked against a bound `p` of the dims (rows gathered from a tensor the
+    /// dims size; `bounds` at the programs' values): wrapped and checked against `p` at run
+    /// time, then against the bound at the dims' bounds, `b`, which an index out of `p`'s
+    /// range is made to fail (`b` is out of `[-b, b)`), so the run fails as the
+    /// specialized one would.
+    fn checked_index(&self, index: E, p: Form, bounds: &[i64]) -> Result<E, String> {
+        let b = bounds[bounds.len() - 1];
+        match p.range(self.least, self.bound) {
+            Some((lo, hi)) if lo >= 0 && hi == b => {}
+            _ => {
+                return Err(format!(
+                    "a checked index's bound {bounds:?} is not largest at the bound"
+                ));
+            }
+        }
+        let n = p.expr();
+        let negative = expr::lt(index.clone(), expr::i(0));
+        let wrapped = expr::select(negative, expr::add(index.clone(), n.clone()), index.clone());
+        let inside = expr::and(
+            expr::ge(index.clone(), expr::sub(expr::i(0), n.clone())),
+            expr::lt(index, n),
+        );
+        Ok(expr::check_index(
+            expr::select(inside, wrapped, expr::i(b)),
+            b,
+        ))
     }
 
     /// A float constant that differs as `1/n` for an integer polynomial `n` of the dims,
