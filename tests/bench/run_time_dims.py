@@ -9,7 +9,7 @@ dynamic width (`--dim w=..1000`), a CRNN (the same CNN, a bidirectional LSTM, CT
 text detector's convolutional head over a dynamic height and width (`--dim H=..640 --dim
 W=..640`; sizes given as HxW).
 
-    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn|detector|dbnet]
+    .cache/venv/bin/python tests/bench/run_time_dims.py [--model encoder|recognizer|crnn|detector|dbnet|yolo]
 
 Prints a markdown table (for docs/performance.md, "Run-time dims").
 """
@@ -247,6 +247,14 @@ def dbnet(path: str, hw) -> str:
     return path
 
 
+def yolo(path: str, hw) -> str:
+    """A YOLOv5-style detector ending in NonMaxSuppression, its anchor grid made from Range
+    over its map's Shape (`examples/models/make_tiny_yolo.py`)."""
+    sys.path.insert(0, os.path.join(bench.ROOT, "examples", "models"))
+    import make_tiny_yolo  # noqa: E402
+    return make_tiny_yolo.build(path, hw)
+
+
 def image_feeds(hw) -> dict:
     H, W = hw
     return {"image": np.random.default_rng(H + W).standard_normal((1, 3, H, W)).astype(np.float32)}
@@ -266,6 +274,8 @@ MODELS = {
                  "64x64,100x333,320x320,480x640,640x640"),
     "dbnet": (dbnet, image_feeds, ("H", "W"), ("--dim", "H=..640", "--dim", "W=..640"),
               "64x64,96x320,320x320,480x640,640x640"),
+    "yolo": (yolo, image_feeds, ("H", "W"), ("--dim", "H=..640", "--dim", "W=..640"),
+             "64x64,96x320,320x320,480x640,640x640"),
 }
 
 
@@ -293,8 +303,14 @@ def main() -> int:
         ref = sess.run(None, f)
         tag = "x".join(map(str, s)) if isinstance(s, tuple) else str(s)
         st_path = build(os.path.join(work, f"{a.model}_{tag}.onnx"), s)
-        static = bench.CompiledModel(a.onnxc, st_path, f"s_{a.model}_{tag}", work, f, ref)
-        engines = {"dyn": dyn.caller(f, ref), "static": static.caller(1), "ort": bench.ort_bound(sess, f, ref)}
+        if a.model == "yolo":
+            # Its outputs have as many rows as boxes survive: NAME_run_shaped runs it.
+            static = dynamic_batch.Shaped(a.onnxc, st_path, f"s_{a.model}_{tag}", work)
+            static_call = static.caller(f, ref)
+        else:
+            static = bench.CompiledModel(a.onnxc, st_path, f"s_{a.model}_{tag}", work, f, ref)
+            static_call = static.caller(1)
+        engines = {"dyn": dyn.caller(f, ref), "static": static_call, "ort": bench.ort_bound(sess, f, ref)}
         engines["dyn"]()
         for x, r in zip(engines["dyn"].outputs, ref):
             err = float(np.max(np.abs(x.astype(np.float64) - r)))
@@ -306,7 +322,8 @@ def main() -> int:
         ro_all.append(ro)
         shown = " × ".join(map(str, s)) if isinstance(s, tuple) else s
         print(f"| {shown} | {t['dyn']:.3f} | {t['static']:.3f} | {t['ort']:.3f} | {rs:.2f} | {ro:.2f} |")
-        static.close()
+        if hasattr(static, "close"):
+            static.close()
     geo = lambda v: float(np.exp(np.mean(np.log(v))))  # noqa: E731
     print(f"| geomean | | | | {geo(rs_all):.2f} | {geo(ro_all):.2f} |")
     return 0

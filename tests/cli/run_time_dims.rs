@@ -1023,3 +1023,50 @@ fn gather_indices_are_checked_against_the_run_time_dim() {
         assert!(stderr(&o).contains("index"), "{bad:?}: {}", stderr(&o));
     }
 }
+
+/// A YOLOv5-style detector exported with dynamic axes (`examples/models/tiny_yolo.onnx`):
+/// its anchor grid is a Range over its stride-8 map's Shape, which folded into a table whose
+/// length follows the dims, so the compile retries with such maps computed at run time, and
+/// its stride-8 sizes, no polynomials of a step the probes tell apart, in multiples of 32.
+/// The boxes it keeps are the specialized objects', at every size tried.
+#[test]
+fn a_yolo_export_with_dynamic_axes_runs_at_multiples_of_32() {
+    let d = scratch("run_time_dims_yolo");
+    let p = onnxc_tests::root().join("examples/models/tiny_yolo.onnx");
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<(i64, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.least, r.bound, r.multiple))
+        .collect();
+    assert_eq!(dims, [(2, 10, 32), (2, 10, 32)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [(64usize, 64usize), (96, 160), (320, 320)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let dir = d.join(format!("dyn{h}x{w}"));
+        let got = outputs_at(&dynamic, &input, &dir, 2, 1, &[h / 32, w / 32]);
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
+            ..Options::default()
+        };
+        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
+        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 2, 1);
+        assert!(!want[1].is_empty(), "{h}x{w}: no box kept");
+        assert_eq!(got[1], want[1], "{h}x{w}: classes");
+        assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!(
+                (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                "{h}x{w}: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -102,8 +102,26 @@ pub(super) fn two_dims(
     opts: &Options,
     emit: Option<Emit>,
     prefix: &str,
+    a: &(String, i64),
+    b: &(String, i64),
+) -> Result<Lowered> {
+    with_retries(import, |import, from| {
+        two_dims_at(model, dir, import, opts, emit, prefix, a, b, from)
+    })
+}
+
+/// `two_dims`, each dim taken in multiples of at least `from` (`grid`).
+#[allow(clippy::too_many_arguments)]
+fn two_dims_at(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
     (na, ba): &(String, i64),
     (nb, bb): &(String, i64),
+    from: i64,
 ) -> Result<Lowered> {
     let (ba, bb) = (*ba, *bb);
     // The other dim at a value the model is valid at: its bound, or the largest multiple
@@ -124,7 +142,7 @@ pub(super) fn two_dims(
         let mut at = import.clone();
         at.dim_values
             .push((other.to_string(), valid_near(other, other_bound)));
-        grid(model, dir, &at, name, bound).ok_or_else(|| {
+        grid(model, dir, &at, name, bound, from).ok_or_else(|| {
             let least = least_value(model, dir, &at, name, bound);
             Error::NeedShape(format!(
                 "dim '{name}' would be taken at run time, but the model is valid only from {} \
@@ -277,6 +295,7 @@ fn grid(
     import: &ImportOptions,
     name: &str,
     bound: i64,
+    from: i64,
 ) -> Option<Grid> {
     let valid = |n: i64| {
         let mut at = import.clone();
@@ -289,10 +308,10 @@ fn grid(
         least,
         probes: loops::dims::probe_sizes(least.unwrap_or(1), bound)?,
     };
-    if every.probes.iter().all(|&n| valid(n)) {
+    if from <= 1 && every.probes.iter().all(|&n| valid(n)) {
         return Some(every);
     }
-    for m in MULTIPLES[1..].iter().copied() {
+    for m in MULTIPLES[1..].iter().copied().filter(|&m| m >= from) {
         let top = bound / m;
         let Some(low) = (1..=top.min(8)).find(|&k| valid(m * k)) else {
             continue;
@@ -312,7 +331,47 @@ fn grid(
             });
         }
     }
-    Some(every)
+    (from <= 1).then_some(every)
+}
+
+/// Multiples a run-time dim is retried in when its constants are no polynomials of a step
+/// of it (a stride of 8 or more: `loops::dims::NOT_POLYNOMIAL`).
+const RETRY_MULTIPLES: [i64; 2] = [8, 32];
+
+/// `attempt` with `import` and its dims taken in multiples of at least 1, retried while the
+/// compiled model is not one program for all their values and a retry may make it one:
+/// with expanding maps computed at run time when their folded tables followed the dims
+/// (`ImportOptions::keep_expanding`), in multiples of 8, then 32, when a constant is no
+/// polynomial of a step of them (a detector's stride-8 head). The first error when none
+/// does.
+fn with_retries(
+    import: &ImportOptions,
+    attempt: impl Fn(&ImportOptions, i64) -> Result<Lowered>,
+) -> Result<Lowered> {
+    let first = match attempt(import, 1) {
+        Ok(l) => return Ok(l),
+        Err(e) => e,
+    };
+    let Error::NeedShape(why) = &first else {
+        return Err(first);
+    };
+    let (mut import, mut from, mut why) = (import.clone(), 1, why.clone());
+    loop {
+        if why.contains(loops::dims::FOLDED_TABLE) && !import.keep_expanding {
+            import.keep_expanding = true;
+        } else if why.contains(loops::dims::NOT_POLYNOMIAL)
+            && let Some(&m) = RETRY_MULTIPLES.iter().find(|&&m| m > from)
+        {
+            from = m;
+        } else {
+            return Err(first);
+        }
+        match attempt(&import, from) {
+            Ok(l) => return Ok(l),
+            Err(Error::NeedShape(next)) => why = next,
+            Err(_) => return Err(first),
+        }
+    }
 }
 
 /// The least value from which the program generalized from `programs` (lowered at `sizes`,
@@ -397,6 +456,24 @@ pub(super) fn one_dim(
     name: &str,
     bound: i64,
 ) -> Result<Lowered> {
+    with_retries(import, |import, from| {
+        one_dim_at(model, dir, import, opts, emit, prefix, name, bound, from)
+    })
+}
+
+/// `one_dim`, the dim taken in multiples of at least `from` (`grid`).
+#[allow(clippy::too_many_arguments)]
+fn one_dim_at(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    emit: Option<Emit>,
+    prefix: &str,
+    name: &str,
+    bound: i64,
+    from: i64,
+) -> Result<Lowered> {
     let name = name.to_string();
     // Lowered at each probe value from the model's least valid value, the bound
     // last (`loops::dims`); values count the dim's multiples (`Grid`).
@@ -404,7 +481,7 @@ pub(super) fn one_dim(
         multiple,
         least,
         probes: sizes,
-    }) = grid(model, dir, import, &name, bound)
+    }) = grid(model, dir, import, &name, bound, from)
     else {
         let least = least_value(model, dir, import, &name, bound);
         return Err(Error::NeedShape(format!(

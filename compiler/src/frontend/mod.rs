@@ -47,6 +47,11 @@ pub struct ImportOptions {
     /// `--string-bytes N`: bytes of string space per string that an op makes at run time
     /// (StringNormalizer, StringConcat, StringSplit; `onnxc_runtime::string_make`).
     pub string_bytes: u64,
+    /// Keep maps that make more elements than their operands hold (a Range, an Expand of a
+    /// constant: a detector's anchor grid) computed at run time, not folded
+    /// (`Graph::keep_expanding`): a run-time dim's retry when their folded tables' lengths
+    /// followed it.
+    pub keep_expanding: bool,
 }
 
 /// The string space of an op that makes strings, per string, unless `--string-bytes` says.
@@ -61,6 +66,7 @@ impl Default for ImportOptions {
             absent: Vec::new(),
             fold_limit: 1 << 22,
             string_bytes: DEFAULT_STRING_BYTES,
+            keep_expanding: false,
         }
     }
 }
@@ -171,8 +177,10 @@ fn importer<'a>(
 ) -> Importer<'a> {
     let opsets = opsets(m);
     let name = gp.name.clone().unwrap_or_else(|| "model".into());
+    let mut g = Graph::new(name);
+    g.keep_expanding = opts.keep_expanding;
     Importer {
-        g: Graph::new(name),
+        g,
         env: HashMap::new(),
         opsets,
         dir,

@@ -360,6 +360,9 @@ impl MapKeys {
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     pub name: String,
+    /// Maps that make more elements than their constant operands hold are not folded
+    /// (`frontend::ImportOptions::keep_expanding`).
+    pub keep_expanding: bool,
     dag: StableDiGraph<Node, Edge>,
     pub inputs: Vec<GraphIo>,
     pub outputs: Vec<GraphIo>,

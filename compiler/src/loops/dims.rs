@@ -19,6 +19,13 @@ use crate::ir::expr::{self, E, Expr, ExprKind};
 use crate::ir::tensor::Scalar;
 use std::sync::Arc;
 
+/// Part of `generalize`'s error when a constant is no polynomial of a step of the dims.
+pub const NOT_POLYNOMIAL: &str = "not a polynomial of the dim";
+
+/// `generalize`'s error when a constant table the compiler folded differs with the dims.
+pub const FOLDED_TABLE: &str =
+    "a constant it computes from the dims (a folded Range, Shape or table) differs with them";
+
 /// Values of the run-time dim a model is lowered at besides its bound, when they lie in
 /// its range: three to fit each constant's polynomial and the rest to check it. Far from
 /// the powers of two and from one another, so that no size-based choice or coincidence of
@@ -529,7 +536,7 @@ impl Unify<'_> {
             return Ok(Int::Poly(f));
         }
         Err(format!(
-            "a constant takes the values {vals:?} at {:?}, not a polynomial of the dim or of \
+            "a constant takes the values {vals:?} at {:?}, {NOT_POLYNOMIAL} or of \
              its step by a stride up to 4",
             self.points
         ))
@@ -606,11 +613,7 @@ impl Unify<'_> {
                     _ => false,
                 });
                 if !same {
-                    return Err(
-                        "a constant it computes from the dims (a folded Range, Shape or \
-                                table) differs with them"
-                            .into(),
-                    );
+                    return Err(FOLDED_TABLE.into());
                 }
                 last.loc.clone()
             }

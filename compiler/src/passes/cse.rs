@@ -13,6 +13,12 @@ pub fn run(g: &mut Graph) -> usize {
         if matches!(n.op, Op::Input | Op::Assert { .. }) || n.outputs.len() != 1 {
             continue;
         }
+        // Maps of no operand kept from folding (`Graph::keep_expanding`: a Range over each
+        // of two run-time dims) stay apart, lest they merge at the values where the dims
+        // are equal and not elsewhere.
+        if g.keep_expanding && n.inputs.is_empty() && matches!(n.op, Op::Map(_)) {
+            continue;
+        }
         // Large constants are not worth hashing byte by byte; small ones often repeat.
         if let Op::Const(t) = &n.op
             && t.data.len() > 4096

@@ -31,6 +31,13 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     let Some(inputs) = inputs else {
         return Ok(false);
     };
+    if g.keep_expanding
+        && let Op::Map(m) = &node.op
+        && m.body.as_const().is_none()
+        && n > inputs.iter().map(|t| t.len() as i64).sum::<i64>().max(1)
+    {
+        return Ok(false);
+    }
     let trivially_cheap = match &node.op {
         Op::Map(m) => m.body.as_const().is_some(),
         Op::Reshape | Op::Concat { .. } => true,
