@@ -105,7 +105,7 @@ pub(super) fn two_dims(
     a: &(String, i64),
     b: &(String, i64),
 ) -> Result<Lowered> {
-    with_retries(import, |import, from| {
+    with_retries(import, opts, |import, from| {
         two_dims_at(model, dir, import, opts, emit, prefix, a, b, from)
     })
 }
@@ -346,6 +346,7 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// does.
 fn with_retries(
     import: &ImportOptions,
+    opts: &Options,
     attempt: impl Fn(&ImportOptions, i64) -> Result<Lowered>,
 ) -> Result<Lowered> {
     let first = match attempt(import, 1) {
@@ -367,7 +368,23 @@ fn with_retries(
             return Err(first);
         }
         match attempt(&import, from) {
-            Ok(l) => return Ok(l),
+            Ok(l) => {
+                if from > 1 {
+                    // The model is valid at other values: say why they are refused.
+                    let w = format!(
+                        "the dims taken at run time are taken in multiples of {from} (or of \
+                         a larger power of two; the header says): at other values the model's \
+                         sizes follow strides the compiler cannot tell apart, and it would not \
+                         be one program; fix them with --dim NAME=N to run other sizes"
+                    );
+                    if opts.json_diagnostics {
+                        eprintln!("{}", crate::error::warning_json(&w));
+                    } else {
+                        eprintln!("onnxc: warning: {w}");
+                    }
+                }
+                return Ok(l);
+            }
             Err(Error::NeedShape(next)) => why = next,
             Err(_) => return Err(first),
         }
@@ -456,7 +473,7 @@ pub(super) fn one_dim(
     name: &str,
     bound: i64,
 ) -> Result<Lowered> {
-    with_retries(import, |import, from| {
+    with_retries(import, opts, |import, from| {
         one_dim_at(model, dir, import, opts, emit, prefix, name, bound, from)
     })
 }
