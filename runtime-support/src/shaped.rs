@@ -360,8 +360,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         // SAFETY: the caller's contract, passed on.
         return unsafe {
             run_dynamic(
-                (ins, outs),
-                dims,
+                (ins, dims, outs),
                 out_info,
                 at_value.unwrap_or(run),
                 workspace_size,
@@ -488,13 +487,14 @@ fn pointer_table<'a>(
 }
 
 /// One run of a model with outputs whose dims depend on the data (see the module doc): the
-/// inputs are checked, static outputs have room.
+/// inputs are checked, static outputs have room; `dims` are the values of the run-time dims
+/// `run` takes after its inputs (None for a model, or a program of one value, that takes
+/// none).
 ///
 /// # Safety
 /// As `onnxc_run_shaped`.
 unsafe fn run_dynamic(
-    (ins, outs): (&[Tensor], &[Tensor]),
-    dims: Option<&[i64]>,
+    (ins, dims, outs): (&[Tensor], Option<&[i64]>, &[Tensor]),
     out_info: &[TensorInfo],
     run: RunThreaded,
     workspace_size: WorkspaceSize,
