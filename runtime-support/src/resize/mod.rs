@@ -152,9 +152,9 @@ pub struct ResizeGeometry {
 
 impl ResizeGeometry {
     /// The kernel's integer parameters, a sealed blob (`params::seal`): `[len, planes, h_in,
-    /// w_in, h_out, w_out, taps_h, taps_w, kind_h, kind_w]`, then the row indices, then the
-    /// column indices; and its floats: the extrapolation value, the row weights, the column
-    /// weights.
+    /// w_in, h_out, w_out, taps_h, taps_w, kind_h, kind_w]`, then the rows' indices (or, for
+    /// computed taps, their rule: `Rule::encode`), then the columns'; and its floats: the
+    /// extrapolation value, the row weights, the column weights (none for computed taps).
     pub fn encode(&self) -> (Vec<i64>, Vec<f32>) {
         let (r, c) = (&self.rows, &self.cols);
         let mut p = vec![
@@ -238,9 +238,9 @@ pub struct ResizeParams<'a> {
 
 impl<'a> ResizeParams<'a> {
     /// Decodes and checks `blob`: counts in range, a known kind per axis (the identity with
-    /// one tap and as many outputs as inputs, a gather with one tap), index tables of
-    /// `n_out · taps` entries, each in `[-1, n_in)` with an output's taps all -1 or none,
-    /// planes whose sizes fit in memory. Walks the index tables (O(h_out·taps_h +
+    /// one tap and as many outputs as inputs, a gather with one tap, computed taps with a
+    /// valid rule giving the blob's taps), index tables of `n_out · taps` entries, each in
+    /// `[-1, n_in)` with an output's taps all -1 or none, planes whose sizes fit in memory. Walks the index tables (O(h_out·taps_h +
     /// w_out·taps_w)), which the kernel reads for every plane anyway.
     pub fn decode(blob: &'a [i64]) -> params::Result<ResizeParams<'a>> {
         use params::{MAX_EXTENT, ensure, in_range, product};
@@ -262,23 +262,6 @@ impl<'a> ResizeParams<'a> {
                 3 => TapKind::Computed,
                 _ => return Err(params::ParamError("unknown tap kind")),
             };
-            if kind == TapKind::Computed {
-                let rule = Rule::decode(r.words(RULE_WORDS)?)?;
-                ensure(n_in > 0 || n_out == 0, "computed taps of an empty axis")?;
-                if n_in > 0 {
-                    let want = rule.taps(n_in as usize, n_out as usize);
-                    ensure(want as i64 == taps, "taps that are not the rule's")?;
-                }
-                product([n_out, taps], too_big)?;
-                return Ok(AxisParams {
-                    kind,
-                    n_in: n_in as usize,
-                    n_out: n_out as usize,
-                    taps: taps as usize,
-                    index: &[],
-                    rule: Some(rule),
-                });
-            }
             let len = match kind {
                 TapKind::Identity => {
                     ensure(taps == 1 && n_in == n_out, "an identity that is not one")?;
@@ -289,7 +272,23 @@ impl<'a> ResizeParams<'a> {
                     n_out
                 }
                 TapKind::Weighted => product([n_out, taps], too_big)?,
-                TapKind::Computed => unreachable!("decoded above"),
+                TapKind::Computed => {
+                    let rule = Rule::decode(r.words(RULE_WORDS)?)?;
+                    ensure(n_in > 0 || n_out == 0, "computed taps of an empty axis")?;
+                    if n_in > 0 {
+                        let want = rule.taps(n_in as usize, n_out as usize);
+                        ensure(want as i64 == taps, "taps that are not the rule's")?;
+                    }
+                    product([n_out, taps], too_big)?;
+                    return Ok(AxisParams {
+                        kind,
+                        n_in: n_in as usize,
+                        n_out: n_out as usize,
+                        taps: taps as usize,
+                        index: &[],
+                        rule: Some(rule),
+                    });
+                }
             };
             let index = r.words(len as usize)?;
             for out in index.chunks(taps as usize) {
