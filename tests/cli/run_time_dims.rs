@@ -131,6 +131,25 @@ fn specialized(
     outputs(&exe, input, &dir.join(format!("fix{value}")), n, 1)
 }
 
+/// The `n` outputs of `p` compiled with its dims `H` and `W` fixed at `h` and `w`, run on
+/// `input`.
+fn specialized_plane(
+    p: &Path,
+    dir: &Path,
+    (h, w): (usize, usize),
+    input: &Path,
+    n: usize,
+) -> Vec<Vec<u8>> {
+    let fixed = Options {
+        emit_main: true,
+        dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
+        ..Options::default()
+    };
+    let s = driver::compile_file(p, "model", &fixed, None).unwrap();
+    let exe = executable(&s, dir, &format!("fixed{h}x{w}"));
+    outputs(&exe, input, &dir.join(format!("fix{h}x{w}")), n, 1)
+}
+
 /// Runs `exe` on `input`, writing into `out`.
 fn run(exe: &Path, input: &Path, out: &Path) -> std::process::Output {
     std::fs::create_dir_all(out).unwrap();
@@ -629,14 +648,7 @@ fn an_image_height_and_width_are_both_taken_at_run_time() {
             &[h, w],
         );
         assert_eq!(got, two, "{h}x{w}: 2 threads");
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
-        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 1, 1);
+        let want = specialized_plane(&p, &d, (h, w), &input, 1);
         assert_eq!(got[0].len(), h.div_ceil(4) * w.div_ceil(4) * 4, "{h}x{w}");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
@@ -786,14 +798,7 @@ fn an_fpn_resizes_over_the_run_time_dims() {
             let m = if to_lateral { 1 } else { 4 };
             let dir = d.join(format!("dyn{h}x{w}"));
             let got = outputs_at(&dynamic, &input, &dir, 1, 1, &[h / m, w / m]);
-            let fixed = Options {
-                emit_main: true,
-                dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
-                ..Options::default()
-            };
-            let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-            let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
-            let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 1, 1);
+            let want = specialized_plane(&p, &d, (h, w), &input, 1);
             assert_eq!(got[0].len(), h * w * 4, "{h}x{w}");
             // Within rounding: the specialized object may take another convolution path.
             for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
@@ -939,14 +944,7 @@ fn a_detector_ending_in_nms_runs_at_every_size() {
             1,
             &[h, w],
         );
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
-        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 2, 1);
+        let want = specialized_plane(&p, &d, (h, w), &input, 2);
         assert_eq!(got[1], want[1], "{h}x{w}: classes");
         assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
@@ -1051,14 +1049,7 @@ fn a_yolo_export_with_dynamic_axes_runs_at_multiples_of_32() {
         let input = write_input(&d, h * 1000 + w, &x);
         let dir = d.join(format!("dyn{h}x{w}"));
         let got = outputs_at(&dynamic, &input, &dir, 2, 1, &[h / 32, w / 32]);
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("H".into(), h as i64), ("W".into(), w as i64)],
-            ..Options::default()
-        };
-        let s = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let exe = executable(&s, &d, &format!("fixed{h}x{w}"));
-        let want = outputs(&exe, &input, &d.join(format!("fix{h}x{w}")), 2, 1);
+        let want = specialized_plane(&p, &d, (h, w), &input, 2);
         assert!(!want[1].is_empty(), "{h}x{w}: no box kept");
         assert_eq!(got[1], want[1], "{h}x{w}: classes");
         assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
