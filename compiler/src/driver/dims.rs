@@ -130,11 +130,7 @@ fn two_dims_at(
         let candidates = MULTIPLES.iter().map(|&m| other_bound / m * m);
         candidates
             .filter(|&v| v > 0)
-            .find(|&v| {
-                let mut at = import.clone();
-                at.dim_values.push((other.to_string(), v));
-                frontend::import_owned(model.clone(), dir, &at).is_ok()
-            })
+            .find(|&v| imports_at(model, dir, import, other, v))
             .unwrap_or(other_bound)
     };
     // Each dim's grid from its least valid value, the other at (near) its bound.
@@ -237,6 +233,19 @@ fn decision_value(low: i64, bound: i64) -> i64 {
     mid.clamp(low.max(1), bound)
 }
 
+/// Whether `model` imports with its dim `name` at `n`.
+fn imports_at(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    name: &str,
+    n: i64,
+) -> bool {
+    let mut at = import.clone();
+    at.dim_values.push((name.to_string(), n));
+    frontend::import_owned(model.clone(), dir, &at).is_ok()
+}
+
 /// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
 /// smaller values a window or a kernel does not fit in it), taking the model to be valid
 /// from there to the bound; None when it does not import at the bound either.
@@ -247,11 +256,7 @@ fn least_value(
     name: &str,
     bound: i64,
 ) -> Option<i64> {
-    let valid = |n: i64| {
-        let mut at = import.clone();
-        at.dim_values.push((name.to_string(), n));
-        frontend::import_owned(model.clone(), dir, &at).is_ok()
-    };
+    let valid = |n: i64| imports_at(model, dir, import, name, n);
     if valid(1) {
         return Some(1);
     }
@@ -288,7 +293,8 @@ struct Grid {
 /// The grid of run-time dim `name` up to `bound`: every value from the least the model is
 /// valid at, when it is valid at each probe; else multiples of the least of `MULTIPLES`
 /// at whose probes (and least) it is; else (to fail at the probe where it is not valid) the
-/// first. None when too few values lie below the bound.
+/// first. A retry's `from` above 1 skips every value and the multiples below it. None when
+/// too few values lie below the bound.
 fn grid(
     model: &frontend::Model,
     dir: &DataDir,
@@ -297,19 +303,24 @@ fn grid(
     bound: i64,
     from: i64,
 ) -> Option<Grid> {
-    let valid = |n: i64| {
-        let mut at = import.clone();
-        at.dim_values.push((name.to_string(), n));
-        frontend::import_owned(model.clone(), dir, &at).is_ok()
-    };
-    let least = least_value(model, dir, import, name, bound);
-    let every = Grid {
-        multiple: 1,
-        least,
-        probes: loops::dims::probe_sizes(least.unwrap_or(1), bound)?,
-    };
-    if from <= 1 && every.probes.iter().all(|&n| valid(n)) {
-        return Some(every);
+    let valid = |n: i64| imports_at(model, dir, import, name, n);
+    // Every value, unless a retry asks for multiples.
+    let mut every = None;
+    if from <= 1 {
+        let least = least_value(model, dir, import, name, bound);
+        let probes = loops::dims::probe_sizes(least.unwrap_or(1), bound)?;
+        if probes.iter().all(|&n| valid(n)) {
+            return Some(Grid {
+                multiple: 1,
+                least,
+                probes,
+            });
+        }
+        every = Some(Grid {
+            multiple: 1,
+            least,
+            probes,
+        });
     }
     for m in MULTIPLES[1..].iter().copied().filter(|&m| m >= from) {
         let top = bound / m;
@@ -331,7 +342,7 @@ fn grid(
             });
         }
     }
-    (from <= 1).then_some(every)
+    every
 }
 
 /// Multiples a run-time dim is retried in when its constants are no polynomials of a step
