@@ -253,6 +253,13 @@ const LAYERS: &[(i64, i64, i64, i64, i64)] = &[
     (512, 128, 28, 1, 1),
     (1024, 128, 14, 1, 1),
     (992, 128, 7, 1, 1),
+    // Text detectors' (DBNet-style) 3×3 stride-1 convs at stride-4 maps of 320×320 and
+    // 640×640 images, few channels.
+    (32, 32, 80, 3, 1),
+    (32, 64, 80, 3, 1),
+    (64, 64, 80, 3, 1),
+    (32, 32, 160, 3, 1),
+    (64, 16, 160, 3, 1),
     // YOLO-style downsampling: 3×3 stride-2 convs doubling the channels.
     (32, 64, 160, 3, 2),
     (64, 128, 80, 3, 2),

@@ -40,6 +40,14 @@ impl Variant {
     }
 }
 
+/// The transformed inputs and products one pass keeps in the core's cache
+/// (`ConvGeometry::winograd_chunk`): half of Zen 3's 512 KB L2.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// The most transformed weights (bytes) a pass may stream again for each chunk: beyond
+/// them (VGG-19's 512-channel layers hold 37 MB) a block's tiles run in one pass.
+const CHUNK_WEIGHTS: usize = 1 << 20;
+
 /// Smallest output side that runs F(4×4, 3×3).
 const F4_MIN_SIDE: i64 = 20;
 
@@ -209,6 +217,26 @@ impl ConvGeometry<'_> {
         };
         let want = (budget / (4 * variant.points() * cg)).max(NR) / NR * NR;
         want.min(self.tile_count())
+    }
+
+    /// Panels (of `NR` tiles) that one pass of the three phases takes at a time inside a
+    /// block, on one core: as many as keep their transformed inputs and products within
+    /// `CHUNK_BYTES` (in the core's L2), when the transformed weights, which each pass
+    /// streams again, are at most `CHUNK_WEIGHTS` (cached); else the whole block. Zen 3
+    /// (AVX2, 512 KB L2), against whole blocks of up to ~6 MB (which sit in L3): the text
+    /// detector's 32→32 and 32→64 layers at 80×80 and 160×160 go from ~45-60 to ~75-85
+    /// GFLOP/s effective; model figures in docs/performance.md ("Winograd passes"). The
+    /// tiles a pass computes, and every value, are the same whatever the pass size.
+    fn winograd_chunk(&self) -> usize {
+        let (cg, mg) = (
+            (self.c / self.group) as usize,
+            (self.m / self.group) as usize,
+        );
+        let pts = self.winograd_variant().points();
+        if 4 * pts * cg * mg > CHUNK_WEIGHTS {
+            return usize::MAX;
+        }
+        (CHUNK_BYTES / (4 * pts * (cg + mg) * NR)).max(1)
     }
 
     pub(crate) fn winograd_weights_len(&self) -> usize {
@@ -740,8 +768,9 @@ pub(crate) unsafe fn conv_winograd(par: Par, g: &ConvGeometry, c: Call) {
 
 /// `conv_winograd` with the transforms run by `r`. Each block of tiles runs in three
 /// phases: the input transform, the products (one GEMM per transformed point ξ), the output
-/// transform. With several workers, either each takes whole panels of tiles through all
-/// three (when the transformed weights, which each then reads, are the smaller traffic), or
+/// transform, on one core a cache-sized pass of panels at a time (`winograd_chunk`). With
+/// several workers, either each takes whole panels of tiles through all three, in such
+/// passes (when the transformed weights, which each then reads, are the smaller traffic), or
 /// each phase is split (by input channels, by ξ, by output channels) and joined before the
 /// next. Every value is computed by the same operations whatever the split (a GEMM's column
 /// does not depend on the others), so the result does not depend on the thread count.
@@ -758,6 +787,7 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
     let tw = g.tiles().1;
     let tiles = g.tile_count();
     let tb = g.winograd_block();
+    let chunk = g.winograd_chunk();
     let bsz = pack::packed_b_len(cg, tb);
     let per = pack::packed_a_len(mg, cg);
     let variant = g.winograd_variant();
@@ -870,7 +900,21 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
                     ld: tb,
                 };
                 let (panels, workers) = (nt / NR, par.workers());
-                if workers > 1
+                // The three phases over panels `ps`, a cache-sized pass at a time.
+                let passes = |ps: std::ops::Range<usize>| {
+                    let mut p0 = ps.start;
+                    while p0 < ps.end {
+                        let p1 = ps.end.min(p0.saturating_add(chunk));
+                        let sp = block.part(p0..p1, cg, mg, pts);
+                        input(0..cg, sp);
+                        products(0..pts, sp);
+                        output(0..mg, sp);
+                        p0 = p1;
+                    }
+                };
+                if workers == 1 {
+                    passes(0..panels);
+                } else if workers > 1
                     && (panels >= 2 * workers || panels % workers == 0)
                     && (workers - 1) * pts * mg * cg < pts * nt * (cg + mg)
                 {
@@ -878,12 +922,7 @@ unsafe fn conv_with(par: Par, r: &impl Runner, g: &ConvGeometry, c: Call) {
                     // the block's scratch: no join between phases and no transformed data
                     // crossing cores, for each worker reading all the transformed weights
                     // (hence only where they are smaller than the data they spare).
-                    let job = |ps: std::ops::Range<usize>, _| {
-                        let sp = block.part(ps, cg, mg, pts);
-                        input(0..cg, sp);
-                        products(0..pts, sp);
-                        output(0..mg, sp);
-                    };
+                    let job = |ps: std::ops::Range<usize>, _| passes(ps);
                     // SAFETY: the tasks' parts of the scratch and their output tiles are
                     // disjoint.
                     unsafe { par.for_ranges(panels, NR * pts * mg * cg, &job) };
