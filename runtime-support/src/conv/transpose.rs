@@ -217,6 +217,15 @@ impl ConvTransposeGeometry {
         self.input[0] * self.input[1]
     }
 
+    /// Whether each output position receives at most one column value: along every dim the
+    /// taps of one input (`k·d` for `k < kernel`) lie within one stride (`(kernel − 1)·d <
+    /// stride`), as in the ×2 upsamplings of decoders and detectors (2×2 kernels at stride 2).
+    /// Then col2im stores `clamp(bias + value)` instead of adding into a biased output and
+    /// clamping it in another pass: the same operations on each value, in fewer passes.
+    fn non_overlapping(&self) -> bool {
+        (0..DIMS).all(|d| (self.kernel[d] - 1) * self.dilations[d] < self.strides[d])
+    }
+
     /// Input rows per chunk: as many as keep the columns within `CHUNK_FLOATS` (at least one).
     fn chunk_rows(&self) -> usize {
         (CHUNK_FLOATS / (self.mk() * self.input[2]).max(1)).clamp(1, self.input_rows().max(1))
@@ -314,18 +323,20 @@ pub unsafe fn conv_transpose_f32(
         };
         let cols = scratch;
         let gemm_scratch = scratch.add(cols_len);
+        let once = g.non_overlapping();
         for b in 0..g.n {
             for grp in 0..g.group {
                 let xg = x.add((b * g.c + grp * cg) * isz);
                 let yg = y.add((b * g.m + grp * mg) * osz);
+                let gbias = crate::opt_add(bias, grp * mg);
                 for m in 0..mg {
-                    let v = if bias.is_null() {
-                        0.0
-                    } else {
-                        *bias.add(grp * mg + m)
-                    };
+                    let v = if gbias.is_null() { 0.0 } else { *gbias.add(m) };
+                    // Positions no column reaches are the bias, clamped here when col2im
+                    // clamps the others as it stores them.
+                    let v = if once { crate::clamp_ep(v, lo, hi) } else { v };
                     std::slice::from_raw_parts_mut(yg.add(m * osz), osz).fill(v);
                 }
+                let store = once.then_some(Store { bias: gbias, lo, hi });
                 let mut r0 = 0;
                 while r0 < nrows {
                     let rows = rows_per_chunk.min(nrows - r0);
@@ -346,10 +357,10 @@ pub unsafe fn conv_transpose_f32(
                         &Epilogue::NONE,
                         crate::par::Slots::single(gemm_scratch),
                     );
-                    col2im(g, cols, np, r0, rows, yg);
+                    col2im(g, cols, np, r0, rows, yg, store);
                     r0 += rows;
                 }
-                if lo > f32::NEG_INFINITY || hi < f32::INFINITY {
+                if !once && (lo > f32::NEG_INFINITY || hi < f32::INFINITY) {
                     for v in std::slice::from_raw_parts_mut(yg, mg * osz) {
                         *v = crate::clamp_ep(*v, lo, hi);
                     }
@@ -359,11 +370,22 @@ pub unsafe fn conv_transpose_f32(
     }
 }
 
+/// How col2im stores a non-overlapping convolution's values (`non_overlapping`): each
+/// output `clamp(bias + value)`, the group's bias (null: none) per output channel.
+#[derive(Clone, Copy)]
+struct Store {
+    bias: *const f32,
+    lo: f32,
+    hi: f32,
+}
+
 /// Adds the columns of input rows `r0..r0+rows` (`cols`: `[mk, rows·iw]`, row pitch `np`;
-/// rows counted over the leading dims) into the group's output planes `yg`.
+/// rows counted over the leading dims) into the group's output planes `yg`; with `store`
+/// (a non-overlapping convolution) stores each as `clamp(bias + value)` instead.
 ///
 /// # Safety
-/// As `conv_transpose_f32` for one group and chunk.
+/// As `conv_transpose_f32` for one group and chunk; a non-null `store.bias` holds the
+/// group's `m/group` biases.
 unsafe fn col2im(
     g: &ConvTransposeGeometry,
     cols: *const f32,
@@ -371,6 +393,7 @@ unsafe fn col2im(
     r0: usize,
     rows: usize,
     yg: *mut f32,
+    store: Option<Store>,
 ) {
     let (ih, iw, osz) = (g.input[1], g.input[2], g.osize());
     let [od, oh, ow] = g.output.map(|v| v as isize);
@@ -381,6 +404,15 @@ unsafe fn col2im(
     for m in 0..g.mg() {
         // SAFETY: plane m of the group's output.
         let plane = unsafe { yg.add(m * osz) };
+        // SAFETY: a non-null bias holds the group's m/group values.
+        let bv = store.map(|st| {
+            let v = if st.bias.is_null() {
+                0.0
+            } else {
+                unsafe { *st.bias.add(m) }
+            };
+            (v, st.lo, st.hi)
+        });
         for tz in 0..kd {
             for ty in 0..kh {
                 for tx in 0..kw {
@@ -408,7 +440,12 @@ unsafe fn col2im(
                         unsafe {
                             let src = cols.add(row * np + r * iw);
                             let dst = plane.offset((oz * oh + oy) * ow + off);
-                            if sw == 1 {
+                            if let Some((bv, lo, hi)) = bv {
+                                for ix in ix_lo..ix_hi {
+                                    *dst.offset(ix * sw) =
+                                        crate::clamp_ep(bv + *src.offset(ix), lo, hi);
+                                }
+                            } else if sw == 1 {
                                 for ix in ix_lo..ix_hi {
                                     *dst.offset(ix) += *src.offset(ix);
                                 }
@@ -550,6 +587,12 @@ mod tests {
             geom(1, 6, 6, 3, &[4, 3, 5], &[3, 2, 3], &[2, 1, 2], &[1, 2, 1], &[1, 0, 1], &[1, 0, 0], None),
             // An output_shape past the full result: negative begin pads, bias-only borders.
             geom(1, 4, 5, 1, &[4, 5], &[3, 3], &[2, 2], &[1, 1], &[-1, 0], &[0, 0], Some(&[12, 11])),
+            // Non-overlapping ones (`non_overlapping`: values stored, not added) with
+            // positions no input reaches: gaps between the taps (2×2 at stride 3), bias-only
+            // borders (an output_shape past the full result), dilated taps inside a stride.
+            geom(1, 4, 3, 1, &[4, 5], &[2, 2], &[3, 3], &[1, 1], &[0, 0], &[0, 0], None),
+            geom(1, 4, 5, 1, &[4, 5], &[2, 2], &[2, 2], &[1, 1], &[-1, 0], &[0, 0], Some(&[10, 11])),
+            geom(1, 3, 2, 1, &[7], &[2], &[4], &[2], &[1], &[0], None),
         ];
         for g in &cases {
             let x = rand(g.n * g.c * g.isize(), 1);
