@@ -78,31 +78,51 @@ fn feeds_expensive(g: &Graph, id: NodeId, depth: usize) -> bool {
     })
 }
 
-/// Whether consumer `u` reads map `id`'s result broadcast over at least `MIN_BROADCAST`
-/// times as many elements, and `id` computes something (not only loads): inlined, each
-/// value would be computed again for every element it is broadcast to. A BERT export's
-/// padding mask, `(1 − Cast(mask)) · −10000` over `[batch, 1, 1, seq]`, added to scores of
-/// `[batch, heads, seq, seq]` computed an int64 → float conversion per score: 1.9 ms of a
-/// 32 ms encoder at seq 512 on Zen 3, where the mask alone is 512 values.
+/// Whether map consumer `u` reads map `id`'s result broadcast — some loop of `u` (of extent
+/// above 1) indexes none of its loads of `id` — and `id` computes something (not only
+/// loads): inlined, each value would be computed again for every element it is broadcast
+/// to. A BERT export's padding mask, `(1 − Cast(mask)) · −10000` over `[batch, 1, 1, seq]`,
+/// added to scores of `[batch, heads, seq, seq]` converted an int64 per score: 1.9 ms of a
+/// 32 ms encoder at seq 512 on Zen 3, where the mask alone is 512 values. The test reads
+/// the expressions, not the sizes (beyond extent 1), so a run-time dim's values, at which
+/// the model is lowered and whose programs must agree (`loops::dims`), decide alike.
 fn broadcasts_computed(g: &Graph, id: NodeId, u: NodeId) -> bool {
-    let elements = |v: ValueId| -> Option<i64> {
-        known_dims(&g.value_type(v).shape).map(|d| d.iter().product::<i64>())
-    };
-    let (Some(Op::Map(m)), Some(mine), Some(theirs)) = (
-        Some(&g.node(id).op),
-        elements(id.out(0)),
-        elements(u.out(0)),
-    ) else {
+    let (Op::Map(m), Op::Map(um)) = (&g.node(id).op, &g.node(u).op) else {
         return false;
     };
     // A body that is one load (a copy, a transposition) or a constant computes nothing.
-    let computes = !matches!(m.body.kind, ExprKind::Load { .. } | ExprKind::Const(_));
-    computes && mine > 0 && theirs / mine >= MIN_BROADCAST
+    if matches!(m.body.kind, ExprKind::Load { .. } | ExprKind::Const(_)) {
+        return false;
+    }
+    let Some(dims) = known_dims(&g.value_type(u.out(0)).shape) else {
+        return false;
+    };
+    // The loop variables in `u`'s loads of `id`.
+    let inputs = &g.node(u).inputs;
+    let mut used: HashSet<u32> = HashSet::new();
+    let mut reads = false;
+    expr::rewrite(&um.body, &mut |e| {
+        if let ExprKind::Load { input, index } = &e.kind
+            && inputs.get(*input as usize).is_some_and(|v| v.node == id)
+        {
+            reads = true;
+            for x in index {
+                expr::rewrite(x, &mut |i| {
+                    if let ExprKind::Var(v) = i.kind {
+                        used.insert(v);
+                    }
+                    None
+                });
+            }
+        }
+        None
+    });
+    reads
+        && dims
+            .iter()
+            .enumerate()
+            .any(|(v, &d)| d > 1 && !used.contains(&(v as u32)))
 }
-
-/// The broadcast factor from which a computing map is kept as a step of its own rather than
-/// inlined into its consumer (`broadcasts_computed`).
-const MIN_BROADCAST: i64 = 8;
 
 /// Largest expression (in nodes, its inlined producers included) that a map inlined into
 /// several consumers may carry: each of them computes it again (`cheap`'s own bound).
