@@ -97,31 +97,24 @@ fn broadcasts_computed(g: &Graph, id: NodeId, u: NodeId) -> bool {
     let Some(dims) = known_dims(&g.value_type(u.out(0)).shape) else {
         return false;
     };
-    // The loop variables in `u`'s loads of `id`.
+    // The index expressions of `u`'s loads of `id`.
     let inputs = &g.node(u).inputs;
-    let mut used: HashSet<u32> = HashSet::new();
-    let mut reads = false;
+    let (mut reads, mut index) = (false, Vec::<E>::new());
     expr::rewrite(&um.body, &mut |e| {
-        if let ExprKind::Load { input, index } = &e.kind
+        if let ExprKind::Load { input, index: at } = &e.kind
             && inputs.get(*input as usize).is_some_and(|v| v.node == id)
         {
             reads = true;
-            for x in index {
-                expr::rewrite(x, &mut |i| {
-                    if let ExprKind::Var(v) = i.kind {
-                        used.insert(v);
-                    }
-                    None
-                });
-            }
+            index.extend(at.iter().cloned());
         }
         None
     });
+    let indexes = |v: usize| index.iter().any(|x| expr::depends_on(x, v as u32));
     reads
         && dims
             .iter()
             .enumerate()
-            .any(|(v, &d)| d > 1 && !used.contains(&(v as u32)))
+            .any(|(v, &d)| d > 1 && !indexes(v))
 }
 
 /// Largest expression (in nodes, its inlined producers included) that a map inlined into

@@ -404,11 +404,11 @@ unsafe fn col2im(
     for m in 0..g.mg() {
         // SAFETY: plane m of the group's output.
         let plane = unsafe { yg.add(m * osz) };
-        // SAFETY: a non-null bias holds the group's m/group values.
         let bv = store.map(|st| {
             let v = if st.bias.is_null() {
                 0.0
             } else {
+                // SAFETY: a non-null bias holds the group's m/group values.
                 unsafe { *st.bias.add(m) }
             };
             (v, st.lo, st.hi)
