@@ -225,7 +225,7 @@ impl ConvGeometry<'_> {
     /// streams again, are at most `CHUNK_WEIGHTS` (cached); else the whole block. Zen 3
     /// (AVX2, 512 KB L2), against whole blocks of up to ~6 MB (which sit in L3): the text
     /// detector's 32→32 and 32→64 layers at 80×80 and 160×160 go from ~45-60 to ~75-85
-    /// GFLOP/s effective; model figures in docs/performance.md ("Winograd passes"). The
+    /// GFLOP/s effective; model figures in docs/performance.md ("Winograd"). The
     /// tiles a pass computes, and every value, are the same whatever the pass size.
     fn winograd_chunk(&self) -> usize {
         let (cg, mg) = (
