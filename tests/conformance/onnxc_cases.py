@@ -140,8 +140,8 @@ def inception_block():
 
 
 def mixed_fallbacks():
-    """Blocked and plain steps side by side: a conv with 12 output channels (not whole
-    blocks), asymmetric padding with stride 2, a dilated max pool, an LRN, a ReduceMean over
+    """Blocked and plain steps side by side: a 3x3 conv with 12 and a 1x1 with 4 output
+    channels (not whole blocks, padded to them) concatenated, asymmetric padding with stride 2, a dilated max pool, an LRN, a ReduceMean over
     the spatial dims without keepdims, a Conv whose input is a graph input used twice, and
     a strided, dilated 3x3 conv."""
     g = G(15)
@@ -154,6 +154,26 @@ def mixed_fallbacks():
     e = g.op("ReduceMean", [d], axes=[2, 3], keepdims=0)
     f = g.op("Add", [g.conv("x", 8, 8, 1), "x"])
     return g.model([("x", [1, 8, 17, 17])], [e, d, f])
+
+
+def padded_heads():
+    """Heads whose output channels are not whole blocks after a blocked chain, which run
+    blocked with zero filters added (schedule/layout.rs `pads_outputs`), batch 2: a 1x1 to
+    one map and a Sigmoid, a YOLO-style 1x1 to 21 channels without bias, a 3x3 stride-2
+    conv to 5 channels read by a plain conv and a max pool, a BatchNorm and ReLU folded into
+    a 1x1 to 3 channels, and a 1x1 to 10 classes over globally pooled features (one
+    position, whose blocked and plain forms differ)."""
+    g = G(16)
+    x = g.op("Relu", [g.conv("x", 8, 16, 3)])
+    x = g.op("Relu", [g.conv(x, 16, 16, 3)])
+    prob = g.op("Sigmoid", [g.conv(x, 16, 1, 1)])
+    det = g.conv(x, 16, 21, 1, bias=False)
+    five = g.conv(x, 16, 5, 3, stride=2)
+    after = g.op("MaxPool", [g.conv(five, 5, 8, 3)], kernel_shape=[2, 2], strides=[2, 2])
+    pooled = g.op("MaxPool", [five], kernel_shape=[2, 2], strides=[2, 2])
+    three = g.op("Relu", [g.bn(g.conv(x, 16, 3, 1), 3)])
+    cls = g.conv(g.op("GlobalAveragePool", [x]), 16, 10, 1)
+    return g.model([("x", [2, 8, 12, 14])], [prob, det, after, pooled, three, cls])
 
 
 def attention_views():
@@ -1474,7 +1494,8 @@ def mel_filterbank():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnxc-tests")
 
 
-CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, attention_views,
+CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, padded_heads,
+         attention_views,
          softmax_scale_limits, pool_ceil_edges, pool_huge_windows, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,

@@ -87,8 +87,9 @@ pub struct LayoutOptions {
 
 /// The blocked convolution's geometry for a Conv step over plain shapes, if its kernels
 /// compute it: float32, 2-D, constant weights, non-negative padding, and channels in whole
-/// blocks (per group, or depthwise) — or, with `plain_input`, output channels in whole
-/// blocks and group 1.
+/// blocks (per group, or depthwise) — or, with `plain_input`, group 1. With group 1 the
+/// output channels are rounded up to whole blocks: the weights gain zero filters, and the
+/// blocked output's last block carries lanes the plain form drops (`pads_outputs`).
 pub fn blocked_geometry(
     s: &Schedule,
     st: &Step,
@@ -109,10 +110,12 @@ pub fn blocked_geometry(
     }
     let u = |v: i64| usize::try_from(v).ok();
     let pair = |v: &[i64]| Some([u(v[0])?, u(v[1])?]);
+    let m = u(w.shape[0])?;
     let g = BlockedConv {
         n: u(x[0])?,
         c: u(x[1])?,
-        m: u(w.shape[0])?,
+        // Output channels short of a block are padded with zero filters (`pads_outputs`).
+        m: if c.group == 1 { m.div_ceil(CB) * CB } else { m },
         group: u(c.group)?,
         input: pair(&x[2..])?,
         output: pair(&y[2..])?,
@@ -142,11 +145,11 @@ fn winograd_pays(g: &onnxc_runtime::conv::ConvGeometry) -> bool {
     }
 }
 
-/// The blocked shape of a plain `[n, c, h, w]`.
+/// The blocked shape of a plain `[n, c, h, w]`: `c` rounded up to whole blocks.
 fn blocked_shape(shape: &[i64]) -> Vec<i64> {
     vec![
         shape[0],
-        shape[1] / CB as i64,
+        (shape[1] + CB as i64 - 1) / CB as i64,
         shape[2],
         shape[3],
         CB as i64,
@@ -190,7 +193,7 @@ impl Pass<'_> {
         }
         let b = self.blocked[&r];
         let sh = &self.s.values[r].shape;
-        if sh.len() == 4 && sh[2] * sh[3] == 1 {
+        if sh.len() == 4 && sh[2] * sh[3] == 1 && sh[1] % CB as i64 == 0 {
             // [n, c, 1, 1] and [n, c/8, 1, 1, 8] are the same bytes.
             self.s.values[r].storage = Storage::View(b);
             return;
@@ -254,6 +257,7 @@ impl Pass<'_> {
                 let x = st.inputs[0];
                 let ok = p.kernel.len() == 2
                     && self.blocked.contains_key(&x)
+                    && blockable(&self.s.values[x])
                     && self.s.values[st.output].dtype == DType::F32;
                 ok.then(|| {
                     let xb = self.blocked[&x];
@@ -325,16 +329,25 @@ impl Pass<'_> {
         if self.opts.wide_simd && !(self.opts.by_size && plain.im2col_short_rows()) {
             return None;
         }
+        if g.m as i64 != self.s.values[st.inputs[1]].shape[0]
+            && !(self.blocked.contains_key(&x) && self.pads_outputs(st, &g))
+        {
+            return None;
+        }
+        let residual = st.epilogue.as_ref().and_then(|e| e.residual);
+        if let Some(r) = residual {
+            let v = &self.s.values[st.inputs[r]];
+            if !blockable(v) || v.shape != ys {
+                return None;
+            }
+        }
         let mut inputs = st.inputs.clone();
         if plain_input {
             self.plain(x);
         } else {
             inputs[0] = self.blocked(x);
         }
-        if let Some(r) = st.epilogue.as_ref().and_then(|e| e.residual) {
-            if !blockable(&self.s.values[inputs[r]]) || self.s.values[inputs[r]].shape != ys {
-                return None;
-            }
+        if let Some(r) = residual {
             inputs[r] = self.blocked(inputs[r]);
         }
         let out = self.blocked_output(st);
@@ -347,6 +360,18 @@ impl Pass<'_> {
             output: out,
             ..st.clone()
         })
+    }
+
+    /// Whether `st`, whose output channels `g` rounds up to whole blocks, runs blocked with
+    /// zero filters added (when its input is blocked already): its bias (if fused) is a
+    /// constant the lowering pads too, and the extra filters cost at most the input's
+    /// conversion they save (a 1×1 kernel, or at most 4× the products).
+    fn pads_outputs(&self, st: &Step, g: &BlockedConv) -> bool {
+        let m = self.s.values[st.inputs[1]].shape[0] as usize;
+        let const_bias = st.epilogue.as_ref().and_then(|e| e.bias).is_none_or(|b| {
+            matches!(self.s.values[self.s.root(st.inputs[b])].storage, Storage::Const(_))
+        });
+        const_bias && (g.kernel == [1, 1] || g.m <= 4 * m)
     }
 
     /// Operands of `body` loaded only at the identity index of a 4-D output of `shape`.

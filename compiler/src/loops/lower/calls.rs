@@ -420,8 +420,25 @@ impl StepCx<'_> {
         let g = blocked_conv_geometry(self.s, self.st, c, plain_input)
             .ok_or_else(|| Error::Internal("blocked conv with an unsupported geometry".into()))?;
         let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
-        let (bias, residual, clamp) = self.epilogue_args(expr::i(0));
-        let wbuf = self.new_const(&g.pack_weights(&const_f32(self.s, w)));
+        let (mut bias, residual, clamp) = self.epilogue_args(expr::i(0));
+        let mut weights = const_f32(self.s, w);
+        let m = self.s.values[w].shape[0] as usize;
+        if g.m > m {
+            // Output channels rounded up to a block (`layout::pads_outputs`): zero filters
+            // and zero biases for the lanes the plain form drops.
+            weights.resize(weights.len() / m * g.m, 0.0);
+            if let Some(b) = self.st.epilogue.as_ref().and_then(|e| e.bias) {
+                let mut b = const_f32(self.s, self.st.inputs[b]);
+                if b.len() != m {
+                    return Err(Error::Internal(
+                        "a padded blocked conv's bias is not a constant per channel".into(),
+                    ));
+                }
+                b.resize(g.m, 0.0);
+                bias = Arg::start(self.new_const(&b));
+            }
+        }
+        let wbuf = self.new_const(&g.pack_weights(&weights));
         let scratch = match scratch {
             Some(o) => Arg::Scratch { offset: o },
             None => Arg::Null,
