@@ -336,7 +336,11 @@ pub unsafe fn conv_transpose_f32(
                     let v = if once { crate::clamp_ep(v, lo, hi) } else { v };
                     std::slice::from_raw_parts_mut(yg.add(m * osz), osz).fill(v);
                 }
-                let store = once.then_some(Store { bias: gbias, lo, hi });
+                let store = once.then_some(Store {
+                    bias: gbias,
+                    lo,
+                    hi,
+                });
                 let mut r0 = 0;
                 while r0 < nrows {
                     let rows = rows_per_chunk.min(nrows - r0);

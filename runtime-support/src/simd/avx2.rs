@@ -149,6 +149,10 @@ unsafe impl Simd for Avx2 {
             let f2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
             _mm256_mul_ps(_mm256_mul_ps(p, f1), f2)
         };
+        scale2_normal(p: __m256, n: __m256) -> __m256 = _mm256_castsi256_ps(_mm256_add_epi32(
+            _mm256_castps_si256(p),
+            _mm256_slli_epi32::<23>(_mm256_cvtps_epi32(n)),
+        ));
         shifter(n: usize) -> (__m256i, __m256) = {
             // Both halves rotated by n; lanes ≥ 8 − n come from hi.
             let n = n.min(8) as i32;

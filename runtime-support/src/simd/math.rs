@@ -82,6 +82,27 @@ pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
     s.scale2(p, n)
 }
 
+/// The least argument of [`exp_nonpositive`] computed: from it up, `round(x·log2 e)` is at
+/// least −125, so `p·2^n` stays normal; below it the result is flushed to 0 (e^x < 2.9e−38).
+pub const EXP_NORMAL_MIN: f32 = -86.9;
+
+/// e^x per lane for x ≤ 0 (a softmax's `s·(x − max)`): e^x's formula as [`exp`], with the
+/// same bits where e^x is at least e^[`EXP_NORMAL_MIN`], 0 below it (no subnormal results,
+/// which cost microcode assists on some x86 cores), NaN through. Cheaper than `exp` on AVX2:
+/// `scale2_normal` adds to the exponent instead of multiplying twice. Positive x: any value.
+#[inline(always)]
+pub fn exp_nonpositive<S: Simd>(s: S, x: S::F) -> S::F {
+    let low = s.splat(EXP_NORMAL_MIN);
+    // `max` returns its second operand on NaN, so NaN passes through.
+    let xc = s.max(low, x);
+    let n = s.round(s.mul(xc, s.splat(std::f32::consts::LOG2_E)));
+    let r = s.neg_mul_add(n, s.splat(LN2_HI), xc);
+    let r = s.neg_mul_add(n, s.splat(LN2_LO), r);
+    let p = poly(s, &EXP_POLY, r);
+    let p = s.add(s.mul_add(p, s.mul(r, r), r), s.splat(1.0));
+    s.select(s.lt(x, low), s.zero(), s.scale2_normal(p, n))
+}
+
 /// tanh per lane: the odd polynomial below `TANH_CUT`, `1 − 2/(e^{2|x|} + 1)` with the sign
 /// of x above it; NaN through.
 #[inline(always)]

@@ -199,6 +199,13 @@ pub unsafe trait Simd: Copy {
     /// `p · 2^n` for integral `n` in `[-160, 130]` (lanes where `n` is NaN: any value), with
     /// IEEE overflow to ∞ and gradual underflow, rounded once.
     fn scale2(self, p: Self::F, n: Self::F) -> Self::F;
+    /// `p · 2^n` where the result is normal: `p` positive in `[2^−0.5, 2^0.5]` and `n`
+    /// integral in `[-125, 127]` (elsewhere, or where `p` is NaN: any value, NaN for a NaN
+    /// `p`). Exact; AVX2 adds `n` to the exponent field instead of `scale2`'s two products.
+    #[inline(always)]
+    fn scale2_normal(self, p: Self::F, n: Self::F) -> Self::F {
+        self.scale2(p, n)
+    }
 
     /// The control of `shift` by `n ≤ LANES` lanes.
     fn shifter(self, n: usize) -> Self::Shift;

@@ -133,6 +133,9 @@ impl Walk for Ops<'_> {
                     s.splat(s.reduce_add(s.max(s.splat(-1e3), s.min(s.splat(1e3), a)))),
                 );
                 put("exp", math::exp(s, s.mul(a, s.splat(40.0))));
+                let neg = s.mul(s.andnot(s.splat(-0.0), a), s.splat(-100.0));
+                put("exp_nonpositive", math::exp_nonpositive(s, neg));
+                put("exp_of_nonpositive", math::exp(s, neg));
                 put("tanh", math::tanh(s, s.mul(a, s.splat(4.0))));
                 put("erf", math::erf(s, s.mul(a, s.splat(3.0))));
             }
@@ -313,6 +316,19 @@ fn every_implementation_keeps_the_documented_semantics() {
                     "{isa} reduce_add"
                 );
             }
+        }
+        // exp_nonpositive: exp's bits down to EXP_NORMAL_MIN, +0 below it, NaN through.
+        for (j, (g, e)) in find("exp_nonpositive")
+            .iter()
+            .zip(find("exp_of_nonpositive"))
+            .enumerate()
+        {
+            let x = -100.0 * a[j].abs();
+            let want = if x < math::EXP_NORMAL_MIN { 0.0 } else { *e };
+            assert!(
+                same(*g, want),
+                "{isa} exp_nonpositive({x}) = {g}, want {want}"
+            );
         }
         for (name, f, tol, abs) in [
             (
