@@ -146,6 +146,12 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     }
     /// The kernel call(s) computing the result, checked against their C signatures.
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;
+    /// An operand whose bytes the result may take when the operand dies at this step
+    /// (`schedule::memory`): the kernel is correct with that operand and the result at the
+    /// same address, which saves the result's cache misses on writing. By default none.
+    fn in_place(&self) -> Option<usize> {
+        None
+    }
     /// Whether the result is exact when the operands' data-dependent axes (`operands`: the
     /// axis of each that has one, `passes::data_dims`) are read at their bound, padding
     /// included, so that the result has no data-dependent dim. By default false.

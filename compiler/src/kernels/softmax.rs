@@ -37,6 +37,11 @@ impl KernelOp for Softmax {
         format!("scale={}", self.scale)
     }
 
+    /// The runtime's softmax reads a row whole before writing it.
+    fn in_place(&self) -> Option<usize> {
+        Some(0)
+    }
+
     fn eval(
         &self,
         x: &[&Tensor],

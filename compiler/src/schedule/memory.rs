@@ -29,10 +29,32 @@ pub fn plan(s: &mut Schedule) {
             last[r] = last[r].max(i);
         }
     }
+    // A result computed in place takes its operand's bytes: one item from the operand's
+    // first step to the result's last (`owner`: the value whose item holds v's bytes).
+    let mut owner: Vec<usize> = (0..n).collect();
+    let arena = |v: usize| matches!(s.values[v].storage, Storage::Arena(_));
+    for (i, st) in s.steps.iter().enumerate() {
+        let Some(k) = in_place_operand(st) else {
+            continue;
+        };
+        let (x, out) = (st.inputs[k], st.output);
+        let whole = |v: usize| places[v] == (v, 0) && arena(v);
+        if whole(x)
+            && whole(out)
+            && last[x] == i
+            && first[out] == i
+            && s.values[x].bytes() == s.values[out].bytes()
+            && !st.inputs.iter().enumerate().any(|(j, &v)| j != k && places[v].0 == x)
+        {
+            let o = owner[x];
+            owner[out] = o;
+            last[o] = last[o].max(last[out]);
+        }
+    }
     // (size, first, last, value)
     let mut items: Vec<(u64, usize, usize, usize)> = Vec::new();
     for v in 0..n {
-        if matches!(s.values[v].storage, Storage::Arena(_)) && first[v] != usize::MAX {
+        if arena(v) && owner[v] == v && first[v] != usize::MAX {
             items.push((align(s.values[v].bytes().max(1)), first[v], last[v], v));
         }
     }
@@ -73,9 +95,18 @@ pub fn plan(s: &mut Schedule) {
         total = total.max(off + size);
     }
     for v in 0..n {
+        let at = offsets[owner[v]];
         if let Storage::Arena(o) = &mut s.values[v].storage {
-            *o = offsets[v];
+            *o = at;
         }
     }
     s.arena_size = total;
+}
+
+/// The operand whose bytes `st`'s result may take (`KernelOp::in_place`).
+fn in_place_operand(st: &super::Step) -> Option<usize> {
+    match &st.kind {
+        super::StepKind::Kernel(k) => k.in_place().filter(|&i| i < st.inputs.len()),
+        _ => None,
+    }
 }
