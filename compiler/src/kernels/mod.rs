@@ -148,7 +148,9 @@ pub trait KernelOp: fmt::Debug + Send + Sync + KernelEq + 'static {
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>>;
     /// An operand whose bytes the result may take when the operand dies at this step
     /// (`schedule::memory`): the kernel is correct with that operand and the result at the
-    /// same address, which saves the result's cache misses on writing. By default none.
+    /// same address, which saves the result's cache misses on writing. Generated loops
+    /// cannot say so: their vector tails recompute the last four elements from the operands
+    /// (`codegen::func`), which would read results. By default none.
     fn in_place(&self) -> Option<usize> {
         None
     }
