@@ -182,38 +182,6 @@ pub(in crate::conv) fn transpose16(r: &mut [std::arch::x86_64::__m512; 16]) {
     }
 }
 
-/// Transposes an 8×8 block of floats held as 8 row vectors.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(in crate::conv) fn transpose8(r: &mut [std::arch::x86_64::__m256; 8]) {
-    use std::arch::x86_64::*;
-    let t: [__m256; 8] = [
-        _mm256_unpacklo_ps(r[0], r[1]),
-        _mm256_unpackhi_ps(r[0], r[1]),
-        _mm256_unpacklo_ps(r[2], r[3]),
-        _mm256_unpackhi_ps(r[2], r[3]),
-        _mm256_unpacklo_ps(r[4], r[5]),
-        _mm256_unpackhi_ps(r[4], r[5]),
-        _mm256_unpacklo_ps(r[6], r[7]),
-        _mm256_unpackhi_ps(r[6], r[7]),
-    ];
-    let u: [__m256; 8] = [
-        _mm256_shuffle_ps::<0x44>(t[0], t[2]),
-        _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
-        _mm256_shuffle_ps::<0x44>(t[1], t[3]),
-        _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
-        _mm256_shuffle_ps::<0x44>(t[4], t[6]),
-        _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
-        _mm256_shuffle_ps::<0x44>(t[5], t[7]),
-        _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
-    ];
-    for j in 0..4 {
-        r[j] = _mm256_permute2f128_ps::<0x20>(u[j], u[4 + j]);
-        r[4 + j] = _mm256_permute2f128_ps::<0x31>(u[j], u[4 + j]);
-    }
-}
-
 /// `depthwise_blocked` with AVX2: the 16-channel block as two 8-channel halves,
 /// planes to channel-last and back through 8×8 register transposes, each half's output
 /// positions with its kernel taps' weight vectors in registers (3×3).
@@ -282,7 +250,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
                                     );
                                 }
                             }
-                            transpose8(&mut v);
+                            v = crate::avx2::transpose8(v);
                             for (q, vq) in v.iter().enumerate().take(n) {
                                 _mm256_storeu_ps(d.add(q * B + 8 * h), *vq);
                             }
@@ -349,7 +317,7 @@ pub(in crate::conv) unsafe fn depthwise_blocked_avx2(
                         for (q, vq) in v.iter_mut().enumerate().take(n) {
                             *vq = _mm256_loadu_ps(yc.add((p + q) * B + 8 * h));
                         }
-                        transpose8(&mut v);
+                        v = crate::avx2::transpose8(v);
                         for (c, vc) in v.iter().enumerate().take(nc - 8 * h) {
                             let ch = 8 * h + c;
                             let mut o = *vc;
