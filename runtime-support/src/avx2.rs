@@ -43,3 +43,40 @@ pub fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
         }
     })
 }
+
+/// Six rows interleaved column by column into `d` (`d[kx·6 + r] = rows[r][kx]`: a GEMM's
+/// packed A panel), 8 columns at a time through `transpose8`; returns the columns done (a
+/// multiple of 8, at most `kc`). Writes only `d[..6·done]`.
+///
+/// # Safety
+/// Each of `rows` is readable for `kc` floats, `d` writable for `6·kc`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn interleave6(rows: [*const f32; 6], kc: usize, d: *mut f32) -> usize {
+    let mut kx = 0;
+    // SAFETY: columns kx..kx + 8 of each row; floats 6·kx..6·kx + 48 of d.
+    unsafe {
+        while kx + 8 <= kc {
+            let z = _mm256_setzero_ps();
+            let t = transpose8(std::array::from_fn(|r| {
+                if r < 6 {
+                    _mm256_loadu_ps(rows[r].add(kx))
+                } else {
+                    z
+                }
+            }));
+            let o = d.add(kx * 6);
+            // Column j's 6 values and 2 zeros, which column j + 1's store overwrites; the
+            // last column stores its 6 alone.
+            for (j, v) in t.iter().take(7).enumerate() {
+                _mm256_storeu_ps(o.add(j * 6), *v);
+            }
+            _mm_storeu_ps(o.add(42), _mm256_castps256_ps128(t[7]));
+            _mm_store_sd(
+                o.add(46).cast(),
+                _mm_castps_pd(_mm256_extractf128_ps::<1>(t[7])),
+            );
+            kx += 8;
+        }
+    }
+    kx
+}

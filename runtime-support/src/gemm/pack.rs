@@ -71,7 +71,14 @@ fn pack_a_blocks(a: *const f32, lda: usize, trans: bool, m: usize, k: usize, dst
                 // SAFETY: rows p·MR.. + MR of A, columns pc.. + kc.
                 let r: [*const f32; MR] =
                     std::array::from_fn(|r| unsafe { a.add((p * MR + r) * lda + pc) });
-                for kx in 0..kc {
+                #[allow(unused_mut)]
+                let mut done = 0;
+                #[cfg(target_arch = "x86_64")]
+                if crate::isa::avx2() {
+                    // SAFETY: AVX2 detected; the rows hold kc floats from pc, the panel kc·MR.
+                    done = unsafe { crate::avx2::interleave6(r, kc, d) };
+                }
+                for kx in done..kc {
                     for (ri, row) in r.iter().enumerate() {
                         // SAFETY: as above; inside dst.
                         unsafe { *d.add(kx * MR + ri) = *row.add(kx) };
