@@ -35,13 +35,16 @@ pub fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
         _mm256_shuffle_ps::<0x44>(t[5], t[7]),
         _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
     ];
-    std::array::from_fn(|j| {
-        if j < 4 {
-            _mm256_permute2f128_ps::<0x20>(u[j], u[4 + j])
-        } else {
-            _mm256_permute2f128_ps::<0x31>(u[j - 4], u[j])
-        }
-    })
+    [
+        _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+        _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+        _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+        _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+        _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+        _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+        _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+        _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+    ]
 }
 
 /// Six rows interleaved column by column into `d` (`d[kx·6 + r] = rows[r][kx]`: a GEMM's
@@ -57,13 +60,16 @@ pub unsafe fn interleave6(rows: [*const f32; 6], kc: usize, d: *mut f32) -> usiz
     unsafe {
         while kx + 8 <= kc {
             let z = _mm256_setzero_ps();
-            let t = transpose8(std::array::from_fn(|r| {
-                if r < 6 {
-                    _mm256_loadu_ps(rows[r].add(kx))
-                } else {
-                    z
-                }
-            }));
+            let t = transpose8([
+                _mm256_loadu_ps(rows[0].add(kx)),
+                _mm256_loadu_ps(rows[1].add(kx)),
+                _mm256_loadu_ps(rows[2].add(kx)),
+                _mm256_loadu_ps(rows[3].add(kx)),
+                _mm256_loadu_ps(rows[4].add(kx)),
+                _mm256_loadu_ps(rows[5].add(kx)),
+                z,
+                z,
+            ]);
             let o = d.add(kx * 6);
             // Column j's 6 values and 2 zeros, which column j + 1's store overwrites; the
             // last column stores its 6 alone.

@@ -110,11 +110,7 @@ fn broadcasts_computed(g: &Graph, id: NodeId, u: NodeId) -> bool {
         None
     });
     let indexes = |v: usize| index.iter().any(|x| expr::depends_on(x, v as u32));
-    reads
-        && dims
-            .iter()
-            .enumerate()
-            .any(|(v, &d)| d > 1 && !indexes(v))
+    reads && dims.iter().enumerate().any(|(v, &d)| d > 1 && !indexes(v))
 }
 
 /// Largest expression (in nodes, its inlined producers included) that a map inlined into

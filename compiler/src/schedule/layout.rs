@@ -134,9 +134,9 @@ pub fn blocked_geometry(
 /// `c·m / (c + m)` is large enough for the variant. Measured per layer (`ONNXC_NCHWC=1
 /// cargo bench --bench gemm`, effective GFLOP/s Winograd vs blocked, means in brackets):
 /// F(4×4): 64→64 (32) at 56×56 161 vs 98, 128→32 (25.6) at 28×28 117 vs 97, 32→64 (21.3)
-/// at 80×80 68 vs 75, 32→32 (16) at 160×160 57 vs 69, 16→64 at 55×55 94 vs 97; F(2×2): 256→256 at
-/// 14×14 143 vs 96, 64→256 at 13×13 101 vs 97, 48→192 at 13×13 93 vs 97, 128→32 at 14×14
-/// 86 vs 96.
+/// at 80×80 68 vs 75, 32→32 (16) at 160×160 57 vs 69, 16→64 at 55×55 94 vs 97; F(2×2):
+/// 256→256 at 14×14 143 vs 96, 64→256 at 13×13 101 vs 97, 48→192 at 13×13 93 vs 97, 128→32
+/// at 14×14 86 vs 96.
 fn winograd_pays(g: &onnxc_runtime::conv::ConvGeometry) -> bool {
     let (c, m) = ((g.c / g.group) as f64, (g.m / g.group) as f64);
     let mean = c * m / (c + m);
@@ -370,7 +370,10 @@ impl Pass<'_> {
     fn pads_outputs(&self, st: &Step, g: &BlockedConv) -> bool {
         let m = self.s.values[st.inputs[1]].shape[0] as usize;
         let const_bias = st.epilogue.as_ref().and_then(|e| e.bias).is_none_or(|b| {
-            matches!(self.s.values[self.s.root(st.inputs[b])].storage, Storage::Const(_))
+            matches!(
+                self.s.values[self.s.root(st.inputs[b])].storage,
+                Storage::Const(_)
+            )
         });
         const_bias && (g.kernel == [1, 1] || g.m <= 4 * m)
     }

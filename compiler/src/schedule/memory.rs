@@ -44,7 +44,11 @@ pub fn plan(s: &mut Schedule) {
             && last[x] == i
             && first[out] == i
             && s.values[x].bytes() == s.values[out].bytes()
-            && !st.inputs.iter().enumerate().any(|(j, &v)| j != k && places[v].0 == x)
+            && !st
+                .inputs
+                .iter()
+                .enumerate()
+                .any(|(j, &v)| j != k && places[v].0 == x)
         {
             let o = owner[x];
             owner[out] = o;
