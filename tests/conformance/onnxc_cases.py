@@ -141,9 +141,10 @@ def inception_block():
 
 def mixed_fallbacks():
     """Blocked and plain steps side by side: a 3x3 conv with 12 and a 1x1 with 4 output
-    channels (not whole blocks, padded to them) concatenated, asymmetric padding with stride 2, a dilated max pool, an LRN, a ReduceMean over
-    the spatial dims without keepdims, a Conv whose input is a graph input used twice, and
-    a strided, dilated 3x3 conv."""
+    channels (not whole blocks, padded to them) concatenated, asymmetric padding with
+    stride 2, a dilated max pool, an LRN, a ReduceMean over the spatial dims without
+    keepdims, a Conv whose input is a graph input used twice, and a strided, dilated 3x3
+    conv."""
     g = G(15)
     a = g.op("Relu", [g.conv("x", 8, 16, 3, stride=2, pad=[0, 1, 1, 0])])
     b = g.conv(a, 16, 12, 3)
