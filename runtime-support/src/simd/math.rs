@@ -73,13 +73,19 @@ pub fn poly<S: Simd>(s: S, coef: &[f32], x: S::F) -> S::F {
 /// e^x per lane: ∞ above 88.72, gradual underflow to 0 below −87.3, NaN through.
 #[inline(always)]
 pub fn exp<S: Simd>(s: S, x: S::F) -> S::F {
-    let xc = s.max(s.splat(EXP_MIN), s.min(s.splat(EXP_MAX), x));
-    let n = s.round(s.mul(xc, s.splat(std::f32::consts::LOG2_E)));
-    let r = s.neg_mul_add(n, s.splat(LN2_HI), xc);
+    let (p, n) = exp_parts(s, s.max(s.splat(EXP_MIN), s.min(s.splat(EXP_MAX), x)));
+    s.scale2(p, n)
+}
+
+/// `(p, n)` with `e^x = p·2^n` for a clamped argument: `n = round(x·log2 e)`, `p` the
+/// polynomial of `r = x − n·ln 2` (|r| ≤ ln2/2, so `p` lies in [2^−0.5, 2^0.5]).
+#[inline(always)]
+fn exp_parts<S: Simd>(s: S, x: S::F) -> (S::F, S::F) {
+    let n = s.round(s.mul(x, s.splat(std::f32::consts::LOG2_E)));
+    let r = s.neg_mul_add(n, s.splat(LN2_HI), x);
     let r = s.neg_mul_add(n, s.splat(LN2_LO), r);
     let p = poly(s, &EXP_POLY, r);
-    let p = s.add(s.mul_add(p, s.mul(r, r), r), s.splat(1.0));
-    s.scale2(p, n)
+    (s.add(s.mul_add(p, s.mul(r, r), r), s.splat(1.0)), n)
 }
 
 /// The least argument of [`exp_nonpositive`] computed: from it up, `round(x·log2 e)` is at
@@ -94,12 +100,7 @@ pub const EXP_NORMAL_MIN: f32 = -86.9;
 pub fn exp_nonpositive<S: Simd>(s: S, x: S::F) -> S::F {
     let low = s.splat(EXP_NORMAL_MIN);
     // `max` returns its second operand on NaN, so NaN passes through.
-    let xc = s.max(low, x);
-    let n = s.round(s.mul(xc, s.splat(std::f32::consts::LOG2_E)));
-    let r = s.neg_mul_add(n, s.splat(LN2_HI), xc);
-    let r = s.neg_mul_add(n, s.splat(LN2_LO), r);
-    let p = poly(s, &EXP_POLY, r);
-    let p = s.add(s.mul_add(p, s.mul(r, r), r), s.splat(1.0));
+    let (p, n) = exp_parts(s, s.max(low, x));
     s.select(s.lt(x, low), s.zero(), s.scale2_normal(p, n))
 }
 
