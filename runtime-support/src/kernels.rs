@@ -197,6 +197,13 @@ kernels! {
         x: In = *const f32, n: Int = i64, c: Int = i64, hw: Int = i64, y: Out = *mut f32,
         threads: Threads = *const crate::par::Threads,
     );
+    /// Fused attention (`attention::AttentionParams`): `out = softmax(β·(α·Q·Kᵀ + bias))·V`
+    /// per (batch, head), `ab` = [α, β], every operand read through strides.
+    ATTENTION_F32 = onnxc_attention_f32 in attention(
+        params: Params = *const i64, ab: Floats = *const f32, q: In = *const f32,
+        k: In = *const f32, v: In = *const f32, bias: OptIn = *const f32, out: Out = *mut f32,
+        scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// Softmax of `scale`·x (null: 1) over `rows` rows of `n` floats.
     SOFTMAX_F32 = onnxc_softmax_f32 in softmax(
         x: In = *const f32, y: Out = *mut f32, rows: Int = i64, n: Int = i64,
@@ -508,6 +515,8 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == SVM_PROBABILITY {
         some(svm::scratch_floats(svm::decode(b)?.0) * 4)
+    } else if *kernel == ATTENTION_F32 {
+        Some(crate::attention::AttentionParams::decode(b)?.scratch())
     } else if *kernel == LINEAR_ATTENTION_F32 {
         crate::linear_attention::LinearAttentionParams::decode(b)?;
         bytes(0)

@@ -256,6 +256,7 @@ pub(crate) use multiversion;
 
 pub mod abi;
 pub mod activation;
+pub mod attention;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 pub mod conv;

@@ -65,7 +65,7 @@ impl Walk for Softmax {
 /// # Safety
 /// `x`, `y` valid for `n` floats.
 #[inline(always)]
-unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
+pub(crate) unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
     let l = S::LANES;
     let tail = s.lanes(0, n % l);
     let ninf = s.splat(f32::NEG_INFINITY);

@@ -124,7 +124,7 @@ pub fn b_row_at(n: usize, k: usize, kx: usize, p: usize) -> usize {
 }
 
 /// Packs all of op(B) (k×n; `trans`: B is stored n×k) into the blocked panel layout
-/// (`b_panel_at`), zero-padded.
+/// (`b_panel_at`), zero-padded: block by block (`pack_b_block`), as the layout orders them.
 ///
 /// # Safety
 /// `b` valid for the matrix, `dst` for `packed_b_len(k, n)` floats.
@@ -134,27 +134,29 @@ pub unsafe fn pack_b(b: *const f32, ldb: usize, trans: bool, k: usize, n: usize,
         unsafe { std::ptr::write_bytes(dst, 0, packed_b_len(0, n)) };
         return;
     }
-    for p in 0..n.div_ceil(NR) {
-        for kx in 0..k {
-            let base = b_row_at(n, k, kx, p);
-            for c in 0..NR {
-                let j = p * NR + c;
-                let v = if j < n {
-                    // SAFETY: (kx, j) inside B.
-                    unsafe {
-                        if trans {
-                            *b.add(j * ldb + kx)
-                        } else {
-                            *b.add(kx * ldb + j)
-                        }
-                    }
-                } else {
-                    0.0
-                };
-                // SAFETY: inside dst.
-                unsafe { *dst.add(base + c) = v };
-            }
+    let kb = super::k_block(k);
+    let mut jc = 0;
+    while jc < n {
+        let nc = super::NC.min(n - jc);
+        let mut pc = 0;
+        while pc < k {
+            let kc = kb.min(k - pc);
+            // SAFETY: the block's panels lie inside dst (`b_panel_at`), its elements inside B.
+            unsafe {
+                pack_b_block(
+                    b,
+                    ldb,
+                    trans,
+                    pc,
+                    kc,
+                    jc,
+                    nc,
+                    dst.add(b_panel_at(n, k, pc, kc, jc / NR)),
+                )
+            };
+            pc += kc;
         }
+        jc += nc;
     }
 }
 

@@ -265,3 +265,33 @@ fn gemv_panels_on_every_implementation() {
         }
     }
 }
+
+/// `pack::pack_b` puts every element of op(B) where `b_row_at` says and zeros in the
+/// padding, across column blocks (n > NC), K blocks (k > KC) and both storage orders.
+#[test]
+fn pack_b_follows_the_panel_layout() {
+    for &(k, n) in &[(1, 1), (7, 17), (64, 512), (300, 40), (257, 1100)] {
+        for trans in [false, true] {
+            let ldb = if trans { k + 3 } else { n + 5 };
+            let rows = if trans { n } else { k };
+            let b: Vec<f32> = (0..rows * ldb).map(|i| i as f32 + 1.0).collect();
+            let mut dst = vec![f32::NAN; pack::packed_b_len(k, n)];
+            // SAFETY: b holds the matrix at ldb; dst packed_b_len(k, n) floats.
+            unsafe { pack::pack_b(b.as_ptr(), ldb, trans, k, n, dst.as_mut_ptr()) };
+            for p in 0..n.div_ceil(NR) {
+                for kx in 0..k {
+                    let at = pack::b_row_at(n, k, kx, p);
+                    for c in 0..NR {
+                        let j = p * NR + c;
+                        let want = match (j < n, trans) {
+                            (false, _) => 0.0,
+                            (true, false) => b[kx * ldb + j],
+                            (true, true) => b[j * ldb + kx],
+                        };
+                        assert_eq!(dst[at + c], want, "k {k} n {n} trans {trans} ({kx}, {j})");
+                    }
+                }
+            }
+        }
+    }
+}
