@@ -15,6 +15,8 @@ use std::process::Command;
 /// The functions (paths below `onnxc_runtime::`) whose closures are compiled apart.
 const EXPECTED: &[&str] = &[
     "activation::activation_par",
+    "attention::AttentionParams::decode",
+    "attention::attention_f32",
     "conv::conv_f32",
     "conv::depthwise::depthwise_par",
     "conv::geometry::ConvGeometry::depthwise_blocked_dims",

@@ -209,6 +209,62 @@ def attention_views():
     return g.model([("x", [b, s, d])], [y, z, xt_out, pm, q, sd, sn])
 
 
+def attention_fused():
+    """Attention blocks the compiler runs as one fused kernel (schedule/attention.rs), batch 2,
+    over 300 keys (several blocks of query rows): two self-attention layers sharing a
+    [b, 1, 1, n] padding mask made from an input (scores divided by √d then masked; masked
+    then scaled by a Mul, the mask the Add's first operand); cross-attention of 7 queries over
+    the 300 keys with the same mask; multi-query attention (one key/value head for two query
+    heads) with its scale folded into the softmax; single-head attention without a head dim
+    under a constant causal [n, n] mask of -inf; cross-attention with a full-size bias
+    expression."""
+    g = G(17)
+    b, s, t, h, dh = 2, 300, 7, 2, 16
+    d = h * dh
+
+    def heads(x, n, k=h, perm=(0, 2, 1, 3)):
+        p = g.op("MatMul", [x, g.w(d, k * dh)])
+        p = g.op("Reshape", [p, g.const([b, n, k, dh], np.int64)])
+        return g.op("Transpose", [p], perm=list(perm))
+
+    def merge(a, n):
+        a = g.op("Transpose", [a], perm=[0, 2, 1, 3])
+        return g.op("Reshape", [a, g.const([b, n, d], np.int64)])
+
+    keep = g.op("Less", ["keep", g.const(0.8)])
+    mask = g.op("Mul", [g.op("Sub", [g.const(1.0), g.op("Cast", [keep], to=TensorProto.FLOAT)]), g.const(-1e4)])
+    mask = g.op("Unsqueeze", [mask, g.const([1, 2], np.int64)])
+    x = "x"
+    for layer in range(2):
+        q, kt, v = heads(x, s), heads(x, s, perm=(0, 2, 3, 1)), heads(x, s)
+        sc = g.op("MatMul", [q, kt])
+        if layer == 0:
+            sc = g.op("Add", [g.op("Div", [sc, g.const(np.sqrt(dh))]), mask])
+        else:
+            sc = g.op("Mul", [g.op("Add", [mask, sc]), g.const(1.0 / np.sqrt(dh))])
+        a = g.op("MatMul", [g.op("Softmax", [sc], axis=-1), v])
+        x = g.op("Add", [x, merge(a, s)])
+    q, kt, v = heads("y", t), heads(x, s, perm=(0, 2, 3, 1)), heads(x, s)
+    sc = g.op("Add", [g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.sqrt(dh))]), mask])
+    cross = merge(g.op("MatMul", [g.op("Softmax", [sc], axis=-1), v]), t)
+    q, kt, v = heads(x, s), heads(x, s, k=1, perm=(0, 2, 3, 1)), heads(x, s, k=1)
+    sc = g.op("Mul", [g.op("MatMul", [q, kt]), g.const(1.0 / np.sqrt(dh))])
+    mqa = merge(g.op("MatMul", [g.op("Softmax", [sc], axis=-1), v]), s)
+    causal = np.triu(np.full((s, s), -np.inf, np.float32), 1)
+    qs, ks, vs = (g.op("MatMul", [x, g.w(d, d)]) for _ in range(3))
+    sc = g.op("MatMul", [qs, g.op("Transpose", [ks], perm=[0, 2, 1])])
+    sc = g.op("Add", [g.op("Div", [sc, g.const(np.sqrt(d))]), g.const(causal)])
+    single = g.op("MatMul", [g.op("Softmax", [sc], axis=-1), vs])
+    # A full-size bias (a relative-position bias, halved) that fusion inlines into the scores'
+    # map: computed by a step of its own before the attention kernel.
+    own = g.op("Mul", ["rel", g.const(0.5)])
+    q, kt, v = heads("y", t), heads(x, s, perm=(0, 2, 3, 1)), heads(x, s)
+    sc = g.op("Add", [g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.sqrt(dh))]), own])
+    inline = merge(g.op("MatMul", [g.op("Softmax", [sc], axis=-1), v]), t)
+    return g.model([("x", [b, s, d]), ("y", [b, t, d]), ("keep", [b, s]), ("rel", [b, h, t, s])],
+                   [x, cross, mqa, single, inline])
+
+
 def softmax_scale_limits():
     """Scaled softmaxes at the edges of the scale fold (schedule/softmax_scale.rs): factors
     above 1 (3e38 overflows the scores to ±inf, where the graph's softmax is NaN; 4 does not)
@@ -1496,7 +1552,7 @@ def mel_filterbank():
 
 
 CASES = [resnet_block, mobilenet_block, shufflenet_unit, inception_block, mixed_fallbacks, padded_heads,
-         attention_views,
+         attention_views, attention_fused,
          softmax_scale_limits, pool_ceil_edges, pool_huge_windows, softplus_tails, silu_convs, conv_transpose_decoder,
          resize_constant, qdq_cnn, if_shape_checks,
          recurrent_layers, qoperator_cnn, loops_unrolled, scans_unrolled, scan_batched, if_runtime,

@@ -12,6 +12,7 @@
 //! epilogues (convolution, GEMM, pooling, layout changes) stay `Op` variants of their own,
 //! as the fusion and layout passes rewrite them.
 
+mod attention;
 mod conv_transpose;
 mod gather_sum;
 mod gelu;
@@ -39,6 +40,7 @@ mod tfidf;
 mod topk;
 mod tree_ensemble;
 
+pub use attention::Attention;
 pub use conv_transpose::ConvTranspose;
 pub use gather_sum::GatherSum;
 pub use gelu::Gelu;

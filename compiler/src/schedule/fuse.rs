@@ -670,6 +670,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
     if opts.inline {
         super::views::absorb_transposes(&mut s, &out_svs);
         super::softmax_scale::fold(&mut s, &out_svs);
+        super::attention::fuse(&mut s, &out_svs);
     }
     super::layout::assign(&mut s, &out_svs, &opts.layout);
     if opts.inline {

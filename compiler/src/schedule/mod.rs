@@ -5,6 +5,7 @@
 //! maps) and, for reductions, an elementwise consumer fused as its epilogue. Reshapes never
 //! become steps: their value is a view of their operand's buffer.
 
+pub mod attention;
 pub mod epilogue;
 pub mod fuse;
 pub mod layout;
@@ -194,6 +195,26 @@ impl Schedule {
             p[st.output] = Some(i);
         }
         p
+    }
+
+    /// How many times each value is read: by steps, by views and slices of it, and as a
+    /// graph output (`outputs`).
+    pub fn reads(&self, outputs: &[SvId]) -> Vec<usize> {
+        let mut reads = vec![0usize; self.values.len()];
+        for st in &self.steps {
+            for &v in &st.inputs {
+                reads[v] += 1;
+            }
+        }
+        for v in &self.values {
+            if let Storage::View(of) | Storage::Slice { of, .. } = v.storage {
+                reads[of] += 1;
+            }
+        }
+        for &o in outputs {
+            reads[o] += 1;
+        }
+        reads
     }
 
     /// Follows views and slices to the value that owns the memory.

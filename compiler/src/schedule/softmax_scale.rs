@@ -17,34 +17,50 @@ use crate::ir::tensor::Scalar;
 use crate::kernels::Softmax;
 use std::collections::HashSet;
 
-/// `body` is `in0[identity] · c` or `in0[identity] / c` (either operand order for the
-/// product) for a scalar `c`, given as a literal or as a one-element constant `in1`:
-/// the factor applied to `in0`.
-fn scalar_factor(body: &E, s: &Schedule, inputs: &[SvId], rank: usize) -> Option<f64> {
-    let ExprKind::Binary(op, a, b) = &body.kind else {
-        return None;
-    };
-    let is_x = |e: &E| matches!(&e.kind, ExprKind::Load { input: 0, index } if super::layout::is_identity(index, rank));
-    let scalar = |e: &E| -> Option<f64> {
-        match &e.kind {
-            ExprKind::Const(Scalar::F(c)) => Some(*c),
-            ExprKind::Load { input, .. } if *input >= 1 => {
-                let v = *inputs.get(*input as usize)?;
-                let val = &s.values[s.root(v)];
-                match &val.storage {
-                    Storage::Const(t) if t.dtype == DType::F32 && t.data.len() == 4 => Some(
-                        f32::from_le_bytes([t.data[0], t.data[1], t.data[2], t.data[3]]) as f64,
-                    ),
-                    _ => None,
+/// The value of `e` when it is a scalar: a float literal, or a load of a one-element float32
+/// constant input.
+pub(super) fn scalar(e: &E, s: &Schedule, inputs: &[SvId]) -> Option<f64> {
+    match &e.kind {
+        ExprKind::Const(Scalar::F(c)) => Some(*c),
+        ExprKind::Load { input, .. } => {
+            let v = *inputs.get(*input as usize)?;
+            match &s.values[s.root(v)].storage {
+                Storage::Const(t) if t.dtype == DType::F32 && t.data.len() == 4 => {
+                    Some(f32::from_le_bytes([t.data[0], t.data[1], t.data[2], t.data[3]]) as f64)
                 }
+                _ => None,
             }
-            _ => None,
         }
-    };
-    match op {
-        BinOp::Mul if is_x(a) => scalar(b),
-        BinOp::Mul if is_x(b) => scalar(a),
-        BinOp::Div if is_x(a) => scalar(b).map(|c| 1.0 / c),
+        _ => None,
+    }
+}
+
+/// `body` is `x · c` or `x / c` (either operand order for the product) for a scalar `c`
+/// (`scalar`): `x` and the factor applied to it.
+pub(super) fn times_scalar<'a>(body: &'a E, s: &Schedule, inputs: &[SvId]) -> Option<(&'a E, f64)> {
+    match &body.kind {
+        ExprKind::Binary(BinOp::Mul, a, b) => match scalar(b, s, inputs) {
+            Some(c) => Some((a, c)),
+            None => Some((b, scalar(a, s, inputs)?)),
+        },
+        ExprKind::Binary(BinOp::Div, a, b) => Some((a, 1.0 / scalar(b, s, inputs)?)),
+        _ => None,
+    }
+}
+
+/// `body` is `in_x[identity] · c` or `in_x[identity] / c` (`times_scalar`): the input `x`
+/// and the factor applied to it.
+pub(super) fn scalar_factor(
+    body: &E,
+    s: &Schedule,
+    inputs: &[SvId],
+    rank: usize,
+) -> Option<(u32, f64)> {
+    let (x, c) = times_scalar(body, s, inputs)?;
+    match &x.kind {
+        ExprKind::Load { input, index } if super::layout::is_identity(index, rank) => {
+            Some((*input, c))
+        }
         _ => None,
     }
 }
@@ -53,21 +69,7 @@ fn scalar_factor(body: &E, s: &Schedule, inputs: &[SvId], rank: usize) -> Option
 /// scalar in (0, 1] and nothing else reads its output.
 pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
     let producer = s.producers();
-    // Reads of each value by steps, views and graph outputs.
-    let mut reads = vec![0usize; s.values.len()];
-    for st in &s.steps {
-        for &v in &st.inputs {
-            reads[v] += 1;
-        }
-    }
-    for v in &s.values {
-        if let Storage::View(of) | Storage::Slice { of, .. } = v.storage {
-            reads[of] += 1;
-        }
-    }
-    for &o in outputs {
-        reads[o] += 1;
-    }
+    let reads = s.reads(outputs);
     let mut dropped: HashSet<usize> = HashSet::new();
     for i in 0..s.steps.len() {
         let StepKind::Kernel(k) = &s.steps[i].kind else {
@@ -87,21 +89,21 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
         let StepKind::Map { body } = &m.kind else {
             continue;
         };
+        let Some((x, c)) = scalar_factor(body, s, &m.inputs, s.values[v].shape.len()) else {
+            continue;
+        };
+        let x = m.inputs[x as usize];
         if m.epilogue.is_some()
             || !matches!(s.values[v].storage, Storage::Arena(_))
-            || s.values[m.inputs[0]].dtype != DType::F32
-            || s.values[m.inputs[0]].shape != s.values[v].shape
+            || s.values[x].dtype != DType::F32
+            || s.values[x].shape != s.values[v].shape
         {
             continue;
         }
-        let Some(c) = scalar_factor(body, s, &m.inputs, s.values[v].shape.len()) else {
-            continue;
-        };
         let total = scale as f64 * c;
         if !(total > 0.0 && total <= 1.0 && (total as f32) > 0.0) {
             continue;
         }
-        let x = m.inputs[0];
         s.steps[i].inputs[0] = x;
         s.steps[i].kind = StepKind::Kernel(std::sync::Arc::new(Softmax {
             scale: total as f32,
