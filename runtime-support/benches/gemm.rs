@@ -1177,7 +1177,10 @@ fn gemm_shapes(shapes: &str, peak: f64) {
 /// as an exported encoder's attention block reads them; GFLOP/s count its two products.
 fn attention_shapes(shapes: &str, peak: f64) {
     use onnxc_runtime::attention::{AttentionParams, attention_f32};
-    println!("{:>5} {:>5} {:>5} {:>4} {:>9} {:>8} {:>6}", "heads", "m", "n", "d", "ms", "GF/s", "%peak");
+    println!(
+        "{:>5} {:>5} {:>5} {:>4} {:>9} {:>8} {:>6}",
+        "heads", "m", "n", "d", "ms", "GF/s", "%peak"
+    );
     for shape in shapes.split(';').filter(|s| !s.is_empty()) {
         let v: Vec<usize> = shape
             .split(',')

@@ -70,7 +70,13 @@ impl AttentionParams {
             self.dv as i64,
             self.bias.is_some() as i64,
         ];
-        for s in [self.q, self.k, self.v, self.bias.unwrap_or([0; 4]), self.out] {
+        for s in [
+            self.q,
+            self.k,
+            self.v,
+            self.bias.unwrap_or([0; 4]),
+            self.out,
+        ] {
             w.extend(s.iter().map(|&x| x as i64));
         }
         params::seal(w)
@@ -253,7 +259,10 @@ impl Walk for Rows {
                     let b = self.bias.add(r * self.bias_rs);
                     let mut i = 0;
                     while i < full {
-                        s.store(x.add(i), s.add(s.mul(s.load(x.add(i)), a), s.load(b.add(i))));
+                        s.store(
+                            x.add(i),
+                            s.add(s.mul(s.load(x.add(i)), a), s.load(b.add(i))),
+                        );
                         i += l;
                     }
                     if i < n {

@@ -179,7 +179,11 @@ fn edge_sizes() {
     c = Case::new([2, 1], 4, 6, 0, 3);
     c.check("dk = 0");
     for (m, dv) in [(0, 4), (4, 0)] {
-        assert!(Case::new([1, 1], m, 5, 4, dv).run(1, std::ptr::null()).is_empty());
+        assert!(
+            Case::new([1, 1], m, 5, 4, dv)
+                .run(1, std::ptr::null())
+                .is_empty()
+        );
     }
 }
 
