@@ -1201,6 +1201,7 @@ fn attention_shapes(shapes: &str, peak: f64) {
             v: view(n),
             bias: Some([n, 0, 0, 1]),
             out: view(m),
+            zero_inf_rows: false,
         };
         let [sq, sk, sv, sb, so] = p.spans();
         let (q, k, vv, b) = (data(sq), data(sk), data(sv), data(sb));

@@ -48,6 +48,9 @@ pub struct AttentionParams {
     pub bias: Option<[usize; 4]>,
     /// Strides of the output `[b, h, m, dv]`, columns contiguous.
     pub out: [usize; 4],
+    /// A row of scores that is all −inf (a fully masked query) gives a zero output row, as
+    /// ONNX Attention defines it, instead of NaN (`softmax::softmax_f32`).
+    pub zero_inf_rows: bool,
 }
 
 /// Query rows per block for `n` keys: the block's scores stay within about 128 KB (L2,
@@ -58,8 +61,8 @@ pub fn block_rows(n: usize) -> usize {
 }
 
 impl AttentionParams {
-    /// The sealed blob (`params::seal`): `[b, h, m, n, dk, dv, has_bias]`, then the strides
-    /// of q, k, v, bias (zeros without one) and out.
+    /// The sealed blob (`params::seal`): `[b, h, m, n, dk, dv, has_bias, zero_inf_rows]`,
+    /// then the strides of q, k, v, bias (zeros without one) and out.
     pub fn encode(&self) -> Vec<i64> {
         let mut w = vec![
             self.batch[0] as i64,
@@ -69,6 +72,7 @@ impl AttentionParams {
             self.dk as i64,
             self.dv as i64,
             self.bias.is_some() as i64,
+            self.zero_inf_rows as i64,
         ];
         for s in [
             self.q,
@@ -88,7 +92,7 @@ impl AttentionParams {
     pub fn decode(blob: &[i64]) -> params::Result<AttentionParams> {
         use params::{MAX_WORDS, ensure, flag, in_range};
         let mut r = params::Reader::new(blob)?;
-        let [b0, b1, m, n, dk, dv, has_bias] = r.array()?;
+        let [b0, b1, m, n, dk, dv, has_bias, zero_inf_rows] = r.array()?;
         let mut strides = || -> params::Result<[usize; 4]> {
             let s: [i64; 4] = r.array()?;
             let mut out = [0usize; 4];
@@ -103,6 +107,7 @@ impl AttentionParams {
             in_range(x, 0, MAX_WORDS, "an extent is out of range")?;
         }
         let has_bias = flag(has_bias, "the bias flag is not 0 or 1")?;
+        let zero_inf_rows = flag(zero_inf_rows, "the masked-rows flag is not 0 or 1")?;
         let p = AttentionParams {
             batch: [b0 as usize, b1 as usize],
             m: m as usize,
@@ -114,6 +119,7 @@ impl AttentionParams {
             v,
             bias: has_bias.then_some(bias),
             out,
+            zero_inf_rows,
         };
         for (s, rows, cols) in [(p.q, p.m, p.dk), (p.k, p.n, p.dk), (p.v, p.n, p.dv)] {
             ensure(
@@ -240,6 +246,7 @@ struct Rows {
     bias_rs: usize,
     alpha: f32,
     beta: f32,
+    zero_inf_rows: bool,
 }
 
 impl Walk for Rows {
@@ -281,7 +288,7 @@ impl Walk for Rows {
                         s.store_masked(x.add(i), tail, v);
                     }
                 }
-                crate::softmax::row(s, x, x, n, self.beta);
+                crate::softmax::row(s, x, x, n, self.beta, self.zero_inf_rows);
             }
         }
     }
@@ -400,6 +407,7 @@ pub unsafe fn attention_f32(
                     bias_rs,
                     alpha,
                     beta,
+                    zero_inf_rows: p.zero_inf_rows,
                 });
                 gemm::gemm(
                     Par::SEQ,

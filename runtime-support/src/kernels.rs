@@ -204,10 +204,12 @@ kernels! {
         k: In = *const f32, v: In = *const f32, bias: OptIn = *const f32, out: Out = *mut f32,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
-    /// Softmax of `scale`·x (null: 1) over `rows` rows of `n` floats.
+    /// Softmax of `scale`·x (null: 1) over `rows` rows of `n` floats; `flags` bit 0: rows of
+    /// −inf give zeros.
     SOFTMAX_F32 = onnxc_softmax_f32 in softmax(
         x: In = *const f32, y: Out = *mut f32, rows: Int = i64, n: Int = i64,
-        scale: OptFloats = *const f32, threads: Threads = *const crate::par::Threads,
+        scale: OptFloats = *const f32, flags: Int = i64,
+        threads: Threads = *const crate::par::Threads,
     );
     /// `n` elements of a 4- or 2-bit type (`bits`), one per byte, packed (`subbyte`).
     PACK_BITS = onnxc_pack_bits in subbyte(

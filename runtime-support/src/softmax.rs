@@ -13,16 +13,25 @@
 //! subnormal path.
 //!
 //! Special values follow the definition: a NaN anywhere in a row makes the whole row NaN
-//! (through its exponential and the sum), so does +inf (inf − inf); a row of −inf is NaN.
+//! (through its exponential and the sum), so does +inf (inf − inf); a row of −inf is NaN, or
+//! zeros when asked (`zero_inf_rows`: ONNX Attention's fully masked rows).
 
 pub use crate::simd::math::{EXP_POLY, LN2_HI, LN2_LO};
 use crate::simd::{self, Simd, Walk, math};
 
 /// Softmax of `scale`·x over `rows` rows of `n` floats; `scale` is positive and finite.
+/// `zero_inf_rows`: a row whose elements are all −inf gives zeros (instead of NaN).
 ///
 /// # Safety
 /// `x` and `y` are valid for `rows · n` floats; they may be the same buffer.
-pub unsafe fn softmax_f32(x: *const f32, y: *mut f32, rows: usize, n: usize, scale: f32) {
+pub unsafe fn softmax_f32(
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    n: usize,
+    scale: f32,
+    zero_inf_rows: bool,
+) {
     if n == 0 {
         return;
     }
@@ -34,6 +43,7 @@ pub unsafe fn softmax_f32(x: *const f32, y: *mut f32, rows: usize, n: usize, sca
             rows,
             n,
             scale,
+            zero_inf_rows,
         })
     }
 }
@@ -45,6 +55,7 @@ struct Softmax {
     rows: usize,
     n: usize,
     scale: f32,
+    zero_inf_rows: bool,
 }
 
 impl Walk for Softmax {
@@ -54,18 +65,35 @@ impl Walk for Softmax {
         for r in 0..self.rows {
             let at = r * self.n;
             // SAFETY: row r of both (caller).
-            unsafe { row(s, self.x.add(at), self.y.add(at), self.n, self.scale) };
+            unsafe {
+                row(
+                    s,
+                    self.x.add(at),
+                    self.y.add(at),
+                    self.n,
+                    self.scale,
+                    self.zero_inf_rows,
+                )
+            };
         }
     }
 }
 
 /// One row: a max pass (four accumulators; a NaN makes the max NaN), an exponential pass
-/// that stores and sums (four accumulators), and a scaling pass, the tails masked.
+/// that stores and sums (four accumulators), and a scaling pass, the tails masked. A row of
+/// −inf is stored as zeros when `zero_inf_rows`.
 ///
 /// # Safety
 /// `x`, `y` valid for `n` floats.
 #[inline(always)]
-pub(crate) unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, scale: f32) {
+pub(crate) unsafe fn row<S: Simd>(
+    s: S,
+    x: *const f32,
+    y: *mut f32,
+    n: usize,
+    scale: f32,
+    zero_inf_rows: bool,
+) {
     let l = S::LANES;
     let tail = s.lanes(0, n % l);
     let ninf = s.splat(f32::NEG_INFINITY);
@@ -101,6 +129,17 @@ pub(crate) unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, sc
         } else {
             s.reduce_max(a)
         };
+        if zero_inf_rows && m == f32::NEG_INFINITY {
+            let mut i = 0;
+            while i + l <= n {
+                s.store(y.add(i), s.zero());
+                i += l;
+            }
+            if i < n {
+                s.store_masked(y.add(i), tail, s.zero());
+            }
+            return;
+        }
         let (mv, sv) = (s.splat(m), s.splat(scale));
         let e = {
             #[inline(always)]
@@ -142,7 +181,7 @@ pub(crate) unsafe fn row<S: Simd>(s: S, x: *const f32, y: *mut f32, n: usize, sc
 }
 
 /// C ABI entry point: softmax of `scale`·x (`scale` null: 1) over `rows` rows of `n` floats,
-/// the rows split over the run's `threads`.
+/// the rows split over the run's `threads`; `flags` bit 0: rows of −inf give zeros.
 ///
 /// # Safety
 /// As `softmax_f32`; `rows` and `n` non-negative, `scale` null or one positive finite float;
@@ -154,6 +193,7 @@ pub unsafe extern "C" fn onnxc_softmax_f32(
     rows: i64,
     n: i64,
     scale: *const f32,
+    flags: i64,
     threads: *const crate::par::Threads,
 ) {
     let s = if scale.is_null() {
@@ -166,7 +206,14 @@ pub unsafe extern "C" fn onnxc_softmax_f32(
     // SAFETY: forwarded contract; each task computes its own rows.
     unsafe {
         crate::par::Par::from_raw(threads).for_ranges(rows, n * 4, &|r, _| {
-            softmax_f32(x.add(r.start * n), y.add(r.start * n), r.len(), n, s)
+            softmax_f32(
+                x.add(r.start * n),
+                y.add(r.start * n),
+                r.len(),
+                n,
+                s,
+                flags & 1 != 0,
+            )
         })
     }
 }
@@ -198,6 +245,11 @@ mod tests {
     }
 
     fn check_scaled(x: &[f32], n: usize, scale: f32) {
+        check_rows(x, n, scale, false)
+    }
+
+    /// As `check_scaled`; with `zero_inf_rows`, a row of −inf must come out as zeros.
+    fn check_rows(x: &[f32], n: usize, scale: f32, zero_inf_rows: bool) {
         let rows = x.len() / n;
         let mut y = vec![0f32; x.len()];
         let w = Softmax {
@@ -206,13 +258,19 @@ mod tests {
             rows,
             n,
             scale,
+            zero_inf_rows,
         };
         let mut ys = Vec::new();
         // SAFETY: rows · n floats each.
         unsafe { simd::for_each_isa(w, |isa, ()| ys.push((isa, y.clone()))) };
         for (isa, y) in ys {
             for r in 0..rows {
-                let want = reference(&x[r * n..(r + 1) * n], scale);
+                let row = &x[r * n..(r + 1) * n];
+                let want = if zero_inf_rows && row.iter().all(|&v| v == f32::NEG_INFINITY) {
+                    vec![0.0; n]
+                } else {
+                    reference(row, scale)
+                };
                 for (i, (&g, &w)) in y[r * n..(r + 1) * n].iter().zip(&want).enumerate() {
                     let ok = if w.is_nan() {
                         g.is_nan()
@@ -273,6 +331,8 @@ mod tests {
             }
             x[3 * n] = f32::NEG_INFINITY;
             check(&x, n);
+            // Asked to, the row of -inf gives zeros; the others are unchanged.
+            check_rows(&x, n, 1.0, true);
         }
     }
 
@@ -308,6 +368,7 @@ mod tests {
                         rows as i64,
                         n as i64,
                         &0.5,
+                        0,
                         threads,
                     )
                 };

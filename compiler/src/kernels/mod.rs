@@ -393,8 +393,11 @@ mod tests {
         assert_eq!(topk(3), topk(3));
         assert_ne!(topk(3), topk(4));
         assert_eq!(Op::kernel(Gelu), Op::kernel(Gelu));
-        assert_ne!(Op::kernel(Gelu), Op::kernel(Softmax { scale: 1.0 }));
-        let Op::Kernel(k) = Op::kernel(Softmax { scale: 0.5 }) else {
+        assert_ne!(Op::kernel(Gelu), Op::kernel(Softmax::PLAIN));
+        let Op::Kernel(k) = Op::kernel(Softmax {
+            scale: 0.5,
+            zero_inf_rows: false,
+        }) else {
             unreachable!()
         };
         assert_eq!(k.downcast::<Softmax>().map(|s| s.scale), Some(0.5));

@@ -13,6 +13,16 @@ use onnxc_runtime::kernels;
 pub struct Softmax {
     /// `softmax(scale · x)`; 1 from the frontend.
     pub scale: f32,
+    /// A row of −inf gives zeros instead of NaN (ONNX Attention's fully masked rows).
+    pub zero_inf_rows: bool,
+}
+
+impl Softmax {
+    /// ONNX Softmax: `softmax(x)`, NaN for a row of −inf.
+    pub const PLAIN: Softmax = Softmax {
+        scale: 1.0,
+        zero_inf_rows: false,
+    };
 }
 
 impl Softmax {
@@ -34,7 +44,11 @@ impl KernelOp for Softmax {
     }
 
     fn attrs(&self) -> String {
-        format!("scale={}", self.scale)
+        if self.zero_inf_rows {
+            format!("scale={} zero_inf_rows", self.scale)
+        } else {
+            format!("scale={}", self.scale)
+        }
     }
 
     /// The runtime's softmax reads a row whole before writing it.
@@ -58,6 +72,7 @@ impl KernelOp for Softmax {
                     rows as usize,
                     n as usize,
                     self.scale,
+                    self.zero_inf_rows,
                 )
             }
         })))
@@ -81,6 +96,7 @@ impl KernelOp for Softmax {
                 } else {
                     Arg::Floats(vec![self.scale])
                 },
+                Arg::Int(expr::i(self.zero_inf_rows as i64)),
                 Arg::Threads,
             ],
         )?])

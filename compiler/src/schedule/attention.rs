@@ -142,7 +142,10 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
     let StepKind::Kernel(k) = &s.steps[sm].kind else {
         return None;
     };
-    let &Softmax { scale: beta } = k.downcast::<Softmax>()?;
+    let &Softmax {
+        scale: beta,
+        zero_inf_rows,
+    } = k.downcast::<Softmax>()?;
     let x = s.steps[sm].inputs[0];
     let px = producer[x].filter(|_| inner(x))?;
     let shape = &s.values[x].shape;
@@ -266,6 +269,7 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
             None => None,
         },
         out: us(&out)?,
+        zero_inf_rows,
     };
     // The kernel's own checks (contiguous rows or columns, sizes) decide what it runs.
     AttentionParams::decode(&params.encode()).ok()?;

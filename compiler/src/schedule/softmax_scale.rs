@@ -75,7 +75,11 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
         let StepKind::Kernel(k) = &s.steps[i].kind else {
             continue;
         };
-        let Some(&Softmax { scale }) = k.downcast::<Softmax>() else {
+        let Some(&Softmax {
+            scale,
+            zero_inf_rows,
+        }) = k.downcast::<Softmax>()
+        else {
             continue;
         };
         let v = s.steps[i].inputs[0];
@@ -107,6 +111,7 @@ pub fn fold(s: &mut Schedule, outputs: &[SvId]) {
         s.steps[i].inputs[0] = x;
         s.steps[i].kind = StepKind::Kernel(std::sync::Arc::new(Softmax {
             scale: total as f32,
+            zero_inf_rows,
         }));
         let origins = s.steps[p].origins.clone();
         s.steps[i].origins.splice(0..0, origins);

@@ -43,6 +43,7 @@ impl Case {
                 v: heads_first(h, n, dv),
                 bias: None,
                 out: heads_first(h, m, dv),
+                zero_inf_rows: false,
             },
             alpha: 1.0,
             beta: 1.0,
@@ -108,6 +109,12 @@ impl Case {
                     })
                     .collect();
                 let mx = t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                if p.zero_inf_rows && mx == f64::NEG_INFINITY {
+                    for c in 0..p.dv {
+                        out[p.at(p.out, hd, i, c)] = 0.0;
+                    }
+                    continue;
+                }
                 let e: Vec<f64> = t.iter().map(|x| (x - mx).exp()).collect();
                 let sum: f64 = e.iter().sum();
                 for c in 0..p.dv {
@@ -170,6 +177,54 @@ fn matches_the_reference() {
     }
 }
 
+/// Fully masked queries (a bias row of −inf): NaN rows by default, zero rows when asked.
+#[test]
+fn fully_masked_rows() {
+    for zero in [false, true] {
+        let mut c = Case::new([1, 2], 9, 20, 8, 8);
+        c.p.bias = Some([0, 0, 20, 1]);
+        c.p.zero_inf_rows = zero;
+        let mut bias = vec![0f32; c.p.spans()[3]];
+        for j in 0..20 {
+            bias[3 * 20 + j] = f32::NEG_INFINITY;
+            bias[5 * 20 + j] = if j == 7 { 0.0 } else { f32::NEG_INFINITY };
+        }
+        let [q, k, v, _] = c.operands();
+        let need = c.p.scratch().rounded();
+        let mut scratch = vec![0f32; (need.shared + need.per_worker) / 4];
+        let mut out = vec![f32::NAN; c.p.spans()[4]];
+        // SAFETY: every operand holds its span, scratch one worker's need.
+        unsafe {
+            attention_f32(
+                &c.p,
+                1.0,
+                1.0,
+                q.as_ptr(),
+                k.as_ptr(),
+                v.as_ptr(),
+                bias.as_ptr(),
+                out.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                Par::SEQ,
+            )
+        };
+        for hd in 0..2 {
+            for i in 0..9 {
+                for col in 0..8 {
+                    let y = out[c.p.at(c.p.out, hd, i, col)];
+                    match i {
+                        3 if zero => assert_eq!(y, 0.0),
+                        3 => assert!(y.is_nan()),
+                        // One key left: its value.
+                        5 => assert_eq!(y, v[c.p.at(c.p.v, hd, 7, col)]),
+                        _ => assert!(y.is_finite()),
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn edge_sizes() {
     // No keys: zeros. No key columns: every score 0, the mean of the values. No queries or
@@ -196,10 +251,11 @@ fn refuses_bad_blobs() {
         params::long_blob(&good),
         params::with_word(&good, 2, -1),
         params::with_word(&good, 6, 2),
+        params::with_word(&good, 7, 2),
         // Q with neither rows nor columns contiguous.
-        params::with_word(&good, 10, 5),
+        params::with_word(&good, 11, 5),
         // The output's columns apart.
-        params::with_word(&good, 26, 2),
+        params::with_word(&good, 27, 2),
         params::with_word(&good, 0, i64::MAX / 2),
     ] {
         let mut out = [0f32; 1];

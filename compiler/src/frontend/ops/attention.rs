@@ -1,11 +1,15 @@
 //! Attention (opset 23–25): scaled dot-product attention with MHA/GQA/MQA heads, boolean or
 //! additive masks, causal and sliding-window masking, KV cache (past/present), non-padded KV
 //! lengths, softcap and the optional `qk_matmul_output`. Follows the onnx reference
-//! implementation, including the zero output of fully masked rows.
+//! implementation, including the zero output of fully masked rows. Float32 attention without
+//! softcap, with as many key heads as query heads or one, runs its products on the GEMM and its
+//! softmax on the kernel (which the schedule fuses into one attention step); the rest is
+//! written as reductions and maps.
 
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
 use crate::frontend::ctx::Ctx;
+use crate::frontend::ops::linalg;
 use crate::ir::dim::Dim;
 use crate::ir::expr::{self, BinOp, E, UnOp};
 use crate::ir::graph::ReduceKind;
@@ -125,7 +129,8 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let zero = expr::f(dt, 0.0);
     // Additive bias over [B, Hq, Sq, Skv] (vars b, h, i, j).
     let mut inputs = Vec::new();
-    let mut bias = zero.clone();
+    // The bias's terms, added in order.
+    let mut terms: Vec<E> = Vec::new();
     let offset: E = match (nonpad, past_k) {
         (Some(n), None) => {
             inputs.push(build::cast(ctx, n, DType::I64)?);
@@ -156,8 +161,16 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 }
             })
             .collect();
+        // A mask as long as the keys is read as it is; a shorter one masks the keys past it.
         let inside = expr::lt(v(3), expr::i(mlen));
-        let term = if md == DType::Bool {
+        let term = if mlen >= skv && md == dt {
+            let idx = idx
+                .into_iter()
+                .enumerate()
+                .map(|(d, i)| if d == mr - 1 { v(3) } else { i })
+                .collect();
+            expr::load(md, k_idx, idx)
+        } else if md == DType::Bool {
             expr::select(
                 expr::and(inside, expr::load(DType::Bool, k_idx, idx)),
                 zero.clone(),
@@ -170,15 +183,11 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 ninf.clone(),
             )
         };
-        bias = expr::binary(BinOp::Add, bias, term);
+        terms.push(term);
     }
     if is_causal {
         let allowed = expr::binary(BinOp::Le, v(3), expr::add(v(2), offset.clone()));
-        bias = expr::binary(
-            BinOp::Add,
-            bias,
-            expr::select(allowed, zero.clone(), ninf.clone()),
-        );
+        terms.push(expr::select(allowed, zero.clone(), ninf.clone()));
     }
     if left >= 0 || right >= 0 {
         let diff = expr::sub(expr::add(v(2), offset.clone()), v(3));
@@ -192,22 +201,58 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 expr::binary(BinOp::Le, expr::unary(UnOp::Neg, diff), expr::i(right)),
             );
         }
-        bias = expr::binary(
-            BinOp::Add,
-            bias,
-            expr::select(ok, zero.clone(), ninf.clone()),
-        );
+        terms.push(expr::select(ok, zero.clone(), ninf.clone()));
     }
     if nonpad.is_some() {
         let ok = expr::lt(v(3), expr::load(DType::I64, 0, vec![v(0)]));
-        bias = expr::binary(
-            BinOp::Add,
-            bias,
-            expr::select(ok, zero.clone(), ninf.clone()),
-        );
+        terms.push(expr::select(ok, zero.clone(), ninf.clone()));
     }
+    let biased = !terms.is_empty();
+    let bias = terms
+        .into_iter()
+        .reduce(|a, t| expr::binary(BinOp::Add, a, t))
+        .unwrap_or(zero.clone());
     let sh = |d: &[i64]| -> Vec<Dim> { d.iter().map(|&x| Dim::Known(x)).collect() };
     let full_shape = sh(&[b, hq, sq, skv]);
+    if dt == DType::F32 && softcap == 0.0 && (rep == 1 || hkv == 1) {
+        // Float32 without softcap, every query head with its own key head or all with one:
+        // the products on the GEMM (`α·Q·Kᵀ` for the reference's `(Q·√α)(K·√α)ᵀ`, rounded
+        // once) and the softmax on its kernel, fully masked rows giving zeros; the schedule
+        // fuses the block into one attention kernel step (`schedule::attention`).
+        let raw = linalg::matmul_values(ctx, q4, pk, false, true)?;
+        let scaled = expr::binary(BinOp::Mul, build::load_same(dt, 0, 4), expr::f(dt, scale));
+        let (mut body, mut operands) = (scaled.clone(), vec![raw]);
+        if biased {
+            let after_raw: Vec<u32> = (1..=inputs.len() as u32).collect();
+            body = expr::binary(BinOp::Add, body, expr::remap_inputs(&bias, &after_raw));
+            operands.extend(inputs);
+        }
+        let with_bias = ctx.map(dt, full_shape.clone(), operands, body)?;
+        let probs = ctx.add(
+            Op::kernel(crate::kernels::Softmax {
+                scale: 1.0,
+                zero_inf_rows: true,
+            }),
+            vec![with_bias],
+            TypeInfo::new(dt, full_shape.clone()),
+        )?;
+        let y4 = linalg::matmul_values(ctx, probs, pv, false, false)?;
+        let y = if rank == 3 {
+            let t = build::transpose(ctx, y4, &[0, 2, 1, 3])?;
+            ctx.reshape(t, sh(&[b, sq, hq * dv]))?
+        } else {
+            y4
+        };
+        let qk_out = match mode {
+            0 | 1 => ctx.map(dt, full_shape, vec![raw], scaled)?,
+            2 => with_bias,
+            3 => probs,
+            other => {
+                return Err(ctx.err(format!("qk_matmul_output_mode {other} is not defined")));
+            }
+        };
+        return Ok(vec![y, pk, pv, qk_out]);
+    }
     let bias_v = ctx.map(dt, full_shape.clone(), inputs, bias)?;
     // scores = (Q·s)(K·s)ᵀ, optionally soft-capped.
     let kh = expr::idiv(v(1), rep);

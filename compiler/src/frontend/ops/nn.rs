@@ -312,7 +312,7 @@ fn softmax_along(
         && crate::ir::dim::known_dims(&shape).is_some()
     {
         return ctx.add(
-            crate::ir::Op::kernel(crate::kernels::Softmax { scale: 1.0 }),
+            crate::ir::Op::kernel(crate::kernels::Softmax::PLAIN),
             vec![x],
             TypeInfo::new(dt, shape),
         );
