@@ -2,9 +2,8 @@
 //! additive masks, causal and sliding-window masking, KV cache (past/present), non-padded KV
 //! lengths, softcap and the optional `qk_matmul_output`. Follows the onnx reference
 //! implementation, including the zero output of fully masked rows. Float32 attention without
-//! softcap, with as many key heads as query heads or one, runs its products on the GEMM and its
-//! softmax on the kernel (which the schedule fuses into one attention step); the rest is
-//! written as reductions and maps.
+//! softcap runs its products on the GEMM and its softmax on the kernel (which the schedule
+//! fuses into one attention step); the rest is written as reductions and maps.
 
 use crate::error::Result;
 use crate::frontend::build::{self, FLOATS};
@@ -214,43 +213,59 @@ pub fn attention(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         .unwrap_or(zero.clone());
     let sh = |d: &[i64]| -> Vec<Dim> { d.iter().map(|&x| Dim::Known(x)).collect() };
     let full_shape = sh(&[b, hq, sq, skv]);
-    if dt == DType::F32 && softcap == 0.0 && (rep == 1 || hkv == 1) {
-        // Float32 without softcap, every query head with its own key head or all with one:
-        // the products on the GEMM (`α·Q·Kᵀ` for the reference's `(Q·√α)(K·√α)ᵀ`, rounded
-        // once) and the softmax on its kernel, fully masked rows giving zeros; the schedule
-        // fuses the block into one attention kernel step (`schedule::attention`).
-        let raw = linalg::matmul_values(ctx, q4, pk, false, true)?;
+    if dt == DType::F32 && softcap == 0.0 {
+        // Float32 without softcap: the products on the GEMM (`α·Q·Kᵀ` for the reference's
+        // `(Q·√α)(K·√α)ᵀ`, rounded once) and the softmax on its kernel, fully masked rows
+        // giving zeros; the schedule fuses the block into one attention kernel step
+        // (`schedule::attention`). Grouped heads (1 < kv heads < q heads) take each key
+        // head's `rep` query heads as one matrix of `rep·Sq` rows, the bias's head and row
+        // read back from those rows.
+        let grouped = rep > 1 && hkv > 1;
+        let (qx, heads, rows) = if grouped {
+            (ctx.reshape(q4, sh(&[b, hkv, rep * sq, dq]))?, hkv, rep * sq)
+        } else {
+            (q4, hq, sq)
+        };
+        let grid = sh(&[b, heads, rows, skv]);
+        let raw = linalg::matmul_values(ctx, qx, pk, false, true)?;
         let scaled = expr::binary(BinOp::Mul, build::load_same(dt, 0, 4), expr::f(dt, scale));
         let (mut body, mut operands) = (scaled.clone(), vec![raw]);
         if biased {
             let after_raw: Vec<u32> = (1..=inputs.len() as u32).collect();
-            body = expr::binary(BinOp::Add, body, expr::remap_inputs(&bias, &after_raw));
+            let mut bias = expr::remap_inputs(&bias, &after_raw);
+            if grouped {
+                let head = expr::add(expr::mul(v(1), expr::i(rep)), expr::idiv(v(2), sq));
+                bias = expr::substitute_vars(&bias, &[v(0), head, expr::imod(v(2), sq), v(3)]);
+            }
+            body = expr::binary(BinOp::Add, body, bias);
             operands.extend(inputs);
         }
-        let with_bias = ctx.map(dt, full_shape.clone(), operands, body)?;
+        let with_bias = ctx.map(dt, grid.clone(), operands, body)?;
         let probs = ctx.add(
             Op::kernel(crate::kernels::Softmax {
                 scale: 1.0,
                 zero_inf_rows: true,
             }),
             vec![with_bias],
-            TypeInfo::new(dt, full_shape.clone()),
+            TypeInfo::new(dt, grid.clone()),
         )?;
-        let y4 = linalg::matmul_values(ctx, probs, pv, false, false)?;
+        let yx = linalg::matmul_values(ctx, probs, pv, false, false)?;
+        let y4 = ctx.reshape(yx, sh(&[b, hq, sq, dv]))?;
         let y = if rank == 3 {
             let t = build::transpose(ctx, y4, &[0, 2, 1, 3])?;
             ctx.reshape(t, sh(&[b, sq, hq * dv]))?
         } else {
             y4
         };
-        let qk_out = match mode {
-            0 | 1 => ctx.map(dt, full_shape, vec![raw], scaled)?,
+        let qk = match mode {
+            0 | 1 => ctx.map(dt, grid, vec![raw], scaled)?,
             2 => with_bias,
             3 => probs,
             other => {
                 return Err(ctx.err(format!("qk_matmul_output_mode {other} is not defined")));
             }
         };
+        let qk_out = ctx.reshape(qk, full_shape)?;
         return Ok(vec![y, pk, pv, qk_out]);
     }
     let bias_v = ctx.map(dt, full_shape.clone(), inputs, bias)?;
