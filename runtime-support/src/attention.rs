@@ -235,13 +235,14 @@ fn operand(rs: usize, cs: usize, rows: usize) -> (bool, usize) {
     }
 }
 
-/// `softmax(β·(α·s + bias))` over `rows` rows of `n` scores (row stride `n`) in place,
+/// `softmax(β·(α·s + bias))` over `rows` rows of `n` scores (row stride `ld`) in place,
 /// `bias` null or `rows` rows at stride `bias_rs`.
 #[derive(Clone, Copy)]
 struct Rows {
     s: *mut f32,
     rows: usize,
     n: usize,
+    ld: usize,
     bias: *const f32,
     bias_rs: usize,
     alpha: f32,
@@ -261,7 +262,7 @@ impl Walk for Rows {
             // SAFETY: (whole body) row r of the scores holds n floats, the bias row too
             // (contract); full vectors end at or below n, the tail is masked to it.
             unsafe {
-                let x = self.s.add(r * n);
+                let x = self.s.add(r * self.ld);
                 if !self.bias.is_null() {
                     let b = self.bias.add(r * self.bias_rs);
                     let mut i = 0;
@@ -291,6 +292,41 @@ impl Walk for Rows {
                 crate::softmax::row(s, x, x, n, self.beta, self.zero_inf_rows);
             }
         }
+    }
+}
+
+/// Keys `0..live` of a block of `rows` bias rows (`n` floats, `rs` apart): one past the last
+/// key any row does not mask with −inf, or `n` when every key is masked everywhere (the
+/// softmax then sees the rows whole).
+///
+/// # Safety
+/// `bias` holds the rows.
+unsafe fn live_keys(bias: *const f32, rows: usize, n: usize, rs: usize) -> usize {
+    let mut live = 0;
+    for i in 0..if rs == 0 { rows.min(1) } else { rows } {
+        // SAFETY: row i holds n floats (contract).
+        let row = unsafe { std::slice::from_raw_parts(bias.add(i * rs), n) };
+        if let Some(j) = row[live..].iter().rposition(|&b| b != f32::NEG_INFINITY) {
+            live += j + 1;
+            if live == n {
+                break;
+            }
+        }
+    }
+    if live == 0 { n } else { live }
+}
+
+/// The depth of the second product when only keys `0..live` of `n` have nonzero
+/// probabilities: the whole K blocks of the values' packing (`gemm::k_block(n)` deep) that
+/// cover them, when a product of that depth reads the same packed panels (its own K blocks
+/// are the same, and the `dv` columns one column block); else `n`.
+fn value_depth(live: usize, n: usize, dv: usize) -> usize {
+    let kb = gemm::k_block(n);
+    let depth = live.div_ceil(kb) * kb;
+    if depth < n && dv <= gemm::NC && gemm::k_block(depth) == kb {
+        depth
+    } else {
+        n
     }
 }
 
@@ -378,13 +414,25 @@ pub unsafe fn attention_f32(
             for t in ts {
                 let (hd, i0) = (t / blocks, t % blocks * r);
                 let rows = r.min(m - i0);
+                let bias_at = match p.bias {
+                    Some(b) => bias.add(p.at(b, hd, i0, 0)),
+                    None => std::ptr::null(),
+                };
+                // Keys the bias masks (−inf) for every row of the block are left out of the
+                // first product and the softmax, their probabilities zero; the packed keys
+                // serve any leading columns when they are one K block deep.
+                let live = if bias_at.is_null() || dk > gemm::KC {
+                    n
+                } else {
+                    live_keys(bias_at, rows, n, bias_rs)
+                };
                 if dk == 0 {
                     std::ptr::write_bytes(scores, 0, rows * n);
                 } else {
                     gemm::gemm(
                         Par::SEQ,
                         rows,
-                        n,
+                        live,
                         dk,
                         q.add(p.at(p.q, hd, i0, 0)),
                         ldq,
@@ -399,21 +447,25 @@ pub unsafe fn attention_f32(
                 simd::dispatch(Rows {
                     s: scores,
                     rows,
-                    n,
-                    bias: match p.bias {
-                        Some(b) => bias.add(p.at(b, hd, i0, 0)),
-                        None => std::ptr::null(),
-                    },
+                    n: live,
+                    ld: n,
+                    bias: bias_at,
                     bias_rs,
                     alpha,
                     beta,
                     zero_inf_rows: p.zero_inf_rows,
                 });
+                let depth = value_depth(live, n, dv);
+                if live < depth {
+                    for i in 0..rows {
+                        std::ptr::write_bytes(scores.add(i * n + live), 0, depth - live);
+                    }
+                }
                 gemm::gemm(
                     Par::SEQ,
                     rows,
                     dv,
-                    n,
+                    depth,
                     scores,
                     n,
                     false,

@@ -26,6 +26,9 @@ struct Case {
     p: AttentionParams,
     alpha: f32,
     beta: f32,
+    /// The bias is an `[m, n]` causal mask shifted by this many keys (−inf past query
+    /// `i + shift`), over random values; its strides must be `[0, 0, n, 1]`.
+    causal: Option<usize>,
 }
 
 impl Case {
@@ -47,6 +50,7 @@ impl Case {
             },
             alpha: 1.0,
             beta: 1.0,
+            causal: None,
         }
     }
 
@@ -55,8 +59,11 @@ impl Case {
         let mut bias = rand(sb, 4);
         // Some masked positions, as a padding mask adds them.
         for (i, b) in bias.iter_mut().enumerate() {
-            if i % 7 == 3 {
-                *b = -1e4;
+            match self.causal {
+                Some(shift) if i % self.p.n > i / self.p.n + shift => *b = f32::NEG_INFINITY,
+                Some(_) => {}
+                None if i % 7 == 3 => *b = -1e4,
+                None => {}
             }
         }
         [rand(sq, 1), rand(sk, 2), rand(sv, 3), bias]
@@ -174,6 +181,22 @@ fn matches_the_reference() {
         c.p.v = [n * dv, 0, dv, 1];
         c.p.q = transposed(h, m, dk);
         c.check(&format!("shared keys {b}x{h} m={m} n={n}"));
+    }
+}
+
+/// Causal masks: the keys every row of a block masks are skipped, the result unchanged.
+#[test]
+fn causal_masks() {
+    for &(h, m, n, dk, shift) in &[
+        (2, 200, 200, 32, 0),
+        (1, 130, 300, 16, 170),
+        (3, 7, 9, 4, 2),
+    ] {
+        let mut c = Case::new([1, h], m, n, dk, dk);
+        c.p.bias = Some([0, 0, n, 1]);
+        c.causal = Some(shift);
+        c.alpha = 0.25;
+        c.check(&format!("causal h={h} m={m} n={n} shift={shift}"));
     }
 }
 
