@@ -188,12 +188,13 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
     // the products pack at compile time.
     let constant = |v: SvId| matches!(s.values[s.root(v)].storage, Storage::Const(_));
     let beta = (beta as f64 * gamma) as f32;
-    if !bare_f32_product(s, qk_step)
-        || !alpha.is_finite()
-        || !(beta > 0.0 && beta.is_finite())
-        || constant(qk_step.inputs[1])
-        || constant(pv.inputs[1])
-    {
+    let valid = bare_f32_product(s, qk_step)
+        && alpha.is_finite()
+        && beta > 0.0
+        && beta.is_finite()
+        && !constant(qk_step.inputs[1])
+        && !constant(pv.inputs[1]);
+    if !valid {
         return None;
     }
     let out_shape = &s.values[pv.output].shape;
