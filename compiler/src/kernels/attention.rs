@@ -27,8 +27,24 @@ impl KernelOp for Attention {
     fn attrs(&self) -> String {
         let p = &self.params;
         format!(
-            "batch={:?} m={} n={} dk={} dv={} alpha={} beta={} q={:?} k={:?} v={:?} bias={:?} out={:?}",
-            p.batch, p.m, p.n, p.dk, p.dv, self.alpha, self.beta, p.q, p.k, p.v, p.bias, p.out
+            "batch={:?} m={} n={} dk={} dv={} alpha={} beta={} q={:?} k={:?} v={:?} bias={:?} out={:?}{}",
+            p.batch,
+            p.m,
+            p.n,
+            p.dk,
+            p.dv,
+            self.alpha,
+            self.beta,
+            p.q,
+            p.k,
+            p.v,
+            p.bias,
+            p.out,
+            if p.zero_inf_rows {
+                " zero_inf_rows"
+            } else {
+                ""
+            }
         )
     }
 

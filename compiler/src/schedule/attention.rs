@@ -290,6 +290,8 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
         origins.extend(s.steps[p].origins.iter().cloned());
     }
     origins.extend(pv.origins.iter().cloned());
+    // One node (ONNX Attention) made every step: name it once.
+    origins.dedup();
     parts.push(qk);
     let step = Step {
         kind: StepKind::Kernel(Arc::new(Attention {
