@@ -15,7 +15,8 @@
 //! along any dims but contiguous along the keys.
 
 use super::softmax_scale::{scalar_factor, times_scalar};
-use super::{SValue, Schedule, Step, StepKind, Storage, StridedView, SvId};
+use super::views::matmul_operand;
+use super::{SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, ExprKind};
 use crate::ir::interp::strides_of;
@@ -209,9 +210,9 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
     let (m, n, dv) = (shape[rank - 2], shape[rank - 1], out_shape[rank - 1]);
     // Each operand as [batch, head, row, column] strides: Q as m × dk, K as n × dk, V as
     // n × dv (the products' transpose flags swap their last two dims).
-    let (q_shape, q_st) = operand(s, qk_step, v1, 0);
-    let (k_shape, k_st) = operand(s, qk_step, v1, 1);
-    let (v_shape, v_st) = operand(s, pv, v2, 1);
+    let (q_shape, q_st) = matmul_operand(s, qk_step, v1, 0);
+    let (k_shape, k_st) = matmul_operand(s, qk_step, v1, 1);
+    let (v_shape, v_st) = matmul_operand(s, pv, v2, 1);
     let matrix = |shape: &[i64], st: &[i64], swap: bool| {
         let r = shape.len();
         let (rows, cols) = if swap {
@@ -314,24 +315,6 @@ fn block(s: &Schedule, producer: &[Option<usize>], reads: &[usize], i: usize) ->
 /// A float32 matmul step of two operands and no epilogue.
 fn bare_f32_product(s: &Schedule, st: &Step) -> bool {
     st.epilogue.is_none() && st.inputs.len() == 2 && s.values[st.output].dtype == DType::F32
-}
-
-/// The logical shape of a matmul step's operand `k` and the element strides of its dims in
-/// the value it reads (contiguous unless a transpose was absorbed).
-fn operand(
-    s: &Schedule,
-    st: &Step,
-    views: &[Option<StridedView>; 2],
-    k: usize,
-) -> (Vec<i64>, Vec<i64>) {
-    match &views[k] {
-        Some(v) => (v.shape.clone(), v.strides.clone()),
-        None => {
-            let shape = s.values[st.inputs[k]].shape.clone();
-            let strides = strides_of(&shape);
-            (shape, strides)
-        }
-    }
 }
 
 /// `dims` (at most two) padded in front with `fill` to two.

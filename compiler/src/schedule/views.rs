@@ -14,6 +14,24 @@ use crate::ir::DType;
 use crate::ir::expr::{E, ExprKind};
 use crate::ir::tensor::Scalar;
 
+/// The logical shape of a matmul step's operand `k` and the element strides of its dims in
+/// the value `st.inputs[k]` (contiguous unless a transpose was absorbed).
+pub fn matmul_operand(
+    s: &Schedule,
+    st: &Step,
+    views: &[Option<StridedView>; 2],
+    k: usize,
+) -> (Vec<i64>, Vec<i64>) {
+    match &views[k] {
+        Some(v) => (v.shape.clone(), v.strides.clone()),
+        None => {
+            let shape = s.values[st.inputs[k]].shape.clone();
+            let strides = crate::ir::interp::strides_of(&shape);
+            (shape, strides)
+        }
+    }
+}
+
 /// How the GEMM kernel reads a `rows × cols` matrix whose element `(r, c)` is at
 /// `r·rs + c·cs`: `(transposed, leading dimension)`, when the rows or the columns are
 /// contiguous.

@@ -3,25 +3,8 @@
 //! and what a kernel op (`crate::kernels`) sees of its step.
 
 use super::*;
+use crate::schedule::views::matmul_operand;
 use onnxc_runtime::conv::ConvPath;
-
-/// The logical shape of a matmul step's operand `k` and the element strides of its dims in
-/// the value `st.inputs[k]` (contiguous unless a transpose was absorbed, `schedule::views`).
-fn matmul_operand(
-    s: &Schedule,
-    st: &Step,
-    views: &[Option<schedule::StridedView>; 2],
-    k: usize,
-) -> (Vec<i64>, Vec<i64>) {
-    match &views[k] {
-        Some(v) => (v.shape.clone(), v.strides.clone()),
-        None => {
-            let shape = s.values[st.inputs[k]].shape.clone();
-            let strides = strides_of(&shape);
-            (shape, strides)
-        }
-    }
-}
 
 /// Dims of a step's f32 matmul: (batch dims of the output, m, n, k, B is one matrix).
 fn matmul_dims(
