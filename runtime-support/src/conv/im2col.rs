@@ -509,7 +509,7 @@ pub(super) unsafe fn pack_im2col(b: Im2colPanels) {
 }
 
 /// Packs the whole im2col matrix of a 2-D, one-group convolution block by block (`nc`
-/// columns each, all into `dst`): the packing cost alone, for `benches/gemm.rs`.
+/// columns each, all into `dst`): the packing cost alone, for `benches/gemm/`.
 #[doc(hidden)]
 pub fn bench_im2col(g: &ConvGeometry, x: &[f32], dst: &mut [f32], nc: usize) {
     let osz: usize = g.output.iter().product::<i64>() as usize;

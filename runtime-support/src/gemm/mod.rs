@@ -43,7 +43,7 @@ pub const MC: usize = 72;
 /// outputs that are not in cache (every layer of a real model, rarely a benchmark loop) ran
 /// up to 1.7x slower (ResNet-50's 64→256 1×1 convs with residual 1.9 → 1.15 ms, SqueezeNet's
 /// 16→64 expands 0.16 → 0.085 ms). B panels are re-read from L2 per 12 rows instead of per
-/// 72, which measured neutral on in-cache GEMMs (`benches/gemm.rs`). A rest of 16 rows is
+/// 72, which measured neutral on in-cache GEMMs (`benches/gemm/`). A rest of 16 rows is
 /// one block (two 8-row tiles) rather than 12 + 4.
 pub const MC_A: usize = 12;
 pub const NC: usize = 1024;
@@ -118,7 +118,7 @@ pub fn k_block(k: usize) -> usize {
 /// Whether the wide kernels read a row-major B in place instead of packing it. Packing costs
 /// about one pass over B per call, which a product with few rows of A cannot amortize (B is
 /// reused once per 12 rows). Reading in place streams kc rows of B at stride `ldb` instead,
-/// which is as fast or faster for every shape measured (`benches/gemm.rs`; up to 1.4x for
+/// which is as fast or faster for every shape measured (`benches/gemm/`; up to 1.4x for
 /// 16-64 rows) unless the rows collide in the L1 cache: with 64-byte lines and 64 sets, rows
 /// `ldb` floats apart fall into only 64 / gcd(ldb / 16, 64) sets when ldb is a multiple of
 /// 16 (a 1024-wide B read in place ran at 43% of peak instead of 63% packed).
