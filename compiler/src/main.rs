@@ -403,6 +403,17 @@ fn inspect_json(model: &Path, i: &driver::Inspection) -> String {
         ),
         ("imports", i.import_error.is_none().to_string()),
         ("run_time_batch", i.run_time_batch.to_string()),
+        (
+            "run_time_dims",
+            format!(
+                "{{{}}}",
+                i.run_time_dims
+                    .iter()
+                    .map(|(n, b)| format!("{}: {b}", json_str(n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
         ("data_dependent_outputs", strs(&i.data_dependent)),
         (
             "import_error",
@@ -487,9 +498,14 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
     );
     match i.multiply_adds {
         Some(n) => outln!(
-            "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions{})",
+            "multiply-adds:  {n} ({:.3} G, in matrix products and convolutions{}{})",
             n as f64 / 1e9,
-            if i.run_time_batch { ", per item" } else { "" }
+            if i.run_time_batch { ", per item" } else { "" },
+            if i.run_time_dims.is_empty() {
+                ""
+            } else {
+                ", at the run-time dims' bounds"
+            }
         ),
         None => outln!("multiply-adds:  unknown until every dim is bound"),
     }
@@ -517,6 +533,18 @@ fn inspect_cmd(model: &Path, json: bool, common: &CommonArgs) -> Result<()> {
         ),
         None => outln!("imports:        yes (every node builds with these shapes)"),
         Some(e) => outln!("imports:        no: {e}"),
+    }
+    if !i.run_time_dims.is_empty() {
+        let dims: Vec<String> = i
+            .run_time_dims
+            .iter()
+            .map(|(n, b)| format!("'{n}' up to {b}"))
+            .collect();
+        outln!(
+            "run-time dims:  {} (imported at the bounds; a compile checks every value, \
+             --dim NAME=..N sets a bound)",
+            dims.join(", ")
+        );
     }
     if !i.data_dependent.is_empty() {
         outln!(

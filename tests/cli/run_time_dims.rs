@@ -1061,3 +1061,93 @@ fn a_yolo_export_with_dynamic_axes_runs_at_multiples_of_32() {
         }
     }
 }
+
+/// A GPT-style embedding over `ids: [batch, seq]`: token rows plus the rows of a 64-row
+/// position table at `Range(0, seq)`, so the model is valid up to seq = 64 only.
+fn model_with_position_table() -> onnxc_proto::ModelProto {
+    let table = |rows: usize| -> Vec<f32> {
+        (0..rows * 8)
+            .map(|k| ((k * 5 % 17) as f32 - 8.0) / 8.0)
+            .collect()
+    };
+    model(
+        vec![
+            node("Shape", "shape", &["ids"], &["dims"]),
+            with_int(
+                node("Gather", "seq_len", &["dims", "one"], &["len"]),
+                "axis",
+                0,
+            ),
+            node("Range", "positions", &["zero", "len", "one"], &["pos"]),
+            node("Gather", "tokens", &["tok", "ids"], &["te"]),
+            node("Gather", "places", &["pe", "pos"], &["pe_rows"]),
+            node("Add", "embed", &["te", "pe_rows"], &["y"]),
+        ],
+        vec![value_info("ids", 7, &[D::S("batch"), D::S("seq")])],
+        vec![value_info("y", 1, &[D::S("batch"), D::S("seq"), D::N(8)])],
+        vec![
+            f32_tensor("tok", &[100, 8], &table(100)),
+            f32_tensor("pe", &[64, 8], &table(64)),
+            int_tensor("zero", 7, &[], &[0]),
+            int_tensor("one", 7, &[], &[1]),
+        ],
+        17,
+    )
+}
+
+/// A model valid only up to a value below the default bound (512) is compiled up to that
+/// value with a warning naming what fails past it, and `inspect` reports the same bound;
+/// a bound given with `--dim` is kept, and a failure at it says so.
+#[test]
+fn a_position_table_shorter_than_the_default_bound_sets_the_bound() {
+    let d = scratch("run_time_dims_positions");
+    let p = d.join("positions.onnx");
+    save(&model_with_position_table(), &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("positions.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for want in [
+        "warning: dim 'seq' is taken at run time up to 64",
+        "(at 65: node 'places' (Gather, opset 17): index 64 is out of range",
+        "--dim seq=..N",
+    ] {
+        assert!(stderr(&o).contains(want), "{want}\n{}", stderr(&o));
+    }
+    let o = onnxc().arg("inspect").arg(&p).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("run-time dims:  'seq' up to 64"), "{out}");
+    let o = onnxc()
+        .args(["inspect", "--json"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(j["run_time_dims"], serde_json::json!({"seq": 64}));
+    // The program takes seq at run time from 1 up to 64.
+    let c = driver::compile_file(&p, "model", &Options::default(), None).unwrap();
+    let dims: Vec<(i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.least, r.bound))
+        .collect();
+    assert_eq!(dims, [(1, 64)], "{}", c.header);
+    let o = onnxc()
+        .arg(&p)
+        .args([
+            "-o",
+            d.join("given.o").to_str().unwrap(),
+            "--dim",
+            "seq=..128",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a bound past the table compiles");
+    assert!(
+        stderr(&o).contains("dim 'seq' is taken at run time up to 128, but at 128 the model fails"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -233,7 +233,8 @@ fn decision_value(low: i64, bound: i64) -> i64 {
     mid.clamp(low.max(1), bound)
 }
 
-/// Whether `model` imports with its dim `name` at `n`.
+/// Whether `model` imports with its dim `name` at `n` (a symbolic leading batch left
+/// unbound imported as the run-time batch's one-item program, as `lower_model` does).
 fn imports_at(
     model: &frontend::Model,
     dir: &DataDir,
@@ -243,7 +244,58 @@ fn imports_at(
 ) -> bool {
     let mut at = import.clone();
     at.dim_values.push((name.to_string(), n));
-    frontend::import_owned(model.clone(), dir, &at).is_ok()
+    super::import_model(model.clone(), dir, &at, false).is_ok()
+}
+
+/// The bounds of the run-time dims `dims`, each given with `--dim NAME=..N` or the
+/// default. A model invalid at the default bound (a position table of 64 rows read at
+/// every position of a sequence) but valid at 1 gets the largest value it is valid at
+/// instead (the model taken to be valid from 1 up to it), with a warning naming what fails
+/// beyond (returned with the bounds); given bounds are kept (a failure there is reported
+/// as such).
+pub(super) fn valid_bounds(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    dims: Vec<(String, i64)>,
+) -> (Vec<(String, i64)>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let bounds = dims
+        .into_iter()
+        .map(|(name, bound)| {
+            let given = opts.dim_bounds.iter().any(|(n, _)| *n == name);
+            let valid = |n: i64| imports_at(model, dir, import, &name, n);
+            if given || valid(bound) || !valid(1) {
+                return (name, bound);
+            }
+            // Valid at `lo`, not at `hi`.
+            let (mut lo, mut hi) = (1, bound);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if valid(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo < loops::dims::MIN_BOUND {
+                return (name, bound);
+            }
+            let mut at = import.clone();
+            at.dim_values.push((name.clone(), hi));
+            let why = super::import_model(model.clone(), dir, &at, false)
+                .err()
+                .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
+            warnings.push(format!(
+                "dim '{name}' is taken at run time up to {lo}, the largest value the model \
+                 is valid at{why}; set another bound with --dim {name}=..N or fix it with \
+                 --dim {name}=N"
+            ));
+            (name, lo)
+        })
+        .collect();
+    (bounds, warnings)
 }
 
 /// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
@@ -534,14 +586,7 @@ fn one_dim_at(
             Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
             // What fails at the dim's least value too is not the bound's doing
             // (as `batch::import` reports it).
-            e if {
-                let mut one = import.clone();
-                one.dim_values.push((name.clone(), 1));
-                frontend::import_owned(model.clone(), dir, &one).is_err()
-            } =>
-            {
-                e
-            }
+            e if !imports_at(model, dir, import, &name, 1) => e,
             e => Error::NeedShape(format!(
                 "dim '{name}' is taken at run time up to {bound}, but at {} the \
                  model fails: {e}; give a smaller bound with --dim {name}=..N, or fix \

@@ -138,6 +138,9 @@ pub struct Inspection {
     pub multiply_adds: Option<u64>,
     /// The model's symbolic leading input dims compile as a run-time batch.
     pub run_time_batch: bool,
+    /// The other symbolic dims compiled to be taken at run time, with their bounds (the
+    /// model imported at them).
+    pub run_time_dims: Vec<(String, i64)>,
     /// The outputs whose dims depend on the data (`NAME_run_shaped` returns them).
     pub data_dependent: Vec<String>,
     /// Why the model does not import as given, if it does not (unsupported ops with their
@@ -157,17 +160,22 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let model = frontend::load(&bytes)?;
     drop(bytes);
     let summary = frontend::inspect::summarize(&model);
-    let import = opts.import_options();
+    let mut import = opts.import_options();
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        import_model(model, &dir, &import, false)
+        // The dims a compile takes at run time, imported at their bounds.
+        let run_dims = dims::run_time_dims(&model, &import, opts)?;
+        let (run_dims, warnings) = dims::valid_bounds(&model, &dir, &import, opts, run_dims);
+        import.dim_values.extend(run_dims.iter().cloned());
+        import_model(model, &dir, &import, false).map(|(g, b)| (g, b, run_dims, warnings))
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
     Ok(match imported {
-        Ok((g, batched)) => Inspection {
+        Ok((g, batched, run_time_dims, bound_warnings)) => Inspection {
             summary,
             multiply_adds: crate::ir::cost::multiply_adds(&g),
             run_time_batch: batched.is_some(),
+            run_time_dims,
             data_dependent: g
                 .outputs
                 .iter()
@@ -175,12 +183,16 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
                 .map(|o| o.name.clone())
                 .collect(),
             import_error: None,
-            warnings: g.warnings.clone(),
+            warnings: bound_warnings
+                .into_iter()
+                .chain(g.warnings.clone())
+                .collect(),
         },
         Err(e) => Inspection {
             summary,
             multiply_adds: None,
             run_time_batch: false,
+            run_time_dims: Vec::new(),
             data_dependent: Vec::new(),
             import_error: Some(e),
             warnings: Vec::new(),
@@ -270,6 +282,10 @@ fn compile_bytes_inner(
     };
     let import = opts.import_options();
     let run_dims = dims::run_time_dims(&model, &import, opts)?;
+    let (run_dims, warnings) = dims::valid_bounds(&model, dir, &import, opts, run_dims);
+    for w in &warnings {
+        print_warning(opts, w);
+    }
     let program = match &run_dims[..] {
         [a, b] => match dims::two_dims(&model, dir, &import, opts, emit, prefix, a, b)? {
             Lowered::Program(p) => p,
@@ -321,6 +337,15 @@ fn compile_bytes_inner(
     })
 }
 
+/// Prints a compile warning on stderr, as `--error-format` asks.
+fn print_warning(opts: &Options, w: &str) {
+    if opts.json_diagnostics {
+        eprintln!("{}", crate::error::warning_json(w));
+    } else {
+        eprintln!("onnxc: warning: {w}");
+    }
+}
+
 /// A model lowered to its program, or the text of an earlier `--emit` stage.
 enum Lowered {
     Program(Program),
@@ -360,11 +385,7 @@ fn lower_model(
     let (mut graph, batch) = import_model(model, dir, import, !probe && !opts.profile)?;
     let (batched, chunk_graphs) = batch.map_or((None, Vec::new()), |(b, c)| (Some(b), c));
     for w in graph.warnings.iter().filter(|_| warn) {
-        if opts.json_diagnostics {
-            eprintln!("{}", crate::error::warning_json(w));
-        } else {
-            eprintln!("onnxc: warning: {w}");
-        }
+        print_warning(opts, w);
     }
     let optimize = opts.opt == OptLevel::O2;
     let pass_options = PassOptions {
