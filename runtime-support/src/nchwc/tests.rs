@@ -244,6 +244,26 @@ fn matches_direct_convolution() {
         // shallow one (1600 positions in chunks of 1024).
         geom([1, 64, 16, 1], [30, 30], [3, 3], 1, 1, 1),
         geom([1, 32, 24, 1], [40, 40], [1, 1], 1, 0, 1),
+        // Strided convolutions over padded blocked inputs read them in place, the taps
+        // outside skipped per tile (`Border`): planes in several chunks, tiles spanning row
+        // ends, odd planes, padding wider than the window's reach (windows with one valid
+        // tap), end padding beyond the start's (the output implies more), dilation, depth
+        // passes, groups and batch 2, a stride in one dim only.
+        geom([1, 16, 32, 1], [80, 81], [3, 3], 2, 1, 1),
+        geom([1, 16, 32, 1], [41, 39], [3, 3], 2, 1, 1),
+        geom([1, 8, 16, 1], [9, 11], [3, 3], 2, 2, 1),
+        BlockedConv {
+            output: [9, 10],
+            ..geom([1, 8, 16, 1], [15, 17], [3, 3], 2, 1, 1)
+        },
+        geom([1, 16, 8, 1], [17, 17], [3, 3], 2, 3, 3),
+        geom([1, 40, 24, 1], [23, 23], [3, 3], 2, 1, 1),
+        geom([2, 32, 32, 2], [19, 19], [5, 5], 2, 2, 1),
+        BlockedConv {
+            strides: [1, 2],
+            output: [15, 8],
+            ..geom([1, 16, 16, 1], [15, 15], [3, 3], 1, 1, 1)
+        },
         // Groups of whole blocks (ShuffleNet-style), with an odd number of blocks per group.
         geom([1, 48, 48, 3], [9, 9], [1, 1], 1, 0, 1),
         geom([2, 16, 32, 2], [8, 8], [3, 3], 2, 1, 1),
