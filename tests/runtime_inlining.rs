@@ -33,7 +33,7 @@ const EXPECTED: &[&str] = &[
     "driver::onnxc_driver_main",
     "gemm::gemv::gemv_packed_b",
     "gemm::indirect::gemm_indirect_b",
-    "gemm::packed_a::gemm_packed_a",
+    "gemm::packed_a::gemm_a",
     "gemm::packed_b::gemm_packed_b",
     "linear_attention::linear_attention_f32",
     "lookup::lookup_on",

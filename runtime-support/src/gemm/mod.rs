@@ -26,7 +26,7 @@ pub use indirect::{
 };
 pub use kernel::apply_ep;
 pub use pack::{MR, NR, packed_a_len, packed_b_len};
-pub use packed_a::gemm_packed_a;
+pub use packed_a::{gemm_a_rows, gemm_packed_a};
 pub use packed_b::{APacker, gemm_packed_b, packed_b_scratch_len};
 pub use split::{MIN_TASK_MACS, Split};
 
@@ -165,8 +165,9 @@ pub fn scratch_len(n: usize, b_packed: bool) -> usize {
     }
 }
 
-/// General C = op(A) · op(B), split over `par`'s workers: packs A into the shared scratch,
-/// and B (unless packed) block by block into each worker's slot.
+/// General C = op(A) · op(B), split over `par`'s workers: packs A into the shared scratch
+/// (the 16-column tiles read an untransposed A in place), and B (unless packed) block by
+/// block into each worker's slot.
 ///
 /// # Safety
 /// As `gemm_packed_a`; `scratch` holds `gemm_scratch(m, n, k, b_packed)` for `par`'s workers.
@@ -190,10 +191,15 @@ pub unsafe fn gemm(
     }
     let b_packed = matches!(b, BSource::Packed(_));
     let (shared, slots) = gemm_scratch(m, n, k, b_packed).layout(scratch);
-    // SAFETY: the shared area holds the packed A, the slots the B blocks.
+    // SAFETY: the shared area holds the packed A, the slots the B blocks; the 16-column
+    // tiles read a row-major A in place.
     unsafe {
-        pack::pack_a(a, lda, ta, m, k, shared);
-        gemm_packed_a(par, m, n, k, shared, b, c, ldc, ep, slots);
+        if !ta && kernel::wide(kernel::select()) == NR {
+            gemm_a_rows(par, m, n, k, a, lda, b, c, ldc, ep, slots);
+        } else {
+            pack::pack_a(a, lda, ta, m, k, shared);
+            gemm_packed_a(par, m, n, k, shared, b, c, ldc, ep, slots);
+        }
     }
 }
 

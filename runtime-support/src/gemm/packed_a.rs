@@ -1,6 +1,16 @@
 //! C = A_packed · B with the fused epilogue (`gemm_packed_a`): weights as packed A panels, B read in place, packed per block or by a custom packer (im2col).
+//! `gemm_a_rows`: the same loops over a row-major A read in place (16-column kernels).
 
 use super::*;
+
+/// Where `packed_a_block` reads A.
+#[derive(Clone, Copy)]
+enum ASource {
+    /// `packed_a_len(m, k)` floats in the panel layout (`pack::a_panel_at`).
+    Packed(*const f32),
+    /// A row-major matrix, rows `lda` floats apart, read in place by the 16-column tiles.
+    Rows { a: *const f32, lda: usize },
+}
 
 /// C = A_packed · B (+ epilogue), split over `par`'s workers (`Split::of`). `a` holds
 /// `packed_a_len(m, k)` floats.
@@ -17,6 +27,68 @@ pub unsafe fn gemm_packed_a(
     n: usize,
     k: usize,
     a: *const f32,
+    b: BSource,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    scratch: Slots,
+) {
+    // SAFETY: forwarded.
+    unsafe { gemm_a(par, m, n, k, ASource::Packed(a), b, c, ldc, ep, scratch) }
+}
+
+/// `gemm_packed_a` with A an m × k row-major matrix read in place (`lda` floats a row)
+/// instead of packed: for the 16-column tiles (`kernel::wide` = NR), which read one A value
+/// per row and k step, as packed panels are read, from six rows at a time. Packing an
+/// activation first was a pass writing and rereading all of A (a tenth of a 512 × 256 ×
+/// 1024 product's time on Zen 3).
+///
+/// # Safety
+/// As `gemm_packed_a`, with `a` holding m rows of k floats `lda` apart;
+/// `kernel::wide(kernel::select()) == NR`.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+pub unsafe fn gemm_a_rows(
+    par: Par,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: BSource,
+    c: *mut f32,
+    ldc: usize,
+    ep: &Epilogue,
+    scratch: Slots,
+) {
+    debug_assert_eq!(kernel::wide(kernel::select()), NR);
+    // SAFETY: forwarded.
+    unsafe {
+        gemm_a(
+            par,
+            m,
+            n,
+            k,
+            ASource::Rows { a, lda },
+            b,
+            c,
+            ldc,
+            ep,
+            scratch,
+        )
+    }
+}
+
+/// `gemm_packed_a` and `gemm_a_rows`.
+///
+/// # Safety
+/// As theirs.
+#[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
+unsafe fn gemm_a(
+    par: Par,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: ASource,
     b: BSource,
     c: *mut f32,
     ldc: usize,
@@ -43,17 +115,18 @@ pub unsafe fn gemm_packed_a(
     };
 }
 
-/// Rows `rows` × columns `cols` of `gemm_packed_a`'s C (both from the start of a block of
-/// `Split`: rows at a multiple of `MC_A`, columns of 32), B packed into `scratch`.
+/// Rows `rows` × columns `cols` of `gemm_packed_a`'s (or `gemm_a_rows`') C (both from the
+/// start of a block of `Split`: rows at a multiple of `MC_A`, columns of 32), B packed into
+/// `scratch`.
 ///
 /// # Safety
-/// As `gemm_packed_a`, `scratch` one slot.
+/// As `gemm_packed_a` (`gemm_a_rows` for `ASource::Rows`), `scratch` one slot.
 #[allow(clippy::too_many_arguments, reason = "BLAS-style signature")]
 unsafe fn packed_a_block(
     m: usize,
     n: usize,
     k: usize,
-    a: *const f32,
+    a: ASource,
     b: &BSource,
     c: *mut f32,
     ldc: usize,
@@ -63,6 +136,12 @@ unsafe fn packed_a_block(
     cols: Range<usize>,
 ) {
     let kern = kernel::select();
+    // A read in place: six rows a block, so that only one tile's rows of A share the L1
+    // cache with the B panel (rows a multiple of 4 KB apart fall into the same sets).
+    let block_rows = match a {
+        ASource::Packed(_) => MC_A,
+        ASource::Rows { .. } => MR,
+    };
     let mut jc = cols.start;
     while jc < cols.end {
         // Column blocks on the NC grid of the whole C, which a packed B's layout follows.
@@ -159,7 +238,11 @@ unsafe fn packed_a_block(
                 let mut ic = rows.start;
                 while ic < rows.end {
                     let rem = rows.end - ic;
-                    let mc = if rem == 16 { 16 } else { MC_A.min(rem) };
+                    let mc = if rem == 16 && block_rows == MC_A {
+                        16
+                    } else {
+                        block_rows.min(rem)
+                    };
                     let step = kernel::wide(kern);
                     // A 16-row block goes in two 8-row tiles (a 12-row tile would leave a 4-row
                     // remainder at half the FMAs per load).
@@ -174,8 +257,16 @@ unsafe fn packed_a_block(
                         while ir < mc {
                             let mr = MR.min(mc - ir);
                             let row = ic + ir;
-                            // SAFETY: panel row/MR of packed A in the K block at pc.
-                            let apan = unsafe { a.add(pack::a_panel_at(m, pc, kc, row / MR)) };
+                            // Packed: panel row/MR in the K block at pc (rows of a tile
+                            // always start a panel). In place: row `row`, column pc.
+                            let (apan, lda) = match a {
+                                ASource::Packed(p) => {
+                                    (p.wrapping_add(pack::a_panel_at(m, pc, kc, row / MR)), None)
+                                }
+                                ASource::Rows { a, lda } => {
+                                    (a.wrapping_add(row * lda + pc), Some(lda))
+                                }
+                            };
                             // The next panel, which the 8- and 12-row tiles read.
                             let apan1 = apan.wrapping_add(kc * MR);
                             // SAFETY: C tile within bounds.
@@ -189,7 +280,7 @@ unsafe fn packed_a_block(
                                 col: jc + jr,
                             };
                             #[cfg(target_arch = "x86_64")]
-                            if ir >= split {
+                            if ir >= split && lda.is_none() {
                                 // SAFETY: rows row..row+8 lie in this panel (from row % MR) and the
                                 // next; up to 32 B columns (packed zero-padded ones when fewer).
                                 unsafe {
@@ -271,6 +362,7 @@ unsafe fn packed_a_block(
                                         kernel::tile_b_in_place(
                                             kc,
                                             apan,
+                                            lda,
                                             b.add(pc * ldb + jc + jr + off),
                                             *ldb,
                                             mr,
@@ -280,17 +372,25 @@ unsafe fn packed_a_block(
                                     off += NR;
                                     continue;
                                 }
-                                // SAFETY: panels have kc entries; tile is mr × nr inside C.
+                                // SAFETY: panels (or A's rows) have kc entries; tile is mr × nr
+                                // inside C.
                                 unsafe {
-                                    kernel::tile(
-                                        kern,
-                                        kc,
-                                        apan,
-                                        bpan.add((off / NR) * b_panel_stride),
-                                        mr,
-                                        nr,
-                                        d.right(off),
-                                    )
+                                    let bp = bpan.add((off / NR) * b_panel_stride);
+                                    match lda {
+                                        None => {
+                                            kernel::tile(kern, kc, apan, bp, mr, nr, d.right(off))
+                                        }
+                                        Some(lda) => kernel::tile_a_rows(
+                                            kern,
+                                            kc,
+                                            apan,
+                                            lda,
+                                            bp,
+                                            mr,
+                                            nr,
+                                            d.right(off),
+                                        ),
+                                    }
                                 };
                                 off += NR;
                             }

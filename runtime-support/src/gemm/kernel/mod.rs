@@ -1,5 +1,5 @@
-//! Micro-kernels: a tile of C from packed A panels and B panels (packed, read in place or
-//! through an offset table). The tile functions here pick the shape and the instruction set
+//! Micro-kernels: a tile of C from A (packed panels, or rows read in place: `ARows`) and B
+//! (packed panels, read in place or through an offset table: `BRows`). The tile functions here pick the shape and the instruction set
 //! (AVX-512 or AVX2+FMA when the CPU has them, checked at run time by `select`; portable
 //! otherwise); the tile itself is written once, in `walk.rs`.
 
@@ -73,6 +73,15 @@ pub trait BRows: Copy {
 }
 
 impl BPanels {
+    /// Packed panels of `NR` columns from `b`: the tile's second 16 columns in the next.
+    pub fn packed(b: *const f32) -> Self {
+        BPanels {
+            b0: b,
+            b1: b.wrapping_add(NR),
+            step: NR,
+        }
+    }
+
     /// The vectors of the row `d` floats past the current one: columns below NR in the
     /// first panel, the next NR in the second (`V·lanes ≤ 2·NR`).
     #[inline(always)]
@@ -109,6 +118,80 @@ impl BRows for BPanels {
     unsafe fn advance(&mut self) {
         self.b0 = self.b0.wrapping_add(self.step);
         self.b1 = self.b1.wrapping_add(self.step);
+    }
+}
+
+/// Where a tile finds A's value for each of its rows at each k step. Pointer arithmetic
+/// only, so it inlines into the tiles whatever their target features.
+pub trait ARows: Copy {
+    /// Row `i`'s value at the current step.
+    fn at(&self, i: usize) -> *const f32;
+    /// Where to prefetch `dist` floats ahead for rows `first..first + rows`, if anywhere.
+    fn ahead(&self, dist: usize, first: usize, rows: usize) -> [Option<*const f32>; 2];
+    /// Moves to the next k step.
+    ///
+    /// # Safety
+    /// Another step exists or the source is not read again.
+    unsafe fn advance(&mut self);
+}
+
+/// Two consecutive packed A panels of `MR` rows (`pack::a_panel_at`) taken together: row
+/// i in panel `i / MR`, MR floats a step.
+#[derive(Copy, Clone, Debug)]
+pub struct APanels(pub [*const f32; 2]);
+
+impl ARows for APanels {
+    #[inline(always)]
+    fn at(&self, i: usize) -> *const f32 {
+        self.0[i / MR].wrapping_add(i % MR)
+    }
+    #[inline(always)]
+    fn ahead(&self, dist: usize, first: usize, rows: usize) -> [Option<*const f32>; 2] {
+        let second = first + rows > MR;
+        [
+            Some(self.0[0].wrapping_add(dist)),
+            second.then(|| self.0[1].wrapping_add(dist)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn advance(&mut self) {
+        self.0 = [self.0[0].wrapping_add(MR), self.0[1].wrapping_add(MR)];
+    }
+}
+
+/// Rows of a row-major A read in place (no packing): row i at `a + i·lda`, one float a
+/// step. Rows at or past `rows` read the last row (a partial tile computes them and does
+/// not store them), so nothing outside the matrix is read.
+#[derive(Copy, Clone, Debug)]
+pub struct ARowMajor {
+    a: *const f32,
+    lda: usize,
+    last: usize,
+}
+
+impl ARowMajor {
+    /// Rows `..rows` (at least one) of the matrix at `a`, `lda` floats apart.
+    pub fn new(a: *const f32, lda: usize, rows: usize) -> Self {
+        ARowMajor {
+            a,
+            lda,
+            last: rows.max(1) - 1,
+        }
+    }
+}
+
+impl ARows for ARowMajor {
+    #[inline(always)]
+    fn at(&self, i: usize) -> *const f32 {
+        self.a.wrapping_add(i.min(self.last) * self.lda)
+    }
+    #[inline(always)]
+    fn ahead(&self, _dist: usize, _first: usize, _rows: usize) -> [Option<*const f32>; 2] {
+        [None, None]
+    }
+    #[inline(always)]
+    unsafe fn advance(&mut self) {
+        self.a = self.a.wrapping_add(1);
     }
 }
 
@@ -194,7 +277,7 @@ pub unsafe fn tile_wide_partial(
     // 7×7 map in the pixel-major conv) costs a twelfth of a 12-row tile, not half.
     macro_rules! rows {
         ($r:literal) => {
-            walk::avx512::partial::<_, $r, 0>(kc, [a, a], b, mr, nr, d)
+            walk::avx512::partial::<_, _, $r, 0>(kc, APanels([a, a]), b, mr, nr, d)
         };
     }
     // SAFETY: forwarded; select() checked AVX-512.
@@ -227,13 +310,13 @@ pub unsafe fn tile_wide12_partial(
     d: Dst,
 ) {
     debug_assert!(mr > MR && mr <= 2 * MR);
-    let a = [a0, a1];
+    let a = APanels([a0, a1]);
     // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         if mr <= 8 {
-            walk::avx512::partial::<_, 8, 0>(kc, a, b, mr, nr, d)
+            walk::avx512::partial::<_, _, 8, 0>(kc, a, b, mr, nr, d)
         } else {
-            walk::avx512::partial::<_, 12, 0>(kc, a, b, mr, nr, d)
+            walk::avx512::partial::<_, _, 12, 0>(kc, a, b, mr, nr, d)
         }
     }
 }
@@ -254,12 +337,12 @@ pub unsafe fn tile8_offset(
     nr: usize,
     d: Dst,
 ) {
-    let a = [a0, a1];
+    let a = APanels([a0, a1]);
     // SAFETY: forwarded; select() checked AVX-512.
     unsafe {
         match d.row % MR {
-            0 => walk::avx512::partial::<_, 8, 0>(kc, a, b, 8, nr, d),
-            2 => walk::avx512::partial::<_, 8, 2>(kc, a, b, 8, nr, d),
+            0 => walk::avx512::partial::<_, _, 8, 0>(kc, a, b, 8, nr, d),
+            2 => walk::avx512::partial::<_, _, 8, 2>(kc, a, b, 8, nr, d),
             _ => unreachable!("8-row tiles start 0 or 2 rows into a panel"),
         }
     }
@@ -272,7 +355,7 @@ pub unsafe fn tile8_offset(
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn tile_wide12(kc: usize, a0: *const f32, a1: *const f32, b: BPanels, d: Dst) {
     // SAFETY: forwarded; select() checked AVX-512.
-    unsafe { walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, d) }
+    unsafe { walk::avx512::full::<_, _, 12, 0, 2, true>(kc, APanels([a0, a1]), b, d) }
 }
 
 /// A full 12 × 32 tile (`rows12`) or 6 × 32 tile whose B row k is the 32 floats at
@@ -296,9 +379,9 @@ pub unsafe fn tile_indirect(
     // SAFETY: forwarded.
     unsafe {
         if rows12 {
-            walk::avx512::full::<_, 12, 0, 2, true>(kc, [a0, a1], b, d)
+            walk::avx512::full::<_, _, 12, 0, 2, true>(kc, APanels([a0, a1]), b, d)
         } else {
-            walk::avx512::full::<_, 6, 0, 2, true>(kc, [a0, a0], b, d)
+            walk::avx512::full::<_, _, 6, 0, 2, true>(kc, APanels([a0, a0]), b, d)
         }
     }
 }
@@ -325,13 +408,13 @@ pub unsafe fn tile_indirect_8x48(
 ) {
     let b = BOffsets { base, offs };
     let q0 = a.wrapping_add((row0 / MR) * kc * MR);
-    let q = [q0, q0.wrapping_add(kc * MR)];
+    let q = APanels([q0, q0.wrapping_add(kc * MR)]);
     // SAFETY: forwarded; rows row0%6.. of the first panel and the rest from the next.
     unsafe {
         match row0 % MR {
-            0 => walk::avx512::full::<_, 8, 0, 3, false>(kc, q, b, d),
-            2 => walk::avx512::full::<_, 8, 2, 3, false>(kc, q, b, d),
-            4 => walk::avx512::full::<_, 8, 4, 3, false>(kc, q, b, d),
+            0 => walk::avx512::full::<_, _, 8, 0, 3, false>(kc, q, b, d),
+            2 => walk::avx512::full::<_, _, 8, 2, 3, false>(kc, q, b, d),
+            4 => walk::avx512::full::<_, _, 8, 4, 3, false>(kc, q, b, d),
             _ => unreachable!("8-row tiles start at multiples of 8"),
         }
     }
@@ -353,7 +436,7 @@ pub unsafe fn tile_indirect_6x16(
 ) {
     let b = BOffsets { base, offs };
     // SAFETY: forwarded.
-    unsafe { walk::avx2::full::<_, 6, 0, 2, false>(kc, [a, a], b, d) }
+    unsafe { walk::avx2::full::<_, _, 6, 0, 2, false>(kc, APanels([a, a]), b, d) }
 }
 
 /// A full 6 × 2·NR tile from one A panel and 32 B columns.
@@ -363,7 +446,7 @@ pub unsafe fn tile_indirect_6x16(
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn tile_wide(kc: usize, a: *const f32, b: BPanels, d: Dst) {
     // SAFETY: forwarded; select() checked AVX-512.
-    unsafe { walk::avx512::full::<_, 6, 0, 2, true>(kc, [a, a], b, d) }
+    unsafe { walk::avx512::full::<_, _, 6, 0, 2, true>(kc, APanels([a, a]), b, d) }
 }
 
 #[inline]
@@ -398,25 +481,44 @@ pub unsafe fn tile(
     nr: usize,
     d: Dst,
 ) {
-    let b = BPanels {
-        b0: b,
-        b1: b.wrapping_add(NR),
-        step: NR,
-    };
     // SAFETY: forwarded.
-    unsafe { tile16(kern, kc, a, b, mr, nr, d) }
+    unsafe { tile16(kern, kc, APanels([a, a]), BPanels::packed(b), mr, nr, d) }
+}
+
+/// `tile` with A a row-major matrix read in place: row i of the tile at `a + i·lda`, its
+/// k steps contiguous. Rows past `mr` are not read (the last row is read in their place and
+/// its results not stored).
+///
+/// # Safety
+/// As `tile`, with rows `..mr` of A readable for kc floats from `a`.
+pub unsafe fn tile_a_rows(
+    kern: Kern,
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    mr: usize,
+    nr: usize,
+    d: Dst,
+) {
+    let a = ARowMajor::new(a, lda, mr);
+    // SAFETY: forwarded.
+    unsafe { tile16(kern, kc, a, BPanels::packed(b), mr, nr, d) }
 }
 
 /// An mr × 16 tile (mr ≤ 6) with AVX2 whose B is a row-major matrix read in place: row k
-/// of the tile's 16 columns at `b + k·ldb`.
+/// of the tile's 16 columns at `b + k·ldb`; A a packed panel, or (`lda` Some) rows of a
+/// row-major A as `tile_a_rows` reads them.
 ///
 /// # Safety
-/// `select()` returned `Kern::Avx2Fma`; the A panel holds kc steps; B rows are readable for
-/// 16 floats; the mr × 16 tile lies inside C.
+/// `select()` returned `Kern::Avx2Fma`; A holds kc steps; B rows are readable for 16
+/// floats; the mr × 16 tile lies inside C.
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, reason = "tile coordinates")]
 pub unsafe fn tile_b_in_place(
     kc: usize,
     a: *const f32,
+    lda: Option<usize>,
     b: *const f32,
     ldb: usize,
     mr: usize,
@@ -428,24 +530,28 @@ pub unsafe fn tile_b_in_place(
         step: ldb,
     };
     // SAFETY: forwarded.
-    unsafe { tile16(Kern::Avx2Fma, kc, a, b, mr, NR, d) }
+    unsafe {
+        match lda {
+            None => tile16(Kern::Avx2Fma, kc, APanels([a, a]), b, mr, NR, d),
+            Some(lda) => tile16(Kern::Avx2Fma, kc, ARowMajor::new(a, lda, mr), b, mr, NR, d),
+        }
+    }
 }
 
-/// The mr × nr part of a 6 × 16 tile from one A panel, with `kern`'s 16-column tile (AVX2's
+/// The mr × nr part of a 6 × 16 tile from `a`'s rows, with `kern`'s 16-column tile (AVX2's
 /// on either x86 tier).
 ///
 /// # Safety
-/// `kern` came from `select()`; the A panel holds kc steps and `b` kc rows of 16 floats; the
-/// mr × nr tile lies inside C.
-unsafe fn tile16(kern: Kern, kc: usize, a: *const f32, b: BPanels, mr: usize, nr: usize, d: Dst) {
-    let a = [a, a];
+/// `kern` came from `select()`; `a` holds kc steps of its rows and `b` kc rows of 16
+/// floats; the mr × nr tile lies inside C.
+unsafe fn tile16<A: ARows>(kern: Kern, kc: usize, a: A, b: BPanels, mr: usize, nr: usize, d: Dst) {
     let full = mr == MR && nr == NR;
     macro_rules! on {
         ($isa:ident) => {
             if full {
-                walk::$isa::full::<_, MR, 0, 2, false>(kc, a, b, d)
+                walk::$isa::full::<_, _, MR, 0, 2, false>(kc, a, b, d)
             } else {
-                walk::$isa::partial::<_, MR, 0>(kc, a, b, mr, nr, d)
+                walk::$isa::partial::<_, _, MR, 0>(kc, a, b, mr, nr, d)
             }
         };
     }

@@ -5,7 +5,7 @@
 //! (`avx512`, `avx2`; `portable` is `Lanes<8>`'s): the walk, the token's methods and the
 //! intrinsics under them inline into one function compiled for that set.
 
-use super::{BRows, Dst, MR};
+use super::{ARows, BRows, Dst};
 use crate::simd::Simd;
 
 /// Software prefetch distances of the prefetching tiles (AVX-512's): `PF_B` in k steps of a
@@ -17,17 +17,18 @@ use crate::simd::Simd;
 const PF_B: usize = 16;
 const PF_A: usize = 384;
 
-/// Accumulates `kc` steps into `acc`: tile row r is row `O + r` of the 6-row A panels
-/// `a[0]`, `a[1]` taken together (so `R + O ≤ MR` reads one panel), the `V` vectors of B's
-/// current row come from `b`. `PF`: prefetch B rows `PF_B` steps ahead (where `b` knows
-/// them), the A panels `PF_A` floats ahead.
+/// Accumulates `kc` steps into `acc`: tile row r is row `O + r` of `a` (two 6-row A panels
+/// taken together, or rows of a row-major A), the `V` vectors of B's current row come from
+/// `b`. `PF`: prefetch B rows `PF_B` steps ahead (where `b` knows them), packed A panels
+/// `PF_A` floats ahead.
 ///
 /// # Safety
-/// `s`'s instruction set runs here; the A panels hold kc steps (the second read only when
-/// `R + O > MR`); `b` yields kc readable rows of `V` vectors.
+/// `s`'s instruction set runs here; `a` yields kc readable steps of rows `O..O + R`; `b`
+/// kc readable rows of `V` vectors.
 #[inline(always)]
 pub(super) unsafe fn fma_steps<
     S: Simd,
+    A: ARows,
     B: BRows,
     const R: usize,
     const O: usize,
@@ -36,14 +37,12 @@ pub(super) unsafe fn fma_steps<
 >(
     s: S,
     kc: usize,
-    a: [*const f32; 2],
+    mut a: A,
     mut b: B,
     acc: &mut [[S::F; V]; R],
 ) {
-    let mut q = a;
     for _ in 0..kc {
-        // SAFETY: the A panels hold kc steps and `b` a readable row for each (contract);
-        // prefetches do not fault.
+        // SAFETY: `a` and `b` hold a readable step each (contract); prefetches do not fault.
         unsafe {
             if PF {
                 if let Some(f) = b.ahead::<V>(PF_B, S::LANES) {
@@ -51,9 +50,8 @@ pub(super) unsafe fn fma_steps<
                         s.prefetch(p);
                     }
                 }
-                s.prefetch(q[0].wrapping_add(PF_A));
-                if R + O > MR {
-                    s.prefetch(q[1].wrapping_add(PF_A));
+                for p in a.ahead(PF_A, O, R).into_iter().flatten() {
+                    s.prefetch(p);
                 }
             }
             let rows = b.row::<V>(S::LANES);
@@ -62,12 +60,12 @@ pub(super) unsafe fn fma_steps<
                 x[v] = s.load(rows[v]);
             }
             for (r, accr) in acc.iter_mut().enumerate() {
-                let av = s.splat(*q[(O + r) / MR].add((O + r) % MR));
+                let av = s.splat(*a.at(O + r));
                 for v in 0..V {
                     accr[v] = s.mul_add(av, x[v], accr[v]);
                 }
             }
-            q = [q[0].wrapping_add(MR), q[1].wrapping_add(MR)];
+            a.advance();
             b.advance();
         }
     }
@@ -232,6 +230,7 @@ fn prefetch_residual<S: Simd, const R: usize, const V: usize>(s: S, d: Dst) {
 #[inline(always)]
 pub(super) unsafe fn full<
     S: Simd,
+    A: ARows,
     B: BRows,
     const R: usize,
     const O: usize,
@@ -240,7 +239,7 @@ pub(super) unsafe fn full<
 >(
     s: S,
     kc: usize,
-    a: [*const f32; 2],
+    a: A,
     b: B,
     d: Dst,
 ) {
@@ -250,7 +249,7 @@ pub(super) unsafe fn full<
     let mut acc = [[s.zero(); V]; R];
     // SAFETY: forwarded.
     unsafe {
-        fma_steps::<S, B, R, O, V, PF>(s, kc, a, b, &mut acc);
+        fma_steps::<S, A, B, R, O, V, PF>(s, kc, a, b, &mut acc);
         store_tile(s, &acc, R, None, d);
     }
 }
@@ -263,10 +262,10 @@ pub(super) unsafe fn full<
 /// As `fma_steps` (B panels zero-padded to the vectors read) and `store_tile` for the
 /// `mr × nr` part.
 #[inline(always)]
-pub(super) unsafe fn partial<S: Simd, B: BRows, const R: usize, const O: usize>(
+pub(super) unsafe fn partial<S: Simd, A: ARows, B: BRows, const R: usize, const O: usize>(
     s: S,
     kc: usize,
-    a: [*const f32; 2],
+    a: A,
     b: B,
     mr: usize,
     nr: usize,
@@ -276,11 +275,11 @@ pub(super) unsafe fn partial<S: Simd, B: BRows, const R: usize, const O: usize>(
     unsafe {
         if nr <= S::LANES {
             let mut acc = [[s.zero(); 1]; R];
-            fma_steps::<S, B, R, O, 1, false>(s, kc, a, b, &mut acc);
+            fma_steps::<S, A, B, R, O, 1, false>(s, kc, a, b, &mut acc);
             store_tile(s, &acc, mr, Some(nr), d);
         } else {
             let mut acc = [[s.zero(); 2]; R];
-            fma_steps::<S, B, R, O, 2, false>(s, kc, a, b, &mut acc);
+            fma_steps::<S, A, B, R, O, 2, false>(s, kc, a, b, &mut acc);
             store_tile(s, &acc, mr, Some(nr), d);
         }
     }
@@ -292,7 +291,7 @@ macro_rules! tiles {
     ($(#[$attr:meta])* $name:ident: $S:ty = $new:expr $(, features $f:literal)?) => {
         $(#[$attr])*
         pub mod $name {
-            use super::super::{BRows, Dst};
+            use super::super::{ARows, BRows, Dst};
             #[allow(unused_imports, reason = "the token's type")]
             use crate::simd::*;
 
@@ -303,6 +302,7 @@ macro_rules! tiles {
             #[inline(never)]
             $(#[target_feature(enable = $f)])?
             pub unsafe fn full<
+                A: ARows,
                 B: BRows,
                 const R: usize,
                 const O: usize,
@@ -310,14 +310,14 @@ macro_rules! tiles {
                 const PF: bool,
             >(
                 kc: usize,
-                a: [*const f32; 2],
+                a: A,
                 b: B,
                 d: Dst,
             ) {
                 // SAFETY: the features are present and the rest forwarded (contract).
                 unsafe {
                     let s: $S = $new;
-                    super::full::<_, B, R, O, V, PF>(s, kc, a, b, d)
+                    super::full::<_, A, B, R, O, V, PF>(s, kc, a, b, d)
                 }
             }
 
@@ -328,9 +328,9 @@ macro_rules! tiles {
             /// contract.
             #[inline(never)]
             $(#[target_feature(enable = $f)])?
-            pub unsafe fn partial<B: BRows, const R: usize, const O: usize>(
+            pub unsafe fn partial<A: ARows, B: BRows, const R: usize, const O: usize>(
                 kc: usize,
-                a: [*const f32; 2],
+                a: A,
                 b: B,
                 mr: usize,
                 nr: usize,
@@ -339,7 +339,7 @@ macro_rules! tiles {
                 // SAFETY: the features are present and the rest forwarded (contract).
                 unsafe {
                     let s: $S = $new;
-                    super::partial::<_, B, R, O>(s, kc, a, b, mr, nr, d)
+                    super::partial::<_, A, B, R, O>(s, kc, a, b, mr, nr, d)
                 }
             }
         }
