@@ -269,16 +269,7 @@ pub(super) fn valid_bounds(
             if given || valid(bound) || !valid(1) {
                 return (name, bound);
             }
-            // Valid at `lo`, not at `hi`.
-            let (mut lo, mut hi) = (1, bound);
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                if valid(mid) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
+            let (lo, hi) = bisect(1, bound, true, valid);
             if lo < loops::dims::MIN_BOUND {
                 return (name, bound);
             }
@@ -315,17 +306,22 @@ fn least_value(
     if !valid(bound) {
         return None;
     }
-    // Invalid at `lo`, valid at `hi`.
-    let (mut lo, mut hi) = (1, bound);
+    Some(bisect(1, bound, false, valid).1)
+}
+
+/// Where `valid` changes between `lo` and `hi` (`valid(lo)` is `at_lo`, `valid(hi)` its
+/// opposite, both known): adjacent values `(a, a + 1)` with `valid(a) == at_lo` and
+/// `valid(a + 1) != at_lo`, taking `valid` to change once in the range.
+fn bisect(mut lo: i64, mut hi: i64, at_lo: bool, valid: impl Fn(i64) -> bool) -> (i64, i64) {
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if valid(mid) {
-            hi = mid;
-        } else {
+        if valid(mid) == at_lo {
             lo = mid;
+        } else {
+            hi = mid;
         }
     }
-    Some(hi)
+    (lo, hi)
 }
 
 /// The multiples a run-time dim may be taken in, smallest first: a model valid only at
