@@ -52,7 +52,10 @@ impl fmt::Display for Error {
                         } else {
                             format!("{}::", u.domain)
                         };
-                        format!("{dom}{}-{}", u.op_type, u.opset)
+                        match u.opset {
+                            0 => format!("{dom}{}", u.op_type),
+                            v => format!("{dom}{}-{v}", u.op_type),
+                        }
                     })
                     .collect();
                 ops.sort();
@@ -69,10 +72,16 @@ impl fmt::Display for Error {
                     } else {
                         u.domain.clone()
                     };
+                    // Opset 0: a domain the model does not import (the reason says so).
+                    let version = if u.opset > 0 {
+                        format!(", opset {}", u.opset)
+                    } else {
+                        String::new()
+                    };
                     writeln!(
                         f,
-                        "  node '{}': {} (domain {}, opset {}): {}",
-                        u.node, u.op_type, dom, u.opset, u.reason
+                        "  node '{}': {} (domain {dom}{version}): {}",
+                        u.node, u.op_type, u.reason
                     )?;
                 }
                 write!(f, "see docs/supported-ops.md for what is supported")

@@ -249,3 +249,57 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
     // Window (0..2, 2j..2j+2): its maximum is at h = 1, w = 2j + 1.
     assert_eq!(y, vec![13.0, 14.0, 19.0, 20.0]);
 }
+
+/// A contrib op in a model that does not import `com.microsoft` (invalid ONNX, which tools
+/// inserting contrib ops write and onnxruntime runs) compiles at version 1 with a warning
+/// saying how to fix the model; an op of an unknown domain that is not imported is refused
+/// saying so, with no made-up opset.
+#[test]
+fn a_contrib_op_without_its_domain_import_compiles_as_onnxruntime_runs_it() {
+    let d = scratch("no_import");
+    let mut n = node("Gelu", "gelu", &["x"], &["y"]);
+    n.domain = Some("com.microsoft".into());
+    let m = model(
+        vec![n],
+        vec![value_info("x", 1, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![],
+        17,
+    );
+    let p = d.join("gelu.onnx");
+    save(&m, &p);
+    let o = super::onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("gelu.o"))
+        .output()
+        .unwrap();
+    let e = super::stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("warning") && e.contains("'com.microsoft'") && e.contains("opset_import"),
+        "{e}"
+    );
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[2], &[0.0, 1.0]), &x);
+    let y = run_model(&[p.as_os_str(), x.as_os_str()], &d.join("out"))[0].to_f64s();
+    // gelu(1) = 0.5 (1 + erf(1/√2)).
+    assert!(y[0].abs() < 1e-6 && (y[1] - 0.841_344_7).abs() < 1e-5, "{y:?}");
+
+    let mut n = node("Frobnicate", "frob", &["x"], &["y"]);
+    n.domain = Some("com.example".into());
+    let m = model(
+        vec![n],
+        vec![value_info("x", 1, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![],
+        17,
+    );
+    let e = compile_error(
+        &d,
+        "unknown",
+        &m,
+        &["'frob'", "Frobnicate", "domain 'com.example' is not imported"],
+    );
+    assert!(!e.contains("opset 0") && !e.contains("-0"), "{e}");
+}

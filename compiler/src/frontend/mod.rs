@@ -118,6 +118,51 @@ pub fn opsets(m: &ModelProto) -> HashMap<String, i64> {
     map
 }
 
+/// The version onnxc takes for a known domain a node uses but the model does not import:
+/// onnxruntime's (its contrib ops are all version 1; `ai.onnx.ml` and the preview domains
+/// their newest, onnx 1.23's). Such a model is invalid ONNX (onnx's checker rejects it),
+/// but tools that insert contrib ops write it and onnxruntime runs it.
+fn implied_opset(domain: &str) -> Option<i64> {
+    match domain {
+        "com.microsoft" | "ai.onnx.preview" | "ai.onnx.preview.training" => Some(1),
+        "ai.onnx.ml" => Some(5),
+        _ => None,
+    }
+}
+
+/// Add to `opsets` the implied version of every known domain the graph's nodes (subgraphs
+/// included) use without an import; returns a warning for each.
+fn imply_opsets(gp: &GraphProto, opsets: &mut HashMap<String, i64>) -> Vec<String> {
+    fn walk(gp: &GraphProto, used: &mut Vec<(String, String)>) {
+        for n in &gp.node {
+            let d = n.domain.clone().unwrap_or_default();
+            if !d.is_empty() && d != "ai.onnx" && !used.iter().any(|(u, _)| *u == d) {
+                used.push((d, n.op_type.clone().unwrap_or_default()));
+            }
+            for a in &n.attribute {
+                a.g.iter().chain(&a.graphs).for_each(|sub| walk(sub, used));
+            }
+        }
+    }
+    let mut used = Vec::new();
+    walk(gp, &mut used);
+    let mut warnings = Vec::new();
+    for (domain, op) in used {
+        if opsets.contains_key(&domain) {
+            continue;
+        }
+        if let Some(v) = implied_opset(&domain) {
+            opsets.insert(domain.clone(), v);
+            warnings.push(format!(
+                "the model uses domain '{domain}' (e.g. {op}) without importing it (invalid \
+                 ONNX: add it to the model's opset_import); taking version {v}, as onnxruntime \
+                 does"
+            ));
+        }
+    }
+    warnings
+}
+
 /// Newest default-domain opset onnxc knows (that of onnx 1.23, whose operator schemas it
 /// follows); a model importing a newer one may use semantics it does not have.
 pub const MAX_DEFAULT_OPSET: i64 = 28;
@@ -175,9 +220,10 @@ fn importer<'a>(
     dir: &'a DataDir,
     opts: &'a ImportOptions,
 ) -> Importer<'a> {
-    let opsets = opsets(m);
+    let mut opsets = opsets(m);
     let name = gp.name.clone().unwrap_or_else(|| "model".into());
     let mut g = Graph::new(name);
+    g.warnings.extend(imply_opsets(gp, &mut opsets));
     g.keep_expanding = opts.keep_expanding;
     Importer {
         g,

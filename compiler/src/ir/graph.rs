@@ -84,13 +84,11 @@ impl Origin {
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "node {} ({}, opset {})",
-            self.label(),
-            self.op_type,
-            self.opset
-        )
+        match self.opset {
+            // A node of a domain the model does not import.
+            0 => write!(f, "node {} ({})", self.label(), self.op_type),
+            v => write!(f, "node {} ({}, opset {v})", self.label(), self.op_type),
+        }
     }
 }
 
