@@ -107,6 +107,21 @@ impl Error {
             source,
         }
     }
+
+    /// The error with `note` appended to its message (in parentheses), for the context the
+    /// message's own text lacks; a list of unsupported nodes and an I/O error are unchanged.
+    pub fn noted(self, note: &str) -> Error {
+        let add = |m: String| format!("{m} ({note})");
+        match self {
+            Error::Parse(m) => Error::Parse(add(m)),
+            Error::Model(m) => Error::Model(add(m)),
+            Error::NeedShape(m) => Error::NeedShape(add(m)),
+            Error::Usage(m) => Error::Usage(add(m)),
+            Error::Tool(m) => Error::Tool(add(m)),
+            Error::Internal(m) => Error::Internal(add(m)),
+            e @ (Error::Io { .. } | Error::Unsupported(_)) => e,
+        }
+    }
 }
 
 /// `bail!`-style constructor for model errors.

@@ -1213,13 +1213,30 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
     // A shape that hard-codes one item.
     let flat = node("Reshape", "flatten", &["x", "s"], &["y"]);
     let s = int_tensor("s", 7, &[1], &[4]);
-    let m = model(vec![flat], vec![x], y(&[D::N(4)]), vec![s], 13);
+    let m = model(vec![flat], vec![x.clone()], y(&[D::N(4)]), vec![s], 13);
     compile_error(
         &d,
         "reshape",
         &m,
         &["at batch size 2", "'flatten' (Reshape, opset 13)", "--dim"],
     );
+    // A shape no batch size fits: the error is the model's, and says which batch size its
+    // shapes were taken at.
+    let flat = node("Reshape", "thirds", &["x", "s"], &["y"]);
+    let s = int_tensor("s", 7, &[2], &[3, -1]);
+    let m = model(vec![flat], vec![x], y(&[D::N(3)]), vec![s], 13);
+    let e = compile_error(
+        &d,
+        "no_batch",
+        &m,
+        &[
+            "'thirds' (Reshape, opset 13)",
+            "cannot reshape [2, 4]",
+            "'batch' (dim 0 of input 'x') as 2",
+            "at batch size 1 too",
+        ],
+    );
+    assert!(!e.contains("--dim"), "{e}");
     // Three symbolic dims that are not leading ones: two may be taken at run time, not
     // three.
     let three = value_info(

@@ -97,7 +97,12 @@ pub fn import(
             // is reported as is.
             Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
             // So is what fails at batch size 1 as well: fixing the batch would not help.
-            e if import_at(1).is_err() => e,
+            // Its shapes have the probe's batch size, which the note names.
+            e if import_at(1).is_err() => e.noted(&format!(
+                "the shapes take the symbolic leading dims {} as {n}; the model fails at \
+                 batch size 1 too",
+                list()
+            )),
             e => Error::NeedShape(format!(
                 "the model's leading input dims {} are symbolic; onnxc runs them as a \
                  run-time batch when the model computes each item on its own, but at batch \
