@@ -257,15 +257,19 @@ fn ort_enable_all_layouts_are_built_or_refused_by_name() {
 #[test]
 fn a_contrib_op_without_its_domain_import_compiles_as_onnxruntime_runs_it() {
     let d = scratch("no_import");
-    let mut n = node("Gelu", "gelu", &["x"], &["y"]);
-    n.domain = Some("com.microsoft".into());
-    let m = model(
-        vec![n],
-        vec![value_info("x", 1, &[D::N(2)])],
-        vec![value_info("y", 1, &[D::N(2)])],
-        vec![],
-        17,
-    );
+    // y = OP(x) over two floats, the node in `domain`, only the default domain imported.
+    let unary = |op: &str, name: &str, domain: &str| {
+        let mut n = node(op, name, &["x"], &["y"]);
+        n.domain = Some(domain.into());
+        model(
+            vec![n],
+            vec![value_info("x", 1, &[D::N(2)])],
+            vec![value_info("y", 1, &[D::N(2)])],
+            vec![],
+            17,
+        )
+    };
+    let m = unary("Gelu", "gelu", "com.microsoft");
     let p = d.join("gelu.onnx");
     save(&m, &p);
     let o = super::onnxc()
@@ -286,15 +290,7 @@ fn a_contrib_op_without_its_domain_import_compiles_as_onnxruntime_runs_it() {
     // gelu(1) = 0.5 (1 + erf(1/√2)).
     assert!(y[0].abs() < 1e-6 && (y[1] - 0.841_344_7).abs() < 1e-5, "{y:?}");
 
-    let mut n = node("Frobnicate", "frob", &["x"], &["y"]);
-    n.domain = Some("com.example".into());
-    let m = model(
-        vec![n],
-        vec![value_info("x", 1, &[D::N(2)])],
-        vec![value_info("y", 1, &[D::N(2)])],
-        vec![],
-        17,
-    );
+    let m = unary("Frobnicate", "frob", "com.example");
     let e = compile_error(
         &d,
         "unknown",
