@@ -288,14 +288,21 @@ fn a_contrib_op_without_its_domain_import_compiles_as_onnxruntime_runs_it() {
     save_tensor(&f32_tensor("x", &[2], &[0.0, 1.0]), &x);
     let y = run_model(&[p.as_os_str(), x.as_os_str()], &d.join("out"))[0].to_f64s();
     // gelu(1) = 0.5 (1 + erf(1/√2)).
-    assert!(y[0].abs() < 1e-6 && (y[1] - 0.841_344_7).abs() < 1e-5, "{y:?}");
+    assert!(
+        y[0].abs() < 1e-6 && (y[1] - 0.841_344_7).abs() < 1e-5,
+        "{y:?}"
+    );
 
     let m = unary("Frobnicate", "frob", "com.example");
     let e = compile_error(
         &d,
         "unknown",
         &m,
-        &["'frob'", "Frobnicate", "domain 'com.example' is not imported"],
+        &[
+            "'frob'",
+            "Frobnicate",
+            "domain 'com.example' is not imported",
+        ],
     );
     assert!(!e.contains("opset 0") && !e.contains("-0"), "{e}");
 }
