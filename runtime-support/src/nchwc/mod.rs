@@ -636,15 +636,17 @@ unsafe fn gemm_image(
     let npos = oh * ow;
     let (mg, kd, panels) = (g.mg(), g.kdim(), g.panels());
     let pass_k = g.pass_k();
-    let chunk_pos = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
-    let chunks = npos.div_ceil(chunk_pos);
-    // Tasks: every (group, chunk), with the panels split further when that is too few.
-    let units = g.group * chunks;
+    let max_chunk = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
     let macs = npos * kd * mg * g.group;
-    let t = par.tasks(macs, MIN_TASK_MACS, 2, units * panels);
-    let splits = t.div_ceil(units).min(panels);
-    let per = panels.div_ceil(splits);
-    let splits = panels.div_ceil(per);
+    let most = g.group * npos.div_ceil(ROWS) * panels;
+    let t = par.tasks(macs, MIN_TASK_MACS, 2, most);
+    let ImageCut {
+        chunk_pos,
+        chunks,
+        splits,
+        per,
+    } = ImageCut::of(npos, max_chunk, g.group, panels, t, par.workers());
+    let units = g.group * chunks;
     let tile = ImageTile {
         g,
         src,
@@ -662,6 +664,66 @@ unsafe fn gemm_image(
             tile.run(gi, chunk, sp * per..((sp + 1) * per).min(panels));
         })
     };
+}
+
+/// How `gemm_image` cuts one image's work into tasks: every (group, chunk of `chunk_pos`
+/// positions), times `splits` ranges of `per` weight panels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ImageCut {
+    chunk_pos: usize,
+    chunks: usize,
+    splits: usize,
+    per: usize,
+}
+
+impl ImageCut {
+    /// The cut of `npos` positions of `group` groups of `panels` panels into about `t`
+    /// tasks of like cost for `workers` workers, chunks at most `max_chunk` positions (a
+    /// multiple of `ROWS`). The panels are split only when the (group, chunk) units are
+    /// fewer than `t`. The chunks are as even as whole tiles of `ROWS` allow, and when the
+    /// work is split, as many as make the task count a multiple of the workers (where the
+    /// positions allow): the pool gives each worker a block of consecutive tasks, so uneven
+    /// tasks or blocks left one worker idle for the last part of the call (a 1×1 convolution
+    /// over 14 × 14 positions cut into chunks of 126 and 70: 1.46× on 2 threads).
+    fn of(
+        npos: usize,
+        max_chunk: usize,
+        group: usize,
+        panels: usize,
+        t: usize,
+        workers: usize,
+    ) -> ImageCut {
+        let tiles = npos.div_ceil(ROWS).max(1);
+        // Even chunks of whole tiles, about `n` of them (the last may be shorter by up to a
+        // tile per chunk).
+        let even = |n: usize| tiles.div_ceil(n) * ROWS;
+        let least = npos.div_ceil(max_chunk).max(1);
+        let mut chunk_pos = even(least);
+        let (mut splits, mut per) = (1, panels);
+        if t > 1 {
+            if group * least < t {
+                splits = t.div_ceil(group * least).min(panels).max(1);
+                per = panels.div_ceil(splits);
+                splits = panels.div_ceil(per);
+            }
+            // Smaller chunks when the panels run out before the tasks reach `t`; a few more
+            // if that makes the tasks a multiple of the workers.
+            let want = least.max(t.div_ceil(group * splits)).min(tiles);
+            chunk_pos = even(want);
+            if let Some(pos) = (want..=tiles.min(want + 4 * workers))
+                .map(even)
+                .find(|&pos| (group * npos.div_ceil(pos) * splits) % workers == 0)
+            {
+                chunk_pos = pos;
+            }
+        }
+        ImageCut {
+            chunk_pos,
+            chunks: npos.div_ceil(chunk_pos),
+            splits,
+            per,
+        }
+    }
 }
 
 /// One image's convolution as `gemm_image` cuts it.

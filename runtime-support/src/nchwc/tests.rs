@@ -604,3 +604,58 @@ fn pooling_matches_the_plain_kernel() {
         }
     }
 }
+
+#[test]
+fn image_cuts_cover_the_work_in_even_tasks() {
+    for npos in [1, 5, 6, 49, 196, 784, 3136, 12100] {
+        for max_chunk in [6, 126, 252, 510, 2046] {
+            for (group, panels) in [(1, 1), (1, 4), (1, 16), (2, 8), (3, 2), (32, 1)] {
+                for workers in [1, 2, 3, 4, 16] {
+                    let t = if workers == 1 { 1 } else { 2 * workers };
+                    let c = ImageCut::of(npos, max_chunk, group, panels, t, workers);
+                    let case = format!("{npos} {max_chunk} {group} {panels} {workers}: {c:?}");
+                    // Chunks of whole tiles, no longer than the bound, covering the positions.
+                    assert!(
+                        c.chunk_pos % ROWS == 0 && c.chunk_pos <= max_chunk,
+                        "{case}"
+                    );
+                    assert!(c.chunks * c.chunk_pos >= npos, "{case}");
+                    assert!((c.chunks - 1) * c.chunk_pos < npos, "{case}");
+                    assert!(c.splits * c.per >= panels && (c.splits - 1) * c.per < panels);
+                    if workers == 1 {
+                        assert_eq!(
+                            (c.chunks, c.splits),
+                            (npos.div_ceil(max_chunk), 1),
+                            "{case}"
+                        );
+                        continue;
+                    }
+                    // The pool runs each worker's block of consecutive tasks: the largest
+                    // block's positions × panels against an even share of the work.
+                    let tasks = group * c.chunks * c.splits;
+                    let cost = |i: usize| {
+                        let (chunk, sp) = (i / c.splits % c.chunks, i % c.splits);
+                        let q = c.chunk_pos.min(npos - chunk * c.chunk_pos);
+                        q * c.per.min(panels - sp * c.per)
+                    };
+                    let block = |w: usize| {
+                        (w * tasks).div_ceil(workers)..((w + 1) * tasks).div_ceil(workers)
+                    };
+                    let most = (0..workers)
+                        .map(|w| block(w).map(cost).sum::<usize>())
+                        .max();
+                    let share = (group * npos * panels) as f64 / workers as f64;
+                    let imbalance = most.unwrap() as f64 / share;
+                    // The worst of these: 49 positions of one panel as 3 chunks of
+                    // 18, 18 and 13 on 2 workers (1.47); 17 tasks on 16 workers (1.96).
+                    let bound = if workers == 2 { 1.5 } else { 2.0 };
+                    assert!(tasks < workers || imbalance <= bound, "{case}: {imbalance}");
+                }
+            }
+        }
+    }
+    // ResNet-50's 1×1 convolutions over 14 × 14 positions on 2 workers: four tasks of 102
+    // or 94 positions × 8 panels, not 126, 126 | 70, 70.
+    let c = ImageCut::of(196, 126, 1, 16, 4, 2);
+    assert_eq!((c.chunk_pos, c.chunks, c.splits, c.per), (102, 2, 2, 8));
+}
