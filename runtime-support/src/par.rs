@@ -102,9 +102,20 @@ impl<'a> Par<'a> {
     /// # Safety
     /// As `run`.
     pub unsafe fn for_ranges(&self, count: usize, cost: usize, f: &dyn Fn(Range<usize>, usize)) {
-        let t = self
-            .tasks(count.saturating_mul(cost.max(1)), MIN_TASK_WORK, 1, count)
-            .max(1);
+        let t = self.tasks(count.saturating_mul(cost.max(1)), MIN_TASK_WORK, 1, count);
+        // SAFETY: forwarded.
+        unsafe { self.run_ranges(count, t, f) };
+    }
+
+    /// Runs `f(items, worker)` over `t` (at most `count`) consecutive ranges that partition
+    /// `0..count`, dealt out evenly as `for_ranges` deals them: ranges of ⌈count/t⌉ items
+    /// each and a short last one put up to ⌈count/t⌉ − 1 items more into one worker's block
+    /// of tasks (5 blocks as 2, 2, 1 on 2 workers: 4 against 1).
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn run_ranges(&self, count: usize, t: usize, f: &dyn Fn(Range<usize>, usize)) {
+        let t = t.clamp(1, count.max(1));
         // SAFETY: forwarded.
         unsafe {
             self.run(t, &|i, w| {

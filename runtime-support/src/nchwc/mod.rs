@@ -471,12 +471,10 @@ pub unsafe fn conv(
             if g.is_depthwise() {
                 let blocks = g.c / CB;
                 let t = par.tasks(g.c * oh * ow * g.ksize(), MIN_TASK_MACS, 2, blocks);
-                let per = blocks.div_ceil(t);
-                par.run(blocks.div_ceil(per), &|t, wk| {
-                    let b0 = t * per;
+                par.run_ranges(blocks, t, &|bs, wk| {
                     depthwise(
                         g,
-                        b0..(b0 + per).min(blocks),
+                        bs,
                         xi,
                         iplane,
                         w,
@@ -519,13 +517,13 @@ unsafe fn subsample(par: &Par, g: &BlockedConv, x: *const f32, scratch: *mut f32
     let [oh, ow] = g.output;
     let [sh, sw] = g.strides;
     let blocks = g.c / CB;
-    let per = blocks.div_ceil(par.tasks(g.c * oh * ow, MIN_TASK_COPY, 1, blocks));
+    let t = par.tasks(g.c * oh * ow, MIN_TASK_COPY, 1, blocks);
     // SAFETY: (oy·sh, ox·sw) lies inside the input plane for every output position
     // (`subsamples` requires `reads_in_place`, a 1×1 kernel); the destination is block b's
     // oh × ow plane of scratch, each written by one task.
     unsafe {
-        par.run(blocks.div_ceil(per), &|t, _| {
-            for b in t * per..((t + 1) * per).min(blocks) {
+        par.run_ranges(blocks, t, &|bs, _| {
+            for b in bs {
                 let src = x.add(b * ih * iw * CB);
                 let dst = scratch.add(b * oh * ow * CB);
                 for oy in 0..oh {
@@ -558,13 +556,9 @@ unsafe fn padded_input(
         return (x, g.input);
     }
     let [ph, pw] = g.padded_plane();
-    let per = planes.div_ceil(par.tasks(planes * ph * pw * lane, MIN_TASK_COPY, 1, planes));
+    let t = par.tasks(planes * ph * pw * lane, MIN_TASK_COPY, 1, planes);
     // SAFETY: forwarded; each task writes its own planes.
-    unsafe {
-        par.run(planes.div_ceil(per), &|t, _| {
-            pad_planes(g, x, t * per..((t + 1) * per).min(planes), lane, scratch)
-        })
-    };
+    unsafe { par.run_ranges(planes, t, &|ps, _| pad_planes(g, x, ps, lane, scratch)) };
     (scratch, [ph, pw])
 }
 
