@@ -108,9 +108,10 @@ impl<'a> Par<'a> {
     }
 
     /// Runs `f(items, worker)` over `t` (at most `count`) consecutive ranges that partition
-    /// `0..count`, dealt out evenly as `for_ranges` deals them: ranges of ⌈count/t⌉ items
-    /// each and a short last one put up to ⌈count/t⌉ − 1 items more into one worker's block
-    /// of tasks (5 blocks as 2, 2, 1 on 2 workers: 4 against 1).
+    /// `0..count`, their sizes at most one apart, the larger first (task `i` takes
+    /// `⌈i·count/t⌉ .. ⌈(i+1)·count/t⌉`), as `for_ranges` deals them. Ranges of ⌈count/t⌉
+    /// and a short last one would put more into one worker's block of tasks (5 items as 2,
+    /// 2, 1 on 2 workers: 4 against 1).
     ///
     /// # Safety
     /// As `run`.
