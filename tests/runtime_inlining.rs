@@ -44,7 +44,7 @@ const EXPECTED: &[&str] = &[
     "nchwc::reorder::onnxc_nchw_to_nchwc",
     "nchwc::reorder::onnxc_nchwc_to_nchw",
     "nchwc::subsample",
-    "par::Par::for_ranges",
+    "par::Par::run_ranges",
     "par::onnxc_parallel_loop",
     "pool::int8::max_pool_i8",
     "pool::pool2d_f32",
