@@ -1,12 +1,16 @@
 //! Matrix-vector products (`m ≤ 2` rows of A against packed B): one streaming pass over the
 //! weights, panels split over the workers, written once over the SIMD layer (`GemvPanel`).
 
+use super::Epilogue;
+use super::kernel::{Dst, store_tile};
 use super::pack::NR;
-use super::{Epilogue, apply_ep};
 use crate::simd::{self, Simd, Walk};
 
-/// `out[r]` = Σ_kx x_r[kx]·B[kx] over the `k` rows of one packed panel (16 floats each) for
-/// the `m ≤ 2` rows `x_r` (at `xs[r]`, stride `xstride`), streaming the panel once: four
+/// Rows `..m` of C (at `dst`) for `panels` consecutive packed panels of one K block (`k`
+/// rows of 16 floats each, `k·NR` floats apart from `bp`): per panel `Σ_kx x_r[kx]·B[kx]`
+/// for the `m ≤ 2` rows `x_r` (at `xs[r]`, stride `xstride`), then C added when
+/// `dst.accumulate`, the epilogue and the store (`kernel::store_tile`, as the GEMM's tiles
+/// do), the last panel masked to the `cols` columns left. Each panel is streamed once: four
 /// accumulator chains per row (16/LANES vectors a k step, so 4 k steps at a time with
 /// AVX-512, 2 with AVX2), summed pairwise at the end, and prefetches ahead of the stream
 /// (the panels of a GEMV are read once, usually from L3: an MLP's layers streamed them at
@@ -15,109 +19,176 @@ use crate::simd::{self, Simd, Walk};
 /// `GEMV_STREAM_BYTES`) have every line prefetched 4 KB ahead: AlexNet's 151 MB first
 /// fully connected layer 9.3 → 5.7 ms (16 → 27 GB/s, Zen 4), while the MLP's 1 MB layers
 /// ran 10% slower so.
-pub(super) struct GemvPanel<'a> {
+pub(super) struct GemvPanels<'a> {
     pub m: usize,
     pub k: usize,
     pub xs: [*const f32; 2],
     pub xstride: usize,
     pub bp: *const f32,
-    pub out: &'a mut [[f32; NR]; 2],
+    pub panels: usize,
+    pub cols: usize,
+    pub dst: Dst<'a>,
     pub stream: bool,
 }
 
 /// Packed weights beyond which a GEMV streams them from memory rather than a cache.
 pub(super) const GEMV_STREAM_BYTES: usize = 8 << 20;
 
-impl Walk for GemvPanel<'_> {
+impl Walk for GemvPanels<'_> {
     type Out = ();
     #[inline(always)]
     unsafe fn run<S: Simd>(self, s: S) {
-        let l = S::LANES;
-        // Vectors per panel row, k steps per group of four accumulators.
-        let (nv, nu) = (NR / l, (4 * l / NR).max(1));
-        let (pf_step, pf_dist) = if self.stream {
-            (16, 1024)
-        } else {
-            (2 * l, 4096 / l)
-        };
-        let (m, k, xs, xstride, bp) = (self.m, self.k, self.xs, self.xstride, self.bp);
-        // acc[r][u·nv + v]: vector v of k steps ≡ u (mod nu), row r.
-        let mut acc = [[s.zero(); 4]; 2];
-        let mut kx = 0;
-        // SAFETY: bp holds k rows of NR floats (prefetches do not fault); xs[r] holds k
-        // values at stride xstride.
-        unsafe {
-            // Single k steps into the first chain of each row, from kx.
-            let single = {
-                #[inline(always)]
-                |x: *const f32, ar: &mut [S::F; 4], kx: std::ops::Range<usize>| {
-                    for kx in kx {
-                        let xv = s.splat(*x.add(kx * xstride));
-                        for (v, a) in ar.iter_mut().enumerate().take(nv) {
-                            *a = s.mul_add(xv, s.load(bp.add(kx * NR + v * l)), *a);
-                        }
-                    }
-                }
+        let nv = NR / S::LANES;
+        for q in 0..self.panels {
+            // SAFETY: panel q holds k rows of NR floats (contract).
+            let sums = unsafe {
+                panel_sums(
+                    s,
+                    self.m,
+                    self.k,
+                    self.xs,
+                    self.xstride,
+                    self.bp.add(q * self.k * NR),
+                    self.stream,
+                )
             };
-            if nu == 1 {
-                // One chain a vector already (4-lane vectors): rows outermost, the panel
-                // (16 KB at most, in L1) read once per row.
-                for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
-                    single(*x, ar, 0..k);
-                }
-                kx = k;
-            }
-            // A group of nu k steps from kx into the four chains of each row.
-            let mut group = {
-                #[inline(always)]
-                |kx: usize| {
-                    let mut b = [s.zero(); 4];
-                    for (i, bi) in b.iter_mut().enumerate().take(nu * nv) {
-                        *bi = s.load(bp.add(kx * NR + i * l));
-                    }
-                    for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
-                        for u in 0..nu {
-                            let xv = s.splat(*x.add((kx + u) * xstride));
-                            for v in 0..nv {
-                                let i = u * nv + v;
-                                ar[i] = s.mul_add(xv, b[i], ar[i]);
-                            }
-                        }
-                    }
-                }
+            let left = self.cols - q * NR;
+            let cols = (left < NR).then_some(left);
+            let d = Dst {
+                // SAFETY: column q·NR of the rows stored (contract).
+                c: unsafe { self.dst.c.add(q * NR) },
+                col: self.dst.col + q * NR,
+                ..self.dst
             };
-            // Four k steps an iteration, prefetched, then groups, then single steps into the
-            // first chain.
-            while kx + 4 <= k {
-                for o in (0..4 * NR).step_by(pf_step) {
-                    s.prefetch(bp.wrapping_add(kx * NR + pf_dist + o));
-                }
-                for g in (0..4).step_by(nu) {
-                    group(kx + g);
-                }
-                kx += 4;
-            }
-            while kx + nu <= k {
-                group(kx);
-                kx += nu;
-            }
-            for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
-                single(*x, ar, kx..k);
-            }
-            for (ar, o) in acc.iter().zip(self.out.iter_mut()).take(m) {
-                for v in 0..nv {
-                    let sum = match nu {
-                        4 => s.add(
-                            s.add(ar[v], ar[nv + v]),
-                            s.add(ar[2 * nv + v], ar[3 * nv + v]),
-                        ),
-                        2 => s.add(ar[v], ar[nv + v]),
-                        _ => ar[v],
-                    };
-                    s.store(o.as_mut_ptr().add(v * l), sum);
+            // SAFETY: the stored part lies inside C, its epilogue operands inside theirs
+            // (contract).
+            unsafe {
+                match nv {
+                    1 => store::<S, 1>(s, &sums, self.m, cols, d),
+                    2 => store::<S, 2>(s, &sums, self.m, cols, d),
+                    _ => store::<S, 4>(s, &sums, self.m, cols, d),
                 }
             }
         }
+    }
+}
+
+/// The first `V` vectors of each row of `sums` stored by `kernel::store_tile`.
+///
+/// # Safety
+/// As `store_tile` for rows `..m` and `cols`.
+#[inline(always)]
+unsafe fn store<S: Simd, const V: usize>(
+    s: S,
+    sums: &[[S::F; 4]; 2],
+    m: usize,
+    cols: Option<usize>,
+    d: Dst,
+) {
+    let acc: [[S::F; V]; 2] = std::array::from_fn(|r| std::array::from_fn(|v| sums[r][v]));
+    // SAFETY: forwarded.
+    unsafe { store_tile(s, &acc, m, cols, d) }
+}
+
+/// One panel's sums for rows `..m`: `NR / LANES` vectors a row (the rest zero).
+///
+/// # Safety
+/// `bp` holds `k` rows of NR floats (prefetches do not fault); `xs[r]` holds `k` values at
+/// stride `xstride`.
+#[inline(always)]
+unsafe fn panel_sums<S: Simd>(
+    s: S,
+    m: usize,
+    k: usize,
+    xs: [*const f32; 2],
+    xstride: usize,
+    bp: *const f32,
+    stream: bool,
+) -> [[S::F; 4]; 2] {
+    let l = S::LANES;
+    // Vectors per panel row, k steps per group of four accumulators.
+    let (nv, nu) = (NR / l, (4 * l / NR).max(1));
+    let (pf_step, pf_dist) = if stream {
+        (16, 1024)
+    } else {
+        (2 * l, 4096 / l)
+    };
+    // acc[r][u·nv + v]: vector v of k steps ≡ u (mod nu), row r.
+    let mut acc = [[s.zero(); 4]; 2];
+    let mut kx = 0;
+    // SAFETY: (whole body) as the contract.
+    unsafe {
+        // Single k steps into the first chain of each row, from kx.
+        let single = {
+            #[inline(always)]
+            |x: *const f32, ar: &mut [S::F; 4], kx: std::ops::Range<usize>| {
+                for kx in kx {
+                    let xv = s.splat(*x.add(kx * xstride));
+                    for (v, a) in ar.iter_mut().enumerate().take(nv) {
+                        *a = s.mul_add(xv, s.load(bp.add(kx * NR + v * l)), *a);
+                    }
+                }
+            }
+        };
+        if nu == 1 {
+            // One chain a vector already (4-lane vectors): rows outermost, the panel
+            // (16 KB at most, in L1) read once per row.
+            for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+                single(*x, ar, 0..k);
+            }
+            kx = k;
+        }
+        // A group of nu k steps from kx into the four chains of each row.
+        let mut group = {
+            #[inline(always)]
+            |kx: usize| {
+                let mut b = [s.zero(); 4];
+                for (i, bi) in b.iter_mut().enumerate().take(nu * nv) {
+                    *bi = s.load(bp.add(kx * NR + i * l));
+                }
+                for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+                    for u in 0..nu {
+                        let xv = s.splat(*x.add((kx + u) * xstride));
+                        for v in 0..nv {
+                            let i = u * nv + v;
+                            ar[i] = s.mul_add(xv, b[i], ar[i]);
+                        }
+                    }
+                }
+            }
+        };
+        // Four k steps an iteration, prefetched, then groups, then single steps into the
+        // first chain.
+        while kx + 4 <= k {
+            for o in (0..4 * NR).step_by(pf_step) {
+                s.prefetch(bp.wrapping_add(kx * NR + pf_dist + o));
+            }
+            for g in (0..4).step_by(nu) {
+                group(kx + g);
+            }
+            kx += 4;
+        }
+        while kx + nu <= k {
+            group(kx);
+            kx += nu;
+        }
+        for (x, ar) in xs.iter().zip(acc.iter_mut()).take(m) {
+            single(*x, ar, kx..k);
+        }
+        let mut sums = [[s.zero(); 4]; 2];
+        for (ar, sr) in acc.iter().zip(sums.iter_mut()).take(m) {
+            for v in 0..nv {
+                sr[v] = match nu {
+                    4 => s.add(
+                        s.add(ar[v], ar[nv + v]),
+                        s.add(ar[2 * nv + v], ar[3 * nv + v]),
+                    ),
+                    2 => s.add(ar[v], ar[nv + v]),
+                    _ => ar[v],
+                };
+            }
+        }
+        sums
     }
 }
 
@@ -177,54 +248,47 @@ unsafe fn gemv_panels(
         (1, [a, unsafe { a.add(lda * 1.min(m.saturating_sub(1))) }])
     };
     // The packed B in memory order (`pack::b_panel_at`): per column block, per K block,
-    // its panels; the column block's sums live in `acc`.
-    let mut acc = [[[0f32; NR]; 2]; super::NC / NR];
+    // its panels. Each K block's sums go to C, added to the blocks' before, the epilogue
+    // applied after the last; so C's elements sum the blocks in the order one pass over
+    // them would. With k = 0 one empty block stores the epilogue of zero.
     let kb = super::k_block(k);
     let mut p0 = panels.start;
     while p0 < panels.end {
         // Panels up to the end of the range or of p0's column block.
         let count = (panels.end - p0).min(super::NC / NR - p0 % (super::NC / NR));
-        for a in acc.iter_mut().take(count) {
-            *a = [[0f32; NR]; 2];
-        }
         let mut pc = 0;
-        while pc < k {
+        loop {
             let kc = kb.min(k - pc);
-            // SAFETY: depth pc of each row of op(A).
-            let xk = xs.map(|x| unsafe { x.add(pc * xstride) });
-            for (q, accq) in acc.iter_mut().enumerate().take(count) {
-                // SAFETY: panel p0 + q of the packed B at depth pc.
-                let panel = unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, p0 + q)) };
-                let mut out = [[0f32; NR]; 2];
-                let w = GemvPanel {
-                    m,
-                    k: kc,
-                    xs: xk,
-                    xstride,
-                    bp: panel,
-                    out: &mut out,
-                    stream,
-                };
-                // SAFETY: the panel holds kc rows of NR floats; xk[r] kc values at stride
-                // xstride.
-                unsafe { simd::dispatch(w) };
-                for (ar, or) in accq.iter_mut().zip(&out).take(m) {
-                    for (a, o) in ar.iter_mut().zip(or) {
-                        *a += o;
-                    }
-                }
+            let last = pc + kc >= k;
+            let w = GemvPanels {
+                m,
+                k: kc,
+                // SAFETY: depth pc of each row of op(A).
+                xs: xs.map(|x| unsafe { x.add(pc * xstride) }),
+                xstride,
+                // SAFETY: panel p0 at depth pc of the packed B.
+                bp: unsafe { bp.add(super::pack::b_panel_at(n, k, pc, kc, p0)) },
+                panels: count,
+                cols: n - p0 * NR,
+                dst: Dst {
+                    // SAFETY: column p0·NR of C.
+                    c: unsafe { c.add(p0 * NR) },
+                    ldc,
+                    accumulate: pc > 0,
+                    ep: last.then_some(ep),
+                    row: 0,
+                    col: p0 * NR,
+                },
+                stream,
+            };
+            // SAFETY: the block's panels hold kc rows of NR floats, consecutive
+            // (`b_panel_at`); xs[r] kc values at stride xstride; the columns stored are
+            // this task's, inside C.
+            unsafe { simd::dispatch(w) };
+            if last {
+                break;
             }
             pc += kc;
-        }
-        for (q, accq) in acc.iter().enumerate().take(count) {
-            let p = p0 + q;
-            for (r, ar) in accq.iter().enumerate().take(m) {
-                for (j, a) in ar.iter().enumerate().take(n - p * NR) {
-                    let col = p * NR + j;
-                    // SAFETY: inside C.
-                    unsafe { *c.add(r * ldc + col) = apply_ep(*a, ep, r, col, ldc) };
-                }
-            }
         }
         p0 += count;
     }

@@ -166,6 +166,11 @@ fn matches_reference_on_edge_sizes() {
 fn zero_depth_gives_the_epilogue_of_zero() {
     check(3, 5, 0, false, false, false, true);
     check(3, 5, 0, false, false, true, false);
+    // The GEMV's one empty K block.
+    for m in 1..=2 {
+        check(m, 40, 0, false, false, true, true);
+        check(m, 40, 0, false, false, false, false);
+    }
 }
 
 /// A NaN reaching the epilogue (here through the residual) survives the clamp, as ONNX Relu
@@ -200,7 +205,8 @@ fn nan_goes_through_the_clamp() {
     }
 }
 
-/// The GEMV panel walk (`gemv::GemvPanel`) with the given rows: the panel's sums.
+/// The GEMV panel walk (`gemv::GemvPanels`) with the given rows over one panel, stored
+/// with no epilogue: the panel's sums.
 #[derive(Clone)]
 struct Gemv<'a> {
     m: usize,
@@ -215,16 +221,18 @@ impl crate::simd::Walk for Gemv<'_> {
     unsafe fn run<S: crate::simd::Simd>(self, s: S) -> Self::Out {
         let mut out = [[f32::NAN; NR]; 2];
         // Row r of x at stride 2 from x[r].
-        let w = gemv::GemvPanel {
+        let w = gemv::GemvPanels {
             m: self.m,
             k: self.k,
             xs: [self.x.as_ptr(), self.x[1..].as_ptr()],
             xstride: 2,
             bp: self.b.as_ptr(),
-            out: &mut out,
+            panels: 1,
+            cols: NR,
+            dst: kernel::Dst::plain(out.as_mut_ptr().cast(), NR, false),
             stream: self.stream,
         };
-        // SAFETY: x holds 2k + 1 floats, b k rows of NR.
+        // SAFETY: x holds 2k + 1 floats, b k rows of NR, out 2 rows of NR.
         unsafe { w.run(s) };
         out
     }

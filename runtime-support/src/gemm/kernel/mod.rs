@@ -567,3 +567,5 @@ unsafe fn tile16<A: ARows>(kern: Kern, kc: usize, a: A, b: BPanels, mr: usize, n
 }
 
 mod walk;
+
+pub(super) use walk::store_tile;

@@ -109,7 +109,7 @@ unsafe fn store<S: Simd>(s: S, p: *mut f32, m: Option<S::M>, x: S::F) {
 /// `s`'s instruction set runs here; the stored part of the tile, and the epilogue's operands
 /// for it, lie inside their buffers.
 #[inline(always)]
-pub(super) unsafe fn store_tile<S: Simd, const R: usize, const V: usize>(
+pub(in crate::gemm) unsafe fn store_tile<S: Simd, const R: usize, const V: usize>(
     s: S,
     acc: &[[S::F; V]; R],
     rows: usize,
