@@ -28,6 +28,9 @@ use crate::gemm::{self, BSource, Epilogue, pack};
 use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params::{self, ParamError};
+use crate::simd;
+
+mod lstm_cell;
 
 /// Words of `onnxc_recurrent_f32`'s parameters (its blob's body).
 pub const PARAMS: usize = 8;
@@ -384,45 +387,18 @@ pub fn recurrent_f32(
                     }
                 }
                 Cell::Lstm => {
-                    // i (0), f (2), ĉ (3) from the previous c; o (1) from the new one.
-                    match x.peephole {
-                        Some(pp) => {
-                            for k in 0..hd {
-                                g[k] += pp[k] * cb[k];
-                                g[2 * hd + k] += pp[2 * hd + k] * cb[k];
-                            }
-                            clamp_all(&mut g[..hd]);
-                            clamp_all(&mut g[2 * hd..]);
-                            act(SIGMOID, &mut g[..hd]);
-                        }
-                        None => {
-                            clamp_all(g);
-                            act(SIGMOID, &mut g[..2 * hd]);
-                        }
-                    }
-                    if p.input_forget {
-                        for k in 0..hd {
-                            g[2 * hd + k] = 1.0 - g[k];
-                        }
-                    } else {
-                        act(SIGMOID, &mut g[2 * hd..3 * hd]);
-                    }
-                    act(TANH, &mut g[3 * hd..]);
-                    for k in 0..hd {
-                        cb[k] = g[2 * hd + k] * cb[k] + g[k] * g[3 * hd + k];
-                    }
-                    if let Some(pp) = x.peephole {
-                        for k in 0..hd {
-                            g[hd + k] += pp[hd + k] * cb[k];
-                        }
-                        clamp_all(&mut g[hd..2 * hd]);
-                        act(SIGMOID, &mut g[hd..2 * hd]);
-                    }
-                    tb.copy_from_slice(cb);
-                    act(TANH, tb);
-                    for k in 0..hd {
-                        hn[k] = g[hd + k] * tb[k];
-                    }
+                    let w = lstm_cell::LstmCell {
+                        hidden: hd,
+                        g: g.as_ptr(),
+                        c: cb.as_mut_ptr(),
+                        h: hn.as_mut_ptr(),
+                        pp: x.peephole.map_or(std::ptr::null(), |p| p.as_ptr()),
+                        clip,
+                        clipped,
+                        input_forget: p.input_forget,
+                    };
+                    // SAFETY: g holds 4·hd floats, cb and hn hd, the peepholes 3·hd.
+                    unsafe { simd::dispatch(w) };
                 }
             }
         }
