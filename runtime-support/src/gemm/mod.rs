@@ -191,6 +191,26 @@ pub unsafe fn gemm(
     }
     let b_packed = matches!(b, BSource::Packed(_));
     let (shared, slots) = gemm_scratch(m, n, k, b_packed).layout(scratch);
+    if let (true, &BSource::Matrix { b, ldb, trans }) = (m <= 2, &b) {
+        // SAFETY: the shared area holds packed_a_len(m, k) ≥ m·k floats.
+        unsafe {
+            gemv::gemv_matrix_b(
+                par,
+                m,
+                n,
+                k,
+                a,
+                lda,
+                ta,
+                (b, ldb, trans),
+                c,
+                ldc,
+                ep,
+                shared,
+            )
+        };
+        return;
+    }
     // SAFETY: the shared area holds the packed A, the slots the B blocks; the 16-column
     // tiles read a row-major A in place.
     unsafe {

@@ -158,6 +158,7 @@ fn matches_reference_on_edge_sizes() {
             }
         }
         check(m, n, k, false, false, false, true);
+        check(m, n, k, true, true, false, true);
         check(m, n, k, false, true, true, true);
     }
 }
