@@ -706,7 +706,7 @@ impl ImageCut {
             chunk_pos = even(want);
             if let Some(pos) = (want..=tiles.min(want + 4 * workers))
                 .map(even)
-                .find(|&pos| (group * npos.div_ceil(pos) * splits) % workers == 0)
+                .find(|&pos| (group * npos.div_ceil(pos) * splits).is_multiple_of(workers))
             {
                 chunk_pos = pos;
             }

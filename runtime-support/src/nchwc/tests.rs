@@ -616,7 +616,7 @@ fn image_cuts_cover_the_work_in_even_tasks() {
                     let case = format!("{npos} {max_chunk} {group} {panels} {workers}: {c:?}");
                     // Chunks of whole tiles, no longer than the bound, covering the positions.
                     assert!(
-                        c.chunk_pos % ROWS == 0 && c.chunk_pos <= max_chunk,
+                        c.chunk_pos.is_multiple_of(ROWS) && c.chunk_pos <= max_chunk,
                         "{case}"
                     );
                     assert!(c.chunks * c.chunk_pos >= npos, "{case}");
