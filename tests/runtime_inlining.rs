@@ -31,6 +31,7 @@ const EXPECTED: &[&str] = &[
     "driver::PROFILE::{{constant}}",
     "driver::map_file",
     "driver::onnxc_driver_main",
+    "gemm::gemv::gemv_matrix_b",
     "gemm::gemv::gemv_packed_b",
     "gemm::indirect::gemm_indirect_b",
     "gemm::packed_a::gemm_a",
