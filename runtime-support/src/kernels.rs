@@ -396,6 +396,17 @@ kernels! {
         c0: OptIn = *const f32, peephole: OptIn = *const f32, y: Out = *mut f32,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// Both directions of a bidirectional RNN, GRU or LSTM (`recurrent_pair_f32`): the
+    /// parameters are direction 0's, direction 1 runs reversed; each direction's operands as
+    /// `RECURRENT_F32` takes them; into `y` each direction's result in turn.
+    RECURRENT_PAIR_F32 = onnxc_recurrent_pair_f32 in recurrent(
+        params: Params = *const i64, clip: Floats = *const f32,
+        xw0: In = *const f32, r0: In = *const f32, bias0: OptIn = *const f32,
+        h00: OptIn = *const f32, c00: OptIn = *const f32, peephole0: OptIn = *const f32,
+        xw1: In = *const f32, r1: In = *const f32, bias1: OptIn = *const f32,
+        h01: OptIn = *const f32, c01: OptIn = *const f32, peephole1: OptIn = *const f32,
+        y: Out = *mut f32, scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// RoiAlign (`roi_align::RoiAlignParams`): `x` `[n, c, h, w]`, `rois` `[r, 4]`
     /// (x1, y1, x2, y2), `batch` `[r]` int64 → `y` `[r, c, oh, ow]`; `ONNXC_ERR_INDEX` (those
     /// rois' outputs zero) for a batch index outside `[0, n)`.
@@ -524,6 +535,8 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == RECURRENT_F32 {
         floats(crate::recurrent::RecurrentParams::decode(b)?.scratch_floats())
+    } else if *kernel == RECURRENT_PAIR_F32 {
+        floats(crate::recurrent::RecurrentParams::decode(b)?.pair_scratch_floats())
     } else if *kernel == ROI_ALIGN_F32 {
         crate::roi_align::RoiAlignParams::decode(b)?;
         bytes(0)

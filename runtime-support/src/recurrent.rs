@@ -475,6 +475,88 @@ fn product(
     }
 }
 
+/// Both directions of a bidirectional layer: direction `d` runs `p` reversed when `d` is 1
+/// (so `p.reverse` is direction 0's), over its own operands `x[d]`, into `y`'s half `d`
+/// (`2·y_len()` floats) with scratch half `d` (`pair_scratch_floats()`). With two workers
+/// or more the directions run at once, one task each, each direction's product on its own
+/// thread (a step's product is too small to split with a join every step); otherwise one
+/// after the other, each on `par`. Each direction computes what `recurrent_f32` would.
+///
+/// # Panics
+/// As `recurrent_f32`, for each direction.
+pub fn recurrent_pair_f32(
+    p: &RecurrentParams,
+    clip: f32,
+    x: [&Operands; 2],
+    y: &mut [f32],
+    scratch: &mut [f32],
+    par: Par,
+) {
+    let (yl, sl) = (p.y_len(), p.scratch_floats().next_multiple_of(16));
+    assert_eq!(y.len(), 2 * yl, "y");
+    assert!(scratch.len() >= 2 * sl, "scratch");
+    let dir = |d: usize| RecurrentParams {
+        reverse: p.reverse != (d == 1),
+        ..*p
+    };
+    if par.workers() < 2 {
+        let (y0, y1) = y.split_at_mut(yl);
+        let (s0, s1) = scratch.split_at_mut(sl);
+        recurrent_f32(&dir(0), clip, x[0], y0, s0, par);
+        recurrent_f32(&dir(1), clip, x[1], y1, &mut s1[..sl], par);
+        return;
+    }
+    let (yp, sp) = (y.as_mut_ptr() as usize, scratch.as_mut_ptr() as usize);
+    // SAFETY: task d writes only half d of y and of the scratch.
+    unsafe {
+        par.run_ranges(2, 2, &|ds, _| {
+            for d in ds {
+                let y = std::slice::from_raw_parts_mut((yp as *mut f32).add(d * yl), yl);
+                let s = std::slice::from_raw_parts_mut((sp as *mut f32).add(d * sl), sl);
+                recurrent_f32(&dir(d), clip, x[d], y, s, Par::SEQ);
+            }
+        })
+    };
+}
+
+impl RecurrentParams {
+    /// Scratch floats of `recurrent_pair_f32`: each direction's, 64-byte aligned.
+    pub fn pair_scratch_floats(&self) -> usize {
+        2 * self.scratch_floats().next_multiple_of(16)
+    }
+}
+
+/// One direction's operands from the C ABI's pointers, or None where a required one is
+/// null. Optional operands are null when absent; c0 and peepholes count for LSTM only.
+///
+/// # Safety
+/// Each non-null pointer holds the floats `p` gives it.
+unsafe fn operands<'a>(
+    p: &RecurrentParams,
+    [xw, r, bias, h0, c0, peephole]: [*const f32; 6],
+) -> Option<Operands<'a>> {
+    let lstm = p.cell == Cell::Lstm;
+    // SAFETY: (each) the contract.
+    unsafe {
+        Some(Operands {
+            xw: elements(xw, p.xw_len())?,
+            r: elements(r, p.r_len())?,
+            bias: elements(bias, 2 * p.gh()),
+            h0: elements(h0, p.state_len()),
+            c0: if lstm {
+                elements(c0, p.state_len())
+            } else {
+                None
+            },
+            peephole: if lstm {
+                elements(peephole, 3 * p.hidden)
+            } else {
+                None
+            },
+        })
+    }
+}
+
 /// C ABI entry point (`kernels::RECURRENT_F32`).
 ///
 /// # Safety
@@ -498,47 +580,69 @@ pub unsafe extern "C" fn onnxc_recurrent_f32(
 ) -> Status {
     let p = params::decode_blob!(params, RecurrentParams::decode);
     // SAFETY: (each) a non-null pointer holds the floats the parameters give it (contract).
-    let (clip, xw, r) = unsafe {
+    let (clip, ops, y, scratch) = unsafe {
         (
             elements(clip, 1),
-            elements(xw, p.xw_len()),
-            elements(r, p.r_len()),
-        )
-    };
-    let (Some(clip), Some(xw), Some(r)) = (clip, xw, r) else {
-        return ONNXC_ERR_PARAMS;
-    };
-    // SAFETY: as above; a null optional operand is absent.
-    let ops = unsafe {
-        Operands {
-            xw,
-            r,
-            bias: elements(bias, 2 * p.gh()),
-            h0: elements(h0, p.state_len()),
-            c0: if p.cell == Cell::Lstm {
-                elements(c0, p.state_len())
-            } else {
-                None
-            },
-            peephole: if p.cell == Cell::Lstm {
-                elements(peephole, 3 * p.hidden)
-            } else {
-                None
-            },
-        }
-    };
-    // SAFETY: a non-null y and scratch hold what the parameters give them (contract).
-    let (Some(y), Some(scratch)) = (unsafe {
-        (
+            operands(&p, [xw, r, bias, h0, c0, peephole]),
             elements_mut(y, p.y_len()),
             elements_mut(scratch, p.scratch_floats()),
         )
-    }) else {
+    };
+    let (Some(clip), Some(ops), Some(y), Some(scratch)) = (clip, ops, y, scratch) else {
         return ONNXC_ERR_PARAMS;
     };
     // SAFETY: the caller's contract.
     let par = unsafe { Par::from_raw(threads) };
     recurrent_f32(&p, clip[0], &ops, y, scratch, par);
+    ONNXC_OK
+}
+
+/// C ABI entry point (`kernels::RECURRENT_PAIR_F32`): `recurrent_pair_f32`, each direction's
+/// operands as `onnxc_recurrent_f32` takes them.
+///
+/// # Safety
+/// As `onnxc_recurrent_f32` for each direction; `y` holds `2·y_len()` floats, `scratch`
+/// `pair_scratch_floats()`.
+#[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn onnxc_recurrent_pair_f32(
+    params: *const i64,
+    clip: *const f32,
+    xw0: *const f32,
+    r0: *const f32,
+    bias0: *const f32,
+    h00: *const f32,
+    c00: *const f32,
+    peephole0: *const f32,
+    xw1: *const f32,
+    r1: *const f32,
+    bias1: *const f32,
+    h01: *const f32,
+    c01: *const f32,
+    peephole1: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+    threads: *const Threads,
+) -> Status {
+    let p = params::decode_blob!(params, RecurrentParams::decode);
+    // SAFETY: (each) a non-null pointer holds the floats the parameters give it (contract).
+    let (clip, ops0, ops1, y, scratch) = unsafe {
+        (
+            elements(clip, 1),
+            operands(&p, [xw0, r0, bias0, h00, c00, peephole0]),
+            operands(&p, [xw1, r1, bias1, h01, c01, peephole1]),
+            elements_mut(y, 2 * p.y_len()),
+            elements_mut(scratch, p.pair_scratch_floats()),
+        )
+    };
+    let (Some(clip), Some(ops0), Some(ops1), Some(y), Some(scratch)) =
+        (clip, ops0, ops1, y, scratch)
+    else {
+        return ONNXC_ERR_PARAMS;
+    };
+    // SAFETY: the caller's contract.
+    let par = unsafe { Par::from_raw(threads) };
+    recurrent_pair_f32(&p, clip[0], [&ops0, &ops1], y, scratch, par);
     ONNXC_OK
 }
 
@@ -702,6 +806,86 @@ mod tests {
                     "{p:?} [{i}]: {a} vs {b}"
                 );
             }
+        }
+    }
+
+    /// Both directions at once give, on every pool, the bits of the two single-direction
+    /// calls (the second reversed), for each cell, with and without the optional operands.
+    #[test]
+    fn a_pair_runs_each_direction_as_its_own_call() {
+        for (k, cell) in [Cell::Rnn, Cell::Gru, Cell::Lstm, Cell::Lstm]
+            .into_iter()
+            .enumerate()
+        {
+            let p = RecurrentParams {
+                cell,
+                seq: 6,
+                batch: 1 + k % 3,
+                hidden: 13 + 8 * k,
+                reverse: false,
+                linear_before_reset: k == 1,
+                input_forget: false,
+                r_packed: k % 2 == 1,
+            };
+            let rand = |n, s| crate::test_rand(n, 40 * k as u64 + s);
+            let full = k >= 2;
+            let data: Vec<[Vec<f32>; 6]> = (0..2)
+                .map(|d| {
+                    let r = rand(
+                        RecurrentParams {
+                            r_packed: false,
+                            ..p
+                        }
+                        .r_len(),
+                        10 * d + 2,
+                    );
+                    let r = if p.r_packed { p.pack_r(&r) } else { r };
+                    [
+                        rand(p.xw_len(), 10 * d + 1),
+                        r,
+                        rand(2 * p.gh(), 10 * d + 3),
+                        rand(p.state_len(), 10 * d + 4),
+                        rand(p.state_len(), 10 * d + 5),
+                        rand(3 * p.hidden, 10 * d + 6),
+                    ]
+                })
+                .collect();
+            let ops: Vec<Operands> = data
+                .iter()
+                .map(|[xw, r, bias, h0, c0, peep]| Operands {
+                    xw,
+                    r,
+                    bias: full.then_some(&bias[..]),
+                    h0: full.then_some(&h0[..]),
+                    c0: full.then_some(&c0[..]),
+                    peephole: (full && k == 3).then_some(&peep[..]),
+                })
+                .collect();
+            let mut want = Vec::new();
+            for (d, o) in ops.iter().enumerate() {
+                let pd = RecurrentParams {
+                    reverse: d == 1,
+                    ..p
+                };
+                let mut y = vec![f32::NAN; p.y_len()];
+                let mut scratch = vec![f32::NAN; p.scratch_floats()];
+                recurrent_f32(&pd, 0.9, o, &mut y, &mut scratch, Par::SEQ);
+                want.extend(y);
+            }
+            let got = same_bits_on_every_pool(&format!("pair {p:?}"), |_, threads| {
+                let mut y = vec![f32::NAN; 2 * p.y_len()];
+                let mut scratch = vec![f32::NAN; p.pair_scratch_floats()];
+                // SAFETY: the caller's pool (or none).
+                let par = unsafe { Par::from_raw(threads) };
+                recurrent_pair_f32(&p, 0.9, [&ops[0], &ops[1]], &mut y, &mut scratch, par);
+                y
+            });
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{p:?}: the pair differs from its two calls"
+            );
         }
     }
 

@@ -4,6 +4,11 @@
 //! peepholes `[3·hidden]` that are present, into one float32 result `[seq + states, batch,
 //! hidden]`: every step's `h` at its time, the last `h`, and for LSTM the last `c`. The
 //! builder (`frontend::ops::rnn`) slices them apart.
+//!
+//! A `pair` is both directions of a bidirectional layer in one call
+//! (`onnxc_recurrent_pair_f32`, the second direction reversed, the two at once on a pool of
+//! two or more): each direction's operands in turn, as above, into `[2, seq + states, batch,
+//! hidden]`.
 
 use super::{KernelOp, LowerCx, Operand, f32_result, f32s, required_scratch};
 use crate::ir::Tensor;
@@ -19,10 +24,13 @@ pub struct Recurrent {
     pub clip: f32,
     /// Which optional operands follow `xw` and `r`: bias, initial h, initial c, peepholes.
     pub present: [bool; 4],
+    /// Both directions (see the module's documentation).
+    pub pair: bool,
 }
 
 impl Recurrent {
-    /// Operand positions of the bias, initial h, initial c and peepholes, where present.
+    /// Operand positions of direction 0's bias, initial h, initial c and peepholes, where
+    /// present (direction 1's are `per_direction()` later).
     fn optional(&self) -> [Option<usize>; 4] {
         let mut next = 2;
         self.present.map(|p| {
@@ -32,11 +40,23 @@ impl Recurrent {
             })
         })
     }
+
+    /// Operands of one direction.
+    fn per_direction(&self) -> usize {
+        2 + self.present.iter().filter(|&&p| p).count()
+    }
+
+    /// Directions in the call.
+    fn directions(&self) -> usize {
+        if self.pair { 2 } else { 1 }
+    }
 }
 
 impl Recurrent {
     /// The parameters of the call: R packed at compile time when it is a constant.
-    fn called(&self, r_constant: bool) -> RecurrentParams {
+    fn called(&self, operands: &[Operand<'_>]) -> RecurrentParams {
+        let r_constant =
+            (0..self.directions()).all(|d| operands[d * self.per_direction() + 1].constant);
         RecurrentParams {
             r_packed: r_constant,
             ..self.params
@@ -52,7 +72,7 @@ impl KernelOp for Recurrent {
     fn attrs(&self) -> String {
         let p = &self.params;
         format!(
-            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} clip={}",
+            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} clip={} pair={}",
             p.cell,
             p.seq,
             p.batch,
@@ -60,7 +80,8 @@ impl KernelOp for Recurrent {
             p.reverse,
             p.linear_before_reset,
             p.input_forget,
-            self.clip
+            self.clip,
+            self.pair
         )
     }
 
@@ -77,31 +98,56 @@ impl KernelOp for Recurrent {
         if work > limit {
             return None;
         }
-        let [bias, h0, c0, peephole] = self.optional().map(|k| k.map(|k| f32s(x[k])));
-        let (xw, r) = (f32s(x[0]), f32s(x[1]));
-        let ops = Operands {
-            xw: &xw,
-            r: &r,
-            bias: bias.as_deref(),
-            h0: h0.as_deref(),
-            c0: c0.as_deref(),
-            peephole: peephole.as_deref(),
-        };
-        let mut y = vec![0f32; p.y_len()];
+        let mut y = Vec::with_capacity(self.directions() * p.y_len());
         let mut scratch = vec![0f32; p.scratch_floats()];
-        onnxc_runtime::recurrent::recurrent_f32(p, self.clip, &ops, &mut y, &mut scratch, Par::SEQ);
+        for d in 0..self.directions() {
+            let at = d * self.per_direction();
+            let [bias, h0, c0, peephole] = self.optional().map(|k| k.map(|k| f32s(x[at + k])));
+            let (xw, r) = (f32s(x[at]), f32s(x[at + 1]));
+            let ops = Operands {
+                xw: &xw,
+                r: &r,
+                bias: bias.as_deref(),
+                h0: h0.as_deref(),
+                c0: c0.as_deref(),
+                peephole: peephole.as_deref(),
+            };
+            let pd = RecurrentParams {
+                reverse: p.reverse != (d == 1),
+                ..*p
+            };
+            let mut yd = vec![0f32; p.y_len()];
+            onnxc_runtime::recurrent::recurrent_f32(
+                &pd,
+                self.clip,
+                &ops,
+                &mut yd,
+                &mut scratch,
+                Par::SEQ,
+            );
+            y.extend(yd);
+        }
         Some(Ok(f32_result(result, &y)))
     }
 
     fn scratch(&self, operands: &[Operand<'_>], _: Operand<'_>) -> ScratchNeed {
-        ScratchNeed::shared(self.called(operands[1].constant).scratch_floats() * 4)
+        let p = self.called(operands);
+        ScratchNeed::shared(
+            4 * if self.pair {
+                p.pair_scratch_floats()
+            } else {
+                p.scratch_floats()
+            },
+        )
     }
 
     /// Items of a run-time batch are the batch entries: dim 1 of `xw` and of the result,
     /// dim 0 of the initial states; the weights are shared.
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
         let [bias, h0, c0, peephole] = self.optional();
+        let per = self.per_direction();
         let want = |k: usize| {
+            let k = k % per;
             if Some(k) == h0 || Some(k) == c0 {
                 Some(0)
             } else if k == 0 {
@@ -111,38 +157,38 @@ impl KernelOp for Recurrent {
                 None
             }
         };
-        operands.iter().enumerate().all(|(k, &a)| a == want(k)) && results == [Some(1)]
+        let batch_axis = if self.pair { 2 } else { 1 };
+        operands.iter().enumerate().all(|(k, &a)| a == want(k)) && results == [Some(batch_axis)]
     }
 
     fn lower(&self, cx: &dyn LowerCx) -> crate::Result<Vec<Stmt>> {
-        let [bias, h0, c0, peephole] = self
-            .optional()
-            .map(|k| k.map_or(Arg::Null, |k| cx.operand_arg(k)));
+        let operands: Vec<Operand<'_>> = (0..self.directions() * self.per_direction())
+            .map(|k| cx.operand(k))
+            .collect();
         // Constant weights are packed now (`RecurrentParams::pack_r`), not at every call.
-        let params = self.called(cx.operand(1).constant);
-        let r = if params.r_packed {
-            let raw = cx.constant_f32(1).ok_or_else(|| {
-                crate::Error::Internal("recurrent weights constant without their data".into())
-            })?;
-            cx.new_constant_f32(&params.pack_r(&raw))
+        let params = self.called(&operands);
+        let mut args = vec![Arg::Params(params.encode()), Arg::Floats(vec![self.clip])];
+        for d in 0..self.directions() {
+            let at = d * self.per_direction();
+            let [bias, h0, c0, peephole] = self
+                .optional()
+                .map(|k| k.map_or(Arg::Null, |k| cx.operand_arg(at + k)));
+            let r = if params.r_packed {
+                let raw = cx.constant_f32(at + 1).ok_or_else(|| {
+                    crate::Error::Internal("recurrent weights constant without their data".into())
+                })?;
+                cx.new_constant_f32(&params.pack_r(&raw))
+            } else {
+                cx.operand_arg(at + 1)
+            };
+            args.extend([cx.operand_arg(at), r, bias, h0, c0, peephole]);
+        }
+        args.extend([cx.result_arg(), required_scratch(cx, self)?, Arg::Threads]);
+        let kernel = if self.pair {
+            &kernels::RECURRENT_PAIR_F32
         } else {
-            cx.operand_arg(1)
+            &kernels::RECURRENT_F32
         };
-        Ok(vec![Stmt::call(
-            &kernels::RECURRENT_F32,
-            vec![
-                Arg::Params(params.encode()),
-                Arg::Floats(vec![self.clip]),
-                cx.operand_arg(0),
-                r,
-                bias,
-                h0,
-                c0,
-                peephole,
-                cx.result_arg(),
-                required_scratch(cx, self)?,
-                Arg::Threads,
-            ],
-        )?])
+        Ok(vec![Stmt::call(kernel, args)?])
     }
 }

@@ -437,6 +437,7 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
     let mut ys = Vec::new();
     let mut hs = Vec::new();
     let mut cs = Vec::new();
+    let mut by_kernel_dirs = Vec::new();
     for d in 0..dirs {
         let reverse = reverse_only || d == 1;
         let act = &acts[d as usize];
@@ -472,19 +473,23 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
             }
         };
         if by_kernel {
-            let (y_d, h_d, c_d) = by_recurrence_kernel(
-                ctx,
-                cell,
-                [seq, batch, hidden, d],
-                reverse,
-                clip,
-                [xw, r_d],
-                [b_in, h0, c0, p_in],
-            )?;
-            ys.push(ctx.reshape(y_d, known(&[seq, 1, batch, hidden]))?);
-            hs.push(ctx.reshape(h_d, known(&[1, batch, hidden]))?);
-            if let Some(c) = c_d {
-                cs.push(ctx.reshape(c, known(&[1, batch, hidden]))?);
+            // One call for the layer: both directions of a bidirectional one at once.
+            by_kernel_dirs.push((d, reverse, xw, r_d));
+            if by_kernel_dirs.len() as i64 == dirs {
+                for (y_d, h_d, c_d) in by_recurrence_kernel(
+                    ctx,
+                    cell,
+                    [seq, batch, hidden],
+                    clip,
+                    &by_kernel_dirs,
+                    [b_in, h0, c0, p_in],
+                )? {
+                    ys.push(ctx.reshape(y_d, known(&[seq, 1, batch, hidden]))?);
+                    hs.push(ctx.reshape(h_d, known(&[1, batch, hidden]))?);
+                    if let Some(c) = c_d {
+                        cs.push(ctx.reshape(c, known(&[1, batch, hidden]))?);
+                    }
+                }
             }
             continue;
         }
@@ -754,50 +759,60 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
     Ok(outs)
 }
 
-/// One direction (`d`) of a float32 layer through the runtime's recurrence
-/// (`kernels::Recurrent`): `xw` `[seq·batch, gates·hidden]` (X·Wᵀ) and `r` `[gates·hidden,
+/// The directions `dirs` (each `(d, reverse, xw, r_d)`) of a float32 layer through the
+/// runtime's recurrence (`kernels::Recurrent`), one call for all of them (a pair when the
+/// layer is bidirectional): `xw` `[seq·batch, gates·hidden]` (X·Wᵀ) and `r_d` `[gates·hidden,
 /// hidden]` (the direction's R), with the layer's whole bias, initial states (in `[dirs,
-/// batch, hidden]` order) and peepholes where given. Returns the direction's outputs
+/// batch, hidden]` order) and peepholes where given. Returns per direction its outputs
 /// `[seq, batch, hidden]` at their times, its last h and (LSTM) its last c, `[batch,
 /// hidden]`.
+#[allow(
+    clippy::type_complexity,
+    reason = "per direction: outputs, last h, last c"
+)]
 fn by_recurrence_kernel(
     ctx: &mut Ctx,
     cell: Cell,
-    [seq, batch, hidden, d]: [i64; 4],
-    reverse: bool,
+    [seq, batch, hidden]: [i64; 3],
     clip: Option<f64>,
-    [xw, r_d]: [ValueId; 2],
+    dirs: &[(i64, bool, ValueId, ValueId)],
     [b_in, h0, c0, p_in]: [Option<ValueId>; 4],
-) -> Result<(ValueId, ValueId, Option<ValueId>)> {
+) -> Result<Vec<(ValueId, ValueId, Option<ValueId>)>> {
     use onnxc_runtime::recurrent::{self as rt, RecurrentParams};
     let dt = DType::F32;
     let known = |d: &[i64]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
     let gh = cell.gates() * hidden;
-    // Direction d's row of a [dirs, n] tensor, or block of a [dirs, batch, hidden] one.
-    let row = |ctx: &mut Ctx, v: ValueId, n: i64| {
-        ctx.map(
-            dt,
-            known(&[n]),
-            vec![v],
-            expr::load(dt, 0, vec![expr::i(d), expr::var(0)]),
-        )
-    };
-    let block = |ctx: &mut Ctx, v: ValueId| {
-        let body = expr::load(dt, 0, vec![expr::i(d), expr::var(0), expr::var(1)]);
-        ctx.map(dt, known(&[batch, hidden]), vec![v], body)
-    };
     let lstm = matches!(cell, Cell::Lstm { .. });
-    let bias = b_in.map(|b| row(ctx, b, 2 * gh)).transpose()?;
-    let h = h0.map(|v| block(ctx, v)).transpose()?;
-    let c = c0.filter(|_| lstm).map(|v| block(ctx, v)).transpose()?;
-    let p = p_in
-        .filter(|_| lstm)
-        .map(|v| row(ctx, v, 3 * hidden))
-        .transpose()?;
-    let xw3 = ctx.reshape(xw, known(&[seq, batch, gh]))?;
-    let mut operands = vec![xw3, r_d];
-    operands.extend([bias, h, c, p].into_iter().flatten());
+    let mut operands = Vec::new();
+    let mut present = [false; 4];
+    for &(d, _, xw, r_d) in dirs {
+        // Direction d's row of a [dirs, n] tensor, or block of a [dirs, batch, hidden] one.
+        let row = |ctx: &mut Ctx, v: ValueId, n: i64| {
+            ctx.map(
+                dt,
+                known(&[n]),
+                vec![v],
+                expr::load(dt, 0, vec![expr::i(d), expr::var(0)]),
+            )
+        };
+        let block = |ctx: &mut Ctx, v: ValueId| {
+            let body = expr::load(dt, 0, vec![expr::i(d), expr::var(0), expr::var(1)]);
+            ctx.map(dt, known(&[batch, hidden]), vec![v], body)
+        };
+        let bias = b_in.map(|b| row(ctx, b, 2 * gh)).transpose()?;
+        let h = h0.map(|v| block(ctx, v)).transpose()?;
+        let c = c0.filter(|_| lstm).map(|v| block(ctx, v)).transpose()?;
+        let p = p_in
+            .filter(|_| lstm)
+            .map(|v| row(ctx, v, 3 * hidden))
+            .transpose()?;
+        let xw3 = ctx.reshape(xw, known(&[seq, batch, gh]))?;
+        operands.extend([xw3, r_d]);
+        operands.extend([bias, h, c, p].into_iter().flatten());
+        present = [bias.is_some(), h.is_some(), c.is_some(), p.is_some()];
+    }
     let to = |v: i64| v as usize;
+    let pair = dirs.len() == 2;
     let params = RecurrentParams {
         cell: match cell {
             Cell::Rnn => rt::Cell::Rnn,
@@ -807,7 +822,8 @@ fn by_recurrence_kernel(
         seq: to(seq),
         batch: to(batch),
         hidden: to(hidden),
-        reverse,
+        // A pair's second direction runs the other way.
+        reverse: dirs[0].1,
         linear_before_reset: matches!(
             cell,
             Cell::Gru {
@@ -817,37 +833,49 @@ fn by_recurrence_kernel(
         input_forget: matches!(cell, Cell::Lstm { input_forget: true }),
         r_packed: false,
     };
+    debug_assert!(
+        !pair || (!dirs[0].1 && dirs[1].1),
+        "a pair runs forward, then reversed"
+    );
     let states = if lstm { 2 } else { 1 };
+    let rows_per_dir = seq + states;
+    let shape = if pair {
+        known(&[2, rows_per_dir, batch, hidden])
+    } else {
+        known(&[rows_per_dir, batch, hidden])
+    };
     let all = ctx.add(
         Op::kernel(crate::kernels::Recurrent {
             params,
             clip: clip.map_or(f32::INFINITY, |c| c as f32),
-            present: [bias.is_some(), h.is_some(), c.is_some(), p.is_some()],
+            present,
+            pair,
         }),
         operands,
-        TypeInfo::new(dt, known(&[seq + states, batch, hidden])),
+        TypeInfo::new(dt, shape),
     )?;
-    // Rows `from..from + n` of the result.
-    let rows = |ctx: &mut Ctx, from: i64, n: i64| {
-        let body = expr::load(
-            dt,
-            0,
-            vec![
-                expr::add(expr::var(0), expr::i(from)),
-                expr::var(1),
-                expr::var(2),
-            ],
-        );
-        ctx.map(dt, known(&[n, batch, hidden]), vec![all], body)
-    };
-    let y = rows(ctx, 0, seq)?;
-    let last_h = rows(ctx, seq, 1)?;
-    let last_h = ctx.reshape(last_h, known(&[batch, hidden]))?;
-    let last_c = if lstm {
-        let c = rows(ctx, seq + 1, 1)?;
-        Some(ctx.reshape(c, known(&[batch, hidden]))?)
-    } else {
-        None
-    };
-    Ok((y, last_h, last_c))
+    let mut out = Vec::new();
+    for k in 0..dirs.len() {
+        // Rows `from..from + n` of direction k's part of the result.
+        let rows = |ctx: &mut Ctx, from: i64, n: i64| {
+            let (t, b, u) = (expr::var(0), expr::var(1), expr::var(2));
+            let mut at = vec![expr::add(t, expr::i(from)), b, u];
+            if pair {
+                at.insert(0, expr::i(k as i64));
+            }
+            let body = expr::load(dt, 0, at);
+            ctx.map(dt, known(&[n, batch, hidden]), vec![all], body)
+        };
+        let y = rows(ctx, 0, seq)?;
+        let last_h = rows(ctx, seq, 1)?;
+        let last_h = ctx.reshape(last_h, known(&[batch, hidden]))?;
+        let last_c = if lstm {
+            let c = rows(ctx, seq + 1, 1)?;
+            Some(ctx.reshape(c, known(&[batch, hidden]))?)
+        } else {
+            None
+        };
+        out.push((y, last_h, last_c));
+    }
+    Ok(out)
 }
