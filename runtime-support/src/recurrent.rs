@@ -1,5 +1,6 @@
 //! The recurrences of ONNX's RNN, GRU and LSTM (`onnxc_recurrent_f32`), float32, one
-//! direction per call, with their default activations (sigmoid and tanh), `clip`, LSTM's
+//! direction per call (both of a bidirectional layer with `onnxc_recurrent_pair_f32`, at
+//! once on a pool of two workers or more), with their default activations (sigmoid and tanh), `clip`, LSTM's
 //! peepholes and `input_forget`, GRU's `linear_before_reset`. The sequence length is a
 //! parameter, so one compiled call serves a length taken at run time.
 //!
