@@ -145,11 +145,22 @@ impl RecurrentParams {
         }
     }
 
-    /// Floats of `r` packed: `Rᵀ` as the B of a product (`pack::pack_b`), then for
-    /// `separate_h_product` `R_hᵀ` (its rows `2·hidden..`) likewise.
+    /// Columns of the step's first product: every gate's, or for `separate_h_product` only
+    /// z's and r's (ĥ's comes from the second product, of `r ⊙ h`).
+    fn first_product_cols(&self) -> usize {
+        if self.separate_h_product() {
+            2 * self.hidden
+        } else {
+            self.gh()
+        }
+    }
+
+    /// Floats of `r` packed: `Rᵀ` (its first `first_product_cols()` rows) as the B of a
+    /// product (`pack::pack_b`), then for `separate_h_product` `R_hᵀ` (its rows
+    /// `2·hidden..`) likewise.
     fn packed_r_len(&self) -> usize {
         let h = self.hidden;
-        pack::packed_b_len(h, self.gh())
+        pack::packed_b_len(h, self.first_product_cols())
             + if self.separate_h_product() {
                 pack::packed_b_len(h, h)
             } else {
@@ -168,14 +179,14 @@ impl RecurrentParams {
     }
 
     fn pack_r_into(&self, r: &[f32], out: &mut [f32]) {
-        let (h, gh) = (self.hidden, self.gh());
+        let (h, gh, n) = (self.hidden, self.gh(), self.first_product_cols());
         assert_eq!(r.len(), gh * h, "r");
         assert!(out.len() >= self.packed_r_len(), "packed r");
-        let (rp, rhp) = out.split_at_mut(pack::packed_b_len(h, gh));
+        let (rp, rhp) = out.split_at_mut(pack::packed_b_len(h, n));
         // SAFETY: `r` is [gh, h]: as the B of a product, its transpose [h, gh] (and rows
         // 2·h.. for R_h), packed into room `packed_b_len` gives.
         unsafe {
-            pack::pack_b(r.as_ptr(), h, true, h, gh, rp.as_mut_ptr());
+            pack::pack_b(r.as_ptr(), h, true, h, n, rp.as_mut_ptr());
             if self.separate_h_product() {
                 pack::pack_b(r.as_ptr().add(2 * h * h), h, true, h, h, rhp.as_mut_ptr());
             }
@@ -267,7 +278,8 @@ pub fn recurrent_f32(
         p.pack_r_into(x.r, room);
         (&room[..], rest)
     };
-    let (rp, rhp) = packed.split_at(pack::packed_b_len(hd, gh));
+    let n1 = p.first_product_cols();
+    let (rp, rhp) = packed.split_at(pack::packed_b_len(hd, n1));
     let (bsum, rest) = rest.split_at_mut(up(gh));
     let (gates, rest) = rest.split_at_mut(up(p.batch * gh));
     let (zeros, rest) = rest.split_at_mut(up(sl));
@@ -328,7 +340,7 @@ pub fn recurrent_f32(
             h_prev,
             hd,
             rp,
-            gh,
+            (n1, gh),
             ep,
             &mut gates[..p.batch * gh],
             a_pack,
@@ -377,7 +389,7 @@ pub fn recurrent_f32(
                         }
                         let rb_h = rb.map(|rb| &rb[2 * hd..]);
                         // One batch row at a time: (r ⊙ h)·R_hᵀ + Rb_h.
-                        product(par, 1, tb, hd, rhp, hd, (rb_h, None), hg, &mut []);
+                        product(par, 1, tb, hd, rhp, (hd, hd), (rb_h, None), hg, &mut []);
                         for k in 0..hd {
                             hg[k] = clamp(input(2, k) + hg[k]);
                         }
@@ -422,9 +434,9 @@ pub fn recurrent_f32(
     }
 }
 
-/// `out = a · B + bias + residual` for `a` `[rows, k]` and B packed `[k, n]`: the
-/// matrix-vector product for rows up to `GEMV_ROWS`, else the GEMM with `a` packed into
-/// `a_pack` (`packed_a_len(rows, k)` floats).
+/// `out = a · B + bias + residual` for `a` `[rows, k]` and B packed `[k, n]`, `out` and
+/// `residual` rows `ldc` apart: the matrix-vector product for rows up to `GEMV_ROWS`, else
+/// the GEMM with `a` packed into `a_pack` (`packed_a_len(rows, k)` floats).
 #[allow(clippy::too_many_arguments, reason = "the product's operands")]
 fn product(
     par: Par,
@@ -432,7 +444,7 @@ fn product(
     a: &[f32],
     k: usize,
     bp: &[f32],
-    n: usize,
+    (n, ldc): (usize, usize),
     (bias, residual): (Option<&[f32]>, Option<&[f32]>),
     out: &mut [f32],
     a_pack: &mut [f32],
@@ -442,7 +454,8 @@ fn product(
         residual: residual.map_or(std::ptr::null(), |r| r.as_ptr()),
         ..Epilogue::NONE
     };
-    // SAFETY: a [rows, k], bp packed [k, n], out [rows, n] (and residual), a_pack as above.
+    // SAFETY: a [rows, k], bp packed [k, n], out (and residual) rows·ldc with n ≤ ldc, a_pack
+    // as above.
     unsafe {
         if rows <= GEMV_ROWS {
             gemm::gemv_packed_b(
@@ -455,7 +468,7 @@ fn product(
                 false,
                 bp.as_ptr(),
                 out.as_mut_ptr(),
-                n,
+                ldc,
                 &ep,
             );
         } else {
@@ -468,7 +481,7 @@ fn product(
                 a_pack.as_ptr(),
                 BSource::Packed(bp.as_ptr()),
                 out.as_mut_ptr(),
-                n,
+                ldc,
                 &ep,
                 crate::par::Slots::single(std::ptr::null_mut()),
             );
@@ -738,6 +751,9 @@ mod tests {
             (Cell::Gru, 6, 1, 9, false, false, false),
             (Cell::Gru, 4, 3, 20, true, true, false),
             (Cell::Gru, 4, 2, 33, false, true, false),
+            // Batches the GEMM takes: the first product's rows a gates' width apart.
+            (Cell::Gru, 3, 4, 17, false, false, false),
+            (Cell::Lstm, 3, 5, 9, false, false, false),
             (Cell::Lstm, 7, 1, 24, false, false, false),
             (Cell::Lstm, 5, 4, 12, true, false, true),
             (Cell::Lstm, 1, 2, 40, false, false, false),
