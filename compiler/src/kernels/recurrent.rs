@@ -94,7 +94,7 @@ impl KernelOp for Recurrent {
         let p = &self.params;
         let work = [p.seq.max(1), p.batch, p.gh(), p.hidden]
             .iter()
-            .fold(1usize, |w, &f| w.saturating_mul(f));
+            .fold(self.directions(), |w, &f| w.saturating_mul(f));
         if work > limit {
             return None;
         }
@@ -141,8 +141,8 @@ impl KernelOp for Recurrent {
         )
     }
 
-    /// Items of a run-time batch are the batch entries: dim 1 of `xw` and of the result,
-    /// dim 0 of the initial states; the weights are shared.
+    /// Items of a run-time batch are the batch entries: dim 1 of `xw` and of the result
+    /// (dim 2 of a pair's), dim 0 of the initial states; the weights are shared.
     fn per_item(&self, operands: &[Option<usize>], _: &[usize], results: &[Option<usize>]) -> bool {
         let [bias, h0, c0, peephole] = self.optional();
         let per = self.per_direction();
