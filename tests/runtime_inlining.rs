@@ -51,6 +51,7 @@ const EXPECTED: &[&str] = &[
     "pool::pool2d_f32",
     "qconv::matmul::qmatmul_on",
     "qconv::qconv_on",
+    "recurrent::recurrent_pair_f32",
     "resize::ResizeParams::decode",
     "roi_align::roi_align_f32",
     "simd::dispatch_ranges",
