@@ -491,7 +491,10 @@ pub unsafe fn tile(
 ///
 /// # Safety
 /// As `tile`, with rows `..mr` of A readable for kc floats from `a`.
-#[allow(clippy::too_many_arguments, reason = "the tile's operands, as `tile`'s")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the tile's operands, as `tile`'s"
+)]
 pub unsafe fn tile_a_rows(
     kern: Kern,
     kc: usize,
