@@ -1,8 +1,8 @@
 //! The recurrences of ONNX's RNN, GRU and LSTM (`onnxc_recurrent_f32`), float32, one
 //! direction per call (both of a bidirectional layer with `onnxc_recurrent_pair_f32`, at
-//! once on a pool of two workers or more), with their default activations (sigmoid and tanh), `clip`, LSTM's
-//! peepholes and `input_forget`, GRU's `linear_before_reset`. The sequence length is a
-//! parameter, so one compiled call serves a length taken at run time.
+//! once on a pool of two workers or more), with their default activations (sigmoid and
+//! tanh), `clip`, LSTM's peepholes and `input_forget`, GRU's `linear_before_reset`. The
+//! sequence length is a parameter, so one compiled call serves a length taken at run time.
 //!
 //! The caller computes the input projection of every step at once (`xw = X·Wᵀ`,
 //! `[seq·batch, gates·hidden]`, a GEMM); each step then multiplies the previous hidden state
@@ -210,8 +210,7 @@ impl RecurrentParams {
     }
 
     /// Floats of the scratch: `r` packed unless it is (`pack_r`), the summed biases, the
-    /// gates, a state of zeros, the cell state and a temporary state (LSTM's `tanh(c)`,
-    /// GRU's `r ⊙ h`), and the GEMM's packed `h` for batches the matrix-vector product does
+    /// gates, a state of zeros, the cell state and a temporary state (GRU's `r ⊙ h`), and the GEMM's packed `h` for batches the matrix-vector product does
     /// not take; each part rounded to 16 floats.
     pub fn scratch_floats(&self) -> usize {
         let up = |n: usize| n.next_multiple_of(16);
@@ -227,6 +226,11 @@ impl RecurrentParams {
             0
         };
         r + up(gh) + up(self.batch * gh) + 3 * up(s) + a
+    }
+
+    /// Scratch floats of `recurrent_pair_f32`: each direction's, 64-byte aligned.
+    pub fn pair_scratch_floats(&self) -> usize {
+        2 * self.scratch_floats().next_multiple_of(16)
     }
 }
 
@@ -407,7 +411,6 @@ pub fn recurrent_f32(
                         h: hn.as_mut_ptr(),
                         pp: x.peephole.map_or(std::ptr::null(), |p| p.as_ptr()),
                         clip,
-                        clipped,
                         input_forget: p.input_forget,
                     };
                     // SAFETY: g holds 4·hd floats, cb and hn hd, the peepholes 3·hd.
@@ -506,7 +509,7 @@ pub fn recurrent_pair_f32(
     scratch: &mut [f32],
     par: Par,
 ) {
-    let (yl, sl) = (p.y_len(), p.scratch_floats().next_multiple_of(16));
+    let (yl, sl) = (p.y_len(), p.pair_scratch_floats() / 2);
     assert_eq!(y.len(), 2 * yl, "y");
     assert!(scratch.len() >= 2 * sl, "scratch");
     let dir = |d: usize| RecurrentParams {
@@ -531,13 +534,6 @@ pub fn recurrent_pair_f32(
             }
         })
     };
-}
-
-impl RecurrentParams {
-    /// Scratch floats of `recurrent_pair_f32`: each direction's, 64-byte aligned.
-    pub fn pair_scratch_floats(&self) -> usize {
-        2 * self.scratch_floats().next_multiple_of(16)
-    }
 }
 
 /// One direction's operands from the C ABI's pointers, or None where a required one is

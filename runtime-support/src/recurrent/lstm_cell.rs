@@ -9,7 +9,7 @@ use crate::simd::{Simd, Walk, math};
 /// The gates `g` (`[i o f ĉ]` pre-activations, `4·hidden`, the product and biases summed) of
 /// one row, its cell state `c` (updated in place) and its new `h`: with peepholes `pp`
 /// (`[i o f]`) added before the activations, each pre-activation clamped to `±clip` (when
-/// `clipped`), `f = 1 − i` with `input_forget`:
+/// finite), `f = 1 − i` with `input_forget`:
 ///
 /// `i = σ(g_i + p_i⊙c)`, `f = σ(g_f + p_f⊙c)`, `ĉ = tanh(g_c)`, `c = f⊙c + i⊙ĉ`,
 /// `o = σ(g_o + p_o⊙c)`, `h = o⊙tanh(c)`.
@@ -25,7 +25,6 @@ pub(super) struct LstmCell {
     /// `[i o f]` peepholes, `3·hidden`, or null.
     pub pp: *const f32,
     pub clip: f32,
-    pub clipped: bool,
     pub input_forget: bool,
 }
 
@@ -36,15 +35,12 @@ impl Walk for LstmCell {
         let (hd, l) = (self.hidden, S::LANES);
         let one = s.splat(1.0);
         let (lo, hi) = (s.splat(-self.clip), s.splat(self.clip));
+        let clipped = self.clip.is_finite();
         // min/max return their second operand on NaN: a NaN goes through the clamp.
         let clamp = {
             #[inline(always)]
             |v| {
-                if self.clipped {
-                    s.max(lo, s.min(hi, v))
-                } else {
-                    v
-                }
+                if clipped { s.max(lo, s.min(hi, v)) } else { v }
             }
         };
         // The units k..k + LANES, or those of them in `m` (the last, partial vector: masked
@@ -172,7 +168,6 @@ mod tests {
                     h: std::ptr::null_mut(),
                     pp: if peep { pp.as_ptr() } else { std::ptr::null() },
                     clip,
-                    clipped: clip.is_finite(),
                     input_forget: forget,
                 };
                 let check = |isa: &str, (c, h): (Vec<f32>, Vec<f32>)| {
