@@ -51,8 +51,9 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// weights) ran 1.35× faster in passes (Zen 3), Inception v1 15% faster with 8 MB than 1.
 const CHUNK_WEIGHTS: usize = 8 << 20;
 
-/// Smallest output side that runs F(4×4, 3×3).
-const F4_MIN_SIDE: i64 = 20;
+/// F(4×4, 3×3) runs where its products, padded tiles included, are at most this share of
+/// F(2×2, 3×3)'s (`ConvGeometry::winograd_variant`).
+const F4_MAX_WORK: f64 = 0.85;
 
 /// Transformed weights of one 3×3 kernel: `U = G g Gᵀ`.
 fn transform_kernel(g: &[f32; 9]) -> [f32; 16] {
@@ -169,14 +170,24 @@ impl ConvGeometry<'_> {
     /// tile rows when a row holds 8 (mod 16) tiles — 14×14 outputs keep 7 of 8 lanes busy
     /// instead of 7 of 16. Padding tiles compute zeros that are never stored.
     fn tiles(&self) -> (usize, usize) {
-        let m = self.winograd_variant().m();
+        self.tiles_of(self.winograd_variant())
+    }
+
+    /// `tiles` for `variant`.
+    fn tiles_of(&self, variant: Variant) -> (usize, usize) {
+        let m = variant.m();
         (
             (self.output[0] as usize).div_ceil(m),
             (self.output[1] as usize).div_ceil(m).next_multiple_of(8),
         )
     }
 
-    /// F(4×4, 3×3) for maps of 20×20 and more, F(2×2, 3×3) below. F(4,3) does 4× fewer
+    /// F(4×4, 3×3) where its padded tiles multiply at most `F4_MAX_WORK` of F(2×2, 3×3)'s
+    /// points: every map whose sides are 20 or more, and short wide maps such as a text
+    /// line's 4 × 250 or 8 × 250, which the earlier rule (both sides at least 20) left to
+    /// F(2,3) or the blocked kernels (Zen 3, AVX2, a CRNN at width 1000: 64→128 at 8 × 250
+    /// blocked 4.12 → 2.59 ms, 128→128 at 4 × 250 F(2,3) 3.60 → 2.34 ms); F(2,3) on small
+    /// square maps, where F(4,3)'s rows of 4 or fewer tiles are padded to 8. F(4,3) does 4× fewer
     /// multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
     /// weights and costlier transforms, and its tiles pad small maps more. Zen 5, effective
     /// GFLOP/s F(2,3) → F(4,3) with AVX-512: 32→128 at 27×27 271 → 380, 128→128 at 28×28
@@ -191,12 +202,21 @@ impl ConvGeometry<'_> {
             ConvPath::WinogradF4 => return Variant::F4,
             _ => {}
         }
-        if self.output.len() == 2 && self.output[0] >= F4_MIN_SIDE && self.output[1] >= F4_MIN_SIDE
+        if self.output.len() == 2
+            && (self.tile_points(Variant::F4) as f64)
+                <= F4_MAX_WORK * self.tile_points(Variant::F2) as f64
         {
             Variant::F4
         } else {
             Variant::F2
         }
+    }
+
+    /// The transformed points `variant` multiplies per channel pair, its padded tiles
+    /// included (`tiles`).
+    fn tile_points(&self, variant: Variant) -> usize {
+        let (th, tw) = self.tiles_of(variant);
+        th * tw * variant.points()
     }
 
     /// Tiles computed: all tile rows, rounded up to whole panels (the tiles past the last

@@ -357,3 +357,25 @@ fn convolutions_match_direct_on_every_isa() {
         unsafe { simd::for_each_isa(whole, check) };
     }
 }
+
+#[test]
+fn variant_follows_the_padded_tiles() {
+    let variant = |h: i64, w: i64| {
+        crate::conv::tests::geom(1, 64, 128, 1, &[h, w], &[3, 3], &[1, 1], &[1, 1], &[1, 1])
+            .winograd_variant()
+    };
+    // Every map whose sides are 20 or more runs F(4,3), as the former side rule had it.
+    for h in 20..=80 {
+        for w in 20..=80 {
+            assert_eq!(variant(h, w), Variant::F4, "{h}×{w}");
+        }
+    }
+    // Small maps whose F(4,3) tiles pad a row to 8 tiles stay F(2,3).
+    for (h, w) in [(14, 14), (13, 13), (16, 16), (7, 7), (8, 8), (2, 250)] {
+        assert_eq!(variant(h, w), Variant::F2, "{h}×{w}");
+    }
+    // Short, wide maps (a text line's 4 or 8 rows) run F(4,3): its tiles cover them whole.
+    for (h, w) in [(4, 250), (8, 250), (16, 500), (4, 64), (17, 17)] {
+        assert_eq!(variant(h, w), Variant::F4, "{h}×{w}");
+    }
+}
