@@ -4,14 +4,25 @@ use super::*;
 
 /// `ONNXC_NCHWC=1`: each layer of `LAYERS` with channel counts divisible by 8 through
 /// `conv_f32` (NCHW) and through the blocked convolution (NCHWc), interleaved, best of 7
-/// rounds each (`ONNXC_CONV_FILTER` picks layers as above). The blocked layout's input
-/// conversion is not counted: in a model the layout is kept between layers.
+/// rounds each (`ONNXC_CONV_FILTER` picks layers as above; `ONNXC_NCHWC_LAYERS=c,m,hw,k,s,
+/// group[;…]` runs those instead). The blocked layout's input conversion is not counted: in
+/// a model the layout is kept between layers.
 pub(crate) fn nchwc_layers() {
     let filter = std::env::var("ONNXC_CONV_FILTER").ok();
     println!(
         "{:>5} {:>5} {:>4} {:>3} {:>3} {:>5} {:>10} {:>10}",
         "cin", "cout", "hw", "k", "s", "group", "NCHW GF/s", "NCHWc GF/s"
     );
+    if let Ok(list) = std::env::var("ONNXC_NCHWC_LAYERS") {
+        for layer in list.split(';') {
+            let v: Vec<i64> = layer.split(',').map(|x| x.trim().parse().unwrap()).collect();
+            let [c, m, hw, k, st, group] = v[..] else {
+                panic!("ONNXC_NCHWC_LAYERS: want c,m,hw,k,s,group, got {layer}");
+            };
+            nchwc_layer(c, m, hw, k, st, group);
+        }
+        return;
+    }
     // MobileNet's depthwise layers and ShuffleNet's grouped pointwise ones after LAYERS.
     let extra: &[(i64, i64, i64, i64, i64, i64)] = &[
         (32, 32, 112, 3, 1, 32),
