@@ -548,6 +548,47 @@ fn an_lstm_runs_over_a_sequence_taken_at_run_time() {
     driver::compile_file(&p, "model", &long, None).unwrap();
 }
 
+#[test]
+fn a_leading_sequence_dim_is_taken_at_run_time_with_no_flag() {
+    // `[S, 1, 8]`, S leading as PyTorch exports a recurrence's input: no run-time batch
+    // (the steps depend on each other), so S is taken at run time up to the default bound.
+    let d = scratch("run_time_dims_leading_seq");
+    let p = d.join("lstm.onnx");
+    save(&model_with_lstm(), &p);
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<_> = c
+        .program
+        .run_dims
+        .iter()
+        .map(|r| (r.name.as_str(), r.least, r.bound))
+        .collect();
+    assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for s in [1usize, 5, 300] {
+        let x: Vec<f32> = (0..s * 8)
+            .map(|k| ((k * 11 % 29) as f32 - 14.0) / 10.0)
+            .collect();
+        let input = write_input(&d, s, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{s}")), 2, 1);
+        assert_eq!(
+            got,
+            specialized(&p, &d, "S", s, &input, 2),
+            "S {s}: the same program at S as the specialized one"
+        );
+    }
+    // Past the bound: refused, nothing written.
+    let input = write_input(&d, 513, &vec![0.5; 513 * 8]);
+    let o = run(&dynamic, &input, &d.join("over"));
+    assert!(!o.status.success(), "S 513 ran past the bound");
+    // The same leading dim bound on the command line is taken as given.
+    let bounded = compile_dynamic(&p, "S", 64);
+    assert_eq!(bounded.program.run_dims[0].bound, 64);
+}
+
 /// A detector's fully convolutional head over `[1, 3, H, W]`: two 3×3 convolutions of
 /// stride 2, one of stride 1 (all padded), a 1×1 to one map and a sigmoid, `[1, 1, (H + 3) /
 /// 4, (W + 3) / 4]`.

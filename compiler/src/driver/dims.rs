@@ -91,6 +91,82 @@ pub(super) fn run_time_dims(
         .collect()
 }
 
+/// The options that take a model's symbolic leading input dims at run time as other dims
+/// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and the warning
+/// that says so, for a model that does not compile with them as a batch: a recurrence's
+/// `[seq, batch, input]` input, a model that mixes its items. None when the options leave
+/// no such dim or the model would then take more than two dims at run time.
+pub(super) fn leading_at_run_time(
+    model: &frontend::Model,
+    import: &ImportOptions,
+    opts: &Options,
+) -> Option<Leading> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let mut leading: Vec<&str> = unbound
+        .iter()
+        .filter(|u| u.axis == 0 && !opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
+        .map(|u| u.symbol.as_str())
+        .collect();
+    leading.sort_unstable();
+    leading.dedup();
+    if leading.is_empty() || model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
+        return None;
+    }
+    let mut wider = opts.clone();
+    wider.dim_bounds.extend(
+        leading
+            .iter()
+            .map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)),
+    );
+    if run_time_dims(model, import, &wider).is_err() {
+        return None;
+    }
+    let names: Vec<String> = leading.iter().map(|n| format!("'{n}'")).collect();
+    let (s, them) = if leading.len() > 1 {
+        ("s", "them")
+    } else {
+        ("", "it")
+    };
+    let warning = format!(
+        "the symbolic leading input dim{s} {} cannot be a run-time batch (the model does not \
+         compute its items on their own), so onnxc takes {them} at run time up to \
+         {DEFAULT_DIM_BOUND}, the workspace sized for that; bound {them} with --dim \
+         SYMBOL=..N or fix {them} with --dim SYMBOL=N",
+        names.join(", ")
+    );
+    Some(Leading {
+        opts: wider,
+        warning,
+    })
+}
+
+/// The most nodes (subgraphs' included) of a model whose leading dims `leading_at_run_time`
+/// takes at run time when they make no run-time batch: a dim taken at run time lowers the
+/// model at a dozen values or more, each about 150 µs per node (a chain of 200000 nodes
+/// took 31 s to lower once). Past it, the batch's error stands and says which flag to give.
+const LEADING_MAX_NODES: usize = 20_000;
+
+/// Nodes of `g` and of the subgraphs its nodes hold (protobuf decoding bounds the nesting).
+fn nodes_within(g: &onnxc_proto::GraphProto) -> usize {
+    g.node
+        .iter()
+        .map(|n| {
+            1 + n
+                .attribute
+                .iter()
+                .flat_map(|a| a.g.iter().chain(&a.graphs))
+                .map(nodes_within)
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// `leading_at_run_time`'s options and warning.
+pub(super) struct Leading {
+    pub opts: Options,
+    pub warning: String,
+}
+
 /// Two dims taken at run time (an image's height and width, `loops::dims::generalize_dims`):
 /// the model lowered at their bounds, then at every pair of their probe values, each dim
 /// from its least probe (no value below the probes is checked, so none is taken).

@@ -160,14 +160,29 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let model = frontend::load(&bytes)?;
     drop(bytes);
     let summary = frontend::inspect::summarize(&model);
-    let mut import = opts.import_options();
-    // A panic is a compiler bug; reported as the import's error, not an abort.
-    let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // The dims a compile takes at run time, imported at their bounds.
+    // The dims a compile takes at run time, imported at their bounds.
+    let import_at_bounds = |model: frontend::Model, opts: &Options| {
+        let mut import = opts.import_options();
         let run_dims = dims::run_time_dims(&model, &import, opts)?;
         let (run_dims, warnings) = dims::valid_bounds(&model, &dir, &import, opts, run_dims);
         import.dim_values.extend(run_dims.iter().cloned());
         import_model(model, &dir, &import, false).map(|(g, b)| (g, b, run_dims, warnings))
+    };
+    // A panic is a compiler bug; reported as the import's error, not an abort.
+    let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // As a compile does: leading dims that make no run-time batch are run-time dims.
+        match dims::leading_at_run_time(&model, &opts.import_options(), opts) {
+            None => import_at_bounds(model, opts),
+            Some(wider) => match import_at_bounds(model.clone(), opts) {
+                Err(e @ Error::NeedShape(_)) => import_at_bounds(model, &wider.opts)
+                    .map(|(g, b, d, mut w)| {
+                        w.insert(0, wider.warning);
+                        (g, b, d, w)
+                    })
+                    .map_err(|_| e),
+                r => r,
+            },
+        }
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
     Ok(match imported {
@@ -280,6 +295,32 @@ fn compile_bytes_inner(
         Source::Owned(b) => frontend::load(&b)?,
         Source::Borrowed(b) => frontend::load(b)?,
     };
+    let import = opts.import_options();
+    // Leading dims that do not make a run-time batch are taken at run time like any other.
+    let Some(wider) = dims::leading_at_run_time(&model, &import, opts) else {
+        return compile_model(model, dir, source, prefix, opts, emit, t0);
+    };
+    match compile_model(model.clone(), dir, source, prefix, opts, emit, t0) {
+        Err(e @ Error::NeedShape(_)) => {
+            let c = compile_model(model, dir, source, prefix, &wider.opts, emit, t0)
+                .map_err(|_| e)?;
+            print_warning(opts, &wider.warning);
+            Ok(c)
+        }
+        r => r,
+    }
+}
+
+/// Compiles the decoded `model` (`compile_bytes_inner`; `t0` when the compile started).
+fn compile_model(
+    model: frontend::Model,
+    dir: &DataDir,
+    source: &str,
+    prefix: &str,
+    opts: &Options,
+    emit: Option<Emit>,
+    t0: Instant,
+) -> Result<Compiled> {
     let import = opts.import_options();
     let run_dims = dims::run_time_dims(&model, &import, opts)?;
     let (run_dims, warnings) = dims::valid_bounds(&model, dir, &import, opts, run_dims);
