@@ -341,7 +341,8 @@ impl Importer<'_> {
                 Some(raw) => tensor::tensor_from_proto_with(init, Some(raw), self.dir, &what)?,
                 None => tensor_from_proto(init, self.dir, &what)?,
             };
-            self.bind_constant(name, t, Origin::default());
+            let origin = Origin::value("initializer", &name);
+            self.bind_constant(name, t, origin);
         }
         // Bind symbols from --dim, then --shape.
         let mut binding: HashMap<String, i64> = HashMap::new();
@@ -509,7 +510,7 @@ impl Importer<'_> {
                     Op::Input,
                     vec![],
                     vec![TypeInfo::new(DType::I64, shape)],
-                    Origin::default(),
+                    Origin::value("graph input", &name),
                 );
                 self.g.map_inputs.insert(id.out(0), m);
                 self.g.inputs.push(crate::ir::graph::GraphIo {
@@ -544,7 +545,7 @@ impl Importer<'_> {
                 Op::Input,
                 vec![],
                 vec![abi_type],
-                Origin::default(),
+                Origin::value("graph input", &name),
             );
             let value = if packed.is_some() {
                 self.g
@@ -553,7 +554,7 @@ impl Importer<'_> {
                         Op::kernel(crate::kernels::Unpack { dtype }),
                         vec![id.out(0)],
                         vec![TypeInfo::new(dtype, shape)],
-                        Origin::default(),
+                        Origin::value("packed graph input", &name),
                     )
                     .out(0)
             } else {
@@ -712,7 +713,7 @@ impl Importer<'_> {
                         Op::kernel(crate::kernels::Pack { dtype: ty.dtype }),
                         vec![v],
                         vec![TypeInfo::new(DType::U8, vec![Dim::Known(bytes)])],
-                        Origin::default(),
+                        Origin::value("packed graph output", &name),
                     );
                     (p.out(0), Some((ty.dtype, dims)))
                 }

@@ -64,6 +64,26 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// `Origin::opset` of what is no node of the model: a graph input or output, an
+    /// initializer, a value the compiler adds.
+    const NOT_A_NODE: i64 = -1;
+
+    /// The origin of a graph value that no node makes: `kind` says what it is ("graph
+    /// input", "initializer"), `name` its name. Errors name it as `KIND 'NAME'`.
+    pub fn value(kind: &str, name: &str) -> Origin {
+        Origin {
+            name: name.to_string(),
+            op_type: kind.to_string(),
+            opset: Self::NOT_A_NODE,
+            position: None,
+        }
+    }
+
+    /// Whether a node of the model is the origin (not `Origin::value`).
+    pub fn is_node(&self) -> bool {
+        self.opset != Self::NOT_A_NODE
+    }
+
     /// The node as lists of unsupported nodes name it: `NAME`, or `#POSITION OP_OUTPUT`
     /// when it has no name.
     pub fn node_id(&self) -> String {
@@ -85,6 +105,7 @@ impl Origin {
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.opset {
+            Self::NOT_A_NODE => write!(f, "{} '{}'", self.op_type, self.name),
             // A node of a domain the model does not import.
             0 => write!(f, "node {} ({})", self.label(), self.op_type),
             v => write!(f, "node {} ({}, opset {v})", self.label(), self.op_type),
@@ -696,7 +717,7 @@ impl Graph {
                     c.group, c.strides, c.dilations, c.pads_begin, c.pads_end
                 ),
             };
-            let origin = if n.origin.op_type.is_empty() {
+            let origin = if n.origin.op_type.is_empty() || !n.origin.is_node() {
                 String::new()
             } else {
                 format!("  ; '{}' ({})", n.origin.name, n.origin.op_type)

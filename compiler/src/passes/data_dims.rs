@@ -124,7 +124,8 @@ pub fn expose(g: &mut Graph) -> Result<(), String> {
         }
         let shape = crate::ir::dim::known_dims(&g.value_type(v).shape)
             .ok_or_else(|| format!("graph output '{}' has a symbolic dim", g.outputs[k].name))?;
-        let at = dims_value(g, &shape, d);
+        let origin = Origin::value("the dims of graph output", &g.outputs[k].name);
+        let at = dims_value(g, &shape, d, origin);
         let name = format!("{}.dims", g.outputs[k].name);
         g.outputs[k].dims_at = Some(g.outputs.len());
         g.outputs.push(GraphIo {
@@ -180,8 +181,8 @@ fn follow(
 }
 
 /// An int64 `[rank]` value holding the dims of a value of bound `shape` whose axis `d.axis`
-/// has `count · per` slices.
-fn dims_value(g: &mut Graph, shape: &[i64], d: DataDim) -> ValueId {
+/// has `count · per` slices (`origin`: the output whose dims it holds).
+fn dims_value(g: &mut Graph, shape: &[i64], d: DataDim, origin: Origin) -> ValueId {
     let rows = expr::mul(expr::load(DType::I64, 0, vec![]), expr::i(d.per));
     let mut body: E = expr::i(0);
     for (k, &len) in shape.iter().enumerate().rev() {
@@ -202,7 +203,7 @@ fn dims_value(g: &mut Graph, shape: &[i64], d: DataDim) -> ValueId {
         Op::Map(MapOp { body }),
         vec![d.count],
         vec![ty],
-        Origin::default(),
+        origin,
     );
     id.out(0)
 }
