@@ -95,7 +95,8 @@ pub(super) fn run_time_dims(
 /// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and the warning
 /// that says so, for a model that does not compile with them as a batch: a recurrence's
 /// `[seq, batch, input]` input, a model that mixes its items. None when the options leave
-/// no such dim or the model would then take more than two dims at run time.
+/// no such dim, the model has more than `LEADING_MAX_NODES` nodes, or it would then take
+/// more than two dims at run time.
 pub(super) fn leading_at_run_time(
     model: &frontend::Model,
     import: &ImportOptions,
