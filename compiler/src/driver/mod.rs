@@ -171,18 +171,12 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // As a compile does: leading dims that make no run-time batch are run-time dims.
-        match dims::leading_at_run_time(&model, &opts.import_options(), opts) {
-            None => import_at_bounds(model, opts),
-            Some(wider) => match import_at_bounds(model.clone(), opts) {
-                Err(e @ Error::NeedShape(_)) => import_at_bounds(model, &wider.opts)
-                    .map(|(g, b, d, mut w)| {
-                        w.insert(0, wider.warning);
-                        (g, b, d, w)
-                    })
-                    .map_err(|_| e),
-                r => r,
+        with_leading_at_run_time(model, opts, import_at_bounds).map(
+            |((g, b, d, mut w), leading)| {
+                w.splice(0..0, leading);
+                (g, b, d, w)
             },
-        }
+        )
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the import panicked".into())));
     Ok(match imported {
@@ -295,19 +289,33 @@ fn compile_bytes_inner(
         Source::Owned(b) => frontend::load(&b)?,
         Source::Borrowed(b) => frontend::load(b)?,
     };
-    let import = opts.import_options();
     // Leading dims that do not make a run-time batch are taken at run time like any other.
-    let Some(wider) = dims::leading_at_run_time(&model, &import, opts) else {
-        return compile_model(model, dir, source, prefix, opts, emit, t0);
+    let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
+        compile_model(model, dir, source, prefix, opts, emit, t0)
+    })?;
+    if let Some(w) = leading {
+        print_warning(opts, &w);
+    }
+    Ok(c)
+}
+
+/// `f(model, opts)`; where that fails for a shape reason and the model's symbolic leading
+/// input dims make no run-time batch, `f` again with those dims taken at run time
+/// (`dims::leading_at_run_time`), and the warning that says so. If that fails too, the
+/// first error stands.
+fn with_leading_at_run_time<T>(
+    model: frontend::Model,
+    opts: &Options,
+    f: impl Fn(frontend::Model, &Options) -> Result<T>,
+) -> Result<(T, Option<String>)> {
+    let Some(wider) = dims::leading_at_run_time(&model, &opts.import_options(), opts) else {
+        return f(model, opts).map(|t| (t, None));
     };
-    match compile_model(model.clone(), dir, source, prefix, opts, emit, t0) {
-        Err(e @ Error::NeedShape(_)) => {
-            let c = compile_model(model, dir, source, prefix, &wider.opts, emit, t0)
-                .map_err(|_| e)?;
-            print_warning(opts, &wider.warning);
-            Ok(c)
-        }
-        r => r,
+    match f(model.clone(), opts) {
+        Err(e @ Error::NeedShape(_)) => f(model, &wider.opts)
+            .map(|t| (t, Some(wider.warning)))
+            .map_err(|_| e),
+        r => r.map(|t| (t, None)),
     }
 }
 
