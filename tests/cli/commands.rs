@@ -336,7 +336,10 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
         .unwrap();
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
-    assert!(e.contains("warning") && e.contains("--dim SYMBOL=..N"), "{e}");
+    assert!(
+        e.contains("warning") && e.contains("--dim SYMBOL=..N"),
+        "{e}"
+    );
     let h = std::fs::read_to_string(d.join("s.h")).unwrap();
     assert!(h.contains("int s_run_shaped("), "{h}");
     let o = onnxc()

@@ -1187,8 +1187,26 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
     let pick = node("Gather", "first", &["x", "i"], &["y"]);
     let i = int_tensor("i", 7, &[1], &[0]);
     for (name, m) in [
-        ("sum", model(vec![sum], vec![x.clone()], y(&[D::N(1), D::N(4)]), vec![], 11)),
-        ("gather", model(vec![pick], vec![x.clone()], y(&[D::N(1), D::N(4)]), vec![i], 13)),
+        (
+            "sum",
+            model(
+                vec![sum],
+                vec![x.clone()],
+                y(&[D::N(1), D::N(4)]),
+                vec![],
+                11,
+            ),
+        ),
+        (
+            "gather",
+            model(
+                vec![pick],
+                vec![x.clone()],
+                y(&[D::N(1), D::N(4)]),
+                vec![i],
+                13,
+            ),
+        ),
     ] {
         let p = d.join(format!("{name}.onnx"));
         save(&m, &p);
@@ -1200,7 +1218,13 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
             .unwrap();
         let e = stderr(&o);
         assert!(o.status.success(), "{name}: {e}");
-        for want in ["warning", "'batch'", "cannot be a run-time batch", "up to 512", "--dim"] {
+        for want in [
+            "warning",
+            "'batch'",
+            "cannot be a run-time batch",
+            "up to 512",
+            "--dim",
+        ] {
             assert!(e.contains(want), "{name}: {want:?} not in {e}");
         }
         let h = std::fs::read_to_string(d.join(format!("{name}.h"))).unwrap();

@@ -114,11 +114,9 @@ pub(super) fn leading_at_run_time(
         return None;
     }
     let mut wider = opts.clone();
-    wider.dim_bounds.extend(
-        leading
-            .iter()
-            .map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)),
-    );
+    wider
+        .dim_bounds
+        .extend(leading.iter().map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)));
     if run_time_dims(model, import, &wider).is_err() {
         return None;
     }

@@ -15,7 +15,10 @@ pub(crate) fn nchwc_layers() {
     );
     if let Ok(list) = std::env::var("ONNXC_NCHWC_LAYERS") {
         for layer in list.split(';') {
-            let v: Vec<i64> = layer.split(',').map(|x| x.trim().parse().unwrap()).collect();
+            let v: Vec<i64> = layer
+                .split(',')
+                .map(|x| x.trim().parse().unwrap())
+                .collect();
             let [c, m, hw, k, st, group] = v[..] else {
                 panic!("ONNXC_NCHWC_LAYERS: want c,m,hw,k,s,group, got {layer}");
             };

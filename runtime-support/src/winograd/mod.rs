@@ -187,8 +187,8 @@ impl ConvGeometry<'_> {
     /// line's 4 × 250 or 8 × 250, which the earlier rule (both sides at least 20) left to
     /// F(2,3) or the blocked kernels (Zen 3, AVX2, a CRNN at width 1000: 64→128 at 8 × 250
     /// blocked 4.12 → 2.59 ms, 128→128 at 4 × 250 F(2,3) 3.60 → 2.34 ms); F(2,3) on small
-    /// square maps, where F(4,3)'s rows of 4 or fewer tiles are padded to 8. F(4,3) does 4× fewer
-    /// multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
+    /// square maps, where F(4,3)'s rows of 4 or fewer tiles are padded to 8. F(4,3) does 4×
+    /// fewer multiplies than direct convolution (F(2,3): 2.25×) but has 2.25× the transformed
     /// weights and costlier transforms, and its tiles pad small maps more. Zen 5, effective
     /// GFLOP/s F(2,3) → F(4,3) with AVX-512: 32→128 at 27×27 271 → 380, 128→128 at 28×28
     /// 259 → 480, 64→192 at 56×56 275 → 536; at 14×14 level (256→256: 289 vs 292), at
