@@ -10,8 +10,8 @@
 //! may also carry programs compiled for chunks of several items (`Chunk`, largest first):
 //! the run then takes the largest chunk that fits the items left, and single items last.
 //! A model taking a dim at run time gets the dims' values after the input pointers, except
-//! at a value that has a program of its own (`Fixed`: below the values the model's formulas
-//! serve), which then runs instead.
+//! at values that have a program of their own (`Fixed`: below the values the model's
+//! formulas serve), which then runs instead.
 //!
 //! Outputs whose dims depend on the data (`ONNXC_TENSOR_DYNAMIC`: the rows NonZero selects)
 //! are written by the program into staging space at the end of the workspace, at their
@@ -62,14 +62,32 @@ pub struct Chunk {
     pub run: RunThreaded,
 }
 
-/// `onnxc_fixed`: a model's program for one value of its run-time dim (dim 0), below those
-/// its formulas serve (a model that drops loops of extent 1 at 1), called with the inputs'
-/// and outputs' pointers and no dims, on the same workspace.
+/// `onnxc_fixed`: a model's program for single values of its run-time dims, below those
+/// its formulas serve (a model that drops loops of extent 1 at 1), called on the same
+/// workspace. `values[k]` is the value of run-time dim `k` (of the first two) it is for, or
+/// `ANY` for the one dim it takes at run time: it then gets a pointer to that dim's value
+/// after the inputs' pointers (as its dim 0); a program with no `ANY` among the model's
+/// dims gets no dims.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Fixed {
-    pub value: i64,
+    pub values: [i64; 2],
     pub run: RunThreaded,
+}
+
+/// `Fixed::values` of a dim the program takes at run time.
+pub const ANY: i64 = -1;
+
+/// The first of `fixed` for the run-time dims' values `dims` (the compiler puts programs for
+/// both dims' values before those for one), with the dim it takes at run time, if any.
+fn fixed_for(fixed: &[Fixed], dims: &[i64]) -> Option<(RunThreaded, Option<usize>)> {
+    let n = dims.len().min(2);
+    let for_dims = |f: &&Fixed| {
+        (0..n).all(|k| f.values[k] == ANY || f.values[k] == dims[k])
+            && (0..n).any(|k| f.values[k] != ANY)
+    };
+    let f = fixed.iter().find(for_dims)?;
+    Some((f.run, (0..n).find(|&k| f.values[k] == ANY)))
 }
 
 /// Most inputs plus outputs whose per-item pointers live on the stack; a model with more
@@ -213,7 +231,7 @@ fn run_dims(
 /// # Safety
 /// `info` is a model's info table and `run`/`workspace_size` its entry points; `chunks`
 /// holds `num_chunks` of its chunk programs (null when none), largest first, and `fixed`
-/// `num_fixed` programs for single values of its run-time dim (null when none); `inputs`
+/// `num_fixed` programs for single values of its run-time dims (null when none); `inputs`
 /// and `outputs` point to `num_inputs`/`num_outputs` tensors whose `dims` hold `rank`
 /// values (outputs' may be null) and whose `data` holds the elements their dims give
 /// (outputs: `capacity` bytes); `workspace` is null or `workspace_bytes` bytes, 64-byte
@@ -352,17 +370,19 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             // The compiler gives a model with dynamic outputs no run-time batch.
             return ONNXC_ERR_VALUE;
         }
-        // A program compiled for this value of the run-time dim takes no dims.
-        let at_value = (fixed.iter())
-            .find(|f| n_dims > 0 && f.value == dim_values[0])
-            .map(|f| f.run);
-        let dims = (n_dims > 0 && at_value.is_none()).then_some(&dim_values[..n_dims]);
+        // A program compiled for these values of the run-time dims takes the dim it leaves
+        // at run time, if any.
+        let (program, dims) = match fixed_for(fixed, dim_values) {
+            Some((f, Some(k))) => (f, Some(&dim_values[k..])),
+            Some((f, None)) => (f, None),
+            None => (run, (n_dims > 0).then_some(dim_values)),
+        };
         // SAFETY: the caller's contract, passed on.
         return unsafe {
             run_dynamic(
                 (ins, dims, outs),
                 out_info,
-                at_value.unwrap_or(run),
+                program,
                 workspace_size,
                 workspace,
                 workspace_bytes,
@@ -386,13 +406,16 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             Ok(w) => w,
             Err(code) => return code,
         };
-    // A program compiled for this value of the run-time dim, if any: it takes no dims.
-    let at_value = (fixed.iter())
-        .find(|f| n_dims > 0 && f.value == dim_values[0])
-        .map(|f| f.run);
+    // A program compiled for these values of the run-time dims, if any, with the dims it
+    // takes (those from the one it leaves at run time; none when it leaves none).
+    let (one_item, dims) = match fixed_for(fixed, dim_values) {
+        Some((f, Some(k))) => (f, Some(&dim_values[k..])),
+        Some((f, None)) => (f, None),
+        None => (run, (n_dims > 0).then_some(dim_values)),
+    };
     // The inputs' pointers, then (for a model taking dims at run time) the dims, then the
     // outputs' pointers.
-    let extra = usize::from(n_dims > 0 && at_value.is_none());
+    let extra = usize::from(dims.is_some());
     let mut stack = [std::ptr::null_mut::<c_void>(); STACK_IO];
     let mut heap = Vec::new();
     let ptrs = pointer_table(&mut stack, &mut heap, n_in + extra + n_out);
@@ -408,7 +431,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         let (items, program) = chunks
             .iter()
             .find(|c| c.items >= 1 && c.items <= n - item)
-            .map_or((1, at_value.unwrap_or(run)), |c| (c.items, c.run));
+            .map_or((1, one_item), |c| (c.items, c.run));
         let io = ins.iter().zip(in_info).chain(outs.iter().zip(out_info));
         let (pi, po) = ptrs.split_at_mut(n_in + extra);
         let slots = pi[..n_in].iter_mut().chain(po.iter_mut());
@@ -420,8 +443,8 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             };
             *slot = t.data.cast::<u8>().wrapping_add(step).cast();
         }
-        if extra > 0 {
-            pi[n_in] = dim_values.as_ptr().cast_mut().cast();
+        if let Some(d) = dims {
+            pi[n_in] = d.as_ptr().cast_mut().cast();
         }
         // SAFETY: every pointer is the first of `items` items of a tensor whose dims and
         // capacity were checked above (`item + items ≤ n`); the workspace holds what
@@ -782,6 +805,35 @@ mod tests {
     }
 
     #[test]
+    fn the_first_program_for_the_dims_values_runs_and_takes_the_dim_it_leaves() {
+        let (any, own) = (plus_one as usize, plus_one_at_one as usize);
+        // For both values first, then for one of either dim.
+        let fixed = [
+            Fixed {
+                values: [1, 1],
+                run: plus_one_at_one,
+            },
+            Fixed {
+                values: [1, ANY],
+                run: plus_one,
+            },
+            Fixed {
+                values: [ANY, 2],
+                run: plus_one_at_one,
+            },
+        ];
+        let pick = |dims: &[i64]| fixed_for(&fixed, dims).map(|(f, k)| (f as usize, k));
+        assert_eq!(pick(&[1, 1]), Some((own, None)));
+        assert_eq!(pick(&[1, 5]), Some((any, Some(1))));
+        assert_eq!(pick(&[3, 2]), Some((own, Some(0))));
+        assert_eq!(pick(&[3, 5]), None);
+        // A model of one run-time dim: its second value is not looked at.
+        assert_eq!(pick(&[1]), Some((own, None)));
+        assert_eq!(pick(&[3]), None);
+        assert_eq!(pick(&[]), None);
+    }
+
+    #[test]
     fn a_value_with_a_program_of_its_own_runs_it_without_dims() {
         static SHAPE: [i64; 1] = [8];
         static RUN: [i64; 5] = [0, 1, 0, 0, 1];
@@ -797,7 +849,7 @@ mod tests {
         model.dim_bounds = BOUNDS.as_ptr();
         model.dim_least = LEAST.as_ptr();
         let fixed = [Fixed {
-            value: 1,
+            values: [1, ANY],
             run: plus_one_at_one,
         }];
         for seq in [1usize, 3] {

@@ -253,8 +253,8 @@ pub fn define_run_shaped(
     prefix: &str,
     info: cranelift_module::DataId,
     entries: &Entries,
-    chunks: &[(i64, Entries)],
-    fixed: &[(i64, Entries)],
+    chunks: &[(Vec<i64>, Entries)],
+    fixed: &[(Vec<i64>, Entries)],
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
 ) -> Result<FuncId> {
     let mut sig = ir::Signature::new(st.call_conv);
@@ -303,22 +303,26 @@ pub fn define_run_shaped(
         };
         let run = fn_addr(&mut b, entries.run_threaded);
         let wst = fn_addr(&mut b, entries.workspace_size_threads);
-        // A table of {i64, pointer} per program (`onnxc_chunk` {items, run} and
-        // `onnxc_fixed` {value, run}), on the stack; a null pointer when empty.
-        let mut table = |b: &mut FunctionBuilder, programs: &[(i64, Entries)]| {
-            if programs.is_empty() {
+        // A table of {i64 key[n], pointer} per program (`onnxc_chunk` {items, run} and
+        // `onnxc_fixed` {values[2], run}), on the stack; a null pointer when empty.
+        let mut table = |b: &mut FunctionBuilder, programs: &[(Vec<i64>, Entries)]| {
+            let Some((first, _)) = programs.first() else {
                 return b.ins().iconst(PTR, 0);
-            }
+            };
+            let entry = 8 * (first.len() as i32 + 1);
             let slot = b.create_sized_stack_slot(ir::StackSlotData::new(
                 ir::StackSlotKind::ExplicitSlot,
-                16 * programs.len() as u32,
+                entry as u32 * programs.len() as u32,
                 3,
             ));
             for (k, (key, e)) in programs.iter().enumerate() {
-                let n = b.ins().iconst(types::I64, *key);
-                b.ins().stack_store(PTR, n, slot, 16 * k as i32);
+                let at = entry * k as i32;
+                for (j, &v) in key.iter().enumerate() {
+                    let n = b.ins().iconst(types::I64, v);
+                    b.ins().stack_store(PTR, n, slot, at + 8 * j as i32);
+                }
                 let f = fn_addr(b, e.run_threaded);
-                b.ins().stack_store(PTR, f, slot, 16 * k as i32 + 8);
+                b.ins().stack_store(PTR, f, slot, at + entry - 8);
             }
             b.ins().stack_addr(PTR, slot, 0)
         };

@@ -236,15 +236,13 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
             if prog.fixed.is_empty() {
                 String::new()
             } else {
-                let m = prog.run_dims[0].multiple;
                 let values: Vec<String> = (prog.fixed.iter())
-                    .map(|f| (m * f.value).to_string())
+                    .map(|f| f.describe(&prog.run_dims))
                     .collect();
                 format!(
-                    "\n   {} at {} runs a program compiled for that value (the formulas\n   \
-                     serve the others).",
-                    prog.run_dims[0].name,
-                    values.join(", ")
+                    "\n   At {} the model runs programs compiled for those values (the\n   \
+                     formulas serve the others).",
+                    values.join("; ")
                 )
             }
         );

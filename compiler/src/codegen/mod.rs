@@ -14,7 +14,7 @@ mod steps;
 pub mod vmath;
 
 use crate::error::{Error, Result};
-use crate::loops::{Loc, Program};
+use crate::loops::{self, Loc, Program};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self, AbiParam, InstBuilder, UserFuncName, types};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
@@ -23,6 +23,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use func::PTR;
+use onnxc_runtime::shaped;
 use std::collections::HashMap;
 use target_lexicon::Triple;
 
@@ -322,17 +323,29 @@ pub fn compile(prog: &Program, prefix: &str, opts: &CodegenOptions) -> Result<Ar
     for (c, name) in prog.chunks.iter().zip(&names) {
         let bd = build(&c.program, name, false);
         let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
-        chunks.push((c.items, entries));
+        chunks.push((vec![c.items], entries));
     }
     // The programs for single values of the run-time dim, local too.
+    // Each table key holds the values of the first two run-time dims, `ANY` for one the
+    // program takes at run time (`onnxc_runtime::shaped::Fixed`).
+    let key = |f: &loops::Fixed| -> Vec<i64> {
+        (0..2)
+            .map(|k| f.at.get(k).copied().flatten().unwrap_or(shaped::ANY))
+            .collect()
+    };
     let fixed_names: Vec<String> = (prog.fixed.iter())
-        .map(|f| format!("{prefix}_at{}", f.value))
+        .map(|f| {
+            let at: Vec<String> = (f.at.iter())
+                .map(|v| v.map_or("n".into(), |v| v.to_string()))
+                .collect();
+            format!("{prefix}_at{}", at.join("_"))
+        })
         .collect();
     let mut fixed = Vec::new();
     for (f, name) in prog.fixed.iter().zip(&fixed_names) {
         let bd = build(&f.program, name, false);
         let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;
-        fixed.push((f.value, entries));
+        fixed.push((key(f), entries));
     }
     let bd = build(prog, prefix, true);
     let entries = emit_program(&bd, &mut st, &mut ctx, &mut fctx, opts.profile, &mut clif)?;

@@ -284,18 +284,207 @@ fn two_dims_at(
         pa.iter().copied().min().expect("probes"),
         pb.iter().copied().min().expect("probes"),
     ];
-    loops::dims::generalize_dims(&[na, nb], &least, &points, &refs)
-        .map(|mut p| {
-            p.run_dims[0].multiple = ma;
-            p.run_dims[1].multiple = mb;
-            Lowered::Program(p)
-        })
-        .map_err(|why| {
+    let mut general =
+        loops::dims::generalize_dims(&[na, nb], &least, &points, &refs).map_err(|why| {
             Error::NeedShape(format!(
                 "dims '{na}' and '{nb}' would be taken at run time, but the compiled model is \
                  not one program for all their values: {why}; fix one with --dim NAME=N"
             ))
-        })
+        })?;
+    general.run_dims[0].multiple = ma;
+    general.run_dims[1].multiple = mb;
+    // Below the least probes: the programs lowered there, and the programs of each value
+    // of one dim that the formulas do not serve, taking the other at run time.
+    let lower_small = |q: &[i64]| match lower_at(q, None, false) {
+        Ok(Lowered::Program(p)) => Some(p),
+        _ => None,
+    };
+    let one_fixed = |k: usize, v: i64| {
+        let ((name, m), (other, mo, bo)) = if k == 0 {
+            ((na, ma), (nb, mb, bb))
+        } else {
+            ((nb, mb), (na, ma, ba))
+        };
+        let mut at = import.clone();
+        at.dim_values.push((name.clone(), m * v));
+        let sub = one_dim_at(
+            model,
+            dir,
+            &at,
+            opts,
+            None,
+            prefix,
+            other,
+            mo * bo,
+            mo,
+            false,
+        );
+        match sub {
+            Ok(Lowered::Program(p)) => Some(p),
+            _ => None,
+        }
+    };
+    let below = Below {
+        names: [na, nb],
+        floors: [ga.least.unwrap_or(1).max(1), gb.least.unwrap_or(1).max(1)],
+        probes: [pa, pb],
+        points: &points,
+        programs: &refs,
+    };
+    Ok(Lowered::Program(below.extend(
+        general,
+        lower_small,
+        one_fixed,
+    )))
+}
+
+/// Most programs of their own that values below two run-time dims' formulas get: a dim
+/// whose values would take more (each value's program with programs of its own for values
+/// of the other dim) gets none, and starts where its formulas do.
+const MAX_FIXED_TWO: usize = 2 * MAX_FIXED as usize;
+
+/// Two run-time dims generalized from the programs lowered at `points` (`two_dims`), and
+/// what their values below the least probes need.
+struct Below<'a> {
+    names: [&'a str; 2],
+    /// The least value of each dim the model is valid at (its other dim near its bound).
+    floors: [i64; 2],
+    /// Each dim's probe values, the bound left out.
+    probes: [&'a [i64]; 2],
+    points: &'a [Vec<i64>],
+    programs: &'a [&'a Program],
+}
+
+impl Below<'_> {
+    /// Whether the programs, with `extra` at their points, are one program for every value
+    /// from `least` to the bounds.
+    fn one_program(&self, least: [i64; 2], extra: Option<(&[i64], &Program)>) -> bool {
+        let (mut points, mut programs) = (self.points.to_vec(), self.programs.to_vec());
+        if let Some((q, p)) = extra {
+            // The bounds stay last.
+            points.insert(points.len() - 1, q.to_vec());
+            programs.insert(programs.len() - 1, p);
+        }
+        loops::dims::generalize_dims(&self.names, &least, &points, &programs).is_ok()
+    }
+
+    /// `general` (at the least probes, the multiples set) taken below its least probes, as
+    /// one dim is (`verified_least`, `fixed_programs`): each dim's values down to its floor
+    /// are lowered (`lower_at`, the other dim at one of its probes) and checked to give the
+    /// generalized program, and the values below the first that does not (at most
+    /// `MAX_FIXED` of them, `MAX_FIXED_TWO` programs in all) get programs of their own that
+    /// take the other dim at run time
+    /// (`one_fixed(dim, value)`: `Fixed::at` a value and None), over its whole range
+    /// (theirs at its values below their formulas flattened into `general`'s). Where
+    /// both dims go below their probes, the corner of the two least values is checked too;
+    /// when that fails, `general` stays as it was.
+    fn extend(
+        &self,
+        general: Program,
+        lower_at: impl Fn(&[i64]) -> Option<Program>,
+        one_fixed: impl Fn(usize, i64) -> Option<Program>,
+    ) -> Program {
+        let low = [general.run_dims[0].least, general.run_dims[1].least];
+        let mut least = low;
+        let mut failed: [Option<i64>; 2] = [None, None];
+        for k in 0..2 {
+            let o = 1 - k;
+            for n in (self.floors[k]..low[k]).rev() {
+                let mut q = [0; 2];
+                q[k] = n;
+                q[o] = self.probes[o][n as usize % self.probes[o].len()];
+                let Some(p) = lower_at(&q) else {
+                    break;
+                };
+                let mut at = low;
+                at[k] = n;
+                if !self.one_program(at, Some((&q, &p))) {
+                    failed[k] = Some(n);
+                    break;
+                }
+                least[k] = n;
+            }
+        }
+        if least[0] < low[0] && least[1] < low[1] {
+            let corner =
+                lower_at(&least).is_some_and(|p| self.one_program(least, Some((&least, &p))));
+            if !corner {
+                return general;
+            }
+        }
+        if least != low && !self.one_program(least, None) {
+            return general;
+        }
+        let Ok(mut wider) =
+            loops::dims::generalize_dims(&self.names, &least, self.points, self.programs)
+        else {
+            return general;
+        };
+        for (w, g) in wider.run_dims.iter_mut().zip(&general.run_dims) {
+            w.multiple = g.multiple;
+        }
+        // Each sub-program must serve the other dim from the least value it may take.
+        let served = |o: usize| {
+            if failed[o].is_some() {
+                self.floors[o]
+            } else {
+                least[o]
+            }
+        };
+        let mut fixed: Vec<loops::Fixed> = Vec::new();
+        for k in 0..2 {
+            let Some(top) = failed[k] else {
+                continue;
+            };
+            let o = 1 - k;
+            if top - self.floors[k] >= MAX_FIXED {
+                continue;
+            }
+            let mut mine = Vec::new();
+            for v in self.floors[k]..=top {
+                let Some(mut sub) = one_fixed(k, v) else {
+                    mine.clear();
+                    break;
+                };
+                let at = |w: Option<i64>| {
+                    let mut at = vec![None; 2];
+                    at[k] = Some(v);
+                    at[o] = w;
+                    at
+                };
+                let inner = std::mem::take(&mut sub.fixed);
+                let serves = sub.run_dims.len() == 1 && sub.run_dims[0].least <= served(o);
+                let mut these: Vec<loops::Fixed> = (inner.into_iter())
+                    .filter_map(|f| {
+                        let w = f.at.first().copied().flatten()?;
+                        Some(loops::Fixed {
+                            at: at(Some(w)),
+                            program: f.program,
+                        })
+                    })
+                    .collect();
+                these.push(loops::Fixed {
+                    at: at(None),
+                    program: sub,
+                });
+                let fits = (these.iter())
+                    .all(|f| loops::dims::fixed_fits(&wider, &f.at, &f.program).is_ok());
+                if !serves || !fits {
+                    mine.clear();
+                    break;
+                }
+                mine.extend(these);
+            }
+            if !mine.is_empty() && fixed.len() + mine.len() <= MAX_FIXED_TWO {
+                wider.run_dims[k].least = self.floors[k];
+                fixed.extend(mine);
+            }
+        }
+        // Programs for both dims' values first: the run takes the first that matches.
+        fixed.sort_by_key(|f| f.at.iter().filter(|v| v.is_none()).count());
+        wider.fixed = fixed;
+        wider
+    }
 }
 
 /// The value a run-time dim's size-based choices are made at (its convolutions' layouts and
@@ -573,17 +762,14 @@ fn fixed_programs(
     if top < floor || top - floor >= MAX_FIXED {
         return Vec::new();
     }
-    let mut fixed = vec![loops::Fixed {
-        value: top,
-        program: next,
-    }];
+    let mut fixed = vec![loops::Fixed::one(top, next)];
     for n in (floor..top).rev() {
         let Some(program) = lower_at(n) else {
             return Vec::new();
         };
-        fixed.push(loops::Fixed { value: n, program });
+        fixed.push(loops::Fixed::one(n, program));
     }
-    if (fixed.iter()).any(|f| loops::dims::fixed_fits(general, f.value, &f.program).is_err()) {
+    if (fixed.iter()).any(|f| loops::dims::fixed_fits(general, &f.at, &f.program).is_err()) {
         return Vec::new();
     }
     fixed.reverse();
@@ -608,11 +794,14 @@ pub(super) fn one_dim(
     bound: i64,
 ) -> Result<Lowered> {
     with_retries(import, opts, |import, from| {
-        one_dim_at(model, dir, import, opts, emit, prefix, name, bound, from)
+        one_dim_at(
+            model, dir, import, opts, emit, prefix, name, bound, from, true,
+        )
     })
 }
 
-/// `one_dim`, the dim taken in multiples of at least `from` (`grid`).
+/// `one_dim`, the dim taken in multiples of at least `from` (`grid`); `warn`: the import's
+/// warnings printed (once, at the bound).
 #[allow(clippy::too_many_arguments)]
 fn one_dim_at(
     model: &frontend::Model,
@@ -624,6 +813,7 @@ fn one_dim_at(
     name: &str,
     bound: i64,
     from: i64,
+    warn: bool,
 ) -> Result<Lowered> {
     let name = name.to_string();
     // Lowered at each probe value from the model's least valid value, the bound
@@ -671,7 +861,7 @@ fn one_dim_at(
     if let Ok(Lowered::Program(p)) = lower_at(decision_value(low, bound_value), None, false) {
         *decide.borrow_mut() = Some(p.conv_sizes.clone().into());
     }
-    let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), true)? {
+    let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), warn)? {
         Lowered::Program(p) => p,
         dump => return Ok(dump),
     };
@@ -701,8 +891,8 @@ fn one_dim_at(
     })?;
     if let Some(p) = below {
         let fixed = fixed_programs(&general, floor, p, lower_probe);
-        if let Some(lo) = fixed.first() {
-            general.run_dims[0].least = lo.value;
+        if let Some(&Some(lo)) = fixed.first().and_then(|f| f.at.first()) {
+            general.run_dims[0].least = lo;
         }
         general.fixed = fixed;
     }

@@ -452,41 +452,71 @@ pub fn generalize_dims(
     })
 }
 
-/// Why `p`, the model's program lowered at `value` of the run-time dim, cannot run for
-/// that value in place of `general` (the generalized program; `Program::fixed`): it must
-/// take and give the same tensors, at the dims `general`'s formulas give at `value`.
-pub fn fixed_fits(general: &Program, value: i64, p: &Program) -> Result<(), String> {
-    if !p.chunks.is_empty() || !p.fixed.is_empty() || !p.run_dims.is_empty() || p.dynamic() {
+/// Why `p`, the model's program lowered at the values `at` of the run-time dims
+/// (`Fixed::at`), cannot run for those values in place of `general` (the generalized
+/// program; `Program::fixed`): it must take and give the same tensors, at the dims
+/// `general`'s formulas give there. Where `at` leaves a dim to `p` (its only run-time dim,
+/// of the same name, multiple and bound), that is checked at `p`'s least value of it, its
+/// bound and between.
+pub fn fixed_fits(general: &Program, at: &[Option<i64>], p: &Program) -> Result<(), String> {
+    let free: Vec<usize> = (0..at.len()).filter(|&k| at[k].is_none()).collect();
+    let takes = match (&free[..], &p.run_dims[..]) {
+        ([], []) => true,
+        ([j], [d]) => {
+            let g = &general.run_dims[*j];
+            d.name == g.name && d.multiple == g.multiple && d.bound == g.bound
+        }
+        _ => false,
+    };
+    if at.len() != general.run_dims.len()
+        || !takes
+        || !p.chunks.is_empty()
+        || !p.fixed.is_empty()
+        || p.dynamic()
+    {
         return Err("it is not one plain program".into());
     }
-    let same = |g: &[IoDesc], q: &[IoDesc], what: &str| {
+    let same = |g: &[IoDesc], q: &[IoDesc], what: &str, values: &[i64], x: i64| {
         if g.len() != q.len() {
             return Err(format!("its {what} differ in number"));
         }
-        for (a, b) in g.iter().zip(q) {
-            let dims: Vec<i64> = (a.shape.iter().enumerate())
-                .map(|(k, &d)| match a.run_dims.get(k) {
-                    Some(Some(r)) => r.at(value),
+        let at = |t: &IoDesc, value: &dyn Fn(&RunDim) -> i64| -> Vec<i64> {
+            (t.shape.iter().enumerate())
+                .map(|(k, &d)| match t.run_dims.get(k) {
+                    Some(Some(r)) => value(r),
                     _ => d,
                 })
-                .collect();
+                .collect()
+        };
+        for (a, b) in g.iter().zip(q) {
+            let dims = at(a, &|r| r.at(values[r.dim as usize]));
+            let theirs = at(b, &|r| r.at(x));
             if a.dtype != b.dtype
-                || dims != b.shape
+                || dims != theirs
                 || a.batched != b.batched
                 || a.hidden != b.hidden
                 || a.map_key != b.map_key
                 || a.dims_at != b.dims_at
             {
                 return Err(format!(
-                    "its {what} '{}' is {:?} there, where the formulas give {dims:?}",
-                    b.name, b.shape
+                    "its {what} '{}' is {theirs:?} at {values:?}, where the formulas give \
+                     {dims:?}",
+                    b.name
                 ));
             }
         }
         Ok(())
     };
-    same(&general.inputs, &p.inputs, "input")?;
-    same(&general.outputs, &p.outputs, "output")
+    let xs = match p.run_dims.first() {
+        Some(d) => vec![d.least, (d.least + d.bound) / 2, d.bound],
+        None => vec![0],
+    };
+    for x in xs {
+        let values: Vec<i64> = at.iter().map(|v| v.unwrap_or(x)).collect();
+        same(&general.inputs, &p.inputs, "input", &values, x)?;
+        same(&general.outputs, &p.outputs, "output", &values, x)?;
+    }
+    Ok(())
 }
 
 struct Unify<'a> {

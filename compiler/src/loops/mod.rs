@@ -393,10 +393,10 @@ pub struct Program {
     /// computes `items` items at once, with this program's inputs and outputs at `items`
     /// times their batched dims. `NAME_run_shaped` runs whole chunks, then single items.
     pub chunks: Vec<Chunk>,
-    /// Programs compiled for single values of run-time dim 0 below those the program's
-    /// formulas serve (`dims::Fixed`; `driver`): `NAME_run_shaped` runs the one for the
-    /// inputs' value where there is one. Their inputs and outputs are this program's at that
-    /// value.
+    /// Programs compiled for single values of run-time dims below those the program's
+    /// formulas serve (`driver`): `NAME_run_shaped` runs the first for the inputs' values
+    /// where there is one (those for two values come before those for one). Their inputs
+    /// and outputs are this program's at those values.
     pub fixed: Vec<Fixed>,
     /// The dims the program takes at run time (`dims`; `DIM_VAR`), in the order of the dims
     /// array its functions read after the input pointers (`inputs[inputs.len()]`). Buffers,
@@ -415,11 +415,40 @@ pub struct Chunk {
     pub program: Program,
 }
 
-/// A program for one value of a run-time dim (`Program::fixed`), with no dims of its own.
+/// A program for single values of run-time dims (`Program::fixed`).
 #[derive(Clone, Debug)]
 pub struct Fixed {
-    pub value: i64,
+    /// The value of each of the model's run-time dims it is for, in their units (of
+    /// `RunTimeDim::multiple`); None for the one dim it takes at run time itself (as its
+    /// only run-time dim).
+    pub at: Vec<Option<i64>>,
     pub program: Program,
+}
+
+impl Fixed {
+    /// A program for value `value` of a model's only run-time dim.
+    pub fn one(value: i64, program: Program) -> Fixed {
+        Fixed {
+            at: vec![Some(value)],
+            program,
+        }
+    }
+
+    /// `seq 1`, `batch 1 and seq 1`, `batch 1 (any seq)`: the values it is for, in the
+    /// dims' own units.
+    pub fn describe(&self, dims: &[RunTimeDim]) -> String {
+        let values: Vec<String> = (self.at.iter().zip(dims))
+            .filter_map(|(v, d)| v.map(|v| format!("{} {}", d.name, d.multiple * v)))
+            .collect();
+        let any: Vec<&str> = (self.at.iter().zip(dims))
+            .filter(|(v, _)| v.is_none())
+            .map(|(_, d)| d.name.as_str())
+            .collect();
+        match any.first() {
+            Some(name) => format!("{} (any {name})", values.join(" and ")),
+            None => values.join(" and "),
+        }
+    }
 }
 
 impl Program {
