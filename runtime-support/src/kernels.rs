@@ -296,11 +296,11 @@ kernels! {
         bias: OptIn = *const f32, y: Out = *mut u8, scratch: Scratch = *mut f32,
         threads: Threads = *const crate::par::Threads,
     ) -> Status;
-    /// Integer matrix product of uint8/int8 activations with packed int8 weights
+    /// Integer matrix product of `rows` uint8/int8 activations with packed int8 weights
     /// (`qconv::matmul::QMatMulParams`); `a_zp` null for the blob's zero point.
     QMATMUL = onnxc_qmatmul in qconv::matmul(
         params: Params = *const i64, a: In = *const u8, a_zp: OptIn = *const u8,
-        y: Out = *mut u8, scratch: Scratch = *mut f32,
+        y: Out = *mut u8, rows: Int = i64, scratch: Scratch = *mut f32,
         threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// The aggregated leaf values of a tree ensemble per row (`tree::encode`'s forest).

@@ -1,25 +1,32 @@
 //! Integer matrix product (`onnxc_qmatmul`): operands the uint8/int8 activations `[…, m, k]`
 //! and optionally their run-time zero point (one element, DynamicQuantizeLinear's); the
 //! weights, their zero points, bias and scales are packed into the parameter blob when the
-//! frontend builds the op (`onnxc_runtime::qconv::matmul::QMatMulParams::encode`). Built by
-//! `frontend::ops::qdq`.
+//! frontend builds the op (`onnxc_runtime::qconv::matmul::QMatMulParams::encode`), the rows
+//! (every `m` of the batch) an argument of the call, so that the blob is the same at every
+//! value of a dim taken at run time. Built by `frontend::ops::qdq`.
 
 use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
-use crate::ir::Tensor;
 use crate::ir::interp::EvalError;
+use crate::ir::{Tensor, expr};
 use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::par::{Par, ScratchNeed};
 use onnxc_runtime::qconv::matmul::QMatMulParams;
 use std::sync::Arc;
 
-/// The op: its sealed `QMatMulParams` blob (compared by content).
+/// The op: its sealed `QMatMulParams` blob (compared by content) and the rows of its
+/// activations.
 #[derive(Clone, Debug, PartialEq)]
-pub struct QMatMul(pub Arc<Vec<i64>>);
+pub struct QMatMul {
+    pub blob: Arc<Vec<i64>>,
+    pub rows: usize,
+}
 
 impl QMatMul {
     fn params(&self) -> QMatMulParams<'_> {
-        QMatMulParams::decode(&self.0).expect("the frontend encodes a valid blob")
+        QMatMulParams::decode(&self.blob)
+            .and_then(|p| p.with_rows(self.rows as i64))
+            .expect("the frontend encodes a valid blob")
     }
 }
 
@@ -31,8 +38,8 @@ impl KernelOp for QMatMul {
     fn attrs(&self) -> String {
         let p = self.params();
         format!(
-            "out={:?} batch={} m={} k={} n={} x_zp={}",
-            p.q.out, p.batch, p.m, p.k, p.n, p.q.x_zp
+            "out={:?} rows={} k={} n={} x_zp={}",
+            p.q.out, p.rows, p.k, p.n, p.q.x_zp
         )
     }
 
@@ -97,10 +104,11 @@ impl KernelOp for QMatMul {
         Ok(vec![Stmt::call(
             &kernels::QMATMUL,
             vec![
-                Arg::Blob(self.0.clone()),
+                Arg::Blob(self.blob.clone()),
                 cx.operand_arg(0),
                 zp,
                 cx.result_arg(),
+                Arg::Int(expr::i(self.rows as i64)),
                 scratch,
                 Arg::Threads,
             ],

@@ -1,5 +1,7 @@
-//! Integer matrix products `Y[b] = A[b] · W` of uint8/int8 activations `A` (`[batch, m,
-//! k]`) and constant int8 weights `W` (`[k, n]`, packed when the model is compiled), with
+//! Integer matrix products `Y = A · W` of uint8/int8 activations `A` (`[rows, k]`: every
+//! matrix of a batch at once, the rows a call argument, so that one blob serves a row count
+//! taken at run time) and constant int8 weights `W` (`[k, n]`, packed when the model is
+//! compiled), with
 //! exact int32 sums and the convolution's epilogues (`QOut`): MatMulInteger, QLinearMatMul
 //! and the MatMul of QDQ models.
 //!
@@ -13,7 +15,7 @@ use super::{
     Epi, Flags, MR, NR, QScalars, Tier, constant_part, decode_header, encode_header, matmul_kernel,
     pack_u32s, read_u32s, read_weights, seal_with_tail,
 };
-use crate::abi::ONNXC_OK;
+use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK};
 use crate::kernels::Status;
 use crate::par::{Par, ScratchNeed, Slots};
 use crate::params;
@@ -22,8 +24,9 @@ use crate::params;
 #[derive(Debug)]
 pub struct QMatMulParams<'a> {
     pub q: QScalars,
-    pub batch: usize,
-    pub m: usize,
+    /// Rows of the activations (every matrix of a batch: the weights are shared), given by
+    /// the call (`with_rows`; 0 as decoded), so that one blob serves every row count.
+    pub rows: usize,
     pub k: usize,
     pub n: usize,
     pub has_wzp: bool,
@@ -42,8 +45,8 @@ pub struct QMatMulParams<'a> {
     pub weights: &'a [i8],
 }
 
-/// Words after the seal: out, flags, x_zp, y_zp, lo, hi, batch, m, k, n.
-const HEADER: usize = 10;
+/// Words after the seal: out, flags, x_zp, y_zp, lo, hi, k, n.
+const HEADER: usize = 8;
 
 impl QMatMulParams<'_> {
     fn k4(&self) -> usize {
@@ -67,8 +70,6 @@ impl QMatMulParams<'_> {
     #[allow(clippy::too_many_arguments, reason = "every constant of the op")]
     pub fn encode(
         q: QScalars,
-        batch: usize,
-        m: usize,
         k: usize,
         n: usize,
         w: &[i8],
@@ -102,7 +103,7 @@ impl QMatMulParams<'_> {
             })),
         };
         let mut p = encode_header(q, flags).to_vec();
-        p.extend([batch, m, k, n].map(|d| d as i64));
+        p.extend([k, n].map(|d| d as i64));
         let b: Vec<u32> = bias.map_or(vec![0; n], |b| b.iter().map(|&v| v as u32).collect());
         pack_u32s(b, &mut p);
         pack_u32s(colsum, &mut p);
@@ -111,17 +112,14 @@ impl QMatMulParams<'_> {
 
     /// The product `encode` wrote into `blob`, validated.
     pub fn decode(blob: &[i64]) -> params::Result<QMatMulParams<'_>> {
-        use params::{in_range, product};
+        use params::in_range;
         let mut r = params::Reader::new(blob)?;
         let h: [i64; HEADER] = r.array()?;
         let (q, flags) = decode_header(&h[..6])?;
         let dims = "a dimension is out of range";
-        let batch = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
-        let m = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
-        let k = in_range(h[8], 0, params::MAX_EXTENT, dims)? as usize;
-        let n = in_range(h[9], 0, params::MAX_EXTENT, dims)? as usize;
+        let k = in_range(h[6], 0, params::MAX_EXTENT, dims)? as usize;
+        let n = in_range(h[7], 0, params::MAX_EXTENT, dims)? as usize;
         let big = "the product is too large";
-        product([batch as i64, m as i64, k.max(n) as i64], big)?;
         let bias = read_u32s(&mut r, n)?;
         let colsum = read_u32s(&mut r, n)?;
         let wzp = read_u32s(&mut r, n)?;
@@ -131,8 +129,7 @@ impl QMatMulParams<'_> {
         r.finish()?;
         Ok(QMatMulParams {
             q,
-            batch,
-            m,
+            rows: 0,
             k,
             n,
             has_wzp: flags.has_wzp,
@@ -144,6 +141,20 @@ impl QMatMulParams<'_> {
             scale,
             fbias,
             weights,
+        })
+    }
+
+    /// The product over `rows` rows of activations (in `0..=MAX_EXTENT`, its tensors of a
+    /// size that fits in memory).
+    pub fn with_rows(self, rows: i64) -> params::Result<Self> {
+        let rows = params::in_range(rows, 0, params::MAX_EXTENT, "rows are out of range")?;
+        params::product(
+            [rows, self.k.max(self.n) as i64],
+            "the product is too large",
+        )?;
+        Ok(QMatMulParams {
+            rows: rows as usize,
+            ..self
         })
     }
 }
@@ -207,8 +218,8 @@ pub(crate) unsafe fn qmatmul_on(
     slots: Slots,
     par: Par,
 ) {
-    let (m, k, n) = (p.m, p.k, p.n);
-    if p.batch == 0 || m == 0 || n == 0 {
+    let (m, k, n) = (p.rows, p.k, p.n);
+    if m == 0 || n == 0 {
         return;
     }
     let zx = p.q.packed_zp(x_zp);
@@ -237,15 +248,14 @@ pub(crate) unsafe fn qmatmul_on(
         let wide =
             unsafe { std::slice::from_raw_parts_mut(slots.at(worker) as *mut u8, k4 * 8 * MR) };
         let mut tile = [[0i32; NR]; MR];
-        for u in range {
-            let (b, blk) = (u / blocks, u % blocks);
+        for blk in range {
             let m0 = blk * MR;
             let rows = MR.min(m - m0);
             let block = &mut wide[..k4 * 4 * MR];
-            // SAFETY: batch b's rows lie in `a`.
+            // SAFETY: the rows lie in `a`.
             let sums = unsafe {
                 pack_rows(
-                    (a_addr + b * m * k) as *const u8,
+                    a_addr as *const u8,
                     k,
                     m0,
                     rows,
@@ -265,10 +275,10 @@ pub(crate) unsafe fn qmatmul_on(
                     let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
                     let n0 = pn * NR;
                     let lanes = NR.min(n - n0);
-                    let dst = y_addr + ((b * m + m0) * n + n0) * es;
-                    // SAFETY: the CPU has AVX2 (caller); rows m0 .. m0 + rows of batch b,
-                    // columns n0 .. n0 + lanes, lie in `y`, one row of n apart; each (batch,
-                    // block) is written by one task only.
+                    let dst = y_addr + (m0 * n + n0) * es;
+                    // SAFETY: the CPU has AVX2 (caller); rows m0 .. m0 + rows, columns n0 ..
+                    // n0 + lanes, lie in `y`, one row of n apart; each block is written by one
+                    // task only.
                     unsafe {
                         super::avx2::matmul_tile_epilogue(
                             k4,
@@ -292,12 +302,12 @@ pub(crate) unsafe fn qmatmul_on(
                 let w = &p.weights[pn * k4 * NR * 4..][..k4 * NR * 4];
                 let n0 = pn * NR;
                 let lanes = NR.min(n - n0);
-                let dst = y_addr + ((b * m + m0) * n + n0) * es;
+                let dst = y_addr + (m0 * n + n0) * es;
                 #[cfg(target_arch = "x86_64")]
                 if matches!(tier, Tier::Vnni512 { .. }) {
                     // SAFETY: the CPU has the VNNI tier's features (caller); rows m0 .. m0 +
-                    // rows of batch b, columns n0 .. n0 + lanes, lie in `y`, one row of n
-                    // apart; each (batch, block) is written by one task only.
+                    // rows, columns n0 .. n0 + lanes, lie in `y`, one row of n apart; each
+                    // block is written by one task only.
                     unsafe {
                         matmul_kernel::tile_epilogue_vnni512(
                             k4,
@@ -333,7 +343,7 @@ pub(crate) unsafe fn qmatmul_on(
         }
     };
     // SAFETY: tasks write disjoint rows and use their worker's slot.
-    unsafe { par.for_ranges(p.batch * blocks, cost, &job) };
+    unsafe { par.for_ranges(blocks, cost, &job) };
 }
 
 /// Runs the product on this CPU's best tier (`qmatmul_on`).
@@ -353,22 +363,27 @@ pub unsafe fn qmatmul(
     unsafe { qmatmul_on(Tier::detect(), p, x_zp, a, y, shared, slots, par) }
 }
 
-/// C entry point: `params` a `QMatMulParams` blob; `a` the activations, `a_zp` their zero
-/// point (one byte; null: the blob's), `y` the output of the blob's type.
+/// C entry point: `params` a `QMatMulParams` blob; `a` the activations (`rows` of them),
+/// `a_zp` their zero point (one byte; null: the blob's), `y` the output of the blob's type.
 ///
 /// # Safety
-/// `params` is null or a sealed blob; `a`, `y` hold the tensors it describes, `a_zp` is null
-/// or one readable byte, `scratch` its `scratch()` for every worker of `threads`.
+/// `params` is null or a sealed blob; `a`, `y` hold the tensors it and `rows` describe,
+/// `a_zp` is null or one readable byte, `scratch` its `scratch()` for every worker of
+/// `threads`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_qmatmul(
     params: *const i64,
     a: *const u8,
     a_zp: *const u8,
     y: *mut u8,
+    rows: i64,
     scratch: *mut f32,
     threads: *const crate::par::Threads,
 ) -> Status {
     let p = params::decode_blob!(params, QMatMulParams::decode);
+    let Ok(p) = p.with_rows(rows) else {
+        return ONNXC_ERR_PARAMS;
+    };
     let x_zp = if a_zp.is_null() {
         p.q.x_zp
     } else if p.q.x_signed {

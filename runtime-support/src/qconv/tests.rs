@@ -408,9 +408,9 @@ fn matmul_matches_the_reference_on_every_tier() {
                     lo,
                     hi,
                 };
-                let blob =
-                    QMatMulParams::encode(q, batch, m, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
+                let blob = QMatMulParams::encode(q, k, n, &w, &wzp, Some(&bias), &scale, &fbias);
                 let p = QMatMulParams::decode(&blob).expect("the blob decodes");
+                let p = p.with_rows((batch * m) as i64).expect("the rows fit");
                 assert_eq!(
                     p.short_pairs, seven_bit,
                     "pairs flagged by the weights' range"

@@ -523,13 +523,16 @@ fn build_matmul(
         QOut::U8 => DType::U8,
         QOut::I8 => DType::I8,
     };
-    let blob = onnxc_runtime::qconv::matmul::QMatMulParams::encode(
-        q, batch, m, k, n, w, w_zp, bias, scale, fbias,
-    );
+    let blob =
+        onnxc_runtime::qconv::matmul::QMatMulParams::encode(q, k, n, w, w_zp, bias, scale, fbias);
     let mut inputs = vec![x];
     inputs.extend(x_zp);
+    let op = crate::kernels::QMatMul {
+        blob: Arc::new(blob),
+        rows: batch * m,
+    };
     ctx.add(
-        crate::ir::Op::kernel(crate::kernels::QMatMul(Arc::new(blob))),
+        crate::ir::Op::kernel(op),
         inputs,
         TypeInfo::new(dt, shape.iter().map(|&d| Dim::Known(d)).collect()),
     )
