@@ -22,6 +22,8 @@
 //! A reverse direction runs from the last step to the first; `y` holds each step's `h` at
 //! its time, then the last `h` (and for LSTM the last `c`). The activations are the
 //! runtime's vector ones (`activation`), as the generated code's maps would compute them.
+//! An LSTM with quantized weights (onnxruntime's DynamicQuantizeLSTM) takes their float
+//! values as `R` and quantizes each step's `h` before the product (`quantize_h`).
 
 use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK, elements, elements_mut};
 use crate::activation::{self, SIGMOID, TANH};
@@ -34,7 +36,7 @@ use crate::simd;
 mod lstm_cell;
 
 /// Words of `onnxc_recurrent_f32`'s parameters (its blob's body).
-pub const PARAMS: usize = 8;
+pub const PARAMS: usize = 9;
 
 /// The cell of a recurrence, with its code in the blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,11 +76,15 @@ pub struct RecurrentParams {
     /// `r` is packed for the products (`pack_r`), as the compiler packs constant weights;
     /// else the raw `[gates·hidden, hidden]`, packed into the scratch by every call.
     pub r_packed: bool,
+    /// LSTM with quantized weights (onnxruntime's DynamicQuantizeLSTM, `r` their dequantized
+    /// values): each step's `h` is quantized to uint8 over the batch as
+    /// DynamicQuantizeLinear does before it multiplies `Rᵀ` (`quantize_state`).
+    pub quantize_h: bool,
 }
 
 impl RecurrentParams {
     /// The sealed blob (`params::seal`) of `[cell, seq, batch, hidden, reverse,
-    /// linear_before_reset, input_forget, r_packed]`.
+    /// linear_before_reset, input_forget, r_packed, quantize_h]`.
     pub fn encode(&self) -> Vec<i64> {
         params::seal([
             self.cell as i64,
@@ -89,15 +95,27 @@ impl RecurrentParams {
             self.linear_before_reset as i64,
             self.input_forget as i64,
             self.r_packed as i64,
+            self.quantize_h as i64,
         ])
     }
 
     /// Decodes and checks `blob`: a known cell, `seq` not negative, `batch` and `hidden`
-    /// positive, flags 0 or 1, and every tensor of a size that fits in memory.
+    /// positive, flags 0 or 1 (`quantize_h` for LSTM only), and every tensor of a size that
+    /// fits in memory.
     pub fn decode(blob: &[i64]) -> params::Result<RecurrentParams> {
         use params::{flag, in_range, product};
         let mut r = params::Reader::new(blob)?;
-        let [cell, seq, batch, hidden, reverse, lbr, forget, packed] = r.array()?;
+        let [
+            cell,
+            seq,
+            batch,
+            hidden,
+            reverse,
+            lbr,
+            forget,
+            packed,
+            quantize,
+        ] = r.array()?;
         r.finish()?;
         let cell = [Cell::Rnn, Cell::Gru, Cell::Lstm]
             .into_iter()
@@ -121,7 +139,11 @@ impl RecurrentParams {
             linear_before_reset: flag(lbr, "linear_before_reset is not 0 or 1")?,
             input_forget: flag(forget, "input_forget is not 0 or 1")?,
             r_packed: flag(packed, "r_packed is not 0 or 1")?,
+            quantize_h: flag(quantize, "quantize_h is not 0 or 1")?,
         };
+        if p.quantize_h && p.cell != Cell::Lstm {
+            return Err(ParamError("quantize_h is for LSTM only"));
+        }
         product([p.scratch_floats() as i64, 4], too_big)?;
         Ok(p)
     }
@@ -333,6 +355,14 @@ pub fn recurrent_f32(
             &before[prev_t * sl..][..sl]
         };
         let xw_t = &x.xw[t * p.batch * gh..][..p.batch * gh];
+        // With quantized weights, h as their product sees it (in `tmp`, which only GRU's
+        // second product uses otherwise).
+        let h_product: &[f32] = if p.quantize_h {
+            quantize_state(h_prev, &mut tmp[..sl]);
+            &tmp[..sl]
+        } else {
+            h_prev
+        };
         let ep = if fused {
             (bsum, Some(xw_t))
         } else {
@@ -341,7 +371,7 @@ pub fn recurrent_f32(
         product(
             par,
             p.batch,
-            h_prev,
+            h_product,
             hd,
             rp,
             (n1, gh),
@@ -434,6 +464,21 @@ pub fn recurrent_f32(
     }
     if p.cell == Cell::Lstm {
         fc.copy_from_slice(&c[..sl]);
+    }
+}
+
+/// `q` = `h` quantized to uint8 and back, as onnxruntime's quantized recurrences quantize
+/// the hidden state before its product (DynamicQuantizeLinear over all of `h`): the range
+/// `[min(0, min h), max(0, max h)]` in 255 steps of `scale` (1 for an all-zero range),
+/// the zero point and each value rounded half to even and clamped to `[0, 255]`; `q` holds
+/// `(value − zero point) · scale`.
+fn quantize_state(h: &[f32], q: &mut [f32]) {
+    let (lo, hi) = (h.iter()).fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
+    let zero = (-lo / scale).clamp(0.0, 255.0).round_ties_even();
+    for (q, &v) in q.iter_mut().zip(h) {
+        let level = ((v / scale).round_ties_even() + zero).clamp(0.0, 255.0);
+        *q = (level - zero) * scale;
     }
 }
 
@@ -674,6 +719,16 @@ mod tests {
         for s in 0..p.seq {
             let t = if p.reverse { p.seq - 1 - s } else { s };
             let mut hn = vec![0f64; b * hd];
+            // The h that multiplies R: with quantized weights, h as a float32 state
+            // quantized (`quantize_state`, checked on its own below).
+            let hr: Vec<f64> = if p.quantize_h {
+                let h32: Vec<f32> = h.iter().map(|&v| v as f32).collect();
+                let mut q = vec![0f32; h32.len()];
+                quantize_state(&h32, &mut q);
+                q.iter().map(|&v| v as f64).collect()
+            } else {
+                h.clone()
+            };
             for bi in 0..b {
                 // Gate j, unit k: its input side and its recurrent side (h·Rᵀ + Rb).
                 let inp = |j: usize, k: usize| {
@@ -708,15 +763,15 @@ mod tests {
                         }
                         Cell::Lstm => {
                             let pp = |j: usize| at(x.peephole, j * hd + k);
-                            let ig = sig(cl(inp(0, k) + rec(&h, 0, k) + pp(0) * c[i]));
+                            let ig = sig(cl(inp(0, k) + rec(&hr, 0, k) + pp(0) * c[i]));
                             let fg = if p.input_forget {
                                 1.0 - ig
                             } else {
-                                sig(cl(inp(2, k) + rec(&h, 2, k) + pp(2) * c[i]))
+                                sig(cl(inp(2, k) + rec(&hr, 2, k) + pp(2) * c[i]))
                             };
-                            let cc = cl(inp(3, k) + rec(&h, 3, k)).tanh();
+                            let cc = cl(inp(3, k) + rec(&hr, 3, k)).tanh();
                             c[i] = fg * c[i] + ig * cc;
-                            let o = sig(cl(inp(1, k) + rec(&h, 1, k) + pp(1) * c[i]));
+                            let o = sig(cl(inp(1, k) + rec(&hr, 1, k) + pp(1) * c[i]));
                             o * c[i].tanh()
                         }
                     };
@@ -754,6 +809,7 @@ mod tests {
             (Cell::Lstm, 5, 4, 12, true, false, true),
             (Cell::Lstm, 1, 2, 40, false, false, false),
             (Cell::Lstm, 0, 2, 8, false, false, false),
+            (Cell::Lstm, 4, 3, 10, true, false, false),
         ];
         for (k, &(cell, seq, batch, hidden, reverse, lbr, forget)) in cases.iter().enumerate() {
             let p = RecurrentParams {
@@ -765,6 +821,8 @@ mod tests {
                 linear_before_reset: lbr,
                 input_forget: forget,
                 r_packed: k % 3 == 2,
+                // The state quantized: a matrix-vector product and a GEMM.
+                quantize_h: cell == Cell::Lstm && k % 4 == 3,
             };
             assert_eq!(RecurrentParams::decode(&p.encode()), Ok(p));
             let rand = |n, s| crate::test_rand(n, 16 * k as u64 + s);
@@ -839,6 +897,7 @@ mod tests {
                 linear_before_reset: k == 1,
                 input_forget: false,
                 r_packed: k % 2 == 1,
+                quantize_h: k == 3,
             };
             let rand = |n, s| crate::test_rand(n, 40 * k as u64 + s);
             let full = k >= 2;
@@ -902,6 +961,28 @@ mod tests {
         }
     }
 
+    /// The state quantized as DynamicQuantizeLinear would (by hand): the range [-1, 2]
+    /// (zero included) in steps of 3/255, the zero point 85, each value rounded to a level.
+    #[test]
+    fn a_state_is_quantized_over_its_range_with_zero() {
+        let scale = 3.0f32 / 255.0;
+        let mut q = [f32::NAN; 5];
+        quantize_state(&[-1.0, 0.0, 2.0, 0.5], &mut q[..4]);
+        let levels = [-85.0f32, 0.0, 170.0, (0.5 / scale).round_ties_even()];
+        for (k, l) in levels.iter().enumerate() {
+            assert_eq!(q[k], l * scale, "{k}");
+        }
+        // A wider range: [-4, 2], the zero point 170; -4 is level 0.
+        quantize_state(&[-1.0, 0.0, 2.0, 0.5, -4.0], &mut q);
+        let scale = 6.0f32 / 255.0;
+        assert_eq!((4.0 / scale).round_ties_even(), 170.0);
+        assert_eq!(q[4], -170.0 * scale);
+        assert_eq!(q[1], 0.0);
+        // An all-zero state stays zero.
+        quantize_state(&[0.0; 3], &mut q[..3]);
+        assert_eq!(&q[..3], &[0.0; 3]);
+    }
+
     #[test]
     fn refuses_corrupt_blobs() {
         let good = RecurrentParams {
@@ -913,10 +994,19 @@ mod tests {
             linear_before_reset: false,
             input_forget: false,
             r_packed: false,
+            quantize_h: false,
+        };
+        let gru = RecurrentParams {
+            cell: Cell::Gru,
+            ..good
         };
         for bad in [
             RecurrentParams { hidden: 0, ..good },
             RecurrentParams { batch: 0, ..good },
+            RecurrentParams {
+                quantize_h: true,
+                ..gru
+            },
         ] {
             assert!(RecurrentParams::decode(&bad.encode()).is_err(), "{bad:?}");
         }

@@ -589,6 +589,77 @@ fn a_leading_sequence_dim_is_taken_at_run_time_with_no_flag() {
     assert_eq!(bounded.program.run_dims[0].bound, 64);
 }
 
+/// onnxruntime's DynamicQuantizeLSTM as `quantize_dynamic` writes it, over `x [S, 1, 8]`:
+/// int8 weights `W [1, 8, 64]` and `R [1, 16, 64]` (transposed) with a scale and zero point
+/// each, hidden 16.
+fn model_with_quantized_lstm() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<i64> { (0..n).map(|k| (k * m % 61) as i64 - 30).collect() };
+    let mut lstm = node(
+        "DynamicQuantizeLSTM",
+        "qlstm",
+        &["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"],
+        &["y", "yh"],
+    );
+    lstm.domain = Some("com.microsoft".into());
+    let b: Vec<f32> = (0..128)
+        .map(|k| ((k * 7 % 13) as f32 - 6.0) / 20.0)
+        .collect();
+    onnxc_tests::model::importing(
+        model(
+            vec![with_int(lstm, "hidden_size", 16)],
+            vec![value_info("x", 1, &[D::S("S"), D::N(1), D::N(8)])],
+            vec![
+                value_info("y", 1, &[D::S("S"), D::N(1), D::N(1), D::N(16)]),
+                value_info("yh", 1, &[D::N(1), D::N(1), D::N(16)]),
+            ],
+            vec![
+                int_tensor("w", 3, &[1, 8, 64], &v(8 * 64, 7)),
+                int_tensor("r", 3, &[1, 16, 64], &v(16 * 64, 11)),
+                f32_tensor("b", &[1, 128], &b),
+                f32_tensor("ws", &[1], &[0.01]),
+                int_tensor("wz", 3, &[1], &[0]),
+                f32_tensor("rs", &[1], &[0.008]),
+                int_tensor("rz", 3, &[1], &[1]),
+            ],
+            14,
+        ),
+        "com.microsoft",
+        1,
+    )
+}
+
+#[test]
+fn a_dynamically_quantized_lstm_runs_over_a_sequence_taken_at_run_time() {
+    // The recurrence kernel quantizes the state at every step (its input projection is the
+    // integer product of the quantized input, whose rows are a call argument): one program
+    // for every length, no longer unrolled.
+    let d = scratch("run_time_dims_qlstm");
+    let p = d.join("qlstm.onnx");
+    save(&model_with_quantized_lstm(), &p);
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<_> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound))
+        .collect();
+    assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for s in [1usize, 2, 7, 40, 300] {
+        let x: Vec<f32> = (0..s * 8)
+            .map(|k| ((k * 13 % 31) as f32 - 15.0) / 9.0)
+            .collect();
+        let input = write_input(&d, s, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{s}")), 2, 1);
+        assert_eq!(
+            got,
+            specialized(&p, &d, "S", s, &input, 2),
+            "S {s}: the specialized object's outputs"
+        );
+    }
+}
+
 /// A GRU as PyTorch exports one with dynamic axes: `x [S, B, 8]` and `h0 [1, B, 16]` to
 /// `y [S, 1, B, 16]` and `yh [1, B, 16]`, both dims symbolic.
 fn model_with_gru() -> onnxc_proto::ModelProto {

@@ -72,7 +72,7 @@ impl KernelOp for Recurrent {
     fn attrs(&self) -> String {
         let p = &self.params;
         format!(
-            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} clip={} pair={}",
+            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} quantize_h={} clip={} pair={}",
             p.cell,
             p.seq,
             p.batch,
@@ -80,6 +80,7 @@ impl KernelOp for Recurrent {
             p.reverse,
             p.linear_before_reset,
             p.input_forget,
+            p.quantize_h,
             self.clip,
             self.pair
         )

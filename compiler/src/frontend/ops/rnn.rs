@@ -1,6 +1,8 @@
 //! Recurrent layers: RNN, GRU and LSTM (every opset; `layout` from 14), and onnxruntime's
-//! DynamicQuantizeLSTM (integer weights, `Weights::Quantized`), unrolled over the sequence,
-//! whose length must be known at compile time (`--shape` fixes a symbolic one).
+//! DynamicQuantizeLSTM (integer weights, `Weights::Quantized`). Float32 layers with the
+//! default activations and no `sequence_lens` run the runtime's recurrence kernel
+//! (`kernels::Recurrent`) at any length; the others are unrolled over the sequence, whose
+//! length must then be known at compile time (`--shape` fixes a symbolic one).
 //!
 //! Per direction, the input projection of every step is one matrix product
 //! (`X·Wᵀ`, `[seq·batch, gates·hidden]`, weights packed at compile time when constant); each
@@ -171,6 +173,42 @@ fn quantized_product(
         Some(zero_point),
         None,
     )
+}
+
+/// The float values `(R − zero point) · scale` of integer recurrent weights `r` `[hidden,
+/// gates·hidden]` (one direction's), transposed to `[gates·hidden, hidden]` as the float
+/// recurrence takes them; `scale` and `zero_point` hold one element or one per column
+/// (`per_direction`).
+fn dequantized_transpose(
+    ctx: &mut Ctx,
+    r: ValueId,
+    scale: ValueId,
+    zero_point: ValueId,
+) -> Result<ValueId> {
+    let [hidden, gh] = ctx.known_shape(r)?[..] else {
+        return Err(ctx.err("quantized R is not 2-D per direction"));
+    };
+    // Operand `k`'s element for output row (column of R) `var(0)`.
+    let column = |ctx: &Ctx, v: ValueId, k: u32| -> Result<E> {
+        let at = if ctx.known_shape(v)? == [1] {
+            expr::i(0)
+        } else {
+            expr::var(0)
+        };
+        Ok(expr::cast(
+            expr::load(ctx.dtype(v), k, vec![at]),
+            DType::F32,
+        ))
+    };
+    // Operands: 0 R, 1 scale, 2 zero point.
+    let (s, z) = (column(ctx, scale, 1)?, column(ctx, zero_point, 2)?);
+    let w = expr::cast(
+        expr::load(ctx.dtype(r), 0, vec![expr::var(1), expr::var(0)]),
+        DType::F32,
+    );
+    let body = expr::binary(BinOp::Mul, expr::binary(BinOp::Sub, w, z), s);
+    let shape = vec![Dim::Known(gh), Dim::Known(hidden)];
+    ctx.map(DType::F32, shape, vec![r, scale, zero_point], body)
 }
 
 /// Direction `d`'s part of a quantized weight's scale or zero point: `[dirs]` gives one
@@ -369,9 +407,9 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
     let acts = activations(ctx, cell, dirs as usize)?;
     // The runtime's recurrence kernel takes float32 layers with the default activations and
     // no sequence_lens, at any length (one compiled call serves a length taken at run
-    // time); the others are unrolled.
-    let by_kernel = matches!(weights, Weights::Float)
-        && dt == DType::F32
+    // time), quantized weights as their float values with the state quantized at every
+    // step (`RecurrentParams::quantize_h`); the others are unrolled.
+    let by_kernel = dt == DType::F32
         && lens_in.is_none()
         && acts.iter().all(|a| {
             a.iter()
@@ -473,6 +511,12 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
             }
         };
         if by_kernel {
+            // The kernel multiplies h (quantized at each step) by R's float values
+            // `(R − zero point) · scale`, as [gates·hidden, hidden].
+            let r_d = match r_q {
+                Some((rs, rz)) => dequantized_transpose(ctx, r_d, rs, rz)?,
+                None => r_d,
+            };
             // One call for the layer: both directions of a bidirectional one at once.
             by_kernel_dirs.push((d, reverse, xw, r_d));
             if by_kernel_dirs.len() as i64 == dirs {
@@ -480,7 +524,7 @@ fn recurrent(ctx: &mut Ctx, cell: Cell, weights: Weights) -> Result<Vec<ValueId>
                     ctx,
                     cell,
                     [seq, batch, hidden],
-                    clip,
+                    (clip, quantized),
                     &by_kernel_dirs,
                     [b_in, h0, c0, p_in],
                 )? {
@@ -774,7 +818,7 @@ fn by_recurrence_kernel(
     ctx: &mut Ctx,
     cell: Cell,
     [seq, batch, hidden]: [i64; 3],
-    clip: Option<f64>,
+    (clip, quantize_h): (Option<f64>, bool),
     dirs: &[(i64, bool, ValueId, ValueId)],
     [b_in, h0, c0, p_in]: [Option<ValueId>; 4],
 ) -> Result<Vec<(ValueId, ValueId, Option<ValueId>)>> {
@@ -832,6 +876,7 @@ fn by_recurrence_kernel(
         ),
         input_forget: matches!(cell, Cell::Lstm { input_forget: true }),
         r_packed: false,
+        quantize_h,
     };
     debug_assert!(
         !pair || (!dirs[0].1 && dirs[1].1),
