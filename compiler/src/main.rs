@@ -261,6 +261,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         profile: false,
         no_winograd: c.no_winograd,
         json_diagnostics,
+        quiet: false,
         string_bytes: c.string_bytes,
     })
 }

@@ -2,7 +2,7 @@
 //! time, the values the model is lowered at for one dim or two, the least value each takes
 //! and the programs of single values below it.
 
-use super::{Emit, Lowered, Lowering, Options, lower_model};
+use super::{Emit, Lowered, Lowering, Options, lower_model, print_warning};
 use crate::error::{Error, Result};
 use crate::frontend::{self, ImportOptions, tensor::DataDir};
 use crate::loops::{self, Program};
@@ -373,11 +373,12 @@ impl Below<'_> {
     /// are lowered (`lower_at`, the other dim at one of its probes) and checked to give the
     /// generalized program, and the values below the first that does not (at most
     /// `MAX_FIXED` of them, `MAX_FIXED_TWO` programs in all) get programs of their own that
-    /// take the other dim at run time
-    /// (`one_fixed(dim, value)`: `Fixed::at` a value and None), over its whole range
-    /// (theirs at its values below their formulas flattened into `general`'s). Where
-    /// both dims go below their probes, the corner of the two least values is checked too;
-    /// when that fails, `general` stays as it was.
+    /// take the other dim at run time over its whole range (`one_fixed(dim, value)`;
+    /// `Fixed::at` a value and None), theirs for the other dim's values below their formulas
+    /// flattened into `general`'s. Where both dims go below their probes, the corner of the
+    /// two least values is checked too; when that fails, `general` stays as it was. A
+    /// breakpoint that needs both dims small but not at their least (`H·W < 40`) is not
+    /// looked for.
     fn extend(
         &self,
         general: Program,
@@ -412,7 +413,7 @@ impl Below<'_> {
                 return general;
             }
         }
-        if least != low && !self.one_program(least, None) {
+        if least == low && failed == [None, None] {
             return general;
         }
         let Ok(mut wider) =
@@ -700,11 +701,7 @@ fn with_retries(
                          sizes follow strides the compiler cannot tell apart, and it would not \
                          be one program; fix them with --dim NAME=N to run other sizes"
                     );
-                    if opts.json_diagnostics {
-                        eprintln!("{}", crate::error::warning_json(&w));
-                    } else {
-                        eprintln!("onnxc: warning: {w}");
-                    }
+                    print_warning(opts, &w);
                 }
                 return Ok(l);
             }

@@ -60,6 +60,9 @@ pub struct Options {
     pub no_winograd: bool,
     /// Print warnings as JSON lines (`--error-format json`).
     pub json_diagnostics: bool,
+    /// Print no warnings (a caller that judges the compiled model by its outputs: the
+    /// conformance runner).
+    pub quiet: bool,
     /// Bytes of string space per string a model makes at run time (`--string-bytes`).
     pub string_bytes: u64,
 }
@@ -93,6 +96,7 @@ impl Default for Options {
             profile: false,
             no_winograd: false,
             json_diagnostics: false,
+            quiet: false,
             string_bytes: frontend::DEFAULT_STRING_BYTES,
         }
     }
@@ -386,8 +390,11 @@ fn compile_model(
     })
 }
 
-/// Prints a compile warning on stderr, as `--error-format` asks.
+/// Prints a compile warning on stderr, as `--error-format` asks (none when `quiet`).
 fn print_warning(opts: &Options, w: &str) {
+    if opts.quiet {
+        return;
+    }
     if opts.json_diagnostics {
         eprintln!("{}", crate::error::warning_json(w));
     } else {
