@@ -473,11 +473,14 @@ pub fn recurrent_f32(
 /// the zero point and each value rounded half to even and clamped to `[0, 255]`; `q` holds
 /// `(value − zero point) · scale`.
 fn quantize_state(h: &[f32], q: &mut [f32]) {
+    // Half to even by the float adder (`round_ties_even` is a library call on the
+    // baseline target): exact for |x| ≤ 2^22, and |v / scale| ≤ 255 here.
+    let round = |x: f32| (x + 12_582_912.0) - 12_582_912.0;
     let (lo, hi) = (h.iter()).fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
-    let zero = (-lo / scale).clamp(0.0, 255.0).round_ties_even();
+    let zero = round((-lo / scale).clamp(0.0, 255.0));
     for (q, &v) in q.iter_mut().zip(h) {
-        let level = ((v / scale).round_ties_even() + zero).clamp(0.0, 255.0);
+        let level = (round(v / scale) + zero).clamp(0.0, 255.0);
         *q = (level - zero) * scale;
     }
 }
