@@ -239,9 +239,13 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 let values: Vec<String> = (prog.fixed.iter())
                     .map(|f| f.describe(&prog.run_dims))
                     .collect();
+                let what = if values.len() == 1 {
+                    "a program compiled for that value"
+                } else {
+                    "programs compiled for those values"
+                };
                 format!(
-                    "\n   At {} the model runs programs compiled for those values (the\n   \
-                     formulas serve the others).",
+                    "\n   At {} the model runs {what} (the\n   formulas serve the others).",
                     values.join("; ")
                 )
             }
