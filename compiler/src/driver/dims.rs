@@ -476,6 +476,8 @@ impl Below<'_> {
                 }
                 mine.extend(these);
             }
+            // A pair of values both dims' programs hold (each serves it) once.
+            mine.retain(|f: &loops::Fixed| fixed.iter().all(|g| g.at != f.at));
             if !mine.is_empty() && fixed.len() + mine.len() <= MAX_FIXED_TWO {
                 wider.run_dims[k].least = self.floors[k];
                 fixed.extend(mine);

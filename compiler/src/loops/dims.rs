@@ -220,6 +220,67 @@ enum Form {
         sb: (i64, i64),
         c: [i64; 4],
     },
+    /// `Σ c[3i + j]·sⁱ·tʲ` (`i, j ≤ 2`) for steps `s`, `t` as in `Two`, every coefficient
+    /// non-negative (so it grows with each dim): an attention's scores, `batch · heads ·
+    /// seq²`, with batch and seq both taken at run time.
+    Quad {
+        sa: (i64, i64),
+        sb: (i64, i64),
+        c: [i64; 9],
+    },
+}
+
+/// An exact fraction (`Form::quad`'s fits), its denominator positive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ratio(i128, i128);
+
+impl Ratio {
+    fn int(v: i128) -> Ratio {
+        Ratio(v, 1)
+    }
+
+    fn new(n: i128, d: i128) -> Option<Ratio> {
+        if d == 0 {
+            return None;
+        }
+        let (mut a, mut b) = (n.unsigned_abs(), d.unsigned_abs());
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        let g = (a.max(1)) as i128 * d.signum();
+        Some(Ratio(n / g, d / g))
+    }
+
+    fn sub(self, o: Ratio) -> Option<Ratio> {
+        let n = self
+            .0
+            .checked_mul(o.1)?
+            .checked_sub(o.0.checked_mul(self.1)?)?;
+        Ratio::new(n, self.1.checked_mul(o.1)?)
+    }
+
+    fn mul(self, o: Ratio) -> Option<Ratio> {
+        Ratio::new(self.0.checked_mul(o.0)?, self.1.checked_mul(o.1)?)
+    }
+
+    fn div(self, o: Ratio) -> Option<Ratio> {
+        Ratio::new(self.0.checked_mul(o.1)?, self.1.checked_mul(o.0)?)
+    }
+
+    /// The quadratic `[c0, c1, c2]` (`c0 + c1·x + c2·x²`) through three points of distinct
+    /// `x` (Newton's divided differences).
+    fn quadratic(x: [i128; 3], y: [Ratio; 3]) -> Option<[Ratio; 3]> {
+        let x = x.map(Ratio::int);
+        let d01 = y[1].sub(y[0])?.div(x[1].sub(x[0])?)?;
+        let d02 = y[2].sub(y[0])?.div(x[2].sub(x[0])?)?;
+        let c2 = d02.sub(d01)?.div(x[2].sub(x[1])?)?;
+        // y0 + d01·(x − x0) + c2·(x − x0)(x − x1).
+        let c1 = d01.sub(c2.mul(Ratio::int(x[0].0 + x[1].0))?)?;
+        let c0 = y[0]
+            .sub(d01.mul(x[0])?)?
+            .sub(Ratio(-1, 1).mul(c2)?.mul(x[0].mul(x[1])?)?)?;
+        Some([c0, c1, c2])
+    }
 }
 
 /// `(d + pre) / div` for a step `(div, pre)`.
@@ -299,9 +360,109 @@ impl Form {
         None
     }
 
+    fn at9(c: [i64; 9], s: i64, t: i64) -> Option<i64> {
+        let (s, t) = (i128::from(s), i128::from(t));
+        let mut v: i128 = 0;
+        for (k, &ck) in c.iter().enumerate() {
+            let term = i128::from(ck)
+                .checked_mul(s.checked_pow(k as u32 / 3)?)?
+                .checked_mul(t.checked_pow(k as u32 % 3)?)?;
+            v = v.checked_add(term)?;
+        }
+        i64::try_from(v).ok()
+    }
+
+    /// The form of degree two at most in a step of each of two dims, with non-negative
+    /// integer coefficients, through every point, if one is: fitted on the first three
+    /// values of each step whose nine pairs are among the points, checked on them all.
+    fn quad(points: &[Vec<i64>], vals: &[i64]) -> Option<Form> {
+        for &sa in &STEPS {
+            for &sb in &STEPS {
+                let st: Vec<(i64, i64)> = points
+                    .iter()
+                    .map(|p| (step_of(sa, p[0]), step_of(sb, p[1])))
+                    .collect();
+                let mut ss: Vec<i64> = Vec::new();
+                let mut ts: Vec<i64> = Vec::new();
+                for &(s, t) in &st {
+                    if !ss.contains(&s) && ss.len() < 3 {
+                        ss.push(s);
+                    }
+                    if !ts.contains(&t) && ts.len() < 3 {
+                        ts.push(t);
+                    }
+                }
+                if ss.len() < 3 || ts.len() < 3 {
+                    continue;
+                }
+                let at = |s: i64, t: i64| {
+                    (st.iter().position(|&q| q == (s, t))).map(|k| Ratio::int(vals[k].into()))
+                };
+                let xs = [ss[0], ss[1], ss[2]].map(i128::from);
+                let yt = [ts[0], ts[1], ts[2]].map(i128::from);
+                // Per value of t, the quadratic in s; then each of its coefficients in t.
+                let mut by_t = Vec::new();
+                for &t in &ts {
+                    let ys = [at(ss[0], t), at(ss[1], t), at(ss[2], t)];
+                    let [Some(a), Some(b), Some(c)] = ys else {
+                        break;
+                    };
+                    by_t.push(Ratio::quadratic(xs, [a, b, c]));
+                }
+                let [Some(q0), Some(q1), Some(q2)] = by_t[..] else {
+                    continue;
+                };
+                let mut c = [0i64; 9];
+                let mut whole = true;
+                for i in 0..3 {
+                    let Some(ci) = Ratio::quadratic(yt, [q0[i], q1[i], q2[i]]) else {
+                        whole = false;
+                        break;
+                    };
+                    for (j, r) in ci.iter().enumerate() {
+                        match (r.1 == 1).then(|| i64::try_from(r.0).ok()).flatten() {
+                            Some(v) if v >= 0 => c[3 * i + j] = v,
+                            _ => whole = false,
+                        }
+                    }
+                }
+                if whole
+                    && st
+                        .iter()
+                        .zip(vals)
+                        .all(|(&(s, t), &v)| Form::at9(c, s, t) == Some(v))
+                {
+                    return Some(Form::Quad { sa, sb, c });
+                }
+            }
+        }
+        None
+    }
+
     fn expr(self) -> E {
         match self {
             Form::One(d, fit) => fit.expr(d),
+            Form::Quad { sa, sb, c } => {
+                let (s, t) = (step_expr(sa, 0), step_expr(sb, 1));
+                let power = |x: &E, n: usize| match n {
+                    0 => None,
+                    1 => Some(x.clone()),
+                    _ => Some(expr::mul(x.clone(), x.clone())),
+                };
+                let mut e = expr::i(c[0]);
+                for (k, &ck) in c.iter().enumerate().skip(1) {
+                    if ck == 0 {
+                        continue;
+                    }
+                    let term = match (power(&s, k / 3), power(&t, k % 3)) {
+                        (Some(a), Some(b)) => expr::mul(a, b),
+                        (Some(a), None) | (None, Some(a)) => a,
+                        (None, None) => unreachable!("k ≥ 1"),
+                    };
+                    e = expr::add(e, expr::mul(expr::i(ck), term));
+                }
+                e
+            }
             Form::Two { sa, sb, c } => {
                 let (s, t) = (step_expr(sa, 0), step_expr(sb, 1));
                 let mut e = expr::i(c[0]);
@@ -335,6 +496,16 @@ impl Form {
                 }
                 let (lo, hi) = (*vals.iter().min()?, *vals.iter().max()?);
                 (lo >= 0).then_some((lo, hi))
+            }
+            // Non-negative coefficients over non-negative steps: least at the least
+            // values, largest at the bounds.
+            Form::Quad { sa, sb, c } => {
+                let (a, b) = (step_of(sa, least[0]), step_of(sb, least[1]));
+                if a < 0 || b < 0 {
+                    return None;
+                }
+                let hi = Form::at9(c, step_of(sa, bound[0]), step_of(sb, bound[1]))?;
+                Some((Form::at9(c, a, b)?, hi))
             }
         }
     }
@@ -561,7 +732,7 @@ impl Unify<'_> {
             }
         }
         if self.least.len() == 2
-            && let Some(f) = Form::two(self.points, vals)
+            && let Some(f) = Form::two(self.points, vals).or_else(|| Form::quad(self.points, vals))
         {
             return Ok(Int::Poly(f));
         }
@@ -1344,8 +1515,21 @@ mod tests {
         assert!(matches!(check(&|h, _| (h + 3) / 4), Form::One(0, _)));
         // Offsets that mix both: h · w + h.
         check(&|h, w| h * w + h);
-        // Not bilinear: h² · w.
-        let vals: Vec<i64> = points.iter().map(|p| p[0] * p[0] * p[1]).collect();
-        assert!(u.int(&vals).is_err());
+        // Not bilinear, of degree two in each: an attention's scores, batch · 4 · seq², and
+        // h² · w + 3 · h.
+        assert!(matches!(check(&|b, s| 4 * b * s * s), Form::Quad { .. }));
+        let quad = check(&|h, w| h * h * w + 3 * h);
+        assert_eq!(
+            quad.range(&[28, 28], &[320, 640]),
+            Some((28 * 28 * 28 + 84, 320 * 320 * 640 + 960))
+        );
+        // Of degree three, or with a negative coefficient: no form.
+        for f in [
+            &(|h: i64, w: i64| h * h * h + w) as &dyn Fn(i64, i64) -> i64,
+            &|h, w| 1_000_000_000 - h * h * w,
+        ] {
+            let vals: Vec<i64> = points.iter().map(|p| f(p[0], p[1])).collect();
+            assert!(u.int(&vals).is_err(), "{vals:?}");
+        }
     }
 }
