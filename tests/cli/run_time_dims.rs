@@ -777,6 +777,74 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
     assert!(outputs_of(&dynamic, &inputs, &out, 2, &[1, bound as usize + 1]).is_none());
 }
 
+/// Self-attention scores over `x [B, S, 4]`: `p = softmax(x · xᵀ)` `[B, S, S]`, and the
+/// mean of `p · x` over everything (batch included, so B is no run-time batch): the scores'
+/// sizes are `B · S²`.
+fn model_with_scores() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            with_ints(node("Transpose", "t", &["x"], &["xt"]), "perm", &[0, 2, 1]),
+            node("MatMul", "scores", &["x", "xt"], &["s"]),
+            with_int(node("Softmax", "attend", &["s"], &["p"]), "axis", -1),
+            node("MatMul", "mix", &["p", "x"], &["px"]),
+            with_int(node("ReduceMean", "mean", &["px"], &["m"]), "keepdims", 0),
+        ],
+        vec![value_info("x", 1, &[D::S("B"), D::S("S"), D::N(4)])],
+        vec![
+            value_info("p", 1, &[D::S("B"), D::S("S"), D::S("S")]),
+            value_info("m", 1, &[]),
+        ],
+        vec![],
+        13,
+    )
+}
+
+#[test]
+fn attention_scores_take_the_batch_and_the_sequence_at_run_time() {
+    // Sizes of degree two in S times B (`loops::dims::Form::Quad`): one object for every
+    // batch and length, the scores as the specialized objects compute them.
+    let d = scratch("run_time_dims_scores");
+    let p = d.join("scores.onnx");
+    save(&model_with_scores(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("B".into(), 16), ("S".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<_> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound))
+        .collect();
+    assert_eq!(dims, [("B", 1, 16), ("S", 1, 64)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (1, 9), (3, 1), (2, 30), (16, 64), (5, 33)] {
+        let x: Vec<f32> = (0..b * s * 4)
+            .map(|k| ((k * 7 % 19) as f32 - 9.0) / 7.0)
+            .collect();
+        let inputs = [write_input(&d, 1000 * b + s, &x)];
+        let out = d.join(format!("dyn{b}x{s}"));
+        let got = outputs_of(&dynamic, &inputs, &out, 2, &[b, s]);
+        let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
+        let fixed = Options {
+            emit_main: true,
+            dims: vec![("B".into(), b as i64), ("S".into(), s as i64)],
+            ..Options::default()
+        };
+        let f = driver::compile_file(&p, "model", &fixed, None).unwrap();
+        let exe = executable(&f, &d, &format!("fixed{b}x{s}"));
+        let want = outputs_of(&exe, &inputs, &d.join(format!("fix{b}x{s}")), 2, &[]).unwrap();
+        assert_eq!(got[0].len(), 4 * b * s * s, "B {b}, S {s}: scores");
+        assert_eq!(
+            got[0], want[0],
+            "B {b}, S {s}: the specialized object's scores"
+        );
+        // The mean sums in another order where its count is a run-time value (its terms
+        // are up to 1.3 in magnitude and cancel).
+        let (m, w) = (floats(&got[1])[0], floats(&want[1])[0]);
+        assert!((m - w).abs() <= 1e-6, "B {b}, S {s}: mean {m} vs {w}");
+    }
+}
+
 /// A detector's fully convolutional head over `[1, 3, H, W]`: two 3×3 convolutions of
 /// stride 2, one of stride 1 (all padded), a 1×1 to one map and a sigmoid, `[1, 1, (H + 3) /
 /// 4, (W + 3) / 4]`.
