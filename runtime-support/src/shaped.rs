@@ -806,7 +806,10 @@ mod tests {
 
     #[test]
     fn the_first_program_for_the_dims_values_runs_and_takes_the_dim_it_leaves() {
-        let (any, own) = (plus_one as usize, plus_one_at_one as usize);
+        let (any, own) = (
+            plus_one as RunThreaded as usize,
+            plus_one_at_one as RunThreaded as usize,
+        );
         // For both values first, then for one of either dim.
         let fixed = [
             Fixed {

@@ -717,6 +717,27 @@ fn outputs_of(
     })
 }
 
+/// The `n` outputs of `p` compiled with its dims fixed at `dims` (names and values), run on
+/// the raw input files `inputs`.
+fn specialized_files(
+    p: &Path,
+    dir: &Path,
+    dims: &[(&str, usize)],
+    inputs: &[PathBuf],
+    n: usize,
+) -> Vec<Vec<u8>> {
+    let fixed = Options {
+        emit_main: true,
+        dims: (dims.iter()).map(|&(d, v)| (d.into(), v as i64)).collect(),
+        ..Options::default()
+    };
+    let f = driver::compile_file(p, "model", &fixed, None).unwrap();
+    let at: Vec<String> = dims.iter().map(|(_, v)| v.to_string()).collect();
+    let exe = executable(&f, dir, &format!("fixed{}", at.join("x")));
+    let out = dir.join(format!("fix{}", at.join("x")));
+    outputs_of(&exe, inputs, &out, n, &[]).unwrap()
+}
+
 #[test]
 fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
     // Two dims at run time: S (leading, no run-time batch: the steps depend on each other)
@@ -758,14 +779,7 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
         let out = d.join(format!("dyn{b}x{s}"));
         let got = outputs_of(&dynamic, &inputs, &out, 2, &[b, s]);
         let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("B".into(), b as i64), ("S".into(), s as i64)],
-            ..Options::default()
-        };
-        let f = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let exe = executable(&f, &d, &format!("fixed{b}x{s}"));
-        let want = outputs_of(&exe, &inputs, &d.join(format!("fix{b}x{s}")), 2, &[]).unwrap();
+        let want = specialized_files(&p, &d, &[("B", b), ("S", s)], &inputs, 2);
         assert_eq!(got, want, "B {b}, S {s}: the specialized object's outputs");
     }
     // Past either bound: refused.
@@ -825,14 +839,7 @@ fn attention_scores_take_the_batch_and_the_sequence_at_run_time() {
         let out = d.join(format!("dyn{b}x{s}"));
         let got = outputs_of(&dynamic, &inputs, &out, 2, &[b, s]);
         let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
-        let fixed = Options {
-            emit_main: true,
-            dims: vec![("B".into(), b as i64), ("S".into(), s as i64)],
-            ..Options::default()
-        };
-        let f = driver::compile_file(&p, "model", &fixed, None).unwrap();
-        let exe = executable(&f, &d, &format!("fixed{b}x{s}"));
-        let want = outputs_of(&exe, &inputs, &d.join(format!("fix{b}x{s}")), 2, &[]).unwrap();
+        let want = specialized_files(&p, &d, &[("B", b), ("S", s)], &inputs, 2);
         assert_eq!(got[0].len(), 4 * b * s * s, "B {b}, S {s}: scores");
         assert_eq!(
             got[0], want[0],

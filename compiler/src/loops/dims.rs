@@ -283,8 +283,11 @@ impl Ratio {
     }
 }
 
+/// A step `(div, pre)` of a dim: `(d + pre) / div` (`STEPS`).
+type Step = (i64, i64);
+
 /// `(d + pre) / div` for a step `(div, pre)`.
-fn step_of((div, pre): (i64, i64), d: i64) -> i64 {
+fn step_of((div, pre): Step, d: i64) -> i64 {
     (d + pre).div_euclid(div)
 }
 
@@ -306,55 +309,62 @@ impl Form {
         i64::try_from(c0 + c1 * s + c2 * t + c3 * s * t).ok()
     }
 
+    /// Each pair of steps of the two dims (`STEPS`), with the points in those steps.
+    fn step_pairs(points: &[Vec<i64>]) -> impl Iterator<Item = (Step, Step, Vec<(i64, i64)>)> {
+        let pairs = STEPS
+            .iter()
+            .flat_map(|&sa| STEPS.iter().map(move |&sb| (sa, sb)));
+        pairs.map(|(sa, sb)| {
+            let st = (points.iter())
+                .map(|p| (step_of(sa, p[0]), step_of(sb, p[1])))
+                .collect();
+            (sa, sb, st)
+        })
+    }
+
     /// The bilinear form of a step of each of two dims through every point, if one is.
     fn two(points: &[Vec<i64>], vals: &[i64]) -> Option<Form> {
-        for &sa in &STEPS {
-            for &sb in &STEPS {
-                let st: Vec<(i64, i64)> = points
-                    .iter()
-                    .map(|p| (step_of(sa, p[0]), step_of(sb, p[1])))
-                    .collect();
-                // A rectangle of points: (s0, t0), (s1, t0), (s0, t1), (s1, t1).
-                let (s0, t0) = st[0];
-                let Some(i1) = st.iter().position(|&(s, t)| t == t0 && s != s0) else {
-                    continue;
-                };
-                let Some(i2) = st.iter().position(|&(s, t)| s == s0 && t != t0) else {
-                    continue;
-                };
-                let (s1, t1) = (st[i1].0, st[i2].1);
-                let Some(i3) = st.iter().position(|&x| x == (s1, t1)) else {
-                    continue;
-                };
-                let v = |i: usize| i128::from(vals[i]);
-                let (ds, dt) = (i128::from(s1 - s0), i128::from(t1 - t0));
-                let num = v(i3) - v(i1) - v(i2) + v(0);
-                if num % (ds * dt) != 0 {
-                    continue;
-                }
-                let c3 = num / (ds * dt);
-                let (b1, b2) = (v(i1) - v(0), v(i2) - v(0));
-                // v(s, t0) − v(s0, t0) = (c1 + c3·t0)(s − s0); likewise in t.
-                if b1 % ds != 0 || b2 % dt != 0 {
-                    continue;
-                }
-                let c1 = b1 / ds - c3 * i128::from(t0);
-                let c2 = b2 / dt - c3 * i128::from(s0);
-                let (s0w, t0w) = (i128::from(s0), i128::from(t0));
-                let c0 = v(0) - c1 * s0w - c2 * t0w - c3 * s0w * t0w;
-                let c = [
-                    i64::try_from(c0).ok()?,
-                    i64::try_from(c1).ok()?,
-                    i64::try_from(c2).ok()?,
-                    i64::try_from(c3).ok()?,
-                ];
-                if st
-                    .iter()
-                    .zip(vals)
-                    .all(|(&(s, t), &v)| Form::at2(c, s, t) == Some(v))
-                {
-                    return Some(Form::Two { sa, sb, c });
-                }
+        for (sa, sb, st) in Form::step_pairs(points) {
+            // A rectangle of points: (s0, t0), (s1, t0), (s0, t1), (s1, t1).
+            let (s0, t0) = st[0];
+            let Some(i1) = st.iter().position(|&(s, t)| t == t0 && s != s0) else {
+                continue;
+            };
+            let Some(i2) = st.iter().position(|&(s, t)| s == s0 && t != t0) else {
+                continue;
+            };
+            let (s1, t1) = (st[i1].0, st[i2].1);
+            let Some(i3) = st.iter().position(|&x| x == (s1, t1)) else {
+                continue;
+            };
+            let v = |i: usize| i128::from(vals[i]);
+            let (ds, dt) = (i128::from(s1 - s0), i128::from(t1 - t0));
+            let num = v(i3) - v(i1) - v(i2) + v(0);
+            if num % (ds * dt) != 0 {
+                continue;
+            }
+            let c3 = num / (ds * dt);
+            let (b1, b2) = (v(i1) - v(0), v(i2) - v(0));
+            // v(s, t0) − v(s0, t0) = (c1 + c3·t0)(s − s0); likewise in t.
+            if b1 % ds != 0 || b2 % dt != 0 {
+                continue;
+            }
+            let c1 = b1 / ds - c3 * i128::from(t0);
+            let c2 = b2 / dt - c3 * i128::from(s0);
+            let (s0w, t0w) = (i128::from(s0), i128::from(t0));
+            let c0 = v(0) - c1 * s0w - c2 * t0w - c3 * s0w * t0w;
+            let c = [
+                i64::try_from(c0).ok()?,
+                i64::try_from(c1).ok()?,
+                i64::try_from(c2).ok()?,
+                i64::try_from(c3).ok()?,
+            ];
+            if st
+                .iter()
+                .zip(vals)
+                .all(|(&(s, t), &v)| Form::at2(c, s, t) == Some(v))
+            {
+                return Some(Form::Two { sa, sb, c });
             }
         }
         None
@@ -376,64 +386,58 @@ impl Form {
     /// integer coefficients, through every point, if one is: fitted on the first three
     /// values of each step whose nine pairs are among the points, checked on them all.
     fn quad(points: &[Vec<i64>], vals: &[i64]) -> Option<Form> {
-        for &sa in &STEPS {
-            for &sb in &STEPS {
-                let st: Vec<(i64, i64)> = points
+        for (sa, sb, st) in Form::step_pairs(points) {
+            let mut ss: Vec<i64> = Vec::new();
+            let mut ts: Vec<i64> = Vec::new();
+            for &(s, t) in &st {
+                if !ss.contains(&s) && ss.len() < 3 {
+                    ss.push(s);
+                }
+                if !ts.contains(&t) && ts.len() < 3 {
+                    ts.push(t);
+                }
+            }
+            if ss.len() < 3 || ts.len() < 3 {
+                continue;
+            }
+            let at = |s: i64, t: i64| {
+                (st.iter().position(|&q| q == (s, t))).map(|k| Ratio::int(vals[k].into()))
+            };
+            let xs = [ss[0], ss[1], ss[2]].map(i128::from);
+            let yt = [ts[0], ts[1], ts[2]].map(i128::from);
+            // Per value of t, the quadratic in s; then each of its coefficients in t.
+            let mut by_t = Vec::new();
+            for &t in &ts {
+                let ys = [at(ss[0], t), at(ss[1], t), at(ss[2], t)];
+                let [Some(a), Some(b), Some(c)] = ys else {
+                    break;
+                };
+                by_t.push(Ratio::quadratic(xs, [a, b, c]));
+            }
+            let [Some(q0), Some(q1), Some(q2)] = by_t[..] else {
+                continue;
+            };
+            let mut c = [0i64; 9];
+            let mut whole = true;
+            for i in 0..3 {
+                let Some(ci) = Ratio::quadratic(yt, [q0[i], q1[i], q2[i]]) else {
+                    whole = false;
+                    break;
+                };
+                for (j, r) in ci.iter().enumerate() {
+                    match (r.1 == 1).then(|| i64::try_from(r.0).ok()).flatten() {
+                        Some(v) if v >= 0 => c[3 * i + j] = v,
+                        _ => whole = false,
+                    }
+                }
+            }
+            if whole
+                && st
                     .iter()
-                    .map(|p| (step_of(sa, p[0]), step_of(sb, p[1])))
-                    .collect();
-                let mut ss: Vec<i64> = Vec::new();
-                let mut ts: Vec<i64> = Vec::new();
-                for &(s, t) in &st {
-                    if !ss.contains(&s) && ss.len() < 3 {
-                        ss.push(s);
-                    }
-                    if !ts.contains(&t) && ts.len() < 3 {
-                        ts.push(t);
-                    }
-                }
-                if ss.len() < 3 || ts.len() < 3 {
-                    continue;
-                }
-                let at = |s: i64, t: i64| {
-                    (st.iter().position(|&q| q == (s, t))).map(|k| Ratio::int(vals[k].into()))
-                };
-                let xs = [ss[0], ss[1], ss[2]].map(i128::from);
-                let yt = [ts[0], ts[1], ts[2]].map(i128::from);
-                // Per value of t, the quadratic in s; then each of its coefficients in t.
-                let mut by_t = Vec::new();
-                for &t in &ts {
-                    let ys = [at(ss[0], t), at(ss[1], t), at(ss[2], t)];
-                    let [Some(a), Some(b), Some(c)] = ys else {
-                        break;
-                    };
-                    by_t.push(Ratio::quadratic(xs, [a, b, c]));
-                }
-                let [Some(q0), Some(q1), Some(q2)] = by_t[..] else {
-                    continue;
-                };
-                let mut c = [0i64; 9];
-                let mut whole = true;
-                for i in 0..3 {
-                    let Some(ci) = Ratio::quadratic(yt, [q0[i], q1[i], q2[i]]) else {
-                        whole = false;
-                        break;
-                    };
-                    for (j, r) in ci.iter().enumerate() {
-                        match (r.1 == 1).then(|| i64::try_from(r.0).ok()).flatten() {
-                            Some(v) if v >= 0 => c[3 * i + j] = v,
-                            _ => whole = false,
-                        }
-                    }
-                }
-                if whole
-                    && st
-                        .iter()
-                        .zip(vals)
-                        .all(|(&(s, t), &v)| Form::at9(c, s, t) == Some(v))
-                {
-                    return Some(Form::Quad { sa, sb, c });
-                }
+                    .zip(vals)
+                    .all(|(&(s, t), &v)| Form::at9(c, s, t) == Some(v))
+            {
+                return Some(Form::Quad { sa, sb, c });
             }
         }
         None
