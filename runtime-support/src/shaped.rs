@@ -90,6 +90,20 @@ fn fixed_for(fixed: &[Fixed], dims: &[i64]) -> Option<(RunThreaded, Option<usize
     Some((f.run, (0..n).find(|&k| f.values[k] == ANY)))
 }
 
+/// The program to run at the run-time dims' values `dims` (`run`, or one of `fixed`), with
+/// the dims it reads after the inputs' pointers (None: it reads none).
+fn program_for<'a>(
+    fixed: &[Fixed],
+    run: RunThreaded,
+    dims: &'a [i64],
+) -> (RunThreaded, Option<&'a [i64]>) {
+    match fixed_for(fixed, dims) {
+        Some((f, Some(k))) => (f, Some(&dims[k..])),
+        Some((f, None)) => (f, None),
+        None => (run, (!dims.is_empty()).then_some(dims)),
+    }
+}
+
 /// Most inputs plus outputs whose per-item pointers live on the stack; a model with more
 /// allocates them per call.
 const STACK_IO: usize = 64;
@@ -372,11 +386,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         }
         // A program compiled for these values of the run-time dims takes the dim it leaves
         // at run time, if any.
-        let (program, dims) = match fixed_for(fixed, dim_values) {
-            Some((f, Some(k))) => (f, Some(&dim_values[k..])),
-            Some((f, None)) => (f, None),
-            None => (run, (n_dims > 0).then_some(dim_values)),
-        };
+        let (program, dims) = program_for(fixed, run, dim_values);
         // SAFETY: the caller's contract, passed on.
         return unsafe {
             run_dynamic(
@@ -408,11 +418,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         };
     // A program compiled for these values of the run-time dims, if any, with the dims it
     // takes (those from the one it leaves at run time; none when it leaves none).
-    let (one_item, dims) = match fixed_for(fixed, dim_values) {
-        Some((f, Some(k))) => (f, Some(&dim_values[k..])),
-        Some((f, None)) => (f, None),
-        None => (run, (n_dims > 0).then_some(dim_values)),
-    };
+    let (one_item, dims) = program_for(fixed, run, dim_values);
     // The inputs' pointers, then (for a model taking dims at run time) the dims, then the
     // outputs' pointers.
     let extra = usize::from(dims.is_some());
