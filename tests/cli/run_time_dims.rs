@@ -54,6 +54,13 @@ fn executable(c: &driver::Compiled, dir: &Path, name: &str) -> PathBuf {
     exe
 }
 
+/// Each dim `c` takes at run time: its name, least value and bound.
+fn run_dims_of(c: &driver::Compiled) -> Vec<(&str, i64, i64)> {
+    (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound))
+        .collect()
+}
+
 /// Runs `exe` on the raw input file with `threads` threads and returns the raw outputs.
 fn outputs(exe: &Path, input: &Path, out: &Path, n: usize, threads: usize) -> Vec<Vec<u8>> {
     outputs_at(exe, input, out, n, threads, &[])
@@ -560,12 +567,7 @@ fn a_leading_sequence_dim_is_taken_at_run_time_with_no_flag() {
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
-    let dims: Vec<_> = c
-        .program
-        .run_dims
-        .iter()
-        .map(|r| (r.name.as_str(), r.least, r.bound))
-        .collect();
+    let dims = run_dims_of(&c);
     assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
     for s in [1usize, 5, 300] {
@@ -641,9 +643,7 @@ fn a_dynamically_quantized_lstm_runs_over_a_sequence_taken_at_run_time() {
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
-    let dims: Vec<_> = (c.program.run_dims.iter())
-        .map(|r| (r.name.as_str(), r.least, r.bound))
-        .collect();
+    let dims = run_dims_of(&c);
     assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
     for s in [1usize, 2, 7, 40, 300] {
@@ -752,9 +752,7 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
-    let dims: Vec<_> = (c.program.run_dims.iter())
-        .map(|r| (r.name.as_str(), r.least, r.bound))
-        .collect();
+    let dims = run_dims_of(&c);
     let bound = driver::DEFAULT_DIM_BOUND;
     assert_eq!(dims, [("B", 1, bound), ("S", 1, bound)], "{}", c.header);
     assert!(!c.program.fixed.is_empty(), "{}", c.header);
@@ -826,9 +824,7 @@ fn attention_scores_take_the_batch_and_the_sequence_at_run_time() {
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
-    let dims: Vec<_> = (c.program.run_dims.iter())
-        .map(|r| (r.name.as_str(), r.least, r.bound))
-        .collect();
+    let dims = run_dims_of(&c);
     assert_eq!(dims, [("B", 1, 16), ("S", 1, 64)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
     for (b, s) in [(1usize, 1usize), (1, 9), (3, 1), (2, 30), (16, 64), (5, 33)] {
@@ -912,9 +908,7 @@ fn an_image_height_and_width_are_both_taken_at_run_time() {
         ..Options::default()
     };
     let c = driver::compile_file(&p, "model", &opts, None).unwrap();
-    let dims: Vec<(&str, i64, i64)> = (c.program.run_dims.iter())
-        .map(|r| (r.name.as_str(), r.least, r.bound))
-        .collect();
+    let dims = run_dims_of(&c);
     // Below the least probes each dim is checked down to 1, the other at its probes: the
     // formulas serve H from 1 and W from 5 (below, W's maps end in loops of extent 1,
     // whose programs, with those of H's values they need, would be too many).
