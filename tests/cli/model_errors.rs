@@ -1227,9 +1227,55 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
         ] {
             assert!(e.contains(want), "{name}: {want:?} not in {e}");
         }
+        // Their workspace is a few KB at the bound: the warning does not dwell on it.
+        assert!(e.contains("the workspace sized for that;"), "{name}: {e}");
         let h = std::fs::read_to_string(d.join(format!("{name}.h"))).unwrap();
         assert!(h.contains("run_shaped"), "{name}: {h}");
     }
+    // Scores of every item against every other, [batch, batch] in the workspace: 1 MB or
+    // more at the bound of 512, which the warning names.
+    let scores = vec![
+        with_ints(node("Transpose", "t", &["x"], &["xt"]), "perm", &[1, 0]),
+        node("MatMul", "scores", &["x", "xt"], &["s"]),
+        with_int(node("Softmax", "norm", &["s"], &["p"]), "axis", 1),
+        with_ints(node("ReduceMax", "top", &["p"], &["y"]), "axes", &[1]),
+    ];
+    let m = model(
+        scores,
+        vec![x.clone()],
+        y(&[D::S("batch"), D::N(1)]),
+        vec![],
+        13,
+    );
+    let p = d.join("scores.onnx");
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("scores.o"))
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "scores: {e}");
+    let size = e
+        .split("the workspace sized for that: ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_default();
+    assert!(size.ends_with(" MB"), "scores: no workspace size in {e}");
+    let mb: f64 = size.trim_end_matches(" MB").parse().unwrap();
+    // The workspace the compile reports, at least the 1 MB of scores at the bound.
+    let bytes: f64 = e
+        .split("workspace ")
+        .last()
+        .and_then(|r| r.split(" bytes").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(bytes >= (1 << 20) as f64, "scores: {e}");
+    assert!(
+        (mb - bytes / (1 << 20) as f64).abs() < 0.01,
+        "scores: {size} in {e}"
+    );
     // A shape that hard-codes one item.
     let flat = node("Reshape", "flatten", &["x", "s"], &["y"]);
     let s = int_tensor("s", 7, &[1], &[4]);

@@ -92,8 +92,8 @@ pub(super) fn run_time_dims(
 }
 
 /// The options that take a model's symbolic leading input dims at run time as other dims
-/// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and the warning
-/// that says so, for a model that does not compile with them as a batch: a recurrence's
+/// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and those dims
+/// (`Leading::warning`), for a model that does not compile with them as a batch: a recurrence's
 /// `[seq, batch, input]` input, a model that mixes its items. None when the options leave
 /// no such dim, the model has more than `LEADING_MAX_NODES` nodes, or it would then take
 /// more than two dims at run time.
@@ -121,21 +121,10 @@ pub(super) fn leading_at_run_time(
         return None;
     }
     let names: Vec<String> = leading.iter().map(|n| format!("'{n}'")).collect();
-    let (s, them) = if leading.len() > 1 {
-        ("s", "them")
-    } else {
-        ("", "it")
-    };
-    let warning = format!(
-        "the symbolic leading input dim{s} {} cannot be a run-time batch (the model does not \
-         compute its items on their own), so onnxc takes {them} at run time up to \
-         {DEFAULT_DIM_BOUND}, the workspace sized for that; bound {them} with --dim \
-         SYMBOL=..N or fix {them} with --dim SYMBOL=N",
-        names.join(", ")
-    );
     Some(Leading {
         opts: wider,
-        warning,
+        names: names.join(", "),
+        plural: leading.len() > 1,
     })
 }
 
@@ -160,10 +149,37 @@ fn nodes_within(g: &onnxc_proto::GraphProto) -> usize {
         .sum()
 }
 
-/// `leading_at_run_time`'s options and warning.
+/// `leading_at_run_time`'s options, and the dims they take at run time (quoted, for the
+/// warning).
 pub(super) struct Leading {
     pub opts: Options,
-    pub warning: String,
+    names: String,
+    plural: bool,
+}
+
+impl Leading {
+    /// The warning that the dims are taken at run time, with the workspace at their bounds
+    /// when it is known (`workspace` bytes) and a megabyte or more: with two such dims it
+    /// can reach gigabytes (an encoder's attention scores at 512 × 512), which a user should
+    /// see at compile time.
+    pub fn warning(&self, workspace: Option<u64>) -> String {
+        let (s, them) = if self.plural {
+            ("s", "them")
+        } else {
+            ("", "it")
+        };
+        let sized = match workspace {
+            Some(b) if b >= 1 << 20 => format!(": {}", super::byte_size(b)),
+            _ => String::new(),
+        };
+        format!(
+            "the symbolic leading input dim{s} {} cannot be a run-time batch (the model does \
+             not compute its items on their own), so onnxc takes {them} at run time up to \
+             {DEFAULT_DIM_BOUND}, the workspace sized for that{sized}; bound {them} with --dim \
+             SYMBOL=..N or fix {them} with --dim SYMBOL=N",
+            self.names
+        )
+    }
 }
 
 /// Two dims taken at run time (an image's height and width, `loops::dims::generalize_dims`):

@@ -177,7 +177,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
         // As a compile does: leading dims that make no run-time batch are run-time dims.
         with_leading_at_run_time(model, opts, import_at_bounds).map(
             |((g, b, d, mut w), leading)| {
-                w.splice(0..0, leading);
+                w.splice(0..0, leading.map(|l| l.warning(None)));
                 (g, b, d, w)
             },
         )
@@ -297,28 +297,51 @@ fn compile_bytes_inner(
     let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)
     })?;
-    if let Some(w) = leading {
-        print_warning(opts, &w);
+    if let Some(l) = leading {
+        print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
     }
     Ok(c)
 }
 
+/// `bytes` for a message: in KB, MB or GB (powers of 1024) with three significant digits.
+pub(crate) fn byte_size(bytes: u64) -> String {
+    let b = bytes as f64;
+    let (v, unit) = if b >= (1u64 << 30) as f64 {
+        (b / (1u64 << 30) as f64, "GB")
+    } else if b >= (1 << 20) as f64 {
+        (b / (1 << 20) as f64, "MB")
+    } else if b >= 1024.0 {
+        (b / 1024.0, "KB")
+    } else {
+        return format!("{bytes} bytes");
+    };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {unit}")
+}
+
 /// `f(model, opts)`; where that fails for a shape reason and the model's symbolic leading
 /// input dims make no run-time batch, `f` again with those dims taken at run time
-/// (`dims::leading_at_run_time`), and the warning that says so. If that fails too, the
-/// first error stands.
+/// (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If that fails
+/// too, the first error stands.
 fn with_leading_at_run_time<T>(
     model: frontend::Model,
     opts: &Options,
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
-) -> Result<(T, Option<String>)> {
+) -> Result<(T, Option<dims::Leading>)> {
     let Some(wider) = dims::leading_at_run_time(&model, &opts.import_options(), opts) else {
         return f(model, opts).map(|t| (t, None));
     };
     match f(model.clone(), opts) {
-        Err(e @ Error::NeedShape(_)) => f(model, &wider.opts)
-            .map(|t| (t, Some(wider.warning)))
-            .map_err(|_| e),
+        Err(e @ Error::NeedShape(_)) => match f(model, &wider.opts) {
+            Ok(t) => Ok((t, Some(wider))),
+            Err(_) => Err(e),
+        },
         r => r.map(|t| (t, None)),
     }
 }
@@ -1255,4 +1278,16 @@ pub fn bench(
         compile_ms: c.compile_ms,
         iterations: get("iterations")? as usize,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn byte_sizes_read_with_three_significant_digits() {
+        assert_eq!(super::byte_size(600), "600 bytes");
+        assert_eq!(super::byte_size(8 << 10), "8.00 KB");
+        assert_eq!(super::byte_size(12_800_000), "12.2 MB");
+        assert_eq!(super::byte_size(3_170_000_000), "2.95 GB");
+        assert_eq!(super::byte_size(200 << 30), "200 GB");
+    }
 }
