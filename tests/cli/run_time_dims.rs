@@ -1455,3 +1455,62 @@ fn a_position_table_shorter_than_the_default_bound_sets_the_bound() {
         stderr(&o)
     );
 }
+
+/// `x [n, 4]` with n symbolic: its shape as an output, and its mean over n as the sum over
+/// n divided by n taken from the shape (`x.sum(0) / x.shape[0]` as PyTorch exports it).
+fn model_with_shape_values() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            node("Shape", "dims", &["x"], &["s"]),
+            with_int(node("Gather", "rows", &["s", "zero"], &["n"]), "axis", 0),
+            with_int(node("Cast", "as_float", &["n"], &["nf"]), "to", 1),
+            with_int(
+                with_ints(node("ReduceSum", "total", &["x"], &["t"]), "axes", &[0]),
+                "keepdims",
+                0,
+            ),
+            node("Div", "mean", &["t", "nf"], &["m"]),
+        ],
+        vec![value_info("x", 1, &[D::S("n"), D::N(4)])],
+        vec![
+            value_info("s", 7, &[D::N(2)]),
+            value_info("m", 1, &[D::N(4)]),
+        ],
+        vec![int_tensor("zero", 7, &[], &[0])],
+        11,
+    )
+}
+
+#[test]
+fn shape_values_of_a_dim_taken_at_run_time_follow_it() {
+    // The Shape is folded at each value the compiler lowers the model at; copied as literals,
+    // its elements become the dim's formula, where a table in the object could hold one
+    // value only.
+    let d = scratch("run_time_dims_shape_values");
+    let p = d.join("shape.onnx");
+    save(&model_with_shape_values(), &p);
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 3, 37, 300] {
+        let x: Vec<f32> = (0..n * 4).map(|k| (k % 7) as f32 - 3.0).collect();
+        let input = write_input(&d, n, &x);
+        let got = outputs(&exe, &input, &d.join(format!("out{n}")), 2, 1);
+        let dims: Vec<i64> = (got[0].chunks_exact(8))
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(dims, [n as i64, 4], "n {n}");
+        for (j, m) in floats(&got[1]).into_iter().enumerate() {
+            let want = (0..n).map(|i| x[i * 4 + j]).sum::<f32>() / n as f32;
+            assert!(
+                (m - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "n {n}: {m} against {want}"
+            );
+        }
+        assert_eq!(got, specialized(&p, &d, "n", n, &input, 2), "n {n}");
+    }
+}

@@ -452,6 +452,93 @@ impl Fixed {
 }
 
 impl Program {
+    /// Which of the buffers a statement of the program reads or writes (loads, stores,
+    /// copies, kernel arguments), by buffer id.
+    pub fn referenced_buffers(&self) -> Vec<bool> {
+        fn expr(e: &E, used: &mut [bool]) {
+            let mut ids = Vec::new();
+            expr::used_inputs(e, &mut ids);
+            for b in ids {
+                if let Some(u) = used.get_mut(b as usize) {
+                    *u = true;
+                }
+            }
+        }
+        fn mark(b: BufId, used: &mut [bool]) {
+            if let Some(u) = used.get_mut(b as usize) {
+                *u = true;
+            }
+        }
+        fn count(c: &Count, used: &mut [bool]) {
+            if let Count::Dyn { e, .. } = c {
+                expr(e, used);
+            }
+        }
+        fn stmts(ss: &[Stmt], used: &mut [bool]) {
+            for s in ss {
+                match s {
+                    Stmt::For { extent, body, .. } => {
+                        count(extent, used);
+                        stmts(body, used);
+                    }
+                    Stmt::Store { buf, offset, value } => {
+                        mark(*buf, used);
+                        expr(offset, used);
+                        expr(value, used);
+                    }
+                    Stmt::Reduce {
+                        buf,
+                        offset,
+                        loops,
+                        body,
+                        epilogue,
+                        ..
+                    } => {
+                        mark(*buf, used);
+                        expr(offset, used);
+                        loops.iter().for_each(|(_, c)| count(c, used));
+                        expr(body, used);
+                        if let Some(e) = epilogue {
+                            expr(e, used);
+                        }
+                    }
+                    Stmt::Copy {
+                        dst,
+                        dst_offset,
+                        src,
+                        src_offset,
+                        elems,
+                    } => {
+                        mark(*dst, used);
+                        mark(*src, used);
+                        expr(dst_offset, used);
+                        expr(src_offset, used);
+                        count(elems, used);
+                    }
+                    Stmt::Call { args, .. } => {
+                        for a in args {
+                            match a {
+                                Arg::Ptr { buf, offset } => {
+                                    mark(*buf, used);
+                                    expr(offset, used);
+                                }
+                                Arg::Int(e) => expr(e, used),
+                                Arg::DynParams(es) => es.iter().for_each(|e| expr(e, used)),
+                                _ => {}
+                            }
+                        }
+                    }
+                    Stmt::Check { cond, .. } => expr(cond, used),
+                }
+            }
+        }
+        let mut used = vec![false; self.buffers.len()];
+        for f in &self.funcs {
+            stmts(&f.body, &mut used);
+        }
+        used
+    }
+
     /// The programs sharing this one's workspace: itself, its chunks and its fixed-value
     /// programs.
     fn all(&self) -> impl Iterator<Item = &Program> {

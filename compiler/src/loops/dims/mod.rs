@@ -131,10 +131,15 @@ pub fn generalize_dims(
             && p.string_bytes <= last.string_bytes
     });
     same("workspace layouts (not largest at the bound)", fits)?;
+    // Constants no statement reads (a small one copied as literals) may differ.
+    let used = last.referenced_buffers();
     let buffers = (0..last.buffers.len())
         .map(|k| {
-            u.buffer(&ps.iter().map(|p| &p.buffers[k]).collect::<Vec<_>>())
-                .map_err(|e| format!("{e} (buffer {k})"))
+            u.buffer(
+                &ps.iter().map(|p| &p.buffers[k]).collect::<Vec<_>>(),
+                used[k],
+            )
+            .map_err(|e| format!("{e} (buffer {k})"))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut funcs = Vec::new();
@@ -332,7 +337,8 @@ impl Unify<'_> {
         })
     }
 
-    fn buffer(&self, bs: &[&Buffer]) -> Result<Buffer, String> {
+    /// The buffers of each program with one id (`used`: a statement refers to it).
+    fn buffer(&self, bs: &[&Buffer], used: bool) -> Result<Buffer, String> {
         let last = bs[bs.len() - 1];
         self.equal("buffer types", bs.iter().map(|b| b.dtype))?;
         // Lengths: the bound's, largest.
@@ -368,7 +374,7 @@ impl Unify<'_> {
                     Loc::Const(e) => Arc::ptr_eq(d, e) || d == e,
                     _ => false,
                 });
-                if !same {
+                if !same && used {
                     return Err(FOLDED_TABLE.into());
                 }
                 last.loc.clone()

@@ -610,6 +610,38 @@ impl StepCx<'_> {
         Some(Scalar::read(dt, bytes))
     }
 
+    /// A copy of a small constant `v` (a Shape's value, a folded shape computation) into
+    /// `dst` as one store of a literal per element: the same bytes as the copy, and where
+    /// the constant follows a dim taken at run time its elements are constants of the code,
+    /// which `loops::dims` turns into formulas over the dim (a table in the object would
+    /// differ with the dim and could not be one program). None for a constant of more than
+    /// `LITERAL_STORES` elements or of a type not stored exactly by a literal.
+    fn literal_stores(&self, v: SvId, dst: BufId) -> Option<Vec<Stmt>> {
+        /// Most elements of a constant copied by stores of literals.
+        const LITERAL_STORES: i64 = 16;
+        let dt = self.s.values[v].dtype;
+        let exact =
+            matches!(dt, DType::F32 | DType::F64 | DType::Bool) || (dt.is_int() && !dt.is_narrow());
+        let n = self.s.values[v].len();
+        if !is_const(self.s, v)
+            || !exact
+            || n > LITERAL_STORES
+            || dt != self.s.values[self.st.output].dtype
+        {
+            return None;
+        }
+        (0..n)
+            .map(|k| {
+                let c = self.constant_element(v, &expr::i(k))?;
+                Some(Stmt::Store {
+                    buf: dst,
+                    offset: expr::i(k),
+                    value: expr::konst(dt, c),
+                })
+            })
+            .collect()
+    }
+
     /// Wraps `inner` in loops over `extents` (outermost first), vectorizing the innermost.
     fn nest(
         &self,
@@ -883,6 +915,9 @@ impl StepCx<'_> {
                 .collect()),
             StepKind::Copy => {
                 let v = self.st.inputs[0];
+                if let Some(stores) = self.literal_stores(v, obuf) {
+                    return Ok(stores);
+                }
                 Ok(vec![Stmt::Copy {
                     dst: obuf,
                     dst_offset: expr::i(0),
