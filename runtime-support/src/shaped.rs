@@ -391,7 +391,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         return unsafe {
             run_dynamic(
                 (ins, dims, outs),
-                out_info,
+                (out_info, dim_values),
                 program,
                 workspace_size,
                 workspace,
@@ -518,13 +518,13 @@ fn pointer_table<'a>(
 /// One run of a model with outputs whose dims depend on the data (see the module doc): the
 /// inputs are checked, static outputs have room; `dims` are the values of the run-time dims
 /// `run` takes after its inputs (None for a model, or a program of one value, that takes
-/// none).
+/// none), `dim_values` those of all the model's run-time dims.
 ///
 /// # Safety
 /// As `onnxc_run_shaped`.
 unsafe fn run_dynamic(
     (ins, dims, outs): (&[Tensor], Option<&[i64]>, &[Tensor]),
-    out_info: &[TensorInfo],
+    (out_info, dim_values): (&[TensorInfo], &[i64]),
     run: RunThreaded,
     workspace_size: WorkspaceSize,
     workspace: *mut c_void,
@@ -597,11 +597,31 @@ unsafe fn run_dynamic(
             let (data, dims) = place(k);
             // SAFETY: the info table's shape holds `rank` dims; the program wrote `rank`
             // dims into the staging.
-            let (bound, dims) = unsafe {
+            let (most, dims) = unsafe {
                 (
                     table(ti.shape, ti.rank as usize),
                     table(dims.cast_const(), ti.rank as usize),
                 )
+            };
+            // The bound the program wrote the output at: at the call's run-time dims (each
+            // at most the model's bound, where it is largest).
+            // SAFETY: an entry of the model's info table.
+            let shape = unsafe { Dims::of(ti) };
+            let mut at = [0i64; STACK_RANK];
+            let mut heap = Vec::new();
+            let bound: &[i64] = if shape.run.is_empty() {
+                most
+            } else {
+                let b = if most.len() <= STACK_RANK {
+                    &mut at[..most.len()]
+                } else {
+                    heap.resize(most.len(), 0);
+                    &mut heap[..]
+                };
+                for (j, v) in b.iter_mut().enumerate() {
+                    *v = shape.at(j, dim_values).clamp(0, most[j]);
+                }
+                b
             };
             if dims.iter().zip(bound).any(|(&d, &b)| d < 0 || d > b) {
                 rc = ONNXC_ERR_SHAPE;
@@ -611,7 +631,7 @@ unsafe fn run_dynamic(
                 // SAFETY: caller contract: an output's non-null dims hold `rank` values.
                 unsafe { std::ptr::copy_nonoverlapping(dims.as_ptr(), t.dims, dims.len()) };
             }
-            let cap: usize = bound.iter().map(|&b| b as usize).product();
+            let cap: usize = most.iter().map(|&b| b as usize).product();
             let elem = (ti.size_bytes as usize).checked_div(cap).unwrap_or(0);
             let len: usize = dims.iter().map(|&d| d as usize).product();
             if t.capacity < len * elem || (len > 0 && t.data.is_null()) {
@@ -631,6 +651,9 @@ unsafe fn run_dynamic(
     }
     rc
 }
+
+/// Ranks of a dynamic output whose bound at the call's dims is computed on the stack.
+const STACK_RANK: usize = 16;
 
 /// Copies the row-major tensor of dims `dims` held at `from` inside a row-major tensor of
 /// dims `bound` (each at least its dim) into `to`, densely.

@@ -1514,3 +1514,50 @@ fn shape_values_of_a_dim_taken_at_run_time_follow_it() {
         assert_eq!(got, specialized(&p, &d, "n", n, &input, 2), "n {n}");
     }
 }
+
+#[test]
+fn positions_the_data_selects_over_a_dim_taken_at_run_time() {
+    // NonZero(x > 0) over `x [n, 3]`: its output `[2, count]` has a count bounded by 3·n,
+    // so the staged bound of its rows follows n (`RunDim`), and each call's positions are
+    // read out of the staging at that call's bound.
+    let d = scratch("run_time_dims_nonzero");
+    let p = d.join("nonzero.onnx");
+    save(
+        &model(
+            vec![
+                node("Greater", "positive", &["x", "zero"], &["m"]),
+                node("NonZero", "where", &["m"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[D::S("n"), D::N(3)])],
+            vec![value_info("y", 7, &[D::N(2), D::S("count")])],
+            vec![f32_tensor("zero", &[], &[0.0])],
+            13,
+        ),
+        &p,
+    );
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 2, 37, 300, 512] {
+        let x: Vec<f32> = (0..n * 3).map(|k| (k * 7 % 5) as f32 - 2.0).collect();
+        let input = write_input(&d, n, &x);
+        let out = d.join(format!("out{n}"));
+        let got = outputs(&exe, &input, &out, 1, 1);
+        let ints = |b: &[u8]| -> Vec<i64> {
+            b.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let at: Vec<usize> = (0..n * 3).filter(|&k| x[k] > 0.0).collect();
+        let dims = ints(&std::fs::read(out.join("output_0.dims")).unwrap());
+        assert_eq!(dims, [2, at.len() as i64], "n {n}");
+        let want: Vec<i64> = (at.iter().map(|&k| (k / 3) as i64))
+            .chain(at.iter().map(|&k| (k % 3) as i64))
+            .collect();
+        assert_eq!(ints(&got[0]), want, "n {n}");
+    }
+}

@@ -451,29 +451,53 @@ impl Unify<'_> {
         })
     }
 
-    /// An output whose dims depend on the data (`IoDesc::dims_at`): its bound is the one at
-    /// the run-time dims' bounds, where it is largest, and only its leading dim may follow
-    /// them (`NAME_run_shaped` stages it at that bound and takes its rows from the front:
-    /// a trailing dim's bound would set every row's place).
+    /// An output whose dims depend on the data (`IoDesc::dims_at`): its bound at the
+    /// run-time dims' bounds is the largest, and each dim of that bound is the same at every
+    /// value or follows the dims (`RunDim`: NonZero's `[rank, count]` over an input of
+    /// `2·N` elements); `NAME_run_shaped` stages the output at its bound at the call's dims
+    /// (where the program writes it) and copies out its actual dims from there.
     fn data_dependent(&self, ds: &[&IoDesc]) -> Result<IoDesc, String> {
         let last = ds[ds.len() - 1];
         self.equal("dims' places", ds.iter().map(|d| d.dims_at))?;
-        self.equal(
-            "trailing dims",
-            ds.iter().map(|d| d.shape.get(1..).map(<[i64]>::to_vec)),
-        )?;
-        let rows: Vec<i64> = ds
-            .iter()
-            .map(|d| d.shape.first().copied().unwrap_or(1))
-            .collect();
-        if rows.iter().any(|&r| r > rows[rows.len() - 1]) {
+        let mut run_dims = Vec::new();
+        for k in 0..last.shape.len() {
+            let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
+            run_dims.push(match self.int(&vals)? {
+                Int::Same(_) => None,
+                Int::Poly(Form::One(
+                    dim,
+                    Fit {
+                        poly: Poly([add, mul, 0]),
+                        pre,
+                        div,
+                    },
+                )) if mul > 0 && add >= 0 && pre >= 0 => Some(RunDim {
+                    dim,
+                    mul,
+                    add,
+                    pre,
+                    div,
+                }),
+                Int::Poly(_) => {
+                    return Err(format!(
+                        "'{}' has as many elements as the data selects, at most {vals:?} in \
+                         its dim {k}: not a growing dim of the form a·((N + c) / s) + b",
+                        last.name
+                    ));
+                }
+            });
+        }
+        let any = run_dims.iter().any(Option::is_some);
+        if any && last.dtype.packed_bits().is_some() {
             return Err(format!(
-                "'{}' has as many rows as the data selects, at most {rows:?}: not most at \
-                 the bound",
-                last.name
+                "'{}' is {}, packed several elements to a byte, and its dims follow the dim",
+                last.name, last.dtype
             ));
         }
-        Ok(last.clone())
+        Ok(IoDesc {
+            run_dims: if any { run_dims } else { vec![] },
+            ..last.clone()
+        })
     }
 
     fn func(&self, fs: &[&Func]) -> Result<Func, String> {
