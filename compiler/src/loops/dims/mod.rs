@@ -471,7 +471,7 @@ impl Unify<'_> {
                         pre,
                         div,
                     },
-                )) if mul > 0 && add >= 0 && pre >= 0 => Some(RunDim {
+                )) if mul > 0 => Some(RunDim {
                     dim,
                     mul,
                     add,
