@@ -216,13 +216,9 @@ fn define_consts(st: &mut ModState, prog: &Program) -> Result<()> {
     let merr =
         |e: cranelift_module::ModuleError| Error::Internal(format!("cranelift module: {e:?}"));
     st.consts.clear();
-    let mut used = Vec::new();
-    for f in &prog.funcs {
-        func::collect_bufs(&f.body, &mut used);
-    }
-    let used: std::collections::HashSet<u32> = used.into_iter().collect();
+    let used = prog.referenced_buffers();
     for (i, b) in prog.buffers.iter().enumerate() {
-        if !used.contains(&(i as u32)) {
+        if !used[i] {
             continue;
         }
         let Loc::Const(data) = &b.loc else {

@@ -12,6 +12,7 @@ pub mod par;
 use crate::ir::DType;
 use crate::ir::expr::{self, E};
 use crate::ir::graph::{IoGroup, ReduceKind};
+use crate::schedule::EPILOGUE_ACC;
 use onnxc_runtime::kernels::{ArgKind, KernelAbi};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -455,86 +456,15 @@ impl Program {
     /// Which of the buffers a statement of the program reads or writes (loads, stores,
     /// copies, kernel arguments), by buffer id.
     pub fn referenced_buffers(&self) -> Vec<bool> {
-        fn expr(e: &E, used: &mut [bool]) {
-            let mut ids = Vec::new();
-            expr::used_inputs(e, &mut ids);
-            for b in ids {
-                if let Some(u) = used.get_mut(b as usize) {
-                    *u = true;
-                }
-            }
+        let mut ids = Vec::new();
+        for f in &self.funcs {
+            collect_bufs(&f.body, &mut ids);
         }
-        fn mark(b: BufId, used: &mut [bool]) {
+        let mut used = vec![false; self.buffers.len()];
+        for b in ids {
             if let Some(u) = used.get_mut(b as usize) {
                 *u = true;
             }
-        }
-        fn count(c: &Count, used: &mut [bool]) {
-            if let Count::Dyn { e, .. } = c {
-                expr(e, used);
-            }
-        }
-        fn stmts(ss: &[Stmt], used: &mut [bool]) {
-            for s in ss {
-                match s {
-                    Stmt::For { extent, body, .. } => {
-                        count(extent, used);
-                        stmts(body, used);
-                    }
-                    Stmt::Store { buf, offset, value } => {
-                        mark(*buf, used);
-                        expr(offset, used);
-                        expr(value, used);
-                    }
-                    Stmt::Reduce {
-                        buf,
-                        offset,
-                        loops,
-                        body,
-                        epilogue,
-                        ..
-                    } => {
-                        mark(*buf, used);
-                        expr(offset, used);
-                        loops.iter().for_each(|(_, c)| count(c, used));
-                        expr(body, used);
-                        if let Some(e) = epilogue {
-                            expr(e, used);
-                        }
-                    }
-                    Stmt::Copy {
-                        dst,
-                        dst_offset,
-                        src,
-                        src_offset,
-                        elems,
-                    } => {
-                        mark(*dst, used);
-                        mark(*src, used);
-                        expr(dst_offset, used);
-                        expr(src_offset, used);
-                        count(elems, used);
-                    }
-                    Stmt::Call { args, .. } => {
-                        for a in args {
-                            match a {
-                                Arg::Ptr { buf, offset } => {
-                                    mark(*buf, used);
-                                    expr(offset, used);
-                                }
-                                Arg::Int(e) => expr(e, used),
-                                Arg::DynParams(es) => es.iter().for_each(|e| expr(e, used)),
-                                _ => {}
-                            }
-                        }
-                    }
-                    Stmt::Check { cond, .. } => expr(cond, used),
-                }
-            }
-        }
-        let mut used = vec![false; self.buffers.len()];
-        for f in &self.funcs {
-            stmts(&f.body, &mut used);
         }
         used
     }
@@ -719,6 +649,71 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
                     })
                     .collect();
                 let _ = writeln!(s, "{pad}call {}({})", kernel.symbol, a.join(", "));
+            }
+        }
+    }
+}
+
+/// The buffers `body` refers to (loads, stores, reductions, copies, kernel pointers), with
+/// repeats.
+pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
+    fn expr_bufs(e: &E, out: &mut Vec<BufId>) {
+        let mut used = Vec::new();
+        expr::used_inputs(e, &mut used);
+        out.extend(used.into_iter().filter(|&b| b != EPILOGUE_ACC));
+    }
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => collect_bufs(body, out),
+            Stmt::Store { buf, offset, value } => {
+                out.push(*buf);
+                expr_bufs(offset, out);
+                expr_bufs(value, out);
+            }
+            Stmt::Reduce {
+                buf,
+                offset,
+                body,
+                epilogue,
+                ..
+            } => {
+                out.push(*buf);
+                expr_bufs(offset, out);
+                expr_bufs(body, out);
+                if let Some(e) = epilogue {
+                    expr_bufs(e, out);
+                }
+            }
+            Stmt::Copy {
+                dst,
+                src,
+                dst_offset,
+                src_offset,
+                ..
+            } => {
+                out.push(*dst);
+                out.push(*src);
+                expr_bufs(dst_offset, out);
+                expr_bufs(src_offset, out);
+            }
+            Stmt::Check { cond, .. } => expr_bufs(cond, out),
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    match a {
+                        Arg::Ptr { buf, offset } => {
+                            out.push(*buf);
+                            expr_bufs(offset, out);
+                        }
+                        Arg::Int(e) => expr_bufs(e, out),
+                        Arg::DynParams(p) => p.iter().for_each(|e| expr_bufs(e, out)),
+                        Arg::Null
+                        | Arg::Params(_)
+                        | Arg::Floats(_)
+                        | Arg::Blob(_)
+                        | Arg::Scratch { .. }
+                        | Arg::Threads => {}
+                    }
+                }
             }
         }
     }

@@ -24,7 +24,6 @@ use super::Imports;
 use crate::ir::DType;
 use crate::ir::expr::{E, Expr};
 use crate::loops::{Arg, BufId, Loc, Program, Stmt};
-use crate::schedule::EPILOGUE_ACC;
 use copy::MEMMOVE_MIN;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -129,7 +128,7 @@ impl<'a, 'b> FnCx<'a, 'b> {
     pub fn setup_bases(&mut self, body: &[Stmt], inputs: Value, outputs: Value) {
         self.setup_dims(inputs);
         let mut bufs = Vec::new();
-        collect_bufs(body, &mut bufs);
+        crate::loops::collect_bufs(body, &mut bufs);
         collect_written(body, &mut self.written);
         bufs.sort();
         bufs.dedup();
@@ -674,69 +673,6 @@ impl<'a, 'b> FnCx<'a, 'b> {
             }
             _ => {
                 self.b.ins().store(flags(), val, p, 0);
-            }
-        }
-    }
-}
-
-pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
-    fn expr_bufs(e: &E, out: &mut Vec<BufId>) {
-        let mut used = Vec::new();
-        crate::ir::expr::used_inputs(e, &mut used);
-        out.extend(used.into_iter().filter(|&b| b != EPILOGUE_ACC));
-    }
-    for s in body {
-        match s {
-            Stmt::For { body, .. } => collect_bufs(body, out),
-            Stmt::Store { buf, offset, value } => {
-                out.push(*buf);
-                expr_bufs(offset, out);
-                expr_bufs(value, out);
-            }
-            Stmt::Reduce {
-                buf,
-                offset,
-                body,
-                epilogue,
-                ..
-            } => {
-                out.push(*buf);
-                expr_bufs(offset, out);
-                expr_bufs(body, out);
-                if let Some(e) = epilogue {
-                    expr_bufs(e, out);
-                }
-            }
-            Stmt::Copy {
-                dst,
-                src,
-                dst_offset,
-                src_offset,
-                ..
-            } => {
-                out.push(*dst);
-                out.push(*src);
-                expr_bufs(dst_offset, out);
-                expr_bufs(src_offset, out);
-            }
-            Stmt::Check { cond, .. } => expr_bufs(cond, out),
-            Stmt::Call { args, .. } => {
-                for a in args {
-                    match a {
-                        Arg::Ptr { buf, offset } => {
-                            out.push(*buf);
-                            expr_bufs(offset, out);
-                        }
-                        Arg::Int(e) => expr_bufs(e, out),
-                        Arg::DynParams(p) => p.iter().for_each(|e| expr_bufs(e, out)),
-                        Arg::Null
-                        | Arg::Params(_)
-                        | Arg::Floats(_)
-                        | Arg::Blob(_)
-                        | Arg::Scratch { .. }
-                        | Arg::Threads => {}
-                    }
-                }
             }
         }
     }

@@ -411,44 +411,16 @@ impl Unify<'_> {
         let mut run_dims = Vec::new();
         for k in 0..last.shape.len() {
             let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
-            run_dims.push(match self.int(&vals)? {
-                Int::Same(_) => None,
-                Int::Poly(Form::One(
-                    dim,
-                    Fit {
-                        poly: Poly([add, mul, 0]),
-                        pre,
-                        div,
-                    },
-                )) if mul > 0 && (div == 1 || !input) => Some(RunDim {
-                    dim,
-                    mul,
-                    add,
-                    pre,
-                    div,
-                }),
-                Int::Poly(_) => {
-                    return Err(format!(
-                        "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of \
-                         the form a·N + b and output dims of the form a·((N + c) / s) + b, each \
-                         of one run-time dim)",
-                        last.name
-                    ));
-                }
-            });
+            run_dims.push(self.growing_dim(&vals, !input, || {
+                format!(
+                    "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of the \
+                     form a·N + b and output dims of the form a·((N + c) / s) + b, each of one \
+                     run-time dim)",
+                    last.name
+                )
+            })?);
         }
-        let any = run_dims.iter().any(Option::is_some);
-        // The ABI sizes a tensor at the run-time dims from its bytes per element.
-        if any && last.dtype.packed_bits().is_some() {
-            return Err(format!(
-                "'{}' is {}, packed several elements to a byte, and its dims follow the dim",
-                last.name, last.dtype
-            ));
-        }
-        Ok(IoDesc {
-            run_dims: if any { run_dims } else { vec![] },
-            ..last.clone()
-        })
+        following(last, run_dims)
     }
 
     /// An output whose dims depend on the data (`IoDesc::dims_at`): its bound at the
@@ -462,41 +434,43 @@ impl Unify<'_> {
         let mut run_dims = Vec::new();
         for k in 0..last.shape.len() {
             let vals: Vec<i64> = ds.iter().map(|d| d.shape[k]).collect();
-            run_dims.push(match self.int(&vals)? {
-                Int::Same(_) => None,
-                Int::Poly(Form::One(
-                    dim,
-                    Fit {
-                        poly: Poly([add, mul, 0]),
-                        pre,
-                        div,
-                    },
-                )) if mul > 0 => Some(RunDim {
-                    dim,
-                    mul,
-                    add,
+            run_dims.push(self.growing_dim(&vals, true, || {
+                format!(
+                    "'{}' has as many elements as the data selects, at most {vals:?} in its \
+                     dim {k}: not a growing dim of the form a·((N + c) / s) + b",
+                    last.name
+                )
+            })?);
+        }
+        following(last, run_dims)
+    }
+
+    /// A tensor dim that takes `vals` at the probes: None where it is the same at every
+    /// value, else how it follows one run-time dim, `a·((N + c) / s) + b` with `a > 0` (a
+    /// step `s` above 1 only where `step`); `refuse()` is the error for any other form.
+    fn growing_dim(
+        &self,
+        vals: &[i64],
+        step: bool,
+        refuse: impl FnOnce() -> String,
+    ) -> Result<Option<RunDim>, String> {
+        Ok(match self.int(vals)? {
+            Int::Same(_) => None,
+            Int::Poly(Form::One(
+                dim,
+                Fit {
+                    poly: Poly([add, mul, 0]),
                     pre,
                     div,
-                }),
-                Int::Poly(_) => {
-                    return Err(format!(
-                        "'{}' has as many elements as the data selects, at most {vals:?} in \
-                         its dim {k}: not a growing dim of the form a·((N + c) / s) + b",
-                        last.name
-                    ));
-                }
-            });
-        }
-        let any = run_dims.iter().any(Option::is_some);
-        if any && last.dtype.packed_bits().is_some() {
-            return Err(format!(
-                "'{}' is {}, packed several elements to a byte, and its dims follow the dim",
-                last.name, last.dtype
-            ));
-        }
-        Ok(IoDesc {
-            run_dims: if any { run_dims } else { vec![] },
-            ..last.clone()
+                },
+            )) if mul > 0 && (div == 1 || step) => Some(RunDim {
+                dim,
+                mul,
+                add,
+                pre,
+                div,
+            }),
+            Int::Poly(_) => return Err(refuse()),
         })
     }
 
@@ -879,6 +853,22 @@ impl Unify<'_> {
             expr::cast(e, dtype)
         })
     }
+}
+
+/// `last` with its dims following the run-time dims as `run_dims` says (none: as it is).
+fn following(last: &IoDesc, run_dims: Vec<Option<RunDim>>) -> Result<IoDesc, String> {
+    let any = run_dims.iter().any(Option::is_some);
+    // The ABI sizes a tensor at the run-time dims from its bytes per element.
+    if any && last.dtype.packed_bits().is_some() {
+        return Err(format!(
+            "'{}' is {}, packed several elements to a byte, and its dims follow the dim",
+            last.name, last.dtype
+        ));
+    }
+    Ok(IoDesc {
+        run_dims: if any { run_dims } else { vec![] },
+        ..last.clone()
+    })
 }
 
 #[cfg(test)]
