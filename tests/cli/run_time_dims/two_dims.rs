@@ -1,0 +1,327 @@
+//! Two dims taken at run time: attention scores over a batch and a sequence, an image's
+//! height and width, an FPN resizing over both.
+
+use super::*;
+
+/// Self-attention scores over `x [B, S, 4]`: `p = softmax(x · xᵀ)` `[B, S, S]`, and the
+/// mean of `p · x` over everything (batch included, so B is no run-time batch): the scores'
+/// sizes are `B · S²`.
+fn model_with_scores() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            with_ints(node("Transpose", "t", &["x"], &["xt"]), "perm", &[0, 2, 1]),
+            node("MatMul", "scores", &["x", "xt"], &["s"]),
+            with_int(node("Softmax", "attend", &["s"], &["p"]), "axis", -1),
+            node("MatMul", "mix", &["p", "x"], &["px"]),
+            with_int(node("ReduceMean", "mean", &["px"], &["m"]), "keepdims", 0),
+        ],
+        vec![value_info("x", 1, &[D::S("B"), D::S("S"), D::N(4)])],
+        vec![
+            value_info("p", 1, &[D::S("B"), D::S("S"), D::S("S")]),
+            value_info("m", 1, &[]),
+        ],
+        vec![],
+        13,
+    )
+}
+
+#[test]
+fn attention_scores_take_the_batch_and_the_sequence_at_run_time() {
+    // Sizes of degree two in S times B (`loops::dims::Form::Quad`): one object for every
+    // batch and length, the scores as the specialized objects compute them.
+    let d = scratch("run_time_dims_scores");
+    let p = d.join("scores.onnx");
+    save(&model_with_scores(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("B".into(), 16), ("S".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims = run_dims_of(&c);
+    assert_eq!(dims, [("B", 1, 16), ("S", 1, 64)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (1, 9), (3, 1), (2, 30), (16, 64), (5, 33)] {
+        let x: Vec<f32> = (0..b * s * 4)
+            .map(|k| ((k * 7 % 19) as f32 - 9.0) / 7.0)
+            .collect();
+        let inputs = [write_input(&d, 1000 * b + s, &x)];
+        let out = d.join(format!("dyn{b}x{s}"));
+        let got = outputs_of(&dynamic, &inputs, &out, 2, &[b, s]);
+        let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
+        let want = specialized_files(&p, &d, &[("B", b), ("S", s)], &inputs, 2);
+        assert_eq!(got[0].len(), 4 * b * s * s, "B {b}, S {s}: scores");
+        assert_eq!(
+            got[0], want[0],
+            "B {b}, S {s}: the specialized object's scores"
+        );
+        // The mean sums in another order where its count is a run-time value (its terms
+        // are up to 1.3 in magnitude and cancel).
+        let (m, w) = (floats(&got[1])[0], floats(&want[1])[0]);
+        assert!((m - w).abs() <= 1e-6, "B {b}, S {s}: mean {m} vs {w}");
+    }
+}
+
+/// A detector's fully convolutional head over `[1, 3, H, W]`: two 3×3 convolutions of
+/// stride 2, one of stride 1 (all padded), a 1×1 to one map and a sigmoid, `[1, 1, (H + 3) /
+/// 4, (W + 3) / 4]`.
+fn model_with_image_plane() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 30.0).collect()
+    };
+    let conv = |name: &str, x: &str, w: &str, y: &str, stride: i64| {
+        with_ints(
+            with_ints(
+                node("Conv", name, &[x, w], &[y]),
+                "strides",
+                &[stride, stride],
+            ),
+            "pads",
+            &[1, 1, 1, 1],
+        )
+    };
+    model(
+        vec![
+            conv("c1", "x", "w1", "a1", 2),
+            node("Relu", "r1", &["a1"], &["b1"]),
+            conv("c2", "b1", "w2", "a2", 2),
+            node("Relu", "r2", &["a2"], &["b2"]),
+            conv("c3", "b2", "w3", "a3", 1),
+            node("Relu", "r3", &["a3"], &["b3"]),
+            node("Conv", "head", &["b3", "w4"], &["logit"]),
+            node("Sigmoid", "prob", &["logit"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(1), D::S("h"), D::S("w")],
+        )],
+        vec![
+            f32_tensor("w1", &[16, 3, 3, 3], &v(16 * 27, 5)),
+            f32_tensor("w2", &[32, 16, 3, 3], &v(32 * 144, 7)),
+            f32_tensor("w3", &[32, 32, 3, 3], &v(32 * 288, 11)),
+            f32_tensor("w4", &[1, 32, 1, 1], &v(32, 13)),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn an_image_height_and_width_are_both_taken_at_run_time() {
+    let d = scratch("run_time_dims_plane");
+    let p = d.join("plane.onnx");
+    save(&model_with_image_plane(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims = run_dims_of(&c);
+    // Below the least probes each dim is checked down to 1, the other at its probes: the
+    // formulas serve H from 1 and W from 5 (below, W's maps end in loops of extent 1,
+    // whose programs, with those of H's values they need, would be too many).
+    assert_eq!(dims, [("H", 1, 320), ("W", 5, 320)], "{}", c.header);
+    assert!(
+        c.header.contains("[1, 1, (H+3)/4, (W+3)/4]"),
+        "{}",
+        c.header
+    );
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [
+        (1usize, 5usize),
+        (3, 27),
+        (27, 6),
+        (28, 28),
+        (28, 320),
+        (320, 28),
+        (29, 31),
+        (100, 257),
+        (320, 320),
+    ] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let got = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}")),
+            1,
+            1,
+            &[h, w],
+        );
+        let two = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}t2")),
+            1,
+            2,
+            &[h, w],
+        );
+        assert_eq!(got, two, "{h}x{w}: 2 threads");
+        let want = specialized_plane(&p, &d, (h, w), &input, 1);
+        assert_eq!(got[0].len(), h.div_ceil(4) * w.div_ceil(4) * 4, "{h}x{w}");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
+        }
+    }
+    // Below W's least, or past a bound: refused.
+    for (h, w) in [(40usize, 4usize), (1, 1), (321, 40)] {
+        let input = write_input(&d, h * 1000 + w, &vec![0.0; 3 * h * w]);
+        let out = d.join(format!("dyn{h}x{w}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&dynamic)
+            .arg("run")
+            .arg(&input)
+            .arg("--out")
+            .arg(&out)
+            .arg("--dims")
+            .arg(format!("{h},{w}"))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{h}x{w} runs");
+        let range = if h > 320 { "1 to 320" } else { "5 to 320" };
+        assert!(stderr(&o).contains(range), "{h}x{w}: {}", stderr(&o));
+    }
+}
+
+/// An FPN over `[1, 3, H, W]`: two stride-2 convolutions, the second's map upsampled ×2 and
+/// added to the first's, then resized (linear) to the input's size read from its Shape, and
+/// a 1×1 convolution to one map `[1, 1, H, W]`. The inner upsampling takes constant scales
+/// (as PaddleOCR exports it: valid when H and W are multiples of 4) or, with `to_lateral`,
+/// the lateral's size from its Shape (as `F.interpolate(size=…)` exports: valid anywhere).
+fn model_with_fpn(to_lateral: bool) -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 30.0).collect()
+    };
+    let conv = |name: &str, x: &str, w: &str, y: &str| {
+        with_ints(
+            with_ints(node("Conv", name, &[x, w], &[y]), "strides", &[2, 2]),
+            "pads",
+            &[1, 1, 1, 1],
+        )
+    };
+    let up = if to_lateral {
+        vec![
+            node("Shape", "lateral_shape", &["b1"], &["s1"]),
+            with_str(
+                node("Resize", "up", &["b2", "", "", "s1"], &["u2"]),
+                "mode",
+                "nearest",
+            ),
+        ]
+    } else {
+        vec![with_str(
+            with_str(
+                node("Resize", "up", &["b2", "", "scales"], &["u2"]),
+                "coordinate_transformation_mode",
+                "asymmetric",
+            ),
+            "nearest_mode",
+            "floor",
+        )]
+    };
+    let mut nodes = vec![
+        conv("c1", "x", "w1", "a1"),
+        node("Relu", "r1", &["a1"], &["b1"]),
+        conv("c2", "b1", "w2", "a2"),
+        node("Relu", "r2", &["a2"], &["b2"]),
+    ];
+    nodes.extend(up);
+    nodes.extend([
+        node("Add", "merge", &["b1", "u2"], &["m"]),
+        node("Shape", "input_shape", &["x"], &["sx"]),
+        node("Slice", "hw", &["sx", "from", "to"], &["hw"]),
+        node("Shape", "merged_shape", &["m"], &["sm"]),
+        node("Slice", "nc", &["sm", "zero", "from"], &["nc"]),
+        with_int(node("Concat", "size", &["nc", "hw"], &["size"]), "axis", 0),
+        with_str(
+            node("Resize", "to_input", &["m", "", "", "size"], &["full"]),
+            "mode",
+            "linear",
+        ),
+        node("Conv", "head", &["full", "w3"], &["y"]),
+    ]);
+    model(
+        nodes,
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(1), D::S("H"), D::S("W")],
+        )],
+        vec![
+            f32_tensor("w1", &[8, 3, 3, 3], &v(8 * 27, 5)),
+            f32_tensor("w2", &[8, 8, 3, 3], &v(8 * 72, 7)),
+            f32_tensor("w3", &[1, 8, 1, 1], &v(8, 13)),
+            f32_tensor("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+            int_tensor("from", 7, &[1], &[2]),
+            int_tensor("to", 7, &[1], &[4]),
+            int_tensor("zero", 7, &[1], &[0]),
+        ],
+        13,
+    )
+}
+
+/// An FPN's upsamplings resize over the run-time dims (the kernel computes its taps when it
+/// runs); one whose ×2 upsampling is added to its lateral is valid at multiples of 4 only,
+/// and is taken at those (`NAME_run_shaped` refuses other dims: `shaped`'s tests); one
+/// resized to its lateral's shape at any size. Each is checked against the object
+/// specialized to each size.
+#[test]
+fn an_fpn_resizes_over_the_run_time_dims() {
+    for to_lateral in [false, true] {
+        let d = scratch(&format!("run_time_dims_fpn{}", to_lateral as u8));
+        let p = d.join("fpn.onnx");
+        save(&model_with_fpn(to_lateral), &p);
+        let opts = Options {
+            emit_main: true,
+            dim_bounds: vec![("H".into(), 160), ("W".into(), 160)],
+            ..Options::default()
+        };
+        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let dims: Vec<(&str, i64, i64, i64)> = (c.program.run_dims.iter())
+            .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
+            .collect();
+        let sizes: &[(usize, usize)] = if to_lateral {
+            assert_eq!(dims, [("H", 28, 160, 1), ("W", 28, 160, 1)], "{}", c.header);
+            &[(28, 28), (29, 31), (100, 57), (160, 160)]
+        } else {
+            // Counted in multiples of 4, from 2 (8 rows or columns).
+            assert_eq!(dims, [("H", 2, 40, 4), ("W", 2, 40, 4)], "{}", c.header);
+            assert!(
+                c.header.contains("H (8 to 160, a multiple of 4)")
+                    && c.header.contains("[1, 3, H, W]"),
+                "{}",
+                c.header
+            );
+            &[(8, 8), (8, 160), (12, 36), (100, 64), (160, 160)]
+        };
+        let dynamic = executable(&c, &d, "dynamic");
+        for &(h, w) in sizes {
+            let x: Vec<f32> = (0..3 * h * w)
+                .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+                .collect();
+            let input = write_input(&d, h * 1000 + w, &x);
+            let m = if to_lateral { 1 } else { 4 };
+            let dir = d.join(format!("dyn{h}x{w}"));
+            let got = outputs_at(&dynamic, &input, &dir, 1, 1, &[h / m, w / m]);
+            let want = specialized_plane(&p, &d, (h, w), &input, 1);
+            assert_eq!(got[0].len(), h * w * 4, "{h}x{w}");
+            // Within rounding: the specialized object may take another convolution path.
+            for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+                assert!((a - b).abs() <= 1e-5, "{h}x{w}: {a} vs {b}");
+            }
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! What a run-time dim does to values: a detector's NonMaxSuppression and a YOLO export
+//! at every size, gathers checked against the dim, a table that bounds it, Shape values and
+//! data-sized outputs that follow it.
+
+use super::*;
+
+/// A single-shot detector over `[1, 3, H, W]` ending in NonMaxSuppression: a stride-2
+/// convolution and a 2×2 pool to an `(H/4)·(W/4)` grid of boxes (4 channels) and scores
+/// (3 classes), NonMaxSuppression over them and gathers of the kept boxes and classes: its
+/// outputs have as many rows as boxes survive, and its box count follows the dims.
+fn model_with_nms() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 20.0).collect()
+    };
+    model(
+        vec![
+            with_ints(
+                with_ints(
+                    node("Conv", "c1", &["x", "w1"], &["a1"]),
+                    "strides",
+                    &[2, 2],
+                ),
+                "pads",
+                &[1, 1, 1, 1],
+            ),
+            node("Relu", "r1", &["a1"], &["b1"]),
+            with_ints(
+                with_ints(
+                    node("MaxPool", "p1", &["b1"], &["p1"]),
+                    "kernel_shape",
+                    &[2, 2],
+                ),
+                "strides",
+                &[2, 2],
+            ),
+            node("Conv", "box_head", &["p1", "wb"], &["box_raw"]),
+            node(
+                "Reshape",
+                "box_flat",
+                &["box_raw", "box_shape"],
+                &["box_flat"],
+            ),
+            with_ints(
+                node("Transpose", "box_t", &["box_flat"], &["box_t"]),
+                "perm",
+                &[0, 2, 1],
+            ),
+            node("Mul", "boxes_all", &["box_t", "cell"], &["boxes_all"]),
+            node("Conv", "cls_head", &["p1", "wc"], &["cls_raw"]),
+            node(
+                "Reshape",
+                "cls_flat",
+                &["cls_raw", "cls_shape"],
+                &["cls_flat"],
+            ),
+            node("Sigmoid", "scores_all", &["cls_flat"], &["scores_all"]),
+            with_int(
+                node(
+                    "NonMaxSuppression",
+                    "nms",
+                    &["boxes_all", "scores_all", "max_boxes", "iou", "min_score"],
+                    &["selected"],
+                ),
+                "center_point_box",
+                1,
+            ),
+            with_int(
+                node("Gather", "box_idx", &["selected", "box_col"], &["box_idx"]),
+                "axis",
+                1,
+            ),
+            node("Squeeze", "boxes_2d", &["boxes_all", "zero"], &["boxes_2d"]),
+            node("Gather", "boxes", &["boxes_2d", "box_idx"], &["boxes"]),
+            with_int(
+                node(
+                    "Gather",
+                    "classes",
+                    &["selected", "class_col"],
+                    &["classes"],
+                ),
+                "axis",
+                1,
+            ),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![
+            value_info("boxes", 1, &[D::S("n"), D::N(4)]),
+            value_info("classes", 7, &[D::S("n")]),
+        ],
+        vec![
+            f32_tensor("w1", &[16, 3, 3, 3], &v(16 * 27, 5)),
+            f32_tensor("wb", &[4, 16, 1, 1], &v(64, 7)),
+            f32_tensor("wc", &[3, 16, 1, 1], &v(48, 11)),
+            int_tensor("box_shape", 7, &[3], &[1, 4, -1]),
+            int_tensor("cls_shape", 7, &[3], &[1, 3, -1]),
+            f32_tensor("cell", &[], &[16.0]),
+            int_tensor("max_boxes", 7, &[1], &[20]),
+            f32_tensor("iou", &[1], &[0.45]),
+            f32_tensor("min_score", &[1], &[0.55]),
+            int_tensor("box_col", 7, &[], &[2]),
+            int_tensor("class_col", 7, &[], &[1]),
+            int_tensor("zero", 7, &[1], &[0]),
+        ],
+        17,
+    )
+}
+
+/// A detector ending in NonMaxSuppression takes its image's height and width at run time:
+/// the boxes it keeps at each size are the object specialized to that size's, row for row
+/// (the gather's index into the `(H/4)·(W/4)` boxes is checked against that count).
+#[test]
+fn a_detector_ending_in_nms_runs_at_every_size() {
+    let d = scratch("run_time_dims_nms");
+    let p = d.join("detector.onnx");
+    save(&model_with_nms(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 256), ("W".into(), 256)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(c.program.run_dims.len(), 2, "{}", c.header);
+    assert!(c.header.contains("at most [60, 4]"), "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    let mut kept = Vec::new();
+    for (h, w) in [(28usize, 28usize), (32, 64), (100, 57), (256, 256)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let got = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}")),
+            2,
+            1,
+            &[h, w],
+        );
+        let want = specialized_plane(&p, &d, (h, w), &input, 2);
+        assert_eq!(got[1], want[1], "{h}x{w}: classes");
+        assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{h}x{w}: {a} vs {b}"
+            );
+        }
+        kept.push(got[1].len() / 8);
+    }
+    assert!(kept.iter().all(|&n| n > 0), "no box kept: {kept:?}");
+}
+
+/// Gathers of `x: [1, seq]` at run-time indices `i: [3]`.
+fn model_with_gather() -> onnxc_proto::ModelProto {
+    model(
+        vec![with_int(
+            node("Gather", "pick", &["x", "i"], &["y"]),
+            "axis",
+            1,
+        )],
+        vec![
+            value_info("x", 1, &[D::N(1), D::S("seq")]),
+            value_info("i", 7, &[D::N(3)]),
+        ],
+        vec![value_info("y", 1, &[D::N(1), D::N(3)])],
+        vec![],
+        13,
+    )
+}
+
+/// An index checked against a dim taken at run time is checked against its value, not its
+/// bound: negative indices wrap by it, and one past it fails the run as the specialized
+/// object's does.
+#[test]
+fn gather_indices_are_checked_against_the_run_time_dim() {
+    let d = scratch("run_time_dims_gather");
+    let p = d.join("gather.onnx");
+    save(&model_with_gather(), &p);
+    let c = compile_dynamic(&p, "seq", 64);
+    let dynamic = executable(&c, &d, "dynamic");
+    let seq = 30usize;
+    let x: Vec<f32> = (0..seq).map(|k| k as f32).collect();
+    let xs = write_input(&d, 0, &x);
+    let indices = |name: &str, i: [i64; 3]| {
+        let f = d.join(name);
+        std::fs::write(
+            &f,
+            i.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        f
+    };
+    let run_with = |i: &Path, out: &str| {
+        let out = d.join(out);
+        std::fs::create_dir_all(&out).unwrap();
+        Command::new(&dynamic)
+            .arg("run")
+            .arg(&xs)
+            .arg(i)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run_with(&indices("i_ok.bin", [29, -30, -1]), "ok");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let y = floats(&std::fs::read(d.join("ok/output_0.bin")).unwrap());
+    assert_eq!(y, [29.0, 0.0, 29.0]);
+    // Inside the bound (64) but past seq: an index error, as at a fixed seq of 30.
+    for (k, bad) in [[30, 0, 0], [0, -31, 0]].into_iter().enumerate() {
+        let o = run_with(&indices(&format!("i_bad{k}.bin"), bad), &format!("bad{k}"));
+        assert!(!o.status.success(), "{bad:?} runs");
+        assert!(stderr(&o).contains("index"), "{bad:?}: {}", stderr(&o));
+    }
+}
+
+/// A YOLOv5-style detector exported with dynamic axes (`examples/models/tiny_yolo.onnx`):
+/// its anchor grid is a Range over its stride-8 map's Shape, which folded into a table whose
+/// length follows the dims, so the compile retries with such maps computed at run time, and
+/// its stride-8 sizes, no polynomials of a step the probes tell apart, in multiples of 32.
+/// The boxes it keeps are the specialized objects', at every size tried.
+#[test]
+fn a_yolo_export_with_dynamic_axes_runs_at_multiples_of_32() {
+    let d = scratch("run_time_dims_yolo");
+    let p = onnxc_tests::root().join("examples/models/tiny_yolo.onnx");
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<(i64, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.least, r.bound, r.multiple))
+        .collect();
+    assert_eq!(dims, [(1, 10, 32), (1, 10, 32)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [(32usize, 96usize), (64, 64), (96, 160), (320, 320)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let dir = d.join(format!("dyn{h}x{w}"));
+        let got = outputs_at(&dynamic, &input, &dir, 2, 1, &[h / 32, w / 32]);
+        let want = specialized_plane(&p, &d, (h, w), &input, 2);
+        assert!(!want[1].is_empty(), "{h}x{w}: no box kept");
+        assert_eq!(got[1], want[1], "{h}x{w}: classes");
+        assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!(
+                (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                "{h}x{w}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+/// A GPT-style embedding over `ids: [batch, seq]`: token rows plus the rows of a 64-row
+/// position table at `Range(0, seq)`, so the model is valid up to seq = 64 only.
+fn model_with_position_table() -> onnxc_proto::ModelProto {
+    let table = |rows: usize| -> Vec<f32> {
+        (0..rows * 8)
+            .map(|k| ((k * 5 % 17) as f32 - 8.0) / 8.0)
+            .collect()
+    };
+    model(
+        vec![
+            node("Shape", "shape", &["ids"], &["dims"]),
+            with_int(
+                node("Gather", "seq_len", &["dims", "one"], &["len"]),
+                "axis",
+                0,
+            ),
+            node("Range", "positions", &["zero", "len", "one"], &["pos"]),
+            node("Gather", "tokens", &["tok", "ids"], &["te"]),
+            node("Gather", "places", &["pe", "pos"], &["pe_rows"]),
+            node("Add", "embed", &["te", "pe_rows"], &["y"]),
+        ],
+        vec![value_info("ids", 7, &[D::S("batch"), D::S("seq")])],
+        vec![value_info("y", 1, &[D::S("batch"), D::S("seq"), D::N(8)])],
+        vec![
+            f32_tensor("tok", &[100, 8], &table(100)),
+            f32_tensor("pe", &[64, 8], &table(64)),
+            int_tensor("zero", 7, &[], &[0]),
+            int_tensor("one", 7, &[], &[1]),
+        ],
+        17,
+    )
+}
+
+/// A model valid only up to a value below the default bound (512) is compiled up to that
+/// value with a warning naming what fails past it, and `inspect` reports the same bound;
+/// a bound given with `--dim` is kept, and a failure at it says so.
+#[test]
+fn a_position_table_shorter_than_the_default_bound_sets_the_bound() {
+    let d = scratch("run_time_dims_positions");
+    let p = d.join("positions.onnx");
+    save(&model_with_position_table(), &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("positions.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for want in [
+        "warning: dim 'seq' is taken at run time up to 64",
+        "(at 65: node 'places' (Gather, opset 17): index 64 is out of range",
+        "--dim seq=..N",
+    ] {
+        assert!(stderr(&o).contains(want), "{want}\n{}", stderr(&o));
+    }
+    let o = onnxc().arg("inspect").arg(&p).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("run-time dims:  'seq' up to 64"), "{out}");
+    let o = onnxc()
+        .args(["inspect", "--json"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(j["run_time_dims"], serde_json::json!({"seq": 64}));
+    // The program takes seq at run time from 1 up to 64.
+    let c = driver::compile_file(&p, "model", &Options::default(), None).unwrap();
+    let dims: Vec<(i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.least, r.bound))
+        .collect();
+    assert_eq!(dims, [(1, 64)], "{}", c.header);
+    let o = onnxc()
+        .arg(&p)
+        .args([
+            "-o",
+            d.join("given.o").to_str().unwrap(),
+            "--dim",
+            "seq=..128",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a bound past the table compiles");
+    assert!(
+        stderr(&o).contains("dim 'seq' is taken at run time up to 128, but at 128 the model fails"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `x [n, 4]` with n symbolic: its shape as an output, and its mean over n as the sum over
+/// n divided by n taken from the shape (`x.sum(0) / x.shape[0]` as PyTorch exports it).
+fn model_with_shape_values() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            node("Shape", "dims", &["x"], &["s"]),
+            with_int(node("Gather", "rows", &["s", "zero"], &["n"]), "axis", 0),
+            with_int(node("Cast", "as_float", &["n"], &["nf"]), "to", 1),
+            with_int(
+                with_ints(node("ReduceSum", "total", &["x"], &["t"]), "axes", &[0]),
+                "keepdims",
+                0,
+            ),
+            node("Div", "mean", &["t", "nf"], &["m"]),
+        ],
+        vec![value_info("x", 1, &[D::S("n"), D::N(4)])],
+        vec![
+            value_info("s", 7, &[D::N(2)]),
+            value_info("m", 1, &[D::N(4)]),
+        ],
+        vec![int_tensor("zero", 7, &[], &[0])],
+        11,
+    )
+}
+
+#[test]
+fn shape_values_of_a_dim_taken_at_run_time_follow_it() {
+    // The Shape is folded at each value the compiler lowers the model at; copied as literals,
+    // its elements become the dim's formula, where a table in the object could hold one
+    // value only.
+    let d = scratch("run_time_dims_shape_values");
+    let p = d.join("shape.onnx");
+    save(&model_with_shape_values(), &p);
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 3, 37, 300] {
+        let x: Vec<f32> = (0..n * 4).map(|k| (k % 7) as f32 - 3.0).collect();
+        let input = write_input(&d, n, &x);
+        let got = outputs(&exe, &input, &d.join(format!("out{n}")), 2, 1);
+        let dims: Vec<i64> = (got[0].chunks_exact(8))
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(dims, [n as i64, 4], "n {n}");
+        for (j, m) in floats(&got[1]).into_iter().enumerate() {
+            let want = (0..n).map(|i| x[i * 4 + j]).sum::<f32>() / n as f32;
+            assert!(
+                (m - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "n {n}: {m} against {want}"
+            );
+        }
+        assert_eq!(got, specialized(&p, &d, "n", n, &input, 2), "n {n}");
+    }
+}
+
+#[test]
+fn positions_the_data_selects_over_a_dim_taken_at_run_time() {
+    // NonZero(x > 0) over `x [n, 3]`: its output `[2, count]` has a count bounded by 3·n,
+    // so the staged bound of its rows follows n (`RunDim`), and each call's positions are
+    // read out of the staging at that call's bound.
+    let d = scratch("run_time_dims_nonzero");
+    let p = d.join("nonzero.onnx");
+    save(
+        &model(
+            vec![
+                node("Greater", "positive", &["x", "zero"], &["m"]),
+                node("NonZero", "where", &["m"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[D::S("n"), D::N(3)])],
+            vec![value_info("y", 7, &[D::N(2), D::S("count")])],
+            vec![f32_tensor("zero", &[], &[0.0])],
+            13,
+        ),
+        &p,
+    );
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 2, 37, 300, 512] {
+        let x: Vec<f32> = (0..n * 3).map(|k| (k * 7 % 5) as f32 - 2.0).collect();
+        let input = write_input(&d, n, &x);
+        let out = d.join(format!("out{n}"));
+        let got = outputs(&exe, &input, &out, 1, 1);
+        let ints = |b: &[u8]| -> Vec<i64> {
+            b.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let at: Vec<usize> = (0..n * 3).filter(|&k| x[k] > 0.0).collect();
+        let dims = ints(&std::fs::read(out.join("output_0.dims")).unwrap());
+        assert_eq!(dims, [2, at.len() as i64], "n {n}");
+        let want: Vec<i64> = (at.iter().map(|&k| (k / 3) as i64))
+            .chain(at.iter().map(|&k| (k % 3) as i64))
+            .collect();
+        assert_eq!(ints(&got[0]), want, "n {n}");
+    }
+}
