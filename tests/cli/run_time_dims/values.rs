@@ -453,3 +453,59 @@ fn positions_the_data_selects_over_a_dim_taken_at_run_time() {
         assert_eq!(ints(&got[0]), want, "n {n}");
     }
 }
+
+#[test]
+fn a_data_sized_output_runs_in_a_program_of_its_own_below_the_least() {
+    // Unique over `x [n]`: at n = 1 the model lowers to another program (its loops of
+    // extent 1 fall away), which runs as a program of its own for that value; its outputs
+    // sized by the data are staged and read out as the general program's are.
+    let d = scratch("run_time_dims_unique");
+    let p = d.join("unique.onnx");
+    save(
+        &model(
+            vec![with_int(
+                node("Unique", "distinct", &["x"], &["y", "i", "inv", "c"]),
+                "sorted",
+                1,
+            )],
+            vec![value_info("x", 1, &[D::S("n")])],
+            vec![
+                value_info("y", 1, &[D::S("u")]),
+                value_info("i", 7, &[D::S("u")]),
+                value_info("inv", 7, &[D::S("n")]),
+                value_info("c", 7, &[D::S("u")]),
+            ],
+            vec![],
+            11,
+        ),
+        &p,
+    );
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
+    assert!(
+        c.program.fixed.iter().any(|f| f.at == [Some(1)]),
+        "no program of its own for n = 1: {}",
+        c.header
+    );
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 2, 37, 300] {
+        let x: Vec<f32> = (0..n).map(|k| ((k * 5) % 7) as f32 - 3.0).collect();
+        let input = write_input(&d, n, &x);
+        let got = outputs(&exe, &input, &d.join(format!("out{n}")), 4, 1);
+        let mut want = x.clone();
+        want.sort_by(f32::total_cmp);
+        want.dedup();
+        assert_eq!(floats(&got[0]), want, "n {n}");
+        let counts: Vec<i64> = (got[3].chunks_exact(8))
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let expect: Vec<i64> = (want.iter())
+            .map(|v| x.iter().filter(|&&e| e == *v).count() as i64)
+            .collect();
+        assert_eq!(counts, expect, "n {n}");
+    }
+}

@@ -188,7 +188,8 @@ pub fn generalize_dims(
 /// program; `Program::fixed`): it must take and give the same tensors, at the dims
 /// `general`'s formulas give there. Where `at` leaves a dim to `p` (its only run-time dim,
 /// of the same name, multiple and bound), that is checked at `p`'s least value of it, its
-/// bound and between.
+/// bound and between. An output sized by the data is staged at the bound the formulas give
+/// (`NAME_run_shaped`), which is `p`'s own there.
 pub fn fixed_fits(general: &Program, at: &[Option<i64>], p: &Program) -> Result<(), String> {
     let free: Vec<usize> = (0..at.len()).filter(|&k| at[k].is_none()).collect();
     let takes = match (&free[..], &p.run_dims[..]) {
@@ -199,12 +200,7 @@ pub fn fixed_fits(general: &Program, at: &[Option<i64>], p: &Program) -> Result<
         }
         _ => false,
     };
-    if at.len() != general.run_dims.len()
-        || !takes
-        || !p.chunks.is_empty()
-        || !p.fixed.is_empty()
-        || p.dynamic()
-    {
+    if at.len() != general.run_dims.len() || !takes || !p.chunks.is_empty() || !p.fixed.is_empty() {
         return Err("it is not one plain program".into());
     }
     let same = |g: &[IoDesc], q: &[IoDesc], what: &str, values: &[i64], x: i64| {
