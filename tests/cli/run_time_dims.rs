@@ -101,6 +101,23 @@ fn floats(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// Raw little-endian int64s (an int64 output, an output's `.dims` file).
+fn ints(b: &[u8]) -> Vec<i64> {
+    b.chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// `p` compiled with no flag (its symbolic dims taken as the compiler decides), with the
+/// driver's `main`.
+fn compile_unflagged(p: &Path) -> driver::Compiled {
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    driver::compile_file(p, "model", &opts, None).unwrap()
+}
+
 /// `p` compiled with its dim `symbol` taken at run time up to `bound`.
 fn compile_dynamic(p: &Path, symbol: &str, bound: i64) -> driver::Compiled {
     let opts = Options {

@@ -80,11 +80,7 @@ fn a_leading_sequence_dim_is_taken_at_run_time_with_no_flag() {
     let d = scratch("run_time_dims_leading_seq");
     let p = d.join("lstm.onnx");
     save(&model_with_lstm(), &p);
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     let dims = run_dims_of(&c);
     assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
@@ -156,11 +152,7 @@ fn a_dynamically_quantized_lstm_runs_over_a_sequence_taken_at_run_time() {
     let d = scratch("run_time_dims_qlstm");
     let p = d.join("qlstm.onnx");
     save(&model_with_quantized_lstm(), &p);
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     let dims = run_dims_of(&c);
     assert_eq!(dims, [("S", 1, driver::DEFAULT_DIM_BOUND)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
@@ -220,11 +212,7 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
     let d = scratch("run_time_dims_gru");
     let p = d.join("gru.onnx");
     save(&model_with_gru(), &p);
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     let dims = run_dims_of(&c);
     let bound = driver::DEFAULT_DIM_BOUND;
     assert_eq!(dims, [("B", 1, bound), ("S", 1, bound)], "{}", c.header);

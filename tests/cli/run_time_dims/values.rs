@@ -381,20 +381,14 @@ fn shape_values_of_a_dim_taken_at_run_time_follow_it() {
     let d = scratch("run_time_dims_shape_values");
     let p = d.join("shape.onnx");
     save(&model_with_shape_values(), &p);
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
     let exe = executable(&c, &d, "dynamic");
     for n in [1usize, 3, 37, 300] {
         let x: Vec<f32> = (0..n * 4).map(|k| (k % 7) as f32 - 3.0).collect();
         let input = write_input(&d, n, &x);
         let got = outputs(&exe, &input, &d.join(format!("out{n}")), 2, 1);
-        let dims: Vec<i64> = (got[0].chunks_exact(8))
-            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
+        let dims = ints(&got[0]);
         assert_eq!(dims, [n as i64, 4], "n {n}");
         for (j, m) in floats(&got[1]).into_iter().enumerate() {
             let want = (0..n).map(|i| x[i * 4 + j]).sum::<f32>() / n as f32;
@@ -427,11 +421,7 @@ fn positions_the_data_selects_over_a_dim_taken_at_run_time() {
         ),
         &p,
     );
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
     let exe = executable(&c, &d, "dynamic");
     for n in [1usize, 2, 37, 300, 512] {
@@ -439,11 +429,6 @@ fn positions_the_data_selects_over_a_dim_taken_at_run_time() {
         let input = write_input(&d, n, &x);
         let out = d.join(format!("out{n}"));
         let got = outputs(&exe, &input, &out, 1, 1);
-        let ints = |b: &[u8]| -> Vec<i64> {
-            b.chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                .collect()
-        };
         let at: Vec<usize> = (0..n * 3).filter(|&k| x[k] > 0.0).collect();
         let dims = ints(&std::fs::read(out.join("output_0.dims")).unwrap());
         assert_eq!(dims, [2, at.len() as i64], "n {n}");
@@ -480,11 +465,7 @@ fn a_data_sized_output_runs_in_a_program_of_its_own_below_the_least() {
         ),
         &p,
     );
-    let opts = Options {
-        emit_main: true,
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_unflagged(&p);
     assert_eq!(run_dims_of(&c), [("n", 1, driver::DEFAULT_DIM_BOUND)]);
     assert!(
         c.program.fixed.iter().any(|f| f.at == [Some(1)]),
@@ -500,9 +481,7 @@ fn a_data_sized_output_runs_in_a_program_of_its_own_below_the_least() {
         want.sort_by(f32::total_cmp);
         want.dedup();
         assert_eq!(floats(&got[0]), want, "n {n}");
-        let counts: Vec<i64> = (got[3].chunks_exact(8))
-            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
+        let counts = ints(&got[3]);
         let expect: Vec<i64> = (want.iter())
             .map(|v| x.iter().filter(|&&e| e == *v).count() as i64)
             .collect();
