@@ -550,3 +550,85 @@ fn specialized_files(
 mod recurrent;
 mod two_dims;
 mod values;
+
+/// A Resize whose scales are a run-time input, `x: [batch, 2, 4, 4]` to the declared `y:
+/// [batch, 2, 8, 8]`: the declared output, its batch symbol taken at each probe's value,
+/// gives the size the scales cannot, and the run checks the scales against it.
+fn model_with_run_time_scales() -> onnxc_proto::ModelProto {
+    model(
+        vec![with_str(
+            node("Resize", "up", &["x", "", "scales"], &["y"]),
+            "mode",
+            "nearest",
+        )],
+        vec![
+            value_info("x", 1, &[D::S("batch"), D::N(2), D::N(4), D::N(4)]),
+            value_info("scales", 1, &[D::N(4)]),
+        ],
+        vec![value_info(
+            "y",
+            1,
+            &[D::S("batch"), D::N(2), D::N(8), D::N(8)],
+        )],
+        vec![],
+        13,
+    )
+}
+
+#[test]
+fn a_declared_output_over_a_run_time_dim_sizes_a_resize_by_run_time_scales() {
+    let d = scratch("run_time_scales");
+    let p = d.join("resize.onnx");
+    save(&model_with_run_time_scales(), &p);
+    let c = compile_unflagged(&p);
+    // The scales reach the batch axis too (a scale of it would change the rows), so the
+    // batch is a dim taken at run time rather than an item loop.
+    assert_eq!(run_dims_of(&c), [("batch", 1, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    let scales = |s: f32, name: &str| {
+        let f = d.join(name);
+        let b: Vec<u8> = [1.0f32, 1.0, s, s]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        std::fs::write(&f, b).unwrap();
+        f
+    };
+    let twice = scales(2.0, "twice.bin");
+    for n in [1usize, 3, 5] {
+        let x: Vec<f32> = (0..n * 32).map(|k| k as f32 * 0.5 - 3.0).collect();
+        let input = write_input(&d, n, &x);
+        let out = d.join(format!("out{n}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .arg(&twice)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "batch {n}: {}", stderr(&o));
+        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        // Nearest at scale 2 (asymmetric, round_prefer_floor): y[.., i, j] = x[.., i/2, j/2].
+        let want: Vec<f32> = (0..n * 2 * 64)
+            .map(|k| {
+                let (plane, i, j) = (k / 64, k / 8 % 8, k % 8);
+                x[plane * 16 + i / 2 * 4 + j / 2]
+            })
+            .collect();
+        assert_eq!(y, want, "batch {n}");
+    }
+    // Scales that do not give the declared size fail the run, whatever the batch.
+    let thrice = scales(3.0, "thrice.bin");
+    let input = write_input(&d, 2, &[0.0; 64]);
+    let o = Command::new(&exe)
+        .arg("run")
+        .arg(&input)
+        .arg(&thrice)
+        .arg("--out")
+        .arg(d.join("bad"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "scales of 3 give [2, 2, 12, 12]");
+}

@@ -302,15 +302,6 @@ const MAX_NODE_ARITY: usize = 1 << 17;
 
 impl Importer<'_> {
     fn graph(&mut self, gp: &GraphProto) -> Result<()> {
-        for vi in gp.value_info.iter().chain(&gp.output) {
-            if let Ok((dt, shape)) = tensor_type(vi, "value")
-                && let Some(dims) = crate::ir::dim::known_dims(&shape)
-            {
-                self.declared
-                    .insert(vi.name.clone().unwrap_or_default(), (dt, dims));
-            }
-        }
-        declare_backwards(gp, &mut self.declared, &mut self.guessed);
         // Every graph input is named once (the IR's single assignment; the checker and
         // onnxruntime refuse a repeat).
         let mut seen = std::collections::HashSet::new();
@@ -581,6 +572,18 @@ impl Importer<'_> {
             }
         }
         self.g.input_groups = groups;
+        // The shapes the graph declares, with the symbols the inputs bind (a dynamic axis
+        // that --dim, --shape or a run-time batch's probe fixes) taken at their values.
+        for vi in gp.value_info.iter().chain(&gp.output) {
+            if let Ok((dt, shape)) = tensor_type(vi, "value") {
+                let shape: Vec<Dim> = shape.iter().map(|d| d.substitute(&binding)).collect();
+                if let Some(dims) = crate::ir::dim::known_dims(&shape) {
+                    self.declared
+                        .insert(vi.name.clone().unwrap_or_default(), (dt, dims));
+                }
+            }
+        }
+        declare_backwards(gp, &mut self.declared, &mut self.guessed);
         self.nodes(&gp.node)?;
         for vo in &gp.output {
             if let Some(u) = self.unbuilt.remove(vo.name.as_deref().unwrap_or_default()) {
