@@ -632,3 +632,71 @@ fn a_declared_output_over_a_run_time_dim_sizes_a_resize_by_run_time_scales() {
         .unwrap();
     assert!(!o.status.success(), "scales of 3 give [2, 2, 12, 12]");
 }
+
+/// `ReduceSum(x: [batch, 3, 4], axes)` with the axes a run-time input and the output
+/// declared `[batch, 4]`: the reduction's tables of the input's and the output's dims (and
+/// the zeros its output starts from) follow the batch, read as formulas of it.
+fn model_with_run_time_axes() -> onnxc_proto::ModelProto {
+    model(
+        vec![with_int(
+            node("ReduceSum", "sum", &["x", "axes"], &["y"]),
+            "keepdims",
+            0,
+        )],
+        vec![
+            value_info("x", 1, &[D::S("batch"), D::N(3), D::N(4)]),
+            value_info("axes", 7, &[D::N(1)]),
+        ],
+        vec![value_info("y", 1, &[D::S("batch"), D::N(4)])],
+        vec![],
+        18,
+    )
+}
+
+#[test]
+fn tables_of_a_run_time_dim_are_read_as_formulas_of_it() {
+    let d = scratch("run_time_axes");
+    let p = d.join("sum.onnx");
+    save(&model_with_run_time_axes(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("batch", 1, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    let axes = |a: i64, name: &str| {
+        let f = d.join(name);
+        std::fs::write(&f, a.to_le_bytes()).unwrap();
+        f
+    };
+    let middle = axes(1, "middle.bin");
+    for n in [1usize, 2, 7, 37, 300, 512] {
+        let x: Vec<f32> = (0..n * 12).map(|k| (k % 29) as f32 - 14.0).collect();
+        let input = write_input(&d, n, &x);
+        let out = d.join(format!("out{n}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .arg(&middle)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "batch {n}: {}", stderr(&o));
+        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = (0..n * 4)
+            .map(|k| (0..3).map(|r| x[k / 4 * 12 + r * 4 + k % 4]).sum())
+            .collect();
+        assert_eq!(y, want, "batch {n}");
+    }
+    // Axes that do not give the declared [batch, 4] fail the run.
+    let last = axes(2, "last.bin");
+    let input = write_input(&d, 5, &[1.0; 60]);
+    let o = Command::new(&exe)
+        .arg("run")
+        .arg(&input)
+        .arg(&last)
+        .arg("--out")
+        .arg(d.join("bad"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "axes [2] give [5, 3]");
+}

@@ -654,6 +654,70 @@ fn dump_stmts(s: &mut String, body: &[Stmt], depth: usize) {
     }
 }
 
+/// Rebuilds every expression of `body` with `f`: offsets, stored values, reduction bodies
+/// and epilogues, conditions, kernel arguments and run-time counts.
+pub fn map_exprs(body: &mut [Stmt], f: &mut dyn FnMut(&E) -> E) {
+    fn count(c: &mut Count, f: &mut dyn FnMut(&E) -> E) {
+        if let Count::Dyn { e, .. } = c {
+            *e = f(e);
+        }
+    }
+    for s in body {
+        match s {
+            Stmt::For { extent, body, .. } => {
+                count(extent, f);
+                map_exprs(body, f);
+            }
+            Stmt::Store { offset, value, .. } => {
+                *offset = f(offset);
+                *value = f(value);
+            }
+            Stmt::Reduce {
+                offset,
+                loops,
+                body,
+                epilogue,
+                ..
+            } => {
+                *offset = f(offset);
+                for (_, c) in loops {
+                    count(c, f);
+                }
+                *body = f(body);
+                if let Some(e) = epilogue {
+                    *e = f(e);
+                }
+            }
+            Stmt::Copy {
+                dst_offset,
+                src_offset,
+                elems,
+                ..
+            } => {
+                *dst_offset = f(dst_offset);
+                *src_offset = f(src_offset);
+                count(elems, f);
+            }
+            Stmt::Check { cond, .. } => *cond = f(cond),
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    match a {
+                        Arg::Ptr { offset, .. } => *offset = f(offset),
+                        Arg::Int(e) => *e = f(e),
+                        Arg::DynParams(p) => p.iter_mut().for_each(|e| *e = f(e)),
+                        Arg::Null
+                        | Arg::Params(_)
+                        | Arg::Floats(_)
+                        | Arg::Blob(_)
+                        | Arg::Scratch { .. }
+                        | Arg::Threads => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The buffers `body` refers to (loads, stores, reductions, copies, kernel pointers), with
 /// repeats.
 pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {

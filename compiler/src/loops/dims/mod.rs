@@ -20,6 +20,7 @@ use crate::ir::tensor::Scalar;
 use std::sync::Arc;
 
 mod forms;
+mod tables;
 use forms::{Fit, Form, Poly};
 
 /// Part of `generalize`'s error when a constant is no polynomial of a step of the dims.
@@ -97,7 +98,13 @@ pub fn generalize_dims(
         least,
         bound: points.last().expect("probes"),
     };
-    let ps = programs;
+    // Small tables folded from the dims, read as literals (which fit formulas).
+    let inlined = tables::inline_tables(programs);
+    let ps: Vec<&Program> = match &inlined {
+        Some(ps) => ps.iter().collect(),
+        None => programs.to_vec(),
+    };
+    let ps = ps.as_slice();
     let last = *ps.last().expect("probes");
     if ps.iter().any(|p| !p.chunks.is_empty()) {
         return Err("the model also carries chunk programs".into());
