@@ -284,7 +284,8 @@ kernels! {
     /// Integer convolution of uint8/int8 activations with packed int8 weights
     /// (`qconv::QConvParams`), int32, float32 or requantized output.
     QCONV = onnxc_qconv in qconv(
-        params: Params = *const i64, x: In = *const u8, x_zp: OptIn = *const u8,
+        params: Params = *const i64, geometry: OptParams = *const i64,
+        x: In = *const u8, x_zp: OptIn = *const u8,
         y: Out = *mut u8, scratch: Scratch = *mut f32,
         threads: Threads = *const crate::par::Threads,
     ) -> Status;

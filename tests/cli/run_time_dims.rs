@@ -700,3 +700,62 @@ fn tables_of_a_run_time_dim_are_read_as_formulas_of_it() {
         .unwrap();
     assert!(!o.status.success(), "axes [2] give [5, 3]");
 }
+
+/// A QOperator convolution over `[1, 3, 8, w]`: QuantizeLinear, a padded 3×3 QLinearConv
+/// of 4 channels (int8 weights, int32 bias), DequantizeLinear.
+fn model_with_quantized_conv() -> onnxc_proto::ModelProto {
+    let w: Vec<i64> = (0..4 * 3 * 9).map(|k| (k * 37 % 255) - 127).collect();
+    model(
+        vec![
+            node("QuantizeLinear", "q", &["x", "xs", "xz"], &["xq"]),
+            with_ints(
+                node(
+                    "QLinearConv",
+                    "conv",
+                    &["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                    &["yq"],
+                ),
+                "pads",
+                &[1, 1, 1, 1],
+            ),
+            node("DequantizeLinear", "dq", &["yq", "ys", "yz"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(3), D::N(8), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(8), D::S("w")])],
+        vec![
+            f32_tensor("xs", &[], &[0.02]),
+            int_tensor("xz", 2, &[], &[128]),
+            int_tensor("w", 3, &[4, 3, 3, 3], &w),
+            f32_tensor("ws", &[], &[0.01]),
+            int_tensor("wz", 3, &[], &[0]),
+            f32_tensor("ys", &[], &[0.05]),
+            int_tensor("yz", 2, &[], &[120]),
+            int_tensor("b", 6, &[4], &[100, -200, 300, 0]),
+        ],
+        13,
+    )
+}
+
+/// The integer convolution takes its sizes apart from its packed weights
+/// (`QConvParams::sizeless`), so a quantized model's width is taken at run time: each
+/// width's outputs are the specialized object's, byte for byte.
+#[test]
+fn a_quantized_convolution_takes_its_width_at_run_time() {
+    let d = scratch("run_time_qconv");
+    let p = d.join("qconv.onnx");
+    save(&model_with_quantized_conv(), &p);
+    let c = compile_dynamic(&p, "w", 100);
+    assert_eq!(run_dims_of(&c).len(), 1, "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [1usize, 2, 5, 16, 37, 64, 100] {
+        let x: Vec<f32> = (0..3 * 8 * w)
+            .map(|k| ((k * 13 % 41) as f32 - 20.0) / 9.0)
+            .collect();
+        let input = write_input(&d, w, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let want = specialized(&p, &d, "w", w, &input, 1);
+        assert_eq!(got, want, "width {w}");
+        let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
+        assert_eq!(got, two, "width {w}: 2 threads");
+    }
+}

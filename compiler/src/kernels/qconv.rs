@@ -1,8 +1,9 @@
 //! Integer convolution (`onnxc_qconv`): one uint8/int8 operand, the activations, and
 //! optionally a second, their zero point computed at run time; the weights, the other zero
 //! points, bias and scales are packed into the parameter blob when the frontend builds the
-//! op (`onnxc_runtime::qconv::QConvParams::encode`). The result is int32, float32, uint8 or
-//! int8 (`QOut`). Built by `frontend::ops::qdq`.
+//! op (`onnxc_runtime::qconv::QConvParams::encode`). The call passes that blob with its
+//! sizes taken out (`QConvParams::sizeless`) and the sizes as a geometry of their own. The
+//! result is int32, float32, uint8 or int8 (`QOut`). Built by `frontend::ops::qdq`.
 
 use super::{KernelOp, LowerCx, Operand, fold_with_scratch};
 use crate::ir::Tensor;
@@ -88,10 +89,16 @@ impl KernelOp for QConv {
         } else {
             Arg::Null
         };
+        // The sizes apart from the weights' blob, so that the blob is the same at every
+        // size (dims taken at run time make the sizes formulas of them).
+        let sizeless = QConvParams::sizeless(&self.0).map_err(|e| {
+            crate::Error::Internal(format!("the integer convolution's blob: {e:?}"))
+        })?;
         Ok(vec![Stmt::call(
             &kernels::QCONV,
             vec![
-                Arg::Blob(self.0.clone()),
+                Arg::Blob(Arc::new(sizeless)),
+                Arg::Params(self.params().conv.encode()),
                 cx.operand_arg(0),
                 zp,
                 cx.result_arg(),

@@ -471,6 +471,52 @@ impl QConvParams<'_> {
     }
 }
 
+impl QConvParams<'_> {
+    /// `blob` with its geometry's batch and spatial sizes replaced by the least ones its
+    /// window allows (batch 1, inputs of 1): the blob of a call that gives its sizes in a
+    /// geometry of their own (`onnxc_qconv`'s `geometry`), the same whatever those sizes
+    /// are, so one compiled call serves sizes known only at run time.
+    pub fn sizeless(blob: &[i64]) -> params::Result<Vec<i64>> {
+        let p = QConvParams::decode(blob)?;
+        let mut g = p.conv.clone();
+        g.n = 1;
+        for d in 0..g.input.len() {
+            let span = params::window_span(g.kernel[d], g.dilations[d]);
+            g.input[d] = 1;
+            g.output[d] = ((1 + g.pads[d] - span).div_euclid(g.strides[d]) + 1).max(1);
+        }
+        g.validate()?;
+        let geo = g.encode();
+        // The geometry follows the length word and the header (whose last word is its
+        // length, unchanged: the rank and channels are).
+        let mut out = blob.to_vec();
+        out[1 + HEADER..1 + HEADER + geo.len()].copy_from_slice(&geo);
+        QConvParams::decode(&out)?;
+        Ok(out)
+    }
+
+    /// These parameters with the batch and spatial sizes of `g`, whose channels, group,
+    /// window, strides, dilations, padding and path must be the blob's.
+    pub fn with_sizes<'g>(&'g self, g: ConvGeometry<'g>) -> params::Result<QConvParams<'g>> {
+        let c = &self.conv;
+        params::ensure(
+            g.c == c.c
+                && g.m == c.m
+                && g.group == c.group
+                && g.kernel == c.kernel
+                && g.strides == c.strides
+                && g.dilations == c.dilations
+                && g.pads == c.pads
+                && g.wide_simd == c.wide_simd
+                && g.no_winograd == c.no_winograd
+                && g.path == c.path
+                && g.input_planes.is_empty(),
+            "the geometry is not the weights' convolution",
+        )?;
+        Ok(QConvParams { conv: g, ..*self })
+    }
+}
+
 /// Whether every pair of int8 weights at bytes (0, 1) and (2, 3) of the packed four-byte
 /// groups has `|w0| + |w1| ≤ 128`: then no pair of products with uint8 activations leaves
 /// int16 (255 · 128 < 2^15), and `vpmaddubsw` sums them exactly. Weights quantized to a
@@ -737,23 +783,34 @@ pub(crate) unsafe fn qconv_on(
     unsafe { par.for_ranges(units, cost, &job) };
 }
 
-/// C entry point: `params` is a `QConvParams` blob; `x` the uint8/int8 input, `x_zp` null
-/// (the blob's zero point) or the activations' zero point given at run time, `y` the output
-/// of the blob's type.
+/// C entry point: `params` is a `QConvParams` blob; `geometry` null (the blob's sizes) or a
+/// `ConvGeometry` blob giving the batch and spatial sizes of the call (its other fields
+/// must be the blob's: `QConvParams::with_sizes`; the compiler passes a `sizeless` blob
+/// and the sizes, which may follow dims taken at run time); `x` the uint8/int8 input,
+/// `x_zp` null (the blob's zero point) or the activations' zero point given at run time,
+/// `y` the output of the blob's type.
 ///
 /// # Safety
-/// `params` is null or a sealed blob; `x`, `y` hold the tensors it describes, `x_zp` is null
-/// or one readable byte, `scratch` its `scratch()` for every worker of `threads`.
+/// `params` is null or a sealed blob, `geometry` null or a sealed blob; `x`, `y` hold the
+/// tensors they describe, `x_zp` is null or one readable byte, `scratch` its `scratch()`
+/// for every worker of `threads`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn onnxc_qconv(
     params: *const i64,
+    geometry: *const i64,
     x: *const u8,
     x_zp: *const u8,
     y: *mut u8,
     scratch: *mut f32,
     threads: *const crate::par::Threads,
 ) -> Status {
-    let p = params::decode_blob!(params, QConvParams::decode);
+    let blob = params::decode_blob!(params, QConvParams::decode);
+    let p = if geometry.is_null() {
+        blob
+    } else {
+        let g = params::decode_blob!(geometry, ConvGeometry::decode);
+        params::decoded!(blob.with_sizes(g))
+    };
     // SAFETY: caller contract.
     let par = unsafe { Par::from_raw(threads) };
     let (shared, slots) = p.scratch().layout(scratch);

@@ -266,6 +266,24 @@ fn check(case: &Case, x_signed: bool, with_wzp: bool, seven_bit: bool, seed: u64
             // SAFETY: x, y and the scratch hold what the geometry asks for.
             unsafe { qconv_on(tier, &p, xb.as_ptr(), y, slots, par) }
         });
+        // The blob without its sizes, given them by a geometry of their own (the compiled
+        // call, `onnxc_qconv`'s `geometry`): the same outputs.
+        let sizeless = QConvParams::sizeless(&blob).expect("the blob has sizes to take out");
+        assert_ne!(sizeless, blob, "{what}: sizes taken out");
+        let bare = QConvParams::decode(&sizeless).expect("the sizeless blob decodes");
+        let sized = bare
+            .with_sizes(g.clone())
+            .expect("the geometry is the blob's");
+        let what_sized = format!("{what}, sizes given apart");
+        on_every_tier_and_pool(
+            &what_sized,
+            sized.scratch(),
+            &want,
+            |tier, y, _, slots, par| {
+                // SAFETY: x, y and the scratch hold what the geometry asks for.
+                unsafe { qconv_on(tier, &sized, xb.as_ptr(), y, slots, par) }
+            },
+        );
         // The zero point given at run time (`with_x_zp`, a dynamically quantized input) to a
         // blob encoded with another one: the same outputs, padding included.
         let other = QScalars {
@@ -350,6 +368,53 @@ fn blobs_are_validated() {
         b[at] = v;
         assert!(QConvParams::decode(&b).is_err(), "word {at} = {v}");
     }
+    // Sizes given apart must come with the weights' convolution: other channels, window,
+    // strides or padding are refused, by the entry point too.
+    let p = QConvParams::decode(&blob).unwrap();
+    assert!(p.with_sizes(g.clone()).is_ok());
+    let others = [
+        Case::new([1, 4, 9, 1], &[4, 4], &[3, 3], &[1, 1], &[1, 1], &[1, 1]),
+        Case::new([1, 4, 8, 1], &[4, 4], &[3, 1], &[1, 1], &[1, 1], &[1, 1]),
+        Case::new([1, 4, 8, 1], &[4, 4], &[3, 3], &[2, 1], &[1, 1], &[1, 1]),
+        Case::new([1, 4, 8, 1], &[4, 4], &[3, 3], &[1, 1], &[1, 1], &[0, 1]),
+    ];
+    for other in &others {
+        assert!(
+            p.with_sizes(other.geometry()).is_err(),
+            "{:?}",
+            other.geometry()
+        );
+    }
+    let sizeless = QConvParams::sizeless(&blob).unwrap();
+    let (x, mut y) = (vec![3u8; 2 * 4 * 6 * 5], vec![0u8; 2 * 8 * 6 * 5]);
+    let mut scratch = vec![0f32; p.scratch().single() / 4 + 16];
+    let call = |geometry: &[i64], y: &mut [u8], scratch: &mut [f32]| {
+        // SAFETY: the blobs are sealed; x and y hold the [2, 4, 6, 5] input and [2, 8, 6, 5]
+        // output of the larger geometry, the scratch one worker's.
+        unsafe {
+            onnxc_qconv(
+                sizeless.as_ptr(),
+                geometry.as_ptr(),
+                x.as_ptr(),
+                std::ptr::null(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                std::ptr::null(),
+            )
+        }
+    };
+    let larger = Case::new([2, 4, 8, 1], &[6, 5], &[3, 3], &[1, 1], &[1, 1], &[1, 1]);
+    assert_eq!(
+        call(&larger.geometry().encode(), &mut y, &mut scratch),
+        ONNXC_OK
+    );
+    // Weights of one against inputs of 3 (zero points 0, scale 1, no bias): 3 per tap
+    // inside, over 4 channels.
+    assert_eq!(y[0], 3 * 4 * 4, "a corner has 4 taps inside");
+    assert_eq!(y[6], 3 * 9 * 4, "an inner position has 9");
+    assert_eq!(y[2 * 8 * 30 - 1], 3 * 4 * 4, "the last image's last corner");
+    let refused = call(&others[0].geometry().encode(), &mut y, &mut scratch);
+    assert_eq!(refused, crate::abi::ONNXC_ERR_PARAMS);
 }
 
 /// The matrix product against int64 sums, every output kind, tier and pool, with the

@@ -86,8 +86,9 @@ pub(super) fn check_calls(body: &[Stmt], planned: ScratchNeed) -> std::result::R
                 let mut scratch = false;
                 for a in args {
                     match a {
-                        Arg::Params(p) => blob = Some(&p[..]),
-                        Arg::Blob(b) => blob = Some(&b[..]),
+                        // The first (a geometry may follow: `onnxc_qconv`).
+                        Arg::Params(p) if blob.is_none() => blob = Some(&p[..]),
+                        Arg::Blob(b) if blob.is_none() => blob = Some(&b[..]),
                         // Integers computed at run time do not size anything the check needs.
                         Arg::Int(e) => ints.push(e.as_const().map_or(i64::MIN, Scalar::as_i64)),
                         Arg::Scratch { .. } => scratch = true,
