@@ -701,10 +701,11 @@ fn tables_of_a_run_time_dim_are_read_as_formulas_of_it() {
     assert!(!o.status.success(), "axes [2] give [5, 3]");
 }
 
-/// A QOperator convolution over `[1, 3, 8, w]`: QuantizeLinear, a padded 3×3 QLinearConv
-/// of 4 channels (int8 weights, int32 bias), DequantizeLinear.
+/// QOperator convolutions over `[1, 3, 8, w]`: QuantizeLinear, a padded 3×3 QLinearConv
+/// of 4 channels (int8 weights, int32 bias), a padded 3×3 depthwise one, DequantizeLinear.
 fn model_with_quantized_conv() -> onnxc_proto::ModelProto {
     let w: Vec<i64> = (0..4 * 3 * 9).map(|k| (k * 37 % 255) - 127).collect();
+    let dw: Vec<i64> = (0..4 * 9).map(|k| (k * 53 % 201) - 100).collect();
     model(
         vec![
             node("QuantizeLinear", "q", &["x", "xs", "xz"], &["xq"]),
@@ -718,7 +719,21 @@ fn model_with_quantized_conv() -> onnxc_proto::ModelProto {
                 "pads",
                 &[1, 1, 1, 1],
             ),
-            node("DequantizeLinear", "dq", &["yq", "ys", "yz"], &["y"]),
+            with_int(
+                with_ints(
+                    node(
+                        "QLinearConv",
+                        "depthwise",
+                        &["yq", "ys", "yz", "dw", "ws", "wz", "ys", "yz"],
+                        &["zq"],
+                    ),
+                    "pads",
+                    &[1, 1, 1, 1],
+                ),
+                "group",
+                4,
+            ),
+            node("DequantizeLinear", "dq", &["zq", "ys", "yz"], &["y"]),
         ],
         vec![value_info("x", 1, &[D::N(1), D::N(3), D::N(8), D::S("w")])],
         vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(8), D::S("w")])],
@@ -731,14 +746,16 @@ fn model_with_quantized_conv() -> onnxc_proto::ModelProto {
             f32_tensor("ys", &[], &[0.05]),
             int_tensor("yz", 2, &[], &[120]),
             int_tensor("b", 6, &[4], &[100, -200, 300, 0]),
+            int_tensor("dw", 3, &[4, 1, 3, 3], &dw),
         ],
         13,
     )
 }
 
 /// The integer convolution takes its sizes apart from its packed weights
-/// (`QConvParams::sizeless`), so a quantized model's width is taken at run time: each
-/// width's outputs are the specialized object's, byte for byte.
+/// (`QConvParams::sizeless`) and the depthwise one as parameters, so a quantized model's
+/// width is taken at run time: each width's outputs are the specialized object's, byte
+/// for byte.
 #[test]
 fn a_quantized_convolution_takes_its_width_at_run_time() {
     let d = scratch("run_time_qconv");

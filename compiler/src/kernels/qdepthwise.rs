@@ -95,10 +95,13 @@ impl KernelOp for QDepthwise {
         } else {
             Arg::Null
         };
+        // As parameters, not a blob: its words are the geometry and a few scalars per
+        // channel (the weights are an operand), and sizes that follow dims taken at run time
+        // become formulas of them.
         Ok(vec![Stmt::call(
             &kernels::QDEPTHWISE_8,
             vec![
-                Arg::Blob(self.0.clone()),
+                Arg::Params(self.0.to_vec()),
                 cx.operand_arg(0),
                 cx.operand_arg(1),
                 bias,
