@@ -176,10 +176,15 @@ fn specialized_plane(
 
 /// Runs `exe` on `input`, writing into `out`.
 fn run(exe: &Path, input: &Path, out: &Path) -> std::process::Output {
+    run_inputs(exe, &[input], out)
+}
+
+/// Runs `exe` on the raw input files `inputs`, writing into `out`.
+fn run_inputs(exe: &Path, inputs: &[&Path], out: &Path) -> std::process::Output {
     std::fs::create_dir_all(out).unwrap();
     Command::new(exe)
         .arg("run")
-        .arg(input)
+        .args(inputs)
         .arg("--out")
         .arg(out)
         .output()
@@ -599,15 +604,7 @@ fn a_declared_output_over_a_run_time_dim_sizes_a_resize_by_run_time_scales() {
         let x: Vec<f32> = (0..n * 32).map(|k| k as f32 * 0.5 - 3.0).collect();
         let input = write_input(&d, n, &x);
         let out = d.join(format!("out{n}"));
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .arg(&input)
-            .arg(&twice)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = run_inputs(&exe, &[&input, &twice], &out);
         assert!(o.status.success(), "batch {n}: {}", stderr(&o));
         let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
         // Nearest at scale 2 (asymmetric, round_prefer_floor): y[.., i, j] = x[.., i/2, j/2].
@@ -622,14 +619,7 @@ fn a_declared_output_over_a_run_time_dim_sizes_a_resize_by_run_time_scales() {
     // Scales that do not give the declared size fail the run, whatever the batch.
     let thrice = scales(3.0, "thrice.bin");
     let input = write_input(&d, 2, &[0.0; 64]);
-    let o = Command::new(&exe)
-        .arg("run")
-        .arg(&input)
-        .arg(&thrice)
-        .arg("--out")
-        .arg(d.join("bad"))
-        .output()
-        .unwrap();
+    let o = run_inputs(&exe, &[&input, &thrice], &d.join("bad"));
     assert!(!o.status.success(), "scales of 3 give [2, 2, 12, 12]");
 }
 
@@ -671,15 +661,7 @@ fn tables_of_a_run_time_dim_are_read_as_formulas_of_it() {
         let x: Vec<f32> = (0..n * 12).map(|k| (k % 29) as f32 - 14.0).collect();
         let input = write_input(&d, n, &x);
         let out = d.join(format!("out{n}"));
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .arg(&input)
-            .arg(&middle)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = run_inputs(&exe, &[&input, &middle], &out);
         assert!(o.status.success(), "batch {n}: {}", stderr(&o));
         let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
         let want: Vec<f32> = (0..n * 4)
@@ -690,14 +672,7 @@ fn tables_of_a_run_time_dim_are_read_as_formulas_of_it() {
     // Axes that do not give the declared [batch, 4] fail the run.
     let last = axes(2, "last.bin");
     let input = write_input(&d, 5, &[1.0; 60]);
-    let o = Command::new(&exe)
-        .arg("run")
-        .arg(&input)
-        .arg(&last)
-        .arg("--out")
-        .arg(d.join("bad"))
-        .output()
-        .unwrap();
+    let o = run_inputs(&exe, &[&input, &last], &d.join("bad"));
     assert!(!o.status.success(), "axes [2] give [5, 3]");
 }
 
