@@ -718,58 +718,56 @@ pub fn map_exprs(body: &mut [Stmt], f: &mut dyn FnMut(&E) -> E) {
     }
 }
 
-/// The buffers `body` refers to (loads, stores, reductions, copies, kernel pointers), with
-/// repeats.
-pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
-    fn expr_bufs(e: &E, out: &mut Vec<BufId>) {
-        let mut used = Vec::new();
-        expr::used_inputs(e, &mut used);
-        out.extend(used.into_iter().filter(|&b| b != EPILOGUE_ACC));
+/// Calls `f` on every expression of `body`, in the order `map_exprs` rebuilds them.
+pub fn for_each_expr(body: &[Stmt], f: &mut dyn FnMut(&E)) {
+    fn count(c: &Count, f: &mut dyn FnMut(&E)) {
+        if let Count::Dyn { e, .. } = c {
+            f(e);
+        }
     }
     for s in body {
         match s {
-            Stmt::For { body, .. } => collect_bufs(body, out),
-            Stmt::Store { buf, offset, value } => {
-                out.push(*buf);
-                expr_bufs(offset, out);
-                expr_bufs(value, out);
+            Stmt::For { extent, body, .. } => {
+                count(extent, f);
+                for_each_expr(body, f);
+            }
+            Stmt::Store { offset, value, .. } => {
+                f(offset);
+                f(value);
             }
             Stmt::Reduce {
-                buf,
                 offset,
+                loops,
                 body,
                 epilogue,
                 ..
             } => {
-                out.push(*buf);
-                expr_bufs(offset, out);
-                expr_bufs(body, out);
+                f(offset);
+                for (_, c) in loops {
+                    count(c, f);
+                }
+                f(body);
                 if let Some(e) = epilogue {
-                    expr_bufs(e, out);
+                    f(e);
                 }
             }
             Stmt::Copy {
-                dst,
-                src,
                 dst_offset,
                 src_offset,
+                elems,
                 ..
             } => {
-                out.push(*dst);
-                out.push(*src);
-                expr_bufs(dst_offset, out);
-                expr_bufs(src_offset, out);
+                f(dst_offset);
+                f(src_offset);
+                count(elems, f);
             }
-            Stmt::Check { cond, .. } => expr_bufs(cond, out),
+            Stmt::Check { cond, .. } => f(cond),
             Stmt::Call { args, .. } => {
                 for a in args {
                     match a {
-                        Arg::Ptr { buf, offset } => {
-                            out.push(*buf);
-                            expr_bufs(offset, out);
-                        }
-                        Arg::Int(e) => expr_bufs(e, out),
-                        Arg::DynParams(p) => p.iter().for_each(|e| expr_bufs(e, out)),
+                        Arg::Ptr { offset, .. } => f(offset),
+                        Arg::Int(e) => f(e),
+                        Arg::DynParams(p) => p.iter().for_each(&mut *f),
                         Arg::Null
                         | Arg::Params(_)
                         | Arg::Floats(_)
@@ -781,4 +779,30 @@ pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
             }
         }
     }
+}
+
+/// The buffers `body` refers to (loads, stores, reductions, copies, kernel pointers), with
+/// repeats.
+pub fn collect_bufs(body: &[Stmt], out: &mut Vec<BufId>) {
+    // The buffers statements name themselves; then those their expressions load.
+    fn named(body: &[Stmt], out: &mut Vec<BufId>) {
+        for s in body {
+            match s {
+                Stmt::For { body, .. } => named(body, out),
+                Stmt::Store { buf, .. } | Stmt::Reduce { buf, .. } => out.push(*buf),
+                Stmt::Copy { dst, src, .. } => out.extend([*dst, *src]),
+                Stmt::Check { .. } => {}
+                Stmt::Call { args, .. } => out.extend(args.iter().filter_map(|a| match a {
+                    Arg::Ptr { buf, .. } => Some(*buf),
+                    _ => None,
+                })),
+            }
+        }
+    }
+    named(body, out);
+    for_each_expr(body, &mut |e| {
+        let mut used = Vec::new();
+        expr::used_inputs(e, &mut used);
+        out.extend(used.into_iter().filter(|&b| b != EPILOGUE_ACC));
+    });
 }

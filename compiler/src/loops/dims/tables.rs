@@ -8,7 +8,7 @@
 use crate::ir::DType;
 use crate::ir::expr::{self, BinOp, E, Expr, ExprKind};
 use crate::ir::tensor::Scalar;
-use crate::loops::{Arg, BufId, Loc, Program, Stmt, map_exprs};
+use crate::loops::{Arg, BufId, Loc, Program, Stmt, for_each_expr, map_exprs};
 use std::collections::HashSet;
 
 /// Most elements of a table read as literals: a load becomes a chain of that many
@@ -192,11 +192,7 @@ fn free_var(body: &[Stmt]) -> u32 {
         }
     }
     let mut seen = HashSet::new();
-    let mut body = body.to_vec();
-    map_exprs(&mut body, &mut |e| {
-        vars(e, &mut see, &mut seen);
-        e.clone()
-    });
+    for_each_expr(body, &mut |e| vars(e, &mut see, &mut seen));
     top
 }
 
