@@ -23,8 +23,21 @@ struct Cx<'a> {
     g: &'a Graph,
     operands: &'a [ValueId],
     acc: u32,
-    rank: usize,
+    /// The kernel output's dims.
+    dims: &'a [i64],
     chan: usize,
+}
+
+/// Whether `index` reads the element a map over a tensor of shape `dims` computes: `[v0, …,
+/// v(rank-1)]`, with 0 in place of the var of a dim of extent 1 (the lowering folds such
+/// vars away, so a 1 × 1 map's index reads `[v0, v1, 0, 0]`). `dims` holds -1 where a dim
+/// is not known.
+pub fn reads_own_element(index: &[E], dims: &[i64]) -> bool {
+    index.len() == dims.len()
+        && index.iter().enumerate().all(|(d, i)| match &i.kind {
+            ExprKind::Var(v) => *v as usize == d,
+            _ => dims[d] == 1 && i.as_const().is_some_and(|c| c.as_f64() == 0.0),
+        })
 }
 
 impl Cx<'_> {
@@ -33,17 +46,14 @@ impl Cx<'_> {
     }
 
     fn identity(&self, index: &[E]) -> bool {
-        index.len() == self.rank
-            && index
-                .iter()
-                .enumerate()
-                .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
+        reads_own_element(index, self.dims)
     }
 
-    /// Depends only on constants and the channel variable.
+    /// Depends only on constants and the channel variable (the var of a dim of extent 1 is
+    /// a constant 0: a `[C, 1, 1]` scale of a 1 × 1 map is read at `[v1, v2, v3]`).
     fn chan_const(&self, e: &E) -> bool {
         match &e.kind {
-            ExprKind::Var(v) => *v as usize == self.chan,
+            ExprKind::Var(v) => *v as usize == self.chan || self.dims.get(*v as usize) == Some(&1),
             ExprKind::Const(_) => true,
             ExprKind::Load { input, index } => {
                 *input != self.acc
@@ -204,17 +214,17 @@ fn per_channel(
 static EMPTY: std::sync::LazyLock<Tensor> =
     std::sync::LazyLock::new(|| Tensor::new(DType::F32, vec![0], vec![]));
 
-/// Matches `body` (a map over the kernel's output; `acc` is the operand holding the kernel's
-/// result) against the epilogue form, channel dim `chan` of size `n`.
+/// Matches `body` (a map over the kernel's output of shape `dims`; `acc` is the operand
+/// holding the kernel's result) against the epilogue form, channel dim `chan`.
 pub fn match_epilogue(
     g: &Graph,
     body: &E,
     operands: &[ValueId],
     acc: u32,
-    rank: usize,
+    dims: &[i64],
     chan: usize,
-    n: i64,
 ) -> Option<Matched> {
+    let (rank, n) = (dims.len(), dims[chan]);
     if body.dtype != DType::F32 {
         return None;
     }
@@ -222,7 +232,7 @@ pub fn match_epilogue(
         g,
         operands,
         acc,
-        rank,
+        dims,
         chan,
     };
     let (mut lo, mut hi) = (f32::NEG_INFINITY, f32::INFINITY);

@@ -1,7 +1,7 @@
 //! Graph → steps. Decides which maps are inlined into their consumers and which reductions
 //! take their elementwise consumer as an epilogue, by fusion kind and cost, never by op name.
 
-use super::epilogue::{Matched, match_epilogue};
+use super::epilogue::{Matched, match_epilogue, reads_own_element};
 use super::{EPILOGUE_ACC, Io, KernelEpilogue, SValue, Schedule, Step, StepKind, Storage, SvId};
 use crate::error::{Error, Result};
 use crate::ir::dim::known_dims;
@@ -319,7 +319,7 @@ fn epilogue_chain(
         }
         let cops = &g.node(c).inputs;
         let kcur = cops.iter().position(|&v| v == cur)? as u32;
-        if !loads_identity(&m.body, kcur, rank) || !cops.iter().all(|&v| v == cur || ready(v)) {
+        if !loads_identity(&m.body, kcur, &dims) || !cops.iter().all(|&v| v == cur || ready(v)) {
             break;
         }
         // Substitute the chain so far for the loads of `cur`; renumber the other operands.
@@ -346,7 +346,7 @@ fn epilogue_chain(
         });
         maps.push(c);
         cur = c.out(0);
-        if let Some(mt) = match_epilogue(g, &body, &operands, 0, rank, chan, dims[chan])
+        if let Some(mt) = match_epilogue(g, &body, &operands, 0, &dims, chan)
             && (mt.scale.is_none() || weights_const)
         {
             let residual = mt.residual.map(|r| operands[r as usize]);
@@ -360,19 +360,15 @@ fn epilogue_chain(
     best
 }
 
-/// Whether every load of operand `k` in `body` reads exactly `[v0, …, v(rank-1)]`.
-fn loads_identity(body: &E, k: u32, rank: usize) -> bool {
+/// Whether every load of operand `k` in `body`, a map over a tensor of shape `dims`, reads
+/// the element the map computes (`epilogue::reads_own_element`).
+fn loads_identity(body: &E, k: u32, dims: &[i64]) -> bool {
     let mut ok = true;
     expr::rewrite(body, &mut |e| {
         if let ExprKind::Load { input, index } = &e.kind
             && *input == k
         {
-            let ident = index.len() == rank
-                && index
-                    .iter()
-                    .enumerate()
-                    .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d));
-            ok &= ident;
+            ok &= reads_own_element(index, dims);
         }
         None
     });
@@ -556,7 +552,11 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         && g.value_type(c.out(0)).shape == n.outputs[0].shape
                     {
                         let (cbody, cops) = expand(g, c, &inline);
-                        let rank = n.outputs[0].shape.len();
+                        let dims: Vec<i64> = n.outputs[0]
+                            .shape
+                            .iter()
+                            .map(|d| d.known().unwrap_or(-1))
+                            .collect();
                         let kr = cops.iter().position(|&v| v == id.out(0));
                         // The consumer's other operands must already be computed.
                         let ready = cops.iter().all(|v| {
@@ -564,7 +564,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         });
                         if let Some(kr) = kr
                             && ready
-                            && loads_identity(&cbody, kr as u32, rank)
+                            && loads_identity(&cbody, kr as u32, &dims)
                         {
                             let mut map = Vec::new();
                             for (j, v) in cops.iter().enumerate() {
