@@ -684,8 +684,10 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// compiled model is not one program for all their values and a retry may make it one:
 /// with expanding maps computed at run time when their folded tables followed the dims
 /// (`ImportOptions::keep_expanding`), in multiples of 8, then 32, when a constant is no
-/// polynomial of a step of them (a detector's stride-8 head). The first error when none
-/// does.
+/// polynomial of a step of them (a detector's stride-8 head), and in multiples of 32 when
+/// those of 8 fail for another reason too (their least values leave a deep map one wide,
+/// where loops of extent 1 fall away: DenseNet's last block at 32 to 64). The first error
+/// when none does.
 fn with_retries(
     import: &ImportOptions,
     opts: &Options,
@@ -702,7 +704,7 @@ fn with_retries(
     loop {
         if why.contains(loops::dims::FOLDED_TABLE) && !import.keep_expanding {
             import.keep_expanding = true;
-        } else if why.contains(loops::dims::NOT_POLYNOMIAL)
+        } else if (why.contains(loops::dims::NOT_POLYNOMIAL) || from > 1)
             && let Some(&m) = RETRY_MULTIPLES.iter().find(|&&m| m > from)
         {
             from = m;

@@ -325,3 +325,67 @@ fn an_fpn_resizes_over_the_run_time_dims() {
         }
     }
 }
+
+/// Five 2 × 2 average pools of stride 2 over `[1, 3, H, W]`, then a ReLU: a backbone's
+/// stride-32 head as DenseNet ends. Its sizes are `H / 32` (a stride above 4: no
+/// polynomial of a step of every value), and in multiples of 8 the least values leave the
+/// last map one wide, where its loops of extent 1 fall away (the programs' loops differ):
+/// the dims are taken in multiples of 32.
+fn model_with_stride_32() -> onnxc_proto::ModelProto {
+    let mut nodes = Vec::new();
+    let mut x = "image".to_string();
+    for k in 0..5 {
+        let y = format!("p{k}");
+        let pool = with_ints(
+            node("AveragePool", &y, &[&x], &[&y]),
+            "kernel_shape",
+            &[2, 2],
+        );
+        nodes.push(with_ints(pool, "strides", &[2, 2]));
+        x = y;
+    }
+    nodes.push(node("Relu", "relu", &[&x], &["y"]));
+    model(
+        nodes,
+        vec![value_info(
+            "image",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(3), D::S("h"), D::S("w")],
+        )],
+        vec![],
+        13,
+    )
+}
+
+#[test]
+fn a_stride_32_backbone_takes_multiples_of_32() {
+    let d = scratch("run_time_dims_stride32");
+    let p = d.join("pools.onnx");
+    save(&model_with_stride_32(), &p);
+    let opts = Options {
+        emit_main: true,
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<(&str, i64, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
+        .collect();
+    assert_eq!(dims, [("H", 1, 16, 32), ("W", 1, 16, 32)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [(32, 32), (32, 96), (64, 64), (160, 224), (512, 512)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let dir = d.join(format!("dyn{h}x{w}"));
+        let got = outputs_at(&dynamic, &input, &dir, 1, 1, &[h / 32, w / 32]);
+        let want = specialized_plane(&p, &d, (h, w), &input, 1);
+        assert_eq!(got, want, "{h}x{w}");
+        assert_eq!(got[0].len(), 3 * (h / 32) * (w / 32) * 4, "{h}x{w}");
+    }
+}
