@@ -751,3 +751,55 @@ fn a_quantized_convolution_takes_its_width_at_run_time() {
         assert_eq!(got, two, "width {w}: 2 threads");
     }
 }
+
+/// `[1, 4, 3, w]` quantized, averaged by onnxruntime's QLinearGlobalAveragePool (which
+/// scales the integer sum by `x_scale / (y_scale · N)`, `N = 3w`), dequantized.
+fn model_with_quantized_global_pool() -> onnxc_proto::ModelProto {
+    let mut pool = node(
+        "QLinearGlobalAveragePool",
+        "pool",
+        &["xq", "xs", "xz", "ys", "yz"],
+        &["pq"],
+    );
+    pool.domain = Some("com.microsoft".into());
+    let m = model(
+        vec![
+            node("QuantizeLinear", "q", &["x", "xs", "xz"], &["xq"]),
+            pool,
+            node("DequantizeLinear", "dq", &["pq", "ys", "yz"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(4), D::N(3), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(4), D::N(1), D::N(1)])],
+        vec![
+            f32_tensor("xs", &[], &[0.0173]),
+            int_tensor("xz", 2, &[], &[121]),
+            f32_tensor("ys", &[], &[0.0061]),
+            int_tensor("yz", 2, &[], &[97]),
+        ],
+        13,
+    );
+    onnxc_tests::model::importing(m, "com.microsoft", 1)
+}
+
+/// The pool's scale folds the count of the width into one constant, no formula of it: the
+/// retry keeps the scales loaded (`ImportOptions::keep_scales`), so the count stays a
+/// literal of its own, which follows the width. Each width's outputs are the specialized
+/// object's (which folds the scale), byte for byte.
+#[test]
+fn a_quantized_global_pool_scales_by_the_run_time_count() {
+    let d = scratch("run_time_qpool");
+    let p = d.join("qpool.onnx");
+    save(&model_with_quantized_global_pool(), &p);
+    let c = compile_dynamic(&p, "w", 300);
+    assert_eq!(run_dims_of(&c), [("w", 1, 300)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [1usize, 2, 7, 37, 100, 299, 300] {
+        let x: Vec<f32> = (0..4 * 3 * w)
+            .map(|k| ((k * 13 % 41) as f32 - 17.0) / 11.0)
+            .collect();
+        let input = write_input(&d, w, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let want = specialized(&p, &d, "w", w, &input, 1);
+        assert_eq!(got, want, "width {w}");
+    }
+}

@@ -683,8 +683,10 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// `attempt` with `import` and its dims taken in multiples of at least 1, retried while the
 /// compiled model is not one program for all their values and a retry may make it one:
 /// with expanding maps computed at run time when their folded tables followed the dims
-/// (`ImportOptions::keep_expanding`), in multiples of 8, then 32, when a constant is no
-/// polynomial of a step of them (a detector's stride-8 head), and in multiples of 32 when
+/// (`ImportOptions::keep_expanding`), with float scalars loaded where the code runs when a
+/// scale was folded with a count of the dims (`ImportOptions::keep_scales`), in multiples
+/// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
+/// stride-8 head), and in multiples of 32 when
 /// those of 8 fail for another reason too (their least values leave a deep map one wide,
 /// where loops of extent 1 fall away: DenseNet's last block at 32 to 64). The first error
 /// when none does.
@@ -704,6 +706,8 @@ fn with_retries(
     loop {
         if why.contains(loops::dims::FOLDED_TABLE) && !import.keep_expanding {
             import.keep_expanding = true;
+        } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_scales {
+            import.keep_scales = true;
         } else if (why.contains(loops::dims::NOT_POLYNOMIAL) || from > 1)
             && let Some(&m) = RETRY_MULTIPLES.iter().find(|&&m| m > from)
         {

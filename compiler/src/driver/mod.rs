@@ -506,6 +506,7 @@ fn lower_model(
         activation_kernels: optimize,
         by_size: !probe,
         decide_at,
+        keep_scales: import.keep_scales,
     };
     let mut program = loops::lower::lower(&mut sched, &lower)?;
     let mark_batched = |program: &mut Program| {

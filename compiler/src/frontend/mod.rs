@@ -52,6 +52,12 @@ pub struct ImportOptions {
     /// (`Graph::keep_expanding`): a run-time dim's retry when their folded tables' lengths
     /// followed it.
     pub keep_expanding: bool,
+    /// Keep float constants read as scalars (a quantization's scales) loaded where the code
+    /// runs, not folded with the constants beside them (`loops::lower::LowerOptions::
+    /// keep_scales`): a run-time dim's retry when a scale folded with a count of the dims
+    /// (QLinearGlobalAveragePool's `x_scale / (y_scale · N)`) differed with it, so that the
+    /// count stays a literal of its own, which follows the dims as a formula.
+    pub keep_scales: bool,
 }
 
 /// The string space of an op that makes strings, per string, unless `--string-bytes` says.
@@ -67,6 +73,7 @@ impl Default for ImportOptions {
             fold_limit: 1 << 22,
             string_bytes: DEFAULT_STRING_BYTES,
             keep_expanding: false,
+            keep_scales: false,
         }
     }
 }

@@ -26,6 +26,10 @@ use forms::{Fit, Form, Poly};
 /// Part of `generalize`'s error when a constant is no polynomial of a step of the dims.
 pub const NOT_POLYNOMIAL: &str = "not a polynomial of the dim";
 
+/// Part of `generalize`'s error when a float constant that is no integer nor one over an
+/// integer (a scale folded with a count of the dims) differs with the dims.
+pub const FOLDED_SCALE: &str = "neither an integer nor one over an integer";
+
 /// `generalize`'s error when a constant table the compiler folded differs with the dims.
 pub const FOLDED_TABLE: &str =
     "a constant it computes from the dims (a folded Range, Shape or table) differs with them";
@@ -841,9 +845,7 @@ impl Unify<'_> {
             .collect();
         let Some(vals) = vals else {
             return self.reciprocal(es).ok_or_else(|| {
-                "a constant that is neither an integer nor one over an integer (a scale) \
-                 depends on the dims"
-                    .to_string()
+                format!("a constant that is {FOLDED_SCALE} (a scale) depends on the dims")
             });
         };
         let Int::Poly(p) = self.int(&vals)? else {

@@ -40,6 +40,10 @@ pub struct LowerOptions {
     /// The sizes to choose each convolution's kernel path at
     /// (`schedule::layout::ConvSizes`), else its own.
     pub decide_at: Option<std::sync::Arc<[schedule::layout::ConvSizes]>>,
+    /// Float constants read at a constant offset (a quantization's scales) stay loads
+    /// instead of literals folded into the arithmetic around them
+    /// (`frontend::ImportOptions::keep_scales`).
+    pub keep_scales: bool,
 }
 
 /// Most workspace bytes the strings a model makes may take (`KernelOp::string_bytes`).
@@ -583,7 +587,8 @@ impl StepCx<'_> {
                 let v = self.st.inputs[*input as usize];
                 let index: Vec<E> = index.iter().map(|i| self.flatten_loads(i)).collect();
                 let offset = flat(&index, self.shape(v));
-                if let Some(c) = self.constant_element(v, &offset) {
+                let keep = self.opts.keep_scales && e.dtype.is_float();
+                if !keep && let Some(c) = self.constant_element(v, &offset) {
                     return Some(expr::konst(e.dtype, c));
                 }
                 Some(expr::load(e.dtype, self.buf(v), vec![offset]))
