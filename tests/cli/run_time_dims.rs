@@ -803,3 +803,44 @@ fn a_quantized_global_pool_scales_by_the_run_time_count() {
         assert_eq!(got, want, "width {w}");
     }
 }
+
+/// `[1, 7, w]` transposed to `[1, w, 7]` under a sigmoid (a YOLO head's decode): the
+/// 7-wide inner loop reads the input `w` elements apart, a stride the dim sizes.
+fn model_with_transposed_sigmoid() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            with_ints(node("Transpose", "t", &["x"], &["xt"]), "perm", &[0, 2, 1]),
+            node("Sigmoid", "s", &["xt"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::N(1), D::N(7), D::S("w")])],
+        vec![value_info("y", 1, &[D::N(1), D::S("w"), D::N(7)])],
+        vec![],
+        13,
+    )
+}
+
+/// The inner loop is vectorized with its lanes a run-time stride apart (as the specialized
+/// object's are a constant apart), so each width's outputs are the specialized object's,
+/// byte for byte.
+#[test]
+fn a_read_strided_by_a_run_time_dim_runs_vector_code() {
+    let d = scratch("run_time_stride");
+    let p = d.join("stride.onnx");
+    save(&model_with_transposed_sigmoid(), &p);
+    let c = compile_dynamic(&p, "w", 200);
+    let dynamic = executable(&c, &d, "dynamic");
+    for w in [1usize, 3, 37, 128, 200] {
+        let x: Vec<f32> = (0..7 * w)
+            .map(|k| ((k * 13 % 41) as f32 - 20.0) / 4.0)
+            .collect();
+        let input = write_input(&d, w, &x);
+        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let want = specialized(&p, &d, "w", w, &input, 1);
+        assert_eq!(got, want, "width {w}");
+        for (k, v) in floats(&got[0]).iter().enumerate() {
+            let (i, j) = (k / 7, k % 7);
+            let s = 1.0 / (1.0 + (-x[j * w + i]).exp());
+            assert!((v - s).abs() <= 1e-6, "width {w}, [{i}, {j}]: {v} vs {s}");
+        }
+    }
+}

@@ -756,6 +756,31 @@ pub fn linear_coeff(e: &E, var: u32) -> Option<i64> {
     }
 }
 
+/// `linear_coeff` with a coefficient that may be an expression free of `var` (a stride a
+/// dim taken at run time sizes, `mul(v4, mul(16, dim))`): `Some(c)` if `e` is `c·var +
+/// (terms free of var)`.
+pub fn linear_coeff_expr(e: &E, var: u32) -> Option<E> {
+    if !depends_on(e, var) {
+        return Some(i(0));
+    }
+    match &e.kind {
+        ExprKind::Var(_) => Some(i(1)),
+        ExprKind::Binary(BinOp::Add, a, b) => {
+            Some(add(linear_coeff_expr(a, var)?, linear_coeff_expr(b, var)?))
+        }
+        ExprKind::Binary(BinOp::Sub, a, b) => {
+            Some(sub(linear_coeff_expr(a, var)?, linear_coeff_expr(b, var)?))
+        }
+        ExprKind::Binary(BinOp::Mul, a, b) if !depends_on(a, var) => {
+            Some(mul(a.clone(), linear_coeff_expr(b, var)?))
+        }
+        ExprKind::Binary(BinOp::Mul, a, b) if !depends_on(b, var) => {
+            Some(mul(linear_coeff_expr(a, var)?, b.clone()))
+        }
+        _ => None,
+    }
+}
+
 /// Counts nodes in the DAG (shared nodes once): a size measure for fusion heuristics.
 pub fn dag_size(e: &E) -> usize {
     let mut seen = std::collections::HashSet::new();

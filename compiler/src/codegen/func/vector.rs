@@ -7,7 +7,9 @@
 //! `hoist_uniform` computes a vector loop's expensive invariants once ahead of it, in stack
 //! slots the scalar code of its uniform parts reloads.
 
-use super::vectorize::{EpiloguePlan, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary};
+use super::vectorize::{
+    EpiloguePlan, Stride, VArith, VFold, VForm, VLogic, VLoop, VNode, VPlan, VUnary,
+};
 use super::{FnCx, PTR, flags, vflags};
 use crate::codegen::vmath;
 use crate::ir::expr::{BinOp, E, Expr, ExprKind};
@@ -320,17 +322,32 @@ impl FnCx<'_, '_> {
         match node.form {
             VForm::Uniform => VV::U(self.eval(node.expr, smemo)),
             VForm::Acc => VV::V(acc.expect("only epilogue plans read the accumulator")),
-            VForm::Load { buf, index, stride } => {
+            VForm::Load {
+                buf,
+                index,
+                ref stride,
+            } => {
                 let off = self.eval(index, smemo);
-                if stride == 1 {
-                    let p = self.addr(buf, off);
-                    let fl = self.load_flags(buf, vflags());
-                    VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
-                } else {
-                    VV::V(self.lanes(|cx, lane| {
-                        let o = cx.b.ins().iadd_imm_s(off, stride * lane as i64);
+                match *stride {
+                    Stride::Fixed(1) => {
+                        let p = self.addr(buf, off);
+                        let fl = self.load_flags(buf, vflags());
+                        VV::V(self.b.ins().load(types::F32X4, fl, p, 0))
+                    }
+                    Stride::Fixed(s) => VV::V(self.lanes(|cx, lane| {
+                        let o = cx.b.ins().iadd_imm_s(off, s * lane as i64);
                         cx.load(buf, o)
-                    }))
+                    })),
+                    Stride::Run(ref s) => {
+                        let s = self.eval(s, smemo);
+                        let mut o = off;
+                        VV::V(self.lanes(|cx, lane| {
+                            if lane > 0 {
+                                o = cx.b.ins().iadd(o, s);
+                            }
+                            cx.load(buf, o)
+                        }))
+                    }
                 }
             }
             VForm::Gather { buf, base, at } => {

@@ -17,7 +17,7 @@
 
 use super::scalar::clamp_const;
 use crate::ir::DType;
-use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, linear_coeff};
+use crate::ir::expr::{BinOp, E, Expr, ExprKind, UnOp, linear_coeff, linear_coeff_expr};
 use crate::ir::graph::ReduceKind;
 use crate::loops::{BufId, Buffer, Stmt};
 use crate::schedule::EPILOGUE_ACC;
@@ -40,7 +40,7 @@ pub(super) enum VForm<'e> {
     Load {
         buf: BufId,
         index: &'e E,
-        stride: i64,
+        stride: Stride,
     },
     /// A float32 load at `base + cast<int64>(f)` (a table read, `schedule::lut`; `base`, the
     /// row of a per-channel table, does not vary along the loop): `f` per lane, one vector
@@ -75,6 +75,15 @@ pub(super) enum VForm<'e> {
     Logic(VLogic, VIx, VIx),
     /// Per-lane choice by a lane mask, or by a scalar bool.
     Select(VIx, VIx, VIx),
+}
+
+/// How far apart a strided load's lanes are, in elements.
+pub(super) enum Stride {
+    /// A constant (1: contiguous).
+    Fixed(i64),
+    /// An expression that does not vary along the loop (a stride a dim taken at run time
+    /// sizes: a transposed read of a `[C, H·W]` map), computed by scalar code.
+    Run(E),
 }
 
 /// Float32 unary operations with a vector form.
@@ -361,7 +370,16 @@ impl<'e> Planner<'_, 'e> {
                     return Some(VForm::Load {
                         buf: *input,
                         index: &index[0],
-                        stride,
+                        stride: Stride::Fixed(stride),
+                    });
+                }
+                if let Some(stride) = linear_coeff_expr(&index[0], self.var)
+                    && integer_arith(&stride)
+                {
+                    return Some(VForm::Load {
+                        buf: *input,
+                        index: &index[0],
+                        stride: Stride::Run(stride),
                     });
                 }
                 let (base, f) = gather_index(&index[0], self.var)?;
@@ -589,6 +607,19 @@ pub(super) fn varies(e: &E, var: u32, memo: &mut HashMap<*const Expr, bool>) -> 
     v
 }
 
+/// Whether `e` is integer arithmetic of vars (the run-time dims', outer loops') and
+/// constants only: no load, check or conversion, so scalar code computes it with no
+/// branch.
+fn integer_arith(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Var(_) | ExprKind::Const(_) => e.dtype == DType::I64,
+        ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
+            integer_arith(a) && integer_arith(b)
+        }
+        _ => false,
+    }
+}
+
 pub(super) fn mentions_acc(e: &E) -> bool {
     let mut used = Vec::new();
     crate::ir::expr::used_inputs(e, &mut used);
@@ -635,7 +666,12 @@ mod tests {
             .map(|n| match &n.form {
                 VForm::Uniform => "uniform".into(),
                 VForm::Acc => "acc".into(),
-                VForm::Load { buf, stride, .. } => format!("load{buf}/{stride}"),
+                VForm::Load {
+                    stride: Stride::Fixed(s),
+                    buf,
+                    ..
+                } => format!("load{buf}/{s}"),
+                VForm::Load { buf, .. } => format!("load{buf}/run"),
                 VForm::Gather { buf, base, at } => match base {
                     Some(_) => format!("gather{buf}[row + #{at}]"),
                     None => format!("gather{buf}[#{at}]"),
@@ -744,6 +780,15 @@ mod tests {
         assert_eq!(store(3, table), "load3/1 gather0[row + #0]");
         let moving = x::add(var(0), x::cast(at(3, f32), DType::I64));
         assert_eq!(store(3, x::load(f32, 0, vec![moving])), "scalar");
+        // A stride a run-time dim sizes (a transposed read of `[7, 16·d]`): lanes apart by
+        // a scalar computed once; one that reads memory stays scalar.
+        let d = var(crate::loops::DIM_VAR);
+        let across = x::add(x::mul(var(0), x::mul(x::i(16), d)), var(1));
+        let e = x::unary(UnOp::Exp, x::load(f32, 0, vec![across]));
+        assert_eq!(store(3, e), "load0/run Exp(#0)");
+        let read = x::load(DType::I64, 1, vec![x::i(0)]);
+        let across = x::add(x::mul(var(0), read), var(1));
+        assert_eq!(store(3, x::load(f32, 0, vec![across])), "scalar");
         assert_eq!(store(3, x::cast(at(2, DType::U8), f32)), "bytes2/false");
     }
 
