@@ -544,3 +544,59 @@ fn run_time_batch_chunks_compute_every_item() {
         "items that reuse their weights"
     );
 }
+
+/// A concat along the last axis of byte parts of 1 to 65 bytes (slices of the input, in
+/// reverse order): copies of up to 64 bytes are loads and stores of 16, 8, 4, 2 and 1 bytes
+/// (`codegen::func::inline_copy`), longer ones a `memcpy`; each part lands where it should.
+#[test]
+fn short_copies_move_exactly_their_bytes() {
+    let d = scratch("short_copies");
+    let widths = [1i64, 2, 3, 7, 15, 16, 33, 64, 65];
+    let w: i64 = widths.iter().sum();
+    let (rows, mut nodes, mut inits, mut parts) = (3i64, Vec::new(), Vec::new(), Vec::new());
+    let mut at = 0;
+    for (k, &n) in widths.iter().enumerate() {
+        let (s, e, a) = (format!("s{k}"), format!("e{k}"), format!("a{k}"));
+        inits.push(int_tensor(&s, 7, &[1], &[at]));
+        inits.push(int_tensor(&e, 7, &[1], &[at + n]));
+        inits.push(int_tensor(&a, 7, &[1], &[1]));
+        let part = format!("p{k}");
+        nodes.push(node("Slice", &part, &["x", &s, &e, &a], &[&part]));
+        parts.push(part);
+        at += n;
+    }
+    parts.reverse();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    nodes.push(onnxc_tests::model::with_int(
+        node("Concat", "cat", &refs, &["y"]),
+        "axis",
+        1,
+    ));
+    let m = model(
+        nodes,
+        vec![value_info("x", 2, &[D::N(rows), D::N(w)])],
+        vec![value_info("y", 2, &[D::N(rows), D::N(w)])],
+        inits,
+        13,
+    );
+    let p = d.join("cat.onnx");
+    save(&m, &p);
+    let x: Vec<i64> = (0..rows * w).map(|k| k * 37 % 251).collect();
+    let xf = d.join("x.pb");
+    save_tensor(&int_tensor("x", 2, &[rows, w], &x), &xf);
+    let y = run_model(&[&p, &xf], &d.join("out"))[0].to_f64s();
+    let mut want = Vec::new();
+    for r in 0..rows {
+        let row = &x[(r * w) as usize..((r + 1) * w) as usize];
+        let mut ends: Vec<(i64, i64)> = Vec::new();
+        let mut at = 0;
+        for &n in &widths {
+            ends.push((at, at + n));
+            at += n;
+        }
+        for &(s, e) in ends.iter().rev() {
+            want.extend(row[s as usize..e as usize].iter().map(|&v| v as f64));
+        }
+    }
+    assert_eq!(y, want);
+}
