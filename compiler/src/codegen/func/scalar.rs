@@ -100,6 +100,16 @@ impl FnCx<'_, '_> {
                     let xv = self.eval(x, memo);
                     self.clamp_insts(*op, xv, c)
                 }
+                // x² is one product, correctly rounded as powf's result is (the vector form,
+                // `vmath::pow_const`, computes it so too): no libm call per element in a
+                // loop too short for vectors (a YOLO decode's `[.., 2]`).
+                None if *op == BinOp::Pow
+                    && a.dtype.is_float()
+                    && b.as_const().is_some_and(|c| c.as_f64() == 2.0) =>
+                {
+                    let x = self.eval(a, memo);
+                    self.b.ins().fmul(x, x)
+                }
                 None => {
                     let x = self.eval(a, memo);
                     let y = self.eval(b, memo);
