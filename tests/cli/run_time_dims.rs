@@ -827,9 +827,9 @@ fn a_read_strided_by_a_run_time_dim_runs_vector_code() {
     let d = scratch("run_time_stride");
     let p = d.join("stride.onnx");
     save(&model_with_transposed_sigmoid(), &p);
-    let c = compile_dynamic(&p, "w", 200);
+    let c = compile_dynamic(&p, "w", 1000);
     let dynamic = executable(&c, &d, "dynamic");
-    for w in [1usize, 3, 37, 128, 200] {
+    for w in [1usize, 3, 37, 128, 200, 1000] {
         let x: Vec<f32> = (0..7 * w)
             .map(|k| ((k * 13 % 41) as f32 - 20.0) / 4.0)
             .collect();
@@ -837,6 +837,8 @@ fn a_read_strided_by_a_run_time_dim_runs_vector_code() {
         let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
         let want = specialized(&p, &d, "w", w, &input, 1);
         assert_eq!(got, want, "width {w}");
+        let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
+        assert_eq!(got, two, "width {w}: 2 threads");
         for (k, v) in floats(&got[0]).iter().enumerate() {
             let (i, j) = (k / 7, k % 7);
             let s = 1.0 / (1.0 + (-x[j * w + i]).exp());
