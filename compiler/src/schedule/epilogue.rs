@@ -28,16 +28,12 @@ struct Cx<'a> {
     chan: usize,
 }
 
-/// Whether `index` reads the element a map over a tensor of shape `dims` computes: `[v0, …,
-/// v(rank-1)]`, with 0 in place of the var of a dim of extent 1 (the lowering folds such
-/// vars away, so a 1 × 1 map's index reads `[v0, v1, 0, 0]`). `dims` holds -1 where a dim
-/// is not known.
-pub fn reads_own_element(index: &[E], dims: &[i64]) -> bool {
-    index.len() == dims.len()
-        && index.iter().enumerate().all(|(d, i)| match &i.kind {
-            ExprKind::Var(v) => *v as usize == d,
-            _ => dims[d] == 1 && i.as_const().is_some_and(|c| c.as_f64() == 0.0),
-        })
+/// Whether `index` reads the element a map over a tensor of rank `rank` computes: exactly
+/// `[v0, …, v(rank-1)]`.
+pub fn reads_own_element(index: &[E], rank: usize) -> bool {
+    index.len() == rank
+        && (index.iter().enumerate())
+            .all(|(d, i)| matches!(i.kind, ExprKind::Var(v) if v as usize == d))
 }
 
 impl Cx<'_> {
@@ -46,7 +42,7 @@ impl Cx<'_> {
     }
 
     fn identity(&self, index: &[E]) -> bool {
-        reads_own_element(index, self.dims)
+        reads_own_element(index, self.dims.len())
     }
 
     /// Depends only on constants and the channel variable (the var of a dim of extent 1 is

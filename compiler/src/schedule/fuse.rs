@@ -319,7 +319,7 @@ fn epilogue_chain(
         }
         let cops = &g.node(c).inputs;
         let kcur = cops.iter().position(|&v| v == cur)? as u32;
-        if !loads_identity(&m.body, kcur, &dims) || !cops.iter().all(|&v| v == cur || ready(v)) {
+        if !loads_identity(&m.body, kcur, rank) || !cops.iter().all(|&v| v == cur || ready(v)) {
             break;
         }
         // Substitute the chain so far for the loads of `cur`; renumber the other operands.
@@ -360,15 +360,15 @@ fn epilogue_chain(
     best
 }
 
-/// Whether every load of operand `k` in `body`, a map over a tensor of shape `dims`, reads
-/// the element the map computes (`epilogue::reads_own_element`).
-fn loads_identity(body: &E, k: u32, dims: &[i64]) -> bool {
+/// Whether every load of operand `k` in `body`, a map over a tensor of rank `rank`, reads
+/// exactly the element the map computes (`epilogue::reads_own_element`).
+fn loads_identity(body: &E, k: u32, rank: usize) -> bool {
     let mut ok = true;
     expr::rewrite(body, &mut |e| {
         if let ExprKind::Load { input, index } = &e.kind
             && *input == k
         {
-            ok &= reads_own_element(index, dims);
+            ok &= reads_own_element(index, rank);
         }
         None
     });
@@ -552,11 +552,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         && g.value_type(c.out(0)).shape == n.outputs[0].shape
                     {
                         let (cbody, cops) = expand(g, c, &inline);
-                        let dims: Vec<i64> = n.outputs[0]
-                            .shape
-                            .iter()
-                            .map(|d| d.known().unwrap_or(-1))
-                            .collect();
+                        let rank = n.outputs[0].shape.len();
                         let kr = cops.iter().position(|&v| v == id.out(0));
                         // The consumer's other operands must already be computed.
                         let ready = cops.iter().all(|v| {
@@ -564,7 +560,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
                         });
                         if let Some(kr) = kr
                             && ready
-                            && loads_identity(&cbody, kr as u32, &dims)
+                            && loads_identity(&cbody, kr as u32, rank)
                         {
                             let mut map = Vec::new();
                             for (j, v) in cops.iter().enumerate() {
