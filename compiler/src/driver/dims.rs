@@ -686,10 +686,9 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// (`ImportOptions::keep_expanding`), with float scalars loaded where the code runs when a
 /// scale was folded with a count of the dims (`ImportOptions::keep_scales`), in multiples
 /// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
-/// stride-8 head), and in multiples of 32 when
-/// those of 8 fail for another reason too (their least values leave a deep map one wide,
-/// where loops of extent 1 fall away: DenseNet's last block at 32 to 64). The first error
-/// when none does.
+/// stride-8 head), and in multiples of 32 when those of 8 fail for another reason too
+/// (their least values leave a deep map one wide, where loops of extent 1 fall away:
+/// DenseNet's last block at 32 to 64). The first error when none does.
 fn with_retries(
     import: &ImportOptions,
     opts: &Options,

@@ -585,32 +585,35 @@ impl<'a, 'b> FnCx<'a, 'b> {
         self.b.ins().iadd(base, bytes)
     }
 
-    /// `base` for a load from `buf`, marked readonly and movable (pure) when this function
-    /// does not write `buf`.
     /// Copies `bytes` (at most `INLINE_COPY_BYTES`) from `src` to `dst`, which do not
     /// overlap: 16-byte loads and stores, then one each of 8, 4, 2 and 1 bytes as the rest
     /// needs, so exactly `bytes` are read and written.
     fn inline_copy(&mut self, dst: Value, src: Value, bytes: i64) {
         let mut at = 0;
-        let widths = [
-            (types::I8X16, 16),
+        let part = |cx: &mut Self, ty: Type, at: i64| {
+            let v = cx.b.ins().load(ty, vflags(), src, at as i32);
+            cx.b.ins().store(vflags(), v, dst, at as i32);
+        };
+        while bytes - at >= 16 {
+            part(self, types::I8X16, at);
+            at += 16;
+        }
+        for (ty, w) in [
             (types::I64, 8),
             (types::I32, 4),
             (types::I16, 2),
-        ];
-        for (ty, w) in widths.into_iter().chain([(types::I8, 1)]) {
-            while bytes - at >= w {
-                let v = self.b.ins().load(ty, vflags(), src, at as i32);
-                self.b.ins().store(vflags(), v, dst, at as i32);
+            (types::I8, 1),
+        ] {
+            if bytes - at >= w {
+                part(self, ty, at);
                 at += w;
-                if w < 16 {
-                    break;
-                }
             }
         }
         debug_assert_eq!(at, bytes);
     }
 
+    /// `base` for a load from `buf`, marked readonly and movable (pure) when this function
+    /// does not write `buf`.
     fn load_flags(&self, buf: BufId, base: MemFlagsData) -> MemFlagsData {
         if self.written.contains(&buf) {
             base
