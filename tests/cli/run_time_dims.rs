@@ -128,6 +128,21 @@ fn compile_dynamic(p: &Path, symbol: &str, bound: i64) -> driver::Compiled {
     driver::compile_file(p, "model", &opts, None).unwrap()
 }
 
+/// `x` at width `w` through the dynamic object (one thread) and through the object
+/// specialized to `w`: the output of each, and the input file (for runs on more threads).
+fn at_width(
+    p: &Path,
+    d: &Path,
+    dynamic: &Path,
+    w: usize,
+    x: &[f32],
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, PathBuf) {
+    let input = write_input(d, w, x);
+    let got = outputs(dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+    let want = specialized(p, d, "w", w, &input, 1);
+    (got, want, input)
+}
+
 /// Writes `x` as raw little-endian floats to `dir/x{n}.bin`.
 fn write_input(dir: &Path, n: usize, x: &[f32]) -> PathBuf {
     let input = dir.join(format!("x{n}.bin"));
@@ -315,9 +330,7 @@ fn values_below_the_models_least_are_refused() {
         let x: Vec<f32> = (0..2 * w)
             .map(|k| ((k * 13 % 11) as f32 - 5.0) / 3.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, _) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(got[0].len(), 3 * (w - 4) * 4, "w {w}: output [1, 3, w - 4]");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
@@ -377,9 +390,7 @@ fn strided_windows_follow_a_step_of_the_dim() {
         let x: Vec<f32> = (0..4 * w)
             .map(|k| ((k * 7 % 13) as f32 - 6.0) / 4.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, _) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(
             got[0].len(),
             8 * ((w + 1) / 4) * 4,
@@ -445,11 +456,9 @@ fn an_image_width_runs_through_strided_convolutions() {
         let x: Vec<f32> = (0..3 * 32 * w)
             .map(|k| ((k * 7 % 19) as f32 - 9.0) / 9.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
         // The specialized object may choose another layout (a blocked one for short rows
         // on AVX-512): the same values up to rounding.
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, _) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(got[0].len(), 8 * 8 * ((w + 1) / 4) * 4, "w {w}");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
@@ -493,13 +502,11 @@ fn a_convolution_keeps_the_path_its_bound_chose_at_every_width() {
         let x: Vec<f32> = (0..32 * 4 * w)
             .map(|k| ((k * 11 % 23) as f32 - 11.0) / 11.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
+        let (got, want, input) = at_width(&p, &d, &dynamic, w, &x);
         let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
         assert_eq!(got, two, "w {w}: 2 threads");
         // The specialized object takes the path its own width chooses: the same values up
         // to rounding (Winograd's transforms round differently).
-        let want = specialized(&p, &d, "w", w, &input, 1);
         assert_eq!(got[0].len(), 64 * 4 * w * 4, "w {w}");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "w {w}: {a} vs {b}");
@@ -743,9 +750,7 @@ fn a_quantized_convolution_takes_its_width_at_run_time() {
         let x: Vec<f32> = (0..3 * 8 * w)
             .map(|k| ((k * 13 % 41) as f32 - 20.0) / 9.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, input) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(got, want, "width {w}");
         let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
         assert_eq!(got, two, "width {w}: 2 threads");
@@ -797,9 +802,7 @@ fn a_quantized_global_pool_scales_by_the_run_time_count() {
         let x: Vec<f32> = (0..4 * 3 * w)
             .map(|k| ((k * 13 % 41) as f32 - 17.0) / 11.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, _) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(got, want, "width {w}");
     }
 }
@@ -833,9 +836,7 @@ fn a_read_strided_by_a_run_time_dim_runs_vector_code() {
         let x: Vec<f32> = (0..7 * w)
             .map(|k| ((k * 13 % 41) as f32 - 20.0) / 4.0)
             .collect();
-        let input = write_input(&d, w, &x);
-        let got = outputs(&dynamic, &input, &d.join(format!("dyn{w}")), 1, 1);
-        let want = specialized(&p, &d, "w", w, &input, 1);
+        let (got, want, input) = at_width(&p, &d, &dynamic, w, &x);
         assert_eq!(got, want, "width {w}");
         let two = outputs(&dynamic, &input, &d.join(format!("dyn{w}t2")), 1, 2);
         assert_eq!(got, two, "width {w}: 2 threads");
