@@ -29,19 +29,12 @@ pub(crate) fn qgemm_table() {
             hi: 0,
         };
         let w: Vec<i8> = (0..k * n).map(|i| ((i * 7919) % 255) as i8).collect();
-        let blob = QMatMulParams::encode(
-            q,
-            1,
-            m,
-            k,
-            n,
-            &w,
-            &vec![0; n],
-            None,
-            &vec![1.0; n],
-            &vec![0.0; n],
-        );
-        let p = QMatMulParams::decode(&blob).expect("valid");
+        let blob =
+            QMatMulParams::encode(q, k, n, &w, &vec![0; n], None, &vec![1.0; n], &vec![0.0; n]);
+        // The rows are the call's (`onnxc_qmatmul`'s `rows`), not the blob's.
+        let p = QMatMulParams::decode(&blob)
+            .and_then(|p| p.with_rows(m as i64))
+            .expect("valid");
         let a: Vec<u8> = (0..m * k).map(|i| (i * 31 % 251) as u8).collect();
         let mut y = vec![0u8; m * n * 4];
         let need = p.scratch();
