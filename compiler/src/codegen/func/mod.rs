@@ -455,12 +455,10 @@ impl<'a, 'b> FnCx<'a, 'b> {
                 let s = self.eval(src_offset, &mut memo);
                 let dp = self.addr(*dst, d);
                 let sp = self.addr(*src, s);
-                if let Some(n) = elems.fixed()
-                    && n * es <= INLINE_COPY_BYTES
-                {
-                    return self.inline_copy(dp, sp, n * es);
-                }
                 let size = match elems.fixed() {
+                    Some(n) if n * es <= INLINE_COPY_BYTES => {
+                        return self.inline_copy(dp, sp, n * es);
+                    }
                     Some(n) => self.b.ins().iconst(PTR, n * es),
                     None => {
                         let n = self.eval(&elems.expr(), &mut memo);
