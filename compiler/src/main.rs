@@ -769,11 +769,11 @@ fn out_of_memory(bytes: usize) -> ! {
     let mut buf = [0u8; 320];
     let len = {
         let mut w = &mut buf[..];
-        let _ = write!(
+        let _ = writeln!(
             w,
             "onnxc: error: out of memory: an allocation of {bytes} bytes failed. The model \
              needs more memory than this process may use; check its declared shapes and \
-             initializers, or raise the memory limit (ulimit -v)\n"
+             initializers, or raise the memory limit (ulimit -v)"
         );
         320 - w.len()
     };

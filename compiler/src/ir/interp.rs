@@ -169,7 +169,7 @@ fn for_each_index(
     shape: &[i64],
     mut f: impl FnMut(&[i64]) -> Result<(), EvalError>,
 ) -> Result<(), EvalError> {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return Ok(());
     }
     let mut idx = vec![0i64; shape.len()];

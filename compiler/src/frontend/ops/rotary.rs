@@ -62,9 +62,9 @@ pub fn rotary_values(
     let xs = ctx.known_shape(x)?;
     let num_heads = config.num_heads;
     // (batch, seq, head size)
-    let (b, s, d) = match xs.as_slice() {
-        &[b, _, s, d] => (b, s, d),
-        &[b, s, hidden] => {
+    let (b, s, d) = match *xs.as_slice() {
+        [b, _, s, d] => (b, s, d),
+        [b, s, hidden] => {
             if num_heads <= 0 || hidden % num_heads != 0 {
                 return Err(ctx.err(format!(
                     "X has shape {xs:?} (batch, seq, hidden); a 3-D X needs num_heads dividing \

@@ -85,7 +85,7 @@ fn dft_matrix(
                 }
                 Kind::InverseOneSided => {
                     // Re(X_t·e^{jθ}) counted twice for the mirrored bins, except 0 and n/2.
-                    let twice = if t == 0 || (n % 2 == 0 && t == n / 2) {
+                    let twice = if t == 0 || (n.is_multiple_of(2) && t == n / 2) {
                         1.0
                     } else {
                         2.0

@@ -53,7 +53,7 @@ pub fn finish_tree_classifier(
         if let Some(k) = scored.iter().position(|x| x.is_none()) {
             return Err(depends(ctx, k));
         }
-        if !scored.iter().any(|x| *x == Some(true)) {
+        if !scored.contains(&Some(true)) {
             return Err(ctx.unsupported(
                 "no class gets a score from any leaf or base value; onnxruntime's label is \
                  then undefined",
