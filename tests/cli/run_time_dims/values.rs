@@ -348,6 +348,92 @@ fn a_position_table_shorter_than_the_default_bound_sets_the_bound() {
     );
 }
 
+/// A Hugging Face style embedding over `x: [batch, seq, 8]`: a registered `position_ids`
+/// buffer `[1, 64]` sliced to `[:, :seq]` and gathered from a position table, plus a second
+/// table sliced to its first `seq` rows directly: at each value the compiler lowers the
+/// model at, both fold to constants whose lengths follow the dim.
+fn model_with_sliced_tables() -> onnxc_proto::ModelProto {
+    let ids: Vec<i64> = (0..64).collect();
+    model(
+        vec![
+            node("Shape", "shape", &["x"], &["dims"]),
+            with_int(
+                node("Gather", "seq_len", &["dims", "one"], &["len"]),
+                "axis",
+                0,
+            ),
+            node("Unsqueeze", "len_1d", &["len", "zero_1d"], &["end"]),
+            node(
+                "Slice",
+                "ids_to_seq",
+                &["position_ids", "zero_1d", "end", "one_1d"],
+                &["pos"],
+            ),
+            node("Gather", "places", &["pe", "pos"], &["pe_rows"]),
+            node(
+                "Slice",
+                "table_to_seq",
+                &["te", "zero_1d", "end", "zero_1d"],
+                &["te_rows"],
+            ),
+            node("Add", "add_places", &["x", "pe_rows"], &["xp"]),
+            node("Add", "add_table", &["xp", "te_rows"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::S("batch"), D::S("seq"), D::N(8)])],
+        vec![value_info("y", 1, &[D::S("batch"), D::S("seq"), D::N(8)])],
+        vec![
+            int_tensor("position_ids", 7, &[1, 64], &ids),
+            f32_tensor("pe", &[64, 8], &sliced_table(5)),
+            f32_tensor("te", &[64, 8], &sliced_table(7)),
+            int_tensor("zero_1d", 7, &[1], &[0]),
+            int_tensor("one_1d", 7, &[1], &[1]),
+            int_tensor("one", 7, &[], &[1]),
+        ],
+        13,
+    )
+}
+
+/// The 64 rows of 8 of `model_with_sliced_tables`' tables, `m` varying them.
+fn sliced_table(m: usize) -> Vec<f32> {
+    (0..64 * 8)
+        .map(|k| ((k * m % 23) as f32 - 11.0) / 8.0)
+        .collect()
+}
+
+/// Tables sliced to a run-time length fold, at each probe, to a prefix of the table at the
+/// bound: the bound's serves every value, so the model compiles with no flag and each row
+/// of the output adds the table rows of its position.
+#[test]
+fn tables_sliced_to_a_run_time_length_are_read_at_every_length() {
+    let d = scratch("run_time_dims_sliced_tables");
+    let p = d.join("sliced.onnx");
+    save(&model_with_sliced_tables(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 64)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    let (pe, te) = (sliced_table(5), sliced_table(7));
+    for (b, s) in [(1usize, 1usize), (2, 7), (1, 37), (3, 64)] {
+        let x: Vec<f32> = (0..b * s * 8).map(|k| (k % 13) as f32 - 6.0).collect();
+        let input = write_input(&d, b * 100 + s, &x);
+        let out = d.join(format!("out{b}x{s}"));
+        std::fs::create_dir_all(&out).unwrap();
+        // The batch is the program's run-time batch (items), seq its run-time dim.
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
+        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = (0..b * s * 8)
+            .map(|k| (x[k] + pe[k % (s * 8)]) + te[k % (s * 8)])
+            .collect();
+        assert_eq!(y, want, "batch {b}, seq {s}");
+    }
+}
+
 /// `x [n, 4]` with n symbolic: its shape as an output, and its mean over n as the sum over
 /// n divided by n taken from the shape (`x.sum(0) / x.shape[0]` as PyTorch exports it).
 fn model_with_shape_values() -> onnxc_proto::ModelProto {

@@ -194,6 +194,31 @@ pub fn generalize_dims(
     })
 }
 
+/// Whether every constant buffer of `bs` holds the first bytes of the bound's (the last),
+/// at the same offset: a table cut to a length that follows the dims (a position table or
+/// a model's position ids sliced to the sequence, a prefix of a Range), whose elements the
+/// bound's table holds at the same places, so that the bound's serves every value.
+fn prefixes(bs: &[&Buffer]) -> bool {
+    fn bytes(b: &Buffer) -> Option<&[u8]> {
+        let Loc::Const(d) = &b.loc else {
+            return None;
+        };
+        let start = usize::try_from(b.offset).ok()?;
+        let len = usize::try_from(b.len).ok()?.checked_mul(b.dtype.size())?;
+        d.get(start..start.checked_add(len)?)
+    }
+    let last = bs[bs.len() - 1];
+    let Some(whole) = bytes(last) else {
+        return false;
+    };
+    bs.iter().all(|b| {
+        b.dtype == last.dtype
+            && b.offset == last.offset
+            && b.offset_at.is_none()
+            && bytes(b).is_some_and(|d| whole.starts_with(d))
+    })
+}
+
 /// Why `p`, the model's program lowered at the values `at` of the run-time dims
 /// (`Fixed::at`), cannot run for those values in place of `general` (the generalized
 /// program; `Program::fixed`): it must take and give the same tensors, at the dims
@@ -381,7 +406,7 @@ impl Unify<'_> {
                     Loc::Const(e) => Arc::ptr_eq(d, e) || d == e,
                     _ => false,
                 });
-                if !same && used {
+                if !same && used && !prefixes(bs) {
                     return Err(FOLDED_TABLE.into());
                 }
                 last.loc.clone()
