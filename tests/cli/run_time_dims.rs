@@ -4,7 +4,7 @@
 
 use super::*;
 use onnxc::driver::{self, Options};
-use onnxc_tests::model::{int_tensor, with_int, with_ints, with_str};
+use onnxc_tests::model::{int_tensor, with_int, with_ints, with_str, with_tensor};
 use onnxc_tests::scratch;
 
 /// Attention-like model over `[1, seq, 8]`: a product with constant weights to `[1, seq,

@@ -79,6 +79,17 @@ pub fn with_int(mut n: NodeProto, name: &str, v: i64) -> NodeProto {
     n
 }
 
+/// `n` with a tensor attribute (ConstantOfShape's value, a Constant).
+pub fn with_tensor(mut n: NodeProto, name: &str, t: TensorProto) -> NodeProto {
+    n.attribute.push(AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Tensor as i32),
+        t: Some(t),
+        ..Default::default()
+    });
+    n
+}
+
 /// `n` with a string attribute.
 pub fn with_str(mut n: NodeProto, name: &str, v: &str) -> NodeProto {
     n.attribute.push(AttributeProto {

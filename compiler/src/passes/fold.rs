@@ -31,10 +31,19 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     let Some(inputs) = inputs else {
         return Ok(false);
     };
+    // A fill counts as one element: a map over it (a Trilu of ones: a causal mask) makes
+    // a table as the expanding maps do.
+    let held = |t: &Tensor| {
+        if t.splat_value().is_some() {
+            1
+        } else {
+            t.len() as i64
+        }
+    };
     if g.keep_expanding
         && let Op::Map(m) = &node.op
         && m.body.as_const().is_none()
-        && n > inputs.iter().map(|t| t.len() as i64).sum::<i64>().max(1)
+        && n > inputs.iter().map(|t| held(t)).sum::<i64>().max(1)
     {
         return Ok(false);
     }

@@ -434,6 +434,90 @@ fn tables_sliced_to_a_run_time_length_are_read_at_every_length() {
     }
 }
 
+/// A causal mask as `torch.tril(torch.ones(s, s))` exports: ConstantOfShape of `[seq, seq]`
+/// ones, Trilu, added to `x: [batch, seq, seq]`.
+fn model_with_causal_mask() -> onnxc_proto::ModelProto {
+    let ones = onnxc_proto::TensorProto {
+        dims: vec![1],
+        data_type: Some(1),
+        raw_data: Some(1f32.to_le_bytes().to_vec()),
+        ..Default::default()
+    };
+    model(
+        vec![
+            node("Shape", "shape", &["x"], &["dims"]),
+            with_int(
+                node("Gather", "seq_len", &["dims", "one"], &["len"]),
+                "axis",
+                0,
+            ),
+            node("Unsqueeze", "len_1d", &["len", "zero_1d"], &["end"]),
+            with_int(
+                node("Concat", "square", &["end", "end"], &["sq"]),
+                "axis",
+                0,
+            ),
+            with_tensor(
+                node("ConstantOfShape", "fill", &["sq"], &["o"]),
+                "value",
+                ones,
+            ),
+            with_int(node("Trilu", "lower", &["o"], &["mask"]), "upper", 0),
+            node("Add", "masked", &["x", "mask"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::S("batch"), D::S("seq"), D::S("seq")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::S("batch"), D::S("seq"), D::S("seq")],
+        )],
+        vec![
+            int_tensor("zero_1d", 7, &[1], &[0]),
+            int_tensor("one", 7, &[], &[1]),
+        ],
+        17,
+    )
+}
+
+/// A Trilu over a fill of `[seq, seq]` folds, at each probe, to a table no formula gives;
+/// the retry that computes expanding maps at run time takes the fill as one element, so
+/// the mask is computed where the model runs, at every length.
+#[test]
+fn a_causal_mask_over_a_run_time_length_is_computed_at_run_time() {
+    let d = scratch("run_time_dims_causal_mask");
+    let p = d.join("mask.onnx");
+    save(&model_with_causal_mask(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (2, 5), (1, 37), (2, 130)] {
+        let x: Vec<f32> = (0..b * s * s).map(|k| (k % 11) as f32 - 5.0).collect();
+        let input = write_input(&d, b * 1000 + s, &x);
+        let out = d.join(format!("out{b}x{s}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
+        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = (0..b * s * s)
+            .map(|k| {
+                let (r, c) = (k / s % s, k % s);
+                x[k] + if c <= r { 1.0 } else { 0.0 }
+            })
+            .collect();
+        assert_eq!(y, want, "batch {b}, seq {s}");
+    }
+}
+
 /// `x [n, 4]` with n symbolic: its shape as an output, and its mean over n as the sum over
 /// n divided by n taken from the shape (`x.sum(0) / x.shape[0]` as PyTorch exports it).
 fn model_with_shape_values() -> onnxc_proto::ModelProto {
