@@ -647,7 +647,8 @@ def recurrent_layers():
 
 def qoperator_cnn():
     """A quantized CNN in the QOperator form (QLinearConv with per-channel weight scales and
-    an int32 bias, QLinearMatMul, MatMulInteger, ConvInteger), uint8 activations from a
+    an int32 bias, QLinearMatMul of a weight and of two activations, MatMulInteger,
+    ConvInteger), uint8 activations from a
     QuantizeLinear of the float input."""
     g = G(27)
     rng = np.random.default_rng(27)
@@ -667,7 +668,10 @@ def qoperator_cnn():
                                 u8(128)])
     mi = g.op("MatMulInteger", [flat, g.const(rng.integers(0, 255, size=(36, 5)).astype(np.uint8), np.uint8),
                                 u8(100), g.const(rng.integers(100, 150, size=5).astype(np.uint8), np.uint8)])
-    return g.model([("x", [1, 8, 12, 12])], [c1, ci, qm, mi], opset=13)
+    # Two activations, as quantize_static writes attention's scores.
+    cols = g.op("Reshape", [c1, g.const(np.array([36, 16], np.int64), np.int64)])
+    qa = g.op("QLinearMatMul", [flat, f32(0.05), u8(100), cols, f32(0.05), u8(100), f32(0.5), u8(128)])
+    return g.model([("x", [1, 8, 12, 12])], [c1, ci, qm, mi, qa], opset=13)
 
 
 def _vi(name, dtype=TensorProto.FLOAT, shape=None):
@@ -1129,8 +1133,9 @@ def integer_products_exact():
     -range uint8 activations (mostly saturated, zero point 128) against ±127 weights, sized
     just inside the float32 bound (3×3×64 taps: 576 · 127 · 128 < 2^24), outside it (5×5×64:
     two float32 convolutions of the activations' high and low 4 bits), far outside it
-    (3×3×1024: the float64 loops), grouped, pointwise, with per-channel zero points, and a
-    MatMulInteger; compared with the reference evaluator exactly."""
+    (3×3×1024: the float64 loops), grouped, pointwise, with per-channel zero points, a
+    MatMulInteger, and MatMulIntegers of two activations inside the bound and on it;
+    compared with the reference evaluator exactly."""
     g = G(41)
     rng = np.random.default_rng(41)
     xq = g.op("QuantizeLinear", ["x", g.const(np.float32(0.01)), g.const(np.uint8(128), np.uint8)])
@@ -1146,8 +1151,14 @@ def integer_products_exact():
     mm = g.op("MatMulInteger", [a, signs(36, 5), zp])
     xq2 = g.op("QuantizeLinear", ["x2", g.const(np.float32(0.01)), g.const(np.uint8(128), np.uint8)])
     far = g.op("ConvInteger", [xq2, signs(2, 1024, 3, 3), zp])
-    return g.model([("x", [1, 64, 6, 6]), ("x2", [1, 1024, 3, 3])], [inside, outside, grouped, pointwise, mm, far],
-                   opset=13)
+    # Products of two activations (attention's, quantized): depth 36 inside the bound
+    # (36 · 128 · 128), depth 1024 on it (1024 · 128 · 128 = 2^24: high and low 4 bits).
+    acts = g.op("MatMulInteger", [a, g.op("Reshape", [xq, g.const(np.array([36, 64], np.int64), np.int64)]), zp, zp])
+    a2 = g.op("Reshape", [xq2, g.const(np.array([9, 1024], np.int64), np.int64)])
+    b2 = g.op("Reshape", [xq2, g.const(np.array([1024, 9], np.int64), np.int64)])
+    deep = g.op("MatMulInteger", [a2, b2, zp, g.const(np.uint8(120), np.uint8)])
+    return g.model([("x", [1, 64, 6, 6]), ("x2", [1, 1024, 3, 3])],
+                   [inside, outside, grouped, pointwise, mm, far, acts, deep], opset=13)
 
 
 def audio_frontend():

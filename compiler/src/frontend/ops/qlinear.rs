@@ -375,31 +375,19 @@ fn f32_plan(
     zp_of: impl Fn(usize) -> usize,
 ) -> (F32Plan, Vec<f64>) {
     let none = (F32Plan::None, Vec::new());
-    let Some((lo, hi)) = build::int_range(ctx.dtype(x)) else {
-        return none;
+    let w_zps = match w_zp {
+        None => vec![0.0],
+        Some(z) => match ctx.konst(z) {
+            Some(t) => t.to_f64s(),
+            None => return none,
+        },
     };
-    let consts = |z: Option<ValueId>| -> Option<Vec<f64>> {
-        match z {
-            None => Some(vec![0.0]),
-            Some(z) => ctx.konst(z).map(|t| t.to_f64s()),
-        }
-    };
-    let (Some(w_zps), Some(wt)) = (consts(w_zp), ctx.konst(w)) else {
+    let (Some(wt), Some(x_max)) = (ctx.konst(w), centered_span(ctx, x, x_zp)) else {
         return none;
     };
     if w_zps.is_empty() {
         return none;
     }
-    // A zero point computed at run time (DynamicQuantizeLinear's) has x's type, so it lies
-    // in x's range too: |x − z| ≤ hi − lo.
-    let x_max = match consts(x_zp) {
-        Some(x_zps) => x_zps
-            .iter()
-            .map(|z| (lo - z).abs().max((hi - z).abs()))
-            .fold(0.0, f64::max),
-        None if x_zp.is_some_and(|z| ctx.dtype(z) == ctx.dtype(x)) => hi - lo,
-        None => return none,
-    };
     let mut sums = vec![0.0f64; outputs];
     for (k, v) in wt.to_f64s().into_iter().enumerate() {
         let z = w_zps[zp_of(k) % w_zps.len()];
@@ -414,6 +402,52 @@ fn f32_plan(
         F32Plan::None
     };
     (plan, sums.iter().map(|s| s * x_max).collect())
+}
+
+/// The largest `|x − z|` of integer `x` (zero points `z`): over x's type's range and
+/// every constant zero point, or, for a zero point computed at run time
+/// (DynamicQuantizeLinear's, of x's type, so inside x's range too), the range's width.
+/// None for a non-integer `x`.
+fn centered_span(ctx: &Ctx, x: ValueId, x_zp: Option<ValueId>) -> Option<f64> {
+    let (lo, hi) = build::int_range(ctx.dtype(x))?;
+    let Some(z) = x_zp else {
+        return Some(lo.abs().max(hi.abs()));
+    };
+    match ctx.konst(z) {
+        Some(t) => Some(
+            (t.to_f64s().iter())
+                .map(|z| (lo - z).abs().max((hi - z).abs()))
+                .fold(0.0, f64::max),
+        ),
+        None if ctx.dtype(z) == ctx.dtype(x) => Some(hi - lo),
+        None => None,
+    }
+}
+
+/// `f32_plan` for a product of two operands computed at run time (attention's scores and
+/// its weighted sum, quantized): every partial sum is at most `k · span(a) · span(b)` for
+/// a depth of `k`.
+fn f32_plan_of_values(
+    ctx: &Ctx,
+    a: ValueId,
+    a_zp: Option<ValueId>,
+    b: ValueId,
+    b_zp: Option<ValueId>,
+) -> F32Plan {
+    let (Some(sa), Some(sb)) = (centered_span(ctx, a, a_zp), centered_span(ctx, b, b_zp)) else {
+        return F32Plan::None;
+    };
+    let Some(k) = ctx.known_shape(a).ok().and_then(|s| s.last().copied()) else {
+        return F32Plan::None;
+    };
+    let k = k.max(1) as f64;
+    if k * sa * sb < F32_EXACT {
+        F32Plan::Direct
+    } else if k * 16.0 * sb < F32_EXACT {
+        F32Plan::Split
+    } else {
+        F32Plan::None
+    }
 }
 
 /// The float32 centered `x` as `(h, l)` with `x − z = 16·h + l`, `l` in [0, 15].
@@ -494,7 +528,9 @@ pub(crate) fn centered_matmul(
     }
     let (ra, rb) = (ctx.rank(a), ctx.rank(b));
     let bs = ctx.known_shape(b)?;
-    let plan = if rb >= 1 {
+    let plan = if ctx.konst(b).is_none() {
+        f32_plan_of_values(ctx, a, a_zp, b, b_zp)
+    } else if rb >= 1 {
         let n = bs[rb - 1].max(1) as usize;
         let k = if rb >= 2 {
             bs[rb - 2].max(1) as usize
