@@ -600,3 +600,58 @@ fn short_copies_move_exactly_their_bytes() {
     }
     assert_eq!(y, want);
 }
+
+/// A Slice whose starts, ends and steps are inputs (run-time parameters; its output's
+/// length a data-dependent dim) takes the elements
+/// numpy's slicing takes, at steps of every magnitude up to i64::MAX and i64::MIN (whose
+/// length arithmetic overflowed: step i64::MAX took nothing).
+#[test]
+fn run_time_slices_take_numpys_elements_at_extreme_steps() {
+    let d = scratch("slice-steps");
+    let m = model(
+        vec![node("Slice", "sl", &["x", "s", "e", "a", "p"], &["y"])],
+        vec![
+            value_info("x", 1, &[D::N(6)]),
+            value_info("s", 7, &[D::N(1)]),
+            value_info("e", 7, &[D::N(1)]),
+            value_info("p", 7, &[D::N(1)]),
+        ],
+        vec![value_info("y", 1, &[D::S("n")])],
+        vec![int_tensor("a", 7, &[1], &[0])],
+        18,
+    );
+    let p = d.join("slice.onnx");
+    save(&m, &p);
+    let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    let xp = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[6], &x), &xp);
+    let one = |name: &str, v: i64| {
+        let f = d.join(format!("{name}{v}.pb"));
+        save_tensor(&int_tensor(name, 7, &[1], &[v]), &f);
+        f
+    };
+    // (start, end, step) and numpy's x[start:end:step] (ends past the axis clamp).
+    let cases: [(i64, i64, i64, &[f32]); 8] = [
+        (0, 6, i64::MAX, &[0.0]),
+        (1, 6, i64::MAX, &[1.0]),
+        (5, -7, i64::MIN, &[5.0]),
+        (3, -7, i64::MIN, &[3.0]),
+        (0, 6, 1 << 62, &[0.0]),
+        (0, 6, 4, &[0.0, 4.0]),
+        (5, -7, -4, &[5.0, 1.0]),
+        (4, 2, i64::MAX, &[]),
+    ];
+    for (k, (s, e, st, want)) in cases.into_iter().enumerate() {
+        let args = [
+            p.clone(),
+            xp.clone(),
+            one("s", s),
+            one("e", e),
+            one("p", st),
+        ];
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let got = run_model(&args, &d.join(format!("out{k}")))[0].to_f64s();
+        let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert_eq!(got, want, "x[{s}:{e}:{st}]");
+    }
+}

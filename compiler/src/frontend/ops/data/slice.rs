@@ -213,10 +213,12 @@ fn slice_runtime(ctx: &mut Ctx, x: ValueId) -> Result<Vec<ValueId>> {
             expr::sub(dim.clone(), expr::i(1)),
         ),
     );
+    // A step of magnitude past 2^62 takes one element as 2^62 does (no dim is that long),
+    // and keeps the length's arithmetic (and -step) from overflowing at i64::MAX and MIN.
     let safe_st = expr::select(
         expr::binary(BinOp::Eq, st.clone(), expr::i(0)),
         expr::i(1),
-        st.clone(),
+        clampv(st.clone(), expr::i(-(1 << 62)), expr::i(1 << 62)),
     );
     let len_pos = expr::binary(
         BinOp::Div,
