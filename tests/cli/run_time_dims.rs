@@ -847,3 +847,79 @@ fn a_read_strided_by_a_run_time_dim_runs_vector_code() {
         }
     }
 }
+
+/// A linear layer as onnxruntime's `quantize_static` writes it (QDQ, per-channel int8
+/// weights) over `x: [batch, seq, 16]`: Q → DQ → MatMul(DQ(w)) → Q → DQ → Add(bias) → Q,
+/// a uint8 output. Its last requantization, a per-channel function of a byte, is a table.
+fn model_with_qdq_linear() -> onnxc_proto::ModelProto {
+    let w: Vec<i64> = (0..16 * 16).map(|k| (k * 37 % 255) - 127).collect();
+    let ws: Vec<f32> = (0..16).map(|k| 0.002 + 0.0003 * k as f32).collect();
+    let bias: Vec<f32> = (0..16).map(|k| (k as f32 - 8.0) / 10.0).collect();
+    let dq_axis = |n| with_int(n, "axis", 1);
+    model(
+        vec![
+            node("QuantizeLinear", "q_x", &["x", "sx", "zx"], &["xq"]),
+            node("DequantizeLinear", "dq_x", &["xq", "sx", "zx"], &["xd"]),
+            dq_axis(node(
+                "DequantizeLinear",
+                "dq_w",
+                &["w", "sw", "zw"],
+                &["wd"],
+            )),
+            node("MatMul", "mm", &["xd", "wd"], &["m"]),
+            node("QuantizeLinear", "q_m", &["m", "sm", "zm"], &["mq"]),
+            node("DequantizeLinear", "dq_m", &["mq", "sm", "zm"], &["md"]),
+            node("Add", "bias", &["md", "b"], &["a"]),
+            node("QuantizeLinear", "q_y", &["a", "sy", "zy"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[D::S("batch"), D::S("seq"), D::N(16)])],
+        vec![value_info("y", 2, &[D::S("batch"), D::S("seq"), D::N(16)])],
+        vec![
+            f32_tensor("sx", &[], &[0.05]),
+            int_tensor("zx", 2, &[], &[128]),
+            int_tensor("w", 3, &[16, 16], &w),
+            f32_tensor("sw", &[16], &ws),
+            int_tensor("zw", 3, &[16], &[0; 16]),
+            f32_tensor("sm", &[], &[0.04]),
+            int_tensor("zm", 2, &[], &[120]),
+            f32_tensor("b", &[16], &bias),
+            f32_tensor("sy", &[], &[0.05]),
+            int_tensor("zy", 2, &[], &[128]),
+        ],
+        13,
+    )
+}
+
+/// The table of a per-channel requantization is chosen by the map's size in a static
+/// compile; with seq taken at run time, every value lowers it alike (tables computed when
+/// the model compiles, whatever the size), so the batch stays a run-time batch, seq runs
+/// from 1, and each size gives the specialized object's bytes.
+#[test]
+fn a_quantized_linear_layer_takes_its_sequence_at_run_time() {
+    let d = scratch("run_time_dims_qdq_linear");
+    let p = d.join("qdq.onnx");
+    save(&model_with_qdq_linear(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (2, 7), (1, 40), (3, 300)] {
+        let x: Vec<f32> = (0..b * s * 16)
+            .map(|k| ((k * 29 % 97) as f32 - 48.0) / 9.0)
+            .collect();
+        let input = write_input(&d, b * 1000 + s, &x);
+        let out = d.join(format!("dyn{b}x{s}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
+        let got = std::fs::read(out.join("output_0.bin")).unwrap();
+        let want = specialized(&p, &d, "seq", s, &input, 1);
+        assert_eq!(got.len(), b * s * 16);
+        assert_eq!(got, want[0], "batch {b}, seq {s}");
+    }
+}

@@ -36,11 +36,18 @@ const MAX_FOLD_WORK: i64 = 1 << 26;
 /// Bodies larger than this are left alone (the cut search is quadratic in the body's size).
 const MAX_BODY: usize = 2000;
 
-/// Splits every profitable map step into a table step and a table read.
-pub fn tabulate(s: &mut Schedule) {
+/// Most entries of a table chosen without the map's size (`tabulate`'s `by_size` off): a
+/// per-channel table of 1024 channels of 256 entries.
+const MAX_UNSIZED_ENTRIES: i64 = 1 << 18;
+
+/// Splits every profitable map step into a table step and a table read. `by_size`: whether
+/// a table pays is weighed against the map's size; off when a dim is taken at run time
+/// (the programs lowered at its values must choose alike, `loops::dims`), then a table is
+/// made exactly where it is computed when the model is compiled (`fold`), whatever the size.
+pub fn tabulate(s: &mut Schedule, by_size: bool) {
     let mut i = 0;
     while i < s.steps.len() {
-        if let Some(table) = plan(s, i)
+        if let Some(table) = plan(s, i, by_size)
             && !fold(s, &table)
         {
             s.steps.insert(i, table);
@@ -141,7 +148,7 @@ fn exact(e: &E, seen: &mut HashSet<*const Expr>) -> bool {
 }
 
 /// The table step for map step `i` (and the map rewritten to read it), or None.
-fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
+fn plan(s: &mut Schedule, i: usize, by_size: bool) -> Option<Step> {
     let st = &s.steps[i];
     let StepKind::Map { body } = &st.kind else {
         return None;
@@ -156,8 +163,15 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     let shape = s.values[st.output].shape.clone();
     // A table a quarter of the map's size, or, failing one, up to `FOLDED_RATIO` times the
     // map's size (which pays only when computed at compile time, checked below).
-    let (key, lo, hi, rest, outer_vars) = best_cut(&body, &shape, n / 4)
-        .or_else(|| best_cut(&body, &shape, n.saturating_mul(FOLDED_RATIO)))?;
+    let (key, lo, hi, rest, outer_vars) = if by_size {
+        best_cut(&body, &shape, n / 4, None)
+            .or_else(|| best_cut(&body, &shape, n.saturating_mul(FOLDED_RATIO), None))?
+    } else {
+        let inputs: Vec<bool> = (st.inputs.iter())
+            .map(|&v| matches!(s.values[v].storage, Storage::Const(_)))
+            .collect();
+        best_cut(&body, &shape, MAX_UNSIZED_ENTRIES, Some(&inputs))?
+    };
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
     let len = entries + nan as i64;
@@ -165,7 +179,7 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     // Pays when the part tabulated costs more than the read (a transcendental function, a
     // division) and the table is small next to the map, or, for a table computed when the
     // model is compiled (`fold`), at most `FOLDED_RATIO` times its size.
-    if n.saturating_mul(FOLDED_RATIO) < len * outer || !expensive(&rest) {
+    if (by_size && n.saturating_mul(FOLDED_RATIO) < len * outer) || !expensive(&rest) {
         return None;
     }
     // The table: g over the key's values (the NaN entry last), one row per combination of
@@ -209,7 +223,7 @@ fn plan(s: &mut Schedule, i: usize) -> Option<Step> {
     }
     let g = expr::remap_inputs(&g, &map);
     let table_inputs: Vec<SvId> = used.iter().map(|&u| st.inputs[u as usize]).collect();
-    if n < 4 * len * outer && !foldable(s, &g, &table_inputs, len * outer) {
+    if (!by_size || n < 4 * len * outer) && !foldable(s, &g, &table_inputs, len * outer) {
         return None;
     }
     let out = &s.values[st.output];
@@ -334,12 +348,22 @@ const KEY_VAR: u32 = u32::MAX;
 /// smallest (the rest of the body may vary with outer variables: one table row per
 /// combination of them), then the innermost: (key, lo, hi, the body with the key replaced
 /// by an opaque placeholder, the loop variables the rest reads).
+///
+/// With `folded` (whether each operand of the body is a constant), the choice must not
+/// follow the extents, which differ between the values of a run-time dim: only cuts whose
+/// table is computed when the model is compiled (the rest reads constants, exactly),
+/// those that read the fewest loop variables first, then the smallest.
 #[allow(clippy::type_complexity)]
-fn best_cut(body: &E, shape: &[i64], max_table: i64) -> Option<(E, f64, f64, E, Vec<u32>)> {
+fn best_cut(
+    body: &E,
+    shape: &[i64],
+    max_table: i64,
+    folded: Option<&[bool]>,
+) -> Option<(E, f64, f64, E, Vec<u32>)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
     let mut varies = HashMap::new();
-    let mut best: Option<((i64, usize), E, f64, f64, E, Vec<u32>)> = None;
+    let mut best: Option<((usize, i64, usize), E, f64, f64, E, Vec<u32>)> = None;
     for c in nodes {
         if !has_var(&c, &mut varies) {
             continue;
@@ -356,10 +380,23 @@ fn best_cut(body: &E, shape: &[i64], max_table: i64) -> Option<(E, f64, f64, E, 
             .filter(|&v| expr::depends_on(&rest, v))
             .collect();
         let rows: i64 = outer.iter().map(|&v| shape[v as usize]).product();
-        let cost = (rows.saturating_mul((hi - lo) as i64 + 2), size);
+        let entries = rows.saturating_mul((hi - lo) as i64 + 2);
+        let cost = match folded {
+            None => (0, entries, size),
+            Some(consts) => {
+                let mut used = Vec::new();
+                expr::used_inputs(&rest, &mut used);
+                if !used.iter().all(|&u| consts.get(u as usize) == Some(&true))
+                    || !exact(&rest, &mut HashSet::new())
+                {
+                    continue;
+                }
+                (outer.len(), entries, size)
+            }
+        };
         // Only a table of at most `max_table` entries, of a part that costs more than a
         // read, can pay.
-        if best.as_ref().is_some_and(|b| b.0 <= cost) || cost.0 > max_table || !expensive(&rest) {
+        if best.as_ref().is_some_and(|b| b.0 <= cost) || entries > max_table || !expensive(&rest) {
             continue;
         }
         best = Some((cost, c, lo, hi, rest, outer));
