@@ -124,6 +124,7 @@ pub fn blocked_geometry(
         dilations: pair(&c.dilations)?,
         pads: pair(&c.pads_begin)?,
         plain_input,
+        pad_planes: true,
     };
     g.supported().then_some(g)
 }

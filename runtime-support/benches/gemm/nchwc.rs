@@ -67,6 +67,7 @@ pub(crate) fn nchwc_layer(c: i64, m: i64, hw: i64, k: i64, st: i64, group: i64) 
         dilations: [1, 1],
         pads: [u(pad), u(pad)],
         plain_input: c % 8 != 0,
+        pad_planes: true,
     };
     if !bg.supported() {
         return;

@@ -72,7 +72,16 @@ pub struct BlockedConv {
     /// The input is plain NCHW (any channel count; group 1), the output blocked: a network's
     /// first convolution, whose input has 1-4 channels.
     pub plain_input: bool,
+    /// Depthwise: a plane of at most `DEPTHWISE_PAD_BYTES` is zero-padded into per-worker
+    /// scratch first (larger ones read in place, their borders' taps checked). Off, every
+    /// plane reads in place: the choice may not follow the size when the compiled program
+    /// takes its dims at run time (its workspace is planned at their bounds).
+    pub pad_planes: bool,
 }
+
+/// Largest padded plane of a block (bytes) the depthwise kernel pads into scratch
+/// (`BlockedConv::pad_planes`).
+pub const DEPTHWISE_PAD_BYTES: usize = 64 << 10;
 
 impl BlockedConv {
     /// Whether the blocked kernels compute this convolution: depthwise over whole blocks, or
@@ -157,7 +166,7 @@ impl BlockedConv {
             && self.strides != [1, 1]
     }
     /// The sealed blob (`params::seal`) `[len, n, c, m, group, ih, iw, oh, ow, kh, kw, sh,
-    /// sw, dh, dw, ph, pw, plain_input]`.
+    /// sw, dh, dw, ph, pw, plain_input, pad_planes]`.
     pub fn encode(&self) -> Vec<i64> {
         let mut v: Vec<i64> = vec![self.n, self.c, self.m, self.group]
             .into_iter()
@@ -174,6 +183,7 @@ impl BlockedConv {
             v.extend(a.iter().map(|&x| x as i64));
         }
         v.push(self.plain_input as i64);
+        v.push(self.pad_planes as i64);
         params::seal(v)
     }
 
@@ -182,6 +192,7 @@ impl BlockedConv {
         let mut r = params::Reader::new(blob)?;
         let v: [i64; 16] = r.array()?;
         let plain_input = params::flag(r.word()?, "plain_input is not 0 or 1")?;
+        let pad_planes = params::flag(r.word()?, "pad_planes is not 0 or 1")?;
         r.finish()?;
         params::ensure(
             v.iter().all(|&x| (0..=params::MAX_EXTENT).contains(&x)),
@@ -201,6 +212,7 @@ impl BlockedConv {
             dilations: pair(12),
             pads: pair(14),
             plain_input,
+            pad_planes,
         };
         g.validate()?;
         Ok(g)
@@ -350,7 +362,10 @@ impl BlockedConv {
     /// The depthwise path pads each block's plane into scratch (planes of ≤ 64 KB).
     fn depthwise_pads(&self) -> bool {
         let [ph, pw] = self.padded_plane();
-        self.is_depthwise() && !self.reads_in_place() && CB * ph * pw <= 16 << 10
+        self.pad_planes
+            && self.is_depthwise()
+            && !self.reads_in_place()
+            && CB * ph * pw * 4 <= DEPTHWISE_PAD_BYTES
     }
 }
 

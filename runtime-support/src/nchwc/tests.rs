@@ -73,6 +73,7 @@ fn geom(
         dilations: [dil, dil],
         pads: [pad, pad],
         plain_input: false,
+        pad_planes: true,
     }
 }
 

@@ -389,3 +389,68 @@ fn a_stride_32_backbone_takes_multiples_of_32() {
         assert_eq!(got[0].len(), 3 * (h / 32) * (w / 32) * 4, "{h}x{w}");
     }
 }
+
+/// A depthwise 3×3 convolution of 8 channels (a MobileNet block's) over `[1, 8, H, W]`,
+/// padded, stride `s`.
+fn model_with_depthwise(s: i64) -> onnxc_proto::ModelProto {
+    let w: Vec<f32> = (0..8 * 9)
+        .map(|k| ((k * 11 % 17) as f32 - 8.0) / 9.0)
+        .collect();
+    model(
+        vec![with_ints(
+            with_ints(
+                with_int(node("Conv", "dw", &["x", "w"], &["y"]), "group", 8),
+                "pads",
+                &[1, 1, 1, 1],
+            ),
+            "strides",
+            &[s, s],
+        )],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(8), D::S("H"), D::S("W")],
+        )],
+        vec![value_info("y", 1, &[])],
+        vec![f32_tensor("w", &[8, 1, 3, 3], &w)],
+        17,
+    )
+}
+
+/// The depthwise kernel pads small planes into scratch and reads large ones in place, a
+/// choice by the plane's size that made the workspace of small values larger than the
+/// bound's; with H and W at run time every plane reads in place, and each size gives the
+/// specialized object's values.
+#[test]
+fn a_depthwise_convolution_takes_its_plane_at_run_time() {
+    for s in [1usize, 2] {
+        let d = scratch(&format!("run_time_dims_depthwise{s}"));
+        let p = d.join("dw.onnx");
+        save(&model_with_depthwise(s as i64), &p);
+        let opts = Options {
+            emit_main: true,
+            dim_bounds: vec![("H".into(), 64), ("W".into(), 64)],
+            ..Options::default()
+        };
+        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let dims = run_dims_of(&c);
+        assert_eq!(
+            (dims[0].0, dims[0].2, dims[1].0, dims[1].2),
+            ("H", 64, "W", 64)
+        );
+        let dynamic = executable(&c, &d, "dynamic");
+        for (h, w) in [(28usize, 28usize), (30, 41), (64, 37), (64, 64)] {
+            let x: Vec<f32> = (0..8 * h * w)
+                .map(|k| ((k * 13 % 23) as f32 - 11.0) / 5.0)
+                .collect();
+            let inputs = [write_input(&d, 1000 * h + w, &x)];
+            let out = d.join(format!("dyn{h}x{w}"));
+            let got = outputs_of(&dynamic, &inputs, &out, 1, &[h, w]);
+            let got = got.unwrap_or_else(|| panic!("{h}x{w} does not run"));
+            let want = specialized_files(&p, &d, &[("H", h), ("W", w)], &inputs, 1);
+            let (oh, ow) = ((h - 1) / s + 1, (w - 1) / s + 1);
+            assert_eq!(got[0].len(), 4 * 8 * oh * ow, "{h}x{w}, stride {s}");
+            assert_eq!(got[0], want[0], "{h}x{w}, stride {s}");
+        }
+    }
+}

@@ -52,7 +52,7 @@ pub(super) fn scratch_need(s: &Schedule, st: &Step, opts: &LowerOptions) -> Scra
             geometry(s, st, op, input_planes, opts).scratch(is_const(s, st.inputs[1]))
         }
         StepKind::ConvBlocked { conv, plain_input } => {
-            blocked_conv_geometry(s, st, conv, *plain_input)
+            blocked_conv_geometry(s, st, conv, *plain_input, opts.by_size)
                 .map_or(ScratchNeed::default(), |g| g.scratch())
         }
         StepKind::MatMul { op: m, views } => {
@@ -192,11 +192,15 @@ fn own_geometry(
 
 /// The geometry of a blocked convolution step (blocked shapes `[n, c/8, h, w, 8]`; a plain
 /// input `[n, c, h, w]`).
+///
+/// With `by_size` off (a dim taken at run time), depthwise planes read in place at every
+/// size (`BlockedConv::pad_planes`): the padded copy is chosen by the plane's size.
 pub(super) fn blocked_conv_geometry(
     s: &Schedule,
     st: &Step,
     c: &ConvOp,
     plain_input: bool,
+    by_size: bool,
 ) -> Option<BlockedConv> {
     let plain = |v: SvId| {
         let b = &s.values[v].shape;
@@ -207,7 +211,11 @@ pub(super) fn blocked_conv_geometry(
     } else {
         plain(st.inputs[0])
     };
-    schedule::layout::blocked_geometry(s, st, c, &x, &plain(st.output), plain_input)
+    let g = schedule::layout::blocked_geometry(s, st, c, &x, &plain(st.output), plain_input)?;
+    Some(BlockedConv {
+        pad_planes: by_size,
+        ..g
+    })
 }
 
 impl StepCx<'_> {
@@ -401,7 +409,7 @@ impl StepCx<'_> {
         plain_input: bool,
         scratch: Option<u64>,
     ) -> Result<Vec<Stmt>> {
-        let g = blocked_conv_geometry(self.s, self.st, c, plain_input)
+        let g = blocked_conv_geometry(self.s, self.st, c, plain_input, self.opts.by_size)
             .ok_or_else(|| Error::Internal("blocked conv with an unsupported geometry".into()))?;
         let (x, w, out) = (self.st.inputs[0], self.st.inputs[1], self.st.output);
         let (mut bias, residual, clamp) = self.epilogue_args(expr::i(0));

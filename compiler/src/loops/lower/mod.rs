@@ -258,7 +258,7 @@ fn conv_sizes(s: &Schedule, opts: &LowerOptions) -> Vec<schedule::layout::ConvSi
             opts,
         ))),
         StepKind::ConvBlocked { conv, plain_input } => {
-            let g = calls::blocked_conv_geometry(s, st, conv, *plain_input)?;
+            let g = calls::blocked_conv_geometry(s, st, conv, *plain_input, opts.by_size)?;
             let v = |d: [usize; 2]| d.iter().map(|&x| x as i64).collect();
             Some(ConvSizes {
                 n: g.n as i64,
