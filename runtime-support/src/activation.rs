@@ -1,6 +1,7 @@
 //! Elementwise activations over float32 buffers (`onnxc_activation_f32`), written once over
 //! the SIMD layer: `sigmoid(αx)`, SiLU/Swish `x·sigmoid(αx)` (QuickGELU with α = 1.702),
-//! `tanh(x)`, HardSigmoid `clamp(αx + β, 0, 1)` and HardSwish `x·clamp(αx + β, 0, 1)`. The
+//! `tanh(x)`, HardSigmoid `clamp(αx + β, 0, 1)`, HardSwish `x·clamp(αx + β, 0, 1)` and
+//! GELU's tanh approximation `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`. The
 //! compiler calls it for maps that are exactly one of these forms over one contiguous
 //! operand (`loops::lower`), where 128-bit generated code would be several times slower;
 //! anything fused around them stays generated code. Same formulas and constants as
@@ -24,6 +25,9 @@ pub const HARDSIGMOID: i64 = 3;
 pub const HARDSWISH: i64 = 4;
 /// `y = ½·x·(1 + erf(x/√2))` (α, β unused): `gelu::gelu_f32`'s walk, not a C ABI kind.
 pub(crate) const GELU: i64 = 5;
+/// `y = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (α, β unused; `math::gelu_tanh`): GPT-2's
+/// GELU, onnxruntime's FastGelu, ONNX Gelu with `approximate = "tanh"`.
+pub const GELU_TANH: i64 = 6;
 
 /// `y[i] = act(x[i])` for `i < n`; `x` and `y` may be the same buffer. `p` holds α (and β
 /// for the hard kinds).
@@ -127,6 +131,14 @@ impl Walk for Activation {
                     |v| s.mul(v, math::sigmoid(s, alpha, v)),
                 ),
                 HARDSIGMOID => simd::unary(s, x, y, n, hard),
+                GELU_TANH => simd::unary(
+                    s,
+                    x,
+                    y,
+                    n,
+                    #[inline(always)]
+                    |v| math::gelu_tanh(s, v),
+                ),
                 GELU => simd::unary(
                     s,
                     x,
@@ -172,6 +184,10 @@ mod tests {
             SILU => x * s,
             HARDSIGMOID => h(),
             HARDSWISH => x * h(),
+            GELU_TANH => {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+            }
             _ => x.tanh(),
         }
     }
@@ -195,6 +211,7 @@ mod tests {
             (HARDSIGMOID, [0.2, 0.5]),
             (HARDSIGMOID, [1.0 / 6.0, 0.5]),
             (HARDSWISH, [1.0 / 6.0, 0.5]),
+            (GELU_TANH, [0.0, 0.0]),
         ];
         for &(kind, p) in &kinds {
             for n in [xs.len(), 1, 7, 8, 15, 17, 33] {
@@ -205,8 +222,15 @@ mod tests {
                         let err = (got as f64 - want).abs();
                         // Without FMA (the portable lanes) the polynomials round twice.
                         let tol = if isa.starts_with("lanes") { 8e-7 } else { 4e-7 };
+                        // GELU's `1 + tanh(…)` cancels for negative x: its error is tanh's
+                        // (an ulp of 1) times ½|x|, not relative to the result.
+                        let floor = if kind == GELU_TANH {
+                            2e-7 * (1.0 + v.abs() as f64)
+                        } else {
+                            1e-37
+                        };
                         assert!(
-                            err <= tol * want.abs().max(1e-30) + 1e-37,
+                            err <= tol * want.abs().max(1e-30) + floor,
                             "{isa} kind {kind} {p:?} [{i}] x = {v}: {got} vs {want}"
                         );
                     }
@@ -220,6 +244,8 @@ mod tests {
                     SIGMOID | HARDSIGMOID => assert_eq!((y[1], y[2]), (1.0, 0.0)),
                     SILU => assert!(y[1] == f32::INFINITY && y[2].is_nan(), "{y:?}"),
                     HARDSWISH => assert!(y[1] == f32::INFINITY && y[2].is_nan(), "{y:?}"),
+                    // ½·(−∞)·(1 + tanh(−∞)) = −∞·0, as written.
+                    GELU_TANH => assert!(y[1] == f32::INFINITY && y[2].is_nan(), "{y:?}"),
                     _ => assert_eq!((y[1], y[2]), (1.0, -1.0)),
                 }
             }
@@ -264,7 +290,7 @@ mod tests {
     fn threads_give_the_same_bits() {
         for n in [1usize, 15, 16, 17, 100, 1000, 4099] {
             let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
-            for kind in [SIGMOID, SILU, TANH, HARDSIGMOID, HARDSWISH] {
+            for kind in [SIGMOID, SILU, TANH, HARDSIGMOID, HARDSWISH, GELU_TANH] {
                 let p = [1.3f32, 0.5];
                 crate::par::same_bits_on_every_pool(&format!("kind {kind} n {n}"), |_, threads| {
                     let mut y = vec![f32::NAN; n];

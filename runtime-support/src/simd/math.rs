@@ -121,6 +121,21 @@ pub fn tanh<S: Simd>(s: S, v: S::F) -> S::F {
     s.select(s.lt(a, s.splat(TANH_CUT)), small, big)
 }
 
+/// GELU's tanh approximation per lane, `½·v·(1 + tanh(√(2/π)·(v + 0.044715·v³)))`, the
+/// products in the order the formula writes them (as generated code computes an exported
+/// one: `v³` as `v·v·v`).
+#[inline(always)]
+pub fn gelu_tanh<S: Simd>(s: S, v: S::F) -> S::F {
+    let (half, one) = (s.splat(0.5), s.splat(1.0));
+    let cube = s.mul(s.mul(v, v), v);
+    let inner = s.add(v, s.mul(s.splat(0.044715), cube));
+    let t = tanh(s, s.mul(s.splat(GELU_TANH_SCALE), inner));
+    s.mul(s.mul(half, v), s.add(one, t))
+}
+
+/// √(2/π), GELU's tanh approximation's scale (as float32).
+pub const GELU_TANH_SCALE: f32 = 0.797_884_6;
+
 /// `1 / (1 + e^{−a·v})` per lane.
 #[inline(always)]
 pub fn sigmoid<S: Simd>(s: S, a: S::F, v: S::F) -> S::F {

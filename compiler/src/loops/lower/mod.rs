@@ -403,7 +403,7 @@ fn activation_form(
     scalar: &dyn Fn(BufId) -> Option<f32>,
 ) -> Option<(i64, [f32; 2], BufId)> {
     use crate::ir::expr::{BinOp, UnOp};
-    use onnxc_runtime::activation::{HARDSIGMOID, HARDSWISH, SIGMOID, SILU, TANH};
+    use onnxc_runtime::activation::{GELU_TANH, HARDSIGMOID, HARDSWISH, SIGMOID, SILU, TANH};
     let load = |e: &E| match &e.kind {
         ExprKind::Load { input, index }
             if e.dtype == DType::F32
@@ -454,6 +454,67 @@ fn activation_form(
         let (xb, al) = scaled(ax)?;
         Some((xb, al, constant(be)?))
     };
+    let near =
+        |e: &E, want: f64| constant(e).is_some_and(|c| (c as f64 - want).abs() <= 1e-6 * want);
+    let binary = |e: &E, op: BinOp| match &e.kind {
+        ExprKind::Binary(o, a, b) if *o == op => Some((a.clone(), b.clone())),
+        _ => None,
+    };
+    // c·e or e·c with c near `want`: e.
+    let times = |e: &E, want: f64| -> Option<E> {
+        let (a, b) = binary(e, BinOp::Mul)?;
+        if near(&a, want) {
+            Some(b)
+        } else if near(&b, want) {
+            Some(a)
+        } else {
+            None
+        }
+    };
+    // x³ as pow(x, 3), x·x·x or x·(x·x): x's buffer.
+    let cube = |e: &E| -> Option<BufId> {
+        if let Some((x, p)) = binary(e, BinOp::Pow) {
+            return near(&p, 3.0).then(|| load(&x)).flatten();
+        }
+        let (a, b) = binary(e, BinOp::Mul)?;
+        let square = |s: &E| {
+            let (p, q) = binary(s, BinOp::Mul)?;
+            let x = load(&p)?;
+            (load(&q)? == x).then_some(x)
+        };
+        match (load(&a), load(&b)) {
+            (Some(x), None) => (square(&b)? == x).then_some(x),
+            (None, Some(x)) => (square(&a)? == x).then_some(x),
+            _ => None,
+        }
+    };
+    // GELU's tanh approximation, ½x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) as GPT-2 exports
+    // it and Gelu(approximate = "tanh") and FastGelu build it: x's buffer.
+    let gelu_tanh = |half_x: &E, gate: &E| -> Option<BufId> {
+        let xb = load(&times(half_x, 0.5)?)?;
+        let (a, b) = binary(gate, BinOp::Add)?;
+        let t = if near(&a, 1.0) {
+            b
+        } else if near(&b, 1.0) {
+            a
+        } else {
+            return None;
+        };
+        let ExprKind::Unary(UnOp::Tanh, arg) = &t.kind else {
+            return None;
+        };
+        let inner = times(arg, (2.0 / std::f64::consts::PI).sqrt())?;
+        let (p, q) = binary(&inner, BinOp::Add)?;
+        let cubed = |e: &E| cube(&times(e, 0.044715)?);
+        let ok = match (load(&p), load(&q)) {
+            (Some(x), _) if cubed(&q) == Some(x) => true,
+            (_, Some(x)) if cubed(&p) == Some(x) => true,
+            _ => false,
+        };
+        (ok && p.dtype == DType::F32)
+            .then_some(xb)
+            .filter(|&x| load(&p) == Some(x) || load(&q) == Some(x))
+    };
     if value.dtype != DType::F32 {
         return None;
     }
@@ -477,7 +538,10 @@ fn activation_form(
                     }
                 }
             };
-            gated(a, b).or_else(|| gated(b, a))
+            gated(a, b).or_else(|| gated(b, a)).or_else(|| {
+                let x = gelu_tanh(a, b).or_else(|| gelu_tanh(b, a))?;
+                Some((GELU_TANH, [0.0, 0.0], x))
+            })
         }
         _ => None,
     }
