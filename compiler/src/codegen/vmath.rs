@@ -8,7 +8,7 @@ use cranelift_frontend::FunctionBuilder;
 use onnxc_runtime::gelu::{ERF_LIMIT, ERF_P, ERF_Q};
 use onnxc_runtime::softmax::{EXP_POLY, LN2_HI, LN2_LO};
 
-fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
+pub(crate) fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
     let c = b.ins().f32const(v);
     b.ins().splat(types::F32X4, c)
 }

@@ -14,7 +14,9 @@ use super::{FnCx, PTR, flags, vflags};
 use crate::codegen::vmath;
 use crate::ir::expr::{BinOp, E, Expr, ExprKind};
 use crate::loops::{BufId, Stmt};
-use cranelift_codegen::ir::{self, InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_codegen::ir::{
+    self, InstBuilder, MemFlagsData, Type, Value, condcodes::IntCC, types,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -381,6 +383,24 @@ impl FnCx<'_, '_> {
                 };
                 VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
             }
+            VForm::Bools { buf, index } => {
+                // Four bools (bytes 0 or 1), widened to 32-bit lanes: all ones where true.
+                let off = self.eval(index, smemo);
+                let p = self.addr(buf, off);
+                let fl = self.load_flags(buf, vflags());
+                let word = self.b.ins().load(types::I32, fl, p, 0);
+                let v = self.b.ins().scalar_to_vector(types::I32X4, word);
+                let v = self.b.ins().bitcast(
+                    types::I8X16,
+                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
+                    v,
+                );
+                let h = self.b.ins().uwiden_low(v);
+                let w = self.b.ins().uwiden_low(h);
+                let zero = self.b.ins().iconst(types::I32, 0);
+                let zero = self.b.ins().splat(types::I32X4, zero);
+                VV::V(self.b.ins().icmp(IntCC::NotEqual, w, zero))
+            }
             VForm::Words { buf, index } => {
                 let off = self.eval(index, smemo);
                 let p = self.addr(buf, off);
@@ -409,6 +429,11 @@ impl FnCx<'_, '_> {
             VForm::PowConst(a, y) => {
                 let x = self.vector_of(vals[a], types::F32X4);
                 VV::V(vmath::pow_const(&mut self.b, self.fma, x, y))
+            }
+            VForm::Scale(a, c) => {
+                let x = self.vector_of(vals[a], types::F32X4);
+                let k = vmath::splat(&mut self.b, c);
+                VV::V(self.b.ins().fmul(x, k))
             }
             VForm::Clamp(op, x, c) => {
                 let xv = self.vector_of(vals[x], types::F32X4);

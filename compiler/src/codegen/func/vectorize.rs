@@ -63,9 +63,18 @@ pub(super) enum VForm<'e> {
         buf: BufId,
         index: &'e E,
     },
+    /// A bool load contiguous along the loop (a mask a select reads: a causal mask's
+    /// Trilu cast to bool): one 4-byte load widened to a lane mask.
+    Bools {
+        buf: BufId,
+        index: &'e E,
+    },
     Unary(VUnary, VIx),
     /// `x^y` for a constant `y` (`vmath::pow_const`).
     PowConst(VIx, f32),
+    /// `x · c`: a division by a power of two as the product by its reciprocal, which
+    /// rounds the same real number (a multiply instead of a divide).
+    Scale(VIx, f32),
     /// `max`/`min` against a non-NaN constant: one maxps/minps (`clamp_insts`).
     Clamp(BinOp, VIx, f64),
     Arith(VArith, VIx, VIx),
@@ -363,6 +372,17 @@ impl<'e> Planner<'_, 'e> {
                 // An index computed from the accumulator would need it per lane. An empty
                 // buffer is never read (`FnCx::load`), which the scalar form keeps.
                 let b = &self.bufs[*input as usize];
+                if b.dtype == DType::Bool
+                    && e.dtype == DType::Bool
+                    && b.len > 0
+                    && !mentions_acc(&index[0])
+                    && linear_coeff(&index[0], self.var) == Some(1)
+                {
+                    return Some(VForm::Bools {
+                        buf: *input,
+                        index: &index[0],
+                    });
+                }
                 if b.dtype != DType::F32 || b.len == 0 || mentions_acc(&index[0]) {
                     return None;
                 }
@@ -402,6 +422,7 @@ impl<'e> Planner<'_, 'e> {
                 Some(match op_form(e)? {
                     VOp::Unary(op, a) => VForm::Unary(op, self.node(a, mode)?),
                     VOp::PowConst(a, y) => VForm::PowConst(self.node(a, mode)?, y),
+                    VOp::Scale(a, c) => VForm::Scale(self.node(a, mode)?, c),
                     VOp::Clamp(op, x, c) => VForm::Clamp(op, self.node(x, mode)?, c),
                     VOp::Arith(op, a, b) => {
                         VForm::Arith(op, self.node(a, mode)?, self.node(b, mode)?)
@@ -429,6 +450,7 @@ impl<'e> Planner<'_, 'e> {
 enum VOp<'e> {
     Unary(VUnary, &'e E),
     PowConst(&'e E, f32),
+    Scale(&'e E, f32),
     Clamp(BinOp, &'e E, f64),
     Arith(VArith, &'e E, &'e E),
     Compare(FloatCC, &'e E, &'e E),
@@ -465,6 +487,13 @@ fn op_form(e: &E) -> Option<VOp<'_>> {
             if let Some(y) = b.as_const().filter(|_| *op == BinOp::Pow) {
                 return Some(VOp::PowConst(a, y.as_f64() as f32));
             }
+            if let Some(r) = b
+                .as_const()
+                .filter(|_| *op == BinOp::Div)
+                .and_then(|c| exact_reciprocal(c.as_f64() as f32))
+            {
+                return Some(VOp::Scale(a, r));
+            }
             if let Some((x, c)) = clamp_const(*op, a, b) {
                 return Some(VOp::Clamp(*op, x, c));
             }
@@ -488,6 +517,13 @@ fn op_form(e: &E) -> Option<VOp<'_>> {
         ExprKind::Select(c, a, b) if a.dtype == DType::F32 => Some(VOp::Select(c, a, b)),
         _ => None,
     }
+}
+
+/// `1/c` when `c` is a power of two whose reciprocal is a normal float32: `x / c` and
+/// `x · (1/c)` are then the same real number, rounded alike (subnormal results included).
+fn exact_reciprocal(c: f32) -> Option<f32> {
+    let r = 1.0 / c;
+    (c.is_normal() && r.is_normal() && c.to_bits() & 0x007f_ffff == 0).then_some(r)
 }
 
 /// Whether every operation in `e` (loads, variables and constants are leaves) has a
@@ -678,8 +714,10 @@ mod tests {
                 },
                 VForm::Bytes { buf, signed, .. } => format!("bytes{buf}/{signed}"),
                 VForm::Words { buf, .. } => format!("words{buf}"),
+                VForm::Bools { buf, .. } => format!("bools{buf}"),
                 VForm::Unary(op, a) => format!("{op:?}(#{a})"),
                 VForm::PowConst(a, y) => format!("pow(#{a}, {y})"),
+                VForm::Scale(a, c) => format!("scale(#{a}, {c})"),
                 VForm::Clamp(op, a, c) => format!("clamp{op:?}(#{a}, {c})"),
                 VForm::Arith(op, a, b) => format!("{op:?}(#{a}, #{b})"),
                 VForm::Compare(cc, a, b) => format!("{cc}(#{a}, #{b})"),
