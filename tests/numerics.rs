@@ -655,3 +655,59 @@ fn run_time_slices_take_numpys_elements_at_extreme_steps() {
         assert_eq!(got, want, "x[{s}:{e}:{st}]");
     }
 }
+
+/// A select on a bool mask read along the loop (`Where(mask, x / 4, -1e9)` plus a row bias,
+/// as an attention mask is applied) runs as vector code that loads four mask bytes at a
+/// time, with the division by 4 a product: every length from 1 to 13 (tails of each
+/// remainder) gives the elements the formula gives.
+#[test]
+fn selects_on_bool_masks_take_each_element() {
+    let d = scratch("bool-mask");
+    for n in 1usize..=13 {
+        let m = model(
+            vec![
+                node("Div", "scale", &["x", "four"], &["s"]),
+                node("Where", "mask", &["c", "s", "low"], &["w"]),
+                node("Add", "bias", &["w", "b"], &["y"]),
+            ],
+            vec![
+                value_info("c", 9, &[D::N(3), D::N(n as i64)]),
+                value_info("x", 1, &[D::N(3), D::N(n as i64)]),
+                value_info("b", 1, &[D::N(3), D::N(1)]),
+            ],
+            vec![value_info("y", 1, &[D::N(3), D::N(n as i64)])],
+            vec![
+                f32_tensor("four", &[], &[4.0]),
+                f32_tensor("low", &[], &[-1e9]),
+            ],
+            17,
+        );
+        let p = d.join(format!("mask{n}.onnx"));
+        save(&m, &p);
+        let c: Vec<i64> = (0..3 * n)
+            .map(|k| ((k * 7 + k / n) % 3 != 0) as i64)
+            .collect();
+        let x: Vec<f32> = (0..3 * n).map(|k| k as f32 * 1.5 - 7.0).collect();
+        let b = [0.25f32, -0.5, 3.0];
+        let files = [
+            (int_tensor("c", 9, &[3, n as i64], &c), "c"),
+            (f32_tensor("x", &[3, n as i64], &x), "x"),
+            (f32_tensor("b", &[3, 1], &b), "b"),
+        ];
+        let mut args = vec![p.clone()];
+        for (t, name) in files {
+            let f = d.join(format!("{name}{n}.pb"));
+            save_tensor(&t, &f);
+            args.push(f);
+        }
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let got = run_model(&args, &d.join(format!("out{n}")))[0].to_f64s();
+        let want: Vec<f64> = (0..3 * n)
+            .map(|k| {
+                let w = if c[k] != 0 { x[k] / 4.0 } else { -1e9 };
+                (w + b[k / n]) as f64
+            })
+            .collect();
+        assert_eq!(got, want, "length {n}");
+    }
+}
