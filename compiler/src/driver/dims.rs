@@ -422,11 +422,15 @@ impl Below<'_> {
                 least[k] = n;
             }
         }
+        // The corner of the two least values: the formulas', or a program of its own (an
+        // LSTM over `[seq, batch, …]` multiplies seq·batch rows, a matrix-vector product at
+        // 1 × 1).
+        let mut corner = None;
         if least[0] < low[0] && least[1] < low[1] {
-            let corner =
-                lower_at(&least).is_some_and(|p| self.one_program(least, Some((&least, &p))));
-            if !corner {
-                return general;
+            match lower_at(&least) {
+                Some(p) if self.one_program(least, Some((&least, &p))) => {}
+                Some(p) => corner = Some(p),
+                None => return general,
             }
         }
         if least == low && failed == [None, None] {
@@ -498,6 +502,14 @@ impl Below<'_> {
                 wider.run_dims[k].least = self.floors[k];
                 fixed.extend(mine);
             }
+        }
+        if let Some(p) = corner {
+            let at = vec![Some(least[0]), Some(least[1])];
+            if loops::dims::fixed_fits(&wider, &at, &p).is_err() || fixed.len() >= MAX_FIXED_TWO {
+                return general;
+            }
+            fixed.retain(|f| f.at != at);
+            fixed.push(loops::Fixed { at, program: p });
         }
         // Programs for both dims' values first: the run takes the first that matches.
         fixed.sort_by_key(|f| f.at.iter().filter(|v| v.is_none()).count());

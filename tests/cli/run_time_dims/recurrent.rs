@@ -173,6 +173,11 @@ fn a_dynamically_quantized_lstm_runs_over_a_sequence_taken_at_run_time() {
 /// A GRU as PyTorch exports one with dynamic axes: `x [S, B, 8]` and `h0 [1, B, 16]` to
 /// `y [S, 1, B, 16]` and `yh [1, B, 16]`, both dims symbolic.
 fn model_with_gru() -> onnxc_proto::ModelProto {
+    model_with_gru_giving(true)
+}
+
+/// `model_with_gru`, its sequence of states an output or only its last state (`y`: both).
+fn model_with_gru_giving(y: bool) -> onnxc_proto::ModelProto {
     let v = |n: usize, m: usize| -> Vec<f32> {
         (0..n).map(|k| ((k * m % 17) as f32 - 8.0) / 24.0).collect()
     };
@@ -190,10 +195,13 @@ fn model_with_gru() -> onnxc_proto::ModelProto {
             value_info("x", 1, &[D::S("S"), D::S("B"), D::N(8)]),
             value_info("h0", 1, &[D::N(1), D::S("B"), D::N(16)]),
         ],
-        vec![
+        [
             value_info("y", 1, &[D::S("S"), D::N(1), D::S("B"), D::N(16)]),
             value_info("yh", 1, &[D::N(1), D::S("B"), D::N(16)]),
-        ],
+        ]
+        .into_iter()
+        .skip(if y { 0 } else { 1 })
+        .collect(),
         vec![
             f32_tensor("w", &[1, 48, 8], &v(48 * 8, 5)),
             f32_tensor("r", &[1, 48, 16], &v(48 * 16, 7)),
@@ -248,4 +256,41 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
     ];
     let out = d.join("over");
     assert!(outputs_of(&dynamic, &inputs, &out, 2, &[1, bound as usize + 1]).is_none());
+}
+
+#[test]
+fn a_recurrence_giving_only_its_last_state_takes_both_dims_from_one() {
+    // With Y no output, B 1 and S 1 together lower to another program (the input
+    // projection of one row) than the formulas' at either alone: that corner gets a program
+    // of its own, and each dim still takes every value from 1 (it took both from 28).
+    let d = scratch("run_time_dims_gru_last");
+    let p = d.join("gru.onnx");
+    save(&model_with_gru_giving(false), &p);
+    let c = compile_unflagged(&p);
+    let bound = driver::DEFAULT_DIM_BOUND;
+    assert_eq!(
+        run_dims_of(&c),
+        [("B", 1, bound), ("S", 1, bound)],
+        "{}",
+        c.header
+    );
+    let dynamic = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (1, 2), (2, 1), (1, 40), (3, 5), (27, 1)] {
+        let x: Vec<f32> = (0..s * b * 8)
+            .map(|k| ((k * 11 % 29) as f32 - 14.0) / 10.0)
+            .collect();
+        let h: Vec<f32> = (0..b * 16)
+            .map(|k| ((k * 5 % 13) as f32 - 6.0) / 8.0)
+            .collect();
+        let at = 1000 * b + s;
+        let inputs = [write_input(&d, at, &x), write_input(&d, 1_000_000 + at, &h)];
+        let out = d.join(format!("dyn{b}x{s}"));
+        let got = outputs_of(&dynamic, &inputs, &out, 1, &[b, s]);
+        let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
+        let want = specialized_files(&p, &d, &[("B", b), ("S", s)], &inputs, 1);
+        assert_eq!(
+            got, want,
+            "B {b}, S {s}: the specialized object's last state"
+        );
+    }
 }

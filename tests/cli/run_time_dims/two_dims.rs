@@ -294,18 +294,38 @@ fn an_fpn_resizes_over_the_run_time_dims() {
             .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
             .collect();
         let sizes: &[(usize, usize)] = if to_lateral {
-            assert_eq!(dims, [("H", 28, 160, 1), ("W", 28, 160, 1)], "{}", c.header);
-            &[(28, 28), (29, 31), (100, 57), (160, 160)]
+            // From 3, 3 × 3 a program of its own (the corner of the least values).
+            assert_eq!(dims, [("H", 3, 160, 1), ("W", 3, 160, 1)], "{}", c.header);
+            &[
+                (3, 3),
+                (3, 50),
+                (27, 5),
+                (28, 28),
+                (29, 31),
+                (100, 57),
+                (160, 160),
+            ]
         } else {
-            // Counted in multiples of 4, from 2 (8 rows or columns).
-            assert_eq!(dims, [("H", 2, 40, 4), ("W", 2, 40, 4)], "{}", c.header);
+            // Counted in multiples of 4, from 1 (4 rows or columns; 4 × 4 a program of
+            // its own, the corner of the two least values).
+            assert_eq!(dims, [("H", 1, 40, 4), ("W", 1, 40, 4)], "{}", c.header);
             assert!(
-                c.header.contains("H (8 to 160, a multiple of 4)")
+                c.header.contains("H (4 to 160, a multiple of 4)")
+                    && c.header.contains("At H 4 and W 4 the model runs a program")
                     && c.header.contains("[1, 3, H, W]"),
                 "{}",
                 c.header
             );
-            &[(8, 8), (8, 160), (12, 36), (100, 64), (160, 160)]
+            &[
+                (4, 4),
+                (4, 160),
+                (8, 4),
+                (8, 8),
+                (8, 160),
+                (12, 36),
+                (100, 64),
+                (160, 160),
+            ]
         };
         let dynamic = executable(&c, &d, "dynamic");
         for &(h, w) in sizes {
