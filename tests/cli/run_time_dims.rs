@@ -923,3 +923,46 @@ fn a_quantized_linear_layer_takes_its_sequence_at_run_time() {
         assert_eq!(got, want[0], "batch {b}, seq {s}");
     }
 }
+
+/// Class probabilities `[n, 2]` through a ZipMap to a sequence of maps keyed 3 and 7, as a
+/// scikit-learn export ends (`x` scaled by 2 first).
+fn model_with_zipmap() -> onnxc_proto::ModelProto {
+    let m = model(
+        vec![
+            node("Mul", "scale", &["x", "two"], &["p"]),
+            onnxc_proto::NodeProto {
+                domain: Some("ai.onnx.ml".into()),
+                ..with_ints(
+                    node("ZipMap", "zip", &["p"], &["z"]),
+                    "classlabels_int64s",
+                    &[3, 7],
+                )
+            },
+        ],
+        vec![value_info("x", 1, &[D::S("n"), D::N(2)])],
+        vec![onnxc_tests::model::map_sequence_info("z", 7)],
+        vec![f32_tensor("two", &[], &[2.0])],
+        17,
+    );
+    onnxc_tests::model::importing(m, "ai.onnx.ml", 1)
+}
+
+/// A ZipMap output over a dim taken at run time (a classifier whose rows are not a run-time
+/// batch: scikit-learn's QDA concatenates its classes' sums along the rows): its keys are
+/// the same at every value, so it takes the rows' count like any output.
+#[test]
+fn a_zipmap_output_follows_a_run_time_dim() {
+    let d = scratch("run_time_dims_zipmap");
+    let p = d.join("zipmap.onnx");
+    save(&model_with_zipmap(), &p);
+    let c = compile_dynamic(&p, "n", 64);
+    assert_eq!(run_dims_of(&c), [("n", 1, 64)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for n in [1usize, 3, 40, 64] {
+        let x: Vec<f32> = (0..n * 2).map(|k| k as f32 / 8.0).collect();
+        let input = write_input(&d, n, &x);
+        let got = outputs_at(&exe, &input, &d.join(format!("out{n}")), 1, 1, &[n]);
+        let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+        assert_eq!(floats(&got[0]), want, "n {n}");
+    }
+}

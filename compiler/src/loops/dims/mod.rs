@@ -434,7 +434,12 @@ impl Unify<'_> {
         self.equal("input or output names", ds.iter().map(|d| &d.name))?;
         self.equal("input or output types", ds.iter().map(|d| d.dtype))?;
         self.equal("input or output ranks", ds.iter().map(|d| d.shape.len()))?;
-        if ds.iter().any(|d| d.map_key.is_some() || d.keys.is_some()) {
+        // A map input, or a ZipMap output whose keys differ (they are the model's classes:
+        // the same at every value).
+        if ds
+            .iter()
+            .any(|d| d.map_key.is_some() || d.keys != last.keys)
+        {
             return Err(format!("'{}' is a map", last.name));
         }
         if ds.iter().any(|d| d.dims_at.is_some()) {
