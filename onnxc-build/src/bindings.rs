@@ -1,6 +1,7 @@
 //! The Rust module generated for a compiled model: a struct owning its workspace, one
 //! slice per input, one `Vec` field per output, checked lengths, the runtime's errors.
 
+use onnxc::codegen::header::comment_text;
 use onnxc::ir::DType;
 use onnxc::loops::{IoDesc, Program};
 use std::collections::HashSet;
@@ -8,6 +9,8 @@ use std::fmt::Write;
 
 /// The module's text for the model compiled with symbol prefix `prefix` from `source`.
 pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, String> {
+    // Names from the model and the path only reach comments, escaped as the C header's.
+    let source = comment_text(source);
     let mut used = HashSet::new();
     let ins = tensors(&prog.inputs, &mut used)?;
     let outs = tensors(prog.public_outputs(), &mut used)?;
@@ -64,14 +67,22 @@ pub fn module(prefix: &str, source: &str, prog: &Program) -> Result<String, Stri
                     w,
                     "    /// `{}`: {}, dims depending on the data (at most {:?}): the rows found.\n    \
                      pub {}: Vec<{}>,\n    /// The dims of `{}` in this run.\n    pub {d}: Vec<usize>,",
-                    t.onnx, t.what, t.shape, t.ident, t.rust, t.ident
+                    comment_text(&t.onnx),
+                    t.what,
+                    t.shape,
+                    t.ident,
+                    t.rust,
+                    t.ident
                 );
             }
             None => {
                 let _ = writeln!(
                     w,
                     "    /// `{}`: {}.\n    pub {}: Vec<{}>,",
-                    t.onnx, t.what, t.ident, t.rust
+                    comment_text(&t.onnx),
+                    t.what,
+                    t.ident,
+                    t.rust
                 );
             }
         }

@@ -873,3 +873,81 @@ fn model_functions_that_never_end_are_refused() {
     let m = with(fs, "F39");
     refused(&d, "exponential", &m, &["import more than 1048576 nodes"]);
 }
+
+#[test]
+fn names_cannot_inject_into_the_header() {
+    let d = scratch("hostile-header");
+    // Tensor and dim names went verbatim into the header's `/* */` comments: a name closing
+    // the comment put its own lines into every file including the header.
+    let input = "x */\n#error injected input\n/*";
+    let output = "y */ int injected_symbol = 1; /* \r\u{1b}[2J\\";
+    let dim = "L */\n#error injected dim\n/*";
+    let trailing = "/trailing*";
+    let m = model(
+        vec![
+            node("Relu", "relu", &[input], &[output]),
+            node("Neg", "neg", &[input], &[trailing]),
+        ],
+        vec![value_info(input, 1, &[D::N(2), D::S(dim)])],
+        vec![
+            value_info(output, 1, &[D::N(2), D::S(dim)]),
+            value_info(trailing, 1, &[D::N(2), D::S(dim)]),
+        ],
+        vec![],
+        18,
+    );
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    // The dim taken at run time, so that its name is written in the header too.
+    let o = super::onnxc()
+        .arg(&p)
+        .arg("--dim")
+        .arg(format!("{dim}=..16"))
+        .arg("-o")
+        .arg(d.join("m.o"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("m.h")).unwrap();
+    // Every name is there, escaped, and nothing but onnxc's own text starts a line.
+    for escaped in [
+        r#""x *\/\n#error injected input\n/\x2a""#,
+        r"[2, L *\/\n#error injected dim\n/\x2a]",
+        r#""y *\/ int injected_symbol = 1; /\* \r\u{1b}[2J\x5c""#,
+        r#""\/trailing\x2a""#,
+    ] {
+        assert!(h.contains(escaped), "{escaped}\n{h}");
+    }
+    for line in h.lines() {
+        assert!(!line.trim_start().starts_with("#error"), "{line}\n{h}");
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+    }
+    // It compiles alone, and no symbol of the names exists.
+    let c = d.join("use.c");
+    std::fs::write(
+        &c,
+        "#include \"m.h\"\nint main(void) { return injected_symbol; }\n",
+    )
+    .unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = std::process::Command::new(&cc)
+        .args(["-fsyntax-only", "-Wall", "-Werror=comment", "-I"])
+        .arg(&d)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "injected_symbol is defined");
+    let e = stderr(&o);
+    assert!(
+        e.contains("injected_symbol") && !e.contains("#error"),
+        "{e}"
+    );
+    std::fs::write(&c, "#include \"m.h\"\nint main(void) { return 0; }\n").unwrap();
+    let o = std::process::Command::new(&cc)
+        .args(["-fsyntax-only", "-Wall", "-Werror=comment", "-I"])
+        .arg(&d)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{h}", stderr(&o));
+}

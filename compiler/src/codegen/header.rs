@@ -167,8 +167,48 @@ pub fn define_info(
     Ok(id)
 }
 
+/// `s`, a string from the model or the command line (a tensor, dim or file name), as text
+/// that is safe anywhere inside a C `/* */` comment of the header (and a Rust `//` one),
+/// whatever text comes before and after it: it can neither end nor open a comment (`*/` is
+/// written `*\/`, `/*` `/\*`; a leading `/` or `*` is `\/` or `\*`, a trailing one `\x2f` or
+/// `\x2a`), nor start a line or splice one (newlines, control and bidirectional-format
+/// characters are written as escapes, `\n`, `\u{1b}`; a backslash `\\`, or `\x5c` at the
+/// end; the `??` of a trigraph `?\?`). Other text is kept as it is.
+pub fn comment_text(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    for (k, &c) in chars.iter().enumerate() {
+        let prev = k.checked_sub(1).map(|p| chars[p]);
+        let next = chars.get(k + 1).copied();
+        match c {
+            // An escape of a last character must not end in a backslash, `*` or `/`.
+            '\\' if next.is_none() => out.push_str("\\x5c"),
+            '/' if next.is_none() => out.push_str("\\x2f"),
+            '*' if next.is_none() => out.push_str("\\x2a"),
+            '\\' => out.push_str("\\\\"),
+            '/' if prev.is_none() || prev == Some('*') => out.push_str("\\/"),
+            '*' if prev.is_none() || prev == Some('/') => out.push_str("\\*"),
+            '?' if prev == Some('?') => out.push_str("\\?"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control()
+                || matches!(
+                    c,
+                    '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+                ) =>
+            {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The per-model header `NAME.h`.
 pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
+    let source = comment_text(source);
     let guard = format!("ONNXC_MODEL_{}_H", prefix.to_uppercase());
     let up = prefix.to_uppercase();
     let mut h = String::new();
@@ -224,7 +264,9 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
         );
     }
     if !prog.run_dims.is_empty() {
-        let list: Vec<String> = prog.run_dims.iter().map(|d| d.describe()).collect();
+        let list: Vec<String> = (prog.run_dims.iter())
+            .map(|d| comment_text(&d.describe()))
+            .collect();
         let _ = writeln!(
             h,
             "/* Dims taken at run time: {}. Only {prefix}_run_shaped runs the model: it finds\n   \
@@ -237,7 +279,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 String::new()
             } else {
                 let values: Vec<String> = (prog.fixed.iter())
-                    .map(|f| f.describe(&prog.run_dims))
+                    .map(|f| comment_text(&f.describe(&prog.run_dims)))
                     .collect();
                 let what = if values.len() == 1 {
                     "a program compiled for that value"
@@ -253,6 +295,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     }
     let io = |h: &mut String, kind: &str, list: &[IoDesc]| {
         for (k, t) in list.iter().enumerate() {
+            let name = comment_text(&t.name);
             let n: i64 = t.shape.iter().product();
             let dims: Vec<String> = t
                 .shape
@@ -261,7 +304,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 .map(|(k, d)| match t.run_dims.get(k).copied().flatten() {
                     Some(r) => {
                         let d = &prog.run_dims[r.dim as usize];
-                        r.show_in(&d.name, d.multiple)
+                        comment_text(&r.show_in(&d.name, d.multiple))
                     }
                     None => d.to_string(),
                 })
@@ -271,7 +314,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                     h,
                     "/* {kind} {k}: \"{}\", a map of {} keys to {} values: pass a pointer to an onnxc_map\n   \
                      (onnxc_runtime.h) of {} and {} arrays (ONNXC_TENSOR_MAP) */",
-                    t.name,
+                    name,
                     key,
                     t.dtype,
                     key.c_type(),
@@ -284,7 +327,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                     h,
                     "/* {kind} {k}: \"{}\", {} with dims that depend on the data, at most [{}] = {} elements\n   \
                      of {} ({} bytes); {prefix}_run_shaped writes its dims (ONNXC_TENSOR_DYNAMIC) */",
-                    t.name,
+                    name,
                     t.dtype,
                     dims.join(", "),
                     n,
@@ -304,7 +347,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                     h,
                     "/* {kind} {k}: \"{}\", {} [{}], n the run-time batch: {one}\n   \
                      [{}] = {} elements of {} ({} bytes), {prefix}_run_shaped n of them */",
-                    t.name,
+                    name,
                     t.dtype,
                     all.join(", "),
                     dims.join(", "),
@@ -316,7 +359,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 let _ = writeln!(
                     h,
                     "/* {kind} {k}: \"{}\", {} [{}] = {} elements of {} ({} bytes) */",
-                    t.name,
+                    name,
                     t.dtype,
                     dims.join(", "),
                     n,
@@ -367,7 +410,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                     } else {
                         "strings"
                     },
-                    list.join(", ").replace("*/", "*\\/")
+                    comment_text(&list.join(", "))
                 );
             }
         }
@@ -399,7 +442,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
             let _ = writeln!(
                 h,
                 "/* The model's {kind} \"{}\"{}: {what} */",
-                g.name.replace("*/", "*\\/"),
+                comment_text(&g.name),
                 if g.optional { " (an optional)" } else { "" }
             );
         }
@@ -502,4 +545,46 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     let _ = writeln!(h, "const onnxc_model_info *{prefix}_info(void);\n");
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::comment_text;
+
+    #[test]
+    fn comment_text_cannot_end_a_comment_or_a_line() {
+        for s in [
+            "x */\n#error e\n/*",
+            "*/",
+            "/*",
+            "**/",
+            "a*",
+            "/a",
+            "*",
+            "/",
+            "??/",
+            "/*/",
+            "*/*",
+            "a/*b*/c",
+            "a\\",
+            "\r\u{0}\u{7f}\u{85}\u{2028}\u{202e}",
+        ] {
+            let t = comment_text(s);
+            // Whatever text comes before and after it in a comment.
+            for around in [format!("*{t}/"), format!("/{t}*"), format!(" {t} ")] {
+                assert!(
+                    !around.contains("*/") && !around.contains("/*"),
+                    "{s:?}: {around}"
+                );
+            }
+            assert!(!t.ends_with('\\') && !t.contains("??"), "{s:?}: {t}");
+            assert!(!t.starts_with('/') && !t.ends_with('*'), "{s:?}: {t}");
+            assert!(
+                !t.chars()
+                    .any(|c| c.is_control() || ('\u{2028}'..='\u{202e}').contains(&c)),
+                "{s:?}: {t:?}"
+            );
+        }
+        assert_eq!(comment_text("input/0:relu*2"), "input/0:relu*2");
+    }
 }
