@@ -253,8 +253,15 @@ fn options(case: &Case) -> Result<Options, String> {
 }
 
 fn dump(model: &[u8], name: &str, opts: &Options, stage: Stage) -> Result<String, String> {
-    let c = driver::compile_bytes(model, &DataDir(None), name, "m", opts, Some(stage.emit()))
-        .map_err(|e| format!("{} does not compile: {e}", stage.name()))?;
+    let c = driver::compile_bytes(
+        model,
+        &DataDir::default(),
+        name,
+        "m",
+        opts,
+        Some(stage.emit()),
+    )
+    .map_err(|e| format!("{} does not compile: {e}", stage.name()))?;
     c.dump.ok_or_else(|| format!("no {} dump", stage.name()))
 }
 

@@ -951,3 +951,91 @@ fn names_cannot_inject_into_the_header() {
         .unwrap();
     assert!(o.status.success(), "{}\n{h}", stderr(&o));
 }
+
+/// y = x + b, b [4] float in external file `location`.
+fn external_model(location: &str) -> onnxc_proto::ModelProto {
+    let mut b = f32_tensor("b", &[4], &[0.0; 4]);
+    b.raw_data = None;
+    b.data_location = Some(1);
+    b.external_data = vec![onnxc_proto::StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some(location.into()),
+    }];
+    model(
+        vec![node("Add", "add", &["x", "b"], &["y"])],
+        vec![value_info("x", 1, &[D::N(4)])],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![b],
+        17,
+    )
+}
+
+#[test]
+fn external_data_stays_in_the_models_directory_and_in_regular_files() {
+    let d = scratch("hostile-external");
+    let weights: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    // A directory beside the model's, its file reachable through symbolic links.
+    let model_dir = d.join("model");
+    let outside = d.join("outside");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("w.bin"), &weights).unwrap();
+    std::os::unix::fs::symlink(&outside, model_dir.join("root")).unwrap();
+    std::os::unix::fs::symlink(outside.join("w.bin"), model_dir.join("link.bin")).unwrap();
+    // `..` and absolute paths were refused, but not a link inside the directory leading out
+    // of it: the file was read.
+    for (name, location) in [("dir_link", "root/w.bin"), ("file_link", "link.bin")] {
+        refused(
+            &model_dir,
+            name,
+            &external_model(location),
+            &[
+                "initializer 'b'",
+                &format!("location '{location}'"),
+                "outside the model's directory",
+            ],
+        );
+    }
+    // A FIFO: opening it waited for a writer forever.
+    let fifo = model_dir.join("fifo.bin");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    refused(
+        &model_dir,
+        "fifo",
+        &external_model("fifo.bin"),
+        &["initializer 'b'", "location 'fifo.bin' is a FIFO"],
+    );
+    // A directory.
+    std::fs::create_dir_all(model_dir.join("sub")).unwrap();
+    refused(
+        &model_dir,
+        "directory",
+        &external_model("sub"),
+        &["location 'sub' is a directory"],
+    );
+    // Links inside the directory are followed, and the Hugging Face cache's layout compiles:
+    // the model and its data both links into one `blobs/` directory (onnxruntime allows it).
+    std::fs::write(model_dir.join("w.bin"), &weights).unwrap();
+    std::os::unix::fs::symlink("../w.bin", model_dir.join("sub/inside.bin")).unwrap();
+    let o = compile_limited(&model_dir, "inside", &external_model("sub/inside.bin"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let blobs = d.join("hub/blobs");
+    let snapshot = d.join("hub/snapshots/abc");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    save(&external_model("model.onnx_data"), &blobs.join("m1"));
+    std::fs::write(blobs.join("d1"), &weights).unwrap();
+    std::os::unix::fs::symlink("../../blobs/m1", snapshot.join("model.onnx")).unwrap();
+    std::os::unix::fs::symlink("../../blobs/d1", snapshot.join("model.onnx_data")).unwrap();
+    let x = d.join("x.pb");
+    save_tensor(&f32_tensor("x", &[4], &[10.0, 20.0, 30.0, 40.0]), &x);
+    let y = &run_model(&[&snapshot.join("model.onnx"), &x], &d.join("out"))[0];
+    assert_eq!(y.to_f64s(), vec![11.0, 22.0, 33.0, 44.0]);
+}

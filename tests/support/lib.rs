@@ -384,7 +384,7 @@ pub fn run_case_as(
         match with_symbolic_dims(dir, symbolic) {
             Ok((bytes, dim_bounds)) => driver::compile_bytes(
                 &bytes,
-                &onnxc::frontend::tensor::DataDir(Some(dir.to_path_buf())),
+                &onnxc::frontend::tensor::DataDir::new(dir.to_path_buf()),
                 "model.onnx",
                 "model",
                 &Options {

@@ -120,13 +120,7 @@ pub fn compile_file(
     emit: Option<Emit>,
 ) -> Result<Compiled> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let dir = DataDir(path.parent().map(|p| {
-        if p.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            p.to_path_buf()
-        }
-    }));
+    let dir = DataDir::of_model(path);
     let source = path
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -156,11 +150,7 @@ pub struct Inspection {
 /// Reads the model at `path` and imports it with `opts`' shapes (nothing is compiled).
 pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let dir = DataDir(Some(
-        path.parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-    ));
+    let dir = DataDir::of_model(path);
     let model = frontend::load(&bytes)?;
     drop(bytes);
     let summary = frontend::inspect::summarize(&model);

@@ -3,11 +3,80 @@
 use crate::error::{Error, Result};
 use crate::ir::{DType, Scalar, Tensor, Value};
 use onnxc_proto::TensorProto;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// Where external-data files are looked up: the model's directory.
+///
+/// A location is read only if its real path (symbolic links followed) is a regular file inside
+/// the real path of `dir`, or inside the directory the model file really is in (`model`
+/// followed): the Hugging Face cache links both the model and its data into one `blobs/`
+/// directory, as onnxruntime allows.
 #[derive(Clone, Debug, Default)]
-pub struct DataDir(pub Option<std::path::PathBuf>);
+pub struct DataDir {
+    /// The model's directory as its path names it (`None`: not loaded from a file).
+    pub dir: Option<PathBuf>,
+    /// The model file, when it was loaded from one.
+    pub model: Option<PathBuf>,
+}
+
+impl DataDir {
+    /// The directory `dir`, holding no model file of its own (test data).
+    pub fn new(dir: PathBuf) -> DataDir {
+        DataDir {
+            dir: Some(dir),
+            model: None,
+        }
+    }
+
+    /// The directory of the model file at `path`.
+    pub fn of_model(path: &Path) -> DataDir {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        DataDir {
+            dir: Some(dir),
+            model: Some(path.to_path_buf()),
+        }
+    }
+
+    /// Whether the real path `real` lies inside one of the directories external data may
+    /// come from.
+    fn contains(&self, real: &Path) -> bool {
+        let named = self
+            .dir
+            .as_deref()
+            .and_then(|d| std::fs::canonicalize(d).ok());
+        let linked = (self.model.as_deref())
+            .and_then(|m| std::fs::canonicalize(m).ok())
+            .and_then(|m| m.parent().map(Path::to_path_buf));
+        [named, linked]
+            .into_iter()
+            .flatten()
+            .any(|d| real.starts_with(d))
+    }
+}
+
+/// What a file that is not a regular one is, for messages.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_block_device() || t.is_char_device() {
+            return "a device";
+        }
+    }
+    "not a regular file"
+}
 
 pub fn tensor_from_proto(t: &TensorProto, dir: &DataDir, what: &str) -> Result<Tensor> {
     tensor_from_proto_with(t, None, dir, what)
@@ -178,7 +247,7 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str, expect: usize) -> R
             "{what}: external data location '{location}' must be a relative path inside the model's directory"
         )));
     }
-    let base = dir.0.clone().ok_or_else(|| {
+    let base = dir.dir.clone().ok_or_else(|| {
         Error::Model(format!("{what}: tensor data is in external file '{location}' but the model was not loaded from a file"))
     })?;
     let path = base.join(rel);
@@ -188,9 +257,36 @@ fn read_external(t: &TensorProto, dir: &DataDir, what: &str, expect: usize) -> R
             path.display()
         ))
     };
+    // A symbolic link inside the directory may lead anywhere: the real path must stay inside.
+    let real = std::fs::canonicalize(&path).map_err(cannot)?;
+    if !dir.contains(&real) {
+        return Err(Error::Model(format!(
+            "{what}: external data location '{location}' leads to '{}', outside the model's \
+             directory (through a symbolic link); the data must be in a file inside the model's \
+             directory",
+            real.display()
+        )));
+    }
+    // Opening a FIFO would wait for a writer forever, a device could be read without end:
+    // only a regular file is opened, and checked again once open.
+    let not_regular = |t: std::fs::FileType| {
+        Error::Model(format!(
+            "{what}: external data location '{location}' is {}, not a regular file; the data \
+             must be in a regular file inside the model's directory",
+            file_kind(t)
+        ))
+    };
+    let kind = std::fs::metadata(&real).map_err(cannot)?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
+    }
     // Only the tensor's range is read: the file may hold every weight of the model.
-    let mut file = std::fs::File::open(&path).map_err(cannot)?;
-    let file_len = file.metadata().map_err(cannot)?.len();
+    let mut file = std::fs::File::open(&real).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    let file_len = meta.len();
     let end = match length {
         Some(l) => offset.checked_add(l),
         None => Some(file_len),
