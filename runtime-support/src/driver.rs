@@ -58,8 +58,28 @@ fn name(t: &TensorInfo) -> String {
         .into_owned()
 }
 
-/// Deterministic pseudo-random bytes for one input: floats in [-1, 1), integers 0/1.
-fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
+/// `n` zero bytes, allocated fallibly (as calloc: pages the model never touches cost nothing),
+/// or a message naming `what` when they cannot be had: `vec![0; n]` would abort the process.
+fn zeroed(n: u64, what: &str) -> Result<Vec<u8>, String> {
+    let cannot = || format!("cannot allocate {n} bytes for {what}");
+    let n = usize::try_from(n).map_err(|_| cannot())?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).map_err(|_| cannot())?;
+    // SAFETY: the layout's size is not zero.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(cannot());
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes (the Vec's
+    // capacity and alignment), all of them initialized to zero.
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
+/// Deterministic pseudo-random bytes for one input: floats in [-1, 1), integers 0/1, or a
+/// message when they cannot be allocated.
+fn synthetic(t: &TensorInfo, seed: u64) -> Result<Vec<u8>, String> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = || {
         s ^= s << 13;
@@ -68,7 +88,15 @@ fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
         s
     };
     let n = t.size_bytes as usize;
-    let mut out = Vec::with_capacity(n);
+    let mut out = Vec::new();
+    // An element's bytes past `n` at most: no reallocation.
+    out.try_reserve_exact(n.saturating_add(8)).map_err(|_| {
+        format!(
+            "cannot allocate {} bytes for input '{}'",
+            t.size_bytes,
+            name(t)
+        )
+    })?;
     match t.dtype {
         1 => {
             while out.len() < n {
@@ -103,7 +131,7 @@ fn synthetic(t: &TensorInfo, seed: u64) -> Vec<u8> {
         }
     }
     out.truncate(n);
-    out
+    Ok(out)
 }
 
 /// ONNX's code for string elements.
@@ -385,7 +413,12 @@ pub unsafe extern "C" fn onnxc_driver_main(
         items = (len / item) as usize;
     }
     let size = |t: &'static TensorInfo| {
-        shape_of(t).bytes(t, &dim_values) * if batched(t) { items as u64 } else { 1 }
+        // Saturating: an `--items` too large for memory fails to allocate, not wraps.
+        (shape_of(t).bytes(t, &dim_values)).saturating_mul(if batched(t) {
+            items as u64
+        } else {
+            1
+        })
     };
     let mut inputs: Vec<Vec<u8>> = Vec::new();
     // The bytes string inputs point into (one NUL-terminated run per element).
@@ -401,14 +434,20 @@ pub unsafe extern "C" fn onnxc_driver_main(
                 // Empty strings.
                 string_data.push(vec![0u8]);
                 let p = string_data.last().map_or(std::ptr::null(), |d| d.as_ptr()) as u64;
-                inputs.push(
-                    (0..t.size_bytes / 8)
-                        .flat_map(|_| p.to_ne_bytes())
-                        .collect(),
-                );
+                let mut ptrs = match zeroed(t.size_bytes, &format!("input '{}'", name(t))) {
+                    Ok(v) => v,
+                    Err(e) => return fail(e),
+                };
+                for c in ptrs.chunks_exact_mut(8) {
+                    c.copy_from_slice(&p.to_ne_bytes());
+                }
+                inputs.push(ptrs);
                 continue;
             }
-            inputs.push(synthetic(t, k as u64 + 1));
+            match synthetic(t, k as u64 + 1) {
+                Ok(v) => inputs.push(v),
+                Err(e) => return fail(e),
+            }
         }
     } else {
         if files.len() != ins.len() {
@@ -435,7 +474,8 @@ pub unsafe extern "C" fn onnxc_driver_main(
                     Err(e) => return fail(format!("{f}: {e}")),
                 };
                 let n = (size(t) / 8) as usize;
-                let mut starts = Vec::with_capacity(n);
+                // At most one string per byte of the file, whatever the model needs.
+                let mut starts = Vec::with_capacity(n.min(d.len()));
                 let mut at = 0usize;
                 for (k, &b) in d.iter().enumerate() {
                     if b == 0 {
@@ -475,7 +515,13 @@ pub unsafe extern "C" fn onnxc_driver_main(
             }
         }
     }
-    let mut outputs: Vec<Vec<u8>> = outs.iter().map(|t| vec![0u8; size(t) as usize]).collect();
+    let mut outputs: Vec<Vec<u8>> = Vec::with_capacity(outs.len());
+    for t in outs {
+        match zeroed(size(t), &format!("output '{}'", name(t))) {
+            Ok(v) => outputs.push(v),
+            Err(e) => return fail(e),
+        }
+    }
     let in_ptrs: Vec<*const u8> = inputs.iter().map(|v| v.as_ptr()).collect();
     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(|v| v.as_mut_ptr()).collect();
     let pool = if threads > 1 {

@@ -302,6 +302,23 @@ fn running_out_of_memory_is_an_error_not_an_abort() {
         e.contains("out of memory") && e.contains("ulimit -v"),
         "{e}"
     );
+    // The executable `onnxc run` links allocated its outputs infallibly: a 16 GiB fill (2^32
+    // - 2^16 float32 elements, within the limits) aborted it (SIGABRT) past the 2 GiB the
+    // CLI tests run in.
+    let m = model(
+        vec![node("ConstantOfShape", "fill", &["s"], &["y"])],
+        vec![],
+        vec![value_info("y", 1, &[])],
+        vec![int_tensor("s", 7, &[2], &[1 << 16, (1 << 16) - 1])],
+        18,
+    );
+    let p = d.join("fill.onnx");
+    save(&m, &p);
+    let e = super::run_fails(&p, &[], &d.join("out"));
+    assert!(
+        e.contains("onnxc driver: cannot allocate 17179607040 bytes for output 'y'"),
+        "{e}"
+    );
 }
 
 #[test]
