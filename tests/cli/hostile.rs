@@ -1056,3 +1056,101 @@ fn external_data_stays_in_the_models_directory_and_in_regular_files() {
     let y = &run_model(&[&snapshot.join("model.onnx"), &x], &d.join("out"))[0];
     assert_eq!(y.to_f64s(), vec![11.0, 22.0, 33.0, 44.0]);
 }
+
+/// Compiles `m` (under the CLI tests' address-space limit) and expects success. No time
+/// limit: a test that regressed to quadratic time still ends, only slowly.
+fn compiles(dir: &Path, name: &str, m: &onnxc_proto::ModelProto) {
+    let p = dir.join(format!("{name}.onnx"));
+    save(m, &p);
+    let o = super::onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(dir.join(format!("{name}.o")))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+}
+
+#[test]
+fn inlining_a_subgraph_costs_the_subgraph_not_the_graph_around_it() {
+    let d = scratch("hostile-inline-scope");
+    // Each inlined subgraph copied the name map of the scope around it: a chain of 10,000
+    // Ifs on a run-time condition took 9 s, 40,000 of them 222 s.
+    let n = 10_000;
+    let branch = |op: &str, k: usize, out: &str| {
+        onnxc_tests::model::graph(
+            vec![node(op, "", &[chain_value(k, n).as_str()], &[out])],
+            vec![],
+            vec![value_info(out, 1, &[D::N(2)])],
+        )
+    };
+    let nodes = (0..n)
+        .map(|k| {
+            let out = chain_value(k + 1, n);
+            let then = branch("Neg", k, &format!("t{k}"));
+            let other = branch("Identity", k, &format!("e{k}"));
+            with_graph(
+                with_graph(node("If", "", &["c"], &[out.as_str()]), "then_branch", then),
+                "else_branch",
+                other,
+            )
+        })
+        .collect();
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::N(2)]), value_info("c", 9, &[])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![],
+        18,
+    );
+    compiles(&d, "ifs", &m);
+    // A Loop of 4096 iterations after a chain of 20,000 nodes: each unrolled iteration
+    // copied the chain's names (60,000 nodes: 67 s).
+    let chain = 20_000;
+    let mut nodes: Vec<_> = (0..chain)
+        .map(|k| {
+            let out = if k + 1 == chain {
+                "h".to_string()
+            } else {
+                chain_value(k + 1, chain)
+            };
+            node(
+                "Neg",
+                "",
+                &[chain_value(k, chain).as_str()],
+                &[out.as_str()],
+            )
+        })
+        .collect();
+    let body = onnxc_tests::model::graph(
+        vec![
+            node("Identity", "keep", &["c"], &["c_out"]),
+            node("Neg", "step", &["v"], &["v_out"]),
+        ],
+        vec![
+            value_info("i", 7, &[]),
+            value_info("c", 9, &[]),
+            value_info("v", 1, &[D::N(2)]),
+        ],
+        vec![
+            value_info("c_out", 9, &[]),
+            value_info("v_out", 1, &[D::N(2)]),
+        ],
+    );
+    nodes.push(with_graph(
+        node("Loop", "loop", &["n", "go", "h"], &["y"]),
+        "body",
+        body,
+    ));
+    let m = model(
+        nodes,
+        vec![value_info("x", 1, &[D::N(2)])],
+        vec![value_info("y", 1, &[D::N(2)])],
+        vec![
+            int_tensor("n", 7, &[], &[4096]),
+            int_tensor("go", 9, &[], &[1]),
+        ],
+        18,
+    );
+    compiles(&d, "loop", &m);
+}

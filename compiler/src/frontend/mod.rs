@@ -248,6 +248,7 @@ fn importer<'a>(
         absent: std::collections::HashSet::new(),
         poisoned: std::collections::HashSet::new(),
         local: std::collections::HashSet::new(),
+        shadowed: Vec::new(),
         position: 0,
         qdq: Default::default(),
         data_dependent: std::collections::HashSet::new(),
@@ -287,6 +288,9 @@ struct Importer<'a> {
     /// Names defined in the graph being imported (not its enclosing scopes): a name may be
     /// assigned once per graph, and a subgraph may shadow an outer name.
     local: std::collections::HashSet<String>,
+    /// The enclosing scopes' bindings of names the subgraphs being imported bind again,
+    /// innermost last (`subgraph::Shadowed`).
+    shadowed: Vec<subgraph::Shadowed>,
     /// Position in its graph of the node being imported (errors name unnamed nodes by it).
     position: usize,
     /// Quantized values seen so far (`ops::qdq`).
@@ -997,7 +1001,7 @@ impl Importer<'_> {
 
     /// Binds `name` in the current scope; false if the current graph already defines it.
     fn define(&mut self, name: String, v: ValueId) -> bool {
-        let fresh = self.local.insert(name.clone());
+        let fresh = self.bind_local(&name);
         self.env.insert(name, v);
         fresh
     }

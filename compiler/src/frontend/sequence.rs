@@ -158,7 +158,7 @@ impl Importer<'_> {
         let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
             return Ok(());
         };
-        if !self.local.insert(name.clone()) {
+        if !self.bind_local(name) {
             return Err(self.seq_err(
                 origin,
                 format!("writes '{name}', which this graph already defines; every ONNX value is assigned once"),

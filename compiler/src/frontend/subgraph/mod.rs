@@ -41,6 +41,14 @@ pub const MAX_ITERATIONS: usize = 4096;
 /// Most body nodes all copies of one Loop or Scan add up to.
 pub const MAX_UNROLLED_NODES: usize = 200_000;
 
+/// An enclosing scope's binding of a name a subgraph binds again (`Importer::bind_local`).
+pub(in crate::frontend) struct Shadowed {
+    name: String,
+    value: Option<ValueId>,
+    seq: Option<super::sequence::Seq>,
+    absent: bool,
+}
+
 /// A value a subgraph takes or gives: a tensor, a sequence, or an empty optional.
 #[derive(Clone, Debug)]
 pub(in crate::frontend) enum Val {
@@ -171,16 +179,50 @@ impl Importer<'_> {
                 args.len()
             )));
         }
-        let saved = self.env.clone();
-        let saved_seqs = self.seqs.clone();
-        let saved_absent = self.absent.clone();
-        let saved_local = std::mem::take(&mut self.local);
+        // The body's scope: what it binds is undone when it ends, in time proportional to
+        // the body (copying the outer scope made a chain of N subgraphs O(N^2)).
+        let mark = self.shadowed.len();
+        let outer_local = std::mem::take(&mut self.local);
         let result = self.inline_body_in_scope(body, args, origin, what);
-        self.env = saved;
-        self.seqs = saved_seqs;
-        self.absent = saved_absent;
-        self.local = saved_local;
+        let body_local = std::mem::replace(&mut self.local, outer_local);
+        for name in &body_local {
+            self.env.remove(name);
+            self.seqs.remove(name);
+            self.absent.remove(name);
+        }
+        for s in self.shadowed.drain(mark..).rev() {
+            if let Some(v) = s.value {
+                self.env.insert(s.name.clone(), v);
+            }
+            if let Some(q) = s.seq {
+                self.seqs.insert(s.name.clone(), q);
+            }
+            if s.absent {
+                self.absent.insert(s.name);
+            }
+        }
         result
+    }
+
+    /// Notes that the graph being imported binds `name`, and what an enclosing scope bound
+    /// it to (restored when the subgraph's scope ends); false if this graph already binds it.
+    /// Every binding of `env`, `seqs` and `absent` goes through here.
+    pub(in crate::frontend) fn bind_local(&mut self, name: &str) -> bool {
+        if !self.local.insert(name.to_string()) {
+            return false;
+        }
+        let value = self.env.get(name).copied();
+        let seq = self.seqs.get(name).cloned();
+        let absent = self.absent.contains(name);
+        if value.is_some() || seq.is_some() || absent {
+            self.shadowed.push(Shadowed {
+                name: name.to_string(),
+                value,
+                seq,
+                absent,
+            });
+        }
+        true
     }
 
     pub(in crate::frontend) fn inline_body_in_scope(
@@ -327,7 +369,7 @@ impl Importer<'_> {
     /// Binds body input `name` to `arg` in the body's scope, shadowing any outer value of
     /// that name; false when the body declares the name twice.
     fn bind_formal(&mut self, name: String, arg: &Val) -> bool {
-        let fresh = self.local.insert(name.clone());
+        let fresh = self.bind_local(&name);
         self.env.remove(&name);
         self.seqs.remove(&name);
         self.absent.remove(&name);
@@ -356,7 +398,7 @@ impl Importer<'_> {
         let Some(name) = n.output.get(k).filter(|s| !s.is_empty()) else {
             return Ok(());
         };
-        if !self.local.insert(name.clone()) {
+        if !self.bind_local(name) {
             return Err(Error::Model(format!(
                 "{origin} writes '{name}', which this graph already defines; every ONNX value \
                  is assigned once"
