@@ -603,6 +603,42 @@ impl Graph {
         self.dag.remove_node(id.0);
     }
 
+    /// Removes the nodes `dead`, which no remaining node reads, in time linear in the graph.
+    ///
+    /// Removing a node unlinks each of its edges from the other end's edge list, walked
+    /// from its newest edge: a value read by N nodes among others cost O(N) per removed
+    /// reader, O(N^2) for all (the select chain of If nested 18 deep: 82% of the compile
+    /// time). Instead every edge is dropped at once and the remaining nodes' edges added
+    /// again from their operands; the nodes, edge-less, are then removed in the given order,
+    /// so that their slots are reused as `remove_node` one by one would leave them. Edge
+    /// order means nothing: `users` sorts, `topo_order` orders by node.
+    pub fn remove_nodes(&mut self, dead: &[NodeId]) {
+        if dead.is_empty() {
+            return;
+        }
+        self.dag.clear_edges();
+        let dead_set: std::collections::HashSet<NodeId> = dead.iter().copied().collect();
+        for id in self.node_ids() {
+            if dead_set.contains(&id) {
+                continue;
+            }
+            for k in 0..self.dag[id.0].inputs.len() {
+                let v = self.dag[id.0].inputs[k];
+                self.dag.add_edge(
+                    v.node.0,
+                    id.0,
+                    Edge {
+                        out_slot: v.slot,
+                        in_index: k as u32,
+                    },
+                );
+            }
+        }
+        for &id in dead {
+            self.dag.remove_node(id.0);
+        }
+    }
+
     /// How many nodes have been added so far: a mark for `added_since`.
     pub fn added_count(&self) -> usize {
         self.added.len()

@@ -25,8 +25,6 @@ pub fn run(g: &mut Graph) -> usize {
         .into_iter()
         .filter(|n| !live.contains(n))
         .collect();
-    for &n in &dead {
-        g.remove_node(n);
-    }
+    g.remove_nodes(&dead);
     dead.len()
 }
