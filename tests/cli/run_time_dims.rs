@@ -95,6 +95,27 @@ fn outputs_at(
         .collect()
 }
 
+/// Output 0 of `exe` on `input`, which holds `items` items of the run-time batch at the
+/// run-time dim's value `dim`.
+fn item_output(exe: &Path, input: &Path, out: &Path, items: usize, dim: usize) -> Vec<u8> {
+    std::fs::create_dir_all(out).unwrap();
+    let o = Command::new(exe)
+        .arg("run")
+        .arg(input)
+        .args([
+            "--items",
+            &items.to_string(),
+            "--dims",
+            &dim.to_string(),
+            "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{items} items at {dim}: {}", stderr(&o));
+    std::fs::read(out.join("output_0.bin")).unwrap()
+}
+
 fn floats(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
@@ -907,17 +928,8 @@ fn a_quantized_linear_layer_takes_its_sequence_at_run_time() {
             .map(|k| ((k * 29 % 97) as f32 - 48.0) / 9.0)
             .collect();
         let input = write_input(&d, b * 1000 + s, &x);
-        let out = d.join(format!("dyn{b}x{s}"));
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .arg(&input)
-            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
-        let got = std::fs::read(out.join("output_0.bin")).unwrap();
+        // The batch is the program's run-time batch (items), seq its run-time dim.
+        let got = item_output(&exe, &input, &d.join(format!("dyn{b}x{s}")), b, s);
         let want = specialized(&p, &d, "seq", s, &input, 1);
         assert_eq!(got.len(), b * s * 16);
         assert_eq!(got, want[0], "batch {b}, seq {s}");

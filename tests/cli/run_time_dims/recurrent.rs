@@ -211,6 +211,18 @@ fn model_with_gru_giving(y: bool) -> onnxc_proto::ModelProto {
     )
 }
 
+/// `model_with_gru`'s inputs `x [s, b, 8]` and `h0 [1, b, 16]`, written to `d`.
+fn gru_inputs(d: &Path, b: usize, s: usize) -> [PathBuf; 2] {
+    let x: Vec<f32> = (0..s * b * 8)
+        .map(|k| ((k * 11 % 29) as f32 - 14.0) / 10.0)
+        .collect();
+    let h: Vec<f32> = (0..b * 16)
+        .map(|k| ((k * 5 % 13) as f32 - 6.0) / 8.0)
+        .collect();
+    let at = 1000 * b + s;
+    [write_input(d, at, &x), write_input(d, 1_000_000 + at, &h)]
+}
+
 #[test]
 fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
     // Two dims at run time: S (leading, no run-time batch: the steps depend on each other)
@@ -235,14 +247,7 @@ fn a_recurrence_takes_its_batch_and_sequence_at_run_time_from_one() {
         (27, 1),
         (16, 30),
     ] {
-        let x: Vec<f32> = (0..s * b * 8)
-            .map(|k| ((k * 11 % 29) as f32 - 14.0) / 10.0)
-            .collect();
-        let h: Vec<f32> = (0..b * 16)
-            .map(|k| ((k * 5 % 13) as f32 - 6.0) / 8.0)
-            .collect();
-        let at = 1000 * b + s;
-        let inputs = [write_input(&d, at, &x), write_input(&d, 1_000_000 + at, &h)];
+        let inputs = gru_inputs(&d, b, s);
         let out = d.join(format!("dyn{b}x{s}"));
         let got = outputs_of(&dynamic, &inputs, &out, 2, &[b, s]);
         let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));
@@ -276,14 +281,7 @@ fn a_recurrence_giving_only_its_last_state_takes_both_dims_from_one() {
     );
     let dynamic = executable(&c, &d, "dynamic");
     for (b, s) in [(1usize, 1usize), (1, 2), (2, 1), (1, 40), (3, 5), (27, 1)] {
-        let x: Vec<f32> = (0..s * b * 8)
-            .map(|k| ((k * 11 % 29) as f32 - 14.0) / 10.0)
-            .collect();
-        let h: Vec<f32> = (0..b * 16)
-            .map(|k| ((k * 5 % 13) as f32 - 6.0) / 8.0)
-            .collect();
-        let at = 1000 * b + s;
-        let inputs = [write_input(&d, at, &x), write_input(&d, 1_000_000 + at, &h)];
+        let inputs = gru_inputs(&d, b, s);
         let out = d.join(format!("dyn{b}x{s}"));
         let got = outputs_of(&dynamic, &inputs, &out, 1, &[b, s]);
         let got = got.unwrap_or_else(|| panic!("B {b}, S {s} does not run"));

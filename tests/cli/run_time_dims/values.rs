@@ -415,18 +415,14 @@ fn tables_sliced_to_a_run_time_length_are_read_at_every_length() {
     for (b, s) in [(1usize, 1usize), (2, 7), (1, 37), (3, 64)] {
         let x: Vec<f32> = (0..b * s * 8).map(|k| (k % 13) as f32 - 6.0).collect();
         let input = write_input(&d, b * 100 + s, &x);
-        let out = d.join(format!("out{b}x{s}"));
-        std::fs::create_dir_all(&out).unwrap();
         // The batch is the program's run-time batch (items), seq its run-time dim.
-        let o = Command::new(&exe)
-            .arg("run")
-            .arg(&input)
-            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
-        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let y = floats(&item_output(
+            &exe,
+            &input,
+            &d.join(format!("out{b}x{s}")),
+            b,
+            s,
+        ));
         let want: Vec<f32> = (0..b * s * 8)
             .map(|k| (x[k] + pe[k % (s * 8)]) + te[k % (s * 8)])
             .collect();
@@ -497,17 +493,14 @@ fn a_causal_mask_over_a_run_time_length_is_computed_at_run_time() {
     for (b, s) in [(1usize, 1usize), (2, 5), (1, 37), (2, 130)] {
         let x: Vec<f32> = (0..b * s * s).map(|k| (k % 11) as f32 - 5.0).collect();
         let input = write_input(&d, b * 1000 + s, &x);
-        let out = d.join(format!("out{b}x{s}"));
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .arg(&input)
-            .args(["--items", &b.to_string(), "--dims", &s.to_string(), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "batch {b}, seq {s}: {}", stderr(&o));
-        let y = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        // The batch is the program's run-time batch (items), seq its run-time dim.
+        let y = floats(&item_output(
+            &exe,
+            &input,
+            &d.join(format!("out{b}x{s}")),
+            b,
+            s,
+        ));
         let want: Vec<f32> = (0..b * s * s)
             .map(|k| {
                 let (r, c) = (k / s % s, k % s);

@@ -257,6 +257,27 @@ impl FnCx<'_, '_> {
     }
 
     /// Mask from a scalar bool (0/1 i8): all-ones lanes when true.
+    /// The four bytes of `buf` from element `off` as four 32-bit lanes, sign- or
+    /// zero-extended: one 4-byte load.
+    fn four_bytes(&mut self, buf: BufId, off: Value, signed: bool) -> Value {
+        let p = self.addr(buf, off);
+        let fl = self.load_flags(buf, vflags());
+        let word = self.b.ins().load(types::I32, fl, p, 0);
+        let v = self.b.ins().scalar_to_vector(types::I32X4, word);
+        let v = self.b.ins().bitcast(
+            types::I8X16,
+            MemFlagsData::new().with_endianness(ir::Endianness::Little),
+            v,
+        );
+        if signed {
+            let h = self.b.ins().swiden_low(v);
+            self.b.ins().swiden_low(h)
+        } else {
+            let h = self.b.ins().uwiden_low(v);
+            self.b.ins().uwiden_low(h)
+        }
+    }
+
     fn mask_of(&mut self, v: VV) -> Value {
         match v {
             VV::V(m) => m,
@@ -365,38 +386,13 @@ impl FnCx<'_, '_> {
             }
             VForm::Bytes { buf, signed, index } => {
                 let off = self.eval(index, smemo);
-                let p = self.addr(buf, off);
-                let fl = self.load_flags(buf, vflags());
-                let word = self.b.ins().load(types::I32, fl, p, 0);
-                let v = self.b.ins().scalar_to_vector(types::I32X4, word);
-                let v = self.b.ins().bitcast(
-                    types::I8X16,
-                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
-                    v,
-                );
-                let w = if signed {
-                    let h = self.b.ins().swiden_low(v);
-                    self.b.ins().swiden_low(h)
-                } else {
-                    let h = self.b.ins().uwiden_low(v);
-                    self.b.ins().uwiden_low(h)
-                };
+                let w = self.four_bytes(buf, off, signed);
                 VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
             }
             VForm::Bools { buf, index } => {
                 // Four bools (bytes 0 or 1), widened to 32-bit lanes: all ones where true.
                 let off = self.eval(index, smemo);
-                let p = self.addr(buf, off);
-                let fl = self.load_flags(buf, vflags());
-                let word = self.b.ins().load(types::I32, fl, p, 0);
-                let v = self.b.ins().scalar_to_vector(types::I32X4, word);
-                let v = self.b.ins().bitcast(
-                    types::I8X16,
-                    MemFlagsData::new().with_endianness(ir::Endianness::Little),
-                    v,
-                );
-                let h = self.b.ins().uwiden_low(v);
-                let w = self.b.ins().uwiden_low(h);
+                let w = self.four_bytes(buf, off, false);
                 let zero = self.b.ins().iconst(types::I32, 0);
                 let zero = self.b.ins().splat(types::I32X4, zero);
                 VV::V(self.b.ins().icmp(IntCC::NotEqual, w, zero))
