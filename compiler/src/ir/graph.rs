@@ -488,21 +488,12 @@ impl Graph {
         let id = NodeId(self.dag.add_node(Node {
             name,
             op,
-            inputs: inputs.clone(),
+            inputs,
             outputs,
             origin,
         }));
         self.added.push(id);
-        for (k, v) in inputs.iter().enumerate() {
-            self.dag.add_edge(
-                v.node.0,
-                id.0,
-                Edge {
-                    out_slot: v.slot,
-                    in_index: k as u32,
-                },
-            );
-        }
+        self.link_inputs(id);
         id
     }
 
@@ -539,7 +530,14 @@ impl Graph {
         for e in old {
             self.dag.remove_edge(e);
         }
-        for (k, v) in inputs.iter().enumerate() {
+        self.dag[id.0].inputs = inputs;
+        self.link_inputs(id);
+    }
+
+    /// Adds the edges from node `id`'s operands (`Node::inputs`) to it.
+    fn link_inputs(&mut self, id: NodeId) {
+        for k in 0..self.dag[id.0].inputs.len() {
+            let v = self.dag[id.0].inputs[k];
             self.dag.add_edge(
                 v.node.0,
                 id.0,
@@ -549,7 +547,6 @@ impl Graph {
                 },
             );
         }
-        self.dag[id.0].inputs = inputs;
     }
 
     /// Replaces node `id`'s op and operands in place (types unchanged).
@@ -619,19 +616,8 @@ impl Graph {
         self.dag.clear_edges();
         let dead_set: std::collections::HashSet<NodeId> = dead.iter().copied().collect();
         for id in self.node_ids() {
-            if dead_set.contains(&id) {
-                continue;
-            }
-            for k in 0..self.dag[id.0].inputs.len() {
-                let v = self.dag[id.0].inputs[k];
-                self.dag.add_edge(
-                    v.node.0,
-                    id.0,
-                    Edge {
-                        out_slot: v.slot,
-                        in_index: k as u32,
-                    },
-                );
+            if !dead_set.contains(&id) {
+                self.link_inputs(id);
             }
         }
         for &id in dead {
