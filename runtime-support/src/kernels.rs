@@ -226,6 +226,13 @@ kernels! {
         params: Params = *const i64, weights: OptFloats = *const f32, x: In = *const i64,
         y: Out = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
+    /// A text pipeline's n-gram counts from its strings (`text_tfidf`): case change,
+    /// Tokenizer and TfIdfVectorizer in one pass; per-worker scratch.
+    TEXT_TFIDF_F32 = onnxc_text_tfidf_f32 in text_tfidf(
+        params: Params = *const i64, weights: OptFloats = *const f32,
+        x: In = *const *const std::ffi::c_char, y: Out = *mut f32, scratch: Scratch = *mut f32,
+        threads: Threads = *const crate::par::Threads,
+    ) -> Status;
     /// Determinants of `batch` `n × n` float64 matrices (`det`); scratch of `n²` doubles.
     DET_F64 = onnxc_det_f64 in det(
         x: In = *const f64, y: Out = *mut f64, batch: Int = i64, n: Int = i64,
@@ -553,6 +560,10 @@ fn scratch_of(
     } else if *kernel == TFIDF_F32 {
         crate::tfidf::TfIdfParams::decode(b)?;
         bytes(0)
+    } else if *kernel == TEXT_TFIDF_F32 {
+        let p = crate::text_tfidf::TextTfIdf::decode(b)?;
+        strings::check(p.pool_words)?;
+        Some(p.scratch())
     } else {
         return Err(ParamError(
             "a status-returning kernel planned_scratch does not know",

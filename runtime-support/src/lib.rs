@@ -292,6 +292,7 @@ pub mod string_make;
 pub mod strings;
 pub mod subbyte;
 pub mod svm;
+pub mod text_tfidf;
 pub mod tfidf;
 pub mod tokenize;
 pub mod topk;

@@ -190,22 +190,61 @@ impl<'a> Searcher<'a> {
     /// last: the longest one for an automaton of all matches, the first alternative's for a
     /// leftmost-first one), if any.
     pub fn match_at(&self, s: &[u8], i: usize) -> Option<usize> {
-        let before = if i == 0 { 256 } else { s[i - 1] as usize };
+        let before = if i == 0 { START } else { usize::from(s[i - 1]) };
+        self.match_from(s, i, before).map(|(e, _)| e)
+    }
+
+    /// `match_at` over any `Text`: the end of the preferred match starting at `i`, `before`
+    /// the byte before `i` (`START` at the start of the text), and the byte before that end.
+    pub fn match_from<T: Text + ?Sized>(
+        &self,
+        s: &T,
+        i: T::Pos,
+        before: usize,
+    ) -> Option<(T::Pos, usize)> {
         let mut state = self.state(Self::half(self.starts, before));
         let mut last = None;
-        for (j, &b) in s.iter().enumerate().skip(i) {
+        let (mut at, mut prev) = (i, before);
+        while let Some((b, next)) = s.next(at) {
             if state == 0 {
                 return last;
             }
             state = self.state(Self::half(&self.next[state as usize * ROW..], b as usize));
             if state != 0 && Self::bit(self.matches, state) {
-                last = Some(j);
+                last = Some((at, prev));
             }
+            (at, prev) = (next, usize::from(b));
         }
         if state != 0 && Self::bit(self.ends, state) {
-            last = Some(s.len());
+            last = Some((at, prev));
         }
         last
+    }
+}
+
+/// `Searcher::match_from`'s `before` at the start of a text (no byte precedes it).
+pub const START: usize = 256;
+
+/// Text a `Searcher` (and the Tokenizer, `tokenize`) reads forward byte by byte from a
+/// position: a byte slice, or a string as it reads in another case (`text_tfidf`), which is
+/// never written out.
+pub trait Text {
+    /// A position between two bytes; positions reached by any walk compare equal.
+    type Pos: Copy + PartialEq;
+    fn start(&self) -> Self::Pos;
+    /// The byte at `p` and the position after it; None at the end.
+    fn next(&self, p: Self::Pos) -> Option<(u8, Self::Pos)>;
+}
+
+impl Text for [u8] {
+    type Pos = usize;
+
+    fn start(&self) -> usize {
+        0
+    }
+
+    fn next(&self, p: usize) -> Option<(u8, usize)> {
+        self.get(p).map(|&b| (b, p + 1))
     }
 }
 

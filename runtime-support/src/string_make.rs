@@ -34,7 +34,7 @@ pub const UPPER: i64 = 1;
 /// The code point `c` in lower (or upper) case: Unicode's simple mapping, one code point to
 /// one (a mapping to several code points keeps `c`, but for `İ`, whose simple lower case is
 /// `i`).
-fn map_char(c: char, upper: bool) -> char {
+pub(crate) fn map_char(c: char, upper: bool) -> char {
     fn only(mut it: impl Iterator<Item = char>) -> Option<char> {
         let first = it.next()?;
         it.next().is_none().then_some(first)

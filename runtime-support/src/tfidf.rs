@@ -185,45 +185,60 @@ impl<'a> TfIdfParams<'a> {
     /// Counts one row's n-grams into `y` (zeroed first), weighted as they are counted.
     fn row(&self, x: &[i64], y: &mut [f32], weights: Option<&[f32]>) {
         y.fill(0.0);
+        for d in 1..=self.max_skip + 1 {
+            let Some(min_n) = self.least_at(d) else { break };
+            for start in 0..x.len() {
+                if start + d * (min_n - 1) >= x.len() {
+                    break;
+                }
+                self.walk(|k| x.get(k).copied(), start, d, min_n, y, weights);
+            }
+        }
+    }
+
+    /// The fewest tokens of an n-gram counted at skip distance `d`: unigrams are counted at
+    /// the first distance only. None when no n-gram is counted at `d`.
+    pub(crate) fn least_at(&self, d: usize) -> Option<usize> {
+        let least = if d > 1 { self.min_n.max(2) } else { self.min_n };
+        (least <= self.max_n).then_some(least)
+    }
+
+    /// Counts the n-grams of at least `min_n` tokens the walk from `start` by `d` ends on,
+    /// `token(k)` the row's token `k` (None past the row's end).
+    pub(crate) fn walk(
+        &self,
+        token: impl Fn(usize) -> Option<i64>,
+        start: usize,
+        d: usize,
+        min_n: usize,
+        y: &mut [f32],
+        weights: Option<&[f32]>,
+    ) {
         let weight = |id: i64| {
             weights
                 .and_then(|w| w.get(usize::try_from(id - 1).ok()?))
                 .copied()
                 .unwrap_or(1.0)
         };
-        let mut min_n = self.min_n;
-        for d in 1..=self.max_skip + 1 {
-            for start in 0..x.len() {
-                if start + d * (min_n - 1) >= x.len() {
-                    break;
-                }
-                let mut node = 0;
-                let mut at = start;
-                for size in 1..=self.max_n {
-                    let Some(&token) = x.get(at) else { break };
-                    let Some((id, next)) = self.child(node, token) else {
-                        break;
-                    };
-                    if size >= min_n
-                        && id != 0
-                        && let Some(c) = self.column(id)
-                    {
-                        match self.mode {
-                            Mode::Tf => y[c] += 1.0,
-                            Mode::Idf => y[c] = weight(id),
-                            Mode::TfIdf => y[c] += weight(id),
-                        }
-                    }
-                    node = next;
-                    at += d;
+        let mut node = 0;
+        let mut at = start;
+        for size in 1..=self.max_n {
+            let Some(t) = token(at) else { break };
+            let Some((id, next)) = self.child(node, t) else {
+                break;
+            };
+            if size >= min_n
+                && id != 0
+                && let Some(c) = self.column(id)
+            {
+                match self.mode {
+                    Mode::Tf => y[c] += 1.0,
+                    Mode::Idf => y[c] = weight(id),
+                    Mode::TfIdf => y[c] += weight(id),
                 }
             }
-            if min_n == 1 {
-                min_n = 2;
-                if min_n > self.max_n {
-                    break;
-                }
-            }
+            node = next;
+            at += d;
         }
     }
 }

@@ -15,7 +15,7 @@
 use crate::abi::ONNXC_ERR_STRINGS;
 use crate::kernels::Status;
 use crate::params;
-use crate::regex::Searcher;
+use crate::regex::{START, Searcher, Text};
 use crate::strings::c_str;
 use std::ffi::c_char;
 
@@ -68,25 +68,38 @@ pub fn encode(
     )
 }
 
-/// UTF-8 characters in `s` (a byte that starts no character counts as one).
-fn chars(s: &[u8]) -> usize {
-    s.iter().filter(|&&b| (b as i8) >= -0x40).count()
-}
-
-/// Bytes of the character at `s[i..]` (1 for a byte that is not UTF-8).
-fn char_len(s: &[u8], i: usize) -> usize {
-    let n = match s[i] {
+/// The position after the character at `p` in `s` and that character's last byte, None at
+/// the end: a UTF-8 lead byte with as many continuation bytes as it announces (fewer at the
+/// end of `s`) is one character, any other byte one on its own.
+fn char_at<T: Text + ?Sized>(s: &T, p: T::Pos) -> Option<(T::Pos, u8)> {
+    let (b0, p1) = s.next(p)?;
+    let n = match b0 {
         0xc0..=0xdf => 2,
         0xe0..=0xef => 3,
         0xf0..=0xf7 => 4,
         _ => 1,
     };
-    let n = n.min(s.len() - i);
-    if s[i + 1..i + n].iter().all(|&b| b & 0xc0 == 0x80) {
-        n
-    } else {
-        1
+    let (mut q, mut last) = (p1, b0);
+    for _ in 1..n {
+        match s.next(q) {
+            Some((b, r)) if b & 0xc0 == 0x80 => (q, last) = (r, b),
+            Some(_) => return Some((p1, b0)),
+            None => break,
+        }
     }
+    Some((q, last))
+}
+
+/// Whether `s` from `a` to `e` holds at least `k` UTF-8 characters (a byte that starts no
+/// character counts as one).
+fn has_chars<T: Text + ?Sized>(s: &T, mut a: T::Pos, e: T::Pos, k: usize) -> bool {
+    let mut n = 0;
+    while n < k && a != e {
+        let Some((b, next)) = s.next(a) else { break };
+        n += usize::from((b as i8) >= -0x40);
+        a = next;
+    }
+    n >= k
 }
 
 impl<'a> Tokenizer<'a> {
@@ -134,57 +147,71 @@ impl<'a> Tokenizer<'a> {
     /// Calls `token` with each token of `s` (no marks) until it returns false; returns
     /// whether it never did.
     pub fn tokens<'s>(&self, s: &'s [u8], mut token: impl FnMut(&'s [u8]) -> bool) -> bool {
-        let keep = |t: &'s [u8]| !t.is_empty() && chars(t) >= self.mincharnum;
-        let mut emit = |t: &'s [u8]| !keep(t) || token(t);
+        self.walk(s, |a, e| token(&s[a..e]))
+    }
+
+    /// `tokens` over any `Text`: `token` gets each token's start and end.
+    pub fn walk<T: Text + ?Sized>(
+        &self,
+        s: &T,
+        mut token: impl FnMut(T::Pos, T::Pos) -> bool,
+    ) -> bool {
+        let mut emit =
+            |a: T::Pos, e: T::Pos| a == e || !has_chars(s, a, e, self.mincharnum) || token(a, e);
         match (self.mode, &self.search) {
             (Mode::Chars, _) | (_, None) => {
-                let mut i = 0;
-                while i < s.len() {
-                    let n = char_len(s, i);
-                    if !emit(&s[i..i + n]) {
+                let mut i = s.start();
+                while let Some((e, _)) = char_at(s, i) {
+                    if !emit(i, e) {
                         return false;
                     }
-                    i += n;
+                    i = e;
                 }
                 true
             }
             (Mode::Matches, Some(a)) => {
-                let mut i = 0;
-                while i < s.len() {
-                    match a.match_at(s, i) {
-                        Some(e) if e > i => {
-                            if !emit(&s[i..e]) {
+                let (mut i, mut before) = (s.start(), START);
+                while s.next(i).is_some() {
+                    match a.match_from(s, i, before) {
+                        Some((e, b)) if e != i => {
+                            if !emit(i, e) {
                                 return false;
                             }
-                            i = e;
+                            (i, before) = (e, b);
                         }
-                        _ => i += char_len(s, i),
+                        _ => {
+                            let (e, b) = char_at(s, i).expect("a byte follows");
+                            (i, before) = (e, usize::from(b));
+                        }
                     }
                 }
                 true
             }
             (Mode::Separators, Some(a)) => {
-                let (mut start, mut i) = (0, 0);
-                while i < s.len() {
-                    match a.match_at(s, i) {
-                        Some(e) if e > i => {
-                            if !emit(&s[start..i]) {
+                let (mut start, mut i, mut before) = (s.start(), s.start(), START);
+                while s.next(i).is_some() {
+                    match a.match_from(s, i, before) {
+                        Some((e, b)) if e != i => {
+                            if !emit(start, i) {
                                 return false;
                             }
-                            (start, i) = (e, e);
+                            (start, i, before) = (e, e, b);
                         }
-                        _ => i += char_len(s, i),
+                        _ => {
+                            let (e, b) = char_at(s, i).expect("a byte follows");
+                            (i, before) = (e, usize::from(b));
+                        }
                     }
                 }
-                emit(&s[start..])
+                emit(start, i)
             }
         }
     }
 
     /// The tokens of `s` (no marks).
-    pub fn count(&self, s: &[u8]) -> i64 {
+    pub fn count<T: Text + ?Sized>(&self, s: &T) -> i64 {
         let mut k = 0;
-        self.tokens(s, |_| {
+        self.walk(s, |_, _| {
             k += 1;
             true
         });

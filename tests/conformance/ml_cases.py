@@ -373,7 +373,7 @@ def text_pipelines(out_dir: str) -> list:
     """scikit-learn text classifiers through skl2onnx (StringNormalizer, com.microsoft
     Tokenizer, TfIdfVectorizer, then a linear or naive Bayes classifier), on sentences of
     a small vocabulary with words the vocabulary lacks, punctuation, case, an empty
-    document and accents; and the Tokenizer's modes on their own."""
+    document, a long one and accents; and the Tokenizer's modes on their own."""
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import MultinomialNB
@@ -393,7 +393,9 @@ def text_pipelines(out_dir: str) -> list:
     docs = sentences(240, 22)
     score = np.array([("good" in d) + ("great" in d) - ("bad" in d) - ("awful" in d) for d in docs])
     labels = np.array(["neg", "neu", "pos"])[np.clip(score, -1, 1) + 1]
-    test = sentences(BATCH - 2, 23) + ["", "Good GOOD movie café!"]
+    # A long document too (some 6000 bytes, 1000 words): its tokens are counted as they are
+    # found, however many (`kernels::TextTfIdf`).
+    test = sentences(BATCH - 3, 23) + [" ".join(sentences(150, 24)), "", "Good GOOD movie café!"]
     feeds = {"text": np.array(test, dtype=object).reshape(-1, 1)}
     entries = []
 

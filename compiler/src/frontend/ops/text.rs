@@ -140,6 +140,30 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if let Err(e) = tfidf::TfIdfParams::decode(&blob) {
         return Err(ctx.err(format!("its n-gram tables are out of onnxc's range: {e}")));
     }
+    let fused = match &strings {
+        Some(pool) => {
+            let tfidf = tfidf::encode(
+                u(rows),
+                0,
+                u(out),
+                u(min_n),
+                u(max_n),
+                u(max_skip),
+                mode,
+                &flat,
+                &indexes,
+            );
+            text_pipeline(ctx, x, rows, pool, &indexes[..ngrams], &tfidf, &weights)?
+        }
+        None => None,
+    };
+    if let Some(y) = fused {
+        return if batched {
+            Ok(vec![y])
+        } else {
+            Ok(vec![ctx.reshape(y, shape_from(&[out]))?])
+        };
+    }
     let tokens = match dt {
         DType::Str => encode::lookup(ctx, x, strings.as_deref().unwrap_or_default())?,
         _ => build::cast(ctx, x, DType::I64)?,
@@ -160,4 +184,80 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     } else {
         Ok(vec![ctx.reshape(y, shape_from(&[out]))?])
     }
+}
+
+/// The n-gram counts of `x` (`[rows, n]` string tokens) computed from the strings the
+/// tokens come from, when `x` holds a Tokenizer's tokens of `rows` strings (one a row,
+/// reshaped or not), read as given or in another case (`kernels::StrCase`): one pass that
+/// makes no strings (`kernels::TextTfIdf`), so no string is too long or has too many
+/// tokens for `--string-bytes`. None where the three stay apart: n-grams sharing a column
+/// (the fused walks run in another order), a window or a pool string too large.
+fn text_pipeline(
+    ctx: &mut Ctx,
+    x: ValueId,
+    rows: i64,
+    pool: &[String],
+    columns: &[i64],
+    tfidf: &[i64],
+    weights: &Option<Arc<Vec<f32>>>,
+) -> Result<Option<ValueId>> {
+    use crate::kernels::{StrCase, StrPieces, TextTfIdf};
+    use onnxc_runtime::text_tfidf::{self as text, Case};
+    let kernel_of = |ctx: &Ctx, v: ValueId| match &ctx.g.node(v.node).op {
+        Op::Kernel(k) => Some(k.clone()),
+        _ => None,
+    };
+    let mut v = x;
+    while matches!(ctx.g.node(v.node).op, Op::Reshape) {
+        v = ctx.g.node(v.node).inputs[0];
+    }
+    let Some(k) = kernel_of(ctx, v) else {
+        return Ok(None);
+    };
+    let Some(pieces) = k.downcast::<StrPieces>() else {
+        return Ok(None);
+    };
+    let s = ctx.g.node(v.node).inputs[0];
+    let strings: i64 = ctx
+        .g
+        .value_type(s)
+        .shape
+        .iter()
+        .map(|d| d.known().unwrap_or(-1))
+        .product();
+    if *pieces.kernel != onnxc_runtime::kernels::TOKENIZE || strings != rows {
+        return Ok(None);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let longest = pool.iter().map(String::len).max().unwrap_or(0);
+    if !columns.iter().all(|c| seen.insert(*c)) || longest > text::MAX_LONGEST {
+        return Ok(None);
+    }
+    let (case, source) = match kernel_of(ctx, s)
+        .as_ref()
+        .and_then(|k| k.downcast::<StrCase>())
+    {
+        Some(c) if c.upper => (Case::Upper, ctx.g.node(s.node).inputs[0]),
+        Some(_) => (Case::Lower, ctx.g.node(s.node).inputs[0]),
+        None => (Case::Keep, s),
+    };
+    let Ok(table) = encode::string_table(pool) else {
+        return Ok(None);
+    };
+    let blob = text::encode(case, rows as usize, longest, &pieces.blob, &table, tfidf);
+    if text::TextTfIdf::decode(&blob).is_err() {
+        return Ok(None);
+    }
+    let columns = onnxc_runtime::tfidf::TfIdfParams::decode(tfidf)
+        .map(|p| p.out as i64)
+        .unwrap_or(0);
+    let y = ctx.add(
+        Op::kernel(TextTfIdf {
+            blob: Arc::new(blob),
+            weights: weights.clone(),
+        }),
+        vec![source],
+        TypeInfo::new(DType::F32, shape_from(&[rows, columns])),
+    )?;
+    Ok(Some(y))
 }
