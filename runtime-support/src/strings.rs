@@ -155,7 +155,7 @@ impl Table {
     }
 
     /// String `k` (k ≤ n; n is the empty string after the others).
-    fn at(&self, k: usize) -> &[u8] {
+    pub(crate) fn at(&self, k: usize) -> &[u8] {
         // SAFETY: k ≤ n and the offsets bound strings inside the bytes.
         unsafe {
             let a = *self.offsets.add(k) as usize;

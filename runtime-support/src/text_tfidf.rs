@@ -46,9 +46,11 @@ pub const MAX_WINDOW: usize = 1 << 16;
 pub const MAX_LONGEST: usize = 1 << 20;
 
 /// `onnxc_text_tfidf_f32`'s parameters, decoded from its blob `[case, rows, longest,
-/// tokenizer words, table words, tfidf words]` then the three sealed blobs: the
+/// tokenizer words, table words, tfidf words, slots]` then the three sealed blobs: the
 /// Tokenizer's (`tokenize::encode`), the pool's strings (`strings::encode`) and the
-/// TfIdfVectorizer's (`tfidf::encode`, `n` 0: rows are streamed).
+/// TfIdfVectorizer's (`tfidf::encode`, `n` 0: rows are streamed); then an open-addressing
+/// hash of the pool's strings by their bytes (`hash`; 0 empty, else the first position of
+/// the string + 1), a power of two at least twice the strings, `u32` two a word.
 pub struct TextTfIdf<'a> {
     pub case: Case,
     pub rows: usize,
@@ -59,6 +61,20 @@ pub struct TextTfIdf<'a> {
     pub tfidf: TfIdfParams<'a>,
     /// The sealed blob of the pool's strings (checked in full by `strings::check`).
     pub pool_words: &'a [i64],
+    /// The pool's hash slots, `u32` two a word.
+    slots: &'a [i64],
+}
+
+/// Hash slots for `n` strings: a power of two, at least twice as many and at least 2.
+fn slots_for(n: usize) -> usize {
+    (2 * n).next_power_of_two().max(2)
+}
+
+/// FNV-1a of `s`.
+fn hash(s: &[u8]) -> usize {
+    s.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) as usize
 }
 
 /// The sealed blob of a fused text pipeline; `tokenizer`, `pool` and `tfidf` are the
@@ -71,6 +87,24 @@ pub fn encode(
     pool: &[i64],
     tfidf: &[i64],
 ) -> Vec<i64> {
+    let strings = Table::new(pool).expect("a table strings::encode made");
+    let n = slots_for(strings.len());
+    let mut slots = vec![0u32; n];
+    for k in 0..strings.len() {
+        let s = strings.at(k);
+        let mut h = hash(s) & (n - 1);
+        loop {
+            match slots[h] {
+                0 => {
+                    slots[h] = k as u32 + 1;
+                    break;
+                }
+                // A string given again keeps its first position.
+                t if strings.at(t as usize - 1) == s => break,
+                _ => h = (h + 1) & (n - 1),
+            }
+        }
+    }
     let head = [
         case as i64,
         rows as i64,
@@ -78,12 +112,18 @@ pub fn encode(
         tokenizer.len() as i64,
         pool.len() as i64,
         tfidf.len() as i64,
+        n as i64,
     ];
     params::seal(
         head.into_iter()
             .chain(tokenizer.iter().copied())
             .chain(pool.iter().copied())
-            .chain(tfidf.iter().copied()),
+            .chain(tfidf.iter().copied())
+            .chain(
+                slots
+                    .chunks(2)
+                    .map(|p| (u64::from(p[0]) | (u64::from(p[1]) << 32)) as i64),
+            ),
     )
 }
 
@@ -92,7 +132,7 @@ impl<'a> TextTfIdf<'a> {
     /// `strings` checks per call), the window and the longest string in range.
     pub fn decode(blob: &'a [i64]) -> params::Result<TextTfIdf<'a>> {
         let mut r = params::Reader::new(blob)?;
-        let [case, rows, longest, tok, pool, tfidf] = r.array()?;
+        let [case, rows, longest, tok, pool, tfidf, slots] = r.array()?;
         let case = match case {
             0 => Case::Keep,
             1 => Case::Lower,
@@ -108,6 +148,11 @@ impl<'a> TextTfIdf<'a> {
         let pool_words = r.words(pool as usize)?;
         let pool = Table::new(pool_words)?;
         let tfidf = TfIdfParams::decode(r.words(tfidf as usize)?)?;
+        params::ensure(
+            u64::try_from(slots) == Ok(slots_for(pool.len()) as u64),
+            "the hash slots do not fit the pool",
+        )?;
+        let slots = r.words(slots as usize / 2)?;
         r.finish()?;
         params::ensure(tfidf.rows == rows, "the n-gram counts have other rows")?;
         params::ensure(tfidf.n == 0, "the n-gram counts have a row length")?;
@@ -119,6 +164,7 @@ impl<'a> TextTfIdf<'a> {
             pool,
             tfidf,
             pool_words,
+            slots,
         };
         params::ensure(p.window() <= MAX_WINDOW, "the n-gram window is too wide")?;
         Ok(p)
@@ -142,23 +188,44 @@ impl<'a> TextTfIdf<'a> {
 
     /// Tokens of string `s` (no marks).
     fn count(&self, s: &[u8]) -> i64 {
+        match self.view(s) {
+            View::Bytes(s) => self.tokenizer.count(s),
+            View::Ascii(a) => self.tokenizer.count(&a),
+            View::Cased(c) => self.tokenizer.count(&c),
+        }
+    }
+
+    /// How string `s` reads: as it is, ASCII in another case byte by byte, or in general.
+    fn view<'s>(&self, s: &'s [u8]) -> View<'s> {
         match self.case {
-            Case::Keep => self.tokenizer.count(s),
-            c => self.tokenizer.count(&Cased {
+            Case::Keep => View::Bytes(s),
+            c if s.is_ascii() => View::Ascii(Ascii {
+                s,
+                upper: c == Case::Upper,
+            }),
+            c => View::Cased(Cased {
                 s,
                 upper: c == Case::Upper,
             }),
         }
     }
 
+    /// Whether a row's tokens count the same whatever the row length: no marks or pad
+    /// value the pool holds (an id the pool lacks ends every walk that meets it, and a
+    /// row with no tokens at all has no marks).
+    fn length_free(&self, ids: [i64; 3]) -> bool {
+        ids[2] < 0 && (!self.tokenizer.mark || (ids[0] < 0 && ids[1] < 0))
+    }
+
     /// Row `y` (zeroed first) of string `s`: its tokens, framed and padded to `len` tokens
-    /// (0: no tokens at all), counted as n-grams. `ids`: the pool positions of the start
+    /// (0: no tokens at all; None: framed, not padded, where the length changes no count),
+    /// counted as n-grams. `ids`: the pool positions of the start
     /// mark, the end mark and the pad value; `ring` and `token` the worker's scratch.
     #[allow(clippy::too_many_arguments)]
     fn row(
         &self,
         s: &[u8],
-        len: usize,
+        len: Option<usize>,
         ids: [i64; 3],
         ring: &mut [i64],
         token: &mut [u8],
@@ -166,7 +233,7 @@ impl<'a> TextTfIdf<'a> {
         weights: Option<&[f32]>,
     ) {
         y.fill(0.0);
-        if len == 0 {
+        if len == Some(0) {
             return;
         }
         let mut row = Row {
@@ -176,15 +243,10 @@ impl<'a> TextTfIdf<'a> {
             y,
             weights,
         };
-        match self.case {
-            Case::Keep => self.tokens(s, len, ids, &mut row, token),
-            c => {
-                let cased = Cased {
-                    s,
-                    upper: c == Case::Upper,
-                };
-                self.tokens(&cased, len, ids, &mut row, token)
-            }
+        match self.view(s) {
+            View::Bytes(s) => self.tokens(s, len, ids, &mut row, token),
+            View::Ascii(a) => self.tokens(&a, len, ids, &mut row, token),
+            View::Cased(c) => self.tokens(&c, len, ids, &mut row, token),
         }
         row.finish();
     }
@@ -193,7 +255,7 @@ impl<'a> TextTfIdf<'a> {
     fn tokens<T: Text + ?Sized>(
         &self,
         s: &T,
-        len: usize,
+        len: Option<usize>,
         [start, end, pad]: [i64; 3],
         row: &mut Row,
         token: &mut [u8],
@@ -209,7 +271,7 @@ impl<'a> TextTfIdf<'a> {
         if mark {
             row.push(end);
         }
-        while row.len < len {
+        while len.is_some_and(|len| row.len < len) {
             row.push(pad);
         }
     }
@@ -227,7 +289,31 @@ impl<'a> TextTfIdf<'a> {
             k += 1;
             a = next;
         }
-        self.pool.find(&buf[..k])
+        self.find(&buf[..k])
+    }
+
+    /// The first position of `s` in the pool, −1 if absent: probes the hash slots until an
+    /// empty one, at most all of them (a corrupt table can miss, never loop or read
+    /// outside the blob).
+    fn find(&self, s: &[u8]) -> i64 {
+        let n = self.slots.len() * 2;
+        let mut h = hash(s) & (n - 1);
+        for _ in 0..n {
+            let w = self.slots[h / 2] as u64;
+            let t = if h.is_multiple_of(2) {
+                w as u32
+            } else {
+                (w >> 32) as u32
+            } as usize;
+            if t == 0 {
+                return -1;
+            }
+            if t <= self.pool.len() && self.pool.at(t - 1) == s {
+                return t as i64 - 1;
+            }
+            h = (h + 1) & (n - 1);
+        }
+        -1
     }
 }
 
@@ -275,6 +361,37 @@ impl Row<'_, '_> {
             let token = |k: usize| (k < len).then(|| ring[k % w]);
             self.p.walk(token, start, d, min_n, self.y, self.weights);
         }
+    }
+}
+
+/// A string as `TextTfIdf::view` reads it.
+enum View<'s> {
+    Bytes(&'s [u8]),
+    Ascii(Ascii<'s>),
+    Cased(Cased<'s>),
+}
+
+/// An ASCII string in lower (or upper) case.
+struct Ascii<'s> {
+    s: &'s [u8],
+    upper: bool,
+}
+
+impl Text for Ascii<'_> {
+    type Pos = usize;
+
+    fn start(&self) -> usize {
+        0
+    }
+
+    fn next(&self, p: usize) -> Option<(u8, usize)> {
+        let b = *self.s.get(p)?;
+        let b = if self.upper {
+            b.to_ascii_uppercase()
+        } else {
+            b.to_ascii_lowercase()
+        };
+        Some((b, p + 1))
     }
 }
 
@@ -375,16 +492,21 @@ pub unsafe fn text_tfidf_f32(
     // SAFETY: the caller's contract: `x` holds `rows` strings.
     let string = |i: usize| unsafe { c_str(*x.add(i)) };
     let cost = 256 * (p.tfidf.max_skip + 1) * p.tfidf.max_n + out;
+    let ids = [&b"\x02"[..], b"\x03", &p.tokenizer.pad].map(|s| p.find(s));
+    // The row length: the most tokens of a string, with the marks (its own tokens for
+    // each row where the length changes no count, which saves a pass).
     let most = AtomicI64::new(0);
     let count = |rows: std::ops::Range<usize>, _: usize| {
         for i in rows {
             most.fetch_max(p.count(string(i)), Ordering::Relaxed);
         }
     };
-    // SAFETY: the tasks only read.
-    unsafe { par.for_ranges(p.rows, cost, &count) };
+    let free = p.length_free(ids);
+    if !free {
+        // SAFETY: the tasks only read.
+        unsafe { par.for_ranges(p.rows, cost, &count) };
+    }
     let len = p.tokenizer.row_len(most.into_inner()) as usize;
-    let ids = [&b"\x02"[..], b"\x03", &p.tokenizer.pad].map(|s| p.pool.find(s));
     let (_, slots) = p.scratch().layout(scratch);
     let window = p.window();
     let ya = y.as_mut_ptr();
@@ -401,7 +523,15 @@ pub unsafe fn text_tfidf_f32(
         for r in rows {
             // SAFETY: row r < rows lies inside `y`; only this task writes it.
             let yr = unsafe { std::slice::from_raw_parts_mut(ya.add(r * out), out) };
-            p.row(string(r), len, ids, ring, token, yr, weights);
+            p.row(
+                string(r),
+                (!free).then_some(len),
+                ids,
+                ring,
+                token,
+                yr,
+                weights,
+            );
         }
     };
     // SAFETY: each task writes only its own rows and its worker's slot.
@@ -610,13 +740,24 @@ mod tests {
 
     #[test]
     fn equals_the_three_kernels_in_a_row() {
-        let pool: &[&[u8]] = &[
+        // The pad value and a mark in the pool (rows padded to the longest), or not (rows
+        // as long as their own tokens); a string given twice.
+        let padded: &[&[u8]] = &[
             b"the",
             b"fox",
             b"dog",
             b"\xc3\xa9t\xc3\xa9",
             b"#",
             b"\x02",
+            b"a",
+        ];
+        let free: &[&[u8]] = &[
+            b"the",
+            b"fox",
+            b"dog",
+            b"\xc3\xa9t\xc3\xa9",
+            b"fox",
+            b"z",
             b"a",
         ];
         let grams: &[&[i64]] = &[
@@ -640,14 +781,20 @@ mod tests {
             b"dog dog dog",
         ];
         let weights: Vec<f32> = (0..grams.len()).map(|k| 0.5 + k as f32 * 0.25).collect();
-        for case in [Case::Keep, Case::Lower, Case::Upper] {
+        for (pool, case) in [padded, free]
+            .into_iter()
+            .flat_map(|p| [Case::Keep, Case::Lower, Case::Upper].map(|c| (p, c)))
+        {
             for mode in [Mode::Matches, Mode::Separators, Mode::Chars] {
                 for mark in [false, true] {
                     for (n, skip) in [((1, 1), 0), ((1, 3), 1), ((2, 3), 2)] {
                         let blob = pipeline(case, mode, mark, pool, grams, docs.len(), n, skip);
                         let p = TextTfIdf::decode(&blob).unwrap();
                         let want = unfused(&p, &docs, Some(&weights));
-                        let what = format!("{case:?} {mode:?} mark {mark} n {n:?} skip {skip}");
+                        let what = format!(
+                            "{case:?} {mode:?} mark {mark} n {n:?} skip {skip} pads {}",
+                            pool == padded
+                        );
                         same_bits_on_every_pool(&what, |_, threads| {
                             let got = fused(&blob, &docs, Some(&weights), threads);
                             assert_eq!(

@@ -70,10 +70,14 @@ pub struct TfIdfParams<'a> {
     pub entries: &'a [i64],
     /// Output column of n-gram id `k + 1`.
     pub indexes: &'a [i64],
+    /// The entries' hash slots (`encode`), `u32` two a word.
+    slots: &'a [i64],
 }
 
 /// The sealed blob of `[rows, n, out, min_n, max_n, max_skip, mode, entries, indexes,
-/// entries…, indexes…]`.
+/// slots, entries…, indexes…, slots…]`: the slots are an open-addressing hash of the
+/// entries by `(parent, token)` (`slot_of`; 0 empty, else the entry's index + 1), a power
+/// of two at least twice the entries, `u32` two a word.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
     rows: usize,
@@ -96,13 +100,42 @@ pub fn encode(
         mode as usize,
         entries.len() / ENTRY,
         indexes.len(),
+        slots_for(entries.len() / ENTRY),
     ];
+    let mut slots = vec![0u32; head[9]];
+    let mask = slots.len() - 1;
+    for (k, e) in entries.chunks(ENTRY).enumerate() {
+        let mut h = slot_of(e[0], e[1]) & mask;
+        while slots[h] != 0 {
+            h = (h + 1) & mask;
+        }
+        slots[h] = k as u32 + 1;
+    }
+    let packed = slots
+        .chunks(2)
+        .map(|p| (u64::from(p[0]) | (u64::from(p[1]) << 32)) as i64);
     params::seal(
         head.iter()
             .map(|&v| v as i64)
             .chain(entries.iter().copied())
-            .chain(indexes.iter().copied()),
+            .chain(indexes.iter().copied())
+            .chain(packed),
     )
+}
+
+/// Hash slots for `entries` trie entries: a power of two, at least twice as many (so a
+/// probe meets an empty slot soon) and at least 2.
+fn slots_for(entries: usize) -> usize {
+    (2 * entries).next_power_of_two().max(2)
+}
+
+/// The first slot (before masking) of the entry for `token` under `node`.
+fn slot_of(node: i64, token: i64) -> usize {
+    let h = (node as u64)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(29)
+        ^ (token as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    (h ^ (h >> 32)) as usize
 }
 
 impl<'a> TfIdfParams<'a> {
@@ -112,11 +145,26 @@ impl<'a> TfIdfParams<'a> {
     pub fn decode(blob: &'a [i64]) -> params::Result<TfIdfParams<'a>> {
         use params::{ensure, in_range, product};
         let mut r = params::Reader::new(blob)?;
-        let [rows, n, out, min_n, max_n, max_skip, mode, entries, indexes] = r.array()?;
+        let [
+            rows,
+            n,
+            out,
+            min_n,
+            max_n,
+            max_skip,
+            mode,
+            entries,
+            indexes,
+            slots,
+        ] = r.array()?;
         let count = |v: i64| in_range(v, 0, params::MAX_WORDS, "a count is out of range");
-        for v in [rows, n, out, max_skip, entries, indexes] {
+        for v in [rows, n, out, max_skip, entries, indexes, slots] {
             count(v)?;
         }
+        ensure(
+            slots as usize == slots_for(entries as usize),
+            "the hash slots do not fit the entries",
+        )?;
         in_range(
             min_n,
             1,
@@ -142,6 +190,7 @@ impl<'a> TfIdfParams<'a> {
         product([rows, out, 4], "a tensor is too large")?;
         let entries = r.words(entries as usize * ENTRY)?;
         let indexes = r.words(indexes as usize)?;
+        let slots = r.words(slots as usize / 2)?;
         r.finish()?;
         Ok(TfIdfParams {
             rows: rows as usize,
@@ -153,24 +202,32 @@ impl<'a> TfIdfParams<'a> {
             mode,
             entries,
             indexes,
+            slots,
         })
     }
 
-    /// The entry under `node` for `token`: its id and node.
+    /// The entry under `node` for `token`: its id and node. Probes the hash slots until an
+    /// empty one, at most all of them (a corrupt table can miss, never loop or read
+    /// outside the blob).
     fn child(&self, node: i64, token: i64) -> Option<(i64, i64)> {
-        let count = self.entries.len() / ENTRY;
-        let key = |k: usize| (self.entries[k * ENTRY], self.entries[k * ENTRY + 1]);
-        let (mut lo, mut hi) = (0, count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match key(mid).cmp(&(node, token)) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let e = &self.entries[mid * ENTRY..][..ENTRY];
-                    return Some((e[2], e[3]));
-                }
+        let slots = self.slots.len() * 2;
+        let mut h = slot_of(node, token) & (slots - 1);
+        for _ in 0..slots {
+            let w = self.slots[h / 2] as u64;
+            let s = if h.is_multiple_of(2) {
+                w as u32
+            } else {
+                (w >> 32) as u32
+            } as usize;
+            if s == 0 {
+                return None;
             }
+            if let Some(e) = self.entries.get((s - 1) * ENTRY..s * ENTRY)
+                && (e[0], e[1]) == (node, token)
+            {
+                return Some((e[2], e[3]));
+            }
+            h = (h + 1) & (slots - 1);
         }
         None
     }
@@ -450,6 +507,21 @@ mod tests {
         );
         assert_eq!(y.len(), 2);
         assert!(y.iter().all(|v| v.is_finite()));
+        // Hash slots naming entries past the table, or full of entries that never match:
+        // every lookup misses after at most one probe a slot.
+        let slots = blob.len() - 4; // the last 4 words: 8 slots for 3 entries, two a word
+        for fill in [-1i64, 0x0000_0001_0000_0001] {
+            let mut bad = blob.clone();
+            let n = bad.len();
+            bad[slots..n].fill(fill);
+            let y = run(
+                &bad,
+                Some(&[2.0, 3.0]),
+                &[1, 2, 3, 2, 1, 2],
+                std::ptr::null(),
+            );
+            assert!(y.iter().all(|v| v.is_finite()));
+        }
     }
 
     #[test]
@@ -465,6 +537,9 @@ mod tests {
         assert!(TfIdfParams::decode(&bad).is_err());
         let mut bad = good.clone();
         bad[8] = 1000; // entries past the blob
+        assert!(TfIdfParams::decode(&bad).is_err());
+        let mut bad = good.clone();
+        bad[10] = 64; // hash slots for other entries
         assert!(TfIdfParams::decode(&bad).is_err());
         let mut bad = good.clone();
         bad[2] = 1 << 30; // counts no longer exact
