@@ -419,8 +419,10 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
         }
     }
 
-    // roi, for tf_crop_and_resize: start and end per listed axis.
+    // roi, for tf_crop_and_resize: start and end per listed axis, and whether a constant
+    // roi takes an axis whole (from 0 to 1).
     let mut rois: Vec<Option<(E, E)>> = vec![None; r];
+    let mut whole = vec![true; r];
     if p.coord == Coord::TfCropAndResize {
         let rv = match opt_operand(ctx, 1) {
             Opt::Absent => {
@@ -455,7 +457,12 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
             ix.push(expr::i(k as i64));
             expr::cast(expr::load(rdt, op, ix), cdt)
         };
+        let values = ctx.konst(rv).map(|t| t.to_f64s());
         for (j, &a) in axes.iter().enumerate() {
+            whole[a] = values.as_ref().is_some_and(|v| {
+                let (s, e) = (v[j], v[axes.len() + j]);
+                (e - s - 1.0).abs() <= 1e-9 && s.abs() <= 1e-9
+            });
             let (s, e) = (at(j), at(axes.len() + j));
             let d = expr::cast(bin(Sub, &e, &s), DType::F64);
             let start = expr::cast(
@@ -473,11 +480,7 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
         .copied()
         .filter(|&a| {
             let unit = matches!(scales[a].as_const(), Some(c) if (c.as_f64() - 1.0).abs() <= 1e-9);
-            let full_roi = match &rois[a] {
-                None => true,
-                Some((d, s)) => matches!((d.as_const(), s.as_const()),
-                    (Some(d), Some(s)) if (d.as_f64() - 1.0).abs() <= 1e-9 && s.as_f64().abs() <= 1e-9),
-            };
+            let full_roi = rois[a].is_none() || whole[a];
             !(unit && out[a] == dims[a] && full_roi)
         })
         .collect();
