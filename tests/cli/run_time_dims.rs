@@ -978,3 +978,86 @@ fn a_zipmap_output_follows_a_run_time_dim() {
         assert_eq!(floats(&got[0]), want, "n {n}");
     }
 }
+
+/// A KV cache's shape, as exporters name its dims: the new keys `[b, seq]` appended to the
+/// cached ones `[b, past]`, scaled by a mask declared `[b, 'past + seq']`.
+fn model_with_cache() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            with_int(
+                node("Concat", "append", &["past_k", "k"], &["present"]),
+                "axis",
+                1,
+            ),
+            node("Mul", "masked", &["present", "mask"], &["y"]),
+        ],
+        vec![
+            value_info("past_k", 1, &[D::S("b"), D::S("past")]),
+            value_info("k", 1, &[D::S("b"), D::S("seq")]),
+            value_info("mask", 1, &[D::S("b"), D::S("past + seq")]),
+        ],
+        vec![value_info("y", 1, &[D::S("b"), D::S("past + seq")])],
+        vec![],
+        17,
+    )
+}
+
+/// A dim named as a sum of the inputs' other dims (`past + seq`) is that sum: fixing its
+/// terms fixes it, and with one term taken at run time it follows that term.
+#[test]
+fn a_dim_named_as_a_sum_of_others_is_their_sum() {
+    let d = scratch("run_time_dims_sum");
+    let p = d.join("cache.onnx");
+    save(&model_with_cache(), &p);
+    let opts = Options {
+        emit_main: true,
+        dims: vec![("past".into(), 3), ("seq".into(), 2)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let shapes: Vec<&[i64]> = c.program.inputs.iter().map(|i| &i.shape[1..]).collect();
+    assert_eq!(shapes, [&[3][..], &[2], &[5]], "{}", c.header);
+    // With seq fixed, past is taken at run time and the mask's dim follows it.
+    let opts = Options {
+        emit_main: true,
+        dims: vec![("b".into(), 1), ("seq".into(), 1)],
+        dim_bounds: vec![("past".into(), 64)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(run_dims_of(&c), [("past", 1, 64)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for past in [1usize, 5, 64] {
+        let pk: Vec<f32> = (0..past).map(|v| v as f32).collect();
+        let mask: Vec<f32> = (0..=past).map(|v| 0.5 * v as f32).collect();
+        let dir = d.join(format!("past{past}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files: Vec<PathBuf> = [("past_k", &pk[..]), ("k", &[-1.0][..]), ("mask", &mask)]
+            .iter()
+            .map(|(name, v)| {
+                let f = dir.join(format!("{name}.bin"));
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                std::fs::write(&f, bytes).unwrap();
+                f
+            })
+            .collect();
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .args(&files)
+            .args(["--dims", &past.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let got = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = pk
+            .iter()
+            .chain(&[-1.0])
+            .zip(&mask)
+            .map(|(a, m)| a * m)
+            .collect();
+        assert_eq!(got, want, "past {past}");
+    }
+}

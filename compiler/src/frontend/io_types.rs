@@ -6,6 +6,7 @@ use crate::error::{Error, Result, Unsupported};
 use crate::ir::DType;
 use crate::ir::dim::Dim;
 use onnxc_proto::{ModelProto, TypeProto, ValueInfoProto, type_proto};
+use std::collections::HashSet;
 
 /// A symbolic dim of a runtime input that no `--shape`/`--dim` binds.
 pub struct Unbound {
@@ -29,7 +30,9 @@ pub fn unbound_dims(
         .iter()
         .filter_map(|t| t.name.as_deref())
         .collect();
-    // Every runtime input's symbolic dims, as the importer names them.
+    // Every runtime input's symbolic dims, as the importer names them (a sum of others,
+    // `derived_dim`, is bound with them).
+    let standalone = standalone_symbols(g);
     let mut all: Vec<(String, Unbound)> = Vec::new();
     for vi in &g.input {
         let name = vi.name.clone().unwrap_or_default();
@@ -45,6 +48,11 @@ pub fn unbound_dims(
         for (k, d) in shape.dim.iter().enumerate() {
             let symbol = match &d.value {
                 Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
+                    continue;
+                }
+                Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
+                    if derived_dim(p, &standalone).is_some() =>
+                {
                     continue;
                 }
                 Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p))
@@ -76,6 +84,107 @@ pub fn unbound_dims(
             symbol: u.symbol.clone(),
             input: u.input.clone(),
             axis: u.axis,
+        })
+        .collect()
+}
+
+/// The named symbols the runtime inputs of `g` declare as whole dims (not sums:
+/// `derived_dim`).
+pub(crate) fn standalone_symbols(g: &onnxc_proto::GraphProto) -> HashSet<String> {
+    let inits: HashSet<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let mut out = HashSet::new();
+    for vi in g
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name.as_deref().unwrap_or_default()))
+    {
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            continue;
+        };
+        for d in tt.shape.iter().flat_map(|s| &s.dim) {
+            if let Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p)) = &d.value
+                && is_named_dim(p)
+                && sum_terms(p).is_none()
+            {
+                out.insert(p.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The terms of a `dim_param` written as a sum (`past_sequence_length + sequence_length`,
+/// `past + 1`, `total - 1`, as exporters name the dims of a KV cache): each a symbol or an
+/// integer, with its sign. None for a name of one term.
+fn sum_terms(p: &str) -> Option<Vec<(bool, &str)>> {
+    let mut terms = Vec::new();
+    let mut rest = p;
+    let mut negative = false;
+    loop {
+        let cut = rest.find(['+', '-']).filter(|&i| {
+            // A sign between spaces or after a term (not a name's own hyphen: `seq-len`).
+            rest[i..].starts_with('+') || (i > 0 && rest[..i].ends_with(' '))
+        });
+        let (term, next) = match cut {
+            Some(i) => (
+                &rest[..i],
+                Some((rest[i..].starts_with('-'), &rest[i + 1..])),
+            ),
+            None => (rest, None),
+        };
+        let term = term.trim();
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+        if term.is_empty() || !term.chars().all(word) {
+            return None;
+        }
+        terms.push((negative, term));
+        match next {
+            Some((neg, r)) => (negative, rest) = (neg, r),
+            None => break,
+        }
+    }
+    (terms.len() > 1).then_some(terms)
+}
+
+/// The dim a `dim_param` written as a sum of `standalone` symbols and integers stands for
+/// (`past + seq` is the sum of dims `past` and `seq`), None for any other name: a sum
+/// whose symbols the inputs do not declare on their own stays a symbol of its own.
+pub(crate) fn derived_dim(p: &str, standalone: &HashSet<String>) -> Option<Dim> {
+    let terms = sum_terms(p)?;
+    let mut dim = Dim::Known(0);
+    let mut symbols = 0;
+    for (negative, t) in terms {
+        let d = match t.parse::<i64>() {
+            Ok(v) => Dim::Known(v),
+            Err(_) if standalone.contains(t) => {
+                symbols += 1;
+                Dim::sym(t)
+            }
+            Err(_) => return None,
+        };
+        dim = if negative { dim.sub(d) } else { dim.add(d) };
+    }
+    (symbols > 0).then_some(dim)
+}
+
+/// `shape` with each dim named as a sum of `standalone` symbols made that sum
+/// (`derived_dim`).
+pub(crate) fn with_sums(shape: Vec<Dim>, standalone: &HashSet<String>) -> Vec<Dim> {
+    shape
+        .into_iter()
+        .map(|d| {
+            let mut names = Vec::new();
+            d.symbols(&mut names);
+            match names.as_slice() {
+                [p] if d == Dim::sym(p.as_str()) => derived_dim(p, standalone).unwrap_or(d),
+                _ => d,
+            }
         })
         .collect()
 }
@@ -256,4 +365,38 @@ pub(super) fn packed_dims(name: &str, what: &str, shape: &[Dim]) -> Result<Vec<i
             crate::ir::dim::fmt_shape(shape)
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_named_as_sums_of_other_dims_are_those_sums() {
+        let standalone: HashSet<String> = ["past", "seq", "past_sequence_length"]
+            .map(String::from)
+            .into();
+        let sum = |p: &str| derived_dim(p, &standalone);
+        let (past, seq) = (Dim::sym("past"), Dim::sym("seq"));
+        assert_eq!(sum("past + seq"), Some(past.clone().add(seq.clone())));
+        assert_eq!(sum("past+1"), Some(past.clone().add(1)));
+        assert_eq!(sum("past - 1"), Some(past.clone().sub(1)));
+        assert_eq!(
+            sum("past_sequence_length + 1"),
+            Some(Dim::sym("past_sequence_length").add(1))
+        );
+        // Not sums of the inputs' own dims: a symbol no input declares alone, one term, a
+        // name's hyphen, no symbol at all, other operators.
+        for p in [
+            "past + total",
+            "past",
+            "seq-len",
+            "1 + 2",
+            "past * 2",
+            "past + ",
+            "",
+        ] {
+            assert_eq!(sum(p), None, "{p}");
+        }
+    }
 }

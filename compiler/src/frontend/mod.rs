@@ -358,6 +358,7 @@ impl Importer<'_> {
             }
         }
         let mut runtime_inputs = Vec::new();
+        let standalone = io_types::standalone_symbols(gp);
         // The symbols the runtime inputs declare (before --shape replaces any).
         let mut symbols: Vec<String> = Vec::new();
         let mut groups: Vec<IoGroup> = Vec::new();
@@ -416,7 +417,8 @@ impl Importer<'_> {
                 runtime_inputs.push((name, DType::I64, vec![Dim::Known(3)], Some(m)));
                 continue;
             }
-            let (dtype, mut shape) = io_types::tensor_type_of(&name, ty, "graph input")?;
+            let (dtype, shape) = io_types::tensor_type_of(&name, ty, "graph input")?;
+            let mut shape = io_types::with_sums(shape, &standalone);
             for d in &shape {
                 d.symbols(&mut symbols);
             }
