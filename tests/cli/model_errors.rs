@@ -1480,3 +1480,50 @@ fn data_dependent_rows_run_and_their_misuse_is_refused_by_name() {
         &["mix", "Add", "two results whose row counts"],
     );
 }
+
+/// Nodes that break their op's schema (a data type code that names no type, more outputs
+/// than the op has) are invalid models: a model error naming the node and the value, not
+/// an entry in the list of features onnxc lacks.
+#[test]
+fn nodes_that_break_their_schema_are_model_errors() {
+    let d = scratch("schema");
+    let cast = |to: i64| {
+        model(
+            vec![with_int(node("Cast", "c", &["x"], &["y"]), "to", to)],
+            vec![value_info("x", 1, &[D::N(2)])],
+            vec![value_info("y", 7, &[D::N(2)])],
+            vec![],
+            18,
+        )
+    };
+    let e = compile_error(
+        &d,
+        "cast99",
+        &cast(99),
+        &[
+            "node 'c' (Cast, opset 18)",
+            "attribute 'to' is 99, which is not an ONNX TensorProto data type",
+        ],
+    );
+    assert!(!e.contains("cannot compile"), "{e}");
+    // A code past i32 is not read as its low 32 bits (2^32 + 7 is not INT64).
+    compile_error(
+        &d,
+        "cast-wide",
+        &cast((1 << 32) + 7),
+        &["attribute 'to' is 4294967303, which is not"],
+    );
+    compile_error(
+        &d,
+        "cast0",
+        &cast(0),
+        &["attribute 'to' is 0, which is not"],
+    );
+    // A data type onnxc has no tensors of is a missing feature, listed as unsupported.
+    compile_error(
+        &d,
+        "cast-complex",
+        &cast(14),
+        &["cannot compile", "attribute 'to' is 14 (COMPLEX64)"],
+    );
+}

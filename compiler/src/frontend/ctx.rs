@@ -181,6 +181,32 @@ impl<'a> Ctx<'a> {
         Ok(self.attr_i(name)?.unwrap_or(default))
     }
 
+    /// An attribute naming a data type by its `TensorProto.DataType` code (Cast's `to`,
+    /// EyeLike's `dtype`, …). A code that is no data type (0, UNDEFINED, or past the last
+    /// one) is a model error naming the value; a data type onnxc has no element type for
+    /// (the complex ones) is unsupported.
+    pub fn attr_dtype(&self, name: &str) -> Result<Option<DType>> {
+        let Some(code) = self.attr_i(name)? else {
+            return Ok(None);
+        };
+        let last = crate::ir::dtype::LAST_ONNX_CODE;
+        match i32::try_from(code) {
+            Ok(c) if (1..=last).contains(&c) => DType::from_onnx(c).map(Some).ok_or_else(|| {
+                self.unsupported(format!(
+                    "attribute '{name}' is {code} ({}): onnxc has no {} tensors",
+                    DType::onnx_code_name(c),
+                    DType::onnx_code_name(c)
+                ))
+            }),
+            _ => Err(self.err(format!(
+                "attribute '{name}' is {code}, which is not an ONNX TensorProto data type \
+                 (1 = FLOAT to {last} = {}); the model is invalid: set '{name}' to a data \
+                 type's code",
+                DType::onnx_code_name(last)
+            ))),
+        }
+    }
+
     pub fn attr_f(&self, name: &str) -> Result<Option<f64>> {
         match self.attr(name) {
             None => Ok(None),

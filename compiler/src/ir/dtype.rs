@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+/// The last `TensorProto.DataType` code (INT2, onnx 1.19); codes 1 to it are data types.
+pub const LAST_ONNX_CODE: i32 = 26;
+
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub enum DType {
     F32,

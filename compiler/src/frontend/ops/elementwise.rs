@@ -286,22 +286,25 @@ fn cast_target(ctx: &Ctx) -> Result<DType> {
     let a = ctx
         .attr("to")
         .ok_or_else(|| ctx.err("attribute 'to' is required"))?;
-    if let Some(code) = a.i {
-        return DType::from_onnx(code as i32).ok_or_else(|| {
-            ctx.unsupported(format!(
-                "Cast to {} is not supported",
-                DType::onnx_code_name(code as i32)
-            ))
-        });
+    if a.i.is_some() {
+        return ctx
+            .attr_dtype("to")?
+            .ok_or_else(|| ctx.err("attribute 'to' is required"));
     }
     // Cast-1 named the type with a string.
     let s =
         a.s.as_ref()
             .map(|s| String::from_utf8_lossy(s).to_uppercase())
             .unwrap_or_default();
-    let code = (0..=26)
+    let last = crate::ir::dtype::LAST_ONNX_CODE;
+    let code = (1..=last)
         .find(|&c| DType::onnx_code_name(c) == s)
-        .unwrap_or(-1);
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "attribute 'to' is '{s}', which is not an ONNX TensorProto data type name \
+                 (FLOAT, INT64, …); the model is invalid: set 'to' to a data type"
+            ))
+        })?;
     DType::from_onnx(code).ok_or_else(|| ctx.unsupported(format!("Cast to '{s}' is not supported")))
 }
 

@@ -68,7 +68,7 @@ pub fn scores(ctx: &mut Ctx) -> Result<(ValueId, Flex)> {
     let cdt = match ctx.attr_i("softmax_precision")? {
         None if dt == DType::F64 => DType::F64,
         None => DType::F32,
-        Some(code) => match DType::from_onnx(code as i32) {
+        Some(code) => match i32::try_from(code).ok().and_then(DType::from_onnx) {
             Some(t @ (DType::F32 | DType::F16 | DType::BF16 | DType::F64)) => t,
             _ => {
                 return Err(ctx.err(format!(

@@ -20,7 +20,9 @@ const INTS: &[DType] = &[DType::I32, DType::I64];
 
 pub fn mel_weight_matrix(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let code = ctx.attr_i_or("output_datatype", 1)?;
-    let out_dt = DType::from_onnx(code as i32)
+    let out_dt = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
         .filter(|d| build::FLOATS.contains(d) || (d.is_int() && d.bits() >= 8))
         .ok_or_else(|| {
             ctx.err(format!(

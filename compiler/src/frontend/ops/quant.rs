@@ -122,15 +122,9 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         "y_scale",
         &[DType::F32, DType::F16, DType::BF16, DType::I32],
     )?;
+    // 0 (the default) means the zero point's type.
     let declared = match ctx.attr_i("output_dtype")? {
-        Some(code) if ctx.opset >= 21 && code != 0 => {
-            Some(DType::from_onnx(code as i32).ok_or_else(|| {
-                ctx.unsupported(format!(
-                    "output_dtype {}",
-                    DType::onnx_code_name(code as i32)
-                ))
-            })?)
-        }
+        Some(code) if ctx.opset >= 21 && code != 0 => ctx.attr_dtype("output_dtype")?,
         _ => None,
     };
     let odt = match (zp, declared) {
@@ -164,7 +158,9 @@ pub fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     // The division's precision: the `precision` attribute (opset 23), else the scale's type
     // (numpy's promotion for an int32 input: float64).
     let pdt = match ctx.attr_i("precision")? {
-        Some(code) if ctx.opset >= 23 && code != 0 => DType::from_onnx(code as i32)
+        Some(code) if ctx.opset >= 23 && code != 0 => i32::try_from(code)
+            .ok()
+            .and_then(DType::from_onnx)
             .filter(|d| d.is_float())
             .ok_or_else(|| ctx.err(format!("precision {code} is not a float type")))?,
         _ if xdt == DType::I32 || sdt == DType::I32 => DType::F64,
@@ -245,7 +241,9 @@ pub fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         &[DType::F32, DType::F16, DType::BF16],
     )?;
     let odt = match ctx.attr_i("output_dtype")? {
-        Some(code) if ctx.opset >= 23 && code != 0 => DType::from_onnx(code as i32)
+        Some(code) if ctx.opset >= 23 && code != 0 => i32::try_from(code)
+            .ok()
+            .and_then(DType::from_onnx)
             .filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16))
             .ok_or_else(|| {
                 ctx.err(format!(

@@ -120,7 +120,7 @@ fn normal_at(ctx: &Ctx, shape: &[i64]) -> Result<E> {
 fn out_type(ctx: &Ctx, default: DType) -> Result<DType> {
     match ctx.attr_i("dtype")? {
         None => Ok(default),
-        Some(code) => match DType::from_onnx(code as i32) {
+        Some(code) => match i32::try_from(code).ok().and_then(DType::from_onnx) {
             Some(t) if FLOATS.contains(&t) => Ok(t),
             _ => Err(ctx.err(format!("dtype {code} is not a float type"))),
         },
@@ -202,7 +202,9 @@ pub fn bernoulli(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let shape = ctx.known_shape(p)?;
     let dt = match ctx.attr_i("dtype")? {
         None => pt,
-        Some(code) => DType::from_onnx(code as i32)
+        Some(code) => i32::try_from(code)
+            .ok()
+            .and_then(DType::from_onnx)
             .filter(|t| *t != DType::Str)
             .ok_or_else(|| ctx.err(format!("dtype {code} is not a numeric type")))?,
     };

@@ -436,7 +436,9 @@ fn window(ctx: &mut Ctx, kind: Window) -> Result<Vec<ValueId>> {
     let size_v = ctx.input(0)?;
     build::expect_types(ctx, size_v, "size", &[DType::I32, DType::I64])?;
     let code = ctx.attr_i_or("output_datatype", 1)?;
-    let dt = DType::from_onnx(code as i32)
+    let dt = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
         .filter(|d| *d != DType::Bool)
         .ok_or_else(|| {
             ctx.err(format!(

@@ -221,9 +221,8 @@ pub fn eye_like(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     if shape.len() != 2 {
         return Err(ctx.err("input must be 2-D"));
     }
-    let dt = match ctx.attr_i("dtype")? {
-        Some(code) => DType::from_onnx(code as i32)
-            .ok_or_else(|| ctx.unsupported(format!("dtype {code} is not supported")))?,
+    let dt = match ctx.attr_dtype("dtype")? {
+        Some(dt) => dt,
         None => ctx.dtype(x),
     };
     let k = ctx.attr_i_or("k", 0)?;
