@@ -1526,4 +1526,96 @@ fn nodes_that_break_their_schema_are_model_errors() {
         &cast(14),
         &["cannot compile", "attribute 'to' is 14 (COMPLEX64)"],
     );
+    // Relu has one output; a second is an invalid model.
+    let x = || vec![value_info("x", 1, &[D::N(6)])];
+    let m = model(
+        vec![node("Relu", "r", &["x"], &["y", "z"])],
+        x(),
+        vec![
+            value_info("y", 1, &[D::N(6)]),
+            value_info("z", 1, &[D::N(6)]),
+        ],
+        vec![],
+        18,
+    );
+    let e = compile_error(
+        &d,
+        "relu2",
+        &m,
+        &[
+            "node 'r' (Relu, opset 18) declares 2 outputs, but Relu has 1 at opset 18",
+            "[\"z\"]",
+            "remove the extra outputs",
+        ],
+    );
+    assert!(!e.contains("not implemented"), "{e}");
+    // Split's outputs must match num_outputs, or the sizes of 'split'.
+    let three = || {
+        ["y0", "y1", "y2"]
+            .iter()
+            .map(|n| value_info(n, 1, &[D::N(2)]))
+            .collect::<Vec<_>>()
+    };
+    let m = model(
+        vec![with_int(
+            node("Split", "s", &["x"], &["y0", "y1", "y2"]),
+            "num_outputs",
+            2,
+        )],
+        x(),
+        three(),
+        vec![],
+        18,
+    );
+    compile_error(
+        &d,
+        "split-count",
+        &m,
+        &[
+            "node 's' (Split, opset 18)",
+            "attribute 'num_outputs' is 2, but the node declares 3 outputs",
+        ],
+    );
+    let m = model(
+        vec![node("Split", "s", &["x", "sizes"], &["y0", "y1", "y2"])],
+        x(),
+        three(),
+        vec![int_tensor("sizes", 7, &[2], &[3, 3])],
+        18,
+    );
+    compile_error(
+        &d,
+        "split-sizes",
+        &m,
+        &[
+            "node 's' (Split, opset 18)",
+            "'split' has 2 sizes, but the node declares 3 outputs",
+        ],
+    );
+    // An optional output the schema has and onnxc does not compute (BatchNormalization-9's
+    // training statistics) is still a missing feature.
+    let m = model(
+        vec![node(
+            "BatchNormalization",
+            "bn",
+            &["x", "s", "b", "m", "v"],
+            &["y", "rm"],
+        )],
+        vec![value_info("x", 1, &[D::N(1), D::N(2), D::N(3)])],
+        vec![
+            value_info("y", 1, &[D::N(1), D::N(2), D::N(3)]),
+            value_info("rm", 1, &[D::N(2)]),
+        ],
+        ["s", "b", "m", "v"]
+            .iter()
+            .map(|n| f32_tensor(n, &[2], &[1.0, 1.0]))
+            .collect(),
+        9,
+    );
+    compile_error(
+        &d,
+        "bn-stats",
+        &m,
+        &["cannot compile", "output 1 ('rm') is not implemented"],
+    );
 }

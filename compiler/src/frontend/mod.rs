@@ -1033,6 +1033,25 @@ impl Importer<'_> {
                 n.output.len()
             )));
         }
+        // More outputs than the op's schema has is an invalid model, not a missing feature
+        // (an optional output onnxc does not compute is reported as unsupported below).
+        // Trailing empty names are omitted outputs and do not count.
+        let declared = n
+            .output
+            .iter()
+            .rposition(|o| !o.is_empty())
+            .map_or(0, |i| i + 1);
+        if let Some(max) = registry::schema_outputs(&domain, &origin.op_type, opset)
+            && declared > max
+            && self.function_of(n, &domain).is_none()
+        {
+            let extra: Vec<&str> = n.output[max..declared].iter().map(String::as_str).collect();
+            return Err(Error::Model(format!(
+                "{origin} declares {declared} outputs, but {} has {max} at opset {opset} \
+                 (extra: {extra:?}); the model is invalid: remove the extra outputs",
+                origin.op_type
+            )));
+        }
         if domain.is_empty() {
             match origin.op_type.as_str() {
                 "If" if self.if_condition(n).is_some() => return self.inline_if(n, &origin),

@@ -763,6 +763,72 @@ pub fn missing_reason(domain: &str) -> String {
     }
 }
 
+/// `(domain, op_type, since opset, outputs)` for the standard ops whose schema has more
+/// than one output (optional ones included), from onnx 1.23's schemas (`max_output` of
+/// `onnx.defs.get_all_schemas_with_history()`); `usize::MAX` for a variadic output list.
+/// Every other op of `ONNX_OPS`, `ML_OPS`, `PREVIEW_OPS` and `TRAINING_OPS` has one, as
+/// have versions of a listed op before its first entry (MaxPool before opset 8).
+const MULTI_OUTPUT: &[(&str, &str, i64, usize)] = &[
+    ("", "Attention", 23, 4),
+    ("", "BatchNormalization", 1, 5),
+    ("", "BatchNormalization", 14, 3),
+    ("", "CausalConvWithState", 27, 2),
+    ("", "Dropout", 1, 2),
+    ("", "DynamicQuantizeLinear", 11, 3),
+    ("", "GRU", 1, 2),
+    ("", "If", 1, usize::MAX),
+    ("", "LSTM", 1, 3),
+    ("", "LayerNormalization", 17, 3),
+    ("", "LinearAttention", 27, 2),
+    ("", "Loop", 1, usize::MAX),
+    ("", "MaxPool", 8, 2),
+    ("", "RNN", 1, 2),
+    ("", "Scan", 8, usize::MAX),
+    ("", "SequenceMap", 17, usize::MAX),
+    ("", "SoftmaxCrossEntropyLoss", 12, 2),
+    ("", "Split", 1, usize::MAX),
+    ("", "StringSplit", 20, 2),
+    ("", "TopK", 1, 2),
+    ("", "Unique", 11, 4),
+    ("ai.onnx.ml", "LinearClassifier", 1, 2),
+    ("ai.onnx.ml", "SVMClassifier", 1, 2),
+    ("ai.onnx.ml", "TreeEnsembleClassifier", 1, 2),
+    ("ai.onnx.preview.training", "Adagrad", 1, usize::MAX),
+    ("ai.onnx.preview.training", "Adam", 1, usize::MAX),
+    ("ai.onnx.preview.training", "Gradient", 1, usize::MAX),
+    ("ai.onnx.preview.training", "Momentum", 1, usize::MAX),
+];
+
+/// How many outputs the schema of `op_type` at `opset` has (optional ones included), for
+/// the standard ops onnxc builds; None for a variadic list or an op whose schema onnxc does
+/// not know (the contrib domains, the ORT ops of the default domain).
+pub fn schema_outputs(domain: &str, op_type: &str, opset: i64) -> Option<usize> {
+    let mut listed = MULTI_OUTPUT
+        .iter()
+        .filter(|(d, op, _, _)| *d == domain && *op == op_type)
+        .peekable();
+    if listed.peek().is_some() {
+        let n = listed
+            .filter(|e| e.2 <= opset)
+            .map(|e| e.3)
+            .next_back()
+            .unwrap_or(1);
+        return (n != usize::MAX).then_some(n);
+    }
+    let standard: &[&[(&str, Builder)]] = match domain {
+        "" => &[ONNX_OPS],
+        "ai.onnx.ml" => &[ML_OPS],
+        "ai.onnx.preview" => &[PREVIEW_OPS],
+        "ai.onnx.preview.training" => &[TRAINING_OPS],
+        _ => return None,
+    };
+    let known = standard
+        .iter()
+        .flat_map(|t| t.iter())
+        .any(|(n, _)| *n == op_type);
+    known.then_some(1)
+}
+
 pub fn lookup(domain: &str, op_type: &str) -> Option<Builder> {
     let tables: &[&[(&str, Builder)]] = match domain {
         "" => &[ONNX_OPS, ORT_DEFAULT_DOMAIN_OPS],

@@ -30,13 +30,17 @@ pub fn split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
                 sizes
             }
             Some(s) => ctx.const_ints(s, "input 'split'")?,
-            None => even_split(
-                ctx,
-                dims[axis],
-                ctx.attr_i("num_outputs")?
-                    .map(|v| v as usize)
-                    .unwrap_or(n_out),
-            )?,
+            None => {
+                if let Some(k) = ctx.attr_i("num_outputs")?
+                    && k != n_out as i64
+                {
+                    return Err(ctx.err(format!(
+                        "attribute 'num_outputs' is {k}, but the node declares {n_out} \
+                         outputs; the model is invalid: they must be equal"
+                    )));
+                }
+                even_split(ctx, dims[axis], n_out)?
+            }
         }
     } else if let Some(s) = ctx.attr_ints("split") {
         s
@@ -45,6 +49,13 @@ pub fn split(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     } else {
         even_split(ctx, dims[axis], n_out)?
     };
+    if sizes.len() != n_out {
+        return Err(ctx.err(format!(
+            "'split' has {} sizes, but the node declares {n_out} outputs; the model is \
+             invalid: give one size per output",
+            sizes.len()
+        )));
+    }
     if sizes.iter().sum::<i64>() != dims[axis] || sizes.iter().any(|&s| s < 0) {
         return Err(ctx.err(format!(
             "split sizes {sizes:?} do not add up to dim {} of size {}",
