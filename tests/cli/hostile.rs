@@ -464,7 +464,28 @@ fn nodes_out_of_order_import_in_linear_time_and_cycles_are_errors() {
         &d,
         "cycle",
         &m,
-        &["node 'a' (Relu) reads [\"q\"]", "no node"],
+        &[
+            "the graph has a cycle: node 'a' (Relu) reads 'q', which node 'b' (Relu) writes \
+             from 'p', which node 'a' (Relu) writes",
+        ],
+    );
+    // A node waiting for a node that reads a name nothing defines: the undefined name is
+    // the error, not the waiting node.
+    let m = model(
+        vec![
+            node("Relu", "a", &["p"], &["y"]),
+            node("Relu", "b", &["nowhere"], &["p"]),
+        ],
+        vec![value_info("x", 1, &[D::N(4)])],
+        vec![value_info("y", 1, &[D::N(4)])],
+        vec![],
+        18,
+    );
+    refused(
+        &d,
+        "blocked",
+        &m,
+        &["node 'b' (Relu) reads [\"nowhere\"], which no node"],
     );
     let m = model(
         vec![node("Relu", "r", &["nowhere"], &["y"])],

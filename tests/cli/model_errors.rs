@@ -183,7 +183,66 @@ fn invalid_graphs_and_impossible_sizes_are_errors() {
             vec![],
             17,
         ),
-        &["node 'second' (Neg, opset 17) writes 'y'", "assigned once"],
+        &[
+            "node 'second' (Neg, opset 17) writes 'y', which node 'first' (Relu, opset 17) \
+             writes too",
+            "assigned once",
+        ],
+    );
+    // A node writes a graph input, or an initializer: the node is named, not its readers.
+    let writes = |name: &str, inits| {
+        model(
+            vec![
+                node("Add", "add", &["x", "w"], &["y"]),
+                node("Relu", "relu2", &["y"], &[name]),
+            ],
+            vec![f("x", &[2])],
+            vec![f("y", &[2])],
+            inits,
+            17,
+        )
+    };
+    check(
+        "writes_input",
+        &writes("x", vec![f32_tensor("w", &[2], &[1.0, 2.0])]),
+        &[
+            "node 'relu2' (Relu, opset 17) writes 'x', which is a graph input",
+            "assigned once",
+        ],
+    );
+    check(
+        "writes_init",
+        &writes("w", vec![f32_tensor("w", &[2], &[1.0, 2.0])]),
+        &["node 'relu2' (Relu, opset 17) writes 'w', which is an initializer"],
+    );
+    // Likewise inside a subgraph: a Loop body's node writing the body's input.
+    let body = graph(
+        vec![
+            node("Identity", "id", &["c"], &["co"]),
+            node("Neg", "neg", &["v"], &["vo"]),
+            node("Relu", "clobber", &["v"], &["v"]),
+        ],
+        vec![
+            value_info("i", 7, &[]),
+            value_info("c", 9, &[]),
+            f("v", &[2]),
+        ],
+        vec![value_info("co", 9, &[]), f("vo", &[2])],
+    );
+    check(
+        "body_writes_input",
+        &model(
+            vec![with_graph(
+                node("Loop", "loop", &["n", "", "x"], &["y"]),
+                "body",
+                body,
+            )],
+            vec![f("x", &[2])],
+            vec![f("y", &[2])],
+            vec![int_tensor("n", 7, &[], &[2])],
+            17,
+        ),
+        &["node 'clobber' (Relu, opset 17) writes 'v', which is a graph input"],
     );
     // A convolution over an empty spatial dim, padded: every output reads only padding
     // (the runtime's geometry check refused it as an internal error before).

@@ -597,6 +597,7 @@ impl Importer<'_> {
             }
         }
         declare_backwards(gp, &mut self.declared, &mut self.guessed);
+        self.check_single_assignment(gp)?;
         self.nodes(&gp.node)?;
         for vo in &gp.output {
             if let Some(u) = self.unbuilt.remove(vo.name.as_deref().unwrap_or_default()) {
@@ -751,6 +752,51 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// Every value of `gp` is assigned once (the IR's single static assignment): a node
+    /// output may not name a graph input, an initializer or another node's output.
+    fn check_single_assignment(&mut self, gp: &GraphProto) -> Result<()> {
+        // Who defines each name: a graph input, an initializer or node k.
+        enum Def {
+            Input,
+            Initializer,
+            Node(usize),
+        }
+        let mut defined: HashMap<&str, Def> = HashMap::new();
+        for vi in &gp.input {
+            defined.insert(vi.name.as_deref().unwrap_or_default(), Def::Input);
+        }
+        for t in &gp.initializer {
+            defined
+                .entry(t.name.as_deref().unwrap_or_default())
+                .or_insert(Def::Initializer);
+        }
+        for (k, n) in gp.node.iter().enumerate() {
+            for o in n.output.iter().filter(|o| !o.is_empty()) {
+                let Some(def) = defined.get(o.as_str()) else {
+                    defined.insert(o, Def::Node(k));
+                    continue;
+                };
+                let position = self.position;
+                let what = match *def {
+                    Def::Input => "is a graph input".to_string(),
+                    Def::Initializer => "is an initializer".to_string(),
+                    Def::Node(p) => {
+                        self.position = p;
+                        format!("{} writes too", self.node_origin(&gp.node[p]).0)
+                    }
+                };
+                self.position = k;
+                let origin = self.node_origin(n).0;
+                self.position = position;
+                return Err(Error::Model(format!(
+                    "{origin} writes '{o}', which {what}; every ONNX value is assigned once \
+                     (rename the node's output and what reads it)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn nodes(&mut self, nodes: &[NodeProto]) -> Result<()> {
         // ONNX requires topological order, but be lenient: nodes are imported in a
         // topological order that keeps the file's order wherever it is one (always the
@@ -805,32 +851,74 @@ impl Importer<'_> {
                 }
             }
         }
-        let Some(n) = nodes.iter().zip(&done).find(|(_, d)| !**d).map(|(n, _)| n) else {
+        if done.iter().all(|d| *d) {
             return Ok(());
+        }
+        let label = |k: usize| {
+            let n = &nodes[k];
+            let name = match n.name.as_deref() {
+                Some(s) if !s.is_empty() => format!("'{s}'"),
+                _ => format!(
+                    "#{k} '{}_{}'",
+                    n.op_type.as_deref().unwrap_or_default(),
+                    n.output.first().map_or("", String::as_str)
+                ),
+            };
+            format!("node {name} ({})", n.op_type.as_deref().unwrap_or_default())
         };
-        let missing: Vec<&String> = n
-            .input
-            .iter()
-            .filter(|i| {
-                !i.is_empty()
-                    && !self.env.contains_key(*i)
-                    && !self.seqs.contains_key(*i)
-                    && !self.poisoned.contains(*i)
+        let undefined = |i: &String| {
+            !i.is_empty()
+                && !self.env.contains_key(i)
+                && !self.seqs.contains_key(i)
+                && !self.absent.contains(i)
+                && !self.poisoned.contains(i)
+        };
+        // A node reading a name nothing defines; else every node left waits for another
+        // one left, and following what they wait for leads into a cycle.
+        let unproduced = (0..nodes.len()).filter(|&k| !done[k]).find_map(|k| {
+            let missing: Vec<&String> = nodes[k]
+                .input
+                .iter()
+                .filter(|i| undefined(i) && !producer.contains_key(i.as_str()))
+                .collect();
+            (!missing.is_empty()).then_some((k, missing))
+        });
+        if let Some((k, missing)) = unproduced {
+            return Err(Error::Model(format!(
+                "{} reads {missing:?}, which no node, initializer or graph input defines",
+                label(k)
+            )));
+        }
+        let waits_for = |k: usize| {
+            nodes[k].input.iter().find_map(|i| {
+                let p = *producer.get(i.as_str())?;
+                (undefined(i) && !done[p]).then_some((i, p))
             })
-            .collect();
-        let position = nodes.iter().zip(&done).position(|(_, d)| !*d).unwrap_or(0);
-        let label = match n.name.as_deref() {
-            Some(s) if !s.is_empty() => format!("'{s}'"),
-            _ => format!(
-                "#{position} '{}_{}'",
-                n.op_type.as_deref().unwrap_or_default(),
-                n.output.first().map_or("", String::as_str)
-            ),
         };
+        let mut path: Vec<(usize, &String)> = Vec::new();
+        let mut at = done.iter().position(|d| !*d).unwrap_or(0);
+        while let Some((i, p)) = waits_for(at) {
+            if let Some(start) = path.iter().position(|(k, _)| *k == at) {
+                path.drain(..start);
+                break;
+            }
+            path.push((at, i));
+            at = p;
+        }
+        let Some(&(k0, i0)) = path.first() else {
+            return Err(Error::Internal(format!(
+                "{} was never imported, but reads nothing undefined",
+                label(at)
+            )));
+        };
+        let mut chain = format!("{} reads '{i0}'", label(k0));
+        for (k, i) in &path[1..] {
+            chain += &format!(", which {} writes from '{i}'", label(*k));
+        }
         Err(Error::Model(format!(
-            "node {label} ({}) reads {:?}, which no node, initializer or graph input defines",
-            n.op_type.clone().unwrap_or_default(),
-            missing
+            "the graph has a cycle: {chain}, which {} writes; an ONNX graph is acyclic \
+             (each value is computed from values computed before it)",
+            label(k0)
         )))
     }
 

@@ -264,6 +264,7 @@ impl Importer<'_> {
             self.bind_constant(name, t, origin.clone());
         }
         let unsupported = self.unsupported.len();
+        self.check_single_assignment(body)?;
         self.nodes(&body.node)?;
         if self.unsupported.len() > unsupported {
             // Reported by the body's nodes; the node's outputs are poisoned by the caller.
