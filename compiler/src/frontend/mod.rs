@@ -346,6 +346,7 @@ impl Importer<'_> {
             let origin = Origin::value("initializer", &name);
             self.bind_constant(name, t, origin);
         }
+        self.sparse_initializers(gp, "sparse initializer")?;
         // Bind symbols from --dim, then --shape.
         let mut binding: HashMap<String, i64> = HashMap::new();
         for (name, v) in &self.opts.dim_values {
@@ -752,6 +753,41 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// Binds `gp`'s sparse initializers, made dense (`tensor::sparse_from_proto`), as
+    /// constants named by their values tensor; `what` names them in messages.
+    fn sparse_initializers(&mut self, gp: &GraphProto, what: &str) -> Result<()> {
+        for (k, sp) in gp.sparse_initializer.iter().enumerate() {
+            let name = sp
+                .values
+                .as_ref()
+                .and_then(|v| v.name.clone())
+                .unwrap_or_default();
+            let label = format!("{what} '{name}'");
+            if name.is_empty() {
+                return Err(Error::Model(format!(
+                    "{what} #{k} has no name: a sparse initializer is named by its values \
+                     tensor's name"
+                )));
+            }
+            if gp
+                .initializer
+                .iter()
+                .any(|t| t.name.as_deref() == Some(&name))
+                || gp.sparse_initializer[..k]
+                    .iter()
+                    .any(|s| s.values.as_ref().and_then(|v| v.name.as_deref()) == Some(&name))
+            {
+                return Err(Error::Model(format!(
+                    "{label}: another initializer has the name '{name}'; initializer and \
+                     sparse initializer names are unique"
+                )));
+            }
+            let t = tensor::sparse_from_proto(sp, self.dir, &label)?;
+            self.bind_constant(name.clone(), t, Origin::value("sparse initializer", &name));
+        }
+        Ok(())
+    }
+
     /// Every value of `gp` is assigned once (the IR's single static assignment): a node
     /// output may not name a graph input, an initializer or another node's output.
     fn check_single_assignment(&mut self, gp: &GraphProto) -> Result<()> {
@@ -765,7 +801,11 @@ impl Importer<'_> {
         for vi in &gp.input {
             defined.insert(vi.name.as_deref().unwrap_or_default(), Def::Input);
         }
-        for t in &gp.initializer {
+        let sparse = gp
+            .sparse_initializer
+            .iter()
+            .filter_map(|s| s.values.as_ref());
+        for t in gp.initializer.iter().chain(sparse) {
             defined
                 .entry(t.name.as_deref().unwrap_or_default())
                 .or_insert(Def::Initializer);

@@ -522,3 +522,114 @@ fn sequence_proto(v: &Value, name: &str) -> onnxc_proto::SequenceProto {
         ..Default::default()
     }
 }
+
+/// A `SparseTensorProto` made dense: `values` ([NNZ]) at `indices` ([NNZ] linear or
+/// [NNZ, rank] coordinates, each checked against `dims`), zero elsewhere. The dense tensor is
+/// within the shape limits and takes at most `passes::fold::MAX_FOLD_BYTES`, as constants
+/// folding makes do: its size comes from `dims`, which a small file may set to anything.
+pub fn sparse_from_proto(
+    sp: &onnxc_proto::SparseTensorProto,
+    dir: &DataDir,
+    what: &str,
+) -> Result<Tensor> {
+    let err = |m: String| Error::Model(format!("{what}: {m}"));
+    let values = sp
+        .values
+        .as_ref()
+        .ok_or_else(|| err("has no values tensor".into()))?;
+    let dims = &sp.dims;
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(err(format!("negative dimension {d} in dims {dims:?}")));
+    }
+    crate::ir::dim::check_size(dims).map_err(err)?;
+    let vals = tensor_from_proto(values, dir, &format!("{what}, values"))?;
+    if vals.dtype == DType::Str {
+        return Err(err(
+            "is a sparse tensor of strings; onnxc makes only numeric sparse tensors dense \
+             (store it as a dense initializer)"
+                .into(),
+        ));
+    }
+    let n = dims.iter().product::<i64>();
+    let size = vals.dtype.size();
+    let bytes = n as u64 * size as u64;
+    let limit = crate::passes::fold::MAX_FOLD_BYTES;
+    if bytes > limit {
+        return Err(err(format!(
+            "its dense form, dims {dims:?} of {}, takes {bytes} bytes, more than the {limit} \
+             (256 MiB) onnxc makes from a sparse tensor; store it as a dense initializer",
+            vals.dtype
+        )));
+    }
+    if vals.shape.len() != 1 {
+        return Err(err(format!(
+            "values has shape {:?}; a sparse tensor's values are one-dimensional, [NNZ]",
+            vals.shape
+        )));
+    }
+    let nnz = vals.shape[0];
+    let (idx, idx_shape) = match &sp.indices {
+        Some(t) => {
+            let t = tensor_from_proto(t, dir, &format!("{what}, indices"))?;
+            if !t.dtype.is_int() {
+                return Err(err(format!(
+                    "indices are {}; they must be integers (INT64)",
+                    t.dtype
+                )));
+            }
+            (t.to_i64s(), t.shape)
+        }
+        None if nnz == 0 => (Vec::new(), vec![0]),
+        None => return Err(err(format!("has {nnz} values but no indices"))),
+    };
+    let rank = dims.len() as i64;
+    let coordinates = match idx_shape[..] {
+        [m] if m == nnz => false,
+        [m, r] if m == nnz && r == rank => true,
+        _ => {
+            return Err(err(format!(
+                "indices have shape {idx_shape:?}; with {nnz} values and dims {dims:?} they \
+                 must be [{nnz}] (linear) or [{nnz}, {rank}] (coordinates)"
+            )));
+        }
+    };
+    let mut linear = Vec::with_capacity(nnz as usize);
+    for k in 0..nnz as usize {
+        let at = if coordinates {
+            let c = &idx[k * rank as usize..(k + 1) * rank as usize];
+            let mut at = 0i64;
+            for (axis, (&i, &d)) in c.iter().zip(dims).enumerate() {
+                if !(0..d).contains(&i) {
+                    return Err(err(format!(
+                        "index {k} is {c:?}: coordinate {i} on axis {axis} is outside 0..{d}"
+                    )));
+                }
+                at = at * d + i;
+            }
+            at
+        } else {
+            let i = idx[k];
+            if !(0..n).contains(&i) {
+                return Err(err(format!(
+                    "index {k} is {i}, outside 0..{n} (the {n} elements of dims {dims:?})"
+                )));
+            }
+            i
+        };
+        linear.push(at);
+    }
+    let mut sorted = linear.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(err(format!(
+            "element {} (linear index) is given twice; a sparse tensor's indices are distinct",
+            w[0]
+        )));
+    }
+    let mut data = vec![0u8; bytes as usize];
+    for (k, &at) in linear.iter().enumerate() {
+        let (at, k) = (at as usize * size, k * size);
+        data[at..at + size].copy_from_slice(&vals.data[k..k + size]);
+    }
+    Ok(Tensor::new(vals.dtype, dims.clone(), data))
+}

@@ -8,7 +8,7 @@ use crate::ir::{Graph, NodeId, Op, Tensor};
 
 /// Largest constant folding may create (256 MiB): a hostile fill or concatenation of a
 /// declared size must not exhaust the compiler's memory (#27).
-const MAX_FOLD_BYTES: u64 = 1 << 28;
+pub const MAX_FOLD_BYTES: u64 = 1 << 28;
 
 /// Folds node `id` in place if possible. Returns whether it folded. An error means the
 /// node can never run successfully (e.g. a constant index out of range).

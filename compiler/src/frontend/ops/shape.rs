@@ -410,8 +410,13 @@ pub fn constant(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         Tensor::from_i64s(vec![], &[v])
     } else if let Some(v) = ctx.attr_ints("value_ints") {
         Tensor::from_i64s(vec![v.len() as i64], &v)
-    } else if ctx.attr("sparse_value").is_some() {
-        return Err(ctx.unsupported("sparse constants are not supported"));
+    } else if let Some(a) = ctx.attr("sparse_value") {
+        let sp = a
+            .sparse_tensor
+            .as_ref()
+            .ok_or_else(|| ctx.err("attribute 'sparse_value' must be a sparse tensor"))?;
+        let what = format!("{}, attribute 'sparse_value'", ctx.origin);
+        crate::frontend::tensor::sparse_from_proto(sp, ctx.dir, &what)?
     } else {
         return Err(ctx.err("needs one of the attributes value, value_float(s), value_int(s)"));
     };

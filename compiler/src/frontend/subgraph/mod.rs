@@ -263,6 +263,7 @@ impl Importer<'_> {
             )?;
             self.bind_constant(name, t, origin.clone());
         }
+        self.sparse_initializers(body, &format!("{origin}'s {what}: sparse initializer"))?;
         let unsupported = self.unsupported.len();
         self.check_single_assignment(body)?;
         self.nodes(&body.node)?;
