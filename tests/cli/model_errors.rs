@@ -1540,6 +1540,41 @@ fn data_dependent_rows_run_and_their_misuse_is_refused_by_name() {
     );
 }
 
+/// A graph output declared with another element type than the graph computes is refused
+/// (as onnxruntime refuses it), with or without a declared shape.
+#[test]
+fn a_graph_output_declared_with_another_type_is_an_error() {
+    let d = scratch("output-type");
+    let out = |shape: Option<&[D]>| {
+        let mut vi = value_info("y", 7, shape.unwrap_or(&[]));
+        if shape.is_none()
+            && let Some(onnxc_proto::type_proto::Value::TensorType(tt)) =
+                vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            tt.shape = None;
+        }
+        model(
+            vec![node("Add", "add", &["x", "w"], &["y"])],
+            vec![value_info("x", 1, &[D::N(2)])],
+            vec![vi],
+            vec![f32_tensor("w", &[2], &[1.0, 1.0])],
+            18,
+        )
+    };
+    for (name, shape) in [("no-shape", None), ("shape", Some(&[D::N(2)][..]))] {
+        compile_error(
+            &d,
+            name,
+            &out(shape),
+            &[
+                "graph output 'y' is declared int64 but computes float32 (from node 'add' \
+                 (Add, opset 18))",
+                "declare 'y' as float32, or cast it to int64",
+            ],
+        );
+    }
+}
+
 /// Nodes that break their op's schema (a data type code that names no type, more outputs
 /// than the op has) are invalid models: a model error naming the node and the value, not
 /// an entry in the list of features onnxc lacks.

@@ -287,6 +287,15 @@ pub(super) fn tensor_type(v: &ValueInfoProto, what: &str) -> Result<(DType, Vec<
     tensor_type_of(&name, v.r#type.as_ref(), what)
 }
 
+/// The element type `v` declares, when it is a tensor of a type onnxc has (None for no
+/// type, UNDEFINED, or a non-tensor type: `tensor_type` reports those).
+pub(super) fn declared_elem_type(v: &ValueInfoProto) -> Option<DType> {
+    match v.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(tt) => DType::from_onnx(tt.elem_type?),
+        _ => None,
+    }
+}
+
 /// A declared type as a tensor type, or an error naming the value.
 pub(super) fn tensor_type_of(
     name: &str,

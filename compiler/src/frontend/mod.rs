@@ -672,17 +672,25 @@ impl Importer<'_> {
             // A ZipMap's output is declared a sequence of maps; it is exposed as its tensor.
             let keys = self.g.zipmaps.get(&v).cloned();
             // Check the declared type against what we inferred, when the model declares one.
+            // The element type is checked whether or not a shape is declared (onnxruntime
+            // refuses a model whose output's declared type differs from the computed one).
+            if keys.is_none()
+                && let Some(dtype) = io_types::declared_elem_type(vo)
+                && self.g.value_type(v).dtype != dtype
+            {
+                let origin = &self.g.node(v.node).origin;
+                return Err(Error::Model(format!(
+                    "graph output '{name}' is declared {dtype} but computes {computed} (from \
+                     {origin}); the model is invalid (onnxruntime refuses it too): declare \
+                     '{name}' as {computed}, or cast it to {dtype} with a Cast node",
+                    computed = self.g.value_type(v).dtype
+                )));
+            }
             if keys.is_none()
                 && !self.data_dependent.contains(&v)
-                && let Ok((dtype, declared)) = tensor_type(vo, "graph output")
+                && let Ok((_, declared)) = tensor_type(vo, "graph output")
             {
                 let ty = self.g.value_type(v);
-                if ty.dtype != dtype {
-                    return Err(Error::Model(format!(
-                        "graph output '{name}' is declared {dtype} but computes {}",
-                        ty.dtype
-                    )));
-                }
                 if declared.len() == ty.shape.len() {
                     for (d, e) in declared.iter().zip(&ty.shape) {
                         if let (Dim::Known(a), Dim::Known(b)) = (d, e)
