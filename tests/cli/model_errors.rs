@@ -1575,6 +1575,46 @@ fn a_graph_output_declared_with_another_type_is_an_error() {
     }
 }
 
+/// A dim_value of -1 is an unknown size (exporters write it); any other negative value is
+/// an error naming the input, axis and value, unless the options give the dim.
+#[test]
+fn a_negative_input_dim_other_than_minus_one_is_an_error() {
+    let d = scratch("negdim");
+    let m = |dim: i64| {
+        model(
+            vec![node("Add", "add", &["x", "w"], &["y"])],
+            vec![value_info("x", 1, &[D::N(dim), D::N(2)])],
+            vec![value_info("y", 1, &[D::N(2), D::N(2)])],
+            vec![f32_tensor("w", &[2, 2], &[1.0; 4])],
+            18,
+        )
+    };
+    let e = compile_error(
+        &d,
+        "neg3",
+        &m(-3),
+        &[
+            "graph input 'x' declares dim 0 as -3, which is no size",
+            "--dim x:0=N or --shape x=D0,D1",
+        ],
+    );
+    assert!(!e.contains("batch size"), "{e}");
+    let p = d.join("neg3.onnx");
+    for flags in [["--dim", "x:0=2"], ["--shape", "x=2,2"]] {
+        let o = onnxc()
+            .arg(&p)
+            .args(flags)
+            .arg("-o")
+            .arg(d.join("neg3.o"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+    }
+    // -1 stays symbolic: the model's own error is about its shapes.
+    let e = compile_error(&d, "neg1", &m(-1), &["'x:0' (dim 0 of input 'x')"]);
+    assert!(!e.contains("no size"), "{e}");
+}
+
 /// Nodes that break their op's schema (a data type code that names no type, more outputs
 /// than the op has) are invalid models: a model error naming the node and the value, not
 /// an entry in the list of features onnxc lacks.

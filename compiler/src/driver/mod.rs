@@ -283,6 +283,8 @@ fn compile_bytes_inner(
         Source::Owned(b) => frontend::load(&b)?,
         Source::Borrowed(b) => frontend::load(b)?,
     };
+    let import = opts.import_options();
+    frontend::check_negative_dims(&model, &import.input_shapes, &import.dim_values)?;
     // Leading dims that do not make a run-time batch are taken at run time like any other.
     let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)

@@ -88,6 +88,52 @@ pub fn unbound_dims(
         .collect()
 }
 
+/// Refuses a runtime input dim declared with a negative dim_value other than -1 that the
+/// options leave unbound. Exporters write -1 for an unknown size, which onnxc takes as
+/// symbolic (`tensor_type_of`), as onnxruntime does; any other negative value is no
+/// convention, and taken as symbolic it showed only as the probe sizes of a run-time batch.
+/// Bound by `--shape` or `--dim INPUT:AXIS=N`, its value no longer matters.
+pub fn check_negative_dims(
+    m: &ModelProto,
+    shapes: &[(String, Vec<i64>)],
+    dims: &[(String, i64)],
+) -> Result<()> {
+    let Some(g) = m.graph.as_ref() else {
+        return Ok(());
+    };
+    for vi in &g.input {
+        let name = vi.name.as_deref().unwrap_or_default();
+        if g.initializer
+            .iter()
+            .any(|t| t.name.as_deref() == Some(name))
+            || shapes.iter().any(|(n, _)| n == name)
+        {
+            continue;
+        }
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            continue;
+        };
+        let Some(shape) = &tt.shape else { continue };
+        for (k, d) in shape.dim.iter().enumerate() {
+            if let Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) = d.value
+                && v < -1
+                && !dims.iter().any(|(s, _)| *s == format!("{name}:{k}"))
+            {
+                return Err(Error::Model(format!(
+                    "graph input '{name}' declares dim {k} as {v}, which is no size (a \
+                     dim_value is at least 0; exporters write -1 for an unknown size, which \
+                     onnxc takes as symbolic, as onnxruntime does); set dim {k} in the model, \
+                     or give it at compile time with --dim {name}:{k}=N or --shape \
+                     {name}=D0,D1,…"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The named symbols the runtime inputs of `g` declare as whole dims (not sums:
 /// `derived_dim`).
 pub(crate) fn standalone_symbols(g: &onnxc_proto::GraphProto) -> HashSet<String> {
