@@ -994,6 +994,44 @@ fn topk_k_is_checked_at_compile_and_run_time() {
     );
 }
 
+/// A run-time Reshape's shape input is checked when the model runs: one -1 computes, two
+/// fail the run with ONNXC_ERR_SHAPE (as onnxruntime refuses them), even where the declared
+/// output shape would let them through.
+#[test]
+fn a_run_time_reshape_with_two_minus_ones_fails_the_run() {
+    let d = scratch("reshape-neg2");
+    let m = model(
+        vec![node("Reshape", "rs", &["x", "s"], &["y"])],
+        vec![
+            value_info("x", 1, &[D::N(2), D::N(3), D::N(4)]),
+            value_info("s", 7, &[D::N(2)]),
+        ],
+        vec![value_info("y", 1, &[D::N(4), D::N(6)])],
+        vec![],
+        18,
+    );
+    let p = d.join("m.onnx");
+    save(&m, &p);
+    let x = d.join("x.pb");
+    let vals: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    save_tensor(&f32_tensor("x", &[2, 3, 4], &vals), &x);
+    let s = d.join("s.pb");
+    for ok in [[-1, 6], [4, -1]] {
+        save_tensor(&int_tensor("s", 7, &[2], &ok), &s);
+        let y = run_model(
+            &[p.as_os_str(), x.as_os_str(), s.as_os_str()],
+            &d.join("ok"),
+        );
+        assert_eq!(y[0].shape, [4, 6]);
+    }
+    save_tensor(&int_tensor("s", 7, &[2], &[-1, -1]), &s);
+    let e = run_fails(&p, &[&x, &s], &d.join("bad"));
+    assert!(
+        e.contains("error 3: an input's dims or values imply a shape the model does not allow"),
+        "{e}"
+    );
+}
+
 /// A run-time Range whose result reaches a declared output only through broadcasting ops
 /// (an expanded window function's shape) takes that shape as a guess, checked when the
 /// model runs: the right length computes, another fails the run with ONNXC_ERR_SHAPE.

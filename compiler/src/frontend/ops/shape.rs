@@ -117,6 +117,23 @@ fn reshape_runtime(ctx: &mut Ctx, x: ValueId, s: ValueId) -> Result<Vec<ValueId>
         ok,
         onnxc_runtime::abi::ONNXC_ERR_SHAPE,
     )?;
+    // At most one -1 (onnxruntime and the spec refuse two, whatever the declared shape):
+    // no pair j < k holds -1 twice.
+    if n >= 2 {
+        let at = |k: u32| expr::load(DType::I64, 0, vec![expr::var(k)]);
+        let both = expr::and(eq(at(0), expr::i(-1)), eq(at(1), expr::i(-1)));
+        let one = expr::binary(
+            expr::BinOp::Or,
+            expr::binary(expr::BinOp::Ge, expr::var(0), expr::var(1)),
+            expr::unary(expr::UnOp::Not, both),
+        );
+        ctx.assert_expr(
+            vec![n, n],
+            vec![sv],
+            one,
+            onnxc_runtime::abi::ONNXC_ERR_SHAPE,
+        )?;
+    }
     let shape: Shape = out.iter().map(|&d| Dim::Known(d)).collect();
     Ok(vec![ctx.reshape(x, shape)?])
 }
