@@ -1361,3 +1361,71 @@ fn sparse_initializers_are_made_dense_and_checked() {
         ],
     );
 }
+
+/// Sizes past what onnxc takes are reported as the model's value against onnxc's limit,
+/// not as a rule of the op nor as an internal tensor's size.
+#[test]
+fn sizes_past_the_limits_name_the_limit() {
+    let d = scratch("hostile-limits");
+    let roi = |attr: &str, v: i64| {
+        model(
+            vec![with_int(
+                node("RoiAlign", "ra", &["x", "rois", "idx"], &["y"]),
+                attr,
+                v,
+            )],
+            vec![
+                value_info("x", 1, &[D::N(1), D::N(1), D::N(4), D::N(4)]),
+                value_info("rois", 1, &[D::N(1), D::N(4)]),
+                value_info("idx", 7, &[D::N(1)]),
+            ],
+            vec![value_info("y", 1, &[])],
+            vec![],
+            21,
+        )
+    };
+    refused(
+        &d,
+        "roi-height",
+        &roi("output_height", 1 << 31),
+        &[
+            "node 'ra' (RoiAlign, opset 21)",
+            "output_height is 2147483648; onnxc takes at most 2147483647 (2^31 - 1)",
+        ],
+    );
+    refused(
+        &d,
+        "roi-ratio",
+        &roi("sampling_ratio", HUGE),
+        &["sampling_ratio is 1099511627776; onnxc takes at most 2147483647"],
+    );
+    refused(
+        &d,
+        "roi-zero",
+        &roi("output_width", 0),
+        &["output_width is 0; it must be at least 1"],
+    );
+    // Unique of 2^30 elements: the model's tensor and onnxc's limit, not the kernel's
+    // packed result.
+    let m = model(
+        vec![
+            node("ConstantOfShape", "cos", &["s"], &["k"]),
+            node("Unique", "u", &["k"], &["y"]),
+        ],
+        vec![],
+        vec![value_info("y", 7, &[])],
+        vec![int_tensor("s", 7, &[1], &[1 << 30])],
+        18,
+    );
+    let o = compile_limited(&d, "unique", &m);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(
+            "node 'u' (Unique, opset 18): input X [1073741824] has 1073741824 elements along \
+             the axis Unique takes; onnxc's Unique takes at most 715827882"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("3221225473"), "{e}");
+}

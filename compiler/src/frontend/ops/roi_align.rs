@@ -64,16 +64,28 @@ pub fn roi_align(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let extent = |ctx: &Ctx, name: &str| -> Result<i64> {
         let v = ctx.attr_i_or(name, 1)?;
-        if !(1..=onnxc_runtime::params::MAX_EXTENT).contains(&v) {
+        let max = onnxc_runtime::params::MAX_EXTENT;
+        if v < 1 {
             return Err(ctx.err(format!("{name} is {v}; it must be at least 1")));
+        }
+        if v > max {
+            return Err(ctx.err(format!(
+                "{name} is {v}; onnxc takes at most {max} (2^31 - 1)"
+            )));
         }
         Ok(v)
     };
     let (oh, ow) = (extent(ctx, "output_height")?, extent(ctx, "output_width")?);
     let sampling_ratio = ctx.attr_i_or("sampling_ratio", 0)?;
-    if !(0..=onnxc_runtime::params::MAX_EXTENT).contains(&sampling_ratio) {
+    if sampling_ratio < 0 {
         return Err(ctx.err(format!(
             "sampling_ratio is {sampling_ratio}; it must be 0 (adaptive) or more"
+        )));
+    }
+    if sampling_ratio > onnxc_runtime::params::MAX_EXTENT {
+        return Err(ctx.err(format!(
+            "sampling_ratio is {sampling_ratio}; onnxc takes at most {} (2^31 - 1)",
+            onnxc_runtime::params::MAX_EXTENT
         )));
     }
     let spatial_scale = ctx.attr_f_or("spatial_scale", 1.0)? as f32;

@@ -301,6 +301,15 @@ pub fn unique(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
         inner: ds[axis + 1..].iter().product(),
         sorted,
     };
+    // The kernel's result packs a count and three words per element into one int64 axis.
+    let most = (crate::ir::dim::MAX_DIM - 1) / 3;
+    if n > most {
+        return Err(ctx.err(format!(
+            "input X {} has {n} elements along the axis Unique takes; onnxc's Unique takes at \
+             most {most} ((2^31 - 2) / 3)",
+            crate::ir::dim::fmt_shape(&ctx.shape(ctx.input(0)?))
+        )));
+    }
     let words = 1 + 3 * n;
     let result = ctx.add(
         Op::kernel(op),
