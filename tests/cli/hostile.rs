@@ -1429,3 +1429,53 @@ fn sizes_past_the_limits_name_the_limit() {
     );
     assert!(!e.contains("3221225473"), "{e}");
 }
+
+/// A Compress condition longer than the axis: the entries past it are ignored, true or
+/// not, as onnxruntime ignores them (a constant condition and one given at run time).
+#[test]
+fn a_compress_condition_longer_than_the_axis_ignores_the_rest() {
+    let d = scratch("hostile-compress");
+    let cond = [
+        false, true, false, true, false, false, false, true, false, true,
+    ];
+    let bools = |c: &[bool]| c.iter().map(|&b| b as i64).collect::<Vec<_>>();
+    let compress = |inputs, inits| {
+        model(
+            vec![with_int(
+                node("Compress", "c", &["x", "cond"], &["y"]),
+                "axis",
+                2,
+            )],
+            inputs,
+            vec![value_info("y", 1, &[D::N(2), D::N(3), D::S("m")])],
+            inits,
+            18,
+        )
+    };
+    let x = value_info("x", 1, &[D::N(2), D::N(3), D::N(4)]);
+    let xin = d.join("x.pb");
+    let vals: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    save_tensor(&f32_tensor("x", &[2, 3, 4], &vals), &xin);
+    let odd: Vec<f64> = (0..24).filter(|v| v % 2 == 1).map(f64::from).collect();
+    let p = d.join("const.onnx");
+    save(
+        &compress(
+            vec![x.clone()],
+            vec![int_tensor("cond", 9, &[10], &bools(&cond))],
+        ),
+        &p,
+    );
+    let y = run_model(&[&p, &xin], &d.join("const-out"));
+    assert_eq!(y[0].shape, [2, 3, 2]);
+    assert_eq!(y[0].to_f64s(), odd);
+    let p = d.join("run.onnx");
+    save(
+        &compress(vec![x, value_info("cond", 9, &[D::N(10)])], vec![]),
+        &p,
+    );
+    let cin = d.join("cond.pb");
+    save_tensor(&int_tensor("cond", 9, &[10], &bools(&cond)), &cin);
+    let y = run_model(&[&p, &xin, &cin], &d.join("run-out"));
+    assert_eq!(y[0].shape, [2, 3, 2]);
+    assert_eq!(y[0].to_f64s(), odd);
+}

@@ -140,6 +140,19 @@ pub fn compress(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     };
     let ds = ctx.known_shape(data)?;
     let len = ds[axis];
+    // A condition longer than the axis: its entries past the axis are ignored, true or not,
+    // as onnxruntime ignores them (the spec defines only a shorter one, whose missing
+    // entries are false; onnx's reference evaluator fails on a true entry past the axis).
+    let cond = if cs[0] > len {
+        ctx.map(
+            DType::Bool,
+            vec![Dim::Known(len)],
+            vec![cond],
+            expr::load(DType::Bool, 0, vec![expr::var(0)]),
+        )?
+    } else {
+        cond
+    };
     // Positions of the true conditions, [1, m] → [m].
     let pos = nonzero_of(ctx, cond)?;
     let m = ctx.known_shape(pos)?[1];
@@ -147,7 +160,7 @@ pub fn compress(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     let r = ds.len();
     let mut shape: Vec<i64> = ds.clone();
     shape[axis] = m;
-    // A true condition past the axis (the condition may be longer) is ONNXC_ERR_INDEX.
+    // Every position is inside the axis; checked all the same (ONNXC_ERR_INDEX).
     let index: Vec<E> = (0..r)
         .map(|k| {
             let v = expr::var(k as u32);
