@@ -1061,3 +1061,82 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
         assert_eq!(got, want, "past {past}");
     }
 }
+
+/// A decoder step's positions: row `past` of a position table `[64, 16]`
+/// (Gathered at `Range(past, past + seq)`, `past` from the cache's shape), added to the new
+/// tokens.
+fn model_with_positions(table: &[f32]) -> onnxc_proto::ModelProto {
+    let konst = |name: &str, v: i64| {
+        with_tensor(
+            node("Constant", name, &[], &[name]),
+            "value",
+            int_tensor(name, 7, &[], &[v]),
+        )
+    };
+    model(
+        vec![
+            node("Shape", "cache_shape", &["pk"], &["pk_shape"]),
+            konst("one", 1),
+            with_int(
+                node("Gather", "past", &["pk_shape", "one"], &["past"]),
+                "axis",
+                0,
+            ),
+            node("Shape", "new_shape", &["q"], &["q_shape"]),
+            with_int(
+                node("Gather", "seq", &["q_shape", "one"], &["seq"]),
+                "axis",
+                0,
+            ),
+            node("Add", "total", &["past", "seq"], &["total"]),
+            node("Range", "positions", &["past", "total", "one"], &["pos"]),
+            node("Gather", "rows", &["wpe", "pos"], &["e"]),
+            node("Add", "placed", &["q", "e"], &["y"]),
+        ],
+        vec![
+            value_info("q", 1, &[D::N(1), D::N(1), D::N(16)]),
+            value_info("pk", 1, &[D::N(1), D::S("past"), D::N(16)]),
+        ],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(16)])],
+        vec![f32_tensor("wpe", &[64, 16], table)],
+        17,
+    )
+}
+
+/// The rows a decoder step reads from its position table follow the cache's length taken
+/// at run time: the Gather is not folded per length (which no formula gives) but reads the
+/// table when the model runs, at indices that follow the dim.
+#[test]
+fn a_position_table_read_at_the_cache_length_follows_it() {
+    let d = scratch("run_time_dims_cache_positions");
+    let p = d.join("positions.onnx");
+    let table: Vec<f32> = (0..64 * 16).map(|k| (k as f32 * 0.37).sin()).collect();
+    save(&model_with_positions(&table), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("past", 1, 63)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    let q: Vec<f32> = (0..16).map(|k| k as f32).collect();
+    for past in [1usize, 2, 9, 63] {
+        let dir = d.join(format!("past{past}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [("q", q.clone()), ("pk", vec![0.5; past * 16])].map(|(name, v)| {
+            let f = dir.join(format!("{name}.bin"));
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&f, bytes).unwrap();
+            f
+        });
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .args(&files)
+            .args(["--dims", &past.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let got = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = (0..16).map(|k| q[k] + table[past * 16 + k]).collect();
+        assert_eq!(got, want, "past {past}");
+    }
+}

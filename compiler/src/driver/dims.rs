@@ -696,7 +696,9 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// compiled model is not one program for all their values and a retry may make it one:
 /// with expanding maps computed at run time when their folded tables followed the dims
 /// (`ImportOptions::keep_expanding`), with float scalars loaded where the code runs when a
-/// scale was folded with a count of the dims (`ImportOptions::keep_scales`), in multiples
+/// scale was folded with a count of the dims (`ImportOptions::keep_scales`; then with
+/// expanding maps and selections from float tables kept, when the floats were a folded
+/// table's elements inlined), in multiples
 /// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
 /// stride-8 head), and in multiples of 32 when those of 8 fail for another reason too
 /// (their least values leave a deep map one wide, where loops of extent 1 fall away:
@@ -719,6 +721,10 @@ fn with_retries(
             import.keep_expanding = true;
         } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_scales {
             import.keep_scales = true;
+        } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_expanding {
+            // Not a scale but a table's elements inlined as literals (rows of a position
+            // table Gathered at the dims): kept from folding as tables are.
+            import.keep_expanding = true;
         } else if (why.contains(loops::dims::NOT_POLYNOMIAL) || from > 1)
             && let Some(&m) = RETRY_MULTIPLES.iter().find(|&&m| m > from)
         {
