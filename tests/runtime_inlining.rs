@@ -56,6 +56,7 @@ const EXPECTED: &[&str] = &[
     "roi_align::roi_align_f32",
     "simd::dispatch_ranges",
     "softmax::onnxc_softmax_f32",
+    "text_tfidf::text_tfidf_f32",
     "tfidf::tfidf_f32",
     "topk::heap_select",
     "tree::encode::check",

@@ -219,8 +219,8 @@ impl<'a> TextTfIdf<'a> {
 
     /// Row `y` (zeroed first) of string `s`: its tokens, framed and padded to `len` tokens
     /// (0: no tokens at all; None: framed, not padded, where the length changes no count),
-    /// counted as n-grams. `ids`: the pool positions of the start
-    /// mark, the end mark and the pad value; `ring` and `token` the worker's scratch.
+    /// counted as n-grams. `ids`: the pool positions of the start mark, the end mark and
+    /// the pad value; `ring` and `token` the worker's scratch.
     #[allow(clippy::too_many_arguments)]
     fn row(
         &self,
@@ -264,16 +264,30 @@ impl<'a> TextTfIdf<'a> {
         if mark {
             row.push(start);
         }
-        self.tokenizer.walk(s, |a, e| {
-            row.push(self.position(s, a, e, token));
-            true
-        });
+        self.tokenizer
+            .walk(s, |a, e| self.take(s, a, e, row, token));
         if mark {
             row.push(end);
         }
         while len.is_some_and(|len| row.len < len) {
             row.push(pad);
         }
+    }
+
+    /// Pushes the token of `s` from `a` to `e` into `row`; true (the walk goes on). A
+    /// function of its own, called once a token (as a closure it would be compiled apart
+    /// all the same: `tests/runtime_inlining.rs`).
+    #[inline(never)]
+    fn take<T: Text + ?Sized>(
+        &self,
+        s: &T,
+        a: T::Pos,
+        e: T::Pos,
+        row: &mut Row,
+        token: &mut [u8],
+    ) -> bool {
+        row.push(self.position(s, a, e, token));
+        true
     }
 
     /// The pool position of the token of `s` from `a` to `e` (−1 if the pool lacks it),

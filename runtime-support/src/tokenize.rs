@@ -90,6 +90,19 @@ fn char_at<T: Text + ?Sized>(s: &T, p: T::Pos) -> Option<(T::Pos, u8)> {
     Some((q, last))
 }
 
+/// `token(a, e)` for a token of `s` from `a` to `e` that is kept (not empty, at least `k`
+/// characters), else true: whether the walk goes on. Inlined: it runs once a token.
+#[inline(always)]
+fn emit<T: Text + ?Sized>(
+    s: &T,
+    k: usize,
+    a: T::Pos,
+    e: T::Pos,
+    token: &mut impl FnMut(T::Pos, T::Pos) -> bool,
+) -> bool {
+    a == e || !has_chars(s, a, e, k) || token(a, e)
+}
+
 /// Whether `s` from `a` to `e` holds at least `k` UTF-8 characters (a byte that starts no
 /// character counts as one).
 fn has_chars<T: Text + ?Sized>(s: &T, mut a: T::Pos, e: T::Pos, k: usize) -> bool {
@@ -156,13 +169,12 @@ impl<'a> Tokenizer<'a> {
         s: &T,
         mut token: impl FnMut(T::Pos, T::Pos) -> bool,
     ) -> bool {
-        let mut emit =
-            |a: T::Pos, e: T::Pos| a == e || !has_chars(s, a, e, self.mincharnum) || token(a, e);
+        let k = self.mincharnum;
         match (self.mode, &self.search) {
             (Mode::Chars, _) | (_, None) => {
                 let mut i = s.start();
                 while let Some((e, _)) = char_at(s, i) {
-                    if !emit(i, e) {
+                    if !emit(s, k, i, e, &mut token) {
                         return false;
                     }
                     i = e;
@@ -174,7 +186,7 @@ impl<'a> Tokenizer<'a> {
                 while s.next(i).is_some() {
                     match a.match_from(s, i, before) {
                         Some((e, b)) if e != i => {
-                            if !emit(i, e) {
+                            if !emit(s, k, i, e, &mut token) {
                                 return false;
                             }
                             (i, before) = (e, b);
@@ -192,7 +204,7 @@ impl<'a> Tokenizer<'a> {
                 while s.next(i).is_some() {
                     match a.match_from(s, i, before) {
                         Some((e, b)) if e != i => {
-                            if !emit(start, i) {
+                            if !emit(s, k, start, i, &mut token) {
                                 return false;
                             }
                             (start, i, before) = (e, e, b);
@@ -203,7 +215,7 @@ impl<'a> Tokenizer<'a> {
                         }
                     }
                 }
-                emit(start, i)
+                emit(s, k, start, i, &mut token)
             }
         }
     }

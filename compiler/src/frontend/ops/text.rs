@@ -248,7 +248,7 @@ fn text_pipeline(
     if text::TextTfIdf::decode(&blob).is_err() {
         return Ok(None);
     }
-    let columns = onnxc_runtime::tfidf::TfIdfParams::decode(tfidf)
+    let out = onnxc_runtime::tfidf::TfIdfParams::decode(tfidf)
         .map(|p| p.out as i64)
         .unwrap_or(0);
     let y = ctx.add(
@@ -257,7 +257,7 @@ fn text_pipeline(
             weights: weights.clone(),
         }),
         vec![source],
-        TypeInfo::new(DType::F32, shape_from(&[rows, columns])),
+        TypeInfo::new(DType::F32, shape_from(&[rows, out])),
     )?;
     Ok(Some(y))
 }
