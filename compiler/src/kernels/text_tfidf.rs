@@ -58,7 +58,9 @@ impl KernelOp for TextTfIdf {
         Ok(vec![Stmt::call(
             &kernels::TEXT_TFIDF_F32,
             vec![
-                Arg::Blob(self.blob.clone()),
+                // Params, not a Blob: the row count inside follows a dim taken at run
+                // time (`loops::dims` makes differing words formulas).
+                Arg::Params(self.blob.to_vec()),
                 self.weights
                     .as_ref()
                     .map_or(Arg::Null, |w| Arg::Floats(w.to_vec())),
