@@ -696,9 +696,9 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// compiled model is not one program for all their values and a retry may make it one:
 /// with expanding maps computed at run time when their folded tables followed the dims
 /// (`ImportOptions::keep_expanding`), with float scalars loaded where the code runs when a
-/// scale was folded with a count of the dims (`ImportOptions::keep_scales`; then with
-/// expanding maps and selections from float tables kept, when the floats were a folded
-/// table's elements inlined), in multiples
+/// scale was folded with a count of the dims (`ImportOptions::keep_scales`), with
+/// selections from float tables computed at run time too when a folded table or float
+/// still differs (`ImportOptions::keep_selections`: a decoder's position rows), in multiples
 /// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
 /// stride-8 head), and in multiples of 32 when those of 8 fail for another reason too
 /// (their least values leave a deep map one wide, where loops of extent 1 fall away:
@@ -721,10 +721,15 @@ fn with_retries(
             import.keep_expanding = true;
         } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_scales {
             import.keep_scales = true;
-        } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_expanding {
-            // Not a scale but a table's elements inlined as literals (rows of a position
-            // table Gathered at the dims): kept from folding as tables are.
+        } else if (why.contains(loops::dims::FOLDED_TABLE)
+            || why.contains(loops::dims::FOLDED_SCALE))
+            && !import.keep_selections
+        {
+            // A table's rows Gathered at the dims (a decoder's position rows at its cache
+            // length), folded into a table or inlined as literals: kept from folding too.
+            // Last, so that the models the retries above serve keep their programs.
             import.keep_expanding = true;
+            import.keep_selections = true;
         } else if (why.contains(loops::dims::NOT_POLYNOMIAL) || from > 1)
             && let Some(&m) = RETRY_MULTIPLES.iter().find(|&&m| m > from)
         {

@@ -52,6 +52,11 @@ pub struct ImportOptions {
     /// (`Graph::keep_expanding`): a run-time dim's retry when their folded tables' lengths
     /// followed it.
     pub keep_expanding: bool,
+    /// Besides `keep_expanding`, keep selections from larger float tables by other operands
+    /// computed at run time (`Graph::keep_selections`): a run-time dim's last retry when a
+    /// table's rows Gathered at the dims (a decoder's position rows at its cache length)
+    /// were folded into constants that follow it.
+    pub keep_selections: bool,
     /// Keep float constants read as scalars (a quantization's scales) loaded where the code
     /// runs, not folded with the constants beside them (`loops::lower::LowerOptions::
     /// keep_scales`): a run-time dim's retry when a scale folded with a count of the dims
@@ -73,6 +78,7 @@ impl Default for ImportOptions {
             fold_limit: 1 << 22,
             string_bytes: DEFAULT_STRING_BYTES,
             keep_expanding: false,
+            keep_selections: false,
             keep_scales: false,
         }
     }
@@ -232,6 +238,7 @@ fn importer<'a>(
     let mut g = Graph::new(name);
     g.warnings.extend(imply_opsets(gp, &mut opsets));
     g.keep_expanding = opts.keep_expanding;
+    g.keep_selections = opts.keep_selections;
     Importer {
         g,
         env: HashMap::new(),

@@ -382,6 +382,9 @@ pub struct Graph {
     /// Maps that make more elements than their constant operands hold are not folded
     /// (`frontend::ImportOptions::keep_expanding`).
     pub keep_expanding: bool,
+    /// Maps selecting from a larger float constant by other operands are not folded either
+    /// (`frontend::ImportOptions::keep_selections`).
+    pub keep_selections: bool,
     dag: StableDiGraph<Node, Edge>,
     pub inputs: Vec<GraphIo>,
     pub outputs: Vec<GraphIo>,
