@@ -618,30 +618,6 @@ mod tests {
         )
     }
 
-    /// The pool's n-grams (lists of pool positions), each its own column, as the compiler
-    /// builds the trie.
-    fn trie(grams: &[&[i64]]) -> Vec<i64> {
-        let mut edges: Vec<[i64; 4]> = Vec::new();
-        for (k, g) in grams.iter().enumerate() {
-            let mut node = 0;
-            for (i, &t) in g.iter().enumerate() {
-                let at = match edges.iter().position(|e| e[0] == node && e[1] == t) {
-                    Some(at) => at,
-                    None => {
-                        edges.push([node, t, 0, edges.len() as i64 + 1]);
-                        edges.len() - 1
-                    }
-                };
-                if i + 1 == g.len() {
-                    edges[at][2] = k as i64 + 1;
-                }
-                node = edges[at][3];
-            }
-        }
-        edges.sort();
-        edges.concat()
-    }
-
     /// The three kernels one after the other, as the unfused graph runs them: case change,
     /// tokens padded to the most of any string, lookup, n-gram counts.
     fn unfused(p: &TextTfIdf, docs: &[&[u8]], weights: Option<&[f32]>) -> Vec<f32> {
@@ -745,7 +721,7 @@ mod tests {
             n.1,
             skip,
             crate::tfidf::Mode::TfIdf,
-            &trie(grams),
+            &crate::tfidf::tests::trie(grams),
             &cols,
         );
         let longest = pool.iter().map(|s| s.len()).max().unwrap_or(0);

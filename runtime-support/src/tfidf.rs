@@ -368,13 +368,13 @@ pub unsafe extern "C" fn onnxc_tfidf_f32(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::par::same_bits_on_every_pool;
 
     /// The trie of `grams` (token lists; n-gram `k` has id `k + 1` and column `k`), as the
     /// compiler builds it.
-    fn trie(grams: &[&[i64]]) -> Vec<i64> {
+    pub(crate) fn trie(grams: &[&[i64]]) -> Vec<i64> {
         let mut edges: Vec<[i64; 4]> = Vec::new();
         for (k, g) in grams.iter().enumerate() {
             let mut node = 0;

@@ -979,6 +979,32 @@ fn a_zipmap_output_follows_a_run_time_dim() {
     }
 }
 
+/// Output 0 of `exe` (one dim taken at run time, at `dim`) on `inputs` (name, floats),
+/// written as raw files into `dir`.
+fn raw_output(exe: &Path, dir: &Path, inputs: &[(&str, &[f32])], dim: usize) -> Vec<f32> {
+    std::fs::create_dir_all(dir).unwrap();
+    let files: Vec<PathBuf> = inputs
+        .iter()
+        .map(|(name, v)| {
+            let f = dir.join(format!("{name}.bin"));
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&f, bytes).unwrap();
+            f
+        })
+        .collect();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = Command::new(exe)
+        .arg("run")
+        .args(&files)
+        .args(["--dims", &dim.to_string(), "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    floats(&std::fs::read(out.join("output_0.bin")).unwrap())
+}
+
 /// A KV cache's shape, as exporters name its dims: the new keys `[b, seq]` appended to the
 /// cached ones `[b, past]`, scaled by a mask declared `[b, 'past + seq']`.
 fn model_with_cache() -> onnxc_proto::ModelProto {
@@ -1030,28 +1056,8 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
     for past in [1usize, 5, 64] {
         let pk: Vec<f32> = (0..past).map(|v| v as f32).collect();
         let mask: Vec<f32> = (0..=past).map(|v| 0.5 * v as f32).collect();
-        let dir = d.join(format!("past{past}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let files: Vec<PathBuf> = [("past_k", &pk[..]), ("k", &[-1.0][..]), ("mask", &mask)]
-            .iter()
-            .map(|(name, v)| {
-                let f = dir.join(format!("{name}.bin"));
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                std::fs::write(&f, bytes).unwrap();
-                f
-            })
-            .collect();
-        let out = dir.join("out");
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .args(&files)
-            .args(["--dims", &past.to_string(), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        let got = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let inputs = [("past_k", &pk[..]), ("k", &[-1.0][..]), ("mask", &mask)];
+        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, past);
         let want: Vec<f32> = pk
             .iter()
             .chain(&[-1.0])
@@ -1117,25 +1123,9 @@ fn a_position_table_read_at_the_cache_length_follows_it() {
     let exe = executable(&c, &d, "dynamic");
     let q: Vec<f32> = (0..16).map(|k| k as f32).collect();
     for past in [1usize, 2, 9, 63] {
-        let dir = d.join(format!("past{past}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let files = [("q", q.clone()), ("pk", vec![0.5; past * 16])].map(|(name, v)| {
-            let f = dir.join(format!("{name}.bin"));
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            std::fs::write(&f, bytes).unwrap();
-            f
-        });
-        let out = dir.join("out");
-        std::fs::create_dir_all(&out).unwrap();
-        let o = Command::new(&exe)
-            .arg("run")
-            .args(&files)
-            .args(["--dims", &past.to_string(), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        let got = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let cache = vec![0.5; past * 16];
+        let inputs = [("q", &q[..]), ("pk", &cache[..])];
+        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, past);
         let want: Vec<f32> = (0..16).map(|k| q[k] + table[past * 16 + k]).collect();
         assert_eq!(got, want, "past {past}");
     }
