@@ -126,35 +126,34 @@ pub fn tfidf_vectorizer(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
     edges.sort();
     let flat: Vec<i64> = edges.concat();
     let u = |v: i64| v as usize;
-    let blob = tfidf::encode(
-        u(rows),
-        u(n),
-        u(out),
-        u(min_n),
-        u(max_n),
-        u(max_skip),
-        mode,
-        &flat,
-        &indexes,
-    );
+    // The counts' blob over rows of `n` tokens (0: streamed by the fused text kernel).
+    let blob_over = |n: i64| {
+        tfidf::encode(
+            u(rows),
+            u(n),
+            u(out),
+            u(min_n),
+            u(max_n),
+            u(max_skip),
+            mode,
+            &flat,
+            &indexes,
+        )
+    };
+    let blob = blob_over(n);
     if let Err(e) = tfidf::TfIdfParams::decode(&blob) {
         return Err(ctx.err(format!("its n-gram tables are out of onnxc's range: {e}")));
     }
     let fused = match &strings {
-        Some(pool) => {
-            let tfidf = tfidf::encode(
-                u(rows),
-                0,
-                u(out),
-                u(min_n),
-                u(max_n),
-                u(max_skip),
-                mode,
-                &flat,
-                &indexes,
-            );
-            text_pipeline(ctx, x, rows, pool, &indexes[..ngrams], &tfidf, &weights)?
-        }
+        Some(pool) => text_pipeline(
+            ctx,
+            x,
+            rows,
+            pool,
+            &indexes[..ngrams],
+            &blob_over(0),
+            &weights,
+        )?,
         None => None,
     };
     if let Some(y) = fused {
