@@ -52,6 +52,24 @@ pub fn seal(body: impl IntoIterator<Item = i64>) -> Vec<i64> {
     v
 }
 
+/// `u32` values packed two a word (the first in the low half), as tables of states or
+/// hash slots are stored in a blob; an odd count leaves the last high half 0.
+pub fn pack_u32(v: &[u32]) -> impl Iterator<Item = i64> + '_ {
+    v.chunks(2)
+        .map(|p| (u64::from(p[0]) | (u64::from(*p.get(1).unwrap_or(&0)) << 32)) as i64)
+}
+
+/// Value `k` of `u32`s packed by `pack_u32` into `words` (`k / 2` below their length).
+#[inline(always)]
+pub fn u32_at(words: &[i64], k: usize) -> u32 {
+    let w = words[k / 2] as u64;
+    if k.is_multiple_of(2) {
+        w as u32
+    } else {
+        (w >> 32) as u32
+    }
+}
+
 /// The sealed blob at `p` as a slice, its length read from its first word.
 ///
 /// # Safety

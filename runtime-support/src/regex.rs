@@ -113,11 +113,7 @@ pub fn encode_search(
             })
             .collect()
     };
-    let pairs = |row: &[u32]| -> Vec<i64> {
-        row.chunks(2)
-            .map(|p| (u64::from(p[0]) | (u64::from(*p.get(1).unwrap_or(&0)) << 32)) as i64)
-            .collect()
-    };
+    let pairs = |row: &[u32]| -> Vec<i64> { params::pack_u32(row).collect() };
     let mut words = vec![SEARCH_MAGIC, next.len() as i64];
     words.extend(pairs(starts));
     words.extend(bits(matches));
@@ -169,15 +165,6 @@ impl<'a> Searcher<'a> {
         })
     }
 
-    fn half(words: &[i64], k: usize) -> u32 {
-        let w = words[k / 2] as u64;
-        if k.is_multiple_of(2) {
-            w as u32
-        } else {
-            (w >> 32) as u32
-        }
-    }
-
     fn state(&self, t: u32) -> u32 {
         if (t as usize) < self.states { t } else { 0 }
     }
@@ -202,14 +189,17 @@ impl<'a> Searcher<'a> {
         i: T::Pos,
         before: usize,
     ) -> Option<(T::Pos, usize)> {
-        let mut state = self.state(Self::half(self.starts, before));
+        let mut state = self.state(params::u32_at(self.starts, before));
         let mut last = None;
         let (mut at, mut prev) = (i, before);
         while let Some((b, next)) = s.next(at) {
             if state == 0 {
                 return last;
             }
-            state = self.state(Self::half(&self.next[state as usize * ROW..], b as usize));
+            state = self.state(params::u32_at(
+                &self.next[state as usize * ROW..],
+                b as usize,
+            ));
             if state != 0 && Self::bit(self.matches, state) {
                 last = Some((at, prev));
             }

@@ -119,11 +119,7 @@ pub fn encode(
             .chain(tokenizer.iter().copied())
             .chain(pool.iter().copied())
             .chain(tfidf.iter().copied())
-            .chain(
-                slots
-                    .chunks(2)
-                    .map(|p| (u64::from(p[0]) | (u64::from(p[1]) << 32)) as i64),
-            ),
+            .chain(params::pack_u32(&slots)),
     )
 }
 
@@ -313,12 +309,7 @@ impl<'a> TextTfIdf<'a> {
         let n = self.slots.len() * 2;
         let mut h = hash(s) & (n - 1);
         for _ in 0..n {
-            let w = self.slots[h / 2] as u64;
-            let t = if h.is_multiple_of(2) {
-                w as u32
-            } else {
-                (w >> 32) as u32
-            } as usize;
+            let t = params::u32_at(self.slots, h) as usize;
             if t == 0 {
                 return -1;
             }

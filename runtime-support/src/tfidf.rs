@@ -111,9 +111,7 @@ pub fn encode(
         }
         slots[h] = k as u32 + 1;
     }
-    let packed = slots
-        .chunks(2)
-        .map(|p| (u64::from(p[0]) | (u64::from(p[1]) << 32)) as i64);
+    let packed = params::pack_u32(&slots);
     params::seal(
         head.iter()
             .map(|&v| v as i64)
@@ -213,12 +211,7 @@ impl<'a> TfIdfParams<'a> {
         let slots = self.slots.len() * 2;
         let mut h = slot_of(node, token) & (slots - 1);
         for _ in 0..slots {
-            let w = self.slots[h / 2] as u64;
-            let s = if h.is_multiple_of(2) {
-                w as u32
-            } else {
-                (w >> 32) as u32
-            } as usize;
+            let s = params::u32_at(self.slots, h) as usize;
             if s == 0 {
                 return None;
             }
