@@ -25,27 +25,13 @@ pub fn unbound_dims(
     let Some(g) = m.graph.as_ref() else {
         return vec![];
     };
-    let inits: std::collections::HashSet<&str> = g
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
     // Every runtime input's symbolic dims, as the importer names them (a sum of others,
     // `derived_dim`, is bound with them).
     let standalone = standalone_symbols(g);
     let mut all: Vec<(String, Unbound)> = Vec::new();
-    for vi in &g.input {
-        let name = vi.name.clone().unwrap_or_default();
-        if inits.contains(name.as_str()) {
-            continue;
-        }
-        let Some(type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            continue;
-        };
-        let Some(shape) = &tt.shape else { continue };
-        for (k, d) in shape.dim.iter().enumerate() {
+    for (name, dims_of) in runtime_input_dims(g) {
+        let name = name.to_string();
+        for (k, d) in dims_of.iter().enumerate() {
             let symbol = match &d.value {
                 Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v >= 0 => {
                     continue;
@@ -101,22 +87,11 @@ pub fn check_negative_dims(
     let Some(g) = m.graph.as_ref() else {
         return Ok(());
     };
-    for vi in &g.input {
-        let name = vi.name.as_deref().unwrap_or_default();
-        if g.initializer
-            .iter()
-            .any(|t| t.name.as_deref() == Some(name))
-            || shapes.iter().any(|(n, _)| n == name)
-        {
+    for (name, dims_of) in runtime_input_dims(g) {
+        if shapes.iter().any(|(n, _)| n == name) {
             continue;
         }
-        let Some(type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            continue;
-        };
-        let Some(shape) = &tt.shape else { continue };
-        for (k, d) in shape.dim.iter().enumerate() {
+        for (k, d) in dims_of.iter().enumerate() {
             if let Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimValue(v)) = d.value
                 && v < -1
                 && !dims.iter().any(|(s, _)| *s == format!("{name}:{k}"))
@@ -137,23 +112,9 @@ pub fn check_negative_dims(
 /// The named symbols the runtime inputs of `g` declare as whole dims (not sums:
 /// `derived_dim`).
 pub(crate) fn standalone_symbols(g: &onnxc_proto::GraphProto) -> HashSet<String> {
-    let inits: HashSet<&str> = g
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
     let mut out = HashSet::new();
-    for vi in g
-        .input
-        .iter()
-        .filter(|vi| !inits.contains(vi.name.as_deref().unwrap_or_default()))
-    {
-        let Some(type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            continue;
-        };
-        for d in tt.shape.iter().flat_map(|s| &s.dim) {
+    for (_, dims) in runtime_input_dims(g) {
+        for d in dims {
             if let Some(onnxc_proto::tensor_shape_proto::dimension::Value::DimParam(p)) = &d.value
                 && is_named_dim(p)
                 && sum_terms(p).is_none()
@@ -163,6 +124,28 @@ pub(crate) fn standalone_symbols(g: &onnxc_proto::GraphProto) -> HashSet<String>
         }
     }
     out
+}
+
+/// Each runtime input of `g` (not an initializer) that declares a tensor shape: its name
+/// and declared dims.
+fn runtime_input_dims(
+    g: &onnxc_proto::GraphProto,
+) -> impl Iterator<Item = (&str, &[onnxc_proto::tensor_shape_proto::Dimension])> {
+    let inits: HashSet<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    g.input.iter().filter_map(move |vi| {
+        let name = vi.name.as_deref().unwrap_or_default();
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            return None;
+        };
+        let shape = tt.shape.as_ref()?;
+        (!inits.contains(name)).then_some((name, &shape.dim[..]))
+    })
 }
 
 /// The terms of a `dim_param` written as a sum (`past_sequence_length + sequence_length`,
