@@ -591,22 +591,9 @@ mod tests {
     use crate::par::same_bits_on_every_pool;
     use crate::tokenize::Mode;
 
-    /// Runs of `[a-z0-9]` bytes as a search automaton (the tokenizer's tests' shape).
+    /// Runs of `[a-z0-9]` bytes (and any non-ASCII byte) as a search automaton.
     fn words() -> Vec<i64> {
-        let class = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b >= 0x80;
-        let mut next = vec![[0u32; 256]; 5];
-        for b in 0..=255u8 {
-            let (inside, after) = if class(b) { (3, 2) } else { (4, 0) };
-            next[1][b as usize] = after;
-            next[2][b as usize] = inside;
-            next[3][b as usize] = inside;
-        }
-        crate::regex::encode_search(
-            &[1; 257],
-            &[false, false, false, true, true],
-            &[false, false, true, true, false],
-            &next,
-        )
+        crate::tokenize::tests::runs(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b >= 0x80)
     }
 
     /// The three kernels one after the other, as the unfused graph runs them: case change,

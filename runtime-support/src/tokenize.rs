@@ -314,14 +314,14 @@ pub unsafe extern "C" fn onnxc_tokenize(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::abi::ONNXC_OK;
 
     /// A searcher for runs of `class` bytes: 1 starts, 2 is one byte in, 3 two or more (a
     /// match ended before the byte), 4 the byte after a run (a match ended before it), then
     /// dead.
-    fn runs(class: impl Fn(u8) -> bool) -> Vec<i64> {
+    pub(crate) fn runs(class: impl Fn(u8) -> bool) -> Vec<i64> {
         let mut next = vec![[0u32; 256]; 5];
         for b in 0..=255u8 {
             let (inside, after) = if class(b) { (3, 2) } else { (4, 0) };
