@@ -80,10 +80,12 @@ typedef struct onnxc_tensor_info {
     const void *keys;
     uint32_t flags; /* ONNXC_TENSOR_* bits */
     uint32_t reserved;
-    /* With ONNXC_TENSOR_RUN_DIMS: per dim five int64_t {dim, mul, add, pre, div}: the dim
-       is mul * ((run-time dim `dim` + pre) / div) + add, the division rounding down (a
-       strided window's output), or shape's value where dim is -1; inputs' have pre 0 and
-       div 1. shape and size_bytes are then the tensor's at the run-time dims' bounds. */
+    /* With ONNXC_TENSOR_RUN_DIMS: per dim seven int64_t {dim, mul, add, pre, div, plus,
+       plus_mul}: the dim is mul * ((run-time dim `dim` + pre) / div) + add, the division
+       rounding down (a strided window's output), plus plus_mul * (run-time dim `plus`)
+       where plus is not -1 (a mask over past + seq; pre 0 and div 1 then), or shape's value
+       where dim is -1; inputs' have pre 0 and div 1. shape and size_bytes are then the
+       tensor's at the run-time dims' bounds. */
     const int64_t *run_dims;
 } onnxc_tensor_info;
 

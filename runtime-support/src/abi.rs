@@ -58,10 +58,12 @@ pub struct TensorInfo {
     /// `ONNXC_TENSOR_*` bits.
     pub flags: u32,
     pub reserved: u32,
-    /// With `ONNXC_TENSOR_RUN_DIMS`: per dim, five int64 values `dim, mul, add, pre, div`:
-    /// the dim is `mul · ((dims[dim] + pre) / div) + add` (rounding down) for the model's
-    /// run-time dims `dims` (`dim` -1: `shape`'s value); inputs' have `pre` 0 and `div` 1.
-    /// `shape` and `size_bytes` are then the tensor's at the dims' bounds.
+    /// With `ONNXC_TENSOR_RUN_DIMS`: per dim, seven int64 values `dim, mul, add, pre, div,
+    /// plus, plus_mul`: the dim is `mul · ((dims[dim] + pre) / div) + add` (rounding down)
+    /// for the model's run-time dims `dims` (`dim` -1: `shape`'s value), plus
+    /// `plus_mul · dims[plus]` where `plus` is not -1 (a mask over `past + seq`: `pre` 0 and
+    /// `div` 1 then); inputs' have `pre` 0 and `div` 1. `shape` and `size_bytes` are then
+    /// the tensor's at the dims' bounds.
     pub run_dims: *const i64,
 }
 

@@ -126,13 +126,13 @@ fn dynamic(t: &TensorInfo) -> bool {
 /// Most dims a model takes at run time.
 const MAX_RUN_DIMS: usize = 8;
 
-/// Values per dim in `TensorInfo::run_dims`: `dim, mul, add, pre, div`.
-const RUN_DIM_VALUES: usize = 5;
+/// Values per dim in `TensorInfo::run_dims`: `dim, mul, add, pre, div, plus, plus_mul`.
+const RUN_DIM_VALUES: usize = 7;
 
 /// A tensor's dims at the model's run-time dims `dims` (`TensorInfo::run_dims`).
 pub(crate) struct Dims<'a> {
     shape: &'a [i64],
-    /// `dim, mul, add, pre, div` per dim, or empty.
+    /// `dim, mul, add, pre, div, plus, plus_mul` per dim, or empty.
     pub(crate) run: &'a [i64],
 }
 
@@ -141,7 +141,7 @@ impl<'a> Dims<'a> {
     /// `t` is an entry of a model's info table.
     pub(crate) unsafe fn of(t: &'a TensorInfo) -> Self {
         let rank = t.rank.max(0) as usize;
-        // SAFETY: the info table's shape holds `rank` dims, its run_dims 5 · rank values.
+        // SAFETY: the info table's shape holds `rank` dims, its run_dims 7 · rank values.
         unsafe {
             Dims {
                 shape: table(t.shape, rank),
@@ -154,7 +154,7 @@ impl<'a> Dims<'a> {
         }
     }
 
-    /// Dim `k`'s entry: `dim, mul, add, pre, div`.
+    /// Dim `k`'s entry: `dim, mul, add, pre, div, plus, plus_mul`.
     fn entry(&self, k: usize) -> Option<[i64; RUN_DIM_VALUES]> {
         self.run
             .get(RUN_DIM_VALUES * k..RUN_DIM_VALUES * (k + 1))?
@@ -162,13 +162,23 @@ impl<'a> Dims<'a> {
             .ok()
     }
 
-    /// Dim `k` at `dims`: `mul · ((dims[dim] + pre) / div) + add`, rounding down (the
-    /// values lie in the dims' ranges, where the compiler checked every dim).
+    /// Dim `k` at `dims`: `mul · ((dims[dim] + pre) / div) + add`, rounding down, plus
+    /// `plus_mul · dims[plus]` where `plus` is a dim (the values lie in the dims' ranges,
+    /// where the compiler checked every dim).
     pub(crate) fn at(&self, k: usize, dims: &[i64]) -> i64 {
         match self.entry(k) {
-            Some([d, mul, add, pre, div]) if d >= 0 && div > 0 => dims
-                .get(d as usize)
-                .map_or(self.shape[k], |&v| mul * (v + pre).div_euclid(div) + add),
+            Some([d, mul, add, pre, div, e, m]) if d >= 0 && div > 0 => {
+                let term = |d: i64| dims.get(usize::try_from(d).ok()?).copied();
+                let plus = if e >= 0 {
+                    term(e).map(|v| m * v)
+                } else {
+                    Some(0)
+                };
+                match (term(d), plus) {
+                    (Some(v), Some(p)) => mul * (v + pre).div_euclid(div) + p + add,
+                    _ => self.shape[k],
+                }
+            }
             _ => self.shape[k],
         }
     }
@@ -209,10 +219,11 @@ fn run_dims(
         // SAFETY: caller contract: `rank` dims.
         let given = unsafe { table(t.dims, t.rank) };
         for (k, &g) in given.iter().enumerate() {
-            let Some([which, mul, add, pre, div]) = d.entry(k) else {
+            let Some([which, mul, add, pre, div, plus, _]) = d.entry(k) else {
                 return Err(ONNXC_ERR_VALUE);
             };
-            if which < 0 || mul <= 0 {
+            // A sum of two dims gives neither: it is checked against the others' values.
+            if which < 0 || mul <= 0 || plus >= 0 {
                 continue;
             }
             // An input dim is `mul · dim + add` (the compiler writes no other).
@@ -761,7 +772,9 @@ mod tests {
     fn run_time_dims_are_found_in_the_inputs_and_checked() {
         // x: [1, 2·seq + 1, 4] with seq ≤ 10.
         static SHAPE: [i64; 3] = [1, 21, 4];
-        static RUN: [i64; 15] = [-1, 0, 0, 0, 1, 0, 2, 1, 0, 1, -1, 0, 0, 0, 1];
+        static RUN: [i64; 21] = [
+            -1, 0, 0, 0, 1, -1, 0, 0, 2, 1, 0, 1, -1, 0, -1, 0, 0, 0, 1, -1, 0,
+        ];
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
         t.run_dims = RUN.as_ptr();
         let infos = [t];
@@ -790,6 +803,99 @@ mod tests {
         let d = unsafe { Dims::of(&infos[0]) };
         assert_eq!(d.bytes(&infos[0], &[3]), 4 * 7 * 4);
         assert_eq!(d.at(1, &[3]), 7);
+    }
+
+    #[test]
+    fn a_dim_that_adds_two_run_time_dims_gives_neither_and_follows_both() {
+        // cache: [past], new: [seq], mask: [past + seq + 1], with past and seq ≤ 10.
+        static ONE: [i64; 1] = [10];
+        static SUM: [i64; 1] = [21];
+        static PAST: [i64; 7] = [0, 1, 0, 0, 1, -1, 0];
+        static SEQ: [i64; 7] = [1, 1, 0, 0, 1, -1, 0];
+        static MASK: [i64; 7] = [0, 1, 1, 0, 1, 1, 1];
+        let entry = |name, shape: &'static [i64; 1], run: &'static [i64; 7]| {
+            let mut t = tensor_info(name, shape, ONNXC_TENSOR_RUN_DIMS);
+            t.run_dims = run.as_ptr();
+            t
+        };
+        let infos = [
+            entry(c"mask", &SUM, &MASK),
+            entry(c"cache", &ONE, &PAST),
+            entry(c"new", &ONE, &SEQ),
+        ];
+        let find = |dims: [i64; 3]| {
+            let mut dims = dims.map(|d| [d]);
+            let x = dims.each_mut().map(|d| Tensor {
+                data: std::ptr::null_mut(),
+                dims: d.as_mut_ptr(),
+                rank: 1,
+                capacity: 0,
+            });
+            run_dims(&x, &infos, &[1, 1], &[10, 10]).map(|d| [d[0], d[1]])
+        };
+        // The mask's dim is passed over: the others give both values.
+        assert_eq!(find([12, 7, 4]), Ok([7, 4]));
+        assert_eq!(find([99, 7, 4]), Ok([7, 4]));
+        // SAFETY: a table entry made above.
+        let mask = unsafe { Dims::of(&infos[0]) };
+        assert_eq!(mask.at(0, &[7, 4]), 12);
+        assert_eq!(mask.bytes(&infos[0], &[7, 4]), 4 * 12);
+        // A run checks the mask against them before the program runs.
+        static BOUNDS: [i64; 2] = [10, 10];
+        static LEAST: [i64; 2] = [1, 1];
+        let mut model = info(&infos, &[]);
+        model.num_dims = 2;
+        model.dim_bounds = BOUNDS.as_ptr();
+        model.dim_least = LEAST.as_ptr();
+        let run = |dims: [i64; 3]| {
+            let mut data = [0f32; 32];
+            let mut dims = dims.map(|d| [d]);
+            let x = dims.each_mut().map(|d| Tensor {
+                data: data.as_mut_ptr().cast(),
+                dims: d.as_mut_ptr(),
+                rank: 1,
+                capacity: 0,
+            });
+            RUNS.with(|c| c.set(0));
+            // SAFETY: each input's data covers its dims; a null workspace is allocated.
+            let rc = unsafe {
+                onnxc_run_shaped(
+                    &model,
+                    counted,
+                    fake_size,
+                    std::ptr::null(),
+                    0,
+                    std::ptr::null(),
+                    0,
+                    x.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            (rc, RUNS.with(Cell::get))
+        };
+        assert_eq!(run([12, 7, 4]), (ONNXC_OK, 1));
+        assert_eq!(run([11, 7, 4]), (ONNXC_ERR_SHAPE, 0));
+        assert_eq!(run([13, 7, 4]), (ONNXC_ERR_SHAPE, 0));
+    }
+
+    thread_local! {
+        /// Runs of `counted`.
+        static RUNS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// A program that only counts its runs.
+    unsafe extern "C" fn counted(
+        _ins: *const *const c_void,
+        _outs: *const *mut c_void,
+        _ws: *mut c_void,
+        _bytes: usize,
+        _threads: *const Threads,
+    ) -> i32 {
+        RUNS.with(|c| c.set(c.get() + 1));
+        ONNXC_OK
     }
 
     thread_local! {
@@ -868,7 +974,7 @@ mod tests {
     #[test]
     fn a_value_with_a_program_of_its_own_runs_it_without_dims() {
         static SHAPE: [i64; 1] = [8];
-        static RUN: [i64; 5] = [0, 1, 0, 0, 1];
+        static RUN: [i64; 7] = [0, 1, 0, 0, 1, -1, 0];
         static BOUNDS: [i64; 1] = [8];
         static LEAST: [i64; 1] = [1];
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);

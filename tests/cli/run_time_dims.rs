@@ -981,7 +981,7 @@ fn a_zipmap_output_follows_a_run_time_dim() {
 
 /// Output 0 of `exe` (one dim taken at run time, at `dim`) on `inputs` (name, floats),
 /// written as raw files into `dir`.
-fn raw_output(exe: &Path, dir: &Path, inputs: &[(&str, &[f32])], dim: usize) -> Vec<f32> {
+fn raw_output(exe: &Path, dir: &Path, inputs: &[(&str, &[f32])], dims: &[usize]) -> Vec<f32> {
     std::fs::create_dir_all(dir).unwrap();
     let files: Vec<PathBuf> = inputs
         .iter()
@@ -994,10 +994,11 @@ fn raw_output(exe: &Path, dir: &Path, inputs: &[(&str, &[f32])], dim: usize) -> 
         .collect();
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
+    let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
     let o = Command::new(exe)
         .arg("run")
         .args(&files)
-        .args(["--dims", &dim.to_string(), "--out"])
+        .args(["--dims", &dims.join(","), "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -1029,7 +1030,8 @@ fn model_with_cache() -> onnxc_proto::ModelProto {
 }
 
 /// A dim named as a sum of the inputs' other dims (`past + seq`) is that sum: fixing its
-/// terms fixes it, and with one term taken at run time it follows that term.
+/// terms fixes it, with one term taken at run time it follows that term, and with both it
+/// follows their sum.
 #[test]
 fn a_dim_named_as_a_sum_of_others_is_their_sum() {
     let d = scratch("run_time_dims_sum");
@@ -1057,7 +1059,7 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
         let pk: Vec<f32> = (0..past).map(|v| v as f32).collect();
         let mask: Vec<f32> = (0..=past).map(|v| 0.5 * v as f32).collect();
         let inputs = [("past_k", &pk[..]), ("k", &[-1.0][..]), ("mask", &mask)];
-        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, past);
+        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, &[past]);
         let want: Vec<f32> = pk
             .iter()
             .chain(&[-1.0])
@@ -1065,6 +1067,36 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
             .map(|(a, m)| a * m)
             .collect();
         assert_eq!(got, want, "past {past}");
+    }
+    // With both taken at run time, the mask's dim and the output's are their sum.
+    let opts = Options {
+        emit_main: true,
+        dims: vec![("b".into(), 1)],
+        dim_bounds: vec![("past".into(), 32), ("seq".into(), 24)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(
+        run_dims_of(&c),
+        [("past", 1, 32), ("seq", 1, 24)],
+        "{}",
+        c.header
+    );
+    assert!(
+        c.header.contains("\"mask\", float32 [1, past+seq]"),
+        "{}",
+        c.header
+    );
+    let exe = executable(&c, &d, "both");
+    for (past, seq) in [(1usize, 1usize), (5, 3), (1, 24), (32, 1), (32, 24)] {
+        let pk: Vec<f32> = (0..past).map(|v| v as f32).collect();
+        let k: Vec<f32> = (0..seq).map(|v| -(v as f32)).collect();
+        let mask: Vec<f32> = (0..past + seq).map(|v| 0.5 * v as f32).collect();
+        let inputs = [("past_k", &pk[..]), ("k", &k), ("mask", &mask)];
+        let dir = d.join(format!("both{past}_{seq}"));
+        let got = raw_output(&exe, &dir, &inputs, &[past, seq]);
+        let want: Vec<f32> = pk.iter().chain(&k).zip(&mask).map(|(a, m)| a * m).collect();
+        assert_eq!(got, want, "past {past}, seq {seq}");
     }
 }
 
@@ -1125,7 +1157,7 @@ fn a_position_table_read_at_the_cache_length_follows_it() {
     for past in [1usize, 2, 9, 63] {
         let cache = vec![0.5; past * 16];
         let inputs = [("q", &q[..]), ("pk", &cache[..])];
-        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, past);
+        let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, &[past]);
         let want: Vec<f32> = (0..16).map(|k| q[k] + table[past * 16 + k]).collect();
         assert_eq!(got, want, "past {past}");
     }

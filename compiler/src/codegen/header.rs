@@ -94,13 +94,17 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
         }
         if !io.run_dims.is_empty() {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_RUN_DIMS;
-            // Per dim: the run-time dim it follows (-1: none), mul, add, pre, div.
+            // Per dim: the run-time dim it follows (-1: none), mul, add, pre, div, and the
+            // run-time dim it adds (-1: none) with its multiplier.
             let table: Vec<i64> = io
                 .run_dims
                 .iter()
                 .flat_map(|r| match r {
-                    Some(r) => [i64::from(r.dim), r.mul, r.add, r.pre, r.div],
-                    None => [-1, 0, 0, 0, 1],
+                    Some(r) => {
+                        let (e, m) = r.plus.map_or((-1, 0), |(e, m)| (i64::from(e), m));
+                        [i64::from(r.dim), r.mul, r.add, r.pre, r.div, e, m]
+                    }
+                    None => [-1, 0, 0, 0, 1, -1, 0],
                 })
                 .collect();
             let t = i64s(module, &table)?;
@@ -302,10 +306,7 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                 .iter()
                 .enumerate()
                 .map(|(k, d)| match t.run_dims.get(k).copied().flatten() {
-                    Some(r) => {
-                        let d = &prog.run_dims[r.dim as usize];
-                        comment_text(&r.show_in(&d.name, d.multiple))
-                    }
+                    Some(r) => comment_text(&r.show(&prog.run_dims)),
                     None => d.to_string(),
                 })
                 .collect();

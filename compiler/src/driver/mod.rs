@@ -844,11 +844,12 @@ fn check_input(d: &IoDesc, run_dims: &[RunTimeDim], t: &Tensor, file: &str) -> R
         )));
     }
     // A run-time batch takes any number of items; a dim that follows a run-time dim
-    // (`mul · dim + add`) any value of that form (the run checks the dims' bounds and that
-    // they agree).
+    // (`mul · dim + add`) any value of that form, one that adds two (`past + seq`) any
+    // value their least give or more (the run checks the dims' bounds and that they agree).
     let run_dim = |k: usize| d.run_dims.get(k).copied().flatten();
     let fits = |k: usize, x: i64| match run_dim(k) {
         _ if k == 0 && d.batched => true,
+        Some(r) if r.plus.is_some() => x >= r.at(&vec![1; run_dims.len()]),
         Some(r) => r.solve(x).is_some_and(|v| v >= 1),
         _ => x == d.shape[k],
     };
@@ -863,11 +864,7 @@ fn check_input(d: &IoDesc, run_dims: &[RunTimeDim], t: &Tensor, file: &str) -> R
             .enumerate()
             .map(|(k, x)| match run_dim(k) {
                 _ if k == 0 && d.batched => "N".to_string(),
-                Some(r) => r.show(
-                    run_dims
-                        .get(r.dim as usize)
-                        .map_or("?", |x| x.name.as_str()),
-                ),
+                Some(r) => r.show(run_dims),
                 None => x.to_string(),
             })
             .collect();

@@ -121,7 +121,10 @@ pub struct IoDesc {
 
 /// A dim of an input or output that follows a run-time dim `d`:
 /// `mul · ((d + pre) / div) + add`, the division rounding down (a strided window's output,
-/// `(w - 1) / 2 + 1`); `pre` is 0 and `div` 1 for inputs, whose dims give `d`.
+/// `(w - 1) / 2 + 1`); `pre` is 0 and `div` 1 for inputs, whose dims give `d`. With `plus`,
+/// `(e, m)`, it adds `m · e` of a second run-time dim `e` (an attention mask over a cache
+/// and the new tokens, `past + seq`; `pre` 0 and `div` 1 then): such a dim gives neither
+/// value, and is checked against those the other dims give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunDim {
     pub dim: u32,
@@ -129,6 +132,7 @@ pub struct RunDim {
     pub add: i64,
     pub pre: i64,
     pub div: i64,
+    pub plus: Option<(u32, i64)>,
 }
 
 impl RunDim {
@@ -140,36 +144,55 @@ impl RunDim {
             add,
             pre: 0,
             div: 1,
+            plus: None,
         }
     }
 
-    /// The dim at value `d` of its run-time dim.
-    pub fn at(&self, d: i64) -> i64 {
-        self.mul * (d + self.pre).div_euclid(self.div.max(1)) + self.add
+    /// The dim at `dims`, the values of the run-time dims (indexed by `dim`).
+    pub fn at(&self, dims: &[i64]) -> i64 {
+        let d = dims[self.dim as usize];
+        let plus = self.plus.map_or(0, |(e, m)| m * dims[e as usize]);
+        self.mul * (d + self.pre).div_euclid(self.div.max(1)) + plus + self.add
     }
 
     /// The value of the run-time dim that gives dim `x` (None when none does or many do:
-    /// a dim with `div` above 1).
+    /// a dim with `div` above 1, or a sum with `plus`).
     pub fn solve(&self, x: i64) -> Option<i64> {
         let v = x.checked_sub(self.add)?;
-        (self.div == 1 && self.mul > 0 && v % self.mul == 0).then(|| v / self.mul - self.pre)
+        (self.div == 1 && self.mul > 0 && self.plus.is_none() && v % self.mul == 0)
+            .then(|| v / self.mul - self.pre)
     }
 
-    /// The dim as C reads it, with the run-time dim's symbol `name`: "seq", "2*seq+1",
-    /// "(w+1)/2".
-    pub fn show(&self, name: &str) -> String {
-        self.show_in(name, 1)
+    /// The dim as C reads it, over the run-time dims `dims` (their names, and the multiples
+    /// they are taken in): "seq", "2*seq+1", "(w+1)/2", "past+seq".
+    pub fn show(&self, dims: &[RunTimeDim]) -> String {
+        let dim = |k: u32| {
+            dims.get(k as usize)
+                .map_or(("?", 1), |d| (d.name.as_str(), d.multiple))
+        };
+        let (name, multiple) = dim(self.dim);
+        let mut out = self.term(name, multiple);
+        if let Some((e, m)) = self.plus {
+            let (name, multiple) = dim(e);
+            let t = RunDim::affine(e, m, 0).term(name, multiple);
+            out = format!("{out}+{t}");
+        }
+        match self.add {
+            0 => out,
+            a => format!("{out}{a:+}"),
+        }
     }
 
-    /// As `show`, for a run-time dim taken in multiples of `multiple` (whose value is
-    /// `name / multiple`): `mul · value` with `mul` a multiple of it is shown over `name`.
-    pub fn show_in(&self, name: &str, multiple: i64) -> String {
+    /// `mul · ((value + pre) / div)` over the dim's symbol `name`, for a run-time dim taken
+    /// in multiples of `multiple` (whose value is `name / multiple`): `mul · value` with
+    /// `mul` a multiple of it is shown over `name`.
+    fn term(&self, name: &str, multiple: i64) -> String {
         if multiple > 1 && self.pre == 0 && self.div == 1 && self.mul % multiple == 0 {
             let t = RunDim {
                 mul: self.mul / multiple,
                 ..*self
             };
-            return t.show_in(name, 1);
+            return t.term(name, 1);
         }
         let name = if multiple > 1 {
             format!("{name}/{multiple}")
@@ -183,13 +206,9 @@ impl RunDim {
             (p, 1) => format!("({name}{p:+})"),
             (p, q) => format!("({name}{p:+})/{q}"),
         };
-        let mul = match self.mul {
+        match self.mul {
             1 => t,
             m => format!("{m}*{t}"),
-        };
-        match self.add {
-            0 => mul,
-            a => format!("{mul}{a:+}"),
         }
     }
 }

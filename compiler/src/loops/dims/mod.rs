@@ -170,9 +170,11 @@ pub fn generalize_dims(
     let outputs = io(&|p| &p.outputs, false)?;
     for (k, n) in names.iter().enumerate() {
         if !inputs.iter().any(|d| {
-            d.run_dims
-                .iter()
-                .any(|r| r.is_some_and(|r| r.dim as usize == k && r.mul > 0 && r.div == 1))
+            d.run_dims.iter().any(|r| {
+                r.is_some_and(|r| {
+                    r.dim as usize == k && r.mul > 0 && r.div == 1 && r.plus.is_none()
+                })
+            })
         }) {
             return Err(format!("no input carries '{n}'"));
         }
@@ -252,8 +254,8 @@ pub fn fixed_fits(general: &Program, at: &[Option<i64>], p: &Program) -> Result<
                 .collect()
         };
         for (a, b) in g.iter().zip(q) {
-            let dims = at(a, &|r| r.at(values[r.dim as usize]));
-            let theirs = at(b, &|r| r.at(x));
+            let dims = at(a, &|r| r.at(&values));
+            let theirs = at(b, &|r| r.at(&[x]));
             if a.dtype != b.dtype
                 || dims != theirs
                 || a.batched != b.batched
@@ -452,7 +454,7 @@ impl Unify<'_> {
                 format!(
                     "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of the \
                      form a·N + b and output dims of the form a·((N + c) / s) + b, each of one \
-                     run-time dim)",
+                     run-time dim, or a sum a·N + a'·M + b of two)",
                     last.name
                 )
             })?);
@@ -484,7 +486,8 @@ impl Unify<'_> {
 
     /// A tensor dim that takes `vals` at the probes: None where it is the same at every
     /// value, else how it follows one run-time dim, `a·((N + c) / s) + b` with `a > 0` (a
-    /// step `s` above 1 only where `step`); `refuse()` is the error for any other form.
+    /// step `s` above 1 only where `step`), or the sum `a·N + a'·M + b` of both run-time dims
+    /// (`a, a' > 0`); `refuse()` is the error for any other form.
     fn growing_dim(
         &self,
         vals: &[i64],
@@ -506,6 +509,16 @@ impl Unify<'_> {
                 add,
                 pre,
                 div,
+                plus: None,
+            }),
+            // The sum of the two dims' multiples (a mask over `past + seq`).
+            Int::Poly(Form::Two {
+                sa: forms::WHOLE,
+                sb: forms::WHOLE,
+                c: [add, mul, mul1, 0],
+            }) if mul > 0 && mul1 > 0 => Some(RunDim {
+                plus: Some((1, mul1)),
+                ..RunDim::affine(0, mul, add)
             }),
             Int::Poly(_) => return Err(refuse()),
         })

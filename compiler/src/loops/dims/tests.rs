@@ -67,15 +67,37 @@ fn strided_sizes_fit_polynomials_of_a_step_of_the_dim() {
         add: 1,
         pre: 1,
         div: 2,
+        plus: None,
+    };
+    let w = |multiple| RunTimeDim {
+        name: "w".into(),
+        least: 1,
+        bound: 512,
+        multiple,
     };
     assert_eq!(
-        (r.at(7), r.show("w"), r.solve(13)),
+        (r.at(&[7]), r.show(&[w(1)]), r.solve(13)),
         (13, "3*(w+1)/2+1".into(), None)
     );
     let a = RunDim::affine(0, 2, 1);
     assert_eq!(
-        (a.at(7), a.show("w"), a.solve(15)),
+        (a.at(&[7]), a.show(&[w(1)]), a.solve(15)),
         (15, "2*w+1".into(), Some(7))
+    );
+    // Taken in multiples of 2, its value is w / 2.
+    assert_eq!(RunDim::affine(0, 4, 0).show(&[w(2)]), "2*w");
+    // A sum of two run-time dims gives neither.
+    let past = RunTimeDim {
+        name: "past".into(),
+        ..w(1)
+    };
+    let s = RunDim {
+        plus: Some((0, 1)),
+        ..RunDim::affine(1, 1, 0)
+    };
+    assert_eq!(
+        (s.at(&[5, 1]), s.show(&[past, w(1)]), s.solve(6)),
+        (6, "w+past".into(), None)
     );
 }
 
