@@ -1100,10 +1100,10 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
     }
 }
 
-/// A decoder step's positions: row `past` of a position table `[64, 16]`
-/// (Gathered at `Range(past, past + seq)`, `past` from the cache's shape), added to the new
-/// tokens.
-fn model_with_positions(table: &[f32]) -> onnxc_proto::ModelProto {
+/// A decoder step's positions: rows `past..past + seq` of a position table `[64, 16]`
+/// (Gathered at `Range(past, past + seq)`, `past` from the cache's shape), added to the
+/// `seq` new tokens.
+fn model_with_positions(table: &[f32], seq: D) -> onnxc_proto::ModelProto {
     let konst = |name: &str, v: i64| {
         with_tensor(
             node("Constant", name, &[], &[name]),
@@ -1132,10 +1132,10 @@ fn model_with_positions(table: &[f32]) -> onnxc_proto::ModelProto {
             node("Add", "placed", &["q", "e"], &["y"]),
         ],
         vec![
-            value_info("q", 1, &[D::N(1), D::N(1), D::N(16)]),
+            value_info("q", 1, &[D::N(1), seq.clone(), D::N(16)]),
             value_info("pk", 1, &[D::N(1), D::S("past"), D::N(16)]),
         ],
-        vec![value_info("y", 1, &[D::N(1), D::N(1), D::N(16)])],
+        vec![value_info("y", 1, &[D::N(1), seq, D::N(16)])],
         vec![f32_tensor("wpe", &[64, 16], table)],
         17,
     )
@@ -1149,7 +1149,7 @@ fn a_position_table_read_at_the_cache_length_follows_it() {
     let d = scratch("run_time_dims_cache_positions");
     let p = d.join("positions.onnx");
     let table: Vec<f32> = (0..64 * 16).map(|k| (k as f32 * 0.37).sin()).collect();
-    save(&model_with_positions(&table), &p);
+    save(&model_with_positions(&table, D::N(1)), &p);
     let c = compile_unflagged(&p);
     assert_eq!(run_dims_of(&c), [("past", 1, 63)], "{}", c.header);
     let exe = executable(&c, &d, "dynamic");
@@ -1160,5 +1160,42 @@ fn a_position_table_read_at_the_cache_length_follows_it() {
         let got = raw_output(&exe, &d.join(format!("past{past}")), &inputs, &[past]);
         let want: Vec<f32> = (0..16).map(|k| q[k] + table[past * 16 + k]).collect();
         assert_eq!(got, want, "past {past}");
+    }
+}
+
+/// With the new tokens' count at run time too, the default bounds (512 each) would read
+/// past the table: both are bounded together at the largest value the model is valid at
+/// (32, since `past + seq` rows must fit in 64), and every pair of values up to it runs,
+/// one new token (where the Gather folds per cache length unless kept) included.
+#[test]
+fn a_cache_and_new_tokens_both_at_run_time_are_bounded_together() {
+    let d = scratch("run_time_dims_cache_and_tokens");
+    let p = d.join("positions.onnx");
+    let table: Vec<f32> = (0..64 * 16).map(|k| (k as f32 * 0.37).sin()).collect();
+    save(&model_with_positions(&table, D::S("seq")), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(
+        run_dims_of(&c),
+        [("past", 1, 32), ("seq", 1, 32)],
+        "{}",
+        c.header
+    );
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("cli.o"))
+        .output()
+        .unwrap();
+    let warned = stderr(&o).contains("'past' and 'seq' are taken at run time up to 32");
+    assert!(o.status.success() && warned, "{}", stderr(&o));
+    let exe = executable(&c, &d, "both");
+    for (past, seq) in [(1usize, 1usize), (9, 1), (32, 1), (5, 3), (1, 32), (32, 32)] {
+        let q: Vec<f32> = (0..seq * 16).map(|k| k as f32).collect();
+        let cache = vec![0.5; past * 16];
+        let inputs = [("q", &q[..]), ("pk", &cache[..])];
+        let dir = d.join(format!("at{past}_{seq}"));
+        let got = raw_output(&exe, &dir, &inputs, &[past, seq]);
+        let want: Vec<f32> = (0..seq * 16).map(|k| q[k] + table[past * 16 + k]).collect();
+        assert_eq!(got, want, "past {past}, seq {seq}");
     }
 }

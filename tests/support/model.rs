@@ -8,6 +8,7 @@ use onnxc_proto::{
 use prost::Message;
 
 /// A dim in a value_info: a number or a symbol.
+#[derive(Clone)]
 pub enum D {
     N(i64),
     S(&'static str),

@@ -196,7 +196,7 @@ pub(super) fn two_dims(
     a: &(String, i64),
     b: &(String, i64),
 ) -> Result<Lowered> {
-    with_retries(import, opts, |import, from| {
+    with_retries(import, opts, true, |import, from| {
         two_dims_at(model, dir, import, opts, emit, prefix, a, b, from)
     })
 }
@@ -323,18 +323,22 @@ fn two_dims_at(
         };
         let mut at = import.clone();
         at.dim_values.push((name.clone(), m * v));
-        let sub = one_dim_at(
-            model,
-            dir,
-            &at,
-            opts,
-            None,
-            prefix,
-            other,
-            mo * bo,
-            mo,
-            false,
-        );
+        // Retried as a model of that one dim is (at this value a table the other dim
+        // selects from may fold: a decoder's position rows at one new token).
+        let sub = with_retries(&at, opts, false, |import, from| {
+            one_dim_at(
+                model,
+                dir,
+                import,
+                opts,
+                None,
+                prefix,
+                other,
+                mo * bo,
+                from.max(mo),
+                false,
+            )
+        });
         match sub {
             Ok(Lowered::Program(p)) => Some(p),
             _ => None,
@@ -581,7 +585,58 @@ pub(super) fn valid_bounds(
             (name, lo)
         })
         .collect();
+    let bounds = valid_together(model, dir, import, opts, bounds, &mut warnings);
     (bounds, warnings)
+}
+
+/// `bounds` (`valid_bounds`') lowered together where the model is valid at each alone but
+/// not at all of them at once (a decoder's cache and new tokens, `past + seq`, read from a
+/// position table of 256 rows): the dims not given with `--dim NAME=..N` get the largest
+/// common bound `t` (each dim at most its own) the model is valid at, with a warning.
+fn valid_together(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+    bounds: Vec<(String, i64)>,
+    warnings: &mut Vec<String>,
+) -> Vec<(String, i64)> {
+    let given = |name: &str| opts.dim_bounds.iter().any(|(n, _)| n == name);
+    let at = |t: i64| -> Vec<(String, i64)> {
+        (bounds.iter())
+            .map(|(n, b)| (n.clone(), if given(n) { *b } else { t.min(*b) }))
+            .collect()
+    };
+    let valid = |t: i64| {
+        let mut i = import.clone();
+        i.dim_values.extend(at(t));
+        super::import_model(model.clone(), dir, &i, false).is_ok()
+    };
+    let top = bounds.iter().map(|(_, b)| *b).max().unwrap_or(0);
+    let free: Vec<&str> = (bounds.iter())
+        .filter(|(n, _)| !given(n))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if bounds.len() < 2 || free.is_empty() || valid(top) || !valid(1) {
+        return bounds;
+    }
+    let (lo, hi) = bisect(1, top, true, valid);
+    if lo < loops::dims::MIN_BOUND {
+        return bounds;
+    }
+    let mut i = import.clone();
+    i.dim_values.extend(at(hi));
+    let why = super::import_model(model.clone(), dir, &i, false)
+        .err()
+        .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
+    let names: Vec<String> = free.iter().map(|n| format!("'{n}'")).collect();
+    warnings.push(format!(
+        "dims {} are taken at run time up to {lo}, the largest value the model is valid at \
+         with all its run-time dims at their bounds together{why}; set other bounds with \
+         --dim NAME=..N or fix one with --dim NAME=N",
+        names.join(" and ")
+    ));
+    at(lo)
 }
 
 /// The least value of run-time dim `name` in `1..=bound` at which `model` imports (at
@@ -702,10 +757,12 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
 /// stride-8 head), and in multiples of 32 when those of 8 fail for another reason too
 /// (their least values leave a deep map one wide, where loops of extent 1 fall away:
-/// DenseNet's last block at 32 to 64). The first error when none does.
+/// DenseNet's last block at 32 to 64). The first error when none does. `warn`: say so when
+/// the dims end up taken in multiples.
 fn with_retries(
     import: &ImportOptions,
     opts: &Options,
+    warn: bool,
     attempt: impl Fn(&ImportOptions, i64) -> Result<Lowered>,
 ) -> Result<Lowered> {
     let first = match attempt(import, 1) {
@@ -739,7 +796,7 @@ fn with_retries(
         }
         match attempt(&import, from) {
             Ok(l) => {
-                if from > 1 {
+                if from > 1 && warn {
                     // The model is valid at other values: say why they are refused.
                     let w = format!(
                         "the dims taken at run time are taken in multiples of {from} (or of \
@@ -836,7 +893,7 @@ pub(super) fn one_dim(
     name: &str,
     bound: i64,
 ) -> Result<Lowered> {
-    with_retries(import, opts, |import, from| {
+    with_retries(import, opts, true, |import, from| {
         one_dim_at(
             model, dir, import, opts, emit, prefix, name, bound, from, true,
         )
