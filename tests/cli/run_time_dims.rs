@@ -1009,6 +1009,11 @@ fn raw_output(exe: &Path, dir: &Path, inputs: &[(&str, &[f32])], dims: &[usize])
 /// A KV cache's shape, as exporters name its dims: the new keys `[b, seq]` appended to the
 /// cached ones `[b, past]`, scaled by a mask declared `[b, 'past + seq']`.
 fn model_with_cache() -> onnxc_proto::ModelProto {
+    model_with_cache_named("past + seq")
+}
+
+/// `model_with_cache` with the mask's and output's length named `total`.
+fn model_with_cache_named(total: &'static str) -> onnxc_proto::ModelProto {
     model(
         vec![
             with_int(
@@ -1021,9 +1026,9 @@ fn model_with_cache() -> onnxc_proto::ModelProto {
         vec![
             value_info("past_k", 1, &[D::S("b"), D::S("past")]),
             value_info("k", 1, &[D::S("b"), D::S("seq")]),
-            value_info("mask", 1, &[D::S("b"), D::S("past + seq")]),
+            value_info("mask", 1, &[D::S("b"), D::S(total)]),
         ],
-        vec![value_info("y", 1, &[D::S("b"), D::S("past + seq")])],
+        vec![value_info("y", 1, &[D::S("b"), D::S(total)])],
         vec![],
         17,
     )
@@ -1095,6 +1100,52 @@ fn a_dim_named_as_a_sum_of_others_is_their_sum() {
         let inputs = [("past_k", &pk[..]), ("k", &k), ("mask", &mask)];
         let dir = d.join(format!("both{past}_{seq}"));
         let got = raw_output(&exe, &dir, &inputs, &[past, seq]);
+        let want: Vec<f32> = pk.iter().chain(&k).zip(&mask).map(|(a, m)| a * m).collect();
+        assert_eq!(got, want, "past {past}, seq {seq}");
+    }
+}
+
+/// A KV cache whose mask and output name their length as a symbol of its own (`total`, as
+/// onnxruntime's GPT-2 export writes `total_seq_len`), which the model is valid at only as
+/// `past + seq`: taken as that sum, it follows both dims at run time with no flag.
+#[test]
+fn a_symbol_the_model_takes_only_as_a_sum_is_that_sum() {
+    let d = scratch("run_time_dims_total");
+    let p = d.join("cache.onnx");
+    save(&model_with_cache_named("total"), &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("cli.o"))
+        .output()
+        .unwrap();
+    let warned = stderr(&o).contains("dim 'total' is taken as 'past + seq'");
+    assert!(o.status.success() && warned, "{}", stderr(&o));
+    let opts = Options {
+        emit_main: true,
+        dims: vec![("b".into(), 1)],
+        dim_bounds: vec![("past".into(), 32), ("seq".into(), 24)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    assert_eq!(
+        run_dims_of(&c),
+        [("past", 1, 32), ("seq", 1, 24)],
+        "{}",
+        c.header
+    );
+    let exe = executable(&c, &d, "total");
+    for (past, seq) in [(1usize, 1usize), (5, 3), (32, 24)] {
+        let pk: Vec<f32> = (0..past).map(|v| v as f32).collect();
+        let k: Vec<f32> = (0..seq).map(|v| -(v as f32)).collect();
+        let mask: Vec<f32> = (0..past + seq).map(|v| 0.5 * v as f32).collect();
+        let inputs = [("past_k", &pk[..]), ("k", &k), ("mask", &mask)];
+        let got = raw_output(
+            &exe,
+            &d.join(format!("at{past}_{seq}")),
+            &inputs,
+            &[past, seq],
+        );
         let want: Vec<f32> = pk.iter().chain(&k).zip(&mask).map(|(a, m)| a * m).collect();
         assert_eq!(got, want, "past {past}, seq {seq}");
     }

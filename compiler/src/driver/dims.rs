@@ -51,14 +51,7 @@ pub(super) fn run_time_dims(
     import: &ImportOptions,
     opts: &Options,
 ) -> Result<Vec<(String, i64)>> {
-    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
-    let mut names: Vec<&str> = unbound
-        .iter()
-        .filter(|u| u.axis != 0 || opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
-        .map(|u| u.symbol.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
+    let names = run_time_names(model, import, opts);
     if names.len() > 2 {
         return Err(Error::NeedShape(format!(
             "symbolic dims {} must be fixed at compile time: onnxc takes two dims at run time \
@@ -73,7 +66,7 @@ pub(super) fn run_time_dims(
     }
     names
         .iter()
-        .map(|&name| {
+        .map(|name| {
             let bound = opts
                 .dim_bounds
                 .iter()
@@ -89,6 +82,74 @@ pub(super) fn run_time_dims(
             Ok((name.to_string(), bound))
         })
         .collect()
+}
+
+/// The symbolic input dims `import` leaves to run time (`run_time_dims`), by name: those
+/// not only at the front of the inputs (a leading one is a run-time batch, `batch`) or
+/// given a bound.
+fn run_time_names(model: &frontend::Model, import: &ImportOptions, opts: &Options) -> Vec<String> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let mut names: Vec<String> = unbound
+        .into_iter()
+        .filter(|u| u.axis != 0 || opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
+        .map(|u| u.symbol)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Values of the two other dims `summed_symbols` imports a model at, the candidate sum
+/// one below, at and one above theirs.
+const SUM_PROBES: [(i64, i64); 2] = [(9, 4), (12, 7)];
+
+/// Where the runtime inputs leave three named dims to run time, one of which the model is
+/// valid at only as the sum of the other two (onnxruntime's GPT-2 export names its mask and
+/// presents `total_seq_len`, its cache `past_seq_len` and its tokens `seq_len`, as
+/// independent symbols): the model with that symbol written as their sum, which it then
+/// follows (`frontend::io_types::derived_dim`), and a warning saying so. Found by importing
+/// the model with the other two at `SUM_PROBES`: valid at their sum and not one above or
+/// below it. None when no symbol is such a sum.
+pub(super) fn summed_symbols(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    opts: &Options,
+) -> Option<(frontend::Model, String)> {
+    let names = run_time_names(model, import, opts);
+    // Unnamed dims (`INPUT:AXIS`) cannot be written as a sum.
+    if names.len() != 3 || names.iter().any(|n| n.contains(':')) {
+        return None;
+    }
+    let valid = |at: [(&str, i64); 3]| {
+        let mut i = import.clone();
+        i.dim_values.extend(at.map(|(n, v)| (n.to_string(), v)));
+        super::import_model(model.clone(), dir, &i, false).is_ok()
+    };
+    for k in 0..3 {
+        let (total, a, b) = (&names[k], &names[(k + 1) % 3], &names[(k + 2) % 3]);
+        if opts.dim_bounds.iter().any(|(n, _)| n == total) {
+            continue;
+        }
+        let is_sum = |(x, y): (i64, i64)| {
+            [x + y - 1, x + y, x + y + 1].map(|t| valid([(a, x), (b, y), (total, t)]))
+                == [false, true, false]
+        };
+        if !SUM_PROBES.into_iter().all(is_sum) {
+            continue;
+        }
+        let (a, b) = if a < b { (a, b) } else { (b, a) };
+        let sum = format!("{a} + {b}");
+        let mut m = model.clone();
+        frontend::rename_dim(&mut m, total, &sum);
+        let warning = format!(
+            "dim '{total}' is taken as '{sum}' (the model is valid only where it is their \
+             sum): it follows '{a}' and '{b}'; give \
+             all three with --dim NAME=N to fix them"
+        );
+        return Some((m, warning));
+    }
+    None
 }
 
 /// The options that take a model's symbolic leading input dims at run time as other dims
@@ -876,6 +937,14 @@ fn fixed_programs(
     fixed
 }
 
+/// The error of a run-time dim `name` whose programs are not one (`why`).
+fn not_one(name: &str, why: &str) -> Error {
+    Error::NeedShape(format!(
+        "dim '{name}' would be taken at run time, but the compiled model is not one program \
+         for all its values: {why}; fix it with --dim {name}=N"
+    ))
+}
+
 /// The largest value of a dim taken at run time when `--dim SYMBOL=..N` gives none.
 pub const DEFAULT_DIM_BOUND: i64 = 512;
 
@@ -981,14 +1050,13 @@ fn one_dim_at(
         Ok(Lowered::Program(p)) => Some(p),
         _ => None,
     };
+    // The probes alone must be one program before the values below them are lowered (a
+    // retry, `with_retries`, then comes without those lowerings).
+    loops::dims::generalize(&name, low, &sizes, &refs).map_err(|why| not_one(&name, &why))?;
     let floor = least.unwrap_or(1);
     let (least, below) = verified_least(&name, floor, &sizes, &refs, lower_probe);
-    let mut general = loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| {
-        Error::NeedShape(format!(
-            "dim '{name}' would be taken at run time, but the compiled model is not \
-                 one program for all its values: {why}; fix it with --dim {name}=N"
-        ))
-    })?;
+    let mut general =
+        loops::dims::generalize(&name, least, &sizes, &refs).map_err(|why| not_one(&name, &why))?;
     if let Some(p) = below {
         let fixed = fixed_programs(&general, floor, p, lower_probe);
         if let Some(&Some(lo)) = fixed.first().and_then(|f| f.at.first()) {

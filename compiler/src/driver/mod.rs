@@ -157,8 +157,13 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     // The dims a compile takes at run time, imported at their bounds.
     let import_at_bounds = |model: frontend::Model, opts: &Options| {
         let mut import = opts.import_options();
+        let (model, mut warnings) = match dims::summed_symbols(&model, &dir, &import, opts) {
+            Some((summed, w)) => (summed, vec![w]),
+            None => (model, Vec::new()),
+        };
         let run_dims = dims::run_time_dims(&model, &import, opts)?;
-        let (run_dims, warnings) = dims::valid_bounds(&model, &dir, &import, opts, run_dims);
+        let (run_dims, bounded) = dims::valid_bounds(&model, &dir, &import, opts, run_dims);
+        warnings.extend(bounded);
         import.dim_values.extend(run_dims.iter().cloned());
         import_model(model, &dir, &import, false).map(|(g, b)| (g, b, run_dims, warnings))
     };
@@ -285,6 +290,14 @@ fn compile_bytes_inner(
     };
     let import = opts.import_options();
     frontend::check_negative_dims(&model, &import.input_shapes, &import.dim_values)?;
+    // A symbol the model takes only as the sum of two others (a cache's total length).
+    let model = match dims::summed_symbols(&model, dir, &import, opts) {
+        Some((summed, w)) => {
+            print_warning(opts, &w);
+            summed
+        }
+        None => model,
+    };
     // Leading dims that do not make a run-time batch are taken at run time like any other.
     let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)

@@ -74,6 +74,32 @@ pub fn unbound_dims(
         .collect()
 }
 
+/// Names `to` every dim of the top-level graph's inputs, outputs and value_infos named
+/// `from` (a symbol found to be a sum of others, written as that sum: `derived_dim`).
+pub fn rename_dim(m: &mut ModelProto, from: &str, to: &str) {
+    use onnxc_proto::tensor_shape_proto::dimension::Value;
+    let Some(g) = m.graph.as_mut() else {
+        return;
+    };
+    let infos = (g.input.iter_mut())
+        .chain(g.output.iter_mut())
+        .chain(g.value_info.iter_mut());
+    for vi in infos {
+        let Some(type_proto::Value::TensorType(t)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            continue;
+        };
+        for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
+            if let Some(Value::DimParam(p)) = &mut d.value
+                && p == from
+            {
+                *p = to.to_string();
+            }
+        }
+    }
+}
+
 /// Refuses a runtime input dim declared with a negative dim_value other than -1 that the
 /// options leave unbound. Exporters write -1 for an unknown size, which onnxc takes as
 /// symbolic (`tensor_type_of`), as onnxruntime does; any other negative value is no

@@ -27,7 +27,7 @@ use tensor::{DataDir, tensor_from_proto};
 
 use declared::declare_backwards;
 pub(crate) use io_types::is_named_dim;
-pub use io_types::{Unbound, check_negative_dims, unbound_dims};
+pub use io_types::{Unbound, check_negative_dims, rename_dim, unbound_dims};
 use io_types::{map_type, packed_dims, tensor_type};
 
 /// Options of the import stage.
