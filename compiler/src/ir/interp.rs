@@ -38,6 +38,7 @@ impl std::fmt::Display for EvalError {
     }
 }
 
+#[derive(PartialEq, Eq, Hash)]
 enum Inst {
     Var(u32),
     Const(Scalar),
@@ -196,12 +197,93 @@ pub fn eval_map(
     dtype: DType,
     shape: &[i64],
 ) -> Result<Tensor, EvalError> {
-    let n: i64 = shape.iter().product();
-    let mut data = Vec::with_capacity(n as usize * dtype.size());
     if let ExprKind::Const(c) = body.kind {
         return Ok(Tensor::filled(dtype, shape.to_vec(), c));
     }
     let prog = Program::new(body);
+    if !MEMO.with(|m| m.borrow().is_some()) {
+        return run_map(&prog, inputs, dtype, shape);
+    }
+    let key = MapKey {
+        insts: prog.insts,
+        inputs: (inputs.iter())
+            .map(|t| (t.dtype, t.shape.clone(), t.data.clone()))
+            .collect(),
+        dtype,
+        shape: shape.to_vec(),
+    };
+    let known = MEMO.with(|m| m.borrow().as_ref().and_then(|c| c.get(&key).cloned()));
+    if let Some(t) = known {
+        return Ok(t);
+    }
+    let prog = Program { insts: key.insts };
+    let t = run_map(&prog, inputs, dtype, shape)?;
+    let key = MapKey {
+        insts: prog.insts,
+        ..key
+    };
+    MEMO.with(|m| {
+        if let Some(c) = m.borrow_mut().as_mut() {
+            c.insert(key, t.clone());
+        }
+    });
+    Ok(t)
+}
+
+/// A map `eval_map` computed, exactly: its flattened body, its inputs, and its result's
+/// type and shape.
+#[derive(PartialEq, Eq, Hash)]
+struct MapKey {
+    insts: Vec<Inst>,
+    inputs: Vec<(DType, Vec<i64>, Arc<Vec<u8>>)>,
+    dtype: DType,
+    shape: Vec<i64>,
+}
+
+thread_local! {
+    /// The maps `eval_map` computed on this thread while a `MemoScope` is open.
+    static MEMO: std::cell::RefCell<Option<HashMap<MapKey, Tensor>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// While alive (the outermost on its thread), `eval_map` keeps the maps it computes on this
+/// thread and gives a kept one's result again (sharing its data) instead of computing it:
+/// a compile that lowers a model at many values of a run-time dim (`loops::dims`) folds the
+/// same dequantized weights and tables at each. Results are exact (the key is the whole
+/// body and every input byte), and dropped with the outermost scope.
+pub struct MemoScope {
+    outer: bool,
+}
+
+/// Opens a `MemoScope` on this thread.
+pub fn memo_scope() -> MemoScope {
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        let outer = m.is_none();
+        if outer {
+            *m = Some(HashMap::new());
+        }
+        MemoScope { outer }
+    })
+}
+
+impl Drop for MemoScope {
+    fn drop(&mut self) {
+        if self.outer {
+            MEMO.with(|m| *m.borrow_mut() = None);
+        }
+    }
+}
+
+/// `eval_map` of the flattened body `prog`.
+fn run_map(
+    prog: &Program,
+    inputs: &[&Tensor],
+    dtype: DType,
+    shape: &[i64],
+) -> Result<Tensor, EvalError> {
+    let n: i64 = shape.iter().product();
+    let mut data = Vec::with_capacity(n as usize * dtype.size());
     let strides: Vec<Vec<i64>> = inputs.iter().map(|t| strides_of(&t.shape)).collect();
     let mut regs = Vec::new();
     for_each_index(shape, |idx| {
@@ -499,4 +581,42 @@ pub fn eval_scatter(
         Ok(())
     })?;
     Ok(Tensor::from_scalars(dtype, shape.to_vec(), &out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::expr;
+
+    /// `x[i] · 2 + 1` over four i64 elements of input 0.
+    fn twice_plus_one(x: &Tensor) -> Result<Tensor, EvalError> {
+        let xi = expr::load(DType::I64, 0, vec![expr::var(0)]);
+        let body = expr::add(expr::mul(xi, expr::i(2)), expr::i(1));
+        eval_map(&body, &[x], DType::I64, &[4])
+    }
+
+    #[test]
+    fn a_memo_scope_computes_each_map_once_and_exactly() {
+        let x = Tensor::from_i64s(vec![4], &[1, 2, 3, 4]);
+        // Another tensor of the same bytes: the key is the data, not the allocation.
+        let same = Tensor::from_i64s(vec![4], &[1, 2, 3, 4]);
+        let other = Tensor::from_i64s(vec![4], &[1, 2, 3, 5]);
+        let outside = (twice_plus_one(&x).unwrap(), twice_plus_one(&x).unwrap());
+        assert!(!Arc::ptr_eq(&outside.0.data, &outside.1.data));
+        let scope = memo_scope();
+        let a = twice_plus_one(&x).unwrap();
+        let b = twice_plus_one(&same).unwrap();
+        assert!(
+            Arc::ptr_eq(&a.data, &b.data),
+            "the second map is the first's"
+        );
+        let c = twice_plus_one(&other).unwrap();
+        assert_eq!(a, outside.0);
+        assert_eq!(c, Tensor::from_i64s(vec![4], &[3, 5, 7, 11]));
+        // A nested scope shares the outer one's maps; the outer one's end drops them.
+        drop(memo_scope());
+        assert!(Arc::ptr_eq(&twice_plus_one(&x).unwrap().data, &a.data));
+        drop(scope);
+        assert!(!Arc::ptr_eq(&twice_plus_one(&x).unwrap().data, &a.data));
+    }
 }
