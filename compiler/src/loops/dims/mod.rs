@@ -716,8 +716,7 @@ impl Unify<'_> {
                 last.clone()
             }
             Arg::Null | Arg::Threads | Arg::Floats(_) | Arg::Blob(_) | Arg::DynParams(_) => {
-                let texts: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
-                if texts.iter().any(|t| *t != texts[0]) {
+                if !args.iter().all(|a| same_constant(a, args[0])) {
                     return Err("a kernel's constant table differs with the dims".into());
                 }
                 last.clone()
@@ -900,6 +899,26 @@ impl Unify<'_> {
         } else {
             expr::cast(e, dtype)
         })
+    }
+}
+
+/// Whether two kernel arguments that do not follow the dims are the same: floats bit for
+/// bit, blobs and run-time parameters element for element (compared as values: a blob of
+/// packed weights is large, and each generalization compares every program's).
+fn same_constant(a: &Arg, b: &Arg) -> bool {
+    match (a, b) {
+        (Arg::Null, Arg::Null) | (Arg::Threads, Arg::Threads) => true,
+        (Arg::Floats(x), Arg::Floats(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+        }
+        (Arg::Blob(x), Arg::Blob(y)) => Arc::ptr_eq(x, y) || x == y,
+        (Arg::DynParams(x), Arg::DynParams(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(p, q)| Arc::ptr_eq(p, q) || **p == **q)
+        }
+        _ => false,
     }
 }
 
