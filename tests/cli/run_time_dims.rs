@@ -1250,3 +1250,68 @@ fn a_cache_and_new_tokens_both_at_run_time_are_bounded_together() {
         assert_eq!(got, want, "past {past}, seq {seq}");
     }
 }
+
+/// Attention's weighted sum, quantized: `QLinearMatMul` of two run-time operands `[4, seq]`
+/// and `[seq, 3]`, whose depth is the run-time dim; zero points at either end of uint8, so
+/// that each centered operand spans 255.
+fn model_with_quantized_product() -> onnxc_proto::ModelProto {
+    let qlinear = node(
+        "QLinearMatMul",
+        "product",
+        &["aq", "as", "az", "bq", "bs", "bz", "ys", "yz"],
+        &["yq"],
+    );
+    model(
+        vec![
+            node("QuantizeLinear", "qa", &["a", "as", "az"], &["aq"]),
+            node("QuantizeLinear", "qb", &["b", "bs", "bz"], &["bq"]),
+            qlinear,
+            node("DequantizeLinear", "dq", &["yq", "ys", "yz"], &["y"]),
+        ],
+        vec![
+            value_info("a", 1, &[D::N(4), D::S("seq")]),
+            value_info("b", 1, &[D::S("seq"), D::N(3)]),
+        ],
+        vec![value_info("y", 1, &[D::N(4), D::N(3)])],
+        vec![
+            f32_tensor("as", &[], &[0.02]),
+            int_tensor("az", 2, &[], &[0]),
+            f32_tensor("bs", &[], &[0.03]),
+            int_tensor("bz", 2, &[], &[255]),
+            f32_tensor("ys", &[], &[0.9]),
+            int_tensor("yz", 2, &[], &[128]),
+        ],
+        13,
+    )
+}
+
+/// Its depth decides whether the float32 product of the centered operands is exact in one
+/// pass (up to 258 for two uint8 operands) or takes two: below and above that the programs
+/// took different steps, and the model was refused with the default bound of 512. The
+/// retry (`ImportOptions::split_products`) takes two at every depth; each depth's outputs
+/// are the specialized object's, byte for byte.
+#[test]
+fn a_quantized_product_over_a_run_time_depth_takes_one_plan() {
+    let d = scratch("run_time_qproduct");
+    let p = d.join("qproduct.onnx");
+    save(&model_with_quantized_product(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 512)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for seq in [1usize, 5, 258, 259, 512] {
+        let a: Vec<f32> = (0..4 * seq).map(|k| (k * 37 % 101) as f32 / 20.0).collect();
+        let b: Vec<f32> = (0..seq * 3)
+            .map(|k| -((k * 53 % 89) as f32) / 11.0)
+            .collect();
+        let files = [("a", &a), ("b", &b)].map(|(name, v)| {
+            let f = d.join(format!("{name}{seq}.bin"));
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(&f, bytes).unwrap();
+            f
+        });
+        let out = d.join(format!("dyn{seq}"));
+        let got = outputs_of(&dynamic, &files, &out, 1, &[seq]).expect("runs");
+        let want = specialized_files(&p, &d, &[("seq", seq)], &files, 1);
+        assert_eq!(got, want, "depth {seq}");
+    }
+}

@@ -63,6 +63,12 @@ pub struct ImportOptions {
     /// (QLinearGlobalAveragePool's `x_scale / (y_scale · N)`) differed with it, so that the
     /// count stays a literal of its own, which follows the dims as a formula.
     pub keep_scales: bool,
+    /// Products of two quantized operands computed at run time (attention's scores and its
+    /// weighted sum) take the split float32 plan wherever it is exact, never the direct one,
+    /// whose exactness depends on their depth (`ops::qlinear::f32_plan_of_values`): a
+    /// run-time dim's retry when that depth followed the dim across the direct plan's limit
+    /// (QLinearMatMul over 512 keys), so that every value takes the same steps.
+    pub split_products: bool,
 }
 
 /// The string space of an op that makes strings, per string, unless `--string-bytes` says.
@@ -80,6 +86,7 @@ impl Default for ImportOptions {
             keep_expanding: false,
             keep_selections: false,
             keep_scales: false,
+            split_products: false,
         }
     }
 }
@@ -239,6 +246,7 @@ fn importer<'a>(
     g.warnings.extend(imply_opsets(gp, &mut opsets));
     g.keep_expanding = opts.keep_expanding;
     g.keep_selections = opts.keep_selections;
+    g.split_products = opts.split_products;
     Importer {
         g,
         env: HashMap::new(),

@@ -385,6 +385,9 @@ pub struct Graph {
     /// Maps selecting from a larger float constant by other operands are not folded either
     /// (`frontend::ImportOptions::keep_selections`).
     pub keep_selections: bool,
+    /// Products of two quantized run-time operands never take the direct float32 plan
+    /// (`frontend::ImportOptions::split_products`).
+    pub split_products: bool,
     dag: StableDiGraph<Node, Edge>,
     pub inputs: Vec<GraphIo>,
     pub outputs: Vec<GraphIo>,

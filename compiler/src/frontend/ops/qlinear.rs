@@ -426,7 +426,8 @@ fn centered_span(ctx: &Ctx, x: ValueId, x_zp: Option<ValueId>) -> Option<f64> {
 
 /// `f32_plan` for a product of two operands computed at run time (attention's scores and
 /// its weighted sum, quantized): every partial sum is at most `k · span(a) · span(b)` for
-/// a depth of `k`.
+/// a depth of `k`. Split rather than direct where the graph asks
+/// (`ImportOptions::split_products`).
 fn f32_plan_of_values(
     ctx: &Ctx,
     a: ValueId,
@@ -441,7 +442,7 @@ fn f32_plan_of_values(
         return F32Plan::None;
     };
     let k = k.max(1) as f64;
-    if k * sa * sb < F32_EXACT {
+    if k * sa * sb < F32_EXACT && !ctx.g.split_products {
         F32Plan::Direct
     } else if k * 16.0 * sb < F32_EXACT {
         F32Plan::Split

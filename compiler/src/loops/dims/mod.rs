@@ -30,6 +30,9 @@ pub const NOT_POLYNOMIAL: &str = "not a polynomial of the dim";
 /// integer (a scale folded with a count of the dims) differs with the dims.
 pub const FOLDED_SCALE: &str = "neither an integer nor one over an integer";
 
+/// Part of `generalize`'s error when the programs take different steps.
+pub const STEPS_DIFFER: &str = "its steps differ";
+
 /// `generalize`'s error when a constant table the compiler folded differs with the dims.
 pub const FOLDED_TABLE: &str =
     "a constant it computes from the dims (a folded Range, Shape or table) differs with them";
@@ -120,10 +123,9 @@ pub fn generalize_dims(
             Err(format!("its {what} differ with '{name}'"))
         }
     };
-    same(
-        "steps",
-        ps.iter().all(|p| p.funcs.len() == last.funcs.len()),
-    )?;
+    if ps.iter().any(|p| p.funcs.len() != last.funcs.len()) {
+        return Err(format!("{STEPS_DIFFER} with '{name}'"));
+    }
     same(
         "buffers",
         ps.iter().all(|p| p.buffers.len() == last.buffers.len()),
