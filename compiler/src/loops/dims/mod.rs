@@ -256,7 +256,7 @@ pub fn fixed_fits(general: &Program, at: &[Option<i64>], p: &Program) -> Result<
                 .collect()
         };
         for (a, b) in g.iter().zip(q) {
-            let dims = at(a, &|r| r.at(&values));
+            let dims = at(a, &|r| r.at(values));
             let theirs = at(b, &|r| r.at(&[x]));
             if a.dtype != b.dtype
                 || dims != theirs
