@@ -80,12 +80,13 @@ typedef struct onnxc_tensor_info {
     const void *keys;
     uint32_t flags; /* ONNXC_TENSOR_* bits */
     uint32_t reserved;
-    /* With ONNXC_TENSOR_RUN_DIMS: per dim seven int64_t {dim, mul, add, pre, div, plus,
-       plus_mul}: the dim is mul * ((run-time dim `dim` + pre) / div) + add, the division
-       rounding down (a strided window's output), plus plus_mul * (run-time dim `plus`)
-       where plus is not -1 (a mask over past + seq; pre 0 and div 1 then), or shape's value
-       where dim is -1; inputs' have pre 0 and div 1. shape and size_bytes are then the
-       tensor's at the run-time dims' bounds. */
+    /* With ONNXC_TENSOR_RUN_DIMS: per dim ten int64_t {dim, mul, add, pre, div, dim2, mul2,
+       pre2, div2, prod}: with s = (run-time dim `dim` + pre) / div and t = (run-time dim
+       `dim2` + pre2) / div2, the divisions rounding down (a strided window's output), and t
+       0 where dim2 is -1, the dim is mul*s + mul2*t + prod*s*t + add (a mask over
+       past + seq, a detector's anchors over h * w), or shape's value where dim is -1;
+       inputs' have pre 0 and div 1. shape and size_bytes are then the tensor's at the
+       run-time dims' bounds. */
     const int64_t *run_dims;
 } onnxc_tensor_info;
 

@@ -58,12 +58,13 @@ pub struct TensorInfo {
     /// `ONNXC_TENSOR_*` bits.
     pub flags: u32,
     pub reserved: u32,
-    /// With `ONNXC_TENSOR_RUN_DIMS`: per dim, seven int64 values `dim, mul, add, pre, div,
-    /// plus, plus_mul`: the dim is `mul · ((dims[dim] + pre) / div) + add` (rounding down)
-    /// for the model's run-time dims `dims` (`dim` -1: `shape`'s value), plus
-    /// `plus_mul · dims[plus]` where `plus` is not -1 (a mask over `past + seq`: `pre` 0 and
-    /// `div` 1 then); inputs' have `pre` 0 and `div` 1. `shape` and `size_bytes` are then
-    /// the tensor's at the dims' bounds.
+    /// With `ONNXC_TENSOR_RUN_DIMS`: per dim, ten int64 values `dim, mul, add, pre, div,
+    /// dim2, mul2, pre2, div2, prod`: for the model's run-time dims `dims`, with
+    /// `s = (dims[dim] + pre) / div` and `t = (dims[dim2] + pre2) / div2` (rounding down;
+    /// `t` 0 where `dim2` is -1), the dim is `mul·s + mul2·t + prod·s·t + add` (`dim` -1:
+    /// `shape`'s value): one run-time dim, or two (a mask over `past + seq`, a detector's
+    /// anchors over `h · w`); inputs' have `pre` 0 and `div` 1. `shape` and `size_bytes` are
+    /// then the tensor's at the dims' bounds.
     pub run_dims: *const i64,
 }
 

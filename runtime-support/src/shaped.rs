@@ -126,13 +126,14 @@ fn dynamic(t: &TensorInfo) -> bool {
 /// Most dims a model takes at run time.
 const MAX_RUN_DIMS: usize = 8;
 
-/// Values per dim in `TensorInfo::run_dims`: `dim, mul, add, pre, div, plus, plus_mul`.
-const RUN_DIM_VALUES: usize = 7;
+/// Values per dim in `TensorInfo::run_dims`: `dim, mul, add, pre, div, dim2, mul2, pre2,
+/// div2, prod`.
+const RUN_DIM_VALUES: usize = 10;
 
 /// A tensor's dims at the model's run-time dims `dims` (`TensorInfo::run_dims`).
 pub(crate) struct Dims<'a> {
     shape: &'a [i64],
-    /// `dim, mul, add, pre, div, plus, plus_mul` per dim, or empty.
+    /// `RUN_DIM_VALUES` values per dim, or empty.
     pub(crate) run: &'a [i64],
 }
 
@@ -141,7 +142,7 @@ impl<'a> Dims<'a> {
     /// `t` is an entry of a model's info table.
     pub(crate) unsafe fn of(t: &'a TensorInfo) -> Self {
         let rank = t.rank.max(0) as usize;
-        // SAFETY: the info table's shape holds `rank` dims, its run_dims 7 · rank values.
+        // SAFETY: the info table's shape holds `rank` dims, its run_dims 10 · rank values.
         unsafe {
             Dims {
                 shape: table(t.shape, rank),
@@ -154,7 +155,7 @@ impl<'a> Dims<'a> {
         }
     }
 
-    /// Dim `k`'s entry: `dim, mul, add, pre, div, plus, plus_mul`.
+    /// Dim `k`'s entry: `dim, mul, add, pre, div, dim2, mul2, pre2, div2, prod`.
     fn entry(&self, k: usize) -> Option<[i64; RUN_DIM_VALUES]> {
         self.run
             .get(RUN_DIM_VALUES * k..RUN_DIM_VALUES * (k + 1))?
@@ -162,24 +163,26 @@ impl<'a> Dims<'a> {
             .ok()
     }
 
-    /// Dim `k` at `dims`: `mul · ((dims[dim] + pre) / div) + add`, rounding down, plus
-    /// `plus_mul · dims[plus]` where `plus` is a dim (the values lie in the dims' ranges,
-    /// where the compiler checked every dim).
+    /// Dim `k` at `dims`: with `s = (dims[dim] + pre) / div` and, where `dim2` is a dim,
+    /// `t = (dims[dim2] + pre2) / div2` (rounding down), `mul·s + mul2·t + prod·s·t + add`
+    /// (the values lie in the dims' ranges, where the compiler checked every dim).
     pub(crate) fn at(&self, k: usize, dims: &[i64]) -> i64 {
-        match self.entry(k) {
-            Some([d, mul, add, pre, div, e, m]) if d >= 0 && div > 0 => {
-                let term = |d: i64| dims.get(usize::try_from(d).ok()?).copied();
-                let plus = if e >= 0 {
-                    term(e).map(|v| m * v)
-                } else {
-                    Some(0)
-                };
-                match (term(d), plus) {
-                    (Some(v), Some(p)) => mul * (v + pre).div_euclid(div) + p + add,
-                    _ => self.shape[k],
-                }
-            }
-            _ => self.shape[k],
+        let Some([d, mul, add, pre, div, d2, mul2, pre2, div2, prod]) = self.entry(k) else {
+            return self.shape[k];
+        };
+        let step = |d: i64, pre: i64, div: i64| {
+            let v = dims.get(usize::try_from(d).ok()?)?;
+            (div > 0).then(|| (v + pre).div_euclid(div))
+        };
+        let Some(s) = step(d, pre, div) else {
+            return self.shape[k];
+        };
+        if d2 < 0 {
+            return mul * s + add;
+        }
+        match step(d2, pre2, div2) {
+            Some(t) => mul * s + mul2 * t + prod * s * t + add,
+            None => self.shape[k],
         }
     }
 
@@ -219,11 +222,11 @@ fn run_dims(
         // SAFETY: caller contract: `rank` dims.
         let given = unsafe { table(t.dims, t.rank) };
         for (k, &g) in given.iter().enumerate() {
-            let Some([which, mul, add, pre, div, plus, _]) = d.entry(k) else {
+            let Some([which, mul, add, pre, div, dim2, ..]) = d.entry(k) else {
                 return Err(ONNXC_ERR_VALUE);
             };
-            // A sum of two dims gives neither: it is checked against the others' values.
-            if which < 0 || mul <= 0 || plus >= 0 {
+            // A dim of two dims gives neither: it is checked against the others' values.
+            if which < 0 || mul <= 0 || dim2 >= 0 {
                 continue;
             }
             // An input dim is `mul · dim + add` (the compiler writes no other).
@@ -772,8 +775,10 @@ mod tests {
     fn run_time_dims_are_found_in_the_inputs_and_checked() {
         // x: [1, 2·seq + 1, 4] with seq ≤ 10.
         static SHAPE: [i64; 3] = [1, 21, 4];
-        static RUN: [i64; 21] = [
-            -1, 0, 0, 0, 1, -1, 0, 0, 2, 1, 0, 1, -1, 0, -1, 0, 0, 0, 1, -1, 0,
+        static RUN: [i64; 30] = [
+            -1, 0, 0, 0, 1, -1, 0, 0, 1, 0, // 1
+            0, 2, 1, 0, 1, -1, 0, 0, 1, 0, // 2·seq + 1
+            -1, 0, 0, 0, 1, -1, 0, 0, 1, 0, // 4
         ];
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);
         t.run_dims = RUN.as_ptr();
@@ -810,10 +815,10 @@ mod tests {
         // cache: [past], new: [seq], mask: [past + seq + 1], with past and seq ≤ 10.
         static ONE: [i64; 1] = [10];
         static SUM: [i64; 1] = [21];
-        static PAST: [i64; 7] = [0, 1, 0, 0, 1, -1, 0];
-        static SEQ: [i64; 7] = [1, 1, 0, 0, 1, -1, 0];
-        static MASK: [i64; 7] = [0, 1, 1, 0, 1, 1, 1];
-        let entry = |name, shape: &'static [i64; 1], run: &'static [i64; 7]| {
+        static PAST: [i64; 10] = [0, 1, 0, 0, 1, -1, 0, 0, 1, 0];
+        static SEQ: [i64; 10] = [1, 1, 0, 0, 1, -1, 0, 0, 1, 0];
+        static MASK: [i64; 10] = [0, 1, 1, 0, 1, 1, 1, 0, 1, 0];
+        let entry = |name, shape: &'static [i64; 1], run: &'static [i64; 10]| {
             let mut t = tensor_info(name, shape, ONNXC_TENSOR_RUN_DIMS);
             t.run_dims = run.as_ptr();
             t
@@ -840,6 +845,12 @@ mod tests {
         let mask = unsafe { Dims::of(&infos[0]) };
         assert_eq!(mask.at(0, &[7, 4]), 12);
         assert_eq!(mask.bytes(&infos[0], &[7, 4]), 4 * 12);
+        // A product of a step of each: 3·past·((seq + 1) / 2) + 2.
+        static PRODUCT: [i64; 10] = [0, 0, 2, 0, 1, 1, 0, 1, 2, 3];
+        let product = entry(c"anchors", &SUM, &PRODUCT);
+        // SAFETY: a table entry made above.
+        let anchors = unsafe { Dims::of(&product) };
+        assert_eq!(anchors.at(0, &[7, 4]), 3 * 7 * 2 + 2);
         // A run checks the mask against them before the program runs.
         static BOUNDS: [i64; 2] = [10, 10];
         static LEAST: [i64; 2] = [1, 1];
@@ -974,7 +985,7 @@ mod tests {
     #[test]
     fn a_value_with_a_program_of_its_own_runs_it_without_dims() {
         static SHAPE: [i64; 1] = [8];
-        static RUN: [i64; 7] = [0, 1, 0, 0, 1, -1, 0];
+        static RUN: [i64; 10] = [0, 1, 0, 0, 1, -1, 0, 0, 1, 0];
         static BOUNDS: [i64; 1] = [8];
         static LEAST: [i64; 1] = [1];
         let mut t = tensor_info(c"x", &SHAPE, ONNXC_TENSOR_RUN_DIMS);

@@ -94,17 +94,19 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
         }
         if !io.run_dims.is_empty() {
             flags |= onnxc_runtime::abi::ONNXC_TENSOR_RUN_DIMS;
-            // Per dim: the run-time dim it follows (-1: none), mul, add, pre, div, and the
-            // run-time dim it adds (-1: none) with its multiplier.
+            // Per dim: the run-time dim it follows (-1: none), mul, add, pre, div, then the
+            // second one (-1: none), its mul, pre and div, and the product's multiplier.
             let table: Vec<i64> = io
                 .run_dims
                 .iter()
                 .flat_map(|r| match r {
                     Some(r) => {
-                        let (e, m) = r.plus.map_or((-1, 0), |(e, m)| (i64::from(e), m));
-                        [i64::from(r.dim), r.mul, r.add, r.pre, r.div, e, m]
+                        let [e, m, p, q, c] = r.other.map_or([-1, 0, 0, 1, 0], |o| {
+                            [i64::from(o.dim), o.mul, o.pre, o.div, o.prod]
+                        });
+                        [i64::from(r.dim), r.mul, r.add, r.pre, r.div, e, m, p, q, c]
                     }
-                    None => [-1, 0, 0, 0, 1, -1, 0],
+                    None => [-1, 0, 0, 0, 1, -1, 0, 0, 1, 0],
                 })
                 .collect();
             let t = i64s(module, &table)?;

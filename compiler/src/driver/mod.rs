@@ -872,12 +872,12 @@ fn check_input(d: &IoDesc, run_dims: &[RunTimeDim], t: &Tensor, file: &str) -> R
         )));
     }
     // A run-time batch takes any number of items; a dim that follows a run-time dim
-    // (`mul · dim + add`) any value of that form, one that adds two (`past + seq`) any
+    // (`mul · dim + add`) any value of that form, one that follows two (`past + seq`) any
     // value their least give or more (the run checks the dims' bounds and that they agree).
     let run_dim = |k: usize| d.run_dims.get(k).copied().flatten();
     let fits = |k: usize, x: i64| match run_dim(k) {
         _ if k == 0 && d.batched => true,
-        Some(r) if r.plus.is_some() => x >= r.at(&vec![1; run_dims.len()]),
+        Some(r) if r.other.is_some() => x >= r.at(&vec![1; run_dims.len()]),
         Some(r) => r.solve(x).is_some_and(|v| v >= 1),
         _ => x == d.shape[k],
     };

@@ -121,10 +121,9 @@ pub struct IoDesc {
 
 /// A dim of an input or output that follows a run-time dim `d`:
 /// `mul · ((d + pre) / div) + add`, the division rounding down (a strided window's output,
-/// `(w - 1) / 2 + 1`); `pre` is 0 and `div` 1 for inputs, whose dims give `d`. With `plus`,
-/// `(e, m)`, it adds `m · e` of a second run-time dim `e` (an attention mask over a cache
-/// and the new tokens, `past + seq`; `pre` 0 and `div` 1 then): such a dim gives neither
-/// value, and is checked against those the other dims give.
+/// `(w - 1) / 2 + 1`); `pre` is 0 and `div` 1 for inputs, whose dims give `d`. With `other`,
+/// it follows a second run-time dim too (`Other`): such a dim gives neither value, and is
+/// checked against those the other dims give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunDim {
     pub dim: u32,
@@ -132,7 +131,21 @@ pub struct RunDim {
     pub add: i64,
     pub pre: i64,
     pub div: i64,
-    pub plus: Option<(u32, i64)>,
+    pub other: Option<Other>,
+}
+
+/// The second run-time dim `dim` of a tensor dim that follows two (`RunDim::other`): with
+/// `t` its step `(dims[dim] + pre) / div` and `s` the first dim's, the tensor dim adds
+/// `mul · t + prod · s · t` (an attention mask over a cache and the new tokens, `past +
+/// seq`: `mul` 1; a detector's anchors over its run-time height and width in multiples of
+/// 32, `21 · h · w`: `prod` 21).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Other {
+    pub dim: u32,
+    pub mul: i64,
+    pub pre: i64,
+    pub div: i64,
+    pub prod: i64,
 }
 
 impl RunDim {
@@ -144,72 +157,90 @@ impl RunDim {
             add,
             pre: 0,
             div: 1,
-            plus: None,
+            other: None,
         }
     }
 
     /// The dim at `dims`, the values of the run-time dims (indexed by `dim`).
     pub fn at(&self, dims: &[i64]) -> i64 {
-        let d = dims[self.dim as usize];
-        let plus = self.plus.map_or(0, |(e, m)| m * dims[e as usize]);
-        self.mul * (d + self.pre).div_euclid(self.div.max(1)) + plus + self.add
+        let step = |d: u32, pre: i64, div: i64| (dims[d as usize] + pre).div_euclid(div.max(1));
+        let s = step(self.dim, self.pre, self.div);
+        let other = self.other.map_or(0, |o| {
+            let t = step(o.dim, o.pre, o.div);
+            o.mul * t + o.prod * s * t
+        });
+        self.mul * s + other + self.add
     }
 
     /// The value of the run-time dim that gives dim `x` (None when none does or many do:
-    /// a dim with `div` above 1, or a sum with `plus`).
+    /// a dim with `div` above 1, or one that follows two).
     pub fn solve(&self, x: i64) -> Option<i64> {
         let v = x.checked_sub(self.add)?;
-        (self.div == 1 && self.mul > 0 && self.plus.is_none() && v % self.mul == 0)
+        (self.div == 1 && self.mul > 0 && self.other.is_none() && v % self.mul == 0)
             .then(|| v / self.mul - self.pre)
     }
 
     /// The dim as C reads it, over the run-time dims `dims` (their names, and the multiples
-    /// they are taken in): "seq", "2*seq+1", "(w+1)/2", "past+seq".
+    /// they are taken in): "seq", "2*seq+1", "(w+1)/2", "past+seq", "21*(H/32)*(W/32)".
     pub fn show(&self, dims: &[RunTimeDim]) -> String {
         let dim = |k: u32| {
             dims.get(k as usize)
                 .map_or(("?", 1), |d| (d.name.as_str(), d.multiple))
         };
-        let (name, multiple) = dim(self.dim);
-        let mut out = self.term(name, multiple);
-        if let Some((e, m)) = self.plus {
-            let (name, multiple) = dim(e);
-            let t = RunDim::affine(e, m, 0).term(name, multiple);
-            out = format!("{out}+{t}");
+        let (a, ma) = dim(self.dim);
+        let mut terms = Vec::new();
+        if self.mul != 0 {
+            terms.push(term(a, ma, self.mul, self.pre, self.div));
         }
+        if let Some(o) = self.other {
+            let (b, mb) = dim(o.dim);
+            if o.mul != 0 {
+                terms.push(term(b, mb, o.mul, o.pre, o.div));
+            }
+            if o.prod != 0 {
+                let (s, t) = (step(a, ma, self.pre, self.div), step(b, mb, o.pre, o.div));
+                let wrap = |x: String| if x.contains('/') { format!("({x})") } else { x };
+                terms.push(match o.prod {
+                    1 => format!("{}*{}", wrap(s), wrap(t)),
+                    p => format!("{p}*{}*{}", wrap(s), wrap(t)),
+                });
+            }
+        }
+        let out = terms.join("+");
         match self.add {
             0 => out,
             a => format!("{out}{a:+}"),
         }
     }
+}
 
-    /// `mul · ((value + pre) / div)` over the dim's symbol `name`, for a run-time dim taken
-    /// in multiples of `multiple` (whose value is `name / multiple`): `mul · value` with
-    /// `mul` a multiple of it is shown over `name`.
-    fn term(&self, name: &str, multiple: i64) -> String {
-        if multiple > 1 && self.pre == 0 && self.div == 1 && self.mul % multiple == 0 {
-            let t = RunDim {
-                mul: self.mul / multiple,
-                ..*self
-            };
-            return t.term(name, 1);
-        }
-        let name = if multiple > 1 {
-            format!("{name}/{multiple}")
-        } else {
-            name.to_string()
-        };
-        let name = name.as_str();
-        let t = match (self.pre, self.div) {
-            (0, 1) => name.to_string(),
-            (0, q) => format!("{name}/{q}"),
-            (p, 1) => format!("({name}{p:+})"),
-            (p, q) => format!("({name}{p:+})/{q}"),
-        };
-        match self.mul {
-            1 => t,
-            m => format!("{m}*{t}"),
-        }
+/// `mul · ((value + pre) / div)` over a run-time dim's symbol `name`, taken in multiples of
+/// `multiple` (its value is `name / multiple`): `mul · value` with `mul` a multiple of it is
+/// shown over `name`.
+fn term(name: &str, multiple: i64, mul: i64, pre: i64, div: i64) -> String {
+    if multiple > 1 && pre == 0 && div == 1 && mul % multiple == 0 {
+        return term(name, 1, mul / multiple, 0, 1);
+    }
+    let t = step(name, multiple, pre, div);
+    match mul {
+        1 => t,
+        m => format!("{m}*{t}"),
+    }
+}
+
+/// `(value + pre) / div` over a run-time dim's symbol `name`, taken in multiples of
+/// `multiple`.
+fn step(name: &str, multiple: i64, pre: i64, div: i64) -> String {
+    let name = if multiple > 1 {
+        format!("{name}/{multiple}")
+    } else {
+        name.to_string()
+    };
+    match (pre, div) {
+        (0, 1) => name,
+        (0, q) => format!("{name}/{q}"),
+        (p, 1) => format!("({name}{p:+})"),
+        (p, q) => format!("({name}{p:+})/{q}"),
     }
 }
 

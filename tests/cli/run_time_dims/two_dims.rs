@@ -483,3 +483,82 @@ fn a_depthwise_convolution_takes_its_plane_at_run_time() {
         }
     }
 }
+
+/// A detector's raw head over a run-time height and width (YOLOv8 exported with dynamic
+/// axes and no NMS): its stride-8, -16 and -32 maps (average pools here) flattened and
+/// concatenated, so that in multiples of 32 the anchors' dim is `16hw + 4hw + hw`, a product
+/// of the two dims.
+fn model_with_anchor_head() -> onnxc_proto::ModelProto {
+    let pool = |name: &str, x: &str| {
+        let n = node("AveragePool", name, &[x], &[name]);
+        with_ints(with_ints(n, "kernel_shape", &[2, 2]), "strides", &[2, 2])
+    };
+    let flat = |name: &str, x: &str| node("Reshape", name, &[x, "rows"], &[name]);
+    model(
+        vec![
+            pool("p2", "x"),
+            pool("p4", "p2"),
+            pool("p8", "p4"),
+            pool("p16", "p8"),
+            pool("p32", "p16"),
+            flat("f8", "p8"),
+            flat("f16", "p16"),
+            flat("f32", "p32"),
+            with_int(
+                node("Concat", "anchors", &["f8", "f16", "f32"], &["y"]),
+                "axis",
+                2,
+            ),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(2), D::S("H"), D::S("W")],
+        )],
+        vec![value_info("y", 1, &[D::N(1), D::N(2), D::S("anchors")])],
+        vec![int_tensor("rows", 7, &[3], &[1, 2, -1])],
+        17,
+    )
+}
+
+/// Its anchors' dim follows the product of the height and width (`RunDim`'s `prod`): the
+/// model compiles with both at run time in multiples of 32, and each size's outputs are the
+/// specialized object's, byte for byte.
+#[test]
+fn a_detectors_anchors_follow_the_product_of_its_height_and_width() {
+    let d = scratch("run_time_dims_anchors");
+    let p = d.join("anchors.onnx");
+    save(&model_with_anchor_head(), &p);
+    let opts = Options {
+        emit_main: true,
+        dim_bounds: vec![("H".into(), 256), ("W".into(), 256)],
+        ..Options::default()
+    };
+    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let dims: Vec<(i64, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.least, r.bound, r.multiple))
+        .collect();
+    assert_eq!(dims, [(1, 8, 32), (1, 8, 32)], "{}", c.header);
+    assert!(
+        c.header.contains("[1, 2, 21*(H/32)*(W/32)]"),
+        "{}",
+        c.header
+    );
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [(32usize, 32usize), (64, 160), (256, 96), (256, 256)] {
+        let x: Vec<f32> = (0..2 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let got = outputs_at(
+            &dynamic,
+            &input,
+            &d.join(format!("dyn{h}x{w}")),
+            1,
+            1,
+            &[h / 32, w / 32],
+        );
+        let want = specialized_plane(&p, &d, (h, w), &input, 1);
+        assert_eq!(got, want, "{h}x{w}");
+    }
+}

@@ -227,9 +227,6 @@ impl Ratio {
 /// A step `(div, pre)` of a dim: `(d + pre) / div` (`STEPS`).
 pub(super) type Step = (i64, i64);
 
-/// The step that is the dim itself.
-pub(super) const WHOLE: Step = (1, 0);
-
 /// `(d + pre) / div` for a step `(div, pre)`.
 pub(super) fn step_of((div, pre): Step, d: i64) -> i64 {
     (d + pre).div_euclid(div)

@@ -13,7 +13,7 @@
 //! constant table, a dim that is not a polynomial (`seq / 2`) — makes `generalize` fail,
 //! saying where; the caller then asks for the dim to be fixed at compile time.
 
-use super::{Arg, Buffer, Count, Func, IoDesc, Loc, Program, RunDim, RunTimeDim, Stmt};
+use super::{Arg, Buffer, Count, Func, IoDesc, Loc, Other, Program, RunDim, RunTimeDim, Stmt};
 use crate::ir::DType;
 use crate::ir::expr::{self, E, Expr, ExprKind};
 use crate::ir::tensor::Scalar;
@@ -174,7 +174,7 @@ pub fn generalize_dims(
         if !inputs.iter().any(|d| {
             d.run_dims.iter().any(|r| {
                 r.is_some_and(|r| {
-                    r.dim as usize == k && r.mul > 0 && r.div == 1 && r.plus.is_none()
+                    r.dim as usize == k && r.mul > 0 && r.div == 1 && r.other.is_none()
                 })
             })
         }) {
@@ -456,7 +456,7 @@ impl Unify<'_> {
                 format!(
                     "dim {k} of '{}' takes the values {vals:?} (onnxc takes input dims of the \
                      form a·N + b and output dims of the form a·((N + c) / s) + b, each of one \
-                     run-time dim, or a sum a·N + a'·M + b of two)",
+                     run-time dim, or with two of them a·N + a'·M + c·N·M + b)",
                     last.name
                 )
             })?);
@@ -511,17 +511,35 @@ impl Unify<'_> {
                 add,
                 pre,
                 div,
-                plus: None,
+                other: None,
             }),
-            // The sum of the two dims' multiples (a mask over `past + seq`).
+            // A bilinear form of a step of each dim with no negative coefficient: a mask
+            // over `past + seq`, a detector's anchors over `h · w`; for inputs, of the
+            // dims themselves.
             Int::Poly(Form::Two {
-                sa: forms::WHOLE,
-                sb: forms::WHOLE,
-                c: [add, mul, mul1, 0],
-            }) if mul > 0 && mul1 > 0 => Some(RunDim {
-                plus: Some((1, mul1)),
-                ..RunDim::affine(0, mul, add)
-            }),
+                sa: (div, pre),
+                sb: (div1, pre1),
+                c: [add, mul, mul1, prod],
+            }) if mul >= 0
+                && mul1 >= 0
+                && prod >= 0
+                && (step || (div, pre, div1, pre1) == (1, 0, 1, 0)) =>
+            {
+                Some(RunDim {
+                    dim: 0,
+                    mul,
+                    add,
+                    pre,
+                    div,
+                    other: Some(Other {
+                        dim: 1,
+                        mul: mul1,
+                        pre: pre1,
+                        div: div1,
+                        prod,
+                    }),
+                })
+            }
             Int::Poly(_) => return Err(refuse()),
         })
     }

@@ -67,7 +67,7 @@ fn strided_sizes_fit_polynomials_of_a_step_of_the_dim() {
         add: 1,
         pre: 1,
         div: 2,
-        plus: None,
+        other: None,
     };
     let w = |multiple| RunTimeDim {
         name: "w".into(),
@@ -92,12 +92,58 @@ fn strided_sizes_fit_polynomials_of_a_step_of_the_dim() {
         ..w(1)
     };
     let s = RunDim {
-        plus: Some((0, 1)),
+        other: Some(crate::loops::Other {
+            dim: 0,
+            mul: 1,
+            pre: 0,
+            div: 1,
+            prod: 0,
+        }),
         ..RunDim::affine(1, 1, 0)
     };
     assert_eq!(
-        (s.at(&[5, 1]), s.show(&[past, w(1)]), s.solve(6)),
+        (s.at(&[5, 1]), s.show(&[past.clone(), w(1)]), s.solve(6)),
         (6, "w+past".into(), None)
+    );
+    // A product of two dims taken in multiples of 32 (a detector's anchors, `21 · h · w`),
+    // and of a step of each.
+    let (h, w32) = (
+        RunTimeDim {
+            name: "H".into(),
+            ..w(32)
+        },
+        RunTimeDim {
+            name: "W".into(),
+            ..w(32)
+        },
+    );
+    let product = |pre, div, prod| RunDim {
+        mul: 0,
+        other: Some(crate::loops::Other {
+            dim: 1,
+            mul: 0,
+            pre,
+            div,
+            prod,
+        }),
+        ..RunDim::affine(0, 0, 0)
+    };
+    let anchors = product(0, 1, 21);
+    assert_eq!(
+        (
+            anchors.at(&[2, 3]),
+            anchors.show(&[h.clone(), w32.clone()]),
+            anchors.solve(126)
+        ),
+        (126, "21*(H/32)*(W/32)".into(), None)
+    );
+    let halves = RunDim {
+        add: 1,
+        ..product(1, 2, 1)
+    };
+    assert_eq!(
+        (halves.at(&[4, 7]), halves.show(&[past, w(1)])),
+        (4 * 4 + 1, "past*((w+1)/2)+1".into())
     );
 }
 
