@@ -122,9 +122,8 @@ pub(super) fn summed_symbols(
         return None;
     }
     let valid = |at: [(&str, i64); 3]| {
-        let mut i = import.clone();
-        i.dim_values.extend(at.map(|(n, v)| (n.to_string(), v)));
-        super::import_model(model.clone(), dir, &i, false).is_ok()
+        let at = at.map(|(n, v)| (n.to_string(), v));
+        import_error(model, dir, import, &at).is_none()
     };
     for k in 0..3 {
         let (total, a, b) = (&names[k], &names[(k + 1) % 3], &names[(k + 2) % 3]);
@@ -593,8 +592,7 @@ fn decision_value(low: i64, bound: i64) -> i64 {
     mid.clamp(low.max(1), bound)
 }
 
-/// Whether `model` imports with its dim `name` at `n` (a symbolic leading batch left
-/// unbound imported as the run-time batch's one-item program, as `lower_model` does).
+/// Whether `model` imports with its dim `name` at `n` (`import_error`).
 fn imports_at(
     model: &frontend::Model,
     dir: &DataDir,
@@ -602,9 +600,21 @@ fn imports_at(
     name: &str,
     n: i64,
 ) -> bool {
-    let mut at = import.clone();
-    at.dim_values.push((name.to_string(), n));
-    super::import_model(model.clone(), dir, &at, false).is_ok()
+    import_error(model, dir, import, &[(name.to_string(), n)]).is_none()
+}
+
+/// Why `model` does not import with the dims `at` bound besides `import`'s (a symbolic
+/// leading batch left unbound imported as the run-time batch's one-item program, as
+/// `lower_model` does); None when it imports.
+fn import_error(
+    model: &frontend::Model,
+    dir: &DataDir,
+    import: &ImportOptions,
+    at: &[(String, i64)],
+) -> Option<Error> {
+    let mut with = import.clone();
+    with.dim_values.extend(at.iter().cloned());
+    super::import_model(model.clone(), dir, &with, false).err()
 }
 
 /// The bounds of the run-time dims `dims`, each given with `--dim NAME=..N` or the
@@ -633,10 +643,7 @@ pub(super) fn valid_bounds(
             if lo < loops::dims::MIN_BOUND {
                 return (name, bound);
             }
-            let mut at = import.clone();
-            at.dim_values.push((name.clone(), hi));
-            let why = super::import_model(model.clone(), dir, &at, false)
-                .err()
+            let why = import_error(model, dir, import, &[(name.clone(), hi)])
                 .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
             warnings.push(format!(
                 "dim '{name}' is taken at run time up to {lo}, the largest value the model \
@@ -668,11 +675,7 @@ fn valid_together(
             .map(|(n, b)| (n.clone(), if given(n) { *b } else { t.min(*b) }))
             .collect()
     };
-    let valid = |t: i64| {
-        let mut i = import.clone();
-        i.dim_values.extend(at(t));
-        super::import_model(model.clone(), dir, &i, false).is_ok()
-    };
+    let valid = |t: i64| import_error(model, dir, import, &at(t)).is_none();
     let top = bounds.iter().map(|(_, b)| *b).max().unwrap_or(0);
     let free: Vec<&str> = (bounds.iter())
         .filter(|(n, _)| !given(n))
@@ -685,10 +688,7 @@ fn valid_together(
     if lo < loops::dims::MIN_BOUND {
         return bounds;
     }
-    let mut i = import.clone();
-    i.dim_values.extend(at(hi));
-    let why = super::import_model(model.clone(), dir, &i, false)
-        .err()
+    let why = import_error(model, dir, import, &at(hi))
         .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
     let names: Vec<String> = free.iter().map(|n| format!("'{n}'")).collect();
     warnings.push(format!(

@@ -51,6 +51,7 @@ enum Inst {
 }
 
 /// An expression flattened into registers in dependency order.
+#[derive(PartialEq, Eq, Hash)]
 pub struct Program {
     insts: Vec<Inst>,
 }
@@ -205,7 +206,7 @@ pub fn eval_map(
         return run_map(&prog, inputs, dtype, shape);
     }
     let key = MapKey {
-        insts: prog.insts,
+        prog,
         inputs: (inputs.iter())
             .map(|t| (t.dtype, t.shape.clone(), t.data.clone()))
             .collect(),
@@ -216,12 +217,7 @@ pub fn eval_map(
     if let Some(t) = known {
         return Ok(t);
     }
-    let prog = Program { insts: key.insts };
-    let t = run_map(&prog, inputs, dtype, shape)?;
-    let key = MapKey {
-        insts: prog.insts,
-        ..key
-    };
+    let t = run_map(&key.prog, inputs, dtype, shape)?;
     MEMO.with(|m| {
         if let Some(c) = m.borrow_mut().as_mut() {
             c.insert(key, t.clone());
@@ -234,7 +230,7 @@ pub fn eval_map(
 /// type and shape.
 #[derive(PartialEq, Eq, Hash)]
 struct MapKey {
-    insts: Vec<Inst>,
+    prog: Program,
     inputs: Vec<(DType, Vec<i64>, Arc<Vec<u8>>)>,
     dtype: DType,
     shape: Vec<i64>,
