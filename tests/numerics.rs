@@ -527,7 +527,7 @@ fn run_time_batch_chunks_compute_every_item() {
     );
     let opts = Options::default();
     let bytes = std::fs::read(d.join("model.onnx")).unwrap();
-    let dir = onnxc::frontend::tensor::DataDir::new(d.clone());
+    let dir = onnxc::frontend::tensor::DataDir::new(d.to_path_buf());
     let c = driver::compile_bytes(&bytes, &dir, "model.onnx", "mlp", &opts, None).unwrap();
     let chunks: Vec<i64> = c.program.chunks.iter().map(|c| c.items).collect();
     assert_eq!(chunks, [64, 8], "an MLP's items share its weights' traffic");

@@ -580,12 +580,47 @@ pub fn load_cases(suite: &Path) -> Result<Vec<Case>, String> {
         .collect()
 }
 
-/// An empty scratch directory for one test: `$TMPDIR/onnxc-test-PID-NAME`.
-pub fn scratch(name: &str) -> PathBuf {
+/// An empty scratch directory for one test: `$TMPDIR/onnxc-test-PID-NAME`, removed when the
+/// returned guard drops. A test that panics keeps its directory (and says where) so the
+/// objects and outputs it left can be inspected.
+pub fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("onnxc-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create a scratch directory");
-    d
+    Scratch(d)
+}
+
+/// A test's scratch directory; see [`scratch`].
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("scratch directory kept: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
 }
 
 /// The workspace root (this package's manifest directory).
