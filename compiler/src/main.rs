@@ -263,6 +263,7 @@ fn options(c: &CommonArgs) -> Result<Options> {
         json_diagnostics,
         quiet: false,
         string_bytes: c.string_bytes,
+        batch_bound: None,
     })
 }
 

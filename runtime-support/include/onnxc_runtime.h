@@ -148,6 +148,9 @@ typedef struct onnxc_model_info {
     const char *const *dim_names;
     const int64_t *dim_least;
     const int64_t *dim_multiples;
+    /* The most items a run-time batch may hold (compiled with --dim N=..B for a leading batch
+       dim N); 0 when any number may. NAME_run_shaped returns ONNXC_ERR_SHAPE for more. */
+    int64_t batch_bound;
 } onnxc_model_info;
 
 /* ---- Threads ------------------------------------------------------------------------------

@@ -89,6 +89,9 @@ pub struct ModelInfo {
     pub dim_names: *const *const c_char,
     pub dim_least: *const i64,
     pub dim_multiples: *const i64,
+    /// The most items a run-time batch may hold (`--dim N=..B` on a leading batch dim);
+    /// 0 when any number may. A larger batch is `ONNXC_ERR_SHAPE`.
+    pub batch_bound: i64,
 }
 
 /// A kernel entry point's tensor argument: the `len` elements at `ptr`, empty when `len` is

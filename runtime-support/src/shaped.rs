@@ -353,6 +353,9 @@ pub unsafe extern "C" fn onnxc_run_shaped(
         }
     }
     let n = batch.unwrap_or(1);
+    if info.batch_bound > 0 && n as u64 > info.batch_bound as u64 {
+        return ONNXC_ERR_SHAPE;
+    }
     // Strings the run makes live in the workspace, which must outlive the call.
     if workspace.is_null()
         && out_info
@@ -768,6 +771,7 @@ mod tests {
             dim_names: std::ptr::null(),
             dim_least: std::ptr::null(),
             dim_multiples: std::ptr::null(),
+            batch_bound: 0,
         }
     }
 

@@ -1315,3 +1315,73 @@ fn a_quantized_product_over_a_run_time_depth_takes_one_plan() {
         assert_eq!(got, want, "depth {seq}");
     }
 }
+
+/// A bound on a leading batch dim (`--dim batch=..3`, as users bound a workspace) bounds
+/// the run-time batch: the model still runs its items one by one in one item's workspace,
+/// a bound below the least a run-time dim takes is no error, and a larger batch is
+/// refused before anything runs. A model that mixes its items takes the dim at run time up
+/// to that bound instead, with no warning (the bound is the user's).
+#[test]
+fn a_bounded_leading_dim_is_a_bounded_run_time_batch() {
+    let d = scratch("run_time_dims_batch_bound");
+    let rows = |axis: i64, y: &[D]| {
+        model(
+            vec![with_ints(
+                node("ReduceSum", "sum", &["x"], &["y"]),
+                "axes",
+                &[axis],
+            )],
+            vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
+            vec![value_info("y", 1, y)],
+            vec![],
+            11,
+        )
+    };
+    let p = d.join("rows.onnx");
+    save(&rows(1, &[D::S("batch"), D::N(1)]), &p);
+    let unbounded = compile_unflagged(&p);
+    let c = compile_dynamic(&p, "batch", 3);
+    assert!(
+        c.program.run_dims.is_empty(),
+        "a run-time batch, no run-time dim"
+    );
+    assert_eq!(c.program.batch_bound, 3);
+    assert_eq!(
+        c.program.workspace_bytes(),
+        unbounded.program.workspace_bytes(),
+        "one item's workspace"
+    );
+    assert!(c.header.contains("at most 3 items"), "{}", c.header);
+    assert_eq!(unbounded.program.batch_bound, 0);
+    let exe = executable(&c, &d, "bounded");
+    let run_items = |n: usize, x: &[f32]| {
+        let input = write_input(&d, n, x);
+        let out = d.join(format!("out{n}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&exe)
+            .arg("run")
+            .arg(&input)
+            .args(["--items", &n.to_string(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        (o, out)
+    };
+    for n in [1usize, 3] {
+        let x: Vec<f32> = (0..3 * n).map(|k| k as f32).collect();
+        let (o, out) = run_items(n, &x);
+        assert!(o.status.success(), "{n} items: {}", stderr(&o));
+        let got = floats(&std::fs::read(out.join("output_0.bin")).unwrap());
+        let want: Vec<f32> = x.chunks(3).map(|r| r.iter().sum()).collect();
+        assert_eq!(got, want, "{n} items");
+    }
+    let (o, _) = run_items(4, &[0.0; 12]);
+    assert!(!o.status.success(), "4 items run past the bound of 3");
+    assert!(stderr(&o).contains("shape"), "{}", stderr(&o));
+    // Summing over the batch mixes the items: the dim is taken at run time up to its bound.
+    let p = d.join("total.onnx");
+    save(&rows(0, &[D::N(1), D::N(3)]), &p);
+    let c = compile_dynamic(&p, "batch", 32);
+    assert_eq!(run_dims_of(&c), [("batch", 1, 32)], "{}", c.header);
+    assert_eq!(c.program.batch_bound, 0);
+}

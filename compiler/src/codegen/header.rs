@@ -129,7 +129,8 @@ fn tensor_table(module: &mut ObjectModule, ios: &[IoDesc], strings: bool) -> Mod
 }
 
 /// `onnxc_model_info`: {name, num_inputs, num_outputs, inputs, outputs, workspace_size,
-/// workspace_per_worker, num_dims, dim_bounds, dim_names, dim_least, dim_multiples}.
+/// workspace_per_worker, num_dims, dim_bounds, dim_names, dim_least, dim_multiples,
+/// batch_bound}.
 pub fn define_info(
     module: &mut ObjectModule,
     prog: &Program,
@@ -141,7 +142,8 @@ pub fn define_info(
     let outs = tensor_table(module, prog.public_outputs(), strings)?;
     let id = module.declare_anonymous_data(false, false)?;
     let mut d = DataDescription::new();
-    let mut bytes = vec![0u8; 88];
+    let mut bytes = vec![0u8; 96];
+    bytes[88..96].copy_from_slice(&prog.batch_bound.to_le_bytes());
     bytes[48..56].copy_from_slice(&(prog.run_dims.len() as u64).to_le_bytes());
     let bounds: Vec<i64> = prog.run_dims.iter().map(|d| d.bound).collect();
     let least: Vec<i64> = prog.run_dims.iter().map(|d| d.least).collect();
@@ -518,13 +520,14 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
                  {prefix}_run's on that item alone up to rounding (a chunk's matrix products sum in another\n   \
                  order), the same for every thread count",
                 sizes.join(" and ")
-            )
+            ) + &batch_bound_text(prog)
         } else if batched {
             ", but for dim 0 of the\n   \
              batched ones, which all give the batch size n (0 allowed when every output is batched).\n   \
              The program runs once per item: each item's results are bit-identical to {prefix}_run's\n   \
              on that item alone"
-                .replace("{prefix}", prefix)
+                    .replace("{prefix}", prefix)
+                + &batch_bound_text(prog)
         } else {
             String::new()
         },
@@ -589,5 +592,15 @@ mod tests {
             );
         }
         assert_eq!(comment_text("input/0:relu*2"), "input/0:relu*2");
+    }
+}
+
+/// The sentence of `NAME_run_shaped`'s comment on a bounded run-time batch (empty for none).
+fn batch_bound_text(prog: &Program) -> String {
+    match prog.batch_bound {
+        b if b > 0 => format!(
+            ".\n   The batch holds at most {b} items (the bound it was compiled with): more is ONNXC_ERR_SHAPE"
+        ),
+        _ => String::new(),
     }
 }

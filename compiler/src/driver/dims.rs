@@ -152,11 +152,11 @@ pub(super) fn summed_symbols(
 }
 
 /// The options that take a model's symbolic leading input dims at run time as other dims
-/// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and those dims
-/// (`Leading::warning`), for a model that does not compile with them as a batch: a recurrence's
-/// `[seq, batch, input]` input, a model that mixes its items. None when the options leave
-/// no such dim, the model has more than `LEADING_MAX_NODES` nodes, or it would then take
-/// more than two dims at run time.
+/// are (each up to its `--dim SYMBOL=..N` bound, or `DEFAULT_DIM_BOUND`) instead of as a
+/// run-time batch, and those dims (`Leading::warning`), for a model that does not compile
+/// with them as a batch: a recurrence's `[seq, batch, input]` input, a model that mixes its
+/// items. None when the options leave no such dim, the model has more than
+/// `LEADING_MAX_NODES` nodes, or it would then take more than two dims at run time.
 pub(super) fn leading_at_run_time(
     model: &frontend::Model,
     import: &ImportOptions,
@@ -165,7 +165,7 @@ pub(super) fn leading_at_run_time(
     let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
     let mut leading: Vec<&str> = unbound
         .iter()
-        .filter(|u| u.axis == 0 && !opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
+        .filter(|u| u.axis == 0)
         .map(|u| u.symbol.as_str())
         .collect();
     leading.sort_unstable();
@@ -173,19 +173,59 @@ pub(super) fn leading_at_run_time(
     if leading.is_empty() || model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
         return None;
     }
+    // Those the options bound are taken up to their bounds; the others up to the default.
+    let defaulted: Vec<&str> = leading
+        .iter()
+        .copied()
+        .filter(|&n| !opts.dim_bounds.iter().any(|(b, _)| b == n))
+        .collect();
     let mut wider = opts.clone();
-    wider
-        .dim_bounds
-        .extend(leading.iter().map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)));
+    wider.batch_bound = None;
+    wider.dim_bounds.extend(
+        defaulted
+            .iter()
+            .map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)),
+    );
     if run_time_dims(model, import, &wider).is_err() {
         return None;
     }
-    let names: Vec<String> = leading.iter().map(|n| format!("'{n}'")).collect();
+    let names: Vec<String> = defaulted.iter().map(|n| format!("'{n}'")).collect();
     Some(Leading {
         opts: wider,
         names: names.join(", "),
-        plural: leading.len() > 1,
+        plural: defaulted.len() > 1,
     })
+}
+
+/// The options with the bounds they give symbolic leading input dims (`--dim N=..B` where
+/// `N` is only ever dim 0 of the inputs) taken as the bound of a run-time batch
+/// (`Options::batch_bound`, the least of them) instead of as bounds of dims taken at run
+/// time: a run-time batch runs its items in a workspace of one item's (or one chunk's), so
+/// a bounded batch dim keeps that workspace, and a bound below `loops::dims::MIN_BOUND` is
+/// no error. None when the options bound no such dim. The driver takes the dims at run time
+/// with their bounds when the model does not compute its items on their own
+/// (`leading_at_run_time`).
+pub(super) fn as_run_time_batch(
+    model: &frontend::Model,
+    import: &ImportOptions,
+    opts: &Options,
+) -> Option<Options> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let leading_only = |name: &str| {
+        unbound.iter().any(|u| u.symbol == name)
+            && unbound.iter().all(|u| u.symbol != name || u.axis == 0)
+    };
+    let bounds: Vec<i64> = opts
+        .dim_bounds
+        .iter()
+        .filter(|(n, _)| leading_only(n))
+        .map(|&(_, b)| b)
+        .collect();
+    let least = bounds.iter().copied().min()?;
+    let mut batch = opts.clone();
+    batch.dim_bounds.retain(|(n, _)| !leading_only(n));
+    batch.batch_bound = Some(least);
+    Some(batch)
 }
 
 /// The most nodes (subgraphs' included) of a model whose leading dims `leading_at_run_time`
@@ -218,11 +258,15 @@ pub(super) struct Leading {
 }
 
 impl Leading {
-    /// The warning that the dims are taken at run time, with the workspace at their bounds
-    /// when it is known (`workspace` bytes) and a megabyte or more: with two such dims it
-    /// can reach gigabytes (an encoder's attention scores at 512 × 512), which a user should
-    /// see at compile time.
-    pub fn warning(&self, workspace: Option<u64>) -> String {
+    /// The warning that the dims are taken at run time up to the default bound, with the
+    /// workspace at their bounds when it is known (`workspace` bytes) and a megabyte or
+    /// more: with two such dims it can reach gigabytes (an encoder's attention scores at
+    /// 512 × 512), which a user should see at compile time. None when the options bound
+    /// every such dim (`--dim N=..B`): they are taken as asked.
+    pub fn warning(&self, workspace: Option<u64>) -> Option<String> {
+        if self.names.is_empty() {
+            return None;
+        }
         let (s, them) = if self.plural {
             ("s", "them")
         } else {
@@ -232,13 +276,13 @@ impl Leading {
             Some(b) if b >= 1 << 20 => format!(": {}", super::byte_size(b)),
             _ => String::new(),
         };
-        format!(
+        Some(format!(
             "the symbolic leading input dim{s} {} cannot be a run-time batch (the model does \
              not compute its items on their own), so onnxc takes {them} at run time up to \
              {DEFAULT_DIM_BOUND}, the workspace sized for that{sized}; bound {them} with --dim \
              SYMBOL=..N or fix {them} with --dim SYMBOL=N",
             self.names
-        )
+        ))
     }
 }
 

@@ -65,6 +65,9 @@ pub struct Options {
     pub quiet: bool,
     /// Bytes of string space per string a model makes at run time (`--string-bytes`).
     pub string_bytes: u64,
+    /// The most items a run-time batch may hold: set by the driver from a `--dim N=..B`
+    /// bound on a leading batch symbol (`dims::as_run_time_batch`); None: any number.
+    pub batch_bound: Option<i64>,
 }
 
 impl Options {
@@ -98,6 +101,7 @@ impl Default for Options {
             json_diagnostics: false,
             quiet: false,
             string_bytes: frontend::DEFAULT_STRING_BYTES,
+            batch_bound: None,
         }
     }
 }
@@ -173,7 +177,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
         // As a compile does: leading dims that make no run-time batch are run-time dims.
         with_leading_at_run_time(model, opts, import_at_bounds).map(
             |((g, b, d, mut w), leading)| {
-                w.splice(0..0, leading.map(|l| l.warning(None)));
+                w.splice(0..0, leading.and_then(|l| l.warning(None)));
                 (g, b, d, w)
             },
         )
@@ -304,8 +308,8 @@ fn compile_bytes_inner(
     let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)
     })?;
-    if let Some(l) = leading {
-        print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
+    if let Some(w) = leading.and_then(|l| l.warning(Some(c.program.workspace_bytes()))) {
+        print_warning(opts, &w);
     }
     Ok(c)
 }
@@ -345,8 +349,9 @@ pub(crate) fn byte_size(bytes: u64) -> String {
     format!("{v:.digits$} {unit}")
 }
 
-/// `f(model, opts)`; where that fails for a shape reason and the model's symbolic leading
-/// input dims make no run-time batch, `f` again with those dims taken at run time
+/// `f(model, opts)`, the model's symbolic leading input dims a run-time batch (bounded
+/// where the options bound them, `dims::as_run_time_batch`); where that fails for a shape
+/// reason and those dims make no run-time batch, `f` again with them taken at run time
 /// (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If that fails
 /// too, the first error stands.
 fn with_leading_at_run_time<T>(
@@ -354,10 +359,13 @@ fn with_leading_at_run_time<T>(
     opts: &Options,
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
 ) -> Result<(T, Option<dims::Leading>)> {
-    let Some(wider) = dims::leading_at_run_time(&model, &opts.import_options(), opts) else {
-        return f(model, opts).map(|t| (t, None));
+    let import = opts.import_options();
+    let batch = dims::as_run_time_batch(&model, &import, opts);
+    let first = batch.as_ref().unwrap_or(opts);
+    let Some(wider) = dims::leading_at_run_time(&model, &import, opts) else {
+        return f(model, first).map(|t| (t, None));
     };
-    match f(model.clone(), opts) {
+    match f(model.clone(), first) {
         Err(e @ Error::NeedShape(_)) => match f(model, &wider.opts) {
             Ok(t) => Ok((t, Some(wider))),
             Err(_) => Err(e),
@@ -408,6 +416,10 @@ fn compile_model(
         }
         _ => unreachable!("at most two dims are taken at run time"),
     };
+    let mut program = program;
+    if program.inputs.iter().any(|t| t.batched) {
+        program.batch_bound = opts.batch_bound.unwrap_or(0);
+    }
     if emit == Some(Emit::Loops) {
         return Ok(dump_only(prefix, program.dump()));
     }
@@ -596,6 +608,7 @@ fn dump_only(prefix: &str, text: String) -> Compiled {
             input_groups: vec![],
             output_groups: vec![],
             chunks: vec![],
+            batch_bound: 0,
             fixed: vec![],
             conv_sizes: vec![],
         },

@@ -444,6 +444,9 @@ pub struct Program {
     /// computes `items` items at once, with this program's inputs and outputs at `items`
     /// times their batched dims. `NAME_run_shaped` runs whole chunks, then single items.
     pub chunks: Vec<Chunk>,
+    /// The most items the run-time batch may hold (`driver::Options::batch_bound`); 0: any
+    /// number.
+    pub batch_bound: i64,
     /// Programs compiled for single values of run-time dims below those the program's
     /// formulas serve (`driver`): `NAME_run_shaped` runs the first for the inputs' values
     /// where there is one (those for two values come before those for one). Their inputs

@@ -239,6 +239,7 @@ pub fn lower(sched: &mut Schedule, opts: &LowerOptions) -> Result<Program> {
         input_groups: vec![],
         output_groups: vec![],
         chunks: vec![],
+        batch_bound: 0,
         fixed: vec![],
         run_dims: vec![],
         conv_sizes: conv_sizes(s, opts),
