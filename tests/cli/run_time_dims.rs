@@ -937,11 +937,12 @@ fn a_quantized_linear_layer_takes_its_sequence_at_run_time() {
 }
 
 /// Class probabilities `[n, 2]` through a ZipMap to a sequence of maps keyed 3 and 7, as a
-/// scikit-learn export ends (`x` scaled by 2 first).
+/// scikit-learn export ends (`x` `[2, n]` transposed to `[n, 2]` and scaled by 2 first).
 fn model_with_zipmap() -> onnxc_proto::ModelProto {
     let m = model(
         vec![
-            node("Mul", "scale", &["x", "two"], &["p"]),
+            node("Transpose", "rows", &["x"], &["xt"]),
+            node("Mul", "scale", &["xt", "two"], &["p"]),
             onnxc_proto::NodeProto {
                 domain: Some("ai.onnx.ml".into()),
                 ..with_ints(
@@ -951,7 +952,7 @@ fn model_with_zipmap() -> onnxc_proto::ModelProto {
                 )
             },
         ],
-        vec![value_info("x", 1, &[D::S("n"), D::N(2)])],
+        vec![value_info("x", 1, &[D::N(2), D::S("n")])],
         vec![onnxc_tests::model::map_sequence_info("z", 7)],
         vec![f32_tensor("two", &[], &[2.0])],
         17,
@@ -960,8 +961,9 @@ fn model_with_zipmap() -> onnxc_proto::ModelProto {
 }
 
 /// A ZipMap output over a dim taken at run time (a classifier whose rows are not a run-time
-/// batch: scikit-learn's QDA concatenates its classes' sums along the rows): its keys are
-/// the same at every value, so it takes the rows' count like any output.
+/// batch: scikit-learn's QDA concatenates its classes' sums along the rows; here the rows
+/// are a transposed input's columns): its keys are the same at every value, so it takes the
+/// rows' count like any output.
 #[test]
 fn a_zipmap_output_follows_a_run_time_dim() {
     let d = scratch("run_time_dims_zipmap");
@@ -974,7 +976,7 @@ fn a_zipmap_output_follows_a_run_time_dim() {
         let x: Vec<f32> = (0..n * 2).map(|k| k as f32 / 8.0).collect();
         let input = write_input(&d, n, &x);
         let got = outputs_at(&exe, &input, &d.join(format!("out{n}")), 1, 1, &[n]);
-        let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+        let want: Vec<f32> = (0..n).flat_map(|i| [x[i] * 2.0, x[n + i] * 2.0]).collect();
         assert_eq!(floats(&got[0]), want, "n {n}");
     }
 }

@@ -152,11 +152,11 @@ pub(super) fn summed_symbols(
 }
 
 /// The options that take a model's symbolic leading input dims at run time as other dims
-/// are (each up to its `--dim SYMBOL=..N` bound, or `DEFAULT_DIM_BOUND`) instead of as a
-/// run-time batch, and those dims (`Leading::warning`), for a model that does not compile
-/// with them as a batch: a recurrence's `[seq, batch, input]` input, a model that mixes its
-/// items. None when the options leave no such dim, the model has more than
-/// `LEADING_MAX_NODES` nodes, or it would then take more than two dims at run time.
+/// are (each up to `DEFAULT_DIM_BOUND`) instead of as a run-time batch, and those dims
+/// (`Leading::warning`), for a model that does not compile with them as a batch: a recurrence's
+/// `[seq, batch, input]` input, a model that mixes its items. None when the options leave
+/// no such dim, the model has more than `LEADING_MAX_NODES` nodes, or it would then take
+/// more than two dims at run time.
 pub(super) fn leading_at_run_time(
     model: &frontend::Model,
     import: &ImportOptions,
@@ -165,7 +165,7 @@ pub(super) fn leading_at_run_time(
     let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
     let mut leading: Vec<&str> = unbound
         .iter()
-        .filter(|u| u.axis == 0)
+        .filter(|u| u.axis == 0 && !opts.dim_bounds.iter().any(|(n, _)| *n == u.symbol))
         .map(|u| u.symbol.as_str())
         .collect();
     leading.sort_unstable();
@@ -173,27 +173,18 @@ pub(super) fn leading_at_run_time(
     if leading.is_empty() || model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
         return None;
     }
-    // Those the options bound are taken up to their bounds; the others up to the default.
-    let defaulted: Vec<&str> = leading
-        .iter()
-        .copied()
-        .filter(|&n| !opts.dim_bounds.iter().any(|(b, _)| b == n))
-        .collect();
     let mut wider = opts.clone();
-    wider.batch_bound = None;
-    wider.dim_bounds.extend(
-        defaulted
-            .iter()
-            .map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)),
-    );
+    wider
+        .dim_bounds
+        .extend(leading.iter().map(|&n| (n.to_string(), DEFAULT_DIM_BOUND)));
     if run_time_dims(model, import, &wider).is_err() {
         return None;
     }
-    let names: Vec<String> = defaulted.iter().map(|n| format!("'{n}'")).collect();
+    let names: Vec<String> = leading.iter().map(|n| format!("'{n}'")).collect();
     Some(Leading {
         opts: wider,
         names: names.join(", "),
-        plural: defaulted.len() > 1,
+        plural: leading.len() > 1,
     })
 }
 
@@ -202,9 +193,9 @@ pub(super) fn leading_at_run_time(
 /// (`Options::batch_bound`, the least of them) instead of as bounds of dims taken at run
 /// time: a run-time batch runs its items in a workspace of one item's (or one chunk's), so
 /// a bounded batch dim keeps that workspace, and a bound below `loops::dims::MIN_BOUND` is
-/// no error. None when the options bound no such dim. The driver takes the dims at run time
-/// with their bounds when the model does not compute its items on their own
-/// (`leading_at_run_time`).
+/// no error. None when the options bound no such dim. Where the model does not compute its
+/// items on their own, the driver compiles it as the options ask (the dims taken at run
+/// time up to their bounds).
 pub(super) fn as_run_time_batch(
     model: &frontend::Model,
     import: &ImportOptions,
@@ -258,15 +249,11 @@ pub(super) struct Leading {
 }
 
 impl Leading {
-    /// The warning that the dims are taken at run time up to the default bound, with the
-    /// workspace at their bounds when it is known (`workspace` bytes) and a megabyte or
-    /// more: with two such dims it can reach gigabytes (an encoder's attention scores at
-    /// 512 × 512), which a user should see at compile time. None when the options bound
-    /// every such dim (`--dim N=..B`): they are taken as asked.
-    pub fn warning(&self, workspace: Option<u64>) -> Option<String> {
-        if self.names.is_empty() {
-            return None;
-        }
+    /// The warning that the dims are taken at run time, with the workspace at their bounds
+    /// when it is known (`workspace` bytes) and a megabyte or more: with two such dims it
+    /// can reach gigabytes (an encoder's attention scores at 512 × 512), which a user should
+    /// see at compile time.
+    pub fn warning(&self, workspace: Option<u64>) -> String {
         let (s, them) = if self.plural {
             ("s", "them")
         } else {
@@ -276,13 +263,13 @@ impl Leading {
             Some(b) if b >= 1 << 20 => format!(": {}", super::byte_size(b)),
             _ => String::new(),
         };
-        Some(format!(
+        format!(
             "the symbolic leading input dim{s} {} cannot be a run-time batch (the model does \
              not compute its items on their own), so onnxc takes {them} at run time up to \
              {DEFAULT_DIM_BOUND}, the workspace sized for that{sized}; bound {them} with --dim \
              SYMBOL=..N or fix {them} with --dim SYMBOL=N",
             self.names
-        ))
+        )
     }
 }
 

@@ -177,7 +177,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
         // As a compile does: leading dims that make no run-time batch are run-time dims.
         with_leading_at_run_time(model, opts, import_at_bounds).map(
             |((g, b, d, mut w), leading)| {
-                w.splice(0..0, leading.and_then(|l| l.warning(None)));
+                w.splice(0..0, leading.map(|l| l.warning(None)));
                 (g, b, d, w)
             },
         )
@@ -308,8 +308,8 @@ fn compile_bytes_inner(
     let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)
     })?;
-    if let Some(w) = leading.and_then(|l| l.warning(Some(c.program.workspace_bytes()))) {
-        print_warning(opts, &w);
+    if let Some(l) = leading {
+        print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
     }
     Ok(c)
 }
@@ -349,23 +349,27 @@ pub(crate) fn byte_size(bytes: u64) -> String {
     format!("{v:.digits$} {unit}")
 }
 
-/// `f(model, opts)`, the model's symbolic leading input dims a run-time batch (bounded
-/// where the options bound them, `dims::as_run_time_batch`); where that fails for a shape
-/// reason and those dims make no run-time batch, `f` again with them taken at run time
-/// (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If that fails
-/// too, the first error stands.
+/// `f(model, opts)`, the model's bounded symbolic leading input dims first taken as a
+/// bounded run-time batch (`dims::as_run_time_batch`; where that fails, as the options ask:
+/// at run time up to their bounds); where that fails for a shape reason and its unbounded
+/// symbolic leading input dims make no run-time batch, `f` again with those dims taken at
+/// run time (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If
+/// that fails too, the first error stands.
 fn with_leading_at_run_time<T>(
     model: frontend::Model,
     opts: &Options,
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
 ) -> Result<(T, Option<dims::Leading>)> {
     let import = opts.import_options();
-    let batch = dims::as_run_time_batch(&model, &import, opts);
-    let first = batch.as_ref().unwrap_or(opts);
+    if let Some(batch) = dims::as_run_time_batch(&model, &import, opts)
+        && let Ok(t) = f(model.clone(), &batch)
+    {
+        return Ok((t, None));
+    }
     let Some(wider) = dims::leading_at_run_time(&model, &import, opts) else {
-        return f(model, first).map(|t| (t, None));
+        return f(model, opts).map(|t| (t, None));
     };
-    match f(model.clone(), first) {
+    match f(model.clone(), opts) {
         Err(e @ Error::NeedShape(_)) => match f(model, &wider.opts) {
             Ok(t) => Ok((t, Some(wider))),
             Err(_) => Err(e),
