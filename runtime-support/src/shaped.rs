@@ -238,7 +238,7 @@ fn run_dims(
                 return Err(ONNXC_ERR_VALUE);
             };
             let v = g.checked_sub(add).ok_or(ONNXC_ERR_SHAPE)?;
-            if v % mul != 0 || !(lo.max(1)..=bound).contains(&(v / mul)) {
+            if v % mul != 0 || !(lo.max(0)..=bound).contains(&(v / mul)) {
                 return Err(ONNXC_ERR_SHAPE);
             }
             if known[j] && dims[j] != v / mul {

@@ -442,11 +442,97 @@ fn two_dims_at(
         points: &points,
         programs: &refs,
     };
-    Ok(Lowered::Program(below.extend(
-        general,
-        lower_small,
-        one_fixed,
-    )))
+    let program = below.extend(general, lower_small, &one_fixed);
+    Ok(Lowered::Program(with_empty_cache(program, &one_fixed)))
+}
+
+/// `program` (two run-time dims, `two_dims`) also at 0 of a dim its outputs carry only
+/// added to the other dim: a KV cache's length, whose presents are `past + seq` long while
+/// the logits are `seq` long, is 0 on a decoder's first step (an empty cache). Where the
+/// model lowers with that dim at 0 and the other taken at run time (`one_fixed(dim, 0)`),
+/// that program, and those of its own it carries for the other dim's small values, become
+/// programs of `program`'s (`Program::fixed`) and the dim's least value is 0. Other dims
+/// keep their least: a program at 0 for every run-time dim the model allows there (a
+/// sequence of no tokens, an image of no columns) would grow every object for a size
+/// nothing computes on.
+fn with_empty_cache(
+    mut program: Program,
+    one_fixed: impl Fn(usize, i64) -> Option<Program>,
+) -> Program {
+    for k in 0..2 {
+        let o = 1 - k;
+        let d = &program.run_dims[k];
+        if d.least != 1 || d.multiple != 1 || !only_added(&program, k as u32) {
+            continue;
+        }
+        let Some(mut sub) = at_zero(|| one_fixed(k, 0)) else {
+            continue;
+        };
+        // The sub-program must serve the other dim from its least value on.
+        if sub.run_dims.len() != 1 || sub.run_dims[0].least > program.run_dims[o].least {
+            continue;
+        }
+        let at = |w: Option<i64>| {
+            let mut at = vec![None; 2];
+            at[k] = Some(0);
+            at[o] = w;
+            at
+        };
+        let inner = std::mem::take(&mut sub.fixed);
+        let mut these: Vec<loops::Fixed> = (inner.into_iter())
+            .filter_map(|f| {
+                Some(loops::Fixed {
+                    at: at(Some(f.at.first().copied().flatten()?)),
+                    program: f.program,
+                })
+            })
+            .collect();
+        these.push(loops::Fixed {
+            at: at(None),
+            program: sub,
+        });
+        // A pair of values another program serves already keeps that program.
+        these.retain(|f| program.fixed.iter().all(|g| g.at != f.at));
+        if program.fixed.len() + these.len() > MAX_FIXED_TWO + 2
+            || (these.iter()).any(|f| loops::dims::fixed_fits(&program, &f.at, &f.program).is_err())
+        {
+            continue;
+        }
+        program.fixed.extend(these);
+        program.run_dims[k].least = 0;
+        // Programs for both dims' values first: the run takes the first that matches.
+        (program.fixed).sort_by_key(|f| f.at.iter().filter(|v| v.is_none()).count());
+    }
+    program
+}
+
+/// `lower()`, the model lowered with a dim at 0 for a program of its own (an empty cache),
+/// None where that panics: a value no probe took must not fail the compile of the others.
+fn at_zero(lower: impl FnOnce() -> Option<Program>) -> Option<Program> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(lower))
+        .ok()
+        .flatten()
+}
+
+/// Whether `program`'s outputs carry its run-time dim `k` only added to its other one
+/// (`past + seq`), and some output does.
+fn only_added(program: &Program, k: u32) -> bool {
+    let mut added = false;
+    for r in program
+        .outputs
+        .iter()
+        .flat_map(|o| o.run_dims.iter().flatten())
+    {
+        let mentions = r.dim == k || r.other.is_some_and(|t| t.dim == k);
+        if !mentions {
+            continue;
+        }
+        match r.other {
+            Some(t) if r.mul > 0 && t.mul > 0 && t.prod == 0 => added = true,
+            _ => return false,
+        }
+    }
+    added
 }
 
 /// Most programs of their own that values below two run-time dims' formulas get: a dim
@@ -1006,8 +1092,9 @@ pub(super) fn one_dim(
     })
 }
 
-/// `one_dim`, the dim taken in multiples of at least `from` (`grid`); `warn`: the import's
-/// warnings printed (once, at the bound).
+/// `one_dim`, the dim taken in multiples of at least `from` (`grid`); `top`: the object's own
+/// dim, not a sub-program's of two dims (`two_dims`): the import's warnings printed (once,
+/// at the bound), and an empty cache taken (`only_appended`).
 #[allow(clippy::too_many_arguments)]
 fn one_dim_at(
     model: &frontend::Model,
@@ -1019,7 +1106,7 @@ fn one_dim_at(
     name: &str,
     bound: i64,
     from: i64,
-    warn: bool,
+    top: bool,
 ) -> Result<Lowered> {
     let name = name.to_string();
     // Lowered at each probe value from the model's least valid value, the bound
@@ -1067,7 +1154,7 @@ fn one_dim_at(
     if let Ok(Lowered::Program(p)) = lower_at(decision_value(low, bound_value), None, false) {
         *decide.borrow_mut() = Some(p.conv_sizes.clone().into());
     }
-    let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), warn)? {
+    let at_bound = match lower_checked(bound_value, emit.filter(|&e| e != Emit::Loops), top)? {
         Lowered::Program(p) => p,
         dump => return Ok(dump),
     };
@@ -1101,6 +1188,37 @@ fn one_dim_at(
         }
         general.fixed = fixed;
     }
+    // A cache the outputs only append to (`past + 1`) may be empty: its program at 0.
+    if top
+        && general.run_dims[0].least == 1
+        && multiple == 1
+        && only_appended(&general)
+        && let Some(p) = at_zero(|| lower_probe(0))
+        && loops::dims::fixed_fits(&general, &[Some(0)], &p).is_ok()
+    {
+        general.fixed.insert(0, loops::Fixed::one(0, p));
+        general.run_dims[0].least = 0;
+    }
     general.run_dims[0].multiple = multiple;
     Ok(Lowered::Program(general))
+}
+
+/// Whether `program`'s outputs carry its one run-time dim only with rows appended
+/// (`past + 1`: a KV cache a decoder step extends), and some output does: the dim may then
+/// be 0, an empty cache on a decoder's first step (`with_empty_cache` for two dims).
+fn only_appended(program: &Program) -> bool {
+    let mut appended = false;
+    for r in program
+        .outputs
+        .iter()
+        .flat_map(|o| o.run_dims.iter().flatten())
+    {
+        match r {
+            r if r.other.is_none() && r.mul == 1 && r.add > 0 && r.pre == 0 && r.div == 1 => {
+                appended = true
+            }
+            _ => return false,
+        }
+    }
+    appended
 }
