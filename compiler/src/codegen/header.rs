@@ -553,6 +553,16 @@ pub fn header(prog: &Program, prefix: &str, source: &str) -> String {
     h
 }
 
+/// The sentence of `NAME_run_shaped`'s comment on a bounded run-time batch (empty for none).
+fn batch_bound_text(prog: &Program) -> String {
+    match prog.batch_bound {
+        b if b > 0 => format!(
+            ".\n   The batch holds at most {b} items (the bound it was compiled with): more is ONNXC_ERR_SHAPE"
+        ),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::comment_text;
@@ -592,15 +602,5 @@ mod tests {
             );
         }
         assert_eq!(comment_text("input/0:relu*2"), "input/0:relu*2");
-    }
-}
-
-/// The sentence of `NAME_run_shaped`'s comment on a bounded run-time batch (empty for none).
-fn batch_bound_text(prog: &Program) -> String {
-    match prog.batch_bound {
-        b if b > 0 => format!(
-            ".\n   The batch holds at most {b} items (the bound it was compiled with): more is ONNXC_ERR_SHAPE"
-        ),
-        _ => String::new(),
     }
 }

@@ -442,8 +442,8 @@ fn two_dims_at(
         points: &points,
         programs: &refs,
     };
-    let program = below.extend(general, lower_small, &one_fixed);
-    Ok(Lowered::Program(with_empty_cache(program, &one_fixed)))
+    let program = below.extend(general, lower_small, one_fixed);
+    Ok(Lowered::Program(with_empty_cache(program, one_fixed)))
 }
 
 /// `program` (two run-time dims, `two_dims`) also at 0 of a dim its outputs carry only
