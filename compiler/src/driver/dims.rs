@@ -468,7 +468,8 @@ fn with_empty_cache(
         let Some(mut sub) = at_zero(|| one_fixed(k, 0)) else {
             continue;
         };
-        // The sub-program must serve the other dim from its least value on.
+        // The sub-program must serve the other dim from its least value on (0 when the
+        // first dim took 0 already: then one symmetric in its dims takes it for that one).
         if sub.run_dims.len() != 1 || sub.run_dims[0].least > program.run_dims[o].least {
             continue;
         }
@@ -493,7 +494,7 @@ fn with_empty_cache(
         });
         // A pair of values another program serves already keeps that program.
         these.retain(|f| program.fixed.iter().all(|g| g.at != f.at));
-        if program.fixed.len() + these.len() > MAX_FIXED_TWO + 2
+        if program.fixed.len() + these.len() > MAX_FIXED_TWO + MAX_EMPTY_CACHE
             || (these.iter()).any(|f| loops::dims::fixed_fits(&program, &f.at, &f.program).is_err())
         {
             continue;
@@ -505,6 +506,10 @@ fn with_empty_cache(
     }
     program
 }
+
+/// Most programs an empty cache adds to those of `Below::extend` (`MAX_FIXED_TWO`): its own
+/// and those it carries for the other dim's small values (a decoder's one new token).
+const MAX_EMPTY_CACHE: usize = 2;
 
 /// `lower()`, the model lowered with a dim at 0 for a program of its own (an empty cache),
 /// None where that panics: a value no probe took must not fail the compile of the others.
