@@ -2,7 +2,7 @@
 //! `run`, `bench --json`, `inspect`, files that are not models, external data, symbolic dims
 //! that need `--shape`/`--dim`, and warnings.
 
-use super::{fails, onnxc, small_model, stderr};
+use super::{batch_sum, fails, onnxc, small_model, stderr};
 use onnxc_tests::model::{
     D, f32_tensor, importing, map_sequence_info, model, node, save, save_tensor, value_info,
     with_int, with_ints,
@@ -297,22 +297,9 @@ fn external_data_is_loaded_and_a_missing_file_is_reported() {
 #[test]
 fn symbolic_dims_need_shape_and_the_error_says_so() {
     let d = scratch("symbolic");
-    let sum = |axis: i64, y: &[D]| {
-        model(
-            vec![with_ints(
-                node("ReduceSum", "sum", &["x"], &["y"]),
-                "axes",
-                &[axis],
-            )],
-            vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
-            vec![value_info("y", 1, y)],
-            vec![],
-            11,
-        )
-    };
     // Summing each row: the batch is a run-time dim, no flag needed.
     let p = d.join("rows.onnx");
-    save(&sum(1, &[D::S("batch"), D::N(1)]), &p);
+    save(&batch_sum(1, &[D::S("batch"), D::N(1)]), &p);
     let o = onnxc()
         .arg(&p)
         .arg("-o")
@@ -325,7 +312,7 @@ fn symbolic_dims_need_shape_and_the_error_says_so() {
     assert!(h.contains("int r_run_shaped("), "{h}");
     // Summing over the batch: no run-time batch, the dim is taken at run time up to the
     // default bound, with a warning naming the flags that bound or fix it.
-    let m = sum(0, &[D::N(1), D::N(3)]);
+    let m = batch_sum(0, &[D::N(1), D::N(3)]);
     let p = d.join("sym.onnx");
     save(&m, &p);
     let o = onnxc()

@@ -13,7 +13,7 @@ mod run_errors;
 mod run_time_dims;
 mod sequences;
 
-use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info};
+use onnxc_tests::model::{D, f32_tensor, model, node, save, value_info, with_ints};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -27,6 +27,23 @@ fn onnxc() -> Command {
         ))
         .arg(onnxc_tests::onnxc_bin());
     c
+}
+
+/// `x` `[batch, 3]` float32 summed over `axis` into `y`, declared `y_dims` (ReduceSum,
+/// opset 11): summing each row (axis 1) computes every item on its own, summing over the
+/// batch (axis 0) mixes them.
+fn batch_sum(axis: i64, y_dims: &[D]) -> onnxc_proto::ModelProto {
+    model(
+        vec![with_ints(
+            node("ReduceSum", "sum", &["x"], &["y"]),
+            "axes",
+            &[axis],
+        )],
+        vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
+        vec![value_info("y", 1, y_dims)],
+        vec![],
+        11,
+    )
 }
 
 /// The limits every error case must end within: 2 GiB of address space, 20 s.

@@ -1336,21 +1336,8 @@ fn a_quantized_product_over_a_run_time_depth_takes_one_plan() {
 #[test]
 fn a_bounded_leading_dim_is_a_bounded_run_time_batch() {
     let d = scratch("run_time_dims_batch_bound");
-    let rows = |axis: i64, y: &[D]| {
-        model(
-            vec![with_ints(
-                node("ReduceSum", "sum", &["x"], &["y"]),
-                "axes",
-                &[axis],
-            )],
-            vec![value_info("x", 1, &[D::S("batch"), D::N(3)])],
-            vec![value_info("y", 1, y)],
-            vec![],
-            11,
-        )
-    };
     let p = d.join("rows.onnx");
-    save(&rows(1, &[D::S("batch"), D::N(1)]), &p);
+    save(&batch_sum(1, &[D::S("batch"), D::N(1)]), &p);
     let unbounded = compile_unflagged(&p);
     let c = compile_dynamic(&p, "batch", 3);
     assert!(
@@ -1392,7 +1379,7 @@ fn a_bounded_leading_dim_is_a_bounded_run_time_batch() {
     assert!(stderr(&o).contains("shape"), "{}", stderr(&o));
     // Summing over the batch mixes the items: the dim is taken at run time up to its bound.
     let p = d.join("total.onnx");
-    save(&rows(0, &[D::N(1), D::N(3)]), &p);
+    save(&batch_sum(0, &[D::N(1), D::N(3)]), &p);
     let c = compile_dynamic(&p, "batch", 32);
     assert_eq!(run_dims_of(&c), [("batch", 1, 32)], "{}", c.header);
     assert_eq!(c.program.batch_bound, 0);
