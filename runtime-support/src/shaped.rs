@@ -799,7 +799,7 @@ mod tests {
         let find = |dims: &mut [i64; 3]| find_from(1, dims);
         assert_eq!(find(&mut [1, 7, 4]), Ok(3));
         assert_eq!(find(&mut [1, 21, 4]), Ok(10));
-        // Not 2·seq + 1, past the bound, or zero.
+        // Not 2·seq + 1, past the bound, or zero (below the least value 1).
         assert_eq!(find(&mut [1, 8, 4]), Err(ONNXC_ERR_SHAPE));
         assert_eq!(find(&mut [1, 23, 4]), Err(ONNXC_ERR_SHAPE));
         assert_eq!(find(&mut [1, 1, 4]), Err(ONNXC_ERR_SHAPE));
@@ -807,6 +807,9 @@ mod tests {
         // Below the model's least value (a window wider than the dim).
         assert_eq!(find_from(3, &mut [1, 5, 4]), Err(ONNXC_ERR_SHAPE));
         assert_eq!(find_from(3, &mut [1, 7, 4]), Ok(3));
+        // Zero only where the model's least value is (an empty KV cache).
+        assert_eq!(find_from(0, &mut [1, 1, 4]), Ok(0));
+        assert_eq!(find_from(0, &mut [1, 7, 4]), Ok(3));
         // The tensor's bytes follow the dim.
         // SAFETY: a table entry made above.
         let d = unsafe { Dims::of(&infos[0]) };
