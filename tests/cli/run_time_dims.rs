@@ -1133,6 +1133,18 @@ fn a_symbol_the_model_takes_only_as_a_sum_is_that_sum() {
         .unwrap();
     let warned = stderr(&o).contains("dim 'total' is taken as 'past + seq'");
     assert!(o.status.success() && warned, "{}", stderr(&o));
+    // A bounded batch is the run-time batch's, not a third term of the sum.
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("bounded.o"))
+        .args(["--dim", "b=..4"])
+        .output()
+        .unwrap();
+    let warned = stderr(&o).contains("dim 'total' is taken as 'past + seq'");
+    assert!(o.status.success() && warned, "{}", stderr(&o));
+    let h = std::fs::read_to_string(d.join("bounded.h")).unwrap();
+    assert!(h.contains("at most 4 items"), "{h}");
     let opts = Options {
         emit_main: true,
         dims: vec![("b".into(), 1)],

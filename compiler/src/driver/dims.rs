@@ -116,7 +116,9 @@ pub(super) fn summed_symbols(
     import: &ImportOptions,
     opts: &Options,
 ) -> Option<(frontend::Model, String)> {
-    let names = run_time_names(model, import, opts);
+    // A bounded batch symbol is the run-time batch's (`as_run_time_batch`), not a term.
+    let batch = as_run_time_batch(model, import, opts);
+    let names = run_time_names(model, import, batch.as_ref().unwrap_or(opts));
     // Unnamed dims (`INPUT:AXIS`) cannot be written as a sum.
     if names.len() != 3 || names.iter().any(|n| n.contains(':')) {
         return None;
