@@ -141,9 +141,15 @@ fn compile_unflagged(p: &Path) -> driver::Compiled {
 
 /// `p` compiled with its dim `symbol` taken at run time up to `bound`.
 fn compile_dynamic(p: &Path, symbol: &str, bound: i64) -> driver::Compiled {
+    compile_bounded(p, &[(symbol, bound)])
+}
+
+/// `p` compiled with each named dim of `bounds` taken at run time up to its bound (two
+/// dims: an image's height and width), with the driver's `main`.
+fn compile_bounded(p: &Path, bounds: &[(&str, i64)]) -> driver::Compiled {
     let opts = Options {
         emit_main: true,
-        dim_bounds: vec![(symbol.into(), bound)],
+        dim_bounds: bounds.iter().map(|&(n, b)| (n.to_string(), b)).collect(),
         ..Options::default()
     };
     driver::compile_file(p, "model", &opts, None).unwrap()

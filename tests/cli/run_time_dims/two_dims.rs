@@ -32,12 +32,7 @@ fn attention_scores_take_the_batch_and_the_sequence_at_run_time() {
     let d = scratch("run_time_dims_scores");
     let p = d.join("scores.onnx");
     save(&model_with_scores(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("B".into(), 16), ("S".into(), 64)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_bounded(&p, &[("B", 16), ("S", 64)]);
     let dims = run_dims_of(&c);
     assert_eq!(dims, [("B", 1, 16), ("S", 1, 64)], "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
@@ -116,12 +111,7 @@ fn an_image_height_and_width_are_both_taken_at_run_time() {
     let d = scratch("run_time_dims_plane");
     let p = d.join("plane.onnx");
     save(&model_with_image_plane(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_bounded(&p, &[("H", 320), ("W", 320)]);
     let dims = run_dims_of(&c);
     // Below the least probes each dim is checked down to 1, the other at its probes: the
     // formulas serve H from 1 and W from 5 (below, W's maps end in loops of extent 1,
@@ -284,12 +274,7 @@ fn an_fpn_resizes_over_the_run_time_dims() {
         let d = scratch(&format!("run_time_dims_fpn{}", to_lateral as u8));
         let p = d.join("fpn.onnx");
         save(&model_with_fpn(to_lateral), &p);
-        let opts = Options {
-            emit_main: true,
-            dim_bounds: vec![("H".into(), 160), ("W".into(), 160)],
-            ..Options::default()
-        };
-        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let c = compile_bounded(&p, &[("H", 160), ("W", 160)]);
         let dims: Vec<(&str, i64, i64, i64)> = (c.program.run_dims.iter())
             .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
             .collect();
@@ -447,12 +432,7 @@ fn a_depthwise_convolution_takes_its_plane_at_run_time() {
         let d = scratch(&format!("run_time_dims_depthwise{s}"));
         let p = d.join("dw.onnx");
         save(&model_with_depthwise(s as i64), &p);
-        let opts = Options {
-            emit_main: true,
-            dim_bounds: vec![("H".into(), 64), ("W".into(), 64)],
-            ..Options::default()
-        };
-        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let c = compile_bounded(&p, &[("H", 64), ("W", 64)]);
         // From 1: 1 × 1 runs a program of its own (the corner of the least values).
         assert_eq!(
             run_dims_of(&c),
@@ -529,12 +509,7 @@ fn a_detectors_anchors_follow_the_product_of_its_height_and_width() {
     let d = scratch("run_time_dims_anchors");
     let p = d.join("anchors.onnx");
     save(&model_with_anchor_head(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("H".into(), 256), ("W".into(), 256)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_bounded(&p, &[("H", 256), ("W", 256)]);
     let dims: Vec<(i64, i64, i64)> = (c.program.run_dims.iter())
         .map(|r| (r.least, r.bound, r.multiple))
         .collect();

@@ -117,12 +117,7 @@ fn a_detector_ending_in_nms_runs_at_every_size() {
     let d = scratch("run_time_dims_nms");
     let p = d.join("detector.onnx");
     save(&model_with_nms(), &p);
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("H".into(), 256), ("W".into(), 256)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_bounded(&p, &[("H", 256), ("W", 256)]);
     assert_eq!(c.program.run_dims.len(), 2, "{}", c.header);
     assert!(c.header.contains("at most [60, 4]"), "{}", c.header);
     let dynamic = executable(&c, &d, "dynamic");
@@ -227,12 +222,7 @@ fn gather_indices_are_checked_against_the_run_time_dim() {
 fn a_yolo_export_with_dynamic_axes_runs_at_multiples_of_32() {
     let d = scratch("run_time_dims_yolo");
     let p = onnxc_tests::root().join("examples/models/tiny_yolo.onnx");
-    let opts = Options {
-        emit_main: true,
-        dim_bounds: vec![("H".into(), 320), ("W".into(), 320)],
-        ..Options::default()
-    };
-    let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+    let c = compile_bounded(&p, &[("H", 320), ("W", 320)]);
     let dims: Vec<(i64, i64, i64)> = (c.program.run_dims.iter())
         .map(|r| (r.least, r.bound, r.multiple))
         .collect();
