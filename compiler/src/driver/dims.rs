@@ -467,7 +467,7 @@ fn with_empty_cache(
         if d.least != 1 || d.multiple != 1 || !only_added(&program, k as u32) {
             continue;
         }
-        let Some(mut sub) = at_zero(|| one_fixed(k, 0)) else {
+        let Some(sub) = at_zero(|| one_fixed(k, 0)) else {
             continue;
         };
         // The sub-program must serve the other dim from its least value on (0 when the
@@ -475,25 +475,7 @@ fn with_empty_cache(
         if sub.run_dims.len() != 1 || sub.run_dims[0].least > program.run_dims[o].least {
             continue;
         }
-        let at = |w: Option<i64>| {
-            let mut at = vec![None; 2];
-            at[k] = Some(0);
-            at[o] = w;
-            at
-        };
-        let inner = std::mem::take(&mut sub.fixed);
-        let mut these: Vec<loops::Fixed> = (inner.into_iter())
-            .filter_map(|f| {
-                Some(loops::Fixed {
-                    at: at(Some(f.at.first().copied().flatten()?)),
-                    program: f.program,
-                })
-            })
-            .collect();
-        these.push(loops::Fixed {
-            at: at(None),
-            program: sub,
-        });
+        let mut these = at_one_value(k, 0, sub);
         // A pair of values another program serves already keeps that program.
         these.retain(|f| program.fixed.iter().all(|g| g.at != f.at));
         if program.fixed.len() + these.len() > MAX_FIXED_TWO + MAX_EMPTY_CACHE
@@ -512,6 +494,32 @@ fn with_empty_cache(
 /// Most programs an empty cache adds to those of `Below::extend` (`MAX_FIXED_TWO`): its own
 /// and those it carries for the other dim's small values (a decoder's one new token).
 const MAX_EMPTY_CACHE: usize = 2;
+
+/// `sub`, a two-dim model's program at value `v` of dim `k` taking the other dim at run time
+/// (`one_fixed`), with the programs it carries for the other dim's small values, as programs
+/// of the two-dim model (`Program::fixed`: `at` both values, or dim `k`'s alone, last).
+fn at_one_value(k: usize, v: i64, mut sub: Program) -> Vec<loops::Fixed> {
+    let at = |w: Option<i64>| {
+        let mut at = vec![None; 2];
+        at[k] = Some(v);
+        at[1 - k] = w;
+        at
+    };
+    let inner = std::mem::take(&mut sub.fixed);
+    let mut these: Vec<loops::Fixed> = (inner.into_iter())
+        .filter_map(|f| {
+            Some(loops::Fixed {
+                at: at(Some(f.at.first().copied().flatten()?)),
+                program: f.program,
+            })
+        })
+        .collect();
+    these.push(loops::Fixed {
+        at: at(None),
+        program: sub,
+    });
+    these
+}
 
 /// `lower()`, the model lowered with a dim at 0 for a program of its own (an empty cache),
 /// None where that panics: a value no probe took must not fail the compile of the others.
@@ -651,31 +659,12 @@ impl Below<'_> {
             }
             let mut mine = Vec::new();
             for v in self.floors[k]..=top {
-                let Some(mut sub) = one_fixed(k, v) else {
+                let Some(sub) = one_fixed(k, v) else {
                     mine.clear();
                     break;
                 };
-                let at = |w: Option<i64>| {
-                    let mut at = vec![None; 2];
-                    at[k] = Some(v);
-                    at[o] = w;
-                    at
-                };
-                let inner = std::mem::take(&mut sub.fixed);
                 let serves = sub.run_dims.len() == 1 && sub.run_dims[0].least <= served(o);
-                let mut these: Vec<loops::Fixed> = (inner.into_iter())
-                    .filter_map(|f| {
-                        let w = f.at.first().copied().flatten()?;
-                        Some(loops::Fixed {
-                            at: at(Some(w)),
-                            program: f.program,
-                        })
-                    })
-                    .collect();
-                these.push(loops::Fixed {
-                    at: at(None),
-                    program: sub,
-                });
+                let these = at_one_value(k, v, sub);
                 let fits = (these.iter())
                     .all(|f| loops::dims::fixed_fits(&wider, &f.at, &f.program).is_ok());
                 if !serves || !fits {
