@@ -649,8 +649,8 @@ impl Below<'_> {
             }
         };
         let mut fixed: Vec<loops::Fixed> = Vec::new();
-        for k in 0..2 {
-            let Some(top) = failed[k] else {
+        for (k, top) in failed.iter().enumerate() {
+            let Some(top) = *top else {
                 continue;
             };
             let o = 1 - k;
