@@ -586,6 +586,7 @@ fn specialized_files(
     outputs_of(&exe, inputs, &out, n, &[]).unwrap()
 }
 
+mod pinned;
 mod recurrent;
 mod two_dims;
 mod values;

@@ -225,10 +225,10 @@ pub(super) fn as_run_time_batch(
 /// takes at run time when they make no run-time batch: a dim taken at run time lowers the
 /// model at a dozen values or more, each about 150 µs per node (a chain of 200000 nodes
 /// took 31 s to lower once). Past it, the batch's error stands and says which flag to give.
-const LEADING_MAX_NODES: usize = 20_000;
+pub(super) const LEADING_MAX_NODES: usize = 20_000;
 
 /// Nodes of `g` and of the subgraphs its nodes hold (protobuf decoding bounds the nesting).
-fn nodes_within(g: &onnxc_proto::GraphProto) -> usize {
+pub(super) fn nodes_within(g: &onnxc_proto::GraphProto) -> usize {
     g.node
         .iter()
         .map(|n| {
@@ -719,7 +719,7 @@ fn imports_at(
 /// Why `model` does not import with the dims `at` bound besides `import`'s (a symbolic
 /// leading batch left unbound imported as the run-time batch's one-item program, as
 /// `lower_model` does); None when it imports.
-fn import_error(
+pub(super) fn import_error(
     model: &frontend::Model,
     dir: &DataDir,
     import: &ImportOptions,

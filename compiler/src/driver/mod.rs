@@ -7,6 +7,7 @@ mod batch;
 mod dims;
 mod maps;
 pub mod npy;
+mod pinned;
 
 use crate::codegen::{self, CodegenOptions};
 use crate::error::{Error, Result};
@@ -174,10 +175,14 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
     };
     // A panic is a compiler bug; reported as the import's error, not an abort.
     let imported = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // As a compile does: leading dims that make no run-time batch are run-time dims.
-        with_leading_at_run_time(model, opts, import_at_bounds).map(
-            |((g, b, d, mut w), leading)| {
-                w.splice(0..0, leading.map(|l| l.warning(None)));
+        // As a compile does: leading dims that make no run-time batch are run-time dims,
+        // a dim the model is valid at one value of only is fixed there.
+        with_dims_resolved(model, &dir, opts, import_at_bounds).map(
+            |((g, b, d, mut w), leading, pinned)| {
+                w.splice(
+                    0..0,
+                    leading.map(|l| l.warning(None)).into_iter().chain(pinned),
+                );
                 (g, b, d, w)
             },
         )
@@ -304,14 +309,50 @@ fn compile_bytes_inner(
         }
         None => model,
     };
-    // Leading dims that do not make a run-time batch are taken at run time like any other.
-    let (c, leading) = with_leading_at_run_time(model, opts, |model, opts| {
+    // Leading dims that do not make a run-time batch are taken at run time like any other;
+    // a dim the model is valid at one value of only is fixed there.
+    let (c, leading, pinned) = with_dims_resolved(model, dir, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)
     })?;
     if let Some(l) = leading {
         print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
     }
+    if let Some(w) = pinned {
+        print_warning(opts, &w);
+    }
     Ok(c)
+}
+
+/// What `with_dims_resolved` returns: `f`'s result, the leading dims it took at run time,
+/// and the warning of a dim it fixed.
+type Resolved<T> = (T, Option<dims::Leading>, Option<String>);
+
+/// `with_leading_at_run_time(model, opts, f)`; where that fails and the model is valid at
+/// one value only of the one symbolic input dim the options leave (`pinned::pinned`), `f`
+/// with the dim fixed there, and the warning that says so. Where that fails too, the first
+/// error stands.
+fn with_dims_resolved<T>(
+    model: frontend::Model,
+    dir: &DataDir,
+    opts: &Options,
+    f: impl Fn(frontend::Model, &Options) -> Result<T>,
+) -> Result<Resolved<T>> {
+    // The model is kept (a copy of its weights) only where a dim may be pinned.
+    let kept = pinned::single_unbound(&model, &opts.import_options()).map(|_| model.clone());
+    let first = match with_leading_at_run_time(model, opts, &f) {
+        Ok((t, leading)) => return Ok((t, leading, None)),
+        Err(e) => e,
+    };
+    let Some(model) = kept else {
+        return Err(first);
+    };
+    match pinned::pinned(&model, dir, opts) {
+        Some((fixed, warning)) => match f(model, &fixed) {
+            Ok(t) => Ok((t, None, Some(warning))),
+            Err(_) => Err(first),
+        },
+        None => Err(first),
+    }
 }
 
 /// Where `import` leaves symbolic input dims unbound, a scope in which the compiler's

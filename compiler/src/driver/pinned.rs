@@ -1,0 +1,98 @@
+//! Symbolic dims a model pins: a graph exported with a dynamic axis that is valid at one
+//! value of it only (a `Reshape` to the constant `[1, 9216]` under a dynamic batch, `Split`
+//! sizes that add up to one length). Where neither a run-time batch nor a run-time dim
+//! compiles it, the driver fixes the dim at that value (`pinned`) with a warning, as
+//! `--dim NAME=N` would: the object runs at that value, and `NAME_run_shaped` returns
+//! `ONNXC_ERR_SHAPE` at any other, where onnxruntime fails the same graph too.
+
+use super::Options;
+use super::dims::{LEADING_MAX_NODES, import_error, nodes_within};
+use crate::frontend::{self, ImportOptions, tensor::DataDir};
+
+/// The values `pinned` tries a dim at, in order: every small one, then the powers of two
+/// up to `dims::DEFAULT_DIM_BOUND` (a sequence fixed at 128). A model valid at only one of
+/// them is taken to be valid there only; 0 is tried when none is valid (an empty tensor
+/// the graph reshapes), as a model valid at 0 is valid at others as a rule.
+const SMALL: std::ops::RangeInclusive<i64> = 1..=16;
+const POWERS: [i64; 5] = [32, 64, 128, 256, 512];
+
+/// The one symbolic input dim `import` leaves unbound (named as the importer names it),
+/// None when it leaves none or several: with several, the value one is valid at depends
+/// on the others'.
+pub(super) fn single_unbound(model: &frontend::Model, import: &ImportOptions) -> Option<String> {
+    let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
+    let first = unbound.first()?;
+    (unbound.iter().all(|u| u.symbol == first.symbol)).then(|| first.symbol.clone())
+}
+
+/// Where the options leave one symbolic input dim unbound (`single_unbound`) and the model
+/// imports at one value of it only among those tried (`SMALL`, `POWERS` up to the dim's
+/// `--dim NAME=..N` bound, else 0): the options with the dim fixed there, and the warning
+/// that says so and what fails at another value. None otherwise, and for models of more
+/// than `dims::LEADING_MAX_NODES` nodes (each value tried imports the model).
+pub(super) fn pinned(
+    model: &frontend::Model,
+    dir: &DataDir,
+    opts: &Options,
+) -> Option<(Options, String)> {
+    let import = opts.import_options();
+    let name = single_unbound(model, &import)?;
+    if model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
+        return None;
+    }
+    let bound = (opts.dim_bounds.iter())
+        .find(|(n, _)| *n == name)
+        .map_or(i64::MAX, |&(_, b)| b);
+    let error_at = |v: i64| import_error(model, dir, &import, &[(name.clone(), v)]);
+    let mut valid = None;
+    let mut failed = None;
+    for v in candidates(bound) {
+        match error_at(v) {
+            None if valid.is_some() => return None,
+            None => valid = Some(v),
+            Some(e) => {
+                // The error of the value after the valid one, else of the first tried.
+                if failed.is_none() || valid.is_some_and(|k| v == k + 1) {
+                    failed = Some((v, e));
+                }
+            }
+        }
+    }
+    let value = match valid {
+        Some(v) => v,
+        None if error_at(0).is_none() => 0,
+        None => return None,
+    };
+    let (other, why) = failed?;
+    let mut fixed = opts.clone();
+    fixed.dims.push((name.clone(), value));
+    fixed.dim_bounds.retain(|(n, _)| *n != name);
+    let tried = tried(bound);
+    let tried = if value == 0 {
+        format!("the model is valid at no value {tried}, and at 0")
+    } else {
+        format!("the only value {tried} the model is valid at")
+    };
+    let warning = format!(
+        "dim '{name}' is fixed at {value}: {tried} (at {other}: {why}); the object runs at \
+         {name} = {value} only, its shaped entry point returning ONNXC_ERR_SHAPE at any other \
+         value; give --dim {name}=VALUE to fix it at another"
+    );
+    Some((fixed, warning))
+}
+
+/// The values `pinned` tries below `bound`, in order.
+fn candidates(bound: i64) -> impl Iterator<Item = i64> {
+    SMALL.chain(POWERS).filter(move |&v| v <= bound)
+}
+
+/// The values `candidates(bound)` tries, for a message: "from 1 to 16 and the powers of
+/// two to 512".
+fn tried(bound: i64) -> String {
+    let top = candidates(bound).last().unwrap_or(0);
+    if top <= *SMALL.end() {
+        format!("from 1 to {top}")
+    } else {
+        format!("from 1 to {} and the powers of two to {top}", SMALL.end())
+    }
+}
