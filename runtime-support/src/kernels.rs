@@ -263,6 +263,11 @@ kernels! {
         params: Params = *const i64, floats: Floats = *const f32, x: In = *const f32,
         y: Out = *mut f32, scratch: Scratch = *mut f32,
     ) -> Status;
+    /// `RESIZE_F32` over uint8 (`signed` 0) or int8 planes, sums rounded (`resize`).
+    RESIZE_8 = onnxc_resize_8 in resize(
+        params: Params = *const i64, floats: Floats = *const f32, x: In = *const u8,
+        y: Out = *mut u8, scratch: Scratch = *mut f32, signed: Int = i64,
+    ) -> Status;
     /// Positions of the k best elements of each line, any element type.
     TOPK = onnxc_topk in topk(
         params: Params = *const i64, x: In = *const u8, idx: Out = *mut i64,
@@ -503,6 +508,8 @@ fn scratch_of(
         bytes(0)
     } else if *kernel == RESIZE_F32 {
         some(resize::ResizeParams::decode(b)?.scratch_floats() * 4)
+    } else if *kernel == RESIZE_8 {
+        some(resize::ResizeParams::decode_8(b)?.scratch_floats_8() * 4)
     } else if *kernel == TOPK {
         some(topk::TopkParams::decode(b)?.n * 8)
     } else if *kernel == NONZERO {

@@ -13,9 +13,12 @@ use crate::abi::ONNXC_OK;
 use crate::kernels::Status;
 use crate::params;
 
+mod int8;
 mod taps;
 
-pub use taps::{Coord, Filter, Nearest, RULE_WORDS, Rule, Scale};
+pub use int8::onnxc_resize_8;
+
+pub use taps::{Coord, Filter, Nearest, RULE_WORDS, Rule, Scale, Weight};
 
 /// How one axis's taps apply.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -202,7 +202,7 @@ impl Rule {
 
     /// The tables of an axis from `n_in` to `n_out` with `taps` per output (`Rule::taps`):
     /// `index[o·taps + t]` in `[0, n_in)` and `weight[o·taps + t]`.
-    pub fn fill(&self, n_in: usize, n_out: usize, index: &mut [i64], weight: &mut [f32]) {
+    pub fn fill<W: Weight>(&self, n_in: usize, n_out: usize, index: &mut [i64], weight: &mut [W]) {
         let taps = self.taps(n_in, n_out);
         let s = self.scale(n_in, n_out);
         let last = n_in as i64 - 1;
@@ -214,7 +214,7 @@ impl Rule {
             match self.filter {
                 Filter::Nearest(mode) => {
                     ix[0] = nearest(mode, s, x).clamp(0, last);
-                    wt[0] = 1.0;
+                    wt[0] = W::of(1.0);
                 }
                 _ => self.weighted(s, n_in, x, ix, wt),
             }
@@ -223,7 +223,7 @@ impl Rule {
 
     /// The `taps` inputs nearest to `x` (ties to the smaller, as the reference's edge-padded
     /// neighbor search picks them) and the filter at each one's distance.
-    fn weighted(&self, s: f64, n_in: usize, x: f64, ix: &mut [i64], wt: &mut [f32]) {
+    fn weighted<W: Weight>(&self, s: f64, n_in: usize, x: f64, ix: &mut [i64], wt: &mut [W]) {
         let taps = ix.len();
         let half = (taps / 2) as f64;
         let xp = x + half;
@@ -262,12 +262,30 @@ impl Rule {
         };
         for k in 0..taps {
             let w = coef(k);
-            wt[k] = match sum {
-                Some(sum) => (w / sum) as f32,
-                None => w as f32,
-            };
+            wt[k] = W::of(match sum {
+                Some(sum) => w / sum,
+                None => w,
+            });
             ix[k] = f64_to_i64(start + k as f64).clamp(0, last as i64);
         }
+    }
+}
+
+/// A tap weight's type: float32 for the float kernel, float64 for the 8-bit one (whose
+/// sums must round as the compiler's float64 maps do).
+pub trait Weight: Copy {
+    fn of(v: f64) -> Self;
+}
+
+impl Weight for f32 {
+    fn of(v: f64) -> f32 {
+        v as f32
+    }
+}
+
+impl Weight for f64 {
+    fn of(v: f64) -> f64 {
+        v
     }
 }
 

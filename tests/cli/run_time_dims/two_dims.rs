@@ -537,3 +537,85 @@ fn a_detectors_anchors_follow_the_product_of_its_height_and_width() {
         assert_eq!(got, want, "{h}x{w}");
     }
 }
+
+/// `[1, 2, H, W]` quantized to int8 (`signed`) or uint8 and upsampled ×2 on the quantized
+/// values, by a linear Resize and by a nearest one (half-pixel, as PyTorch's exports of an
+/// FPN's upsampling; QOperator models leave them on 8-bit data), each dequantized.
+fn model_with_quantized_upsampling(signed: bool) -> onnxc_proto::ModelProto {
+    let up = |name: &str, mode: &str, y: &str| {
+        with_str(
+            with_str(
+                node("Resize", name, &["q", "", "scales"], &[y]),
+                "mode",
+                mode,
+            ),
+            "coordinate_transformation_mode",
+            "half_pixel",
+        )
+    };
+    model(
+        vec![
+            node("QuantizeLinear", "quantize", &["x", "s", "z"], &["q"]),
+            up("linear", "linear", "ql"),
+            up("nearest", "nearest", "qn"),
+            node("DequantizeLinear", "dq_linear", &["ql", "s", "z"], &["yl"]),
+            node("DequantizeLinear", "dq_nearest", &["qn", "s", "z"], &["yn"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(2), D::S("H"), D::S("W")],
+        )],
+        vec![
+            value_info("yl", 1, &[D::N(1), D::N(2), D::S("H2"), D::S("W2")]),
+            value_info("yn", 1, &[D::N(1), D::N(2), D::S("H2"), D::S("W2")]),
+        ],
+        vec![
+            f32_tensor("s", &[], &[0.05]),
+            if signed {
+                int_tensor("z", 3, &[], &[-3])
+            } else {
+                int_tensor("z", 2, &[], &[128])
+            },
+            f32_tensor("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+        ],
+        13,
+    )
+}
+
+/// A Resize on 8-bit data over two run-time dims: the kernel computes its taps when it runs
+/// (`onnxc_resize_8`; maps would fold tables whose lengths follow the dims, and the model
+/// was refused). Each size's outputs are the specialized object's, byte for byte, also where
+/// H = W (where the rows' and columns' tables were one constant).
+#[test]
+fn a_resize_of_quantized_values_takes_its_plane_at_run_time() {
+    for signed in [false, true] {
+        let d = scratch(&format!("run_time_dims_qresize{}", signed as u8));
+        let p = d.join("qresize.onnx");
+        save(&model_with_quantized_upsampling(signed), &p);
+        let c = compile_bounded(&p, &[("H", 64), ("W", 64)]);
+        assert_eq!(
+            run_dims_of(&c),
+            [("H", 1, 64), ("W", 1, 64)],
+            "{}",
+            c.header
+        );
+        let dynamic = executable(&c, &d, "dynamic");
+        for (h, w) in [(1, 1), (3, 7), (16, 16), (29, 13), (64, 64)] {
+            let x: Vec<f32> = (0..2 * h * w)
+                .map(|k| ((k * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let input = write_input(&d, h * 1000 + w, &x);
+            let got = outputs_at(
+                &dynamic,
+                &input,
+                &d.join(format!("dyn{h}x{w}")),
+                2,
+                1,
+                &[h, w],
+            );
+            let want = specialized_plane(&p, &d, (h, w), &input, 2);
+            assert_eq!(got, want, "{h}x{w} signed {signed}");
+        }
+    }
+}

@@ -15,8 +15,10 @@
 //! output size) computes the same result.
 //!
 //! The tables then drive, in order of preference:
-//! - `kernels::Resize` (runtime kernel `onnxc_resize_f32`): float32, at most the last two axes
-//!   resized, constant tables;
+//! - `kernels::Resize` (runtime kernels `onnxc_resize_f32`, `onnxc_resize_8`): float32,
+//!   uint8 or int8, at most the last two axes resized, tables computed by the kernel from a
+//!   rule or constant (for 8-bit elements, constant gathers only; the kernel sums in float64
+//!   as the maps below do);
 //! - a gather `Map` (nearest modes): per-axis index a table lookup, or `y / k`, `y · k` when
 //!   the table is exactly that;
 //! - one `Map` per resized axis, in axis order as the reference does:
@@ -562,7 +564,10 @@ fn resize_impl(ctx: &mut Ctx, upsample: bool) -> Result<Vec<ValueId>> {
     if let Some(g) = kernel_geometry(ctx, &dims, dt, &plan, &tables, &rules, extrap) {
         let ty = crate::ir::TypeInfo::new(dt, shape);
         return Ok(vec![ctx.add(
-            crate::ir::Op::kernel(crate::kernels::Resize(g)),
+            crate::ir::Op::kernel(crate::kernels::Resize {
+                geometry: g,
+                dtype: dt,
+            }),
             vec![x],
             ty,
         )?]);
@@ -700,9 +705,10 @@ fn rule(p: &Params, scale: Scale) -> Option<Rule> {
     })
 }
 
-/// The runtime kernel's geometry (`onnxc_resize_f32`) for a float32 resize of at most the
-/// last two axes whose tables the kernel computes (`rules`: what a model lowered at several
-/// values of a run-time dim needs, as the tables' lengths follow it) or are constants; or
+/// The runtime kernel's geometry (`onnxc_resize_f32`, `onnxc_resize_8`) for a float32,
+/// uint8 or int8 resize of at most the last two axes whose tables the kernel computes
+/// (`rules`: what a model lowered at several values of a run-time dim needs, as the
+/// tables' lengths follow it) or are constants (for 8-bit elements, gathers only); or
 /// `None` (then maps compute it).
 #[allow(clippy::too_many_arguments)]
 fn kernel_geometry(
@@ -716,7 +722,10 @@ fn kernel_geometry(
 ) -> Option<onnxc_runtime::resize::ResizeGeometry> {
     use onnxc_runtime::resize::{AxisTaps, ResizeGeometry};
     let r = dims.len();
-    if dt != DType::F32 || r < 2 || plan.iter().any(|a| a.axis + 2 < r) {
+    if !matches!(dt, DType::F32 | DType::U8 | DType::I8)
+        || r < 2
+        || plan.iter().any(|a| a.axis + 2 < r)
+    {
         return None;
     }
     let mut axes = [
@@ -729,6 +738,11 @@ fn kernel_geometry(
         {
             axes[ax.axis + 2 - r] = taps;
             continue;
+        }
+        // The 8-bit kernel takes given tables of nearest taps only: its sums must round as
+        // the maps' float64 ones, and given weights are float32.
+        if dt != DType::F32 && t.weight.is_some() {
+            return None;
         }
         let index = ctx.konst(t.index)?.to_i64s();
         // -2: a nearest tap `exclude_outside` dropped (the output is 0); maps handle it.
@@ -899,6 +913,15 @@ mod tests {
                     assert_eq!(index, want_index, "{what}");
                     let bits = |w: &[f32]| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&weight), bits(&want_weight), "{what}");
+                    // The 8-bit kernel's float64 weights are the maps' float64 ones.
+                    if let Mode::Linear | Mode::Cubic(_) = mode {
+                        let (_, w) = weighted_taps(&p, &ax, taps);
+                        let want = eval_map(&w, &[], DType::F64, &shape).unwrap().to_f64s();
+                        let mut wide = vec![f64::NAN; len];
+                        rule.fill(n_in as usize, n_out as usize, &mut index, &mut wide);
+                        let bits = |w: &[f64]| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&wide), bits(&want), "{what} (float64)");
+                    }
                     checked += 1;
                 }
             }
