@@ -353,7 +353,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Resize",
-        "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel, others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling); opsets 11–12's tf_half_pixel_for_nn as onnxruntime computes it, in float32",
+        "run-time scales/sizes need the declared output shape (checked at run time); float32 resizes of the last two axes with constant scales/sizes/roi run a dedicated kernel (uint8/int8 ones too, but for tf_crop_and_resize and exclude_outside, summing in f64), others generic loops (f32; f64 for f64 and integer inputs); opset 10 follows onnxruntime (asymmetric, nearest rounds down when upsampling, up when downsampling); opsets 11–12's tf_half_pixel_for_nn as onnxruntime computes it, in float32",
     ),
     (
         "QuantizeLinear",
