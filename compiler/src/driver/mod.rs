@@ -328,8 +328,8 @@ fn compile_bytes_inner(
 type Resolved<T> = (T, Option<dims::Leading>, Option<String>);
 
 /// `with_leading_at_run_time(model, opts, f)`; where that fails and the model is valid at
-/// one value only of the one symbolic input dim the options leave (`pinned::pinned`), `f`
-/// with the dim fixed there, and the warning that says so. Where that fails too, the first
+/// one value only of a symbolic input dim the options leave (`pinned::pinned`), `f` with
+/// the dim fixed there, and the warning that says so. Where that fails too, the first
 /// error stands.
 fn with_dims_resolved<T>(
     model: frontend::Model,
@@ -338,7 +338,8 @@ fn with_dims_resolved<T>(
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
 ) -> Result<Resolved<T>> {
     // The model is kept (a copy of its weights) only where a dim may be pinned.
-    let kept = pinned::single_unbound(&model, &opts.import_options()).map(|_| model.clone());
+    let may_pin = !pinned::unbound_symbols(&model, &opts.import_options()).is_empty();
+    let kept = may_pin.then(|| model.clone());
     let first = match with_leading_at_run_time(model, opts, &f) {
         Ok((t, leading)) => return Ok((t, leading, None)),
         Err(e) => e,
@@ -346,9 +347,11 @@ fn with_dims_resolved<T>(
     let Some(model) = kept else {
         return Err(first);
     };
+    // The other dims are then taken as before (a leading one at run time where it makes no
+    // run-time batch).
     match pinned::pinned(&model, dir, opts) {
-        Some((fixed, warning)) => match f(model, &fixed) {
-            Ok(t) => Ok((t, None, Some(warning))),
+        Some((fixed, warning)) => match with_leading_at_run_time(model, &fixed, &f) {
+            Ok((t, leading)) => Ok((t, leading, Some(warning))),
             Err(_) => Err(first),
         },
         None => Err(first),

@@ -16,34 +16,73 @@ use crate::frontend::{self, ImportOptions, tensor::DataDir};
 const SMALL: std::ops::RangeInclusive<i64> = 1..=16;
 const POWERS: [i64; 5] = [32, 64, 128, 256, 512];
 
-/// The one symbolic input dim `import` leaves unbound (named as the importer names it),
-/// None when it leaves none or several: with several, the value one is valid at depends
-/// on the others'.
-pub(super) fn single_unbound(model: &frontend::Model, import: &ImportOptions) -> Option<String> {
+/// Most symbolic input dims among which `pinned` looks for one to fix: each dim tried
+/// imports the model some twenty times.
+const MAX_SYMBOLS: usize = 3;
+
+/// The value the other symbolic input dims take while `pinned` tries one: one a model
+/// exported with them dynamic is valid at as a rule (a sequence, an image side).
+const OTHERS_AT: i64 = 8;
+
+/// The symbolic input dims `import` leaves unbound, named as the importer names them
+/// (`dims::run_time_dims`' names and the leading ones), sorted; empty when there are more
+/// than `MAX_SYMBOLS`.
+pub(super) fn unbound_symbols(model: &frontend::Model, import: &ImportOptions) -> Vec<String> {
     let unbound = frontend::unbound_dims(model, &import.input_shapes, &import.dim_values);
-    let first = unbound.first()?;
-    (unbound.iter().all(|u| u.symbol == first.symbol)).then(|| first.symbol.clone())
+    let mut names: Vec<String> = unbound.into_iter().map(|u| u.symbol).collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() > MAX_SYMBOLS {
+        names.clear();
+    }
+    names
 }
 
-/// Where the options leave one symbolic input dim unbound (`single_unbound`) and the model
-/// imports at one value of it only among those tried (`SMALL`, `POWERS` up to the dim's
-/// `--dim NAME=..N` bound, else 0): the options with the dim fixed there, and the warning
-/// that says so and what fails at another value. None otherwise, and for models of more
-/// than `dims::LEADING_MAX_NODES` nodes (each value tried imports the model).
+/// Where the options leave at most `MAX_SYMBOLS` symbolic input dims unbound and the model
+/// imports at one value only of one of them (tried in name order, the others at
+/// `OTHERS_AT` or their bounds if below) among those tried (`SMALL`, `POWERS` up to the
+/// dim's `--dim NAME=..N` bound, else 0): the options with that dim fixed there (the others
+/// are left as they were), and the warning that says so and what fails at another value.
+/// None otherwise, and for models of more than `dims::LEADING_MAX_NODES` nodes.
 pub(super) fn pinned(
     model: &frontend::Model,
     dir: &DataDir,
     opts: &Options,
 ) -> Option<(Options, String)> {
     let import = opts.import_options();
-    let name = single_unbound(model, &import)?;
-    if model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
+    let names = unbound_symbols(model, &import);
+    if names.is_empty() || model.graph.as_ref().map_or(0, nodes_within) > LEADING_MAX_NODES {
         return None;
     }
-    let bound = (opts.dim_bounds.iter())
-        .find(|(n, _)| *n == name)
-        .map_or(i64::MAX, |&(_, b)| b);
-    let error_at = |v: i64| import_error(model, dir, &import, &[(name.clone(), v)]);
+    let bound_of = |name: &str| {
+        (opts.dim_bounds.iter())
+            .find(|(n, _)| n == name)
+            .map_or(i64::MAX, |&(_, b)| b)
+    };
+    names.iter().find_map(|name| {
+        let others: Vec<(String, i64)> = (names.iter())
+            .filter(|n| *n != name)
+            .map(|n| (n.clone(), OTHERS_AT.min(bound_of(n))))
+            .collect();
+        pin(model, dir, opts, &import, name, bound_of(name), &others)
+    })
+}
+
+/// `pinned` for the dim `name` (bounded by `bound`), the other unbound dims at `others`.
+fn pin(
+    model: &frontend::Model,
+    dir: &DataDir,
+    opts: &Options,
+    import: &ImportOptions,
+    name: &str,
+    bound: i64,
+    others: &[(String, i64)],
+) -> Option<(Options, String)> {
+    let error_at = |v: i64| {
+        let mut at = others.to_vec();
+        at.push((name.to_string(), v));
+        import_error(model, dir, import, &at)
+    };
     let mut valid = None;
     let mut failed = None;
     for v in candidates(bound) {
@@ -65,18 +104,30 @@ pub(super) fn pinned(
     };
     let (other, why) = failed?;
     let mut fixed = opts.clone();
-    fixed.dims.push((name.clone(), value));
-    fixed.dim_bounds.retain(|(n, _)| *n != name);
+    fixed.dims.push((name.to_string(), value));
+    fixed.dim_bounds.retain(|(n, _)| n != name);
     let tried = tried(bound);
     let tried = if value == 0 {
-        format!("the model is valid at no value {tried}, and at 0")
+        format!("the only value but those {tried}")
     } else {
-        format!("the only value {tried} the model is valid at")
+        format!("the only value {tried}")
+    };
+    let with_others = match others {
+        [] => String::new(),
+        [(n, v)] => format!(", with '{n}' at {v}"),
+        _ => {
+            let at: Vec<String> = others
+                .iter()
+                .map(|(n, v)| format!("'{n}' at {v}"))
+                .collect();
+            format!(", with {}", at.join(" and "))
+        }
     };
     let warning = format!(
-        "dim '{name}' is fixed at {value}: {tried} (at {other}: {why}); the object runs at \
-         {name} = {value} only, its shaped entry point returning ONNXC_ERR_SHAPE at any other \
-         value; give --dim {name}=VALUE to fix it at another"
+        "dim '{name}' is fixed at {value}: {tried} the model is valid at{with_others} (at \
+         {other}: {why}); the object runs at {name} = {value} only, its shaped entry point \
+         returning ONNXC_ERR_SHAPE at any other value; give --dim {name}=VALUE to fix it at \
+         another"
     );
     Some((fixed, warning))
 }

@@ -57,3 +57,69 @@ fn a_dim_the_model_is_valid_at_one_value_of_is_fixed_there() {
     let e = fails(onnxc().arg(&q).arg("-o").arg(d.join("two.o")));
     assert!(!e.contains("is fixed at"), "{e}");
 }
+
+/// An LSTM over `x [seq, batch, 4]` whose initial states are constants of one item (as
+/// exporters trace `torch.zeros(1, 1, hidden)`): valid at batch 1 only, at any length.
+fn model_with_constant_state() -> onnxc_proto::ModelProto {
+    let w: Vec<f32> = (0..32 * 4)
+        .map(|k| ((k * 7 % 13) as f32 - 6.0) / 20.0)
+        .collect();
+    let r: Vec<f32> = (0..32 * 8)
+        .map(|k| ((k * 5 % 11) as f32 - 5.0) / 20.0)
+        .collect();
+    model(
+        vec![with_int(
+            node(
+                "LSTM",
+                "lstm",
+                &["x", "w", "r", "", "", "h0", "h0"],
+                &["", "h"],
+            ),
+            "hidden_size",
+            8,
+        )],
+        vec![value_info("x", 1, &[D::S("seq"), D::S("batch"), D::N(4)])],
+        vec![value_info("h", 1, &[D::N(1), D::S("batch"), D::N(8)])],
+        vec![
+            f32_tensor("w", &[1, 32, 4], &w),
+            f32_tensor("r", &[1, 32, 8], &r),
+            f32_tensor("h0", &[1, 1, 8], &[0.0; 8]),
+        ],
+        14,
+    )
+}
+
+/// With several symbolic dims, one the model is valid at one value of (the others at 8
+/// while it is tried) is fixed there, and the others are taken as before: the LSTM's batch
+/// is fixed at 1 and its sequence taken at run time, each length's state the specialized
+/// object's.
+#[test]
+fn a_pinned_dim_leaves_the_others_at_run_time() {
+    let d = scratch("run_time_dims_pinned_state");
+    let p = d.join("lstm.onnx");
+    save(&model_with_constant_state(), &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("cli.o"))
+        .output()
+        .unwrap();
+    let warning = stderr(&o);
+    assert!(o.status.success(), "{warning}");
+    assert!(
+        warning.contains("dim 'batch' is fixed at 1") && warning.contains("with 'seq' at 8"),
+        "{warning}"
+    );
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for seq in [1usize, 5, 40] {
+        let x: Vec<f32> = (0..seq * 4)
+            .map(|k| ((k * 3 % 17) as f32 - 8.0) / 9.0)
+            .collect();
+        let input = write_input(&d, seq, &x);
+        let got = outputs_at(&exe, &input, &d.join(format!("dyn{seq}")), 1, 1, &[seq]);
+        let want = specialized(&p, &d, "seq", seq, &input, 1);
+        assert_eq!(got, want, "seq {seq}");
+    }
+}
