@@ -344,7 +344,9 @@ fn with_dims_resolved<T>(
         Ok((t, leading)) => return Ok((t, leading, None)),
         Err(e) => e,
     };
-    let Some(model) = kept else {
+    // Only a shape the model fails at may be a dim it pins (not an unsupported op).
+    let Some(model) = kept.filter(|_| matches!(first, Error::Model(_) | Error::NeedShape(_)))
+    else {
         return Err(first);
     };
     // The other dims are then taken as before (a leading one at run time where it makes no
