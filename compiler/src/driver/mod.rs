@@ -181,7 +181,7 @@ pub fn inspect(path: &Path, opts: &Options) -> Result<Inspection> {
             |((g, b, d, mut w), leading, pinned)| {
                 w.splice(
                     0..0,
-                    leading.map(|l| l.warning(None)).into_iter().chain(pinned),
+                    pinned.into_iter().chain(leading.map(|l| l.warning(None))),
                 );
                 (g, b, d, w)
             },
@@ -314,11 +314,12 @@ fn compile_bytes_inner(
     let (c, leading, pinned) = with_dims_resolved(model, dir, opts, |model, opts| {
         compile_model(model, dir, source, prefix, opts, emit, t0)
     })?;
-    if let Some(l) = leading {
-        print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
-    }
+    // The dim fixed first: the other dims are taken as they are for it.
     if let Some(w) = pinned {
         print_warning(opts, &w);
+    }
+    if let Some(l) = leading {
+        print_warning(opts, &l.warning(Some(c.program.workspace_bytes())));
     }
     Ok(c)
 }
