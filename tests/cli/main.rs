@@ -54,6 +54,21 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Compiles `model` to `out` with the CLI (`args` after), checks that it succeeds and
+/// returns its stderr: the warnings.
+fn compiles(model: &Path, out: &Path, args: &[&str]) -> String {
+    let o = onnxc()
+        .arg(model)
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "{}: {e}", model.display());
+    e
+}
+
 /// Runs and checks the exit code is 1 with an `onnxc: error:` message and no panic,
 /// within `SECONDS`.
 fn fails(cmd: &mut Command) -> String {

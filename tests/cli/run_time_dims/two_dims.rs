@@ -605,16 +605,7 @@ fn a_resize_of_quantized_values_takes_its_plane_at_run_time() {
             let x: Vec<f32> = (0..2 * h * w)
                 .map(|k| ((k * 37 % 101) as f32 - 50.0) / 7.0)
                 .collect();
-            let input = write_input(&d, h * 1000 + w, &x);
-            let got = outputs_at(
-                &dynamic,
-                &input,
-                &d.join(format!("dyn{h}x{w}")),
-                2,
-                1,
-                &[h, w],
-            );
-            let want = specialized_plane(&p, &d, (h, w), &input, 2);
+            let (got, want) = at_plane(&p, &d, &dynamic, (h, w), &x, 2);
             assert_eq!(got, want, "{h}x{w} signed {signed}");
         }
     }

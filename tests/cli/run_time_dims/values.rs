@@ -126,16 +126,7 @@ fn a_detector_ending_in_nms_runs_at_every_size() {
         let x: Vec<f32> = (0..3 * h * w)
             .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
             .collect();
-        let input = write_input(&d, h * 1000 + w, &x);
-        let got = outputs_at(
-            &dynamic,
-            &input,
-            &d.join(format!("dyn{h}x{w}")),
-            2,
-            1,
-            &[h, w],
-        );
-        let want = specialized_plane(&p, &d, (h, w), &input, 2);
+        let (got, want) = at_plane(&p, &d, &dynamic, (h, w), &x, 2);
         assert_eq!(got[1], want[1], "{h}x{w}: classes");
         assert_eq!(got[0].len(), want[0].len(), "{h}x{w}: boxes");
         for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
