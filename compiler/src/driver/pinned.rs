@@ -20,9 +20,11 @@ const POWERS: [i64; 5] = [32, 64, 128, 256, 512];
 /// imports the model some twenty times.
 const MAX_SYMBOLS: usize = 3;
 
-/// The value the other symbolic input dims take while `pinned` tries one: one a model
-/// exported with them dynamic is valid at as a rule (a sequence, an image side).
-const OTHERS_AT: i64 = 8;
+/// The values the other symbolic input dims take while `pinned` tries one: values a model
+/// exported with them dynamic is valid at as a rule (a sequence, an image side); the second
+/// where the dim tried is valid at no value with the others at the first (a network whose
+/// unpadded windows need 16 columns or more).
+const OTHERS_AT: [i64; 2] = [8, 64];
 
 /// The symbolic input dims `import` leaves unbound, named as the importer names them
 /// (`dims::run_time_dims`' names and the leading ones), sorted; empty when there are more
@@ -40,7 +42,7 @@ pub(super) fn unbound_symbols(model: &frontend::Model, import: &ImportOptions) -
 
 /// Where the options leave at most `MAX_SYMBOLS` symbolic input dims unbound and the model
 /// imports at one value only of one of them (tried in name order, the others at
-/// `OTHERS_AT` or their bounds if below) among those tried (`SMALL`, `POWERS` up to the
+/// `OTHERS_AT`, or their bounds if below) among those tried (`SMALL`, `POWERS` up to the
 /// dim's `--dim NAME=..N` bound, else 0): the options with that dim fixed there (the others
 /// are left as they were), and the warning that says so and what fails at another value.
 /// None otherwise, and for models of more than `dims::LEADING_MAX_NODES` nodes.
@@ -59,13 +61,31 @@ pub(super) fn pinned(
             .find(|(n, _)| n == name)
             .map_or(i64::MAX, |&(_, b)| b)
     };
-    names.iter().find_map(|name| {
-        let others: Vec<(String, i64)> = (names.iter())
-            .filter(|n| *n != name)
-            .map(|n| (n.clone(), OTHERS_AT.min(bound_of(n))))
-            .collect();
-        pin(model, dir, opts, &import, name, bound_of(name), &others)
-    })
+    for name in &names {
+        for at in OTHERS_AT {
+            let others: Vec<(String, i64)> = (names.iter())
+                .filter(|n| *n != name)
+                .map(|n| (n.clone(), at.min(bound_of(n))))
+                .collect();
+            match pin(model, dir, opts, &import, name, bound_of(name), &others) {
+                Pin::Fixed(fixed, warning) => return Some((fixed, warning)),
+                Pin::Several => break,
+                Pin::None if others.is_empty() => break,
+                Pin::None => {}
+            }
+        }
+    }
+    None
+}
+
+/// What `pin` found for one dim.
+enum Pin {
+    /// Valid at one value: the options with the dim fixed there, and the warning.
+    Fixed(Options, String),
+    /// Valid at several values.
+    Several,
+    /// Valid at none.
+    None,
 }
 
 /// `pinned` for the dim `name` (bounded by `bound`), the other unbound dims at `others`.
@@ -77,7 +97,7 @@ fn pin(
     name: &str,
     bound: i64,
     others: &[(String, i64)],
-) -> Option<(Options, String)> {
+) -> Pin {
     let error_at = |v: i64| {
         let mut at = others.to_vec();
         at.push((name.to_string(), v));
@@ -87,7 +107,7 @@ fn pin(
     let mut failed = None;
     for v in candidates(bound) {
         match error_at(v) {
-            None if valid.is_some() => return None,
+            None if valid.is_some() => return Pin::Several,
             None => valid = Some(v),
             Some(e) => {
                 // The error of the value after the valid one, else of the first tried.
@@ -100,9 +120,11 @@ fn pin(
     let value = match valid {
         Some(v) => v,
         None if error_at(0).is_none() => 0,
-        None => return None,
+        None => return Pin::None,
     };
-    let (other, why) = failed?;
+    let Some((other, why)) = failed else {
+        return Pin::None;
+    };
     let mut fixed = opts.clone();
     fixed.dims.push((name.to_string(), value));
     fixed.dim_bounds.retain(|(n, _)| n != name);
@@ -129,7 +151,7 @@ fn pin(
          returning ONNXC_ERR_SHAPE at any other value; give --dim {name}=VALUE to fix it at \
          another"
     );
-    Some((fixed, warning))
+    Pin::Fixed(fixed, warning)
 }
 
 /// The values `pinned` tries below `bound`, in order.

@@ -109,3 +109,55 @@ fn a_pinned_dim_leaves_the_others_at_run_time() {
         assert_eq!(got, want, "seq {seq}");
     }
 }
+
+/// `x [batch, 1, W]` max-pooled by an unpadded window of 16, then split into one item:
+/// valid at batch 1 only, and at widths of 16 or more.
+fn model_with_wide_window() -> onnxc_proto::ModelProto {
+    model(
+        vec![
+            with_ints(
+                node("MaxPool", "pool", &["x"], &["p"]),
+                "kernel_shape",
+                &[16],
+            ),
+            with_int(node("Split", "one", &["p", "sizes"], &["y"]), "axis", 0),
+        ],
+        vec![value_info("x", 1, &[D::S("batch"), D::N(1), D::S("W")])],
+        vec![value_info("y", 1, &[D::N(1), D::N(1), D::S("V")])],
+        vec![int_tensor("sizes", 7, &[1], &[1])],
+        13,
+    )
+}
+
+/// Where the dim tried is valid at no value with the others at 8 (a width below the
+/// window), they are tried at 64: the batch is fixed at 1 and the width taken at run time
+/// from 16.
+#[test]
+fn a_dim_is_pinned_with_the_others_at_a_size_they_need() {
+    let d = scratch("run_time_dims_pinned_window");
+    let p = d.join("window.onnx");
+    save(&model_with_wide_window(), &p);
+    let warning = compiles(&p, &d.join("cli.o"), &[]);
+    assert!(
+        warning.contains("dim 'batch' is fixed at 1") && warning.contains("with 'W' at 64"),
+        "{warning}"
+    );
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("W", 16, 512)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for w in [16usize, 40] {
+        let x: Vec<f32> = (0..w).map(|k| ((k * 7 % 19) as f32 - 9.0) / 4.0).collect();
+        let got = outputs_at(
+            &exe,
+            &write_input(&d, w, &x),
+            &d.join(format!("dyn{w}")),
+            1,
+            1,
+            &[w],
+        );
+        let want: Vec<f32> = (0..=w - 16)
+            .map(|k| x[k..k + 16].iter().copied().fold(f32::MIN, f32::max))
+            .collect();
+        assert_eq!(floats(&got[0]), want, "width {w}");
+    }
+}
