@@ -328,32 +328,33 @@ fn compile_bytes_inner(
 /// and the warning of a dim it fixed.
 type Resolved<T> = (T, Option<dims::Leading>, Option<String>);
 
-/// `with_leading_at_run_time(model, opts, f)`; where that fails and the model is valid at
-/// one value only of a symbolic input dim the options leave (`pinned::pinned`), `f` with
-/// the dim fixed there, and the warning that says so. Where that fails too, the first
-/// error stands.
+/// `f(model, opts)` where the options fix every dim; else `with_leading_at_run_time(model,
+/// opts, f)`, and where that fails on a shape and the model is valid at one value only of a
+/// symbolic input dim the options leave (`pinned::pinned`), the same with the dim fixed
+/// there, and the warning that says so. Where that fails too, the first error stands.
 fn with_dims_resolved<T>(
     model: frontend::Model,
     dir: &DataDir,
     opts: &Options,
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
 ) -> Result<Resolved<T>> {
-    // The model is kept (a copy of its weights) only where a dim may be pinned.
-    let may_pin = !pinned::unbound_symbols(&model, &opts.import_options()).is_empty();
-    let kept = may_pin.then(|| model.clone());
-    let first = match with_leading_at_run_time(model, opts, &f) {
+    // A model whose dims are all fixed is compiled as it is, with no copy of its weights.
+    let import = opts.import_options();
+    if frontend::unbound_dims(&model, &import.input_shapes, &import.dim_values).is_empty() {
+        return f(model, opts).map(|t| (t, None, None));
+    }
+    let first = match with_leading_at_run_time(&model, opts, &f) {
         Ok((t, leading)) => return Ok((t, leading, None)),
         Err(e) => e,
     };
     // Only a shape the model fails at may be a dim it pins (not an unsupported op).
-    let Some(model) = kept.filter(|_| matches!(first, Error::Model(_) | Error::NeedShape(_)))
-    else {
+    if !matches!(first, Error::Model(_) | Error::NeedShape(_)) {
         return Err(first);
-    };
+    }
     // The other dims are then taken as before (a leading one at run time where it makes no
     // run-time batch).
     match pinned::pinned(&model, dir, opts) {
-        Some((fixed, warning)) => match with_leading_at_run_time(model, &fixed, &f) {
+        Some((fixed, warning)) => match with_leading_at_run_time(&model, &fixed, &f) {
             Ok((t, leading)) => Ok((t, leading, Some(warning))),
             Err(_) => Err(first),
         },
@@ -396,28 +397,29 @@ pub(crate) fn byte_size(bytes: u64) -> String {
     format!("{v:.digits$} {unit}")
 }
 
-/// `f(model, opts)`, the model's bounded symbolic leading input dims first taken as a
-/// bounded run-time batch (`dims::as_run_time_batch`; where that fails, as the options ask:
-/// at run time up to their bounds); where that fails for a shape reason and its unbounded
-/// symbolic leading input dims make no run-time batch, `f` again with those dims taken at
-/// run time (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If
-/// that fails too, the first error stands.
+/// `f(model, opts)` on copies of `model` (kept for the next try), the model's bounded
+/// symbolic leading input dims first taken as a bounded run-time batch
+/// (`dims::as_run_time_batch`; where that fails, as the options ask: at run time up to
+/// their bounds); where that fails for a shape reason and its unbounded symbolic leading
+/// input dims make no run-time batch, `f` again with those dims taken at run time
+/// (`dims::leading_at_run_time`), with those dims (whose `warning` says so). If that fails
+/// too, the first error stands.
 fn with_leading_at_run_time<T>(
-    model: frontend::Model,
+    model: &frontend::Model,
     opts: &Options,
     f: impl Fn(frontend::Model, &Options) -> Result<T>,
 ) -> Result<(T, Option<dims::Leading>)> {
     let import = opts.import_options();
-    if let Some(batch) = dims::as_run_time_batch(&model, &import, opts)
+    if let Some(batch) = dims::as_run_time_batch(model, &import, opts)
         && let Ok(t) = f(model.clone(), &batch)
     {
         return Ok((t, None));
     }
-    let Some(wider) = dims::leading_at_run_time(&model, &import, opts) else {
-        return f(model, opts).map(|t| (t, None));
+    let Some(wider) = dims::leading_at_run_time(model, &import, opts) else {
+        return f(model.clone(), opts).map(|t| (t, None));
     };
     match f(model.clone(), opts) {
-        Err(e @ Error::NeedShape(_)) => match f(model, &wider.opts) {
+        Err(e @ Error::NeedShape(_)) => match f(model.clone(), &wider.opts) {
             Ok(t) => Ok((t, Some(wider))),
             Err(_) => Err(e),
         },
