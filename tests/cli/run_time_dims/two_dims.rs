@@ -291,12 +291,13 @@ fn an_fpn_resizes_over_the_run_time_dims() {
                 (160, 160),
             ]
         } else {
-            // Counted in multiples of 4, from 1 (4 rows or columns; 4 × 4 a program of
-            // its own, the corner of the two least values).
+            // Counted in multiples of 4, from 1 (4 rows or columns). Whether 4 × 4, the
+            // corner of the two least values, gets a program of its own follows the host's
+            // kernels (on AVX2 it does, with AVX-512 it does not); each size below is
+            // checked against its specialized object either way.
             assert_eq!(dims, [("H", 1, 40, 4), ("W", 1, 40, 4)], "{}", c.header);
             assert!(
                 c.header.contains("H (4 to 160, a multiple of 4)")
-                    && c.header.contains("At H 4 and W 4 the model runs a program")
                     && c.header.contains("[1, 3, H, W]"),
                 "{}",
                 c.header
