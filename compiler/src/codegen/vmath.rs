@@ -5,7 +5,7 @@
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use cranelift_frontend::FunctionBuilder;
-use onnxc_runtime::gelu::{ERF_LIMIT, ERF_P, ERF_Q};
+use onnxc_runtime::gelu::{ERF_LIMIT, ERF_P, ERF_Q, ERF_SATURATES};
 use onnxc_runtime::softmax::{EXP_POLY, LN2_HI, LN2_LO};
 
 pub(crate) fn splat(b: &mut FunctionBuilder, v: f32) -> Value {
@@ -182,11 +182,12 @@ pub fn erf(b: &mut FunctionBuilder, fma: Fma, x: Value) -> Value {
     let p = b.ins().fmul(xc, p);
     let q = poly(b, fma, x2, &ERF_Q);
     let r = b.ins().fdiv(p, q);
-    // From 3.919206 on, erf(x) rounds to ±1 in f32; the rational form ends an ulp short
-    // there (erf(-100) was -0.99999994, so Ceil or 1 + erf saw the difference).
+    // Beyond ERF_SATURATES, erf(x) rounds to ±1 in f32; the rational form ends an ulp short
+    // there (erf(-100) was -0.99999994, so Ceil or 1 + erf saw the difference). As the
+    // runtime's `simd::math::erf`.
     let ax = b.ins().fabs(x);
-    let sat = splat(b, 3.919_206);
-    let big = b.ins().fcmp(FloatCC::GreaterThanOrEqual, ax, sat);
+    let sat = splat(b, ERF_SATURATES);
+    let big = b.ins().fcmp(FloatCC::GreaterThan, ax, sat);
     // ±1 with x's sign (Cranelift has no vector copysign on x86).
     let neg = splat(b, -0.0);
     let sign = b.ins().band(x, neg);

@@ -59,6 +59,11 @@ pub const ERF_Q: [f32; 5] = [
 ];
 /// erf's argument is clamped to [-ERF_LIMIT, ERF_LIMIT] (|erf| rounds to 1 beyond).
 pub const ERF_LIMIT: f32 = 4.0;
+/// Beyond this |x|, erf(x) rounds to ±1 in float32; the rational form ends an ulp short
+/// there (0.99999994), which `1 + erf(x)` (GELU, Erf then Add) turns into a residue of
+/// 6e-8 instead of 0: GELU(-1e30) came out as -6e22. Both the runtime's erf and the
+/// generated code's return ±1 beyond it.
+pub const ERF_SATURATES: f32 = 3.919_206;
 
 /// A polynomial with coefficients highest degree first, by Horner's rule in fused steps.
 #[inline(always)]
@@ -152,7 +157,11 @@ pub fn erf<S: Simd>(s: S, x: S::F) -> S::F {
     let x2 = s.mul(xc, xc);
     let p = poly(s, &ERF_P, x2);
     let q = poly(s, &ERF_Q, x2);
-    s.div(s.mul(xc, p), q)
+    let r = s.div(s.mul(xc, p), q);
+    // ±1 with x's sign beyond ERF_SATURATES (a NaN compares false and stays NaN).
+    let neg0 = s.splat(-0.0);
+    let big = s.gt(s.andnot(neg0, x), s.splat(ERF_SATURATES));
+    s.select(big, s.or(s.splat(1.0), s.and(x, neg0)), r)
 }
 
 /// GELU, exact form: `½·x·(1 + erf(x/√2))` per lane.
