@@ -279,8 +279,16 @@ fn an_fpn_resizes_over_the_run_time_dims() {
             .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
             .collect();
         let sizes: &[(usize, usize)] = if to_lateral {
-            // From 3, 3 × 3 a program of its own (the corner of the least values).
-            assert_eq!(dims, [("H", 3, 160, 1), ("W", 3, 160, 1)], "{}", c.header);
+            // From 3 or less: where the formulas start, and whether the corner of the least
+            // values gets a program of its own, follow the host's kernel choices (from 3 on
+            // AVX2, from 1 on an AVX-512 Xeon).
+            assert!(
+                dims.len() == 2
+                    && (dims.iter().zip(["H", "W"]))
+                        .all(|(d, n)| d.0 == n && d.1 <= 3 && d.2 == 160 && d.3 == 1),
+                "{dims:?}\n{}",
+                c.header
+            );
             &[
                 (3, 3),
                 (3, 50),
