@@ -747,6 +747,7 @@ fn print_profile(names: Option<&str>) {
             "profile: {:.3} ms per run in {} steps ({:.3} ms summing each step's fastest call)",
             total as f64 / 1e6 / p.first().map_or(1, |x| x.1.max(1)) as f64,
             p.len(),
+            // (A step never called has no fastest call: min with its total, 0.)
             p.iter().map(|x| x.2.min(x.0)).sum::<u64>() as f64 / 1e6
         );
         // ONNXC_PROFILE_STEPS=N lists N steps instead of the 40 most expensive.

@@ -1,8 +1,8 @@
 //! GELU, exact form: `y = ½·x·(1 + erf(x/√2))` over a float32 buffer (`onnxc_gelu_f32`, the
 //! compiler's `Op::Gelu`): a kind of the activation walk (`simd::math::gelu`). erf is
 //! `simd::math::erf`, the rational approximation the generated code uses too (x clamped to
-//! [-4, 4], erf ≈ x·P(x²)/Q(x²)), with one division per vector where 128-bit generated code
-//! spends two per 4 lanes.
+//! [-4, 4], erf ≈ x·P(x²)/Q(x²), ±1 beyond `ERF_SATURATES`), with one division per vector
+//! where 128-bit generated code spends two per 4 lanes.
 
 use crate::activation::{GELU, activation_f32};
 pub use crate::simd::math::{ERF_LIMIT, ERF_P, ERF_Q, ERF_SATURATES};
