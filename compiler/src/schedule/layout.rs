@@ -70,10 +70,9 @@ pub fn conv_index(steps: &[Step], st: &Step) -> Option<usize> {
 pub struct LayoutOptions {
     /// Use blocked layouts at all (off at -O0).
     pub blocked: bool,
-    /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win there, and the
-    /// blocked kernels are 256-bit, so only the convolutions whose plain path is bound by
-    /// its packing rather than its products go blocked
-    /// (`ConvGeometry::im2col_short_rows`), with the steps after them that can follow.
+    /// The target has 512-bit vectors: the plain kernels' AVX-512 paths win on some layers
+    /// there, so only the convolutions `wide_blocked_pays` picks go blocked (and depthwise
+    /// ones whose input is blocked already), with the steps after them that can follow.
     pub wide_simd: bool,
     /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
     pub no_winograd: bool,
@@ -127,6 +126,20 @@ pub fn blocked_geometry(
         pad_planes: true,
     };
     g.supported().then_some(g)
+}
+
+/// Whether a convolution (not Winograd's) goes blocked on a 512-bit target. The blocked
+/// kernel's products run 16 lanes wide there too (two 8-channel blocks a vector), but its
+/// depthwise and grouped paths run 8 lanes wide against the plain ones' 16, and the
+/// plain pixel-major product keeps more lanes busy on small maps. So: dense convolutions
+/// whose plain path is not pixel-major, and the layers whose plain im2col packing bounds
+/// them (`im2col_short_rows`). Measured per layer on an AVX-512 Xeon (`ONNXC_NCHWC=1 cargo
+/// bench --bench gemm`, blocked vs plain GFLOP/s): 128→128 3×3/2 at 56×56 116-123 vs 87,
+/// 3→64 7×7/2 at 224×224 120 vs 102, 256→512 1×1/2 at 28×28 123 vs 107, 1024→256 1×1 at
+/// 14×14 124-127 vs 116, other 1×1 layers level; 512→512 3×3 at 7×7 (pixel-major) 98 vs
+/// 107.
+fn wide_blocked_pays(plain: &ConvGeometry) -> bool {
+    plain.im2col_short_rows() || plain.group == 1 && !plain.pixel_major()
 }
 
 /// Whether Winograd (plain layout, with conversions around it) beats the blocked direct
@@ -328,7 +341,10 @@ impl Pass<'_> {
         if plain.use_winograd() && winograd_pays(&plain) {
             return None;
         }
-        if self.opts.wide_simd && !(self.opts.by_size && plain.im2col_short_rows()) {
+        if self.opts.wide_simd
+            && !(self.opts.by_size && wide_blocked_pays(&plain)
+                || g.is_depthwise() && self.blocked.contains_key(&x))
+        {
             return None;
         }
         if g.m as i64 != self.s.values[st.inputs[1]].shape[0]

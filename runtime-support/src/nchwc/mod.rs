@@ -5,7 +5,9 @@
 //! Convolution (`conv`): a GEMM per group whose A operand (output positions × input channels
 //! and taps) is read in place — the 8 channels of a position are contiguous and the
 //! positions of an output row are a fixed stride apart — and whose B operand is the weights,
-//! packed at compile time in panels of 16 output channels. Every output position is written
+//! packed at compile time in panels of 16 output channels (`avx2.rs`: register tiles of 6
+//! positions × one panel; `avx512.rs`: 6 positions × two panels or 12 × one, each zmm two
+//! blocks). Every output position is written
 //! as whole vectors; nothing is packed, transposed or gathered at run time (a zero-padded
 //! copy of the input is made when taps reach the padding, except for strided convolutions
 //! over a blocked input, whose tiles touching the padding skip those taps). Depthwise convolutions
@@ -18,6 +20,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod depthwise;
 pub mod pool;
 pub mod reorder;
@@ -380,9 +384,9 @@ pub struct Epilogue {
 }
 
 /// A run of consecutive output positions (possibly across output rows) × one weight panel
-/// (`blocks`, 1 or 2, output blocks), computed in register tiles of `ROWS` positions: over
-/// the A values `x + origins[q] + offs[e] + i·step` (entry e, i < run) and the packed
-/// panel `w`.
+/// (`blocks`, 1 or 2, output blocks) or, for the AVX-512 kernels (`paired_panels`), two
+/// (`blocks` 3 or 4), computed in register tiles: over the A values `x + origins[q] +
+/// offs[e] + i·step` (entry e, i < run) and the packed panels `w` and `w2`.
 #[derive(Clone, Copy)]
 struct Run<'a> {
     blocks: usize,
@@ -394,6 +398,8 @@ struct Run<'a> {
     /// Window origin of each position of the run, from `x`.
     origins: &'a [isize],
     w: *const f32,
+    /// The second panel (its blocks 2 and 3) when `blocks` > 2, else unused.
+    w2: *const f32,
     /// Output block 0 at the run's first position (block 1 is `oplane` floats further).
     y: *mut f32,
     oplane: usize,
@@ -643,7 +649,11 @@ unsafe fn gemm_image(
 ) {
     let [oh, ow] = g.output;
     let npos = oh * ow;
-    let (mg, kd, panels) = (g.mg(), g.kdim(), g.panels());
+    let (mg, kd) = (g.mg(), g.kdim());
+    // The cut is in units of the panels a run takes (two for the AVX-512 kernels), so that
+    // no task's range splits a pair.
+    let unit = if paired_panels() { 2 } else { 1 };
+    let panels = g.panels().div_ceil(unit);
     let pass_k = g.pass_k();
     let max_chunk = (A_CHUNK_BYTES / (pass_k * 4)).clamp(ROWS, MAX_CHUNK) / ROWS * ROWS;
     let macs = npos * kd * mg * g.group;
@@ -670,7 +680,12 @@ unsafe fn gemm_image(
         par.run(units * splits, &|t, _| {
             let (u, sp) = (t / splits, t % splits);
             let (gi, chunk) = (u / chunks, u % chunks);
-            tile.run(gi, chunk, sp * per..((sp + 1) * per).min(panels));
+            let all = g.panels();
+            tile.run(
+                gi,
+                chunk,
+                (sp * per * unit).min(all)..((sp + 1) * per * unit).min(all),
+            );
         })
     };
 }
@@ -836,21 +851,28 @@ impl ImageTile<'_> {
                 taps: &taps[..e1 - e0],
             });
             let (first, last) = (e0 == 0, e1 == entries);
-            for p in panels.clone() {
+            let per_run = if paired_panels() { 2 } else { 1 };
+            for p in panels.clone().step_by(per_run) {
                 let chan = gi * mg + p * PANEL;
                 let yoff = (chan / CB) * oplane + q0 * CB;
+                let width = (panels.end - p).min(per_run) * PANEL;
                 // SAFETY: the run's positions and blocks lie inside the output; its taps
                 // inside the padded input, or inside the input where `border` says so; the
-                // pass's rows inside the panel.
+                // pass's rows inside the panels.
                 unsafe {
                     let r = Run {
-                        blocks: (mg - p * PANEL).min(PANEL) / CB,
+                        blocks: (mg - p * PANEL).min(width) / CB,
                         offs: &offs[..e1 - e0],
                         run,
                         step,
                         x: self.src,
                         origins,
                         w: self.w.add(g.panel_at(gi, e0 * run, p)),
+                        w2: if width > PANEL {
+                            self.w.add(g.panel_at(gi, e0 * run, p + 1))
+                        } else {
+                            std::ptr::null()
+                        },
                         y: self.y.add(yoff),
                         oplane,
                         accumulate: !first,
@@ -869,9 +891,27 @@ impl ImageTile<'_> {
     }
 }
 
+/// Whether the runs take two panels at once (`Run::w2`): the AVX-512 kernels do.
+fn paired_panels() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::isa::avx512()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// # Safety
-/// As `Run`'s fields say.
+/// As `Run`'s fields say (`blocks` > 2 only where `paired_panels`).
 unsafe fn positions(t: &Run) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::avx512() {
+        // SAFETY: forwarded; AVX-512 F/DQ and FMA detected.
+        unsafe { avx512::positions(t) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if crate::isa::avx2() {
         // SAFETY: forwarded; AVX2 and FMA detected.
