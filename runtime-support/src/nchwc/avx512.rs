@@ -1,7 +1,7 @@
 //! AVX-512 kernels of the blocked convolution: the GEMM register tile (up to 12 output
-//! positions × 1-4 output blocks of 8 channels as 1 or 2 zmm, up to 24 zmm accumulators; per
-//! input channel one or two weight loads and one broadcast per position), looped over a run
-//! of positions.
+//! positions × one panel of 2 output blocks, or up to 6 × two panels of 3-4 blocks; 12 zmm
+//! accumulators, each 16 channels; per input channel one weight load a panel and one
+//! broadcast a position), looped over a run of positions.
 //!
 //! The layout stays 8 channels a block (`CB`): a zmm of 16 output channels spans two blocks,
 //! whose planes lie `oplane` floats apart, so each accumulator is stored as two 256-bit
