@@ -76,9 +76,10 @@ pub struct LayoutOptions {
     pub wide_simd: bool,
     /// Winograd is off (`Options::no_winograd`): 3×3 convs go blocked like the others.
     pub no_winograd: bool,
-    /// Choices may follow the spatial sizes (`wide_simd`'s short rows). Off when a dim is
-    /// taken at run time: the choice would differ between the values it is lowered at
-    /// (`loops::dims`), so those convolutions stay plain.
+    /// Choices may follow the value's own sizes. Off when a dim is taken at run time
+    /// (`loops::dims`): every value it is lowered at must make the same choices, so the
+    /// convolutions' layouts follow `decide_at`'s sizes and the schedule's other size-based
+    /// choices (`lut::tabulate`) are made without sizes.
     pub by_size: bool,
     /// The sizes to choose each convolution's layout at (`ConvSizes`), else its own.
     pub decide_at: Option<std::sync::Arc<[ConvSizes]>>,
@@ -208,7 +209,9 @@ impl Pass<'_> {
         }
         let b = self.blocked[&r];
         let sh = &self.s.values[r].shape;
-        if sh.len() == 4 && sh[2] * sh[3] == 1 && sh[1] % CB as i64 == 0 {
+        // Not where a dim is taken at run time: a map of one position at some of its
+        // values is larger at others, and the programs must take the same steps.
+        if self.opts.by_size && sh.len() == 4 && sh[2] * sh[3] == 1 && sh[1] % CB as i64 == 0 {
             // [n, c, 1, 1] and [n, c/8, 1, 1, 8] are the same bytes.
             self.s.values[r].storage = Storage::View(b);
             return;
@@ -342,8 +345,7 @@ impl Pass<'_> {
             return None;
         }
         if self.opts.wide_simd
-            && !(self.opts.by_size && wide_blocked_pays(&plain)
-                || g.is_depthwise() && self.blocked.contains_key(&x))
+            && !(wide_blocked_pays(&plain) || g.is_depthwise() && self.blocked.contains_key(&x))
         {
             return None;
         }
