@@ -736,6 +736,11 @@ pub(super) fn import_error(
 /// instead (the model taken to be valid from 1 up to it), with a warning naming what fails
 /// beyond (returned with the bounds); given bounds are kept (a failure there is reported
 /// as such).
+///
+/// A dim is tried with the other run-time dims at 1, and a model counts as valid at a
+/// value where its import fails only for want of fixed dims (`Error::NeedShape`: a leading
+/// batch that is no run-time batch, which the compile then takes at run time too): that
+/// failure is not the value's, and the search must still find the value's own limit.
 pub(super) fn valid_bounds(
     model: &frontend::Model,
     dir: &DataDir,
@@ -744,11 +749,20 @@ pub(super) fn valid_bounds(
     dims: Vec<(String, i64)>,
 ) -> (Vec<(String, i64)>, Vec<String>) {
     let mut warnings = Vec::new();
+    let names: Vec<String> = dims.iter().map(|(n, _)| n.clone()).collect();
     let bounds = dims
         .into_iter()
         .map(|(name, bound)| {
             let given = opts.dim_bounds.iter().any(|(n, _)| *n == name);
-            let valid = |n: i64| imports_at(model, dir, import, &name, n);
+            let valid = |n: i64| {
+                let at: Vec<(String, i64)> = (names.iter())
+                    .map(|o| (o.clone(), if *o == name { n } else { 1 }))
+                    .collect();
+                matches!(
+                    import_error(model, dir, import, &at),
+                    None | Some(Error::NeedShape(_))
+                )
+            };
             if given || valid(bound) || !valid(1) {
                 return (name, bound);
             }
@@ -756,7 +770,10 @@ pub(super) fn valid_bounds(
             if lo < loops::dims::MIN_BOUND {
                 return (name, bound);
             }
-            let why = import_error(model, dir, import, &[(name.clone(), hi)])
+            let at: Vec<(String, i64)> = (names.iter())
+                .map(|o| (o.clone(), if *o == name { hi } else { 1 }))
+                .collect();
+            let why = import_error(model, dir, import, &at)
                 .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
             warnings.push(format!(
                 "dim '{name}' is taken at run time up to {lo}, the largest value the model \
@@ -788,7 +805,13 @@ fn valid_together(
             .map(|(n, b)| (n.clone(), if given(n) { *b } else { t.min(*b) }))
             .collect()
     };
-    let valid = |t: i64| import_error(model, dir, import, &at(t)).is_none();
+    // As in `valid_bounds`: a failure for want of fixed dims is not the values'.
+    let valid = |t: i64| {
+        matches!(
+            import_error(model, dir, import, &at(t)),
+            None | Some(Error::NeedShape(_))
+        )
+    };
     let top = bounds.iter().map(|(_, b)| *b).max().unwrap_or(0);
     let free: Vec<&str> = (bounds.iter())
         .filter(|(n, _)| !given(n))

@@ -329,6 +329,52 @@ fn a_position_table_shorter_than_the_default_bound_sets_the_bound() {
     );
 }
 
+/// The position-table embedding quantized as onnxruntime's `quantize_dynamic` leaves a
+/// layer's input: DynamicQuantizeLinear over the whole tensor, so the items are not
+/// computed on their own and the batch is no run-time batch. The search for seq's bound
+/// still finds the table's 64 rows (a failure for want of a fixed batch is not the
+/// value's), and the batch is taken at run time beside it: no flags needed. Before, the
+/// search stopped there and the compile failed at the default bound with the Gather's
+/// index error.
+#[test]
+fn a_table_bounds_the_sequence_when_the_batch_is_no_run_time_batch() {
+    let d = scratch("run_time_dims_positions_quantized");
+    let p = d.join("positions_quantized.onnx");
+    let mut m = model_with_position_table();
+    let g = m.graph.as_mut().unwrap();
+    g.node.push(node(
+        "DynamicQuantizeLinear",
+        "quantize",
+        &["y"],
+        &["y_q", "y_scale", "y_zero"],
+    ));
+    g.output = vec![
+        value_info("y_q", 2, &[D::S("batch"), D::S("seq"), D::N(8)]),
+        value_info("y_scale", 1, &[]),
+        value_info("y_zero", 2, &[]),
+    ];
+    save(&m, &p);
+    let o = onnxc()
+        .arg(&p)
+        .arg("-o")
+        .arg(d.join("positions_quantized.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for want in [
+        "warning: dim 'seq' is taken at run time up to 64",
+        "index 64 is out of range",
+        "'batch' cannot be a run-time batch",
+    ] {
+        assert!(stderr(&o).contains(want), "{want}\n{}", stderr(&o));
+    }
+    let c = driver::compile_file(&p, "model", &Options::default(), None).unwrap();
+    let dims: Vec<(&str, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.bound))
+        .collect();
+    assert_eq!(dims, [("batch", 512), ("seq", 64)], "{}", c.header);
+}
+
 /// A Hugging Face style embedding over `x: [batch, seq, 8]`: a registered `position_ids`
 /// buffer `[1, 64]` sliced to `[:, :seq]` and gathered from a position table, plus a second
 /// table sliced to its first `seq` rows directly: at each value the compiler lowers the
