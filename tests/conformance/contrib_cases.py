@@ -91,7 +91,8 @@ def ms_norms_activations():
     """SkipLayerNormalization (beta, bias, the sum output; a [S, H] skip broadcast),
     SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization (default domain), Gelu,
     BiasGelu, FastGelu with and without bias, QuickGelu (default and set alpha),
-    FusedMatMul/TransposeMatMul (transposes, alpha), FusedGemm and FusedConv (activations)."""
+    FusedMatMul/TransposeMatMul (transposes, batch transposes, alpha), FusedGemm and FusedConv
+    (activations)."""
     b = B(101)
     x, skip = b.floats(2, 4, 16), b.floats(2, 4, 16)
     g, beta, bias = b.w(16), b.w(16, scale=0.1), b.w(16, scale=0.1)
@@ -110,6 +111,12 @@ def ms_norms_activations():
     b.out(b.op("FusedMatMul", [a, bt], transB=1, alpha=0.5), F, [2, 4, 8])
     at = b.floats(2, 16, 4)
     b.out(b.op("TransposeMatMul", [at, b.w(2, 16, 8)], transA=1), F, [2, 4, 8])
+    # transBatchA/B: a seq-first operand's Transpose(perm=[1, 0, 2]) folded into the MatMul
+    # (ranks 3 and 4, with and without transA/transB).
+    b.out(b.op("FusedMatMul", [b.floats(4, 2, 16), b.w(2, 16, 8)], transBatchA=1), F, [2, 4, 8])
+    b.out(b.op("FusedMatMul", [b.floats(16, 2, 3, 4), b.w(2, 3, 16, 8)], transBatchA=1, transA=1), F, [2, 3, 4, 8])
+    b.out(b.op("FusedMatMul", [a, b.floats(8, 2, 16)], transBatchB=1, transB=1, alpha=0.5), F, [2, 4, 8])
+    b.out(b.op("FusedMatMul", [b.floats(4, 2, 16), b.floats(16, 2, 8)], transBatchA=1, transBatchB=1), F, [2, 4, 8])
     a2 = b.floats(4, 16)
     b.out(b.op("FusedGemm", [a2, b.w(16, 8), b.w(8)], activation="LeakyRelu", activation_alpha=0.2), F, [4, 8])
     b.out(b.op("FusedGemm", [a2, b.w(8, 16), b.w(8)], transB=1, alpha=0.7, activation="Tanh"), F, [4, 8])

@@ -670,7 +670,7 @@ pub const MICROSOFT_NOTES: &[(&str, &str)] = &[
     ),
     (
         "FusedMatMul",
-        "transA/transB and alpha; not transBatchA/transBatchB",
+        "transA/transB, transBatchA/transBatchB and alpha",
     ),
     ("TransposeMatMul", "as FusedMatMul"),
     (

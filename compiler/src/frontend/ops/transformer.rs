@@ -287,15 +287,29 @@ pub fn bias_split_gelu(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
 }
 
 /// FusedMatMul / TransposeMatMul (A, B): `alpha · op(A) · op(B)` with `transA`/`transB`
-/// over the last two axes (`transBatchA`/`transBatchB` are not supported).
+/// over the last two axes. `transBatchA`/`transBatchB` (onnxruntime's fusion of a
+/// `Transpose(perm=[1, 0, 2])` into the MatMul after it, as seq-first attention exports
+/// have) read the operand's first axis as its row axis: its batch axes are axes 1..r-2, so
+/// it is first transposed by `[1, …, r-2, 0, r-1]`; both operands then have one rank of at
+/// least 3, as onnxruntime requires.
 pub fn fused_matmul(ctx: &mut Ctx) -> Result<Vec<ValueId>> {
-    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-    for name in ["transBatchA", "transBatchB"] {
-        if ctx.attr_i_or(name, 0)? != 0 {
-            return Err(ctx.unsupported(format!(
-                "{name}=1 (batch-transposed operands); onnxc supports transA/transB only"
-            )));
-        }
+    let (mut a, mut b) = (ctx.input(0)?, ctx.input(1)?);
+    let batch_a = ctx.attr_i_or("transBatchA", 0)? != 0;
+    let batch_b = ctx.attr_i_or("transBatchB", 0)? != 0;
+    if (batch_a || batch_b) && (ctx.rank(a) != ctx.rank(b) || ctx.rank(a) < 3) {
+        return Err(ctx.err(format!(
+            "transBatchA/transBatchB need A and B of one rank of at least 3, got ranks {} and \
+             {}",
+            ctx.rank(a),
+            ctx.rank(b)
+        )));
+    }
+    let batch_first = |r: usize| -> Vec<usize> { (1..r - 1).chain([0, r - 1]).collect() };
+    if batch_a {
+        a = build::transpose(ctx, a, &batch_first(ctx.rank(a)))?;
+    }
+    if batch_b {
+        b = build::transpose(ctx, b, &batch_first(ctx.rank(b)))?;
     }
     let ta = ctx.attr_i_or("transA", 0)? != 0;
     let tb = ctx.attr_i_or("transB", 0)? != 0;
