@@ -82,12 +82,18 @@ pub const ANY: i64 = -1;
 /// both dims' values before those for one), with the dim it takes at run time, if any.
 fn fixed_for(fixed: &[Fixed], dims: &[i64]) -> Option<(RunThreaded, Option<usize>)> {
     let n = dims.len().min(2);
+    let f = fixed_entry(fixed, dims)?;
+    Some((f.run, (0..n).find(|&k| f.values[k] == ANY)))
+}
+
+/// The first of `fixed` for the run-time dims' values `dims` (`fixed_for`).
+fn fixed_entry<'a>(fixed: &'a [Fixed], dims: &[i64]) -> Option<&'a Fixed> {
+    let n = dims.len().min(2);
     let for_dims = |f: &&Fixed| {
         (0..n).all(|k| f.values[k] == ANY || f.values[k] == dims[k])
             && (0..n).any(|k| f.values[k] != ANY)
     };
-    let f = fixed.iter().find(for_dims)?;
-    Some((f.run, (0..n).find(|&k| f.values[k] == ANY)))
+    fixed.iter().find(for_dims)
 }
 
 /// The program to run at the run-time dims' values `dims` (`run`, or one of `fixed`), with
@@ -201,13 +207,17 @@ impl<'a> Dims<'a> {
 }
 
 /// The model's run-time dims, found in the inputs' dims: each input dim that follows one
-/// gives its value, which must be whole, within `least..=bound` and the same everywhere.
+/// gives its value, which must be whole, within `least..=bound` and the same everywhere —
+/// or below `least` where one of `fixed` is for that value (the corner of two dims' least
+/// values, say) and is the program the values run (`fixed_for`).
 fn run_dims(
     ins: &[Tensor],
     in_info: &[TensorInfo],
     least: &[i64],
     bounds: &[i64],
+    fixed: &[Fixed],
 ) -> Result<[i64; MAX_RUN_DIMS], i32> {
+    let own_program = |j: usize, v: i64| j < 2 && fixed.iter().any(|f| f.values[j] == v);
     let mut dims = [0i64; MAX_RUN_DIMS];
     let mut known = [false; MAX_RUN_DIMS];
     for (t, ti) in ins.iter().zip(in_info) {
@@ -238,7 +248,11 @@ fn run_dims(
                 return Err(ONNXC_ERR_VALUE);
             };
             let v = g.checked_sub(add).ok_or(ONNXC_ERR_SHAPE)?;
-            if v % mul != 0 || !(lo.max(0)..=bound).contains(&(v / mul)) {
+            let value = v / mul;
+            if v % mul != 0
+                || value > bound
+                || value < lo.max(0) && !(value >= 0 && own_program(j, value))
+            {
                 return Err(ONNXC_ERR_SHAPE);
             }
             if known[j] && dims[j] != v / mul {
@@ -250,6 +264,15 @@ fn run_dims(
     }
     if known[..bounds.len()].contains(&false) {
         return Err(ONNXC_ERR_SHAPE);
+    }
+    // A value below its dim's least runs only the program for that value.
+    let n = bounds.len();
+    let below = |j: usize| dims[j] < least[j].max(0);
+    if (0..n).any(below) {
+        let f = fixed_entry(fixed, &dims[..n]).ok_or(ONNXC_ERR_SHAPE)?;
+        if (0..n).any(|j| below(j) && (j >= 2 || f.values[j] != dims[j])) {
+            return Err(ONNXC_ERR_SHAPE);
+        }
     }
     Ok(dims)
 }
@@ -317,7 +340,7 @@ pub unsafe extern "C" fn onnxc_run_shaped(
             table(info.dim_least, n_dims),
         )
     };
-    let dim_values = match run_dims(ins, in_info, least, bounds) {
+    let dim_values = match run_dims(ins, in_info, least, bounds, fixed) {
         Ok(d) => d,
         Err(code) => return code,
     };
@@ -794,7 +817,7 @@ mod tests {
                 rank: 3,
                 capacity: 0,
             }];
-            run_dims(&x, &infos, &[least], &[10]).map(|d| d[0])
+            run_dims(&x, &infos, &[least], &[10], &[]).map(|d| d[0])
         };
         let find = |dims: &mut [i64; 3]| find_from(1, dims);
         assert_eq!(find(&mut [1, 7, 4]), Ok(3));
@@ -815,6 +838,60 @@ mod tests {
         let d = unsafe { Dims::of(&infos[0]) };
         assert_eq!(d.bytes(&infos[0], &[3]), 4 * 7 * 4);
         assert_eq!(d.at(1, &[3]), 7);
+    }
+
+    /// Values below a dim's least value run only a program for those values: the corner of
+    /// two dims' least values (a decoder's empty cache and one new token), not a program
+    /// that takes the dim at run time (`ANY`) from its least value up.
+    #[test]
+    fn a_value_below_the_least_runs_only_its_own_program() {
+        // cache: [past], new: [seq], with past 0..=10 and seq 2..=10.
+        static ONE: [i64; 1] = [10];
+        static PAST: [i64; 10] = [0, 1, 0, 0, 1, -1, 0, 0, 1, 0];
+        static SEQ: [i64; 10] = [1, 1, 0, 0, 1, -1, 0, 0, 1, 0];
+        let entry = |name, run: &'static [i64; 10]| {
+            let mut t = tensor_info(name, &ONE, ONNXC_TENSOR_RUN_DIMS);
+            t.run_dims = run.as_ptr();
+            t
+        };
+        let infos = [entry(c"cache", &PAST), entry(c"new", &SEQ)];
+        let fixed = [
+            Fixed {
+                values: [0, 1],
+                run: counted,
+            },
+            Fixed {
+                values: [0, ANY],
+                run: counted,
+            },
+        ];
+        let find = |past: i64, seq: i64| {
+            let mut dims = [[past], [seq]];
+            let x = dims.each_mut().map(|d| Tensor {
+                data: std::ptr::null_mut(),
+                dims: d.as_mut_ptr(),
+                rank: 1,
+                capacity: 0,
+            });
+            run_dims(&x, &infos, &[0, 2], &[10, 10], &fixed).map(|d| [d[0], d[1]])
+        };
+        assert_eq!(find(3, 2), Ok([3, 2]));
+        assert_eq!(find(0, 1), Ok([0, 1]));
+        // No program for seq 1 at another cache length, none for seq 0.
+        assert_eq!(find(3, 1), Err(ONNXC_ERR_SHAPE));
+        assert_eq!(find(0, 0), Err(ONNXC_ERR_SHAPE));
+        // Without the corner's program, (0, ANY) does not serve seq 1.
+        let mut dims = [[0], [1]];
+        let x = dims.each_mut().map(|d| Tensor {
+            data: std::ptr::null_mut(),
+            dims: d.as_mut_ptr(),
+            rank: 1,
+            capacity: 0,
+        });
+        assert_eq!(
+            run_dims(&x, &infos, &[0, 2], &[10, 10], &fixed[1..]).map(|d| d[0]),
+            Err(ONNXC_ERR_SHAPE)
+        );
     }
 
     #[test]
@@ -843,7 +920,7 @@ mod tests {
                 rank: 1,
                 capacity: 0,
             });
-            run_dims(&x, &infos, &[1, 1], &[10, 10]).map(|d| [d[0], d[1]])
+            run_dims(&x, &infos, &[1, 1], &[10, 10], &[]).map(|d| [d[0], d[1]])
         };
         // The mask's dim is passed over: the others give both values.
         assert_eq!(find([12, 7, 4]), Ok([7, 4]));
