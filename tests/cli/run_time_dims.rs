@@ -1286,6 +1286,76 @@ fn a_cache_and_new_tokens_both_at_run_time_are_bounded_together() {
     }
 }
 
+/// `model_with_positions` with its table quantized as onnxruntime's `quantize_dynamic`
+/// leaves an embedding: a uint8 table Gathered, then DequantizeLinear (scale 1/64, zero
+/// point 128). The selection from the 8-bit table is kept for run time like the float
+/// one's: folded per value, one new token's row followed the cache's length as a constant
+/// no formula gives, and `--dim seq=1` (a decoding step) was refused.
+#[test]
+fn a_quantized_position_table_read_at_the_cache_length_follows_it() {
+    let d = scratch("run_time_dims_quantized_positions");
+    let p = d.join("positions_q.onnx");
+    let codes: Vec<i64> = (0..64 * 16).map(|k| (k * 37 % 256) as i64).collect();
+    let mut m = model_with_positions(&[0.0; 64 * 16], D::S("seq"));
+    let g = m.graph.as_mut().unwrap();
+    for n in g
+        .node
+        .iter_mut()
+        .filter(|n| n.name.as_deref() == Some("rows"))
+    {
+        n.input[0] = "wpe_q".into();
+        n.output[0] = "e_q".into();
+    }
+    g.node.push(node(
+        "DequantizeLinear",
+        "rows_dq",
+        &["e_q", "wpe_scale", "wpe_zero"],
+        &["e"],
+    ));
+    g.initializer = vec![
+        int_tensor("wpe_q", 2, &[64, 16], &codes),
+        f32_tensor("wpe_scale", &[], &[1.0 / 64.0]),
+        int_tensor("wpe_zero", 2, &[], &[128]),
+    ];
+    save(&m, &p);
+    let table: Vec<f32> = codes.iter().map(|&c| (c - 128) as f32 / 64.0).collect();
+    for (flags, pairs) in [
+        (
+            &["--dim", "seq=1"][..],
+            &[(1usize, 1usize), (9, 1), (63, 1)][..],
+        ),
+        (&[][..], &[(1, 1), (9, 1), (5, 3), (32, 32)][..]),
+    ] {
+        let opts = Options {
+            emit_main: true,
+            dims: (flags.chunks(2))
+                .map(|f| {
+                    let (name, v) = f[1].split_once('=').unwrap();
+                    (name.to_string(), v.parse().unwrap())
+                })
+                .collect(),
+            ..Options::default()
+        };
+        let c = driver::compile_file(&p, "model", &opts, None).unwrap();
+        let exe = executable(&c, &d, &format!("q{}", flags.len()));
+        let seq_at_run_time = flags.is_empty();
+        for &(past, seq) in pairs {
+            let q: Vec<f32> = (0..seq * 16).map(|k| k as f32).collect();
+            let cache = vec![0.5; past * 16];
+            let inputs = [("q", &q[..]), ("pk", &cache[..])];
+            let dir = d.join(format!("q{}_{past}_{seq}", flags.len()));
+            let dims: &[usize] = if seq_at_run_time {
+                &[past, seq]
+            } else {
+                &[past]
+            };
+            let got = raw_output(&exe, &dir, &inputs, dims);
+            let want: Vec<f32> = (0..seq * 16).map(|k| q[k] + table[past * 16 + k]).collect();
+            assert_eq!(got, want, "{flags:?}: past {past}, seq {seq}");
+        }
+    }
+}
+
 /// Attention's weighted sum, quantized: `QLinearMatMul` of two run-time operands `[4, seq]`
 /// and `[seq, 3]`, whose depth is the run-time dim; zero points at either end of uint8, so
 /// that each centered operand spans 255.

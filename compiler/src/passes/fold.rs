@@ -43,15 +43,18 @@ pub fn fold_node(g: &mut Graph, id: NodeId, limit: usize) -> Result<bool, String
     // With keep_selections, nor a selection from a larger float table by other operands (a
     // position table Gathered at Range(past, past + seq): the rows follow the dims, which
     // no formula of a table's contents gives; computed at run time, its indices are a small
-    // table that does). Integer selections (a Shape's entries) still fold: shapes are built
-    // from them.
+    // table that does), or from a larger 8- or 16-bit one (that table quantized, as
+    // quantize_dynamic leaves it: Gather, then DequantizeLinear). Selections of 32- and
+    // 64-bit integers (a Shape's entries) still fold: shapes are built from them.
     if g.keep_expanding
         && let Op::Map(m) = &node.op
         && m.body.as_const().is_none()
         && (n > inputs.iter().map(|t| held(t)).sum::<i64>().max(1)
             || (g.keep_selections
                 && inputs.len() > 1
-                && inputs.iter().any(|t| t.dtype.is_float() && held(t) > n)))
+                && inputs.iter().any(|t| {
+                    (t.dtype.is_float() || t.dtype.is_int() && t.dtype.size() <= 2) && held(t) > n
+                })))
     {
         return Ok(false);
     }
