@@ -754,12 +754,15 @@ pub(super) fn valid_bounds(
         .into_iter()
         .map(|(name, bound)| {
             let given = opts.dim_bounds.iter().any(|(n, _)| *n == name);
-            let valid = |n: i64| {
-                let at: Vec<(String, i64)> = (names.iter())
+            // The run-time dims with this one at `n`, the others at 1.
+            let at = |n: i64| -> Vec<(String, i64)> {
+                (names.iter())
                     .map(|o| (o.clone(), if *o == name { n } else { 1 }))
-                    .collect();
+                    .collect()
+            };
+            let valid = |n: i64| {
                 matches!(
-                    import_error(model, dir, import, &at),
+                    import_error(model, dir, import, &at(n)),
                     None | Some(Error::NeedShape(_))
                 )
             };
@@ -770,10 +773,7 @@ pub(super) fn valid_bounds(
             if lo < loops::dims::MIN_BOUND {
                 return (name, bound);
             }
-            let at: Vec<(String, i64)> = (names.iter())
-                .map(|o| (o.clone(), if *o == name { hi } else { 1 }))
-                .collect();
-            let why = import_error(model, dir, import, &at)
+            let why = import_error(model, dir, import, &at(hi))
                 .map_or_else(String::new, |e| format!(" (at {hi}: {e})"));
             warnings.push(format!(
                 "dim '{name}' is taken at run time up to {lo}, the largest value the model \
