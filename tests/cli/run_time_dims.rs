@@ -1356,6 +1356,88 @@ fn a_quantized_position_table_read_at_the_cache_length_follows_it() {
     }
 }
 
+/// A token and position embedding as onnxruntime's `quantize_static` writes it in QOperator
+/// form: ids `[batch, seq]`; the int8 rows of a word table `[100, 16]` and of a position
+/// table `[64, 16]` (Gathered at `Range(0, seq)`), summed by a `QLinearAdd`, then
+/// dequantized.
+fn model_with_quantized_embedding() -> onnxc_proto::ModelProto {
+    let words: Vec<i64> = (0..100 * 16).map(|k| (k * 37 % 255) - 127).collect();
+    let positions: Vec<i64> = (0..64 * 16).map(|k| (k * 53 % 251) - 125).collect();
+    let konst = |name: &str, v: i64| {
+        with_tensor(
+            node("Constant", name, &[], &[name]),
+            "value",
+            int_tensor(name, 7, &[], &[v]),
+        )
+    };
+    let add = onnxc_proto::NodeProto {
+        domain: Some("com.microsoft".into()),
+        ..node(
+            "QLinearAdd",
+            "sum",
+            &["wq", "ws", "wz", "pq", "ps", "pz", "ys", "yz"],
+            &["yq"],
+        )
+    };
+    let m = model(
+        vec![
+            node("Gather", "word_rows", &["words", "ids"], &["wq"]),
+            node("Shape", "ids_shape", &["ids"], &["shape"]),
+            konst("zero", 0),
+            konst("one", 1),
+            with_int(
+                node("Gather", "seq", &["shape", "one"], &["seq"]),
+                "axis",
+                0,
+            ),
+            node("Range", "positions", &["zero", "seq", "one"], &["pos"]),
+            node("Gather", "position_rows", &["table", "pos"], &["pq"]),
+            add,
+            node("DequantizeLinear", "dq", &["yq", "ys", "yz"], &["y"]),
+        ],
+        vec![value_info("ids", 7, &[D::S("batch"), D::S("seq")])],
+        vec![value_info("y", 1, &[D::S("batch"), D::S("seq"), D::N(16)])],
+        vec![
+            int_tensor("words", 3, &[100, 16], &words),
+            int_tensor("table", 3, &[64, 16], &positions),
+            f32_tensor("ws", &[], &[0.031]),
+            int_tensor("wz", 3, &[], &[0]),
+            f32_tensor("ps", &[], &[0.024]),
+            int_tensor("pz", 3, &[], &[14]),
+            f32_tensor("ys", &[], &[0.041]),
+            int_tensor("yz", 3, &[], &[2]),
+        ],
+        17,
+    );
+    onnxc_tests::model::importing(m, "com.microsoft", 1)
+}
+
+/// The quantized embedding takes its sequence at run time as the float one does. The
+/// `QLinearAdd` of the word rows and the folded position rows is a function of a byte,
+/// whose table without sizes has a row per position and channel: made below a limit on
+/// entries and not above, so the values lowered had constants more or fewer and the model
+/// was refused. The retry takes tables over one dim at most (`narrow_tables`).
+#[test]
+fn a_quantized_embedding_takes_its_sequence_at_run_time() {
+    let d = scratch("run_time_dims_quantized_embedding");
+    let p = d.join("embedding_q.onnx");
+    save(&model_with_quantized_embedding(), &p);
+    let c = compile_unflagged(&p);
+    assert_eq!(run_dims_of(&c), [("seq", 1, 64)], "{}", c.header);
+    let exe = executable(&c, &d, "dynamic");
+    for (b, s) in [(1usize, 1usize), (2, 5), (1, 17), (3, 64)] {
+        let ids: Vec<u8> = (0..b * s)
+            .flat_map(|k| ((k * 31 % 100) as i64).to_le_bytes())
+            .collect();
+        let input = d.join(format!("ids{b}x{s}.bin"));
+        std::fs::write(&input, ids).unwrap();
+        let got = item_output(&exe, &input, &d.join(format!("dyn{b}x{s}")), b, s);
+        let want = specialized(&p, &d, "seq", s, &input, 1);
+        assert_eq!(got.len(), b * s * 16 * 4);
+        assert_eq!(got, want[0], "batch {b}, seq {s}");
+    }
+}
+
 /// Attention's weighted sum, quantized: `QLinearMatMul` of two run-time operands `[4, seq]`
 /// and `[seq, 3]`, whose depth is the run-time dim; zero points at either end of uint8, so
 /// that each centered operand spans 255.

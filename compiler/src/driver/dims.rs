@@ -950,7 +950,8 @@ const RETRY_MULTIPLES: [i64; 2] = [8, 32];
 /// (`ImportOptions::keep_expanding`), with float scalars loaded where the code runs when a
 /// scale was folded with a count of the dims (`ImportOptions::keep_scales`), with quantized
 /// products of run-time operands split alike at every depth when the steps differ
-/// (`ImportOptions::split_products`), with
+/// (`ImportOptions::split_products`), with tables over one dim at most when constants
+/// differ in number (`ImportOptions::narrow_tables`), with
 /// selections from float tables computed at run time too when a folded table or float
 /// still differs (`ImportOptions::keep_selections`: a decoder's position rows), in multiples
 /// of 8, then 32, when a constant is no polynomial of a step of them (a detector's
@@ -977,6 +978,10 @@ fn with_retries(
             import.keep_expanding = true;
         } else if why.contains(loops::dims::FOLDED_SCALE) && !import.keep_scales {
             import.keep_scales = true;
+        } else if why.contains(loops::dims::CONSTANTS_DIFFER) && !import.narrow_tables {
+            // A table folded at some values and not at others, over a constant that
+            // follows the dims: tables then take rows over a channel at most.
+            import.narrow_tables = true;
         } else if why.contains(loops::dims::STEPS_DIFFER) && !import.split_products {
             // A quantized product over a depth that follows the dims (attention's keys)
             // took the direct plan below 258 and the split one above.

@@ -69,6 +69,12 @@ pub struct ImportOptions {
     /// run-time dim's retry when that depth followed the dim across the direct plan's limit
     /// (QLinearMatMul over 512 keys), so that every value takes the same steps.
     pub split_products: bool,
+    /// Tables chosen without sizes (`schedule::lut::tabulate`) take rows over one dim at
+    /// most (a channel): a run-time dim's retry when a table folded from a constant that
+    /// follows the dims (a quantized Add of token rows and position rows `[seq, 16]`, whose
+    /// table has a row per position and channel) was taken at some values and not at
+    /// others, its entries limited.
+    pub narrow_tables: bool,
 }
 
 /// The string space of an op that makes strings, per string, unless `--string-bytes` says.
@@ -87,6 +93,7 @@ impl Default for ImportOptions {
             keep_selections: false,
             keep_scales: false,
             split_products: false,
+            narrow_tables: false,
         }
     }
 }
@@ -247,6 +254,7 @@ fn importer<'a>(
     g.keep_expanding = opts.keep_expanding;
     g.keep_selections = opts.keep_selections;
     g.split_products = opts.split_products;
+    g.narrow_tables = opts.narrow_tables;
     Importer {
         g,
         env: HashMap::new(),

@@ -388,6 +388,9 @@ pub struct Graph {
     /// Products of two quantized run-time operands never take the direct float32 plan
     /// (`frontend::ImportOptions::split_products`).
     pub split_products: bool,
+    /// Tables chosen without sizes take rows over one dim at most
+    /// (`frontend::ImportOptions::narrow_tables`).
+    pub narrow_tables: bool,
     dag: StableDiGraph<Node, Edge>,
     pub inputs: Vec<GraphIo>,
     pub outputs: Vec<GraphIo>,

@@ -671,7 +671,7 @@ pub fn schedule(g: &Graph, opts: &FuseOptions) -> Result<Schedule> {
     super::layout::assign(&mut s, &out_svs, &opts.layout);
     if opts.inline {
         super::views::absorb_channel_gathers(&mut s, &out_svs);
-        super::lut::tabulate(&mut s, opts.layout.by_size);
+        super::lut::tabulate(&mut s, opts.layout.by_size, g.narrow_tables);
         super::quant_maps::to_kernels(&mut s);
         super::quant_depthwise::fuse(&mut s);
     }

@@ -43,11 +43,12 @@ const MAX_UNSIZED_ENTRIES: i64 = 1 << 18;
 /// Splits every profitable map step into a table step and a table read. `by_size`: whether
 /// a table pays is weighed against the map's size; off when a dim is taken at run time
 /// (the programs lowered at its values must choose alike, `loops::dims`), then a table is
-/// made exactly where it is computed when the model is compiled (`fold`), whatever the size.
-pub fn tabulate(s: &mut Schedule, by_size: bool) {
+/// made exactly where it is computed when the model is compiled (`fold`), whatever the size;
+/// `narrow`: then with rows over one dim at most (`frontend::ImportOptions::narrow_tables`).
+pub fn tabulate(s: &mut Schedule, by_size: bool, narrow: bool) {
     let mut i = 0;
     while i < s.steps.len() {
-        if let Some(table) = plan(s, i, by_size)
+        if let Some(table) = plan(s, i, by_size, narrow)
             && !fold(s, &table)
         {
             s.steps.insert(i, table);
@@ -148,7 +149,7 @@ fn exact(e: &E, seen: &mut HashSet<*const Expr>) -> bool {
 }
 
 /// The table step for map step `i` (and the map rewritten to read it), or None.
-fn plan(s: &mut Schedule, i: usize, by_size: bool) -> Option<Step> {
+fn plan(s: &mut Schedule, i: usize, by_size: bool, narrow: bool) -> Option<Step> {
     let st = &s.steps[i];
     let StepKind::Map { body } = &st.kind else {
         return None;
@@ -170,7 +171,7 @@ fn plan(s: &mut Schedule, i: usize, by_size: bool) -> Option<Step> {
         let inputs: Vec<bool> = (st.inputs.iter())
             .map(|&v| matches!(s.values[v].storage, Storage::Const(_)))
             .collect();
-        best_cut(&body, &shape, MAX_UNSIZED_ENTRIES, Some(&inputs))?
+        best_cut(&body, &shape, MAX_UNSIZED_ENTRIES, Some((&inputs, narrow)))?
     };
     let entries = (hi - lo) as i64 + 1;
     let nan = key.dtype.is_float() && !nan_free(&key);
@@ -352,13 +353,14 @@ const KEY_VAR: u32 = u32::MAX;
 /// With `folded` (whether each operand of the body is a constant), the choice must not
 /// follow the extents, which differ between the values of a run-time dim: only cuts whose
 /// table is computed when the model is compiled (the rest reads constants, exactly),
-/// those that read the fewest loop variables first, then the smallest.
+/// those that read the fewest loop variables first, then the smallest; and with its
+/// `narrow` flag, only those that read one at most.
 #[allow(clippy::type_complexity)]
 fn best_cut(
     body: &E,
     shape: &[i64],
     max_table: i64,
-    folded: Option<&[bool]>,
+    folded: Option<(&[bool], bool)>,
 ) -> Option<(E, f64, f64, E, Vec<u32>)> {
     let mut nodes = Vec::new();
     collect(body, &mut HashSet::new(), &mut nodes);
@@ -383,10 +385,11 @@ fn best_cut(
         let entries = rows.saturating_mul((hi - lo) as i64 + 2);
         let cost = match folded {
             None => (0, entries, size),
-            Some(consts) => {
+            Some((consts, narrow)) => {
                 let mut used = Vec::new();
                 expr::used_inputs(&rest, &mut used);
-                if !used.iter().all(|&u| consts.get(u as usize) == Some(&true))
+                if (narrow && outer.len() > 1)
+                    || !used.iter().all(|&u| consts.get(u as usize) == Some(&true))
                     || !exact(&rest, &mut HashSet::new())
                 {
                     continue;

@@ -30,6 +30,10 @@ pub const NOT_POLYNOMIAL: &str = "not a polynomial of the dim";
 /// integer (a scale folded with a count of the dims) differs with the dims.
 pub const FOLDED_SCALE: &str = "neither an integer nor one over an integer";
 
+/// Part of `generalize`'s error when the programs have constants more or fewer (a table
+/// folded at some values only).
+pub const CONSTANTS_DIFFER: &str = "its constants differ in number";
+
 /// Part of `generalize`'s error when the programs take different steps.
 pub const STEPS_DIFFER: &str = "its steps differ";
 
@@ -126,10 +130,22 @@ pub fn generalize_dims(
     if ps.iter().any(|p| p.funcs.len() != last.funcs.len()) {
         return Err(format!("{STEPS_DIFFER} with '{name}'"));
     }
-    same(
-        "buffers",
-        ps.iter().all(|p| p.buffers.len() == last.buffers.len()),
-    )?;
+    if ps.iter().any(|p| p.buffers.len() != last.buffers.len()) {
+        // Only constants more or fewer (a table folded at some values and not at others,
+        // whose size follows the dims): the driver retries with narrower tables
+        // (`frontend::ImportOptions::narrow_tables`).
+        let others = |p: &Program| {
+            p.buffers
+                .iter()
+                .filter(|b| !matches!(b.loc, Loc::Const(_)))
+                .count()
+        };
+        return Err(if ps.iter().all(|p| others(p) == others(last)) {
+            format!("{CONSTANTS_DIFFER} with '{name}'")
+        } else {
+            format!("its buffers differ with '{name}'")
+        });
+    }
     same(
         "inputs and outputs",
         ps.iter()
