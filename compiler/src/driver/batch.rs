@@ -35,6 +35,24 @@ pub struct Imported {
     pub chunks: Vec<(i64, Graph)>,
 }
 
+/// What to give to fix the symbolic dims `symbols` at compile time: `--dim NAME=N` for each
+/// named one (the flags a user copies), `--shape` for those with no name (`INPUT:AXIS`).
+fn fix_hint(symbols: &[&str]) -> String {
+    let them = if symbols.len() > 1 { "them" } else { "it" };
+    let flags: Vec<String> = (symbols.iter())
+        .filter(|s| !s.contains(':'))
+        .map(|s| format!("--dim {s}=N"))
+        .collect();
+    if flags.is_empty() {
+        format!("fix {them} at compile time with --shape INPUT=D0,D1,…")
+    } else {
+        format!(
+            "fix {them} at compile time with {} (or --shape INPUT=D0,D1,…)",
+            flags.join(" ")
+        )
+    }
+}
+
 /// Imports `model` as the program for one item of a run-time batch: every symbol of
 /// `unbound` (all leading dims) is the batch size; with `chunks`, also as the programs for
 /// chunks of items when the model's items share their weights' traffic (`wants_chunks`).
@@ -66,17 +84,20 @@ pub fn import(
             .collect();
         text.join(", ")
     };
-    let fix = "fix them at compile time with --dim SYMBOL=N or --shape INPUT=D0,D1,…";
     if let Some(u) = unbound.iter().find(|u| u.axis != 0) {
         return Err(Error::NeedShape(format!(
             "symbolic dim '{}' (dim {} of input '{}') must be fixed at compile time: onnxc \
-             compiles run-time dims only as a leading batch dim; {fix}",
-            u.symbol, u.axis, u.input
+             compiles run-time dims only as a leading batch dim; {}",
+            u.symbol,
+            u.axis,
+            u.input,
+            fix_hint(&[&u.symbol])
         )));
     }
     let mut symbols: Vec<&str> = unbound.iter().map(|u| u.symbol.as_str()).collect();
     symbols.sort_unstable();
     symbols.dedup();
+    let fix = fix_hint(&symbols);
     let at = |n: i64| {
         let mut o = base.clone();
         o.dim_values

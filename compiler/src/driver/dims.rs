@@ -345,12 +345,19 @@ fn two_dims_at(
         }
     }
     points.push(vec![ba, bb]);
+    let least_point = [
+        (na.clone(), ma * pa.iter().copied().min().expect("probes")),
+        (nb.clone(), mb * pb.iter().copied().min().expect("probes")),
+    ];
     let decide = Decide::default();
     let lower_at = |p: &[i64], dump: Option<Emit>, warn: bool| {
         let at = [(&na[..], ma * p[0]), (&nb[..], mb * p[1])];
         lower_probe(model, dir, import, opts, prefix, &at, &decide, dump, warn).map_err(|e| match e
         {
             Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
+            // What fails at the dims' least probes too is not the bounds' doing (a leading
+            // batch that is no run-time batch: its error says what to fix).
+            e if import_error(model, dir, import, &least_point).is_some() => e,
             e => Error::NeedShape(format!(
                 "dims '{na}' and '{nb}' are taken at run time up to {} and {}, but at {} \
                  and {} the model fails: {e}; give smaller bounds with --dim NAME=..N, or fix \

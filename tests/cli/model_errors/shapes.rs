@@ -306,6 +306,43 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
     );
     let e = compile_error(&d, "bad_weights", &m, &["initializer 'w'"]);
     assert!(!e.contains("taken at run time"), "{e}");
+    // A cache and new tokens, both at run time, after a leading batch that mixes its items
+    // (a quantization over the whole tensor): a third dim at run time is refused, and the
+    // batch's error names the flag that fixes it, not the bounds of the other two.
+    let m = model(
+        vec![
+            with_int(
+                node("Concat", "append", &["cache", "x"], &["all"]),
+                "axis",
+                1,
+            ),
+            node(
+                "DynamicQuantizeLinear",
+                "quantize",
+                &["all"],
+                &["q", "s", "z"],
+            ),
+            node("DequantizeLinear", "dequantize", &["q", "s", "z"], &["y"]),
+        ],
+        vec![
+            value_info("cache", 1, &[D::S("batch"), D::S("past"), D::N(4)]),
+            value_info("x", 1, &[D::S("batch"), D::S("seq"), D::N(4)]),
+        ],
+        y(&[D::S("batch"), D::S("total"), D::N(4)]),
+        vec![],
+        17,
+    );
+    let e = compile_error(
+        &d,
+        "mixed_batch",
+        &m,
+        &[
+            "'quantize' (DynamicQuantizeLinear, opset 17)",
+            "changes with the batch size",
+            "--dim batch=N",
+        ],
+    );
+    assert!(!e.contains("smaller bounds"), "{e}");
 }
 
 /// Rows a NonZero selects: `onnxc run` returns as many as the data has; an op that counts
