@@ -131,7 +131,7 @@ class Shaped:
         self.ws = self.ws_buf.ctypes.data + (-self.ws_buf.ctypes.data) % 64
 
     def caller(self, feeds: dict, ref: list):
-        ins = [np.ascontiguousarray(v) for v in feeds.values()]
+        ins = [np.require(v, requirements="C") for v in feeds.values()]
         outs = [np.empty_like(r) for r in ref]
         dims = [(ctypes.c_int64 * a.ndim)(*a.shape) for a in ins + outs]
         tensors = [Tensor(a.ctypes.data, d, a.ndim, a.nbytes) for a, d in zip(ins + outs, dims)]

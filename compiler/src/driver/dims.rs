@@ -931,11 +931,14 @@ fn grid(
         };
         // Four values above the least, which take every remainder modulo 2, 3 and 4 (the
         // dims inside are multiples of the values: the strides are in the multiple), and
-        // leave the least itself, where loops of extent 1 fall away, to be checked below.
+        // leave the least itself, where loops of extent 1 fall away, and the value above
+        // it, where the deepest maps are two wide (a 5×5 pool over a map of two takes
+        // another layout), to be checked below, when the range has room.
         if top - low < 5 {
             continue;
         }
-        let probes = vec![low + 1, low + 2, low + 3, low + 4, top];
+        let first = if top - low >= 6 { low + 2 } else { low + 1 };
+        let probes = vec![first, first + 1, first + 2, first + 3, top];
         if probes.iter().all(|&k| valid(m * k)) {
             return Some(Grid {
                 multiple: m,

@@ -404,6 +404,110 @@ fn a_stride_32_backbone_takes_multiples_of_32() {
     }
 }
 
+/// A YOLOv8-style neck over `[1, 3, H, W]`: two stride-2 convolutions, an SPPF at the
+/// stride-4 map (two 5×5 max pools, stride 1, padded, concatenated with their input), a
+/// 1×1 convolution upsampled ×2 and concatenated with the stride-2 map, and a 1×1 head:
+/// valid at multiples of 4 only.
+fn model_with_sppf() -> onnxc_proto::ModelProto {
+    let v = |n: usize, m: usize| -> Vec<f32> {
+        (0..n).map(|k| ((k * m % 19) as f32 - 9.0) / 30.0).collect()
+    };
+    let conv = |name: &str, x: &str, w: &str, y: &str| {
+        with_ints(
+            with_ints(node("Conv", name, &[x, w], &[y]), "strides", &[2, 2]),
+            "pads",
+            &[1, 1, 1, 1],
+        )
+    };
+    let pool = |name: &str, x: &str, y: &str| {
+        with_ints(
+            with_ints(node("MaxPool", name, &[x], &[y]), "kernel_shape", &[5, 5]),
+            "pads",
+            &[2, 2, 2, 2],
+        )
+    };
+    model(
+        vec![
+            conv("c1", "x", "w1", "a1"),
+            node("Relu", "r1", &["a1"], &["b1"]),
+            conv("c2", "b1", "w2", "a2"),
+            node("Relu", "r2", &["a2"], &["b2"]),
+            pool("p1", "b2", "q1"),
+            pool("p2", "q1", "q2"),
+            with_int(
+                node("Concat", "sppf", &["b2", "q1", "q2"], &["s"]),
+                "axis",
+                1,
+            ),
+            node("Conv", "c3", &["s", "w3"], &["a3"]),
+            with_str(
+                with_str(
+                    node("Resize", "up", &["a3", "", "scales"], &["u"]),
+                    "coordinate_transformation_mode",
+                    "asymmetric",
+                ),
+                "nearest_mode",
+                "floor",
+            ),
+            with_int(node("Concat", "merge", &["b1", "u"], &["m"]), "axis", 1),
+            node("Conv", "head", &["m", "w4"], &["y"]),
+        ],
+        vec![value_info(
+            "x",
+            1,
+            &[D::N(1), D::N(3), D::S("H"), D::S("W")],
+        )],
+        vec![value_info(
+            "y",
+            1,
+            &[D::N(1), D::N(2), D::S("h"), D::S("w")],
+        )],
+        vec![
+            f32_tensor("w1", &[16, 3, 3, 3], &v(16 * 27, 5)),
+            f32_tensor("w2", &[16, 16, 3, 3], &v(16 * 144, 7)),
+            f32_tensor("w3", &[16, 48, 1, 1], &v(16 * 48, 11)),
+            f32_tensor("w4", &[2, 32, 1, 1], &v(64, 13)),
+            f32_tensor("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+        ],
+        13,
+    )
+}
+
+/// Dims taken in multiples are probed clear of the least value and of the one above it,
+/// where the deepest maps are two wide and a 5×5 pool may take another layout than at
+/// every larger value (YOLOv8's SPPF on AVX-512 targets: the compile failed, its steps
+/// differing); both are then checked, and given programs of their own where they differ.
+/// Each size's outputs are the specialized object's.
+#[test]
+fn a_pool_wider_than_the_deepest_map_leaves_the_probes_one_program() {
+    let d = scratch("run_time_dims_sppf");
+    let p = d.join("sppf.onnx");
+    save(&model_with_sppf(), &p);
+    let c = compile_bounded(&p, &[("H", 64), ("W", 64)]);
+    let dims: Vec<(&str, i64, i64, i64)> = (c.program.run_dims.iter())
+        .map(|r| (r.name.as_str(), r.least, r.bound, r.multiple))
+        .collect();
+    assert_eq!(dims, [("H", 1, 16, 4), ("W", 1, 16, 4)], "{}", c.header);
+    let dynamic = executable(&c, &d, "dynamic");
+    for (h, w) in [(4, 4), (8, 8), (8, 12), (12, 4), (20, 64), (64, 64)] {
+        let x: Vec<f32> = (0..3 * h * w)
+            .map(|k| ((k * 7 % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let input = write_input(&d, h * 1000 + w, &x);
+        let dir = d.join(format!("dyn{h}x{w}"));
+        let got = outputs_at(&dynamic, &input, &dir, 1, 1, &[h / 4, w / 4]);
+        let want = specialized_plane(&p, &d, (h, w), &input, 1);
+        assert_eq!(got[0].len(), 2 * (h / 2) * (w / 2) * 4, "{h}x{w}");
+        // Within rounding: the specialized object may take another convolution path.
+        for (a, b) in floats(&got[0]).iter().zip(floats(&want[0])) {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{h}x{w}: {a} vs {b}"
+            );
+        }
+    }
+}
+
 /// A depthwise 3×3 convolution of 8 channels (a MobileNet block's) over `[1, 8, H, W]`,
 /// padded, stride `s`.
 fn model_with_depthwise(s: i64) -> onnxc_proto::ModelProto {
