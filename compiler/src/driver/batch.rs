@@ -119,11 +119,30 @@ pub fn import(
             Error::Unsupported(_) | Error::Parse(_) | Error::Usage(_) => e,
             // So is what fails at batch size 1 as well: fixing the batch would not help.
             // Its shapes have the probe's batch size, which the note names.
-            e if import_at(1).is_err() => e.noted(&format!(
-                "the shapes take the symbolic leading dims {} as {n}; the model fails at \
-                 batch size 1 too",
-                list()
-            )),
+            e if import_at(1).is_err() => {
+                // Other dims the import was given a value for (the run-time dims' probes,
+                // --dim values): unnamed ones may be meant to equal these.
+                let others: Vec<String> = (base.dim_values.iter())
+                    .filter(|(s, _)| !symbols.contains(&s.as_str()))
+                    .map(|(s, v)| format!("'{s}' as {v}"))
+                    .collect();
+                if others.is_empty() {
+                    e.noted(&format!(
+                        "the shapes take the symbolic leading dims {} as {n}; the model \
+                         fails at batch size 1 too",
+                        list()
+                    ))
+                } else {
+                    e.noted(&format!(
+                        "the shapes take the symbolic leading dims {} as {n}, and {}; the \
+                         model fails at batch size 1 too: where these dims are meant to be \
+                         one (unnamed dims are each a dim of their own), fix them at \
+                         compile time with --shape INPUT=D0,D1,… or --dim NAME=N",
+                        list(),
+                        others.join(", ")
+                    ))
+                }
+            }
             e => Error::NeedShape(format!(
                 "the model's leading input dims {} are symbolic; onnxc runs them as a \
                  run-time batch when the model computes each item on its own, but at batch \

@@ -218,6 +218,33 @@ fn symbolic_dims_that_are_not_a_run_time_batch_are_reported() {
         ],
     );
     assert!(!e.contains("--dim"), "{e}");
+    // Unnamed dims the model needs equal (dim 0 of `x` and dim 1 of `s`, as a VAD exports
+    // its input and its state with every dim unknown): each is a dim of its own, so the model
+    // fails whatever the batch; the note says what the other dim was taken as, and how to
+    // fix both.
+    let x = value_info("x", 1, &[D::N(-1), D::N(4)]);
+    let state = value_info("s", 1, &[D::N(4), D::N(-1)]);
+    let m = model(
+        vec![
+            with_ints(node("Transpose", "turn", &["s"], &["t"]), "perm", &[1, 0]),
+            with_int(node("Concat", "join", &["x", "t"], &["y"]), "axis", 1),
+        ],
+        vec![x, state],
+        y(&[D::N(-1), D::N(8)]),
+        vec![],
+        13,
+    );
+    compile_error(
+        &d,
+        "unnamed",
+        &m,
+        &[
+            "'join' (Concat, opset 13)",
+            "'x:0' (dim 0 of input 'x') as 2",
+            "'s:1' as ",
+            "--shape INPUT=D0,D1,…",
+        ],
+    );
     // Three symbolic dims that are not leading ones: two may be taken at run time, not
     // three.
     let three = value_info(
