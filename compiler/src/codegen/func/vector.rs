@@ -397,11 +397,15 @@ impl FnCx<'_, '_> {
                 let zero = self.b.ins().splat(types::I32X4, zero);
                 VV::V(self.b.ins().icmp(IntCC::NotEqual, w, zero))
             }
-            VForm::Words { buf, index } => {
+            VForm::Words { buf, index, plus } => {
                 let off = self.eval(index, smemo);
                 let p = self.addr(buf, off);
                 let fl = self.load_flags(buf, vflags());
-                let w = self.b.ins().load(types::I32X4, fl, p, 0);
+                let mut w = self.b.ins().load(types::I32X4, fl, p, 0);
+                if let Some(k) = plus {
+                    let v = self.vector_of(vals[k], types::I32X4);
+                    w = self.b.ins().iadd(w, v);
+                }
                 VV::V(self.b.ins().fcvt_from_sint(types::F32X4, w))
             }
             VForm::Unary(op, a) => {

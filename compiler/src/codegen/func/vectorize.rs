@@ -58,10 +58,13 @@ pub(super) enum VForm<'e> {
         index: &'e E,
     },
     /// `cast<float32>` of an int32 load contiguous along the loop (an integer product's
-    /// sums): one 16-byte load converted to four float32 lanes.
+    /// sums), plus an int32 value that does not vary along it where given (the int32 bias
+    /// onnxruntime's dynamically quantized convolutions add before the cast): one 16-byte
+    /// load, a wrapping add of the splatted value, converted to four float32 lanes.
     Words {
         buf: BufId,
         index: &'e E,
+        plus: Option<VIx>,
     },
     /// A bool load contiguous along the loop (a mask a select reads: a causal mask's
     /// Trilu cast to bool): one 4-byte load widened to a lane mask.
@@ -413,7 +416,20 @@ impl<'e> Planner<'_, 'e> {
             ExprKind::Cast(_) => {
                 let empty = |buf: BufId| self.bufs[buf as usize].len == 0;
                 if let Some((buf, index)) = word_load(self.bufs, e, self.var) {
-                    return (!empty(buf)).then_some(VForm::Words { buf, index });
+                    return (!empty(buf)).then_some(VForm::Words {
+                        buf,
+                        index,
+                        plus: None,
+                    });
+                }
+                if let Some((buf, index, plus)) = word_sum(self.bufs, e, self.var, &mut self.varies)
+                {
+                    let plus = self.node(plus, mode)?;
+                    return (!empty(buf)).then_some(VForm::Words {
+                        buf,
+                        index,
+                        plus: Some(plus),
+                    });
                 }
                 let (buf, signed, index) = byte_load(self.bufs, e, self.var)?;
                 (!empty(buf)).then_some(VForm::Bytes { buf, signed, index })
@@ -570,6 +586,36 @@ fn word_load<'e>(bufs: &[Buffer], e: &'e E, var: u32) -> Option<(BufId, &'e E)> 
     .then_some((*input, &index[0]))
 }
 
+/// `(buffer, index, addend)` when `e` is `cast<float32>(a + b)` of int32 operands, one an
+/// int32 load contiguous along `var` and the other not varying along it.
+fn word_sum<'e>(
+    bufs: &[Buffer],
+    e: &'e E,
+    var: u32,
+    memo: &mut HashMap<*const Expr, bool>,
+) -> Option<(BufId, &'e E, &'e E)> {
+    let ExprKind::Cast(x) = &e.kind else {
+        return None;
+    };
+    let ExprKind::Binary(BinOp::Add, a, b) = &x.kind else {
+        return None;
+    };
+    if e.dtype != DType::F32 || x.dtype != DType::I32 || a.dtype != DType::I32 {
+        return None;
+    }
+    [(a, b), (b, a)].into_iter().find_map(|(load, plus)| {
+        let ExprKind::Load { input, index } = &load.kind else {
+            return None;
+        };
+        (*input != EPILOGUE_ACC
+            && plus.dtype == DType::I32
+            && bufs[*input as usize].dtype == DType::I32
+            && linear_coeff(&index[0], var) == Some(1)
+            && !varies(plus, var, memo))
+        .then_some((*input, &index[0], plus))
+    })
+}
+
 /// An offset `cast<int64>(f)` or `base + cast<int64>(f)` with `base` constant along the loop
 /// over `var`: a data-dependent read the vector loop makes lane by lane. Returns `base` and
 /// the float32 `f`.
@@ -677,6 +723,7 @@ mod tests {
             DType::F32,
             DType::I8,
             DType::U8,
+            DType::I32,
         ]
         .iter()
         .enumerate()
@@ -713,7 +760,12 @@ mod tests {
                     None => format!("gather{buf}[#{at}]"),
                 },
                 VForm::Bytes { buf, signed, .. } => format!("bytes{buf}/{signed}"),
-                VForm::Words { buf, .. } => format!("words{buf}"),
+                VForm::Words {
+                    buf, plus: None, ..
+                } => format!("words{buf}"),
+                VForm::Words {
+                    buf, plus: Some(p), ..
+                } => format!("words{buf}+#{p}"),
                 VForm::Bools { buf, .. } => format!("bools{buf}"),
                 VForm::Unary(op, a) => format!("{op:?}(#{a})"),
                 VForm::PowConst(a, y) => format!("pow(#{a}, {y})"),
@@ -828,6 +880,22 @@ mod tests {
         let across = x::add(x::mul(var(0), read), var(1));
         assert_eq!(store(3, x::load(f32, 0, vec![across])), "scalar");
         assert_eq!(store(3, x::cast(at(2, DType::U8), f32)), "bytes2/false");
+        // int32 sums plus a per-channel int32 bias that does not vary along the loop; a
+        // second varying int32 operand has no vector form.
+        let i32 = DType::I32;
+        let bias = x::load(i32, 6, vec![var(1)]);
+        assert_eq!(
+            store(3, x::cast(x::add(at(6, i32), bias.clone()), f32)),
+            "uniform words6+#0"
+        );
+        assert_eq!(
+            store(3, x::cast(x::add(bias, at(6, i32)), f32)),
+            "uniform words6+#0"
+        );
+        assert_eq!(
+            store(3, x::cast(x::add(at(6, i32), at(6, i32)), f32)),
+            "scalar"
+        );
     }
 
     #[test]
