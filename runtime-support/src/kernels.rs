@@ -401,12 +401,14 @@ kernels! {
         threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// An RNN, GRU or LSTM recurrence over one direction (`recurrent::RecurrentParams`):
-    /// `xw` `[seq·batch, gates·hidden]` (X·Wᵀ), `r` `[gates·hidden, hidden]`, optional bias
-    /// `[Wb, Rb]`, initial h and c, peepholes; into `y` every step's h, the last h and c.
+    /// `xw` `[seq·batch, gates·hidden]` (X·Wᵀ), `r` `[gates·hidden, hidden]` (or, with
+    /// `r_int8`, `rq` its integer product's `QMatMulParams`), optional bias `[Wb, Rb]`,
+    /// initial h and c, peepholes; into `y` every step's h, the last h and c.
     RECURRENT_F32 = onnxc_recurrent_f32 in recurrent(
         params: Params = *const i64, clip: Floats = *const f32, xw: In = *const f32,
-        r: In = *const f32, bias: OptIn = *const f32, h0: OptIn = *const f32,
-        c0: OptIn = *const f32, peephole: OptIn = *const f32, y: Out = *mut f32,
+        r: OptIn = *const f32, rq: OptParams = *const i64, bias: OptIn = *const f32,
+        h0: OptIn = *const f32, c0: OptIn = *const f32, peephole: OptIn = *const f32,
+        y: Out = *mut f32,
         scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;
     /// Both directions of a bidirectional RNN, GRU or LSTM (`recurrent_pair_f32`): the
@@ -414,9 +416,11 @@ kernels! {
     /// `RECURRENT_F32` takes them; into `y` each direction's result in turn.
     RECURRENT_PAIR_F32 = onnxc_recurrent_pair_f32 in recurrent(
         params: Params = *const i64, clip: Floats = *const f32,
-        xw0: In = *const f32, r0: In = *const f32, bias0: OptIn = *const f32,
+        xw0: In = *const f32, r0: OptIn = *const f32, rq0: OptParams = *const i64,
+        bias0: OptIn = *const f32,
         h00: OptIn = *const f32, c00: OptIn = *const f32, peephole0: OptIn = *const f32,
-        xw1: In = *const f32, r1: In = *const f32, bias1: OptIn = *const f32,
+        xw1: In = *const f32, r1: OptIn = *const f32, rq1: OptParams = *const i64,
+        bias1: OptIn = *const f32,
         h01: OptIn = *const f32, c01: OptIn = *const f32, peephole1: OptIn = *const f32,
         y: Out = *mut f32, scratch: Scratch = *mut f32, threads: Threads = *const crate::par::Threads,
     ) -> Status;

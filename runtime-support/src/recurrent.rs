@@ -22,8 +22,11 @@
 //! A reverse direction runs from the last step to the first; `y` holds each step's `h` at
 //! its time, then the last `h` (and for LSTM the last `c`). The activations are the
 //! runtime's vector ones (`activation`), as the generated code's maps would compute them.
-//! An LSTM with quantized weights (onnxruntime's DynamicQuantizeLSTM) takes their float
-//! values as `R` and quantizes each step's `h` before the product (`quantize_h`).
+//! An LSTM with quantized weights (onnxruntime's DynamicQuantizeLSTM) quantizes each step's
+//! `h` before the product (`quantize_h`) and multiplies it by `R`'s integer values, summed
+//! exactly by the integer product (`qconv::matmul`, `r_int8`: `R` a quarter of its float
+//! size, so a large layer's weights stay in cache across the steps), or by their float
+//! values where they are no constant.
 
 use crate::abi::{ONNXC_ERR_PARAMS, ONNXC_OK, elements, elements_mut};
 use crate::activation::{self, SIGMOID, TANH};
@@ -31,12 +34,14 @@ use crate::gemm::{self, BSource, Epilogue, pack};
 use crate::kernels::Status;
 use crate::par::{Par, Threads};
 use crate::params::{self, ParamError};
+use crate::qconv::QOut;
+use crate::qconv::matmul::{self as qmatmul, QMatMulParams};
 use crate::simd;
 
 mod lstm_cell;
 
 /// Words of `onnxc_recurrent_f32`'s parameters (its blob's body).
-pub const PARAMS: usize = 9;
+pub const PARAMS: usize = 10;
 
 /// The cell of a recurrence, with its code in the blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,11 +85,15 @@ pub struct RecurrentParams {
     /// values): each step's `h` is quantized to uint8 over the batch as
     /// DynamicQuantizeLinear does before it multiplies `Rᵀ` (`quantize_state`).
     pub quantize_h: bool,
+    /// With `quantize_h`: `R` is given as the integer product's parameters (`Operands::rq`,
+    /// a `QMatMulParams` of depth `hidden` into `gates·hidden` int32 sums, whose per-column
+    /// `scale` is R's), and `r` is empty.
+    pub r_int8: bool,
 }
 
 impl RecurrentParams {
     /// The sealed blob (`params::seal`) of `[cell, seq, batch, hidden, reverse,
-    /// linear_before_reset, input_forget, r_packed, quantize_h]`.
+    /// linear_before_reset, input_forget, r_packed, quantize_h, r_int8]`.
     pub fn encode(&self) -> Vec<i64> {
         params::seal([
             self.cell as i64,
@@ -96,12 +105,13 @@ impl RecurrentParams {
             self.input_forget as i64,
             self.r_packed as i64,
             self.quantize_h as i64,
+            self.r_int8 as i64,
         ])
     }
 
     /// Decodes and checks `blob`: a known cell, `seq` not negative, `batch` and `hidden`
-    /// positive, flags 0 or 1 (`quantize_h` for LSTM only), and every tensor of a size that
-    /// fits in memory.
+    /// positive, flags 0 or 1 (`quantize_h` for LSTM only, `r_int8` with `quantize_h` only),
+    /// and every tensor of a size that fits in memory.
     pub fn decode(blob: &[i64]) -> params::Result<RecurrentParams> {
         use params::{flag, in_range, product};
         let mut r = params::Reader::new(blob)?;
@@ -115,6 +125,7 @@ impl RecurrentParams {
             forget,
             packed,
             quantize,
+            int8,
         ] = r.array()?;
         r.finish()?;
         let cell = [Cell::Rnn, Cell::Gru, Cell::Lstm]
@@ -140,9 +151,13 @@ impl RecurrentParams {
             input_forget: flag(forget, "input_forget is not 0 or 1")?,
             r_packed: flag(packed, "r_packed is not 0 or 1")?,
             quantize_h: flag(quantize, "quantize_h is not 0 or 1")?,
+            r_int8: flag(int8, "r_int8 is not 0 or 1")?,
         };
         if p.quantize_h && p.cell != Cell::Lstm {
             return Err(ParamError("quantize_h is for LSTM only"));
+        }
+        if p.r_int8 && !p.quantize_h {
+            return Err(ParamError("r_int8 is for a quantized state only"));
         }
         product([p.scratch_floats() as i64, 4], too_big)?;
         Ok(p)
@@ -158,9 +173,11 @@ impl RecurrentParams {
         self.seq * self.batch * self.gh()
     }
 
-    /// Floats of `r`: raw, or packed (`pack_r`).
+    /// Floats of `r`: raw, or packed (`pack_r`); none with `r_int8`.
     pub fn r_len(&self) -> usize {
-        if self.r_packed {
+        if self.r_int8 {
+            0
+        } else if self.r_packed {
             self.packed_r_len()
         } else {
             self.gh() * self.hidden
@@ -233,10 +250,16 @@ impl RecurrentParams {
 
     /// Floats of the scratch: `r` packed unless it is (`pack_r`), the summed biases, the
     /// gates, a state of zeros, the cell state and a temporary state (GRU's `r ⊙ h`), and the GEMM's packed `h` for batches the matrix-vector product does
-    /// not take; each part rounded to 16 floats.
+    /// not take; each part rounded to 16 floats. With `r_int8`, instead of `r` and the
+    /// GEMM's `h`: the quantized `h` (bytes), the int32 sums and the integer product's
+    /// scratch (`int8_parts`).
     pub fn scratch_floats(&self) -> usize {
         let up = |n: usize| n.next_multiple_of(16);
         let (h, gh, s) = (self.hidden, self.gh(), self.state_len());
+        if self.r_int8 {
+            let [hq, sums, product] = self.int8_parts();
+            return up(gh) + up(self.batch * gh) + 3 * up(s) + hq + sums + product;
+        }
         let r = if self.r_packed {
             0
         } else {
@@ -248,6 +271,19 @@ impl RecurrentParams {
             0
         };
         r + up(gh) + up(self.batch * gh) + 3 * up(s) + a
+    }
+
+    /// Floats of `r_int8`'s scratch parts: the quantized `h` (`state_len()` bytes), the
+    /// int32 sums (`batch · gates·hidden`) and the integer product's scratch (one worker);
+    /// each a multiple of 16.
+    fn int8_parts(&self) -> [usize; 3] {
+        let up = |n: usize| n.next_multiple_of(16);
+        let product = qmatmul::scratch_for(self.hidden, self.gh()).single() / 4;
+        [
+            up(self.state_len().div_ceil(4)),
+            up(self.batch * self.gh()),
+            up(product),
+        ]
     }
 
     /// Scratch floats of `recurrent_pair_f32`: each direction's, 64-byte aligned.
@@ -263,6 +299,8 @@ const GEMV_ROWS: usize = 2;
 pub struct Operands<'a> {
     pub xw: &'a [f32],
     pub r: &'a [f32],
+    /// With `r_int8`: R's integer product, over `batch` rows.
+    pub rq: Option<QMatMulParams<'a>>,
     pub bias: Option<&'a [f32]>,
     pub h0: Option<&'a [f32]>,
     pub c0: Option<&'a [f32]>,
@@ -290,6 +328,11 @@ pub fn recurrent_f32(
     let (hd, gh, sl) = (p.hidden, p.gh(), p.state_len());
     assert_eq!(x.xw.len(), p.xw_len(), "xw");
     assert_eq!(x.r.len(), p.r_len(), "r");
+    assert!(
+        x.rq.as_ref()
+            .map_or(!p.r_int8, |q| p.r_int8 && int8_product_fits(p, q)),
+        "rq"
+    );
     assert!(x.bias.is_none_or(|b| b.len() == 2 * gh), "bias");
     assert!(x.h0.is_none_or(|s| s.len() == sl), "h0");
     assert!(x.c0.is_none_or(|s| s.len() == sl), "c0");
@@ -297,7 +340,7 @@ pub fn recurrent_f32(
     assert_eq!(y.len(), p.y_len(), "y");
     assert!(scratch.len() >= p.scratch_floats(), "scratch");
     let up = |n: usize| n.next_multiple_of(16);
-    let (packed, rest) = if p.r_packed {
+    let (packed, rest) = if p.r_packed || p.r_int8 {
         (x.r, &mut scratch[..])
     } else {
         let (room, rest) = scratch.split_at_mut(up(p.packed_r_len()));
@@ -305,12 +348,37 @@ pub fn recurrent_f32(
         (&room[..], rest)
     };
     let n1 = p.first_product_cols();
-    let (rp, rhp) = packed.split_at(pack::packed_b_len(hd, n1));
+    let (rp, rhp) = if p.r_int8 {
+        (packed, packed)
+    } else {
+        packed.split_at(pack::packed_b_len(hd, n1))
+    };
     let (bsum, rest) = rest.split_at_mut(up(gh));
     let (gates, rest) = rest.split_at_mut(up(p.batch * gh));
     let (zeros, rest) = rest.split_at_mut(up(sl));
     let (c, rest) = rest.split_at_mut(up(sl));
-    let (tmp, a_pack) = rest.split_at_mut(up(sl));
+    let (tmp, rest) = rest.split_at_mut(up(sl));
+    // The integer product's parts (`int8_parts`), or the GEMM's packed `h`.
+    let (int8, a_pack) = if p.r_int8 {
+        let [hq, sums, product] = p.int8_parts();
+        let (hq_room, rest) = rest.split_at_mut(hq);
+        let (sums_room, rest) = rest.split_at_mut(sums);
+        (
+            Some((hq_room, sums_room, &mut rest[..product])),
+            &mut [][..],
+        )
+    } else {
+        (None, rest)
+    };
+    let mut int8 = int8.map(|(hq, sums, product)| {
+        // SAFETY: float scratch (4-byte aligned) of `sl` bytes at least (`int8_parts`), as
+        // bytes.
+        let hq = unsafe { std::slice::from_raw_parts_mut(hq.as_mut_ptr() as *mut u8, sl) };
+        // SAFETY: float scratch of `batch · gh` floats (`int8_parts`), as int32.
+        let sums =
+            unsafe { std::slice::from_raw_parts_mut(sums.as_mut_ptr() as *mut i32, p.batch * gh) };
+        (hq, sums, product)
+    });
     zeros.fill(0.0);
     match x.c0 {
         Some(c0) => c[..sl].copy_from_slice(c0),
@@ -357,28 +425,54 @@ pub fn recurrent_f32(
         let xw_t = &x.xw[t * p.batch * gh..][..p.batch * gh];
         // With quantized weights, h as their product sees it (in `tmp`, which only GRU's
         // second product uses otherwise).
-        let h_product: &[f32] = if p.quantize_h {
-            quantize_state(h_prev, &mut tmp[..sl]);
-            &tmp[..sl]
+        if let (Some(q), Some((hq, sums, room))) = (&x.rq, &mut int8) {
+            // h quantized to bytes, times R's integers summed exactly, scaled by both
+            // scales: h·Rᵀ + (Wb + Rb) + xw.
+            let (scale, zero) = quantize_state_u8(h_prev, hq);
+            let need = qmatmul::scratch_for(hd, gh);
+            let (shared, slots) = need.layout(room.as_mut_ptr());
+            // SAFETY: `hq` holds the batch's rows of `hd` bytes, `sums` their `gh` int32
+            // sums, `room` the product's scratch for one worker (`int8_parts`).
+            unsafe {
+                qmatmul::qmatmul(
+                    q,
+                    zero,
+                    hq.as_ptr(),
+                    sums.as_mut_ptr() as *mut u8,
+                    shared as *mut i32,
+                    slots,
+                    Par::SEQ,
+                )
+            };
+            for (k, g) in gates[..p.batch * gh].iter_mut().enumerate() {
+                let j = k % gh;
+                let b = bsum.map_or(0.0, |s| s[j]);
+                *g = sums[k] as f32 * (scale * q.scale[j]) + b + xw_t[k];
+            }
         } else {
-            h_prev
-        };
-        let ep = if fused {
-            (bsum, Some(xw_t))
-        } else {
-            (rb, None)
-        };
-        product(
-            par,
-            p.batch,
-            h_product,
-            hd,
-            rp,
-            (n1, gh),
-            ep,
-            &mut gates[..p.batch * gh],
-            a_pack,
-        );
+            let h_product: &[f32] = if p.quantize_h {
+                quantize_state(h_prev, &mut tmp[..sl]);
+                &tmp[..sl]
+            } else {
+                h_prev
+            };
+            let ep = if fused {
+                (bsum, Some(xw_t))
+            } else {
+                (rb, None)
+            };
+            product(
+                par,
+                p.batch,
+                h_product,
+                hd,
+                rp,
+                (n1, gh),
+                ep,
+                &mut gates[..p.batch * gh],
+                a_pack,
+            );
+        }
         for b in 0..p.batch {
             let g = &mut gates[b * gh..][..gh];
             let xr = &xw_t[b * gh..][..gh];
@@ -473,16 +567,43 @@ pub fn recurrent_f32(
 /// the zero point and each value rounded half to even and clamped to `[0, 255]`; `q` holds
 /// `(value − zero point) · scale`.
 fn quantize_state(h: &[f32], q: &mut [f32]) {
-    // Half to even by the float adder (`round_ties_even` is a library call on the
-    // baseline target): exact for |x| ≤ 2^22, and |v / scale| ≤ 255 here.
-    let round = |x: f32| (x + 12_582_912.0) - 12_582_912.0;
+    let (scale, zero) = state_quantization(h);
+    for (q, &v) in q.iter_mut().zip(h) {
+        *q = (level(v, scale, zero) - zero) * scale;
+    }
+}
+
+/// `quantize_state`'s levels as bytes into `q`; returns the scale and the zero point.
+fn quantize_state_u8(h: &[f32], q: &mut [u8]) -> (f32, i32) {
+    let (scale, zero) = state_quantization(h);
+    for (q, &v) in q.iter_mut().zip(h) {
+        *q = level(v, scale, zero) as u8;
+    }
+    (scale, zero as i32)
+}
+
+/// Half to even by the float adder (`round_ties_even` is a library call on the baseline
+/// target): exact for |x| ≤ 2^22, and |v / scale| ≤ 255 here.
+fn round_even(x: f32) -> f32 {
+    (x + 12_582_912.0) - 12_582_912.0
+}
+
+/// DynamicQuantizeLinear's scale and zero point for `h` (`quantize_state`).
+fn state_quantization(h: &[f32]) -> (f32, f32) {
     let (lo, hi) = (h.iter()).fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
-    let zero = round((-lo / scale).clamp(0.0, 255.0));
-    for (q, &v) in q.iter_mut().zip(h) {
-        let level = (round(v / scale) + zero).clamp(0.0, 255.0);
-        *q = (level - zero) * scale;
-    }
+    (scale, round_even((-lo / scale).clamp(0.0, 255.0)))
+}
+
+/// The uint8 level of `v`.
+fn level(v: f32, scale: f32, zero: f32) -> f32 {
+    (round_even(v / scale) + zero).clamp(0.0, 255.0)
+}
+
+/// Whether `q` is the integer product an `r_int8` recurrence of `p` takes: uint8 state rows
+/// (`batch` of them) of depth `hidden` into `gates·hidden` int32 sums.
+fn int8_product_fits(p: &RecurrentParams, q: &QMatMulParams) -> bool {
+    q.q.out == QOut::I32 && !q.q.x_signed && q.rows == p.batch && q.k == p.hidden && q.n == p.gh()
 }
 
 /// `out = a · B + bias + residual` for `a` `[rows, k]` and B packed `[k, n]`, `out` and
@@ -585,20 +706,37 @@ pub fn recurrent_pair_f32(
 }
 
 /// One direction's operands from the C ABI's pointers, or None where a required one is
-/// null. Optional operands are null when absent; c0 and peepholes count for LSTM only.
+/// null or `rq` is not the integer product `p` takes (given exactly with `r_int8`).
+/// Optional operands are null when absent; c0 and peepholes count for LSTM only.
 ///
 /// # Safety
-/// Each non-null pointer holds the floats `p` gives it.
+/// Each non-null pointer holds the floats `p` gives it; `rq` is null or a sealed blob.
 unsafe fn operands<'a>(
     p: &RecurrentParams,
     [xw, r, bias, h0, c0, peephole]: [*const f32; 6],
+    rq: *const i64,
 ) -> Option<Operands<'a>> {
     let lstm = p.cell == Cell::Lstm;
+    let rq = if p.r_int8 {
+        // SAFETY: the contract.
+        let q = unsafe { params::blob(rq) }
+            .and_then(QMatMulParams::decode)
+            .and_then(|q| q.with_rows(p.batch as i64))
+            .ok()?;
+        Some(q).filter(|q| int8_product_fits(p, q))?.into()
+    } else {
+        None
+    };
     // SAFETY: (each) the contract.
     unsafe {
         Some(Operands {
             xw: elements(xw, p.xw_len())?,
-            r: elements(r, p.r_len())?,
+            r: if p.r_int8 {
+                &[]
+            } else {
+                elements(r, p.r_len())?
+            },
+            rq,
             bias: elements(bias, 2 * p.gh()),
             h0: elements(h0, p.state_len()),
             c0: if lstm {
@@ -618,8 +756,9 @@ unsafe fn operands<'a>(
 /// C ABI entry point (`kernels::RECURRENT_F32`).
 ///
 /// # Safety
-/// `params` is a sealed blob; `clip` points to one float; `xw`, `r` and `y` (and each
-/// non-null optional operand) hold the floats the parameters give them; `scratch` holds
+/// `params` is a sealed blob; `clip` points to one float; `xw`, `r` (unless `r_int8`) and
+/// `y` (and each non-null optional operand) hold the floats the parameters give them; `rq`
+/// is null or a sealed blob (`r_int8`'s integer product); `scratch` holds
 /// `scratch_floats()` floats; `threads` as `Par::from_raw`.
 #[allow(clippy::too_many_arguments, reason = "the kernel's operands")]
 #[unsafe(no_mangle)]
@@ -628,6 +767,7 @@ pub unsafe extern "C" fn onnxc_recurrent_f32(
     clip: *const f32,
     xw: *const f32,
     r: *const f32,
+    rq: *const i64,
     bias: *const f32,
     h0: *const f32,
     c0: *const f32,
@@ -641,7 +781,7 @@ pub unsafe extern "C" fn onnxc_recurrent_f32(
     let (clip, ops, y, scratch) = unsafe {
         (
             elements(clip, 1),
-            operands(&p, [xw, r, bias, h0, c0, peephole]),
+            operands(&p, [xw, r, bias, h0, c0, peephole], rq),
             elements_mut(y, p.y_len()),
             elements_mut(scratch, p.scratch_floats()),
         )
@@ -668,12 +808,14 @@ pub unsafe extern "C" fn onnxc_recurrent_pair_f32(
     clip: *const f32,
     xw0: *const f32,
     r0: *const f32,
+    rq0: *const i64,
     bias0: *const f32,
     h00: *const f32,
     c00: *const f32,
     peephole0: *const f32,
     xw1: *const f32,
     r1: *const f32,
+    rq1: *const i64,
     bias1: *const f32,
     h01: *const f32,
     c01: *const f32,
@@ -687,8 +829,8 @@ pub unsafe extern "C" fn onnxc_recurrent_pair_f32(
     let (clip, ops0, ops1, y, scratch) = unsafe {
         (
             elements(clip, 1),
-            operands(&p, [xw0, r0, bias0, h00, c00, peephole0]),
-            operands(&p, [xw1, r1, bias1, h01, c01, peephole1]),
+            operands(&p, [xw0, r0, bias0, h00, c00, peephole0], rq0),
+            operands(&p, [xw1, r1, bias1, h01, c01, peephole1], rq1),
             elements_mut(y, 2 * p.y_len()),
             elements_mut(scratch, p.pair_scratch_floats()),
         )
@@ -826,6 +968,7 @@ mod tests {
                 r_packed: k % 3 == 2,
                 // The state quantized: a matrix-vector product and a GEMM.
                 quantize_h: cell == Cell::Lstm && k % 4 == 3,
+                r_int8: false,
             };
             assert_eq!(RecurrentParams::decode(&p.encode()), Ok(p));
             let rand = |n, s| crate::test_rand(n, 16 * k as u64 + s);
@@ -854,6 +997,7 @@ mod tests {
             let ops = Operands {
                 xw: &xw,
                 r: &r,
+                rq: None,
                 bias: full.then_some(&bias[..]),
                 h0: full.then_some(&h0[..]),
                 c0: full.then_some(&c0[..]),
@@ -901,6 +1045,7 @@ mod tests {
                 input_forget: false,
                 r_packed: k % 2 == 1,
                 quantize_h: k == 3,
+                r_int8: false,
             };
             let rand = |n, s| crate::test_rand(n, 40 * k as u64 + s);
             let full = k >= 2;
@@ -930,6 +1075,7 @@ mod tests {
                 .map(|[xw, r, bias, h0, c0, peep]| Operands {
                     xw,
                     r,
+                    rq: None,
                     bias: full.then_some(&bias[..]),
                     h0: full.then_some(&h0[..]),
                     c0: full.then_some(&c0[..]),
@@ -958,6 +1104,126 @@ mod tests {
             assert!(
                 got.iter()
                     .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{p:?}: the pair differs from its two calls"
+            );
+        }
+    }
+
+    /// R's integers (`r_int8`: int8 with zero points 0, or uint8-like ones shifted with
+    /// theirs; one scale per column) give the recurrence of their float values, within
+    /// rounding, over batches of one to three, each direction on its own and both as a
+    /// pair (the bits of the two calls, on every pool).
+    #[test]
+    fn integer_weights_give_the_recurrence_of_their_values() {
+        use crate::qconv::QScalars;
+        for (k, &(seq, batch, hidden, zero_points)) in
+            [(5, 1, 12, false), (4, 3, 33, true), (3, 2, 64, true)]
+                .iter()
+                .enumerate()
+        {
+            let p = RecurrentParams {
+                cell: Cell::Lstm,
+                seq,
+                batch,
+                hidden,
+                reverse: k == 1,
+                linear_before_reset: false,
+                input_forget: false,
+                r_packed: false,
+                quantize_h: true,
+                r_int8: true,
+            };
+            assert_eq!(RecurrentParams::decode(&p.encode()), Ok(p));
+            let (hd, gh) = (hidden, p.gh());
+            let rand = |n, s| crate::test_rand(n, 70 * k as u64 + s);
+            // R as DynamicQuantizeLSTM gives it: `[hidden, gates·hidden]` integers.
+            let ints: Vec<i8> = (0..hd * gh)
+                .map(|i| ((i * 37 + 11 * k) % 251) as i32 - 125)
+                .map(|v| v as i8)
+                .collect();
+            let zp: Vec<i32> = (0..gh)
+                .map(|j| if zero_points { (j % 7) as i32 - 3 } else { 0 })
+                .collect();
+            let scale: Vec<f32> = (0..gh).map(|j| 0.002 + 0.0001 * (j % 5) as f32).collect();
+            let q = QScalars {
+                out: QOut::I32,
+                x_signed: false,
+                x_zp: 0,
+                y_zp: 0,
+                lo: 0,
+                hi: 0,
+            };
+            let blob = QMatMulParams::encode(q, hd, gh, &ints, &zp, None, &scale, &vec![0.0; gh]);
+            let rq = || QMatMulParams::decode(&blob).and_then(|q| q.with_rows(batch as i64));
+            // Their float values, `[gates·hidden, hidden]` as the float recurrence takes them.
+            let r: Vec<f32> = (0..gh * hd)
+                .map(|i| {
+                    let (j, q) = (i / hd, i % hd);
+                    (ints[q * gh + j] as i32 - zp[j]) as f32 * scale[j]
+                })
+                .collect();
+            let (xw, bias, h0, c0) = (
+                rand(p.xw_len(), 1),
+                rand(2 * gh, 2),
+                rand(p.state_len(), 3),
+                rand(p.state_len(), 4),
+            );
+            let floats = Operands {
+                xw: &xw,
+                r: &r,
+                rq: None,
+                bias: Some(&bias),
+                h0: Some(&h0),
+                c0: Some(&c0),
+                peephole: None,
+            };
+            let want = reference(
+                &RecurrentParams { r_int8: false, ..p },
+                f32::INFINITY,
+                &floats,
+            );
+            let int8 = || Operands {
+                xw: &xw,
+                r: &[],
+                rq: rq().ok(),
+                bias: Some(&bias),
+                h0: Some(&h0),
+                c0: Some(&c0),
+                peephole: None,
+            };
+            let run = |pd: &RecurrentParams, par| {
+                let mut y = vec![f32::NAN; p.y_len()];
+                let mut scratch = vec![f32::NAN; p.scratch_floats()];
+                recurrent_f32(pd, f32::INFINITY, &int8(), &mut y, &mut scratch, par);
+                y
+            };
+            let got = run(&p, Par::SEQ);
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 2e-5 * (1.0 + b.abs()),
+                    "{p:?} [{i}]: {a} vs {b}"
+                );
+            }
+            // As a pair: direction 0 forward, 1 reversed, over the same operands.
+            let forward = RecurrentParams {
+                reverse: false,
+                ..p
+            };
+            let mut two = run(&forward, Par::SEQ);
+            two.extend(run(&RecurrentParams { reverse: true, ..p }, Par::SEQ));
+            let pair = same_bits_on_every_pool(&format!("pair {p:?}"), |_, threads| {
+                let mut y = vec![f32::NAN; 2 * p.y_len()];
+                let mut scratch = vec![f32::NAN; p.pair_scratch_floats()];
+                // SAFETY: the caller's pool (or none).
+                let par = unsafe { Par::from_raw(threads) };
+                let (a, b) = (int8(), int8());
+                recurrent_pair_f32(&forward, f32::INFINITY, [&a, &b], &mut y, &mut scratch, par);
+                y
+            });
+            assert!(
+                pair.iter()
+                    .zip(&two)
                     .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "{p:?}: the pair differs from its two calls"
             );
@@ -998,6 +1264,7 @@ mod tests {
             input_forget: false,
             r_packed: false,
             quantize_h: false,
+            r_int8: false,
         };
         let gru = RecurrentParams {
             cell: Cell::Gru,
@@ -1009,6 +1276,11 @@ mod tests {
             RecurrentParams {
                 quantize_h: true,
                 ..gru
+            },
+            // Integer weights multiply a quantized state only.
+            RecurrentParams {
+                r_int8: true,
+                ..good
             },
         ] {
             assert!(RecurrentParams::decode(&bad.encode()).is_err(), "{bad:?}");

@@ -563,7 +563,8 @@ def pipelines(tmp: str):
 def quantized_lstms(tmp: str):
     """(name, model, feeds) of LSTM stacks quantized by `quantize_dynamic` into
     DynamicQuantizeLSTM: per-tensor and per-channel int8 weights, forward, reverse and
-    bidirectional, stacked, with initial states as inputs. 7-bit weights (`reduce_range`):
+    bidirectional, stacked, with initial states as inputs, and one wide enough to take R's
+    integers. 7-bit weights (`reduce_range`):
     onnxruntime's AVX2 kernel saturates pairs of full-range uint8 x int8 products to int16
     (`vpmaddubsw`), where onnxc sums them exactly."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -572,7 +573,10 @@ def quantized_lstms(tmp: str):
     for name, seq, batch, inp, hid, direction, layers, per_channel, states in (
             ("test_lstm_dynamic_quantized", 6, 2, 5, 8, "forward", 1, False, True),
             ("test_lstm_dynamic_quantized_reverse", 4, 3, 3, 5, "reverse", 1, True, False),
-            ("test_lstm_dynamic_quantized_bidirectional", 5, 2, 4, 6, "bidirectional", 2, True, False)):
+            ("test_lstm_dynamic_quantized_bidirectional", 5, 2, 4, 6, "bidirectional", 2, True, False),
+            # R large enough (hidden 384: 2.4 MB as floats) that onnxc multiplies by its
+            # integers (`RecurrentParams::r_int8`).
+            ("test_lstm_dynamic_quantized_wide", 4, 2, 8, 384, "bidirectional", 1, True, True)):
         dirs = 2 if direction == "bidirectional" else 1
         nodes, inits, inputs = [], [], [helper.make_tensor_value_info("X", TP.FLOAT, [seq, batch, inp])]
         x, width = "X", inp

@@ -5,6 +5,9 @@
 //! hidden]`: every step's `h` at its time, the last `h`, and for LSTM the last `c`. The
 //! builder (`frontend::ops::rnn`) slices them apart.
 //!
+//! With `integer_r` (DynamicQuantizeLSTM's constant integer weights), no `r` operand: each
+//! direction's R is the integer product's parameter blob (`RecurrentParams::r_int8`).
+//!
 //! A `pair` is both directions of a bidirectional layer in one call
 //! (`onnxc_recurrent_pair_f32`, the second direction reversed, the two at once on a pool of
 //! two or more): each direction's operands in turn, as above, into `[2, seq + states, batch,
@@ -16,6 +19,7 @@ use crate::loops::{Arg, Stmt};
 use onnxc_runtime::kernels;
 use onnxc_runtime::par::{Par, ScratchNeed};
 use onnxc_runtime::recurrent::{Operands, RecurrentParams};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recurrent {
@@ -26,13 +30,16 @@ pub struct Recurrent {
     pub present: [bool; 4],
     /// Both directions (see the module's documentation).
     pub pair: bool,
+    /// Each direction's R as an integer product (`QMatMulParams` blobs), in place of the
+    /// `r` operands; empty for float R.
+    pub integer_r: Vec<Arc<Vec<i64>>>,
 }
 
 impl Recurrent {
     /// Operand positions of direction 0's bias, initial h, initial c and peepholes, where
     /// present (direction 1's are `per_direction()` later).
     fn optional(&self) -> [Option<usize>; 4] {
-        let mut next = 2;
+        let mut next = 1 + self.r_operands();
         self.present.map(|p| {
             p.then(|| {
                 next += 1;
@@ -43,7 +50,12 @@ impl Recurrent {
 
     /// Operands of one direction.
     fn per_direction(&self) -> usize {
-        2 + self.present.iter().filter(|&&p| p).count()
+        1 + self.r_operands() + self.present.iter().filter(|&&p| p).count()
+    }
+
+    /// Operands for R per direction: none with `integer_r`.
+    fn r_operands(&self) -> usize {
+        usize::from(self.integer_r.is_empty())
     }
 
     /// Directions in the call.
@@ -55,6 +67,12 @@ impl Recurrent {
 impl Recurrent {
     /// The parameters of the call: R packed at compile time when it is a constant.
     fn called(&self, operands: &[Operand<'_>]) -> RecurrentParams {
+        if !self.integer_r.is_empty() {
+            return RecurrentParams {
+                r_int8: true,
+                ..self.params
+            };
+        }
         let r_constant =
             (0..self.directions()).all(|d| operands[d * self.per_direction() + 1].constant);
         RecurrentParams {
@@ -72,7 +90,7 @@ impl KernelOp for Recurrent {
     fn attrs(&self) -> String {
         let p = &self.params;
         format!(
-            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} quantize_h={} clip={} pair={}",
+            "cell={:?} seq={} batch={} hidden={} reverse={} linear_before_reset={} input_forget={} quantize_h={} clip={} pair={} integer_r={}",
             p.cell,
             p.seq,
             p.batch,
@@ -82,7 +100,8 @@ impl KernelOp for Recurrent {
             p.input_forget,
             p.quantize_h,
             self.clip,
-            self.pair
+            self.pair,
+            !self.integer_r.is_empty()
         )
     }
 
@@ -93,6 +112,10 @@ impl KernelOp for Recurrent {
         limit: usize,
     ) -> Option<Result<Tensor, crate::ir::interp::EvalError>> {
         let p = &self.params;
+        if !self.integer_r.is_empty() {
+            // Integer weights run where the model runs (a rare constant input sequence).
+            return None;
+        }
         let work = [p.seq.max(1), p.batch, p.gh(), p.hidden]
             .iter()
             .fold(self.directions(), |w, &f| w.saturating_mul(f));
@@ -108,6 +131,7 @@ impl KernelOp for Recurrent {
             let ops = Operands {
                 xw: &xw,
                 r: &r,
+                rq: None,
                 bias: bias.as_deref(),
                 h0: h0.as_deref(),
                 c0: c0.as_deref(),
@@ -174,7 +198,9 @@ impl KernelOp for Recurrent {
             let [bias, h0, c0, peephole] = self
                 .optional()
                 .map(|k| k.map_or(Arg::Null, |k| cx.operand_arg(at + k)));
-            let r = if params.r_packed {
+            let r = if params.r_int8 {
+                Arg::Null
+            } else if params.r_packed {
                 let raw = cx.constant_f32(at + 1).ok_or_else(|| {
                     crate::Error::Internal("recurrent weights constant without their data".into())
                 })?;
@@ -182,7 +208,11 @@ impl KernelOp for Recurrent {
             } else {
                 cx.operand_arg(at + 1)
             };
-            args.extend([cx.operand_arg(at), r, bias, h0, c0, peephole]);
+            let rq = match self.integer_r.get(d) {
+                Some(blob) => Arg::Blob(blob.clone()),
+                None => Arg::Null,
+            };
+            args.extend([cx.operand_arg(at), r, rq, bias, h0, c0, peephole]);
         }
         args.extend([cx.result_arg(), required_scratch(cx, self)?, Arg::Threads]);
         let kernel = if self.pair {

@@ -48,6 +48,16 @@ pub struct QMatMulParams<'a> {
 /// Words after the seal: out, flags, x_zp, y_zp, lo, hi, k, n.
 const HEADER: usize = 8;
 
+/// Scratch of a product of depth `k` into `n` columns (`QMatMulParams::scratch`): the
+/// per-column constants (shared), one block of packed rows per worker, with room to widen
+/// it (the AVX2 tier).
+pub fn scratch_for(k: usize, n: usize) -> ScratchNeed {
+    ScratchNeed {
+        shared: n * 4,
+        per_worker: k.div_ceil(4) * 8 * MR,
+    }
+}
+
 impl QMatMulParams<'_> {
     fn k4(&self) -> usize {
         self.k.div_ceil(4)
@@ -56,11 +66,7 @@ impl QMatMulParams<'_> {
     /// Scratch of a call: the per-column constants (shared), one block of packed rows per
     /// worker.
     pub fn scratch(&self) -> ScratchNeed {
-        ScratchNeed {
-            shared: self.n * 4,
-            // One packed block of rows, with room to widen it (the AVX2 tier).
-            per_worker: self.k4() * 8 * MR,
-        }
+        scratch_for(self.k, self.n)
     }
 
     /// The sealed blob: `w` is `[k, n]` int8 (uint8 weights shifted by −128 with their zero
